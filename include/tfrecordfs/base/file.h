@@ -1,0 +1,88 @@
+// File-descriptor helpers: RAII ownership, full pread/write loops that retry
+// on EINTR and short transfers, and durable replacement of a file.
+//
+// All functions return absl::Status values whose messages name the path and,
+// for reads, the byte offset. Thread-safety: UniqueFd is not synchronised; the
+// free functions are safe to call concurrently on a shared descriptor (pread
+// and pwrite do not move the file offset).
+#ifndef TFRECORDFS_BASE_FILE_H_
+#define TFRECORDFS_BASE_FILE_H_
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace tfrecordfs {
+
+// Owns one file descriptor; closes it on destruction.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept;
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd();
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  // Closes now and reports the error close() returned (matters for writes on
+  // NFS and for detecting deferred write errors).
+  absl::Status Close();
+
+ private:
+  int fd_ = -1;
+};
+
+// Maps errno to an absl::Status with `context` (usually a path) in the message.
+// The errno itself rides along as a payload (see ErrnoOf), so the FUSE layer
+// can answer with exactly it.
+absl::Status ErrnoError(int err, absl::string_view context);
+
+// A status that carries `err` for the FUSE reply and `message` for the log.
+absl::Status PosixError(int err, absl::string_view message);
+
+// The errno a status carries (PosixError / ErrnoError), or 0 if none.
+int ErrnoOf(const absl::Status& status);
+
+absl::StatusOr<UniqueFd> OpenFile(const std::string& path, int flags, mode_t mode = 0);
+
+// Reads up to n bytes at offset; returns the number read, which is less than n
+// only at end of file.
+absl::StatusOr<size_t> PreadUpTo(int fd, void* buf, size_t n, uint64_t offset,
+                                 absl::string_view path);
+
+// Reads exactly n bytes or fails (OutOfRange at end of file).
+absl::Status PreadFull(int fd, void* buf, size_t n, uint64_t offset, absl::string_view path);
+
+absl::Status WriteFull(int fd, const void* buf, size_t n, absl::string_view path);
+
+// fsync of a directory, so that a rename or unlink inside it is durable.
+absl::Status FsyncDir(const std::string& dir);
+
+// Writes `contents` to `path` durably: temp file in the same directory, fsync,
+// rename over `path`, fsync of the directory. Readers see the old or the new
+// file, never a torn one.
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents);
+
+absl::StatusOr<std::string> ReadFileToString(const std::string& path);
+
+// Directory part of a path ("." when there is none) and the last component.
+std::string Dirname(absl::string_view path);
+std::string Basename(absl::string_view path);
+
+}  // namespace tfrecordfs
+
+#endif  // TFRECORDFS_BASE_FILE_H_

@@ -1,0 +1,44 @@
+// Minimal leveled logging to stderr (and syslog once the daemon detaches).
+//
+// Abseil 20220623 (Debian bookworm) predates absl/log, so this is ours.
+// Thread-safe: each message is written with one write(2) call.
+#ifndef TFRECORDFS_BASE_LOG_H_
+#define TFRECORDFS_BASE_LOG_H_
+
+#include "absl/strings/string_view.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace tfrecordfs::log {
+
+enum class Level { kDebug = 0, kInfo = 1, kWarning = 2, kError = 3 };
+
+// Messages below `level` are dropped. Default kInfo.
+void SetLevel(Level level);
+Level GetLevel();
+// After this call messages also go to syslog (used once the daemon detaches
+// and stderr points to /dev/null).
+void UseSyslog(bool on);
+
+void Write(Level level, absl::string_view message);
+
+template <typename... Args>
+void Info(const Args&... args) {
+  if (GetLevel() <= Level::kInfo) Write(Level::kInfo, absl::StrCat(args...));
+}
+template <typename... Args>
+void Warning(const Args&... args) {
+  if (GetLevel() <= Level::kWarning) Write(Level::kWarning, absl::StrCat(args...));
+}
+template <typename... Args>
+void Error(const Args&... args) {
+  Write(Level::kError, absl::StrCat(args...));
+}
+template <typename... Args>
+void Debug(const Args&... args) {
+  if (GetLevel() <= Level::kDebug) Write(Level::kDebug, absl::StrCat(args...));
+}
+
+}  // namespace tfrecordfs::log
+
+#endif  // TFRECORDFS_BASE_LOG_H_

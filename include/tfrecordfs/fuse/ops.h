@@ -1,0 +1,81 @@
+// The FUSE low-level operations, split as in libfuse's passthrough_hp:
+// Do*() computes a reply (an errno or the data to send) from the vfs and
+// never talks to the kernel, so tests call them without a mount; the ll_*
+// callbacks in session.cc send exactly one reply built from a Do*() result.
+//
+// Thread-safety: as vfs::Filesystem (fully concurrent).
+#ifndef TFRECORDFS_FUSE_OPS_H_
+#define TFRECORDFS_FUSE_OPS_H_
+
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "tfrecordfs/vfs/filesystem.h"
+
+namespace tfrecordfs::fuse {
+
+struct OpsOptions {
+  // Shard data never changes under a mount, so the kernel may cache names,
+  // attributes and negative lookups for a long time.
+  double entry_timeout = 86400.0;
+  double attr_timeout = 86400.0;
+  double negative_timeout = 86400.0;
+  // Reply to reads of contiguous shard bytes with an fd buffer (splice).
+  bool splice = true;
+};
+
+struct Ops {
+  vfs::Filesystem* fs;
+  OpsOptions options;
+};
+
+void FillStat(const vfs::Attr& a, struct stat* st);
+
+struct EntryReply {
+  int err = 0;  // non-zero: reply with this errno
+  fuse_entry_param entry{};  // entry.ino == 0 is a cached negative entry
+};
+EntryReply DoLookup(const Ops& ops, fuse_ino_t parent, absl::string_view name);
+
+struct AttrReply {
+  int err = 0;
+  struct stat st {};
+  double timeout = 0;
+};
+AttrReply DoGetAttr(const Ops& ops, fuse_ino_t ino);
+
+// Fills up to `size` bytes of directory entries starting at `offset`, in the
+// kernel's format (plus = READDIRPLUS).
+struct DirReply {
+  int err = 0;
+  std::string buf;
+};
+DirReply DoReadDir(const Ops& ops, fuse_ino_t ino, size_t size, off_t offset, bool plus);
+
+struct OpenReply {
+  int err = 0;
+  bool keep_cache = false;
+};
+OpenReply DoOpen(const Ops& ops, fuse_ino_t ino, int flags);
+
+struct ReadReply {
+  int err = 0;
+  vfs::ReadResult data;
+};
+ReadReply DoRead(const Ops& ops, fuse_ino_t ino, size_t size, off_t offset);
+
+struct StatfsReply {
+  int err = 0;
+  struct statvfs st {};
+};
+StatfsReply DoStatfs(const Ops& ops);
+
+// The callback table the session installs. Write operations answer EROFS.
+const fuse_lowlevel_ops& LowLevelOps();
+
+}  // namespace tfrecordfs::fuse
+
+#endif  // TFRECORDFS_FUSE_OPS_H_

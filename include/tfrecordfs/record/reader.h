@@ -1,0 +1,76 @@
+// Reading TFRecord shards: header parsing, the header walk that builds an
+// offset index, and checked reads of one record.
+//
+// Thread-safety: all functions are reentrant; they only pread() the given
+// descriptor, so many threads may share one descriptor.
+#ifndef TFRECORDFS_RECORD_READER_H_
+#define TFRECORDFS_RECORD_READER_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace tfrecordfs::record {
+
+// Parses a 12-byte header. Returns the data length, or DataLossError when the
+// length CRC does not match. Does not check the length against a file size.
+absl::StatusOr<uint64_t> ParseHeader(const char* header12);
+
+// True when `header12` is a header whose length CRC matches and whose record
+// would end at or before `file_size` when it starts at `offset`.
+bool IsPlausibleHeader(const char* header12, uint64_t offset, uint64_t file_size);
+
+// One problem the walk met and stepped over or stopped at. `offset` is the
+// byte offset in the shard where it was found.
+struct WalkProblem {
+  uint64_t offset = 0;
+  std::string message;  // e.g. "length CRC mismatch", "truncated record"
+};
+
+// The outcome of a header walk.
+struct WalkResult {
+  // Start offsets of the records found, in order, plus one final element:
+  // the end offset of the last record (so the vector is never empty).
+  // Record i spans [offsets[i], offsets[i+1]) unless the walk resynchronised
+  // right after it, in which case its stated length overruns offsets[i+1] and
+  // a checked read of it fails.
+  std::vector<uint64_t> offsets;
+  std::vector<WalkProblem> problems;  // empty for a clean shard
+  uint64_t file_size = 0;
+};
+
+// Walks the record headers of `fd` from `start` (a record boundary) to
+// `file_size`, without reading payloads (except for small records, where a
+// 64 KiB read-ahead window is cheaper than one pread per header, and while
+// resynchronising after damage).
+//
+// Damage handling: when the header at the expected position fails its length
+// CRC or overruns the file, the walk scans forward from just after the
+// previous record's header for the next plausible header and continues there
+// (a record shortened by a few bytes, such as by a CRLF->LF conversion, thus
+// costs only that record). With nothing plausible left, the walk ends at the
+// last good record; stray bytes at the end are reported. Only I/O errors are
+// returned as a non-OK status.
+absl::StatusOr<WalkResult> WalkHeaders(int fd, absl::string_view path, uint64_t file_size,
+                                       uint64_t start = 0);
+
+// Reads record `index` whose framing spans [begin, end) in the shard (as
+// given by a WalkResult) and verifies both CRCs and that the stated length
+// fits. On success returns the data bytes. Errors are DataLossError (the
+// message names the path, the record index and the byte offset) or I/O errors.
+absl::StatusOr<std::string> ReadRecord(int fd, absl::string_view path, uint64_t index,
+                                       uint64_t begin, uint64_t end);
+
+// Reads a whole shard from memory (used by tests, `pack` verification and the
+// fuzzers): calls `fn(index, data)` for each record. Fails on any damage.
+absl::Status ForEachRecordInBuffer(absl::string_view shard,
+                                   const std::function<void(uint64_t, absl::string_view)>& fn);
+
+}  // namespace tfrecordfs::record
+
+#endif  // TFRECORDFS_RECORD_READER_H_

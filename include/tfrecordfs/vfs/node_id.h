@@ -1,0 +1,62 @@
+// Node ids: the 64-bit inode numbers the mount hands to the kernel. They are
+// computed, not stored, so no per-file tree exists in memory.
+//
+//   bit 63..62  space
+//     0 = tree   bits 61..0: index of a node in the source tree, plus one
+//                (FUSE_ROOT_ID == 1 is tree node 0, the mount root)
+//     1 = record bits 61..44: shard id (18 bits, 262,144 shards)
+//                bits 43..16: record index (28 bits, 268M records per shard)
+//                bits 15..0 : entry in the record's layout (16 bits; entry 0
+//                             is the record directory itself)
+//     2 = staging: bits 61..0 name a node of the staging store (see
+//                staging/store.h)
+//
+// Pure and thread-safe.
+#ifndef TFRECORDFS_VFS_NODE_ID_H_
+#define TFRECORDFS_VFS_NODE_ID_H_
+
+#include <cstdint>
+
+namespace tfrecordfs::vfs {
+
+inline constexpr int kSpaceShift = 62;
+inline constexpr int kShardBits = 18;
+inline constexpr int kRecordBits = 28;
+inline constexpr int kEntryBits = 16;
+static_assert(kShardBits + kRecordBits + kEntryBits == kSpaceShift,
+              "record-space fields must fill the 62 bits below the space tag");
+
+inline constexpr uint64_t kMaxShards = uint64_t{1} << kShardBits;
+inline constexpr uint64_t kMaxRecordsPerShard = uint64_t{1} << kRecordBits;
+inline constexpr uint64_t kMaxEntriesPerRecord = uint64_t{1} << kEntryBits;
+
+enum class Space : uint8_t { kTree = 0, kRecord = 1, kStaging = 2 };
+
+constexpr Space SpaceOf(uint64_t id) { return static_cast<Space>(id >> kSpaceShift); }
+
+constexpr uint64_t TreeId(uint64_t tree_index) { return tree_index + 1; }
+constexpr uint64_t TreeIndex(uint64_t id) { return (id & ((uint64_t{1} << kSpaceShift) - 1)) - 1; }
+
+constexpr uint64_t RecordId(uint64_t shard, uint64_t record, uint64_t entry) {
+  return (uint64_t{1} << kSpaceShift) | (shard << (kRecordBits + kEntryBits)) |
+         (record << kEntryBits) | entry;
+}
+constexpr uint64_t ShardOf(uint64_t id) {
+  return (id >> (kRecordBits + kEntryBits)) & (kMaxShards - 1);
+}
+constexpr uint64_t RecordOf(uint64_t id) { return (id >> kEntryBits) & (kMaxRecordsPerShard - 1); }
+constexpr uint64_t EntryOf(uint64_t id) { return id & (kMaxEntriesPerRecord - 1); }
+
+constexpr uint64_t StagingId(uint64_t n) { return (uint64_t{2} << kSpaceShift) | n; }
+constexpr uint64_t StagingIndex(uint64_t id) { return id & ((uint64_t{1} << kSpaceShift) - 1); }
+
+static_assert(TreeId(0) == 1, "the mount root must be FUSE_ROOT_ID");
+static_assert(ShardOf(RecordId(kMaxShards - 1, 5, 7)) == kMaxShards - 1);
+static_assert(RecordOf(RecordId(3, kMaxRecordsPerShard - 1, 7)) == kMaxRecordsPerShard - 1);
+static_assert(EntryOf(RecordId(3, 5, kMaxEntriesPerRecord - 1)) == kMaxEntriesPerRecord - 1);
+static_assert(SpaceOf(RecordId(kMaxShards - 1, kMaxRecordsPerShard - 1, kMaxEntriesPerRecord - 1)) ==
+              Space::kRecord);
+
+}  // namespace tfrecordfs::vfs
+
+#endif  // TFRECORDFS_VFS_NODE_ID_H_

@@ -1,0 +1,234 @@
+// Formatting and parsing of file contents (numbers and text lines).
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+using namespace std::string_view_literals;
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "tfrecordfs/base/utf8.h"
+#include "tfrecordfs/naming/naming.h"
+
+namespace tfrecordfs::naming {
+
+using example::Feature;
+using example::Kind;
+
+namespace {
+
+constexpr uint32_t kSignBit = 0x80000000u;
+constexpr uint32_t kMantissa = 0x007fffffu;
+constexpr uint32_t kExponent = 0x7f800000u;
+constexpr uint32_t kDefaultNanMantissa = 0x00400000u;
+
+void AppendFloat(std::string* out, float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  if (std::isnan(v)) {
+    // Keep the sign and payload so that a copy round-trips bit for bit.
+    if (bits & kSignBit) out->push_back('-');
+    const uint32_t mantissa = bits & kMantissa;
+    if (mantissa == kDefaultNanMantissa) {
+      out->append("nan");
+    } else {
+      char buf[16];
+      auto r = std::to_chars(buf, buf + sizeof buf, mantissa, 16);
+      absl::StrAppend(out, "nan(0x", absl::string_view(buf, r.ptr - buf), ")");
+    }
+    return;
+  }
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out->append(buf, r.ptr);
+}
+
+// Parses one float token exactly as AppendFloat writes it, plus anything
+// strtof accepts in the C locale (leading '+', hex floats, "infinity").
+bool ParseFloat(absl::string_view tok, float* out) {
+  if (tok.empty()) return false;
+  absl::string_view body = tok;
+  bool neg = false;
+  if (body[0] == '-' || body[0] == '+') {
+    neg = body[0] == '-';
+    body.remove_prefix(1);
+  }
+  if (absl::StartsWithIgnoreCase(body, "nan")) {
+    uint32_t mantissa = kDefaultNanMantissa;
+    absl::string_view rest = body.substr(3);
+    if (!rest.empty()) {
+      if (rest.size() < 5 || rest.substr(0, 3) != "(0x" || rest.back() != ')') return false;
+      absl::string_view hex = rest.substr(3, rest.size() - 4);
+      uint32_t m = 0;
+      auto r = std::from_chars(hex.data(), hex.data() + hex.size(), m, 16);
+      if (r.ec != std::errc() || r.ptr != hex.data() + hex.size()) return false;
+      if (m == 0 || m > kMantissa) return false;
+      mantissa = m;
+    }
+    uint32_t bits = kExponent | mantissa | (neg ? kSignBit : 0);
+    std::memcpy(out, &bits, 4);
+    return true;
+  }
+  std::string s(tok);  // strtof needs a terminator
+  char* end = nullptr;
+  errno = 0;
+  float v = std::strtof(s.c_str(), &end);
+  if (end != s.c_str() + s.size()) return false;
+  if (errno == ERANGE && std::isinf(v)) return false;  // overflow, not "inf"
+  *out = v;
+  return true;
+}
+
+// Splits content into lines: the final '\n' is optional, blanks around each
+// line are dropped.
+std::vector<absl::string_view> NumericLines(absl::string_view content) {
+  std::vector<absl::string_view> lines;
+  if (content.empty()) return lines;
+  if (content.back() == '\n') content.remove_suffix(1);
+  size_t start = 0;
+  for (;;) {
+    size_t nl = content.find('\n', start);
+    absl::string_view line =
+        content.substr(start, nl == absl::string_view::npos ? absl::string_view::npos : nl - start);
+    lines.push_back(absl::StripAsciiWhitespace(line));
+    if (nl == absl::string_view::npos) break;
+    start = nl + 1;
+  }
+  return lines;
+}
+
+}  // namespace
+
+std::string FormatInt64s(std::span<const int64_t> values) {
+  std::string out;
+  out.reserve(values.size() * 4);
+  for (int64_t v : values) absl::StrAppend(&out, v, "\n");
+  return out;
+}
+
+std::string FormatFloats(std::span<const float> values) {
+  std::string out;
+  out.reserve(values.size() * 10);
+  for (float v : values) {
+    AppendFloat(&out, v);
+    out.push_back('\n');
+  }
+  return out;
+}
+
+std::string FormatText(std::span<const absl::string_view> values) {
+  std::string out;
+  for (absl::string_view v : values) {
+    out.append(v.data(), v.size());
+    out.push_back('\n');
+  }
+  return out;
+}
+
+bool IsSingleLineText(absl::string_view v) {
+  for (char c : v) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u < 0x20 && u != '\t') || u == 0x7f) return false;
+  }
+  return IsValidUtf8(v);
+}
+
+absl::StatusOr<Feature> ParseNumeric(absl::string_view content, Kind hint) {
+  Feature f;
+  const std::vector<absl::string_view> lines = NumericLines(content);
+  f.kind = hint == Kind::kFloat ? Kind::kFloat : Kind::kInt64;
+  if (hint != Kind::kFloat) {
+    bool all_int = true;
+    f.int64s.reserve(lines.size());
+    for (absl::string_view line : lines) {
+      int64_t v;
+      if (!absl::SimpleAtoi(line, &v)) {
+        all_int = false;
+        break;
+      }
+      f.int64s.push_back(v);
+    }
+    if (all_int) return f;
+    f.int64s.clear();
+    if (hint == Kind::kInt64) {
+      for (size_t i = 0; i < lines.size(); ++i) {
+        int64_t v;
+        if (!absl::SimpleAtoi(lines[i], &v)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "line ", i + 1, ": '", absl::CEscape(lines[i].substr(0, 40)),
+              "' is not an int64 (this feature is an int64 list in the mounted shards)"));
+        }
+      }
+    }
+  }
+  f.kind = Kind::kFloat;
+  f.floats.reserve(lines.size());
+  for (size_t i = 0; i < lines.size(); ++i) {
+    float v;
+    if (!ParseFloat(lines[i], &v)) {
+      return absl::InvalidArgumentError(absl::StrCat("line ", i + 1, ": '",
+                                                     absl::CEscape(lines[i].substr(0, 40)),
+                                                     "' is not a number"));
+    }
+    f.floats.push_back(v);
+  }
+  return f;
+}
+
+std::vector<absl::string_view> ParseText(absl::string_view content) {
+  std::vector<absl::string_view> values;
+  if (content.empty()) return values;
+  if (content.back() == '\n') content.remove_suffix(1);
+  size_t start = 0;
+  for (;;) {
+    size_t nl = content.find('\n', start);
+    absl::string_view line =
+        content.substr(start, nl == absl::string_view::npos ? absl::string_view::npos : nl - start);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    values.push_back(line);
+    if (nl == absl::string_view::npos) break;
+    start = nl + 1;
+  }
+  return values;
+}
+
+absl::string_view SniffExtension(absl::string_view b) {
+  auto starts = [&](std::string_view std_magic, size_t at = 0) {
+    absl::string_view magic(std_magic.data(), std_magic.size());
+    return b.size() >= at + magic.size() && b.substr(at, magic.size()) == magic;
+  };
+  if (starts("\xff\xd8\xff"sv)) return ".jpg";
+  if (starts("\x89PNG\r\n\x1a\n"sv)) return ".png";
+  if (starts("GIF87a") || starts("GIF89a")) return ".gif";
+  if (starts("BM") && b.size() >= 26) {
+    const auto u = [&](size_t i) { return static_cast<uint32_t>(static_cast<uint8_t>(b[i])); };
+    const uint32_t declared = u(2) | (u(3) << 8) | (u(4) << 16) | (u(5) << 24);
+    if (declared == b.size()) return ".bmp";
+  }
+  if (starts("RIFF") && starts("WEBP", 8)) return ".webp";
+  if (starts("RIFF") && starts("WAVE", 8)) return ".wav";
+  if (starts("II*\0"sv) || starts("MM\0*"sv)) return ".tif";
+  if (starts("fLaC")) return ".flac";
+  if (starts("OggS")) return ".ogg";
+  if (starts("ID3")) return ".mp3";
+  if (starts("ftyp", 4)) return ".mp4";
+  if (starts("%PDF-")) return ".pdf";
+  if (starts("\x1f\x8b"sv)) return ".gz";
+  if (starts("PK\x03\x04"sv)) return ".zip";
+  if (starts("\x93NUMPY"sv)) return ".npy";
+  absl::string_view t = absl::StripAsciiWhitespace(b);
+  if (t.size() >= 2 && ((t.front() == '{' && t.back() == '}') ||
+                        (t.front() == '[' && t.back() == ']')) &&
+      IsValidUtf8(t)) {
+    return ".json";
+  }
+  return ".bin";
+}
+
+}  // namespace tfrecordfs::naming

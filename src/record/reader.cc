@@ -1,0 +1,204 @@
+#include "tfrecordfs/record/reader.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "tfrecordfs/base/coding.h"
+#include "tfrecordfs/base/crc32c.h"
+#include "tfrecordfs/base/file.h"
+#include "tfrecordfs/record/format.h"
+
+namespace tfrecordfs::record {
+
+absl::StatusOr<uint64_t> ParseHeader(const char* header12) {
+  const uint32_t stored = DecodeFixed32(header12 + kLengthSize);
+  const uint32_t actual = crc32c::Mask(crc32c::Value(header12, kLengthSize));
+  if (stored != actual) {
+    return absl::DataLossError(
+        absl::StrFormat("length CRC mismatch (stored 0x%08x, computed 0x%08x)", stored, actual));
+  }
+  return DecodeFixed64(header12);
+}
+
+bool IsPlausibleHeader(const char* header12, uint64_t offset, uint64_t file_size) {
+  if (offset > file_size || file_size - offset < kFramingOverhead) return false;
+  auto len = ParseHeader(header12);
+  return len.ok() && *len <= file_size - offset - kFramingOverhead;
+}
+
+namespace {
+
+// A read window over the shard: small records are walked from one 64 KiB
+// read instead of a pread per header.
+class Window {
+ public:
+  Window(int fd, absl::string_view path) : fd_(fd), path_(path) {}
+
+  // Returns a pointer to n bytes at `offset`, reading `want` >= n bytes if the
+  // window does not hold them. The caller guarantees offset + n <= file size.
+  absl::StatusOr<const char*> Fetch(uint64_t offset, size_t n, size_t want) {
+    if (offset >= start_ && offset + n <= start_ + buf_.size()) {
+      return buf_.data() + (offset - start_);
+    }
+    buf_.resize(std::max(n, want));
+    auto got = PreadUpTo(fd_, buf_.data(), buf_.size(), offset, path_);
+    if (!got.ok()) return got.status();
+    buf_.resize(*got);
+    start_ = offset;
+    if (*got < n) {
+      return absl::DataLossError(absl::StrCat(path_, ": file shrank while indexing (offset ",
+                                              offset, ")"));
+    }
+    return buf_.data();
+  }
+
+ private:
+  int fd_;
+  absl::string_view path_;
+  std::string buf_;
+  uint64_t start_ = 0;
+};
+
+constexpr size_t kSmallRecord = 4096;
+constexpr size_t kWindow = 64 * 1024;
+constexpr size_t kScanChunk = 1 << 20;
+
+// Finds the first offset >= lo whose 12 bytes form a plausible header.
+absl::StatusOr<std::optional<uint64_t>> ScanForHeader(int fd, absl::string_view path,
+                                                      uint64_t lo, uint64_t file_size) {
+  std::string buf;
+  for (uint64_t base = lo; base + kFramingOverhead <= file_size;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kScanChunk, file_size - base));
+    buf.resize(n);
+    auto got = PreadUpTo(fd, buf.data(), n, base, path);
+    if (!got.ok()) return got.status();
+    if (*got < kHeaderSize) break;
+    for (size_t i = 0; i + kHeaderSize <= *got; ++i) {
+      if (IsPlausibleHeader(buf.data() + i, base + i, file_size)) return base + i;
+    }
+    base += *got - (kHeaderSize - 1);  // overlap so no position is skipped
+  }
+  return std::optional<uint64_t>();
+}
+
+}  // namespace
+
+absl::StatusOr<WalkResult> WalkHeaders(int fd, absl::string_view path, uint64_t file_size,
+                                       uint64_t start) {
+  WalkResult result;
+  result.file_size = file_size;
+  Window window(fd, path);
+  uint64_t pos = start;
+  std::optional<uint64_t> prev;  // start of the last accepted record
+  uint64_t last_len = 0;
+  while (pos < file_size) {
+    if (file_size - pos < kHeaderSize) {
+      result.problems.push_back(
+          {pos, absl::StrCat(file_size - pos, " stray byte(s) after the last record")});
+      break;
+    }
+    auto hdr = window.Fetch(pos, kHeaderSize, last_len < kSmallRecord ? kWindow : kHeaderSize);
+    if (!hdr.ok()) return hdr.status();
+    auto len = ParseHeader(*hdr);
+    const uint64_t avail = file_size - pos;
+    if (len.ok() && avail >= kFramingOverhead && *len <= avail - kFramingOverhead) {
+      result.offsets.push_back(pos);
+      prev = pos;
+      last_len = *len;
+      pos += kFramingOverhead + *len;
+      continue;
+    }
+    if (!len.ok()) {
+      result.problems.push_back({pos, absl::StrCat("header ", len.status().message())});
+    } else if (avail < kFramingOverhead) {
+      result.problems.push_back({pos, absl::StrCat("truncated header: ", file_size - pos,
+                                                   " byte(s) after the last record")});
+    } else {
+      result.problems.push_back(
+          {pos, absl::StrCat("record length ", *len, " runs past the end of the file (",
+                             avail - kFramingOverhead,
+                             " data bytes available): truncated record")});
+    }
+    // The previous record may be the one that is short; look from just after
+    // its header so that the true next header is found even if it is earlier.
+    const uint64_t lo = prev ? *prev + kHeaderSize : pos + 1;
+    auto next = ScanForHeader(fd, path, lo, file_size);
+    if (!next.ok()) return next.status();
+    if (!next->has_value()) break;
+    const uint64_t q = **next;
+    result.problems.push_back(
+        {q, absl::StrCat("resynchronised: next valid header found at byte offset ", q,
+                         q < pos ? absl::StrCat(" (", pos - q, " byte(s) before the position "
+                                                "the previous record's length gives)")
+                                 : absl::StrCat(" (", q - pos, " byte(s) skipped)"))});
+    pos = q;
+    last_len = kSmallRecord;  // use exact header reads near damage
+  }
+  result.offsets.push_back(std::min(pos, file_size));
+  if (result.offsets.size() >= 2 && result.offsets.back() < result.offsets[result.offsets.size() - 2]) {
+    result.offsets.back() = result.offsets[result.offsets.size() - 2];
+  }
+  return result;
+}
+
+absl::StatusOr<std::string> ReadRecord(int fd, absl::string_view path, uint64_t index,
+                                       uint64_t begin, uint64_t end) {
+  auto where = [&] {
+    return absl::StrCat(path, ": record ", index, " at byte offset ", begin, ": ");
+  };
+  if (end < begin || end - begin < kFramingOverhead) {
+    return absl::DataLossError(absl::StrCat(where(), "framing shorter than 16 bytes"));
+  }
+  std::string buf(end - begin, '\0');
+  absl::Status s = PreadFull(fd, buf.data(), buf.size(), begin, path);
+  if (!s.ok()) return s;
+  auto len = ParseHeader(buf.data());
+  if (!len.ok()) return absl::DataLossError(absl::StrCat(where(), len.status().message()));
+  if (*len != buf.size() - kFramingOverhead) {
+    return absl::DataLossError(absl::StrCat(
+        where(), "stated length ", *len, " does not match the ", buf.size() - kFramingOverhead,
+        " bytes before the next record (the record is damaged or shortened)"));
+  }
+  const uint32_t stored = DecodeFixed32(buf.data() + kHeaderSize + *len);
+  const uint32_t actual = crc32c::Mask(crc32c::Value(buf.data() + kHeaderSize, *len));
+  if (stored != actual) {
+    return absl::DataLossError(absl::StrFormat("%sdata CRC mismatch (stored 0x%08x, computed 0x%08x)",
+                                               where(), stored, actual));
+  }
+  buf.resize(kHeaderSize + *len);
+  buf.erase(0, kHeaderSize);
+  return buf;
+}
+
+absl::Status ForEachRecordInBuffer(absl::string_view shard,
+                                   const std::function<void(uint64_t, absl::string_view)>& fn) {
+  uint64_t pos = 0;
+  for (uint64_t index = 0; pos < shard.size(); ++index) {
+    if (shard.size() - pos < kFramingOverhead) {
+      return absl::DataLossError(absl::StrCat("record ", index, " at byte offset ", pos,
+                                              ": truncated header"));
+    }
+    auto len = ParseHeader(shard.data() + pos);
+    if (!len.ok()) {
+      return absl::DataLossError(absl::StrCat("record ", index, " at byte offset ", pos, ": ",
+                                              len.status().message()));
+    }
+    if (*len > shard.size() - pos - kFramingOverhead) {
+      return absl::DataLossError(absl::StrCat("record ", index, " at byte offset ", pos,
+                                              ": truncated record"));
+    }
+    absl::string_view data = shard.substr(pos + kHeaderSize, *len);
+    if (DecodeFixed32(shard.data() + pos + kHeaderSize + *len) !=
+        crc32c::Mask(crc32c::Value(data))) {
+      return absl::DataLossError(absl::StrCat("record ", index, " at byte offset ", pos,
+                                              ": data CRC mismatch"));
+    }
+    fn(index, data);
+    pos += kFramingOverhead + *len;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tfrecordfs::record

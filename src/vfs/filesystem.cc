@@ -1,0 +1,561 @@
+#include "tfrecordfs/vfs/filesystem.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <set>
+#include <thread>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/log.h"
+#include "tfrecordfs/example/example.h"
+#include "tfrecordfs/record/format.h"
+#include "tfrecordfs/record/reader.h"
+#include "tfrecordfs/vfs/node_id.h"
+
+namespace tfrecordfs::vfs {
+
+namespace {
+
+enum class NodeType { kDir, kPlainFile, kShard };
+
+struct TreeNode {
+  std::string name;
+  uint64_t parent = 0;
+  NodeType type = NodeType::kDir;
+  std::vector<uint64_t> children;  // tree indices, sorted by name
+  std::string real_path;
+  struct stat st = {};
+  uint64_t shard = 0;  // kShard
+};
+
+constexpr mode_t kDirMode = S_IFDIR | 0555;
+constexpr mode_t kFileMode = S_IFREG | 0444;
+
+int Digits(uint64_t n) {
+  int d = 1;
+  while (n >= 10) {
+    n /= 10;
+    ++d;
+  }
+  return d;
+}
+
+}  // namespace
+
+class Filesystem::Tree {
+ public:
+  std::vector<TreeNode> nodes;
+  // Lazily opened descriptors of plain files, by tree index.
+  absl::Mutex mu;
+  absl::flat_hash_map<uint64_t, int> plain_fds ABSL_GUARDED_BY(mu);
+
+  std::optional<uint64_t> Find(uint64_t dir, absl::string_view name) const {
+    const auto& ch = nodes[dir].children;
+    auto it = std::lower_bound(ch.begin(), ch.end(), name,
+                               [&](uint64_t i, absl::string_view n) { return nodes[i].name < n; });
+    if (it == ch.end() || nodes[*it].name != name) return std::nullopt;
+    return *it;
+  }
+
+  absl::StatusOr<int> PlainFd(uint64_t i) {
+    absl::MutexLock lock(&mu);
+    auto it = plain_fds.find(i);
+    if (it != plain_fds.end()) return it->second;
+    auto fd = OpenFile(nodes[i].real_path, O_RDONLY);
+    if (!fd.ok()) return fd.status();
+    int raw = fd->release();
+    plain_fds.emplace(i, raw);
+    return raw;
+  }
+
+  ~Tree() {
+    absl::MutexLock lock(&mu);
+    for (auto& [i, fd] : plain_fds) ::close(fd);
+  }
+};
+
+namespace {
+
+// Adds `path` (already stat'ed) under tree node `parent` as `name`, recursing
+// into directories. `visited` breaks symlink loops.
+absl::Status AddPath(Filesystem::Tree* tree, uint64_t parent, const std::string& name,
+                     const std::string& path, const struct stat& st,
+                     std::set<std::pair<dev_t, ino_t>>* visited) {
+  if (tree->Find(parent, name)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("two sources provide '", name, "' in the same directory of the mount (",
+                     path, " and ", tree->nodes[*tree->Find(parent, name)].real_path, ")"));
+  }
+  const uint64_t self = tree->nodes.size();
+  TreeNode node;
+  node.name = name;
+  node.parent = parent;
+  node.real_path = path;
+  node.st = st;
+  node.type = S_ISDIR(st.st_mode) ? NodeType::kDir : NodeType::kPlainFile;
+  tree->nodes.push_back(std::move(node));
+  auto& ch = tree->nodes[parent].children;
+  ch.insert(std::lower_bound(ch.begin(), ch.end(), name,
+                             [&](uint64_t i, const std::string& n) {
+                               return tree->nodes[i].name < n;
+                             }),
+            self);
+  if (!S_ISDIR(st.st_mode)) return absl::OkStatus();
+  if (!visited->insert({st.st_dev, st.st_ino}).second) {
+    log::Warning(path, ": directory already mirrored (symlink loop?); shown empty");
+    return absl::OkStatus();
+  }
+  DIR* d = ::opendir(path.c_str());
+  if (!d) return ErrnoError(errno, absl::StrCat("cannot list source directory ", path));
+  std::vector<std::string> names;
+  while (dirent* e = ::readdir(d)) {
+    absl::string_view n = e->d_name;
+    if (n == "." || n == "..") continue;
+    names.emplace_back(n);
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  for (const std::string& n : names) {
+    const std::string child = absl::StrCat(path, "/", n);
+    struct stat cst;
+    if (::stat(child.c_str(), &cst) != 0) {
+      log::Warning(child, ": skipped: ", std::strerror(errno));
+      continue;
+    }
+    if (!S_ISDIR(cst.st_mode) && !S_ISREG(cst.st_mode)) continue;  // fifos, sockets, devices
+    if (auto s = AddPath(tree, self, n, child, cst, visited); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+struct Probed {
+  absl::Status status;
+  bool is_shard = false;
+  int fd = -1;
+  std::shared_ptr<const index::ShardIndex> index;
+};
+
+Probed ProbeAndIndex(const TreeNode& node) {
+  Probed out;
+  auto fd = OpenFile(node.real_path, O_RDONLY);
+  if (!fd.ok()) {
+    out.status = fd.status();
+    return out;
+  }
+  struct stat st;
+  if (::fstat(fd->get(), &st) != 0) {
+    out.status = ErrnoError(errno, node.real_path);
+    return out;
+  }
+  auto probe = index::ProbeFile(fd->get(), node.real_path, static_cast<uint64_t>(st.st_size));
+  if (!probe.ok()) {
+    out.status = probe.status();
+    return out;
+  }
+  if (*probe != index::Probe::kShard) {
+    if (index::LooksLikeShardName(node.name)) {
+      log::Warning(node.real_path,
+                   ": named like a TFRecord shard, but its first 12 bytes are not a record "
+                   "header with a valid length CRC (byte offset 0); shown as a plain file");
+    }
+    return out;
+  }
+  auto idx = index::BuildShardIndex(fd->get(), node.real_path, st);
+  if (!idx.ok()) {
+    out.status = idx.status();
+    return out;
+  }
+  out.is_shard = true;
+  out.index = std::move(*idx);
+  out.fd = fd->release();
+  return out;
+}
+
+}  // namespace
+
+Filesystem::Filesystem() : tree_(std::make_unique<Tree>()), uid_(::getuid()), gid_(::getgid()) {}
+
+Filesystem::~Filesystem() {
+  for (int fd : shard_fds_) ::close(fd);
+}
+
+absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& options) {
+  if (options.sources.empty()) return absl::InvalidArgumentError("no SOURCE given");
+  std::unique_ptr<Filesystem> fs(new Filesystem());
+  Tree& tree = *fs->tree_;
+  tree.nodes.emplace_back();  // the root
+  tree.nodes[0].type = NodeType::kDir;
+  ::clock_gettime(CLOCK_REALTIME, &tree.nodes[0].st.st_mtim);
+  std::set<std::pair<dev_t, ino_t>> visited;
+  for (const std::string& src : options.sources) {
+    struct stat st;
+    if (::stat(src.c_str(), &st) != 0) {
+      return ErrnoError(errno, absl::StrCat("source ", src));
+    }
+    if (S_ISDIR(st.st_mode)) {
+      // A directory source's entries appear at the mount root.
+      visited.insert({st.st_dev, st.st_ino});
+      DIR* d = ::opendir(src.c_str());
+      if (!d) return ErrnoError(errno, absl::StrCat("cannot list source directory ", src));
+      std::vector<std::string> names;
+      while (dirent* e = ::readdir(d)) {
+        absl::string_view n = e->d_name;
+        if (n != "." && n != "..") names.emplace_back(n);
+      }
+      ::closedir(d);
+      std::sort(names.begin(), names.end());
+      for (const std::string& n : names) {
+        const std::string child = absl::StrCat(src, src.back() == '/' ? "" : "/", n);
+        struct stat cst;
+        if (::stat(child.c_str(), &cst) != 0) {
+          log::Warning(child, ": skipped: ", std::strerror(errno));
+          continue;
+        }
+        if (!S_ISDIR(cst.st_mode) && !S_ISREG(cst.st_mode)) continue;
+        if (auto s = AddPath(&tree, 0, n, child, cst, &visited); !s.ok()) return s;
+      }
+    } else if (S_ISREG(st.st_mode)) {
+      if (auto s = AddPath(&tree, 0, Basename(src), src, st, &visited); !s.ok()) return s;
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("source ", src, " is neither a regular file nor a directory"));
+    }
+  }
+
+  // Probe every regular file and walk the shards, in parallel.
+  std::vector<uint64_t> files;
+  for (uint64_t i = 0; i < tree.nodes.size(); ++i) {
+    if (tree.nodes[i].type == NodeType::kPlainFile) files.push_back(i);
+  }
+  std::vector<Probed> probed(files.size());
+  int threads = options.index_threads;
+  if (threads <= 0) threads = std::clamp<int>(static_cast<int>(std::thread::hardware_concurrency()), 1, 16);
+  threads = std::min<int>(threads, std::max<size_t>(files.size(), 1));
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t k; (k = next.fetch_add(1)) < files.size();) {
+      probed[k] = ProbeAndIndex(tree.nodes[files[k]]);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+
+  for (size_t k = 0; k < files.size(); ++k) {
+    Probed& p = probed[k];
+    TreeNode& node = tree.nodes[files[k]];
+    if (!p.status.ok()) return p.status;
+    if (!p.is_shard) continue;
+    if (fs->shards_.size() >= kMaxShards) {
+      ::close(p.fd);
+      return absl::ResourceExhaustedError(
+          absl::StrCat("more than ", kMaxShards, " shards in the sources"));
+    }
+    for (const auto& problem : p.index->problems()) {
+      log::Warning(node.real_path, ": byte offset ", problem.offset, ": ", problem.message);
+    }
+    if (!p.index->problems().empty()) {
+      log::Warning(node.real_path, ": damaged shard: ", p.index->num_records(),
+                   " record(s) indexed");
+    }
+    node.type = NodeType::kShard;
+    node.shard = fs->shards_.size();
+    fs->shard_tree_node_.push_back(files[k]);
+    uint64_t n = p.index->num_records();
+    if (n > kMaxRecordsPerShard) {
+      log::Warning(node.real_path, ": only the first ", kMaxRecordsPerShard, " of ", n,
+                   " records are shown");
+    }
+    fs->shard_name_width_.push_back(Digits(n == 0 ? 0 : n - 1));
+    fs->shards_.push_back(std::move(p.index));
+    fs->shard_fds_.push_back(p.fd);
+  }
+  fs->cache_ = std::make_unique<RecordCache>(options.cache_records);
+  return fs;
+}
+
+std::string Filesystem::RecordName(uint64_t shard, uint64_t record) const {
+  std::string digits = absl::StrCat(record);
+  const size_t width = static_cast<size_t>(shard_name_width_[shard]);
+  if (digits.size() < width) digits.insert(0, width - digits.size(), '0');
+  return digits;
+}
+
+Attr Filesystem::RecordDirAttr(uint64_t shard, uint64_t record) const {
+  Attr a;
+  a.ino = RecordId(shard, record, 0);
+  a.mode = kDirMode;
+  a.nlink = 1;
+  a.mtime = tree_->nodes[shard_tree_node_[shard]].st.st_mtim;
+  return a;
+}
+
+Attr Filesystem::EntryAttr(uint64_t shard, uint64_t record, uint32_t entry,
+                           const ParsedRecord& rec) const {
+  const naming::Entry& e = rec.layout.entries[entry];
+  Attr a;
+  a.ino = RecordId(shard, record, entry);
+  a.mode = e.is_dir ? kDirMode : kFileMode;
+  a.size = e.is_dir ? 0 : e.size();
+  a.nlink = 1;
+  a.mtime = tree_->nodes[shard_tree_node_[shard]].st.st_mtim;
+  return a;
+}
+
+absl::StatusOr<std::shared_ptr<const ParsedRecord>> Filesystem::Parse(uint64_t shard,
+                                                                       uint64_t record) {
+  const uint64_t key = (shard << kRecordBits) | record;
+  std::shared_ptr<const ParsedRecord> rec = cache_->Get(key);
+  if (!rec) {
+    auto parsed = std::make_shared<ParsedRecord>();
+    const index::ShardIndex& idx = *shards_[shard];
+    parsed->data_offset = idx.begin(record) + record::kHeaderSize;
+    auto data = record::ReadRecord(shard_fds_[shard], idx.path(), record, idx.begin(record),
+                                   idx.end(record));
+    if (!data.ok()) {
+      parsed->status = data.status();
+      log::Error(data.status().message());
+    } else if (auto table = example::DecodeExample(*data); table.ok()) {
+      parsed->layout = naming::LayoutExample(*table, *data);
+      if (parsed->layout.entries.size() > kMaxEntriesPerRecord) {
+        log::Warning(idx.path(), ": record ", record, " at byte offset ", idx.begin(record),
+                     ": ", parsed->layout.entries.size(),
+                     " files are more than one record can show; shown raw as ",
+                     naming::kRawRecordName);
+        parsed->layout = naming::LayoutRaw(data->size());
+      }
+    } else {
+      log::Debug(idx.path(), ": record ", record, " at byte offset ", idx.begin(record), ": ",
+                 table.status().message(), "; shown raw");
+      parsed->layout = naming::LayoutRaw(data->size());
+    }
+    rec = parsed;
+    cache_->Put(key, rec);
+  }
+  if (!rec->status.ok()) return rec->status;
+  return rec;
+}
+
+absl::StatusOr<Attr> Filesystem::GetAttr(uint64_t ino) {
+  switch (SpaceOf(ino)) {
+    case Space::kTree: {
+      const uint64_t i = TreeIndex(ino);
+      if (i >= tree_->nodes.size()) return absl::NotFoundError("stale node id");
+      const TreeNode& n = tree_->nodes[i];
+      Attr a;
+      a.ino = ino;
+      a.mtime = n.st.st_mtim;
+      if (n.type == NodeType::kPlainFile) {
+        a.mode = kFileMode;
+        a.size = static_cast<uint64_t>(n.st.st_size);
+      } else if (n.type == NodeType::kShard) {
+        a.mode = kDirMode;
+        a.nlink = 2 + std::min<uint64_t>(shards_[n.shard]->num_records(), kMaxRecordsPerShard);
+      } else {
+        a.mode = kDirMode;
+        a.nlink = 2;
+        for (uint64_t c : n.children) a.nlink += tree_->nodes[c].type != NodeType::kPlainFile;
+      }
+      return a;
+    }
+    case Space::kRecord: {
+      const uint64_t shard = ShardOf(ino), record = RecordOf(ino);
+      if (shard >= shards_.size() || record >= shards_[shard]->num_records()) {
+        return absl::NotFoundError("stale node id");
+      }
+      if (EntryOf(ino) == 0) return RecordDirAttr(shard, record);
+      auto rec = Parse(shard, record);
+      if (!rec.ok()) return rec.status();
+      const uint32_t entry = static_cast<uint32_t>(EntryOf(ino));
+      if (entry >= (*rec)->layout.entries.size()) return absl::NotFoundError("stale node id");
+      return EntryAttr(shard, record, entry, **rec);
+    }
+    case Space::kStaging:
+      break;
+  }
+  return absl::NotFoundError("stale node id");
+}
+
+absl::StatusOr<Attr> Filesystem::Lookup(uint64_t parent, absl::string_view name) {
+  switch (SpaceOf(parent)) {
+    case Space::kTree: {
+      const uint64_t i = TreeIndex(parent);
+      if (i >= tree_->nodes.size()) return absl::NotFoundError("stale node id");
+      const TreeNode& n = tree_->nodes[i];
+      if (n.type == NodeType::kPlainFile) return PosixError(ENOTDIR, "not a directory");
+      if (n.type == NodeType::kDir) {
+        auto c = tree_->Find(i, name);
+        if (!c) return absl::NotFoundError(name);
+        return GetAttr(TreeId(*c));
+      }
+      // A shard: the name is a record index, padded or not.
+      uint64_t record;
+      const bool digits = !name.empty() && name.size() <= 19 &&
+                          std::all_of(name.begin(), name.end(),
+                                      [](char c) { return c >= '0' && c <= '9'; });
+      if (!digits || !absl::SimpleAtoi(name, &record)) return absl::NotFoundError(name);
+      const uint64_t count = std::min<uint64_t>(shards_[n.shard]->num_records(), kMaxRecordsPerShard);
+      if (record >= count) return absl::NotFoundError(name);
+      const bool canonical = name == RecordName(n.shard, record) ||
+                             name == absl::StrCat(record);
+      if (!canonical) return absl::NotFoundError(name);
+      return RecordDirAttr(n.shard, record);
+    }
+    case Space::kRecord: {
+      const uint64_t shard = ShardOf(parent), record = RecordOf(parent);
+      if (shard >= shards_.size() || record >= shards_[shard]->num_records()) {
+        return absl::NotFoundError("stale node id");
+      }
+      auto rec = Parse(shard, record);
+      if (!rec.ok()) return rec.status();
+      const uint32_t dir = static_cast<uint32_t>(EntryOf(parent));
+      if (dir >= (*rec)->layout.entries.size()) return absl::NotFoundError("stale node id");
+      if (!(*rec)->layout.entries[dir].is_dir) return PosixError(ENOTDIR, "not a directory");
+      auto child = naming::FindChild((*rec)->layout, dir, name);
+      if (!child) return absl::NotFoundError(name);
+      return EntryAttr(shard, record, *child, **rec);
+    }
+    case Space::kStaging:
+      break;
+  }
+  return absl::NotFoundError("stale node id");
+}
+
+absl::Status Filesystem::ReadDir(uint64_t ino, uint64_t offset, const EmitFn& emit) {
+  auto self = GetAttr(ino);
+  if (!self.ok()) return self.status();
+  if (!S_ISDIR(self->mode)) return PosixError(ENOTDIR, "not a directory");
+  // "." and ".." first; ".." gets the parent's attributes when cheap, else
+  // the directory's own (the kernel ignores them for "..").
+  if (offset == 0) {
+    if (!emit(".", *self, 1)) return absl::OkStatus();
+    offset = 1;
+  }
+  if (offset == 1) {
+    if (!emit("..", *self, 2)) return absl::OkStatus();
+    offset = 2;
+  }
+  const uint64_t first = offset - 2;
+  switch (SpaceOf(ino)) {
+    case Space::kTree: {
+      const TreeNode& n = tree_->nodes[TreeIndex(ino)];
+      if (n.type == NodeType::kShard) {
+        const uint64_t count =
+            std::min<uint64_t>(shards_[n.shard]->num_records(), kMaxRecordsPerShard);
+        for (uint64_t r = first; r < count; ++r) {
+          if (!emit(RecordName(n.shard, r), RecordDirAttr(n.shard, r), r + 3)) break;
+        }
+        return absl::OkStatus();
+      }
+      for (uint64_t k = first; k < n.children.size(); ++k) {
+        const uint64_t c = n.children[k];
+        auto a = GetAttr(TreeId(c));
+        if (!a.ok()) return a.status();
+        if (!emit(tree_->nodes[c].name, *a, k + 3)) break;
+      }
+      return absl::OkStatus();
+    }
+    case Space::kRecord: {
+      const uint64_t shard = ShardOf(ino), record = RecordOf(ino);
+      auto rec = Parse(shard, record);
+      if (!rec.ok()) return rec.status();
+      const naming::Entry& d = (*rec)->layout.entries[EntryOf(ino)];
+      for (uint64_t k = first; k < d.num_children; ++k) {
+        const uint32_t c = d.first_child + static_cast<uint32_t>(k);
+        if (!emit((*rec)->layout.entries[c].name, EntryAttr(shard, record, c, **rec), k + 3)) break;
+      }
+      return absl::OkStatus();
+    }
+    case Space::kStaging:
+      break;
+  }
+  return absl::NotFoundError("stale node id");
+}
+
+absl::Status Filesystem::Open(uint64_t ino, int flags) {
+  auto a = GetAttr(ino);
+  if (!a.ok()) return a.status();
+  if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC)) {
+    return PosixError(EROFS, "read-only: only the staging area is writable");
+  }
+  if (S_ISDIR(a->mode) && !(flags & O_DIRECTORY)) {
+    // opendir comes through its own call; a plain open of a directory for
+    // reading is allowed by POSIX, so accept it.
+  }
+  if (SpaceOf(ino) == Space::kRecord && EntryOf(ino) != 0) {
+    // Make sure the record is readable now, so a damaged record fails at open.
+    auto rec = Parse(ShardOf(ino), RecordOf(ino));
+    if (!rec.ok()) return rec.status();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ReadResult> Filesystem::Read(uint64_t ino, uint64_t offset, size_t size) {
+  ReadResult out;
+  switch (SpaceOf(ino)) {
+    case Space::kTree: {
+      const uint64_t i = TreeIndex(ino);
+      if (i >= tree_->nodes.size()) return absl::NotFoundError("stale node id");
+      const TreeNode& n = tree_->nodes[i];
+      if (n.type != NodeType::kPlainFile) return PosixError(EISDIR, "is a directory");
+      auto fd = tree_->PlainFd(i);
+      if (!fd.ok()) return fd.status();
+      const uint64_t fsize = static_cast<uint64_t>(n.st.st_size);
+      out.fd = *fd;
+      out.offset = offset;
+      out.length = offset >= fsize ? 0 : static_cast<size_t>(std::min<uint64_t>(size, fsize - offset));
+      return out;
+    }
+    case Space::kRecord: {
+      const uint64_t shard = ShardOf(ino), record = RecordOf(ino);
+      if (shard >= shards_.size() || record >= shards_[shard]->num_records()) {
+        return absl::NotFoundError("stale node id");
+      }
+      auto rec = Parse(shard, record);
+      if (!rec.ok()) return rec.status();
+      const uint32_t entry = static_cast<uint32_t>(EntryOf(ino));
+      if (entry >= (*rec)->layout.entries.size()) return absl::NotFoundError("stale node id");
+      const naming::Entry& e = (*rec)->layout.entries[entry];
+      if (e.is_dir) return PosixError(EISDIR, "is a directory");
+      const uint64_t total = e.size();
+      const size_t n =
+          offset >= total ? 0 : static_cast<size_t>(std::min<uint64_t>(size, total - offset));
+      if (e.is_inline) {
+        out.data.assign(e.content, n == 0 ? 0 : offset, n);
+      } else {
+        out.fd = shard_fds_[shard];
+        out.offset = (*rec)->data_offset + e.span_offset + offset;
+        out.length = n;
+      }
+      return out;
+    }
+    case Space::kStaging:
+      break;
+  }
+  return absl::NotFoundError("stale node id");
+}
+
+Stats Filesystem::GetStats() const {
+  Stats s;
+  s.shards = shards_.size();
+  for (const auto& idx : shards_) {
+    s.records += idx->num_records();
+    s.shard_bytes += idx->file_size();
+    s.index_bytes += idx->MemoryBytes();
+  }
+  return s;
+}
+
+}  // namespace tfrecordfs::vfs
