@@ -1,6 +1,7 @@
 #include "tfrecordfs/staging/record_folder.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 
