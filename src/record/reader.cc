@@ -133,6 +133,13 @@ absl::StatusOr<WalkResult> WalkHeaders(int fd, absl::string_view path, uint64_t 
                          q < pos ? absl::StrCat(" (", pos - q, " byte(s) before the position "
                                                 "the previous record's length gives)")
                                  : absl::StrCat(" (", q - pos, " byte(s) skipped)"))});
+    if (q >= pos + kFramingOverhead) {
+      // The damage is at `pos` itself (e.g. a flipped bit in a header): keep
+      // [pos, q) as one unreadable record, so that the previous record keeps
+      // its exact span and stays readable, and later records keep their
+      // indices.
+      result.offsets.push_back(pos);
+    }
     pos = q;
     last_len = kSmallRecord;  // use exact header reads near damage
   }

@@ -37,8 +37,8 @@ struct WalkResult {
   // Start offsets of the records found, in order, plus one final element:
   // the end offset of the last record (so the vector is never empty).
   // Record i spans [offsets[i], offsets[i+1]) unless the walk resynchronised
-  // right after it, in which case its stated length overruns offsets[i+1] and
-  // a checked read of it fails.
+  // right after it, in which case its stated length does not match that span
+  // and a checked read of it fails.
   std::vector<uint64_t> offsets;
   std::vector<WalkProblem> problems;  // empty for a clean shard
   uint64_t file_size = 0;
@@ -53,9 +53,12 @@ struct WalkResult {
 // CRC or overruns the file, the walk scans forward from just after the
 // previous record's header for the next plausible header and continues there
 // (a record shortened by a few bytes, such as by a CRLF->LF conversion, thus
-// costs only that record). With nothing plausible left, the walk ends at the
-// last good record; stray bytes at the end are reported. Only I/O errors are
-// returned as a non-OK status.
+// costs only that record). When the header found lies at least 16 bytes past
+// the expected position, the bytes in between are kept as one record (whose
+// checked read fails), so that a damaged header costs only its own record and
+// later records keep their indices. With nothing plausible left, the walk ends
+// at the last good record; stray bytes at the end are reported. Only I/O
+// errors are returned as a non-OK status.
 absl::StatusOr<WalkResult> WalkHeaders(int fd, absl::string_view path, uint64_t file_size,
                                        uint64_t start = 0);
 

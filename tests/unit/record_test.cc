@@ -1,0 +1,612 @@
+// TFRecord framing: writer -> reader round trips (TEST_P over record-size
+// patterns) and damaged shards built with leveldb log_test style helpers.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tfrecordfs/base/coding.h"
+#include "tfrecordfs/base/crc32c.h"
+#include "tfrecordfs/base/file.h"
+#include "tfrecordfs/record/format.h"
+#include "tfrecordfs/record/reader.h"
+#include "tfrecordfs/record/writer.h"
+
+namespace tfrecordfs::record {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kPath[] = "/shards/train-00000-of-00001";
+
+std::string Payload(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::string s(n, '\0');
+  for (char& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+// An anonymous in-memory file holding `bytes`.
+UniqueFd MemFile(absl::string_view bytes) {
+  UniqueFd fd(::memfd_create("shard", MFD_CLOEXEC));
+  EXPECT_TRUE(fd.valid());
+  EXPECT_TRUE(WriteFull(fd.get(), bytes.data(), bytes.size(), "memfd").ok());
+  return fd;
+}
+
+std::string FileContents(int fd) {
+  std::string out(static_cast<size_t>(::lseek(fd, 0, SEEK_END)), '\0');
+  EXPECT_TRUE(PreadFull(fd, out.data(), out.size(), 0, "memfd").ok());
+  return out;
+}
+
+// A shard image in memory plus what was written into it, with helpers that
+// damage it the way disks, truncated copies and text-mode transfers do.
+class Shard {
+ public:
+  void Add(std::string payload) {
+    offsets_.push_back(bytes_.size());
+    AppendFramed(&bytes_, payload);
+    payloads_.push_back(std::move(payload));
+  }
+
+  const std::string& bytes() const { return bytes_; }
+  const std::vector<std::string>& payloads() const { return payloads_; }
+  uint64_t offset(size_t i) const { return offsets_[i]; }
+  uint64_t end(size_t i) const { return offsets_[i] + kFramingOverhead + payloads_[i].size(); }
+
+  void IncrementByte(uint64_t offset, int delta) {
+    bytes_[offset] = static_cast<char>(static_cast<unsigned char>(bytes_[offset]) + delta);
+  }
+  void ShrinkSize(size_t n) { bytes_.resize(bytes_.size() - n); }
+  void AppendRaw(absl::string_view s) { bytes_.append(s.data(), s.size()); }
+  // Removes `n` bytes at `offset` (a text-mode transfer dropping '\r's).
+  void EraseBytes(uint64_t offset, size_t n) { bytes_.erase(offset, n); }
+  // Inserts bytes at `offset` (a text-mode transfer adding '\r's).
+  void InsertBytes(uint64_t offset, absl::string_view s) {
+    bytes_.insert(offset, s.data(), s.size());
+  }
+  void SetLength(size_t record, uint64_t len) { EncodeFixed64(&bytes_[offsets_[record]], len); }
+  // Recomputes the length CRC of the header at `offset` (so only deliberate
+  // damage elsewhere remains).
+  void FixHeaderChecksum(uint64_t offset) {
+    EncodeFixed32(&bytes_[offset + kLengthSize],
+                  crc32c::Mask(crc32c::Value(&bytes_[offset], kLengthSize)));
+  }
+  // Recomputes the data CRC of a record whose framing is otherwise intact.
+  void FixDataChecksum(size_t record) {
+    const uint64_t data = offsets_[record] + kHeaderSize;
+    const uint64_t len = payloads_[record].size();
+    EncodeFixed32(&bytes_[data + len], crc32c::Mask(crc32c::Value(&bytes_[data], len)));
+  }
+
+ private:
+  std::string bytes_;
+  std::vector<uint64_t> offsets_;
+  std::vector<std::string> payloads_;
+};
+
+Shard MakeShard(const std::vector<size_t>& sizes) {
+  Shard shard;
+  for (size_t i = 0; i < sizes.size(); ++i) shard.Add(Payload(sizes[i], static_cast<uint32_t>(i)));
+  return shard;
+}
+
+// Invariants every walk result keeps, damaged or not.
+void CheckWalkInvariants(const WalkResult& w, uint64_t file_size) {
+  ASSERT_FALSE(w.offsets.empty());
+  EXPECT_EQ(file_size, w.file_size);
+  for (size_t i = 1; i < w.offsets.size(); ++i) {
+    EXPECT_LT(w.offsets[i - 1], w.offsets[i]) << "offsets not strictly increasing at " << i;
+  }
+  EXPECT_LE(w.offsets.back(), file_size);
+  for (size_t i = 0; i + 1 < w.offsets.size(); ++i) {
+    EXPECT_GE(w.offsets[i + 1] - w.offsets[i], kFramingOverhead) << "record " << i;
+  }
+}
+
+absl::StatusOr<WalkResult> Walk(const UniqueFd& fd, uint64_t size, uint64_t start = 0) {
+  return WalkHeaders(fd.get(), kPath, size, start);
+}
+
+// Every record of a walk that a checked read accepts, by index.
+std::vector<std::pair<uint64_t, std::string>> ReadableRecords(const UniqueFd& fd,
+                                                              const WalkResult& w) {
+  std::vector<std::pair<uint64_t, std::string>> out;
+  for (uint64_t i = 0; i + 1 < w.offsets.size(); ++i) {
+    auto r = ReadRecord(fd.get(), kPath, i, w.offsets[i], w.offsets[i + 1]);
+    if (r.ok()) out.emplace_back(i, *r);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Round trips.
+
+struct RoundTripCase {
+  std::string name;
+  std::vector<size_t> sizes;
+};
+
+std::vector<RoundTripCase> RoundTripCases() {
+  std::vector<RoundTripCase> cases = {
+      {"NoRecords", {}},
+      {"OneEmpty", {0}},
+      {"OneSmall", {5}},
+      {"SeveralEmpty", {0, 0, 0, 0}},
+      {"OneLarge", {70000}},
+      {"OneMiB", {(1 << 20) + 3}},
+      {"AroundSmallThreshold", {4095, 4096, 4097, 1, 4096, 0}},
+      {"AroundWindow", {65536 - 16, 65536 - 28, 65536, 65536 + 1, 3}},
+      {"LargeThenSmall", {100000, 1, 2, 3, 200000, 0, 5}},
+      {"SmallThenLarge", {1, 2, 3, 66000, 7, 131072, 9}},
+      {"OverWriterBuffer", {600000, 600000, 600000, 10}},
+  };
+  // Many small records: headers straddle 64 KiB read windows.
+  std::vector<size_t> many;
+  for (size_t i = 0; i < 500; ++i) many.push_back((i * 37) % 1000);
+  cases.push_back({"ManySmall", many});
+  // Random mix of small and large, so windows start and stop repeatedly.
+  std::mt19937 rng(1234);
+  std::vector<size_t> mixed;
+  for (int i = 0; i < 200; ++i) {
+    const uint32_t r = rng() % 10;
+    mixed.push_back(r < 6 ? rng() % 200 : r < 9 ? rng() % 9000 : 65536 + rng() % 70000);
+  }
+  cases.push_back({"RandomMix", mixed});
+  return cases;
+}
+
+class RoundTripTest : public ::testing::TestWithParam<RoundTripCase> {};
+
+TEST_P(RoundTripTest, WriterMatchesAppendFramed) {
+  const Shard shard = MakeShard(GetParam().sizes);
+  UniqueFd fd(::memfd_create("w", MFD_CLOEXEC));
+  ASSERT_TRUE(fd.valid());
+  UniqueFd dup(::dup(fd.get()));
+  ShardWriter w(std::move(fd), "memfd");
+  uint64_t expect_bytes = 0;
+  for (const std::string& p : shard.payloads()) {
+    ASSERT_TRUE(w.Append(p).ok());
+    expect_bytes += p.size() + kFramingOverhead;
+    EXPECT_EQ(expect_bytes, w.bytes());
+  }
+  EXPECT_EQ(shard.payloads().size(), w.records());
+  ASSERT_TRUE(w.Close(/*sync=*/true).ok());
+  EXPECT_EQ(shard.bytes(), FileContents(dup.get()));
+}
+
+TEST_P(RoundTripTest, WalkAndReadRecord) {
+  const Shard shard = MakeShard(GetParam().sizes);
+  const size_t n = shard.payloads().size();
+  UniqueFd fd = MemFile(shard.bytes());
+  auto w = Walk(fd, shard.bytes().size());
+  ASSERT_TRUE(w.ok()) << w.status();
+  CheckWalkInvariants(*w, shard.bytes().size());
+  EXPECT_TRUE(w->problems.empty()) << w->problems[0].message;
+  ASSERT_EQ(n + 1, w->offsets.size());
+  for (size_t i = 0; i < n; ++i) {
+    EXPECT_EQ(shard.offset(i), w->offsets[i]);
+    EXPECT_EQ(shard.end(i), w->offsets[i + 1]);
+    auto r = ReadRecord(fd.get(), kPath, i, w->offsets[i], w->offsets[i + 1]);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(shard.payloads()[i], *r) << "record " << i;
+  }
+  EXPECT_EQ(shard.bytes().size(), w->offsets.back());
+}
+
+TEST_P(RoundTripTest, WalkFromTheMiddle) {
+  const Shard shard = MakeShard(GetParam().sizes);
+  const size_t n = shard.payloads().size();
+  UniqueFd fd = MemFile(shard.bytes());
+  // From the middle record, and from the end (no records left).
+  for (size_t k : {n / 2, n}) {
+    const uint64_t start = k < n ? shard.offset(k) : shard.bytes().size();
+    auto w = Walk(fd, shard.bytes().size(), start);
+    ASSERT_TRUE(w.ok()) << w.status();
+    EXPECT_TRUE(w->problems.empty());
+    ASSERT_EQ(n - k + 1, w->offsets.size());
+    EXPECT_EQ(start, w->offsets[0]);
+    EXPECT_EQ(shard.bytes().size(), w->offsets.back());
+  }
+}
+
+TEST_P(RoundTripTest, ForEachRecordInBuffer) {
+  const Shard shard = MakeShard(GetParam().sizes);
+  std::vector<std::string> got;
+  absl::Status s = ForEachRecordInBuffer(shard.bytes(), [&](uint64_t i, absl::string_view data) {
+    EXPECT_EQ(got.size(), i);
+    got.emplace_back(data);
+  });
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(shard.payloads(), got);
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, RoundTripTest, ::testing::ValuesIn(RoundTripCases()),
+                         [](const auto& info) { return info.param.name; });
+
+// ---------------------------------------------------------------------------
+// Header parsing.
+
+TEST(ParseHeaderTest, ValidAndDamaged) {
+  std::string f;
+  AppendFramed(&f, "abc");
+  auto len = ParseHeader(f.data());
+  ASSERT_TRUE(len.ok());
+  EXPECT_EQ(3u, *len);
+  EXPECT_TRUE(IsPlausibleHeader(f.data(), 0, f.size()));
+  EXPECT_FALSE(IsPlausibleHeader(f.data(), 0, f.size() - 1));  // would overrun
+  EXPECT_FALSE(IsPlausibleHeader(f.data(), 10, f.size()));
+  EXPECT_FALSE(IsPlausibleHeader(f.data(), f.size() + 1, f.size()));
+  for (size_t i = 0; i < kHeaderSize; ++i) {
+    std::string d = f;
+    d[i] ^= 0x01;
+    auto bad = ParseHeader(d.data());
+    EXPECT_EQ(absl::StatusCode::kDataLoss, bad.status().code()) << "flipped byte " << i;
+    EXPECT_FALSE(IsPlausibleHeader(d.data(), 0, d.size()));
+  }
+}
+
+TEST(ParseHeaderTest, HugeLengthIsParsedButNeverPlausible) {
+  char h[kHeaderSize];
+  for (uint64_t len : {std::numeric_limits<uint64_t>::max(), std::numeric_limits<uint64_t>::max() - 15,
+                       uint64_t{1} << 63}) {
+    EncodeFixed64(h, len);
+    EncodeFixed32(h + kLengthSize, crc32c::Mask(crc32c::Value(h, kLengthSize)));
+    auto got = ParseHeader(h);
+    ASSERT_TRUE(got.ok());
+    EXPECT_EQ(len, *got);
+    EXPECT_FALSE(IsPlausibleHeader(h, 0, uint64_t{1} << 40));
+    EXPECT_FALSE(IsPlausibleHeader(h, 100, 1 << 20));
+    // Near the top of the range, offset + length must not wrap around.
+    EXPECT_FALSE(IsPlausibleHeader(h, std::numeric_limits<uint64_t>::max() - 20,
+                                   std::numeric_limits<uint64_t>::max()));
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Damage.
+
+class DamageTest : public ::testing::Test {
+ protected:
+  // Five records of mixed sizes; 1 and 3 straddle the small-record threshold.
+  DamageTest() : shard_(MakeShard({10, 5000, 300, 100, 30})) {}
+
+  WalkResult WalkShard() {
+    fd_ = MemFile(shard_.bytes());
+    auto w = Walk(fd_, shard_.bytes().size());
+    EXPECT_TRUE(w.ok()) << w.status();
+    if (!w.ok()) return {};
+    CheckWalkInvariants(*w, shard_.bytes().size());
+    return *w;
+  }
+
+  void ExpectRecordReadable(const WalkResult& w, size_t i) {
+    ASSERT_LT(i + 1, w.offsets.size());
+    auto r = ReadRecord(fd_.get(), kPath, i, w.offsets[i], w.offsets[i + 1]);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(shard_.payloads()[i], *r) << "record " << i;
+  }
+
+  bool HasProblemAt(const WalkResult& w, uint64_t offset) {
+    for (const WalkProblem& p : w.problems) {
+      EXPECT_FALSE(p.message.empty());
+      if (p.offset == offset) return true;
+    }
+    return false;
+  }
+
+  absl::Status ForEach() {
+    return ForEachRecordInBuffer(shard_.bytes(), [](uint64_t, absl::string_view) {});
+  }
+
+  Shard shard_;
+  UniqueFd fd_;
+};
+
+TEST_F(DamageTest, Clean) {
+  WalkResult w = WalkShard();
+  EXPECT_TRUE(w.problems.empty());
+  ASSERT_EQ(6u, w.offsets.size());
+  for (size_t i = 0; i < 5; ++i) ExpectRecordReadable(w, i);
+}
+
+TEST_F(DamageTest, EmptyFile) {
+  shard_ = Shard();
+  WalkResult w = WalkShard();
+  EXPECT_TRUE(w.problems.empty());
+  EXPECT_EQ(std::vector<uint64_t>{0}, w.offsets);
+  int calls = 0;
+  EXPECT_TRUE(ForEachRecordInBuffer("", [&](uint64_t, absl::string_view) { ++calls; }).ok());
+  EXPECT_EQ(0, calls);
+}
+
+TEST_F(DamageTest, TruncatedHeader) {
+  shard_.ShrinkSize(shard_.bytes().size() - shard_.offset(4) - 6);  // 6 header bytes remain
+  WalkResult w = WalkShard();
+  ASSERT_EQ(5u, w.offsets.size());
+  EXPECT_EQ(shard_.offset(4), w.offsets.back());
+  EXPECT_TRUE(HasProblemAt(w, shard_.offset(4)));
+  for (size_t i = 0; i < 4; ++i) ExpectRecordReadable(w, i);
+  EXPECT_EQ(absl::StatusCode::kDataLoss, ForEach().code());
+}
+
+TEST_F(DamageTest, TruncatedPayload) {
+  shard_.ShrinkSize(4 + 10);  // data crc and 10 payload bytes of the last record
+  WalkResult w = WalkShard();
+  ASSERT_EQ(5u, w.offsets.size());
+  EXPECT_EQ(shard_.offset(4), w.offsets.back());
+  ASSERT_FALSE(w.problems.empty());
+  EXPECT_TRUE(HasProblemAt(w, shard_.offset(4)));
+  for (size_t i = 0; i < 4; ++i) ExpectRecordReadable(w, i);
+  absl::Status s = ForEach();
+  EXPECT_EQ(absl::StatusCode::kDataLoss, s.code());
+  EXPECT_THAT(s.message(), HasSubstr("record 4"));
+}
+
+TEST_F(DamageTest, TruncatedDataCrc) {
+  for (size_t cut = 1; cut <= 4; ++cut) {
+    shard_ = MakeShard({10, 5000, 300, 100, 30});
+    shard_.ShrinkSize(cut);
+    WalkResult w = WalkShard();
+    ASSERT_EQ(5u, w.offsets.size()) << "cut " << cut;
+    EXPECT_TRUE(HasProblemAt(w, shard_.offset(4))) << "cut " << cut;
+    for (size_t i = 0; i < 4; ++i) ExpectRecordReadable(w, i);
+    EXPECT_EQ(absl::StatusCode::kDataLoss, ForEach().code());
+    // A read of the damaged record with the full span it used to have fails.
+    auto r = ReadRecord(fd_.get(), kPath, 4, shard_.offset(4), shard_.end(4));
+    EXPECT_FALSE(r.ok());
+  }
+}
+
+TEST_F(DamageTest, StrayBytesAtTheEnd) {
+  for (size_t n = 1; n <= 11; ++n) {
+    shard_ = MakeShard({10, 5000, 300, 100, 30});
+    const uint64_t end = shard_.bytes().size();
+    shard_.AppendRaw(std::string(n, '\x5a'));
+    WalkResult w = WalkShard();
+    ASSERT_EQ(6u, w.offsets.size()) << n << " stray bytes";
+    EXPECT_EQ(end, w.offsets.back());
+    EXPECT_TRUE(HasProblemAt(w, end)) << n << " stray bytes";
+    for (size_t i = 0; i < 5; ++i) ExpectRecordReadable(w, i);
+    EXPECT_EQ(absl::StatusCode::kDataLoss, ForEach().code());
+  }
+}
+
+TEST_F(DamageTest, LongerGarbageAtTheEnd) {
+  for (size_t n : {12, 15, 16, 17, 100, 70000}) {
+    shard_ = MakeShard({10, 5000, 300, 100, 30});
+    const uint64_t end = shard_.bytes().size();
+    shard_.AppendRaw(std::string(n, '\0'));
+    WalkResult w = WalkShard();
+    ASSERT_EQ(6u, w.offsets.size()) << n << " trailing zero bytes";
+    EXPECT_EQ(end, w.offsets.back());
+    EXPECT_TRUE(HasProblemAt(w, end)) << n;
+    for (size_t i = 0; i < 5; ++i) ExpectRecordReadable(w, i);
+  }
+}
+
+// A damaged header costs only its own record: the record before it keeps its
+// exact span, and the records after it are found and keep their indices.
+TEST_F(DamageTest, LengthCrcMismatchInTheMiddle) {
+  shard_.IncrementByte(shard_.offset(2) + kLengthSize, 1);  // the stored length CRC
+  WalkResult w = WalkShard();
+  EXPECT_TRUE(HasProblemAt(w, shard_.offset(2)));
+  EXPECT_TRUE(HasProblemAt(w, shard_.offset(3)));  // where it resynchronised
+  ASSERT_EQ(6u, w.offsets.size());
+  for (size_t i = 0; i < 5; ++i) EXPECT_EQ(shard_.offset(i), w.offsets[i]);
+  EXPECT_EQ(shard_.bytes().size(), w.offsets.back());
+  for (size_t i : {0, 1, 3, 4}) ExpectRecordReadable(w, i);
+  auto bad = ReadRecord(fd_.get(), kPath, 2, w.offsets[2], w.offsets[3]);
+  EXPECT_EQ(absl::StatusCode::kDataLoss, bad.status().code());
+  EXPECT_THAT(bad.status().message(), HasSubstr(absl::StrCat("record 2 at byte offset ",
+                                                             shard_.offset(2))));
+  absl::Status s = ForEach();
+  EXPECT_EQ(absl::StatusCode::kDataLoss, s.code());
+  EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("byte offset ", shard_.offset(2))));
+}
+
+TEST_F(DamageTest, LengthFieldDamagedInTheMiddle) {
+  // The length bytes themselves changed: the stored CRC no longer matches.
+  for (size_t byte = 0; byte < kLengthSize; ++byte) {
+    shard_ = MakeShard({10, 5000, 300, 100, 30});
+    shard_.IncrementByte(shard_.offset(3) + byte, 7);
+    WalkResult w = WalkShard();
+    EXPECT_TRUE(HasProblemAt(w, shard_.offset(3)));
+    ASSERT_EQ(6u, w.offsets.size()) << "byte " << byte;
+    for (size_t i : {0, 1, 2, 4}) ExpectRecordReadable(w, i);
+    EXPECT_FALSE(ReadRecord(fd_.get(), kPath, 3, w.offsets[3], w.offsets[4]).ok());
+  }
+}
+
+TEST_F(DamageTest, TwoDamagedHeaders) {
+  shard_.IncrementByte(shard_.offset(1) + 9, 1);
+  shard_.IncrementByte(shard_.offset(3) + 2, 1);
+  WalkResult w = WalkShard();
+  EXPECT_TRUE(HasProblemAt(w, shard_.offset(1)));
+  EXPECT_TRUE(HasProblemAt(w, shard_.offset(3)));
+  ASSERT_EQ(6u, w.offsets.size());
+  for (size_t i : {0, 2, 4}) ExpectRecordReadable(w, i);
+}
+
+TEST_F(DamageTest, FirstHeaderDamaged) {
+  shard_.IncrementByte(0, 1);
+  WalkResult w = WalkShard();
+  EXPECT_TRUE(HasProblemAt(w, 0));
+  ASSERT_EQ(6u, w.offsets.size());
+  EXPECT_EQ(0u, w.offsets[0]);
+  EXPECT_FALSE(ReadRecord(fd_.get(), kPath, 0, w.offsets[0], w.offsets[1]).ok());
+  for (size_t i = 1; i < 5; ++i) ExpectRecordReadable(w, i);
+}
+
+// A record lengthened by a few bytes (LF -> CRLF): too few bytes for a record
+// of their own, so the lengthened record alone is lost.
+TEST_F(DamageTest, RecordLengthenedInTheMiddle) {
+  for (size_t extra : {1, 2, 5, 15}) {
+    shard_ = MakeShard({10, 5000, 300, 100, 30});
+    shard_.InsertBytes(shard_.offset(2) + kHeaderSize + 40, std::string(extra, '\r'));
+    WalkResult w = WalkShard();
+    ASSERT_EQ(6u, w.offsets.size()) << extra;
+    EXPECT_EQ(shard_.offset(3) + extra, w.offsets[3]);
+    ExpectRecordReadable(w, 0);
+    ExpectRecordReadable(w, 1);
+    EXPECT_FALSE(ReadRecord(fd_.get(), kPath, 2, w.offsets[2], w.offsets[3]).ok());
+    for (size_t i = 3; i < 5; ++i) {
+      auto r = ReadRecord(fd_.get(), kPath, i, w.offsets[i], w.offsets[i + 1]);
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_EQ(shard_.payloads()[i], *r);
+    }
+  }
+}
+
+// The CRLF -> LF pattern: a record loses a few bytes in the middle; it alone
+// is lost, the ones before and after keep their indices and stay readable.
+TEST_F(DamageTest, RecordShortenedInTheMiddle) {
+  for (size_t lost : {1, 2, 3, 7, 11, 12, 13, 20}) {
+    shard_ = MakeShard({10, 5000, 300, 100, 30});
+    shard_.EraseBytes(shard_.offset(2) + kHeaderSize + 50, lost);
+    WalkResult w = WalkShard();
+    ASSERT_EQ(6u, w.offsets.size()) << lost << " bytes lost";
+    EXPECT_FALSE(w.problems.empty());
+    EXPECT_EQ(shard_.offset(3) - lost, w.offsets[3]);
+    ExpectRecordReadable(w, 0);
+    ExpectRecordReadable(w, 1);
+    auto bad = ReadRecord(fd_.get(), kPath, 2, w.offsets[2], w.offsets[3]);
+    EXPECT_EQ(absl::StatusCode::kDataLoss, bad.status().code()) << lost << " bytes lost";
+    EXPECT_THAT(bad.status().message(), HasSubstr(kPath));
+    EXPECT_THAT(bad.status().message(), HasSubstr("record 2"));
+    EXPECT_THAT(bad.status().message(), HasSubstr(absl::StrCat("byte offset ", shard_.offset(2))));
+    for (size_t i = 3; i < 5; ++i) {
+      auto r = ReadRecord(fd_.get(), kPath, i, w.offsets[i], w.offsets[i + 1]);
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_EQ(shard_.payloads()[i], *r);
+    }
+    EXPECT_EQ(shard_.bytes().size(), w.offsets.back());
+  }
+}
+
+TEST_F(DamageTest, LastRecordShortened) {
+  shard_.EraseBytes(shard_.offset(4) + kHeaderSize + 5, 2);
+  WalkResult w = WalkShard();
+  ASSERT_EQ(5u, w.offsets.size());
+  EXPECT_TRUE(HasProblemAt(w, shard_.offset(4)));
+  for (size_t i = 0; i < 4; ++i) ExpectRecordReadable(w, i);
+}
+
+TEST_F(DamageTest, DataCrcMismatch) {
+  shard_.IncrementByte(shard_.offset(2) + kHeaderSize + 17, 1);
+  WalkResult w = WalkShard();
+  EXPECT_TRUE(w.problems.empty());  // the walk does not read payloads
+  ASSERT_EQ(6u, w.offsets.size());
+  auto bad = ReadRecord(fd_.get(), kPath, 2, w.offsets[2], w.offsets[3]);
+  ASSERT_EQ(absl::StatusCode::kDataLoss, bad.status().code());
+  EXPECT_THAT(bad.status().message(), HasSubstr(kPath));
+  EXPECT_THAT(bad.status().message(), HasSubstr("record 2"));
+  EXPECT_THAT(bad.status().message(), HasSubstr(absl::StrCat("byte offset ", shard_.offset(2))));
+  EXPECT_THAT(bad.status().message(), HasSubstr("CRC"));
+  for (size_t i : {0, 1, 3, 4}) ExpectRecordReadable(w, i);
+
+  absl::Status s = ForEach();
+  EXPECT_EQ(absl::StatusCode::kDataLoss, s.code());
+  EXPECT_THAT(s.message(), HasSubstr("record 2"));
+
+  // Repairing the CRC (not the data) makes it readable again, with the new data.
+  shard_.FixDataChecksum(2);
+  fd_ = MemFile(shard_.bytes());
+  auto fixed = ReadRecord(fd_.get(), kPath, 2, w.offsets[2], w.offsets[3]);
+  ASSERT_TRUE(fixed.ok()) << fixed.status();
+  EXPECT_NE(shard_.payloads()[2], *fixed);
+  EXPECT_EQ(shard_.payloads()[2].size(), fixed->size());
+}
+
+TEST_F(DamageTest, DataCrcFieldDamaged) {
+  shard_.IncrementByte(shard_.end(1) - 1, 1);
+  WalkResult w = WalkShard();
+  auto bad = ReadRecord(fd_.get(), kPath, 1, w.offsets[1], w.offsets[2]);
+  EXPECT_EQ(absl::StatusCode::kDataLoss, bad.status().code());
+  ExpectRecordReadable(w, 0);
+  ExpectRecordReadable(w, 2);
+}
+
+TEST_F(DamageTest, HugeLengthWithValidCrc) {
+  for (uint64_t len : {std::numeric_limits<uint64_t>::max(), std::numeric_limits<uint64_t>::max() - 15,
+                       std::numeric_limits<uint64_t>::max() - 16, uint64_t{1} << 40}) {
+    shard_ = MakeShard({10, 5000, 300, 100, 30});
+    shard_.SetLength(2, len);
+    shard_.FixHeaderChecksum(shard_.offset(2));
+    WalkResult w = WalkShard();  // must not try to allocate `len` bytes
+    EXPECT_TRUE(HasProblemAt(w, shard_.offset(2))) << len;
+    ASSERT_EQ(6u, w.offsets.size());
+    for (size_t i = 0; i < 5; ++i) EXPECT_EQ(shard_.offset(i), w.offsets[i]);
+    EXPECT_EQ(shard_.bytes().size(), w.offsets.back());
+    for (size_t i : {0, 1, 3, 4}) ExpectRecordReadable(w, i);
+    // Reading a span that starts at the damaged header fails without
+    // allocating the stated length.
+    auto r = ReadRecord(fd_.get(), kPath, 2, shard_.offset(2), shard_.end(2));
+    EXPECT_EQ(absl::StatusCode::kDataLoss, r.status().code());
+    EXPECT_EQ(absl::StatusCode::kDataLoss, ForEach().code());
+  }
+}
+
+TEST_F(DamageTest, HugeLengthInTheLastRecord) {
+  shard_.SetLength(4, std::numeric_limits<uint64_t>::max() - 3);
+  shard_.FixHeaderChecksum(shard_.offset(4));
+  WalkResult w = WalkShard();
+  ASSERT_EQ(5u, w.offsets.size());
+  EXPECT_TRUE(HasProblemAt(w, shard_.offset(4)));
+  for (size_t i = 0; i < 4; ++i) ExpectRecordReadable(w, i);
+}
+
+TEST_F(DamageTest, ReadRecordRejectsBadSpans) {
+  WalkResult w = WalkShard();
+  // Shorter than the framing, reversed, and off by one in either direction.
+  EXPECT_EQ(absl::StatusCode::kDataLoss,
+            ReadRecord(fd_.get(), kPath, 0, 0, 15).status().code());
+  EXPECT_EQ(absl::StatusCode::kDataLoss,
+            ReadRecord(fd_.get(), kPath, 0, 10, 0).status().code());
+  EXPECT_EQ(absl::StatusCode::kDataLoss,
+            ReadRecord(fd_.get(), kPath, 1, w.offsets[1], w.offsets[2] - 1).status().code());
+  EXPECT_FALSE(ReadRecord(fd_.get(), kPath, 1, w.offsets[1], w.offsets[2] + 1).ok());
+  // Past the end of the file: an error, not a crash.
+  EXPECT_FALSE(ReadRecord(fd_.get(), kPath, 4, w.offsets[4], w.offsets[5] + 100).ok());
+}
+
+// Random single-byte damage anywhere: the walk never fails, keeps its
+// invariants, and every record it reads back is one that was written.
+TEST_F(DamageTest, RandomDamageKeepsInvariants) {
+  std::mt19937 rng(99);
+  const Shard clean = MakeShard({10, 5000, 300, 100, 30, 0, 70000, 1, 2});
+  for (int iter = 0; iter < 300; ++iter) {
+    shard_ = clean;
+    const int hits = 1 + static_cast<int>(rng() % 3);
+    for (int h = 0; h < hits; ++h) {
+      const uint64_t at = rng() % shard_.bytes().size();
+      switch (rng() % 3) {
+        case 0:
+          shard_.IncrementByte(at, 1 + static_cast<int>(rng() % 255));
+          break;
+        case 1:
+          shard_.EraseBytes(at, 1 + rng() % std::min<uint64_t>(20, shard_.bytes().size() - at));
+          break;
+        default:
+          shard_.ShrinkSize(rng() % std::min<size_t>(64, shard_.bytes().size()));
+          break;
+      }
+    }
+    WalkResult w = WalkShard();
+    for (const auto& [i, data] : ReadableRecords(fd_, w)) {
+      EXPECT_THAT(clean.payloads(), ::testing::Contains(data)) << "iteration " << iter;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tfrecordfs::record
