@@ -1,0 +1,810 @@
+// The pack engine: record folders on disk -> shards read back and decoded;
+// shard splitting and naming; invalid records left staged; refusals and I/O
+// failures (missing, read-only and full output directories) that must leave
+// staging intact and no temp files; the journal format and recovery; and
+// crash tests that fork, kill the child with SIGKILL at every fault point
+// (TFRECORDFS_FAULT), recover, pack again and check exactly-once.
+#include "tfrecordfs/repack/pack.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "commands.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tfrecordfs/base/crc32c.h"
+#include "tfrecordfs/base/file.h"
+#include "tfrecordfs/example/example.h"
+#include "tfrecordfs/record/format.h"
+#include "tfrecordfs/record/reader.h"
+#include "tfrecordfs/repack/journal.h"
+#include "tfrecordfs/staging/record_folder.h"
+
+namespace tfrecordfs::repack {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// ---- Helpers: folders on disk, shards read back ----
+
+void WriteFile(const std::string& path, const std::string& content) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(content.data(), static_cast<std::streamsize>(content.size()));
+  ASSERT_TRUE(out.good()) << path;
+}
+
+std::string Jpeg(int seed, size_t size) {
+  std::string s = "\xff\xd8\xff\xe0";
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  while (s.size() < size) s.push_back(static_cast<char>(rng() & 0xff));
+  return s;
+}
+
+// A typical record: int64 label, text name, one image, a bytes list, a
+// nested feature (meta/source).
+void MakeRecord(const std::string& dir, const std::string& name, int label,
+                size_t image_size = 300) {
+  const std::string r = absl::StrCat(dir, "/", name);
+  WriteFile(r + "/label", absl::StrCat(label, "\n"));
+  WriteFile(r + "/name.txt", name + "\n");
+  WriteFile(r + "/image.jpg", Jpeg(label, image_size));
+  WriteFile(r + "/frames/0.bin", absl::StrCat("frame0-", name));
+  WriteFile(r + "/frames/1.bin", absl::StrCat("frame1-", name));
+  WriteFile(r + "/meta/source.txt", "camera-" + name + "\n");
+}
+
+void MakeInvalidRecord(const std::string& dir, const std::string& name) {
+  WriteFile(absl::StrCat(dir, "/", name, "/label"), "three\n");
+}
+
+// One record read back from an output shard.
+struct ReadBack {
+  std::string shard;  // file name
+  std::string payload;
+};
+
+std::vector<std::string> ShardFiles(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (absl::EndsWith(e.path().filename().string(), ".tfrecord")) {
+      out.push_back(e.path().filename().string());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Every record of every shard in `dir`, CRCs checked by ForEachRecordInBuffer.
+std::vector<ReadBack> ReadShards(const std::string& dir) {
+  std::vector<ReadBack> out;
+  for (const std::string& name : ShardFiles(dir)) {
+    auto contents = ReadFileToString(dir + "/" + name);
+    EXPECT_TRUE(contents.ok()) << contents.status();
+    if (!contents.ok()) continue;
+    absl::Status s = record::ForEachRecordInBuffer(
+        *contents, [&](uint64_t, absl::string_view data) {
+          out.push_back({name, std::string(data.data(), data.size())});
+        });
+    EXPECT_TRUE(s.ok()) << name << ": " << s;
+  }
+  return out;
+}
+
+const example::Feature* Find(const example::FeatureTable& t, absl::string_view name) {
+  for (const auto& f : t.features) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+
+// The `name` feature of a packed record built by MakeRecord.
+std::string RecordName(const std::string& payload) {
+  auto table = example::DecodeExample(payload);
+  if (!table.ok()) return "<not an example>";
+  const example::Feature* f = Find(*table, "name");
+  if (!f || f->bytes.size() != 1) return "<no name>";
+  return std::string(f->bytes[0].data(), f->bytes[0].size());
+}
+
+// Names of the record folders (non-hidden directories) in `dir`.
+std::vector<std::string> Folders(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.is_directory() && e.path().filename().string()[0] != '.') {
+      out.push_back(e.path().filename().string());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Anything in `dir` that is not a finished shard (temp files, journals).
+std::vector<std::string> StrayFiles(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string n = e.path().filename().string();
+    if (!e.is_directory() && !(absl::EndsWith(n, ".tfrecord") && n[0] != '.')) out.push_back(n);
+  }
+  return out;
+}
+
+uint64_t FramedSize(const std::string& folder) {
+  auto payload = staging::PayloadFromFolder(folder, nullptr);
+  EXPECT_TRUE(payload.ok()) << payload.status();
+  return payload.ok() ? payload->size() + record::kFramingOverhead : 0;
+}
+
+class PackTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/repack_test.XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    root_ = tmpl;
+    staging_ = root_ + "/staging";
+    out_ = root_ + "/out";
+    fs::create_directories(staging_ + "/records");
+    fs::create_directories(out_);
+    records_ = staging_ + "/records";
+    journal_ = staging_ + "/pack.journal";
+  }
+
+  void TearDown() override {
+    for (const std::string& m : mounts_) ::umount2(m.c_str(), MNT_DETACH);
+    std::error_code ec;
+    fs::remove_all(root_, ec);
+  }
+
+  PackOptions Options() const {
+    PackOptions o;
+    o.records_dir = records_;
+    o.output_dir = out_;
+    o.prefix = "t";
+    o.journal_path = journal_;
+    return o;
+  }
+
+  // Mounts a tmpfs at a fresh directory; "" when mounting is not possible.
+  std::string MountTmpfs(const std::string& name, unsigned long flags, const char* data) {
+    const std::string dir = root_ + "/" + name;
+    fs::create_directories(dir);
+    if (::mount("tmpfs", dir.c_str(), "tmpfs", flags, data) != 0) return "";
+    mounts_.push_back(dir);
+    return dir;
+  }
+
+  bool JournalExists() const { return fs::exists(journal_); }
+
+  std::string root_, staging_, records_, out_, journal_;
+  std::vector<std::string> mounts_;
+};
+
+// ---- The happy path ----
+
+TEST_F(PackTest, PacksEveryFeatureInNameOrder) {
+  MakeRecord(records_, "b", 2);
+  MakeRecord(records_, "a", 1);
+  MakeRecord(records_, "c", 3);
+  WriteFile(records_ + "/raw/record.bin", std::string("\x00\x01raw payload\xff", 15));
+  MakeInvalidRecord(records_, "bad");
+  WriteFile(records_ + "/.hidden/label", "1\n");   // skipped: hidden
+  WriteFile(records_ + "/backup~/label", "1\n");   // skipped: backup
+  WriteFile(records_ + "/stray-file", "not a record");  // ignored: not a folder
+
+  PackReport report = Pack(Options());
+  ASSERT_TRUE(report.status.ok()) << report.status;
+  ASSERT_EQ(report.shards.size(), 1u);
+  EXPECT_EQ(report.shards[0].path, fs::canonical(out_).string() + "/t-00000-of-00001.tfrecord");
+  EXPECT_EQ(report.shards[0].records, 4u);
+  EXPECT_EQ(report.shards[0].bytes, fs::file_size(report.shards[0].path));
+  ASSERT_EQ(report.left.size(), 1u);
+  EXPECT_EQ(report.left[0].record, "bad");
+  EXPECT_THAT(report.left[0].reason, HasSubstr("label"));
+  EXPECT_THAT(report.Summary(), HasSubstr("t-00000-of-00001.tfrecord: 4 records"));
+  EXPECT_THAT(report.Summary(), HasSubstr("bad: "));
+
+  std::vector<ReadBack> back = ReadShards(out_);
+  ASSERT_EQ(back.size(), 4u);
+  // Name order: a, b, c, raw.
+  EXPECT_EQ(RecordName(back[0].payload), "a");
+  EXPECT_EQ(RecordName(back[1].payload), "b");
+  EXPECT_EQ(RecordName(back[2].payload), "c");
+  EXPECT_EQ(back[3].payload, std::string("\x00\x01raw payload\xff", 15));
+
+  for (int i = 0; i < 3; ++i) {
+    const std::string name(1, static_cast<char>('a' + i));
+    auto table = example::DecodeExample(back[i].payload);
+    ASSERT_TRUE(table.ok()) << table.status();
+    const example::Feature* label = Find(*table, "label");
+    ASSERT_NE(label, nullptr);
+    EXPECT_EQ(label->kind, example::Kind::kInt64);
+    EXPECT_THAT(label->int64s, ElementsAre(i + 1));
+    const example::Feature* image = Find(*table, "image");
+    ASSERT_NE(image, nullptr);
+    ASSERT_EQ(image->bytes.size(), 1u);
+    EXPECT_EQ(image->bytes[0], Jpeg(i + 1, 300));
+    const example::Feature* frames = Find(*table, "frames");
+    ASSERT_NE(frames, nullptr);
+    ASSERT_EQ(frames->bytes.size(), 2u);
+    EXPECT_EQ(frames->bytes[0], "frame0-" + name);
+    EXPECT_EQ(frames->bytes[1], "frame1-" + name);
+    const example::Feature* source = Find(*table, "meta/source");
+    ASSERT_NE(source, nullptr);
+    ASSERT_EQ(source->bytes.size(), 1u);
+    EXPECT_EQ(source->bytes[0], "camera-" + name);
+    EXPECT_EQ(table->features.size(), 5u);
+  }
+
+  // Packed folders are gone, the invalid one (and skipped names) stay.
+  EXPECT_THAT(Folders(records_), ElementsAre("backup~", "bad"));
+  EXPECT_TRUE(fs::exists(records_ + "/.hidden"));
+  EXPECT_TRUE(fs::exists(records_ + "/stray-file"));
+  EXPECT_FALSE(JournalExists());
+  EXPECT_TRUE(StrayFiles(out_).empty());
+}
+
+TEST_F(PackTest, SplitsByFramedSizeAndNamesShards) {
+  for (int i = 0; i < 5; ++i) MakeRecord(records_, absl::StrCat("r", i), i, 1000);
+  const uint64_t framed = FramedSize(records_ + "/r0");
+  for (int i = 1; i < 5; ++i) ASSERT_EQ(FramedSize(absl::StrCat(records_, "/r", i)), framed);
+
+  PackOptions o = Options();
+  o.shard_size = 2 * framed + framed / 2;  // two records fit, three do not
+  PackReport report = Pack(o);
+  ASSERT_TRUE(report.status.ok()) << report.status;
+  EXPECT_THAT(ShardFiles(out_), ElementsAre("t-00000-of-00003.tfrecord",
+                                            "t-00001-of-00003.tfrecord",
+                                            "t-00002-of-00003.tfrecord"));
+  ASSERT_EQ(report.shards.size(), 3u);
+  EXPECT_EQ(report.shards[0].records, 2u);
+  EXPECT_EQ(report.shards[1].records, 2u);
+  EXPECT_EQ(report.shards[2].records, 1u);
+  for (const ShardWritten& s : report.shards) {
+    EXPECT_EQ(s.bytes, s.records * framed);
+    EXPECT_EQ(fs::file_size(s.path), s.bytes);
+    EXPECT_LE(s.bytes, o.shard_size);
+  }
+  std::vector<ReadBack> back = ReadShards(out_);
+  ASSERT_EQ(back.size(), 5u);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(RecordName(back[i].payload), absl::StrCat("r", i));
+    EXPECT_EQ(back[i].shard, ShardName("t", i / 2, 3));
+  }
+}
+
+TEST_F(PackTest, ExactFitAndOversizedRecords) {
+  for (int i = 0; i < 4; ++i) MakeRecord(records_, absl::StrCat("r", i), i, 500);
+  const uint64_t framed = FramedSize(records_ + "/r0");
+  PackOptions o = Options();
+  o.shard_size = 2 * framed;  // exactly two
+  o.remove_packed = false;
+  PackReport report = Pack(o);
+  ASSERT_TRUE(report.status.ok()) << report.status;
+  EXPECT_THAT(ShardFiles(out_), ElementsAre("t-00000-of-00002.tfrecord",
+                                            "t-00001-of-00002.tfrecord"));
+
+  // A shard size below one record still packs, one record per shard.
+  o.prefix = "tiny";
+  o.shard_size = 1;
+  report = Pack(o);
+  ASSERT_TRUE(report.status.ok()) << report.status;
+  ASSERT_EQ(report.shards.size(), 4u);
+  for (const ShardWritten& s : report.shards) EXPECT_EQ(s.records, 1u);
+  EXPECT_TRUE(fs::exists(out_ + "/tiny-00003-of-00004.tfrecord"));
+}
+
+TEST_F(PackTest, RemovePackedFalseKeepsInput) {
+  MakeRecord(records_, "a", 1);
+  MakeRecord(records_, "b", 2);
+  PackOptions o = Options();
+  o.remove_packed = false;
+  PackReport report = Pack(o);
+  ASSERT_TRUE(report.status.ok()) << report.status;
+  EXPECT_THAT(Folders(records_), ElementsAre("a", "b"));
+  EXPECT_EQ(ReadShards(out_).size(), 2u);
+  EXPECT_FALSE(JournalExists());
+}
+
+TEST_F(PackTest, DefaultPrefixIsUtcTimestamp) {
+  MakeRecord(records_, "a", 1);
+  PackOptions o = Options();
+  o.prefix.clear();
+  PackReport report = Pack(o);
+  ASSERT_TRUE(report.status.ok()) << report.status;
+  std::vector<std::string> files = ShardFiles(out_);
+  ASSERT_EQ(files.size(), 1u);
+  // staged-yyyymmddThhmmss-00000-of-00001.tfrecord
+  EXPECT_THAT(files[0], ::testing::MatchesRegex(
+                            "staged-[0-9]{8}T[0-9]{6}-00000-of-00001\\.tfrecord"));
+}
+
+TEST_F(PackTest, NothingValidWritesNothing) {
+  MakeInvalidRecord(records_, "bad");
+  PackReport report = Pack(Options());
+  EXPECT_TRUE(report.status.ok()) << report.status;
+  EXPECT_TRUE(report.shards.empty());
+  ASSERT_EQ(report.left.size(), 1u);
+  EXPECT_THAT(report.Summary(), HasSubstr("nothing packed"));
+  EXPECT_TRUE(fs::is_empty(out_));
+  EXPECT_FALSE(JournalExists());
+
+  fs::remove_all(records_ + "/bad");
+  report = Pack(Options());
+  EXPECT_TRUE(report.status.ok());
+  EXPECT_TRUE(fs::is_empty(out_));
+}
+
+// ---- Refusals and failures: staging intact, nothing left behind ----
+
+TEST_F(PackTest, RefusesExistingShardName) {
+  MakeRecord(records_, "a", 1);
+  MakeRecord(records_, "b", 2);
+  WriteFile(out_ + "/t-00000-of-00001.tfrecord", "precious");
+  PackReport report = Pack(Options());
+  EXPECT_EQ(report.status.code(), absl::StatusCode::kAlreadyExists) << report.status;
+  EXPECT_THAT(report.status.message(), HasSubstr("t-00000-of-00001.tfrecord"));
+  EXPECT_EQ(*ReadFileToString(out_ + "/t-00000-of-00001.tfrecord"), "precious");
+  EXPECT_THAT(Folders(records_), ElementsAre("a", "b"));
+  EXPECT_FALSE(JournalExists());
+  EXPECT_THAT(StrayFiles(out_), ElementsAre());
+}
+
+TEST_F(PackTest, RejectsBadOptions) {
+  MakeRecord(records_, "a", 1);
+  PackOptions o = Options();
+  o.prefix = "a/b";
+  EXPECT_EQ(Pack(o).status.code(), absl::StatusCode::kInvalidArgument);
+  o.prefix = ".hidden";
+  EXPECT_EQ(Pack(o).status.code(), absl::StatusCode::kInvalidArgument);
+  o.prefix = std::string(300, 'p');
+  EXPECT_EQ(Pack(o).status.code(), absl::StatusCode::kInvalidArgument);
+  o = Options();
+  o.shard_size = 0;
+  EXPECT_EQ(Pack(o).status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Folders(records_), ElementsAre("a"));
+  EXPECT_TRUE(fs::is_empty(out_));
+}
+
+TEST_F(PackTest, MissingOutputDirLeavesStagingIntact) {
+  MakeRecord(records_, "a", 1);
+  PackOptions o = Options();
+  o.output_dir = root_ + "/does-not-exist";
+  PackReport report = Pack(o);
+  EXPECT_FALSE(report.status.ok());
+  EXPECT_THAT(report.status.message(), HasSubstr("does-not-exist"));
+  EXPECT_THAT(report.Summary(), HasSubstr("pack failed"));
+  EXPECT_THAT(Folders(records_), ElementsAre("a"));
+  EXPECT_FALSE(JournalExists());
+}
+
+TEST_F(PackTest, OutputUnderRegularFileLeavesStagingIntact) {
+  MakeRecord(records_, "a", 1);
+  WriteFile(root_ + "/plain", "x");
+  PackOptions o = Options();
+  o.output_dir = root_ + "/plain/out";
+  PackReport report = Pack(o);
+  EXPECT_FALSE(report.status.ok());
+  EXPECT_THAT(report.status.message(), HasSubstr("plain/out"));
+  EXPECT_THAT(Folders(records_), ElementsAre("a"));
+  EXPECT_FALSE(JournalExists());
+}
+
+TEST_F(PackTest, ReadOnlyOutputDirLeavesStagingIntact) {
+  const std::string ro = MountTmpfs("ro", MS_RDONLY, "size=64k");
+  if (ro.empty()) GTEST_SKIP() << "cannot mount a read-only tmpfs here: " << std::strerror(errno);
+  MakeRecord(records_, "a", 1);
+  MakeRecord(records_, "b", 2);
+  PackOptions o = Options();
+  o.output_dir = ro;
+  PackReport report = Pack(o);
+  EXPECT_EQ(ErrnoOf(report.status), EROFS) << report.status;
+  EXPECT_THAT(report.status.message(), HasSubstr("t-00000-of-00001.tfrecord"));
+  EXPECT_TRUE(report.shards.empty());
+  EXPECT_THAT(Folders(records_), ElementsAre("a", "b"));
+  EXPECT_FALSE(JournalExists());
+}
+
+TEST_F(PackTest, DiskFullRemovesTempFileAndLeavesStagingIntact) {
+  const std::string full = MountTmpfs("full", 0, "size=64k");
+  if (full.empty()) GTEST_SKIP() << "cannot mount a tmpfs here: " << std::strerror(errno);
+  for (int i = 0; i < 5; ++i) MakeRecord(records_, absl::StrCat("r", i), i, 30000);
+  PackOptions o = Options();
+  o.output_dir = full;
+  PackReport report = Pack(o);
+  EXPECT_EQ(report.status.code(), absl::StatusCode::kResourceExhausted) << report.status;
+  EXPECT_EQ(ErrnoOf(report.status), ENOSPC);
+  EXPECT_THAT(report.status.message(), HasSubstr("t-00000-of-00001.tfrecord"));
+  EXPECT_TRUE(report.shards.empty());
+  EXPECT_TRUE(fs::is_empty(full)) << StrayFiles(full).size();
+  EXPECT_EQ(Folders(records_).size(), 5u);
+  EXPECT_FALSE(JournalExists());
+}
+
+TEST_F(PackTest, DiskFullAfterSomeShardsRemovesThemToo) {
+  const std::string full = MountTmpfs("full", 0, "size=64k");
+  if (full.empty()) GTEST_SKIP() << "cannot mount a tmpfs here: " << std::strerror(errno);
+  for (int i = 0; i < 5; ++i) MakeRecord(records_, absl::StrCat("r", i), i, 30000);
+  PackOptions o = Options();
+  o.output_dir = full;
+  o.shard_size = 40000;  // one record per shard: the first fit, a later one does not
+  PackReport report = Pack(o);
+  EXPECT_EQ(ErrnoOf(report.status), ENOSPC) << report.status;
+  EXPECT_THAT(report.status.message(), HasSubstr("-of-00005.tfrecord"));
+  EXPECT_FALSE(absl::StrContains(report.status.message(), "t-00000-of-00005.tfrecord"))
+      << "the first shard fits; the failure is a later one: " << report.status;
+  EXPECT_TRUE(fs::is_empty(full));
+  EXPECT_EQ(Folders(records_).size(), 5u);
+  EXPECT_FALSE(JournalExists());
+}
+
+TEST_F(PackTest, FolderChangedBetweenPassesFailsThePack) {
+  // Pass 1 and pass 2 both build every payload; a hint that answers
+  // differently the second time stands in for a folder edited in between.
+  WriteFile(records_ + "/a/score", "1\n2\n");
+  int calls = 0;
+  PackOptions o = Options();
+  o.hint = [&calls](absl::string_view) {
+    return ++calls == 1 ? example::Kind::kInt64 : example::Kind::kFloat;
+  };
+  PackReport report = Pack(o);
+  EXPECT_EQ(report.status.code(), absl::StatusCode::kFailedPrecondition) << report.status;
+  EXPECT_THAT(report.status.message(), HasSubstr("record a changed during the pack"));
+  EXPECT_THAT(Folders(records_), ElementsAre("a"));
+  EXPECT_TRUE(fs::is_empty(out_));
+  EXPECT_FALSE(JournalExists());
+}
+
+// ---- ParseSize ----
+
+TEST(ParseSizeTest, AcceptsBinaryMultiples) {
+  EXPECT_EQ(*ParseSize("123"), 123u);
+  EXPECT_EQ(*ParseSize("64K"), 64u << 10);
+  EXPECT_EQ(*ParseSize("64k"), 64u << 10);
+  EXPECT_EQ(*ParseSize("128M"), 128u << 20);
+  EXPECT_EQ(*ParseSize("2G"), uint64_t{2} << 30);
+  EXPECT_EQ(*ParseSize("1T"), uint64_t{1} << 40);
+}
+
+TEST(ParseSizeTest, RejectsZeroAndGarbage) {
+  for (const char* bad : {"", "0", "0K", "K", "-1", "+5", "1.5M", "12MB", "M12", " 12", "12 ",
+                          "abc", "99999999999999999999", "17179869184G"}) {
+    EXPECT_FALSE(ParseSize(bad).ok()) << "'" << bad << "'";
+  }
+}
+
+// ---- Journal format ----
+
+Journal SampleJournal() {
+  Journal j;
+  j.state = Journal::State::kPlanned;
+  j.records_dir = "/staging/records";
+  j.output_dir = "/data/with space";
+  j.remove_packed = true;
+  j.shards.push_back({"p q-00000-of-00002.tfrecord", 123, {"a", "b\nc", "sp ace"}});
+  j.shards.push_back({"p q-00001-of-00002.tfrecord", 45, {"\xff\x01"}});
+  return j;
+}
+
+TEST(JournalTest, RoundTrip) {
+  const Journal j = SampleJournal();
+  const std::string text = EncodeJournal(j);
+  EXPECT_TRUE(absl::StartsWith(text, "tfrecordfs-pack-journal 1\nstate planned\n")) << text;
+  auto back = ParseJournal(text, "j");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->state, Journal::State::kPlanned);
+  EXPECT_EQ(back->records_dir, j.records_dir);
+  EXPECT_EQ(back->output_dir, j.output_dir);
+  EXPECT_TRUE(back->remove_packed);
+  ASSERT_EQ(back->shards.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(back->shards[i].name, j.shards[i].name);
+    EXPECT_EQ(back->shards[i].bytes, j.shards[i].bytes);
+    EXPECT_EQ(back->shards[i].records, j.shards[i].records);
+  }
+  Journal c = j;
+  c.state = Journal::State::kCommitted;
+  c.remove_packed = false;
+  auto cb = ParseJournal(EncodeJournal(c), "j");
+  ASSERT_TRUE(cb.ok());
+  EXPECT_EQ(cb->state, Journal::State::kCommitted);
+  EXPECT_FALSE(cb->remove_packed);
+}
+
+TEST(JournalTest, DetectsEveryTruncationAndByteFlip) {
+  const std::string text = EncodeJournal(SampleJournal());
+  for (size_t n = 0; n < text.size(); ++n) {
+    auto r = ParseJournal(text.substr(0, n), "j");
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << "truncated to " << n;
+  }
+  for (size_t i = 0; i < text.size(); ++i) {
+    std::string bad = text;
+    bad[i] ^= 0x01;
+    EXPECT_FALSE(ParseJournal(bad, "j").ok()) << "flip at " << i;
+  }
+  EXPECT_FALSE(ParseJournal(text + "x\n", "j").ok());
+}
+
+TEST(JournalTest, NewerVersionIsRefused) {
+  // A well-formed (checksummed) journal of version 2.
+  std::string body = "tfrecordfs-pack-journal 2\nstate planned\n";
+  char crc[16];
+  std::snprintf(crc, sizeof crc, "%08x", crc32c::Value(body));
+  auto r = ParseJournal(absl::StrCat(body, "crc32c ", crc, "\n"), "j");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+}
+
+// ---- Recover ----
+
+TEST_F(PackTest, RecoverWithoutJournalDoesNothing) {
+  MakeRecord(records_, "a", 1);
+  EXPECT_TRUE(Recover(journal_, records_).ok());
+  EXPECT_THAT(Folders(records_), ElementsAre("a"));
+}
+
+TEST_F(PackTest, RecoverRefusesATornJournalAndTouchesNothing) {
+  MakeRecord(records_, "a", 1);
+  MakeRecord(records_, "b", 2);
+  Journal j;
+  j.state = Journal::State::kCommitted;
+  j.records_dir = fs::canonical(records_).string();
+  j.output_dir = fs::canonical(out_).string();
+  j.shards.push_back({"t-00000-of-00001.tfrecord", 10, {"a", "b"}});
+  WriteFile(out_ + "/t-00000-of-00001.tfrecord", "0123456789");
+  const std::string text = EncodeJournal(j);
+  WriteFile(journal_, text.substr(0, text.size() - 20));
+  absl::Status s = Recover(journal_, records_);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_THAT(s.message(), HasSubstr(journal_));
+  EXPECT_THAT(Folders(records_), ElementsAre("a", "b"));
+  EXPECT_TRUE(JournalExists());
+  // A pack refuses to start on top of it.
+  PackReport report = Pack(Options());
+  EXPECT_EQ(report.status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(Folders(records_), ElementsAre("a", "b"));
+
+  // Intact, it rolls forward.
+  WriteFile(journal_, text);
+  EXPECT_TRUE(Recover(journal_, records_).ok());
+  EXPECT_THAT(Folders(records_), ElementsAre());
+  EXPECT_FALSE(JournalExists());
+}
+
+TEST_F(PackTest, RecoverRefusesCommittedJournalWithMissingShard) {
+  MakeRecord(records_, "a", 1);
+  Journal j;
+  j.state = Journal::State::kCommitted;
+  j.records_dir = fs::canonical(records_).string();
+  j.output_dir = fs::canonical(out_).string();
+  j.shards.push_back({"t-00000-of-00001.tfrecord", 10, {"a"}});
+  WriteFile(journal_, EncodeJournal(j));
+  absl::Status s = Recover(journal_, records_);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(Folders(records_), ElementsAre("a"));
+}
+
+TEST_F(PackTest, RecoverRefusesAnotherRecordsDir) {
+  MakeRecord(records_, "a", 1);
+  fs::create_directories(root_ + "/other");
+  Journal j;
+  j.state = Journal::State::kCommitted;
+  j.records_dir = root_ + "/other";
+  j.output_dir = fs::canonical(out_).string();
+  j.shards.push_back({"t-00000-of-00001.tfrecord", 10, {"a"}});
+  WriteFile(out_ + "/t-00000-of-00001.tfrecord", "0123456789");
+  WriteFile(journal_, EncodeJournal(j));
+  EXPECT_EQ(Recover(journal_, records_).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(Folders(records_), ElementsAre("a"));
+}
+
+TEST_F(PackTest, RecoverRemovesStaleJournalTempFiles) {
+  WriteFile(journal_ + ".tmp.12345", "half a journal");
+  EXPECT_TRUE(Recover(journal_, records_).ok());
+  EXPECT_FALSE(fs::exists(journal_ + ".tmp.12345"));
+}
+
+// ---- Crash tests: SIGKILL at every fault point, then recover ----
+
+struct CrashCase {
+  const char* fault;
+  bool remove_packed;
+};
+
+class CrashTest : public PackTest, public ::testing::WithParamInterface<CrashCase> {
+ protected:
+  static constexpr int kRecords = 7;
+
+  void SetUp() override {
+    PackTest::SetUp();
+    for (int i = 0; i < kRecords; ++i) MakeRecord(records_, absl::StrCat("r", i), i, 2000);
+    MakeInvalidRecord(records_, "zz-invalid");
+    framed_ = FramedSize(records_ + "/r0");
+  }
+
+  PackOptions CrashOptions() const {
+    PackOptions o = Options();
+    o.shard_size = 3 * framed_;  // shards of 3, 3, 1 records
+    o.remove_packed = GetParam().remove_packed;
+    if (!o.remove_packed) o.journal_path = out_ + "/.tfrecordfs-pack.journal";
+    return o;
+  }
+
+  // Runs Pack in a child with TFRECORDFS_FAULT set; returns the wait status.
+  int PackAndDie(const PackOptions& o) {
+    std::fflush(nullptr);
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::setenv("TFRECORDFS_FAULT", GetParam().fault, 1);
+      PackReport report = Pack(o);
+      ::_exit(report.status.ok() ? 10 : 11);  // not reached when the fault fires
+    }
+    int status = 0;
+    EXPECT_EQ(::waitpid(pid, &status, 0), pid);
+    return status;
+  }
+
+  uint64_t framed_ = 0;
+};
+
+TEST_P(CrashTest, RecoverThenPackGivesEveryRecordExactlyOnce) {
+  const PackOptions o = CrashOptions();
+  const int status = PackAndDie(o);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+      << "the child was not killed at " << GetParam().fault << " (status " << status << ")";
+
+  // What a crash leaves is never a partial shard under a final name.
+  for (const std::string& name : ShardFiles(out_)) {
+    auto contents = ReadFileToString(out_ + "/" + name);
+    ASSERT_TRUE(contents.ok());
+    EXPECT_TRUE(record::ForEachRecordInBuffer(*contents, [](uint64_t, absl::string_view) {}).ok())
+        << name;
+  }
+
+  ASSERT_TRUE(Recover(o.journal_path, o.records_dir).ok());
+  ASSERT_TRUE(Recover(o.journal_path, o.records_dir).ok());  // idempotent
+  EXPECT_FALSE(fs::exists(o.journal_path));
+
+  const bool committed = absl::StrContains(GetParam().fault, "commit") &&
+                         std::string(GetParam().fault) != "before_commit";
+  const bool done = committed || std::string(GetParam().fault) == "mid_delete";
+  if (!(done && !o.remove_packed)) {
+    // Offline input is never removed, so packing again after a committed
+    // pack would pack it twice, as a second `pack` run would.
+    PackReport report = Pack(o);
+    ASSERT_TRUE(report.status.ok()) << report.status;
+    ASSERT_EQ(report.left.size(), 1u);
+    if (done) EXPECT_TRUE(report.shards.empty()) << report.Summary();
+  }
+
+  std::multiset<std::string> packed;
+  for (const ReadBack& r : ReadShards(out_)) packed.insert(RecordName(r.payload));
+  std::multiset<std::string> expected;
+  for (int i = 0; i < kRecords; ++i) expected.insert(absl::StrCat("r", i));
+  EXPECT_EQ(packed, expected);
+  EXPECT_THAT(ShardFiles(out_), ElementsAre("t-00000-of-00003.tfrecord",
+                                            "t-00001-of-00003.tfrecord",
+                                            "t-00002-of-00003.tfrecord"));
+  EXPECT_THAT(StrayFiles(out_), ElementsAre());
+  if (o.remove_packed) {
+    EXPECT_THAT(Folders(records_), ElementsAre("zz-invalid"));
+  } else {
+    EXPECT_EQ(Folders(records_).size(), kRecords + 1u);
+  }
+  EXPECT_FALSE(fs::exists(o.journal_path));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    FaultPoints, CrashTest,
+    ::testing::Values(CrashCase{"after_journal", true}, CrashCase{"mid_shard", true},
+                      CrashCase{"after_shard:1", true}, CrashCase{"after_shard:2", true},
+                      CrashCase{"after_shard:3", true}, CrashCase{"before_commit", true},
+                      CrashCase{"after_commit", true}, CrashCase{"mid_delete", true},
+                      CrashCase{"mid_shard", false}, CrashCase{"after_shard:2", false},
+                      CrashCase{"after_commit", false}),
+    [](const ::testing::TestParamInfo<CrashCase>& info) {
+      std::string name = info.param.fault;
+      std::replace(name.begin(), name.end(), ':', '_');
+      return name + (info.param.remove_packed ? "" : "_offline");
+    });
+
+// ---- The `tfrecordfs pack` command ----
+
+class PackCommandTest : public PackTest {
+ protected:
+  int Run(std::vector<std::string> args, std::string* out = nullptr) {
+    args.insert(args.begin(), "pack");
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::testing::internal::CaptureStdout();
+    int rc = cli::PackMain(static_cast<int>(args.size()), argv.data());
+    std::string captured = ::testing::internal::GetCapturedStdout();
+    if (out) *out = captured;
+    return rc;
+  }
+};
+
+TEST_F(PackCommandTest, UsageErrorsExitTwo) {
+  EXPECT_EQ(Run({}), 2);
+  EXPECT_EQ(Run({records_}), 2);
+  EXPECT_EQ(Run({records_, out_, "extra"}), 2);
+  EXPECT_EQ(Run({"--bogus", records_, out_}), 2);
+  EXPECT_EQ(Run({"--shard-size", "0", records_, out_}), 2);
+  EXPECT_EQ(Run({"--shard-size=12Q", records_, out_}), 2);
+  EXPECT_EQ(Run({"--prefix", "a/b", records_, out_}), 2);
+  EXPECT_EQ(Run({records_, out_, "--prefix"}), 2);
+  EXPECT_TRUE(fs::is_empty(out_));
+}
+
+TEST_F(PackCommandTest, HelpExitsZero) {
+  std::string out;
+  EXPECT_EQ(Run({"--help"}, &out), 0);
+  EXPECT_THAT(out, HasSubstr("Usage: tfrecordfs pack"));
+}
+
+TEST_F(PackCommandTest, PacksOfflineWithoutTouchingInput) {
+  MakeRecord(records_, "a", 1, 1000);
+  MakeRecord(records_, "b", 2, 1000);
+  std::string out;
+  EXPECT_EQ(Run({"--shard-size", "1K", "--prefix=x", records_, out_}, &out), 0);
+  EXPECT_THAT(out, HasSubstr("x-00000-of-00002.tfrecord: 1 record"));
+  EXPECT_THAT(out, HasSubstr("packed 2 records into 2 shards"));
+  EXPECT_THAT(ShardFiles(out_), ElementsAre("x-00000-of-00002.tfrecord",
+                                            "x-00001-of-00002.tfrecord"));
+  EXPECT_THAT(Folders(records_), ElementsAre("a", "b"));
+  EXPECT_THAT(StrayFiles(out_), ElementsAre());
+
+  // Same names again: refused, exit 1, nothing changed.
+  EXPECT_EQ(Run({"--shard-size", "1K", "--prefix=x", records_, out_}, &out), 1);
+  EXPECT_THAT(out, HasSubstr("already exists"));
+}
+
+TEST_F(PackCommandTest, InvalidRecordExitsOne) {
+  MakeRecord(records_, "a", 1);
+  MakeInvalidRecord(records_, "bad");
+  std::string out;
+  EXPECT_EQ(Run({"--prefix", "y", records_, out_}, &out), 1);
+  EXPECT_THAT(out, HasSubstr("1 record left staged"));
+  EXPECT_THAT(out, HasSubstr("bad: "));
+  EXPECT_THAT(ShardFiles(out_), ElementsAre("y-00000-of-00001.tfrecord"));
+}
+
+TEST_F(PackCommandTest, RecoversAnInterruptedOfflinePack) {
+  MakeRecord(records_, "a", 1);
+  // A leftover of a killed run: planned journal, a temp file, a shard.
+  Journal j;
+  j.state = Journal::State::kPlanned;
+  j.records_dir = fs::canonical(records_).string();
+  j.output_dir = fs::canonical(out_).string();
+  j.remove_packed = false;
+  j.shards.push_back({"z-00000-of-00002.tfrecord", 10, {"a"}});
+  j.shards.push_back({"z-00001-of-00002.tfrecord", 10, {"b"}});
+  WriteFile(out_ + "/z-00000-of-00002.tfrecord", "0123456789");
+  WriteFile(out_ + "/.z-00001-of-00002.tfrecord.tmp", "01234");
+  WriteFile(out_ + "/.tfrecordfs-pack.journal", EncodeJournal(j));
+  EXPECT_EQ(Run({"--prefix", "z", records_, out_}), 0);
+  EXPECT_THAT(ShardFiles(out_), ElementsAre("z-00000-of-00001.tfrecord"));
+  EXPECT_THAT(StrayFiles(out_), ElementsAre());
+}
+
+}  // namespace
+}  // namespace tfrecordfs::repack
