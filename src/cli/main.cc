@@ -1,5 +1,6 @@
 // tfrecordfs: command line, options, daemon life cycle.
 #include <sys/resource.h>
+#include <climits>
 #include <unistd.h>
 
 #include <cstdio>
@@ -12,8 +13,13 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "src/cli/commands.h"
+#include "src/cli/runtime.h"
+#include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/fuse/session.h"
+#include "tfrecordfs/repack/pack.h"
+#include "tfrecordfs/staging/store.h"
 #include "tfrecordfs/vfs/filesystem.h"
 
 #ifndef TFRECORDFS_VERSION
@@ -23,10 +29,18 @@
 namespace tfrecordfs {
 namespace {
 
+using cli::DefaultOutputDir;
+using cli::DefaultStagingDir;
+using cli::kResultOk;
+using cli::RemoveMountRecord;
+using cli::WriteMountRecord;
+
 constexpr int kExitUsage = 2;
 constexpr int kExitError = 1;
 
 constexpr char kUsage[] = R"(Usage: tfrecordfs [options] SOURCE... MOUNTPOINT
+       tfrecordfs unmount MOUNTPOINT
+       tfrecordfs pack [--shard-size SIZE] [--prefix NAME] DIR OUTPUT_DIR
 
 Mounts TensorFlow TFRecord shards as directories: one directory per shard,
 one per record, one file per feature. SOURCE is a shard file or a directory
@@ -46,10 +60,22 @@ Options:
        timeout=SECONDS   kernel cache time for names and attributes
                          (default 86400: shard data is immutable)
        verbose           log at debug level
+       staging=NAME      name of the writable folder at the root
+                         (default "staging")
+       staging_dir=PATH  where staged bytes live on disk (default
+                         ~/.local/state/tfrecordfs/staging/<source>-<crc>)
+       output_dir=PATH   where the pack writes new shards on unmount
+                         (default: the first source directory)
+       prefix=NAME       new shard names: NAME-00000-of-0000N.tfrecord
+                         (default staged-<UTC yyyymmddThhmmss>)
+       shard_size=SIZE   maximum bytes per new shard, e.g. 64M (default 128M)
   -h, --help         show this help and exit
   -V, --version      show the version and exit
 
-Unmount with `fusermount3 -u MOUNTPOINT` (or `umount` as root).
+New records: make folders of feature files under MOUNTPOINT/staging/ (or
+`cp -r` a record there). On unmount they are packed, crash-safely, into new
+shards in the output directory. `tfrecordfs unmount MOUNTPOINT` unmounts,
+waits for the pack and reports; `fusermount3 -u MOUNTPOINT` works too.
 
 Exit status: 0 on success, 1 when the mount or a source fails, 2 on a usage
 error. With fstab: `SOURCE MOUNTPOINT fuse.tfrecordfs ro,allow_other 0 0`.
@@ -59,6 +85,8 @@ struct CliOptions {
   vfs::Options vfs;
   fuse::SessionOptions session;
   std::vector<std::string> positional;
+  std::string staging_dir;
+  repack::PackOptions pack;
 };
 
 int Usage(const std::string& message) {
@@ -88,6 +116,20 @@ std::string TakeMountOptions(absl::string_view list, CliOptions* cli) {
       if (!absl::SimpleAtod(*v, &t) || t < 0) return "timeout needs a number of seconds";
       cli->session.ops.entry_timeout = cli->session.ops.attr_timeout =
           cli->session.ops.negative_timeout = t;
+    } else if (auto v = value_of("staging")) {
+      if (!staging::CheckName(*v).ok()) return "staging needs a plain folder name";
+      cli->vfs.staging_name = std::string(*v);
+    } else if (auto v = value_of("staging_dir")) {
+      cli->staging_dir = std::string(*v);
+    } else if (auto v = value_of("output_dir")) {
+      cli->pack.output_dir = std::string(*v);
+    } else if (auto v = value_of("prefix")) {
+      if (!repack::ValidatePrefix(*v).ok()) return "prefix must be a plain file name prefix";
+      cli->pack.prefix = std::string(*v);
+    } else if (auto v = value_of("shard_size")) {
+      auto size = repack::ParseSize(*v);
+      if (!size.ok()) return "shard_size needs a size such as 64M or 1G";
+      cli->pack.shard_size = *size;
     } else if (opt == "nosplice") {
       cli->session.ops.splice = false;
     } else if (opt == "verbose") {
@@ -108,6 +150,8 @@ std::string TakeMountOptions(absl::string_view list, CliOptions* cli) {
 }
 
 int Main(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "pack") return cli::PackMain(argc - 1, argv + 1);
+  if (argc >= 2 && std::string(argv[1]) == "unmount") return cli::UnmountMain(argc - 1, argv + 1);
   CliOptions cli;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -162,20 +206,69 @@ int Main(int argc, char** argv) {
     ::setrlimit(RLIMIT_NOFILE, &rl);
   }
 
+  // The staging store: opened (and locked) first, recovered from any pack a
+  // crash interrupted, before anything is served.
+  if (cli.staging_dir.empty()) cli.staging_dir = DefaultStagingDir(cli.vfs.sources);
+  if (cli.pack.output_dir.empty()) cli.pack.output_dir = DefaultOutputDir(cli.vfs.sources);
+  vfs::Filesystem* fs_for_hints = nullptr;
+  auto hint = [&fs_for_hints](absl::string_view name) {
+    return fs_for_hints ? fs_for_hints->KindOf(name) : example::Kind::kNone;
+  };
+  auto store = staging::Store::Open(cli.staging_dir, hint);
+  if (!store.ok()) {
+    log::Error(store.status().message());
+    return kExitError;
+  }
+  if (auto s = repack::Recover((*store)->journal_path(), (*store)->records_dir()); !s.ok()) {
+    log::Error("cannot recover the interrupted pack in ", (*store)->dir(), ": ", s.message());
+    return kExitError;
+  }
+  ::unlink((*store)->report_path().c_str());
+  cli.vfs.staging = store->get();
+
   auto fs = vfs::Filesystem::Create(cli.vfs);
   if (!fs.ok()) {
     log::Error(fs.status().message());
     return kExitError;
   }
+  fs_for_hints = fs->get();
   const vfs::Stats stats = (*fs)->GetStats();
   log::Info("indexed ", stats.records, " record(s) in ", stats.shards, " shard(s); mounting on ",
-            cli.session.mountpoint);
+            cli.session.mountpoint, "; staging store ", (*store)->dir());
+  char real_mnt[PATH_MAX];
+  const std::string mnt_real =
+      ::realpath(cli.session.mountpoint.c_str(), real_mnt) ? real_mnt : cli.session.mountpoint;
+  cli.session.on_ready = [&] {
+    auto s = WriteMountRecord({mnt_real, (*store)->dir(), static_cast<long>(::getpid())});
+    if (!s.ok()) log::Warning("tfrecordfs unmount will not find this mount: ", s.message());
+  };
   absl::Status s = fuse::RunSession(fs->get(), cli.session);
   if (!s.ok()) {
     log::Error(s.message());
     return kExitError;
   }
-  return 0;
+
+  // Unmounted: pack what was staged, then tell `tfrecordfs unmount`.
+  cli.pack.records_dir = (*store)->records_dir();
+  cli.pack.journal_path = (*store)->journal_path();
+  cli.pack.remove_packed = true;
+  cli.pack.hint = hint;
+  const repack::PackReport report = repack::Pack(cli.pack);
+  const char* result = !report.status.ok() ? "result: failed"
+                       : !report.left.empty() ? "result: left"
+                                              : kResultOk;
+  const std::string text = absl::StrCat(result, "\n", report.Summary());
+  if (!report.status.ok()) {
+    log::Error("pack failed; staged records are kept in ", (*store)->records_dir(), ": ",
+               report.status.message());
+  } else if (!report.shards.empty() || !report.left.empty()) {
+    log::Info(report.Summary());
+  }
+  if (auto w = WriteFileAtomically((*store)->report_path(), text); !w.ok()) {
+    log::Error("cannot write the pack report: ", w.message());
+  }
+  RemoveMountRecord(mnt_real);
+  return report.status.ok() && report.left.empty() ? 0 : kExitError;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/fuse/errno.h"
+#include "tfrecordfs/vfs/node_id.h"
 
 namespace tfrecordfs::fuse {
 
@@ -23,14 +24,33 @@ void FillStat(const vfs::Attr& a, struct stat* st) {
   st->st_uid = ::getuid();
   st->st_gid = ::getgid();
   st->st_mtim = a.mtime;
-  st->st_ctim = a.mtime;
-  st->st_atim = a.mtime;
+  st->st_ctim = a.ctime.tv_sec || a.ctime.tv_nsec ? a.ctime : a.mtime;
+  st->st_atim = a.atime.tv_sec || a.atime.tv_nsec ? a.atime : a.mtime;
 }
+
+namespace {
+
+bool InStaging(uint64_t ino) { return vfs::SpaceOf(ino) == vfs::Space::kStaging; }
+
+void FillEntry(const Ops& ops, const vfs::Attr& a, fuse_entry_param* e) {
+  e->ino = a.ino;
+  e->generation = 1;
+  FillStat(a, &e->attr);
+  const bool staging = InStaging(a.ino);
+  e->attr_timeout = staging ? ops.options.staging_timeout : ops.options.attr_timeout;
+  e->entry_timeout = staging ? ops.options.staging_timeout : ops.options.entry_timeout;
+}
+
+}  // namespace
 
 EntryReply DoLookup(const Ops& ops, fuse_ino_t parent, absl::string_view name) {
   EntryReply r;
   auto a = ops.fs->Lookup(parent, name);
   if (!a.ok()) {
+    if (InStaging(parent)) {
+      r.err = ToErrno(a.status());  // never cache a miss where files appear
+      return r;
+    }
     if (absl::IsNotFound(a.status()) && ErrnoOf(a.status()) == 0) {
       // A cached negative entry: repeated lookups of a bogus name (shells,
       // image viewers probing for sidecar files) stay in the kernel.
@@ -41,11 +61,7 @@ EntryReply DoLookup(const Ops& ops, fuse_ino_t parent, absl::string_view name) {
     r.err = ToErrno(a.status());
     return r;
   }
-  r.entry.ino = a->ino;
-  r.entry.generation = 1;
-  FillStat(*a, &r.entry.attr);
-  r.entry.attr_timeout = ops.options.attr_timeout;
-  r.entry.entry_timeout = ops.options.entry_timeout;
+  FillEntry(ops, *a, &r.entry);
   return r;
 }
 
@@ -57,16 +73,17 @@ AttrReply DoGetAttr(const Ops& ops, fuse_ino_t ino) {
     return r;
   }
   FillStat(*a, &r.st);
-  r.timeout = ops.options.attr_timeout;
+  r.timeout = InStaging(ino) ? ops.options.staging_timeout : ops.options.attr_timeout;
   return r;
 }
 
-DirReply DoReadDir(const Ops& ops, fuse_ino_t ino, size_t size, off_t offset, bool plus) {
+DirReply DoReadDir(const Ops& ops, fuse_ino_t ino, size_t size, off_t offset, bool plus,
+                   uint64_t fh) {
   DirReply r;
   r.buf.resize(size);
   size_t used = 0;
   absl::Status s = ops.fs->ReadDir(
-      ino, static_cast<uint64_t>(offset),
+      ino, fh, static_cast<uint64_t>(offset),
       [&](absl::string_view name, const vfs::Attr& a, uint64_t next) {
         const std::string n(name);
         size_t need;
@@ -77,9 +94,10 @@ DirReply DoReadDir(const Ops& ops, fuse_ino_t ino, size_t size, off_t offset, bo
           FillStat(a, &e.attr);
           e.attr_timeout = ops.options.attr_timeout;
           e.entry_timeout = ops.options.entry_timeout;
-          if (name == "." || name == "..") {
-            // The kernel does not look these up; a zero ino keeps it from
-            // counting a lookup reference it would never forget.
+          if (name == "." || name == ".." || InStaging(a.ino)) {
+            // A zero ino makes the kernel skip this entry's lookup: it keeps
+            // no reference we would have to count (staging nodes are
+            // reference-counted; "." and ".." are never looked up).
             e.ino = 0;
           }
           need = fuse_add_direntry_plus(nullptr, r.buf.data() + used, size - used, n.c_str(), &e,
@@ -105,22 +123,35 @@ DirReply DoReadDir(const Ops& ops, fuse_ino_t ino, size_t size, off_t offset, bo
 
 OpenReply DoOpen(const Ops& ops, fuse_ino_t ino, int flags) {
   OpenReply r;
-  absl::Status s = ops.fs->Open(ino, flags);
-  if (!s.ok()) {
-    r.err = ToErrno(s);
+  auto fh = ops.fs->Open(ino, flags);
+  if (!fh.ok()) {
+    r.err = ToErrno(fh.status());
     return r;
   }
-  r.keep_cache = true;  // shard bytes never change under the mount
+  r.fh = *fh;
+  r.keep_cache = !InStaging(ino);  // shard bytes never change under the mount
   return r;
 }
 
-ReadReply DoRead(const Ops& ops, fuse_ino_t ino, size_t size, off_t offset) {
+OpenReply DoOpenDir(const Ops& ops, fuse_ino_t ino) {
+  OpenReply r;
+  auto fh = ops.fs->OpenDir(ino);
+  if (!fh.ok()) {
+    r.err = ToErrno(fh.status());
+    return r;
+  }
+  r.fh = *fh;
+  r.keep_cache = !InStaging(ino);
+  return r;
+}
+
+ReadReply DoRead(const Ops& ops, fuse_ino_t ino, size_t size, off_t offset, uint64_t fh) {
   ReadReply r;
   if (offset < 0) {
     r.err = EINVAL;
     return r;
   }
-  auto res = ops.fs->Read(ino, static_cast<uint64_t>(offset), size);
+  auto res = ops.fs->Read(ino, fh, static_cast<uint64_t>(offset), size);
   if (!res.ok()) {
     r.err = ToErrno(res.status());
     return r;
@@ -137,6 +168,77 @@ StatfsReply DoStatfs(const Ops& ops) {
   r.st.f_blocks = (s.shard_bytes + 4095) / 4096;
   r.st.f_files = s.records;
   r.st.f_namemax = 255;
+  uint64_t free_bytes = 0, total = 0;
+  if (ops.fs->StagingSpace(&free_bytes, &total)) {
+    // Space for staged records is the staging store's free space.
+    r.st.f_blocks += total / 4096;
+    r.st.f_bfree = r.st.f_bavail = free_bytes / 4096;
+  }
+  return r;
+}
+
+CreateReply DoCreate(const Ops& ops, fuse_ino_t parent, absl::string_view name, mode_t mode,
+                     int flags) {
+  CreateReply r;
+  auto res = ops.fs->Create(parent, name, mode, flags);
+  if (!res.ok()) {
+    r.err = ToErrno(res.status());
+    return r;
+  }
+  FillEntry(ops, res->first, &r.entry);
+  r.fh = res->second;
+  return r;
+}
+
+EntryReply DoMkdir(const Ops& ops, fuse_ino_t parent, absl::string_view name, mode_t mode) {
+  EntryReply r;
+  auto a = ops.fs->Mkdir(parent, name, mode);
+  if (!a.ok()) {
+    r.err = ToErrno(a.status());
+    return r;
+  }
+  FillEntry(ops, *a, &r.entry);
+  return r;
+}
+
+AttrReply DoSetAttr(const Ops& ops, fuse_ino_t ino, const struct stat& to, int fuse_to_set,
+                    uint64_t fh) {
+  AttrReply r;
+  int bits = 0;
+  if (fuse_to_set & FUSE_SET_ATTR_MODE) bits |= staging::kSetMode;
+  if (fuse_to_set & FUSE_SET_ATTR_SIZE) bits |= staging::kSetSize;
+  if (fuse_to_set & FUSE_SET_ATTR_ATIME) bits |= staging::kSetAtime;
+  if (fuse_to_set & FUSE_SET_ATTR_MTIME) bits |= staging::kSetMtime;
+  if (fuse_to_set & FUSE_SET_ATTR_ATIME_NOW) bits |= staging::kSetAtimeNow;
+  if (fuse_to_set & FUSE_SET_ATTR_MTIME_NOW) bits |= staging::kSetMtimeNow;
+  if (fuse_to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
+    r.err = EPERM;  // staged files belong to the mounting user
+    return r;
+  }
+  if (bits == 0) return DoGetAttr(ops, ino);  // ctime-only updates
+  auto a = ops.fs->SetAttr(ino, fh, to, bits);
+  if (!a.ok()) {
+    r.err = ToErrno(a.status());
+    return r;
+  }
+  FillStat(*a, &r.st);
+  r.timeout = ops.options.staging_timeout;
+  return r;
+}
+
+WriteReply DoWrite(const Ops& ops, fuse_ino_t ino, uint64_t fh, absl::string_view data,
+                   off_t offset) {
+  WriteReply r;
+  if (offset < 0) {
+    r.err = EINVAL;
+    return r;
+  }
+  auto n = ops.fs->Write(ino, fh, data, static_cast<uint64_t>(offset));
+  if (!n.ok()) {
+    r.err = ToErrno(n.status());
+    return r;
+  }
+  r.written = *n;
   return r;
 }
 
@@ -165,9 +267,15 @@ void LlLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   }
 }
 
-void LlForget(fuse_req_t req, fuse_ino_t, uint64_t) { fuse_reply_none(req); }
+void LlForget(fuse_req_t req, fuse_ino_t ino, uint64_t n) {
+  OpsOf(req).fs->Forget(ino, n);
+  fuse_reply_none(req);
+}
 
-void LlForgetMulti(fuse_req_t req, size_t, struct fuse_forget_data*) { fuse_reply_none(req); }
+void LlForgetMulti(fuse_req_t req, size_t count, struct fuse_forget_data* forgets) {
+  for (size_t i = 0; i < count; ++i) OpsOf(req).fs->Forget(forgets[i].ino, forgets[i].nlookup);
+  fuse_reply_none(req);
+}
 
 void LlGetAttr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info*) {
   AttrReply r = DoGetAttr(OpsOf(req), ino);
@@ -178,8 +286,8 @@ void LlGetAttr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info*) {
   }
 }
 
-void ReplyDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
-  DirReply r = DoReadDir(OpsOf(req), ino, size, off, plus);
+void ReplyDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus, uint64_t fh) {
+  DirReply r = DoReadDir(OpsOf(req), ino, size, off, plus, fh);
   if (r.err) {
     fuse_reply_err(req, r.err);
   } else {
@@ -187,28 +295,31 @@ void ReplyDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
   }
 }
 
-void LlReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info*) {
-  ReplyDir(req, ino, size, off, false);
+void LlReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+               struct fuse_file_info* fi) {
+  ReplyDir(req, ino, size, off, false, fi->fh);
 }
 
 void LlReadDirPlus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-                   struct fuse_file_info*) {
-  ReplyDir(req, ino, size, off, true);
+                   struct fuse_file_info* fi) {
+  ReplyDir(req, ino, size, off, true, fi->fh);
 }
 
 void LlOpenDir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
-  AttrReply a = DoGetAttr(OpsOf(req), ino);
-  if (a.err) {
-    fuse_reply_err(req, a.err);
+  OpenReply r = DoOpenDir(OpsOf(req), ino);
+  if (r.err) {
+    fuse_reply_err(req, r.err);
     return;
   }
-  if (!S_ISDIR(a.st.st_mode)) {
-    fuse_reply_err(req, ENOTDIR);
-    return;
-  }
-  fi->cache_readdir = 1;
-  fi->keep_cache = 1;
-  fuse_reply_open(req, fi);
+  fi->fh = r.fh;
+  fi->cache_readdir = r.keep_cache;
+  fi->keep_cache = r.keep_cache;
+  if (fuse_reply_open(req, fi) == -ENOENT) OpsOf(req).fs->ReleaseDir(r.fh);  // interrupted
+}
+
+void LlReleaseDir(fuse_req_t req, fuse_ino_t, struct fuse_file_info* fi) {
+  OpsOf(req).fs->ReleaseDir(fi->fh);
+  fuse_reply_err(req, 0);
 }
 
 void LlOpen(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
@@ -217,13 +328,27 @@ void LlOpen(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
     fuse_reply_err(req, r.err);
     return;
   }
+  fi->fh = r.fh;
   fi->keep_cache = r.keep_cache;
-  fuse_reply_open(req, fi);
+  if (fuse_reply_open(req, fi) == -ENOENT) OpsOf(req).fs->Release(r.fh);  // interrupted
 }
 
-void LlRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info*) {
+void LlRelease(fuse_req_t req, fuse_ino_t, struct fuse_file_info* fi) {
+  OpsOf(req).fs->Release(fi->fh);
+  fuse_reply_err(req, 0);
+}
+
+void LlFlush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
+  fuse_reply_err(req, ToErrno(OpsOf(req).fs->Flush(ino, fi->fh)));
+}
+
+void LlFsync(fuse_req_t req, fuse_ino_t, int datasync, struct fuse_file_info* fi) {
+  fuse_reply_err(req, ToErrno(OpsOf(req).fs->Fsync(fi->fh, datasync != 0)));
+}
+
+void LlRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info* fi) {
   const Ops& ops = OpsOf(req);
-  ReadReply r = DoRead(ops, ino, size, off);
+  ReadReply r = DoRead(ops, ino, size, off, fi->fh);
   if (r.err) {
     fuse_reply_err(req, r.err);
     return;
@@ -254,28 +379,83 @@ void LlStatfs(fuse_req_t req, fuse_ino_t) {
   fuse_reply_statfs(req, &r.st);
 }
 
-// Everything that would change the tree outside the staging area.
-void LlMkdir(fuse_req_t req, fuse_ino_t, const char*, mode_t) { fuse_reply_err(req, EROFS); }
-void LlMknod(fuse_req_t req, fuse_ino_t, const char*, mode_t, dev_t) {
-  fuse_reply_err(req, EROFS);
+void ReplyEntry(fuse_req_t req, const EntryReply& r) {
+  if (r.err) {
+    fuse_reply_err(req, r.err);
+  } else {
+    fuse_reply_entry(req, &r.entry);
+  }
 }
-void LlUnlink(fuse_req_t req, fuse_ino_t, const char*) { fuse_reply_err(req, EROFS); }
-void LlRmdir(fuse_req_t req, fuse_ino_t, const char*) { fuse_reply_err(req, EROFS); }
-void LlSymlink(fuse_req_t req, const char*, fuse_ino_t, const char*) {
-  fuse_reply_err(req, EROFS);
+
+void LlMkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
+  ReplyEntry(req, DoMkdir(OpsOf(req), parent, name, mode));
 }
-void LlRename(fuse_req_t req, fuse_ino_t, const char*, fuse_ino_t, const char*, unsigned) {
-  fuse_reply_err(req, EROFS);
+
+void LlCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
+              struct fuse_file_info* fi) {
+  CreateReply r = DoCreate(OpsOf(req), parent, name, mode, fi->flags);
+  if (r.err) {
+    fuse_reply_err(req, r.err);
+    return;
+  }
+  fi->fh = r.fh;
+  if (fuse_reply_create(req, &r.entry, fi) == -ENOENT) OpsOf(req).fs->Release(r.fh);
 }
-void LlLink(fuse_req_t req, fuse_ino_t, fuse_ino_t, const char*) { fuse_reply_err(req, EROFS); }
-void LlSetAttr(fuse_req_t req, fuse_ino_t, struct stat*, int, struct fuse_file_info*) {
-  fuse_reply_err(req, EROFS);
+
+void LlMknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t) {
+  if (!S_ISREG(mode)) {
+    fuse_reply_err(req, EPERM);  // only regular files and folders can be staged
+    return;
+  }
+  CreateReply r = DoCreate(OpsOf(req), parent, name, mode, O_WRONLY | O_EXCL);
+  if (r.err) {
+    fuse_reply_err(req, r.err);
+    return;
+  }
+  OpsOf(req).fs->Release(r.fh);
+  fuse_reply_entry(req, &r.entry);
 }
-void LlCreate(fuse_req_t req, fuse_ino_t, const char*, mode_t, struct fuse_file_info*) {
-  fuse_reply_err(req, EROFS);
+
+void LlUnlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  fuse_reply_err(req, ToErrno(OpsOf(req).fs->Unlink(parent, name)));
 }
-void LlWrite(fuse_req_t req, fuse_ino_t, const char*, size_t, off_t, struct fuse_file_info*) {
-  fuse_reply_err(req, EROFS);
+
+void LlRmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  fuse_reply_err(req, ToErrno(OpsOf(req).fs->Rmdir(parent, name)));
+}
+
+void LlRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t new_parent,
+              const char* new_name, unsigned flags) {
+  fuse_reply_err(req, ToErrno(OpsOf(req).fs->Rename(parent, name, new_parent, new_name, flags)));
+}
+
+// Links could point outside the store or alias staged files: refused.
+void LlSymlink(fuse_req_t req, const char*, fuse_ino_t parent, const char*) {
+  fuse_reply_err(req, vfs::SpaceOf(parent) == vfs::Space::kStaging ? EPERM : EROFS);
+}
+
+void LlLink(fuse_req_t req, fuse_ino_t, fuse_ino_t parent, const char*) {
+  fuse_reply_err(req, vfs::SpaceOf(parent) == vfs::Space::kStaging ? EPERM : EROFS);
+}
+
+void LlSetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
+               struct fuse_file_info* fi) {
+  AttrReply r = DoSetAttr(OpsOf(req), ino, *attr, to_set, fi ? fi->fh : 0);
+  if (r.err) {
+    fuse_reply_err(req, r.err);
+  } else {
+    fuse_reply_attr(req, &r.st, r.timeout);
+  }
+}
+
+void LlWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off,
+             struct fuse_file_info* fi) {
+  WriteReply r = DoWrite(OpsOf(req), ino, fi->fh, absl::string_view(buf, size), off);
+  if (r.err) {
+    fuse_reply_err(req, r.err);
+  } else {
+    fuse_reply_write(req, r.written);
+  }
 }
 
 fuse_lowlevel_ops MakeOps() {
@@ -286,6 +466,10 @@ fuse_lowlevel_ops MakeOps() {
   o.forget_multi = LlForgetMulti;
   o.getattr = LlGetAttr;
   o.opendir = LlOpenDir;
+  o.releasedir = LlReleaseDir;
+  o.release = LlRelease;
+  o.flush = LlFlush;
+  o.fsync = LlFsync;
   o.readdir = LlReadDir;
   o.readdirplus = LlReadDirPlus;
   o.open = LlOpen;

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,7 +28,7 @@ namespace tfrecordfs::vfs {
 
 namespace {
 
-enum class NodeType { kDir, kPlainFile, kShard };
+enum class NodeType { kDir, kPlainFile, kShard, kStaging };
 
 struct TreeNode {
   std::string name;
@@ -283,6 +284,29 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
     fs->shard_fds_.push_back(p.fd);
   }
   fs->cache_ = std::make_unique<RecordCache>(options.cache_records);
+  if (options.staging != nullptr) {
+    if (auto clash = tree.Find(0, options.staging_name)) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "the staging folder name '", options.staging_name, "' clashes with ",
+          tree.nodes[*clash].real_path, " at the mount root; choose another with -o staging=NAME"));
+    }
+    if (auto s = staging::CheckName(options.staging_name); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("invalid staging folder name '", options.staging_name, "'"));
+    }
+    fs->staging_ = options.staging;
+    TreeNode node;
+    node.name = options.staging_name;
+    node.type = NodeType::kStaging;
+    fs->staging_tree_node_ = tree.nodes.size();
+    tree.nodes.push_back(std::move(node));
+    auto& ch = tree.nodes[0].children;
+    ch.insert(std::lower_bound(ch.begin(), ch.end(), options.staging_name,
+                               [&](uint64_t i, const std::string& n) {
+                                 return tree.nodes[i].name < n;
+                               }),
+              fs->staging_tree_node_);
+  }
   return fs;
 }
 
@@ -328,6 +352,7 @@ absl::StatusOr<std::shared_ptr<const ParsedRecord>> Filesystem::Parse(uint64_t s
       parsed->status = data.status();
       log::Error(data.status().message());
     } else if (auto table = example::DecodeExample(*data); table.ok()) {
+      LearnKinds(*table);
       parsed->layout = naming::LayoutExample(*table, *data);
       if (parsed->layout.entries.size() > kMaxEntriesPerRecord) {
         log::Warning(idx.path(), ": record ", record, " at byte offset ", idx.begin(record),
@@ -354,6 +379,7 @@ absl::StatusOr<Attr> Filesystem::GetAttr(uint64_t ino) {
       const uint64_t i = TreeIndex(ino);
       if (i >= tree_->nodes.size()) return absl::NotFoundError("stale node id");
       const TreeNode& n = tree_->nodes[i];
+      if (n.type == NodeType::kStaging) return GetAttr(StagingId(staging_->root()));
       Attr a;
       a.ino = ino;
       a.mtime = n.st.st_mtim;
@@ -364,7 +390,7 @@ absl::StatusOr<Attr> Filesystem::GetAttr(uint64_t ino) {
         a.mode = kDirMode;
         a.nlink = 2 + std::min<uint64_t>(shards_[n.shard]->num_records(), kMaxRecordsPerShard);
       } else {
-        a.mode = kDirMode;
+        a.mode = i == 0 && staging_ ? (S_IFDIR | 0755) : kDirMode;
         a.nlink = 2;
         for (uint64_t c : n.children) a.nlink += tree_->nodes[c].type != NodeType::kPlainFile;
       }
@@ -382,8 +408,12 @@ absl::StatusOr<Attr> Filesystem::GetAttr(uint64_t ino) {
       if (entry >= (*rec)->layout.entries.size()) return absl::NotFoundError("stale node id");
       return EntryAttr(shard, record, entry, **rec);
     }
-    case Space::kStaging:
-      break;
+    case Space::kStaging: {
+      if (!staging_) break;
+      auto st = staging_->GetAttr(StagingIndex(ino));
+      if (!st.ok()) return st.status();
+      return StagingAttr(*st);
+    }
   }
   return absl::NotFoundError("stale node id");
 }
@@ -427,13 +457,18 @@ absl::StatusOr<Attr> Filesystem::Lookup(uint64_t parent, absl::string_view name)
       if (!child) return absl::NotFoundError(name);
       return EntryAttr(shard, record, *child, **rec);
     }
-    case Space::kStaging:
-      break;
+    case Space::kStaging: {
+      if (!staging_) break;
+      auto st = staging_->Lookup(StagingIndex(parent), name);
+      if (!st.ok()) return st.status();
+      return StagingAttr(*st);
+    }
   }
   return absl::NotFoundError("stale node id");
 }
 
-absl::Status Filesystem::ReadDir(uint64_t ino, uint64_t offset, const EmitFn& emit) {
+absl::Status Filesystem::ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, const EmitFn& emit) {
+  if (SpaceOf(ino) == Space::kStaging) return StagingReadDir(ino, fh, offset, emit);
   auto self = GetAttr(ino);
   if (!self.ok()) return self.status();
   if (!S_ISDIR(self->mode)) return PosixError(ENOTDIR, "not a directory");
@@ -484,25 +519,256 @@ absl::Status Filesystem::ReadDir(uint64_t ino, uint64_t offset, const EmitFn& em
   return absl::NotFoundError("stale node id");
 }
 
-absl::Status Filesystem::Open(uint64_t ino, int flags) {
+
+namespace {
+
+// State behind a staging file handle (fuse_file_info::fh).
+struct FileHandle {
+  int fd = -1;
+  std::atomic<bool> written{false};
+};
+
+// State behind a staging directory handle: the backing directory stream.
+struct DirHandle {
+  absl::Mutex mu;
+  DIR* dir ABSL_GUARDED_BY(mu) = nullptr;
+};
+
+absl::Status ReadOnly() { return PosixError(EROFS, "read-only: only the staging area is writable"); }
+
+}  // namespace
+
+Attr Filesystem::StagingAttr(const struct stat& st) const {
+  Attr a;
+  a.ino = StagingId(st.st_ino);
+  a.mode = st.st_mode;
+  a.size = static_cast<uint64_t>(st.st_size);
+  a.nlink = st.st_nlink;
+  a.mtime = st.st_mtim;
+  a.atime = st.st_atim;
+  a.ctime = st.st_ctim;
+  return a;
+}
+
+absl::StatusOr<uint64_t> Filesystem::Open(uint64_t ino, int flags) {
+  if (SpaceOf(ino) == Space::kStaging && staging_) {
+    auto fd = staging_->Open(StagingIndex(ino), flags);
+    if (!fd.ok()) return fd.status();
+    auto* h = new FileHandle;
+    h->fd = *fd;
+    if (flags & O_TRUNC) h->written = true;
+    return reinterpret_cast<uint64_t>(h);
+  }
   auto a = GetAttr(ino);
   if (!a.ok()) return a.status();
-  if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC)) {
-    return PosixError(EROFS, "read-only: only the staging area is writable");
-  }
-  if (S_ISDIR(a->mode) && !(flags & O_DIRECTORY)) {
-    // opendir comes through its own call; a plain open of a directory for
-    // reading is allowed by POSIX, so accept it.
-  }
+  if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC)) return ReadOnly();
   if (SpaceOf(ino) == Space::kRecord && EntryOf(ino) != 0) {
-    // Make sure the record is readable now, so a damaged record fails at open.
+    // Check the record now, so that a damaged record fails at open().
     auto rec = Parse(ShardOf(ino), RecordOf(ino));
     if (!rec.ok()) return rec.status();
+  }
+  return uint64_t{0};
+}
+
+absl::StatusOr<uint64_t> Filesystem::OpenDir(uint64_t ino) {
+  if (SpaceOf(ino) == Space::kStaging && staging_) {
+    auto fd = staging_->OpenDir(StagingIndex(ino));
+    if (!fd.ok()) return fd.status();
+    DIR* d = ::fdopendir(*fd);
+    if (d == nullptr) {
+      int err = errno;
+      ::close(*fd);
+      return ErrnoError(err, "opendir");
+    }
+    auto* h = new DirHandle;
+    absl::MutexLock lock(&h->mu);
+    h->dir = d;
+    return reinterpret_cast<uint64_t>(h);
+  }
+  auto a = GetAttr(ino);
+  if (!a.ok()) return a.status();
+  if (!S_ISDIR(a->mode)) return PosixError(ENOTDIR, "not a directory");
+  return uint64_t{0};
+}
+
+void Filesystem::ReleaseDir(uint64_t fh) {
+  auto* h = reinterpret_cast<DirHandle*>(fh);
+  if (h == nullptr) return;
+  {
+    absl::MutexLock lock(&h->mu);
+    if (h->dir) ::closedir(h->dir);
+  }
+  delete h;
+}
+
+absl::Status Filesystem::StagingReadDir(uint64_t ino, uint64_t fh, uint64_t offset,
+                                        const EmitFn& emit) {
+  auto* h = reinterpret_cast<DirHandle*>(fh);
+  if (h == nullptr || !staging_) return PosixError(EBADF, "no directory handle");
+  auto self = GetAttr(ino);
+  if (!self.ok()) return self.status();
+  absl::MutexLock lock(&h->mu);
+  // Offsets are the backing directory's own telldir cookies, so entries
+  // removed while listing (rm -r) neither skip nor repeat others.
+  if (offset == 0) {
+    ::rewinddir(h->dir);
+  } else {
+    ::seekdir(h->dir, static_cast<long>(offset));
+  }
+  for (;;) {
+    errno = 0;
+    long before = ::telldir(h->dir);
+    dirent* e = ::readdir(h->dir);
+    if (e == nullptr) {
+      if (errno != 0) return ErrnoError(errno, "readdir");
+      break;
+    }
+    const absl::string_view name = e->d_name;
+    Attr a;
+    if (name == "." || name == "..") {
+      a = *self;
+    } else {
+      struct stat st;
+      if (::fstatat(::dirfd(h->dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) continue;  // never shown
+      a = StagingAttr(st);
+    }
+    if (!emit(name, a, static_cast<uint64_t>(e->d_off))) {
+      ::seekdir(h->dir, before);
+      break;
+    }
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<ReadResult> Filesystem::Read(uint64_t ino, uint64_t offset, size_t size) {
+absl::StatusOr<std::pair<Attr, uint64_t>> Filesystem::Create(uint64_t parent,
+                                                             absl::string_view name, mode_t mode,
+                                                             int flags) {
+  if (SpaceOf(parent) != Space::kStaging || !staging_) return ReadOnly();
+  auto r = staging_->Create(StagingIndex(parent), name, mode, flags);
+  if (!r.ok()) return r.status();
+  auto* h = new FileHandle;
+  h->fd = r->second;
+  h->written = true;
+  return std::make_pair(StagingAttr(r->first), reinterpret_cast<uint64_t>(h));
+}
+
+absl::StatusOr<Attr> Filesystem::Mkdir(uint64_t parent, absl::string_view name, mode_t mode) {
+  if (SpaceOf(parent) != Space::kStaging || !staging_) return ReadOnly();
+  auto st = staging_->Mkdir(StagingIndex(parent), name, mode);
+  if (!st.ok()) return st.status();
+  return StagingAttr(*st);
+}
+
+absl::StatusOr<size_t> Filesystem::Write(uint64_t ino, uint64_t fh, absl::string_view data,
+                                         uint64_t offset) {
+  auto* h = reinterpret_cast<FileHandle*>(fh);
+  if (SpaceOf(ino) != Space::kStaging || h == nullptr) return ReadOnly();
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t w = ::pwrite(h->fd, data.data() + done, data.size() - done,
+                         static_cast<off_t>(offset + done));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError(errno, "write");
+    }
+    done += static_cast<size_t>(w);
+  }
+  h->written = true;
+  return done;
+}
+
+absl::Status Filesystem::Flush(uint64_t ino, uint64_t fh) {
+  auto* h = reinterpret_cast<FileHandle*>(fh);
+  if (SpaceOf(ino) != Space::kStaging || h == nullptr || !staging_) return absl::OkStatus();
+  if (!h->written.exchange(false)) return absl::OkStatus();
+  return staging_->ValidateOnClose(StagingIndex(ino), h->fd);
+}
+
+void Filesystem::Release(uint64_t fh) {
+  auto* h = reinterpret_cast<FileHandle*>(fh);
+  if (h == nullptr) return;
+  ::close(h->fd);
+  delete h;
+}
+
+absl::Status Filesystem::Fsync(uint64_t fh, bool datasync) {
+  auto* h = reinterpret_cast<FileHandle*>(fh);
+  if (h == nullptr) return absl::OkStatus();
+  if ((datasync ? ::fdatasync(h->fd) : ::fsync(h->fd)) != 0) return ErrnoError(errno, "fsync");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Attr> Filesystem::SetAttr(uint64_t ino, uint64_t fh, const struct stat& to,
+                                         int bits) {
+  if (SpaceOf(ino) != Space::kStaging || !staging_) return ReadOnly();
+  auto* h = reinterpret_cast<FileHandle*>(fh);
+  auto st = staging_->SetAttr(StagingIndex(ino), h ? h->fd : -1, to, bits);
+  if (!st.ok()) return st.status();
+  if (h && (bits & staging::kSetSize)) h->written = true;
+  return StagingAttr(*st);
+}
+
+absl::Status Filesystem::Unlink(uint64_t parent, absl::string_view name) {
+  if (SpaceOf(parent) != Space::kStaging || !staging_) return ReadOnly();
+  return staging_->Unlink(StagingIndex(parent), name);
+}
+
+absl::Status Filesystem::Rmdir(uint64_t parent, absl::string_view name) {
+  if (SpaceOf(parent) != Space::kStaging || !staging_) return ReadOnly();
+  return staging_->Rmdir(StagingIndex(parent), name);
+}
+
+absl::Status Filesystem::Rename(uint64_t parent, absl::string_view name, uint64_t new_parent,
+                                absl::string_view new_name, unsigned flags) {
+  const bool from = SpaceOf(parent) == Space::kStaging, to = SpaceOf(new_parent) == Space::kStaging;
+  if (!staging_ || (!from && !to)) return ReadOnly();
+  if (from != to) return PosixError(EXDEV, "cannot move across the staging boundary");
+  return staging_->Rename(StagingIndex(parent), name, StagingIndex(new_parent), new_name, flags);
+}
+
+void Filesystem::Forget(uint64_t ino, uint64_t n) {
+  if (SpaceOf(ino) == Space::kStaging && staging_) staging_->Forget(StagingIndex(ino), n);
+}
+
+bool Filesystem::StagingSpace(uint64_t* free_bytes, uint64_t* total_bytes) const {
+  if (!staging_) return false;
+  struct statvfs sv;
+  if (::statvfs(staging_->dir().c_str(), &sv) != 0) return false;
+  *free_bytes = static_cast<uint64_t>(sv.f_bavail) * sv.f_frsize;
+  *total_bytes = static_cast<uint64_t>(sv.f_blocks) * sv.f_frsize;
+  return true;
+}
+
+void Filesystem::LearnKinds(const example::FeatureTable& table) {
+  absl::MutexLock lock(&kinds_mu_);
+  for (const auto& f : table.features) {
+    if (f.kind != example::Kind::kNone) kinds_.try_emplace(f.name, f.kind);
+  }
+}
+
+example::Kind Filesystem::KindOf(absl::string_view feature_name) {
+  const std::string name(feature_name);
+  bool sample = false;
+  {
+    absl::MutexLock lock(&kinds_mu_);
+    auto it = kinds_.find(name);
+    if (it != kinds_.end()) return it->second;
+    sample = !kinds_sampled_;
+    kinds_sampled_ = true;
+  }
+  if (!sample) return example::Kind::kNone;
+  // Records carry their kinds: the first record of each shard tells most
+  // (a TFX kindless value in one record is filled in by another shard's).
+  for (uint64_t s = 0; s < shards_.size() && s < 1024; ++s) {
+    if (shards_[s]->num_records() > 0) (void)Parse(s, 0);
+  }
+  absl::MutexLock lock(&kinds_mu_);
+  auto it = kinds_.find(name);
+  return it == kinds_.end() ? example::Kind::kNone : it->second;
+}
+
+absl::StatusOr<ReadResult> Filesystem::Read(uint64_t ino, uint64_t fh, uint64_t offset, size_t size) {
   ReadResult out;
   switch (SpaceOf(ino)) {
     case Space::kTree: {
@@ -541,8 +807,15 @@ absl::StatusOr<ReadResult> Filesystem::Read(uint64_t ino, uint64_t offset, size_
       }
       return out;
     }
-    case Space::kStaging:
-      break;
+    case Space::kStaging: {
+      auto* h = reinterpret_cast<FileHandle*>(fh);
+      if (h == nullptr) return PosixError(EBADF, "no handle");
+      out.data.resize(size);
+      auto got = PreadUpTo(h->fd, out.data.data(), size, offset, "staging");
+      if (!got.ok()) return got.status();
+      out.data.resize(*got);
+      return out;
+    }
   }
   return absl::NotFoundError("stale node id");
 }

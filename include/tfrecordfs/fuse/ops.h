@@ -25,6 +25,9 @@ struct OpsOptions {
   double negative_timeout = 86400.0;
   // Reply to reads of contiguous shard bytes with an fd buffer (splice).
   bool splice = true;
+  // The staging area changes: the kernel may cache it only briefly, and
+  // never cache a miss there.
+  double staging_timeout = 1.0;
 };
 
 struct Ops {
@@ -53,19 +56,41 @@ struct DirReply {
   int err = 0;
   std::string buf;
 };
-DirReply DoReadDir(const Ops& ops, fuse_ino_t ino, size_t size, off_t offset, bool plus);
+// `fh` is the handle DoOpenDir returned (0 outside the staging area).
+DirReply DoReadDir(const Ops& ops, fuse_ino_t ino, size_t size, off_t offset, bool plus,
+                   uint64_t fh = 0);
 
 struct OpenReply {
   int err = 0;
   bool keep_cache = false;
+  uint64_t fh = 0;
 };
 OpenReply DoOpen(const Ops& ops, fuse_ino_t ino, int flags);
+OpenReply DoOpenDir(const Ops& ops, fuse_ino_t ino);
 
 struct ReadReply {
   int err = 0;
   vfs::ReadResult data;
 };
-ReadReply DoRead(const Ops& ops, fuse_ino_t ino, size_t size, off_t offset);
+ReadReply DoRead(const Ops& ops, fuse_ino_t ino, size_t size, off_t offset, uint64_t fh = 0);
+
+// Staging-area operations (EROFS elsewhere).
+struct CreateReply {
+  int err = 0;
+  fuse_entry_param entry{};
+  uint64_t fh = 0;
+};
+CreateReply DoCreate(const Ops& ops, fuse_ino_t parent, absl::string_view name, mode_t mode,
+                     int flags);
+EntryReply DoMkdir(const Ops& ops, fuse_ino_t parent, absl::string_view name, mode_t mode);
+AttrReply DoSetAttr(const Ops& ops, fuse_ino_t ino, const struct stat& to, int fuse_to_set,
+                    uint64_t fh);
+struct WriteReply {
+  int err = 0;
+  size_t written = 0;
+};
+WriteReply DoWrite(const Ops& ops, fuse_ino_t ino, uint64_t fh, absl::string_view data,
+                   off_t offset);
 
 struct StatfsReply {
   int err = 0;

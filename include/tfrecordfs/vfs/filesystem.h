@@ -10,8 +10,9 @@
 //   PosixError(EROFS)   writes outside the staging area
 //
 // Thread-safety: all methods may be called concurrently. The tree and shard
-// indexes are immutable after Create(); the parsed-record cache is guarded by
-// its own mutex (a leaf lock: nothing else is acquired while holding it).
+// indexes are immutable after Create(); the parsed-record cache and kinds_mu_
+// are leaf locks (nothing else is acquired while holding them); staging calls
+// go to staging::Store, which is thread-safe.
 #ifndef TFRECORDFS_VFS_FILESYSTEM_H_
 #define TFRECORDFS_VFS_FILESYSTEM_H_
 
@@ -24,10 +25,13 @@
 #include "absl/strings/string_view.h"
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/status/statusor.h"
 #include "tfrecordfs/index/shard_index.h"
 #include "tfrecordfs/naming/naming.h"
+#include "tfrecordfs/staging/store.h"
 #include "tfrecordfs/vfs/record_cache.h"
 
 namespace tfrecordfs::vfs {
@@ -39,6 +43,11 @@ struct Options {
   size_t cache_records = 4096;
   // Threads for the initial header walk. 0 = number of CPUs (at most 16).
   int index_threads = 0;
+  // The writable staging area: shown at the root as `staging_name` when
+  // `staging` is set (not owned; must outlive the Filesystem). A source entry
+  // of the same name is a Create() error.
+  staging::Store* staging = nullptr;
+  std::string staging_name = "staging";
 };
 
 struct Attr {
@@ -47,6 +56,8 @@ struct Attr {
   uint64_t size = 0;
   uint64_t nlink = 1;
   struct timespec mtime = {};
+  struct timespec atime = {};  // zero: same as mtime
+  struct timespec ctime = {};  // zero: same as mtime
 };
 
 // Where the bytes of a read come from: a range of an open file (which the
@@ -82,13 +93,51 @@ class Filesystem {
   // buffer is full; that entry is then not consumed. Attributes are complete
   // (for READDIRPLUS).
   using EmitFn = std::function<bool(absl::string_view name, const Attr& attr, uint64_t next)>;
-  absl::Status ReadDir(uint64_t ino, uint64_t offset, const EmitFn& emit);
+  absl::Status ReadDir(uint64_t ino, uint64_t offset, const EmitFn& emit) {
+    return ReadDir(ino, 0, offset, emit);
+  }
 
-  // Checks that `ino` may be opened with `flags` (O_ACCMODE, O_TRUNC...).
-  absl::Status Open(uint64_t ino, int flags);
-
+  // Opens a file. Returns a handle for the other file calls (0 for the
+  // read-only tree; staging files get a real descriptor). Writes outside the
+  // staging area fail with EROFS.
+  absl::StatusOr<uint64_t> Open(uint64_t ino, int flags);
   // Reads up to `size` bytes at `offset` (short only at end of file).
-  absl::StatusOr<ReadResult> Read(uint64_t ino, uint64_t offset, size_t size);
+  absl::StatusOr<ReadResult> Read(uint64_t ino, uint64_t fh, uint64_t offset, size_t size);
+  absl::StatusOr<ReadResult> Read(uint64_t ino, uint64_t offset, size_t size) {
+    return Read(ino, 0, offset, size);
+  }
+  // Directory handles (only staging directories hold state).
+  absl::StatusOr<uint64_t> OpenDir(uint64_t ino);
+  absl::Status ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, const EmitFn& emit);
+  void ReleaseDir(uint64_t fh);
+
+  // ---- Staging (everything else answers EROFS, or EXDEV across the
+  // staging boundary, or EPERM for links) ----
+  absl::StatusOr<std::pair<Attr, uint64_t>> Create(uint64_t parent, absl::string_view name,
+                                                   mode_t mode, int flags);
+  absl::StatusOr<Attr> Mkdir(uint64_t parent, absl::string_view name, mode_t mode);
+  absl::StatusOr<size_t> Write(uint64_t ino, uint64_t fh, absl::string_view data, uint64_t offset);
+  // close(): validates a written numeric feature file (EINVAL if it does not
+  // parse; the bytes stay).
+  absl::Status Flush(uint64_t ino, uint64_t fh);
+  void Release(uint64_t fh);
+  // fsync(2) of a staging file handle; a no-op for read-only files.
+  absl::Status Fsync(uint64_t fh, bool datasync);
+  // `bits` are staging::SetAttrBits; `fh` may be 0.
+  absl::StatusOr<Attr> SetAttr(uint64_t ino, uint64_t fh, const struct stat& to, int bits);
+  absl::Status Unlink(uint64_t parent, absl::string_view name);
+  absl::Status Rmdir(uint64_t parent, absl::string_view name);
+  absl::Status Rename(uint64_t parent, absl::string_view name, uint64_t new_parent,
+                      absl::string_view new_name, unsigned flags);
+  // Drops n kernel references to a node (only staging nodes hold any).
+  void Forget(uint64_t ino, uint64_t n);
+  // Free space where staged bytes go (for statfs), or false without staging.
+  bool StagingSpace(uint64_t* free_bytes, uint64_t* total_bytes) const;
+
+  // The kind a feature name has in the mounted shards (kNone if unknown):
+  // learnt from every record parsed so far and, on the first miss, from the
+  // first record of each shard. Thread-safe.
+  example::Kind KindOf(absl::string_view feature_name);
 
   Stats GetStats() const;
   const std::vector<std::shared_ptr<const index::ShardIndex>>& shards() const { return shards_; }
@@ -101,6 +150,9 @@ class Filesystem {
   // The parsed layout of a record, through the cache. DataLoss when damaged.
   absl::StatusOr<std::shared_ptr<const ParsedRecord>> Parse(uint64_t shard, uint64_t record);
   Attr RecordDirAttr(uint64_t shard, uint64_t record) const;
+  Attr StagingAttr(const struct stat& st) const;
+  absl::Status StagingReadDir(uint64_t ino, uint64_t fh, uint64_t offset, const EmitFn& emit);
+  void LearnKinds(const example::FeatureTable& table);
   Attr EntryAttr(uint64_t shard, uint64_t record, uint32_t entry, const ParsedRecord& rec) const;
   std::string RecordName(uint64_t shard, uint64_t record) const;
 
@@ -110,6 +162,11 @@ class Filesystem {
   std::vector<int> shard_name_width_;   // digits of the largest record index
   std::vector<uint64_t> shard_tree_node_;
   std::unique_ptr<RecordCache> cache_;
+  staging::Store* staging_ = nullptr;
+  uint64_t staging_tree_node_ = 0;
+  absl::Mutex kinds_mu_;
+  absl::flat_hash_map<std::string, example::Kind> kinds_ ABSL_GUARDED_BY(kinds_mu_);
+  bool kinds_sampled_ ABSL_GUARDED_BY(kinds_mu_) = false;
   uid_t uid_;
   gid_t gid_;
 };

@@ -1,0 +1,125 @@
+// The staging store: a real directory on disk behind MOUNT/staging/.
+//
+//   <dir>/
+//     records/        what MOUNT/staging/ shows; each folder is one record
+//     pack.journal    present only while a pack is in flight (repack/pack.h)
+//     last-pack.txt   the report of the last pack (read by `tfrecordfs unmount`)
+//     lock            flock()ed exclusively by the daemon that owns the store
+//
+// Because the bytes live on disk, a daemon that dies loses nothing: the next
+// mount shows the same staging contents.
+//
+// The store serves the staging subtree like libfuse's passthrough_ll: every
+// node the kernel knows is pinned by an O_PATH descriptor (so its inode
+// number cannot be reused while known) and all operations are *at() calls
+// relative to those descriptors with single-component names, so nothing can
+// reach outside the store: "." / ".." / names with '/' are refused, symlinks
+// and hard links are refused (EPERM), existing symlinks are never followed.
+//
+// Node ids are the backing inode numbers (the vfs tags them with its
+// staging space bits).
+//
+// Thread-safety: all methods are thread-safe. mu_ guards the node table and
+// is a leaf lock; file I/O happens outside it.
+#ifndef TFRECORDFS_STAGING_STORE_H_
+#define TFRECORDFS_STAGING_STORE_H_
+
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "tfrecordfs/base/file.h"
+#include "tfrecordfs/staging/record_folder.h"
+
+namespace tfrecordfs::staging {
+
+// Which fields SetAttr changes.
+enum SetAttrBits : int {
+  kSetMode = 1,
+  kSetSize = 2,
+  kSetAtime = 4,
+  kSetMtime = 8,
+  kSetAtimeNow = 16,
+  kSetMtimeNow = 32,
+};
+
+class Store {
+ public:
+  // Creates the layout if needed and takes the exclusive lock; fails with a
+  // message naming the holder's pid when another daemon owns the store.
+  static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& dir, KindHint hint);
+  ~Store();
+
+  const std::string& dir() const { return dir_; }
+  std::string records_dir() const { return dir_ + "/records"; }
+  std::string journal_path() const { return dir_ + "/pack.journal"; }
+  std::string report_path() const { return dir_ + "/last-pack.txt"; }
+  std::string lock_path() const { return dir_ + "/lock"; }
+
+  // The node of records/ (the staging root). Never forgotten.
+  uint64_t root() const { return root_ino_; }
+
+  // Each successful Lookup/Mkdir/Create adds one kernel reference to the
+  // returned node; Forget drops n.
+  absl::StatusOr<struct stat> Lookup(uint64_t parent, absl::string_view name);
+  void Forget(uint64_t node, uint64_t n);
+  absl::StatusOr<struct stat> GetAttr(uint64_t node);
+  // `fd` >= 0: an open handle of the node to use (ftruncate on it).
+  absl::StatusOr<struct stat> SetAttr(uint64_t node, int fd, const struct stat& to, int bits);
+  absl::StatusOr<struct stat> Mkdir(uint64_t parent, absl::string_view name, mode_t mode);
+  // Returns the new node's attributes and an open descriptor (caller owns).
+  absl::StatusOr<std::pair<struct stat, int>> Create(uint64_t parent, absl::string_view name,
+                                                     mode_t mode, int flags);
+  absl::StatusOr<int> Open(uint64_t node, int flags);
+  absl::Status Unlink(uint64_t parent, absl::string_view name);
+  absl::Status Rmdir(uint64_t parent, absl::string_view name);
+  absl::Status Rename(uint64_t parent, absl::string_view name, uint64_t new_parent,
+                      absl::string_view new_name, unsigned flags);
+  // A descriptor to list the directory with (caller owns; use fdopendir).
+  absl::StatusOr<int> OpenDir(uint64_t node);
+
+  // close() of a written file: a numeric feature file (no extension, inside
+  // a record folder, not a list item) must parse; else InvalidArgument
+  // (EINVAL for the close) and the error is logged with the file's path. On
+  // success the kind is remembered in the file's kKindXattr.
+  absl::Status ValidateOnClose(uint64_t node, int fd);
+
+  // Path of a node relative to records/ ("" for the root), or NotFound if it
+  // was deleted.
+  absl::StatusOr<std::string> RelativePath(uint64_t node);
+
+ private:
+  Store(std::string dir, KindHint hint) : dir_(std::move(dir)), hint_(std::move(hint)) {}
+
+  struct Node {
+    int fd = -1;  // O_PATH
+    uint64_t nlookup = 0;
+  };
+  absl::StatusOr<int> NodeFd(uint64_t node);
+  // Looks `name` up under parent_fd and registers it with one more reference.
+  absl::StatusOr<struct stat> Register(int parent_fd, absl::string_view name);
+  struct stat Present(struct stat st) const;
+
+  const std::string dir_;
+  const KindHint hint_;
+  UniqueFd lock_fd_;
+  uint64_t root_ino_ = 0;
+  dev_t dev_ = 0;
+  absl::Mutex mu_;
+  absl::flat_hash_map<uint64_t, Node> nodes_ ABSL_GUARDED_BY(mu_);
+};
+
+// Checks a single path component given by the kernel or a user.
+absl::Status CheckName(absl::string_view name);
+
+}  // namespace tfrecordfs::staging
+
+#endif  // TFRECORDFS_STAGING_STORE_H_

@@ -1,0 +1,18 @@
+// Subcommands of the tfrecordfs binary, dispatched from main.cc by argv[1].
+// Each takes the arguments from the subcommand name on (argv[0] is the
+// subcommand) and returns the process exit status: 0 success, 1 failure,
+// 2 usage error.
+#ifndef TFRECORDFS_CLI_COMMANDS_H_
+#define TFRECORDFS_CLI_COMMANDS_H_
+
+namespace tfrecordfs::cli {
+
+// `tfrecordfs pack [--shard-size SIZE] [--prefix NAME] DIR OUTPUT_DIR`
+int PackMain(int argc, char** argv);
+
+// `tfrecordfs unmount MOUNTPOINT` (unmount_cmd.cc)
+int UnmountMain(int argc, char** argv);
+
+}  // namespace tfrecordfs::cli
+
+#endif  // TFRECORDFS_CLI_COMMANDS_H_

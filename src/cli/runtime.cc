@@ -1,0 +1,90 @@
+#include "src/cli/runtime.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "tfrecordfs/base/crc32c.h"
+#include "tfrecordfs/base/file.h"
+
+namespace tfrecordfs::cli {
+namespace {
+
+std::string RealPath(const std::string& p) {
+  char buf[PATH_MAX];
+  return ::realpath(p.c_str(), buf) ? std::string(buf) : p;
+}
+
+std::string Home() {
+  const char* h = std::getenv("HOME");
+  return h && *h ? h : "/root";
+}
+
+std::string RuntimeDir() {
+  if (const char* x = std::getenv("XDG_RUNTIME_DIR"); x && *x) {
+    return absl::StrCat(x, "/tfrecordfs");
+  }
+  if (::geteuid() == 0) return "/run/tfrecordfs";
+  return absl::StrCat("/tmp/tfrecordfs-", ::geteuid());
+}
+
+}  // namespace
+
+std::string DefaultStagingDir(const std::vector<std::string>& sources) {
+  std::string key;
+  for (const auto& s : sources) absl::StrAppend(&key, RealPath(s), std::string(1, '\0'));
+  std::string name = Basename(RealPath(sources.front()));
+  for (char& c : name) {
+    if (c == '/' || c == '.' || static_cast<unsigned char>(c) < 0x20) c = '_';
+  }
+  const char* state = std::getenv("XDG_STATE_HOME");
+  const std::string base = state && *state ? state : Home() + "/.local/state";
+  return absl::StrFormat("%s/tfrecordfs/staging/%s-%08x", base, name, crc32c::Value(key));
+}
+
+std::string DefaultOutputDir(const std::vector<std::string>& sources) {
+  const std::string first = RealPath(sources.front());
+  struct stat st;
+  if (::stat(first.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return first;
+  return Dirname(first);
+}
+
+std::string RegistryPath(const std::string& mountpoint_realpath) {
+  return absl::StrFormat("%s/%08x.mount", RuntimeDir(), crc32c::Value(mountpoint_realpath));
+}
+
+absl::Status WriteMountRecord(const MountRecord& r) {
+  const std::string dir = RuntimeDir();
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return ErrnoError(errno, dir);
+  return WriteFileAtomically(RegistryPath(r.mountpoint),
+                             absl::StrCat("mountpoint=", r.mountpoint, "\nstore=", r.store,
+                                          "\npid=", r.pid, "\n"));
+}
+
+absl::StatusOr<MountRecord> ReadMountRecord(const std::string& mountpoint_realpath) {
+  auto text = ReadFileToString(RegistryPath(mountpoint_realpath));
+  if (!text.ok()) return text.status();
+  MountRecord r;
+  for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipEmpty())) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(line, absl::MaxSplits('=', 1));
+    if (kv.first == "mountpoint") r.mountpoint = kv.second;
+    if (kv.first == "store") r.store = kv.second;
+    if (kv.first == "pid") (void)absl::SimpleAtoi(kv.second, &r.pid);
+  }
+  if (r.mountpoint != mountpoint_realpath || r.store.empty()) {
+    return absl::NotFoundError("stale mount record");
+  }
+  return r;
+}
+
+void RemoveMountRecord(const std::string& mountpoint_realpath) {
+  ::unlink(RegistryPath(mountpoint_realpath).c_str());
+}
+
+}  // namespace tfrecordfs::cli

@@ -1,0 +1,109 @@
+// `tfrecordfs unmount MOUNTPOINT`: unmount, wait for the repack, report.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <iostream>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "src/cli/commands.h"
+#include "src/cli/runtime.h"
+#include "tfrecordfs/base/file.h"
+
+namespace tfrecordfs::cli {
+namespace {
+
+constexpr char kUsage[] = R"(Usage: tfrecordfs unmount MOUNTPOINT
+
+Unmounts a tfrecordfs mount, waits until the daemon has packed the staged
+records into new shards, and prints what was written and what stayed staged.
+
+Exit status: 0 when everything staged was packed (or nothing was staged),
+1 when a record stayed staged, the pack failed or the unmount failed,
+2 on a usage error.
+)";
+
+// Runs fusermount3 -u; falls back to umount2 for root.
+bool Unmount(const std::string& mnt, std::string* error) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execlp("fusermount3", "fusermount3", "-u", mnt.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  if (pid > 0 && ::waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+      WEXITSTATUS(status) == 0) {
+    return true;
+  }
+  if (::geteuid() == 0 && ::umount2(mnt.c_str(), 0) == 0) return true;
+  *error = std::strerror(errno);
+  return false;
+}
+
+}  // namespace
+
+int UnmountMain(int argc, char** argv) {
+  std::string mnt;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      std::cout << kUsage;
+      return 0;
+    }
+    if (!mnt.empty() || (a.size() > 1 && a[0] == '-')) {
+      std::cerr << "tfrecordfs unmount: unexpected argument " << a << "\n" << kUsage;
+      return 2;
+    }
+    mnt = a;
+  }
+  if (mnt.empty()) {
+    std::cerr << "tfrecordfs unmount: need a MOUNTPOINT\n" << kUsage;
+    return 2;
+  }
+  char real[PATH_MAX];
+  if (::realpath(mnt.c_str(), real) == nullptr) {
+    std::cerr << "tfrecordfs unmount: " << mnt << ": " << std::strerror(errno) << "\n";
+    return 1;
+  }
+  auto record = ReadMountRecord(real);
+  if (!record.ok()) {
+    std::cerr << "tfrecordfs unmount: " << real
+              << " is not a tfrecordfs mount of this user (no record in "
+              << RegistryPath(real) << ")\n";
+    return 1;
+  }
+  // Hold the store's lock file open before unmounting, so the wait below
+  // cannot miss the daemon's exit.
+  auto lock = OpenFile(record->store + "/lock", O_RDONLY);
+  if (!lock.ok()) {
+    std::cerr << "tfrecordfs unmount: " << lock.status().message() << "\n";
+    return 1;
+  }
+  std::string error;
+  if (!Unmount(real, &error)) {
+    std::cerr << "tfrecordfs unmount: cannot unmount " << real << ": " << error
+              << " (is a file still open there?)\n";
+    return 1;
+  }
+  if (::flock(lock->get(), LOCK_SH | LOCK_NB) != 0) {
+    std::cerr << "tfrecordfs: unmounted " << real << "; waiting for the repack to finish...\n";
+    while (::flock(lock->get(), LOCK_SH) != 0 && errno == EINTR) {
+    }
+  }
+  auto report = ReadFileToString(record->store + "/last-pack.txt");
+  if (!report.ok()) {
+    std::cerr << "tfrecordfs unmount: the daemon left no pack report in " << record->store
+              << " (did it crash? the staged records are still there; mount again to retry)\n";
+    return 1;
+  }
+  std::cout << *report;
+  return absl::StartsWith(*report, std::string(kResultOk) + "\n") ? 0 : 1;
+}
+
+}  // namespace tfrecordfs::cli

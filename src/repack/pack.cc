@@ -1,0 +1,631 @@
+#include "tfrecordfs/repack/pack.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <limits>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "tfrecordfs/base/crc32c.h"
+#include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/log.h"
+#include "tfrecordfs/naming/naming.h"
+#include "tfrecordfs/record/format.h"
+#include "tfrecordfs/record/reader.h"
+#include "tfrecordfs/record/writer.h"
+#include "tfrecordfs/repack/journal.h"
+
+namespace tfrecordfs::repack {
+namespace {
+
+// The test hook documented in pack.h.
+class FaultPoints {
+ public:
+  FaultPoints() {
+    if (const char* v = std::getenv("TFRECORDFS_FAULT")) point_ = v;
+  }
+  void At(absl::string_view point) const {
+    if (!point_.empty() && point_ == point) {
+      log::Warning("TFRECORDFS_FAULT=", point_, ": killing the process");
+      std::raise(SIGKILL);
+    }
+  }
+  void AfterShard(uint64_t k) const {
+    if (!point_.empty()) At(absl::StrCat("after_shard:", k));
+  }
+
+ private:
+  std::string point_;
+};
+
+// `prefix` + the status message, keeping the code and the errno payload.
+absl::Status Annotate(const absl::Status& s, absl::string_view prefix) {
+  absl::Status out(s.code(), absl::StrCat(prefix, s.message()));
+  s.ForEachPayload(
+      [&](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
+  return out;
+}
+
+std::string Join(absl::string_view dir, absl::string_view name) {
+  return absl::StrCat(dir, "/", name);
+}
+
+absl::StatusOr<std::string> RealPath(const std::string& path) {
+  char* r = ::realpath(path.c_str(), nullptr);
+  if (!r) return ErrnoError(errno, path);
+  std::string out(r);
+  std::free(r);
+  return out;
+}
+
+// True when something (of any type) is at `path`.
+absl::StatusOr<bool> Exists(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) == 0) return true;
+  if (errno == ENOENT) return false;
+  return ErrnoError(errno, path);
+}
+
+// Unlinks a file; a missing one is fine. Returns whether it was there.
+absl::StatusOr<bool> UnlinkIfExists(const std::string& path) {
+  if (::unlink(path.c_str()) == 0) return true;
+  if (errno == ENOENT) return false;
+  return ErrnoError(errno, absl::StrCat("unlink ", path));
+}
+
+// rm -r without following symlinks; a missing path is fine.
+absl::Status RemoveTree(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    return errno == ENOENT ? absl::OkStatus() : ErrnoError(errno, path);
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    auto r = UnlinkIfExists(path);
+    return r.ok() ? absl::OkStatus() : r.status();
+  }
+  DIR* d = ::opendir(path.c_str());
+  if (!d) return ErrnoError(errno, path);
+  std::vector<std::string> children;
+  errno = 0;
+  while (dirent* e = ::readdir(d)) {
+    absl::string_view name = e->d_name;
+    if (name != "." && name != "..") children.emplace_back(name);
+  }
+  int err = errno;
+  ::closedir(d);
+  if (err != 0) return ErrnoError(err, absl::StrCat("readdir ", path));
+  for (const std::string& c : children) {
+    if (auto s = RemoveTree(Join(path, c)); !s.ok()) return s;
+  }
+  if (::rmdir(path.c_str()) != 0 && errno != ENOENT) {
+    return ErrnoError(errno, absl::StrCat("rmdir ", path));
+  }
+  return absl::OkStatus();
+}
+
+// Removes `<journal>.tmp.<pid>` files a crash inside WriteFileAtomically can
+// leave behind; they are never read.
+void RemoveJournalTemps(const std::string& journal_path) {
+  const std::string dir = Dirname(journal_path);
+  const std::string stem = absl::StrCat(Basename(journal_path), ".tmp.");
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return;
+  std::vector<std::string> stale;
+  while (dirent* e = ::readdir(d)) {
+    absl::string_view name = e->d_name;
+    if (name.size() > stem.size() && name.substr(0, stem.size()) == stem) {
+      stale.emplace_back(name);
+    }
+  }
+  ::closedir(d);
+  for (const std::string& name : stale) {
+    if (::unlink(Join(dir, name).c_str()) == 0) {
+      log::Info("removed stale pack journal temp file ", Join(dir, name));
+    }
+  }
+}
+
+absl::Status RemoveJournal(const std::string& journal_path) {
+  auto r = UnlinkIfExists(journal_path);
+  if (!r.ok()) return r.status();
+  return FsyncDir(Dirname(journal_path));
+}
+
+// The record folders of `dir` in bytewise name order. Symlinks and other
+// non-folders that look like records are reported in `left`.
+absl::StatusOr<std::vector<std::string>> ListRecordFolders(const std::string& dir,
+                                                           std::vector<LeftStaged>* left) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return ErrnoError(errno, dir);
+  std::vector<std::string> out;
+  errno = 0;
+  while (dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name == "." || name == ".." || naming::IsIgnoredName(name)) continue;
+    struct stat st;
+    if (::fstatat(dirfd(d), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      int err = errno;
+      ::closedir(d);
+      return ErrnoError(err, Join(dir, name));
+    }
+    if (S_ISDIR(st.st_mode)) {
+      out.push_back(std::move(name));
+    } else if (S_ISLNK(st.st_mode)) {
+      left->push_back({std::move(name), "a symlink, not a record folder (symlinks are refused)"});
+    }
+    errno = 0;
+  }
+  int err = errno;
+  ::closedir(d);
+  if (err != 0) return ErrnoError(err, absl::StrCat("readdir ", dir));
+  std::sort(out.begin(), out.end());  // char_traits<char> compares as unsigned: bytewise
+  std::sort(left->begin(), left->end(),
+            [](const LeftStaged& a, const LeftStaged& b) { return a.record < b.record; });
+  return out;
+}
+
+std::string DefaultPrefix() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm;
+  ::gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y%m%dT%H%M%S", &tm);
+  return absl::StrCat("staged-", buf);
+}
+
+// One valid record as pass 1 saw it.
+struct PlannedRecord {
+  std::string name;
+  uint64_t length = 0;
+  uint32_t crc = 0;
+};
+
+struct PlannedShard {
+  std::string name;
+  size_t first = 0;  // records [first, first + count) of the plan
+  size_t count = 0;
+  uint64_t bytes = 0;
+};
+
+std::vector<PlannedShard> Split(const std::vector<PlannedRecord>& records, uint64_t shard_size) {
+  std::vector<PlannedShard> shards;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const uint64_t framed = records[i].length + record::kFramingOverhead;
+    if (shards.empty() ||
+        (shards.back().count > 0 && shards.back().bytes + framed > shard_size)) {
+      shards.push_back({"", i, 0, 0});
+    }
+    shards.back().count++;
+    shards.back().bytes += framed;
+  }
+  return shards;
+}
+
+// Renames without replacing an existing file (RENAME_NOREPLACE), falling back
+// to a checked rename where the file system lacks it.
+absl::Status RenameNoReplace(const std::string& from, const std::string& to) {
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) {
+    return absl::OkStatus();
+  }
+  if (errno != EINVAL && errno != ENOSYS) {
+    return ErrnoError(errno, absl::StrCat("rename ", from, " -> ", to));
+  }
+  auto exists = Exists(to);
+  if (!exists.ok()) return exists.status();
+  if (*exists) return ErrnoError(EEXIST, absl::StrCat("rename ", from, " -> ", to));
+  if (::rename(from.c_str(), to.c_str()) != 0) {
+    return ErrnoError(errno, absl::StrCat("rename ", from, " -> ", to));
+  }
+  return absl::OkStatus();
+}
+
+// A complete shard has exactly the planned size and clean framing with the
+// planned number of records (the walk checks every header's CRC).
+absl::Status CheckWrittenShard(const std::string& path, uint64_t bytes, uint64_t records) {
+  auto fd = OpenFile(path, O_RDONLY);
+  if (!fd.ok()) return fd.status();
+  struct stat st;
+  if (::fstat(fd->get(), &st) != 0) return ErrnoError(errno, path);
+  if (static_cast<uint64_t>(st.st_size) != bytes) {
+    return absl::DataLossError(absl::StrCat(path, ": written ", st.st_size, " bytes, expected ",
+                                            bytes));
+  }
+  auto walk = record::WalkHeaders(fd->get(), path, bytes);
+  if (!walk.ok()) return walk.status();
+  if (!walk->problems.empty() || walk->offsets.size() != records + 1) {
+    return absl::DataLossError(absl::StrCat(
+        path, ": framing check after write failed",
+        walk->problems.empty() ? "" : absl::StrCat(": ", walk->problems[0].message, " at byte ",
+                                                   walk->problems[0].offset)));
+  }
+  return absl::OkStatus();
+}
+
+class Packer {
+ public:
+  Packer(const PackOptions& options, PackReport* report)
+      : o_(options), report_(report) {}
+
+  absl::Status Run();
+
+ private:
+  absl::Status Plan();
+  absl::Status WriteShard(const PlannedShard& shard, bool first);
+  // Undoes everything written before the commit point. Returns `cause`,
+  // extended when the cleanup itself failed.
+  absl::Status RollBack(absl::Status cause);
+  absl::Status Commit();
+  absl::Status RemovePacked();
+
+  const PackOptions& o_;
+  PackReport* report_;
+  FaultPoints faults_;
+  std::string journal_path_;
+  std::string records_dir_;  // absolute
+  std::string output_dir_;   // absolute
+  std::string prefix_;
+  std::vector<PlannedRecord> records_;
+  std::vector<PlannedShard> shards_;
+  Journal journal_;
+  // Files of this pack in the output directory (temp files and renamed
+  // shards) that a rollback must remove.
+  std::vector<std::string> created_;
+};
+
+absl::Status Packer::Plan() {
+  auto listed = ListRecordFolders(records_dir_, &report_->left);
+  if (!listed.ok()) return Annotate(listed.status(), "listing staged records: ");
+  for (const std::string& name : *listed) {
+    auto payload = staging::PayloadFromFolder(Join(records_dir_, name), o_.hint);
+    if (!payload.ok()) {
+      report_->left.push_back({name, std::string(payload.status().message())});
+      continue;
+    }
+    records_.push_back({name, payload->size(), crc32c::Value(*payload)});
+  }
+  std::sort(report_->left.begin(), report_->left.end(),
+            [](const LeftStaged& a, const LeftStaged& b) { return a.record < b.record; });
+  for (const LeftStaged& l : report_->left) {
+    log::Warning("pack: record ", l.record, " stays staged: ", l.reason);
+  }
+  if (records_.empty()) return absl::OkStatus();
+
+  shards_ = Split(records_, o_.shard_size);
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    shards_[i].name = ShardName(prefix_, i, shards_.size());
+    if (TempShardName(shards_[i].name).size() > naming::kMaxNameBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("prefix '", prefix_, "' makes shard names longer than ",
+                       naming::kMaxNameBytes, " bytes"));
+    }
+    const std::string path = Join(output_dir_, shards_[i].name);
+    auto exists = Exists(path);
+    if (!exists.ok()) return exists.status();
+    if (*exists) {
+      return PosixError(EEXIST, absl::StrCat(path, " already exists; refusing to overwrite it "
+                                                   "(choose another prefix)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Packer::WriteShard(const PlannedShard& shard, bool first) {
+  const std::string tmp = Join(output_dir_, TempShardName(shard.name));
+  const std::string final_path = Join(output_dir_, shard.name);
+  created_.push_back(tmp);
+  auto fd = OpenFile(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (!fd.ok()) return fd.status();
+  record::ShardWriter writer(std::move(*fd), tmp);
+  for (size_t k = 0; k < shard.count; ++k) {
+    const PlannedRecord& r = records_[shard.first + k];
+    auto payload = staging::PayloadFromFolder(Join(records_dir_, r.name), o_.hint);
+    if (!payload.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "record ", r.name, " changed during the pack and no longer builds: ",
+          payload.status().message()));
+    }
+    if (payload->size() != r.length || crc32c::Value(*payload) != r.crc) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("record ", r.name, " changed during the pack (its folder was edited)"));
+    }
+    if (auto s = writer.Append(*payload); !s.ok()) return s;
+    if (first && k + 1 == std::max<size_t>(1, shard.count / 2)) faults_.At("mid_shard");
+  }
+  if (auto s = writer.Close(/*sync=*/true); !s.ok()) return s;
+  if (auto s = CheckWrittenShard(tmp, shard.bytes, shard.count); !s.ok()) return s;
+  if (auto s = RenameNoReplace(tmp, final_path); !s.ok()) return s;
+  created_.back() = final_path;
+  return FsyncDir(output_dir_);
+}
+
+absl::Status Packer::RollBack(absl::Status cause) {
+  absl::Status cleanup;
+  for (const std::string& path : created_) {
+    auto r = UnlinkIfExists(path);
+    if (!r.ok()) cleanup.Update(r.status());
+  }
+  if (cleanup.ok() && !created_.empty()) cleanup.Update(FsyncDir(output_dir_));
+  // The journal goes last: while any file of this pack may remain, it is
+  // what lets Recover find and remove it.
+  if (cleanup.ok()) cleanup.Update(RemoveJournal(journal_path_));
+  if (!cleanup.ok()) {
+    log::Error("pack: cleanup after a failed pack failed: ", cleanup.message(),
+               "; the next recovery retries it");
+    return Annotate(cause, "");
+  }
+  return cause;
+}
+
+absl::Status Packer::Commit() {
+  journal_.state = Journal::State::kCommitted;
+  absl::Status s = WriteFileAtomically(journal_path_, EncodeJournal(journal_));
+  if (s.ok()) return s;
+  // The rename may have happened before the step that failed (the directory
+  // fsync). Rolling back under a COMMITTED journal would let a later
+  // recovery delete records whose shards are gone, so look at what is there.
+  auto contents = ReadFileToString(journal_path_);
+  if (contents.ok()) {
+    auto on_disk = ParseJournal(*contents, journal_path_);
+    if (on_disk.ok() && on_disk->state == Journal::State::kCommitted) {
+      log::Warning("pack: committing the journal reported ", s.message(),
+                   ", but the journal is committed; going on");
+      return absl::OkStatus();
+    }
+  }
+  return Annotate(s, "committing the pack journal: ");
+}
+
+absl::Status Packer::RemovePacked() {
+  bool first = true;
+  for (const PlannedRecord& r : records_) {
+    if (auto s = RemoveTree(Join(records_dir_, r.name)); !s.ok()) return s;
+    if (first) faults_.At("mid_delete");
+    first = false;
+  }
+  return FsyncDir(records_dir_);
+}
+
+absl::Status Packer::Run() {
+  if (o_.records_dir.empty() || o_.output_dir.empty()) {
+    return absl::InvalidArgumentError("pack needs a records directory and an output directory");
+  }
+  if (o_.shard_size == 0) return absl::InvalidArgumentError("shard size must be positive");
+  prefix_ = o_.prefix.empty() ? DefaultPrefix() : o_.prefix;
+  if (auto s = ValidatePrefix(prefix_); !s.ok()) return s;
+  journal_path_ = o_.journal_path.empty() ? Join(o_.output_dir, kDefaultJournalName)
+                                          : o_.journal_path;
+
+  if (auto s = Recover(journal_path_, o_.records_dir); !s.ok()) {
+    return Annotate(s, "recovering an interrupted pack: ");
+  }
+  auto records_dir = RealPath(o_.records_dir);
+  if (!records_dir.ok()) return Annotate(records_dir.status(), "records directory ");
+  records_dir_ = std::move(*records_dir);
+  auto output_dir = RealPath(o_.output_dir);
+  if (!output_dir.ok()) return Annotate(output_dir.status(), "output directory ");
+  output_dir_ = std::move(*output_dir);
+  struct stat st;
+  if (::stat(output_dir_.c_str(), &st) != 0) return ErrnoError(errno, output_dir_);
+  if (!S_ISDIR(st.st_mode)) return ErrnoError(ENOTDIR, output_dir_);
+
+  if (auto s = Plan(); !s.ok()) return s;
+  if (records_.empty()) {
+    log::Info("pack: nothing to pack in ", records_dir_);
+    return absl::OkStatus();
+  }
+
+  journal_.state = Journal::State::kPlanned;
+  journal_.records_dir = records_dir_;
+  journal_.output_dir = output_dir_;
+  journal_.remove_packed = o_.remove_packed;
+  for (const PlannedShard& ps : shards_) {
+    Journal::Shard js;
+    js.name = ps.name;
+    js.bytes = ps.bytes;
+    for (size_t k = 0; k < ps.count; ++k) js.records.push_back(records_[ps.first + k].name);
+    journal_.shards.push_back(std::move(js));
+  }
+  if (auto s = WriteFileAtomically(journal_path_, EncodeJournal(journal_)); !s.ok()) {
+    // WriteFileAtomically removed its temp file; nothing else exists yet.
+    return Annotate(s, "writing the pack journal: ");
+  }
+  faults_.At("after_journal");
+
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    if (auto s = WriteShard(shards_[i], i == 0); !s.ok()) {
+      return RollBack(Annotate(s, absl::StrCat("writing shard ", shards_[i].name, ": ")));
+    }
+    faults_.AfterShard(i + 1);
+  }
+  faults_.At("before_commit");
+  if (auto s = Commit(); !s.ok()) return RollBack(s);
+
+  for (const PlannedShard& ps : shards_) {
+    report_->shards.push_back({Join(output_dir_, ps.name), ps.count, ps.bytes});
+    log::Info("pack: wrote ", Join(output_dir_, ps.name), " (", ps.count, " records, ", ps.bytes,
+              " bytes)");
+  }
+  faults_.At("after_commit");
+  if (o_.remove_packed) {
+    if (auto s = RemovePacked(); !s.ok()) {
+      return Annotate(s, absl::StrCat("the shards are written, but removing the packed records "
+                                      "from staging failed (the journal ",
+                                      journal_path_, " stays, so the next recovery finishes "
+                                      "the removal): "));
+    }
+  }
+  if (auto s = RemoveJournal(journal_path_); !s.ok()) {
+    return Annotate(s, "the pack is complete, but removing its journal failed: ");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidatePrefix(absl::string_view prefix) {
+  if (prefix.empty()) return absl::InvalidArgumentError("shard prefix is empty");
+  if (prefix.front() == '.') {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard prefix '", prefix, "' starts with '.' (hidden names are skipped)"));
+  }
+  if (prefix.find('/') != absl::string_view::npos ||
+      prefix.find('\0') != absl::string_view::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard prefix '", prefix, "' contains '/' or a NUL byte"));
+  }
+  return absl::OkStatus();
+}
+
+std::string ShardName(absl::string_view prefix, uint64_t index, uint64_t count) {
+  return absl::StrFormat("%s-%05d-of-%05d.tfrecord", prefix, index, count);
+}
+
+PackReport Pack(const PackOptions& options) {
+  PackReport report;
+  Packer packer(options, &report);
+  report.status = packer.Run();
+  if (!report.status.ok()) log::Error("pack failed: ", report.status.message());
+  return report;
+}
+
+absl::Status Recover(const std::string& journal_path, const std::string& records_dir) {
+  RemoveJournalTemps(journal_path);
+  auto contents = ReadFileToString(journal_path);
+  if (!contents.ok()) {
+    if (ErrnoOf(contents.status()) == ENOENT) return absl::OkStatus();
+    return contents.status();
+  }
+  auto journal = ParseJournal(*contents, journal_path);
+  if (!journal.ok()) return journal.status();
+  const Journal& j = *journal;
+
+  // Rolling forward deletes folders: only in the directory the journal was
+  // written for (deleting another store's folders, or none when the store
+  // moved, would lose or duplicate records). Rolling back never touches it.
+  if (j.state == Journal::State::kCommitted && j.remove_packed) {
+    auto here = RealPath(records_dir);
+    auto there = RealPath(j.records_dir);
+    const bool same = here.ok() ? there.ok() && *here == *there : !there.ok();
+    if (!same) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "pack journal ", journal_path, " belongs to records directory ", j.records_dir,
+          ", not ", records_dir, "; refusing to recover"));
+    }
+  }
+
+  if (j.state == Journal::State::kPlanned) {
+    // Roll back: the records are all still staged; whatever the pack wrote
+    // would duplicate them.
+    int removed = 0;
+    for (const Journal::Shard& s : j.shards) {
+      for (const std::string& name : {s.name, TempShardName(s.name)}) {
+        auto r = UnlinkIfExists(Join(j.output_dir, name));
+        if (!r.ok()) return r.status();
+        removed += *r ? 1 : 0;
+      }
+    }
+    auto out_exists = Exists(j.output_dir);
+    if (!out_exists.ok()) return out_exists.status();
+    if (*out_exists) {
+      if (auto s = FsyncDir(j.output_dir); !s.ok()) return s;
+    }
+    log::Warning("recovered an interrupted pack (not committed): removed ", removed,
+                 " partial file(s) from ", j.output_dir, "; the records stay staged");
+  } else {
+    // Roll forward: the shards are complete; finish removing their records.
+    for (const Journal::Shard& s : j.shards) {
+      const std::string path = Join(j.output_dir, s.name);
+      auto exists = Exists(path);
+      if (!exists.ok()) return exists.status();
+      if (!*exists) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "pack journal ", journal_path, " is committed but its shard ", path,
+            " is missing; not removing the staged records it holds (restore the shard, or "
+            "delete the journal to keep the records staged)"));
+      }
+    }
+    int removed = 0;
+    if (j.remove_packed) {
+      for (const Journal::Shard& s : j.shards) {
+        for (const std::string& r : s.records) {
+          const std::string path = Join(records_dir, r);
+          auto exists = Exists(path);
+          if (!exists.ok()) return exists.status();
+          if (!*exists) continue;
+          if (auto st = RemoveTree(path); !st.ok()) return st;
+          ++removed;
+        }
+      }
+      auto dir_exists = Exists(records_dir);
+      if (!dir_exists.ok()) return dir_exists.status();
+      if (*dir_exists) {
+        if (auto s = FsyncDir(records_dir); !s.ok()) return s;
+      }
+    }
+    log::Info("recovered an interrupted pack (committed): removed ", removed,
+              " packed record(s) from staging");
+  }
+  return RemoveJournal(journal_path);
+}
+
+absl::StatusOr<uint64_t> ParseSize(absl::string_view text) {
+  absl::string_view digits = text;
+  int shift = 0;
+  if (!digits.empty()) {
+    switch (absl::ascii_toupper(static_cast<unsigned char>(digits.back()))) {
+      case 'K': shift = 10; break;
+      case 'M': shift = 20; break;
+      case 'G': shift = 30; break;
+      case 'T': shift = 40; break;
+      default: break;
+    }
+    if (shift != 0) digits.remove_suffix(1);
+  }
+  uint64_t n = 0;
+  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), absl::ascii_isdigit) ||
+      !absl::SimpleAtoi(digits, &n)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bad size '", text, "': expected a number with an optional K, M, G or T suffix"));
+  }
+  if (n == 0) return absl::InvalidArgumentError(absl::StrCat("bad size '", text, "': zero"));
+  if (n > (std::numeric_limits<uint64_t>::max() >> shift)) {
+    return absl::InvalidArgumentError(absl::StrCat("bad size '", text, "': too large"));
+  }
+  return n << shift;
+}
+
+std::string PackReport::Summary() const {
+  std::string out;
+  uint64_t records = 0;
+  for (const ShardWritten& s : shards) {
+    absl::StrAppend(&out, "wrote ", s.path, ": ", s.records, s.records == 1 ? " record, " : " records, ",
+                    s.bytes, " bytes\n");
+    records += s.records;
+  }
+  if (!shards.empty()) {
+    absl::StrAppend(&out, "packed ", records, records == 1 ? " record" : " records", " into ",
+                    shards.size(), shards.size() == 1 ? " shard\n" : " shards\n");
+  } else if (status.ok()) {
+    absl::StrAppend(&out, "nothing packed: no valid staged record\n");
+  }
+  if (!left.empty()) {
+    absl::StrAppend(&out, left.size(), left.size() == 1 ? " record" : " records",
+                    " left staged:\n");
+    for (const LeftStaged& l : left) absl::StrAppend(&out, "  ", l.record, ": ", l.reason, "\n");
+  }
+  if (!status.ok()) absl::StrAppend(&out, "pack failed: ", status.message(), "\n");
+  return out;
+}
+
+}  // namespace tfrecordfs::repack

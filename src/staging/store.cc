@@ -1,0 +1,295 @@
+#include "tfrecordfs/staging/store.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "tfrecordfs/base/log.h"
+#include "tfrecordfs/naming/naming.h"
+
+namespace tfrecordfs::staging {
+
+namespace {
+
+std::string ProcPath(int fd) { return absl::StrCat("/proc/self/fd/", fd); }
+
+absl::Status MkdirAll(const std::string& path, mode_t mode) {
+  std::string cur;
+  for (absl::string_view part : absl::StrSplit(path, '/')) {
+    if (cur.empty() && path[0] == '/') cur = "/";
+    if (part.empty()) continue;
+    if (!cur.empty() && cur.back() != '/') cur += '/';
+    cur.append(part.data(), part.size());
+    if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST) return ErrnoError(errno, cur);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckName(absl::string_view name) {
+  if (name.empty() || name == "." || name == ".." || name.find('/') != absl::string_view::npos ||
+      name.find('\0') != absl::string_view::npos) {
+    return PosixError(EINVAL, absl::StrCat("invalid name '", name, "'"));
+  }
+  if (name.size() > 255) return PosixError(ENAMETOOLONG, "name too long");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir, KindHint hint) {
+  if (auto s = MkdirAll(dir + "/records", 0700); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("cannot create the staging store: ", s.message()));
+  }
+  char real[PATH_MAX];
+  if (::realpath(dir.c_str(), real) == nullptr) return ErrnoError(errno, dir);
+  std::unique_ptr<Store> store(new Store(real, std::move(hint)));
+  auto lock = OpenFile(store->lock_path(), O_RDWR | O_CREAT, 0600);
+  if (!lock.ok()) return lock.status();
+  if (::flock(lock->get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) {
+      return PosixError(EBUSY, absl::StrCat("staging store ", store->dir_,
+                                            " is in use by another tfrecordfs mount"));
+    }
+    return ErrnoError(errno, store->lock_path());
+  }
+  store->lock_fd_ = std::move(*lock);
+  auto root = OpenFile(store->records_dir(), O_PATH | O_DIRECTORY | O_NOFOLLOW);
+  if (!root.ok()) return root.status();
+  struct stat st;
+  if (::fstat(root->get(), &st) != 0) return ErrnoError(errno, store->records_dir());
+  store->root_ino_ = st.st_ino;
+  store->dev_ = st.st_dev;
+  absl::MutexLock lock_nodes(&store->mu_);
+  store->nodes_[st.st_ino] = Node{root->release(), 1};
+  return store;
+}
+
+Store::~Store() {
+  absl::MutexLock lock(&mu_);
+  for (auto& [ino, node] : nodes_) ::close(node.fd);
+}
+
+absl::StatusOr<int> Store::NodeFd(uint64_t node) {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return PosixError(ESTALE, "stale staging node");
+  return it->second.fd;
+}
+
+absl::StatusOr<struct stat> Store::Register(int parent_fd, absl::string_view name) {
+  const std::string n(name);
+  int fd = ::openat(parent_fd, n.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return ErrnoError(errno, n);
+  struct stat st;
+  if (::fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
+    int err = errno;
+    ::close(fd);
+    return ErrnoError(err, n);
+  }
+  if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    log::Warning("staging: ", n, " is neither a file nor a folder (symlink?); not shown");
+    return PosixError(EPERM, absl::StrCat(n, ": only files and folders can be staged"));
+  }
+  if (st.st_dev != dev_) {
+    ::close(fd);
+    return PosixError(EXDEV, absl::StrCat(n, ": outside the staging store"));
+  }
+  absl::MutexLock lock(&mu_);
+  auto [it, inserted] = nodes_.try_emplace(st.st_ino, Node{fd, 0});
+  if (!inserted) ::close(fd);
+  ++it->second.nlookup;
+  return st;
+}
+
+void Store::Forget(uint64_t node, uint64_t n) {
+  absl::MutexLock lock(&mu_);
+  if (node == root_ino_) return;
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return;
+  if (it->second.nlookup <= n) {
+    ::close(it->second.fd);
+    nodes_.erase(it);
+  } else {
+    it->second.nlookup -= n;
+  }
+}
+
+absl::StatusOr<struct stat> Store::Lookup(uint64_t parent, absl::string_view name) {
+  if (auto s = CheckName(name); !s.ok()) return s;
+  auto pfd = NodeFd(parent);
+  if (!pfd.ok()) return pfd.status();
+  return Register(*pfd, name);
+}
+
+absl::StatusOr<struct stat> Store::GetAttr(uint64_t node) {
+  auto fd = NodeFd(node);
+  if (!fd.ok()) return fd.status();
+  struct stat st;
+  if (::fstatat(*fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
+    return ErrnoError(errno, "staging");
+  }
+  return st;
+}
+
+absl::StatusOr<struct stat> Store::SetAttr(uint64_t node, int fd, const struct stat& to,
+                                           int bits) {
+  auto nfd = NodeFd(node);
+  if (!nfd.ok()) return nfd.status();
+  const std::string proc = ProcPath(*nfd);
+  if (bits & kSetMode) {
+    if (::chmod(proc.c_str(), to.st_mode & 07777) != 0) return ErrnoError(errno, "chmod");
+  }
+  if (bits & kSetSize) {
+    const int r = fd >= 0 ? ::ftruncate(fd, to.st_size) : ::truncate(proc.c_str(), to.st_size);
+    if (r != 0) return ErrnoError(errno, "truncate");
+  }
+  if (bits & (kSetAtime | kSetMtime | kSetAtimeNow | kSetMtimeNow)) {
+    struct timespec ts[2];
+    ts[0].tv_nsec = ts[1].tv_nsec = UTIME_OMIT;
+    if (bits & kSetAtimeNow) ts[0].tv_nsec = UTIME_NOW;
+    else if (bits & kSetAtime) ts[0] = to.st_atim;
+    if (bits & kSetMtimeNow) ts[1].tv_nsec = UTIME_NOW;
+    else if (bits & kSetMtime) ts[1] = to.st_mtim;
+    if (::utimensat(AT_FDCWD, proc.c_str(), ts, 0) != 0) return ErrnoError(errno, "utimens");
+  }
+  return GetAttr(node);
+}
+
+absl::StatusOr<struct stat> Store::Mkdir(uint64_t parent, absl::string_view name, mode_t mode) {
+  if (auto s = CheckName(name); !s.ok()) return s;
+  auto pfd = NodeFd(parent);
+  if (!pfd.ok()) return pfd.status();
+  const std::string n(name);
+  if (::mkdirat(*pfd, n.c_str(), mode & 07777) != 0) return ErrnoError(errno, n);
+  return Register(*pfd, name);
+}
+
+absl::StatusOr<std::pair<struct stat, int>> Store::Create(uint64_t parent, absl::string_view name,
+                                                          mode_t mode, int flags) {
+  if (auto s = CheckName(name); !s.ok()) return s;
+  if (!S_ISREG(mode) && (mode & S_IFMT) != 0) {
+    return PosixError(EPERM, "only regular files and folders can be staged");
+  }
+  auto pfd = NodeFd(parent);
+  if (!pfd.ok()) return pfd.status();
+  const std::string n(name);
+  int fd = ::openat(*pfd, n.c_str(), (flags | O_CREAT | O_NOFOLLOW | O_CLOEXEC) & ~O_DIRECT,
+                    mode & 07777);
+  if (fd < 0) return ErrnoError(errno, n);
+  auto st = Register(*pfd, name);
+  if (!st.ok()) {
+    ::close(fd);
+    return st.status();
+  }
+  return std::make_pair(*st, fd);
+}
+
+absl::StatusOr<int> Store::Open(uint64_t node, int flags) {
+  auto nfd = NodeFd(node);
+  if (!nfd.ok()) return nfd.status();
+  int fd = ::open(ProcPath(*nfd).c_str(), (flags & ~(O_CREAT | O_EXCL | O_DIRECT)) | O_CLOEXEC);
+  if (fd < 0) return ErrnoError(errno, "open");
+  return fd;
+}
+
+absl::Status Store::Unlink(uint64_t parent, absl::string_view name) {
+  if (auto s = CheckName(name); !s.ok()) return s;
+  auto pfd = NodeFd(parent);
+  if (!pfd.ok()) return pfd.status();
+  const std::string n(name);
+  if (::unlinkat(*pfd, n.c_str(), 0) != 0) return ErrnoError(errno, n);
+  return absl::OkStatus();
+}
+
+absl::Status Store::Rmdir(uint64_t parent, absl::string_view name) {
+  if (auto s = CheckName(name); !s.ok()) return s;
+  auto pfd = NodeFd(parent);
+  if (!pfd.ok()) return pfd.status();
+  const std::string n(name);
+  if (::unlinkat(*pfd, n.c_str(), AT_REMOVEDIR) != 0) return ErrnoError(errno, n);
+  return absl::OkStatus();
+}
+
+absl::Status Store::Rename(uint64_t parent, absl::string_view name, uint64_t new_parent,
+                           absl::string_view new_name, unsigned flags) {
+  if (auto s = CheckName(name); !s.ok()) return s;
+  if (auto s = CheckName(new_name); !s.ok()) return s;
+  auto pfd = NodeFd(parent);
+  if (!pfd.ok()) return pfd.status();
+  auto npfd = NodeFd(new_parent);
+  if (!npfd.ok()) return npfd.status();
+  const std::string a(name), b(new_name);
+  if (::renameat2(*pfd, a.c_str(), *npfd, b.c_str(), flags) != 0) {
+    return ErrnoError(errno, absl::StrCat(a, " -> ", b));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> Store::OpenDir(uint64_t node) {
+  auto nfd = NodeFd(node);
+  if (!nfd.ok()) return nfd.status();
+  int fd = ::openat(*nfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError(errno, "opendir");
+  return fd;
+}
+
+absl::StatusOr<std::string> Store::RelativePath(uint64_t node) {
+  auto nfd = NodeFd(node);
+  if (!nfd.ok()) return nfd.status();
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink(ProcPath(*nfd).c_str(), buf, sizeof buf - 1);
+  if (n < 0) return ErrnoError(errno, "readlink");
+  absl::string_view path(buf, static_cast<size_t>(n));
+  if (absl::EndsWith(path, " (deleted)")) return absl::NotFoundError("deleted");
+  const std::string root = records_dir();
+  if (path == root) return std::string();
+  if (!absl::StartsWith(path, root + "/")) return absl::NotFoundError("outside the store");
+  return std::string(path.substr(root.size() + 1));
+}
+
+absl::Status Store::ValidateOnClose(uint64_t node, int fd) {
+  auto rel = RelativePath(node);
+  if (!rel.ok()) return absl::OkStatus();  // deleted meanwhile: nothing to check
+  std::vector<std::string> parts = absl::StrSplit(*rel, '/');
+  if (parts.size() < 2) return absl::OkStatus();  // not inside a record folder
+  const std::string& file = parts.back();
+  if (naming::IsIgnoredName(file)) return absl::OkStatus();
+  const naming::LeafName leaf = naming::ParseLeafName(file);
+  if (leaf.role != naming::FileRole::kNumeric) return absl::OkStatus();
+  if (parts.size() >= 3 && naming::ListItemIndex(file)) return absl::OkStatus();  // list item
+  std::vector<std::string> dirs(parts.begin() + 1, parts.end() - 1);
+  const std::string feature = naming::FeatureNameFromPath(dirs, leaf.stem_escaped);
+  auto content = ReadFileToString(ProcPath(fd));
+  if (!content.ok()) return content.status();
+  example::Kind hint = hint_ ? hint_(feature) : example::Kind::kNone;
+  auto kind = ValidateNumeric(*content, hint);
+  if (!kind.ok()) {
+    log::Warning("staging/", *rel, ": ", kind.status().message(),
+                 "; the record stays staged and will not be packed until this is fixed");
+    return PosixError(EINVAL, absl::StrCat("staging/", *rel, ": ", kind.status().message()));
+  }
+  // Remember the kind the mounted shards gave this feature, so that the pack
+  // after a restart (when no shard record may be read again) keeps it; with
+  // no such kind the content decides at pack time.
+  if (hint == example::Kind::kInt64 || hint == example::Kind::kFloat) {
+    const char* value = hint == example::Kind::kFloat ? "float" : "int64";
+    ::fsetxattr(fd, kKindXattr, value, std::strlen(value), 0);  // best effort (tmpfs may refuse)
+  } else {
+    ::fremovexattr(fd, kKindXattr);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tfrecordfs::staging
