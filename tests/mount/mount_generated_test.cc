@@ -1,0 +1,377 @@
+// Real mount of a generated dataset: the golden listing of every file, the
+// reverse mapping of every record back to its features, partial and offset
+// reads, record-name aliases, negative lookups and write refusals.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+#include "expectations.h"
+#include "generated_dataset.h"
+#include "gtest/gtest.h"
+#include "mount_harness.h"
+
+namespace tfrecordfs::mount_test {
+namespace {
+
+constexpr uint64_t kSeed = 20240917;
+
+class GeneratedMountTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TFRFS_SKIP_WITHOUT_FUSE();
+    src_ = tmp_.Subdir("src");
+    ds_ = WriteDataset(src_, kSeed);
+    ASSERT_FALSE(HasFatalFailure());
+    const std::string err = mount_.Start({src_});
+    ASSERT_EQ(err, "") << err;
+  }
+
+  void TearDown() override {
+    if (mount_.pid() <= 0) return;
+    std::string err;
+    EXPECT_EQ(mount_.Stop(&err), 0) << "daemon exit code after fusermount3 -u; " << err
+                                    << "\nstderr:\n" << mount_.Stderr();
+  }
+
+  std::string M(const std::string& rel) const { return mount_.path(rel); }
+
+  TempDir tmp_;
+  std::string src_;
+  GenDataset ds_;
+  Mount mount_;
+};
+
+int StatErrno(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 ? 0 : errno;
+}
+
+uint64_t InoOf(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    ADD_FAILURE() << "stat " << path << ": " << std::strerror(errno);
+    return 0;
+  }
+  return st.st_ino;
+}
+
+TEST_F(GeneratedMountTest, GoldenListingMatchesEveryFile) {
+  const auto walked = WalkTree(mount_.mountpoint());
+  const ExpectedTree expected = ds_.Expected();
+  // Sanity of the expectation itself: every layout kind is present.
+  ASSERT_GT(expected.size(), 3000u);
+  EXPECT_EQ(CompareTrees(expected, walked), 0u);
+
+  // The mount root: the source directory's entries, nothing else.
+  std::vector<std::string> top;
+  for (const auto& [rel, node] : walked) {
+    if (rel.find('/') == std::string::npos) top.push_back(rel);
+  }
+  EXPECT_EQ(top, (std::vector<std::string>{"dataset_info.json", "empty_dir", "nested",
+                                           "one.tfrecord", "train-00000-of-00002",
+                                           "train-00001-of-00002"}));
+  // Record directory names and their zero padding (1, 2 and 3 digits).
+  EXPECT_TRUE(walked.count("one.tfrecord/0"));
+  EXPECT_TRUE(walked.count("train-00000-of-00002/00"));
+  EXPECT_TRUE(walked.count("train-00000-of-00002/11"));
+  EXPECT_FALSE(walked.count("train-00000-of-00002/12"));
+  EXPECT_TRUE(walked.count("train-00001-of-00002/000"));
+  EXPECT_TRUE(walked.count("train-00001-of-00002/129"));
+  EXPECT_TRUE(walked.count("nested/deep/val.tfrecord/2"));
+  ASSERT_TRUE(walked.count("nested/empty.tfrecord"));
+  EXPECT_TRUE(S_ISDIR(walked.at("nested/empty.tfrecord").mode));
+  EXPECT_TRUE(Subtree(walked, "nested/empty.tfrecord").empty());
+  EXPECT_TRUE(Subtree(walked, "empty_dir").empty());
+  // Inode numbers are unique across the mount (du, cp and tar rely on it).
+  std::map<uint64_t, std::string> inos;
+  for (const auto& [rel, node] : walked) {
+    auto [it, fresh] = inos.emplace(node.ino, rel);
+    EXPECT_TRUE(fresh) << rel << " shares inode " << node.ino << " with " << it->second;
+  }
+}
+
+// The independent check: map every mounted file back to a feature with the
+// naming reverse functions and compare to the features the test generated.
+TEST_F(GeneratedMountTest, EveryRecordMapsBackToItsFeatures) {
+  const auto walked = WalkTree(mount_.mountpoint());
+  size_t records = 0, features = 0;
+  for (const GenShard& shard : ds_.shards) {
+    for (size_t r = 0; r < shard.records.size(); ++r) {
+      const GenRecord& rec = shard.records[r];
+      const std::string dir = shard.rel_path + "/" + RecordDirName(r, shard.records.size());
+      SCOPED_TRACE(dir);
+      ASSERT_TRUE(walked.count(dir));
+      const auto files = Subtree(walked, dir);
+      ++records;
+      if (!rec.is_example) {
+        ASSERT_EQ(files.size(), 1u);
+        ASSERT_TRUE(files.count("record.bin"));
+        EXPECT_EQ(files.at("record.bin").content, rec.payload);
+        continue;
+      }
+      std::map<std::string, example::Kind> kinds;
+      for (const OwnedFeature& f : rec.features) kinds[f.name] = f.kind;
+      std::vector<std::string> errors;
+      auto got = ReconstructRecord(files, kinds, &errors);
+      EXPECT_TRUE(errors.empty()) << errors.front();
+      for (const OwnedFeature& want : rec.features) {
+        if (want.kind == example::Kind::kNone) {
+          EXPECT_FALSE(got.count(want.name)) << "kindless feature shown: " << Describe(want);
+          continue;
+        }
+        ++features;
+        auto it = got.find(want.name);
+        if (it == got.end()) {
+          ADD_FAILURE() << "no file maps back to " << Describe(want);
+          continue;
+        }
+        EXPECT_TRUE(SameFeature(it->second, want))
+            << "got " << Describe(it->second) << "\nwant " << Describe(want);
+        got.erase(it);
+      }
+      for (const auto& [name, f] : got) ADD_FAILURE() << "extra feature " << Describe(f);
+    }
+  }
+  EXPECT_EQ(records, 1u + 12u + 130u + 3u);
+  EXPECT_GT(features, 2500u);
+}
+
+// Hand-written paths: the layout rules of naming.h spelled out.
+TEST_F(GeneratedMountTest, LayoutRulesByExample) {
+  const std::string r = "one.tfrecord/0/";
+  auto content = [&](const std::string& rel) { return ReadWholeFile(M(r + rel)); };
+  EXPECT_EQ(content("%-"), "0\n");                      // empty name
+  EXPECT_EQ(content("%2E"), "1.5\n");                   // "."
+  EXPECT_EQ(content("%2E..txt"), "dotdot\n");           // ".."
+  EXPECT_EQ(content("ctl%01%1F%7Fname"), "1\n2\n");     // control bytes
+  EXPECT_EQ(content("long_" + std::string(195, 'x') + "%+/" + std::string(100, 'x')), "0\n");
+  EXPECT_EQ(content("%-image"), "7\n0\n");              // numeric beside image/
+  EXPECT_EQ(content("image/format.txt"), "jpeg\n");
+  EXPECT_EQ(content("image/encoded.jpg").substr(0, 3), "\xFF\xD8\xFF");
+  EXPECT_EQ(content("mask.png").substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+  EXPECT_EQ(content("record%2Ebin"), "5\n");
+  EXPECT_EQ(content("%-record.bin").substr(0, 1), std::string(1, '\0'));
+  EXPECT_EQ(content("%342"), "42\n");                   // all-digit stem
+  EXPECT_EQ(content("ambig/%30.5.txt"), "digit stem with a dot\n");
+  EXPECT_EQ(content("%2Flead"), "1\n");
+  EXPECT_EQ(content("trail%2F.txt"), "trailing slash\n");
+  EXPECT_EQ(content("a%2F%2Fb.bin").size(), 11u);
+  EXPECT_EQ(content("dir.x/%2Ehidden/y"), "9\n");
+  EXPECT_EQ(content("\xE5\x9B\xBE\xE5\x83\x8F/\xE7\xBC\x96\xE7\xA0\x81.jpg").substr(0, 3),
+            "\xFF\xD8\xFF");
+  EXPECT_EQ(content("frames/0.bin").substr(0, 1), std::string(1, '\0'));
+  EXPECT_EQ(content("space name.txt"), "with a space\n");
+  EXPECT_EQ(content("empty_int64"), "");
+  EXPECT_EQ(content("empty_float"), "");
+  EXPECT_EQ(content("empty_bytes.txt"), "");
+  EXPECT_EQ(content("varying"), "0\n");
+  EXPECT_EQ(StatErrno(M(r + "missing")), ENOENT);       // kindless: not shown
+  struct stat st;
+  ASSERT_EQ(::stat(M(r + "deep").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  ASSERT_EQ(::stat(M(r + "frames").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0555u);
+
+  // Float formatting of the special values, through a record that has them.
+  const std::string scores = content("scores");
+  EXPECT_EQ(scores.back(), '\n');
+
+  // Non-Example payloads and the empty payload.
+  const GenShard& twelve = ds_.Shard(kShardTwelve);
+  EXPECT_EQ(ReadWholeFile(M("train-00000-of-00002/03/record.bin")), twelve.records[3].payload);
+  EXPECT_EQ(ReadWholeFile(M("train-00000-of-00002/06/record.bin")), twelve.records[6].payload);
+  ASSERT_EQ(::stat(M("train-00000-of-00002/04").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(ReadWholeFile(M(ds_.needle_file)), "first line\n" + ds_.needle + "\n");
+  // Plain files are shown as they are.
+  EXPECT_EQ(ReadWholeFile(M("dataset_info.json")), ds_.plain_files.at("dataset_info.json"));
+  EXPECT_EQ(ReadWholeFile(M("nested/deep/zero_length")), "");
+}
+
+TEST_F(GeneratedMountTest, ReadsAtArbitraryOffsetsAndPartialReads) {
+  const ExpectedTree expected = ds_.Expected();
+  std::vector<std::string> files;
+  for (const auto& [rel, node] : expected) {
+    if (!node.is_dir) files.push_back(rel);
+  }
+  std::mt19937_64 rng(kSeed + 1);
+  std::shuffle(files.begin(), files.end(), rng);
+  files.resize(std::min<size_t>(files.size(), 300));
+  files.push_back("train-00001-of-00002/007/image/encoded.jpg");  // 300 KiB
+  files.push_back("dataset_info.json");
+  for (const std::string& rel : files) {
+    const std::string& want = expected.at(rel).content;
+    const std::string path = M(rel);
+    SCOPED_TRACE(rel);
+    int fd = ::open(path.c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    struct stat st;
+    ASSERT_EQ(::fstat(fd, &st), 0);
+    EXPECT_EQ(static_cast<uint64_t>(st.st_size), want.size());
+    for (int k = 0; k < 12; ++k) {
+      const uint64_t off = std::uniform_int_distribution<uint64_t>(0, want.size() + 16)(rng);
+      const size_t len =
+          static_cast<size_t>(std::uniform_int_distribution<uint64_t>(0, want.size() + 8)(rng));
+      std::string buf(len, '\0');
+      ssize_t n = ::pread(fd, buf.data(), len, static_cast<off_t>(off));
+      ASSERT_GE(n, 0) << "pread at " << off << ": " << std::strerror(errno);
+      buf.resize(static_cast<size_t>(n));
+      const std::string slice = off >= want.size() ? "" : want.substr(off, len);
+      EXPECT_EQ(buf, slice) << "pread(" << len << " bytes at " << off << ")";
+    }
+    ::close(fd);
+
+    // head -c style: read a prefix and close without reading the rest.
+    for (size_t k : {size_t{0}, size_t{1}, size_t{10}, size_t{4096}, size_t{70000}}) {
+      fd = ::open(path.c_str(), O_RDONLY);
+      ASSERT_GE(fd, 0);
+      std::string prefix;
+      char chunk[8192];
+      while (prefix.size() < k) {
+        ssize_t n = ::read(fd, chunk, std::min(sizeof chunk, k - prefix.size()));
+        ASSERT_GE(n, 0) << std::strerror(errno);
+        if (n == 0) break;
+        prefix.append(chunk, static_cast<size_t>(n));
+      }
+      ::close(fd);
+      EXPECT_EQ(prefix, want.substr(0, k)) << "first " << k << " bytes";
+    }
+  }
+  // A large file read in odd-sized sequential chunks.
+  const std::string big = M("train-00001-of-00002/007/image/encoded.jpg");
+  int fd = ::open(big.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  std::string all;
+  std::vector<char> chunk(12345);
+  for (ssize_t n; (n = ::read(fd, chunk.data(), chunk.size())) > 0;) all.append(chunk.data(), n);
+  ::close(fd);
+  EXPECT_EQ(all, expected.at("train-00001-of-00002/007/image/encoded.jpg").content);
+  EXPECT_GT(all.size(), 300u * 1024);
+}
+
+TEST_F(GeneratedMountTest, UnpaddedRecordNamesAreAliases) {
+  struct Case {
+    std::string canonical, alias;
+  };
+  const std::vector<Case> cases = {
+      {"train-00001-of-00002/042", "train-00001-of-00002/42"},
+      {"train-00001-of-00002/007", "train-00001-of-00002/7"},
+      {"train-00001-of-00002/000", "train-00001-of-00002/0"},
+      {"train-00000-of-00002/05", "train-00000-of-00002/5"},
+      {"one.tfrecord/0", "one.tfrecord/0"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.alias);
+    EXPECT_EQ(InoOf(M(c.canonical)), InoOf(M(c.alias)));
+    EXPECT_EQ(InoOf(M(c.canonical + "/label")), InoOf(M(c.alias + "/label")));
+    EXPECT_EQ(ReadWholeFile(M(c.canonical + "/label")), ReadWholeFile(M(c.alias + "/label")));
+  }
+  // Only the padded and the plain decimal spelling exist; no other padding,
+  // no signs, no indexes past the end.
+  for (const char* bad : {"train-00001-of-00002/0042", "train-00001-of-00002/00042",
+                          "train-00001-of-00002/130", "train-00001-of-00002/+42",
+                          "train-00001-of-00002/-1", "train-00001-of-00002/42 ",
+                          "train-00000-of-00002/005", "train-00000-of-00002/12",
+                          "one.tfrecord/00", "one.tfrecord/1",
+                          "train-00001-of-00002/99999999999999999999"}) {
+    EXPECT_EQ(StatErrno(M(bad)), ENOENT) << bad;
+  }
+}
+
+TEST_F(GeneratedMountTest, BogusNamesGiveEnoentEveryTime) {
+  for (int round = 0; round < 4; ++round) {
+    for (const char* bad : {"nope", "one.tfrecord/0/nope", "one.tfrecord/0/image/nope.jpg",
+                            "one.tfrecord/0/label.txt", "one.tfrecord/abc",
+                            "nested/deep/nope.tfrecord", "dataset_info.json.bak",
+                            "one.tfrecord/0/frames/9.bin", "one.tfrecord/0/missing"}) {
+      EXPECT_EQ(StatErrno(M(bad)), ENOENT) << bad << " (round " << round << ")";
+      EXPECT_EQ(::open(M(bad).c_str(), O_RDONLY), -1);
+      EXPECT_EQ(errno, ENOENT) << bad;
+    }
+    // Below a file: ENOTDIR.
+    EXPECT_EQ(StatErrno(M("dataset_info.json/x")), ENOTDIR);
+    EXPECT_EQ(StatErrno(M("one.tfrecord/0/label/x")), ENOTDIR);
+    EXPECT_EQ(StatErrno(M("one.tfrecord/0/%2E/x")), ENOTDIR);
+  }
+}
+
+TEST_F(GeneratedMountTest, WritesAreRefusedWithErofs) {
+  const std::string dir = M("one.tfrecord/0");
+  const std::string file = dir + "/image/encoded.jpg";
+  const std::string plain = M("dataset_info.json");
+  const std::string before = ReadWholeFile(file);
+  auto expect_erofs = [](int rc, const std::string& what) {
+    const int err = errno;
+    EXPECT_EQ(rc, -1) << what << " succeeded";
+    if (rc == -1) {
+      EXPECT_EQ(err, EROFS) << what << ": " << std::strerror(err);
+    }
+  };
+  for (const std::string& f : {file, plain, dir + "/label"}) {
+    int fd = ::open(f.c_str(), O_WRONLY);
+    expect_erofs(fd, "open O_WRONLY " + f);
+    if (fd >= 0) ::close(fd);
+    fd = ::open(f.c_str(), O_RDWR);
+    expect_erofs(fd, "open O_RDWR " + f);
+    if (fd >= 0) ::close(fd);
+    fd = ::open(f.c_str(), O_WRONLY | O_APPEND);
+    expect_erofs(fd, "open O_APPEND " + f);
+    if (fd >= 0) ::close(fd);
+    fd = ::open(f.c_str(), O_RDONLY | O_TRUNC);
+    expect_erofs(fd, "open O_RDONLY|O_TRUNC " + f);
+    if (fd >= 0) ::close(fd);
+    expect_erofs(::truncate(f.c_str(), 0), "truncate " + f);
+    expect_erofs(::unlink(f.c_str()), "unlink " + f);
+    expect_erofs(::chmod(f.c_str(), 0644), "chmod " + f);
+    expect_erofs(::rename(f.c_str(), (dir + "/renamed").c_str()), "rename " + f);
+    expect_erofs(::link(f.c_str(), (dir + "/hardlink").c_str()), "link " + f);
+  }
+  int fd = ::creat((dir + "/new_feature").c_str(), 0644);
+  expect_erofs(fd, "creat");
+  if (fd >= 0) ::close(fd);
+  fd = ::open((dir + "/new2").c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+  expect_erofs(fd, "open O_CREAT|O_EXCL");
+  if (fd >= 0) ::close(fd);
+  expect_erofs(::mkdir((dir + "/newdir").c_str(), 0755), "mkdir in a record");
+  expect_erofs(::mkdir(M("newdir").c_str(), 0755), "mkdir at the root");
+  expect_erofs(::mkdir(M("one.tfrecord/1").c_str(), 0755), "mkdir of a new record");
+  expect_erofs(::rmdir(dir.c_str()), "rmdir of a record");
+  expect_erofs(::rmdir(M("empty_dir").c_str()), "rmdir of an empty source dir");
+  expect_erofs(::rename(dir.c_str(), M("one.tfrecord/5").c_str()), "rename of a record");
+  expect_erofs(::symlink("x", (dir + "/sym").c_str()), "symlink");
+  expect_erofs(::mknod((dir + "/fifo").c_str(), S_IFIFO | 0644, 0), "mknod");
+  // Nothing changed.
+  EXPECT_EQ(ReadWholeFile(file), before);
+  EXPECT_EQ(StatErrno(dir + "/new_feature"), ENOENT);
+  EXPECT_EQ(StatErrno(dir + "/renamed"), ENOENT);
+  EXPECT_EQ(StatErrno(M("newdir")), ENOENT);
+}
+
+// -o options that change how bytes are served give the same bytes.
+TEST(GeneratedMountOptionsTest, NoSpliceAndSingleThreadedServeTheSameBytes) {
+  TFRFS_SKIP_WITHOUT_FUSE();
+  TempDir tmp;
+  const std::string src = tmp.Subdir("src");
+  const GenDataset ds = WriteDataset(src, kSeed + 2);
+  const ExpectedTree expected = ds.Expected();
+  for (const std::vector<std::string>& opts :
+       {std::vector<std::string>{"-o", "nosplice,cache_records=2"},
+        std::vector<std::string>{"-s", "-o", "timeout=0"}}) {
+    SCOPED_TRACE(opts.back());
+    Mount m;
+    const std::string err = m.Start({src}, opts);
+    ASSERT_EQ(err, "") << err;
+    EXPECT_EQ(CompareTrees(expected, WalkTree(m.mountpoint())), 0u);
+    std::string stop_err;
+    EXPECT_EQ(m.Stop(&stop_err), 0) << stop_err;
+  }
+}
+
+}  // namespace
+}  // namespace tfrecordfs::mount_test

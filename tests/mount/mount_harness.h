@@ -1,0 +1,163 @@
+// Tier 3 harness: real mounts of the built tfrecordfs binary.
+//
+// A Mount starts `tfrecordfs -f SOURCE... MNT` as a child process (stderr and
+// stdout go to files in the test's temp directory), waits for the mount to
+// show up in /proc/self/mountinfo with fstype fuse.tfrecordfs (polling, with a
+// bounded deadline, never a fixed sleep), and on Stop() unmounts with
+// `fusermount3 -u` and reaps the daemon. The destructor cleans up after a
+// failed test: lazy unmount, SIGTERM, then SIGKILL.
+//
+// The binary comes from $TFRECORDFS_BIN (set by tests/mount/meson.build).
+//
+// Thread-safety: none; use a Mount from the test's main thread. The file
+// helpers are reentrant.
+#ifndef TFRECORDFS_TESTS_MOUNT_MOUNT_HARNESS_H_
+#define TFRECORDFS_TESTS_MOUNT_MOUNT_HARNESS_H_
+
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tfrecordfs::mount_test {
+
+// Overall bound for every wait in the harness (mount readiness, daemon exit).
+inline constexpr std::chrono::seconds kWaitLimit{60};
+
+// Path of the tfrecordfs binary under test ($TFRECORDFS_BIN), or "".
+std::string BinaryPath();
+
+// Empty when real mounts can work here, else why not (for GTEST_SKIP).
+std::string FuseUnavailableReason();
+
+// Skips the current test (with the reason) when /dev/fuse cannot be used.
+#define TFRFS_SKIP_WITHOUT_FUSE()                                              \
+  do {                                                                         \
+    const std::string tfrfs_reason = ::tfrecordfs::mount_test::FuseUnavailableReason(); \
+    if (!tfrfs_reason.empty()) GTEST_SKIP() << tfrfs_reason;                   \
+  } while (0)
+
+// A directory created with mkdtemp, removed recursively on destruction
+// unless something is still mounted below it (then it is left in place and
+// the leak is reported on stderr, never traversed).
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  // Creates (mkdir -p) path()/rel and returns the full path.
+  std::string Subdir(const std::string& rel) const;
+
+ private:
+  std::string path_;
+};
+
+// True when `path` is a mount point listed in /proc/self/mountinfo, with
+// the given fstype if `fstype` is non-empty.
+bool IsMounted(const std::string& path, const std::string& fstype = "");
+
+// Pids of live processes whose command line has an argument equal to `arg`
+// and whose argv[0] ends in "tfrecordfs" (how we find a detached daemon).
+std::vector<pid_t> FindDaemons(const std::string& arg);
+
+// Polls until `done()` or the deadline; returns done()'s last value.
+template <typename Fn>
+bool WaitUntil(Fn done, std::chrono::milliseconds limit = kWaitLimit);
+
+// Result of running a command.
+struct CommandResult {
+  int exit_code = -1;  // -1 when killed by a signal or not run
+  std::string out;     // stdout
+  std::string err;     // stderr
+};
+
+// Runs argv (argv[0] looked up in PATH unless it has a '/') with stdin from
+// /dev/null; `env_path`, if set, replaces PATH for the child. Waits at most
+// kWaitLimit, then kills it.
+CommandResult Run(const std::vector<std::string>& argv,
+                  const std::optional<std::string>& env_path = std::nullopt);
+
+// Runs `script` with /bin/sh -c.
+CommandResult Shell(const std::string& script);
+
+// Whole-file helpers; fail the current test (and return "") on error.
+std::string ReadWholeFile(const std::string& path);
+void WriteWholeFile(const std::string& path, const std::string& contents);
+
+// Quotes for /bin/sh.
+std::string ShellQuote(const std::string& s);
+
+// One mounted tfrecordfs daemon running in the foreground.
+class Mount {
+ public:
+  Mount();
+  ~Mount();
+  Mount(const Mount&) = delete;
+  Mount& operator=(const Mount&) = delete;
+
+  // Starts the daemon on a fresh mountpoint and waits until it is mounted.
+  // `extra_args` go before the sources (e.g. {"-o", "nosplice"}). Returns ""
+  // on success, else a message with the daemon's stderr.
+  std::string Start(const std::vector<std::string>& sources,
+                    const std::vector<std::string>& extra_args = {});
+
+  // `fusermount3 -u`, then waits for the daemon to exit. Returns its exit
+  // code (-1 on a signal or timeout; the message lands in *error).
+  int Stop(std::string* error);
+
+  const std::string& mountpoint() const { return mountpoint_; }
+  std::string path(const std::string& rel) const { return mountpoint_ + "/" + rel; }
+  // Everything the daemon wrote to stderr so far.
+  std::string Stderr() const;
+  pid_t pid() const { return pid_; }
+
+ private:
+  void ForceCleanup();
+
+  TempDir dir_;
+  std::string mountpoint_;
+  std::string stderr_path_;
+  pid_t pid_ = -1;
+};
+
+// ---- Walking a tree ----
+
+struct WalkedNode {
+  mode_t mode = 0;
+  uint64_t size = 0;
+  uint64_t ino = 0;
+  uint64_t nlink = 0;
+  std::string content;  // files only, read in full
+  int error = 0;        // errno of the first failure (stat, readdir, read)
+};
+
+// Walks `root` recursively with opendir/readdir/lstat, reading every regular
+// file in full when `read_files`. Keys are paths relative to root ("a/b");
+// the root itself is not included. A directory that cannot be listed keeps
+// its errno in `error` and has no children listed.
+std::map<std::string, WalkedNode> WalkTree(const std::string& root, bool read_files = true);
+
+// ---- implementation of the template ----
+
+void SleepBriefly();  // a polling step (a few milliseconds), not a readiness wait
+
+template <typename Fn>
+bool WaitUntil(Fn done, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    if (done()) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return done();
+    SleepBriefly();
+  }
+}
+
+}  // namespace tfrecordfs::mount_test
+
+#endif  // TFRECORDFS_TESTS_MOUNT_MOUNT_HARNESS_H_
