@@ -1,0 +1,384 @@
+#include "staging_util.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
+#include "gtest/gtest.h"
+#include "tfrecordfs/base/file.h"
+#include "tfrecordfs/example/example.h"
+#include "tfrecordfs/record/reader.h"
+#include "tfrecordfs/record/writer.h"
+
+extern char** environ;
+
+namespace tfrecordfs::mount_test::staging_test {
+
+namespace {
+
+// Reaps `pid` if it has ended; true then, with *status set.
+bool Reaped(pid_t pid, int* status) {
+  const pid_t r = ::waitpid(pid, status, WNOHANG);
+  return r == pid;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+std::string Short(const std::string& s) {
+  const std::string e = absl::CEscape(s.substr(0, 80));
+  return s.size() > 80 ? e + "..." : e;
+}
+
+}  // namespace
+
+Scratch::Scratch() {
+  src = tmp.Subdir("src");
+  mnt = tmp.Subdir("mnt");
+  store = tmp.path() + "/store";  // the daemon creates it
+  out = tmp.Subdir("out");
+  logs = tmp.Subdir("logs");
+}
+
+std::vector<std::string> PackOptions(const Scratch& s, const std::string& prefix,
+                                     const std::string& shard_size) {
+  std::vector<std::string> o = {"staging_dir=" + s.store, "output_dir=" + s.out};
+  if (!prefix.empty()) o.push_back("prefix=" + prefix);
+  if (!shard_size.empty()) o.push_back("shard_size=" + shard_size);
+  return o;
+}
+
+// ---- StagingDaemon ----
+
+StagingDaemon::StagingDaemon(DaemonConfig config) : config_(std::move(config)) {}
+
+StagingDaemon::~StagingDaemon() { CleanUp(); }
+
+std::string StagingDaemon::Start() {
+  static int serial = 0;
+  const std::string stem = config_.log_dir + "/daemon-" + std::to_string(++serial);
+  stderr_path_ = stem + ".stderr";
+  std::vector<std::string> args = {BinaryPath(), "-f"};
+  if (!config_.options.empty()) {
+    args.push_back("-o");
+    args.push_back(absl::StrJoin(config_.options, ","));
+  }
+  args.insert(args.end(), config_.sources.begin(), config_.sources.end());
+  args.push_back(config_.mountpoint);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (!absl::StartsWith(*e, "TFRECORDFS_FAULT=")) env.emplace_back(*e);
+  }
+  if (!config_.fault.empty()) env.push_back("TFRECORDFS_FAULT=" + config_.fault);
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, (stem + ".stdout").c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, stderr_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
+  const int rc = ::posix_spawn(&pid_, args[0].c_str(), &fa, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) {
+    pid_ = -1;
+    return "spawn " + args[0] + ": " + std::strerror(rc);
+  }
+  int status = 0;
+  bool exited = false;
+  const bool ready = WaitUntil([&] {
+    if (IsMounted(config_.mountpoint, "fuse.tfrecordfs")) return true;
+    exited = Reaped(pid_, &status);
+    return exited;
+  });
+  if (exited) {
+    pid_ = -1;
+    early_status_ = status;
+    return "tfrecordfs ended before the mount was ready (" + DescribeWait(status) +
+           "); stderr:\n" + Stderr();
+  }
+  if (!ready) return "mount not ready in time; stderr:\n" + Stderr();
+  return "";
+}
+
+int StagingDaemon::RunExpectingFailure() {
+  const std::string err = Start();
+  if (err.empty()) return -1;  // it mounted
+  return early_status_ ? ExitCodeOfWait(*early_status_) : -1;
+}
+
+bool StagingDaemon::WaitExit(int* status) {
+  if (pid_ < 0) return false;
+  if (!WaitUntil([&] { return Reaped(pid_, status); })) return false;
+  pid_ = -1;
+  return true;
+}
+
+bool StagingDaemon::Unmount(int* status, std::string* error) {
+  if (pid_ < 0) {
+    *error = "daemon not running";
+    return false;
+  }
+  CommandResult u = Run({"fusermount3", "-u", config_.mountpoint});
+  if (u.exit_code != 0) {
+    *error = "fusermount3 -u failed (" + std::to_string(u.exit_code) + "): " + u.err;
+    return false;
+  }
+  if (!WaitExit(status)) {
+    *error = "daemon still running after fusermount3 -u";
+    return false;
+  }
+  return true;
+}
+
+CommandResult StagingDaemon::TfrUnmount(int* status) {
+  CommandResult r = Run({BinaryPath(), "unmount", config_.mountpoint});
+  if (!WaitExit(status)) {
+    ADD_FAILURE() << "daemon did not end after `tfrecordfs unmount` (exit "
+                  << r.exit_code << "): " << r.err;
+  }
+  return r;
+}
+
+void StagingDaemon::KillHard() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    int status;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+  CleanStaleMount(config_.mountpoint);
+}
+
+std::string StagingDaemon::Stderr() const { return stderr_path_.empty() ? "" : ReadAll(stderr_path_); }
+
+void StagingDaemon::CleanUp() {
+  if (IsMounted(config_.mountpoint)) Run({"fusermount3", "-u", "-z", config_.mountpoint});
+  if (pid_ > 0) {
+    int status;
+    ::kill(pid_, SIGTERM);
+    if (!WaitUntil([&] { return Reaped(pid_, &status); }, std::chrono::seconds(10))) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, &status, 0);
+    }
+    pid_ = -1;
+  }
+}
+
+std::string DescribeWait(int status) {
+  if (WIFEXITED(status)) return "exit code " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return std::string("signal ") + strsignal(WTERMSIG(status));
+  return "wait status " + std::to_string(status);
+}
+
+bool KilledBySigkill(int status) { return WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL; }
+
+int ExitCodeOfWait(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
+
+void CleanStaleMount(const std::string& mnt) {
+  if (!IsMounted(mnt)) return;
+  CommandResult r = Run({"fusermount3", "-u", "-z", mnt});
+  EXPECT_EQ(r.exit_code, 0) << "fusermount3 -u -z " << mnt << ": " << r.err;
+  EXPECT_TRUE(WaitUntil([&] { return !IsMounted(mnt); })) << mnt << " stays mounted";
+}
+
+WriteOutcome WriteAndClose(const std::string& path, const std::string& bytes) {
+  WriteOutcome o;
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    o.open_errno = errno;
+    return o;
+  }
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      o.write_errno = errno;
+      break;
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0) o.close_errno = errno;
+  return o;
+}
+
+std::vector<std::string> ListDir(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) {
+    ADD_FAILURE() << "opendir " << dir << ": " << std::strerror(errno);
+    return out;
+  }
+  while (dirent* e = ::readdir(d)) {
+    const std::string n = e->d_name;
+    if (n != "." && n != "..") out.push_back(n);
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+bool IsDir(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+std::vector<PackedShard> ReadPackedShards(const std::string& dir, const std::string& prefix) {
+  std::vector<PackedShard> out;
+  for (const std::string& name : ListDir(dir)) {
+    if (!absl::StartsWith(name, prefix + "-") || !absl::EndsWith(name, ".tfrecord")) continue;
+    const std::string path = dir + "/" + name;
+    auto bytes = ReadFileToString(path);
+    if (!bytes.ok()) {
+      ADD_FAILURE() << bytes.status();
+      continue;
+    }
+    PackedShard s;
+    s.name = name;
+    s.file_size = bytes->size();
+    absl::Status st = record::ForEachRecordInBuffer(
+        *bytes, [&](uint64_t, absl::string_view data) { s.payloads.emplace_back(data); });
+    EXPECT_TRUE(st.ok()) << path << ": " << st;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::vector<std::string> AllPayloads(const std::vector<PackedShard>& shards) {
+  std::vector<std::string> out;
+  for (const PackedShard& s : shards) out.insert(out.end(), s.payloads.begin(), s.payloads.end());
+  return out;
+}
+
+DecodedRecord Decode(const std::string& payload) {
+  DecodedRecord r;
+  auto table = example::DecodeExample(payload);
+  if (!table.ok()) return r;
+  r.is_example = true;
+  for (const example::Feature& f : table->features) {
+    if (f.kind == example::Kind::kNone) continue;
+    OwnedFeature o;
+    o.name = f.name;
+    o.kind = f.kind;
+    for (absl::string_view b : f.bytes) o.bytes.emplace_back(b);
+    o.floats = f.floats;
+    o.int64s = f.int64s;
+    r.features[o.name] = std::move(o);
+  }
+  return r;
+}
+
+void ExpectSameRecord(const std::string& original, const std::string& packed,
+                      const std::string& what) {
+  const DecodedRecord a = Decode(original);
+  if (!a.is_example) {
+    EXPECT_EQ(Short(packed), Short(original)) << what << ": raw payload differs";
+    EXPECT_EQ(packed.size(), original.size()) << what;
+    EXPECT_TRUE(packed == original) << what << ": raw payload bytes differ";
+    return;
+  }
+  const DecodedRecord b = Decode(packed);
+  ASSERT_TRUE(b.is_example) << what << ": the packed record is not an Example";
+  size_t reported = 0;
+  for (const auto& [name, fa] : a.features) {
+    auto it = b.features.find(name);
+    if (it == b.features.end()) {
+      ADD_FAILURE() << what << ": feature missing after the pack: " << Describe(fa);
+    } else if (!SameFeature(fa, it->second)) {
+      ADD_FAILURE() << what << ": feature differs\n  original: " << Describe(fa)
+                    << "\n  packed:   " << Describe(it->second);
+    } else {
+      continue;
+    }
+    if (++reported > 10) return;
+  }
+  for (const auto& [name, fb] : b.features) {
+    if (!a.features.count(name)) {
+      ADD_FAILURE() << what << ": extra feature after the pack: " << Describe(fb);
+    }
+  }
+}
+
+OwnedFeature Int64Feature(std::string name, std::vector<int64_t> values) {
+  OwnedFeature f;
+  f.name = std::move(name);
+  f.kind = example::Kind::kInt64;
+  f.int64s = std::move(values);
+  return f;
+}
+
+OwnedFeature FloatFeature(std::string name, std::vector<float> values) {
+  OwnedFeature f;
+  f.name = std::move(name);
+  f.kind = example::Kind::kFloat;
+  f.floats = std::move(values);
+  return f;
+}
+
+OwnedFeature BytesFeature(std::string name, std::vector<std::string> values) {
+  OwnedFeature f;
+  f.name = std::move(name);
+  f.kind = example::Kind::kBytes;
+  f.bytes = std::move(values);
+  return f;
+}
+
+std::string ExamplePayload(std::vector<OwnedFeature> features) {
+  std::sort(features.begin(), features.end(),
+            [](const OwnedFeature& a, const OwnedFeature& b) { return a.name < b.name; });
+  return example::EncodeExample(ToTable(features));
+}
+
+void WriteShardFile(const std::string& path, const std::vector<std::string>& payloads) {
+  auto fd = OpenFile(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  record::ShardWriter w(std::move(*fd), path);
+  for (const std::string& p : payloads) ASSERT_TRUE(w.Append(p).ok());
+  ASSERT_TRUE(w.Close(/*sync=*/false).ok());
+}
+
+std::optional<int64_t> SingleInt(const DecodedRecord& r, const std::string& name) {
+  auto it = r.features.find(name);
+  if (it == r.features.end() || it->second.kind != example::Kind::kInt64 ||
+      it->second.int64s.size() != 1) {
+    return std::nullopt;
+  }
+  return it->second.int64s[0];
+}
+
+std::string RealDataDir() {
+  const char* root = std::getenv("TFRECORDFS_SOURCE_ROOT");
+  if (root == nullptr || *root == '\0') return "";
+  const std::string dir = std::string(root) + "/../shared/data/real";
+  return IsDir(dir) ? dir : "";
+}
+
+}  // namespace tfrecordfs::mount_test::staging_test
