@@ -49,6 +49,10 @@ std::vector<std::string> Chunk(absl::string_view s) {
     s.remove_prefix(cut);
   }
   chunks.emplace_back(s);
+  // A chunk starting with '.' would be a hidden name.
+  for (size_t k = 1; k < chunks.size(); ++k) {
+    if (!chunks[k].empty() && chunks[k][0] == '.') chunks[k].replace(0, 1, "%2E");
+  }
   return chunks;
 }
 
@@ -95,7 +99,8 @@ Placement Place(absl::string_view name, bool numeric, bool is_file, absl::string
   Placement p;
   for (size_t i = 0; i < escaped.size(); ++i) {
     const bool leaf = i + 1 == escaped.size();
-    const size_t limit = leaf ? kMaxNameBytes - ext.size() : kMaxNameBytes;
+    // A leaf keeps room for the `%-` prefix a collision may add.
+    const size_t limit = leaf ? kMaxNameBytes - 2 - ext.size() : kMaxNameBytes;
     std::vector<std::string> chunks =
         escaped[i].size() > limit ? Chunk(escaped[i]) : std::vector<std::string>{escaped[i]};
     for (size_t k = 0; k + 1 < chunks.size(); ++k) p.dirs.push_back(chunks[k] + "%+");
@@ -133,11 +138,15 @@ void Flatten(const Node& node, uint32_t self, Layout* out) {
 }  // namespace
 
 std::string EscapeComponent(absl::string_view raw, bool numeric_leaf, bool file_leaf) {
+  // The feature named "" (or an empty component) decodes from `%-`.
+  if (raw.empty()) return "%-";
   std::string out;
   out.reserve(raw.size());
-  // The stem is what precedes the extension; only files get one appended
-  // later, so the whole component is the stem here.
-  const bool escape_first_digit = file_leaf && AllDigits(raw);
+  // A file named like a list item (`0`, `12.jpg`, `3.a.txt`) would make its
+  // directory pass for a bytes list: look at the name up to its first '.'
+  // (a numeric leaf has every '.' escaped, so all of it).
+  const bool escape_first_digit =
+      file_leaf && AllDigits(numeric_leaf ? raw : raw.substr(0, raw.find('.')));
   for (size_t i = 0; i < raw.size();) {
     const auto c = static_cast<unsigned char>(raw[i]);
     if (c >= 0x80) {
@@ -153,6 +162,7 @@ std::string EscapeComponent(absl::string_view raw, bool numeric_leaf, bool file_
     }
     const bool special = c < 0x20 || c == 0x7f || c == '%' || c == '/' ||
                          (c == '.' && (i == 0 || numeric_leaf)) ||
+                         (c == '~' && i + 1 == raw.size()) ||  // backups are skipped
                          (i == 0 && escape_first_digit);
     if (special) {
       AppendEscaped(&out, c);

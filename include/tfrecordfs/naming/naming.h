@@ -17,15 +17,19 @@
 //     name is one component with '/' escaped.
 //   * Escapes: `%XX` (uppercase hex) encodes one byte. Always escaped: '%',
 //     bytes < 0x20, 0x7f, bytes that are not part of valid UTF-8, a leading
-//     '.' of any component (so ".", ".." and hidden names cannot appear), every
+//     '.' of any component (so ".", ".." and hidden names cannot appear), a
+//     '~' ending a component (the reverse direction skips backups), every
 //     '.' of a numeric feature's last component (a numeric file has no
-//     extension), and the first digit of a file whose stem is all digits (so
-//     that a directory of such files is never mistaken for a bytes list).
-//     `%-` decodes to nothing: it prefixes a file that would take the name of
-//     a directory beside it (numeric `image` next to `image/encoded`).
-//     A component longer than 255 bytes is cut into chunks of at most 200
-//     bytes; every chunk but the last ends in `%+` and is a directory
-//     holding the rest.
+//     extension), and the first digit of a file whose name up to its first
+//     '.' is all digits (so that a directory of such files is never mistaken
+//     for a bytes list).
+//     `%-` decodes to nothing: it is the whole name of an empty component
+//     (the feature named ""), and it prefixes a file that would take the
+//     name of a directory beside it (numeric `image` next to `image/encoded`).
+//     A component longer than 255 bytes (a leaf: 253 with its extension,
+//     leaving room for `%-`) is cut into chunks of at most 200 bytes; every
+//     chunk but the last ends in `%+` and is a directory holding the rest; a
+//     chunk never starts with a bare '.'.
 //   * A payload that is not an Example shows as one file `record.bin`.
 //     Kindless features (Feature{} with no list) are not shown.
 #ifndef TFRECORDFS_NAMING_NAMING_H_

@@ -1,0 +1,1072 @@
+// The layout in both directions: content formatting/parsing, escaping, the
+// forward layout of hand-picked records, and the key property that mapping
+// every file of a layout back (as the staging path does) reproduces the
+// original features exactly.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tfrecordfs/base/utf8.h"
+#include "tfrecordfs/example/example.h"
+#include "tfrecordfs/naming/naming.h"
+
+namespace tfrecordfs::naming {
+namespace {
+
+using example::Feature;
+using example::FeatureTable;
+using example::Kind;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+uint32_t Bits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+float FromBits(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+std::string S(absl::string_view v) { return std::string(v); }
+std::vector<std::string> Strings(const std::vector<absl::string_view>& vs) {
+  std::vector<std::string> out;
+  for (absl::string_view v : vs) out.emplace_back(v);
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Content: numbers.
+
+TEST(FormatTest, Int64s) {
+  const std::vector<int64_t> v = {0, -1, 42, std::numeric_limits<int64_t>::min(),
+                                  std::numeric_limits<int64_t>::max()};
+  EXPECT_EQ("0\n-1\n42\n-9223372036854775808\n9223372036854775807\n", FormatInt64s(v));
+  EXPECT_EQ("", FormatInt64s({}));
+}
+
+TEST(FormatTest, Floats) {
+  const std::vector<float> v = {1.5f, 0.1f, -0.0f, 0.0f, std::numeric_limits<float>::infinity(),
+                                -std::numeric_limits<float>::infinity(), 3.0f, 1e-45f};
+  EXPECT_EQ("1.5\n0.1\n-0\n0\ninf\n-inf\n3\n1e-45\n", FormatFloats(v));
+  EXPECT_EQ("nan\n", FormatFloats(std::vector<float>{FromBits(0x7fc00000)}));
+  EXPECT_EQ("-nan\n", FormatFloats(std::vector<float>{FromBits(0xffc00000)}));
+  EXPECT_EQ("nan(0x1)\n", FormatFloats(std::vector<float>{FromBits(0x7f800001)}));
+  EXPECT_EQ("-nan(0x7fffff)\n", FormatFloats(std::vector<float>{FromBits(0xffffffff)}));
+  EXPECT_EQ("", FormatFloats({}));
+}
+
+TEST(FormatTest, Text) {
+  const std::vector<absl::string_view> v = {"a", "", "b c"};
+  EXPECT_EQ("a\n\nb c\n", FormatText(v));
+  EXPECT_EQ("", FormatText({}));
+}
+
+TEST(ParseNumericTest, FloatRoundTripIsBitExact) {
+  std::mt19937 rng(1);
+  std::vector<float> v;
+  for (int i = 0; i < 100000; ++i) v.push_back(FromBits(static_cast<uint32_t>(rng())));
+  for (uint32_t b : {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00000u,
+                     0x7f800001u, 0xff800001u, 0x7fbfffffu, 0x7fffffffu, 0x00000001u, 0x807fffffu,
+                     0x00800000u, 0x7f7fffffu, 0xff7fffffu, 0x3f800000u}) {
+    v.push_back(FromBits(b));
+  }
+  const std::string text = FormatFloats(v);
+  auto f = ParseNumeric(text, Kind::kFloat);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(Kind::kFloat, f->kind);
+  ASSERT_EQ(v.size(), f->floats.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    ASSERT_EQ(Bits(v[i]), Bits(f->floats[i])) << "value " << i << " printed as line " << i + 1;
+  }
+  // Each line is the shortest that round-trips: never longer than %.9g.
+  size_t start = 0;
+  for (size_t i = 0; i < v.size() && !std::isnan(v[i]); ++i) {
+    const size_t nl = text.find('\n', start);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(v[i]));
+    EXPECT_LE(nl - start, std::strlen(buf) + 1) << text.substr(start, nl - start);
+    start = nl + 1;
+  }
+}
+
+TEST(ParseNumericTest, Int64RoundTrip) {
+  std::mt19937_64 rng(2);
+  std::vector<int64_t> v = {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(),
+                            0, -1, 1};
+  for (int i = 0; i < 10000; ++i) v.push_back(static_cast<int64_t>(rng()) >> (rng() % 64));
+  for (Kind hint : {Kind::kInt64, Kind::kNone}) {
+    auto f = ParseNumeric(FormatInt64s(v), hint);
+    ASSERT_TRUE(f.ok()) << f.status();
+    EXPECT_EQ(Kind::kInt64, f->kind);
+    EXPECT_EQ(v, f->int64s);
+    EXPECT_TRUE(f->floats.empty());
+  }
+}
+
+TEST(ParseNumericTest, Hints) {
+  auto f = ParseNumeric("1\n2\n", Kind::kFloat);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(Kind::kFloat, f->kind);
+  EXPECT_THAT(f->floats, ElementsAre(1.0f, 2.0f));
+  EXPECT_TRUE(f->int64s.empty());
+
+  f = ParseNumeric("1\n1.5\n", Kind::kInt64);
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(absl::StatusCode::kInvalidArgument, f.status().code());
+  EXPECT_THAT(f.status().message(), HasSubstr("line 2"));
+  EXPECT_THAT(f.status().message(), HasSubstr("1.5"));
+
+  f = ParseNumeric("1\n-7\n", Kind::kNone);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(Kind::kInt64, f->kind);
+  EXPECT_THAT(f->int64s, ElementsAre(1, -7));
+
+  f = ParseNumeric("1\n2.5\n", Kind::kNone);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(Kind::kFloat, f->kind);
+  EXPECT_THAT(f->floats, ElementsAre(1.0f, 2.5f));
+  EXPECT_TRUE(f->int64s.empty());
+
+  f = ParseNumeric("nan\n", Kind::kNone);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(Kind::kFloat, f->kind);
+
+  for (Kind hint : {Kind::kNone, Kind::kInt64}) {
+    f = ParseNumeric("", hint);
+    ASSERT_TRUE(f.ok());
+    EXPECT_EQ(Kind::kInt64, f->kind);
+    EXPECT_TRUE(f->int64s.empty());
+  }
+  f = ParseNumeric("", Kind::kFloat);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(Kind::kFloat, f->kind);
+  EXPECT_TRUE(f->floats.empty());
+}
+
+TEST(ParseNumericTest, Errors) {
+  for (Kind hint : {Kind::kNone, Kind::kInt64, Kind::kFloat}) {
+    auto f = ParseNumeric("1\nabc\n", hint);
+    ASSERT_FALSE(f.ok()) << KindName(hint);
+    EXPECT_EQ(absl::StatusCode::kInvalidArgument, f.status().code());
+    EXPECT_THAT(f.status().message(), HasSubstr("line 2"));
+  }
+  EXPECT_FALSE(ParseNumeric("abc", Kind::kNone).ok());
+  EXPECT_FALSE(ParseNumeric("1 2\n", Kind::kNone).ok());
+  EXPECT_FALSE(ParseNumeric("1e39\n", Kind::kFloat).ok());  // overflow is not inf
+  EXPECT_FALSE(ParseNumeric("9223372036854775808\n", Kind::kInt64).ok());
+  EXPECT_FALSE(ParseNumeric("nan(0x0)\n", Kind::kFloat).ok());
+  EXPECT_FALSE(ParseNumeric("nan(0x800000)\n", Kind::kFloat).ok());
+  EXPECT_FALSE(ParseNumeric("nan(12)\n", Kind::kFloat).ok());
+  EXPECT_FALSE(ParseNumeric("1.5x\n", Kind::kFloat).ok());
+}
+
+TEST(ParseNumericTest, Leniency) {
+  // Blanks around values, no final newline, CRLF, other spellings.
+  auto f = ParseNumeric("  1 \n\t-2\r\n3", Kind::kNone);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_THAT(f->int64s, ElementsAre(1, -2, 3));
+  f = ParseNumeric("+1.5\ninfinity\n-INF\n0x1p-3\n1e-45\nNaN\n", Kind::kFloat);
+  ASSERT_TRUE(f.ok()) << f.status();
+  ASSERT_EQ(6u, f->floats.size());
+  EXPECT_EQ(1.5f, f->floats[0]);
+  EXPECT_TRUE(std::isinf(f->floats[1]) && f->floats[1] > 0);
+  EXPECT_TRUE(std::isinf(f->floats[2]) && f->floats[2] < 0);
+  EXPECT_EQ(0.125f, f->floats[3]);
+  EXPECT_EQ(0x00000001u, Bits(f->floats[4]));
+  EXPECT_EQ(0x7fc00000u, Bits(f->floats[5]));
+  // 9223372036854775808 does not fit int64, so with no hint the list is float.
+  f = ParseNumeric("9223372036854775808\n", Kind::kNone);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(Kind::kFloat, f->kind);
+}
+
+// ---------------------------------------------------------------------------
+// Content: text.
+
+TEST(ParseTextTest, Lines) {
+  EXPECT_TRUE(ParseText("").empty());
+  EXPECT_EQ(std::vector<std::string>{""}, Strings(ParseText("\n")));
+  EXPECT_EQ((std::vector<std::string>{"", ""}), Strings(ParseText("\n\n")));
+  EXPECT_EQ((std::vector<std::string>{"a", "b"}), Strings(ParseText("a\nb\n")));
+  EXPECT_EQ((std::vector<std::string>{"a", "b"}), Strings(ParseText("a\nb")));
+  EXPECT_EQ((std::vector<std::string>{"a", "b"}), Strings(ParseText("a\r\nb\r\n")));
+  EXPECT_EQ((std::vector<std::string>{"a", "", "b"}), Strings(ParseText("a\r\n\r\nb")));
+  EXPECT_EQ((std::vector<std::string>{"a\tb", " c "}), Strings(ParseText("a\tb\n c \n")));
+  // Views point into the content.
+  const std::string content = "xy\nz\n";
+  auto v = ParseText(content);
+  ASSERT_EQ(2u, v.size());
+  EXPECT_EQ(content.data(), v[0].data());
+  EXPECT_EQ(content.data() + 3, v[1].data());
+}
+
+TEST(ParseTextTest, FormatRoundTrip) {
+  const std::vector<std::vector<absl::string_view>> cases = {
+      {}, {""}, {"", ""}, {"a"}, {"a", ""}, {"", "a"}, {"日本", "é\t", "  "}};
+  for (const auto& values : cases) {
+    EXPECT_EQ(Strings(values), Strings(ParseText(FormatText(values))));
+  }
+}
+
+TEST(IsSingleLineTextTest, Cases) {
+  EXPECT_TRUE(IsSingleLineText(""));
+  EXPECT_TRUE(IsSingleLineText("hello world"));
+  EXPECT_TRUE(IsSingleLineText("tab\there"));
+  EXPECT_TRUE(IsSingleLineText("日本語 é"));
+  EXPECT_FALSE(IsSingleLineText("a\nb"));
+  EXPECT_FALSE(IsSingleLineText("a\r"));
+  EXPECT_FALSE(IsSingleLineText(absl::string_view("a\0b", 3)));
+  EXPECT_FALSE(IsSingleLineText("\x7f"));
+  EXPECT_FALSE(IsSingleLineText("\xff"));
+  EXPECT_FALSE(IsSingleLineText("\xc3"));  // truncated sequence
+}
+
+// ---------------------------------------------------------------------------
+// SniffExtension.
+
+TEST(SniffExtensionTest, MagicNumbers) {
+  auto pad = [](std::string s) { return s + std::string(64, 'x'); };
+  using std::string;
+  EXPECT_EQ(".jpg", SniffExtension(pad("\xff\xd8\xff\xe0")));
+  EXPECT_EQ(".png", SniffExtension(pad("\x89PNG\r\n\x1a\n")));
+  EXPECT_EQ(".gif", SniffExtension(pad("GIF87a")));
+  EXPECT_EQ(".gif", SniffExtension(pad("GIF89a")));
+  string bmp = "BM" + string(24, '\0');
+  bmp[2] = static_cast<char>(bmp.size());
+  EXPECT_EQ(".bmp", SniffExtension(bmp));
+  bmp[2] = 99;  // declared size wrong: not a bmp
+  EXPECT_EQ(".bin", SniffExtension(bmp));
+  EXPECT_EQ(".webp", SniffExtension(pad(string("RIFF\x10\0\0\0WEBP", 12))));
+  EXPECT_EQ(".wav", SniffExtension(pad(string("RIFF\x10\0\0\0WAVE", 12))));
+  EXPECT_EQ(".tif", SniffExtension(pad(string("II*\0", 4))));
+  EXPECT_EQ(".tif", SniffExtension(pad(string("MM\0*", 4))));
+  EXPECT_EQ(".flac", SniffExtension(pad("fLaC")));
+  EXPECT_EQ(".ogg", SniffExtension(pad("OggS")));
+  EXPECT_EQ(".mp3", SniffExtension(pad("ID3")));
+  EXPECT_EQ(".mp4", SniffExtension(pad(string("\0\0\0\x18" "ftypmp42", 12))));
+  EXPECT_EQ(".pdf", SniffExtension(pad("%PDF-1.7")));
+  EXPECT_EQ(".gz", SniffExtension(pad("\x1f\x8b\x08")));
+  EXPECT_EQ(".zip", SniffExtension(pad("PK\x03\x04")));
+  EXPECT_EQ(".npy", SniffExtension(pad("\x93NUMPY\x01")));
+  EXPECT_EQ(".json", SniffExtension("{\"a\": [1, 2]}"));
+  EXPECT_EQ(".json", SniffExtension("  [1,\n2]\n"));
+  EXPECT_EQ(".bin", SniffExtension("{ not closed"));
+  EXPECT_EQ(".bin", SniffExtension(""));
+  EXPECT_EQ(".bin", SniffExtension(string("\0\1\2", 3)));
+  EXPECT_EQ(".bin", SniffExtension("\xff\xd8"));  // too short for the jpeg magic
+  EXPECT_EQ(".bin", SniffExtension("RIFF"));
+  // Never ".txt", even for plain text.
+  EXPECT_NE(".txt", SniffExtension("plain text\nwith lines\n"));
+}
+
+// ---------------------------------------------------------------------------
+// Escaping.
+
+void CheckEscapedName(absl::string_view e, absl::string_view raw) {
+  SCOPED_TRACE(absl::StrCat("raw '", absl::CHexEscape(raw), "' escaped '", absl::CHexEscape(e), "'"));
+  ASSERT_FALSE(e.empty());
+  EXPECT_NE(".", e);
+  EXPECT_NE("..", e);
+  EXPECT_NE('.', e[0]);
+  for (char c : e) {
+    const auto u = static_cast<unsigned char>(c);
+    EXPECT_NE('/', c);
+    EXPECT_FALSE(u < 0x20 || u == 0x7f) << "control byte " << int{u};
+  }
+  EXPECT_TRUE(IsValidUtf8(e));
+  EXPECT_FALSE(IsIgnoredName(e));
+}
+
+TEST(EscapeTest, Examples) {
+  EXPECT_EQ("plain", EscapeComponent("plain", false, false));
+  EXPECT_EQ("%25", EscapeComponent("%", false, false));
+  EXPECT_EQ("a%2Fb", EscapeComponent("a/b", false, false));
+  EXPECT_EQ("%2E", EscapeComponent(".", false, false));
+  EXPECT_EQ("%2E.", EscapeComponent("..", false, false));
+  EXPECT_EQ("%2Ehidden", EscapeComponent(".hidden", false, true));
+  EXPECT_EQ("a.b", EscapeComponent("a.b", false, true));
+  EXPECT_EQ("a%2Eb", EscapeComponent("a.b", true, true));
+  EXPECT_EQ("%00%01%1F%7F", EscapeComponent(absl::string_view("\0\1\x1f\x7f", 4), false, false));
+  EXPECT_EQ("%FFa%C3", EscapeComponent("\xff" "a\xc3", false, false));
+  EXPECT_EQ("日本é", EscapeComponent("日本é", false, false));
+  EXPECT_EQ("%312", EscapeComponent("12", true, true));  // all-digit file stem
+  EXPECT_EQ("12", EscapeComponent("12", false, false));  // directories keep digits
+  EXPECT_EQ("12a", EscapeComponent("12a", true, true));
+}
+
+TEST(EscapeTest, Unescape) {
+  EXPECT_EQ("A/", Unescape("%41%2F"));
+  EXPECT_EQ("/", Unescape("%2f"));
+  EXPECT_EQ("image", Unescape("%-image"));
+  EXPECT_EQ("", Unescape("%-"));
+  EXPECT_EQ("100%", Unescape("100%"));
+  EXPECT_EQ("%4", Unescape("%4"));
+  EXPECT_EQ("%zz", Unescape("%zz"));
+  EXPECT_EQ("%+", Unescape("%+"));
+  EXPECT_EQ(std::string("\0", 1), Unescape("%00"));
+}
+
+TEST(EscapeTest, RandomRoundTrip) {
+  std::mt19937 rng(3);
+  const std::string alphabet = std::string("ab.%/-+~0123456789 \t\x01\x7f", 25) +
+                               std::string("\0", 1) + "\xc3\xa9\xe6\x97\xa5\xff\x80";
+  for (int iter = 0; iter < 20000; ++iter) {
+    std::string raw(rng() % 24, '\0');
+    for (char& c : raw) {
+      c = rng() % 4 == 0 ? static_cast<char>(rng()) : alphabet[rng() % alphabet.size()];
+    }
+    for (int mode = 0; mode < 4; ++mode) {
+      const bool numeric = mode & 1, file = mode & 2;
+      const std::string e = EscapeComponent(raw, numeric, file);
+      ASSERT_EQ(raw, Unescape(e)) << "mode " << mode;
+      CheckEscapedName(e, raw);
+      if (numeric) {
+        EXPECT_EQ(std::string::npos, e.find('.')) << e;
+      }
+      if (file) {
+        // A file's name never looks like a list item on its own.
+        EXPECT_FALSE(ListItemIndex(e).has_value()) << e;
+        EXPECT_FALSE(ListItemIndex(e + ".txt").has_value()) << e;
+        EXPECT_FALSE(ListItemIndex(e + ".jpg").has_value()) << e;
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Reverse helpers.
+
+TEST(ReverseTest, ParseLeafName) {
+  LeafName l = ParseLeafName("label");
+  EXPECT_EQ("label", l.stem_escaped);
+  EXPECT_EQ(FileRole::kNumeric, l.role);
+  l = ParseLeafName("caption.txt");
+  EXPECT_EQ("caption", l.stem_escaped);
+  EXPECT_EQ(FileRole::kText, l.role);
+  l = ParseLeafName("image.v2.jpg");
+  EXPECT_EQ("image.v2", l.stem_escaped);
+  EXPECT_EQ(FileRole::kSingleBytes, l.role);
+  l = ParseLeafName("a%2Eb");
+  EXPECT_EQ(FileRole::kNumeric, l.role);
+}
+
+TEST(ReverseTest, ListItems) {
+  EXPECT_EQ(0u, ListItemIndex("0.jpg"));
+  EXPECT_EQ(12u, ListItemIndex("12.bin"));
+  EXPECT_EQ(3u, ListItemIndex("3"));
+  EXPECT_FALSE(ListItemIndex("01.jpg"));
+  EXPECT_FALSE(ListItemIndex("a.jpg"));
+  EXPECT_FALSE(ListItemIndex("%30.jpg"));
+  EXPECT_FALSE(ListItemIndex(".jpg"));
+  EXPECT_FALSE(ListItemIndex("1234567890123456789.bin"));
+
+  using Entries = std::vector<std::pair<std::string, bool>>;
+  EXPECT_TRUE(IsListDirectory(Entries{{"0.jpg", true}}));
+  EXPECT_TRUE(IsListDirectory(Entries{{"1.png", true}, {"0.jpg", true}, {"2.txt", true}}));
+  EXPECT_FALSE(IsListDirectory(Entries{}));
+  EXPECT_FALSE(IsListDirectory(Entries{{"1.jpg", true}}));                    // gap
+  EXPECT_FALSE(IsListDirectory(Entries{{"0.jpg", true}, {"0.png", true}}));   // duplicate
+  EXPECT_FALSE(IsListDirectory(Entries{{"0.jpg", true}, {"1", false}}));      // a directory
+  EXPECT_FALSE(IsListDirectory(Entries{{"0.jpg", true}, {"label", true}}));   // a feature
+}
+
+TEST(ReverseTest, FeatureNameFromPath) {
+  const std::vector<std::string> none;
+  EXPECT_EQ("label", FeatureNameFromPath(none, "label"));
+  const std::vector<std::string> dirs = {"image", "a%2Fb"};
+  EXPECT_EQ("image/a/b/%-x", FeatureNameFromPath(dirs, "%25-x"));
+  const std::vector<std::string> chunks = {"abc%+", "def%+", "x"};
+  EXPECT_EQ("abcdefx/leaf", FeatureNameFromPath(chunks, "leaf"));
+  EXPECT_TRUE(IsContinuation("abc%+"));
+  EXPECT_FALSE(IsContinuation("abc"));
+  EXPECT_FALSE(IsContinuation("+"));
+  EXPECT_TRUE(IsIgnoredName(".swp"));
+  EXPECT_TRUE(IsIgnoredName("file~"));
+  EXPECT_FALSE(IsIgnoredName("file"));
+}
+
+// ---------------------------------------------------------------------------
+// Building tables whose byte values live in one payload buffer.
+
+struct Spec {
+  std::string name;
+  Kind kind;
+  std::vector<std::string> bytes;
+  std::vector<float> floats;
+  std::vector<int64_t> int64s;
+};
+
+// Owns a payload and a table whose views point into it.
+struct Record {
+  std::string payload;
+  FeatureTable table;
+};
+
+Record Build(std::vector<Spec> specs) {
+  std::sort(specs.begin(), specs.end(),
+            [](const Spec& a, const Spec& b) { return a.name < b.name; });
+  Record r;
+  r.payload = "header bytes before the values|";
+  std::vector<std::vector<std::pair<size_t, size_t>>> spans;
+  for (const Spec& s : specs) {
+    spans.emplace_back();
+    for (const std::string& b : s.bytes) {
+      spans.back().emplace_back(r.payload.size(), b.size());
+      r.payload += b;
+      r.payload += "|";
+    }
+  }
+  for (size_t i = 0; i < specs.size(); ++i) {
+    Feature f;
+    f.name = specs[i].name;
+    f.kind = specs[i].kind;
+    for (auto [off, len] : spans[i]) f.bytes.push_back(absl::string_view(r.payload).substr(off, len));
+    f.floats = specs[i].floats;
+    f.int64s = specs[i].int64s;
+    r.table.features.push_back(std::move(f));
+  }
+  return r;
+}
+
+Spec Int64s(std::string name, std::vector<int64_t> v) {
+  return {std::move(name), Kind::kInt64, {}, {}, std::move(v)};
+}
+Spec Floats(std::string name, std::vector<float> v) {
+  return {std::move(name), Kind::kFloat, {}, std::move(v), {}};
+}
+Spec Bytes(std::string name, std::vector<std::string> v) {
+  return {std::move(name), Kind::kBytes, std::move(v), {}, {}};
+}
+
+const std::string kJpeg = std::string("\xff\xd8\xff\xe0\x00\x10JFIF\x00", 11) + std::string(50, '\x42');
+const std::string kPng = std::string("\x89PNG\r\n\x1a\n", 8) + std::string(30, '\0');
+const std::string kBinary = std::string("\x00\x01\x02\xfe", 4);
+
+// ---------------------------------------------------------------------------
+// Layout structure.
+
+std::string PathOf(const Layout& l, uint32_t i) {
+  std::string p;
+  while (i != 0) {
+    p = "/" + l.entries[i].name + p;
+    i = l.entries[i].parent;
+  }
+  return p.empty() ? "/" : p;
+}
+
+// Every structural promise of a Layout.
+void CheckLayout(const Layout& l, absl::string_view payload, bool example) {
+  ASSERT_FALSE(l.entries.empty());
+  ASSERT_TRUE(l.entries[0].is_dir);
+  std::vector<int> seen(l.entries.size(), 0);
+  seen[0] = 1;
+  for (uint32_t d = 0; d < l.entries.size(); ++d) {
+    const Entry& e = l.entries[d];
+    if (!e.is_dir) {
+      EXPECT_EQ(0u, e.num_children);
+      if (!e.is_inline) {
+        EXPECT_LE(e.span_offset + e.span_length, payload.size()) << PathOf(l, d);
+      }
+      continue;
+    }
+    ASSERT_LE(uint64_t{e.first_child} + e.num_children, l.entries.size());
+    for (uint32_t k = 0; k < e.num_children; ++k) {
+      const uint32_t c = e.first_child + k;
+      const Entry& ch = l.entries[c];
+      ++seen[c];
+      EXPECT_EQ(d, ch.parent) << PathOf(l, c);
+      if (k > 0) EXPECT_LT(l.entries[c - 1].name, ch.name) << "unsorted in " << PathOf(l, d);
+      SCOPED_TRACE(absl::CHexEscape(PathOf(l, c)));
+      EXPECT_EQ(c, FindChild(l, d, ch.name));
+      if (ch.name.empty()) {
+        ADD_FAILURE() << "empty name";
+        continue;
+      }
+      EXPECT_LE(ch.name.size(), kMaxNameBytes);
+      EXPECT_NE(".", ch.name);
+      EXPECT_NE("..", ch.name);
+      EXPECT_NE('.', ch.name[0]);
+      EXPECT_EQ(std::string::npos, ch.name.find('/'));
+      for (char b : ch.name) {
+        const auto u = static_cast<unsigned char>(b);
+        EXPECT_FALSE(u < 0x20 || u == 0x7f) << "control byte " << int{u};
+      }
+      EXPECT_TRUE(IsValidUtf8(ch.name));
+      EXPECT_FALSE(IsIgnoredName(ch.name));
+      // Only a raw record has a root file `record.bin` (a directory of that
+      // name cannot be mistaken for one).
+      if (example && d == 0 && !ch.is_dir) EXPECT_NE(kRawRecordName, ch.name);
+    }
+  }
+  for (uint32_t i = 0; i < l.entries.size(); ++i) {
+    EXPECT_EQ(1, seen[i]) << "entry " << i << " " << PathOf(l, i) << " listed " << seen[i]
+                          << " times";
+  }
+}
+
+absl::string_view FileBytes(const Entry& e, absl::string_view payload) {
+  return e.is_inline ? absl::string_view(e.content) : payload.substr(e.span_offset, e.span_length);
+}
+
+const Entry* Find(const Layout& l, absl::string_view path) {
+  uint32_t cur = 0;
+  size_t start = 0;
+  while (start < path.size()) {
+    size_t slash = path.find('/', start);
+    if (slash == absl::string_view::npos) slash = path.size();
+    auto c = FindChild(l, cur, path.substr(start, slash - start));
+    if (!c) return nullptr;
+    cur = *c;
+    start = slash + 1;
+  }
+  return &l.entries[cur];
+}
+
+std::vector<std::string> Children(const Layout& l, absl::string_view path) {
+  const Entry* d = Find(l, path);
+  std::vector<std::string> out;
+  if (!d || !d->is_dir) return out;
+  for (uint32_t k = 0; k < d->num_children; ++k) out.push_back(l.entries[d->first_child + k].name);
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Reverse: the layout back to features, as the staging path reads a folder.
+
+struct Canon {
+  Kind kind = Kind::kNone;
+  std::vector<std::string> bytes;
+  std::vector<uint32_t> float_bits;
+  std::vector<int64_t> int64s;
+  bool operator==(const Canon& o) const {
+    return std::tie(kind, bytes, float_bits, int64s) ==
+           std::tie(o.kind, o.bytes, o.float_bits, o.int64s);
+  }
+};
+std::ostream& operator<<(std::ostream& os, const Canon& c) {
+  os << KindName(c.kind) << "{";
+  for (const auto& b : c.bytes) os << "'" << absl::CHexEscape(b) << "' ";
+  for (uint32_t f : c.float_bits) os << "0x" << std::hex << f << std::dec << " ";
+  for (int64_t v : c.int64s) os << v << " ";
+  return os << "}";
+}
+using CanonTable = std::map<std::string, Canon>;
+
+// The features a layout must give back: all but the kindless ones.
+CanonTable Expected(const FeatureTable& t) {
+  CanonTable out;
+  for (const Feature& f : t.features) {
+    if (f.kind == Kind::kNone) continue;
+    Canon& c = out[f.name];
+    c.kind = f.kind;
+    for (absl::string_view b : f.bytes) c.bytes.emplace_back(b);
+    for (float v : f.floats) c.float_bits.push_back(Bits(v));
+    c.int64s = f.int64s;
+  }
+  return out;
+}
+
+class Reverser {
+ public:
+  Reverser(const Layout& l, absl::string_view payload, const FeatureTable& original)
+      : l_(l), payload_(payload) {
+    for (const Feature& f : original.features) hints_[f.name] = f.kind;
+  }
+
+  CanonTable Run() {
+    std::vector<std::string> dirs;
+    Walk(0, &dirs);
+    return out_;
+  }
+
+ private:
+  void Add(const std::string& name, Canon c, const std::string& path) {
+    auto [it, inserted] = out_.emplace(name, std::move(c));
+    EXPECT_TRUE(inserted) << path << " maps to feature '" << absl::CHexEscape(name)
+                          << "' a second time";
+  }
+
+  void Walk(uint32_t dir, std::vector<std::string>* dirs) {
+    const Entry& d = l_.entries[dir];
+    for (uint32_t k = 0; k < d.num_children; ++k) {
+      const uint32_t c = d.first_child + k;
+      const Entry& e = l_.entries[c];
+      const std::string path = PathOf(l_, c);
+      if (IsIgnoredName(e.name)) continue;  // the staging path skips these
+      if (e.is_dir) {
+        std::vector<std::pair<std::string, bool>> items;
+        for (uint32_t j = 0; j < e.num_children; ++j) {
+          const Entry& it = l_.entries[e.first_child + j];
+          items.emplace_back(it.name, !it.is_dir);
+        }
+        if (!IsContinuation(e.name) && IsListDirectory(items)) {
+          Canon canon;
+          canon.kind = Kind::kBytes;
+          std::vector<std::pair<uint64_t, std::string>> values;
+          for (uint32_t j = 0; j < e.num_children; ++j) {
+            const Entry& it = l_.entries[e.first_child + j];
+            values.emplace_back(*ListItemIndex(it.name), std::string(FileBytes(it, payload_)));
+          }
+          std::sort(values.begin(), values.end());
+          for (auto& [i, v] : values) canon.bytes.push_back(std::move(v));
+          Add(FeatureNameFromPath(*dirs, e.name), std::move(canon), path);
+          continue;
+        }
+        dirs->push_back(e.name);
+        Walk(c, dirs);
+        dirs->pop_back();
+        continue;
+      }
+      const LeafName leaf = ParseLeafName(e.name);
+      const std::string name = FeatureNameFromPath(*dirs, leaf.stem_escaped);
+      const absl::string_view content = FileBytes(e, payload_);
+      Canon canon;
+      switch (leaf.role) {
+        case FileRole::kNumeric: {
+          auto hint = hints_.find(name);
+          auto f = ParseNumeric(content, hint == hints_.end() ? Kind::kNone : hint->second);
+          EXPECT_TRUE(f.ok()) << path << ": " << f.status();
+          if (!f.ok()) continue;
+          canon.kind = f->kind;
+          for (float v : f->floats) canon.float_bits.push_back(Bits(v));
+          canon.int64s = f->int64s;
+          break;
+        }
+        case FileRole::kText:
+          canon.kind = Kind::kBytes;
+          for (absl::string_view v : ParseText(content)) canon.bytes.emplace_back(v);
+          break;
+        case FileRole::kSingleBytes:
+          canon.kind = Kind::kBytes;
+          canon.bytes.emplace_back(content);
+          break;
+      }
+      Add(name, std::move(canon), path);
+    }
+  }
+
+  const Layout& l_;
+  absl::string_view payload_;
+  std::map<std::string, Kind> hints_;
+  CanonTable out_;
+};
+
+std::string Describe(const FeatureTable& t) {
+  std::string s;
+  for (const Feature& f : t.features) {
+    absl::StrAppend(&s, "  '", absl::CHexEscape(f.name), "' ", KindName(f.kind), " x", f.size(), "\n");
+  }
+  return s;
+}
+
+std::string Listing(const Layout& l) {
+  std::string s;
+  for (uint32_t i = 1; i < l.entries.size(); ++i) {
+    absl::StrAppend(&s, "  ", absl::CHexEscape(PathOf(l, i)), l.entries[i].is_dir ? "/" : "", "\n");
+  }
+  return s;
+}
+
+// Forward, structure, reverse.
+void CheckRoundTrip(const Record& r) {
+  const Layout l = LayoutExample(r.table, r.payload);
+  SCOPED_TRACE("table:\n" + Describe(r.table) + "layout:\n" + Listing(l));
+  CheckLayout(l, r.payload, /*example=*/true);
+  EXPECT_EQ(Expected(r.table), Reverser(l, r.payload, r.table).Run());
+}
+
+// ---------------------------------------------------------------------------
+// Forward layout, case by case.
+
+TEST(LayoutTest, Numeric) {
+  const Record r = Build({Int64s("label", {3, -1}), Floats("score", {0.5f}), Int64s("none", {})});
+  const Layout l = LayoutExample(r.table, r.payload);
+  EXPECT_THAT(Children(l, ""), ElementsAre("label", "none", "score"));
+  const Entry* e = Find(l, "label");
+  ASSERT_NE(nullptr, e);
+  EXPECT_FALSE(e->is_dir);
+  EXPECT_TRUE(e->is_inline);
+  EXPECT_EQ("3\n-1\n", e->content);
+  EXPECT_EQ(5u, e->size());
+  EXPECT_EQ("0.5\n", Find(l, "score")->content);
+  EXPECT_EQ("", Find(l, "none")->content);
+  EXPECT_EQ(0u, Find(l, "none")->size());
+  CheckRoundTrip(r);
+}
+
+TEST(LayoutTest, Text) {
+  const Record r = Build({Bytes("caption", {"a cat", "", "日本"}), Bytes("empty", {})});
+  const Layout l = LayoutExample(r.table, r.payload);
+  EXPECT_THAT(Children(l, ""), ElementsAre("caption.txt", "empty.txt"));
+  EXPECT_EQ("a cat\n\n日本\n", Find(l, "caption.txt")->content);
+  EXPECT_EQ("", Find(l, "empty.txt")->content);
+  CheckRoundTrip(r);
+}
+
+TEST(LayoutTest, SingleBinaryValueIsASpanOfThePayload) {
+  const Record r = Build({Bytes("image/encoded", {kJpeg}), Bytes("blob", {kBinary}),
+                          Bytes("multiline", {"line1\nline2"})});
+  const Layout l = LayoutExample(r.table, r.payload);
+  EXPECT_THAT(Children(l, ""), ElementsAre("blob.bin", "image", "multiline.bin"));
+  const Entry* e = Find(l, "image/encoded.jpg");
+  ASSERT_NE(nullptr, e);
+  EXPECT_FALSE(e->is_inline);
+  EXPECT_EQ(kJpeg.size(), e->size());
+  EXPECT_EQ(kJpeg, r.payload.substr(e->span_offset, e->span_length));
+  EXPECT_EQ(static_cast<uint64_t>(r.table.features[1].bytes[0].data() - r.payload.data()),
+            e->span_offset);
+  EXPECT_EQ(kBinary, FileBytes(*Find(l, "blob.bin"), r.payload));
+  EXPECT_EQ("line1\nline2", FileBytes(*Find(l, "multiline.bin"), r.payload));
+  CheckRoundTrip(r);
+}
+
+TEST(LayoutTest, MultiValuedBinaryIsADirectory) {
+  const Record r = Build({Bytes("frames", {kJpeg, kBinary, kPng, "multi\nline", "{\"k\": 1}"})});
+  const Layout l = LayoutExample(r.table, r.payload);
+  EXPECT_THAT(Children(l, ""), ElementsAre("frames"));
+  EXPECT_TRUE(Find(l, "frames")->is_dir);
+  EXPECT_THAT(Children(l, "frames"), ElementsAre("0.jpg", "1.bin", "2.png", "3.txt", "4.json"));
+  EXPECT_EQ(kPng, FileBytes(*Find(l, "frames/2.png"), r.payload));
+  EXPECT_FALSE(Find(l, "frames/2.png")->is_inline);
+  EXPECT_EQ("multi\nline", FileBytes(*Find(l, "frames/3.txt"), r.payload));
+  CheckRoundTrip(r);
+}
+
+TEST(LayoutTest, ManyItemsSortByName) {
+  std::vector<std::string> items(12, kBinary);
+  const Record r = Build({Bytes("x", items)});
+  const Layout l = LayoutExample(r.table, r.payload);
+  EXPECT_EQ(12u, Children(l, "x").size());
+  ASSERT_NE(nullptr, Find(l, "x/11.bin"));
+  CheckRoundTrip(r);
+}
+
+TEST(LayoutTest, NestedNames) {
+  const Record r = Build({Int64s("a/b/c", {1}), Bytes("a/b/d", {"t"}), Floats("a/e", {2}),
+                          Int64s("z", {0})});
+  const Layout l = LayoutExample(r.table, r.payload);
+  EXPECT_THAT(Children(l, ""), ElementsAre("a", "z"));
+  EXPECT_THAT(Children(l, "a"), ElementsAre("b", "e"));
+  EXPECT_THAT(Children(l, "a/b"), ElementsAre("c", "d.txt"));
+  CheckRoundTrip(r);
+}
+
+TEST(LayoutTest, FileBesideDirectoryOfTheSameName) {
+  const Record r = Build({Int64s("image", {7}), Bytes("image/encoded", {kJpeg}),
+                          Bytes("image/format", {"jpeg"})});
+  const Layout l = LayoutExample(r.table, r.payload);
+  EXPECT_THAT(Children(l, ""), ElementsAre("%-image", "image"));
+  EXPECT_EQ("7\n", Find(l, "%-image")->content);
+  EXPECT_THAT(Children(l, "image"), ElementsAre("encoded.jpg", "format.txt"));
+  CheckRoundTrip(r);
+  // A bytes list directory beside a feature directory of the same name.
+  CheckRoundTrip(Build({Bytes("v", {kJpeg, kPng}), Int64s("v/w", {1})}));
+}
+
+TEST(LayoutTest, RootFeatureNamedLikeARawRecord) {
+  const Record r = Build({Bytes("record", {kBinary}), Int64s("x", {1})});
+  const Layout l = LayoutExample(r.table, r.payload);
+  EXPECT_THAT(Children(l, ""), ElementsAre("%-record.bin", "x"));
+  CheckRoundTrip(r);
+  // Not at the root it keeps its name.
+  const Record n = Build({Bytes("d/record", {kBinary})});
+  EXPECT_THAT(Children(LayoutExample(n.table, n.payload), "d"), ElementsAre("record.bin"));
+  CheckRoundTrip(n);
+}
+
+TEST(LayoutTest, AwkwardNames) {
+  const Record r = Build({Int64s(".", {1}), Int64s("..", {2}), Int64s("/a", {3}),
+                          Int64s("a/", {4}), Int64s("a//b", {5}), Int64s(".hidden", {6}),
+                          Bytes("%", {"p"})});
+  const Layout l = LayoutExample(r.table, r.payload);
+  EXPECT_THAT(Children(l, ""),
+              ElementsAre("%25.txt", "%2E", "%2E%2E", "%2Ehidden", "%2Fa", "a%2F", "a%2F%2Fb"));
+  CheckRoundTrip(r);
+}
+
+TEST(LayoutTest, EmptyName) {
+  for (Spec s : {Int64s("", {1}), Floats("", {}), Bytes("", {"text"}), Bytes("", {kJpeg}),
+                 Bytes("", {kJpeg, kPng}), Bytes("", {})}) {
+    SCOPED_TRACE(KindName(s.kind));
+    CheckRoundTrip(Build({s, Int64s("other", {1})}));
+  }
+  CheckRoundTrip(Build({Int64s("", {1}), Bytes("/", {"x"}), Int64s("//", {2})}));
+}
+
+TEST(LayoutTest, ControlBytesAndInvalidUtf8) {
+  const Record r = Build({Int64s(std::string("nul\0here", 8), {1}), Int64s("tab\tnl\n", {2}),
+                          Int64s("del\x7f", {3}), Int64s("bad\xff\xfe", {4}),
+                          Int64s("cut\xe6\x97", {5}), Bytes("\xc3\xa9t\xc3\xa9", {"ok"}),
+                          Int64s("sur\xed\xa0\x80", {6})});
+  const Layout l = LayoutExample(r.table, r.payload);
+  ASSERT_NE(nullptr, Find(l, "nul%00here"));
+  ASSERT_NE(nullptr, Find(l, "tab%09nl%0A"));
+  ASSERT_NE(nullptr, Find(l, "bad%FF%FE"));
+  ASSERT_NE(nullptr, Find(l, "été.txt"));
+  CheckRoundTrip(r);
+}
+
+TEST(LayoutTest, AllDigitLeafNames) {
+  const Record r = Build({Int64s("0", {1}), Floats("12", {2}), Bytes("3", {"t"}),
+                          Bytes("4", {kJpeg}), Int64s("d/0", {1}), Int64s("d/1", {2}),
+                          Bytes("e/0", {kJpeg}), Bytes("f/0", {kJpeg, kPng})});
+  const Layout l = LayoutExample(r.table, r.payload);
+  EXPECT_THAT(Children(l, ""), ElementsAre("%30", "%312", "%33.txt", "%34.jpg", "d", "e", "f"));
+  EXPECT_THAT(Children(l, "d"), ElementsAre("%30", "%31"));
+  EXPECT_THAT(Children(l, "e"), ElementsAre("%30.jpg"));
+  EXPECT_THAT(Children(l, "f"), ElementsAre("0"));
+  CheckRoundTrip(r);
+}
+
+// A directory of features whose names start with digits and a dot must not
+// pass for a bytes list either.
+TEST(LayoutTest, DigitDotLeafNames) {
+  CheckRoundTrip(Build({Bytes("x/0.a", {"text"})}));
+  CheckRoundTrip(Build({Bytes("x/0.5", {kJpeg})}));
+  CheckRoundTrip(Build({Bytes("x/0.a", {"t"}), Bytes("x/1.b", {kPng})}));
+  CheckRoundTrip(Build({Floats("x/0.5", {1})}));
+}
+
+TEST(LayoutTest, TrailingTilde) {
+  CheckRoundTrip(Build({Int64s("backup~", {1}), Bytes("d~/x~", {kJpeg, kPng}), Bytes("t~", {"a"})}));
+}
+
+TEST(LayoutTest, LongNamesAreChunked) {
+  const std::string n300(300, 'n');
+  const Record r = Build({Int64s(n300, {1}), Bytes("d/" + n300, {"t"}), Bytes(n300 + "/x", {kJpeg}),
+                          Bytes(std::string(600, 'm'), {kJpeg, kPng})});
+  const Layout l = LayoutExample(r.table, r.payload);
+  CheckLayout(l, r.payload, true);
+  // The 300-byte numeric name: a 200-byte chunk directory holding the rest
+  // (prefixed, as a directory of the same name is beside it).
+  const std::string first = std::string(200, 'n') + "%+";
+  EXPECT_THAT(Children(l, first), ElementsAre("%-" + std::string(100, 'n'), std::string(100, 'n')));
+  const Entry* e = Find(l, first + "/%-" + std::string(100, 'n'));
+  ASSERT_NE(nullptr, e);
+  EXPECT_EQ("1\n", e->content);
+  CheckRoundTrip(r);
+}
+
+TEST(LayoutTest, LongNamesWithEscapesUtf8AndDots) {
+  std::vector<Spec> specs;
+  for (size_t at = 190; at <= 210; ++at) {
+    // A '.', an escape, and a multi-byte character around every cut point.
+    std::string dot = std::string(at, 'a') + ".b" + std::string(100, 'c');
+    std::string esc = std::string(at, 'e') + "%/" + std::string(100, 'f');
+    std::string utf = std::string(at, 'u') + "日本語" + std::string(100, 'v');
+    std::string dots = std::string(at, 'o') + std::string(100, '.');
+    specs.push_back(Bytes(dot, {"t"}));
+    specs.push_back(Int64s(dot + "n", {1}));
+    specs.push_back(Bytes(esc, {kJpeg}));
+    specs.push_back(Int64s(utf, {2}));
+    specs.push_back(Bytes(dots, {"x"}));
+  }
+  specs.push_back(Int64s(std::string(400, 'a') + "0", {1}));
+  specs.push_back(Bytes(std::string(300, '.'), {"d"}));
+  specs.push_back(Bytes(std::string(100, '\xff') + std::string(200, '%'), {kPng}));
+  CheckRoundTrip(Build(specs));
+}
+
+TEST(LayoutTest, NamesAtTheLengthLimit) {
+  // Leaves of 250..256 bytes, with and without an extension, beside a
+  // directory of the same name (the file gets a `%-` prefix).
+  std::vector<Spec> specs;
+  for (size_t n = 250; n <= 256; ++n) {
+    const std::string name(n, static_cast<char>('a' + (n - 250)));
+    specs.push_back(Int64s(name, {1}));
+    specs.push_back(Int64s(name + "/x", {2}));
+    specs.push_back(Bytes(name + "B", {"t"}));
+    specs.push_back(Bytes(name + "C", {kJpeg}));
+  }
+  CheckRoundTrip(Build(specs));
+}
+
+TEST(LayoutTest, KindlessFeaturesAreNotShown) {
+  Record r = Build({Int64s("x", {1})});
+  Feature none;
+  none.name = "kindless";
+  r.table.features.push_back(none);
+  const Layout l = LayoutExample(r.table, r.payload);
+  EXPECT_THAT(Children(l, ""), ElementsAre("x"));
+  CheckRoundTrip(r);
+}
+
+TEST(LayoutTest, EmptyTable) {
+  const Layout l = LayoutExample(FeatureTable{}, "");
+  ASSERT_EQ(1u, l.entries.size());
+  EXPECT_TRUE(l.entries[0].is_dir);
+  EXPECT_EQ(0u, l.entries[0].num_children);
+}
+
+TEST(LayoutTest, Raw) {
+  const Layout l = LayoutRaw(1234);
+  CheckLayout(l, std::string(1234, 'x'), /*example=*/false);
+  ASSERT_EQ(2u, l.entries.size());
+  EXPECT_THAT(Children(l, ""), ElementsAre("record.bin"));
+  const Entry* e = Find(l, "record.bin");
+  EXPECT_FALSE(e->is_inline);
+  EXPECT_EQ(0u, e->span_offset);
+  EXPECT_EQ(1234u, e->span_length);
+  EXPECT_EQ(1234u, e->size());
+  EXPECT_EQ(0u, LayoutRaw(0).entries[1].size());
+}
+
+TEST(LayoutTest, FindChild) {
+  const Record r = Build({Int64s("a/b", {1}), Int64s("c", {2}), Bytes("d", {kJpeg, kPng})});
+  const Layout l = LayoutExample(r.table, r.payload);
+  auto a = FindChild(l, 0, "a");
+  ASSERT_TRUE(a.has_value());
+  EXPECT_TRUE(l.entries[*a].is_dir);
+  auto b = FindChild(l, *a, "b");
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ("b", l.entries[*b].name);
+  EXPECT_FALSE(FindChild(l, 0, "b").has_value());
+  EXPECT_FALSE(FindChild(l, 0, "").has_value());
+  EXPECT_FALSE(FindChild(l, 0, "A").has_value());
+  EXPECT_FALSE(FindChild(l, 0, "c\n").has_value());
+  auto c = FindChild(l, 0, "c");
+  ASSERT_TRUE(c.has_value());
+  EXPECT_FALSE(FindChild(l, *c, "anything").has_value());  // a file has no children
+  EXPECT_TRUE(FindChild(l, *FindChild(l, 0, "d"), "1.png").has_value());
+  EXPECT_FALSE(FindChild(l, *FindChild(l, 0, "d"), "2.png").has_value());
+}
+
+// ---------------------------------------------------------------------------
+// The key property on random tables.
+
+class TableGenerator {
+ public:
+  explicit TableGenerator(uint32_t seed) : rng_(seed) {}
+
+  uint32_t U(uint32_t n) { return static_cast<uint32_t>(rng_() % n); }
+
+  std::string Piece() {
+    static const char* const kPieces[] = {
+        "a", "b", "image", "encoded", "label", "0", "1", "12", "007", ".", "..", "x.y", "0.5",
+        "%", "%2F", "%-", "%+", "~", "record", "record.bin", ".bin", ".txt", "a.txt", "a.jpg",
+        "日本", "é", " ", "\t", "\x01", "\x7f", "\xff", "\xc3", "-", "+"};
+    const uint32_t r = U(20);
+    if (r == 0) return std::string(1 + U(300), "an.é%"[U(5)] == 'a' ? 'a' : '.');
+    if (r == 1) return std::string(U(2), '\0');
+    if (r == 2) {
+      std::string s(190 + U(80), 'q');
+      s[U(static_cast<uint32_t>(s.size()))] = '.';
+      return s;
+    }
+    return kPieces[U(std::size(kPieces))];
+  }
+
+  std::string Name() {
+    std::string name;
+    const int parts = 1 + static_cast<int>(U(4));
+    for (int i = 0; i < parts; ++i) {
+      if (i > 0) name += U(10) == 0 ? "//" : "/";
+      const int sub = 1 + static_cast<int>(U(2));
+      for (int k = 0; k < sub; ++k) name += Piece();
+    }
+    if (U(15) == 0) name = "/" + name;
+    if (U(15) == 0) name += "/";
+    if (U(40) == 0) name.clear();
+    return name;
+  }
+
+  std::string Value() {
+    switch (U(8)) {
+      case 0:
+        return kJpeg;
+      case 1:
+        return kPng;
+      case 2:
+        return kBinary;
+      case 3:
+        return "line one\nline two";
+      case 4:
+        return "";
+      case 5:
+        return "{\"json\": true}";
+      default: {
+        std::string s = "text " + std::to_string(U(1000));
+        if (U(4) == 0) s += "\tmore é";
+        return s;
+      }
+    }
+  }
+
+  float Float() {
+    if (U(3) == 0) {
+      static const uint32_t kSpecial[] = {0x80000000, 0x7f800000, 0xff800000, 0x7fc00000,
+                                          0xffc00000, 0x7f800001, 0xffbfffff, 0x00000001};
+      return FromBits(kSpecial[U(std::size(kSpecial))]);
+    }
+    return FromBits(static_cast<uint32_t>(rng_()));
+  }
+
+  std::vector<Spec> Table() {
+    std::map<std::string, Spec> by_name;
+    const int n = static_cast<int>(U(10));
+    for (int i = 0; i < n; ++i) {
+      Spec s;
+      s.name = Name();
+      // Names that share prefixes with earlier ones make collisions likely.
+      if (!by_name.empty() && U(3) == 0) {
+        auto it = by_name.begin();
+        std::advance(it, U(static_cast<uint32_t>(by_name.size())));
+        s.name = U(2) ? it->first + "/" + Piece() : it->first.substr(0, it->first.rfind('/'));
+      }
+      const int count = static_cast<int>(U(4));
+      switch (U(4)) {
+        case 0:
+          s.kind = Kind::kInt64;
+          for (int k = 0; k < count; ++k) {
+            s.int64s.push_back(static_cast<int64_t>((uint64_t{rng_()} << 32) | rng_()));
+          }
+          break;
+        case 1:
+          s.kind = Kind::kFloat;
+          for (int k = 0; k < count; ++k) s.floats.push_back(Float());
+          break;
+        case 2:
+          s.kind = Kind::kBytes;
+          for (int k = 0; k < count; ++k) s.bytes.push_back(Value());
+          break;
+        default:
+          s.kind = U(5) == 0 ? Kind::kNone : Kind::kBytes;
+          if (s.kind == Kind::kBytes) s.bytes.push_back(Value());
+          break;
+      }
+      by_name[s.name] = s;
+    }
+    std::vector<Spec> out;
+    for (auto& [name, s] : by_name) out.push_back(std::move(s));
+    return out;
+  }
+
+ private:
+  std::mt19937 rng_;
+};
+
+TEST(LayoutPropertyTest, RandomTablesRoundTrip) {
+  TableGenerator gen(424242);
+  for (int iter = 0; iter < 1000; ++iter) {
+    SCOPED_TRACE(absl::StrCat("iteration ", iter));
+    CheckRoundTrip(Build(gen.Table()));
+    if (HasFailure()) break;  // one readable failure is enough
+  }
+}
+
+}  // namespace
+}  // namespace tfrecordfs::naming
