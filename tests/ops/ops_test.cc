@@ -1,0 +1,817 @@
+// FUSE operations without a mount: a temp directory of shards, a
+// vfs::Filesystem over it, and the fuse::Do* functions, whose replies are
+// checked as the kernel would read them (dirent buffers parsed with the
+// <linux/fuse.h> layout).
+#include "tfrecordfs/fuse/ops.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/fuse.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tfrecordfs/base/file.h"
+#include "tfrecordfs/example/example.h"
+#include "tfrecordfs/fuse/errno.h"
+#include "tfrecordfs/record/format.h"
+#include "tfrecordfs/record/writer.h"
+#include "tfrecordfs/vfs/filesystem.h"
+#include "tfrecordfs/vfs/node_id.h"
+
+namespace tfrecordfs::fuse {
+namespace {
+
+using example::Feature;
+using example::FeatureTable;
+using example::Kind;
+using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
+using ::testing::HasSubstr;
+
+// ---------------------------------------------------------------------------
+// Building the source tree.
+
+std::string MakeTempDir() {
+  const char* base = ::getenv("TMPDIR");
+  std::string tmpl = absl::StrCat(base && *base ? base : "/tmp", "/tfrecordfs_ops_XXXXXX");
+  if (::mkdtemp(tmpl.data()) == nullptr) return "";
+  return tmpl;
+}
+
+std::string Jpeg(size_t n, int seed) {
+  std::string s("\xff\xd8\xff\xe0", 4);
+  for (size_t i = 0; s.size() < n; ++i) s.push_back(static_cast<char>((i * 131 + seed * 7) & 0xff));
+  return s;
+}
+const std::string kPng = std::string("\x89PNG\r\n\x1a\n", 8) + std::string(40, '\x01');
+const std::string kBlob = std::string("\x00\x01\x02\x03\xfe", 5);
+
+// A feature table builder; bytes values are copied into storage it owns.
+class TableBuilder {
+ public:
+  TableBuilder& Int64s(std::string name, std::vector<int64_t> v) {
+    Feature f;
+    f.name = std::move(name);
+    f.kind = Kind::kInt64;
+    f.int64s = std::move(v);
+    features_.push_back(std::move(f));
+    return *this;
+  }
+  TableBuilder& Floats(std::string name, std::vector<float> v) {
+    Feature f;
+    f.name = std::move(name);
+    f.kind = Kind::kFloat;
+    f.floats = std::move(v);
+    features_.push_back(std::move(f));
+    return *this;
+  }
+  TableBuilder& Bytes(std::string name, std::vector<std::string> v) {
+    Feature f;
+    f.name = std::move(name);
+    f.kind = Kind::kBytes;
+    for (std::string& s : v) {
+      storage_.push_back(std::make_unique<std::string>(std::move(s)));
+      f.bytes.push_back(*storage_.back());
+    }
+    features_.push_back(std::move(f));
+    return *this;
+  }
+  std::string Encode() {
+    FeatureTable t;
+    t.features = features_;
+    std::sort(t.features.begin(), t.features.end(),
+              [](const Feature& a, const Feature& b) { return a.name < b.name; });
+    return example::EncodeExample(t);
+  }
+
+ private:
+  std::vector<Feature> features_;
+  std::vector<std::unique_ptr<std::string>> storage_;
+};
+
+void WriteShard(const std::string& path, const std::vector<std::string>& payloads) {
+  auto fd = OpenFile(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  record::ShardWriter w(std::move(*fd), path);
+  for (const std::string& p : payloads) ASSERT_TRUE(w.Append(p).ok());
+  ASSERT_TRUE(w.Close(/*sync=*/false).ok());
+}
+
+void WriteFile(const std::string& path, absl::string_view contents) {
+  auto fd = OpenFile(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  ASSERT_TRUE(WriteFull(fd->get(), contents.data(), contents.size(), path).ok());
+}
+
+std::string TrainPayload(int r) {
+  return TableBuilder()
+      .Int64s("id", {r})
+      .Bytes("image/encoded", {Jpeg(5000 + static_cast<size_t>(r), r)})
+      .Int64s("image/class/label", {r % 3})
+      .Bytes("image/class/text", {absl::StrCat("class ", r % 3)})
+      .Floats("score", {static_cast<float>(r) * 0.5f})
+      .Bytes("frames", {kPng, kBlob})
+      .Encode();
+}
+
+constexpr char kInfoJson[] = "{\"name\": \"toy\", \"splits\": [\"train\"]}\n";
+
+// ---------------------------------------------------------------------------
+// Reading the replies.
+
+struct Dirent {
+  std::string name;
+  uint64_t ino = 0;
+  uint64_t off = 0;
+  uint32_t type = 0;
+  // READDIRPLUS only:
+  uint64_t nodeid = 0;
+  fuse_attr attr{};
+};
+
+std::vector<Dirent> ParseDirents(const std::string& buf, bool plus) {
+  std::vector<Dirent> out;
+  size_t pos = 0;
+  while (pos < buf.size()) {
+    Dirent d;
+    const fuse_dirent* de;
+    size_t rec;
+    if (plus) {
+      EXPECT_LE(pos + FUSE_NAME_OFFSET_DIRENTPLUS, buf.size());
+      fuse_direntplus dp;
+      std::memcpy(&dp, buf.data() + pos, sizeof dp);
+      d.nodeid = dp.entry_out.nodeid;
+      d.attr = dp.entry_out.attr;
+      de = reinterpret_cast<const fuse_dirent*>(buf.data() + pos + offsetof(fuse_direntplus, dirent));
+      rec = FUSE_DIRENTPLUS_SIZE(reinterpret_cast<const fuse_direntplus*>(buf.data() + pos));
+    } else {
+      EXPECT_LE(pos + FUSE_NAME_OFFSET, buf.size());
+      de = reinterpret_cast<const fuse_dirent*>(buf.data() + pos);
+      rec = FUSE_DIRENT_SIZE(de);
+    }
+    fuse_dirent head;
+    std::memcpy(&head, de, sizeof head);
+    d.ino = head.ino;
+    d.off = head.off;
+    d.type = head.type;
+    d.name.assign(reinterpret_cast<const char*>(de) + FUSE_NAME_OFFSET, head.namelen);
+    EXPECT_EQ(0u, rec % 8) << "records are 8-byte aligned";
+    EXPECT_LE(pos + rec, buf.size()) << "record overruns the buffer";
+    if (rec == 0 || pos + rec > buf.size()) break;
+    out.push_back(std::move(d));
+    pos += rec;
+  }
+  return out;
+}
+
+std::vector<std::string> Names(const std::vector<Dirent>& ds) {
+  std::vector<std::string> out;
+  for (const Dirent& d : ds) out.push_back(d.name);
+  return out;
+}
+
+std::string ReadAll(const ReadReply& r) {
+  if (r.data.fd < 0) return r.data.data;
+  std::string out(r.data.length, '\0');
+  auto got = PreadUpTo(r.data.fd, out.data(), out.size(), r.data.offset, "reply fd");
+  EXPECT_TRUE(got.ok()) << got.status();
+  if (got.ok()) out.resize(*got);
+  EXPECT_EQ(r.data.length, out.size()) << "the fd range runs past the end of its file";
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// The fixture: one tree for the whole suite (it is read-only).
+
+class OpsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(MakeTempDir());
+    ASSERT_FALSE(dir_->empty());
+    const std::string& d = *dir_;
+    std::vector<std::string> train0, train1;
+    for (int r = 0; r < 12; ++r) train0.push_back(TrainPayload(r));
+    for (int r = 0; r < 3; ++r) train1.push_back(TrainPayload(100 + r));
+    WriteShard(d + "/train-00000-of-00002", train0);
+    WriteShard(d + "/train-00001-of-00002", train1);
+    WriteFile(d + "/dataset_info.json", kInfoJson);
+    ASSERT_EQ(0, ::mkdir((d + "/nested").c_str(), 0755));
+    ASSERT_EQ(0, ::mkdir((d + "/nested/deeper").c_str(), 0755));
+    WriteShard(d + "/nested/deeper/eval.tfrecord",
+               {TableBuilder().Int64s("label", {7, 8}).Encode(), TableBuilder().Encode()});
+    WriteFile(d + "/nested/notes.txt", "plain text\n");
+    WriteShard(d + "/raw.tfrecord", {"hello world", "12345"});
+    WriteShard(d + "/empty.tfrecord", {});
+    big_value_ = new std::string(Jpeg(300 * 1024 + 17, 9));
+    WriteShard(d + "/big.tfrecord", {TableBuilder().Bytes("image", {*big_value_}).Encode()});
+
+    // Five records; record 2's data is damaged (its CRC no longer matches),
+    // and three stray bytes follow the last record.
+    std::vector<std::string> dmg;
+    for (int r = 0; r < 5; ++r) dmg.push_back(TableBuilder().Int64s("n", {r}).Encode());
+    std::string bytes;
+    std::vector<uint64_t> offsets;
+    for (const std::string& p : dmg) {
+      offsets.push_back(bytes.size());
+      record::AppendFramed(&bytes, p);
+    }
+    bytes[offsets[2] + record::kHeaderSize + 1] ^= 0x40;
+    bytes += "xyz";
+    damaged_offset_ = offsets[2];
+    WriteFile(d + "/damaged.tfrecord", bytes);
+
+    vfs::Options o;
+    o.sources = {d};
+    o.cache_records = 8;  // small, so tests also go through eviction
+    auto fs = vfs::Filesystem::Create(o);
+    ASSERT_TRUE(fs.ok()) << fs.status();
+    fs_ = fs->release();
+    ops_ = new Ops{fs_, OpsOptions{}};
+  }
+
+  static void TearDownTestSuite() {
+    delete ops_;
+    delete fs_;
+    if (dir_ && !dir_->empty()) std::filesystem::remove_all(*dir_);
+    delete dir_;
+    delete big_value_;
+  }
+
+  // Looks a path up from the root; fails the test on an error or a miss.
+  static fuse_entry_param Path(absl::string_view path) {
+    fuse_ino_t ino = FUSE_ROOT_ID;
+    fuse_entry_param last{};
+    last.ino = FUSE_ROOT_ID;
+    size_t start = 0;
+    while (start < path.size()) {
+      size_t slash = path.find('/', start);
+      if (slash == absl::string_view::npos) slash = path.size();
+      EntryReply r = DoLookup(*ops_, ino, path.substr(start, slash - start));
+      EXPECT_EQ(0, r.err) << path << ": " << std::strerror(r.err);
+      EXPECT_NE(0u, r.entry.ino) << path << ": not found";
+      if (r.err || r.entry.ino == 0) return fuse_entry_param{};
+      last = r.entry;
+      ino = r.entry.ino;
+      start = slash + 1;
+    }
+    return last;
+  }
+
+  // The whole listing, read in one large request.
+  static std::vector<Dirent> List(fuse_ino_t ino, bool plus) {
+    DirReply r = DoReadDir(*ops_, ino, 1 << 20, 0, plus);
+    EXPECT_EQ(0, r.err) << std::strerror(r.err);
+    return ParseDirents(r.buf, plus);
+  }
+
+  static std::string Read(fuse_ino_t ino, size_t size, off_t offset) {
+    ReadReply r = DoRead(*ops_, ino, size, offset);
+    EXPECT_EQ(0, r.err) << std::strerror(r.err);
+    return ReadAll(r);
+  }
+
+  static std::string* dir_;
+  static std::string* big_value_;
+  static uint64_t damaged_offset_;
+  static vfs::Filesystem* fs_;
+  static Ops* ops_;
+};
+
+std::string* OpsTest::dir_ = nullptr;
+std::string* OpsTest::big_value_ = nullptr;
+uint64_t OpsTest::damaged_offset_ = 0;
+vfs::Filesystem* OpsTest::fs_ = nullptr;
+Ops* OpsTest::ops_ = nullptr;
+
+// ---------------------------------------------------------------------------
+// Lookup and getattr.
+
+TEST_F(OpsTest, RootListing) {
+  EXPECT_THAT(Names(List(FUSE_ROOT_ID, false)),
+              ElementsAre(".", "..", "big.tfrecord", "damaged.tfrecord", "dataset_info.json",
+                          "empty.tfrecord", "nested", "raw.tfrecord", "train-00000-of-00002",
+                          "train-00001-of-00002"));
+  AttrReply root = DoGetAttr(*ops_, FUSE_ROOT_ID);
+  ASSERT_EQ(0, root.err);
+  EXPECT_TRUE(S_ISDIR(root.st.st_mode));
+  EXPECT_EQ(FUSE_ROOT_ID, root.st.st_ino);
+}
+
+TEST_F(OpsTest, LookupPlainFile) {
+  EntryReply r = DoLookup(*ops_, FUSE_ROOT_ID, "dataset_info.json");
+  ASSERT_EQ(0, r.err);
+  ASSERT_NE(0u, r.entry.ino);
+  EXPECT_EQ(vfs::Space::kTree, vfs::SpaceOf(r.entry.ino));
+  EXPECT_EQ(r.entry.ino, r.entry.attr.st_ino);
+  EXPECT_EQ(static_cast<mode_t>(S_IFREG | 0444), r.entry.attr.st_mode);
+  EXPECT_EQ(static_cast<off_t>(std::strlen(kInfoJson)), r.entry.attr.st_size);
+  EXPECT_EQ(ops_->options.entry_timeout, r.entry.entry_timeout);
+  EXPECT_EQ(ops_->options.attr_timeout, r.entry.attr_timeout);
+  EXPECT_EQ(::getuid(), r.entry.attr.st_uid);
+  // getattr agrees with the lookup.
+  AttrReply a = DoGetAttr(*ops_, r.entry.ino);
+  ASSERT_EQ(0, a.err);
+  EXPECT_EQ(r.entry.attr.st_mode, a.st.st_mode);
+  EXPECT_EQ(r.entry.attr.st_size, a.st.st_size);
+  EXPECT_EQ(r.entry.attr.st_ino, a.st.st_ino);
+  EXPECT_EQ(ops_->options.attr_timeout, a.timeout);
+}
+
+TEST_F(OpsTest, ShardsAreDirectories) {
+  const fuse_entry_param e = Path("train-00000-of-00002");
+  EXPECT_TRUE(S_ISDIR(e.attr.st_mode));
+  EXPECT_EQ(static_cast<nlink_t>(2 + 12), e.attr.st_nlink);
+  EXPECT_EQ(vfs::Space::kTree, vfs::SpaceOf(e.ino));
+  const fuse_entry_param n = Path("nested/deeper/eval.tfrecord");
+  EXPECT_TRUE(S_ISDIR(n.attr.st_mode));
+  EXPECT_THAT(Names(List(Path("nested").ino, false)), ElementsAre(".", "..", "deeper", "notes.txt"));
+}
+
+TEST_F(OpsTest, NegativeLookupsAreCached) {
+  const fuse_ino_t shard = Path("train-00000-of-00002").ino;
+  const fuse_ino_t record = Path("train-00000-of-00002/03").ino;
+  const fuse_ino_t image = Path("train-00000-of-00002/03/image").ino;
+  const std::vector<std::pair<fuse_ino_t, std::string>> misses = {
+      {FUSE_ROOT_ID, "nope"}, {FUSE_ROOT_ID, ".hidden"}, {FUSE_ROOT_ID, "dataset_info.json.bak"},
+      {shard, "12"},          {shard, "abc"},            {shard, ""},
+      {shard, "-1"},          {shard, "99999999999999999999999"},
+      {record, "missing"},    {record, "id.txt"},        {image, "encoded"},
+      {Path("nested").ino, "eval.tfrecord"}};
+  for (const auto& [parent, name] : misses) {
+    EntryReply r = DoLookup(*ops_, parent, name);
+    EXPECT_EQ(0, r.err) << name << ": " << std::strerror(r.err);
+    EXPECT_EQ(0u, r.entry.ino) << name;
+    EXPECT_EQ(ops_->options.negative_timeout, r.entry.entry_timeout) << name;
+  }
+}
+
+TEST_F(OpsTest, LookupUnderAFileIsNotADirectory) {
+  const fuse_ino_t file = Path("dataset_info.json").ino;
+  EntryReply r = DoLookup(*ops_, file, "x");
+  EXPECT_EQ(ENOTDIR, r.err);
+  const fuse_ino_t leaf = Path("train-00000-of-00002/0/id").ino;
+  EXPECT_EQ(ENOTDIR, DoLookup(*ops_, leaf, "x").err);
+}
+
+TEST_F(OpsTest, StaleIds) {
+  EXPECT_EQ(ENOENT, DoGetAttr(*ops_, vfs::TreeId(100000)).err);
+  EXPECT_EQ(ENOENT, DoGetAttr(*ops_, vfs::RecordId(1000, 0, 0)).err);
+  const uint64_t rec = Path("train-00000-of-00002/0").ino;
+  EXPECT_EQ(ENOENT, DoGetAttr(*ops_, vfs::RecordId(vfs::ShardOf(rec), 12, 0)).err);
+  EXPECT_EQ(ENOENT, DoGetAttr(*ops_, rec + 5000).err);  // no such entry in the layout
+}
+
+// ---------------------------------------------------------------------------
+// Record names.
+
+TEST_F(OpsTest, RecordNamesArePaddedToTheLargestIndex) {
+  std::vector<std::string> want = {".", ".."};
+  for (int r = 0; r < 12; ++r) want.push_back(r < 10 ? absl::StrCat("0", r) : absl::StrCat(r));
+  EXPECT_THAT(Names(List(Path("train-00000-of-00002").ino, false)), ElementsAreArray(want));
+  EXPECT_THAT(Names(List(Path("train-00001-of-00002").ino, false)),
+              ElementsAre(".", "..", "0", "1", "2"));
+  EXPECT_THAT(Names(List(Path("empty.tfrecord").ino, false)), ElementsAre(".", ".."));
+}
+
+TEST_F(OpsTest, UnpaddedNamesResolveToTheSameRecord) {
+  const fuse_ino_t shard = Path("train-00000-of-00002").ino;
+  for (int r = 0; r < 10; ++r) {
+    EntryReply padded = DoLookup(*ops_, shard, absl::StrCat("0", r));
+    EntryReply plain = DoLookup(*ops_, shard, absl::StrCat(r));
+    ASSERT_NE(0u, padded.entry.ino);
+    EXPECT_EQ(padded.entry.ino, plain.entry.ino) << r;
+    EXPECT_EQ(vfs::Space::kRecord, vfs::SpaceOf(padded.entry.ino));
+    EXPECT_EQ(static_cast<uint64_t>(r), vfs::RecordOf(padded.entry.ino));
+    EXPECT_EQ(0u, vfs::EntryOf(padded.entry.ino));
+  }
+  // Over-padded names are not records.
+  for (const char* name : {"000", "001", "011", "0011"}) {
+    EXPECT_EQ(0u, DoLookup(*ops_, shard, name).entry.ino) << name;
+  }
+  const fuse_ino_t small = Path("train-00001-of-00002").ino;
+  EXPECT_EQ(0u, DoLookup(*ops_, small, "00").entry.ino);
+  EXPECT_EQ(0u, DoLookup(*ops_, small, "01").entry.ino);
+  EXPECT_NE(0u, DoLookup(*ops_, small, "1").entry.ino);
+}
+
+// ---------------------------------------------------------------------------
+// Record contents.
+
+TEST_F(OpsTest, RecordLayout) {
+  EXPECT_THAT(Names(List(Path("train-00000-of-00002/03").ino, false)),
+              ElementsAre(".", "..", "frames", "id", "image", "score"));
+  EXPECT_THAT(Names(List(Path("train-00000-of-00002/03/image").ino, false)),
+              ElementsAre(".", "..", "class", "encoded.jpg"));
+  EXPECT_THAT(Names(List(Path("train-00000-of-00002/03/image/class").ino, false)),
+              ElementsAre(".", "..", "label", "text.txt"));
+  EXPECT_THAT(Names(List(Path("train-00000-of-00002/03/frames").ino, false)),
+              ElementsAre(".", "..", "0.png", "1.bin"));
+  EXPECT_EQ("3\n", Read(Path("train-00000-of-00002/03/id").ino, 4096, 0));
+  EXPECT_EQ("1.5\n", Read(Path("train-00000-of-00002/03/score").ino, 4096, 0));
+  EXPECT_EQ("0\n", Read(Path("train-00000-of-00002/03/image/class/label").ino, 4096, 0));
+  EXPECT_EQ("class 0\n", Read(Path("train-00000-of-00002/03/image/class/text.txt").ino, 4096, 0));
+  EXPECT_EQ(kPng, Read(Path("train-00000-of-00002/03/frames/0.png").ino, 4096, 0));
+  EXPECT_EQ(kBlob, Read(Path("train-00000-of-00002/03/frames/1.bin").ino, 4096, 0));
+  // Every record of both shards.
+  for (int r = 0; r < 12; ++r) {
+    const std::string rec = absl::StrCat("train-00000-of-00002/", r);
+    EXPECT_EQ(absl::StrCat(r, "\n"), Read(Path(rec + "/id").ino, 100, 0));
+    EXPECT_EQ(Jpeg(5000 + static_cast<size_t>(r), r),
+              Read(Path(rec + "/image/encoded.jpg").ino, 1 << 20, 0));
+  }
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(absl::StrCat(100 + r, "\n"),
+              Read(Path(absl::StrCat("train-00001-of-00002/", r, "/id")).ino, 100, 0));
+  }
+  EXPECT_EQ("7\n8\n", Read(Path("nested/deeper/eval.tfrecord/0/label").ino, 100, 0));
+  EXPECT_THAT(Names(List(Path("nested/deeper/eval.tfrecord/1").ino, false)), ElementsAre(".", ".."));
+}
+
+TEST_F(OpsTest, NonExamplePayloadsShowRaw) {
+  EXPECT_THAT(Names(List(Path("raw.tfrecord/0").ino, false)), ElementsAre(".", "..", "record.bin"));
+  const fuse_entry_param e = Path("raw.tfrecord/0/record.bin");
+  EXPECT_EQ(11, e.attr.st_size);
+  EXPECT_EQ("hello world", Read(e.ino, 100, 0));
+  EXPECT_EQ("12345", Read(Path("raw.tfrecord/1/record.bin").ino, 100, 0));
+}
+
+TEST_F(OpsTest, NodeIdsFollowTheLayout) {
+  const fuse_entry_param shard = Path("train-00000-of-00002");
+  const fuse_entry_param rec = Path("train-00000-of-00002/07");
+  const fuse_entry_param file = Path("train-00000-of-00002/07/image/encoded.jpg");
+  EXPECT_EQ(vfs::Space::kTree, vfs::SpaceOf(shard.ino));
+  EXPECT_EQ(vfs::Space::kRecord, vfs::SpaceOf(rec.ino));
+  EXPECT_EQ(7u, vfs::RecordOf(rec.ino));
+  EXPECT_EQ(vfs::ShardOf(rec.ino), vfs::ShardOf(file.ino));
+  EXPECT_EQ(7u, vfs::RecordOf(file.ino));
+  EXPECT_NE(0u, vfs::EntryOf(file.ino));
+  // Two shards, same record index, different ids.
+  EXPECT_NE(Path("train-00001-of-00002/0").ino, Path("train-00000-of-00002/0").ino);
+  // All ids in one record are distinct, and stable across lookups.
+  std::set<uint64_t> seen;
+  for (const char* p : {"", "/frames", "/frames/0.png", "/frames/1.bin", "/id", "/image",
+                        "/image/class", "/image/class/label", "/image/class/text.txt",
+                        "/image/encoded.jpg", "/score"}) {
+    const uint64_t ino = Path(absl::StrCat("train-00000-of-00002/07", p)).ino;
+    EXPECT_TRUE(seen.insert(ino).second) << p;
+    EXPECT_EQ(ino, Path(absl::StrCat("train-00000-of-00002/07", p)).ino);
+  }
+  // Tree ids of mirrored directories and files are distinct too.
+  std::set<uint64_t> tree;
+  for (const Dirent& d : List(FUSE_ROOT_ID, true)) {
+    if (d.name == "." || d.name == "..") continue;
+    EXPECT_EQ(vfs::Space::kTree, vfs::SpaceOf(d.nodeid)) << d.name;
+    EXPECT_TRUE(tree.insert(d.nodeid).second) << d.name;
+    EXPECT_NE(FUSE_ROOT_ID, d.nodeid);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Readdir.
+
+void CheckListingAgainstLookups(const Ops& ops, fuse_ino_t dir, const std::vector<Dirent>& ds,
+                                bool plus) {
+  ASSERT_GE(ds.size(), 2u);
+  EXPECT_EQ(".", ds[0].name);
+  EXPECT_EQ("..", ds[1].name);
+  for (size_t i = 0; i < ds.size(); ++i) {
+    const Dirent& d = ds[i];
+    SCOPED_TRACE(d.name);
+    EXPECT_EQ(i + 1, d.off) << "offsets are positions: . is 0, .. is 1, children follow";
+    if (i < 2) {
+      if (plus) EXPECT_EQ(0u, d.nodeid) << "no lookup reference for . and ..";
+      EXPECT_EQ(static_cast<uint32_t>(DT_DIR), d.type);
+      continue;
+    }
+    EntryReply e = DoLookup(ops, dir, d.name);
+    ASSERT_EQ(0, e.err);
+    ASSERT_NE(0u, e.entry.ino) << "listed but not found";
+    EXPECT_EQ(e.entry.ino, d.ino);
+    EXPECT_EQ((e.entry.attr.st_mode & S_IFMT) >> 12, d.type);
+    if (plus) {
+      EXPECT_EQ(e.entry.ino, d.nodeid);
+      EXPECT_EQ(e.entry.ino, d.attr.ino);
+      EXPECT_EQ(static_cast<uint64_t>(e.entry.attr.st_size), d.attr.size);
+      EXPECT_EQ(e.entry.attr.st_mode, d.attr.mode);
+      EXPECT_EQ(e.entry.attr.st_nlink, d.attr.nlink);
+    }
+  }
+}
+
+TEST_F(OpsTest, ReadDirEntriesMatchLookups) {
+  for (const char* path : {"", "nested", "train-00000-of-00002", "train-00000-of-00002/05",
+                           "train-00000-of-00002/05/image", "train-00000-of-00002/05/frames",
+                           "raw.tfrecord/1", "empty.tfrecord"}) {
+    SCOPED_TRACE(path);
+    const fuse_ino_t dir = *path ? Path(path).ino : FUSE_ROOT_ID;
+    for (bool plus : {false, true}) {
+      const std::vector<Dirent> ds = List(dir, plus);
+      CheckListingAgainstLookups(*ops_, dir, ds, plus);
+      EXPECT_EQ(Names(List(dir, !plus)), Names(ds)) << "plus and plain list the same names";
+    }
+  }
+}
+
+// Reads a directory the way the kernel does: small buffers, each request
+// resuming at the offset of the last entry received.
+std::vector<Dirent> ListInPieces(const Ops& ops, fuse_ino_t dir, size_t size, bool plus,
+                                 int* requests) {
+  std::vector<Dirent> all;
+  off_t offset = 0;
+  *requests = 0;
+  for (;;) {
+    DirReply r = DoReadDir(ops, dir, size, offset, plus);
+    ++*requests;
+    EXPECT_EQ(0, r.err);
+    EXPECT_LE(r.buf.size(), size);
+    if (r.err || r.buf.empty() || *requests > 10000) break;
+    std::vector<Dirent> part = ParseDirents(r.buf, plus);
+    for (Dirent& d : part) {
+      EXPECT_GT(static_cast<off_t>(d.off), offset) << "offsets only move forward";
+      offset = static_cast<off_t>(d.off);
+      all.push_back(std::move(d));
+    }
+  }
+  return all;
+}
+
+TEST_F(OpsTest, ReadDirResumesFromReturnedOffsets) {
+  for (const char* path : {"", "train-00000-of-00002", "train-00000-of-00002/05"}) {
+    const fuse_ino_t dir = *path ? Path(path).ino : FUSE_ROOT_ID;
+    for (bool plus : {false, true}) {
+      const std::vector<Dirent> whole = List(dir, plus);
+      // Sizes that hold one entry, a few entries, and one entry and a bit.
+      const size_t one = plus ? FUSE_NAME_OFFSET_DIRENTPLUS + 24 : FUSE_NAME_OFFSET + 24;
+      for (size_t size : {one, one + 7, 2 * one + 8, 3 * one + 40, size_t{1024}}) {
+        SCOPED_TRACE(absl::StrCat(path, " plus=", plus, " size=", size));
+        int requests = 0;
+        const std::vector<Dirent> pieces = ListInPieces(*ops_, dir, size, plus, &requests);
+        EXPECT_EQ(Names(whole), Names(pieces));
+        for (size_t i = 0; i < pieces.size() && i < whole.size(); ++i) {
+          EXPECT_EQ(whole[i].off, pieces[i].off);
+          EXPECT_EQ(whole[i].ino, pieces[i].ino);
+        }
+        if (size < 3 * one) EXPECT_GT(requests, 2);
+      }
+    }
+  }
+}
+
+TEST_F(OpsTest, ReadDirEdgeCases) {
+  const fuse_ino_t shard = Path("train-00000-of-00002").ino;
+  // A buffer too small for one entry: nothing, and no error.
+  DirReply tiny = DoReadDir(*ops_, shard, 10, 0, false);
+  EXPECT_EQ(0, tiny.err);
+  EXPECT_TRUE(tiny.buf.empty());
+  // Past the end.
+  for (off_t off : {off_t{14}, off_t{15}, off_t{1000}}) {
+    DirReply r = DoReadDir(*ops_, shard, 4096, off, false);
+    EXPECT_EQ(0, r.err);
+    EXPECT_TRUE(r.buf.empty()) << off;
+  }
+  // From the middle: offset 5 resumes after the entry whose offset is 5.
+  std::vector<Dirent> tail = ParseDirents(DoReadDir(*ops_, shard, 4096, 5, false).buf, false);
+  ASSERT_FALSE(tail.empty());
+  EXPECT_EQ("03", tail[0].name);
+  EXPECT_EQ(6u, tail[0].off);
+  // Not a directory.
+  EXPECT_EQ(ENOTDIR, DoReadDir(*ops_, Path("dataset_info.json").ino, 4096, 0, false).err);
+  EXPECT_EQ(ENOTDIR, DoReadDir(*ops_, Path("train-00000-of-00002/0/id").ino, 4096, 0, true).err);
+  EXPECT_EQ(ENOENT, DoReadDir(*ops_, vfs::TreeId(99999), 4096, 0, false).err);
+}
+
+// ---------------------------------------------------------------------------
+// Damage.
+
+TEST_F(OpsTest, DamagedRecordIsEio) {
+  EXPECT_THAT(Names(List(Path("damaged.tfrecord").ino, false)),
+              ElementsAre(".", "..", "0", "1", "2", "3", "4"));
+  // The record directory itself exists (listing a shard reads no payload),
+  // but everything inside fails with EIO.
+  const fuse_entry_param rec = Path("damaged.tfrecord/2");
+  EXPECT_TRUE(S_ISDIR(rec.attr.st_mode));
+  EntryReply inside = DoLookup(*ops_, rec.ino, "n");
+  EXPECT_EQ(EIO, inside.err);
+  EXPECT_EQ(EIO, DoReadDir(*ops_, rec.ino, 4096, 0, false).err);
+  EXPECT_EQ(EIO, DoReadDir(*ops_, rec.ino, 4096, 0, true).err);
+  EXPECT_EQ(EIO, DoGetAttr(*ops_, rec.ino + 1).err);
+  EXPECT_EQ(EIO, DoOpen(*ops_, rec.ino + 1, O_RDONLY).err);
+  EXPECT_EQ(EIO, DoRead(*ops_, rec.ino + 1, 100, 0).err);
+  // Asking again gives the same answer (the failure is cached, not forgotten).
+  EXPECT_EQ(EIO, DoLookup(*ops_, rec.ino, "n").err);
+  // The neighbours are fine.
+  for (int r : {0, 1, 3, 4}) {
+    EXPECT_EQ(absl::StrCat(r, "\n"), Read(Path(absl::StrCat("damaged.tfrecord/", r, "/n")).ino, 10, 0));
+  }
+  // The error names the shard, the record and its byte offset.
+  auto status = fs_->Lookup(rec.ino, "n");
+  ASSERT_FALSE(status.ok());
+  EXPECT_EQ(absl::StatusCode::kDataLoss, status.status().code());
+  EXPECT_THAT(status.status().message(), HasSubstr("damaged.tfrecord"));
+  EXPECT_THAT(status.status().message(), HasSubstr("record 2"));
+  EXPECT_THAT(status.status().message(), HasSubstr(absl::StrCat("byte offset ", damaged_offset_)));
+}
+
+// ---------------------------------------------------------------------------
+// Open and read.
+
+TEST_F(OpsTest, OpenIsReadOnly) {
+  for (const char* path : {"dataset_info.json", "train-00000-of-00002/01/id",
+                           "train-00000-of-00002/01/image/encoded.jpg", "raw.tfrecord/0/record.bin"}) {
+    SCOPED_TRACE(path);
+    const fuse_ino_t ino = Path(path).ino;
+    OpenReply ok = DoOpen(*ops_, ino, O_RDONLY);
+    EXPECT_EQ(0, ok.err);
+    EXPECT_TRUE(ok.keep_cache);
+    EXPECT_EQ(EROFS, DoOpen(*ops_, ino, O_WRONLY).err);
+    EXPECT_EQ(EROFS, DoOpen(*ops_, ino, O_RDWR).err);
+    EXPECT_EQ(EROFS, DoOpen(*ops_, ino, O_RDONLY | O_TRUNC).err);
+    EXPECT_EQ(EROFS, DoOpen(*ops_, ino, O_WRONLY | O_APPEND).err);
+  }
+  EXPECT_EQ(ENOENT, DoOpen(*ops_, vfs::TreeId(99999), O_RDONLY).err);
+}
+
+TEST_F(OpsTest, ReadInlineFile) {
+  const fuse_ino_t ino = Path("train-00000-of-00002/11/id").ino;
+  ReadReply whole = DoRead(*ops_, ino, 4096, 0);
+  ASSERT_EQ(0, whole.err);
+  EXPECT_LT(whole.data.fd, 0);
+  EXPECT_EQ("11\n", whole.data.data);
+  EXPECT_EQ("1\n", Read(ino, 4096, 1));
+  EXPECT_EQ("1", Read(ino, 1, 1));
+  EXPECT_EQ("", Read(ino, 0, 0));
+  EXPECT_EQ("", Read(ino, 4096, 3));  // at EOF
+  EXPECT_EQ("", Read(ino, 4096, 4));  // past EOF
+  EXPECT_EQ("", Read(ino, 4096, off_t{1} << 40));
+  EXPECT_EQ(EINVAL, DoRead(*ops_, ino, 10, -1).err);
+}
+
+TEST_F(OpsTest, ReadSpanFileServesShardBytes) {
+  const fuse_entry_param e = Path("big.tfrecord/0/image.jpg");
+  const std::string& want = *big_value_;
+  ASSERT_EQ(static_cast<off_t>(want.size()), e.attr.st_size);
+  ReadReply r = DoRead(*ops_, e.ino, 4096, 0);
+  ASSERT_EQ(0, r.err);
+  ASSERT_GE(r.data.fd, 0) << "a contiguous value is served from the shard descriptor";
+  EXPECT_EQ(4096u, r.data.length);
+  const size_t n = want.size();
+  const std::vector<std::pair<size_t, off_t>> cases = {
+      {4096, 0},       {4096, 1},       {1, static_cast<off_t>(n - 1)},
+      {100, static_cast<off_t>(n - 10)}, {131072, 65536}, {1 << 20, 0},
+      {0, 5},          {4096, static_cast<off_t>(n)},   {4096, static_cast<off_t>(n + 100)},
+      {4096, off_t{1} << 40}};
+  for (auto [size, off] : cases) {
+    SCOPED_TRACE(absl::StrCat("size ", size, " offset ", off));
+    const std::string got = Read(e.ino, size, off);
+    const size_t o = static_cast<size_t>(off);
+    EXPECT_EQ(o >= n ? std::string() : want.substr(o, size), got);
+  }
+  // Reading the whole file in odd-sized pieces gives it back exactly.
+  std::string joined;
+  for (off_t off = 0;;) {
+    const std::string piece = Read(e.ino, 12345, off);
+    if (piece.empty()) break;
+    joined += piece;
+    off += static_cast<off_t>(piece.size());
+  }
+  EXPECT_EQ(want, joined);
+}
+
+TEST_F(OpsTest, ReadPlainFile) {
+  const fuse_ino_t ino = Path("dataset_info.json").ino;
+  ReadReply r = DoRead(*ops_, ino, 4096, 0);
+  ASSERT_EQ(0, r.err);
+  EXPECT_GE(r.data.fd, 0);
+  EXPECT_EQ(kInfoJson, ReadAll(r));
+  EXPECT_EQ(std::string(kInfoJson).substr(5, 4), Read(ino, 4, 5));
+  EXPECT_EQ("", Read(ino, 4096, static_cast<off_t>(std::strlen(kInfoJson))));
+  EXPECT_EQ("", Read(ino, 4096, 100000));
+  EXPECT_EQ("plain text\n", Read(Path("nested/notes.txt").ino, 100, 0));
+}
+
+TEST_F(OpsTest, ReadOfADirectoryIsEisdir) {
+  EXPECT_EQ(EISDIR, DoRead(*ops_, FUSE_ROOT_ID, 100, 0).err);
+  EXPECT_EQ(EISDIR, DoRead(*ops_, Path("nested").ino, 100, 0).err);
+  EXPECT_EQ(EISDIR, DoRead(*ops_, Path("train-00000-of-00002").ino, 100, 0).err);
+  EXPECT_EQ(EISDIR, DoRead(*ops_, Path("train-00000-of-00002/1").ino, 100, 0).err);
+  EXPECT_EQ(EISDIR, DoRead(*ops_, Path("train-00000-of-00002/1/image").ino, 100, 0).err);
+}
+
+TEST_F(OpsTest, SizesMatchContents) {
+  for (const char* path : {"train-00000-of-00002/04/id", "train-00000-of-00002/04/score",
+                           "train-00000-of-00002/04/image/encoded.jpg",
+                           "train-00000-of-00002/04/image/class/text.txt",
+                           "train-00000-of-00002/04/frames/0.png", "raw.tfrecord/1/record.bin",
+                           "dataset_info.json"}) {
+    const fuse_entry_param e = Path(path);
+    EXPECT_EQ(static_cast<size_t>(e.attr.st_size), Read(e.ino, 1 << 20, 0).size()) << path;
+    EXPECT_EQ(static_cast<blkcnt_t>((e.attr.st_size + 511) / 512), e.attr.st_blocks) << path;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Statfs.
+
+TEST_F(OpsTest, Statfs) {
+  StatfsReply r = DoStatfs(*ops_);
+  ASSERT_EQ(0, r.err);
+  // 12 + 3 + 2 (eval) + 2 (raw) + 0 (empty) + 1 (big) + 5 (damaged).
+  EXPECT_EQ(25u, r.st.f_files);
+  uint64_t shard_bytes = 0;
+  for (const char* f : {"train-00000-of-00002", "train-00001-of-00002",
+                        "nested/deeper/eval.tfrecord", "raw.tfrecord", "empty.tfrecord",
+                        "big.tfrecord", "damaged.tfrecord"}) {
+    struct stat st;
+    ASSERT_EQ(0, ::stat(absl::StrCat(*dir_, "/", f).c_str(), &st)) << f;
+    shard_bytes += static_cast<uint64_t>(st.st_size);
+  }
+  EXPECT_EQ((shard_bytes + 4095) / 4096, r.st.f_blocks);
+  EXPECT_EQ(4096u, r.st.f_bsize);
+  EXPECT_EQ(255u, r.st.f_namemax);
+  const vfs::Stats s = fs_->GetStats();
+  EXPECT_EQ(7u, s.shards);
+  EXPECT_EQ(25u, s.records);
+  EXPECT_EQ(shard_bytes, s.shard_bytes);
+}
+
+// ---------------------------------------------------------------------------
+// Create() failures.
+
+class CreateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    a_ = MakeTempDir();
+    b_ = MakeTempDir();
+    ASSERT_FALSE(a_.empty());
+    ASSERT_FALSE(b_.empty());
+  }
+  void TearDown() override {
+    std::filesystem::remove_all(a_);
+    std::filesystem::remove_all(b_);
+  }
+  std::string a_, b_;
+};
+
+TEST_F(CreateTest, TwoSourcesWithTheSameRootNameFail) {
+  WriteShard(a_ + "/train.tfrecord", {"x"});
+  WriteShard(b_ + "/train.tfrecord", {"y"});
+  WriteShard(b_ + "/other.tfrecord", {"z"});
+  vfs::Options o;
+  o.sources = {a_, b_};
+  auto fs = vfs::Filesystem::Create(o);
+  ASSERT_FALSE(fs.ok());
+  EXPECT_EQ(absl::StatusCode::kAlreadyExists, fs.status().code());
+  EXPECT_THAT(fs.status().message(), HasSubstr("'train.tfrecord'"));
+  EXPECT_THAT(fs.status().message(), HasSubstr(a_ + "/train.tfrecord"));
+  EXPECT_THAT(fs.status().message(), HasSubstr(b_ + "/train.tfrecord"));
+
+  // Two file sources with the same base name.
+  o.sources = {a_ + "/train.tfrecord", b_ + "/train.tfrecord"};
+  fs = vfs::Filesystem::Create(o);
+  ASSERT_FALSE(fs.ok());
+  EXPECT_EQ(absl::StatusCode::kAlreadyExists, fs.status().code());
+  EXPECT_THAT(fs.status().message(), HasSubstr("train.tfrecord"));
+
+  // A directory source and a file source colliding.
+  o.sources = {a_, b_ + "/train.tfrecord"};
+  EXPECT_FALSE(vfs::Filesystem::Create(o).ok());
+}
+
+TEST_F(CreateTest, DistinctSourcesMerge) {
+  WriteShard(a_ + "/a.tfrecord", {"x"});
+  WriteShard(b_ + "/b.tfrecord", {"y", "z"});
+  vfs::Options o;
+  o.sources = {a_, b_ + "/b.tfrecord"};
+  auto fs = vfs::Filesystem::Create(o);
+  ASSERT_TRUE(fs.ok()) << fs.status();
+  Ops ops{fs->get(), OpsOptions{}};
+  DirReply r = DoReadDir(ops, FUSE_ROOT_ID, 4096, 0, false);
+  EXPECT_THAT(Names(ParseDirents(r.buf, false)), ElementsAre(".", "..", "a.tfrecord", "b.tfrecord"));
+  EXPECT_EQ(3u, DoStatfs(ops).st.f_files);
+}
+
+TEST_F(CreateTest, MissingSourceFails) {
+  vfs::Options o;
+  o.sources = {a_ + "/does-not-exist"};
+  auto fs = vfs::Filesystem::Create(o);
+  ASSERT_FALSE(fs.ok());
+  EXPECT_THAT(fs.status().message(), HasSubstr("does-not-exist"));
+  EXPECT_EQ(ENOENT, ToErrno(fs.status()));
+  o.sources = {};
+  EXPECT_FALSE(vfs::Filesystem::Create(o).ok());
+}
+
+}  // namespace
+}  // namespace tfrecordfs::fuse
