@@ -80,8 +80,11 @@ absl::StatusOr<bool> Exists(const std::string& path) {
 // Unlinks a file; a missing one is fine. Returns whether it was there.
 absl::StatusOr<bool> UnlinkIfExists(const std::string& path) {
   if (::unlink(path.c_str()) == 0) return true;
-  if (errno == ENOENT) return false;
-  return ErrnoError(errno, absl::StrCat("unlink ", path));
+  const int err = errno;
+  // A read-only file system says EROFS even for a name that is not there.
+  struct stat st;
+  if (err == ENOENT || (::lstat(path.c_str(), &st) != 0 && errno == ENOENT)) return false;
+  return ErrnoError(err, absl::StrCat("unlink ", path));
 }
 
 // rm -r without following symlinks; a missing path is fine.
@@ -323,9 +326,9 @@ absl::Status Packer::Plan() {
 absl::Status Packer::WriteShard(const PlannedShard& shard, bool first) {
   const std::string tmp = Join(output_dir_, TempShardName(shard.name));
   const std::string final_path = Join(output_dir_, shard.name);
-  created_.push_back(tmp);
   auto fd = OpenFile(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (!fd.ok()) return fd.status();
+  created_.push_back(tmp);
   record::ShardWriter writer(std::move(*fd), tmp);
   for (size_t k = 0; k < shard.count; ++k) {
     const PlannedRecord& r = records_[shard.first + k];

@@ -692,7 +692,9 @@ TEST_P(CrashTest, RecoverThenPackGivesEveryRecordExactlyOnce) {
     PackReport report = Pack(o);
     ASSERT_TRUE(report.status.ok()) << report.status;
     ASSERT_EQ(report.left.size(), 1u);
-    if (done) EXPECT_TRUE(report.shards.empty()) << report.Summary();
+    if (done) {
+      EXPECT_TRUE(report.shards.empty()) << report.Summary();
+    }
   }
 
   std::multiset<std::string> packed;
