@@ -404,7 +404,9 @@ void LlCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
 
 void LlMknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t) {
   if (!S_ISREG(mode)) {
-    fuse_reply_err(req, EPERM);  // only regular files and folders can be staged
+    // Only regular files and folders can be staged; outside staging/ every
+    // write is EROFS, whatever the node type.
+    fuse_reply_err(req, vfs::SpaceOf(parent) == vfs::Space::kStaging ? EPERM : EROFS);
     return;
   }
   CreateReply r = DoCreate(OpsOf(req), parent, name, mode, O_WRONLY | O_EXCL);

@@ -361,7 +361,9 @@ std::string Mount::Start(const std::vector<std::string>& sources,
   stderr_path_ = dir_.path() + "/daemon.stderr";
   const std::string stdout_path = dir_.path() + "/daemon.stdout";
 
-  std::vector<std::string> args = {BinaryPath(), "-f"};
+  const std::string out_dir = dir_.Subdir("out");
+  std::vector<std::string> args = {BinaryPath(), "-f", "-o",
+                                   "staging_dir=" + dir_.path() + "/store,output_dir=" + out_dir};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   args.insert(args.end(), sources.begin(), sources.end());
   args.push_back(mountpoint_);
@@ -515,6 +517,20 @@ void WalkInto(const std::string& abs, const std::string& rel, bool read_files,
 }
 
 }  // namespace
+
+bool RemoveEmptyStaging(std::map<std::string, WalkedNode>* walked) {
+  const std::string name = Mount::kStagingName;
+  auto it = walked->find(name);
+  if (it == walked->end()) return false;
+  const bool ok = S_ISDIR(it->second.mode) && it->second.error == 0;
+  it = walked->erase(it);
+  bool empty = true;
+  while (it != walked->end() && it->first.rfind(name + "/", 0) == 0) {
+    empty = false;
+    it = walked->erase(it);
+  }
+  return ok && empty;
+}
 
 std::map<std::string, WalkedNode> WalkTree(const std::string& root, bool read_files) {
   std::map<std::string, WalkedNode> out;

@@ -103,8 +103,11 @@ class Mount {
   Mount& operator=(const Mount&) = delete;
 
   // Starts the daemon on a fresh mountpoint and waits until it is mounted.
-  // `extra_args` go before the sources (e.g. {"-o", "nosplice"}). Returns ""
-  // on success, else a message with the daemon's stderr.
+  // `extra_args` go before the sources (e.g. {"-o", "nosplice"}). The
+  // staging store and the pack output directory are kept inside this
+  // Mount's temp directory (-o staging_dir=...,output_dir=...), so a test
+  // never touches $HOME or the sources. Returns "" on success, else a
+  // message with the daemon's stderr.
   std::string Start(const std::vector<std::string>& sources,
                     const std::vector<std::string>& extra_args = {});
 
@@ -113,6 +116,8 @@ class Mount {
   int Stop(std::string* error);
 
   const std::string& mountpoint() const { return mountpoint_; }
+  // The writable folder every mount shows at its root (README, "Staging").
+  static constexpr char kStagingName[] = "staging";
   std::string path(const std::string& rel) const { return mountpoint_ + "/" + rel; }
   // Everything the daemon wrote to stderr so far.
   std::string Stderr() const;
@@ -143,6 +148,10 @@ struct WalkedNode {
 // the root itself is not included. A directory that cannot be listed keeps
 // its errno in `error` and has no children listed.
 std::map<std::string, WalkedNode> WalkTree(const std::string& root, bool read_files = true);
+
+// Removes the staging folder from a walk of a mount root. Returns true when
+// it was there as an empty directory (nothing staged), false otherwise.
+bool RemoveEmptyStaging(std::map<std::string, WalkedNode>* walked);
 
 // ---- implementation of the template ----
 

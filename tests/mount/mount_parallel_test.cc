@@ -117,6 +117,7 @@ void RunParallelReaders(const std::vector<std::string>& mount_args) {
         // WalkTree reports through gtest, which is thread-safe on Linux.
         walked = WalkTree(m.mountpoint(), /*read_files=*/false);
       }
+      if (!RemoveEmptyStaging(&walked)) fail("no empty staging/ folder at the root");
       size_t got_files = 0, got_dirs = 0, bad = 0;
       for (const auto& [rel, node] : walked) {
         if (node.error != 0) ++bad;
