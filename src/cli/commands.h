@@ -13,6 +13,9 @@ int PackMain(int argc, char** argv);
 // `tfrecordfs unmount MOUNTPOINT` (unmount_cmd.cc)
 int UnmountMain(int argc, char** argv);
 
+// `tfrecordfs index [--index-dir PATH] [--force] SOURCE...` (index_cmd.cc)
+int IndexMain(int argc, char** argv);
+
 }  // namespace tfrecordfs::cli
 
 #endif  // TFRECORDFS_CLI_COMMANDS_H_

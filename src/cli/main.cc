@@ -18,6 +18,7 @@
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/fuse/session.h"
+#include "tfrecordfs/index/index_store.h"
 #include "tfrecordfs/repack/pack.h"
 #include "tfrecordfs/staging/store.h"
 #include "tfrecordfs/vfs/filesystem.h"
@@ -41,6 +42,7 @@ constexpr int kExitError = 1;
 constexpr char kUsage[] = R"(Usage: tfrecordfs [options] SOURCE... MOUNTPOINT
        tfrecordfs unmount MOUNTPOINT
        tfrecordfs pack [--shard-size SIZE] [--prefix NAME] DIR OUTPUT_DIR
+       tfrecordfs index [--index-dir PATH] [--force] SOURCE...
 
 Mounts TensorFlow TFRecord shards as directories: one directory per shard,
 one per record, one file per feature. SOURCE is a shard file or a directory
@@ -56,6 +58,10 @@ Options:
                      default_permissions, fsname=...) and these:
        cache_records=N   parsed records kept in memory (default 4096)
        index_threads=N   threads for the header walk (default: CPUs, max 16)
+       index_dir=PATH    read shard indexes from PATH first (read-only; made
+                         by `tfrecordfs index --index-dir PATH`)
+       noindexcache      neither read nor write the per-user index cache
+                         (~/.cache/tfrecordfs/index)
        nosplice          copy read data instead of splicing it from shards
        timeout=SECONDS   kernel cache time for names and attributes
                          (default 86400: shard data is immutable)
@@ -87,6 +93,8 @@ struct CliOptions {
   std::vector<std::string> positional;
   std::string staging_dir;
   repack::PackOptions pack;
+  std::string index_dir;
+  bool index_cache = true;
 };
 
 int Usage(const std::string& message) {
@@ -111,6 +119,10 @@ std::string TakeMountOptions(absl::string_view list, CliOptions* cli) {
       if (!absl::SimpleAtoi(*v, &cli->vfs.index_threads) || cli->vfs.index_threads < 0) {
         return "index_threads needs a number";
       }
+    } else if (auto v = value_of("index_dir")) {
+      cli->index_dir = std::string(*v);
+    } else if (opt == "noindexcache") {
+      cli->index_cache = false;
     } else if (auto v = value_of("timeout")) {
       double t;
       if (!absl::SimpleAtod(*v, &t) || t < 0) return "timeout needs a number of seconds";
@@ -152,6 +164,7 @@ std::string TakeMountOptions(absl::string_view list, CliOptions* cli) {
 int Main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "pack") return cli::PackMain(argc - 1, argv + 1);
   if (argc >= 2 && std::string(argv[1]) == "unmount") return cli::UnmountMain(argc - 1, argv + 1);
+  if (argc >= 2 && std::string(argv[1]) == "index") return cli::IndexMain(argc - 1, argv + 1);
   CliOptions cli;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -226,11 +239,21 @@ int Main(int argc, char** argv) {
   ::unlink((*store)->report_path().c_str());
   cli.vfs.staging = store->get();
 
+  // Shard indexes: from -o index_dir, else the per-user cache, else walked
+  // (and then saved to the cache). See index/index_store.h.
+  index::IndexStore index_store({.cache_dir = cli.index_cache ? index::DefaultCacheDir() : "",
+                                 .shared_dir = cli.index_dir,
+                                 .durable = false});
+  cli.vfs.load_index = [&index_store](int fd, const std::string& path,
+                                      const std::string& mount_path, const struct stat& st) {
+    return index_store.Load(fd, path, mount_path, st);
+  };
   auto fs = vfs::Filesystem::Create(cli.vfs);
   if (!fs.ok()) {
     log::Error(fs.status().message());
     return kExitError;
   }
+  log::Info(index_store.Summary());
   fs_for_hints = fs->get();
   const vfs::Stats stats = (*fs)->GetStats();
   log::Info("indexed ", stats.records, " record(s) in ", stats.shards, " shard(s); mounting on ",

@@ -1,6 +1,7 @@
 #include "tfrecordfs/index/shard_index.h"
 
 #include "absl/strings/match.h"
+#include "absl/strings/strip.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/record/format.h"
 

@@ -147,7 +147,19 @@ struct Probed {
   std::shared_ptr<const index::ShardIndex> index;
 };
 
-Probed ProbeAndIndex(const TreeNode& node) {
+// The node's path inside the mount ("train/x.tfrecord").
+std::string MountPath(const Filesystem::Tree& tree, uint64_t i) {
+  std::vector<uint64_t> chain;
+  for (; i != 0; i = tree.nodes[i].parent) chain.push_back(i);
+  std::string out;
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    absl::StrAppend(&out, out.empty() ? "" : "/", tree.nodes[*it].name);
+  }
+  return out;
+}
+
+Probed ProbeAndIndex(const Filesystem::Tree& tree, uint64_t i, const Options& options) {
+  const TreeNode& node = tree.nodes[i];
   Probed out;
   auto fd = OpenFile(node.real_path, O_RDONLY);
   if (!fd.ok()) {
@@ -172,7 +184,9 @@ Probed ProbeAndIndex(const TreeNode& node) {
     }
     return out;
   }
-  auto idx = index::BuildShardIndex(fd->get(), node.real_path, st);
+  auto idx = options.load_index
+                 ? options.load_index(fd->get(), node.real_path, MountPath(tree, i), st)
+                 : index::BuildShardIndex(fd->get(), node.real_path, st);
   if (!idx.ok()) {
     out.status = idx.status();
     return out;
@@ -246,7 +260,7 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
   std::atomic<size_t> next{0};
   auto worker = [&] {
     for (size_t k; (k = next.fetch_add(1)) < files.size();) {
-      probed[k] = ProbeAndIndex(tree.nodes[files[k]]);
+      probed[k] = ProbeAndIndex(tree, files[k], options);
     }
   };
   std::vector<std::thread> pool;

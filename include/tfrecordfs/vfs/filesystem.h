@@ -48,6 +48,14 @@ struct Options {
   // of the same name is a Create() error.
   staging::Store* staging = nullptr;
   std::string staging_name = "staging";
+  // Supplies a shard's index in place of walking it (e.g. from the on-disk
+  // index store, index/index_store.h). Called from the walk threads, so it
+  // must be thread-safe. `fd` is the open shard, `path` how it was reached,
+  // `mount_path` where the mount shows it ("train/x.tfrecord"). Unset: every
+  // shard is walked with index::BuildShardIndex.
+  std::function<absl::StatusOr<std::shared_ptr<const index::ShardIndex>>(
+      int fd, const std::string& path, const std::string& mount_path, const struct stat& st)>
+      load_index;
 };
 
 struct Attr {

@@ -1,0 +1,140 @@
+// Persistent shard indexes: a header walk is done once and kept on disk, so
+// the next mount of the same shards only reads small index files.
+//
+// Where index files live:
+//   - the per-user cache (read and written):
+//       ${XDG_CACHE_HOME:-~/.cache}/tfrecordfs/index/<name>-<hash>.tfri
+//     <name> is the shard's base name (cut to 64 bytes), <hash> 16 hex
+//     digits of a 64-bit FNV-1a hash of the shard's real path;
+//   - a shared index directory (-o index_dir=PATH; read-only for the mount,
+//     written by `tfrecordfs index --index-dir PATH`), checked first. Its
+//     layout mirrors the mount: the index of the shard the mount shows as
+//     `train/x-00001-of-01024.tfrecord` is PATH/train/x-00001-of-01024.tfrecord.tfri.
+//     Machines that see the dataset at different paths thus share one index
+//     directory; the shard's path is not compared there, its base name is.
+//
+// When a stored index is used (index_file.h has the format):
+//   valid  size, mtime (ns) and the fingerprint (the first and the last
+//          record's 12 header bytes, re-read from the shard) all match, and
+//          in the cache also the real path;
+//   grown  the shard is larger, its stored walk was clean and ended at the
+//          stored size, and both fingerprint headers still match: only the
+//          new tail is walked, from the old end. A tail with any damage is
+//          walked again from the start, so the result always equals a full
+//          walk;
+//   else   the shard is walked in full.
+// A rebuilt or extended index is written back (to the cache, or with
+// write_shared to the shared directory). Stored indexes are never trusted
+// beyond these checks: a torn, corrupt or other-version file is rebuilt.
+//
+// A cache that cannot be written (read-only home, full disk) is reported
+// once with a warning and then left alone; loading goes on.
+//
+// Thread-safety: Load() may run on many threads at once; the counters are
+// atomic.
+#ifndef TFRECORDFS_INDEX_INDEX_STORE_H_
+#define TFRECORDFS_INDEX_INDEX_STORE_H_
+
+#include <sys/stat.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "tfrecordfs/index/index_file.h"
+#include "tfrecordfs/index/shard_index.h"
+
+namespace tfrecordfs::index {
+
+struct StoreOptions {
+  // The per-user cache, read and written; "" for none. IndexStore::Default
+  // fills in DefaultCacheDir().
+  std::string cache_dir;
+  // The shared directory, checked before the cache; "" for none.
+  std::string shared_dir;
+  // Write new indexes into shared_dir (the `index --index-dir` command)
+  // instead of the cache; the cache is then neither read nor written.
+  bool write_shared = false;
+  // Ignore stored indexes and walk every shard (they are still written).
+  bool force_walk = false;
+  // Make written index files durable (fsync of the file and its directory).
+  // The trailing CRC already makes a torn file harmless, so the mount's cache
+  // may skip this; the shared directory should not.
+  bool durable = true;
+};
+
+// ${XDG_CACHE_HOME:-$HOME/.cache}/tfrecordfs/index, or "" when neither
+// variable is set.
+std::string DefaultCacheDir();
+
+// Where an index came from.
+enum class IndexSource { kSharedDir, kCache, kGrown, kWalked };
+absl::string_view IndexSourceName(IndexSource source);
+
+struct LoadInfo {
+  IndexSource source = IndexSource::kWalked;
+  std::string stored_path;   // the index file used or written ("" if none)
+  std::string why_walked;    // for kGrown / kWalked: why no stored index served
+  absl::Status save_status;  // the write-back (OK when nothing was written)
+};
+
+// Totals over every Load() so far.
+struct StoreStats {
+  uint64_t from_shared = 0;
+  uint64_t from_cache = 0;
+  uint64_t grown = 0;
+  uint64_t walked = 0;
+  uint64_t records = 0;
+  uint64_t bytes = 0;  // shard bytes covered
+  uint64_t save_failures = 0;
+};
+
+class IndexStore {
+ public:
+  explicit IndexStore(StoreOptions options);
+
+  // The index of the open shard `fd` (stat `st`), from a stored index when
+  // one is valid, else by walking (all of it, or only the tail of a grown
+  // shard) and writing the result back. `path` is how the shard was reached
+  // (its real path keys the cache); `mount_path` is where the mount shows it
+  // (it keys the shared directory). Errors are the walk's I/O errors only: a
+  // bad stored index or a failed write-back is not an error (see `info`).
+  absl::StatusOr<std::shared_ptr<const ShardIndex>> Load(int fd, const std::string& path,
+                                                         const std::string& mount_path,
+                                                         const struct stat& st,
+                                                         LoadInfo* info = nullptr);
+
+  // The index file names for a shard.
+  std::string CachePath(const std::string& real_path) const;
+  std::string SharedPath(const std::string& mount_path) const;
+
+  const StoreOptions& options() const { return options_; }
+  StoreStats stats() const;
+  // One line, e.g. "1024 shard(s) indexed: 1024 from the cache (DIR)".
+  std::string Summary() const;
+
+ private:
+  absl::Status Save(const std::string& target, const IndexFile& file);
+
+  const StoreOptions options_;
+  std::atomic<uint64_t> from_shared_{0}, from_cache_{0}, grown_{0}, walked_{0};
+  std::atomic<uint64_t> records_{0}, bytes_{0}, save_failures_{0};
+  std::atomic<bool> cache_unwritable_{false};
+  std::once_flag made_cache_dir_;
+  absl::Status cache_dir_status_;  // set once under made_cache_dir_
+};
+
+// Extends `old`, the clean walk of the first old.file_size bytes of a shard,
+// over the shard's bytes up to `file_size`. Returns NotFound when the new tail
+// is damaged (the caller walks the whole shard), and I/O errors.
+absl::StatusOr<record::WalkResult> WalkGrownTail(int fd, absl::string_view path,
+                                                 const IndexFile& old, uint64_t file_size);
+
+}  // namespace tfrecordfs::index
+
+#endif  // TFRECORDFS_INDEX_INDEX_STORE_H_

@@ -1,0 +1,126 @@
+#include "tfrecordfs/index/index_file.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "tfrecordfs/base/coding.h"
+#include "tfrecordfs/base/crc32c.h"
+
+namespace tfrecordfs::index {
+
+namespace {
+
+// Field offsets in the fixed header (see the diagram in index_file.h).
+constexpr size_t kVersionAt = 8;
+constexpr size_t kFlagsAt = 12;
+constexpr size_t kFileSizeAt = 16;
+constexpr size_t kMtimeAt = 24;
+constexpr size_t kFirstHeaderAt = 32;
+constexpr size_t kLastHeaderAt = 44;
+constexpr size_t kNumRecordsAt = 56;
+constexpr size_t kNumProblemsAt = 64;
+constexpr size_t kPathLengthAt = 68;
+static_assert(kPathLengthAt + 4 == kIndexHeaderSize);
+static_assert(kIndexHeaderSize % 8 == 0, "offsets must start 8-byte aligned");
+
+absl::Status Bad(absl::string_view what) {
+  return absl::DataLossError(absl::StrCat("not a valid index file: ", what));
+}
+
+}  // namespace
+
+std::string EncodeIndexFile(const IndexFile& file) {
+  const uint64_t n = file.num_records();
+  size_t problem_bytes = 0;
+  for (const auto& p : file.walk.problems) problem_bytes += 12 + p.message.size();
+  std::string out;
+  out.reserve(kIndexHeaderSize + 8 * (n + 1) + problem_bytes + file.path.size() +
+              kIndexTrailerSize);
+  out.append(kIndexMagic, sizeof kIndexMagic);
+  PutFixed32(&out, kIndexVersion);
+  PutFixed32(&out, 0);  // flags
+  PutFixed64(&out, file.file_size);
+  PutFixed64(&out, static_cast<uint64_t>(file.mtime_ns));
+  out.append(file.first_header.data(), file.first_header.size());
+  out.append(file.last_header.data(), file.last_header.size());
+  PutFixed64(&out, n);
+  PutFixed32(&out, static_cast<uint32_t>(file.walk.problems.size()));
+  PutFixed32(&out, static_cast<uint32_t>(file.path.size()));
+  if (file.walk.offsets.empty()) {
+    PutFixed64(&out, 0);
+  } else {
+    const size_t at = out.size();
+    out.resize(at + 8 * file.walk.offsets.size());
+    char* p = out.data() + at;
+    for (uint64_t v : file.walk.offsets) {
+      EncodeFixed64(p, v);
+      p += 8;
+    }
+  }
+  for (const auto& p : file.walk.problems) {
+    PutFixed64(&out, p.offset);
+    PutFixed32(&out, static_cast<uint32_t>(p.message.size()));
+    out.append(p.message);
+  }
+  out.append(file.path);
+  PutFixed32(&out, crc32c::Value(out.data(), out.size()));
+  return out;
+}
+
+absl::StatusOr<IndexFile> DecodeIndexFile(absl::string_view bytes) {
+  if (bytes.size() < kIndexHeaderSize + 8 + kIndexTrailerSize) return Bad("too short");
+  if (std::memcmp(bytes.data(), kIndexMagic, sizeof kIndexMagic) != 0) return Bad("bad magic");
+  const char* h = bytes.data();
+  const uint32_t stored_crc = DecodeFixed32(h + bytes.size() - kIndexTrailerSize);
+  if (crc32c::Value(h, bytes.size() - kIndexTrailerSize) != stored_crc) {
+    return Bad("checksum mismatch (torn or damaged)");
+  }
+  const uint32_t version = DecodeFixed32(h + kVersionAt);
+  if (version != kIndexVersion) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("index file version ", version, " (this build reads ", kIndexVersion, ")"));
+  }
+  if (DecodeFixed32(h + kFlagsAt) != 0) return Bad("unknown flags");
+  IndexFile out;
+  out.file_size = DecodeFixed64(h + kFileSizeAt);
+  out.mtime_ns = static_cast<int64_t>(DecodeFixed64(h + kMtimeAt));
+  std::memcpy(out.first_header.data(), h + kFirstHeaderAt, out.first_header.size());
+  std::memcpy(out.last_header.data(), h + kLastHeaderAt, out.last_header.size());
+  const uint64_t n = DecodeFixed64(h + kNumRecordsAt);
+  const uint32_t num_problems = DecodeFixed32(h + kNumProblemsAt);
+  const uint32_t path_length = DecodeFixed32(h + kPathLengthAt);
+  const size_t body = bytes.size() - kIndexHeaderSize - kIndexTrailerSize;
+  // Every record takes at least 16 bytes of the shard, which bounds n
+  // before any multiplication can overflow.
+  if (n > out.file_size / record::kFramingOverhead || (n + 1) > body / 8) {
+    return Bad("record count does not fit");
+  }
+  const char* p = h + kIndexHeaderSize;
+  const char* const end = h + bytes.size() - kIndexTrailerSize;
+  out.walk.file_size = out.file_size;
+  out.walk.offsets.resize(n + 1);
+  uint64_t prev = 0;
+  for (uint64_t i = 0; i <= n; ++i, p += 8) {
+    const uint64_t v = DecodeFixed64(p);
+    if (v < prev || v > out.file_size) return Bad("offsets out of order or past the shard size");
+    out.walk.offsets[i] = v;
+    prev = v;
+  }
+  out.walk.problems.reserve(num_problems);
+  for (uint32_t i = 0; i < num_problems; ++i) {
+    if (end - p < 12) return Bad("truncated problem list");
+    record::WalkProblem problem;
+    problem.offset = DecodeFixed64(p);
+    const uint32_t len = DecodeFixed32(p + 8);
+    p += 12;
+    if (static_cast<size_t>(end - p) < len) return Bad("truncated problem message");
+    problem.message.assign(p, len);
+    p += len;
+    out.walk.problems.push_back(std::move(problem));
+  }
+  if (static_cast<size_t>(end - p) != path_length) return Bad("sizes do not add up");
+  out.path.assign(p, path_length);
+  return out;
+}
+
+}  // namespace tfrecordfs::index

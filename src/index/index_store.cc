@@ -1,0 +1,346 @@
+#include "tfrecordfs/index/index_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/log.h"
+
+namespace tfrecordfs::index {
+
+namespace {
+
+int64_t MtimeNs(const struct stat& st) {
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+uint64_t Fnv1a64(absl::string_view s) {
+  uint64_t h = 14695981039346656037ull;
+  for (char c : s) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+std::string RealPath(const std::string& path) {
+  char buf[PATH_MAX];
+  if (::realpath(path.c_str(), buf) != nullptr) return buf;
+  return path;
+}
+
+// Reads a whole (small) file with one read after fstat. NotFound when absent.
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return absl::NotFoundError(path);
+    return ErrnoError(errno, path);
+  }
+  UniqueFd owner(fd);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return ErrnoError(errno, path);
+  std::string out(static_cast<size_t>(st.st_size), '\0');
+  auto got = PreadUpTo(fd, out.data(), out.size(), 0, path);
+  if (!got.ok()) return got.status();
+  out.resize(*got);
+  return out;
+}
+
+// mkdir -p.
+absl::Status MakeDirs(const std::string& dir) {
+  if (dir.empty() || dir == "/" || dir == ".") return absl::OkStatus();
+  if (::mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST) return absl::OkStatus();
+  if (errno != ENOENT) return ErrnoError(errno, absl::StrCat("mkdir ", dir));
+  if (auto s = MakeDirs(Dirname(dir)); !s.ok()) return s;
+  if (::mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST) return absl::OkStatus();
+  return ErrnoError(errno, absl::StrCat("mkdir ", dir));
+}
+
+// Temp file + rename, without fsync: readers see the old file, the new one,
+// or (after a power cut) possibly a torn one, which the trailing CRC turns
+// into a rebuild. For a cache that is the right trade: a durable write costs
+// two fsyncs per shard, more than walking a small shard.
+absl::Status WriteFileReplacing(const std::string& path, absl::string_view contents) {
+  static std::atomic<uint64_t> counter{0};
+  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid(), ".", counter.fetch_add(1));
+  auto fd = OpenFile(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (!fd.ok()) return fd.status();
+  absl::Status s = WriteFull(fd->get(), contents.data(), contents.size(), tmp);
+  if (s.ok()) s = fd->Close();
+  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
+    s = ErrnoError(errno, absl::StrCat("rename ", tmp, " -> ", path));
+  }
+  if (!s.ok()) ::unlink(tmp.c_str());
+  return s;
+}
+
+absl::StatusOr<HeaderBytes> ReadHeaderAt(int fd, const std::string& path, uint64_t offset) {
+  HeaderBytes h{};
+  if (auto s = PreadFull(fd, h.data(), h.size(), offset, path); !s.ok()) return s;
+  return h;
+}
+
+enum class Verdict { kValid, kGrown, kStale };
+
+struct Check {
+  Verdict verdict = Verdict::kStale;
+  std::string why;  // for kStale
+};
+
+// Compares a stored index with the shard as it is now. The stored real path
+// must equal `real_path`, or with `same_name_only` (a shared directory, seen
+// from machines that mount the data at different paths) only its base name.
+Check CheckStored(const IndexFile& f, int fd, const std::string& shard_path,
+                  const std::string& real_path, bool same_name_only, const struct stat& st) {
+  Check c;
+  if (same_name_only ? Basename(f.path) != Basename(real_path) : f.path != real_path) {
+    c.why = absl::StrCat("made for ", f.path);
+    return c;
+  }
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  const bool same = f.file_size == size && f.mtime_ns == MtimeNs(st);
+  const bool grown = f.file_size < size && f.walk.problems.empty() &&
+                     f.walk.offsets.back() == f.file_size;
+  if (!same && !grown) {
+    c.why = f.file_size != size
+                ? absl::StrCat("size changed from ", f.file_size, " to ", size, " bytes")
+                : "mtime changed";
+    return c;
+  }
+  const uint64_t n = f.num_records();
+  if (n > 0) {
+    auto first = ReadHeaderAt(fd, shard_path, f.walk.offsets[0]);
+    auto last = ReadHeaderAt(fd, shard_path, f.walk.offsets[n - 1]);
+    if (!first.ok() || !last.ok() || *first != f.first_header || *last != f.last_header) {
+      c.why = "the first or last record header differs";
+      return c;
+    }
+  }
+  c.verdict = same ? Verdict::kValid : Verdict::kGrown;
+  return c;
+}
+
+absl::StatusOr<IndexFile> Fingerprint(int fd, const std::string& path, const std::string& real_path,
+                                      const struct stat& st, record::WalkResult walk) {
+  IndexFile f;
+  f.file_size = static_cast<uint64_t>(st.st_size);
+  f.mtime_ns = MtimeNs(st);
+  f.path = real_path;
+  f.walk = std::move(walk);
+  const uint64_t n = f.num_records();
+  if (n > 0) {
+    auto first = ReadHeaderAt(fd, path, f.walk.offsets[0]);
+    if (!first.ok()) return first.status();
+    auto last = ReadHeaderAt(fd, path, f.walk.offsets[n - 1]);
+    if (!last.ok()) return last.status();
+    f.first_header = *first;
+    f.last_header = *last;
+  }
+  return f;
+}
+
+}  // namespace
+
+std::string DefaultCacheDir() {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  if (xdg != nullptr && xdg[0] == '/') return absl::StrCat(xdg, "/tfrecordfs/index");
+  const char* home = std::getenv("HOME");
+  if (home != nullptr && home[0] != '\0') return absl::StrCat(home, "/.cache/tfrecordfs/index");
+  return "";
+}
+
+absl::string_view IndexSourceName(IndexSource source) {
+  switch (source) {
+    case IndexSource::kSharedDir:
+      return "index_dir";
+    case IndexSource::kCache:
+      return "cache";
+    case IndexSource::kGrown:
+      return "grown";
+    case IndexSource::kWalked:
+      return "walked";
+  }
+  return "?";
+}
+
+IndexStore::IndexStore(StoreOptions options) : options_(std::move(options)) {}
+
+std::string IndexStore::CachePath(const std::string& real_path) const {
+  std::string name = Basename(real_path);
+  if (name.size() > 64) name.resize(64);
+  return absl::StrFormat("%s/%s-%016x%s", options_.cache_dir, name, Fnv1a64(real_path),
+                         kIndexSuffix);
+}
+
+std::string IndexStore::SharedPath(const std::string& mount_path) const {
+  return absl::StrCat(options_.shared_dir, "/", mount_path, kIndexSuffix);
+}
+
+absl::StatusOr<record::WalkResult> WalkGrownTail(int fd, absl::string_view path,
+                                                 const IndexFile& old, uint64_t file_size) {
+  auto tail = record::WalkHeaders(fd, path, file_size, old.file_size);
+  if (!tail.ok()) return tail.status();
+  if (!tail->problems.empty()) {
+    // A damaged tail could resynchronise differently from a full walk (which
+    // may scan from inside the last old record): only a full walk is exact.
+    return absl::NotFoundError("the new tail is damaged");
+  }
+  record::WalkResult out;
+  out.file_size = file_size;
+  out.offsets.reserve(old.walk.offsets.size() + tail->offsets.size() - 1);
+  out.offsets.assign(old.walk.offsets.begin(), old.walk.offsets.end() - 1);
+  out.offsets.insert(out.offsets.end(), tail->offsets.begin(), tail->offsets.end());
+  return out;
+}
+
+absl::Status IndexStore::Save(const std::string& target, const IndexFile& file) {
+  const bool to_cache = !options_.write_shared;
+  if (to_cache) {
+    if (cache_unwritable_.load(std::memory_order_relaxed)) {
+      return absl::UnavailableError("the index cache is not writable");
+    }
+    std::call_once(made_cache_dir_, [&] { cache_dir_status_ = MakeDirs(options_.cache_dir); });
+  }
+  absl::Status s = to_cache ? cache_dir_status_ : MakeDirs(Dirname(target));
+  if (s.ok()) {
+    const std::string bytes = EncodeIndexFile(file);
+    s = options_.durable ? WriteFileAtomically(target, bytes) : WriteFileReplacing(target, bytes);
+  }
+  if (!s.ok()) {
+    save_failures_.fetch_add(1, std::memory_order_relaxed);
+    if (to_cache && !cache_unwritable_.exchange(true)) {
+      log::Warning("cannot write the index cache in ", options_.cache_dir, ": ", s.message(),
+                   "; going on without saving indexes (-o noindexcache silences this)");
+    }
+  }
+  return s;
+}
+
+absl::StatusOr<std::shared_ptr<const ShardIndex>> IndexStore::Load(int fd, const std::string& path,
+                                                                   const std::string& mount_path,
+                                                                   const struct stat& st,
+                                                                   LoadInfo* info) {
+  LoadInfo local;
+  if (info == nullptr) info = &local;
+  *info = LoadInfo();
+  const bool use_cache = !options_.write_shared && !options_.cache_dir.empty();
+  const std::string real_path = RealPath(path);
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+
+  struct Candidate {
+    std::string file;
+    bool shared;
+  };
+  std::vector<Candidate> candidates;
+  if (!options_.shared_dir.empty()) candidates.push_back({SharedPath(mount_path), true});
+  if (use_cache) candidates.push_back({CachePath(real_path), false});
+  const std::string target = options_.write_shared ? SharedPath(mount_path)
+                             : use_cache           ? CachePath(real_path)
+                                                   : "";
+
+  std::optional<IndexFile> base;  // a clean index of a prefix of the shard
+  std::string why;
+  for (const Candidate& c : options_.force_walk ? std::vector<Candidate>{} : candidates) {
+    auto bytes = ReadSmallFile(c.file);
+    if (!bytes.ok()) {
+      if (!absl::IsNotFound(bytes.status())) {
+        absl::StrAppend(&why, why.empty() ? "" : "; ", c.file, ": ", bytes.status().message());
+      }
+      continue;
+    }
+    auto file = DecodeIndexFile(*bytes);
+    if (!file.ok()) {
+      absl::StrAppend(&why, why.empty() ? "" : "; ", c.file, ": ", file.status().message());
+      continue;
+    }
+    Check check = CheckStored(*file, fd, path, real_path, c.shared, st);
+    if (check.verdict == Verdict::kValid) {
+      info->source = c.shared ? IndexSource::kSharedDir : IndexSource::kCache;
+      info->stored_path = c.file;
+      (c.shared ? from_shared_ : from_cache_).fetch_add(1, std::memory_order_relaxed);
+      records_.fetch_add(file->num_records(), std::memory_order_relaxed);
+      bytes_.fetch_add(size, std::memory_order_relaxed);
+      log::Debug(path, ": index loaded from the ", c.shared ? "index_dir" : "cache", " (",
+                 c.file, "): ", file->num_records(), " record(s)");
+      return std::make_shared<const ShardIndex>(path, size, MtimeNs(st), std::move(file->walk));
+    }
+    if (check.verdict == Verdict::kGrown) {
+      if (!base) base = std::move(*file);
+      absl::StrAppend(&why, why.empty() ? "" : "; ", c.file, ": the shard grew");
+      continue;
+    }
+    absl::StrAppend(&why, why.empty() ? "" : "; ", c.file, ": stale (", check.why, ")");
+  }
+  if (options_.force_walk) why = "forced";
+  if (why.empty()) why = "no stored index";
+
+  std::optional<record::WalkResult> walk;
+  if (base) {
+    auto tail = WalkGrownTail(fd, path, *base, size);
+    if (tail.ok()) {
+      walk = std::move(*tail);
+      info->source = IndexSource::kGrown;
+      grown_.fetch_add(1, std::memory_order_relaxed);
+    } else if (!absl::IsNotFound(tail.status())) {
+      return tail.status();
+    }
+  }
+  if (!walk) {
+    auto full = record::WalkHeaders(fd, path, size);
+    if (!full.ok()) return full.status();
+    walk = std::move(*full);
+    info->source = IndexSource::kWalked;
+    walked_.fetch_add(1, std::memory_order_relaxed);
+  }
+  info->why_walked = why;
+  log::Debug(path, ": ", info->source == IndexSource::kGrown ? "walked the new tail" : "walked",
+             " (", why, ")");
+  auto file = Fingerprint(fd, path, real_path, st, std::move(*walk));
+  if (!file.ok()) return file.status();
+  records_.fetch_add(file->num_records(), std::memory_order_relaxed);
+  bytes_.fetch_add(size, std::memory_order_relaxed);
+  if (!target.empty()) {
+    info->save_status = Save(target, *file);
+    if (info->save_status.ok()) info->stored_path = target;
+  }
+  return std::make_shared<const ShardIndex>(path, size, MtimeNs(st), std::move(file->walk));
+}
+
+StoreStats IndexStore::stats() const {
+  StoreStats s;
+  s.from_shared = from_shared_.load();
+  s.from_cache = from_cache_.load();
+  s.grown = grown_.load();
+  s.walked = walked_.load();
+  s.records = records_.load();
+  s.bytes = bytes_.load();
+  s.save_failures = save_failures_.load();
+  return s;
+}
+
+std::string IndexStore::Summary() const {
+  const StoreStats s = stats();
+  std::string out = absl::StrCat(s.from_shared + s.from_cache + s.grown + s.walked,
+                                 " shard index(es): ");
+  std::vector<std::string> parts;
+  if (s.from_shared) parts.push_back(absl::StrCat(s.from_shared, " from index_dir ", options_.shared_dir));
+  if (s.from_cache) parts.push_back(absl::StrCat(s.from_cache, " from the cache ", options_.cache_dir));
+  if (s.grown) parts.push_back(absl::StrCat(s.grown, " grown (tail walked)"));
+  if (s.walked) parts.push_back(absl::StrCat(s.walked, " walked"));
+  if (parts.empty()) parts.push_back("none");
+  for (size_t i = 0; i < parts.size(); ++i) absl::StrAppend(&out, i ? ", " : "", parts[i]);
+  if (s.save_failures) absl::StrAppend(&out, "; ", s.save_failures, " not saved");
+  return out;
+}
+
+}  // namespace tfrecordfs::index
