@@ -205,13 +205,15 @@ absl::StatusOr<record::WalkResult> WalkGrownTail(int fd, absl::string_view path,
 
 absl::Status IndexStore::Save(const std::string& target, const IndexFile& file) {
   const bool to_cache = !options_.write_shared;
-  if (to_cache) {
-    if (cache_unwritable_.load(std::memory_order_relaxed)) {
-      return absl::UnavailableError("the index cache is not writable");
-    }
+  absl::Status s;
+  if (!to_cache) {
+    s = MakeDirs(Dirname(target));
+  } else if (cache_unwritable_.load(std::memory_order_relaxed)) {
+    s = absl::UnavailableError("the index cache is not writable");
+  } else {
     std::call_once(made_cache_dir_, [&] { cache_dir_status_ = MakeDirs(options_.cache_dir); });
+    s = cache_dir_status_;
   }
-  absl::Status s = to_cache ? cache_dir_status_ : MakeDirs(Dirname(target));
   if (s.ok()) {
     const std::string bytes = EncodeIndexFile(file);
     s = options_.durable ? WriteFileAtomically(target, bytes) : WriteFileReplacing(target, bytes);

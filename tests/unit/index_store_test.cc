@@ -1,0 +1,460 @@
+// The persistent index: .tfri encoding, and the store's rules for when a
+// saved index may be used (valid), extended (grown) or must be rebuilt.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tfrecordfs/base/coding.h"
+#include "tfrecordfs/base/crc32c.h"
+#include "tfrecordfs/base/file.h"
+#include "tfrecordfs/index/index_file.h"
+#include "tfrecordfs/index/index_store.h"
+#include "tfrecordfs/index/shard_index.h"
+#include "tfrecordfs/record/writer.h"
+
+namespace tfrecordfs::index {
+namespace {
+
+std::string Framed(int first, int count, size_t size = 10) {
+  std::string out;
+  for (int i = first; i < first + count; ++i) {
+    record::AppendFramed(&out, std::string(size + static_cast<size_t>(i % 7), 'a' + i % 26));
+  }
+  return out;
+}
+
+void WriteBytes(const std::string& path, const std::string& bytes, int flags = O_TRUNC) {
+  auto fd = OpenFile(path, O_WRONLY | O_CREAT | flags, 0644);
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  ASSERT_TRUE(WriteFull(fd->get(), bytes.data(), bytes.size(), path).ok());
+}
+
+std::string ReadBytes(const std::string& path) {
+  auto s = ReadFileToString(path);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? *s : "";
+}
+
+// Overwrites bytes in place and puts the old mtime back, so only the
+// fingerprint can notice.
+void PatchKeepingMtime(const std::string& path, uint64_t offset, const std::string& bytes) {
+  struct stat before;
+  ASSERT_EQ(0, ::stat(path.c_str(), &before));
+  auto fd = OpenFile(path, O_WRONLY);
+  ASSERT_TRUE(fd.ok());
+  ASSERT_EQ(static_cast<ssize_t>(bytes.size()),
+            ::pwrite(fd->get(), bytes.data(), bytes.size(), static_cast<off_t>(offset)));
+  const struct timespec times[2] = {before.st_atim, before.st_mtim};
+  ASSERT_EQ(0, ::futimens(fd->get(), times));
+}
+
+class IndexStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/index_store_test.XXXXXX";
+    ASSERT_NE(nullptr, ::mkdtemp(tmpl));
+    dir_ = tmpl;
+    shard_ = dir_ + "/data-00000-of-00001.tfrecord";
+    cache_ = dir_ + "/cache";
+    WriteBytes(shard_, Framed(0, 50));
+  }
+  void TearDown() override {
+    ASSERT_EQ(0, std::system(("rm -rf '" + dir_ + "'").c_str()));
+  }
+
+  StoreOptions CacheOnly() const {
+    StoreOptions o;
+    o.cache_dir = cache_;
+    o.durable = false;
+    return o;
+  }
+
+  // Loads `path` through `store`; returns the index and fills *info.
+  std::shared_ptr<const ShardIndex> Load(IndexStore& store, LoadInfo* info,
+                                         const std::string& path = "") {
+    const std::string p = path.empty() ? shard_ : path;
+    auto fd = OpenFile(p, O_RDONLY);
+    EXPECT_TRUE(fd.ok()) << fd.status();
+    if (!fd.ok()) return nullptr;
+    struct stat st;
+    EXPECT_EQ(0, ::fstat(fd->get(), &st));
+    auto idx = store.Load(fd->get(), p, Basename(p), st, info);
+    EXPECT_TRUE(idx.ok()) << idx.status();
+    return idx.ok() ? *idx : nullptr;
+  }
+
+  // The offsets a full walk gives today.
+  std::vector<uint64_t> FullWalk(const std::string& path = "") {
+    const std::string p = path.empty() ? shard_ : path;
+    auto fd = OpenFile(p, O_RDONLY);
+    EXPECT_TRUE(fd.ok());
+    struct stat st;
+    EXPECT_EQ(0, ::fstat(fd->get(), &st));
+    auto idx = BuildShardIndex(fd->get(), p, st);
+    EXPECT_TRUE(idx.ok());
+    return (*idx)->offsets();
+  }
+
+  std::string CacheFile(IndexStore& store) {
+    char real[PATH_MAX];
+    EXPECT_NE(nullptr, ::realpath(shard_.c_str(), real));
+    return store.CachePath(real);
+  }
+
+  // Walks once (saving the index), then expects the second load to come
+  // from the cache.
+  void Prime() {
+    IndexStore store(CacheOnly());
+    LoadInfo info;
+    ASSERT_NE(nullptr, Load(store, &info));
+    ASSERT_EQ(IndexSource::kWalked, info.source);
+    ASSERT_TRUE(info.save_status.ok()) << info.save_status;
+  }
+
+  IndexSource LoadAgain(std::vector<uint64_t>* offsets = nullptr, std::string* why = nullptr) {
+    IndexStore store(CacheOnly());
+    LoadInfo info;
+    auto idx = Load(store, &info);
+    if (idx && offsets) *offsets = idx->offsets();
+    if (why) *why = info.why_walked;
+    return info.source;
+  }
+
+  std::string dir_, shard_, cache_;
+};
+
+TEST(IndexFileTest, RoundTrip) {
+  IndexFile f;
+  f.file_size = 1000;
+  f.mtime_ns = -5;  // before the epoch: signed
+  std::memcpy(f.first_header.data(), "0123456789ab", 12);
+  std::memcpy(f.last_header.data(), "ba9876543210", 12);
+  f.path = "/data/x.tfrecord";
+  f.walk.offsets = {0, 16, 100, 900};
+  f.walk.problems = {{100, "length CRC mismatch"}, {120, ""}};
+  const std::string bytes = EncodeIndexFile(f);
+  EXPECT_EQ(0u, (kIndexHeaderSize) % 8);
+  EXPECT_EQ(std::string(kIndexMagic, 8), bytes.substr(0, 8));
+  auto g = DecodeIndexFile(bytes);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(f.file_size, g->file_size);
+  EXPECT_EQ(f.mtime_ns, g->mtime_ns);
+  EXPECT_EQ(f.first_header, g->first_header);
+  EXPECT_EQ(f.last_header, g->last_header);
+  EXPECT_EQ(f.path, g->path);
+  EXPECT_EQ(f.walk.offsets, g->walk.offsets);
+  ASSERT_EQ(2u, g->walk.problems.size());
+  EXPECT_EQ(100u, g->walk.problems[0].offset);
+  EXPECT_EQ("length CRC mismatch", g->walk.problems[0].message);
+  EXPECT_EQ(3u, g->num_records());
+}
+
+TEST(IndexFileTest, EveryTruncationAndEveryFlippedByteIsRejected) {
+  IndexFile f;
+  f.file_size = 64;
+  f.path = "p";
+  f.walk.offsets = {0, 32, 64};
+  f.walk.problems = {{3, "x"}};
+  const std::string bytes = EncodeIndexFile(f);
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    EXPECT_FALSE(DecodeIndexFile(bytes.substr(0, n)).ok()) << "truncated to " << n;
+  }
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    std::string bad = bytes;
+    bad[i] ^= 0x10;
+    EXPECT_FALSE(DecodeIndexFile(bad).ok()) << "byte " << i;
+  }
+  EXPECT_FALSE(DecodeIndexFile(bytes + "x").ok());
+}
+
+// A file whose CRC is right but whose content is not: the structural checks
+// must still hold.
+std::string WithFixedCrc(std::string bytes) {
+  bytes.resize(bytes.size() - 4);
+  PutFixed32(&bytes, crc32c::Value(bytes.data(), bytes.size()));
+  return bytes;
+}
+
+TEST(IndexFileTest, OtherVersionFlagsAndBadOffsetsAreRejected) {
+  IndexFile f;
+  f.file_size = 64;
+  f.walk.offsets = {0, 32, 64};
+  const std::string good = EncodeIndexFile(f);
+  std::string v2 = good;
+  EncodeFixed32(v2.data() + 8, 2);
+  auto d = DecodeIndexFile(WithFixedCrc(v2));
+  EXPECT_TRUE(absl::IsFailedPrecondition(d.status())) << d.status();
+  std::string flags = good;
+  EncodeFixed32(flags.data() + 12, 1);
+  EXPECT_FALSE(DecodeIndexFile(WithFixedCrc(flags)).ok());
+  std::string backwards = good;
+  EncodeFixed64(backwards.data() + kIndexHeaderSize + 8, 70);  // 0, 70, 64
+  EXPECT_FALSE(DecodeIndexFile(WithFixedCrc(backwards)).ok());
+  std::string huge = good;
+  EncodeFixed64(huge.data() + 56, uint64_t{1} << 61);  // record count
+  EXPECT_FALSE(DecodeIndexFile(WithFixedCrc(huge)).ok());
+}
+
+TEST_F(IndexStoreTest, SaveThenLoadFromCache) {
+  Prime();
+  std::vector<uint64_t> offsets;
+  EXPECT_EQ(IndexSource::kCache, LoadAgain(&offsets));
+  EXPECT_EQ(FullWalk(), offsets);
+  EXPECT_EQ(51u, offsets.size());
+}
+
+TEST_F(IndexStoreTest, DamagedShardKeepsItsProblems) {
+  std::string bytes = Framed(0, 10);
+  bytes[40] ^= 1;  // somewhere in record 1 or 2's framing
+  WriteBytes(shard_, bytes);
+  Prime();
+  IndexStore store(CacheOnly());
+  LoadInfo info;
+  auto idx = Load(store, &info);
+  ASSERT_NE(nullptr, idx);
+  EXPECT_EQ(IndexSource::kCache, info.source);
+  EXPECT_EQ(FullWalk(), idx->offsets());
+}
+
+TEST_F(IndexStoreTest, SizeChangeRebuilds) {
+  Prime();
+  WriteBytes(shard_, Framed(0, 49));  // shrank
+  std::vector<uint64_t> offsets;
+  std::string why;
+  EXPECT_EQ(IndexSource::kWalked, LoadAgain(&offsets, &why));
+  EXPECT_NE(std::string::npos, why.find("size changed")) << why;
+  EXPECT_EQ(FullWalk(), offsets);
+  EXPECT_EQ(IndexSource::kCache, LoadAgain());  // the rebuilt index was saved
+}
+
+TEST_F(IndexStoreTest, MtimeChangeRebuilds) {
+  Prime();
+  const struct timespec times[2] = {{0, UTIME_OMIT}, {12345, 678}};
+  ASSERT_EQ(0, ::utimensat(AT_FDCWD, shard_.c_str(), times, 0));
+  std::string why;
+  EXPECT_EQ(IndexSource::kWalked, LoadAgain(nullptr, &why));
+  EXPECT_NE(std::string::npos, why.find("mtime")) << why;
+}
+
+TEST_F(IndexStoreTest, FirstHeaderChangeRebuilds) {
+  Prime();
+  // Same size, same mtime, another first record length (and CRC).
+  std::string other = Framed(1, 50);
+  other.resize(ReadBytes(shard_).size());
+  PatchKeepingMtime(shard_, 0, other.substr(0, 12));
+  std::string why;
+  EXPECT_EQ(IndexSource::kWalked, LoadAgain(nullptr, &why));
+  EXPECT_NE(std::string::npos, why.find("header")) << why;
+}
+
+TEST_F(IndexStoreTest, LastHeaderChangeRebuilds) {
+  Prime();
+  const std::vector<uint64_t> offsets = FullWalk();
+  PatchKeepingMtime(shard_, offsets[offsets.size() - 2] + 3, "\x7f");
+  std::vector<uint64_t> now;
+  EXPECT_EQ(IndexSource::kWalked, LoadAgain(&now));
+  EXPECT_EQ(FullWalk(), now);
+}
+
+TEST_F(IndexStoreTest, IndexMadeForAnotherPathRebuilds) {
+  Prime();
+  IndexStore store(CacheOnly());
+  // Another shard's cache file lands where this shard's belongs (a hash
+  // collision, or a copied cache).
+  const std::string other = dir_ + "/other.tfrecord";
+  WriteBytes(other, ReadBytes(shard_));
+  LoadInfo info;
+  ASSERT_NE(nullptr, Load(store, &info, other));
+  char real[PATH_MAX];
+  ASSERT_NE(nullptr, ::realpath(other.c_str(), real));
+  WriteBytes(CacheFile(store), ReadBytes(store.CachePath(real)));
+  std::string why;
+  EXPECT_EQ(IndexSource::kWalked, LoadAgain(nullptr, &why));
+  EXPECT_NE(std::string::npos, why.find("made for")) << why;
+}
+
+TEST_F(IndexStoreTest, TornOrCorruptIndexFileRebuilds) {
+  Prime();
+  IndexStore store(CacheOnly());
+  const std::string file = CacheFile(store);
+  const std::string good = ReadBytes(file);
+  for (const std::string& bad :
+       {good.substr(0, good.size() / 2), std::string(), good.substr(0, good.size() - 1),
+        std::string(good.size(), '\0')}) {
+    WriteBytes(file, bad);
+    std::vector<uint64_t> offsets;
+    EXPECT_EQ(IndexSource::kWalked, LoadAgain(&offsets));
+    EXPECT_EQ(FullWalk(), offsets);
+    EXPECT_EQ(good, ReadBytes(file));  // rewritten
+  }
+  std::string flipped = good;
+  flipped[kIndexHeaderSize + 20] ^= 4;  // an offset
+  WriteBytes(file, flipped);
+  EXPECT_EQ(IndexSource::kWalked, LoadAgain());
+}
+
+TEST_F(IndexStoreTest, GrownShardIsWalkedFromTheOldEnd) {
+  Prime();
+  WriteBytes(shard_, Framed(50, 30, 5000), O_APPEND);  // large records too
+  std::vector<uint64_t> offsets;
+  EXPECT_EQ(IndexSource::kGrown, LoadAgain(&offsets));
+  EXPECT_EQ(FullWalk(), offsets);
+  EXPECT_EQ(81u, offsets.size());
+  EXPECT_EQ(IndexSource::kCache, LoadAgain(&offsets));
+  EXPECT_EQ(FullWalk(), offsets);
+}
+
+TEST_F(IndexStoreTest, GrownShardWithDamagedTailIsWalkedInFull) {
+  Prime();
+  std::string tail = Framed(50, 5);
+  tail[tail.size() / 2] ^= 0x55;
+  tail += "xyz";  // stray bytes
+  WriteBytes(shard_, tail, O_APPEND);
+  std::vector<uint64_t> offsets;
+  EXPECT_EQ(IndexSource::kWalked, LoadAgain(&offsets));
+  EXPECT_EQ(FullWalk(), offsets);
+}
+
+TEST_F(IndexStoreTest, GrownAfterADamagedEndIsWalkedInFull) {
+  // A shard caught mid-write: its last record is cut. Once complete, the old
+  // walk's tail problem means no extension.
+  const std::string full = Framed(0, 20);
+  WriteBytes(shard_, full.substr(0, full.size() - 7));
+  Prime();
+  WriteBytes(shard_, full);
+  std::vector<uint64_t> offsets;
+  EXPECT_EQ(IndexSource::kWalked, LoadAgain(&offsets));
+  EXPECT_EQ(FullWalk(), offsets);
+  EXPECT_EQ(21u, offsets.size());
+}
+
+TEST_F(IndexStoreTest, GrownFromEmpty) {
+  WriteBytes(shard_, "");
+  Prime();
+  WriteBytes(shard_, Framed(0, 3), O_APPEND);
+  std::vector<uint64_t> offsets;
+  EXPECT_EQ(IndexSource::kGrown, LoadAgain(&offsets));
+  EXPECT_EQ(FullWalk(), offsets);
+}
+
+TEST_F(IndexStoreTest, UnwritableCacheIsTolerated) {
+  WriteBytes(dir_ + "/file", "x");
+  StoreOptions o;
+  o.cache_dir = dir_ + "/file/cache";  // below a regular file: ENOTDIR even for root
+  IndexStore store(o);
+  for (int i = 0; i < 3; ++i) {
+    LoadInfo info;
+    auto idx = Load(store, &info);
+    ASSERT_NE(nullptr, idx);
+    EXPECT_EQ(FullWalk(), idx->offsets());
+    EXPECT_EQ(IndexSource::kWalked, info.source);
+    EXPECT_FALSE(info.save_status.ok());
+  }
+  EXPECT_EQ(3u, store.stats().save_failures);
+}
+
+TEST_F(IndexStoreTest, NoCacheDirMeansNoFiles) {
+  IndexStore store(StoreOptions{});
+  LoadInfo info;
+  ASSERT_NE(nullptr, Load(store, &info));
+  EXPECT_EQ(IndexSource::kWalked, info.source);
+  EXPECT_TRUE(info.save_status.ok());
+  EXPECT_TRUE(info.stored_path.empty());
+}
+
+TEST_F(IndexStoreTest, SharedDirIsPreferredAndNeverWritten) {
+  const std::string shared = dir_ + "/shared";
+  {
+    StoreOptions w;
+    w.shared_dir = shared;
+    w.write_shared = true;
+    IndexStore writer(w);
+    LoadInfo info;
+    ASSERT_NE(nullptr, Load(writer, &info));
+    ASSERT_TRUE(info.save_status.ok()) << info.save_status;
+    EXPECT_EQ(shared + "/data-00000-of-00001.tfrecord.tfri", info.stored_path);
+  }
+  Prime();  // the cache holds a valid index too
+  StoreOptions o = CacheOnly();
+  o.shared_dir = shared;
+  IndexStore store(o);
+  LoadInfo info;
+  ASSERT_NE(nullptr, Load(store, &info));
+  EXPECT_EQ(IndexSource::kSharedDir, info.source);
+  EXPECT_EQ(1u, store.stats().from_shared);
+
+  // A stale shared index falls back to the cache, which gets rebuilt; the
+  // shared file is left as it was.
+  const std::string shared_file = shared + "/data-00000-of-00001.tfrecord.tfri";
+  const std::string before = ReadBytes(shared_file);
+  WriteBytes(shard_, Framed(0, 49));
+  ASSERT_NE(nullptr, Load(store, &info));
+  EXPECT_EQ(IndexSource::kWalked, info.source);
+  EXPECT_EQ(before, ReadBytes(shared_file));
+  ASSERT_NE(nullptr, Load(store, &info));
+  EXPECT_EQ(IndexSource::kCache, info.source);
+}
+
+TEST_F(IndexStoreTest, SharedDirServesTheSameDataAtAnotherPath) {
+  const std::string shared = dir_ + "/shared";
+  StoreOptions w;
+  w.shared_dir = shared;
+  w.write_shared = true;
+  IndexStore writer(w);
+  LoadInfo info;
+  ASSERT_NE(nullptr, Load(writer, &info));
+  // Another machine mounts a copy elsewhere (same bytes, same mtime).
+  ASSERT_EQ(0, ::mkdir((dir_ + "/elsewhere").c_str(), 0755));
+  const std::string copy = dir_ + "/elsewhere/data-00000-of-00001.tfrecord";
+  ASSERT_EQ(0, std::system(("cp -p '" + shard_ + "' '" + copy + "'").c_str()));
+  StoreOptions r;
+  r.shared_dir = shared;
+  IndexStore reader(r);
+  ASSERT_NE(nullptr, Load(reader, &info, copy));
+  EXPECT_EQ(IndexSource::kSharedDir, info.source);
+}
+
+TEST_F(IndexStoreTest, ForceWalksAndRewrites) {
+  Prime();
+  StoreOptions o = CacheOnly();
+  o.force_walk = true;
+  IndexStore store(o);
+  LoadInfo info;
+  ASSERT_NE(nullptr, Load(store, &info));
+  EXPECT_EQ(IndexSource::kWalked, info.source);
+  EXPECT_EQ("forced", info.why_walked);
+  EXPECT_EQ(IndexSource::kCache, LoadAgain());
+}
+
+TEST_F(IndexStoreTest, SummaryCountsSources) {
+  Prime();
+  IndexStore store(CacheOnly());
+  LoadInfo info;
+  ASSERT_NE(nullptr, Load(store, &info));
+  EXPECT_NE(std::string::npos, store.Summary().find("1 from the cache")) << store.Summary();
+  EXPECT_EQ(50u, store.stats().records);
+}
+
+TEST(DefaultCacheDirTest, FollowsXdgThenHome) {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const std::string saved_xdg = xdg ? xdg : "";
+  ::setenv("XDG_CACHE_HOME", "/x/cache", 1);
+  EXPECT_EQ("/x/cache/tfrecordfs/index", DefaultCacheDir());
+  ::unsetenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  const std::string saved_home = home ? home : "";
+  ::setenv("HOME", "/home/u", 1);
+  EXPECT_EQ("/home/u/.cache/tfrecordfs/index", DefaultCacheDir());
+  if (!saved_xdg.empty()) ::setenv("XDG_CACHE_HOME", saved_xdg.c_str(), 1);
+  if (!saved_home.empty()) ::setenv("HOME", saved_home.c_str(), 1);
+}
+
+}  // namespace
+}  // namespace tfrecordfs::index
