@@ -1,0 +1,219 @@
+// Crash safety of the pack through the real daemon. For each fault point of
+// repack/pack.h (TFRECORDFS_FAULT, set on the daemon only), records are
+// staged across several output shards, the mount is unmounted with
+// fusermount3 -u, and the daemon must die by SIGKILL at that point of the
+// pack. The state left on disk is checked against the journal protocol
+// (repack/journal.h); then a mount without the fault recovers, its unmount
+// packs what is left, and every staged record must be in the output shards
+// exactly once with staging empty (but for a record that never was valid).
+#include <sys/stat.h>
+
+#include <map>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
+#include "gtest/gtest.h"
+#include "staging_util.h"
+#include "tfrecordfs/base/file.h"
+#include "tfrecordfs/repack/journal.h"
+
+namespace tfrecordfs::mount_test::staging_test {
+namespace {
+
+constexpr int kRecords = 8;
+constexpr char kPrefix[] = "crash";
+
+enum class Side { kRollBack, kRollForward };
+
+struct FaultCase {
+  const char* point;
+  Side side;
+  int shards_in_place;  // final shard files present at the crash (-1: all)
+  int folders_deleted;  // packed folders already gone at the crash
+};
+
+std::string CaseName(const ::testing::TestParamInfo<FaultCase>& info) {
+  std::string n = info.param.point;
+  for (char& c : n) {
+    if (c == ':') c = '_';
+  }
+  return n;
+}
+
+class StagingCrashTest : public ::testing::TestWithParam<FaultCase> {
+ protected:
+  void SetUp() override {
+    TFRFS_SKIP_WITHOUT_FUSE();
+    WriteShardFile(s_.src + "/base.tfrecord",
+                   {ExamplePayload({Int64Feature("id", {1000}), BytesFeature("blob", {"x"})})});
+  }
+
+  DaemonConfig Config(const std::string& fault) const {
+    DaemonConfig c;
+    c.sources = {s_.src};
+    c.mountpoint = s_.mnt;
+    c.options = PackOptions(s_, kPrefix, "1K");
+    c.log_dir = s_.logs;
+    c.fault = fault;
+    return c;
+  }
+
+  // rec00..rec07 (about 330 bytes each: three to a 1K shard) and `zbad`,
+  // which never parses.
+  void StageRecords() {
+    std::string script = "set -e; cd " + ShellQuote(s_.mnt + "/staging") + "\n";
+    for (int i = 0; i < kRecords; ++i) {
+      const std::string dir = absl::StrFormat("rec%02d", i);
+      script += absl::StrFormat(
+          "mkdir %s && echo %d > %s/id && head -c 300 /dev/zero | tr '\\0' '%c' > %s/blob.bin\n",
+          dir, i, dir, 'a' + i, dir);
+    }
+    script += "mkdir zbad && printf 'x\\n' > zbad/id.tmp && mv zbad/id.tmp zbad/id\n";
+    CommandResult r = Shell(script);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ASSERT_EQ(ListDir(s_.records()).size(), static_cast<size_t>(kRecords + 1));
+  }
+
+  std::vector<std::string> FinalShards() const {
+    std::vector<std::string> out;
+    for (const std::string& n : ListDir(s_.out)) {
+      if (absl::StartsWith(n, std::string(kPrefix) + "-")) out.push_back(n);
+    }
+    return out;
+  }
+
+  // Every id 0..kRecords-1 exactly once in the output; nothing else there.
+  void ExpectExactlyOnce() {
+    const auto shards = ReadPackedShards(s_.out, kPrefix);
+    EXPECT_GE(shards.size(), 2u);
+    for (size_t i = 0; i < shards.size(); ++i) {
+      EXPECT_EQ(shards[i].name,
+                absl::StrFormat("%s-%05d-of-%05d.tfrecord", kPrefix, i, shards.size()));
+    }
+    std::map<int64_t, int> seen;
+    for (const std::string& p : AllPayloads(shards)) {
+      const DecodedRecord r = Decode(p);
+      auto id = SingleInt(r, "id");
+      ASSERT_TRUE(id.has_value()) << "a packed record without an id";
+      ++seen[*id];
+      const int i = static_cast<int>(*id);
+      EXPECT_EQ(r.features.at("blob").bytes, std::vector<std::string>{std::string(300, 'a' + i)});
+    }
+    for (int i = 0; i < kRecords; ++i) {
+      EXPECT_EQ(seen[i], 1) << "record " << i << " packed " << seen[i] << " times";
+    }
+    EXPECT_EQ(seen.size(), static_cast<size_t>(kRecords));
+    // No temp shards, journals or other debris in the output directory.
+    EXPECT_EQ(ListDir(s_.out).size(), shards.size());
+    EXPECT_FALSE(Exists(s_.store + "/pack.journal"));
+    EXPECT_EQ(ListDir(s_.records()), std::vector<std::string>{"zbad"});
+  }
+
+  Scratch s_;
+};
+
+TEST_P(StagingCrashTest, SigkillMidPackThenRemountPacksExactlyOnce) {
+  const FaultCase fc = GetParam();
+  {
+    StagingDaemon d(Config(fc.point));
+    ASSERT_EQ(d.Start(), "");
+    StageRecords();
+    ASSERT_FALSE(HasFatalFailure());
+    int status = 0;
+    std::string err;
+    ASSERT_TRUE(d.Unmount(&status, &err)) << err << "\n" << d.Stderr();
+    ASSERT_TRUE(KilledBySigkill(status))
+        << "the daemon ended with " << DescribeWait(status) << ", not SIGKILL at " << fc.point
+        << "\n" << d.Stderr();
+    EXPECT_NE(d.Stderr().find(std::string("TFRECORDFS_FAULT=") + fc.point), std::string::npos)
+        << d.Stderr();
+    CleanStaleMount(s_.mnt);
+  }
+
+  // What the crash left, per the journal protocol.
+  auto journal_text = ReadFileToString(s_.store + "/pack.journal");
+  ASSERT_TRUE(journal_text.ok()) << "no journal after a crash at " << fc.point;
+  auto journal = repack::ParseJournal(*journal_text, "pack.journal");
+  ASSERT_TRUE(journal.ok()) << journal.status();
+  const size_t planned = journal->shards.size();
+  ASSERT_GE(planned, 3u) << "want records spread over several shards";
+  EXPECT_EQ(journal->state, fc.side == Side::kRollBack ? repack::Journal::State::kPlanned
+                                                       : repack::Journal::State::kCommitted);
+  const size_t in_place = fc.shards_in_place < 0 ? planned : static_cast<size_t>(fc.shards_in_place);
+  EXPECT_EQ(FinalShards().size(), in_place) << fc.point;
+  EXPECT_EQ(ListDir(s_.records()).size(), static_cast<size_t>(kRecords + 1 - fc.folders_deleted));
+  EXPECT_FALSE(Exists(s_.store + "/last-pack.txt"));
+
+  // Mount again without the fault: recovery runs before anything is served.
+  {
+    StagingDaemon d(Config(""));
+    ASSERT_EQ(d.Start(), "");
+    EXPECT_FALSE(Exists(s_.store + "/pack.journal"));
+    const std::vector<std::string> staged = ListDir(s_.mnt + "/staging");
+    if (fc.side == Side::kRollBack) {
+      EXPECT_EQ(staged.size(), static_cast<size_t>(kRecords + 1)) << "records lost";
+      EXPECT_EQ(FinalShards(), std::vector<std::string>{}) << "partial output kept";
+    } else {
+      EXPECT_EQ(staged, std::vector<std::string>{"zbad"}) << "packed records still staged";
+      EXPECT_EQ(FinalShards().size(), planned);
+    }
+    int status = 0;
+    CommandResult u = d.TfrUnmount(&status);
+    EXPECT_EQ(u.exit_code, 1) << u.out << u.err;  // zbad stays
+    EXPECT_NE(u.out.find("zbad: id: line 1"), std::string::npos) << u.out;
+    EXPECT_EQ(ExitCodeOfWait(status), 1) << DescribeWait(status) << "\n" << d.Stderr();
+  }
+  ExpectExactlyOnce();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    FaultPoints, StagingCrashTest,
+    ::testing::Values(FaultCase{"after_journal", Side::kRollBack, 0, 0},
+                      FaultCase{"mid_shard", Side::kRollBack, 0, 0},
+                      FaultCase{"after_shard:1", Side::kRollBack, 1, 0},
+                      FaultCase{"after_shard:2", Side::kRollBack, 2, 0},
+                      FaultCase{"before_commit", Side::kRollBack, -1, 0},
+                      FaultCase{"after_commit", Side::kRollForward, -1, 0},
+                      FaultCase{"mid_delete", Side::kRollForward, -1, 1}),
+    CaseName);
+
+// `tfrecordfs unmount` notices a daemon that died in the pack, and a plain
+// mount afterwards finishes the job.
+TEST(StagingCrashUnmountTest, UnmountCommandReportsACrashedPack) {
+  TFRFS_SKIP_WITHOUT_FUSE();
+  Scratch s;
+  DaemonConfig c;
+  c.sources = {s.src};
+  c.mountpoint = s.mnt;
+  c.options = PackOptions(s, "crashed");
+  c.log_dir = s.logs;
+  c.fault = "before_commit";
+  {
+    StagingDaemon d(c);
+    ASSERT_EQ(d.Start(), "");
+    ASSERT_EQ(Shell("mkdir " + ShellQuote(s.mnt + "/staging/r") + " && echo 1 > " +
+                    ShellQuote(s.mnt + "/staging/r/id"))
+                  .exit_code,
+              0);
+    int status = 0;
+    CommandResult u = d.TfrUnmount(&status);
+    EXPECT_EQ(u.exit_code, 1) << u.out << u.err;
+    EXPECT_NE(u.err.find("did it crash?"), std::string::npos) << u.err;
+    EXPECT_TRUE(KilledBySigkill(status)) << DescribeWait(status);
+    CleanStaleMount(s.mnt);
+  }
+  EXPECT_EQ(ListDir(s.records()), std::vector<std::string>{"r"});
+  c.fault = "";
+  StagingDaemon d(c);
+  ASSERT_EQ(d.Start(), "");
+  int status = 0;
+  CommandResult u = d.TfrUnmount(&status);
+  EXPECT_EQ(u.exit_code, 0) << u.out << u.err;
+  const auto payloads = AllPayloads(ReadPackedShards(s.out, "crashed"));
+  ASSERT_EQ(payloads.size(), 1u);
+  EXPECT_EQ(SingleInt(Decode(payloads[0]), "id"), 1);
+  EXPECT_EQ(ListDir(s.records()), std::vector<std::string>{});
+}
+
+}  // namespace
+}  // namespace tfrecordfs::mount_test::staging_test

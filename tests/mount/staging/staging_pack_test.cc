@@ -1,0 +1,401 @@
+// Staging records through a real mount and packing them on unmount: records
+// made with mkdir / echo / printf / cp and `cp -r` of a mounted record, read
+// back from the new shards with the project's reader and checked feature by
+// feature; kinds (the mounted shards' kind wins); numeric files that do not
+// parse (close() fails with EINVAL, the bytes are kept, the record stays
+// staged, `tfrecordfs unmount` says why and exits 1); shard names and
+// shard_size splitting; a remount showing the new shards; the offline
+// `tfrecordfs pack`.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "gtest/gtest.h"
+#include "staging_util.h"
+#include "tfrecordfs/record/writer.h"
+
+namespace tfrecordfs::mount_test::staging_test {
+namespace {
+
+const std::string kJpeg = std::string("\xFF\xD8\xFF\xE0", 4) + std::string("\x00\x10JFIF\x00", 7) +
+                          std::string(300, '\x7f') + "\xFF\xD9";
+const std::string kPng = std::string("\x89PNG\r\n\x1a\n", 8) + std::string(40, '\x01');
+const std::string kBlob = std::string("\x00\x01\x02\xff\xfe", 5) + "binary\n";
+
+// The source shard every test mounts: features with known kinds.
+std::vector<std::string> BasePayloads() {
+  std::vector<std::string> out;
+  for (int i = 0; i < 3; ++i) {
+    out.push_back(ExamplePayload({
+        Int64Feature("label", {i, -i}),
+        FloatFeature("scores", {0.5f * static_cast<float>(i), -1.25f}),
+        // A float feature whose values are all integers.
+        FloatFeature("weights", {1.0f, 2.0f, -3.0f, 0.0f, -0.0f}),
+        BytesFeature("caption", {"a photo", "of " + std::to_string(i)}),
+        BytesFeature("image/encoded", {kJpeg}),
+        Int64Feature("image/height", {480}),
+        BytesFeature("frames", {kBlob, kPng}),
+    }));
+  }
+  return out;
+}
+
+class StagingPackTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TFRFS_SKIP_WITHOUT_FUSE();
+    base_ = BasePayloads();
+    WriteShardFile(s_.src + "/base.tfrecord", base_);
+    // Inputs for cp, outside the mount.
+    std::filesystem::create_directories(s_.tmp.path() + "/in");
+    WriteWholeFile(In("photo.jpg"), kJpeg);
+    WriteWholeFile(In("mask.png"), kPng);
+    WriteWholeFile(In("blob"), kBlob);
+  }
+
+  DaemonConfig Config(const std::string& prefix, const std::string& shard_size = "") const {
+    DaemonConfig c;
+    c.sources = {s_.src};
+    c.mountpoint = s_.mnt;
+    c.options = PackOptions(s_, prefix, shard_size);
+    c.log_dir = s_.logs;
+    return c;
+  }
+
+  std::string M(const std::string& rel) const { return s_.mnt + "/" + rel; }
+  std::string In(const std::string& name) const { return s_.tmp.path() + "/in/" + name; }
+  std::string Q(const std::string& rel) const { return ShellQuote(M(rel)); }
+
+  Scratch s_;
+  std::vector<std::string> base_;
+};
+
+TEST_F(StagingPackTest, StageWithShellToolsPackAndReadBack) {
+  StagingDaemon d(Config("made"));
+  ASSERT_EQ(d.Start(), "");
+  // Record a: every file kind, made with the shell.
+  const std::string script = absl::StrCat(
+      "set -e; cd ", Q("staging"), "\n",
+      "mkdir a && cd a\n",
+      "echo 42 > label\n",
+      "printf '0.5\\n-2.25\\n1e-3\\n' > scores\n",
+      "echo 'hello world' > caption.txt\n",
+      "printf 'x\\n\\ny z\\n' > tags.txt\n",
+      "mkdir image && cp ", ShellQuote(In("photo.jpg")), " image/encoded.jpg\n",
+      "mkdir frames && cp ", ShellQuote(In("blob")), " frames/0.bin && cp ",
+      ShellQuote(In("mask.png")), " frames/1.png\n",
+      "mkdir -p tokens/a && printf '1\\n-2\\n9223372036854775807\\n' > tokens/a/b\n",
+      "cp ", ShellQuote(In("blob")), " raw.bin\n",
+      "touch .hidden.swp notes~\n",  // editor leftovers are skipped
+      "cd ..\n",
+      // Record b: kinds.
+      "mkdir b && cd b\n",
+      ": > label\n",                 // empty, int64 in the shards: stays int64
+      "printf '1\\n2\\n' > scores\n",  // integers, float in the shards: stays float
+      ": > weights\n",               // empty, float in the shards: stays float
+      "printf '7\\n' > fresh_int\n",   // unknown name: the content decides
+      "printf '2.5\\n' > fresh_float\n",
+      ": > fresh_empty\n",
+      "cd ..\n",
+      // Record d: a raw (non-Example) payload.
+      "mkdir d && cp ", ShellQuote(In("blob")), " d/record.bin\n");
+  CommandResult sh = Shell(script);
+  ASSERT_EQ(sh.exit_code, 0) << sh.err;
+  // Record c: a mounted record copied in.
+  CommandResult cp = Shell("cp -r " + Q("base.tfrecord/1") + " " + Q("staging/c"));
+  ASSERT_EQ(cp.exit_code, 0) << cp.err;
+
+  int status = 0;
+  CommandResult u = d.TfrUnmount(&status);
+  EXPECT_EQ(u.exit_code, 0) << u.out << u.err;
+  EXPECT_EQ(u.out.rfind("result: ok\n", 0), 0u) << u.out;
+  EXPECT_NE(u.out.find("packed 4 records into 1 shard"), std::string::npos) << u.out;
+  EXPECT_EQ(ExitCodeOfWait(status), 0) << DescribeWait(status) << "\n" << d.Stderr();
+
+  const auto shards = ReadPackedShards(s_.out, "made");
+  ASSERT_EQ(shards.size(), 1u);
+  EXPECT_EQ(shards[0].name, "made-00000-of-00001.tfrecord");
+  ASSERT_EQ(shards[0].payloads.size(), 4u);
+  ExpectSameRecord(ExamplePayload({
+                       Int64Feature("label", {42}),
+                       FloatFeature("scores", {0.5f, -2.25f, 1e-3f}),
+                       BytesFeature("caption", {"hello world"}),
+                       BytesFeature("tags", {"x", "", "y z"}),
+                       BytesFeature("image/encoded", {kJpeg}),
+                       BytesFeature("frames", {kBlob, kPng}),
+                       Int64Feature("tokens/a/b", {1, -2, INT64_MAX}),
+                       BytesFeature("raw", {kBlob}),
+                   }),
+                   shards[0].payloads[0], "a");
+  ExpectSameRecord(ExamplePayload({
+                       Int64Feature("label", {}),
+                       FloatFeature("scores", {1.0f, 2.0f}),
+                       FloatFeature("weights", {}),
+                       Int64Feature("fresh_int", {7}),
+                       FloatFeature("fresh_float", {2.5f}),
+                       Int64Feature("fresh_empty", {}),
+                   }),
+                   shards[0].payloads[1], "b");
+  ExpectSameRecord(base_[1], shards[0].payloads[2], "c (cp -r of base.tfrecord/1)");
+  EXPECT_EQ(shards[0].payloads[3], kBlob) << "d (record.bin)";
+  // `weights` is all integers in the copy and came back float.
+  const DecodedRecord c = Decode(shards[0].payloads[2]);
+  ASSERT_TRUE(c.features.count("weights"));
+  EXPECT_EQ(c.features.at("weights").kind, example::Kind::kFloat);
+
+  // Packed records leave staging; the store keeps no journal.
+  EXPECT_EQ(ListDir(s_.records()), std::vector<std::string>{});
+  EXPECT_FALSE(Exists(s_.store + "/pack.journal"));
+  EXPECT_TRUE(Exists(s_.store + "/last-pack.txt"));
+}
+
+TEST_F(StagingPackTest, BadNumericFilesFailCloseAndStayStaged) {
+  auto d = std::make_unique<StagingDaemon>(Config("bad1"));
+  ASSERT_EQ(d->Start(), "");
+  ASSERT_EQ(::mkdir(M("staging/bad").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(M("staging/good").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(M("staging/kind").c_str(), 0755), 0);
+
+  // Our own open/write/close: close() reports EINVAL, the bytes stay.
+  WriteOutcome w = WriteAndClose(M("staging/bad/count"), "12\nabc\n");
+  EXPECT_EQ(w.open_errno, 0);
+  EXPECT_EQ(w.write_errno, 0);
+  EXPECT_EQ(w.close_errno, EINVAL);
+  EXPECT_EQ(ReadWholeFile(M("staging/bad/count")), "12\nabc\n");
+  EXPECT_EQ(ReadWholeFile(s_.records() + "/bad/count"), "12\nabc\n");
+  // A value the shards' kind cannot hold: `label` is int64 there.
+  w = WriteAndClose(M("staging/kind/label"), "1.5\n");
+  EXPECT_EQ(w.close_errno, EINVAL);
+  // Numeric files in nested feature folders are checked too.
+  ASSERT_EQ(::mkdir(M("staging/bad/image").c_str(), 0755), 0);
+  w = WriteAndClose(M("staging/bad/image/height"), "tall\n");
+  EXPECT_EQ(w.close_errno, EINVAL);
+  // Files that are not numeric are never refused.
+  EXPECT_EQ(WriteAndClose(M("staging/good/notes.txt"), "abc\n").close_errno, 0);
+  EXPECT_EQ(WriteAndClose(M("staging/good/label"), " 3 \n4").close_errno, 0);
+  EXPECT_EQ(WriteAndClose(M("staging/good/scores"), "nan\n-inf\n1e38\n").close_errno, 0);
+  // A file at the staging root is not in a record folder: not checked.
+  EXPECT_EQ(WriteAndClose(M("staging/README"), "free text\n").close_errno, 0);
+
+  // cp notices the failed close and says so.
+  WriteWholeFile(In("bad_scores"), "0.5\nnope\n");
+  ASSERT_EQ(::mkdir(M("staging/bad2").c_str(), 0755), 0);
+  CommandResult cp = Shell("cp " + ShellQuote(In("bad_scores")) + " " + Q("staging/bad2/scores"));
+  EXPECT_NE(cp.exit_code, 0);
+  EXPECT_NE(cp.err.find("Invalid argument"), std::string::npos) << cp.err;
+  EXPECT_EQ(ReadWholeFile(M("staging/bad2/scores")), "0.5\nnope\n");
+
+  int status = 0;
+  CommandResult u = d->TfrUnmount(&status);
+  EXPECT_EQ(u.exit_code, 1) << u.out << u.err;
+  EXPECT_EQ(ExitCodeOfWait(status), 1) << DescribeWait(status);
+  EXPECT_EQ(u.out.rfind("result: left\n", 0), 0u) << u.out;
+  EXPECT_NE(u.out.find("packed 1 record into 1 shard"), std::string::npos) << u.out;
+  EXPECT_NE(u.out.find("3 records left staged"), std::string::npos) << u.out;
+  EXPECT_NE(u.out.find("bad: count: line 2"), std::string::npos) << u.out;
+  EXPECT_NE(u.out.find("bad2: scores: line 2"), std::string::npos) << u.out;
+  EXPECT_NE(u.out.find("kind: label: line 1"), std::string::npos) << u.out;
+  // The bad records stay staged, bytes and all; the good one is packed.
+  EXPECT_EQ(ListDir(s_.records()), (std::vector<std::string>{"README", "bad", "bad2", "kind"}));
+  EXPECT_EQ(ReadWholeFile(s_.records() + "/bad/count"), "12\nabc\n");
+  auto payloads = AllPayloads(ReadPackedShards(s_.out, "bad1"));
+  ASSERT_EQ(payloads.size(), 1u);
+  ExpectSameRecord(ExamplePayload({BytesFeature("notes", {"abc"}), Int64Feature("label", {3, 4}),
+                                   FloatFeature("scores", {NAN, -INFINITY, 1e38f})}),
+                   payloads[0], "good");
+
+  // The next mount shows them; fixed, they pack.
+  d = std::make_unique<StagingDaemon>(Config("bad2"));
+  ASSERT_EQ(d->Start(), "");
+  EXPECT_EQ(ReadWholeFile(M("staging/bad/count")), "12\nabc\n");
+  EXPECT_EQ(WriteAndClose(M("staging/bad/count"), "12\n13\n").close_errno, 0);
+  EXPECT_EQ(WriteAndClose(M("staging/bad/image/height"), "100\n").close_errno, 0);
+  EXPECT_EQ(WriteAndClose(M("staging/bad2/scores"), "0.5\n").close_errno, 0);
+  EXPECT_EQ(WriteAndClose(M("staging/kind/label"), "1\n").close_errno, 0);
+  u = d->TfrUnmount(&status);
+  EXPECT_EQ(u.exit_code, 0) << u.out << u.err;
+  payloads = AllPayloads(ReadPackedShards(s_.out, "bad2"));
+  ASSERT_EQ(payloads.size(), 3u);
+  ExpectSameRecord(
+      ExamplePayload({Int64Feature("count", {12, 13}), Int64Feature("image/height", {100})}),
+      payloads[0], "bad");
+  ExpectSameRecord(ExamplePayload({FloatFeature("scores", {0.5f})}), payloads[1], "bad2");
+  ExpectSameRecord(ExamplePayload({Int64Feature("label", {1})}), payloads[2], "kind");
+  EXPECT_EQ(ListDir(s_.records()), std::vector<std::string>{"README"});
+}
+
+TEST_F(StagingPackTest, ShardNameClashRefusesThePackAndKeepsRecords) {
+  auto d = std::make_unique<StagingDaemon>(Config("same"));
+  ASSERT_EQ(d->Start(), "");
+  ASSERT_EQ(Shell("mkdir " + Q("staging/r1") + " && echo 1 > " + Q("staging/r1/id")).exit_code, 0);
+  int status = 0;
+  EXPECT_EQ(d->TfrUnmount(&status).exit_code, 0);
+  ASSERT_TRUE(Exists(s_.out + "/same-00000-of-00001.tfrecord"));
+  const std::string first = ReadWholeFile(s_.out + "/same-00000-of-00001.tfrecord");
+
+  // Same prefix again: the shard name exists; nothing is overwritten.
+  d = std::make_unique<StagingDaemon>(Config("same"));
+  ASSERT_EQ(d->Start(), "");
+  ASSERT_EQ(Shell("mkdir " + Q("staging/r2") + " && echo 2 > " + Q("staging/r2/id")).exit_code, 0);
+  CommandResult u = d->TfrUnmount(&status);
+  EXPECT_EQ(u.exit_code, 1) << u.out;
+  EXPECT_EQ(ExitCodeOfWait(status), 1);
+  EXPECT_NE(u.out.find("same-00000-of-00001.tfrecord"), std::string::npos) << u.out;
+  EXPECT_EQ(ReadWholeFile(s_.out + "/same-00000-of-00001.tfrecord"), first);
+  EXPECT_EQ(ListDir(s_.records()), std::vector<std::string>{"r2"});
+
+  d = std::make_unique<StagingDaemon>(Config("other"));
+  ASSERT_EQ(d->Start(), "");
+  EXPECT_EQ(d->TfrUnmount(&status).exit_code, 0);
+  const auto payloads = AllPayloads(ReadPackedShards(s_.out, "other"));
+  ASSERT_EQ(payloads.size(), 1u);
+  EXPECT_EQ(SingleInt(Decode(payloads[0]), "id"), 2);
+}
+
+TEST_F(StagingPackTest, ShardSizeSplitsInNameOrder) {
+  constexpr uint64_t kShardSize = 1024;
+  StagingDaemon d(Config("split", "1K"));
+  ASSERT_EQ(d.Start(), "");
+  // Eleven records of growing size; one bigger than a shard on its own.
+  std::vector<std::string> expected;
+  for (int i = 0; i < 11; ++i) {
+    const std::string name = absl::StrFormat("staging/r%02d", i);
+    const std::string blob(i == 6 ? 1500 : 100 + 40 * i, static_cast<char>('a' + i));
+    ASSERT_EQ(::mkdir(M(name).c_str(), 0755), 0);
+    EXPECT_EQ(WriteAndClose(M(name + "/id"), std::to_string(i) + "\n").close_errno, 0);
+    EXPECT_EQ(WriteAndClose(M(name + "/blob.bin"), std::string(1, '\0') + blob).close_errno, 0);
+    expected.push_back(ExamplePayload(
+        {Int64Feature("id", {i}), BytesFeature("blob", {std::string(1, '\0') + blob})}));
+  }
+  int status = 0;
+  CommandResult u = d.TfrUnmount(&status);
+  EXPECT_EQ(u.exit_code, 0) << u.out << u.err;
+
+  const auto shards = ReadPackedShards(s_.out, "split");
+  ASSERT_GE(shards.size(), 3u);
+  // Names: <prefix>-<i>-of-<N>.tfrecord, five digits; nothing else written.
+  for (size_t i = 0; i < shards.size(); ++i) {
+    EXPECT_EQ(shards[i].name, absl::StrFormat("split-%05d-of-%05d.tfrecord", i, shards.size()));
+  }
+  EXPECT_EQ(ListDir(s_.out).size(), shards.size());
+  // Sizes: at most shard_size unless a single record; a shard closes only
+  // when the next record would not fit.
+  for (size_t i = 0; i < shards.size(); ++i) {
+    ASSERT_FALSE(shards[i].payloads.empty());
+    if (shards[i].payloads.size() > 1) {
+      EXPECT_LE(shards[i].file_size, kShardSize) << i;
+    }
+    if (i + 1 < shards.size()) {
+      const uint64_t next = shards[i + 1].payloads[0].size() + 16;
+      EXPECT_GT(shards[i].file_size + next, kShardSize) << "shard " << i << " closed early";
+    }
+  }
+  // Name order, each record once.
+  const auto payloads = AllPayloads(shards);
+  ASSERT_EQ(payloads.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    ExpectSameRecord(expected[i], payloads[i], "r" + std::to_string(i));
+  }
+}
+
+TEST_F(StagingPackTest, RemountShowsTheNewShards) {
+  // Default output_dir: the source directory itself.
+  DaemonConfig c = Config("");
+  c.options = {"staging_dir=" + s_.store, "prefix=fresh"};
+  auto d = std::make_unique<StagingDaemon>(c);
+  ASSERT_EQ(d->Start(), "");
+  ASSERT_EQ(Shell(absl::StrCat("cd ", Q("staging"),
+                               " && mkdir one two && echo 42 > one/label && echo hi > "
+                               "one/caption.txt && printf '1.5\\n' > two/scores"))
+                .exit_code,
+            0);
+  ASSERT_EQ(Shell("cp -r " + Q("base.tfrecord/2") + " " + Q("staging/three")).exit_code, 0);
+  int status = 0;
+  EXPECT_EQ(d->TfrUnmount(&status).exit_code, 0);
+  ASSERT_TRUE(Exists(s_.src + "/fresh-00000-of-00001.tfrecord"));
+
+  d = std::make_unique<StagingDaemon>(c);
+  ASSERT_EQ(d->Start(), "");
+  EXPECT_EQ(ListDir(s_.mnt), (std::vector<std::string>{"base.tfrecord",
+                                                       "fresh-00000-of-00001.tfrecord", "staging"}));
+  const std::string shard = "fresh-00000-of-00001.tfrecord";
+  ASSERT_TRUE(IsDir(M(shard)));
+  EXPECT_EQ(ListDir(M(shard)), (std::vector<std::string>{"0", "1", "2"}));
+  EXPECT_EQ(ListDir(M(shard + "/0")), (std::vector<std::string>{"caption.txt", "label"}));
+  EXPECT_EQ(ReadWholeFile(M(shard + "/0/label")), "42\n");
+  EXPECT_EQ(ReadWholeFile(M(shard + "/0/caption.txt")), "hi\n");
+  EXPECT_EQ(ReadWholeFile(M(shard + "/1/scores")), "1.5\n");
+  // The copied record shows exactly as the original does.
+  const auto orig = WalkTree(M("base.tfrecord/2"));
+  const auto copy = WalkTree(M(shard + "/2"));
+  ASSERT_EQ(orig.size(), copy.size());
+  for (const auto& [rel, node] : orig) {
+    auto it = copy.find(rel);
+    ASSERT_NE(it, copy.end()) << rel;
+    EXPECT_EQ(it->second.content, node.content) << rel;
+    EXPECT_EQ(it->second.mode, node.mode) << rel;
+  }
+  EXPECT_EQ(ListDir(M("staging")), std::vector<std::string>{});
+  EXPECT_EQ(d->TfrUnmount(&status).exit_code, 0);
+}
+
+TEST_F(StagingPackTest, OfflinePackOfAPlainDirectory) {
+  // No mount: `tfrecordfs pack DIR OUT` on folders made directly.
+  const std::string dir = s_.tmp.Subdir("plain");
+  const std::string out = s_.tmp.Subdir("plain-out");
+  for (int i = 0; i < 4; ++i) {
+    const std::string r = absl::StrCat(dir, "/rec", i);
+    std::filesystem::create_directories(r + "/image");
+    WriteWholeFile(r + "/id", std::to_string(i) + "\n");
+    WriteWholeFile(r + "/image/encoded.jpg", kJpeg + std::string(200, static_cast<char>(i)));
+  }
+  WriteWholeFile(dir + "/rec3/id", "three\n");  // invalid
+  std::filesystem::create_directories(dir + "/.hidden");
+  WriteWholeFile(dir + "/.hidden/id", "99\n");
+  WriteWholeFile(dir + "/plain-file", "ignored\n");
+
+  CommandResult r =
+      mount_test::Run({BinaryPath(), "pack", "--shard-size", "1K", "--prefix", "off", dir, out});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("rec3: id: line 1"), std::string::npos) << r.out;
+  auto shards = ReadPackedShards(out, "off");
+  ASSERT_GE(shards.size(), 2u);  // 3 records of ~560 bytes at 1K a shard
+  auto payloads = AllPayloads(shards);
+  ASSERT_EQ(payloads.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    ExpectSameRecord(
+        ExamplePayload({Int64Feature("id", {i}),
+                        BytesFeature("image/encoded",
+                                     {kJpeg + std::string(200, static_cast<char>(i))})}),
+        payloads[i], "rec" + std::to_string(i));
+  }
+  // The input is never modified; no journal is left.
+  EXPECT_EQ(ListDir(dir),
+            (std::vector<std::string>{".hidden", "plain-file", "rec0", "rec1", "rec2", "rec3"}));
+  EXPECT_FALSE(Exists(out + "/.tfrecordfs-pack.journal"));
+
+  WriteWholeFile(dir + "/rec3/id", "3\n");
+  std::filesystem::remove_all(dir + "/rec0");
+  std::filesystem::remove_all(dir + "/rec1");
+  std::filesystem::remove_all(dir + "/rec2");
+  r = mount_test::Run({BinaryPath(), "pack", "--prefix=off2", dir, out});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  payloads = AllPayloads(ReadPackedShards(out, "off2"));
+  ASSERT_EQ(payloads.size(), 1u);
+  EXPECT_EQ(SingleInt(Decode(payloads[0]), "id"), 3);
+
+  // Usage errors.
+  EXPECT_EQ(mount_test::Run({BinaryPath(), "pack", dir}).exit_code, 2);
+  EXPECT_EQ(mount_test::Run({BinaryPath(), "pack", "--shard-size", "0", dir, out}).exit_code, 2);
+}
+
+}  // namespace
+}  // namespace tfrecordfs::mount_test::staging_test
