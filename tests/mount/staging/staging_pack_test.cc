@@ -313,11 +313,11 @@ TEST_F(StagingPackTest, RemountShowsTheNewShards) {
   auto d = std::make_unique<StagingDaemon>(c);
   ASSERT_EQ(d->Start(), "");
   ASSERT_EQ(Shell(absl::StrCat("cd ", Q("staging"),
-                               " && mkdir one two && echo 42 > one/label && echo hi > "
-                               "one/caption.txt && printf '1.5\\n' > two/scores"))
+                               " && mkdir a_one b_two && echo 42 > a_one/label && echo hi > "
+                               "a_one/caption.txt && printf '1.5\\n' > b_two/scores"))
                 .exit_code,
             0);
-  ASSERT_EQ(Shell("cp -r " + Q("base.tfrecord/2") + " " + Q("staging/three")).exit_code, 0);
+  ASSERT_EQ(Shell("cp -r " + Q("base.tfrecord/2") + " " + Q("staging/c_three")).exit_code, 0);
   int status = 0;
   EXPECT_EQ(d->TfrUnmount(&status).exit_code, 0);
   ASSERT_TRUE(Exists(s_.src + "/fresh-00000-of-00001.tfrecord"));
