@@ -18,7 +18,8 @@ constexpr int kExitOk = 0;
 constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
 
-constexpr char kPackUsage[] = R"(Usage: tfrecordfs pack [--shard-size SIZE] [--prefix NAME] DIR OUTPUT_DIR
+constexpr char kPackUsage[] =
+    R"(Usage: tfrecordfs pack [--shard-size SIZE] [--prefix NAME] DIR OUTPUT_DIR
 
 Packs every record folder in DIR (each direct subdirectory is one record, in
 name order; the layout a tfrecordfs mount shows) into new TFRecord shards

@@ -20,8 +20,8 @@ class LineReader {
   LineReader(absl::string_view body, absl::string_view path) : rest_(body), path_(path) {}
 
   absl::Status Error(absl::string_view what) const {
-    return absl::DataLossError(absl::StrCat("pack journal ", path_, " is damaged at line ", line_,
-                                            ": ", what));
+    return absl::DataLossError(
+        absl::StrCat("pack journal ", path_, " is damaged at line ", line_, ": ", what));
   }
 
   // The value after `key ` on the next line.
@@ -31,8 +31,7 @@ class LineReader {
     if (nl == absl::string_view::npos) return Error("missing line end");
     absl::string_view line = rest_.substr(0, nl);
     rest_.remove_prefix(nl + 1);
-    if (line.size() <= key.size() || line.substr(0, key.size()) != key ||
-        line[key.size()] != ' ') {
+    if (line.size() <= key.size() || line.substr(0, key.size()) != key || line[key.size()] != ' ') {
       return Error(absl::StrCat("expected '", key, " ...'"));
     }
     return line.substr(key.size() + 1);

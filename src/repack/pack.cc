@@ -205,8 +205,7 @@ std::vector<PlannedShard> Split(const std::vector<PlannedRecord>& records, uint6
   std::vector<PlannedShard> shards;
   for (size_t i = 0; i < records.size(); ++i) {
     const uint64_t framed = records[i].length + record::kFramingOverhead;
-    if (shards.empty() ||
-        (shards.back().count > 0 && shards.back().bytes + framed > shard_size)) {
+    if (shards.empty() || (shards.back().count > 0 && shards.back().bytes + framed > shard_size)) {
       shards.push_back({"", i, 0, 0});
     }
     shards.back().count++;
@@ -241,24 +240,24 @@ absl::Status CheckWrittenShard(const std::string& path, uint64_t bytes, uint64_t
   struct stat st;
   if (::fstat(fd->get(), &st) != 0) return ErrnoError(errno, path);
   if (static_cast<uint64_t>(st.st_size) != bytes) {
-    return absl::DataLossError(absl::StrCat(path, ": written ", st.st_size, " bytes, expected ",
-                                            bytes));
+    return absl::DataLossError(
+        absl::StrCat(path, ": written ", st.st_size, " bytes, expected ", bytes));
   }
   auto walk = record::WalkHeaders(fd->get(), path, bytes);
   if (!walk.ok()) return walk.status();
   if (!walk->problems.empty() || walk->offsets.size() != records + 1) {
-    return absl::DataLossError(absl::StrCat(
-        path, ": framing check after write failed",
-        walk->problems.empty() ? "" : absl::StrCat(": ", walk->problems[0].message, " at byte ",
-                                                   walk->problems[0].offset)));
+    return absl::DataLossError(
+        absl::StrCat(path, ": framing check after write failed",
+                     walk->problems.empty() ? ""
+                                            : absl::StrCat(": ", walk->problems[0].message,
+                                                           " at byte ", walk->problems[0].offset)));
   }
   return absl::OkStatus();
 }
 
 class Packer {
  public:
-  Packer(const PackOptions& options, PackReport* report)
-      : o_(options), report_(report) {}
+  Packer(const PackOptions& options, PackReport* report) : o_(options), report_(report) {}
 
   absl::Status Run();
 
@@ -308,16 +307,17 @@ absl::Status Packer::Plan() {
   for (size_t i = 0; i < shards_.size(); ++i) {
     shards_[i].name = ShardName(prefix_, i, shards_.size());
     if (TempShardName(shards_[i].name).size() > naming::kMaxNameBytes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("prefix '", prefix_, "' makes shard names longer than ",
-                       naming::kMaxNameBytes, " bytes"));
+      return absl::InvalidArgumentError(absl::StrCat("prefix '", prefix_,
+                                                     "' makes shard names longer than ",
+                                                     naming::kMaxNameBytes, " bytes"));
     }
     const std::string path = Join(output_dir_, shards_[i].name);
     auto exists = Exists(path);
     if (!exists.ok()) return exists.status();
     if (*exists) {
-      return PosixError(EEXIST, absl::StrCat(path, " already exists; refusing to overwrite it "
-                                                   "(choose another prefix)"));
+      return PosixError(EEXIST, absl::StrCat(path,
+                                             " already exists; refusing to overwrite it "
+                                             "(choose another prefix)"));
     }
   }
   return absl::OkStatus();
@@ -335,8 +335,8 @@ absl::Status Packer::WriteShard(const PlannedShard& shard, bool first) {
     auto payload = staging::PayloadFromFolder(Join(records_dir_, r.name), o_.hint);
     if (!payload.ok()) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "record ", r.name, " changed during the pack and no longer builds: ",
-          payload.status().message()));
+          "record ", r.name,
+          " changed during the pack and no longer builds: ", payload.status().message()));
     }
     if (payload->size() != r.length || crc32c::Value(*payload) != r.crc) {
       return absl::FailedPreconditionError(
@@ -406,8 +406,8 @@ absl::Status Packer::Run() {
   if (o_.shard_size == 0) return absl::InvalidArgumentError("shard size must be positive");
   prefix_ = o_.prefix.empty() ? DefaultPrefix() : o_.prefix;
   if (auto s = ValidatePrefix(prefix_); !s.ok()) return s;
-  journal_path_ = o_.journal_path.empty() ? Join(o_.output_dir, kDefaultJournalName)
-                                          : o_.journal_path;
+  journal_path_ =
+      o_.journal_path.empty() ? Join(o_.output_dir, kDefaultJournalName) : o_.journal_path;
 
   if (auto s = Recover(journal_path_, o_.records_dir); !s.ok()) {
     return Annotate(s, "recovering an interrupted pack: ");
@@ -464,7 +464,8 @@ absl::Status Packer::Run() {
     if (auto s = RemovePacked(); !s.ok()) {
       return Annotate(s, absl::StrCat("the shards are written, but removing the packed records "
                                       "from staging failed (the journal ",
-                                      journal_path_, " stays, so the next recovery finishes "
+                                      journal_path_,
+                                      " stays, so the next recovery finishes "
                                       "the removal): "));
     }
   }
@@ -482,8 +483,7 @@ absl::Status ValidatePrefix(absl::string_view prefix) {
     return absl::InvalidArgumentError(
         absl::StrCat("shard prefix '", prefix, "' starts with '.' (hidden names are skipped)"));
   }
-  if (prefix.find('/') != absl::string_view::npos ||
-      prefix.find('\0') != absl::string_view::npos) {
+  if (prefix.find('/') != absl::string_view::npos || prefix.find('\0') != absl::string_view::npos) {
     return absl::InvalidArgumentError(
         absl::StrCat("shard prefix '", prefix, "' contains '/' or a NUL byte"));
   }
@@ -521,9 +521,9 @@ absl::Status Recover(const std::string& journal_path, const std::string& records
     auto there = RealPath(j.records_dir);
     const bool same = here.ok() ? there.ok() && *here == *there : !there.ok();
     if (!same) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "pack journal ", journal_path, " belongs to records directory ", j.records_dir,
-          ", not ", records_dir, "; refusing to recover"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("pack journal ", journal_path, " belongs to records directory ",
+                       j.records_dir, ", not ", records_dir, "; refusing to recover"));
     }
   }
 
@@ -587,11 +587,20 @@ absl::StatusOr<uint64_t> ParseSize(absl::string_view text) {
   int shift = 0;
   if (!digits.empty()) {
     switch (absl::ascii_toupper(static_cast<unsigned char>(digits.back()))) {
-      case 'K': shift = 10; break;
-      case 'M': shift = 20; break;
-      case 'G': shift = 30; break;
-      case 'T': shift = 40; break;
-      default: break;
+      case 'K':
+        shift = 10;
+        break;
+      case 'M':
+        shift = 20;
+        break;
+      case 'G':
+        shift = 30;
+        break;
+      case 'T':
+        shift = 40;
+        break;
+      default:
+        break;
     }
     if (shift != 0) digits.remove_suffix(1);
   }
@@ -612,8 +621,8 @@ std::string PackReport::Summary() const {
   std::string out;
   uint64_t records = 0;
   for (const ShardWritten& s : shards) {
-    absl::StrAppend(&out, "wrote ", s.path, ": ", s.records, s.records == 1 ? " record, " : " records, ",
-                    s.bytes, " bytes\n");
+    absl::StrAppend(&out, "wrote ", s.path, ": ", s.records,
+                    s.records == 1 ? " record, " : " records, ", s.bytes, " bytes\n");
     records += s.records;
   }
   if (!shards.empty()) {

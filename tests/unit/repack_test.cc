@@ -4,8 +4,6 @@
 // staging intact and no temp files; the journal format and recovery; and
 // crash tests that fork, kill the child with SIGKILL at every fault point
 // (TFRECORDFS_FAULT), recover, pack again and check exactly-once.
-#include "tfrecordfs/repack/pack.h"
-
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/mount.h>
@@ -36,6 +34,7 @@
 #include "tfrecordfs/record/format.h"
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/repack/journal.h"
+#include "tfrecordfs/repack/pack.h"
 #include "tfrecordfs/staging/record_folder.h"
 
 namespace tfrecordfs::repack {
@@ -102,8 +101,8 @@ std::vector<ReadBack> ReadShards(const std::string& dir) {
     auto contents = ReadFileToString(dir + "/" + name);
     EXPECT_TRUE(contents.ok()) << contents.status();
     if (!contents.ok()) continue;
-    absl::Status s = record::ForEachRecordInBuffer(
-        *contents, [&](uint64_t, absl::string_view data) {
+    absl::Status s =
+        record::ForEachRecordInBuffer(*contents, [&](uint64_t, absl::string_view data) {
           out.push_back({name, std::string(data.data(), data.size())});
         });
     EXPECT_TRUE(s.ok()) << name << ": " << s;
@@ -207,8 +206,8 @@ TEST_F(PackTest, PacksEveryFeatureInNameOrder) {
   MakeRecord(records_, "c", 3);
   WriteFile(records_ + "/raw/record.bin", std::string("\x00\x01raw payload\xff", 15));
   MakeInvalidRecord(records_, "bad");
-  WriteFile(records_ + "/.hidden/label", "1\n");   // skipped: hidden
-  WriteFile(records_ + "/backup~/label", "1\n");   // skipped: backup
+  WriteFile(records_ + "/.hidden/label", "1\n");        // skipped: hidden
+  WriteFile(records_ + "/backup~/label", "1\n");        // skipped: backup
   WriteFile(records_ + "/stray-file", "not a record");  // ignored: not a folder
 
   PackReport report = Pack(Options());
@@ -272,9 +271,9 @@ TEST_F(PackTest, SplitsByFramedSizeAndNamesShards) {
   o.shard_size = 2 * framed + framed / 2;  // two records fit, three do not
   PackReport report = Pack(o);
   ASSERT_TRUE(report.status.ok()) << report.status;
-  EXPECT_THAT(ShardFiles(out_), ElementsAre("t-00000-of-00003.tfrecord",
-                                            "t-00001-of-00003.tfrecord",
-                                            "t-00002-of-00003.tfrecord"));
+  EXPECT_THAT(ShardFiles(out_),
+              ElementsAre("t-00000-of-00003.tfrecord", "t-00001-of-00003.tfrecord",
+                          "t-00002-of-00003.tfrecord"));
   ASSERT_EQ(report.shards.size(), 3u);
   EXPECT_EQ(report.shards[0].records, 2u);
   EXPECT_EQ(report.shards[1].records, 2u);
@@ -300,8 +299,8 @@ TEST_F(PackTest, ExactFitAndOversizedRecords) {
   o.remove_packed = false;
   PackReport report = Pack(o);
   ASSERT_TRUE(report.status.ok()) << report.status;
-  EXPECT_THAT(ShardFiles(out_), ElementsAre("t-00000-of-00002.tfrecord",
-                                            "t-00001-of-00002.tfrecord"));
+  EXPECT_THAT(ShardFiles(out_),
+              ElementsAre("t-00000-of-00002.tfrecord", "t-00001-of-00002.tfrecord"));
 
   // A shard size below one record still packs, one record per shard.
   o.prefix = "tiny";
@@ -334,8 +333,8 @@ TEST_F(PackTest, DefaultPrefixIsUtcTimestamp) {
   std::vector<std::string> files = ShardFiles(out_);
   ASSERT_EQ(files.size(), 1u);
   // staged-yyyymmddThhmmss-00000-of-00001.tfrecord
-  EXPECT_THAT(files[0], ::testing::MatchesRegex(
-                            "staged-[0-9]{8}T[0-9]{6}-00000-of-00001\\.tfrecord"));
+  EXPECT_THAT(files[0],
+              ::testing::MatchesRegex("staged-[0-9]{8}T[0-9]{6}-00000-of-00001\\.tfrecord"));
 }
 
 TEST_F(PackTest, NothingValidWritesNothing) {
@@ -702,9 +701,9 @@ TEST_P(CrashTest, RecoverThenPackGivesEveryRecordExactlyOnce) {
   std::multiset<std::string> expected;
   for (int i = 0; i < kRecords; ++i) expected.insert(absl::StrCat("r", i));
   EXPECT_EQ(packed, expected);
-  EXPECT_THAT(ShardFiles(out_), ElementsAre("t-00000-of-00003.tfrecord",
-                                            "t-00001-of-00003.tfrecord",
-                                            "t-00002-of-00003.tfrecord"));
+  EXPECT_THAT(ShardFiles(out_),
+              ElementsAre("t-00000-of-00003.tfrecord", "t-00001-of-00003.tfrecord",
+                          "t-00002-of-00003.tfrecord"));
   EXPECT_THAT(StrayFiles(out_), ElementsAre());
   if (o.remove_packed) {
     EXPECT_THAT(Folders(records_), ElementsAre("zz-invalid"));
@@ -770,8 +769,8 @@ TEST_F(PackCommandTest, PacksOfflineWithoutTouchingInput) {
   EXPECT_EQ(Run({"--shard-size", "1K", "--prefix=x", records_, out_}, &out), 0);
   EXPECT_THAT(out, HasSubstr("x-00000-of-00002.tfrecord: 1 record"));
   EXPECT_THAT(out, HasSubstr("packed 2 records into 2 shards"));
-  EXPECT_THAT(ShardFiles(out_), ElementsAre("x-00000-of-00002.tfrecord",
-                                            "x-00001-of-00002.tfrecord"));
+  EXPECT_THAT(ShardFiles(out_),
+              ElementsAre("x-00000-of-00002.tfrecord", "x-00001-of-00002.tfrecord"));
   EXPECT_THAT(Folders(records_), ElementsAre("a", "b"));
   EXPECT_THAT(StrayFiles(out_), ElementsAre());
 
