@@ -100,7 +100,7 @@ std::string DescribeStatus(int status) {
 
 int MakeTempFile(const std::string& dir, const std::string& stem) {
   std::string tmpl = dir + "/" + stem + "-XXXXXX";
-  int fd = ::mkstemp(tmpl.data());
+  int fd = ::mkostemp(tmpl.data(), O_CLOEXEC);
   if (fd >= 0) ::unlink(tmpl.c_str());
   return fd;
 }

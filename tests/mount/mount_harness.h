@@ -84,6 +84,13 @@ struct CommandResult {
 CommandResult Run(const std::vector<std::string>& argv,
                   const std::optional<std::string>& env_path = std::nullopt);
 
+// The same, under a name that gtest's Test::Run() does not hide inside a
+// TEST body.
+inline CommandResult RunCommand(const std::vector<std::string>& argv,
+                                const std::optional<std::string>& env_path = std::nullopt) {
+  return Run(argv, env_path);
+}
+
 // Runs `script` with /bin/sh -c.
 CommandResult Shell(const std::string& script);
 

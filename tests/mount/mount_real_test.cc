@@ -313,7 +313,7 @@ TEST_F(RealDataTest, DamagedShardServesItsIntactRecords) {
       EXPECT_EQ(::open((rec + "/image/encoded.jpg").c_str(), O_RDONLY), -1);
       EXPECT_EQ(errno, EIO);
     }
-    CommandResult ls = mount_test::Run({"ls", rec});
+    CommandResult ls = RunCommand({"ls", rec});
     EXPECT_NE(ls.exit_code, 0);
     EXPECT_NE(ls.err.find("Input/output error"), std::string::npos) << ls.err;
   }
