@@ -324,6 +324,36 @@ TEST_F(PackTest, RemovePackedFalseKeepsInput) {
   EXPECT_FALSE(JournalExists());
 }
 
+// `cp -r` from the read-only mount leaves 0555 folders and 0444 files; the
+// pack must still remove them for their (non-root) owner. Runs the pack in a
+// child that drops to an unprivileged uid, since root ignores mode bits.
+TEST_F(PackTest, RemovesReadOnlyFoldersForANonRootOwner) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to switch to an unprivileged uid";
+  constexpr uid_t kUid = 65534;
+  MakeRecord(records_, "a", 1);
+  for (const auto& e : fs::recursive_directory_iterator(root_)) {
+    ASSERT_EQ(::lchown(e.path().c_str(), kUid, kUid), 0) << e.path();
+  }
+  ASSERT_EQ(::chown(root_.c_str(), kUid, kUid), 0);
+  for (const auto& e : fs::recursive_directory_iterator(records_ + "/a")) {
+    ::chmod(e.path().c_str(), e.is_directory() ? 0555 : 0444);
+  }
+  ::chmod((records_ + "/a").c_str(), 0555);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (::setgid(kUid) != 0 || ::setuid(kUid) != 0) ::_exit(3);
+    PackReport report = Pack(Options());
+    ::_exit(report.status.ok() && report.left.empty() ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_TRUE(Folders(records_).empty());
+  EXPECT_EQ(ReadShards(out_).size(), 1u);
+}
+
 TEST_F(PackTest, DefaultPrefixIsUtcTimestamp) {
   MakeRecord(records_, "a", 1);
   PackOptions o = Options();
