@@ -24,8 +24,12 @@ absl::StatusOr<uint64_t> ParseHeader(const char* header12) {
 
 bool IsPlausibleHeader(const char* header12, uint64_t offset, uint64_t file_size) {
   if (offset > file_size || file_size - offset < kFramingOverhead) return false;
-  auto len = ParseHeader(header12);
-  return len.ok() && *len <= file_size - offset - kFramingOverhead;
+  // Called at every byte offset while resynchronising: build no Status here.
+  if (DecodeFixed32(header12 + kLengthSize) !=
+      crc32c::Mask(crc32c::Value(header12, kLengthSize))) {
+    return false;
+  }
+  return DecodeFixed64(header12) <= file_size - offset - kFramingOverhead;
 }
 
 namespace {
