@@ -8,6 +8,9 @@
 // exactly once with staging empty (but for a record that never was valid).
 #include <sys/stat.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include <map>
 
 #include "absl/strings/match.h"
@@ -20,7 +23,7 @@
 namespace tfrecordfs::mount_test::staging_test {
 namespace {
 
-constexpr int kRecords = 8;
+constexpr int kRecords = 9;  // the last one with an awkward folder name
 constexpr char kPrefix[] = "crash";
 
 enum class Side { kRollBack, kRollForward };
@@ -58,11 +61,11 @@ class StagingCrashTest : public ::testing::TestWithParam<FaultCase> {
     return c;
   }
 
-  // rec00..rec07 (about 330 bytes each: three to a 1K shard) and `zbad`,
-  // which never parses.
+  // rec00..rec07 and "rec08 <awkward bytes>" (about 330 bytes each: two
+  // to a 1K shard) and `zbad`, which never parses.
   void StageRecords() {
     std::string script = "set -e; cd " + ShellQuote(s_.mnt + "/staging") + "\n";
-    for (int i = 0; i < kRecords; ++i) {
+    for (int i = 0; i + 1 < kRecords; ++i) {
       const std::string dir = absl::StrFormat("rec%02d", i);
       script += absl::StrFormat(
           "mkdir %s && echo %d > %s/id && head -c 300 /dev/zero | tr '\\0' '%c' > %s/blob.bin\n",
@@ -71,6 +74,11 @@ class StagingCrashTest : public ::testing::TestWithParam<FaultCase> {
     script += "mkdir zbad && printf 'x\\n' > zbad/id.tmp && mv zbad/id.tmp zbad/id\n";
     CommandResult r = Shell(script);
     ASSERT_EQ(r.exit_code, 0) << r.err;
+    // The journal escapes names: spaces, tabs, newlines, '%', UTF-8.
+    const std::string odd = s_.mnt + "/staging/rec08 \xC3\xA9\t\n%2F x";
+    ASSERT_EQ(::mkdir(odd.c_str(), 0755), 0) << std::strerror(errno);
+    EXPECT_EQ(WriteAndClose(odd + "/id", "8\n").close_errno, 0);
+    EXPECT_EQ(WriteAndClose(odd + "/blob.bin", std::string(300, 'a' + 8)).close_errno, 0);
     ASSERT_EQ(ListDir(s_.records()).size(), static_cast<size_t>(kRecords + 1));
   }
 

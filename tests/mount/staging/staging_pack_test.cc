@@ -347,6 +347,56 @@ TEST_F(StagingPackTest, RemountShowsTheNewShards) {
   EXPECT_EQ(d->TfrUnmount(&status).exit_code, 0);
 }
 
+TEST_F(StagingPackTest, KindLearnedAtCloseSurvivesARestart) {
+  // `ratio` is a float list only in record 1 of its shard, so a fresh
+  // daemon (which samples the first record of each shard) does not know it;
+  // the kind validated at close() must survive a SIGKILL all the same.
+  WriteShardFile(s_.src + "/late.tfrecord",
+                 {ExamplePayload({Int64Feature("n", {0})}),
+                  ExamplePayload({Int64Feature("n", {1}), FloatFeature("ratio", {2.0f, 4.0f})})});
+  auto d = std::make_unique<StagingDaemon>(Config("late1"));
+  ASSERT_EQ(d->Start(), "");
+  ASSERT_EQ(Shell("cp -r " + Q("late.tfrecord/1") + " " + Q("staging/copy")).exit_code, 0);
+  EXPECT_EQ(ReadWholeFile(M("staging/copy/ratio")), "2\n4\n");
+  d->KillHard();
+
+  d = std::make_unique<StagingDaemon>(Config("late2"));
+  ASSERT_EQ(d->Start(), "");
+  int status = 0;
+  CommandResult u = d->TfrUnmount(&status);
+  EXPECT_EQ(u.exit_code, 0) << u.out << u.err;
+  const auto payloads = AllPayloads(ReadPackedShards(s_.out, "late2"));
+  ASSERT_EQ(payloads.size(), 1u);
+  ExpectSameRecord(ExamplePayload({Int64Feature("n", {1}), FloatFeature("ratio", {2.0f, 4.0f})}),
+                   payloads[0], "copy of late.tfrecord/1");
+}
+
+TEST_F(StagingPackTest, FailedPackKeepsEverythingStaged) {
+  DaemonConfig c = Config("");
+  c.options = {"staging_dir=" + s_.store, "output_dir=" + s_.tmp.path() + "/missing",
+               "prefix=miss"};
+  auto d = std::make_unique<StagingDaemon>(c);
+  ASSERT_EQ(d->Start(), "");
+  ASSERT_EQ(Shell("cp -r " + Q("base.tfrecord/0") + " " + Q("staging/r0")).exit_code, 0);
+  int status = 0;
+  CommandResult u = d->TfrUnmount(&status);
+  EXPECT_EQ(u.exit_code, 1) << u.out << u.err;
+  EXPECT_EQ(u.out.rfind("result: failed\n", 0), 0u) << u.out;
+  EXPECT_NE(u.out.find("missing"), std::string::npos) << u.out;
+  EXPECT_EQ(ExitCodeOfWait(status), 1);
+  EXPECT_EQ(ListDir(s_.records()), std::vector<std::string>{"r0"});
+  EXPECT_FALSE(Exists(s_.store + "/pack.journal"));
+
+  d = std::make_unique<StagingDaemon>(Config("found"));
+  ASSERT_EQ(d->Start(), "");
+  EXPECT_EQ(ListDir(M("staging")), std::vector<std::string>{"r0"});
+  u = d->TfrUnmount(&status);
+  EXPECT_EQ(u.exit_code, 0) << u.out << u.err;
+  const auto payloads = AllPayloads(ReadPackedShards(s_.out, "found"));
+  ASSERT_EQ(payloads.size(), 1u);
+  ExpectSameRecord(base_[0], payloads[0], "r0");
+}
+
 TEST_F(StagingPackTest, OfflinePackOfAPlainDirectory) {
   // No mount: `tfrecordfs pack DIR OUT` on folders made directly.
   const std::string dir = s_.tmp.Subdir("plain");

@@ -273,6 +273,58 @@ TEST_F(StagingTreeTest, StagingNameOptionAndClash) {
   EXPECT_EQ(SingleInt(Decode(shards[0].payloads[0]), "label"), 9);
 }
 
+TEST_F(StagingTreeTest, CopiesThatPreserveOwnershipAndModes) {
+  StagingDaemon d(Config("keep"));
+  ASSERT_EQ(d.Start(), "");
+  // cp -a / cp -p chown to the owner they read (the mounting user): a no-op
+  // that must succeed, or cp fails the copy.
+  CommandResult cp = Shell("cp -a " + ShellQuote(M("base.tfrecord/0")) + " " +
+                           ShellQuote(M("staging/a")) + " && cp -rp " +
+                           ShellQuote(M("base.tfrecord/1")) + " " + ShellQuote(M("staging/b")));
+  EXPECT_EQ(cp.exit_code, 0) << cp.err;
+  EXPECT_EQ(Stat(M("staging/a")).st_mode & 07777, 0555u);  // the modes came along
+  EXPECT_EQ(Stat(M("staging/a/label")).st_mode & 07777, 0444u);
+  EXPECT_EQ(Stat(M("staging/a/label")).st_mtim.tv_sec, Stat(M("base.tfrecord/0/label")).st_mtim.tv_sec);
+  EXPECT_EQ(Errno(::chown(M("staging/b").c_str(), ::getuid(), ::getgid())), 0);
+  EXPECT_EQ(::chown(M("staging/b").c_str(), ::getuid() + 1, ::getgid()), -1);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_EQ(::chown(M("staging/b").c_str(), ::getuid(), ::getgid() + 1), -1);
+  EXPECT_EQ(errno, EPERM);
+  // Outside staging nothing changes owner either.
+  EXPECT_EQ(::chown(M("base.tfrecord/0/label").c_str(), ::getuid(), ::getgid()), -1);
+  EXPECT_EQ(errno, EROFS);
+
+  int status = 0;
+  CommandResult u = d.TfrUnmount(&status);
+  EXPECT_EQ(u.exit_code, 0) << u.out << u.err;
+  const auto payloads = AllPayloads(ReadPackedShards(s_.out, "keep"));
+  ASSERT_EQ(payloads.size(), 2u);
+  ExpectSameRecord(ExamplePayload({Int64Feature("label", {1}), FloatFeature("scores", {0.5f})}),
+                   payloads[0], "a");
+  ExpectSameRecord(ExamplePayload({Int64Feature("label", {2}), FloatFeature("scores", {1.5f})}),
+                   payloads[1], "b");
+  // Read-only copies are removed from staging after the pack all the same.
+  EXPECT_EQ(ListDir(s_.records()), std::vector<std::string>{});
+}
+
+TEST_F(StagingTreeTest, OneMountPerStagingStore) {
+  StagingDaemon d(Config("lock"));
+  ASSERT_EQ(d.Start(), "");
+  TempDir other;
+  DaemonConfig c = Config("lock2");
+  c.mountpoint = other.Subdir("mnt");
+  StagingDaemon e(c);
+  EXPECT_EQ(e.RunExpectingFailure(), 1);
+  EXPECT_NE(e.Stderr().find("in use by another tfrecordfs mount"), std::string::npos)
+      << e.Stderr();
+  EXPECT_FALSE(IsMounted(c.mountpoint));
+  // Nothing staged: the unmount reports an empty pack and succeeds.
+  int status = 0;
+  CommandResult u = d.TfrUnmount(&status);
+  EXPECT_EQ(u.exit_code, 0) << u.out << u.err;
+  EXPECT_EQ(u.out, "result: ok\nnothing packed: no valid staged record\n");
+}
+
 TEST_F(StagingTreeTest, StagedBytesSurviveSigkill) {
   auto d = std::make_unique<StagingDaemon>(Config("k1"));
   ASSERT_EQ(d->Start(), "");
