@@ -212,8 +212,20 @@ AttrReply DoSetAttr(const Ops& ops, fuse_ino_t ino, const struct stat& to, int f
   if (fuse_to_set & FUSE_SET_ATTR_ATIME_NOW) bits |= staging::kSetAtimeNow;
   if (fuse_to_set & FUSE_SET_ATTR_MTIME_NOW) bits |= staging::kSetMtimeNow;
   if (fuse_to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
-    r.err = EPERM;  // staged files belong to the mounting user
-    return r;
+    // Every node shows as owned by the mounting user (FillStat). A chown to
+    // that same owner is a no-op, as on any file system (cp -p, cp -a and
+    // rsync -a send one); another owner is refused: staged files belong to
+    // the mounting user.
+    const bool same_uid = !(fuse_to_set & FUSE_SET_ATTR_UID) || to.st_uid == ::getuid();
+    const bool same_gid = !(fuse_to_set & FUSE_SET_ATTR_GID) || to.st_gid == ::getgid();
+    if (!same_uid || !same_gid) {
+      r.err = EPERM;
+      return r;
+    }
+    if (bits == 0 && !InStaging(ino)) {
+      r.err = EROFS;
+      return r;
+    }
   }
   if (bits == 0) return DoGetAttr(ops, ino);  // ctime-only updates
   auto a = ops.fs->SetAttr(ino, fh, to, bits);
