@@ -8,6 +8,16 @@
 //   tfrecordfs-gen synthetic OUTDIR --records N --shards S [--bytes B]
 //       [--prefix NAME]: N records across S shards; each record holds
 //       image_raw (B random bytes behind a JPEG magic), label, height, width.
+//   tfrecordfs-gen hostile OUTDIR [--records N]
+//       the damaged and strange inputs the mount must survive (truncations,
+//       stray bytes, CRC mismatches, a length near 2^64, empty and non-TFRecord
+//       files, non-Example payloads, malformed protobuf, wire-format variants,
+//       awkward feature names, a record too wide to show, and a shard of N
+//       tiny records, default 1000000, 0 for none), each case built with the
+//       project's writer plus byte edits. OUTDIR/MANIFEST.txt states what each
+//       record really is, for tests/mount/hostile.
+//   tfrecordfs-gen fuzz-seeds OUTDIR
+//       small seed inputs for the fuzz targets: OUTDIR/<target>/<name>.
 #include <cstddef>
 #include <cstdio>
 
@@ -23,6 +33,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -30,8 +41,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "tfrecordfs/base/coding.h"
+#include "tfrecordfs/base/crc32c.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/example/example.h"
+#include "tfrecordfs/record/format.h"
 #include "tfrecordfs/record/writer.h"
 
 namespace tfrecordfs {
@@ -233,21 +247,480 @@ int Synthetic(const std::string& dir, uint64_t records, uint64_t shards, uint64_
   return 0;
 }
 
+// ---- hostile: the damaged-input corpus --------------------------------------
+//
+// Every case is built from the project's writer (record::AppendFramed) and
+// then damaged with byte edits, the way leveldb's log_test does. The manifest
+// states, per record, what the generator knows it wrote: intact or damaged,
+// an Example or not, where its framing starts, and its payload's CRC.
+
+// Protobuf wire-format pieces, for payloads no encoder would write.
+void PutVarint(std::string* out, uint64_t v) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<char>(v));
+}
+std::string Tag(uint32_t field, int wire) {
+  std::string s;
+  PutVarint(&s, (uint64_t{field} << 3) | static_cast<uint64_t>(wire));
+  return s;
+}
+std::string Len(uint32_t field, absl::string_view body) {
+  std::string s = Tag(field, 2);
+  PutVarint(&s, body.size());
+  s.append(body.data(), body.size());
+  return s;
+}
+std::string VarintField(uint32_t field, uint64_t v) {
+  std::string s = Tag(field, 0);
+  PutVarint(&s, v);
+  return s;
+}
+std::string FloatField(uint32_t field, float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  std::string s = Tag(field, 5);
+  PutFixed32(&s, bits);
+  return s;
+}
+std::string PackedInt64s(std::initializer_list<int64_t> vs) {
+  std::string body;
+  for (int64_t v : vs) PutVarint(&body, static_cast<uint64_t>(v));
+  return Len(1, body);
+}
+std::string PackedFloats(std::initializer_list<float> vs) {
+  std::string body;
+  for (float f : vs) {
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    PutFixed32(&body, bits);
+  }
+  return Len(1, body);
+}
+// Feature{int64_list|float_list|bytes_list{<list>}}, from the list's fields.
+std::string Int64Feature(absl::string_view list) { return Len(3, list); }
+std::string FloatFeature(absl::string_view list) { return Len(2, list); }
+std::string BytesFeature(absl::string_view list) { return Len(1, list); }
+std::string BytesValues(std::initializer_list<absl::string_view> vs) {
+  std::string s;
+  for (absl::string_view v : vs) s += Len(1, v);
+  return s;
+}
+// One Features map entry (Features.feature = 1) from its key and value.
+std::string MapEntry(absl::string_view key, absl::string_view feature) {
+  return Len(1, Len(1, key) + Len(2, feature));
+}
+// Example{features = 1 {entries...}}.
+std::string ExampleOf(std::initializer_list<std::string> entries) {
+  std::string body;
+  for (const auto& e : entries) body += e;
+  return Len(1, body);
+}
+
+// `levels` messages nested in field 1 around "x", built outside-in in
+// linear time (wrapping one Len() around another would be quadratic).
+std::string Nested(int levels) {
+  std::vector<std::string> prefixes;
+  uint64_t size = 1;
+  for (int i = 0; i < levels; ++i) {
+    std::string p = Tag(1, 2);
+    PutVarint(&p, size);
+    size += p.size();
+    prefixes.push_back(std::move(p));
+  }
+  std::string out;
+  out.reserve(size);
+  for (auto it = prefixes.rbegin(); it != prefixes.rend(); ++it) out += *it;
+  return out + "x";
+}
+
+std::string SmallExample(uint64_t i) {
+  const std::string name = absl::StrCat("record-", i);
+  FeatureTable t;
+  t.features.push_back(Int64s("id", {static_cast<int64_t>(i)}));
+  t.features.push_back(Bytes("name", {name}));
+  return example::EncodeExample(t);
+}
+
+struct HostileRecord {
+  bool intact = true;
+  bool example = true;  // the payload is a tf.train.Example the mount shows as files
+  uint64_t offset = 0;  // byte offset of its framing
+  std::string payload;
+};
+
+struct HostileShard {
+  std::string name;
+  std::string bytes;
+  std::vector<HostileRecord> records;
+
+  // Appends a framed record; returns its index.
+  size_t Add(std::string payload, bool example = true) {
+    records.push_back({true, example, bytes.size(), payload});
+    record::AppendFramed(&bytes, payload);
+    return records.size() - 1;
+  }
+  void AddGood(size_t n) {
+    for (size_t i = 0; i < n; ++i) Add(SmallExample(records.size()));
+  }
+  uint64_t HeaderOf(size_t i) const { return records[i].offset; }
+  uint64_t DataOf(size_t i) const { return records[i].offset + record::kHeaderSize; }
+  void Flip(uint64_t offset) { bytes[offset] = static_cast<char>(bytes[offset] ^ 0x01); }
+  // Sets record i's length field and gives it a matching length CRC, so the
+  // header itself passes and only the length is wrong.
+  void SetLengthWithCrc(size_t i, uint64_t len) {
+    char* h = &bytes[HeaderOf(i)];
+    EncodeFixed64(h, len);
+    EncodeFixed32(h + record::kLengthSize,
+                  crc32c::Mask(crc32c::Value(h, record::kLengthSize)));
+    records[i].intact = false;
+  }
+};
+
+struct HostileCorpus {
+  std::vector<HostileShard> shards;
+  std::vector<std::pair<std::string, std::string>> plain_files;  // name, bytes
+};
+
+HostileCorpus BuildHostileCorpus() {
+  HostileCorpus c;
+  auto shard = [&](std::string name) -> HostileShard& {
+    c.shards.emplace_back();
+    c.shards.back().name = std::move(name);
+    return c.shards.back();
+  };
+
+  // Truncated endings: the shard ends at the last good record.
+  {
+    HostileShard& s = shard("truncated_header.tfrecord");
+    s.AddGood(3);
+    std::string next;
+    record::AppendFramed(&next, SmallExample(3));
+    s.bytes += next.substr(0, 7);
+  }
+  {
+    HostileShard& s = shard("truncated_payload.tfrecord");
+    s.AddGood(3);
+    std::string next;
+    record::AppendFramed(&next, std::string(100, 'p'));
+    s.bytes += next.substr(0, record::kHeaderSize + 40);
+  }
+  {
+    HostileShard& s = shard("truncated_data_crc.tfrecord");
+    s.AddGood(3);
+    std::string next;
+    record::AppendFramed(&next, SmallExample(3));
+    s.bytes += next.substr(0, next.size() - 2);
+  }
+  for (int n = 1; n <= 11; ++n) {
+    HostileShard& s = shard(absl::StrFormat("stray_bytes_%02d.tfrecord", n));
+    s.AddGood(2);
+    // Zeros look like the start of a header of a zero-length record.
+    s.bytes += std::string(static_cast<size_t>(n), n % 2 ? '\0' : '\x5a');
+  }
+  // Damage in the middle costs only the damaged record.
+  {
+    HostileShard& s = shard("length_crc_mismatch.tfrecord");
+    s.AddGood(5);
+    s.Flip(s.HeaderOf(2) + record::kLengthSize + 1);
+    s.records[2].intact = false;
+  }
+  {
+    HostileShard& s = shard("data_crc_mismatch.tfrecord");
+    s.AddGood(5);
+    s.Flip(s.DataOf(2) + 3);
+    s.records[2].intact = false;
+  }
+  {
+    HostileShard& s = shard("huge_length.tfrecord");
+    s.AddGood(5);
+    s.SetLengthWithCrc(2, ~uint64_t{0} - 15);  // 2^64 - 16: would wrap any `offset + 16 + len`
+  }
+  {
+    HostileShard& s = shard("huge_length_last.tfrecord");
+    s.AddGood(2);
+    std::string h(record::kHeaderSize, '\0');
+    EncodeFixed64(&h[0], ~uint64_t{0});
+    EncodeFixed32(&h[record::kLengthSize],
+                  crc32c::Mask(crc32c::Value(h.data(), record::kLengthSize)));
+    s.bytes += h + std::string(20, 'x');
+  }
+  shard("empty.tfrecord");
+  {
+    HostileShard& s = shard("zero_length.tfrecord");
+    s.AddGood(1);
+    s.Add("");  // an empty payload is an empty Example: no features
+    s.AddGood(1);
+  }
+
+  // Files that are not TFRecord shards, two of them named like one.
+  c.plain_files.emplace_back("not_a_tfrecord.tfrecord",
+                             "This is a text file with a TFRecord-like name.\nIt has no records.\n");
+  {
+    std::mt19937 rng(1234);
+    std::string junk(1000, '\0');
+    for (char& ch : junk) ch = static_cast<char>(rng() & 0xff);
+    c.plain_files.emplace_back("part-00000-of-00004", junk);
+  }
+  c.plain_files.emplace_back("compressed.tfrecord.gz",
+                             std::string("\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03", 10) +
+                                 "not really deflate");
+
+  // Payloads that are not Examples: one record.bin each.
+  {
+    HostileShard& s = shard("non_examples.tfrecord");
+    s.Add("hello world", false);
+    s.Add("12345", false);
+    s.Add("success", false);
+    // TensorBoard Event{wall_time = 1 (double), step = 2, file_version = 3}.
+    std::string event = Tag(1, 1);
+    PutFixed64(&event, 0x41d7d3f6c0000000ull);
+    event += VarintField(2, 0) + Len(3, "brain.Event:2");
+    s.Add(event, false);
+    // Event{wall_time, step, summary = 5 {value = 1 {tag = 1, tensor = 8}}}.
+    std::string summary = Tag(1, 1);
+    PutFixed64(&summary, 0x41d7d3f6c1000000ull);
+    summary += VarintField(2, 7) +
+               Len(5, Len(1, Len(1, "AverageReturn") + Len(8, VarintField(1, 1) + FloatField(5, 2.5f))));
+    s.Add(summary, false);
+    // ExampleListWithContext{examples = 1 [...], context = 2}: the real shape.
+    const std::string ex1 = ExampleOf({MapEntry("relevance", Int64Feature(PackedInt64s({1}))),
+                                       MapEntry("document_tokens",
+                                                BytesFeature(BytesValues({"a", "cat"})))});
+    const std::string ex2 = ExampleOf({MapEntry("relevance", Int64Feature(PackedInt64s({0})))});
+    const std::string ctx = ExampleOf({MapEntry("query_tokens", BytesFeature(BytesValues({"cats"})))});
+    s.Add(Len(1, ex1) + Len(1, ex2) + Len(2, ctx), false);
+    // ExampleListWithContext without a context: protobuf-wise this is an
+    // Example whose "feature names" are serialized map entries (control
+    // bytes) holding no kind of value.
+    s.Add(Len(1, ex1) + Len(1, ex2), false);
+    // SequenceExample{context = 1, feature_lists = 2}.
+    const std::string lists = Len(1, Len(1, "frames") + Len(2, Len(1, Int64Feature(PackedInt64s({1, 2})))));
+    s.Add(Len(1, Len(1, Len(1, "length") + Len(2, Int64Feature(PackedInt64s({2}))))) + Len(2, lists),
+          false);
+  }
+  // Malformed protobuf: the decoder refuses it; the payload is shown raw.
+  {
+    HostileShard& s = shard("malformed_protobuf.tfrecord");
+    s.Add(std::string(11, '\xff') + '\x01', false);            // varint longer than 10 bytes
+    s.Add(std::string("\x0a\xff\xff", 3), false);              // truncated length varint
+    s.Add(std::string("\x0a\x7f") + "short", false);           // length past the end
+    s.Add(Nested(100000), false);                              // 100000 levels of field 1
+    s.Add(VarintField(1, 5), false);                           // Example.features as a varint
+    s.Add(ExampleOf({MapEntry("a", Len(3, FloatField(1, 1.0f)))}), false);  // int64 as fixed32
+    s.Add(std::string("\x00\x01", 2), false);                  // field number 0
+    s.Add(std::string("\x0b\x0c", 2), false);                  // group start / end
+    s.Add(ExampleOf({MapEntry("f", FloatFeature(Len(1, "abc")))}), false);  // packed floats % 4
+    s.Add(ExampleOf({MapEntry("f", FloatFeature(Tag(1, 5) + "ab"))}), false);  // cut fixed32
+    s.Add(ExampleOf({MapEntry("bad\xff\xfe", Int64Feature(PackedInt64s({1})))}), false);  // key not UTF-8
+    s.Add(ExampleOf({Len(1, Len(3, "k"))}), false);            // unknown field in a map entry
+    s.Add(ExampleOf({MapEntry("k", Int64Feature(PackedInt64s({1})))}) + VarintField(9, 1),
+          false);                                              // unknown field after features
+  }
+  // Wire-format variants TensorFlow's parser decodes: shown as files.
+  {
+    HostileShard& s = shard("wire_variants.tfrecord");
+    // 0: unpacked int64 values.
+    s.Add(ExampleOf({MapEntry("ids", Int64Feature(VarintField(1, 1) + VarintField(1, 2) +
+                                                  VarintField(1, 3)))}));
+    // 1: unpacked floats.
+    s.Add(ExampleOf({MapEntry("xs", FloatFeature(FloatField(1, 1.5f) + FloatField(1, -2.0f)))}));
+    // 2: two packed int64 runs.
+    s.Add(ExampleOf({MapEntry("ids", Int64Feature(PackedInt64s({1, 2}) + PackedInt64s({3})))}));
+    // 3: packed, unpacked, packed floats.
+    s.Add(ExampleOf({MapEntry("xs", FloatFeature(PackedFloats({0.5f}) + FloatField(1, 0.25f) +
+                                                 PackedFloats({8.0f, 16.0f})))}));
+    // 4: duplicate keys, last wins (an int64 `k` replaced by a bytes `k`).
+    s.Add(ExampleOf({MapEntry("k", Int64Feature(PackedInt64s({1}))),
+                     MapEntry("k", BytesFeature(BytesValues({"last"})))}));
+    // 5: empty lists of each kind.
+    s.Add(ExampleOf({MapEntry("b", BytesFeature("")), MapEntry("f", FloatFeature("")),
+                     MapEntry("i", Int64Feature(""))}));
+    // 6: kindless features: Feature{} and an entry with no value at all.
+    s.Add(ExampleOf({MapEntry("present", Int64Feature(PackedInt64s({7}))), MapEntry("missing", ""),
+                     Len(1, Len(1, "novalue"))}));
+    // 7: Example.features twice: the maps merge.
+    s.Add(ExampleOf({MapEntry("a", Int64Feature(PackedInt64s({1})))}) +
+          ExampleOf({MapEntry("b", Int64Feature(PackedInt64s({2})))}));
+    // 8: a value given twice in one entry merges; a later kind replaces.
+    s.Add(ExampleOf({Len(1, Len(1, "m") + Len(2, Int64Feature(PackedInt64s({1}))) +
+                                Len(2, Int64Feature(PackedInt64s({2})))),
+                     Len(1, Len(1, "v") + Len(2, Int64Feature(PackedInt64s({5})) +
+                                                 BytesFeature(BytesValues({"x"}))))}));
+    // 9: extreme int64s (10-byte varints).
+    s.Add(ExampleOf({MapEntry("n", Int64Feature(PackedInt64s(
+                                       {-1, std::numeric_limits<int64_t>::min(),
+                                        std::numeric_limits<int64_t>::max()})))}));
+    // 10: an empty Example (no features field at all) and 11: features {}.
+    s.Add("");
+    s.Add(Len(1, ""));
+  }
+  // Awkward feature names, one record each (see tests/mount/hostile for the
+  // file names naming.h gives them).
+  {
+    HostileShard& s = shard("names.tfrecord");
+    const std::string names[] = {
+        std::string(""),           std::string("."),         std::string(".."),
+        std::string(300, 'x'),     std::string("/lead"),     std::string("trail/"),
+        std::string("a//b"),       std::string("nul\0byte", 8), std::string("ctl\x01\x7f"),
+        std::string("100%"),       std::string("a/b/c"),     std::string("trailing~"),
+        std::string(".hidden/.x"), std::string("0"),         std::string("\xc3\xa9t\xc3\xa9/\xe6\x97\xa5"),
+    };
+    for (const std::string& n : names) {
+      s.Add(ExampleOf({MapEntry(n, Int64Feature(PackedInt64s({1})))}));
+    }
+    // Invalid UTF-8 in a name: not an Example by proto3's rules.
+    s.Add(ExampleOf({MapEntry("bad\xc3(", Int64Feature(PackedInt64s({1})))}), false);
+    // A numeric `image` beside `image/encoded`; a root feature that would be
+    // record.bin; a long multi-byte name.
+    s.Add(ExampleOf({MapEntry("image", Int64Feature(PackedInt64s({3}))),
+                     MapEntry("image/encoded", BytesFeature(BytesValues({"\xff\xd8\xff\xe0jpeg"})))}));
+    s.Add(ExampleOf({MapEntry("record", BytesFeature(BytesValues({std::string("\x00\x01", 2)})))}));
+    std::string long_utf8;
+    for (int i = 0; i < 150; ++i) long_utf8 += "\xc3\xa9";  // 300 bytes of 'é'
+    s.Add(ExampleOf({MapEntry(long_utf8, BytesFeature(BytesValues({"v"})))}));
+  }
+  // More files than one record can show: record.bin, with a warning.
+  {
+    HostileShard& s = shard("wide.tfrecord");
+    FeatureTable t;
+    std::vector<std::string> names;
+    for (int i = 0; i < 70000; ++i) names.push_back(absl::StrFormat("f%05d", i));
+    for (const auto& n : names) t.features.push_back(Int64s(n, {1}));
+    s.Add(example::EncodeExample(t), false);
+    s.AddGood(1);
+  }
+  return c;
+}
+
+// A tiny Example: {"i": int64[k]}.
+std::string TinyPayload(uint64_t k) {
+  return ExampleOf({MapEntry("i", Int64Feature(PackedInt64s({static_cast<int64_t>(k)})))});
+}
+
+int Hostile(const std::string& dir, uint64_t tiny_records) {
+  ::mkdir(dir.c_str(), 0755);
+  const HostileCorpus c = BuildHostileCorpus();
+  std::string manifest =
+      "# tfrecordfs-gen hostile: what each file really holds (tab-separated).\n"
+      "# shard NAME RECORDS | record NAME INDEX ok|damaged example|raw OFFSET SIZE CRC32C |\n"
+      "# plain NAME SIZE | tiny NAME RECORDS (record k is Example{i: int64[k]})\n";
+  for (const HostileShard& s : c.shards) {
+    if (auto st = WriteFileAtomically(absl::StrCat(dir, "/", s.name), s.bytes); !st.ok()) {
+      std::cerr << "tfrecordfs-gen: " << st.message() << "\n";
+      return 1;
+    }
+    absl::StrAppend(&manifest, "shard\t", s.name, "\t", s.records.size(), "\n");
+    for (size_t i = 0; i < s.records.size(); ++i) {
+      const HostileRecord& r = s.records[i];
+      absl::StrAppendFormat(&manifest, "record\t%s\t%d\t%s\t%s\t%d\t%d\t%08x\n", s.name, i,
+                            r.intact ? "ok" : "damaged", r.example ? "example" : "raw", r.offset,
+                            r.payload.size(), crc32c::Value(r.payload));
+    }
+  }
+  for (const auto& [name, bytes] : c.plain_files) {
+    if (auto st = WriteFileAtomically(absl::StrCat(dir, "/", name), bytes); !st.ok()) {
+      std::cerr << "tfrecordfs-gen: " << st.message() << "\n";
+      return 1;
+    }
+    absl::StrAppend(&manifest, "plain\t", name, "\t", bytes.size(), "\n");
+  }
+  if (tiny_records > 0) {
+    const std::string path = dir + "/tiny-records.tfrecord";
+    auto fd = OpenFile(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (!fd.ok()) {
+      std::cerr << "tfrecordfs-gen: " << fd.status().message() << "\n";
+      return 1;
+    }
+    record::ShardWriter w(std::move(*fd), path);
+    absl::Status st;
+    for (uint64_t k = 0; k < tiny_records && st.ok(); ++k) st = w.Append(TinyPayload(k));
+    if (st.ok()) st = w.Close(false);
+    if (!st.ok()) {
+      std::cerr << "tfrecordfs-gen: " << st.message() << "\n";
+      return 1;
+    }
+    absl::StrAppend(&manifest, "tiny\ttiny-records.tfrecord\t", tiny_records, "\n");
+  }
+  if (auto st = WriteFileAtomically(dir + "/MANIFEST.txt", manifest); !st.ok()) {
+    std::cerr << "tfrecordfs-gen: " << st.message() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+// Seeds for tests/fuzz/corpus/<target>/: the small hostile shards (walker),
+// their payloads (example), those payloads behind the naming and staging
+// targets' mode bytes (see tests/fuzz/*_fuzzer.cc for the input formats).
+int FuzzSeeds(const std::string& dir) {
+  const HostileCorpus c = BuildHostileCorpus();
+  for (const char* t : {"walker", "example", "naming", "staging"}) {
+    ::mkdir(dir.c_str(), 0755);
+    ::mkdir(absl::StrCat(dir, "/", t).c_str(), 0755);
+  }
+  auto put = [&](absl::string_view target, absl::string_view name, absl::string_view bytes) {
+    absl::Status st = WriteFileAtomically(absl::StrCat(dir, "/", target, "/", name), bytes);
+    if (!st.ok()) std::cerr << "tfrecordfs-gen: " << st.message() << "\n";
+    return st.ok();
+  };
+  constexpr size_t kMaxSeed = 4096;
+  bool ok = true;
+  for (const HostileShard& s : c.shards) {
+    std::string stem = s.name;
+    if (const size_t dot = stem.find('.'); dot != std::string::npos) stem.resize(dot);
+    if (s.bytes.size() <= kMaxSeed) ok &= put("walker", stem, s.bytes);
+    for (size_t i = 0; i < s.records.size(); ++i) {
+      const std::string& p = s.records[i].payload;
+      if (p.size() > kMaxSeed) continue;
+      const std::string name = absl::StrCat(stem, "-", i);
+      ok &= put("example", name, p);
+      // naming: mode 1 (decode the rest as an Example), no escape bytes.
+      ok &= put("naming", name, std::string("\x01\x00", 2) + p);
+    }
+  }
+  // Structured programs (table_gen.h): mode byte, then features of
+  // [how=0 (dictionary), word, kind, count, values...].
+  const std::string table =
+      std::string("\x03", 1) +                                  // 3 features
+      std::string("\x00\x09\x03\x02", 4) + std::string(16, '\x01') +  // "image" int64 x2
+      std::string("\x00\x0a\x01\x01\x00\x08", 6) + "\xff\xd8\xff" +   // image/encoded bytes
+      std::string("\x00\x0c\x02\x01", 4) + std::string(4, '\x3f');     // "record" float
+  ok &= put("naming", "table-image", std::string("\x00\x00", 2) + table);
+  ok &= put("staging", "table-image", std::string("\x01", 1) + table);
+  // staging mode 0: [ops, (op, component...)...]: mkdir "a", create files.
+  const std::string folder = std::string("\x06", 1) +
+                             std::string("\x00\x01\x06", 3) +               // mkdir "a"
+                             std::string("\x01\x01\x01\x03", 4) + "1\n2" +  // a/0 = "1\n2"
+                             std::string("\x01\x01\x02\x02", 4) + "x\n" +   // a/1
+                             std::string("\x05", 1) +                        // up
+                             std::string("\x02\x01\x00\x04", 4) + "raw!" +  // record.bin
+                             std::string("\x04\x01\x0e", 3);                 // symlink "label"
+  ok &= put("staging", "folder-basic", std::string("\x00", 1) + folder);
+  ok &= put("staging", "folder-raw",
+            std::string("\x00\x01\x02\x01\x00\x05", 6) + "bytes");  // only record.bin
+  return ok ? 0 : 1;
+}
+
 int Main(int argc, char** argv) {
   constexpr char kUsage[] =
       "Usage: tfrecordfs-gen sample OUTDIR [--records N] [--shards S]\n"
-      "       tfrecordfs-gen synthetic OUTDIR --records N --shards S [--bytes B] [--prefix P]\n";
+      "       tfrecordfs-gen synthetic OUTDIR --records N --shards S [--bytes B] [--prefix P]\n"
+      "       tfrecordfs-gen hostile OUTDIR [--records N]\n"
+      "       tfrecordfs-gen fuzz-seeds OUTDIR\n";
   if (argc < 3) {
     std::cerr << kUsage;
     return 2;
   }
   const std::string mode = argv[1], dir = argv[2];
   uint64_t records = 0, shards = 0, bytes = 0;
+  bool records_given = false;
   std::string prefix = "data";
   for (int i = 3; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     bool ok = true;
-    if (flag == "--records") ok = absl::SimpleAtoi(value, &records);
+    if (flag == "--records") ok = records_given = absl::SimpleAtoi(value, &records);
     else if (flag == "--shards") ok = absl::SimpleAtoi(value, &shards);
     else if (flag == "--bytes") ok = absl::SimpleAtoi(value, &bytes);
     else if (flag == "--prefix") prefix = value;
@@ -257,6 +730,8 @@ int Main(int argc, char** argv) {
       return 2;
     }
   }
+  if (mode == "hostile") return Hostile(dir, records_given ? records : 1000000);
+  if (mode == "fuzz-seeds") return FuzzSeeds(dir);
   if (mode == "sample") return Sample(dir, records ? records : 40, shards ? shards : 2);
   if (mode == "synthetic" && records > 0 && shards > 0) {
     return Synthetic(dir, records, shards, bytes, prefix);

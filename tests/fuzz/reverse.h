@@ -1,0 +1,170 @@
+// The reverse layout in memory: a naming::Layout read back into features with
+// the naming module's reverse functions, following the same steps as the
+// staging parser (staging/record_folder.cc) does on disk. Used by the naming
+// fuzz target to check that every table survives forward + reverse.
+#ifndef TFRECORDFS_TESTS_FUZZ_REVERSE_H_
+#define TFRECORDFS_TESTS_FUZZ_REVERSE_H_
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/escaping.h"
+#include "tfrecordfs/example/example.h"
+#include "tfrecordfs/naming/naming.h"
+
+namespace tfrecordfs::fuzz {
+
+// A feature that owns its values; floats as bits so NaNs compare exactly.
+struct Canon {
+  example::Kind kind = example::Kind::kNone;
+  std::vector<std::string> bytes;
+  std::vector<uint32_t> float_bits;
+  std::vector<int64_t> int64s;
+  bool operator==(const Canon& o) const {
+    return kind == o.kind && bytes == o.bytes && float_bits == o.float_bits &&
+           int64s == o.int64s;
+  }
+};
+using CanonTable = std::map<std::string, Canon>;
+
+inline Canon ToCanon(const example::Feature& f) {
+  Canon c;
+  c.kind = f.kind;
+  for (absl::string_view b : f.bytes) c.bytes.emplace_back(b);
+  for (float v : f.floats) {
+    uint32_t bits;
+    std::memcpy(&bits, &v, 4);
+    c.float_bits.push_back(bits);
+  }
+  c.int64s = f.int64s;
+  return c;
+}
+
+// The features a layout must reproduce: kindless ones are not shown.
+inline CanonTable Shown(const example::FeatureTable& t) {
+  CanonTable out;
+  for (const auto& f : t.features) {
+    if (f.kind != example::Kind::kNone) out[f.name] = ToCanon(f);
+  }
+  return out;
+}
+
+inline std::string Describe(const CanonTable& t) {
+  std::string s;
+  for (const auto& [name, c] : t) {
+    absl::StrAppend(&s, "'", absl::CEscape(name), "':", example::KindName(c.kind), "[",
+                    c.bytes.size() + c.float_bits.size() + c.int64s.size(), "] ");
+  }
+  return s;
+}
+
+class LayoutReverser {
+ public:
+  using Hint = std::function<example::Kind(absl::string_view)>;
+  LayoutReverser(const naming::Layout& layout, absl::string_view payload, Hint hint)
+      : l_(layout), payload_(payload), hint_(std::move(hint)) {}
+
+  // Errors name the entry that could not be read back.
+  absl::StatusOr<CanonTable> Run() {
+    const naming::Entry& root = l_.entries[0];
+    if (root.num_children == 1 && !l_.entries[root.first_child].is_dir &&
+        l_.entries[root.first_child].name == naming::kRawRecordName) {
+      return absl::InvalidArgumentError("an Example lays out as a raw record.bin");
+    }
+    std::vector<std::string> dirs;
+    if (auto s = Walk(0, &dirs); !s.ok()) return s;
+    return out_;
+  }
+
+ private:
+  std::string Content(const naming::Entry& e) const {
+    if (e.is_inline) return e.content;
+    return std::string(payload_.substr(e.span_offset, e.span_length));
+  }
+
+  absl::Status Add(std::string name, Canon c, absl::string_view file) {
+    if (!out_.emplace(name, std::move(c)).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("two files map to feature '", absl::CEscape(name), "' (", file, ")"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Walk(uint32_t dir, std::vector<std::string>* dirs) {
+    const naming::Entry& d = l_.entries[dir];
+    for (uint32_t c = d.first_child; c < d.first_child + d.num_children; ++c) {
+      const naming::Entry& e = l_.entries[c];
+      if (naming::IsIgnoredName(e.name)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("entry '", absl::CEscape(e.name), "' is skipped by the reverse"));
+      }
+      if (e.is_dir) {
+        std::vector<std::pair<std::string, bool>> kids;
+        for (uint32_t k = e.first_child; k < e.first_child + e.num_children; ++k) {
+          kids.emplace_back(l_.entries[k].name, !l_.entries[k].is_dir);
+        }
+        if (!naming::IsContinuation(e.name) && naming::IsListDirectory(kids)) {
+          std::vector<std::pair<uint64_t, std::string>> items;
+          for (uint32_t k = e.first_child; k < e.first_child + e.num_children; ++k) {
+            items.emplace_back(*naming::ListItemIndex(l_.entries[k].name), Content(l_.entries[k]));
+          }
+          std::sort(items.begin(), items.end());
+          Canon canon;
+          canon.kind = example::Kind::kBytes;
+          for (auto& [i, b] : items) canon.bytes.push_back(std::move(b));
+          if (auto s = Add(naming::FeatureNameFromPath(*dirs, e.name), std::move(canon), e.name);
+              !s.ok()) {
+            return s;
+          }
+          continue;
+        }
+        dirs->push_back(e.name);
+        absl::Status s = Walk(c, dirs);
+        dirs->pop_back();
+        if (!s.ok()) return s;
+        continue;
+      }
+      const naming::LeafName leaf = naming::ParseLeafName(e.name);
+      const std::string name = naming::FeatureNameFromPath(*dirs, leaf.stem_escaped);
+      const std::string content = Content(e);
+      Canon canon;
+      switch (leaf.role) {
+        case naming::FileRole::kNumeric: {
+          auto f = naming::ParseNumeric(content, hint_(name));
+          if (!f.ok()) {
+            return absl::InvalidArgumentError(
+                absl::StrCat("'", absl::CEscape(e.name), "': ", f.status().message()));
+          }
+          canon = ToCanon(*f);
+          break;
+        }
+        case naming::FileRole::kText:
+          canon.kind = example::Kind::kBytes;
+          for (absl::string_view v : naming::ParseText(content)) canon.bytes.emplace_back(v);
+          break;
+        case naming::FileRole::kSingleBytes:
+          canon.kind = example::Kind::kBytes;
+          canon.bytes.push_back(content);
+          break;
+      }
+      if (auto s = Add(name, std::move(canon), e.name); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+
+  const naming::Layout& l_;
+  absl::string_view payload_;
+  Hint hint_;
+  CanonTable out_;
+};
+
+}  // namespace tfrecordfs::fuzz
+
+#endif  // TFRECORDFS_TESTS_FUZZ_REVERSE_H_
