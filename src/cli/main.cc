@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "src/cli/commands.h"
 #include "src/cli/runtime.h"
@@ -223,6 +224,14 @@ int Main(int argc, char** argv) {
   // crash interrupted, before anything is served.
   if (cli.staging_dir.empty()) cli.staging_dir = DefaultStagingDir(cli.vfs.sources);
   if (cli.pack.output_dir.empty()) cli.pack.output_dir = DefaultOutputDir(cli.vfs.sources);
+  // The pack runs after fuse_daemonize() has changed to "/": anchor a
+  // relative output_dir to the directory the mount was started from.
+  if (cli.pack.output_dir.front() != '/') {
+    char cwd[PATH_MAX];
+    if (::getcwd(cwd, sizeof cwd) != nullptr) {
+      cli.pack.output_dir = absl::StrCat(cwd, "/", cli.pack.output_dir);
+    }
+  }
   vfs::Filesystem* fs_for_hints = nullptr;
   auto hint = [&fs_for_hints](absl::string_view name) {
     return fs_for_hints ? fs_for_hints->KindOf(name) : example::Kind::kNone;
