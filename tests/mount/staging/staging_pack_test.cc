@@ -7,6 +7,7 @@
 // shard_size splitting; a remount showing the new shards; the offline
 // `tfrecordfs pack`.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -395,6 +396,36 @@ TEST_F(StagingPackTest, FailedPackKeepsEverythingStaged) {
   const auto payloads = AllPayloads(ReadPackedShards(s_.out, "found"));
   ASSERT_EQ(payloads.size(), 1u);
   ExpectSameRecord(base_[0], payloads[0], "r0");
+}
+
+TEST_F(StagingPackTest, DetachedDaemonWithRelativeDirectories) {
+  // Without -f the daemon detaches (and changes to "/") once the mount is
+  // ready; relative staging_dir / output_dir still mean the directory the
+  // mount was started from, and `tfrecordfs unmount` waits for its pack.
+  struct Guard {
+    std::string mnt;
+    ~Guard() {
+      if (IsMounted(mnt)) mount_test::Run({"fusermount3", "-u", "-z", mnt});
+      for (pid_t p : FindDaemons(mnt)) ::kill(p, SIGKILL);
+    }
+  } guard{s_.mnt};
+  CommandResult m = Shell("cd " + ShellQuote(s_.tmp.path()) + " && " + ShellQuote(BinaryPath()) +
+                          " -o staging_dir=store,output_dir=out,prefix=bg src " +
+                          ShellQuote(s_.mnt));
+  ASSERT_EQ(m.exit_code, 0) << m.err;
+  ASSERT_TRUE(WaitUntil([&] { return IsMounted(s_.mnt, "fuse.tfrecordfs"); }));
+  ASSERT_EQ(FindDaemons(s_.mnt).size(), 1u);
+  ASSERT_EQ(Shell("cp -r " + Q("base.tfrecord/0") + " " + Q("staging/r")).exit_code, 0);
+  EXPECT_TRUE(IsDir(s_.records() + "/r"));  // store/ under the start directory
+
+  CommandResult u = mount_test::Run({BinaryPath(), "unmount", s_.mnt});
+  EXPECT_EQ(u.exit_code, 0) << u.out << u.err;
+  EXPECT_NE(u.out.find("wrote " + s_.out + "/bg-00000-of-00001.tfrecord"), std::string::npos)
+      << u.out;
+  const auto payloads = AllPayloads(ReadPackedShards(s_.out, "bg"));
+  ASSERT_EQ(payloads.size(), 1u);
+  ExpectSameRecord(base_[0], payloads[0], "r");
+  EXPECT_TRUE(WaitUntil([&] { return FindDaemons(s_.mnt).empty(); }));
 }
 
 TEST_F(StagingPackTest, OfflinePackOfAPlainDirectory) {
