@@ -143,6 +143,7 @@ absl::Status DecodeFloatList(absl::string_view data, size_t base, Feature* f) {
       size_t sub;
       if (auto s = c.Bytes(&run, &sub); !s.ok()) return s;
       if (run.size() % 4 != 0) return c.Error("packed float run not a multiple of 4 bytes");
+      if (run.empty()) continue;  // memcpy into an empty vector's null data() is UB
       const size_t old = f->floats.size();
       f->floats.resize(old + run.size() / 4);
       std::memcpy(f->floats.data() + old, run.data(), run.size());
@@ -254,6 +255,24 @@ absl::StatusOr<FeatureTable> DecodeExample(absl::string_view payload) {
       std::string name = f.name;
       by_name.insert_or_assign(std::move(name), std::move(f));
     }
+  }
+  // Another message whose field 1 holds Examples (an ExampleListWithContext
+  // without its context) parses as an Example whose "entries" are really
+  // Features messages: every key is a serialized map entry (it starts with
+  // the control byte 0x0a) and no value is ever given. No Example writer
+  // produces features that are all kindless under names with control bytes,
+  // so such a payload is shown raw rather than as an empty record.
+  const bool all_kindless =
+      !by_name.empty() && std::all_of(by_name.begin(), by_name.end(), [](const auto& kv) {
+        return kv.second.kind == Kind::kNone;
+      });
+  if (all_kindless && std::any_of(by_name.begin(), by_name.end(), [](const auto& kv) {
+        return std::any_of(kv.first.begin(), kv.first.end(), [](char ch) {
+          return static_cast<unsigned char>(ch) < 0x20 && ch != '\t';
+        });
+      })) {
+    return c.Error("only kindless features, named with control bytes (another message, such as "
+                   "an ExampleListWithContext, that happens to parse)");
   }
   FeatureTable table;
   table.features.reserve(by_name.size());

@@ -16,7 +16,11 @@
 //     runs; all are concatenated in order, as protobuf and TensorFlow do;
 //   * a repeated Features or list message is merged; within a Feature a later
 //     kind replaces an earlier one (oneof); a repeated key: last entry wins;
-//   * a map entry without a value, or an empty Feature{}, is kind kNone.
+//   * a map entry without a value, or an empty Feature{}, is kind kNone;
+//   * a payload whose features are all kNone while some name holds control
+//     bytes (other than tab) is rejected: that is another message read as an
+//     Example (an ExampleListWithContext without context: its "names" are
+//     serialized map entries), never what an Example writer produces.
 //
 // Thread-safety: pure functions.
 #ifndef TFRECORDFS_EXAMPLE_EXAMPLE_H_
