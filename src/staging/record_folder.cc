@@ -11,8 +11,10 @@
 #include <map>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/utf8.h"
 #include "tfrecordfs/naming/naming.h"
 
 namespace tfrecordfs::staging {
@@ -149,6 +151,13 @@ class FolderReader {
   }
 
   absl::Status Add(Feature f, const std::string& rel) {
+    // Map keys are proto3 strings: a name that is not UTF-8 (raw bytes in a
+    // file name, or a %XX escape of them) would pack into a record that no
+    // protobuf parser, and not the read path, accepts as an Example.
+    if (!IsValidUtf8(f.name)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          rel, ": the feature name '", absl::CHexEscape(f.name), "' is not valid UTF-8"));
+    }
     auto [it, inserted] = features_.try_emplace(f.name, std::move(f), rel);
     if (!inserted) {
       return absl::InvalidArgumentError(absl::StrCat(rel, " and ", it->second.second,

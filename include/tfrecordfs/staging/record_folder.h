@@ -10,7 +10,9 @@
 //     other directories -> '/' in the feature name; `%+` chunks join;
 //   * escapes are undone; hidden names (leading '.') and backups ending in
 //     '~' are skipped (editors leave them);
-//   * symlinks, devices, fifos and sockets make the record invalid.
+//   * symlinks, devices, fifos and sockets make the record invalid, and so
+//     does a feature name that is not valid UTF-8 once unescaped (map keys
+//     are proto3 strings).
 //
 // Kinds: a numeric file's kind comes from `hint(feature_name)` when it
 // returns kInt64 or kFloat (the kind the feature has in the mounted shards),
