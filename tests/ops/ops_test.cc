@@ -154,7 +154,8 @@ std::vector<Dirent> ParseDirents(const std::string& buf, bool plus) {
       std::memcpy(&dp, buf.data() + pos, sizeof dp);
       d.nodeid = dp.entry_out.nodeid;
       d.attr = dp.entry_out.attr;
-      de = reinterpret_cast<const fuse_dirent*>(buf.data() + pos + offsetof(fuse_direntplus, dirent));
+      de = reinterpret_cast<const fuse_dirent*>(buf.data() + pos +
+                                                offsetof(fuse_direntplus, dirent));
       rec = FUSE_DIRENTPLUS_SIZE(reinterpret_cast<const fuse_direntplus*>(buf.data() + pos));
     } else {
       EXPECT_LE(pos + FUSE_NAME_OFFSET, buf.size());
@@ -336,7 +337,8 @@ TEST_F(OpsTest, ShardsAreDirectories) {
   EXPECT_EQ(vfs::Space::kTree, vfs::SpaceOf(e.ino));
   const fuse_entry_param n = Path("nested/deeper/eval.tfrecord");
   EXPECT_TRUE(S_ISDIR(n.attr.st_mode));
-  EXPECT_THAT(Names(List(Path("nested").ino, false)), ElementsAre(".", "..", "deeper", "notes.txt"));
+  EXPECT_THAT(Names(List(Path("nested").ino, false)),
+              ElementsAre(".", "..", "deeper", "notes.txt"));
 }
 
 TEST_F(OpsTest, NegativeLookupsAreCached) {
@@ -344,10 +346,17 @@ TEST_F(OpsTest, NegativeLookupsAreCached) {
   const fuse_ino_t record = Path("train-00000-of-00002/03").ino;
   const fuse_ino_t image = Path("train-00000-of-00002/03/image").ino;
   const std::vector<std::pair<fuse_ino_t, std::string>> misses = {
-      {FUSE_ROOT_ID, "nope"}, {FUSE_ROOT_ID, ".hidden"}, {FUSE_ROOT_ID, "dataset_info.json.bak"},
-      {shard, "12"},          {shard, "abc"},            {shard, ""},
-      {shard, "-1"},          {shard, "99999999999999999999999"},
-      {record, "missing"},    {record, "id.txt"},        {image, "encoded"},
+      {FUSE_ROOT_ID, "nope"},
+      {FUSE_ROOT_ID, ".hidden"},
+      {FUSE_ROOT_ID, "dataset_info.json.bak"},
+      {shard, "12"},
+      {shard, "abc"},
+      {shard, ""},
+      {shard, "-1"},
+      {shard, "99999999999999999999999"},
+      {record, "missing"},
+      {record, "id.txt"},
+      {image, "encoded"},
       {Path("nested").ino, "eval.tfrecord"}};
   for (const auto& [parent, name] : misses) {
     EntryReply r = DoLookup(*ops_, parent, name);
@@ -436,7 +445,8 @@ TEST_F(OpsTest, RecordLayout) {
               Read(Path(absl::StrCat("train-00001-of-00002/", r, "/id")).ino, 100, 0));
   }
   EXPECT_EQ("7\n8\n", Read(Path("nested/deeper/eval.tfrecord/0/label").ino, 100, 0));
-  EXPECT_THAT(Names(List(Path("nested/deeper/eval.tfrecord/1").ino, false)), ElementsAre(".", ".."));
+  EXPECT_THAT(Names(List(Path("nested/deeper/eval.tfrecord/1").ino, false)),
+              ElementsAre(".", ".."));
 }
 
 TEST_F(OpsTest, NonExamplePayloadsShowRaw) {
@@ -461,9 +471,9 @@ TEST_F(OpsTest, NodeIdsFollowTheLayout) {
   EXPECT_NE(Path("train-00001-of-00002/0").ino, Path("train-00000-of-00002/0").ino);
   // All ids in one record are distinct, and stable across lookups.
   std::set<uint64_t> seen;
-  for (const char* p : {"", "/frames", "/frames/0.png", "/frames/1.bin", "/id", "/image",
-                        "/image/class", "/image/class/label", "/image/class/text.txt",
-                        "/image/encoded.jpg", "/score"}) {
+  for (const char* p :
+       {"", "/frames", "/frames/0.png", "/frames/1.bin", "/id", "/image", "/image/class",
+        "/image/class/label", "/image/class/text.txt", "/image/encoded.jpg", "/score"}) {
     const uint64_t ino = Path(absl::StrCat("train-00000-of-00002/07", p)).ino;
     EXPECT_TRUE(seen.insert(ino).second) << p;
     EXPECT_EQ(ino, Path(absl::StrCat("train-00000-of-00002/07", p)).ino);
@@ -613,7 +623,8 @@ TEST_F(OpsTest, DamagedRecordIsEio) {
   EXPECT_EQ(EIO, DoLookup(*ops_, rec.ino, "n").err);
   // The neighbours are fine.
   for (int r : {0, 1, 3, 4}) {
-    EXPECT_EQ(absl::StrCat(r, "\n"), Read(Path(absl::StrCat("damaged.tfrecord/", r, "/n")).ino, 10, 0));
+    EXPECT_EQ(absl::StrCat(r, "\n"),
+              Read(Path(absl::StrCat("damaged.tfrecord/", r, "/n")).ino, 10, 0));
   }
   // The error names the shard, the record and its byte offset.
   auto status = fs_->Lookup(rec.ino, "n");
@@ -628,8 +639,9 @@ TEST_F(OpsTest, DamagedRecordIsEio) {
 // Open and read.
 
 TEST_F(OpsTest, OpenIsReadOnly) {
-  for (const char* path : {"dataset_info.json", "train-00000-of-00002/01/id",
-                           "train-00000-of-00002/01/image/encoded.jpg", "raw.tfrecord/0/record.bin"}) {
+  for (const char* path :
+       {"dataset_info.json", "train-00000-of-00002/01/id",
+        "train-00000-of-00002/01/image/encoded.jpg", "raw.tfrecord/0/record.bin"}) {
     SCOPED_TRACE(path);
     const fuse_ino_t ino = Path(path).ino;
     OpenReply ok = DoOpen(*ops_, ino, O_RDONLY);
@@ -667,11 +679,16 @@ TEST_F(OpsTest, ReadSpanFileServesShardBytes) {
   ASSERT_GE(r.data.fd, 0) << "a contiguous value is served from the shard descriptor";
   EXPECT_EQ(4096u, r.data.length);
   const size_t n = want.size();
-  const std::vector<std::pair<size_t, off_t>> cases = {
-      {4096, 0},       {4096, 1},       {1, static_cast<off_t>(n - 1)},
-      {100, static_cast<off_t>(n - 10)}, {131072, 65536}, {1 << 20, 0},
-      {0, 5},          {4096, static_cast<off_t>(n)},   {4096, static_cast<off_t>(n + 100)},
-      {4096, off_t{1} << 40}};
+  const std::vector<std::pair<size_t, off_t>> cases = {{4096, 0},
+                                                       {4096, 1},
+                                                       {1, static_cast<off_t>(n - 1)},
+                                                       {100, static_cast<off_t>(n - 10)},
+                                                       {131072, 65536},
+                                                       {1 << 20, 0},
+                                                       {0, 5},
+                                                       {4096, static_cast<off_t>(n)},
+                                                       {4096, static_cast<off_t>(n + 100)},
+                                                       {4096, off_t{1} << 40}};
   for (auto [size, off] : cases) {
     SCOPED_TRACE(absl::StrCat("size ", size, " offset ", off));
     const std::string got = Read(e.ino, size, off);
@@ -710,11 +727,10 @@ TEST_F(OpsTest, ReadOfADirectoryIsEisdir) {
 }
 
 TEST_F(OpsTest, SizesMatchContents) {
-  for (const char* path : {"train-00000-of-00002/04/id", "train-00000-of-00002/04/score",
-                           "train-00000-of-00002/04/image/encoded.jpg",
-                           "train-00000-of-00002/04/image/class/text.txt",
-                           "train-00000-of-00002/04/frames/0.png", "raw.tfrecord/1/record.bin",
-                           "dataset_info.json"}) {
+  for (const char* path :
+       {"train-00000-of-00002/04/id", "train-00000-of-00002/04/score",
+        "train-00000-of-00002/04/image/encoded.jpg", "train-00000-of-00002/04/image/class/text.txt",
+        "train-00000-of-00002/04/frames/0.png", "raw.tfrecord/1/record.bin", "dataset_info.json"}) {
     const fuse_entry_param e = Path(path);
     EXPECT_EQ(static_cast<size_t>(e.attr.st_size), Read(e.ino, 1 << 20, 0).size()) << path;
     EXPECT_EQ(static_cast<blkcnt_t>((e.attr.st_size + 511) / 512), e.attr.st_blocks) << path;
@@ -730,9 +746,9 @@ TEST_F(OpsTest, Statfs) {
   // 12 + 3 + 2 (eval) + 2 (raw) + 0 (empty) + 1 (big) + 5 (damaged).
   EXPECT_EQ(25u, r.st.f_files);
   uint64_t shard_bytes = 0;
-  for (const char* f : {"train-00000-of-00002", "train-00001-of-00002",
-                        "nested/deeper/eval.tfrecord", "raw.tfrecord", "empty.tfrecord",
-                        "big.tfrecord", "damaged.tfrecord"}) {
+  for (const char* f :
+       {"train-00000-of-00002", "train-00001-of-00002", "nested/deeper/eval.tfrecord",
+        "raw.tfrecord", "empty.tfrecord", "big.tfrecord", "damaged.tfrecord"}) {
     struct stat st;
     ASSERT_EQ(0, ::stat(absl::StrCat(*dir_, "/", f).c_str(), &st)) << f;
     shard_bytes += static_cast<uint64_t>(st.st_size);
@@ -798,7 +814,8 @@ TEST_F(CreateTest, DistinctSourcesMerge) {
   ASSERT_TRUE(fs.ok()) << fs.status();
   Ops ops{fs->get(), OpsOptions{}};
   DirReply r = DoReadDir(ops, FUSE_ROOT_ID, 4096, 0, false);
-  EXPECT_THAT(Names(ParseDirents(r.buf, false)), ElementsAre(".", "..", "a.tfrecord", "b.tfrecord"));
+  EXPECT_THAT(Names(ParseDirents(r.buf, false)),
+              ElementsAre(".", "..", "a.tfrecord", "b.tfrecord"));
   EXPECT_EQ(3u, DoStatfs(ops).st.f_files);
 }
 

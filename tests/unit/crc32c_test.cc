@@ -68,8 +68,8 @@ TEST(Crc32cTest, ExtendEverySplitPoint) {
     EXPECT_EQ(whole, Extend(a, s.data() + cut, s.size() - cut)) << "cut at " << cut;
   }
   // Three pieces.
-  uint32_t c = Extend(Extend(Extend(0, s.data(), 13), s.data() + 13, 500), s.data() + 513,
-                      s.size() - 513);
+  uint32_t c =
+      Extend(Extend(Extend(0, s.data(), 13), s.data() + 13, 500), s.data() + 513, s.size() - 513);
   EXPECT_EQ(whole, c);
 }
 

@@ -1,6 +1,8 @@
 // The hand-written Example decoder against protobuf's own parser, the encoder
 // round trip, hand-built wire bytes for the corner cases protobuf allows, and
 // the payloads the decoder must reject.
+#include "tfrecordfs/example/example.h"
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -15,7 +17,6 @@
 #include "example.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tfrecordfs/example/example.h"
 
 namespace tfrecordfs::example {
 namespace {
@@ -130,9 +131,9 @@ class Generator {
   uint32_t Uniform(uint32_t n) { return static_cast<uint32_t>(rng_() % n); }
 
   std::string Name() {
-    static const char* const kParts[] = {"image", "encoded", "label", "a", "b", "x.y", "日本",
-                                         "é", " sp ace", "%", "..", ".", "", "0", "12", "-",
-                                         "name with\ttab"};
+    static const char* const kParts[] = {
+        "image", "encoded", "label", "a", "b",  "x.y", "日本",          "é", " sp ace", "%",
+        "..",    ".",       "",      "0", "12", "-",   "name with\ttab"};
     std::string name;
     const int parts = 1 + static_cast<int>(Uniform(4));
     for (int i = 0; i < parts; ++i) {
@@ -160,12 +161,16 @@ class Generator {
   }
 
   int64_t Int64() {
-    static const int64_t kSpecial[] = {0, 1, -1, 127, 128, -128,
+    static const int64_t kSpecial[] = {0,
+                                       1,
+                                       -1,
+                                       127,
+                                       128,
+                                       -128,
                                        std::numeric_limits<int64_t>::min(),
                                        std::numeric_limits<int64_t>::max()};
     if (Uniform(3) == 0) return kSpecial[Uniform(std::size(kSpecial))];
-    return static_cast<int64_t>((static_cast<uint64_t>(rng_()) << 32) ^ rng_()) >>
-           Uniform(64);
+    return static_cast<int64_t>((static_cast<uint64_t>(rng_()) << 32) ^ rng_()) >> Uniform(64);
   }
 
   std::string Bytes() {
@@ -256,10 +261,13 @@ TEST(DecodeExampleTest, HandPickedTable) {
   add("empty_bytes", Kind::kBytes);
   add("empty_float", Kind::kFloat);
   add("empty_int64", Kind::kInt64);
-  add("floats", Kind::kFloat).floats = {-0.0f, std::numeric_limits<float>::infinity(),
+  add("floats", Kind::kFloat).floats = {-0.0f,
+                                        std::numeric_limits<float>::infinity(),
                                         -std::numeric_limits<float>::infinity(),
-                                        std::numeric_limits<float>::denorm_min(), nan_payload,
-                                        std::nanf(""), 1.5f};
+                                        std::numeric_limits<float>::denorm_min(),
+                                        nan_payload,
+                                        std::nanf(""),
+                                        1.5f};
   add("image/encoded", Kind::kBytes).bytes = {jpeg};
   add("int64s", Kind::kInt64).int64s = {std::numeric_limits<int64_t>::min(), -1, 0,
                                         std::numeric_limits<int64_t>::max()};
@@ -388,17 +396,17 @@ TEST(WireTest, TwoPackedRunsConcatenate) {
 }
 
 TEST(WireTest, MixedPackedAndUnpacked) {
-  CanonTable t = Both(ExampleOf(
-      Entry("n", Len(3, Varint(1, 7) + PackedVarints({8, 9}) + Varint(1, 10) + PackedVarints({})))));
+  CanonTable t = Both(ExampleOf(Entry(
+      "n", Len(3, Varint(1, 7) + PackedVarints({8, 9}) + Varint(1, 10) + PackedVarints({})))));
   EXPECT_EQ((std::vector<int64_t>{7, 8, 9, 10}), t.at("n").int64s);
   t = Both(ExampleOf(Entry("f", Len(2, PackedFloats({5}) + Fixed32(1, 6) + PackedFloats({7})))));
   EXPECT_EQ((std::vector<uint32_t>{5, 6, 7}), t.at("f").float_bits);
 }
 
 TEST(WireTest, DuplicateKeysLastWins) {
-  const std::string payload = ExampleOf(Entry("k", Len(3, PackedVarints({1}))) +
-                                        Entry("other", Len(3, PackedVarints({2}))) +
-                                        Entry("k", Len(1, Len(1, "x"))));
+  const std::string payload =
+      ExampleOf(Entry("k", Len(3, PackedVarints({1}))) +
+                Entry("other", Len(3, PackedVarints({2}))) + Entry("k", Len(1, Len(1, "x"))));
   const CanonTable t = Both(payload);
   ASSERT_EQ(2u, t.size());
   EXPECT_EQ(Kind::kBytes, t.at("k").kind);
@@ -425,9 +433,9 @@ TEST(WireTest, SameKindTwiceMerges) {
 }
 
 TEST(WireTest, RepeatedFeaturesMessagesMerge) {
-  const std::string payload = ExampleOf(Entry("a", Len(3, PackedVarints({1})))) +
-                              ExampleOf(Entry("b", Len(3, PackedVarints({2}))) +
-                                        Entry("a", Len(3, PackedVarints({3}))));
+  const std::string payload =
+      ExampleOf(Entry("a", Len(3, PackedVarints({1})))) +
+      ExampleOf(Entry("b", Len(3, PackedVarints({2}))) + Entry("a", Len(3, PackedVarints({3}))));
   const CanonTable t = Both(payload);
   ASSERT_EQ(2u, t.size());
   EXPECT_EQ(std::vector<int64_t>{3}, t.at("a").int64s);
@@ -443,7 +451,8 @@ TEST(WireTest, MapEntryOddities) {
   const std::string value_twice =
       Len(1, Len(1, "t") + Len(2, Len(3, PackedVarints({1}))) + Len(2, Len(3, PackedVarints({2}))));
   const std::string key_twice = Len(1, Len(1, "old") + Len(1, "new") + Len(2, Len(1, Len(1, "z"))));
-  const CanonTable t = Both(ExampleOf(value_first + key_only + value_only + value_twice + key_twice));
+  const CanonTable t =
+      Both(ExampleOf(value_first + key_only + value_only + value_twice + key_twice));
   EXPECT_EQ(std::vector<int64_t>{1}, t.at("v").int64s);
   EXPECT_EQ(Kind::kNone, t.at("k").kind);
   EXPECT_EQ(std::vector<int64_t>{9}, t.at("").int64s);
@@ -453,9 +462,8 @@ TEST(WireTest, MapEntryOddities) {
 }
 
 TEST(WireTest, EmptyListsOfEachKind) {
-  const CanonTable t =
-      Both(ExampleOf(Entry("b", Len(1, "")) + Entry("f", Len(2, "")) + Entry("i", Len(3, "")) +
-                     Entry("none", "")));
+  const CanonTable t = Both(ExampleOf(Entry("b", Len(1, "")) + Entry("f", Len(2, "")) +
+                                      Entry("i", Len(3, "")) + Entry("none", "")));
   EXPECT_EQ(Kind::kBytes, t.at("b").kind);
   EXPECT_EQ(Kind::kFloat, t.at("f").kind);
   EXPECT_EQ(Kind::kInt64, t.at("i").kind);
@@ -466,8 +474,8 @@ TEST(WireTest, LongVarints) {
   // Ten-byte varints for negative numbers, and a non-minimal encoding.
   std::string nonminimal = Tag(1, 0) + std::string("\x81\x80\x80\x00", 4);  // 1
   const CanonTable t = Both(ExampleOf(Entry(
-      "n", Len(3, Varint(1, static_cast<uint64_t>(std::numeric_limits<int64_t>::min())) +
-                      nonminimal))));
+      "n",
+      Len(3, Varint(1, static_cast<uint64_t>(std::numeric_limits<int64_t>::min())) + nonminimal))));
   EXPECT_EQ((std::vector<int64_t>{std::numeric_limits<int64_t>::min(), 1}), t.at("n").int64s);
 }
 
@@ -521,7 +529,10 @@ TEST(RejectTest, Truncation) {
   ExpectRejected("\x0a", "missing length");
   ExpectRejected("\x0a\x80", "truncated length varint");
   ExpectRejected("\x80", "truncated tag");
-  ExpectRejected("\x0a\x05" "ab", "length past the end");
+  ExpectRejected(
+      "\x0a\x05"
+      "ab",
+      "length past the end");
   ExpectRejected(ExampleOf(Entry("k", Len(3, "\x01\x80"))), "truncated packed varint");
   ExpectRejected(ExampleOf(Entry("k", Len(2, Len(1, "abc")))), "packed floats not a multiple of 4");
   ExpectRejected(ExampleOf(Entry("k", Len(2, Tag(1, 5) + "ab"))), "truncated fixed32");

@@ -35,18 +35,17 @@ Probe ProbeBytes(absl::string_view bytes, const std::string& path) {
 }
 
 TEST(LooksLikeShardNameTest, ShardNames) {
-  for (const char* name :
-       {"train.tfrecord", "train.tfrecords", "a.record", "a.records", "x.tfr",
-        "my_tfrecord_file", "data.tfrecord-00000-of-00004", "train-00001-of-00010",
-        "eval-001-of-100", "mnist-train.tfrecord"}) {
+  for (const char* name : {"train.tfrecord", "train.tfrecords", "a.record", "a.records", "x.tfr",
+                           "my_tfrecord_file", "data.tfrecord-00000-of-00004",
+                           "train-00001-of-00010", "eval-001-of-100", "mnist-train.tfrecord"}) {
     EXPECT_TRUE(LooksLikeShardName(name)) << name;
   }
 }
 
 TEST(LooksLikeShardNameTest, OtherNames) {
-  for (const char* name : {"dataset_info.json", "README", "features.json", "x-1-of-2",
-                           "train-00001-of-00010.json", "record", "image.jpg", "records.txt",
-                           "", "tfr"}) {
+  for (const char* name :
+       {"dataset_info.json", "README", "features.json", "x-1-of-2", "train-00001-of-00010.json",
+        "record", "image.jpg", "records.txt", "", "tfr"}) {
     EXPECT_FALSE(LooksLikeShardName(name)) << name;
   }
 }

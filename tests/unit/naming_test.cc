@@ -2,6 +2,8 @@
 // forward layout of hand-picked records, and the key property that mapping
 // every file of a layout back (as the staging path does) reproduces the
 // original features exactly.
+#include "tfrecordfs/naming/naming.h"
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -20,7 +22,6 @@
 #include "gtest/gtest.h"
 #include "tfrecordfs/base/utf8.h"
 #include "tfrecordfs/example/example.h"
-#include "tfrecordfs/naming/naming.h"
 
 namespace tfrecordfs::naming {
 namespace {
@@ -59,8 +60,14 @@ TEST(FormatTest, Int64s) {
 }
 
 TEST(FormatTest, Floats) {
-  const std::vector<float> v = {1.5f, 0.1f, -0.0f, 0.0f, std::numeric_limits<float>::infinity(),
-                                -std::numeric_limits<float>::infinity(), 3.0f, 1e-45f};
+  const std::vector<float> v = {1.5f,
+                                0.1f,
+                                -0.0f,
+                                0.0f,
+                                std::numeric_limits<float>::infinity(),
+                                -std::numeric_limits<float>::infinity(),
+                                3.0f,
+                                1e-45f};
   EXPECT_EQ("1.5\n0.1\n-0\n0\ninf\n-inf\n3\n1e-45\n", FormatFloats(v));
   EXPECT_EQ("nan\n", FormatFloats(std::vector<float>{FromBits(0x7fc00000)}));
   EXPECT_EQ("-nan\n", FormatFloats(std::vector<float>{FromBits(0xffc00000)}));
@@ -105,8 +112,8 @@ TEST(ParseNumericTest, FloatRoundTripIsBitExact) {
 
 TEST(ParseNumericTest, Int64RoundTrip) {
   std::mt19937_64 rng(2);
-  std::vector<int64_t> v = {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(),
-                            0, -1, 1};
+  std::vector<int64_t> v = {std::numeric_limits<int64_t>::min(),
+                            std::numeric_limits<int64_t>::max(), 0, -1, 1};
   for (int i = 0; i < 10000; ++i) v.push_back(static_cast<int64_t>(rng()) >> (rng() % 64));
   for (Kind hint : {Kind::kInt64, Kind::kNone}) {
     auto f = ParseNumeric(FormatInt64s(v), hint);
@@ -257,7 +264,9 @@ TEST(SniffExtensionTest, MagicNumbers) {
   EXPECT_EQ(".flac", SniffExtension(pad("fLaC")));
   EXPECT_EQ(".ogg", SniffExtension(pad("OggS")));
   EXPECT_EQ(".mp3", SniffExtension(pad("ID3")));
-  EXPECT_EQ(".mp4", SniffExtension(pad(string("\0\0\0\x18" "ftypmp42", 12))));
+  EXPECT_EQ(".mp4", SniffExtension(pad(string("\0\0\0\x18"
+                                              "ftypmp42",
+                                              12))));
   EXPECT_EQ(".pdf", SniffExtension(pad("%PDF-1.7")));
   EXPECT_EQ(".gz", SniffExtension(pad("\x1f\x8b\x08")));
   EXPECT_EQ(".zip", SniffExtension(pad("PK\x03\x04")));
@@ -277,7 +286,8 @@ TEST(SniffExtensionTest, MagicNumbers) {
 // Escaping.
 
 void CheckEscapedName(absl::string_view e, absl::string_view raw) {
-  SCOPED_TRACE(absl::StrCat("raw '", absl::CHexEscape(raw), "' escaped '", absl::CHexEscape(e), "'"));
+  SCOPED_TRACE(
+      absl::StrCat("raw '", absl::CHexEscape(raw), "' escaped '", absl::CHexEscape(e), "'"));
   ASSERT_FALSE(e.empty());
   EXPECT_NE(".", e);
   EXPECT_NE("..", e);
@@ -301,7 +311,9 @@ TEST(EscapeTest, Examples) {
   EXPECT_EQ("a.b", EscapeComponent("a.b", false, true));
   EXPECT_EQ("a%2Eb", EscapeComponent("a.b", true, true));
   EXPECT_EQ("%00%01%1F%7F", EscapeComponent(absl::string_view("\0\1\x1f\x7f", 4), false, false));
-  EXPECT_EQ("%FFa%C3", EscapeComponent("\xff" "a\xc3", false, false));
+  EXPECT_EQ("%FFa%C3", EscapeComponent("\xff"
+                                       "a\xc3",
+                                       false, false));
   EXPECT_EQ("日本é", EscapeComponent("日本é", false, false));
   EXPECT_EQ("%312", EscapeComponent("12", true, true));  // all-digit file stem
   EXPECT_EQ("12", EscapeComponent("12", false, false));  // directories keep digits
@@ -378,10 +390,10 @@ TEST(ReverseTest, ListItems) {
   EXPECT_TRUE(IsListDirectory(Entries{{"0.jpg", true}}));
   EXPECT_TRUE(IsListDirectory(Entries{{"1.png", true}, {"0.jpg", true}, {"2.txt", true}}));
   EXPECT_FALSE(IsListDirectory(Entries{}));
-  EXPECT_FALSE(IsListDirectory(Entries{{"1.jpg", true}}));                    // gap
-  EXPECT_FALSE(IsListDirectory(Entries{{"0.jpg", true}, {"0.png", true}}));   // duplicate
-  EXPECT_FALSE(IsListDirectory(Entries{{"0.jpg", true}, {"1", false}}));      // a directory
-  EXPECT_FALSE(IsListDirectory(Entries{{"0.jpg", true}, {"label", true}}));   // a feature
+  EXPECT_FALSE(IsListDirectory(Entries{{"1.jpg", true}}));                   // gap
+  EXPECT_FALSE(IsListDirectory(Entries{{"0.jpg", true}, {"0.png", true}}));  // duplicate
+  EXPECT_FALSE(IsListDirectory(Entries{{"0.jpg", true}, {"1", false}}));     // a directory
+  EXPECT_FALSE(IsListDirectory(Entries{{"0.jpg", true}, {"label", true}}));  // a feature
 }
 
 TEST(ReverseTest, FeatureNameFromPath) {
@@ -434,7 +446,8 @@ Record Build(std::vector<Spec> specs) {
     Feature f;
     f.name = specs[i].name;
     f.kind = specs[i].kind;
-    for (auto [off, len] : spans[i]) f.bytes.push_back(absl::string_view(r.payload).substr(off, len));
+    for (auto [off, len] : spans[i])
+      f.bytes.push_back(absl::string_view(r.payload).substr(off, len));
     f.floats = specs[i].floats;
     f.int64s = specs[i].int64s;
     r.table.features.push_back(std::move(f));
@@ -452,7 +465,8 @@ Spec Bytes(std::string name, std::vector<std::string> v) {
   return {std::move(name), Kind::kBytes, std::move(v), {}, {}};
 }
 
-const std::string kJpeg = std::string("\xff\xd8\xff\xe0\x00\x10JFIF\x00", 11) + std::string(50, '\x42');
+const std::string kJpeg =
+    std::string("\xff\xd8\xff\xe0\x00\x10JFIF\x00", 11) + std::string(50, '\x42');
 const std::string kPng = std::string("\x89PNG\r\n\x1a\n", 8) + std::string(30, '\0');
 const std::string kBinary = std::string("\x00\x01\x02\xfe", 4);
 
@@ -668,7 +682,8 @@ class Reverser {
 std::string Describe(const FeatureTable& t) {
   std::string s;
   for (const Feature& f : t.features) {
-    absl::StrAppend(&s, "  '", absl::CHexEscape(f.name), "' ", KindName(f.kind), " x", f.size(), "\n");
+    absl::StrAppend(&s, "  '", absl::CHexEscape(f.name), "' ", KindName(f.kind), " x", f.size(),
+                    "\n");
   }
   return s;
 }
@@ -756,8 +771,8 @@ TEST(LayoutTest, ManyItemsSortByName) {
 }
 
 TEST(LayoutTest, NestedNames) {
-  const Record r = Build({Int64s("a/b/c", {1}), Bytes("a/b/d", {"t"}), Floats("a/e", {2}),
-                          Int64s("z", {0})});
+  const Record r =
+      Build({Int64s("a/b/c", {1}), Bytes("a/b/d", {"t"}), Floats("a/e", {2}), Int64s("z", {0})});
   const Layout l = LayoutExample(r.table, r.payload);
   EXPECT_THAT(Children(l, ""), ElementsAre("a", "z"));
   EXPECT_THAT(Children(l, "a"), ElementsAre("b", "e"));
@@ -766,8 +781,8 @@ TEST(LayoutTest, NestedNames) {
 }
 
 TEST(LayoutTest, FileBesideDirectoryOfTheSameName) {
-  const Record r = Build({Int64s("image", {7}), Bytes("image/encoded", {kJpeg}),
-                          Bytes("image/format", {"jpeg"})});
+  const Record r = Build(
+      {Int64s("image", {7}), Bytes("image/encoded", {kJpeg}), Bytes("image/format", {"jpeg"})});
   const Layout l = LayoutExample(r.table, r.payload);
   EXPECT_THAT(Children(l, ""), ElementsAre("%-image", "image"));
   EXPECT_EQ("7\n", Find(l, "%-image")->content);
@@ -789,9 +804,8 @@ TEST(LayoutTest, RootFeatureNamedLikeARawRecord) {
 }
 
 TEST(LayoutTest, AwkwardNames) {
-  const Record r = Build({Int64s(".", {1}), Int64s("..", {2}), Int64s("/a", {3}),
-                          Int64s("a/", {4}), Int64s("a//b", {5}), Int64s(".hidden", {6}),
-                          Bytes("%", {"p"})});
+  const Record r = Build({Int64s(".", {1}), Int64s("..", {2}), Int64s("/a", {3}), Int64s("a/", {4}),
+                          Int64s("a//b", {5}), Int64s(".hidden", {6}), Bytes("%", {"p"})});
   const Layout l = LayoutExample(r.table, r.payload);
   EXPECT_THAT(Children(l, ""),
               ElementsAre("%25.txt", "%2E", "%2E%2E", "%2Ehidden", "%2Fa", "a%2F", "a%2F%2Fb"));
@@ -808,10 +822,10 @@ TEST(LayoutTest, EmptyName) {
 }
 
 TEST(LayoutTest, ControlBytesAndInvalidUtf8) {
-  const Record r = Build({Int64s(std::string("nul\0here", 8), {1}), Int64s("tab\tnl\n", {2}),
-                          Int64s("del\x7f", {3}), Int64s("bad\xff\xfe", {4}),
-                          Int64s("cut\xe6\x97", {5}), Bytes("\xc3\xa9t\xc3\xa9", {"ok"}),
-                          Int64s("sur\xed\xa0\x80", {6})});
+  const Record r =
+      Build({Int64s(std::string("nul\0here", 8), {1}), Int64s("tab\tnl\n", {2}),
+             Int64s("del\x7f", {3}), Int64s("bad\xff\xfe", {4}), Int64s("cut\xe6\x97", {5}),
+             Bytes("\xc3\xa9t\xc3\xa9", {"ok"}), Int64s("sur\xed\xa0\x80", {6})});
   const Layout l = LayoutExample(r.table, r.payload);
   ASSERT_NE(nullptr, Find(l, "nul%00here"));
   ASSERT_NE(nullptr, Find(l, "tab%09nl%0A"));
@@ -842,7 +856,8 @@ TEST(LayoutTest, DigitDotLeafNames) {
 }
 
 TEST(LayoutTest, TrailingTilde) {
-  CheckRoundTrip(Build({Int64s("backup~", {1}), Bytes("d~/x~", {kJpeg, kPng}), Bytes("t~", {"a"})}));
+  CheckRoundTrip(
+      Build({Int64s("backup~", {1}), Bytes("d~/x~", {kJpeg, kPng}), Bytes("t~", {"a"})}));
 }
 
 TEST(LayoutTest, LongNamesAreChunked) {
@@ -956,9 +971,10 @@ class TableGenerator {
 
   std::string Piece() {
     static const char* const kPieces[] = {
-        "a", "b", "image", "encoded", "label", "0", "1", "12", "007", ".", "..", "x.y", "0.5",
-        "%", "%2F", "%-", "%+", "~", "record", "record.bin", ".bin", ".txt", "a.txt", "a.jpg",
-        "日本", "é", " ", "\t", "\x01", "\x7f", "\xff", "\xc3", "-", "+"};
+        "a",      "b",          "image", "encoded", "label", "0",     "1",    "12", "007",
+        ".",      "..",         "x.y",   "0.5",     "%",     "%2F",   "%-",   "%+", "~",
+        "record", "record.bin", ".bin",  ".txt",    "a.txt", "a.jpg", "日本", "é",  " ",
+        "\t",     "\x01",       "\x7f",  "\xff",    "\xc3",  "-",     "+"};
     const uint32_t r = U(20);
     if (r == 0) return std::string(1 + U(300), "an.é%"[U(5)] == 'a' ? 'a' : '.');
     if (r == 1) return std::string(U(2), '\0');

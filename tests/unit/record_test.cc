@@ -257,8 +257,8 @@ TEST(ParseHeaderTest, ValidAndDamaged) {
 
 TEST(ParseHeaderTest, HugeLengthIsParsedButNeverPlausible) {
   char h[kHeaderSize];
-  for (uint64_t len : {std::numeric_limits<uint64_t>::max(), std::numeric_limits<uint64_t>::max() - 15,
-                       uint64_t{1} << 63}) {
+  for (uint64_t len : {std::numeric_limits<uint64_t>::max(),
+                       std::numeric_limits<uint64_t>::max() - 15, uint64_t{1} << 63}) {
     EncodeFixed64(h, len);
     EncodeFixed32(h + kLengthSize, crc32c::Mask(crc32c::Value(h, kLengthSize)));
     auto got = ParseHeader(h);
@@ -407,8 +407,8 @@ TEST_F(DamageTest, LengthCrcMismatchInTheMiddle) {
   for (size_t i : {0, 1, 3, 4}) ExpectRecordReadable(w, i);
   auto bad = ReadRecord(fd_.get(), kPath, 2, w.offsets[2], w.offsets[3]);
   EXPECT_EQ(absl::StatusCode::kDataLoss, bad.status().code());
-  EXPECT_THAT(bad.status().message(), HasSubstr(absl::StrCat("record 2 at byte offset ",
-                                                             shard_.offset(2))));
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr(absl::StrCat("record 2 at byte offset ", shard_.offset(2))));
   absl::Status s = ForEach();
   EXPECT_EQ(absl::StatusCode::kDataLoss, s.code());
   EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("byte offset ", shard_.offset(2))));
@@ -537,8 +537,9 @@ TEST_F(DamageTest, DataCrcFieldDamaged) {
 }
 
 TEST_F(DamageTest, HugeLengthWithValidCrc) {
-  for (uint64_t len : {std::numeric_limits<uint64_t>::max(), std::numeric_limits<uint64_t>::max() - 15,
-                       std::numeric_limits<uint64_t>::max() - 16, uint64_t{1} << 40}) {
+  for (uint64_t len :
+       {std::numeric_limits<uint64_t>::max(), std::numeric_limits<uint64_t>::max() - 15,
+        std::numeric_limits<uint64_t>::max() - 16, uint64_t{1} << 40}) {
     shard_ = MakeShard({10, 5000, 300, 100, 30});
     shard_.SetLength(2, len);
     shard_.FixHeaderChecksum(shard_.offset(2));
@@ -568,10 +569,8 @@ TEST_F(DamageTest, HugeLengthInTheLastRecord) {
 TEST_F(DamageTest, ReadRecordRejectsBadSpans) {
   WalkResult w = WalkShard();
   // Shorter than the framing, reversed, and off by one in either direction.
-  EXPECT_EQ(absl::StatusCode::kDataLoss,
-            ReadRecord(fd_.get(), kPath, 0, 0, 15).status().code());
-  EXPECT_EQ(absl::StatusCode::kDataLoss,
-            ReadRecord(fd_.get(), kPath, 0, 10, 0).status().code());
+  EXPECT_EQ(absl::StatusCode::kDataLoss, ReadRecord(fd_.get(), kPath, 0, 0, 15).status().code());
+  EXPECT_EQ(absl::StatusCode::kDataLoss, ReadRecord(fd_.get(), kPath, 0, 10, 0).status().code());
   EXPECT_EQ(absl::StatusCode::kDataLoss,
             ReadRecord(fd_.get(), kPath, 1, w.offsets[1], w.offsets[2] - 1).status().code());
   EXPECT_FALSE(ReadRecord(fd_.get(), kPath, 1, w.offsets[1], w.offsets[2] + 1).ok());
