@@ -242,6 +242,8 @@ class OpsTest : public ::testing::Test {
     ops_ = new Ops{fs_, OpsOptions{}};
   }
 
+  void SetUp() override { ASSERT_NE(nullptr, fs_) << "the shared tree failed to build"; }
+
   static void TearDownTestSuite() {
     delete ops_;
     delete fs_;
