@@ -398,6 +398,73 @@ TEST_F(StagingPackTest, FailedPackKeepsEverythingStaged) {
   ExpectSameRecord(base_[0], payloads[0], "r0");
 }
 
+TEST_F(StagingPackTest, InvalidFoldersStayStagedWithTheirReason) {
+  StagingDaemon d(Config("inv"));
+  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(Shell(absl::StrCat("cd ", Q("staging"),
+                               " && mkdir dup link fifo ok"
+                               " && echo 1 > dup/label && echo one > dup/label.txt"
+                               " && echo 1 > link/label && echo 1 > fifo/label"
+                               " && echo 2 > ok/label"))
+                .exit_code,
+            0);
+  // Things the mount refuses to make, put straight into the store.
+  ASSERT_EQ(::symlink("/etc/passwd", (s_.records() + "/link/secret.txt").c_str()), 0);
+  ASSERT_EQ(::mkfifo((s_.records() + "/fifo/pipe.bin").c_str(), 0644), 0);
+  // ... and never shown.
+  EXPECT_EQ(ListDir(M("staging/link")), std::vector<std::string>{"label"});
+  EXPECT_EQ(ListDir(M("staging/fifo")), std::vector<std::string>{"label"});
+
+  int status = 0;
+  CommandResult u = d.TfrUnmount(&status);
+  EXPECT_EQ(u.exit_code, 1) << u.out << u.err;
+  EXPECT_NE(u.out.find("dup: "), std::string::npos) << u.out;
+  EXPECT_NE(u.out.find("feature 'label'"), std::string::npos) << u.out;
+  EXPECT_NE(u.out.find("link: secret.txt"), std::string::npos) << u.out;
+  EXPECT_NE(u.out.find("fifo: pipe.bin"), std::string::npos) << u.out;
+  EXPECT_EQ(ListDir(s_.records()), (std::vector<std::string>{"dup", "fifo", "link"}));
+  const auto payloads = AllPayloads(ReadPackedShards(s_.out, "inv"));
+  ASSERT_EQ(payloads.size(), 1u);
+  EXPECT_EQ(SingleInt(Decode(payloads[0]), "label"), 2);
+  for (const std::string& p : payloads) EXPECT_EQ(p.find("root:"), std::string::npos);
+}
+
+TEST_F(StagingPackTest, DefaultStoreOutputDirAndPrefix) {
+  // No staging options: the store goes under $XDG_STATE_HOME, the shards
+  // into the (first) source directory, named staged-<UTC time>-....
+  const std::string state = s_.tmp.Subdir("state");
+  DaemonConfig c = Config("");
+  c.options.clear();
+  c.env = {"XDG_STATE_HOME=" + state};
+  auto d = std::make_unique<StagingDaemon>(c);
+  ASSERT_EQ(d->Start(), "");
+  ASSERT_EQ(Shell("mkdir " + Q("staging/r") + " && echo 7 > " + Q("staging/r/label")).exit_code,
+            0);
+  const std::vector<std::string> stores = ListDir(state + "/tfrecordfs/staging");
+  ASSERT_EQ(stores.size(), 1u);
+  EXPECT_EQ(stores[0].rfind("src-", 0), 0u) << stores[0];
+  const std::string store = state + "/tfrecordfs/staging/" + stores[0];
+  EXPECT_EQ(ReadWholeFile(store + "/records/r/label"), "7\n");
+  int status = 0;
+  CommandResult u = d->TfrUnmount(&status);
+  EXPECT_EQ(u.exit_code, 0) << u.out << u.err;
+  std::vector<std::string> made;
+  for (const std::string& n : ListDir(s_.src)) {
+    if (n != "base.tfrecord") made.push_back(n);
+  }
+  ASSERT_EQ(made.size(), 1u);
+  // staged-yyyymmddThhmmss-00000-of-00001.tfrecord
+  const std::string& n = made[0];
+  ASSERT_EQ(n.size(), std::string("staged-20240102T030405-00000-of-00001.tfrecord").size()) << n;
+  EXPECT_EQ(n.substr(0, 7), "staged-");
+  EXPECT_EQ(n[15], 'T') << n;
+  EXPECT_EQ(n.substr(22), "-00000-of-00001.tfrecord");
+  const auto payloads = AllPayloads(ReadPackedShards(s_.src, n.substr(0, 22)));
+  ASSERT_EQ(payloads.size(), 1u);
+  EXPECT_EQ(SingleInt(Decode(payloads[0]), "label"), 7);
+  EXPECT_EQ(ListDir(store + "/records"), std::vector<std::string>{});
+}
+
 TEST_F(StagingPackTest, DetachedDaemonWithRelativeDirectories) {
   // Without -f the daemon detaches (and changes to "/") once the mount is
   // ready; relative staging_dir / output_dir still mean the directory the

@@ -9,7 +9,9 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -323,6 +325,56 @@ TEST_F(StagingTreeTest, OneMountPerStagingStore) {
   CommandResult u = d.TfrUnmount(&status);
   EXPECT_EQ(u.exit_code, 0) << u.out << u.err;
   EXPECT_EQ(u.out, "result: ok\nnothing packed: no valid staged record\n");
+}
+
+TEST_F(StagingTreeTest, BusyMountIsNotUnmounted) {
+  StagingDaemon d(Config("busy"));
+  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(::mkdir(M("staging/r").c_str(), 0755), 0);
+  const int fd = ::open(M("staging/r/label").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "1\n", 2), 2);
+  CommandResult u = mount_test::Run({BinaryPath(), "unmount", s_.mnt});
+  EXPECT_EQ(u.exit_code, 1) << u.out << u.err;
+  EXPECT_NE(u.err.find("cannot unmount"), std::string::npos) << u.err;
+  EXPECT_TRUE(IsMounted(s_.mnt, "fuse.tfrecordfs"));
+  ASSERT_EQ(::write(fd, "2\n", 2), 2);  // still served
+  EXPECT_EQ(::close(fd), 0);
+  int status = 0;
+  u = d.TfrUnmount(&status);
+  EXPECT_EQ(u.exit_code, 0) << u.out << u.err;
+  const auto payloads = AllPayloads(ReadPackedShards(s_.out, "busy"));
+  ASSERT_EQ(payloads.size(), 1u);
+  ExpectSameRecord(ExamplePayload({Int64Feature("label", {1, 2})}), payloads[0], "r");
+}
+
+TEST_F(StagingTreeTest, LargeFolderListsAndRemovesCompletely) {
+  StagingDaemon d(Config("large"));
+  ASSERT_EQ(d.Start(), "");
+  constexpr int kFiles = 1500;  // many readdir batches
+  ASSERT_EQ(::mkdir(M("staging/big").c_str(), 0755), 0);
+  std::vector<std::string> names;
+  for (int i = 0; i < kFiles; ++i) {
+    char name[64];
+    std::snprintf(name, sizeof name, "file-%04d-with-a-longer-name.bin", i);
+    names.push_back(name);
+    const int fd = ::open(M("staging/big/" + names.back()).c_str(), O_WRONLY | O_CREAT, 0644);
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    ::close(fd);
+  }
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(ListDir(M("staging/big")), names);
+  CommandResult ls = Shell("ls -l " + ShellQuote(M("staging/big")) + " | grep -c '^-'");
+  EXPECT_EQ(ls.out, std::to_string(kFiles) + "\n");
+  // rm -r lists and unlinks at the same time: nothing may be skipped.
+  CommandResult rm = Shell("rm -r " + ShellQuote(M("staging/big")));
+  EXPECT_EQ(rm.exit_code, 0) << rm.err;
+  EXPECT_FALSE(Exists(M("staging/big")));
+  EXPECT_EQ(ListDir(s_.records()), std::vector<std::string>{});
+  int status = 0;
+  std::string err;
+  ASSERT_TRUE(d.Unmount(&status, &err)) << err;
+  EXPECT_EQ(ExitCodeOfWait(status), 0);
 }
 
 TEST_F(StagingTreeTest, StagedBytesSurviveSigkill) {

@@ -85,10 +85,18 @@ std::string StagingDaemon::Start() {
   argv.push_back(nullptr);
 
   std::vector<std::string> env;
+  auto overridden = [&](absl::string_view entry) {
+    if (absl::StartsWith(entry, "TFRECORDFS_FAULT=")) return true;
+    for (const std::string& e : config_.env) {
+      if (absl::StartsWith(entry, e.substr(0, e.find('=') + 1))) return true;
+    }
+    return false;
+  };
   for (char** e = environ; *e != nullptr; ++e) {
-    if (!absl::StartsWith(*e, "TFRECORDFS_FAULT=")) env.emplace_back(*e);
+    if (!overridden(*e)) env.emplace_back(*e);
   }
   if (!config_.fault.empty()) env.push_back("TFRECORDFS_FAULT=" + config_.fault);
+  env.insert(env.end(), config_.env.begin(), config_.env.end());
   std::vector<char*> envp;
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);

@@ -45,6 +45,8 @@ struct DaemonConfig {
   std::vector<std::string> options;
   // TFRECORDFS_FAULT for the daemon only ("" = unset).
   std::string fault;
+  // More NAME=VALUE environment entries for the daemon (override ours).
+  std::vector<std::string> env;
   // Directory for the daemon's stdout/stderr files.
   std::string log_dir;
 };
