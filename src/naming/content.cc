@@ -13,6 +13,7 @@ using namespace std::string_view_literals;
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "tfrecordfs/base/utf8.h"
 #include "tfrecordfs/naming/naming.h"
 
@@ -85,21 +86,19 @@ bool ParseFloat(absl::string_view tok, float* out) {
   return true;
 }
 
-// Splits content into lines: the final '\n' is optional, blanks around each
-// line are dropped.
-std::vector<absl::string_view> NumericLines(absl::string_view content) {
+// Splits content into lines, the final '\n' optional; "" has no lines.
+std::vector<absl::string_view> Lines(absl::string_view content) {
   std::vector<absl::string_view> lines;
   if (content.empty()) return lines;
   if (content.back() == '\n') content.remove_suffix(1);
-  size_t start = 0;
-  for (;;) {
-    size_t nl = content.find('\n', start);
-    absl::string_view line =
-        content.substr(start, nl == absl::string_view::npos ? absl::string_view::npos : nl - start);
-    lines.push_back(absl::StripAsciiWhitespace(line));
-    if (nl == absl::string_view::npos) break;
-    start = nl + 1;
-  }
+  lines = absl::StrSplit(content, '\n');
+  return lines;
+}
+
+// Numeric lines: blanks around each value are dropped.
+std::vector<absl::string_view> NumericLines(absl::string_view content) {
+  std::vector<absl::string_view> lines = Lines(content);
+  for (auto& line : lines) line = absl::StripAsciiWhitespace(line);
   return lines;
 }
 
@@ -182,18 +181,9 @@ absl::StatusOr<Feature> ParseNumeric(absl::string_view content, Kind hint) {
 }
 
 std::vector<absl::string_view> ParseText(absl::string_view content) {
-  std::vector<absl::string_view> values;
-  if (content.empty()) return values;
-  if (content.back() == '\n') content.remove_suffix(1);
-  size_t start = 0;
-  for (;;) {
-    size_t nl = content.find('\n', start);
-    absl::string_view line =
-        content.substr(start, nl == absl::string_view::npos ? absl::string_view::npos : nl - start);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    values.push_back(line);
-    if (nl == absl::string_view::npos) break;
-    start = nl + 1;
+  std::vector<absl::string_view> values = Lines(content);
+  for (auto& v : values) {
+    if (!v.empty() && v.back() == '\r') v.remove_suffix(1);  // CRLF from an editor
   }
   return values;
 }
