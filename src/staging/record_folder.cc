@@ -111,8 +111,11 @@ class FolderReader {
       f.name = naming::FeatureNameFromPath(*escaped_dirs, leaf.stem_escaped);
       switch (leaf.role) {
         case naming::FileRole::kNumeric: {
-          Kind h = XattrKind(path);
-          if (h == Kind::kNone && hint_) h = hint_(f.name);
+          // The shards' kind wins; the tag only stands in when they do not
+          // know this name (after a restart). A file renamed from another
+          // feature keeps that feature's tag, so the tag must not override.
+          Kind h = hint_ ? hint_(f.name) : Kind::kNone;
+          if (h != Kind::kInt64 && h != Kind::kFloat) h = XattrKind(path);
           auto parsed = naming::ParseNumeric(*content, h);
           if (!parsed.ok()) {
             return absl::InvalidArgumentError(

@@ -35,7 +35,9 @@ using KindHint = std::function<example::Kind(absl::string_view feature_name)>;
 
 // The extended attribute in which the mount remembers, per numeric file,
 // the kind it was validated as ("int64" or "float"), so the kind survives a
-// daemon restart even if no mounted shard is read again.
+// daemon restart even if no mounted shard is read again. The hint wins over
+// it: the tag is read only when the hint does not know the feature name (a
+// file renamed from another feature keeps that feature's tag).
 inline constexpr char kKindXattr[] = "user.tfrecordfs.kind";
 
 // Reads the record folder at `path` and returns the record payload. Errors
