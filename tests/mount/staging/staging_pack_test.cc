@@ -372,6 +372,30 @@ TEST_F(StagingPackTest, KindLearnedAtCloseSurvivesARestart) {
                    payloads[0], "copy of late.tfrecord/1");
 }
 
+TEST_F(StagingPackTest, RenamedNumericFileTakesItsNewFeaturesKind) {
+  // `weights` is a float list in the shards, `label` an int64 list. A file
+  // validated (and tagged) as `weights`, then renamed to `label`, must pack
+  // as what `label` is in the shards: the shards' kind wins over the tag the
+  // file kept from its old name.
+  StagingDaemon d(Config("ren"));
+  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(Shell("cp -r " + Q("base.tfrecord/0") + " " + Q("staging/x") + " && cd " +
+                  Q("staging/x") + " && rm label && mv weights label")
+                .exit_code,
+            0);
+  EXPECT_EQ(ReadWholeFile(M("staging/x/label")), "1\n2\n-3\n0\n-0\n");
+  int status = 0;
+  CommandResult u = d.TfrUnmount(&status);
+  EXPECT_EQ(u.exit_code, 0) << u.out << u.err;
+  const auto payloads = AllPayloads(ReadPackedShards(s_.out, "ren"));
+  ASSERT_EQ(payloads.size(), 1u);
+  const DecodedRecord r = Decode(payloads[0]);
+  ASSERT_TRUE(r.features.count("label"));
+  EXPECT_TRUE(SameFeature(r.features.at("label"), Int64Feature("label", {1, 2, -3, 0, 0})))
+      << Describe(r.features.at("label"));
+  EXPECT_FALSE(r.features.count("weights"));
+}
+
 TEST_F(StagingPackTest, FailedPackKeepsEverythingStaged) {
   DaemonConfig c = Config("");
   c.options = {"staging_dir=" + s_.store, "output_dir=" + s_.tmp.path() + "/missing",
