@@ -8,6 +8,8 @@
 // exactly once with staging empty (but for a record that never was valid).
 #include <sys/stat.h>
 
+#include <signal.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -184,6 +186,99 @@ INSTANTIATE_TEST_SUITE_P(
                       FaultCase{"after_commit", Side::kRollForward, -1, 0},
                       FaultCase{"mid_delete", Side::kRollForward, -1, 1}),
     CaseName);
+
+// With the shards written into the source directory (the default), the
+// mount after a crash recovers before it indexes anything: it never shows a
+// partial pack, and a committed one shows once, not also in staging.
+class StagingCrashInSourceTest : public ::testing::TestWithParam<FaultCase> {};
+
+TEST_P(StagingCrashInSourceTest, RemountNeverShowsARecordTwiceOrAPartialShard) {
+  TFRFS_SKIP_WITHOUT_FUSE();
+  const FaultCase fc = GetParam();
+  Scratch s;
+  WriteShardFile(s.src + "/base.tfrecord", {ExamplePayload({Int64Feature("id", {100})})});
+  DaemonConfig c;
+  c.sources = {s.src};
+  c.mountpoint = s.mnt;
+  c.options = {"staging_dir=" + s.store, "prefix=in", "shard_size=1K"};
+  c.log_dir = s.logs;
+  c.fault = fc.point;
+  {
+    StagingDaemon d(c);
+    ASSERT_EQ(d.Start(), "");
+    std::string script = "set -e; cd " + ShellQuote(s.mnt + "/staging") + "\n";
+    for (int i = 0; i < 6; ++i) {
+      script += absl::StrFormat(
+          "mkdir r%d && echo %d > r%d/id && head -c 400 /dev/zero > r%d/pad.bin\n", i, i, i, i);
+    }
+    ASSERT_EQ(Shell(script).exit_code, 0);
+    int status = 0;
+    std::string err;
+    ASSERT_TRUE(d.Unmount(&status, &err)) << err;
+    ASSERT_TRUE(KilledBySigkill(status)) << DescribeWait(status) << "\n" << d.Stderr();
+    CleanStaleMount(s.mnt);
+  }
+  c.fault = "";
+  StagingDaemon d(c);
+  ASSERT_EQ(d.Start(), "");
+  // Count the ids the mount shows: in its shards and in staging.
+  std::map<int64_t, int> shown;
+  for (const std::string& top : ListDir(s.mnt)) {
+    if (top == "staging" || top == "base.tfrecord") continue;
+    ASSERT_EQ(top.rfind("in-", 0), 0u) << "unexpected entry " << top;
+    for (const std::string& rec : ListDir(s.mnt + "/" + top)) {
+      ++shown[std::stoll(ReadWholeFile(s.mnt + "/" + top + "/" + rec + "/id"))];
+    }
+  }
+  for (const std::string& rec : ListDir(s.mnt + "/staging")) {
+    ++shown[std::stoll(ReadWholeFile(s.mnt + "/staging/" + rec + "/id"))];
+  }
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(shown[i], 1) << "record " << i;
+  EXPECT_EQ(shown.size(), 6u);
+  int status = 0;
+  EXPECT_EQ(d.TfrUnmount(&status).exit_code, 0);
+  std::map<int64_t, int> packed;
+  for (const std::string& p : AllPayloads(ReadPackedShards(s.src, "in"))) {
+    ++packed[SingleInt(Decode(p), "id").value_or(-1)];
+  }
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(packed[i], 1) << "record " << i;
+  EXPECT_EQ(packed.size(), 6u);
+}
+
+INSTANTIATE_TEST_SUITE_P(FaultPoints, StagingCrashInSourceTest,
+                         ::testing::Values(FaultCase{"after_shard:1", Side::kRollBack, 1, 0},
+                                           FaultCase{"mid_delete", Side::kRollForward, -1, 1}),
+                         CaseName);
+
+// SIGTERM / SIGINT (Ctrl-C on a foreground mount) end the mount like an
+// unmount: the daemon packs and exits 0.
+TEST(StagingSignalTest, SigtermAndSigintPackBeforeExiting) {
+  TFRFS_SKIP_WITHOUT_FUSE();
+  Scratch s;
+  for (int sig : {SIGTERM, SIGINT}) {
+    const std::string prefix = sig == SIGTERM ? "term" : "int";
+    DaemonConfig c;
+    c.sources = {s.src};
+    c.mountpoint = s.mnt;
+    c.options = PackOptions(s, prefix);
+    c.log_dir = s.logs;
+    StagingDaemon d(c);
+    ASSERT_EQ(d.Start(), "");
+    ASSERT_EQ(Shell("mkdir " + ShellQuote(s.mnt + "/staging/r") + " && echo " +
+                    std::to_string(sig) + " > " + ShellQuote(s.mnt + "/staging/r/id"))
+                  .exit_code,
+              0);
+    ASSERT_EQ(::kill(d.pid(), sig), 0);
+    int status = 0;
+    ASSERT_TRUE(d.WaitExit(&status));
+    EXPECT_EQ(ExitCodeOfWait(status), 0) << DescribeWait(status) << "\n" << d.Stderr();
+    EXPECT_FALSE(IsMounted(s.mnt));
+    const auto payloads = AllPayloads(ReadPackedShards(s.out, prefix));
+    ASSERT_EQ(payloads.size(), 1u) << d.Stderr();
+    EXPECT_EQ(SingleInt(Decode(payloads[0]), "id"), sig);
+    EXPECT_EQ(ListDir(s.records()), std::vector<std::string>{});
+  }
+}
 
 // `tfrecordfs unmount` notices a daemon that died in the pack, and a plain
 // mount afterwards finishes the job.
