@@ -6,13 +6,11 @@
 // (repack/journal.h); then a mount without the fault recovers, its unmount
 // packs what is left, and every staged record must be in the output shards
 // exactly once with staging empty (but for a record that never was valid).
-#include <sys/stat.h>
-
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstring>
-
 #include <map>
 
 #include "absl/strings/match.h"
@@ -132,9 +130,9 @@ TEST_P(StagingCrashTest, SigkillMidPackThenRemountPacksExactlyOnce) {
     int status = 0;
     std::string err;
     ASSERT_TRUE(d.Unmount(&status, &err)) << err << "\n" << d.Stderr();
-    ASSERT_TRUE(KilledBySigkill(status))
-        << "the daemon ended with " << DescribeWait(status) << ", not SIGKILL at " << fc.point
-        << "\n" << d.Stderr();
+    ASSERT_TRUE(KilledBySigkill(status)) << "the daemon ended with " << DescribeWait(status)
+                                         << ", not SIGKILL at " << fc.point << "\n"
+                                         << d.Stderr();
     EXPECT_NE(d.Stderr().find(std::string("TFRECORDFS_FAULT=") + fc.point), std::string::npos)
         << d.Stderr();
     CleanStaleMount(s_.mnt);
@@ -149,7 +147,8 @@ TEST_P(StagingCrashTest, SigkillMidPackThenRemountPacksExactlyOnce) {
   ASSERT_GE(planned, 3u) << "want records spread over several shards";
   EXPECT_EQ(journal->state, fc.side == Side::kRollBack ? repack::Journal::State::kPlanned
                                                        : repack::Journal::State::kCommitted);
-  const size_t in_place = fc.shards_in_place < 0 ? planned : static_cast<size_t>(fc.shards_in_place);
+  const size_t in_place =
+      fc.shards_in_place < 0 ? planned : static_cast<size_t>(fc.shards_in_place);
   EXPECT_EQ(FinalShards().size(), in_place) << fc.point;
   EXPECT_EQ(ListDir(s_.records()).size(), static_cast<size_t>(kRecords + 1 - fc.folders_deleted));
   EXPECT_FALSE(Exists(s_.store + "/last-pack.txt"));
@@ -176,16 +175,15 @@ TEST_P(StagingCrashTest, SigkillMidPackThenRemountPacksExactlyOnce) {
   ExpectExactlyOnce();
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    FaultPoints, StagingCrashTest,
-    ::testing::Values(FaultCase{"after_journal", Side::kRollBack, 0, 0},
-                      FaultCase{"mid_shard", Side::kRollBack, 0, 0},
-                      FaultCase{"after_shard:1", Side::kRollBack, 1, 0},
-                      FaultCase{"after_shard:2", Side::kRollBack, 2, 0},
-                      FaultCase{"before_commit", Side::kRollBack, -1, 0},
-                      FaultCase{"after_commit", Side::kRollForward, -1, 0},
-                      FaultCase{"mid_delete", Side::kRollForward, -1, 1}),
-    CaseName);
+INSTANTIATE_TEST_SUITE_P(FaultPoints, StagingCrashTest,
+                         ::testing::Values(FaultCase{"after_journal", Side::kRollBack, 0, 0},
+                                           FaultCase{"mid_shard", Side::kRollBack, 0, 0},
+                                           FaultCase{"after_shard:1", Side::kRollBack, 1, 0},
+                                           FaultCase{"after_shard:2", Side::kRollBack, 2, 0},
+                                           FaultCase{"before_commit", Side::kRollBack, -1, 0},
+                                           FaultCase{"after_commit", Side::kRollForward, -1, 0},
+                                           FaultCase{"mid_delete", Side::kRollForward, -1, 1}),
+                         CaseName);
 
 // With the shards written into the source directory (the default), the
 // mount after a crash recovers before it indexes anything: it never shows a

@@ -84,28 +84,22 @@ TEST_F(StagingPackTest, StageWithShellToolsPackAndReadBack) {
   ASSERT_EQ(d.Start(), "");
   // Record a: every file kind, made with the shell.
   const std::string script = absl::StrCat(
-      "set -e; cd ", Q("staging"), "\n",
-      "mkdir a && cd a\n",
-      "echo 42 > label\n",
-      "printf '0.5\\n-2.25\\n1e-3\\n' > scores\n",
-      "echo 'hello world' > caption.txt\n",
-      "printf 'x\\n\\ny z\\n' > tags.txt\n",
-      "mkdir image && cp ", ShellQuote(In("photo.jpg")), " image/encoded.jpg\n",
-      "mkdir frames && cp ", ShellQuote(In("blob")), " frames/0.bin && cp ",
+      "set -e; cd ", Q("staging"), "\n", "mkdir a && cd a\n", "echo 42 > label\n",
+      "printf '0.5\\n-2.25\\n1e-3\\n' > scores\n", "echo 'hello world' > caption.txt\n",
+      "printf 'x\\n\\ny z\\n' > tags.txt\n", "mkdir image && cp ", ShellQuote(In("photo.jpg")),
+      " image/encoded.jpg\n", "mkdir frames && cp ", ShellQuote(In("blob")), " frames/0.bin && cp ",
       ShellQuote(In("mask.png")), " frames/1.png\n",
-      "mkdir -p tokens/a && printf '1\\n-2\\n9223372036854775807\\n' > tokens/a/b\n",
-      "cp ", ShellQuote(In("blob")), " raw.bin\n",
+      "mkdir -p tokens/a && printf '1\\n-2\\n9223372036854775807\\n' > tokens/a/b\n", "cp ",
+      ShellQuote(In("blob")), " raw.bin\n",
       "touch .hidden.swp notes~\n",  // editor leftovers are skipped
       "cd ..\n",
       // Record b: kinds.
       "mkdir b && cd b\n",
-      ": > label\n",                 // empty, int64 in the shards: stays int64
+      ": > label\n",                   // empty, int64 in the shards: stays int64
       "printf '1\\n2\\n' > scores\n",  // integers, float in the shards: stays float
-      ": > weights\n",               // empty, float in the shards: stays float
+      ": > weights\n",                 // empty, float in the shards: stays float
       "printf '7\\n' > fresh_int\n",   // unknown name: the content decides
-      "printf '2.5\\n' > fresh_float\n",
-      ": > fresh_empty\n",
-      "cd ..\n",
+      "printf '2.5\\n' > fresh_float\n", ": > fresh_empty\n", "cd ..\n",
       // Record d: a raw (non-Example) payload.
       "mkdir d && cp ", ShellQuote(In("blob")), " d/record.bin\n");
   CommandResult sh = Shell(script);
@@ -325,8 +319,8 @@ TEST_F(StagingPackTest, RemountShowsTheNewShards) {
 
   d = std::make_unique<StagingDaemon>(c);
   ASSERT_EQ(d->Start(), "");
-  EXPECT_EQ(ListDir(s_.mnt), (std::vector<std::string>{"base.tfrecord",
-                                                       "fresh-00000-of-00001.tfrecord", "staging"}));
+  EXPECT_EQ(ListDir(s_.mnt), (std::vector<std::string>{
+                                 "base.tfrecord", "fresh-00000-of-00001.tfrecord", "staging"}));
   const std::string shard = "fresh-00000-of-00001.tfrecord";
   ASSERT_TRUE(IsDir(M(shard)));
   EXPECT_EQ(ListDir(M(shard)), (std::vector<std::string>{"0", "1", "2"}));
@@ -462,8 +456,7 @@ TEST_F(StagingPackTest, DefaultStoreOutputDirAndPrefix) {
   c.env = {"XDG_STATE_HOME=" + state};
   auto d = std::make_unique<StagingDaemon>(c);
   ASSERT_EQ(d->Start(), "");
-  ASSERT_EQ(Shell("mkdir " + Q("staging/r") + " && echo 7 > " + Q("staging/r/label")).exit_code,
-            0);
+  ASSERT_EQ(Shell("mkdir " + Q("staging/r") + " && echo 7 > " + Q("staging/r/label")).exit_code, 0);
   const std::vector<std::string> stores = ListDir(state + "/tfrecordfs/staging");
   ASSERT_EQ(stores.size(), 1u);
   EXPECT_EQ(stores[0].rfind("src-", 0), 0u) << stores[0];
@@ -500,9 +493,9 @@ TEST_F(StagingPackTest, DetachedDaemonWithRelativeDirectories) {
       for (pid_t p : FindDaemons(mnt)) ::kill(p, SIGKILL);
     }
   } guard{s_.mnt};
-  CommandResult m = Shell("cd " + ShellQuote(s_.tmp.path()) + " && " + ShellQuote(BinaryPath()) +
-                          " -o staging_dir=store,output_dir=out,prefix=bg src " +
-                          ShellQuote(s_.mnt));
+  CommandResult m =
+      Shell("cd " + ShellQuote(s_.tmp.path()) + " && " + ShellQuote(BinaryPath()) +
+            " -o staging_dir=store,output_dir=out,prefix=bg src " + ShellQuote(s_.mnt));
   ASSERT_EQ(m.exit_code, 0) << m.err;
   ASSERT_TRUE(WaitUntil([&] { return IsMounted(s_.mnt, "fuse.tfrecordfs"); }));
   ASSERT_EQ(FindDaemons(s_.mnt).size(), 1u);
@@ -544,9 +537,9 @@ TEST_F(StagingPackTest, OfflinePackOfAPlainDirectory) {
   ASSERT_EQ(payloads.size(), 3u);
   for (int i = 0; i < 3; ++i) {
     ExpectSameRecord(
-        ExamplePayload({Int64Feature("id", {i}),
-                        BytesFeature("image/encoded",
-                                     {kJpeg + std::string(200, static_cast<char>(i))})}),
+        ExamplePayload(
+            {Int64Feature("id", {i}),
+             BytesFeature("image/encoded", {kJpeg + std::string(200, static_cast<char>(i))})}),
         payloads[i], "rec" + std::to_string(i));
   }
   // The input is never modified; no journal is left.

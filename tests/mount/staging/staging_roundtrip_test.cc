@@ -79,8 +79,8 @@ TEST(StagingRoundTripTest, GeneratedRecordsCopyBackUnchanged) {
       }
       if (float_varying) continue;
       raw += rec.is_example ? 0 : 1;
-      records.push_back({shard.rel_path + "/" + RecordDirName(r, shard.records.size()),
-                         rec.payload});
+      records.push_back(
+          {shard.rel_path + "/" + RecordDirName(r, shard.records.size()), rec.payload});
     }
   }
   ASSERT_GE(records.size(), 20u);

@@ -114,8 +114,7 @@ TEST_F(StagingTreeTest, OrdinaryWritableTree) {
   EXPECT_EQ(Errno(::rename((st + "/rec/data.bin").c_str(), (st + "/rec/blob.bin").c_str())), 0);
   EXPECT_FALSE(Exists(st + "/rec/data.bin"));
   EXPECT_EQ(ReadWholeFile(st + "/rec/blob.bin"), "new");
-  EXPECT_EQ(Errno(::rename((st + "/rec/blob.bin").c_str(), (st + "/rec/sub/blob.bin").c_str())),
-            0);
+  EXPECT_EQ(Errno(::rename((st + "/rec/blob.bin").c_str(), (st + "/rec/sub/blob.bin").c_str())), 0);
   EXPECT_EQ(ReadWholeFile(Backing("rec/sub/blob.bin")), "new");
   WriteWholeFile(st + "/rec/other.txt", "other\n");
   EXPECT_EQ(Errno(::rename((st + "/rec/other.txt").c_str(), (st + "/rec/notes.txt").c_str())), 0);
@@ -159,9 +158,9 @@ TEST_F(StagingTreeTest, OrdinaryWritableTree) {
   EXPECT_FALSE(Exists(Backing("rec/fifo")));
   // The same through the shell tools.
   EXPECT_NE(Shell("ln -s x " + ShellQuote(st + "/rec/l2")).exit_code, 0);
-  EXPECT_NE(Shell("ln " + ShellQuote(st + "/rec/notes.txt") + " " + ShellQuote(st + "/rec/h2"))
-                .exit_code,
-            0);
+  EXPECT_NE(
+      Shell("ln " + ShellQuote(st + "/rec/notes.txt") + " " + ShellQuote(st + "/rec/h2")).exit_code,
+      0);
 
   // Names the store refuses.
   EXPECT_EQ(::mkdir((st + "/" + std::string(256, 'n')).c_str(), 0755), -1);
@@ -255,8 +254,7 @@ TEST_F(StagingTreeTest, StagingNameOptionAndClash) {
   // an ordinary read-only directory.
   StagingDaemon d(Config("named", {"staging=incoming"}));
   ASSERT_EQ(d.Start(), "");
-  EXPECT_EQ(ListDir(s_.mnt),
-            (std::vector<std::string>{"base.tfrecord", "incoming", "staging"}));
+  EXPECT_EQ(ListDir(s_.mnt), (std::vector<std::string>{"base.tfrecord", "incoming", "staging"}));
   EXPECT_EQ(ReadWholeFile(M("staging/inner/file.txt")), "source data\n");
   EXPECT_EQ(::mkdir(M("staging/x").c_str(), 0755), -1);
   EXPECT_EQ(errno, EROFS);
@@ -280,13 +278,14 @@ TEST_F(StagingTreeTest, CopiesThatPreserveOwnershipAndModes) {
   ASSERT_EQ(d.Start(), "");
   // cp -a / cp -p chown to the owner they read (the mounting user): a no-op
   // that must succeed, or cp fails the copy.
-  CommandResult cp = Shell("cp -a " + ShellQuote(M("base.tfrecord/0")) + " " +
-                           ShellQuote(M("staging/a")) + " && cp -rp " +
-                           ShellQuote(M("base.tfrecord/1")) + " " + ShellQuote(M("staging/b")));
+  CommandResult cp =
+      Shell("cp -a " + ShellQuote(M("base.tfrecord/0")) + " " + ShellQuote(M("staging/a")) +
+            " && cp -rp " + ShellQuote(M("base.tfrecord/1")) + " " + ShellQuote(M("staging/b")));
   EXPECT_EQ(cp.exit_code, 0) << cp.err;
   EXPECT_EQ(Stat(M("staging/a")).st_mode & 07777, 0555u);  // the modes came along
   EXPECT_EQ(Stat(M("staging/a/label")).st_mode & 07777, 0444u);
-  EXPECT_EQ(Stat(M("staging/a/label")).st_mtim.tv_sec, Stat(M("base.tfrecord/0/label")).st_mtim.tv_sec);
+  EXPECT_EQ(Stat(M("staging/a/label")).st_mtim.tv_sec,
+            Stat(M("base.tfrecord/0/label")).st_mtim.tv_sec);
   EXPECT_EQ(Errno(::chown(M("staging/b").c_str(), ::getuid(), ::getgid())), 0);
   EXPECT_EQ(::chown(M("staging/b").c_str(), ::getuid() + 1, ::getgid()), -1);
   EXPECT_EQ(errno, EPERM);
@@ -317,8 +316,7 @@ TEST_F(StagingTreeTest, OneMountPerStagingStore) {
   c.mountpoint = other.Subdir("mnt");
   StagingDaemon e(c);
   EXPECT_EQ(e.RunExpectingFailure(), 1);
-  EXPECT_NE(e.Stderr().find("in use by another tfrecordfs mount"), std::string::npos)
-      << e.Stderr();
+  EXPECT_NE(e.Stderr().find("in use by another tfrecordfs mount"), std::string::npos) << e.Stderr();
   EXPECT_FALSE(IsMounted(c.mountpoint));
   // Nothing staged: the unmount reports an empty pack and succeeds.
   int status = 0;
@@ -433,7 +431,7 @@ TEST_F(StagingTreeTest, SigkillWhileAFileIsBeingWritten) {
   const std::string chunk(200000, 'q');
   ASSERT_EQ(::write(fd2, chunk.data(), chunk.size()), static_cast<ssize_t>(chunk.size()));
 
-  d->KillHard();  // the files are still open in this process
+  d->KillHard();                         // the files are still open in this process
   EXPECT_EQ(::write(fd, "3\n", 2), -1);  // the connection is gone
   ::close(fd);
   ::close(fd2);
@@ -450,9 +448,8 @@ TEST_F(StagingTreeTest, SigkillWhileAFileIsBeingWritten) {
   EXPECT_EQ(u.exit_code, 0) << u.out << u.err;
   const auto payloads = AllPayloads(ReadPackedShards(s_.out, "w2"));
   ASSERT_EQ(payloads.size(), 1u);
-  ExpectSameRecord(
-      ExamplePayload({Int64Feature("label", {1, 2, 3}), BytesFeature("big", {chunk})}),
-      payloads[0], "rec");
+  ExpectSameRecord(ExamplePayload({Int64Feature("label", {1, 2, 3}), BytesFeature("big", {chunk})}),
+                   payloads[0], "rec");
 }
 
 }  // namespace

@@ -104,8 +104,8 @@ std::string StagingDaemon::Start() {
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, (stem + ".stdout").c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 1, (stem + ".stdout").c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
   posix_spawn_file_actions_addopen(&fa, 2, stderr_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
                                    0644);
   const int rc = ::posix_spawn(&pid_, args[0].c_str(), &fa, nullptr, argv.data(), envp.data());
@@ -124,8 +124,8 @@ std::string StagingDaemon::Start() {
   if (exited) {
     pid_ = -1;
     early_status_ = status;
-    return "tfrecordfs ended before the mount was ready (" + DescribeWait(status) +
-           "); stderr:\n" + Stderr();
+    return "tfrecordfs ended before the mount was ready (" + DescribeWait(status) + "); stderr:\n" +
+           Stderr();
   }
   if (!ready) return "mount not ready in time; stderr:\n" + Stderr();
   return "";
@@ -164,8 +164,8 @@ bool StagingDaemon::Unmount(int* status, std::string* error) {
 CommandResult StagingDaemon::TfrUnmount(int* status) {
   CommandResult r = Run({BinaryPath(), "unmount", config_.mountpoint});
   if (!WaitExit(status)) {
-    ADD_FAILURE() << "daemon did not end after `tfrecordfs unmount` (exit "
-                  << r.exit_code << "): " << r.err;
+    ADD_FAILURE() << "daemon did not end after `tfrecordfs unmount` (exit " << r.exit_code
+                  << "): " << r.err;
   }
   return r;
 }
@@ -180,7 +180,9 @@ void StagingDaemon::KillHard() {
   CleanStaleMount(config_.mountpoint);
 }
 
-std::string StagingDaemon::Stderr() const { return stderr_path_.empty() ? "" : ReadAll(stderr_path_); }
+std::string StagingDaemon::Stderr() const {
+  return stderr_path_.empty() ? "" : ReadAll(stderr_path_);
+}
 
 void StagingDaemon::CleanUp() {
   if (IsMounted(config_.mountpoint)) Run({"fusermount3", "-u", "-z", config_.mountpoint});
