@@ -390,6 +390,30 @@ TEST_F(StagingPackTest, RenamedNumericFileTakesItsNewFeaturesKind) {
   EXPECT_FALSE(r.features.count("weights"));
 }
 
+// Known limitation, reported and not fixed here (src/vfs/filesystem.cc,
+// Filesystem::KindOf): a daemon learns kinds from the records it has parsed
+// and, on a miss, samples only the first record of each shard. A feature
+// that exists in the shards but in no shard's first record (a TFX-style
+// missing value there) is unknown, so a hand-made file for it packs with the
+// kind its content suggests: `ratio` ("3") becomes int64 although the shards
+// hold it as a float list. Run with --gtest_also_run_disabled_tests.
+TEST_F(StagingPackTest, DISABLED_KindOfAFeatureOnlyInLaterRecordsWins) {
+  WriteShardFile(s_.src + "/late.tfrecord",
+                 {ExamplePayload({Int64Feature("n", {0})}),
+                  ExamplePayload({Int64Feature("n", {1}), FloatFeature("ratio", {2.5f})})});
+  StagingDaemon d(Config("later"));
+  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(Shell("mkdir " + Q("staging/r") + " && echo 3 > " + Q("staging/r/ratio")).exit_code, 0);
+  int status = 0;
+  EXPECT_EQ(d.TfrUnmount(&status).exit_code, 0);
+  const auto payloads = AllPayloads(ReadPackedShards(s_.out, "later"));
+  ASSERT_EQ(payloads.size(), 1u);
+  const DecodedRecord r = Decode(payloads[0]);
+  ASSERT_TRUE(r.features.count("ratio"));
+  EXPECT_TRUE(SameFeature(r.features.at("ratio"), FloatFeature("ratio", {3.0f})))
+      << Describe(r.features.at("ratio"));
+}
+
 TEST_F(StagingPackTest, FailedPackKeepsEverythingStaged) {
   DaemonConfig c = Config("");
   c.options = {"staging_dir=" + s_.store, "output_dir=" + s_.tmp.path() + "/missing",
