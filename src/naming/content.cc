@@ -95,11 +95,23 @@ std::vector<absl::string_view> Lines(absl::string_view content) {
   return lines;
 }
 
-// Numeric lines: blanks around each value are dropped.
-std::vector<absl::string_view> NumericLines(absl::string_view content) {
-  std::vector<absl::string_view> lines = Lines(content);
-  for (auto& line : lines) line = absl::StripAsciiWhitespace(line);
-  return lines;
+// A value of a numeric file and its 1-based line number (for messages).
+struct NumericLine {
+  absl::string_view text;
+  size_t number;
+};
+
+// Numeric lines: blanks around each value are dropped, and blank lines are
+// skipped (a number cannot be empty, so they carry nothing; `echo "" > f`
+// is an empty list).
+std::vector<NumericLine> NumericLines(absl::string_view content) {
+  std::vector<NumericLine> out;
+  const std::vector<absl::string_view> lines = Lines(content);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    absl::string_view v = absl::StripAsciiWhitespace(lines[i]);
+    if (!v.empty()) out.push_back({v, i + 1});
+  }
+  return out;
 }
 
 }  // namespace
@@ -140,14 +152,19 @@ bool IsSingleLineText(absl::string_view v) {
 
 absl::StatusOr<Feature> ParseNumeric(absl::string_view content, Kind hint) {
   Feature f;
-  const std::vector<absl::string_view> lines = NumericLines(content);
+  const std::vector<NumericLine> lines = NumericLines(content);
   f.kind = hint == Kind::kFloat ? Kind::kFloat : Kind::kInt64;
   if (hint != Kind::kFloat) {
     bool all_int = true;
     f.int64s.reserve(lines.size());
-    for (absl::string_view line : lines) {
+    for (const NumericLine& line : lines) {
       int64_t v;
-      if (!absl::SimpleAtoi(line, &v)) {
+      if (!absl::SimpleAtoi(line.text, &v)) {
+        if (hint == Kind::kInt64) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "line ", line.number, ": '", absl::CEscape(line.text.substr(0, 40)),
+              "' is not an int64 (this feature is an int64 list in the mounted shards)"));
+        }
         all_int = false;
         break;
       }
@@ -155,24 +172,14 @@ absl::StatusOr<Feature> ParseNumeric(absl::string_view content, Kind hint) {
     }
     if (all_int) return f;
     f.int64s.clear();
-    if (hint == Kind::kInt64) {
-      for (size_t i = 0; i < lines.size(); ++i) {
-        int64_t v;
-        if (!absl::SimpleAtoi(lines[i], &v)) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "line ", i + 1, ": '", absl::CEscape(lines[i].substr(0, 40)),
-              "' is not an int64 (this feature is an int64 list in the mounted shards)"));
-        }
-      }
-    }
   }
   f.kind = Kind::kFloat;
   f.floats.reserve(lines.size());
-  for (size_t i = 0; i < lines.size(); ++i) {
+  for (const NumericLine& line : lines) {
     float v;
-    if (!ParseFloat(lines[i], &v)) {
-      return absl::InvalidArgumentError(absl::StrCat("line ", i + 1, ": '",
-                                                     absl::CEscape(lines[i].substr(0, 40)),
+    if (!ParseFloat(line.text, &v)) {
+      return absl::InvalidArgumentError(absl::StrCat("line ", line.number, ": '",
+                                                     absl::CEscape(line.text.substr(0, 40)),
                                                      "' is not a number"));
     }
     f.floats.push_back(v);

@@ -164,6 +164,20 @@ TEST(ParseNumericTest, Hints) {
   EXPECT_TRUE(f->floats.empty());
 }
 
+TEST(ParseNumericTest, BlankLinesAreSkippedAndLinesNumberedAsWritten) {
+  auto f = ParseNumeric("1\n\n 2 \n\n", Kind::kNone);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->kind, Kind::kInt64);
+  EXPECT_EQ(f->int64s, (std::vector<int64_t>{1, 2}));
+  f = ParseNumeric("\n", Kind::kInt64);  // echo "" > label
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_TRUE(f->int64s.empty());
+  f = ParseNumeric("1\n\nx\n", Kind::kNone);
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(std::string(f.status().message()).find("line 3"), std::string::npos)
+      << f.status();
+}
+
 TEST(ParseNumericTest, Errors) {
   for (Kind hint : {Kind::kNone, Kind::kInt64, Kind::kFloat}) {
     auto f = ParseNumeric("1\nabc\n", hint);
