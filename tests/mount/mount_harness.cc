@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -371,16 +372,38 @@ std::string Mount::Start(const std::vector<std::string>& sources,
   for (auto& s : args) cargv.push_back(s.data());
   cargv.push_back(nullptr);
 
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, 2, stderr_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  int rc = ::posix_spawn(&pid_, args[0].c_str(), &fa, nullptr, cargv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) {
+  // fork + exec rather than posix_spawn, for PR_SET_PDEATHSIG: if the test
+  // process dies (a crash, a timeout kill), the daemon gets SIGTERM and
+  // unmounts itself instead of leaving a mount behind. Only async-signal-safe
+  // calls run between fork and exec.
+  const int in_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const int out_fd = ::open(stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int err_fd = ::open(stderr_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (in_fd < 0 || out_fd < 0 || err_fd < 0) {
+    const int err = errno;
+    for (int fd : {in_fd, out_fd, err_fd}) {
+      if (fd >= 0) ::close(fd);
+    }
+    return std::string("cannot open the daemon's stdio files: ") + std::strerror(err);
+  }
+  const pid_t parent = ::getpid();
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(126);  // the test died before prctl
+    ::dup2(in_fd, 0);
+    ::dup2(out_fd, 1);
+    ::dup2(err_fd, 2);
+    ::execv(cargv[0], cargv.data());
+    ::_exit(127);
+  }
+  const int fork_errno = errno;
+  ::close(in_fd);
+  ::close(out_fd);
+  ::close(err_fd);
+  if (pid_ < 0) {
     pid_ = -1;
-    return std::string("spawn ") + args[0] + ": " + std::strerror(rc);
+    return std::string("fork: ") + std::strerror(fork_errno);
   }
   int status = 0;
   bool exited = false;
