@@ -503,7 +503,9 @@ void CheckListingAgainstLookups(const Ops& ops, fuse_ino_t dir, const std::vecto
     SCOPED_TRACE(d.name);
     EXPECT_EQ(i + 1, d.off) << "offsets are positions: . is 0, .. is 1, children follow";
     if (i < 2) {
-      if (plus) EXPECT_EQ(0u, d.nodeid) << "no lookup reference for . and ..";
+      if (plus) {
+        EXPECT_EQ(0u, d.nodeid) << "no lookup reference for . and ..";
+      }
       EXPECT_EQ(static_cast<uint32_t>(DT_DIR), d.type);
       continue;
     }
@@ -575,7 +577,9 @@ TEST_F(OpsTest, ReadDirResumesFromReturnedOffsets) {
           EXPECT_EQ(whole[i].off, pieces[i].off);
           EXPECT_EQ(whole[i].ino, pieces[i].ino);
         }
-        if (size < 3 * one) EXPECT_GT(requests, 2);
+        if (size < 3 * one) {
+          EXPECT_GT(requests, 2);
+        }
       }
     }
   }

@@ -102,10 +102,18 @@ CanonTable DecodeChecked(absl::string_view payload) {
   if (!table.ok()) return {};
   for (size_t i = 0; i < table->features.size(); ++i) {
     const Feature& f = table->features[i];
-    if (i > 0) EXPECT_LT(table->features[i - 1].name, f.name) << "not sorted / not unique";
-    if (f.kind != Kind::kBytes) EXPECT_TRUE(f.bytes.empty()) << f.name;
-    if (f.kind != Kind::kFloat) EXPECT_TRUE(f.floats.empty()) << f.name;
-    if (f.kind != Kind::kInt64) EXPECT_TRUE(f.int64s.empty()) << f.name;
+    if (i > 0) {
+      EXPECT_LT(table->features[i - 1].name, f.name) << "not sorted / not unique";
+    }
+    if (f.kind != Kind::kBytes) {
+      EXPECT_TRUE(f.bytes.empty()) << f.name;
+    }
+    if (f.kind != Kind::kFloat) {
+      EXPECT_TRUE(f.floats.empty()) << f.name;
+    }
+    if (f.kind != Kind::kInt64) {
+      EXPECT_TRUE(f.int64s.empty()) << f.name;
+    }
     for (absl::string_view v : f.bytes) {
       if (v.empty()) continue;
       EXPECT_GE(v.data(), payload.data());

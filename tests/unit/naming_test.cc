@@ -42,7 +42,6 @@ float FromBits(uint32_t b) {
   std::memcpy(&f, &b, 4);
   return f;
 }
-std::string S(absl::string_view v) { return std::string(v); }
 std::vector<std::string> Strings(const std::vector<absl::string_view>& vs) {
   std::vector<std::string> out;
   for (absl::string_view v : vs) out.emplace_back(v);
@@ -174,8 +173,7 @@ TEST(ParseNumericTest, BlankLinesAreSkippedAndLinesNumberedAsWritten) {
   EXPECT_TRUE(f->int64s.empty());
   f = ParseNumeric("1\n\nx\n", Kind::kNone);
   ASSERT_FALSE(f.ok());
-  EXPECT_NE(std::string(f.status().message()).find("line 3"), std::string::npos)
-      << f.status();
+  EXPECT_NE(std::string(f.status().message()).find("line 3"), std::string::npos) << f.status();
 }
 
 TEST(ParseNumericTest, Errors) {
@@ -517,7 +515,9 @@ void CheckLayout(const Layout& l, absl::string_view payload, bool example) {
       const Entry& ch = l.entries[c];
       ++seen[c];
       EXPECT_EQ(d, ch.parent) << PathOf(l, c);
-      if (k > 0) EXPECT_LT(l.entries[c - 1].name, ch.name) << "unsorted in " << PathOf(l, d);
+      if (k > 0) {
+        EXPECT_LT(l.entries[c - 1].name, ch.name) << "unsorted in " << PathOf(l, d);
+      }
       SCOPED_TRACE(absl::CHexEscape(PathOf(l, c)));
       EXPECT_EQ(c, FindChild(l, d, ch.name));
       if (ch.name.empty()) {
@@ -537,7 +537,9 @@ void CheckLayout(const Layout& l, absl::string_view payload, bool example) {
       EXPECT_FALSE(IsIgnoredName(ch.name));
       // Only a raw record has a root file `record.bin` (a directory of that
       // name cannot be mistaken for one).
-      if (example && d == 0 && !ch.is_dir) EXPECT_NE(kRawRecordName, ch.name);
+      if (example && d == 0 && !ch.is_dir) {
+        EXPECT_NE(kRawRecordName, ch.name);
+      }
     }
   }
   for (uint32_t i = 0; i < l.entries.size(); ++i) {
