@@ -381,7 +381,8 @@ TEST_F(OpsTest, StaleIds) {
   EXPECT_EQ(ENOENT, DoGetAttr(*ops_, vfs::RecordId(1000, 0, 0)).err);
   const uint64_t rec = Path("train-00000-of-00002/0").ino;
   EXPECT_EQ(ENOENT, DoGetAttr(*ops_, vfs::RecordId(vfs::ShardOf(rec), 12, 0)).err);
-  EXPECT_EQ(ENOENT, DoGetAttr(*ops_, rec + 5000).err);  // no such entry in the layout
+  // No such entry in the record's layout.
+  EXPECT_EQ(ENOENT, DoGetAttr(*ops_, vfs::RecordId(vfs::ShardOf(rec), 0, 5000)).err);
 }
 
 // ---------------------------------------------------------------------------
@@ -622,9 +623,11 @@ TEST_F(OpsTest, DamagedRecordIsEio) {
   EXPECT_EQ(EIO, inside.err);
   EXPECT_EQ(EIO, DoReadDir(*ops_, rec.ino, 4096, 0, false).err);
   EXPECT_EQ(EIO, DoReadDir(*ops_, rec.ino, 4096, 0, true).err);
-  EXPECT_EQ(EIO, DoGetAttr(*ops_, rec.ino + 1).err);
-  EXPECT_EQ(EIO, DoOpen(*ops_, rec.ino + 1, O_RDONLY).err);
-  EXPECT_EQ(EIO, DoRead(*ops_, rec.ino + 1, 100, 0).err);
+  // An id of an entry inside it (as a kernel holding an old id would ask).
+  const uint64_t entry = vfs::RecordId(vfs::ShardOf(rec.ino), vfs::RecordOf(rec.ino), 1);
+  EXPECT_EQ(EIO, DoGetAttr(*ops_, entry).err);
+  EXPECT_EQ(EIO, DoOpen(*ops_, entry, O_RDONLY).err);
+  EXPECT_EQ(EIO, DoRead(*ops_, entry, 100, 0).err);
   // Asking again gives the same answer (the failure is cached, not forgotten).
   EXPECT_EQ(EIO, DoLookup(*ops_, rec.ino, "n").err);
   // The neighbours are fine.
