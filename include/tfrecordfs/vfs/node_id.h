@@ -11,6 +11,13 @@
 //     2 = staging: bits 61..0 name a node of the staging store (see
 //                staging/store.h)
 //
+// Record-space ids do not hold these fields as they are but through Mix62, a
+// bijection of 62-bit values (ShardOf / RecordOf / EntryOf undo it). The
+// kernel keeps FUSE inodes in a hash table keyed by node id, and its hash
+// (fs/inode.c) barely looks at high bits: with the shard in bits 61..44, the
+// 5M inodes of a 1M-record mount shared ~60k buckets of its ~2M, and `find`
+// spent its time walking hash chains. Mixed ids spread over all buckets.
+//
 // Pure and thread-safe.
 #ifndef TFRECORDFS_VFS_NODE_ID_H_
 #define TFRECORDFS_VFS_NODE_ID_H_
@@ -37,20 +44,55 @@ constexpr Space SpaceOf(uint64_t id) { return static_cast<Space>(id >> kSpaceShi
 constexpr uint64_t TreeId(uint64_t tree_index) { return tree_index + 1; }
 constexpr uint64_t TreeIndex(uint64_t id) { return (id & ((uint64_t{1} << kSpaceShift) - 1)) - 1; }
 
+inline constexpr uint64_t kMask62 = (uint64_t{1} << kSpaceShift) - 1;
+inline constexpr uint64_t kMix1 = 0xbf58476d1ce4e5b9ull & kMask62;  // odd: invertible
+inline constexpr uint64_t kMix2 = 0x94d049bb133111ebull & kMask62;
+
+// The inverse of an odd number modulo 2^64 (Newton's iteration), hence also
+// modulo 2^62.
+constexpr uint64_t OddInverse(uint64_t a) {
+  uint64_t x = a;
+  for (int i = 0; i < 6; ++i) x *= 2 - a * x;
+  return x;
+}
+
+// xor-shift-multiply steps (splitmix64's finaliser cut to 62 bits); each
+// step is invertible, so Mix62 is a bijection on [0, 2^62).
+constexpr uint64_t Mix62(uint64_t x) {
+  x ^= x >> 31;
+  x = (x * kMix1) & kMask62;
+  x ^= x >> 29;
+  x = (x * kMix2) & kMask62;
+  return x ^ (x >> 32);
+}
+
+constexpr uint64_t Unmix62(uint64_t y) {
+  y ^= y >> 32;
+  y = (y * OddInverse(kMix2)) & kMask62;
+  y ^= (y >> 29) ^ (y >> 58);
+  y = (y * OddInverse(kMix1)) & kMask62;
+  return y ^ (y >> 31);
+}
+
 constexpr uint64_t RecordId(uint64_t shard, uint64_t record, uint64_t entry) {
-  return (uint64_t{1} << kSpaceShift) | (shard << (kRecordBits + kEntryBits)) |
-         (record << kEntryBits) | entry;
+  return (uint64_t{1} << kSpaceShift) |
+         Mix62((shard << (kRecordBits + kEntryBits)) | (record << kEntryBits) | entry);
 }
 constexpr uint64_t ShardOf(uint64_t id) {
-  return (id >> (kRecordBits + kEntryBits)) & (kMaxShards - 1);
+  return (Unmix62(id & kMask62) >> (kRecordBits + kEntryBits)) & (kMaxShards - 1);
 }
-constexpr uint64_t RecordOf(uint64_t id) { return (id >> kEntryBits) & (kMaxRecordsPerShard - 1); }
-constexpr uint64_t EntryOf(uint64_t id) { return id & (kMaxEntriesPerRecord - 1); }
+constexpr uint64_t RecordOf(uint64_t id) {
+  return (Unmix62(id & kMask62) >> kEntryBits) & (kMaxRecordsPerShard - 1);
+}
+constexpr uint64_t EntryOf(uint64_t id) { return Unmix62(id & kMask62) & (kMaxEntriesPerRecord - 1); }
 
 constexpr uint64_t StagingId(uint64_t n) { return (uint64_t{2} << kSpaceShift) | n; }
 constexpr uint64_t StagingIndex(uint64_t id) { return id & ((uint64_t{1} << kSpaceShift) - 1); }
 
 static_assert(TreeId(0) == 1, "the mount root must be FUSE_ROOT_ID");
+static_assert(Unmix62(Mix62(0x123456789abcdefull & kMask62)) == (0x123456789abcdefull & kMask62));
+static_assert(Unmix62(Mix62(kMask62)) == kMask62 && Mix62(0) == 0);
+static_assert(RecordId(0, 0, 0) != RecordId(0, 0, 1) && RecordOf(RecordId(0, 1, 0)) == 1);
 static_assert(ShardOf(RecordId(kMaxShards - 1, 5, 7)) == kMaxShards - 1);
 static_assert(RecordOf(RecordId(3, kMaxRecordsPerShard - 1, 7)) == kMaxRecordsPerShard - 1);
 static_assert(EntryOf(RecordId(3, 5, kMaxEntriesPerRecord - 1)) == kMaxEntriesPerRecord - 1);
