@@ -1,0 +1,243 @@
+// Persistent shard indexes through real mounts: the second mount of the same
+// sources loads every index from the cache and shows the same tree; a
+// `tfrecordfs index --index-dir` directory serves -o index_dir; a shard that
+// grew or was rewritten between mounts is shown as it is now.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "generated_dataset.h"
+#include "gtest/gtest.h"
+#include "mount_harness.h"
+#include "tfrecordfs/record/writer.h"
+
+namespace tfrecordfs::mount_test {
+namespace {
+
+constexpr uint64_t kSeed = 7101;
+
+size_t CountIndexFiles(const std::string& dir) {
+  size_t n = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->path().extension() == ".tfri") ++n;
+  }
+  return n;
+}
+
+// Every node's type, size, inode number and (for files) bytes.
+std::map<std::string, WalkedNode> Listing(const Mount& m) {
+  auto walked = WalkTree(m.mountpoint());
+  RemoveEmptyStaging(&walked);
+  return walked;
+}
+
+void ExpectSameListing(const std::map<std::string, WalkedNode>& a,
+                       const std::map<std::string, WalkedNode>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [path, node] : a) {
+    auto it = b.find(path);
+    ASSERT_NE(it, b.end()) << path;
+    EXPECT_EQ(node.mode, it->second.mode) << path;
+    EXPECT_EQ(node.size, it->second.size) << path;
+    EXPECT_EQ(node.ino, it->second.ino) << path;
+    EXPECT_EQ(node.error, it->second.error) << path;
+    EXPECT_TRUE(node.content == it->second.content) << path;
+  }
+}
+
+size_t Children(const std::string& dir) {
+  size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    (void)e;
+    ++n;
+  }
+  return n;
+}
+
+void AppendRecords(const std::string& path, int count) {
+  std::string bytes;
+  for (int i = 0; i < count; ++i) record::AppendFramed(&bytes, "appended " + std::to_string(i));
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND);
+  ASSERT_GE(fd, 0) << path;
+  ASSERT_EQ(static_cast<ssize_t>(bytes.size()), ::write(fd, bytes.data(), bytes.size()));
+  ::close(fd);
+}
+
+class IndexMountTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TFRFS_SKIP_WITHOUT_FUSE();
+    src_ = tmp_.Subdir("src");
+    cache_home_ = tmp_.Subdir("xdg-cache");
+    ds_ = WriteDataset(src_, kSeed);
+    // The daemons inherit this: their index cache stays inside tmp_.
+    const char* old = std::getenv("XDG_CACHE_HOME");
+    if (old != nullptr) saved_cache_home_ = old;
+    ::setenv("XDG_CACHE_HOME", cache_home_.c_str(), 1);
+  }
+  void TearDown() override {
+    if (saved_cache_home_.empty()) {
+      ::unsetenv("XDG_CACHE_HOME");
+    } else {
+      ::setenv("XDG_CACHE_HOME", saved_cache_home_.c_str(), 1);
+    }
+  }
+
+  std::string CacheDir() const { return cache_home_ + "/tfrecordfs/index"; }
+
+  void StopOk(Mount* m) {
+    std::string err;
+    EXPECT_EQ(0, m->Stop(&err)) << err;
+  }
+
+  TempDir tmp_;
+  std::string src_, cache_home_, saved_cache_home_;
+  GenDataset ds_;
+};
+
+TEST_F(IndexMountTest, SecondMountLoadsEveryIndexFromTheCache) {
+  std::map<std::string, WalkedNode> first;
+  {
+    Mount m;
+    ASSERT_EQ("", m.Start({src_}, {"-o", "verbose"}));
+    first = Listing(m);
+    StopOk(&m);
+    EXPECT_NE(m.Stderr().find(" walked"), std::string::npos) << m.Stderr();
+    EXPECT_EQ(m.Stderr().find("from the cache"), std::string::npos) << m.Stderr();
+  }
+  const size_t files = CountIndexFiles(CacheDir());
+  EXPECT_GE(files, ds_.shards.size());
+  {
+    Mount m;
+    ASSERT_EQ("", m.Start({src_}, {"-o", "verbose"}));
+    ExpectSameListing(first, Listing(m));
+    StopOk(&m);
+    const std::string log = m.Stderr();
+    EXPECT_NE(log.find("index loaded from the cache"), std::string::npos) << log;
+    EXPECT_NE(log.find(std::to_string(files) + " from the cache"), std::string::npos) << log;
+    EXPECT_EQ(log.find(" walked"), std::string::npos) << log;
+  }
+  EXPECT_EQ(files, CountIndexFiles(CacheDir()));
+}
+
+TEST_F(IndexMountTest, NoIndexCacheNeitherReadsNorWrites) {
+  Mount m;
+  ASSERT_EQ("", m.Start({src_}, {"-o", "noindexcache,verbose"}));
+  StopOk(&m);
+  EXPECT_EQ(0u, CountIndexFiles(cache_home_));
+  EXPECT_NE(m.Stderr().find(" walked"), std::string::npos) << m.Stderr();
+}
+
+TEST_F(IndexMountTest, UnwritableCacheStillMounts) {
+  WriteWholeFile(tmp_.path() + "/not-a-dir", "x");
+  ::setenv("XDG_CACHE_HOME", (tmp_.path() + "/not-a-dir").c_str(), 1);
+  Mount m;
+  ASSERT_EQ("", m.Start({src_}));
+  const auto listing = Listing(m);
+  StopOk(&m);
+  EXPECT_NE(m.Stderr().find("cannot write the index cache"), std::string::npos) << m.Stderr();
+  Mount plain;
+  ASSERT_EQ("", plain.Start({src_}, {"-o", "noindexcache"}));
+  ExpectSameListing(Listing(plain), listing);
+  StopOk(&plain);
+}
+
+TEST_F(IndexMountTest, IndexCommandFeedsIndexDir) {
+  const std::string shared = tmp_.path() + "/shared";
+  CommandResult r = RunCommand({BinaryPath(), "index", "--index-dir", shared, src_});
+  ASSERT_EQ(0, r.exit_code) << r.out << r.err;
+  EXPECT_NE(r.out.find("indexed "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" walked"), std::string::npos) << r.out;
+  // The layout mirrors the mount.
+  EXPECT_TRUE(std::filesystem::exists(shared + "/" + kShardBig + ".tfri"));
+  EXPECT_TRUE(std::filesystem::exists(shared + "/" + kShardNested + ".tfri"));
+  EXPECT_EQ(0u, CountIndexFiles(cache_home_));  // the per-user cache is left alone
+
+  // Run again: nothing to walk.
+  r = RunCommand({BinaryPath(), "index", "--index-dir", shared, src_});
+  ASSERT_EQ(0, r.exit_code) << r.err;
+  EXPECT_NE(r.out.find(" 0 walked"), std::string::npos) << r.out;
+
+  std::map<std::string, WalkedNode> plain_listing;
+  {
+    Mount plain;
+    ASSERT_EQ("", plain.Start({src_}, {"-o", "noindexcache"}));
+    plain_listing = Listing(plain);
+    StopOk(&plain);
+  }
+  Mount m;
+  ASSERT_EQ("", m.Start({src_}, {"-o", "index_dir=" + shared + ",noindexcache,verbose"}));
+  ExpectSameListing(plain_listing, Listing(m));
+  StopOk(&m);
+  EXPECT_NE(m.Stderr().find("from index_dir"), std::string::npos) << m.Stderr();
+  EXPECT_EQ(m.Stderr().find(" walked"), std::string::npos) << m.Stderr();
+}
+
+TEST_F(IndexMountTest, IndexCommandIntoTheCacheThenMount) {
+  CommandResult r = RunCommand({BinaryPath(), "index", src_});
+  ASSERT_EQ(0, r.exit_code) << r.out << r.err;
+  EXPECT_NE(r.out.find(CacheDir()), std::string::npos) << r.out;
+  EXPECT_TRUE(r.err.find('\r') == std::string::npos) << "no progress bar off a terminal";
+  Mount m;
+  ASSERT_EQ("", m.Start({src_}, {"-o", "verbose"}));
+  StopOk(&m);
+  EXPECT_EQ(m.Stderr().find(" walked"), std::string::npos) << m.Stderr();
+}
+
+TEST_F(IndexMountTest, IndexCommandExitCodes) {
+  EXPECT_EQ(0, RunCommand({BinaryPath(), "index", "--help"}).exit_code);
+  EXPECT_EQ(2, RunCommand({BinaryPath(), "index"}).exit_code);
+  EXPECT_EQ(2, RunCommand({BinaryPath(), "index", "--bogus", src_}).exit_code);
+  EXPECT_EQ(2, RunCommand({BinaryPath(), "index", "--threads", "0", src_}).exit_code);
+  CommandResult missing = RunCommand({BinaryPath(), "index", src_ + "/no-such-dir"});
+  EXPECT_EQ(1, missing.exit_code);
+  EXPECT_NE(missing.err.find("no-such-dir"), std::string::npos) << missing.err;
+  WriteWholeFile(tmp_.path() + "/file", "x");
+  CommandResult unwritable =
+      RunCommand({BinaryPath(), "index", "--index-dir", tmp_.path() + "/file/idx", src_});
+  EXPECT_EQ(1, unwritable.exit_code) << unwritable.out;
+  EXPECT_NE(unwritable.err.find("cannot save"), std::string::npos) << unwritable.err;
+}
+
+TEST_F(IndexMountTest, GrownAndRewrittenShardsAreShownAsTheyAreNow) {
+  const std::string big = src_ + "/" + kShardBig;
+  const size_t big_records = ds_.Shard(kShardBig).records.size();
+  {
+    Mount m;
+    ASSERT_EQ("", m.Start({src_}));
+    EXPECT_EQ(big_records, Children(m.path(kShardBig)));
+    StopOk(&m);
+  }
+  AppendRecords(big, 5);
+  {
+    Mount m;
+    ASSERT_EQ("", m.Start({src_}, {"-o", "verbose"}));
+    EXPECT_EQ(big_records + 5, Children(m.path(kShardBig)));
+    EXPECT_EQ("appended 4", ReadWholeFile(m.path(std::string(kShardBig) + "/" +
+                                                 std::to_string(big_records + 4) + "/" +
+                                                 "record.bin")));  // naming::kRawRecordName
+    StopOk(&m);
+    EXPECT_NE(m.Stderr().find("1 grown"), std::string::npos) << m.Stderr();
+  }
+  // Rewritten with fewer records: the stale index must not be used.
+  std::string bytes;
+  record::AppendFramed(&bytes, "only one");
+  WriteWholeFile(big, bytes);
+  {
+    Mount m;
+    ASSERT_EQ("", m.Start({src_}));
+    EXPECT_EQ(1u, Children(m.path(kShardBig)));
+    StopOk(&m);
+  }
+}
+
+}  // namespace
+}  // namespace tfrecordfs::mount_test
