@@ -342,6 +342,9 @@ void LlOpen(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   }
   fi->fh = r.fh;
   fi->keep_cache = r.keep_cache;
+  // Immutable shard data: close() need not wait for a FLUSH round trip
+  // (FOPEN_NOFLUSH; staging files keep theirs, it validates what was written).
+  fi->noflush = r.keep_cache;
   if (fuse_reply_open(req, fi) == -ENOENT) OpsOf(req).fs->Release(r.fh);  // interrupted
 }
 
