@@ -1,5 +1,6 @@
 #include "tfrecordfs/fuse/session.h"
 
+#include <cerrno>
 #include <csignal>
 
 #include "absl/strings/str_cat.h"
@@ -58,6 +59,14 @@ absl::Status RunSession(vfs::Filesystem* fs, const SessionOptions& options) {
   fuse_session_unmount(se);
   fuse_remove_signal_handlers(se);
   fuse_session_destroy(se);
+  // -ECONNABORTED: the kernel tore the connection down rather than reporting
+  // ENODEV (Linux 6.x does this when the last user of a lazily unmounted
+  // mount goes away, and for /sys/fs/fuse/connections/N/abort). Either way
+  // the mount is gone and nothing more will arrive: a normal end.
+  if (rc == -ECONNABORTED) {
+    log::Info("the kernel closed the FUSE connection (mount gone)");
+    rc = 0;
+  }
   if (rc != 0 && rc != SIGINT && rc != SIGTERM && rc != SIGHUP) {
     return absl::InternalError(absl::StrCat("FUSE loop ended with error ", rc));
   }

@@ -1,5 +1,6 @@
 #include "tfrecordfs/staging/store.h"
 
+#include <mutex>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -70,18 +71,18 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir, KindH
   if (::fstat(root->get(), &st) != 0) return ErrnoError(errno, store->records_dir());
   store->root_ino_ = st.st_ino;
   store->dev_ = st.st_dev;
-  absl::MutexLock lock_nodes(&store->mu_);
+  std::lock_guard<std::mutex> lock_nodes(store->mu_);
   store->nodes_[st.st_ino] = Node{root->release(), 1};
   return store;
 }
 
 Store::~Store() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   for (auto& [ino, node] : nodes_) ::close(node.fd);
 }
 
 absl::StatusOr<int> Store::NodeFd(uint64_t node) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return PosixError(ESTALE, "stale staging node");
   return it->second.fd;
@@ -106,7 +107,7 @@ absl::StatusOr<struct stat> Store::Register(int parent_fd, absl::string_view nam
     ::close(fd);
     return PosixError(EXDEV, absl::StrCat(n, ": outside the staging store"));
   }
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto [it, inserted] = nodes_.try_emplace(st.st_ino, Node{fd, 0});
   if (!inserted) ::close(fd);
   ++it->second.nlookup;
@@ -114,7 +115,7 @@ absl::StatusOr<struct stat> Store::Register(int parent_fd, absl::string_view nam
 }
 
 void Store::Forget(uint64_t node, uint64_t n) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (node == root_ino_) return;
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return;

@@ -1,5 +1,6 @@
 #include "tfrecordfs/vfs/filesystem.h"
 
+#include <mutex>
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -16,7 +17,6 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/example/example.h"
@@ -58,7 +58,7 @@ class Filesystem::Tree {
  public:
   std::vector<TreeNode> nodes;
   // Lazily opened descriptors of plain files, by tree index.
-  absl::Mutex mu;
+  std::mutex mu;
   absl::flat_hash_map<uint64_t, int> plain_fds ABSL_GUARDED_BY(mu);
 
   std::optional<uint64_t> Find(uint64_t dir, absl::string_view name) const {
@@ -70,7 +70,7 @@ class Filesystem::Tree {
   }
 
   absl::StatusOr<int> PlainFd(uint64_t i) {
-    absl::MutexLock lock(&mu);
+    std::lock_guard<std::mutex> lock(mu);
     auto it = plain_fds.find(i);
     if (it != plain_fds.end()) return it->second;
     auto fd = OpenFile(nodes[i].real_path, O_RDONLY);
@@ -81,7 +81,7 @@ class Filesystem::Tree {
   }
 
   ~Tree() {
-    absl::MutexLock lock(&mu);
+    std::lock_guard<std::mutex> lock(mu);
     for (auto& [i, fd] : plain_fds) ::close(fd);
   }
 };
@@ -544,7 +544,7 @@ struct FileHandle {
 
 // State behind a staging directory handle: the backing directory stream.
 struct DirHandle {
-  absl::Mutex mu;
+  std::mutex mu;
   DIR* dir ABSL_GUARDED_BY(mu) = nullptr;
 };
 
@@ -595,7 +595,7 @@ absl::StatusOr<uint64_t> Filesystem::OpenDir(uint64_t ino) {
       return ErrnoError(err, "opendir");
     }
     auto* h = new DirHandle;
-    absl::MutexLock lock(&h->mu);
+    std::lock_guard<std::mutex> lock(h->mu);
     h->dir = d;
     return reinterpret_cast<uint64_t>(h);
   }
@@ -609,7 +609,7 @@ void Filesystem::ReleaseDir(uint64_t fh) {
   auto* h = reinterpret_cast<DirHandle*>(fh);
   if (h == nullptr) return;
   {
-    absl::MutexLock lock(&h->mu);
+    std::lock_guard<std::mutex> lock(h->mu);
     if (h->dir) ::closedir(h->dir);
   }
   delete h;
@@ -621,7 +621,7 @@ absl::Status Filesystem::StagingReadDir(uint64_t ino, uint64_t fh, uint64_t offs
   if (h == nullptr || !staging_) return PosixError(EBADF, "no directory handle");
   auto self = GetAttr(ino);
   if (!self.ok()) return self.status();
-  absl::MutexLock lock(&h->mu);
+  std::lock_guard<std::mutex> lock(h->mu);
   // Offsets are the backing directory's own telldir cookies, so entries
   // removed while listing (rm -r) neither skip nor repeat others.
   if (offset == 0) {
@@ -755,7 +755,7 @@ bool Filesystem::StagingSpace(uint64_t* free_bytes, uint64_t* total_bytes) const
 }
 
 void Filesystem::LearnKinds(const example::FeatureTable& table) {
-  absl::MutexLock lock(&kinds_mu_);
+  std::lock_guard<std::mutex> lock(kinds_mu_);
   for (const auto& f : table.features) {
     if (f.kind != example::Kind::kNone) kinds_.try_emplace(f.name, f.kind);
   }
@@ -765,7 +765,7 @@ example::Kind Filesystem::KindOf(absl::string_view feature_name) {
   const std::string name(feature_name);
   bool sample = false;
   {
-    absl::MutexLock lock(&kinds_mu_);
+    std::lock_guard<std::mutex> lock(kinds_mu_);
     auto it = kinds_.find(name);
     if (it != kinds_.end()) return it->second;
     sample = !kinds_sampled_;
@@ -777,7 +777,7 @@ example::Kind Filesystem::KindOf(absl::string_view feature_name) {
   for (uint64_t s = 0; s < shards_.size() && s < 1024; ++s) {
     if (shards_[s]->num_records() > 0) (void)Parse(s, 0);
   }
-  absl::MutexLock lock(&kinds_mu_);
+  std::lock_guard<std::mutex> lock(kinds_mu_);
   auto it = kinds_.find(name);
   return it == kinds_.end() ? example::Kind::kNone : it->second;
 }

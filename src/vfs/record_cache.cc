@@ -9,7 +9,7 @@ size_t ParsedRecord::MemoryBytes() const {
 }
 
 std::shared_ptr<const ParsedRecord> RecordCache::Get(uint64_t key) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = map_.find(key);
   if (it == map_.end()) return nullptr;
   lru_.splice(lru_.begin(), lru_, it->second.lru);
@@ -17,7 +17,7 @@ std::shared_ptr<const ParsedRecord> RecordCache::Get(uint64_t key) {
 }
 
 void RecordCache::Put(uint64_t key, std::shared_ptr<const ParsedRecord> value) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = map_.find(key);
   if (it != map_.end()) {
     it->second.value = std::move(value);
@@ -33,7 +33,7 @@ void RecordCache::Put(uint64_t key, std::shared_ptr<const ParsedRecord> value) {
 }
 
 size_t RecordCache::size() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return map_.size();
 }
 

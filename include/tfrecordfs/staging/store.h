@@ -19,11 +19,14 @@
 // Node ids are the backing inode numbers (the vfs tags them with its
 // staging space bits).
 //
-// Thread-safety: all methods are thread-safe. mu_ guards the node table and
-// is a leaf lock; file I/O happens outside it.
+// Thread-safety (std::mutex rather than absl::Mutex: Debian's Abseil is not
+// built for TSan, so absl::Mutex hand-offs are invisible to it): all methods
+// are thread-safe. mu_ guards the node table and is a leaf lock; file I/O
+// happens outside it.
 #ifndef TFRECORDFS_STAGING_STORE_H_
 #define TFRECORDFS_STAGING_STORE_H_
 
+#include <mutex>
 #include <sys/stat.h>
 
 #include <cstdint>
@@ -35,7 +38,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
+#include <mutex>
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/staging/record_folder.h"
 
@@ -113,7 +116,7 @@ class Store {
   UniqueFd lock_fd_;
   uint64_t root_ino_ = 0;
   dev_t dev_ = 0;
-  absl::Mutex mu_;
+  std::mutex mu_;
   absl::flat_hash_map<uint64_t, Node> nodes_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -9,13 +9,16 @@
 //                       names the shard path, record index and byte offset
 //   PosixError(EROFS)   writes outside the staging area
 //
-// Thread-safety: all methods may be called concurrently. The tree and shard
-// indexes are immutable after Create(); the parsed-record cache and kinds_mu_
-// are leaf locks (nothing else is acquired while holding them); staging calls
-// go to staging::Store, which is thread-safe.
+// Thread-safety (std::mutex rather than absl::Mutex: Debian's Abseil is not
+// built for TSan, so absl::Mutex hand-offs are invisible to it): all methods
+// may be called concurrently. The tree and shard indexes are immutable after
+// Create(); the parsed-record cache and kinds_mu_ are leaf locks (nothing else
+// is acquired while holding them); staging calls go to staging::Store, which is
+// thread-safe.
 #ifndef TFRECORDFS_VFS_FILESYSTEM_H_
 #define TFRECORDFS_VFS_FILESYSTEM_H_
 
+#include <mutex>
 #include <sys/stat.h>
 
 #include <cstdint>
@@ -27,7 +30,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
+#include <mutex>
 #include "absl/status/statusor.h"
 #include "tfrecordfs/index/shard_index.h"
 #include "tfrecordfs/naming/naming.h"
@@ -172,7 +175,7 @@ class Filesystem {
   std::unique_ptr<RecordCache> cache_;
   staging::Store* staging_ = nullptr;
   uint64_t staging_tree_node_ = 0;
-  absl::Mutex kinds_mu_;
+  std::mutex kinds_mu_;
   absl::flat_hash_map<std::string, example::Kind> kinds_ ABSL_GUARDED_BY(kinds_mu_);
   bool kinds_sampled_ ABSL_GUARDED_BY(kinds_mu_) = false;
   uid_t uid_;

@@ -1,11 +1,13 @@
 // A bounded LRU of parsed records (their layouts), keyed by shard and record.
 //
-// Thread-safety: all methods are thread-safe; mu_ is a leaf lock. Values are
-// immutable and shared, so a record evicted while a reader still holds it
-// stays valid for that reader.
+// Thread-safety (std::mutex rather than absl::Mutex: Debian's Abseil is not
+// built for TSan, so absl::Mutex hand-offs are invisible to it): all methods
+// are thread-safe; mu_ is a leaf lock. Values are immutable and shared, so a
+// record evicted while a reader still holds it stays valid for that reader.
 #ifndef TFRECORDFS_VFS_RECORD_CACHE_H_
 #define TFRECORDFS_VFS_RECORD_CACHE_H_
 
+#include <mutex>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -13,7 +15,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
+#include <mutex>
 #include "tfrecordfs/naming/naming.h"
 
 namespace tfrecordfs::vfs {
@@ -40,7 +42,7 @@ class RecordCache {
     std::list<uint64_t>::iterator lru;
   };
   const size_t capacity_;
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
   absl::flat_hash_map<uint64_t, Slot> map_ ABSL_GUARDED_BY(mu_);
   std::list<uint64_t> lru_ ABSL_GUARDED_BY(mu_);  // front = most recent
 };
