@@ -64,6 +64,9 @@ Options:
        noindexcache      neither read nor write the per-user index cache
                          (~/.cache/tfrecordfs/index)
        nosplice          copy read data instead of splicing it from shards
+       opendir           send every opendir/releasedir to the daemon
+                         (default: the kernel opens directories and caches
+                         their listings itself where it can)
        timeout=SECONDS   kernel cache time for names and attributes
                          (default 86400: shard data is immutable)
        verbose           log at debug level
@@ -145,6 +148,8 @@ std::string TakeMountOptions(absl::string_view list, CliOptions* cli) {
       cli->pack.shard_size = *size;
     } else if (opt == "nosplice") {
       cli->session.ops.splice = false;
+    } else if (opt == "opendir") {
+      cli->session.ops.skip_opendir = false;
     } else if (opt == "verbose") {
       log::SetLevel(log::Level::kDebug);
     } else if (opt == "rw" || opt == "defaults" || opt == "auto" || opt == "noauto" ||

@@ -265,6 +265,10 @@ void LlInit(void* userdata, struct fuse_conn_info* conn) {
   }
   if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+  if (ops.options.skip_opendir && (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT)) {
+    conn->want |= FUSE_CAP_NO_OPENDIR_SUPPORT;
+    ops.no_opendir.store(true);
+  }
   // Reads are served from the page cache of immutable shards: ask for large
   // requests and generous read-ahead.
   conn->max_readahead = 1u << 20;
@@ -318,6 +322,12 @@ void LlReadDirPlus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 }
 
 void LlOpenDir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
+  if (OpsOf(req).no_opendir.load()) {
+    // "Opened, and no RELEASEDIR will follow": from now on the kernel opens
+    // directories without asking (FUSE_CAP_NO_OPENDIR_SUPPORT).
+    fuse_reply_err(req, ENOSYS);
+    return;
+  }
   OpenReply r = DoOpenDir(OpsOf(req), ino);
   if (r.err) {
     fuse_reply_err(req, r.err);

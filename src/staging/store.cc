@@ -1,6 +1,5 @@
 #include "tfrecordfs/staging/store.h"
 
-#include <mutex>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -11,6 +10,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "absl/strings/match.h"

@@ -1,6 +1,5 @@
 #include "tfrecordfs/vfs/filesystem.h"
 
-#include <mutex>
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -10,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <mutex>
 #include <set>
 #include <thread>
 #include <utility>
@@ -617,22 +617,45 @@ void Filesystem::ReleaseDir(uint64_t fh) {
 
 absl::Status Filesystem::StagingReadDir(uint64_t ino, uint64_t fh, uint64_t offset,
                                         const EmitFn& emit) {
-  auto* h = reinterpret_cast<DirHandle*>(fh);
-  if (h == nullptr || !staging_) return PosixError(EBADF, "no directory handle");
+  if (!staging_) return PosixError(EBADF, "no directory handle");
   auto self = GetAttr(ino);
   if (!self.ok()) return self.status();
-  std::lock_guard<std::mutex> lock(h->mu);
-  // Offsets are the backing directory's own telldir cookies, so entries
-  // removed while listing (rm -r) neither skip nor repeat others.
-  if (offset == 0) {
-    ::rewinddir(h->dir);
+  // With a handle (OpenDir), its stream; without one (the kernel opens
+  // directories itself, FUSE_CAP_NO_OPENDIR_SUPPORT), a stream of our own
+  // for this call. Offsets are the backing directory's own telldir cookies,
+  // valid in any stream of it, so entries removed while listing (rm -r)
+  // neither skip nor repeat others.
+  auto* h = reinterpret_cast<DirHandle*>(fh);
+  std::unique_lock<std::mutex> lock;
+  DIR* dir = nullptr;
+  if (h != nullptr) {
+    lock = std::unique_lock<std::mutex>(h->mu);
+    dir = h->dir;
   } else {
-    ::seekdir(h->dir, static_cast<long>(offset));
+    auto fd = staging_->OpenDir(StagingIndex(ino));
+    if (!fd.ok()) return fd.status();
+    dir = ::fdopendir(*fd);
+    if (dir == nullptr) {
+      const int err = errno;
+      ::close(*fd);
+      return ErrnoError(err, "opendir");
+    }
+  }
+  struct Closer {
+    DIR* own;
+    ~Closer() {
+      if (own) ::closedir(own);
+    }
+  } closer{h == nullptr ? dir : nullptr};
+  if (offset == 0) {
+    ::rewinddir(dir);
+  } else {
+    ::seekdir(dir, static_cast<long>(offset));
   }
   for (;;) {
     errno = 0;
-    long before = ::telldir(h->dir);
-    dirent* e = ::readdir(h->dir);
+    long before = ::telldir(dir);
+    dirent* e = ::readdir(dir);
     if (e == nullptr) {
       if (errno != 0) return ErrnoError(errno, "readdir");
       break;
@@ -643,12 +666,12 @@ absl::Status Filesystem::StagingReadDir(uint64_t ino, uint64_t fh, uint64_t offs
       a = *self;
     } else {
       struct stat st;
-      if (::fstatat(::dirfd(h->dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      if (::fstatat(::dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
       if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) continue;  // never shown
       a = StagingAttr(st);
     }
     if (!emit(name, a, static_cast<uint64_t>(e->d_off))) {
-      ::seekdir(h->dir, before);
+      ::seekdir(dir, before);
       break;
     }
   }

@@ -363,7 +363,8 @@ TEST(GeneratedMountOptionsTest, NoSpliceAndSingleThreadedServeTheSameBytes) {
   const ExpectedTree expected = ds.Expected();
   for (const std::vector<std::string>& opts :
        {std::vector<std::string>{"-o", "nosplice,cache_records=2"},
-        std::vector<std::string>{"-s", "-o", "timeout=0"}}) {
+        std::vector<std::string>{"-s", "-o", "timeout=0"},
+        std::vector<std::string>{"-o", "opendir"}}) {
     SCOPED_TRACE(opts.back());
     Mount m;
     const std::string err = m.Start({src}, opts);
@@ -371,6 +372,63 @@ TEST(GeneratedMountOptionsTest, NoSpliceAndSingleThreadedServeTheSameBytes) {
     auto walked = WalkTree(m.mountpoint());
     EXPECT_TRUE(RemoveEmptyStaging(&walked));
     EXPECT_EQ(CompareTrees(expected, walked), 0u);
+    std::string stop_err;
+    EXPECT_EQ(m.Stop(&stop_err), 0) << stop_err;
+  }
+}
+
+// Counts "opcode: NAME" lines in a -d (debug) daemon's stderr.
+size_t CountOpcode(const std::string& log, const std::string& name) {
+  const std::string needle = "opcode: " + name + " ";
+  size_t n = 0;
+  for (size_t at = log.find(needle); at != std::string::npos; at = log.find(needle, at + 1)) ++n;
+  return n;
+}
+
+// By default the kernel opens directories itself (ENOSYS to the first
+// OPENDIR, FUSE_CAP_NO_OPENDIR_SUPPORT): a walk sends the daemon one OPENDIR
+// in all and no RELEASEDIR, and the listings are still complete, staging
+// included; -o opendir restores one OPENDIR/RELEASEDIR pair per directory.
+TEST(GeneratedMountOptionsTest, KernelOpensDirectoriesUnlessAskedNotTo) {
+  TFRFS_SKIP_WITHOUT_FUSE();
+  TempDir tmp;
+  const std::string src = tmp.Subdir("src");
+  const GenDataset ds = WriteDataset(src, kSeed + 3);
+  const ExpectedTree expected = ds.Expected();
+  size_t dirs = 0;
+  for (const auto& [rel, node] : expected) dirs += node.is_dir;
+  for (const bool skip : {true, false}) {
+    SCOPED_TRACE(skip ? "default" : "-o opendir");
+    Mount m;
+    std::vector<std::string> opts = {"-d"};
+    if (!skip) opts.insert(opts.end(), {"-o", "opendir"});
+    ASSERT_EQ(m.Start({src}, opts), "");
+    // Staging listings have no handle to lean on when the kernel opens
+    // directories: they must still follow creates and removals.
+    const std::string rec = m.path(std::string(Mount::kStagingName) + "/r");
+    ASSERT_EQ(::mkdir(rec.c_str(), 0755), 0);
+    WriteWholeFile(rec + "/label", "1\n");
+    WriteWholeFile(rec + "/name.txt", "x\n");
+    auto listing = WalkTree(rec, false);
+    EXPECT_EQ(listing.size(), 2u);
+    ASSERT_EQ(::unlink((rec + "/label").c_str()), 0);
+    listing = WalkTree(rec, false);
+    ASSERT_EQ(listing.size(), 1u);
+    EXPECT_EQ(listing.begin()->first, "name.txt");
+    ASSERT_EQ(::unlink((rec + "/name.txt").c_str()), 0);
+    ASSERT_EQ(::rmdir(rec.c_str()), 0);
+
+    auto walked = WalkTree(m.mountpoint());
+    EXPECT_TRUE(RemoveEmptyStaging(&walked));
+    EXPECT_EQ(CompareTrees(expected, walked), 0u);
+    const std::string log = m.Stderr();
+    if (skip) {
+      EXPECT_LE(CountOpcode(log, "OPENDIR"), 1u);
+      EXPECT_EQ(CountOpcode(log, "RELEASEDIR"), 0u);
+    } else {
+      EXPECT_GE(CountOpcode(log, "OPENDIR"), dirs);
+      EXPECT_GE(CountOpcode(log, "RELEASEDIR"), dirs);
+    }
     std::string stop_err;
     EXPECT_EQ(m.Stop(&stop_err), 0) << stop_err;
   }

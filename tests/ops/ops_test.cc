@@ -27,6 +27,7 @@
 #include "tfrecordfs/fuse/errno.h"
 #include "tfrecordfs/record/format.h"
 #include "tfrecordfs/record/writer.h"
+#include "tfrecordfs/staging/store.h"
 #include "tfrecordfs/vfs/filesystem.h"
 #include "tfrecordfs/vfs/node_id.h"
 
@@ -837,6 +838,87 @@ TEST_F(CreateTest, MissingSourceFails) {
   EXPECT_EQ(ENOENT, ToErrno(fs.status()));
   o.sources = {};
   EXPECT_FALSE(vfs::Filesystem::Create(o).ok());
+}
+
+// The staging area through the ops: a directory listed without a handle
+// (fh 0, the kernel opened it itself: FUSE_CAP_NO_OPENDIR_SUPPORT) and with
+// one from DoOpenDir shows the same entries, and a listing read in small
+// pieces while entries are removed repeats none and skips no survivor.
+TEST_F(CreateTest, StagingListingsWithAndWithoutAHandle) {
+  WriteShard(a_ + "/train.tfrecord", {"x"});
+  auto store = staging::Store::Open(b_ + "/store", [](absl::string_view) { return Kind::kNone; });
+  ASSERT_TRUE(store.ok()) << store.status();
+  vfs::Options o;
+  o.sources = {a_};
+  o.staging = store->get();
+  auto fs = vfs::Filesystem::Create(o);
+  ASSERT_TRUE(fs.ok()) << fs.status();
+  Ops ops{fs->get(), OpsOptions{}};
+  const EntryReply staging = DoLookup(ops, FUSE_ROOT_ID, "staging");
+  ASSERT_EQ(0, staging.err);
+  const EntryReply rec = DoMkdir(ops, staging.entry.ino, "r", 0755);
+  ASSERT_EQ(0, rec.err);
+  const fuse_ino_t dir = rec.entry.ino;
+
+  for (const bool with_handle : {false, true}) {
+    SCOPED_TRACE(with_handle ? "with a DoOpenDir handle" : "fh 0");
+    std::set<std::string> created;
+    for (int i = 0; i < 60; ++i) {
+      const std::string name = absl::StrCat("value-", i, ".txt");
+      CreateReply c = DoCreate(ops, dir, name, 0644, O_WRONLY | O_CREAT | O_EXCL);
+      ASSERT_EQ(0, c.err) << name << ": " << std::strerror(c.err);
+      ops.fs->Release(c.fh);
+      created.insert(name);
+    }
+    uint64_t fh = 0;
+    if (with_handle) {
+      OpenReply h = DoOpenDir(ops, dir);
+      ASSERT_EQ(0, h.err);
+      ASSERT_NE(0u, h.fh) << "staging directories hold a stream";
+      fh = h.fh;
+    }
+    std::vector<Dirent> whole = ParseDirents(DoReadDir(ops, dir, 1 << 16, 0, false, fh).buf, false);
+    std::set<std::string> names;
+    for (const Dirent& d : whole) names.insert(d.name);
+    std::set<std::string> want = created;
+    want.insert(".");
+    want.insert("..");
+    EXPECT_EQ(names, want);
+
+    // In pieces of 3-12 entries; after the first piece, remove every other
+    // file not listed yet and every third one listed already.
+    std::map<std::string, int> seen;
+    std::set<std::string> removed;
+    off_t offset = 0;
+    for (int requests = 0; requests < 1000; ++requests) {
+      DirReply r = DoReadDir(ops, dir, 512, offset, requests % 2 == 1, fh);
+      ASSERT_EQ(0, r.err);
+      if (r.buf.empty()) break;
+      for (const Dirent& d : ParseDirents(r.buf, requests % 2 == 1)) {
+        ++seen[d.name];
+        offset = static_cast<off_t>(d.off);
+      }
+      if (requests == 0) {
+        int k = 0;
+        for (const std::string& n : created) {
+          const bool listed = seen.count(n) > 0;
+          if ((!listed && k % 2 == 0) || (listed && k % 3 == 0)) {
+            ASSERT_TRUE(ops.fs->Unlink(dir, n).ok()) << n;
+            removed.insert(n);
+          }
+          ++k;
+        }
+      }
+    }
+    for (const auto& [n, count] : seen) EXPECT_EQ(1, count) << n << " listed twice";
+    for (const std::string& n : created) {
+      if (!removed.count(n)) EXPECT_EQ(1u, seen.count(n)) << n << " survived but was skipped";
+    }
+    if (fh != 0) ops.fs->ReleaseDir(fh);
+    for (const std::string& n : created) {
+      if (!removed.count(n)) ASSERT_TRUE(ops.fs->Unlink(dir, n).ok()) << n;
+    }
+  }
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+
 #include "absl/strings/string_view.h"
 
 namespace tfrecordfs::crc32c {

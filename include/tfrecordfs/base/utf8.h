@@ -4,6 +4,7 @@
 #define TFRECORDFS_BASE_UTF8_H_
 
 #include <cstddef>
+
 #include "absl/strings/string_view.h"
 
 namespace tfrecordfs {

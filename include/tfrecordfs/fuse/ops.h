@@ -10,9 +10,10 @@
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
 
+#include <atomic>
 #include <string>
-#include "absl/strings/string_view.h"
 
+#include "absl/strings/string_view.h"
 #include "tfrecordfs/vfs/filesystem.h"
 
 namespace tfrecordfs::fuse {
@@ -28,11 +29,21 @@ struct OpsOptions {
   // The staging area changes: the kernel may cache it only briefly, and
   // never cache a miss there.
   double staging_timeout = 1.0;
+  // Answer OPENDIR with ENOSYS where the kernel offers
+  // FUSE_CAP_NO_OPENDIR_SUPPORT: it then opens and releases directories
+  // itself and caches their listings, so a walk of record folders costs one
+  // READDIR round trip per folder (none when warm) instead of three. Listings
+  // then carry no handle (fh 0); staging listings open their backing
+  // directory per READDIR. The kernel drops a cached listing whenever the
+  // folder changes through the mount (the only way staging changes).
+  bool skip_opendir = true;
 };
 
 struct Ops {
   vfs::Filesystem* fs;
   OpsOptions options;
+  // Set once by the INIT callback when skip_opendir was negotiated.
+  mutable std::atomic<bool> no_opendir{false};
 };
 
 void FillStat(const vfs::Attr& a, struct stat* st);

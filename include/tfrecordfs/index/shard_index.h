@@ -13,10 +13,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "tfrecordfs/record/reader.h"
 
 namespace tfrecordfs::index {

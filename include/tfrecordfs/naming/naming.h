@@ -39,10 +39,10 @@
 #include <optional>
 #include <span>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "tfrecordfs/example/example.h"
 
 namespace tfrecordfs::naming {

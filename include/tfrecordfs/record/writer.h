@@ -6,9 +6,9 @@
 
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "tfrecordfs/base/file.h"
 
 namespace tfrecordfs::record {

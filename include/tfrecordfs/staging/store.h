@@ -26,19 +26,18 @@
 #ifndef TFRECORDFS_STAGING_STORE_H_
 #define TFRECORDFS_STAGING_STORE_H_
 
-#include <mutex>
 #include <sys/stat.h>
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include <mutex>
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/staging/record_folder.h"
 

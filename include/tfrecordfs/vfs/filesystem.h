@@ -18,20 +18,19 @@
 #ifndef TFRECORDFS_VFS_FILESYSTEM_H_
 #define TFRECORDFS_VFS_FILESYSTEM_H_
 
-#include <mutex>
 #include <sys/stat.h>
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
-#include <mutex>
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "tfrecordfs/index/shard_index.h"
 #include "tfrecordfs/naming/naming.h"
 #include "tfrecordfs/staging/store.h"
@@ -117,7 +116,9 @@ class Filesystem {
   absl::StatusOr<ReadResult> Read(uint64_t ino, uint64_t offset, size_t size) {
     return Read(ino, 0, offset, size);
   }
-  // Directory handles (only staging directories hold state).
+  // Directory handles (only staging directories hold state). ReadDir also
+  // accepts fh 0 for any directory (the kernel may open directories without
+  // asking); a staging listing then opens its backing directory per call.
   absl::StatusOr<uint64_t> OpenDir(uint64_t ino);
   absl::Status ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, const EmitFn& emit);
   void ReleaseDir(uint64_t fh);

@@ -7,15 +7,14 @@
 #ifndef TFRECORDFS_VFS_RECORD_CACHE_H_
 #define TFRECORDFS_VFS_RECORD_CACHE_H_
 
-#include <mutex>
 #include <cstdint>
 #include <list>
 #include <memory>
+#include <mutex>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
-#include <mutex>
 #include "tfrecordfs/naming/naming.h"
 
 namespace tfrecordfs::vfs {
