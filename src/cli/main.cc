@@ -57,7 +57,8 @@ Options:
   -s                 single-threaded request loop
   -o OPT[,OPT...]    mount options: FUSE ones (allow_other, ro,
                      default_permissions, fsname=...) and these:
-       cache_records=N   parsed records kept in memory (default 4096)
+       cache_records=N   parsed records kept in memory (default 65536)
+       cache_mb=N        ...and at most N MiB of them (default 32)
        index_threads=N   threads for the header walk (default: CPUs, max 16)
        index_dir=PATH    read shard indexes from PATH first (read-only; made
                          by `tfrecordfs index --index-dir PATH`)
@@ -115,7 +116,13 @@ std::string TakeMountOptions(absl::string_view list, CliOptions* cli) {
       }
       return std::nullopt;
     };
-    if (auto v = value_of("cache_records")) {
+    if (auto v = value_of("cache_mb")) {
+      size_t mb = 0;
+      if (!absl::SimpleAtoi(*v, &mb) || mb == 0 || mb > (size_t{1} << 20)) {
+        return "cache_mb needs a positive number of MiB";
+      }
+      cli->vfs.cache_bytes = mb << 20;
+    } else if (auto v = value_of("cache_records")) {
       if (!absl::SimpleAtoi(*v, &cli->vfs.cache_records) || cli->vfs.cache_records == 0) {
         return "cache_records needs a positive number";
       }

@@ -297,7 +297,7 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
     fs->shards_.push_back(std::move(p.index));
     fs->shard_fds_.push_back(p.fd);
   }
-  fs->cache_ = std::make_unique<RecordCache>(options.cache_records);
+  fs->cache_ = std::make_unique<RecordCache>(options.cache_records, options.cache_bytes);
   if (options.staging != nullptr) {
     if (auto clash = tree.Find(0, options.staging_name)) {
       return absl::AlreadyExistsError(absl::StrCat(

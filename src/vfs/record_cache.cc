@@ -17,17 +17,28 @@ std::shared_ptr<const ParsedRecord> RecordCache::Get(uint64_t key) {
 }
 
 void RecordCache::Put(uint64_t key, std::shared_ptr<const ParsedRecord> value) {
+  const size_t bytes = value ? value->MemoryBytes() : 0;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = map_.find(key);
   if (it != map_.end()) {
+    bytes_ -= it->second.bytes;
     it->second.value = std::move(value);
+    it->second.bytes = bytes;
+    bytes_ += bytes;
     lru_.splice(lru_.begin(), lru_, it->second.lru);
-    return;
+  } else {
+    lru_.push_front(key);
+    map_.emplace(key, Slot{std::move(value), lru_.begin(), bytes});
+    bytes_ += bytes;
   }
-  lru_.push_front(key);
-  map_.emplace(key, Slot{std::move(value), lru_.begin()});
-  while (map_.size() > capacity_) {
-    map_.erase(lru_.back());
+  EvictLocked();
+}
+
+void RecordCache::EvictLocked() {
+  while (map_.size() > 1 && (map_.size() > max_records_ || bytes_ > max_bytes_)) {
+    auto it = map_.find(lru_.back());
+    bytes_ -= it->second.bytes;
+    map_.erase(it);
     lru_.pop_back();
   }
 }
@@ -35,6 +46,11 @@ void RecordCache::Put(uint64_t key, std::shared_ptr<const ParsedRecord> value) {
 size_t RecordCache::size() const {
   std::lock_guard<std::mutex> lock(mu_);
   return map_.size();
+}
+
+size_t RecordCache::bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return bytes_;
 }
 
 }  // namespace tfrecordfs::vfs

@@ -45,6 +45,51 @@ TEST(RecordCacheTest, EvictsLeastRecentlyUsed) {
   EXPECT_EQ(50, Tag(c, 5));
 }
 
+// A record whose layout holds one file of `text_bytes` inline bytes.
+std::shared_ptr<const ParsedRecord> Big(uint64_t tag, size_t text_bytes) {
+  auto r = std::make_shared<ParsedRecord>();
+  r->data_offset = tag;
+  r->layout.entries.resize(2);
+  r->layout.entries[1].content.assign(text_bytes, 'x');
+  return r;
+}
+
+TEST(RecordCacheTest, ByteBudgetEvictsLeastRecentlyUsed) {
+  const size_t one = Big(0, 10000)->MemoryBytes();
+  ASSERT_GT(one, 10000u);
+  RecordCache c(100, 3 * one);  // room for 100 records but 3 of these
+  c.Put(1, Big(10, 10000));
+  c.Put(2, Big(20, 10000));
+  c.Put(3, Big(30, 10000));
+  EXPECT_EQ(3u, c.size());
+  EXPECT_EQ(3 * one, c.bytes());
+  EXPECT_EQ(10, Tag(c, 1));  // order now 2, 3, 1
+  c.Put(4, Big(40, 10000));  // over budget: 2 goes
+  EXPECT_EQ(3u, c.size());
+  EXPECT_EQ(-1, Tag(c, 2));
+  EXPECT_EQ(10, Tag(c, 1));
+  // A big record pushes out as many records as it needs.
+  c.Put(5, Big(50, 18000));  // almost two records' worth: 3 and 4 go
+  EXPECT_EQ(-1, Tag(c, 3));
+  EXPECT_EQ(-1, Tag(c, 4));
+  EXPECT_EQ(10, Tag(c, 1));
+  EXPECT_EQ(50, Tag(c, 5));
+  EXPECT_LE(c.bytes(), 3 * one);
+  // Replacing a value accounts for the new size.
+  c.Put(5, Rec(51));
+  EXPECT_EQ(one + Rec(0)->MemoryBytes(), c.bytes());
+}
+
+TEST(RecordCacheTest, RecordLargerThanTheBudgetIsStillKept) {
+  RecordCache c(100, 1000);
+  c.Put(1, Big(10, 5000));
+  EXPECT_EQ(10, Tag(c, 1));  // the most recent record always stays
+  c.Put(2, Big(20, 5000));
+  EXPECT_EQ(-1, Tag(c, 1));
+  EXPECT_EQ(20, Tag(c, 2));
+  EXPECT_EQ(1u, c.size());
+}
+
 TEST(RecordCacheTest, GetRefreshesRecency) {
   RecordCache c(2);
   c.Put(1, Rec(10));

@@ -42,7 +42,11 @@ struct Options {
   // Shard files or directories (mirrored recursively at the mount root).
   std::vector<std::string> sources;
   // Parsed records kept in memory (LRU). Default 4096.
-  size_t cache_records = 4096;
+  // The parsed-record cache: at most this many records and bytes (layouts:
+  // names, inline text values, spans). Listing or stat-ing a file of a
+  // record outside the cache re-reads and re-checks the whole record.
+  size_t cache_records = 65536;
+  size_t cache_bytes = size_t{32} << 20;
   // Threads for the initial header walk. 0 = number of CPUs (at most 16).
   int index_threads = 0;
   // The writable staging area: shown at the root as `staging_name` when

@@ -1,4 +1,7 @@
-// A bounded LRU of parsed records (their layouts), keyed by shard and record.
+// A bounded LRU of parsed records (their layouts), keyed by shard and record,
+// bounded both in records and in bytes (ParsedRecord::MemoryBytes), so that
+// records with many features cannot blow the budget. The most recent record
+// is always kept, whatever its size.
 //
 // Thread-safety (std::mutex rather than absl::Mutex: Debian's Abseil is not
 // built for TSan, so absl::Mutex hand-offs are invisible to it): all methods
@@ -7,6 +10,7 @@
 #ifndef TFRECORDFS_VFS_RECORD_CACHE_H_
 #define TFRECORDFS_VFS_RECORD_CACHE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -29,21 +33,27 @@ struct ParsedRecord {
 
 class RecordCache {
  public:
-  explicit RecordCache(size_t capacity) : capacity_(capacity == 0 ? 1 : capacity) {}
+  explicit RecordCache(size_t max_records, size_t max_bytes = SIZE_MAX)
+      : max_records_(max_records == 0 ? 1 : max_records), max_bytes_(max_bytes) {}
 
   std::shared_ptr<const ParsedRecord> Get(uint64_t key);
   void Put(uint64_t key, std::shared_ptr<const ParsedRecord> value);
   size_t size() const;
+  size_t bytes() const;  // sum of MemoryBytes() of the cached records
 
  private:
   struct Slot {
     std::shared_ptr<const ParsedRecord> value;
     std::list<uint64_t>::iterator lru;
+    size_t bytes = 0;
   };
-  const size_t capacity_;
+  void EvictLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  const size_t max_records_;
+  const size_t max_bytes_;
   mutable std::mutex mu_;
   absl::flat_hash_map<uint64_t, Slot> map_ ABSL_GUARDED_BY(mu_);
   std::list<uint64_t> lru_ ABSL_GUARDED_BY(mu_);  // front = most recent
+  size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace tfrecordfs::vfs
