@@ -68,7 +68,8 @@ TEST(CliTest, UsageErrorsExitTwo) {
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{Bin()}, {Bin(), mnt}, {Bin(), "-f"}, {Bin(), "-o"},
         {Bin(), "--no-such-option", tmp.path(), mnt}, {Bin(), "-o", "cache_records=0", tmp.path(), mnt},
-        {Bin(), "-o", "index_threads=x", tmp.path(), mnt}}) {
+        {Bin(), "-o", "index_threads=x", tmp.path(), mnt}, {Bin(), "-o", "cache_mb=0", tmp.path(), mnt},
+        {Bin(), "-o", "cache_mb=lots", tmp.path(), mnt}}) {
     CommandResult r = RunCommand(args);
     std::string joined;
     for (size_t i = 1; i < args.size(); ++i) joined += " " + args[i];

@@ -364,7 +364,8 @@ TEST(GeneratedMountOptionsTest, NoSpliceAndSingleThreadedServeTheSameBytes) {
   for (const std::vector<std::string>& opts :
        {std::vector<std::string>{"-o", "nosplice,cache_records=2"},
         std::vector<std::string>{"-s", "-o", "timeout=0"},
-        std::vector<std::string>{"-o", "opendir"}}) {
+        std::vector<std::string>{"-o", "opendir"},
+        std::vector<std::string>{"-o", "cache_mb=1,cache_records=100000"}}) {
     SCOPED_TRACE(opts.back());
     Mount m;
     const std::string err = m.Start({src}, opts);
