@@ -641,12 +641,7 @@ absl::Status Filesystem::StagingReadDir(uint64_t ino, uint64_t fh, uint64_t offs
       return ErrnoError(err, "opendir");
     }
   }
-  struct Closer {
-    DIR* own;
-    ~Closer() {
-      if (own) ::closedir(own);
-    }
-  } closer{h == nullptr ? dir : nullptr};
+  std::unique_ptr<DIR, int (*)(DIR*)> own(h == nullptr ? dir : nullptr, ::closedir);
   if (offset == 0) {
     ::rewinddir(dir);
   } else {

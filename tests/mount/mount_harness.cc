@@ -563,4 +563,13 @@ std::map<std::string, WalkedNode> WalkTree(const std::string& root, bool read_fi
   return out;
 }
 
+long RssKiB(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
+  }
+  return -1;
+}
+
 }  // namespace tfrecordfs::mount_test

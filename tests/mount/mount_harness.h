@@ -29,6 +29,24 @@ namespace tfrecordfs::mount_test {
 // Overall bound for every wait in the harness (mount readiness, daemon exit).
 inline constexpr std::chrono::seconds kWaitLimit{60};
 
+// Sanitized builds (scripts/test --sanitizers) run a sanitized daemon, whose
+// shadow memory and allocator bookkeeping multiply its RSS: memory bounds
+// are looser there, and leaks are LeakSanitizer's to find.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
+// Resident set size of a process in KiB (VmRSS), or -1.
+long RssKiB(pid_t pid);
+
 // Path of the tfrecordfs binary under test ($TFRECORDFS_BIN), or "".
 std::string BinaryPath();
 

@@ -90,33 +90,8 @@ Manifest ParseManifest(const std::string& text) {
   return m;
 }
 
-// Sanitized builds (scripts/test --sanitizers) run a sanitized daemon, whose
-// shadow memory and allocator bookkeeping multiply its RSS: memory bounds
-// are looser there, and leaks are LeakSanitizer's to find.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
-
 // The daemon's VmRSS limit for the whole corpus, a million records included.
 constexpr long kRssLimitKiB = (kSanitized ? 1024 : 256) * 1024;
-
-// Resident set size of a process in KiB (VmRSS), or -1.
-long RssKiB(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
-  }
-  return -1;
-}
 
 // Lists a directory; *err gets the errno of opendir/readdir (0 if fine).
 std::vector<std::string> List(const std::string& dir, int* err) {

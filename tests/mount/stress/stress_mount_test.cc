@@ -55,30 +55,6 @@ uint64_t EnvOr(const char* name, uint64_t def) {
   return e != nullptr && absl::SimpleAtoi(e, &v) && v > 0 ? v : def;
 }
 
-// Sanitized builds (scripts/test --sanitizers) run a sanitized daemon, whose
-// shadow memory and allocator bookkeeping multiply its RSS: memory bounds
-// are looser there, and leaks are LeakSanitizer's to find.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
-
-long RssKiB(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
-  }
-  return -1;
-}
-
 // Collects failures from many threads; reports the first few.
 class Errors {
  public:
