@@ -1,9 +1,11 @@
 #include "tfrecordfs/base/file.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -129,6 +131,28 @@ absl::Status WriteFull(int fd, const void* buf, size_t n, absl::string_view path
     n -= static_cast<size_t>(w);
   }
   return absl::OkStatus();
+}
+
+size_t ReserveDescriptors(size_t count) {
+  struct rlimit rl;
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return 0;
+  if (rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &rl);
+    ::getrlimit(RLIMIT_NOFILE, &rl);
+  }
+  const size_t limit = rl.rlim_cur == RLIM_INFINITY ? SIZE_MAX : static_cast<size_t>(rl.rlim_cur);
+  const size_t top = std::min<size_t>({count, limit, size_t{1} << 20});
+  if (top > 1) {
+    // A descriptor at or above top-1 makes the table grow to hold it.
+    const int any = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (any >= 0) {
+      const int fd = ::fcntl(any, F_DUPFD_CLOEXEC, static_cast<int>(top - 1));
+      if (fd >= 0) ::close(fd);
+      ::close(any);
+    }
+  }
+  return limit;
 }
 
 absl::Status FsyncDir(const std::string& dir) {

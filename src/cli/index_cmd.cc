@@ -2,7 +2,6 @@
 // without mounting. It runs the mount's own source scan
 // (vfs::Filesystem::Create) with the index store as the index loader, so the
 // shards it finds and the names it stores them under are exactly the mount's.
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <dirent.h>
 #include <unistd.h>
@@ -23,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "commands.h"
+#include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/index/index_store.h"
 #include "tfrecordfs/vfs/filesystem.h"
@@ -238,12 +238,9 @@ int IndexMain(int argc, char** argv) {
     }
   }
 
-  // One descriptor per shard stays open during the scan.
-  struct rlimit rl;
-  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    ::setrlimit(RLIMIT_NOFILE, &rl);
-  }
+  // One descriptor per shard stays open during the scan (the
+  // descriptor table itself is grown once the shards are counted).
+  ReserveDescriptors(0);
 
   index::IndexStore store(store_options);
   const auto start = std::chrono::steady_clock::now();

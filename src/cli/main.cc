@@ -1,5 +1,4 @@
 // tfrecordfs: command line, options, daemon life cycle.
-#include <sys/resource.h>
 #include <climits>
 #include <unistd.h>
 
@@ -225,12 +224,9 @@ int Main(int argc, char** argv) {
   }
   cli.session.fuse_options.push_back("subtype=tfrecordfs");
 
-  // One descriptor per shard stays open: lift the soft limit to the hard one.
-  struct rlimit rl;
-  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    ::setrlimit(RLIMIT_NOFILE, &rl);
-  }
+  // One descriptor per shard stays open: lift the soft limit to the hard one (the
+  // descriptor table itself is grown once the shards are counted).
+  ReserveDescriptors(0);
 
   // The staging store: opened (and locked) first, recovered from any pack a
   // crash interrupted, before anything is served.

@@ -264,6 +264,11 @@ void LlInit(void* userdata, struct fuse_conn_info* conn) {
     conn->want |= FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE;
   }
   if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
+  // Always READDIRPLUS, never the kernel's "auto" guess: with it, only the
+  // first batch of a large listing (a shard of hundreds of records) carries
+  // attributes, and every later entry costs a LOOKUP when a walk enters it.
+  // Attributes are free here (the index knows every record folder).
+  conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
   if (ops.options.skip_opendir && (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT)) {
     conn->want |= FUSE_CAP_NO_OPENDIR_SUPPORT;

@@ -257,6 +257,9 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
   int threads = options.index_threads;
   if (threads <= 0) threads = std::clamp<int>(static_cast<int>(std::thread::hardware_concurrency()), 1, 16);
   threads = std::min<int>(threads, std::max<size_t>(files.size(), 1));
+  // One descriptor per shard stays open; grow the table before the threads
+  // exist (growing it under them waits for an RCU grace period each time).
+  ReserveDescriptors(files.size() + 64);
   std::atomic<size_t> next{0};
   auto worker = [&] {
     for (size_t k; (k = next.fetch_add(1)) < files.size();) {

@@ -14,6 +14,7 @@
 #include "generated_dataset.h"
 #include "gtest/gtest.h"
 #include "mount_harness.h"
+#include "tfrecordfs/record/writer.h"
 
 namespace tfrecordfs::mount_test {
 namespace {
@@ -433,6 +434,32 @@ TEST(GeneratedMountOptionsTest, KernelOpensDirectoriesUnlessAskedNotTo) {
     std::string stop_err;
     EXPECT_EQ(m.Stop(&stop_err), 0) << stop_err;
   }
+}
+
+// Every listing batch carries attributes (READDIRPLUS, never the kernel's
+// "auto" choice, which sends plain READDIR after the first batch of a large
+// directory): a walk of a shard with a thousand records enters every record
+// folder without a LOOKUP.
+TEST(GeneratedMountOptionsTest, WalkOfALargeShardNeedsNoLookups) {
+  TFRFS_SKIP_WITHOUT_FUSE();
+  TempDir tmp;
+  const std::string src = tmp.Subdir("src");
+  constexpr int kRecords = 1000;
+  std::string shard;
+  for (int i = 0; i < kRecords; ++i) record::AppendFramed(&shard, "not an Example " + std::to_string(i));
+  WriteWholeFile(src + "/big.tfrecord", shard);
+  Mount m;
+  ASSERT_EQ(m.Start({src}, {"-d"}), "");
+  const auto walked = WalkTree(m.mountpoint(), false);
+  size_t folders = 0;
+  for (const auto& [rel, node] : walked) folders += S_ISDIR(node.mode) && rel.rfind("big.tfrecord/", 0) == 0;
+  EXPECT_EQ(folders, static_cast<size_t>(kRecords));
+  const std::string log = m.Stderr();
+  EXPECT_GE(CountOpcode(log, "READDIRPLUS"), static_cast<size_t>(kRecords));
+  // The root's two entries (big.tfrecord, staging) at most.
+  EXPECT_LE(CountOpcode(log, "LOOKUP"), 2u) << "record folders entered by LOOKUP";
+  std::string stop_err;
+  EXPECT_EQ(m.Stop(&stop_err), 0) << stop_err;
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
 // TFRecord framing: writer -> reader round trips (TEST_P over record-size
 // patterns) and damaged shards built with leveldb log_test style helpers.
+#include <dirent.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdint>
+#include <fstream>
 #include <limits>
 #include <random>
 #include <string>
@@ -235,6 +237,39 @@ INSTANTIATE_TEST_SUITE_P(Sizes, RoundTripTest, ::testing::ValuesIn(RoundTripCase
 
 // ---------------------------------------------------------------------------
 // Header parsing.
+
+// FDSize: how many descriptors the process's table holds now.
+size_t FdTableSize() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("FDSize:", 0) == 0) return std::stoul(line.substr(7));
+  }
+  return 0;
+}
+
+size_t OpenDescriptors() {
+  size_t n = 0;
+  DIR* d = ::opendir("/proc/self/fd");
+  while (dirent* e = ::readdir(d)) n += e->d_name[0] != '.';
+  ::closedir(d);
+  return n;
+}
+
+TEST(ReserveDescriptorsTest, GrowsTheTableWithoutKeepingADescriptor) {
+  const size_t before = FdTableSize();
+  ASSERT_GT(before, 0u) << "no FDSize in /proc/self/status";
+  const size_t open_before = OpenDescriptors();
+  const size_t want = before * 4;
+  const size_t limit = ReserveDescriptors(want);
+  if (limit < want) GTEST_SKIP() << "RLIMIT_NOFILE allows only " << limit << " descriptors";
+  EXPECT_GE(FdTableSize(), want);
+  EXPECT_EQ(OpenDescriptors(), open_before);
+  // Nothing else changes: a small request keeps the table as it is.
+  const size_t grown = FdTableSize();
+  EXPECT_EQ(ReserveDescriptors(8), limit);
+  EXPECT_EQ(FdTableSize(), grown);
+}
 
 TEST(ParseHeaderTest, ValidAndDamaged) {
   std::string f;

@@ -79,6 +79,14 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view cont
 
 absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 
+// Makes room for `count` open descriptors: lifts the soft RLIMIT_NOFILE to
+// the hard one, and grows the kernel's descriptor table to hold them
+// now. Growing that table in a process with several threads waits for an RCU
+// grace period (milliseconds) at every doubling; done up front, before the
+// threads exist, it costs nothing. Returns how many descriptors the soft
+// limit allows. Call it while the process is still single-threaded.
+size_t ReserveDescriptors(size_t count);
+
 // Directory part of a path ("." when there is none) and the last component.
 std::string Dirname(absl::string_view path);
 std::string Basename(absl::string_view path);
