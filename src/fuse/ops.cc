@@ -4,6 +4,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <vector>
 
@@ -80,13 +81,17 @@ AttrReply DoGetAttr(const Ops& ops, fuse_ino_t ino) {
 DirReply DoReadDir(const Ops& ops, fuse_ino_t ino, size_t size, off_t offset, bool plus,
                    uint64_t fh) {
   DirReply r;
-  r.buf.resize(size);
-  size_t used = 0;
+  // The buffer grows by each entry rather than starting at the kernel's
+  // size (up to 128 KiB): zero-filling that for a four-entry record folder
+  // showed in walk profiles.
+  r.buf.reserve(std::min<size_t>(size, 4096));
   absl::Status s = ops.fs->ReadDir(
       ino, fh, static_cast<uint64_t>(offset),
       [&](absl::string_view name, const vfs::Attr& a, uint64_t next) {
         const std::string n(name);
-        size_t need;
+        const size_t used = r.buf.size();
+        // libfuse's add functions return the entry's length and write it
+        // only when it fits: ask with no room first, then make the room.
         if (plus) {
           fuse_entry_param e{};
           e.ino = a.ino;
@@ -100,24 +105,28 @@ DirReply DoReadDir(const Ops& ops, fuse_ino_t ino, size_t size, off_t offset, bo
             // reference-counted; "." and ".." are never looked up).
             e.ino = 0;
           }
-          need = fuse_add_direntry_plus(nullptr, r.buf.data() + used, size - used, n.c_str(), &e,
-                                        static_cast<off_t>(next));
+          const size_t need = fuse_add_direntry_plus(nullptr, nullptr, 0, n.c_str(), &e,
+                                                     static_cast<off_t>(next));
+          if (need > size - used) return false;
+          r.buf.resize(used + need);
+          fuse_add_direntry_plus(nullptr, r.buf.data() + used, need, n.c_str(), &e,
+                                 static_cast<off_t>(next));
         } else {
           struct stat st;
           FillStat(a, &st);
-          need = fuse_add_direntry(nullptr, r.buf.data() + used, size - used, n.c_str(), &st,
-                                   static_cast<off_t>(next));
+          const size_t need =
+              fuse_add_direntry(nullptr, nullptr, 0, n.c_str(), &st, static_cast<off_t>(next));
+          if (need > size - used) return false;
+          r.buf.resize(used + need);
+          fuse_add_direntry(nullptr, r.buf.data() + used, need, n.c_str(), &st,
+                            static_cast<off_t>(next));
         }
-        if (need > size - used) return false;
-        used += need;
         return true;
       });
   if (!s.ok()) {
     r.err = ToErrno(s);
     r.buf.clear();
-    return r;
   }
-  r.buf.resize(used);
   return r;
 }
 
