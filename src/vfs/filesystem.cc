@@ -301,6 +301,11 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
     fs->shard_fds_.push_back(p.fd);
   }
   fs->cache_ = std::make_unique<RecordCache>(options.cache_records, options.cache_bytes);
+  for (const auto& idx : fs->shards_) {
+    const size_t words = (idx->num_records() + 63) / 64;
+    fs->checked_.emplace_back(new std::atomic<uint64_t>[words]);
+    for (size_t w = 0; w < words; ++w) fs->checked_.back()[w].store(0, std::memory_order_relaxed);
+  }
   if (options.staging != nullptr) {
     if (auto clash = tree.Find(0, options.staging_name)) {
       return absl::AlreadyExistsError(absl::StrCat(
@@ -332,6 +337,15 @@ std::string Filesystem::RecordName(uint64_t shard, uint64_t record) const {
   const size_t width = static_cast<size_t>(shard_name_width_[shard]);
   if (digits.size() < width) digits.insert(0, width - digits.size(), '0');
   return digits;
+}
+
+bool Filesystem::Checked(uint64_t shard, uint64_t record) const {
+  if (shard >= checked_.size() || record >= shards_[shard]->num_records()) return false;
+  return (checked_[shard][record / 64].load(std::memory_order_relaxed) >> (record % 64)) & 1;
+}
+
+void Filesystem::MarkChecked(uint64_t shard, uint64_t record) {
+  checked_[shard][record / 64].fetch_or(uint64_t{1} << (record % 64), std::memory_order_relaxed);
 }
 
 Attr Filesystem::RecordDirAttr(uint64_t shard, uint64_t record) const {
@@ -383,6 +397,8 @@ absl::StatusOr<std::shared_ptr<const ParsedRecord>> Filesystem::Parse(uint64_t s
                  table.status().message(), "; shown raw");
       parsed->layout = naming::LayoutRaw(data->size());
     }
+    records_read_.fetch_add(1, std::memory_order_relaxed);
+    if (parsed->status.ok()) MarkChecked(shard, record);
     rec = parsed;
     cache_->Put(key, rec);
   }
@@ -575,6 +591,14 @@ absl::StatusOr<uint64_t> Filesystem::Open(uint64_t ino, int flags) {
     h->fd = *fd;
     if (flags & O_TRUNC) h->written = true;
     return reinterpret_cast<uint64_t>(h);
+  }
+  if (SpaceOf(ino) == Space::kRecord && EntryOf(ino) != 0 && Checked(ShardOf(ino), RecordOf(ino))) {
+    // The common open of a warm file: the record was found intact before and
+    // the kernel only opens ids it was given. Its layout may have left the
+    // cache; reading and checking the whole record again is not needed to
+    // open one of its files (the data comes from the page cache).
+    if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC)) return ReadOnly();
+    return uint64_t{0};
   }
   auto a = GetAttr(ino);
   if (!a.ok()) return a.status();
@@ -861,8 +885,9 @@ Stats Filesystem::GetStats() const {
   for (const auto& idx : shards_) {
     s.records += idx->num_records();
     s.shard_bytes += idx->file_size();
-    s.index_bytes += idx->MemoryBytes();
+    s.index_bytes += idx->MemoryBytes() + (idx->num_records() + 63) / 64 * 8;
   }
+  s.records_read = records_read_.load(std::memory_order_relaxed);
   return s;
 }
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tfrecordfs/base/file.h"
@@ -612,6 +613,28 @@ TEST_F(OpsTest, ReadDirEdgeCases) {
 
 // ---------------------------------------------------------------------------
 // Damage.
+
+// A record found intact once is not read from its shard again to open one
+// of its files, even after its layout has left the (8-record) cache; reading
+// its bytes from the daemon still needs the layout, and reads it again.
+TEST_F(OpsTest, OpenOfACheckedRecordDoesNotReadItAgain) {
+  std::vector<fuse_ino_t> ids;
+  for (int r = 0; r < 12; ++r) {
+    ids.push_back(Path(absl::StrFormat("train-00000-of-00002/%02d/id", r)).ino);
+  }
+  for (fuse_ino_t ino : ids) ASSERT_EQ(0, DoOpen(*ops_, ino, O_RDONLY).err);
+  const uint64_t before = fs_->GetStats().records_read;
+  // Records 0-3 have left the cache by now; opening them reads nothing.
+  for (fuse_ino_t ino : ids) {
+    OpenReply r = DoOpen(*ops_, ino, O_RDONLY);
+    EXPECT_EQ(0, r.err);
+    EXPECT_EQ(EROFS, DoOpen(*ops_, ino, O_WRONLY).err);
+    EXPECT_EQ(EROFS, DoOpen(*ops_, ino, O_RDONLY | O_TRUNC).err);
+  }
+  EXPECT_EQ(before, fs_->GetStats().records_read);
+  EXPECT_EQ("0\n", Read(ids[0], 100, 0));
+  EXPECT_EQ(before + 1, fs_->GetStats().records_read);
+}
 
 TEST_F(OpsTest, DamagedRecordIsEio) {
   EXPECT_THAT(Names(List(Path("damaged.tfrecord").ino, false)),

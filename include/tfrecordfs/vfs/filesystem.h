@@ -20,6 +20,7 @@
 
 #include <sys/stat.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -46,7 +47,7 @@ struct Options {
   // names, inline text values, spans). Listing or stat-ing a file of a
   // record outside the cache re-reads and re-checks the whole record.
   size_t cache_records = 65536;
-  size_t cache_bytes = size_t{32} << 20;
+  size_t cache_bytes = size_t{8} << 20;
   // Threads for the initial header walk. 0 = number of CPUs (at most 16).
   int index_threads = 0;
   // The writable staging area: shown at the root as `staging_name` when
@@ -88,7 +89,8 @@ struct Stats {
   uint64_t shards = 0;
   uint64_t records = 0;
   uint64_t shard_bytes = 0;
-  uint64_t index_bytes = 0;
+  uint64_t index_bytes = 0;     // shard indexes and the checked-record bits
+  uint64_t records_read = 0;    // records read from shards and checked (cache misses)
 };
 
 class Filesystem {
@@ -113,7 +115,9 @@ class Filesystem {
 
   // Opens a file. Returns a handle for the other file calls (0 for the
   // read-only tree; staging files get a real descriptor). Writes outside the
-  // staging area fail with EROFS.
+  // staging area fail with EROFS. A feature file of a damaged record fails
+  // with EIO; a record found intact once is not read again to open it (its
+  // layout may have left the cache: shards do not change under the mount).
   absl::StatusOr<uint64_t> Open(uint64_t ino, int flags);
   // Reads up to `size` bytes at `offset` (short only at end of file).
   absl::StatusOr<ReadResult> Read(uint64_t ino, uint64_t fh, uint64_t offset, size_t size);
@@ -171,6 +175,9 @@ class Filesystem {
   void LearnKinds(const example::FeatureTable& table);
   Attr EntryAttr(uint64_t shard, uint64_t record, uint32_t entry, const ParsedRecord& rec) const;
   std::string RecordName(uint64_t shard, uint64_t record) const;
+  // One bit per record: read and found intact (data CRC, decode) once.
+  bool Checked(uint64_t shard, uint64_t record) const;
+  void MarkChecked(uint64_t shard, uint64_t record);
 
   std::unique_ptr<Tree> tree_;
   std::vector<std::shared_ptr<const index::ShardIndex>> shards_;
@@ -178,6 +185,8 @@ class Filesystem {
   std::vector<int> shard_name_width_;   // digits of the largest record index
   std::vector<uint64_t> shard_tree_node_;
   std::unique_ptr<RecordCache> cache_;
+  std::vector<std::unique_ptr<std::atomic<uint64_t>[]>> checked_;  // per shard, lock-free
+  std::atomic<uint64_t> records_read_{0};
   staging::Store* staging_ = nullptr;
   uint64_t staging_tree_node_ = 0;
   std::mutex kinds_mu_;
