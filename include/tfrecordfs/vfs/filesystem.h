@@ -13,7 +13,7 @@
 // built for TSan, so absl::Mutex hand-offs are invisible to it): all methods
 // may be called concurrently. The tree and shard indexes are immutable after
 // Create(); the parsed-record cache and kinds_mu_ are leaf locks (nothing else
-// is acquired while holding them); staging calls go to staging::Store, which is
+// is acquired while holding them); the checked-record bits are atomic words; staging calls go to staging::Store, which is
 // thread-safe.
 #ifndef TFRECORDFS_VFS_FILESYSTEM_H_
 #define TFRECORDFS_VFS_FILESYSTEM_H_
