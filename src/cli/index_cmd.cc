@@ -22,7 +22,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "commands.h"
-#include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/index/index_store.h"
 #include "tfrecordfs/vfs/filesystem.h"
@@ -237,10 +236,6 @@ int IndexMain(int argc, char** argv) {
       return kExitFailed;
     }
   }
-
-  // One descriptor per shard stays open during the scan (the
-  // descriptor table itself is grown once the shards are counted).
-  ReserveDescriptors(0);
 
   index::IndexStore store(store_options);
   const auto start = std::chrono::steady_clock::now();

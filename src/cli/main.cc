@@ -224,10 +224,6 @@ int Main(int argc, char** argv) {
   }
   cli.session.fuse_options.push_back("subtype=tfrecordfs");
 
-  // One descriptor per shard stays open: lift the soft limit to the hard one (the
-  // descriptor table itself is grown once the shards are counted).
-  ReserveDescriptors(0);
-
   // The staging store: opened (and locked) first, recovered from any pack a
   // crash interrupted, before anything is served.
   if (cli.staging_dir.empty()) cli.staging_dir = DefaultStagingDir(cli.vfs.sources);

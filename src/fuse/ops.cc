@@ -85,13 +85,21 @@ DirReply DoReadDir(const Ops& ops, fuse_ino_t ino, size_t size, off_t offset, bo
   // size (up to 128 KiB): zero-filling that for a four-entry record folder
   // showed in walk profiles.
   r.buf.reserve(std::min<size_t>(size, 4096));
+  // libfuse's add functions return an entry's length and write it only when
+  // it fits: ask with no room first, then make exactly that room.
+  auto append = [&](auto add) {
+    const size_t used = r.buf.size();
+    const size_t need = add(nullptr, 0);
+    if (need > size - used) return false;
+    r.buf.resize(used + need);
+    add(r.buf.data() + used, need);
+    return true;
+  };
   absl::Status s = ops.fs->ReadDir(
       ino, fh, static_cast<uint64_t>(offset),
       [&](absl::string_view name, const vfs::Attr& a, uint64_t next) {
         const std::string n(name);
-        const size_t used = r.buf.size();
-        // libfuse's add functions return the entry's length and write it
-        // only when it fits: ask with no room first, then make the room.
+        const off_t off = static_cast<off_t>(next);
         if (plus) {
           fuse_entry_param e{};
           e.ino = a.ino;
@@ -105,23 +113,15 @@ DirReply DoReadDir(const Ops& ops, fuse_ino_t ino, size_t size, off_t offset, bo
             // reference-counted; "." and ".." are never looked up).
             e.ino = 0;
           }
-          const size_t need = fuse_add_direntry_plus(nullptr, nullptr, 0, n.c_str(), &e,
-                                                     static_cast<off_t>(next));
-          if (need > size - used) return false;
-          r.buf.resize(used + need);
-          fuse_add_direntry_plus(nullptr, r.buf.data() + used, need, n.c_str(), &e,
-                                 static_cast<off_t>(next));
-        } else {
-          struct stat st;
-          FillStat(a, &st);
-          const size_t need =
-              fuse_add_direntry(nullptr, nullptr, 0, n.c_str(), &st, static_cast<off_t>(next));
-          if (need > size - used) return false;
-          r.buf.resize(used + need);
-          fuse_add_direntry(nullptr, r.buf.data() + used, need, n.c_str(), &st,
-                            static_cast<off_t>(next));
+          return append([&](char* buf, size_t room) {
+            return fuse_add_direntry_plus(nullptr, buf, room, n.c_str(), &e, off);
+          });
         }
-        return true;
+        struct stat st;
+        FillStat(a, &st);
+        return append([&](char* buf, size_t room) {
+          return fuse_add_direntry(nullptr, buf, room, n.c_str(), &st, off);
+        });
       });
   if (!s.ok()) {
     r.err = ToErrno(s);

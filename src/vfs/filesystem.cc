@@ -257,8 +257,9 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
   int threads = options.index_threads;
   if (threads <= 0) threads = std::clamp<int>(static_cast<int>(std::thread::hardware_concurrency()), 1, 16);
   threads = std::min<int>(threads, std::max<size_t>(files.size(), 1));
-  // One descriptor per shard stays open; grow the table before the threads
-  // exist (growing it under them waits for an RCU grace period each time).
+  // One descriptor per shard stays open: lift the soft limit, and grow the
+  // table before the threads exist (growing it under them waits for an RCU
+  // grace period each time).
   ReserveDescriptors(files.size() + 64);
   std::atomic<size_t> next{0};
   auto worker = [&] {
@@ -302,9 +303,7 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
   }
   fs->cache_ = std::make_unique<RecordCache>(options.cache_records, options.cache_bytes);
   for (const auto& idx : fs->shards_) {
-    const size_t words = (idx->num_records() + 63) / 64;
-    fs->checked_.emplace_back(new std::atomic<uint64_t>[words]);
-    for (size_t w = 0; w < words; ++w) fs->checked_.back()[w].store(0, std::memory_order_relaxed);
+    fs->checked_.push_back(std::make_unique<std::atomic<uint64_t>[]>(CheckedWords(*idx)));  // zeroed
   }
   if (options.staging != nullptr) {
     if (auto clash = tree.Find(0, options.staging_name)) {
@@ -338,6 +337,8 @@ std::string Filesystem::RecordName(uint64_t shard, uint64_t record) const {
   if (digits.size() < width) digits.insert(0, width - digits.size(), '0');
   return digits;
 }
+
+size_t Filesystem::CheckedWords(const index::ShardIndex& idx) { return (idx.num_records() + 63) / 64; }
 
 bool Filesystem::Checked(uint64_t shard, uint64_t record) const {
   if (shard >= checked_.size() || record >= shards_[shard]->num_records()) return false;
@@ -592,17 +593,18 @@ absl::StatusOr<uint64_t> Filesystem::Open(uint64_t ino, int flags) {
     if (flags & O_TRUNC) h->written = true;
     return reinterpret_cast<uint64_t>(h);
   }
+  const bool writes = (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC);
   if (SpaceOf(ino) == Space::kRecord && EntryOf(ino) != 0 && Checked(ShardOf(ino), RecordOf(ino))) {
     // The common open of a warm file: the record was found intact before and
     // the kernel only opens ids it was given. Its layout may have left the
     // cache; reading and checking the whole record again is not needed to
     // open one of its files (the data comes from the page cache).
-    if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC)) return ReadOnly();
+    if (writes) return ReadOnly();
     return uint64_t{0};
   }
   auto a = GetAttr(ino);
   if (!a.ok()) return a.status();
-  if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC)) return ReadOnly();
+  if (writes) return ReadOnly();
   if (SpaceOf(ino) == Space::kRecord && EntryOf(ino) != 0) {
     // Check the record now, so that a damaged record fails at open().
     auto rec = Parse(ShardOf(ino), RecordOf(ino));
@@ -885,7 +887,7 @@ Stats Filesystem::GetStats() const {
   for (const auto& idx : shards_) {
     s.records += idx->num_records();
     s.shard_bytes += idx->file_size();
-    s.index_bytes += idx->MemoryBytes() + (idx->num_records() + 63) / 64 * 8;
+    s.index_bytes += idx->MemoryBytes() + CheckedWords(*idx) * sizeof(uint64_t);
   }
   s.records_read = records_read_.load(std::memory_order_relaxed);
   return s;

@@ -24,13 +24,12 @@ void RecordCache::Put(uint64_t key, std::shared_ptr<const ParsedRecord> value) {
     bytes_ -= it->second.bytes;
     it->second.value = std::move(value);
     it->second.bytes = bytes;
-    bytes_ += bytes;
     lru_.splice(lru_.begin(), lru_, it->second.lru);
   } else {
     lru_.push_front(key);
     map_.emplace(key, Slot{std::move(value), lru_.begin(), bytes});
-    bytes_ += bytes;
   }
+  bytes_ += bytes;
   EvictLocked();
 }
 

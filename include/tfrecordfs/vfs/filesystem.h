@@ -13,8 +13,8 @@
 // built for TSan, so absl::Mutex hand-offs are invisible to it): all methods
 // may be called concurrently. The tree and shard indexes are immutable after
 // Create(); the parsed-record cache and kinds_mu_ are leaf locks (nothing else
-// is acquired while holding them); the checked-record bits are atomic words; staging calls go to staging::Store, which is
-// thread-safe.
+// is acquired while holding them); the checked-record bits are atomic words;
+// staging calls go to staging::Store, which is thread-safe.
 #ifndef TFRECORDFS_VFS_FILESYSTEM_H_
 #define TFRECORDFS_VFS_FILESYSTEM_H_
 
@@ -176,6 +176,7 @@ class Filesystem {
   Attr EntryAttr(uint64_t shard, uint64_t record, uint32_t entry, const ParsedRecord& rec) const;
   std::string RecordName(uint64_t shard, uint64_t record) const;
   // One bit per record: read and found intact (data CRC, decode) once.
+  static size_t CheckedWords(const index::ShardIndex& idx);
   bool Checked(uint64_t shard, uint64_t record) const;
   void MarkChecked(uint64_t shard, uint64_t record);
 
