@@ -67,6 +67,11 @@ Options:
        opendir           send every opendir/releasedir to the daemon
                          (default: the kernel opens directories and caches
                          their listings itself where it can)
+       ro                read-only mount: staging/ refuses writes, nothing
+                         is packed on unmount, and the kernel opens files
+                         itself (no round trip to the daemon per open)
+       open              with ro, still send every open/flush/release to
+                         the daemon
        timeout=SECONDS   kernel cache time for names and attributes
                          (default 86400: shard data is immutable)
        verbose           log at debug level
@@ -99,6 +104,8 @@ struct CliOptions {
   repack::PackOptions pack;
   std::string index_dir;
   bool index_cache = true;
+  bool read_only = false;    // -o ro (the last of ro/rw wins)
+  bool always_open = false;  // -o open
 };
 
 int Usage(const std::string& message) {
@@ -156,11 +163,14 @@ std::string TakeMountOptions(absl::string_view list, CliOptions* cli) {
       cli->session.ops.splice = false;
     } else if (opt == "opendir") {
       cli->session.ops.skip_opendir = false;
+    } else if (opt == "ro" || opt == "rw") {
+      cli->read_only = opt == "ro";
+    } else if (opt == "open") {
+      cli->always_open = true;
     } else if (opt == "verbose") {
       log::SetLevel(log::Level::kDebug);
-    } else if (opt == "rw" || opt == "defaults" || opt == "auto" || opt == "noauto" ||
-               opt == "user" || opt == "nouser" || opt == "users" || opt == "_netdev" ||
-               opt == "nofail") {
+    } else if (opt == "defaults" || opt == "auto" || opt == "noauto" || opt == "user" ||
+               opt == "nouser" || opt == "users" || opt == "_netdev" || opt == "nofail") {
       // fstab/mount(8) words that mean nothing to a FUSE mount.
     } else {
       if (opt == "allow_other" || opt == "allow_root") {
@@ -213,6 +223,10 @@ int Main(int argc, char** argv) {
   cli.positional.pop_back();
   cli.vfs.sources = cli.positional;
 
+  if (cli.read_only) {
+    cli.session.fuse_options.emplace_back("ro");
+    cli.session.ops.skip_open = !cli.always_open;
+  }
   bool has_fsname = false;
   for (const auto& o : cli.session.fuse_options) has_fsname |= absl::StartsWith(o, "fsname=");
   if (!has_fsname) {
@@ -284,7 +298,17 @@ int Main(int argc, char** argv) {
     return kExitError;
   }
 
-  // Unmounted: pack what was staged, then tell `tfrecordfs unmount`.
+  // Unmounted: pack what was staged, then tell `tfrecordfs unmount`. A
+  // read-only mount writes nothing: what an earlier mount left staged stays
+  // staged for the next read-write one.
+  if (cli.read_only) {
+    const std::string text = absl::StrCat(kResultOk, "\nread-only mount: nothing packed\n");
+    if (auto w = WriteFileAtomically((*store)->report_path(), text); !w.ok()) {
+      log::Error("cannot write the unmount report: ", w.message());
+    }
+    RemoveMountRecord(mnt_real);
+    return 0;
+  }
   cli.pack.records_dir = (*store)->records_dir();
   cli.pack.journal_path = (*store)->journal_path();
   cli.pack.remove_packed = true;

@@ -283,6 +283,10 @@ void LlInit(void* userdata, struct fuse_conn_info* conn) {
     conn->want |= FUSE_CAP_NO_OPENDIR_SUPPORT;
     ops.no_opendir.store(true);
   }
+  if (ops.options.skip_open && (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT)) {
+    conn->want |= FUSE_CAP_NO_OPEN_SUPPORT;
+    ops.no_open.store(true);
+  }
   // Reads are served from the page cache of immutable shards: ask for large
   // requests and generous read-ahead.
   conn->max_readahead = 1u << 20;
@@ -364,6 +368,14 @@ void LlOpen(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
     fuse_reply_err(req, r.err);
     return;
   }
+  if (OpsOf(req).no_open.load()) {
+    // Checked, and now "opened, and no FLUSH or RELEASE will follow": from
+    // here on the kernel opens files without asking
+    // (FUSE_CAP_NO_OPEN_SUPPORT; read-only mounts only).
+    OpsOf(req).fs->Release(r.fh);
+    fuse_reply_err(req, ENOSYS);
+    return;
+  }
   fi->fh = r.fh;
   fi->keep_cache = r.keep_cache;
   // Immutable shard data: close() need not wait for a FLUSH round trip
@@ -378,6 +390,11 @@ void LlRelease(fuse_req_t req, fuse_ino_t, struct fuse_file_info* fi) {
 }
 
 void LlFlush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
+  if (OpsOf(req).no_open.load()) {
+    // Nothing is written on a read-only mount: no FLUSH is needed again.
+    fuse_reply_err(req, ENOSYS);
+    return;
+  }
   fuse_reply_err(req, ToErrno(OpsOf(req).fs->Flush(ino, fi->fh)));
 }
 

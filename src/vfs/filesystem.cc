@@ -870,9 +870,15 @@ absl::StatusOr<ReadResult> Filesystem::Read(uint64_t ino, uint64_t fh, uint64_t 
     }
     case Space::kStaging: {
       auto* h = reinterpret_cast<FileHandle*>(fh);
-      if (h == nullptr) return PosixError(EBADF, "no handle");
+      UniqueFd own;  // no handle: a read-only mount where the kernel opens files itself
+      if (h == nullptr) {
+        if (!staging_) return absl::NotFoundError("stale node id");
+        auto fd = staging_->Open(StagingIndex(ino), O_RDONLY);
+        if (!fd.ok()) return fd.status();
+        own = UniqueFd(*fd);
+      }
       out.data.resize(size);
-      auto got = PreadUpTo(h->fd, out.data.data(), size, offset, "staging");
+      auto got = PreadUpTo(h ? h->fd : own.get(), out.data.data(), size, offset, "staging");
       if (!got.ok()) return got.status();
       out.data.resize(*got);
       return out;

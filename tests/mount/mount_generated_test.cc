@@ -462,5 +462,88 @@ TEST(GeneratedMountOptionsTest, WalkOfALargeShardNeedsNoLookups) {
   EXPECT_EQ(m.Stop(&stop_err), 0) << stop_err;
 }
 
+// Counts the requests of the kinds a file open, stat or close can cause.
+struct FileOpCounts {
+  size_t open, flush, release, getattr, read;
+  bool operator==(const FileOpCounts&) const = default;
+};
+FileOpCounts CountFileOps(const std::string& log) {
+  return {CountOpcode(log, "OPEN"), CountOpcode(log, "FLUSH"), CountOpcode(log, "RELEASE"),
+          CountOpcode(log, "GETATTR"), CountOpcode(log, "READ")};
+}
+
+// On a read-only mount the kernel opens files itself (ENOSYS to the first
+// OPEN and FLUSH, FUSE_CAP_NO_OPEN_SUPPORT): a walk that reads every file
+// sends at most one OPEN and one FLUSH and no RELEASE, a second walk sends
+// nothing at all, every file still reads right (staging ones too, without a
+// handle), writes fail with EROFS and the unmount packs nothing. -o ro,open
+// sends every open to the daemon again.
+TEST(GeneratedMountOptionsTest, ReadOnlyMountOpensFilesWithoutTheDaemon) {
+  TFRFS_SKIP_WITHOUT_FUSE();
+  TempDir tmp;
+  const std::string src = tmp.Subdir("src");
+  const GenDataset ds = WriteDataset(src, kSeed + 4);
+  ExpectedTree expected = ds.Expected();
+  size_t files = 0;
+  for (const auto& [rel, node] : expected) files += !node.is_dir;
+  // A record an earlier mount left staged, straight in the store.
+  const std::string store = tmp.Subdir("store"), out = tmp.Subdir("out");
+  ASSERT_EQ(::mkdir((store + "/records").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((store + "/records/r").c_str(), 0755), 0);
+  WriteWholeFile(store + "/records/r/label", "7\n");
+
+  for (const bool always_open : {false, true}) {
+    SCOPED_TRACE(always_open ? "-o ro,open" : "-o ro");
+    Mount m;
+    ASSERT_EQ(m.Start({src}, {"-d", "-o", "staging_dir=" + store + ",output_dir=" + out, "-o",
+                              always_open ? "ro,open" : "ro"}),
+              "");
+    auto walked = WalkTree(m.mountpoint());
+    ASSERT_EQ(walked.count("staging/r/label"), 1u);
+    EXPECT_EQ(walked["staging/r/label"].content, "7\n");  // read without a handle
+    for (const char* rel : {"staging/r/label", "staging/r", "staging"}) walked.erase(rel);
+    EXPECT_EQ(CompareTrees(expected, walked), 0u);
+    // Again, without staging (its attributes time out after a second).
+    auto walk_shards = [&] {
+      for (const auto& [rel, node] : expected) {
+        if (rel.find('/') != std::string::npos || rel == "staging") continue;
+        if (node.is_dir) {
+          WalkTree(m.path(rel));
+        } else {
+          EXPECT_EQ(ReadWholeFile(m.path(rel)), node.content) << rel;
+        }
+      }
+      return CountFileOps(m.Stderr());
+    };
+    const FileOpCounts first = walk_shards();
+    const FileOpCounts second = walk_shards();
+    if (always_open) {
+      EXPECT_GE(first.open, files);
+      EXPECT_GT(second.open, first.open);
+    } else {
+      EXPECT_LE(first.open, 1u);
+      EXPECT_LE(first.flush, 1u);
+      EXPECT_EQ(first.release, 0u);
+      // Everything is in the kernel's caches now; a read-only mount does
+      // not even invalidate atimes.
+      EXPECT_EQ(second, first) << "open " << second.open << ", flush " << second.flush
+                               << ", release " << second.release << ", getattr " << second.getattr
+                               << ", read " << second.read;
+    }
+    const int fd = ::open(m.path("staging/new").c_str(), O_WRONLY | O_CREAT, 0644);
+    EXPECT_LT(fd, 0);
+    if (fd >= 0) ::close(fd);
+    EXPECT_EQ(errno, EROFS);
+    EXPECT_NE(::mkdir(m.path("staging/d").c_str(), 0755), 0);
+    EXPECT_EQ(errno, EROFS);
+    std::string stop_err;
+    EXPECT_EQ(m.Stop(&stop_err), 0) << stop_err;
+    EXPECT_EQ(ReadWholeFile(store + "/records/r/label"), "7\n") << "a read-only mount packed";
+    EXPECT_EQ(ReadWholeFile(store + "/last-pack.txt"),
+              "result: ok\nread-only mount: nothing packed\n");
+  }
+  EXPECT_EQ(WalkTree(out, false).size(), 0u) << "a read-only mount wrote shards";
+}
+
 }  // namespace
 }  // namespace tfrecordfs::mount_test

@@ -37,6 +37,15 @@ struct OpsOptions {
   // directory per READDIR. The kernel drops a cached listing whenever the
   // folder changes through the mount (the only way staging changes).
   bool skip_opendir = true;
+  // Answer OPEN and FLUSH with ENOSYS where the kernel offers
+  // FUSE_CAP_NO_OPEN_SUPPORT. Only for read-only mounts (`-o ro`), where no
+  // file is ever written through the mount: the kernel then opens, flushes
+  // and releases files itself, so a warm read of a file costs no round trip
+  // at all (and, on a read-only mount, no GETATTR for an atime either).
+  // The first OPEN is still checked (a damaged record fails it); after that
+  // a damaged record fails at read(), and staging files are read without a
+  // handle (vfs::Filesystem::Read with fh 0).
+  bool skip_open = false;
 };
 
 struct Ops {
@@ -44,6 +53,8 @@ struct Ops {
   OpsOptions options;
   // Set once by the INIT callback when skip_opendir was negotiated.
   mutable std::atomic<bool> no_opendir{false};
+  // Set once by the INIT callback when skip_open was negotiated.
+  mutable std::atomic<bool> no_open{false};
 };
 
 void FillStat(const vfs::Attr& a, struct stat* st);

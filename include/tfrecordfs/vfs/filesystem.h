@@ -119,7 +119,10 @@ class Filesystem {
   // with EIO; a record found intact once is not read again to open it (its
   // layout may have left the cache: shards do not change under the mount).
   absl::StatusOr<uint64_t> Open(uint64_t ino, int flags);
-  // Reads up to `size` bytes at `offset` (short only at end of file).
+  // Reads up to `size` bytes at `offset` (short only at end of file). A
+  // feature file of a damaged record fails with EIO here too. `fh` is the
+  // handle Open returned; a staging file read with fh 0 (the kernel may open
+  // files without asking on a read-only mount) opens its backing file per call.
   absl::StatusOr<ReadResult> Read(uint64_t ino, uint64_t fh, uint64_t offset, size_t size);
   absl::StatusOr<ReadResult> Read(uint64_t ino, uint64_t offset, size_t size) {
     return Read(ino, 0, offset, size);
