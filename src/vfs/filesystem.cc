@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cerrno>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <utility>
@@ -304,6 +305,14 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
   fs->cache_ = std::make_unique<RecordCache>(options.cache_records, options.cache_bytes);
   for (const auto& idx : fs->shards_) {
     fs->checked_.push_back(std::make_unique<std::atomic<uint64_t>[]>(CheckedWords(*idx)));  // zeroed
+    fs->sample_rounds_ =
+        std::max(fs->sample_rounds_, std::min<uint64_t>(idx->num_records(), kMaxRecordsPerShard));
+  }
+  fs->sample_per_call_ = options.kind_sample_per_call;
+  {
+    std::lock_guard<std::mutex> lock(fs->sample_mu_);
+    fs->sample_left_ = options.kind_sample_total;
+    fs->sample_done_ = options.kind_sample_per_call.records == 0;
   }
   if (options.staging != nullptr) {
     if (auto clash = tree.Find(0, options.staging_name)) {
@@ -810,23 +819,87 @@ void Filesystem::LearnKinds(const example::FeatureTable& table) {
 
 example::Kind Filesystem::KindOf(absl::string_view feature_name) {
   const std::string name(feature_name);
-  bool sample = false;
-  {
+  auto known = [&]() -> std::optional<example::Kind> {
     std::lock_guard<std::mutex> lock(kinds_mu_);
     auto it = kinds_.find(name);
-    if (it != kinds_.end()) return it->second;
-    sample = !kinds_sampled_;
-    kinds_sampled_ = true;
+    if (it == kinds_.end()) return std::nullopt;
+    return it->second;
+  };
+  if (auto kind = known()) return *kind;
+  std::lock_guard<std::mutex> lock(sample_mu_);
+  // Another caller may have sampled while this one waited.
+  if (auto kind = known()) return *kind;
+  // A name is sampled for once: its files are validated at every close() and
+  // again by the pack, and each would otherwise spend a per-call budget.
+  if (sample_done_ || !sampled_names_.insert(name).second) return example::Kind::kNone;
+  SampleKinds(name);
+  // The tree's own reads may have taught it meanwhile, too.
+  return known().value_or(example::Kind::kNone);
+}
+
+void Filesystem::SampleKinds(absl::string_view name) {
+  // Round-robin over the shards, record index by record index: shards are
+  // often written by different workers from different inputs, so spreading
+  // the reads meets more of the features sooner than reading one shard
+  // through would.
+  SampleBudget spent;
+  while (!sample_done_) {
+    if (sample_shard_ >= shards_.size()) {
+      sample_shard_ = 0;
+      ++sample_round_;
+    }
+    if (sample_round_ >= sample_rounds_ || sample_left_.records == 0) {
+      sample_done_ = true;     // every record seen, or the whole-mount budget spent
+      sampled_names_.clear();  // only asked while sampling goes on
+      break;
+    }
+    if (spent.records >= sample_per_call_.records) break;
+    const uint64_t shard = sample_shard_, record = sample_round_;
+    const index::ShardIndex& idx = *shards_[shard];
+    // Records read for the tree (checked) have taught their kinds already.
+    if (record >= std::min<uint64_t>(idx.num_records(), kMaxRecordsPerShard) ||
+        Checked(shard, record)) {
+      ++sample_shard_;
+      continue;
+    }
+    const uint64_t size = idx.end(record) - idx.begin(record);
+    if (size > sample_per_call_.bytes) {  // never fits: passed over for good
+      ++sample_shard_;
+      continue;
+    }
+    if (size > sample_per_call_.bytes - spent.bytes) break;  // the next call's
+    if (size > sample_left_.bytes) {
+      sample_done_ = true;
+      sampled_names_.clear();
+      break;
+    }
+    ++sample_shard_;
+    ++spent.records;
+    spent.bytes += size;
+    --sample_left_.records;
+    sample_left_.bytes -= size;
+    records_sampled_.fetch_add(1, std::memory_order_relaxed);
+    bytes_sampled_.fetch_add(size, std::memory_order_relaxed);
+    // Read and decoded as Parse does, but not cached: sampling many records
+    // must not evict the records the user is working with.
+    auto data = record::ReadRecord(shard_fds_[shard], idx.path(), record, idx.begin(record),
+                                   idx.end(record));
+    if (!data.ok()) {
+      // Reported (as EIO) when the record itself is opened.
+      log::Debug("sampling feature kinds: ", data.status().message());
+      continue;
+    }
+    MarkChecked(shard, record);  // intact: what Parse would have found
+    auto table = example::DecodeExample(*data);
+    if (!table.ok()) continue;  // a raw record has no feature kinds
+    LearnKinds(*table);
+    auto it =
+        std::lower_bound(table->features.begin(), table->features.end(), name,
+                         [](const example::Feature& f, absl::string_view n) { return f.name < n; });
+    if (it != table->features.end() && it->name == name && it->kind != example::Kind::kNone) {
+      return;
+    }
   }
-  if (!sample) return example::Kind::kNone;
-  // Records carry their kinds: the first record of each shard tells most
-  // (a TFX kindless value in one record is filled in by another shard's).
-  for (uint64_t s = 0; s < shards_.size() && s < 1024; ++s) {
-    if (shards_[s]->num_records() > 0) (void)Parse(s, 0);
-  }
-  std::lock_guard<std::mutex> lock(kinds_mu_);
-  auto it = kinds_.find(name);
-  return it == kinds_.end() ? example::Kind::kNone : it->second;
 }
 
 absl::StatusOr<ReadResult> Filesystem::Read(uint64_t ino, uint64_t fh, uint64_t offset, size_t size) {
@@ -896,6 +969,8 @@ Stats Filesystem::GetStats() const {
     s.index_bytes += idx->MemoryBytes() + CheckedWords(*idx) * sizeof(uint64_t);
   }
   s.records_read = records_read_.load(std::memory_order_relaxed);
+  s.records_sampled = records_sampled_.load(std::memory_order_relaxed);
+  s.bytes_sampled = bytes_sampled_.load(std::memory_order_relaxed);
   return s;
 }
 

@@ -17,6 +17,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -87,6 +88,13 @@ class TableBuilder {
       storage_.push_back(std::make_unique<std::string>(std::move(s)));
       f.bytes.push_back(*storage_.back());
     }
+    features_.push_back(std::move(f));
+    return *this;
+  }
+  // TFX's missing value: an empty Feature{} with no list set.
+  TableBuilder& Kindless(std::string name) {
+    Feature f;
+    f.name = std::move(name);
     features_.push_back(std::move(f));
     return *this;
   }
@@ -942,6 +950,165 @@ TEST_F(CreateTest, StagingListingsWithAndWithoutAHandle) {
       if (!removed.count(n)) ASSERT_TRUE(ops.fs->Unlink(dir, n).ok()) << n;
     }
   }
+}
+
+// ---------------------------------------------------------------------------
+// KindOf: feature kinds learnt by sampling records, within a budget.
+
+class KindOfTest : public CreateTest {
+ protected:
+  // `n` records of an int64 `n`; record `late_at` also has a float `late`
+  // (kindless in record 0, as TFX writes a missing value); record
+  // `big_at` carries a 10000-byte bytes value.
+  void WriteLateShard(const std::string& path, int n, int late_at, int big_at = -1) {
+    std::vector<std::string> payloads;
+    for (int r = 0; r < n; ++r) {
+      TableBuilder b;
+      b.Int64s("n", {r});
+      if (r == 0) b.Kindless("late");
+      if (r == late_at) b.Floats("late", {0.5f});
+      if (r == big_at) b.Bytes("blob", {std::string(10000, 'x')});
+      payloads.push_back(b.Encode());
+    }
+    WriteShard(path, payloads);
+  }
+  std::unique_ptr<vfs::Filesystem> Mount(vfs::SampleBudget per_call, vfs::SampleBudget total) {
+    vfs::Options o;
+    o.sources = {a_};
+    o.kind_sample_per_call = per_call;
+    o.kind_sample_total = total;
+    auto fs = vfs::Filesystem::Create(o);
+    EXPECT_TRUE(fs.ok()) << fs.status();
+    return fs.ok() ? std::move(*fs) : nullptr;
+  }
+  static constexpr vfs::SampleBudget kLots = {1u << 20, uint64_t{1} << 30};
+};
+
+// A feature only in record 50 of one shard is found, by reading records
+// round-robin (record 0 of both shards, then record 1, ...) without caching
+// them, and stopping once it is found. A name in no record reads every
+// record once; looking for it again, or for another unknown name after
+// that, reads nothing.
+TEST_F(KindOfTest, FeatureOnlyInALaterRecordIsFound) {
+  WriteLateShard(a_ + "/a.tfrecord", 100, 50);
+  WriteShard(a_ + "/b.tfrecord",
+             {TableBuilder().Int64s("n", {0}).Encode(), TableBuilder().Int64s("n", {1}).Encode(),
+              TableBuilder().Int64s("n", {2}).Encode()});
+  auto fs = Mount({4096, uint64_t{32} << 20}, kLots);
+  ASSERT_NE(nullptr, fs);
+  EXPECT_EQ(Kind::kFloat, fs->KindOf("late"));
+  // Rounds 0-2 read both shards (6 records), rounds 3-50 only a.tfrecord.
+  EXPECT_EQ(6u + 48u, fs->GetStats().records_sampled);
+  EXPECT_EQ(0u, fs->GetStats().records_read) << "sampling went through the record cache";
+  EXPECT_EQ(Kind::kInt64, fs->KindOf("n"));
+  EXPECT_EQ(Kind::kFloat, fs->KindOf("late"));
+  EXPECT_EQ(54u, fs->GetStats().records_sampled);
+
+  EXPECT_EQ(Kind::kNone, fs->KindOf("nope"));
+  EXPECT_EQ(103u, fs->GetStats().records_sampled);
+  EXPECT_EQ(Kind::kNone, fs->KindOf("nope"));
+  EXPECT_EQ(Kind::kNone, fs->KindOf("nope either"));
+  EXPECT_EQ(103u, fs->GetStats().records_sampled);
+}
+
+// Records the tree has read taught their kinds already: sampling passes
+// over them without reading them again.
+TEST_F(KindOfTest, RecordsReadForTheTreeAreNotSampledAgain) {
+  WriteLateShard(a_ + "/a.tfrecord", 20, 10);
+  auto fs = Mount(kLots, kLots);
+  ASSERT_NE(nullptr, fs);
+  Ops ops{fs.get(), OpsOptions{}};
+  const EntryReply shard = DoLookup(ops, FUSE_ROOT_ID, "a.tfrecord");
+  ASSERT_EQ(0, shard.err);
+  const EntryReply five = DoLookup(ops, shard.entry.ino, "05");
+  ASSERT_EQ(0, five.err);
+  ASSERT_EQ(0, DoLookup(ops, five.entry.ino, "n").err);  // parses record 5
+  const uint64_t read = fs->GetStats().records_read;
+  EXPECT_EQ(Kind::kFloat, fs->KindOf("late"));
+  EXPECT_EQ(10u, fs->GetStats().records_sampled);  // 0-10 but 5
+  EXPECT_EQ(read, fs->GetStats().records_read);
+}
+
+// The per-call budget: each name looked for reads at most 10 records, and
+// the next name's sampling resumes where the last one stopped, so `late`
+// (record 50), missed when it was looked for, is learnt by the sixth
+// other name. The whole-mount budget: after 30 records nothing more is read.
+TEST_F(KindOfTest, BudgetsBoundTheRecordsRead) {
+  WriteLateShard(a_ + "/a.tfrecord", 100, 50);
+  {
+    auto fs = Mount({10, uint64_t{1} << 30}, {30, uint64_t{1} << 30});
+    ASSERT_NE(nullptr, fs);
+    EXPECT_EQ(Kind::kNone, fs->KindOf("late"));
+    EXPECT_EQ(10u, fs->GetStats().records_sampled);
+    EXPECT_EQ(Kind::kNone, fs->KindOf("late"));  // looked for already
+    EXPECT_EQ(10u, fs->GetStats().records_sampled);
+    EXPECT_EQ(Kind::kNone, fs->KindOf("x1"));
+    EXPECT_EQ(Kind::kNone, fs->KindOf("x2"));
+    EXPECT_EQ(30u, fs->GetStats().records_sampled);
+    EXPECT_EQ(Kind::kNone, fs->KindOf("x3"));
+    EXPECT_EQ(Kind::kNone, fs->KindOf("late"));
+    EXPECT_EQ(30u, fs->GetStats().records_sampled);
+  }
+  {
+    auto fs = Mount({10, uint64_t{1} << 30}, {100, uint64_t{1} << 30});
+    ASSERT_NE(nullptr, fs);
+    EXPECT_EQ(Kind::kNone, fs->KindOf("late"));
+    for (int i = 1; i <= 4; ++i) EXPECT_EQ(Kind::kNone, fs->KindOf(absl::StrCat("x", i)));
+    EXPECT_EQ(50u, fs->GetStats().records_sampled);  // records 0-49
+    EXPECT_EQ(Kind::kNone, fs->KindOf("late"));
+    EXPECT_EQ(Kind::kNone, fs->KindOf("x5"));  // reads records 50-59
+    EXPECT_EQ(60u, fs->GetStats().records_sampled);
+    EXPECT_EQ(Kind::kFloat, fs->KindOf("late"));
+  }
+}
+
+// Byte budgets: the whole-mount one stops sampling before a record that
+// would overrun it; a record larger than the per-call one is passed over
+// (it could never be read) and the records after it still are.
+TEST_F(KindOfTest, ByteBudgetsBoundTheBytesRead) {
+  WriteLateShard(a_ + "/a.tfrecord", 20, 10, /*big_at=*/1);
+  {
+    auto probe = Mount(kLots, kLots);
+    ASSERT_NE(nullptr, probe);
+    const index::ShardIndex& idx = *probe->shards()[0];
+    ASSERT_GT(idx.end(1) - idx.begin(1), 10000u);
+    // Records 0-5 fit in the whole-mount budget, record 6 does not.
+    const uint64_t six = idx.begin(6);
+    auto fs = Mount(kLots, {1000, six});
+    ASSERT_NE(nullptr, fs);
+    EXPECT_EQ(Kind::kNone, fs->KindOf("late"));
+    EXPECT_EQ(6u, fs->GetStats().records_sampled);
+    EXPECT_EQ(six, fs->GetStats().bytes_sampled);
+    EXPECT_EQ(Kind::kNone, fs->KindOf("other"));
+    EXPECT_EQ(six, fs->GetStats().bytes_sampled);
+  }
+  auto fs = Mount({1000, 5000}, kLots);
+  ASSERT_NE(nullptr, fs);
+  EXPECT_EQ(Kind::kFloat, fs->KindOf("late"));
+  EXPECT_EQ(10u, fs->GetStats().records_sampled);  // 0-10 but the big record 1
+  EXPECT_LE(fs->GetStats().bytes_sampled, 5000u);
+}
+
+// Concurrent misses and hits: every caller gets the shards' kind, and the
+// records are read once.
+TEST_F(KindOfTest, ConcurrentCallers) {
+  WriteLateShard(a_ + "/a.tfrecord", 200, 150);
+  auto fs = Mount(kLots, kLots);
+  ASSERT_NE(nullptr, fs);
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 20; ++i) {
+        if (fs->KindOf("late") != Kind::kFloat) ++wrong;
+        if (fs->KindOf("n") != Kind::kInt64) ++wrong;
+        fs->KindOf(absl::StrCat("unknown-", t, "-", i));
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(0, wrong.load());
+  EXPECT_EQ(200u, fs->GetStats().records_sampled);
 }
 
 }  // namespace

@@ -390,14 +390,13 @@ TEST_F(StagingPackTest, RenamedNumericFileTakesItsNewFeaturesKind) {
   EXPECT_FALSE(r.features.count("weights"));
 }
 
-// Known limitation, reported and not fixed here (src/vfs/filesystem.cc,
-// Filesystem::KindOf): a daemon learns kinds from the records it has parsed
-// and, on a miss, samples only the first record of each shard. A feature
-// that exists in the shards but in no shard's first record (a TFX-style
-// missing value there) is unknown, so a hand-made file for it packs with the
-// kind its content suggests: `ratio` ("3") becomes int64 although the shards
-// hold it as a float list. Run with --gtest_also_run_disabled_tests.
-TEST_F(StagingPackTest, DISABLED_KindOfAFeatureOnlyInLaterRecordsWins) {
+// A feature that exists in the shards but in no shard's first record (a
+// TFX-style missing value there) still gives a hand-made file its kind:
+// `ratio` ("3") packs as the float list the shards hold, not as int64. The
+// daemon learns kinds from the records it parsed and, on a miss, samples
+// further records round-robin across the shards within a budget
+// (vfs::Filesystem::KindOf).
+TEST_F(StagingPackTest, KindOfAFeatureOnlyInLaterRecordsWins) {
   WriteShardFile(s_.src + "/late.tfrecord",
                  {ExamplePayload({Int64Feature("n", {0})}),
                   ExamplePayload({Int64Feature("n", {1}), FloatFeature("ratio", {2.5f})})});
