@@ -52,7 +52,6 @@ struct SampleBudget {
 struct Options {
   // Shard files or directories (mirrored recursively at the mount root).
   std::vector<std::string> sources;
-  // Parsed records kept in memory (LRU). Default 4096.
   // The parsed-record cache: at most this many records and bytes (layouts:
   // names, inline text values, spans). Listing or stat-ing a file of a
   // record outside the cache re-reads and re-checks the whole record.
