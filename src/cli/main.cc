@@ -57,7 +57,7 @@ Options:
   -o OPT[,OPT...]    mount options: FUSE ones (allow_other, ro,
                      default_permissions, fsname=...) and these:
        cache_records=N   parsed records kept in memory (default 65536)
-       cache_mb=N        ...and at most N MiB of them (default 8)
+       cache_mb=N        ...and at most N MiB of them (default 16)
        index_threads=N   threads for the header walk (default: CPUs, max 16)
        index_dir=PATH    read shard indexes from PATH first (read-only; made
                          by `tfrecordfs index --index-dir PATH`)

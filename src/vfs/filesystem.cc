@@ -407,6 +407,8 @@ absl::StatusOr<std::shared_ptr<const ParsedRecord>> Filesystem::Parse(uint64_t s
                  table.status().message(), "; shown raw");
       parsed->layout = naming::LayoutRaw(data->size());
     }
+    // Cached layouts are charged by their memory: no growth slack.
+    parsed->layout.entries.shrink_to_fit();
     records_read_.fetch_add(1, std::memory_order_relaxed);
     if (parsed->status.ok()) MarkChecked(shard, record);
     rec = parsed;

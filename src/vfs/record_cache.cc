@@ -2,9 +2,20 @@
 
 namespace tfrecordfs::vfs {
 
+namespace {
+
+// Heap bytes of a string: none while it fits in the object itself (the
+// small-string buffer, already counted in sizeof(naming::Entry)).
+size_t HeapBytes(const std::string& s) {
+  static const size_t kInline = std::string().capacity();
+  return s.capacity() > kInline ? s.capacity() + 1 : 0;
+}
+
+}  // namespace
+
 size_t ParsedRecord::MemoryBytes() const {
   size_t n = sizeof(*this) + layout.entries.capacity() * sizeof(naming::Entry);
-  for (const auto& e : layout.entries) n += e.name.capacity() + e.content.capacity();
+  for (const auto& e : layout.entries) n += HeapBytes(e.name) + HeapBytes(e.content);
   return n;
 }
 

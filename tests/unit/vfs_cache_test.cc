@@ -175,6 +175,21 @@ TEST(ParsedRecordTest, MemoryBytesGrowsWithTheLayout) {
   EXPECT_GT(big.MemoryBytes(), small.MemoryBytes() + 1000);
 }
 
+// Short names and values live inside the entries (the small-string buffer):
+// they are not charged twice, so a typical record costs what its entries do.
+TEST(ParsedRecordTest, MemoryBytesChargesShortStringsOnce) {
+  ParsedRecord r;
+  r.layout = naming::LayoutRaw(5);
+  r.layout.entries[1].content = "7\n";
+  r.layout.entries.shrink_to_fit();
+  EXPECT_EQ(r.MemoryBytes(),
+            sizeof(ParsedRecord) + r.layout.entries.size() * sizeof(naming::Entry));
+  r.layout.entries[1].content = std::string(100, 'x');
+  EXPECT_EQ(r.MemoryBytes(), sizeof(ParsedRecord) +
+                                 r.layout.entries.size() * sizeof(naming::Entry) +
+                                 r.layout.entries[1].content.capacity() + 1);
+}
+
 TEST(NodeIdTest, TreeIds) {
   EXPECT_EQ(1u, TreeId(0));  // FUSE_ROOT_ID
   for (uint64_t i : {uint64_t{0}, uint64_t{1}, uint64_t{12345}, (uint64_t{1} << 62) - 2}) {

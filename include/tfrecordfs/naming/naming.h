@@ -88,14 +88,16 @@ std::string Unescape(absl::string_view escaped);
 
 // ---- Forward layout ----
 
+// (Fields ordered for size: layouts of recently used records are cached,
+// and a smaller entry lets the same memory hold more of them.)
 struct Entry {
   std::string name;  // escaped file name within its parent
   uint32_t parent = 0;
-  bool is_dir = false;
   // Directories: children are entries [first_child, first_child + num_children),
   // sorted by name.
   uint32_t first_child = 0;
   uint32_t num_children = 0;
+  bool is_dir = false;
   // Files: either inline text, or a byte range of the payload (so the read
   // path can serve it straight from the shard).
   bool is_inline = true;

@@ -56,7 +56,7 @@ struct Options {
   // names, inline text values, spans). Listing or stat-ing a file of a
   // record outside the cache re-reads and re-checks the whole record.
   size_t cache_records = 65536;
-  size_t cache_bytes = size_t{8} << 20;
+  size_t cache_bytes = size_t{16} << 20;
   // Threads for the initial header walk. 0 = number of CPUs (at most 16).
   int index_threads = 0;
   // The writable staging area: shown at the root as `staging_name` when
