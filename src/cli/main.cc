@@ -54,7 +54,7 @@ Options:
                      is ready to serve)
   -d                 debug: log every FUSE request (implies -f)
   -s                 single-threaded request loop
-  -o OPT[,OPT...]    mount options: FUSE ones (allow_other, ro,
+  -o OPT[,OPT...]    mount options: FUSE ones (allow_other,
                      default_permissions, fsname=...) and these:
        cache_records=N   parsed records kept in memory (default 65536)
        cache_mb=N        ...and at most N MiB of them (default 16)
