@@ -301,34 +301,31 @@ int Main(int argc, char** argv) {
   // Unmounted: pack what was staged, then tell `tfrecordfs unmount`. A
   // read-only mount writes nothing: what an earlier mount left staged stays
   // staged for the next read-write one.
-  if (cli.read_only) {
-    const std::string text = absl::StrCat(kResultOk, "\nread-only mount: nothing packed\n");
-    if (auto w = WriteFileAtomically((*store)->report_path(), text); !w.ok()) {
-      log::Error("cannot write the unmount report: ", w.message());
+  std::string text = absl::StrCat(kResultOk, "\nread-only mount: nothing packed\n");
+  int exit_code = 0;
+  if (!cli.read_only) {
+    cli.pack.records_dir = (*store)->records_dir();
+    cli.pack.journal_path = (*store)->journal_path();
+    cli.pack.remove_packed = true;
+    cli.pack.hint = hint;
+    const repack::PackReport report = repack::Pack(cli.pack);
+    const char* result = !report.status.ok()    ? "result: failed"
+                         : !report.left.empty() ? "result: left"
+                                                : kResultOk;
+    text = absl::StrCat(result, "\n", report.Summary());
+    if (!report.status.ok()) {
+      log::Error("pack failed; staged records are kept in ", (*store)->records_dir(), ": ",
+                 report.status.message());
+    } else if (!report.shards.empty() || !report.left.empty()) {
+      log::Info(report.Summary());
     }
-    RemoveMountRecord(mnt_real);
-    return 0;
-  }
-  cli.pack.records_dir = (*store)->records_dir();
-  cli.pack.journal_path = (*store)->journal_path();
-  cli.pack.remove_packed = true;
-  cli.pack.hint = hint;
-  const repack::PackReport report = repack::Pack(cli.pack);
-  const char* result = !report.status.ok() ? "result: failed"
-                       : !report.left.empty() ? "result: left"
-                                              : kResultOk;
-  const std::string text = absl::StrCat(result, "\n", report.Summary());
-  if (!report.status.ok()) {
-    log::Error("pack failed; staged records are kept in ", (*store)->records_dir(), ": ",
-               report.status.message());
-  } else if (!report.shards.empty() || !report.left.empty()) {
-    log::Info(report.Summary());
+    exit_code = report.status.ok() && report.left.empty() ? 0 : kExitError;
   }
   if (auto w = WriteFileAtomically((*store)->report_path(), text); !w.ok()) {
     log::Error("cannot write the pack report: ", w.message());
   }
   RemoveMountRecord(mnt_real);
-  return report.status.ok() && report.left.empty() ? 0 : kExitError;
+  return exit_code;
 }
 
 }  // namespace

@@ -200,7 +200,7 @@ Probed ProbeAndIndex(const Filesystem::Tree& tree, uint64_t i, const Options& op
 
 }  // namespace
 
-Filesystem::Filesystem() : tree_(std::make_unique<Tree>()), uid_(::getuid()), gid_(::getgid()) {}
+Filesystem::Filesystem() : tree_(std::make_unique<Tree>()) {}
 
 Filesystem::~Filesystem() {
   for (int fd : shard_fds_) ::close(fd);
@@ -845,14 +845,17 @@ void Filesystem::SampleKinds(absl::string_view name) {
   // the reads meets more of the features sooner than reading one shard
   // through would.
   SampleBudget spent;
+  auto finish = [this] {  // every record seen, or the whole-mount budget spent
+    sample_done_ = true;
+    sampled_names_.clear();  // only asked while sampling goes on
+  };
   while (!sample_done_) {
     if (sample_shard_ >= shards_.size()) {
       sample_shard_ = 0;
       ++sample_round_;
     }
     if (sample_round_ >= sample_rounds_ || sample_left_.records == 0) {
-      sample_done_ = true;     // every record seen, or the whole-mount budget spent
-      sampled_names_.clear();  // only asked while sampling goes on
+      finish();
       break;
     }
     if (spent.records >= sample_per_call_.records) break;
@@ -871,8 +874,7 @@ void Filesystem::SampleKinds(absl::string_view name) {
     }
     if (size > sample_per_call_.bytes - spent.bytes) break;  // the next call's
     if (size > sample_left_.bytes) {
-      sample_done_ = true;
-      sampled_names_.clear();
+      finish();
       break;
     }
     ++sample_shard_;

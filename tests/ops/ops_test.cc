@@ -943,11 +943,15 @@ TEST_F(CreateTest, StagingListingsWithAndWithoutAHandle) {
     }
     for (const auto& [n, count] : seen) EXPECT_EQ(1, count) << n << " listed twice";
     for (const std::string& n : created) {
-      if (!removed.count(n)) EXPECT_EQ(1u, seen.count(n)) << n << " survived but was skipped";
+      if (!removed.count(n)) {
+        EXPECT_EQ(1u, seen.count(n)) << n << " survived but was skipped";
+      }
     }
     if (fh != 0) ops.fs->ReleaseDir(fh);
     for (const std::string& n : created) {
-      if (!removed.count(n)) ASSERT_TRUE(ops.fs->Unlink(dir, n).ok()) << n;
+      if (!removed.count(n)) {
+        ASSERT_TRUE(ops.fs->Unlink(dir, n).ok()) << n;
+      }
     }
   }
 }

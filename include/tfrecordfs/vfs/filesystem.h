@@ -245,8 +245,6 @@ class Filesystem {
   absl::flat_hash_set<std::string> sampled_names_ ABSL_GUARDED_BY(sample_mu_);
   std::atomic<uint64_t> records_sampled_{0};
   std::atomic<uint64_t> bytes_sampled_{0};
-  uid_t uid_;
-  gid_t gid_;
 };
 
 }  // namespace tfrecordfs::vfs
