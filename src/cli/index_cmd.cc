@@ -242,15 +242,16 @@ int IndexMain(int argc, char** argv) {
   ProgressBar progress(quiet || !::isatty(2) ? 0 : TotalBytes(sources),
                        !quiet && ::isatty(2));
   std::atomic<bool> save_failed{false};
+  std::atomic<uint64_t> compressed_shards{0}, compressed_bytes{0}, compressed_index_bytes{0};
   vfs::Options options;
   options.sources = sources;
   options.index_threads = threads;
   options.cache_records = 1;
   options.load_index = [&](int fd, const std::string& path, const std::string& mount_path,
-                           const struct stat& st)
+                           const struct stat& st, source::Codec codec)
       -> absl::StatusOr<std::shared_ptr<const index::ShardIndex>> {
     index::LoadInfo info;
-    auto idx = store.Load(fd, path, mount_path, st, &info);
+    auto idx = store.Load(fd, path, mount_path, st, codec, &info);
     if (!idx.ok()) return idx;
     progress.Add((*idx)->num_records(), static_cast<uint64_t>(st.st_size));
     if (!info.save_status.ok()) {
@@ -262,6 +263,11 @@ int IndexMain(int argc, char** argv) {
     log::Debug(path, ": ", (*idx)->num_records(), " record(s), index ",
                index::IndexSourceName(info.source),
                info.stored_path.empty() ? "" : absl::StrCat(" (", info.stored_path, ")"));
+    if (codec != source::Codec::kNone) {
+      compressed_shards.fetch_add(1);
+      compressed_bytes.fetch_add(static_cast<uint64_t>(st.st_size));
+      compressed_index_bytes.fetch_add(info.index_bytes);
+    }
     return idx;
   };
   auto fs = vfs::Filesystem::Create(options);
@@ -282,6 +288,17 @@ int IndexMain(int argc, char** argv) {
         HumanCount(secs > 0 ? static_cast<double>(s.records) / secs : 0), s.walked, s.grown,
         s.from_shared + s.from_cache,
         store_options.write_shared ? store_options.shared_dir : store_options.cache_dir);
+  }
+  if (!quiet && compressed_index_bytes > 0) {
+    std::cout << absl::StrFormat(
+        "%d compressed shard(s), %s: their new index files take %s (%.2f%% of the compressed "
+        "size, %s per GiB)\n",
+        compressed_shards.load(), HumanBytes(static_cast<double>(compressed_bytes.load())),
+        HumanBytes(static_cast<double>(compressed_index_bytes.load())),
+        100.0 * static_cast<double>(compressed_index_bytes.load()) /
+            static_cast<double>(compressed_bytes.load()),
+        HumanBytes(static_cast<double>(compressed_index_bytes.load()) * (1 << 30) /
+                   static_cast<double>(compressed_bytes.load())));
   }
   if (save_failed) {
     log::Error(s.save_failures, " index file(s) could not be saved");

@@ -59,6 +59,11 @@ Options:
        cache_records=N   parsed records kept in memory (default 65536)
        cache_mb=N        ...and at most N MiB of them (default 16)
        index_threads=N   threads for the header walk (default: CPUs, max 16)
+       gz_span=SIZE      GZIP/ZLIB shards: compressed bytes between the
+                         checkpoints that give random access (default 1M;
+                         smaller: faster reads, larger index)
+       inflate_cache_mb=N  decompressed bytes of GZIP/ZLIB shards kept for
+                         readers, in MiB (default 32)
        index_dir=PATH    read shard indexes from PATH first (read-only; made
                          by `tfrecordfs index --index-dir PATH`)
        noindexcache      neither read nor write the per-user index cache
@@ -106,6 +111,7 @@ struct CliOptions {
   bool index_cache = true;
   bool read_only = false;    // -o ro (the last of ro/rw wins)
   bool always_open = false;  // -o open
+  uint64_t gz_span = source::kDefaultSpan;  // -o gz_span
 };
 
 int Usage(const std::string& message) {
@@ -132,6 +138,18 @@ std::string TakeMountOptions(absl::string_view list, CliOptions* cli) {
       if (!absl::SimpleAtoi(*v, &cli->vfs.cache_records) || cli->vfs.cache_records == 0) {
         return "cache_records needs a positive number";
       }
+    } else if (auto v = value_of("inflate_cache_mb")) {
+      size_t mb = 0;
+      if (!absl::SimpleAtoi(*v, &mb) || mb == 0 || mb > (size_t{1} << 20)) {
+        return "inflate_cache_mb needs a positive number of MiB";
+      }
+      cli->vfs.inflate_cache_bytes = mb << 20;
+    } else if (auto v = value_of("gz_span")) {
+      auto size = repack::ParseSize(*v);
+      if (!size.ok() || *size < (64 << 10) || *size > (uint64_t{1} << 34)) {
+        return "gz_span needs a size from 64K to 16G, such as 1M";
+      }
+      cli->gz_span = *size;
     } else if (auto v = value_of("index_threads")) {
       if (!absl::SimpleAtoi(*v, &cli->vfs.index_threads) || cli->vfs.index_threads < 0) {
         return "index_threads needs a number";
@@ -270,10 +288,12 @@ int Main(int argc, char** argv) {
   // (and then saved to the cache). See index/index_store.h.
   index::IndexStore index_store({.cache_dir = cli.index_cache ? index::DefaultCacheDir() : "",
                                  .shared_dir = cli.index_dir,
-                                 .durable = false});
+                                 .durable = false,
+                                 .span = cli.gz_span});
   cli.vfs.load_index = [&index_store](int fd, const std::string& path,
-                                      const std::string& mount_path, const struct stat& st) {
-    return index_store.Load(fd, path, mount_path, st);
+                                      const std::string& mount_path, const struct stat& st,
+                                      source::Codec codec) {
+    return index_store.Load(fd, path, mount_path, st, codec);
   };
   auto fs = vfs::Filesystem::Create(cli.vfs);
   if (!fs.ok()) {

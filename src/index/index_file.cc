@@ -1,5 +1,6 @@
 #include "tfrecordfs/index/index_file.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -20,7 +21,13 @@ constexpr size_t kLastHeaderAt = 44;
 constexpr size_t kNumRecordsAt = 56;
 constexpr size_t kNumProblemsAt = 64;
 constexpr size_t kPathLengthAt = 68;
-static_assert(kPathLengthAt + 4 == kIndexHeaderSize);
+constexpr size_t kDataSizeAt = 72;
+constexpr size_t kNumCheckpointsAt = 80;
+constexpr size_t kWindowsSizeAt = 88;
+constexpr size_t kMainSizeAt = 96;
+static_assert(kMainSizeAt + 8 == kIndexHeaderSize);
+constexpr uint32_t kCodecMask = 3;
+constexpr uint8_t kStreamStartFlag = 1;
 static_assert(kIndexHeaderSize % 8 == 0, "offsets must start 8-byte aligned");
 
 absl::Status Bad(absl::string_view what) {
@@ -38,7 +45,7 @@ std::string EncodeIndexFile(const IndexFile& file) {
               kIndexTrailerSize);
   out.append(kIndexMagic, sizeof kIndexMagic);
   PutFixed32(&out, kIndexVersion);
-  PutFixed32(&out, 0);  // flags
+  PutFixed32(&out, static_cast<uint32_t>(file.codec));  // flags
   PutFixed64(&out, file.file_size);
   PutFixed64(&out, static_cast<uint64_t>(file.mtime_ns));
   out.append(file.first_header.data(), file.first_header.size());
@@ -46,6 +53,12 @@ std::string EncodeIndexFile(const IndexFile& file) {
   PutFixed64(&out, n);
   PutFixed32(&out, static_cast<uint32_t>(file.walk.problems.size()));
   PutFixed32(&out, static_cast<uint32_t>(file.path.size()));
+  PutFixed64(&out, file.codec == source::Codec::kNone ? file.file_size : file.data_size);
+  PutFixed32(&out, static_cast<uint32_t>(file.checkpoints.size()));
+  PutFixed32(&out, 0);
+  PutFixed64(&out, file.windows.size());
+  const size_t main_size_at = out.size();
+  PutFixed64(&out, 0);  // main_size, filled in below
   if (file.walk.offsets.empty()) {
     PutFixed64(&out, 0);
   } else {
@@ -63,25 +76,64 @@ std::string EncodeIndexFile(const IndexFile& file) {
     out.append(p.message);
   }
   out.append(file.path);
+  out.resize((out.size() + 7) / 8 * 8, '\0');
+  for (const source::Checkpoint& c : file.checkpoints) {
+    PutFixed64(&out, c.in);
+    PutFixed64(&out, c.out);
+    PutFixed64(&out, c.window_offset);
+    PutFixed32(&out, c.window_length);
+    PutFixed32(&out, c.window_crc);
+    out.push_back(static_cast<char>(c.bits));
+    out.push_back(static_cast<char>(c.stream_start ? kStreamStartFlag : 0));
+    out.append(6, '\0');
+  }
+  EncodeFixed64(out.data() + main_size_at, out.size() + kIndexTrailerSize);
   PutFixed32(&out, crc32c::Value(out.data(), out.size()));
+  out.append(file.windows);
   return out;
 }
 
+uint64_t EncodedMainSize(const IndexFile& file) {
+  uint64_t n = kIndexHeaderSize + 8 * std::max<uint64_t>(file.walk.offsets.size(), 1);
+  for (const auto& p : file.walk.problems) n += 12 + p.message.size();
+  n += file.path.size();
+  n = (n + 7) / 8 * 8;
+  return n + kCheckpointSize * file.checkpoints.size() + kIndexTrailerSize;
+}
+
+absl::StatusOr<uint64_t> IndexMainSize(absl::string_view header) {
+  if (header.size() < kIndexHeaderSize) return Bad("too short");
+  if (std::memcmp(header.data(), kIndexMagic, sizeof kIndexMagic) != 0) return Bad("bad magic");
+  const uint32_t version = DecodeFixed32(header.data() + kVersionAt);
+  if (version != kIndexVersion) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("index file version ", version, " (this build reads ", kIndexVersion, ")"));
+  }
+  const uint64_t main_size = DecodeFixed64(header.data() + kMainSizeAt);
+  if (main_size < kIndexHeaderSize + 8 + kIndexTrailerSize) return Bad("main part too short");
+  return main_size;
+}
+
 absl::StatusOr<IndexFile> DecodeIndexFile(absl::string_view bytes) {
-  if (bytes.size() < kIndexHeaderSize + 8 + kIndexTrailerSize) return Bad("too short");
-  if (std::memcmp(bytes.data(), kIndexMagic, sizeof kIndexMagic) != 0) return Bad("bad magic");
+  auto main_size = IndexMainSize(bytes);
+  if (!main_size.ok()) return main_size.status();
+  if (*main_size > bytes.size()) return Bad("truncated");
+  bytes = bytes.substr(0, *main_size);
   const char* h = bytes.data();
   const uint32_t stored_crc = DecodeFixed32(h + bytes.size() - kIndexTrailerSize);
   if (crc32c::Value(h, bytes.size() - kIndexTrailerSize) != stored_crc) {
     return Bad("checksum mismatch (torn or damaged)");
   }
-  const uint32_t version = DecodeFixed32(h + kVersionAt);
-  if (version != kIndexVersion) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("index file version ", version, " (this build reads ", kIndexVersion, ")"));
+  const uint32_t flags = DecodeFixed32(h + kFlagsAt);
+  if ((flags & ~kCodecMask) != 0 || (flags & kCodecMask) > source::kMaxCodec) {
+    return Bad("unknown flags");
   }
-  if (DecodeFixed32(h + kFlagsAt) != 0) return Bad("unknown flags");
   IndexFile out;
+  out.codec = static_cast<source::Codec>(flags & kCodecMask);
+  out.main_size = *main_size;
+  out.data_size = DecodeFixed64(h + kDataSizeAt);
+  out.windows_size = DecodeFixed64(h + kWindowsSizeAt);
+  const uint32_t num_checkpoints = DecodeFixed32(h + kNumCheckpointsAt);
   out.file_size = DecodeFixed64(h + kFileSizeAt);
   out.mtime_ns = static_cast<int64_t>(DecodeFixed64(h + kMtimeAt));
   std::memcpy(out.first_header.data(), h + kFirstHeaderAt, out.first_header.size());
@@ -90,19 +142,24 @@ absl::StatusOr<IndexFile> DecodeIndexFile(absl::string_view bytes) {
   const uint32_t num_problems = DecodeFixed32(h + kNumProblemsAt);
   const uint32_t path_length = DecodeFixed32(h + kPathLengthAt);
   const size_t body = bytes.size() - kIndexHeaderSize - kIndexTrailerSize;
-  // Every record takes at least 16 bytes of the shard, which bounds n
+  const bool plain = out.codec == source::Codec::kNone;
+  if (plain ? (out.data_size != out.file_size || num_checkpoints != 0 || out.windows_size != 0)
+            : num_checkpoints == 0) {
+    return Bad("codec, data size and checkpoints disagree");
+  }
+  // Every record takes at least 16 bytes of the data, which bounds n
   // before any multiplication can overflow.
-  if (n > out.file_size / record::kFramingOverhead || (n + 1) > body / 8) {
+  if (n > out.data_size / record::kFramingOverhead || (n + 1) > body / 8) {
     return Bad("record count does not fit");
   }
   const char* p = h + kIndexHeaderSize;
   const char* const end = h + bytes.size() - kIndexTrailerSize;
-  out.walk.file_size = out.file_size;
+  out.walk.file_size = out.data_size;
   out.walk.offsets.resize(n + 1);
   uint64_t prev = 0;
   for (uint64_t i = 0; i <= n; ++i, p += 8) {
     const uint64_t v = DecodeFixed64(p);
-    if (v < prev || v > out.file_size) return Bad("offsets out of order or past the shard size");
+    if (v < prev || v > out.data_size) return Bad("offsets out of order or past the shard size");
     out.walk.offsets[i] = v;
     prev = v;
   }
@@ -118,8 +175,38 @@ absl::StatusOr<IndexFile> DecodeIndexFile(absl::string_view bytes) {
     p += len;
     out.walk.problems.push_back(std::move(problem));
   }
-  if (static_cast<size_t>(end - p) != path_length) return Bad("sizes do not add up");
+  if (static_cast<size_t>(end - p) < path_length) return Bad("truncated path");
   out.path.assign(p, path_length);
+  p += path_length;
+  const size_t pad = (8 - static_cast<size_t>(p - h) % 8) % 8;
+  if (static_cast<size_t>(end - p) != pad + uint64_t{num_checkpoints} * kCheckpointSize) {
+    return Bad("sizes do not add up");
+  }
+  p += pad;
+  out.checkpoints.reserve(num_checkpoints);
+  for (uint32_t i = 0; i < num_checkpoints; ++i, p += kCheckpointSize) {
+    source::Checkpoint c;
+    c.in = DecodeFixed64(p);
+    c.out = DecodeFixed64(p + 8);
+    c.window_offset = DecodeFixed64(p + 16);
+    c.window_length = DecodeFixed32(p + 24);
+    c.window_crc = DecodeFixed32(p + 28);
+    c.bits = static_cast<uint8_t>(p[32]);
+    const uint8_t cflags = static_cast<uint8_t>(p[33]);
+    c.stream_start = (cflags & kStreamStartFlag) != 0;
+    const bool first = i == 0;
+    const source::Checkpoint* prev_cp = first ? nullptr : &out.checkpoints.back();
+    if ((cflags & ~kStreamStartFlag) != 0 || c.bits > 7 || (c.stream_start && c.bits != 0) ||
+        (first && (c.in != 0 || c.out != 0 || !c.stream_start)) ||
+        (prev_cp && (c.in <= prev_cp->in || c.out < prev_cp->out)) || c.in > out.file_size ||
+        c.out > out.data_size || (c.bits != 0 && c.in == 0) ||
+        (c.stream_start ? c.window_length != 0
+                        : (c.window_length == 0 || c.window_offset > out.windows_size ||
+                           c.window_length > out.windows_size - c.window_offset))) {
+      return Bad(absl::StrCat("checkpoint ", i, " is inconsistent"));
+    }
+    out.checkpoints.push_back(c);
+  }
   return out;
 }
 

@@ -46,35 +46,40 @@ std::string RealPath(int fd, const std::string& path) {
   return path;
 }
 
-// Reads a whole (small) file: open, one read for files up to 64 KiB (an
-// index of ~8,000 records), close. NotFound when absent.
-absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+// Reads the main part of an index file (index_file.h: everything but the
+// checkpoint windows, which are read on demand): one read for files up to
+// 64 KiB (an index of ~8,000 records), more only when the header says so.
+// NotFound when absent. `*file_size` gets the whole file's size.
+absl::StatusOr<std::string> ReadIndexMain(const std::string& path, uint64_t* file_size) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ENOENT || errno == ENOTDIR) return absl::NotFoundError(path);
     return ErrnoError(errno, path);
   }
   UniqueFd owner(fd);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return ErrnoError(errno, path);
+  if (!S_ISREG(st.st_mode)) return absl::DataLossError("not a regular file");
+  *file_size = static_cast<uint64_t>(st.st_size);
   constexpr size_t kFirstRead = 64 * 1024;
   std::unique_ptr<char[]> buf(new char[kFirstRead]);  // not zero-filled
-  // One pread, taken as the whole file when short: PreadUpTo would spend a
-  // second call to see end of file, and a rare short read of a longer file
-  // only fails the CRC (the index is then rebuilt).
   ssize_t got;
   do {
     got = ::pread(fd, buf.get(), kFirstRead, 0);
   } while (got < 0 && errno == EINTR);
   if (got < 0) return ErrnoError(errno, path);
-  std::string out(buf.get(), static_cast<size_t>(got));
-  if (static_cast<size_t>(got) < kFirstRead) return out;
-  struct stat st;
-  if (::fstat(fd, &st) != 0) return ErrnoError(errno, path);
-  if (static_cast<uint64_t>(st.st_size) > out.size()) {
-    out.resize(static_cast<size_t>(st.st_size));
-    auto rest = PreadUpTo(fd, out.data() + kFirstRead, out.size() - kFirstRead, kFirstRead, path);
-    if (!rest.ok()) return rest.status();
-    out.resize(kFirstRead + *rest);
+  auto main_size = IndexMainSize(absl::string_view(buf.get(), static_cast<size_t>(got)));
+  if (!main_size.ok()) return main_size.status();
+  // Bounded by the file's own size before anything is allocated.
+  if (*main_size > *file_size) return absl::DataLossError("truncated");
+  if (*main_size <= static_cast<uint64_t>(got)) {
+    return std::string(buf.get(), static_cast<size_t>(*main_size));
   }
+  std::string out(static_cast<size_t>(*main_size), '\0');
+  std::memcpy(out.data(), buf.get(), static_cast<size_t>(got));
+  auto rest = PreadUpTo(fd, out.data() + got, out.size() - got, static_cast<uint64_t>(got), path);
+  if (!rest.ok()) return rest.status();
+  out.resize(static_cast<size_t>(got) + *rest);
   return out;
 }
 
@@ -122,17 +127,35 @@ struct Check {
 // Compares a stored index with the shard as it is now. The stored real path
 // must equal `real_path`, or with `same_name_only` (a shared directory, seen
 // from machines that mount the data at different paths) only its base name.
+// The raw 12 bytes of a shard file at `offset` (for compressed shards the
+// fingerprint is taken from the file itself: its start and its trailer).
+absl::StatusOr<HeaderBytes> RawBytesAt(int fd, const std::string& path, uint64_t size,
+                                       uint64_t offset) {
+  HeaderBytes h{};
+  if (size < h.size()) return h;
+  if (auto s = PreadFull(fd, h.data(), h.size(), offset, path); !s.ok()) return s;
+  return h;
+}
+
 Check CheckStored(const IndexFile& f, int fd, const std::string& shard_path,
-                  const std::string& real_path, bool same_name_only, const struct stat& st) {
+                  const std::string& real_path, bool same_name_only, const struct stat& st,
+                  source::Codec codec) {
   Check c;
+  if (f.codec != codec) {
+    c.why = absl::StrCat("made for a ", source::CodecName(f.codec), " shard, this one is ",
+                         source::CodecName(codec));
+    return c;
+  }
   if (same_name_only ? Basename(f.path) != Basename(real_path) : f.path != real_path) {
     c.why = absl::StrCat("made for ", f.path);
     return c;
   }
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   const bool same = f.file_size == size && f.mtime_ns == MtimeNs(st);
-  const bool grown = f.file_size < size && f.walk.problems.empty() &&
-                     f.walk.offsets.back() == f.file_size;
+  // Only plain shards grow by appending records; a compressed one is walked
+  // again (its end holds a trailer).
+  const bool grown = codec == source::Codec::kNone && f.file_size < size &&
+                     f.walk.problems.empty() && f.walk.offsets.back() == f.file_size;
   if (!same && !grown) {
     c.why = f.file_size != size
                 ? absl::StrCat("size changed from ", f.file_size, " to ", size, " bytes")
@@ -140,7 +163,14 @@ Check CheckStored(const IndexFile& f, int fd, const std::string& shard_path,
     return c;
   }
   const uint64_t n = f.num_records();
-  if (n > 0) {
+  if (codec != source::Codec::kNone) {
+    auto first = RawBytesAt(fd, shard_path, size, 0);
+    auto last = RawBytesAt(fd, shard_path, size, size >= 12 ? size - 12 : 0);
+    if (!first.ok() || !last.ok() || *first != f.first_header || *last != f.last_header) {
+      c.why = "the first or last bytes of the file differ";
+      return c;
+    }
+  } else if (n > 0) {
     auto first = ReadHeaderAt(fd, shard_path, f.walk.offsets[0]);
     auto last = ReadHeaderAt(fd, shard_path, f.walk.offsets[n - 1]);
     if (!first.ok() || !last.ok() || *first != f.first_header || *last != f.last_header) {
@@ -153,14 +183,26 @@ Check CheckStored(const IndexFile& f, int fd, const std::string& shard_path,
 }
 
 absl::StatusOr<IndexFile> Fingerprint(int fd, const std::string& path, const std::string& real_path,
-                                      const struct stat& st, record::WalkResult walk) {
+                                      const struct stat& st, record::WalkResult walk,
+                                      const source::CheckpointTable* checkpoints) {
   IndexFile f;
   f.file_size = static_cast<uint64_t>(st.st_size);
   f.mtime_ns = MtimeNs(st);
   f.path = real_path;
   f.walk = std::move(walk);
+  f.data_size = f.file_size;
   const uint64_t n = f.num_records();
-  if (n > 0) {
+  if (checkpoints != nullptr) {
+    f.codec = checkpoints->codec;
+    f.data_size = checkpoints->data_size;
+    f.checkpoints = checkpoints->points;
+    auto first = RawBytesAt(fd, path, f.file_size, 0);
+    if (!first.ok()) return first.status();
+    auto last = RawBytesAt(fd, path, f.file_size, f.file_size >= 12 ? f.file_size - 12 : 0);
+    if (!last.ok()) return last.status();
+    f.first_header = *first;
+    f.last_header = *last;
+  } else if (n > 0) {
     auto first = ReadHeaderAt(fd, path, f.walk.offsets[0]);
     if (!first.ok()) return first.status();
     auto last = ReadHeaderAt(fd, path, f.walk.offsets[n - 1]);
@@ -253,6 +295,7 @@ absl::Status IndexStore::Save(const std::string& target, const IndexFile& file) 
 absl::StatusOr<std::shared_ptr<const ShardIndex>> IndexStore::Load(int fd, const std::string& path,
                                                                    const std::string& mount_path,
                                                                    const struct stat& st,
+                                                                   source::Codec codec,
                                                                    LoadInfo* info) {
   LoadInfo local;
   if (info == nullptr) info = &local;
@@ -275,7 +318,8 @@ absl::StatusOr<std::shared_ptr<const ShardIndex>> IndexStore::Load(int fd, const
   std::optional<IndexFile> base;  // a clean index of a prefix of the shard
   std::string why;
   for (const Candidate& c : options_.force_walk ? std::vector<Candidate>{} : candidates) {
-    auto bytes = ReadSmallFile(c.file);
+    uint64_t stored_size = 0;
+    auto bytes = ReadIndexMain(c.file, &stored_size);
     if (!bytes.ok()) {
       if (!absl::IsNotFound(bytes.status())) {
         absl::StrAppend(&why, why.empty() ? "" : "; ", c.file, ": ", bytes.status().message());
@@ -283,11 +327,14 @@ absl::StatusOr<std::shared_ptr<const ShardIndex>> IndexStore::Load(int fd, const
       continue;
     }
     auto file = DecodeIndexFile(*bytes);
+    if (file.ok() && file->main_size + file->windows_size != stored_size) {
+      file = absl::DataLossError("not a valid index file: the windows area is cut short");
+    }
     if (!file.ok()) {
       absl::StrAppend(&why, why.empty() ? "" : "; ", c.file, ": ", file.status().message());
       continue;
     }
-    Check check = CheckStored(*file, fd, path, real_path, c.shared, st);
+    Check check = CheckStored(*file, fd, path, real_path, c.shared, st, codec);
     if (check.verdict == Verdict::kValid) {
       info->source = c.shared ? IndexSource::kSharedDir : IndexSource::kCache;
       info->stored_path = c.file;
@@ -296,7 +343,17 @@ absl::StatusOr<std::shared_ptr<const ShardIndex>> IndexStore::Load(int fd, const
       bytes_.fetch_add(size, std::memory_order_relaxed);
       log::Debug(path, ": index loaded from the ", c.shared ? "index_dir" : "cache", " (",
                  c.file, "): ", file->num_records(), " record(s)");
-      return std::make_shared<const ShardIndex>(path, size, MtimeNs(st), std::move(file->walk));
+      std::shared_ptr<const source::CheckpointTable> table;
+      if (codec != source::Codec::kNone) {
+        auto t = std::make_shared<source::CheckpointTable>();
+        t->codec = codec;
+        t->data_size = file->data_size;
+        t->points = std::move(file->checkpoints);
+        t->windows = source::Windows::InFile(c.file, file->main_size, file->windows_size);
+        table = std::move(t);
+      }
+      return std::make_shared<const ShardIndex>(path, size, MtimeNs(st), std::move(file->walk),
+                                                std::move(table));
     }
     if (check.verdict == Verdict::kGrown) {
       if (!base) base = std::move(*file);
@@ -319,25 +376,41 @@ absl::StatusOr<std::shared_ptr<const ShardIndex>> IndexStore::Load(int fd, const
       return tail.status();
     }
   }
+  std::shared_ptr<const source::CheckpointTable> table;
+  std::string windows;
   if (!walk) {
-    auto full = record::WalkHeaders(fd, path, size);
+    auto full = WalkShard(fd, path, size, codec, options_.span);
     if (!full.ok()) return full.status();
-    walk = std::move(*full);
+    walk = std::move(full->walk);
+    table = std::move(full->checkpoints);
+    windows = std::move(full->windows_blob);
     info->source = IndexSource::kWalked;
     walked_.fetch_add(1, std::memory_order_relaxed);
   }
   info->why_walked = why;
   log::Debug(path, ": ", info->source == IndexSource::kGrown ? "walked the new tail" : "walked",
              " (", why, ")");
-  auto file = Fingerprint(fd, path, real_path, st, std::move(*walk));
+  auto file = Fingerprint(fd, path, real_path, st, std::move(*walk), table.get());
   if (!file.ok()) return file.status();
+  file->windows = std::move(windows);
   records_.fetch_add(file->num_records(), std::memory_order_relaxed);
   bytes_.fetch_add(size, std::memory_order_relaxed);
   if (!target.empty()) {
     info->save_status = Save(target, *file);
-    if (info->save_status.ok()) info->stored_path = target;
+    if (info->save_status.ok()) {
+      info->stored_path = target;
+      if (table) {
+        // The windows now live in the index file: drop them from memory.
+        auto t = std::make_shared<source::CheckpointTable>(*table);
+        const uint64_t main_size = EncodedMainSize(*file);
+        t->windows = source::Windows::InFile(target, main_size, file->windows.size());
+        table = std::move(t);
+      }
+    }
   }
-  return std::make_shared<const ShardIndex>(path, size, MtimeNs(st), std::move(file->walk));
+  info->index_bytes = EncodedMainSize(*file) + file->windows.size();
+  return std::make_shared<const ShardIndex>(path, size, MtimeNs(st), std::move(file->walk),
+                                            std::move(table));
 }
 
 StoreStats IndexStore::stats() const {

@@ -1,5 +1,11 @@
 #include "tfrecordfs/index/shard_index.h"
 
+#include <fcntl.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
 #include "absl/strings/match.h"
 #include "absl/strings/strip.h"
 #include "tfrecordfs/base/file.h"
@@ -8,12 +14,14 @@
 namespace tfrecordfs::index {
 
 ShardIndex::ShardIndex(std::string path, uint64_t file_size, int64_t mtime_ns,
-                       record::WalkResult walk)
+                       record::WalkResult walk,
+                       std::shared_ptr<const source::CheckpointTable> checkpoints)
     : path_(std::move(path)),
       file_size_(file_size),
       mtime_ns_(mtime_ns),
       offsets_(std::move(walk.offsets)),
-      problems_(std::move(walk.problems)) {
+      problems_(std::move(walk.problems)),
+      checkpoints_(std::move(checkpoints)) {
   offsets_.shrink_to_fit();
   if (offsets_.empty()) offsets_.push_back(0);
 }
@@ -42,16 +50,40 @@ bool LooksLikeShardName(absl::string_view name) {
          absl::EndsWith(s, "-");
 }
 
-absl::StatusOr<Probe> ProbeFile(int fd, absl::string_view path, uint64_t size) {
+absl::StatusOr<Probe> ProbeFile(int fd, absl::string_view path, uint64_t size,
+                                source::Codec* codec) {
+  if (codec != nullptr) *codec = source::Codec::kNone;
   const bool named = LooksLikeShardName(Basename(path));
   if (size == 0) return named ? Probe::kShard : Probe::kNotShard;
-  if (size >= record::kFramingOverhead) {
-    char header[record::kHeaderSize];
-    absl::Status s = PreadFull(fd, header, sizeof header, 0, path);
-    if (!s.ok()) return s;
-    if (record::IsPlausibleHeader(header, 0, size)) return Probe::kShard;
+  char head[record::kHeaderSize] = {};
+  const size_t head_size = static_cast<size_t>(std::min<uint64_t>(size, sizeof head));
+  if (absl::Status s = PreadFull(fd, head, head_size, 0, path); !s.ok()) return s;
+  if (size >= record::kFramingOverhead && record::IsPlausibleHeader(head, 0, size)) {
+    return Probe::kShard;
   }
-  if (named && size > 0) {
+  const source::Codec detected = source::DetectCodec(absl::string_view(head, head_size));
+  if (detected != source::Codec::kNone) {
+    auto prefix = source::InflatePrefix(fd, path, size, detected, record::kHeaderSize);
+    if (!prefix.ok()) return prefix.status();
+    const bool header = prefix->size() == record::kHeaderSize &&
+                        record::ParseHeader(prefix->data()).ok();
+    // An empty stream: an empty shard if named like one (TensorFlow writes
+    // those for empty splits), else some other compressed file.
+    bool empty = false;
+    if (prefix->empty() && named) {
+      auto scan = source::ScanCompressed(fd, path, size, detected, source::kDefaultSpan,
+                                         [](absl::string_view) {});
+      if (!scan.ok()) return scan.status();
+      empty = !scan->problem && scan->table.data_size == 0;
+    }
+    if (header || empty) {
+      if (codec != nullptr) *codec = detected;
+      return Probe::kShard;
+    }
+    if (codec != nullptr) *codec = detected;
+    return Probe::kNotShard;
+  }
+  if (named) {
     // A shard-like name with a damaged first header: a shard if the walk
     // resynchronises onto a record.
     auto walk = record::WalkHeaders(fd, path, size);
@@ -61,13 +93,55 @@ absl::StatusOr<Probe> ProbeFile(int fd, absl::string_view path, uint64_t size) {
   return Probe::kNotShard;
 }
 
+absl::StatusOr<WalkedShard> WalkShard(int fd, const std::string& path, uint64_t size,
+                                      source::Codec codec, uint64_t span,
+                                      const std::function<void(uint64_t)>& progress) {
+  WalkedShard out;
+  if (codec == source::Codec::kNone) {
+    auto walk = record::WalkHeaders(fd, path, size);
+    if (!walk.ok()) return walk.status();
+    if (progress) progress(size);
+    out.walk = std::move(*walk);
+    return out;
+  }
+  record::StreamWalker walker;
+  auto scan = source::ScanCompressed(
+      fd, path, size, codec, span, [&](absl::string_view bytes) { walker.Feed(bytes); }, progress);
+  if (!scan.ok()) return scan.status();
+  auto table = std::make_shared<source::CheckpointTable>(std::move(scan->table));
+  out.windows_blob = std::move(scan->windows_blob);
+  if (walker.Finish(table->data_size)) {
+    out.walk = walker.TakeResult();
+  } else {
+    // Damaged records inside the stream: walk the decompressed bytes again,
+    // resynchronising as on a plain shard.
+    source::BlockCache cache(size_t{8} << 20);
+    auto dup = OpenFile(absl::StrCat("/proc/self/fd/", fd), O_RDONLY | O_CLOEXEC);
+    if (!dup.ok()) return dup.status();
+    source::InflateSource src(std::move(*dup), path, size, table, &cache);
+    auto walk = record::WalkHeaders(src);
+    if (!walk.ok()) return walk.status();
+    out.walk = std::move(*walk);
+  }
+  if (scan->problem) {
+    out.walk.problems.push_back(
+        {scan->problem->offset,
+         absl::StrCat("the ", source::CodecName(codec), " stream ends at compressed byte offset ",
+                      scan->problem->compressed_offset, ": ", scan->problem->message,
+                      "; records after it are not shown")});
+  }
+  out.checkpoints = std::move(table);
+  return out;
+}
+
 absl::StatusOr<std::shared_ptr<const ShardIndex>> BuildShardIndex(int fd, const std::string& path,
-                                                                  const struct stat& st) {
-  auto walk = record::WalkHeaders(fd, path, static_cast<uint64_t>(st.st_size));
-  if (!walk.ok()) return walk.status();
+                                                                  const struct stat& st,
+                                                                  source::Codec codec) {
+  auto walked = WalkShard(fd, path, static_cast<uint64_t>(st.st_size), codec);
+  if (!walked.ok()) return walked.status();
   const int64_t mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   return std::make_shared<const ShardIndex>(path, static_cast<uint64_t>(st.st_size), mtime_ns,
-                                            std::move(*walk));
+                                            std::move(walked->walk), std::move(walked->checkpoints));
 }
 
 }  // namespace tfrecordfs::index

@@ -1,7 +1,10 @@
 #include "tfrecordfs/record/reader.h"
 
 #include <algorithm>
+#include <cstring>
 #include <optional>
+
+#include <sys/stat.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -38,7 +41,7 @@ namespace {
 // read instead of a pread per header.
 class Window {
  public:
-  Window(int fd, absl::string_view path) : fd_(fd), path_(path) {}
+  explicit Window(const source::ShardSource& src) : src_(src) {}
 
   // Returns a pointer to n bytes at `offset`, reading `want` >= n bytes if the
   // window does not hold them. The caller guarantees offset + n <= file size.
@@ -47,20 +50,19 @@ class Window {
       return buf_.data() + (offset - start_);
     }
     buf_.resize(std::max(n, want));
-    auto got = PreadUpTo(fd_, buf_.data(), buf_.size(), offset, path_);
+    auto got = src_.ReadAt(offset, buf_.data(), buf_.size());
     if (!got.ok()) return got.status();
     buf_.resize(*got);
     start_ = offset;
     if (*got < n) {
-      return absl::DataLossError(absl::StrCat(path_, ": file shrank while indexing (offset ",
+      return absl::DataLossError(absl::StrCat(src_.path(), ": file shrank while indexing (offset ",
                                               offset, ")"));
     }
     return buf_.data();
   }
 
  private:
-  int fd_;
-  absl::string_view path_;
+  const source::ShardSource& src_;
   std::string buf_;
   uint64_t start_ = 0;
 };
@@ -70,13 +72,13 @@ constexpr size_t kWindow = 64 * 1024;
 constexpr size_t kScanChunk = 1 << 20;
 
 // Finds the first offset >= lo whose 12 bytes form a plausible header.
-absl::StatusOr<std::optional<uint64_t>> ScanForHeader(int fd, absl::string_view path,
+absl::StatusOr<std::optional<uint64_t>> ScanForHeader(const source::ShardSource& src,
                                                       uint64_t lo, uint64_t file_size) {
   std::string buf;
   for (uint64_t base = lo; base + kFramingOverhead <= file_size;) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(kScanChunk, file_size - base));
     buf.resize(n);
-    auto got = PreadUpTo(fd, buf.data(), n, base, path);
+    auto got = src.ReadAt(base, buf.data(), n);
     if (!got.ok()) return got.status();
     if (*got < kHeaderSize) break;
     for (size_t i = 0; i + kHeaderSize <= *got; ++i) {
@@ -91,9 +93,14 @@ absl::StatusOr<std::optional<uint64_t>> ScanForHeader(int fd, absl::string_view 
 
 absl::StatusOr<WalkResult> WalkHeaders(int fd, absl::string_view path, uint64_t file_size,
                                        uint64_t start) {
+  return WalkHeaders(source::PlainSource::Borrowing(fd, std::string(path), file_size), start);
+}
+
+absl::StatusOr<WalkResult> WalkHeaders(const source::ShardSource& src, uint64_t start) {
+  const uint64_t file_size = src.size();
   WalkResult result;
   result.file_size = file_size;
-  Window window(fd, path);
+  Window window(src);
   uint64_t pos = start;
   std::optional<uint64_t> prev;  // start of the last accepted record
   uint64_t last_len = 0;
@@ -128,7 +135,7 @@ absl::StatusOr<WalkResult> WalkHeaders(int fd, absl::string_view path, uint64_t 
     // The previous record may be the one that is short; look from just after
     // its header so that the true next header is found even if it is earlier.
     const uint64_t lo = prev ? *prev + kHeaderSize : pos + 1;
-    auto next = ScanForHeader(fd, path, lo, file_size);
+    auto next = ScanForHeader(src, lo, file_size);
     if (!next.ok()) return next.status();
     if (!next->has_value()) break;
     const uint64_t q = **next;
@@ -156,15 +163,28 @@ absl::StatusOr<WalkResult> WalkHeaders(int fd, absl::string_view path, uint64_t 
 
 absl::StatusOr<std::string> ReadRecord(int fd, absl::string_view path, uint64_t index,
                                        uint64_t begin, uint64_t end) {
+  struct stat st;
+  const uint64_t size = ::fstat(fd, &st) == 0 ? static_cast<uint64_t>(st.st_size) : end;
+  return ReadRecord(source::PlainSource::Borrowing(fd, std::string(path), std::max(size, end)),
+                    index, begin, end);
+}
+
+absl::StatusOr<std::string> ReadRecord(const source::ShardSource& src, uint64_t index,
+                                       uint64_t begin, uint64_t end) {
   auto where = [&] {
-    return absl::StrCat(path, ": record ", index, " at byte offset ", begin, ": ");
+    return absl::StrCat(src.path(), ": record ", index, " at ",
+                        src.codec() == source::Codec::kNone ? "" : "uncompressed ",
+                        "byte offset ", begin, ": ");
   };
   if (end < begin || end - begin < kFramingOverhead) {
     return absl::DataLossError(absl::StrCat(where(), "framing shorter than 16 bytes"));
   }
   std::string buf(end - begin, '\0');
-  absl::Status s = PreadFull(fd, buf.data(), buf.size(), begin, path);
-  if (!s.ok()) return s;
+  absl::Status s = src.ReadFull(begin, buf.data(), buf.size());
+  if (!s.ok()) {
+    if (absl::IsDataLoss(s)) return absl::DataLossError(absl::StrCat(where(), s.message()));
+    return s;
+  }
   auto len = ParseHeader(buf.data());
   if (!len.ok()) return absl::DataLossError(absl::StrCat(where(), len.status().message()));
   if (*len != buf.size() - kFramingOverhead) {
@@ -181,6 +201,41 @@ absl::StatusOr<std::string> ReadRecord(int fd, absl::string_view path, uint64_t 
   buf.resize(kHeaderSize + *len);
   buf.erase(0, kHeaderSize);
   return buf;
+}
+
+void StreamWalker::Feed(absl::string_view bytes) {
+  if (!clean_) return;
+  const uint64_t end = pos_ + bytes.size();
+  while (clean_) {
+    if (next_ >= end) break;
+    if (next_ + header_have_ < pos_) {  // cannot happen: kept in step below
+      clean_ = false;
+      break;
+    }
+    // Collect the header at next_ (it may straddle feeds).
+    const size_t at = static_cast<size_t>(next_ + header_have_ - pos_);
+    const size_t take = std::min<size_t>(kHeaderSize - header_have_, bytes.size() - at);
+    std::memcpy(header_ + header_have_, bytes.data() + at, take);
+    header_have_ += take;
+    if (header_have_ < kHeaderSize) break;
+    auto len = ParseHeader(header_);
+    if (!len.ok() || *len > (uint64_t{1} << 62)) {
+      clean_ = false;
+      break;
+    }
+    result_.offsets.push_back(next_);
+    next_ += kFramingOverhead + *len;
+    header_have_ = 0;
+  }
+  pos_ = end;
+}
+
+bool StreamWalker::Finish(uint64_t total) {
+  if (clean_ && (header_have_ != 0 || next_ != total || pos_ != total)) clean_ = false;
+  if (!clean_) return false;
+  result_.offsets.push_back(total);
+  result_.file_size = total;
+  return true;
 }
 
 absl::Status ForEachRecordInBuffer(absl::string_view shard,

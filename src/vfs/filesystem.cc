@@ -144,7 +144,7 @@ absl::Status AddPath(Filesystem::Tree* tree, uint64_t parent, const std::string&
 struct Probed {
   absl::Status status;
   bool is_shard = false;
-  int fd = -1;
+  UniqueFd fd;  // the open shard, kept for the mount's life
   std::shared_ptr<const index::ShardIndex> index;
 };
 
@@ -172,13 +172,19 @@ Probed ProbeAndIndex(const Filesystem::Tree& tree, uint64_t i, const Options& op
     out.status = ErrnoError(errno, node.real_path);
     return out;
   }
-  auto probe = index::ProbeFile(fd->get(), node.real_path, static_cast<uint64_t>(st.st_size));
+  source::Codec codec = source::Codec::kNone;
+  auto probe =
+      index::ProbeFile(fd->get(), node.real_path, static_cast<uint64_t>(st.st_size), &codec);
   if (!probe.ok()) {
     out.status = probe.status();
     return out;
   }
   if (*probe != index::Probe::kShard) {
-    if (index::LooksLikeShardName(node.name)) {
+    if (codec != source::Codec::kNone) {
+      log::Warning(node.real_path, ": a ", source::CodecName(codec),
+                   " stream whose first 12 decompressed bytes are not a record header with a "
+                   "valid length CRC: it holds no TFRecord; shown as a plain file");
+    } else if (index::LooksLikeShardName(node.name)) {
       log::Warning(node.real_path,
                    ": named like a TFRecord shard, but its first 12 bytes are not a record "
                    "header with a valid length CRC (byte offset 0); shown as a plain file");
@@ -186,29 +192,28 @@ Probed ProbeAndIndex(const Filesystem::Tree& tree, uint64_t i, const Options& op
     return out;
   }
   auto idx = options.load_index
-                 ? options.load_index(fd->get(), node.real_path, MountPath(tree, i), st)
-                 : index::BuildShardIndex(fd->get(), node.real_path, st);
+                 ? options.load_index(fd->get(), node.real_path, MountPath(tree, i), st, codec)
+                 : index::BuildShardIndex(fd->get(), node.real_path, st, codec);
   if (!idx.ok()) {
     out.status = idx.status();
     return out;
   }
   out.is_shard = true;
   out.index = std::move(*idx);
-  out.fd = fd->release();
+  out.fd = std::move(*fd);
   return out;
 }
 
 }  // namespace
 
-Filesystem::Filesystem() : tree_(std::make_unique<Tree>()) {}
+Filesystem::Filesystem(const Options& options)
+    : tree_(std::make_unique<Tree>()), inflate_cache_(options.inflate_cache_bytes) {}
 
-Filesystem::~Filesystem() {
-  for (int fd : shard_fds_) ::close(fd);
-}
+Filesystem::~Filesystem() = default;
 
 absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& options) {
   if (options.sources.empty()) return absl::InvalidArgumentError("no SOURCE given");
-  std::unique_ptr<Filesystem> fs(new Filesystem());
+  std::unique_ptr<Filesystem> fs(new Filesystem(options));
   Tree& tree = *fs->tree_;
   tree.nodes.emplace_back();  // the root
   tree.nodes[0].type = NodeType::kDir;
@@ -279,7 +284,6 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
     if (!p.status.ok()) return p.status;
     if (!p.is_shard) continue;
     if (fs->shards_.size() >= kMaxShards) {
-      ::close(p.fd);
       return absl::ResourceExhaustedError(
           absl::StrCat("more than ", kMaxShards, " shards in the sources"));
     }
@@ -299,8 +303,15 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
                    " records are shown");
     }
     fs->shard_name_width_.push_back(Digits(n == 0 ? 0 : n - 1));
+    const index::ShardIndex& idx = *p.index;
+    if (idx.checkpoints()) {
+      fs->sources_.push_back(std::make_unique<source::InflateSource>(
+          std::move(p.fd), idx.path(), idx.file_size(), idx.checkpoints(), &fs->inflate_cache_));
+    } else {
+      fs->sources_.push_back(
+          std::make_unique<source::PlainSource>(std::move(p.fd), idx.path(), idx.file_size()));
+    }
     fs->shards_.push_back(std::move(p.index));
-    fs->shard_fds_.push_back(p.fd);
   }
   fs->cache_ = std::make_unique<RecordCache>(options.cache_records, options.cache_bytes);
   for (const auto& idx : fs->shards_) {
@@ -387,8 +398,7 @@ absl::StatusOr<std::shared_ptr<const ParsedRecord>> Filesystem::Parse(uint64_t s
     auto parsed = std::make_shared<ParsedRecord>();
     const index::ShardIndex& idx = *shards_[shard];
     parsed->data_offset = idx.begin(record) + record::kHeaderSize;
-    auto data = record::ReadRecord(shard_fds_[shard], idx.path(), record, idx.begin(record),
-                                   idx.end(record));
+    auto data = record::ReadRecord(*sources_[shard], record, idx.begin(record), idx.end(record));
     if (!data.ok()) {
       parsed->status = data.status();
       log::Error(data.status().message());
@@ -886,8 +896,7 @@ void Filesystem::SampleKinds(absl::string_view name) {
     bytes_sampled_.fetch_add(size, std::memory_order_relaxed);
     // Read and decoded as Parse does, but not cached: sampling many records
     // must not evict the records the user is working with.
-    auto data = record::ReadRecord(shard_fds_[shard], idx.path(), record, idx.begin(record),
-                                   idx.end(record));
+    auto data = record::ReadRecord(*sources_[shard], record, idx.begin(record), idx.end(record));
     if (!data.ok()) {
       // Reported (as EIO) when the record itself is opened.
       log::Debug("sampling feature kinds: ", data.status().message());
@@ -938,10 +947,21 @@ absl::StatusOr<ReadResult> Filesystem::Read(uint64_t ino, uint64_t fh, uint64_t 
           offset >= total ? 0 : static_cast<size_t>(std::min<uint64_t>(size, total - offset));
       if (e.is_inline) {
         out.data.assign(e.content, n == 0 ? 0 : offset, n);
-      } else {
-        out.fd = shard_fds_[shard];
-        out.offset = (*rec)->data_offset + e.span_offset + offset;
+        return out;
+      }
+      const uint64_t at = (*rec)->data_offset + e.span_offset + offset;
+      const source::ShardSource& src = *sources_[shard];
+      if (auto range = src.Spliceable(at)) {
+        out.fd = range->fd;
+        out.offset = range->offset;
         out.length = n;
+        return out;
+      }
+      // A compressed shard: the bytes come from its decompression cache.
+      out.data.resize(n);
+      if (auto s = src.ReadFull(at, out.data.data(), n); !s.ok()) {
+        log::Error(s.message());
+        return absl::DataLossError(s.message());
       }
       return out;
     }

@@ -1,3 +1,9 @@
+#include <sys/mman.h>
+#include <zlib.h>
+
+#include <cstring>
+#include <optional>
+
 #include "expectations.h"
 
 #include <fcntl.h>
@@ -77,12 +83,65 @@ void AddRecordLayout(const std::string& dir, const std::string& payload, Expecte
   }
 }
 
+namespace {
+
+// The whole decompressed stream of a GZIP (any number of members) or ZLIB
+// file, with zlib's own header detection: independent of src/source.
+std::optional<std::string> DecompressWhole(const std::string& bytes) {
+  std::string out;
+  size_t pos = 0;
+  while (pos < bytes.size()) {
+    z_stream z;
+    std::memset(&z, 0, sizeof z);
+    if (inflateInit2(&z, 15 + 32) != Z_OK) return std::nullopt;
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data() + pos));
+    z.avail_in = static_cast<uInt>(bytes.size() - pos);
+    int ret;
+    do {
+      char buf[65536];
+      z.next_out = reinterpret_cast<Bytef*>(buf);
+      z.avail_out = sizeof buf;
+      ret = inflate(&z, Z_NO_FLUSH);
+      out.append(buf, sizeof buf - z.avail_out);
+    } while (ret == Z_OK);
+    pos = bytes.size() - z.avail_in;
+    inflateEnd(&z);
+    if (ret != Z_STREAM_END) return std::nullopt;
+    if (static_cast<unsigned char>(bytes[0]) != 0x1f) break;  // ZLIB: one stream
+  }
+  return out;
+}
+
+}  // namespace
+
 DirectShard ReadShardDirectly(const std::string& path) {
   DirectShard out;
   auto fd = OpenFile(path, O_RDONLY);
   if (!fd.ok()) {
     out.error = std::string(fd.status().message());
     return out;
+  }
+  {
+    // A compressed shard: its decompressed bytes, in an anonymous file.
+    const std::string raw = ReadWholeFile(path);
+    const bool gzip = raw.size() >= 2 && static_cast<unsigned char>(raw[0]) == 0x1f &&
+                      static_cast<unsigned char>(raw[1]) == 0x8b;
+    const bool zlib = raw.size() >= 2 && (static_cast<unsigned char>(raw[0]) & 0x0f) == 8 &&
+                      ((static_cast<unsigned char>(raw[0]) << 8) | static_cast<unsigned char>(raw[1])) % 31 == 0 &&
+                      !(raw.size() >= 12 && record::IsPlausibleHeader(raw.data(), 0, raw.size()));
+    if (gzip || zlib) {
+      auto data = DecompressWhole(raw);
+      if (!data) {
+        out.error = "does not decompress";
+        return out;
+      }
+      const int mfd = ::memfd_create("shard", MFD_CLOEXEC);
+      if (mfd < 0 || !WriteFull(mfd, data->data(), data->size(), "memfd").ok()) {
+        out.error = "memfd";
+        return out;
+      }
+      *fd = UniqueFd(mfd);
+    }
   }
   struct stat st;
   if (::fstat(fd->get(), &st) != 0) {

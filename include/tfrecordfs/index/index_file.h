@@ -1,32 +1,56 @@
 // The on-disk form of one shard's index (a ".tfri" file): the result of the
 // header walk, plus what is needed to tell whether it still describes the
-// shard. All integers are little-endian.
+// shard, and for a compressed shard the checkpoints that give random access
+// (source/inflate.h). All integers are little-endian.
 //
 //   offset        size        field
 //   0             8           magic "TFRINDEX"
 //   8             4           version (kIndexVersion)
-//   12            4           flags: must be 0 (readers reject other bits)
-//   16            8           file_size: the shard's size when it was walked
+//   12            4           flags: bits 0-1 the codec (source::Codec: 0 none,
+//                             1 gzip, 2 zlib); other bits must be 0
+//   16            8           file_size: the shard file's size when walked
 //   24            8           mtime_ns: its mtime, ns since the epoch (signed)
-//   32            12          first_header: the first record's 12 header
-//                             bytes (zeros when there is no record)
-//   44            12          last_header: the last record's 12 header bytes
+//   32            12          first_header: the first 12 bytes of the file
+//                             (zeros when there is no record); plain shards:
+//                             the first record's header
+//   44            12          last_header: plain shards: the last record's
+//                             header bytes (zeros when there is no record);
+//                             compressed shards: the file's last 12 bytes
+//                             (its GZIP trailer holds the CRC-32 and size of
+//                             the data)
 //   56            8           num_records N
 //   64            4           num_problems P
 //   68            4           path_length L
-//   72            8 * (N+1)   offsets: u64 start of each record, then the end
-//                             of the last one (record::WalkResult::offsets)
-//   ...           P entries   problems: u64 offset, u32 length M, M bytes of
+//   72            8           data_size: uncompressed bytes (file_size for a
+//                             plain shard)
+//   80            4           num_checkpoints C (0 for a plain shard)
+//   84            4           reserved, 0
+//   88            8           windows_size W
+//   96            8           main_size M: bytes from 0 to the end of the crc
+//   104           8 * (N+1)   offsets: u64 start of each record, then the end
+//                             of the last one (record::WalkResult::offsets),
+//                             in uncompressed coordinates
+//   ...           P entries   problems: u64 offset, u32 length K, K bytes of
 //                             message (record::WalkProblem)
 //   ...           L           path: the shard's real path when it was walked
-//   end - 4       4           crc32c (unmasked) of every byte before it
+//   ...           0-7         zero padding to a multiple of 8
+//   ...           40 * C      checkpoints: u64 in, u64 out, u64 window_offset,
+//                             u32 window_length, u32 window_crc (crc32c of
+//                             the stored window), u8 bits, u8 flags (bit 0:
+//                             stream start), 6 zero bytes
+//   M - 4         4           crc32c (unmasked) of every byte before it
+//   M             W           windows: each checkpoint's 32 KiB window, raw
+//                             deflate, at window_offset from M. Not covered by
+//                             the crc (each has its own) and not read at load:
+//                             the daemon reads one when a read needs it.
 //
 // The offsets start 8-byte aligned, so a reader may use them in place. The
 // trailing CRC makes a torn or corrupted file (a crash while writing, a bad
 // copy in a shared directory) a decode error, never a wrong index.
 //
-// Version history: 1 = this layout. A reader rejects any other version (the
-// index is then rebuilt), so a format change only needs a new number.
+// Version history: 1 = no codec, checkpoints or windows (72-byte header);
+// 2 = this layout. A reader rejects any other version (the index is then
+// rebuilt), so a format change only needs a new number.
 //
 // Pure functions; thread-safe.
 #ifndef TFRECORDFS_INDEX_INDEX_FILE_H_
@@ -36,17 +60,20 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "tfrecordfs/record/format.h"
 #include "tfrecordfs/record/reader.h"
+#include "tfrecordfs/source/inflate.h"
 
 namespace tfrecordfs::index {
 
 inline constexpr char kIndexMagic[8] = {'T', 'F', 'R', 'I', 'N', 'D', 'E', 'X'};
-inline constexpr uint32_t kIndexVersion = 1;
-inline constexpr size_t kIndexHeaderSize = 72;
+inline constexpr uint32_t kIndexVersion = 2;
+inline constexpr size_t kIndexHeaderSize = 104;
+inline constexpr size_t kCheckpointSize = 40;
 inline constexpr size_t kIndexTrailerSize = 4;
 inline constexpr char kIndexSuffix[] = ".tfri";
 
@@ -60,6 +87,14 @@ struct IndexFile {
   HeaderBytes last_header{};
   std::string path;
   record::WalkResult walk;  // offsets (never empty) and problems
+  source::Codec codec = source::Codec::kNone;
+  uint64_t data_size = 0;  // == file_size for a plain shard
+  std::vector<source::Checkpoint> checkpoints;  // empty for a plain shard
+  // Encode: the windows blob written after the main part. Decode: left
+  // empty; the blob is at [main_size, main_size + windows_size) of the file.
+  std::string windows;
+  uint64_t windows_size = 0;
+  uint64_t main_size = 0;
 
   uint64_t num_records() const { return walk.offsets.empty() ? 0 : walk.offsets.size() - 1; }
 };
@@ -68,10 +103,21 @@ struct IndexFile {
 // empty.
 std::string EncodeIndexFile(const IndexFile& file);
 
-// Parses and checks an index file: magic, version, flags, sizes that add up
-// exactly, the trailing CRC, and offsets that never decrease and end at or
-// before file_size. Errors are DataLoss (damaged, truncated, not an index) or
-// FailedPrecondition (another version); either way the caller rebuilds.
+// The size EncodeIndexFile gives `file` without its windows (main_size).
+uint64_t EncodedMainSize(const IndexFile& file);
+
+// The size of the part of an index file that DecodeIndexFile reads (up to
+// and including the crc), from its first kIndexHeaderSize bytes; DataLoss
+// when they are not an index header of this version.
+absl::StatusOr<uint64_t> IndexMainSize(absl::string_view header);
+
+// Parses and checks an index file's main part (`bytes` holds at least
+// main_size bytes; more is allowed and ignored): magic, version, flags, sizes
+// that add up exactly, the trailing CRC, offsets that never decrease and end
+// at or before data_size, and checkpoints in order, inside the file and the
+// data, with windows inside the windows area. Errors are DataLoss (damaged,
+// truncated, not an index) or FailedPrecondition (another version); either
+// way the caller rebuilds.
 absl::StatusOr<IndexFile> DecodeIndexFile(absl::string_view bytes);
 
 }  // namespace tfrecordfs::index

@@ -14,9 +14,11 @@
 //     directory; the shard's path is not compared there, its base name is.
 //
 // When a stored index is used (index_file.h has the format):
-//   valid  size, mtime (ns) and the fingerprint (the first and the last
-//          record's 12 header bytes, re-read from the shard) all match, and
-//          in the cache also the real path;
+//   valid  codec, size, mtime (ns) and the fingerprint (plain shards: the
+//          first and the last record's 12 header bytes; compressed shards:
+//          the file's first and last 12 bytes, the GZIP trailer being a CRC
+//          of the data; re-read from the shard) all match, and in the cache
+//          also the real path;
 //   grown  the shard is larger, its stored walk was clean and ended at the
 //          stored size, and both fingerprint headers still match: only the
 //          new tail is walked, from the old end. A tail with any damage is
@@ -66,6 +68,9 @@ struct StoreOptions {
   // The trailing CRC already makes a torn file harmless, so the mount's cache
   // may skip this; the shared directory should not.
   bool durable = true;
+  // Compressed bytes between checkpoints of a GZIP/ZLIB shard (-o gz_span).
+  // A stored index made with another span is still used.
+  uint64_t span = source::kDefaultSpan;
 };
 
 // ${XDG_CACHE_HOME:-$HOME/.cache}/tfrecordfs/index, or "" when neither
@@ -81,6 +86,7 @@ struct LoadInfo {
   std::string stored_path;   // the index file used or written ("" if none)
   std::string why_walked;    // for kGrown / kWalked: why no stored index served
   absl::Status save_status;  // the write-back (OK when nothing was written)
+  uint64_t index_bytes = 0;  // size of the index file written (0 when loaded)
 };
 
 // Totals over every Load() so far.
@@ -104,9 +110,14 @@ class IndexStore {
   // (its real path keys the cache); `mount_path` is where the mount shows it
   // (it keys the shared directory). Errors are the walk's I/O errors only: a
   // bad stored index or a failed write-back is not an error (see `info`).
+  // `codec` is how the shard is stored (index::ProbeFile): an index made
+  // for another codec is not used. For a compressed shard, the index keeps
+  // the checkpoint windows in the index file when it was saved (else in
+  // memory) and loads one only when a read resumes at it.
   absl::StatusOr<std::shared_ptr<const ShardIndex>> Load(int fd, const std::string& path,
                                                          const std::string& mount_path,
                                                          const struct stat& st,
+                                                         source::Codec codec = source::Codec::kNone,
                                                          LoadInfo* info = nullptr);
 
   // The index file names for a shard.

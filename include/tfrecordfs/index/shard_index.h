@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,16 +19,28 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "tfrecordfs/record/reader.h"
+#include "tfrecordfs/source/inflate.h"
 
 namespace tfrecordfs::index {
 
 class ShardIndex {
  public:
-  ShardIndex(std::string path, uint64_t file_size, int64_t mtime_ns,
-             record::WalkResult walk);
+  // `checkpoints` is set for a compressed shard (its codec and data size
+  // come from it) and null for a plain one.
+  ShardIndex(std::string path, uint64_t file_size, int64_t mtime_ns, record::WalkResult walk,
+             std::shared_ptr<const source::CheckpointTable> checkpoints = nullptr);
 
   const std::string& path() const { return path_; }
+  // The shard file's size (compressed, for a compressed shard).
   uint64_t file_size() const { return file_size_; }
+  source::Codec codec() const {
+    return checkpoints_ ? checkpoints_->codec : source::Codec::kNone;
+  }
+  // Bytes of the uncompressed stream the offsets are in.
+  uint64_t data_size() const { return checkpoints_ ? checkpoints_->data_size : file_size_; }
+  const std::shared_ptr<const source::CheckpointTable>& checkpoints() const {
+    return checkpoints_;
+  }
   int64_t mtime_ns() const { return mtime_ns_; }
   uint64_t num_records() const { return offsets_.size() - 1; }
   // Framing of record i spans [begin(i), end(i)).
@@ -37,7 +50,10 @@ class ShardIndex {
   // Damage met by the walk (empty for a clean shard).
   const std::vector<record::WalkProblem>& problems() const { return problems_; }
   // Bytes of heap this index holds (for the memory figures).
-  size_t MemoryBytes() const { return offsets_.capacity() * sizeof(uint64_t); }
+  size_t MemoryBytes() const {
+    return offsets_.capacity() * sizeof(uint64_t) +
+           (checkpoints_ ? checkpoints_->MemoryBytes() : 0);
+  }
 
  private:
   std::string path_;
@@ -45,6 +61,7 @@ class ShardIndex {
   int64_t mtime_ns_;
   std::vector<uint64_t> offsets_;
   std::vector<record::WalkProblem> problems_;
+  std::shared_ptr<const source::CheckpointTable> checkpoints_;
 };
 
 // True for names TFRecord writers use: *.tfrecord(s), *.record(s), *.tfr,
@@ -57,16 +74,48 @@ enum class Probe {
   kNotShard,   // some other file: shown as it is
 };
 
-// Decides by content whether `fd` (size `size`, base name `name`) is an
-// uncompressed TFRecord shard: its first 12 bytes must be a header with a
-// valid length CRC whose record fits in the file. A file with a shard-like
-// name whose first header is damaged is still walked, and counts as a shard
-// when the walk finds a record.
-absl::StatusOr<Probe> ProbeFile(int fd, absl::string_view path, uint64_t size);
+// Decides by content whether `fd` (size `size`) is a TFRecord shard, and how
+// it is stored (`*codec`, when given):
+//   plain  its first 12 bytes are a header with a valid length CRC whose
+//          record fits in the file (checked first: a plain shard may start
+//          with bytes that look like a ZLIB header);
+//   gzip / zlib  its first bytes announce the codec (source::DetectCodec)
+//          and the first 12 decompressed bytes are a header with a valid
+//          length CRC; a stream that decompresses to nothing is an empty
+//          shard when the name looks like one.
+// A file with a shard-like name whose first header is damaged is still
+// walked, and counts as a shard when the walk finds a record. A compressed
+// file that is not a shard is kNotShard with *codec set (so the caller can
+// say so).
+absl::StatusOr<Probe> ProbeFile(int fd, absl::string_view path, uint64_t size,
+                                source::Codec* codec = nullptr);
+
+// A shard walked: its header walk, and for a compressed shard the
+// checkpoints made in the same pass (with their windows in memory, and the
+// same windows as one blob for an index file).
+struct WalkedShard {
+  record::WalkResult walk;
+  std::shared_ptr<const source::CheckpointTable> checkpoints;  // null: plain
+  std::string windows_blob;
+};
+
+// Walks the shard `fd` (`size` bytes on disk, stored as `codec`). A plain
+// shard's headers are walked in place; a compressed shard is inflated once,
+// from start to end, walking the headers in the stream and laying
+// checkpoints every `span` compressed bytes; if the stream holds damaged
+// records, the walk is then redone over the decompressed stream (through
+// the new checkpoints) to resynchronise like a plain walk. Where the stream
+// itself stops inflating (truncated, corrupt block), the data ends; the walk
+// reports it as its last problem, naming the compressed byte offset and
+// zlib's message. `progress` gets compressed bytes consumed.
+absl::StatusOr<WalkedShard> WalkShard(int fd, const std::string& path, uint64_t size,
+                                      source::Codec codec, uint64_t span = source::kDefaultSpan,
+                                      const std::function<void(uint64_t)>& progress = nullptr);
 
 // Walks `fd` and returns its index. `st` supplies size and mtime.
-absl::StatusOr<std::shared_ptr<const ShardIndex>> BuildShardIndex(int fd, const std::string& path,
-                                                                  const struct stat& st);
+absl::StatusOr<std::shared_ptr<const ShardIndex>> BuildShardIndex(
+    int fd, const std::string& path, const struct stat& st,
+    source::Codec codec = source::Codec::kNone);
 
 }  // namespace tfrecordfs::index
 

@@ -1,8 +1,12 @@
 // Reading TFRecord shards: header parsing, the header walk that builds an
 // offset index, and checked reads of one record.
 //
-// Thread-safety: all functions are reentrant; they only pread() the given
-// descriptor, so many threads may share one descriptor.
+// Everything reads through a source::ShardSource (uncompressed coordinates),
+// so plain and GZIP/ZLIB shards are walked and read alike; the overloads
+// taking a descriptor are the same over a plain file.
+//
+// Thread-safety: all functions are reentrant (sources are thread-safe);
+// StreamWalker is not synchronised.
 #ifndef TFRECORDFS_RECORD_READER_H_
 #define TFRECORDFS_RECORD_READER_H_
 
@@ -14,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "tfrecordfs/source/shard_source.h"
 
 namespace tfrecordfs::record {
 
@@ -59,13 +64,39 @@ struct WalkResult {
 // later records keep their indices. With nothing plausible left, the walk ends
 // at the last good record; stray bytes at the end are reported. Only I/O
 // errors are returned as a non-OK status.
+absl::StatusOr<WalkResult> WalkHeaders(const source::ShardSource& src, uint64_t start = 0);
+// The same over the plain file `fd` of `file_size` bytes.
 absl::StatusOr<WalkResult> WalkHeaders(int fd, absl::string_view path, uint64_t file_size,
                                        uint64_t start = 0);
+
+// Walks headers as bytes stream past (the one pass that decompresses a
+// GZIP/ZLIB shard to index it). Feed() the bytes in order; offsets are
+// collected while every header is valid and fits. The first bad header, or
+// a stream that ends inside a record, makes it give up (clean() false): the
+// caller then walks the whole shard with WalkHeaders, which resynchronises.
+class StreamWalker {
+ public:
+  void Feed(absl::string_view bytes);
+  // Ends the walk at `total` bytes; the result, if clean().
+  bool Finish(uint64_t total);
+  bool clean() const { return clean_; }
+  WalkResult TakeResult() { return std::move(result_); }
+
+ private:
+  WalkResult result_;
+  bool clean_ = true;
+  uint64_t pos_ = 0;        // bytes fed so far
+  uint64_t next_ = 0;       // where the next header starts
+  char header_[12];
+  size_t header_have_ = 0;  // bytes of the next header collected
+};
 
 // Reads record `index` whose framing spans [begin, end) in the shard (as
 // given by a WalkResult) and verifies both CRCs and that the stated length
 // fits. On success returns the data bytes. Errors are DataLossError (the
 // message names the path, the record index and the byte offset) or I/O errors.
+absl::StatusOr<std::string> ReadRecord(const source::ShardSource& src, uint64_t index,
+                                       uint64_t begin, uint64_t end);
 absl::StatusOr<std::string> ReadRecord(int fd, absl::string_view path, uint64_t index,
                                        uint64_t begin, uint64_t end);
 

@@ -37,6 +37,8 @@
 #include "absl/strings/string_view.h"
 #include "tfrecordfs/index/shard_index.h"
 #include "tfrecordfs/naming/naming.h"
+#include "tfrecordfs/source/inflate.h"
+#include "tfrecordfs/source/shard_source.h"
 #include "tfrecordfs/staging/store.h"
 #include "tfrecordfs/vfs/record_cache.h"
 
@@ -78,8 +80,13 @@ struct Options {
   // `mount_path` where the mount shows it ("train/x.tfrecord"). Unset: every
   // shard is walked with index::BuildShardIndex.
   std::function<absl::StatusOr<std::shared_ptr<const index::ShardIndex>>(
-      int fd, const std::string& path, const std::string& mount_path, const struct stat& st)>
+      int fd, const std::string& path, const std::string& mount_path, const struct stat& st,
+      source::Codec codec)>
       load_index;
+  // Decompressed bytes of GZIP/ZLIB shards kept for readers (-o
+  // inflate_cache_mb), in source::kBlockSize blocks shared by all of them:
+  // listing a record and reading its files inflates that region once.
+  size_t inflate_cache_bytes = size_t{32} << 20;
 };
 
 struct Attr {
@@ -93,7 +100,8 @@ struct Attr {
 };
 
 // Where the bytes of a read come from: a range of an open file (which the
-// FUSE layer may splice) or bytes in memory.
+// FUSE layer may splice) or bytes in memory. The descriptor belongs to the
+// Filesystem and stays open as long as it does.
 struct ReadResult {
   int fd = -1;  // >= 0: serve [offset, offset + length) of fd
   uint64_t offset = 0;
@@ -204,7 +212,7 @@ class Filesystem {
   class Tree;  // the mirrored source tree (defined in filesystem.cc)
 
  private:
-  Filesystem();
+  explicit Filesystem(const Options& options);
 
   // The parsed layout of a record, through the cache. DataLoss when damaged.
   absl::StatusOr<std::shared_ptr<const ParsedRecord>> Parse(uint64_t shard, uint64_t record);
@@ -224,7 +232,8 @@ class Filesystem {
 
   std::unique_ptr<Tree> tree_;
   std::vector<std::shared_ptr<const index::ShardIndex>> shards_;
-  std::vector<int> shard_fds_;          // owned; closed in the destructor
+  source::BlockCache inflate_cache_;  // before sources_: they point to it
+  std::vector<std::unique_ptr<source::ShardSource>> sources_;  // by shard
   std::vector<int> shard_name_width_;   // digits of the largest record index
   std::vector<uint64_t> shard_tree_node_;
   std::unique_ptr<RecordCache> cache_;
