@@ -1,5 +1,8 @@
 // NumPy .npy files <-> Tensor.
 //
+// numpy 1.x loads arrays of at most 32 dims (numpy 2: 64); NpyHeader writes
+// any rank up to kMaxRank and leaves that limit to the caller.
+//
 // Layout of a version 1.0 file, as numpy >= 1.23's np.save writes it:
 //
 //   offset 0  "\x93NUMPY"             magic
