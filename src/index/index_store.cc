@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -46,34 +47,45 @@ std::string RealPath(int fd, const std::string& path) {
   return path;
 }
 
-// Reads a whole (small) file: open, one read for files up to 64 KiB (an
-// index of ~8,000 records), close. NotFound when absent.
-absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+// Reads an index file for a shard of `shard_size` bytes. NotFound when
+// absent. Nothing in an index directory is trusted, so: O_NONBLOCK (opening
+// a FIFO does not wait for a writer), only a regular file is read, and its
+// size must be one its own header implies (IndexFileSizeRange) before
+// anything is allocated for it, so a huge or sparse file costs one small
+// read. The first pread takes up to 64 KiB (an index of ~8,000 records): a
+// typical index is one read.
+absl::StatusOr<std::string> ReadIndexFile(const std::string& path, uint64_t shard_size) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT || errno == ENOTDIR) return absl::NotFoundError(path);
     return ErrnoError(errno, path);
   }
   UniqueFd owner(fd);
-  constexpr size_t kFirstRead = 64 * 1024;
-  std::unique_ptr<char[]> buf(new char[kFirstRead]);  // not zero-filled
-  // One pread, taken as the whole file when short: PreadUpTo would spend a
-  // second call to see end of file, and a rare short read of a longer file
-  // only fails the CRC (the index is then rebuilt).
-  ssize_t got;
-  do {
-    got = ::pread(fd, buf.get(), kFirstRead, 0);
-  } while (got < 0 && errno == EINTR);
-  if (got < 0) return ErrnoError(errno, path);
-  std::string out(buf.get(), static_cast<size_t>(got));
-  if (static_cast<size_t>(got) < kFirstRead) return out;
   struct stat st;
   if (::fstat(fd, &st) != 0) return ErrnoError(errno, path);
-  if (static_cast<uint64_t>(st.st_size) > out.size()) {
-    out.resize(static_cast<size_t>(st.st_size));
-    auto rest = PreadUpTo(fd, out.data() + kFirstRead, out.size() - kFirstRead, kFirstRead, path);
+  if (!S_ISREG(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": not a regular file"));
+  }
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  constexpr size_t kFirstRead = 64 * 1024;
+  std::string out(static_cast<size_t>(std::min<uint64_t>(size, kFirstRead)), '\0');
+  auto got = PreadUpTo(fd, out.data(), out.size(), 0, path);
+  if (!got.ok()) return got.status();
+  out.resize(*got);
+  auto range = IndexFileSizeRange(out, shard_size);
+  if (!range.ok()) return range.status();
+  if (size < range->min || size > range->max) {
+    return absl::DataLossError(absl::StrCat(
+        "not a valid index file: ", size, " bytes, but its header implies ",
+        range->min == range->max ? absl::StrCat(range->min)
+                                 : absl::StrCat(range->min, " to ", range->max)));
+  }
+  if (size > out.size()) {
+    const size_t have = out.size();
+    out.resize(static_cast<size_t>(size));
+    auto rest = PreadUpTo(fd, out.data() + have, out.size() - have, have, path);
     if (!rest.ok()) return rest.status();
-    out.resize(kFirstRead + *rest);
+    out.resize(have + *rest);  // a file that shrank meanwhile fails the CRC
   }
   return out;
 }
@@ -275,7 +287,7 @@ absl::StatusOr<std::shared_ptr<const ShardIndex>> IndexStore::Load(int fd, const
   std::optional<IndexFile> base;  // a clean index of a prefix of the shard
   std::string why;
   for (const Candidate& c : options_.force_walk ? std::vector<Candidate>{} : candidates) {
-    auto bytes = ReadSmallFile(c.file);
+    auto bytes = ReadIndexFile(c.file, size);
     if (!bytes.ok()) {
       if (!absl::IsNotFound(bytes.status())) {
         absl::StrAppend(&why, why.empty() ? "" : "; ", c.file, ": ", bytes.status().message());

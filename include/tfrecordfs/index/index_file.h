@@ -50,6 +50,12 @@ inline constexpr size_t kIndexHeaderSize = 72;
 inline constexpr size_t kIndexTrailerSize = 4;
 inline constexpr char kIndexSuffix[] = ".tfri";
 
+// The longest problem message an index file may hold. The walk's own are
+// under 200 bytes; the bound lets a reader size a file from its header.
+inline constexpr size_t kMaxProblemMessage = 4096;
+// The longest stored shard path (PATH_MAX).
+inline constexpr size_t kMaxIndexPath = 4096;
+
 using HeaderBytes = std::array<char, record::kHeaderSize>;
 
 // The decoded contents of an index file.
@@ -69,10 +75,35 @@ struct IndexFile {
 std::string EncodeIndexFile(const IndexFile& file);
 
 // Parses and checks an index file: magic, version, flags, sizes that add up
-// exactly, the trailing CRC, and offsets that never decrease and end at or
-// before file_size. Errors are DataLoss (damaged, truncated, not an index) or
-// FailedPrecondition (another version); either way the caller rebuilds.
+// exactly, the trailing CRC, and every invariant a header walk
+// (record::WalkHeaders from offset 0) guarantees, so that a file whose CRC
+// was recomputed over wrong offsets is still refused:
+//   - offsets start at 0, unless a problem was recorded at byte 0;
+//   - they strictly increase, and each record spans at least 16 bytes
+//     unless a problem was recorded where it ends (a resynchronisation may
+//     land as close as 12 bytes after the previous record's start);
+//   - the last offset is file_size, unless a problem was recorded there
+//     (the walk stopped at damage it could not step over);
+//   - every problem lies inside the shard (offset < file_size) and its
+//     message is at most kMaxProblemMessage bytes.
+// (Problems are not sorted: a resynchronisation may step back before the
+// position where damage was found.) Errors are DataLoss (damaged,
+// truncated, not an index) or FailedPrecondition (another version); either
+// way the caller rebuilds.
 absl::StatusOr<IndexFile> DecodeIndexFile(absl::string_view bytes);
+
+// The sizes, in bytes, a valid index file can have given its first
+// kIndexHeaderSize bytes (`header`), for a shard of at most `max_shard_size`
+// bytes: min has every problem message empty, max every one
+// kMaxProblemMessage long. Lets a reader refuse a file of any other size
+// before allocating for it. Errors: DataLoss (bad magic, counts that cannot
+// describe such a shard), FailedPrecondition (another version, or made for
+// a longer shard: stale).
+struct SizeRange {
+  uint64_t min = 0;
+  uint64_t max = 0;
+};
+absl::StatusOr<SizeRange> IndexFileSizeRange(absl::string_view header, uint64_t max_shard_size);
 
 }  // namespace tfrecordfs::index
 
