@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "mount_harness.h"
 #include "tfrecordfs/index/index_file.h"
+#include "tfrecordfs/index/shard_index.h"
 #include "tfrecordfs/record/writer.h"
 
 namespace tfrecordfs::mount_test {
@@ -223,6 +224,37 @@ TEST_F(IndexMountTest, HostileIndexDirIsWalkedPast) {
   EXPECT_NE(log.find("but its header implies"), std::string::npos) << log;
   EXPECT_NE(log.find("not 0"), std::string::npos) << log;
   EXPECT_NE(log.find("3 walked"), std::string::npos) << log;
+}
+
+// Issue 15, item 10: problem messages come from index files too. Logged
+// at mount, they are escaped (no raw newline or terminal escape reaches the
+// log) and capped per shard.
+TEST_F(IndexMountTest, ProblemMessagesAreEscapedAndCapped) {
+  const std::string shared = tmp_.path() + "/shared";
+  CommandResult r = RunCommand({BinaryPath(), "index", "--index-dir", shared, src_});
+  ASSERT_EQ(0, r.exit_code) << r.out << r.err;
+  const std::string file = shared + "/" + kShardBig + ".tfri";
+  auto f = index::DecodeIndexFile(ReadWholeFile(file));
+  ASSERT_TRUE(f.ok()) << f.status();
+  ASSERT_TRUE(f->walk.problems.empty());
+  const size_t kProblems = index::kMaxProblemsLogged + 30;
+  for (size_t i = 0; i < kProblems; ++i) {
+    f->walk.problems.push_back({i, "evil\n\x1b[31mFAKE LOG LINE\x1b[0m"});
+  }
+  WriteWholeFile(file, index::EncodeIndexFile(*f));
+
+  Mount m;
+  ASSERT_EQ("", m.Start({src_}, {"-o", "index_dir=" + shared + ",noindexcache"}));
+  StopOk(&m);
+  const std::string log = m.Stderr();
+  EXPECT_EQ(log.find('\x1b'), std::string::npos) << log;
+  EXPECT_EQ(log.find("\nFAKE LOG LINE"), std::string::npos) << log;
+  size_t lines = 0;
+  for (size_t at = 0; (at = log.find("evil\\n\\x1b[31mFAKE", at)) != std::string::npos; ++at) {
+    ++lines;
+  }
+  EXPECT_EQ(index::kMaxProblemsLogged, lines) << log;
+  EXPECT_NE(log.find("... and 30 more problem(s)"), std::string::npos) << log;
 }
 
 TEST_F(IndexMountTest, IndexCommandIntoTheCacheThenMount) {
