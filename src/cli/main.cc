@@ -305,6 +305,7 @@ int Main(int argc, char** argv) {
   if (!cli.read_only) {
     cli.pack.records_dir = (*store)->records_dir();
     cli.pack.journal_path = (*store)->journal_path();
+    cli.pack.journal_reserve = (*store)->journal_reserve_path();
     cli.pack.remove_packed = true;
     cli.pack.hint = hint;
     const repack::PackReport report = repack::Pack(cli.pack);
