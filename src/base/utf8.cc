@@ -2,6 +2,8 @@
 
 #include <cstdint>
 
+#include "absl/strings/str_format.h"
+
 namespace tfrecordfs {
 
 size_t Utf8SequenceLength(absl::string_view s, size_t i) {
@@ -38,6 +40,41 @@ bool IsValidUtf8(absl::string_view s) {
     i += len;
   }
   return true;
+}
+
+std::string EscapeForLog(absl::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  auto hex = [&out](uint8_t b) { absl::StrAppendFormat(&out, "\\x%02x", b); };
+  for (size_t i = 0; i < s.size();) {
+    const uint8_t c = static_cast<uint8_t>(s[i]);
+    const size_t n = Utf8SequenceLength(s, i);
+    if (n == 0) {
+      hex(c);
+      ++i;
+    } else if (n == 1) {
+      if (c == '\n') {
+        out += "\\n";
+      } else if (c == '\t') {
+        out += "\\t";
+      } else if (c == '\\') {
+        out += "\\\\";
+      } else if (c < 0x20 || c == 0x7f) {
+        hex(c);
+      } else {
+        out.push_back(static_cast<char>(c));
+      }
+      ++i;
+    } else if (n == 2 && c == 0xc2 && static_cast<uint8_t>(s[i + 1]) < 0xa0) {
+      hex(c);  // C1 control: U+0080..U+009F
+      hex(static_cast<uint8_t>(s[i + 1]));
+      i += 2;
+    } else {
+      out.append(s.data() + i, n);
+      i += n;
+    }
+  }
+  return out;
 }
 
 }  // namespace tfrecordfs

@@ -237,6 +237,13 @@ int Main(int argc, char** argv) {
     }
   }
   if (cli.positional.size() < 2) return Usage("need at least one SOURCE and a MOUNTPOINT");
+  // Unless -f, the daemon detaches and changes to "/" before it serves: plain
+  // files, the staging store, index_dir and the pack output are opened by
+  // path after that, so every path is made absolute now.
+  for (std::string& p : cli.positional) p = cli::AbsolutePath(p);
+  cli.staging_dir = cli::AbsolutePath(cli.staging_dir);
+  cli.index_dir = cli::AbsolutePath(cli.index_dir);
+  cli.pack.output_dir = cli::AbsolutePath(cli.pack.output_dir);
   cli.session.mountpoint = cli.positional.back();
   cli.positional.pop_back();
   cli.vfs.sources = cli.positional;
@@ -260,14 +267,6 @@ int Main(int argc, char** argv) {
   // crash interrupted, before anything is served.
   if (cli.staging_dir.empty()) cli.staging_dir = DefaultStagingDir(cli.vfs.sources);
   if (cli.pack.output_dir.empty()) cli.pack.output_dir = DefaultOutputDir(cli.vfs.sources);
-  // The pack runs after fuse_daemonize() has changed to "/": anchor a
-  // relative output_dir to the directory the mount was started from.
-  if (cli.pack.output_dir.front() != '/') {
-    char cwd[PATH_MAX];
-    if (::getcwd(cwd, sizeof cwd) != nullptr) {
-      cli.pack.output_dir = absl::StrCat(cwd, "/", cli.pack.output_dir);
-    }
-  }
   vfs::Filesystem* fs_for_hints = nullptr;
   auto hint = [&fs_for_hints](absl::string_view name) {
     return fs_for_hints ? fs_for_hints->KindOf(name) : example::Kind::kNone;
@@ -326,6 +325,7 @@ int Main(int argc, char** argv) {
   if (!cli.read_only) {
     cli.pack.records_dir = (*store)->records_dir();
     cli.pack.journal_path = (*store)->journal_path();
+    cli.pack.journal_reserve = (*store)->journal_reserve_path();
     cli.pack.remove_packed = true;
     cli.pack.hint = hint;
     const repack::PackReport report = repack::Pack(cli.pack);

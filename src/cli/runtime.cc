@@ -36,6 +36,16 @@ std::string RuntimeDir() {
 
 }  // namespace
 
+std::string AbsolutePath(const std::string& path) {
+  if (path.empty() || path.front() == '/') return path;
+  char cwd[PATH_MAX];
+  // No current directory (deleted, or too long a path): keep the relative
+  // path, which then fails with the name the user gave rather than another.
+  if (::getcwd(cwd, sizeof cwd) == nullptr) return path;
+  const absl::string_view dir = cwd;
+  return absl::StrCat(dir, dir.back() == '/' ? "" : "/", path);
+}
+
 std::string DefaultStagingDir(const std::vector<std::string>& sources) {
   std::string key;
   for (const auto& s : sources) absl::StrAppend(&key, RealPath(s), std::string(1, '\0'));

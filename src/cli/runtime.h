@@ -21,6 +21,13 @@ namespace tfrecordfs::cli {
 // ${XDG_STATE_HOME:-~/.local/state}/tfrecordfs/staging/<name>-<crc32c>.
 std::string DefaultStagingDir(const std::vector<std::string>& sources);
 
+// `path` anchored to the current directory when it is relative ("" and
+// absolute paths come back unchanged). Symlinks are not resolved, so names
+// the mount shows stay the ones the user typed. The daemon changes to "/"
+// when it detaches, so every path it opens later must go through this while
+// the command line is parsed.
+std::string AbsolutePath(const std::string& path);
+
 // The default output directory: the first source if it is a directory, else
 // the directory holding it.
 std::string DefaultOutputDir(const std::vector<std::string>& sources);

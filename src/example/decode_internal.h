@@ -30,34 +30,31 @@ class Cursor {
         absl::StrCat("not a ", what_, ": ", what, " at payload byte ", offset()));
   }
 
-  absl::Status Varint(uint64_t* out) {
-    uint64_t v = 0;
-    for (int shift = 0; shift < 70; shift += 7) {
-      if (pos_ >= data_.size()) return Error("truncated varint");
-      const uint8_t b = static_cast<uint8_t>(data_[pos_++]);
-      if (shift == 63 && b > 1) return Error("varint overflows 64 bits");
-      v |= static_cast<uint64_t>(b & 0x7f) << shift;
-      if (!(b & 0x80)) {
-        *out = v;
-        return absl::OkStatus();
-      }
-    }
-    return Error("varint longer than 10 bytes");
-  }
+  // The varint limits are protobuf's own (parse_context.h in 3.21, checked
+  // against the library in tests/unit/example_test.cc): a varint this
+  // decoder accepts, protobuf accepts with the same value, and the other
+  // way round:
+  //   values   at most 10 bytes; bits past the 64th are dropped (VarintParse);
+  //   tags     at most 5 bytes, kept modulo 2^32 (ReadTag);
+  //   lengths  at most 5 bytes and below 2^31 - 16 (ReadSize refuses sizes
+  //            of 2 GiB or more, and those near INT_MAX).
+  absl::Status Varint(uint64_t* out) { return VarintOfAtMost(10, "varint", out); }
 
   absl::Status Tag(uint32_t* field, WireType* type) {
-    uint64_t tag = 0;
-    if (auto s = Varint(&tag); !s.ok()) return s;
-    if ((tag >> 3) == 0 || (tag >> 3) > 0x1fffffff) return Error("invalid field number");
-    *field = static_cast<uint32_t>(tag >> 3);
-    *type = static_cast<WireType>(tag & 7);
+    uint64_t tag;
+    if (auto s = VarintOfAtMost(5, "tag", &tag); !s.ok()) return s;
+    const uint32_t tag32 = static_cast<uint32_t>(tag);
+    if ((tag32 >> 3) == 0) return Error("invalid field number");
+    *field = tag32 >> 3;
+    *type = static_cast<WireType>(tag32 & 7);
     return absl::OkStatus();
   }
 
   // Reads a LEN payload; `*sub_base` receives its payload offset.
   absl::Status Bytes(absl::string_view* out, size_t* sub_base) {
-    uint64_t n = 0;
-    if (auto s = Varint(&n); !s.ok()) return s;
+    uint64_t n;
+    if (auto s = VarintOfAtMost(5, "length", &n); !s.ok()) return s;
+    if (n > kMaxLength) return Error("length-delimited field of 2 GiB or more");
     if (n > data_.size() - pos_) return Error("length-delimited field runs past its end");
     *sub_base = base_ + pos_;
     *out = data_.substr(pos_, n);
@@ -75,6 +72,25 @@ class Cursor {
   }
 
  private:
+  // protobuf's ParseContext::kSlopBytes: ReadSize refuses a size above
+  // INT_MAX - 16.
+  static constexpr uint64_t kMaxLength = 0x7fffffff - 16;
+
+  // A varint of at most `max_bytes` bytes; bits past the 64th are dropped.
+  absl::Status VarintOfAtMost(int max_bytes, absl::string_view what, uint64_t* out) {
+    uint64_t v = 0;
+    for (int i = 0; i < max_bytes; ++i) {
+      if (pos_ >= data_.size()) return Error(absl::StrCat("truncated ", what));
+      const uint8_t b = static_cast<uint8_t>(data_[pos_++]);
+      v |= static_cast<uint64_t>(b & 0x7f) << (7 * i);  // 7 * 9 = 63: no shift past 63
+      if (!(b & 0x80)) {
+        *out = v;
+        return absl::OkStatus();
+      }
+    }
+    return Error(absl::StrCat(what, " longer than ", max_bytes, " bytes"));
+  }
+
   absl::string_view data_;
   size_t base_;
   const char* what_;

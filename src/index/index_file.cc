@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "tfrecordfs/base/coding.h"
@@ -32,6 +33,50 @@ static_assert(kIndexHeaderSize % 8 == 0, "offsets must start 8-byte aligned");
 
 absl::Status Bad(absl::string_view what) {
   return absl::DataLossError(absl::StrCat("not a valid index file: ", what));
+}
+
+// What a header walk from offset 0 guarantees of its result (the list is in
+// index_file.h, beside DecodeIndexFile). A CRC only proves the bytes are the
+// ones written; these prove they could have come from a walk, so a wrong
+// writer or a hand-edited file cannot shift or hide records.
+absl::Status CheckWalkInvariants(const record::WalkResult& walk) {
+  std::vector<uint64_t> at;  // where problems were recorded, sorted
+  at.reserve(walk.problems.size());
+  for (const auto& problem : walk.problems) {
+    if (problem.offset > walk.file_size) {
+      return Bad(absl::StrCat("a problem at byte offset ", problem.offset,
+                              " lies outside the shard (", walk.file_size, " bytes)"));
+    }
+    if (problem.message.size() > kMaxProblemMessage) {
+      return Bad(absl::StrCat("the problem message at byte offset ", problem.offset, " is ",
+                              problem.message.size(), " bytes long"));
+    }
+    at.push_back(problem.offset);
+  }
+  std::sort(at.begin(), at.end());
+  auto problem_at = [&at](uint64_t offset) {
+    return std::binary_search(at.begin(), at.end(), offset);
+  };
+  const std::vector<uint64_t>& o = walk.offsets;
+  if (o.front() != 0 && !problem_at(0)) {
+    return Bad(absl::StrCat("the first record starts at byte offset ", o.front(),
+                            ", not 0, and no damage was recorded at 0"));
+  }
+  for (size_t i = 1; i < o.size(); ++i) {
+    if (o[i] <= o[i - 1]) {
+      return Bad(absl::StrCat("offsets do not increase: record ", i - 1, " at byte offset ",
+                              o[i - 1], ", then byte offset ", o[i]));
+    }
+    if (o[i] - o[i - 1] < record::kFramingOverhead && !problem_at(o[i])) {
+      return Bad(absl::StrCat("record ", i - 1, " at byte offset ", o[i - 1], " spans only ",
+                              o[i] - o[i - 1], " bytes"));
+    }
+  }
+  if (o.back() != walk.file_size && !problem_at(o.back())) {
+    return Bad(absl::StrCat("the records end at byte offset ", o.back(), ", not at the shard's end (",
+                            walk.file_size, "), and no damage was recorded there"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -112,6 +157,48 @@ absl::StatusOr<uint64_t> IndexMainSize(absl::string_view header) {
   const uint64_t main_size = DecodeFixed64(header.data() + kMainSizeAt);
   if (main_size < kIndexHeaderSize + 8 + kIndexTrailerSize) return Bad("main part too short");
   return main_size;
+}
+
+absl::StatusOr<SizeRange> IndexFileSizeRange(absl::string_view header, uint64_t max_shard_size) {
+  if (header.size() < kIndexHeaderSize) return Bad("too short");
+  const char* h = header.data();
+  if (std::memcmp(h, kIndexMagic, sizeof kIndexMagic) != 0) return Bad("bad magic");
+  const uint32_t version = DecodeFixed32(h + kVersionAt);
+  if (version != kIndexVersion) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("index file version ", version, " (this build reads ", kIndexVersion, ")"));
+  }
+  const uint64_t file_size = DecodeFixed64(h + kFileSizeAt);
+  const uint64_t data_size = DecodeFixed64(h + kDataSizeAt);
+  const uint64_t n = DecodeFixed64(h + kNumRecordsAt);
+  const uint64_t num_problems = DecodeFixed32(h + kNumProblemsAt);
+  const uint64_t path_length = DecodeFixed32(h + kPathLengthAt);
+  const uint64_t num_checkpoints = DecodeFixed32(h + kNumCheckpointsAt);
+  const bool plain = (DecodeFixed32(h + kFlagsAt) & kCodecMask) == 0;
+  // A usable index describes the shard as it is or a prefix of it (grown).
+  if (file_size > max_shard_size) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "stale (size changed from ", file_size, " to ", max_shard_size, " bytes)"));
+  }
+  // Deflate expands at most 1032:1; a GZIP member takes at least 18 bytes.
+  if (plain ? data_size != file_size : data_size / 1032 > file_size + 1) {
+    return Bad("data size does not fit the shard");
+  }
+  if (num_checkpoints > file_size / 18 + 1) return Bad("checkpoint count does not fit");
+  // Each record takes at least 16 bytes; the walk records at most two
+  // problems per resynchronisation, and each moves it at least 12 bytes on.
+  // (num_problems is a u32 and n <= 2^61: no product below overflows.)
+  if (n > data_size / record::kFramingOverhead) return Bad("record count does not fit");
+  if (num_problems > 2 && num_problems - 2 > data_size) return Bad("problem count does not fit");
+  if (path_length > kMaxIndexPath) return Bad("path too long");
+  SizeRange r;
+  r.min = kIndexHeaderSize + 8 * (n + 1) + 12 * num_problems + path_length +
+          kCheckpointSize * num_checkpoints + kIndexTrailerSize;
+  r.max = r.min + num_problems * kMaxProblemMessage + 7;
+  r.windows = DecodeFixed64(h + kWindowsSizeAt);
+  // A stored window is a raw deflate of at most 32 KiB: < 33 KiB.
+  if (r.windows > num_checkpoints * (uint64_t{33} << 10)) return Bad("windows area does not fit");
+  return r;
 }
 
 absl::StatusOr<IndexFile> DecodeIndexFile(absl::string_view bytes) {
@@ -207,6 +294,7 @@ absl::StatusOr<IndexFile> DecodeIndexFile(absl::string_view bytes) {
     }
     out.checkpoints.push_back(c);
   }
+  if (auto s = CheckWalkInvariants(out.walk); !s.ok()) return s;
   return out;
 }
 

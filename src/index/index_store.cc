@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -47,11 +48,17 @@ std::string RealPath(int fd, const std::string& path) {
 }
 
 // Reads the main part of an index file (index_file.h: everything but the
-// checkpoint windows, which are read on demand): one read for files up to
-// 64 KiB (an index of ~8,000 records), more only when the header says so.
-// NotFound when absent. `*file_size` gets the whole file's size.
-absl::StatusOr<std::string> ReadIndexMain(const std::string& path, uint64_t* file_size) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+// checkpoint windows, which are read on demand) for a shard of
+// `shard_size` bytes. NotFound when absent. Nothing in an index directory
+// is trusted, so: O_NONBLOCK (opening a FIFO does not wait for a writer),
+// only a regular file is read, and its main part must have a size its own
+// header implies (IndexFileSizeRange) and fit in the file before anything
+// is allocated for it, so a huge or sparse file costs one small read. The
+// first pread takes up to 64 KiB (an index of ~8,000 records): a typical
+// index is one read. `*file_size` gets the whole file's size.
+absl::StatusOr<std::string> ReadIndexMain(const std::string& path, uint64_t shard_size,
+                                          uint64_t* file_size) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT || errno == ENOTDIR) return absl::NotFoundError(path);
     return ErrnoError(errno, path);
@@ -59,27 +66,35 @@ absl::StatusOr<std::string> ReadIndexMain(const std::string& path, uint64_t* fil
   UniqueFd owner(fd);
   struct stat st;
   if (::fstat(fd, &st) != 0) return ErrnoError(errno, path);
-  if (!S_ISREG(st.st_mode)) return absl::DataLossError("not a regular file");
+  if (!S_ISREG(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": not a regular file"));
+  }
   *file_size = static_cast<uint64_t>(st.st_size);
   constexpr size_t kFirstRead = 64 * 1024;
-  std::unique_ptr<char[]> buf(new char[kFirstRead]);  // not zero-filled
-  ssize_t got;
-  do {
-    got = ::pread(fd, buf.get(), kFirstRead, 0);
-  } while (got < 0 && errno == EINTR);
-  if (got < 0) return ErrnoError(errno, path);
-  auto main_size = IndexMainSize(absl::string_view(buf.get(), static_cast<size_t>(got)));
+  std::string first(static_cast<size_t>(std::min<uint64_t>(*file_size, kFirstRead)), '\0');
+  auto got = PreadUpTo(fd, first.data(), first.size(), 0, path);
+  if (!got.ok()) return got.status();
+  first.resize(*got);
+  auto main_size = IndexMainSize(first);
   if (!main_size.ok()) return main_size.status();
-  // Bounded by the file's own size before anything is allocated.
-  if (*main_size > *file_size) return absl::DataLossError("truncated");
-  if (*main_size <= static_cast<uint64_t>(got)) {
-    return std::string(buf.get(), static_cast<size_t>(*main_size));
+  auto range = IndexFileSizeRange(first, shard_size);
+  if (!range.ok()) return range.status();
+  if (*main_size < range->min || *main_size > range->max ||
+      *file_size != *main_size + range->windows) {
+    return absl::DataLossError(absl::StrCat(
+        "not a valid index file: ", *file_size, " bytes, but its header implies ",
+        range->min + range->windows, " to ", range->max + range->windows));
   }
-  std::string out(static_cast<size_t>(*main_size), '\0');
-  std::memcpy(out.data(), buf.get(), static_cast<size_t>(got));
-  auto rest = PreadUpTo(fd, out.data() + got, out.size() - got, static_cast<uint64_t>(got), path);
+  if (*main_size <= first.size()) {
+    first.resize(static_cast<size_t>(*main_size));
+    return first;
+  }
+  std::string out = std::move(first);
+  const size_t have = out.size();
+  out.resize(static_cast<size_t>(*main_size));
+  auto rest = PreadUpTo(fd, out.data() + have, out.size() - have, have, path);
   if (!rest.ok()) return rest.status();
-  out.resize(static_cast<size_t>(got) + *rest);
+  out.resize(have + *rest);  // a file that shrank meanwhile fails the CRC
   return out;
 }
 
@@ -319,7 +334,7 @@ absl::StatusOr<std::shared_ptr<const ShardIndex>> IndexStore::Load(int fd, const
   std::string why;
   for (const Candidate& c : options_.force_walk ? std::vector<Candidate>{} : candidates) {
     uint64_t stored_size = 0;
-    auto bytes = ReadIndexMain(c.file, &stored_size);
+    auto bytes = ReadIndexMain(c.file, size, &stored_size);
     if (!bytes.ok()) {
       if (!absl::IsNotFound(bytes.status())) {
         absl::StrAppend(&why, why.empty() ? "" : "; ", c.file, ": ", bytes.status().message());
@@ -328,7 +343,7 @@ absl::StatusOr<std::shared_ptr<const ShardIndex>> IndexStore::Load(int fd, const
     }
     auto file = DecodeIndexFile(*bytes);
     if (file.ok() && file->main_size + file->windows_size != stored_size) {
-      file = absl::DataLossError("not a valid index file: the windows area is cut short");
+      file = absl::DataLossError("not a valid index file: the windows area is cut short");  // raced
     }
     if (!file.ok()) {
       absl::StrAppend(&why, why.empty() ? "" : "; ", c.file, ": ", file.status().message());

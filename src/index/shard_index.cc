@@ -4,11 +4,11 @@
 
 #include <algorithm>
 
-#include "absl/strings/str_cat.h"
-
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/utf8.h"
 #include "tfrecordfs/record/format.h"
 
 namespace tfrecordfs::index {
@@ -24,6 +24,24 @@ ShardIndex::ShardIndex(std::string path, uint64_t file_size, int64_t mtime_ns,
       checkpoints_(std::move(checkpoints)) {
   offsets_.shrink_to_fit();
   if (offsets_.empty()) offsets_.push_back(0);
+}
+
+std::vector<std::string> FormatProblems(absl::string_view path,
+                                        const std::vector<record::WalkProblem>& problems,
+                                        size_t max_lines) {
+  std::vector<std::string> lines;
+  const std::string shown_path = EscapeForLog(path);
+  const size_t shown = std::min(problems.size(), max_lines);
+  lines.reserve(shown + 1);
+  for (size_t i = 0; i < shown; ++i) {
+    lines.push_back(absl::StrCat(shown_path, ": byte offset ", problems[i].offset, ": ",
+                                 EscapeForLog(problems[i].message)));
+  }
+  if (problems.size() > shown) {
+    lines.push_back(
+        absl::StrCat(shown_path, ": ... and ", problems.size() - shown, " more problem(s)"));
+  }
+  return lines;
 }
 
 namespace {

@@ -442,8 +442,22 @@ absl::Status Packer::Run() {
     for (size_t k = 0; k < ps.count; ++k) js.records.push_back(records_[ps.first + k].name);
     journal_.shards.push_back(std::move(js));
   }
-  if (auto s = WriteFileAtomically(journal_path_, EncodeJournal(journal_)); !s.ok()) {
+  const std::string journal_bytes = EncodeJournal(journal_);
+  if (!o_.journal_reserve.empty()) {
+    // Give the journal the reserved blocks (the store allocates them again
+    // when it is next opened). An error shows in the journal write below.
+    (void)UnlinkIfExists(o_.journal_reserve);
+  }
+  if (auto s = WriteFileAtomically(journal_path_, journal_bytes); !s.ok()) {
     // WriteFileAtomically removed its temp file; nothing else exists yet.
+    if (ErrnoOf(s) == ENOSPC || ErrnoOf(s) == EDQUOT) {
+      return Annotate(
+          s, absl::StrCat("the file system of ", Dirname(journal_path_),
+                          " is full: the pack journal (", journal_bytes.size(),
+                          " bytes, twice that while it is committed) does not fit even in the "
+                          "space set aside for it, so nothing was packed and every record stays "
+                          "staged; free space there, and the next mount packs them on unmount: "));
+    }
     return Annotate(s, "writing the pack journal: ");
   }
   faults_.At("after_journal");

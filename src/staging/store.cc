@@ -48,6 +48,28 @@ absl::Status CheckName(absl::string_view name) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// Makes `path` a file of kJournalReserveBytes allocated blocks (see
+// store.h). posix_fallocate really allocates (and falls back to writing
+// zeros where the file system cannot), unlike a sparse ftruncate.
+void ReserveJournalSpace(const std::string& path) {
+  auto fd = OpenFile(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  absl::Status s = fd.status();
+  if (s.ok()) {
+    const int err = ::posix_fallocate(fd->get(), 0, static_cast<off_t>(kJournalReserveBytes));
+    if (err != 0) s = ErrnoError(err, path);
+  }
+  if (!s.ok()) {
+    log::Warning("cannot set ", kJournalReserveBytes >> 20,
+                 " MiB aside for the pack journal in the staging store: ", s.message(),
+                 "; if its file system fills up, staged records may not be packed until space "
+                 "is freed");
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir, KindHint hint) {
   if (auto s = MkdirAll(dir + "/records", 0700); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("cannot create the staging store: ", s.message()));
@@ -71,6 +93,7 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir, KindH
   if (::fstat(root->get(), &st) != 0) return ErrnoError(errno, store->records_dir());
   store->root_ino_ = st.st_ino;
   store->dev_ = st.st_dev;
+  ReserveJournalSpace(store->journal_reserve_path());
   std::lock_guard<std::mutex> lock_nodes(store->mu_);
   store->nodes_[st.st_ino] = Node{root->release(), 1};
   return store;

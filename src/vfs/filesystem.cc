@@ -287,8 +287,8 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
       return absl::ResourceExhaustedError(
           absl::StrCat("more than ", kMaxShards, " shards in the sources"));
     }
-    for (const auto& problem : p.index->problems()) {
-      log::Warning(node.real_path, ": byte offset ", problem.offset, ": ", problem.message);
+    for (const std::string& line : index::FormatProblems(node.real_path, p.index->problems())) {
+      log::Warning(line);
     }
     if (!p.index->problems().empty()) {
       log::Warning(node.real_path, ": damaged shard: ", p.index->num_records(),

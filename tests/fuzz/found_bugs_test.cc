@@ -49,6 +49,18 @@ TEST(FoundBugs, EmptyPackedFloatRun) {
 // hostile corpus: an ExampleListWithContext without its context parsed as an
 // Example of kindless features named by serialized map entries (an empty
 // record folder); it is shown raw now.
+// example_fuzzer (issue 15, item 9): a length varint of 6 bytes, which
+// protobuf refuses, decoded as an empty Example, so the mount showed an
+// empty record folder instead of record.bin.
+TEST(FoundBugs, SixByteLengthVarintIsNotAnExample) {
+  auto t = example::DecodeExample(std::string("\x0a\x80\x80\x80\x80\x80\x00", 7));
+  ASSERT_FALSE(t.ok());
+  EXPECT_TRUE(absl::StrContains(t.status().message(), "length longer than 5 bytes"))
+      << t.status();
+  // Five bytes is protobuf's limit: an empty Features, as protobuf reads it.
+  EXPECT_TRUE(example::DecodeExample(std::string("\x0a\x80\x80\x80\x80\x00", 6)).ok());
+}
+
 TEST(FoundBugs, ExampleListWithoutContextIsNotAnExample) {
   const std::string inner = Len(1, Entry("relevance", Len(3, Len(1, Varint(1)))));
   auto t = example::DecodeExample(Len(1, inner) + Len(1, inner));

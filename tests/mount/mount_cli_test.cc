@@ -142,6 +142,44 @@ TEST(DaemonTest, DetachesOnlyOnceTheMountIsReady) {
   EXPECT_EQ(::stat((mnt + "/" + rel).c_str(), &st), -1);
 }
 
+// Issue 15, item 1: `cd dir && tfrecordfs src mnt` with every path relative.
+// The detached daemon runs in "/", so a path kept relative would name
+// nothing there: plain files (opened on read), the staging store and the
+// pack output (used after unmount) must all have been made absolute.
+TEST(DaemonTest, RelativePathsWorkAfterDetaching) {
+  TFRFS_SKIP_WITHOUT_FUSE();
+  TempDir tmp;
+  const GenDataset ds = WriteDataset(tmp.Subdir("src"), 3);
+  tmp.Subdir("mnt");
+  tmp.Subdir("out");
+  const std::string mnt = std::filesystem::canonical(tmp.path() + "/mnt").string();
+  DetachedGuard guard(mnt);
+  const std::string in_tmp = "cd " + ShellQuote(tmp.path()) + " && ";
+  CommandResult r = Shell(in_tmp + ShellQuote(Bin()) +
+                          " -o staging_dir=store,output_dir=out src mnt");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const ExpectedTree expected = ds.Expected();
+  // A plain file is opened by its source path only when read.
+  for (const std::string rel : {"dataset_info.json", "train-00000-of-00002/03/record.bin"}) {
+    EXPECT_EQ(ReadWholeFile(mnt + "/" + rel), expected.at(rel).content) << rel;
+  }
+  // A staged record is packed after unmount, from the store into out/.
+  CommandResult st = Shell(in_tmp + "mkdir mnt/staging/r && echo 7 > mnt/staging/r/label");
+  ASSERT_EQ(st.exit_code, 0) << st.err;
+  CommandResult u = Shell(in_tmp + ShellQuote(Bin()) + " unmount mnt");
+  EXPECT_EQ(u.exit_code, 0) << u.out << u.err;
+  EXPECT_TRUE(DaemonGone(mnt));
+  size_t shards = 0;
+  for (const auto& e : std::filesystem::directory_iterator(tmp.path() + "/out")) {
+    shards += e.path().extension() == ".tfrecord";
+  }
+  EXPECT_EQ(shards, 1u) << "the staged record was not packed into out/: " << u.out << u.err;
+  EXPECT_FALSE(std::filesystem::exists(tmp.path() + "/store/records/r"));
+  // Nothing was created relative to "/" by the daemon.
+  EXPECT_FALSE(std::filesystem::exists("/store"));
+  EXPECT_FALSE(std::filesystem::exists("/out"));
+}
+
 // fstab style: mount(8) -> mount.fuse3 -> `/bin/sh -c 'tfrecordfs' SOURCE MNT
 // -o OPTS`. mount.fuse3 finds the program by the type's subtype name in PATH.
 // util-linux mount(8) removes PATH from the helper's environment (the shell

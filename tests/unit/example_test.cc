@@ -487,6 +487,44 @@ TEST(WireTest, LongVarints) {
   EXPECT_EQ((std::vector<int64_t>{std::numeric_limits<int64_t>::min(), 1}), t.at("n").int64s);
 }
 
+// Issue 15, item 9: varints are held to protobuf's limits exactly, both
+// ways: accepted by both (with the same content) or refused by both. The
+// first case is what the example fuzzer found: a 6-byte length varint,
+// which protobuf refuses, showed the payload as an empty record.
+TEST(WireTest, VarintLimitsMatchProtobuf) {
+  const std::string ones9(9, '\xff');
+  const std::string zeros9(9, '\x80');
+  auto value = [](const std::string& v) { return ExampleOf(Entry("n", Len(3, Tag(1, 0) + v))); };
+  auto packed = [](const std::string& v) { return ExampleOf(Entry("n", Len(3, Len(1, v)))); };
+  auto bytes = [](const char* s, size_t n) { return std::string(s, n); };
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"6-byte length", bytes("\x0a\x80\x80\x80\x80\x80\x00", 7)},
+      {"5-byte length 0", bytes("\x0a\x80\x80\x80\x80\x00", 6)},
+      {"5-byte length 2^31", bytes("\x0a\x80\x80\x80\x80\x08", 6)},
+      {"5-byte length 2^32 (0 modulo 2^32)", bytes("\x0a\x80\x80\x80\x80\x10", 6)},
+      {"5-byte length 2^31 - 1", bytes("\x0a\xff\xff\xff\xff\x07", 6)},
+      {"6-byte length of a map entry", ExampleOf(bytes("\x0a\x80\x80\x80\x80\x80\x00", 7))},
+      {"6-byte length of a bytes value",
+       ExampleOf(Entry("b", Len(1, bytes("\x0a\x81\x80\x80\x80\x80\x00", 7) + "x")))},
+      {"5-byte tag", bytes("\x8a\x80\x80\x80\x00\x00", 6)},
+      {"5-byte tag, field 1 modulo 2^32", bytes("\x8a\x80\x80\x80\x10\x00", 6)},
+      {"6-byte tag", bytes("\x8a\x80\x80\x80\x80\x00\x00", 7)},
+      {"10-byte value, last byte 0x01", value(ones9 + "\x01")},
+      {"10-byte value, last byte 0x02", value(ones9 + "\x02")},
+      {"10-byte value, last byte 0x7f", value(zeros9 + "\x7f")},
+      {"11-byte value", value(ones9 + bytes("\x80\x00", 2))},
+      {"packed 10-byte value, last byte 0x7f", packed(zeros9 + "\x7f")},
+      {"packed 11-byte value", packed(ones9 + bytes("\x80\x00", 2))},
+  };
+  for (const auto& [name, payload] : cases) {
+    auto ours = DecodeExample(payload);
+    proto::Example ex;
+    const bool theirs = ex.ParseFromString(payload);
+    EXPECT_EQ(theirs, ours.ok()) << name << ": " << ours.status();
+    if (theirs && ours.ok()) EXPECT_EQ(FromProto(ex), FromTable(*ours)) << name;
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Rejections.
 

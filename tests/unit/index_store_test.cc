@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "tfrecordfs/index/index_file.h"
 #include "tfrecordfs/index/index_store.h"
 #include "tfrecordfs/index/shard_index.h"
+#include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/record/writer.h"
 
 namespace tfrecordfs::index {
@@ -138,7 +140,8 @@ TEST(IndexFileTest, RoundTrip) {
   std::memcpy(f.last_header.data(), "ba9876543210", 12);
   f.path = "/data/x.tfrecord";
   f.walk.offsets = {0, 16, 100, 900};
-  f.walk.problems = {{100, "length CRC mismatch"}, {120, ""}};
+  // Consistent with a walk: it stopped at damage at 900.
+  f.walk.problems = {{100, "length CRC mismatch"}, {900, ""}};
   const std::string bytes = EncodeIndexFile(f);
   EXPECT_EQ(0u, (kIndexHeaderSize) % 8);
   EXPECT_EQ(std::string(kIndexMagic, 8), bytes.substr(0, 8));
@@ -202,6 +205,179 @@ TEST(IndexFileTest, OtherVersionFlagsAndBadOffsetsAreRejected) {
   std::string huge = good;
   EncodeFixed64(huge.data() + 56, uint64_t{1} << 61);  // record count
   EXPECT_FALSE(DecodeIndexFile(WithFixedCrc(huge)).ok());
+}
+
+// Issue 15, item 2: an index whose CRC is right (EncodeIndexFile computes
+// it) but whose offsets no walk could have produced is refused.
+TEST_F(IndexStoreTest, OffsetsNoWalkCouldGiveAreRefusedDespiteTheirCrc) {
+  const std::vector<uint64_t> walk = FullWalk();
+  ASSERT_EQ(51u, walk.size());
+  struct stat st;
+  ASSERT_EQ(0, ::stat(shard_.c_str(), &st));
+  IndexFile good;
+  good.file_size = static_cast<uint64_t>(st.st_size);
+  good.path = shard_;
+  good.walk.file_size = good.file_size;
+  good.walk.offsets = walk;
+  ASSERT_TRUE(DecodeIndexFile(EncodeIndexFile(good)).ok());
+
+  struct Case {
+    const char* name;
+    std::function<void(IndexFile*)> corrupt;
+    const char* why;  // part of the error message
+  };
+  const std::vector<Case> cases = {
+      {"first offset dropped", [](IndexFile* f) { f->walk.offsets.erase(f->walk.offsets.begin()); },
+       "not 0"},
+      {"last offset dropped", [](IndexFile* f) { f->walk.offsets.pop_back(); },
+       "not at the shard's end"},
+      {"an offset repeated",
+       [](IndexFile* f) { f->walk.offsets.insert(f->walk.offsets.begin() + 7, f->walk.offsets[7]); },
+       "do not increase"},
+      {"a record split", [](IndexFile* f) {
+         f->walk.offsets.insert(f->walk.offsets.begin() + 8, f->walk.offsets[7] + 8);
+       },
+       "spans only 8 bytes"},
+      // A "grown" base: the index claims the shard ended inside its last
+      // record, so the store would walk on from a non-boundary.
+      {"fake grown base",
+       [](IndexFile* f) {
+         f->walk.offsets.back() = f->walk.offsets[f->walk.offsets.size() - 2] + 4;
+         f->file_size = f->walk.file_size = f->walk.offsets.back();
+       },
+       "spans only 4 bytes"},
+      {"a problem past the end",
+       [](IndexFile* f) { f->walk.problems.push_back({f->file_size + 1, "x"}); },
+       "outside the shard"},
+      {"an endless problem message",
+       [](IndexFile* f) {
+         f->walk.problems.push_back({0, std::string(kMaxProblemMessage + 1, 'x')});
+       },
+       "bytes long"},
+  };
+  for (const Case& c : cases) {
+    IndexFile bad = good;
+    c.corrupt(&bad);
+    auto d = DecodeIndexFile(EncodeIndexFile(bad));
+    ASSERT_FALSE(d.ok()) << c.name;
+    EXPECT_TRUE(absl::IsDataLoss(d.status())) << c.name << ": " << d.status();
+    EXPECT_NE(std::string(d.status().message()).find(c.why), std::string::npos)
+        << c.name << ": " << d.status();
+  }
+
+  // The same corruptions in the cache: the shard is walked, never misread.
+  for (const Case& c : cases) {
+    IndexStore store(CacheOnly());
+    IndexFile bad = good;
+    char real[PATH_MAX];
+    ASSERT_NE(nullptr, ::realpath(shard_.c_str(), real));
+    bad.path = real;
+    bad.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+    c.corrupt(&bad);
+    ASSERT_TRUE(::mkdir(cache_.c_str(), 0755) == 0 || errno == EEXIST);
+    WriteBytes(CacheFile(store), EncodeIndexFile(bad));
+    LoadInfo info;
+    auto idx = Load(store, &info);
+    ASSERT_NE(nullptr, idx) << c.name;
+    EXPECT_EQ(IndexSource::kWalked, info.source) << c.name;
+    EXPECT_EQ(walk, idx->offsets()) << c.name;
+  }
+}
+
+// What a damaged shard's walk records still passes those checks.
+TEST_F(IndexStoreTest, DamagedWalksPassTheInvariants) {
+  const std::string clean = Framed(0, 20);
+  for (size_t at = 0; at < clean.size(); at += 7) {
+    std::string bytes = clean;
+    bytes[at] ^= 0x40;
+    WriteBytes(shard_, bytes);
+    auto fd = OpenFile(shard_, O_RDONLY);
+    ASSERT_TRUE(fd.ok());
+    auto walk = record::WalkHeaders(fd->get(), shard_, bytes.size());
+    ASSERT_TRUE(walk.ok());
+    IndexFile f;
+    f.file_size = bytes.size();
+    f.walk = *walk;
+    auto d = DecodeIndexFile(EncodeIndexFile(f));
+    EXPECT_TRUE(d.ok()) << "flipped byte " << at << ": " << d.status();
+  }
+  for (size_t cut = 1; cut < clean.size(); cut += 5) {
+    WriteBytes(shard_, clean.substr(0, cut));
+    auto fd = OpenFile(shard_, O_RDONLY);
+    ASSERT_TRUE(fd.ok());
+    auto walk = record::WalkHeaders(fd->get(), shard_, cut);
+    ASSERT_TRUE(walk.ok());
+    IndexFile f;
+    f.file_size = cut;
+    f.walk = *walk;
+    auto d = DecodeIndexFile(EncodeIndexFile(f));
+    EXPECT_TRUE(d.ok()) << "cut at " << cut << ": " << d.status();
+  }
+}
+
+// Issue 15, item 3: nothing named like an index file is read blindly.
+TEST_F(IndexStoreTest, FifoInPlaceOfAnIndexIsSkippedWithoutWaiting) {
+  IndexStore store(CacheOnly());
+  ASSERT_EQ(0, ::mkdir(cache_.c_str(), 0755));
+  // Opening a FIFO for reading without O_NONBLOCK waits for a writer: the
+  // test would hang here without the fix.
+  ASSERT_EQ(0, ::mkfifo(CacheFile(store).c_str(), 0644));
+  LoadInfo info;
+  auto idx = Load(store, &info);
+  ASSERT_NE(nullptr, idx);
+  EXPECT_EQ(IndexSource::kWalked, info.source);
+  EXPECT_NE(info.why_walked.find("not a regular file"), std::string::npos) << info.why_walked;
+}
+
+TEST_F(IndexStoreTest, IndexFileOfAnotherSizeThanItsHeaderImpliesIsNotRead) {
+  Prime();
+  IndexStore store(CacheOnly());
+  const std::string file = CacheFile(store);
+  const std::string good = ReadBytes(file);
+  // A sparse 40 GB file: refused by its size, before anything is allocated
+  // for it (the old reader resized a string to st_size: std::bad_alloc).
+  ASSERT_EQ(0, ::truncate(file.c_str(), off_t{40} << 30));
+  LoadInfo info;
+  auto idx = Load(store, &info);
+  ASSERT_NE(nullptr, idx);
+  EXPECT_EQ(IndexSource::kWalked, info.source);
+  EXPECT_NE(info.why_walked.find("but its header implies"), std::string::npos) << info.why_walked;
+  // All zeros (no header at all): refused by its magic.
+  ASSERT_EQ(0, ::unlink(file.c_str()));
+  WriteBytes(file, "");
+  ASSERT_EQ(0, ::truncate(file.c_str(), off_t{40} << 30));
+  idx = Load(store, &info);
+  ASSERT_NE(nullptr, idx);
+  EXPECT_EQ(IndexSource::kWalked, info.source);
+  EXPECT_NE(info.why_walked.find("bad magic"), std::string::npos) << info.why_walked;
+  // One byte short or long of an exact size: refused the same way.
+  for (const std::string& bytes : {good.substr(0, good.size() - 1), good + "x"}) {
+    WriteBytes(file, bytes);
+    idx = Load(store, &info);
+    ASSERT_NE(nullptr, idx);
+    EXPECT_EQ(IndexSource::kWalked, info.source);
+    EXPECT_NE(info.why_walked.find("but its header implies"), std::string::npos) << info.why_walked;
+  }
+}
+
+TEST(IndexFileTest, SizeRangeFollowsTheHeader) {
+  IndexFile f;
+  f.file_size = 64;
+  f.path = "/p";
+  f.walk.offsets = {0, 32, 64};
+  f.walk.problems = {{40, "abc"}};
+  const std::string bytes = EncodeIndexFile(f);
+  auto r = IndexFileSizeRange(bytes.substr(0, kIndexHeaderSize), 64);
+  ASSERT_TRUE(r.ok()) << r.status();
+  // Message lengths unknown: 0 to the bound (and 0-7 bytes of padding).
+  EXPECT_LE(r->min, bytes.size());
+  EXPECT_GE(r->max, bytes.size());
+  EXPECT_EQ(r->min + kMaxProblemMessage + 7, r->max);
+  EXPECT_EQ(r->windows, 0u);
+  // An index made for a longer shard than the one at hand is useless.
+  EXPECT_FALSE(IndexFileSizeRange(bytes.substr(0, kIndexHeaderSize), 63).ok());
+  EXPECT_FALSE(IndexFileSizeRange(bytes.substr(0, kIndexHeaderSize - 1), 64).ok());
+  EXPECT_FALSE(IndexFileSizeRange(std::string(kIndexHeaderSize, '\0'), 64).ok());
 }
 
 TEST_F(IndexStoreTest, SaveThenLoadFromCache) {

@@ -7,6 +7,7 @@
 
 #include "gtest/gtest.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/utf8.h"
 #include "tfrecordfs/index/shard_index.h"
 #include "tfrecordfs/record/format.h"
 #include "tfrecordfs/record/writer.h"
@@ -137,6 +138,31 @@ TEST(ShardIndexTest, EmptyWalkStillHasAnEndOffset) {
   ShardIndex i("/p", 0, 0, record::WalkResult{});
   EXPECT_EQ(0u, i.num_records());
   EXPECT_EQ(1u, i.offsets().size());
+}
+
+// Issue 15, item 10: what is logged of a shard's problems.
+TEST(EscapeForLogTest, ControlBytesAndInvalidUtf8AreEscaped) {
+  EXPECT_EQ("plain text, caf\xc3\xa9 \xe6\x97\xa5", EscapeForLog("plain text, caf\xc3\xa9 \xe6\x97\xa5"));
+  EXPECT_EQ("a\\nb\\tc\\\\d", EscapeForLog("a\nb\tc\\d"));
+  EXPECT_EQ("\\x1b[31mred\\x1b[0m", EscapeForLog("\x1b[31mred\x1b[0m"));
+  EXPECT_EQ("\\x00\\x7f\\x0d", EscapeForLog(std::string("\0\x7f\r", 3)));
+  EXPECT_EQ("\\xff\\xc3", EscapeForLog("\xff\xc3"));  // invalid, truncated
+  EXPECT_EQ("\\xc2\\x9b2J", EscapeForLog("\xc2\x9b" "2J"));  // C1 CSI
+  EXPECT_EQ("\xc2\xa0", EscapeForLog("\xc2\xa0"));  // U+00A0 is printable
+}
+
+TEST(FormatProblemsTest, EscapedAndCapped) {
+  std::vector<record::WalkProblem> problems;
+  for (uint64_t i = 0; i < 25; ++i) problems.push_back({i * 100, "bad\n\x1b[2Jthing"});
+  const std::vector<std::string> lines = FormatProblems("/d/x\n.tfrecord", problems, 20);
+  ASSERT_EQ(21u, lines.size());
+  EXPECT_EQ("/d/x\\n.tfrecord: byte offset 0: bad\\n\\x1b[2Jthing", lines[0]);
+  EXPECT_EQ("/d/x\\n.tfrecord: byte offset 1900: bad\\n\\x1b[2Jthing", lines[19]);
+  EXPECT_EQ("/d/x\\n.tfrecord: ... and 5 more problem(s)", lines[20]);
+  for (const std::string& line : lines) EXPECT_EQ(std::string::npos, line.find('\n'));
+  problems.resize(20);
+  EXPECT_EQ(20u, FormatProblems("p", problems, 20).size());
+  EXPECT_TRUE(FormatProblems("p", {}).empty());
 }
 
 }  // namespace

@@ -77,6 +77,12 @@ inline constexpr size_t kCheckpointSize = 40;
 inline constexpr size_t kIndexTrailerSize = 4;
 inline constexpr char kIndexSuffix[] = ".tfri";
 
+// The longest problem message an index file may hold. The walk's own are
+// under 200 bytes; the bound lets a reader size a file from its header.
+inline constexpr size_t kMaxProblemMessage = 4096;
+// The longest stored shard path (PATH_MAX).
+inline constexpr size_t kMaxIndexPath = 4096;
+
 using HeaderBytes = std::array<char, record::kHeaderSize>;
 
 // The decoded contents of an index file.
@@ -106,19 +112,46 @@ std::string EncodeIndexFile(const IndexFile& file);
 // The size EncodeIndexFile gives `file` without its windows (main_size).
 uint64_t EncodedMainSize(const IndexFile& file);
 
-// The size of the part of an index file that DecodeIndexFile reads (up to
-// and including the crc), from its first kIndexHeaderSize bytes; DataLoss
-// when they are not an index header of this version.
+// The main_size field of an index header (its first kIndexHeaderSize bytes);
+// DataLoss when they are not an index header, FailedPrecondition for
+// another version.
 absl::StatusOr<uint64_t> IndexMainSize(absl::string_view header);
 
 // Parses and checks an index file's main part (`bytes` holds at least
-// main_size bytes; more is allowed and ignored): magic, version, flags, sizes
-// that add up exactly, the trailing CRC, offsets that never decrease and end
-// at or before data_size, and checkpoints in order, inside the file and the
-// data, with windows inside the windows area. Errors are DataLoss (damaged,
+// main_size bytes; more is allowed and ignored): magic, version, flags,
+// sizes that add up exactly, the trailing CRC, checkpoints in order, inside
+// the file and the data, with windows inside the windows area, and every
+// invariant a header walk (record::WalkHeaders from offset 0) guarantees, so
+// that a file whose CRC was recomputed over wrong offsets is still refused:
+//   - offsets start at 0, unless a problem was recorded at byte 0;
+//   - they strictly increase, and each record spans at least 16 bytes
+//     unless a problem was recorded where it ends (a resynchronisation may
+//     land as close as 12 bytes after the previous record's start);
+//   - the last offset is data_size, unless a problem was recorded there
+//     (the walk stopped at damage it could not step over);
+//   - every problem lies inside the data (offset <= data_size: a
+//     compressed stream that stops inflating is recorded at its end) and
+//     its message is at most kMaxProblemMessage bytes.
+// (Problems are not sorted: a resynchronisation may step back before the
+// position where damage was found.) Errors are DataLoss (damaged,
 // truncated, not an index) or FailedPrecondition (another version); either
 // way the caller rebuilds.
 absl::StatusOr<IndexFile> DecodeIndexFile(absl::string_view bytes);
+
+// The sizes, in bytes, a valid index file's main part (main_size) can have
+// given its first kIndexHeaderSize bytes (`header`), for a shard of at most
+// `max_shard_size` bytes: min has every problem message empty, max every one
+// kMaxProblemMessage long (and, for a compressed shard, as many checkpoints
+// as the file could hold). Lets a reader refuse a file of any other size
+// before allocating for it. Errors: DataLoss (bad magic, counts that cannot
+// describe such a shard), FailedPrecondition (another version, or made for
+// a longer shard: stale).
+struct SizeRange {
+  uint64_t min = 0;  // of the main part
+  uint64_t max = 0;
+  uint64_t windows = 0;  // the windows area after it (exact)
+};
+absl::StatusOr<SizeRange> IndexFileSizeRange(absl::string_view header, uint64_t max_shard_size);
 
 }  // namespace tfrecordfs::index
 

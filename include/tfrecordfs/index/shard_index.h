@@ -64,6 +64,19 @@ class ShardIndex {
   std::shared_ptr<const source::CheckpointTable> checkpoints_;
 };
 
+// How many of a shard's problems are logged at mount; the rest are only
+// counted (a badly damaged shard can have 100,000).
+inline constexpr size_t kMaxProblemsLogged = 20;
+
+// The log lines for a shard's walk problems: "<path>: byte offset N:
+// <message>" for the first `max_lines`, then "<path>: ... and N more
+// problem(s)". Path and messages go through EscapeForLog: messages may come
+// from an index file, which whoever can write the index directory controls,
+// and a file name may hold a newline.
+std::vector<std::string> FormatProblems(absl::string_view path,
+                                        const std::vector<record::WalkProblem>& problems,
+                                        size_t max_lines = kMaxProblemsLogged);
+
 // True for names TFRecord writers use: *.tfrecord(s), *.record(s), *.tfr,
 // names containing "tfrecord", and sharded names like "x-00001-of-00010".
 bool LooksLikeShardName(absl::string_view name);

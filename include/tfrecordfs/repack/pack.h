@@ -79,6 +79,11 @@ struct PackOptions {
   // Where the pack journal lives. The staging store puts it beside
   // records_dir; empty means `<output_dir>/.tfrecordfs-pack.journal`.
   std::string journal_path;
+  // A file holding space set aside for the journal on its file system (the
+  // staging store's journal.reserve, see staging/store.h), or empty. It is
+  // deleted just before the journal is first written, so that a store whose
+  // file system filled up still has room for the journal.
+  std::string journal_reserve;
   // Delete the packed folders after the commit. The offline `pack` command
   // sets false: it never deletes its input.
   bool remove_packed = true;

@@ -3,6 +3,9 @@
 //   <dir>/
 //     records/        what MOUNT/staging/ shows; each folder is one record
 //     pack.journal    present only while a pack is in flight (repack/pack.h)
+//     journal.reserve kJournalReserveBytes set aside for pack.journal: the
+//                     pack deletes it before writing the journal, so that a
+//                     store whose file system filled up can still be packed
 //     last-pack.txt   the report of the last pack (read by `tfrecordfs unmount`)
 //     lock            flock()ed exclusively by the daemon that owns the store
 //
@@ -53,10 +56,17 @@ enum SetAttrBits : int {
   kSetMtimeNow = 32,
 };
 
+// What journal.reserve holds. The journal takes about 8 bytes plus the
+// folder name per staged record, and needs room for two copies while it is
+// replaced (COMMITTED): 4 MiB covers ~100,000 records with 12-byte names.
+inline constexpr uint64_t kJournalReserveBytes = uint64_t{4} << 20;
+
 class Store {
  public:
   // Creates the layout if needed and takes the exclusive lock; fails with a
   // message naming the holder's pid when another daemon owns the store.
+  // Then (re)allocates journal.reserve; a file system too full for it only
+  // gets a warning.
   static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& dir, KindHint hint);
   ~Store();
 
@@ -65,6 +75,7 @@ class Store {
   std::string journal_path() const { return dir_ + "/pack.journal"; }
   std::string report_path() const { return dir_ + "/last-pack.txt"; }
   std::string lock_path() const { return dir_ + "/lock"; }
+  std::string journal_reserve_path() const { return dir_ + "/journal.reserve"; }
 
   // The node of records/ (the staging root). Never forgotten.
   uint64_t root() const { return root_ino_; }

@@ -15,6 +15,8 @@
 #include "generated_dataset.h"
 #include "gtest/gtest.h"
 #include "mount_harness.h"
+#include "tfrecordfs/index/index_file.h"
+#include "tfrecordfs/index/shard_index.h"
 #include "tfrecordfs/record/writer.h"
 
 namespace tfrecordfs::mount_test {
@@ -179,6 +181,80 @@ TEST_F(IndexMountTest, IndexCommandFeedsIndexDir) {
   StopOk(&m);
   EXPECT_NE(m.Stderr().find("from index_dir"), std::string::npos) << m.Stderr();
   EXPECT_EQ(m.Stderr().find(" walked"), std::string::npos) << m.Stderr();
+}
+
+// Issue 15, items 2 and 3: -o index_dir may be storage other users write.
+// In it: a FIFO named like an index (opening it blocked the mount forever),
+// a valid index grown into a 40 GB sparse file (std::bad_alloc), and an
+// index whose first offset was dropped with its CRC recomputed (every
+// record shifted). Each shard is walked instead and the mount shows exactly
+// what a mount without indexes shows.
+TEST_F(IndexMountTest, HostileIndexDirIsWalkedPast) {
+  const std::string shared = tmp_.path() + "/shared";
+  CommandResult r = RunCommand({BinaryPath(), "index", "--index-dir", shared, src_});
+  ASSERT_EQ(0, r.exit_code) << r.out << r.err;
+  const std::string fifo = shared + "/" + kShardBig + ".tfri";
+  const std::string sparse = shared + "/" + kShardOne + ".tfri";
+  const std::string poisoned = shared + "/" + kShardNested + ".tfri";
+  ASSERT_TRUE(std::filesystem::exists(poisoned));
+  ASSERT_EQ(0, ::unlink(fifo.c_str()));
+  ASSERT_EQ(0, ::mkfifo(fifo.c_str(), 0644));
+  ASSERT_EQ(0, ::truncate(sparse.c_str(), off_t{40} << 30));
+  {
+    auto f = index::DecodeIndexFile(ReadWholeFile(poisoned));
+    ASSERT_TRUE(f.ok()) << f.status();
+    ASSERT_GE(f->walk.offsets.size(), 3u);
+    f->walk.offsets.erase(f->walk.offsets.begin());
+    WriteWholeFile(poisoned, index::EncodeIndexFile(*f));
+  }
+
+  std::map<std::string, WalkedNode> plain_listing;
+  {
+    Mount plain;
+    ASSERT_EQ("", plain.Start({src_}, {"-o", "noindexcache"}));
+    plain_listing = Listing(plain);
+    StopOk(&plain);
+  }
+  Mount m;
+  ASSERT_EQ("", m.Start({src_}, {"-o", "index_dir=" + shared + ",noindexcache,verbose"}));
+  ExpectSameListing(plain_listing, Listing(m));
+  StopOk(&m);
+  const std::string log = m.Stderr();
+  EXPECT_NE(log.find("not a regular file"), std::string::npos) << log;
+  EXPECT_NE(log.find("but its header implies"), std::string::npos) << log;
+  EXPECT_NE(log.find("not 0"), std::string::npos) << log;
+  EXPECT_NE(log.find("3 walked"), std::string::npos) << log;
+}
+
+// Issue 15, item 10: problem messages come from index files too. Logged
+// at mount, they are escaped (no raw newline or terminal escape reaches the
+// log) and capped per shard.
+TEST_F(IndexMountTest, ProblemMessagesAreEscapedAndCapped) {
+  const std::string shared = tmp_.path() + "/shared";
+  CommandResult r = RunCommand({BinaryPath(), "index", "--index-dir", shared, src_});
+  ASSERT_EQ(0, r.exit_code) << r.out << r.err;
+  const std::string file = shared + "/" + kShardBig + ".tfri";
+  auto f = index::DecodeIndexFile(ReadWholeFile(file));
+  ASSERT_TRUE(f.ok()) << f.status();
+  ASSERT_TRUE(f->walk.problems.empty());
+  const size_t kProblems = index::kMaxProblemsLogged + 30;
+  for (size_t i = 0; i < kProblems; ++i) {
+    f->walk.problems.push_back({i, "evil\n\x1b[31mFAKE LOG LINE\x1b[0m"});
+  }
+  WriteWholeFile(file, index::EncodeIndexFile(*f));
+
+  Mount m;
+  ASSERT_EQ("", m.Start({src_}, {"-o", "index_dir=" + shared + ",noindexcache"}));
+  StopOk(&m);
+  const std::string log = m.Stderr();
+  EXPECT_EQ(log.find('\x1b'), std::string::npos) << log;
+  EXPECT_EQ(log.find("\nFAKE LOG LINE"), std::string::npos) << log;
+  size_t lines = 0;
+  for (size_t at = 0; (at = log.find("evil\\n\\x1b[31mFAKE", at)) != std::string::npos; ++at) {
+    ++lines;
+  }
+  EXPECT_EQ(index::kMaxProblemsLogged, lines) << log;
+  EXPECT_NE(log.find("... and 30 more problem(s)"), std::string::npos) << log;
 }
 
 TEST_F(IndexMountTest, IndexCommandIntoTheCacheThenMount) {

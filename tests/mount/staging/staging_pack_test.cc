@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -150,6 +151,49 @@ TEST_F(StagingPackTest, StageWithShellToolsPackAndReadBack) {
   EXPECT_EQ(ListDir(s_.records()), std::vector<std::string>{});
   EXPECT_FALSE(Exists(s_.store + "/pack.journal"));
   EXPECT_TRUE(Exists(s_.store + "/last-pack.txt"));
+}
+
+// Issue 15, item 8: a staging store whose file system filled up (writes
+// through the mount failing with ENOSPC) is still packed on unmount. The
+// journal used to be written into the full store: unmount exited 1 and the
+// records stayed staged until space was freed.
+TEST_F(StagingPackTest, StoreOnAFullFileSystemIsStillPacked) {
+  if (::geteuid() != 0) GTEST_SKIP() << "mounting a small tmpfs for the store needs root";
+  const std::string small = s_.tmp.Subdir("small");
+  CommandResult mt = RunCommand({"mount", "-t", "tmpfs", "-o", "size=8m,mode=0700",
+                                 "tfrecordfs-test", small});
+  if (mt.exit_code != 0) GTEST_SKIP() << "cannot mount a tmpfs here: " << mt.err;
+  struct Unmounter {
+    std::string dir;
+    ~Unmounter() { RunCommand({"umount", "-l", dir}); }
+  } unmounter{small};
+
+  DaemonConfig c = Config("full");
+  c.options = {"staging_dir=" + small + "/store", "output_dir=" + s_.out, "prefix=full"};
+  StagingDaemon d(c);
+  ASSERT_EQ(d.Start(), "");
+  CommandResult sh = Shell(absl::StrCat("cd ", Q("staging"),
+                                        " && mkdir a b big && echo 1 > a/label && echo 2 > b/label"));
+  ASSERT_EQ(sh.exit_code, 0) << sh.err;
+  // Fill the store's file system through the mount until a write fails.
+  CommandResult fill = Shell(absl::StrCat("dd if=/dev/zero of=", Q("staging/big/blob.bin"),
+                                          " bs=64k count=1000 2>&1"));
+  EXPECT_NE(fill.exit_code, 0) << "the 8 MiB tmpfs did not fill up: " << fill.out;
+  EXPECT_NE(fill.out.find("No space left"), std::string::npos) << fill.out;
+  struct statvfs vfs;
+  ASSERT_EQ(::statvfs(small.c_str(), &vfs), 0);
+  EXPECT_LT(vfs.f_bavail * vfs.f_bsize, 64u * 1024) << "the tmpfs is not full";
+
+  int status = 0;
+  CommandResult u = d.TfrUnmount(&status);
+  EXPECT_EQ(u.exit_code, 0) << u.out << u.err << "\n" << d.Stderr();
+  EXPECT_EQ(u.out.rfind("result: ok\n", 0), 0u) << u.out;
+  EXPECT_EQ(ExitCodeOfWait(status), 0) << DescribeWait(status) << "\n" << d.Stderr();
+  const auto shards = ReadPackedShards(s_.out, "full");
+  ASSERT_EQ(shards.size(), 1u);
+  EXPECT_EQ(shards[0].payloads.size(), 3u);
+  EXPECT_EQ(ListDir(small + "/store/records"), std::vector<std::string>{});
+  EXPECT_FALSE(Exists(small + "/store/pack.journal"));
 }
 
 TEST_F(StagingPackTest, BadNumericFilesFailCloseAndStayStaged) {
