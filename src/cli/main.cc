@@ -255,7 +255,8 @@ std::string TakeMountOptions(absl::string_view list, CliOptions* cli) {
 
 // The mount point must be an existing directory that is not already one
 // of our mounts (stacking a second daemon on it would hide the first).
-// Returns 0 or the exit code, after saying why.
+// Returns 0, or kExitError after saying why: like a missing source, a bad
+// mount point is a failed mount, not a malformed command line.
 int CheckMountpoint(const std::string& mnt) {
   struct stat st;
   if (::stat(mnt.c_str(), &st) != 0) {
@@ -265,11 +266,13 @@ int CheckMountpoint(const std::string& mnt) {
                  "); run `fusermount3 -u ", mnt, "` first");
       return kExitError;
     }
-    if (err == ENOENT) return Usage(absl::StrCat("mount point ", mnt, " does not exist"));
     log::Error("mount point ", mnt, ": ", std::strerror(err));
     return kExitError;
   }
-  if (!S_ISDIR(st.st_mode)) return Usage(absl::StrCat("mount point ", mnt, " is not a directory"));
+  if (!S_ISDIR(st.st_mode)) {
+    log::Error("mount point ", mnt, " is not a directory");
+    return kExitError;
+  }
   char real[PATH_MAX];
   if (::realpath(mnt.c_str(), real) == nullptr) {
     log::Error("mount point ", mnt, ": ", std::strerror(errno));

@@ -383,6 +383,20 @@ TEST_F(PackTest, NothingValidWritesNothing) {
   EXPECT_TRUE(fs::is_empty(out_));
 }
 
+// `mv shard/07/label staging/` leaves a loose file at the top of staging/:
+// never packed, never deleted, and named in the summary.
+TEST_F(PackTest, LooseFileIsReportedAndKept) {
+  MakeRecord(records_, "a", 1);
+  WriteFile(records_ + "/label", "7\n");
+  PackReport report = Pack(Options());
+  ASSERT_TRUE(report.status.ok()) << report.status;
+  EXPECT_EQ(report.shards.size(), 1u);
+  ASSERT_EQ(report.left.size(), 1u);
+  EXPECT_EQ(report.left[0].record, "label");
+  EXPECT_THAT(report.Summary(), HasSubstr("label: not in a record folder"));
+  EXPECT_TRUE(fs::exists(records_ + "/label"));
+}
+
 // ---- Refusals and failures: staging intact, nothing left behind ----
 
 TEST_F(PackTest, RefusesExistingShardName) {
