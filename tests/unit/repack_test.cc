@@ -208,7 +208,7 @@ TEST_F(PackTest, PacksEveryFeatureInNameOrder) {
   MakeInvalidRecord(records_, "bad");
   WriteFile(records_ + "/.hidden/label", "1\n");        // skipped: hidden
   WriteFile(records_ + "/backup~/label", "1\n");        // skipped: backup
-  WriteFile(records_ + "/stray-file", "not a record");  // ignored: not a folder
+  WriteFile(records_ + "/stray-file", "not a record");  // kept, named: not a folder
 
   PackReport report = Pack(Options());
   ASSERT_TRUE(report.status.ok()) << report.status;
@@ -216,9 +216,11 @@ TEST_F(PackTest, PacksEveryFeatureInNameOrder) {
   EXPECT_EQ(report.shards[0].path, fs::canonical(out_).string() + "/t-00000-of-00001.tfrecord");
   EXPECT_EQ(report.shards[0].records, 4u);
   EXPECT_EQ(report.shards[0].bytes, fs::file_size(report.shards[0].path));
-  ASSERT_EQ(report.left.size(), 1u);
+  ASSERT_EQ(report.left.size(), 2u);
   EXPECT_EQ(report.left[0].record, "bad");
   EXPECT_THAT(report.left[0].reason, HasSubstr("label"));
+  EXPECT_EQ(report.left[1].record, "stray-file");
+  EXPECT_THAT(report.left[1].reason, HasSubstr("not in a record folder"));
   EXPECT_THAT(report.Summary(), HasSubstr("t-00000-of-00001.tfrecord: 4 records"));
   EXPECT_THAT(report.Summary(), HasSubstr("bad: "));
 
