@@ -1,6 +1,10 @@
 // tfrecordfs: command line, options, daemon life cycle.
-#include <climits>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
 
 #include <cstdio>
 #include <cstdlib>
@@ -9,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -119,7 +124,55 @@ int Usage(const std::string& message) {
   return kExitUsage;
 }
 
-// Splits -o options into ours and libfuse's. Returns an error message or "".
+// Words of fstab and mount(8) (mount.fuse3 hands some of them on) that mean
+// nothing to the filesystem.
+bool IsIgnoredMountWord(absl::string_view opt) {
+  static constexpr absl::string_view kWords[] = {"defaults", "auto", "noauto", "user", "nouser",
+                                                  "users", "owner", "group", "_netdev", "nofail"};
+  for (absl::string_view w : kWords) {
+    if (opt == w) return true;
+  }
+  return absl::StartsWith(opt, "x-") || absl::StartsWith(opt, "comment=");
+}
+
+// The FUSE and generic mount flags we hand to libfuse as they are. An
+// allow-list: anything else is a typo we report ourselves, before indexing.
+bool IsPassedFlag(absl::string_view opt) {
+  static constexpr absl::string_view kFlags[] = {
+      "allow_other", "allow_root", "default_permissions", "auto_unmount", "atime", "noatime",
+      "relatime", "norelatime", "strictatime", "nostrictatime", "diratime", "nodiratime",
+      "lazytime", "nolazytime", "dev", "nodev", "suid", "nosuid", "exec", "noexec", "sync",
+      "async", "dirsync"};
+  for (absl::string_view f : kFlags) {
+    if (opt == f) return true;
+  }
+  return false;
+}
+
+// The key of a passed-through `key=value` FUSE option, or nullopt.
+std::optional<absl::string_view> PassedKeyOf(absl::string_view opt) {
+  static constexpr absl::string_view kKeys[] = {"fsname", "subtype", "max_read", "blksize",
+                                                 "context", "fscontext", "defcontext",
+                                                 "rootcontext"};
+  for (absl::string_view k : kKeys) {
+    if (absl::StartsWith(opt, k) && opt.size() > k.size() && opt[k.size()] == '=') return k;
+  }
+  return std::nullopt;
+}
+
+bool IsOurValueOption(absl::string_view key) {
+  static constexpr absl::string_view kKeys[] = {
+      "cache_mb", "cache_records", "index_threads", "index_dir", "timeout", "staging",
+      "staging_dir", "output_dir", "prefix", "shard_size", "fsname", "subtype", "max_read",
+      "blksize"};
+  for (absl::string_view k : kKeys) {
+    if (key == k) return true;
+  }
+  return false;
+}
+
+// Splits -o options into ours and libfuse's. Returns an error message
+// naming the option, or "".
 std::string TakeMountOptions(absl::string_view list, CliOptions* cli) {
   for (absl::string_view opt : absl::StrSplit(list, ',', absl::SkipEmpty())) {
     auto value_of = [&](absl::string_view key) -> std::optional<absl::string_view> {
@@ -155,6 +208,7 @@ std::string TakeMountOptions(absl::string_view list, CliOptions* cli) {
         return "index_threads needs a number";
       }
     } else if (auto v = value_of("index_dir")) {
+      if (v->empty()) return "index_dir needs a directory";
       cli->index_dir = std::string(*v);
     } else if (opt == "noindexcache") {
       cli->index_cache = false;
@@ -167,8 +221,10 @@ std::string TakeMountOptions(absl::string_view list, CliOptions* cli) {
       if (!staging::CheckName(*v).ok()) return "staging needs a plain folder name";
       cli->vfs.staging_name = std::string(*v);
     } else if (auto v = value_of("staging_dir")) {
+      if (v->empty()) return "staging_dir needs a directory";
       cli->staging_dir = std::string(*v);
     } else if (auto v = value_of("output_dir")) {
+      if (v->empty()) return "output_dir needs a directory";
       cli->pack.output_dir = std::string(*v);
     } else if (auto v = value_of("prefix")) {
       if (!repack::ValidatePrefix(*v).ok()) return "prefix must be a plain file name prefix";
@@ -187,18 +243,69 @@ std::string TakeMountOptions(absl::string_view list, CliOptions* cli) {
       cli->always_open = true;
     } else if (opt == "verbose") {
       log::SetLevel(log::Level::kDebug);
-    } else if (opt == "defaults" || opt == "auto" || opt == "noauto" || opt == "user" ||
-               opt == "nouser" || opt == "users" || opt == "_netdev" || opt == "nofail") {
+    } else if (IsIgnoredMountWord(opt)) {
       // fstab/mount(8) words that mean nothing to a FUSE mount.
-    } else {
+    } else if (IsPassedFlag(opt)) {
       if (opt == "allow_other" || opt == "allow_root") {
         // Other users must not bypass the mode bits.
         cli->session.fuse_options.push_back("default_permissions");
       }
       cli->session.fuse_options.emplace_back(opt);
+    } else if (auto passed = PassedKeyOf(opt)) {
+      const absl::string_view value = opt.substr(passed->size() + 1);
+      if (value.empty()) return absl::StrCat(*passed, " needs a value");
+      if (*passed == "max_read" || *passed == "blksize") {
+        uint64_t n = 0;
+        if (!absl::SimpleAtoi(value, &n) || n == 0 || n > (uint64_t{1} << 31)) {
+          return absl::StrCat(*passed, " needs a positive number of bytes, not '", value, "'");
+        }
+      }
+      cli->session.fuse_options.emplace_back(opt);
+    } else {
+      const size_t eq = opt.find('=');
+      const absl::string_view name = opt.substr(0, eq);
+      if (IsOurValueOption(name)) return absl::StrCat(name, " needs a value (", name, "=...)");
+      return absl::StrCat("unknown mount option '", opt, "'");
     }
   }
   return "";
+}
+
+// The mount point must be an existing directory that is not already one
+// of our mounts (stacking a second daemon on it would hide the first).
+// Returns 0, or kExitError after saying why: like a missing source, a bad
+// mount point is a failed mount, not a malformed command line.
+int CheckMountpoint(const std::string& mnt) {
+  struct stat st;
+  if (::stat(mnt.c_str(), &st) != 0) {
+    const int err = errno;
+    if (err == ENOTCONN) {
+      log::Error("mount point ", mnt, " is a dead mount (", std::strerror(err),
+                 "); run `fusermount3 -u ", mnt, "` first");
+      return kExitError;
+    }
+    log::Error("mount point ", mnt, ": ", std::strerror(err));
+    return kExitError;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    log::Error("mount point ", mnt, " is not a directory");
+    return kExitError;
+  }
+  char real[PATH_MAX];
+  if (::realpath(mnt.c_str(), real) == nullptr) {
+    log::Error("mount point ", mnt, ": ", std::strerror(errno));
+    return kExitError;
+  }
+  auto mounts = cli::ReadMountinfo();
+  if (!mounts.ok()) return 0;  // no /proc: nothing to compare with
+  for (const cli::MountinfoEntry& m : *mounts) {
+    if (m.mountpoint == real && m.fstype == "fuse.tfrecordfs") {
+      log::Error(real, " is already mounted (tfrecordfs of ", m.source,
+                 "); unmount it first: tfrecordfs unmount ", real);
+      return kExitError;
+    }
+  }
+  return 0;
 }
 
 int Main(int argc, char** argv) {
@@ -247,6 +354,14 @@ int Main(int argc, char** argv) {
   cli.session.mountpoint = cli.positional.back();
   cli.positional.pop_back();
   cli.vfs.sources = cli.positional;
+  // Everything is checked before any shard is read or anything is created.
+  if (int code = CheckMountpoint(cli.session.mountpoint); code != 0) return code;
+  for (const std::string& source : cli.vfs.sources) {
+    if (struct stat st; ::stat(source.c_str(), &st) != 0) {
+      log::Error("source ", source, ": ", std::strerror(errno));
+      return kExitError;
+    }
+  }
 
   if (cli.read_only) {
     cli.session.fuse_options.emplace_back("ro");
@@ -271,17 +386,32 @@ int Main(int argc, char** argv) {
   auto hint = [&fs_for_hints](absl::string_view name) {
     return fs_for_hints ? fs_for_hints->KindOf(name) : example::Kind::kNone;
   };
-  auto store = staging::Store::Open(cli.staging_dir, hint);
-  if (!store.ok()) {
+  // A read-only mount neither creates, locks nor writes the store: it shows
+  // what is staged if there is a store, else no staging folder.
+  struct stat store_st;
+  const bool store_existed = ::stat(cli.staging_dir.c_str(), &store_st) == 0;
+  auto store = staging::Store::Open(cli.staging_dir, hint, {.read_only = cli.read_only});
+  if (!store.ok() && !(cli.read_only && absl::IsNotFound(store.status()))) {
     log::Error(store.status().message());
     return kExitError;
   }
-  if (auto s = repack::Recover((*store)->journal_path(), (*store)->records_dir()); !s.ok()) {
-    log::Error("cannot recover the interrupted pack in ", (*store)->dir(), ": ", s.message());
+  staging::Store* const staging = store.ok() ? store->get() : nullptr;
+  // A failed mount leaves no store behind that it created itself.
+  auto fail = [&] {
+    if (staging != nullptr && !cli.read_only && !store_existed) {
+      staging::RemoveIfEmpty(staging->dir());
+    }
     return kExitError;
+  };
+  if (staging != nullptr && !cli.read_only) {
+    if (auto s = repack::Recover(staging->journal_path(), staging->records_dir()); !s.ok()) {
+      log::Error("cannot recover the interrupted pack in ", staging->dir(), ": ", s.message());
+      return kExitError;
+    }
+    ::unlink(staging->report_path().c_str());
   }
-  ::unlink((*store)->report_path().c_str());
-  cli.vfs.staging = store->get();
+  cli.vfs.staging = staging;
+  const std::string store_dir = staging != nullptr ? staging->dir() : cli.staging_dir;
 
   // Shard indexes: from -o index_dir, else the per-user cache, else walked
   // (and then saved to the cache). See index/index_store.h.
@@ -297,35 +427,46 @@ int Main(int argc, char** argv) {
   auto fs = vfs::Filesystem::Create(cli.vfs);
   if (!fs.ok()) {
     log::Error(fs.status().message());
-    return kExitError;
+    return fail();
   }
   log::Info(index_store.Summary());
   fs_for_hints = fs->get();
   const vfs::Stats stats = (*fs)->GetStats();
   log::Info("indexed ", stats.records, " record(s) in ", stats.shards, " shard(s); mounting on ",
-            cli.session.mountpoint, "; staging store ", (*store)->dir());
+            cli.session.mountpoint, staging != nullptr ? "; staging store " : "; no staging store",
+            staging != nullptr ? staging->dir() : "", cli.read_only ? " (read-only)" : "");
   char real_mnt[PATH_MAX];
   const std::string mnt_real =
       ::realpath(cli.session.mountpoint.c_str(), real_mnt) ? real_mnt : cli.session.mountpoint;
+  bool served = false;
   cli.session.on_ready = [&] {
-    auto s = WriteMountRecord({mnt_real, (*store)->dir(), static_cast<long>(::getpid())});
+    served = true;
+    auto s = WriteMountRecord(
+        {mnt_real, store_dir, static_cast<long>(::getpid()), cli.read_only});
     if (!s.ok()) log::Warning("tfrecordfs unmount will not find this mount: ", s.message());
   };
   absl::Status s = fuse::RunSession(fs->get(), cli.session);
   if (!s.ok()) {
     log::Error(s.message());
+    if (!served) return fail();
+    RemoveMountRecord(mnt_real);
     return kExitError;
   }
 
   // Unmounted: pack what was staged, then tell `tfrecordfs unmount`. A
-  // read-only mount writes nothing: what an earlier mount left staged stays
-  // staged for the next read-write one.
-  std::string text = absl::StrCat(kResultOk, "\nread-only mount: nothing packed\n");
+  // read-only mount writes nothing, not even a report (`tfrecordfs unmount`
+  // knows it from the mount record): what an earlier mount left staged
+  // stays staged for the next read-write one.
+  if (cli.read_only) {
+    RemoveMountRecord(mnt_real);
+    return 0;
+  }
+  std::string text;
   int exit_code = 0;
-  if (!cli.read_only) {
-    cli.pack.records_dir = (*store)->records_dir();
-    cli.pack.journal_path = (*store)->journal_path();
-    cli.pack.journal_reserve = (*store)->journal_reserve_path();
+  {
+    cli.pack.records_dir = staging->records_dir();
+    cli.pack.journal_path = staging->journal_path();
+    cli.pack.journal_reserve = staging->journal_reserve_path();
     cli.pack.remove_packed = true;
     cli.pack.hint = hint;
     const repack::PackReport report = repack::Pack(cli.pack);
@@ -334,14 +475,14 @@ int Main(int argc, char** argv) {
                                                 : kResultOk;
     text = absl::StrCat(result, "\n", report.Summary());
     if (!report.status.ok()) {
-      log::Error("pack failed; staged records are kept in ", (*store)->records_dir(), ": ",
+      log::Error("pack failed; staged records are kept in ", staging->records_dir(), ": ",
                  report.status.message());
     } else if (!report.shards.empty() || !report.left.empty()) {
       log::Info(report.Summary());
     }
     exit_code = report.status.ok() && report.left.empty() ? 0 : kExitError;
   }
-  if (auto w = WriteFileAtomically((*store)->report_path(), text); !w.ok()) {
+  if (auto w = WriteFileAtomically(staging->report_path(), text); !w.ok()) {
     log::Error("cannot write the pack report: ", w.message());
   }
   RemoveMountRecord(mnt_real);

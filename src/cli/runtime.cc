@@ -1,9 +1,11 @@
 #include "src/cli/runtime.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <climits>
+#include <cerrno>
 #include <cstdlib>
 
 #include "absl/strings/numbers.h"
@@ -74,7 +76,8 @@ absl::Status WriteMountRecord(const MountRecord& r) {
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return ErrnoError(errno, dir);
   return WriteFileAtomically(RegistryPath(r.mountpoint),
                              absl::StrCat("mountpoint=", r.mountpoint, "\nstore=", r.store,
-                                          "\npid=", r.pid, "\n"));
+                                          "\npid=", r.pid, "\nread_only=", r.read_only ? 1 : 0,
+                                          "\n"));
 }
 
 absl::StatusOr<MountRecord> ReadMountRecord(const std::string& mountpoint_realpath) {
@@ -86,8 +89,9 @@ absl::StatusOr<MountRecord> ReadMountRecord(const std::string& mountpoint_realpa
     if (kv.first == "mountpoint") r.mountpoint = kv.second;
     if (kv.first == "store") r.store = kv.second;
     if (kv.first == "pid") (void)absl::SimpleAtoi(kv.second, &r.pid);
+    if (kv.first == "read_only") r.read_only = kv.second == "1";
   }
-  if (r.mountpoint != mountpoint_realpath || r.store.empty()) {
+  if (r.mountpoint != mountpoint_realpath || (r.store.empty() && !r.read_only)) {
     return absl::NotFoundError("stale mount record");
   }
   return r;
@@ -95,6 +99,65 @@ absl::StatusOr<MountRecord> ReadMountRecord(const std::string& mountpoint_realpa
 
 void RemoveMountRecord(const std::string& mountpoint_realpath) {
   ::unlink(RegistryPath(mountpoint_realpath).c_str());
+}
+
+absl::StatusOr<std::string> ReadProcFile(const std::string& path) {
+  auto fd = OpenFile(path, O_RDONLY);
+  if (!fd.ok()) return fd.status();
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd->get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoError(errno, path);
+    if (n == 0) return out;
+    out.append(buf, static_cast<size_t>(n));
+  }
+}
+
+namespace {
+
+// mountinfo escapes space, tab, newline and backslash as \ooo.
+std::string UnescapeMountinfo(absl::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\') {
+      int v = 0;
+      bool octal = true;
+      for (size_t k = 1; k <= 3; ++k) {
+        if (i + k >= s.size() || s[i + k] < '0' || s[i + k] > '7') {
+          octal = false;
+          break;
+        }
+        v = v * 8 + (s[i + k] - '0');
+      }
+      if (octal) {
+        out.push_back(static_cast<char>(v));
+        i += 3;
+        continue;
+      }
+    }
+    out.push_back(s[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<MountinfoEntry>> ReadMountinfo() {
+  auto text = ReadProcFile("/proc/self/mountinfo");
+  if (!text.ok()) return text.status();
+  std::vector<MountinfoEntry> out;
+  for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipEmpty())) {
+    // id parent maj:min root mountpoint options [optional...] - fstype source superopts
+    std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    size_t dash = 6;
+    while (dash < f.size() && f[dash] != "-") ++dash;
+    if (f.size() < 5 || dash + 2 >= f.size()) continue;
+    out.push_back({UnescapeMountinfo(f[4]), std::string(f[dash + 1]),
+                   UnescapeMountinfo(f[dash + 2])});
+  }
+  return out;
 }
 
 }  // namespace tfrecordfs::cli

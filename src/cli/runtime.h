@@ -4,8 +4,9 @@
 // The mount registry: one file per live mount, named after a CRC of the
 // mountpoint's real path, in $XDG_RUNTIME_DIR/tfrecordfs, else
 // /run/tfrecordfs for root, else /tmp/tfrecordfs-<uid>. It holds
-// `mountpoint=`, `store=` and `pid=` lines; the daemon writes it once
-// the mount is ready and removes it when it exits.
+// `mountpoint=`, `store=`, `pid=` and `read_only=` lines; the daemon writes
+// it once the mount is ready and removes it when it exits. A read-only
+// mount's store may not exist (it is never created read-only).
 #ifndef TFRECORDFS_CLI_RUNTIME_H_
 #define TFRECORDFS_CLI_RUNTIME_H_
 
@@ -36,12 +37,29 @@ struct MountRecord {
   std::string mountpoint;
   std::string store;
   long pid = 0;
+  bool read_only = false;
 };
 
 std::string RegistryPath(const std::string& mountpoint_realpath);
 absl::Status WriteMountRecord(const MountRecord& record);
 absl::StatusOr<MountRecord> ReadMountRecord(const std::string& mountpoint_realpath);
 void RemoveMountRecord(const std::string& mountpoint_realpath);
+
+// One line of /proc/self/mountinfo: the mount point (unescaped), the
+// filesystem type ("fuse.tfrecordfs") and the source.
+struct MountinfoEntry {
+  std::string mountpoint;
+  std::string fstype;
+  std::string source;
+};
+// The mounts this process sees, read with open/read (no exceptions); an
+// error when /proc cannot be read.
+absl::StatusOr<std::vector<MountinfoEntry>> ReadMountinfo();
+
+// Reads a whole small file (a /proc file included: read() until 0, no
+// seeking); errors are values, so a process that vanished mid-read is an
+// error the caller can treat as "gone".
+absl::StatusOr<std::string> ReadProcFile(const std::string& path);
 
 // The pack report the daemon leaves in the store for `tfrecordfs unmount`:
 // a first line `result: ok|left|failed`, then the pack summary.

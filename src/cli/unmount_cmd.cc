@@ -1,5 +1,6 @@
 // `tfrecordfs unmount MOUNTPOINT`: unmount, wait for the repack, report.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/wait.h>
@@ -46,6 +47,15 @@ bool Unmount(const std::string& mnt, std::string* error) {
   return false;
 }
 
+// A process that exists and is not a zombie (a foreground daemon's parent
+// may reap it late). A process gone while we read counts as gone.
+bool Alive(long pid) {
+  auto stat = ReadProcFile("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat.ok()) return false;
+  const size_t paren = stat->rfind(')');
+  return paren != std::string::npos && paren + 2 < stat->size() && (*stat)[paren + 2] != 'Z';
+}
+
 }  // namespace
 
 int UnmountMain(int argc, char** argv) {
@@ -77,6 +87,21 @@ int UnmountMain(int argc, char** argv) {
               << " is not a tfrecordfs mount of this user (no record in "
               << RegistryPath(real) << ")\n";
     return 1;
+  }
+  if (record->read_only) {
+    // Nothing is packed and the store is not ours to wait on: unmount, wait
+    // for the daemon to go, and say only that.
+    std::string error;
+    if (!Unmount(real, &error)) {
+      std::cerr << "tfrecordfs unmount: cannot unmount " << real << ": " << error
+                << " (is a file still open there?)\n";
+      return 1;
+    }
+    for (int i = 0; i < 1000 && Alive(record->pid); ++i) {
+      ::usleep(10000);  // up to 10 s; the daemon only has to exit
+    }
+    std::cout << kResultOk << "\nread-only mount: nothing packed\n";
+    return 0;
   }
   // Hold the store's lock file open before unmounting, so the wait below
   // cannot miss the daemon's exit.

@@ -1,4 +1,5 @@
 #include "tfrecordfs/repack/pack.h"
+#include "tfrecordfs/staging/store.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -148,8 +149,8 @@ absl::Status RemoveJournal(const std::string& journal_path) {
   return FsyncDir(Dirname(journal_path));
 }
 
-// The record folders of `dir` in bytewise name order. Symlinks and other
-// non-folders that look like records are reported in `left`.
+// The record folders of `dir` in bytewise name order. Symlinks and
+// loose files are reported in `left`.
 absl::StatusOr<std::vector<std::string>> ListRecordFolders(const std::string& dir,
                                                            std::vector<LeftStaged>* left) {
   DIR* d = ::opendir(dir.c_str());
@@ -169,6 +170,9 @@ absl::StatusOr<std::vector<std::string>> ListRecordFolders(const std::string& di
       out.push_back(std::move(name));
     } else if (S_ISLNK(st.st_mode)) {
       left->push_back({std::move(name), "a symlink, not a record folder (symlinks are refused)"});
+    } else if (S_ISREG(st.st_mode)) {
+      // `mv shard/07/label staging/`: said at unmount, never dropped silently.
+      left->push_back({std::move(name), staging::kLooseFileReason});
     }
     errno = 0;
   }

@@ -10,6 +10,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <mutex>
 #include <vector>
 
@@ -70,30 +71,40 @@ void ReserveJournalSpace(const std::string& path) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir, KindHint hint) {
-  if (auto s = MkdirAll(dir + "/records", 0700); !s.ok()) {
+absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir, KindHint hint,
+                                                   OpenOptions options) {
+  if (options.read_only) {
+    struct stat st;
+    if (::stat((dir + "/records").c_str(), &st) != 0) {
+      return absl::Status(ErrnoError(errno, dir + "/records").code(),
+                          absl::StrCat("no staging store at ", dir));
+    }
+  } else if (auto s = MkdirAll(dir + "/records", 0700); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("cannot create the staging store: ", s.message()));
   }
   char real[PATH_MAX];
   if (::realpath(dir.c_str(), real) == nullptr) return ErrnoError(errno, dir);
   std::unique_ptr<Store> store(new Store(real, std::move(hint)));
-  auto lock = OpenFile(store->lock_path(), O_RDWR | O_CREAT, 0600);
-  if (!lock.ok()) return lock.status();
-  if (::flock(lock->get(), LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EWOULDBLOCK) {
-      return PosixError(EBUSY, absl::StrCat("staging store ", store->dir_,
-                                            " is in use by another tfrecordfs mount"));
+  if (!options.read_only) {
+    auto lock = OpenFile(store->lock_path(), O_RDWR | O_CREAT, 0600);
+    if (!lock.ok()) return lock.status();
+    if (::flock(lock->get(), LOCK_EX | LOCK_NB) != 0) {
+      if (errno == EWOULDBLOCK) {
+        return PosixError(EBUSY, absl::StrCat("staging store ", store->dir_,
+                                              " is in use by another read-write tfrecordfs mount"
+                                              " (a second mount can be read-only: -o ro)"));
+      }
+      return ErrnoError(errno, store->lock_path());
     }
-    return ErrnoError(errno, store->lock_path());
+    store->lock_fd_ = std::move(*lock);
   }
-  store->lock_fd_ = std::move(*lock);
   auto root = OpenFile(store->records_dir(), O_PATH | O_DIRECTORY | O_NOFOLLOW);
   if (!root.ok()) return root.status();
   struct stat st;
   if (::fstat(root->get(), &st) != 0) return ErrnoError(errno, store->records_dir());
   store->root_ino_ = st.st_ino;
   store->dev_ = st.st_dev;
-  ReserveJournalSpace(store->journal_reserve_path());
+  if (!options.read_only) ReserveJournalSpace(store->journal_reserve_path());
   std::lock_guard<std::mutex> lock_nodes(store->mu_);
   store->nodes_[st.st_ino] = Node{root->release(), 1};
   return store;
@@ -283,18 +294,58 @@ absl::StatusOr<std::string> Store::RelativePath(uint64_t node) {
   return std::string(path.substr(root.size() + 1));
 }
 
+std::optional<std::string> Store::NumericFeatureOf(const std::string& rel) {
+  std::vector<std::string> parts = absl::StrSplit(rel, '/');
+  if (parts.size() < 2) return std::nullopt;  // not inside a record folder
+  const std::string& file = parts.back();
+  if (naming::IsIgnoredName(file)) return std::nullopt;
+  const naming::LeafName leaf = naming::ParseLeafName(file);
+  if (leaf.role != naming::FileRole::kNumeric) return std::nullopt;
+  if (parts.size() >= 3 && naming::ListItemIndex(file)) return std::nullopt;  // list item
+  std::vector<std::string> dirs(parts.begin() + 1, parts.end() - 1);
+  return naming::FeatureNameFromPath(dirs, leaf.stem_escaped);
+}
+
+absl::Status Store::ValidateOnWrite(uint64_t node, int fd, uint64_t offset,
+                                    absl::string_view data) {
+  auto rel = RelativePath(node);
+  if (!rel.ok()) return absl::OkStatus();  // deleted meanwhile: nothing to check
+  const std::optional<std::string> feature = NumericFeatureOf(*rel);
+  if (!feature) return absl::OkStatus();
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return absl::OkStatus();  // ValidateOnClose will say
+  const uint64_t old_size = static_cast<uint64_t>(st.st_size);
+  const uint64_t end = offset + data.size();
+  if (std::max(old_size, end) > kMaxCheckedOnWrite) return absl::OkStatus();
+  // The file as it would be after this write.
+  // The descriptor may be write-only (`echo >` opens O_WRONLY): read
+  // through a fresh read-only open of it.
+  std::string after;
+  if (old_size > 0) {
+    auto content = ReadFileToString(ProcPath(fd));
+    if (!content.ok()) return absl::OkStatus();  // ValidateOnClose will say
+    after = std::move(*content);
+  }
+  if (after.size() < end) after.resize(end, '\0');
+  after.replace(offset, data.size(), data.data(), data.size());
+  const size_t last_newline = after.rfind('\n');
+  if (last_newline == std::string::npos) return absl::OkStatus();  // no complete line yet
+  const absl::string_view complete(after.data(), last_newline + 1);
+  const example::Kind hint = hint_ ? hint_(*feature) : example::Kind::kNone;
+  auto kind = ValidateNumeric(complete, hint);
+  if (!kind.ok()) {
+    log::Warning("staging/", *rel, ": write refused: ", kind.status().message());
+    return PosixError(EINVAL, absl::StrCat("staging/", *rel, ": ", kind.status().message()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Store::ValidateOnClose(uint64_t node, int fd) {
   auto rel = RelativePath(node);
   if (!rel.ok()) return absl::OkStatus();  // deleted meanwhile: nothing to check
-  std::vector<std::string> parts = absl::StrSplit(*rel, '/');
-  if (parts.size() < 2) return absl::OkStatus();  // not inside a record folder
-  const std::string& file = parts.back();
-  if (naming::IsIgnoredName(file)) return absl::OkStatus();
-  const naming::LeafName leaf = naming::ParseLeafName(file);
-  if (leaf.role != naming::FileRole::kNumeric) return absl::OkStatus();
-  if (parts.size() >= 3 && naming::ListItemIndex(file)) return absl::OkStatus();  // list item
-  std::vector<std::string> dirs(parts.begin() + 1, parts.end() - 1);
-  const std::string feature = naming::FeatureNameFromPath(dirs, leaf.stem_escaped);
+  const std::optional<std::string> numeric = NumericFeatureOf(*rel);
+  if (!numeric) return absl::OkStatus();
+  const std::string& feature = *numeric;
   auto content = ReadFileToString(ProcPath(fd));
   if (!content.ok()) return content.status();
   example::Kind hint = hint_ ? hint_(feature) : example::Kind::kNone;
@@ -314,6 +365,16 @@ absl::Status Store::ValidateOnClose(uint64_t node, int fd) {
     ::fremovexattr(fd, kKindXattr);
   }
   return absl::OkStatus();
+}
+
+void RemoveIfEmpty(const std::string& dir) {
+  // rmdir fails on anything non-empty, so staged bytes are never lost.
+  if (::rmdir((dir + "/records").c_str()) != 0 && errno != ENOENT) return;
+  struct stat st;
+  if (::stat((dir + "/pack.journal").c_str(), &st) == 0) return;
+  if (::stat((dir + "/last-pack.txt").c_str(), &st) == 0) return;
+  ::unlink((dir + "/lock").c_str());
+  ::rmdir(dir.c_str());
 }
 
 }  // namespace tfrecordfs::staging

@@ -746,6 +746,13 @@ absl::StatusOr<size_t> Filesystem::Write(uint64_t ino, uint64_t fh, absl::string
                                          uint64_t offset) {
   auto* h = reinterpret_cast<FileHandle*>(fh);
   if (SpaceOf(ino) != Space::kStaging || h == nullptr) return ReadOnly();
+  // A bad complete line of a numeric file fails write() itself, so that
+  // `echo hello > label` reports it (the shell ignores close()'s error).
+  if (staging_ != nullptr) {
+    if (auto s = staging_->ValidateOnWrite(StagingIndex(ino), h->fd, offset, data); !s.ok()) {
+      return s;
+    }
+  }
   size_t done = 0;
   while (done < data.size()) {
     ssize_t w = ::pwrite(h->fd, data.data() + done, data.size() - done,

@@ -45,6 +45,8 @@ bool DaemonGone(const std::string& mnt) {
 
 std::string Bin() { return BinaryPath(); }
 
+std::string Dirname(const std::string& p) { return std::filesystem::path(p).parent_path(); }
+
 TEST(CliTest, HelpAndVersionExitZero) {
   if (Bin().empty()) GTEST_SKIP() << "TFRECORDFS_BIN is not set";
   for (const char* flag : {"--help", "-h"}) {
@@ -111,6 +113,209 @@ TEST(CliTest, MissingMountpointExitsOne) {
   CommandResult r = RunCommand({Bin(), "-f", "-o", IsolationOptions(tmp), tmp.path() + "/src", mnt});
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find(mnt), std::string::npos) << r.err;
+}
+
+// Typos are ours to report, naming the option, before any shard is read or
+// anything is created (libfuse's wording and exit 1 came only after the
+// whole index walk).
+TEST(CliTest, UnknownOptionsAndBadValuesExitTwoNamingThem) {
+  if (Bin().empty()) GTEST_SKIP() << "TFRECORDFS_BIN is not set";
+  TempDir tmp;
+  const std::string mnt = tmp.Subdir("mnt");
+  const std::string store = tmp.path() + "/store";
+  WriteDataset(tmp.Subdir("src"), 2);
+  for (const auto& [opt, named] : std::vector<std::pair<std::string, std::string>>{
+           {"cache_mbb=5", "cache_mbb"},
+           {"readonly", "readonly"},
+           {"max_read=x", "max_read"},
+           {"cache_mb", "cache_mb"},
+           {"staging_dir=", "staging_dir"},
+           {"ro,allow_other,bogus", "bogus"}}) {
+    CommandResult r =
+        RunCommand({Bin(), "-f", "-o", "staging_dir=" + store, "-o", opt, tmp.path() + "/src", mnt});
+    EXPECT_EQ(r.exit_code, 2) << opt << "\nstderr: " << r.err;
+    EXPECT_NE(r.err.find(named), std::string::npos) << opt << "\nstderr: " << r.err;
+    EXPECT_EQ(r.err.find("fuse:"), std::string::npos) << "libfuse's wording: " << r.err;
+    EXPECT_FALSE(std::filesystem::exists(store)) << opt << " created the staging store";
+    EXPECT_FALSE(IsMounted(mnt));
+  }
+}
+
+// A regular file, a dead or live mount of ours: refused before indexing,
+// exit 1, and nothing created.
+TEST(CliTest, BadMountpointsAreRefused) {
+  if (Bin().empty()) GTEST_SKIP() << "TFRECORDFS_BIN is not set";
+  TFRFS_SKIP_WITHOUT_FUSE();
+  TempDir tmp;
+  const std::string src = tmp.Subdir("src");
+  WriteDataset(src, 2);
+  const std::string store = tmp.path() + "/store";
+  const std::string file = tmp.path() + "/file";
+  WriteWholeFile(file, "x");
+  CommandResult r = RunCommand({Bin(), "-f", "-o", "staging_dir=" + store, src, file});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("not a directory"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("indexed"), std::string::npos) << "indexed before checking: " << r.err;
+  EXPECT_FALSE(std::filesystem::exists(store));
+  EXPECT_FALSE(IsMounted(file));
+
+  // Mounting again on a live mount of ours (same source, or another one).
+  Mount m;
+  ASSERT_EQ(m.Start({src}), "");
+  for (const std::string& source : {src, tmp.Subdir("other")}) {
+    CommandResult again = RunCommand({Bin(), "-o", "ro", source, m.mountpoint()});
+    EXPECT_EQ(again.exit_code, 1) << again.err;
+    EXPECT_NE(again.err.find("already mounted"), std::string::npos) << again.err;
+    EXPECT_EQ(FindDaemons(m.mountpoint()).size(), 1u) << "a second daemon stacked on the mount";
+  }
+  std::string err;
+  EXPECT_EQ(m.Stop(&err), 0) << err;
+}
+
+// A mount that fails leaves nothing behind: no default staging store under
+// $XDG_STATE_HOME for a missing source.
+TEST(CliTest, FailedMountCreatesNothing) {
+  if (Bin().empty()) GTEST_SKIP() << "TFRECORDFS_BIN is not set";
+  TempDir tmp;
+  const std::string mnt = tmp.Subdir("mnt");
+  const std::string state = tmp.Subdir("state");
+  const char* old = std::getenv("XDG_STATE_HOME");
+  const std::string saved = old ? old : "";
+  ::setenv("XDG_STATE_HOME", state.c_str(), 1);
+  CommandResult r = RunCommand({Bin(), "-f", tmp.path() + "/missing", mnt});
+  ::setenv("XDG_STATE_HOME", saved.c_str(), 1);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(std::filesystem::is_empty(state)) << "a failed mount created its staging store";
+}
+
+// The test binaries never see the real home directory (mount_harness.cc).
+TEST(CliTest, TestsRunWithAPrivateHome) {
+  const char* home = std::getenv("HOME");
+  ASSERT_NE(home, nullptr);
+  for (const char* var : {"XDG_CACHE_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR"}) {
+    const char* v = std::getenv(var);
+    ASSERT_NE(v, nullptr) << var;
+    EXPECT_EQ(std::string(v).rfind(std::filesystem::path(home).parent_path().string(), 0), 0u)
+        << var << "=" << v << " is outside the private home " << home;
+  }
+  EXPECT_NE(std::string(home), "/root");
+  EXPECT_NE(std::string(home).find("tfrfs-mount-"), std::string::npos) << home;
+}
+
+// Any number of -o ro mounts of one source beside one read-write mount; the
+// read-only ones show what is staged, never lock or write the store, and
+// their unmount says only what happened. Loose files in staging/ are named
+// by the read-write unmount.
+TEST(CliTest, ReadOnlyMountsShareTheStagingStore) {
+  if (Bin().empty()) GTEST_SKIP() << "TFRECORDFS_BIN is not set";
+  TFRFS_SKIP_WITHOUT_FUSE();
+  TempDir tmp;
+  const std::string src = tmp.Subdir("src");
+  WriteDataset(src, 2);
+  const std::string opts = IsolationOptions(tmp);
+  const std::string rw = tmp.Subdir("rw"), ro1 = tmp.Subdir("ro1"), ro2 = tmp.Subdir("ro2");
+  DetachedGuard g1(rw), g2(ro1), g3(ro2);
+
+  // A read-only mount with no store yet: no staging folder, no store made.
+  CommandResult r = RunCommand({Bin(), "-o", "ro," + opts, src, ro1});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(ro1 + "/staging"));
+  EXPECT_FALSE(std::filesystem::exists(tmp.path() + "/store"));
+  CommandResult u = RunCommand({Bin(), "unmount", ro1});
+  EXPECT_EQ(u.exit_code, 0) << u.err;
+  EXPECT_EQ(u.out, "result: ok\nread-only mount: nothing packed\n");
+  EXPECT_EQ(u.err, "");
+  EXPECT_TRUE(DaemonGone(ro1));
+
+  r = RunCommand({Bin(), "-o", opts, src, rw});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(::mkdir((rw + "/staging/new").c_str(), 0755), 0);
+  WriteWholeFile(rw + "/staging/new/label", "7\n");
+  WriteWholeFile(rw + "/staging/loose", "1\n");
+  for (const std::string& ro : {ro1, ro2}) {
+    r = RunCommand({Bin(), "-o", "ro," + opts, src, ro});
+    ASSERT_EQ(r.exit_code, 0) << ro << ": " << r.err;
+    EXPECT_EQ(ReadWholeFile(ro + "/staging/new/label"), "7\n");
+  }
+  for (const std::string& ro : {ro1, ro2}) {
+    u = RunCommand({Bin(), "unmount", ro});
+    EXPECT_EQ(u.exit_code, 0) << u.err;
+    EXPECT_EQ(u.out, "result: ok\nread-only mount: nothing packed\n");
+    EXPECT_EQ(u.err, "") << "a read-only unmount waits for no repack";
+    EXPECT_TRUE(DaemonGone(ro));
+  }
+  u = RunCommand({Bin(), "unmount", rw});
+  EXPECT_EQ(u.exit_code, 1) << u.out << u.err;  // the loose file stayed
+  EXPECT_NE(u.out.find("packed 1 record into 1 shard"), std::string::npos) << u.out;
+  EXPECT_NE(u.out.find("loose: not in a record folder"), std::string::npos) << u.out;
+  EXPECT_TRUE(DaemonGone(rw));
+}
+
+// `meson install --destdir` puts the binary, its man page and the bash
+// completion in the prefix, and mount(8) with type fuse.tfrecordfs runs that
+// prefix's binary from PATH (through mount.fuse3).
+TEST(InstallTest, InstalledBinaryMountsWithMountTypeFuseTfrecordfs) {
+  TFRFS_SKIP_WITHOUT_FUSE();
+  const char* build_root = std::getenv("TFRECORDFS_BUILD_ROOT");
+  if (build_root == nullptr) GTEST_SKIP() << "TFRECORDFS_BUILD_ROOT is not set";
+  if (RunCommand({"meson", "--version"}).exit_code != 0) {
+    GTEST_SKIP() << "meson is not in PATH at test time: cannot test `meson install`";
+  }
+  if (::geteuid() != 0) GTEST_SKIP() << "mount -t fuse.tfrecordfs without fstab needs root";
+  TempDir tmp;
+  const std::string dest = tmp.path() + "/dest";
+  CommandResult inst = RunCommand({"meson", "install", "-C", build_root, "--no-rebuild",
+                                   "--quiet", "--destdir", dest});
+  ASSERT_EQ(inst.exit_code, 0) << inst.out << inst.err;
+  CommandResult prefix = RunCommand(
+      {"meson", "introspect", build_root, "--buildoptions"});  // JSON; find the prefix value
+  std::string pre = "/usr/local";
+  if (size_t at = prefix.out.find("\"name\": \"prefix\""); at != std::string::npos) {
+    const size_t v = prefix.out.find("\"value\": \"", at);
+    if (v != std::string::npos) {
+      const size_t b = v + 10, e = prefix.out.find('"', b);
+      pre = prefix.out.substr(b, e - b);
+    }
+  }
+  const std::string bin = dest + pre + "/bin/tfrecordfs";
+  ASSERT_EQ(::access(bin.c_str(), X_OK), 0) << bin;
+  bool man = false, completion = false;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dest + pre)) {
+    const std::string p = e.path().string();
+    man |= p.ends_with("/man1/tfrecordfs.1");
+    completion |= p.ends_with("/completions/tfrecordfs");
+  }
+  EXPECT_TRUE(man) << "no man1/tfrecordfs.1 under " << dest + pre << " (is scdoc installed?)";
+  EXPECT_TRUE(completion) << "no bash completion under " << dest + pre;
+
+  // mount(8) hands its helpers a fixed PATH (/usr/local/sbin:/usr/local/bin:
+  // /usr/sbin:/usr/bin:/sbin:/bin), whatever ours is: the prefix's bin must
+  // be on it, and the installed binary is made the one found there by
+  // bind-mounting it over PREFIX/bin in a private mount namespace.
+  ASSERT_TRUE(pre == "/usr/local" || pre == "/usr") << "prefix " << pre
+      << ": mount -t fuse.tfrecordfs will not find " << pre << "/bin/tfrecordfs";
+  if (RunCommand({"unshare", "--version"}).exit_code != 0) GTEST_SKIP() << "no unshare(1)";
+  const std::string src = tmp.Subdir("src");
+  const GenDataset ds = WriteDataset(src, 6);
+  const std::string mnt = std::filesystem::canonical(tmp.Subdir("mnt")).string();
+  const std::string script =
+      "set -e; mount --bind " + ShellQuote(Dirname(bin)) + " " + pre + "/bin; " +
+      "mount -t fuse.tfrecordfs -o ro," + ShellQuote(IsolationOptions(tmp)) + " " +
+      ShellQuote(src) + " " + ShellQuote(mnt) + "; " +
+      "cat " + ShellQuote(mnt + "/one.tfrecord/0/label") + "; " +
+      "pid=$(pgrep -f -n -- " + ShellQuote("tfrecordfs .*" + mnt) + "); " +
+      "echo exe=$(stat -L -c %d:%i /proc/$pid/exe); " +
+      "umount " + ShellQuote(mnt) + "; " +
+      "while kill -0 $pid 2>/dev/null; do sleep 0.05; done";
+  CommandResult r = RunCommand({"unshare", "-m", "--propagation", "private", "sh", "-c", script});
+  ASSERT_EQ(r.exit_code, 0) << "stdout: " << r.out << "\nstderr: " << r.err;
+  EXPECT_EQ(r.out.substr(0, r.out.find("exe=")),
+            ds.Expected().at("one.tfrecord/0/label").content);
+  struct stat st;
+  ASSERT_EQ(::stat(bin.c_str(), &st), 0);
+  EXPECT_NE(r.out.find("exe=" + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino)),
+            std::string::npos)
+      << "mount.fuse3 ran another tfrecordfs than the installed one: " << r.out;
 }
 
 // Without -f the command returns only once the mount serves requests: a

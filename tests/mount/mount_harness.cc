@@ -212,8 +212,9 @@ std::vector<pid_t> FindDaemons(const std::string& arg) {
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
     const pid_t pid = static_cast<pid_t>(std::stol(name));
     if (pid == ::getpid()) continue;
-    std::ifstream in(e.path() / "cmdline", std::ios::binary);
-    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // The process may exit at any point of this: an error is "gone".
+    std::string all;
+    if (!ReadProcFile(e.path() / "cmdline", &all)) continue;
     std::vector<std::string> args;
     std::string cur;
     for (char c : all) {
@@ -564,12 +565,55 @@ std::map<std::string, WalkedNode> WalkTree(const std::string& root, bool read_fi
 }
 
 long RssKiB(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string status;
+  if (!ReadProcFile("/proc/" + std::to_string(pid) + "/status", &status)) return -1;
+  std::istringstream in(status);
   std::string line;
   while (std::getline(in, line)) {
     if (line.rfind("VmRSS:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
   }
   return -1;
 }
+
+bool ReadProcFile(const std::string& path, std::string* out) {
+  out->clear();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[8192];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::close(fd);
+      return n == 0;
+    }
+    out->append(buf, static_cast<size_t>(n));
+  }
+}
+
+namespace {
+
+// Every test binary that links the harness runs with a private HOME and
+// XDG directories (made before main(), removed at exit), so neither the
+// daemons it starts nor `tfrecordfs index` ever write the real
+// ~/.cache/tfrecordfs or ~/.local/state/tfrecordfs. A test that wants its
+// own directories still sets them itself.
+class PrivateHome {
+ public:
+  PrivateHome() {
+    for (const char* var : {"HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME",
+                            "XDG_DATA_HOME", "XDG_RUNTIME_DIR"}) {
+      const std::string dir = dir_.path() + "/" + var;
+      ::mkdir(dir.c_str(), 0700);
+      ::setenv(var, dir.c_str(), 1);
+    }
+  }
+
+ private:
+  TempDir dir_;
+};
+const PrivateHome private_home;
+
+}  // namespace
 
 }  // namespace tfrecordfs::mount_test

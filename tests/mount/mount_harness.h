@@ -44,8 +44,18 @@ inline constexpr bool kSanitized = false;
 inline constexpr bool kSanitized = false;
 #endif
 
-// Resident set size of a process in KiB (VmRSS), or -1.
+// Resident set size of a process in KiB (VmRSS), or -1 (also when it
+// exited meanwhile).
 long RssKiB(pid_t pid);
+
+// Reads a whole /proc (or any) file with open/read into *out; false when it
+// cannot be read, e.g. because the process exited between open and read.
+// Never throws: a process that vanishes mid-read is simply gone.
+bool ReadProcFile(const std::string& path, std::string* out);
+
+// Every binary linking the harness runs with HOME and XDG_{CACHE,STATE,
+// CONFIG,DATA,RUNTIME}_{HOME,DIR} set to a private temp directory before
+// main() (mount_harness.cc), so no test touches the real home directory.
 
 // Path of the tfrecordfs binary under test ($TFRECORDFS_BIN), or "".
 std::string BinaryPath();

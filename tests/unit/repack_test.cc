@@ -208,7 +208,7 @@ TEST_F(PackTest, PacksEveryFeatureInNameOrder) {
   MakeInvalidRecord(records_, "bad");
   WriteFile(records_ + "/.hidden/label", "1\n");        // skipped: hidden
   WriteFile(records_ + "/backup~/label", "1\n");        // skipped: backup
-  WriteFile(records_ + "/stray-file", "not a record");  // ignored: not a folder
+  WriteFile(records_ + "/stray-file", "not a record");  // kept, named: not a folder
 
   PackReport report = Pack(Options());
   ASSERT_TRUE(report.status.ok()) << report.status;
@@ -216,9 +216,11 @@ TEST_F(PackTest, PacksEveryFeatureInNameOrder) {
   EXPECT_EQ(report.shards[0].path, fs::canonical(out_).string() + "/t-00000-of-00001.tfrecord");
   EXPECT_EQ(report.shards[0].records, 4u);
   EXPECT_EQ(report.shards[0].bytes, fs::file_size(report.shards[0].path));
-  ASSERT_EQ(report.left.size(), 1u);
+  ASSERT_EQ(report.left.size(), 2u);
   EXPECT_EQ(report.left[0].record, "bad");
   EXPECT_THAT(report.left[0].reason, HasSubstr("label"));
+  EXPECT_EQ(report.left[1].record, "stray-file");
+  EXPECT_THAT(report.left[1].reason, HasSubstr("not in a record folder"));
   EXPECT_THAT(report.Summary(), HasSubstr("t-00000-of-00001.tfrecord: 4 records"));
   EXPECT_THAT(report.Summary(), HasSubstr("bad: "));
 
@@ -381,6 +383,20 @@ TEST_F(PackTest, NothingValidWritesNothing) {
   report = Pack(Options());
   EXPECT_TRUE(report.status.ok());
   EXPECT_TRUE(fs::is_empty(out_));
+}
+
+// `mv shard/07/label staging/` leaves a loose file at the top of staging/:
+// never packed, never deleted, and named in the summary.
+TEST_F(PackTest, LooseFileIsReportedAndKept) {
+  MakeRecord(records_, "a", 1);
+  WriteFile(records_ + "/label", "7\n");
+  PackReport report = Pack(Options());
+  ASSERT_TRUE(report.status.ok()) << report.status;
+  EXPECT_EQ(report.shards.size(), 1u);
+  ASSERT_EQ(report.left.size(), 1u);
+  EXPECT_EQ(report.left[0].record, "label");
+  EXPECT_THAT(report.Summary(), HasSubstr("label: not in a record folder"));
+  EXPECT_TRUE(fs::exists(records_ + "/label"));
 }
 
 // ---- Refusals and failures: staging intact, nothing left behind ----

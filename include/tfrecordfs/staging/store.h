@@ -7,7 +7,8 @@
 //                     pack deletes it before writing the journal, so that a
 //                     store whose file system filled up can still be packed
 //     last-pack.txt   the report of the last pack (read by `tfrecordfs unmount`)
-//     lock            flock()ed exclusively by the daemon that owns the store
+//     lock            flock()ed exclusively by the read-write daemon that owns
+//                     the store (read-only openers neither take nor create it)
 //
 // Because the bytes live on disk, a daemon that dies loses nothing: the next
 // mount shows the same staging contents.
@@ -35,6 +36,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -61,13 +63,21 @@ enum SetAttrBits : int {
 // replaced (COMMITTED): 4 MiB covers ~100,000 records with 12-byte names.
 inline constexpr uint64_t kJournalReserveBytes = uint64_t{4} << 20;
 
+struct OpenOptions {
+  // Read-only (a `-o ro` mount): the store is neither created nor locked
+  // nor written, so any number of read-only openers can share it with one
+  // read-write owner. A missing store is NotFound. The caller must not call
+  // the mutating methods (the kernel refuses writes on a read-only mount).
+  bool read_only = false;
+};
+
 class Store {
  public:
-  // Creates the layout if needed and takes the exclusive lock; fails with a
-  // message naming the holder's pid when another daemon owns the store.
-  // Then (re)allocates journal.reserve; a file system too full for it only
-  // gets a warning.
-  static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& dir, KindHint hint);
+  // Creates the layout if needed and takes the exclusive lock; fails with
+  // EBUSY when another read-write daemon owns the store. Then (re)allocates
+  // journal.reserve; a file system too full for it only gets a warning.
+  static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& dir, KindHint hint,
+                                                     OpenOptions options = {});
   ~Store();
 
   const std::string& dir() const { return dir_; }
@@ -105,12 +115,27 @@ class Store {
   // success the kind is remembered in the file's kKindXattr.
   absl::Status ValidateOnClose(uint64_t node, int fd);
 
+  // write() of `data` at `offset` to a file open as `fd`, checked *before*
+  // the bytes are written: for a numeric feature file (the files
+  // ValidateOnClose checks) every complete line the file would then hold
+  // must parse, so `echo hello > label` fails at write() with EINVAL, which
+  // the shell reports, rather than at close(), which it ignores. The last,
+  // unterminated line is left to ValidateOnClose (a value may arrive in
+  // several writes). Files over kMaxCheckedOnWrite bytes are left to
+  // ValidateOnClose too. Other files: always OK, nothing is read.
+  absl::Status ValidateOnWrite(uint64_t node, int fd, uint64_t offset, absl::string_view data);
+  static constexpr uint64_t kMaxCheckedOnWrite = uint64_t{1} << 20;
+
   // Path of a node relative to records/ ("" for the root), or NotFound if it
   // was deleted.
   absl::StatusOr<std::string> RelativePath(uint64_t node);
 
  private:
   Store(std::string dir, KindHint hint) : dir_(std::move(dir)), hint_(std::move(hint)) {}
+
+  // The feature name of a numeric feature file at `rel` (relative to
+  // records/), or nullopt for any other file.
+  static std::optional<std::string> NumericFeatureOf(const std::string& rel);
 
   struct Node {
     int fd = -1;  // O_PATH
@@ -132,6 +157,15 @@ class Store {
 
 // Checks a single path component given by the kernel or a user.
 absl::Status CheckName(absl::string_view name);
+
+// Removes the store at `dir` if it holds nothing staged and no pack journal
+// or report: for a mount that failed after creating it, so that a failed
+// mount leaves nothing behind. Best effort; never removes staged bytes.
+void RemoveIfEmpty(const std::string& dir);
+
+// Why pack leaves out a regular file at the top of the records directory.
+inline constexpr char kLooseFileReason[] =
+    "not in a record folder (a file directly in staging/ is not a record; move it into one)";
 
 }  // namespace tfrecordfs::staging
 
