@@ -373,6 +373,7 @@ void RemoveIfEmpty(const std::string& dir) {
   struct stat st;
   if (::stat((dir + "/pack.journal").c_str(), &st) == 0) return;
   if (::stat((dir + "/last-pack.txt").c_str(), &st) == 0) return;
+  ::unlink((dir + "/journal.reserve").c_str());
   ::unlink((dir + "/lock").c_str());
   ::rmdir(dir.c_str());
 }

@@ -203,19 +203,33 @@ TEST_F(StagingPackTest, BadNumericFilesFailCloseAndStayStaged) {
   ASSERT_EQ(::mkdir(M("staging/good").c_str(), 0755), 0);
   ASSERT_EQ(::mkdir(M("staging/kind").c_str(), 0755), 0);
 
-  // Our own open/write/close: close() reports EINVAL, the bytes stay.
-  WriteOutcome w = WriteAndClose(M("staging/bad/count"), "12\nabc\n");
+  // A bad complete line fails write() itself (the shell reports it); the
+  // file keeps what it had.
+  ASSERT_EQ(::mkdir(M("staging/w").c_str(), 0755), 0);
+  CommandResult echo = Shell("bash -c " + ShellQuote("echo hello > " + Q("staging/w/label")));
+  EXPECT_NE(echo.exit_code, 0);
+  EXPECT_NE(echo.err.find("Invalid argument"), std::string::npos) << echo.err;
+  WriteOutcome early = WriteAndClose(M("staging/w/count"), "12\nabc\n");
+  EXPECT_EQ(early.write_errno, EINVAL);
+  EXPECT_EQ(ReadWholeFile(M("staging/w/count")), "");
+  ASSERT_EQ(::unlink(M("staging/w/count").c_str()), 0);
+  ASSERT_EQ(::unlink(M("staging/w/label").c_str()), 0);
+  ASSERT_EQ(::rmdir(M("staging/w").c_str()), 0);
+
+  // A bad last line without its newline is only complete at close():
+  // close() reports EINVAL, the bytes stay.
+  WriteOutcome w = WriteAndClose(M("staging/bad/count"), "12\nabc");
   EXPECT_EQ(w.open_errno, 0);
   EXPECT_EQ(w.write_errno, 0);
   EXPECT_EQ(w.close_errno, EINVAL);
-  EXPECT_EQ(ReadWholeFile(M("staging/bad/count")), "12\nabc\n");
-  EXPECT_EQ(ReadWholeFile(s_.records() + "/bad/count"), "12\nabc\n");
+  EXPECT_EQ(ReadWholeFile(M("staging/bad/count")), "12\nabc");
+  EXPECT_EQ(ReadWholeFile(s_.records() + "/bad/count"), "12\nabc");
   // A value the shards' kind cannot hold: `label` is int64 there.
-  w = WriteAndClose(M("staging/kind/label"), "1.5\n");
+  w = WriteAndClose(M("staging/kind/label"), "1.5");
   EXPECT_EQ(w.close_errno, EINVAL);
   // Numeric files in nested feature folders are checked too.
   ASSERT_EQ(::mkdir(M("staging/bad/image").c_str(), 0755), 0);
-  w = WriteAndClose(M("staging/bad/image/height"), "tall\n");
+  w = WriteAndClose(M("staging/bad/image/height"), "tall");
   EXPECT_EQ(w.close_errno, EINVAL);
   // Files that are not numeric are never refused.
   EXPECT_EQ(WriteAndClose(M("staging/good/notes.txt"), "abc\n").close_errno, 0);
@@ -225,12 +239,12 @@ TEST_F(StagingPackTest, BadNumericFilesFailCloseAndStayStaged) {
   EXPECT_EQ(WriteAndClose(M("staging/README"), "free text\n").close_errno, 0);
 
   // cp notices the failed close and says so.
-  WriteWholeFile(In("bad_scores"), "0.5\nnope\n");
+  WriteWholeFile(In("bad_scores"), "0.5\nnope");
   ASSERT_EQ(::mkdir(M("staging/bad2").c_str(), 0755), 0);
   CommandResult cp = Shell("cp " + ShellQuote(In("bad_scores")) + " " + Q("staging/bad2/scores"));
   EXPECT_NE(cp.exit_code, 0);
   EXPECT_NE(cp.err.find("Invalid argument"), std::string::npos) << cp.err;
-  EXPECT_EQ(ReadWholeFile(M("staging/bad2/scores")), "0.5\nnope\n");
+  EXPECT_EQ(ReadWholeFile(M("staging/bad2/scores")), "0.5\nnope");
 
   int status = 0;
   CommandResult u = d->TfrUnmount(&status);
@@ -238,13 +252,16 @@ TEST_F(StagingPackTest, BadNumericFilesFailCloseAndStayStaged) {
   EXPECT_EQ(ExitCodeOfWait(status), 1) << DescribeWait(status);
   EXPECT_EQ(u.out.rfind("result: left\n", 0), 0u) << u.out;
   EXPECT_NE(u.out.find("packed 1 record into 1 shard"), std::string::npos) << u.out;
-  EXPECT_NE(u.out.find("3 records left staged"), std::string::npos) << u.out;
+  // The three bad records, and README: a loose file is no record, but it is
+  // reported rather than silently kept.
+  EXPECT_NE(u.out.find("4 records left staged"), std::string::npos) << u.out;
+  EXPECT_NE(u.out.find("README: not in a record folder"), std::string::npos) << u.out;
   EXPECT_NE(u.out.find("bad: count: line 2"), std::string::npos) << u.out;
   EXPECT_NE(u.out.find("bad2: scores: line 2"), std::string::npos) << u.out;
   EXPECT_NE(u.out.find("kind: label: line 1"), std::string::npos) << u.out;
   // The bad records stay staged, bytes and all; the good one is packed.
   EXPECT_EQ(ListDir(s_.records()), (std::vector<std::string>{"README", "bad", "bad2", "kind"}));
-  EXPECT_EQ(ReadWholeFile(s_.records() + "/bad/count"), "12\nabc\n");
+  EXPECT_EQ(ReadWholeFile(s_.records() + "/bad/count"), "12\nabc");
   auto payloads = AllPayloads(ReadPackedShards(s_.out, "bad1"));
   ASSERT_EQ(payloads.size(), 1u);
   ExpectSameRecord(ExamplePayload({BytesFeature("notes", {"abc"}), Int64Feature("label", {3, 4}),
@@ -254,11 +271,12 @@ TEST_F(StagingPackTest, BadNumericFilesFailCloseAndStayStaged) {
   // The next mount shows them; fixed, they pack.
   d = std::make_unique<StagingDaemon>(Config("bad2"));
   ASSERT_EQ(d->Start(), "");
-  EXPECT_EQ(ReadWholeFile(M("staging/bad/count")), "12\nabc\n");
+  EXPECT_EQ(ReadWholeFile(M("staging/bad/count")), "12\nabc");
   EXPECT_EQ(WriteAndClose(M("staging/bad/count"), "12\n13\n").close_errno, 0);
   EXPECT_EQ(WriteAndClose(M("staging/bad/image/height"), "100\n").close_errno, 0);
   EXPECT_EQ(WriteAndClose(M("staging/bad2/scores"), "0.5\n").close_errno, 0);
   EXPECT_EQ(WriteAndClose(M("staging/kind/label"), "1\n").close_errno, 0);
+  ASSERT_EQ(::unlink(M("staging/README").c_str()), 0);
   u = d->TfrUnmount(&status);
   EXPECT_EQ(u.exit_code, 0) << u.out << u.err;
   payloads = AllPayloads(ReadPackedShards(s_.out, "bad2"));
@@ -268,7 +286,7 @@ TEST_F(StagingPackTest, BadNumericFilesFailCloseAndStayStaged) {
       payloads[0], "bad");
   ExpectSameRecord(ExamplePayload({FloatFeature("scores", {0.5f})}), payloads[1], "bad2");
   ExpectSameRecord(ExamplePayload({Int64Feature("label", {1})}), payloads[2], "kind");
-  EXPECT_EQ(ListDir(s_.records()), std::vector<std::string>{"README"});
+  EXPECT_EQ(ListDir(s_.records()), std::vector<std::string>{});
 }
 
 TEST_F(StagingPackTest, ShardNameClashRefusesThePackAndKeepsRecords) {
@@ -619,7 +637,9 @@ TEST_F(StagingPackTest, OfflinePackOfAPlainDirectory) {
   std::filesystem::remove_all(dir + "/rec1");
   std::filesystem::remove_all(dir + "/rec2");
   r = mount_test::Run({BinaryPath(), "pack", "--prefix=off2", dir, out});
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  // plain-file is not in a record folder: reported, so the exit says so.
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("plain-file: not in a record folder"), std::string::npos) << r.out;
   payloads = AllPayloads(ReadPackedShards(out, "off2"));
   ASSERT_EQ(payloads.size(), 1u);
   EXPECT_EQ(SingleInt(Decode(payloads[0]), "id"), 3);
