@@ -26,7 +26,9 @@ constexpr size_t kDataSizeAt = 72;
 constexpr size_t kNumCheckpointsAt = 80;
 constexpr size_t kWindowsSizeAt = 88;
 constexpr size_t kMainSizeAt = 96;
-static_assert(kMainSizeAt + 8 == kIndexHeaderSize);
+constexpr size_t kInodeAt = 104;
+constexpr size_t kCtimeAt = 112;
+static_assert(kCtimeAt + 8 == kIndexHeaderSize);
 constexpr uint32_t kCodecMask = 3;
 constexpr uint8_t kStreamStartFlag = 1;
 static_assert(kIndexHeaderSize % 8 == 0, "offsets must start 8-byte aligned");
@@ -104,6 +106,8 @@ std::string EncodeIndexFile(const IndexFile& file) {
   PutFixed64(&out, file.windows.size());
   const size_t main_size_at = out.size();
   PutFixed64(&out, 0);  // main_size, filled in below
+  PutFixed64(&out, file.inode);
+  PutFixed64(&out, static_cast<uint64_t>(file.ctime_ns));
   if (file.walk.offsets.empty()) {
     PutFixed64(&out, 0);
   } else {
@@ -220,6 +224,8 @@ absl::StatusOr<IndexFile> DecodeIndexFile(absl::string_view bytes) {
   out.main_size = *main_size;
   out.data_size = DecodeFixed64(h + kDataSizeAt);
   out.windows_size = DecodeFixed64(h + kWindowsSizeAt);
+  out.inode = DecodeFixed64(h + kInodeAt);
+  out.ctime_ns = static_cast<int64_t>(DecodeFixed64(h + kCtimeAt));
   const uint32_t num_checkpoints = DecodeFixed32(h + kNumCheckpointsAt);
   out.file_size = DecodeFixed64(h + kFileSizeAt);
   out.mtime_ns = static_cast<int64_t>(DecodeFixed64(h + kMtimeAt));

@@ -17,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/log.h"
+#include "tfrecordfs/record/format.h"
 
 namespace tfrecordfs::index {
 
@@ -24,6 +25,40 @@ namespace {
 
 int64_t MtimeNs(const struct stat& st) {
   return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+int64_t CtimeNs(const struct stat& st) {
+  return static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
+}
+
+// Where a plain shard's stored offsets are checked against the shard itself
+// before they are believed: the first, middle and last record. Each header
+// there must state exactly its record's span, unless the walk recorded a
+// problem where that span ends (a damaged or resynchronised record).
+// Offsets shifted, dropped or repeated by a forged index (a valid CRC over
+// wrong offsets, which DecodeIndexFile's invariants let through) fail here;
+// three preads per shard keep a cached mount fast.
+absl::Status CheckSampledHeaders(const IndexFile& f, int fd, const std::string& path) {
+  const uint64_t n = f.num_records();
+  if (n == 0) return absl::OkStatus();
+  std::vector<uint64_t> at;
+  for (const auto& p : f.walk.problems) at.push_back(p.offset);
+  std::sort(at.begin(), at.end());
+  for (uint64_t i : {uint64_t{0}, n / 2, n - 1}) {
+    const uint64_t begin = f.walk.offsets[i], end = f.walk.offsets[i + 1];
+    if (std::binary_search(at.begin(), at.end(), end) ||
+        std::binary_search(at.begin(), at.end(), begin)) {
+      continue;
+    }
+    char h[record::kHeaderSize];
+    if (auto s = PreadFull(fd, h, sizeof h, begin, path); !s.ok()) return s;
+    auto len = record::ParseHeader(h);
+    if (!len.ok() || *len + record::kFramingOverhead != end - begin) {
+      return absl::DataLossError(absl::StrCat("record ", i, " at byte offset ", begin,
+                                              " does not span what the index says"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 uint64_t Fnv1a64(absl::string_view s) {
@@ -166,15 +201,20 @@ Check CheckStored(const IndexFile& f, int fd, const std::string& shard_path,
     return c;
   }
   const uint64_t size = static_cast<uint64_t>(st.st_size);
-  const bool same = f.file_size == size && f.mtime_ns == MtimeNs(st);
+  // Inode and ctime only where the index was written (the cache): another
+  // machine sharing an index_dir sees other numbers for the same file.
+  const bool same_file =
+      same_name_only || (f.inode == static_cast<uint64_t>(st.st_ino) && f.ctime_ns == CtimeNs(st));
+  const bool same = f.file_size == size && f.mtime_ns == MtimeNs(st) && same_file;
   // Only plain shards grow by appending records; a compressed one is walked
   // again (its end holds a trailer).
   const bool grown = codec == source::Codec::kNone && f.file_size < size &&
                      f.walk.problems.empty() && f.walk.offsets.back() == f.file_size;
   if (!same && !grown) {
-    c.why = f.file_size != size
-                ? absl::StrCat("size changed from ", f.file_size, " to ", size, " bytes")
-                : "mtime changed";
+    c.why = f.file_size != size    ? absl::StrCat("size changed from ", f.file_size, " to ", size,
+                                                  " bytes")
+            : f.mtime_ns != MtimeNs(st) ? "mtime changed"
+                                        : "another file (inode or ctime changed)";
     return c;
   }
   const uint64_t n = f.num_records();
@@ -192,6 +232,12 @@ Check CheckStored(const IndexFile& f, int fd, const std::string& shard_path,
       c.why = "the first or last record header differs";
       return c;
     }
+    if (auto s = CheckSampledHeaders(f, fd, shard_path); !s.ok()) {
+      c.why = std::string(s.message());
+      log::Warning(shard_path, ": its stored index does not match the shard (", s.message(),
+                   "); walking it again");
+      return c;
+    }
   }
   c.verdict = same ? Verdict::kValid : Verdict::kGrown;
   return c;
@@ -203,6 +249,8 @@ absl::StatusOr<IndexFile> Fingerprint(int fd, const std::string& path, const std
   IndexFile f;
   f.file_size = static_cast<uint64_t>(st.st_size);
   f.mtime_ns = MtimeNs(st);
+  f.inode = static_cast<uint64_t>(st.st_ino);
+  f.ctime_ns = CtimeNs(st);
   f.path = real_path;
   f.walk = std::move(walk);
   f.data_size = f.file_size;

@@ -70,15 +70,30 @@ class Filesystem::Tree {
     return *it;
   }
 
+  // The open descriptor of plain file i. Opened outside the lock, without
+  // blocking (a source replaced by a FIFO must not hang this reader, nor
+  // every other reader behind the lock), and only a regular file is read,
+  // as at scan time.
   absl::StatusOr<int> PlainFd(uint64_t i) {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = plain_fds.find(i);
-    if (it != plain_fds.end()) return it->second;
-    auto fd = OpenFile(nodes[i].real_path, O_RDONLY);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      auto it = plain_fds.find(i);
+      if (it != plain_fds.end()) return it->second;
+    }
+    const std::string& path = nodes[i].real_path;
+    auto fd = OpenFile(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (!fd.ok()) return fd.status();
-    int raw = fd->release();
-    plain_fds.emplace(i, raw);
-    return raw;
+    struct stat st;
+    if (::fstat(fd->get(), &st) != 0) return ErrnoError(errno, path);
+    if (!S_ISREG(st.st_mode)) {
+      log::Error(path, ": no longer a regular file; sources must not change under the mount "
+                       "(remount to see it as it is now)");
+      return PosixError(EIO, absl::StrCat(path, ": not a regular file"));
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    auto [it, inserted] = plain_fds.emplace(i, fd->get());
+    if (inserted) fd->release();  // else another reader won: ours closes
+    return it->second;
   }
 
   ~Tree() {

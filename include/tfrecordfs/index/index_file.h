@@ -27,7 +27,12 @@
 //   84            4           reserved, 0
 //   88            8           windows_size W
 //   96            8           main_size M: bytes from 0 to the end of the crc
-//   104           8 * (N+1)   offsets: u64 start of each record, then the end
+//   104           8           inode: the shard file's inode number
+//   112           8           ctime_ns: its ctime, ns since the epoch (signed);
+//                             with inode, tells a file replaced by another of
+//                             the same size and mtime (touch -r) on the
+//                             machine that wrote the index
+//   120           8 * (N+1)   offsets: u64 start of each record, then the end
 //                             of the last one (record::WalkResult::offsets),
 //                             in uncompressed coordinates
 //   ...           P entries   problems: u64 offset, u32 length K, K bytes of
@@ -72,7 +77,7 @@ namespace tfrecordfs::index {
 
 inline constexpr char kIndexMagic[8] = {'T', 'F', 'R', 'I', 'N', 'D', 'E', 'X'};
 inline constexpr uint32_t kIndexVersion = 2;
-inline constexpr size_t kIndexHeaderSize = 104;
+inline constexpr size_t kIndexHeaderSize = 120;
 inline constexpr size_t kCheckpointSize = 40;
 inline constexpr size_t kIndexTrailerSize = 4;
 inline constexpr char kIndexSuffix[] = ".tfri";
@@ -89,6 +94,8 @@ using HeaderBytes = std::array<char, record::kHeaderSize>;
 struct IndexFile {
   uint64_t file_size = 0;
   int64_t mtime_ns = 0;
+  uint64_t inode = 0;
+  int64_t ctime_ns = 0;
   HeaderBytes first_header{};  // zeros when walk.offsets has one element
   HeaderBytes last_header{};
   std::string path;
