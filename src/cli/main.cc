@@ -64,6 +64,12 @@ Options:
        cache_records=N   parsed records kept in memory (default 65536)
        cache_mb=N        ...and at most N MiB of them (default 16)
        index_threads=N   threads for the header walk (default: CPUs, max 16)
+       walk=MODE         how shard headers are read when indexing: headers
+                         (one read per header: local disks), blocks (8 MiB
+                         sequential reads: network storage) or auto (blocks
+                         on FUSE/NFS/CIFS/Lustre/Ceph/9p, else headers;
+                         the default); on network storage 32 shards are
+                         walked at once unless index_threads says otherwise
        gz_span=SIZE      GZIP/ZLIB shards: compressed bytes between the
                          checkpoints that give random access (default 1M;
                          smaller: faster reads, larger index)
@@ -117,6 +123,7 @@ struct CliOptions {
   bool read_only = false;    // -o ro (the last of ro/rw wins)
   bool always_open = false;  // -o open
   uint64_t gz_span = source::kDefaultSpan;  // -o gz_span
+  index::WalkMode walk_mode = index::WalkMode::kAuto;  // -o walk
 };
 
 int Usage(const std::string& message) {
@@ -164,7 +171,7 @@ bool IsOurValueOption(absl::string_view key) {
   static constexpr absl::string_view kKeys[] = {
       "cache_mb", "cache_records", "index_threads", "index_dir", "timeout", "staging",
       "staging_dir", "output_dir", "prefix", "shard_size", "fsname", "subtype", "max_read",
-      "blksize"};
+      "blksize", "walk", "gz_span", "inflate_cache_mb"};
   for (absl::string_view k : kKeys) {
     if (key == k) return true;
   }
@@ -197,6 +204,16 @@ std::string TakeMountOptions(absl::string_view list, CliOptions* cli) {
         return "inflate_cache_mb needs a positive number of MiB";
       }
       cli->vfs.inflate_cache_bytes = mb << 20;
+    } else if (auto v = value_of("walk")) {
+      if (*v == "auto") {
+        cli->walk_mode = index::WalkMode::kAuto;
+      } else if (*v == "headers") {
+        cli->walk_mode = index::WalkMode::kHeaders;
+      } else if (*v == "blocks") {
+        cli->walk_mode = index::WalkMode::kBlocks;
+      } else {
+        return "walk needs auto, headers or blocks";
+      }
     } else if (auto v = value_of("gz_span")) {
       auto size = repack::ParseSize(*v);
       if (!size.ok() || *size < (64 << 10) || *size > (uint64_t{1} << 34)) {
@@ -418,7 +435,8 @@ int Main(int argc, char** argv) {
   index::IndexStore index_store({.cache_dir = cli.index_cache ? index::DefaultCacheDir() : "",
                                  .shared_dir = cli.index_dir,
                                  .durable = false,
-                                 .span = cli.gz_span});
+                                 .span = cli.gz_span,
+                                 .walk_mode = cli.walk_mode});
   cli.vfs.load_index = [&index_store](int fd, const std::string& path,
                                       const std::string& mount_path, const struct stat& st,
                                       source::Codec codec) {

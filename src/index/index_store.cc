@@ -442,7 +442,7 @@ absl::StatusOr<std::shared_ptr<const ShardIndex>> IndexStore::Load(int fd, const
   std::shared_ptr<const source::CheckpointTable> table;
   std::string windows;
   if (!walk) {
-    auto full = WalkShard(fd, path, size, codec, options_.span);
+    auto full = WalkShard(fd, path, size, codec, options_.span, nullptr, options_.walk_mode);
     if (!full.ok()) return full.status();
     walk = std::move(full->walk);
     table = std::move(full->checkpoints);

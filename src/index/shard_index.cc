@@ -113,10 +113,14 @@ absl::StatusOr<Probe> ProbeFile(int fd, absl::string_view path, uint64_t size,
 
 absl::StatusOr<WalkedShard> WalkShard(int fd, const std::string& path, uint64_t size,
                                       source::Codec codec, uint64_t span,
-                                      const std::function<void(uint64_t)>& progress) {
+                                      const std::function<void(uint64_t)>& progress,
+                                      WalkMode mode) {
   WalkedShard out;
   if (codec == source::Codec::kNone) {
-    auto walk = record::WalkHeaders(fd, path, size);
+    const bool blocks =
+        mode == WalkMode::kBlocks || (mode == WalkMode::kAuto && source::OnRemoteStorage(fd));
+    auto walk = record::WalkHeaders(source::PlainSource::Borrowing(fd, path, size), 0,
+                                    blocks ? kWalkBlock : 0);
     if (!walk.ok()) return walk.status();
     if (progress) progress(size);
     out.walk = std::move(*walk);

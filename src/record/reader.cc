@@ -96,7 +96,8 @@ absl::StatusOr<WalkResult> WalkHeaders(int fd, absl::string_view path, uint64_t 
   return WalkHeaders(source::PlainSource::Borrowing(fd, std::string(path), file_size), start);
 }
 
-absl::StatusOr<WalkResult> WalkHeaders(const source::ShardSource& src, uint64_t start) {
+absl::StatusOr<WalkResult> WalkHeaders(const source::ShardSource& src, uint64_t start,
+                                       size_t block) {
   const uint64_t file_size = src.size();
   WalkResult result;
   result.file_size = file_size;
@@ -110,7 +111,10 @@ absl::StatusOr<WalkResult> WalkHeaders(const source::ShardSource& src, uint64_t 
           {pos, absl::StrCat(file_size - pos, " stray byte(s) after the last record")});
       break;
     }
-    auto hdr = window.Fetch(pos, kHeaderSize, last_len < kSmallRecord ? kWindow : kHeaderSize);
+    const size_t want = block > 0 ? static_cast<size_t>(std::min<uint64_t>(block, file_size - pos))
+                        : last_len < kSmallRecord ? kWindow
+                                                  : kHeaderSize;
+    auto hdr = window.Fetch(pos, kHeaderSize, want);
     if (!hdr.ok()) return hdr.status();
     auto len = ParseHeader(*hdr);
     const uint64_t avail = file_size - pos;

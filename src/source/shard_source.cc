@@ -1,5 +1,7 @@
 #include "tfrecordfs/source/shard_source.h"
 
+#include <sys/vfs.h>
+
 #include "absl/strings/str_cat.h"
 
 namespace tfrecordfs::source {
@@ -30,6 +32,39 @@ Codec DetectCodec(absl::string_view b) {
     if (deflate && check && no_dict) return Codec::kZlib;
   }
   return Codec::kNone;
+}
+
+namespace {
+
+bool RemoteType(int64_t type) {
+  switch (static_cast<uint32_t>(type)) {
+    case 0x65735546u:  // FUSE (gcsfuse, mountpoint-s3, s3fs, sshfs, ...)
+    case 0x6969u:      // NFS
+    case 0xFF534D42u:  // CIFS
+    case 0xFE534D42u:  // SMB2
+    case 0x517Bu:      // SMB
+    case 0x0BD00BD0u:  // Lustre
+    case 0x00C36400u:  // Ceph
+    case 0x01021997u:  // 9p (v9fs)
+    case 0x47504653u:  // GPFS
+    case 0x5346414Fu:  // AFS
+    case 0x73757245u:  // Coda
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+bool OnRemoteStorage(int fd) {
+  struct statfs sf;
+  return ::fstatfs(fd, &sf) == 0 && RemoteType(sf.f_type);
+}
+
+bool OnRemoteStorage(const std::string& path) {
+  struct statfs sf;
+  return ::statfs(path.c_str(), &sf) == 0 && RemoteType(sf.f_type);
 }
 
 absl::Status ShardSource::ReadFull(uint64_t offset, char* buf, size_t n) const {

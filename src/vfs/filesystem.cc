@@ -276,7 +276,14 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
   }
   std::vector<Probed> probed(files.size());
   int threads = options.index_threads;
-  if (threads <= 0) threads = std::clamp<int>(static_cast<int>(std::thread::hardware_concurrency()), 1, 16);
+  if (threads <= 0) {
+    // Walks wait on I/O, not CPU, where every read is a network round trip:
+    // keep many shards in flight there.
+    const bool remote = std::any_of(options.sources.begin(), options.sources.end(),
+                                    [](const std::string& p) { return source::OnRemoteStorage(p); });
+    threads = remote ? kRemoteIndexThreads
+                     : std::clamp<int>(static_cast<int>(std::thread::hardware_concurrency()), 1, 16);
+  }
   threads = std::min<int>(threads, std::max<size_t>(files.size(), 1));
   // One descriptor per shard stays open: lift the soft limit, and grow the
   // table before the threads exist (growing it under them waits for an RCU

@@ -4,7 +4,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <optional>
 #include <fstream>
 #include <limits>
 #include <random>
@@ -639,6 +642,70 @@ TEST_F(DamageTest, RandomDamageKeepsInvariants) {
     for (const auto& [i, data] : ReadableRecords(fd_, w)) {
       EXPECT_THAT(clean.payloads(), ::testing::Contains(data)) << "iteration " << iter;
     }
+  }
+}
+
+}  // namespace
+}  // namespace tfrecordfs::record
+
+namespace tfrecordfs::record {
+namespace {
+
+// A shard in memory that counts the reads a walk makes (what a round trip
+// costs on network storage: issue 12).
+class CountingSource final : public source::ShardSource {
+ public:
+  explicit CountingSource(std::string bytes) : bytes_(std::move(bytes)) {}
+  source::Codec codec() const override { return source::Codec::kNone; }
+  const std::string& path() const override { return path_; }
+  uint64_t size() const override { return bytes_.size(); }
+  absl::StatusOr<size_t> ReadAt(uint64_t offset, char* buf, size_t n) const override {
+    ++reads_;
+    if (offset >= bytes_.size()) return size_t{0};
+    n = std::min<size_t>(n, bytes_.size() - offset);
+    std::memcpy(buf, bytes_.data() + offset, n);
+    return n;
+  }
+  std::optional<source::FileRange> Spliceable(uint64_t) const override { return std::nullopt; }
+  int reads() const { return reads_; }
+
+ private:
+  std::string bytes_;
+  std::string path_ = "counting";
+  mutable int reads_ = 0;
+};
+
+TEST(WalkBlocksTest, LargeRecordsCostOneReadPerBlockNotPerRecord) {
+  std::string shard;
+  for (int i = 0; i < 250; ++i) AppendFramed(&shard, std::string(100000 + i, 'x'));
+  CountingSource per_header(shard);
+  auto a = WalkHeaders(per_header);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->offsets.size(), 251u);
+  EXPECT_GE(per_header.reads(), 250);  // one pread per large record
+  CountingSource blocks(shard);
+  auto b = WalkHeaders(blocks, 0, size_t{8} << 20);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->offsets, a->offsets);
+  EXPECT_TRUE(b->problems.empty());
+  // 25 MB in 8 MiB blocks: 3-4 reads, not 250.
+  EXPECT_LE(blocks.reads(), static_cast<int>(shard.size() / (size_t{8} << 20)) + 2);
+}
+
+TEST(WalkBlocksTest, DamagedShardWalksTheSameInBlocks) {
+  std::string shard;
+  for (int i = 0; i < 40; ++i) AppendFramed(&shard, std::string(5000 + i * 37, 'a' + i % 26));
+  shard[5000 * 7 + 3] ^= 0x55;  // a header (or data) byte in the middle
+  shard.resize(shard.size() - 9);  // and a truncated tail
+  CountingSource x(shard), y(shard);
+  auto a = WalkHeaders(x);
+  auto b = WalkHeaders(y, 0, 64 * 1024);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->offsets, b->offsets);
+  ASSERT_EQ(a->problems.size(), b->problems.size());
+  for (size_t i = 0; i < a->problems.size(); ++i) {
+    EXPECT_EQ(a->problems[i].offset, b->problems[i].offset);
+    EXPECT_EQ(a->problems[i].message, b->problems[i].message);
   }
 }
 

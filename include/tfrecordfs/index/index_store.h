@@ -71,6 +71,8 @@ struct StoreOptions {
   // Compressed bytes between checkpoints of a GZIP/ZLIB shard (-o gz_span).
   // A stored index made with another span is still used.
   uint64_t span = source::kDefaultSpan;
+  // How plain shards are walked (-o walk=; WalkShard).
+  WalkMode walk_mode = WalkMode::kAuto;
 };
 
 // ${XDG_CACHE_HOME:-$HOME/.cache}/tfrecordfs/index, or "" when neither

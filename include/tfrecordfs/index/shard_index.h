@@ -121,9 +121,20 @@ struct WalkedShard {
 // itself stops inflating (truncated, corrupt block), the data ends; the walk
 // reports it as its last problem, naming the compressed byte offset and
 // zlib's message. `progress` gets compressed bytes consumed.
+//
+// How a plain shard's headers are read (-o walk=): kHeaders reads each
+// header where it is (one small read per large record: cheapest on local
+// disk, where a read costs microseconds), kBlocks reads the whole shard in
+// kWalkBlock sequential blocks (one read per 8 MiB: what network storage
+// wants, where every read is a round trip), kAuto picks kBlocks on remote
+// storage (source::OnRemoteStorage) and kHeaders elsewhere.
+enum class WalkMode { kAuto, kHeaders, kBlocks };
+inline constexpr size_t kWalkBlock = size_t{8} << 20;
+
 absl::StatusOr<WalkedShard> WalkShard(int fd, const std::string& path, uint64_t size,
                                       source::Codec codec, uint64_t span = source::kDefaultSpan,
-                                      const std::function<void(uint64_t)>& progress = nullptr);
+                                      const std::function<void(uint64_t)>& progress = nullptr,
+                                      WalkMode mode = WalkMode::kAuto);
 
 // Walks `fd` and returns its index. `st` supplies size and mtime.
 absl::StatusOr<std::shared_ptr<const ShardIndex>> BuildShardIndex(

@@ -64,7 +64,12 @@ struct WalkResult {
 // later records keep their indices. With nothing plausible left, the walk ends
 // at the last good record; stray bytes at the end are reported. Only I/O
 // errors are returned as a non-OK status.
-absl::StatusOr<WalkResult> WalkHeaders(const source::ShardSource& src, uint64_t start = 0);
+//
+// `block` > 0 reads the shard in sequential blocks of that many bytes
+// whatever the record sizes (for remote storage, where each read is a round
+// trip: one read per block instead of one per large record).
+absl::StatusOr<WalkResult> WalkHeaders(const source::ShardSource& src, uint64_t start = 0,
+                                       size_t block = 0);
 // The same over the plain file `fd` of `file_size` bytes.
 absl::StatusOr<WalkResult> WalkHeaders(int fd, absl::string_view path, uint64_t file_size,
                                        uint64_t start = 0);

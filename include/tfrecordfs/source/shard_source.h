@@ -47,6 +47,13 @@ absl::string_view CodecName(Codec codec);
 // caller must still check that the decompressed bytes form a record header.
 Codec DetectCodec(absl::string_view first_bytes);
 
+// True when `fd` (or the file at `path`) lives on storage where one read
+// costs a network round trip however small it is (statfs type: FUSE, NFS,
+// CIFS/SMB, Lustre, Ceph, 9p, GPFS, GlusterFS via FUSE, AFS): there a header
+// walk reads large sequential blocks and many shards at once.
+bool OnRemoteStorage(int fd);
+bool OnRemoteStorage(const std::string& path);
+
 // A range of an open file holding some of a source's bytes.
 struct FileRange {
   int fd = -1;  // owned by the source; valid while the source lives

@@ -51,6 +51,8 @@ struct SampleBudget {
   uint64_t bytes = 0;
 };
 
+inline constexpr int kRemoteIndexThreads = 32;
+
 struct Options {
   // Shard files or directories (mirrored recursively at the mount root).
   std::vector<std::string> sources;
@@ -59,7 +61,9 @@ struct Options {
   // record outside the cache re-reads and re-checks the whole record.
   size_t cache_records = 65536;
   size_t cache_bytes = size_t{16} << 20;
-  // Threads for the initial header walk. 0 = number of CPUs (at most 16).
+  // Threads for the initial header walk. 0 = number of CPUs (at most 16),
+  // or kRemoteIndexThreads when a source is on network storage
+  // (source::OnRemoteStorage: reads there wait on round trips, not CPU).
   int index_threads = 0;
   // The writable staging area: shown at the root as `staging_name` when
   // `staging` is set (not owned; must outlive the Filesystem). A source entry
