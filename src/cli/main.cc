@@ -79,6 +79,8 @@ Options:
                          by `tfrecordfs index --index-dir PATH`)
        noindexcache      neither read nor write the per-user index cache
                          (~/.cache/tfrecordfs/index)
+       nobeside          do not read indexes kept beside the shards
+                         (<shard>.tfri, written by `tfrecordfs index --beside`)
        nosplice          copy read data instead of splicing it from shards
        opendir           send every opendir/releasedir to the daemon
                          (default: the kernel opens directories and caches
@@ -120,6 +122,7 @@ struct CliOptions {
   repack::PackOptions pack;
   std::string index_dir;
   bool index_cache = true;
+  bool index_beside = true;  // -o nobeside
   bool read_only = false;    // -o ro (the last of ro/rw wins)
   bool always_open = false;  // -o open
   uint64_t gz_span = source::kDefaultSpan;  // -o gz_span
@@ -229,6 +232,8 @@ std::string TakeMountOptions(absl::string_view list, CliOptions* cli) {
       cli->index_dir = std::string(*v);
     } else if (opt == "noindexcache") {
       cli->index_cache = false;
+    } else if (opt == "nobeside") {
+      cli->index_beside = false;
     } else if (auto v = value_of("timeout")) {
       double t;
       if (!absl::SimpleAtod(*v, &t) || t < 0) return "timeout needs a number of seconds";
@@ -434,6 +439,7 @@ int Main(int argc, char** argv) {
   // (and then saved to the cache). See index/index_store.h.
   index::IndexStore index_store({.cache_dir = cli.index_cache ? index::DefaultCacheDir() : "",
                                  .shared_dir = cli.index_dir,
+                                 .beside = cli.index_beside,
                                  .durable = false,
                                  .span = cli.gz_span,
                                  .walk_mode = cli.walk_mode});

@@ -288,6 +288,8 @@ std::string DefaultCacheDir() {
 
 absl::string_view IndexSourceName(IndexSource source) {
   switch (source) {
+    case IndexSource::kBeside:
+      return "beside";
     case IndexSource::kSharedDir:
       return "index_dir";
     case IndexSource::kCache:
@@ -330,8 +332,12 @@ absl::StatusOr<record::WalkResult> WalkGrownTail(int fd, absl::string_view path,
   return out;
 }
 
+std::string IndexStore::BesidePath(const std::string& shard_path) {
+  return absl::StrCat(shard_path, kIndexSuffix);
+}
+
 absl::Status IndexStore::Save(const std::string& target, const IndexFile& file) {
-  const bool to_cache = !options_.write_shared;
+  const bool to_cache = !options_.write_shared && !options_.write_beside;
   absl::Status s;
   if (!to_cache) {
     s = MakeDirs(Dirname(target));
@@ -363,20 +369,24 @@ absl::StatusOr<std::shared_ptr<const ShardIndex>> IndexStore::Load(int fd, const
   LoadInfo local;
   if (info == nullptr) info = &local;
   *info = LoadInfo();
-  const bool use_cache = !options_.write_shared && !options_.cache_dir.empty();
+  const bool use_cache =
+      !options_.write_shared && !options_.write_beside && !options_.cache_dir.empty();
   const std::string real_path = RealPath(fd, path);
   const uint64_t size = static_cast<uint64_t>(st.st_size);
 
   struct Candidate {
     std::string file;
-    bool shared;
+    bool shared;  // compared by base name, not real path
+    bool beside = false;
   };
   std::vector<Candidate> candidates;
   if (!options_.shared_dir.empty()) candidates.push_back({SharedPath(mount_path), true});
+  if (options_.beside || options_.write_beside) candidates.push_back({BesidePath(path), true, true});
   if (use_cache) candidates.push_back({CachePath(real_path), false});
-  const std::string target = options_.write_shared ? SharedPath(mount_path)
-                             : use_cache           ? CachePath(real_path)
-                                                   : "";
+  const std::string target = options_.write_shared  ? SharedPath(mount_path)
+                             : options_.write_beside ? BesidePath(path)
+                             : use_cache             ? CachePath(real_path)
+                                                     : "";
 
   std::optional<IndexFile> base;  // a clean index of a prefix of the shard
   std::string why;
@@ -399,12 +409,15 @@ absl::StatusOr<std::shared_ptr<const ShardIndex>> IndexStore::Load(int fd, const
     }
     Check check = CheckStored(*file, fd, path, real_path, c.shared, st, codec);
     if (check.verdict == Verdict::kValid) {
-      info->source = c.shared ? IndexSource::kSharedDir : IndexSource::kCache;
+      info->source = c.beside   ? IndexSource::kBeside
+                     : c.shared ? IndexSource::kSharedDir
+                                : IndexSource::kCache;
+      if (c.beside) from_beside_.fetch_add(1, std::memory_order_relaxed);
       info->stored_path = c.file;
       (c.shared ? from_shared_ : from_cache_).fetch_add(1, std::memory_order_relaxed);
       records_.fetch_add(file->num_records(), std::memory_order_relaxed);
       bytes_.fetch_add(size, std::memory_order_relaxed);
-      log::Debug(path, ": index loaded from the ", c.shared ? "index_dir" : "cache", " (",
+      log::Debug(path, ": index loaded from ", IndexSourceName(info->source), " (",
                  c.file, "): ", file->num_records(), " record(s)");
       std::shared_ptr<const source::CheckpointTable> table;
       if (codec != source::Codec::kNone) {
@@ -479,6 +492,7 @@ absl::StatusOr<std::shared_ptr<const ShardIndex>> IndexStore::Load(int fd, const
 StoreStats IndexStore::stats() const {
   StoreStats s;
   s.from_shared = from_shared_.load();
+  s.from_beside = from_beside_.load();
   s.from_cache = from_cache_.load();
   s.grown = grown_.load();
   s.walked = walked_.load();
@@ -493,7 +507,11 @@ std::string IndexStore::Summary() const {
   std::string out = absl::StrCat(s.from_shared + s.from_cache + s.grown + s.walked,
                                  " shard index(es): ");
   std::vector<std::string> parts;
-  if (s.from_shared) parts.push_back(absl::StrCat(s.from_shared, " from index_dir ", options_.shared_dir));
+  if (s.from_shared > s.from_beside) {
+    parts.push_back(absl::StrCat(s.from_shared - s.from_beside, " from index_dir ",
+                                 options_.shared_dir));
+  }
+  if (s.from_beside) parts.push_back(absl::StrCat(s.from_beside, " from beside the shards"));
   if (s.from_cache) parts.push_back(absl::StrCat(s.from_cache, " from the cache ", options_.cache_dir));
   if (s.grown) parts.push_back(absl::StrCat(s.grown, " grown (tail walked)"));
   if (s.walked) parts.push_back(absl::StrCat(s.walked, " walked"));

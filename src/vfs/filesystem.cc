@@ -16,11 +16,13 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/example/example.h"
+#include "tfrecordfs/index/index_file.h"
 #include "tfrecordfs/record/format.h"
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/vfs/node_id.h"
@@ -104,6 +106,21 @@ class Filesystem::Tree {
 
 namespace {
 
+// `X.tfri` beside `X` is X's index (index/index_store.h, "beside the
+// shard"), not data: the mount does not show it. `names` is sorted.
+void DropIndexesBesideShards(std::vector<std::string>* names) {
+  const absl::string_view suffix = index::kIndexSuffix;
+  std::vector<std::string> kept;
+  kept.reserve(names->size());
+  for (const std::string& n : *names) {
+    const bool index_of_sibling =
+        absl::EndsWith(n, suffix) &&
+        std::binary_search(names->begin(), names->end(), n.substr(0, n.size() - suffix.size()));
+    if (!index_of_sibling) kept.push_back(n);
+  }
+  names->swap(kept);
+}
+
 // Adds `path` (already stat'ed) under tree node `parent` as `name`, recursing
 // into directories. `visited` breaks symlink loops.
 absl::Status AddPath(Filesystem::Tree* tree, uint64_t parent, const std::string& name,
@@ -143,6 +160,7 @@ absl::Status AddPath(Filesystem::Tree* tree, uint64_t parent, const std::string&
   }
   ::closedir(d);
   std::sort(names.begin(), names.end());
+  DropIndexesBesideShards(&names);
   for (const std::string& n : names) {
     const std::string child = absl::StrCat(path, "/", n);
     struct stat cst;
@@ -251,6 +269,8 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
       }
       ::closedir(d);
       std::sort(names.begin(), names.end());
+      DropIndexesBesideShards(&names);
+  DropIndexesBesideShards(&names);
       for (const std::string& n : names) {
         const std::string child = absl::StrCat(src, src.back() == '/' ? "" : "/", n);
         struct stat cst;

@@ -1,6 +1,8 @@
 // The persistent index: .tfri encoding, and the store's rules for when a
 // saved index may be used (valid), extended (grown) or must be rebuilt.
 #include <fcntl.h>
+
+#include <filesystem>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -679,6 +681,39 @@ TEST(DefaultCacheDirTest, FollowsXdgThenHome) {
   EXPECT_EQ("/home/u/.cache/tfrecordfs/index", DefaultCacheDir());
   if (!saved_xdg.empty()) ::setenv("XDG_CACHE_HOME", saved_xdg.c_str(), 1);
   if (!saved_home.empty()) ::setenv("HOME", saved_home.c_str(), 1);
+}
+
+}  // namespace
+}  // namespace tfrecordfs::index
+
+namespace tfrecordfs::index {
+namespace {
+
+// Issue 12: `index --beside` keeps `<shard>.tfri` next to the shard, and
+// any later load finds it there (another machine, no cache of its own).
+TEST_F(IndexStoreTest, IndexBesideTheShardIsWrittenThenFound) {
+  StoreOptions write = CacheOnly();
+  write.write_beside = true;
+  IndexStore writer(write);
+  LoadInfo info;
+  ASSERT_NE(nullptr, Load(writer, &info));
+  EXPECT_EQ(IndexSource::kWalked, info.source);
+  ASSERT_TRUE(info.save_status.ok()) << info.save_status;
+  EXPECT_EQ(info.stored_path, shard_ + kIndexSuffix);
+  EXPECT_FALSE(std::filesystem::exists(cache_));  // the cache is not touched
+
+  StoreOptions read;  // no cache at all
+  IndexStore reader(read);
+  ASSERT_NE(nullptr, Load(reader, &info));
+  EXPECT_EQ(IndexSource::kBeside, info.source);
+  EXPECT_EQ(reader.stats().from_beside, 1u);
+  EXPECT_NE(reader.Summary().find("1 from beside the shards"), std::string::npos)
+      << reader.Summary();
+
+  read.beside = false;  // -o nobeside
+  IndexStore ignoring(read);
+  ASSERT_NE(nullptr, Load(ignoring, &info));
+  EXPECT_EQ(IndexSource::kWalked, info.source);
 }
 
 }  // namespace

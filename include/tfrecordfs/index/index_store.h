@@ -12,6 +12,12 @@
 //     `train/x-00001-of-01024.tfrecord` is PATH/train/x-00001-of-01024.tfrecord.tfri.
 //     Machines that see the dataset at different paths thus share one index
 //     directory; the shard's path is not compared there, its base name is.
+//   - beside the shard (`<shard>.tfri` in the shard's own directory; the
+//     ratarmount convention), read by every mount unless -o nobeside, and
+//     written by `tfrecordfs index --beside`: the second machine to mount a
+//     dataset on shared storage never walks it. Checked after index_dir and
+//     before the cache; compared like the shared directory (base name). A
+//     mount does not show these files.
 //
 // When a stored index is used (index_file.h has the format):
 //   valid  codec, size, mtime (ns) and the fingerprint (plain shards: the
@@ -62,6 +68,11 @@ struct StoreOptions {
   // Write new indexes into shared_dir (the `index --index-dir` command)
   // instead of the cache; the cache is then neither read nor written.
   bool write_shared = false;
+  // Read `<shard>.tfri` beside each shard (see above).
+  bool beside = true;
+  // Write new indexes beside the shards (`index --beside`) instead of the
+  // cache; the cache is then neither read nor written.
+  bool write_beside = false;
   // Ignore stored indexes and walk every shard (they are still written).
   bool force_walk = false;
   // Make written index files durable (fsync of the file and its directory).
@@ -80,7 +91,7 @@ struct StoreOptions {
 std::string DefaultCacheDir();
 
 // Where an index came from.
-enum class IndexSource { kSharedDir, kCache, kGrown, kWalked };
+enum class IndexSource { kSharedDir, kCache, kGrown, kWalked, kBeside };
 absl::string_view IndexSourceName(IndexSource source);
 
 struct LoadInfo {
@@ -93,7 +104,8 @@ struct LoadInfo {
 
 // Totals over every Load() so far.
 struct StoreStats {
-  uint64_t from_shared = 0;
+  uint64_t from_shared = 0;  // index_dir, or beside the shard
+  uint64_t from_beside = 0;  // of which beside the shard
   uint64_t from_cache = 0;
   uint64_t grown = 0;
   uint64_t walked = 0;
@@ -125,6 +137,8 @@ class IndexStore {
   // The index file names for a shard.
   std::string CachePath(const std::string& real_path) const;
   std::string SharedPath(const std::string& mount_path) const;
+  // `<shard path>.tfri`.
+  static std::string BesidePath(const std::string& shard_path);
 
   const StoreOptions& options() const { return options_; }
   StoreStats stats() const;
@@ -135,7 +149,7 @@ class IndexStore {
   absl::Status Save(const std::string& target, const IndexFile& file);
 
   const StoreOptions options_;
-  std::atomic<uint64_t> from_shared_{0}, from_cache_{0}, grown_{0}, walked_{0};
+  std::atomic<uint64_t> from_shared_{0}, from_beside_{0}, from_cache_{0}, grown_{0}, walked_{0};
   std::atomic<uint64_t> records_{0}, bytes_{0}, save_failures_{0};
   std::atomic<bool> cache_unwritable_{false};
   std::once_flag made_cache_dir_;
