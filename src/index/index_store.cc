@@ -417,7 +417,9 @@ absl::StatusOr<std::shared_ptr<const ShardIndex>> IndexStore::Load(int fd, const
       (c.shared ? from_shared_ : from_cache_).fetch_add(1, std::memory_order_relaxed);
       records_.fetch_add(file->num_records(), std::memory_order_relaxed);
       bytes_.fetch_add(size, std::memory_order_relaxed);
-      log::Debug(path, ": index loaded from ", IndexSourceName(info->source), " (",
+      log::Debug(path, ": index loaded ",
+                 c.beside ? "from beside the shard" : c.shared ? "from the index_dir" : "from the cache",
+                 " (",
                  c.file, "): ", file->num_records(), " record(s)");
       std::shared_ptr<const source::CheckpointTable> table;
       if (codec != source::Codec::kNone) {
