@@ -64,6 +64,11 @@ Options:
        cache_records=N   parsed records kept in memory (default 65536)
        cache_mb=N        ...and at most N MiB of them (default 16)
        index_threads=N   threads for the header walk (default: CPUs, max 16)
+       max_open=N        shard files kept open at once (default 1024; at
+                         most half the descriptor limit, `ulimit -n`): any
+                         number of shards mounts, the least recently read
+                         are closed and reopened on demand; raise it (and
+                         the limit) when reading many shards in parallel
        walk=MODE         how shard headers are read when indexing: headers
                          (one read per header: local disks), blocks (8 MiB
                          sequential reads: network storage) or auto (blocks
@@ -174,7 +179,7 @@ bool IsOurValueOption(absl::string_view key) {
   static constexpr absl::string_view kKeys[] = {
       "cache_mb", "cache_records", "index_threads", "index_dir", "timeout", "staging",
       "staging_dir", "output_dir", "prefix", "shard_size", "fsname", "subtype", "max_read",
-      "blksize", "walk", "gz_span", "inflate_cache_mb"};
+      "blksize", "walk", "gz_span", "inflate_cache_mb", "max_open"};
   for (absl::string_view k : kKeys) {
     if (key == k) return true;
   }
@@ -207,6 +212,10 @@ std::string TakeMountOptions(absl::string_view list, CliOptions* cli) {
         return "inflate_cache_mb needs a positive number of MiB";
       }
       cli->vfs.inflate_cache_bytes = mb << 20;
+    } else if (auto v = value_of("max_open")) {
+      if (!absl::SimpleAtoi(*v, &cli->vfs.max_open_shards) || cli->vfs.max_open_shards == 0) {
+        return "max_open needs a positive number of shard files";
+      }
     } else if (auto v = value_of("walk")) {
       if (*v == "auto") {
         cli->walk_mode = index::WalkMode::kAuto;

@@ -111,6 +111,8 @@ class Inflater {
   }
 
   uint64_t in_pos() const { return in_off_ + (in_len_ - z_.avail_in); }
+  // The descriptor to read from next (a cursor outlives one lease of it).
+  void SetFd(int fd) { fd_ = fd; }
   uint64_t out_pos() const { return out_pos_; }
   int bits() const { return z_.data_type & 7; }
   bool finished() const { return finished_; }
@@ -447,10 +449,9 @@ struct InflateSource::Cursor {
   Inflater inf;
 };
 
-InflateSource::InflateSource(UniqueFd fd, std::string path, uint64_t file_size,
+InflateSource::InflateSource(ShardFile file, uint64_t file_size,
                              std::shared_ptr<const CheckpointTable> table, BlockCache* cache)
-    : fd_(std::move(fd)),
-      path_(std::move(path)),
+    : file_(std::move(file)),
       file_size_(file_size),
       table_(std::move(table)),
       cache_(cache),
@@ -462,6 +463,8 @@ absl::StatusOr<std::shared_ptr<const std::string>> InflateSource::Block(uint64_t
   if (auto hit = cache_->Get(id_, block)) return hit;
   std::lock_guard<std::mutex> lock(mu_);
   if (auto hit = cache_->Get(id_, block)) return hit;  // another reader inflated it
+  auto lease = file_.Open();
+  if (!lease.ok()) return lease.status();
   const uint64_t target = block * kBlockSize;
   const uint64_t target_end = std::min<uint64_t>(target + kBlockSize, table_->data_size);
   const Checkpoint* cp = &table_->Before(target);
@@ -470,14 +473,14 @@ absl::StatusOr<std::shared_ptr<const std::string>> InflateSource::Block(uint64_t
   if (!cursor_ || cursor_->inf.finished() || cursor_->inf.out_pos() > target ||
       cursor_->inf.out_pos() < cp->out) {
     if (!cursor_) {
-      cursor_ = std::make_unique<Cursor>(fd_.get(), path_, file_size_, table_->codec);
+      cursor_ = std::make_unique<Cursor>(lease->fd, file_.path(), file_size_, table_->codec);
     }
     auto window = table_->windows->Load(*cp);
     if (!window.ok()) {
       // The index file changed under the mount, or its window is damaged:
       // fall back to the stream start before it (always present), slower
       // but exact.
-      log::Error(path_, ": checkpoint at compressed byte offset ", cp->in, ": ",
+      log::Error(file_.path(), ": checkpoint at compressed byte offset ", cp->in, ": ",
                  window.status().message(), "; inflating from an earlier stream start");
       while (cp != table_->points.data() && !cp->stream_start) --cp;
       window = std::string();
@@ -486,6 +489,7 @@ absl::StatusOr<std::shared_ptr<const std::string>> InflateSource::Block(uint64_t
     restarts_.fetch_add(1, std::memory_order_relaxed);
   }
   Inflater& inf = cursor_->inf;
+  inf.SetFd(lease->fd);
   std::shared_ptr<const std::string> result;
   std::string acc;
   bool acc_whole = inf.out_pos() % kBlockSize == 0;  // acc starts at a block boundary
@@ -503,7 +507,7 @@ absl::StatusOr<std::shared_ptr<const std::string>> InflateSource::Block(uint64_t
     if (*got == 0) {
       cursor_.reset();
       return absl::DataLossError(absl::StrCat(
-          path_, ": the compressed stream ends at uncompressed offset ", pos, ", before the ",
+          file_.path(), ": the compressed stream ends at uncompressed offset ", pos, ", before the ",
           table_->data_size, " bytes it held when it was indexed; the shard changed under the "
           "mount (remount to re-index it)"));
     }
@@ -521,7 +525,7 @@ absl::StatusOr<std::shared_ptr<const std::string>> InflateSource::Block(uint64_t
       acc_block = now / kBlockSize;
     }
   }
-  if (!result) return absl::InternalError(absl::StrCat(path_, ": block ", block, " not produced"));
+  if (!result) return absl::InternalError(absl::StrCat(file_.path(), ": block ", block, " not produced"));
   return result;
 }
 
@@ -536,7 +540,7 @@ absl::StatusOr<size_t> InflateSource::ReadAt(uint64_t offset, char* buf, size_t 
     if (!block.ok()) return block.status();
     const size_t in_block = static_cast<size_t>(pos % kBlockSize);
     if (in_block >= (*block)->size()) {
-      return absl::DataLossError(absl::StrCat(path_, ": short block at offset ", pos));
+      return absl::DataLossError(absl::StrCat(file_.path(), ": short block at offset ", pos));
     }
     const size_t k = std::min(n - done, (*block)->size() - in_block);
     std::memcpy(buf + done, (*block)->data() + in_block, k);

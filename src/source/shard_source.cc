@@ -1,5 +1,7 @@
 #include "tfrecordfs/source/shard_source.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/vfs.h>
 
 #include "absl/strings/str_cat.h"
@@ -78,19 +80,130 @@ absl::Status ShardSource::ReadFull(uint64_t offset, char* buf, size_t n) const {
   return absl::OkStatus();
 }
 
-PlainSource::PlainSource(UniqueFd fd, std::string path, uint64_t size)
-    : owned_(std::move(fd)), path_(std::move(path)), size_(size) {
-  fd_ = owned_.get();
+// ---- FdCache ----
+
+absl::StatusOr<Lease> FdCache::Get(uint64_t key,
+                                   const std::function<absl::StatusOr<UniqueFd>()>& open) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(key);
+    if (it != map_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second.lru);
+      return Lease{it->second.fd->get(), it->second.fd};
+    }
+  }
+  auto fd = open();  // outside the lock: an open on network storage is slow
+  if (!fd.ok()) return fd.status();
+  opens_.fetch_add(1, std::memory_order_relaxed);
+  auto shared = std::make_shared<const UniqueFd>(std::move(*fd));
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = map_.find(key);
+  if (it != map_.end()) {  // another reader opened it meanwhile: use that one
+    return Lease{it->second.fd->get(), it->second.fd};
+  }
+  lru_.push_front(key);
+  map_.emplace(key, Slot{shared, lru_.begin()});
+  while (map_.size() > capacity_) {
+    map_.erase(lru_.back());  // closes once no lease holds it
+    lru_.pop_back();
+  }
+  return Lease{shared->get(), shared};
 }
 
-PlainSource PlainSource::Borrowing(int fd, std::string path, uint64_t size) {
-  return PlainSource(fd, std::move(path), size);
+size_t FdCache::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return map_.size();
 }
+
+// ---- ShardFile ----
+
+FileIdentity FileIdentity::Of(const struct stat& st) {
+  FileIdentity id;
+  id.dev = static_cast<uint64_t>(st.st_dev);
+  id.ino = static_cast<uint64_t>(st.st_ino);
+  id.size = static_cast<uint64_t>(st.st_size);
+  id.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  return id;
+}
+
+namespace {
+
+absl::Status Changed(const std::string& path, absl::string_view what) {
+  return absl::DataLossError(absl::StrCat(
+      path, ": the shard changed under the mount (", what,
+      "); shards must not change while mounted: remount to index it again"));
+}
+
+absl::Status Compare(const std::string& path, const FileIdentity& want, const struct stat& st) {
+  const FileIdentity now = FileIdentity::Of(st);
+  if (now.dev != want.dev || now.ino != want.ino) return Changed(path, "another file");
+  if (now.size != want.size) {
+    return Changed(path, absl::StrCat("size ", want.size, " -> ", now.size, " bytes"));
+  }
+  if (now.mtime_ns != want.mtime_ns) return Changed(path, "mtime changed");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+ShardFile::ShardFile(std::string path, FileIdentity identity, FdCache* cache)
+    : path_(std::move(path)), cache_(cache), key_(cache->NewKey()), identity_(identity) {}
+
+ShardFile::ShardFile(UniqueFd fd, std::string path)
+    : path_(std::move(path)), owned_(std::make_shared<const UniqueFd>(std::move(fd))) {}
+
+ShardFile ShardFile::Borrowed(int fd, std::string path) {
+  ShardFile f(UniqueFd(), std::move(path));
+  f.owned_.reset();
+  f.borrowed_ = fd;
+  return f;
+}
+
+absl::StatusOr<Lease> ShardFile::Open() const {
+  if (owned_) return Lease{owned_->get(), owned_};
+  if (cache_ == nullptr) return Lease{borrowed_, nullptr};
+  return cache_->Get(key_, [this]() -> absl::StatusOr<UniqueFd> {
+    // Non-blocking (a shard swapped for a FIFO must not hang the reader),
+    // and it must still be the file that was indexed.
+    auto fd = OpenFile(path_, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (!fd.ok()) return fd.status();
+    struct stat st;
+    if (::fstat(fd->get(), &st) != 0) return ErrnoError(errno, path_);
+    if (!S_ISREG(st.st_mode)) return Changed(path_, "no longer a regular file");
+    if (auto s = Compare(path_, identity_, st); !s.ok()) return s;
+    return std::move(*fd);
+  });
+}
+
+absl::Status ShardFile::CheckUnchanged() const {
+  if (cache_ == nullptr) return absl::OkStatus();
+  auto lease = Open();
+  if (!lease.ok()) return lease.status();
+  struct stat st;
+  if (::fstat(lease->fd, &st) != 0) return ErrnoError(errno, path_);
+  return Compare(path_, identity_, st);
+}
+
+// ---- PlainSource ----
 
 absl::StatusOr<size_t> PlainSource::ReadAt(uint64_t offset, char* buf, size_t n) const {
   if (offset >= size_) return size_t{0};
   if (n > size_ - offset) n = static_cast<size_t>(size_ - offset);
-  return PreadUpTo(fd_, buf, n, offset, path_);
+  auto lease = file_.Open();
+  if (!lease.ok()) return lease.status();
+  auto got = PreadUpTo(lease->fd, buf, n, offset, path());
+  if (!got.ok()) return got.status();
+  if (*got < n) {
+    return Changed(path(), absl::StrCat("it ends before byte offset ", offset + n,
+                                        " of its indexed ", size_, " bytes"));
+  }
+  return got;
+}
+
+absl::StatusOr<std::optional<FileRange>> PlainSource::Spliceable(uint64_t offset) const {
+  auto lease = file_.Open();
+  if (!lease.ok()) return lease.status();
+  return std::optional<FileRange>(FileRange{lease->fd, offset, std::move(lease->hold)});
 }
 
 }  // namespace tfrecordfs::source

@@ -177,7 +177,9 @@ absl::Status AddPath(Filesystem::Tree* tree, uint64_t parent, const std::string&
 struct Probed {
   absl::Status status;
   bool is_shard = false;
-  UniqueFd fd;  // the open shard, kept for the mount's life
+  // What the shard file was when indexed: its source reopens it on demand
+  // (no descriptor is held per shard) and checks it is still that file.
+  source::FileIdentity identity;
   std::shared_ptr<const index::ShardIndex> index;
 };
 
@@ -233,14 +235,16 @@ Probed ProbeAndIndex(const Filesystem::Tree& tree, uint64_t i, const Options& op
   }
   out.is_shard = true;
   out.index = std::move(*idx);
-  out.fd = std::move(*fd);
+  out.identity = source::FileIdentity::Of(st);
   return out;
 }
 
 }  // namespace
 
 Filesystem::Filesystem(const Options& options)
-    : tree_(std::make_unique<Tree>()), inflate_cache_(options.inflate_cache_bytes) {}
+    : tree_(std::make_unique<Tree>()),
+      fd_cache_(options.max_open_shards),
+      inflate_cache_(options.inflate_cache_bytes) {}
 
 Filesystem::~Filesystem() = default;
 
@@ -305,10 +309,15 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
                      : std::clamp<int>(static_cast<int>(std::thread::hardware_concurrency()), 1, 16);
   }
   threads = std::min<int>(threads, std::max<size_t>(files.size(), 1));
-  // One descriptor per shard stays open: lift the soft limit, and grow the
+  // Shards are opened on demand, at most max_open_shards at once (plus one
+  // per walk thread while indexing): lift the soft limit, and grow the
   // table before the threads exist (growing it under them waits for an RCU
   // grace period each time).
-  ReserveDescriptors(files.size() + 64);
+  const size_t allowed =
+      ReserveDescriptors(std::min(files.size(), options.max_open_shards) + threads + 64);
+  // Half of what the limit allows at most: staged files, plain source
+  // files, index files and FUSE need the rest.
+  fs->fd_cache_.set_capacity(std::min(options.max_open_shards, std::max<size_t>(allowed / 2, 16)));
   std::atomic<size_t> next{0};
   auto worker = [&] {
     for (size_t k; (k = next.fetch_add(1)) < files.size();) {
@@ -346,12 +355,12 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
     }
     fs->shard_name_width_.push_back(Digits(n == 0 ? 0 : n - 1));
     const index::ShardIndex& idx = *p.index;
+    source::ShardFile file(idx.path(), p.identity, &fs->fd_cache_);
     if (idx.checkpoints()) {
       fs->sources_.push_back(std::make_unique<source::InflateSource>(
-          std::move(p.fd), idx.path(), idx.file_size(), idx.checkpoints(), &fs->inflate_cache_));
+          std::move(file), idx.file_size(), idx.checkpoints(), &fs->inflate_cache_));
     } else {
-      fs->sources_.push_back(
-          std::make_unique<source::PlainSource>(std::move(p.fd), idx.path(), idx.file_size()));
+      fs->sources_.push_back(std::make_unique<source::PlainSource>(std::move(file), idx.file_size()));
     }
     fs->shards_.push_back(std::move(p.index));
   }
@@ -1000,11 +1009,24 @@ absl::StatusOr<ReadResult> Filesystem::Read(uint64_t ino, uint64_t fh, uint64_t 
       }
       const uint64_t at = (*rec)->data_offset + e.span_offset + offset;
       const source::ShardSource& src = *sources_[shard];
-      if (auto range = src.Spliceable(at)) {
-        out.fd = range->fd;
-        out.offset = range->offset;
+      auto range = src.Spliceable(at);
+      if (range.ok() && range->has_value()) {
+        // The kernel splices straight from the shard: make sure it is still
+        // the file that was indexed (one fstat), or the bytes could be
+        // another file's or short.
+        if (auto s = src.CheckUnchanged(); !s.ok()) {
+          log::Error(s.message());
+          return absl::DataLossError(s.message());
+        }
+        out.fd = (*range)->fd;
+        out.offset = (*range)->offset;
         out.length = n;
+        out.hold = std::move((*range)->hold);
         return out;
+      }
+      if (!range.ok()) {
+        log::Error(range.status().message());
+        return absl::DataLossError(range.status().message());
       }
       // A compressed shard: the bytes come from its decompression cache.
       out.data.resize(n);

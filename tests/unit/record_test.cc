@@ -666,7 +666,9 @@ class CountingSource final : public source::ShardSource {
     std::memcpy(buf, bytes_.data() + offset, n);
     return n;
   }
-  std::optional<source::FileRange> Spliceable(uint64_t) const override { return std::nullopt; }
+  absl::StatusOr<std::optional<source::FileRange>> Spliceable(uint64_t) const override {
+    return std::optional<source::FileRange>();
+  }
   int reads() const { return reads_; }
 
  private:

@@ -162,15 +162,22 @@ class BlockCache {
 class InflateSource final : public ShardSource {
  public:
   // `cache` is not owned and must outlive the source.
+  InflateSource(ShardFile file, uint64_t file_size, std::shared_ptr<const CheckpointTable> table,
+                BlockCache* cache);
   InflateSource(UniqueFd fd, std::string path, uint64_t file_size,
-                std::shared_ptr<const CheckpointTable> table, BlockCache* cache);
+                std::shared_ptr<const CheckpointTable> table, BlockCache* cache)
+      : InflateSource(ShardFile(std::move(fd), std::move(path)), file_size, std::move(table),
+                      cache) {}
   ~InflateSource() override;
 
   Codec codec() const override { return table_->codec; }
-  const std::string& path() const override { return path_; }
+  const std::string& path() const override { return file_.path(); }
   uint64_t size() const override { return table_->data_size; }
   absl::StatusOr<size_t> ReadAt(uint64_t offset, char* buf, size_t n) const override;
-  std::optional<FileRange> Spliceable(uint64_t) const override { return std::nullopt; }
+  absl::StatusOr<std::optional<FileRange>> Spliceable(uint64_t) const override {
+    return std::optional<FileRange>();
+  }
+  absl::Status CheckUnchanged() const override { return file_.CheckUnchanged(); }
 
   // Blocks inflated so far (cache misses), for tests and statistics.
   uint64_t blocks_inflated() const { return blocks_inflated_.load(std::memory_order_relaxed); }
@@ -180,8 +187,7 @@ class InflateSource final : public ShardSource {
   struct Cursor;
   absl::StatusOr<std::shared_ptr<const std::string>> Block(uint64_t block) const;
 
-  UniqueFd fd_;
-  std::string path_;
+  ShardFile file_;
   uint64_t file_size_;
   std::shared_ptr<const CheckpointTable> table_;
   BlockCache* cache_;

@@ -17,9 +17,18 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -54,10 +63,82 @@ Codec DetectCodec(absl::string_view first_bytes);
 bool OnRemoteStorage(int fd);
 bool OnRemoteStorage(const std::string& path);
 
-// A range of an open file holding some of a source's bytes.
+// An open descriptor and what keeps it open: a descriptor from an FdCache
+// stays open while any Lease of it lives, even if the cache drops it.
+struct Lease {
+  int fd = -1;
+  std::shared_ptr<const void> hold;
+};
+
+// A bounded LRU of open shard descriptors, so that a mount of any number of
+// shards holds at most `capacity` of them (plus those leased for reads in
+// flight). Thread-safe; mu_ is a leaf lock, never held across open().
+class FdCache {
+ public:
+  explicit FdCache(size_t capacity) : capacity_(capacity == 0 ? 1 : capacity) {}
+  // Lowers or raises the bound (call before use: not synchronised).
+  void set_capacity(size_t capacity) { capacity_ = capacity == 0 ? 1 : capacity; }
+  size_t capacity() const { return capacity_; }
+  // The cached descriptor for `key`, or `open()`'s, cached.
+  absl::StatusOr<Lease> Get(uint64_t key, const std::function<absl::StatusOr<UniqueFd>()>& open);
+  uint64_t NewKey() { return next_key_.fetch_add(1); }
+  size_t size() const;
+  uint64_t opens() const { return opens_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Slot {
+    std::shared_ptr<const UniqueFd> fd;
+    std::list<uint64_t>::iterator lru;
+  };
+  size_t capacity_;
+  std::atomic<uint64_t> next_key_{1};
+  std::atomic<uint64_t> opens_{0};
+  mutable std::mutex mu_;
+  absl::flat_hash_map<uint64_t, Slot> map_ ABSL_GUARDED_BY(mu_);
+  std::list<uint64_t> lru_ ABSL_GUARDED_BY(mu_);  // front = most recent
+};
+
+// What a shard file was when it was indexed. Shards are immutable by
+// contract; a file that no longer matches is a breach the reads report
+// (DataLoss: "changed under the mount; remount") instead of serving bytes
+// the index does not describe.
+struct FileIdentity {
+  uint64_t dev = 0, ino = 0, size = 0;
+  int64_t mtime_ns = 0;
+  static FileIdentity Of(const struct stat& st);
+};
+
+// The file behind a shard: either a descriptor held for the source's life,
+// or a path opened on demand through an FdCache and checked against the
+// FileIdentity it had when indexed. Thread-safe.
+class ShardFile {
+ public:
+  ShardFile(std::string path, FileIdentity identity, FdCache* cache);
+  ShardFile(UniqueFd fd, std::string path);
+  static ShardFile Borrowed(int fd, std::string path);
+
+  const std::string& path() const { return path_; }
+  // An open descriptor (reopened, and re-checked, if the cache dropped it).
+  absl::StatusOr<Lease> Open() const;
+  // fstat of the open file against its identity: DataLoss when its size,
+  // mtime or inode changed since it was indexed (for lazily opened files).
+  absl::Status CheckUnchanged() const;
+
+ private:
+  std::string path_;
+  std::shared_ptr<const UniqueFd> owned_;  // or
+  int borrowed_ = -1;                      // or
+  FdCache* cache_ = nullptr;               // with
+  uint64_t key_ = 0;
+  FileIdentity identity_;
+};
+
+// A range of an open file holding some of a source's bytes. `hold` keeps
+// the descriptor open: keep it until the bytes are served.
 struct FileRange {
-  int fd = -1;  // owned by the source; valid while the source lives
+  int fd = -1;
   uint64_t offset = 0;
+  std::shared_ptr<const void> hold;
 };
 
 class ShardSource {
@@ -76,35 +157,39 @@ class ShardSource {
   virtual absl::StatusOr<size_t> ReadAt(uint64_t offset, char* buf, size_t n) const = 0;
   // The file range that holds the bytes at `offset` unchanged (plain shards
   // only): bytes [offset, offset + k) are at [range.offset, range.offset + k)
-  // of range.fd for any k up to size() - offset.
-  virtual std::optional<FileRange> Spliceable(uint64_t offset) const = 0;
+  // of range.fd for any k up to size() - offset. Errors: as ReadAt's (the
+  // file cannot be reopened, or changed under the mount).
+  virtual absl::StatusOr<std::optional<FileRange>> Spliceable(uint64_t offset) const = 0;
+  // DataLoss when the shard file no longer is what was indexed (a breach of
+  // the immutability contract), checked with one fstat; OK when unknown.
+  virtual absl::Status CheckUnchanged() const { return absl::OkStatus(); }
 
   // Reads exactly n bytes or fails (DataLoss naming the path and offset when
   // the source ends first).
   absl::Status ReadFull(uint64_t offset, char* buf, size_t n) const;
 };
 
-// A plain shard file. Owns its descriptor, or borrows one (the caller keeps
-// it open for the source's life).
+// A plain shard file.
 class PlainSource final : public ShardSource {
  public:
-  PlainSource(UniqueFd fd, std::string path, uint64_t size);
-  static PlainSource Borrowing(int fd, std::string path, uint64_t size);
+  PlainSource(ShardFile file, uint64_t size) : file_(std::move(file)), size_(size) {}
+  PlainSource(UniqueFd fd, std::string path, uint64_t size)
+      : PlainSource(ShardFile(std::move(fd), std::move(path)), size) {}
+  static PlainSource Borrowing(int fd, std::string path, uint64_t size) {
+    return PlainSource(ShardFile::Borrowed(fd, std::move(path)), size);
+  }
 
   Codec codec() const override { return Codec::kNone; }
-  const std::string& path() const override { return path_; }
+  const std::string& path() const override { return file_.path(); }
   uint64_t size() const override { return size_; }
+  // A read that comes back short of size() means the file shrank under the
+  // mount: DataLoss, not fewer bytes.
   absl::StatusOr<size_t> ReadAt(uint64_t offset, char* buf, size_t n) const override;
-  std::optional<FileRange> Spliceable(uint64_t offset) const override {
-    return FileRange{fd_, offset};
-  }
-  int fd() const { return fd_; }
+  absl::StatusOr<std::optional<FileRange>> Spliceable(uint64_t offset) const override;
+  absl::Status CheckUnchanged() const override { return file_.CheckUnchanged(); }
 
  private:
-  PlainSource(int fd, std::string path, uint64_t size) : fd_(fd), path_(std::move(path)), size_(size) {}
-  UniqueFd owned_;
-  int fd_;
-  std::string path_;
+  ShardFile file_;
   uint64_t size_;
 };
 

@@ -91,6 +91,11 @@ struct Options {
   // inflate_cache_mb), in source::kBlockSize blocks shared by all of them:
   // listing a record and reading its files inflates that region once.
   size_t inflate_cache_bytes = size_t{32} << 20;
+  // Shard files open at once (-o max_open): shards are opened on demand and
+  // the least recently used closed beyond this, so any number of shards
+  // mounts within the descriptor limit (which must exceed this plus the
+  // walk threads and ~64; the daemon lifts its soft limit to the hard one).
+  size_t max_open_shards = 1024;
 };
 
 struct Attr {
@@ -104,12 +109,13 @@ struct Attr {
 };
 
 // Where the bytes of a read come from: a range of an open file (which the
-// FUSE layer may splice) or bytes in memory. The descriptor belongs to the
-// Filesystem and stays open as long as it does.
+// FUSE layer may splice) or bytes in memory. The descriptor stays open while
+// `hold` (or the Filesystem, for plain source files) lives.
 struct ReadResult {
   int fd = -1;  // >= 0: serve [offset, offset + length) of fd
   uint64_t offset = 0;
   size_t length = 0;
+  std::shared_ptr<const void> hold;  // keeps fd open until the reply is sent
   std::string data;  // used when fd < 0
 };
 
@@ -236,7 +242,8 @@ class Filesystem {
 
   std::unique_ptr<Tree> tree_;
   std::vector<std::shared_ptr<const index::ShardIndex>> shards_;
-  source::BlockCache inflate_cache_;  // before sources_: they point to it
+  source::FdCache fd_cache_;          // before sources_: they point to them
+  source::BlockCache inflate_cache_;
   std::vector<std::unique_ptr<source::ShardSource>> sources_;  // by shard
   std::vector<int> shard_name_width_;   // digits of the largest record index
   std::vector<uint64_t> shard_tree_node_;

@@ -2,6 +2,7 @@
 // immutable by contract, so a breach must never give wrong or short bytes
 // silently, nor hang readers. Each test mounts for real.
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,11 +22,18 @@ namespace tfrecordfs::mount_test {
 namespace {
 
 // `records` Examples with one bytes feature "v" of `size` bytes of one
-// letter (shown as "v.txt", a line of letters).
-std::string Shard(int records, size_t size) {
+// letter (shown as "v.txt", a line of letters), or with `binary` a 0x01
+// byte then letters (shown as "v.bin", served straight from the shard).
+std::string Value(int i, size_t size, bool binary) {
+  std::string v(size, static_cast<char>('A' + i % 26));
+  if (binary) v[0] = '\x01';
+  return v;
+}
+
+std::string Shard(int records, size_t size, bool binary = false) {
   std::string out;
   for (int i = 0; i < records; ++i) {
-    const std::string value(size, static_cast<char>('A' + i % 26));
+    const std::string value = Value(i, size, binary);
     example::FeatureTable table;
     example::Feature f;
     f.name = "v";
@@ -84,6 +92,86 @@ TEST(ChangedSourcesTest, PlainFileReplacedByAFifoDoesNotBlockReaders) {
   std::string err;
   EXPECT_EQ(m.Stop(&err), 0) << err;
   EXPECT_NE(m.Stderr().find("no longer a regular file"), std::string::npos) << m.Stderr();
+}
+
+// Item 5: a shard truncated, or rewritten in place, while mounted. Reads
+// that reach the daemon answer EIO (never short or mixed bytes), and the log
+// says to remount.
+TEST(ChangedSourcesTest, ShardTruncatedOrRewrittenAnswersEio) {
+  TFRFS_SKIP_WITHOUT_FUSE();
+  TempDir tmp;
+  const std::string src = tmp.Subdir("src");
+  const std::string shard = src + "/data.tfrecord";
+  WriteWholeFile(shard, Shard(4, 300, /*binary=*/true));
+  Mount m;
+  ASSERT_EQ(m.Start({src}, {"-o", "ro"}), "");
+  EXPECT_EQ(ReadWholeFile(m.path("data.tfrecord/0/v.bin")), Value(0, 300, true));
+  // Record 1's layout is read (listing) but not its file's bytes.
+  struct stat st;
+  ASSERT_EQ(::stat(m.path("data.tfrecord/1/v.bin").c_str(), &st), 0);
+
+  // Rewritten in place, same size: another mtime.
+  std::string bytes = ReadWholeFile(shard);
+  for (char& c : bytes) {
+    if (c == 'B') c = 'b';
+  }
+  {
+    struct timespec later[2] = {{0, UTIME_OMIT}, {st.st_mtim.tv_sec + 5, 0}};
+    WriteWholeFile(shard, bytes);
+    ASSERT_EQ(::utimensat(AT_FDCWD, shard.c_str(), later, 0), 0);
+  }
+  const int fd = ::open(m.path("data.tfrecord/1/v.bin").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  char buf[512];
+  EXPECT_EQ(::read(fd, buf, sizeof buf), -1);
+  EXPECT_EQ(errno, EIO);
+  ::close(fd);
+
+  // Truncated: a record never read before is EIO too.
+  ASSERT_EQ(::truncate(shard.c_str(), static_cast<off_t>(bytes.size() / 2)), 0);
+  const int fd3 = ::open(m.path("data.tfrecord/3/v.bin").c_str(), O_RDONLY);
+  if (fd3 >= 0) {
+    EXPECT_EQ(::read(fd3, buf, sizeof buf), -1);
+    EXPECT_EQ(errno, EIO);
+    ::close(fd3);
+  } else {
+    EXPECT_EQ(errno, EIO);
+  }
+  std::string err;
+  EXPECT_EQ(m.Stop(&err), 0) << err;
+  EXPECT_NE(m.Stderr().find("changed under the mount"), std::string::npos) << m.Stderr();
+}
+
+// Item 7: more shards than the descriptor limit. The daemon keeps a bounded
+// number of shard files open and reopens on demand: every record reads.
+TEST(ChangedSourcesTest, MoreShardsThanDescriptorsAllRead) {
+  TFRFS_SKIP_WITHOUT_FUSE();
+  TempDir tmp;
+  const std::string src = tmp.Subdir("src");
+  constexpr int kShards = 600;
+  for (int i = 0; i < kShards; ++i) {
+    WriteWholeFile(src + "/s" + std::to_string(1000 + i) + ".tfrecord", Shard(1, 8));
+  }
+  // The daemon runs with a hard limit of 256 descriptors (prlimit execs it,
+  // so its pid is the one the harness started).
+  const std::string wrapper = tmp.path() + "/tfrecordfs-256";
+  WriteWholeFile(wrapper, "#!/bin/sh\nexec prlimit --nofile=256:256 -- '" + BinaryPath() +
+                              "' \"$@\"\n");
+  ASSERT_EQ(::chmod(wrapper.c_str(), 0755), 0);
+  const std::string real_bin = BinaryPath();
+  ::setenv("TFRECORDFS_BIN", wrapper.c_str(), 1);
+  Mount m;
+  const std::string started = m.Start({src}, {"-o", "ro,noindexcache"});
+  ::setenv("TFRECORDFS_BIN", real_bin.c_str(), 1);
+  ASSERT_EQ(started, "");
+  int good = 0;
+  for (int i = 0; i < kShards; ++i) {
+    const std::string f = m.path("s" + std::to_string(1000 + i) + ".tfrecord/0/v.txt");
+    good += ReadWholeFile(f) == std::string(8, 'A') + "\n";
+  }
+  EXPECT_EQ(good, kShards);
+  std::string err;
+  EXPECT_EQ(m.Stop(&err), 0) << err << m.Stderr();
 }
 
 }  // namespace
