@@ -4,7 +4,8 @@
 //   tfrecordfs-gen sample OUTDIR [--records N] [--shards S]
 //       object-detection-like records with real JPEG images (libjpeg):
 //       image/encoded, image/height, image/width, image/object/bbox/*,
-//       image/object/class/{label,text}, label, class_name.
+//       image/object/class/{label,text}, label, class_name, and
+//       image/thumbnail (a tf.io.serialize_tensor uint8 [24,32,3] tensor).
 //   tfrecordfs-gen synthetic OUTDIR --records N --shards S [--bytes B]
 //       [--prefix NAME]: N records across S shards; each record holds
 //       image_raw (B random bytes behind a JPEG magic), label, height, width.
@@ -200,10 +201,20 @@ int Sample(const std::string& dir, uint64_t records, uint64_t shards) {
       texts.push_back(kClasses[labels[b]]);
     }
     const std::string filename = absl::StrFormat("img_%05d.jpg", i);
+    // A small RGB thumbnail stored the way tf.io.serialize_tensor stores an
+    // image tensor (uint8 [24, 32, 3]): the mount shows it as a PNG.
+    std::string thumb(24 * 32 * 3, '\0');
+    for (size_t p = 0; p < thumb.size(); ++p) {
+      const size_t y = p / (32 * 3), x = p / 3 % 32, c = p % 3;
+      thumb[p] = static_cast<char>(c == 0 ? x * 8 : c == 1 ? y * 10 : (i * 37) & 0xff);
+    }
+    const std::string thumbnail =
+        tensor::EncodeTensor(tensor::DataType::kUint8, {24, 32, 3}, thumb).value();
     FeatureTable t;
     t.features.push_back(Bytes("image/encoded", {jpeg}));
     t.features.push_back(Bytes("image/filename", {filename}));
     t.features.push_back(Bytes("image/format", {"jpeg"}));
+    t.features.push_back(Bytes("image/thumbnail", {thumbnail}));
     t.features.push_back(Int64s("image/height", {height}));
     t.features.push_back(Int64s("image/width", {width}));
     t.features.push_back(Floats("image/object/bbox/xmin", xmin));
@@ -224,7 +235,8 @@ int Sample(const std::string& dir, uint64_t records, uint64_t shards) {
   const std::string info = absl::StrCat(
       "{\n  \"name\": \"tfrecordfs-sample\",\n  \"records\": ", records, ",\n  \"shards\": ", shards,
       ",\n  \"features\": [\"image/encoded\", \"image/height\", \"image/width\", "
-      "\"image/object/bbox/*\", \"image/object/class/*\", \"label\", \"class_name\"]\n}\n");
+      "\"image/object/bbox/*\", \"image/object/class/*\", \"image/thumbnail\", \"label\", "
+      "\"class_name\"]\n}\n");
   if (auto st = WriteFileAtomically(dir + "/dataset_info.json", info); !st.ok()) {
     std::cerr << "tfrecordfs-gen: " << st.message() << "\n";
     return 1;
