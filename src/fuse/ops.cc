@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <new>
+#include <string>
 #include <vector>
 
 #include "tfrecordfs/base/file.h"
@@ -414,25 +416,52 @@ void LlRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_
     fuse_reply_err(req, r.err);
     return;
   }
-  if (r.data.fd < 0) {
+  // Every buffer of the reply in order (a file of several pieces gives
+  // several: ReadResult).
+  std::vector<const vfs::ReadBuffer*> parts{&r.data};
+  for (const vfs::ReadBuffer& b : r.data.more) parts.push_back(&b);
+  if (parts.size() == 1 && r.data.fd < 0) {
     fuse_reply_buf(req, r.data.data.data(), r.data.data.size());
     return;
   }
   if (ops.options.splice) {
-    struct fuse_bufvec buf = FUSE_BUFVEC_INIT(r.data.length);
-    buf.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
-    buf.buf[0].fd = r.data.fd;
-    buf.buf[0].pos = static_cast<off_t>(r.data.offset);
-    fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+    // fuse_bufvec ends in a one-element array: room for the others follows.
+    std::vector<char> storage(sizeof(fuse_bufvec) + (parts.size() - 1) * sizeof(fuse_buf));
+    auto* vec = new (storage.data()) fuse_bufvec{};
+    vec->count = parts.size();
+    for (size_t i = 0; i < parts.size(); ++i) {
+      fuse_buf& b = vec->buf[i];
+      b = fuse_buf{};
+      b.size = parts[i]->size();
+      if (parts[i]->fd >= 0) {
+        b.flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
+        b.fd = parts[i]->fd;
+        b.pos = static_cast<off_t>(parts[i]->offset);
+      } else {
+        b.mem = const_cast<char*>(parts[i]->data.data());
+      }
+    }
+    fuse_reply_data(req, vec, FUSE_BUF_SPLICE_MOVE);
     return;
   }
-  std::string tmp(r.data.length, '\0');
-  auto got = PreadUpTo(r.data.fd, tmp.data(), tmp.size(), r.data.offset, "read");
-  if (!got.ok()) {
-    fuse_reply_err(req, ToErrno(got.status()));
-    return;
+  std::string tmp;
+  tmp.reserve(r.data.total_size());
+  for (const vfs::ReadBuffer* p : parts) {
+    if (p->fd < 0) {
+      tmp += p->data;
+      continue;
+    }
+    const size_t at = tmp.size();
+    tmp.resize(at + p->length);
+    auto got = PreadUpTo(p->fd, tmp.data() + at, p->length, p->offset, "read");
+    if (!got.ok()) {
+      fuse_reply_err(req, ToErrno(got.status()));
+      return;
+    }
+    tmp.resize(at + *got);
+    if (*got < p->length) break;  // the shard ended early: a short read
   }
-  fuse_reply_buf(req, tmp.data(), *got);
+  fuse_reply_buf(req, tmp.data(), tmp.size());
 }
 
 void LlStatfs(fuse_req_t req, fuse_ino_t) {

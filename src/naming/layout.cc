@@ -1,11 +1,15 @@
 // Names (escaping) and the forward/reverse tree layout.
 #include <algorithm>
+#include <cstring>
 #include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "tfrecordfs/base/utf8.h"
 #include "tfrecordfs/naming/naming.h"
+#include "tfrecordfs/tensor/npy.h"
+#include "tfrecordfs/tensor/png.h"
+#include "tfrecordfs/tensor/tensor.h"
 
 namespace tfrecordfs::naming {
 
@@ -60,8 +64,8 @@ std::vector<std::string> Chunk(absl::string_view s) {
 struct Node {
   bool is_dir = false;
   std::map<std::string, Node> children;  // sorted by escaped name
-  // Files:
-  bool is_inline = true;
+  // Files (see Entry):
+  ContentForm form = ContentForm::kInline;
   std::string content;
   uint64_t span_offset = 0, span_length = 0;
 };
@@ -82,7 +86,13 @@ struct Placement {
 };
 
 // Splits a feature name into escaped directory components and a leaf.
-Placement Place(absl::string_view name, bool numeric, bool is_file, absl::string_view ext) {
+// `steps_beside` (feature list names) escapes the first digit of every
+// all-digit component, not only the leaf's: a list's folder holds its steps,
+// whose names are all digits. `reserved_top` (an Example's features)
+// escapes a first component `feature_lists`, which would make the record
+// folder pack as a SequenceExample.
+Placement Place(absl::string_view name, bool numeric, bool is_file, absl::string_view ext,
+                bool steps_beside = false, bool reserved_top = false) {
   std::vector<absl::string_view> raw = absl::StrSplit(name, '/');
   const bool has_empty =
       std::any_of(raw.begin(), raw.end(), [](absl::string_view c) { return c.empty(); });
@@ -93,9 +103,11 @@ Placement Place(absl::string_view name, bool numeric, bool is_file, absl::string
   } else {
     for (size_t i = 0; i < raw.size(); ++i) {
       const bool leaf = i + 1 == raw.size();
-      escaped.push_back(EscapeComponent(raw[i], leaf && numeric, leaf && is_file));
+      escaped.push_back(
+          EscapeComponent(raw[i], leaf && numeric, (leaf && is_file) || steps_beside));
     }
   }
+  if (reserved_top && escaped[0] == kFeatureListsDir) escaped[0].replace(0, 1, "%66");
   Placement p;
   for (size_t i = 0; i < escaped.size(); ++i) {
     const bool leaf = i + 1 == escaped.size();
@@ -122,7 +134,7 @@ void Flatten(const Node& node, uint32_t self, Layout* out) {
     c.name = name;
     c.parent = self;
     c.is_dir = child.is_dir;
-    c.is_inline = child.is_inline;
+    c.form = child.form;
     c.content = child.content;
     c.span_offset = child.span_offset;
     c.span_length = child.span_length;
@@ -193,63 +205,200 @@ std::string Unescape(absl::string_view s) {
   return out;
 }
 
-Layout LayoutExample(const FeatureTable& table, absl::string_view payload) {
+namespace {
+
+// A bytes value that is not single-line text: a tensor's view (`.png`,
+// `.npy`) or its exact bytes with a sniffed extension.
+Node BytesValueNode(absl::string_view v, absl::string_view payload, std::string* ext) {
+  Node n;
+  const uint64_t at = static_cast<uint64_t>(v.data() - payload.data());
+  if (tensor::IsTensor(v)) {
+    if (auto t = tensor::DecodeTensor(v); t.ok()) {
+      if (auto g = tensor::PngGeometryOf(t->dtype, t->shape); g.ok()) {
+        *ext = std::string(kPngExtension);
+        if (t->data_in_input) {
+          n.form = ContentForm::kPng;
+          n.content = PackPng(*g);
+          n.span_offset = at + t->data_offset;
+          n.span_length = t->data_size;
+        } else {
+          // *_val forms (not what serialize_tensor writes): the pixels are
+          // not in the shard as such, so the PNG is made now, held inline.
+          auto png = tensor::EncodePng(*g, t->materialized);
+          if (png.ok()) {
+            n.content = std::move(*png);
+            return n;
+          }
+          n.content.clear();
+          *ext = std::string(SniffExtension(v));
+          n.form = ContentForm::kSpan;
+          n.span_offset = at;
+          n.span_length = v.size();
+        }
+        return n;
+      }
+      *ext = std::string(kNpyExtension);
+      n.content = tensor::NpyHeader(*t);
+      if (t->data_in_input && t->data_size > 0) {
+        n.form = ContentForm::kInlineSpan;
+        n.span_offset = at + t->data_offset;
+        n.span_length = t->data_size;
+      } else {
+        n.content.append(t->data(v).data(), t->data(v).size());
+      }
+      return n;
+    }
+  }
+  *ext = std::string(SniffExtension(v));
+  n.form = ContentForm::kSpan;
+  n.span_offset = at;
+  n.span_length = v.size();
+  return n;
+}
+
+// A directory of `0<ext>`, `1<ext>`, ... for a bytes list of several values.
+Node ListDirNode(const std::vector<absl::string_view>& values, absl::string_view payload) {
+  Node n;
+  n.is_dir = true;
+  for (size_t i = 0; i < values.size(); ++i) {
+    absl::string_view v = values[i];
+    std::string ext;
+    Node item = BytesValueNode(v, payload, &ext);
+    if (ext == ".bin" && IsValidUtf8(v)) ext = std::string(kTextExtension);  // exact bytes either way
+    n.children.emplace(absl::StrCat(i, ext), std::move(item));
+  }
+  return n;
+}
+
+// Places an Example's (or a context's) features under `root`.
+void AddFeatures(Node* root, const std::vector<Feature>& features, absl::string_view payload,
+                 bool reserved_top) {
   struct Leaf {
     Placement where;
     Node node;
   };
   std::vector<Leaf> leaves;
-  for (const Feature& f : table.features) {
+  for (const Feature& f : features) {
     if (f.kind == Kind::kNone) continue;
     Leaf leaf;
     Node& n = leaf.node;
     if (f.kind == Kind::kInt64 || f.kind == Kind::kFloat) {
       n.content = f.kind == Kind::kInt64 ? FormatInt64s(f.int64s) : FormatFloats(f.floats);
-      leaf.where = Place(f.name, /*numeric=*/true, /*is_file=*/true, "");
+      leaf.where = Place(f.name, /*numeric=*/true, /*is_file=*/true, "", false, reserved_top);
     } else if (std::all_of(f.bytes.begin(), f.bytes.end(), IsSingleLineText)) {
       n.content = FormatText(f.bytes);
-      leaf.where = Place(f.name, false, true, kTextExtension);
+      leaf.where = Place(f.name, false, true, kTextExtension, false, reserved_top);
     } else if (f.bytes.size() == 1) {
-      n.is_inline = false;
-      n.span_offset = static_cast<uint64_t>(f.bytes[0].data() - payload.data());
-      n.span_length = f.bytes[0].size();
-      leaf.where = Place(f.name, false, true, SniffExtension(f.bytes[0]));
+      std::string ext;
+      n = BytesValueNode(f.bytes[0], payload, &ext);
+      leaf.where = Place(f.name, false, true, ext, false, reserved_top);
     } else {
-      n.is_dir = true;
-      for (size_t i = 0; i < f.bytes.size(); ++i) {
-        absl::string_view v = f.bytes[i];
-        Node item;
-        item.is_inline = false;
-        item.span_offset = static_cast<uint64_t>(v.data() - payload.data());
-        item.span_length = v.size();
-        absl::string_view ext = SniffExtension(v);
-        if (ext == ".bin" && IsValidUtf8(v)) ext = kTextExtension;  // exact bytes either way
-        n.children.emplace(absl::StrCat(i, ext), std::move(item));
-      }
-      leaf.where = Place(f.name, false, false, "");
+      n = ListDirNode(f.bytes, payload);
+      leaf.where = Place(f.name, false, false, "", false, reserved_top);
     }
     leaves.push_back(std::move(leaf));
   }
   // Directories first, so that a leaf meeting a directory of the same name is
   // the one that gets the `%-` prefix whatever the feature order.
-  Node root;
-  root.is_dir = true;
-  for (const Leaf& l : leaves) MakeDirs(&root, l.where.dirs);
+  for (const Leaf& l : leaves) MakeDirs(root, l.where.dirs);
   for (Leaf& l : leaves) {
-    Node* dir = MakeDirs(&root, l.where.dirs);
+    Node* dir = MakeDirs(root, l.where.dirs);
     std::string name = l.where.leaf;
     // `%-` (decodes to nothing) keeps the file apart from a directory of the
     // same name, and keeps a root feature from posing as a raw record.
-    if (dir->children.count(name) || (dir == &root && name == kRawRecordName)) {
+    if (dir->children.count(name) || (dir == root && reserved_top && name == kRawRecordName)) {
       name = "%-" + name;
     }
     dir->children.emplace(std::move(name), std::move(l.node));
   }
+}
+
+int Digits(size_t n) {
+  int d = 1;
+  for (; n >= 10; n /= 10) ++d;
+  return d;
+}
+
+Layout FlattenRoot(const Node& root) {
   Layout layout;
   layout.entries.emplace_back();
   layout.entries[0].is_dir = true;
   Flatten(root, 0, &layout);
   return layout;
+}
+
+}  // namespace
+
+std::string StepName(size_t index, size_t num_steps) {
+  std::string digits = absl::StrCat(index);
+  const size_t width = static_cast<size_t>(Digits(num_steps == 0 ? 0 : num_steps - 1));
+  if (digits.size() < width) digits.insert(0, width - digits.size(), '0');
+  return digits;
+}
+
+Layout LayoutExample(const FeatureTable& table, absl::string_view payload) {
+  Node root;
+  root.is_dir = true;
+  AddFeatures(&root, table.features, payload, /*reserved_top=*/true);
+  return FlattenRoot(root);
+}
+
+Layout LayoutSequence(const example::SequenceTable& table, absl::string_view payload) {
+  Node root;
+  root.is_dir = true;
+  if (std::any_of(table.context.features.begin(), table.context.features.end(),
+                  [](const Feature& f) { return f.kind != Kind::kNone; })) {
+    Node& context = root.children[std::string(kContextDir)];
+    context.is_dir = true;
+    AddFeatures(&context, table.context.features, payload, /*reserved_top=*/false);
+  }
+  Node& lists = root.children[std::string(kFeatureListsDir)];
+  lists.is_dir = true;
+  // Non-empty lists first: an empty list's folder that another list's path
+  // already made is spelt `<name>%-` (see naming.h).
+  std::vector<const example::FeatureList*> empty;
+  for (const example::FeatureList& list : table.lists) {
+    if (list.steps.empty()) {
+      empty.push_back(&list);
+      continue;
+    }
+    Placement where = Place(list.name, false, true, "", /*steps_beside=*/true);
+    where.dirs.push_back(std::move(where.leaf));
+    Node* dir = MakeDirs(&lists, where.dirs);
+    const size_t n = list.steps.size();
+    for (size_t i = 0; i < n; ++i) {
+      const Feature& step = list.steps[i];
+      const std::string stem = StepName(i, n);
+      Node node;
+      std::string name;
+      if (step.kind == Kind::kNone) {
+        name = absl::StrCat(stem, kKindlessExtension);
+      } else if (step.kind == Kind::kInt64 || step.kind == Kind::kFloat) {
+        node.content =
+            step.kind == Kind::kInt64 ? FormatInt64s(step.int64s) : FormatFloats(step.floats);
+        name = stem;
+      } else if (std::all_of(step.bytes.begin(), step.bytes.end(), IsSingleLineText)) {
+        node.content = FormatText(step.bytes);
+        name = absl::StrCat(stem, kTextExtension);
+      } else if (step.bytes.size() == 1) {
+        std::string ext;
+        node = BytesValueNode(step.bytes[0], payload, &ext);
+        name = absl::StrCat(stem, ext);
+      } else {
+        node = ListDirNode(step.bytes, payload);
+        name = stem;
+      }
+      dir->children.emplace(std::move(name), std::move(node));
+    }
+  }
+  for (const example::FeatureList* list : empty) {
+    Placement where = Place(list->name, false, true, "", /*steps_beside=*/true);
+    Node* parent = MakeDirs(&lists, where.dirs);
+    std::string name = std::move(where.leaf);
+    if (parent->children.count(name)) name += "%-";
+    parent->children[name].is_dir = true;
+  }
+  return FlattenRoot(root);
 }
 
 Layout LayoutRaw(uint64_t payload_size) {
@@ -260,7 +409,7 @@ Layout LayoutRaw(uint64_t payload_size) {
   layout.entries[0].num_children = 1;
   Entry& e = layout.entries[1];
   e.name = std::string(kRawRecordName);
-  e.is_inline = false;
+  e.form = ContentForm::kSpan;
   e.span_length = payload_size;
   return layout;
 }
@@ -274,6 +423,119 @@ std::optional<uint32_t> FindChild(const Layout& layout, uint32_t dir, absl::stri
                              [](const Entry& e, absl::string_view n) { return e.name < n; });
   if (it == end || it->name != name) return std::nullopt;
   return static_cast<uint32_t>(it - layout.entries.begin());
+}
+
+// ---- Content ----
+
+std::string PackPng(const tensor::PngGeometry& g) {
+  std::string out(11, '\0');
+  for (int i = 0; i < 4; ++i) {
+    out[i] = static_cast<char>(g.height >> (8 * i));
+    out[4 + i] = static_cast<char>(g.width >> (8 * i));
+  }
+  out[8] = static_cast<char>(g.channels);
+  out[9] = static_cast<char>(g.depth);
+  out[10] = g.rank2 ? 1 : 0;
+  return out;
+}
+
+tensor::PngGeometry UnpackPng(absl::string_view p) {
+  tensor::PngGeometry g;
+  if (p.size() != 11) return g;
+  auto u = [&](size_t i) { return static_cast<uint32_t>(static_cast<uint8_t>(p[i])); };
+  for (int i = 0; i < 4; ++i) {
+    g.height |= u(i) << (8 * i);
+    g.width |= u(4 + i) << (8 * i);
+  }
+  g.channels = u(8);
+  g.depth = u(9);
+  g.rank2 = p[10] != 0;
+  return g;
+}
+
+uint64_t Entry::size() const {
+  switch (form) {
+    case ContentForm::kInline:
+      return content.size();
+    case ContentForm::kSpan:
+      return span_length;
+    case ContentForm::kInlineSpan:
+      return content.size() + span_length;
+    case ContentForm::kPng:
+      return tensor::PngSize(UnpackPng(content));
+  }
+  return 0;
+}
+
+std::vector<Piece> Entry::Pieces() const {
+  std::vector<Piece> out;
+  if (is_dir) return out;
+  auto add_inline = [&] {
+    if (content.empty()) return;
+    Piece p;
+    p.size = content.size();
+    p.bytes = content;
+    out.push_back(p);
+  };
+  auto add_span = [&] {
+    if (span_length == 0) return;
+    Piece p;
+    p.type = Piece::Type::kSpan;
+    p.size = span_length;
+    p.offset = span_offset;
+    out.push_back(p);
+  };
+  switch (form) {
+    case ContentForm::kInline:
+      add_inline();
+      break;
+    case ContentForm::kSpan:
+      add_span();
+      break;
+    case ContentForm::kInlineSpan:
+      add_inline();
+      add_span();
+      break;
+    case ContentForm::kPng: {
+      Piece p;
+      p.type = Piece::Type::kPng;
+      p.png = UnpackPng(content);
+      p.size = tensor::PngSize(p.png);
+      p.offset = span_offset;
+      out.push_back(p);
+      break;
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> FileContent(const Entry& e, absl::string_view payload) {
+  std::string out;
+  for (const Piece& p : e.Pieces()) {
+    if (p.type == Piece::Type::kInline) {
+      out.append(p.bytes.data(), p.bytes.size());
+      continue;
+    }
+    if (p.type == Piece::Type::kSpan) {
+      if (p.offset > payload.size() || p.size > payload.size() - p.offset) {
+        return absl::OutOfRangeError("span past the payload");
+      }
+      out.append(payload.data() + p.offset, p.size);
+      continue;
+    }
+    const absl::string_view pixels = payload.substr(std::min<uint64_t>(p.offset, payload.size()));
+    const tensor::PixelSource source = [&](uint64_t at, char* buf, size_t k) {
+      if (at > pixels.size() || k > pixels.size() - at) {
+        return absl::OutOfRangeError("pixels past the payload");
+      }
+      std::memcpy(buf, pixels.data() + at, k);
+      return absl::OkStatus();
+    };
+    const size_t at = out.size();
+    out.resize(at + p.size);
+    if (auto s = tensor::ReadPngRange(p.png, source, 0, out.data() + at, p.size); !s.ok()) return s;
+  }
+  return out;
 }
 
 // ---- Reverse ----

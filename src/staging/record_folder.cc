@@ -9,12 +9,14 @@
 #include <cerrno>
 #include <deque>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/utf8.h"
+#include "tfrecordfs/example/sequence.h"
 #include "tfrecordfs/naming/naming.h"
 
 namespace tfrecordfs::staging {
@@ -141,11 +143,15 @@ class FolderReader {
     return absl::OkStatus();
   }
 
-  std::string Encode() {
+  // The features read so far (views into this reader's storage).
+  example::FeatureTable Table() {
     example::FeatureTable table;
     for (auto& [name, f] : features_) table.features.push_back(std::move(f.first));
-    return example::EncodeExample(table);
+    features_.clear();
+    return table;
   }
+
+  std::string Encode() { return example::EncodeExample(Table()); }
 
  private:
   const std::string& Keep(std::string s) {
@@ -174,6 +180,170 @@ class FolderReader {
   std::map<std::string, std::pair<Feature, std::string>> features_;  // name -> (feature, file)
 };
 
+// The name of a step entry: its index (leading zeros allowed: steps are
+// zero-padded), or nullopt when `name` (up to its first '.') is not all digits.
+std::optional<uint64_t> StepIndex(absl::string_view name) {
+  absl::string_view digits = name.substr(0, name.find('.'));
+  if (digits.empty() || digits.size() > 18) return std::nullopt;
+  uint64_t v = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return v;
+}
+
+// feature_lists/ of a staged SequenceExample folder (naming.h): folders that
+// hold steps (or nothing) are lists, other folders are '/' in list names.
+class ListsReader {
+ public:
+  explicit ListsReader(const KindHint& hint) : hint_(hint) {}
+
+  absl::Status Walk(const std::string& dir, const std::string& rel,
+                    std::vector<std::string>* escaped_dirs, bool top) {
+    auto entries = List(dir, rel);
+    if (!entries.ok()) return entries.status();
+    bool has_steps = false;
+    for (const DirEntry& e : *entries) has_steps |= StepIndex(e.name).has_value();
+    if (!top && (has_steps || entries->empty())) {
+      if (auto s = ReadList(dir, rel, *entries, *escaped_dirs); !s.ok()) return s;
+    }
+    for (const DirEntry& e : *entries) {
+      if (StepIndex(e.name) && top) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(rel, e.name, ": steps belong in a list's folder, feature_lists/<name>/"));
+      }
+      if (StepIndex(e.name)) continue;
+      if (!S_ISDIR(e.st.st_mode)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            rel, e.name, ": a file in feature_lists/ must be a step named by its index (07, 07.txt, "
+            "07.jpg, 07.none)"));
+      }
+      escaped_dirs->push_back(e.name);
+      absl::Status s = Walk(absl::StrCat(dir, "/", e.name), absl::StrCat(rel, e.name, "/"),
+                            escaped_dirs, false);
+      escaped_dirs->pop_back();
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+
+  example::SequenceTable Take(example::FeatureTable context) {
+    example::SequenceTable t;
+    t.context = std::move(context);
+    for (auto& [name, list] : lists_) t.lists.push_back(std::move(list));
+    return t;
+  }
+
+  const std::string& Keep(std::string s) {
+    storage_.push_back(std::move(s));
+    return storage_.back();
+  }
+
+ private:
+  absl::Status ReadList(const std::string& dir, const std::string& rel,
+                        const std::vector<DirEntry>& entries, std::vector<std::string> dirs) {
+    // The list's own folder is the last component: FeatureNameFromPath
+    // joins (and undoes `%+` chunks and the empty list's `%-`).
+    std::string leaf = dirs.back();
+    dirs.pop_back();
+    example::FeatureList list;
+    list.name = naming::FeatureNameFromPath(dirs, leaf);
+    const std::string hint_key = absl::StrCat(naming::kFeatureListsDir, "/", list.name);
+    Kind hint = hint_ ? hint_(hint_key) : Kind::kNone;
+    std::map<uint64_t, std::pair<const DirEntry*, std::string>> steps;  // index -> (entry, content)
+    for (const DirEntry& e : entries) {
+      auto idx = StepIndex(e.name);
+      if (!idx) continue;
+      if (!steps.try_emplace(*idx, &e, "").second) {
+        return absl::InvalidArgumentError(absl::StrCat(rel, e.name, ": step ", *idx, " given twice"));
+      }
+    }
+    if (!steps.empty() && steps.rbegin()->first + 1 != steps.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(rel, ": steps must be numbered 0..", steps.size() - 1, " without gaps"));
+    }
+    // Numeric steps share the list's kind: the shards' kind, else float when
+    // any step is not all integers.
+    bool any_float = hint == Kind::kFloat;
+    std::vector<Feature> out(steps.size());
+    for (auto& [idx, step] : steps) {
+      const DirEntry& e = *step.first;
+      const std::string path = absl::StrCat(dir, "/", e.name);
+      const std::string erel = absl::StrCat(rel, e.name);
+      Feature& f = out[idx];
+      if (S_ISDIR(e.st.st_mode)) {
+        auto sub = List(path, erel + "/");
+        if (!sub.ok()) return sub.status();
+        std::vector<std::pair<std::string, bool>> kinds;
+        for (const DirEntry& s : *sub) kinds.emplace_back(s.name, S_ISREG(s.st.st_mode));
+        if (!naming::IsListDirectory(kinds)) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(erel, ": a step folder holds 0<ext>, 1<ext>, ... only"));
+        }
+        std::vector<std::pair<uint64_t, std::string>> items;
+        for (const DirEntry& s : *sub) {
+          auto content = ReadFileToString(absl::StrCat(path, "/", s.name));
+          if (!content.ok()) return content.status();
+          items.emplace_back(*naming::ListItemIndex(s.name), std::move(*content));
+        }
+        std::sort(items.begin(), items.end());
+        f.kind = Kind::kBytes;
+        for (auto& [i, bytes] : items) f.bytes.push_back(Keep(std::move(bytes)));
+        continue;
+      }
+      auto content = ReadFileToString(path);
+      if (!content.ok()) return content.status();
+      const size_t dot = e.name.find('.');
+      const absl::string_view ext =
+          dot == std::string::npos ? absl::string_view() : absl::string_view(e.name).substr(dot);
+      if (ext.empty()) {
+        auto parsed = naming::ParseNumeric(*content, hint);
+        if (!parsed.ok()) {
+          return absl::InvalidArgumentError(absl::StrCat(erel, ": ", parsed.status().message()));
+        }
+        any_float |= parsed->kind == Kind::kFloat;
+        step.second = std::move(*content);
+        f.kind = Kind::kInt64;  // settled below
+      } else if (ext == naming::kKindlessExtension) {
+        if (!content->empty()) {
+          return absl::InvalidArgumentError(absl::StrCat(erel, ": a kindless step is an empty file"));
+        }
+      } else if (ext == naming::kTextExtension) {
+        f.kind = Kind::kBytes;
+        f.bytes = naming::ParseText(Keep(std::move(*content)));
+      } else {
+        f.kind = Kind::kBytes;
+        f.bytes.push_back(Keep(std::move(*content)));
+      }
+    }
+    for (auto& [idx, step] : steps) {
+      if (out[idx].kind != Kind::kInt64 || step.first->name.find('.') != std::string::npos) continue;
+      auto parsed = naming::ParseNumeric(step.second, any_float ? Kind::kFloat : Kind::kInt64);
+      if (!parsed.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(rel, step.first->name, ": ", parsed.status().message()));
+      }
+      out[idx] = std::move(*parsed);
+    }
+    for (Feature& f : out) f.name.clear();
+    list.steps = std::move(out);
+    if (!IsValidUtf8(list.name)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          rel, ": the list name '", absl::CHexEscape(list.name), "' is not valid UTF-8"));
+    }
+    const std::string name = list.name;
+    if (!lists_.try_emplace(name, std::move(list)).second) {
+      return absl::InvalidArgumentError(absl::StrCat(rel, ": a second folder for list '", name, "'"));
+    }
+    return absl::OkStatus();
+  }
+
+  const KindHint& hint_;
+  std::deque<std::string> storage_;
+  std::map<std::string, example::FeatureList> lists_;
+};
+
 }  // namespace
 
 absl::StatusOr<std::string> PayloadFromFolder(const std::string& path, const KindHint& hint) {
@@ -182,6 +352,35 @@ absl::StatusOr<std::string> PayloadFromFolder(const std::string& path, const Kin
   if (top->size() == 1 && (*top)[0].name == naming::kRawRecordName &&
       S_ISREG((*top)[0].st.st_mode)) {
     return ReadFileToString(absl::StrCat(path, "/", naming::kRawRecordName));
+  }
+  const bool sequence = std::any_of(top->begin(), top->end(), [](const DirEntry& e) {
+    return e.name == naming::kFeatureListsDir && S_ISDIR(e.st.st_mode);
+  });
+  if (sequence) {
+    // A SequenceExample: context/ and feature_lists/ only.
+    example::FeatureTable context;
+    FolderReader reader(hint);
+    for (const DirEntry& e : *top) {
+      if (e.name == naming::kFeatureListsDir) continue;
+      if (e.name != naming::kContextDir || !S_ISDIR(e.st.st_mode)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            e.name, ": a record folder with feature_lists/ (a SequenceExample) holds only "
+            "context/ and feature_lists/"));
+      }
+      std::vector<std::string> dirs;
+      if (auto s = reader.Walk(absl::StrCat(path, "/", e.name), "context/", &dirs); !s.ok()) {
+        return s;
+      }
+      context = reader.Table();
+    }
+    ListsReader lists(hint);
+    std::vector<std::string> dirs;
+    if (auto s = lists.Walk(absl::StrCat(path, "/", naming::kFeatureListsDir), "feature_lists/",
+                            &dirs, /*top=*/true);
+        !s.ok()) {
+      return s;
+    }
+    return example::EncodeSequenceExample(lists.Take(std::move(context)));
   }
   FolderReader reader(hint);
   std::vector<std::string> dirs;

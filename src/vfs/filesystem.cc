@@ -22,7 +22,9 @@
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/example/example.h"
+#include "tfrecordfs/example/sequence.h"
 #include "tfrecordfs/index/index_file.h"
+#include "tfrecordfs/tensor/png.h"
 #include "tfrecordfs/record/format.h"
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/vfs/node_id.h"
@@ -450,12 +452,25 @@ absl::StatusOr<std::shared_ptr<const ParsedRecord>> Filesystem::Parse(uint64_t s
     const index::ShardIndex& idx = *shards_[shard];
     parsed->data_offset = idx.begin(record) + record::kHeaderSize;
     auto data = record::ReadRecord(*sources_[shard], record, idx.begin(record), idx.end(record));
+    absl::StatusOr<example::FeatureTable> table = absl::UnknownError("not read");
+    absl::StatusOr<example::SequenceTable> seq = absl::UnknownError("not tried");
+    if (data.ok()) {
+      // An Example first: a SequenceExample without feature_lists is byte
+      // for byte one (example/sequence.h).
+      table = example::DecodeExample(*data);
+      if (!table.ok()) seq = example::DecodeSequenceExample(*data);
+    }
     if (!data.ok()) {
       parsed->status = data.status();
       log::Error(data.status().message());
-    } else if (auto table = example::DecodeExample(*data); table.ok()) {
-      LearnKinds(*table);
-      parsed->layout = naming::LayoutExample(*table, *data);
+    } else if (table.ok() || seq.ok()) {
+      if (table.ok()) {
+        LearnKinds(*table);
+        parsed->layout = naming::LayoutExample(*table, *data);
+      } else {
+        LearnKinds(*seq);
+        parsed->layout = naming::LayoutSequence(*seq, *data);
+      }
       if (parsed->layout.entries.size() > kMaxEntriesPerRecord) {
         log::Warning(idx.path(), ": record ", record, " at byte offset ", idx.begin(record),
                      ": ", parsed->layout.entries.size(),
@@ -465,7 +480,7 @@ absl::StatusOr<std::shared_ptr<const ParsedRecord>> Filesystem::Parse(uint64_t s
       }
     } else {
       log::Debug(idx.path(), ": record ", record, " at byte offset ", idx.begin(record), ": ",
-                 table.status().message(), "; shown raw");
+                 table.status().message(), "; ", seq.status().message(), "; shown raw");
       parsed->layout = naming::LayoutRaw(data->size());
     }
     // Cached layouts are charged by their memory: no growth slack.
@@ -887,6 +902,18 @@ void Filesystem::LearnKinds(const example::FeatureTable& table) {
   }
 }
 
+void Filesystem::LearnKinds(const example::SequenceTable& table) {
+  LearnKinds(table.context);
+  std::lock_guard<std::mutex> lock(kinds_mu_);
+  for (const auto& list : table.lists) {
+    for (const auto& step : list.steps) {
+      if (step.kind == example::Kind::kNone) continue;
+      kinds_.try_emplace(absl::StrCat(naming::kFeatureListsDir, "/", list.name), step.kind);
+      break;
+    }
+  }
+}
+
 example::Kind Filesystem::KindOf(absl::string_view feature_name) {
   const std::string name(feature_name);
   auto known = [&]() -> std::optional<example::Kind> {
@@ -962,7 +989,15 @@ void Filesystem::SampleKinds(absl::string_view name) {
     }
     MarkChecked(shard, record);  // intact: what Parse would have found
     auto table = example::DecodeExample(*data);
-    if (!table.ok()) continue;  // a raw record has no feature kinds
+    if (!table.ok()) {
+      auto seq = example::DecodeSequenceExample(*data);
+      if (seq.ok()) {
+        LearnKinds(*seq);
+        std::lock_guard<std::mutex> lock(kinds_mu_);
+        if (kinds_.contains(std::string(name))) return;
+      }
+      continue;  // a raw record has no feature kinds
+    }
     LearnKinds(*table);
     auto it =
         std::lower_bound(table->features.begin(), table->features.end(), name,
@@ -1003,38 +1038,7 @@ absl::StatusOr<ReadResult> Filesystem::Read(uint64_t ino, uint64_t fh, uint64_t 
       const uint64_t total = e.size();
       const size_t n =
           offset >= total ? 0 : static_cast<size_t>(std::min<uint64_t>(size, total - offset));
-      if (e.is_inline) {
-        out.data.assign(e.content, n == 0 ? 0 : offset, n);
-        return out;
-      }
-      const uint64_t at = (*rec)->data_offset + e.span_offset + offset;
-      const source::ShardSource& src = *sources_[shard];
-      auto range = src.Spliceable(at);
-      if (range.ok() && range->has_value()) {
-        // The kernel splices straight from the shard: make sure it is still
-        // the file that was indexed (one fstat), or the bytes could be
-        // another file's or short.
-        if (auto s = src.CheckUnchanged(); !s.ok()) {
-          log::Error(s.message());
-          return absl::DataLossError(s.message());
-        }
-        out.fd = (*range)->fd;
-        out.offset = (*range)->offset;
-        out.length = n;
-        out.hold = std::move((*range)->hold);
-        return out;
-      }
-      if (!range.ok()) {
-        log::Error(range.status().message());
-        return absl::DataLossError(range.status().message());
-      }
-      // A compressed shard: the bytes come from its decompression cache.
-      out.data.resize(n);
-      if (auto s = src.ReadFull(at, out.data.data(), n); !s.ok()) {
-        log::Error(s.message());
-        return absl::DataLossError(s.message());
-      }
-      return out;
+      return ReadPieces(shard, (*rec)->data_offset, e, offset, n);
     }
     case Space::kStaging: {
       auto* h = reinterpret_cast<FileHandle*>(fh);
@@ -1053,6 +1057,81 @@ absl::StatusOr<ReadResult> Filesystem::Read(uint64_t ino, uint64_t fh, uint64_t 
     }
   }
   return absl::NotFoundError("stale node id");
+}
+
+absl::StatusOr<ReadResult> Filesystem::ReadPieces(uint64_t shard, uint64_t data_offset,
+                                                  const naming::Entry& e, uint64_t offset,
+                                                  size_t n) const {
+  const source::ShardSource& src = *sources_[shard];
+  std::vector<ReadBuffer> bufs;
+  uint64_t begin = 0;  // file offset of the current piece
+  for (const naming::Piece& p : e.Pieces()) {
+    const uint64_t end = begin + p.size;
+    const uint64_t piece_begin = begin;
+    begin = end;
+    if (end <= offset || piece_begin >= offset + n) continue;
+    const uint64_t from = std::max(offset, piece_begin) - piece_begin;
+    const size_t len = static_cast<size_t>(std::min<uint64_t>(end, offset + n) - piece_begin - from);
+    ReadBuffer b;
+    switch (p.type) {
+      case naming::Piece::Type::kInline:
+        b.data.assign(p.bytes.data() + from, len);
+        break;
+      case naming::Piece::Type::kSpan: {
+        const uint64_t at = data_offset + p.offset + from;
+        auto range = src.Spliceable(at);
+        if (!range.ok()) {
+          log::Error(range.status().message());
+          return absl::DataLossError(range.status().message());
+        }
+        if (range->has_value()) {
+          // The kernel splices straight from the shard: make sure it is
+          // still the file that was indexed (one fstat), or the bytes could
+          // be another file's or short.
+          if (auto s = src.CheckUnchanged(); !s.ok()) {
+            log::Error(s.message());
+            return absl::DataLossError(s.message());
+          }
+          b.fd = (*range)->fd;
+          b.offset = (*range)->offset;
+          b.length = len;
+          b.hold = std::move((*range)->hold);
+          break;
+        }
+        // A compressed shard: the bytes come from its decompression cache.
+        b.data.resize(len);
+        if (auto s = src.ReadFull(at, b.data.data(), len); !s.ok()) {
+          log::Error(s.message());
+          return absl::DataLossError(s.message());
+        }
+        break;
+      }
+      case naming::Piece::Type::kPng: {
+        // The PNG's bytes are made from the pixels in the shard (stored
+        // deflate blocks: tensor/png.h), a range at a time.
+        b.data.resize(len);
+        const uint64_t pixels = data_offset + p.offset;
+        const tensor::PixelSource source = [&](uint64_t at, char* buf, size_t k) {
+          return src.ReadFull(pixels + at, buf, k);
+        };
+        if (auto s = tensor::ReadPngRange(p.png, source, from, b.data.data(), len); !s.ok()) {
+          log::Error(s.message());
+          return absl::DataLossError(s.message());
+        }
+        break;
+      }
+    }
+    if (!bufs.empty() && bufs.back().fd < 0 && b.fd < 0) {
+      bufs.back().data += b.data;
+    } else {
+      bufs.push_back(std::move(b));
+    }
+  }
+  ReadResult out;
+  if (bufs.empty()) return out;
+  static_cast<ReadBuffer&>(out) = std::move(bufs[0]);
+  out.more.assign(std::make_move_iterator(bufs.begin() + 1), std::make_move_iterator(bufs.end()));
+  return out;
 }
 
 Stats Filesystem::GetStats() const {

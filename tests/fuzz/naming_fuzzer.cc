@@ -57,7 +57,7 @@ void CheckLayout(const naming::Layout& l, absl::string_view payload) {
         FUZZ_CHECK(found && *found == c);
       }
     } else {
-      if (!e.is_inline) {
+      if (e.form != naming::ContentForm::kInline) {
         FUZZ_CHECK(e.span_offset <= payload.size() &&
                    e.span_length <= payload.size() - e.span_offset);
       }

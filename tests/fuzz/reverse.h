@@ -85,8 +85,7 @@ class LayoutReverser {
 
  private:
   std::string Content(const naming::Entry& e) const {
-    if (e.is_inline) return e.content;
-    return std::string(payload_.substr(e.span_offset, e.span_length));
+    return naming::FileContent(e, payload_).value();
   }
 
   absl::Status Add(std::string name, Canon c, absl::string_view file) {

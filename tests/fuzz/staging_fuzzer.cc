@@ -167,8 +167,7 @@ void WriteLayout(const naming::Layout& l, uint32_t i, const std::string& path,
                  std::strerror(errno));
       WriteLayout(l, c, p, payload);
     } else {
-      const absl::string_view content =
-          e.is_inline ? absl::string_view(e.content) : payload.substr(e.span_offset, e.span_length);
+      const std::string content = naming::FileContent(e, payload).value();
       FUZZ_CHECK(WriteFile(p, content), "create '", absl::CEscape(e.name), "': ",
                  std::strerror(errno));
     }

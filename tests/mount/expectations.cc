@@ -6,6 +6,8 @@
 
 #include "expectations.h"
 
+#include "tfrecordfs/example/sequence.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -59,6 +61,8 @@ void AddRecordLayout(const std::string& dir, const std::string& payload, Expecte
   naming::Layout layout;
   if (auto table = example::DecodeExample(view); table.ok()) {
     layout = naming::LayoutExample(*table, view);
+  } else if (auto seq = example::DecodeSequenceExample(view); seq.ok()) {
+    layout = naming::LayoutSequence(*seq, view);
   } else {
     layout = naming::LayoutRaw(payload.size());
   }
@@ -74,9 +78,9 @@ void AddRecordLayout(const std::string& dir, const std::string& payload, Expecte
       ExpectedNode node;
       node.is_dir = child.is_dir;
       if (!child.is_dir) {
-        node.content = child.is_inline
-                           ? child.content
-                           : payload.substr(child.span_offset, child.span_length);
+        auto content = naming::FileContent(child, view);
+        EXPECT_TRUE(content.ok()) << paths[c] << ": " << content.status();
+        if (content.ok()) node.content = std::move(*content);
       }
       (*out)[paths[c]] = std::move(node);
     }

@@ -31,6 +31,7 @@ struct RealShard {
   const char* path;
   uint64_t records;
   bool is_example;
+  bool is_sequence = false;  // tf.train.SequenceExamples: context/ + feature_lists/
 };
 
 // Record counts from SOURCES.md.
@@ -58,8 +59,8 @@ const RealShard kShards[] = {
     {"tfx_csv_example_gen_gzip_12shards/Split-eval/data_tfrecord-00009-of-00012.gz", 424, true},
     {"tfx_csv_example_gen_gzip_12shards/Split-eval/data_tfrecord-00010-of-00012.gz", 424, true},
     {"tfx_csv_example_gen_gzip_12shards/Split-eval/data_tfrecord-00011-of-00012.gz", 424, true},
-    {"tfx_sequence_example_gzip/data_tfrecord_eval.gz", 4500, false},
-    {"tft_sequence_example_gzip/data_tfrecord.gz", 3, false},
+    {"tfx_sequence_example_gzip/data_tfrecord_eval.gz", 4500, false, true},
+    {"tft_sequence_example_gzip/data_tfrecord.gz", 3, false, true},
     {"basenji_zlib/test-3.tfr", 1, true},
     {"basenji_zlib/train-7.tfr", 0, true},  // an empty ZLIB stream: no records
 };
@@ -130,7 +131,13 @@ TEST_F(RealDataTest, EveryShardRecordAndFileMatchesADirectRead) {
     for (const auto& [rel, node] : walked) record_dirs += rel.find('/') == std::string::npos;
     EXPECT_EQ(record_dirs, shard.records);
 
-    if (!shard.is_example) {
+    if (shard.is_sequence) {
+      for (uint64_t r = 0; r < shard.records; ++r) {
+        const std::string dir = RecordDirName(r, shard.records);
+        EXPECT_TRUE(walked.count(dir + "/feature_lists")) << dir;
+        EXPECT_FALSE(walked.count(dir + "/record.bin")) << dir;
+      }
+    } else if (!shard.is_example) {
       // A payload that is not an Example: one record.bin holding it.
       for (uint64_t r = 0; r < shard.records; ++r) {
         const std::string dir = RecordDirName(r, shard.records);
@@ -193,6 +200,22 @@ TEST_F(RealDataTest, EveryShardRecordAndFileMatchesADirectRead) {
   EXPECT_EQ(ReadWholeFile(M(taxi + "data_tfrecord-00001-of-00012.gz/42/trip_start_month")),
             ReadWholeFile(M(taxi + "data_tfrecord-00001-of-00012.gz/042/trip_start_month")));
   EXPECT_FALSE(ReadWholeFile(M(taxi + "data_tfrecord-00001-of-00012.gz/424/trip_start_month")).empty());
+  // SequenceExamples (SOURCES.md section 3), read straight from the GZIP
+  // shards: tf.Transform's first record, whose key int_feature is both a
+  // context feature and a list, and whose second string step is an empty
+  // BytesList (an empty .txt).
+  const std::string tft = "tft_sequence_example_gzip/data_tfrecord.gz/0/";
+  EXPECT_EQ(ReadWholeFile(M(tft + "context/float_feature")), "1\n2\n3\n4\n");
+  EXPECT_EQ(ReadWholeFile(M(tft + "context/int_feature")), "0\n");
+  EXPECT_EQ(ReadWholeFile(M(tft + "feature_lists/int_feature/0")), "1\n2\n");
+  EXPECT_EQ(ReadWholeFile(M(tft + "feature_lists/int_feature/1")), "3\n4\n");
+  EXPECT_EQ(ReadWholeFile(M(tft + "feature_lists/string_feature/0.txt")), "Hello\nWorld\n");
+  EXPECT_EQ(ReadWholeFile(M(tft + "feature_lists/string_feature/1.txt")), "");
+  // TFX's first record: a kindless context (no context/ folder), 2 steps.
+  const std::string tfx = "tfx_sequence_example_gzip/data_tfrecord_eval.gz/0000/";
+  EXPECT_EQ(::stat(M(tfx + "context").c_str(), &st), -1);
+  EXPECT_EQ(ReadWholeFile(M(tfx + "feature_lists/s/0.txt")), "10500\n");
+  EXPECT_EQ(ReadWholeFile(M(tfx + "feature_lists/s/1.txt")), "10501\n");
   // Compressed shards index without a warning.
   EXPECT_EQ(mount_.Stderr().find(".gz: "), std::string::npos) << mount_.Stderr();
   EXPECT_EQ(mount_.Stderr().find("train-7.tfr"), std::string::npos) << mount_.Stderr();

@@ -194,12 +194,21 @@ std::vector<std::string> Names(const std::vector<Dirent>& ds) {
 }
 
 std::string ReadAll(const ReadReply& r) {
-  if (r.data.fd < 0) return r.data.data;
-  std::string out(r.data.length, '\0');
-  auto got = PreadUpTo(r.data.fd, out.data(), out.size(), r.data.offset, "reply fd");
-  EXPECT_TRUE(got.ok()) << got.status();
-  if (got.ok()) out.resize(*got);
-  EXPECT_EQ(r.data.length, out.size()) << "the fd range runs past the end of its file";
+  std::string out;
+  auto one = [&](const vfs::ReadBuffer& b) {
+    if (b.fd < 0) {
+      out += b.data;
+      return;
+    }
+    std::string part(b.length, '\0');
+    auto got = PreadUpTo(b.fd, part.data(), part.size(), b.offset, "reply fd");
+    EXPECT_TRUE(got.ok()) << got.status();
+    if (got.ok()) part.resize(*got);
+    EXPECT_EQ(b.length, part.size()) << "the fd range runs past the end of its file";
+    out += part;
+  };
+  one(r.data);
+  for (const vfs::ReadBuffer& b : r.data.more) one(b);
   return out;
 }
 

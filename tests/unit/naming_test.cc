@@ -22,6 +22,10 @@
 #include "gtest/gtest.h"
 #include "tfrecordfs/base/utf8.h"
 #include "tfrecordfs/example/example.h"
+#include "tfrecordfs/example/sequence.h"
+#include "tfrecordfs/tensor/npy.h"
+#include "tfrecordfs/tensor/png.h"
+#include "tfrecordfs/tensor/tensor.h"
 
 namespace tfrecordfs::naming {
 namespace {
@@ -504,7 +508,7 @@ void CheckLayout(const Layout& l, absl::string_view payload, bool example) {
     const Entry& e = l.entries[d];
     if (!e.is_dir) {
       EXPECT_EQ(0u, e.num_children);
-      if (!e.is_inline) {
+      if (e.form != ContentForm::kInline) {
         EXPECT_LE(e.span_offset + e.span_length, payload.size()) << PathOf(l, d);
       }
       continue;
@@ -548,8 +552,10 @@ void CheckLayout(const Layout& l, absl::string_view payload, bool example) {
   }
 }
 
-absl::string_view FileBytes(const Entry& e, absl::string_view payload) {
-  return e.is_inline ? absl::string_view(e.content) : payload.substr(e.span_offset, e.span_length);
+std::string FileBytes(const Entry& e, absl::string_view payload) {
+  auto content = FileContent(e, payload);
+  EXPECT_TRUE(content.ok()) << content.status();
+  return content.ok() ? *content : std::string();
 }
 
 const Entry* Find(const Layout& l, absl::string_view path) {
@@ -663,7 +669,7 @@ class Reverser {
       }
       const LeafName leaf = ParseLeafName(e.name);
       const std::string name = FeatureNameFromPath(*dirs, leaf.stem_escaped);
-      const absl::string_view content = FileBytes(e, payload_);
+      const std::string content = FileBytes(e, payload_);
       Canon canon;
       switch (leaf.role) {
         case FileRole::kNumeric: {
@@ -730,7 +736,7 @@ TEST(LayoutTest, Numeric) {
   const Entry* e = Find(l, "label");
   ASSERT_NE(nullptr, e);
   EXPECT_FALSE(e->is_dir);
-  EXPECT_TRUE(e->is_inline);
+  EXPECT_TRUE(e->is_inline());
   EXPECT_EQ("3\n-1\n", e->content);
   EXPECT_EQ(5u, e->size());
   EXPECT_EQ("0.5\n", Find(l, "score")->content);
@@ -755,7 +761,7 @@ TEST(LayoutTest, SingleBinaryValueIsASpanOfThePayload) {
   EXPECT_THAT(Children(l, ""), ElementsAre("blob.bin", "image", "multiline.bin"));
   const Entry* e = Find(l, "image/encoded.jpg");
   ASSERT_NE(nullptr, e);
-  EXPECT_FALSE(e->is_inline);
+  EXPECT_FALSE(e->is_inline());
   EXPECT_EQ(kJpeg.size(), e->size());
   EXPECT_EQ(kJpeg, r.payload.substr(e->span_offset, e->span_length));
   EXPECT_EQ(static_cast<uint64_t>(r.table.features[1].bytes[0].data() - r.payload.data()),
@@ -772,7 +778,7 @@ TEST(LayoutTest, MultiValuedBinaryIsADirectory) {
   EXPECT_TRUE(Find(l, "frames")->is_dir);
   EXPECT_THAT(Children(l, "frames"), ElementsAre("0.jpg", "1.bin", "2.png", "3.txt", "4.json"));
   EXPECT_EQ(kPng, FileBytes(*Find(l, "frames/2.png"), r.payload));
-  EXPECT_FALSE(Find(l, "frames/2.png")->is_inline);
+  EXPECT_FALSE(Find(l, "frames/2.png")->is_inline());
   EXPECT_EQ("multi\nline", FileBytes(*Find(l, "frames/3.txt"), r.payload));
   CheckRoundTrip(r);
 }
@@ -949,7 +955,7 @@ TEST(LayoutTest, Raw) {
   ASSERT_EQ(2u, l.entries.size());
   EXPECT_THAT(Children(l, ""), ElementsAre("record.bin"));
   const Entry* e = Find(l, "record.bin");
-  EXPECT_FALSE(e->is_inline);
+  EXPECT_FALSE(e->is_inline());
   EXPECT_EQ(0u, e->span_offset);
   EXPECT_EQ(1234u, e->span_length);
   EXPECT_EQ(1234u, e->size());
@@ -1098,6 +1104,218 @@ TEST(LayoutPropertyTest, RandomTablesRoundTrip) {
     CheckRoundTrip(Build(gen.Table()));
     if (HasFailure()) break;  // one readable failure is enough
   }
+}
+
+
+// ---------------------------------------------------------------------------
+// Tensors and SequenceExamples (issue 10), through the real decoders.
+
+std::string Tensor(tensor::DataType dtype, std::vector<int64_t> shape, std::string data) {
+  auto t = tensor::EncodeTensor(dtype, shape, data);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? *t : std::string();
+}
+
+std::string Ramp(size_t n) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>(i * 7 + 1);
+  return s;
+}
+
+// An Example's payload and its decoded table (views into the payload).
+struct Decoded {
+  std::string payload;
+  FeatureTable table;
+};
+
+Decoded EncodeAndDecode(const std::vector<std::pair<std::string, std::vector<std::string>>>& bytes) {
+  FeatureTable t;
+  for (const auto& [name, values] : bytes) {
+    Feature f;
+    f.name = name;
+    f.kind = Kind::kBytes;
+    for (const std::string& v : values) f.bytes.emplace_back(v);
+    t.features.push_back(std::move(f));
+  }
+  Decoded d;
+  d.payload = example::EncodeExample(t);
+  auto table = example::DecodeExample(d.payload);
+  EXPECT_TRUE(table.ok()) << table.status();
+  if (table.ok()) d.table = std::move(*table);
+  return d;
+}
+
+TEST(TensorLayoutTest, ImageTensorIsAPngMadeFromTheShardBytes) {
+  const std::string pixels = Ramp(5 * 4 * 3);
+  const std::string gray16 = Ramp(3 * 2 * 2);
+  const Decoded d = EncodeAndDecode({{"image", {Tensor(tensor::DataType::kUint8, {5, 4, 3}, pixels)}},
+                                     {"depth", {Tensor(tensor::DataType::kUint16, {3, 2}, gray16)}}});
+  const Layout l = LayoutExample(d.table, d.payload);
+  EXPECT_THAT(Children(l, ""), ElementsAre("depth.png", "image.png"));
+  const Entry* e = Find(l, "image.png");
+  ASSERT_NE(nullptr, e);
+  EXPECT_EQ(ContentForm::kPng, e->form);
+  auto g = tensor::PngGeometryOf(tensor::DataType::kUint8, {5, 4, 3});
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(tensor::PngSize(*g), e->size());
+  // The pixels are a span of the payload: nothing is encoded to list.
+  EXPECT_EQ(pixels, d.payload.substr(e->span_offset, e->span_length));
+  const std::string png = FileBytes(*e, d.payload);
+  EXPECT_EQ(e->size(), png.size());
+  auto back = tensor::DecodePng(png);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(pixels, back->materialized);
+  EXPECT_THAT(back->shape, ElementsAre(5, 4, 3));
+  auto back16 = tensor::DecodePng(FileBytes(*Find(l, "depth.png"), d.payload));
+  ASSERT_TRUE(back16.ok()) << back16.status();
+  EXPECT_EQ(tensor::DataType::kUint16, back16->dtype);
+  EXPECT_EQ(gray16, back16->materialized);
+}
+
+TEST(TensorLayoutTest, OtherNumericTensorsAreNpyHeaderPlusSpan) {
+  const std::string floats = Ramp(2 * 3 * 4);
+  const Decoded d = EncodeAndDecode(
+      {{"emb", {Tensor(tensor::DataType::kFloat, {2, 3}, floats)}},
+       {"empty", {Tensor(tensor::DataType::kInt64, {0, 4}, "")}},
+       {"wide", {Tensor(tensor::DataType::kUint8, {2, 2, 5}, Ramp(20))}}});
+  const Layout l = LayoutExample(d.table, d.payload);
+  EXPECT_THAT(Children(l, ""), ElementsAre("emb.npy", "empty.npy", "wide.npy"));
+  const Entry* e = Find(l, "emb.npy");
+  ASSERT_NE(nullptr, e);
+  EXPECT_EQ(ContentForm::kInlineSpan, e->form);
+  const std::string header = tensor::NpyHeader(tensor::DataType::kFloat, {2, 3});
+  EXPECT_EQ(header, e->content);
+  EXPECT_EQ(header.size() + floats.size(), e->size());
+  ASSERT_EQ(2u, e->Pieces().size());
+  const std::string npy = FileBytes(*e, d.payload);
+  EXPECT_EQ(header + floats, npy);
+  auto parsed = tensor::ParseNpy(npy);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_THAT(parsed->shape, ElementsAre(2, 3));
+  // No elements: the header alone.
+  EXPECT_EQ(tensor::NpyHeader(tensor::DataType::kInt64, {0, 4}), FileBytes(*Find(l, "empty.npy"), d.payload));
+}
+
+TEST(TensorLayoutTest, SeveralTensorsMakeAFolderAndNonTensorsKeepTheirBytes) {
+  const Decoded d = EncodeAndDecode(
+      {{"frames",
+        {Tensor(tensor::DataType::kUint8, {2, 2}, Ramp(4)), Tensor(tensor::DataType::kDouble, {3}, Ramp(24)),
+         std::string(kJpeg)}},
+       // Looks like a TensorProto at first, but is not one (a string dtype).
+       {"strings", {std::string("\x08\x07\x12\x00", 4)}}});
+  const Layout l = LayoutExample(d.table, d.payload);
+  EXPECT_THAT(Children(l, "frames"), ElementsAre("0.png", "1.npy", "2.jpg"));
+  EXPECT_THAT(Children(l, ""), ElementsAre("frames", "strings.bin"));
+}
+
+TEST(TensorLayoutTest, EntryStaysCompact) {
+  // One pointer-free form field replaced the old flag: the cache's memory
+  // per file does not grow with the new content forms.
+  EXPECT_LE(sizeof(Entry), 96u);
+}
+
+TEST(LayoutTest, ExampleFeatureNamedLikeASequenceFolderIsEscaped) {
+  const Decoded d = EncodeAndDecode({{"feature_lists/x", {"t"}}, {"context/y", {"u"}}});
+  const Layout l = LayoutExample(d.table, d.payload);
+  EXPECT_THAT(Children(l, ""), ElementsAre("%66eature_lists", "context"));
+  EXPECT_EQ("feature_lists/x", FeatureNameFromPath(std::vector<std::string>{"%66eature_lists"}, "x"));
+}
+
+example::Feature Step(Kind kind) {
+  Feature f;
+  f.kind = kind;
+  return f;
+}
+
+TEST(SequenceLayoutTest, ContextAndPaddedSteps) {
+  example::SequenceTable t;
+  Feature label;
+  label.name = "label";
+  label.kind = Kind::kInt64;
+  label.int64s = {4};
+  t.context.features.push_back(label);
+  example::FeatureList frames;  // 12 steps: widths of 2
+  frames.name = "frame/encoded";
+  for (int i = 0; i < 12; ++i) {
+    Feature s = Step(Kind::kBytes);
+    s.bytes.push_back(kJpeg);
+    if (i == 3) s.bytes.push_back(kJpeg);  // several values: a folder
+    frames.steps.push_back(s);
+  }
+  example::FeatureList rgb;
+  rgb.name = "rgb";
+  Feature f0 = Step(Kind::kFloat);
+  f0.floats = {0.5f, 1.0f};
+  rgb.steps.push_back(f0);
+  rgb.steps.push_back(Step(Kind::kNone));
+  Feature text = Step(Kind::kBytes);
+  text.bytes.push_back("hello");
+  example::FeatureList words;
+  words.name = "words";
+  words.steps.push_back(text);
+  const std::string image = Tensor(tensor::DataType::kUint8, {2, 3, 1}, Ramp(6));
+  Feature img = Step(Kind::kBytes);
+  img.bytes.push_back(image);
+  example::FeatureList tensors;
+  tensors.name = "2d";  // all digits after the first: a name, not a step
+  tensors.steps.push_back(img);
+  example::FeatureList empty;
+  empty.name = "frame";  // empty, and also a path of frame/encoded
+  example::FeatureList none;
+  none.name = "nothing";
+  t.lists = {tensors, empty, frames, none, rgb, words};
+  const std::string payload = example::EncodeSequenceExample(t);
+  auto seq = example::DecodeSequenceExample(payload);
+  ASSERT_TRUE(seq.ok()) << seq.status();
+  const Layout l = LayoutSequence(*seq, payload);
+  SCOPED_TRACE(Listing(l));
+  EXPECT_THAT(Children(l, ""), ElementsAre("context", "feature_lists"));
+  EXPECT_THAT(Children(l, "context"), ElementsAre("label"));
+  EXPECT_EQ("4\n", Find(l, "context/label")->content);
+  EXPECT_THAT(Children(l, "feature_lists"),
+              ElementsAre("2d", "frame", "frame%-", "nothing", "rgb", "words"));
+  EXPECT_THAT(Children(l, "feature_lists/frame/encoded"),
+              ElementsAre("00.jpg", "01.jpg", "02.jpg", "03", "04.jpg", "05.jpg", "06.jpg",
+                          "07.jpg", "08.jpg", "09.jpg", "10.jpg", "11.jpg"));
+  EXPECT_THAT(Children(l, "feature_lists/frame/encoded/03"), ElementsAre("0.jpg", "1.jpg"));
+  EXPECT_EQ(kJpeg, FileBytes(*Find(l, "feature_lists/frame/encoded/07.jpg"), payload));
+  EXPECT_THAT(Children(l, "feature_lists/frame%-"), ElementsAre());
+  EXPECT_THAT(Children(l, "feature_lists/nothing"), ElementsAre());
+  EXPECT_THAT(Children(l, "feature_lists/rgb"), ElementsAre("0", "1.none"));
+  EXPECT_EQ("0.5\n1\n", Find(l, "feature_lists/rgb/0")->content);
+  EXPECT_EQ(0u, Find(l, "feature_lists/rgb/1.none")->size());
+  EXPECT_THAT(Children(l, "feature_lists/words"), ElementsAre("0.txt"));
+  EXPECT_EQ("hello\n", Find(l, "feature_lists/words/0.txt")->content);
+  const Entry* png = Find(l, "feature_lists/2d/0.png");
+  ASSERT_NE(nullptr, png);
+  auto back = tensor::DecodePng(FileBytes(*png, payload));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(Ramp(6), back->materialized);
+}
+
+TEST(SequenceLayoutTest, AllDigitListNamesAndNoContext) {
+  example::SequenceTable t;
+  example::FeatureList l7;
+  l7.name = "7/12";
+  l7.steps.push_back(Step(Kind::kInt64));
+  t.lists = {l7};
+  const std::string payload = example::EncodeSequenceExample(t);
+  auto seq = example::DecodeSequenceExample(payload);
+  ASSERT_TRUE(seq.ok());
+  const Layout l = LayoutSequence(*seq, payload);
+  EXPECT_THAT(Children(l, ""), ElementsAre("feature_lists"));
+  EXPECT_THAT(Children(l, "feature_lists"), ElementsAre("%37"));
+  EXPECT_THAT(Children(l, "feature_lists/%37"), ElementsAre("%312"));
+  EXPECT_THAT(Children(l, "feature_lists/%37/%312"), ElementsAre("0"));
+  EXPECT_EQ("", Find(l, "feature_lists/%37/%312/0")->content);
+}
+
+TEST(SequenceLayoutTest, StepNames) {
+  EXPECT_EQ("0", StepName(0, 1));
+  EXPECT_EQ("0", StepName(0, 10));
+  EXPECT_EQ("09", StepName(9, 11));
+  EXPECT_EQ("007", StepName(7, 300));
+  EXPECT_EQ("299", StepName(299, 300));
 }
 
 }  // namespace

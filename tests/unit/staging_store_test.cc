@@ -12,6 +12,12 @@
 #include "gtest/gtest.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/staging/store.h"
+#include "tfrecordfs/staging/record_folder.h"
+#include "tfrecordfs/example/sequence.h"
+#include "tfrecordfs/naming/naming.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include <cstring>
 
 namespace tfrecordfs::staging {
 namespace {
@@ -150,4 +156,101 @@ TEST_F(StoreTest, RemoveIfEmptyKeepsStagedBytes) {
 }
 
 }  // namespace
+
+// ---- SequenceExample folders (record_folder.h) ----
+
+// Writes the forward layout of `payload` under `dir`, as `cp -r` would.
+void WriteLayout(const naming::Layout& l, uint32_t d, const std::string& dir,
+                 absl::string_view payload) {
+  const naming::Entry& e = l.entries[d];
+  for (uint32_t c = e.first_child; c < e.first_child + e.num_children; ++c) {
+    const naming::Entry& child = l.entries[c];
+    const std::string p = dir + "/" + child.name;
+    if (child.is_dir) {
+      ASSERT_EQ(::mkdir(p.c_str(), 0755), 0) << p;
+      WriteLayout(l, c, p, payload);
+    } else {
+      ASSERT_TRUE(WriteFileAtomically(p, naming::FileContent(child, payload).value()).ok()) << p;
+    }
+  }
+}
+
+std::string Canon(const example::SequenceTable& t) {
+  auto one = [](const example::Feature& f) {
+    std::string s = absl::StrCat(example::KindName(f.kind), "[");
+    for (auto v : f.int64s) absl::StrAppend(&s, v, ",");
+    for (float v : f.floats) {
+      uint32_t b;
+      std::memcpy(&b, &v, 4);
+      absl::StrAppend(&s, b, ",");
+    }
+    for (auto v : f.bytes) absl::StrAppend(&s, absl::CHexEscape(v), ",");
+    return s + "]";
+  };
+  std::string s;
+  for (const auto& f : t.context.features) {
+    if (f.kind != example::Kind::kNone) absl::StrAppend(&s, "ctx ", f.name, " ", one(f), "\n");
+  }
+  for (const auto& l : t.lists) {
+    absl::StrAppend(&s, "list ", l.name, "\n");
+    for (const auto& st : l.steps) absl::StrAppend(&s, "  ", one(st), "\n");
+  }
+  return s;
+}
+
+TEST_F(StoreTest, SequenceExampleFolderRoundTripsFeatureByFeature) {
+  example::SequenceTable t;
+  example::Feature label;
+  label.name = "label";
+  label.kind = example::Kind::kFloat;
+  label.floats = {1.5f, -0.0f};
+  t.context.features.push_back(label);
+  auto list = [&](std::string name) -> example::FeatureList& {
+    t.lists.emplace_back();
+    t.lists.back().name = std::move(name);
+    return t.lists.back();
+  };
+  const std::string jpeg = "\xff\xd8\xff jpeg bytes\n\x01";
+  list("a");  // empty, and the path of a/b
+  auto& ab = list("a/b");
+  for (int i = 0; i < 11; ++i) {
+    example::Feature f;
+    f.kind = example::Kind::kBytes;
+    f.bytes.push_back(jpeg);
+    if (i == 4) f.bytes.push_back(jpeg);
+    ab.steps.push_back(f);
+  }
+  auto& nums = list("7");
+  example::Feature f1, f2, none;
+  f1.kind = f2.kind = example::Kind::kFloat;
+  f1.floats = {2.0f};  // prints as "2": the list's other step keeps it float
+  f2.floats = {0.25f};
+  nums.steps = {f1, none, f2};
+  auto& text = list("words");
+  example::Feature w, empty_text;
+  w.kind = empty_text.kind = example::Kind::kBytes;
+  w.bytes = {"hello", "world"};
+  text.steps = {w, empty_text};
+  list("zz");  // empty
+  const std::string payload = example::EncodeSequenceExample(t);
+  auto decoded = example::DecodeSequenceExample(payload);
+  ASSERT_TRUE(decoded.ok());
+  const naming::Layout l = naming::LayoutSequence(*decoded, payload);
+  const std::string rec = root_ + "/rec";
+  ASSERT_EQ(::mkdir(rec.c_str(), 0755), 0);
+  WriteLayout(l, 0, rec, payload);
+  auto packed = PayloadFromFolder(rec, nullptr);
+  ASSERT_TRUE(packed.ok()) << packed.status();
+  auto back = example::DecodeSequenceExample(*packed);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(Canon(*decoded), Canon(*back));
+  EXPECT_EQ(payload, *packed);
+
+  // A stray file beside context/ and feature_lists/ is refused with a reason.
+  ASSERT_TRUE(WriteFileAtomically(rec + "/extra.txt", "x\n").ok());
+  auto bad = PayloadFromFolder(rec, nullptr);
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("extra.txt"), absl::string_view::npos) << bad.status();
+}
+
 }  // namespace tfrecordfs::staging

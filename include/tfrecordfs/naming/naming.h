@@ -30,8 +30,47 @@
 //     leaving room for `%-`) is cut into chunks of at most 200 bytes; every
 //     chunk but the last ends in `%+` and is a directory holding the rest; a
 //     chunk never starts with a bare '.'.
-//   * A payload that is not an Example shows as one file `record.bin`.
+//   * A bytes value that tensor::DecodeTensor accepts (a serialized
+//     TensorProto of a numeric dtype, as tf.io.serialize_tensor writes) shows
+//     as an array instead of its bytes, wherever a bytes value would show as
+//     `<stem><sniffed ext>` (one value, a list item, a sequence step):
+//       - `.png` for uint8/uint16 of shape [H,W], [H,W,1..4] (H, W >= 1; see
+//         tensor/png.h): a PNG made on demand from the pixels in the shard;
+//         its size comes from the geometry alone (tensor::PngSize);
+//       - `.npy` for the other numeric tensors: np.save's header (inline)
+//         then the tensor_content bytes (spliced from the shard); *_val
+//         forms are materialised inline;
+//       - DT_STRING and other dtypes DecodeTensor refuses keep their bytes.
+//     In the reverse direction `.png`/`.npy` are exact bytes unless the
+//     feature's kind in the mounted shards is a tensor (staging/record_folder.h).
+//   * An Example feature whose first name component is `feature_lists` has
+//     its 'f' escaped (`%66eature_lists/...`): a top-level `feature_lists/`
+//     folder means a SequenceExample (below), in both directions.
+//   * A payload that decodes as a SequenceExample (example/sequence.h: it has
+//     a feature_lists field) shows as
+//         context/            its context features, laid out as an Example's
+//                             (absent when no context feature has a kind)
+//         feature_lists/      always present (it is what marks the record)
+//           <list name>/      '/' in the name makes folders; every all-digit
+//                             component has its first digit escaped, so no
+//                             folder of a list name looks like a step
+//             <step>          one entry per step, named by the step index
+//                             zero-padded to the width of the largest index
+//                             (StepName): numeric -> `07`, single-line text
+//                             -> `07.txt`, one other bytes value -> `07<ext>`
+//                             (sniffed; tensors as above), several -> folder
+//                             `07/` of `0<ext>`, ..., a kindless step
+//                             (Feature{}) -> empty file `07.none`
+//     An empty list is an empty folder. A folder under feature_lists/ is a
+//     list when it holds steps or is empty; when an empty list's folder would
+//     be the same folder another list's path makes (lists `a` empty and
+//     `a/b`), the empty one is spelt `a%-` (`%-` decodes to nothing).
+//   * A payload that is neither shows as one file `record.bin`.
 //     Kindless features (Feature{} with no list) are not shown.
+//   * The vfs caps a record at kMaxEntriesPerRecord (65,536) entries (the
+//     node id's 16 entry bits, vfs/node_id.h); a record with more files is
+//     shown raw as `record.bin` with a warning. A YouTube-8M frame-level
+//     record (300 steps x 2 lists + context) needs ~610.
 #ifndef TFRECORDFS_NAMING_NAMING_H_
 #define TFRECORDFS_NAMING_NAMING_H_
 
@@ -44,11 +83,20 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "tfrecordfs/example/example.h"
+#include "tfrecordfs/example/sequence.h"
+#include "tfrecordfs/tensor/png.h"
+#include "tfrecordfs/tensor/tensor.h"
 
 namespace tfrecordfs::naming {
 
 inline constexpr absl::string_view kRawRecordName = "record.bin";
 inline constexpr absl::string_view kTextExtension = ".txt";
+inline constexpr absl::string_view kPngExtension = ".png";
+inline constexpr absl::string_view kNpyExtension = ".npy";
+// A kindless sequence step (an empty Feature{}): an empty file `<step>.none`.
+inline constexpr absl::string_view kKindlessExtension = ".none";
+inline constexpr absl::string_view kContextDir = "context";
+inline constexpr absl::string_view kFeatureListsDir = "feature_lists";
 inline constexpr size_t kMaxNameBytes = 255;
 inline constexpr size_t kChunkBytes = 200;
 
@@ -88,6 +136,35 @@ std::string Unescape(absl::string_view escaped);
 
 // ---- Forward layout ----
 
+// One contiguous part of a file's content, in file order (Entry::Pieces).
+struct Piece {
+  enum class Type : uint8_t {
+    kInline,  // `bytes`, held by the layout
+    kSpan,    // the payload's bytes [offset, offset + size)
+    kPng,     // a PNG made on demand (tensor::ReadPngRange) of geometry `png`
+              // from the pixels at payload [offset, offset + png.PixelBytes())
+  };
+  Type type = Type::kInline;
+  uint64_t size = 0;        // bytes of the file this piece covers
+  absl::string_view bytes;  // kInline: views the Entry
+  uint64_t offset = 0;      // kSpan, kPng: payload offset
+  tensor::PngGeometry png;  // kPng
+};
+
+// How an Entry's pieces are stored. The forms cover every file the layout
+// makes with at most two pieces, so an Entry needs no piece vector (and no
+// heap block) of its own: layouts are cached per record (vfs RecordCache,
+// charged by ParsedRecord::MemoryBytes), and a small Entry lets the same
+// memory hold more records.
+enum class ContentForm : uint8_t {
+  kInline,      // [inline `content`]: numbers, text, a materialised tensor
+  kSpan,        // [payload span]: one bytes value, a raw record
+  kInlineSpan,  // [inline `content`][payload span]: an .npy (header, then
+                // the tensor_content bytes spliced from the shard)
+  kPng,         // [generated PNG]: `content` holds the packed geometry
+                // (PackPng), the span the pixels (tensor_content)
+};
+
 // (Fields ordered for size: layouts of recently used records are cached,
 // and a smaller entry lets the same memory hold more of them.)
 struct Entry {
@@ -98,15 +175,26 @@ struct Entry {
   uint32_t first_child = 0;
   uint32_t num_children = 0;
   bool is_dir = false;
-  // Files: either inline text, or a byte range of the payload (so the read
-  // path can serve it straight from the shard).
-  bool is_inline = true;
-  std::string content;
+  ContentForm form = ContentForm::kInline;
+  std::string content;  // inline bytes (see ContentForm)
   uint64_t span_offset = 0;
   uint64_t span_length = 0;
 
-  uint64_t size() const { return is_inline ? content.size() : span_length; }
+  // The file's size: the sum of its pieces' sizes (a PNG's from its geometry
+  // alone, tensor::PngSize: no image is encoded to list a folder).
+  uint64_t size() const;
+  // The pieces in file order (empty pieces omitted).
+  std::vector<Piece> Pieces() const;
+  bool is_inline() const { return form == ContentForm::kInline; }
 };
+
+// The whole content of file `e` of a layout made from `payload` (tests,
+// tools: a PNG is produced whole).
+absl::StatusOr<std::string> FileContent(const Entry& e, absl::string_view payload);
+
+// The geometry of a kPng entry, packed into its (small-string) content.
+std::string PackPng(const tensor::PngGeometry& g);
+tensor::PngGeometry UnpackPng(absl::string_view packed);
 
 // entries[0] is the record directory itself.
 struct Layout {
@@ -116,6 +204,12 @@ struct Layout {
 // Lays out a decoded Example; `payload` is the buffer the table's views
 // point into (used to compute span offsets).
 Layout LayoutExample(const example::FeatureTable& table, absl::string_view payload);
+
+// Lays out a decoded SequenceExample (rules above).
+Layout LayoutSequence(const example::SequenceTable& table, absl::string_view payload);
+
+// The name of step `index` of a list of `num_steps` steps ("07" of 12).
+std::string StepName(size_t index, size_t num_steps);
 
 // The layout of a payload that is not an Example: one `record.bin` span.
 Layout LayoutRaw(uint64_t payload_size);

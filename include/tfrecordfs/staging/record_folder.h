@@ -10,6 +10,17 @@
 //     other directories -> '/' in the feature name; `%+` chunks join;
 //   * escapes are undone; hidden names (leading '.') and backups ending in
 //     '~' are skipped (editors leave them);
+//   * a folder with a top-level `feature_lists/` folder is a
+//     tf.train.SequenceExample (naming.h): `context/` read as an Example's
+//     features, and under feature_lists/ every folder holding step entries
+//     (names whose part before the first '.' is all digits) or nothing is a
+//     list, other folders are '/' in list names. Steps must be numbered
+//     0..n-1 (zero padding optional): `07` numeric, `07.txt` text, `07.none`
+//     (empty) kindless, `07<other ext>` one bytes value, `07/` a bytes list.
+//     Numeric steps of one list share a kind: the shards' kind for
+//     `feature_lists/<name>` when the hint knows it, else float when any
+//     step is not all integers, else int64. Anything else at the top of
+//     such a folder makes it invalid;
 //   * symlinks, devices, fifos and sockets make the record invalid, and so
 //     does a feature name that is not valid UTF-8 once unescaped (map keys
 //     are proto3 strings).

@@ -111,12 +111,26 @@ struct Attr {
 // Where the bytes of a read come from: a range of an open file (which the
 // FUSE layer may splice) or bytes in memory. The descriptor stays open while
 // `hold` (or the Filesystem, for plain source files) lives.
-struct ReadResult {
+struct ReadBuffer {
   int fd = -1;  // >= 0: serve [offset, offset + length) of fd
   uint64_t offset = 0;
   size_t length = 0;
   std::shared_ptr<const void> hold;  // keeps fd open until the reply is sent
   std::string data;  // used when fd < 0
+  size_t size() const { return fd >= 0 ? length : data.size(); }
+};
+
+// A read's bytes: this buffer, then `more` in order. A file made of several
+// pieces (an .npy: a header in memory, then tensor bytes in the shard) gives
+// several buffers, so the shard's part can still be spliced; adjacent
+// in-memory parts are merged.
+struct ReadResult : ReadBuffer {
+  std::vector<ReadBuffer> more;
+  size_t total_size() const {
+    size_t n = size();
+    for (const ReadBuffer& b : more) n += b.size();
+    return n;
+  }
 };
 
 // Statistics for statfs and the benchmarks.
@@ -230,6 +244,12 @@ class Filesystem {
   Attr StagingAttr(const struct stat& st) const;
   absl::Status StagingReadDir(uint64_t ino, uint64_t fh, uint64_t offset, const EmitFn& emit);
   void LearnKinds(const example::FeatureTable& table);
+  // A SequenceExample's kinds: context features by name, lists under
+  // `feature_lists/<name>` (the kind of their first step that has one).
+  void LearnKinds(const example::SequenceTable& table);
+  // Reads bytes [offset, offset + n) of a record file made of `pieces`.
+  absl::StatusOr<ReadResult> ReadPieces(uint64_t shard, uint64_t data_offset,
+                                        const naming::Entry& e, uint64_t offset, size_t n) const;
   // KindOf's sampling: reads records from the cursor on until a record
   // gives `name` a kind or a budget is spent. Requires sample_mu_.
   void SampleKinds(absl::string_view name);

@@ -38,6 +38,7 @@
 #include "expectations.h"
 #include "gtest/gtest.h"
 #include "mount_harness.h"
+#include "tfrecordfs/example/sequence.h"
 #include "tfrecordfs/base/crc32c.h"
 
 namespace tfrecordfs::mount_test {
@@ -284,7 +285,11 @@ TEST_F(HostileMountTest, EveryRecordTellsTheTruth) {
       const std::string& payload = *direct.payloads[r.index];
       EXPECT_EQ(payload.size(), r.size);
       EXPECT_EQ(crc32c::Value(payload), r.crc) << "the checked read changed the payload";
-      if (!r.example) {
+      // A SequenceExample (not an Example, so "other" in the manifest) shows
+      // as context/ + feature_lists/ folders, laid out like the rest below.
+      const bool sequence = example::DecodeSequenceExample(payload).ok();
+      if (sequence) EXPECT_EQ(Files(rec).count("feature_lists/"), 1u);
+      if (!r.example && !sequence) {
         EXPECT_EQ(Files(rec), std::set<std::string>{"record.bin"});
         EXPECT_TRUE(ReadWholeFile(M(rec + "/record.bin")) == payload);
         continue;
