@@ -35,9 +35,9 @@ types (bytes). SequenceExamples: context features are marked, feature lists
 get rows of their own (steps per record; values per step).
 
 Options:
-  --sample N   read about N records, spread over every shard: each shard
-               with records gives at least one, the rest in proportion
-               (default 1000)
+  --sample N   read about N records (the default, N = 1000), spread over
+               every shard: one from each shard with records, the rest in
+               proportion to their sizes, evenly spaced inside each
   --all        read every record
   --json       one JSON document instead: {"records_scanned": N,
                "features": [{"name", "kind", "present", "min_count",

@@ -77,6 +77,9 @@ void WriteJsonFloat(JsonWriter* w, float v) {
   const std::string s = FormatFloat(v);
   if (absl::StrContains(s, "nan") || absl::StrContains(s, "inf")) {
     w->String(s);
+  } else if (s.find_first_of(".e") == std::string::npos) {
+    // "1" and "-0" would read back as integers, and -0 as 0: keep them floats.
+    w->Number(absl::StrCat(s, ".0"));
   } else {
     w->Number(s);
   }

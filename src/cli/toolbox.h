@@ -43,8 +43,9 @@ absl::StatusOr<scan::ScanResult> ScanSources(const std::vector<std::string>& sou
 // One float as the shortest decimal that reads back bit-exact
 // (naming::FormatFloats): "0.1", "1e+30", "nan", "-inf", "nan(0x...)".
 std::string FormatFloat(float v);
-// The same as a JSON value: a number, or a string for NaN and infinities
-// (JSON has no such numbers).
+// The same as a JSON value: a number that reads back as a float ("1.0",
+// "-0.0", "0.1"), or a string for NaN and infinities (JSON has no such
+// numbers).
 void WriteJsonFloat(JsonWriter* w, float v);
 
 bool StdoutIsTerminal();

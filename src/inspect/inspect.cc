@@ -156,14 +156,19 @@ std::vector<std::pair<size_t, uint64_t>> PlanSample(const std::vector<uint64_t>&
                                                     uint64_t n) {
   std::vector<std::pair<size_t, uint64_t>> out;
   absl::uint128 total = 0;
-  for (uint64_t c : counts) total += c;
+  uint64_t nonempty = 0;
+  for (uint64_t c : counts) {
+    total += c;
+    nonempty += c > 0;
+  }
+  // One record from every shard, the rest of n in proportion to size.
+  const uint64_t rest = n > nonempty ? n - nonempty : 0;
   for (size_t s = 0; s < counts.size(); ++s) {
     const uint64_t c = counts[s];
     if (c == 0) continue;
     uint64_t take = c;
     if (total > n) {
-      take = absl::Uint128Low64((absl::uint128(n) * c + total / 2) / total);
-      take = std::clamp<uint64_t>(take, 1, c);
+      take = std::min<uint64_t>(c, 1 + absl::Uint128Low64(absl::uint128(rest) * c / total));
     }
     for (uint64_t k = 0; k < take; ++k) {
       out.emplace_back(s, absl::Uint128Low64(absl::uint128(k) * c / take));

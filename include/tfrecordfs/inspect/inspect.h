@@ -102,10 +102,11 @@ class SchemaBuilder {
   std::map<std::string, ListStats> lists_;
 };
 
-// Records to read for a sample of about `n` records from shards holding
-// `counts[s]` records: every shard with records gets at least one, the rest
-// in proportion to its size, evenly spaced inside it (first record
-// included). All records when n >= their total. Sorted by (shard, record).
+// Records to read for a sample of at most about `n` records from shards
+// holding `counts[s]` records: one from every shard with records (so more
+// than n when there are more such shards), the rest of n in proportion to
+// each shard's size, evenly spaced inside it (its first record included).
+// All records when n >= their total. Sorted by (shard, record).
 std::vector<std::pair<size_t, uint64_t>> PlanSample(const std::vector<uint64_t>& counts,
                                                     uint64_t n);
 
