@@ -16,6 +16,13 @@ int UnmountMain(int argc, char** argv);
 // `tfrecordfs index [--index-dir PATH] [--force] SOURCE...` (index_cmd.cc)
 int IndexMain(int argc, char** argv);
 
+// The toolbox, without a mount: `tfrecordfs count|schema|show|verify ...`
+// (count_cmd.cc, schema_cmd.cc, show_cmd.cc, verify_cmd.cc).
+int CountMain(int argc, char** argv);
+int SchemaMain(int argc, char** argv);
+int ShowMain(int argc, char** argv);
+int VerifyMain(int argc, char** argv);
+
 }  // namespace tfrecordfs::cli
 
 #endif  // TFRECORDFS_CLI_COMMANDS_H_

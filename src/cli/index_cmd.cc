@@ -1,30 +1,28 @@
 // `tfrecordfs index`: builds and saves the shard indexes a mount would,
-// without mounting. It runs the mount's own source scan
-// (vfs::Filesystem::Create) with the index store as the index loader, so the
-// shards it finds and the names it stores them under are exactly the mount's.
+// without mounting. The source scan (scan::Scan) finds the shards and names
+// them as a mount does, so the names it stores them under are the mount's.
+// With --dali-dir it also writes NVIDIA DALI index files.
 #include <sys/stat.h>
-#include <dirent.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <iostream>
-#include <mutex>
-#include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "commands.h"
+#include "src/cli/commands.h"
+#include "src/cli/progress.h"
+#include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/index/index_store.h"
-#include "tfrecordfs/vfs/filesystem.h"
+#include "tfrecordfs/scan/scan.h"
 
 namespace tfrecordfs::cli {
 namespace {
@@ -46,6 +44,11 @@ Options:
                     (PATH/<path in the mount>.tfri), for mounts with
                     -o index_dir=PATH, e.g. on storage that many machines
                     share; the per-user cache is then left alone
+  --dali-dir DIR    also write an NVIDIA DALI index for every plain shard,
+                    DIR/<path in the mount>.idx, one line "<offset> <size>"
+                    per record as DALI's tfrecord2idx writes them (DALI
+                    reads raw bytes: GZIP/ZLIB shards get none, and are
+                    named; a damaged shard gets none and fails the command)
   --force           walk every shard even when its saved index is valid
   --threads N       shards walked in parallel (default: CPUs, at most 16)
   -q, --quiet       no progress bar and no summary
@@ -59,7 +62,8 @@ to stdout. Damaged shards are reported and indexed up to the damage, as a
 mount shows them.
 
 Exit status: 0 when every shard's index is saved (or was valid already), 1
-when a SOURCE cannot be read or an index cannot be saved, 2 on a usage error.
+when a SOURCE cannot be read, an index cannot be saved, or a DALI index
+cannot be written, 2 on a usage error.
 )";
 
 int Usage(const std::string& message) {
@@ -68,114 +72,25 @@ int Usage(const std::string& message) {
   return kExitUsage;
 }
 
-// Bytes of the regular files under the sources: the denominator of the ETA
-// (an estimate: files that are not shards count too).
-uint64_t TotalBytes(const std::vector<std::string>& sources) {
-  uint64_t total = 0;
-  std::set<std::pair<dev_t, ino_t>> seen;
-  std::vector<std::string> todo(sources.begin(), sources.end());
-  while (!todo.empty()) {
-    const std::string path = std::move(todo.back());
-    todo.pop_back();
-    struct stat st;
-    if (::stat(path.c_str(), &st) != 0) continue;
-    if (S_ISREG(st.st_mode)) {
-      total += static_cast<uint64_t>(st.st_size);
-      continue;
-    }
-    if (!S_ISDIR(st.st_mode) || !seen.insert({st.st_dev, st.st_ino}).second) continue;
-    DIR* d = ::opendir(path.c_str());
-    if (d == nullptr) continue;
-    while (dirent* e = ::readdir(d)) {
-      const absl::string_view n = e->d_name;
-      if (n != "." && n != "..") todo.push_back(absl::StrCat(path, "/", n));
-    }
-    ::closedir(d);
+// mkdir -p of the directories above `path`.
+absl::Status MakeParents(const std::string& path) {
+  for (size_t at = path.find('/', 1); at != std::string::npos; at = path.find('/', at + 1)) {
+    const std::string dir = path.substr(0, at);
+    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return ErrnoError(errno, dir);
   }
-  return total;
+  return absl::OkStatus();
 }
 
-std::string HumanBytes(double b) {
-  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
-  int u = 0;
-  while (b >= 1000 && u < 4) {
-    b /= 1000;
-    ++u;
+// The index NVIDIA DALI's tfrecord2idx writes for a plain shard: one line
+// "<offset> <size>" per record, size being the whole framing (16 bytes +
+// the payload).
+std::string DaliIndex(const index::ShardIndex& idx) {
+  std::string out;
+  for (uint64_t i = 0; i < idx.num_records(); ++i) {
+    absl::StrAppend(&out, idx.begin(i), " ", idx.end(i) - idx.begin(i), "\n");
   }
-  return absl::StrFormat(u == 0 ? "%.0f %s" : "%.1f %s", b, units[u]);
+  return out;
 }
-
-std::string HumanCount(double n) {
-  if (n >= 1e6) return absl::StrFormat("%.2fM", n / 1e6);
-  if (n >= 1e3) return absl::StrFormat("%.1fk", n / 1e3);
-  return absl::StrFormat("%.0f", n);
-}
-
-// Draws "[####......] 312 shards  312.0k records  1.2 GB/4.0 GB  1.05M rec/s
-// ETA 0:03" on stderr, ten times a second, while the work runs.
-class ProgressBar {
- public:
-  ProgressBar(uint64_t total_bytes, bool enabled) : total_bytes_(total_bytes), enabled_(enabled) {
-    start_ = std::chrono::steady_clock::now();
-    if (enabled_) thread_ = std::thread([this] { Loop(); });
-  }
-  ~ProgressBar() { Finish(); }
-
-  void Add(uint64_t records, uint64_t bytes) {
-    shards_.fetch_add(1, std::memory_order_relaxed);
-    records_.fetch_add(records, std::memory_order_relaxed);
-    bytes_.fetch_add(bytes, std::memory_order_relaxed);
-  }
-
-  void Finish() {
-    if (!thread_.joinable()) return;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-    std::fputs("\r\033[K", stderr);  // leave the line to the summary
-  }
-
- private:
-  void Loop() {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!cv_.wait_for(lock, std::chrono::milliseconds(100), [this] { return done_; })) Draw();
-  }
-
-  void Draw() {
-    const double secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    const uint64_t bytes = bytes_.load(), records = records_.load();
-    const double frac =
-        total_bytes_ == 0 ? 0 : std::min(1.0, static_cast<double>(bytes) / total_bytes_);
-    constexpr int kWidth = 20;
-    std::string bar(kWidth, '.');
-    for (int i = 0; i < static_cast<int>(frac * kWidth); ++i) bar[i] = '#';
-    std::string eta = "--:--";
-    if (frac > 0.001 && secs > 0.2) {
-      const int left = static_cast<int>(secs / frac - secs + 0.5);
-      eta = absl::StrFormat("%d:%02d", left / 60, left % 60);
-    }
-    std::fprintf(stderr, "\r\033[K[%s] %llu shards  %s records  %s/%s  %s rec/s  ETA %s",
-                 bar.c_str(), static_cast<unsigned long long>(shards_.load()),
-                 HumanCount(static_cast<double>(records)).c_str(),
-                 HumanBytes(static_cast<double>(bytes)).c_str(),
-                 HumanBytes(static_cast<double>(total_bytes_)).c_str(),
-                 HumanCount(secs > 0 ? records / secs : 0).c_str(), eta.c_str());
-    std::fflush(stderr);
-  }
-
-  const uint64_t total_bytes_;
-  const bool enabled_;
-  std::chrono::steady_clock::time_point start_;
-  std::atomic<uint64_t> shards_{0}, records_{0}, bytes_{0};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;  // guarded by mu_
-  std::thread thread_;
-};
 
 }  // namespace
 
@@ -183,6 +98,7 @@ int IndexMain(int argc, char** argv) {
   index::StoreOptions store_options;
   int threads = 0;
   bool quiet = false;
+  std::string dali_dir;
   std::vector<std::string> sources;
   bool options_done = false;
   for (int i = 1; i < argc; ++i) {
@@ -207,7 +123,7 @@ int IndexMain(int argc, char** argv) {
       if (const size_t eq = arg.find('='); eq != std::string::npos) {
         flag = arg.substr(0, eq);
         value = arg.substr(eq + 1);
-      } else if (flag == "--index-dir" || flag == "--threads") {
+      } else if (flag == "--index-dir" || flag == "--threads" || flag == "--dali-dir") {
         if (i + 1 >= argc) return Usage(flag + " needs a value");
         value = argv[++i];
       }
@@ -215,6 +131,9 @@ int IndexMain(int argc, char** argv) {
         if (value.empty()) return Usage("--index-dir needs a directory");
         store_options.shared_dir = value;
         store_options.write_shared = true;
+      } else if (flag == "--dali-dir") {
+        if (value.empty()) return Usage("--dali-dir needs a directory");
+        dali_dir = value;
       } else if (flag == "--threads") {
         if (!absl::SimpleAtoi(value, &threads) || threads <= 0) {
           return Usage("--threads needs a positive number");
@@ -239,42 +158,89 @@ int IndexMain(int argc, char** argv) {
 
   index::IndexStore store(store_options);
   const auto start = std::chrono::steady_clock::now();
-  ProgressBar progress(quiet || !::isatty(2) ? 0 : TotalBytes(sources),
-                       !quiet && ::isatty(2));
+  const bool draw = !quiet && ::isatty(2);
+  ProgressBar progress(draw ? TotalBytes(sources) : 0, draw);
   std::atomic<bool> save_failed{false};
   std::atomic<uint64_t> compressed_shards{0}, compressed_bytes{0}, compressed_index_bytes{0};
-  vfs::Options options;
+  scan::ScanOptions options;
   options.sources = sources;
-  options.index_threads = threads;
-  options.cache_records = 1;
-  options.load_index = [&](int fd, const std::string& path, const std::string& mount_path,
-                           const struct stat& st, source::Codec codec)
-      -> absl::StatusOr<std::shared_ptr<const index::ShardIndex>> {
-    index::LoadInfo info;
-    auto idx = store.Load(fd, path, mount_path, st, codec, &info);
-    if (!idx.ok()) return idx;
-    progress.Add((*idx)->num_records(), static_cast<uint64_t>(st.st_size));
+  options.store = &store;
+  options.threads = threads;
+  options.on_shard = [&](const scan::ScannedShard& shard) {
+    const index::LoadInfo& info = shard.info;
+    const uint64_t size = static_cast<uint64_t>(shard.st.st_size);
+    progress.Add(1, shard.index->num_records(), size);
     if (!info.save_status.ok()) {
       save_failed = true;
       if (store_options.write_shared) {
-        log::Error(path, ": cannot save its index: ", info.save_status.message());
+        log::Error(shard.path, ": cannot save its index: ", info.save_status.message());
       }
     }
-    log::Debug(path, ": ", (*idx)->num_records(), " record(s), index ",
+    log::Debug(shard.path, ": ", shard.index->num_records(), " record(s), index ",
                index::IndexSourceName(info.source),
                info.stored_path.empty() ? "" : absl::StrCat(" (", info.stored_path, ")"));
-    if (codec != source::Codec::kNone) {
+    if (shard.codec != source::Codec::kNone) {
       compressed_shards.fetch_add(1);
-      compressed_bytes.fetch_add(static_cast<uint64_t>(st.st_size));
+      compressed_bytes.fetch_add(size);
       compressed_index_bytes.fetch_add(info.index_bytes);
     }
-    return idx;
   };
-  auto fs = vfs::Filesystem::Create(options);
+  auto scanned = scan::Scan(options);
   progress.Finish();
-  if (!fs.ok()) {
-    log::Error(fs.status().message());
+  if (!scanned.ok()) {
+    log::Error(scanned.status().message());
     return kExitFailed;
+  }
+  for (const scan::OtherFile& f : scanned->others) {
+    if (f.codec != source::Codec::kNone) {
+      log::Warning(f.path, ": a ", source::CodecName(f.codec),
+                   " stream whose first 12 decompressed bytes are not a record header with a "
+                   "valid length CRC: it holds no TFRecord; not indexed");
+    } else if (f.shard_like_name) {
+      log::Warning(f.path,
+                   ": named like a TFRecord shard, but its first 12 bytes are not a record "
+                   "header with a valid length CRC (byte offset 0); not indexed");
+    }
+  }
+  for (const scan::ScannedShard& shard : scanned->shards) {
+    for (const std::string& line : index::FormatProblems(shard.path, shard.index->problems())) {
+      log::Warning(line);
+    }
+    if (!shard.index->problems().empty()) {
+      log::Warning(shard.path, ": damaged shard: ", shard.index->num_records(),
+                   " record(s) indexed");
+    }
+  }
+  bool dali_failed = false;
+  uint64_t dali_written = 0;
+  std::vector<std::string> dali_compressed;
+  if (!dali_dir.empty()) {
+    for (const scan::ScannedShard& shard : scanned->shards) {
+      if (shard.codec != source::Codec::kNone) {
+        dali_compressed.push_back(shard.path);
+        continue;
+      }
+      if (!shard.index->problems().empty()) {
+        log::Error(shard.path, ": no DALI index: the shard is damaged (DALI would fail on it; "
+                   "see tfrecordfs verify)");
+        dali_failed = true;
+        continue;
+      }
+      const std::string target = absl::StrCat(dali_dir, "/", shard.mount_path, ".idx");
+      absl::Status st = MakeParents(target);
+      if (st.ok()) st = WriteFileAtomically(target, DaliIndex(*shard.index));
+      if (!st.ok()) {
+        log::Error(shard.path, ": cannot write its DALI index: ", st.message());
+        dali_failed = true;
+        continue;
+      }
+      ++dali_written;
+    }
+    if (!dali_compressed.empty()) {
+      log::Warning(dali_compressed.size(), " GZIP/ZLIB shard(s) got no DALI index: DALI reads "
+                   "the raw file bytes and cannot use an index of compressed records (",
+                   dali_compressed.front(), dali_compressed.size() > 1 ? ", ..." : "", ")");
+    }
   }
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -300,11 +266,14 @@ int IndexMain(int argc, char** argv) {
         HumanBytes(static_cast<double>(compressed_index_bytes.load()) * (1 << 30) /
                    static_cast<double>(compressed_bytes.load())));
   }
+  if (!quiet && !dali_dir.empty()) {
+    std::cout << absl::StrFormat("wrote %d DALI index file(s) in %s\n", dali_written, dali_dir);
+  }
   if (save_failed) {
     log::Error(s.save_failures, " index file(s) could not be saved");
     return kExitFailed;
   }
-  return kExitOk;
+  return dali_failed ? kExitFailed : kExitOk;
 }
 
 }  // namespace tfrecordfs::cli

@@ -47,12 +47,17 @@ constexpr int kExitError = 1;
 constexpr char kUsage[] = R"(Usage: tfrecordfs [options] SOURCE... MOUNTPOINT
        tfrecordfs unmount MOUNTPOINT
        tfrecordfs pack [--shard-size SIZE] [--prefix NAME] DIR OUTPUT_DIR
-       tfrecordfs index [--index-dir PATH] [--force] SOURCE...
+       tfrecordfs index [--index-dir PATH] [--dali-dir DIR] [--force] SOURCE...
+       tfrecordfs count [--json] SOURCE...
+       tfrecordfs schema [--all | --sample N] [--json] SOURCE...
+       tfrecordfs show [--json] SHARD RECORD...
+       tfrecordfs verify [--json] SOURCE...
 
 Mounts TensorFlow TFRecord shards as directories: one directory per shard,
 one per record, one file per feature. SOURCE is a shard file or a directory
 (mirrored recursively; shards are recognised by content, other files are
-shown as they are).
+shown as they are). count, schema, show and verify read shards without a
+mount (`tfrecordfs COMMAND --help`).
 
 Options:
   -f                 stay in the foreground (default: detach once the mount
@@ -343,6 +348,10 @@ int Main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "pack") return cli::PackMain(argc - 1, argv + 1);
   if (argc >= 2 && std::string(argv[1]) == "unmount") return cli::UnmountMain(argc - 1, argv + 1);
   if (argc >= 2 && std::string(argv[1]) == "index") return cli::IndexMain(argc - 1, argv + 1);
+  if (argc >= 2 && std::string(argv[1]) == "count") return cli::CountMain(argc - 1, argv + 1);
+  if (argc >= 2 && std::string(argv[1]) == "schema") return cli::SchemaMain(argc - 1, argv + 1);
+  if (argc >= 2 && std::string(argv[1]) == "show") return cli::ShowMain(argc - 1, argv + 1);
+  if (argc >= 2 && std::string(argv[1]) == "verify") return cli::VerifyMain(argc - 1, argv + 1);
   CliOptions cli;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];

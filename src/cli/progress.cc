@@ -1,0 +1,105 @@
+#include "src/cli/progress.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
+
+namespace tfrecordfs::cli {
+
+std::string HumanBytes(double b) {
+  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
+  int u = 0;
+  while (b >= 1000 && u < 4) {
+    b /= 1000;
+    ++u;
+  }
+  return absl::StrFormat(u == 0 ? "%.0f %s" : "%.1f %s", b, units[u]);
+}
+
+std::string HumanCount(double n) {
+  if (n >= 1e6) return absl::StrFormat("%.2fM", n / 1e6);
+  if (n >= 1e3) return absl::StrFormat("%.1fk", n / 1e3);
+  return absl::StrFormat("%.0f", n);
+}
+
+uint64_t TotalBytes(const std::vector<std::string>& sources) {
+  uint64_t total = 0;
+  std::set<std::pair<dev_t, ino_t>> seen;
+  std::vector<std::string> todo(sources.begin(), sources.end());
+  while (!todo.empty()) {
+    const std::string path = std::move(todo.back());
+    todo.pop_back();
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) continue;
+    if (S_ISREG(st.st_mode)) {
+      total += static_cast<uint64_t>(st.st_size);
+      continue;
+    }
+    if (!S_ISDIR(st.st_mode) || !seen.insert({st.st_dev, st.st_ino}).second) continue;
+    DIR* d = ::opendir(path.c_str());
+    if (d == nullptr) continue;
+    while (dirent* e = ::readdir(d)) {
+      const absl::string_view n = e->d_name;
+      if (n != "." && n != "..") todo.push_back(absl::StrCat(path, "/", n));
+    }
+    ::closedir(d);
+  }
+  return total;
+}
+
+bool StderrIsTerminal() { return ::isatty(2) == 1; }
+
+ProgressBar::ProgressBar(uint64_t total_bytes, bool enabled) : total_bytes_(total_bytes) {
+  start_ = std::chrono::steady_clock::now();
+  if (enabled) thread_ = std::thread([this] { Loop(); });
+}
+
+void ProgressBar::Finish() {
+  if (!thread_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+  std::fputs("\r\033[K", stderr);  // leave the line to the summary
+}
+
+void ProgressBar::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!cv_.wait_for(lock, std::chrono::milliseconds(100), [this] { return done_; })) Draw();
+}
+
+void ProgressBar::Draw() {
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const uint64_t bytes = bytes_.load(), records = records_.load();
+  const double frac =
+      total_bytes_ == 0 ? 0 : std::min(1.0, static_cast<double>(bytes) / total_bytes_);
+  constexpr int kWidth = 20;
+  std::string bar(kWidth, '.');
+  for (int i = 0; i < static_cast<int>(frac * kWidth); ++i) bar[i] = '#';
+  std::string eta = "--:--";
+  if (frac > 0.001 && secs > 0.2) {
+    const int left = static_cast<int>(secs / frac - secs + 0.5);
+    eta = absl::StrFormat("%d:%02d", left / 60, left % 60);
+  }
+  std::fprintf(stderr, "\r\033[K[%s] %llu shards  %s records  %s/%s  %s rec/s  ETA %s",
+               bar.c_str(), static_cast<unsigned long long>(shards_.load()),
+               HumanCount(static_cast<double>(records)).c_str(),
+               HumanBytes(static_cast<double>(bytes)).c_str(),
+               HumanBytes(static_cast<double>(total_bytes_)).c_str(),
+               HumanCount(secs > 0 ? records / secs : 0).c_str(), eta.c_str());
+  std::fflush(stderr);
+}
+
+}  // namespace tfrecordfs::cli

@@ -1,0 +1,62 @@
+// A progress bar on stderr for the commands that walk or read shards, and
+// the human number formats they share.
+#ifndef TFRECORDFS_CLI_PROGRESS_H_
+#define TFRECORDFS_CLI_PROGRESS_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace tfrecordfs::cli {
+
+// "1.2 GB" (powers of 1000).
+std::string HumanBytes(double b);
+// "312.0k", "1.05M".
+std::string HumanCount(double n);
+
+// Bytes of the regular files under the sources (an estimate of the work:
+// files that are not shards count too).
+uint64_t TotalBytes(const std::vector<std::string>& sources);
+
+// True when the progress bar should be drawn: stderr is a terminal.
+bool StderrIsTerminal();
+
+// Draws "[####......] 312 shards  312.0k records  1.2 GB/4.0 GB  1.05M rec/s
+// ETA 0:03" on stderr, ten times a second, while the work runs. Add() is
+// thread-safe; when disabled it only counts.
+class ProgressBar {
+ public:
+  ProgressBar(uint64_t total_bytes, bool enabled);
+  ~ProgressBar() { Finish(); }
+  ProgressBar(const ProgressBar&) = delete;
+  ProgressBar& operator=(const ProgressBar&) = delete;
+
+  void Add(uint64_t shards, uint64_t records, uint64_t bytes) {
+    shards_.fetch_add(shards, std::memory_order_relaxed);
+    records_.fetch_add(records, std::memory_order_relaxed);
+    bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  }
+  // Stops drawing and clears the line (for the summary after it).
+  void Finish();
+
+ private:
+  void Loop();
+  void Draw();
+
+  const uint64_t total_bytes_;
+  std::chrono::steady_clock::time_point start_;
+  std::atomic<uint64_t> shards_{0}, records_{0}, bytes_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;  // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace tfrecordfs::cli
+
+#endif  // TFRECORDFS_CLI_PROGRESS_H_

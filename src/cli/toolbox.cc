@@ -1,0 +1,99 @@
+#include "src/cli/toolbox.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "src/cli/progress.h"
+#include "tfrecordfs/base/log.h"
+#include "tfrecordfs/naming/naming.h"
+
+namespace tfrecordfs::cli {
+
+int ToolUsage(absl::string_view cmd, absl::string_view message) {
+  std::cerr << "tfrecordfs " << cmd << ": " << message << "\nTry 'tfrecordfs " << cmd
+            << " --help' for more information.\n";
+  return kToolUsage;
+}
+
+bool TakeValue(int argc, char** argv, int* i, std::string* flag, std::string* value) {
+  const std::string arg = argv[*i];
+  if (const size_t eq = arg.find('='); eq != std::string::npos) {
+    *flag = arg.substr(0, eq);
+    *value = arg.substr(eq + 1);
+    return true;
+  }
+  *flag = arg;
+  if (*i + 1 >= argc) return false;
+  *value = argv[++*i];
+  return true;
+}
+
+index::StoreOptions ToolStoreOptions() {
+  index::StoreOptions options;
+  options.cache_dir = index::DefaultCacheDir();
+  options.durable = false;  // a cache: a torn file is just rebuilt
+  return options;
+}
+
+absl::StatusOr<scan::ScanResult> ScanSources(const std::vector<std::string>& sources,
+                                             index::IndexStore* store, bool quiet) {
+  const bool draw = !quiet && StderrIsTerminal();
+  ProgressBar progress(draw ? TotalBytes(sources) : 0, draw);
+  scan::ScanOptions options;
+  options.sources = sources;
+  options.store = store;
+  options.on_shard = [&](const scan::ScannedShard& s) {
+    progress.Add(1, s.index->num_records(), static_cast<uint64_t>(s.st.st_size));
+  };
+  auto result = scan::Scan(options);
+  progress.Finish();
+  if (!result.ok()) return result;
+  for (const scan::OtherFile& f : result->others) {
+    if (f.codec != source::Codec::kNone) {
+      log::Warning(f.path, ": a ", source::CodecName(f.codec),
+                   " stream whose first 12 decompressed bytes are not a record header with a "
+                   "valid length CRC: it holds no TFRecord; skipped");
+    } else if (f.shard_like_name) {
+      log::Warning(f.path,
+                   ": named like a TFRecord shard, but its first 12 bytes are not a record "
+                   "header with a valid length CRC (byte offset 0); skipped");
+    }
+  }
+  return result;
+}
+
+std::string FormatFloat(float v) {
+  return std::string(absl::StripSuffix(naming::FormatFloats({&v, 1}), "\n"));
+}
+
+void WriteJsonFloat(JsonWriter* w, float v) {
+  const std::string s = FormatFloat(v);
+  if (absl::StrContains(s, "nan") || absl::StrContains(s, "inf")) {
+    w->String(s);
+  } else if (s.find_first_of(".e") == std::string::npos) {
+    // "1" and "-0" would read back as integers, and -0 as 0: keep them floats.
+    w->Number(absl::StrCat(s, ".0"));
+  } else {
+    w->Number(s);
+  }
+}
+
+bool StdoutIsTerminal() { return ::isatty(1) == 1; }
+
+bool WriteStdout(absl::string_view text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    log::Error("cannot write to stdout: ", std::strerror(errno));
+    return false;
+  }
+  return true;
+}
+
+}  // namespace tfrecordfs::cli

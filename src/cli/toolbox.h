@@ -1,0 +1,59 @@
+// What the read-only toolbox commands (count, schema, show, verify) share:
+// exit codes, the index store they use, a scan of the SOURCEs with a
+// progress bar, and value formatting.
+#ifndef TFRECORDFS_CLI_TOOLBOX_H_
+#define TFRECORDFS_CLI_TOOLBOX_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "src/cli/json_writer.h"
+#include "tfrecordfs/index/index_store.h"
+#include "tfrecordfs/scan/scan.h"
+
+namespace tfrecordfs::cli {
+
+inline constexpr int kToolOk = 0;
+inline constexpr int kToolFailed = 1;  // damaged or unreadable
+inline constexpr int kToolUsage = 2;
+
+// Prints "tfrecordfs CMD: MESSAGE" and the --help hint; returns kToolUsage.
+int ToolUsage(absl::string_view cmd, absl::string_view message);
+
+// Splits "--flag=value" into flag and value; a flag that takes a value and
+// has none after '=' takes argv[++*i]. Returns false when the value is
+// missing.
+bool TakeValue(int argc, char** argv, int* i, std::string* flag, std::string* value);
+
+// The index store the toolbox uses: the per-user cache, read and written,
+// as a mount uses it (a walk only, when neither XDG_CACHE_HOME nor HOME is
+// set).
+index::StoreOptions ToolStoreOptions();
+
+// Scans the SOURCEs (scan::Scan) through `store`, drawing a progress bar on
+// a terminal unless `quiet`. Files named like shards that are not, and
+// compressed files holding no TFRecord, are reported on stderr as a mount
+// reports them.
+absl::StatusOr<scan::ScanResult> ScanSources(const std::vector<std::string>& sources,
+                                             index::IndexStore* store, bool quiet);
+
+// One float as the shortest decimal that reads back bit-exact
+// (naming::FormatFloats): "0.1", "1e+30", "nan", "-inf", "nan(0x...)".
+std::string FormatFloat(float v);
+// The same as a JSON value: a number that reads back as a float ("1.0",
+// "-0.0", "0.1"), or a string for NaN and infinities (JSON has no such
+// numbers).
+void WriteJsonFloat(JsonWriter* w, float v);
+
+bool StdoutIsTerminal();
+
+// Writes `text` to stdout; false when that fails (a closed pipe, a full
+// disk), after saying so.
+bool WriteStdout(absl::string_view text);
+
+}  // namespace tfrecordfs::cli
+
+#endif  // TFRECORDFS_CLI_TOOLBOX_H_

@@ -1,0 +1,241 @@
+#include "tfrecordfs/inspect/inspect.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "absl/numeric/int128.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "tfrecordfs/example/sequence.h"
+#include "tfrecordfs/naming/naming.h"
+#include "tfrecordfs/record/reader.h"
+#include "tfrecordfs/source/inflate.h"
+#include "tfrecordfs/tensor/tensor.h"
+
+namespace tfrecordfs::inspect {
+
+const char* PayloadKindName(PayloadKind kind) {
+  switch (kind) {
+    case PayloadKind::kExample: return "Example";
+    case PayloadKind::kSequenceExample: return "SequenceExample";
+    case PayloadKind::kOther: return "other";
+  }
+  return "other";
+}
+
+PayloadKind ClassifyPayload(absl::string_view payload, std::string* why) {
+  auto ex = example::DecodeExample(payload);
+  if (ex.ok()) return PayloadKind::kExample;
+  if (example::DecodeSequenceExample(payload).ok()) return PayloadKind::kSequenceExample;
+  if (why != nullptr) *why = std::string(ex.status().message());
+  return PayloadKind::kOther;
+}
+
+namespace {
+
+void AddFeature(const example::Feature& f, FeatureStats* s) {
+  ++s->present;
+  const size_t n = f.size();
+  switch (f.kind) {
+    case example::Kind::kNone:
+      ++s->empty;
+      return;
+    case example::Kind::kInt64:
+      ++s->int64_records;
+      for (int64_t v : f.int64s) {
+        if (!s->min_int64 || v < *s->min_int64) s->min_int64 = v;
+        if (!s->max_int64 || v > *s->max_int64) s->max_int64 = v;
+      }
+      break;
+    case example::Kind::kFloat:
+      ++s->float_records;
+      for (float v : f.floats) {
+        if (std::isnan(v)) {
+          ++s->nan_values;
+          continue;
+        }
+        if (!s->min_float || v < *s->min_float) s->min_float = v;
+        if (!s->max_float || v > *s->max_float) s->max_float = v;
+      }
+      break;
+    case example::Kind::kBytes:
+      ++s->bytes_records;
+      for (absl::string_view v : f.bytes) {
+        ++s->bytes_values;
+        s->min_bytes = std::min<uint64_t>(s->min_bytes, v.size());
+        s->max_bytes = std::max<uint64_t>(s->max_bytes, v.size());
+        if (naming::IsSingleLineText(v)) {
+          ++s->text_values;
+          continue;
+        }
+        if (auto t = tensor::DecodeTensor(v); t.ok()) {
+          ++s->tensor_values;
+          ++s->tensor_dtypes[t->info().name];
+          const std::vector<int64_t>& shape = t->shape;
+          if (s->tensor_values == 1) {
+            s->min_shape = s->max_shape = shape;
+          } else if (!s->mixed_rank && shape.size() == s->min_shape.size()) {
+            for (size_t d = 0; d < shape.size(); ++d) {
+              s->min_shape[d] = std::min(s->min_shape[d], shape[d]);
+              s->max_shape[d] = std::max(s->max_shape[d], shape[d]);
+            }
+          } else {
+            s->mixed_rank = true;
+          }
+          continue;
+        }
+        ++s->sniffed[std::string(naming::SniffExtension(v))];
+      }
+      break;
+  }
+  s->min_count = std::min<uint64_t>(s->min_count, n);
+  s->max_count = std::max<uint64_t>(s->max_count, n);
+}
+
+FeatureStats& StatsFor(std::map<std::string, FeatureStats>* m, const std::string& name) {
+  auto [it, fresh] = m->try_emplace(name);
+  if (fresh) it->second.name = name;
+  return it->second;
+}
+
+}  // namespace
+
+std::string FeatureStats::Kind() const {
+  const int kinds = (int64_records > 0) + (float_records > 0) + (bytes_records > 0);
+  if (kinds == 0) return "empty";
+  if (kinds > 1) return "mixed";
+  if (int64_records > 0) return "int64";
+  if (float_records > 0) return "float";
+  if (bytes_values > 0 && text_values == bytes_values) return "text";
+  if (bytes_values > 0 && tensor_values == bytes_values) return "tensor";
+  return "bytes";
+}
+
+std::string FeatureStats::ShapeRange() const {
+  if (Kind() != "tensor") return "";
+  if (mixed_rank) return "[mixed rank]";
+  std::vector<std::string> dims;
+  for (size_t d = 0; d < min_shape.size(); ++d) {
+    dims.push_back(min_shape[d] == max_shape[d] ? absl::StrCat(min_shape[d])
+                                                : absl::StrCat(min_shape[d], "..", max_shape[d]));
+  }
+  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
+}
+
+void SchemaBuilder::Add(absl::string_view payload) {
+  ++records_;
+  if (auto ex = example::DecodeExample(payload); ex.ok()) {
+    ++examples_;
+    for (const example::Feature& f : ex->features) AddFeature(f, &StatsFor(&features_, f.name));
+    return;
+  } else if (auto seq = example::DecodeSequenceExample(payload); seq.ok()) {
+    ++sequence_examples_;
+    for (const example::Feature& f : seq->context.features) {
+      FeatureStats& s = StatsFor(&features_, f.name);
+      s.in_context = true;
+      AddFeature(f, &s);
+    }
+    for (const example::FeatureList& l : seq->lists) {
+      auto [it, fresh] = lists_.try_emplace(l.name);
+      ListStats& ls = it->second;
+      if (fresh) ls.name = ls.steps.name = l.name;
+      ++ls.present;
+      ls.min_steps = std::min<uint64_t>(ls.min_steps, l.steps.size());
+      ls.max_steps = std::max<uint64_t>(ls.max_steps, l.steps.size());
+      for (const example::Feature& step : l.steps) AddFeature(step, &ls.steps);
+    }
+    return;
+  } else {
+    ++others_;
+    if (first_other_reason_.empty()) first_other_reason_ = std::string(ex.status().message());
+  }
+}
+
+std::vector<std::pair<size_t, uint64_t>> PlanSample(const std::vector<uint64_t>& counts,
+                                                    uint64_t n) {
+  std::vector<std::pair<size_t, uint64_t>> out;
+  absl::uint128 total = 0;
+  uint64_t nonempty = 0;
+  for (uint64_t c : counts) {
+    total += c;
+    nonempty += c > 0;
+  }
+  // One record from every shard, the rest of n in proportion to size.
+  const uint64_t rest = n > nonempty ? n - nonempty : 0;
+  for (size_t s = 0; s < counts.size(); ++s) {
+    const uint64_t c = counts[s];
+    if (c == 0) continue;
+    uint64_t take = c;
+    if (total > n) {
+      take = std::min<uint64_t>(c, 1 + absl::Uint128Low64(absl::uint128(rest) * c / total));
+    }
+    for (uint64_t k = 0; k < take; ++k) {
+      out.emplace_back(s, absl::Uint128Low64(absl::uint128(k) * c / take));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<ShardReport> VerifyShard(const index::ShardIndex& idx,
+                                        const source::ShardSource& src,
+                                        const std::function<void(uint64_t, uint64_t)>& progress) {
+  ShardReport report;
+  report.records = idx.num_records();
+  const auto checkpoint = [&](uint64_t offset) -> std::optional<uint64_t> {
+    if (!idx.checkpoints()) return std::nullopt;
+    return idx.checkpoints()->Before(offset).in;
+  };
+  std::vector<uint64_t> damaged_records;
+  std::vector<std::pair<uint64_t, std::string>> others;  // record, why (of shards with Examples)
+  for (uint64_t i = 0; i < idx.num_records(); ++i) {
+    const uint64_t begin = idx.begin(i), end = idx.end(i);
+    auto data = record::ReadRecord(src, i, begin, end);
+    if (progress) progress(1, end - begin);
+    if (!data.ok()) {
+      if (!absl::IsDataLoss(data.status())) return data.status();
+      // The reader's message starts "<path>: record i at [uncompressed ]byte
+      // offset N: "; keep the reason after it.
+      std::string reason(data.status().message());
+      const std::string mark = absl::StrCat("byte offset ", begin, ": ");
+      if (const size_t at = reason.find(mark); at != std::string::npos) {
+        reason = reason.substr(at + mark.size());
+      }
+      report.damage.push_back({i, begin, checkpoint(begin), std::move(reason)});
+      damaged_records.push_back(i);
+      continue;
+    }
+    std::string why;
+    switch (ClassifyPayload(*data, &why)) {
+      case PayloadKind::kExample: ++report.examples; break;
+      case PayloadKind::kSequenceExample: ++report.sequence_examples; break;
+      case PayloadKind::kOther:
+        ++report.others;
+        if (report.first_other_reason.empty()) report.first_other_reason = why;
+        others.emplace_back(i, std::move(why));
+        break;
+    }
+  }
+  if (report.examples + report.sequence_examples > 0) {
+    for (auto& [i, why] : others) {
+      report.damage.push_back(
+          {i, idx.begin(i), checkpoint(idx.begin(i)),
+           absl::StrCat("the payload is neither an Example nor a SequenceExample, unlike the "
+                        "shard's other records (",
+                        why, ")")});
+    }
+  }
+  // Damage the walk met outside the records that failed their read.
+  for (const record::WalkProblem& p : idx.problems()) {
+    bool inside = false;
+    for (uint64_t i : damaged_records) {
+      if (p.offset >= idx.begin(i) && p.offset <= idx.end(i)) inside = true;
+    }
+    if (!inside) report.damage.push_back({kNoRecord, p.offset, checkpoint(p.offset), p.message});
+  }
+  std::stable_sort(report.damage.begin(), report.damage.end(),
+                   [](const Damage& a, const Damage& b) { return a.offset < b.offset; });
+  return report;
+}
+
+}  // namespace tfrecordfs::inspect

@@ -1,0 +1,224 @@
+#include "tfrecordfs/scan/scan.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <set>
+#include <thread>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/log.h"
+
+namespace tfrecordfs::scan {
+namespace {
+
+struct FileEntry {
+  std::string path;
+  std::string mount_path;
+};
+
+// Collects the regular files under the sources, in the order and with the
+// names a mount gives them (vfs::Filesystem::Create and its AddPath).
+class Collector {
+ public:
+  // `names` maps each mount path taken to the real path that took it.
+  absl::Status AddSource(const std::string& src) {
+    struct stat st;
+    if (::stat(src.c_str(), &st) != 0) return ErrnoError(errno, absl::StrCat("source ", src));
+    if (S_ISDIR(st.st_mode)) {
+      // A directory source's entries appear at the mount root.
+      visited_.insert({st.st_dev, st.st_ino});
+      return AddChildren(src, "");
+    }
+    if (S_ISREG(st.st_mode)) return Add(Basename(src), src, st);
+    return absl::InvalidArgumentError(
+        absl::StrCat("source ", src, " is neither a regular file nor a directory"));
+  }
+
+  std::vector<FileEntry> TakeFiles() { return std::move(files_); }
+
+ private:
+  absl::Status Add(const std::string& mount_path, const std::string& path,
+                   const struct stat& st) {
+    auto [it, fresh] = taken_.emplace(mount_path, path);
+    if (!fresh) {
+      const std::string name = Basename(mount_path);
+      return absl::AlreadyExistsError(
+          absl::StrCat("two sources provide '", name, "' in the same directory of the mount (",
+                       path, " and ", it->second, ")"));
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      files_.push_back({path, mount_path});
+      return absl::OkStatus();
+    }
+    if (!visited_.insert({st.st_dev, st.st_ino}).second) {
+      log::Warning(path, ": directory already mirrored (symlink loop?); shown empty");
+      return absl::OkStatus();
+    }
+    return AddChildren(path, mount_path);
+  }
+
+  absl::Status AddChildren(const std::string& dir, const std::string& mount_dir) {
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) return ErrnoError(errno, absl::StrCat("cannot list source directory ", dir));
+    std::vector<std::string> names;
+    while (dirent* e = ::readdir(d)) {
+      absl::string_view n = e->d_name;
+      if (n != "." && n != "..") names.emplace_back(n);
+    }
+    ::closedir(d);
+    std::sort(names.begin(), names.end());
+    for (const std::string& n : names) {
+      const std::string child = absl::StrCat(dir, dir.back() == '/' ? "" : "/", n);
+      struct stat cst;
+      if (::stat(child.c_str(), &cst) != 0) {
+        log::Warning(child, ": skipped: ", std::strerror(errno));
+        continue;
+      }
+      if (!S_ISDIR(cst.st_mode) && !S_ISREG(cst.st_mode)) continue;  // fifos, sockets, devices
+      const std::string mount_path = mount_dir.empty() ? n : absl::StrCat(mount_dir, "/", n);
+      if (auto s = Add(mount_path, child, cst); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+
+  std::set<std::pair<dev_t, ino_t>> visited_;
+  absl::flat_hash_map<std::string, std::string> taken_;
+  std::vector<FileEntry> files_;
+};
+
+struct Probed {
+  absl::Status status;
+  bool is_shard = false;
+  ScannedShard shard;
+  OtherFile other;
+};
+
+Probed ProbeAndIndex(const FileEntry& file, index::IndexStore* store) {
+  Probed out;
+  auto fd = OpenFile(file.path, O_RDONLY);
+  if (!fd.ok()) {
+    out.status = fd.status();
+    return out;
+  }
+  struct stat st;
+  if (::fstat(fd->get(), &st) != 0) {
+    out.status = ErrnoError(errno, file.path);
+    return out;
+  }
+  source::Codec codec = source::Codec::kNone;
+  auto probe = index::ProbeFile(fd->get(), file.path, static_cast<uint64_t>(st.st_size), &codec);
+  if (!probe.ok()) {
+    out.status = probe.status();
+    return out;
+  }
+  if (*probe != index::Probe::kShard) {
+    out.other = {file.path, file.mount_path, codec,
+                 index::LooksLikeShardName(Basename(file.mount_path))};
+    return out;
+  }
+  ScannedShard& shard = out.shard;
+  shard.path = file.path;
+  shard.mount_path = file.mount_path;
+  shard.codec = codec;
+  shard.st = st;
+  auto idx = store != nullptr
+                 ? store->Load(fd->get(), file.path, file.mount_path, st, codec, &shard.info)
+                 : index::BuildShardIndex(fd->get(), file.path, st, codec);
+  if (!idx.ok()) {
+    out.status = idx.status();
+    return out;
+  }
+  shard.index = std::move(*idx);
+  out.is_shard = true;
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<ScanResult> Scan(const ScanOptions& options) {
+  if (options.sources.empty()) return absl::InvalidArgumentError("no SOURCE given");
+  Collector collector;
+  for (const std::string& src : options.sources) {
+    if (auto s = collector.AddSource(src); !s.ok()) return s;
+  }
+  const std::vector<FileEntry> files = collector.TakeFiles();
+
+  std::vector<Probed> probed(files.size());
+  int threads = options.threads;
+  if (threads <= 0) {
+    threads = std::clamp<int>(static_cast<int>(std::thread::hardware_concurrency()), 1, 16);
+  }
+  threads = std::min<int>(threads, static_cast<int>(std::max<size_t>(files.size(), 1)));
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t k; (k = next.fetch_add(1)) < files.size();) {
+      probed[k] = ProbeAndIndex(files[k], options.store);
+      if (probed[k].is_shard && options.on_shard) options.on_shard(probed[k].shard);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+
+  ScanResult result;
+  for (Probed& p : probed) {
+    if (!p.status.ok()) return p.status;
+    if (p.is_shard) {
+      result.shards.push_back(std::move(p.shard));
+    } else {
+      result.others.push_back(std::move(p.other));
+    }
+  }
+  return result;
+}
+
+absl::StatusOr<std::unique_ptr<source::ShardSource>> OpenShard(const ScannedShard& shard,
+                                                               source::BlockCache* cache) {
+  auto fd = OpenFile(shard.path, O_RDONLY);
+  if (!fd.ok()) return fd.status();
+  struct stat st;
+  if (::fstat(fd->get(), &st) != 0) return ErrnoError(errno, shard.path);
+  const int64_t mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  const index::ShardIndex& idx = *shard.index;
+  if (static_cast<uint64_t>(st.st_size) != idx.file_size() || mtime_ns != idx.mtime_ns()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(shard.path, ": changed since it was indexed (size ", idx.file_size(),
+                     " -> ", st.st_size, "); run the command again"));
+  }
+  if (idx.checkpoints()) {
+    return std::make_unique<source::InflateSource>(std::move(*fd), shard.path, idx.file_size(),
+                                                   idx.checkpoints(), cache);
+  }
+  return std::make_unique<source::PlainSource>(std::move(*fd), shard.path, idx.file_size());
+}
+
+absl::StatusOr<ScannedShard> ScanOne(const std::string& path, index::IndexStore* store) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return ErrnoError(errno, path);
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
+  }
+  Probed p = ProbeAndIndex({path, Basename(path)}, store);
+  if (!p.status.ok()) return p.status;
+  if (!p.is_shard) {
+    return absl::InvalidArgumentError(
+        p.other.codec != source::Codec::kNone
+            ? absl::StrCat(path, ": a ", source::CodecName(p.other.codec),
+                           " stream that holds no TFRecord framing")
+            : absl::StrCat(path, ": not a TFRecord shard (its first 12 bytes are not a record "
+                                 "header with a valid length CRC)"));
+  }
+  return std::move(p.shard);
+}
+
+}  // namespace tfrecordfs::scan

@@ -1,0 +1,584 @@
+// The toolbox commands run as the real binary against data with known
+// answers: the generated dataset (tests/mount/generated_dataset.h), GZIP
+// copies of its shards, byte-corrupted copies, and the real TensorFlow files
+// in ../shared/data/real (skipped when absent). JSON output goes through
+// nlohmann/json; DALI index files are compared with tfrecord2idx's own
+// loop run in python3.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "generated_dataset.h"
+#include "gtest/gtest.h"
+#include "mount_harness.h"
+#include "nlohmann/json.hpp"
+#include "src/cli/json_writer.h"
+#include "tfrecordfs/example/example.h"
+#include "tfrecordfs/inspect/inspect.h"
+#include "tfrecordfs/naming/naming.h"
+
+namespace tfrecordfs::mount_test {
+namespace {
+
+// Floats parsed with strtof, so that "bit-exact" is checked on float32.
+using Json = nlohmann::basic_json<std::map, std::vector, std::string, bool, std::int64_t,
+                                  std::uint64_t, float>;
+
+constexpr uint64_t kSeed = 4242;
+
+Json ParseJson(const std::string& text) {
+  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  EXPECT_FALSE(j.is_discarded()) << "not JSON:\n" << text;
+  return j;
+}
+
+CommandResult Tool(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {BinaryPath()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunCommand(argv);
+}
+
+// Record start offsets computed from the payloads alone (16 bytes of
+// framing each), independent of the reader.
+std::vector<uint64_t> Offsets(const GenShard& shard) {
+  std::vector<uint64_t> out;
+  uint64_t at = 0;
+  for (const GenRecord& r : shard.records) {
+    out.push_back(at);
+    at += 16 + r.payload.size();
+  }
+  return out;
+}
+
+class ToolboxTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_NE(BinaryPath(), "") << "TFRECORDFS_BIN is not set";
+    src_ = tmp_.Subdir("src");
+    ds_ = WriteDataset(src_, kSeed);
+  }
+  std::string Path(const std::string& rel) const { return src_ + "/" + rel; }
+
+  TempDir tmp_;
+  std::string src_;
+  GenDataset ds_;
+};
+
+TEST(JsonWriterTest, EscapesAndBase64) {
+  using cli::Base64;
+  using cli::JsonQuote;
+  EXPECT_EQ(JsonQuote("a\"b\\c\n\t\x01\x7f"), "\"a\\\"b\\\\c\\n\\t\\u0001\\u007f\"");
+  EXPECT_EQ(JsonQuote("caf\xc3\xa9 \xe2\x96\x81"), "\"caf\xc3\xa9 \xe2\x96\x81\"");
+  EXPECT_EQ(JsonQuote("\xff\xfe"), "\"\\ufffd\\ufffd\"");
+  EXPECT_EQ(JsonQuote("\xe2\x80\xa8"), "\"\\u2028\"");
+  EXPECT_EQ(Base64(""), "");
+  EXPECT_EQ(Base64("f"), "Zg==");
+  EXPECT_EQ(Base64("fo"), "Zm8=");
+  EXPECT_EQ(Base64("foo"), "Zm9v");
+  EXPECT_EQ(Base64("foobar"), "Zm9vYmFy");
+  // Every byte value survives a round trip through a JSON parser.
+  std::string all;
+  for (int c = 0; c < 128; ++c) all.push_back(static_cast<char>(c));
+  cli::JsonWriter w;
+  w.BeginObject().Key(all).String(all).Key("b").BeginArray().Int(-1).Uint(2).Bool(true).Null()
+      .Number("0.1").EndArray().EndObject();
+  Json j = ParseJson(w.str());
+  EXPECT_EQ(j[all].get<std::string>(), all);
+  EXPECT_EQ(j["b"].size(), 5u);
+}
+
+TEST(PlanSampleTest, SpreadsOverEveryShard) {
+  auto plan = inspect::PlanSample({1000, 10, 0, 1}, 100);
+  std::map<size_t, size_t> per_shard;
+  for (auto [s, r] : plan) ++per_shard[s];
+  EXPECT_EQ(per_shard.size(), 3u);  // the empty shard gives none
+  EXPECT_EQ(per_shard[3], 1u);
+  EXPECT_GE(per_shard[1], 1u);
+  EXPECT_NEAR(static_cast<double>(plan.size()), 100, 3);
+  EXPECT_EQ(plan.front(), (std::pair<size_t, uint64_t>{0, 0}));
+  EXPECT_EQ(inspect::PlanSample({5, 3}, 100).size(), 8u);  // all of them
+}
+
+TEST_F(ToolboxTest, HelpAndUsageErrors) {
+  for (const char* cmd : {"count", "schema", "show", "verify"}) {
+    SCOPED_TRACE(cmd);
+    CommandResult help = Tool({cmd, "--help"});
+    EXPECT_EQ(help.exit_code, 0);
+    EXPECT_NE(help.out.find("Usage: tfrecordfs " + std::string(cmd)), std::string::npos);
+    EXPECT_EQ(Tool({cmd}).exit_code, 2);
+    EXPECT_EQ(Tool({cmd, "--bogus", src_}).exit_code, 2);
+    EXPECT_EQ(Tool({cmd, src_ + "/no-such-file", "0"}).exit_code, 1);
+  }
+  EXPECT_EQ(Tool({"show", Path(kShardTwelve), "x"}).exit_code, 2);
+  EXPECT_EQ(Tool({"schema", "--all", "--sample", "5", src_}).exit_code, 2);
+  EXPECT_EQ(Tool({"schema", "--sample", "0", src_}).exit_code, 2);
+  CommandResult usage = Tool({"--help"});
+  EXPECT_NE(usage.out.find("tfrecordfs verify"), std::string::npos);
+}
+
+TEST_F(ToolboxTest, CountMatchesTheDataset) {
+  CommandResult r = Tool({"count", src_});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Mount order: depth first, by name.
+  std::string expected;
+  uint64_t total = 0;
+  // nested/deep/val.tfrecord sorts before nested/empty.tfrecord ("deep" < "empty.tfrecord").
+  for (const std::string& rel : {std::string(kShardNested), std::string(kShardEmpty),
+                                 std::string(kShardOne), std::string(kShardTwelve),
+                                 std::string(kShardBig)}) {
+    const uint64_t n = ds_.Shard(rel).records.size();
+    total += n;
+    absl::StrAppend(&expected, n, "\t", Path(rel), "\n");
+  }
+  absl::StrAppend(&expected, total, "\ttotal\n");
+  EXPECT_EQ(r.out, expected);
+  EXPECT_EQ(r.err.find('\r'), std::string::npos) << "no progress bar off a terminal";
+
+  CommandResult j = Tool({"count", "--json", src_});
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  Json doc = ParseJson(j.out);
+  EXPECT_EQ(doc["records"].get<uint64_t>(), total);
+  ASSERT_EQ(doc["shards"].size(), 5u);
+  EXPECT_EQ(doc["shards"][0]["path"].get<std::string>(), Path(kShardNested));
+  EXPECT_EQ(doc["shards"][0]["records"].get<uint64_t>(), 3u);
+
+  // A file SOURCE, and GZIP copies (recognised by content, whatever the name).
+  const std::string gz = tmp_.Subdir("gz");
+  ASSERT_EQ(Shell("gzip -c " + ShellQuote(Path(kShardBig)) + " > " + ShellQuote(gz + "/big.gz") +
+                  " && gzip -c " + ShellQuote(Path(kShardTwelve)) + " > " +
+                  ShellQuote(gz + "/twelve"))
+                .exit_code,
+            0);
+  CommandResult c = Tool({"count", Path(kShardOne), gz});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_EQ(c.out, absl::StrCat("1\t", Path(kShardOne), "\n130\t", gz, "/big.gz\n12\t", gz,
+                                "/twelve\n143\ttotal\n"));
+}
+
+TEST_F(ToolboxTest, ShowPrintsEveryValueExactly) {
+  const GenShard& shard = ds_.Shard(kShardBig);
+  const std::vector<uint64_t> offsets = Offsets(shard);
+  for (uint64_t rec : {0, 7, 129}) {
+    SCOPED_TRACE(rec);
+    CommandResult r = Tool({"show", "--json", Path(kShardBig), std::to_string(rec)});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    Json doc = ParseJson(r.out);
+    EXPECT_EQ(doc["record"].get<uint64_t>(), rec);
+    EXPECT_EQ(doc["offset"].get<uint64_t>(), offsets[rec]);
+    EXPECT_EQ(doc["kind"].get<std::string>(), "Example");
+    const GenRecord& g = shard.records[rec];
+    ASSERT_TRUE(g.is_example);
+    size_t kinded = 0;
+    for (const OwnedFeature& f : g.features) {
+      SCOPED_TRACE(f.name);
+      ASSERT_TRUE(doc["features"].contains(f.name));
+      const Json& jf = doc["features"][f.name];
+      ++kinded;
+      switch (f.kind) {
+        case example::Kind::kNone:
+          EXPECT_EQ(jf["kind"].get<std::string>(), "none");
+          break;
+        case example::Kind::kInt64:
+          EXPECT_EQ(jf["kind"].get<std::string>(), "int64");
+          EXPECT_EQ(jf["values"].get<std::vector<int64_t>>(), f.int64s);
+          break;
+        case example::Kind::kFloat: {
+          EXPECT_EQ(jf["kind"].get<std::string>(), "float");
+          ASSERT_EQ(jf["values"].size(), f.floats.size());
+          for (size_t i = 0; i < f.floats.size(); ++i) {
+            const Json& v = jf["values"][i];
+            if (v.is_string()) {  // NaN, inf: the naming format
+              EXPECT_EQ(v.get<std::string>(), absl::StripSuffix(naming::FormatFloats(
+                                                                    {&f.floats[i], 1}), "\n"));
+            } else {
+              ASSERT_TRUE(v.is_number_float()) << v.dump();  // "1.0", "-0.0": floats
+              const float got = v.get<float>();
+              EXPECT_EQ(std::memcmp(&got, &f.floats[i], 4), 0) << got << " vs " << f.floats[i];
+            }
+          }
+          break;
+        }
+        case example::Kind::kBytes:
+          EXPECT_EQ(jf["kind"].get<std::string>(), "bytes");
+          ASSERT_EQ(jf["values"].size(), f.bytes.size());
+          for (size_t i = 0; i < f.bytes.size(); ++i) {
+            const Json& v = jf["values"][i];
+            if (naming::IsSingleLineText(f.bytes[i])) {
+              EXPECT_EQ(v.get<std::string>(), f.bytes[i]);
+            } else {
+              std::string decoded;
+              ASSERT_TRUE(absl::Base64Unescape(v["base64"].get<std::string>(), &decoded));
+              EXPECT_EQ(decoded, f.bytes[i]);
+            }
+          }
+          break;
+      }
+    }
+    EXPECT_EQ(doc["features"].size(), kinded);
+  }
+  // Non-Example payloads, several records in one document.
+  CommandResult raw = Tool({"show", "--json", Path(kShardTwelve), "3", "8"});
+  ASSERT_EQ(raw.exit_code, 0) << raw.err;
+  Json arr = ParseJson(raw.out);
+  ASSERT_TRUE(arr.is_array());
+  ASSERT_EQ(arr.size(), 2u);
+  EXPECT_EQ(arr[0]["kind"].get<std::string>(), "other");
+  std::string decoded;
+  ASSERT_TRUE(absl::Base64Unescape(arr[0]["raw"]["base64"].get<std::string>(), &decoded));
+  EXPECT_EQ(decoded, ds_.Shard(kShardTwelve).records[3].payload);
+  // Text: one line per feature, values in full off a terminal.
+  CommandResult text = Tool({"show", Path(kShardTwelve), "5"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find(ds_.needle), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("# record 5 of "), std::string::npos);
+  // No such record.
+  CommandResult missing = Tool({"show", Path(kShardTwelve), "12"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("has 12 record(s)"), std::string::npos) << missing.err;
+  EXPECT_EQ(Tool({"show", Path("dataset_info.json"), "0"}).exit_code, 1);
+}
+
+TEST_F(ToolboxTest, SchemaCountsEveryFeature) {
+  CommandResult r = Tool({"schema", "--all", "--json", src_});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json doc = ParseJson(r.out);
+  // Independent tally from the generator's own features.
+  struct Want {
+    uint64_t present = 0, min_count = UINT64_MAX, max_count = 0;
+    std::set<example::Kind> kinds;
+  };
+  std::map<std::string, Want> want;
+  uint64_t records = 0, examples = 0;
+  for (const GenShard& s : ds_.shards) {
+    for (const GenRecord& g : s.records) {
+      ++records;
+      if (!example::DecodeExample(g.payload).ok()) continue;
+      ++examples;
+      for (const OwnedFeature& f : g.features) {
+        Want& w = want[f.name];
+        ++w.present;
+        if (f.kind == example::Kind::kNone) continue;
+        w.kinds.insert(f.kind);
+        const uint64_t n = f.kind == example::Kind::kInt64   ? f.int64s.size()
+                           : f.kind == example::Kind::kFloat ? f.floats.size()
+                                                             : f.bytes.size();
+        w.min_count = std::min(w.min_count, n);
+        w.max_count = std::max(w.max_count, n);
+      }
+    }
+  }
+  EXPECT_EQ(doc["records_scanned"].get<uint64_t>(), records);
+  EXPECT_EQ(doc["payloads"]["example"].get<uint64_t>(), examples);
+  EXPECT_EQ(doc["payloads"]["other"].get<uint64_t>(), records - examples);
+  ASSERT_EQ(doc["features"].size(), want.size());
+  for (const Json& f : doc["features"]) {
+    const std::string name = f["name"].get<std::string>();
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(want.count(name));
+    const Want& w = want[name];
+    EXPECT_EQ(f["present"].get<uint64_t>(), w.present);
+    if (w.kinds.empty()) {
+      EXPECT_EQ(f["kind"].get<std::string>(), "empty");
+      continue;
+    }
+    EXPECT_EQ(f["min_count"].get<uint64_t>(), w.min_count);
+    EXPECT_EQ(f["max_count"].get<uint64_t>(), w.max_count);
+    const std::string kind = f["kind"].get<std::string>();
+    if (w.kinds.size() > 1) {
+      EXPECT_EQ(kind, "mixed");
+    } else if (*w.kinds.begin() == example::Kind::kInt64) {
+      EXPECT_EQ(kind, "int64");
+    } else if (*w.kinds.begin() == example::Kind::kFloat) {
+      EXPECT_EQ(kind, "float");
+    } else {
+      EXPECT_TRUE(kind == "bytes" || kind == "text" || kind == "tensor") << kind;
+    }
+  }
+  // The default is a sample that still reaches every shard with records.
+  CommandResult sample = Tool({"schema", "--sample", "4", "--json", src_});
+  ASSERT_EQ(sample.exit_code, 0) << sample.err;
+  Json sdoc = ParseJson(sample.out);
+  EXPECT_EQ(sdoc["records_scanned"].get<uint64_t>(), 4u);  // 4 shards hold records
+  CommandResult text = Tool({"schema", src_});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("feature"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("caption"), std::string::npos) << text.out;
+}
+
+TEST_F(ToolboxTest, VerifyNamesDamagedRecords) {
+  CommandResult clean = Tool({"verify", Path(kShardBig), Path("nested")});
+  EXPECT_EQ(clean.exit_code, 0) << clean.out << clean.err;
+  EXPECT_NE(clean.out.find("3 shard(s), 133 record(s): all intact"), std::string::npos)
+      << clean.out;
+
+  // Flip one payload byte of record 40 (a data CRC mismatch) in a copy, and
+  // the same in a GZIP copy.
+  const GenShard& big = ds_.Shard(kShardBig);
+  const uint64_t offset = Offsets(big)[40];
+  const std::string bad_dir = tmp_.Subdir("bad");
+  std::string bytes = ReadWholeFile(Path(kShardBig));
+  bytes[offset + 12 + 3] ^= 0x20;
+  WriteWholeFile(bad_dir + "/big.tfrecord", bytes);
+  ASSERT_EQ(Shell("gzip -c " + ShellQuote(bad_dir + "/big.tfrecord") + " > " +
+                  ShellQuote(bad_dir + "/big.tfrecord.gz"))
+                .exit_code,
+            0);
+  CommandResult r = Tool({"verify", "--json", bad_dir});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  Json doc = ParseJson(r.out);
+  EXPECT_EQ(doc["shards"].get<uint64_t>(), 2u);
+  EXPECT_EQ(doc["records"].get<uint64_t>(), 260u);
+  ASSERT_EQ(doc["damaged"].size(), 2u) << r.out;
+  for (const Json& d : doc["damaged"]) {
+    EXPECT_EQ(d["record"].get<uint64_t>(), 40u);
+    EXPECT_EQ(d["offset"].get<uint64_t>(), offset);
+    EXPECT_NE(d["reason"].get<std::string>().find("data CRC mismatch"), std::string::npos);
+  }
+  EXPECT_FALSE(doc["damaged"][0].contains("checkpoint_offset"));  // plain
+  EXPECT_EQ(doc["damaged"][1]["checkpoint_offset"].get<uint64_t>(), 0u);  // gz: stream start
+  CommandResult text = Tool({"verify", bad_dir});
+  EXPECT_EQ(text.exit_code, 1);
+  EXPECT_NE(text.out.find(bad_dir + "/big.tfrecord: record 40 at byte offset " +
+                          std::to_string(offset) + ": data CRC mismatch"),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("record 40 at uncompressed byte offset"), std::string::npos);
+  EXPECT_NE(text.out.find("2 damaged"), std::string::npos) << text.out;
+
+  // In a shard of Examples, payloads that are not one are damaged (records
+  // 3, 6 and 8 of the twelve; record 4, empty, is an empty Example).
+  CommandResult mixed = Tool({"verify", "--json", Path(kShardTwelve)});
+  EXPECT_EQ(mixed.exit_code, 1);
+  Json m = ParseJson(mixed.out);
+  std::vector<uint64_t> named;
+  for (const Json& d : m["damaged"]) named.push_back(d["record"].get<uint64_t>());
+  EXPECT_EQ(named, (std::vector<uint64_t>{3, 6, 8})) << mixed.out;
+}
+
+TEST_F(ToolboxTest, DaliIndexMatchesTfrecord2idx) {
+  const std::string gz = tmp_.Subdir("src/gz");
+  ASSERT_EQ(Shell("gzip -c " + ShellQuote(Path(kShardTwelve)) + " > " +
+                  ShellQuote(gz + "/twelve.tfrecord.gz"))
+                .exit_code,
+            0);
+  const std::string dali = tmp_.path() + "/dali";
+  CommandResult r = Tool({"index", "--dali-dir", dali, src_});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("DALI reads the raw file bytes"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("wrote 5 DALI index file(s)"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dali + "/gz/twelve.tfrecord.gz.idx"));
+  // DALI's tools/tfrecord2idx loop, in python.
+  constexpr char kTfrecord2idx[] = R"(
+import struct, sys
+f = open(sys.argv[1], 'rb')
+while True:
+    current = f.tell()
+    byte_len = f.read(8)
+    if len(byte_len) == 0:
+        break
+    f.read(4)
+    proto_len = struct.unpack('q', byte_len)[0]
+    f.read(proto_len)
+    f.read(4)
+    sys.stdout.write(str(current) + ' ' + str(f.tell() - current) + '\n')
+)";
+  for (const GenShard& s : ds_.shards) {
+    SCOPED_TRACE(s.rel_path);
+    CommandResult py = RunCommand({"/usr/bin/python3", "-c", kTfrecord2idx, Path(s.rel_path)});
+    ASSERT_EQ(py.exit_code, 0) << py.err;
+    EXPECT_EQ(ReadWholeFile(dali + "/" + s.rel_path + ".idx"), py.out);
+  }
+}
+
+// ---- The real TensorFlow files ----
+
+std::string RealDataDir() {
+  if (const char* e = std::getenv("TFRECORDFS_REAL_DATA"); e != nullptr && *e != '\0') return e;
+  if (const char* root = std::getenv("TFRECORDFS_SOURCE_ROOT"); root != nullptr) {
+    return std::string(root) + "/../shared/data/real";
+  }
+  return "";
+}
+
+class RealToolboxTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    data_ = RealDataDir();
+    if (data_.empty() || ::access((data_ + "/SOURCES.md").c_str(), R_OK) != 0) {
+      GTEST_SKIP() << "real TFRecord data not found at '" << data_
+                   << "' (set TFRECORDFS_REAL_DATA to the directory holding SOURCES.md)";
+    }
+    data_ = std::filesystem::canonical(data_).string();
+  }
+  std::string data_;
+};
+
+// Record counts from SOURCES.md.
+const std::map<std::string, uint64_t> kRealCounts = {
+    {"od_raccoon_jpeg_bbox/test.record", 40},
+    {"deeplab_voc_seg_jpeg_png/val-00000-of-00001.tfrecord", 3},
+    {"attention_ocr_fsns_png/fsns-00000-of-00001", 5},
+    {"lingvo_wmt_int64/translate_ende_wmt32k-train-00511-of-00512", 8941},
+    {"lingvo_wmt_int64/wmt14_ende_wpm_32k_test.tfrecord", 100},
+    {"tf_agents_antmaze_slash_keys/antmaze-medium-play-v0_0.tfrecord", 18},
+    {"tfx_mnist_float784/mnist.tfrecord", 1000},
+    {"non_example_ranking_elwc/eval_elwc.tfrecord", 10},
+    {"non_example_raw_strings/tfrecord_iterator_test.tfrecord", 3},
+    {"non_example_tensorboard_events/events.out.tfevents.1599310762", 1203},
+    {"tfx_sequence_example_gzip/data_tfrecord_eval.gz", 4500},
+    {"tft_sequence_example_gzip/data_tfrecord.gz", 3},
+    {"basenji_zlib/test-3.tfr", 1},
+    {"basenji_zlib/train-7.tfr", 0},
+};
+
+TEST_F(RealToolboxTest, CountsMatchSources) {
+  CommandResult r = Tool({"count", "--json", data_});
+  EXPECT_EQ(r.exit_code, 1) << "the damaged pets shard fails count";
+  Json doc = ParseJson(r.out);
+  uint64_t gz12 = 0, shards = 0;
+  for (const Json& s : doc["shards"]) {
+    const std::string rel = s["path"].get<std::string>().substr(data_.size() + 1);
+    ++shards;
+    if (rel.find("tfx_csv_example_gen_gzip_12shards/") == 0) {
+      gz12 += s["records"].get<uint64_t>();
+      continue;
+    }
+    if (rel == "corrupt_crlf_stripped/pets_examples.record") {
+      EXPECT_TRUE(s["damaged"].get<bool>());
+      continue;
+    }
+    ASSERT_TRUE(kRealCounts.count(rel)) << rel;
+    EXPECT_EQ(s["records"].get<uint64_t>(), kRealCounts.at(rel)) << rel;
+  }
+  EXPECT_EQ(gz12, 5091u);  // SOURCES.md: 5,091 in the 12 GZIP shards
+  EXPECT_EQ(shards, 27u);  // SOURCES.md: 27 files, all shards
+}
+
+TEST_F(RealToolboxTest, VerifyNamesThePetsDamageAndTheNonExampleFiles) {
+  CommandResult r = Tool({"verify", "--json", data_});
+  EXPECT_EQ(r.exit_code, 1);
+  Json doc = ParseJson(r.out);
+  std::set<uint64_t> pets;
+  for (const Json& d : doc["damaged"]) {
+    const std::string path = d["path"].get<std::string>();
+    EXPECT_NE(path.find("corrupt_crlf_stripped/pets_examples.record"), std::string::npos)
+        << "only the pets file is damaged: " << d.dump();
+    if (!d["record"].is_null()) pets.insert(d["record"].get<uint64_t>());
+  }
+  EXPECT_TRUE(pets.count(0)) << r.out;  // SOURCES.md: record 0 fails
+  EXPECT_GE(pets.size(), 4u) << "six records are 1-5 bytes short";
+  std::set<std::string> non_example;
+  for (const Json& s : doc["non_example_shards"]) {
+    non_example.insert(s["path"].get<std::string>().substr(data_.size() + 1));
+  }
+  EXPECT_EQ(non_example, (std::set<std::string>{
+                             "non_example_ranking_elwc/eval_elwc.tfrecord",
+                             "non_example_raw_strings/tfrecord_iterator_test.tfrecord",
+                             "non_example_tensorboard_events/events.out.tfevents.1599310762"}));
+  EXPECT_EQ(doc["sequence_examples"].get<uint64_t>(), 4503u);
+
+  CommandResult text = Tool({"verify", data_ + "/corrupt_crlf_stripped"});
+  EXPECT_EQ(text.exit_code, 1);
+  EXPECT_NE(text.out.find("pets_examples.record: record 0 at byte offset 0: "), std::string::npos)
+      << text.out;
+  EXPECT_EQ(Tool({"verify", data_ + "/tfx_mnist_float784"}).exit_code, 0);
+}
+
+TEST_F(RealToolboxTest, SchemasMatchSources) {
+  {
+    CommandResult r = Tool({"schema", "--all", "--json", data_ + "/tfx_mnist_float784"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    Json doc = ParseJson(r.out);
+    EXPECT_EQ(doc["records_scanned"].get<uint64_t>(), 1000u);
+    ASSERT_EQ(doc["features"].size(), 2u);
+    EXPECT_EQ(doc["features"][0]["name"].get<std::string>(), "image_class");
+    EXPECT_EQ(doc["features"][0]["kind"].get<std::string>(), "int64");
+    EXPECT_EQ(doc["features"][1]["name"].get<std::string>(), "image_floats");
+    EXPECT_EQ(doc["features"][1]["kind"].get<std::string>(), "float");
+    EXPECT_EQ(doc["features"][1]["min_count"].get<uint64_t>(), 784u);
+    EXPECT_EQ(doc["features"][1]["max_count"].get<uint64_t>(), 784u);
+  }
+  {
+    // Raccoon: JPEG bytes, 1-2 boxes per image.
+    CommandResult r = Tool({"schema", "--json", data_ + "/od_raccoon_jpeg_bbox"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    Json doc = ParseJson(r.out);
+    std::map<std::string, Json> f;
+    for (const Json& x : doc["features"]) f[x["name"].get<std::string>()] = x;
+    ASSERT_TRUE(f.count("image/encoded"));
+    EXPECT_EQ(f["image/encoded"]["kind"].get<std::string>(), "bytes");
+    EXPECT_EQ(f["image/encoded"]["sniffed"][".jpg"].get<uint64_t>(), 40u);
+    EXPECT_EQ(f["image/object/bbox/xmin"]["kind"].get<std::string>(), "float");
+    EXPECT_EQ(f["image/object/bbox/xmin"]["min_count"].get<uint64_t>(), 1u);
+    EXPECT_EQ(f["image/object/bbox/xmin"]["max_count"].get<uint64_t>(), 2u);
+    EXPECT_EQ(f["image/format"]["kind"].get<std::string>(), "text");
+  }
+  {
+    // tft: int_feature is both a context feature and a feature list.
+    CommandResult r = Tool({"schema", "--all", "--json", data_ + "/tft_sequence_example_gzip"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    Json doc = ParseJson(r.out);
+    EXPECT_EQ(doc["payloads"]["sequence_example"].get<uint64_t>(), 3u);
+    std::map<std::string, Json> ctx, lists;
+    for (const Json& x : doc["features"]) ctx[x["name"].get<std::string>()] = x;
+    for (const Json& x : doc["feature_lists"]) lists[x["name"].get<std::string>()] = x;
+    ASSERT_TRUE(ctx.count("int_feature") && lists.count("int_feature")) << r.out;
+    EXPECT_TRUE(ctx["int_feature"]["context"].get<bool>());
+    EXPECT_EQ(lists["int_feature"]["kind"].get<std::string>(), "int64");
+    EXPECT_EQ(lists["string_feature"]["min_count"].get<uint64_t>(), 0u);  // an empty step
+  }
+  {
+    // The 12 GZIP shards: pickup_census_tract is Feature{} in shard 0's records.
+    CommandResult r = Tool({"schema", "--all", "--json", data_ + "/tfx_csv_example_gen_gzip_12shards"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    Json doc = ParseJson(r.out);
+    EXPECT_EQ(doc["records_scanned"].get<uint64_t>(), 5091u);
+    EXPECT_EQ(doc["features"].size(), 18u);
+    for (const Json& x : doc["features"]) {
+      EXPECT_EQ(x["present"].get<uint64_t>(), 5091u) << x.dump();
+      if (!x["max_count"].is_null()) {
+        EXPECT_LE(x["max_count"].get<uint64_t>(), 1u);
+      }
+    }
+  }
+  {
+    CommandResult r = Tool({"schema", "--json", data_ + "/non_example_tensorboard_events"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    Json doc = ParseJson(r.out);
+    EXPECT_EQ(doc["payloads"]["other"].get<uint64_t>(), doc["records_scanned"].get<uint64_t>());
+    EXPECT_EQ(doc["features"].size(), 0u);
+  }
+}
+
+TEST_F(RealToolboxTest, ShowRealRecords) {
+  CommandResult r = Tool({"show", "--json", data_ + "/non_example_raw_strings/tfrecord_iterator_test.tfrecord",
+                          "0", "1", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json doc = ParseJson(r.out);
+  ASSERT_EQ(doc.size(), 3u);
+  EXPECT_EQ(doc[0]["raw"].get<std::string>(), "hello world");
+  EXPECT_EQ(doc[1]["raw"].get<std::string>(), "12345");
+  EXPECT_EQ(doc[2]["raw"].get<std::string>(), "success");
+  CommandResult seq = Tool({"show", "--json", data_ + "/tft_sequence_example_gzip/data_tfrecord.gz", "0"});
+  ASSERT_EQ(seq.exit_code, 0) << seq.err;
+  Json s = ParseJson(seq.out);
+  EXPECT_EQ(s["feature_lists"]["string_feature"][0], Json({"Hello", "World"}));
+  EXPECT_TRUE(s["feature_lists"]["string_feature"][1].empty());
+  EXPECT_EQ(s["context"]["float_feature"]["kind"].get<std::string>(), "float");
+  CommandResult pets = Tool({"show", data_ + "/corrupt_crlf_stripped/pets_examples.record", "0"});
+  EXPECT_EQ(pets.exit_code, 1);
+  EXPECT_NE(pets.err.find("record 0 at byte offset 0"), std::string::npos) << pets.err;
+}
+
+}  // namespace
+}  // namespace tfrecordfs::mount_test
