@@ -89,6 +89,10 @@ Options:
                          by `tfrecordfs index --index-dir PATH`)
        noindexcache      neither read nor write the per-user index cache
                          (~/.cache/tfrecordfs/index)
+       index_verify      check indexes from index_dir or beside the shards
+                         against each shard's header chain (8 MiB
+                         sequential reads) before using them: for index
+                         directories other users can write
        nobeside          do not read indexes kept beside the shards
                          (<shard>.tfri, written by `tfrecordfs index --beside`)
        nosplice          copy read data instead of splicing it from shards
@@ -133,6 +137,7 @@ struct CliOptions {
   std::string index_dir;
   bool index_cache = true;
   bool index_beside = true;  // -o nobeside
+  bool index_verify = false;  // -o index_verify
   bool read_only = false;    // -o ro (the last of ro/rw wins)
   bool always_open = false;  // -o open
   uint64_t gz_span = source::kDefaultSpan;  // -o gz_span
@@ -248,6 +253,8 @@ std::string TakeMountOptions(absl::string_view list, CliOptions* cli) {
       cli->index_cache = false;
     } else if (opt == "nobeside") {
       cli->index_beside = false;
+    } else if (opt == "index_verify") {
+      cli->index_verify = true;
     } else if (auto v = value_of("timeout")) {
       double t;
       if (!absl::SimpleAtod(*v, &t) || t < 0) return "timeout needs a number of seconds";
@@ -458,9 +465,13 @@ int Main(int argc, char** argv) {
   index::IndexStore index_store({.cache_dir = cli.index_cache ? index::DefaultCacheDir() : "",
                                  .shared_dir = cli.index_dir,
                                  .beside = cli.index_beside,
+                                 .verify_shared = cli.index_verify,
                                  .durable = false,
                                  .span = cli.gz_span,
                                  .walk_mode = cli.walk_mode});
+  cli.vfs.on_index_mismatch = [&index_store](const std::string& path) {
+    index_store.Drop(path);
+  };
   cli.vfs.load_index = [&index_store](int fd, const std::string& path,
                                       const std::string& mount_path, const struct stat& st,
                                       source::Codec codec) {

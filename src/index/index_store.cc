@@ -332,6 +332,13 @@ absl::StatusOr<record::WalkResult> WalkGrownTail(int fd, absl::string_view path,
   return out;
 }
 
+void IndexStore::Drop(const std::string& path) {
+  if (options_.cache_dir.empty()) return;
+  char real[PATH_MAX];
+  const std::string key = ::realpath(path.c_str(), real) != nullptr ? std::string(real) : path;
+  ::unlink(CachePath(key).c_str());
+}
+
 std::string IndexStore::BesidePath(const std::string& shard_path) {
   return absl::StrCat(shard_path, kIndexSuffix);
 }
@@ -408,6 +415,18 @@ absl::StatusOr<std::shared_ptr<const ShardIndex>> IndexStore::Load(int fd, const
       continue;
     }
     Check check = CheckStored(*file, fd, path, real_path, c.shared, st, codec);
+    if (check.verdict == Verdict::kValid && c.shared && options_.verify_shared) {
+      // index_dir or beside files others may write: follow the header chain
+      // (large sequential reads) before numbering records from it.
+      auto chain = WalkShard(fd, path, size, codec, options_.span, nullptr, WalkMode::kBlocks);
+      if (!chain.ok()) return chain.status();
+      if (chain->walk.offsets != file->walk.offsets) {
+        log::Warning(path, ": ", c.file, " does not follow the shard's header chain; not used");
+        absl::StrAppend(&why, why.empty() ? "" : "; ", c.file,
+                        ": stale (the header chain differs)");
+        continue;
+      }
+    }
     if (check.verdict == Verdict::kValid) {
       info->source = c.beside   ? IndexSource::kBeside
                      : c.shared ? IndexSource::kSharedDir

@@ -6,6 +6,7 @@
 
 #include <sys/stat.h>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "tfrecordfs/base/coding.h"
@@ -165,6 +166,21 @@ absl::StatusOr<WalkResult> WalkHeaders(const source::ShardSource& src, uint64_t 
   return result;
 }
 
+namespace {
+
+constexpr absl::string_view kFramingPayload = "tfrecordfs/framing-mismatch";
+
+absl::Status MarkFraming(absl::Status s) {
+  s.SetPayload(kFramingPayload, absl::Cord("1"));
+  return s;
+}
+
+}  // namespace
+
+bool IsFramingMismatch(const absl::Status& status) {
+  return status.GetPayload(kFramingPayload).has_value();
+}
+
 absl::StatusOr<std::string> ReadRecord(int fd, absl::string_view path, uint64_t index,
                                        uint64_t begin, uint64_t end) {
   struct stat st;
@@ -190,11 +206,11 @@ absl::StatusOr<std::string> ReadRecord(const source::ShardSource& src, uint64_t 
     return s;
   }
   auto len = ParseHeader(buf.data());
-  if (!len.ok()) return absl::DataLossError(absl::StrCat(where(), len.status().message()));
+  if (!len.ok()) return MarkFraming(absl::DataLossError(absl::StrCat(where(), len.status().message())));
   if (*len != buf.size() - kFramingOverhead) {
-    return absl::DataLossError(absl::StrCat(
+    return MarkFraming(absl::DataLossError(absl::StrCat(
         where(), "stated length ", *len, " does not match the ", buf.size() - kFramingOverhead,
-        " bytes before the next record (the record is damaged or shortened)"));
+        " bytes before the next record (the record is damaged or shortened)")));
   }
   const uint32_t stored = DecodeFixed32(buf.data() + kHeaderSize + *len);
   const uint32_t actual = crc32c::Mask(crc32c::Value(buf.data() + kHeaderSize, *len));

@@ -373,6 +373,7 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
         std::max(fs->sample_rounds_, std::min<uint64_t>(idx->num_records(), kMaxRecordsPerShard));
   }
   fs->sample_per_call_ = options.kind_sample_per_call;
+  fs->on_index_mismatch_ = options.on_index_mismatch;
   {
     std::lock_guard<std::mutex> lock(fs->sample_mu_);
     fs->sample_left_ = options.kind_sample_total;
@@ -422,6 +423,18 @@ void Filesystem::MarkChecked(uint64_t shard, uint64_t record) {
   checked_[shard][record / 64].fetch_or(uint64_t{1} << (record % 64), std::memory_order_relaxed);
 }
 
+void Filesystem::IndexDisagrees(uint64_t shard, uint64_t record) {
+  const index::ShardIndex& idx = *shards_[shard];
+  // A record next to damage the walk recorded is expected not to frame.
+  for (const auto& p : idx.problems()) {
+    if (p.offset == idx.begin(record) || p.offset == idx.end(record)) return;
+  }
+  log::Error("the index of ", idx.path(), " disagrees with the shard at record ", record,
+             " (byte offset ", idx.begin(record), "): its stored index is dropped; remount to "
+             "index the shard again");
+  if (on_index_mismatch_) on_index_mismatch_(idx.path());
+}
+
 Attr Filesystem::RecordDirAttr(uint64_t shard, uint64_t record) const {
   Attr a;
   a.ino = RecordId(shard, record, 0);
@@ -451,7 +464,14 @@ absl::StatusOr<std::shared_ptr<const ParsedRecord>> Filesystem::Parse(uint64_t s
     auto parsed = std::make_shared<ParsedRecord>();
     const index::ShardIndex& idx = *shards_[shard];
     parsed->data_offset = idx.begin(record) + record::kHeaderSize;
+    std::unique_lock<std::mutex> big;
+    if (idx.end(record) - idx.begin(record) > kBigRecord) {
+      // Parsing holds the whole record in memory: one huge record at a time,
+      // so concurrent listings of 2 GiB records cannot multiply that.
+      big = std::unique_lock<std::mutex>(big_record_mu_);
+    }
     auto data = record::ReadRecord(*sources_[shard], record, idx.begin(record), idx.end(record));
+    if (!data.ok() && record::IsFramingMismatch(data.status())) IndexDisagrees(shard, record);
     absl::StatusOr<example::FeatureTable> table = absl::UnknownError("not read");
     absl::StatusOr<example::SequenceTable> seq = absl::UnknownError("not tried");
     if (data.ok()) {

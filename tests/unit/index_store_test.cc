@@ -718,3 +718,38 @@ TEST_F(IndexStoreTest, IndexBesideTheShardIsWrittenThenFound) {
 
 }  // namespace
 }  // namespace tfrecordfs::index
+
+namespace tfrecordfs::index {
+namespace {
+
+// Issue 15, item 2: an index others may write (beside the shard, or in an
+// index_dir) can be verified against the header chain before it is used.
+TEST_F(IndexStoreTest, VerifySharedFollowsTheHeaderChain) {
+  StoreOptions write;
+  write.write_beside = true;
+  IndexStore writer(write);
+  LoadInfo info;
+  ASSERT_NE(nullptr, Load(writer, &info));
+  const std::string beside = shard_ + kIndexSuffix;
+  auto f = DecodeIndexFile(ReadBytes(beside));
+  ASSERT_TRUE(f.ok()) << f.status();
+  f->walk.offsets[3] += 1;  // where the sampled headers do not look
+  WriteBytes(beside, EncodeIndexFile(*f));
+
+  StoreOptions trusting;
+  IndexStore believes(trusting);
+  ASSERT_NE(nullptr, Load(believes, &info));
+  EXPECT_EQ(IndexSource::kBeside, info.source);  // the samples cannot see it
+
+  StoreOptions careful;
+  careful.verify_shared = true;
+  IndexStore verifies(careful);
+  auto idx = Load(verifies, &info);
+  ASSERT_NE(nullptr, idx);
+  EXPECT_EQ(IndexSource::kWalked, info.source);
+  EXPECT_NE(info.why_walked.find("header chain"), std::string::npos) << info.why_walked;
+  EXPECT_EQ(idx->offsets(), FullWalk());
+}
+
+}  // namespace
+}  // namespace tfrecordfs::index

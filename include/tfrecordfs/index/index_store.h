@@ -73,6 +73,11 @@ struct StoreOptions {
   // Write new indexes beside the shards (`index --beside`) instead of the
   // cache; the cache is then neither read nor written.
   bool write_beside = false;
+  // Before using an index from shared_dir or beside a shard (files other
+  // users may write), follow the shard's header chain in large sequential
+  // reads and use the index only if it matches (-o index_verify). Costs a
+  // read of every shard, but no per-record round trips.
+  bool verify_shared = false;
   // Ignore stored indexes and walk every shard (they are still written).
   bool force_walk = false;
   // Make written index files durable (fsync of the file and its directory).
@@ -133,6 +138,11 @@ class IndexStore {
                                                          const struct stat& st,
                                                          source::Codec codec = source::Codec::kNone,
                                                          LoadInfo* info = nullptr);
+
+  // Deletes the cached index of the shard at `path` (a read found it wrong;
+  // index_dir and beside-the-shard files are left alone: they are not ours
+  // to change). Thread-safe.
+  void Drop(const std::string& path);
 
   // The index file names for a shard.
   std::string CachePath(const std::string& real_path) const;

@@ -102,6 +102,12 @@ class StreamWalker {
 // message names the path, the record index and the byte offset) or I/O errors.
 absl::StatusOr<std::string> ReadRecord(const source::ShardSource& src, uint64_t index,
                                        uint64_t begin, uint64_t end);
+
+// True for a ReadRecord error that says the header does not frame [begin,
+// end) as the index claims (a length CRC mismatch, or a stated length other
+// than the span): the index and the shard disagree there, unless the walk
+// recorded damage at that record.
+bool IsFramingMismatch(const absl::Status& status);
 absl::StatusOr<std::string> ReadRecord(int fd, absl::string_view path, uint64_t index,
                                        uint64_t begin, uint64_t end);
 

@@ -96,6 +96,11 @@ struct Options {
   // mounts within the descriptor limit (which must exceed this plus the
   // walk threads and ~64; the daemon lifts its soft limit to the hard one).
   size_t max_open_shards = 1024;
+  // Called (from any thread) with a shard's path when a record read finds
+  // the shard's index wrong (its header does not frame the span the index
+  // gives, and the walk recorded no damage there): the index store drops its
+  // stored copy so the next mount walks again. Unset: only logged.
+  std::function<void(const std::string& path)> on_index_mismatch;
 };
 
 struct Attr {
@@ -241,6 +246,8 @@ class Filesystem {
   // The parsed layout of a record, through the cache. DataLoss when damaged.
   absl::StatusOr<std::shared_ptr<const ParsedRecord>> Parse(uint64_t shard, uint64_t record);
   Attr RecordDirAttr(uint64_t shard, uint64_t record) const;
+  // A record read found the index wrong: log loudly, drop the stored index.
+  void IndexDisagrees(uint64_t shard, uint64_t record);
   Attr StagingAttr(const struct stat& st) const;
   absl::Status StagingReadDir(uint64_t ino, uint64_t fh, uint64_t offset, const EmitFn& emit);
   void LearnKinds(const example::FeatureTable& table);
@@ -268,6 +275,10 @@ class Filesystem {
   std::vector<int> shard_name_width_;   // digits of the largest record index
   std::vector<uint64_t> shard_tree_node_;
   std::unique_ptr<RecordCache> cache_;
+  // Records above kBigRecord bytes are parsed one at a time (memory).
+  static constexpr uint64_t kBigRecord = uint64_t{64} << 20;
+  std::mutex big_record_mu_;  // leaf: nothing else is taken while held
+  std::function<void(const std::string&)> on_index_mismatch_;
   std::vector<std::unique_ptr<std::atomic<uint64_t>[]>> checked_;  // per shard, lock-free
   std::atomic<uint64_t> records_read_{0};
   staging::Store* staging_ = nullptr;

@@ -317,3 +317,56 @@ TEST_F(IndexMountTest, GrownAndRewrittenShardsAreShownAsTheyAreNow) {
 
 }  // namespace
 }  // namespace tfrecordfs::mount_test
+
+namespace tfrecordfs::mount_test {
+namespace {
+
+// Issue 15, item 2: a cached index with a forged offset where the load-time
+// samples do not look (first, middle and last records are checked) is
+// caught by the read of that record: EIO for it, a loud log line, and the
+// cached index is dropped so the next mount walks and reads it right.
+TEST_F(IndexMountTest, AForgedOffsetIsCaughtOnReadAndTheIndexDropped) {
+  const std::string dir = tmp_.Subdir("forged");
+  const std::string shard = dir + "/ten.tfrecord";
+  std::string bytes;
+  for (int i = 0; i < 10; ++i) {
+    record::AppendFramed(&bytes, std::string("\x01payload-") + std::to_string(i) + std::string(40, 'z'));
+  }
+  WriteWholeFile(shard, bytes);
+  {
+    Mount m;
+    ASSERT_EQ("", m.Start({dir}, {"-o", "ro"}));
+    StopOk(&m);
+  }
+  std::string cached;
+  for (const auto& e : std::filesystem::directory_iterator(CacheDir())) {
+    if (e.path().filename().string().rfind("ten.tfrecord-", 0) == 0) cached = e.path().string();
+  }
+  ASSERT_FALSE(cached.empty());
+  auto f = index::DecodeIndexFile(ReadWholeFile(cached));
+  ASSERT_TRUE(f.ok()) << f.status();
+  f->walk.offsets[3] += 1;  // records 2 and 3: neither first, middle nor last
+  WriteWholeFile(cached, index::EncodeIndexFile(*f));
+  {
+    Mount m;
+    ASSERT_EQ("", m.Start({dir}, {"-o", "ro,verbose"}));
+    EXPECT_NE(m.Stderr().find("index loaded from the cache"), std::string::npos) << m.Stderr();
+    struct stat st;
+    EXPECT_EQ(::stat(m.path("ten.tfrecord/3/record.bin").c_str(), &st), -1);
+    EXPECT_EQ(errno, EIO);
+    StopOk(&m);
+    EXPECT_NE(m.Stderr().find("disagrees with the shard at record 3"), std::string::npos)
+        << m.Stderr();
+  }
+  EXPECT_FALSE(std::filesystem::exists(cached));
+  {
+    Mount m;
+    ASSERT_EQ("", m.Start({dir}, {"-o", "ro"}));
+    EXPECT_EQ(ReadWholeFile(m.path("ten.tfrecord/3/record.bin")),
+              std::string("\x01payload-3") + std::string(40, 'z'));
+    StopOk(&m);
+  }
+}
+
+}  // namespace
+}  // namespace tfrecordfs::mount_test
