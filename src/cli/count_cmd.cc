@@ -39,25 +39,11 @@ damaged, 2 on a usage error.
 }  // namespace
 
 int CountMain(int argc, char** argv) {
-  bool json = false, quiet = false, options_done = false;
-  std::vector<std::string> sources;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (options_done || arg == "-" || !absl::StartsWith(arg, "-")) {
-      sources.push_back(arg);
-    } else if (arg == "--") {
-      options_done = true;
-    } else if (arg == "-h" || arg == "--help") {
-      std::cout << kCountUsage;
-      return kToolOk;
-    } else if (arg == "--json") {
-      json = true;
-    } else if (arg == "-q" || arg == "--quiet") {
-      quiet = true;
-    } else {
-      return ToolUsage("count", "unknown option " + arg);
-    }
-  }
+  ToolArgs args;
+  if (auto stop = ParseToolArgs(argc, argv, "count", kCountUsage, true, &args)) return *stop;
+  const bool json = args.json;
+  const bool quiet = args.quiet;
+  std::vector<std::string>& sources = args.operands;
   if (sources.empty()) return ToolUsage("count", "need at least one SOURCE");
   index::IndexStore store(ToolStoreOptions());
   auto scanned = ScanSources(sources, &store, quiet);

@@ -140,38 +140,31 @@ std::string Table(const std::vector<std::vector<std::string>>& rows) {
 }  // namespace
 
 int SchemaMain(int argc, char** argv) {
-  bool json = false, quiet = false, all = false, sample_given = false, options_done = false;
+  bool all = false, sample_given = false;
   uint64_t sample = kDefaultSample;
-  std::vector<std::string> sources;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (options_done || arg == "-" || !absl::StartsWith(arg, "-")) {
-      sources.push_back(arg);
-    } else if (arg == "--") {
-      options_done = true;
-    } else if (arg == "-h" || arg == "--help") {
-      std::cout << kSchemaUsage;
-      return kToolOk;
-    } else if (arg == "--json") {
-      json = true;
-    } else if (arg == "-q" || arg == "--quiet") {
-      quiet = true;
-    } else if (arg == "--all") {
+  ToolArgs args;
+  auto own = [&](int* i) -> std::optional<int> {
+    const std::string arg = argv[*i];
+    if (arg == "--all") {
       all = true;
-    } else if (absl::StartsWith(arg, "--sample")) {
-      std::string flag, value;
-      if (!TakeValue(argc, argv, &i, &flag, &value) || flag != "--sample") {
-        return ToolUsage("schema", flag != "--sample" ? "unknown option " + arg
-                                                      : "--sample needs a number of records");
-      }
-      if (!absl::SimpleAtoi(value, &sample) || sample == 0) {
-        return ToolUsage("schema", "--sample needs a positive number of records");
-      }
-      sample_given = true;
-    } else {
-      return ToolUsage("schema", "unknown option " + arg);
+      return kToolOk;
     }
-  }
+    if (!absl::StartsWith(arg, "--sample")) return std::nullopt;
+    std::string flag, value;
+    if (!TakeValue(argc, argv, i, &flag, &value) || flag != "--sample") {
+      return ToolUsage("schema", flag != "--sample" ? "unknown option " + arg
+                                                    : "--sample needs a number of records");
+    }
+    if (!absl::SimpleAtoi(value, &sample) || sample == 0) {
+      return ToolUsage("schema", "--sample needs a positive number of records");
+    }
+    sample_given = true;
+    return kToolOk;
+  };
+  if (auto stop = ParseToolArgs(argc, argv, "schema", kSchemaUsage, true, &args, own)) return *stop;
+  const bool json = args.json;
+  const bool quiet = args.quiet;
+  std::vector<std::string>& sources = args.operands;
   if (all && sample_given) return ToolUsage("schema", "--all and --sample exclude each other");
   if (sources.empty()) return ToolUsage("schema", "need at least one SOURCE");
   index::IndexStore store(ToolStoreOptions());

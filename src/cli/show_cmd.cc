@@ -152,23 +152,10 @@ void WriteTableJson(JsonWriter* w, const example::FeatureTable& table) {
 }  // namespace
 
 int ShowMain(int argc, char** argv) {
-  bool json = false, options_done = false;
-  std::vector<std::string> positional;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (options_done || arg == "-" || !absl::StartsWith(arg, "-")) {
-      positional.push_back(arg);
-    } else if (arg == "--") {
-      options_done = true;
-    } else if (arg == "-h" || arg == "--help") {
-      std::cout << kShowUsage;
-      return kToolOk;
-    } else if (arg == "--json") {
-      json = true;
-    } else {
-      return ToolUsage("show", "unknown option " + arg);
-    }
-  }
+  ToolArgs args;
+  if (auto stop = ParseToolArgs(argc, argv, "show", kShowUsage, false, &args)) return *stop;
+  const bool json = args.json;
+  std::vector<std::string>& positional = args.operands;
   if (positional.size() < 2) return ToolUsage("show", "need a SHARD and at least one RECORD");
   std::vector<uint64_t> wanted;
   for (size_t k = 1; k < positional.size(); ++k) {

@@ -22,6 +22,32 @@ int ToolUsage(absl::string_view cmd, absl::string_view message) {
   return kToolUsage;
 }
 
+std::optional<int> ParseToolArgs(int argc, char** argv, absl::string_view cmd,
+                                 absl::string_view usage, bool quiet_ok, ToolArgs* args,
+                                 const std::function<std::optional<int>(int* i)>& own) {
+  bool options_done = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (options_done || arg == "-" || !absl::StartsWith(arg, "-")) {
+      args->operands.push_back(arg);
+    } else if (arg == "--") {
+      options_done = true;
+    } else if (arg == "-h" || arg == "--help") {
+      std::cout << usage;
+      return kToolOk;
+    } else if (arg == "--json") {
+      args->json = true;
+    } else if (quiet_ok && (arg == "-q" || arg == "--quiet")) {
+      args->quiet = true;
+    } else if (auto taken = own ? own(&i) : std::nullopt; taken.has_value()) {
+      if (*taken != kToolOk) return taken;
+    } else {
+      return ToolUsage(cmd, "unknown option " + arg);
+    }
+  }
+  return std::nullopt;
+}
+
 bool TakeValue(int argc, char** argv, int* i, std::string* flag, std::string* value) {
   const std::string arg = argv[*i];
   if (const size_t eq = arg.find('='); eq != std::string::npos) {

@@ -5,6 +5,8 @@
 #define TFRECORDFS_CLI_TOOLBOX_H_
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +24,22 @@ inline constexpr int kToolUsage = 2;
 
 // Prints "tfrecordfs CMD: MESSAGE" and the --help hint; returns kToolUsage.
 int ToolUsage(absl::string_view cmd, absl::string_view message);
+
+// The arguments every toolbox command shares: operands, --json, -q/--quiet
+// (where `quiet_ok`), -h/--help (prints `usage`), "--" (only operands
+// follow). `own(i)` gets the first look at each option (argv[*i]) and
+// returns nullopt when it is not one of the command's own, kToolOk when it
+// took it (advancing *i past any value), or an exit code. Returns an exit
+// code when the command should stop now (help printed, usage error), else
+// nullopt.
+struct ToolArgs {
+  bool json = false;
+  bool quiet = false;
+  std::vector<std::string> operands;
+};
+std::optional<int> ParseToolArgs(int argc, char** argv, absl::string_view cmd,
+                                 absl::string_view usage, bool quiet_ok, ToolArgs* args,
+                                 const std::function<std::optional<int>(int* i)>& own = nullptr);
 
 // Splits "--flag=value" into flag and value; a flag that takes a value and
 // has none after '=' takes argv[++*i]. Returns false when the value is

@@ -63,25 +63,11 @@ std::string Where(const inspect::Damage& d, bool compressed) {
 }  // namespace
 
 int VerifyMain(int argc, char** argv) {
-  bool json = false, quiet = false, options_done = false;
-  std::vector<std::string> sources;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (options_done || arg == "-" || !absl::StartsWith(arg, "-")) {
-      sources.push_back(arg);
-    } else if (arg == "--") {
-      options_done = true;
-    } else if (arg == "-h" || arg == "--help") {
-      std::cout << kVerifyUsage;
-      return kToolOk;
-    } else if (arg == "--json") {
-      json = true;
-    } else if (arg == "-q" || arg == "--quiet") {
-      quiet = true;
-    } else {
-      return ToolUsage("verify", "unknown option " + arg);
-    }
-  }
+  ToolArgs args;
+  if (auto stop = ParseToolArgs(argc, argv, "verify", kVerifyUsage, true, &args)) return *stop;
+  const bool json = args.json;
+  const bool quiet = args.quiet;
+  std::vector<std::string>& sources = args.operands;
   if (sources.empty()) return ToolUsage("verify", "need at least one SOURCE");
   index::IndexStore store(ToolStoreOptions());
   auto scanned = ScanSources(sources, &store, quiet);
