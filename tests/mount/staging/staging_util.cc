@@ -1,5 +1,7 @@
 #include "staging_util.h"
 
+#include <zlib.h>
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -261,10 +263,33 @@ bool IsDir(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+std::optional<std::string> InflateOneStream(absl::string_view file) {
+  z_stream z = {};
+  if (inflateInit2(&z, 15 + 32) != Z_OK) return std::nullopt;  // GZIP or ZLIB header
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(file.data()));
+  z.avail_in = static_cast<uInt>(file.size());
+  std::string out;
+  char buf[1 << 16];
+  int ret;
+  do {
+    z.next_out = reinterpret_cast<Bytef*>(buf);
+    z.avail_out = sizeof buf;
+    ret = inflate(&z, Z_NO_FLUSH);
+    out.append(buf, sizeof buf - z.avail_out);
+  } while (ret == Z_OK);
+  const bool whole = ret == Z_STREAM_END && z.avail_in == 0;
+  inflateEnd(&z);
+  if (!whole) return std::nullopt;
+  return out;
+}
+
 std::vector<PackedShard> ReadPackedShards(const std::string& dir, const std::string& prefix) {
   std::vector<PackedShard> out;
   for (const std::string& name : ListDir(dir)) {
-    if (!absl::StartsWith(name, prefix + "-") || !absl::EndsWith(name, ".tfrecord")) continue;
+    if (!absl::StartsWith(name, prefix + "-")) continue;
+    const bool compressed =
+        absl::EndsWith(name, ".tfrecord.gz") || absl::EndsWith(name, ".tfrecord.zlib");
+    if (!compressed && !absl::EndsWith(name, ".tfrecord")) continue;
     const std::string path = dir + "/" + name;
     auto bytes = ReadFileToString(path);
     if (!bytes.ok()) {
@@ -274,6 +299,14 @@ std::vector<PackedShard> ReadPackedShards(const std::string& dir, const std::str
     PackedShard s;
     s.name = name;
     s.file_size = bytes->size();
+    if (compressed) {
+      auto plain = InflateOneStream(*bytes);
+      if (!plain) {
+        ADD_FAILURE() << path << " is not one whole compressed stream";
+        continue;
+      }
+      *bytes = std::move(*plain);
+    }
     absl::Status st = record::ForEachRecordInBuffer(
         *bytes, [&](uint64_t, absl::string_view data) { s.payloads.emplace_back(data); });
     EXPECT_TRUE(st.ok()) << path << ": " << st;
