@@ -16,6 +16,10 @@
 //       tiny records, default 1000000, 0 for none), each case built with the
 //       project's writer plus byte edits. OUTDIR/MANIFEST.txt states what each
 //       record really is, for tests/mount/hostile.
+//   sample and synthetic also take [--compression none|gzip|zlib] (shards
+//       named .tfrecord.gz / .tfrecord.zlib, written by ShardWriter as one
+//       stream with a full flush every MiB) and, for gzip, [--members M]:
+//       each shard is M GZIP members concatenated.
 //   tfrecordfs-gen fuzz-seeds OUTDIR
 //       small seed inputs for the fuzz targets: OUTDIR/<target>/<name>.
 #include <cstddef>
@@ -47,6 +51,7 @@
 #include "tfrecordfs/example/example.h"
 #include "tfrecordfs/record/format.h"
 #include "tfrecordfs/record/writer.h"
+#include "tfrecordfs/source/shard_source.h"
 
 namespace tfrecordfs {
 namespace {
@@ -151,30 +156,59 @@ void Sort(FeatureTable* t) {
             [](const Feature& a, const Feature& b) { return a.name < b.name; });
 }
 
+// How shards are stored (--compression, --members).
+struct Storage {
+  source::Codec codec = source::Codec::kNone;
+  // GZIP: members per shard (records split evenly, as `cat a.gz b.gz`
+  // would join them). Must be 1 for the other codecs.
+  uint64_t members = 1;
+};
+
+std::string ShardSuffixOf(source::Codec codec) {
+  switch (codec) {
+    case source::Codec::kGzip:
+      return ".tfrecord.gz";
+    case source::Codec::kZlib:
+      return ".tfrecord.zlib";
+    case source::Codec::kNone:
+      break;
+  }
+  return ".tfrecord";
+}
+
 absl::Status WriteShards(const std::string& dir, const std::string& prefix, uint64_t records,
-                         uint64_t shards,
+                         uint64_t shards, const Storage& storage,
                          const std::function<std::string(uint64_t)>& make_payload) {
   ::mkdir(dir.c_str(), 0755);
   uint64_t next = 0;
   for (uint64_t s = 0; s < shards; ++s) {
     const uint64_t count = records / shards + (s < records % shards ? 1 : 0);
-    const std::string path =
-        absl::StrFormat("%s/%s-%05d-of-%05d.tfrecord", dir, prefix, s, shards);
+    const std::string path = absl::StrFormat("%s/%s-%05d-of-%05d%s", dir, prefix, s, shards,
+                                             ShardSuffixOf(storage.codec));
     auto fd = OpenFile(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (!fd.ok()) return fd.status();
-    record::ShardWriter w(std::move(*fd), path);
-    for (uint64_t i = 0; i < count; ++i) {
-      if (auto st = w.Append(make_payload(next++)); !st.ok()) return st;
+    // Each member gets its own writer on a dup of the descriptor: they share
+    // the file offset, so the members follow each other.
+    const uint64_t members = std::max<uint64_t>(1, storage.members);
+    for (uint64_t m = 0; m < members; ++m) {
+      const uint64_t in_member = count / members + (m < count % members ? 1 : 0);
+      UniqueFd member_fd(::dup(fd->get()));
+      if (member_fd.get() < 0) return ErrnoError(errno, absl::StrCat("dup ", path));
+      record::ShardWriter w(std::move(member_fd), path, {.codec = storage.codec});
+      for (uint64_t i = 0; i < in_member; ++i) {
+        if (auto st = w.Append(make_payload(next++)); !st.ok()) return st;
+      }
+      if (auto st = w.Close(false); !st.ok()) return st;
     }
-    if (auto st = w.Close(false); !st.ok()) return st;
   }
   return absl::OkStatus();
 }
 
-int Sample(const std::string& dir, uint64_t records, uint64_t shards) {
+int Sample(const std::string& dir, uint64_t records, uint64_t shards, const Storage& storage) {
   std::mt19937 rng(42);
-  absl::Status s = WriteShards(dir, "train", records, shards, [&](uint64_t i) {
-    const int width = 160 + static_cast<int>(i % 5) * 32, height = 120 + static_cast<int>(i % 3) * 24;
+  absl::Status s = WriteShards(dir, "train", records, shards, storage, [&](uint64_t i) {
+    const int width = 160 + static_cast<int>(i % 5) * 32,
+              height = 120 + static_cast<int>(i % 3) * 24;
     std::vector<std::array<float, 4>> boxes;
     std::vector<int> labels;
     const std::string jpeg = MakeJpeg(width, height, rng, &boxes, &labels);
@@ -223,10 +257,10 @@ int Sample(const std::string& dir, uint64_t records, uint64_t shards) {
 }
 
 int Synthetic(const std::string& dir, uint64_t records, uint64_t shards, uint64_t bytes,
-              const std::string& prefix) {
+              const std::string& prefix, const Storage& storage) {
   std::mt19937_64 rng(7);
   std::string image(bytes, '\0');
-  absl::Status s = WriteShards(dir, prefix, records, shards, [&](uint64_t i) {
+  absl::Status s = WriteShards(dir, prefix, records, shards, storage, [&](uint64_t i) {
     for (size_t k = 0; k + 8 <= image.size(); k += 8) {
       uint64_t v = rng();
       std::memcpy(&image[k], &v, 8);
@@ -707,6 +741,7 @@ int Main(int argc, char** argv) {
   constexpr char kUsage[] =
       "Usage: tfrecordfs-gen sample OUTDIR [--records N] [--shards S]\n"
       "       tfrecordfs-gen synthetic OUTDIR --records N --shards S [--bytes B] [--prefix P]\n"
+      "         (sample, synthetic: [--compression none|gzip|zlib] [--members M])\n"
       "       tfrecordfs-gen hostile OUTDIR [--records N]\n"
       "       tfrecordfs-gen fuzz-seeds OUTDIR\n";
   if (argc < 3) {
@@ -717,6 +752,7 @@ int Main(int argc, char** argv) {
   uint64_t records = 0, shards = 0, bytes = 0;
   bool records_given = false;
   std::string prefix = "data";
+  Storage storage;
   for (int i = 3; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     bool ok = true;
@@ -724,17 +760,26 @@ int Main(int argc, char** argv) {
     else if (flag == "--shards") ok = absl::SimpleAtoi(value, &shards);
     else if (flag == "--bytes") ok = absl::SimpleAtoi(value, &bytes);
     else if (flag == "--prefix") prefix = value;
-    else ok = false;
+    else if (flag == "--members") ok = absl::SimpleAtoi(value, &storage.members) && storage.members > 0;
+    else if (flag == "--compression") {
+      auto codec = source::ParseCodecName(value);
+      ok = codec.has_value();
+      if (ok) storage.codec = *codec;
+    } else ok = false;
     if (!ok) {
       std::cerr << "tfrecordfs-gen: bad flag " << flag << "\n" << kUsage;
       return 2;
     }
   }
+  if (storage.members > 1 && storage.codec != source::Codec::kGzip) {
+    std::cerr << "tfrecordfs-gen: --members needs --compression gzip (ZLIB is one stream)\n";
+    return 2;
+  }
   if (mode == "hostile") return Hostile(dir, records_given ? records : 1000000);
   if (mode == "fuzz-seeds") return FuzzSeeds(dir);
-  if (mode == "sample") return Sample(dir, records ? records : 40, shards ? shards : 2);
+  if (mode == "sample") return Sample(dir, records ? records : 40, shards ? shards : 2, storage);
   if (mode == "synthetic" && records > 0 && shards > 0) {
-    return Synthetic(dir, records, shards, bytes, prefix);
+    return Synthetic(dir, records, shards, bytes, prefix, storage);
   }
   std::cerr << kUsage;
   return 2;
