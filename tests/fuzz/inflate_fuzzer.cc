@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "../zlib_reference.h"
 #include "absl/strings/str_cat.h"
 #include "fuzz_check.h"
 #include "tfrecordfs/base/coding.h"
@@ -49,52 +50,15 @@ namespace {
 using source::Codec;
 
 std::string Deflate(absl::string_view data, bool gzip, int level) {
-  z_stream z;
-  std::memset(&z, 0, sizeof z);
-  if (deflateInit2(&z, level, Z_DEFLATED, gzip ? 31 : 15, 8, Z_DEFAULT_STRATEGY) != Z_OK) return "";
-  std::string out(deflateBound(&z, data.size()) + 64, '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-  z.avail_in = static_cast<uInt>(data.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  deflate(&z, Z_FINISH);
-  out.resize(out.size() - z.avail_out);
-  deflateEnd(&z);
-  return out;
+  return zlib_reference::Deflate(
+      data, gzip ? zlib_reference::Wrap::kGzip : zlib_reference::Wrap::kZlib, level);
 }
 
 // zlib's own decompression of `file` as `codec`: bytes until the end or the
 // first error; GZIP members are stepped over as TensorFlow (and gzip -d) do.
 std::string Straight(absl::string_view file, Codec codec, bool* clean) {
-  z_stream z;
-  std::memset(&z, 0, sizeof z);
-  inflateInit2(&z, codec == Codec::kGzip ? 31 : 15);
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(file.data()));
-  z.avail_in = static_cast<uInt>(file.size());
-  std::string out;
-  char buf[1 << 15];
-  *clean = false;
-  for (;;) {
-    z.next_out = reinterpret_cast<Bytef*>(buf);
-    z.avail_out = sizeof buf;
-    const int ret = inflate(&z, Z_NO_FLUSH);
-    out.append(buf, sizeof buf - z.avail_out);
-    if (ret == Z_STREAM_END) {
-      if (z.avail_in == 0) {
-        *clean = true;
-        break;
-      }
-      if (codec != Codec::kGzip || z.avail_in < 2 || z.next_in[0] != 0x1f || z.next_in[1] != 0x8b) {
-        break;
-      }
-      inflateReset(&z);
-      continue;
-    }
-    if (ret != Z_OK) break;
-    if (z.avail_in == 0 && z.avail_out > 0) break;  // truncated
-  }
-  inflateEnd(&z);
-  return out;
+  return zlib_reference::Inflate(file, codec == Codec::kGzip ? 31 : 15, codec == Codec::kGzip,
+                                 clean);
 }
 
 void Check(absl::string_view file, Codec codec, uint64_t span, uint64_t seed) {

@@ -9,7 +9,6 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <zlib.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -39,6 +38,7 @@
 #include "tfrecordfs/repack/pack.h"
 #include "tfrecordfs/source/shard_source.h"
 #include "tfrecordfs/staging/record_folder.h"
+#include "../zlib_reference.h"
 
 namespace tfrecordfs::repack {
 namespace {
@@ -100,28 +100,7 @@ std::vector<std::string> ShardFiles(const std::string& dir) {
   return out;
 }
 
-// A GZIP or ZLIB file decompressed by zlib itself (headers detected; one
-// stream: the pack writes one member). nullopt when it does not inflate
-// cleanly to its end.
-std::optional<std::string> Inflate(absl::string_view file) {
-  z_stream z = {};
-  inflateInit2(&z, 15 + 32);
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(file.data()));
-  z.avail_in = static_cast<uInt>(file.size());
-  std::string out;
-  char buf[1 << 16];
-  int ret;
-  do {
-    z.next_out = reinterpret_cast<Bytef*>(buf);
-    z.avail_out = sizeof buf;
-    ret = inflate(&z, Z_NO_FLUSH);
-    out.append(buf, sizeof buf - z.avail_out);
-  } while (ret == Z_OK);
-  const bool whole = ret == Z_STREAM_END && z.avail_in == 0;
-  inflateEnd(&z);
-  if (!whole) return std::nullopt;
-  return out;
-}
+using zlib_reference::InflateOneStream;
 
 // Every record of every shard in `dir`, CRCs checked by ForEachRecordInBuffer
 // (compressed shards decompressed by zlib first).
@@ -135,7 +114,7 @@ std::vector<ReadBack> ReadShards(const std::string& dir) {
       EXPECT_EQ(source::DetectCodec(*contents),
                 absl::EndsWith(name, ".gz") ? source::Codec::kGzip : source::Codec::kZlib)
           << name;
-      auto plain = Inflate(*contents);
+      auto plain = InflateOneStream(*contents);
       EXPECT_TRUE(plain.has_value()) << name << " does not decompress";
       if (!plain) continue;
       *contents = std::move(*plain);
@@ -814,7 +793,7 @@ TEST_P(CrashTest, RecoverThenPackGivesEveryRecordExactlyOnce) {
     auto contents = ReadFileToString(out_ + "/" + name);
     ASSERT_TRUE(contents.ok());
     if (o.compression != source::Codec::kNone) {
-      auto plain = Inflate(*contents);
+      auto plain = InflateOneStream(*contents);
       ASSERT_TRUE(plain.has_value()) << name << " is a partial compressed stream";
       *contents = std::move(*plain);
     }

@@ -1,11 +1,11 @@
 // src/source: random access into GZIP / ZLIB shards through checkpoints.
 //
 // Every read is compared with a straight decompression by zlib itself
-// (StraightInflate below: inflate with automatic header detection, stepping
-// over GZIP members), so these tests do not trust the code under test to
-// know what the bytes should be. Compressed inputs are made by zlib's
-// deflate directly (not by record::ShardWriter), except in the writer tests
-// at the end.
+// (StraightInflate below, over tests/zlib_reference.h: inflate with
+// automatic header detection, stepping over GZIP members), so these tests
+// do not trust the code under test to know what the bytes should be.
+// Compressed inputs are made by zlib's deflate directly (not by
+// record::ShardWriter), except in the writer tests at the end.
 #include <sys/mman.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "../zlib_reference.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -62,38 +63,8 @@ std::string TextLike(size_t n, uint64_t seed) {
   return out;
 }
 
-enum class Wrap { kGzip, kZlib, kRaw };
-
-// zlib's deflate with the given level and strategy; `flush_every` > 0 adds a
-// Z_FULL_FLUSH every that many input bytes.
-std::string Deflate(absl::string_view data, Wrap wrap, int level = 6,
-                    int strategy = Z_DEFAULT_STRATEGY, size_t flush_every = 0) {
-  z_stream z;
-  std::memset(&z, 0, sizeof z);
-  const int bits = wrap == Wrap::kGzip ? 31 : wrap == Wrap::kZlib ? 15 : -15;
-  EXPECT_EQ(deflateInit2(&z, level, Z_DEFLATED, bits, 8, strategy), Z_OK);
-  std::string out;
-  size_t pos = 0;
-  char buf[1 << 16];
-  for (;;) {
-    size_t take = data.size() - pos;
-    if (flush_every > 0) take = std::min(take, flush_every);
-    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data() + pos));
-    z.avail_in = static_cast<uInt>(take);
-    pos += take;
-    const int flush = pos == data.size() ? Z_FINISH : Z_FULL_FLUSH;
-    int ret;
-    do {
-      z.next_out = reinterpret_cast<Bytef*>(buf);
-      z.avail_out = sizeof buf;
-      ret = deflate(&z, flush);
-      out.append(buf, sizeof buf - z.avail_out);
-    } while (z.avail_out == 0 || (flush == Z_FINISH && ret != Z_STREAM_END));
-    if (flush == Z_FINISH) break;
-  }
-  deflateEnd(&z);
-  return out;
-}
+using zlib_reference::Deflate;
+using zlib_reference::Wrap;
 
 Codec CodecOf(Wrap w) { return w == Wrap::kGzip ? Codec::kGzip : Codec::kZlib; }
 
@@ -101,36 +72,9 @@ Codec CodecOf(Wrap w) { return w == Wrap::kGzip ? Codec::kGzip : Codec::kZlib; }
 // end or the first error, stepping over concatenated GZIP members. `clean`
 // is set when the whole file decompressed without error.
 std::string StraightInflate(absl::string_view file, bool* clean = nullptr) {
-  z_stream z;
-  std::memset(&z, 0, sizeof z);
-  inflateInit2(&z, 15 + 32);  // GZIP or ZLIB, detected from the header
   const bool gzip = file.size() >= 2 && static_cast<unsigned char>(file[0]) == 0x1f &&
                     static_cast<unsigned char>(file[1]) == 0x8b;
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(file.data()));
-  z.avail_in = static_cast<uInt>(file.size());
-  std::string out;
-  char buf[1 << 16];
-  bool ok = false;
-  for (;;) {
-    z.next_out = reinterpret_cast<Bytef*>(buf);
-    z.avail_out = sizeof buf;
-    const int ret = inflate(&z, Z_NO_FLUSH);
-    out.append(buf, sizeof buf - z.avail_out);
-    if (ret == Z_STREAM_END) {
-      if (z.avail_in == 0) {
-        ok = true;
-        break;
-      }
-      if (!gzip || z.avail_in < 2 || z.next_in[0] != 0x1f || z.next_in[1] != 0x8b) break;
-      inflateReset(&z);
-      continue;
-    }
-    if (ret != Z_OK) break;  // includes Z_BUF_ERROR: truncated
-    if (z.avail_in == 0 && z.avail_out > 0) break;
-  }
-  inflateEnd(&z);
-  if (clean) *clean = ok;
-  return out;
+  return zlib_reference::Inflate(file, 15 + 32, gzip, clean);
 }
 
 // A file in memory that the code under test can pread.

@@ -1,7 +1,5 @@
 #include "staging_util.h"
 
-#include <zlib.h>
-
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -24,6 +22,7 @@
 #include "tfrecordfs/example/example.h"
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/record/writer.h"
+#include "../../zlib_reference.h"
 
 extern char** environ;
 
@@ -264,23 +263,7 @@ bool IsDir(const std::string& path) {
 }
 
 std::optional<std::string> InflateOneStream(absl::string_view file) {
-  z_stream z = {};
-  if (inflateInit2(&z, 15 + 32) != Z_OK) return std::nullopt;  // GZIP or ZLIB header
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(file.data()));
-  z.avail_in = static_cast<uInt>(file.size());
-  std::string out;
-  char buf[1 << 16];
-  int ret;
-  do {
-    z.next_out = reinterpret_cast<Bytef*>(buf);
-    z.avail_out = sizeof buf;
-    ret = inflate(&z, Z_NO_FLUSH);
-    out.append(buf, sizeof buf - z.avail_out);
-  } while (ret == Z_OK);
-  const bool whole = ret == Z_STREAM_END && z.avail_in == 0;
-  inflateEnd(&z);
-  if (!whole) return std::nullopt;
-  return out;
+  return zlib_reference::InflateOneStream(file);
 }
 
 std::vector<PackedShard> ReadPackedShards(const std::string& dir, const std::string& prefix) {
