@@ -53,6 +53,7 @@
 #include "tfrecordfs/example/example.h"
 #include "tfrecordfs/record/format.h"
 #include "tfrecordfs/record/writer.h"
+#include "tfrecordfs/repack/pack.h"
 #include "tfrecordfs/index/index_file.h"
 #include "tfrecordfs/index/shard_index.h"
 #include "tfrecordfs/source/inflate.h"
@@ -169,18 +170,6 @@ struct Storage {
   uint64_t members = 1;
 };
 
-std::string ShardSuffixOf(source::Codec codec) {
-  switch (codec) {
-    case source::Codec::kGzip:
-      return ".tfrecord.gz";
-    case source::Codec::kZlib:
-      return ".tfrecord.zlib";
-    case source::Codec::kNone:
-      break;
-  }
-  return ".tfrecord";
-}
-
 absl::Status WriteShards(const std::string& dir, const std::string& prefix, uint64_t records,
                          uint64_t shards, const Storage& storage,
                          const std::function<std::string(uint64_t)>& make_payload) {
@@ -188,8 +177,9 @@ absl::Status WriteShards(const std::string& dir, const std::string& prefix, uint
   uint64_t next = 0;
   for (uint64_t s = 0; s < shards; ++s) {
     const uint64_t count = records / shards + (s < records % shards ? 1 : 0);
-    const std::string path = absl::StrFormat("%s/%s-%05d-of-%05d%s", dir, prefix, s, shards,
-                                             ShardSuffixOf(storage.codec));
+    // The pack's names: the suffix says the codec (.tfrecord.gz, .tfrecord.zlib).
+    const std::string path =
+        absl::StrCat(dir, "/", repack::ShardName(prefix, s, shards, storage.codec));
     auto fd = OpenFile(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (!fd.ok()) return fd.status();
     // Each member gets its own writer on a dup of the descriptor: they share
