@@ -7,7 +7,7 @@
 
 namespace tfrecordfs::cli {
 
-// `tfrecordfs pack [--shard-size SIZE] [--prefix NAME] DIR OUTPUT_DIR`
+// `tfrecordfs pack [--shard-size SIZE] [--prefix NAME] [--compression C] DIR OUTPUT_DIR`
 int PackMain(int argc, char** argv);
 
 // `tfrecordfs unmount MOUNTPOINT` (unmount_cmd.cc)

@@ -46,7 +46,7 @@ constexpr int kExitError = 1;
 
 constexpr char kUsage[] = R"(Usage: tfrecordfs [options] SOURCE... MOUNTPOINT
        tfrecordfs unmount MOUNTPOINT
-       tfrecordfs pack [--shard-size SIZE] [--prefix NAME] DIR OUTPUT_DIR
+       tfrecordfs pack [--shard-size SIZE] [--prefix NAME] [--compression C] DIR OUTPUT_DIR
        tfrecordfs index [--index-dir PATH] [--dali-dir DIR] [--force] SOURCE...
        tfrecordfs count [--json] SOURCE...
        tfrecordfs schema [--all | --sample N] [--json] SOURCE...
@@ -115,7 +115,11 @@ Options:
                          (default: the first source directory)
        prefix=NAME       new shard names: NAME-00000-of-0000N.tfrecord
                          (default staged-<UTC yyyymmddThhmmss>)
-       shard_size=SIZE   maximum bytes per new shard, e.g. 64M (default 128M)
+       shard_size=SIZE   maximum bytes per new shard, e.g. 64M (default 128M;
+                         uncompressed bytes for compressed shards)
+       compression=C     new shards: none, gzip (.tfrecord.gz) or zlib
+                         (.tfrecord.zlib); default: the sources' codec when
+                         every source shard has the same one, else none
   -h, --help         show this help and exit
   -V, --version      show the version and exit
 
@@ -142,6 +146,7 @@ struct CliOptions {
   bool always_open = false;  // -o open
   uint64_t gz_span = source::kDefaultSpan;  // -o gz_span
   index::WalkMode walk_mode = index::WalkMode::kAuto;  // -o walk
+  std::optional<source::Codec> compression;  // -o compression; unset: the sources'
 };
 
 int Usage(const std::string& message) {
@@ -188,8 +193,8 @@ std::optional<absl::string_view> PassedKeyOf(absl::string_view opt) {
 bool IsOurValueOption(absl::string_view key) {
   static constexpr absl::string_view kKeys[] = {
       "cache_mb", "cache_records", "index_threads", "index_dir", "timeout", "staging",
-      "staging_dir", "output_dir", "prefix", "shard_size", "fsname", "subtype", "max_read",
-      "blksize", "walk", "gz_span", "inflate_cache_mb", "max_open"};
+      "staging_dir", "output_dir", "prefix", "shard_size", "compression", "fsname", "subtype",
+      "max_read", "blksize", "walk", "gz_span", "inflate_cache_mb", "max_open"};
   for (absl::string_view k : kKeys) {
     if (key == k) return true;
   }
@@ -276,6 +281,9 @@ std::string TakeMountOptions(absl::string_view list, CliOptions* cli) {
       auto size = repack::ParseSize(*v);
       if (!size.ok()) return "shard_size needs a size such as 64M or 1G";
       cli->pack.shard_size = *size;
+    } else if (auto v = value_of("compression")) {
+      cli->compression = source::ParseCodecName(*v);
+      if (!cli->compression) return "compression needs none, gzip or zlib";
     } else if (opt == "nosplice") {
       cli->session.ops.splice = false;
     } else if (opt == "opendir") {
@@ -349,6 +357,17 @@ int CheckMountpoint(const std::string& mnt) {
     }
   }
   return 0;
+}
+
+// The codec every source shard shares (kNone when they differ or there is
+// none): new shards are packed like the data they join.
+source::Codec SourcesCodec(const vfs::Filesystem& fs) {
+  std::optional<source::Codec> codec;
+  for (const auto& shard : fs.shards()) {
+    if (codec && *codec != shard->codec()) return source::Codec::kNone;
+    codec = shard->codec();
+  }
+  return codec.value_or(source::Codec::kNone);
 }
 
 int Main(int argc, char** argv) {
@@ -522,6 +541,7 @@ int Main(int argc, char** argv) {
     cli.pack.journal_reserve = staging->journal_reserve_path();
     cli.pack.remove_packed = true;
     cli.pack.hint = hint;
+    cli.pack.compression = cli.compression ? *cli.compression : SourcesCodec(**fs);
     const repack::PackReport report = repack::Pack(cli.pack);
     const char* result = !report.status.ok()    ? "result: failed"
                          : !report.left.empty() ? "result: left"

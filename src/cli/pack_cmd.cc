@@ -10,6 +10,7 @@
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/repack/journal.h"
 #include "tfrecordfs/repack/pack.h"
+#include "tfrecordfs/source/shard_source.h"
 
 namespace tfrecordfs::cli {
 namespace {
@@ -19,7 +20,7 @@ constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
 
 constexpr char kPackUsage[] =
-    R"(Usage: tfrecordfs pack [--shard-size SIZE] [--prefix NAME] DIR OUTPUT_DIR
+    R"(Usage: tfrecordfs pack [--shard-size SIZE] [--prefix NAME] [--compression C] DIR OUTPUT_DIR
 
 Packs every record folder in DIR (each direct subdirectory is one record, in
 name order; the layout a tfrecordfs mount shows) into new TFRecord shards
@@ -34,6 +35,10 @@ Options:
   --shard-size SIZE  close a shard before it would exceed SIZE bytes; K, M, G
                      suffixes are binary multiples (default 128M)
   --prefix NAME      shard name prefix (default staged-<UTC yyyymmddThhmmss>)
+  --compression C    none (default), gzip (NAME-00000-of-0000N.tfrecord.gz)
+                     or zlib (.tfrecord.zlib): one stream per shard, as
+                     tf.io.TFRecordWriter writes with that compression type;
+                     SIZE then bounds the uncompressed bytes
   -v, --verbose      log progress to stderr
   -h, --help         show this help and exit
 
@@ -79,7 +84,7 @@ int PackMain(int argc, char** argv) {
     if (size_t eq = arg.find('='); absl::StartsWith(arg, "--") && eq != std::string::npos) {
       flag = arg.substr(0, eq);
       value = arg.substr(eq + 1);
-    } else if (flag == "--shard-size" || flag == "--prefix") {
+    } else if (flag == "--shard-size" || flag == "--prefix" || flag == "--compression") {
       if (i + 1 >= argc) return Usage(absl::StrCat(flag, " needs a value"));
       value = argv[++i];
     }
@@ -90,6 +95,12 @@ int PackMain(int argc, char** argv) {
     } else if (flag == "--prefix") {
       if (auto s = repack::ValidatePrefix(value); !s.ok()) return Usage(std::string(s.message()));
       options.prefix = value;
+    } else if (flag == "--compression") {
+      auto codec = source::ParseCodecName(value);
+      if (!codec) {
+        return Usage(absl::StrCat("--compression needs none, gzip or zlib, not '", value, "'"));
+      }
+      options.compression = *codec;
     } else {
       return Usage(absl::StrCat("unknown option '", arg, "'"));
     }

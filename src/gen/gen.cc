@@ -24,13 +24,19 @@
 //       file with its dtype, shape and bytes (default 12 records).
 //   tfrecordfs-gen sequence OUTDIR [--records N]
 //       tf.train.SequenceExamples (see SequencePayload; default 14 records).
+//   sample and synthetic also take [--compression none|gzip|zlib] (shards
+//       named .tfrecord.gz / .tfrecord.zlib, written by ShardWriter as one
+//       stream with a full flush every MiB) and, for gzip, [--members M]:
+//       each shard is M GZIP members concatenated.
 //   tfrecordfs-gen fuzz-seeds OUTDIR
 //       small seed inputs for the fuzz targets: OUTDIR/<target>/<name>.
 #include <cstddef>
 #include <cstdio>
 
 #include <jpeglib.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <zlib.h>
 
 #include <fcntl.h>
 
@@ -58,6 +64,11 @@
 #include "tfrecordfs/tensor/tensor.h"
 #include "tfrecordfs/record/format.h"
 #include "tfrecordfs/record/writer.h"
+#include "tfrecordfs/repack/pack.h"
+#include "tfrecordfs/index/index_file.h"
+#include "tfrecordfs/index/shard_index.h"
+#include "tfrecordfs/source/inflate.h"
+#include "tfrecordfs/source/shard_source.h"
 
 namespace tfrecordfs {
 namespace {
@@ -162,30 +173,48 @@ void Sort(FeatureTable* t) {
             [](const Feature& a, const Feature& b) { return a.name < b.name; });
 }
 
+// How shards are stored (--compression, --members).
+struct Storage {
+  source::Codec codec = source::Codec::kNone;
+  // GZIP: members per shard (records split evenly, as `cat a.gz b.gz`
+  // would join them). Must be 1 for the other codecs.
+  uint64_t members = 1;
+};
+
 absl::Status WriteShards(const std::string& dir, const std::string& prefix, uint64_t records,
-                         uint64_t shards,
+                         uint64_t shards, const Storage& storage,
                          const std::function<std::string(uint64_t)>& make_payload) {
   ::mkdir(dir.c_str(), 0755);
   uint64_t next = 0;
   for (uint64_t s = 0; s < shards; ++s) {
     const uint64_t count = records / shards + (s < records % shards ? 1 : 0);
+    // The pack's names: the suffix says the codec (.tfrecord.gz, .tfrecord.zlib).
     const std::string path =
-        absl::StrFormat("%s/%s-%05d-of-%05d.tfrecord", dir, prefix, s, shards);
+        absl::StrCat(dir, "/", repack::ShardName(prefix, s, shards, storage.codec));
     auto fd = OpenFile(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (!fd.ok()) return fd.status();
-    record::ShardWriter w(std::move(*fd), path);
-    for (uint64_t i = 0; i < count; ++i) {
-      if (auto st = w.Append(make_payload(next++)); !st.ok()) return st;
+    // Each member gets its own writer on a dup of the descriptor: they share
+    // the file offset, so the members follow each other.
+    const uint64_t members = std::max<uint64_t>(1, storage.members);
+    for (uint64_t m = 0; m < members; ++m) {
+      const uint64_t in_member = count / members + (m < count % members ? 1 : 0);
+      UniqueFd member_fd(::dup(fd->get()));
+      if (member_fd.get() < 0) return ErrnoError(errno, absl::StrCat("dup ", path));
+      record::ShardWriter w(std::move(member_fd), path, {.codec = storage.codec});
+      for (uint64_t i = 0; i < in_member; ++i) {
+        if (auto st = w.Append(make_payload(next++)); !st.ok()) return st;
+      }
+      if (auto st = w.Close(false); !st.ok()) return st;
     }
-    if (auto st = w.Close(false); !st.ok()) return st;
   }
   return absl::OkStatus();
 }
 
-int Sample(const std::string& dir, uint64_t records, uint64_t shards) {
+int Sample(const std::string& dir, uint64_t records, uint64_t shards, const Storage& storage) {
   std::mt19937 rng(42);
-  absl::Status s = WriteShards(dir, "train", records, shards, [&](uint64_t i) {
-    const int width = 160 + static_cast<int>(i % 5) * 32, height = 120 + static_cast<int>(i % 3) * 24;
+  absl::Status s = WriteShards(dir, "train", records, shards, storage, [&](uint64_t i) {
+    const int width = 160 + static_cast<int>(i % 5) * 32,
+              height = 120 + static_cast<int>(i % 3) * 24;
     std::vector<std::array<float, 4>> boxes;
     std::vector<int> labels;
     const std::string jpeg = MakeJpeg(width, height, rng, &boxes, &labels);
@@ -245,10 +274,10 @@ int Sample(const std::string& dir, uint64_t records, uint64_t shards) {
 }
 
 int Synthetic(const std::string& dir, uint64_t records, uint64_t shards, uint64_t bytes,
-              const std::string& prefix) {
+              const std::string& prefix, const Storage& storage) {
   std::mt19937_64 rng(7);
   std::string image(bytes, '\0');
-  absl::Status s = WriteShards(dir, prefix, records, shards, [&](uint64_t i) {
+  absl::Status s = WriteShards(dir, prefix, records, shards, storage, [&](uint64_t i) {
     for (size_t k = 0; k + 8 <= image.size(); k += 8) {
       uint64_t v = rng();
       std::memcpy(&image[k], &v, 8);
@@ -336,7 +365,7 @@ int Tensors(const std::string& dir, uint64_t records) {
   //   <record> <path in the record folder> <numpy descr> <shape|scalar> <hex bytes|->
   // so a test can check the files with numpy and PIL, independently of us.
   std::string manifest;
-  absl::Status s = WriteShards(dir, "tensors", records, 1, [&](uint64_t r) {
+  absl::Status s = WriteShards(dir, "tensors", records, 1, Storage{}, [&](uint64_t r) {
     std::deque<std::string> keep;
     FeatureTable t;
     uint64_t salt = 0;
@@ -418,7 +447,7 @@ std::string SequencePayload(uint64_t r) {
 }
 
 int Sequence(const std::string& dir, uint64_t records) {
-  absl::Status s = WriteShards(dir, "sequence", records, 1, SequencePayload);
+  absl::Status s = WriteShards(dir, "sequence", records, 1, Storage{}, SequencePayload);
   if (!s.ok()) {
     std::cerr << "tfrecordfs-gen: " << s.message() << "\n";
     return 1;
@@ -833,9 +862,121 @@ int Hostile(const std::string& dir, uint64_t tiny_records) {
 // Seeds for tests/fuzz/corpus/<target>/: the small hostile shards (walker),
 // their payloads (example), those payloads behind the naming and staging
 // targets' mode bytes (see tests/fuzz/*_fuzzer.cc for the input formats).
+// A small shard of text-like records: compresses well, so its checkpoint
+// windows stay small.
+std::string SmallTextShard(int records) {
+  std::string out;
+  for (int i = 0; i < records; ++i) {
+    std::string payload;
+    for (int k = 0; k < 4 + i % 7; ++k) absl::StrAppend(&payload, "feature ", i, " value ", k, ";");
+    record::AppendFramed(&out, payload);
+  }
+  return out;
+}
+
+// `data` (any bytes, damaged framing included) as one `codec` stream, by
+// zlib at level 1 with a full flush every KiB (byte-aligned boundaries).
+std::string Compressed(absl::string_view data, source::Codec codec) {
+  z_stream z;
+  std::memset(&z, 0, sizeof z);
+  if (deflateInit2(&z, 1, Z_DEFLATED, codec == source::Codec::kGzip ? 31 : 15, 8,
+                   Z_DEFAULT_STRATEGY) != Z_OK) {
+    return "";
+  }
+  std::string out;
+  for (size_t pos = 0;;) {
+    const size_t take = std::min<size_t>(1024, data.size() - pos);
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data() + pos));
+    z.avail_in = static_cast<uInt>(take);
+    pos += take;
+    const int flush = pos == data.size() ? Z_FINISH : Z_FULL_FLUSH;
+    char buf[4096];
+    int ret;
+    do {
+      z.next_out = reinterpret_cast<Bytef*>(buf);
+      z.avail_out = sizeof buf;
+      ret = deflate(&z, flush);
+      out.append(buf, sizeof buf - z.avail_out);
+    } while (z.avail_out == 0 || (flush == Z_FINISH && ret != Z_STREAM_END));
+    if (flush == Z_FINISH) break;
+  }
+  deflateEnd(&z);
+  return out;
+}
+
+// An index file of a compressed shard with checkpoints every `span`
+// compressed bytes, as the index store would save it.
+std::string CompressedIndexFile(const std::string& file, source::Codec codec, uint64_t span) {
+  const int raw = memfd_create("gen", MFD_CLOEXEC);
+  if (raw < 0) return "";
+  UniqueFd fd(raw);
+  if (!WriteFull(fd.get(), file.data(), file.size(), "memfd").ok()) return "";
+  auto walked = index::WalkShard(fd.get(), "/data/seed.tfrecord.gz", file.size(), codec, span);
+  if (!walked.ok()) return "";
+  index::IndexFile f;
+  f.file_size = file.size();
+  f.mtime_ns = 1700000000000000000;
+  std::memcpy(f.first_header.data(), file.data(), std::min<size_t>(12, file.size()));
+  if (file.size() >= 12) std::memcpy(f.last_header.data(), file.data() + file.size() - 12, 12);
+  f.path = "/data/seed.tfrecord.gz";
+  f.walk = walked->walk;
+  f.codec = codec;
+  f.data_size = walked->checkpoints->data_size;
+  f.checkpoints = walked->checkpoints->points;
+  f.windows = walked->windows_blob;
+  return index::EncodeIndexFile(f);
+}
+
+// Seeds for the compressed-shard and index-file targets (tests/fuzz/
+// inflate_fuzzer.cc, index_file_fuzzer.cc).
+bool CompressedFuzzSeeds(
+    const std::function<bool(absl::string_view, absl::string_view, absl::string_view)>& put) {
+  bool ok = true;
+  const std::string shard = SmallTextShard(12);
+  const std::string gz = Compressed(shard, source::Codec::kGzip);
+  const std::string zz = Compressed(shard, source::Codec::kZlib);
+  auto seed = [](uint8_t mode, uint8_t a, uint8_t b, absl::string_view rest) {
+    return absl::StrCat(
+        std::string({static_cast<char>(mode), static_cast<char>(a), static_cast<char>(b)}), rest);
+  };
+  // [mode][a][b]: see inflate_fuzzer.cc.
+  ok &= put("inflate", "gzip-file", seed(0x00, 0, 0, gz));
+  ok &= put("inflate", "zlib-file", seed(0x01, 0, 0, zz));
+  ok &= put("inflate", "gzip-two-members", seed(0x00, 0, 0, gz + gz));
+  ok &= put("inflate", "gzip-then-garbage", seed(0x00, 0, 0, gz + "garbage"));
+  ok &= put("inflate", "zlib-then-bytes", seed(0x01, 0, 0, zz + zz));
+  ok &= put("inflate", "gzip-truncated", seed(0x00, 0, 0, gz.substr(0, gz.size() / 2)));
+  ok &= put("inflate", "plain-shard-as-gzip", seed(0x00, 0, 0, shard));
+  ok &= put("inflate", "compress-gzip", seed(0x02, 6, 255, shard));
+  ok &= put("inflate", "compress-zlib-stored", seed(0x03, 0, 255, shard));
+  ok &= put("inflate", "compress-gzip-cut", seed(0x02, 9, 140, shard));
+  ok &= put("inflate", "compress-gzip-flip", seed(0x06, 77, 255, shard));
+  ok &= put("inflate", "compress-gzip-2-members-span-1", seed(0x1a, 1, 255, shard));
+  ok &= put("inflate", "compress-zlib-span-100", seed(0x23, 5, 255, shard));
+  ok &= put("inflate", "empty-gzip", seed(0x02, 6, 255, ""));
+  // Index files: a compressed shard with many checkpoints, one with only
+  // the stream start, a ZLIB one, and a damaged shard's (problems).
+  const std::string big = SmallTextShard(150);
+  ok &= put("index_file", "gzip-checkpoints",
+            CompressedIndexFile(Compressed(big, source::Codec::kGzip), source::Codec::kGzip, 1500));
+  ok &= put("index_file", "gzip-start-only",
+            CompressedIndexFile(gz, source::Codec::kGzip, source::kDefaultSpan));
+  ok &= put("index_file", "zlib-checkpoints",
+            CompressedIndexFile(Compressed(big, source::Codec::kZlib), source::Codec::kZlib, 2500));
+  ok &= put("index_file", "gzip-truncated",
+            CompressedIndexFile(gz.substr(0, gz.size() - 30), source::Codec::kGzip, 64));
+  std::string damaged = SmallTextShard(20);
+  damaged[200] ^= 1;
+  damaged[5] ^= 1;
+  ok &= put("index_file", "zlib-damaged-records",
+            CompressedIndexFile(Compressed(damaged, source::Codec::kZlib) + "x",
+                                source::Codec::kZlib, 128));
+  return ok;
+}
+
 int FuzzSeeds(const std::string& dir) {
   const HostileCorpus c = BuildHostileCorpus();
-  for (const char* t : {"walker", "example", "naming", "staging"}) {
+  for (const char* t : {"walker", "example", "naming", "staging", "inflate", "index_file"}) {
     ::mkdir(dir.c_str(), 0755);
     ::mkdir(absl::StrCat(dir, "/", t).c_str(), 0755);
   }
@@ -879,6 +1020,7 @@ int FuzzSeeds(const std::string& dir) {
   ok &= put("staging", "folder-basic", std::string("\x00", 1) + folder);
   ok &= put("staging", "folder-raw",
             std::string("\x00\x01\x02\x01\x00\x05", 6) + "bytes");  // only record.bin
+  ok &= CompressedFuzzSeeds(put);
   return ok ? 0 : 1;
 }
 
@@ -886,6 +1028,7 @@ int Main(int argc, char** argv) {
   constexpr char kUsage[] =
       "Usage: tfrecordfs-gen sample OUTDIR [--records N] [--shards S]\n"
       "       tfrecordfs-gen synthetic OUTDIR --records N --shards S [--bytes B] [--prefix P]\n"
+      "         (sample, synthetic: [--compression none|gzip|zlib] [--members M])\n"
       "       tfrecordfs-gen hostile OUTDIR [--records N]\n"
       "       tfrecordfs-gen tensors OUTDIR [--records N]\n"
       "       tfrecordfs-gen sequence OUTDIR [--records N]\n"
@@ -898,6 +1041,7 @@ int Main(int argc, char** argv) {
   uint64_t records = 0, shards = 0, bytes = 0;
   bool records_given = false;
   std::string prefix = "data";
+  Storage storage;
   for (int i = 3; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     bool ok = true;
@@ -905,19 +1049,28 @@ int Main(int argc, char** argv) {
     else if (flag == "--shards") ok = absl::SimpleAtoi(value, &shards);
     else if (flag == "--bytes") ok = absl::SimpleAtoi(value, &bytes);
     else if (flag == "--prefix") prefix = value;
-    else ok = false;
+    else if (flag == "--members") ok = absl::SimpleAtoi(value, &storage.members) && storage.members > 0;
+    else if (flag == "--compression") {
+      auto codec = source::ParseCodecName(value);
+      ok = codec.has_value();
+      if (ok) storage.codec = *codec;
+    } else ok = false;
     if (!ok) {
       std::cerr << "tfrecordfs-gen: bad flag " << flag << "\n" << kUsage;
       return 2;
     }
   }
+  if (storage.members > 1 && storage.codec != source::Codec::kGzip) {
+    std::cerr << "tfrecordfs-gen: --members needs --compression gzip (ZLIB is one stream)\n";
+    return 2;
+  }
   if (mode == "hostile") return Hostile(dir, records_given ? records : 1000000);
   if (mode == "fuzz-seeds") return FuzzSeeds(dir);
   if (mode == "tensors") return Tensors(dir, records_given ? records : 12);
   if (mode == "sequence") return Sequence(dir, records_given ? records : 14);
-  if (mode == "sample") return Sample(dir, records ? records : 40, shards ? shards : 2);
+  if (mode == "sample") return Sample(dir, records ? records : 40, shards ? shards : 2, storage);
   if (mode == "synthetic" && records > 0 && shards > 0) {
-    return Synthetic(dir, records, shards, bytes, prefix);
+    return Synthetic(dir, records, shards, bytes, prefix, storage);
   }
   std::cerr << kUsage;
   return 2;

@@ -24,6 +24,7 @@ constexpr size_t kNumProblemsAt = 64;
 constexpr size_t kPathLengthAt = 68;
 constexpr size_t kDataSizeAt = 72;
 constexpr size_t kNumCheckpointsAt = 80;
+constexpr size_t kReservedAt = 84;
 constexpr size_t kWindowsSizeAt = 88;
 constexpr size_t kMainSizeAt = 96;
 constexpr size_t kInodeAt = 104;
@@ -219,6 +220,14 @@ absl::StatusOr<IndexFile> DecodeIndexFile(absl::string_view bytes) {
   if ((flags & ~kCodecMask) != 0 || (flags & kCodecMask) > source::kMaxCodec) {
     return Bad("unknown flags");
   }
+  // Reserved bytes must be zero (here, in the padding and in each
+  // checkpoint), so that one index has one encoding and a later version can
+  // give them a meaning. The header bounds IndexFileSizeRange applies hold
+  // too: a reader that skipped it must not accept more.
+  if (DecodeFixed32(h + kReservedAt) != 0) return Bad("reserved header bytes are not zero");
+  if (auto range = IndexFileSizeRange(bytes, DecodeFixed64(h + kFileSizeAt)); !range.ok()) {
+    return range.status();
+  }
   IndexFile out;
   out.codec = static_cast<source::Codec>(flags & kCodecMask);
   out.main_size = *main_size;
@@ -275,6 +284,9 @@ absl::StatusOr<IndexFile> DecodeIndexFile(absl::string_view bytes) {
   if (static_cast<size_t>(end - p) != pad + uint64_t{num_checkpoints} * kCheckpointSize) {
     return Bad("sizes do not add up");
   }
+  for (size_t i = 0; i < pad; ++i) {
+    if (p[i] != 0) return Bad("padding is not zero");
+  }
   p += pad;
   out.checkpoints.reserve(num_checkpoints);
   for (uint32_t i = 0; i < num_checkpoints; ++i, p += kCheckpointSize) {
@@ -289,7 +301,10 @@ absl::StatusOr<IndexFile> DecodeIndexFile(absl::string_view bytes) {
     c.stream_start = (cflags & kStreamStartFlag) != 0;
     const bool first = i == 0;
     const source::Checkpoint* prev_cp = first ? nullptr : &out.checkpoints.back();
-    if ((cflags & ~kStreamStartFlag) != 0 || c.bits > 7 || (c.stream_start && c.bits != 0) ||
+    bool reserved_zero = true;
+    for (size_t k = 34; k < kCheckpointSize; ++k) reserved_zero &= p[k] == 0;
+    if (!reserved_zero || (cflags & ~kStreamStartFlag) != 0 || c.bits > 7 ||
+        (c.stream_start && (c.bits != 0 || c.window_offset != 0 || c.window_crc != 0)) ||
         (first && (c.in != 0 || c.out != 0 || !c.stream_start)) ||
         (prev_cp && (c.in <= prev_cp->in || c.out < prev_cp->out)) || c.in > out.file_size ||
         c.out > out.data_size || (c.bits != 0 && c.in == 0) ||

@@ -1,8 +1,10 @@
 #include "tfrecordfs/record/writer.h"
 
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cerrno>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "tfrecordfs/base/coding.h"
@@ -20,25 +22,84 @@ void AppendFramed(std::string* out, absl::string_view data) {
   PutFixed32(out, crc32c::Mask(crc32c::Value(data)));
 }
 
-ShardWriter::ShardWriter(UniqueFd fd, std::string path)
-    : fd_(std::move(fd)), path_(std::move(path)) {}
+struct ShardWriter::Deflater {
+  z_stream z;
+  bool ok = false;
+  std::string out;  // compressed bytes of one Flush
+  ~Deflater() {
+    if (ok) deflateEnd(&z);
+  }
+};
+
+ShardWriter::ShardWriter(UniqueFd fd, std::string path, WriterOptions options)
+    : fd_(std::move(fd)), path_(std::move(path)), options_(options) {
+  if (options_.codec == source::Codec::kNone) return;
+  deflater_ = std::make_unique<Deflater>();
+  std::memset(&deflater_->z, 0, sizeof deflater_->z);
+  // windowBits 15 + 16 writes a GZIP wrapper, 15 a ZLIB one; memLevel 8 and
+  // the default strategy are what TensorFlow's ZlibOutputBuffer uses.
+  const int bits = options_.codec == source::Codec::kGzip ? 15 + 16 : 15;
+  const int ret =
+      deflateInit2(&deflater_->z, options_.level, Z_DEFLATED, bits, 8, Z_DEFAULT_STRATEGY);
+  deflater_->ok = ret == Z_OK;
+  if (!deflater_->ok) {
+    status_ = absl::InternalError(absl::StrCat(path_, ": deflateInit2: ", zError(ret)));
+  }
+}
+
+ShardWriter::~ShardWriter() = default;
 
 absl::Status ShardWriter::Append(absl::string_view data) {
+  if (!status_.ok()) return status_;
+  if (closed_) return absl::FailedPreconditionError(absl::StrCat(path_, ": append after close"));
   AppendFramed(&buffer_, data);
   bytes_ += data.size() + kFramingOverhead;
   ++records_;
-  if (buffer_.size() >= (1u << 20)) return Flush();
+  if (buffer_.size() >= kFlushEvery) return Flush(Z_FULL_FLUSH);
   return absl::OkStatus();
 }
 
-absl::Status ShardWriter::Flush() {
-  absl::Status s = WriteFull(fd_.get(), buffer_.data(), buffer_.size(), path_);
-  buffer_.clear();
+absl::Status ShardWriter::Write(const char* data, size_t n) {
+  absl::Status s = WriteFull(fd_.get(), data, n, path_);
+  if (s.ok()) file_bytes_ += n;
   return s;
 }
 
+absl::Status ShardWriter::Flush(int flush) {
+  if (!status_.ok()) return status_;
+  if (!deflater_) {
+    status_ = Write(buffer_.data(), buffer_.size());
+    buffer_.clear();
+    return status_;
+  }
+  z_stream& z = deflater_->z;
+  z.next_in = reinterpret_cast<Bytef*>(buffer_.data());
+  z.avail_in = static_cast<uInt>(buffer_.size());
+  std::string& out = deflater_->out;
+  // A flush can need more than deflateBound (the flush markers): loop until
+  // deflate leaves output space unused.
+  for (;;) {
+    out.resize(deflateBound(&z, z.avail_in) + 64);
+    z.next_out = reinterpret_cast<Bytef*>(out.data());
+    z.avail_out = static_cast<uInt>(out.size());
+    const int ret = deflate(&z, flush);
+    if (ret != Z_OK && ret != Z_STREAM_END && ret != Z_BUF_ERROR) {
+      status_ = absl::InternalError(
+          absl::StrCat(path_, ": deflate: ", zError(ret), " after ", records_, " record(s)"));
+      return status_;
+    }
+    status_ = Write(out.data(), out.size() - z.avail_out);
+    if (!status_.ok()) return status_;
+    if (ret == Z_STREAM_END || (z.avail_out > 0 && z.avail_in == 0)) break;
+  }
+  buffer_.clear();
+  return absl::OkStatus();
+}
+
 absl::Status ShardWriter::Close(bool sync) {
-  absl::Status s = Flush();
+  if (closed_) return absl::FailedPreconditionError(absl::StrCat(path_, ": closed twice"));
+  closed_ = true;
+  absl::Status s = Flush(Z_FINISH);
   if (s.ok() && sync && ::fsync(fd_.get()) != 0) {
     s = ErrnoError(errno, absl::StrCat("fsync ", path_));
   }

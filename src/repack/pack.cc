@@ -26,6 +26,7 @@
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/record/writer.h"
 #include "tfrecordfs/repack/journal.h"
+#include "tfrecordfs/source/inflate.h"
 
 namespace tfrecordfs::repack {
 namespace {
@@ -206,6 +207,7 @@ struct PlannedShard {
   size_t first = 0;  // records [first, first + count) of the plan
   size_t count = 0;
   uint64_t bytes = 0;
+  uint64_t file_bytes = 0;  // known once written
 };
 
 std::vector<PlannedShard> Split(const std::vector<PlannedRecord>& records, uint64_t shard_size) {
@@ -239,13 +241,70 @@ absl::Status RenameNoReplace(const std::string& from, const std::string& to) {
   return absl::OkStatus();
 }
 
+// A compressed shard: one clean stream (member) of `codec` that
+// decompresses to exactly `bytes` bytes of clean framing with `records`
+// records, each of which reads back with both CRCs through the source layer
+// (what the mount will do with it).
+absl::Status CheckCompressedShard(UniqueFd fd, const std::string& path, uint64_t file_size,
+                                  source::Codec codec, uint64_t bytes, uint64_t records) {
+  char head[3] = {};
+  if (file_size >= 3) {
+    if (auto s = PreadFull(fd.get(), head, sizeof head, 0, path); !s.ok()) return s;
+  }
+  if (source::DetectCodec(absl::string_view(head, sizeof head)) != codec) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": written as ", source::CodecName(codec), " but does not start so"));
+  }
+  record::StreamWalker walker;
+  auto scan = source::ScanCompressed(fd.get(), path, file_size, codec, source::kDefaultSpan,
+                                     [&](absl::string_view b) { walker.Feed(b); });
+  if (!scan.ok()) return scan.status();
+  if (scan->problem) {
+    return absl::DataLossError(absl::StrCat(path,
+                                            ": compressed stream check after write failed at "
+                                            "compressed byte offset ",
+                                            scan->problem->compressed_offset, ": ",
+                                            scan->problem->message));
+  }
+  if (scan->members != 1 || scan->table.data_size != bytes) {
+    return absl::DataLossError(absl::StrCat(path, ": decompresses to ", scan->table.data_size,
+                                            " bytes in ", scan->members, " stream(s), expected ",
+                                            bytes, " in one"));
+  }
+  if (!walker.Finish(bytes)) {
+    return absl::DataLossError(absl::StrCat(path, ": framing check after write failed"));
+  }
+  const record::WalkResult walk = walker.TakeResult();
+  if (!walk.problems.empty() || walk.offsets.size() != records + 1) {
+    return absl::DataLossError(absl::StrCat(path, ": framing check after write found ",
+                                            walk.offsets.size() - 1, " records, expected ",
+                                            records));
+  }
+  // The CRC re-check, through the checkpoints just made: the reads are
+  // sequential, so this is one more inflate pass.
+  source::BlockCache cache(size_t{4} << 20);
+  source::InflateSource src(std::move(fd), path, file_size,
+                            std::make_shared<const source::CheckpointTable>(std::move(scan->table)),
+                            &cache);
+  for (uint64_t i = 0; i < records; ++i) {
+    auto r = record::ReadRecord(src, i, walk.offsets[i], walk.offsets[i + 1]);
+    if (!r.ok()) return r.status();
+  }
+  return absl::OkStatus();
+}
+
 // A complete shard has exactly the planned size and clean framing with the
 // planned number of records (the walk checks every header's CRC).
-absl::Status CheckWrittenShard(const std::string& path, uint64_t bytes, uint64_t records) {
+absl::Status CheckWrittenShard(const std::string& path, uint64_t bytes, uint64_t records,
+                               source::Codec codec) {
   auto fd = OpenFile(path, O_RDONLY);
   if (!fd.ok()) return fd.status();
   struct stat st;
   if (::fstat(fd->get(), &st) != 0) return ErrnoError(errno, path);
+  if (codec != source::Codec::kNone) {
+    return CheckCompressedShard(std::move(*fd), path, static_cast<uint64_t>(st.st_size), codec,
+                                bytes, records);
+  }
   if (static_cast<uint64_t>(st.st_size) != bytes) {
     return absl::DataLossError(
         absl::StrCat(path, ": written ", st.st_size, " bytes, expected ", bytes));
@@ -270,7 +329,7 @@ class Packer {
 
  private:
   absl::Status Plan();
-  absl::Status WriteShard(const PlannedShard& shard, bool first);
+  absl::Status WriteShard(PlannedShard& shard, bool first);
   // Undoes everything written before the commit point. Returns `cause`,
   // extended when the cleanup itself failed.
   absl::Status RollBack(absl::Status cause);
@@ -312,7 +371,7 @@ absl::Status Packer::Plan() {
 
   shards_ = Split(records_, o_.shard_size);
   for (size_t i = 0; i < shards_.size(); ++i) {
-    shards_[i].name = ShardName(prefix_, i, shards_.size());
+    shards_[i].name = ShardName(prefix_, i, shards_.size(), o_.compression);
     if (TempShardName(shards_[i].name).size() > naming::kMaxNameBytes) {
       return absl::InvalidArgumentError(absl::StrCat("prefix '", prefix_,
                                                      "' makes shard names longer than ",
@@ -330,13 +389,13 @@ absl::Status Packer::Plan() {
   return absl::OkStatus();
 }
 
-absl::Status Packer::WriteShard(const PlannedShard& shard, bool first) {
+absl::Status Packer::WriteShard(PlannedShard& shard, bool first) {
   const std::string tmp = Join(output_dir_, TempShardName(shard.name));
   const std::string final_path = Join(output_dir_, shard.name);
   auto fd = OpenFile(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (!fd.ok()) return fd.status();
   created_.push_back(tmp);
-  record::ShardWriter writer(std::move(*fd), tmp);
+  record::ShardWriter writer(std::move(*fd), tmp, {.codec = o_.compression});
   for (size_t k = 0; k < shard.count; ++k) {
     const PlannedRecord& r = records_[shard.first + k];
     auto payload = staging::PayloadFromFolder(Join(records_dir_, r.name), o_.hint);
@@ -353,7 +412,8 @@ absl::Status Packer::WriteShard(const PlannedShard& shard, bool first) {
     if (first && k + 1 == std::max<size_t>(1, shard.count / 2)) faults_.At("mid_shard");
   }
   if (auto s = writer.Close(/*sync=*/true); !s.ok()) return s;
-  if (auto s = CheckWrittenShard(tmp, shard.bytes, shard.count); !s.ok()) return s;
+  shard.file_bytes = writer.file_bytes();
+  if (auto s = CheckWrittenShard(tmp, shard.bytes, shard.count, o_.compression); !s.ok()) return s;
   if (auto s = RenameNoReplace(tmp, final_path); !s.ok()) return s;
   created_.back() = final_path;
   return FsyncDir(output_dir_);
@@ -476,9 +536,14 @@ absl::Status Packer::Run() {
   if (auto s = Commit(); !s.ok()) return RollBack(s);
 
   for (const PlannedShard& ps : shards_) {
-    report_->shards.push_back({Join(output_dir_, ps.name), ps.count, ps.bytes});
-    log::Info("pack: wrote ", Join(output_dir_, ps.name), " (", ps.count, " records, ", ps.bytes,
-              " bytes)");
+    report_->shards.push_back(
+        {Join(output_dir_, ps.name), ps.count, ps.bytes, ps.file_bytes, o_.compression});
+    log::Info("pack: wrote ", Join(output_dir_, ps.name), " (", ps.count, " records, ",
+              ps.file_bytes, " bytes",
+              o_.compression == source::Codec::kNone
+                  ? ""
+                  : absl::StrCat(", ", source::CodecName(o_.compression), " of ", ps.bytes),
+              ")");
   }
   faults_.At("after_commit");
   if (o_.remove_packed) {
@@ -511,8 +576,21 @@ absl::Status ValidatePrefix(absl::string_view prefix) {
   return absl::OkStatus();
 }
 
-std::string ShardName(absl::string_view prefix, uint64_t index, uint64_t count) {
-  return absl::StrFormat("%s-%05d-of-%05d.tfrecord", prefix, index, count);
+absl::string_view ShardSuffix(source::Codec codec) {
+  switch (codec) {
+    case source::Codec::kNone:
+      return "";
+    case source::Codec::kGzip:
+      return ".gz";
+    case source::Codec::kZlib:
+      return ".zlib";
+  }
+  return "";
+}
+
+std::string ShardName(absl::string_view prefix, uint64_t index, uint64_t count,
+                      source::Codec codec) {
+  return absl::StrFormat("%s-%05d-of-%05d.tfrecord%s", prefix, index, count, ShardSuffix(codec));
 }
 
 PackReport Pack(const PackOptions& options) {
@@ -643,7 +721,11 @@ std::string PackReport::Summary() const {
   uint64_t records = 0;
   for (const ShardWritten& s : shards) {
     absl::StrAppend(&out, "wrote ", s.path, ": ", s.records,
-                    s.records == 1 ? " record, " : " records, ", s.bytes, " bytes\n");
+                    s.records == 1 ? " record, " : " records, ", s.file_bytes, " bytes",
+                    s.codec == source::Codec::kNone
+                        ? ""
+                        : absl::StrCat(" (", source::CodecName(s.codec), " of ", s.bytes, ")"),
+                    "\n");
     records += s.records;
   }
   if (!shards.empty()) {

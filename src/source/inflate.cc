@@ -69,10 +69,12 @@ class Inflater {
   }
 
   // Inflates up to n bytes into `out`. With `z_block`, returns early at
-  // every deflate block boundary and every stream start. Returns the bytes
-  // produced: 0 only when finished(). I/O errors are errors; damage
-  // finishes the stream and sets problem().
-  absl::StatusOr<size_t> Read(char* out, size_t n, bool z_block) {
+  // every deflate block boundary; with `stop_at_members` (implied by
+  // z_block), at every stream start. Returns the bytes produced: 0 only
+  // when finished(). I/O errors are errors; damage finishes the stream and
+  // sets problem().
+  absl::StatusOr<size_t> Read(char* out, size_t n, bool z_block, bool stop_at_members = false) {
+    stop_at_members |= z_block;
     at_boundary_ = false;
     at_stream_start_ = false;
     z_.next_out = reinterpret_cast<Bytef*>(out);
@@ -93,7 +95,7 @@ class Inflater {
       if (ret == Z_STREAM_END) {
         auto s = EndOfStream();
         if (!s.ok()) return s;
-        if (z_block) break;
+        if (stop_at_members) break;
         continue;
       }
       if (ret == Z_BUF_ERROR && z_.avail_in == 0) continue;  // needs input: refilled above
@@ -350,7 +352,22 @@ absl::StatusOr<ScanResult> ScanCompressed(int fd, absl::string_view path, uint64
       std::memmove(buf.data(), buf.data() + have - kWindowSize, kWindowSize);
       have = kWindowSize;
     }
-    auto got = inf.Read(buf.data() + have, buf.size() - have, /*z_block=*/true);
+    // Stop at block boundaries (Z_BLOCK) only once a checkpoint is due:
+    // every return from inflate() copies up to 32 KiB into zlib's window,
+    // which, once per deflate block, cost as much as a third of the scan.
+    // Until then, ask for about as much output as the compressed bytes left
+    // before the span should give (at least 4 KiB), so the checkpoint
+    // still lands near `span` compressed bytes after the previous one.
+    const uint64_t in_now = inf.in_pos();
+    const bool due = in_now - last_in >= span;
+    size_t want = buf.size() - have;
+    if (!due) {
+      const double ratio =
+          in_now > 0 ? static_cast<double>(inf.out_pos()) / static_cast<double>(in_now) : 1.0;
+      const double left = static_cast<double>(span - (in_now - last_in)) * std::max(ratio, 1.0);
+      want = static_cast<size_t>(std::clamp(left, 4096.0, static_cast<double>(want)));
+    }
+    auto got = inf.Read(buf.data() + have, want, /*z_block=*/due, /*stop_at_members=*/true);
     if (!got.ok()) return got.status();
     if (*got > 0) sink(absl::string_view(buf.data() + have, *got));
     have += *got;

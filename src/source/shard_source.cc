@@ -20,6 +20,13 @@ absl::string_view CodecName(Codec codec) {
   return "?";
 }
 
+std::optional<Codec> ParseCodecName(absl::string_view name) {
+  for (Codec c : {Codec::kNone, Codec::kGzip, Codec::kZlib}) {
+    if (name == CodecName(c)) return c;
+  }
+  return std::nullopt;
+}
+
 Codec DetectCodec(absl::string_view b) {
   if (b.size() >= 3 && static_cast<unsigned char>(b[0]) == 0x1f &&
       static_cast<unsigned char>(b[1]) == 0x8b && b[2] == 8) {

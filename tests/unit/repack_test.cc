@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -35,7 +36,9 @@
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/repack/journal.h"
 #include "tfrecordfs/repack/pack.h"
+#include "tfrecordfs/source/shard_source.h"
 #include "tfrecordfs/staging/record_folder.h"
+#include "../zlib_reference.h"
 
 namespace tfrecordfs::repack {
 namespace {
@@ -86,21 +89,36 @@ struct ReadBack {
 std::vector<std::string> ShardFiles(const std::string& dir) {
   std::vector<std::string> out;
   for (const auto& e : fs::directory_iterator(dir)) {
-    if (absl::EndsWith(e.path().filename().string(), ".tfrecord")) {
-      out.push_back(e.path().filename().string());
+    const std::string name = e.path().filename().string();
+    if (name[0] != '.' && (absl::EndsWith(name, ".tfrecord") ||
+                           absl::EndsWith(name, ".tfrecord.gz") ||
+                           absl::EndsWith(name, ".tfrecord.zlib"))) {
+      out.push_back(name);
     }
   }
   std::sort(out.begin(), out.end());
   return out;
 }
 
-// Every record of every shard in `dir`, CRCs checked by ForEachRecordInBuffer.
+using zlib_reference::InflateOneStream;
+
+// Every record of every shard in `dir`, CRCs checked by ForEachRecordInBuffer
+// (compressed shards decompressed by zlib first).
 std::vector<ReadBack> ReadShards(const std::string& dir) {
   std::vector<ReadBack> out;
   for (const std::string& name : ShardFiles(dir)) {
     auto contents = ReadFileToString(dir + "/" + name);
     EXPECT_TRUE(contents.ok()) << contents.status();
     if (!contents.ok()) continue;
+    if (!absl::EndsWith(name, ".tfrecord")) {
+      EXPECT_EQ(source::DetectCodec(*contents),
+                absl::EndsWith(name, ".gz") ? source::Codec::kGzip : source::Codec::kZlib)
+          << name;
+      auto plain = InflateOneStream(*contents);
+      EXPECT_TRUE(plain.has_value()) << name << " does not decompress";
+      if (!plain) continue;
+      *contents = std::move(*plain);
+    }
     absl::Status s =
         record::ForEachRecordInBuffer(*contents, [&](uint64_t, absl::string_view data) {
           out.push_back({name, std::string(data.data(), data.size())});
@@ -140,10 +158,13 @@ std::vector<std::string> Folders(const std::string& dir) {
 
 // Anything in `dir` that is not a finished shard (temp files, journals).
 std::vector<std::string> StrayFiles(const std::string& dir) {
+  const std::vector<std::string> shards = ShardFiles(dir);
   std::vector<std::string> out;
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string n = e.path().filename().string();
-    if (!e.is_directory() && !(absl::EndsWith(n, ".tfrecord") && n[0] != '.')) out.push_back(n);
+    if (!e.is_directory() && std::find(shards.begin(), shards.end(), n) == shards.end()) {
+      out.push_back(n);
+    }
   }
   return out;
 }
@@ -291,6 +312,53 @@ TEST_F(PackTest, SplitsByFramedSizeAndNamesShards) {
     EXPECT_EQ(RecordName(back[i].payload), absl::StrCat("r", i));
     EXPECT_EQ(back[i].shard, ShardName("t", i / 2, 3));
   }
+}
+
+TEST_F(PackTest, PacksCompressedShards) {
+  // Incompressible images, over 1 MiB per shard: several full flushes.
+  // Names and labels of equal width: equal framed sizes, name order = i.
+  for (int i = 10; i < 22; ++i) MakeRecord(records_, absl::StrCat("r", i), i, 300 << 10);
+  const uint64_t framed = FramedSize(records_ + "/r10");
+  for (source::Codec codec : {source::Codec::kGzip, source::Codec::kZlib}) {
+    SCOPED_TRACE(source::CodecName(codec));
+    const std::string out = absl::StrCat(out_, "/", source::CodecName(codec));
+    fs::create_directories(out);
+    PackOptions o = Options();
+    o.output_dir = out;
+    o.remove_packed = false;
+    o.compression = codec;
+    o.shard_size = 8 * framed;  // shards of 8 and 4 records: shard_size bounds framed bytes
+    PackReport report = Pack(o);
+    ASSERT_TRUE(report.status.ok()) << report.status;
+    const std::string suffix = codec == source::Codec::kGzip ? ".tfrecord.gz" : ".tfrecord.zlib";
+    EXPECT_THAT(ShardFiles(out),
+                ElementsAre("t-00000-of-00002" + suffix, "t-00001-of-00002" + suffix));
+    ASSERT_EQ(report.shards.size(), 2u);
+    EXPECT_EQ(report.shards[0].records, 8u);
+    EXPECT_EQ(report.shards[1].records, 4u);
+    for (const ShardWritten& s : report.shards) {
+      EXPECT_EQ(s.codec, codec);
+      EXPECT_EQ(s.bytes, s.records * framed);
+      EXPECT_EQ(s.file_bytes, fs::file_size(s.path));
+      EXPECT_NE(s.file_bytes, s.bytes);
+    }
+    EXPECT_THAT(report.Summary(),
+                HasSubstr(absl::StrCat("t-00000-of-00002", suffix, ": 8 records, ",
+                                       report.shards[0].file_bytes, " bytes (",
+                                       source::CodecName(codec), " of ", 8 * framed, ")")));
+    std::vector<ReadBack> back = ReadShards(out);
+    ASSERT_EQ(back.size(), 12u);
+    for (int i = 0; i < 12; ++i) EXPECT_EQ(RecordName(back[i].payload), absl::StrCat("r", 10 + i));
+    EXPECT_THAT(StrayFiles(out), ElementsAre());
+    EXPECT_FALSE(fs::exists(out + "/.tfrecordfs-pack.journal"));
+  }
+  EXPECT_EQ(Folders(records_).size(), 12u);
+}
+
+TEST(ShardNameTest, SuffixPerCodec) {
+  EXPECT_EQ(ShardName("p", 1, 12), "p-00001-of-00012.tfrecord");
+  EXPECT_EQ(ShardName("p", 1, 12, source::Codec::kGzip), "p-00001-of-00012.tfrecord.gz");
+  EXPECT_EQ(ShardName("p", 1, 12, source::Codec::kZlib), "p-00001-of-00012.tfrecord.zlib");
 }
 
 TEST_F(PackTest, ExactFitAndOversizedRecords) {
@@ -672,6 +740,7 @@ TEST_F(PackTest, RecoverRemovesStaleJournalTempFiles) {
 struct CrashCase {
   const char* fault;
   bool remove_packed;
+  source::Codec codec = source::Codec::kNone;
 };
 
 class CrashTest : public PackTest, public ::testing::WithParamInterface<CrashCase> {
@@ -689,6 +758,7 @@ class CrashTest : public PackTest, public ::testing::WithParamInterface<CrashCas
     PackOptions o = Options();
     o.shard_size = 3 * framed_;  // shards of 3, 3, 1 records
     o.remove_packed = GetParam().remove_packed;
+    o.compression = GetParam().codec;
     if (!o.remove_packed) o.journal_path = out_ + "/.tfrecordfs-pack.journal";
     return o;
   }
@@ -716,10 +786,17 @@ TEST_P(CrashTest, RecoverThenPackGivesEveryRecordExactlyOnce) {
   ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
       << "the child was not killed at " << GetParam().fault << " (status " << status << ")";
 
-  // What a crash leaves is never a partial shard under a final name.
+  // What a crash leaves is never a partial shard under a final name: each
+  // one decompresses (if compressed) to whole, clean records.
   for (const std::string& name : ShardFiles(out_)) {
+    EXPECT_TRUE(absl::EndsWith(name, ShardSuffix(o.compression))) << name;
     auto contents = ReadFileToString(out_ + "/" + name);
     ASSERT_TRUE(contents.ok());
+    if (o.compression != source::Codec::kNone) {
+      auto plain = InflateOneStream(*contents);
+      ASSERT_TRUE(plain.has_value()) << name << " is a partial compressed stream";
+      *contents = std::move(*plain);
+    }
     EXPECT_TRUE(record::ForEachRecordInBuffer(*contents, [](uint64_t, absl::string_view) {}).ok())
         << name;
   }
@@ -747,9 +824,9 @@ TEST_P(CrashTest, RecoverThenPackGivesEveryRecordExactlyOnce) {
   std::multiset<std::string> expected;
   for (int i = 0; i < kRecords; ++i) expected.insert(absl::StrCat("r", i));
   EXPECT_EQ(packed, expected);
-  EXPECT_THAT(ShardFiles(out_),
-              ElementsAre("t-00000-of-00003.tfrecord", "t-00001-of-00003.tfrecord",
-                          "t-00002-of-00003.tfrecord"));
+  EXPECT_THAT(ShardFiles(out_), ElementsAre(ShardName("t", 0, 3, o.compression),
+                                            ShardName("t", 1, 3, o.compression),
+                                            ShardName("t", 2, 3, o.compression)));
   EXPECT_THAT(StrayFiles(out_), ElementsAre());
   if (o.remove_packed) {
     EXPECT_THAT(Folders(records_), ElementsAre("zz-invalid"));
@@ -766,10 +843,21 @@ INSTANTIATE_TEST_SUITE_P(
                       CrashCase{"after_shard:3", true}, CrashCase{"before_commit", true},
                       CrashCase{"after_commit", true}, CrashCase{"mid_delete", true},
                       CrashCase{"mid_shard", false}, CrashCase{"after_shard:2", false},
-                      CrashCase{"after_commit", false}),
+                      CrashCase{"after_commit", false},
+                      // Compressed output: the same protocol, other names.
+                      CrashCase{"mid_shard", true, source::Codec::kGzip},
+                      CrashCase{"after_shard:1", true, source::Codec::kGzip},
+                      CrashCase{"before_commit", true, source::Codec::kGzip},
+                      CrashCase{"mid_delete", true, source::Codec::kGzip},
+                      CrashCase{"mid_shard", true, source::Codec::kZlib},
+                      CrashCase{"after_shard:2", false, source::Codec::kZlib},
+                      CrashCase{"after_commit", true, source::Codec::kZlib}),
     [](const ::testing::TestParamInfo<CrashCase>& info) {
       std::string name = info.param.fault;
       std::replace(name.begin(), name.end(), ':', '_');
+      if (info.param.codec != source::Codec::kNone) {
+        name += "_" + std::string(source::CodecName(info.param.codec));
+      }
       return name + (info.param.remove_packed ? "" : "_offline");
     });
 
@@ -799,6 +887,9 @@ TEST_F(PackCommandTest, UsageErrorsExitTwo) {
   EXPECT_EQ(Run({"--shard-size=12Q", records_, out_}), 2);
   EXPECT_EQ(Run({"--prefix", "a/b", records_, out_}), 2);
   EXPECT_EQ(Run({records_, out_, "--prefix"}), 2);
+  EXPECT_EQ(Run({"--compression", "gz", records_, out_}), 2);
+  EXPECT_EQ(Run({"--compression=GZIP", records_, out_}), 2);
+  EXPECT_EQ(Run({records_, out_, "--compression"}), 2);
   EXPECT_TRUE(fs::is_empty(out_));
 }
 
@@ -823,6 +914,22 @@ TEST_F(PackCommandTest, PacksOfflineWithoutTouchingInput) {
   // Same names again: refused, exit 1, nothing changed.
   EXPECT_EQ(Run({"--shard-size", "1K", "--prefix=x", records_, out_}, &out), 1);
   EXPECT_THAT(out, HasSubstr("already exists"));
+}
+
+TEST_F(PackCommandTest, CompressionFlag) {
+  MakeRecord(records_, "a", 1, 1000);
+  std::string out;
+  EXPECT_EQ(Run({"--compression", "gzip", "--prefix=g", records_, out_}, &out), 0);
+  EXPECT_EQ(Run({"--compression=zlib", "--prefix=z", records_, out_}, &out), 0);
+  EXPECT_THAT(out, HasSubstr("(zlib of "));
+  EXPECT_EQ(Run({"--compression=none", "--prefix=n", records_, out_}, &out), 0);
+  EXPECT_THAT(ShardFiles(out_),
+              ElementsAre("g-00000-of-00001.tfrecord.gz", "n-00000-of-00001.tfrecord",
+                          "z-00000-of-00001.tfrecord.zlib"));
+  std::vector<ReadBack> back = ReadShards(out_);
+  ASSERT_EQ(back.size(), 3u);
+  EXPECT_EQ(back[0].payload, back[1].payload);
+  EXPECT_EQ(back[0].payload, back[2].payload);
 }
 
 TEST_F(PackCommandTest, InvalidRecordExitsOne) {

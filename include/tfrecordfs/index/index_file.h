@@ -126,8 +126,10 @@ absl::StatusOr<uint64_t> IndexMainSize(absl::string_view header);
 
 // Parses and checks an index file's main part (`bytes` holds at least
 // main_size bytes; more is allowed and ignored): magic, version, flags,
-// sizes that add up exactly, the trailing CRC, checkpoints in order, inside
-// the file and the data, with windows inside the windows area, and every
+// reserved and padding bytes zero (one index, one encoding), the header
+// bounds of IndexFileSizeRange, sizes that add up exactly, the trailing
+// CRC, checkpoints in order, inside the file and the data, with windows
+// inside the windows area (stream starts: no window, offset and crc 0), and every
 // invariant a header walk (record::WalkHeaders from offset 0) guarantees, so
 // that a file whose CRC was recomputed over wrong offsets is still refused:
 //   - offsets start at 0, unless a problem was recorded at byte 0;

@@ -26,7 +26,18 @@
 //   5. Delete the journal.
 //
 // Shard names: `<prefix>-<i>-of-<N>.tfrecord`, i and N printed with at least
-// five digits (`staged-20240102T030405-00000-of-00002.tfrecord`).
+// five digits (`staged-20240102T030405-00000-of-00002.tfrecord`). Compressed
+// shards add the codec's suffix: `.tfrecord.gz` (GZIP: the `.gz` that TFX
+// and tf.data users glob for) and `.tfrecord.zlib` (ZLIB has no common
+// suffix; ".zlib" says what it is).
+//
+// Compression (PackOptions::compression): GZIP or ZLIB shards are one
+// member / stream each, written by record::ShardWriter with a full flush
+// every record::kFlushEvery framed bytes. shard_size still bounds the
+// uncompressed (framed) bytes, so a shard holds the same records whatever
+// the codec. The check after the write (step 2) decompresses the temp file
+// through the source layer (source::ScanCompressed, then every record read
+// back with its CRCs through an InflateSource) before the rename.
 //
 // Errors: if anything fails before the commit point (ENOSPC, EACCES, EIO, a
 // changed folder...), the temp file and every shard of this pack already in
@@ -58,6 +69,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "tfrecordfs/source/shard_source.h"
 #include "tfrecordfs/staging/record_folder.h"
 
 namespace tfrecordfs::repack {
@@ -87,6 +99,10 @@ struct PackOptions {
   // Delete the packed folders after the commit. The offline `pack` command
   // sets false: it never deletes its input.
   bool remove_packed = true;
+  // How new shards are stored. The mount defaults it to its sources' codec
+  // when every source shard has the same one (kNone otherwise); the offline
+  // `pack` command to kNone.
+  source::Codec compression = source::Codec::kNone;
   // Kinds of numeric features (see staging::PayloadFromFolder). May be empty.
   // Must answer the same way on every call during one pack.
   staging::KindHint hint;
@@ -95,7 +111,9 @@ struct PackOptions {
 struct ShardWritten {
   std::string path;  // output_dir/<final name>
   uint64_t records = 0;
-  uint64_t bytes = 0;
+  uint64_t bytes = 0;       // framed (uncompressed) bytes
+  uint64_t file_bytes = 0;  // the file's size (== bytes for a plain shard)
+  source::Codec codec = source::Codec::kNone;
 };
 
 struct LeftStaged {
@@ -137,8 +155,12 @@ absl::StatusOr<uint64_t> ParseSize(absl::string_view text);
 // leading '.'.
 absl::Status ValidatePrefix(absl::string_view prefix);
 
-// `<prefix>-<index>-of-<count>.tfrecord` with five-digit numbers.
-std::string ShardName(absl::string_view prefix, uint64_t index, uint64_t count);
+// `<prefix>-<index>-of-<count>.tfrecord` with five-digit numbers, plus
+// ShardSuffix(codec).
+std::string ShardName(absl::string_view prefix, uint64_t index, uint64_t count,
+                      source::Codec codec = source::Codec::kNone);
+// "" for kNone, ".gz" for kGzip, ".zlib" for kZlib.
+absl::string_view ShardSuffix(source::Codec codec);
 
 }  // namespace tfrecordfs::repack
 

@@ -47,6 +47,8 @@ inline constexpr uint8_t kMaxCodec = 2;
 
 // "none", "gzip", "zlib".
 absl::string_view CodecName(Codec codec);
+// The inverse of CodecName (exact, lower case); nullopt for anything else.
+std::optional<Codec> ParseCodecName(absl::string_view name);
 
 // The codec a file's first bytes announce: GZIP when they are 1f 8b 08, ZLIB
 // when they form a valid RFC 1950 header (deflate, window <= 32 KiB, no preset

@@ -33,13 +33,22 @@ struct FaultCase {
   Side side;
   int shards_in_place;  // final shard files present at the crash (-1: all)
   int folders_deleted;  // packed folders already gone at the crash
+  // -o compression=...: "" keeps the default (the plain source's: none).
+  const char* compression = "";
 };
+
+// The shard name suffix for a case's compression.
+std::string SuffixOf(const char* compression) {
+  const std::string c = compression;
+  return c == "gzip" ? ".tfrecord.gz" : c == "zlib" ? ".tfrecord.zlib" : ".tfrecord";
+}
 
 std::string CaseName(const ::testing::TestParamInfo<FaultCase>& info) {
   std::string n = info.param.point;
   for (char& c : n) {
     if (c == ':') c = '_';
   }
+  if (*info.param.compression != '\0') n += std::string("_") + info.param.compression;
   return n;
 }
 
@@ -56,6 +65,9 @@ class StagingCrashTest : public ::testing::TestWithParam<FaultCase> {
     c.sources = {s_.src};
     c.mountpoint = s_.mnt;
     c.options = PackOptions(s_, kPrefix, "1K");
+    if (*GetParam().compression != '\0') {
+      c.options.push_back(std::string("compression=") + GetParam().compression);
+    }
     c.log_dir = s_.logs;
     c.fault = fault;
     return c;
@@ -95,8 +107,8 @@ class StagingCrashTest : public ::testing::TestWithParam<FaultCase> {
     const auto shards = ReadPackedShards(s_.out, kPrefix);
     EXPECT_GE(shards.size(), 2u);
     for (size_t i = 0; i < shards.size(); ++i) {
-      EXPECT_EQ(shards[i].name,
-                absl::StrFormat("%s-%05d-of-%05d.tfrecord", kPrefix, i, shards.size()));
+      EXPECT_EQ(shards[i].name, absl::StrFormat("%s-%05d-of-%05d%s", kPrefix, i, shards.size(),
+                                                SuffixOf(GetParam().compression)));
     }
     std::map<int64_t, int> seen;
     for (const std::string& p : AllPayloads(shards)) {
@@ -182,7 +194,16 @@ INSTANTIATE_TEST_SUITE_P(FaultPoints, StagingCrashTest,
                                            FaultCase{"after_shard:2", Side::kRollBack, 2, 0},
                                            FaultCase{"before_commit", Side::kRollBack, -1, 0},
                                            FaultCase{"after_commit", Side::kRollForward, -1, 0},
-                                           FaultCase{"mid_delete", Side::kRollForward, -1, 1}),
+                                           FaultCase{"mid_delete", Side::kRollForward, -1, 1},
+                                           // Compressed output: same protocol.
+                                           FaultCase{"mid_shard", Side::kRollBack, 0, 0, "gzip"},
+                                           FaultCase{"after_shard:1", Side::kRollBack, 1, 0,
+                                                     "gzip"},
+                                           FaultCase{"after_commit", Side::kRollForward, -1, 0,
+                                                     "gzip"},
+                                           FaultCase{"mid_shard", Side::kRollBack, 0, 0, "zlib"},
+                                           FaultCase{"mid_delete", Side::kRollForward, -1, 1,
+                                                     "zlib"}),
                          CaseName);
 
 // With the shards written into the source directory (the default), the
@@ -245,7 +266,16 @@ TEST_P(StagingCrashInSourceTest, RemountNeverShowsARecordTwiceOrAPartialShard) {
 
 INSTANTIATE_TEST_SUITE_P(FaultPoints, StagingCrashInSourceTest,
                          ::testing::Values(FaultCase{"after_shard:1", Side::kRollBack, 1, 0},
-                                           FaultCase{"mid_delete", Side::kRollForward, -1, 1}),
+                                           FaultCase{"mid_delete", Side::kRollForward, -1, 1},
+                                           // Compressed output: same protocol.
+                                           FaultCase{"mid_shard", Side::kRollBack, 0, 0, "gzip"},
+                                           FaultCase{"after_shard:1", Side::kRollBack, 1, 0,
+                                                     "gzip"},
+                                           FaultCase{"after_commit", Side::kRollForward, -1, 0,
+                                                     "gzip"},
+                                           FaultCase{"mid_shard", Side::kRollBack, 0, 0, "zlib"},
+                                           FaultCase{"mid_delete", Side::kRollForward, -1, 1,
+                                                     "zlib"}),
                          CaseName);
 
 // SIGTERM / SIGINT (Ctrl-C on a foreground mount) end the mount like an

@@ -24,6 +24,7 @@
 #include "tfrecordfs/example/sequence.h"
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/record/writer.h"
+#include "../../zlib_reference.h"
 
 extern char** environ;
 
@@ -263,10 +264,17 @@ bool IsDir(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+std::optional<std::string> InflateOneStream(absl::string_view file) {
+  return zlib_reference::InflateOneStream(file);
+}
+
 std::vector<PackedShard> ReadPackedShards(const std::string& dir, const std::string& prefix) {
   std::vector<PackedShard> out;
   for (const std::string& name : ListDir(dir)) {
-    if (!absl::StartsWith(name, prefix + "-") || !absl::EndsWith(name, ".tfrecord")) continue;
+    if (!absl::StartsWith(name, prefix + "-")) continue;
+    const bool compressed =
+        absl::EndsWith(name, ".tfrecord.gz") || absl::EndsWith(name, ".tfrecord.zlib");
+    if (!compressed && !absl::EndsWith(name, ".tfrecord")) continue;
     const std::string path = dir + "/" + name;
     auto bytes = ReadFileToString(path);
     if (!bytes.ok()) {
@@ -276,6 +284,14 @@ std::vector<PackedShard> ReadPackedShards(const std::string& dir, const std::str
     PackedShard s;
     s.name = name;
     s.file_size = bytes->size();
+    if (compressed) {
+      auto plain = InflateOneStream(*bytes);
+      if (!plain) {
+        ADD_FAILURE() << path << " is not one whole compressed stream";
+        continue;
+      }
+      *bytes = std::move(*plain);
+    }
     absl::Status st = record::ForEachRecordInBuffer(
         *bytes, [&](uint64_t, absl::string_view data) { s.payloads.emplace_back(data); });
     EXPECT_TRUE(st.ok()) << path << ": " << st;

@@ -122,7 +122,12 @@ struct PackedShard {
   uint64_t file_size = 0;
   std::vector<std::string> payloads;
 };
-// Every `*.tfrecord` regular file in `dir` whose name starts with
+// A GZIP or ZLIB file decompressed by zlib itself: nullopt unless it is
+// exactly one whole stream (one GZIP member), as the pack writes.
+std::optional<std::string> InflateOneStream(absl::string_view file);
+
+// Every `*.tfrecord` (or `.tfrecord.gz` / `.tfrecord.zlib`, decompressed by
+// zlib: one stream each) regular file in `dir` whose name starts with
 // `prefix` + "-", in name order. Fails the test on a read/framing error.
 std::vector<PackedShard> ReadPackedShards(const std::string& dir, const std::string& prefix);
 // All payloads of the shards, in shard then record order.

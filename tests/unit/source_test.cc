@@ -1,0 +1,673 @@
+// src/source: random access into GZIP / ZLIB shards through checkpoints.
+//
+// Every read is compared with a straight decompression by zlib itself
+// (StraightInflate below, over tests/zlib_reference.h: inflate with
+// automatic header detection, stepping over GZIP members), so these tests
+// do not trust the code under test to know what the bytes should be.
+// Compressed inputs are made by zlib's deflate directly (not by
+// record::ShardWriter), except in the writer tests at the end.
+#include <sys/mman.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../zlib_reference.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tfrecordfs/base/coding.h"
+#include "tfrecordfs/base/crc32c.h"
+#include "tfrecordfs/base/file.h"
+#include "tfrecordfs/index/index_file.h"
+#include "tfrecordfs/index/shard_index.h"
+#include "tfrecordfs/record/format.h"
+#include "tfrecordfs/record/reader.h"
+#include "tfrecordfs/record/writer.h"
+#include "tfrecordfs/source/inflate.h"
+#include "tfrecordfs/source/shard_source.h"
+
+namespace tfrecordfs::source {
+namespace {
+
+using ::testing::HasSubstr;
+
+// ---- inputs ----------------------------------------------------------------
+
+std::string RandomBytes(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::string out(n, '\0');
+  for (size_t i = 0; i + 8 <= n; i += 8) {
+    const uint64_t v = rng();
+    std::memcpy(&out[i], &v, 8);
+  }
+  for (size_t i = n - n % 8; i < n; ++i) out[i] = static_cast<char>(rng());
+  return out;
+}
+
+// Text-like data: compresses about 4:1 with long matches across blocks.
+std::string TextLike(size_t n, uint64_t seed) {
+  static const char* kWords[] = {"tensor", "record", "feature", "image",   "label",      "shard ",
+                                 "\n",     "0.25",   "bbox",    "encoded", "float_list", "int64"};
+  std::mt19937_64 rng(seed);
+  std::string out;
+  while (out.size() < n) {
+    out += kWords[rng() % 12];
+    out += static_cast<char>('a' + rng() % 26);
+  }
+  out.resize(n);
+  return out;
+}
+
+using zlib_reference::Deflate;
+using zlib_reference::Wrap;
+
+Codec CodecOf(Wrap w) { return w == Wrap::kGzip ? Codec::kGzip : Codec::kZlib; }
+
+// What zlib itself makes of `file`: every byte it decompresses before the
+// end or the first error, stepping over concatenated GZIP members. `clean`
+// is set when the whole file decompressed without error.
+std::string StraightInflate(absl::string_view file, bool* clean = nullptr) {
+  const bool gzip = file.size() >= 2 && static_cast<unsigned char>(file[0]) == 0x1f &&
+                    static_cast<unsigned char>(file[1]) == 0x8b;
+  return zlib_reference::Inflate(file, 15 + 32, gzip, clean);
+}
+
+// A file in memory that the code under test can pread.
+UniqueFd MemFile(absl::string_view bytes) {
+  UniqueFd fd(memfd_create("source_test", MFD_CLOEXEC));
+  EXPECT_GE(fd.get(), 0);
+  EXPECT_TRUE(WriteFull(fd.get(), bytes.data(), bytes.size(), "memfd").ok());
+  return fd;
+}
+
+UniqueFd Dup(const UniqueFd& fd) { return UniqueFd(::dup(fd.get())); }
+
+struct Scanned {
+  UniqueFd fd;
+  ScanResult scan;
+  std::string sunk;  // what the scan handed its sink
+};
+
+Scanned Scan(absl::string_view file, Codec codec, uint64_t span) {
+  Scanned s;
+  s.fd = MemFile(file);
+  auto r = ScanCompressed(s.fd.get(), "test.gz", file.size(), codec, span,
+                          [&](absl::string_view b) { s.sunk.append(b.data(), b.size()); });
+  EXPECT_TRUE(r.ok()) << r.status();
+  if (r.ok()) s.scan = std::move(*r);
+  return s;
+}
+
+// Reads `reads` random ranges (and the edges) through an InflateSource and
+// compares each with `expected`.
+void CheckRandomReads(const UniqueFd& fd, uint64_t file_size,
+                      std::shared_ptr<const CheckpointTable> table, absl::string_view expected,
+                      int reads, uint64_t seed, size_t cache_bytes = size_t{4} << 20) {
+  BlockCache cache(cache_bytes);
+  InflateSource src(Dup(fd), "test.gz", file_size, table, &cache);
+  ASSERT_EQ(src.size(), expected.size());
+  std::mt19937_64 rng(seed);
+  std::vector<std::pair<uint64_t, size_t>> ranges = {
+      {0, 1}, {0, 100}, {expected.size() > 0 ? expected.size() - 1 : 0, 10}, {expected.size(), 5}};
+  for (int i = 0; i < reads; ++i) {
+    const uint64_t off = expected.empty() ? 0 : rng() % (expected.size() + 1);
+    const size_t len = rng() % 4 == 0 ? rng() % (3 * kBlockSize) : rng() % 5000;
+    ranges.push_back({off, len});
+  }
+  std::string buf;
+  for (auto [off, len] : ranges) {
+    buf.assign(len, '\xee');
+    auto got = src.ReadAt(off, buf.data(), len);
+    ASSERT_TRUE(got.ok()) << got.status() << " at " << off;
+    const size_t want = off >= expected.size() ? 0 : std::min<uint64_t>(len, expected.size() - off);
+    ASSERT_EQ(*got, want) << "read of " << len << " at " << off;
+    ASSERT_TRUE(absl::string_view(buf.data(), *got) == expected.substr(off, want))
+        << "bytes differ in a read of " << len << " at " << off;
+  }
+}
+
+// ---- DetectCodec -------------------------------------------------------------
+
+TEST(DetectCodec, Headers) {
+  EXPECT_EQ(DetectCodec(Deflate("x", Wrap::kGzip)), Codec::kGzip);
+  for (int level : {0, 1, 6, 9}) {
+    EXPECT_EQ(DetectCodec(Deflate("x", Wrap::kZlib, level)), Codec::kZlib) << level;
+  }
+  EXPECT_EQ(DetectCodec(""), Codec::kNone);
+  EXPECT_EQ(DetectCodec("\x1f"), Codec::kNone);
+  EXPECT_EQ(DetectCodec(absl::string_view("\x1f\x8b", 2)), Codec::kNone);  // needs the method
+  EXPECT_EQ(DetectCodec(absl::string_view("\x1f\x8b\x07", 3)), Codec::kNone);
+  EXPECT_EQ(DetectCodec(absl::string_view("\x78\x9c", 2)), Codec::kZlib);
+  EXPECT_EQ(DetectCodec(absl::string_view("\x78\x9d", 2)), Codec::kNone);  // bad check
+  EXPECT_EQ(DetectCodec(absl::string_view("\x78\xbb", 2)), Codec::kNone);  // preset dictionary
+  EXPECT_EQ(DetectCodec(absl::string_view("\x88\x98", 2)), Codec::kNone);  // window > 32K
+  // A plain record header whose length starts 0x78 0x9c looks like ZLIB:
+  // the caller's decompressed-header check settles it (see ProbeFile).
+  std::string plain;
+  record::AppendFramed(&plain, std::string(0x9c78, 'a'));
+  EXPECT_EQ(DetectCodec(plain), Codec::kZlib);
+}
+
+TEST(CodecName, Names) {
+  EXPECT_EQ(CodecName(Codec::kNone), "none");
+  EXPECT_EQ(CodecName(Codec::kGzip), "gzip");
+  EXPECT_EQ(CodecName(Codec::kZlib), "zlib");
+  for (Codec c : {Codec::kNone, Codec::kGzip, Codec::kZlib}) {
+    EXPECT_EQ(ParseCodecName(CodecName(c)), c);
+  }
+  EXPECT_EQ(ParseCodecName("GZIP"), std::nullopt);
+  EXPECT_EQ(ParseCodecName("gz"), std::nullopt);
+  EXPECT_EQ(ParseCodecName(""), std::nullopt);
+}
+
+// ---- reads equal a straight decompression -------------------------------------
+
+struct Case {
+  std::string name;
+  Wrap wrap;
+  std::string data;  // uncompressed
+  int level = 6;
+  int strategy = Z_DEFAULT_STRATEGY;
+  uint64_t span = 64 << 10;
+};
+
+class InflateReads : public ::testing::TestWithParam<int> {};
+
+// Made once: the parameter names and every test read the same list.
+const std::vector<Case>& Cases() {
+  static const std::vector<Case>& cases = *new std::vector<Case>([] {
+    std::vector<Case> c;
+    c.push_back({"gzip text", Wrap::kGzip, TextLike(5 << 20, 1)});
+    c.push_back({"zlib text", Wrap::kZlib, TextLike(5 << 20, 2)});
+    c.push_back({"gzip random", Wrap::kGzip, RandomBytes(3 << 20, 3)});  // stored blocks
+    c.push_back({"zlib random", Wrap::kZlib, RandomBytes(3 << 20, 4)});
+    c.push_back({"gzip level 0", Wrap::kGzip, TextLike(2 << 20, 5), 0});
+    c.push_back({"zlib level 0", Wrap::kZlib, TextLike(2 << 20, 6), 0});
+    c.push_back({"gzip zeros", Wrap::kGzip, std::string(4 << 20, '\0'), 9});  // ~1000:1
+    c.push_back({"zlib zeros", Wrap::kZlib, std::string(4 << 20, 'z'), 9});
+    c.push_back({"gzip huffman only", Wrap::kGzip, TextLike(2 << 20, 7), 6, Z_HUFFMAN_ONLY});
+    c.push_back({"gzip fixed codes", Wrap::kGzip, TextLike(2 << 20, 8), 6, Z_FIXED});
+    c.push_back({"gzip level 1 default span", Wrap::kGzip, TextLike(6 << 20, 9), 1,
+                 Z_DEFAULT_STRATEGY, kDefaultSpan});
+    c.push_back({"gzip empty", Wrap::kGzip, ""});
+    c.push_back({"zlib empty", Wrap::kZlib, ""});
+    c.push_back({"gzip one byte", Wrap::kGzip, "x"});
+    return c;
+  }());
+  return cases;
+}
+
+TEST_P(InflateReads, MatchStraightDecompression) {
+  const Case& c = Cases()[GetParam()];
+  SCOPED_TRACE(c.name);
+  const std::string file = Deflate(c.data, c.wrap, c.level, c.strategy);
+  bool clean = false;
+  ASSERT_EQ(StraightInflate(file, &clean), c.data);
+  ASSERT_TRUE(clean);
+  Scanned s = Scan(file, CodecOf(c.wrap), c.span);
+  EXPECT_FALSE(s.scan.problem) << s.scan.problem->message;
+  EXPECT_EQ(s.scan.members, 1u);
+  ASSERT_TRUE(s.sunk == c.data);
+  ASSERT_EQ(s.scan.table.data_size, c.data.size());
+  // Checkpoints: ordered, inside the file and the data, spaced by about a
+  // span of compressed bytes.
+  const auto& pts = s.scan.table.points;
+  ASSERT_FALSE(pts.empty());
+  EXPECT_TRUE(pts[0].stream_start);
+  EXPECT_EQ(pts[0].in, 0u);
+  for (size_t i = 1; i < pts.size(); ++i) {
+    EXPECT_GT(pts[i].out, pts[i - 1].out);
+    EXPECT_GE(pts[i].in, pts[i - 1].in + c.span);
+    EXPECT_LE(pts[i].in, file.size());
+    EXPECT_LE(pts[i].out, c.data.size());
+    EXPECT_LT(pts[i].bits, 8);
+  }
+  if (file.size() > 4 * c.span && c.strategy != Z_FIXED) {
+    // Stored and dynamic blocks end often enough for a checkpoint per span
+    // or two (Z_FIXED level 6 writes few, long blocks).
+    EXPECT_GE(pts.size(), file.size() / c.span / 3) << file.size();
+  }
+  auto table = std::make_shared<const CheckpointTable>(s.scan.table);
+  CheckRandomReads(s.fd, file.size(), table, c.data, 300, GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, InflateReads, ::testing::Range(0, static_cast<int>(Cases().size())),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           std::string n = Cases()[info.param].name;
+                           for (char& ch : n) {
+                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           }
+                           return n;
+                         });
+
+TEST(InflateSource, MultiMemberGzipWithAnEmptyMember) {
+  const std::string a = TextLike(3 << 20, 11), b = RandomBytes(1 << 20, 12), c = TextLike(777, 13);
+  // cat a.gz empty.gz b.gz c.gz
+  const std::string file = Deflate(a, Wrap::kGzip) + Deflate("", Wrap::kGzip) +
+                           Deflate(b, Wrap::kGzip, 1) + Deflate(c, Wrap::kGzip, 9);
+  const std::string data = a + b + c;
+  ASSERT_EQ(StraightInflate(file), data);
+  Scanned s = Scan(file, Codec::kGzip, 64 << 10);
+  EXPECT_FALSE(s.scan.problem) << s.scan.problem->message;
+  EXPECT_EQ(s.scan.members, 4u);
+  ASSERT_TRUE(s.sunk == data);
+  int starts = 0;
+  for (const Checkpoint& cp : s.scan.table.points) starts += cp.stream_start ? 1 : 0;
+  EXPECT_GE(starts, 3);  // a, then b (and c): the empty member may share b's output offset
+  CheckRandomReads(s.fd, file.size(), std::make_shared<const CheckpointTable>(s.scan.table), data,
+                   400, 14);
+}
+
+TEST(InflateSource, ZlibStreamFromOurWriterFlushPoints) {
+  // Full flushes make byte-aligned boundaries: checkpoints with bits == 0.
+  const std::string data = TextLike(4 << 20, 15);
+  const std::string file = Deflate(data, Wrap::kZlib, 6, Z_DEFAULT_STRATEGY, 1 << 20);
+  Scanned s = Scan(file, Codec::kZlib, 64 << 10);
+  ASSERT_FALSE(s.scan.problem);
+  CheckRandomReads(s.fd, file.size(), std::make_shared<const CheckpointTable>(s.scan.table), data,
+                   200, 16);
+}
+
+// ---- the index file round trip ---------------------------------------------
+
+TEST(InflateSource, FileWindowsRoundTripThroughAnIndexFile) {
+  const std::string data = TextLike(6 << 20, 21);
+  const std::string file = Deflate(data, Wrap::kGzip);
+  Scanned s = Scan(file, Codec::kGzip, 64 << 10);
+  ASSERT_FALSE(s.scan.problem);
+  ASSERT_GT(s.scan.table.points.size(), 10u);
+
+  index::IndexFile f;
+  f.file_size = file.size();
+  f.mtime_ns = 123;
+  f.path = "/data/test.gz";
+  f.walk.file_size = data.size();
+  f.walk.offsets = {0, data.size()};  // one "record": only the layout matters here
+  f.codec = Codec::kGzip;
+  f.data_size = data.size();
+  f.checkpoints = s.scan.table.points;
+  f.windows = s.scan.windows_blob;
+  f.windows_size = f.windows.size();
+  const std::string encoded = index::EncodeIndexFile(f);
+  char dir_template[] = "/tmp/source_test.XXXXXX";
+  ASSERT_NE(::mkdtemp(dir_template), nullptr);
+  const std::string path = absl::StrCat(dir_template, "/test.tfri");
+  ASSERT_TRUE(WriteFileAtomically(path, encoded).ok());
+
+  auto decoded = index::DecodeIndexFile(encoded);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->codec, Codec::kGzip);
+  EXPECT_EQ(decoded->data_size, data.size());
+  EXPECT_EQ(decoded->main_size + decoded->windows_size, encoded.size());
+  ASSERT_EQ(decoded->checkpoints.size(), s.scan.table.points.size());
+  for (size_t i = 0; i < decoded->checkpoints.size(); ++i) {
+    const Checkpoint &a = decoded->checkpoints[i], &b = s.scan.table.points[i];
+    EXPECT_EQ(a.in, b.in);
+    EXPECT_EQ(a.out, b.out);
+    EXPECT_EQ(a.bits, b.bits);
+    EXPECT_EQ(a.stream_start, b.stream_start);
+    EXPECT_EQ(a.window_offset, b.window_offset);
+    EXPECT_EQ(a.window_length, b.window_length);
+    EXPECT_EQ(a.window_crc, b.window_crc);
+  }
+  auto table = std::make_shared<CheckpointTable>();
+  table->codec = Codec::kGzip;
+  table->data_size = decoded->data_size;
+  table->points = decoded->checkpoints;
+  table->windows = Windows::InFile(path, decoded->main_size, decoded->windows_size);
+  for (size_t i = 1; i < table->points.size(); i += 7) {
+    auto w = table->windows->Load(table->points[i]);
+    ASSERT_TRUE(w.ok()) << w.status();
+    const uint64_t out = table->points[i].out;
+    const size_t wlen = static_cast<size_t>(std::min<uint64_t>(out, kWindowSize));
+    EXPECT_TRUE(*w == absl::string_view(data).substr(out - wlen, wlen)) << "window " << i;
+  }
+  CheckRandomReads(s.fd, file.size(), table, data, 300, 22);
+  ::unlink(path.c_str());
+  ::rmdir(dir_template);
+}
+
+TEST(InflateSource, CorruptWindowFallsBackToAnEarlierStreamStart) {
+  const std::string data = TextLike(3 << 20, 31);
+  const std::string file = Deflate(data, Wrap::kGzip);
+  Scanned s = Scan(file, Codec::kGzip, 64 << 10);
+  ASSERT_GT(s.scan.table.points.size(), 8u);
+  auto table = std::make_shared<CheckpointTable>(s.scan.table);
+  // Damage every other window: one through its crc, one through its bytes
+  // (with the crc made to match, so the inflate of the window fails).
+  std::string blob = s.scan.windows_blob;
+  for (size_t i = 1; i < table->points.size(); i += 2) {
+    Checkpoint& cp = table->points[i];
+    if (i % 4 == 1) {
+      cp.window_crc ^= 1;
+    } else {
+      blob[cp.window_offset] ^= 0x55;
+      blob[cp.window_offset + cp.window_length / 2] ^= 0x55;
+      cp.window_crc =
+          crc32c::Value(absl::string_view(blob).substr(cp.window_offset, cp.window_length));
+    }
+  }
+  table->windows = Windows::InMemory(blob);
+  EXPECT_FALSE(table->windows->Load(table->points[1]).ok());
+  // Reads still exact, whatever checkpoint they would have used.
+  CheckRandomReads(s.fd, file.size(), table, data, 150, 32);
+}
+
+// ---- damaged streams ---------------------------------------------------------
+
+// Scans a damaged file and checks what must hold whatever the damage:
+// a problem naming a compressed offset inside the file, the data ending
+// where inflate stopped, every byte of it equal to zlib's own output, and
+// reads through the checkpoints equal to it too.
+void CheckDamaged(const std::string& file, Codec codec, const std::string& what) {
+  SCOPED_TRACE(what);
+  bool clean = true;
+  const std::string straight = StraightInflate(file, &clean);
+  Scanned s = Scan(file, codec, 64 << 10);
+  ASSERT_TRUE(s.scan.problem.has_value()) << "no problem reported";
+  EXPECT_LE(s.scan.problem->compressed_offset, file.size());
+  EXPECT_FALSE(s.scan.problem->message.empty());
+  EXPECT_EQ(s.scan.problem->offset, s.scan.table.data_size);
+  EXPECT_EQ(s.sunk.size(), s.scan.table.data_size);
+  ASSERT_LE(s.sunk.size(), straight.size()) << "more bytes than zlib itself makes";
+  ASSERT_TRUE(s.sunk == absl::string_view(straight).substr(0, s.sunk.size()))
+      << "bytes before the damage differ from zlib's";
+  CheckRandomReads(s.fd, file.size(), std::make_shared<const CheckpointTable>(s.scan.table), s.sunk,
+                   60, file.size());
+}
+
+TEST(DamagedStreams, Truncated) {
+  const std::string data = TextLike(3 << 20, 41);
+  for (Wrap w : {Wrap::kGzip, Wrap::kZlib}) {
+    const std::string file = Deflate(data, w);
+    for (double frac : {0.0, 0.001, 0.3, 0.77, 0.999}) {
+      const size_t cut = std::max<size_t>(3, static_cast<size_t>(file.size() * frac));
+      CheckDamaged(file.substr(0, cut), CodecOf(w),
+                   absl::StrCat("cut at ", cut, " of ", file.size()));
+    }
+    // Only the trailer cut short: all the data is there.
+    const size_t trailer = w == Wrap::kGzip ? 8 : 4;
+    const std::string cut = file.substr(0, file.size() - trailer / 2);
+    Scanned s = Scan(cut, CodecOf(w), 64 << 10);
+    ASSERT_TRUE(s.scan.problem);
+    EXPECT_THAT(s.scan.problem->message, HasSubstr("truncated"));
+    EXPECT_EQ(s.scan.problem->compressed_offset, cut.size());
+  }
+}
+
+TEST(DamagedStreams, FlippedByteInsideADeflateBlock) {
+  const std::string data = TextLike(3 << 20, 42);
+  for (Wrap w : {Wrap::kGzip, Wrap::kZlib}) {
+    const std::string file = Deflate(data, w);
+    for (double frac : {0.1, 0.5, 0.9}) {
+      std::string bad = file;
+      const size_t at = static_cast<size_t>(file.size() * frac);
+      bad[at] ^= 0x10;
+      CheckDamaged(bad, CodecOf(w), absl::StrCat("byte ", at, " of ", file.size(), " flipped"));
+    }
+  }
+}
+
+TEST(DamagedStreams, GarbageAfterAGzipMember) {
+  const std::string data = TextLike(1 << 20, 43);
+  const std::string file = Deflate(data, Wrap::kGzip) + "this is not a member";
+  Scanned s = Scan(file, Codec::kGzip, 64 << 10);
+  ASSERT_TRUE(s.scan.problem);
+  EXPECT_EQ(s.scan.problem->compressed_offset, file.size() - 20);
+  EXPECT_THAT(s.scan.problem->message, HasSubstr("not a GZIP member"));
+  EXPECT_TRUE(s.sunk == data);  // everything before it is served
+  // A second member whose header is damaged after its magic.
+  std::string second = Deflate(data, Wrap::kGzip);
+  second[3] = static_cast<char>(0xe0);  // reserved flag bits
+  const std::string two = Deflate(data, Wrap::kGzip) + second;
+  Scanned t = Scan(two, Codec::kGzip, 64 << 10);
+  ASSERT_TRUE(t.scan.problem);
+  EXPECT_EQ(t.scan.table.data_size, data.size());
+}
+
+TEST(DamagedStreams, BytesAfterAZlibStream) {
+  const std::string data = TextLike(1 << 20, 44);
+  // A second ZLIB stream counts as garbage: TensorFlow reads no further.
+  const std::string file = Deflate(data, Wrap::kZlib) + Deflate("more", Wrap::kZlib);
+  Scanned s = Scan(file, Codec::kZlib, 64 << 10);
+  ASSERT_TRUE(s.scan.problem);
+  EXPECT_EQ(s.scan.problem->compressed_offset, Deflate(data, Wrap::kZlib).size());
+  EXPECT_THAT(s.scan.problem->message, HasSubstr("after the end of the ZLIB stream"));
+  EXPECT_EQ(s.scan.members, 1u);
+  EXPECT_TRUE(s.sunk == data);
+}
+
+TEST(DamagedStreams, BadGzipTrailer) {
+  const std::string data = TextLike(1 << 20, 45);
+  std::string file = Deflate(data, Wrap::kGzip);
+  file[file.size() - 6] ^= 1;  // the CRC-32
+  CheckDamaged(file, Codec::kGzip, "bad CRC-32");
+}
+
+// ---- index::WalkShard on compressed shards -------------------------------------
+
+std::string Shard(int records, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::string out;
+  for (int i = 0; i < records; ++i) {
+    record::AppendFramed(&out, TextLike(20 + rng() % 3000, rng()));
+  }
+  return out;
+}
+
+TEST(WalkShard, CompressedShardWalksLikeItsPlainTwin) {
+  std::string plain = Shard(3000, 51);
+  // Damage a record in the middle: its data CRC, and a later one's length.
+  auto walk = record::WalkHeaders(MemFile(plain).get(), "p", plain.size());
+  ASSERT_TRUE(walk.ok());
+  ASSERT_TRUE(walk->problems.empty());
+  const uint64_t mid = walk->offsets[1500], later = walk->offsets[2200];
+  plain[mid + record::kHeaderSize + 3] ^= 1;
+  plain[later + 2] ^= 0x40;
+  for (Wrap w : {Wrap::kGzip, Wrap::kZlib}) {
+    const std::string file = Deflate(plain, w);
+    UniqueFd pfd = MemFile(plain), cfd = MemFile(file);
+    auto p = index::WalkShard(pfd.get(), "plain.tfrecord", plain.size(), Codec::kNone);
+    auto c = index::WalkShard(cfd.get(), "comp.tfrecord.gz", file.size(), CodecOf(w), 64 << 10);
+    ASSERT_TRUE(p.ok() && c.ok());
+    ASSERT_NE(c->checkpoints, nullptr);
+    EXPECT_EQ(c->checkpoints->data_size, plain.size());
+    EXPECT_FALSE(p->walk.problems.empty());
+    EXPECT_EQ(c->walk.offsets, p->walk.offsets);
+    ASSERT_EQ(c->walk.problems.size(), p->walk.problems.size());
+    for (size_t i = 0; i < p->walk.problems.size(); ++i) {
+      EXPECT_EQ(c->walk.problems[i].offset, p->walk.problems[i].offset);
+    }
+    // Every record reads the same through the source layer.
+    BlockCache cache(size_t{2} << 20);
+    InflateSource src(Dup(cfd), "comp", file.size(), c->checkpoints, &cache);
+    PlainSource psrc = PlainSource::Borrowing(pfd.get(), "plain", plain.size());
+    const auto& off = p->walk.offsets;
+    for (size_t i = 0; i + 1 < off.size(); i += 37) {
+      auto a = record::ReadRecord(psrc, i, off[i], off[i + 1]);
+      auto b = record::ReadRecord(src, i, off[i], off[i + 1]);
+      ASSERT_EQ(a.ok(), b.ok()) << i;
+      if (a.ok()) {
+        EXPECT_EQ(*a, *b) << i;
+      }
+    }
+  }
+}
+
+TEST(WalkShard, TruncatedGzipShardEndsAtTheLastWholeRecord) {
+  const std::string plain = Shard(2000, 52);
+  const std::string file = Deflate(plain, Wrap::kGzip);
+  const std::string cut = file.substr(0, file.size() * 2 / 3);
+  const std::string straight = StraightInflate(cut);
+  UniqueFd fd = MemFile(cut);
+  auto c = index::WalkShard(fd.get(), "cut.gz", cut.size(), Codec::kGzip, 64 << 10);
+  ASSERT_TRUE(c.ok());
+  ASSERT_FALSE(c->walk.problems.empty());
+  const record::WalkProblem& last = c->walk.problems.back();
+  EXPECT_THAT(last.message, HasSubstr("compressed byte offset"));
+  EXPECT_THAT(last.message, HasSubstr("gzip"));
+  // Every record the walk lists is whole and equal to the original's.
+  const auto& off = c->walk.offsets;
+  ASSERT_GT(off.size(), 100u);
+  EXPECT_LE(off.back(), straight.size());
+  BlockCache cache(size_t{2} << 20);
+  InflateSource src(Dup(fd), "cut.gz", cut.size(), c->checkpoints, &cache);
+  for (size_t i = 0; i + 1 < off.size(); ++i) {
+    auto r = record::ReadRecord(src, i, off[i], off[i + 1]);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(*r == absl::string_view(plain).substr(off[i] + record::kHeaderSize, r->size()));
+  }
+}
+
+TEST(ProbeFile, CompressedShardsAndOtherCompressedFiles) {
+  const std::string plain = Shard(10, 53);
+  for (Wrap w : {Wrap::kGzip, Wrap::kZlib}) {
+    UniqueFd fd = MemFile(Deflate(plain, w));
+    Codec codec = Codec::kNone;
+    auto p = index::ProbeFile(fd.get(), "x.bin", Deflate(plain, w).size(), &codec);
+    ASSERT_TRUE(p.ok());
+    EXPECT_EQ(*p, index::Probe::kShard);
+    EXPECT_EQ(codec, CodecOf(w));
+    const std::string text = Deflate("hello, not a record at all", w);
+    UniqueFd tfd = MemFile(text);
+    p = index::ProbeFile(tfd.get(), "x.txt.gz", text.size(), &codec);
+    ASSERT_TRUE(p.ok());
+    EXPECT_EQ(*p, index::Probe::kNotShard);
+    EXPECT_EQ(codec, CodecOf(w));
+  }
+}
+
+// ---- cursor and cache --------------------------------------------------------
+
+TEST(InflateSource, SequentialReadsDoNotRestart) {
+  const std::string data = TextLike(8 << 20, 61);
+  const std::string file = Deflate(data, Wrap::kGzip);
+  Scanned s = Scan(file, Codec::kGzip, 64 << 10);
+  ASSERT_GT(s.scan.table.points.size(), 20u);
+  BlockCache cache(size_t{1} << 20);  // far smaller than the data
+  InflateSource src(Dup(s.fd), "seq.gz", file.size(),
+                    std::make_shared<const CheckpointTable>(s.scan.table), &cache);
+  std::string buf(4096 + 17, '\0');
+  for (uint64_t off = 0; off < data.size(); off += buf.size()) {
+    auto got = src.ReadAt(off, buf.data(), buf.size());
+    ASSERT_TRUE(got.ok());
+    ASSERT_TRUE(absl::string_view(buf.data(), *got) == absl::string_view(data).substr(off, *got));
+  }
+  EXPECT_LE(src.restarts(), 1u);  // the first read starts the cursor
+  EXPECT_EQ(src.blocks_inflated(), (data.size() + kBlockSize - 1) / kBlockSize);
+  EXPECT_LE(cache.bytes(), size_t{1} << 20);
+  // A read far back restarts from a checkpoint near it, not from 0.
+  ASSERT_TRUE(src.ReadAt(data.size() / 2, buf.data(), 10).ok());
+  EXPECT_EQ(src.restarts(), 2u);
+}
+
+TEST(BlockCache, StaysWithinBudgetAcrossSources) {
+  const std::string data = TextLike(4 << 20, 62);
+  const std::string file = Deflate(data, Wrap::kZlib);
+  Scanned s = Scan(file, Codec::kZlib, 64 << 10);
+  auto table = std::make_shared<const CheckpointTable>(s.scan.table);
+  const size_t budget = 3 * kBlockSize;
+  BlockCache cache(budget);
+  InflateSource a(Dup(s.fd), "a", file.size(), table, &cache);
+  InflateSource b(Dup(s.fd), "b", file.size(), table, &cache);
+  std::mt19937_64 rng(63);
+  char buf[1000];
+  for (int i = 0; i < 200; ++i) {
+    const uint64_t off = rng() % data.size();
+    InflateSource& src = i % 2 ? a : b;
+    auto got = src.ReadAt(off, buf, sizeof buf);
+    ASSERT_TRUE(got.ok());
+    ASSERT_TRUE(absl::string_view(buf, *got) == absl::string_view(data).substr(off, *got));
+    ASSERT_LE(cache.bytes(), budget);
+  }
+  // A hit is served from the cache: re-reading the last offset inflates
+  // nothing.
+  const uint64_t before = a.blocks_inflated();
+  ASSERT_TRUE(a.ReadAt(100, buf, 10).ok());
+  ASSERT_TRUE(a.ReadAt(120, buf, 10).ok());
+  EXPECT_LE(a.blocks_inflated(), before + 1);
+}
+
+// ---- record::ShardWriter compressed output --------------------------------------
+
+class WriterCodec : public ::testing::TestWithParam<Codec> {};
+
+TEST_P(WriterCodec, RoundTripsThroughZlibAndTheSourceLayer) {
+  const Codec codec = GetParam();
+  UniqueFd fd(memfd_create("writer", MFD_CLOEXEC));
+  UniqueFd keep = Dup(fd);
+  record::ShardWriter w(std::move(fd), "w", {.codec = codec});
+  std::mt19937_64 rng(71);
+  std::string plain;
+  std::vector<std::string> payloads;
+  for (int i = 0; i < 2500; ++i) {
+    payloads.push_back(i % 3 ? TextLike(rng() % 4000, rng()) : RandomBytes(rng() % 2000, rng()));
+    record::AppendFramed(&plain, payloads.back());
+    ASSERT_TRUE(w.Append(payloads.back()).ok());
+  }
+  ASSERT_TRUE(w.Close(true).ok());
+  EXPECT_EQ(w.bytes(), plain.size());
+  EXPECT_FALSE(w.Append("late").ok());
+  struct stat st;
+  ASSERT_EQ(::fstat(keep.get(), &st), 0);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), w.file_bytes());
+  std::string file(st.st_size, '\0');
+  ASSERT_TRUE(PreadFull(keep.get(), file.data(), file.size(), 0, "w").ok());
+  if (codec == Codec::kNone) {
+    EXPECT_EQ(file, plain);
+    return;
+  }
+  EXPECT_EQ(DetectCodec(file), codec);
+  bool clean = false;
+  EXPECT_TRUE(StraightInflate(file, &clean) == plain);
+  EXPECT_TRUE(clean);
+  EXPECT_LT(file.size(), plain.size());
+  // One stream/member; a full flush every kFlushEvery bytes leaves the
+  // sync marker 00 00 ff ff (an empty stored block) at least that often.
+  Scanned s = Scan(file, codec, 64 << 10);
+  EXPECT_FALSE(s.scan.problem);
+  EXPECT_EQ(s.scan.members, 1u);
+  size_t markers = 0;
+  for (size_t p = file.find(std::string("\0\0\xff\xff", 4)); p != std::string::npos;
+       p = file.find(std::string("\0\0\xff\xff", 4), p + 1)) {
+    ++markers;
+  }
+  EXPECT_GE(markers, plain.size() / record::kFlushEvery);
+  auto walked = index::WalkShard(keep.get(), "w", file.size(), codec, 64 << 10);
+  ASSERT_TRUE(walked.ok());
+  EXPECT_TRUE(walked->walk.problems.empty());
+  ASSERT_EQ(walked->walk.offsets.size(), payloads.size() + 1);
+  BlockCache cache(size_t{1} << 20);
+  InflateSource src(Dup(keep), "w", file.size(), walked->checkpoints, &cache);
+  for (size_t i = 0; i < payloads.size(); i += 13) {
+    auto r = record::ReadRecord(src, i, walked->walk.offsets[i], walked->walk.offsets[i + 1]);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(*r, payloads[i]);
+  }
+}
+
+TEST_P(WriterCodec, EmptyShard) {
+  UniqueFd fd(memfd_create("writer", MFD_CLOEXEC));
+  UniqueFd keep = Dup(fd);
+  record::ShardWriter w(std::move(fd), "w", {.codec = GetParam()});
+  ASSERT_TRUE(w.Close(false).ok());
+  std::string file(w.file_bytes(), '\0');
+  ASSERT_TRUE(PreadFull(keep.get(), file.data(), file.size(), 0, "w").ok());
+  bool clean = GetParam() == Codec::kNone;
+  EXPECT_EQ(GetParam() == Codec::kNone ? file : StraightInflate(file, &clean), "");
+  EXPECT_TRUE(clean);
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs, WriterCodec,
+                         ::testing::Values(Codec::kNone, Codec::kGzip, Codec::kZlib),
+                         [](const ::testing::TestParamInfo<Codec>& info) {
+                           return std::string(CodecName(info.param));
+                         });
+
+}  // namespace
+}  // namespace tfrecordfs::source
