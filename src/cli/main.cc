@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "src/cli/commands.h"
 #include "src/cli/runtime.h"
@@ -137,6 +138,7 @@ struct CliOptions {
   bool always_open = false;  // -o open
   uint64_t gz_span = source::kDefaultSpan;  // -o gz_span
   index::WalkMode walk_mode = index::WalkMode::kAuto;  // -o walk
+  std::string log_path;  // -o log (default: DefaultLogPath when detached)
 };
 
 int Usage(const std::string& message) {
@@ -184,7 +186,7 @@ bool IsOurValueOption(absl::string_view key) {
   static constexpr absl::string_view kKeys[] = {
       "cache_mb", "cache_records", "index_threads", "index_dir", "timeout", "staging",
       "staging_dir", "output_dir", "prefix", "shard_size", "fsname", "subtype", "max_read",
-      "blksize", "walk", "gz_span", "inflate_cache_mb", "max_open"};
+      "blksize", "walk", "gz_span", "inflate_cache_mb", "max_open", "log"};
   for (absl::string_view k : kKeys) {
     if (key == k) return true;
   }
@@ -269,6 +271,11 @@ std::string TakeMountOptions(absl::string_view list, CliOptions* cli) {
       auto size = repack::ParseSize(*v);
       if (!size.ok()) return "shard_size needs a size such as 64M or 1G";
       cli->pack.shard_size = *size;
+    } else if (auto v = value_of("log")) {
+      if (v->empty()) return "log needs a file path";
+      cli->log_path = std::string(*v);
+    } else if (opt == "noxattr") {
+      cli->session.ops.xattr = false;
     } else if (opt == "nosplice") {
       cli->session.ops.splice = false;
     } else if (opt == "opendir") {
@@ -391,11 +398,31 @@ int Main(int argc, char** argv) {
   cli.staging_dir = cli::AbsolutePath(cli.staging_dir);
   cli.index_dir = cli::AbsolutePath(cli.index_dir);
   cli.pack.output_dir = cli::AbsolutePath(cli.pack.output_dir);
+  cli.log_path = cli::AbsolutePath(cli.log_path);
   cli.session.mountpoint = cli.positional.back();
   cli.positional.pop_back();
   cli.vfs.sources = cli.positional;
   // Everything is checked before any shard is read or anything is created.
   if (int code = CheckMountpoint(cli.session.mountpoint); code != 0) return code;
+  char real_mnt[PATH_MAX];
+  const std::string mnt_real =
+      ::realpath(cli.session.mountpoint.c_str(), real_mnt) ? real_mnt : cli.session.mountpoint;
+  // A detached daemon's stderr goes to /dev/null, and containers often have
+  // no syslog socket: it logs to a file as well (any daemon, with -o log),
+  // and `tfrecordfs unmount` points at it when something was logged.
+  uint64_t log_start = 0;
+  if (!cli.session.foreground || !cli.log_path.empty()) {
+    if (cli.log_path.empty()) cli.log_path = cli::DefaultLogPath(mnt_real);
+    auto start = log::UseFile(
+        cli.log_path, absl::StrCat("mount of ", absl::StrJoin(cli.vfs.sources, " "), " on ",
+                                   mnt_real, " (pid ", ::getpid(), ")"));
+    if (start.ok()) {
+      log_start = *start;
+    } else {
+      log::Warning("no log file: ", start.status().message());
+      cli.log_path.clear();
+    }
+  }
   for (const std::string& source : cli.vfs.sources) {
     if (struct stat st; ::stat(source.c_str(), &st) != 0) {
       log::Error("source ", source, ": ", std::strerror(errno));
@@ -477,14 +504,12 @@ int Main(int argc, char** argv) {
   log::Info("indexed ", stats.records, " record(s) in ", stats.shards, " shard(s); mounting on ",
             cli.session.mountpoint, staging != nullptr ? "; staging store " : "; no staging store",
             staging != nullptr ? staging->dir() : "", cli.read_only ? " (read-only)" : "");
-  char real_mnt[PATH_MAX];
-  const std::string mnt_real =
-      ::realpath(cli.session.mountpoint.c_str(), real_mnt) ? real_mnt : cli.session.mountpoint;
   bool served = false;
   cli.session.on_ready = [&] {
     served = true;
     auto s = WriteMountRecord(
-        {mnt_real, store_dir, static_cast<long>(::getpid()), cli.read_only});
+        {mnt_real, store_dir, static_cast<long>(::getpid()), cli.read_only, cli.log_path,
+         log_start});
     if (!s.ok()) log::Warning("tfrecordfs unmount will not find this mount: ", s.message());
   };
   absl::Status s = fuse::RunSession(fs->get(), cli.session);
