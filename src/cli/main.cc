@@ -104,6 +104,11 @@ Options:
        timeout=SECONDS   kernel cache time for names and attributes
                          (default 86400: shard data is immutable)
        verbose           log at debug level
+       log=PATH          also log to PATH (a detached daemon always logs to
+                         a file; default ~/.local/state/tfrecordfs/log/
+                         <mount point>.log, which `tfrecordfs unmount`
+                         names when something was logged)
+       noxattr           no extended attributes (see below)
        staging=NAME      name of the writable folder at the root
                          (default "staging")
        staging_dir=PATH  where staged bytes live on disk (default
@@ -120,6 +125,12 @@ New records: make folders of feature files under MOUNTPOINT/staging/ (or
 `cp -r` a record there). On unmount they are packed, crash-safely, into new
 shards in the output directory. `tfrecordfs unmount MOUNTPOINT` unmounts,
 waits for the pack and reports; `fusermount3 -u MOUNTPOINT` works too.
+
+Extended attributes (getfattr -d PATH): a record folder has
+user.tfrecordfs.shard, .record, .offset, .length (.compressed_offset in a
+GZIP/ZLIB shard) and, once found damaged, .error with the reason; a feature
+file has .feature (the real name) and .kind (int64, float, text, bytes,
+tensor DTYPE, ...); a shard folder .shard, .records and .codec.
 
 Exit status: 0 on success, 1 when the mount or a source fails, 2 on a usage
 error. With fstab: `SOURCE MOUNTPOINT fuse.tfrecordfs ro,allow_other 0 0`.

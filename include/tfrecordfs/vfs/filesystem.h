@@ -12,8 +12,8 @@
 // Thread-safety (std::mutex rather than absl::Mutex: Debian's Abseil is not
 // built for TSan, so absl::Mutex hand-offs are invisible to it): all methods
 // may be called concurrently. The tree and shard indexes are immutable after
-// Create(); the parsed-record cache and kinds_mu_ are leaf locks (nothing else
-// is acquired while holding them); sample_mu_ (KindOf's sampling) is held
+// Create(); the parsed-record cache, kinds_mu_ and damage_mu_ are leaf locks
+// (nothing else is acquired while holding them); sample_mu_ (KindOf's sampling) is held
 // while reading records and takes kinds_mu_ inside it, never the other way
 // round; the checked-record bits are atomic words; staging calls go to
 // staging::Store, which is thread-safe.
