@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "src/cli/commands.h"
 #include "src/cli/runtime.h"
@@ -107,6 +108,11 @@ Options:
        timeout=SECONDS   kernel cache time for names and attributes
                          (default 86400: shard data is immutable)
        verbose           log at debug level
+       log=PATH          also log to PATH (a detached daemon always logs to
+                         a file; default ~/.local/state/tfrecordfs/log/
+                         <mount point>.log, which `tfrecordfs unmount`
+                         names when something was logged)
+       noxattr           no extended attributes (see below)
        staging=NAME      name of the writable folder at the root
                          (default "staging")
        staging_dir=PATH  where staged bytes live on disk (default
@@ -128,6 +134,12 @@ New records: make folders of feature files under MOUNTPOINT/staging/ (or
 shards in the output directory. `tfrecordfs unmount MOUNTPOINT` unmounts,
 waits for the pack and reports; `fusermount3 -u MOUNTPOINT` works too.
 
+Extended attributes (getfattr -d PATH): a record folder has
+user.tfrecordfs.shard, .record, .offset, .length (.compressed_offset in a
+GZIP/ZLIB shard) and, once found damaged, .error with the reason; a feature
+file has .feature (the real name) and .kind (int64, float, text, bytes,
+tensor DTYPE, ...); a shard folder .shard, .records and .codec.
+
 Exit status: 0 on success, 1 when the mount or a source fails, 2 on a usage
 error. With fstab: `SOURCE MOUNTPOINT fuse.tfrecordfs ro,allow_other 0 0`.
 )";
@@ -147,6 +159,7 @@ struct CliOptions {
   uint64_t gz_span = source::kDefaultSpan;  // -o gz_span
   index::WalkMode walk_mode = index::WalkMode::kAuto;  // -o walk
   std::optional<source::Codec> compression;  // -o compression; unset: the sources'
+  std::string log_path;  // -o log (default: DefaultLogPath when detached)
 };
 
 int Usage(const std::string& message) {
@@ -194,7 +207,7 @@ bool IsOurValueOption(absl::string_view key) {
   static constexpr absl::string_view kKeys[] = {
       "cache_mb", "cache_records", "index_threads", "index_dir", "timeout", "staging",
       "staging_dir", "output_dir", "prefix", "shard_size", "compression", "fsname", "subtype",
-      "max_read", "blksize", "walk", "gz_span", "inflate_cache_mb", "max_open"};
+      "max_read", "blksize", "walk", "gz_span", "inflate_cache_mb", "max_open", "log"};
   for (absl::string_view k : kKeys) {
     if (key == k) return true;
   }
@@ -284,6 +297,11 @@ std::string TakeMountOptions(absl::string_view list, CliOptions* cli) {
     } else if (auto v = value_of("compression")) {
       cli->compression = source::ParseCodecName(*v);
       if (!cli->compression) return "compression needs none, gzip or zlib";
+    } else if (auto v = value_of("log")) {
+      if (v->empty()) return "log needs a file path";
+      cli->log_path = std::string(*v);
+    } else if (opt == "noxattr") {
+      cli->session.ops.xattr = false;
     } else if (opt == "nosplice") {
       cli->session.ops.splice = false;
     } else if (opt == "opendir") {
@@ -417,11 +435,31 @@ int Main(int argc, char** argv) {
   cli.staging_dir = cli::AbsolutePath(cli.staging_dir);
   cli.index_dir = cli::AbsolutePath(cli.index_dir);
   cli.pack.output_dir = cli::AbsolutePath(cli.pack.output_dir);
+  cli.log_path = cli::AbsolutePath(cli.log_path);
   cli.session.mountpoint = cli.positional.back();
   cli.positional.pop_back();
   cli.vfs.sources = cli.positional;
   // Everything is checked before any shard is read or anything is created.
   if (int code = CheckMountpoint(cli.session.mountpoint); code != 0) return code;
+  char real_mnt[PATH_MAX];
+  const std::string mnt_real =
+      ::realpath(cli.session.mountpoint.c_str(), real_mnt) ? real_mnt : cli.session.mountpoint;
+  // A detached daemon's stderr goes to /dev/null, and containers often have
+  // no syslog socket: it logs to a file as well (any daemon, with -o log),
+  // and `tfrecordfs unmount` points at it when something was logged.
+  uint64_t log_start = 0;
+  if (!cli.session.foreground || !cli.log_path.empty()) {
+    if (cli.log_path.empty()) cli.log_path = cli::DefaultLogPath(mnt_real);
+    auto start = log::UseFile(
+        cli.log_path, absl::StrCat("mount of ", absl::StrJoin(cli.vfs.sources, " "), " on ",
+                                   mnt_real, " (pid ", ::getpid(), ")"));
+    if (start.ok()) {
+      log_start = *start;
+    } else {
+      log::Warning("no log file: ", start.status().message());
+      cli.log_path.clear();
+    }
+  }
   for (const std::string& source : cli.vfs.sources) {
     if (struct stat st; ::stat(source.c_str(), &st) != 0) {
       log::Error("source ", source, ": ", std::strerror(errno));
@@ -507,14 +545,12 @@ int Main(int argc, char** argv) {
   log::Info("indexed ", stats.records, " record(s) in ", stats.shards, " shard(s); mounting on ",
             cli.session.mountpoint, staging != nullptr ? "; staging store " : "; no staging store",
             staging != nullptr ? staging->dir() : "", cli.read_only ? " (read-only)" : "");
-  char real_mnt[PATH_MAX];
-  const std::string mnt_real =
-      ::realpath(cli.session.mountpoint.c_str(), real_mnt) ? real_mnt : cli.session.mountpoint;
   bool served = false;
   cli.session.on_ready = [&] {
     served = true;
     auto s = WriteMountRecord(
-        {mnt_real, store_dir, static_cast<long>(::getpid()), cli.read_only});
+        {mnt_real, store_dir, static_cast<long>(::getpid()), cli.read_only, cli.log_path,
+         log_start});
     if (!s.ok()) log::Warning("tfrecordfs unmount will not find this mount: ", s.message());
   };
   absl::Status s = fuse::RunSession(fs->get(), cli.session);

@@ -4,10 +4,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <climits>
 #include <cerrno>
 #include <cstdlib>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -60,6 +62,51 @@ std::string DefaultStagingDir(const std::vector<std::string>& sources) {
   return absl::StrFormat("%s/tfrecordfs/staging/%s-%08x", base, name, crc32c::Value(key));
 }
 
+std::string DefaultLogPath(const std::string& mountpoint_realpath) {
+  // systemd-escape --path: no leading/trailing '/', '/' -> '-', and bytes
+  // other than [A-Za-z0-9:_.] (and a leading '.') as \xXX.
+  absl::string_view p = mountpoint_realpath;
+  while (!p.empty() && p.front() == '/') p.remove_prefix(1);
+  while (!p.empty() && p.back() == '/') p.remove_suffix(1);
+  std::string name;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(p[i]);
+    if (c == '/') {
+      name.push_back('-');
+    } else if (std::isalnum(c) || c == ':' || c == '_' || (c == '.' && i > 0)) {
+      name.push_back(static_cast<char>(c));
+    } else {
+      absl::StrAppend(&name, absl::StrFormat("\\x%02x", c));
+    }
+  }
+  if (name.empty()) name = "-";  // the root directory
+  const char* state = std::getenv("XDG_STATE_HOME");
+  const std::string base = state && *state ? state : Home() + "/.local/state";
+  return absl::StrCat(base, "/tfrecordfs/log/", name, ".log");
+}
+
+LogProblems ScanLog(const std::string& path, uint64_t start) {
+  LogProblems out;
+  auto text = ReadFileToString(path);
+  if (!text.ok() || start > text->size()) return out;
+  std::vector<absl::string_view> errors, warnings;
+  for (absl::string_view line :
+       absl::StrSplit(absl::string_view(*text).substr(start), '\n', absl::SkipEmpty())) {
+    const bool error = absl::StrContains(line, "]: error: ");
+    const bool warning = absl::StrContains(line, "]: warning: ");
+    if (!error && !warning) continue;
+    ++(error ? out.errors : out.warnings);
+    (error ? errors : warnings).emplace_back(line);
+  }
+  // Errors first: an EIO's reason matters more than what the walk resynced.
+  for (auto* lines : {&errors, &warnings}) {
+    for (absl::string_view line : *lines) {
+      if (out.first.size() < 5) out.first.emplace_back(line);
+    }
+  }
+  return out;
+}
+
 std::string DefaultOutputDir(const std::vector<std::string>& sources) {
   const std::string first = RealPath(sources.front());
   struct stat st;
@@ -77,7 +124,7 @@ absl::Status WriteMountRecord(const MountRecord& r) {
   return WriteFileAtomically(RegistryPath(r.mountpoint),
                              absl::StrCat("mountpoint=", r.mountpoint, "\nstore=", r.store,
                                           "\npid=", r.pid, "\nread_only=", r.read_only ? 1 : 0,
-                                          "\n"));
+                                          "\nlog=", r.log, "\nlog_start=", r.log_start, "\n"));
 }
 
 absl::StatusOr<MountRecord> ReadMountRecord(const std::string& mountpoint_realpath) {
@@ -90,6 +137,8 @@ absl::StatusOr<MountRecord> ReadMountRecord(const std::string& mountpoint_realpa
     if (kv.first == "store") r.store = kv.second;
     if (kv.first == "pid") (void)absl::SimpleAtoi(kv.second, &r.pid);
     if (kv.first == "read_only") r.read_only = kv.second == "1";
+    if (kv.first == "log") r.log = kv.second;
+    if (kv.first == "log_start") (void)absl::SimpleAtoi(kv.second, &r.log_start);
   }
   if (r.mountpoint != mountpoint_realpath || (r.store.empty() && !r.read_only)) {
     return absl::NotFoundError("stale mount record");

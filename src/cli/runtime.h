@@ -4,12 +4,13 @@
 // The mount registry: one file per live mount, named after a CRC of the
 // mountpoint's real path, in $XDG_RUNTIME_DIR/tfrecordfs, else
 // /run/tfrecordfs for root, else /tmp/tfrecordfs-<uid>. It holds
-// `mountpoint=`, `store=`, `pid=` and `read_only=` lines; the daemon writes
+// `mountpoint=`, `store=`, `pid=`, `read_only=`, `log=` and `log_start=` lines; the daemon writes
 // it once the mount is ready and removes it when it exits. A read-only
 // mount's store may not exist (it is never created read-only).
 #ifndef TFRECORDFS_CLI_RUNTIME_H_
 #define TFRECORDFS_CLI_RUNTIME_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -33,11 +34,28 @@ std::string AbsolutePath(const std::string& path);
 // the directory holding it.
 std::string DefaultOutputDir(const std::vector<std::string>& sources);
 
+// Where a detached daemon logs unless -o log=PATH says otherwise:
+// ${XDG_STATE_HOME:-~/.local/state}/tfrecordfs/log/<mount point>.log, the
+// mount point's real path escaped as systemd does it ("/mnt/a-b" ->
+// "mnt-a\x2db"), so each mount point has its own file.
+std::string DefaultLogPath(const std::string& mountpoint_realpath);
+
+// What a mount logged: its warning and error lines of a log file from byte
+// `start` on (the daemon's own lines, see log::UseFile).
+struct LogProblems {
+  uint64_t errors = 0;
+  uint64_t warnings = 0;
+  std::vector<std::string> first;  // the first few such lines, errors first
+};
+LogProblems ScanLog(const std::string& path, uint64_t start);
+
 struct MountRecord {
   std::string mountpoint;
   std::string store;
   long pid = 0;
   bool read_only = false;
+  std::string log;         // the daemon's log file ("" when it keeps none)
+  uint64_t log_start = 0;  // where its lines start in that file
 };
 
 std::string RegistryPath(const std::string& mountpoint_realpath);

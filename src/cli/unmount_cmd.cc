@@ -25,6 +25,9 @@ constexpr char kUsage[] = R"(Usage: tfrecordfs unmount MOUNTPOINT
 Unmounts a tfrecordfs mount, waits until the daemon has packed the staged
 records into new shards, and prints what was written and what stayed staged.
 
+When the daemon logged a warning or an error while mounted (an EIO's reason,
+a damaged shard), says so and names its log file (-o log).
+
 Exit status: 0 when everything staged was packed (or nothing was staged),
 1 when a record stayed staged, the pack failed or the unmount failed,
 2 on a usage error.
@@ -54,6 +57,18 @@ bool Alive(long pid) {
   if (!stat.ok()) return false;
   const size_t paren = stat->rfind(')');
   return paren != std::string::npos && paren + 2 < stat->size() && (*stat)[paren + 2] != 'Z';
+}
+
+// Says where the daemon's log is when it logged a warning or an error during
+// the mount (an EIO's reason, a damaged shard), so that they are not lost.
+void PointAtLog(const MountRecord& record) {
+  if (record.log.empty()) return;
+  const LogProblems p = ScanLog(record.log, record.log_start);
+  if (p.errors == 0 && p.warnings == 0) return;
+  std::cerr << "tfrecordfs unmount: the mount logged " << p.errors << " error(s) and "
+            << p.warnings << " warning(s); see " << record.log << "\n";
+  for (const std::string& line : p.first) std::cerr << "  " << line << "\n";
+  if (p.errors + p.warnings > p.first.size()) std::cerr << "  ...\n";
 }
 
 }  // namespace
@@ -101,6 +116,7 @@ int UnmountMain(int argc, char** argv) {
       ::usleep(10000);  // up to 10 s; the daemon only has to exit
     }
     std::cout << kResultOk << "\nread-only mount: nothing packed\n";
+    PointAtLog(*record);
     return 0;
   }
   // Hold the store's lock file open before unmounting, so the wait below
@@ -125,9 +141,11 @@ int UnmountMain(int argc, char** argv) {
   if (!report.ok()) {
     std::cerr << "tfrecordfs unmount: the daemon left no pack report in " << record->store
               << " (did it crash? the staged records are still there; mount again to retry)\n";
+    PointAtLog(*record);
     return 1;
   }
   std::cout << *report;
+  PointAtLog(*record);
   return absl::StartsWith(*report, std::string(kResultOk) + "\n") ? 0 : 1;
 }
 

@@ -272,6 +272,46 @@ WriteReply DoWrite(const Ops& ops, fuse_ino_t ino, uint64_t fh, absl::string_vie
 
 namespace {
 
+XattrReply SizedReply(std::string data, size_t size) {
+  XattrReply r;
+  if (size == 0) {
+    r.size_only = true;
+    r.size = data.size();
+  } else if (data.size() > size) {
+    r.err = ERANGE;
+  } else {
+    r.data = std::move(data);
+  }
+  return r;
+}
+
+}  // namespace
+
+XattrReply DoGetXattr(const Ops& ops, fuse_ino_t ino, absl::string_view name, size_t size) {
+  if (!ops.options.xattr) return XattrReply{.err = ENOSYS};
+  auto value = ops.fs->GetXattr(ino, name);
+  if (!value.ok()) return XattrReply{.err = ToErrno(value.status())};
+  return SizedReply(std::move(*value), size);
+}
+
+XattrReply DoListXattr(const Ops& ops, fuse_ino_t ino, size_t size) {
+  if (!ops.options.xattr) return XattrReply{.err = ENOSYS};
+  auto names = ops.fs->ListXattr(ino);
+  if (!names.ok()) return XattrReply{.err = ToErrno(names.status())};
+  std::string data;
+  for (const std::string& n : *names) {
+    data += n;
+    data.push_back('\0');
+  }
+  return SizedReply(std::move(data), size);
+}
+
+int DoSetXattr(const Ops& ops, fuse_ino_t ino, absl::string_view name) {
+  return ToErrno(ops.fs->SetXattr(ino, name));
+}
+
+namespace {
+
 const Ops& OpsOf(fuse_req_t req) { return *static_cast<const Ops*>(fuse_req_userdata(req)); }
 
 void LlInit(void* userdata, struct fuse_conn_info* conn) {
@@ -550,6 +590,32 @@ void LlWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t
   }
 }
 
+void ReplyXattr(fuse_req_t req, const XattrReply& r) {
+  if (r.err) {
+    fuse_reply_err(req, r.err);
+  } else if (r.size_only) {
+    fuse_reply_xattr(req, r.size);
+  } else {
+    fuse_reply_buf(req, r.data.data(), r.data.size());
+  }
+}
+
+void LlGetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  ReplyXattr(req, DoGetXattr(OpsOf(req), ino, name, size));
+}
+
+void LlListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  ReplyXattr(req, DoListXattr(OpsOf(req), ino, size));
+}
+
+void LlSetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char*, size_t, int) {
+  fuse_reply_err(req, DoSetXattr(OpsOf(req), ino, name));
+}
+
+void LlRemoveXattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
+  fuse_reply_err(req, DoSetXattr(OpsOf(req), ino, name));
+}
+
 fuse_lowlevel_ops MakeOps() {
   fuse_lowlevel_ops o{};
   o.init = LlInit;
@@ -577,6 +643,10 @@ fuse_lowlevel_ops MakeOps() {
   o.setattr = LlSetAttr;
   o.create = LlCreate;
   o.write = LlWrite;
+  o.getxattr = LlGetXattr;
+  o.listxattr = LlListXattr;
+  o.setxattr = LlSetXattr;
+  o.removexattr = LlRemoveXattr;
   return o;
 }
 

@@ -66,6 +66,8 @@ struct Node {
   std::map<std::string, Node> children;  // sorted by escaped name
   // Files (see Entry):
   ContentForm form = ContentForm::kInline;
+  EntryRole role = EntryRole::kFolder;
+  uint8_t dtype = 0;
   std::string content;
   uint64_t span_offset = 0, span_length = 0;
 };
@@ -135,6 +137,8 @@ void Flatten(const Node& node, uint32_t self, Layout* out) {
     c.parent = self;
     c.is_dir = child.is_dir;
     c.form = child.form;
+    c.role = child.role;
+    c.dtype = child.dtype;
     c.content = child.content;
     c.span_offset = child.span_offset;
     c.span_length = child.span_length;
@@ -211,9 +215,12 @@ namespace {
 // `.npy`) or its exact bytes with a sniffed extension.
 Node BytesValueNode(absl::string_view v, absl::string_view payload, std::string* ext) {
   Node n;
+  n.role = EntryRole::kBytes;
   const uint64_t at = static_cast<uint64_t>(v.data() - payload.data());
   if (tensor::IsTensor(v)) {
     if (auto t = tensor::DecodeTensor(v); t.ok()) {
+      n.role = EntryRole::kTensor;
+      n.dtype = static_cast<uint8_t>(t->dtype);
       if (auto g = tensor::PngGeometryOf(t->dtype, t->shape); g.ok()) {
         *ext = std::string(kPngExtension);
         if (t->data_in_input) {
@@ -230,6 +237,8 @@ Node BytesValueNode(absl::string_view v, absl::string_view payload, std::string*
             return n;
           }
           n.content.clear();
+          n.role = EntryRole::kBytes;  // shown as its bytes
+          n.dtype = 0;
           *ext = std::string(SniffExtension(v));
           n.form = ContentForm::kSpan;
           n.span_offset = at;
@@ -260,6 +269,7 @@ Node BytesValueNode(absl::string_view v, absl::string_view payload, std::string*
 Node ListDirNode(const std::vector<absl::string_view>& values, absl::string_view payload) {
   Node n;
   n.is_dir = true;
+  n.role = EntryRole::kBytesList;
   for (size_t i = 0; i < values.size(); ++i) {
     absl::string_view v = values[i];
     std::string ext;
@@ -284,9 +294,11 @@ void AddFeatures(Node* root, const std::vector<Feature>& features, absl::string_
     Node& n = leaf.node;
     if (f.kind == Kind::kInt64 || f.kind == Kind::kFloat) {
       n.content = f.kind == Kind::kInt64 ? FormatInt64s(f.int64s) : FormatFloats(f.floats);
+      n.role = f.kind == Kind::kInt64 ? EntryRole::kInt64 : EntryRole::kFloat;
       leaf.where = Place(f.name, /*numeric=*/true, /*is_file=*/true, "", false, reserved_top);
     } else if (std::all_of(f.bytes.begin(), f.bytes.end(), IsSingleLineText)) {
       n.content = FormatText(f.bytes);
+      n.role = EntryRole::kText;
       leaf.where = Place(f.name, false, true, kTextExtension, false, reserved_top);
     } else if (f.bytes.size() == 1) {
       std::string ext;
@@ -365,6 +377,7 @@ Layout LayoutSequence(const example::SequenceTable& table, absl::string_view pay
     Placement where = Place(list.name, false, true, "", /*steps_beside=*/true);
     where.dirs.push_back(std::move(where.leaf));
     Node* dir = MakeDirs(&lists, where.dirs);
+    dir->role = EntryRole::kFeatureList;
     const size_t n = list.steps.size();
     for (size_t i = 0; i < n; ++i) {
       const Feature& step = list.steps[i];
@@ -372,13 +385,16 @@ Layout LayoutSequence(const example::SequenceTable& table, absl::string_view pay
       Node node;
       std::string name;
       if (step.kind == Kind::kNone) {
+        node.role = EntryRole::kKindless;
         name = absl::StrCat(stem, kKindlessExtension);
       } else if (step.kind == Kind::kInt64 || step.kind == Kind::kFloat) {
         node.content =
             step.kind == Kind::kInt64 ? FormatInt64s(step.int64s) : FormatFloats(step.floats);
+        node.role = step.kind == Kind::kInt64 ? EntryRole::kInt64 : EntryRole::kFloat;
         name = stem;
       } else if (std::all_of(step.bytes.begin(), step.bytes.end(), IsSingleLineText)) {
         node.content = FormatText(step.bytes);
+        node.role = EntryRole::kText;
         name = absl::StrCat(stem, kTextExtension);
       } else if (step.bytes.size() == 1) {
         std::string ext;
@@ -397,6 +413,7 @@ Layout LayoutSequence(const example::SequenceTable& table, absl::string_view pay
     std::string name = std::move(where.leaf);
     if (parent->children.count(name)) name += "%-";
     parent->children[name].is_dir = true;
+    parent->children[name].role = EntryRole::kFeatureList;
   }
   return FlattenRoot(root);
 }
@@ -410,6 +427,7 @@ Layout LayoutRaw(uint64_t payload_size) {
   Entry& e = layout.entries[1];
   e.name = std::string(kRawRecordName);
   e.form = ContentForm::kSpan;
+  e.role = EntryRole::kRaw;
   e.span_length = payload_size;
   return layout;
 }
@@ -423,6 +441,116 @@ std::optional<uint32_t> FindChild(const Layout& layout, uint32_t dir, absl::stri
                              [](const Entry& e, absl::string_view n) { return e.name < n; });
   if (it == end || it->name != name) return std::nullopt;
   return static_cast<uint32_t>(it - layout.entries.begin());
+}
+
+// ---- Which feature an entry shows ----
+
+namespace {
+
+bool StartsWithDigit(absl::string_view s) { return !s.empty() && s[0] >= '0' && s[0] <= '9'; }
+
+// The leading digits of a step or list value name ("07.jpg" -> 7).
+std::optional<uint64_t> LeadingNumber(absl::string_view name) {
+  uint64_t v = 0;
+  size_t i = 0;
+  for (; i < name.size() && i < 19 && StartsWithDigit(name.substr(i)); ++i) {
+    v = v * 10 + static_cast<uint64_t>(name[i] - '0');
+  }
+  if (i == 0) return std::nullopt;
+  return v;
+}
+
+// The file name without the extension the layout added: numeric files and
+// folders have none (every '.' of a numeric leaf is escaped), the others
+// exactly one ('.' inside a stem stays, so the last one is the extension's).
+absl::string_view Stem(const Entry& e) {
+  if (e.is_dir || e.role == EntryRole::kInt64 || e.role == EntryRole::kFloat) return e.name;
+  const size_t dot = e.name.rfind('.');
+  return dot == std::string::npos || dot == 0 ? absl::string_view(e.name)
+                                              : absl::string_view(e.name).substr(0, dot);
+}
+
+}  // namespace
+
+std::optional<FeatureInfo> FeatureOf(const Layout& layout, uint32_t entry) {
+  if (entry == 0 || entry >= layout.entries.size()) return std::nullopt;
+  // The path from the record folder down to `entry`.
+  std::vector<uint32_t> chain;
+  for (uint32_t i = entry; i != 0; i = layout.entries[i].parent) {
+    if (chain.size() > layout.entries.size()) return std::nullopt;  // not a tree
+    chain.push_back(i);
+  }
+  std::reverse(chain.begin(), chain.end());
+  auto name_of = [&](size_t k) -> const Entry& { return layout.entries[chain[k]]; };
+  // An Example spells a feature `feature_lists` as `%66eature_lists`: a top
+  // folder of that exact name means a SequenceExample.
+  const bool sequence = FindChild(layout, 0, kFeatureListsDir).has_value();
+  FeatureInfo info;
+  info.role = layout.entries[entry].role;
+  info.dtype = layout.entries[entry].dtype;
+  size_t first = 0;  // the first component of the feature's path
+  if (sequence) {
+    if (name_of(0).name == kContextDir) {
+      info.context = true;
+    } else if (name_of(0).name == kFeatureListsDir) {
+      info.feature_list = true;
+    } else {
+      return std::nullopt;
+    }
+    first = 1;
+  }
+  // The feature's own entry: its file or bytes-list folder (the first entry
+  // that is not a plain folder), or a list's folder (the deepest one: list
+  // `a` may hold list `a/b` beside its steps).
+  size_t k = chain.size();
+  if (info.feature_list) {
+    for (size_t i = first; i < chain.size(); ++i) {
+      if (name_of(i).role == EntryRole::kFeatureList) k = i;
+    }
+  } else {
+    k = first;
+    while (k < chain.size() && name_of(k).role == EntryRole::kFolder) ++k;
+  }
+  if (k >= chain.size() || name_of(k).role == EntryRole::kRaw) return std::nullopt;
+  std::vector<std::string> dirs;
+  for (size_t d = first; d < k; ++d) dirs.push_back(name_of(d).name);
+  info.name = FeatureNameFromPath(dirs, Stem(name_of(k)));
+  // Below it: a step (feature lists), then a value (a step of several bytes).
+  size_t below = k + 1;
+  if (info.feature_list && below < chain.size()) {
+    info.step = LeadingNumber(name_of(below).name);
+    ++below;
+  }
+  if (below < chain.size()) info.value = LeadingNumber(name_of(below).name);
+  return info;
+}
+
+std::string RoleName(EntryRole role, uint8_t dtype) {
+  switch (role) {
+    case EntryRole::kFolder:
+      return "";
+    case EntryRole::kInt64:
+      return "int64";
+    case EntryRole::kFloat:
+      return "float";
+    case EntryRole::kText:
+      return "text";
+    case EntryRole::kBytes:
+      return "bytes";
+    case EntryRole::kTensor: {
+      const tensor::DTypeInfo* d = tensor::FindDType(dtype);
+      return absl::StrCat("tensor ", d ? d->name : "?");
+    }
+    case EntryRole::kBytesList:
+      return "bytes list";
+    case EntryRole::kFeatureList:
+      return "feature list";
+    case EntryRole::kKindless:
+      return "none";
+    case EntryRole::kRaw:
+      return "raw";
+  }
+  return "";
 }
 
 // ---- Content ----

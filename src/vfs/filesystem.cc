@@ -483,6 +483,7 @@ absl::StatusOr<std::shared_ptr<const ParsedRecord>> Filesystem::Parse(uint64_t s
     if (!data.ok()) {
       parsed->status = data.status();
       log::Error(data.status().message());
+      NoteDamage(shard, record, data.status().message());
     } else if (table.ok() || seq.ok()) {
       if (table.ok()) {
         LearnKinds(*table);
@@ -1166,6 +1167,130 @@ Stats Filesystem::GetStats() const {
   s.records_sampled = records_sampled_.load(std::memory_order_relaxed);
   s.bytes_sampled = bytes_sampled_.load(std::memory_order_relaxed);
   return s;
+}
+
+// ---- Extended attributes ----
+
+namespace {
+
+constexpr absl::string_view kXattrPrefix = "user.tfrecordfs.";
+constexpr size_t kMaxDamageNotes = 65536;
+
+absl::Status NoXattr(absl::string_view name) {
+  return PosixError(ENODATA, absl::StrCat("no attribute ", name));
+}
+
+}  // namespace
+
+void Filesystem::NoteDamage(uint64_t shard, uint64_t record, absl::string_view reason) {
+  std::lock_guard<std::mutex> lock(damage_mu_);
+  if (damage_.size() < kMaxDamageNotes) {
+    damage_.try_emplace((shard << kRecordBits) | record, std::string(reason));
+  }
+}
+
+std::optional<std::string> Filesystem::DamageOf(uint64_t shard, uint64_t record) const {
+  std::lock_guard<std::mutex> lock(damage_mu_);
+  auto it = damage_.find((shard << kRecordBits) | record);
+  if (it == damage_.end()) return std::nullopt;
+  return it->second;
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> Filesystem::Xattrs(
+    uint64_t ino, bool read_error) {
+  std::vector<std::pair<std::string, std::string>> out;
+  auto add = [&](absl::string_view key, std::string value) {
+    out.emplace_back(absl::StrCat(kXattrPrefix, key), std::move(value));
+  };
+  switch (SpaceOf(ino)) {
+    case Space::kTree: {
+      const uint64_t i = TreeIndex(ino);
+      if (i >= tree_->nodes.size()) return absl::NotFoundError("stale node id");
+      const TreeNode& n = tree_->nodes[i];
+      if (n.type != NodeType::kShard) return out;
+      const index::ShardIndex& idx = *shards_[n.shard];
+      add("shard", idx.path());
+      add("records", absl::StrCat(idx.num_records()));
+      add("codec", idx.codec() == source::Codec::kNone ? std::string("none")
+                                                       : std::string(source::CodecName(idx.codec())));
+      if (!idx.problems().empty()) {
+        std::string lines;
+        for (const std::string& line : index::FormatProblems(idx.path(), idx.problems())) {
+          absl::StrAppend(&lines, lines.empty() ? "" : "\n", line);
+        }
+        add("error", std::move(lines));
+      }
+      return out;
+    }
+    case Space::kRecord: {
+      const uint64_t shard = ShardOf(ino), record = RecordOf(ino);
+      if (shard >= shards_.size() || record >= shards_[shard]->num_records()) {
+        return absl::NotFoundError("stale node id");
+      }
+      const index::ShardIndex& idx = *shards_[shard];
+      const uint32_t entry = static_cast<uint32_t>(EntryOf(ino));
+      if (entry == 0) {
+        add("shard", idx.path());
+        add("record", absl::StrCat(record));
+        add("offset", absl::StrCat(idx.begin(record)));
+        add("length", absl::StrCat(idx.end(record) - idx.begin(record) - record::kFramingOverhead));
+        if (idx.checkpoints()) {
+          add("compressed_offset", absl::StrCat(idx.checkpoints()->Before(idx.begin(record)).in));
+        }
+        std::optional<std::string> damage = DamageOf(shard, record);
+        if (!damage && read_error && !Checked(shard, record)) {
+          (void)Parse(shard, record);  // a damaged record notes its reason
+          damage = DamageOf(shard, record);
+        }
+        if (damage) add("error", std::move(*damage));
+        return out;
+      }
+      auto rec = Parse(shard, record);
+      if (!rec.ok()) return rec.status();
+      const naming::Layout& layout = (*rec)->layout;
+      if (entry >= layout.entries.size()) return absl::NotFoundError("stale node id");
+      auto info = naming::FeatureOf(layout, entry);
+      if (!info) return out;
+      add("feature", info->name);
+      add("kind", naming::RoleName(info->role, info->dtype));
+      if (info->context) add("section", "context");
+      if (info->feature_list) add("section", "feature_list");
+      if (info->step) add("step", absl::StrCat(*info->step));
+      if (info->value) add("value", absl::StrCat(*info->value));
+      return out;
+    }
+    case Space::kStaging:
+      if (!staging_) break;
+      return out;
+  }
+  return absl::NotFoundError("stale node id");
+}
+
+absl::StatusOr<std::vector<std::string>> Filesystem::ListXattr(uint64_t ino) {
+  auto all = Xattrs(ino, /*read_error=*/false);
+  if (!all.ok()) return all.status();
+  std::vector<std::string> names;
+  for (auto& [name, value] : *all) names.push_back(std::move(name));
+  return names;
+}
+
+absl::StatusOr<std::string> Filesystem::GetXattr(uint64_t ino, absl::string_view name) {
+  // Other namespaces (security.*, system.posix_acl_*: asked by ls -l, cp -a
+  // and the kernel itself) are answered without looking at the node.
+  if (!absl::StartsWith(name, kXattrPrefix)) return NoXattr(name);
+  auto all = Xattrs(ino, /*read_error=*/name == absl::StrCat(kXattrPrefix, "error"));
+  if (!all.ok()) return all.status();
+  for (auto& [n, value] : *all) {
+    if (n == name) return std::move(value);
+  }
+  return NoXattr(name);
+}
+
+absl::Status Filesystem::SetXattr(uint64_t ino, absl::string_view name) {
+  if (SpaceOf(ino) == Space::kStaging) {
+    return PosixError(ENOTSUP, absl::StrCat(name, ": staged files keep no extended attributes"));
+  }
+  return PosixError(EPERM, absl::StrCat(name, ": the attributes of the mounted shards are fixed"));
 }
 
 }  // namespace tfrecordfs::vfs

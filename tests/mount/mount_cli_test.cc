@@ -1,6 +1,7 @@
 // The command line and the daemon life cycle: exit codes, detaching only once
 // the mount is ready, and `mount -t fuse.tfrecordfs` through mount.fuse3.
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,6 +12,9 @@
 #include <memory>
 
 #include "generated_dataset.h"
+#include "tfrecordfs/example/example.h"
+#include "tfrecordfs/record/format.h"
+#include "tfrecordfs/record/writer.h"
 #include "gtest/gtest.h"
 #include "mount_harness.h"
 
@@ -383,6 +387,122 @@ TEST(DaemonTest, RelativePathsWorkAfterDetaching) {
   // Nothing was created relative to "/" by the daemon.
   EXPECT_FALSE(std::filesystem::exists("/store"));
   EXPECT_FALSE(std::filesystem::exists("/out"));
+}
+
+// A shard of `n` Examples (int64 `n`, text `name`); record `damaged`'s data
+// has one bit flipped, so its data CRC fails. *offsets gets each record's
+// byte offset.
+std::string DamagedShard(int n, int damaged, std::vector<uint64_t>* offsets) {
+  std::string bytes;
+  std::vector<std::string> texts;
+  for (int r = 0; r < n; ++r) texts.push_back("record " + std::to_string(r));
+  for (int r = 0; r < n; ++r) {
+    example::FeatureTable t;
+    example::Feature name, num;
+    name.name = "name";
+    name.kind = example::Kind::kBytes;
+    name.bytes.push_back(texts[r]);
+    num.name = "n";
+    num.kind = example::Kind::kInt64;
+    num.int64s = {r};
+    t.features = {num, name};  // sorted by name
+    offsets->push_back(bytes.size());
+    record::AppendFramed(&bytes, example::EncodeExample(t));
+  }
+  bytes[(*offsets)[damaged] + record::kHeaderSize + 2] ^= 0x10;
+  return bytes;
+}
+
+std::string GetXattr(const std::string& path, const std::string& name) {
+  char buf[4096];
+  const ssize_t n = ::getxattr(path.c_str(), name.c_str(), buf, sizeof buf);
+  if (n < 0) return std::string("errno ") + std::strerror(errno);
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+// Issue 11: a detached daemon (no -f) logs to a file under the private
+// $XDG_STATE_HOME: a damaged record read through the mount fails with EIO,
+// its reason is in that file and in the record folder's xattrs, and
+// `tfrecordfs unmount` names the file. Xattrs are read with getxattr(2) and,
+// where installed (scripts/setup installs `attr`), with getfattr -d.
+TEST(DaemonTest, DetachedDaemonLogsToAFileThatUnmountNames) {
+  TFRFS_SKIP_WITHOUT_FUSE();
+  TempDir tmp;
+  std::vector<uint64_t> offsets;
+  WriteWholeFile(tmp.Subdir("src") + "/bad.tfrecord", DamagedShard(4, 2, &offsets));
+  const std::string mnt = std::filesystem::canonical(tmp.Subdir("mnt")).string();
+  DetachedGuard guard(mnt);
+  CommandResult r = RunCommand({Bin(), "-o", IsolationOptions(tmp), tmp.path() + "/src", mnt});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+
+  // Xattrs of an intact record and its files.
+  const std::string rec1 = mnt + "/bad.tfrecord/1";
+  EXPECT_EQ(GetXattr(rec1, "user.tfrecordfs.record"), "1");
+  EXPECT_EQ(GetXattr(rec1, "user.tfrecordfs.offset"), std::to_string(offsets[1]));
+  EXPECT_EQ(GetXattr(rec1, "user.tfrecordfs.length"),
+            std::to_string(offsets[2] - offsets[1] - record::kFramingOverhead));
+  EXPECT_EQ(GetXattr(rec1, "user.tfrecordfs.shard"), tmp.path() + "/src/bad.tfrecord");
+  EXPECT_EQ(GetXattr(rec1 + "/n", "user.tfrecordfs.kind"), "int64");
+  EXPECT_EQ(GetXattr(rec1 + "/name.txt", "user.tfrecordfs.feature"), "name");
+  EXPECT_EQ(GetXattr(rec1 + "/name.txt", "user.tfrecordfs.kind"), "text");
+  EXPECT_EQ(GetXattr(rec1, "user.nothing"), std::string("errno ") + std::strerror(ENODATA));
+  EXPECT_EQ(::setxattr(rec1.c_str(), "user.x", "1", 1, 0), -1);
+  EXPECT_EQ(errno, EPERM);
+  if (::access("/usr/bin/getfattr", X_OK) == 0) {
+    CommandResult g = RunCommand({"getfattr", "-d", rec1 + "/name.txt"});
+    EXPECT_EQ(g.exit_code, 0) << g.err;
+    EXPECT_NE(g.out.find("user.tfrecordfs.feature=\"name\""), std::string::npos) << g.out;
+    EXPECT_NE(g.out.find("user.tfrecordfs.kind=\"text\""), std::string::npos) << g.out;
+  }
+
+  // The damaged record: EIO, then its reason as an xattr.
+  const std::string rec2 = mnt + "/bad.tfrecord/2";
+  struct stat st;
+  EXPECT_EQ(::stat((rec2 + "/n").c_str(), &st), -1);
+  EXPECT_EQ(errno, EIO);
+  const std::string reason = GetXattr(rec2, "user.tfrecordfs.error");
+  EXPECT_NE(reason.find("record 2 at byte offset " + std::to_string(offsets[2])),
+            std::string::npos)
+      << reason;
+
+  CommandResult u = RunCommand({Bin(), "unmount", mnt});
+  EXPECT_EQ(u.exit_code, 0) << u.out << u.err;
+  EXPECT_TRUE(DaemonGone(mnt));
+  // The log file: the default place, named after the mount point, holding
+  // the mount point and the EIO's reason; unmount's output names it.
+  const char* state = std::getenv("XDG_STATE_HOME");
+  ASSERT_NE(state, nullptr);
+  std::string log_path;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(state) + "/tfrecordfs/log")) {
+    if (ReadWholeFile(e.path()).find(" on " + mnt + " (pid") != std::string::npos) log_path = e.path();
+  }
+  ASSERT_FALSE(log_path.empty()) << "no log file names " << mnt;
+  const std::string log = ReadWholeFile(log_path);
+  EXPECT_NE(log.find("error: " + reason), std::string::npos) << log;
+  EXPECT_NE(u.err.find(log_path), std::string::npos) << "unmount did not name the log: " << u.err;
+  EXPECT_NE(u.err.find("1 error(s)"), std::string::npos) << u.err;
+}
+
+// -o log=PATH: the daemon logs there; an unmount after nothing went wrong (the
+// damaged record is never read) says nothing about it.
+TEST(DaemonTest, LogOptionNamesTheFile) {
+  TFRFS_SKIP_WITHOUT_FUSE();
+  TempDir tmp;
+  std::vector<uint64_t> offsets;
+  WriteWholeFile(tmp.Subdir("src") + "/bad.tfrecord", DamagedShard(3, 1, &offsets));
+  const std::string mnt = std::filesystem::canonical(tmp.Subdir("mnt")).string();
+  const std::string log_path = tmp.path() + "/logs/mount.log";
+  DetachedGuard guard(mnt);
+  CommandResult r = RunCommand(
+      {Bin(), "-o", IsolationOptions(tmp) + ",log=" + log_path, tmp.path() + "/src", mnt});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(ReadWholeFile(mnt + "/bad.tfrecord/0/n"), "0\n");
+  CommandResult u = RunCommand({Bin(), "unmount", mnt});
+  EXPECT_EQ(u.exit_code, 0) << u.out << u.err;
+  EXPECT_EQ(u.err.find(log_path), std::string::npos)
+      << "nothing went wrong, yet unmount pointed at the log: " << u.err;
+  EXPECT_TRUE(DaemonGone(mnt));
+  EXPECT_NE(ReadWholeFile(log_path).find(" on " + mnt + " (pid"), std::string::npos);
 }
 
 // fstab style: mount(8) -> mount.fuse3 -> `/bin/sh -c 'tfrecordfs' SOURCE MNT

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
@@ -686,6 +687,153 @@ TEST_F(OpsTest, DamagedRecordIsEio) {
 }
 
 // ---------------------------------------------------------------------------
+// Extended attributes.
+
+// The NUL-separated names of a listxattr reply, asked the way getfattr asks:
+// the size first, then exactly that many bytes.
+std::vector<std::string> XattrNames(const Ops& ops, fuse_ino_t ino) {
+  XattrReply probe = DoListXattr(ops, ino, 0);
+  EXPECT_EQ(0, probe.err) << std::strerror(probe.err);
+  EXPECT_TRUE(probe.size_only);
+  if (probe.size == 0) return {};
+  XattrReply r = DoListXattr(ops, ino, probe.size);
+  EXPECT_EQ(0, r.err) << std::strerror(r.err);
+  EXPECT_EQ(probe.size, r.data.size());
+  EXPECT_EQ('\0', r.data.back());
+  std::vector<std::string> names;
+  for (size_t at = 0; at < r.data.size();) {
+    const size_t end = r.data.find('\0', at);
+    names.push_back(r.data.substr(at, end - at));
+    at = end + 1;
+  }
+  return names;
+}
+
+std::string Xattr(const Ops& ops, fuse_ino_t ino, absl::string_view name) {
+  XattrReply probe = DoGetXattr(ops, ino, name, 0);
+  EXPECT_EQ(0, probe.err) << name << ": " << std::strerror(probe.err);
+  if (probe.err) return "";
+  XattrReply r = DoGetXattr(ops, ino, name, probe.size);
+  EXPECT_EQ(0, r.err) << name << ": " << std::strerror(r.err);
+  EXPECT_EQ(probe.size, r.data.size());
+  return r.data;
+}
+
+TEST_F(OpsTest, RecordFolderXattrsComeFromTheIndexAlone) {
+  const fuse_ino_t rec = Path("train-00000-of-00002/03").ino;
+  const uint64_t before = fs_->GetStats().records_read;
+  EXPECT_THAT(XattrNames(*ops_, rec),
+              ElementsAre("user.tfrecordfs.shard", "user.tfrecordfs.record",
+                          "user.tfrecordfs.offset", "user.tfrecordfs.length"));
+  uint64_t offset = 0;
+  for (int r = 0; r < 3; ++r) offset += TrainPayload(r).size() + record::kFramingOverhead;
+  EXPECT_EQ(*dir_ + "/train-00000-of-00002", Xattr(*ops_, rec, "user.tfrecordfs.shard"));
+  EXPECT_EQ("3", Xattr(*ops_, rec, "user.tfrecordfs.record"));
+  EXPECT_EQ(absl::StrCat(offset), Xattr(*ops_, rec, "user.tfrecordfs.offset"));
+  EXPECT_EQ(absl::StrCat(TrainPayload(3).size()), Xattr(*ops_, rec, "user.tfrecordfs.length"));
+  EXPECT_EQ(before, fs_->GetStats().records_read) << "a record folder's attributes read a payload";
+  // The size protocol: too small a buffer is ERANGE, an unknown name ENODATA.
+  EXPECT_EQ(ERANGE, DoGetXattr(*ops_, rec, "user.tfrecordfs.shard", 3).err);
+  EXPECT_EQ(ERANGE, DoListXattr(*ops_, rec, 5).err);
+  EXPECT_EQ(ENODATA, DoGetXattr(*ops_, rec, "user.tfrecordfs.nope", 0).err);
+  EXPECT_EQ(ENODATA, DoGetXattr(*ops_, rec, "security.capability", 0).err);
+  EXPECT_EQ(ENODATA, DoGetXattr(*ops_, rec, "user.tfrecordfs.feature", 0).err);
+  // A larger buffer than needed is fine.
+  XattrReply big = DoGetXattr(*ops_, rec, "user.tfrecordfs.record", 4096);
+  EXPECT_EQ(0, big.err);
+  EXPECT_FALSE(big.size_only);
+  EXPECT_EQ("3", big.data);
+}
+
+TEST_F(OpsTest, FeatureFileXattrsNameTheRealFeature) {
+  struct Case {
+    const char* path;
+    const char* feature;
+    const char* kind;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"train-00000-of-00002/01/id", "id", "int64"},
+           {"train-00000-of-00002/01/score", "score", "float"},
+           {"train-00000-of-00002/01/image/encoded.jpg", "image/encoded", "bytes"},
+           {"train-00000-of-00002/01/image/class/text.txt", "image/class/text", "text"},
+           {"train-00000-of-00002/01/frames", "frames", "bytes list"},
+           {"train-00000-of-00002/01/frames/1.bin", "frames", "bytes"},
+       }) {
+    SCOPED_TRACE(c.path);
+    const fuse_ino_t ino = Path(c.path).ino;
+    EXPECT_EQ(c.feature, Xattr(*ops_, ino, "user.tfrecordfs.feature"));
+    EXPECT_EQ(c.kind, Xattr(*ops_, ino, "user.tfrecordfs.kind"));
+  }
+  EXPECT_THAT(XattrNames(*ops_, Path("train-00000-of-00002/01/frames/1.bin").ino),
+              ElementsAre("user.tfrecordfs.feature", "user.tfrecordfs.kind",
+                          "user.tfrecordfs.value"));
+  EXPECT_EQ("1", Xattr(*ops_, Path("train-00000-of-00002/01/frames/1.bin").ino,
+                       "user.tfrecordfs.value"));
+  // Folders that are only a '/' in names, raw records, plain files: none.
+  for (const char* path : {"train-00000-of-00002/01/image", "raw.tfrecord/0/record.bin",
+                           "dataset_info.json", "nested"}) {
+    SCOPED_TRACE(path);
+    EXPECT_THAT(XattrNames(*ops_, Path(path).ino), ElementsAre());
+    EXPECT_EQ(ENODATA, DoGetXattr(*ops_, Path(path).ino, "user.tfrecordfs.feature", 0).err);
+  }
+  // Shard folders.
+  const fuse_ino_t shard = Path("train-00000-of-00002").ino;
+  EXPECT_THAT(XattrNames(*ops_, shard),
+              ElementsAre("user.tfrecordfs.shard", "user.tfrecordfs.records",
+                          "user.tfrecordfs.codec"));
+  EXPECT_EQ("12", Xattr(*ops_, shard, "user.tfrecordfs.records"));
+  EXPECT_EQ("none", Xattr(*ops_, shard, "user.tfrecordfs.codec"));
+}
+
+TEST_F(OpsTest, XattrsCannotBeSet) {
+  for (const char* path : {"train-00000-of-00002/01", "train-00000-of-00002/01/id",
+                           "dataset_info.json", ""}) {
+    SCOPED_TRACE(path);
+    const fuse_ino_t ino = *path ? Path(path).ino : FUSE_ROOT_ID;
+    EXPECT_EQ(EPERM, DoSetXattr(*ops_, ino, "user.tfrecordfs.feature"));
+    EXPECT_EQ(EPERM, DoSetXattr(*ops_, ino, "user.comment"));
+  }
+}
+
+TEST_F(OpsTest, DamagedRecordErrorIsListedOnceKnown) {
+  // A tree of its own: whether the shared one has read the record depends on
+  // the order tests run in.
+  vfs::Options o;
+  o.sources = {*dir_};
+  auto fs = vfs::Filesystem::Create(o);
+  ASSERT_TRUE(fs.ok()) << fs.status();
+  Ops ops{fs->get(), OpsOptions{}};
+  const fuse_ino_t shard = DoLookup(ops, FUSE_ROOT_ID, "damaged.tfrecord").entry.ino;
+  const fuse_ino_t rec = DoLookup(ops, shard, "2").entry.ino;
+  ASSERT_NE(0u, rec);
+  // Not read yet: listing does not read it, so no error is listed.
+  EXPECT_THAT(XattrNames(ops, rec), ElementsAre("user.tfrecordfs.shard", "user.tfrecordfs.record",
+                                                "user.tfrecordfs.offset",
+                                                "user.tfrecordfs.length"));
+  EXPECT_EQ(0u, (*fs)->GetStats().records_read);
+  // Reading the folder fails; the reason is then an attribute.
+  EXPECT_EQ(EIO, DoLookup(ops, rec, "n").err);
+  EXPECT_THAT(XattrNames(ops, rec), testing::Contains("user.tfrecordfs.error"));
+  const std::string error = Xattr(ops, rec, "user.tfrecordfs.error");
+  EXPECT_THAT(error, HasSubstr("damaged.tfrecord"));
+  EXPECT_THAT(error, HasSubstr("record 2"));
+  EXPECT_THAT(error, HasSubstr(absl::StrCat("byte offset ", damaged_offset_)));
+  EXPECT_EQ(absl::StrCat(damaged_offset_), Xattr(ops, rec, "user.tfrecordfs.offset"));
+  // Asked for by name, `error` reads a record not read yet...
+  const fuse_ino_t fine = DoLookup(ops, shard, "3").entry.ino;
+  EXPECT_EQ(ENODATA, DoGetXattr(ops, fine, "user.tfrecordfs.error", 0).err);
+  // ...and the answer stays once the record has left the cache.
+  for (int r = 0; r < 40; ++r) {
+    DoLookup(ops, DoLookup(ops, DoLookup(ops, FUSE_ROOT_ID, "train-00000-of-00002").entry.ino,
+                           absl::StrCat(r % 12)).entry.ino, "id");
+  }
+  EXPECT_EQ(error, Xattr(ops, rec, "user.tfrecordfs.error"));
+  // The shard folder carries what the index walk found (three stray bytes).
+  EXPECT_THAT(Xattr(ops, shard, "user.tfrecordfs.error"), HasSubstr("damaged.tfrecord"));
+  EXPECT_EQ("5", Xattr(ops, shard, "user.tfrecordfs.records"));
+}
+
+// ---------------------------------------------------------------------------
 // Open and read.
 
 TEST_F(OpsTest, OpenIsReadOnly) {
@@ -829,6 +977,56 @@ class CreateTest : public ::testing::Test {
   }
   std::string a_, b_;
 };
+
+TEST_F(CreateTest, CompressedShardXattrs) {
+  std::vector<std::string> payloads;
+  for (int r = 0; r < 50; ++r) payloads.push_back(TrainPayload(r));
+  WriteShard(a_ + "/plain", payloads);
+  ASSERT_EQ(0, std::system(absl::StrCat("gzip -c ", a_, "/plain > ", a_,
+                                        "/train.tfrecord.gz && rm ", a_, "/plain")
+                               .c_str()));
+  vfs::Options o;
+  o.sources = {a_};
+  auto fs = vfs::Filesystem::Create(o);
+  ASSERT_TRUE(fs.ok()) << fs.status();
+  Ops ops{fs->get(), OpsOptions{}};
+  const fuse_ino_t shard = DoLookup(ops, FUSE_ROOT_ID, "train.tfrecord.gz").entry.ino;
+  ASSERT_NE(0u, shard);
+  EXPECT_EQ("gzip", Xattr(ops, shard, "user.tfrecordfs.codec"));
+  const fuse_ino_t rec = DoLookup(ops, shard, "40").entry.ino;
+  EXPECT_THAT(XattrNames(ops, rec), testing::Contains("user.tfrecordfs.compressed_offset"));
+  uint64_t offset = 0;
+  for (int r = 0; r < 40; ++r) offset += payloads[r].size() + record::kFramingOverhead;
+  EXPECT_EQ(absl::StrCat(offset), Xattr(ops, rec, "user.tfrecordfs.offset"));
+  uint64_t compressed = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(Xattr(ops, rec, "user.tfrecordfs.compressed_offset"), &compressed));
+  struct stat st;
+  ASSERT_EQ(0, ::stat((a_ + "/train.tfrecord.gz").c_str(), &st));
+  EXPECT_LT(compressed, static_cast<uint64_t>(st.st_size));
+}
+
+TEST_F(CreateTest, StagingXattrsAreNotSupported) {
+  WriteShard(a_ + "/train.tfrecord", {"x"});
+  auto store = staging::Store::Open(b_ + "/store", [](absl::string_view) { return Kind::kNone; });
+  ASSERT_TRUE(store.ok()) << store.status();
+  vfs::Options o;
+  o.sources = {a_};
+  o.staging = store->get();
+  auto fs = vfs::Filesystem::Create(o);
+  ASSERT_TRUE(fs.ok()) << fs.status();
+  Ops ops{fs->get(), OpsOptions{}};
+  const EntryReply staging = DoLookup(ops, FUSE_ROOT_ID, "staging");
+  ASSERT_EQ(0, staging.err);
+  const EntryReply rec = DoMkdir(ops, staging.entry.ino, "r", 0755);
+  ASSERT_EQ(0, rec.err);
+  EXPECT_THAT(XattrNames(ops, rec.entry.ino), ElementsAre());
+  EXPECT_EQ(ENODATA, DoGetXattr(ops, rec.entry.ino, "user.x", 0).err);
+  EXPECT_EQ(ENOTSUP, DoSetXattr(ops, rec.entry.ino, "user.x"));
+  // -o noxattr: ENOSYS, so that the kernel stops asking.
+  Ops off{fs->get(), OpsOptions{.xattr = false}};
+  EXPECT_EQ(ENOSYS, DoListXattr(off, rec.entry.ino, 0).err);
+  EXPECT_EQ(ENOSYS, DoGetXattr(off, FUSE_ROOT_ID, "user.x", 0).err);
+}
 
 TEST_F(CreateTest, TwoSourcesWithTheSameRootNameFail) {
   WriteShard(a_ + "/train.tfrecord", {"x"});

@@ -718,12 +718,51 @@ std::string Listing(const Layout& l) {
   return s;
 }
 
+// FeatureOf reads every entry's feature back from the layout alone: each
+// file or list folder names a feature of the table, of its kind, and every
+// feature with a kind is named by some entry.
+void CheckFeatureOf(const Layout& l, const FeatureTable& t) {
+  std::map<std::string, Kind> kinds;
+  for (const Feature& f : t.features) {
+    if (f.kind != Kind::kNone) kinds[f.name] = f.kind;
+  }
+  std::set<std::string> named;
+  for (uint32_t i = 1; i < l.entries.size(); ++i) {
+    const Entry& e = l.entries[i];
+    SCOPED_TRACE(absl::CHexEscape(PathOf(l, i)));
+    auto info = FeatureOf(l, i);
+    if (e.role == EntryRole::kFolder || e.role == EntryRole::kRaw) {
+      EXPECT_FALSE(info.has_value()) << absl::CHexEscape(info->name);
+      continue;
+    }
+    ASSERT_TRUE(info.has_value());
+    EXPECT_EQ(e.role, info->role);
+    auto it = kinds.find(info->name);
+    ASSERT_NE(kinds.end(), it) << "no feature '" << absl::CHexEscape(info->name) << "'";
+    named.insert(info->name);
+    const Kind want = e.role == EntryRole::kInt64   ? Kind::kInt64
+                      : e.role == EntryRole::kFloat ? Kind::kFloat
+                                                    : Kind::kBytes;
+    EXPECT_EQ(want, it->second);
+    const bool in_list = l.entries[e.parent].role == EntryRole::kBytesList;
+    EXPECT_EQ(in_list, info->value.has_value());
+    if (in_list) {
+      EXPECT_EQ(ListItemIndex(e.name), info->value);  // (children sort by name)
+    }
+    EXPECT_FALSE(RoleName(e.role, e.dtype).empty());
+  }
+  for (const auto& [name, kind] : kinds) {
+    EXPECT_TRUE(named.count(name)) << "'" << absl::CHexEscape(name) << "' named by no entry";
+  }
+}
+
 // Forward, structure, reverse.
 void CheckRoundTrip(const Record& r) {
   const Layout l = LayoutExample(r.table, r.payload);
   SCOPED_TRACE("table:\n" + Describe(r.table) + "layout:\n" + Listing(l));
   CheckLayout(l, r.payload, /*example=*/true);
   EXPECT_EQ(Expected(r.table), Reverser(l, r.payload, r.table).Run());
+  CheckFeatureOf(l, r.table);
 }
 
 // ---------------------------------------------------------------------------
@@ -1291,6 +1330,82 @@ TEST(SequenceLayoutTest, ContextAndPaddedSteps) {
   auto back = tensor::DecodePng(FileBytes(*png, payload));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(Ramp(6), back->materialized);
+
+  // Each entry's feature, read back from the layout alone.
+  auto feature_of = [&](absl::string_view path) {
+    const Entry* e = Find(l, path);
+    EXPECT_NE(nullptr, e) << path;
+    const uint32_t i = e ? static_cast<uint32_t>(e - l.entries.data()) : 0;
+    return FeatureOf(l, i);
+  };
+  EXPECT_FALSE(feature_of("context").has_value());
+  EXPECT_FALSE(feature_of("feature_lists").has_value());
+  EXPECT_FALSE(feature_of("feature_lists/frame").has_value()) << "a folder of list frame/encoded";
+  auto label_info = feature_of("context/label");
+  ASSERT_TRUE(label_info.has_value());
+  EXPECT_EQ("label", label_info->name);
+  EXPECT_TRUE(label_info->context);
+  EXPECT_EQ("int64", RoleName(label_info->role, label_info->dtype));
+  auto step = feature_of("feature_lists/frame/encoded/07.jpg");
+  ASSERT_TRUE(step.has_value());
+  EXPECT_EQ("frame/encoded", step->name);
+  EXPECT_TRUE(step->feature_list);
+  EXPECT_EQ(7u, step->step);
+  EXPECT_FALSE(step->value.has_value());
+  EXPECT_EQ("bytes", RoleName(step->role, step->dtype));
+  auto value = feature_of("feature_lists/frame/encoded/03/1.jpg");
+  ASSERT_TRUE(value.has_value());
+  EXPECT_EQ("frame/encoded", value->name);
+  EXPECT_EQ(3u, value->step);
+  EXPECT_EQ(1u, value->value);
+  auto list = feature_of("feature_lists/frame/encoded");
+  ASSERT_TRUE(list.has_value());
+  EXPECT_EQ("frame/encoded", list->name);
+  EXPECT_EQ("feature list", RoleName(list->role, list->dtype));
+  EXPECT_FALSE(list->step.has_value());
+  auto empty_list = feature_of("feature_lists/frame%-");
+  ASSERT_TRUE(empty_list.has_value());
+  EXPECT_EQ("frame", empty_list->name);
+  auto tensor = feature_of("feature_lists/2d/0.png");
+  ASSERT_TRUE(tensor.has_value());
+  EXPECT_EQ("2d", tensor->name);
+  EXPECT_EQ("tensor uint8", RoleName(tensor->role, tensor->dtype));
+  EXPECT_EQ("none", RoleName(feature_of("feature_lists/rgb/1.none")->role, 0));
+  EXPECT_EQ("float", RoleName(feature_of("feature_lists/rgb/0")->role, 0));
+  EXPECT_EQ("text", RoleName(feature_of("feature_lists/words/0.txt")->role, 0));
+}
+
+TEST(FeatureOfTest, RawRecordAndNestedLists) {
+  const Layout raw = LayoutRaw(10);
+  EXPECT_FALSE(FeatureOf(raw, 0).has_value());
+  EXPECT_FALSE(FeatureOf(raw, 1).has_value());
+  EXPECT_EQ("raw", RoleName(raw.entries[1].role, 0));
+  // List `a` beside list `a/b`: a step of a/b belongs to a/b, not to a.
+  example::SequenceTable t;
+  example::FeatureList a, ab;
+  a.name = "a";
+  a.steps.push_back(Step(Kind::kInt64));
+  ab.name = "a/b";
+  ab.steps.push_back(Step(Kind::kInt64));
+  ab.steps.push_back(Step(Kind::kInt64));
+  t.lists = {a, ab};
+  const std::string payload = example::EncodeSequenceExample(t);
+  auto seq = example::DecodeSequenceExample(payload);
+  ASSERT_TRUE(seq.ok()) << seq.status();
+  const Layout l = LayoutSequence(*seq, payload);
+  SCOPED_TRACE(Listing(l));
+  const Entry* e = Find(l, "feature_lists/a/b/1");
+  ASSERT_NE(nullptr, e);
+  auto info = FeatureOf(l, static_cast<uint32_t>(e - l.entries.data()));
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ("a/b", info->name);
+  EXPECT_EQ(1u, info->step);
+  e = Find(l, "feature_lists/a/0");
+  ASSERT_NE(nullptr, e);
+  info = FeatureOf(l, static_cast<uint32_t>(e - l.entries.data()));
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ("a", info->name);
+  EXPECT_EQ(0u, info->step);
 }
 
 TEST(SequenceLayoutTest, AllDigitListNamesAndNoContext) {

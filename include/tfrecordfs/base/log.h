@@ -5,6 +5,10 @@
 #ifndef TFRECORDFS_BASE_LOG_H_
 #define TFRECORDFS_BASE_LOG_H_
 
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 #include "absl/strings/str_cat.h"
@@ -19,6 +23,15 @@ Level GetLevel();
 // After this call messages also go to syslog (used once the daemon detaches
 // and stderr points to /dev/null).
 void UseSyslog(bool on);
+
+// After this call messages also go, time-stamped, to the file at `path`
+// (appended to; created 0600 with its missing parent folders), which stays
+// open: a detached daemon loses stderr and its working directory, and a
+// container often has no syslog socket, so without it errors would be lost.
+// `header` is written first as its own line (say which mount this is).
+// Returns the file's size before the header: where this process's lines
+// start. On an error nothing changes.
+absl::StatusOr<uint64_t> UseFile(const std::string& path, absl::string_view header);
 
 void Write(Level level, absl::string_view message);
 

@@ -46,6 +46,11 @@ struct OpsOptions {
   // a damaged record fails at read(), and staging files are read without a
   // handle (vfs::Filesystem::Read with fh 0).
   bool skip_open = false;
+  // Answer getxattr/listxattr (user.tfrecordfs.*, vfs::Filesystem::GetXattr).
+  // false (-o noxattr): they answer ENOSYS, after which the kernel asks no
+  // more (no round trip for the security.* and ACL probes of ls -l, cp -a
+  // and writes).
+  bool xattr = true;
 };
 
 struct Ops {
@@ -119,6 +124,21 @@ struct StatfsReply {
   struct statvfs st {};
 };
 StatfsReply DoStatfs(const Ops& ops);
+
+// getxattr / listxattr with the kernel's size probe: `size` 0 asks for the
+// length (reply with fuse_reply_xattr(size)); a value longer than a non-zero
+// `size` is ERANGE; otherwise `data` is sent (fuse_reply_buf). listxattr's
+// data is the names, each followed by a NUL. A name the node lacks: ENODATA.
+struct XattrReply {
+  int err = 0;
+  bool size_only = false;  // reply with `size` alone
+  size_t size = 0;
+  std::string data;
+};
+XattrReply DoGetXattr(const Ops& ops, fuse_ino_t ino, absl::string_view name, size_t size);
+XattrReply DoListXattr(const Ops& ops, fuse_ino_t ino, size_t size);
+// setxattr and removexattr: the errno to reply (EPERM; ENOTSUP in staging).
+int DoSetXattr(const Ops& ops, fuse_ino_t ino, absl::string_view name);
 
 // The callback table the session installs. Write operations answer EROFS.
 const fuse_lowlevel_ops& LowLevelOps();

@@ -165,6 +165,23 @@ enum class ContentForm : uint8_t {
                 // (PackPng), the span the pixels (tensor_content)
 };
 
+// What an entry shows, set by the forward layout so that a file's feature
+// and kind can be named (extended attributes, FeatureOf) from the cached
+// layout alone, without the decoded table or the payload.
+enum class EntryRole : uint8_t {
+  kFolder,       // the record folder, a folder a '/' in a name makes,
+                 // context/, feature_lists/, a `%+` chunk
+  kInt64,        // a numeric file, a numeric step
+  kFloat,
+  kText,         // a `.txt` of single-line text values
+  kBytes,        // exact bytes (a value, a list item, a step)
+  kTensor,       // a serialized tensor shown as `.png`/`.npy` (Entry::dtype)
+  kBytesList,    // the folder of a bytes list's values (`0<ext>`, ...)
+  kFeatureList,  // a SequenceExample's list folder (it holds the steps)
+  kKindless,     // a kindless step (`<step>.none`)
+  kRaw,          // `record.bin` of a payload that is neither
+};
+
 // (Fields ordered for size: layouts of recently used records are cached,
 // and a smaller entry lets the same memory hold more of them.)
 struct Entry {
@@ -176,6 +193,8 @@ struct Entry {
   uint32_t num_children = 0;
   bool is_dir = false;
   ContentForm form = ContentForm::kInline;
+  EntryRole role = EntryRole::kFolder;  // (in padding: sizeof stays 96)
+  uint8_t dtype = 0;                    // kTensor: the tensor::DataType number
   std::string content;  // inline bytes (see ContentForm)
   uint64_t span_offset = 0;
   uint64_t span_length = 0;
@@ -216,6 +235,31 @@ Layout LayoutRaw(uint64_t payload_size);
 
 // Index of the child of directory `dir` named `name`, or nullopt.
 std::optional<uint32_t> FindChild(const Layout& layout, uint32_t dir, absl::string_view name);
+
+// The feature an entry of `layout` belongs to, read back from its escaped
+// path and its role (the inverse of the forward rules above):
+//   * a feature's file or bytes-list folder, or a value inside that folder:
+//     the feature (of the context, for a SequenceExample's context/);
+//   * a feature list's folder, a step in it, or a value inside a step: the
+//     list (`feature_list` set; `index` = the step, for a step and below);
+//   * a list value file (`3.jpg`): `index` = its position in the list.
+// nullopt for entries that belong to no feature: the record folder, plain
+// folders, context/, feature_lists/, record.bin. Pure and cheap: no payload.
+struct FeatureInfo {
+  std::string name;           // the real (unescaped) feature or list name
+  EntryRole role;             // of the entry asked about
+  uint8_t dtype = 0;          // kTensor
+  bool feature_list = false;  // a SequenceExample's feature list
+  bool context = false;       // a SequenceExample's context feature
+  std::optional<uint64_t> step;   // feature lists: the step
+  std::optional<uint64_t> value;  // bytes lists: the value's position
+};
+std::optional<FeatureInfo> FeatureOf(const Layout& layout, uint32_t entry);
+
+// "int64", "float", "text", "bytes", "tensor <dtype>" ("tensor uint8"),
+// "bytes list", "feature list", "none" (a kindless step), "raw" (record.bin),
+// "" for a folder.
+std::string RoleName(EntryRole role, uint8_t dtype);
 
 // ---- Reverse: files back to features ----
 

@@ -12,8 +12,8 @@
 // Thread-safety (std::mutex rather than absl::Mutex: Debian's Abseil is not
 // built for TSan, so absl::Mutex hand-offs are invisible to it): all methods
 // may be called concurrently. The tree and shard indexes are immutable after
-// Create(); the parsed-record cache and kinds_mu_ are leaf locks (nothing else
-// is acquired while holding them); sample_mu_ (KindOf's sampling) is held
+// Create(); the parsed-record cache, kinds_mu_ and damage_mu_ are leaf locks
+// (nothing else is acquired while holding them); sample_mu_ (KindOf's sampling) is held
 // while reading records and takes kinds_mu_ inside it, never the other way
 // round; the checked-record bits are atomic words; staging calls go to
 // staging::Store, which is thread-safe.
@@ -27,7 +27,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -235,6 +237,37 @@ class Filesystem {
   // record is read or decoded.
   example::Kind KindOf(absl::string_view feature_name);
 
+  // ---- Extended attributes: user.tfrecordfs.*, computed and read-only ----
+  //
+  //   record folder   shard (the shard file's path), record (its index),
+  //                   offset (byte offset of the record's framing; in the
+  //                   decompressed stream of a GZIP/ZLIB shard), length
+  //                   (payload bytes), compressed_offset (GZIP/ZLIB only:
+  //                   the compressed offset of the nearest checkpoint at or
+  //                   before the record, where inflating resumes), error
+  //                   (a damaged record: the reason the log gave)
+  //   feature file    feature (the real, unescaped name; a list's name for
+  //   or folder       its steps), kind (int64, float, text, bytes, tensor
+  //                   <dtype>, bytes list, feature list, none), section
+  //                   (context or feature_list, in a SequenceExample), step
+  //                   and value (the position in a feature list / bytes list)
+  //   shard folder    shard, records, codec (none, gzip, zlib), error (what
+  //                   the index walk found damaged, one problem a line)
+  //   anything else   none (staging nodes included: the store keeps no
+  //                   attributes, and a pack could not carry them)
+  //
+  // Cheap: a record folder's attributes come from the shard index, never
+  // from its payload; `error` is listed only once the record's parse is known
+  // (it failed), but getting it by name reads a record not yet read (one
+  // record: the question asked is "is it damaged?"). A feature file's come
+  // from its record's layout (cached; else the record is read again, as
+  // GetAttr would). GetXattr of a name the node does not have: ENODATA.
+  absl::StatusOr<std::vector<std::string>> ListXattr(uint64_t ino);
+  absl::StatusOr<std::string> GetXattr(uint64_t ino, absl::string_view name);
+  // setxattr / removexattr: EPERM outside the staging area (the attributes
+  // describe the shards, which do not change), ENOTSUP inside it.
+  absl::Status SetXattr(uint64_t ino, absl::string_view name);
+
   Stats GetStats() const;
   const std::vector<std::shared_ptr<const index::ShardIndex>>& shards() const { return shards_; }
 
@@ -245,6 +278,13 @@ class Filesystem {
 
   // The parsed layout of a record, through the cache. DataLoss when damaged.
   absl::StatusOr<std::shared_ptr<const ParsedRecord>> Parse(uint64_t shard, uint64_t record);
+  // The attributes of `ino` (see ListXattr); `read_error` lets a record
+  // folder's `error` read the record when its state is not known yet.
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> Xattrs(uint64_t ino,
+                                                                        bool read_error);
+  // Why a record failed to parse, if it did (kept beyond the record cache).
+  std::optional<std::string> DamageOf(uint64_t shard, uint64_t record) const;
+  void NoteDamage(uint64_t shard, uint64_t record, absl::string_view reason);
   Attr RecordDirAttr(uint64_t shard, uint64_t record) const;
   // A record read found the index wrong: log loudly, drop the stored index.
   void IndexDisagrees(uint64_t shard, uint64_t record);
@@ -294,6 +334,11 @@ class Filesystem {
   uint64_t sample_rounds_ = 0;                             // the most records of any shard
   bool sample_done_ ABSL_GUARDED_BY(sample_mu_) = false;   // every record or the budget
   absl::flat_hash_set<std::string> sampled_names_ ABSL_GUARDED_BY(sample_mu_);
+  // Reasons of the records found damaged (leaf lock), for the `error`
+  // attribute: a record's failed parse may leave the cache. Bounded by
+  // kMaxDamageNotes (beyond that, records are simply read again).
+  mutable std::mutex damage_mu_;
+  absl::flat_hash_map<uint64_t, std::string> damage_ ABSL_GUARDED_BY(damage_mu_);
   std::atomic<uint64_t> records_sampled_{0};
   std::atomic<uint64_t> bytes_sampled_{0};
 };
