@@ -51,7 +51,7 @@ struct SampleBudget {
   uint64_t bytes = 0;
 };
 
-inline constexpr int kRemoteIndexThreads = 32;
+inline constexpr int kRemoteIndexThreads = index::kRemoteWalkThreads;
 
 struct Options {
   // Shard files or directories (mirrored recursively at the mount root).
