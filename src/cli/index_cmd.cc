@@ -1,7 +1,9 @@
 // `tfrecordfs index`: builds and saves the shard indexes a mount would,
 // without mounting. The source scan (scan::Scan) finds the shards and names
 // them as a mount does, so the names it stores them under are the mount's.
-// With --dali-dir it also writes NVIDIA DALI index files.
+// With --beside it writes each index next to its shard (`<shard>.tfri`),
+// where every later mount finds it; with --dali-dir it also writes NVIDIA
+// DALI index files.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +12,8 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -40,6 +44,11 @@ instead of walking the shards. Indexes that are still valid are kept; a shard
 that only grew is walked from its old end.
 
 Options:
+  --beside          save each index beside its shard, <shard>.tfri (the
+                    shard's directory must be writable): every later mount
+                    of the shards, on any machine, loads it unless mounted
+                    with -o nobeside, and the mount does not show it; the
+                    per-user cache is then left alone
   --index-dir PATH  save the indexes under PATH, laid out like the mount
                     (PATH/<path in the mount>.tfri), for mounts with
                     -o index_dir=PATH, e.g. on storage that many machines
@@ -50,12 +59,19 @@ Options:
                     reads raw bytes: GZIP/ZLIB shards get none, and are
                     named; a damaged shard gets none and fails the command)
   --force           walk every shard even when its saved index is valid
-  --threads N       shards walked in parallel (default: CPUs, at most 16)
+  --threads N       shards walked in parallel (default: CPUs, at most 16;
+                    32 when a SOURCE is on network storage, where a walk
+                    waits on round trips, not on the CPU)
+  --walk MODE       how shard headers are read: headers (one read per
+                    record header: local disks), blocks (8 MiB sequential
+                    reads: network storage, where every read is a round
+                    trip) or auto (blocks on FUSE/NFS/CIFS/Lustre/Ceph/9p,
+                    else headers; the default)
   -q, --quiet       no progress bar and no summary
   -v, --verbose     say for each shard where its index came from
   -h, --help        show this help and exit
 
-Without --index-dir the indexes go to the per-user cache,
+Without --beside or --index-dir the indexes go to the per-user cache,
 ${XDG_CACHE_HOME:-~/.cache}/tfrecordfs/index. On a terminal, a progress bar
 (shards, records, bytes, rate, ETA) is drawn on stderr; a summary line goes
 to stdout. Damaged shards are reported and indexed up to the damage, as a
@@ -98,6 +114,7 @@ int IndexMain(int argc, char** argv) {
   index::StoreOptions store_options;
   int threads = 0;
   bool quiet = false;
+  bool beside = false;
   std::string dali_dir;
   std::vector<std::string> sources;
   bool options_done = false;
@@ -118,12 +135,15 @@ int IndexMain(int argc, char** argv) {
       log::SetLevel(log::Level::kDebug);
     } else if (arg == "--force") {
       store_options.force_walk = true;
+    } else if (arg == "--beside") {
+      beside = true;
     } else {
       std::string flag = arg, value;
       if (const size_t eq = arg.find('='); eq != std::string::npos) {
         flag = arg.substr(0, eq);
         value = arg.substr(eq + 1);
-      } else if (flag == "--index-dir" || flag == "--threads" || flag == "--dali-dir") {
+      } else if (flag == "--index-dir" || flag == "--threads" || flag == "--dali-dir" ||
+                 flag == "--walk") {
         if (i + 1 >= argc) return Usage(flag + " needs a value");
         value = argv[++i];
       }
@@ -134,6 +154,16 @@ int IndexMain(int argc, char** argv) {
       } else if (flag == "--dali-dir") {
         if (value.empty()) return Usage("--dali-dir needs a directory");
         dali_dir = value;
+      } else if (flag == "--walk") {
+        if (value == "auto") {
+          store_options.walk_mode = index::WalkMode::kAuto;
+        } else if (value == "headers") {
+          store_options.walk_mode = index::WalkMode::kHeaders;
+        } else if (value == "blocks") {
+          store_options.walk_mode = index::WalkMode::kBlocks;
+        } else {
+          return Usage("--walk needs auto, headers or blocks");
+        }
       } else if (flag == "--threads") {
         if (!absl::SimpleAtoi(value, &threads) || threads <= 0) {
           return Usage("--threads needs a positive number");
@@ -144,7 +174,13 @@ int IndexMain(int argc, char** argv) {
     }
   }
   if (sources.empty()) return Usage("need at least one SOURCE");
-  if (store_options.write_shared) {
+  if (beside && store_options.write_shared) {
+    return Usage("--beside and --index-dir are two places for the same indexes; give one");
+  }
+  if (beside) {
+    store_options.write_beside = true;
+    store_options.durable = true;  // other machines rely on these files
+  } else if (store_options.write_shared) {
     store_options.durable = true;  // other machines rely on these files
   } else {
     store_options.cache_dir = index::DefaultCacheDir();
@@ -161,6 +197,10 @@ int IndexMain(int argc, char** argv) {
   const bool draw = !quiet && ::isatty(2);
   ProgressBar progress(draw ? TotalBytes(sources) : 0, draw);
   std::atomic<bool> save_failed{false};
+  // --beside: directories where an index could not be written, with the
+  // first reason and how many shards it cost (reported once per directory).
+  std::mutex unwritable_mu;
+  std::map<std::string, std::pair<std::string, int>> unwritable_dirs;
   std::atomic<uint64_t> compressed_shards{0}, compressed_bytes{0}, compressed_index_bytes{0};
   scan::ScanOptions options;
   options.sources = sources;
@@ -174,6 +214,10 @@ int IndexMain(int argc, char** argv) {
       save_failed = true;
       if (store_options.write_shared) {
         log::Error(shard.path, ": cannot save its index: ", info.save_status.message());
+      } else if (beside) {
+        std::lock_guard<std::mutex> lock(unwritable_mu);
+        auto& [why, count] = unwritable_dirs[Dirname(shard.path)];
+        if (count++ == 0) why = std::string(info.save_status.message());
       }
     }
     log::Debug(shard.path, ": ", shard.index->num_records(), " record(s), index ",
@@ -242,18 +286,25 @@ int IndexMain(int argc, char** argv) {
                    dali_compressed.front(), dali_compressed.size() > 1 ? ", ..." : "", ")");
     }
   }
+  for (const auto& [dir, failure] : unwritable_dirs) {
+    log::Error("cannot write indexes beside the shards in ", dir, " (", failure.second,
+               " shard(s)): ", failure.first,
+               "; is the directory writable? --index-dir PATH keeps them elsewhere");
+  }
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const index::StoreStats s = store.stats();
   if (!quiet) {
     std::cout << absl::StrFormat(
         "indexed %d shard(s), %d record(s), %s in %.3f s (%s records/s): %d walked, %d grown, "
-        "%d already valid; index files in %s\n",
+        "%d already valid; index files %s\n",
         s.from_shared + s.from_cache + s.grown + s.walked, s.records,
         HumanBytes(static_cast<double>(s.bytes)), secs,
         HumanCount(secs > 0 ? static_cast<double>(s.records) / secs : 0), s.walked, s.grown,
         s.from_shared + s.from_cache,
-        store_options.write_shared ? store_options.shared_dir : store_options.cache_dir);
+        beside                       ? std::string("beside the shards")
+        : store_options.write_shared ? "in " + store_options.shared_dir
+                                     : "in " + store_options.cache_dir);
   }
   if (!quiet && compressed_index_bytes > 0) {
     std::cout << absl::StrFormat(

@@ -48,7 +48,8 @@ constexpr int kExitError = 1;
 constexpr char kUsage[] = R"(Usage: tfrecordfs [options] SOURCE... MOUNTPOINT
        tfrecordfs unmount MOUNTPOINT
        tfrecordfs pack [--shard-size SIZE] [--prefix NAME] [--compression C] DIR OUTPUT_DIR
-       tfrecordfs index [--index-dir PATH] [--dali-dir DIR] [--force] SOURCE...
+       tfrecordfs index [--beside | --index-dir PATH] [--dali-dir DIR] [--walk MODE]
+                        [--force] SOURCE...
        tfrecordfs count [--json] SOURCE...
        tfrecordfs schema [--all | --sample N] [--json] SOURCE...
        tfrecordfs show [--json] SHARD RECORD...
@@ -86,6 +87,9 @@ Options:
                          smaller: faster reads, larger index)
        inflate_cache_mb=N  decompressed bytes of GZIP/ZLIB shards kept for
                          readers, in MiB (default 32)
+       readahead_mb=N    on network storage, records read in order (a find,
+                         cat */label) are read ahead in 1 MiB blocks, 8 at
+                         once, keeping at most N MiB (default 64; 0: off)
        index_dir=PATH    read shard indexes from PATH first (read-only; made
                          by `tfrecordfs index --index-dir PATH`)
        noindexcache      neither read nor write the per-user index cache
@@ -207,7 +211,8 @@ bool IsOurValueOption(absl::string_view key) {
   static constexpr absl::string_view kKeys[] = {
       "cache_mb", "cache_records", "index_threads", "index_dir", "timeout", "staging",
       "staging_dir", "output_dir", "prefix", "shard_size", "compression", "fsname", "subtype",
-      "max_read", "blksize", "walk", "gz_span", "inflate_cache_mb", "max_open", "log"};
+      "max_read", "blksize", "walk", "gz_span", "inflate_cache_mb", "max_open", "log",
+      "readahead_mb"};
   for (absl::string_view k : kKeys) {
     if (key == k) return true;
   }
@@ -240,6 +245,12 @@ std::string TakeMountOptions(absl::string_view list, CliOptions* cli) {
         return "inflate_cache_mb needs a positive number of MiB";
       }
       cli->vfs.inflate_cache_bytes = mb << 20;
+    } else if (auto v = value_of("readahead_mb")) {
+      size_t mb = 0;
+      if (!absl::SimpleAtoi(*v, &mb) || mb > (size_t{1} << 20)) {
+        return "readahead_mb needs a number of MiB";
+      }
+      cli->vfs.readahead_bytes = mb << 20;
     } else if (auto v = value_of("max_open")) {
       if (!absl::SimpleAtoi(*v, &cli->vfs.max_open_shards) || cli->vfs.max_open_shards == 0) {
         return "max_open needs a positive number of shard files";

@@ -13,12 +13,29 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/log.h"
+#include "tfrecordfs/index/index_file.h"
 
 namespace tfrecordfs::scan {
 namespace {
+
+// `X.tfri` beside `X` is X's index, not data; the mount does not show it
+// (vfs::Filesystem drops it the same way). `names` is sorted.
+void DropIndexesBesideShards(std::vector<std::string>* names) {
+  const absl::string_view suffix = index::kIndexSuffix;
+  std::vector<std::string> kept;
+  kept.reserve(names->size());
+  for (const std::string& n : *names) {
+    const bool index_of_sibling =
+        absl::EndsWith(n, suffix) &&
+        std::binary_search(names->begin(), names->end(), n.substr(0, n.size() - suffix.size()));
+    if (!index_of_sibling) kept.push_back(n);
+  }
+  names->swap(kept);
+}
 
 struct FileEntry {
   std::string path;
@@ -76,6 +93,7 @@ class Collector {
     }
     ::closedir(d);
     std::sort(names.begin(), names.end());
+    DropIndexesBesideShards(&names);
     for (const std::string& n : names) {
       const std::string child = absl::StrCat(dir, dir.back() == '/' ? "" : "/", n);
       struct stat cst;
@@ -155,7 +173,10 @@ absl::StatusOr<ScanResult> Scan(const ScanOptions& options) {
   std::vector<Probed> probed(files.size());
   int threads = options.threads;
   if (threads <= 0) {
-    threads = std::clamp<int>(static_cast<int>(std::thread::hardware_concurrency()), 1, 16);
+    const bool remote = std::any_of(options.sources.begin(), options.sources.end(),
+                                    [](const std::string& p) { return source::OnRemoteStorage(p); });
+    threads = remote ? index::kRemoteWalkThreads
+                     : std::clamp<int>(static_cast<int>(std::thread::hardware_concurrency()), 1, 16);
   }
   threads = std::min<int>(threads, static_cast<int>(std::max<size_t>(files.size(), 1)));
   std::atomic<size_t> next{0};

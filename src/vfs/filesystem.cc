@@ -302,11 +302,15 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
   }
   std::vector<Probed> probed(files.size());
   int threads = options.index_threads;
+  // Walks and reads wait on I/O, not CPU, where every read is a network
+  // round trip: keep many shards in flight there, and read ahead.
+  const bool remote = std::any_of(options.sources.begin(), options.sources.end(),
+                                  [](const std::string& p) { return source::OnRemoteStorage(p); });
+  if (remote && options.readahead_bytes > 0) {
+    fs->readahead_ = std::make_unique<source::Readahead>(options.readahead_bytes,
+                                                         kReadaheadThreads);
+  }
   if (threads <= 0) {
-    // Walks wait on I/O, not CPU, where every read is a network round trip:
-    // keep many shards in flight there.
-    const bool remote = std::any_of(options.sources.begin(), options.sources.end(),
-                                    [](const std::string& p) { return source::OnRemoteStorage(p); });
     threads = remote ? kRemoteIndexThreads
                      : std::clamp<int>(static_cast<int>(std::thread::hardware_concurrency()), 1, 16);
   }
@@ -358,12 +362,17 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
     fs->shard_name_width_.push_back(Digits(n == 0 ? 0 : n - 1));
     const index::ShardIndex& idx = *p.index;
     source::ShardFile file(idx.path(), p.identity, &fs->fd_cache_);
+    std::unique_ptr<source::ShardSource> src;
     if (idx.checkpoints()) {
-      fs->sources_.push_back(std::make_unique<source::InflateSource>(
-          std::move(file), idx.file_size(), idx.checkpoints(), &fs->inflate_cache_));
+      src = std::make_unique<source::InflateSource>(std::move(file), idx.file_size(),
+                                                    idx.checkpoints(), &fs->inflate_cache_);
     } else {
-      fs->sources_.push_back(std::make_unique<source::PlainSource>(std::move(file), idx.file_size()));
+      src = std::make_unique<source::PlainSource>(std::move(file), idx.file_size());
     }
+    if (fs->readahead_) {
+      src = std::make_unique<source::ReadaheadSource>(std::move(src), fs->readahead_.get());
+    }
+    fs->sources_.push_back(std::move(src));
     fs->shards_.push_back(std::move(p.index));
   }
   fs->cache_ = std::make_unique<RecordCache>(options.cache_records, options.cache_bytes);

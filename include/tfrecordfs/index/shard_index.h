@@ -130,6 +130,10 @@ struct WalkedShard {
 // storage (source::OnRemoteStorage) and kHeaders elsewhere.
 enum class WalkMode { kAuto, kHeaders, kBlocks };
 inline constexpr size_t kWalkBlock = size_t{8} << 20;
+// Shards walked at once when a source is on remote storage: there a walk
+// waits on round trips, not on CPU, so I/O concurrency, not the number of
+// cores, sets the pace (a mount's index_threads, `index --threads`).
+inline constexpr int kRemoteWalkThreads = 32;
 
 absl::StatusOr<WalkedShard> WalkShard(int fd, const std::string& path, uint64_t size,
                                       source::Codec codec, uint64_t span = source::kDefaultSpan,

@@ -6,7 +6,9 @@
 // show, and a file source appears there under its base name. Entries are
 // visited in name order (bytewise); symlinks are followed, a directory met a
 // second time (a symlink loop) is not entered again; fifos, sockets and
-// devices are skipped. Every regular file is probed by content
+// devices are skipped; `X.tfri` beside a sibling `X` is X's index (index
+// /index_store.h, "beside the shard") and skipped, as the mount hides it.
+// Every regular file is probed by content
 // (index::ProbeFile: plain, GZIP or ZLIB TFRecord framing); the shards are
 // indexed through an IndexStore (so cached and shared indexes are used and
 // new ones written back) or, without one, by a walk.
@@ -59,7 +61,9 @@ struct ScanOptions {
   std::vector<std::string> sources;
   // Loads indexes; null: every shard is walked and nothing is saved.
   index::IndexStore* store = nullptr;
-  // Probing and indexing threads; 0: one per CPU, at most 16.
+  // Probing and indexing threads; 0: one per CPU (at most 16), or
+  // index::kRemoteWalkThreads when a source is on remote storage
+  // (source::OnRemoteStorage), where a walk waits on round trips, not CPU.
   int threads = 0;
   // Called once per shard as soon as it is indexed, from a scan thread.
   std::function<void(const ScannedShard&)> on_shard;

@@ -40,6 +40,7 @@
 #include "tfrecordfs/index/shard_index.h"
 #include "tfrecordfs/naming/naming.h"
 #include "tfrecordfs/source/inflate.h"
+#include "tfrecordfs/source/readahead.h"
 #include "tfrecordfs/source/shard_source.h"
 #include "tfrecordfs/staging/store.h"
 #include "tfrecordfs/vfs/record_cache.h"
@@ -53,7 +54,9 @@ struct SampleBudget {
   uint64_t bytes = 0;
 };
 
-inline constexpr int kRemoteIndexThreads = 32;
+inline constexpr int kRemoteIndexThreads = index::kRemoteWalkThreads;
+// Blocks read ahead at once for sequential readers on network storage.
+inline constexpr int kReadaheadThreads = 8;
 
 struct Options {
   // Shard files or directories (mirrored recursively at the mount root).
@@ -93,6 +96,10 @@ struct Options {
   // inflate_cache_mb), in source::kBlockSize blocks shared by all of them:
   // listing a record and reading its files inflates that region once.
   size_t inflate_cache_bytes = size_t{32} << 20;
+  // Sequential readahead (source/readahead.h) when a source is on network
+  // storage (-o readahead_mb): blocks read ahead of records read in order
+  // (a find, cat */label), at most this many bytes kept; 0: off.
+  size_t readahead_bytes = size_t{64} << 20;
   // Shard files open at once (-o max_open): shards are opened on demand and
   // the least recently used closed beyond this, so any number of shards
   // mounts within the descriptor limit (which must exceed this plus the
@@ -312,6 +319,9 @@ class Filesystem {
   source::FdCache fd_cache_;          // before sources_: they point to them
   source::BlockCache inflate_cache_;
   std::vector<std::unique_ptr<source::ShardSource>> sources_;  // by shard
+  // After sources_: destroyed first, it joins the threads whose fetches
+  // read through them. Null unless reading ahead.
+  std::unique_ptr<source::Readahead> readahead_;
   std::vector<int> shard_name_width_;   // digits of the largest record index
   std::vector<uint64_t> shard_tree_node_;
   std::unique_ptr<RecordCache> cache_;

@@ -268,11 +268,75 @@ TEST_F(IndexMountTest, IndexCommandIntoTheCacheThenMount) {
   EXPECT_EQ(m.Stderr().find(" walked"), std::string::npos) << m.Stderr();
 }
 
+// `index --beside` writes <shard>.tfri next to each shard; a mount with a
+// fresh cache loads every shard from there, does not show the files, and
+// walks a shard changed since (its beside index is stale).
+TEST_F(IndexMountTest, IndexBesideServesEveryLaterMount) {
+  std::map<std::string, WalkedNode> before;
+  {
+    Mount plain;
+    ASSERT_EQ("", plain.Start({src_}, {"-o", "noindexcache"}));
+    before = Listing(plain);
+    StopOk(&plain);
+  }
+  CommandResult r = RunCommand({BinaryPath(), "index", "--beside", src_});
+  ASSERT_EQ(0, r.exit_code) << r.out << r.err;
+  EXPECT_NE(r.out.find("index files beside the shards"), std::string::npos) << r.out;
+  for (const std::string& shard : {kShardOne, kShardTwelve, kShardBig, kShardNested}) {
+    EXPECT_TRUE(std::filesystem::exists(src_ + "/" + shard + ".tfri")) << shard;
+  }
+  const size_t beside_files = CountIndexFiles(src_);
+  EXPECT_EQ(0u, CountIndexFiles(cache_home_)) << "the per-user cache is left alone";
+
+  // Again: nothing to walk, and the .tfri files are not taken for data.
+  r = RunCommand({BinaryPath(), "index", "--beside", src_});
+  ASSERT_EQ(0, r.exit_code) << r.out << r.err;
+  EXPECT_NE(r.out.find(" 0 walked"), std::string::npos) << r.out;
+  EXPECT_EQ(r.err.find(".tfri"), std::string::npos) << r.err;
+  EXPECT_EQ(beside_files, CountIndexFiles(src_));
+
+  {
+    Mount m;
+    ASSERT_EQ("", m.Start({src_}, {"-o", "verbose"}));
+    const auto listing = Listing(m);
+    StopOk(&m);
+    ExpectSameListing(before, listing);
+    for (const auto& [path, node] : listing) {
+      EXPECT_FALSE(path.ends_with(".tfri")) << path << " is shown";
+    }
+    const std::string log = m.Stderr();
+    EXPECT_NE(log.find("index loaded from beside the shard"), std::string::npos) << log;
+    EXPECT_NE(log.find(std::to_string(beside_files) + " from beside the shards"),
+              std::string::npos)
+        << log;
+    EXPECT_EQ(log.find(" walked"), std::string::npos) << log;
+  }
+
+  // Rewritten (one record now): its beside index must not be believed.
+  std::string bytes;
+  record::AppendFramed(&bytes, "only one");
+  WriteWholeFile(src_ + "/" + kShardBig, bytes);
+  ::setenv("XDG_CACHE_HOME", tmp_.Subdir("xdg-cache-2").c_str(), 1);
+  Mount m;
+  ASSERT_EQ("", m.Start({src_}, {"-o", "verbose"}));
+  EXPECT_EQ(1u, Children(m.path(kShardBig)));
+  StopOk(&m);
+  const std::string log = m.Stderr();
+  EXPECT_NE(log.find(std::to_string(beside_files - 1) + " from beside the shards"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("1 walked"), std::string::npos) << log;
+  EXPECT_NE(log.find("stale (size changed"), std::string::npos) << log;
+}
+
 TEST_F(IndexMountTest, IndexCommandExitCodes) {
   EXPECT_EQ(0, RunCommand({BinaryPath(), "index", "--help"}).exit_code);
   EXPECT_EQ(2, RunCommand({BinaryPath(), "index"}).exit_code);
   EXPECT_EQ(2, RunCommand({BinaryPath(), "index", "--bogus", src_}).exit_code);
   EXPECT_EQ(2, RunCommand({BinaryPath(), "index", "--threads", "0", src_}).exit_code);
+  EXPECT_EQ(2, RunCommand({BinaryPath(), "index", "--walk", "fast", src_}).exit_code);
+  EXPECT_EQ(2, RunCommand({BinaryPath(), "index", "--beside", "--index-dir", tmp_.path(), src_})
+                   .exit_code);
   CommandResult missing = RunCommand({BinaryPath(), "index", src_ + "/no-such-dir"});
   EXPECT_EQ(1, missing.exit_code);
   EXPECT_NE(missing.err.find("no-such-dir"), std::string::npos) << missing.err;

@@ -1,0 +1,113 @@
+// Sequential readahead for shards on network storage (issue 12).
+//
+// Listing a record folder reads that one record; a `find`, `ls -R` or
+// `cat */label` over a shard reads its records in order, one round trip each,
+// and on network storage (milliseconds a read) that is the whole cost. A
+// ReadaheadSource wraps a shard's source and watches its reads: once two
+// reads follow each other (the second starts where the first ended), it
+// reads the next kDepth aligned blocks of kBlock bytes ahead on the
+// Readahead's threads, several at once, into a byte-bounded LRU shared by
+// the mount (the memory budget: abandoned streams are simply evicted). A
+// read of bytes in a block being fetched waits for that fetch instead of
+// asking again. Random reads start nothing, and pay only the bookkeeping.
+//
+// The bytes served are the same as the wrapped source's: a block whose
+// fetch failed is not kept, and the read goes to the wrapped source, which
+// reports the error as it would have. Works over any ShardSource (plain or
+// GZIP/ZLIB, in uncompressed coordinates). Spliceable() and
+// CheckUnchanged() go straight to the wrapped source.
+//
+// Thread-safety: Readahead and ReadaheadSource are thread-safe. Lock order:
+// ReadaheadSource::mu_, then Readahead::mu_ and the BlockCache's (leaves).
+// A Readahead must outlive its sources' reads and be destroyed before the
+// sources (it joins its threads, whose fetches use them).
+#ifndef TFRECORDFS_SOURCE_READAHEAD_H_
+#define TFRECORDFS_SOURCE_READAHEAD_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "tfrecordfs/source/inflate.h"
+#include "tfrecordfs/source/shard_source.h"
+
+namespace tfrecordfs::source {
+
+// The threads and the memory budget shared by a mount's ReadaheadSources.
+class Readahead {
+ public:
+  // Bytes of one fetch: the largest request FUSE and most network file
+  // systems carry in one round trip.
+  static constexpr size_t kBlock = size_t{1} << 20;
+  // Blocks kept in flight or fetched ahead of a sequential reader.
+  static constexpr uint64_t kDepth = 16;
+
+  // `budget_bytes` of fetched blocks kept (LRU; at least one block),
+  // `threads` fetches at once (started by the first fetch, so a process
+  // may fork between construction and use).
+  Readahead(size_t budget_bytes, int threads);
+  ~Readahead();
+  Readahead(const Readahead&) = delete;
+  Readahead& operator=(const Readahead&) = delete;
+
+  uint64_t fetches() const { return fetches_.load(std::memory_order_relaxed); }
+  uint64_t hits() const { return hits_.load(std::memory_order_relaxed); }
+
+ private:
+  friend class ReadaheadSource;
+  void Submit(std::function<void()> task);
+  void Work();
+
+  BlockCache cache_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<std::function<void()>> tasks_;  // guarded by mu_
+  bool stopping_ = false;                    // guarded by mu_
+  const size_t thread_count_;
+  std::vector<std::thread> threads_;  // started by the first Submit; mu_
+  std::atomic<uint64_t> fetches_{0}, hits_{0};
+};
+
+class ReadaheadSource final : public ShardSource {
+ public:
+  ReadaheadSource(std::unique_ptr<ShardSource> inner, Readahead* readahead);
+
+  Codec codec() const override { return inner_->codec(); }
+  const std::string& path() const override { return inner_->path(); }
+  uint64_t size() const override { return inner_->size(); }
+  absl::StatusOr<size_t> ReadAt(uint64_t offset, char* buf, size_t n) const override;
+  absl::StatusOr<std::optional<FileRange>> Spliceable(uint64_t offset) const override {
+    return inner_->Spliceable(offset);
+  }
+  absl::Status CheckUnchanged() const override { return inner_->CheckUnchanged(); }
+
+ private:
+  using Block = std::shared_ptr<const std::string>;  // null: the fetch failed
+  // The bytes of block `b` if fetched or being fetched (waits), else null.
+  Block Find(uint64_t b) const;
+  // Notes a read of [offset, end) (`hit`: served partly from blocks read
+  // ahead) and starts the fetches it calls for.
+  void Track(uint64_t offset, uint64_t end, bool hit) const;
+
+  const std::unique_ptr<ShardSource> inner_;
+  Readahead* const ra_;
+  const uint64_t id_;  // in ra_->cache_
+  mutable std::mutex mu_;
+  mutable uint64_t next_offset_ = ~uint64_t{0};  // where a sequential read starts; mu_
+  mutable uint64_t ahead_ = 0;                   // blocks below this are started; mu_
+  mutable absl::flat_hash_map<uint64_t, std::shared_future<Block>> inflight_;  // mu_
+};
+
+}  // namespace tfrecordfs::source
+
+#endif  // TFRECORDFS_SOURCE_READAHEAD_H_

@@ -1,0 +1,132 @@
+#include "tfrecordfs/source/readahead.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+namespace tfrecordfs::source {
+namespace {
+constexpr size_t kPage = 4096;
+}  // namespace
+
+Readahead::Readahead(size_t budget_bytes, int threads)
+    : cache_(budget_bytes), thread_count_(std::max(threads, 1)) {}
+
+Readahead::~Readahead() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    tasks_.clear();  // their promises break; nobody waits once reads have stopped
+  }
+  wake_.notify_all();
+  for (std::thread& t : threads_) t.join();
+}
+
+void Readahead::Submit(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Started on first use, not at construction: the daemon forks into the
+    // background after the mount is built, and threads do not survive a fork.
+    while (threads_.size() < thread_count_) threads_.emplace_back([this] { Work(); });
+    tasks_.push_back(std::move(task));
+  }
+  wake_.notify_one();
+}
+
+void Readahead::Work() {
+  for (;;) {
+    std::function<void()> task;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
+      if (stopping_) return;
+      task = std::move(tasks_.front());
+      tasks_.pop_front();
+    }
+    task();
+  }
+}
+
+ReadaheadSource::ReadaheadSource(std::unique_ptr<ShardSource> inner, Readahead* readahead)
+    : inner_(std::move(inner)), ra_(readahead), id_(readahead->cache_.NewSourceId()) {}
+
+ReadaheadSource::Block ReadaheadSource::Find(uint64_t b) const {
+  if (Block bytes = ra_->cache_.Get(id_, b)) return bytes;
+  std::shared_future<Block> pending;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = inflight_.find(b);
+    // A fetch that ended since the cache was asked has put its bytes there.
+    if (it == inflight_.end()) return ra_->cache_.Get(id_, b);
+    pending = it->second;
+  }
+  return pending.get();
+}
+
+void ReadaheadSource::Track(uint64_t offset, uint64_t end, bool hit) const {
+  const uint64_t size = inner_->size();
+  std::lock_guard<std::mutex> lock(mu_);
+  // A read served from blocks read ahead goes on with the stream, even when
+  // a read elsewhere in the shard came in between (KindOf's sampling).
+  const bool sequential = hit || offset == next_offset_;
+  next_offset_ = end;
+  if (!sequential) return;
+  const uint64_t first = std::max(ahead_, (end + Readahead::kBlock - 1) / Readahead::kBlock);
+  const uint64_t last_block = size == 0 ? 0 : (size - 1) / Readahead::kBlock;
+  const uint64_t stop = std::min(end / Readahead::kBlock + Readahead::kDepth, last_block + 1);
+  for (uint64_t b = first; b < stop; ++b) {
+    if (inflight_.contains(b) || ra_->cache_.Get(id_, b)) continue;
+    auto promise = std::make_shared<std::promise<Block>>();
+    inflight_.emplace(b, promise->get_future().share());
+    ra_->Submit([this, b, size, promise] {
+      const uint64_t begin = b * Readahead::kBlock;
+      const size_t len = static_cast<size_t>(std::min<uint64_t>(Readahead::kBlock, size - begin));
+      // A page-aligned buffer: an unaligned 1 MiB one spans 257 pages, which
+      // a FUSE or O_DIRECT read cuts into two requests (two round trips).
+      static thread_local std::unique_ptr<char, decltype(&std::free)> scratch(
+          static_cast<char*>(std::aligned_alloc(kPage, Readahead::kBlock)), &std::free);
+      Block result;
+      if (scratch && inner_->ReadFull(begin, scratch.get(), len).ok()) {
+        ra_->fetches_.fetch_add(1, std::memory_order_relaxed);
+        result = std::make_shared<const std::string>(scratch.get(), len);
+        ra_->cache_.Put(id_, b, result);
+      }
+      promise->set_value(result);
+      std::lock_guard<std::mutex> lock(mu_);
+      inflight_.erase(b);
+    });
+  }
+  ahead_ = std::max(ahead_, stop);
+}
+
+absl::StatusOr<size_t> ReadaheadSource::ReadAt(uint64_t offset, char* buf, size_t n) const {
+  const uint64_t size = inner_->size();
+  if (offset >= size) return size_t{0};
+  if (n > size - offset) n = static_cast<size_t>(size - offset);
+  // Serve what fetched blocks hold, from the front; the rest (from the
+  // first block not fetched) from the wrapped source.
+  size_t done = 0;
+  while (done < n) {
+    const uint64_t at = offset + done;
+    const uint64_t b = at / Readahead::kBlock;
+    Block bytes = Find(b);
+    if (!bytes) break;
+    const size_t skip = static_cast<size_t>(at - b * Readahead::kBlock);
+    if (skip >= bytes->size()) break;
+    const size_t take = std::min(n - done, bytes->size() - skip);
+    std::memcpy(buf + done, bytes->data() + skip, take);
+    done += take;
+  }
+  const bool hit = done > 0;
+  if (hit) ra_->hits_.fetch_add(1, std::memory_order_relaxed);
+  if (done < n) {
+    auto got = inner_->ReadAt(offset + done, buf + done, n - done);
+    if (!got.ok()) return got.status();
+    done += *got;
+  }
+  Track(offset, offset + done, hit);
+  return done;
+}
+
+}  // namespace tfrecordfs::source

@@ -1,0 +1,221 @@
+// Shards on network storage (issue 12), through the real binary: the shards
+// sit behind slowfs (tests/tools/slowfs.cc), a read-only FUSE passthrough
+// that counts every read request, and the tests assert how many reads an
+// index build makes -- a count, never a time (slowfs runs with no delay).
+//
+// The dataset is 8 shards x 250 records x 100 KB (about 24 MiB a shard).
+// slowfs is a FUSE file system, so `tfrecordfs index` with its default
+// (walk=auto) reads the shards in 8 MiB blocks, which the kernel hands to
+// slowfs as 1 MiB requests: about size/1 MiB reads a shard. With
+// --walk headers it reads each of the 250 record headers on its own.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "mount_harness.h"
+
+namespace tfrecordfs::mount_test {
+namespace {
+
+constexpr int kShards = 8;
+constexpr int kRecordsPerShard = 250;
+constexpr int kRecordBytes = 100000;
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+struct SlowStats {
+  uint64_t reads = 0;
+  uint64_t bytes = 0;
+};
+
+// A slowfs mount of `source` (see tests/tools/slowfs.cc), unmounted on
+// destruction.
+class SlowMount {
+ public:
+  SlowMount(const std::string& source, const std::string& mountpoint, int delay_ms)
+      : mountpoint_(mountpoint) {
+    const char* bin = std::getenv("TFRECORDFS_SLOWFS");
+    if (bin == nullptr) {
+      error_ = "$TFRECORDFS_SLOWFS (the slowfs binary) is not set";
+      return;
+    }
+    // Without -f, slowfs returns once the mount is up.
+    CommandResult r = RunCommand(
+        {bin, "-o", "delay_ms=" + std::to_string(delay_ms), source, mountpoint});
+    if (r.exit_code != 0 || !IsMounted(mountpoint, "fuse.slowfs")) {
+      error_ = "slowfs did not mount: " + r.err;
+    }
+  }
+  ~SlowMount() {
+    if (IsMounted(mountpoint_)) RunCommand({"fusermount3", "-u", "-z", mountpoint_});
+  }
+  const std::string& error() const { return error_; }
+
+  SlowStats Stats() const {
+    std::istringstream in(ReadWholeFile(mountpoint_ + "/.slowfs-stats"));
+    SlowStats s;
+    std::string word;
+    in >> word >> s.reads >> word >> s.bytes;
+    return s;
+  }
+
+ private:
+  std::string mountpoint_;
+  std::string error_;
+};
+
+class NetstoreTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!FuseUnavailableReason().empty()) return;
+    tmp_ = new TempDir();
+    data_ = tmp_->Subdir("src/data");
+    const char* gen = std::getenv("TFRECORDFS_GEN");
+    ASSERT_NE(gen, nullptr) << "$TFRECORDFS_GEN (the tfrecordfs-gen binary) is not set";
+    CommandResult r = RunCommand({gen, "synthetic", data_, "--records",
+                                  std::to_string(kShards * kRecordsPerShard), "--shards",
+                                  std::to_string(kShards), "--bytes", std::to_string(kRecordBytes)});
+    ASSERT_EQ(0, r.exit_code) << r.err;
+    for (const auto& e : std::filesystem::directory_iterator(data_)) {
+      total_bytes_ += e.file_size();
+      ++shard_files_;
+    }
+  }
+  static void TearDownTestSuite() {
+    delete tmp_;
+    tmp_ = nullptr;
+  }
+
+  void SetUp() override {
+    TFRFS_SKIP_WITHOUT_FUSE();
+    ASSERT_NE(tmp_, nullptr);
+    ASSERT_EQ(kShards, shard_files_);
+    slow_ = std::make_unique<SlowMount>(tmp_->path() + "/src", mnt_.Subdir("slow"), 0);
+    ASSERT_EQ("", slow_->error());
+  }
+  void TearDown() override { slow_.reset(); }
+
+  // `tfrecordfs index --force ARGS... SLOW/data` (every shard walked again,
+  // into the private cache); returns the reads it made.
+  SlowStats IndexReads(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {BinaryPath(), "index", "--force"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.push_back(mnt_.path() + "/slow/data");
+    const SlowStats before = slow_->Stats();
+    CommandResult r = RunCommand(argv);
+    const SlowStats after = slow_->Stats();
+    EXPECT_EQ(0, r.exit_code) << r.out << r.err;
+    EXPECT_NE(r.out.find(std::to_string(kShards * kRecordsPerShard) + " record(s)"),
+              std::string::npos)
+        << r.out;
+    return {after.reads - before.reads, after.bytes - before.bytes};
+  }
+
+  static TempDir* tmp_;
+  static std::string data_;
+  static uint64_t total_bytes_;
+  static int shard_files_;
+  TempDir mnt_;  // declared before slow_: unmounted first
+  std::unique_ptr<SlowMount> slow_;
+};
+
+TempDir* NetstoreTest::tmp_ = nullptr;
+std::string NetstoreTest::data_;
+uint64_t NetstoreTest::total_bytes_ = 0;
+int NetstoreTest::shard_files_ = 0;
+
+TEST_F(NetstoreTest, DefaultIndexReadsBlocksNotRecords) {
+  const SlowStats s = IndexReads({});
+  // One 1 MiB request per MiB of shard (the 8 MiB blocks, cut by the
+  // kernel), plus a few small reads a shard: the probe and the fingerprint.
+  const uint64_t per_shard_mib = (total_bytes_ / kShards + kMiB - 1) / kMiB;
+  EXPECT_LE(s.reads, kShards * (per_shard_mib + 8)) << s.bytes << " bytes";
+  EXPECT_GE(s.reads, kShards * per_shard_mib);
+  EXPECT_LT(s.reads, kShards * kRecordsPerShard / 4) << "not one read per record";
+  // Every byte about once (the last block stops where the last record's
+  // payload starts: its bytes are not needed).
+  EXPECT_GE(s.bytes, total_bytes_ - total_bytes_ / 100);
+  EXPECT_LE(s.bytes, total_bytes_ + kShards * kMiB);
+  std::cerr << "walk=auto on FUSE: " << s.reads << " reads, " << s.bytes << " bytes for "
+            << total_bytes_ << " bytes of shards\n";
+}
+
+TEST_F(NetstoreTest, HeadersWalkReadsEveryHeader) {
+  const SlowStats s = IndexReads({"--walk", "headers"});
+  EXPECT_GE(s.reads, uint64_t{kShards} * kRecordsPerShard);
+  EXPECT_LT(s.bytes, total_bytes_ / 100) << "headers only, not the payloads";
+  std::cerr << "walk=headers: " << s.reads << " reads, " << s.bytes << " bytes\n";
+}
+
+TEST_F(NetstoreTest, BlocksWalkCanBeForcedAndThreadsGiven) {
+  const SlowStats s = IndexReads({"--walk=blocks", "--threads", "3"});
+  EXPECT_LT(s.reads, kShards * kRecordsPerShard / 4);
+}
+
+// A walk over a fresh mount lists every record folder, reading each record
+// in order: on network storage the records are read ahead in 1 MiB blocks
+// (source/readahead.h), so the walk costs about one read per MiB, not one
+// per record, and shows exactly what a mount without readahead shows.
+TEST_F(NetstoreTest, WalkOverTheMountReadsAheadInBlocks) {
+  const std::string data = mnt_.path() + "/slow/data";
+  CommandResult r = RunCommand({BinaryPath(), "index", "-q", data});
+  ASSERT_EQ(0, r.exit_code) << r.err;
+  std::map<std::string, WalkedNode> ahead, plain;
+  {
+    Mount m;
+    ASSERT_EQ("", m.Start({data}, {"-o", "ro"}));
+    const SlowStats before = slow_->Stats();
+    const auto listing = WalkTree(m.mountpoint(), /*read_files=*/false);
+    const SlowStats after = slow_->Stats();
+    // A folder per shard and per record; image_raw, label, height, width.
+    EXPECT_GE(listing.size(), uint64_t{kShards} * kRecordsPerShard * 5);
+    const uint64_t reads = after.reads - before.reads;
+    const uint64_t per_shard_mib = (total_bytes_ / kShards + kMiB - 1) / kMiB;
+    EXPECT_LE(reads, kShards * (per_shard_mib + 16)) << "not one read per record";
+    std::cerr << "walk over the mount: " << reads << " reads, " << after.bytes - before.bytes
+              << " bytes\n";
+    ahead = WalkTree(m.mountpoint());
+    std::string err;
+    EXPECT_EQ(0, m.Stop(&err)) << err;
+  }
+  {
+    Mount m;
+    ASSERT_EQ("", m.Start({data}, {"-o", "ro,readahead_mb=0"}));
+    const SlowStats before = slow_->Stats();
+    WalkTree(m.mountpoint(), /*read_files=*/false);
+    EXPECT_GE(slow_->Stats().reads - before.reads, uint64_t{kShards} * kRecordsPerShard);
+    plain = WalkTree(m.mountpoint());
+    std::string err;
+    EXPECT_EQ(0, m.Stop(&err)) << err;
+  }
+  ASSERT_EQ(plain.size(), ahead.size());
+  for (const auto& [path, node] : plain) {
+    auto it = ahead.find(path);
+    ASSERT_NE(it, ahead.end()) << path;
+    EXPECT_EQ(node.size, it->second.size) << path;
+    EXPECT_EQ(node.error, it->second.error) << path;
+    EXPECT_TRUE(node.content == it->second.content) << path;
+  }
+}
+
+// slowfs is read-only: `index --beside` there fails, naming the directory.
+TEST_F(NetstoreTest, BesideOnReadOnlyStorageNamesTheDirectory) {
+  const std::string dir = mnt_.path() + "/slow/data";
+  CommandResult r = RunCommand({BinaryPath(), "index", "--beside", dir});
+  EXPECT_EQ(1, r.exit_code) << r.out << r.err;
+  EXPECT_NE(r.err.find("cannot write indexes beside the shards in " + dir + " (8 shard(s))"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("Read-only file system"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace tfrecordfs::mount_test
