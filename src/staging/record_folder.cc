@@ -81,11 +81,11 @@ absl::string_view ItemExtension(absl::string_view name) {
   return dot == absl::string_view::npos ? absl::string_view() : name.substr(dot);
 }
 
-// The tensor type a `.png`/`.npy` file of a feature takes: the shards' hint
-// when they know the name, else the file's tag.
-std::optional<tensor::TensorType> ArrayType(const FeatureHint& hint, const std::string& path) {
-  if (hint.kind != Kind::kNone) return hint.tensor;
-  return XattrKind(path).tensor;
+// The tensor types a `.png`/`.npy` file of a feature may take: the shards'
+// hint when they know the name, else the file's tag. Empty: not a tensor.
+std::vector<tensor::TensorType> ArrayTypes(const FeatureHint& hint, const std::string& path) {
+  if (hint.kind != Kind::kNone) return hint.tensors;
+  return XattrKind(path).tensors;
 }
 
 // The bytes value a staged file gives: a TensorProto for a `.png`/`.npy` of
@@ -94,13 +94,13 @@ absl::StatusOr<std::string> BytesValue(std::string content, absl::string_view ex
                                        const FeatureHint& hint, const std::string& path,
                                        const std::string& rel) {
   if (!IsArrayExtension(ext)) return content;
-  const std::optional<tensor::TensorType> want = ArrayType(hint, path);
-  if (!want) return content;
-  auto proto = TensorFromFile(ext, content, *want);
-  if (!proto.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(rel, ": ", proto.status().message()));
+  const std::vector<tensor::TensorType> types = ArrayTypes(hint, path);
+  if (types.empty()) return content;
+  auto file = TensorFromFile(ext, content, types);
+  if (!file.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(rel, ": ", file.status().message()));
   }
-  return std::move(*proto);
+  return std::move(file->proto);
 }
 
 class FolderReader {
@@ -453,13 +453,25 @@ absl::StatusOr<std::string> PayloadFromFolder(const std::string& path, const Kin
 }
 
 FeatureHint HintOf(const example::Feature& f) {
-  FeatureHint h{f.kind, std::nullopt};
+  FeatureHint h{f.kind, {}};
+  if (f.kind != Kind::kBytes) return h;
   // The dtype field's tag opens everything tf.io.serialize_tensor writes; it
   // rules out JPEG, PNG, text and most other values before any decoding.
-  if (f.kind == Kind::kBytes && !f.bytes.empty() && !f.bytes.front().empty() &&
-      f.bytes.front()[0] == '\x08') {
-    auto type = tensor::DecodeTensorType(f.bytes.front());
-    if (type.ok()) h.tensor = std::move(*type);
+  auto type_of = [](absl::string_view v) -> std::optional<tensor::TensorType> {
+    if (v.empty() || v[0] != '\x08') return std::nullopt;
+    auto type = tensor::DecodeTensorType(v);
+    if (!type.ok()) return std::nullopt;
+    return std::move(*type);
+  };
+  for (size_t i = 0; i < f.bytes.size() && h.tensors.size() < kMaxHintTypes; ++i) {
+    auto type = type_of(f.bytes[i]);
+    if (!type) {
+      if (i == 0) return h;  // the first value decides
+      continue;
+    }
+    if (std::find(h.tensors.begin(), h.tensors.end(), *type) == h.tensors.end()) {
+      h.tensors.push_back(std::move(*type));
+    }
   }
   return h;
 }
@@ -482,8 +494,8 @@ std::string TensorTag(const tensor::TensorType& type) {
 }
 
 FeatureHint ParseKindTag(absl::string_view tag) {
-  if (tag == "int64") return {Kind::kInt64, std::nullopt};
-  if (tag == "float") return {Kind::kFloat, std::nullopt};
+  if (tag == "int64") return {Kind::kInt64, {}};
+  if (tag == "float") return {Kind::kFloat, {}};
   if (!absl::ConsumePrefix(&tag, kTensorTagPrefix)) return {};
   const size_t colon = tag.find(':');
   if (colon == absl::string_view::npos) return {};
@@ -505,33 +517,53 @@ FeatureHint ParseKindTag(absl::string_view tag) {
       type.shape.push_back(v);
     }
   }
-  return {Kind::kBytes, std::move(type)};
+  return {Kind::kBytes, {std::move(type)}};
 }
 
-absl::StatusOr<std::string> TensorFromFile(absl::string_view extension, absl::string_view content,
-                                           const tensor::TensorType& want) {
-  const std::string feature = absl::StrCat("the feature holds ", TypeText(want), " tensors");
+absl::StatusOr<TensorFile> TensorFromFile(absl::string_view extension, absl::string_view content,
+                                          absl::Span<const tensor::TensorType> feature_types) {
+  std::string feature = "the feature holds ";
+  for (size_t i = 0; i < feature_types.size(); ++i) {
+    absl::StrAppend(&feature, i ? " or " : "", TypeText(feature_types[i]));
+  }
+  absl::StrAppend(&feature, " tensors");
   absl::StatusOr<tensor::Tensor> t = absl::InvalidArgumentError("no array");
+  size_t matched = 0;
   if (extension == naming::kPngExtension) {
     auto png = tensor::DecodePng(content);
     if (!png.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("not a PNG that can be read (", png.status().message(), "); ", feature));
     }
-    t = tensor::FitPngToFeature(std::move(*png), want.dtype, want.shape);
-    if (!t.ok()) return absl::InvalidArgumentError(t.status().message());
+    for (matched = 0; matched < feature_types.size(); ++matched) {
+      const tensor::TensorType& want = feature_types[matched];
+      t = tensor::FitPngToFeature(*png, want.dtype, want.shape);
+      if (t.ok()) break;
+    }
+    if (!t.ok()) {
+      if (feature_types.size() == 1) return absl::InvalidArgumentError(t.status().message());
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a ", png->info().name, " ", ShapeText(png->shape), " PNG that fits none of the types: ",
+          feature));
+    }
   } else if (extension == naming::kNpyExtension) {
     t = tensor::ParseNpy(content);
     if (!t.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("not a .npy file that can be read (", t.status().message(), "); ", feature));
     }
-    if (t->dtype != want.dtype || t->shape.size() != want.shape.size()) {
+    while (matched < feature_types.size() && (t->dtype != feature_types[matched].dtype ||
+                                              t->shape.size() != feature_types[matched].shape.size())) {
+      ++matched;
+    }
+    if (matched == feature_types.size()) {
+      bool dtype_known = false;
+      for (const auto& w : feature_types) dtype_known |= w.dtype == t->dtype;
       return absl::InvalidArgumentError(absl::StrCat(
           "the array is ", TypeText({t->dtype, t->shape}), ", ", feature,
-          t->dtype != want.dtype ? absl::StrCat(" (save it with .astype('",
-                                                tensor::InfoOf(want.dtype).descr, "'))")
-                                 : std::string(" (a different rank)")));
+          dtype_known ? std::string(" (a different rank)")
+                      : absl::StrCat(" (save it with .astype('",
+                                     tensor::InfoOf(feature_types.front().dtype).descr, "'))")));
     }
   } else {
     return absl::InvalidArgumentError(absl::StrCat("'", extension, "' is not .png or .npy"));
@@ -546,7 +578,9 @@ absl::StatusOr<std::string> TensorFromFile(absl::string_view extension, absl::st
       }
     }
   }
-  return tensor::EncodeTensor(t->dtype, t->shape, data);
+  auto proto = tensor::EncodeTensor(t->dtype, t->shape, data);
+  if (!proto.ok()) return proto.status();
+  return TensorFile{std::move(*proto), feature_types[matched]};
 }
 
 StagedFile ClassifyStagedFile(absl::string_view rel, bool sequence) {

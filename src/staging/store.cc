@@ -384,21 +384,22 @@ absl::Status Store::ValidateOnClose(uint64_t node, int fd) {
     case StagedFile::Role::kArray: {
       // As the pack decides (record_folder.h): the shards' hint, else the
       // file's tag; neither makes the file exact bytes.
-      std::optional<tensor::TensorType> want = hint.tensor;
+      std::vector<tensor::TensorType> want = hint.tensors;
       if (hint.kind == example::Kind::kNone) {
         char buf[4096];
         const ssize_t n = ::fgetxattr(fd, kKindXattr, buf, sizeof buf);
-        if (n > 0) want = ParseKindTag(absl::string_view(buf, static_cast<size_t>(n))).tensor;
+        if (n > 0) want = ParseKindTag(absl::string_view(buf, static_cast<size_t>(n))).tensors;
       }
-      if (!want) {
+      if (want.empty()) {
         if (hint.kind != example::Kind::kNone) ::fremovexattr(fd, kKindXattr);
         return absl::OkStatus();
       }
       auto content = ReadFileToString(ProcPath(fd));
       if (!content.ok()) return content.status();
-      auto proto = TensorFromFile(placed.file.extension, *content, *want);
-      if (!proto.ok()) return refuse(proto.status().message());
-      const std::string tag = TensorTag(*want);
+      auto file = TensorFromFile(placed.file.extension, *content, want);
+      if (!file.ok()) return refuse(file.status().message());
+      // The type it matched: after a restart the file alone says what it is.
+      const std::string tag = TensorTag(file->matched);
       ::fsetxattr(fd, kKindXattr, tag.data(), tag.size(), 0);  // best effort
       return absl::OkStatus();
     }

@@ -50,8 +50,18 @@ std::string Npy(DataType dt, std::vector<int64_t> shape, const std::string& data
   return tensor::NpyHeader(dt, shape) + data;
 }
 
+// One feature type, as TensorFromFile takes them.
+std::vector<TensorType> One(DataType dt, std::vector<int64_t> shape) {
+  return {TensorType{dt, std::move(shape)}};
+}
+
 std::string Proto(DataType dt, std::vector<int64_t> shape, const std::string& data) {
   return tensor::EncodeTensor(dt, shape, data).value();
+}
+
+// The proto of a conversion, or its error.
+std::string ProtoOf(const absl::StatusOr<TensorFile>& f) {
+  return f.ok() ? f->proto : f.status().ToString();
 }
 
 TEST(ClassifyStagedFile, ExampleAndSequencePlaces) {
@@ -102,8 +112,7 @@ TEST(KindTag, RoundTripsAndRefusesUnknownText) {
                               TensorType{DataType::kBool, {2}}}) {
     const FeatureHint h = ParseKindTag(TensorTag(t));
     EXPECT_EQ(h.kind, Kind::kBytes) << TensorTag(t);
-    ASSERT_TRUE(h.tensor.has_value()) << TensorTag(t);
-    EXPECT_EQ(*h.tensor, t);
+    EXPECT_EQ(h.tensors, std::vector<TensorType>{t}) << TensorTag(t);
   }
   EXPECT_EQ(TensorTag({DataType::kUint8, {4, 5, 3}}), "tensor:uint8:4,5,3");
   EXPECT_EQ(ParseKindTag("int64").kind, Kind::kInt64);
@@ -119,7 +128,11 @@ TEST(HintOf, TensorTypeOfTheFirstValueOnly) {
   example::Feature f;
   f.kind = Kind::kBytes;
   f.bytes = {t};
-  EXPECT_EQ(HintOf(f), (FeatureHint{Kind::kBytes, TensorType{DataType::kUint8, {2, 3, 3}}}));
+  EXPECT_EQ(HintOf(f), (FeatureHint{Kind::kBytes, {TensorType{DataType::kUint8, {2, 3, 3}}}}));
+  const std::string f32 = Proto(DataType::kFloat, {2}, Pixels(8, 1));
+  f.bytes = {t, "not a tensor", f32, t};
+  EXPECT_EQ(HintOf(f), (FeatureHint{Kind::kBytes, {TensorType{DataType::kUint8, {2, 3, 3}},
+                                                   TensorType{DataType::kFloat, {2}}}}));
   f.bytes = {"\xff\xd8\xff jpeg", t};
   EXPECT_EQ(HintOf(f), FeatureHint{Kind::kBytes});
   f.bytes = {"\x08 looks like a dtype tag"};
@@ -146,50 +159,67 @@ TEST(TensorFromFile, PngsFitTheFeature) {
     std::vector<int64_t> feature_shape = c.shape;
     feature_shape[0] = 100;
     feature_shape[1] = 200;
-    auto got = TensorFromFile(".png", Png(c.dt, c.shape, data), {c.dt, feature_shape});
+    auto got = TensorFromFile(".png", Png(c.dt, c.shape, data), One(c.dt, feature_shape));
     ASSERT_TRUE(got.ok()) << got.status();
-    EXPECT_EQ(*got, Proto(c.dt, c.shape, data));
+    EXPECT_EQ(got->proto, Proto(c.dt, c.shape, data));
+    EXPECT_EQ(got->matched, (TensorType{c.dt, feature_shape}));
   }
   // A [H,W] gray feature takes a gray PNG and stays rank 2; [H,W,1] stays rank 3.
   const std::string gray = Pixels(12, 9);
   const std::string png = Png(DataType::kUint8, {3, 4}, gray);
-  EXPECT_EQ(*TensorFromFile(".png", png, {DataType::kUint8, {1, 1}}),
+  EXPECT_EQ(ProtoOf(TensorFromFile(".png", png, One(DataType::kUint8, {1, 1}))),
             Proto(DataType::kUint8, {3, 4}, gray));
-  EXPECT_EQ(*TensorFromFile(".png", png, {DataType::kUint8, {1, 1, 1}}),
+  EXPECT_EQ(ProtoOf(TensorFromFile(".png", png, One(DataType::kUint8, {1, 1, 1}))),
             Proto(DataType::kUint8, {3, 4, 1}, gray));
 }
 
 TEST(TensorFromFile, RefusesWhatTheFeatureCannotTake) {
   const std::string rgb = Png(DataType::kUint8, {2, 2, 3}, Pixels(12, 1));
   // Not a PNG.
-  EXPECT_THAT(TensorFromFile(".png", "hello", {DataType::kUint8, {2, 2, 3}}).status().message(),
+  EXPECT_THAT(TensorFromFile(".png", "hello", One(DataType::kUint8, {2, 2, 3})).status().message(),
               HasSubstr("not a PNG"));
   // 8-bit PNG for a uint16 feature, RGB for a gray feature, PNG for floats.
-  EXPECT_FALSE(TensorFromFile(".png", rgb, {DataType::kUint16, {2, 2, 3}}).ok());
-  EXPECT_FALSE(TensorFromFile(".png", rgb, {DataType::kUint8, {2, 2}}).ok());
-  EXPECT_FALSE(TensorFromFile(".png", rgb, {DataType::kFloat, {2, 2, 3}}).ok());
+  EXPECT_FALSE(TensorFromFile(".png", rgb, One(DataType::kUint16, {2, 2, 3})).ok());
+  EXPECT_FALSE(TensorFromFile(".png", rgb, One(DataType::kUint8, {2, 2})).ok());
+  EXPECT_FALSE(TensorFromFile(".png", rgb, One(DataType::kFloat, {2, 2, 3})).ok());
   // .npy: dtype and rank must match; the rest may differ.
   const std::string f64 = Npy(DataType::kDouble, {3}, Pixels(24, 2));
-  auto wrong_dtype = TensorFromFile(".npy", f64, {DataType::kFloat, {5}});
+  auto wrong_dtype = TensorFromFile(".npy", f64, One(DataType::kFloat, {5}));
   EXPECT_THAT(wrong_dtype.status().message(), HasSubstr("astype('<f4')"));
   EXPECT_THAT(wrong_dtype.status().message(), HasSubstr("double [3]"));
-  EXPECT_FALSE(TensorFromFile(".npy", f64, {DataType::kDouble, {3, 1}}).ok());
-  EXPECT_EQ(*TensorFromFile(".npy", f64, {DataType::kDouble, {7}}),
+  EXPECT_FALSE(TensorFromFile(".npy", f64, One(DataType::kDouble, {3, 1})).ok());
+  EXPECT_EQ(ProtoOf(TensorFromFile(".npy", f64, One(DataType::kDouble, {7}))),
             Proto(DataType::kDouble, {3}, Pixels(24, 2)));
-  EXPECT_THAT(TensorFromFile(".npy", "\x93NUMPY", {DataType::kDouble, {3}}).status().message(),
+  EXPECT_THAT(TensorFromFile(".npy", "\x93NUMPY", One(DataType::kDouble, {3})).status().message(),
               HasSubstr("not a .npy"));
   // bool elements other than 0/1 would not survive TensorFlow's cast.
   EXPECT_FALSE(TensorFromFile(".npy", Npy(DataType::kBool, {2}, std::string("\x01\x02", 2)),
-                              {DataType::kBool, {2}})
+                              One(DataType::kBool, {2}))
                    .ok());
   EXPECT_TRUE(TensorFromFile(".npy", Npy(DataType::kBool, {2}, std::string("\x01\x00", 2)),
-                             {DataType::kBool, {2}})
+                             One(DataType::kBool, {2}))
                   .ok());
   // Zero-size and scalar arrays.
-  EXPECT_EQ(*TensorFromFile(".npy", Npy(DataType::kInt32, {0, 3}, ""), {DataType::kInt32, {1, 3}}),
+  EXPECT_EQ(ProtoOf(TensorFromFile(".npy", Npy(DataType::kInt32, {0, 3}, ""), One(DataType::kInt32, {1, 3}))),
             Proto(DataType::kInt32, {0, 3}, ""));
-  EXPECT_EQ(*TensorFromFile(".npy", Npy(DataType::kFloat, {}, "abcd"), {DataType::kFloat, {}}),
+  EXPECT_EQ(ProtoOf(TensorFromFile(".npy", Npy(DataType::kFloat, {}, "abcd"), One(DataType::kFloat, {}))),
             Proto(DataType::kFloat, {}, "abcd"));
+}
+
+TEST(TensorFromFile, AListOfSeveralTypesTakesAnyOfThem) {
+  // `frames` = [uint8 [4,5,3], float [2]]: its items may be either.
+  const std::vector<TensorType> types = {{DataType::kUint8, {4, 5, 3}}, {DataType::kFloat, {2}}};
+  const std::string f32 = Npy(DataType::kFloat, {3}, Pixels(12, 1));
+  auto npy = TensorFromFile(".npy", f32, types);
+  ASSERT_TRUE(npy.ok()) << npy.status();
+  EXPECT_EQ(npy->matched, types[1]);
+  auto png = TensorFromFile(".png", Png(DataType::kUint8, {2, 2, 3}, Pixels(12, 1)), types);
+  ASSERT_TRUE(png.ok()) << png.status();
+  EXPECT_EQ(png->matched, types[0]);
+  auto gray = TensorFromFile(".png", Png(DataType::kUint8, {2, 2}, Pixels(4, 1)), types);
+  EXPECT_THAT(gray.status().message(), HasSubstr("fits none of the types"));
+  EXPECT_THAT(TensorFromFile(".npy", Npy(DataType::kInt8, {3}, "abc"), types).status().message(),
+              HasSubstr("uint8 [4,5,3] or float [2]"));
 }
 
 class FolderTest : public ::testing::Test {
@@ -224,11 +254,10 @@ TEST_F(FolderTest, ArraysOfTensorFeaturesPackAsTensorsOthersAsBytes) {
   Write("rec/frames/1.npy", Npy(DataType::kFloat, {2}, floats));
   Write("rec/raw.npy", Npy(DataType::kFloat, {2}, other));  // a name the shards hold as bytes
   Write("rec/new.png", "any bytes");                        // a name the shards do not have
-  const FeatureHint image{Kind::kBytes, TensorType{DataType::kUint8, {9, 9, 3}}};
-  // A list of tensors is hinted by its first value; a .npy item of another
-  // dtype than the first value's is refused, so give the list float items.
+  const FeatureHint image{Kind::kBytes, {TensorType{DataType::kUint8, {9, 9, 3}}}};
+  // The shards hold `frames` as float [2] tensors only: a PNG item is refused.
   auto hint = Hints({{"image", image},
-                     {"frames", {Kind::kBytes, TensorType{DataType::kFloat, {2}}}},
+                     {"frames", {Kind::kBytes, {TensorType{DataType::kFloat, {2}}}}},
                      {"raw", {Kind::kBytes}}});
   auto packed = PayloadFromFolder(root_ + "/rec", hint);
   EXPECT_FALSE(packed.ok());  // frames/0.png: a PNG for a float feature
@@ -277,7 +306,7 @@ TEST_F(FolderTest, SequenceStepsUseTheListHint) {
   Write("rec/feature_lists/mask/1/0.png", Png(DataType::kUint8, {2, 2}, pixels));
   Write("rec/feature_lists/rgb/0", "1\n2\n");
   Write("rec/feature_lists/rgb/1", "3\n");
-  auto hint = Hints({{"feature_lists/mask", {Kind::kBytes, TensorType{DataType::kUint8, {1, 1}}}},
+  auto hint = Hints({{"feature_lists/mask", {Kind::kBytes, {TensorType{DataType::kUint8, {1, 1}}}}},
                      {"feature_lists/rgb", {Kind::kFloat}}});
   auto packed = PayloadFromFolder(root_ + "/rec", hint);
   ASSERT_TRUE(packed.ok()) << packed.status();
@@ -336,7 +365,7 @@ class StoreCloseTest : public FolderTest {
 TEST_F(StoreCloseTest, ArraysOfTensorFeaturesAreCheckedAndTagged) {
   auto store = Store::Open(
       root_ + "/s",
-      Hints({{"image", {Kind::kBytes, TensorType{DataType::kUint8, {4, 4, 3}}}},
+      Hints({{"image", {Kind::kBytes, {TensorType{DataType::kUint8, {4, 4, 3}}}}},
              {"photo", {Kind::kBytes}}}));
   ASSERT_TRUE(store.ok()) << store.status();
   const std::string rgb = Png(DataType::kUint8, {2, 2, 3}, Pixels(12, 1));
@@ -363,7 +392,7 @@ TEST_F(StoreCloseTest, SequenceStepsValidateWithTheListKind) {
                                   {"feature_lists/rgb", {Kind::kFloat}},
                                   {"label", {Kind::kInt64}},
                                   {"feature_lists/mask",
-                                   {Kind::kBytes, TensorType{DataType::kUint8, {2, 2}}}}}));
+                                   {Kind::kBytes, {TensorType{DataType::kUint8, {2, 2}}}}}}));
   ASSERT_TRUE(store.ok()) << store.status();
   // context/ arrives before feature_lists/ (cp -r copies in name order): the
   // context feature `label` is known, `context/label` is not.

@@ -33,7 +33,7 @@
 //
 // Tensors: a `.png` or `.npy` file (a single value `<name>.png`, a list item
 // `<name>/3.npy`, a sequence step `07.png` or `07/0.png`) of a feature whose
-// hint is a tensor (FeatureHint::tensor; else whose tag is one, when the
+// hint is a tensor (FeatureHint::tensors; else whose tag is one, when the
 // hint does not know the name) becomes the TensorProto tf.io.serialize_tensor
 // writes for its array (TensorFromFile). For any other name, the exact bytes.
 //
@@ -44,9 +44,11 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "tfrecordfs/example/example.h"
 #include "tfrecordfs/tensor/tensor.h"
 
@@ -56,19 +58,23 @@ namespace tfrecordfs::staging {
 // asked as `feature_lists/<name>`).
 struct FeatureHint {
   example::Kind kind = example::Kind::kNone;  // kNone: the shards do not know it
-  // For kBytes: set when the values are serialized tensors (the first value
-  // of the first record that has one decides): that value's dtype and shape. A staged
-  // `.png`/`.npy` must have this dtype and rank (and, for a PNG, this
-  // channel count: tensor::FitPngToFeature); other dims may differ.
-  std::optional<tensor::TensorType> tensor;
+  // For kBytes features whose values are serialized tensors (the first
+  // record with values decides, when its first value is a tensor): the
+  // distinct types of that record's values, in value order (at most
+  // kMaxHintTypes). Empty otherwise. A staged `.png`/`.npy` must take one of
+  // them: its dtype and rank (and, for a PNG, the channel count:
+  // tensor::FitPngToFeature); other dims may differ (each record has its own).
+  std::vector<tensor::TensorType> tensors;
 
   bool operator==(const FeatureHint&) const = default;
 };
 
-// The hint a decoded feature gives: its kind, and for bytes its first value's
-// tensor type when tensor::DecodeTensorType accepts it. Cheap: only a value
-// starting with the dtype field's tag (0x08) is decoded, and only its header
-// is read.
+inline constexpr size_t kMaxHintTypes = 8;
+
+// The hint a decoded feature gives: its kind, and for bytes the tensor
+// types of its values when tensor::DecodeTensorType accepts the first one.
+// Cheap: only values starting with the dtype field's tag (0x08) are decoded,
+// and only their headers are read.
 FeatureHint HintOf(const example::Feature& f);
 
 using KindHint = std::function<FeatureHint(absl::string_view feature_name)>;
@@ -88,13 +94,20 @@ std::string TensorTag(const tensor::TensorType& type);
 // kNone (no tag, or text this version does not know).
 FeatureHint ParseKindTag(absl::string_view tag);
 
-// The serialized TensorProto for a staged file of a tensor feature of type
-// `want`: `extension` ".png" (tensor::DecodePng, then FitPngToFeature) or
-// ".npy" (tensor::ParseNpy). The array's dtype must be want.dtype and its
-// rank want's rank (a PNG's channels: FitPngToFeature); bool elements must
-// be 0 or 1. Else InvalidArgument saying why (no message prefix).
-absl::StatusOr<std::string> TensorFromFile(absl::string_view extension, absl::string_view content,
-                                           const tensor::TensorType& want);
+// A staged file of a tensor feature, converted.
+struct TensorFile {
+  std::string proto;          // the serialized TensorProto
+  tensor::TensorType matched;  // the feature type it was checked against
+};
+
+// The serialized TensorProto for a staged file of a tensor feature whose
+// values have the types `feature_types` (FeatureHint::tensors, not empty):
+// `extension` ".png" (tensor::DecodePng, then FitPngToFeature against each
+// type in turn) or ".npy" (tensor::ParseNpy; dtype and rank of one of the
+// types). bool elements must be 0 or 1. Else InvalidArgument saying why (no
+// message prefix).
+absl::StatusOr<TensorFile> TensorFromFile(absl::string_view extension, absl::string_view content,
+                                          absl::Span<const tensor::TensorType> feature_types);
 
 // Where a staged file sits in the record it will be packed into, for the
 // checks at write() and close() (Store::ValidateOnWrite/ValidateOnClose).
