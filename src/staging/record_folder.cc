@@ -568,16 +568,9 @@ absl::StatusOr<TensorFile> TensorFromFile(absl::string_view extension, absl::str
   } else {
     return absl::InvalidArgumentError(absl::StrCat("'", extension, "' is not .png or .npy"));
   }
+  // bool elements other than 0/1 pass as they are: shards hold them (the
+  // read path shows them), and a copy must give back the same bytes.
   const absl::string_view data = t->data(content);
-  if (t->dtype == tensor::DataType::kBool) {
-    for (size_t i = 0; i < data.size(); ++i) {
-      if (static_cast<uint8_t>(data[i]) > 1) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("bool element ", i, " is ", static_cast<int>(static_cast<uint8_t>(data[i])),
-                         ", not 0 or 1"));
-      }
-    }
-  }
   auto proto = tensor::EncodeTensor(t->dtype, t->shape, data);
   if (!proto.ok()) return proto.status();
   return TensorFile{std::move(*proto), feature_types[matched]};

@@ -104,8 +104,7 @@ struct TensorFile {
 // values have the types `feature_types` (FeatureHint::tensors, not empty):
 // `extension` ".png" (tensor::DecodePng, then FitPngToFeature against each
 // type in turn) or ".npy" (tensor::ParseNpy; dtype and rank of one of the
-// types). bool elements must be 0 or 1. Else InvalidArgument saying why (no
-// message prefix).
+// types). Else InvalidArgument saying why (no message prefix).
 absl::StatusOr<TensorFile> TensorFromFile(absl::string_view extension, absl::string_view content,
                                           absl::Span<const tensor::TensorType> feature_types);
 

@@ -16,6 +16,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "tfrecordfs/base/file.h"
@@ -389,6 +390,37 @@ std::string RealDataDir() {
   if (root == nullptr || *root == '\0') return "";
   const std::string dir = std::string(root) + "/../shared/data/real";
   return IsDir(dir) ? dir : "";
+}
+
+std::vector<std::string> CopyAndPack(const Scratch& s, const std::vector<std::string>& sources,
+                                     const std::vector<std::string>& froms,
+                                     const std::string& prefix) {
+  DaemonConfig c;
+  c.sources = sources;
+  c.mountpoint = s.mnt;
+  c.options = PackOptions(s, prefix);
+  c.log_dir = s.logs;
+  StagingDaemon d(c);
+  const std::string started = d.Start();
+  EXPECT_EQ(started, "");
+  if (!started.empty()) return {};
+  // One shell for all the copies keeps process start-up cheap.
+  std::string script = "set -e\n";
+  for (size_t i = 0; i < froms.size(); ++i) {
+    script += "cp -r " + ShellQuote(s.mnt + "/" + froms[i]) + " " +
+              ShellQuote(absl::StrFormat("%s/staging/c%04d", s.mnt, i)) + "\n";
+  }
+  CommandResult cp = Shell(script);
+  EXPECT_EQ(cp.exit_code, 0) << cp.err << "\ndaemon:\n" << d.Stderr();
+  EXPECT_EQ(ListDir(s.mnt + "/staging").size(), froms.size());
+  int status = 0;
+  CommandResult u = d.TfrUnmount(&status);
+  EXPECT_EQ(u.exit_code, 0) << u.out << u.err << "\ndaemon:\n" << d.Stderr();
+  EXPECT_EQ(ExitCodeOfWait(status), 0) << DescribeWait(status);
+  std::vector<std::string> payloads = AllPayloads(ReadPackedShards(s.out, prefix));
+  EXPECT_EQ(payloads.size(), froms.size()) << u.out;
+  EXPECT_EQ(ListDir(s.records()), std::vector<std::string>{});
+  return payloads;
 }
 
 }  // namespace tfrecordfs::mount_test::staging_test

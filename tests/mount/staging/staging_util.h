@@ -93,6 +93,15 @@ class StagingDaemon {
   std::optional<int> early_status_;  // wait status when Start() saw it end
 };
 
+// Mounts `sources` with PackOptions(s, prefix), copies each mount-relative
+// record folder froms[i] to MNT/staging/cNNNN with `cp -r` (one shell; name
+// order is copy order), packs with `tfrecordfs unmount` and returns the
+// packed payloads in copy order. Fails the test (and returns what it has)
+// when a step fails or the staging folder is not emptied.
+std::vector<std::string> CopyAndPack(const Scratch& s, const std::vector<std::string>& sources,
+                                     const std::vector<std::string>& froms,
+                                     const std::string& prefix);
+
 // Human-readable waitpid status ("exit code 1", "signal Killed").
 std::string DescribeWait(int status);
 bool KilledBySigkill(int status);
