@@ -18,7 +18,6 @@
 #include <filesystem>
 #include <map>
 
-#include "absl/base/casts.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -240,26 +239,6 @@ TEST(StagingArraysTest, BadArraysAndStepsFailAndKindsSurviveARestart) {
   EXPECT_EQ(lists["rgb"].steps[1].floats, (std::vector<float>{3}));
   EXPECT_EQ(lists["sparse"].steps.at(0).int64s, std::vector<int64_t>{5});
   EXPECT_EQ(std::string(lists["mask"].steps.at(0).bytes.at(0)), mask_proto);
-}
-
-// The features of a SequenceExample, one line each, for a readable diff.
-std::string SequenceText(const example::SequenceTable& t) {
-  auto one = [](const example::Feature& f) {
-    std::string s = example::KindName(f.kind);
-    for (auto b : f.bytes) absl::StrAppend(&s, " ", Hex(b));
-    for (float v : f.floats) absl::StrAppend(&s, " f", absl::bit_cast<uint32_t>(v));
-    for (int64_t v : f.int64s) absl::StrAppend(&s, " ", v);
-    return s;
-  };
-  std::string out;
-  for (const auto& f : t.context.features) absl::StrAppend(&out, "context ", f.name, ": ", one(f), "\n");
-  for (const auto& l : t.lists) {
-    absl::StrAppend(&out, "list ", l.name, " (", l.steps.size(), " steps)\n");
-    for (size_t i = 0; i < l.steps.size(); ++i) {
-      absl::StrAppend(&out, "  ", i, ": ", one(l.steps[i]), "\n");
-    }
-  }
-  return out;
 }
 
 TEST(StagingArraysTest, SequenceRecordsCopyBackFeatureByFeature) {

@@ -25,6 +25,7 @@
 
 #include "expectations.h"
 #include "mount_harness.h"
+#include "tfrecordfs/example/sequence.h"
 
 namespace tfrecordfs::mount_test::staging_test {
 
@@ -145,9 +146,15 @@ struct DecodedRecord {
 };
 DecodedRecord Decode(const std::string& payload);
 
+// A SequenceExample, one line per context feature (kindless ones left out:
+// the mount does not show them) and per step, floats as bits, for comparing
+// feature by feature with a readable diff.
+std::string SequenceText(const example::SequenceTable& t);
+
 // Expects `packed` to be the same record as `original`: for Examples the
-// same features (names, kinds, values; floats bit-exact); for other payloads
-// the same bytes. `what` names the record in failure messages.
+// same features (names, kinds, values; floats bit-exact), for
+// SequenceExamples the same SequenceText, for other payloads the same bytes.
+// `what` names the record in failure messages.
 void ExpectSameRecord(const std::string& original, const std::string& packed,
                       const std::string& what);
 
