@@ -452,27 +452,36 @@ absl::StatusOr<std::string> PayloadFromFolder(const std::string& path, const Kin
   return reader.Encode();
 }
 
-FeatureHint HintOf(const example::Feature& f) {
-  FeatureHint h{f.kind, {}};
-  if (f.kind != Kind::kBytes) return h;
-  // The dtype field's tag opens everything tf.io.serialize_tensor writes; it
-  // rules out JPEG, PNG, text and most other values before any decoding.
-  auto type_of = [](absl::string_view v) -> std::optional<tensor::TensorType> {
-    if (v.empty() || v[0] != '\x08') return std::nullopt;
+namespace {
+
+// Types that a staged file is checked against the same way (TensorFromFile):
+// dtype and rank, and a rank-3 shape's channel count.
+bool SameClass(const tensor::TensorType& a, const tensor::TensorType& b) {
+  return a.dtype == b.dtype && a.shape.size() == b.shape.size() &&
+         (a.shape.size() != 3 || a.shape[2] == b.shape[2]);
+}
+
+}  // namespace
+
+void MergeHint(FeatureHint* hint, const example::Feature& f) {
+  if (hint->kind != Kind::kBytes || f.kind != Kind::kBytes) return;
+  for (absl::string_view v : f.bytes) {
+    if (hint->tensors.size() >= kMaxHintTypes) return;
+    // The dtype field's tag opens everything tf.io.serialize_tensor writes; it
+    // rules out JPEG, PNG, text and most other values before any decoding.
+    if (v.empty() || v[0] != '\x08') continue;
     auto type = tensor::DecodeTensorType(v);
-    if (!type.ok()) return std::nullopt;
-    return std::move(*type);
-  };
-  for (size_t i = 0; i < f.bytes.size() && h.tensors.size() < kMaxHintTypes; ++i) {
-    auto type = type_of(f.bytes[i]);
-    if (!type) {
-      if (i == 0) return h;  // the first value decides
-      continue;
-    }
-    if (std::find(h.tensors.begin(), h.tensors.end(), *type) == h.tensors.end()) {
-      h.tensors.push_back(std::move(*type));
+    if (!type.ok()) continue;
+    if (std::none_of(hint->tensors.begin(), hint->tensors.end(),
+                     [&](const tensor::TensorType& t) { return SameClass(t, *type); })) {
+      hint->tensors.push_back(std::move(*type));
     }
   }
+}
+
+FeatureHint HintOf(const example::Feature& f) {
+  FeatureHint h{f.kind, {}};
+  MergeHint(&h, f);
   return h;
 }
 
@@ -535,10 +544,24 @@ absl::StatusOr<TensorFile> TensorFromFile(absl::string_view extension, absl::str
       return absl::InvalidArgumentError(
           absl::StrCat("not a PNG that can be read (", png.status().message(), "); ", feature));
     }
-    for (matched = 0; matched < feature_types.size(); ++matched) {
-      const tensor::TensorType& want = feature_types[matched];
-      t = tensor::FitPngToFeature(*png, want.dtype, want.shape);
-      if (t.ok()) break;
+    // Types with the PNG's own channel count first: an RGBA image whose
+    // alpha is opaque is an RGBA tensor when the feature has those, not an
+    // RGB one with the alpha dropped.
+    const int64_t channels = png->shape[2];
+    auto exact = [&](const tensor::TensorType& w) {
+      return w.shape.size() == 3 ? w.shape[2] == channels : channels == 1;
+    };
+    bool fitted = false;
+    for (int pass = 0; pass < 2 && !fitted; ++pass) {
+      for (matched = 0; matched < feature_types.size(); ++matched) {
+        const tensor::TensorType& want = feature_types[matched];
+        if (exact(want) != (pass == 0)) continue;
+        t = tensor::FitPngToFeature(*png, want.dtype, want.shape);
+        if (t.ok()) {
+          fitted = true;
+          break;
+        }
+      }
     }
     if (!t.ok()) {
       if (feature_types.size() == 1) return absl::InvalidArgumentError(t.status().message());

@@ -897,14 +897,11 @@ bool Filesystem::StagingSpace(uint64_t* free_bytes, uint64_t* total_bytes) const
 
 void Filesystem::LearnKind(absl::string_view name, const example::Feature& f) {
   if (f.kind == example::Kind::kNone) return;
-  // One lookup for a name already known: the common case, every record.
   auto it = kinds_.find(name);
-  if (it != kinds_.end() && it->second.settled) return;
-  const bool settled = f.kind != example::Kind::kBytes || !f.bytes.empty();
   if (it == kinds_.end()) {
-    kinds_.try_emplace(std::string(name), LearntKind{staging::HintOf(f), settled});
-  } else if (settled && it->second.hint.kind == f.kind) {
-    it->second = LearntKind{staging::HintOf(f), true};
+    kinds_.try_emplace(std::string(name), staging::HintOf(f));
+  } else {
+    staging::MergeHint(&it->second, f);  // a first byte per value, for most values
   }
 }
 
@@ -934,7 +931,7 @@ staging::FeatureHint Filesystem::HintOf(absl::string_view feature_name) {
     std::lock_guard<std::mutex> lock(kinds_mu_);
     auto it = kinds_.find(name);
     if (it == kinds_.end()) return std::nullopt;
-    return it->second.hint;
+    return it->second;
   };
   if (auto kind = known()) return *kind;
   std::lock_guard<std::mutex> lock(sample_mu_);

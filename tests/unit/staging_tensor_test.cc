@@ -123,7 +123,7 @@ TEST(KindTag, RoundTripsAndRefusesUnknownText) {
   }
 }
 
-TEST(HintOf, TensorTypeOfTheFirstValueOnly) {
+TEST(HintOf, TensorTypesOfTheValues) {
   const std::string t = Proto(DataType::kUint8, {2, 3, 3}, Pixels(18, 1));
   example::Feature f;
   f.kind = Kind::kBytes;
@@ -134,7 +134,15 @@ TEST(HintOf, TensorTypeOfTheFirstValueOnly) {
   EXPECT_EQ(HintOf(f), (FeatureHint{Kind::kBytes, {TensorType{DataType::kUint8, {2, 3, 3}},
                                                    TensorType{DataType::kFloat, {2}}}}));
   f.bytes = {"\xff\xd8\xff jpeg", t};
-  EXPECT_EQ(HintOf(f), FeatureHint{Kind::kBytes});
+  EXPECT_EQ(HintOf(f), (FeatureHint{Kind::kBytes, {TensorType{DataType::kUint8, {2, 3, 3}}}}));
+  // Later records add classes (dtype, rank, channels), not every shape.
+  FeatureHint merged = HintOf(f);
+  const std::string rgb = Proto(DataType::kUint8, {5, 6, 3}, Pixels(90, 1));
+  const std::string rgba = Proto(DataType::kUint8, {5, 6, 4}, Pixels(120, 1));
+  f.bytes = {rgb, rgba};
+  MergeHint(&merged, f);
+  EXPECT_EQ(merged, (FeatureHint{Kind::kBytes, {TensorType{DataType::kUint8, {2, 3, 3}},
+                                                TensorType{DataType::kUint8, {5, 6, 4}}}}));
   f.bytes = {"\x08 looks like a dtype tag"};
   EXPECT_EQ(HintOf(f), FeatureHint{Kind::kBytes});
   f.bytes.clear();
@@ -217,6 +225,17 @@ TEST(TensorFromFile, AListOfSeveralTypesTakesAnyOfThem) {
   EXPECT_THAT(gray.status().message(), HasSubstr("fits none of the types"));
   EXPECT_THAT(TensorFromFile(".npy", Npy(DataType::kInt8, {3}, "abc"), types).status().message(),
               HasSubstr("uint8 [4,5,3] or float [2]"));
+  // An RGBA PNG with an opaque alpha: RGBA when the feature has RGBA tensors.
+  std::string rgba = Pixels(16, 3);
+  for (size_t i = 3; i < rgba.size(); i += 4) rgba[i] = '\xff';
+  const std::vector<TensorType> rgb_or_rgba = {{DataType::kUint8, {1, 1, 3}},
+                                               {DataType::kUint8, {1, 1, 4}}};
+  auto four = TensorFromFile(".png", Png(DataType::kUint8, {2, 2, 4}, rgba), rgb_or_rgba);
+  ASSERT_TRUE(four.ok()) << four.status();
+  EXPECT_EQ(four->proto, Proto(DataType::kUint8, {2, 2, 4}, rgba));
+  auto three = TensorFromFile(".png", Png(DataType::kUint8, {2, 2, 4}, rgba), One(DataType::kUint8, {1, 1, 3}));
+  ASSERT_TRUE(three.ok()) << three.status();
+  EXPECT_EQ(three->matched.shape[2], 3);  // the opaque alpha dropped
 }
 
 class FolderTest : public ::testing::Test {

@@ -58,12 +58,12 @@ namespace tfrecordfs::staging {
 // asked as `feature_lists/<name>`).
 struct FeatureHint {
   example::Kind kind = example::Kind::kNone;  // kNone: the shards do not know it
-  // For kBytes features whose values are serialized tensors (the first
-  // record with values decides, when its first value is a tensor): the
-  // distinct types of that record's values, in value order (at most
-  // kMaxHintTypes). Empty otherwise. A staged `.png`/`.npy` must take one of
-  // them: its dtype and rank (and, for a PNG, the channel count:
-  // tensor::FitPngToFeature); other dims may differ (each record has its own).
+  // For kBytes features holding serialized tensors: the types of the
+  // tensors seen, one per class (dtype, rank, and for rank 3 the channel
+  // count; the first shape seen of each class), at most kMaxHintTypes.
+  // Empty otherwise. A staged `.png`/`.npy` must take one of them: its dtype
+  // and rank (and, for a PNG, the channel count: tensor::FitPngToFeature);
+  // other dims may differ (each record has its own).
   std::vector<tensor::TensorType> tensors;
 
   bool operator==(const FeatureHint&) const = default;
@@ -71,11 +71,13 @@ struct FeatureHint {
 
 inline constexpr size_t kMaxHintTypes = 8;
 
-// The hint a decoded feature gives: its kind, and for bytes the tensor
-// types of its values when tensor::DecodeTensorType accepts the first one.
-// Cheap: only values starting with the dtype field's tag (0x08) are decoded,
-// and only their headers are read.
+// The hint a decoded feature gives: its kind, and for bytes the types of
+// those values tensor::DecodeTensorType accepts. Cheap: only values starting
+// with the dtype field's tag (0x08) are decoded, and only their headers.
 FeatureHint HintOf(const example::Feature& f);
+// Adds the tensor types of `f`'s values that `hint` has no class of yet
+// (both kBytes; else nothing). The same costs as HintOf.
+void MergeHint(FeatureHint* hint, const example::Feature& f);
 
 using KindHint = std::function<FeatureHint(absl::string_view feature_name)>;
 
@@ -102,8 +104,8 @@ struct TensorFile {
 
 // The serialized TensorProto for a staged file of a tensor feature whose
 // values have the types `feature_types` (FeatureHint::tensors, not empty):
-// `extension` ".png" (tensor::DecodePng, then FitPngToFeature against each
-// type in turn) or ".npy" (tensor::ParseNpy; dtype and rank of one of the
+// `extension` ".png" (tensor::DecodePng, then FitPngToFeature against the
+// types with the PNG's channel count, then the others, each in order) or ".npy" (tensor::ParseNpy; dtype and rank of one of the
 // types). Else InvalidArgument saying why (no message prefix).
 absl::StatusOr<TensorFile> TensorFromFile(absl::string_view extension, absl::string_view content,
                                           absl::Span<const tensor::TensorType> feature_types);

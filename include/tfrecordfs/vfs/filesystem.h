@@ -248,9 +248,9 @@ class Filesystem {
   Attr RecordDirAttr(uint64_t shard, uint64_t record) const;
   Attr StagingAttr(const struct stat& st) const;
   absl::Status StagingReadDir(uint64_t ino, uint64_t fh, uint64_t offset, const EmitFn& emit);
-  // Learns the hints of names not known yet (staging::HintOf: a tensor
-  // header is decoded once per name, not per record), and of bytes names
-  // known only from records without values.
+  // Learns the hints of names not known yet (staging::HintOf), and the
+  // tensor types of known bytes names (staging::MergeHint: only values that
+  // start like a TensorProto have their header decoded).
   void LearnKinds(const example::FeatureTable& table);
   // A SequenceExample's kinds: context features by name, lists under
   // `feature_lists/<name>` (the hint of their first step that has a kind).
@@ -284,13 +284,7 @@ class Filesystem {
   staging::Store* staging_ = nullptr;
   uint64_t staging_tree_node_ = 0;
   std::mutex kinds_mu_;
-  // A learnt hint; `settled` is false for a bytes name seen only with no
-  // values (nothing yet says whether its values are tensors).
-  struct LearntKind {
-    staging::FeatureHint hint;
-    bool settled = true;
-  };
-  absl::flat_hash_map<std::string, LearntKind> kinds_ ABSL_GUARDED_BY(kinds_mu_);
+  absl::flat_hash_map<std::string, staging::FeatureHint> kinds_ ABSL_GUARDED_BY(kinds_mu_);
   // KindOf's sampling. Lock order: sample_mu_, then kinds_mu_.
   std::mutex sample_mu_;
   SampleBudget sample_per_call_;
