@@ -499,7 +499,7 @@ int Main(int argc, char** argv) {
   if (cli.pack.output_dir.empty()) cli.pack.output_dir = DefaultOutputDir(cli.vfs.sources);
   vfs::Filesystem* fs_for_hints = nullptr;
   auto hint = [&fs_for_hints](absl::string_view name) {
-    return fs_for_hints ? fs_for_hints->KindOf(name) : example::Kind::kNone;
+    return fs_for_hints ? fs_for_hints->HintOf(name) : staging::FeatureHint{};
   };
   // A read-only mount neither creates, locks nor writes the store: it shows
   // what is staged if there is a store, else no staging folder.

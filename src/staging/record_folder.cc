@@ -13,11 +13,16 @@
 #include <vector>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/utf8.h"
 #include "tfrecordfs/example/sequence.h"
 #include "tfrecordfs/naming/naming.h"
+#include "tfrecordfs/tensor/npy.h"
+#include "tfrecordfs/tensor/png.h"
 
 namespace tfrecordfs::staging {
 
@@ -59,14 +64,43 @@ absl::StatusOr<std::vector<DirEntry>> List(const std::string& dir, const std::st
   return out;
 }
 
-Kind XattrKind(const std::string& path) {
-  char buf[16];
+FeatureHint XattrKind(const std::string& path) {
+  char buf[4096];
   ssize_t n = ::lgetxattr(path.c_str(), kKindXattr, buf, sizeof buf);
-  if (n <= 0) return Kind::kNone;
-  absl::string_view v(buf, static_cast<size_t>(n));
-  if (v == "int64") return Kind::kInt64;
-  if (v == "float") return Kind::kFloat;
-  return Kind::kNone;
+  if (n <= 0) return {};
+  return ParseKindTag(absl::string_view(buf, static_cast<size_t>(n)));
+}
+
+bool IsArrayExtension(absl::string_view ext) {
+  return ext == naming::kPngExtension || ext == naming::kNpyExtension;
+}
+
+// The extension of a step or list item name: from its first '.' on.
+absl::string_view ItemExtension(absl::string_view name) {
+  const size_t dot = name.find('.');
+  return dot == absl::string_view::npos ? absl::string_view() : name.substr(dot);
+}
+
+// The tensor types a `.png`/`.npy` file of a feature may take: the shards'
+// hint when they know the name, else the file's tag. Empty: not a tensor.
+std::vector<tensor::TensorType> ArrayTypes(const FeatureHint& hint, const std::string& path) {
+  if (hint.kind != Kind::kNone) return hint.tensors;
+  return XattrKind(path).tensors;
+}
+
+// The bytes value a staged file gives: a TensorProto for a `.png`/`.npy` of
+// a tensor feature, else the file's bytes.
+absl::StatusOr<std::string> BytesValue(std::string content, absl::string_view ext,
+                                       const FeatureHint& hint, const std::string& path,
+                                       const std::string& rel) {
+  if (!IsArrayExtension(ext)) return content;
+  const std::vector<tensor::TensorType> types = ArrayTypes(hint, path);
+  if (types.empty()) return content;
+  auto file = TensorFromFile(ext, content, types);
+  if (!file.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(rel, ": ", file.status().message()));
+  }
+  return std::move(file->proto);
 }
 
 class FolderReader {
@@ -89,11 +123,18 @@ class FolderReader {
           Feature f;
           f.kind = Kind::kBytes;
           f.name = naming::FeatureNameFromPath(*escaped_dirs, e.name);
+          std::optional<FeatureHint> hint;  // asked once, for the first array item
           std::vector<std::pair<uint64_t, std::string>> items;
           for (const DirEntry& s : *sub) {
-            auto content = ReadFileToString(absl::StrCat(path, "/", s.name));
+            const std::string item = absl::StrCat(path, "/", s.name);
+            auto content = ReadFileToString(item);
             if (!content.ok()) return content.status();
-            items.emplace_back(*naming::ListItemIndex(s.name), std::move(*content));
+            const absl::string_view ext = ItemExtension(s.name);
+            if (IsArrayExtension(ext) && !hint) hint = Hint(f.name);
+            auto value = BytesValue(std::move(*content), ext, hint.value_or(FeatureHint{}), item,
+                                    absl::StrCat(erel, "/", s.name));
+            if (!value.ok()) return value.status();
+            items.emplace_back(*naming::ListItemIndex(s.name), std::move(*value));
           }
           std::sort(items.begin(), items.end());
           for (auto& [idx, bytes] : items) f.bytes.push_back(Keep(std::move(bytes)));
@@ -116,8 +157,8 @@ class FolderReader {
           // The shards' kind wins; the tag only stands in when they do not
           // know this name (after a restart). A file renamed from another
           // feature keeps that feature's tag, so the tag must not override.
-          Kind h = hint_ ? hint_(f.name) : Kind::kNone;
-          if (h != Kind::kInt64 && h != Kind::kFloat) h = XattrKind(path);
+          Kind h = Hint(f.name).kind;
+          if (h != Kind::kInt64 && h != Kind::kFloat) h = XattrKind(path).kind;
           auto parsed = naming::ParseNumeric(*content, h);
           if (!parsed.ok()) {
             return absl::InvalidArgumentError(
@@ -133,10 +174,15 @@ class FolderReader {
           f.bytes = naming::ParseText(kept);
           break;
         }
-        case naming::FileRole::kSingleBytes:
+        case naming::FileRole::kSingleBytes: {
+          const absl::string_view ext = absl::string_view(e.name).substr(leaf.stem_escaped.size());
+          const FeatureHint hint = IsArrayExtension(ext) ? Hint(f.name) : FeatureHint{};
+          auto value = BytesValue(std::move(*content), ext, hint, path, erel);
+          if (!value.ok()) return value.status();
           f.kind = Kind::kBytes;
-          f.bytes.push_back(Keep(std::move(*content)));
+          f.bytes.push_back(Keep(std::move(*value)));
           break;
+        }
       }
       if (auto s = Add(std::move(f), erel); !s.ok()) return s;
     }
@@ -154,6 +200,8 @@ class FolderReader {
   std::string Encode() { return example::EncodeExample(Table()); }
 
  private:
+  FeatureHint Hint(const std::string& name) const { return hint_ ? hint_(name) : FeatureHint{}; }
+
   const std::string& Keep(std::string s) {
     storage_.push_back(std::move(s));
     return storage_.back();
@@ -250,7 +298,8 @@ class ListsReader {
     example::FeatureList list;
     list.name = naming::FeatureNameFromPath(dirs, leaf);
     const std::string hint_key = absl::StrCat(naming::kFeatureListsDir, "/", list.name);
-    Kind hint = hint_ ? hint_(hint_key) : Kind::kNone;
+    const FeatureHint list_hint = hint_ ? hint_(hint_key) : FeatureHint{};
+    Kind hint = list_hint.kind;
     std::map<uint64_t, std::pair<const DirEntry*, std::string>> steps;  // index -> (entry, content)
     for (const DirEntry& e : entries) {
       auto idx = StepIndex(e.name);
@@ -283,9 +332,13 @@ class ListsReader {
         }
         std::vector<std::pair<uint64_t, std::string>> items;
         for (const DirEntry& s : *sub) {
-          auto content = ReadFileToString(absl::StrCat(path, "/", s.name));
+          const std::string item = absl::StrCat(path, "/", s.name);
+          auto content = ReadFileToString(item);
           if (!content.ok()) return content.status();
-          items.emplace_back(*naming::ListItemIndex(s.name), std::move(*content));
+          auto value = BytesValue(std::move(*content), ItemExtension(s.name), list_hint, item,
+                                  absl::StrCat(erel, "/", s.name));
+          if (!value.ok()) return value.status();
+          items.emplace_back(*naming::ListItemIndex(s.name), std::move(*value));
         }
         std::sort(items.begin(), items.end());
         f.kind = Kind::kBytes;
@@ -298,6 +351,15 @@ class ListsReader {
       const absl::string_view ext =
           dot == std::string::npos ? absl::string_view() : absl::string_view(e.name).substr(dot);
       if (ext.empty()) {
+        // After a restart the shards may not know the list: the steps' tags
+        // (set at close) stand in, as for an Example's numeric files.
+        if (hint != Kind::kInt64 && hint != Kind::kFloat && list_hint.kind == Kind::kNone) {
+          const Kind tag = XattrKind(path).kind;
+          if (tag == Kind::kInt64 || tag == Kind::kFloat) {
+            hint = tag;
+            any_float |= tag == Kind::kFloat;
+          }
+        }
         auto parsed = naming::ParseNumeric(*content, hint);
         if (!parsed.ok()) {
           return absl::InvalidArgumentError(absl::StrCat(erel, ": ", parsed.status().message()));
@@ -313,8 +375,10 @@ class ListsReader {
         f.kind = Kind::kBytes;
         f.bytes = naming::ParseText(Keep(std::move(*content)));
       } else {
+        auto value = BytesValue(std::move(*content), ext, list_hint, path, erel);
+        if (!value.ok()) return value.status();
         f.kind = Kind::kBytes;
-        f.bytes.push_back(Keep(std::move(*content)));
+        f.bytes.push_back(Keep(std::move(*value)));
       }
     }
     for (auto& [idx, step] : steps) {
@@ -386,6 +450,210 @@ absl::StatusOr<std::string> PayloadFromFolder(const std::string& path, const Kin
   std::vector<std::string> dirs;
   if (auto s = reader.Walk(path, "", &dirs); !s.ok()) return s;
   return reader.Encode();
+}
+
+namespace {
+
+// Types that a staged file is checked against the same way (TensorFromFile):
+// dtype and rank, and a rank-3 shape's channel count.
+bool SameClass(const tensor::TensorType& a, const tensor::TensorType& b) {
+  return a.dtype == b.dtype && a.shape.size() == b.shape.size() &&
+         (a.shape.size() != 3 || a.shape[2] == b.shape[2]);
+}
+
+}  // namespace
+
+void MergeHint(FeatureHint* hint, const example::Feature& f) {
+  if (hint->kind != Kind::kBytes || f.kind != Kind::kBytes) return;
+  for (absl::string_view v : f.bytes) {
+    if (hint->tensors.size() >= kMaxHintTypes) return;
+    // The dtype field's tag opens everything tf.io.serialize_tensor writes; it
+    // rules out JPEG, PNG, text and most other values before any decoding.
+    if (v.empty() || v[0] != '\x08') continue;
+    auto type = tensor::DecodeTensorType(v);
+    if (!type.ok()) continue;
+    if (std::none_of(hint->tensors.begin(), hint->tensors.end(),
+                     [&](const tensor::TensorType& t) { return SameClass(t, *type); })) {
+      hint->tensors.push_back(std::move(*type));
+    }
+  }
+}
+
+FeatureHint HintOf(const example::Feature& f) {
+  FeatureHint h{f.kind, {}};
+  MergeHint(&h, f);
+  return h;
+}
+
+namespace {
+constexpr absl::string_view kTensorTagPrefix = "tensor:";
+
+std::string ShapeText(absl::Span<const int64_t> shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
+}
+
+std::string TypeText(const tensor::TensorType& t) {
+  return absl::StrCat(tensor::InfoOf(t.dtype).name, " ", ShapeText(t.shape));
+}
+}  // namespace
+
+std::string TensorTag(const tensor::TensorType& type) {
+  return absl::StrCat(kTensorTagPrefix, tensor::InfoOf(type.dtype).name, ":",
+                      absl::StrJoin(type.shape, ","));
+}
+
+FeatureHint ParseKindTag(absl::string_view tag) {
+  if (tag == "int64") return {Kind::kInt64, {}};
+  if (tag == "float") return {Kind::kFloat, {}};
+  if (!absl::ConsumePrefix(&tag, kTensorTagPrefix)) return {};
+  const size_t colon = tag.find(':');
+  if (colon == absl::string_view::npos) return {};
+  const absl::string_view name = tag.substr(0, colon), dims = tag.substr(colon + 1);
+  tensor::TensorType type;
+  bool found = false;
+  for (int64_t n = 0; n < 32 && !found; ++n) {
+    const tensor::DTypeInfo* info = tensor::FindDType(n);
+    if (info != nullptr && name == info->name) {
+      type.dtype = info->dtype;
+      found = true;
+    }
+  }
+  if (!found) return {};
+  if (!dims.empty()) {
+    for (absl::string_view d : absl::StrSplit(dims, ',')) {
+      int64_t v;
+      if (!absl::SimpleAtoi(d, &v) || v < 0 || type.shape.size() >= tensor::kMaxRank) return {};
+      type.shape.push_back(v);
+    }
+  }
+  return {Kind::kBytes, {std::move(type)}};
+}
+
+absl::StatusOr<TensorFile> TensorFromFile(absl::string_view extension, absl::string_view content,
+                                          absl::Span<const tensor::TensorType> feature_types) {
+  std::string feature = "the feature holds ";
+  for (size_t i = 0; i < feature_types.size(); ++i) {
+    absl::StrAppend(&feature, i ? " or " : "", TypeText(feature_types[i]));
+  }
+  absl::StrAppend(&feature, " tensors");
+  absl::StatusOr<tensor::Tensor> t = absl::InvalidArgumentError("no array");
+  size_t matched = 0;
+  if (extension == naming::kPngExtension) {
+    auto png = tensor::DecodePng(content);
+    if (!png.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("not a PNG that can be read (", png.status().message(), "); ", feature));
+    }
+    // Types with the PNG's own channel count first: an RGBA image whose
+    // alpha is opaque is an RGBA tensor when the feature has those, not an
+    // RGB one with the alpha dropped.
+    const int64_t channels = png->shape[2];
+    auto exact = [&](const tensor::TensorType& w) {
+      return w.shape.size() == 3 ? w.shape[2] == channels : channels == 1;
+    };
+    bool fitted = false;
+    for (int pass = 0; pass < 2 && !fitted; ++pass) {
+      for (matched = 0; matched < feature_types.size(); ++matched) {
+        const tensor::TensorType& want = feature_types[matched];
+        if (exact(want) != (pass == 0)) continue;
+        t = tensor::FitPngToFeature(*png, want.dtype, want.shape);
+        if (t.ok()) {
+          fitted = true;
+          break;
+        }
+      }
+    }
+    if (!t.ok()) {
+      if (feature_types.size() == 1) return absl::InvalidArgumentError(t.status().message());
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a ", png->info().name, " ", ShapeText(png->shape), " PNG that fits none of the types: ",
+          feature));
+    }
+  } else if (extension == naming::kNpyExtension) {
+    t = tensor::ParseNpy(content);
+    if (!t.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("not a .npy file that can be read (", t.status().message(), "); ", feature));
+    }
+    while (matched < feature_types.size() && (t->dtype != feature_types[matched].dtype ||
+                                              t->shape.size() != feature_types[matched].shape.size())) {
+      ++matched;
+    }
+    if (matched == feature_types.size()) {
+      bool dtype_known = false;
+      for (const auto& w : feature_types) dtype_known |= w.dtype == t->dtype;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the array is ", TypeText({t->dtype, t->shape}), ", ", feature,
+          dtype_known ? std::string(" (a different rank)")
+                      : absl::StrCat(" (save it with .astype('",
+                                     tensor::InfoOf(feature_types.front().dtype).descr, "'))")));
+    }
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("'", extension, "' is not .png or .npy"));
+  }
+  // bool elements other than 0/1 pass as they are: shards hold them (the
+  // read path shows them), and a copy must give back the same bytes.
+  const absl::string_view data = t->data(content);
+  auto proto = tensor::EncodeTensor(t->dtype, t->shape, data);
+  if (!proto.ok()) return proto.status();
+  return TensorFile{std::move(*proto), feature_types[matched]};
+}
+
+StagedFile ClassifyStagedFile(absl::string_view rel, bool sequence) {
+  std::vector<std::string> parts = absl::StrSplit(rel, '/');
+  if (parts.size() < 2 || naming::IsIgnoredName(parts.back())) return {};
+  // The path inside the record folder.
+  std::vector<std::string> comps(parts.begin() + 1, parts.end());
+  StagedFile out;
+  if (comps.size() >= 2 && comps[0] == naming::kFeatureListsDir) {
+    // feature_lists/<list path>/<step>[/<item>]: list folders never look
+    // like steps (their all-digit components are escaped), so the first
+    // step-like component is the step.
+    size_t j = 1;
+    while (j < comps.size() && !StepIndex(comps[j])) ++j;
+    if (j == 1 || j >= comps.size() || j + 2 < comps.size()) return {};
+    std::vector<std::string> dirs(comps.begin() + 1, comps.begin() + static_cast<ptrdiff_t>(j) - 1);
+    out.hint_key = absl::StrCat(naming::kFeatureListsDir, "/",
+                                naming::FeatureNameFromPath(dirs, comps[j - 1]));
+    const std::string& file = comps.back();
+    const absl::string_view ext = ItemExtension(file);
+    if (j + 1 == comps.size() && ext.empty()) {
+      out.role = StagedFile::Role::kNumeric;
+    } else if (IsArrayExtension(ext) && (j + 1 == comps.size() || naming::ListItemIndex(file))) {
+      out.role = StagedFile::Role::kArray;
+      out.extension = std::string(ext);
+    } else {
+      return {};
+    }
+    return out;
+  }
+  if (sequence && comps[0] == naming::kContextDir) comps.erase(comps.begin());
+  if (comps.empty()) return {};
+  const std::string file = comps.back();
+  comps.pop_back();  // the folders leading to the file
+  if (!comps.empty() && !naming::IsContinuation(comps.back()) && naming::ListItemIndex(file)) {
+    // An item of a bytes list: the folder is the feature.
+    const absl::string_view ext = ItemExtension(file);
+    if (!IsArrayExtension(ext)) return {};
+    const std::string list = comps.back();
+    comps.pop_back();
+    out.role = StagedFile::Role::kArray;
+    out.hint_key = naming::FeatureNameFromPath(comps, list);
+    out.extension = std::string(ext);
+    return out;
+  }
+  const naming::LeafName leaf = naming::ParseLeafName(file);
+  const absl::string_view ext = absl::string_view(file).substr(leaf.stem_escaped.size());
+  if (leaf.role == naming::FileRole::kNumeric) {
+    out.role = StagedFile::Role::kNumeric;
+  } else if (leaf.role == naming::FileRole::kSingleBytes && IsArrayExtension(ext)) {
+    out.role = StagedFile::Role::kArray;
+    out.extension = std::string(ext);
+  } else {
+    return {};
+  }
+  out.hint_key = naming::FeatureNameFromPath(comps, leaf.stem_escaped);
+  return out;
 }
 
 absl::StatusOr<Kind> ValidateNumeric(absl::string_view content, Kind hint) {

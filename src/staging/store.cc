@@ -294,29 +294,42 @@ absl::StatusOr<std::string> Store::RelativePath(uint64_t node) {
   return std::string(path.substr(root.size() + 1));
 }
 
-std::optional<std::string> Store::NumericFeatureOf(const std::string& rel) {
-  std::vector<std::string> parts = absl::StrSplit(rel, '/');
-  if (parts.size() < 2) return std::nullopt;  // not inside a record folder
-  const std::string& file = parts.back();
-  if (naming::IsIgnoredName(file)) return std::nullopt;
-  const naming::LeafName leaf = naming::ParseLeafName(file);
-  if (leaf.role != naming::FileRole::kNumeric) return std::nullopt;
-  if (parts.size() >= 3 && naming::ListItemIndex(file)) return std::nullopt;  // list item
-  std::vector<std::string> dirs(parts.begin() + 1, parts.end() - 1);
-  return naming::FeatureNameFromPath(dirs, leaf.stem_escaped);
+Store::Placed Store::Place(const std::string& rel) {
+  const std::string record = rel.substr(0, rel.find('/'));
+  struct stat st;
+  const bool sequence = ::stat(absl::StrCat(records_dir(), "/", record, "/",
+                                            naming::kFeatureListsDir).c_str(), &st) == 0 &&
+                        S_ISDIR(st.st_mode);
+  Placed p{ClassifyStagedFile(rel, sequence), {}};
+  if (p.file.role == StagedFile::Role::kOther || !hint_) return p;
+  p.hint = hint_(p.file.hint_key);
+  if (!sequence && p.hint.kind == example::Kind::kNone &&
+      absl::StartsWith(rel, absl::StrCat(record, "/", naming::kContextDir, "/"))) {
+    Placed as_context{ClassifyStagedFile(rel, /*sequence=*/true), {}};
+    if (as_context.file.role != StagedFile::Role::kOther) {
+      as_context.hint = hint_(as_context.file.hint_key);
+      if (as_context.hint.kind != example::Kind::kNone) return as_context;
+    }
+  }
+  return p;
 }
 
 absl::Status Store::ValidateOnWrite(uint64_t node, int fd, uint64_t offset,
                                     absl::string_view data) {
   auto rel = RelativePath(node);
   if (!rel.ok()) return absl::OkStatus();  // deleted meanwhile: nothing to check
-  const std::optional<std::string> feature = NumericFeatureOf(*rel);
-  if (!feature) return absl::OkStatus();
+  // Cheap test first: most writes are to files no check applies to.
+  if (ClassifyStagedFile(*rel, true).role != StagedFile::Role::kNumeric &&
+      ClassifyStagedFile(*rel, false).role != StagedFile::Role::kNumeric) {
+    return absl::OkStatus();
+  }
   struct stat st;
   if (::fstat(fd, &st) != 0) return absl::OkStatus();  // ValidateOnClose will say
   const uint64_t old_size = static_cast<uint64_t>(st.st_size);
   const uint64_t end = offset + data.size();
   if (std::max(old_size, end) > kMaxCheckedOnWrite) return absl::OkStatus();
+  const Placed placed = Place(*rel);
+  if (placed.file.role != StagedFile::Role::kNumeric) return absl::OkStatus();
   // The file as it would be after this write.
   // The descriptor may be write-only (`echo >` opens O_WRONLY): read
   // through a fresh read-only open of it.
@@ -331,8 +344,7 @@ absl::Status Store::ValidateOnWrite(uint64_t node, int fd, uint64_t offset,
   const size_t last_newline = after.rfind('\n');
   if (last_newline == std::string::npos) return absl::OkStatus();  // no complete line yet
   const absl::string_view complete(after.data(), last_newline + 1);
-  const example::Kind hint = hint_ ? hint_(*feature) : example::Kind::kNone;
-  auto kind = ValidateNumeric(complete, hint);
+  auto kind = ValidateNumeric(complete, placed.hint.kind);
   if (!kind.ok()) {
     log::Warning("staging/", *rel, ": write refused: ", kind.status().message());
     return PosixError(EINVAL, absl::StrCat("staging/", *rel, ": ", kind.status().message()));
@@ -343,26 +355,54 @@ absl::Status Store::ValidateOnWrite(uint64_t node, int fd, uint64_t offset,
 absl::Status Store::ValidateOnClose(uint64_t node, int fd) {
   auto rel = RelativePath(node);
   if (!rel.ok()) return absl::OkStatus();  // deleted meanwhile: nothing to check
-  const std::optional<std::string> numeric = NumericFeatureOf(*rel);
-  if (!numeric) return absl::OkStatus();
-  const std::string& feature = *numeric;
-  auto content = ReadFileToString(ProcPath(fd));
-  if (!content.ok()) return content.status();
-  example::Kind hint = hint_ ? hint_(feature) : example::Kind::kNone;
-  auto kind = ValidateNumeric(*content, hint);
-  if (!kind.ok()) {
-    log::Warning("staging/", *rel, ": ", kind.status().message(),
+  const Placed placed = Place(*rel);
+  const FeatureHint& hint = placed.hint;
+  auto refuse = [&](absl::string_view why) {
+    log::Warning("staging/", *rel, ": ", why,
                  "; the record stays staged and will not be packed until this is fixed");
-    return PosixError(EINVAL, absl::StrCat("staging/", *rel, ": ", kind.status().message()));
-  }
-  // Remember the kind the mounted shards gave this feature, so that the pack
-  // after a restart (when no shard record may be read again) keeps it; with
-  // no such kind the content decides at pack time.
-  if (hint == example::Kind::kInt64 || hint == example::Kind::kFloat) {
-    const char* value = hint == example::Kind::kFloat ? "float" : "int64";
-    ::fsetxattr(fd, kKindXattr, value, std::strlen(value), 0);  // best effort (tmpfs may refuse)
-  } else {
-    ::fremovexattr(fd, kKindXattr);
+    return PosixError(EINVAL, absl::StrCat("staging/", *rel, ": ", why));
+  };
+  switch (placed.file.role) {
+    case StagedFile::Role::kOther:
+      return absl::OkStatus();
+    case StagedFile::Role::kNumeric: {
+      auto content = ReadFileToString(ProcPath(fd));
+      if (!content.ok()) return content.status();
+      auto kind = ValidateNumeric(*content, hint.kind);
+      if (!kind.ok()) return refuse(kind.status().message());
+      // Remember the kind the mounted shards gave this feature, so that the
+      // pack after a restart (when no shard record may be read again) keeps
+      // it; with no such kind the content decides at pack time.
+      if (hint.kind == example::Kind::kInt64 || hint.kind == example::Kind::kFloat) {
+        const char* value = hint.kind == example::Kind::kFloat ? "float" : "int64";
+        ::fsetxattr(fd, kKindXattr, value, std::strlen(value), 0);  // best effort (tmpfs may refuse)
+      } else {
+        ::fremovexattr(fd, kKindXattr);
+      }
+      return absl::OkStatus();
+    }
+    case StagedFile::Role::kArray: {
+      // As the pack decides (record_folder.h): the shards' hint, else the
+      // file's tag; neither makes the file exact bytes.
+      std::vector<tensor::TensorType> want = hint.tensors;
+      if (hint.kind == example::Kind::kNone) {
+        char buf[4096];
+        const ssize_t n = ::fgetxattr(fd, kKindXattr, buf, sizeof buf);
+        if (n > 0) want = ParseKindTag(absl::string_view(buf, static_cast<size_t>(n))).tensors;
+      }
+      if (want.empty()) {
+        if (hint.kind != example::Kind::kNone) ::fremovexattr(fd, kKindXattr);
+        return absl::OkStatus();
+      }
+      auto content = ReadFileToString(ProcPath(fd));
+      if (!content.ok()) return content.status();
+      auto file = TensorFromFile(placed.file.extension, *content, want);
+      if (!file.ok()) return refuse(file.status().message());
+      // The type it matched: after a restart the file alone says what it is.
+      const std::string tag = TensorTag(file->matched);
+      ::fsetxattr(fd, kKindXattr, tag.data(), tag.size(), 0);  // best effort
+      return absl::OkStatus();
+    }
   }
   return absl::OkStatus();
 }

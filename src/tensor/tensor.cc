@@ -307,6 +307,12 @@ absl::StatusOr<Tensor> DecodeTensor(absl::string_view payload) { return Decode(p
 
 bool IsTensor(absl::string_view payload) { return Decode(payload, false).ok(); }
 
+absl::StatusOr<TensorType> DecodeTensorType(absl::string_view payload) {
+  auto t = Decode(payload, false);
+  if (!t.ok()) return t.status();
+  return TensorType{t->dtype, std::move(t->shape)};
+}
+
 namespace {
 
 // The TensorShapeProto message body for `shape`.

@@ -925,28 +925,39 @@ bool Filesystem::StagingSpace(uint64_t* free_bytes, uint64_t* total_bytes) const
   return true;
 }
 
+void Filesystem::LearnKind(absl::string_view name, const example::Feature& f) {
+  if (f.kind == example::Kind::kNone) return;
+  auto it = kinds_.find(name);
+  if (it == kinds_.end()) {
+    kinds_.try_emplace(std::string(name), staging::HintOf(f));
+  } else {
+    staging::MergeHint(&it->second, f);  // a first byte per value, for most values
+  }
+}
+
 void Filesystem::LearnKinds(const example::FeatureTable& table) {
   std::lock_guard<std::mutex> lock(kinds_mu_);
-  for (const auto& f : table.features) {
-    if (f.kind != example::Kind::kNone) kinds_.try_emplace(f.name, f.kind);
-  }
+  for (const auto& f : table.features) LearnKind(f.name, f);
 }
 
 void Filesystem::LearnKinds(const example::SequenceTable& table) {
   LearnKinds(table.context);
   std::lock_guard<std::mutex> lock(kinds_mu_);
+  std::string key;
   for (const auto& list : table.lists) {
     for (const auto& step : list.steps) {
       if (step.kind == example::Kind::kNone) continue;
-      kinds_.try_emplace(absl::StrCat(naming::kFeatureListsDir, "/", list.name), step.kind);
+      key.assign(naming::kFeatureListsDir.data(), naming::kFeatureListsDir.size());
+      absl::StrAppend(&key, "/", list.name);
+      LearnKind(key, step);
       break;
     }
   }
 }
 
-example::Kind Filesystem::KindOf(absl::string_view feature_name) {
+staging::FeatureHint Filesystem::HintOf(absl::string_view feature_name) {
   const std::string name(feature_name);
-  auto known = [&]() -> std::optional<example::Kind> {
+  auto known = [&]() -> std::optional<staging::FeatureHint> {
     std::lock_guard<std::mutex> lock(kinds_mu_);
     auto it = kinds_.find(name);
     if (it == kinds_.end()) return std::nullopt;
@@ -958,10 +969,10 @@ example::Kind Filesystem::KindOf(absl::string_view feature_name) {
   if (auto kind = known()) return *kind;
   // A name is sampled for once: its files are validated at every close() and
   // again by the pack, and each would otherwise spend a per-call budget.
-  if (sample_done_ || !sampled_names_.insert(name).second) return example::Kind::kNone;
+  if (sample_done_ || !sampled_names_.insert(name).second) return {};
   SampleKinds(name);
   // The tree's own reads may have taught it meanwhile, too.
-  return known().value_or(example::Kind::kNone);
+  return known().value_or(staging::FeatureHint{});
 }
 
 void Filesystem::SampleKinds(absl::string_view name) {

@@ -101,16 +101,19 @@ void Check(const uint8_t* data, size_t size) {
 
   const naming::Layout l = naming::LayoutExample(*table, payload);
   CheckLayout(l, payload);
+  // The mount's hints: the kinds and tensor types of the table's features.
   auto hint = [&](absl::string_view name) {
     for (const auto& f : table->features) {
-      if (f.name == name) return f.kind;
+      if (f.name == name) return staging::HintOf(f);
     }
-    return example::Kind::kNone;
+    return staging::FeatureHint{};
   };
+  if (!ArraysRoundTrip(*table)) return;  // documented as lossy
   auto back = LayoutReverser(l, payload, hint).Run();
   FUZZ_CHECK(back.ok(), back.status().message());
-  const CanonTable want = Shown(*table);
-  FUZZ_CHECK(*back == want, "reverse gives ", Describe(*back), " want ", Describe(want));
+  const CanonTable want = CanonicalValues(Shown(*table));
+  FUZZ_CHECK(CanonicalValues(*back) == want, "reverse gives ", Describe(*back), " want ",
+             Describe(want));
 }
 
 }  // namespace

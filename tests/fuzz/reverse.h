@@ -18,6 +18,8 @@
 #include "absl/strings/escaping.h"
 #include "tfrecordfs/example/example.h"
 #include "tfrecordfs/naming/naming.h"
+#include "tfrecordfs/staging/record_folder.h"
+#include "tfrecordfs/tensor/tensor.h"
 
 namespace tfrecordfs::fuzz {
 
@@ -56,6 +58,61 @@ inline CanonTable Shown(const example::FeatureTable& t) {
   return out;
 }
 
+// A bytes value as the reverse gives it back: a tensor (DecodeTensor
+// accepts it) as EncodeTensor writes it (the forward shows the array, and
+// the reverse writes the canonical TensorProto of it), anything else as is.
+inline std::string CanonicalValue(absl::string_view v) {
+  auto t = tensor::DecodeTensor(v);
+  if (!t.ok()) return std::string(v);
+  return tensor::EncodeTensor(t->dtype, t->shape, t->data(v)).value();
+}
+
+inline CanonTable CanonicalValues(CanonTable t) {
+  for (auto& [name, c] : t) {
+    for (std::string& b : c.bytes) b = CanonicalValue(b);
+  }
+  return t;
+}
+
+// False for the features whose copy is documented as lossy
+// (staging/record_folder.h): a feature holding tensors and also raw bytes
+// that show as .png/.npy (those come back as tensors), more tensor classes
+// than FeatureHint keeps, or [H,W] beside [H,W,1] tensors of one dtype
+// (the same gray PNG).
+inline bool ArraysRoundTrip(const example::Feature& f) {
+  const staging::FeatureHint h = staging::HintOf(f);
+  if (h.tensors.empty()) return true;
+  for (absl::string_view v : f.bytes) {
+    auto t = tensor::DecodeTensorType(v);
+    if (!t.ok()) {
+      const absl::string_view ext = naming::SniffExtension(v);
+      if (ext == naming::kPngExtension || ext == naming::kNpyExtension) return false;
+      continue;
+    }
+    bool kept = false;
+    for (const auto& k : h.tensors) {
+      kept |= k.dtype == t->dtype && k.shape.size() == t->shape.size() &&
+              (k.shape.size() != 3 || k.shape[2] == t->shape[2]);
+    }
+    if (!kept) return false;
+  }
+  for (const auto& a : h.tensors) {
+    for (const auto& b : h.tensors) {
+      if (a.dtype == b.dtype && a.shape.size() == 2 && b.shape.size() == 3 && b.shape[2] == 1) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+inline bool ArraysRoundTrip(const example::FeatureTable& t) {
+  for (const auto& f : t.features) {
+    if (!ArraysRoundTrip(f)) return false;
+  }
+  return true;
+}
+
 inline std::string Describe(const CanonTable& t) {
   std::string s;
   for (const auto& [name, c] : t) {
@@ -67,7 +124,7 @@ inline std::string Describe(const CanonTable& t) {
 
 class LayoutReverser {
  public:
-  using Hint = std::function<example::Kind(absl::string_view)>;
+  using Hint = std::function<staging::FeatureHint(absl::string_view)>;
   LayoutReverser(const naming::Layout& layout, absl::string_view payload, Hint hint)
       : l_(layout), payload_(payload), hint_(std::move(hint)) {}
 
@@ -110,18 +167,20 @@ class LayoutReverser {
           kids.emplace_back(l_.entries[k].name, !l_.entries[k].is_dir);
         }
         if (!naming::IsContinuation(e.name) && naming::IsListDirectory(kids)) {
+          const std::string name = naming::FeatureNameFromPath(*dirs, e.name);
           std::vector<std::pair<uint64_t, std::string>> items;
           for (uint32_t k = e.first_child; k < e.first_child + e.num_children; ++k) {
-            items.emplace_back(*naming::ListItemIndex(l_.entries[k].name), Content(l_.entries[k]));
+            const std::string& item = l_.entries[k].name;
+            auto value = Value(name, item.substr(std::min(item.find('.'), item.size())),
+                               Content(l_.entries[k]));
+            if (!value.ok()) return value.status();
+            items.emplace_back(*naming::ListItemIndex(item), std::move(*value));
           }
           std::sort(items.begin(), items.end());
           Canon canon;
           canon.kind = example::Kind::kBytes;
           for (auto& [i, b] : items) canon.bytes.push_back(std::move(b));
-          if (auto s = Add(naming::FeatureNameFromPath(*dirs, e.name), std::move(canon), e.name);
-              !s.ok()) {
-            return s;
-          }
+          if (auto s = Add(name, std::move(canon), e.name); !s.ok()) return s;
           continue;
         }
         dirs->push_back(e.name);
@@ -136,7 +195,7 @@ class LayoutReverser {
       Canon canon;
       switch (leaf.role) {
         case naming::FileRole::kNumeric: {
-          auto f = naming::ParseNumeric(content, hint_(name));
+          auto f = naming::ParseNumeric(content, hint_(name).kind);
           if (!f.ok()) {
             return absl::InvalidArgumentError(
                 absl::StrCat("'", absl::CEscape(e.name), "': ", f.status().message()));
@@ -148,14 +207,31 @@ class LayoutReverser {
           canon.kind = example::Kind::kBytes;
           for (absl::string_view v : naming::ParseText(content)) canon.bytes.emplace_back(v);
           break;
-        case naming::FileRole::kSingleBytes:
+        case naming::FileRole::kSingleBytes: {
+          auto value = Value(name, e.name.substr(leaf.stem_escaped.size()), content);
+          if (!value.ok()) return value.status();
           canon.kind = example::Kind::kBytes;
-          canon.bytes.push_back(content);
+          canon.bytes.push_back(std::move(*value));
           break;
+        }
       }
       if (auto s = Add(name, std::move(canon), e.name); !s.ok()) return s;
     }
     return absl::OkStatus();
+  }
+
+  // A bytes value back from a file, as record_folder.cc's BytesValue does.
+  absl::StatusOr<std::string> Value(const std::string& feature, absl::string_view ext,
+                                    std::string content) const {
+    if (ext != naming::kPngExtension && ext != naming::kNpyExtension) return content;
+    const staging::FeatureHint h = hint_(feature);
+    if (h.tensors.empty()) return content;
+    auto file = staging::TensorFromFile(ext, content, h.tensors);
+    if (!file.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("'", absl::CEscape(feature), ext, "': ",
+                                                     file.status().message()));
+    }
+    return std::move(file->proto);
   }
 
   const naming::Layout& l_;

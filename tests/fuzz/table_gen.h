@@ -16,6 +16,7 @@
 #include "fuzz_check.h"
 #include "tfrecordfs/base/utf8.h"
 #include "tfrecordfs/example/example.h"
+#include "tfrecordfs/tensor/tensor.h"
 
 namespace tfrecordfs::fuzz {
 
@@ -68,6 +69,18 @@ inline std::string GenBytesValue(Bytes& in) {
   static constexpr const char* kMagic[] = {"\xff\xd8\xff", "\x89PNG\r\n\x1a\n", "GIF89a", "%PDF-",
                                            "\x1f\x8b", "PK\x03\x04", "\x93NUMPY", "{"};
   const uint8_t how = in.U8();
+  if (how % 8 == 1) {
+    // A tensor as tf.io.serialize_tensor writes it: .png / .npy views.
+    static constexpr tensor::DataType kTypes[] = {tensor::DataType::kUint8, tensor::DataType::kUint16,
+                                                  tensor::DataType::kFloat, tensor::DataType::kBool};
+    const tensor::DataType dt = kTypes[in.U8() % 4];
+    std::vector<int64_t> shape;
+    const int rank = in.U8() % 4;
+    for (int i = 0; i < rank; ++i) shape.push_back(in.U8() % 5);
+    std::string data(static_cast<size_t>(tensor::NumBytes(dt, shape).value()), '\0');
+    for (char& c : data) c = static_cast<char>(in.U8());
+    return tensor::EncodeTensor(dt, shape, data).value();
+  }
   std::string v;
   if (how % 4 == 0) v = kMagic[in.U8() % (sizeof kMagic / sizeof *kMagic)];
   v += std::string(in.Str(how % 4 == 3 ? 255 : 24));

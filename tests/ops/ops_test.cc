@@ -1084,7 +1084,7 @@ TEST_F(CreateTest, MissingSourceFails) {
 // pieces while entries are removed repeats none and skips no survivor.
 TEST_F(CreateTest, StagingListingsWithAndWithoutAHandle) {
   WriteShard(a_ + "/train.tfrecord", {"x"});
-  auto store = staging::Store::Open(b_ + "/store", [](absl::string_view) { return Kind::kNone; });
+  auto store = staging::Store::Open(b_ + "/store", [](absl::string_view) { return staging::FeatureHint{}; });
   ASSERT_TRUE(store.ok()) << store.status();
   vfs::Options o;
   o.sources = {a_};

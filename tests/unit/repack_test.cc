@@ -577,7 +577,7 @@ TEST_F(PackTest, FolderChangedBetweenPassesFailsThePack) {
   int calls = 0;
   PackOptions o = Options();
   o.hint = [&calls](absl::string_view) {
-    return ++calls == 1 ? example::Kind::kInt64 : example::Kind::kFloat;
+    return staging::FeatureHint{++calls == 1 ? example::Kind::kInt64 : example::Kind::kFloat};
   };
   PackReport report = Pack(o);
   EXPECT_EQ(report.status.code(), absl::StatusCode::kFailedPrecondition) << report.status;

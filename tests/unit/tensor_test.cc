@@ -115,6 +115,9 @@ TEST(EncodeTensor, EveryDtypeRoundTrips) {
       EXPECT_EQ(t->data_in_input, n > 0);
       EXPECT_EQ(*EncodeTensor(t->dtype, t->shape, t->data(*b)), *b);
       EXPECT_TRUE(IsTensor(*b));
+      auto type = DecodeTensorType(*b);
+      ASSERT_TRUE(type.ok()) << type.status();
+      EXPECT_EQ(*type, (TensorType{dt, shape}));
     }
   }
 }
@@ -213,6 +216,10 @@ TEST(DecodeTensor, SingleValueBroadcasts) {
   huge.add_double_val(1);
   EXPECT_THAT(DecodeTensor(Ser(huge)).status().message(), HasSubstr("broadcast"));
   EXPECT_FALSE(IsTensor(Ser(huge)));
+  auto type = DecodeTensorType(b);
+  ASSERT_TRUE(type.ok()) << type.status();
+  EXPECT_EQ(*type, (TensorType{DataType::kInt16, {2, 3}}));
+  EXPECT_FALSE(DecodeTensorType("\xff\xd8\xff\xe0").ok());
 }
 
 TEST(DecodeTensor, UnpackedAndSplitPackedRuns) {

@@ -27,29 +27,110 @@
 //
 // Kinds: a numeric file's kind comes from `hint(feature_name)` when it
 // returns kInt64 or kFloat (the kind the feature has in the mounted shards),
-// else from its content.
+// else from the file's kKindXattr tag, else from its content. A sequence
+// list's numeric steps ask `hint("feature_lists/<list name>")`, then the
+// steps' tags.
+//
+// Tensors: a `.png` or `.npy` file (a single value `<name>.png`, a list item
+// `<name>/3.npy`, a sequence step `07.png` or `07/0.png`) of a feature whose
+// hint is a tensor (FeatureHint::tensors; else whose tag is one, when the
+// hint does not know the name) becomes the TensorProto tf.io.serialize_tensor
+// writes for its array (TensorFromFile). For any other name, the exact bytes.
 //
 // Thread-safety: pure functions of the file system state.
 #ifndef TFRECORDFS_STAGING_RECORD_FOLDER_H_
 #define TFRECORDFS_STAGING_RECORD_FOLDER_H_
 
 #include <functional>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "tfrecordfs/example/example.h"
+#include "tfrecordfs/tensor/tensor.h"
 
 namespace tfrecordfs::staging {
 
-using KindHint = std::function<example::Kind(absl::string_view feature_name)>;
+// What the mounted shards say about a feature name (or a sequence list,
+// asked as `feature_lists/<name>`).
+struct FeatureHint {
+  example::Kind kind = example::Kind::kNone;  // kNone: the shards do not know it
+  // For kBytes features holding serialized tensors: the types of the
+  // tensors seen, one per class (dtype, rank, and for rank 3 the channel
+  // count; the first shape seen of each class), at most kMaxHintTypes.
+  // Empty otherwise. A staged `.png`/`.npy` must take one of them: its dtype
+  // and rank (and, for a PNG, the channel count: tensor::FitPngToFeature);
+  // other dims may differ (each record has its own).
+  std::vector<tensor::TensorType> tensors;
 
-// The extended attribute in which the mount remembers, per numeric file,
-// the kind it was validated as ("int64" or "float"), so the kind survives a
-// daemon restart even if no mounted shard is read again. The hint wins over
-// it: the tag is read only when the hint does not know the feature name (a
-// file renamed from another feature keeps that feature's tag).
+  bool operator==(const FeatureHint&) const = default;
+};
+
+inline constexpr size_t kMaxHintTypes = 8;
+
+// The hint a decoded feature gives: its kind, and for bytes the types of
+// those values tensor::DecodeTensorType accepts. Cheap: only values starting
+// with the dtype field's tag (0x08) are decoded, and only their headers.
+FeatureHint HintOf(const example::Feature& f);
+// Adds the tensor types of `f`'s values that `hint` has no class of yet
+// (both kBytes; else nothing). The same costs as HintOf.
+void MergeHint(FeatureHint* hint, const example::Feature& f);
+
+using KindHint = std::function<FeatureHint(absl::string_view feature_name)>;
+
+// The extended attribute in which the mount remembers, per staged file, the
+// kind it was validated as, so the kind survives a daemon restart even if no
+// mounted shard is read again: "int64" or "float" for a numeric file (or a
+// numeric sequence step), "tensor:<dtype>:<d0>,<d1>,..." (TensorTag) for a
+// `.png`/`.npy` written for a tensor feature. The hint wins over it: the tag
+// is read only when the hint does not know the feature name (a file renamed
+// from another feature keeps that feature's tag).
 inline constexpr char kKindXattr[] = "user.tfrecordfs.kind";
+
+// The tag text for a tensor type.
+std::string TensorTag(const tensor::TensorType& type);
+// The kind a tag's text says: kInt64, kFloat, kBytes with a tensor type, or
+// kNone (no tag, or text this version does not know).
+FeatureHint ParseKindTag(absl::string_view tag);
+
+// A staged file of a tensor feature, converted.
+struct TensorFile {
+  std::string proto;          // the serialized TensorProto
+  tensor::TensorType matched;  // the feature type it was checked against
+};
+
+// The serialized TensorProto for a staged file of a tensor feature whose
+// values have the types `feature_types` (FeatureHint::tensors, not empty):
+// `extension` ".png" (tensor::DecodePng, then FitPngToFeature against the
+// types with the PNG's channel count, then the others, each in order) or ".npy" (tensor::ParseNpy; dtype and rank of one of the
+// types). Else InvalidArgument saying why (no message prefix).
+absl::StatusOr<TensorFile> TensorFromFile(absl::string_view extension, absl::string_view content,
+                                          absl::Span<const tensor::TensorType> feature_types);
+
+// Where a staged file sits in the record it will be packed into, for the
+// checks at write() and close() (Store::ValidateOnWrite/ValidateOnClose).
+struct StagedFile {
+  enum class Role {
+    kOther,     // checked by the pack only (text, other bytes, folders)
+    kNumeric,   // a numeric feature file or a numeric sequence step
+    kArray,     // a `.png`/`.npy` value: a tensor if the hint says so
+  };
+  Role role = Role::kOther;
+  std::string hint_key;   // the feature name, or `feature_lists/<list name>`
+  std::string extension;  // kArray: ".png" or ".npy"
+};
+
+// Classifies the file at `rel` (relative to the records folder:
+// `<record>/<path in the record>`). `sequence` says whether the record
+// folder is a SequenceExample (it has a top-level feature_lists/); only
+// then is `context/<x>` the context feature `x` (else the feature
+// `context/x`). Files under `<record>/feature_lists/` are steps whatever
+// `sequence` says. A list item (`3.png` in a folder) is taken as an item of
+// the folder's feature.
+StagedFile ClassifyStagedFile(absl::string_view rel, bool sequence);
 
 // Reads the record folder at `path` and returns the record payload. Errors
 // are InvalidArgument with a message naming the offending file (relative to
@@ -59,6 +140,7 @@ absl::StatusOr<std::string> PayloadFromFolder(const std::string& path, const Kin
 // Validates one numeric file's content as the mount does on close(). The
 // returned kind is what the pack will write.
 absl::StatusOr<example::Kind> ValidateNumeric(absl::string_view content, example::Kind hint);
+
 
 }  // namespace tfrecordfs::staging
 

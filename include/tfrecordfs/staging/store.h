@@ -109,10 +109,17 @@ class Store {
   // A descriptor to list the directory with (caller owns; use fdopendir).
   absl::StatusOr<int> OpenDir(uint64_t node);
 
-  // close() of a written file: a numeric feature file (no extension, inside
-  // a record folder, not a list item) must parse; else InvalidArgument
-  // (EINVAL for the close) and the error is logged with the file's path. On
-  // success the kind is remembered in the file's kKindXattr.
+  // close() of a written file (ClassifyStagedFile says which are checked):
+  //   * a numeric feature file or numeric sequence step must parse, with the
+  //     kind the hint gives its feature (or list);
+  //   * a `.png`/`.npy` of a feature whose hint (or, when the hint does not
+  //     know the name, whose tag) is a tensor must convert (TensorFromFile);
+  // else InvalidArgument (EINVAL for the close), logged with the file's
+  // path; the file stays staged. On success the kind is remembered in the
+  // file's kKindXattr. A file under `<record>/context/` of a record folder
+  // without feature_lists/ (yet: `cp -r` copies context/ first) is checked
+  // as the feature `context/<x>` when the shards know that name, else as
+  // the context feature `<x>`.
   absl::Status ValidateOnClose(uint64_t node, int fd);
 
   // write() of `data` at `offset` to a file open as `fd`, checked *before*
@@ -133,9 +140,13 @@ class Store {
  private:
   Store(std::string dir, KindHint hint) : dir_(std::move(dir)), hint_(std::move(hint)) {}
 
-  // The feature name of a numeric feature file at `rel` (relative to
-  // records/), or nullopt for any other file.
-  static std::optional<std::string> NumericFeatureOf(const std::string& rel);
+  // Where the file at `rel` (relative to records/) sits, and what the hint
+  // says about its feature (ValidateOnClose's rules).
+  struct Placed {
+    StagedFile file;
+    FeatureHint hint;
+  };
+  Placed Place(const std::string& rel);
 
   struct Node {
     int fd = -1;  // O_PATH

@@ -138,6 +138,19 @@ absl::StatusOr<Tensor> DecodeTensor(absl::string_view payload);
 // materialised).
 bool IsTensor(absl::string_view payload);
 
+// The dtype and shape of a tensor, without its elements.
+struct TensorType {
+  DataType dtype = DataType::kFloat;
+  std::vector<int64_t> shape;  // empty for a scalar
+
+  bool operator==(const TensorType&) const = default;
+};
+
+// The type of a payload DecodeTensor accepts, as cheaply as IsTensor (no
+// broadcast is materialised; tensor_content is not copied). The same errors
+// as DecodeTensor.
+absl::StatusOr<TensorType> DecodeTensorType(absl::string_view payload);
+
 // The bytes tf.io.serialize_tensor writes for an array of `dtype` and `shape`
 // whose elements are `data` (C order, little-endian): dtype, tensor_shape,
 // then tensor_content (omitted when empty). Fails with InvalidArgument when

@@ -242,7 +242,12 @@ class Filesystem {
   // serialised by sample_mu_ (concurrent misses wait for it, then look
   // again), and kinds_mu_ is taken only briefly per record, never while a
   // record is read or decoded.
-  example::Kind KindOf(absl::string_view feature_name);
+  example::Kind KindOf(absl::string_view feature_name) { return HintOf(feature_name).kind; }
+  // KindOf with what the staging reverse direction needs besides the kind:
+  // for bytes features, the tensor type of their values
+  // (staging::FeatureHint, staging::HintOf). A sequence list answers under
+  // `feature_lists/<name>`. Same sampling and costs as KindOf.
+  staging::FeatureHint HintOf(absl::string_view feature_name);
 
   // ---- Extended attributes: user.tfrecordfs.*, computed and read-only ----
   //
@@ -297,10 +302,16 @@ class Filesystem {
   void IndexDisagrees(uint64_t shard, uint64_t record);
   Attr StagingAttr(const struct stat& st) const;
   absl::Status StagingReadDir(uint64_t ino, uint64_t fh, uint64_t offset, const EmitFn& emit);
+  // Learns the hints of names not known yet (staging::HintOf), and the
+  // tensor types of known bytes names (staging::MergeHint: only values that
+  // start like a TensorProto have their header decoded).
   void LearnKinds(const example::FeatureTable& table);
   // A SequenceExample's kinds: context features by name, lists under
-  // `feature_lists/<name>` (the kind of their first step that has one).
+  // `feature_lists/<name>` (the hint of their first step that has a kind).
   void LearnKinds(const example::SequenceTable& table);
+  // One name: requires kinds_mu_.
+  void LearnKind(absl::string_view name, const example::Feature& f)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(kinds_mu_);
   // Reads bytes [offset, offset + n) of a record file made of `pieces`.
   absl::StatusOr<ReadResult> ReadPieces(uint64_t shard, uint64_t data_offset,
                                         const naming::Entry& e, uint64_t offset, size_t n) const;
@@ -334,7 +345,7 @@ class Filesystem {
   staging::Store* staging_ = nullptr;
   uint64_t staging_tree_node_ = 0;
   std::mutex kinds_mu_;
-  absl::flat_hash_map<std::string, example::Kind> kinds_ ABSL_GUARDED_BY(kinds_mu_);
+  absl::flat_hash_map<std::string, staging::FeatureHint> kinds_ ABSL_GUARDED_BY(kinds_mu_);
   // KindOf's sampling. Lock order: sample_mu_, then kinds_mu_.
   std::mutex sample_mu_;
   SampleBudget sample_per_call_;

@@ -9,7 +9,6 @@
 #include <set>
 
 #include "absl/strings/match.h"
-#include "absl/strings/str_format.h"
 #include "generated_dataset.h"
 #include "gtest/gtest.h"
 #include "staging_util.h"
@@ -22,37 +21,16 @@ struct Copied {
   std::string payload;  // the original record
 };
 
-// Copies each record into MNT/staging/cNNNN (so name order is copy order),
-// packs on unmount and compares.
+// Copies each record into staging, packs on unmount and compares.
 void CopyPackCompare(const Scratch& s, const std::vector<std::string>& sources,
                      const std::vector<Copied>& records, const std::string& prefix) {
-  DaemonConfig c;
-  c.sources = sources;
-  c.mountpoint = s.mnt;
-  c.options = PackOptions(s, prefix);
-  c.log_dir = s.logs;
-  StagingDaemon d(c);
-  ASSERT_EQ(d.Start(), "");
-  // One shell for all the copies keeps process start-up cheap.
-  std::string script = "set -e\n";
-  for (size_t i = 0; i < records.size(); ++i) {
-    script += "cp -r " + ShellQuote(s.mnt + "/" + records[i].from) + " " +
-              ShellQuote(absl::StrFormat("%s/staging/c%04d", s.mnt, i)) + "\n";
-  }
-  CommandResult cp = Shell(script);
-  ASSERT_EQ(cp.exit_code, 0) << cp.err << "\ndaemon:\n" << d.Stderr();
-  ASSERT_EQ(ListDir(s.mnt + "/staging").size(), records.size());
-
-  int status = 0;
-  CommandResult u = d.TfrUnmount(&status);
-  EXPECT_EQ(u.exit_code, 0) << u.out << u.err << "\ndaemon:\n" << d.Stderr();
-  EXPECT_EQ(ExitCodeOfWait(status), 0) << DescribeWait(status);
-  const auto payloads = AllPayloads(ReadPackedShards(s.out, prefix));
-  ASSERT_EQ(payloads.size(), records.size()) << u.out;
+  std::vector<std::string> froms;
+  for (const Copied& c : records) froms.push_back(c.from);
+  const std::vector<std::string> payloads = CopyAndPack(s, sources, froms, prefix);
+  ASSERT_EQ(payloads.size(), records.size());
   for (size_t i = 0; i < records.size(); ++i) {
     ExpectSameRecord(records[i].payload, payloads[i], records[i].from);
   }
-  EXPECT_EQ(ListDir(s.records()), std::vector<std::string>{});
 }
 
 TEST(StagingRoundTripTest, GeneratedRecordsCopyBackUnchanged) {

@@ -25,6 +25,7 @@
 
 #include "expectations.h"
 #include "mount_harness.h"
+#include "tfrecordfs/example/sequence.h"
 
 namespace tfrecordfs::mount_test::staging_test {
 
@@ -93,6 +94,15 @@ class StagingDaemon {
   std::optional<int> early_status_;  // wait status when Start() saw it end
 };
 
+// Mounts `sources` with PackOptions(s, prefix), copies each mount-relative
+// record folder froms[i] to MNT/staging/cNNNN with `cp -r` (one shell; name
+// order is copy order), packs with `tfrecordfs unmount` and returns the
+// packed payloads in copy order. Fails the test (and returns what it has)
+// when a step fails or the staging folder is not emptied.
+std::vector<std::string> CopyAndPack(const Scratch& s, const std::vector<std::string>& sources,
+                                     const std::vector<std::string>& froms,
+                                     const std::string& prefix);
+
 // Human-readable waitpid status ("exit code 1", "signal Killed").
 std::string DescribeWait(int status);
 bool KilledBySigkill(int status);
@@ -141,9 +151,15 @@ struct DecodedRecord {
 };
 DecodedRecord Decode(const std::string& payload);
 
+// A SequenceExample, one line per context feature (kindless ones left out:
+// the mount does not show them) and per step, floats as bits, for comparing
+// feature by feature with a readable diff.
+std::string SequenceText(const example::SequenceTable& t);
+
 // Expects `packed` to be the same record as `original`: for Examples the
-// same features (names, kinds, values; floats bit-exact); for other payloads
-// the same bytes. `what` names the record in failure messages.
+// same features (names, kinds, values; floats bit-exact), for
+// SequenceExamples the same SequenceText, for other payloads the same bytes.
+// `what` names the record in failure messages.
 void ExpectSameRecord(const std::string& original, const std::string& packed,
                       const std::string& what);
 
