@@ -1007,7 +1007,7 @@ TEST_F(CreateTest, CompressedShardXattrs) {
 
 TEST_F(CreateTest, StagingXattrsAreNotSupported) {
   WriteShard(a_ + "/train.tfrecord", {"x"});
-  auto store = staging::Store::Open(b_ + "/store", [](absl::string_view) { return Kind::kNone; });
+  auto store = staging::Store::Open(b_ + "/store", [](absl::string_view) { return staging::FeatureHint{}; });
   ASSERT_TRUE(store.ok()) << store.status();
   vfs::Options o;
   o.sources = {a_};
