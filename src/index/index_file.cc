@@ -265,6 +265,11 @@ absl::StatusOr<IndexFile> DecodeIndexFile(absl::string_view bytes) {
     out.walk.offsets[i] = v;
     prev = v;
   }
+  // Each problem takes at least 12 bytes of what is left: bound the count
+  // by that before reserving (a forged count would ask for tens of GB).
+  if (uint64_t{num_problems} * 12 > static_cast<uint64_t>(end - p)) {
+    return Bad("problem count does not fit");
+  }
   out.walk.problems.reserve(num_problems);
   for (uint32_t i = 0; i < num_problems; ++i) {
     if (end - p < 12) return Bad("truncated problem list");
