@@ -1,0 +1,232 @@
+// ReadaheadSource (source/readahead.h): the bytes it serves are always the
+// wrapped source's, sequential readers get blocks fetched ahead, random
+// readers start nothing, and a failing fetch surfaces as the wrapped
+// source's own error rather than as wrong or missing bytes.
+#include "tfrecordfs/source/readahead.h"
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <set>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gtest/gtest.h"
+
+namespace tfrecordfs::source {
+namespace {
+
+constexpr size_t kBlock = Readahead::kBlock;
+
+// An in-memory source that counts its reads and can be told to fail reads
+// that touch a byte range (as a network file system's I/O error would).
+class FakeSource final : public ShardSource {
+ public:
+  explicit FakeSource(std::string bytes) : bytes_(std::move(bytes)) {}
+
+  Codec codec() const override { return Codec::kNone; }
+  const std::string& path() const override { return path_; }
+  uint64_t size() const override { return bytes_.size(); }
+  absl::StatusOr<size_t> ReadAt(uint64_t offset, char* buf, size_t n) const override {
+    reads_.fetch_add(1);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (offset < fail_end_ && offset + n > fail_begin_) {
+        return absl::DataLossError("injected I/O error at " + std::to_string(offset));
+      }
+      offsets_.insert(offset);
+    }
+    if (offset >= bytes_.size()) return size_t{0};
+    n = std::min<size_t>(n, bytes_.size() - offset);
+    std::memcpy(buf, bytes_.data() + offset, n);
+    return n;
+  }
+  absl::StatusOr<std::optional<FileRange>> Spliceable(uint64_t) const override {
+    return std::optional<FileRange>();
+  }
+
+  void FailRange(uint64_t begin, uint64_t end) {
+    std::lock_guard<std::mutex> lock(mu_);
+    fail_begin_ = begin;
+    fail_end_ = end;
+  }
+  uint64_t reads() const { return reads_.load(); }
+  std::set<uint64_t> offsets() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return offsets_;
+  }
+
+ private:
+  const std::string bytes_;
+  const std::string path_ = "fake.tfrecord";
+  mutable std::atomic<uint64_t> reads_{0};
+  mutable std::mutex mu_;
+  mutable std::set<uint64_t> offsets_;
+  uint64_t fail_begin_ = 0, fail_end_ = 0;
+};
+
+std::string Pattern(size_t n, uint32_t seed) {
+  std::string s(n, '\0');
+  std::mt19937 rng(seed);
+  for (char& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+// EXPECT_EQ on megabytes prints megabytes: say where they first differ.
+::testing::AssertionResult Same(std::string_view got, std::string_view want) {
+  if (got == want) return ::testing::AssertionSuccess();
+  size_t i = 0;
+  while (i < got.size() && i < want.size() && got[i] == want[i]) ++i;
+  return ::testing::AssertionFailure() << "differ at byte " << i << " (sizes " << got.size()
+                                       << " and " << want.size() << ")";
+}
+
+// Reads [offset, offset + n) through `src`; fails the test on an error.
+std::string Read(const ShardSource& src, uint64_t offset, size_t n) {
+  std::string out(n, '\0');
+  auto got = src.ReadAt(offset, out.data(), n);
+  EXPECT_TRUE(got.ok()) << got.status();
+  out.resize(got.ok() ? *got : 0);
+  return out;
+}
+
+TEST(ReadaheadTest, SequentialReaderGetsTheSameBytesFromBlocksFetchedAhead) {
+  const std::string bytes = Pattern(5 * kBlock + 12345, 1);
+  auto fake = std::make_unique<FakeSource>(bytes);
+  FakeSource* inner = fake.get();
+  Readahead ra(64 * kBlock, 4);
+  ReadaheadSource src(std::move(fake), &ra);
+
+  // Record-sized reads, one after the other (a `find` over a shard).
+  std::string seen;
+  const size_t step = 100'003;
+  for (uint64_t off = 0; off < bytes.size(); off += step) seen += Read(src, off, step);
+  EXPECT_TRUE(Same(seen, bytes));
+  EXPECT_GT(ra.fetches(), 0u);
+  EXPECT_GT(ra.hits(), 0u);
+  // Most reads were answered from the fetched blocks: the wrapped source saw
+  // the two reads that started the stream plus about one read per block.
+  const uint64_t reader_reads = (bytes.size() + step - 1) / step;
+  EXPECT_LT(inner->reads(), reader_reads / 2) << "reader made " << reader_reads;
+}
+
+TEST(ReadaheadTest, RandomReaderStartsNoFetches) {
+  const std::string bytes = Pattern(8 * kBlock, 2);
+  auto fake = std::make_unique<FakeSource>(bytes);
+  FakeSource* inner = fake.get();
+  Readahead ra(64 * kBlock, 4);
+  ReadaheadSource src(std::move(fake), &ra);
+
+  std::mt19937 rng(7);
+  for (int i = 0; i < 200; ++i) {
+    // Offsets that never continue the previous read.
+    const uint64_t off = (rng() % (bytes.size() / 4096 - 2)) * 4096 + 17;
+    ASSERT_TRUE(Same(Read(src, off, 1000), bytes.substr(off, 1000))) << off;
+  }
+  EXPECT_EQ(ra.fetches(), 0u);
+  EXPECT_EQ(ra.hits(), 0u);
+  EXPECT_EQ(inner->reads(), 200u);
+}
+
+TEST(ReadaheadTest, ReadsAcrossBlockEdgesAndPastTheEnd) {
+  const std::string bytes = Pattern(3 * kBlock + 10, 3);
+  Readahead ra(64 * kBlock, 2);
+  ReadaheadSource src(std::make_unique<FakeSource>(bytes), &ra);
+
+  // Start a stream, then read spans that cross block boundaries.
+  EXPECT_TRUE(Same(Read(src, 0, 4096), bytes.substr(0, 4096)));
+  EXPECT_TRUE(Same(Read(src, 4096, kBlock - 4096 + 50), bytes.substr(4096, kBlock - 4096 + 50)));
+  const uint64_t at = kBlock + 50;
+  EXPECT_TRUE(Same(Read(src, at, 2 * kBlock), bytes.substr(at, 2 * kBlock)));
+  // The tail: a short read at the end, nothing past it.
+  EXPECT_TRUE(Same(Read(src, 3 * kBlock, 100), bytes.substr(3 * kBlock)));
+  EXPECT_TRUE(Same(Read(src, bytes.size(), 100), ""));
+  EXPECT_TRUE(Same(Read(src, bytes.size() + 5, 100), ""));
+}
+
+TEST(ReadaheadTest, AFailedFetchIsTheWrappedSourcesErrorNotWrongBytes) {
+  const std::string bytes = Pattern(6 * kBlock, 4);
+  auto fake = std::make_unique<FakeSource>(bytes);
+  FakeSource* inner = fake.get();
+  // Block 3 cannot be read (by the fetch or anyone else).
+  inner->FailRange(3 * kBlock + 100, 3 * kBlock + 101);
+  Readahead ra(64 * kBlock, 4);
+  ReadaheadSource src(std::move(fake), &ra);
+
+  std::string seen;
+  uint64_t off = 0;
+  const size_t step = 65536;
+  for (; off + step <= 3 * kBlock; off += step) seen += Read(src, off, step);
+  EXPECT_TRUE(Same(seen, bytes.substr(0, 3 * kBlock)));
+  // Bytes before the damage inside block 3 still come back right...
+  EXPECT_TRUE(Same(Read(src, off, 100), bytes.substr(off, 100)));
+  // ...and a read of the damaged byte fails as the wrapped source fails.
+  std::string buf(step, '\0');
+  auto got = src.ReadAt(off + 100, buf.data(), step);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(got.status().message().find("injected"), std::string::npos) << got.status();
+
+  // Once the storage recovers, the same read gives the right bytes.
+  inner->FailRange(0, 0);
+  EXPECT_TRUE(Same(Read(src, off + 100, step), bytes.substr(off + 100, step)));
+}
+
+TEST(ReadaheadTest, ASmallBudgetStillServesTheRightBytes) {
+  const std::string bytes = Pattern(10 * kBlock + 7, 5);
+  Readahead ra(kBlock, 2);  // one block kept: fetched blocks are evicted early
+  ReadaheadSource src(std::make_unique<FakeSource>(bytes), &ra);
+  std::string seen;
+  for (uint64_t off = 0; off < bytes.size(); off += 300'007) seen += Read(src, off, 300'007);
+  EXPECT_TRUE(Same(seen, bytes));
+}
+
+TEST(ReadaheadTest, ConcurrentSequentialReadersOfSeveralSources) {
+  // Four shards sharing one Readahead, each read in order by its own thread,
+  // and a fifth thread reading one of them at random meanwhile.
+  Readahead ra(16 * kBlock, 4);
+  std::vector<std::string> contents;
+  std::vector<std::unique_ptr<ReadaheadSource>> sources;
+  for (uint32_t i = 0; i < 4; ++i) {
+    contents.push_back(Pattern(4 * kBlock + i * 1000, 10 + i));
+    sources.push_back(
+        std::make_unique<ReadaheadSource>(std::make_unique<FakeSource>(contents.back()), &ra));
+  }
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    threads.emplace_back([&, i] {
+      std::string buf(70'001, '\0');
+      for (uint64_t off = 0; off < contents[i].size(); off += buf.size()) {
+        auto got = sources[i]->ReadAt(off, buf.data(), buf.size());
+        if (!got.ok() || std::string_view(buf.data(), *got) !=
+                             std::string_view(contents[i]).substr(off, buf.size())) {
+          bad.fetch_add(1);
+        }
+      }
+    });
+  }
+  threads.emplace_back([&] {
+    std::mt19937 rng(99);
+    std::string buf(5000, '\0');
+    for (int k = 0; k < 300; ++k) {
+      const uint64_t off = rng() % (contents[0].size() - buf.size());
+      auto got = sources[0]->ReadAt(off, buf.data(), buf.size());
+      if (!got.ok() || std::string_view(buf.data(), *got) !=
+                           std::string_view(contents[0]).substr(off, buf.size())) {
+        bad.fetch_add(1);
+      }
+    }
+  });
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_GT(ra.fetches(), 0u);
+}
+
+}  // namespace
+}  // namespace tfrecordfs::source
