@@ -203,8 +203,11 @@ Check CheckStored(const IndexFile& f, int fd, const std::string& shard_path,
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   // Inode and ctime only where the index was written (the cache): another
   // machine sharing an index_dir sees other numbers for the same file.
+  // (Not the inode on FUSE, which may renumber a file: source::InodesPersist.)
   const bool same_file =
-      same_name_only || (f.inode == static_cast<uint64_t>(st.st_ino) && f.ctime_ns == CtimeNs(st));
+      same_name_only ||
+      ((f.inode == static_cast<uint64_t>(st.st_ino) || !source::InodesPersist(fd)) &&
+       f.ctime_ns == CtimeNs(st));
   const bool same = f.file_size == size && f.mtime_ns == MtimeNs(st) && same_file;
   // Only plain shards grow by appending records; a compressed one is walked
   // again (its end holds a trailer).

@@ -71,6 +71,11 @@ bool OnRemoteStorage(int fd) {
   return ::fstatfs(fd, &sf) == 0 && RemoteType(sf.f_type);
 }
 
+bool InodesPersist(int fd) {
+  struct statfs sf;
+  return ::fstatfs(fd, &sf) != 0 || static_cast<uint32_t>(sf.f_type) != 0x65735546u;
+}
+
 bool OnRemoteStorage(const std::string& path) {
   struct statfs sf;
   return ::statfs(path.c_str(), &sf) == 0 && RemoteType(sf.f_type);
@@ -124,8 +129,9 @@ size_t FdCache::size() const {
 
 // ---- ShardFile ----
 
-FileIdentity FileIdentity::Of(const struct stat& st) {
+FileIdentity FileIdentity::Of(const struct stat& st, int fd) {
   FileIdentity id;
+  id.ino_persists = fd < 0 || InodesPersist(fd);
   id.dev = static_cast<uint64_t>(st.st_dev);
   id.ino = static_cast<uint64_t>(st.st_ino);
   id.size = static_cast<uint64_t>(st.st_size);
@@ -143,7 +149,9 @@ absl::Status Changed(const std::string& path, absl::string_view what) {
 
 absl::Status Compare(const std::string& path, const FileIdentity& want, const struct stat& st) {
   const FileIdentity now = FileIdentity::Of(st);
-  if (now.dev != want.dev || now.ino != want.ino) return Changed(path, "another file");
+  if (want.ino_persists && (now.dev != want.dev || now.ino != want.ino)) {
+    return Changed(path, "another file");
+  }
   if (now.size != want.size) {
     return Changed(path, absl::StrCat("size ", want.size, " -> ", now.size, " bytes"));
   }

@@ -237,7 +237,7 @@ Probed ProbeAndIndex(const Filesystem::Tree& tree, uint64_t i, const Options& op
   }
   out.is_shard = true;
   out.index = std::move(*idx);
-  out.identity = source::FileIdentity::Of(st);
+  out.identity = source::FileIdentity::Of(st, fd->get());
   return out;
 }
 

@@ -65,6 +65,14 @@ Codec DetectCodec(absl::string_view first_bytes);
 bool OnRemoteStorage(int fd);
 bool OnRemoteStorage(const std::string& path);
 
+// False when the file system behind `fd` may give the same file another
+// inode number later in the same mount: FUSE, where libfuse's high-level API
+// (sshfs, s3fs, our tests' slowfs) numbers nodes as the kernel looks them up,
+// so a file whose inode the kernel dropped under memory pressure comes back
+// with a new number (gcsfuse does the same). There an inode number cannot
+// tell one file from another: identity checks use size, mtime and ctime.
+bool InodesPersist(int fd);
+
 // An open descriptor and what keeps it open: a descriptor from an FdCache
 // stays open while any Lease of it lives, even if the cache drops it.
 struct Lease {
@@ -107,7 +115,11 @@ class FdCache {
 struct FileIdentity {
   uint64_t dev = 0, ino = 0, size = 0;
   int64_t mtime_ns = 0;
-  static FileIdentity Of(const struct stat& st);
+  // Whether dev and ino are compared: InodesPersist of the file (a FUSE
+  // source is known by its size and mtime only).
+  bool ino_persists = true;
+  // `fd`, when given, is the open file (for InodesPersist).
+  static FileIdentity Of(const struct stat& st, int fd = -1);
 };
 
 // The file behind a shard: either a descriptor held for the source's life,

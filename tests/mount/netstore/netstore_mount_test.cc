@@ -8,12 +8,14 @@
 // (walk=auto) reads the shards in 8 MiB blocks, which the kernel hands to
 // slowfs as 1 MiB requests: about size/1 MiB reads a shard. With
 // --walk headers it reads each of the 250 record headers on its own.
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -206,6 +208,54 @@ TEST_F(NetstoreTest, WalkOverTheMountReadsAheadInBlocks) {
     EXPECT_EQ(node.error, it->second.error) << path;
     EXPECT_TRUE(node.content == it->second.content) << path;
   }
+}
+
+// Drops the kernel's clean dentries and inodes, as memory pressure does.
+bool DropCaches() {
+  ::sync();
+  const int fd = ::open("/proc/sys/vm/drop_caches", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = ::write(fd, "2", 1) == 1;
+  ::close(fd);
+  return ok;
+}
+
+// slowfs numbers files as the kernel looks them up, like sshfs, s3fs or
+// gcsfuse (libfuse's high-level API): once the kernel drops an inode, the
+// same shard comes back with another inode number. That is not a changed
+// shard: the stored index still holds and every read works (it once gave
+// EIO, "the shard changed under the mount", for most of a walk when the
+// machine was under memory pressure).
+TEST_F(NetstoreTest, RenumberedInodesAreNotAChangedShard) {
+  if (::access("/proc/sys/vm/drop_caches", W_OK) != 0) {
+    GTEST_SKIP() << "dropping the kernel's inodes needs root";
+  }
+  const std::string data = mnt_.path() + "/slow/data";
+  const std::string shard = data + "/" + std::filesystem::directory_iterator(data)->path().filename().string();
+  CommandResult r = RunCommand({BinaryPath(), "index", "-q", data});
+  ASSERT_EQ(0, r.exit_code) << r.err;
+  struct stat before, after;
+  ASSERT_EQ(0, ::stat(shard.c_str(), &before));
+  ASSERT_TRUE(DropCaches());
+  ASSERT_EQ(0, ::stat(shard.c_str(), &after));
+  ASSERT_NE(before.st_ino, after.st_ino) << "slowfs kept the inode number: nothing to test";
+
+  Mount m;
+  const SlowStats start = slow_->Stats();
+  ASSERT_EQ("", m.Start({data}, {"-o", "ro"}));
+  const uint64_t per_shard_mib = (total_bytes_ / kShards + kMiB - 1) / kMiB;
+  EXPECT_LT(slow_->Stats().reads - start.reads, kShards * per_shard_mib / 2)
+      << "the stored indexes were not used: the shards were walked again";
+  ASSERT_TRUE(DropCaches());
+  const auto tree = WalkTree(m.mountpoint());
+  int errors = 0;
+  for (const auto& [path, node] : tree) {
+    if (node.error != 0 && errors++ < 5) ADD_FAILURE() << path << ": " << std::strerror(node.error);
+  }
+  EXPECT_EQ(tree.size(), uint64_t{kShards} * (1 + kRecordsPerShard * 5));
+  std::string err;
+  EXPECT_EQ(0, m.Stop(&err)) << err;
+  EXPECT_EQ(m.Stderr().find("changed under the mount"), std::string::npos) << m.Stderr();
 }
 
 // slowfs is read-only: `index --beside` there fails, naming the directory.
