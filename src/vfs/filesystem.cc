@@ -11,8 +11,6 @@
 #include <cerrno>
 #include <mutex>
 #include <optional>
-#include <set>
-#include <thread>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -23,10 +21,10 @@
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/example/example.h"
 #include "tfrecordfs/example/sequence.h"
-#include "tfrecordfs/index/index_file.h"
 #include "tfrecordfs/tensor/png.h"
 #include "tfrecordfs/record/format.h"
 #include "tfrecordfs/record/reader.h"
+#include "tfrecordfs/scan/scan.h"
 #include "tfrecordfs/vfs/node_id.h"
 
 namespace tfrecordfs::vfs {
@@ -106,143 +104,6 @@ class Filesystem::Tree {
   }
 };
 
-namespace {
-
-// `X.tfri` beside `X` is X's index (index/index_store.h, "beside the
-// shard"), not data: the mount does not show it. `names` is sorted.
-void DropIndexesBesideShards(std::vector<std::string>* names) {
-  const absl::string_view suffix = index::kIndexSuffix;
-  std::vector<std::string> kept;
-  kept.reserve(names->size());
-  for (const std::string& n : *names) {
-    const bool index_of_sibling =
-        absl::EndsWith(n, suffix) &&
-        std::binary_search(names->begin(), names->end(), n.substr(0, n.size() - suffix.size()));
-    if (!index_of_sibling) kept.push_back(n);
-  }
-  names->swap(kept);
-}
-
-// Adds `path` (already stat'ed) under tree node `parent` as `name`, recursing
-// into directories. `visited` breaks symlink loops.
-absl::Status AddPath(Filesystem::Tree* tree, uint64_t parent, const std::string& name,
-                     const std::string& path, const struct stat& st,
-                     std::set<std::pair<dev_t, ino_t>>* visited) {
-  if (tree->Find(parent, name)) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("two sources provide '", name, "' in the same directory of the mount (",
-                     path, " and ", tree->nodes[*tree->Find(parent, name)].real_path, ")"));
-  }
-  const uint64_t self = tree->nodes.size();
-  TreeNode node;
-  node.name = name;
-  node.parent = parent;
-  node.real_path = path;
-  node.st = st;
-  node.type = S_ISDIR(st.st_mode) ? NodeType::kDir : NodeType::kPlainFile;
-  tree->nodes.push_back(std::move(node));
-  auto& ch = tree->nodes[parent].children;
-  ch.insert(std::lower_bound(ch.begin(), ch.end(), name,
-                             [&](uint64_t i, const std::string& n) {
-                               return tree->nodes[i].name < n;
-                             }),
-            self);
-  if (!S_ISDIR(st.st_mode)) return absl::OkStatus();
-  if (!visited->insert({st.st_dev, st.st_ino}).second) {
-    log::Warning(path, ": directory already mirrored (symlink loop?); shown empty");
-    return absl::OkStatus();
-  }
-  DIR* d = ::opendir(path.c_str());
-  if (!d) return ErrnoError(errno, absl::StrCat("cannot list source directory ", path));
-  std::vector<std::string> names;
-  while (dirent* e = ::readdir(d)) {
-    absl::string_view n = e->d_name;
-    if (n == "." || n == "..") continue;
-    names.emplace_back(n);
-  }
-  ::closedir(d);
-  std::sort(names.begin(), names.end());
-  DropIndexesBesideShards(&names);
-  for (const std::string& n : names) {
-    const std::string child = absl::StrCat(path, "/", n);
-    struct stat cst;
-    if (::stat(child.c_str(), &cst) != 0) {
-      log::Warning(child, ": skipped: ", std::strerror(errno));
-      continue;
-    }
-    if (!S_ISDIR(cst.st_mode) && !S_ISREG(cst.st_mode)) continue;  // fifos, sockets, devices
-    if (auto s = AddPath(tree, self, n, child, cst, visited); !s.ok()) return s;
-  }
-  return absl::OkStatus();
-}
-
-struct Probed {
-  absl::Status status;
-  bool is_shard = false;
-  // What the shard file was when indexed: its source reopens it on demand
-  // (no descriptor is held per shard) and checks it is still that file.
-  source::FileIdentity identity;
-  std::shared_ptr<const index::ShardIndex> index;
-};
-
-// The node's path inside the mount ("train/x.tfrecord").
-std::string MountPath(const Filesystem::Tree& tree, uint64_t i) {
-  std::vector<uint64_t> chain;
-  for (; i != 0; i = tree.nodes[i].parent) chain.push_back(i);
-  std::string out;
-  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
-    absl::StrAppend(&out, out.empty() ? "" : "/", tree.nodes[*it].name);
-  }
-  return out;
-}
-
-Probed ProbeAndIndex(const Filesystem::Tree& tree, uint64_t i, const Options& options) {
-  const TreeNode& node = tree.nodes[i];
-  Probed out;
-  auto fd = OpenFile(node.real_path, O_RDONLY);
-  if (!fd.ok()) {
-    out.status = fd.status();
-    return out;
-  }
-  struct stat st;
-  if (::fstat(fd->get(), &st) != 0) {
-    out.status = ErrnoError(errno, node.real_path);
-    return out;
-  }
-  source::Codec codec = source::Codec::kNone;
-  auto probe =
-      index::ProbeFile(fd->get(), node.real_path, static_cast<uint64_t>(st.st_size), &codec);
-  if (!probe.ok()) {
-    out.status = probe.status();
-    return out;
-  }
-  if (*probe != index::Probe::kShard) {
-    if (codec != source::Codec::kNone) {
-      log::Warning(node.real_path, ": a ", source::CodecName(codec),
-                   " stream whose first 12 decompressed bytes are not a record header with a "
-                   "valid length CRC: it holds no TFRecord; shown as a plain file");
-    } else if (index::LooksLikeShardName(node.name)) {
-      log::Warning(node.real_path,
-                   ": named like a TFRecord shard, but its first 12 bytes are not a record "
-                   "header with a valid length CRC (byte offset 0); shown as a plain file");
-    }
-    return out;
-  }
-  auto idx = options.load_index
-                 ? options.load_index(fd->get(), node.real_path, MountPath(tree, i), st, codec)
-                 : index::BuildShardIndex(fd->get(), node.real_path, st, codec);
-  if (!idx.ok()) {
-    out.status = idx.status();
-    return out;
-  }
-  out.is_shard = true;
-  out.index = std::move(*idx);
-  out.identity = source::FileIdentity::Of(st);
-  return out;
-}
-
-}  // namespace
-
 Filesystem::Filesystem(const Options& options)
     : tree_(std::make_unique<Tree>()),
       fd_cache_(options.max_open_shards),
@@ -253,115 +114,83 @@ Filesystem::~Filesystem() = default;
 absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& options) {
   if (options.sources.empty()) return absl::InvalidArgumentError("no SOURCE given");
   std::unique_ptr<Filesystem> fs(new Filesystem(options));
-  Tree& tree = *fs->tree_;
-  tree.nodes.emplace_back();  // the root
-  tree.nodes[0].type = NodeType::kDir;
-  ::clock_gettime(CLOCK_REALTIME, &tree.nodes[0].st.st_mtim);
-  std::set<std::pair<dev_t, ino_t>> visited;
-  for (const std::string& src : options.sources) {
-    struct stat st;
-    if (::stat(src.c_str(), &st) != 0) {
-      return ErrnoError(errno, absl::StrCat("source ", src));
-    }
-    if (S_ISDIR(st.st_mode)) {
-      // A directory source's entries appear at the mount root.
-      visited.insert({st.st_dev, st.st_ino});
-      DIR* d = ::opendir(src.c_str());
-      if (!d) return ErrnoError(errno, absl::StrCat("cannot list source directory ", src));
-      std::vector<std::string> names;
-      while (dirent* e = ::readdir(d)) {
-        absl::string_view n = e->d_name;
-        if (n != "." && n != "..") names.emplace_back(n);
-      }
-      ::closedir(d);
-      std::sort(names.begin(), names.end());
-      DropIndexesBesideShards(&names);
-  DropIndexesBesideShards(&names);
-      for (const std::string& n : names) {
-        const std::string child = absl::StrCat(src, src.back() == '/' ? "" : "/", n);
-        struct stat cst;
-        if (::stat(child.c_str(), &cst) != 0) {
-          log::Warning(child, ": skipped: ", std::strerror(errno));
-          continue;
-        }
-        if (!S_ISDIR(cst.st_mode) && !S_ISREG(cst.st_mode)) continue;
-        if (auto s = AddPath(&tree, 0, n, child, cst, &visited); !s.ok()) return s;
-      }
-    } else if (S_ISREG(st.st_mode)) {
-      if (auto s = AddPath(&tree, 0, Basename(src), src, st, &visited); !s.ok()) return s;
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("source ", src, " is neither a regular file nor a directory"));
-    }
-  }
-
-  // Probe every regular file and walk the shards, in parallel.
-  std::vector<uint64_t> files;
-  for (uint64_t i = 0; i < tree.nodes.size(); ++i) {
-    if (tree.nodes[i].type == NodeType::kPlainFile) files.push_back(i);
-  }
-  std::vector<Probed> probed(files.size());
-  int threads = options.index_threads;
   // Walks and reads wait on I/O, not CPU, where every read is a network
-  // round trip: keep many shards in flight there, and read ahead.
+  // round trip: read ahead there (scan::Scan keeps many shards in flight).
   const bool remote = std::any_of(options.sources.begin(), options.sources.end(),
                                   [](const std::string& p) { return source::OnRemoteStorage(p); });
   if (remote && options.readahead_bytes > 0) {
     fs->readahead_ = std::make_unique<source::Readahead>(options.readahead_bytes,
                                                          kReadaheadThreads);
   }
-  if (threads <= 0) {
-    threads = remote ? kRemoteIndexThreads
-                     : std::clamp<int>(static_cast<int>(std::thread::hardware_concurrency()), 1, 16);
-  }
-  threads = std::min<int>(threads, std::max<size_t>(files.size(), 1));
-  // Shards are opened on demand, at most max_open_shards at once (plus one
-  // per walk thread while indexing): lift the soft limit, and grow the
-  // table before the threads exist (growing it under them waits for an RCU
-  // grace period each time).
-  const size_t allowed =
-      ReserveDescriptors(std::min(files.size(), options.max_open_shards) + threads + 64);
-  // Half of what the limit allows at most: staged files, plain source
-  // files, index files and FUSE need the rest.
-  fs->fd_cache_.set_capacity(std::min(options.max_open_shards, std::max<size_t>(allowed / 2, 16)));
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t k; (k = next.fetch_add(1)) < files.size();) {
-      probed[k] = ProbeAndIndex(tree, files[k], options);
+  scan::ScanOptions scan_options;
+  scan_options.sources = options.sources;
+  scan_options.store = options.index_store;
+  scan_options.threads = options.index_threads;
+  scan_options.before_probe = [&](size_t files, int threads) {
+    // Shards are opened on demand, at most max_open_shards at once (plus one
+    // per walk thread while indexing): lift the soft limit, and grow the
+    // table before the threads exist (growing it under them waits for an RCU
+    // grace period each time).
+    const size_t allowed =
+        ReserveDescriptors(std::min(files, options.max_open_shards) + threads + 64);
+    // Half of what the limit allows at most: staged files, plain source
+    // files, index files and FUSE need the rest.
+    fs->fd_cache_.set_capacity(
+        std::min(options.max_open_shards, std::max<size_t>(allowed / 2, 16)));
+  };
+  scan_options.on_other = [](const scan::OtherFile& f) {
+    if (const std::string note = scan::NotAShardNote(f); !note.empty()) {
+      log::Warning(note, "; shown as a plain file");
     }
   };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
+  auto scanned = scan::Scan(scan_options);
+  if (!scanned.ok()) return scanned.status();
 
-  for (size_t k = 0; k < files.size(); ++k) {
-    Probed& p = probed[k];
-    TreeNode& node = tree.nodes[files[k]];
-    if (!p.status.ok()) return p.status;
-    if (!p.is_shard) continue;
+  // The mirrored tree: node 0 is the root, node e + 1 is scanned->entries[e].
+  Tree& tree = *fs->tree_;
+  tree.nodes.resize(scanned->entries.size() + 1);
+  ::clock_gettime(CLOCK_REALTIME, &tree.nodes[0].st.st_mtim);
+  for (size_t e = 0; e < scanned->entries.size(); ++e) {
+    scan::SourceEntry& entry = scanned->entries[e];
+    TreeNode& node = tree.nodes[e + 1];
+    node.name = Basename(entry.mount_path);
+    node.parent = entry.parent == scan::kAtRoot ? 0 : entry.parent + 1;
+    node.type = S_ISDIR(entry.st.st_mode) ? NodeType::kDir : NodeType::kPlainFile;
+    node.real_path = std::move(entry.path);
+    node.st = entry.st;
+    tree.nodes[node.parent].children.push_back(e + 1);
+  }
+  // Sources are merged at the root; below it, entries come sorted already.
+  for (TreeNode& node : tree.nodes) {
+    std::sort(node.children.begin(), node.children.end(),
+              [&](uint64_t a, uint64_t b) { return tree.nodes[a].name < tree.nodes[b].name; });
+  }
+
+  for (scan::ScannedShard& shard : scanned->shards) {
+    const uint64_t i = shard.entry + 1;
+    TreeNode& node = tree.nodes[i];
     if (fs->shards_.size() >= kMaxShards) {
       return absl::ResourceExhaustedError(
           absl::StrCat("more than ", kMaxShards, " shards in the sources"));
     }
-    for (const std::string& line : index::FormatProblems(node.real_path, p.index->problems())) {
+    for (const std::string& line : index::FormatProblems(node.real_path, shard.index->problems())) {
       log::Warning(line);
     }
-    if (!p.index->problems().empty()) {
-      log::Warning(node.real_path, ": damaged shard: ", p.index->num_records(),
+    if (!shard.index->problems().empty()) {
+      log::Warning(node.real_path, ": damaged shard: ", shard.index->num_records(),
                    " record(s) indexed");
     }
     node.type = NodeType::kShard;
     node.shard = fs->shards_.size();
-    fs->shard_tree_node_.push_back(files[k]);
-    uint64_t n = p.index->num_records();
+    fs->shard_tree_node_.push_back(i);
+    uint64_t n = shard.index->num_records();
     if (n > kMaxRecordsPerShard) {
       log::Warning(node.real_path, ": only the first ", kMaxRecordsPerShard, " of ", n,
                    " records are shown");
     }
     fs->shard_name_width_.push_back(Digits(n == 0 ? 0 : n - 1));
-    const index::ShardIndex& idx = *p.index;
-    source::ShardFile file(idx.path(), p.identity, &fs->fd_cache_);
+    const index::ShardIndex& idx = *shard.index;
+    source::ShardFile file(idx.path(), source::FileIdentity::Of(shard.st), &fs->fd_cache_);
     std::unique_ptr<source::ShardSource> src;
     if (idx.checkpoints()) {
       src = std::make_unique<source::InflateSource>(std::move(file), idx.file_size(),
@@ -373,7 +202,7 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
       src = std::make_unique<source::ReadaheadSource>(std::move(src), fs->readahead_.get());
     }
     fs->sources_.push_back(std::move(src));
-    fs->shards_.push_back(std::move(p.index));
+    fs->shards_.push_back(std::move(shard.index));
   }
   fs->cache_ = std::make_unique<RecordCache>(options.cache_records, options.cache_bytes);
   for (const auto& idx : fs->shards_) {

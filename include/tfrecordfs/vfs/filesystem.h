@@ -37,6 +37,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "tfrecordfs/index/index_store.h"
 #include "tfrecordfs/index/shard_index.h"
 #include "tfrecordfs/naming/naming.h"
 #include "tfrecordfs/source/inflate.h"
@@ -66,9 +67,10 @@ struct Options {
   // record outside the cache re-reads and re-checks the whole record.
   size_t cache_records = 65536;
   size_t cache_bytes = size_t{16} << 20;
-  // Threads for the initial header walk. 0 = number of CPUs (at most 16),
-  // or kRemoteIndexThreads when a source is on network storage
-  // (source::OnRemoteStorage: reads there wait on round trips, not CPU).
+  // Threads for the initial probe and header walk (scan::ScanOptions::
+  // threads). 0 = number of CPUs (at most 16), or kRemoteIndexThreads when a
+  // source is on network storage (source::OnRemoteStorage: reads there wait
+  // on round trips, not CPU).
   int index_threads = 0;
   // The writable staging area: shown at the root as `staging_name` when
   // `staging` is set (not owned; must outlive the Filesystem). A source entry
@@ -83,15 +85,11 @@ struct Options {
   // A per-call record budget of 0 turns sampling off.
   SampleBudget kind_sample_per_call = {4096, uint64_t{32} << 20};
   SampleBudget kind_sample_total = {65536, uint64_t{256} << 20};
-  // Supplies a shard's index in place of walking it (e.g. from the on-disk
-  // index store, index/index_store.h). Called from the walk threads, so it
-  // must be thread-safe. `fd` is the open shard, `path` how it was reached,
-  // `mount_path` where the mount shows it ("train/x.tfrecord"). Unset: every
-  // shard is walked with index::BuildShardIndex.
-  std::function<absl::StatusOr<std::shared_ptr<const index::ShardIndex>>(
-      int fd, const std::string& path, const std::string& mount_path, const struct stat& st,
-      source::Codec codec)>
-      load_index;
+  // Where shard indexes are loaded from and new ones saved to (cached,
+  // shared or beside the shard: index/index_store.h); not owned, used only
+  // by Create(). Null: every shard is walked with index::BuildShardIndex and
+  // nothing is saved.
+  index::IndexStore* index_store = nullptr;
   // Decompressed bytes of GZIP/ZLIB shards kept for readers (-o
   // inflate_cache_mb), in source::kBlockSize blocks shared by all of them:
   // listing a record and reading its files inflates that region once.
@@ -160,9 +158,12 @@ struct Stats {
 
 class Filesystem {
  public:
-  // Scans the sources, probes files, and walks the headers of every shard in
-  // parallel. Fails when a source is missing or two sources put the same name
-  // at the root. Damaged shards are logged and indexed up to the damage.
+  // Scans the sources (scan::Scan: lists them, probes every file and indexes
+  // the shards in parallel) and mirrors them. Fails as Scan does (a source
+  // missing, two sources giving one name at one place of the mount, I/O
+  // errors), with more than kMaxShards shards, or when the staging folder's
+  // name clashes with a root entry. Damaged shards are logged and indexed up
+  // to the damage.
   static absl::StatusOr<std::unique_ptr<Filesystem>> Create(const Options& options);
   ~Filesystem();
 
