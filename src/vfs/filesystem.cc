@@ -205,18 +205,11 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
     fs->shards_.push_back(std::move(shard.index));
   }
   fs->cache_ = std::make_unique<RecordCache>(options.cache_records, options.cache_bytes);
-  for (const auto& idx : fs->shards_) {
-    fs->checked_.push_back(std::make_unique<std::atomic<uint64_t>[]>(CheckedWords(*idx)));  // zeroed
-    fs->sample_rounds_ =
-        std::max(fs->sample_rounds_, std::min<uint64_t>(idx->num_records(), kMaxRecordsPerShard));
-  }
-  fs->sample_per_call_ = options.kind_sample_per_call;
+  for (const auto& idx : fs->shards_) fs->checked_.AddShard(idx->num_records());
+  fs->sampler_ = std::make_unique<KindSampler>(fs->shards_, fs->sources_, &fs->checked_,
+                                               options.kind_sample_per_call,
+                                               options.kind_sample_total);
   fs->on_index_mismatch_ = options.on_index_mismatch;
-  {
-    std::lock_guard<std::mutex> lock(fs->sample_mu_);
-    fs->sample_left_ = options.kind_sample_total;
-    fs->sample_done_ = options.kind_sample_per_call.records == 0;
-  }
   if (options.staging != nullptr) {
     if (auto clash = tree.Find(0, options.staging_name)) {
       return absl::AlreadyExistsError(absl::StrCat(
@@ -248,17 +241,6 @@ std::string Filesystem::RecordName(uint64_t shard, uint64_t record) const {
   const size_t width = static_cast<size_t>(shard_name_width_[shard]);
   if (digits.size() < width) digits.insert(0, width - digits.size(), '0');
   return digits;
-}
-
-size_t Filesystem::CheckedWords(const index::ShardIndex& idx) { return (idx.num_records() + 63) / 64; }
-
-bool Filesystem::Checked(uint64_t shard, uint64_t record) const {
-  if (shard >= checked_.size() || record >= shards_[shard]->num_records()) return false;
-  return (checked_[shard][record / 64].load(std::memory_order_relaxed) >> (record % 64)) & 1;
-}
-
-void Filesystem::MarkChecked(uint64_t shard, uint64_t record) {
-  checked_[shard][record / 64].fetch_or(uint64_t{1} << (record % 64), std::memory_order_relaxed);
 }
 
 void Filesystem::IndexDisagrees(uint64_t shard, uint64_t record) {
@@ -324,10 +306,10 @@ absl::StatusOr<std::shared_ptr<const ParsedRecord>> Filesystem::Parse(uint64_t s
       NoteDamage(shard, record, data.status().message());
     } else if (table.ok() || seq.ok()) {
       if (table.ok()) {
-        LearnKinds(*table);
+        sampler_->Learn(*table);
         parsed->layout = naming::LayoutExample(*table, *data);
       } else {
-        LearnKinds(*seq);
+        sampler_->Learn(*seq);
         parsed->layout = naming::LayoutSequence(*seq, *data);
       }
       if (parsed->layout.entries.size() > kMaxEntriesPerRecord) {
@@ -345,7 +327,7 @@ absl::StatusOr<std::shared_ptr<const ParsedRecord>> Filesystem::Parse(uint64_t s
     // Cached layouts are charged by their memory: no growth slack.
     parsed->layout.entries.shrink_to_fit();
     records_read_.fetch_add(1, std::memory_order_relaxed);
-    if (parsed->status.ok()) MarkChecked(shard, record);
+    if (parsed->status.ok()) checked_.MarkChecked(shard, record);
     rec = parsed;
     cache_->Put(key, rec);
   }
@@ -540,7 +522,8 @@ absl::StatusOr<uint64_t> Filesystem::Open(uint64_t ino, int flags) {
     return reinterpret_cast<uint64_t>(h);
   }
   const bool writes = (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC);
-  if (SpaceOf(ino) == Space::kRecord && EntryOf(ino) != 0 && Checked(ShardOf(ino), RecordOf(ino))) {
+  if (SpaceOf(ino) == Space::kRecord && EntryOf(ino) != 0 &&
+      checked_.Checked(ShardOf(ino), RecordOf(ino))) {
     // The common open of a warm file: the record was found intact before and
     // the kernel only opens ids it was given. Its layout may have left the
     // cache; reading and checking the whole record again is not needed to
@@ -754,128 +737,8 @@ bool Filesystem::StagingSpace(uint64_t* free_bytes, uint64_t* total_bytes) const
   return true;
 }
 
-void Filesystem::LearnKind(absl::string_view name, const example::Feature& f) {
-  if (f.kind == example::Kind::kNone) return;
-  auto it = kinds_.find(name);
-  if (it == kinds_.end()) {
-    kinds_.try_emplace(std::string(name), staging::HintOf(f));
-  } else {
-    staging::MergeHint(&it->second, f);  // a first byte per value, for most values
-  }
-}
-
-void Filesystem::LearnKinds(const example::FeatureTable& table) {
-  std::lock_guard<std::mutex> lock(kinds_mu_);
-  for (const auto& f : table.features) LearnKind(f.name, f);
-}
-
-void Filesystem::LearnKinds(const example::SequenceTable& table) {
-  LearnKinds(table.context);
-  std::lock_guard<std::mutex> lock(kinds_mu_);
-  std::string key;
-  for (const auto& list : table.lists) {
-    for (const auto& step : list.steps) {
-      if (step.kind == example::Kind::kNone) continue;
-      key.assign(naming::kFeatureListsDir.data(), naming::kFeatureListsDir.size());
-      absl::StrAppend(&key, "/", list.name);
-      LearnKind(key, step);
-      break;
-    }
-  }
-}
-
 staging::FeatureHint Filesystem::HintOf(absl::string_view feature_name) {
-  const std::string name(feature_name);
-  auto known = [&]() -> std::optional<staging::FeatureHint> {
-    std::lock_guard<std::mutex> lock(kinds_mu_);
-    auto it = kinds_.find(name);
-    if (it == kinds_.end()) return std::nullopt;
-    return it->second;
-  };
-  if (auto kind = known()) return *kind;
-  std::lock_guard<std::mutex> lock(sample_mu_);
-  // Another caller may have sampled while this one waited.
-  if (auto kind = known()) return *kind;
-  // A name is sampled for once: its files are validated at every close() and
-  // again by the pack, and each would otherwise spend a per-call budget.
-  if (sample_done_ || !sampled_names_.insert(name).second) return {};
-  SampleKinds(name);
-  // The tree's own reads may have taught it meanwhile, too.
-  return known().value_or(staging::FeatureHint{});
-}
-
-void Filesystem::SampleKinds(absl::string_view name) {
-  // Round-robin over the shards, record index by record index: shards are
-  // often written by different workers from different inputs, so spreading
-  // the reads meets more of the features sooner than reading one shard
-  // through would.
-  SampleBudget spent;
-  auto finish = [this] {  // every record seen, or the whole-mount budget spent
-    sample_done_ = true;
-    sampled_names_.clear();  // only asked while sampling goes on
-  };
-  while (!sample_done_) {
-    if (sample_shard_ >= shards_.size()) {
-      sample_shard_ = 0;
-      ++sample_round_;
-    }
-    if (sample_round_ >= sample_rounds_ || sample_left_.records == 0) {
-      finish();
-      break;
-    }
-    if (spent.records >= sample_per_call_.records) break;
-    const uint64_t shard = sample_shard_, record = sample_round_;
-    const index::ShardIndex& idx = *shards_[shard];
-    // Records read for the tree (checked) have taught their kinds already.
-    if (record >= std::min<uint64_t>(idx.num_records(), kMaxRecordsPerShard) ||
-        Checked(shard, record)) {
-      ++sample_shard_;
-      continue;
-    }
-    const uint64_t size = idx.end(record) - idx.begin(record);
-    if (size > sample_per_call_.bytes) {  // never fits: passed over for good
-      ++sample_shard_;
-      continue;
-    }
-    if (size > sample_per_call_.bytes - spent.bytes) break;  // the next call's
-    if (size > sample_left_.bytes) {
-      finish();
-      break;
-    }
-    ++sample_shard_;
-    ++spent.records;
-    spent.bytes += size;
-    --sample_left_.records;
-    sample_left_.bytes -= size;
-    records_sampled_.fetch_add(1, std::memory_order_relaxed);
-    bytes_sampled_.fetch_add(size, std::memory_order_relaxed);
-    // Read and decoded as Parse does, but not cached: sampling many records
-    // must not evict the records the user is working with.
-    auto data = record::ReadRecord(*sources_[shard], record, idx.begin(record), idx.end(record));
-    if (!data.ok()) {
-      // Reported (as EIO) when the record itself is opened.
-      log::Debug("sampling feature kinds: ", data.status().message());
-      continue;
-    }
-    MarkChecked(shard, record);  // intact: what Parse would have found
-    auto table = example::DecodeExample(*data);
-    if (!table.ok()) {
-      auto seq = example::DecodeSequenceExample(*data);
-      if (seq.ok()) {
-        LearnKinds(*seq);
-        std::lock_guard<std::mutex> lock(kinds_mu_);
-        if (kinds_.contains(std::string(name))) return;
-      }
-      continue;  // a raw record has no feature kinds
-    }
-    LearnKinds(*table);
-    auto it =
-        std::lower_bound(table->features.begin(), table->features.end(), name,
-                         [](const example::Feature& f, absl::string_view n) { return f.name < n; });
-    if (it != table->features.end() && it->name == name && it->kind != example::Kind::kNone) {
-      return;
-    }
-  }
+  return sampler_->HintOf(feature_name);
 }
 
 absl::StatusOr<ReadResult> Filesystem::Read(uint64_t ino, uint64_t fh, uint64_t offset, size_t size) {
@@ -1010,11 +873,12 @@ Stats Filesystem::GetStats() const {
   for (const auto& idx : shards_) {
     s.records += idx->num_records();
     s.shard_bytes += idx->file_size();
-    s.index_bytes += idx->MemoryBytes() + CheckedWords(*idx) * sizeof(uint64_t);
+    s.index_bytes += idx->MemoryBytes();
   }
+  s.index_bytes += checked_.MemoryBytes();
   s.records_read = records_read_.load(std::memory_order_relaxed);
-  s.records_sampled = records_sampled_.load(std::memory_order_relaxed);
-  s.bytes_sampled = bytes_sampled_.load(std::memory_order_relaxed);
+  s.records_sampled = sampler_->records_sampled();
+  s.bytes_sampled = sampler_->bytes_sampled();
   return s;
 }
 
@@ -1087,7 +951,7 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> Filesystem::Xat
           add("compressed_offset", absl::StrCat(idx.checkpoints()->Before(idx.begin(record)).in));
         }
         std::optional<std::string> damage = DamageOf(shard, record);
-        if (!damage && read_error && !Checked(shard, record)) {
+        if (!damage && read_error && !checked_.Checked(shard, record)) {
           (void)Parse(shard, record);  // a damaged record notes its reason
           damage = DamageOf(shard, record);
         }

@@ -12,11 +12,13 @@
 // Thread-safety (std::mutex rather than absl::Mutex: Debian's Abseil is not
 // built for TSan, so absl::Mutex hand-offs are invisible to it): all methods
 // may be called concurrently. The tree and shard indexes are immutable after
-// Create(); the parsed-record cache, kinds_mu_ and damage_mu_ are leaf locks
-// (nothing else is acquired while holding them); sample_mu_ (KindOf's sampling) is held
-// while reading records and takes kinds_mu_ inside it, never the other way
-// round; the checked-record bits are atomic words; staging calls go to
-// staging::Store, which is thread-safe.
+// Create(). Lock order: big_record_mu_ (held while one huge record is parsed)
+// before damage_mu_ and the kind sampler's (KindSampler::Learn); the
+// parsed-record cache's lock, damage_mu_ and the plain files' descriptor
+// table are leaves (nothing is acquired while holding them). The sampler
+// orders its own two locks (kind_sampler.h) and takes none of these. The
+// checked-record bits are atomic words; staging calls go to staging::Store,
+// which is thread-safe.
 #ifndef TFRECORDFS_VFS_FILESYSTEM_H_
 #define TFRECORDFS_VFS_FILESYSTEM_H_
 
@@ -33,7 +35,6 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -44,16 +45,11 @@
 #include "tfrecordfs/source/readahead.h"
 #include "tfrecordfs/source/shard_source.h"
 #include "tfrecordfs/staging/store.h"
+#include "tfrecordfs/vfs/checked_records.h"
+#include "tfrecordfs/vfs/kind_sampler.h"
 #include "tfrecordfs/vfs/record_cache.h"
 
 namespace tfrecordfs::vfs {
-
-// A limit on KindOf's sampling: at most this many records and bytes (record
-// framing included) read from the shards.
-struct SampleBudget {
-  uint64_t records = 0;
-  uint64_t bytes = 0;
-};
 
 inline constexpr int kRemoteIndexThreads = index::kRemoteWalkThreads;
 // Blocks read ahead at once for sequential readers on network storage.
@@ -223,26 +219,10 @@ class Filesystem {
   // Free space where staged bytes go (for statfs), or false without staging.
   bool StagingSpace(uint64_t* free_bytes, uint64_t* total_bytes) const;
 
-  // The kind a feature name has in the mounted shards (kNone if unknown).
-  // Kinds are learnt from every record parsed for the tree; a name not known
-  // that way is looked for by sampling more records: round-robin across the
-  // shards (record 0 of every shard, then record 1 of every shard, ...),
-  // resuming where the previous sampling stopped, and ending as soon as the
-  // name is found. Sampled records are read and decoded without entering the
-  // record cache (the working set stays), and are marked checked when intact;
-  // records already checked were learnt from and are passed over for free.
-  //
-  // Bounded: one name is sampled for at most once (a later miss of it
-  // answers kNone at once, unless another name's sampling learnt it), and
-  // reads at most Options::kind_sample_per_call; all names together read at
-  // most Options::kind_sample_total over the mount's life. A record larger
-  // than the per-call byte budget is never sampled. So a feature present only
-  // in records past what the budget reaches stays kNone.
-  //
-  // Thread-safe. A known name is answered under kinds_mu_ alone; sampling is
-  // serialised by sample_mu_ (concurrent misses wait for it, then look
-  // again), and kinds_mu_ is taken only briefly per record, never while a
-  // record is read or decoded.
+  // The kind a feature name has in the mounted shards (kNone if unknown):
+  // learnt from every record parsed for the tree, else by sampling more
+  // records within Options::kind_sample_per_call and kind_sample_total (see
+  // KindSampler for the order, the bounds and the costs). Thread-safe.
   example::Kind KindOf(absl::string_view feature_name) { return HintOf(feature_name).kind; }
   // KindOf with what the staging reverse direction needs besides the kind:
   // for bytes features, the tensor type of their values
@@ -303,28 +283,11 @@ class Filesystem {
   void IndexDisagrees(uint64_t shard, uint64_t record);
   Attr StagingAttr(const struct stat& st) const;
   absl::Status StagingReadDir(uint64_t ino, uint64_t fh, uint64_t offset, const EmitFn& emit);
-  // Learns the hints of names not known yet (staging::HintOf), and the
-  // tensor types of known bytes names (staging::MergeHint: only values that
-  // start like a TensorProto have their header decoded).
-  void LearnKinds(const example::FeatureTable& table);
-  // A SequenceExample's kinds: context features by name, lists under
-  // `feature_lists/<name>` (the hint of their first step that has a kind).
-  void LearnKinds(const example::SequenceTable& table);
-  // One name: requires kinds_mu_.
-  void LearnKind(absl::string_view name, const example::Feature& f)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(kinds_mu_);
   // Reads bytes [offset, offset + n) of a record file made of `pieces`.
   absl::StatusOr<ReadResult> ReadPieces(uint64_t shard, uint64_t data_offset,
                                         const naming::Entry& e, uint64_t offset, size_t n) const;
-  // KindOf's sampling: reads records from the cursor on until a record
-  // gives `name` a kind or a budget is spent. Requires sample_mu_.
-  void SampleKinds(absl::string_view name);
   Attr EntryAttr(uint64_t shard, uint64_t record, uint32_t entry, const ParsedRecord& rec) const;
   std::string RecordName(uint64_t shard, uint64_t record) const;
-  // One bit per record: read and found intact (data CRC, decode) once.
-  static size_t CheckedWords(const index::ShardIndex& idx);
-  bool Checked(uint64_t shard, uint64_t record) const;
-  void MarkChecked(uint64_t shard, uint64_t record);
 
   std::unique_ptr<Tree> tree_;
   std::vector<std::shared_ptr<const index::ShardIndex>> shards_;
@@ -339,30 +302,20 @@ class Filesystem {
   std::unique_ptr<RecordCache> cache_;
   // Records above kBigRecord bytes are parsed one at a time (memory).
   static constexpr uint64_t kBigRecord = uint64_t{64} << 20;
-  std::mutex big_record_mu_;  // leaf: nothing else is taken while held
+  // Before damage_mu_ and the sampler's kinds lock (see the top).
+  std::mutex big_record_mu_;
   std::function<void(const std::string&)> on_index_mismatch_;
-  std::vector<std::unique_ptr<std::atomic<uint64_t>[]>> checked_;  // per shard, lock-free
+  CheckedRecords checked_;
+  // After shards_, sources_ and checked_, which it reads: destroyed first.
+  std::unique_ptr<KindSampler> sampler_;
   std::atomic<uint64_t> records_read_{0};
   staging::Store* staging_ = nullptr;
   uint64_t staging_tree_node_ = 0;
-  std::mutex kinds_mu_;
-  absl::flat_hash_map<std::string, staging::FeatureHint> kinds_ ABSL_GUARDED_BY(kinds_mu_);
-  // KindOf's sampling. Lock order: sample_mu_, then kinds_mu_.
-  std::mutex sample_mu_;
-  SampleBudget sample_per_call_;
-  SampleBudget sample_left_ ABSL_GUARDED_BY(sample_mu_);   // of kind_sample_total
-  uint64_t sample_round_ ABSL_GUARDED_BY(sample_mu_) = 0;  // the record index sampled next
-  uint64_t sample_shard_ ABSL_GUARDED_BY(sample_mu_) = 0;  // in this shard
-  uint64_t sample_rounds_ = 0;                             // the most records of any shard
-  bool sample_done_ ABSL_GUARDED_BY(sample_mu_) = false;   // every record or the budget
-  absl::flat_hash_set<std::string> sampled_names_ ABSL_GUARDED_BY(sample_mu_);
   // Reasons of the records found damaged (leaf lock), for the `error`
   // attribute: a record's failed parse may leave the cache. Bounded by
   // kMaxDamageNotes (beyond that, records are simply read again).
   mutable std::mutex damage_mu_;
   absl::flat_hash_map<uint64_t, std::string> damage_ ABSL_GUARDED_BY(damage_mu_);
-  std::atomic<uint64_t> records_sampled_{0};
-  std::atomic<uint64_t> bytes_sampled_{0};
 };
 
 }  // namespace tfrecordfs::vfs
