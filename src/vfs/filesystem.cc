@@ -43,9 +43,6 @@ struct TreeNode {
   uint64_t shard = 0;  // kShard
 };
 
-constexpr mode_t kDirMode = S_IFDIR | 0555;
-constexpr mode_t kFileMode = S_IFREG | 0444;
-
 int Digits(uint64_t n) {
   int d = 1;
   while (n >= 10) {
@@ -182,7 +179,7 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
     }
     node.type = NodeType::kShard;
     node.shard = fs->shards_.size();
-    fs->shard_tree_node_.push_back(i);
+    fs->shard_mtime_.push_back(node.st.st_mtim);
     uint64_t n = shard.index->num_records();
     if (n > kMaxRecordsPerShard) {
       log::Warning(node.real_path, ": only the first ", kMaxRecordsPerShard, " of ", n,
@@ -236,111 +233,35 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
   return fs;
 }
 
-std::string Filesystem::RecordName(uint64_t shard, uint64_t record) const {
-  std::string digits = absl::StrCat(record);
-  const size_t width = static_cast<size_t>(shard_name_width_[shard]);
-  if (digits.size() < width) digits.insert(0, width - digits.size(), '0');
-  return digits;
-}
-
-void Filesystem::IndexDisagrees(uint64_t shard, uint64_t record) {
-  const index::ShardIndex& idx = *shards_[shard];
-  // A record next to damage the walk recorded is expected not to frame.
-  for (const auto& p : idx.problems()) {
-    if (p.offset == idx.begin(record) || p.offset == idx.end(record)) return;
-  }
-  log::Error("the index of ", idx.path(), " disagrees with the shard at record ", record,
-             " (byte offset ", idx.begin(record), "): its stored index is dropped; remount to "
-             "index the shard again");
-  if (on_index_mismatch_) on_index_mismatch_(idx.path());
-}
-
-Attr Filesystem::RecordDirAttr(uint64_t shard, uint64_t record) const {
-  Attr a;
-  a.ino = RecordId(shard, record, 0);
-  a.mode = kDirMode;
-  a.nlink = 1;
-  a.mtime = tree_->nodes[shard_tree_node_[shard]].st.st_mtim;
-  return a;
-}
-
-Attr Filesystem::EntryAttr(uint64_t shard, uint64_t record, uint32_t entry,
-                           const ParsedRecord& rec) const {
-  const naming::Entry& e = rec.layout.entries[entry];
-  Attr a;
-  a.ino = RecordId(shard, record, entry);
-  a.mode = e.is_dir ? kDirMode : kFileMode;
-  a.size = e.is_dir ? 0 : e.size();
-  a.nlink = 1;
-  a.mtime = tree_->nodes[shard_tree_node_[shard]].st.st_mtim;
-  return a;
-}
-
-absl::StatusOr<std::shared_ptr<const ParsedRecord>> Filesystem::Parse(uint64_t shard,
-                                                                       uint64_t record) {
-  const uint64_t key = (shard << kRecordBits) | record;
-  std::shared_ptr<const ParsedRecord> rec = cache_->Get(key);
-  if (!rec) {
-    auto parsed = std::make_shared<ParsedRecord>();
-    const index::ShardIndex& idx = *shards_[shard];
-    parsed->data_offset = idx.begin(record) + record::kHeaderSize;
-    std::unique_lock<std::mutex> big;
-    if (idx.end(record) - idx.begin(record) > kBigRecord) {
-      // Parsing holds the whole record in memory: one huge record at a time,
-      // so concurrent listings of 2 GiB records cannot multiply that.
-      big = std::unique_lock<std::mutex>(big_record_mu_);
-    }
-    auto data = record::ReadRecord(*sources_[shard], record, idx.begin(record), idx.end(record));
-    if (!data.ok() && record::IsFramingMismatch(data.status())) IndexDisagrees(shard, record);
-    absl::StatusOr<example::FeatureTable> table = absl::UnknownError("not read");
-    absl::StatusOr<example::SequenceTable> seq = absl::UnknownError("not tried");
-    if (data.ok()) {
-      // An Example first: a SequenceExample without feature_lists is byte
-      // for byte one (example/sequence.h).
-      table = example::DecodeExample(*data);
-      if (!table.ok()) seq = example::DecodeSequenceExample(*data);
-    }
-    if (!data.ok()) {
-      parsed->status = data.status();
-      log::Error(data.status().message());
-      NoteDamage(shard, record, data.status().message());
-    } else if (table.ok() || seq.ok()) {
-      if (table.ok()) {
-        sampler_->Learn(*table);
-        parsed->layout = naming::LayoutExample(*table, *data);
-      } else {
-        sampler_->Learn(*seq);
-        parsed->layout = naming::LayoutSequence(*seq, *data);
+absl::StatusOr<Filesystem::Node> Filesystem::Resolve(uint64_t ino) const {
+  Node node;
+  node.space = SpaceOf(ino);
+  switch (node.space) {
+    case Space::kTree:
+      node.tree = TreeIndex(ino);
+      if (node.tree < tree_->nodes.size()) return node;
+      break;
+    case Space::kRecord:
+      node.shard = ShardOf(ino);
+      node.record = RecordOf(ino);
+      node.entry = static_cast<uint32_t>(EntryOf(ino));
+      if (node.shard < shards_.size() && node.record < shards_[node.shard]->num_records()) {
+        return node;
       }
-      if (parsed->layout.entries.size() > kMaxEntriesPerRecord) {
-        log::Warning(idx.path(), ": record ", record, " at byte offset ", idx.begin(record),
-                     ": ", parsed->layout.entries.size(),
-                     " files are more than one record can show; shown raw as ",
-                     naming::kRawRecordName);
-        parsed->layout = naming::LayoutRaw(data->size());
-      }
-    } else {
-      log::Debug(idx.path(), ": record ", record, " at byte offset ", idx.begin(record), ": ",
-                 table.status().message(), "; ", seq.status().message(), "; shown raw");
-      parsed->layout = naming::LayoutRaw(data->size());
-    }
-    // Cached layouts are charged by their memory: no growth slack.
-    parsed->layout.entries.shrink_to_fit();
-    records_read_.fetch_add(1, std::memory_order_relaxed);
-    if (parsed->status.ok()) checked_.MarkChecked(shard, record);
-    rec = parsed;
-    cache_->Put(key, rec);
+      break;
+    case Space::kStaging:
+      if (staging_ != nullptr) return node;
+      break;
   }
-  if (!rec->status.ok()) return rec->status;
-  return rec;
+  return absl::NotFoundError("stale node id");
 }
 
 absl::StatusOr<Attr> Filesystem::GetAttr(uint64_t ino) {
-  switch (SpaceOf(ino)) {
+  auto node = Resolve(ino);
+  if (!node.ok()) return node.status();
+  switch (node->space) {
     case Space::kTree: {
-      const uint64_t i = TreeIndex(ino);
-      if (i >= tree_->nodes.size()) return absl::NotFoundError("stale node id");
-      const TreeNode& n = tree_->nodes[i];
+      const TreeNode& n = tree_->nodes[node->tree];
       if (n.type == NodeType::kStaging) return GetAttr(StagingId(staging_->root()));
       Attr a;
       a.ino = ino;
@@ -350,28 +271,17 @@ absl::StatusOr<Attr> Filesystem::GetAttr(uint64_t ino) {
         a.size = static_cast<uint64_t>(n.st.st_size);
       } else if (n.type == NodeType::kShard) {
         a.mode = kDirMode;
-        a.nlink = 2 + std::min<uint64_t>(shards_[n.shard]->num_records(), kMaxRecordsPerShard);
+        a.nlink = 2 + RecordsShown(n.shard);
       } else {
-        a.mode = i == 0 && staging_ ? (S_IFDIR | 0755) : kDirMode;
+        a.mode = node->tree == 0 && staging_ ? (S_IFDIR | 0755) : kDirMode;
         a.nlink = 2;
         for (uint64_t c : n.children) a.nlink += tree_->nodes[c].type != NodeType::kPlainFile;
       }
       return a;
     }
-    case Space::kRecord: {
-      const uint64_t shard = ShardOf(ino), record = RecordOf(ino);
-      if (shard >= shards_.size() || record >= shards_[shard]->num_records()) {
-        return absl::NotFoundError("stale node id");
-      }
-      if (EntryOf(ino) == 0) return RecordDirAttr(shard, record);
-      auto rec = Parse(shard, record);
-      if (!rec.ok()) return rec.status();
-      const uint32_t entry = static_cast<uint32_t>(EntryOf(ino));
-      if (entry >= (*rec)->layout.entries.size()) return absl::NotFoundError("stale node id");
-      return EntryAttr(shard, record, entry, **rec);
-    }
+    case Space::kRecord:
+      return RecordGetAttr(*node);
     case Space::kStaging: {
-      if (!staging_) break;
       auto st = staging_->GetAttr(StagingIndex(ino));
       if (!st.ok()) return st.status();
       return StagingAttr(*st);
@@ -381,46 +291,22 @@ absl::StatusOr<Attr> Filesystem::GetAttr(uint64_t ino) {
 }
 
 absl::StatusOr<Attr> Filesystem::Lookup(uint64_t parent, absl::string_view name) {
-  switch (SpaceOf(parent)) {
+  auto node = Resolve(parent);
+  if (!node.ok()) return node.status();
+  switch (node->space) {
     case Space::kTree: {
-      const uint64_t i = TreeIndex(parent);
-      if (i >= tree_->nodes.size()) return absl::NotFoundError("stale node id");
-      const TreeNode& n = tree_->nodes[i];
+      const TreeNode& n = tree_->nodes[node->tree];
       if (n.type == NodeType::kPlainFile) return PosixError(ENOTDIR, "not a directory");
       if (n.type == NodeType::kDir) {
-        auto c = tree_->Find(i, name);
+        auto c = tree_->Find(node->tree, name);
         if (!c) return absl::NotFoundError(name);
         return GetAttr(TreeId(*c));
       }
-      // A shard: the name is a record index, padded or not.
-      uint64_t record;
-      const bool digits = !name.empty() && name.size() <= 19 &&
-                          std::all_of(name.begin(), name.end(),
-                                      [](char c) { return c >= '0' && c <= '9'; });
-      if (!digits || !absl::SimpleAtoi(name, &record)) return absl::NotFoundError(name);
-      const uint64_t count = std::min<uint64_t>(shards_[n.shard]->num_records(), kMaxRecordsPerShard);
-      if (record >= count) return absl::NotFoundError(name);
-      const bool canonical = name == RecordName(n.shard, record) ||
-                             name == absl::StrCat(record);
-      if (!canonical) return absl::NotFoundError(name);
-      return RecordDirAttr(n.shard, record);
+      return LookupRecord(n.shard, name);
     }
-    case Space::kRecord: {
-      const uint64_t shard = ShardOf(parent), record = RecordOf(parent);
-      if (shard >= shards_.size() || record >= shards_[shard]->num_records()) {
-        return absl::NotFoundError("stale node id");
-      }
-      auto rec = Parse(shard, record);
-      if (!rec.ok()) return rec.status();
-      const uint32_t dir = static_cast<uint32_t>(EntryOf(parent));
-      if (dir >= (*rec)->layout.entries.size()) return absl::NotFoundError("stale node id");
-      if (!(*rec)->layout.entries[dir].is_dir) return PosixError(ENOTDIR, "not a directory");
-      auto child = naming::FindChild((*rec)->layout, dir, name);
-      if (!child) return absl::NotFoundError(name);
-      return EntryAttr(shard, record, *child, **rec);
-    }
+    case Space::kRecord:
+      return RecordLookup(*node, name);
     case Space::kStaging: {
-      if (!staging_) break;
       auto st = staging_->Lookup(StagingIndex(parent), name);
       if (!st.ok()) return st.status();
       return StagingAttr(*st);
@@ -431,6 +317,8 @@ absl::StatusOr<Attr> Filesystem::Lookup(uint64_t parent, absl::string_view name)
 
 absl::Status Filesystem::ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, const EmitFn& emit) {
   if (SpaceOf(ino) == Space::kStaging) return StagingReadDir(ino, fh, offset, emit);
+  auto node = Resolve(ino);
+  if (!node.ok()) return node.status();
   auto self = GetAttr(ino);
   if (!self.ok()) return self.status();
   if (!S_ISDIR(self->mode)) return PosixError(ENOTDIR, "not a directory");
@@ -445,42 +333,20 @@ absl::Status Filesystem::ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, con
     offset = 2;
   }
   const uint64_t first = offset - 2;
-  switch (SpaceOf(ino)) {
-    case Space::kTree: {
-      const TreeNode& n = tree_->nodes[TreeIndex(ino)];
-      if (n.type == NodeType::kShard) {
-        const uint64_t count =
-            std::min<uint64_t>(shards_[n.shard]->num_records(), kMaxRecordsPerShard);
-        for (uint64_t r = first; r < count; ++r) {
-          if (!emit(RecordName(n.shard, r), RecordDirAttr(n.shard, r), r + 3)) break;
-        }
-        return absl::OkStatus();
-      }
-      for (uint64_t k = first; k < n.children.size(); ++k) {
-        const uint64_t c = n.children[k];
-        auto a = GetAttr(TreeId(c));
-        if (!a.ok()) return a.status();
-        if (!emit(tree_->nodes[c].name, *a, k + 3)) break;
-      }
-      return absl::OkStatus();
-    }
-    case Space::kRecord: {
-      const uint64_t shard = ShardOf(ino), record = RecordOf(ino);
-      auto rec = Parse(shard, record);
-      if (!rec.ok()) return rec.status();
-      const naming::Entry& d = (*rec)->layout.entries[EntryOf(ino)];
-      for (uint64_t k = first; k < d.num_children; ++k) {
-        const uint32_t c = d.first_child + static_cast<uint32_t>(k);
-        if (!emit((*rec)->layout.entries[c].name, EntryAttr(shard, record, c, **rec), k + 3)) break;
-      }
-      return absl::OkStatus();
-    }
-    case Space::kStaging:
-      break;
+  if (node->space == Space::kRecord) return RecordReadDir(*node, first, emit);
+  const TreeNode& n = tree_->nodes[node->tree];
+  if (n.type == NodeType::kShard) {
+    ListRecords(n.shard, first, emit);
+    return absl::OkStatus();
   }
-  return absl::NotFoundError("stale node id");
+  for (uint64_t k = first; k < n.children.size(); ++k) {
+    const uint64_t c = n.children[k];
+    auto a = GetAttr(TreeId(c));
+    if (!a.ok()) return a.status();
+    if (!emit(tree_->nodes[c].name, *a, k + 3)) break;
+  }
+  return absl::OkStatus();
 }
-
 
 namespace {
 
@@ -745,11 +611,11 @@ absl::StatusOr<ReadResult> Filesystem::Read(uint64_t ino, uint64_t fh, uint64_t 
   ReadResult out;
   switch (SpaceOf(ino)) {
     case Space::kTree: {
-      const uint64_t i = TreeIndex(ino);
-      if (i >= tree_->nodes.size()) return absl::NotFoundError("stale node id");
-      const TreeNode& n = tree_->nodes[i];
+      auto node = Resolve(ino);
+      if (!node.ok()) return node.status();
+      const TreeNode& n = tree_->nodes[node->tree];
       if (n.type != NodeType::kPlainFile) return PosixError(EISDIR, "is a directory");
-      auto fd = tree_->PlainFd(i);
+      auto fd = tree_->PlainFd(node->tree);
       if (!fd.ok()) return fd.status();
       const uint64_t fsize = static_cast<uint64_t>(n.st.st_size);
       out.fd = *fd;
@@ -758,20 +624,9 @@ absl::StatusOr<ReadResult> Filesystem::Read(uint64_t ino, uint64_t fh, uint64_t 
       return out;
     }
     case Space::kRecord: {
-      const uint64_t shard = ShardOf(ino), record = RecordOf(ino);
-      if (shard >= shards_.size() || record >= shards_[shard]->num_records()) {
-        return absl::NotFoundError("stale node id");
-      }
-      auto rec = Parse(shard, record);
-      if (!rec.ok()) return rec.status();
-      const uint32_t entry = static_cast<uint32_t>(EntryOf(ino));
-      if (entry >= (*rec)->layout.entries.size()) return absl::NotFoundError("stale node id");
-      const naming::Entry& e = (*rec)->layout.entries[entry];
-      if (e.is_dir) return PosixError(EISDIR, "is a directory");
-      const uint64_t total = e.size();
-      const size_t n =
-          offset >= total ? 0 : static_cast<size_t>(std::min<uint64_t>(size, total - offset));
-      return ReadPieces(shard, (*rec)->data_offset, e, offset, n);
+      auto node = Resolve(ino);
+      if (!node.ok()) return node.status();
+      return RecordRead(*node, offset, size);
     }
     case Space::kStaging: {
       auto* h = reinterpret_cast<FileHandle*>(fh);
@@ -790,81 +645,6 @@ absl::StatusOr<ReadResult> Filesystem::Read(uint64_t ino, uint64_t fh, uint64_t 
     }
   }
   return absl::NotFoundError("stale node id");
-}
-
-absl::StatusOr<ReadResult> Filesystem::ReadPieces(uint64_t shard, uint64_t data_offset,
-                                                  const naming::Entry& e, uint64_t offset,
-                                                  size_t n) const {
-  const source::ShardSource& src = *sources_[shard];
-  std::vector<ReadBuffer> bufs;
-  uint64_t begin = 0;  // file offset of the current piece
-  for (const naming::Piece& p : e.Pieces()) {
-    const uint64_t end = begin + p.size;
-    const uint64_t piece_begin = begin;
-    begin = end;
-    if (end <= offset || piece_begin >= offset + n) continue;
-    const uint64_t from = std::max(offset, piece_begin) - piece_begin;
-    const size_t len = static_cast<size_t>(std::min<uint64_t>(end, offset + n) - piece_begin - from);
-    ReadBuffer b;
-    switch (p.type) {
-      case naming::Piece::Type::kInline:
-        b.data.assign(p.bytes.data() + from, len);
-        break;
-      case naming::Piece::Type::kSpan: {
-        const uint64_t at = data_offset + p.offset + from;
-        auto range = src.Spliceable(at);
-        if (!range.ok()) {
-          log::Error(range.status().message());
-          return absl::DataLossError(range.status().message());
-        }
-        if (range->has_value()) {
-          // The kernel splices straight from the shard: make sure it is
-          // still the file that was indexed (one fstat), or the bytes could
-          // be another file's or short.
-          if (auto s = src.CheckUnchanged(); !s.ok()) {
-            log::Error(s.message());
-            return absl::DataLossError(s.message());
-          }
-          b.fd = (*range)->fd;
-          b.offset = (*range)->offset;
-          b.length = len;
-          b.hold = std::move((*range)->hold);
-          break;
-        }
-        // A compressed shard: the bytes come from its decompression cache.
-        b.data.resize(len);
-        if (auto s = src.ReadFull(at, b.data.data(), len); !s.ok()) {
-          log::Error(s.message());
-          return absl::DataLossError(s.message());
-        }
-        break;
-      }
-      case naming::Piece::Type::kPng: {
-        // The PNG's bytes are made from the pixels in the shard (stored
-        // deflate blocks: tensor/png.h), a range at a time.
-        b.data.resize(len);
-        const uint64_t pixels = data_offset + p.offset;
-        const tensor::PixelSource source = [&](uint64_t at, char* buf, size_t k) {
-          return src.ReadFull(pixels + at, buf, k);
-        };
-        if (auto s = tensor::ReadPngRange(p.png, source, from, b.data.data(), len); !s.ok()) {
-          log::Error(s.message());
-          return absl::DataLossError(s.message());
-        }
-        break;
-      }
-    }
-    if (!bufs.empty() && bufs.back().fd < 0 && b.fd < 0) {
-      bufs.back().data += b.data;
-    } else {
-      bufs.push_back(std::move(b));
-    }
-  }
-  ReadResult out;
-  if (bufs.empty()) return out;
-  static_cast<ReadBuffer&>(out) = std::move(bufs[0]);
-  out.more.assign(std::make_move_iterator(bufs.begin() + 1), std::make_move_iterator(bufs.end()));
-  return out;
 }
 
 Stats Filesystem::GetStats() const {
@@ -886,97 +666,23 @@ Stats Filesystem::GetStats() const {
 
 namespace {
 
-constexpr absl::string_view kXattrPrefix = "user.tfrecordfs.";
-constexpr size_t kMaxDamageNotes = 65536;
-
 absl::Status NoXattr(absl::string_view name) {
   return PosixError(ENODATA, absl::StrCat("no attribute ", name));
 }
 
 }  // namespace
 
-void Filesystem::NoteDamage(uint64_t shard, uint64_t record, absl::string_view reason) {
-  std::lock_guard<std::mutex> lock(damage_mu_);
-  if (damage_.size() < kMaxDamageNotes) {
-    damage_.try_emplace((shard << kRecordBits) | record, std::string(reason));
+absl::StatusOr<Filesystem::XattrList> Filesystem::Xattrs(uint64_t ino, bool read_error) {
+  auto node = Resolve(ino);
+  if (!node.ok()) return node.status();
+  XattrList out;
+  if (node->space == Space::kTree) {
+    const TreeNode& n = tree_->nodes[node->tree];
+    if (n.type == NodeType::kShard) ShardXattrs(n.shard, &out);
+  } else if (node->space == Space::kRecord) {
+    if (auto s = RecordXattrs(*node, read_error, &out); !s.ok()) return s;
   }
-}
-
-std::optional<std::string> Filesystem::DamageOf(uint64_t shard, uint64_t record) const {
-  std::lock_guard<std::mutex> lock(damage_mu_);
-  auto it = damage_.find((shard << kRecordBits) | record);
-  if (it == damage_.end()) return std::nullopt;
-  return it->second;
-}
-
-absl::StatusOr<std::vector<std::pair<std::string, std::string>>> Filesystem::Xattrs(
-    uint64_t ino, bool read_error) {
-  std::vector<std::pair<std::string, std::string>> out;
-  auto add = [&](absl::string_view key, std::string value) {
-    out.emplace_back(absl::StrCat(kXattrPrefix, key), std::move(value));
-  };
-  switch (SpaceOf(ino)) {
-    case Space::kTree: {
-      const uint64_t i = TreeIndex(ino);
-      if (i >= tree_->nodes.size()) return absl::NotFoundError("stale node id");
-      const TreeNode& n = tree_->nodes[i];
-      if (n.type != NodeType::kShard) return out;
-      const index::ShardIndex& idx = *shards_[n.shard];
-      add("shard", idx.path());
-      add("records", absl::StrCat(idx.num_records()));
-      add("codec", idx.codec() == source::Codec::kNone ? std::string("none")
-                                                       : std::string(source::CodecName(idx.codec())));
-      if (!idx.problems().empty()) {
-        std::string lines;
-        for (const std::string& line : index::FormatProblems(idx.path(), idx.problems())) {
-          absl::StrAppend(&lines, lines.empty() ? "" : "\n", line);
-        }
-        add("error", std::move(lines));
-      }
-      return out;
-    }
-    case Space::kRecord: {
-      const uint64_t shard = ShardOf(ino), record = RecordOf(ino);
-      if (shard >= shards_.size() || record >= shards_[shard]->num_records()) {
-        return absl::NotFoundError("stale node id");
-      }
-      const index::ShardIndex& idx = *shards_[shard];
-      const uint32_t entry = static_cast<uint32_t>(EntryOf(ino));
-      if (entry == 0) {
-        add("shard", idx.path());
-        add("record", absl::StrCat(record));
-        add("offset", absl::StrCat(idx.begin(record)));
-        add("length", absl::StrCat(idx.end(record) - idx.begin(record) - record::kFramingOverhead));
-        if (idx.checkpoints()) {
-          add("compressed_offset", absl::StrCat(idx.checkpoints()->Before(idx.begin(record)).in));
-        }
-        std::optional<std::string> damage = DamageOf(shard, record);
-        if (!damage && read_error && !checked_.Checked(shard, record)) {
-          (void)Parse(shard, record);  // a damaged record notes its reason
-          damage = DamageOf(shard, record);
-        }
-        if (damage) add("error", std::move(*damage));
-        return out;
-      }
-      auto rec = Parse(shard, record);
-      if (!rec.ok()) return rec.status();
-      const naming::Layout& layout = (*rec)->layout;
-      if (entry >= layout.entries.size()) return absl::NotFoundError("stale node id");
-      auto info = naming::FeatureOf(layout, entry);
-      if (!info) return out;
-      add("feature", info->name);
-      add("kind", naming::RoleName(info->role, info->dtype));
-      if (info->context) add("section", "context");
-      if (info->feature_list) add("section", "feature_list");
-      if (info->step) add("step", absl::StrCat(*info->step));
-      if (info->value) add("value", absl::StrCat(*info->value));
-      return out;
-    }
-    case Space::kStaging:
-      if (!staging_) break;
-      return out;
-  }
-  return absl::NotFoundError("stale node id");
+  return out;
 }
 
 absl::StatusOr<std::vector<std::string>> Filesystem::ListXattr(uint64_t ino) {

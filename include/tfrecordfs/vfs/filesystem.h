@@ -47,6 +47,7 @@
 #include "tfrecordfs/staging/store.h"
 #include "tfrecordfs/vfs/checked_records.h"
 #include "tfrecordfs/vfs/kind_sampler.h"
+#include "tfrecordfs/vfs/node_id.h"
 #include "tfrecordfs/vfs/record_cache.h"
 
 namespace tfrecordfs::vfs {
@@ -264,30 +265,70 @@ class Filesystem {
   Stats GetStats() const;
   const std::vector<std::shared_ptr<const index::ShardIndex>>& shards() const { return shards_; }
 
-  class Tree;  // the mirrored source tree (defined in filesystem.cc)
-
  private:
+  class Tree;  // the mirrored source tree (filesystem.cc)
+
+  // A node id taken apart and checked (Resolve).
+  struct Node {
+    Space space = Space::kTree;
+    uint64_t tree = 0;    // kTree: the index of the node in the tree
+    uint64_t shard = 0;   // kRecord: a shard of shards_,
+    uint64_t record = 0;  // one of its records,
+    uint32_t entry = 0;   // an entry of the record's layout (0: its folder)
+  };
+  using XattrList = std::vector<std::pair<std::string, std::string>>;
+
+  static constexpr mode_t kDirMode = S_IFDIR | 0555;
+  static constexpr mode_t kFileMode = S_IFREG | 0444;
+  static constexpr absl::string_view kXattrPrefix = "user.tfrecordfs.";
+
   explicit Filesystem(const Options& options);
 
-  // The parsed layout of a record, through the cache. DataLoss when damaged.
-  absl::StatusOr<std::shared_ptr<const ParsedRecord>> Parse(uint64_t shard, uint64_t record);
+  // `ino` taken apart; NotFound("stale node id") unless it is a node of the
+  // tree, a record of a shard (its entry is checked by ParseEntry, which
+  // needs the record's layout), or a staging id while there is a staging
+  // area (the store checks the rest).
+  absl::StatusOr<Node> Resolve(uint64_t ino) const;
   // The attributes of `ino` (see ListXattr); `read_error` lets a record
   // folder's `error` read the record when its state is not known yet.
-  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> Xattrs(uint64_t ino,
-                                                                        bool read_error);
+  absl::StatusOr<XattrList> Xattrs(uint64_t ino, bool read_error);
+  Attr StagingAttr(const struct stat& st) const;
+  absl::Status StagingReadDir(uint64_t ino, uint64_t fh, uint64_t offset, const EmitFn& emit);
+
+  // ---- The record namespace (record_view.cc): shard folders list their
+  // records, record folders the files of their features. `Node`s are
+  // Resolve()d record-space nodes. ----
+  // Records of a shard the mount shows (at most kMaxRecordsPerShard).
+  uint64_t RecordsShown(uint64_t shard) const;
+  // A record folder of shard folder `shard` by name ("007" or "7").
+  absl::StatusOr<Attr> LookupRecord(uint64_t shard, absl::string_view name) const;
+  // Emits the record folders of `shard` from the `first` on (offsets as ReadDir).
+  void ListRecords(uint64_t shard, uint64_t first, const EmitFn& emit) const;
+  absl::StatusOr<Attr> RecordGetAttr(const Node& node);
+  absl::StatusOr<Attr> RecordLookup(const Node& parent, absl::string_view name);
+  absl::Status RecordReadDir(const Node& dir, uint64_t first, const EmitFn& emit);
+  absl::StatusOr<ReadResult> RecordRead(const Node& node, uint64_t offset, size_t size);
+  void ShardXattrs(uint64_t shard, XattrList* out) const;
+  absl::Status RecordXattrs(const Node& node, bool read_error, XattrList* out);
+  static void AddXattr(XattrList* out, absl::string_view key, std::string value);
+  // The parsed layout of a record, through the cache. DataLoss when damaged.
+  absl::StatusOr<std::shared_ptr<const ParsedRecord>> Parse(uint64_t shard, uint64_t record);
+  // Parse() of node's record, NotFound("stale node id") when the record has
+  // no entry node.entry.
+  absl::StatusOr<std::shared_ptr<const ParsedRecord>> ParseEntry(const Node& node);
   // Why a record failed to parse, if it did (kept beyond the record cache).
   std::optional<std::string> DamageOf(uint64_t shard, uint64_t record) const;
   void NoteDamage(uint64_t shard, uint64_t record, absl::string_view reason);
   Attr RecordDirAttr(uint64_t shard, uint64_t record) const;
+  Attr EntryAttr(uint64_t shard, uint64_t record, uint32_t entry, const ParsedRecord& rec) const;
+  // A record's folder name: its index, zero-padded to the shard's width.
+  std::string RecordName(uint64_t shard, uint64_t record) const;
   // A record read found the index wrong: log loudly, drop the stored index.
   void IndexDisagrees(uint64_t shard, uint64_t record);
-  Attr StagingAttr(const struct stat& st) const;
-  absl::Status StagingReadDir(uint64_t ino, uint64_t fh, uint64_t offset, const EmitFn& emit);
-  // Reads bytes [offset, offset + n) of a record file made of `pieces`.
+  // Reads bytes [offset, offset + n) of the record file `e` (its pieces:
+  // inline bytes, spans of the record's payload at `data_offset`, PNG).
   absl::StatusOr<ReadResult> ReadPieces(uint64_t shard, uint64_t data_offset,
                                         const naming::Entry& e, uint64_t offset, size_t n) const;
-  Attr EntryAttr(uint64_t shard, uint64_t record, uint32_t entry, const ParsedRecord& rec) const;
-  std::string RecordName(uint64_t shard, uint64_t record) const;
 
   std::unique_ptr<Tree> tree_;
   std::vector<std::shared_ptr<const index::ShardIndex>> shards_;
@@ -298,7 +339,7 @@ class Filesystem {
   // read through them. Null unless reading ahead.
   std::unique_ptr<source::Readahead> readahead_;
   std::vector<int> shard_name_width_;   // digits of the largest record index
-  std::vector<uint64_t> shard_tree_node_;
+  std::vector<struct timespec> shard_mtime_;  // of the shard file: its folders'
   std::unique_ptr<RecordCache> cache_;
   // Records above kBigRecord bytes are parsed one at a time (memory).
   static constexpr uint64_t kBigRecord = uint64_t{64} << 20;
