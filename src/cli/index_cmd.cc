@@ -236,14 +236,8 @@ int IndexMain(int argc, char** argv) {
     return kExitFailed;
   }
   for (const scan::OtherFile& f : scanned->others) {
-    if (f.codec != source::Codec::kNone) {
-      log::Warning(f.path, ": a ", source::CodecName(f.codec),
-                   " stream whose first 12 decompressed bytes are not a record header with a "
-                   "valid length CRC: it holds no TFRecord; not indexed");
-    } else if (f.shard_like_name) {
-      log::Warning(f.path,
-                   ": named like a TFRecord shard, but its first 12 bytes are not a record "
-                   "header with a valid length CRC (byte offset 0); not indexed");
+    if (const std::string note = scan::NotAShardNote(f); !note.empty()) {
+      log::Warning(note, "; not indexed");
     }
   }
   for (const scan::ScannedShard& shard : scanned->shards) {

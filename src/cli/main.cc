@@ -540,11 +540,7 @@ int Main(int argc, char** argv) {
   cli.vfs.on_index_mismatch = [&index_store](const std::string& path) {
     index_store.Drop(path);
   };
-  cli.vfs.load_index = [&index_store](int fd, const std::string& path,
-                                      const std::string& mount_path, const struct stat& st,
-                                      source::Codec codec) {
-    return index_store.Load(fd, path, mount_path, st, codec);
-  };
+  cli.vfs.index_store = &index_store;
   auto fs = vfs::Filesystem::Create(cli.vfs);
   if (!fs.ok()) {
     log::Error(fs.status().message());

@@ -82,14 +82,8 @@ absl::StatusOr<scan::ScanResult> ScanSources(const std::vector<std::string>& sou
   progress.Finish();
   if (!result.ok()) return result;
   for (const scan::OtherFile& f : result->others) {
-    if (f.codec != source::Codec::kNone) {
-      log::Warning(f.path, ": a ", source::CodecName(f.codec),
-                   " stream whose first 12 decompressed bytes are not a record header with a "
-                   "valid length CRC: it holds no TFRecord; skipped");
-    } else if (f.shard_like_name) {
-      log::Warning(f.path,
-                   ": named like a TFRecord shard, but its first 12 bytes are not a record "
-                   "header with a valid length CRC (byte offset 0); skipped");
+    if (const std::string note = scan::NotAShardNote(f); !note.empty()) {
+      log::Warning(note, "; skipped");
     }
   }
   return result;

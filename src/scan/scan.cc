@@ -22,8 +22,8 @@
 namespace tfrecordfs::scan {
 namespace {
 
-// `X.tfri` beside `X` is X's index, not data; the mount does not show it
-// (vfs::Filesystem drops it the same way). `names` is sorted.
+// `X.tfri` beside `X` is X's index (index/index_store.h, "beside the
+// shard"), not data: the mount does not show it. `names` is sorted.
 void DropIndexesBesideShards(std::vector<std::string>* names) {
   const absl::string_view suffix = index::kIndexSuffix;
   std::vector<std::string> kept;
@@ -37,34 +37,30 @@ void DropIndexesBesideShards(std::vector<std::string>* names) {
   names->swap(kept);
 }
 
-struct FileEntry {
-  std::string path;
-  std::string mount_path;
-};
-
-// Collects the regular files under the sources, in the order and with the
-// names a mount gives them (vfs::Filesystem::Create and its AddPath).
+// Lists the directories and regular files under the sources, in the order
+// and with the names a mount gives them.
 class Collector {
  public:
-  // `names` maps each mount path taken to the real path that took it.
   absl::Status AddSource(const std::string& src) {
     struct stat st;
     if (::stat(src.c_str(), &st) != 0) return ErrnoError(errno, absl::StrCat("source ", src));
     if (S_ISDIR(st.st_mode)) {
       // A directory source's entries appear at the mount root.
       visited_.insert({st.st_dev, st.st_ino});
-      return AddChildren(src, "");
+      return AddChildren(src, "", kAtRoot);
     }
-    if (S_ISREG(st.st_mode)) return Add(Basename(src), src, st);
+    if (S_ISREG(st.st_mode)) return Add(Basename(src), src, st, kAtRoot);
     return absl::InvalidArgumentError(
         absl::StrCat("source ", src, " is neither a regular file nor a directory"));
   }
 
-  std::vector<FileEntry> TakeFiles() { return std::move(files_); }
+  std::vector<SourceEntry> TakeEntries() { return std::move(entries_); }
+  // The regular files, as indices into the entries.
+  std::vector<size_t> TakeFiles() { return std::move(files_); }
 
  private:
-  absl::Status Add(const std::string& mount_path, const std::string& path,
-                   const struct stat& st) {
+  absl::Status Add(const std::string& mount_path, const std::string& path, const struct stat& st,
+                   size_t parent) {
     auto [it, fresh] = taken_.emplace(mount_path, path);
     if (!fresh) {
       const std::string name = Basename(mount_path);
@@ -72,18 +68,20 @@ class Collector {
           absl::StrCat("two sources provide '", name, "' in the same directory of the mount (",
                        path, " and ", it->second, ")"));
     }
+    const size_t self = entries_.size();
+    entries_.push_back({path, mount_path, st, parent});
     if (!S_ISDIR(st.st_mode)) {
-      files_.push_back({path, mount_path});
+      files_.push_back(self);
       return absl::OkStatus();
     }
     if (!visited_.insert({st.st_dev, st.st_ino}).second) {
       log::Warning(path, ": directory already mirrored (symlink loop?); shown empty");
       return absl::OkStatus();
     }
-    return AddChildren(path, mount_path);
+    return AddChildren(path, mount_path, self);
   }
 
-  absl::Status AddChildren(const std::string& dir, const std::string& mount_dir) {
+  absl::Status AddChildren(const std::string& dir, const std::string& mount_dir, size_t self) {
     DIR* d = ::opendir(dir.c_str());
     if (!d) return ErrnoError(errno, absl::StrCat("cannot list source directory ", dir));
     std::vector<std::string> names;
@@ -103,14 +101,16 @@ class Collector {
       }
       if (!S_ISDIR(cst.st_mode) && !S_ISREG(cst.st_mode)) continue;  // fifos, sockets, devices
       const std::string mount_path = mount_dir.empty() ? n : absl::StrCat(mount_dir, "/", n);
-      if (auto s = Add(mount_path, child, cst); !s.ok()) return s;
+      if (auto s = Add(mount_path, child, cst, self); !s.ok()) return s;
     }
     return absl::OkStatus();
   }
 
   std::set<std::pair<dev_t, ino_t>> visited_;
+  // Each mount path taken, and the real path that took it.
   absl::flat_hash_map<std::string, std::string> taken_;
-  std::vector<FileEntry> files_;
+  std::vector<SourceEntry> entries_;
+  std::vector<size_t> files_;
 };
 
 struct Probed {
@@ -120,7 +120,7 @@ struct Probed {
   OtherFile other;
 };
 
-Probed ProbeAndIndex(const FileEntry& file, index::IndexStore* store) {
+Probed ProbeAndIndex(const SourceEntry& file, size_t entry, index::IndexStore* store) {
   Probed out;
   auto fd = OpenFile(file.path, O_RDONLY);
   if (!fd.ok()) {
@@ -140,7 +140,7 @@ Probed ProbeAndIndex(const FileEntry& file, index::IndexStore* store) {
   }
   if (*probe != index::Probe::kShard) {
     out.other = {file.path, file.mount_path, codec,
-                 index::LooksLikeShardName(Basename(file.mount_path))};
+                 index::LooksLikeShardName(Basename(file.mount_path)), entry};
     return out;
   }
   ScannedShard& shard = out.shard;
@@ -148,6 +148,8 @@ Probed ProbeAndIndex(const FileEntry& file, index::IndexStore* store) {
   shard.mount_path = file.mount_path;
   shard.codec = codec;
   shard.st = st;
+  shard.identity = source::FileIdentity::Of(st, fd->get());
+  shard.entry = entry;
   auto idx = store != nullptr
                  ? store->Load(fd->get(), file.path, file.mount_path, st, codec, &shard.info)
                  : index::BuildShardIndex(fd->get(), file.path, st, codec);
@@ -168,7 +170,9 @@ absl::StatusOr<ScanResult> Scan(const ScanOptions& options) {
   for (const std::string& src : options.sources) {
     if (auto s = collector.AddSource(src); !s.ok()) return s;
   }
-  const std::vector<FileEntry> files = collector.TakeFiles();
+  ScanResult result;
+  result.entries = collector.TakeEntries();
+  const std::vector<size_t> files = collector.TakeFiles();
 
   std::vector<Probed> probed(files.size());
   int threads = options.threads;
@@ -179,11 +183,14 @@ absl::StatusOr<ScanResult> Scan(const ScanOptions& options) {
                      : std::clamp<int>(static_cast<int>(std::thread::hardware_concurrency()), 1, 16);
   }
   threads = std::min<int>(threads, static_cast<int>(std::max<size_t>(files.size(), 1)));
+  if (options.before_probe) options.before_probe(files.size(), threads);
   std::atomic<size_t> next{0};
   auto worker = [&] {
     for (size_t k; (k = next.fetch_add(1)) < files.size();) {
-      probed[k] = ProbeAndIndex(files[k], options.store);
+      probed[k] = ProbeAndIndex(result.entries[files[k]], files[k], options.store);
+      if (!probed[k].status.ok()) continue;
       if (probed[k].is_shard && options.on_shard) options.on_shard(probed[k].shard);
+      if (!probed[k].is_shard && options.on_other) options.on_other(probed[k].other);
     }
   };
   std::vector<std::thread> pool;
@@ -191,7 +198,6 @@ absl::StatusOr<ScanResult> Scan(const ScanOptions& options) {
   worker();
   for (auto& t : pool) t.join();
 
-  ScanResult result;
   for (Probed& p : probed) {
     if (!p.status.ok()) return p.status;
     if (p.is_shard) {
@@ -201,6 +207,20 @@ absl::StatusOr<ScanResult> Scan(const ScanOptions& options) {
     }
   }
   return result;
+}
+
+std::string NotAShardNote(const OtherFile& file) {
+  if (file.codec != source::Codec::kNone) {
+    return absl::StrCat(file.path, ": a ", source::CodecName(file.codec),
+                        " stream whose first 12 decompressed bytes are not a record header with "
+                        "a valid length CRC: it holds no TFRecord");
+  }
+  if (file.shard_like_name) {
+    return absl::StrCat(file.path,
+                        ": named like a TFRecord shard, but its first 12 bytes are not a record "
+                        "header with a valid length CRC (byte offset 0)");
+  }
+  return "";
 }
 
 absl::StatusOr<std::unique_ptr<source::ShardSource>> OpenShard(const ScannedShard& shard,
@@ -229,7 +249,7 @@ absl::StatusOr<ScannedShard> ScanOne(const std::string& path, index::IndexStore*
   if (!S_ISREG(st.st_mode)) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
   }
-  Probed p = ProbeAndIndex({path, Basename(path)}, store);
+  Probed p = ProbeAndIndex({path, Basename(path), st}, 0, store);
   if (!p.status.ok()) return p.status;
   if (!p.is_shard) {
     return absl::InvalidArgumentError(

@@ -15,15 +15,18 @@
 //
 // `mount_path` is the path a mount of the same sources shows a shard at
 // ("train/x-00001-of-00010.tfrecord"); it keys the shared index directory
-// and names DALI index files. The rules here must match vfs::Filesystem's.
+// and names DALI index files. vfs::Filesystem builds its tree from Scan()'s
+// entries, so a mount and the toolbox cannot disagree.
 //
 // Thread-safety: Scan() runs probes and walks on its own threads and calls
-// the `on_shard` hook from them; the results are plain values.
+// the `on_shard` and `on_other` hooks from them (concurrently: they must be
+// thread-safe); the results are plain values.
 #ifndef TFRECORDFS_SCAN_SCAN_H_
 #define TFRECORDFS_SCAN_SCAN_H_
 
 #include <sys/stat.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -38,13 +41,27 @@
 
 namespace tfrecordfs::scan {
 
+// SourceEntry::parent of an entry shown at the mount root.
+inline constexpr size_t kAtRoot = SIZE_MAX;
+
+// A directory or regular file a mount mirrors, as the listing found it. A
+// directory source itself has no entry (its entries are at the root).
+struct SourceEntry {
+  std::string path;         // as reached from the SOURCE (not resolved)
+  std::string mount_path;   // where a mount shows it
+  struct stat st = {};      // stat(2) of `path` when listed (symlinks followed)
+  size_t parent = kAtRoot;  // the entry of its directory in ScanResult::entries
+};
+
 struct ScannedShard {
   std::string path;        // as reached from the SOURCE (not resolved)
   std::string mount_path;  // where a mount shows it
   source::Codec codec = source::Codec::kNone;
   struct stat st = {};  // when probed
+  source::FileIdentity identity;  // of st and the open file (source::InodesPersist)
   std::shared_ptr<const index::ShardIndex> index;
   index::LoadInfo info;  // where the index came from (kWalked without a store)
+  size_t entry = 0;      // its SourceEntry in ScanResult::entries (Scan() only)
 };
 
 // A regular file that is not a shard.
@@ -55,7 +72,13 @@ struct OtherFile {
   source::Codec codec = source::Codec::kNone;
   // Its name looks like a shard's (index::LooksLikeShardName).
   bool shard_like_name = false;
+  size_t entry = 0;  // its SourceEntry in ScanResult::entries
 };
+
+// Why `file` deserves a warning ("<path>: named like a TFRecord shard, but
+// ..."), or "" when it is an ordinary file. Callers append what they do
+// with it ("; skipped").
+std::string NotAShardNote(const OtherFile& file);
 
 struct ScanOptions {
   std::vector<std::string> sources;
@@ -65,12 +88,22 @@ struct ScanOptions {
   // index::kRemoteWalkThreads when a source is on remote storage
   // (source::OnRemoteStorage), where a walk waits on round trips, not CPU.
   int threads = 0;
+  // Called once, after the sources are listed and before any file is
+  // probed, with the number of regular files to probe and the threads that
+  // will (e.g. to reserve descriptors before the threads exist).
+  std::function<void(size_t files, int threads)> before_probe;
   // Called once per shard as soon as it is indexed, from a scan thread.
   std::function<void(const ScannedShard&)> on_shard;
+  // Called once per regular file that is not a shard as soon as it is
+  // probed, from a scan thread.
+  std::function<void(const OtherFile&)> on_other;
 };
 
 struct ScanResult {
-  std::vector<ScannedShard> shards;  // in mount order (depth first, by name)
+  // Every directory and regular file, in listing order: source by source,
+  // depth first, by name within a directory; a directory before its entries.
+  std::vector<SourceEntry> entries;
+  std::vector<ScannedShard> shards;  // in listing order
   std::vector<OtherFile> others;
 };
 

@@ -12,11 +12,13 @@
 // Thread-safety (std::mutex rather than absl::Mutex: Debian's Abseil is not
 // built for TSan, so absl::Mutex hand-offs are invisible to it): all methods
 // may be called concurrently. The tree and shard indexes are immutable after
-// Create(); the parsed-record cache, kinds_mu_ and damage_mu_ are leaf locks
-// (nothing else is acquired while holding them); sample_mu_ (KindOf's sampling) is held
-// while reading records and takes kinds_mu_ inside it, never the other way
-// round; the checked-record bits are atomic words; staging calls go to
-// staging::Store, which is thread-safe.
+// Create(). Lock order: big_record_mu_ (held while one huge record is parsed)
+// before damage_mu_ and the kind sampler's (KindSampler::Learn); the
+// parsed-record cache's lock, damage_mu_ and the plain files' descriptor
+// table are leaves (nothing is acquired while holding them). The sampler
+// orders its own two locks (kind_sampler.h) and takes none of these. The
+// checked-record bits are atomic words; staging calls go to staging::Store,
+// which is thread-safe.
 #ifndef TFRECORDFS_VFS_FILESYSTEM_H_
 #define TFRECORDFS_VFS_FILESYSTEM_H_
 
@@ -33,26 +35,22 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "tfrecordfs/index/index_store.h"
 #include "tfrecordfs/index/shard_index.h"
 #include "tfrecordfs/naming/naming.h"
 #include "tfrecordfs/source/inflate.h"
 #include "tfrecordfs/source/readahead.h"
 #include "tfrecordfs/source/shard_source.h"
 #include "tfrecordfs/staging/store.h"
+#include "tfrecordfs/vfs/checked_records.h"
+#include "tfrecordfs/vfs/kind_sampler.h"
+#include "tfrecordfs/vfs/node_id.h"
 #include "tfrecordfs/vfs/record_cache.h"
 
 namespace tfrecordfs::vfs {
-
-// A limit on KindOf's sampling: at most this many records and bytes (record
-// framing included) read from the shards.
-struct SampleBudget {
-  uint64_t records = 0;
-  uint64_t bytes = 0;
-};
 
 inline constexpr int kRemoteIndexThreads = index::kRemoteWalkThreads;
 // Blocks read ahead at once for sequential readers on network storage.
@@ -66,9 +64,10 @@ struct Options {
   // record outside the cache re-reads and re-checks the whole record.
   size_t cache_records = 65536;
   size_t cache_bytes = size_t{16} << 20;
-  // Threads for the initial header walk. 0 = number of CPUs (at most 16),
-  // or kRemoteIndexThreads when a source is on network storage
-  // (source::OnRemoteStorage: reads there wait on round trips, not CPU).
+  // Threads for the initial probe and header walk (scan::ScanOptions::
+  // threads). 0 = number of CPUs (at most 16), or kRemoteIndexThreads when a
+  // source is on network storage (source::OnRemoteStorage: reads there wait
+  // on round trips, not CPU).
   int index_threads = 0;
   // The writable staging area: shown at the root as `staging_name` when
   // `staging` is set (not owned; must outlive the Filesystem). A source entry
@@ -83,15 +82,11 @@ struct Options {
   // A per-call record budget of 0 turns sampling off.
   SampleBudget kind_sample_per_call = {4096, uint64_t{32} << 20};
   SampleBudget kind_sample_total = {65536, uint64_t{256} << 20};
-  // Supplies a shard's index in place of walking it (e.g. from the on-disk
-  // index store, index/index_store.h). Called from the walk threads, so it
-  // must be thread-safe. `fd` is the open shard, `path` how it was reached,
-  // `mount_path` where the mount shows it ("train/x.tfrecord"). Unset: every
-  // shard is walked with index::BuildShardIndex.
-  std::function<absl::StatusOr<std::shared_ptr<const index::ShardIndex>>(
-      int fd, const std::string& path, const std::string& mount_path, const struct stat& st,
-      source::Codec codec)>
-      load_index;
+  // Where shard indexes are loaded from and new ones saved to (cached,
+  // shared or beside the shard: index/index_store.h); not owned, used only
+  // by Create(). Null: every shard is walked with index::BuildShardIndex and
+  // nothing is saved.
+  index::IndexStore* index_store = nullptr;
   // Decompressed bytes of GZIP/ZLIB shards kept for readers (-o
   // inflate_cache_mb), in source::kBlockSize blocks shared by all of them:
   // listing a record and reading its files inflates that region once.
@@ -160,9 +155,12 @@ struct Stats {
 
 class Filesystem {
  public:
-  // Scans the sources, probes files, and walks the headers of every shard in
-  // parallel. Fails when a source is missing or two sources put the same name
-  // at the root. Damaged shards are logged and indexed up to the damage.
+  // Scans the sources (scan::Scan: lists them, probes every file and indexes
+  // the shards in parallel) and mirrors them. Fails as Scan does (a source
+  // missing, two sources giving one name at one place of the mount, I/O
+  // errors), with more than kMaxShards shards, or when the staging folder's
+  // name clashes with a root entry. Damaged shards are logged and indexed up
+  // to the damage.
   static absl::StatusOr<std::unique_ptr<Filesystem>> Create(const Options& options);
   ~Filesystem();
 
@@ -222,26 +220,10 @@ class Filesystem {
   // Free space where staged bytes go (for statfs), or false without staging.
   bool StagingSpace(uint64_t* free_bytes, uint64_t* total_bytes) const;
 
-  // The kind a feature name has in the mounted shards (kNone if unknown).
-  // Kinds are learnt from every record parsed for the tree; a name not known
-  // that way is looked for by sampling more records: round-robin across the
-  // shards (record 0 of every shard, then record 1 of every shard, ...),
-  // resuming where the previous sampling stopped, and ending as soon as the
-  // name is found. Sampled records are read and decoded without entering the
-  // record cache (the working set stays), and are marked checked when intact;
-  // records already checked were learnt from and are passed over for free.
-  //
-  // Bounded: one name is sampled for at most once (a later miss of it
-  // answers kNone at once, unless another name's sampling learnt it), and
-  // reads at most Options::kind_sample_per_call; all names together read at
-  // most Options::kind_sample_total over the mount's life. A record larger
-  // than the per-call byte budget is never sampled. So a feature present only
-  // in records past what the budget reaches stays kNone.
-  //
-  // Thread-safe. A known name is answered under kinds_mu_ alone; sampling is
-  // serialised by sample_mu_ (concurrent misses wait for it, then look
-  // again), and kinds_mu_ is taken only briefly per record, never while a
-  // record is read or decoded.
+  // The kind a feature name has in the mounted shards (kNone if unknown):
+  // learnt from every record parsed for the tree, else by sampling more
+  // records within Options::kind_sample_per_call and kind_sample_total (see
+  // KindSampler for the order, the bounds and the costs). Thread-safe.
   example::Kind KindOf(absl::string_view feature_name) { return HintOf(feature_name).kind; }
   // KindOf with what the staging reverse direction needs besides the kind:
   // for bytes features, the tensor type of their values
@@ -283,47 +265,70 @@ class Filesystem {
   Stats GetStats() const;
   const std::vector<std::shared_ptr<const index::ShardIndex>>& shards() const { return shards_; }
 
-  class Tree;  // the mirrored source tree (defined in filesystem.cc)
-
  private:
+  class Tree;  // the mirrored source tree (filesystem.cc)
+
+  // A node id taken apart and checked (Resolve).
+  struct Node {
+    Space space = Space::kTree;
+    uint64_t tree = 0;    // kTree: the index of the node in the tree
+    uint64_t shard = 0;   // kRecord: a shard of shards_,
+    uint64_t record = 0;  // one of its records,
+    uint32_t entry = 0;   // an entry of the record's layout (0: its folder)
+  };
+  using XattrList = std::vector<std::pair<std::string, std::string>>;
+
+  static constexpr mode_t kDirMode = S_IFDIR | 0555;
+  static constexpr mode_t kFileMode = S_IFREG | 0444;
+  static constexpr absl::string_view kXattrPrefix = "user.tfrecordfs.";
+
   explicit Filesystem(const Options& options);
 
-  // The parsed layout of a record, through the cache. DataLoss when damaged.
-  absl::StatusOr<std::shared_ptr<const ParsedRecord>> Parse(uint64_t shard, uint64_t record);
+  // `ino` taken apart; NotFound("stale node id") unless it is a node of the
+  // tree, a record of a shard (its entry is checked by ParseEntry, which
+  // needs the record's layout), or a staging id while there is a staging
+  // area (the store checks the rest).
+  absl::StatusOr<Node> Resolve(uint64_t ino) const;
   // The attributes of `ino` (see ListXattr); `read_error` lets a record
   // folder's `error` read the record when its state is not known yet.
-  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> Xattrs(uint64_t ino,
-                                                                        bool read_error);
+  absl::StatusOr<XattrList> Xattrs(uint64_t ino, bool read_error);
+  Attr StagingAttr(const struct stat& st) const;
+  absl::Status StagingReadDir(uint64_t ino, uint64_t fh, uint64_t offset, const EmitFn& emit);
+
+  // ---- The record namespace (record_view.cc): shard folders list their
+  // records, record folders the files of their features. `Node`s are
+  // Resolve()d record-space nodes. ----
+  // Records of a shard the mount shows (at most kMaxRecordsPerShard).
+  uint64_t RecordsShown(uint64_t shard) const;
+  // A record folder of shard folder `shard` by name ("007" or "7").
+  absl::StatusOr<Attr> LookupRecord(uint64_t shard, absl::string_view name) const;
+  // Emits the record folders of `shard` from the `first` on (offsets as ReadDir).
+  void ListRecords(uint64_t shard, uint64_t first, const EmitFn& emit) const;
+  absl::StatusOr<Attr> RecordGetAttr(const Node& node);
+  absl::StatusOr<Attr> RecordLookup(const Node& parent, absl::string_view name);
+  absl::Status RecordReadDir(const Node& dir, uint64_t first, const EmitFn& emit);
+  absl::StatusOr<ReadResult> RecordRead(const Node& node, uint64_t offset, size_t size);
+  void ShardXattrs(uint64_t shard, XattrList* out) const;
+  absl::Status RecordXattrs(const Node& node, bool read_error, XattrList* out);
+  static void AddXattr(XattrList* out, absl::string_view key, std::string value);
+  // The parsed layout of a record, through the cache. DataLoss when damaged.
+  absl::StatusOr<std::shared_ptr<const ParsedRecord>> Parse(uint64_t shard, uint64_t record);
+  // Parse() of node's record, NotFound("stale node id") when the record has
+  // no entry node.entry.
+  absl::StatusOr<std::shared_ptr<const ParsedRecord>> ParseEntry(const Node& node);
   // Why a record failed to parse, if it did (kept beyond the record cache).
   std::optional<std::string> DamageOf(uint64_t shard, uint64_t record) const;
   void NoteDamage(uint64_t shard, uint64_t record, absl::string_view reason);
   Attr RecordDirAttr(uint64_t shard, uint64_t record) const;
+  Attr EntryAttr(uint64_t shard, uint64_t record, uint32_t entry, const ParsedRecord& rec) const;
+  // A record's folder name: its index, zero-padded to the shard's width.
+  std::string RecordName(uint64_t shard, uint64_t record) const;
   // A record read found the index wrong: log loudly, drop the stored index.
   void IndexDisagrees(uint64_t shard, uint64_t record);
-  Attr StagingAttr(const struct stat& st) const;
-  absl::Status StagingReadDir(uint64_t ino, uint64_t fh, uint64_t offset, const EmitFn& emit);
-  // Learns the hints of names not known yet (staging::HintOf), and the
-  // tensor types of known bytes names (staging::MergeHint: only values that
-  // start like a TensorProto have their header decoded).
-  void LearnKinds(const example::FeatureTable& table);
-  // A SequenceExample's kinds: context features by name, lists under
-  // `feature_lists/<name>` (the hint of their first step that has a kind).
-  void LearnKinds(const example::SequenceTable& table);
-  // One name: requires kinds_mu_.
-  void LearnKind(absl::string_view name, const example::Feature& f)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(kinds_mu_);
-  // Reads bytes [offset, offset + n) of a record file made of `pieces`.
+  // Reads bytes [offset, offset + n) of the record file `e` (its pieces:
+  // inline bytes, spans of the record's payload at `data_offset`, PNG).
   absl::StatusOr<ReadResult> ReadPieces(uint64_t shard, uint64_t data_offset,
                                         const naming::Entry& e, uint64_t offset, size_t n) const;
-  // KindOf's sampling: reads records from the cursor on until a record
-  // gives `name` a kind or a budget is spent. Requires sample_mu_.
-  void SampleKinds(absl::string_view name);
-  Attr EntryAttr(uint64_t shard, uint64_t record, uint32_t entry, const ParsedRecord& rec) const;
-  std::string RecordName(uint64_t shard, uint64_t record) const;
-  // One bit per record: read and found intact (data CRC, decode) once.
-  static size_t CheckedWords(const index::ShardIndex& idx);
-  bool Checked(uint64_t shard, uint64_t record) const;
-  void MarkChecked(uint64_t shard, uint64_t record);
 
   std::unique_ptr<Tree> tree_;
   std::vector<std::shared_ptr<const index::ShardIndex>> shards_;
@@ -334,34 +339,24 @@ class Filesystem {
   // read through them. Null unless reading ahead.
   std::unique_ptr<source::Readahead> readahead_;
   std::vector<int> shard_name_width_;   // digits of the largest record index
-  std::vector<uint64_t> shard_tree_node_;
+  std::vector<struct timespec> shard_mtime_;  // of the shard file: its folders'
   std::unique_ptr<RecordCache> cache_;
   // Records above kBigRecord bytes are parsed one at a time (memory).
   static constexpr uint64_t kBigRecord = uint64_t{64} << 20;
-  std::mutex big_record_mu_;  // leaf: nothing else is taken while held
+  // Before damage_mu_ and the sampler's kinds lock (see the top).
+  std::mutex big_record_mu_;
   std::function<void(const std::string&)> on_index_mismatch_;
-  std::vector<std::unique_ptr<std::atomic<uint64_t>[]>> checked_;  // per shard, lock-free
+  CheckedRecords checked_;
+  // After shards_, sources_ and checked_, which it reads: destroyed first.
+  std::unique_ptr<KindSampler> sampler_;
   std::atomic<uint64_t> records_read_{0};
   staging::Store* staging_ = nullptr;
   uint64_t staging_tree_node_ = 0;
-  std::mutex kinds_mu_;
-  absl::flat_hash_map<std::string, staging::FeatureHint> kinds_ ABSL_GUARDED_BY(kinds_mu_);
-  // KindOf's sampling. Lock order: sample_mu_, then kinds_mu_.
-  std::mutex sample_mu_;
-  SampleBudget sample_per_call_;
-  SampleBudget sample_left_ ABSL_GUARDED_BY(sample_mu_);   // of kind_sample_total
-  uint64_t sample_round_ ABSL_GUARDED_BY(sample_mu_) = 0;  // the record index sampled next
-  uint64_t sample_shard_ ABSL_GUARDED_BY(sample_mu_) = 0;  // in this shard
-  uint64_t sample_rounds_ = 0;                             // the most records of any shard
-  bool sample_done_ ABSL_GUARDED_BY(sample_mu_) = false;   // every record or the budget
-  absl::flat_hash_set<std::string> sampled_names_ ABSL_GUARDED_BY(sample_mu_);
   // Reasons of the records found damaged (leaf lock), for the `error`
   // attribute: a record's failed parse may leave the cache. Bounded by
   // kMaxDamageNotes (beyond that, records are simply read again).
   mutable std::mutex damage_mu_;
   absl::flat_hash_map<uint64_t, std::string> damage_ ABSL_GUARDED_BY(damage_mu_);
-  std::atomic<uint64_t> records_sampled_{0};
-  std::atomic<uint64_t> bytes_sampled_{0};
 };
 
 }  // namespace tfrecordfs::vfs
