@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <algorithm>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -104,48 +106,171 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir, KindH
   if (::fstat(root->get(), &st) != 0) return ErrnoError(errno, store->records_dir());
   store->root_ino_ = st.st_ino;
   store->dev_ = st.st_dev;
+  store->root_fd_ = std::move(*root);
+  store->node_fd_budget_ = options.node_fds;
+  if (store->node_fd_budget_ == 0) {
+    struct rlimit rl;
+    const size_t limit = ::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY
+                             ? 1024 * 8
+                             : static_cast<size_t>(rl.rlim_cur);
+    store->node_fd_budget_ = std::clamp<size_t>(limit / 8, 16, 1024);
+  }
   if (!options.read_only) ReserveJournalSpace(store->journal_reserve_path());
   std::lock_guard<std::mutex> lock_nodes(store->mu_);
-  store->nodes_[st.st_ino] = Node{root->release(), 1};
+  store->nodes_[st.st_ino].nlookup = 1;
   return store;
 }
 
-Store::~Store() {
+Store::~Store() = default;
+
+size_t Store::cached_fds() {
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto& [ino, node] : nodes_) ::close(node.fd);
+  return fds_.size();
 }
 
-absl::StatusOr<int> Store::NodeFd(uint64_t node) {
+uint64_t Store::reopens() {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = nodes_.find(node);
-  if (it == nodes_.end()) return PosixError(ESTALE, "stale staging node");
-  return it->second.fd;
+  return reopens_;
 }
 
-absl::StatusOr<struct stat> Store::Register(int parent_fd, absl::string_view name) {
-  const std::string n(name);
-  int fd = ::openat(parent_fd, n.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return ErrnoError(errno, n);
+void Store::CacheFd(uint64_t node, NodeFdRef fd) {
+  auto it = fds_.find(node);
+  if (it != fds_.end()) {
+    lru_.splice(lru_.begin(), lru_, it->second.lru);
+    return;
+  }
+  lru_.push_front(node);
+  fds_.emplace(node, CachedFd{std::move(fd), lru_.begin()});
+  while (fds_.size() > node_fd_budget_) {
+    fds_.erase(lru_.back());  // closes once no call uses it
+    lru_.pop_back();
+  }
+}
+
+absl::StatusOr<Store::NodeFdRef> Store::NodeFd(uint64_t node) {
+  uint64_t parent = 0;
+  std::string name;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (node == root_ino_) return NodeFdRef(std::shared_ptr<void>(), &root_fd_);
+    auto it = nodes_.find(node);
+    if (it == nodes_.end()) return PosixError(ESTALE, "stale staging node");
+    if (auto c = fds_.find(node); c != fds_.end()) {
+      lru_.splice(lru_.begin(), lru_, c->second.lru);
+      return c->second.fd;
+    }
+    if (it->second.pinned) return it->second.pinned;
+    if (it->second.parent == 0) return PosixError(ENOENT, "staged file was removed");
+    parent = it->second.parent;
+    name = it->second.name;
+  }
+  // Reopen from the parent (recursively: a path is a few folders deep).
+  auto pfd = NodeFd(parent);
+  if (!pfd.ok()) return pfd.status();
+  UniqueFd fd(::openat((*pfd)->get(), name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoError(errno, absl::StrCat("staging/", name));
   struct stat st;
-  if (::fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
-    int err = errno;
-    ::close(fd);
-    return ErrnoError(err, n);
+  if (::fstatat(fd.get(), "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
+    return ErrnoError(errno, name);
+  }
+  if (st.st_ino != node || st.st_dev != dev_ || (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))) {
+    log::Warning("staging: ", name, " was replaced behind the mount (inode ", node, " is now ",
+                 st.st_ino, "); the old node is stale");
+    return PosixError(ESTALE, absl::StrCat(name, ": replaced behind the mount"));
+  }
+  auto shared = std::make_shared<const UniqueFd>(std::move(fd));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto c = fds_.find(node); c != fds_.end()) return c->second.fd;  // another call's
+  ++reopens_;
+  if (nodes_.contains(node)) CacheFd(node, shared);
+  return shared;
+}
+
+absl::StatusOr<struct stat> Store::Register(uint64_t parent, int parent_fd,
+                                            absl::string_view name) {
+  const std::string n(name);
+  UniqueFd fd(::openat(parent_fd, n.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoError(errno, n);
+  struct stat st;
+  if (::fstatat(fd.get(), "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
+    return ErrnoError(errno, n);
   }
   if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
-    ::close(fd);
     log::Warning("staging: ", n, " is neither a file nor a folder (symlink?); not shown");
     return PosixError(EPERM, absl::StrCat(n, ": only files and folders can be staged"));
   }
-  if (st.st_dev != dev_) {
-    ::close(fd);
-    return PosixError(EXDEV, absl::StrCat(n, ": outside the staging store"));
-  }
+  if (st.st_dev != dev_) return PosixError(EXDEV, absl::StrCat(n, ": outside the staging store"));
+  if (st.st_ino == root_ino_) return PosixError(EPERM, absl::StrCat(n, ": the staging root"));
   std::lock_guard<std::mutex> lock(mu_);
-  auto [it, inserted] = nodes_.try_emplace(st.st_ino, Node{fd, 0});
-  if (!inserted) ::close(fd);
-  ++it->second.nlookup;
+  if (!nodes_.contains(parent)) return PosixError(ESTALE, "stale staging node");
+  auto [it, inserted] = nodes_.try_emplace(st.st_ino);
+  Node& node = it->second;
+  if (node.parent != parent || node.name != n) {
+    // New, or found under another name (moved behind the mount): the latest
+    // lookup says where it is now.
+    const uint64_t old_parent = node.parent;
+    if (old_parent != 0) {
+      by_name_.erase(Key(old_parent, node.name));
+      --nodes_[old_parent].children;
+    }
+    // A removed node the kernel still knows cannot be found again under a
+    // name (its inode number is pinned), so `pinned` is empty here unless the
+    // file came back by a rename behind the mount.
+    node.pinned.reset();
+    if (auto old = by_name_.find(Key(parent, n)); old != by_name_.end() && old->second != st.st_ino) {
+      // The name's previous node was replaced behind the mount.
+      const uint64_t prev = old->second;
+      nodes_[prev].parent = 0;
+      --nodes_[parent].children;
+      by_name_.erase(old);
+      MaybeErase(prev);
+    }
+    node.parent = parent;
+    node.name = n;
+    ++nodes_[parent].children;
+    by_name_[Key(parent, n)] = st.st_ino;
+    if (old_parent != 0) MaybeErase(old_parent);
+  }
+  ++node.nlookup;
+  CacheFd(st.st_ino, std::make_shared<const UniqueFd>(std::move(fd)));
   return st;
+}
+
+void Store::MaybeErase(uint64_t node) {
+  while (node != root_ino_) {
+    auto it = nodes_.find(node);
+    if (it == nodes_.end() || it->second.nlookup > 0 || it->second.children > 0) return;
+    const uint64_t parent = it->second.parent;
+    if (parent != 0) by_name_.erase(Key(parent, it->second.name));
+    if (auto c = fds_.find(node); c != fds_.end()) {
+      lru_.erase(c->second.lru);
+      fds_.erase(c);
+    }
+    nodes_.erase(it);
+    if (parent == 0) return;
+    auto p = nodes_.find(parent);
+    if (p == nodes_.end()) return;
+    --p->second.children;
+    node = parent;
+  }
+}
+
+void Store::Detach(uint64_t node, NodeFdRef fd) {
+  auto it = nodes_.find(node);
+  if (it == nodes_.end() || it->second.parent == 0) return;
+  by_name_.erase(Key(it->second.parent, it->second.name));
+  const uint64_t parent = it->second.parent;
+  it->second.parent = 0;
+  it->second.pinned = std::move(fd);
+  if (auto c = fds_.find(node); c != fds_.end()) {
+    lru_.erase(c->second.lru);
+    fds_.erase(c);
+  }
+  if (auto p = nodes_.find(parent); p != nodes_.end()) {
+    --p->second.children;
+    MaybeErase(parent);
+  }
+  MaybeErase(node);
 }
 
 void Store::Forget(uint64_t node, uint64_t n) {
@@ -153,26 +278,22 @@ void Store::Forget(uint64_t node, uint64_t n) {
   if (node == root_ino_) return;
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return;
-  if (it->second.nlookup <= n) {
-    ::close(it->second.fd);
-    nodes_.erase(it);
-  } else {
-    it->second.nlookup -= n;
-  }
+  it->second.nlookup -= std::min(n, it->second.nlookup);
+  MaybeErase(node);
 }
 
 absl::StatusOr<struct stat> Store::Lookup(uint64_t parent, absl::string_view name) {
   if (auto s = CheckName(name); !s.ok()) return s;
   auto pfd = NodeFd(parent);
   if (!pfd.ok()) return pfd.status();
-  return Register(*pfd, name);
+  return Register(parent, (*pfd)->get(), name);
 }
 
 absl::StatusOr<struct stat> Store::GetAttr(uint64_t node) {
   auto fd = NodeFd(node);
   if (!fd.ok()) return fd.status();
   struct stat st;
-  if (::fstatat(*fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
+  if (::fstatat((*fd)->get(), "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
     return ErrnoError(errno, "staging");
   }
   return st;
@@ -182,7 +303,7 @@ absl::StatusOr<struct stat> Store::SetAttr(uint64_t node, int fd, const struct s
                                            int bits) {
   auto nfd = NodeFd(node);
   if (!nfd.ok()) return nfd.status();
-  const std::string proc = ProcPath(*nfd);
+  const std::string proc = ProcPath((*nfd)->get());
   if (bits & kSetMode) {
     if (::chmod(proc.c_str(), to.st_mode & 07777) != 0) return ErrnoError(errno, "chmod");
   }
@@ -207,8 +328,8 @@ absl::StatusOr<struct stat> Store::Mkdir(uint64_t parent, absl::string_view name
   auto pfd = NodeFd(parent);
   if (!pfd.ok()) return pfd.status();
   const std::string n(name);
-  if (::mkdirat(*pfd, n.c_str(), mode & 07777) != 0) return ErrnoError(errno, n);
-  return Register(*pfd, name);
+  if (::mkdirat((*pfd)->get(), n.c_str(), mode & 07777) != 0) return ErrnoError(errno, n);
+  return Register(parent, (*pfd)->get(), name);
 }
 
 absl::StatusOr<std::pair<struct stat, int>> Store::Create(uint64_t parent, absl::string_view name,
@@ -220,10 +341,10 @@ absl::StatusOr<std::pair<struct stat, int>> Store::Create(uint64_t parent, absl:
   auto pfd = NodeFd(parent);
   if (!pfd.ok()) return pfd.status();
   const std::string n(name);
-  int fd = ::openat(*pfd, n.c_str(), (flags | O_CREAT | O_NOFOLLOW | O_CLOEXEC) & ~O_DIRECT,
-                    mode & 07777);
+  int fd = ::openat((*pfd)->get(), n.c_str(),
+                    (flags | O_CREAT | O_NOFOLLOW | O_CLOEXEC) & ~O_DIRECT, mode & 07777);
   if (fd < 0) return ErrnoError(errno, n);
-  auto st = Register(*pfd, name);
+  auto st = Register(parent, (*pfd)->get(), name);
   if (!st.ok()) {
     ::close(fd);
     return st.status();
@@ -234,27 +355,43 @@ absl::StatusOr<std::pair<struct stat, int>> Store::Create(uint64_t parent, absl:
 absl::StatusOr<int> Store::Open(uint64_t node, int flags) {
   auto nfd = NodeFd(node);
   if (!nfd.ok()) return nfd.status();
-  int fd = ::open(ProcPath(*nfd).c_str(), (flags & ~(O_CREAT | O_EXCL | O_DIRECT)) | O_CLOEXEC);
+  int fd = ::open(ProcPath((*nfd)->get()).c_str(),
+                  (flags & ~(O_CREAT | O_EXCL | O_DIRECT)) | O_CLOEXEC);
   if (fd < 0) return ErrnoError(errno, "open");
   return fd;
 }
 
-absl::Status Store::Unlink(uint64_t parent, absl::string_view name) {
+absl::Status Store::Remove(uint64_t parent, absl::string_view name, int flags) {
   if (auto s = CheckName(name); !s.ok()) return s;
   auto pfd = NodeFd(parent);
   if (!pfd.ok()) return pfd.status();
   const std::string n(name);
-  if (::unlinkat(*pfd, n.c_str(), 0) != 0) return ErrnoError(errno, n);
+  // A known node keeps a descriptor while the kernel still knows it (see
+  // store.h), taken before it goes.
+  std::optional<uint64_t> known;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = by_name_.find(Key(parent, n)); it != by_name_.end()) known = it->second;
+  }
+  NodeFdRef keep;
+  if (known) {
+    auto fd = NodeFd(*known);
+    if (fd.ok()) keep = *fd;
+  }
+  if (::unlinkat((*pfd)->get(), n.c_str(), flags) != 0) return ErrnoError(errno, n);
+  if (known) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Detach(*known, std::move(keep));
+  }
   return absl::OkStatus();
 }
 
+absl::Status Store::Unlink(uint64_t parent, absl::string_view name) {
+  return Remove(parent, name, 0);
+}
+
 absl::Status Store::Rmdir(uint64_t parent, absl::string_view name) {
-  if (auto s = CheckName(name); !s.ok()) return s;
-  auto pfd = NodeFd(parent);
-  if (!pfd.ok()) return pfd.status();
-  const std::string n(name);
-  if (::unlinkat(*pfd, n.c_str(), AT_REMOVEDIR) != 0) return ErrnoError(errno, n);
-  return absl::OkStatus();
+  return Remove(parent, name, AT_REMOVEDIR);
 }
 
 absl::Status Store::Rename(uint64_t parent, absl::string_view name, uint64_t new_parent,
@@ -266,32 +403,73 @@ absl::Status Store::Rename(uint64_t parent, absl::string_view name, uint64_t new
   auto npfd = NodeFd(new_parent);
   if (!npfd.ok()) return npfd.status();
   const std::string a(name), b(new_name);
-  if (::renameat2(*pfd, a.c_str(), *npfd, b.c_str(), flags) != 0) {
+  std::optional<uint64_t> target;  // a known node the rename replaces
+  if (!(flags & RENAME_EXCHANGE)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = by_name_.find(Key(new_parent, b)); it != by_name_.end()) target = it->second;
+  }
+  NodeFdRef keep;
+  if (target) {
+    auto fd = NodeFd(*target);
+    if (fd.ok()) keep = *fd;
+  }
+  if (::renameat2((*pfd)->get(), a.c_str(), (*npfd)->get(), b.c_str(), flags) != 0) {
     return ErrnoError(errno, absl::StrCat(a, " -> ", b));
   }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto from = by_name_.find(Key(parent, a));
+  std::optional<uint64_t> moved;
+  if (from != by_name_.end()) moved = from->second;
+  std::optional<uint64_t> other;  // RENAME_EXCHANGE: what was at the new name
+  if (flags & RENAME_EXCHANGE) {
+    if (auto it = by_name_.find(Key(new_parent, b)); it != by_name_.end()) other = it->second;
+  } else if (target && target != moved) {
+    Detach(*target, std::move(keep));
+  }
+  auto place = [&](std::optional<uint64_t> node, uint64_t old_parent, const std::string& old_name,
+                   uint64_t to_parent, const std::string& to_name) {
+    if (!node) return;
+    by_name_.erase(Key(old_parent, old_name));
+    Node& n = nodes_[*node];
+    n.parent = to_parent;
+    n.name = to_name;
+    --nodes_[old_parent].children;
+    ++nodes_[to_parent].children;
+  };
+  place(moved, parent, a, new_parent, b);
+  place(other, new_parent, b, parent, a);
+  if (moved) by_name_[Key(new_parent, b)] = *moved;
+  if (other) by_name_[Key(parent, a)] = *other;
+  MaybeErase(parent);  // may have lost its last known child
   return absl::OkStatus();
 }
 
 absl::StatusOr<int> Store::OpenDir(uint64_t node) {
   auto nfd = NodeFd(node);
   if (!nfd.ok()) return nfd.status();
-  int fd = ::openat(*nfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int fd = ::openat((*nfd)->get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return ErrnoError(errno, "opendir");
   return fd;
 }
 
 absl::StatusOr<std::string> Store::RelativePath(uint64_t node) {
-  auto nfd = NodeFd(node);
-  if (!nfd.ok()) return nfd.status();
-  char buf[PATH_MAX];
-  ssize_t n = ::readlink(ProcPath(*nfd).c_str(), buf, sizeof buf - 1);
-  if (n < 0) return ErrnoError(errno, "readlink");
-  absl::string_view path(buf, static_cast<size_t>(n));
-  if (absl::EndsWith(path, " (deleted)")) return absl::NotFoundError("deleted");
-  const std::string root = records_dir();
-  if (path == root) return std::string();
-  if (!absl::StartsWith(path, root + "/")) return absl::NotFoundError("outside the store");
-  return std::string(path.substr(root.size() + 1));
+  // From the remembered names, not /proc/self/fd: no descriptor is needed.
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<const std::string*> names;
+  for (uint64_t cur = node; cur != root_ino_;) {
+    auto it = nodes_.find(cur);
+    if (it == nodes_.end()) return PosixError(ESTALE, "stale staging node");
+    if (it->second.parent == 0) return absl::NotFoundError("deleted");
+    names.push_back(&it->second.name);
+    cur = it->second.parent;
+    if (names.size() > 4096) return absl::NotFoundError("outside the store");  // never a cycle
+  }
+  std::string path;
+  for (auto n = names.rbegin(); n != names.rend(); ++n) {
+    if (!path.empty()) path += '/';
+    path += **n;
+  }
+  return path;
 }
 
 Store::Placed Store::Place(const std::string& rel) {

@@ -13,20 +13,33 @@
 // Because the bytes live on disk, a daemon that dies loses nothing: the next
 // mount shows the same staging contents.
 //
-// The store serves the staging subtree like libfuse's passthrough_ll: every
-// node the kernel knows is pinned by an O_PATH descriptor (so its inode
-// number cannot be reused while known) and all operations are *at() calls
-// relative to those descriptors with single-component names, so nothing can
-// reach outside the store: "." / ".." / names with '/' are refused, symlinks
-// and hard links are refused (EPERM), existing symlinks are never followed.
+// The store serves the staging subtree much like libfuse's passthrough_ll,
+// with a bounded number of descriptors: all operations are *at() calls
+// relative to O_PATH descriptors of the nodes with single-component names,
+// so nothing can reach outside the store: "." / ".." / names with '/' are
+// refused, symlinks and hard links are refused (EPERM), existing symlinks are
+// never followed.
 //
-// Node ids are the backing inode numbers (the vfs tags them with its
-// staging space bits).
+// Descriptors are bounded (issue 15): passthrough_ll pins every node the
+// kernel knows with a descriptor, so 16k staged files known to the kernel
+// exhaust RLIMIT_NOFILE. Here a node the kernel knows is remembered as its
+// parent node and name (kept current by Rename, dropped by Unlink, Rmdir and
+// Forget), and at most `node_fds` O_PATH descriptors are kept open, least
+// recently used dropped first (OpenOptions::node_fds; by default an eighth of
+// the soft RLIMIT_NOFILE, between 16 and 1024). A node whose descriptor was
+// dropped is reopened from its parent's with openat(O_PATH | O_NOFOLLOW), and
+// the inode it finds must be the node's: a name now naming another file (or a
+// symlink, or nothing) gives ESTALE or ENOENT, never the other file. What
+// stays open besides the budget: records/ itself; the descriptors a call is
+// using; one per node removed (Unlink, Rmdir, a Rename over it) while the
+// kernel still knows it (an open file after rm, until its FORGET), so that
+// its inode number is not reused while the kernel may still use it; and the
+// per-open descriptors of open files (Open/Create: the caller's). So a node's
+// inode number cannot be reused for another file while the kernel knows the
+// node, as long as files in the store are changed only through it (the lock
+// makes the daemon the only writer).
 //
-// Thread-safety (std::mutex rather than absl::Mutex: Debian's Abseil is not
-// built for TSan, so absl::Mutex hand-offs are invisible to it): all methods
-// are thread-safe. mu_ guards the node table and is a leaf lock; file I/O
-// happens outside it.
+// Memory per known node: its name and two table entries.
 #ifndef TFRECORDFS_STAGING_STORE_H_
 #define TFRECORDFS_STAGING_STORE_H_
 
@@ -34,10 +47,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -69,6 +84,9 @@ struct OpenOptions {
   // read-write owner. A missing store is NotFound. The caller must not call
   // the mutating methods (the kernel refuses writes on a read-only mount).
   bool read_only = false;
+  // O_PATH descriptors of nodes kept open at once (see the top of this
+  // file); 0: an eighth of the soft RLIMIT_NOFILE, between 16 and 1024.
+  size_t node_fds = 0;
 };
 
 class Store {
@@ -148,22 +166,56 @@ class Store {
   };
   Placed Place(const std::string& rel);
 
+  using NodeFdRef = std::shared_ptr<const UniqueFd>;
   struct Node {
-    int fd = -1;  // O_PATH
-    uint64_t nlookup = 0;
+    uint64_t parent = 0;  // 0: removed (or records/ itself)
+    std::string name;
+    uint64_t nlookup = 0;  // the kernel's references
+    uint64_t children = 0;  // known nodes whose parent this is
+    NodeFdRef pinned;       // held while removed but still known
   };
-  absl::StatusOr<int> NodeFd(uint64_t node);
-  // Looks `name` up under parent_fd and registers it with one more reference.
-  absl::StatusOr<struct stat> Register(int parent_fd, absl::string_view name);
+  // An open O_PATH descriptor of `node` (cached, or reopened and checked).
+  absl::StatusOr<NodeFdRef> NodeFd(uint64_t node);
+  // Looks `name` up under `parent` and registers it with one more reference.
+  absl::StatusOr<struct stat> Register(uint64_t parent, int parent_fd, absl::string_view name);
+  // Caches `fd` as `node`'s descriptor and drops the least recently used
+  // ones over the budget. Requires mu_.
+  void CacheFd(uint64_t node, NodeFdRef fd);
+  // Unlinks `node` from its parent (Unlink, Rmdir, replaced by Rename),
+  // keeping `fd` open while the kernel still knows it. Requires mu_.
+  void Detach(uint64_t node, NodeFdRef fd);
+  // Unlink / Rmdir (`flags` AT_REMOVEDIR).
+  absl::Status Remove(uint64_t parent, absl::string_view name, int flags);
+  // Drops `node` if neither the kernel nor a child needs it. Requires mu_.
+  void MaybeErase(uint64_t node);
   struct stat Present(struct stat st) const;
+  static std::pair<uint64_t, std::string> Key(uint64_t parent, absl::string_view name) {
+    return {parent, std::string(name)};
+  }
 
   const std::string dir_;
   const KindHint hint_;
   UniqueFd lock_fd_;
   uint64_t root_ino_ = 0;
   dev_t dev_ = 0;
+  size_t node_fd_budget_ = 16;
+  UniqueFd root_fd_;
   std::mutex mu_;
   absl::flat_hash_map<uint64_t, Node> nodes_ ABSL_GUARDED_BY(mu_);
+  // (parent, name) -> node, for the known nodes that are not removed.
+  absl::flat_hash_map<std::pair<uint64_t, std::string>, uint64_t> by_name_ ABSL_GUARDED_BY(mu_);
+  struct CachedFd {
+    NodeFdRef fd;
+    std::list<uint64_t>::iterator lru;
+  };
+  absl::flat_hash_map<uint64_t, CachedFd> fds_ ABSL_GUARDED_BY(mu_);
+  std::list<uint64_t> lru_ ABSL_GUARDED_BY(mu_);  // front = most recent
+  uint64_t reopens_ ABSL_GUARDED_BY(mu_) = 0;
+
+ public:
+  // For tests: descriptors cached now, and reopens so far.
+  size_t cached_fds();
+  uint64_t reopens();
 };
 
 // Checks a single path component given by the kernel or a user.
