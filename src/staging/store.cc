@@ -21,12 +21,25 @@
 #include "absl/strings/str_split.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/naming/naming.h"
+#include "tfrecordfs/tensor/npy.h"
 
 namespace tfrecordfs::staging {
 
 namespace {
 
 std::string ProcPath(int fd) { return absl::StrCat("/proc/self/fd/", fd); }
+
+// Up to `n` bytes at `offset` of the file open as `fd` (which may be
+// write-only: read through a fresh read-only open of it).
+absl::StatusOr<std::string> ReadAt(int fd, uint64_t offset, uint64_t n) {
+  auto own = OpenFile(ProcPath(fd), O_RDONLY | O_CLOEXEC);
+  if (!own.ok()) return own.status();
+  std::string out(n, '\0');
+  auto got = PreadUpTo(own->get(), out.data(), out.size(), offset, "staging");
+  if (!got.ok()) return got.status();
+  out.resize(*got);
+  return out;
+}
 
 absl::Status MkdirAll(const std::string& path, mode_t mode) {
   std::string cur;
@@ -147,6 +160,35 @@ void Store::CacheFd(uint64_t node, NodeFdRef fd) {
   }
 }
 
+void Store::CacheWritable(uint64_t node, NodeFdRef fd) {
+  if (auto it = write_fds_.find(node); it != write_fds_.end()) {
+    write_lru_.erase(it->second.lru);
+    write_fds_.erase(it);
+  }
+  write_lru_.push_front(node);
+  write_fds_.emplace(node, CachedFd{std::move(fd), write_lru_.begin()});
+  while (write_fds_.size() > std::max<size_t>(node_fd_budget_ / 2, 8)) {
+    write_fds_.erase(write_lru_.back());  // closes once no write uses it
+    write_lru_.pop_back();
+  }
+}
+
+absl::StatusOr<std::shared_ptr<const UniqueFd>> Store::WritableFd(uint64_t node) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = write_fds_.find(node); it != write_fds_.end()) {
+      write_lru_.splice(write_lru_.begin(), write_lru_, it->second.lru);
+      return it->second.fd;
+    }
+  }
+  auto fd = Open(node, O_WRONLY);
+  if (!fd.ok()) return fd.status();
+  auto shared = std::make_shared<const UniqueFd>(*fd);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (nodes_.contains(node)) CacheWritable(node, shared);
+  return shared;
+}
+
 absl::StatusOr<Store::NodeFdRef> Store::NodeFd(uint64_t node) {
   uint64_t parent = 0;
   std::string name;
@@ -246,6 +288,10 @@ void Store::MaybeErase(uint64_t node) {
       lru_.erase(c->second.lru);
       fds_.erase(c);
     }
+    if (auto w = write_fds_.find(node); w != write_fds_.end()) {
+      write_lru_.erase(w->second.lru);
+      write_fds_.erase(w);
+    }
     nodes_.erase(it);
     if (parent == 0) return;
     auto p = nodes_.find(parent);
@@ -274,12 +320,89 @@ void Store::Detach(uint64_t node, NodeFdRef fd) {
 }
 
 void Store::Forget(uint64_t node, uint64_t n) {
+  bool check = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (node == root_ino_) return;
+    auto it = nodes_.find(node);
+    if (it == nodes_.end()) return;
+    // The kernel is done with the file: the last moment to check it while
+    // its path is known.
+    check = it->second.nlookup <= n && written_.contains(node);
+  }
+  if (check) (void)CheckWritten(node);
   std::lock_guard<std::mutex> lock(mu_);
-  if (node == root_ino_) return;
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return;
   it->second.nlookup -= std::min(n, it->second.nlookup);
   MaybeErase(node);
+}
+
+void Store::NoteWritten(uint64_t node, int fd) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    written_.insert(node);
+  }
+  if (fd < 0) return;
+  // A file that looks whole now is checked now, so that its kind is
+  // remembered even if the daemon dies before the kernel forgets it.
+  auto rel = RelativePath(node);
+  if (!rel.ok()) return;
+  if (ClassifyStagedFile(*rel, true).role == StagedFile::Role::kOther &&
+      ClassifyStagedFile(*rel, false).role == StagedFile::Role::kOther) {
+    return;
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return;
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  const Placed placed = Place(*rel);
+  bool whole = false;
+  if (placed.file.role == StagedFile::Role::kNumeric) {
+    auto tail = size == 0 ? absl::StatusOr<std::string>("\n") : ReadAt(fd, size - 1, 1);
+    whole = size <= kMaxCheckedOnWrite && tail.ok() && *tail == "\n";
+  } else if (placed.file.role == StagedFile::Role::kArray) {
+    if (placed.file.extension == naming::kPngExtension && size >= 12) {
+      auto tail = ReadAt(fd, size - 12, 12);
+      whole = tail.ok() && *tail == absl::string_view("\0\0\0\0IEND\xae\x42\x60\x82", 12);
+    } else if (placed.file.extension == naming::kNpyExtension && size >= 12) {
+      auto head = ReadAt(fd, 0, 12);  // up to the header length, then the header
+      uint64_t need = 0;
+      if (head.ok() && head->size() == 12) {
+        const auto b = [&](size_t i) {
+          return static_cast<uint64_t>(static_cast<uint8_t>((*head)[i]));
+        };
+        need = (*head)[6] == 1 ? 10 + (b(8) | b(9) << 8)
+                               : 12 + (b(8) | b(9) << 8 | b(10) << 16 | b(11) << 24);
+      }
+      if (need > 12) head = ReadAt(fd, 0, std::min<uint64_t>(need, kMaxCheckedOnWrite));
+      if (head.ok()) {
+        auto header = tensor::ParseNpyHeader(*head);
+        whole = header.ok() && header->has_value() &&
+                (*header)->data_offset + (*header)->data_bytes == size;
+      }
+    }
+  }
+  if (whole) (void)ValidateOnClose(node, fd);
+}
+
+absl::Status Store::CheckWritten(uint64_t node) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (written_.erase(node) == 0) return absl::OkStatus();
+  }
+  auto fd = Open(node, O_RDONLY);
+  if (!fd.ok()) return absl::OkStatus();  // removed meanwhile: nothing to check
+  UniqueFd own(*fd);
+  return ValidateOnClose(node, own.get());
+}
+
+void Store::CheckAllWritten() {
+  std::vector<uint64_t> nodes;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    nodes.assign(written_.begin(), written_.end());
+  }
+  for (uint64_t node : nodes) (void)CheckWritten(node);
 }
 
 absl::StatusOr<struct stat> Store::Lookup(uint64_t parent, absl::string_view name) {
@@ -308,6 +431,12 @@ absl::StatusOr<struct stat> Store::SetAttr(uint64_t node, int fd, const struct s
     if (::chmod(proc.c_str(), to.st_mode & 07777) != 0) return ErrnoError(errno, "chmod");
   }
   if (bits & kSetSize) {
+    NodeFdRef writable;
+    if (fd < 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = write_fds_.find(node); it != write_fds_.end()) writable = it->second.fd;
+    }
+    if (writable) fd = writable->get();
     const int r = fd >= 0 ? ::ftruncate(fd, to.st_size) : ::truncate(proc.c_str(), to.st_size);
     if (r != 0) return ErrnoError(errno, "truncate");
   }
@@ -348,6 +477,15 @@ absl::StatusOr<std::pair<struct stat, int>> Store::Create(uint64_t parent, absl:
   if (!st.ok()) {
     ::close(fd);
     return st.status();
+  }
+  if ((flags & O_ACCMODE) != O_RDONLY && !(flags & O_APPEND)) {
+    // Kept for writes that come without a handle (WritableFd; pwrite on an
+    // O_APPEND descriptor would ignore their offsets).
+    UniqueFd dup(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+    if (dup.valid()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      CacheWritable(st->st_ino, std::make_shared<const UniqueFd>(std::move(dup)));
+    }
   }
   return std::make_pair(*st, fd);
 }
@@ -492,45 +630,99 @@ Store::Placed Store::Place(const std::string& rel) {
   return p;
 }
 
+namespace {
+
+}  // namespace
+
 absl::Status Store::ValidateOnWrite(uint64_t node, int fd, uint64_t offset,
                                     absl::string_view data) {
   auto rel = RelativePath(node);
   if (!rel.ok()) return absl::OkStatus();  // deleted meanwhile: nothing to check
   // Cheap test first: most writes are to files no check applies to.
-  if (ClassifyStagedFile(*rel, true).role != StagedFile::Role::kNumeric &&
-      ClassifyStagedFile(*rel, false).role != StagedFile::Role::kNumeric) {
+  if (ClassifyStagedFile(*rel, true).role == StagedFile::Role::kOther &&
+      ClassifyStagedFile(*rel, false).role == StagedFile::Role::kOther) {
     return absl::OkStatus();
   }
   struct stat st;
   if (::fstat(fd, &st) != 0) return absl::OkStatus();  // ValidateOnClose will say
   const uint64_t old_size = static_cast<uint64_t>(st.st_size);
   const uint64_t end = offset + data.size();
-  if (std::max(old_size, end) > kMaxCheckedOnWrite) return absl::OkStatus();
   const Placed placed = Place(*rel);
-  if (placed.file.role != StagedFile::Role::kNumeric) return absl::OkStatus();
-  // The file as it would be after this write.
-  // The descriptor may be write-only (`echo >` opens O_WRONLY): read
-  // through a fresh read-only open of it.
-  std::string after;
-  if (old_size > 0) {
-    auto content = ReadFileToString(ProcPath(fd));
-    if (!content.ok()) return absl::OkStatus();  // ValidateOnClose will say
-    after = std::move(*content);
+  auto refuse = [&](absl::string_view why) {
+    log::Warning("staging/", *rel, ": write refused: ", why);
+    return PosixError(EINVAL, absl::StrCat("staging/", *rel, ": ", why));
+  };
+  // The first `n` bytes of the file as they would be after this write.
+  auto after_write = [&](uint64_t n) -> absl::StatusOr<std::string> {
+    std::string after;
+    if (old_size > 0) {
+      auto content = ReadAt(fd, 0, std::min(n, old_size));
+      if (!content.ok()) return content.status();
+      after = std::move(*content);
+    }
+    if (offset < n) {
+      if (after.size() < std::min(end, n)) after.resize(std::min(end, n), '\0');
+      const size_t k = static_cast<size_t>(std::min<uint64_t>(data.size(), n - offset));
+      after.replace(offset, k, data.data(), k);
+    }
+    return after;
+  };
+  if (placed.file.role == StagedFile::Role::kArray) {
+    std::vector<tensor::TensorType> want = placed.hint.tensors;
+    if (placed.hint.kind == example::Kind::kNone) {
+      char buf[4096];
+      const ssize_t n = ::fgetxattr(fd, kKindXattr, buf, sizeof buf);
+      if (n > 0) want = ParseKindTag(absl::string_view(buf, static_cast<size_t>(n))).tensors;
+    }
+    if (want.empty()) return absl::OkStatus();
+    if (placed.file.extension == naming::kPngExtension && offset >= 33) return absl::OkStatus();
+    // Only a write that lands in the header (or before its end is known)
+    // can change what is decided there.
+    uint64_t header_end = 0;
+    auto head = after_write(std::min<uint64_t>(std::max(old_size, end), 16));
+    if (!head.ok()) return absl::OkStatus();  // ValidateOnClose will say
+    (void)CheckTensorFilePrefix(placed.file.extension, *head, want, &header_end);
+    uint64_t need = header_end != 0 ? header_end : kMaxCheckedOnWrite;
+    if (placed.file.extension == naming::kNpyExtension && head->size() >= 12 && header_end == 0) {
+      const auto b = [&](size_t i) { return static_cast<uint64_t>(static_cast<uint8_t>((*head)[i])); };
+      need = ((*head)[6] == 1 ? 10 + (b(8) | b(9) << 8)
+                              : 12 + (b(8) | b(9) << 8 | b(10) << 16 | b(11) << 24));
+    }
+    need = std::min(need, kMaxCheckedOnWrite);
+    if (offset >= need) return absl::OkStatus();
+    auto prefix = after_write(need);
+    if (!prefix.ok()) return absl::OkStatus();
+    if (auto s = CheckTensorFilePrefix(placed.file.extension, *prefix, want, &header_end);
+        !s.ok()) {
+      return refuse(s.message());
+    }
+    return absl::OkStatus();
   }
-  if (after.size() < end) after.resize(end, '\0');
-  after.replace(offset, data.size(), data.data(), data.size());
+  if (placed.file.role != StagedFile::Role::kNumeric) return absl::OkStatus();
+  if (std::max(old_size, end) > kMaxCheckedOnWrite) return absl::OkStatus();
+  auto content = after_write(std::max(old_size, end));
+  if (!content.ok()) return absl::OkStatus();  // ValidateOnClose will say
+  const std::string& after = *content;
   const size_t last_newline = after.rfind('\n');
-  if (last_newline == std::string::npos) return absl::OkStatus();  // no complete line yet
-  const absl::string_view complete(after.data(), last_newline + 1);
-  auto kind = ValidateNumeric(complete, placed.hint.kind);
-  if (!kind.ok()) {
-    log::Warning("staging/", *rel, ": write refused: ", kind.status().message());
-    return PosixError(EINVAL, absl::StrCat("staging/", *rel, ": ", kind.status().message()));
+  const size_t tail_start = last_newline == std::string::npos ? 0 : last_newline + 1;
+  if (last_newline != std::string::npos) {
+    const absl::string_view complete(after.data(), last_newline + 1);
+    auto kind = ValidateNumeric(complete, placed.hint.kind);
+    if (!kind.ok()) return refuse(kind.status().message());
+  }
+  // The unterminated rest must still be able to become a value.
+  if (auto s = CheckNumericPrefix(absl::string_view(after).substr(tail_start), placed.hint.kind);
+      !s.ok()) {
+    return refuse(s.message());
   }
   return absl::OkStatus();
 }
 
 absl::Status Store::ValidateOnClose(uint64_t node, int fd) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    written_.erase(node);  // checked now, whoever asked
+  }
   auto rel = RelativePath(node);
   if (!rel.ok()) return absl::OkStatus();  // deleted meanwhile: nothing to check
   const Placed placed = Place(*rel);

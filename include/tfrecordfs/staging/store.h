@@ -56,6 +56,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "tfrecordfs/base/file.h"
@@ -127,29 +128,62 @@ class Store {
   // A descriptor to list the directory with (caller owns; use fdopendir).
   absl::StatusOr<int> OpenDir(uint64_t node);
 
-  // close() of a written file (ClassifyStagedFile says which are checked):
+  // The whole-file check of a written file (ClassifyStagedFile says which
+  // are checked), made when the file is complete: at FLUSH (`-o open`: its
+  // error fails close()) or the RELEASE of a handle, else, for a file
+  // written without a handle, when it looks whole, at the kernel's last
+  // FORGET, or before the pack (NoteWritten); those errors are only logged,
+  // and the pack refuses the record with the same reason:
   //   * a numeric feature file or numeric sequence step must parse, with the
   //     kind the hint gives its feature (or list);
   //   * a `.png`/`.npy` of a feature whose hint (or, when the hint does not
   //     know the name, whose tag) is a tensor must convert (TensorFromFile);
-  // else InvalidArgument (EINVAL for the close), logged with the file's
-  // path; the file stays staged. On success the kind is remembered in the
-  // file's kKindXattr. A file under `<record>/context/` of a record folder
-  // without feature_lists/ (yet: `cp -r` copies context/ first) is checked
-  // as the feature `context/<x>` when the shards know that name, else as
-  // the context feature `<x>`.
+  // else InvalidArgument (EINVAL), logged with the file's path; the file
+  // stays staged. On success the kind is remembered in the file's
+  // kKindXattr. A file under `<record>/context/` of a record folder without
+  // feature_lists/ (yet: `cp -r` copies context/ first) is checked as the
+  // feature `context/<x>` when the shards know that name, else as the
+  // context feature `<x>`.
   absl::Status ValidateOnClose(uint64_t node, int fd);
 
   // write() of `data` at `offset` to a file open as `fd`, checked *before*
-  // the bytes are written: for a numeric feature file (the files
-  // ValidateOnClose checks) every complete line the file would then hold
-  // must parse, so `echo hello > label` fails at write() with EINVAL, which
-  // the shell reports, rather than at close(), which it ignores. The last,
-  // unterminated line is left to ValidateOnClose (a value may arrive in
-  // several writes). Files over kMaxCheckedOnWrite bytes are left to
-  // ValidateOnClose too. Other files: always OK, nothing is read.
+  // the bytes are written, so that a bad file fails write() with EINVAL,
+  // which the shell and cp report (the kernel sends no FLUSH by default, so
+  // close() cannot fail; see fuse::OpsOptions::skip_open):
+  //   * a numeric feature file (the files ValidateOnClose checks): every
+  //     complete line the file would then hold must parse, and the last,
+  //     unterminated line must be the start of a value (CheckNumericPrefix:
+  //     `printf 5x > label` fails, `printf -- -` is left to ValidateOnClose).
+  //     Files over kMaxCheckedOnWrite bytes are left to ValidateOnClose;
+  //   * a `.png`/`.npy` of a tensor feature: a write that lands in the
+  //     header (the PNG signature and IHDR, the .npy header dict) is checked
+  //     against the feature's types (CheckTensorFilePrefix); the pixels and
+  //     data are left to ValidateOnClose.
+  // Other files: always OK, nothing is read.
   absl::Status ValidateOnWrite(uint64_t node, int fd, uint64_t offset, absl::string_view data);
   static constexpr uint64_t kMaxCheckedOnWrite = uint64_t{1} << 20;
+
+  // A writable descriptor of `node`, for writes that come without a handle
+  // (the kernel opened the file itself): the descriptor Create opened, if
+  // still cached, else the file opened O_WRONLY. Cached, at most
+  // max(node_fds / 2, 8) at once (LRU), until the node is forgotten: a file
+  // made with mode 0444 (as `cp -r` of a mounted record does) stays writable
+  // for its writer while cached, though an unprivileged daemon could not
+  // reopen it for writing.
+  absl::StatusOr<std::shared_ptr<const UniqueFd>> WritableFd(uint64_t node);
+
+  // A write (or truncation) of `node` through no handle of the caller's (the
+  // kernel opened the file itself: no RELEASE will follow). The file gets
+  // ValidateOnClose's check (a refusal logged, the kind remembered) at once
+  // when it looks whole (`fd` >= 0 open on it: a numeric file ending in a
+  // newline, a PNG ending in IEND, a .npy of the size its header says), else
+  // at CheckWritten, at the node's last Forget, or at CheckAllWritten.
+  void NoteWritten(uint64_t node, int fd = -1);
+  // ValidateOnClose of `node` through a descriptor of its own if NoteWritten
+  // marked it since its last check; else OK.
+  absl::Status CheckWritten(uint64_t node);
+  // CheckWritten of every marked node (before a pack, at unmount).
+  void CheckAllWritten();
 
   // Path of a node relative to records/ ("" for the root), or NotFound if it
   // was deleted.
@@ -211,6 +245,11 @@ class Store {
   absl::flat_hash_map<uint64_t, CachedFd> fds_ ABSL_GUARDED_BY(mu_);
   std::list<uint64_t> lru_ ABSL_GUARDED_BY(mu_);  // front = most recent
   uint64_t reopens_ ABSL_GUARDED_BY(mu_) = 0;
+  // WritableFd's cache: node -> writable descriptor, LRU.
+  absl::flat_hash_map<uint64_t, CachedFd> write_fds_ ABSL_GUARDED_BY(mu_);
+  std::list<uint64_t> write_lru_ ABSL_GUARDED_BY(mu_);  // front = most recent
+  void CacheWritable(uint64_t node, NodeFdRef fd);  // requires mu_
+  absl::flat_hash_set<uint64_t> written_ ABSL_GUARDED_BY(mu_);  // NoteWritten, unchecked
 
  public:
   // For tests: descriptors cached now, and reopens so far.
