@@ -105,10 +105,11 @@ Options:
                          (default: the kernel opens directories and caches
                          their listings itself where it can)
        ro                read-only mount: staging/ refuses writes, nothing
-                         is packed on unmount, and the kernel opens files
-                         itself (no round trip to the daemon per open)
-       open              with ro, still send every open/flush/release to
-                         the daemon
+                         is packed on unmount
+       open              send every open/flush/release to the daemon
+                         (default: the kernel opens files itself, no round
+                         trip per open; staged files are then checked at
+                         write(), and close() never fails)
        timeout=SECONDS   kernel cache time for names and attributes
                          (default 86400: shard data is immutable)
        verbose           log at debug level
@@ -478,10 +479,8 @@ int Main(int argc, char** argv) {
     }
   }
 
-  if (cli.read_only) {
-    cli.session.fuse_options.emplace_back("ro");
-    cli.session.ops.skip_open = !cli.always_open;
-  }
+  if (cli.read_only) cli.session.fuse_options.emplace_back("ro");
+  cli.session.ops.skip_open = !cli.always_open;
   bool has_fsname = false;
   for (const auto& o : cli.session.fuse_options) has_fsname |= absl::StartsWith(o, "fsname=");
   if (!has_fsname) {
@@ -576,6 +575,10 @@ int Main(int argc, char** argv) {
     RemoveMountRecord(mnt_real);
     return 0;
   }
+  // Files written without a handle (the kernel opened them itself) that
+  // the kernel never forgot: checked now, so a record left staged keeps
+  // its kinds (staging/store.h).
+  staging->CheckAllWritten();
   std::string text;
   int exit_code = 0;
   {

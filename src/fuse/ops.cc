@@ -332,6 +332,10 @@ void LlInit(void* userdata, struct fuse_conn_info* conn) {
   }
   if (ops.options.skip_open && (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT)) {
     conn->want |= FUSE_CAP_NO_OPEN_SUPPORT;
+    // With atomic O_TRUNC the kernel leaves truncation to OPEN, which it no
+    // longer sends: without it, open(O_TRUNC) of a staged file arrives as a
+    // SETATTR of size 0.
+    conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
     ops.no_open.store(true);
   }
   // Reads are served from the page cache of immutable shards: ask for large
@@ -418,8 +422,9 @@ void LlOpen(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   if (OpsOf(req).no_open.load()) {
     // Checked, and now "opened, and no FLUSH or RELEASE will follow": from
     // here on the kernel opens files without asking
-    // (FUSE_CAP_NO_OPEN_SUPPORT; read-only mounts only).
-    OpsOf(req).fs->Release(r.fh);
+    // (FUSE_CAP_NO_OPEN_SUPPORT). CREATE then gives no handle either
+    // (LlCreate).
+    OpsOf(req).fs->Discard(r.fh);
     fuse_reply_err(req, ENOSYS);
     return;
   }
@@ -438,15 +443,16 @@ void LlRelease(fuse_req_t req, fuse_ino_t, struct fuse_file_info* fi) {
 
 void LlFlush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   if (OpsOf(req).no_open.load()) {
-    // Nothing is written on a read-only mount: no FLUSH is needed again.
+    // No FLUSH for the rest of the connection: staged files are checked at
+    // write() instead (staging/store.h), so close() costs no round trip.
     fuse_reply_err(req, ENOSYS);
     return;
   }
   fuse_reply_err(req, ToErrno(OpsOf(req).fs->Flush(ino, fi->fh)));
 }
 
-void LlFsync(fuse_req_t req, fuse_ino_t, int datasync, struct fuse_file_info* fi) {
-  fuse_reply_err(req, ToErrno(OpsOf(req).fs->Fsync(fi->fh, datasync != 0)));
+void LlFsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info* fi) {
+  fuse_reply_err(req, ToErrno(OpsOf(req).fs->Fsync(ino, fi->fh, datasync != 0)));
 }
 
 void LlRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info* fi) {
@@ -527,6 +533,14 @@ void LlCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
   if (r.err) {
     fuse_reply_err(req, r.err);
     return;
+  }
+  if (OpsOf(req).no_open.load()) {
+    // Once OPEN was answered with ENOSYS the kernel sends no RELEASE for
+    // any file, CREATE'd ones included (Linux 6.18, fuse_file_put): a handle
+    // would never be closed. The file is written without one, like every
+    // file the kernel opened itself.
+    OpsOf(req).fs->Discard(r.fh);
+    r.fh = 0;
   }
   fi->fh = r.fh;
   if (fuse_reply_create(req, &r.entry, fi) == -ENOENT) OpsOf(req).fs->Release(r.fh);

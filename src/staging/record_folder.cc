@@ -12,11 +12,15 @@
 #include <optional>
 #include <vector>
 
+#include <zlib.h>
+
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/ascii.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/utf8.h"
 #include "tfrecordfs/example/sequence.h"
@@ -527,6 +531,144 @@ FeatureHint ParseKindTag(absl::string_view tag) {
     }
   }
   return {Kind::kBytes, {std::move(type)}};
+}
+
+namespace {
+
+std::string FeatureText(absl::Span<const tensor::TensorType> feature_types) {
+  std::string feature = "the feature holds ";
+  for (size_t i = 0; i < feature_types.size(); ++i) {
+    absl::StrAppend(&feature, i ? " or " : "", TypeText(feature_types[i]));
+  }
+  absl::StrAppend(&feature, " tensors");
+  return feature;
+}
+
+uint32_t BigEndian32(absl::string_view b, size_t at) {
+  return static_cast<uint32_t>(static_cast<uint8_t>(b[at])) << 24 |
+         static_cast<uint32_t>(static_cast<uint8_t>(b[at + 1])) << 16 |
+         static_cast<uint32_t>(static_cast<uint8_t>(b[at + 2])) << 8 |
+         static_cast<uint32_t>(static_cast<uint8_t>(b[at + 3]));
+}
+
+absl::Status CheckPngPrefix(absl::string_view prefix,
+                            absl::Span<const tensor::TensorType> feature_types) {
+  static constexpr absl::string_view kSignature("\x89PNG\r\n\x1a\n", 8);
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("not a PNG that can be read (", why, "); ",
+                                                   FeatureText(feature_types)));
+  };
+  const size_t n = std::min(prefix.size(), kSignature.size());
+  if (prefix.substr(0, n) != kSignature.substr(0, n)) return bad("no PNG signature");
+  if (prefix.size() < 33) return absl::OkStatus();  // IHDR not all there yet
+  if (BigEndian32(prefix, 8) != 13 || prefix.substr(12, 4) != "IHDR") {
+    return bad("the first chunk is not a 13-byte IHDR");
+  }
+  const uint32_t crc = static_cast<uint32_t>(
+      crc32_z(0, reinterpret_cast<const Bytef*>(prefix.data() + 12), 17));
+  if (crc != BigEndian32(prefix, 29)) return bad("IHDR CRC mismatch");
+  const uint32_t width = BigEndian32(prefix, 16), height = BigEndian32(prefix, 20);
+  const int depth = static_cast<uint8_t>(prefix[24]), color = static_cast<uint8_t>(prefix[25]);
+  if (width == 0 || height == 0 || width > 0x7fffffffu || height > 0x7fffffffu) {
+    return bad("image width or height is 0 or too large");
+  }
+  // Channel counts DecodePng may give (a tRNS chunk adds alpha; an opaque
+  // alpha may be dropped by FitPngToFeature), by colour type.
+  std::vector<int64_t> channels;
+  bool depth_ok = false;
+  switch (color) {
+    case 0: channels = {1, 2}; depth_ok = depth == 1 || depth == 2 || depth == 4 || depth == 8 || depth == 16; break;
+    case 2: channels = {3, 4}; depth_ok = depth == 8 || depth == 16; break;
+    case 3: channels = {3, 4}; depth_ok = depth == 1 || depth == 2 || depth == 4 || depth == 8; break;
+    case 4: channels = {2, 1}; depth_ok = depth == 8 || depth == 16; break;
+    case 6: channels = {4, 3}; depth_ok = depth == 8 || depth == 16; break;
+    default: return bad(absl::StrCat("unknown colour type ", color));
+  }
+  if (!depth_ok) return bad(absl::StrCat("bit depth ", depth, " with colour type ", color));
+  if (prefix[26] != 0 || prefix[27] != 0 || static_cast<uint8_t>(prefix[28]) > 1) {
+    return bad("unknown compression, filter or interlace method");
+  }
+  const tensor::DataType dtype = depth == 16 ? tensor::DataType::kUint16 : tensor::DataType::kUint8;
+  for (const tensor::TensorType& want : feature_types) {
+    if (want.dtype != dtype) continue;
+    if (want.shape.size() == 2 &&
+        std::find(channels.begin(), channels.end(), 1) != channels.end()) {
+      return absl::OkStatus();
+    }
+    if (want.shape.size() == 3 &&
+        std::find(channels.begin(), channels.end(), want.shape[2]) != channels.end()) {
+      return absl::OkStatus();
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "a ", tensor::InfoOf(dtype).name, " PNG of colour type ", color, " (",
+      channels.front(), " channels) that fits none of the types: ", FeatureText(feature_types)));
+}
+
+}  // namespace
+
+absl::Status CheckTensorFilePrefix(absl::string_view extension, absl::string_view prefix,
+                                   absl::Span<const tensor::TensorType> feature_types,
+                                   uint64_t* header_end) {
+  *header_end = 0;
+  if (feature_types.empty()) return absl::OkStatus();
+  if (extension == naming::kPngExtension) {
+    *header_end = 33;
+    return CheckPngPrefix(prefix, feature_types);
+  }
+  if (extension != naming::kNpyExtension) return absl::OkStatus();
+  auto header = tensor::ParseNpyHeader(prefix);
+  if (!header.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("not a .npy file that can be read (",
+                                                   header.status().message(), "); ",
+                                                   FeatureText(feature_types)));
+  }
+  if (!header->has_value()) return absl::OkStatus();
+  const tensor::NpyHeaderInfo& info = **header;
+  *header_end = info.data_offset;
+  bool dtype_known = false;
+  for (const auto& w : feature_types) {
+    if (w.dtype == info.dtype && w.shape.size() == info.shape.size()) return absl::OkStatus();
+    dtype_known |= w.dtype == info.dtype;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "the array is ", TypeText({info.dtype, info.shape}), ", ", FeatureText(feature_types),
+      dtype_known ? std::string(" (a different rank)")
+                  : absl::StrCat(" (save it with .astype('",
+                                 tensor::InfoOf(feature_types.front().dtype).descr, "'))")));
+}
+
+absl::Status CheckNumericPrefix(absl::string_view tail, example::Kind hint) {
+  const absl::string_view v = absl::StripLeadingAsciiWhitespace(tail);
+  if (v.empty()) return absl::OkStatus();
+  auto parses = [&](absl::string_view line) {
+    return ValidateNumeric(absl::StrCat(line, "\n"), hint).ok();
+  };
+  const absl::string_view stripped = absl::StripTrailingAsciiWhitespace(v);
+  // Past trailing whitespace only more whitespace may follow on the line.
+  if (stripped.size() != v.size() && parses(stripped)) return absl::OkStatus();
+  if (stripped.size() == v.size()) {
+    // Some endings that complete each unfinished form a number can take:
+    // "-" "1." "1e" "1e-" "0x" "nan(0x".
+    for (absl::string_view end : {"", "0", "1", "0e0", "e0", "p0", "0p0", "1)", "x1)", "0x1)",
+                                  "(0x1)"}) {
+      if (parses(absl::StrCat(v, end))) return absl::OkStatus();
+    }
+    if (hint != example::Kind::kInt64) {
+      absl::string_view body = v;
+      if (body[0] == '-' || body[0] == '+') body.remove_prefix(1);
+      const std::string lower = absl::AsciiStrToLower(body);
+      for (absl::string_view word : {"infinity", "nan"}) {
+        if (absl::StartsWith(word, lower)) return absl::OkStatus();
+      }
+    }
+  }
+  auto full = ValidateNumeric(absl::StrCat(v, "\n"), hint);
+  std::string why = full.ok() ? "trailing characters" : std::string(full.status().message());
+  // The full check counts lines from this text: say it is the last one.
+  if (absl::StartsWith(why, "line 1: ")) why = why.substr(8);
+  return absl::InvalidArgumentError(
+      absl::StrCat("the last line: ", why, " (and no more characters can make it a number)"));
 }
 
 absl::StatusOr<TensorFile> TensorFromFile(absl::string_view extension, absl::string_view content,

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <algorithm>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -19,12 +21,25 @@
 #include "absl/strings/str_split.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/naming/naming.h"
+#include "tfrecordfs/tensor/npy.h"
 
 namespace tfrecordfs::staging {
 
 namespace {
 
 std::string ProcPath(int fd) { return absl::StrCat("/proc/self/fd/", fd); }
+
+// Up to `n` bytes at `offset` of the file open as `fd` (which may be
+// write-only: read through a fresh read-only open of it).
+absl::StatusOr<std::string> ReadAt(int fd, uint64_t offset, uint64_t n) {
+  auto own = OpenFile(ProcPath(fd), O_RDONLY | O_CLOEXEC);
+  if (!own.ok()) return own.status();
+  std::string out(n, '\0');
+  auto got = PreadUpTo(own->get(), out.data(), out.size(), offset, "staging");
+  if (!got.ok()) return got.status();
+  out.resize(*got);
+  return out;
+}
 
 absl::Status MkdirAll(const std::string& path, mode_t mode) {
   std::string cur;
@@ -104,75 +119,304 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir, KindH
   if (::fstat(root->get(), &st) != 0) return ErrnoError(errno, store->records_dir());
   store->root_ino_ = st.st_ino;
   store->dev_ = st.st_dev;
+  store->root_fd_ = std::move(*root);
+  store->node_fd_budget_ = options.node_fds;
+  if (store->node_fd_budget_ == 0) {
+    struct rlimit rl;
+    const size_t limit = ::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY
+                             ? 1024 * 8
+                             : static_cast<size_t>(rl.rlim_cur);
+    store->node_fd_budget_ = std::clamp<size_t>(limit / 8, 16, 1024);
+  }
   if (!options.read_only) ReserveJournalSpace(store->journal_reserve_path());
   std::lock_guard<std::mutex> lock_nodes(store->mu_);
-  store->nodes_[st.st_ino] = Node{root->release(), 1};
+  store->nodes_[st.st_ino].nlookup = 1;
   return store;
 }
 
-Store::~Store() {
+Store::~Store() = default;
+
+size_t Store::cached_fds() {
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto& [ino, node] : nodes_) ::close(node.fd);
+  return fds_.size();
 }
 
-absl::StatusOr<int> Store::NodeFd(uint64_t node) {
+uint64_t Store::reopens() {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = nodes_.find(node);
-  if (it == nodes_.end()) return PosixError(ESTALE, "stale staging node");
-  return it->second.fd;
+  return reopens_;
 }
 
-absl::StatusOr<struct stat> Store::Register(int parent_fd, absl::string_view name) {
-  const std::string n(name);
-  int fd = ::openat(parent_fd, n.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return ErrnoError(errno, n);
+void Store::CacheFd(uint64_t node, NodeFdRef fd) {
+  auto it = fds_.find(node);
+  if (it != fds_.end()) {
+    lru_.splice(lru_.begin(), lru_, it->second.lru);
+    return;
+  }
+  lru_.push_front(node);
+  fds_.emplace(node, CachedFd{std::move(fd), lru_.begin()});
+  while (fds_.size() > node_fd_budget_) {
+    fds_.erase(lru_.back());  // closes once no call uses it
+    lru_.pop_back();
+  }
+}
+
+void Store::CacheWritable(uint64_t node, NodeFdRef fd) {
+  if (auto it = write_fds_.find(node); it != write_fds_.end()) {
+    write_lru_.erase(it->second.lru);
+    write_fds_.erase(it);
+  }
+  write_lru_.push_front(node);
+  write_fds_.emplace(node, CachedFd{std::move(fd), write_lru_.begin()});
+  while (write_fds_.size() > std::max<size_t>(node_fd_budget_ / 2, 8)) {
+    write_fds_.erase(write_lru_.back());  // closes once no write uses it
+    write_lru_.pop_back();
+  }
+}
+
+absl::StatusOr<std::shared_ptr<const UniqueFd>> Store::WritableFd(uint64_t node) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = write_fds_.find(node); it != write_fds_.end()) {
+      write_lru_.splice(write_lru_.begin(), write_lru_, it->second.lru);
+      return it->second.fd;
+    }
+  }
+  auto fd = Open(node, O_WRONLY);
+  if (!fd.ok()) return fd.status();
+  auto shared = std::make_shared<const UniqueFd>(*fd);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (nodes_.contains(node)) CacheWritable(node, shared);
+  return shared;
+}
+
+absl::StatusOr<Store::NodeFdRef> Store::NodeFd(uint64_t node) {
+  uint64_t parent = 0;
+  std::string name;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (node == root_ino_) return NodeFdRef(std::shared_ptr<void>(), &root_fd_);
+    auto it = nodes_.find(node);
+    if (it == nodes_.end()) return PosixError(ESTALE, "stale staging node");
+    if (auto c = fds_.find(node); c != fds_.end()) {
+      lru_.splice(lru_.begin(), lru_, c->second.lru);
+      return c->second.fd;
+    }
+    if (it->second.pinned) return it->second.pinned;
+    if (it->second.parent == 0) return PosixError(ENOENT, "staged file was removed");
+    parent = it->second.parent;
+    name = it->second.name;
+  }
+  // Reopen from the parent (recursively: a path is a few folders deep).
+  auto pfd = NodeFd(parent);
+  if (!pfd.ok()) return pfd.status();
+  UniqueFd fd(::openat((*pfd)->get(), name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoError(errno, absl::StrCat("staging/", name));
   struct stat st;
-  if (::fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
-    int err = errno;
-    ::close(fd);
-    return ErrnoError(err, n);
+  if (::fstatat(fd.get(), "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
+    return ErrnoError(errno, name);
+  }
+  if (st.st_ino != node || st.st_dev != dev_ || (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))) {
+    log::Warning("staging: ", name, " was replaced behind the mount (inode ", node, " is now ",
+                 st.st_ino, "); the old node is stale");
+    return PosixError(ESTALE, absl::StrCat(name, ": replaced behind the mount"));
+  }
+  auto shared = std::make_shared<const UniqueFd>(std::move(fd));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto c = fds_.find(node); c != fds_.end()) return c->second.fd;  // another call's
+  ++reopens_;
+  if (nodes_.contains(node)) CacheFd(node, shared);
+  return shared;
+}
+
+absl::StatusOr<struct stat> Store::Register(uint64_t parent, int parent_fd,
+                                            absl::string_view name) {
+  const std::string n(name);
+  UniqueFd fd(::openat(parent_fd, n.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoError(errno, n);
+  struct stat st;
+  if (::fstatat(fd.get(), "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
+    return ErrnoError(errno, n);
   }
   if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
-    ::close(fd);
     log::Warning("staging: ", n, " is neither a file nor a folder (symlink?); not shown");
     return PosixError(EPERM, absl::StrCat(n, ": only files and folders can be staged"));
   }
-  if (st.st_dev != dev_) {
-    ::close(fd);
-    return PosixError(EXDEV, absl::StrCat(n, ": outside the staging store"));
-  }
+  if (st.st_dev != dev_) return PosixError(EXDEV, absl::StrCat(n, ": outside the staging store"));
+  if (st.st_ino == root_ino_) return PosixError(EPERM, absl::StrCat(n, ": the staging root"));
   std::lock_guard<std::mutex> lock(mu_);
-  auto [it, inserted] = nodes_.try_emplace(st.st_ino, Node{fd, 0});
-  if (!inserted) ::close(fd);
-  ++it->second.nlookup;
+  if (!nodes_.contains(parent)) return PosixError(ESTALE, "stale staging node");
+  auto [it, inserted] = nodes_.try_emplace(st.st_ino);
+  Node& node = it->second;
+  if (node.parent != parent || node.name != n) {
+    // New, or found under another name (moved behind the mount): the latest
+    // lookup says where it is now.
+    const uint64_t old_parent = node.parent;
+    if (old_parent != 0) {
+      by_name_.erase(Key(old_parent, node.name));
+      --nodes_[old_parent].children;
+    }
+    // A removed node the kernel still knows cannot be found again under a
+    // name (its inode number is pinned), so `pinned` is empty here unless the
+    // file came back by a rename behind the mount.
+    node.pinned.reset();
+    if (auto old = by_name_.find(Key(parent, n)); old != by_name_.end() && old->second != st.st_ino) {
+      // The name's previous node was replaced behind the mount.
+      const uint64_t prev = old->second;
+      nodes_[prev].parent = 0;
+      --nodes_[parent].children;
+      by_name_.erase(old);
+      MaybeErase(prev);
+    }
+    node.parent = parent;
+    node.name = n;
+    ++nodes_[parent].children;
+    by_name_[Key(parent, n)] = st.st_ino;
+    if (old_parent != 0) MaybeErase(old_parent);
+  }
+  ++node.nlookup;
+  CacheFd(st.st_ino, std::make_shared<const UniqueFd>(std::move(fd)));
   return st;
 }
 
+void Store::MaybeErase(uint64_t node) {
+  while (node != root_ino_) {
+    auto it = nodes_.find(node);
+    if (it == nodes_.end() || it->second.nlookup > 0 || it->second.children > 0) return;
+    const uint64_t parent = it->second.parent;
+    if (parent != 0) by_name_.erase(Key(parent, it->second.name));
+    if (auto c = fds_.find(node); c != fds_.end()) {
+      lru_.erase(c->second.lru);
+      fds_.erase(c);
+    }
+    if (auto w = write_fds_.find(node); w != write_fds_.end()) {
+      write_lru_.erase(w->second.lru);
+      write_fds_.erase(w);
+    }
+    nodes_.erase(it);
+    if (parent == 0) return;
+    auto p = nodes_.find(parent);
+    if (p == nodes_.end()) return;
+    --p->second.children;
+    node = parent;
+  }
+}
+
+void Store::Detach(uint64_t node, NodeFdRef fd) {
+  auto it = nodes_.find(node);
+  if (it == nodes_.end() || it->second.parent == 0) return;
+  by_name_.erase(Key(it->second.parent, it->second.name));
+  const uint64_t parent = it->second.parent;
+  it->second.parent = 0;
+  it->second.pinned = std::move(fd);
+  if (auto c = fds_.find(node); c != fds_.end()) {
+    lru_.erase(c->second.lru);
+    fds_.erase(c);
+  }
+  if (auto p = nodes_.find(parent); p != nodes_.end()) {
+    --p->second.children;
+    MaybeErase(parent);
+  }
+  MaybeErase(node);
+}
+
 void Store::Forget(uint64_t node, uint64_t n) {
+  bool check = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (node == root_ino_) return;
+    auto it = nodes_.find(node);
+    if (it == nodes_.end()) return;
+    // The kernel is done with the file: the last moment to check it while
+    // its path is known.
+    check = it->second.nlookup <= n && written_.contains(node);
+  }
+  if (check) (void)CheckWritten(node);
   std::lock_guard<std::mutex> lock(mu_);
-  if (node == root_ino_) return;
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return;
-  if (it->second.nlookup <= n) {
-    ::close(it->second.fd);
-    nodes_.erase(it);
-  } else {
-    it->second.nlookup -= n;
+  it->second.nlookup -= std::min(n, it->second.nlookup);
+  MaybeErase(node);
+}
+
+void Store::NoteWritten(uint64_t node, int fd) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    written_.insert(node);
   }
+  if (fd < 0) return;
+  // A file that looks whole now is checked now, so that its kind is
+  // remembered even if the daemon dies before the kernel forgets it.
+  auto rel = RelativePath(node);
+  if (!rel.ok()) return;
+  if (ClassifyStagedFile(*rel, true).role == StagedFile::Role::kOther &&
+      ClassifyStagedFile(*rel, false).role == StagedFile::Role::kOther) {
+    return;
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return;
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  const Placed placed = Place(*rel);
+  bool whole = false;
+  if (placed.file.role == StagedFile::Role::kNumeric) {
+    auto tail = size == 0 ? absl::StatusOr<std::string>("\n") : ReadAt(fd, size - 1, 1);
+    whole = size <= kMaxCheckedOnWrite && tail.ok() && *tail == "\n";
+  } else if (placed.file.role == StagedFile::Role::kArray) {
+    if (placed.file.extension == naming::kPngExtension && size >= 12) {
+      auto tail = ReadAt(fd, size - 12, 12);
+      whole = tail.ok() && *tail == absl::string_view("\0\0\0\0IEND\xae\x42\x60\x82", 12);
+    } else if (placed.file.extension == naming::kNpyExtension && size >= 12) {
+      auto head = ReadAt(fd, 0, 12);  // up to the header length, then the header
+      uint64_t need = 0;
+      if (head.ok() && head->size() == 12) {
+        const auto b = [&](size_t i) {
+          return static_cast<uint64_t>(static_cast<uint8_t>((*head)[i]));
+        };
+        need = (*head)[6] == 1 ? 10 + (b(8) | b(9) << 8)
+                               : 12 + (b(8) | b(9) << 8 | b(10) << 16 | b(11) << 24);
+      }
+      if (need > 12) head = ReadAt(fd, 0, std::min<uint64_t>(need, kMaxCheckedOnWrite));
+      if (head.ok()) {
+        auto header = tensor::ParseNpyHeader(*head);
+        whole = header.ok() && header->has_value() &&
+                (*header)->data_offset + (*header)->data_bytes == size;
+      }
+    }
+  }
+  if (whole) (void)ValidateOnClose(node, fd);
+}
+
+absl::Status Store::CheckWritten(uint64_t node) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (written_.erase(node) == 0) return absl::OkStatus();
+  }
+  auto fd = Open(node, O_RDONLY);
+  if (!fd.ok()) return absl::OkStatus();  // removed meanwhile: nothing to check
+  UniqueFd own(*fd);
+  return ValidateOnClose(node, own.get());
+}
+
+void Store::CheckAllWritten() {
+  std::vector<uint64_t> nodes;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    nodes.assign(written_.begin(), written_.end());
+  }
+  for (uint64_t node : nodes) (void)CheckWritten(node);
 }
 
 absl::StatusOr<struct stat> Store::Lookup(uint64_t parent, absl::string_view name) {
   if (auto s = CheckName(name); !s.ok()) return s;
   auto pfd = NodeFd(parent);
   if (!pfd.ok()) return pfd.status();
-  return Register(*pfd, name);
+  return Register(parent, (*pfd)->get(), name);
 }
 
 absl::StatusOr<struct stat> Store::GetAttr(uint64_t node) {
   auto fd = NodeFd(node);
   if (!fd.ok()) return fd.status();
   struct stat st;
-  if (::fstatat(*fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
+  if (::fstatat((*fd)->get(), "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
     return ErrnoError(errno, "staging");
   }
   return st;
@@ -182,11 +426,17 @@ absl::StatusOr<struct stat> Store::SetAttr(uint64_t node, int fd, const struct s
                                            int bits) {
   auto nfd = NodeFd(node);
   if (!nfd.ok()) return nfd.status();
-  const std::string proc = ProcPath(*nfd);
+  const std::string proc = ProcPath((*nfd)->get());
   if (bits & kSetMode) {
     if (::chmod(proc.c_str(), to.st_mode & 07777) != 0) return ErrnoError(errno, "chmod");
   }
   if (bits & kSetSize) {
+    NodeFdRef writable;
+    if (fd < 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = write_fds_.find(node); it != write_fds_.end()) writable = it->second.fd;
+    }
+    if (writable) fd = writable->get();
     const int r = fd >= 0 ? ::ftruncate(fd, to.st_size) : ::truncate(proc.c_str(), to.st_size);
     if (r != 0) return ErrnoError(errno, "truncate");
   }
@@ -207,8 +457,8 @@ absl::StatusOr<struct stat> Store::Mkdir(uint64_t parent, absl::string_view name
   auto pfd = NodeFd(parent);
   if (!pfd.ok()) return pfd.status();
   const std::string n(name);
-  if (::mkdirat(*pfd, n.c_str(), mode & 07777) != 0) return ErrnoError(errno, n);
-  return Register(*pfd, name);
+  if (::mkdirat((*pfd)->get(), n.c_str(), mode & 07777) != 0) return ErrnoError(errno, n);
+  return Register(parent, (*pfd)->get(), name);
 }
 
 absl::StatusOr<std::pair<struct stat, int>> Store::Create(uint64_t parent, absl::string_view name,
@@ -220,13 +470,22 @@ absl::StatusOr<std::pair<struct stat, int>> Store::Create(uint64_t parent, absl:
   auto pfd = NodeFd(parent);
   if (!pfd.ok()) return pfd.status();
   const std::string n(name);
-  int fd = ::openat(*pfd, n.c_str(), (flags | O_CREAT | O_NOFOLLOW | O_CLOEXEC) & ~O_DIRECT,
-                    mode & 07777);
+  int fd = ::openat((*pfd)->get(), n.c_str(),
+                    (flags | O_CREAT | O_NOFOLLOW | O_CLOEXEC) & ~O_DIRECT, mode & 07777);
   if (fd < 0) return ErrnoError(errno, n);
-  auto st = Register(*pfd, name);
+  auto st = Register(parent, (*pfd)->get(), name);
   if (!st.ok()) {
     ::close(fd);
     return st.status();
+  }
+  if ((flags & O_ACCMODE) != O_RDONLY && !(flags & O_APPEND)) {
+    // Kept for writes that come without a handle (WritableFd; pwrite on an
+    // O_APPEND descriptor would ignore their offsets).
+    UniqueFd dup(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+    if (dup.valid()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      CacheWritable(st->st_ino, std::make_shared<const UniqueFd>(std::move(dup)));
+    }
   }
   return std::make_pair(*st, fd);
 }
@@ -234,27 +493,43 @@ absl::StatusOr<std::pair<struct stat, int>> Store::Create(uint64_t parent, absl:
 absl::StatusOr<int> Store::Open(uint64_t node, int flags) {
   auto nfd = NodeFd(node);
   if (!nfd.ok()) return nfd.status();
-  int fd = ::open(ProcPath(*nfd).c_str(), (flags & ~(O_CREAT | O_EXCL | O_DIRECT)) | O_CLOEXEC);
+  int fd = ::open(ProcPath((*nfd)->get()).c_str(),
+                  (flags & ~(O_CREAT | O_EXCL | O_DIRECT)) | O_CLOEXEC);
   if (fd < 0) return ErrnoError(errno, "open");
   return fd;
 }
 
-absl::Status Store::Unlink(uint64_t parent, absl::string_view name) {
+absl::Status Store::Remove(uint64_t parent, absl::string_view name, int flags) {
   if (auto s = CheckName(name); !s.ok()) return s;
   auto pfd = NodeFd(parent);
   if (!pfd.ok()) return pfd.status();
   const std::string n(name);
-  if (::unlinkat(*pfd, n.c_str(), 0) != 0) return ErrnoError(errno, n);
+  // A known node keeps a descriptor while the kernel still knows it (see
+  // store.h), taken before it goes.
+  std::optional<uint64_t> known;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = by_name_.find(Key(parent, n)); it != by_name_.end()) known = it->second;
+  }
+  NodeFdRef keep;
+  if (known) {
+    auto fd = NodeFd(*known);
+    if (fd.ok()) keep = *fd;
+  }
+  if (::unlinkat((*pfd)->get(), n.c_str(), flags) != 0) return ErrnoError(errno, n);
+  if (known) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Detach(*known, std::move(keep));
+  }
   return absl::OkStatus();
 }
 
+absl::Status Store::Unlink(uint64_t parent, absl::string_view name) {
+  return Remove(parent, name, 0);
+}
+
 absl::Status Store::Rmdir(uint64_t parent, absl::string_view name) {
-  if (auto s = CheckName(name); !s.ok()) return s;
-  auto pfd = NodeFd(parent);
-  if (!pfd.ok()) return pfd.status();
-  const std::string n(name);
-  if (::unlinkat(*pfd, n.c_str(), AT_REMOVEDIR) != 0) return ErrnoError(errno, n);
-  return absl::OkStatus();
+  return Remove(parent, name, AT_REMOVEDIR);
 }
 
 absl::Status Store::Rename(uint64_t parent, absl::string_view name, uint64_t new_parent,
@@ -266,32 +541,73 @@ absl::Status Store::Rename(uint64_t parent, absl::string_view name, uint64_t new
   auto npfd = NodeFd(new_parent);
   if (!npfd.ok()) return npfd.status();
   const std::string a(name), b(new_name);
-  if (::renameat2(*pfd, a.c_str(), *npfd, b.c_str(), flags) != 0) {
+  std::optional<uint64_t> target;  // a known node the rename replaces
+  if (!(flags & RENAME_EXCHANGE)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = by_name_.find(Key(new_parent, b)); it != by_name_.end()) target = it->second;
+  }
+  NodeFdRef keep;
+  if (target) {
+    auto fd = NodeFd(*target);
+    if (fd.ok()) keep = *fd;
+  }
+  if (::renameat2((*pfd)->get(), a.c_str(), (*npfd)->get(), b.c_str(), flags) != 0) {
     return ErrnoError(errno, absl::StrCat(a, " -> ", b));
   }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto from = by_name_.find(Key(parent, a));
+  std::optional<uint64_t> moved;
+  if (from != by_name_.end()) moved = from->second;
+  std::optional<uint64_t> other;  // RENAME_EXCHANGE: what was at the new name
+  if (flags & RENAME_EXCHANGE) {
+    if (auto it = by_name_.find(Key(new_parent, b)); it != by_name_.end()) other = it->second;
+  } else if (target && target != moved) {
+    Detach(*target, std::move(keep));
+  }
+  auto place = [&](std::optional<uint64_t> node, uint64_t old_parent, const std::string& old_name,
+                   uint64_t to_parent, const std::string& to_name) {
+    if (!node) return;
+    by_name_.erase(Key(old_parent, old_name));
+    Node& n = nodes_[*node];
+    n.parent = to_parent;
+    n.name = to_name;
+    --nodes_[old_parent].children;
+    ++nodes_[to_parent].children;
+  };
+  place(moved, parent, a, new_parent, b);
+  place(other, new_parent, b, parent, a);
+  if (moved) by_name_[Key(new_parent, b)] = *moved;
+  if (other) by_name_[Key(parent, a)] = *other;
+  MaybeErase(parent);  // may have lost its last known child
   return absl::OkStatus();
 }
 
 absl::StatusOr<int> Store::OpenDir(uint64_t node) {
   auto nfd = NodeFd(node);
   if (!nfd.ok()) return nfd.status();
-  int fd = ::openat(*nfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int fd = ::openat((*nfd)->get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return ErrnoError(errno, "opendir");
   return fd;
 }
 
 absl::StatusOr<std::string> Store::RelativePath(uint64_t node) {
-  auto nfd = NodeFd(node);
-  if (!nfd.ok()) return nfd.status();
-  char buf[PATH_MAX];
-  ssize_t n = ::readlink(ProcPath(*nfd).c_str(), buf, sizeof buf - 1);
-  if (n < 0) return ErrnoError(errno, "readlink");
-  absl::string_view path(buf, static_cast<size_t>(n));
-  if (absl::EndsWith(path, " (deleted)")) return absl::NotFoundError("deleted");
-  const std::string root = records_dir();
-  if (path == root) return std::string();
-  if (!absl::StartsWith(path, root + "/")) return absl::NotFoundError("outside the store");
-  return std::string(path.substr(root.size() + 1));
+  // From the remembered names, not /proc/self/fd: no descriptor is needed.
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<const std::string*> names;
+  for (uint64_t cur = node; cur != root_ino_;) {
+    auto it = nodes_.find(cur);
+    if (it == nodes_.end()) return PosixError(ESTALE, "stale staging node");
+    if (it->second.parent == 0) return absl::NotFoundError("deleted");
+    names.push_back(&it->second.name);
+    cur = it->second.parent;
+    if (names.size() > 4096) return absl::NotFoundError("outside the store");  // never a cycle
+  }
+  std::string path;
+  for (auto n = names.rbegin(); n != names.rend(); ++n) {
+    if (!path.empty()) path += '/';
+    path += **n;
+  }
+  return path;
 }
 
 Store::Placed Store::Place(const std::string& rel) {
@@ -314,45 +630,99 @@ Store::Placed Store::Place(const std::string& rel) {
   return p;
 }
 
+namespace {
+
+}  // namespace
+
 absl::Status Store::ValidateOnWrite(uint64_t node, int fd, uint64_t offset,
                                     absl::string_view data) {
   auto rel = RelativePath(node);
   if (!rel.ok()) return absl::OkStatus();  // deleted meanwhile: nothing to check
   // Cheap test first: most writes are to files no check applies to.
-  if (ClassifyStagedFile(*rel, true).role != StagedFile::Role::kNumeric &&
-      ClassifyStagedFile(*rel, false).role != StagedFile::Role::kNumeric) {
+  if (ClassifyStagedFile(*rel, true).role == StagedFile::Role::kOther &&
+      ClassifyStagedFile(*rel, false).role == StagedFile::Role::kOther) {
     return absl::OkStatus();
   }
   struct stat st;
   if (::fstat(fd, &st) != 0) return absl::OkStatus();  // ValidateOnClose will say
   const uint64_t old_size = static_cast<uint64_t>(st.st_size);
   const uint64_t end = offset + data.size();
-  if (std::max(old_size, end) > kMaxCheckedOnWrite) return absl::OkStatus();
   const Placed placed = Place(*rel);
-  if (placed.file.role != StagedFile::Role::kNumeric) return absl::OkStatus();
-  // The file as it would be after this write.
-  // The descriptor may be write-only (`echo >` opens O_WRONLY): read
-  // through a fresh read-only open of it.
-  std::string after;
-  if (old_size > 0) {
-    auto content = ReadFileToString(ProcPath(fd));
-    if (!content.ok()) return absl::OkStatus();  // ValidateOnClose will say
-    after = std::move(*content);
+  auto refuse = [&](absl::string_view why) {
+    log::Warning("staging/", *rel, ": write refused: ", why);
+    return PosixError(EINVAL, absl::StrCat("staging/", *rel, ": ", why));
+  };
+  // The first `n` bytes of the file as they would be after this write.
+  auto after_write = [&](uint64_t n) -> absl::StatusOr<std::string> {
+    std::string after;
+    if (old_size > 0) {
+      auto content = ReadAt(fd, 0, std::min(n, old_size));
+      if (!content.ok()) return content.status();
+      after = std::move(*content);
+    }
+    if (offset < n) {
+      if (after.size() < std::min(end, n)) after.resize(std::min(end, n), '\0');
+      const size_t k = static_cast<size_t>(std::min<uint64_t>(data.size(), n - offset));
+      after.replace(offset, k, data.data(), k);
+    }
+    return after;
+  };
+  if (placed.file.role == StagedFile::Role::kArray) {
+    std::vector<tensor::TensorType> want = placed.hint.tensors;
+    if (placed.hint.kind == example::Kind::kNone) {
+      char buf[4096];
+      const ssize_t n = ::fgetxattr(fd, kKindXattr, buf, sizeof buf);
+      if (n > 0) want = ParseKindTag(absl::string_view(buf, static_cast<size_t>(n))).tensors;
+    }
+    if (want.empty()) return absl::OkStatus();
+    if (placed.file.extension == naming::kPngExtension && offset >= 33) return absl::OkStatus();
+    // Only a write that lands in the header (or before its end is known)
+    // can change what is decided there.
+    uint64_t header_end = 0;
+    auto head = after_write(std::min<uint64_t>(std::max(old_size, end), 16));
+    if (!head.ok()) return absl::OkStatus();  // ValidateOnClose will say
+    (void)CheckTensorFilePrefix(placed.file.extension, *head, want, &header_end);
+    uint64_t need = header_end != 0 ? header_end : kMaxCheckedOnWrite;
+    if (placed.file.extension == naming::kNpyExtension && head->size() >= 12 && header_end == 0) {
+      const auto b = [&](size_t i) { return static_cast<uint64_t>(static_cast<uint8_t>((*head)[i])); };
+      need = ((*head)[6] == 1 ? 10 + (b(8) | b(9) << 8)
+                              : 12 + (b(8) | b(9) << 8 | b(10) << 16 | b(11) << 24));
+    }
+    need = std::min(need, kMaxCheckedOnWrite);
+    if (offset >= need) return absl::OkStatus();
+    auto prefix = after_write(need);
+    if (!prefix.ok()) return absl::OkStatus();
+    if (auto s = CheckTensorFilePrefix(placed.file.extension, *prefix, want, &header_end);
+        !s.ok()) {
+      return refuse(s.message());
+    }
+    return absl::OkStatus();
   }
-  if (after.size() < end) after.resize(end, '\0');
-  after.replace(offset, data.size(), data.data(), data.size());
+  if (placed.file.role != StagedFile::Role::kNumeric) return absl::OkStatus();
+  if (std::max(old_size, end) > kMaxCheckedOnWrite) return absl::OkStatus();
+  auto content = after_write(std::max(old_size, end));
+  if (!content.ok()) return absl::OkStatus();  // ValidateOnClose will say
+  const std::string& after = *content;
   const size_t last_newline = after.rfind('\n');
-  if (last_newline == std::string::npos) return absl::OkStatus();  // no complete line yet
-  const absl::string_view complete(after.data(), last_newline + 1);
-  auto kind = ValidateNumeric(complete, placed.hint.kind);
-  if (!kind.ok()) {
-    log::Warning("staging/", *rel, ": write refused: ", kind.status().message());
-    return PosixError(EINVAL, absl::StrCat("staging/", *rel, ": ", kind.status().message()));
+  const size_t tail_start = last_newline == std::string::npos ? 0 : last_newline + 1;
+  if (last_newline != std::string::npos) {
+    const absl::string_view complete(after.data(), last_newline + 1);
+    auto kind = ValidateNumeric(complete, placed.hint.kind);
+    if (!kind.ok()) return refuse(kind.status().message());
+  }
+  // The unterminated rest must still be able to become a value.
+  if (auto s = CheckNumericPrefix(absl::string_view(after).substr(tail_start), placed.hint.kind);
+      !s.ok()) {
+    return refuse(s.message());
   }
   return absl::OkStatus();
 }
 
 absl::Status Store::ValidateOnClose(uint64_t node, int fd) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    written_.erase(node);  // checked now, whoever asked
+  }
   auto rel = RelativePath(node);
   if (!rel.ok()) return absl::OkStatus();  // deleted meanwhile: nothing to check
   const Placed placed = Place(*rel);

@@ -160,26 +160,27 @@ std::string NpyHeader(DataType dtype, absl::Span<const int64_t> shape) {
   return out + text;
 }
 
-absl::StatusOr<Tensor> ParseNpy(absl::string_view file) {
-  if (file.size() < 10 || file.substr(0, 6) != kMagic) return Bad("no \\x93NUMPY magic");
-  const uint8_t major = static_cast<uint8_t>(file[6]);
-  const uint8_t minor = static_cast<uint8_t>(file[7]);
+absl::StatusOr<std::optional<NpyHeaderInfo>> ParseNpyHeader(absl::string_view prefix) {
+  const absl::string_view magic = kMagic;
+  if (prefix.substr(0, std::min(prefix.size(), magic.size())) !=
+      magic.substr(0, std::min(prefix.size(), magic.size()))) {
+    return Bad("no \\x93NUMPY magic");
+  }
+  if (prefix.size() < 8) return std::optional<NpyHeaderInfo>();
+  const uint8_t major = static_cast<uint8_t>(prefix[6]);
+  const uint8_t minor = static_cast<uint8_t>(prefix[7]);
   if (minor != 0 || major < 1 || major > 3) {
     return Bad(absl::StrCat("format version ", major, ".", minor, " (known: 1.0, 2.0, 3.0)"));
   }
-  auto byte = [&](size_t i) { return static_cast<uint64_t>(static_cast<uint8_t>(file[i])); };
-  uint64_t header_len;
-  size_t start;
-  if (major == 1) {
-    header_len = byte(8) | byte(9) << 8;
-    start = 10;
-  } else {
-    if (file.size() < 12) return Bad("truncated header length");
-    header_len = byte(8) | byte(9) << 8 | byte(10) << 16 | byte(11) << 24;
-    start = 12;
-  }
-  if (header_len > file.size() - start) return Bad("header runs past the end of the file");
-  const absl::string_view header = file.substr(start, header_len);
+  const size_t start = major == 1 ? 10 : 12;
+  if (prefix.size() < start) return std::optional<NpyHeaderInfo>();  // length not all there
+  auto byte = [&](size_t i) { return static_cast<uint64_t>(static_cast<uint8_t>(prefix[i])); };
+  const uint64_t header_len =
+      major == 1 ? (byte(8) | byte(9) << 8) : (byte(8) | byte(9) << 8 | byte(10) << 16 | byte(11) << 24);
+  NpyHeaderInfo info;
+  info.data_offset = start + header_len;
+  if (header_len > prefix.size() - start) return std::optional<NpyHeaderInfo>();  // not yet
+  const absl::string_view header = prefix.substr(start, header_len);
   // Versions 1.0 and 2.0 are latin-1, 3.0 UTF-8; the keys and values we
   // accept are ASCII either way.
   Literal lit(header);
@@ -221,14 +222,26 @@ absl::StatusOr<Tensor> ParseNpy(absl::string_view file) {
   }
   auto bytes = NumBytes(*dtype, *shape);
   if (!bytes.ok()) return Bad(bytes.status().message());
-  const uint64_t data_start = start + header_len;
+  info.dtype = *dtype;
+  info.shape = std::move(*shape);
+  info.data_bytes = static_cast<uint64_t>(*bytes);
+  return std::optional<NpyHeaderInfo>(std::move(info));
+}
+
+absl::StatusOr<Tensor> ParseNpy(absl::string_view file) {
+  if (file.size() < 10 || file.substr(0, 6) != kMagic) return Bad("no \\x93NUMPY magic");
+  auto header = ParseNpyHeader(file);
+  if (!header.ok()) return header.status();
+  if (!header->has_value()) return Bad("header runs past the end of the file");
+  NpyHeaderInfo& info = **header;
+  const uint64_t data_start = info.data_offset;
   const uint64_t have = file.size() - data_start;
-  if (have != static_cast<uint64_t>(*bytes)) {
-    return Bad(absl::StrCat("the shape needs ", *bytes, " data bytes, the file has ", have));
+  if (have != info.data_bytes) {
+    return Bad(absl::StrCat("the shape needs ", info.data_bytes, " data bytes, the file has ", have));
   }
   Tensor t;
-  t.dtype = *dtype;
-  t.shape = std::move(*shape);
+  t.dtype = info.dtype;
+  t.shape = std::move(info.shape);
   t.data_in_input = true;
   t.data_offset = data_start;
   t.data_size = have;

@@ -353,6 +353,7 @@ namespace {
 // State behind a staging file handle (fuse_file_info::fh).
 struct FileHandle {
   int fd = -1;
+  uint64_t node = 0;  // the store's node
   std::atomic<bool> written{false};
 };
 
@@ -384,6 +385,7 @@ absl::StatusOr<uint64_t> Filesystem::Open(uint64_t ino, int flags) {
     if (!fd.ok()) return fd.status();
     auto* h = new FileHandle;
     h->fd = *fd;
+    h->node = StagingIndex(ino);
     if (flags & O_TRUNC) h->written = true;
     return reinterpret_cast<uint64_t>(h);
   }
@@ -505,6 +507,7 @@ absl::StatusOr<std::pair<Attr, uint64_t>> Filesystem::Create(uint64_t parent,
   if (!r.ok()) return r.status();
   auto* h = new FileHandle;
   h->fd = r->second;
+  h->node = r->first.st_ino;
   h->written = true;
   return std::make_pair(StagingAttr(r->first), reinterpret_cast<uint64_t>(h));
 }
@@ -519,17 +522,22 @@ absl::StatusOr<Attr> Filesystem::Mkdir(uint64_t parent, absl::string_view name, 
 absl::StatusOr<size_t> Filesystem::Write(uint64_t ino, uint64_t fh, absl::string_view data,
                                          uint64_t offset) {
   auto* h = reinterpret_cast<FileHandle*>(fh);
-  if (SpaceOf(ino) != Space::kStaging || h == nullptr) return ReadOnly();
-  // A bad complete line of a numeric file fails write() itself, so that
-  // `echo hello > label` reports it (the shell ignores close()'s error).
-  if (staging_ != nullptr) {
-    if (auto s = staging_->ValidateOnWrite(StagingIndex(ino), h->fd, offset, data); !s.ok()) {
-      return s;
-    }
+  if (SpaceOf(ino) != Space::kStaging || staging_ == nullptr) return ReadOnly();
+  // No handle: the kernel opened the file itself (skip_open); write through
+  // a descriptor of the store's.
+  std::shared_ptr<const UniqueFd> own;
+  if (h == nullptr) {
+    auto fd = staging_->WritableFd(StagingIndex(ino));
+    if (!fd.ok()) return fd.status();
+    own = *fd;
   }
+  const int fd = h != nullptr ? h->fd : own->get();
+  // A bad value of a checked file fails write() itself, so that
+  // `echo hello > label` reports it (the shell ignores close()'s error).
+  if (auto s = staging_->ValidateOnWrite(StagingIndex(ino), fd, offset, data); !s.ok()) return s;
   size_t done = 0;
   while (done < data.size()) {
-    ssize_t w = ::pwrite(h->fd, data.data() + done, data.size() - done,
+    ssize_t w = ::pwrite(fd, data.data() + done, data.size() - done,
                          static_cast<off_t>(offset + done));
     if (w < 0) {
       if (errno == EINTR) continue;
@@ -537,7 +545,11 @@ absl::StatusOr<size_t> Filesystem::Write(uint64_t ino, uint64_t fh, absl::string
     }
     done += static_cast<size_t>(w);
   }
-  h->written = true;
+  if (h != nullptr) {
+    h->written = true;
+  } else {
+    staging_->NoteWritten(StagingIndex(ino), fd);  // no RELEASE will come
+  }
   return done;
 }
 
@@ -551,14 +563,33 @@ absl::Status Filesystem::Flush(uint64_t ino, uint64_t fh) {
 void Filesystem::Release(uint64_t fh) {
   auto* h = reinterpret_cast<FileHandle*>(fh);
   if (h == nullptr) return;
+  // Without FLUSH (skip_open), the last close is the first moment the whole
+  // file is there: check it and remember its kind. A refusal is logged; the
+  // pack refuses the record with the same reason.
+  if (h->written.exchange(false) && staging_ != nullptr) {
+    (void)staging_->ValidateOnClose(h->node, h->fd);
+  }
+  Discard(fh);
+}
+
+void Filesystem::Discard(uint64_t fh) {
+  auto* h = reinterpret_cast<FileHandle*>(fh);
+  if (h == nullptr) return;
   ::close(h->fd);
   delete h;
 }
 
-absl::Status Filesystem::Fsync(uint64_t fh, bool datasync) {
+absl::Status Filesystem::Fsync(uint64_t ino, uint64_t fh, bool datasync) {
   auto* h = reinterpret_cast<FileHandle*>(fh);
-  if (h == nullptr) return absl::OkStatus();
-  if ((datasync ? ::fdatasync(h->fd) : ::fsync(h->fd)) != 0) return ErrnoError(errno, "fsync");
+  UniqueFd own;
+  if (h == nullptr) {
+    if (SpaceOf(ino) != Space::kStaging || staging_ == nullptr) return absl::OkStatus();
+    auto fd = staging_->Open(StagingIndex(ino), O_RDONLY);
+    if (!fd.ok()) return fd.status();
+    own = UniqueFd(*fd);
+  }
+  const int fd = h != nullptr ? h->fd : own.get();
+  if ((datasync ? ::fdatasync(fd) : ::fsync(fd)) != 0) return ErrnoError(errno, "fsync");
   return absl::OkStatus();
 }
 
@@ -569,6 +600,7 @@ absl::StatusOr<Attr> Filesystem::SetAttr(uint64_t ino, uint64_t fh, const struct
   auto st = staging_->SetAttr(StagingIndex(ino), h ? h->fd : -1, to, bits);
   if (!st.ok()) return st.status();
   if (h && (bits & staging::kSetSize)) h->written = true;
+  if (!h && (bits & staging::kSetSize)) staging_->NoteWritten(StagingIndex(ino));
   return StagingAttr(*st);
 }
 

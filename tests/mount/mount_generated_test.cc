@@ -547,5 +547,74 @@ TEST(GeneratedMountOptionsTest, ReadOnlyMountOpensFilesWithoutTheDaemon) {
   EXPECT_EQ(WalkTree(out, false).size(), 0u) << "a read-only mount wrote shards";
 }
 
+// The default read-write mount opens files without the daemon too (issue
+// 12): a walk that reads every shard file sends at most one OPEN and one
+// FLUSH and no RELEASE, a second walk sends nothing; staged files are still
+// checked, at write(): `echo hello > label` fails in the shell, an existing
+// file rewritten (no OPEN: truncated by SETATTR, written without a handle)
+// holds the new bytes, and the record packs on unmount. -o open sends every
+// open to the daemon again.
+TEST(GeneratedMountOptionsTest, ReadWriteMountOpensFilesWithoutTheDaemon) {
+  TFRFS_SKIP_WITHOUT_FUSE();
+  TempDir tmp;
+  const std::string src = tmp.Subdir("src");
+  const GenDataset ds = WriteDataset(src, kSeed + 5);
+  ExpectedTree expected = ds.Expected();
+  size_t files = 0;
+  for (const auto& [rel, node] : expected) files += !node.is_dir;
+  const std::string store = tmp.Subdir("store"), out = tmp.Subdir("out");
+
+  for (const bool always_open : {false, true}) {
+    SCOPED_TRACE(always_open ? "-o open" : "default");
+    Mount m;
+    const std::string opts = "staging_dir=" + store + ",output_dir=" + out + ",prefix=p" +
+                             (always_open ? "1,open" : "0");
+    ASSERT_EQ(m.Start({src}, {"-d", "-o", opts}), "");
+    auto walk_shards = [&] {
+      for (const auto& [rel, node] : expected) {
+        if (rel.find('/') != std::string::npos || rel == "staging") continue;
+        if (node.is_dir) {
+          WalkTree(m.path(rel));
+        } else {
+          EXPECT_EQ(ReadWholeFile(m.path(rel)), node.content) << rel;
+        }
+      }
+      return CountFileOps(m.Stderr());
+    };
+    const FileOpCounts first = walk_shards();
+    const FileOpCounts second = walk_shards();
+    if (always_open) {
+      EXPECT_GE(first.open, files);
+      EXPECT_GT(second.open, first.open);
+    } else {
+      EXPECT_LE(first.open, 1u);
+      EXPECT_LE(first.flush, 1u);
+      EXPECT_EQ(first.release, 0u);
+      EXPECT_EQ(second.open, first.open);
+      EXPECT_EQ(second.flush, first.flush);
+      EXPECT_EQ(second.release, 0u);
+      EXPECT_EQ(second.read, first.read) << "warm reads reached the daemon";
+    }
+    const std::string r = ShellQuote(m.path("staging/r"));
+    CommandResult bad = Shell("bash -c " + ShellQuote("mkdir " + r + " && echo hello > " + r +
+                                                      "/label"));
+    EXPECT_NE(bad.exit_code, 0);
+    EXPECT_NE(bad.err.find("Invalid argument"), std::string::npos) << bad.err;
+    CommandResult good = Shell("echo 3 > " + r + "/label && echo 41 > " + r + "/label && " +
+                               "echo 5 >> " + r + "/label && cat " + r + "/label");
+    EXPECT_EQ(good.exit_code, 0) << good.err;
+    EXPECT_EQ(good.out, "41\n5\n");
+    CommandResult partial = Shell("bash -c " + ShellQuote("printf 5x > " + r + "/label"));
+    EXPECT_NE(partial.exit_code, 0) << "an unterminated 5x passed write()";
+    EXPECT_EQ(ReadWholeFile(store + "/records/r/label"), "") << "truncated, nothing written";
+    ASSERT_EQ(Shell("echo 41 > " + r + "/label").exit_code, 0);
+    if (always_open) EXPECT_GE(CountFileOps(m.Stderr()).flush, 4u);
+    std::string stop_err;
+    EXPECT_EQ(m.Stop(&stop_err), 0) << stop_err << m.Stderr();
+    EXPECT_NE(::access((store + "/records/r").c_str(), F_OK), 0) << "not packed";
+  }
+  EXPECT_EQ(WalkTree(out, false).size(), 2u) << "one shard per mount";
+}
+
 }  // namespace
 }  // namespace tfrecordfs::mount_test

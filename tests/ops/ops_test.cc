@@ -9,6 +9,7 @@
 #include <linux/fuse.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -31,6 +32,8 @@
 #include "tfrecordfs/record/format.h"
 #include "tfrecordfs/record/writer.h"
 #include "tfrecordfs/staging/store.h"
+#include "tfrecordfs/tensor/npy.h"
+#include "tfrecordfs/tensor/png.h"
 #include "tfrecordfs/vfs/filesystem.h"
 #include "tfrecordfs/vfs/node_id.h"
 
@@ -1076,6 +1079,102 @@ TEST_F(CreateTest, MissingSourceFails) {
   EXPECT_EQ(ENOENT, ToErrno(fs.status()));
   o.sources = {};
   EXPECT_FALSE(vfs::Filesystem::Create(o).ok());
+}
+
+// Staged files written without a handle (fh 0: the kernel opened them
+// itself, OpsOptions::skip_open): O_TRUNC arrives as a SETATTR of size 0,
+// the write goes through a descriptor of the daemon's own, and the checks
+// that close() used to make happen at write(): a numeric file's unterminated
+// last line must be able to become a number, a tensor file's header must fit
+// the feature.
+TEST_F(CreateTest, StagingWritesWithoutAHandleAreCheckedAtWrite) {
+  WriteShard(a_ + "/train.tfrecord", {"x"});
+  auto store = staging::Store::Open(b_ + "/store", [](absl::string_view name) {
+    staging::FeatureHint h;
+    if (name == "label") h.kind = example::Kind::kInt64;
+    if (name == "mask" || name == "arr") {
+      h.kind = example::Kind::kBytes;
+      h.tensors = {{name == "mask" ? tensor::DataType::kUint8 : tensor::DataType::kFloat,
+                    name == "mask" ? std::vector<int64_t>{4, 4} : std::vector<int64_t>{3}}};
+    }
+    return h;
+  });
+  ASSERT_TRUE(store.ok()) << store.status();
+  vfs::Options o;
+  o.sources = {a_};
+  o.staging = store->get();
+  auto fs = vfs::Filesystem::Create(o);
+  ASSERT_TRUE(fs.ok()) << fs.status();
+  Ops ops{fs->get(), OpsOptions{.skip_open = true}};
+  const EntryReply staging = DoLookup(ops, FUSE_ROOT_ID, "staging");
+  ASSERT_EQ(0, staging.err);
+  const EntryReply rec = DoMkdir(ops, staging.entry.ino, "r", 0755);
+  ASSERT_EQ(0, rec.err);
+  const std::string label_path = b_ + "/store/records/r/label";
+
+  // Made with CREATE (a real handle), then written again as `echo 7 > label`
+  // does on a no-open connection.
+  CreateReply c = DoCreate(ops, rec.entry.ino, "label", 0644, O_WRONLY | O_CREAT | O_TRUNC);
+  ASSERT_EQ(0, c.err);
+  EXPECT_EQ(0, DoWrite(ops, c.entry.ino, c.fh, "3\n", 0).err);
+  ops.fs->Release(c.fh);
+  const fuse_ino_t label = c.entry.ino;
+  struct stat zero {};
+  EXPECT_EQ(0, DoSetAttr(ops, label, zero, FUSE_SET_ATTR_SIZE, 0).err);
+  WriteReply w = DoWrite(ops, label, 0, "7\n", 0);
+  EXPECT_EQ(0, w.err);
+  EXPECT_EQ(2u, w.written);
+  EXPECT_EQ("7\n", ReadFileToString(label_path).value());
+  // Appended in pieces: a value may arrive split.
+  EXPECT_EQ(0, DoWrite(ops, label, 0, "-", 2).err);
+  EXPECT_EQ(0, DoWrite(ops, label, 0, "12", 3).err);
+  EXPECT_EQ("7\n-12", ReadFileToString(label_path).value());
+  // `printf 5x > label`: no ending makes "5x" an int64, so write() fails.
+  EXPECT_EQ(0, DoSetAttr(ops, label, zero, FUSE_SET_ATTR_SIZE, 0).err);
+  EXPECT_EQ(EINVAL, DoWrite(ops, label, 0, "5x", 0).err);
+  EXPECT_EQ(EINVAL, DoWrite(ops, label, 0, "hello", 0).err);
+  EXPECT_EQ(EINVAL, DoWrite(ops, label, 0, "1.5", 0).err) << "an int64 feature";
+  EXPECT_EQ("", ReadFileToString(label_path).value()) << "refused bytes were written";
+  EXPECT_EQ(0, DoWrite(ops, label, 0, "5 ", 0).err);
+  EXPECT_EQ(EINVAL, DoWrite(ops, label, 0, "6", 2).err) << "\"5 6\" cannot become a number";
+
+  // Tensor files: the header is checked as it arrives, whatever the handle.
+  CreateReply npy = DoCreate(ops, rec.entry.ino, "arr.npy", 0644, O_WRONLY | O_CREAT);
+  ASSERT_EQ(0, npy.err);
+  const std::string f64 = tensor::NpyHeader(tensor::DataType::kDouble, {3});
+  EXPECT_EQ(0, DoWrite(ops, npy.entry.ino, npy.fh, f64.substr(0, 8), 0).err) << "undecided yet";
+  WriteReply bad = DoWrite(ops, npy.entry.ino, npy.fh, f64.substr(8), 8);
+  EXPECT_EQ(EINVAL, bad.err) << "float64 for a float32 feature";
+  const std::string f32 = tensor::NpyHeader(tensor::DataType::kFloat, {3});
+  EXPECT_EQ(0, DoWrite(ops, npy.entry.ino, npy.fh, f32, 0).err);
+  EXPECT_EQ(0, DoWrite(ops, npy.entry.ino, npy.fh, std::string(12, '\0'), f32.size()).err);
+  ops.fs->Release(npy.fh);
+  // Made by CREATE and written without a handle, as a no-open connection
+  // does (LlCreate hands out none: the kernel would send no RELEASE); 0444,
+  // as `cp -r` of a mounted record makes it: the CREATE descriptor is kept.
+  CreateReply png = DoCreate(ops, rec.entry.ino, "mask.png", 0444, O_WRONLY | O_CREAT);
+  ASSERT_EQ(0, png.err);
+  ops.fs->Discard(png.fh);
+  const fuse_ino_t mask = png.entry.ino;
+  EXPECT_EQ(EINVAL, DoWrite(ops, mask, 0, "not a png at all", 0).err);
+  tensor::PngGeometry rgb16{.height = 4, .width = 4, .channels = 3, .depth = 16};
+  auto rgb = tensor::EncodePng(rgb16, std::string(4 * 4 * 3 * 2, '\x10'));
+  ASSERT_TRUE(rgb.ok());
+  EXPECT_EQ(EINVAL, DoWrite(ops, mask, 0, *rgb, 0).err) << "16-bit RGB for uint8 [4,4]";
+  tensor::PngGeometry gray8{.height = 4, .width = 4, .channels = 1, .depth = 8, .rank2 = true};
+  auto gray = tensor::EncodePng(gray8, std::string(16, '\x7f'));
+  ASSERT_TRUE(gray.ok());
+  const std::string mask_path = b_ + "/store/records/r/mask.png";
+  char tag[256];
+  // Written in two pieces: whole (IEND) after the second, checked then, and
+  // its kind remembered at once (a daemon killed now keeps it).
+  EXPECT_EQ(0, DoWrite(ops, mask, 0, gray->substr(0, 40), 0).err);
+  EXPECT_LT(::getxattr(mask_path.c_str(), staging::kKindXattr, tag, sizeof tag), 0);
+  EXPECT_EQ(0, DoWrite(ops, mask, 0, gray->substr(40), 40).err);
+  const ssize_t n = ::getxattr(mask_path.c_str(), staging::kKindXattr, tag, sizeof tag);
+  ASSERT_GT(n, 0) << std::strerror(errno);
+  EXPECT_EQ("tensor:uint8:4,4", std::string(tag, static_cast<size_t>(n)));
+  EXPECT_EQ(*gray, ReadFileToString(mask_path).value());
 }
 
 // The staging area through the ops: a directory listed without a handle

@@ -198,5 +198,30 @@ TEST(ParseNpy, BadFiles) {
   EXPECT_THAT(ParseNpy(v9).status().message(), HasSubstr("version 9.0"));
 }
 
+// The header as its bytes arrive: every prefix of a good header is
+// undecided, the whole one says dtype, shape and where the data starts; a
+// wrong byte fails as soon as it is there.
+TEST(ParseNpyHeader, PrefixesOfAFile) {
+  const std::string header = NpyHeader(DataType::kUint16, {2, 3});
+  for (size_t n = 0; n < header.size(); ++n) {
+    auto h = ParseNpyHeader(header.substr(0, n));
+    ASSERT_TRUE(h.ok()) << n << ": " << h.status();
+    EXPECT_FALSE(h->has_value()) << n;
+  }
+  auto h = ParseNpyHeader(header + "xx");
+  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_TRUE(h->has_value());
+  EXPECT_EQ((*h)->dtype, DataType::kUint16);
+  EXPECT_EQ((*h)->shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ((*h)->data_offset, header.size());
+  EXPECT_EQ((*h)->data_bytes, 12u);
+  EXPECT_FALSE(ParseNpyHeader("\x93NUMPZ").ok());
+  EXPECT_FALSE(ParseNpyHeader("PK").ok());
+  EXPECT_FALSE(ParseNpyHeader(std::string("\x93NUMPY\x09\x00", 8)).ok()) << "version 9.0";
+  std::string big_endian = NpyHeader(DataType::kFloat, {1});
+  big_endian[big_endian.find("<f4")] = '>';
+  EXPECT_FALSE(ParseNpyHeader(big_endian).ok());
+}
+
 }  // namespace
 }  // namespace tfrecordfs::tensor

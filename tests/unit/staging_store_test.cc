@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "tfrecordfs/base/file.h"
@@ -90,12 +91,30 @@ TEST_F(StoreTest, NumericFileRefusesABadCompleteLineAtWrite) {
   EXPECT_TRUE(CheckedWrite(**store, label, 0, "3\n").ok());
   EXPECT_TRUE(CheckedWrite(**store, label, 2, "4").ok());
   EXPECT_TRUE(CheckedWrite(**store, label, 3, "2\n").ok());
-  EXPECT_EQ(ErrnoOf(CheckedWrite(**store, label, 5, "x")), 0) << "unterminated: left to close";
+  // An unterminated last line must be able to become a number.
+  EXPECT_EQ(ErrnoOf(CheckedWrite(**store, label, 5, "x")), EINVAL) << "no ending makes x a number";
   EXPECT_EQ(ErrnoOf(CheckedWrite(**store, label, 5, "x\n")), EINVAL);
+  EXPECT_EQ(ErrnoOf(CheckedWrite(**store, label, 5, "-")), 0) << "-1 is one";
   // Overwriting a good line with a bad one in place is refused too.
   EXPECT_EQ(ErrnoOf(CheckedWrite(**store, label, 0, "z")), EINVAL);
   EXPECT_EQ(ReadFileToString("/proc/self/fd/" + std::to_string(label.fd.get())).value(),
-            "3\n42\nx");
+            "3\n42\n-");
+}
+
+TEST(NumericPrefixTest, WhatCanStillBecomeANumber) {
+  for (const char* ok : {"", "  ", "5", "-", "+", "-1", "1.", "1e", "1e-", ".", "12 ", "in", "-inf",
+                         "INFIN", "na", "nan(0x", "nan(0x1"}) {
+    EXPECT_TRUE(CheckNumericPrefix(ok, example::Kind::kNone).ok()) << "'" << ok << "'";
+  }
+  for (const char* bad : {"5x", "hello", "1 2", "e", "--", "1e5e", "nan(x"}) {
+    EXPECT_EQ(CheckNumericPrefix(bad, example::Kind::kNone).code(),
+              absl::StatusCode::kInvalidArgument)
+        << "'" << bad << "'";
+  }
+  EXPECT_TRUE(CheckNumericPrefix("-12", example::Kind::kInt64).ok());
+  EXPECT_FALSE(CheckNumericPrefix("1.", example::Kind::kInt64).ok());
+  EXPECT_FALSE(CheckNumericPrefix("in", example::Kind::kInt64).ok());
+  EXPECT_FALSE(CheckNumericPrefix("99999999999999999999", example::Kind::kInt64).ok());
 }
 
 TEST_F(StoreTest, OtherFilesAreNotCheckedAtWrite) {
@@ -111,6 +130,152 @@ TEST_F(StoreTest, OtherFilesAreNotCheckedAtWrite) {
   // Hidden files and editor backups are skipped by the pack: not checked.
   OpenFileInStore backup = CreateIn(**store, "r", "label~", O_RDWR);
   EXPECT_TRUE(CheckedWrite(**store, backup, 0, "hello\n").ok());
+}
+
+// ---- Bounded descriptors (issue 15, item 7) ----
+
+int OpenDescriptors() {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator("/proc/self/fd")) {
+    (void)e;
+    ++n;
+  }
+  return n;
+}
+
+TEST_F(StoreTest, MoreKnownNodesThanTheDescriptorBudget) {
+  auto store = Store::Open(root_ + "/s", nullptr, {.node_fds = 8});
+  ASSERT_TRUE(store.ok()) << store.status();
+  Store& s = **store;
+  const int before = OpenDescriptors();
+  std::vector<uint64_t> files;
+  for (int r = 0; r < 10; ++r) {
+    auto dir = s.Mkdir(s.root(), absl::StrCat("r", r), 0755);
+    ASSERT_TRUE(dir.ok()) << dir.status();
+    for (int f = 0; f < 30; ++f) {
+      auto c = s.Create(dir->st_ino, absl::StrCat("f", f), S_IFREG | 0644, O_WRONLY);
+      ASSERT_TRUE(c.ok()) << c.status();
+      const std::string body = absl::StrCat(r, "/", f);
+      ASSERT_EQ(::write(c->second, body.data(), body.size()), static_cast<ssize_t>(body.size()));
+      ::close(c->second);
+      files.push_back(c->first.st_ino);
+    }
+  }
+  EXPECT_LE(s.cached_fds(), 8u);
+  // The budget, and as many writable descriptors kept from Create
+  // (WritableFd: max(budget / 2, 8)).
+  EXPECT_LE(OpenDescriptors(), before + 16);
+  // Every node is reachable again, in any order, with its own bytes.
+  for (size_t i = files.size(); i-- > 0;) {
+    auto fd = s.Open(files[i], O_RDONLY);
+    ASSERT_TRUE(fd.ok()) << fd.status();
+    UniqueFd own(*fd);
+    EXPECT_EQ(ReadFileToString(absl::StrCat("/proc/self/fd/", own.get())).value(),
+              absl::StrCat(i / 30, "/", i % 30));
+    auto rel = s.RelativePath(files[i]);
+    ASSERT_TRUE(rel.ok()) << rel.status();
+    EXPECT_EQ(*rel, absl::StrCat("r", i / 30, "/f", i % 30));
+  }
+  EXPECT_GT(s.reopens(), 0u);
+  EXPECT_LE(s.cached_fds(), 8u);
+  EXPECT_LE(OpenDescriptors(), before + 16);
+}
+
+TEST_F(StoreTest, RenamedNodesAreReopenedUnderTheirNewNames) {
+  auto store = Store::Open(root_ + "/s", nullptr, {.node_fds = 1});
+  ASSERT_TRUE(store.ok()) << store.status();
+  Store& s = **store;
+  auto a = s.Mkdir(s.root(), "a", 0755);
+  ASSERT_TRUE(a.ok());
+  auto b = s.Mkdir(s.root(), "b", 0755);
+  ASSERT_TRUE(b.ok());
+  auto f = s.Create(a->st_ino, "x", S_IFREG | 0644, O_WRONLY);
+  ASSERT_TRUE(f.ok());
+  ::close(f->second);
+  const uint64_t x = f->first.st_ino;
+  ASSERT_TRUE(s.Rename(a->st_ino, "x", b->st_ino, "y", 0).ok());
+  ASSERT_TRUE(s.Mkdir(s.root(), "fill", 0755).ok());  // evicts x's descriptor
+  EXPECT_EQ(s.RelativePath(x).value(), "b/y");
+  EXPECT_TRUE(s.GetAttr(x).ok());
+  // A folder renamed: its children follow.
+  ASSERT_TRUE(s.Rename(s.root(), "b", s.root(), "c", 0).ok());
+  ASSERT_TRUE(s.Mkdir(s.root(), "fill2", 0755).ok());
+  EXPECT_EQ(s.RelativePath(x).value(), "c/y");
+  auto fd = s.Open(x, O_RDONLY);
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  ::close(*fd);
+  // Exchanged names swap their nodes.
+  auto z = s.Create(a->st_ino, "z", S_IFREG | 0644, O_WRONLY);
+  ASSERT_TRUE(z.ok());
+  ::close(z->second);
+  ASSERT_TRUE(s.Rename(a->st_ino, "z", b->st_ino, "y", RENAME_EXCHANGE).ok());
+  EXPECT_EQ(s.RelativePath(x).value(), "a/z");
+  EXPECT_EQ(s.RelativePath(z->first.st_ino).value(), "c/y");
+  // A rename over a known node: that node is gone, the mover takes its name.
+  ASSERT_TRUE(s.Rename(s.root(), "a", s.root(), "fill", 0).ok());
+  EXPECT_EQ(s.RelativePath(x).value(), "fill/z");
+  ASSERT_TRUE(s.Unlink(s.root(), "fill/z").code() != absl::StatusCode::kOk);  // one component
+}
+
+TEST_F(StoreTest, ANodeReplacedOnDiskIsStaleNotTheOtherFile) {
+  auto store = Store::Open(root_ + "/s", nullptr, {.node_fds = 1});
+  ASSERT_TRUE(store.ok()) << store.status();
+  Store& s = **store;
+  auto r = s.Mkdir(s.root(), "r", 0755);
+  ASSERT_TRUE(r.ok());
+  auto f = s.Create(r->st_ino, "label", S_IFREG | 0644, O_WRONLY);
+  ASSERT_TRUE(f.ok());
+  ::close(f->second);
+  const uint64_t label = f->first.st_ino;
+  ASSERT_TRUE(s.Mkdir(s.root(), "other", 0755).ok());  // evicts label's descriptor
+  // Swapped behind the store's back: another file now has the name.
+  const std::string path = root_ + "/s/records/r/label";
+  ASSERT_EQ(::rename(path.c_str(), (path + ".old").c_str()), 0);
+  ASSERT_TRUE(WriteFileAtomically(path, "7\n").ok());
+  auto fd = s.Open(label, O_RDONLY);
+  EXPECT_EQ(ErrnoOf(fd.status()), ESTALE) << fd.status();
+  if (fd.ok()) ::close(*fd);
+  EXPECT_EQ(ErrnoOf(s.GetAttr(label).status()), ESTALE);
+  // A symlink in its place is not followed.
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+  ASSERT_EQ(::symlink("/etc/passwd", path.c_str()), 0);
+  EXPECT_FALSE(s.GetAttr(label).ok());
+  // Gone altogether: ENOENT.
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+  EXPECT_EQ(ErrnoOf(s.GetAttr(label).status()), ENOENT);
+}
+
+TEST_F(StoreTest, ForgottenAndRemovedNodesLeaveNothingBehind) {
+  auto store = Store::Open(root_ + "/s", nullptr, {.node_fds = 4});
+  ASSERT_TRUE(store.ok()) << store.status();
+  Store& s = **store;
+  const int before = OpenDescriptors();
+  auto r = s.Mkdir(s.root(), "r", 0755);
+  ASSERT_TRUE(r.ok());
+  std::vector<uint64_t> nodes;
+  for (int i = 0; i < 20; ++i) {
+    auto c = s.Create(r->st_ino, absl::StrCat("f", i), S_IFREG | 0644, O_WRONLY);
+    ASSERT_TRUE(c.ok());
+    ::close(c->second);
+    nodes.push_back(c->first.st_ino);
+  }
+  // A removed file the kernel still knows (open after rm) keeps answering.
+  ASSERT_TRUE(s.Unlink(r->st_ino, "f0").ok());
+  EXPECT_TRUE(s.GetAttr(nodes[0]).ok());
+  EXPECT_EQ(s.RelativePath(nodes[0]).status().code(), absl::StatusCode::kNotFound);
+  for (uint64_t n : nodes) s.Forget(n, 1);
+  EXPECT_EQ(ErrnoOf(s.GetAttr(nodes[0]).status()), ESTALE);
+  EXPECT_EQ(ErrnoOf(s.GetAttr(nodes[5]).status()), ESTALE);
+  EXPECT_TRUE(s.GetAttr(r->st_ino).ok());
+  s.Forget(r->st_ino, 1);
+  EXPECT_EQ(s.cached_fds(), 0u);
+  EXPECT_EQ(OpenDescriptors(), before);
+  // Looked up again: a fresh node.
+  auto again = s.Lookup(s.root(), "r");
+  ASSERT_TRUE(again.ok()) << again.status();
+  auto f3 = s.Lookup(again->st_ino, "f3");
+  ASSERT_TRUE(f3.ok()) << f3.status();
+  EXPECT_EQ(s.RelativePath(f3->st_ino).value(), "r/f3");
 }
 
 TEST_F(StoreTest, ReadOnlyOpenCreatesAndLocksNothing) {

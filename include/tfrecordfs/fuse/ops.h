@@ -38,13 +38,16 @@ struct OpsOptions {
   // folder changes through the mount (the only way staging changes).
   bool skip_opendir = true;
   // Answer OPEN and FLUSH with ENOSYS where the kernel offers
-  // FUSE_CAP_NO_OPEN_SUPPORT. Only for read-only mounts (`-o ro`), where no
-  // file is ever written through the mount: the kernel then opens, flushes
-  // and releases files itself, so a warm read of a file costs no round trip
-  // at all (and, on a read-only mount, no GETATTR for an atime either).
-  // The first OPEN is still checked (a damaged record fails it); after that
-  // a damaged record fails at read(), and staging files are read without a
-  // handle (vfs::Filesystem::Read with fh 0).
+  // FUSE_CAP_NO_OPEN_SUPPORT (and ask for no atomic O_TRUNC, so that
+  // open(O_TRUNC) arrives as SETATTR): the kernel then opens, flushes and
+  // releases files itself, so a warm read of a shard file costs no round
+  // trip at all (and, on a read-only mount, no GETATTR for an atime
+  // either). The first OPEN is still checked (a damaged record fails it);
+  // after that a damaged record fails at read(). Staging files are then
+  // read and written without a handle (vfs::Filesystem::Read/Write with fh
+  // 0) except those made by CREATE, which keep theirs until RELEASE; with
+  // no FLUSH, a staged file's checks happen at write() and RELEASE, and
+  // close() never fails (staging::Store). The CLI sets this unless `-o open`.
   bool skip_open = false;
   // Answer getxattr/listxattr (user.tfrecordfs.*, vfs::Filesystem::GetXattr).
   // false (-o noxattr): they answer ENOSYS, after which the kernel asks no

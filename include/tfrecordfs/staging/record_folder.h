@@ -110,6 +110,26 @@ struct TensorFile {
 absl::StatusOr<TensorFile> TensorFromFile(absl::string_view extension, absl::string_view content,
                                           absl::Span<const tensor::TensorType> feature_types);
 
+// The first bytes of a staged `.png`/`.npy` of a tensor feature (the file
+// as written so far, from offset 0; a prefix of the final file): OK while
+// they can still begin a file TensorFromFile accepts, else InvalidArgument
+// saying why, as TensorFromFile words it. What is decided this early: the
+// PNG signature, its IHDR chunk (length, CRC, geometry) and whether its bit
+// depth and colour type can give one of the types; the .npy magic, version
+// and header dict, and whether its dtype and rank are one of the types. The
+// pixels, later chunks and the data size are left to TensorFromFile.
+// `header_end` is set to how many bytes of the file this check reads (0
+// while unknown: the whole prefix given).
+absl::Status CheckTensorFilePrefix(absl::string_view extension, absl::string_view prefix,
+                                   absl::Span<const tensor::TensorType> feature_types,
+                                   uint64_t* header_end);
+
+// Whether `tail` (the text after the last newline of a numeric file being
+// written) can still become a valid line of a file ValidateNumeric accepts
+// with `hint`: "5", "-", "1e", "in" (inf), "na" (nan) can; "5x", "hello"
+// cannot. InvalidArgument saying why when it cannot.
+absl::Status CheckNumericPrefix(absl::string_view tail, example::Kind hint);
+
 // Where a staged file sits in the record it will be packed into, for the
 // checks at write() and close() (Store::ValidateOnWrite/ValidateOnClose).
 struct StagedFile {

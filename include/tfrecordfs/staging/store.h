@@ -13,20 +13,33 @@
 // Because the bytes live on disk, a daemon that dies loses nothing: the next
 // mount shows the same staging contents.
 //
-// The store serves the staging subtree like libfuse's passthrough_ll: every
-// node the kernel knows is pinned by an O_PATH descriptor (so its inode
-// number cannot be reused while known) and all operations are *at() calls
-// relative to those descriptors with single-component names, so nothing can
-// reach outside the store: "." / ".." / names with '/' are refused, symlinks
-// and hard links are refused (EPERM), existing symlinks are never followed.
+// The store serves the staging subtree much like libfuse's passthrough_ll,
+// with a bounded number of descriptors: all operations are *at() calls
+// relative to O_PATH descriptors of the nodes with single-component names,
+// so nothing can reach outside the store: "." / ".." / names with '/' are
+// refused, symlinks and hard links are refused (EPERM), existing symlinks are
+// never followed.
 //
-// Node ids are the backing inode numbers (the vfs tags them with its
-// staging space bits).
+// Descriptors are bounded (issue 15): passthrough_ll pins every node the
+// kernel knows with a descriptor, so 16k staged files known to the kernel
+// exhaust RLIMIT_NOFILE. Here a node the kernel knows is remembered as its
+// parent node and name (kept current by Rename, dropped by Unlink, Rmdir and
+// Forget), and at most `node_fds` O_PATH descriptors are kept open, least
+// recently used dropped first (OpenOptions::node_fds; by default an eighth of
+// the soft RLIMIT_NOFILE, between 16 and 1024). A node whose descriptor was
+// dropped is reopened from its parent's with openat(O_PATH | O_NOFOLLOW), and
+// the inode it finds must be the node's: a name now naming another file (or a
+// symlink, or nothing) gives ESTALE or ENOENT, never the other file. What
+// stays open besides the budget: records/ itself; the descriptors a call is
+// using; one per node removed (Unlink, Rmdir, a Rename over it) while the
+// kernel still knows it (an open file after rm, until its FORGET), so that
+// its inode number is not reused while the kernel may still use it; and the
+// per-open descriptors of open files (Open/Create: the caller's). So a node's
+// inode number cannot be reused for another file while the kernel knows the
+// node, as long as files in the store are changed only through it (the lock
+// makes the daemon the only writer).
 //
-// Thread-safety (std::mutex rather than absl::Mutex: Debian's Abseil is not
-// built for TSan, so absl::Mutex hand-offs are invisible to it): all methods
-// are thread-safe. mu_ guards the node table and is a leaf lock; file I/O
-// happens outside it.
+// Memory per known node: its name and two table entries.
 #ifndef TFRECORDFS_STAGING_STORE_H_
 #define TFRECORDFS_STAGING_STORE_H_
 
@@ -34,13 +47,16 @@
 
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "tfrecordfs/base/file.h"
@@ -69,6 +85,9 @@ struct OpenOptions {
   // read-write owner. A missing store is NotFound. The caller must not call
   // the mutating methods (the kernel refuses writes on a read-only mount).
   bool read_only = false;
+  // O_PATH descriptors of nodes kept open at once (see the top of this
+  // file); 0: an eighth of the soft RLIMIT_NOFILE, between 16 and 1024.
+  size_t node_fds = 0;
 };
 
 class Store {
@@ -109,29 +128,62 @@ class Store {
   // A descriptor to list the directory with (caller owns; use fdopendir).
   absl::StatusOr<int> OpenDir(uint64_t node);
 
-  // close() of a written file (ClassifyStagedFile says which are checked):
+  // The whole-file check of a written file (ClassifyStagedFile says which
+  // are checked), made when the file is complete: at FLUSH (`-o open`: its
+  // error fails close()) or the RELEASE of a handle, else, for a file
+  // written without a handle, when it looks whole, at the kernel's last
+  // FORGET, or before the pack (NoteWritten); those errors are only logged,
+  // and the pack refuses the record with the same reason:
   //   * a numeric feature file or numeric sequence step must parse, with the
   //     kind the hint gives its feature (or list);
   //   * a `.png`/`.npy` of a feature whose hint (or, when the hint does not
   //     know the name, whose tag) is a tensor must convert (TensorFromFile);
-  // else InvalidArgument (EINVAL for the close), logged with the file's
-  // path; the file stays staged. On success the kind is remembered in the
-  // file's kKindXattr. A file under `<record>/context/` of a record folder
-  // without feature_lists/ (yet: `cp -r` copies context/ first) is checked
-  // as the feature `context/<x>` when the shards know that name, else as
-  // the context feature `<x>`.
+  // else InvalidArgument (EINVAL), logged with the file's path; the file
+  // stays staged. On success the kind is remembered in the file's
+  // kKindXattr. A file under `<record>/context/` of a record folder without
+  // feature_lists/ (yet: `cp -r` copies context/ first) is checked as the
+  // feature `context/<x>` when the shards know that name, else as the
+  // context feature `<x>`.
   absl::Status ValidateOnClose(uint64_t node, int fd);
 
   // write() of `data` at `offset` to a file open as `fd`, checked *before*
-  // the bytes are written: for a numeric feature file (the files
-  // ValidateOnClose checks) every complete line the file would then hold
-  // must parse, so `echo hello > label` fails at write() with EINVAL, which
-  // the shell reports, rather than at close(), which it ignores. The last,
-  // unterminated line is left to ValidateOnClose (a value may arrive in
-  // several writes). Files over kMaxCheckedOnWrite bytes are left to
-  // ValidateOnClose too. Other files: always OK, nothing is read.
+  // the bytes are written, so that a bad file fails write() with EINVAL,
+  // which the shell and cp report (the kernel sends no FLUSH by default, so
+  // close() cannot fail; see fuse::OpsOptions::skip_open):
+  //   * a numeric feature file (the files ValidateOnClose checks): every
+  //     complete line the file would then hold must parse, and the last,
+  //     unterminated line must be the start of a value (CheckNumericPrefix:
+  //     `printf 5x > label` fails, `printf -- -` is left to ValidateOnClose).
+  //     Files over kMaxCheckedOnWrite bytes are left to ValidateOnClose;
+  //   * a `.png`/`.npy` of a tensor feature: a write that lands in the
+  //     header (the PNG signature and IHDR, the .npy header dict) is checked
+  //     against the feature's types (CheckTensorFilePrefix); the pixels and
+  //     data are left to ValidateOnClose.
+  // Other files: always OK, nothing is read.
   absl::Status ValidateOnWrite(uint64_t node, int fd, uint64_t offset, absl::string_view data);
   static constexpr uint64_t kMaxCheckedOnWrite = uint64_t{1} << 20;
+
+  // A writable descriptor of `node`, for writes that come without a handle
+  // (the kernel opened the file itself): the descriptor Create opened, if
+  // still cached, else the file opened O_WRONLY. Cached, at most
+  // max(node_fds / 2, 8) at once (LRU), until the node is forgotten: a file
+  // made with mode 0444 (as `cp -r` of a mounted record does) stays writable
+  // for its writer while cached, though an unprivileged daemon could not
+  // reopen it for writing.
+  absl::StatusOr<std::shared_ptr<const UniqueFd>> WritableFd(uint64_t node);
+
+  // A write (or truncation) of `node` through no handle of the caller's (the
+  // kernel opened the file itself: no RELEASE will follow). The file gets
+  // ValidateOnClose's check (a refusal logged, the kind remembered) at once
+  // when it looks whole (`fd` >= 0 open on it: a numeric file ending in a
+  // newline, a PNG ending in IEND, a .npy of the size its header says), else
+  // at CheckWritten, at the node's last Forget, or at CheckAllWritten.
+  void NoteWritten(uint64_t node, int fd = -1);
+  // ValidateOnClose of `node` through a descriptor of its own if NoteWritten
+  // marked it since its last check; else OK.
+  absl::Status CheckWritten(uint64_t node);
+  // CheckWritten of every marked node (before a pack, at unmount).
+  void CheckAllWritten();
 
   // Path of a node relative to records/ ("" for the root), or NotFound if it
   // was deleted.
@@ -148,22 +200,61 @@ class Store {
   };
   Placed Place(const std::string& rel);
 
+  using NodeFdRef = std::shared_ptr<const UniqueFd>;
   struct Node {
-    int fd = -1;  // O_PATH
-    uint64_t nlookup = 0;
+    uint64_t parent = 0;  // 0: removed (or records/ itself)
+    std::string name;
+    uint64_t nlookup = 0;  // the kernel's references
+    uint64_t children = 0;  // known nodes whose parent this is
+    NodeFdRef pinned;       // held while removed but still known
   };
-  absl::StatusOr<int> NodeFd(uint64_t node);
-  // Looks `name` up under parent_fd and registers it with one more reference.
-  absl::StatusOr<struct stat> Register(int parent_fd, absl::string_view name);
+  // An open O_PATH descriptor of `node` (cached, or reopened and checked).
+  absl::StatusOr<NodeFdRef> NodeFd(uint64_t node);
+  // Looks `name` up under `parent` and registers it with one more reference.
+  absl::StatusOr<struct stat> Register(uint64_t parent, int parent_fd, absl::string_view name);
+  // Caches `fd` as `node`'s descriptor and drops the least recently used
+  // ones over the budget. Requires mu_.
+  void CacheFd(uint64_t node, NodeFdRef fd);
+  // Unlinks `node` from its parent (Unlink, Rmdir, replaced by Rename),
+  // keeping `fd` open while the kernel still knows it. Requires mu_.
+  void Detach(uint64_t node, NodeFdRef fd);
+  // Unlink / Rmdir (`flags` AT_REMOVEDIR).
+  absl::Status Remove(uint64_t parent, absl::string_view name, int flags);
+  // Drops `node` if neither the kernel nor a child needs it. Requires mu_.
+  void MaybeErase(uint64_t node);
   struct stat Present(struct stat st) const;
+  static std::pair<uint64_t, std::string> Key(uint64_t parent, absl::string_view name) {
+    return {parent, std::string(name)};
+  }
 
   const std::string dir_;
   const KindHint hint_;
   UniqueFd lock_fd_;
   uint64_t root_ino_ = 0;
   dev_t dev_ = 0;
+  size_t node_fd_budget_ = 16;
+  UniqueFd root_fd_;
   std::mutex mu_;
   absl::flat_hash_map<uint64_t, Node> nodes_ ABSL_GUARDED_BY(mu_);
+  // (parent, name) -> node, for the known nodes that are not removed.
+  absl::flat_hash_map<std::pair<uint64_t, std::string>, uint64_t> by_name_ ABSL_GUARDED_BY(mu_);
+  struct CachedFd {
+    NodeFdRef fd;
+    std::list<uint64_t>::iterator lru;
+  };
+  absl::flat_hash_map<uint64_t, CachedFd> fds_ ABSL_GUARDED_BY(mu_);
+  std::list<uint64_t> lru_ ABSL_GUARDED_BY(mu_);  // front = most recent
+  uint64_t reopens_ ABSL_GUARDED_BY(mu_) = 0;
+  // WritableFd's cache: node -> writable descriptor, LRU.
+  absl::flat_hash_map<uint64_t, CachedFd> write_fds_ ABSL_GUARDED_BY(mu_);
+  std::list<uint64_t> write_lru_ ABSL_GUARDED_BY(mu_);  // front = most recent
+  void CacheWritable(uint64_t node, NodeFdRef fd);  // requires mu_
+  absl::flat_hash_set<uint64_t> written_ ABSL_GUARDED_BY(mu_);  // NoteWritten, unchecked
+
+ public:
+  // For tests: descriptors cached now, and reopens so far.
+  size_t cached_fds();
+  uint64_t reopens();
 };
 
 // Checks a single path component given by the kernel or a user.

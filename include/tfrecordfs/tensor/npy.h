@@ -23,6 +23,9 @@
 #ifndef TFRECORDFS_TENSOR_NPY_H_
 #define TFRECORDFS_TENSOR_NPY_H_
 
+#include <optional>
+#include <vector>
+
 #include <cstdint>
 #include <string>
 
@@ -50,6 +53,20 @@ inline std::string NpyHeader(const Tensor& t) { return NpyHeader(t.dtype, t.shap
 // dtypes, malformed headers, missing or trailing data. The returned tensor
 // has data_in_input set: its bytes are a view of `file`.
 absl::StatusOr<Tensor> ParseNpy(absl::string_view file);
+
+// What a .npy header says, for checking a file as its bytes arrive.
+struct NpyHeaderInfo {
+  DataType dtype = DataType::kFloat;
+  std::vector<int64_t> shape;
+  uint64_t data_offset = 0;  // where the elements start
+  uint64_t data_bytes = 0;   // how many bytes of them the shape needs
+};
+// Parses the header at the start of `prefix` (the first bytes of a file,
+// possibly all of it): nullopt while the header is not all there yet (the
+// bytes so far are a possible start), the header once it is, else
+// ParseNpy's InvalidArgument for what is already wrong. Data bytes are not
+// looked at.
+absl::StatusOr<std::optional<NpyHeaderInfo>> ParseNpyHeader(absl::string_view prefix);
 
 }  // namespace tfrecordfs::tensor
 

@@ -202,13 +202,24 @@ class Filesystem {
   absl::StatusOr<std::pair<Attr, uint64_t>> Create(uint64_t parent, absl::string_view name,
                                                    mode_t mode, int flags);
   absl::StatusOr<Attr> Mkdir(uint64_t parent, absl::string_view name, mode_t mode);
+  // `fh` 0: a staging file the kernel opened itself (fuse::OpsOptions::
+  // skip_open), written through a descriptor opened for this call. A write
+  // the staged file's checks refuse fails with EINVAL before any byte lands
+  // (staging::Store::ValidateOnWrite).
   absl::StatusOr<size_t> Write(uint64_t ino, uint64_t fh, absl::string_view data, uint64_t offset);
-  // close(): validates a written numeric feature file (EINVAL if it does not
-  // parse; the bytes stay).
+  // close() with an OPEN handle (-o open): validates a written feature file
+  // (EINVAL if it does not parse or convert; the bytes stay).
   absl::Status Flush(uint64_t ino, uint64_t fh);
+  // The last close of a handle: a written file not yet checked by Flush is
+  // checked now (staging::Store::ValidateOnClose; a refusal is only logged,
+  // the pack refuses the record later) and its kind remembered.
   void Release(uint64_t fh);
+  // Closes a handle without any check (an OPEN answered ENOSYS).
+  void Discard(uint64_t fh);
   // fsync(2) of a staging file handle; a no-op for read-only files.
-  absl::Status Fsync(uint64_t fh, bool datasync);
+  // With fh 0 (skip_open), a staging file is synced through a descriptor of
+  // its own.
+  absl::Status Fsync(uint64_t ino, uint64_t fh, bool datasync);
   // `bits` are staging::SetAttrBits; `fh` may be 0.
   absl::StatusOr<Attr> SetAttr(uint64_t ino, uint64_t fh, const struct stat& to, int bits);
   absl::Status Unlink(uint64_t parent, absl::string_view name);

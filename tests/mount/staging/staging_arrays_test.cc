@@ -5,7 +5,7 @@
 //   * arrays written into staging/ with numpy and PIL pack to the
 //     TensorProtos of those arrays (skipped without /usr/bin/python3 with
 //     numpy and PIL);
-//   * bad arrays and bad numeric sequence steps fail write()/close() with
+//   * bad arrays and bad numeric sequence steps fail write() with
 //     EINVAL and stay staged; the kinds the mount checked them as survive a
 //     restart with shards that no longer know the names;
 //   * `cp -r` of `tfrecordfs-gen sequence` records packs feature by feature
@@ -167,10 +167,20 @@ TEST(StagingArraysTest, BadArraysAndStepsFailAndKindsSurviveARestart) {
     ASSERT_EQ(::mkdir(q.c_str(), 0755), 0);
     ASSERT_EQ(::mkdir((q + "/image").c_str(), 0755), 0);
     ASSERT_EQ(::mkdir((q + "/arr").c_str(), 0755), 0);
-    EXPECT_EQ(WriteAndClose(q + "/image/gray.png", "not a png").close_errno, EINVAL);
-    EXPECT_EQ(WriteAndClose(q + "/image/rgb.png", GrayPng(2, 2, mask)).close_errno, EINVAL);
+    // The signature, the IHDR and the .npy header are checked as they
+    // arrive: write() fails (close() does not: no FLUSH is sent).
+    WriteOutcome bad = WriteAndClose(q + "/image/gray.png", "not a png");
+    EXPECT_EQ(bad.write_errno, EINVAL);
+    EXPECT_EQ(bad.close_errno, 0);
+    EXPECT_EQ(WriteAndClose(q + "/image/rgb.png", GrayPng(2, 2, mask)).write_errno, EINVAL);
+    // cp reports it too (a gray PNG for an RGB feature).
+    WriteWholeFile(s.tmp.path() + "/gray.png", GrayPng(2, 2, mask));
+    CommandResult cp = Shell("cp " + ShellQuote(s.tmp.path() + "/gray.png") + " " +
+                             ShellQuote(q + "/image/rgb.png"));
+    EXPECT_NE(cp.exit_code, 0);
+    EXPECT_NE(cp.err.find("Invalid argument"), std::string::npos) << cp.err;
     const std::string npy = tensor::NpyHeader(tensor::DataType::kDouble, {1}) + std::string(8, '\0');
-    EXPECT_EQ(WriteAndClose(q + "/arr/f32.npy", npy).close_errno, EINVAL);  // float64 for float32
+    EXPECT_EQ(WriteAndClose(q + "/arr/f32.npy", npy).write_errno, EINVAL);  // float64 for float32
     EXPECT_TRUE(Exists(q + "/image/gray.png"));  // refused files stay staged
     const WriteOutcome good = WriteAndClose(q + "/image/gray.png", GrayPng(2, 2, mask));
     EXPECT_EQ(good.close_errno, 0);
@@ -191,8 +201,8 @@ TEST(StagingArraysTest, BadArraysAndStepsFailAndKindsSurviveARestart) {
     }
     EXPECT_EQ(WriteAndClose(r + "/feature_lists/rgb/0", "abc\n").write_errno, EINVAL);
     EXPECT_EQ(WriteAndClose(r + "/feature_lists/sparse/07", "1.5\n").write_errno, EINVAL);
-    EXPECT_EQ(WriteAndClose(r + "/feature_lists/sparse/07", "1.5").close_errno, EINVAL);
-    EXPECT_EQ(WriteAndClose(r + "/feature_lists/mask/0.png", "junk").close_errno, EINVAL);
+    EXPECT_EQ(WriteAndClose(r + "/feature_lists/sparse/07", "1.5").write_errno, EINVAL);
+    EXPECT_EQ(WriteAndClose(r + "/feature_lists/mask/0.png", "junk").write_errno, EINVAL);
     // float list: integers stay floats; int64 list; a uint8 [2,2] mask.
     EXPECT_EQ(WriteAndClose(r + "/feature_lists/rgb/0", "1\n2\n").close_errno, 0);
     EXPECT_EQ(WriteAndClose(r + "/feature_lists/rgb/1", "3\n").close_errno, 0);

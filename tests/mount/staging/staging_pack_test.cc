@@ -2,7 +2,8 @@
 // made with mkdir / echo / printf / cp and `cp -r` of a mounted record, read
 // back from the new shards with the project's reader and checked feature by
 // feature; kinds (the mounted shards' kind wins); numeric files that do not
-// parse (close() fails with EINVAL, the bytes are kept, the record stays
+// parse (write() fails with EINVAL; what passes write() but is not a value,
+// like a lone "-", is kept, the record stays
 // staged, `tfrecordfs unmount` says why and exits 1); shard names and
 // shard_size splitting; a remount showing the new shards; the offline
 // `tfrecordfs pack`.
@@ -216,21 +217,31 @@ TEST_F(StagingPackTest, BadNumericFilesFailCloseAndStayStaged) {
   ASSERT_EQ(::unlink(M("staging/w/label").c_str()), 0);
   ASSERT_EQ(::rmdir(M("staging/w").c_str()), 0);
 
-  // A bad last line without its newline is only complete at close():
-  // close() reports EINVAL, the bytes stay.
+  // A last line without its newline is checked at write() too, as the
+  // start of a value: "abc" can never become a number. close() reports
+  // nothing (the kernel sends no FLUSH: the checks happen at write()).
   WriteOutcome w = WriteAndClose(M("staging/bad/count"), "12\nabc");
   EXPECT_EQ(w.open_errno, 0);
-  EXPECT_EQ(w.write_errno, 0);
-  EXPECT_EQ(w.close_errno, EINVAL);
-  EXPECT_EQ(ReadWholeFile(M("staging/bad/count")), "12\nabc");
-  EXPECT_EQ(ReadWholeFile(s_.records() + "/bad/count"), "12\nabc");
+  EXPECT_EQ(w.write_errno, EINVAL);
+  EXPECT_EQ(w.close_errno, 0);
+  EXPECT_EQ(ReadWholeFile(M("staging/bad/count")), "");
   // A value the shards' kind cannot hold: `label` is int64 there.
   w = WriteAndClose(M("staging/kind/label"), "1.5");
-  EXPECT_EQ(w.close_errno, EINVAL);
+  EXPECT_EQ(w.write_errno, EINVAL);
   // Numeric files in nested feature folders are checked too.
   ASSERT_EQ(::mkdir(M("staging/bad/image").c_str(), 0755), 0);
   w = WriteAndClose(M("staging/bad/image/height"), "tall");
-  EXPECT_EQ(w.close_errno, EINVAL);
+  EXPECT_EQ(w.write_errno, EINVAL);
+  // Rewritten in place (open without O_CREAT: no handle of the daemon's).
+  w = WriteAndClose(M("staging/bad/image/height"), "5x");
+  EXPECT_EQ(w.write_errno, EINVAL);
+  // What can still become a value passes write() and close(); the pack
+  // refuses it and keeps the record staged.
+  w = WriteAndClose(M("staging/bad/count"), "12\n-");
+  EXPECT_EQ(w.write_errno, 0);
+  EXPECT_EQ(w.close_errno, 0);
+  EXPECT_EQ(ReadWholeFile(s_.records() + "/bad/count"), "12\n-");
+  EXPECT_EQ(WriteAndClose(M("staging/kind/label"), "-").close_errno, 0);
   // Files that are not numeric are never refused.
   EXPECT_EQ(WriteAndClose(M("staging/good/notes.txt"), "abc\n").close_errno, 0);
   EXPECT_EQ(WriteAndClose(M("staging/good/label"), " 3 \n4").close_errno, 0);
@@ -238,13 +249,14 @@ TEST_F(StagingPackTest, BadNumericFilesFailCloseAndStayStaged) {
   // A file at the staging root is not in a record folder: not checked.
   EXPECT_EQ(WriteAndClose(M("staging/README"), "free text\n").close_errno, 0);
 
-  // cp notices the failed close and says so.
+  // cp notices the failed write and says so.
   WriteWholeFile(In("bad_scores"), "0.5\nnope");
   ASSERT_EQ(::mkdir(M("staging/bad2").c_str(), 0755), 0);
   CommandResult cp = Shell("cp " + ShellQuote(In("bad_scores")) + " " + Q("staging/bad2/scores"));
   EXPECT_NE(cp.exit_code, 0);
   EXPECT_NE(cp.err.find("Invalid argument"), std::string::npos) << cp.err;
-  EXPECT_EQ(ReadWholeFile(M("staging/bad2/scores")), "0.5\nnope");
+  EXPECT_EQ(ReadWholeFile(M("staging/bad2/scores")), "");
+  EXPECT_EQ(WriteAndClose(M("staging/bad2/scores"), "0.5\n+").write_errno, 0);
 
   int status = 0;
   CommandResult u = d->TfrUnmount(&status);
@@ -261,7 +273,7 @@ TEST_F(StagingPackTest, BadNumericFilesFailCloseAndStayStaged) {
   EXPECT_NE(u.out.find("kind: label: line 1"), std::string::npos) << u.out;
   // The bad records stay staged, bytes and all; the good one is packed.
   EXPECT_EQ(ListDir(s_.records()), (std::vector<std::string>{"README", "bad", "bad2", "kind"}));
-  EXPECT_EQ(ReadWholeFile(s_.records() + "/bad/count"), "12\nabc");
+  EXPECT_EQ(ReadWholeFile(s_.records() + "/bad/count"), "12\n-");
   auto payloads = AllPayloads(ReadPackedShards(s_.out, "bad1"));
   ASSERT_EQ(payloads.size(), 1u);
   ExpectSameRecord(ExamplePayload({BytesFeature("notes", {"abc"}), Int64Feature("label", {3, 4}),
@@ -271,7 +283,7 @@ TEST_F(StagingPackTest, BadNumericFilesFailCloseAndStayStaged) {
   // The next mount shows them; fixed, they pack.
   d = std::make_unique<StagingDaemon>(Config("bad2"));
   ASSERT_EQ(d->Start(), "");
-  EXPECT_EQ(ReadWholeFile(M("staging/bad/count")), "12\nabc");
+  EXPECT_EQ(ReadWholeFile(M("staging/bad/count")), "12\n-");
   EXPECT_EQ(WriteAndClose(M("staging/bad/count"), "12\n13\n").close_errno, 0);
   EXPECT_EQ(WriteAndClose(M("staging/bad/image/height"), "100\n").close_errno, 0);
   EXPECT_EQ(WriteAndClose(M("staging/bad2/scores"), "0.5\n").close_errno, 0);
