@@ -1,6 +1,7 @@
 #include "tfrecordfs/source/inflate.h"
 
 #include <fcntl.h>
+#include <isa-l/igzip_lib.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -14,19 +15,34 @@ namespace tfrecordfs::source {
 
 namespace {
 
-constexpr size_t kInChunk = 1 << 20;  // compressed bytes per pread
+// Compressed bytes per pread: the first after a Start is small (a random
+// read needs a few hundred KiB at most), later ones double up to kInChunk.
+constexpr size_t kInChunk = 1 << 20;
+constexpr size_t kFirstInChunk = 64 << 10;
 constexpr int kGzipBits = 15 + 16;
 constexpr int kZlibBits = 15;
 constexpr int kRawBits = -15;
 
 // A z_stream over a compressed file, with positions in both coordinates,
 // that steps over GZIP member boundaries. Not thread-safe.
+//
+// With `fast`, the deflate data itself is inflated by ISA-L's isal_inflate
+// (3-4x zlib's speed) from every point where the stream is at a block
+// boundary: a checkpoint (its window set with isal_inflate_set_dict, its
+// bits primed into the bit buffer, read_in/read_in_length, as zlib's
+// inflatePrime does) or the end of a GZIP/ZLIB header, which zlib parses
+// (Z_BLOCK stops right after it, byte-aligned). At the end of the member's
+// last block, zlib takes over again for the trailer and the next header.
+// Stock ISA-L cannot stop at a block boundary (it reads the next block's
+// header as soon as one ends), so the scan, which must record boundaries,
+// stays with zlib.
 class Inflater {
  public:
-  Inflater(int fd, absl::string_view path, uint64_t file_size, Codec codec)
-      : fd_(fd), path_(path), file_size_(file_size), codec_(codec) {
+  Inflater(int fd, absl::string_view path, uint64_t file_size, Codec codec, bool fast = false)
+      : fd_(fd), path_(path), file_size_(file_size), codec_(codec), fast_(fast) {
     std::memset(&z_, 0, sizeof z_);
     ok_ = inflateInit2(&z_, kRawBits) == Z_OK;
+    if (fast_) isal_ = std::make_unique<inflate_state>();
   }
   ~Inflater() {
     if (ok_) inflateEnd(&z_);
@@ -42,14 +58,19 @@ class Inflater {
     problem_.reset();
     out_pos_ = cp.out;
     in_len_ = 0;
+    next_chunk_ = kFirstInChunk;
     z_.next_in = nullptr;
     z_.avail_in = 0;
+    isal_active_ = false;
+    header_pending_ = false;
     if (cp.stream_start) {
       raw_ = false;
       in_off_ = cp.in;
+      header_pending_ = fast_;
       return Zcheck(inflateReset2(&z_, codec_ == Codec::kGzip ? kGzipBits : kZlibBits));
     }
     raw_ = true;
+    if (fast_) return StartIsal(cp.in, cp.bits, window);
     if (auto s = Zcheck(inflateReset2(&z_, kRawBits)); !s.ok()) return s;
     if (cp.bits > 0) {
       if (cp.in == 0) return absl::DataLossError("checkpoint with bits at offset 0");
@@ -77,10 +98,19 @@ class Inflater {
     stop_at_members |= z_block;
     at_boundary_ = false;
     at_stream_start_ = false;
-    z_.next_out = reinterpret_cast<Bytef*>(out);
-    z_.avail_out = static_cast<uInt>(std::min<size_t>(n, 1u << 30));
-    const size_t want = z_.avail_out;
-    while (!finished_ && z_.avail_out > 0) {
+    const size_t want = std::min<size_t>(n, 1u << 30);
+    size_t done = 0;
+    while (!finished_ && done < want) {
+      if (isal_active_) {
+        if (z_block) return absl::InternalError("Z_BLOCK reads never use ISA-L");
+        auto got = ReadIsal(out + done, want - done);
+        if (!got.ok()) return got.status();
+        done += *got;
+        if (at_stream_start_ && stop_at_members) break;
+        continue;
+      }
+      z_.next_out = reinterpret_cast<Bytef*>(out + done);
+      z_.avail_out = static_cast<uInt>(want - done);
       if (z_.avail_in == 0) {
         auto got = Refill();
         if (!got.ok()) return got.status();
@@ -90,8 +120,9 @@ class Inflater {
         }
       }
       const uint64_t before_out = z_.avail_out;
-      const int ret = inflate(&z_, z_block ? Z_BLOCK : Z_NO_FLUSH);
+      const int ret = inflate(&z_, z_block || header_pending_ ? Z_BLOCK : Z_NO_FLUSH);
       out_pos_ += before_out - z_.avail_out;
+      done += before_out - z_.avail_out;
       if (ret == Z_STREAM_END) {
         auto s = EndOfStream();
         if (!s.ok()) return s;
@@ -104,19 +135,34 @@ class Inflater {
                                       z_.msg != nullptr ? z_.msg : zError(ret), ")"));
         break;
       }
+      if (header_pending_ && (z_.data_type & 128)) {
+        // The GZIP/ZLIB header is parsed; the first block starts at the
+        // next byte (zlib's bit buffer is empty there).
+        header_pending_ = false;
+        if (bits() == 0 && !z_block) {
+          if (auto s = StartIsal(in_pos(), 0, ""); !s.ok()) return s;
+          continue;
+        }
+      }
       if (z_block && (z_.data_type & 128) && !(z_.data_type & 64)) {
         at_boundary_ = true;
         break;
       }
     }
-    return want - z_.avail_out;
+    return done;
   }
 
-  uint64_t in_pos() const { return in_off_ + (in_len_ - z_.avail_in); }
+  // The first compressed byte not wholly consumed.
+  uint64_t in_pos() const {
+    if (isal_active_) {
+      return in_off_ + in_len_ - isal_->avail_in - static_cast<uint64_t>(isal_->read_in_length / 8);
+    }
+    return in_off_ + (in_len_ - z_.avail_in);
+  }
   // The descriptor to read from next (a cursor outlives one lease of it).
   void SetFd(int fd) { fd_ = fd; }
   uint64_t out_pos() const { return out_pos_; }
-  int bits() const { return z_.data_type & 7; }
+  int bits() const { return isal_active_ ? isal_->read_in_length % 8 : z_.data_type & 7; }
   bool finished() const { return finished_; }
   bool at_boundary() const { return at_boundary_; }
   bool at_stream_start() const { return at_stream_start_; }
@@ -137,7 +183,8 @@ class Inflater {
     in_len_ = 0;
     z_.avail_in = 0;
     if (pos >= file_size_) return size_t{0};
-    in_buf_.resize(static_cast<size_t>(std::min<uint64_t>(kInChunk, file_size_ - pos)));
+    in_buf_.resize(static_cast<size_t>(std::min<uint64_t>(next_chunk_, file_size_ - pos)));
+    next_chunk_ = std::min(next_chunk_ * 2, kInChunk);
     auto got = PreadUpTo(fd_, in_buf_.data(), in_buf_.size(), pos, path_);
     if (!got.ok()) return got.status();
     in_len_ = *got;
@@ -203,6 +250,7 @@ class Inflater {
     }
     raw_ = false;
     at_stream_start_ = true;
+    header_pending_ = fast_;
     return Zcheck(inflateReset2(&z_, kGzipBits));
   }
 
@@ -211,10 +259,100 @@ class Inflater {
     problem_ = StreamProblem{compressed_offset, out_pos_, std::move(message)};
   }
 
+  // Hands the stream to ISA-L at compressed byte `in`, with `bits` bits of
+  // byte in - 1 still to read and `window` as the history.
+  absl::Status StartIsal(uint64_t in, int bits, absl::string_view window) {
+    inflate_state& s = *isal_;
+    isal_inflate_init(&s);
+    s.crc_flag = ISAL_DEFLATE;
+    if (!window.empty() &&
+        isal_inflate_set_dict(&s, reinterpret_cast<uint8_t*>(const_cast<char*>(window.data())),
+                              static_cast<uint32_t>(window.size())) != COMP_OK) {
+      return absl::InternalError(absl::StrCat(path_, ": isal_inflate_set_dict failed"));
+    }
+    if (bits > 0) {
+      if (in == 0) return absl::DataLossError("checkpoint with bits at offset 0");
+      unsigned char byte;
+      if (auto st = PreadFull(fd_, &byte, 1, in - 1, path_); !st.ok()) return st;
+      s.read_in = byte >> (8 - bits);
+      s.read_in_length = bits;
+    }
+    in_off_ = in;
+    in_len_ = 0;
+    s.next_in = nullptr;
+    s.avail_in = 0;
+    z_.next_in = nullptr;
+    z_.avail_in = 0;
+    isal_active_ = true;
+    return absl::OkStatus();
+  }
+
+  // One isal_inflate call into [out, out + n); returns the bytes produced.
+  // At the end of the member's last block, hands the stream back to zlib
+  // (EndOfStream: trailer, next member).
+  absl::StatusOr<size_t> ReadIsal(char* out, size_t n) {
+    inflate_state& s = *isal_;
+    if (s.avail_in == 0 && s.block_state != ISAL_BLOCK_FINISH) {
+      // Everything loaded was consumed (some of it may wait in the bit
+      // buffer): continue with the bytes after it.
+      in_off_ += in_len_;
+      in_len_ = 0;
+      if (in_off_ < file_size_) {
+        in_buf_.resize(static_cast<size_t>(std::min<uint64_t>(next_chunk_, file_size_ - in_off_)));
+        next_chunk_ = std::min(next_chunk_ * 2, kInChunk);
+        auto got = PreadUpTo(fd_, in_buf_.data(), in_buf_.size(), in_off_, path_);
+        if (!got.ok()) return got.status();
+        in_len_ = *got;
+      }
+      s.next_in = reinterpret_cast<uint8_t*>(in_buf_.data());
+      s.avail_in = static_cast<uint32_t>(in_len_);
+    }
+    const uint32_t avail_in = s.avail_in;
+    s.next_out = reinterpret_cast<uint8_t*>(out);
+    s.avail_out = static_cast<uint32_t>(n);
+    const int ret = s.block_state == ISAL_BLOCK_FINISH ? ISAL_DECOMP_OK : isal_inflate(&s);
+    const size_t produced = n - s.avail_out;
+    out_pos_ += produced;
+    if (ret < 0) {
+      Finish(in_pos(), absl::StrCat("corrupt compressed data (ISA-L: error ", ret, ")"));
+      isal_active_ = false;
+      return produced;
+    }
+    if (s.block_state == ISAL_BLOCK_FINISH) {
+      if (s.tmp_in_size != 0) {
+        return absl::InternalError(absl::StrCat(path_, ": ISA-L ended with input held back"));
+      }
+      // The trailer starts at in_pos(); zlib reads on from there.
+      const uint64_t end = in_pos();
+      isal_active_ = false;
+      in_off_ = end;
+      in_len_ = 0;
+      z_.next_in = nullptr;
+      z_.avail_in = 0;
+      raw_ = true;
+      if (auto st = EndOfStream(); !st.ok()) return st;
+      return produced;
+    }
+    if (produced == 0 && s.avail_in == avail_in && avail_in > 0) {
+      return absl::InternalError(absl::StrCat(path_, ": ISA-L made no progress"));
+    }
+    if (produced < n && s.avail_in == 0 && in_len_ == 0) {
+      // The file ended inside the deflate data.
+      Finish(in_off_, "truncated compressed stream (ISA-L: unexpected end of file)");
+      isal_active_ = false;
+    }
+    return produced;
+  }
+
   int fd_;
   absl::string_view path_;
   uint64_t file_size_;
   Codec codec_;
+  const bool fast_;
+  std::unique_ptr<inflate_state> isal_;  // with fast_
+  bool isal_active_ = false;   // the deflate data is ISA-L's (else zlib's)
+  bool header_pending_ = false;  // zlib is parsing a header to hand over after
+  size_t next_chunk_ = kFirstInChunk;
   z_stream z_;
   bool ok_ = false;
   bool raw_ = false;
@@ -345,27 +483,32 @@ absl::StatusOr<ScanResult> ScanCompressed(int fd, absl::string_view path, uint64
   // (when there are that many), so a checkpoint's window is always in it.
   std::string buf(kWindowSize + kChunk, '\0');
   size_t have = 0;
-  uint64_t last_in = 0, last_progress = 0;
+  uint64_t last_in = 0, last_out = 0, last_progress = 0;
   if (span == 0) span = kDefaultSpan;
   while (!inf.finished()) {
     if (have == buf.size()) {
       std::memmove(buf.data(), buf.data() + have - kWindowSize, kWindowSize);
       have = kWindowSize;
     }
-    // Stop at block boundaries (Z_BLOCK) only once a checkpoint is due:
-    // every return from inflate() copies up to 32 KiB into zlib's window,
-    // which, once per deflate block, cost as much as a third of the scan.
-    // Until then, ask for about as much output as the compressed bytes left
-    // before the span should give (at least 4 KiB), so the checkpoint
-    // still lands near `span` compressed bytes after the previous one.
+    // A checkpoint is due once a span of compressed or of uncompressed bytes
+    // has passed since the last one (CheckpointDue). Stop at block
+    // boundaries (Z_BLOCK) only then: every return from inflate() copies up
+    // to 32 KiB into zlib's window, which, once per deflate block, cost as
+    // much as a third of the scan. Until then, ask for about as much output
+    // as is left before the span (at least 4 KiB, estimating the compressed
+    // side from the ratio so far), so the checkpoint still lands near the
+    // span.
     const uint64_t in_now = inf.in_pos();
-    const bool due = in_now - last_in >= span;
+    const uint64_t out_now = inf.out_pos();
+    const bool due = CheckpointDue(in_now - last_in, out_now - last_out, span);
     size_t want = buf.size() - have;
     if (!due) {
       const double ratio =
-          in_now > 0 ? static_cast<double>(inf.out_pos()) / static_cast<double>(in_now) : 1.0;
-      const double left = static_cast<double>(span - (in_now - last_in)) * std::max(ratio, 1.0);
-      want = static_cast<size_t>(std::clamp(left, 4096.0, static_cast<double>(want)));
+          in_now > 0 ? static_cast<double>(out_now) / static_cast<double>(in_now) : 1.0;
+      const double left_in = static_cast<double>(span - (in_now - last_in)) * std::max(ratio, 1.0);
+      const double left_out = static_cast<double>(span - (out_now - last_out));
+      want = static_cast<size_t>(
+          std::clamp(std::min(left_in, left_out), 4096.0, static_cast<double>(want)));
     }
     auto got = inf.Read(buf.data() + have, want, /*z_block=*/due, /*stop_at_members=*/true);
     if (!got.ok()) return got.status();
@@ -384,9 +527,11 @@ absl::StatusOr<ScanResult> ScanCompressed(int fd, absl::string_view path, uint64
       cp.stream_start = true;
       if (cp.in > result.table.points.back().in) result.table.points.push_back(cp);
       last_in = in;
+      last_out = cp.out;
       continue;
     }
-    if (inf.at_boundary() && in - last_in >= span && inf.out_pos() > result.table.points.back().out) {
+    if (inf.at_boundary() && CheckpointDue(in - last_in, inf.out_pos() - last_out, span) &&
+        inf.out_pos() > result.table.points.back().out) {
       Checkpoint cp;
       cp.in = in;
       cp.out = inf.out_pos();
@@ -399,6 +544,7 @@ absl::StatusOr<ScanResult> ScanCompressed(int fd, absl::string_view path, uint64
       result.windows_blob += stored;
       result.table.points.push_back(cp);
       last_in = in;
+      last_out = cp.out;
     }
   }
   if (progress) progress(inf.in_pos());
@@ -461,8 +607,8 @@ size_t BlockCache::bytes() const {
 // ---- InflateSource ----
 
 struct InflateSource::Cursor {
-  Cursor(int fd, absl::string_view path, uint64_t file_size, Codec codec)
-      : inf(fd, path, file_size, codec) {}
+  Cursor(int fd, absl::string_view path, uint64_t file_size, Codec codec, bool fast)
+      : inf(fd, path, file_size, codec, fast) {}
   Inflater inf;
 };
 
@@ -482,6 +628,22 @@ absl::StatusOr<std::shared_ptr<const std::string>> InflateSource::Block(uint64_t
   if (auto hit = cache_->Get(id_, block)) return hit;  // another reader inflated it
   auto lease = file_.Open();
   if (!lease.ok()) return lease.status();
+  auto result = InflateBlock(block, *lease);
+  if (!result.ok() && !zlib_only_ &&
+      (absl::IsDataLoss(result.status()) || absl::IsInternal(result.status()))) {
+    // The index was made with zlib, and only zlib's verdict on a damaged
+    // stream counts: should ISA-L stop short of bytes zlib produced (or fail
+    // in any other way), this shard is read with zlib from now on.
+    log::Warning(file_.path(), ": ", result.status().message(), "; reading with zlib instead");
+    zlib_only_ = true;
+    cursor_.reset();
+    result = InflateBlock(block, *lease);
+  }
+  return result;
+}
+
+absl::StatusOr<std::shared_ptr<const std::string>> InflateSource::InflateBlock(
+    uint64_t block, const Lease& lease) const {
   const uint64_t target = block * kBlockSize;
   const uint64_t target_end = std::min<uint64_t>(target + kBlockSize, table_->data_size);
   const Checkpoint* cp = &table_->Before(target);
@@ -490,7 +652,8 @@ absl::StatusOr<std::shared_ptr<const std::string>> InflateSource::Block(uint64_t
   if (!cursor_ || cursor_->inf.finished() || cursor_->inf.out_pos() > target ||
       cursor_->inf.out_pos() < cp->out) {
     if (!cursor_) {
-      cursor_ = std::make_unique<Cursor>(lease->fd, file_.path(), file_size_, table_->codec);
+      cursor_ = std::make_unique<Cursor>(lease.fd, file_.path(), file_size_, table_->codec,
+                                         /*fast=*/!zlib_only_);
     }
     auto window = table_->windows->Load(*cp);
     if (!window.ok()) {
@@ -506,7 +669,7 @@ absl::StatusOr<std::shared_ptr<const std::string>> InflateSource::Block(uint64_t
     restarts_.fetch_add(1, std::memory_order_relaxed);
   }
   Inflater& inf = cursor_->inf;
-  inf.SetFd(lease->fd);
+  inf.SetFd(lease.fd);
   std::shared_ptr<const std::string> result;
   std::string acc;
   bool acc_whole = inf.out_pos() % kBlockSize == 0;  // acc starts at a block boundary

@@ -107,7 +107,8 @@ Scanned Scan(absl::string_view file, Codec codec, uint64_t span) {
 // compares each with `expected`.
 void CheckRandomReads(const UniqueFd& fd, uint64_t file_size,
                       std::shared_ptr<const CheckpointTable> table, absl::string_view expected,
-                      int reads, uint64_t seed, size_t cache_bytes = size_t{4} << 20) {
+                      int reads, uint64_t seed, size_t cache_bytes = size_t{4} << 20,
+                      bool clean = false) {
   BlockCache cache(cache_bytes);
   InflateSource src(Dup(fd), "test.gz", file_size, table, &cache);
   ASSERT_EQ(src.size(), expected.size());
@@ -128,6 +129,10 @@ void CheckRandomReads(const UniqueFd& fd, uint64_t file_size,
     ASSERT_EQ(*got, want) << "read of " << len << " at " << off;
     ASSERT_TRUE(absl::string_view(buf.data(), *got) == expected.substr(off, want))
         << "bytes differ in a read of " << len << " at " << off;
+  }
+  // A clean stream never needs zlib's second opinion.
+  if (clean) {
+    EXPECT_FALSE(src.fell_back_to_zlib());
   }
 }
 
@@ -214,26 +219,30 @@ TEST_P(InflateReads, MatchStraightDecompression) {
   EXPECT_EQ(s.scan.members, 1u);
   ASSERT_TRUE(s.sunk == c.data);
   ASSERT_EQ(s.scan.table.data_size, c.data.size());
-  // Checkpoints: ordered, inside the file and the data, spaced by about a
-  // span of compressed bytes.
+  // Checkpoints: ordered, inside the file and the data, each at least a
+  // span of compressed or of uncompressed bytes after the one before.
   const auto& pts = s.scan.table.points;
   ASSERT_FALSE(pts.empty());
   EXPECT_TRUE(pts[0].stream_start);
   EXPECT_EQ(pts[0].in, 0u);
   for (size_t i = 1; i < pts.size(); ++i) {
     EXPECT_GT(pts[i].out, pts[i - 1].out);
-    EXPECT_GE(pts[i].in, pts[i - 1].in + c.span);
+    EXPECT_GT(pts[i].in, pts[i - 1].in);
+    EXPECT_TRUE(CheckpointDue(pts[i].in - pts[i - 1].in, pts[i].out - pts[i - 1].out, c.span))
+        << "checkpoint " << i << " comes too soon";
     EXPECT_LE(pts[i].in, file.size());
     EXPECT_LE(pts[i].out, c.data.size());
     EXPECT_LT(pts[i].bits, 8);
   }
-  if (file.size() > 4 * c.span && c.strategy != Z_FIXED) {
+  if (c.data.size() > 4 * c.span && c.strategy != Z_FIXED && c.data.size() < 20 * file.size()) {
     // Stored and dynamic blocks end often enough for a checkpoint per span
-    // or two (Z_FIXED level 6 writes few, long blocks).
-    EXPECT_GE(pts.size(), file.size() / c.span / 3) << file.size();
+    // or two of output (Z_FIXED level 6 writes few, long blocks; a block of
+    // zeros at 1000:1 holds megabytes).
+    EXPECT_GE(pts.size(), c.data.size() / c.span / 3) << c.data.size();
   }
   auto table = std::make_shared<const CheckpointTable>(s.scan.table);
-  CheckRandomReads(s.fd, file.size(), table, c.data, 300, GetParam());
+  CheckRandomReads(s.fd, file.size(), table, c.data, 300, GetParam(), size_t{4} << 20,
+                   /*clean=*/true);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, InflateReads, ::testing::Range(0, static_cast<int>(Cases().size())),
@@ -564,6 +573,85 @@ TEST(InflateSource, SequentialReadsDoNotRestart) {
   // A read far back restarts from a checkpoint near it, not from 0.
   ASSERT_TRUE(src.ReadAt(data.size() / 2, buf.data(), 10).ok());
   EXPECT_EQ(src.restarts(), 2u);
+}
+
+// The span bounds the uncompressed side too: well-compressed data gets a
+// checkpoint about every span of output, not every span of input (which
+// would leave several spans of output to inflate before a random read).
+TEST(InflateSource, CheckpointsAboutEverySpanOfOutput) {
+  const std::string data = TextLike(8 << 20, 71);  // about 4:1
+  const std::string file = Deflate(data, Wrap::kGzip);
+  const uint64_t span = 256 << 10;
+  Scanned s = Scan(file, Codec::kGzip, span);
+  ASSERT_TRUE(s.sunk == data);
+  const auto& pts = s.scan.table.points;
+  EXPECT_GE(pts.size(), data.size() / span / 2);  // by input alone: about data / 4 / span
+  uint64_t widest = 0;
+  for (size_t i = 1; i < pts.size(); ++i) widest = std::max(widest, pts[i].out - pts[i - 1].out);
+  widest = std::max(widest, data.size() - pts.back().out);
+  // A checkpoint waits for the next block boundary: a block of this data
+  // holds well under a span of output.
+  EXPECT_LT(widest, 2 * span);
+}
+
+// A cursor that continues from where the previous read stopped gives the
+// same bytes as one started afresh at the checkpoint before each read, and
+// both equal zlib's straight decompression (the reads run on ISA-L from
+// every checkpoint, those with bits left in a byte included).
+TEST(InflateSource, ContinuedCursorMatchesFreshCursors) {
+  const std::string a = TextLike(3 << 20, 72), b = RandomBytes(300 << 10, 73);
+  const std::string file = Deflate(a, Wrap::kGzip, 6) + Deflate(b, Wrap::kGzip, 1) +
+                           Deflate(a.substr(1000, 1 << 20), Wrap::kGzip, 9);
+  const std::string data = a + b + a.substr(1000, 1 << 20);
+  Scanned s = Scan(file, Codec::kGzip, 64 << 10);
+  ASSERT_FALSE(s.scan.problem);
+  ASSERT_TRUE(s.sunk == data);
+  auto table = std::make_shared<const CheckpointTable>(s.scan.table);
+  size_t with_bits = 0;
+  for (const Checkpoint& cp : table->points) with_bits += cp.bits != 0 ? 1 : 0;
+  EXPECT_GT(with_bits, 0u);  // the bit-priming path is exercised
+
+  BlockCache cache(kBlockSize);  // one block: every later read inflates
+  InflateSource continued(Dup(s.fd), "continued.gz", file.size(), table, &cache);
+  std::mt19937_64 rng(74);
+  std::string got_continued, got_fresh;
+  uint64_t skips = 0;
+  for (uint64_t off = 0; off < data.size();) {
+    const size_t len = 1 + rng() % 40000;
+    got_continued.assign(len, '\0');
+    auto n = continued.ReadAt(off, got_continued.data(), len);
+    ASSERT_TRUE(n.ok()) << n.status();
+    got_continued.resize(*n);
+    BlockCache fresh_cache(size_t{4} << 20);
+    InflateSource fresh(Dup(s.fd), "fresh.gz", file.size(), table, &fresh_cache);
+    got_fresh.assign(len, '\0');
+    auto m = fresh.ReadAt(off, got_fresh.data(), len);
+    ASSERT_TRUE(m.ok()) << m.status();
+    got_fresh.resize(*m);
+    ASSERT_EQ(*n, *m) << off;
+    ASSERT_TRUE(got_continued == got_fresh) << "at " << off;
+    ASSERT_TRUE(got_continued == absl::string_view(data).substr(off, *n)) << "at " << off;
+    off += *n;
+    if (rng() % 8 == 0) {  // mostly in order, some skips ahead
+      off += rng() % 200000;
+      ++skips;
+    }
+  }
+  // In-order reads continue the cursor; a skip past a checkpoint restarts
+  // at it.
+  EXPECT_LE(continued.restarts(), 1 + skips);
+  EXPECT_FALSE(continued.fell_back_to_zlib());
+  // Exactly at every checkpoint, and just before it.
+  for (const Checkpoint& cp : table->points) {
+    for (uint64_t off : {cp.out, cp.out > 0 ? cp.out - 1 : 0}) {
+      BlockCache fresh_cache(size_t{1} << 20);
+      InflateSource fresh(Dup(s.fd), "fresh.gz", file.size(), table, &fresh_cache);
+      char buf[300];
+      auto m = fresh.ReadAt(off, buf, sizeof buf);
+      ASSERT_TRUE(m.ok()) << m.status();
+      ASSERT_TRUE(absl::string_view(buf, *m) == absl::string_view(data).substr(off, *m)) << off;
+    }
+  }
 }
 
 TEST(BlockCache, StaysWithinBudgetAcrossSources) {

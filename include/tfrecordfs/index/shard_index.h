@@ -115,7 +115,7 @@ struct WalkedShard {
 // Walks the shard `fd` (`size` bytes on disk, stored as `codec`). A plain
 // shard's headers are walked in place; a compressed shard is inflated once,
 // from start to end, walking the headers in the stream and laying
-// checkpoints every `span` compressed bytes; if the stream holds damaged
+// checkpoints every `span` compressed or uncompressed bytes; if the stream holds damaged
 // records, the walk is then redone over the decompressed stream (through
 // the new checkpoints) to resynchronise like a plain walk. Where the stream
 // itself stops inflating (truncated, corrupt block), the data ends; the walk
