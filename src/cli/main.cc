@@ -45,7 +45,10 @@ using cli::WriteMountRecord;
 constexpr int kExitUsage = 2;
 constexpr int kExitError = 1;
 
-constexpr char kUsage[] = R"(Usage: tfrecordfs [options] SOURCE... MOUNTPOINT
+// The usage text in three parts: the FUSE and mount(8) options we accept go
+// between kUsageOptions and kUsageTail, generated from the tables below
+// (MountOptionsHelp), so --help cannot drift from what the parser accepts.
+constexpr char kUsageOptions[] = R"(Usage: tfrecordfs [options] SOURCE... MOUNTPOINT
        tfrecordfs unmount MOUNTPOINT
        tfrecordfs pack [--shard-size SIZE] [--prefix NAME] [--compression C] DIR OUTPUT_DIR
        tfrecordfs index [--beside | --index-dir PATH] [--dali-dir DIR] [--walk MODE]
@@ -66,8 +69,8 @@ Options:
                      is ready to serve)
   -d                 debug: log every FUSE request (implies -f)
   -s                 single-threaded request loop
-  -o OPT[,OPT...]    mount options: FUSE ones (allow_other,
-                     default_permissions, fsname=...) and these:
+  -o OPT[,OPT...]    mount options: these of tfrecordfs, then the FUSE and
+                     mount(8) ones it accepts (listed below them):
        cache_records=N   parsed records kept in memory (default 65536)
        cache_mb=N        ...and at most N MiB of them (default 16)
        index_threads=N   threads for the header walk (default: CPUs, max 16)
@@ -131,7 +134,9 @@ Options:
        compression=C     new shards: none, gzip (.tfrecord.gz) or zlib
                          (.tfrecord.zlib); default: the sources' codec when
                          every source shard has the same one, else none
-  -h, --help         show this help and exit
+)";
+
+constexpr char kUsageTail[] = R"(  -h, --help         show this help and exit
   -V, --version      show the version and exit
 
 New records: make folders of feature files under MOUNTPOINT/staging/ (or
@@ -172,26 +177,46 @@ int Usage(const std::string& message) {
   return kExitUsage;
 }
 
-// Words of fstab and mount(8) (mount.fuse3 hands some of them on) that mean
-// nothing to the filesystem.
-bool IsIgnoredMountWord(absl::string_view opt) {
-  static constexpr absl::string_view kWords[] = {"defaults", "auto", "noauto", "user", "nouser",
-                                                  "users", "owner", "group", "_netdev", "nofail"};
-  for (absl::string_view w : kWords) {
-    if (opt == w) return true;
-  }
-  return absl::StartsWith(opt, "x-") || absl::StartsWith(opt, "comment=");
-}
-
 // The FUSE and generic mount flags we hand to libfuse as they are. An
 // allow-list: anything else is a typo we report ourselves, before indexing.
+// Only what a mount with libfuse 3.14 (Debian 12) really takes, each one
+// mounted by mount_cli_test; not there, because the mount then fails after
+// the index walk: relatime, strictatime, diratime, lazytime and their no-
+// forms (libfuse 3.14 rejects them), blksize= (the kernel takes it only for
+// fuseblk), max_read= (libfuse ends the session at INIT: our init() does
+// not set the same limit).
+constexpr absl::string_view kPassedFlags[] = {
+    "allow_other", "allow_root", "default_permissions", "auto_unmount", "atime", "noatime",
+    "dev", "nodev", "suid", "nosuid", "exec", "noexec", "sync", "async", "dirsync"};
+
+// Passed-through `key=value` FUSE options, with the value's name in --help.
+// The SELinux contexts mount only where SELinux is enabled.
+struct PassedKey {
+  absl::string_view key;
+  absl::string_view value;
+};
+constexpr PassedKey kPassedKeys[] = {{"fsname", "NAME"},        {"subtype", "NAME"},
+                                     {"context", "CONTEXT"},    {"fscontext", "CONTEXT"},
+                                     {"defcontext", "CONTEXT"}, {"rootcontext", "CONTEXT"}};
+
+// Words of fstab and mount(8) (mount.fuse3 hands some of them on) that mean
+// nothing to the filesystem; and prefixes of such words.
+constexpr absl::string_view kIgnoredWords[] = {"defaults", "auto", "noauto", "user", "nouser",
+                                               "users", "owner", "group", "_netdev", "nofail"};
+constexpr absl::string_view kIgnoredPrefixes[] = {"x-", "comment="};
+
+bool IsIgnoredMountWord(absl::string_view opt) {
+  for (absl::string_view w : kIgnoredWords) {
+    if (opt == w) return true;
+  }
+  for (absl::string_view p : kIgnoredPrefixes) {
+    if (absl::StartsWith(opt, p)) return true;
+  }
+  return false;
+}
+
 bool IsPassedFlag(absl::string_view opt) {
-  static constexpr absl::string_view kFlags[] = {
-      "allow_other", "allow_root", "default_permissions", "auto_unmount", "atime", "noatime",
-      "relatime", "norelatime", "strictatime", "nostrictatime", "diratime", "nodiratime",
-      "lazytime", "nolazytime", "dev", "nodev", "suid", "nosuid", "exec", "noexec", "sync",
-      "async", "dirsync"};
-  for (absl::string_view f : kFlags) {
+  for (absl::string_view f : kPassedFlags) {
     if (opt == f) return true;
   }
   return false;
@@ -199,23 +224,62 @@ bool IsPassedFlag(absl::string_view opt) {
 
 // The key of a passed-through `key=value` FUSE option, or nullopt.
 std::optional<absl::string_view> PassedKeyOf(absl::string_view opt) {
-  static constexpr absl::string_view kKeys[] = {"fsname", "subtype", "max_read", "blksize",
-                                                 "context", "fscontext", "defcontext",
-                                                 "rootcontext"};
-  for (absl::string_view k : kKeys) {
-    if (absl::StartsWith(opt, k) && opt.size() > k.size() && opt[k.size()] == '=') return k;
+  for (const PassedKey& k : kPassedKeys) {
+    if (absl::StartsWith(opt, k.key) && opt.size() > k.key.size() && opt[k.key.size()] == '=') {
+      return k.key;
+    }
   }
   return std::nullopt;
 }
 
-bool IsOurValueOption(absl::string_view key) {
+// `words` filled into lines of at most 78 columns, each starting with
+// `indent`.
+std::string Fill(const std::string& indent, const std::vector<std::string>& words) {
+  std::string out = indent;
+  size_t column = indent.size();
+  for (const std::string& w : words) {
+    if (column > indent.size() && column + 1 + w.size() > 78) {
+      out += "\n" + indent;
+      column = indent.size();
+    }
+    if (column > indent.size()) {
+      out += ' ';
+      ++column;
+    }
+    out += w;
+    column += w.size();
+  }
+  return out + "\n";
+}
+
+// The part of --help that lists the FUSE and mount(8) options we accept,
+// from the tables above. tests/mount/mount_cli_test.cc reads the indented
+// lines back (every one of them must mount, and appear in the man page).
+std::string MountOptionsHelp() {
+  std::vector<std::string> passed(std::begin(kPassedFlags), std::end(kPassedFlags));
+  for (const PassedKey& k : kPassedKeys) passed.push_back(absl::StrCat(k.key, "=", k.value));
+  std::vector<std::string> ignored(std::begin(kIgnoredWords), std::end(kIgnoredWords));
+  for (absl::string_view p : kIgnoredPrefixes) ignored.push_back(absl::StrCat(p, "*"));
+  const std::string indent(7, ' ');
+  return "     FUSE and mount(8) options, passed on to libfuse as they are\n"
+         "     (allow_other and allow_root also turn on default_permissions):\n" +
+         Fill(indent, passed) +
+         "     fstab and mount(8) words, accepted and ignored:\n" + Fill(indent, ignored) +
+         "     Any other option, or a value that does not parse, exits 2 with a\n"
+         "     message naming it, before anything is read.\n";
+}
+
+// Keys that need a value, ours or libfuse's (`-o fsname` alone is a typo).
+bool NeedsValue(absl::string_view key) {
   static constexpr absl::string_view kKeys[] = {
       "cache_mb", "cache_records", "index_threads", "index_dir", "timeout", "staging",
-      "staging_dir", "output_dir", "prefix", "shard_size", "compression", "fsname", "subtype",
-      "max_read", "blksize", "walk", "gz_span", "inflate_cache_mb", "max_open", "log",
-      "readahead_mb"};
+      "staging_dir", "output_dir", "prefix", "shard_size", "compression", "walk", "gz_span",
+      "inflate_cache_mb", "max_open", "log", "readahead_mb"};
   for (absl::string_view k : kKeys) {
     if (key == k) return true;
+  }
+  for (const PassedKey& k : kPassedKeys) {
+    if (key == k.key) return true;
   }
   return false;
 }
@@ -333,19 +397,12 @@ std::string TakeMountOptions(absl::string_view list, CliOptions* cli) {
       }
       cli->session.fuse_options.emplace_back(opt);
     } else if (auto passed = PassedKeyOf(opt)) {
-      const absl::string_view value = opt.substr(passed->size() + 1);
-      if (value.empty()) return absl::StrCat(*passed, " needs a value");
-      if (*passed == "max_read" || *passed == "blksize") {
-        uint64_t n = 0;
-        if (!absl::SimpleAtoi(value, &n) || n == 0 || n > (uint64_t{1} << 31)) {
-          return absl::StrCat(*passed, " needs a positive number of bytes, not '", value, "'");
-        }
-      }
+      if (opt.size() == passed->size() + 1) return absl::StrCat(*passed, " needs a value");
       cli->session.fuse_options.emplace_back(opt);
     } else {
       const size_t eq = opt.find('=');
       const absl::string_view name = opt.substr(0, eq);
-      if (IsOurValueOption(name)) return absl::StrCat(name, " needs a value (", name, "=...)");
+      if (NeedsValue(name)) return absl::StrCat(name, " needs a value (", name, "=...)");
       return absl::StrCat("unknown mount option '", opt, "'");
     }
   }
@@ -412,7 +469,7 @@ int Main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "-h" || a == "--help") {
-      std::cout << kUsage;
+      std::cout << kUsageOptions << MountOptionsHelp() << kUsageTail;
       return 0;
     }
     if (a == "-V" || a == "--version") {
