@@ -85,8 +85,9 @@ Options:
                          on FUSE/NFS/CIFS/Lustre/Ceph/9p, else headers;
                          the default); on network storage 32 shards are
                          walked at once unless index_threads says otherwise
-       gz_span=SIZE      GZIP/ZLIB shards: compressed bytes between the
-                         checkpoints that give random access (default 1M;
+       gz_span=SIZE      GZIP/ZLIB shards: a checkpoint that gives random
+                         access after every SIZE compressed or uncompressed
+                         bytes, whichever come first (default 1M;
                          smaller: faster reads, larger index)
        inflate_cache_mb=N  decompressed bytes of GZIP/ZLIB shards kept for
                          readers, in MiB (default 32)
