@@ -78,7 +78,10 @@ Options:
                          most half the descriptor limit, `ulimit -n`): any
                          number of shards mounts, the least recently read
                          are closed and reopened on demand; raise it (and
-                         the limit) when reading many shards in parallel
+                         the limit) when reading many shards in parallel.
+                         Staged files need no option: at most an eighth of
+                         `ulimit -n` (16 to 1024) stay open, however many
+                         are staged
        walk=MODE         how shard headers are read when indexing: headers
                          (one read per header: local disks), blocks (8 MiB
                          sequential reads: network storage) or auto (blocks
