@@ -99,8 +99,12 @@ TEST(ReadaheadTest, SequentialReaderGetsTheSameBytesFromBlocksFetchedAhead) {
   const std::string bytes = Pattern(5 * kBlock + 12345, 1);
   auto fake = std::make_unique<FakeSource>(bytes);
   FakeSource* inner = fake.get();
+  // Declared before ra, so destroyed after it: ra joins its fetches first
+  // (readahead.h).
+  std::unique_ptr<ReadaheadSource> holder;
   Readahead ra(64 * kBlock, 4);
-  ReadaheadSource src(std::move(fake), &ra);
+  holder = std::make_unique<ReadaheadSource>(std::move(fake), &ra);
+  const ReadaheadSource& src = *holder;
 
   // Record-sized reads, one after the other (a `find` over a shard).
   std::string seen;
@@ -119,8 +123,12 @@ TEST(ReadaheadTest, RandomReaderStartsNoFetches) {
   const std::string bytes = Pattern(8 * kBlock, 2);
   auto fake = std::make_unique<FakeSource>(bytes);
   FakeSource* inner = fake.get();
+  // Declared before ra, so destroyed after it: ra joins its fetches first
+  // (readahead.h).
+  std::unique_ptr<ReadaheadSource> holder;
   Readahead ra(64 * kBlock, 4);
-  ReadaheadSource src(std::move(fake), &ra);
+  holder = std::make_unique<ReadaheadSource>(std::move(fake), &ra);
+  const ReadaheadSource& src = *holder;
 
   std::mt19937 rng(7);
   for (int i = 0; i < 200; ++i) {
@@ -135,8 +143,12 @@ TEST(ReadaheadTest, RandomReaderStartsNoFetches) {
 
 TEST(ReadaheadTest, ReadsAcrossBlockEdgesAndPastTheEnd) {
   const std::string bytes = Pattern(3 * kBlock + 10, 3);
+  // Declared before ra, so destroyed after it: ra joins its fetches first
+  // (readahead.h).
+  std::unique_ptr<ReadaheadSource> holder;
   Readahead ra(64 * kBlock, 2);
-  ReadaheadSource src(std::make_unique<FakeSource>(bytes), &ra);
+  holder = std::make_unique<ReadaheadSource>(std::make_unique<FakeSource>(bytes), &ra);
+  const ReadaheadSource& src = *holder;
 
   // Start a stream, then read spans that cross block boundaries.
   EXPECT_TRUE(Same(Read(src, 0, 4096), bytes.substr(0, 4096)));
@@ -155,8 +167,12 @@ TEST(ReadaheadTest, AFailedFetchIsTheWrappedSourcesErrorNotWrongBytes) {
   FakeSource* inner = fake.get();
   // Block 3 cannot be read (by the fetch or anyone else).
   inner->FailRange(3 * kBlock + 100, 3 * kBlock + 101);
+  // Declared before ra, so destroyed after it: ra joins its fetches first
+  // (readahead.h).
+  std::unique_ptr<ReadaheadSource> holder;
   Readahead ra(64 * kBlock, 4);
-  ReadaheadSource src(std::move(fake), &ra);
+  holder = std::make_unique<ReadaheadSource>(std::move(fake), &ra);
+  const ReadaheadSource& src = *holder;
 
   std::string seen;
   uint64_t off = 0;
@@ -179,8 +195,12 @@ TEST(ReadaheadTest, AFailedFetchIsTheWrappedSourcesErrorNotWrongBytes) {
 
 TEST(ReadaheadTest, ASmallBudgetStillServesTheRightBytes) {
   const std::string bytes = Pattern(10 * kBlock + 7, 5);
+  // Declared before ra, so destroyed after it: ra joins its fetches first
+  // (readahead.h).
+  std::unique_ptr<ReadaheadSource> holder;
   Readahead ra(kBlock, 2);  // one block kept: fetched blocks are evicted early
-  ReadaheadSource src(std::make_unique<FakeSource>(bytes), &ra);
+  holder = std::make_unique<ReadaheadSource>(std::make_unique<FakeSource>(bytes), &ra);
+  const ReadaheadSource& src = *holder;
   std::string seen;
   for (uint64_t off = 0; off < bytes.size(); off += 300'007) seen += Read(src, off, 300'007);
   EXPECT_TRUE(Same(seen, bytes));
@@ -189,9 +209,9 @@ TEST(ReadaheadTest, ASmallBudgetStillServesTheRightBytes) {
 TEST(ReadaheadTest, ConcurrentSequentialReadersOfSeveralSources) {
   // Four shards sharing one Readahead, each read in order by its own thread,
   // and a fifth thread reading one of them at random meanwhile.
-  Readahead ra(16 * kBlock, 4);
   std::vector<std::string> contents;
-  std::vector<std::unique_ptr<ReadaheadSource>> sources;
+  std::vector<std::unique_ptr<ReadaheadSource>> sources;  // destroyed after ra
+  Readahead ra(16 * kBlock, 4);
   for (uint32_t i = 0; i < 4; ++i) {
     contents.push_back(Pattern(4 * kBlock + i * 1000, 10 + i));
     sources.push_back(
