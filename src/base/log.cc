@@ -44,8 +44,16 @@ void SetLevel(Level level) { g_level.store(static_cast<int>(level)); }
 Level GetLevel() { return static_cast<Level>(g_level.load()); }
 void UseSyslog(bool on) { g_syslog.store(on); }
 
-absl::StatusOr<uint64_t> UseFile(const std::string& path, absl::string_view header) {
+absl::StatusOr<uint64_t> UseFile(const std::string& path, absl::string_view header,
+                                 uint64_t rotate_at) {
   if (auto s = MakeParents(path); !s.ok()) return s;
+  // Each mount appends to the same file: past `rotate_at` it is kept as
+  // PATH.1 (replacing an older one) and a new one is begun.
+  if (struct stat old; rotate_at > 0 && ::stat(path.c_str(), &old) == 0 &&
+                       S_ISREG(old.st_mode) && static_cast<uint64_t>(old.st_size) >= rotate_at) {
+    const std::string kept = path + ".1";
+    if (::rename(path.c_str(), kept.c_str()) != 0) return ErrnoError(errno, kept);
+  }
   auto fd = OpenFile(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0600);
   if (!fd.ok()) return fd.status();
   struct stat st;

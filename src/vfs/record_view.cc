@@ -102,8 +102,13 @@ absl::StatusOr<std::shared_ptr<const ParsedRecord>> Filesystem::Parse(uint64_t s
     }
     if (!data.ok()) {
       parsed->status = data.status();
-      log::Error(data.status().message());
-      NoteDamage(shard, record, data.status().message());
+      // Once per record: a mount read epoch after epoch (the record cache
+      // forgets) would otherwise log the same damage every time.
+      if (NoteDamage(shard, record, data.status().message())) {
+        log::Error(data.status().message());
+      } else {
+        log::Debug(data.status().message());
+      }
     } else if (table.ok() || seq.ok()) {
       if (table.ok()) {
         sampler_->Learn(*table);
@@ -333,11 +338,12 @@ absl::Status Filesystem::RecordXattrs(const Node& node, bool read_error, XattrLi
   return absl::OkStatus();
 }
 
-void Filesystem::NoteDamage(uint64_t shard, uint64_t record, absl::string_view reason) {
+bool Filesystem::NoteDamage(uint64_t shard, uint64_t record, absl::string_view reason) {
   std::lock_guard<std::mutex> lock(damage_mu_);
-  if (damage_.size() < kMaxDamageNotes) {
-    damage_.try_emplace((shard << kRecordBits) | record, std::string(reason));
-  }
+  const uint64_t key = (shard << kRecordBits) | record;
+  if (damage_.contains(key)) return false;
+  if (damage_.size() < kMaxDamageNotes) damage_.try_emplace(key, std::string(reason));
+  return true;
 }
 
 std::optional<std::string> Filesystem::DamageOf(uint64_t shard, uint64_t record) const {

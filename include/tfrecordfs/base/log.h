@@ -30,8 +30,13 @@ void UseSyslog(bool on);
 // container often has no syslog socket, so without it errors would be lost.
 // `header` is written first as its own line (say which mount this is).
 // Returns the file's size before the header: where this process's lines
-// start. On an error nothing changes.
-absl::StatusOr<uint64_t> UseFile(const std::string& path, absl::string_view header);
+// start. A regular file of `rotate_at` bytes or more (0: never) is first
+// renamed to `path` + ".1", replacing an older one, and a new file begun, so
+// a mount point's log, appended to by every mount, stays under about twice
+// that. On an error the logging is unchanged (a rotation may have happened).
+inline constexpr uint64_t kLogRotateBytes = 4 << 20;
+absl::StatusOr<uint64_t> UseFile(const std::string& path, absl::string_view header,
+                                 uint64_t rotate_at = kLogRotateBytes);
 
 void Write(Level level, absl::string_view message);
 

@@ -329,7 +329,9 @@ class Filesystem {
   absl::StatusOr<std::shared_ptr<const ParsedRecord>> ParseEntry(const Node& node);
   // Why a record failed to parse, if it did (kept beyond the record cache).
   std::optional<std::string> DamageOf(uint64_t shard, uint64_t record) const;
-  void NoteDamage(uint64_t shard, uint64_t record, absl::string_view reason);
+  // Notes why a record is damaged; true unless it was noted already (then
+  // the caller need not log it again).
+  bool NoteDamage(uint64_t shard, uint64_t record, absl::string_view reason);
   Attr RecordDirAttr(uint64_t shard, uint64_t record) const;
   Attr EntryAttr(uint64_t shard, uint64_t record, uint32_t entry, const ParsedRecord& rec) const;
   // A record's folder name: its index, zero-padded to the shard's width.
