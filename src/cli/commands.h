@@ -1,11 +1,29 @@
-// Subcommands of the tfrecordfs binary, dispatched from main.cc by argv[1].
-// Each takes the arguments from the subcommand name on (argv[0] is the
-// subcommand) and returns the process exit status: 0 success, 1 failure,
-// 2 usage error.
+// Subcommands of the tfrecordfs binary, dispatched from main.cc by argv[1]
+// (anything else is a mount). Each takes the arguments from the subcommand
+// name on (argv[0] is the subcommand) and returns the process exit status:
+// kExitOk, kExitFailed or kExitUsage. Not thread-safe: each runs once, on
+// the main thread.
 #ifndef TFRECORDFS_CLI_COMMANDS_H_
 #define TFRECORDFS_CLI_COMMANDS_H_
 
+#include "absl/strings/string_view.h"
+
 namespace tfrecordfs::cli {
+
+// The exit status of every command (the man page's EXIT STATUS).
+inline constexpr int kExitOk = 0;
+// Failed: damaged or unreadable input, a mount that could not start, a
+// pack that failed or left records staged.
+inline constexpr int kExitFailed = 1;
+inline constexpr int kExitUsage = 2;  // a usage error: nothing was done
+
+// Prints "tfrecordfs CMD: MESSAGE" and the --help hint to stderr (no CMD:
+// "tfrecordfs: MESSAGE", the mount's); returns kExitUsage.
+int UsageError(absl::string_view cmd, absl::string_view message);
+
+// `tfrecordfs [options] SOURCE... MOUNTPOINT` (mount_cmd.cc): argv[0] is
+// the program.
+int MountMain(int argc, char** argv);
 
 // `tfrecordfs pack [--shard-size SIZE] [--prefix NAME] [--compression C] DIR OUTPUT_DIR`
 int PackMain(int argc, char** argv);

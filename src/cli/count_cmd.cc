@@ -44,12 +44,12 @@ int CountMain(int argc, char** argv) {
   const bool json = args.json;
   const bool quiet = args.quiet;
   std::vector<std::string>& sources = args.operands;
-  if (sources.empty()) return ToolUsage("count", "need at least one SOURCE");
+  if (sources.empty()) return UsageError("count", "need at least one SOURCE");
   index::IndexStore store(ToolStoreOptions());
   auto scanned = ScanSources(sources, &store, quiet);
   if (!scanned.ok()) {
     log::Error(scanned.status().message());
-    return kToolFailed;
+    return kExitFailed;
   }
   uint64_t total = 0;
   bool damaged = false;
@@ -78,8 +78,8 @@ int CountMain(int argc, char** argv) {
   } else {
     absl::StrAppend(&out, total, "\ttotal\n");
   }
-  if (!WriteStdout(out)) return kToolFailed;
-  return damaged ? kToolFailed : kToolOk;
+  if (!WriteStdout(out)) return kExitFailed;
+  return damaged ? kExitFailed : kExitOk;
 }
 
 }  // namespace tfrecordfs::cli

@@ -31,9 +31,6 @@
 namespace tfrecordfs::cli {
 namespace {
 
-constexpr int kExitOk = 0;
-constexpr int kExitFailed = 1;
-constexpr int kExitUsage = 2;
 
 constexpr char kIndexUsage[] = R"(Usage: tfrecordfs index [options] SOURCE...
 
@@ -82,11 +79,7 @@ when a SOURCE cannot be read, an index cannot be saved, or a DALI index
 cannot be written, 2 on a usage error.
 )";
 
-int Usage(const std::string& message) {
-  std::cerr << "tfrecordfs index: " << message
-            << "\nTry 'tfrecordfs index --help' for more information.\n";
-  return kExitUsage;
-}
+int Usage(const std::string& message) { return UsageError("index", message); }
 
 // mkdir -p of the directories above `path`.
 absl::Status MakeParents(const std::string& path) {

@@ -6,7 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "commands.h"
+#include "src/cli/commands.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/repack/journal.h"
 #include "tfrecordfs/repack/pack.h"
@@ -15,9 +15,6 @@
 namespace tfrecordfs::cli {
 namespace {
 
-constexpr int kExitOk = 0;
-constexpr int kExitFailed = 1;
-constexpr int kExitUsage = 2;
 
 constexpr char kPackUsage[] =
     R"(Usage: tfrecordfs pack [--shard-size SIZE] [--prefix NAME] [--compression C] DIR OUTPUT_DIR
@@ -46,11 +43,7 @@ Exit status: 0 when every record was packed, 1 when some record was left
 out or the pack failed, 2 on a usage error.
 )";
 
-int Usage(const std::string& message) {
-  std::cerr << "tfrecordfs pack: " << message
-            << "\nTry 'tfrecordfs pack --help' for more information.\n";
-  return kExitUsage;
-}
+int Usage(const std::string& message) { return UsageError("pack", message); }
 
 }  // namespace
 

@@ -79,7 +79,7 @@ std::string DefaultLogPath(const std::string& mountpoint_realpath) {
       absl::StrAppend(&name, absl::StrFormat("\\x%02x", c));
     }
   }
-  if (name.empty()) name = "-";  // the root directory
+  if (name.empty()) name.push_back('-');  // the root directory
   const char* state = std::getenv("XDG_STATE_HOME");
   const std::string base = state && *state ? state : Home() + "/.local/state";
   return absl::StrCat(base, "/tfrecordfs/log/", name, ".log");

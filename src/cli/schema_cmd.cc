@@ -147,31 +147,31 @@ int SchemaMain(int argc, char** argv) {
     const std::string arg = argv[*i];
     if (arg == "--all") {
       all = true;
-      return kToolOk;
+      return kExitOk;
     }
     if (!absl::StartsWith(arg, "--sample")) return std::nullopt;
     std::string flag, value;
     if (!TakeValue(argc, argv, i, &flag, &value) || flag != "--sample") {
-      return ToolUsage("schema", flag != "--sample" ? "unknown option " + arg
+      return UsageError("schema", flag != "--sample" ? "unknown option " + arg
                                                     : "--sample needs a number of records");
     }
     if (!absl::SimpleAtoi(value, &sample) || sample == 0) {
-      return ToolUsage("schema", "--sample needs a positive number of records");
+      return UsageError("schema", "--sample needs a positive number of records");
     }
     sample_given = true;
-    return kToolOk;
+    return kExitOk;
   };
   if (auto stop = ParseToolArgs(argc, argv, "schema", kSchemaUsage, true, &args, own)) return *stop;
   const bool json = args.json;
   const bool quiet = args.quiet;
   std::vector<std::string>& sources = args.operands;
-  if (all && sample_given) return ToolUsage("schema", "--all and --sample exclude each other");
-  if (sources.empty()) return ToolUsage("schema", "need at least one SOURCE");
+  if (all && sample_given) return UsageError("schema", "--all and --sample exclude each other");
+  if (sources.empty()) return UsageError("schema", "need at least one SOURCE");
   index::IndexStore store(ToolStoreOptions());
   auto scanned = ScanSources(sources, &store, quiet);
   if (!scanned.ok()) {
     log::Error(scanned.status().message());
-    return kToolFailed;
+    return kExitFailed;
   }
   std::vector<uint64_t> counts;
   uint64_t total = 0;
@@ -283,8 +283,8 @@ int SchemaMain(int argc, char** argv) {
       absl::StrAppend(&out, "\n", Table(rows));
     }
   }
-  if (!WriteStdout(out)) return kToolFailed;
-  return unreadable == 0 ? kToolOk : kToolFailed;
+  if (!WriteStdout(out)) return kExitFailed;
+  return unreadable == 0 ? kExitOk : kExitFailed;
 }
 
 }  // namespace tfrecordfs::cli

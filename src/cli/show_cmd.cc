@@ -156,12 +156,12 @@ int ShowMain(int argc, char** argv) {
   if (auto stop = ParseToolArgs(argc, argv, "show", kShowUsage, false, &args)) return *stop;
   const bool json = args.json;
   std::vector<std::string>& positional = args.operands;
-  if (positional.size() < 2) return ToolUsage("show", "need a SHARD and at least one RECORD");
+  if (positional.size() < 2) return UsageError("show", "need a SHARD and at least one RECORD");
   std::vector<uint64_t> wanted;
   for (size_t k = 1; k < positional.size(); ++k) {
     uint64_t r = 0;
     if (!absl::SimpleAtoi(positional[k], &r) || positional[k][0] == '+') {
-      return ToolUsage("show", absl::StrCat("RECORD must be a record index (0, 1, ...), not '",
+      return UsageError("show", absl::StrCat("RECORD must be a record index (0, 1, ...), not '",
                                             positional[k], "'"));
     }
     wanted.push_back(r);
@@ -171,13 +171,13 @@ int ShowMain(int argc, char** argv) {
   auto shard = scan::ScanOne(path, &store);
   if (!shard.ok()) {
     log::Error(shard.status().message());
-    return kToolFailed;
+    return kExitFailed;
   }
   source::BlockCache cache(32 << 20);
   auto src = scan::OpenShard(*shard, &cache);
   if (!src.ok()) {
     log::Error(src.status().message());
-    return kToolFailed;
+    return kExitFailed;
   }
   const index::ShardIndex& idx = *shard->index;
   const Style style{!json && StdoutIsTerminal()};
@@ -262,8 +262,8 @@ int ShowMain(int argc, char** argv) {
   if (json && wanted.size() > 1) w.EndArray();
   if (json) out = w.str();
   if (json && out.empty()) out = wanted.size() > 1 ? "[]\n" : "null\n";
-  if (!WriteStdout(out)) return kToolFailed;
-  return failed ? kToolFailed : kToolOk;
+  if (!WriteStdout(out)) return kExitFailed;
+  return failed ? kExitFailed : kExitOk;
 }
 
 }  // namespace tfrecordfs::cli

@@ -16,12 +16,6 @@
 
 namespace tfrecordfs::cli {
 
-int ToolUsage(absl::string_view cmd, absl::string_view message) {
-  std::cerr << "tfrecordfs " << cmd << ": " << message << "\nTry 'tfrecordfs " << cmd
-            << " --help' for more information.\n";
-  return kToolUsage;
-}
-
 std::optional<int> ParseToolArgs(int argc, char** argv, absl::string_view cmd,
                                  absl::string_view usage, bool quiet_ok, ToolArgs* args,
                                  const std::function<std::optional<int>(int* i)>& own) {
@@ -34,15 +28,15 @@ std::optional<int> ParseToolArgs(int argc, char** argv, absl::string_view cmd,
       options_done = true;
     } else if (arg == "-h" || arg == "--help") {
       std::cout << usage;
-      return kToolOk;
+      return kExitOk;
     } else if (arg == "--json") {
       args->json = true;
     } else if (quiet_ok && (arg == "-q" || arg == "--quiet")) {
       args->quiet = true;
     } else if (auto taken = own ? own(&i) : std::nullopt; taken.has_value()) {
-      if (*taken != kToolOk) return taken;
+      if (*taken != kExitOk) return taken;
     } else {
-      return ToolUsage(cmd, "unknown option " + arg);
+      return UsageError(cmd, "unknown option " + arg);
     }
   }
   return std::nullopt;

@@ -1,5 +1,5 @@
 // What the read-only toolbox commands (count, schema, show, verify) share:
-// exit codes, the index store they use, a scan of the SOURCEs with a
+// the index store they use, a scan of the SOURCEs with a
 // progress bar, and value formatting.
 #ifndef TFRECORDFS_CLI_TOOLBOX_H_
 #define TFRECORDFS_CLI_TOOLBOX_H_
@@ -12,23 +12,17 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "src/cli/commands.h"
 #include "src/cli/json_writer.h"
 #include "tfrecordfs/index/index_store.h"
 #include "tfrecordfs/scan/scan.h"
 
 namespace tfrecordfs::cli {
 
-inline constexpr int kToolOk = 0;
-inline constexpr int kToolFailed = 1;  // damaged or unreadable
-inline constexpr int kToolUsage = 2;
-
-// Prints "tfrecordfs CMD: MESSAGE" and the --help hint; returns kToolUsage.
-int ToolUsage(absl::string_view cmd, absl::string_view message);
-
 // The arguments every toolbox command shares: operands, --json, -q/--quiet
 // (where `quiet_ok`), -h/--help (prints `usage`), "--" (only operands
 // follow). `own(i)` gets the first look at each option (argv[*i]) and
-// returns nullopt when it is not one of the command's own, kToolOk when it
+// returns nullopt when it is not one of the command's own, kExitOk when it
 // took it (advancing *i past any value), or an exit code. Returns an exit
 // code when the command should stop now (help printed, usage error), else
 // nullopt.

@@ -79,29 +79,29 @@ int UnmountMain(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "-h" || a == "--help") {
       std::cout << kUsage;
-      return 0;
+      return kExitOk;
     }
     if (!mnt.empty() || (a.size() > 1 && a[0] == '-')) {
       std::cerr << "tfrecordfs unmount: unexpected argument " << a << "\n" << kUsage;
-      return 2;
+      return kExitUsage;
     }
     mnt = a;
   }
   if (mnt.empty()) {
     std::cerr << "tfrecordfs unmount: need a MOUNTPOINT\n" << kUsage;
-    return 2;
+    return kExitUsage;
   }
   char real[PATH_MAX];
   if (::realpath(mnt.c_str(), real) == nullptr) {
     std::cerr << "tfrecordfs unmount: " << mnt << ": " << std::strerror(errno) << "\n";
-    return 1;
+    return kExitFailed;
   }
   auto record = ReadMountRecord(real);
   if (!record.ok()) {
     std::cerr << "tfrecordfs unmount: " << real
               << " is not a tfrecordfs mount of this user (no record in "
               << RegistryPath(real) << ")\n";
-    return 1;
+    return kExitFailed;
   }
   if (record->read_only) {
     // Nothing is packed and the store is not ours to wait on: unmount, wait
@@ -110,27 +110,27 @@ int UnmountMain(int argc, char** argv) {
     if (!Unmount(real, &error)) {
       std::cerr << "tfrecordfs unmount: cannot unmount " << real << ": " << error
                 << " (is a file still open there?)\n";
-      return 1;
+      return kExitFailed;
     }
     for (int i = 0; i < 1000 && Alive(record->pid); ++i) {
       ::usleep(10000);  // up to 10 s; the daemon only has to exit
     }
     std::cout << kResultOk << "\nread-only mount: nothing packed\n";
     PointAtLog(*record);
-    return 0;
+    return kExitOk;
   }
   // Hold the store's lock file open before unmounting, so the wait below
   // cannot miss the daemon's exit.
   auto lock = OpenFile(record->store + "/lock", O_RDONLY);
   if (!lock.ok()) {
     std::cerr << "tfrecordfs unmount: " << lock.status().message() << "\n";
-    return 1;
+    return kExitFailed;
   }
   std::string error;
   if (!Unmount(real, &error)) {
     std::cerr << "tfrecordfs unmount: cannot unmount " << real << ": " << error
               << " (is a file still open there?)\n";
-    return 1;
+    return kExitFailed;
   }
   if (::flock(lock->get(), LOCK_SH | LOCK_NB) != 0) {
     std::cerr << "tfrecordfs: unmounted " << real << "; waiting for the repack to finish...\n";
@@ -142,11 +142,11 @@ int UnmountMain(int argc, char** argv) {
     std::cerr << "tfrecordfs unmount: the daemon left no pack report in " << record->store
               << " (did it crash? the staged records are still there; mount again to retry)\n";
     PointAtLog(*record);
-    return 1;
+    return kExitFailed;
   }
   std::cout << *report;
   PointAtLog(*record);
-  return absl::StartsWith(*report, std::string(kResultOk) + "\n") ? 0 : 1;
+  return absl::StartsWith(*report, std::string(kResultOk) + "\n") ? kExitOk : kExitFailed;
 }
 
 }  // namespace tfrecordfs::cli

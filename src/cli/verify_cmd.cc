@@ -68,12 +68,12 @@ int VerifyMain(int argc, char** argv) {
   const bool json = args.json;
   const bool quiet = args.quiet;
   std::vector<std::string>& sources = args.operands;
-  if (sources.empty()) return ToolUsage("verify", "need at least one SOURCE");
+  if (sources.empty()) return UsageError("verify", "need at least one SOURCE");
   index::IndexStore store(ToolStoreOptions());
   auto scanned = ScanSources(sources, &store, quiet);
   if (!scanned.ok()) {
     log::Error(scanned.status().message());
-    return kToolFailed;
+    return kExitFailed;
   }
   uint64_t total_bytes = 0;
   for (const scan::ScannedShard& s : scanned->shards) total_bytes += s.index->data_size();
@@ -180,8 +180,8 @@ int VerifyMain(int argc, char** argv) {
                     " shard(s) unreadable") : "", " (", examples, " Example(s), ", sequences,
                     " SequenceExample(s), ", others, " other payload(s))\n");
   }
-  if (!WriteStdout(out)) return kToolFailed;
-  return damaged == 0 && unreadable == 0 ? kToolOk : kToolFailed;
+  if (!WriteStdout(out)) return kExitFailed;
+  return damaged == 0 && unreadable == 0 ? kExitOk : kExitFailed;
 }
 
 }  // namespace tfrecordfs::cli

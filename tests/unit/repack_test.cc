@@ -26,7 +26,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "commands.h"
+#include "src/cli/commands.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tfrecordfs/base/crc32c.h"
