@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include "testing/temp_dir.h"
+
 namespace tfrecordfs::mount_test {
 
 // Overall bound for every wait in the harness (mount readiness, daemon exit).
@@ -70,26 +72,18 @@ std::string FuseUnavailableReason();
     if (!tfrfs_reason.empty()) GTEST_SKIP() << tfrfs_reason;                   \
   } while (0)
 
-// A directory created with mkdtemp, removed recursively on destruction
-// unless something is still mounted below it (then it is left in place and
-// the leak is reported on stderr, never traversed).
-class TempDir {
+// A test's scratch directory (tests/testing/temp_dir.h), named
+// $TMPDIR/tfrfs-mount-XXXXXX: removed recursively on destruction unless
+// something is still mounted below it (then it is left in place and the leak
+// is reported on stderr, never traversed).
+class TempDir : public test::TempDir {
  public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  // Creates (mkdir -p) path()/rel and returns the full path.
-  std::string Subdir(const std::string& rel) const;
-
- private:
-  std::string path_;
+  TempDir() : test::TempDir("tfrfs-mount") {}
 };
 
 // True when `path` is a mount point listed in /proc/self/mountinfo, with
 // the given fstype if `fstype` is non-empty.
-bool IsMounted(const std::string& path, const std::string& fstype = "");
+using test::IsMounted;
 
 // Pids of live processes whose command line has an argument equal to `arg`
 // and whose argv[0] ends in "tfrecordfs" (how we find a detached daemon).

@@ -215,7 +215,7 @@ TEST(StagingArraysTest, BadArraysAndStepsFailAndKindsSurviveARestart) {
   EXPECT_EQ(ListDir(s.records()), (std::vector<std::string>{"q", "r"}));
   // Restart on shards that know none of these names: the tags decide.
   const std::string other = s.tmp.Subdir("other");
-  WriteShardFile(other + "/x.tfrecord", {ExamplePayload({Int64Feature("x", {1})})});
+  test::WriteShard(other + "/x.tfrecord", {ExamplePayload({Int64Feature("x", {1})})});
   DaemonConfig c;
   c.sources = {other};
   c.mountpoint = s.mnt;

@@ -56,8 +56,8 @@ class StagingCrashTest : public ::testing::TestWithParam<FaultCase> {
  protected:
   void SetUp() override {
     TFRFS_SKIP_WITHOUT_FUSE();
-    WriteShardFile(s_.src + "/base.tfrecord",
-                   {ExamplePayload({Int64Feature("id", {1000}), BytesFeature("blob", {"x"})})});
+    test::WriteShard(s_.src + "/base.tfrecord",
+                     {ExamplePayload({Int64Feature("id", {1000}), BytesFeature("blob", {"x"})})});
   }
 
   DaemonConfig Config(const std::string& fault) const {
@@ -215,7 +215,7 @@ TEST_P(StagingCrashInSourceTest, RemountNeverShowsARecordTwiceOrAPartialShard) {
   TFRFS_SKIP_WITHOUT_FUSE();
   const FaultCase fc = GetParam();
   Scratch s;
-  WriteShardFile(s.src + "/base.tfrecord", {ExamplePayload({Int64Feature("id", {100})})});
+  test::WriteShard(s.src + "/base.tfrecord", {ExamplePayload({Int64Feature("id", {100})})});
   DaemonConfig c;
   c.sources = {s.src};
   c.mountpoint = s.mnt;

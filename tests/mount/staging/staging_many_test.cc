@@ -22,7 +22,7 @@ constexpr int kFilesPerRecord = 30;  // 3,000 staged files
 TEST(StagingManyTest, ThousandsOfStagedFilesUnderA256DescriptorLimit) {
   TFRFS_SKIP_WITHOUT_FUSE();
   Scratch s;
-  WriteShardFile(s.src + "/base.tfrecord", {ExamplePayload({Int64Feature("label", {1})})});
+  test::WriteShard(s.src + "/base.tfrecord", {ExamplePayload({Int64Feature("label", {1})})});
   const std::string wrapper = s.tmp.path() + "/tfrecordfs-256";
   WriteWholeFile(wrapper, "#!/bin/sh\nexec prlimit --nofile=256:256 -- '" + BinaryPath() +
                               "' \"$@\"\n");

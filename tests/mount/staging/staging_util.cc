@@ -26,7 +26,6 @@
 #include "tfrecordfs/example/example.h"
 #include "tfrecordfs/example/sequence.h"
 #include "tfrecordfs/record/reader.h"
-#include "tfrecordfs/record/writer.h"
 #include "../../zlib_reference.h"
 
 extern char** environ;
@@ -327,28 +326,6 @@ DecodedRecord Decode(const std::string& payload) {
   return r;
 }
 
-std::string SequenceText(const example::SequenceTable& t) {
-  auto one = [](const example::Feature& f) {
-    std::string s = example::KindName(f.kind);
-    for (absl::string_view b : f.bytes) absl::StrAppend(&s, " ", Short(std::string(b)));
-    for (float v : f.floats) absl::StrAppend(&s, " f", absl::bit_cast<uint32_t>(v));
-    for (int64_t v : f.int64s) absl::StrAppend(&s, " ", v);
-    return s;
-  };
-  std::string out;
-  for (const auto& f : t.context.features) {
-    if (f.kind == example::Kind::kNone) continue;  // not shown, so not copied
-    absl::StrAppend(&out, "context ", Short(f.name), ": ", one(f), "\n");
-  }
-  for (const auto& l : t.lists) {
-    absl::StrAppend(&out, "list ", Short(l.name), " (", l.steps.size(), " steps)\n");
-    for (size_t i = 0; i < l.steps.size(); ++i) {
-      absl::StrAppend(&out, "  ", i, ": ", one(l.steps[i]), "\n");
-    }
-  }
-  return out;
-}
-
 void ExpectSameRecord(const std::string& original, const std::string& packed,
                       const std::string& what) {
   const DecodedRecord a = Decode(original);
@@ -417,14 +394,6 @@ std::string ExamplePayload(std::vector<OwnedFeature> features) {
   std::sort(features.begin(), features.end(),
             [](const OwnedFeature& a, const OwnedFeature& b) { return a.name < b.name; });
   return example::EncodeExample(ToTable(features));
-}
-
-void WriteShardFile(const std::string& path, const std::vector<std::string>& payloads) {
-  auto fd = OpenFile(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  ASSERT_TRUE(fd.ok()) << fd.status();
-  record::ShardWriter w(std::move(*fd), path);
-  for (const std::string& p : payloads) ASSERT_TRUE(w.Append(p).ok());
-  ASSERT_TRUE(w.Close(/*sync=*/false).ok());
 }
 
 std::optional<int64_t> SingleInt(const DecodedRecord& r, const std::string& name) {

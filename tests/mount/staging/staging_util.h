@@ -25,6 +25,8 @@
 
 #include "expectations.h"
 #include "mount_harness.h"
+#include "testing/canon.h"
+#include "testing/shard.h"  // test::WriteShard, for the shards the tests mount
 #include "tfrecordfs/example/sequence.h"
 
 namespace tfrecordfs::mount_test::staging_test {
@@ -151,10 +153,9 @@ struct DecodedRecord {
 };
 DecodedRecord Decode(const std::string& payload);
 
-// A SequenceExample, one line per context feature (kindless ones left out:
-// the mount does not show them) and per step, floats as bits, for comparing
-// feature by feature with a readable diff.
-std::string SequenceText(const example::SequenceTable& t);
+// A SequenceExample as text, kindless context features left out, for
+// comparing feature by feature with a readable diff (tests/testing/canon.h).
+using test::SequenceText;
 
 // Expects `packed` to be the same record as `original`: for Examples the
 // same features (names, kinds, values; floats bit-exact), for
@@ -169,8 +170,6 @@ OwnedFeature FloatFeature(std::string name, std::vector<float> values);
 OwnedFeature BytesFeature(std::string name, std::vector<std::string> values);
 // The serialized Example of `features` (any order).
 std::string ExamplePayload(std::vector<OwnedFeature> features);
-// Writes a shard of `payloads` at `path` with the project's ShardWriter.
-void WriteShardFile(const std::string& path, const std::vector<std::string>& payloads);
 
 // The record's int64 feature `name` with exactly one value, or nullopt.
 std::optional<int64_t> SingleInt(const DecodedRecord& r, const std::string& name);
