@@ -285,11 +285,7 @@ TEST(StagingSignalTest, SigtermAndSigintPackBeforeExiting) {
   Scratch s;
   for (int sig : {SIGTERM, SIGINT}) {
     const std::string prefix = sig == SIGTERM ? "term" : "int";
-    DaemonConfig c;
-    c.sources = {s.src};
-    c.mountpoint = s.mnt;
-    c.options = PackOptions(s, prefix);
-    c.log_dir = s.logs;
+    DaemonConfig c = PackConfig(s, {s.src}, prefix);
     StagingDaemon d(c);
     ASSERT_EQ(d.Start(), "");
     ASSERT_EQ(Shell("mkdir " + ShellQuote(s.mnt + "/staging/r") + " && echo " +
@@ -313,11 +309,7 @@ TEST(StagingSignalTest, SigtermAndSigintPackBeforeExiting) {
 TEST(StagingCrashUnmountTest, UnmountCommandReportsACrashedPack) {
   TFRFS_SKIP_WITHOUT_FUSE();
   Scratch s;
-  DaemonConfig c;
-  c.sources = {s.src};
-  c.mountpoint = s.mnt;
-  c.options = PackOptions(s, "crashed");
-  c.log_dir = s.logs;
+  DaemonConfig c = PackConfig(s, {s.src}, "crashed");
   c.fault = "before_commit";
   {
     StagingDaemon d(c);

@@ -28,11 +28,7 @@ TEST(StagingManyTest, ThousandsOfStagedFilesUnderA256DescriptorLimit) {
                               "' \"$@\"\n");
   ASSERT_EQ(::chmod(wrapper.c_str(), 0755), 0);
   const std::string real_bin = BinaryPath();
-  DaemonConfig c;
-  c.sources = {s.src};
-  c.mountpoint = s.mnt;
-  c.options = PackOptions(s, "many");
-  c.log_dir = s.logs;
+  DaemonConfig c = PackConfig(s, {s.src}, "many");
   StagingDaemon d(c);
   ::setenv("TFRECORDFS_BIN", wrapper.c_str(), 1);
   const std::string started = d.Start();

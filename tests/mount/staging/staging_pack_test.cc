@@ -65,11 +65,7 @@ class StagingPackTest : public ::testing::Test {
   }
 
   DaemonConfig Config(const std::string& prefix, const std::string& shard_size = "") const {
-    DaemonConfig c;
-    c.sources = {s_.src};
-    c.mountpoint = s_.mnt;
-    c.options = PackOptions(s_, prefix, shard_size);
-    c.log_dir = s_.logs;
+    DaemonConfig c = PackConfig(s_, {s_.src}, prefix, shard_size);
     return c;
   }
 

@@ -1,11 +1,13 @@
 // Helpers for the staging / repack real-mount tests (tests/mount/staging/).
 //
 // StagingDaemon runs `tfrecordfs -f -o staging_dir=...,output_dir=...,...
-// SOURCE... MNT` as a child of the test, like mount_harness.h's Mount, but
-// gives the test what crash tests need: the raw wait status of the daemon,
-// an environment of its own (TFRECORDFS_FAULT, see repack/pack.h), a hard
-// kill, and `tfrecordfs unmount`. Readiness is polled in
-// /proc/self/mountinfo with a bounded deadline; nothing sleeps a fixed time.
+// SOURCE... MNT` as a child of the test on the same test::Daemon as
+// mount_harness.h's Mount (tests/testing/daemon.h), but with the options,
+// mount point and log directory the test chooses, and gives the test what
+// crash tests need: the raw wait status of the daemon, an environment of its
+// own (TFRECORDFS_FAULT, see repack/pack.h), a hard kill, and `tfrecordfs
+// unmount`. Readiness is polled in /proc/self/mountinfo with a bounded
+// deadline; nothing sleeps a fixed time.
 //
 // The rest reads packed shards back with the project's own reader
 // (record::ForEachRecordInBuffer) and compares records feature by feature
@@ -58,10 +60,16 @@ struct DaemonConfig {
 std::vector<std::string> PackOptions(const Scratch& s, const std::string& prefix,
                                      const std::string& shard_size = "");
 
+// The usual daemon of a test: `sources` mounted at s.mnt with
+// PackOptions(s, prefix, shard_size), logs in s.logs, no fault, no extra
+// environment.
+DaemonConfig PackConfig(const Scratch& s, std::vector<std::string> sources,
+                        const std::string& prefix, const std::string& shard_size = "");
+
 class StagingDaemon {
  public:
   explicit StagingDaemon(DaemonConfig config);
-  ~StagingDaemon();  // lazy unmount + SIGKILL if still around
+  ~StagingDaemon();  // lazy unmount, SIGTERM, then SIGKILL if still around
   StagingDaemon(const StagingDaemon&) = delete;
   StagingDaemon& operator=(const StagingDaemon&) = delete;
 
@@ -84,16 +92,12 @@ class StagingDaemon {
   // kill -9 the daemon, reap it, and lazily unmount the dead mount.
   void KillHard();
 
-  pid_t pid() const { return pid_; }
+  pid_t pid() const;
   std::string Stderr() const;
 
  private:
-  void CleanUp();
-
   DaemonConfig config_;
-  std::string stderr_path_;
-  pid_t pid_ = -1;
-  std::optional<int> early_status_;  // wait status when Start() saw it end
+  std::optional<test::Daemon> daemon_;  // from Start() on
 };
 
 // Mounts `sources` with PackOptions(s, prefix), copies each mount-relative
@@ -105,10 +109,11 @@ std::vector<std::string> CopyAndPack(const Scratch& s, const std::vector<std::st
                                      const std::vector<std::string>& froms,
                                      const std::string& prefix);
 
-// Human-readable waitpid status ("exit code 1", "signal Killed").
-std::string DescribeWait(int status);
+// Human-readable waitpid status ("exit code 1", "signal Killed") and the
+// exit code (-1 when signalled): tests/testing/process.h.
+using test::DescribeWait;
+using test::ExitCodeOfWait;
 bool KilledBySigkill(int status);
-int ExitCodeOfWait(int status);  // -1 when signalled
 
 // If MNT is still (or stale-ly) mounted, `fusermount3 -u -z` and wait until
 // it is gone.
