@@ -9,14 +9,13 @@
 //     UTF-8, every bytes value a view inside the payload;
 //   * EncodeExample of the table decodes back to the same table.
 #include <cstdint>
-#include <cstring>
-#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "example.pb.h"
 #include "fuzz_check.h"
+#include "testing/canon.h"
 #include "tfrecordfs/base/utf8.h"
 #include "tfrecordfs/example/example.h"
 
@@ -27,58 +26,9 @@ using example::Feature;
 using example::FeatureTable;
 using example::Kind;
 
-struct Canon {
-  Kind kind = Kind::kNone;
-  std::vector<std::string> bytes;
-  std::vector<uint32_t> float_bits;
-  std::vector<int64_t> int64s;
-  bool operator==(const Canon& o) const {
-    return kind == o.kind && bytes == o.bytes && float_bits == o.float_bits &&
-           int64s == o.int64s;
-  }
-};
-
-uint32_t Bits(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
-}
-
-std::map<std::string, Canon> FromTable(const FeatureTable& t) {
-  std::map<std::string, Canon> out;
-  for (const Feature& f : t.features) {
-    Canon& c = out[f.name];
-    c.kind = f.kind;
-    for (absl::string_view b : f.bytes) c.bytes.emplace_back(b);
-    for (float v : f.floats) c.float_bits.push_back(Bits(v));
-    c.int64s = f.int64s;
-  }
-  return out;
-}
-
-std::map<std::string, Canon> FromProto(const proto::Example& ex) {
-  std::map<std::string, Canon> out;
-  for (const auto& [name, pf] : ex.features().feature()) {
-    Canon& c = out[name];
-    switch (pf.kind_case()) {
-      case proto::Feature::kBytesList:
-        c.kind = Kind::kBytes;
-        for (const std::string& b : pf.bytes_list().value()) c.bytes.push_back(b);
-        break;
-      case proto::Feature::kFloatList:
-        c.kind = Kind::kFloat;
-        for (float v : pf.float_list().value()) c.float_bits.push_back(Bits(v));
-        break;
-      case proto::Feature::kInt64List:
-        c.kind = Kind::kInt64;
-        c.int64s.assign(pf.int64_list().value().begin(), pf.int64_list().value().end());
-        break;
-      case proto::Feature::KIND_NOT_SET:
-        break;
-    }
-  }
-  return out;
-}
+// Both sides convert to the canonical form of tests/testing/canon.h.
+using test::FromProto;
+using test::FromTable;
 
 void Check(absl::string_view payload) {
   auto table = example::DecodeExample(payload);

@@ -9,6 +9,8 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "testing/temp_dir.h"
+#include "testing/wire.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/example/example.h"
 #include "tfrecordfs/staging/record_folder.h"
@@ -16,21 +18,10 @@
 namespace tfrecordfs {
 namespace {
 
-std::string Varint(uint64_t v) {
-  std::string s;
-  while (v >= 0x80) {
-    s.push_back(static_cast<char>((v & 0x7f) | 0x80));
-    v >>= 7;
-  }
-  s.push_back(static_cast<char>(v));
-  return s;
-}
-std::string Len(int field, const std::string& body) {
-  return Varint(static_cast<uint64_t>(field) << 3 | 2) + Varint(body.size()) + body;
-}
-std::string Entry(const std::string& key, const std::string& feature) {
-  return Len(1, Len(1, key) + Len(2, feature));
-}
+// Hand-built protobuf wire bytes (tests/testing/wire.h).
+using test::wire::Entry;
+using test::wire::Len;
+using test::wire::VarintBytes;
 
 // example_fuzzer (UBSan): an empty packed float run memcpy'd into the empty
 // vector's null data().
@@ -62,7 +53,7 @@ TEST(FoundBugs, SixByteLengthVarintIsNotAnExample) {
 }
 
 TEST(FoundBugs, ExampleListWithoutContextIsNotAnExample) {
-  const std::string inner = Len(1, Entry("relevance", Len(3, Len(1, Varint(1)))));
+  const std::string inner = Len(1, Entry("relevance", Len(3, Len(1, VarintBytes(1)))));
   auto t = example::DecodeExample(Len(1, inner) + Len(1, inner));
   EXPECT_FALSE(t.ok());
   EXPECT_TRUE(absl::StrContains(t.status().message(), "only kindless features")) << t.status();
@@ -76,9 +67,9 @@ TEST(FoundBugs, ExampleListWithoutContextIsNotAnExample) {
 // staging_fuzzer: a staged file whose name is not UTF-8 once unescaped
 // packed into a record no protobuf parser accepts as an Example.
 TEST(FoundBugs, StagedNameThatIsNotUtf8IsRefused) {
-  char tmpl[] = "/tmp/tfrfs-found-bugs-XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  const std::string dir = tmpl;
+  const test::TempDir tmp("tfrfs-found-bugs");
+  ASSERT_FALSE(tmp.path().empty());
+  const std::string& dir = tmp.path();
   for (const std::string& name : {std::string("%FF"), std::string("bad\xc3(.txt")}) {
     const std::string rec = dir + "/rec";
     ASSERT_EQ(::mkdir(rec.c_str(), 0755), 0);
@@ -98,7 +89,6 @@ TEST(FoundBugs, StagedNameThatIsNotUtf8IsRefused) {
     ASSERT_EQ(::unlink((rec + "/%C3%A9t%C3%A9").c_str()), 0);
     ASSERT_EQ(::rmdir(rec.c_str()), 0);
   }
-  ::rmdir(dir.c_str());
 }
 
 }  // namespace

@@ -6,7 +6,6 @@
 #define TFRECORDFS_TESTS_FUZZ_REVERSE_H_
 
 #include <algorithm>
-#include <cstring>
 #include <functional>
 #include <map>
 #include <string>
@@ -16,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/escaping.h"
+#include "testing/canon.h"
 #include "tfrecordfs/example/example.h"
 #include "tfrecordfs/naming/naming.h"
 #include "tfrecordfs/staging/record_folder.h"
@@ -23,40 +23,13 @@
 
 namespace tfrecordfs::fuzz {
 
-// A feature that owns its values; floats as bits so NaNs compare exactly.
-struct Canon {
-  example::Kind kind = example::Kind::kNone;
-  std::vector<std::string> bytes;
-  std::vector<uint32_t> float_bits;
-  std::vector<int64_t> int64s;
-  bool operator==(const Canon& o) const {
-    return kind == o.kind && bytes == o.bytes && float_bits == o.float_bits &&
-           int64s == o.int64s;
-  }
-};
-using CanonTable = std::map<std::string, Canon>;
-
-inline Canon ToCanon(const example::Feature& f) {
-  Canon c;
-  c.kind = f.kind;
-  for (absl::string_view b : f.bytes) c.bytes.emplace_back(b);
-  for (float v : f.floats) {
-    uint32_t bits;
-    std::memcpy(&bits, &v, 4);
-    c.float_bits.push_back(bits);
-  }
-  c.int64s = f.int64s;
-  return c;
-}
-
-// The features a layout must reproduce: kindless ones are not shown.
-inline CanonTable Shown(const example::FeatureTable& t) {
-  CanonTable out;
-  for (const auto& f : t.features) {
-    if (f.kind != example::Kind::kNone) out[f.name] = ToCanon(f);
-  }
-  return out;
-}
+// Features that own their values, floats as bits so NaNs compare exactly
+// (tests/testing/canon.h); Shown leaves out the kindless ones, which a
+// layout does not show.
+using test::Canon;
+using test::CanonTable;
+using test::Shown;
+using test::ToCanon;
 
 // A bytes value as the reverse gives it back: a tensor (DecodeTensor
 // accepts it) as EncodeTensor writes it (the forward shows the array, and

@@ -19,6 +19,7 @@
 
 #include "absl/strings/escaping.h"
 #include "gtest/gtest.h"
+#include "testing/canon.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/naming/naming.h"
 #include "tfrecordfs/record/reader.h"
@@ -33,11 +34,7 @@ std::string Printable(const std::string& s, size_t limit = 120) {
   return std::string(e.data(), e.size());
 }
 
-uint32_t Bits(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
-}
+using test::Bits;
 
 constexpr size_t kMaxReports = 25;
 

@@ -13,7 +13,8 @@
 #include "gtest/gtest.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/example/example.h"
-#include "tfrecordfs/record/writer.h"
+#include "testing/canon.h"
+#include "testing/shard.h"
 
 namespace tfrecordfs::mount_test {
 
@@ -21,11 +22,7 @@ namespace {
 
 using example::Kind;
 
-float FromBits(uint32_t b) {
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
-}
+using test::FromBits;
 
 class Gen {
  public:
@@ -230,13 +227,9 @@ std::string NonUtf8KeyExample() {
 void WriteShard(const std::string& root, const GenShard& shard) {
   const std::string path = root + "/" + shard.rel_path;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  auto fd = OpenFile(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  ASSERT_TRUE(fd.ok()) << fd.status();
-  record::ShardWriter w(std::move(*fd), path);
-  for (const GenRecord& r : shard.records) {
-    ASSERT_TRUE(w.Append(absl::string_view(r.payload.data(), r.payload.size())).ok());
-  }
-  ASSERT_TRUE(w.Close(/*sync=*/false).ok());
+  std::vector<std::string> payloads;
+  for (const GenRecord& r : shard.records) payloads.push_back(r.payload);
+  test::WriteShard(path, payloads);
 }
 
 }  // namespace

@@ -2,9 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,56 +13,12 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
-#include <thread>
 
 #include "gtest/gtest.h"
-
-extern char** environ;
 
 namespace tfrecordfs::mount_test {
 
 namespace {
-
-// mountinfo escapes space, tab, newline and backslash as \ooo.
-std::string UnescapeMountinfo(const std::string& s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 3 < s.size()) {
-      const std::string oct = s.substr(i + 1, 3);
-      if (oct.size() == 3 && oct.find_first_not_of("01234567") == std::string::npos) {
-        out.push_back(static_cast<char>(std::stoi(oct, nullptr, 8)));
-        i += 3;
-        continue;
-      }
-    }
-    out.push_back(s[i]);
-  }
-  return out;
-}
-
-struct MountinfoEntry {
-  std::string mountpoint;
-  std::string fstype;
-};
-
-std::vector<MountinfoEntry> ReadMountinfo() {
-  std::vector<MountinfoEntry> out;
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::vector<std::string> f;
-    std::string tok;
-    while (fields >> tok) f.push_back(tok);
-    // id parent maj:min root mountpoint options [optional...] - fstype source superopts
-    if (f.size() < 7) continue;
-    size_t dash = 6;
-    while (dash < f.size() && f[dash] != "-") ++dash;
-    if (dash + 1 >= f.size()) continue;
-    out.push_back({UnescapeMountinfo(f[4]), f[dash + 1]});
-  }
-  return out;
-}
 
 std::string Canonical(const std::string& p) {
   char buf[PATH_MAX];
@@ -85,62 +38,7 @@ bool InPath(const std::string& prog) {
   return false;
 }
 
-// Reaps `pid` if it has exited; returns true then and sets *status.
-bool Reaped(pid_t pid, int* status) {
-  pid_t r = ::waitpid(pid, status, WNOHANG);
-  return r == pid || (r < 0 && errno == ECHILD);
-}
-
-int ExitCodeOf(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
-
-std::string DescribeStatus(int status) {
-  if (WIFEXITED(status)) return "exit code " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return std::string("signal ") + strsignal(WTERMSIG(status));
-  return "status " + std::to_string(status);
-}
-
-int MakeTempFile(const std::string& dir, const std::string& stem) {
-  std::string tmpl = dir + "/" + stem + "-XXXXXX";
-  int fd = ::mkostemp(tmpl.data(), O_CLOEXEC);
-  if (fd >= 0) ::unlink(tmpl.c_str());
-  return fd;
-}
-
-std::string ReadFd(int fd) {
-  std::string out;
-  char buf[65536];
-  off_t off = 0;
-  for (;;) {
-    ssize_t n = ::pread(fd, buf, sizeof buf, off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-    off += n;
-  }
-  return out;
-}
-
-std::string TempRoot() {
-  const char* t = std::getenv("TMPDIR");
-  return Canonical(t != nullptr && *t != '\0' ? t : "/tmp");
-}
-
-void MakeOwnerWritable(const std::filesystem::path& root) {
-  std::error_code ec;
-  std::filesystem::permissions(root, std::filesystem::perms::owner_all,
-                               std::filesystem::perm_options::add, ec);
-  for (auto it = std::filesystem::recursive_directory_iterator(root, ec);
-       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-    if (it->is_directory(ec) && !it->is_symlink(ec)) {
-      std::filesystem::permissions(it->path(), std::filesystem::perms::owner_all,
-                                   std::filesystem::perm_options::add, ec);
-    }
-  }
-}
-
 }  // namespace
-
-void SleepBriefly() { std::this_thread::sleep_for(std::chrono::milliseconds(5)); }
 
 std::string BinaryPath() {
   const char* b = std::getenv("TFRECORDFS_BIN");
@@ -162,47 +60,7 @@ std::string FuseUnavailableReason() {
   return "";
 }
 
-// ---- TempDir ----
-
-TempDir::TempDir() {
-  std::string tmpl = TempRoot() + "/tfrfs-mount-XXXXXX";
-  if (::mkdtemp(tmpl.data()) == nullptr) {
-    ADD_FAILURE() << "mkdtemp: " << std::strerror(errno);
-    return;
-  }
-  path_ = tmpl;
-}
-
-TempDir::~TempDir() {
-  if (path_.empty()) return;
-  for (const auto& m : ReadMountinfo()) {
-    if (m.mountpoint == path_ || m.mountpoint.rfind(path_ + "/", 0) == 0) {
-      std::cerr << "mount_harness: leaving " << path_ << " in place: " << m.mountpoint
-                << " is still mounted\n";
-      return;
-    }
-  }
-  MakeOwnerWritable(path_);
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
-
-std::string TempDir::Subdir(const std::string& rel) const {
-  const std::string p = path_ + "/" + rel;
-  std::error_code ec;
-  std::filesystem::create_directories(p, ec);
-  if (ec) ADD_FAILURE() << "mkdir " << p << ": " << ec.message();
-  return p;
-}
-
 // ---- processes ----
-
-bool IsMounted(const std::string& path, const std::string& fstype) {
-  for (const auto& m : ReadMountinfo()) {
-    if (m.mountpoint == path && (fstype.empty() || m.fstype == fstype)) return true;
-  }
-  return false;
-}
 
 std::vector<pid_t> FindDaemons(const std::string& arg) {
   std::vector<pid_t> out;
@@ -239,72 +97,6 @@ std::vector<pid_t> FindDaemons(const std::string& arg) {
     }
   }
   return out;
-}
-
-CommandResult Run(const std::vector<std::string>& argv, const std::optional<std::string>& env_path) {
-  CommandResult r;
-  const std::string tmp = TempRoot();
-  int out_fd = MakeTempFile(tmp, "tfrfs-out");
-  int err_fd = MakeTempFile(tmp, "tfrfs-err");
-  if (out_fd < 0 || err_fd < 0) {
-    ADD_FAILURE() << "mkstemp: " << std::strerror(errno);
-    if (out_fd >= 0) ::close(out_fd);
-    if (err_fd >= 0) ::close(err_fd);
-    return r;
-  }
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
-  posix_spawn_file_actions_adddup2(&fa, err_fd, 2);
-
-  std::vector<std::string> env_store;
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (env_path && std::strncmp(*e, "PATH=", 5) == 0) continue;
-    env_store.emplace_back(*e);
-  }
-  if (env_path) env_store.push_back("PATH=" + *env_path);
-  std::vector<char*> envp;
-  for (auto& s : env_store) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> argv_store = argv;
-  std::vector<char*> cargv;
-  for (auto& s : argv_store) cargv.push_back(s.data());
-  cargv.push_back(nullptr);
-
-  // posix_spawnp searches the parent's PATH; honour the replacement instead.
-  std::string prog = argv.at(0);
-  if (env_path && prog.find('/') == std::string::npos) {
-    std::stringstream ss(*env_path);
-    std::string dir;
-    while (std::getline(ss, dir, ':')) {
-      if (!dir.empty() && ::access((dir + "/" + prog).c_str(), X_OK) == 0) {
-        prog = dir + "/" + prog;
-        break;
-      }
-    }
-  }
-  pid_t pid;
-  int rc = ::posix_spawnp(&pid, prog.c_str(), &fa, nullptr, cargv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) {
-    r.err = std::string("spawn ") + prog + ": " + std::strerror(rc);
-    ::close(out_fd);
-    ::close(err_fd);
-    return r;
-  }
-  int status = 0;
-  if (!WaitUntil([&] { return Reaped(pid, &status); })) {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, &status, 0);
-    ADD_FAILURE() << "command timed out: " << argv.at(0);
-  }
-  r.exit_code = ExitCodeOf(status);
-  r.out = ReadFd(out_fd);
-  r.err = ReadFd(err_fd);
-  ::close(out_fd);
-  ::close(err_fd);
-  return r;
 }
 
 CommandResult Shell(const std::string& script) { return Run({"/bin/sh", "-c", script}); }
@@ -354,122 +146,42 @@ void WriteWholeFile(const std::string& path, const std::string& contents) {
 
 Mount::Mount() = default;
 
-Mount::~Mount() { ForceCleanup(); }
+Mount::~Mount() = default;
 
 std::string Mount::Start(const std::vector<std::string>& sources,
                          const std::vector<std::string>& extra_args) {
   if (dir_.path().empty()) return "no temp directory";
   mountpoint_ = Canonical(dir_.Subdir("mnt"));
-  stderr_path_ = dir_.path() + "/daemon.stderr";
-  const std::string stdout_path = dir_.path() + "/daemon.stdout";
-
   const std::string out_dir = dir_.Subdir("out");
-  std::vector<std::string> args = {BinaryPath(), "-f", "-o",
-                                   "staging_dir=" + dir_.path() + "/store,output_dir=" + out_dir};
-  args.insert(args.end(), extra_args.begin(), extra_args.end());
-  args.insert(args.end(), sources.begin(), sources.end());
-  args.push_back(mountpoint_);
-  std::vector<char*> cargv;
-  for (auto& s : args) cargv.push_back(s.data());
-  cargv.push_back(nullptr);
-
-  // fork + exec rather than posix_spawn, for PR_SET_PDEATHSIG: if the test
-  // process dies (a crash, a timeout kill), the daemon gets SIGTERM and
-  // unmounts itself instead of leaving a mount behind. Only async-signal-safe
-  // calls run between fork and exec.
-  const int in_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  const int out_fd = ::open(stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  const int err_fd = ::open(stderr_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (in_fd < 0 || out_fd < 0 || err_fd < 0) {
-    const int err = errno;
-    for (int fd : {in_fd, out_fd, err_fd}) {
-      if (fd >= 0) ::close(fd);
-    }
-    return std::string("cannot open the daemon's stdio files: ") + std::strerror(err);
-  }
-  const pid_t parent = ::getpid();
-  pid_ = ::fork();
-  if (pid_ == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() != parent) ::_exit(126);  // the test died before prctl
-    ::dup2(in_fd, 0);
-    ::dup2(out_fd, 1);
-    ::dup2(err_fd, 2);
-    ::execv(cargv[0], cargv.data());
-    ::_exit(127);
-  }
-  const int fork_errno = errno;
-  ::close(in_fd);
-  ::close(out_fd);
-  ::close(err_fd);
-  if (pid_ < 0) {
-    pid_ = -1;
-    return std::string("fork: ") + std::strerror(fork_errno);
-  }
-  int status = 0;
-  bool exited = false;
-  const bool ready = WaitUntil([&] {
-    if (IsMounted(mountpoint_, "fuse.tfrecordfs")) return true;
-    exited = Reaped(pid_, &status);
-    return exited;
-  });
-  if (exited) {
-    pid_ = -1;
-    return "tfrecordfs exited before the mount was ready (" + DescribeStatus(status) +
-           "); stderr:\n" + Stderr();
-  }
-  if (!ready) {
-    return "mount not ready within " + std::to_string(kWaitLimit.count()) + " s; stderr:\n" +
-           Stderr();
-  }
-  return "";
+  test::DaemonSpec spec;
+  spec.argv = {BinaryPath(), "-f", "-o",
+               "staging_dir=" + dir_.path() + "/store,output_dir=" + out_dir};
+  spec.argv.insert(spec.argv.end(), extra_args.begin(), extra_args.end());
+  spec.argv.insert(spec.argv.end(), sources.begin(), sources.end());
+  spec.argv.push_back(mountpoint_);
+  spec.mountpoint = mountpoint_;
+  spec.stdout_path = dir_.path() + "/daemon.stdout";
+  spec.stderr_path = dir_.path() + "/daemon.stderr";
+  daemon_.emplace(std::move(spec));
+  return daemon_->Start();
 }
 
 int Mount::Stop(std::string* error) {
-  if (pid_ < 0) {
+  if (!daemon_ || daemon_->pid() < 0) {
     *error = "daemon not running";
     return -1;
   }
-  CommandResult u = Run({"fusermount3", "-u", mountpoint_});
-  if (u.exit_code != 0) {
-    *error = "fusermount3 -u failed (" + std::to_string(u.exit_code) + "): " + u.err;
-    return -1;
-  }
   int status = 0;
-  if (!WaitUntil([&] { return Reaped(pid_, &status); })) {
-    *error = "daemon still running " + std::to_string(kWaitLimit.count()) +
-             " s after fusermount3 -u";
-    return -1;
-  }
-  pid_ = -1;
+  if (!daemon_->Unmount(&status, error)) return -1;
   if (!WIFEXITED(status)) {
-    *error = "daemon ended with " + DescribeStatus(status) + "; stderr:\n" + Stderr();
+    *error = "daemon ended with " + test::DescribeWait(status) + "; stderr:\n" + Stderr();
     return -1;
   }
   if (IsMounted(mountpoint_)) *error = "still mounted after the daemon exited";
   return WEXITSTATUS(status);
 }
 
-std::string Mount::Stderr() const {
-  if (stderr_path_.empty()) return "";
-  std::ifstream in(stderr_path_, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-void Mount::ForceCleanup() {
-  if (!mountpoint_.empty() && IsMounted(mountpoint_)) {
-    Run({"fusermount3", "-u", "-z", mountpoint_});
-  }
-  if (pid_ > 0) {
-    int status;
-    ::kill(pid_, SIGTERM);
-    if (!WaitUntil([&] { return Reaped(pid_, &status); }, std::chrono::seconds(10))) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, &status, 0);
-    }
-    pid_ = -1;
-  }
-}
+std::string Mount::Stderr() const { return daemon_ ? daemon_->Stderr() : ""; }
 
 // ---- WalkTree ----
 

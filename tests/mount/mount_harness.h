@@ -24,10 +24,19 @@
 #include <string>
 #include <vector>
 
+#include "testing/daemon.h"
+#include "testing/process.h"
+#include "testing/temp_dir.h"
+
 namespace tfrecordfs::mount_test {
 
-// Overall bound for every wait in the harness (mount readiness, daemon exit).
-inline constexpr std::chrono::seconds kWaitLimit{60};
+// Bounded waits and commands (tests/testing/process.h): kWaitLimit bounds
+// every wait in the harness (mount readiness, daemon exit).
+using test::CommandResult;
+using test::kWaitLimit;
+using test::Run;
+using test::SleepBriefly;
+using test::WaitUntil;
 
 // Sanitized builds (scripts/test --sanitizers) run a sanitized daemon, whose
 // shadow memory and allocator bookkeeping multiply its RSS: memory bounds
@@ -70,47 +79,22 @@ std::string FuseUnavailableReason();
     if (!tfrfs_reason.empty()) GTEST_SKIP() << tfrfs_reason;                   \
   } while (0)
 
-// A directory created with mkdtemp, removed recursively on destruction
-// unless something is still mounted below it (then it is left in place and
-// the leak is reported on stderr, never traversed).
-class TempDir {
+// A test's scratch directory (tests/testing/temp_dir.h), named
+// $TMPDIR/tfrfs-mount-XXXXXX: removed recursively on destruction unless
+// something is still mounted below it (then it is left in place and the leak
+// is reported on stderr, never traversed).
+class TempDir : public test::TempDir {
  public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  // Creates (mkdir -p) path()/rel and returns the full path.
-  std::string Subdir(const std::string& rel) const;
-
- private:
-  std::string path_;
+  TempDir() : test::TempDir("tfrfs-mount") {}
 };
 
 // True when `path` is a mount point listed in /proc/self/mountinfo, with
 // the given fstype if `fstype` is non-empty.
-bool IsMounted(const std::string& path, const std::string& fstype = "");
+using test::IsMounted;
 
 // Pids of live processes whose command line has an argument equal to `arg`
 // and whose argv[0] ends in "tfrecordfs" (how we find a detached daemon).
 std::vector<pid_t> FindDaemons(const std::string& arg);
-
-// Polls until `done()` or the deadline; returns done()'s last value.
-template <typename Fn>
-bool WaitUntil(Fn done, std::chrono::milliseconds limit = kWaitLimit);
-
-// Result of running a command.
-struct CommandResult {
-  int exit_code = -1;  // -1 when killed by a signal or not run
-  std::string out;     // stdout
-  std::string err;     // stderr
-};
-
-// Runs argv (argv[0] looked up in PATH unless it has a '/') with stdin from
-// /dev/null; `env_path`, if set, replaces PATH for the child. Waits at most
-// kWaitLimit, then kills it.
-CommandResult Run(const std::vector<std::string>& argv,
-                  const std::optional<std::string>& env_path = std::nullopt);
 
 // The same, under a name that gtest's Test::Run() does not hide inside a
 // TEST body.
@@ -129,7 +113,8 @@ void WriteWholeFile(const std::string& path, const std::string& contents);
 // Quotes for /bin/sh.
 std::string ShellQuote(const std::string& s);
 
-// One mounted tfrecordfs daemon running in the foreground.
+// One mounted tfrecordfs daemon running in the foreground (a test::Daemon,
+// tests/testing/daemon.h, in a temp directory of its own).
 class Mount {
  public:
   Mount();
@@ -156,15 +141,12 @@ class Mount {
   std::string path(const std::string& rel) const { return mountpoint_ + "/" + rel; }
   // Everything the daemon wrote to stderr so far.
   std::string Stderr() const;
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return daemon_ ? daemon_->pid() : -1; }
 
  private:
-  void ForceCleanup();
-
-  TempDir dir_;
+  TempDir dir_;  // outlives daemon_, which unmounts what lies in it
   std::string mountpoint_;
-  std::string stderr_path_;
-  pid_t pid_ = -1;
+  std::optional<test::Daemon> daemon_;
 };
 
 // ---- Walking a tree ----
@@ -187,20 +169,6 @@ std::map<std::string, WalkedNode> WalkTree(const std::string& root, bool read_fi
 // Removes the staging folder from a walk of a mount root. Returns true when
 // it was there as an empty directory (nothing staged), false otherwise.
 bool RemoveEmptyStaging(std::map<std::string, WalkedNode>* walked);
-
-// ---- implementation of the template ----
-
-void SleepBriefly();  // a polling step (a few milliseconds), not a readiness wait
-
-template <typename Fn>
-bool WaitUntil(Fn done, std::chrono::milliseconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  for (;;) {
-    if (done()) return true;
-    if (std::chrono::steady_clock::now() >= deadline) return done();
-    SleepBriefly();
-  }
-}
 
 }  // namespace tfrecordfs::mount_test
 

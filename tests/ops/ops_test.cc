@@ -26,6 +26,8 @@
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/shard.h"
+#include "testing/temp_dir.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/example/example.h"
 #include "tfrecordfs/fuse/errno.h"
@@ -49,13 +51,6 @@ using ::testing::HasSubstr;
 
 // ---------------------------------------------------------------------------
 // Building the source tree.
-
-std::string MakeTempDir() {
-  const char* base = ::getenv("TMPDIR");
-  std::string tmpl = absl::StrCat(base && *base ? base : "/tmp", "/tfrecordfs_ops_XXXXXX");
-  if (::mkdtemp(tmpl.data()) == nullptr) return "";
-  return tmpl;
-}
 
 std::string Jpeg(size_t n, int seed) {
   std::string s("\xff\xd8\xff\xe0", 4);
@@ -115,13 +110,7 @@ class TableBuilder {
   std::vector<std::unique_ptr<std::string>> storage_;
 };
 
-void WriteShard(const std::string& path, const std::vector<std::string>& payloads) {
-  auto fd = OpenFile(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  ASSERT_TRUE(fd.ok()) << fd.status();
-  record::ShardWriter w(std::move(*fd), path);
-  for (const std::string& p : payloads) ASSERT_TRUE(w.Append(p).ok());
-  ASSERT_TRUE(w.Close(/*sync=*/false).ok());
-}
+using test::WriteShard;
 
 void WriteFile(const std::string& path, absl::string_view contents) {
   auto fd = OpenFile(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -222,7 +211,8 @@ std::string ReadAll(const ReadReply& r) {
 class OpsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new std::string(MakeTempDir());
+    tmp_ = new test::TempDir("tfrecordfs_ops");
+    dir_ = new std::string(tmp_->path());
     ASSERT_FALSE(dir_->empty());
     const std::string& d = *dir_;
     std::vector<std::string> train0, train1;
@@ -270,7 +260,7 @@ class OpsTest : public ::testing::Test {
   static void TearDownTestSuite() {
     delete ops_;
     delete fs_;
-    if (dir_ && !dir_->empty()) std::filesystem::remove_all(*dir_);
+    delete tmp_;  // removes the tree
     delete dir_;
     delete big_value_;
   }
@@ -308,6 +298,7 @@ class OpsTest : public ::testing::Test {
     return ReadAll(r);
   }
 
+  static test::TempDir* tmp_;
   static std::string* dir_;
   static std::string* big_value_;
   static uint64_t damaged_offset_;
@@ -315,6 +306,7 @@ class OpsTest : public ::testing::Test {
   static Ops* ops_;
 };
 
+test::TempDir* OpsTest::tmp_ = nullptr;
 std::string* OpsTest::dir_ = nullptr;
 std::string* OpsTest::big_value_ = nullptr;
 uint64_t OpsTest::damaged_offset_ = 0;
@@ -969,16 +961,42 @@ TEST_F(OpsTest, Statfs) {
 class CreateTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    a_ = MakeTempDir();
-    b_ = MakeTempDir();
     ASSERT_FALSE(a_.empty());
     ASSERT_FALSE(b_.empty());
   }
-  void TearDown() override {
-    std::filesystem::remove_all(a_);
-    std::filesystem::remove_all(b_);
+
+  // The staging tests' setup: a_ holds one shard, b_/store a staging store
+  // whose hints come from `hints`, and staged_fs_ a filesystem over both.
+  void MountWithStaging(staging::KindHint hints) {
+    WriteShard(a_ + "/train.tfrecord", {"x"});
+    auto store = staging::Store::Open(b_ + "/store", std::move(hints));
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+    vfs::Options o;
+    o.sources = {a_};
+    o.staging = store_.get();
+    auto fs = vfs::Filesystem::Create(o);
+    ASSERT_TRUE(fs.ok()) << fs.status();
+    staged_fs_ = std::move(*fs);
   }
-  std::string a_, b_;
+  static staging::FeatureHint NoHint(absl::string_view) { return staging::FeatureHint{}; }
+
+  // Makes the record folder staging/r through `ops`; its node in *record.
+  static void MakeRecordFolder(Ops& ops, fuse_ino_t* record) {
+    const EntryReply staging = DoLookup(ops, FUSE_ROOT_ID, "staging");
+    ASSERT_EQ(0, staging.err);
+    const EntryReply rec = DoMkdir(ops, staging.entry.ino, "r", 0755);
+    ASSERT_EQ(0, rec.err);
+    *record = rec.entry.ino;
+  }
+
+  // Declared first, removed last: the filesystem and store below go first.
+  const test::TempDir a_dir_{"tfrecordfs_ops"};
+  const test::TempDir b_dir_{"tfrecordfs_ops"};
+  const std::string a_ = a_dir_.path();
+  const std::string b_ = b_dir_.path();
+  std::unique_ptr<staging::Store> store_;
+  std::unique_ptr<vfs::Filesystem> staged_fs_;
 };
 
 TEST_F(CreateTest, CompressedShardXattrs) {
@@ -1009,25 +1027,16 @@ TEST_F(CreateTest, CompressedShardXattrs) {
 }
 
 TEST_F(CreateTest, StagingXattrsAreNotSupported) {
-  WriteShard(a_ + "/train.tfrecord", {"x"});
-  auto store = staging::Store::Open(b_ + "/store", [](absl::string_view) { return staging::FeatureHint{}; });
-  ASSERT_TRUE(store.ok()) << store.status();
-  vfs::Options o;
-  o.sources = {a_};
-  o.staging = store->get();
-  auto fs = vfs::Filesystem::Create(o);
-  ASSERT_TRUE(fs.ok()) << fs.status();
-  Ops ops{fs->get(), OpsOptions{}};
-  const EntryReply staging = DoLookup(ops, FUSE_ROOT_ID, "staging");
-  ASSERT_EQ(0, staging.err);
-  const EntryReply rec = DoMkdir(ops, staging.entry.ino, "r", 0755);
-  ASSERT_EQ(0, rec.err);
-  EXPECT_THAT(XattrNames(ops, rec.entry.ino), ElementsAre());
-  EXPECT_EQ(ENODATA, DoGetXattr(ops, rec.entry.ino, "user.x", 0).err);
-  EXPECT_EQ(ENOTSUP, DoSetXattr(ops, rec.entry.ino, "user.x"));
+  ASSERT_NO_FATAL_FAILURE(MountWithStaging(NoHint));
+  Ops ops{staged_fs_.get(), OpsOptions{}};
+  fuse_ino_t rec = 0;
+  ASSERT_NO_FATAL_FAILURE(MakeRecordFolder(ops, &rec));
+  EXPECT_THAT(XattrNames(ops, rec), ElementsAre());
+  EXPECT_EQ(ENODATA, DoGetXattr(ops, rec, "user.x", 0).err);
+  EXPECT_EQ(ENOTSUP, DoSetXattr(ops, rec, "user.x"));
   // -o noxattr: ENOSYS, so that the kernel stops asking.
-  Ops off{fs->get(), OpsOptions{.xattr = false}};
-  EXPECT_EQ(ENOSYS, DoListXattr(off, rec.entry.ino, 0).err);
+  Ops off{staged_fs_.get(), OpsOptions{.xattr = false}};
+  EXPECT_EQ(ENOSYS, DoListXattr(off, rec, 0).err);
   EXPECT_EQ(ENOSYS, DoGetXattr(off, FUSE_ROOT_ID, "user.x", 0).err);
 }
 
@@ -1088,8 +1097,7 @@ TEST_F(CreateTest, MissingSourceFails) {
 // last line must be able to become a number, a tensor file's header must fit
 // the feature.
 TEST_F(CreateTest, StagingWritesWithoutAHandleAreCheckedAtWrite) {
-  WriteShard(a_ + "/train.tfrecord", {"x"});
-  auto store = staging::Store::Open(b_ + "/store", [](absl::string_view name) {
+  ASSERT_NO_FATAL_FAILURE(MountWithStaging([](absl::string_view name) {
     staging::FeatureHint h;
     if (name == "label") h.kind = example::Kind::kInt64;
     if (name == "mask" || name == "arr") {
@@ -1098,23 +1106,15 @@ TEST_F(CreateTest, StagingWritesWithoutAHandleAreCheckedAtWrite) {
                     name == "mask" ? std::vector<int64_t>{4, 4} : std::vector<int64_t>{3}}};
     }
     return h;
-  });
-  ASSERT_TRUE(store.ok()) << store.status();
-  vfs::Options o;
-  o.sources = {a_};
-  o.staging = store->get();
-  auto fs = vfs::Filesystem::Create(o);
-  ASSERT_TRUE(fs.ok()) << fs.status();
-  Ops ops{fs->get(), OpsOptions{.skip_open = true}};
-  const EntryReply staging = DoLookup(ops, FUSE_ROOT_ID, "staging");
-  ASSERT_EQ(0, staging.err);
-  const EntryReply rec = DoMkdir(ops, staging.entry.ino, "r", 0755);
-  ASSERT_EQ(0, rec.err);
+  }));
+  Ops ops{staged_fs_.get(), OpsOptions{.skip_open = true}};
+  fuse_ino_t rec = 0;
+  ASSERT_NO_FATAL_FAILURE(MakeRecordFolder(ops, &rec));
   const std::string label_path = b_ + "/store/records/r/label";
 
   // Made with CREATE (a real handle), then written again as `echo 7 > label`
   // does on a no-open connection.
-  CreateReply c = DoCreate(ops, rec.entry.ino, "label", 0644, O_WRONLY | O_CREAT | O_TRUNC);
+  CreateReply c = DoCreate(ops, rec, "label", 0644, O_WRONLY | O_CREAT | O_TRUNC);
   ASSERT_EQ(0, c.err);
   EXPECT_EQ(0, DoWrite(ops, c.entry.ino, c.fh, "3\n", 0).err);
   ops.fs->Release(c.fh);
@@ -1139,7 +1139,7 @@ TEST_F(CreateTest, StagingWritesWithoutAHandleAreCheckedAtWrite) {
   EXPECT_EQ(EINVAL, DoWrite(ops, label, 0, "6", 2).err) << "\"5 6\" cannot become a number";
 
   // Tensor files: the header is checked as it arrives, whatever the handle.
-  CreateReply npy = DoCreate(ops, rec.entry.ino, "arr.npy", 0644, O_WRONLY | O_CREAT);
+  CreateReply npy = DoCreate(ops, rec, "arr.npy", 0644, O_WRONLY | O_CREAT);
   ASSERT_EQ(0, npy.err);
   const std::string f64 = tensor::NpyHeader(tensor::DataType::kDouble, {3});
   EXPECT_EQ(0, DoWrite(ops, npy.entry.ino, npy.fh, f64.substr(0, 8), 0).err) << "undecided yet";
@@ -1152,7 +1152,7 @@ TEST_F(CreateTest, StagingWritesWithoutAHandleAreCheckedAtWrite) {
   // Made by CREATE and written without a handle, as a no-open connection
   // does (LlCreate hands out none: the kernel would send no RELEASE); 0444,
   // as `cp -r` of a mounted record makes it: the CREATE descriptor is kept.
-  CreateReply png = DoCreate(ops, rec.entry.ino, "mask.png", 0444, O_WRONLY | O_CREAT);
+  CreateReply png = DoCreate(ops, rec, "mask.png", 0444, O_WRONLY | O_CREAT);
   ASSERT_EQ(0, png.err);
   ops.fs->Discard(png.fh);
   const fuse_ino_t mask = png.entry.ino;
@@ -1182,20 +1182,10 @@ TEST_F(CreateTest, StagingWritesWithoutAHandleAreCheckedAtWrite) {
 // one from DoOpenDir shows the same entries, and a listing read in small
 // pieces while entries are removed repeats none and skips no survivor.
 TEST_F(CreateTest, StagingListingsWithAndWithoutAHandle) {
-  WriteShard(a_ + "/train.tfrecord", {"x"});
-  auto store = staging::Store::Open(b_ + "/store", [](absl::string_view) { return staging::FeatureHint{}; });
-  ASSERT_TRUE(store.ok()) << store.status();
-  vfs::Options o;
-  o.sources = {a_};
-  o.staging = store->get();
-  auto fs = vfs::Filesystem::Create(o);
-  ASSERT_TRUE(fs.ok()) << fs.status();
-  Ops ops{fs->get(), OpsOptions{}};
-  const EntryReply staging = DoLookup(ops, FUSE_ROOT_ID, "staging");
-  ASSERT_EQ(0, staging.err);
-  const EntryReply rec = DoMkdir(ops, staging.entry.ino, "r", 0755);
-  ASSERT_EQ(0, rec.err);
-  const fuse_ino_t dir = rec.entry.ino;
+  ASSERT_NO_FATAL_FAILURE(MountWithStaging(NoHint));
+  Ops ops{staged_fs_.get(), OpsOptions{}};
+  fuse_ino_t dir = 0;
+  ASSERT_NO_FATAL_FAILURE(MakeRecordFolder(ops, &dir));
 
   for (const bool with_handle : {false, true}) {
     SCOPED_TRACE(with_handle ? "with a DoOpenDir handle" : "fh 0");

@@ -17,82 +17,22 @@
 #include "example.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/canon.h"
+#include "testing/wire.h"
 
 namespace tfrecordfs::example {
 namespace {
 
 using ::testing::HasSubstr;
 
-// ---------------------------------------------------------------------------
-// A canonical form both sides convert to: name -> (kind, values), floats as
-// bit patterns so that NaN payloads and -0 compare exactly.
-
-struct Canon {
-  Kind kind = Kind::kNone;
-  std::vector<std::string> bytes;
-  std::vector<uint32_t> float_bits;
-  std::vector<int64_t> int64s;
-  bool operator==(const Canon& o) const {
-    return std::tie(kind, bytes, float_bits, int64s) ==
-           std::tie(o.kind, o.bytes, o.float_bits, o.int64s);
-  }
-};
-using CanonTable = std::map<std::string, Canon>;
-
-std::ostream& operator<<(std::ostream& os, const Canon& c) {
-  os << KindName(c.kind) << "[";
-  for (const auto& b : c.bytes) os << "'" << b << "' ";
-  for (uint32_t f : c.float_bits) os << "0x" << std::hex << f << std::dec << " ";
-  for (int64_t v : c.int64s) os << v << " ";
-  return os << "]";
-}
-
-uint32_t Bits(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
-}
-float FromBits(uint32_t b) {
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
-}
-
-CanonTable FromProto(const proto::Example& ex) {
-  CanonTable t;
-  for (const auto& [name, f] : ex.features().feature()) {
-    Canon& c = t[name];
-    switch (f.kind_case()) {
-      case proto::Feature::kBytesList:
-        c.kind = Kind::kBytes;
-        for (const std::string& v : f.bytes_list().value()) c.bytes.push_back(v);
-        break;
-      case proto::Feature::kFloatList:
-        c.kind = Kind::kFloat;
-        for (float v : f.float_list().value()) c.float_bits.push_back(Bits(v));
-        break;
-      case proto::Feature::kInt64List:
-        c.kind = Kind::kInt64;
-        for (int64_t v : f.int64_list().value()) c.int64s.push_back(v);
-        break;
-      case proto::Feature::KIND_NOT_SET:
-        break;
-    }
-  }
-  return t;
-}
-
-CanonTable FromTable(const FeatureTable& table) {
-  CanonTable t;
-  for (const Feature& f : table.features) {
-    Canon& c = t[f.name];
-    c.kind = f.kind;
-    for (absl::string_view v : f.bytes) c.bytes.emplace_back(v);
-    for (float v : f.floats) c.float_bits.push_back(Bits(v));
-    for (int64_t v : f.int64s) c.int64s.push_back(v);
-  }
-  return t;
-}
+// The canonical form both sides convert to (tests/testing/canon.h): floats as
+// bit patterns, so that NaN payloads and -0 compare exactly.
+using test::Bits;
+using test::Canon;
+using test::CanonTable;
+using test::FromBits;
+using test::FromProto;
+using test::FromTable;
 
 // Decodes and checks the table's own contract: sorted, unique names, values
 // only of the feature's kind, byte views inside the payload.
@@ -332,51 +272,16 @@ TEST(DecodeExampleTest, EmptyPayloadIsAnEmptyExample) {
 // ---------------------------------------------------------------------------
 // Hand-built wire bytes.
 
-void PutVarint(std::string* s, uint64_t v) {
-  while (v >= 0x80) {
-    s->push_back(static_cast<char>(v | 0x80));
-    v >>= 7;
-  }
-  s->push_back(static_cast<char>(v));
-}
-std::string Tag(uint32_t field, int wire) {
-  std::string s;
-  PutVarint(&s, (uint64_t{field} << 3) | static_cast<uint64_t>(wire));
-  return s;
-}
-std::string Len(uint32_t field, absl::string_view body) {
-  std::string s = Tag(field, 2);
-  PutVarint(&s, body.size());
-  s.append(body.data(), body.size());
-  return s;
-}
-std::string Varint(uint32_t field, uint64_t v) {
-  std::string s = Tag(field, 0);
-  PutVarint(&s, v);
-  return s;
-}
-std::string Fixed32(uint32_t field, uint32_t v) {
-  std::string s = Tag(field, 5);
-  for (int i = 0; i < 4; ++i) s.push_back(static_cast<char>(v >> (8 * i)));
-  return s;
-}
-std::string PackedVarints(std::initializer_list<int64_t> vs) {
-  std::string s;
-  for (int64_t v : vs) PutVarint(&s, static_cast<uint64_t>(v));
-  return Len(1, s);
-}
-std::string PackedFloats(std::initializer_list<uint32_t> bits) {
-  std::string s;
-  for (uint32_t b : bits) {
-    for (int i = 0; i < 4; ++i) s.push_back(static_cast<char>(b >> (8 * i)));
-  }
-  return Len(1, s);
-}
-// Example{features{entries...}} with each entry a (key, Feature body) pair.
-std::string Entry(absl::string_view key, absl::string_view feature_body) {
-  return Len(1, absl::StrCat(Len(1, key), Len(2, feature_body)));
-}
-std::string ExampleOf(absl::string_view entries) { return Len(1, entries); }
+// Hand-built wire bytes (tests/testing/wire.h).
+using test::wire::Entry;
+using test::wire::ExampleOf;
+using test::wire::Fixed32;
+using test::wire::Len;
+using test::wire::PackedFloats;
+using test::wire::PackedVarints;
+using test::wire::PutVarint;
+using test::wire::Tag;
+using test::wire::Varint;
 
 CanonTable Both(const std::string& payload) {
   const CanonTable got = DecodeChecked(payload);

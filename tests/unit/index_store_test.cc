@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "testing/temp_dir.h"
 #include "tfrecordfs/base/coding.h"
 #include "tfrecordfs/base/crc32c.h"
 #include "tfrecordfs/base/file.h"
@@ -62,15 +63,11 @@ void PatchKeepingMtime(const std::string& path, uint64_t offset, const std::stri
 class IndexStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/index_store_test.XXXXXX";
-    ASSERT_NE(nullptr, ::mkdtemp(tmpl));
-    dir_ = tmpl;
+    ASSERT_FALSE(tmp_.path().empty());
+    dir_ = tmp_.path();
     shard_ = dir_ + "/data-00000-of-00001.tfrecord";
     cache_ = dir_ + "/cache";
     WriteBytes(shard_, Framed(0, 50));
-  }
-  void TearDown() override {
-    ASSERT_EQ(0, std::system(("rm -rf '" + dir_ + "'").c_str()));
   }
 
   StoreOptions CacheOnly() const {
@@ -131,6 +128,7 @@ class IndexStoreTest : public ::testing::Test {
     return info.source;
   }
 
+  test::TempDir tmp_{"index_store_test"};
   std::string dir_, shard_, cache_;
 };
 

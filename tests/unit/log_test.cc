@@ -1,8 +1,6 @@
 // What the daemon's log file holds: rotation when a mount starts
 // (base/log.h), and a damaged record logged once however often it is read
 // (vfs, through its public operations).
-#include <fcntl.h>
-#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,9 +12,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
-#include "tfrecordfs/base/file.h"
+#include "testing/shard.h"
+#include "testing/temp_dir.h"
 #include "tfrecordfs/base/log.h"
-#include "tfrecordfs/record/writer.h"
 #include "tfrecordfs/vfs/filesystem.h"
 
 namespace tfrecordfs {
@@ -24,12 +22,6 @@ namespace {
 
 class LogTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/log_test.XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
 
   static std::string Slurp(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
@@ -41,7 +33,8 @@ class LogTest : public ::testing::Test {
     std::ofstream(path, std::ios::binary) << bytes;
   }
 
-  std::string dir_;
+  test::TempDir tmp_{"log_test"};
+  const std::string dir_ = tmp_.path();
 };
 
 TEST_F(LogTest, AppendsBelowTheRotationSize) {
@@ -87,12 +80,7 @@ TEST_F(LogTest, ZeroNeverRotates) {
 // Two records, the second with a corrupt payload (its data CRC fails when
 // it is read; the header walk does not read payloads).
 std::string WriteShardWithDamagedSecondRecord(const std::string& path) {
-  auto fd = OpenFile(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  EXPECT_TRUE(fd.ok()) << fd.status();
-  record::ShardWriter w(std::move(*fd), path);
-  EXPECT_TRUE(w.Append("first payload").ok());
-  EXPECT_TRUE(w.Append("second payload").ok());
-  EXPECT_TRUE(w.Close(false).ok());
+  test::WriteShard(path, {"first payload", "second payload"});
   std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
   const std::streamoff at = 12 + 13 + 4 + 12 + 3;  // inside "second payload"
   f.seekp(at);

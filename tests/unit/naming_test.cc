@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/canon.h"
 #include "tfrecordfs/base/utf8.h"
 #include "tfrecordfs/example/example.h"
 #include "tfrecordfs/example/sequence.h"
@@ -36,16 +37,8 @@ using example::Kind;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-uint32_t Bits(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
-}
-float FromBits(uint32_t b) {
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
-}
+using test::Bits;
+using test::FromBits;
 std::vector<std::string> Strings(const std::vector<absl::string_view>& vs) {
   std::vector<std::string> out;
   for (absl::string_view v : vs) out.emplace_back(v);
@@ -583,38 +576,10 @@ std::vector<std::string> Children(const Layout& l, absl::string_view path) {
 // ---------------------------------------------------------------------------
 // Reverse: the layout back to features, as the staging path reads a folder.
 
-struct Canon {
-  Kind kind = Kind::kNone;
-  std::vector<std::string> bytes;
-  std::vector<uint32_t> float_bits;
-  std::vector<int64_t> int64s;
-  bool operator==(const Canon& o) const {
-    return std::tie(kind, bytes, float_bits, int64s) ==
-           std::tie(o.kind, o.bytes, o.float_bits, o.int64s);
-  }
-};
-std::ostream& operator<<(std::ostream& os, const Canon& c) {
-  os << KindName(c.kind) << "{";
-  for (const auto& b : c.bytes) os << "'" << absl::CHexEscape(b) << "' ";
-  for (uint32_t f : c.float_bits) os << "0x" << std::hex << f << std::dec << " ";
-  for (int64_t v : c.int64s) os << v << " ";
-  return os << "}";
-}
-using CanonTable = std::map<std::string, Canon>;
-
-// The features a layout must give back: all but the kindless ones.
-CanonTable Expected(const FeatureTable& t) {
-  CanonTable out;
-  for (const Feature& f : t.features) {
-    if (f.kind == Kind::kNone) continue;
-    Canon& c = out[f.name];
-    c.kind = f.kind;
-    for (absl::string_view b : f.bytes) c.bytes.emplace_back(b);
-    for (float v : f.floats) c.float_bits.push_back(Bits(v));
-    c.int64s = f.int64s;
-  }
-  return out;
-}
+// Features that own their values (tests/testing/canon.h); a layout must
+// give back all but the kindless ones (test::Shown).
+using test::Canon;
+using test::CanonTable;
 
 class Reverser {
  public:
@@ -761,7 +726,7 @@ void CheckRoundTrip(const Record& r) {
   const Layout l = LayoutExample(r.table, r.payload);
   SCOPED_TRACE("table:\n" + Describe(r.table) + "layout:\n" + Listing(l));
   CheckLayout(l, r.payload, /*example=*/true);
-  EXPECT_EQ(Expected(r.table), Reverser(l, r.payload, r.table).Run());
+  EXPECT_EQ(test::Shown(r.table), Reverser(l, r.payload, r.table).Run());
   CheckFeatureOf(l, r.table);
 }
 

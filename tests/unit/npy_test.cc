@@ -5,12 +5,14 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/temp_dir.h"
 #include "tfrecordfs/base/file.h"
 
 namespace tfrecordfs::tensor {
@@ -57,12 +59,9 @@ class NumpyTest : public ::testing::Test {
   void SetUp() override {
     python_ = NumpyPython();
     if (python_.empty()) GTEST_SKIP() << "python3-numpy not installed (scripts/setup installs it)";
-    char tmpl[] = "/tmp/npy_test.XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    if (!dir_.empty()) std::system(absl::StrCat("rm -rf ", dir_).c_str());
+    tmp_.emplace("npy_test");
+    ASSERT_FALSE(tmp_->path().empty());
+    dir_ = tmp_->path();
   }
   // Runs a numpy script with `d` bound to the temp dir.
   void Run(const std::string& script) {
@@ -76,6 +75,7 @@ class NumpyTest : public ::testing::Test {
     return s.ok() ? *s : "";
   }
   std::string python_;
+  std::optional<test::TempDir> tmp_;  // made only when numpy is there
   std::string dir_;
 };
 

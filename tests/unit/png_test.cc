@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/temp_dir.h"
 #include "tfrecordfs/base/file.h"
 
 namespace tfrecordfs::tensor {
@@ -136,9 +137,9 @@ TEST(EncodePng, PilAgrees) {
   if (std::system("/usr/bin/python3 -c 'import PIL' >/dev/null 2>&1") != 0) {
     GTEST_SKIP() << "python3-pil not installed (scripts/setup installs it)";
   }
-  char tmpl[] = "/tmp/png_test.XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  const std::string dir = tmpl;
+  const test::TempDir tmp("png_test");
+  ASSERT_FALSE(tmp.path().empty());
+  const std::string& dir = tmp.path();
   for (const Shape& s : {kShapes[1], kShapes[3], kShapes[6], kShapes[5]}) {
     const PngGeometry g = Geo(s.dt, s.shape);
     const std::string pixels = RandomPixels(g, 3);
@@ -156,7 +157,6 @@ TEST(EncodePng, PilAgrees) {
     EXPECT_EQ(std::system(("/usr/bin/python3 " + dir + "/t.py").c_str()), 0)
         << s.shape[0] << "x" << s.shape[1];
   }
-  std::system(("rm -rf " + dir).c_str());
 }
 
 // ---------------------------------------------------------------------------

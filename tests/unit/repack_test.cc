@@ -29,6 +29,7 @@
 #include "src/cli/commands.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/temp_dir.h"
 #include "tfrecordfs/base/crc32c.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/example/example.h"
@@ -178,9 +179,8 @@ uint64_t FramedSize(const std::string& folder) {
 class PackTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/repack_test.XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    root_ = tmpl;
+    ASSERT_FALSE(tmp_.path().empty());
+    root_ = tmp_.path();
     staging_ = root_ + "/staging";
     out_ = root_ + "/out";
     fs::create_directories(staging_ + "/records");
@@ -189,10 +189,10 @@ class PackTest : public ::testing::Test {
     journal_ = staging_ + "/pack.journal";
   }
 
+  // The tmpfs mounts go before tmp_ removes the tree (it would leave a tree
+  // with a mount in it in place).
   void TearDown() override {
     for (const std::string& m : mounts_) ::umount2(m.c_str(), MNT_DETACH);
-    std::error_code ec;
-    fs::remove_all(root_, ec);
   }
 
   PackOptions Options() const {
@@ -215,6 +215,7 @@ class PackTest : public ::testing::Test {
 
   bool JournalExists() const { return fs::exists(journal_); }
 
+  test::TempDir tmp_{"repack_test"};
   std::string root_, staging_, records_, out_, journal_;
   std::vector<std::string> mounts_;
 };

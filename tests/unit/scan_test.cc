@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "testing/temp_dir.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/record/writer.h"
 
@@ -33,12 +34,11 @@ std::string Shard(int records) {
 class ScanTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/scan_test.XXXXXX";
-    ASSERT_NE(nullptr, ::mkdtemp(tmpl));
-    dir_ = tmpl;
+    ASSERT_FALSE(tmp_.path().empty());
+    dir_ = tmp_.path();
   }
-  void TearDown() override { ASSERT_EQ(0, std::system(("rm -rf '" + dir_ + "'").c_str())); }
 
+  test::TempDir tmp_{"scan_test"};
   std::string dir_;
 };
 

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/temp_dir.h"
 #include "tfrecordfs/base/coding.h"
 #include "tfrecordfs/base/crc32c.h"
 #include "tfrecordfs/base/file.h"
@@ -303,9 +304,9 @@ TEST(InflateSource, FileWindowsRoundTripThroughAnIndexFile) {
   f.windows = s.scan.windows_blob;
   f.windows_size = f.windows.size();
   const std::string encoded = index::EncodeIndexFile(f);
-  char dir_template[] = "/tmp/source_test.XXXXXX";
-  ASSERT_NE(::mkdtemp(dir_template), nullptr);
-  const std::string path = absl::StrCat(dir_template, "/test.tfri");
+  const test::TempDir tmp("source_test");
+  ASSERT_FALSE(tmp.path().empty());
+  const std::string path = tmp.Join("test.tfri");
   ASSERT_TRUE(WriteFileAtomically(path, encoded).ok());
 
   auto decoded = index::DecodeIndexFile(encoded);
@@ -337,8 +338,6 @@ TEST(InflateSource, FileWindowsRoundTripThroughAnIndexFile) {
     EXPECT_TRUE(*w == absl::string_view(data).substr(out - wlen, wlen)) << "window " << i;
   }
   CheckRandomReads(s.fd, file.size(), table, data, 300, 22);
-  ::unlink(path.c_str());
-  ::rmdir(dir_template);
 }
 
 TEST(InflateSource, CorruptWindowFallsBackToAnEarlierStreamStart) {

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "testing/canon.h"
+#include "testing/temp_dir.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/staging/store.h"
 #include "tfrecordfs/staging/record_folder.h"
@@ -28,14 +30,10 @@ namespace fs = std::filesystem;
 class StoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/staging_store_test.XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    root_ = tmpl;
+    ASSERT_FALSE(tmp_.path().empty());
+    root_ = tmp_.path();
   }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(root_, ec);
-  }
+  test::TempDir tmp_{"staging_store_test"};
   std::string root_;
 };
 
@@ -340,29 +338,6 @@ void WriteLayout(const naming::Layout& l, uint32_t d, const std::string& dir,
   }
 }
 
-std::string Canon(const example::SequenceTable& t) {
-  auto one = [](const example::Feature& f) {
-    std::string s = absl::StrCat(example::KindName(f.kind), "[");
-    for (auto v : f.int64s) absl::StrAppend(&s, v, ",");
-    for (float v : f.floats) {
-      uint32_t b;
-      std::memcpy(&b, &v, 4);
-      absl::StrAppend(&s, b, ",");
-    }
-    for (auto v : f.bytes) absl::StrAppend(&s, absl::CHexEscape(v), ",");
-    return s + "]";
-  };
-  std::string s;
-  for (const auto& f : t.context.features) {
-    if (f.kind != example::Kind::kNone) absl::StrAppend(&s, "ctx ", f.name, " ", one(f), "\n");
-  }
-  for (const auto& l : t.lists) {
-    absl::StrAppend(&s, "list ", l.name, "\n");
-    for (const auto& st : l.steps) absl::StrAppend(&s, "  ", one(st), "\n");
-  }
-  return s;
-}
-
 TEST_F(StoreTest, SequenceExampleFolderRoundTripsFeatureByFeature) {
   example::SequenceTable t;
   example::Feature label;
@@ -408,7 +383,7 @@ TEST_F(StoreTest, SequenceExampleFolderRoundTripsFeatureByFeature) {
   ASSERT_TRUE(packed.ok()) << packed.status();
   auto back = example::DecodeSequenceExample(*packed);
   ASSERT_TRUE(back.ok()) << back.status();
-  EXPECT_EQ(Canon(*decoded), Canon(*back));
+  EXPECT_EQ(test::SequenceText(*decoded), test::SequenceText(*back));
   EXPECT_EQ(payload, *packed);
 
   // A stray file beside context/ and feature_lists/ is refused with a reason.

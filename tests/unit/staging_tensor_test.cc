@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/temp_dir.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/example/example.h"
 #include "tfrecordfs/example/sequence.h"
@@ -241,13 +242,8 @@ TEST(TensorFromFile, AListOfSeveralTypesTakesAnyOfThem) {
 class FolderTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/staging_tensor_test.XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    root_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(root_, ec);
+    ASSERT_FALSE(tmp_.path().empty());
+    root_ = tmp_.path();
   }
   void Write(const std::string& rel, const std::string& bytes) {
     fs::create_directories(fs::path(root_ + "/" + rel).parent_path());
@@ -260,6 +256,7 @@ class FolderTest : public ::testing::Test {
       return it == m.end() ? FeatureHint{} : it->second;
     };
   }
+  test::TempDir tmp_{"staging_tensor_test"};
   std::string root_;
 };
 

@@ -95,11 +95,7 @@ TEST(StagingArraysTest, NumpyAndPilArraysPackToTheirTensors) {
   }
   Scratch s;
   ASSERT_FALSE(Gen(s, "tensors", "3").empty());
-  DaemonConfig c;
-  c.sources = {s.src};
-  c.mountpoint = s.mnt;
-  c.options = PackOptions(s, "np");
-  c.log_dir = s.logs;
+  DaemonConfig c = PackConfig(s, {s.src}, "np");
   StagingDaemon d(c);
   ASSERT_EQ(d.Start(), "");
   const char* root = std::getenv("TFRECORDFS_SOURCE_ROOT");
@@ -156,11 +152,7 @@ TEST(StagingArraysTest, BadArraysAndStepsFailAndKindsSurviveARestart) {
   const std::string r = s.mnt + "/staging/r", q = s.mnt + "/staging/q";
   const std::string mask = std::string("\x01\x02\x03\x04", 4);
   {
-    DaemonConfig c;
-    c.sources = {s.src};
-    c.mountpoint = s.mnt;
-    c.options = PackOptions(s, "bad");
-    c.log_dir = s.logs;
+    DaemonConfig c = PackConfig(s, {s.src}, "bad");
     StagingDaemon d(c);
     ASSERT_EQ(d.Start(), "");
     // An Example record with tensor features.
@@ -215,12 +207,8 @@ TEST(StagingArraysTest, BadArraysAndStepsFailAndKindsSurviveARestart) {
   EXPECT_EQ(ListDir(s.records()), (std::vector<std::string>{"q", "r"}));
   // Restart on shards that know none of these names: the tags decide.
   const std::string other = s.tmp.Subdir("other");
-  WriteShardFile(other + "/x.tfrecord", {ExamplePayload({Int64Feature("x", {1})})});
-  DaemonConfig c;
-  c.sources = {other};
-  c.mountpoint = s.mnt;
-  c.options = PackOptions(s, "after");
-  c.log_dir = s.logs;
+  test::WriteShard(other + "/x.tfrecord", {ExamplePayload({Int64Feature("x", {1})})});
+  DaemonConfig c = PackConfig(s, {other}, "after");
   StagingDaemon d(c);
   ASSERT_EQ(d.Start(), "");
   int status = 0;

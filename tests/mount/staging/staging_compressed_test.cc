@@ -206,7 +206,7 @@ TEST_F(StagingCompressedTest, CompressionOptionOverridesTheSources) {
 
 TEST_F(StagingCompressedTest, MixedSourcesPackPlain) {
   WriteCompressedShard(s_.src + "/a.tfrecord.gz", payloads_, source::Codec::kGzip);
-  WriteShardFile(s_.src + "/b.tfrecord", payloads_);
+  test::WriteShard(s_.src + "/b.tfrecord", payloads_);
   ASSERT_FALSE(HasFatalFailure());
   EXPECT_EQ(StageCopyAndPack({s_.src}, "b.tfrecord", 0),
             std::vector<std::string>{"new-00000-of-00001.tfrecord"});
@@ -224,7 +224,7 @@ TEST_F(StagingCompressedTest, ZlibSourcesPackToZlib) {
 }
 
 TEST_F(StagingCompressedTest, BadCompressionOptionIsAUsageError) {
-  WriteShardFile(s_.src + "/b.tfrecord", payloads_);
+  test::WriteShard(s_.src + "/b.tfrecord", payloads_);
   DaemonConfig c;
   c.sources = {s_.src};
   c.mountpoint = s_.mnt;

@@ -56,8 +56,8 @@ class StagingCrashTest : public ::testing::TestWithParam<FaultCase> {
  protected:
   void SetUp() override {
     TFRFS_SKIP_WITHOUT_FUSE();
-    WriteShardFile(s_.src + "/base.tfrecord",
-                   {ExamplePayload({Int64Feature("id", {1000}), BytesFeature("blob", {"x"})})});
+    test::WriteShard(s_.src + "/base.tfrecord",
+                     {ExamplePayload({Int64Feature("id", {1000}), BytesFeature("blob", {"x"})})});
   }
 
   DaemonConfig Config(const std::string& fault) const {
@@ -215,7 +215,7 @@ TEST_P(StagingCrashInSourceTest, RemountNeverShowsARecordTwiceOrAPartialShard) {
   TFRFS_SKIP_WITHOUT_FUSE();
   const FaultCase fc = GetParam();
   Scratch s;
-  WriteShardFile(s.src + "/base.tfrecord", {ExamplePayload({Int64Feature("id", {100})})});
+  test::WriteShard(s.src + "/base.tfrecord", {ExamplePayload({Int64Feature("id", {100})})});
   DaemonConfig c;
   c.sources = {s.src};
   c.mountpoint = s.mnt;
@@ -285,11 +285,7 @@ TEST(StagingSignalTest, SigtermAndSigintPackBeforeExiting) {
   Scratch s;
   for (int sig : {SIGTERM, SIGINT}) {
     const std::string prefix = sig == SIGTERM ? "term" : "int";
-    DaemonConfig c;
-    c.sources = {s.src};
-    c.mountpoint = s.mnt;
-    c.options = PackOptions(s, prefix);
-    c.log_dir = s.logs;
+    DaemonConfig c = PackConfig(s, {s.src}, prefix);
     StagingDaemon d(c);
     ASSERT_EQ(d.Start(), "");
     ASSERT_EQ(Shell("mkdir " + ShellQuote(s.mnt + "/staging/r") + " && echo " +
@@ -313,11 +309,7 @@ TEST(StagingSignalTest, SigtermAndSigintPackBeforeExiting) {
 TEST(StagingCrashUnmountTest, UnmountCommandReportsACrashedPack) {
   TFRFS_SKIP_WITHOUT_FUSE();
   Scratch s;
-  DaemonConfig c;
-  c.sources = {s.src};
-  c.mountpoint = s.mnt;
-  c.options = PackOptions(s, "crashed");
-  c.log_dir = s.logs;
+  DaemonConfig c = PackConfig(s, {s.src}, "crashed");
   c.fault = "before_commit";
   {
     StagingDaemon d(c);

@@ -22,17 +22,13 @@ constexpr int kFilesPerRecord = 30;  // 3,000 staged files
 TEST(StagingManyTest, ThousandsOfStagedFilesUnderA256DescriptorLimit) {
   TFRFS_SKIP_WITHOUT_FUSE();
   Scratch s;
-  WriteShardFile(s.src + "/base.tfrecord", {ExamplePayload({Int64Feature("label", {1})})});
+  test::WriteShard(s.src + "/base.tfrecord", {ExamplePayload({Int64Feature("label", {1})})});
   const std::string wrapper = s.tmp.path() + "/tfrecordfs-256";
   WriteWholeFile(wrapper, "#!/bin/sh\nexec prlimit --nofile=256:256 -- '" + BinaryPath() +
                               "' \"$@\"\n");
   ASSERT_EQ(::chmod(wrapper.c_str(), 0755), 0);
   const std::string real_bin = BinaryPath();
-  DaemonConfig c;
-  c.sources = {s.src};
-  c.mountpoint = s.mnt;
-  c.options = PackOptions(s, "many");
-  c.log_dir = s.logs;
+  DaemonConfig c = PackConfig(s, {s.src}, "many");
   StagingDaemon d(c);
   ::setenv("TFRECORDFS_BIN", wrapper.c_str(), 1);
   const std::string started = d.Start();

@@ -56,7 +56,7 @@ class StagingPackTest : public ::testing::Test {
   void SetUp() override {
     TFRFS_SKIP_WITHOUT_FUSE();
     base_ = BasePayloads();
-    WriteShardFile(s_.src + "/base.tfrecord", base_);
+    test::WriteShard(s_.src + "/base.tfrecord", base_);
     // Inputs for cp, outside the mount.
     std::filesystem::create_directories(s_.tmp.path() + "/in");
     WriteWholeFile(In("photo.jpg"), kJpeg);
@@ -65,11 +65,7 @@ class StagingPackTest : public ::testing::Test {
   }
 
   DaemonConfig Config(const std::string& prefix, const std::string& shard_size = "") const {
-    DaemonConfig c;
-    c.sources = {s_.src};
-    c.mountpoint = s_.mnt;
-    c.options = PackOptions(s_, prefix, shard_size);
-    c.log_dir = s_.logs;
+    DaemonConfig c = PackConfig(s_, {s_.src}, prefix, shard_size);
     return c;
   }
 
@@ -420,9 +416,9 @@ TEST_F(StagingPackTest, KindLearnedAtCloseSurvivesARestart) {
   // `ratio` is a float list only in record 1 of its shard, so a fresh
   // daemon (which samples the first record of each shard) does not know it;
   // the kind validated at close() must survive a SIGKILL all the same.
-  WriteShardFile(s_.src + "/late.tfrecord",
-                 {ExamplePayload({Int64Feature("n", {0})}),
-                  ExamplePayload({Int64Feature("n", {1}), FloatFeature("ratio", {2.0f, 4.0f})})});
+  test::WriteShard(s_.src + "/late.tfrecord",
+                   {ExamplePayload({Int64Feature("n", {0})}),
+                    ExamplePayload({Int64Feature("n", {1}), FloatFeature("ratio", {2.0f, 4.0f})})});
   auto d = std::make_unique<StagingDaemon>(Config("late1"));
   ASSERT_EQ(d->Start(), "");
   ASSERT_EQ(Shell("cp -r " + Q("late.tfrecord/1") + " " + Q("staging/copy")).exit_code, 0);
@@ -471,9 +467,9 @@ TEST_F(StagingPackTest, RenamedNumericFileTakesItsNewFeaturesKind) {
 // further records round-robin across the shards within a budget
 // (vfs::Filesystem::KindOf).
 TEST_F(StagingPackTest, KindOfAFeatureOnlyInLaterRecordsWins) {
-  WriteShardFile(s_.src + "/late.tfrecord",
-                 {ExamplePayload({Int64Feature("n", {0})}),
-                  ExamplePayload({Int64Feature("n", {1}), FloatFeature("ratio", {2.5f})})});
+  test::WriteShard(s_.src + "/late.tfrecord",
+                   {ExamplePayload({Int64Feature("n", {0})}),
+                    ExamplePayload({Int64Feature("n", {1}), FloatFeature("ratio", {2.5f})})});
   StagingDaemon d(Config("later"));
   ASSERT_EQ(d.Start(), "");
   ASSERT_EQ(Shell("mkdir " + Q("staging/r") + " && echo 3 > " + Q("staging/r/ratio")).exit_code, 0);

@@ -87,11 +87,7 @@ TEST(StagingRoundTripTest, RealDataRecordsCopyBackUnchanged) {
   // First pass: which files the mount shows as shards.
   std::set<std::string> shard_names;
   {
-    DaemonConfig c;
-    c.sources = {real};
-    c.mountpoint = s.mnt;
-    c.options = PackOptions(s, "probe");
-    c.log_dir = s.logs;
+    DaemonConfig c = PackConfig(s, {real}, "probe");
     StagingDaemon d(c);
     ASSERT_EQ(d.Start(), "");
     for (const std::string& f : files) {

@@ -25,9 +25,10 @@ class StagingTreeTest : public ::testing::Test {
  protected:
   void SetUp() override {
     TFRFS_SKIP_WITHOUT_FUSE();
-    WriteShardFile(s_.src + "/base.tfrecord",
-                   {ExamplePayload({Int64Feature("label", {1}), FloatFeature("scores", {0.5f})}),
-                    ExamplePayload({Int64Feature("label", {2}), FloatFeature("scores", {1.5f})})});
+    test::WriteShard(
+        s_.src + "/base.tfrecord",
+        {ExamplePayload({Int64Feature("label", {1}), FloatFeature("scores", {0.5f})}),
+         ExamplePayload({Int64Feature("label", {2}), FloatFeature("scores", {1.5f})})});
   }
 
   DaemonConfig Config(const std::string& prefix, std::vector<std::string> extra = {}) const {

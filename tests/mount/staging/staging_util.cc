@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,25 +25,12 @@
 #include "tfrecordfs/example/example.h"
 #include "tfrecordfs/example/sequence.h"
 #include "tfrecordfs/record/reader.h"
-#include "tfrecordfs/record/writer.h"
+#include "testing/shard.h"
 #include "../../zlib_reference.h"
-
-extern char** environ;
 
 namespace tfrecordfs::mount_test::staging_test {
 
 namespace {
-
-// Reaps `pid` if it has ended; true then, with *status set.
-bool Reaped(pid_t pid, int* status) {
-  const pid_t r = ::waitpid(pid, status, WNOHANG);
-  return r == pid;
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
 
 std::string Short(const std::string& s) {
   const std::string e = absl::CEscape(s.substr(0, 80));
@@ -69,102 +55,59 @@ std::vector<std::string> PackOptions(const Scratch& s, const std::string& prefix
   return o;
 }
 
+DaemonConfig PackConfig(const Scratch& s, std::vector<std::string> sources,
+                        const std::string& prefix, const std::string& shard_size) {
+  DaemonConfig c;
+  c.sources = std::move(sources);
+  c.mountpoint = s.mnt;
+  c.options = PackOptions(s, prefix, shard_size);
+  c.log_dir = s.logs;
+  return c;
+}
+
 // ---- StagingDaemon ----
 
 StagingDaemon::StagingDaemon(DaemonConfig config) : config_(std::move(config)) {}
 
-StagingDaemon::~StagingDaemon() { CleanUp(); }
+StagingDaemon::~StagingDaemon() = default;
 
 std::string StagingDaemon::Start() {
   static int serial = 0;
   const std::string stem = config_.log_dir + "/daemon-" + std::to_string(++serial);
-  stderr_path_ = stem + ".stderr";
-  std::vector<std::string> args = {BinaryPath(), "-f"};
+  test::DaemonSpec spec;
+  spec.argv = {BinaryPath(), "-f"};
   if (!config_.options.empty()) {
-    args.push_back("-o");
-    args.push_back(absl::StrJoin(config_.options, ","));
+    spec.argv.push_back("-o");
+    spec.argv.push_back(absl::StrJoin(config_.options, ","));
   }
-  args.insert(args.end(), config_.sources.begin(), config_.sources.end());
-  args.push_back(config_.mountpoint);
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-
-  std::vector<std::string> env;
-  auto overridden = [&](absl::string_view entry) {
-    if (absl::StartsWith(entry, "TFRECORDFS_FAULT=")) return true;
-    for (const std::string& e : config_.env) {
-      if (absl::StartsWith(entry, e.substr(0, e.find('=') + 1))) return true;
-    }
-    return false;
-  };
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (!overridden(*e)) env.emplace_back(*e);
-  }
-  if (!config_.fault.empty()) env.push_back("TFRECORDFS_FAULT=" + config_.fault);
-  env.insert(env.end(), config_.env.begin(), config_.env.end());
-  std::vector<char*> envp;
-  for (auto& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, (stem + ".stdout").c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                   0644);
-  posix_spawn_file_actions_addopen(&fa, 2, stderr_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                   0644);
-  const int rc = ::posix_spawn(&pid_, args[0].c_str(), &fa, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) {
-    pid_ = -1;
-    return "spawn " + args[0] + ": " + std::strerror(rc);
-  }
-  int status = 0;
-  bool exited = false;
-  const bool ready = WaitUntil([&] {
-    if (IsMounted(config_.mountpoint, "fuse.tfrecordfs")) return true;
-    exited = Reaped(pid_, &status);
-    return exited;
-  });
-  if (exited) {
-    pid_ = -1;
-    early_status_ = status;
-    return "tfrecordfs ended before the mount was ready (" + DescribeWait(status) + "); stderr:\n" +
-           Stderr();
-  }
-  if (!ready) return "mount not ready in time; stderr:\n" + Stderr();
-  return "";
+  spec.argv.insert(spec.argv.end(), config_.sources.begin(), config_.sources.end());
+  spec.argv.push_back(config_.mountpoint);
+  spec.mountpoint = config_.mountpoint;
+  // The fault hook is the daemon's only: never inherited from the test.
+  spec.env.push_back(config_.fault.empty() ? "TFRECORDFS_FAULT"
+                                           : "TFRECORDFS_FAULT=" + config_.fault);
+  spec.env.insert(spec.env.end(), config_.env.begin(), config_.env.end());
+  spec.stdout_path = stem + ".stdout";
+  spec.stderr_path = stem + ".stderr";
+  daemon_.emplace(std::move(spec));
+  return daemon_->Start();
 }
 
 int StagingDaemon::RunExpectingFailure() {
   const std::string err = Start();
   if (err.empty()) return -1;  // it mounted
-  return early_status_ ? ExitCodeOfWait(*early_status_) : -1;
+  const std::optional<int> early = daemon_->early_status();
+  return early ? ExitCodeOfWait(*early) : -1;
 }
 
-bool StagingDaemon::WaitExit(int* status) {
-  if (pid_ < 0) return false;
-  if (!WaitUntil([&] { return Reaped(pid_, status); })) return false;
-  pid_ = -1;
-  return true;
-}
+bool StagingDaemon::WaitExit(int* status) { return daemon_ && daemon_->WaitExit(status); }
 
 bool StagingDaemon::Unmount(int* status, std::string* error) {
-  if (pid_ < 0) {
+  if (!daemon_) {
     *error = "daemon not running";
     return false;
   }
-  CommandResult u = Run({"fusermount3", "-u", config_.mountpoint});
-  if (u.exit_code != 0) {
-    *error = "fusermount3 -u failed (" + std::to_string(u.exit_code) + "): " + u.err;
-    return false;
-  }
-  if (!WaitExit(status)) {
-    *error = "daemon still running after fusermount3 -u";
-    return false;
-  }
-  return true;
+  return daemon_->Unmount(status, error);
 }
 
 CommandResult StagingDaemon::TfrUnmount(int* status) {
@@ -177,41 +120,15 @@ CommandResult StagingDaemon::TfrUnmount(int* status) {
 }
 
 void StagingDaemon::KillHard() {
-  if (pid_ > 0) {
-    ::kill(pid_, SIGKILL);
-    int status;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-  }
+  if (daemon_) daemon_->KillAndReap(SIGKILL);
   CleanStaleMount(config_.mountpoint);
 }
 
-std::string StagingDaemon::Stderr() const {
-  return stderr_path_.empty() ? "" : ReadAll(stderr_path_);
-}
+pid_t StagingDaemon::pid() const { return daemon_ ? daemon_->pid() : -1; }
 
-void StagingDaemon::CleanUp() {
-  if (IsMounted(config_.mountpoint)) Run({"fusermount3", "-u", "-z", config_.mountpoint});
-  if (pid_ > 0) {
-    int status;
-    ::kill(pid_, SIGTERM);
-    if (!WaitUntil([&] { return Reaped(pid_, &status); }, std::chrono::seconds(10))) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, &status, 0);
-    }
-    pid_ = -1;
-  }
-}
-
-std::string DescribeWait(int status) {
-  if (WIFEXITED(status)) return "exit code " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return std::string("signal ") + strsignal(WTERMSIG(status));
-  return "wait status " + std::to_string(status);
-}
+std::string StagingDaemon::Stderr() const { return daemon_ ? daemon_->Stderr() : ""; }
 
 bool KilledBySigkill(int status) { return WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL; }
-
-int ExitCodeOfWait(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
 
 void CleanStaleMount(const std::string& mnt) {
   if (!IsMounted(mnt)) return;
@@ -327,28 +244,6 @@ DecodedRecord Decode(const std::string& payload) {
   return r;
 }
 
-std::string SequenceText(const example::SequenceTable& t) {
-  auto one = [](const example::Feature& f) {
-    std::string s = example::KindName(f.kind);
-    for (absl::string_view b : f.bytes) absl::StrAppend(&s, " ", Short(std::string(b)));
-    for (float v : f.floats) absl::StrAppend(&s, " f", absl::bit_cast<uint32_t>(v));
-    for (int64_t v : f.int64s) absl::StrAppend(&s, " ", v);
-    return s;
-  };
-  std::string out;
-  for (const auto& f : t.context.features) {
-    if (f.kind == example::Kind::kNone) continue;  // not shown, so not copied
-    absl::StrAppend(&out, "context ", Short(f.name), ": ", one(f), "\n");
-  }
-  for (const auto& l : t.lists) {
-    absl::StrAppend(&out, "list ", Short(l.name), " (", l.steps.size(), " steps)\n");
-    for (size_t i = 0; i < l.steps.size(); ++i) {
-      absl::StrAppend(&out, "  ", i, ": ", one(l.steps[i]), "\n");
-    }
-  }
-  return out;
-}
-
 void ExpectSameRecord(const std::string& original, const std::string& packed,
                       const std::string& what) {
   const DecodedRecord a = Decode(original);
@@ -419,14 +314,6 @@ std::string ExamplePayload(std::vector<OwnedFeature> features) {
   return example::EncodeExample(ToTable(features));
 }
 
-void WriteShardFile(const std::string& path, const std::vector<std::string>& payloads) {
-  auto fd = OpenFile(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  ASSERT_TRUE(fd.ok()) << fd.status();
-  record::ShardWriter w(std::move(*fd), path);
-  for (const std::string& p : payloads) ASSERT_TRUE(w.Append(p).ok());
-  ASSERT_TRUE(w.Close(/*sync=*/false).ok());
-}
-
 std::optional<int64_t> SingleInt(const DecodedRecord& r, const std::string& name) {
   auto it = r.features.find(name);
   if (it == r.features.end() || it->second.kind != example::Kind::kInt64 ||
@@ -446,11 +333,7 @@ std::string RealDataDir() {
 std::vector<std::string> CopyAndPack(const Scratch& s, const std::vector<std::string>& sources,
                                      const std::vector<std::string>& froms,
                                      const std::string& prefix) {
-  DaemonConfig c;
-  c.sources = sources;
-  c.mountpoint = s.mnt;
-  c.options = PackOptions(s, prefix);
-  c.log_dir = s.logs;
+  DaemonConfig c = PackConfig(s, sources, prefix);
   StagingDaemon d(c);
   const std::string started = d.Start();
   EXPECT_EQ(started, "");

@@ -1,11 +1,13 @@
 // Helpers for the staging / repack real-mount tests (tests/mount/staging/).
 //
 // StagingDaemon runs `tfrecordfs -f -o staging_dir=...,output_dir=...,...
-// SOURCE... MNT` as a child of the test, like mount_harness.h's Mount, but
-// gives the test what crash tests need: the raw wait status of the daemon,
-// an environment of its own (TFRECORDFS_FAULT, see repack/pack.h), a hard
-// kill, and `tfrecordfs unmount`. Readiness is polled in
-// /proc/self/mountinfo with a bounded deadline; nothing sleeps a fixed time.
+// SOURCE... MNT` as a child of the test on the same test::Daemon as
+// mount_harness.h's Mount (tests/testing/daemon.h), but with the options,
+// mount point and log directory the test chooses, and gives the test what
+// crash tests need: the raw wait status of the daemon, an environment of its
+// own (TFRECORDFS_FAULT, see repack/pack.h), a hard kill, and `tfrecordfs
+// unmount`. Readiness is polled in /proc/self/mountinfo with a bounded
+// deadline; nothing sleeps a fixed time.
 //
 // The rest reads packed shards back with the project's own reader
 // (record::ForEachRecordInBuffer) and compares records feature by feature
@@ -25,6 +27,8 @@
 
 #include "expectations.h"
 #include "mount_harness.h"
+#include "testing/canon.h"
+#include "testing/shard.h"  // test::WriteShard, for the shards the tests mount
 #include "tfrecordfs/example/sequence.h"
 
 namespace tfrecordfs::mount_test::staging_test {
@@ -56,10 +60,16 @@ struct DaemonConfig {
 std::vector<std::string> PackOptions(const Scratch& s, const std::string& prefix,
                                      const std::string& shard_size = "");
 
+// The usual daemon of a test: `sources` mounted at s.mnt with
+// PackOptions(s, prefix, shard_size), logs in s.logs, no fault, no extra
+// environment.
+DaemonConfig PackConfig(const Scratch& s, std::vector<std::string> sources,
+                        const std::string& prefix, const std::string& shard_size = "");
+
 class StagingDaemon {
  public:
   explicit StagingDaemon(DaemonConfig config);
-  ~StagingDaemon();  // lazy unmount + SIGKILL if still around
+  ~StagingDaemon();  // lazy unmount, SIGTERM, then SIGKILL if still around
   StagingDaemon(const StagingDaemon&) = delete;
   StagingDaemon& operator=(const StagingDaemon&) = delete;
 
@@ -82,16 +92,12 @@ class StagingDaemon {
   // kill -9 the daemon, reap it, and lazily unmount the dead mount.
   void KillHard();
 
-  pid_t pid() const { return pid_; }
+  pid_t pid() const;
   std::string Stderr() const;
 
  private:
-  void CleanUp();
-
   DaemonConfig config_;
-  std::string stderr_path_;
-  pid_t pid_ = -1;
-  std::optional<int> early_status_;  // wait status when Start() saw it end
+  std::optional<test::Daemon> daemon_;  // from Start() on
 };
 
 // Mounts `sources` with PackOptions(s, prefix), copies each mount-relative
@@ -103,10 +109,11 @@ std::vector<std::string> CopyAndPack(const Scratch& s, const std::vector<std::st
                                      const std::vector<std::string>& froms,
                                      const std::string& prefix);
 
-// Human-readable waitpid status ("exit code 1", "signal Killed").
-std::string DescribeWait(int status);
+// Human-readable waitpid status ("exit code 1", "signal Killed") and the
+// exit code (-1 when signalled): tests/testing/process.h.
+using test::DescribeWait;
+using test::ExitCodeOfWait;
 bool KilledBySigkill(int status);
-int ExitCodeOfWait(int status);  // -1 when signalled
 
 // If MNT is still (or stale-ly) mounted, `fusermount3 -u -z` and wait until
 // it is gone.
@@ -151,10 +158,9 @@ struct DecodedRecord {
 };
 DecodedRecord Decode(const std::string& payload);
 
-// A SequenceExample, one line per context feature (kindless ones left out:
-// the mount does not show them) and per step, floats as bits, for comparing
-// feature by feature with a readable diff.
-std::string SequenceText(const example::SequenceTable& t);
+// A SequenceExample as text, kindless context features left out, for
+// comparing feature by feature with a readable diff (tests/testing/canon.h).
+using test::SequenceText;
 
 // Expects `packed` to be the same record as `original`: for Examples the
 // same features (names, kinds, values; floats bit-exact), for
@@ -169,8 +175,6 @@ OwnedFeature FloatFeature(std::string name, std::vector<float> values);
 OwnedFeature BytesFeature(std::string name, std::vector<std::string> values);
 // The serialized Example of `features` (any order).
 std::string ExamplePayload(std::vector<OwnedFeature> features);
-// Writes a shard of `payloads` at `path` with the project's ShardWriter.
-void WriteShardFile(const std::string& path, const std::vector<std::string>& payloads);
 
 // The record's int64 feature `name` with exactly one value, or nullopt.
 std::optional<int64_t> SingleInt(const DecodedRecord& r, const std::string& name);

@@ -1,0 +1,143 @@
+// Fuzz target: the pack journal (repack/journal.h), the file recovery trusts
+// to decide which shards to delete and which staged folders to remove. The
+// input is a whole journal file. It is checked as it is, and again with its
+// checksum line recomputed (as a writer that damaged the body but kept a
+// valid checksum would leave it), so that mutations reach the line parser
+// behind the crc32c. Then the input is read as a program for a Journal
+// (names of any bytes), which must survive EncodeJournal -> ParseJournal.
+//
+// Invariants:
+//   * ParseJournal never crashes; it fails only with DataLoss, or with
+//     FailedPrecondition for a well-formed journal of another version, and
+//     every message names the path;
+//   * whatever it accepts has non-empty names, and re-encodes to a journal
+//     that parses to the same value; re-encoding that gives the same bytes
+//     (EncodeJournal is a fixed point after one round);
+//   * an accepted file is refused when torn at any earlier line end (a torn
+//     journal is never mistaken for a whole one);
+//   * any Journal with non-empty names round-trips through EncodeJournal and
+//     ParseJournal exactly.
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
+#include "fuzz_check.h"
+#include "tfrecordfs/base/crc32c.h"
+#include "tfrecordfs/repack/journal.h"
+
+namespace tfrecordfs::fuzz {
+namespace {
+
+using repack::Journal;
+
+constexpr absl::string_view kPath = "fuzz/journal";
+
+// Where two journals differ, or "" when they are the same value.
+std::string Diff(const Journal& a, const Journal& b) {
+  if (a.state != b.state) return "state";
+  if (a.records_dir != b.records_dir) return "records_dir";
+  if (a.output_dir != b.output_dir) return "output_dir";
+  if (a.remove_packed != b.remove_packed) return "remove_packed";
+  if (a.shards.size() != b.shards.size()) {
+    return absl::StrCat("shard count ", a.shards.size(), " vs ", b.shards.size());
+  }
+  for (size_t i = 0; i < a.shards.size(); ++i) {
+    const Journal::Shard& x = a.shards[i];
+    const Journal::Shard& y = b.shards[i];
+    if (x.name != y.name) return absl::StrCat("shard ", i, " name");
+    if (x.bytes != y.bytes) return absl::StrCat("shard ", i, " bytes");
+    if (x.records != y.records) return absl::StrCat("shard ", i, " records");
+  }
+  return "";
+}
+
+// Encodes `j`, parses it back and checks it is the same value.
+void CheckRoundTrip(const Journal& j) {
+  const std::string text = repack::EncodeJournal(j);
+  auto back = repack::ParseJournal(text, kPath);
+  FUZZ_CHECK(back.ok(), "EncodeJournal output refused: ", back.status().ToString());
+  const std::string diff = Diff(j, *back);
+  FUZZ_CHECK(diff.empty(), "round trip changes the ", diff);
+  FUZZ_CHECK(repack::EncodeJournal(*back) == text, "re-encoding changes the bytes");
+}
+
+void Check(absl::string_view bytes) {
+  auto parsed = repack::ParseJournal(bytes, kPath);
+  if (!parsed.ok()) {
+    const absl::Status& s = parsed.status();
+    FUZZ_CHECK(absl::IsDataLoss(s) || absl::IsFailedPrecondition(s), s.ToString());
+    FUZZ_CHECK(absl::StrContains(s.message(), kPath), s.ToString());
+    if (absl::IsFailedPrecondition(s)) {
+      FUZZ_CHECK(absl::StartsWith(bytes, absl::StrCat(repack::kJournalMagic, " ")),
+                 "version refusal without the magic: ", s.ToString());
+    }
+    return;
+  }
+  const Journal& j = *parsed;
+  FUZZ_CHECK(!j.records_dir.empty() && !j.output_dir.empty());
+  for (const Journal::Shard& s : j.shards) {
+    FUZZ_CHECK(!s.name.empty());
+    for (const std::string& r : s.records) FUZZ_CHECK(!r.empty());
+  }
+  CheckRoundTrip(j);
+
+  // Torn at any earlier line end: refused, never a smaller journal.
+  for (size_t nl = bytes.find('\n'); nl + 1 < bytes.size(); nl = bytes.find('\n', nl + 1)) {
+    auto torn = repack::ParseJournal(bytes.substr(0, nl + 1), kPath);
+    FUZZ_CHECK(!torn.ok(), "torn after byte ", nl + 1, " of ", bytes.size(), " accepted");
+  }
+}
+
+// `bytes` with its last line replaced by a correct checksum line (appended
+// when the last line is not a checksum line).
+std::string WithChecksum(absl::string_view bytes) {
+  std::string body(bytes);
+  if (!body.empty() && body.back() != '\n') body.push_back('\n');
+  size_t start = 0;  // of the last line
+  if (body.size() >= 2) {
+    const size_t nl = body.rfind('\n', body.size() - 2);
+    if (nl != std::string::npos) start = nl + 1;
+  }
+  if (absl::StartsWith(absl::string_view(body).substr(start), "crc32c ")) body.resize(start);
+  return absl::StrCat(body, "crc32c ", absl::StrFormat("%08x", crc32c::Value(body)), "\n");
+}
+
+// A Journal built from the input: names are any non-empty bytes.
+Journal Generate(Bytes in) {
+  auto name = [&in] {
+    std::string s(in.Str(40));
+    if (s.empty()) s = "n";
+    return s;
+  };
+  Journal j;
+  const uint8_t flags = in.U8();
+  j.state = (flags & 1) ? Journal::State::kCommitted : Journal::State::kPlanned;
+  j.remove_packed = (flags & 2) != 0;
+  j.records_dir = name();
+  j.output_dir = name();
+  const int shards = in.U8() % 5;
+  for (int i = 0; i < shards && !in.empty(); ++i) {
+    Journal::Shard s;
+    s.name = name();
+    s.bytes = in.U64();
+    const int records = in.U8() % 6;
+    for (int r = 0; r < records; ++r) s.records.push_back(name());
+    j.shards.push_back(std::move(s));
+  }
+  return j;
+}
+
+}  // namespace
+}  // namespace tfrecordfs::fuzz
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace tfrecordfs;
+  const absl::string_view bytes(reinterpret_cast<const char*>(data), size);
+  fuzz::Check(bytes);
+  const std::string fixed = fuzz::WithChecksum(bytes);
+  if (fixed != bytes) fuzz::Check(fixed);
+  fuzz::CheckRoundTrip(fuzz::Generate(fuzz::Bytes(data, size)));
+  return 0;
+}
