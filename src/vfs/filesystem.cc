@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <mutex>
 #include <optional>
 #include <utility>
 
@@ -56,7 +55,7 @@ class Filesystem::Tree {
  public:
   std::vector<TreeNode> nodes;
   // Lazily opened descriptors of plain files, by tree index.
-  std::mutex mu;
+  Mutex mu;
   absl::flat_hash_map<uint64_t, int> plain_fds ABSL_GUARDED_BY(mu);
 
   std::optional<uint64_t> Find(uint64_t dir, absl::string_view name) const {
@@ -73,7 +72,7 @@ class Filesystem::Tree {
   // as at scan time.
   absl::StatusOr<int> PlainFd(uint64_t i) {
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(&mu);
       auto it = plain_fds.find(i);
       if (it != plain_fds.end()) return it->second;
     }
@@ -87,14 +86,14 @@ class Filesystem::Tree {
                        "(remount to see it as it is now)");
       return PosixError(EIO, absl::StrCat(path, ": not a regular file"));
     }
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(&mu);
     auto [it, inserted] = plain_fds.emplace(i, fd->get());
     if (inserted) fd->release();  // else another reader won: ours closes
     return it->second;
   }
 
   ~Tree() {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(&mu);
     for (auto& [i, fd] : plain_fds) ::close(fd);
   }
 };

@@ -9,10 +9,10 @@
 #include <atomic>
 #include <cerrno>
 #include <memory>
-#include <mutex>
 
 #include "absl/base/thread_annotations.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/mutex.h"
 #include "tfrecordfs/vfs/node_id.h"
 
 namespace tfrecordfs::vfs {
@@ -28,9 +28,22 @@ struct FileHandle {
 
 // State behind a staging directory handle: the backing directory stream.
 struct DirHandle {
-  std::mutex mu;
+  Mutex mu;
   DIR* dir ABSL_GUARDED_BY(mu) = nullptr;
 };
+
+// A node of the store as the mount shows it.
+Attr AttrOf(const struct stat& st) {
+  Attr a;
+  a.ino = StagingId(st.st_ino);
+  a.mode = st.st_mode;
+  a.size = static_cast<uint64_t>(st.st_size);
+  a.nlink = st.st_nlink;
+  a.mtime = st.st_mtim;
+  a.atime = st.st_atim;
+  a.ctime = st.st_ctim;
+  return a;
+}
 
 FileHandle* FileOf(uint64_t fh) { return reinterpret_cast<FileHandle*>(fh); }
 DirHandle* DirOf(uint64_t fh) { return reinterpret_cast<DirHandle*>(fh); }
@@ -50,18 +63,6 @@ absl::StatusOr<DIR*> OpenStream(staging::Store* store, uint64_t node) {
 }
 
 }  // namespace
-
-Attr StagingView::AttrOf(const struct stat& st) {
-  Attr a;
-  a.ino = StagingId(st.st_ino);
-  a.mode = st.st_mode;
-  a.size = static_cast<uint64_t>(st.st_size);
-  a.nlink = st.st_nlink;
-  a.mtime = st.st_mtim;
-  a.atime = st.st_atim;
-  a.ctime = st.st_ctim;
-  return a;
-}
 
 uint64_t StagingView::root_id() const { return StagingId(store_->root()); }
 
@@ -220,7 +221,7 @@ absl::StatusOr<uint64_t> StagingView::OpenDir(uint64_t ino) {
   auto d = OpenStream(store_, StagingIndex(ino));
   if (!d.ok()) return d.status();
   auto* h = new DirHandle;
-  std::lock_guard<std::mutex> lock(h->mu);
+  MutexLock lock(&h->mu);
   h->dir = *d;
   return reinterpret_cast<uint64_t>(h);
 }
@@ -229,30 +230,17 @@ void StagingView::ReleaseDir(uint64_t fh) {
   DirHandle* h = DirOf(fh);
   if (h == nullptr) return;
   {
-    std::lock_guard<std::mutex> lock(h->mu);
+    MutexLock lock(&h->mu);
     if (h->dir) ::closedir(h->dir);
   }
   delete h;
 }
 
-absl::Status StagingView::ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, const EmitFn& emit) {
-  auto self = GetAttr(ino);
-  if (!self.ok()) return self.status();
-  // With a handle (OpenDir), its stream; without one (the kernel opens
-  // directories itself, FUSE_CAP_NO_OPENDIR_SUPPORT), a stream of our own
-  // for this call.
-  DirHandle* h = DirOf(fh);
-  std::unique_lock<std::mutex> lock;
-  DIR* dir = nullptr;
-  if (h != nullptr) {
-    lock = std::unique_lock<std::mutex>(h->mu);
-    dir = h->dir;
-  } else {
-    auto d = OpenStream(store_, StagingIndex(ino));
-    if (!d.ok()) return d.status();
-    dir = *d;
-  }
-  std::unique_ptr<DIR, int (*)(DIR*)> own(h == nullptr ? dir : nullptr, ::closedir);
+namespace {
+
+// Emits the entries of `dir` from `offset` on (see StagingView::ReadDir);
+// "." and ".." get `self`.
+absl::Status ListStream(DIR* dir, uint64_t offset, const Attr& self, const EmitFn& emit) {
   if (offset == 0) {
     ::rewinddir(dir);
   } else {
@@ -269,7 +257,7 @@ absl::Status StagingView::ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, co
     const absl::string_view name = e->d_name;
     Attr a;
     if (name == "." || name == "..") {
-      a = *self;
+      a = self;
     } else {
       struct stat st;
       if (::fstatat(::dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
@@ -282,6 +270,24 @@ absl::Status StagingView::ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, co
     }
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status StagingView::ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, const EmitFn& emit) {
+  auto self = GetAttr(ino);
+  if (!self.ok()) return self.status();
+  // With a handle (OpenDir), its stream, under its lock (readdir and seekdir
+  // move the stream's position); without one (the kernel opens directories
+  // itself, FUSE_CAP_NO_OPENDIR_SUPPORT), a stream of our own for this call.
+  if (DirHandle* h = DirOf(fh)) {
+    MutexLock lock(&h->mu);
+    return ListStream(h->dir, offset, *self, emit);
+  }
+  auto d = OpenStream(store_, StagingIndex(ino));
+  if (!d.ok()) return d.status();
+  std::unique_ptr<DIR, int (*)(DIR*)> own(*d, ::closedir);
+  return ListStream(own.get(), offset, *self, emit);
 }
 
 bool StagingView::Space(uint64_t* free_bytes, uint64_t* total_bytes) const {

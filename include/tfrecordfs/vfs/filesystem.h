@@ -21,8 +21,8 @@
 //                       names the shard path, record index and byte offset
 //   PosixError(EROFS)   writes outside the staging area
 //
-// Thread-safety (std::mutex rather than absl::Mutex: Debian's Abseil is not
-// built for TSan, so absl::Mutex hand-offs are invisible to it): all methods
+// Thread-safety (locks are tfrecordfs::Mutex, base/mutex.h: what
+// ABSL_GUARDED_BY says is checked by scripts/thread-safety): all methods
 // may be called concurrently. The tree and shard indexes are immutable after
 // Create(). Lock order: big_record_mu_ (held while one huge record is parsed)
 // before damage_mu_ and the kind sampler's (KindSampler::Learn); the
@@ -41,7 +41,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -51,6 +50,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "tfrecordfs/base/mutex.h"
 #include "tfrecordfs/index/index_store.h"
 #include "tfrecordfs/index/shard_index.h"
 #include "tfrecordfs/naming/naming.h"
@@ -311,6 +311,9 @@ class Filesystem {
   static void AddXattr(XattrList* out, absl::string_view key, std::string value);
   // The parsed layout of a record, through the cache. DataLoss when damaged.
   absl::StatusOr<std::shared_ptr<const ParsedRecord>> Parse(uint64_t shard, uint64_t record);
+  // Parse() of a record not in the cache: reads, checks and lays it out,
+  // notes damage and kinds, and caches the result.
+  std::shared_ptr<const ParsedRecord> ReadAndParse(uint64_t shard, uint64_t record);
   // Parse() of node's record, NotFound("stale node id") when the record has
   // no entry node.entry.
   absl::StatusOr<std::shared_ptr<const ParsedRecord>> ParseEntry(const Node& node);
@@ -342,7 +345,7 @@ class Filesystem {
   // Records above kBigRecord bytes are parsed one at a time (memory).
   static constexpr uint64_t kBigRecord = uint64_t{64} << 20;
   // Before damage_mu_ and the sampler's kinds lock (see the top).
-  std::mutex big_record_mu_;
+  Mutex big_record_mu_;
   std::function<void(const std::string&)> on_index_mismatch_;
   CheckedRecords checked_;
   // After shards_, sources_ and checked_, which it reads: destroyed first.
@@ -354,7 +357,7 @@ class Filesystem {
   // Reasons of the records found damaged (leaf lock), for the `error`
   // attribute: a record's failed parse may leave the cache. Bounded by
   // kMaxDamageNotes (beyond that, records are simply read again).
-  mutable std::mutex damage_mu_;
+  mutable Mutex damage_mu_;
   absl::flat_hash_map<uint64_t, std::string> damage_ ABSL_GUARDED_BY(damage_mu_);
 };
 

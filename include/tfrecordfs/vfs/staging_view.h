@@ -102,9 +102,6 @@ class StagingView {
   bool Space(uint64_t* free_bytes, uint64_t* total_bytes) const;
 
  private:
-  // A node of the store as the mount shows it.
-  static Attr AttrOf(const struct stat& st);
-
   staging::Store* const store_;
 };
 
