@@ -21,7 +21,7 @@ namespace {
 
 // State behind a staging file handle (fuse_file_info::fh).
 struct FileHandle {
-  int fd = -1;
+  UniqueFd fd;
   uint64_t node = 0;  // the store's node
   std::atomic<bool> written{false};
 };
@@ -84,7 +84,7 @@ absl::StatusOr<uint64_t> StagingView::Open(uint64_t ino, int flags) {
   auto fd = store_->Open(StagingIndex(ino), flags);
   if (!fd.ok()) return fd.status();
   auto* h = new FileHandle;
-  h->fd = *fd;
+  h->fd = UniqueFd(*fd);
   h->node = StagingIndex(ino);
   if (flags & O_TRUNC) h->written = true;
   return reinterpret_cast<uint64_t>(h);
@@ -96,7 +96,7 @@ absl::StatusOr<std::pair<Attr, uint64_t>> StagingView::CreateFile(uint64_t paren
   auto r = store_->Create(StagingIndex(parent), name, mode, flags);
   if (!r.ok()) return r.status();
   auto* h = new FileHandle;
-  h->fd = r->second;
+  h->fd = UniqueFd(r->second);
   h->node = r->first.st_ino;
   h->written = true;
   return std::make_pair(AttrOf(r->first), reinterpret_cast<uint64_t>(h));
@@ -113,7 +113,7 @@ absl::StatusOr<ReadResult> StagingView::Read(uint64_t ino, uint64_t fh, uint64_t
   }
   ReadResult out;
   out.data.resize(size);
-  auto got = PreadUpTo(h ? h->fd : own.get(), out.data.data(), size, offset, "staging");
+  auto got = PreadUpTo(h ? h->fd.get() : own.get(), out.data.data(), size, offset, "staging");
   if (!got.ok()) return got.status();
   out.data.resize(*got);
   return out;
@@ -130,7 +130,7 @@ absl::StatusOr<size_t> StagingView::Write(uint64_t ino, uint64_t fh, absl::strin
     if (!fd.ok()) return fd.status();
     own = *fd;
   }
-  const int fd = h != nullptr ? h->fd : own->get();
+  const int fd = h != nullptr ? h->fd.get() : own->get();
   // A bad value of a checked file fails write() itself, so that
   // `echo hello > label` reports it (the shell ignores close()'s error).
   if (auto s = store_->ValidateOnWrite(StagingIndex(ino), fd, offset, data); !s.ok()) return s;
@@ -155,7 +155,7 @@ absl::StatusOr<size_t> StagingView::Write(uint64_t ino, uint64_t fh, absl::strin
 absl::Status StagingView::Flush(uint64_t ino, uint64_t fh) {
   FileHandle* h = FileOf(fh);
   if (h == nullptr || !h->written.exchange(false)) return absl::OkStatus();
-  return store_->ValidateOnClose(StagingIndex(ino), h->fd);
+  return store_->ValidateOnClose(StagingIndex(ino), h->fd.get());
 }
 
 void StagingView::Release(uint64_t fh) {
@@ -164,15 +164,14 @@ void StagingView::Release(uint64_t fh) {
   // Without FLUSH (skip_open), the last close is the first moment the whole
   // file is there: check it and remember its kind. A refusal is logged; the
   // pack refuses the record with the same reason.
-  if (h->written.exchange(false)) (void)store_->ValidateOnClose(h->node, h->fd);
+  if (h->written.exchange(false)) (void)store_->ValidateOnClose(h->node, h->fd.get());
   Discard(fh);
 }
 
 void StagingView::Discard(uint64_t fh) {
   FileHandle* h = FileOf(fh);
   if (h == nullptr) return;
-  ::close(h->fd);
-  delete h;
+  delete h;  // closes its descriptor
 }
 
 absl::Status StagingView::Fsync(uint64_t ino, uint64_t fh, bool datasync) {
@@ -183,7 +182,7 @@ absl::Status StagingView::Fsync(uint64_t ino, uint64_t fh, bool datasync) {
     if (!fd.ok()) return fd.status();
     own = UniqueFd(*fd);
   }
-  const int fd = h != nullptr ? h->fd : own.get();
+  const int fd = h != nullptr ? h->fd.get() : own.get();
   if ((datasync ? ::fdatasync(fd) : ::fsync(fd)) != 0) return ErrnoError(errno, "fsync");
   return absl::OkStatus();
 }
@@ -191,7 +190,7 @@ absl::Status StagingView::Fsync(uint64_t ino, uint64_t fh, bool datasync) {
 absl::StatusOr<Attr> StagingView::SetAttr(uint64_t ino, uint64_t fh, const struct stat& to,
                                           int bits) {
   FileHandle* h = FileOf(fh);
-  auto st = store_->SetAttr(StagingIndex(ino), h ? h->fd : -1, to, bits);
+  auto st = store_->SetAttr(StagingIndex(ino), h ? h->fd.get() : -1, to, bits);
   if (!st.ok()) return st.status();
   if (h && (bits & staging::kSetSize)) h->written = true;
   if (!h && (bits & staging::kSetSize)) store_->NoteWritten(StagingIndex(ino));
