@@ -22,7 +22,10 @@ std::string HumanBytes(double b) {
     b /= 1000;
     ++u;
   }
-  return absl::StrFormat(u == 0 ? "%.0f %s" : "%.1f %s", b, units[u]);
+  // Two calls, not one with a chosen format: absl::StrFormat checks its
+  // format at compile time, which clang requires to be a constant.
+  if (u == 0) return absl::StrFormat("%.0f %s", b, units[u]);
+  return absl::StrFormat("%.1f %s", b, units[u]);
 }
 
 std::string HumanCount(double n) {
@@ -66,17 +69,19 @@ ProgressBar::ProgressBar(uint64_t total_bytes, bool enabled) : total_bytes_(tota
 void ProgressBar::Finish() {
   if (!thread_.joinable()) return;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     done_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   thread_.join();
   std::fputs("\r\033[K", stderr);  // leave the line to the summary
 }
 
 void ProgressBar::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!cv_.wait_for(lock, std::chrono::milliseconds(100), [this] { return done_; })) Draw();
+  MutexLock lock(&mu_);
+  while (!done_) {
+    if (!cv_.WaitFor(&mu_, std::chrono::milliseconds(100)) && !done_) Draw();
+  }
 }
 
 void ProgressBar::Draw() {

@@ -5,12 +5,12 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "tfrecordfs/base/mutex.h"
 
 namespace tfrecordfs::cli {
 
@@ -51,9 +51,9 @@ class ProgressBar {
   const uint64_t total_bytes_;
   std::chrono::steady_clock::time_point start_;
   std::atomic<uint64_t> shards_{0}, records_{0}, bytes_{0};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;  // guarded by mu_
+  Mutex mu_;
+  CondVar cv_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -196,7 +196,7 @@ StatfsReply DoStatfs(const Ops& ops) {
 CreateReply DoCreate(const Ops& ops, fuse_ino_t parent, absl::string_view name, mode_t mode,
                      int flags) {
   CreateReply r;
-  auto res = ops.fs->Create(parent, name, mode, flags);
+  auto res = ops.fs->CreateFile(parent, name, mode, flags);
   if (!res.ok()) {
     r.err = ToErrno(res.status());
     return r;

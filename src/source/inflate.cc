@@ -576,7 +576,7 @@ absl::StatusOr<std::string> InflatePrefix(int fd, absl::string_view path, uint64
 // ---- BlockCache ----
 
 std::shared_ptr<const std::string> BlockCache::Get(uint64_t source, uint64_t block) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = map_.find(Key{source, block});
   if (it == map_.end()) return nullptr;
   lru_.splice(lru_.begin(), lru_, it->second.lru);
@@ -584,7 +584,7 @@ std::shared_ptr<const std::string> BlockCache::Get(uint64_t source, uint64_t blo
 }
 
 void BlockCache::Put(uint64_t source, uint64_t block, std::shared_ptr<const std::string> bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const Key key{source, block};
   if (map_.contains(key)) return;
   lru_.push_front(key);
@@ -600,7 +600,7 @@ void BlockCache::Put(uint64_t source, uint64_t block, std::shared_ptr<const std:
 }
 
 size_t BlockCache::bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return bytes_;
 }
 
@@ -624,7 +624,7 @@ InflateSource::~InflateSource() = default;
 
 absl::StatusOr<std::shared_ptr<const std::string>> InflateSource::Block(uint64_t block) const {
   if (auto hit = cache_->Get(id_, block)) return hit;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (auto hit = cache_->Get(id_, block)) return hit;  // another reader inflated it
   auto lease = file_.Open();
   if (!lease.ok()) return lease.status();

@@ -15,31 +15,31 @@ Readahead::Readahead(size_t budget_bytes, int threads)
 
 Readahead::~Readahead() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
     tasks_.clear();  // their promises break; nobody waits once reads have stopped
   }
-  wake_.notify_all();
+  wake_.SignalAll();
   for (std::thread& t : threads_) t.join();
 }
 
 void Readahead::Submit(std::function<void()> task) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     // Started on first use, not at construction: the daemon forks into the
     // background after the mount is built, and threads do not survive a fork.
     while (threads_.size() < thread_count_) threads_.emplace_back([this] { Work(); });
     tasks_.push_back(std::move(task));
   }
-  wake_.notify_one();
+  wake_.Signal();
 }
 
 void Readahead::Work() {
   for (;;) {
     std::function<void()> task;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
+      MutexLock lock(&mu_);
+      while (!stopping_ && tasks_.empty()) wake_.Wait(&mu_);
       if (stopping_) return;
       task = std::move(tasks_.front());
       tasks_.pop_front();
@@ -55,7 +55,7 @@ ReadaheadSource::Block ReadaheadSource::Find(uint64_t b) const {
   if (Block bytes = ra_->cache_.Get(id_, b)) return bytes;
   std::shared_future<Block> pending;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = inflight_.find(b);
     // A fetch that ended since the cache was asked has put its bytes there.
     if (it == inflight_.end()) return ra_->cache_.Get(id_, b);
@@ -66,7 +66,7 @@ ReadaheadSource::Block ReadaheadSource::Find(uint64_t b) const {
 
 void ReadaheadSource::Track(uint64_t offset, uint64_t end, bool hit) const {
   const uint64_t size = inner_->size();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   // A read served from blocks read ahead goes on with the stream, even when
   // a read elsewhere in the shard came in between (KindOf's sampling).
   const bool sequential = hit || offset == next_offset_;
@@ -93,7 +93,7 @@ void ReadaheadSource::Track(uint64_t offset, uint64_t end, bool hit) const {
         ra_->cache_.Put(id_, b, result);
       }
       promise->set_value(result);
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       inflight_.erase(b);
     });
   }

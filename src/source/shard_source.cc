@@ -97,7 +97,7 @@ absl::Status ShardSource::ReadFull(uint64_t offset, char* buf, size_t n) const {
 absl::StatusOr<Lease> FdCache::Get(uint64_t key,
                                    const std::function<absl::StatusOr<UniqueFd>()>& open) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = map_.find(key);
     if (it != map_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second.lru);
@@ -108,7 +108,7 @@ absl::StatusOr<Lease> FdCache::Get(uint64_t key,
   if (!fd.ok()) return fd.status();
   opens_.fetch_add(1, std::memory_order_relaxed);
   auto shared = std::make_shared<const UniqueFd>(std::move(*fd));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = map_.find(key);
   if (it != map_.end()) {  // another reader opened it meanwhile: use that one
     return Lease{it->second.fd->get(), it->second.fd};
@@ -123,7 +123,7 @@ absl::StatusOr<Lease> FdCache::Get(uint64_t key,
 }
 
 size_t FdCache::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return map_.size();
 }
 

@@ -1,15 +1,12 @@
 #include "tfrecordfs/vfs/filesystem.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <mutex>
 #include <optional>
 #include <utility>
 
@@ -58,7 +55,7 @@ class Filesystem::Tree {
  public:
   std::vector<TreeNode> nodes;
   // Lazily opened descriptors of plain files, by tree index.
-  std::mutex mu;
+  Mutex mu;
   absl::flat_hash_map<uint64_t, int> plain_fds ABSL_GUARDED_BY(mu);
 
   std::optional<uint64_t> Find(uint64_t dir, absl::string_view name) const {
@@ -75,7 +72,7 @@ class Filesystem::Tree {
   // as at scan time.
   absl::StatusOr<int> PlainFd(uint64_t i) {
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(&mu);
       auto it = plain_fds.find(i);
       if (it != plain_fds.end()) return it->second;
     }
@@ -89,14 +86,14 @@ class Filesystem::Tree {
                        "(remount to see it as it is now)");
       return PosixError(EIO, absl::StrCat(path, ": not a regular file"));
     }
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(&mu);
     auto [it, inserted] = plain_fds.emplace(i, fd->get());
     if (inserted) fd->release();  // else another reader won: ours closes
     return it->second;
   }
 
   ~Tree() {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(&mu);
     for (auto& [i, fd] : plain_fds) ::close(fd);
   }
 };
@@ -217,7 +214,7 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
       return absl::InvalidArgumentError(
           absl::StrCat("invalid staging folder name '", options.staging_name, "'"));
     }
-    fs->staging_ = options.staging;
+    fs->staging_ = std::make_unique<StagingView>(options.staging);
     TreeNode node;
     node.name = options.staging_name;
     node.type = NodeType::kStaging;
@@ -262,7 +259,7 @@ absl::StatusOr<Attr> Filesystem::GetAttr(uint64_t ino) {
   switch (node->space) {
     case Space::kTree: {
       const TreeNode& n = tree_->nodes[node->tree];
-      if (n.type == NodeType::kStaging) return GetAttr(StagingId(staging_->root()));
+      if (n.type == NodeType::kStaging) return staging_->GetAttr(staging_->root_id());
       Attr a;
       a.ino = ino;
       a.mtime = n.st.st_mtim;
@@ -282,9 +279,7 @@ absl::StatusOr<Attr> Filesystem::GetAttr(uint64_t ino) {
     case Space::kRecord:
       return RecordGetAttr(*node);
     case Space::kStaging: {
-      auto st = staging_->GetAttr(StagingIndex(ino));
-      if (!st.ok()) return st.status();
-      return StagingAttr(*st);
+      return staging_->GetAttr(ino);
     }
   }
   return absl::NotFoundError("stale node id");
@@ -307,16 +302,17 @@ absl::StatusOr<Attr> Filesystem::Lookup(uint64_t parent, absl::string_view name)
     case Space::kRecord:
       return RecordLookup(*node, name);
     case Space::kStaging: {
-      auto st = staging_->Lookup(StagingIndex(parent), name);
-      if (!st.ok()) return st.status();
-      return StagingAttr(*st);
+      return staging_->Lookup(parent, name);
     }
   }
   return absl::NotFoundError("stale node id");
 }
 
 absl::Status Filesystem::ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, const EmitFn& emit) {
-  if (SpaceOf(ino) == Space::kStaging) return StagingReadDir(ino, fh, offset, emit);
+  if (SpaceOf(ino) == Space::kStaging) {
+    if (!staging_) return PosixError(EBADF, "no directory handle");
+    return staging_->ReadDir(ino, fh, offset, emit);
+  }
   auto node = Resolve(ino);
   if (!node.ok()) return node.status();
   auto self = GetAttr(ino);
@@ -350,45 +346,12 @@ absl::Status Filesystem::ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, con
 
 namespace {
 
-// State behind a staging file handle (fuse_file_info::fh).
-struct FileHandle {
-  int fd = -1;
-  uint64_t node = 0;  // the store's node
-  std::atomic<bool> written{false};
-};
-
-// State behind a staging directory handle: the backing directory stream.
-struct DirHandle {
-  std::mutex mu;
-  DIR* dir ABSL_GUARDED_BY(mu) = nullptr;
-};
-
 absl::Status ReadOnly() { return PosixError(EROFS, "read-only: only the staging area is writable"); }
 
 }  // namespace
 
-Attr Filesystem::StagingAttr(const struct stat& st) const {
-  Attr a;
-  a.ino = StagingId(st.st_ino);
-  a.mode = st.st_mode;
-  a.size = static_cast<uint64_t>(st.st_size);
-  a.nlink = st.st_nlink;
-  a.mtime = st.st_mtim;
-  a.atime = st.st_atim;
-  a.ctime = st.st_ctim;
-  return a;
-}
-
 absl::StatusOr<uint64_t> Filesystem::Open(uint64_t ino, int flags) {
-  if (SpaceOf(ino) == Space::kStaging && staging_) {
-    auto fd = staging_->Open(StagingIndex(ino), flags);
-    if (!fd.ok()) return fd.status();
-    auto* h = new FileHandle;
-    h->fd = *fd;
-    h->node = StagingIndex(ino);
-    if (flags & O_TRUNC) h->written = true;
-    return reinterpret_cast<uint64_t>(h);
-  }
+  if (SpaceOf(ino) == Space::kStaging && staging_) return staging_->Open(ino, flags);
   const bool writes = (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC);
   if (SpaceOf(ino) == Space::kRecord && EntryOf(ino) != 0 &&
       checked_.Checked(ShardOf(ino), RecordOf(ino))) {
@@ -411,207 +374,73 @@ absl::StatusOr<uint64_t> Filesystem::Open(uint64_t ino, int flags) {
 }
 
 absl::StatusOr<uint64_t> Filesystem::OpenDir(uint64_t ino) {
-  if (SpaceOf(ino) == Space::kStaging && staging_) {
-    auto fd = staging_->OpenDir(StagingIndex(ino));
-    if (!fd.ok()) return fd.status();
-    DIR* d = ::fdopendir(*fd);
-    if (d == nullptr) {
-      int err = errno;
-      ::close(*fd);
-      return ErrnoError(err, "opendir");
-    }
-    auto* h = new DirHandle;
-    std::lock_guard<std::mutex> lock(h->mu);
-    h->dir = d;
-    return reinterpret_cast<uint64_t>(h);
-  }
+  if (SpaceOf(ino) == Space::kStaging && staging_) return staging_->OpenDir(ino);
   auto a = GetAttr(ino);
   if (!a.ok()) return a.status();
   if (!S_ISDIR(a->mode)) return PosixError(ENOTDIR, "not a directory");
   return uint64_t{0};
 }
 
-void Filesystem::ReleaseDir(uint64_t fh) {
-  auto* h = reinterpret_cast<DirHandle*>(fh);
-  if (h == nullptr) return;
-  {
-    std::lock_guard<std::mutex> lock(h->mu);
-    if (h->dir) ::closedir(h->dir);
-  }
-  delete h;
-}
+// Only staging directories hold handles (the tree's OpenDir returns 0).
+void Filesystem::ReleaseDir(uint64_t fh) { StagingView::ReleaseDir(fh); }
 
-absl::Status Filesystem::StagingReadDir(uint64_t ino, uint64_t fh, uint64_t offset,
-                                        const EmitFn& emit) {
-  if (!staging_) return PosixError(EBADF, "no directory handle");
-  auto self = GetAttr(ino);
-  if (!self.ok()) return self.status();
-  // With a handle (OpenDir), its stream; without one (the kernel opens
-  // directories itself, FUSE_CAP_NO_OPENDIR_SUPPORT), a stream of our own
-  // for this call. Offsets are the backing directory's own telldir cookies,
-  // valid in any stream of it, so entries removed while listing (rm -r)
-  // neither skip nor repeat others.
-  auto* h = reinterpret_cast<DirHandle*>(fh);
-  std::unique_lock<std::mutex> lock;
-  DIR* dir = nullptr;
-  if (h != nullptr) {
-    lock = std::unique_lock<std::mutex>(h->mu);
-    dir = h->dir;
-  } else {
-    auto fd = staging_->OpenDir(StagingIndex(ino));
-    if (!fd.ok()) return fd.status();
-    dir = ::fdopendir(*fd);
-    if (dir == nullptr) {
-      const int err = errno;
-      ::close(*fd);
-      return ErrnoError(err, "opendir");
-    }
-  }
-  std::unique_ptr<DIR, int (*)(DIR*)> own(h == nullptr ? dir : nullptr, ::closedir);
-  if (offset == 0) {
-    ::rewinddir(dir);
-  } else {
-    ::seekdir(dir, static_cast<long>(offset));
-  }
-  for (;;) {
-    errno = 0;
-    long before = ::telldir(dir);
-    dirent* e = ::readdir(dir);
-    if (e == nullptr) {
-      if (errno != 0) return ErrnoError(errno, "readdir");
-      break;
-    }
-    const absl::string_view name = e->d_name;
-    Attr a;
-    if (name == "." || name == "..") {
-      a = *self;
-    } else {
-      struct stat st;
-      if (::fstatat(::dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-      if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) continue;  // never shown
-      a = StagingAttr(st);
-    }
-    if (!emit(name, a, static_cast<uint64_t>(e->d_off))) {
-      ::seekdir(dir, before);
-      break;
-    }
-  }
-  return absl::OkStatus();
-}
+// ---- Staging: which calls reach the store is decided here; the
+// passthrough itself is StagingView (staging_view.cc) ----
 
-absl::StatusOr<std::pair<Attr, uint64_t>> Filesystem::Create(uint64_t parent,
-                                                             absl::string_view name, mode_t mode,
-                                                             int flags) {
+absl::StatusOr<std::pair<Attr, uint64_t>> Filesystem::CreateFile(uint64_t parent,
+                                                                 absl::string_view name,
+                                                                 mode_t mode, int flags) {
   if (SpaceOf(parent) != Space::kStaging || !staging_) return ReadOnly();
-  auto r = staging_->Create(StagingIndex(parent), name, mode, flags);
-  if (!r.ok()) return r.status();
-  auto* h = new FileHandle;
-  h->fd = r->second;
-  h->node = r->first.st_ino;
-  h->written = true;
-  return std::make_pair(StagingAttr(r->first), reinterpret_cast<uint64_t>(h));
+  return staging_->CreateFile(parent, name, mode, flags);
 }
 
 absl::StatusOr<Attr> Filesystem::Mkdir(uint64_t parent, absl::string_view name, mode_t mode) {
   if (SpaceOf(parent) != Space::kStaging || !staging_) return ReadOnly();
-  auto st = staging_->Mkdir(StagingIndex(parent), name, mode);
-  if (!st.ok()) return st.status();
-  return StagingAttr(*st);
+  return staging_->Mkdir(parent, name, mode);
 }
 
 absl::StatusOr<size_t> Filesystem::Write(uint64_t ino, uint64_t fh, absl::string_view data,
                                          uint64_t offset) {
-  auto* h = reinterpret_cast<FileHandle*>(fh);
   if (SpaceOf(ino) != Space::kStaging || staging_ == nullptr) return ReadOnly();
-  // No handle: the kernel opened the file itself (skip_open); write through
-  // a descriptor of the store's.
-  std::shared_ptr<const UniqueFd> own;
-  if (h == nullptr) {
-    auto fd = staging_->WritableFd(StagingIndex(ino));
-    if (!fd.ok()) return fd.status();
-    own = *fd;
-  }
-  const int fd = h != nullptr ? h->fd : own->get();
-  // A bad value of a checked file fails write() itself, so that
-  // `echo hello > label` reports it (the shell ignores close()'s error).
-  if (auto s = staging_->ValidateOnWrite(StagingIndex(ino), fd, offset, data); !s.ok()) return s;
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t w = ::pwrite(fd, data.data() + done, data.size() - done,
-                         static_cast<off_t>(offset + done));
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoError(errno, "write");
-    }
-    done += static_cast<size_t>(w);
-  }
-  if (h != nullptr) {
-    h->written = true;
-  } else {
-    staging_->NoteWritten(StagingIndex(ino), fd);  // no RELEASE will come
-  }
-  return done;
+  return staging_->Write(ino, fh, data, offset);
 }
 
 absl::Status Filesystem::Flush(uint64_t ino, uint64_t fh) {
-  auto* h = reinterpret_cast<FileHandle*>(fh);
-  if (SpaceOf(ino) != Space::kStaging || h == nullptr || !staging_) return absl::OkStatus();
-  if (!h->written.exchange(false)) return absl::OkStatus();
-  return staging_->ValidateOnClose(StagingIndex(ino), h->fd);
+  if (SpaceOf(ino) != Space::kStaging || !staging_) return absl::OkStatus();
+  return staging_->Flush(ino, fh);
 }
 
+// Only staging files hold handles (the tree's Open returns 0), so without a
+// staging area every handle is 0.
 void Filesystem::Release(uint64_t fh) {
-  auto* h = reinterpret_cast<FileHandle*>(fh);
-  if (h == nullptr) return;
-  // Without FLUSH (skip_open), the last close is the first moment the whole
-  // file is there: check it and remember its kind. A refusal is logged; the
-  // pack refuses the record with the same reason.
-  if (h->written.exchange(false) && staging_ != nullptr) {
-    (void)staging_->ValidateOnClose(h->node, h->fd);
-  }
-  Discard(fh);
+  if (staging_) staging_->Release(fh);
 }
 
-void Filesystem::Discard(uint64_t fh) {
-  auto* h = reinterpret_cast<FileHandle*>(fh);
-  if (h == nullptr) return;
-  ::close(h->fd);
-  delete h;
-}
+void Filesystem::Discard(uint64_t fh) { StagingView::Discard(fh); }
 
 absl::Status Filesystem::Fsync(uint64_t ino, uint64_t fh, bool datasync) {
-  auto* h = reinterpret_cast<FileHandle*>(fh);
-  UniqueFd own;
-  if (h == nullptr) {
-    if (SpaceOf(ino) != Space::kStaging || staging_ == nullptr) return absl::OkStatus();
-    auto fd = staging_->Open(StagingIndex(ino), O_RDONLY);
-    if (!fd.ok()) return fd.status();
-    own = UniqueFd(*fd);
+  // A handle is a staging file's; without one, only a staging file has
+  // anything to sync (the rest is read-only).
+  if (fh == 0 && (SpaceOf(ino) != Space::kStaging || staging_ == nullptr)) {
+    return absl::OkStatus();
   }
-  const int fd = h != nullptr ? h->fd : own.get();
-  if ((datasync ? ::fdatasync(fd) : ::fsync(fd)) != 0) return ErrnoError(errno, "fsync");
-  return absl::OkStatus();
+  return staging_->Fsync(ino, fh, datasync);
 }
 
 absl::StatusOr<Attr> Filesystem::SetAttr(uint64_t ino, uint64_t fh, const struct stat& to,
                                          int bits) {
   if (SpaceOf(ino) != Space::kStaging || !staging_) return ReadOnly();
-  auto* h = reinterpret_cast<FileHandle*>(fh);
-  auto st = staging_->SetAttr(StagingIndex(ino), h ? h->fd : -1, to, bits);
-  if (!st.ok()) return st.status();
-  if (h && (bits & staging::kSetSize)) h->written = true;
-  if (!h && (bits & staging::kSetSize)) staging_->NoteWritten(StagingIndex(ino));
-  return StagingAttr(*st);
+  return staging_->SetAttr(ino, fh, to, bits);
 }
 
 absl::Status Filesystem::Unlink(uint64_t parent, absl::string_view name) {
   if (SpaceOf(parent) != Space::kStaging || !staging_) return ReadOnly();
-  return staging_->Unlink(StagingIndex(parent), name);
+  return staging_->Unlink(parent, name);
 }
 
 absl::Status Filesystem::Rmdir(uint64_t parent, absl::string_view name) {
   if (SpaceOf(parent) != Space::kStaging || !staging_) return ReadOnly();
-  return staging_->Rmdir(StagingIndex(parent), name);
+  return staging_->Rmdir(parent, name);
 }
 
 absl::Status Filesystem::Rename(uint64_t parent, absl::string_view name, uint64_t new_parent,
@@ -619,21 +448,18 @@ absl::Status Filesystem::Rename(uint64_t parent, absl::string_view name, uint64_
   const bool from = SpaceOf(parent) == Space::kStaging, to = SpaceOf(new_parent) == Space::kStaging;
   if (!staging_ || (!from && !to)) return ReadOnly();
   if (from != to) return PosixError(EXDEV, "cannot move across the staging boundary");
-  return staging_->Rename(StagingIndex(parent), name, StagingIndex(new_parent), new_name, flags);
+  return staging_->Rename(parent, name, new_parent, new_name, flags);
 }
 
 void Filesystem::Forget(uint64_t ino, uint64_t n) {
-  if (SpaceOf(ino) == Space::kStaging && staging_) staging_->Forget(StagingIndex(ino), n);
+  if (SpaceOf(ino) == Space::kStaging && staging_) staging_->Forget(ino, n);
 }
 
 bool Filesystem::StagingSpace(uint64_t* free_bytes, uint64_t* total_bytes) const {
-  if (!staging_) return false;
-  struct statvfs sv;
-  if (::statvfs(staging_->dir().c_str(), &sv) != 0) return false;
-  *free_bytes = static_cast<uint64_t>(sv.f_bavail) * sv.f_frsize;
-  *total_bytes = static_cast<uint64_t>(sv.f_blocks) * sv.f_frsize;
-  return true;
+  return staging_ && staging_->Space(free_bytes, total_bytes);
 }
+
+// ---- Sampling ----
 
 staging::FeatureHint Filesystem::HintOf(absl::string_view feature_name) {
   return sampler_->HintOf(feature_name);
@@ -660,21 +486,9 @@ absl::StatusOr<ReadResult> Filesystem::Read(uint64_t ino, uint64_t fh, uint64_t 
       if (!node.ok()) return node.status();
       return RecordRead(*node, offset, size);
     }
-    case Space::kStaging: {
-      auto* h = reinterpret_cast<FileHandle*>(fh);
-      UniqueFd own;  // no handle: a read-only mount where the kernel opens files itself
-      if (h == nullptr) {
-        if (!staging_) return absl::NotFoundError("stale node id");
-        auto fd = staging_->Open(StagingIndex(ino), O_RDONLY);
-        if (!fd.ok()) return fd.status();
-        own = UniqueFd(*fd);
-      }
-      out.data.resize(size);
-      auto got = PreadUpTo(h ? h->fd : own.get(), out.data.data(), size, offset, "staging");
-      if (!got.ok()) return got.status();
-      out.data.resize(*got);
-      return out;
-    }
+    case Space::kStaging:
+      if (!staging_) return absl::NotFoundError("stale node id");
+      return staging_->Read(ino, fh, offset, size);
   }
   return absl::NotFoundError("stale node id");
 }

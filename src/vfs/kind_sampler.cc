@@ -19,7 +19,7 @@ KindSampler::KindSampler(const std::vector<std::shared_ptr<const index::ShardInd
   for (const auto& idx : shards_) {
     rounds_ = std::max(rounds_, std::min<uint64_t>(idx->num_records(), kMaxRecordsPerShard));
   }
-  std::lock_guard<std::mutex> lock(sample_mu_);
+  MutexLock lock(&sample_mu_);
   left_ = total;
   done_ = per_call.records == 0;
 }
@@ -35,13 +35,13 @@ void KindSampler::LearnOne(absl::string_view name, const example::Feature& f) {
 }
 
 void KindSampler::Learn(const example::FeatureTable& table) {
-  std::lock_guard<std::mutex> lock(kinds_mu_);
+  MutexLock lock(&kinds_mu_);
   for (const auto& f : table.features) LearnOne(f.name, f);
 }
 
 void KindSampler::Learn(const example::SequenceTable& table) {
   Learn(table.context);
-  std::lock_guard<std::mutex> lock(kinds_mu_);
+  MutexLock lock(&kinds_mu_);
   std::string key;
   for (const auto& list : table.lists) {
     for (const auto& step : list.steps) {
@@ -57,13 +57,13 @@ void KindSampler::Learn(const example::SequenceTable& table) {
 staging::FeatureHint KindSampler::HintOf(absl::string_view feature_name) {
   const std::string name(feature_name);
   auto known = [&]() -> std::optional<staging::FeatureHint> {
-    std::lock_guard<std::mutex> lock(kinds_mu_);
+    MutexLock lock(&kinds_mu_);
     auto it = kinds_.find(name);
     if (it == kinds_.end()) return std::nullopt;
     return it->second;
   };
   if (auto kind = known()) return *kind;
-  std::lock_guard<std::mutex> lock(sample_mu_);
+  MutexLock lock(&sample_mu_);
   // Another caller may have sampled while this one waited.
   if (auto kind = known()) return *kind;
   // A name is sampled for once: its files are validated at every close() and
@@ -134,7 +134,7 @@ void KindSampler::Sample(absl::string_view name) {
       auto seq = example::DecodeSequenceExample(*data);
       if (seq.ok()) {
         Learn(*seq);
-        std::lock_guard<std::mutex> lock(kinds_mu_);
+        MutexLock lock(&kinds_mu_);
         if (kinds_.contains(std::string(name))) return;
       }
       continue;  // a raw record has no feature kinds

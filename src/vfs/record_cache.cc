@@ -20,7 +20,7 @@ size_t ParsedRecord::MemoryBytes() const {
 }
 
 std::shared_ptr<const ParsedRecord> RecordCache::Get(uint64_t key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = map_.find(key);
   if (it == map_.end()) return nullptr;
   lru_.splice(lru_.begin(), lru_, it->second.lru);
@@ -29,7 +29,7 @@ std::shared_ptr<const ParsedRecord> RecordCache::Get(uint64_t key) {
 
 void RecordCache::Put(uint64_t key, std::shared_ptr<const ParsedRecord> value) {
   const size_t bytes = value ? value->MemoryBytes() : 0;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = map_.find(key);
   if (it != map_.end()) {
     bytes_ -= it->second.bytes;
@@ -54,12 +54,12 @@ void RecordCache::EvictLocked() {
 }
 
 size_t RecordCache::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return map_.size();
 }
 
 size_t RecordCache::bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return bytes_;
 }
 

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <mutex>
 #include <optional>
 #include <utility>
 
@@ -81,63 +80,69 @@ absl::StatusOr<std::shared_ptr<const ParsedRecord>> Filesystem::Parse(uint64_t s
   const uint64_t key = (shard << kRecordBits) | record;
   std::shared_ptr<const ParsedRecord> rec = cache_->Get(key);
   if (!rec) {
-    auto parsed = std::make_shared<ParsedRecord>();
     const index::ShardIndex& idx = *shards_[shard];
-    parsed->data_offset = idx.begin(record) + record::kHeaderSize;
-    std::unique_lock<std::mutex> big;
     if (idx.end(record) - idx.begin(record) > kBigRecord) {
       // Parsing holds the whole record in memory: one huge record at a time,
       // so concurrent listings of 2 GiB records cannot multiply that.
-      big = std::unique_lock<std::mutex>(big_record_mu_);
-    }
-    auto data = record::ReadRecord(*sources_[shard], record, idx.begin(record), idx.end(record));
-    if (!data.ok() && record::IsFramingMismatch(data.status())) IndexDisagrees(shard, record);
-    absl::StatusOr<example::FeatureTable> table = absl::UnknownError("not read");
-    absl::StatusOr<example::SequenceTable> seq = absl::UnknownError("not tried");
-    if (data.ok()) {
-      // An Example first: a SequenceExample without feature_lists is byte
-      // for byte one (example/sequence.h).
-      table = example::DecodeExample(*data);
-      if (!table.ok()) seq = example::DecodeSequenceExample(*data);
-    }
-    if (!data.ok()) {
-      parsed->status = data.status();
-      // Once per record: a mount read epoch after epoch (the record cache
-      // forgets) would otherwise log the same damage every time.
-      if (NoteDamage(shard, record, data.status().message())) {
-        log::Error(data.status().message());
-      } else {
-        log::Debug(data.status().message());
-      }
-    } else if (table.ok() || seq.ok()) {
-      if (table.ok()) {
-        sampler_->Learn(*table);
-        parsed->layout = naming::LayoutExample(*table, *data);
-      } else {
-        sampler_->Learn(*seq);
-        parsed->layout = naming::LayoutSequence(*seq, *data);
-      }
-      if (parsed->layout.entries.size() > kMaxEntriesPerRecord) {
-        log::Warning(idx.path(), ": record ", record, " at byte offset ", idx.begin(record),
-                     ": ", parsed->layout.entries.size(),
-                     " files are more than one record can show; shown raw as ",
-                     naming::kRawRecordName);
-        parsed->layout = naming::LayoutRaw(data->size());
-      }
+      MutexLock big(&big_record_mu_);
+      rec = ReadAndParse(shard, record);
     } else {
-      log::Debug(idx.path(), ": record ", record, " at byte offset ", idx.begin(record), ": ",
-                 table.status().message(), "; ", seq.status().message(), "; shown raw");
-      parsed->layout = naming::LayoutRaw(data->size());
+      rec = ReadAndParse(shard, record);
     }
-    // Cached layouts are charged by their memory: no growth slack.
-    parsed->layout.entries.shrink_to_fit();
-    records_read_.fetch_add(1, std::memory_order_relaxed);
-    if (parsed->status.ok()) checked_.MarkChecked(shard, record);
-    rec = parsed;
-    cache_->Put(key, rec);
   }
   if (!rec->status.ok()) return rec->status;
   return rec;
+}
+
+std::shared_ptr<const ParsedRecord> Filesystem::ReadAndParse(uint64_t shard, uint64_t record) {
+  auto parsed = std::make_shared<ParsedRecord>();
+  const index::ShardIndex& idx = *shards_[shard];
+  parsed->data_offset = idx.begin(record) + record::kHeaderSize;
+  auto data = record::ReadRecord(*sources_[shard], record, idx.begin(record), idx.end(record));
+  if (!data.ok() && record::IsFramingMismatch(data.status())) IndexDisagrees(shard, record);
+  absl::StatusOr<example::FeatureTable> table = absl::UnknownError("not read");
+  absl::StatusOr<example::SequenceTable> seq = absl::UnknownError("not tried");
+  if (data.ok()) {
+    // An Example first: a SequenceExample without feature_lists is byte
+    // for byte one (example/sequence.h).
+    table = example::DecodeExample(*data);
+    if (!table.ok()) seq = example::DecodeSequenceExample(*data);
+  }
+  if (!data.ok()) {
+    parsed->status = data.status();
+    // Once per record: a mount read epoch after epoch (the record cache
+    // forgets) would otherwise log the same damage every time.
+    if (NoteDamage(shard, record, data.status().message())) {
+      log::Error(data.status().message());
+    } else {
+      log::Debug(data.status().message());
+    }
+  } else if (table.ok() || seq.ok()) {
+    if (table.ok()) {
+      sampler_->Learn(*table);
+      parsed->layout = naming::LayoutExample(*table, *data);
+    } else {
+      sampler_->Learn(*seq);
+      parsed->layout = naming::LayoutSequence(*seq, *data);
+    }
+    if (parsed->layout.entries.size() > kMaxEntriesPerRecord) {
+      log::Warning(idx.path(), ": record ", record, " at byte offset ", idx.begin(record), ": ",
+                   parsed->layout.entries.size(),
+                   " files are more than one record can show; shown raw as ",
+                   naming::kRawRecordName);
+      parsed->layout = naming::LayoutRaw(data->size());
+    }
+  } else {
+    log::Debug(idx.path(), ": record ", record, " at byte offset ", idx.begin(record), ": ",
+               table.status().message(), "; ", seq.status().message(), "; shown raw");
+    parsed->layout = naming::LayoutRaw(data->size());
+  }
+  // Cached layouts are charged by their memory: no growth slack.
+  parsed->layout.entries.shrink_to_fit();
+  records_read_.fetch_add(1, std::memory_order_relaxed);
+  if (parsed->status.ok()) checked_.MarkChecked(shard, record);
+  cache_->Put((shard << kRecordBits) | record, parsed);
+  return parsed;
 }
 
 absl::StatusOr<std::shared_ptr<const ParsedRecord>> Filesystem::ParseEntry(const Node& node) {
@@ -339,7 +344,7 @@ absl::Status Filesystem::RecordXattrs(const Node& node, bool read_error, XattrLi
 }
 
 bool Filesystem::NoteDamage(uint64_t shard, uint64_t record, absl::string_view reason) {
-  std::lock_guard<std::mutex> lock(damage_mu_);
+  MutexLock lock(&damage_mu_);
   const uint64_t key = (shard << kRecordBits) | record;
   if (damage_.contains(key)) return false;
   if (damage_.size() < kMaxDamageNotes) damage_.try_emplace(key, std::string(reason));
@@ -347,7 +352,7 @@ bool Filesystem::NoteDamage(uint64_t shard, uint64_t record, absl::string_view r
 }
 
 std::optional<std::string> Filesystem::DamageOf(uint64_t shard, uint64_t record) const {
-  std::lock_guard<std::mutex> lock(damage_mu_);
+  MutexLock lock(&damage_mu_);
   auto it = damage_.find((shard << kRecordBits) | record);
   if (it == damage_.end()) return std::nullopt;
   return it->second;

@@ -38,7 +38,6 @@
 #include <functional>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,6 +48,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/mutex.h"
 #include "tfrecordfs/source/shard_source.h"
 
 namespace tfrecordfs::source {
@@ -168,7 +168,7 @@ class BlockCache {
   };
   const size_t max_bytes_;
   std::atomic<uint64_t> next_id_{1};
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   absl::flat_hash_map<Key, Slot> map_ ABSL_GUARDED_BY(mu_);
   std::list<Key> lru_ ABSL_GUARDED_BY(mu_);  // front = most recent
   size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
@@ -202,7 +202,7 @@ class InflateSource final : public ShardSource {
   uint64_t restarts() const { return restarts_.load(std::memory_order_relaxed); }
   // True once ISA-L failed on this shard and zlib took over (for tests).
   bool fell_back_to_zlib() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return zlib_only_;
   }
 
@@ -218,7 +218,7 @@ class InflateSource final : public ShardSource {
   std::shared_ptr<const CheckpointTable> table_;
   BlockCache* cache_;
   uint64_t id_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   mutable std::unique_ptr<Cursor> cursor_ ABSL_GUARDED_BY(mu_);
   // Inflate with zlib only (ISA-L failed on this shard once).
   mutable bool zlib_only_ ABSL_GUARDED_BY(mu_) = false;

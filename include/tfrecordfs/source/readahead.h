@@ -25,19 +25,18 @@
 #define TFRECORDFS_SOURCE_READAHEAD_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <future>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "tfrecordfs/base/mutex.h"
 #include "tfrecordfs/source/inflate.h"
 #include "tfrecordfs/source/shard_source.h"
 
@@ -69,12 +68,14 @@ class Readahead {
   void Work();
 
   BlockCache cache_;
-  std::mutex mu_;
-  std::condition_variable wake_;
-  std::deque<std::function<void()>> tasks_;  // guarded by mu_
-  bool stopping_ = false;                    // guarded by mu_
+  Mutex mu_;
+  CondVar wake_;
+  std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   const size_t thread_count_;
-  std::vector<std::thread> threads_;  // started by the first Submit; mu_
+  // Started by the first Submit; joined by the destructor (which sets
+  // stopping_ first, so no Submit starts more).
+  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> fetches_{0}, hits_{0};
 };
 
@@ -102,10 +103,12 @@ class ReadaheadSource final : public ShardSource {
   const std::unique_ptr<ShardSource> inner_;
   Readahead* const ra_;
   const uint64_t id_;  // in ra_->cache_
-  mutable std::mutex mu_;
-  mutable uint64_t next_offset_ = ~uint64_t{0};  // where a sequential read starts; mu_
-  mutable uint64_t ahead_ = 0;                   // blocks below this are started; mu_
-  mutable absl::flat_hash_map<uint64_t, std::shared_future<Block>> inflight_;  // mu_
+  mutable Mutex mu_;
+  // Where a sequential read starts.
+  mutable uint64_t next_offset_ ABSL_GUARDED_BY(mu_) = ~uint64_t{0};
+  mutable uint64_t ahead_ ABSL_GUARDED_BY(mu_) = 0;  // blocks below this are started
+  mutable absl::flat_hash_map<uint64_t, std::shared_future<Block>> inflight_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tfrecordfs::source

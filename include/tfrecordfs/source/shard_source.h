@@ -23,7 +23,6 @@
 #include <functional>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
@@ -33,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/mutex.h"
 
 namespace tfrecordfs::source {
 
@@ -103,7 +103,7 @@ class FdCache {
   size_t capacity_;
   std::atomic<uint64_t> next_key_{1};
   std::atomic<uint64_t> opens_{0};
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   absl::flat_hash_map<uint64_t, Slot> map_ ABSL_GUARDED_BY(mu_);
   std::list<uint64_t> lru_ ABSL_GUARDED_BY(mu_);  // front = most recent
 };

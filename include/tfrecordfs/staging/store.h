@@ -49,7 +49,6 @@
 #include <functional>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -60,6 +59,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/mutex.h"
 #include "tfrecordfs/staging/record_folder.h"
 
 namespace tfrecordfs::staging {
@@ -213,15 +213,15 @@ class Store {
   // Looks `name` up under `parent` and registers it with one more reference.
   absl::StatusOr<struct stat> Register(uint64_t parent, int parent_fd, absl::string_view name);
   // Caches `fd` as `node`'s descriptor and drops the least recently used
-  // ones over the budget. Requires mu_.
-  void CacheFd(uint64_t node, NodeFdRef fd);
+  // ones over the budget.
+  void CacheFd(uint64_t node, NodeFdRef fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Unlinks `node` from its parent (Unlink, Rmdir, replaced by Rename),
-  // keeping `fd` open while the kernel still knows it. Requires mu_.
-  void Detach(uint64_t node, NodeFdRef fd);
+  // keeping `fd` open while the kernel still knows it.
+  void Detach(uint64_t node, NodeFdRef fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Unlink / Rmdir (`flags` AT_REMOVEDIR).
   absl::Status Remove(uint64_t parent, absl::string_view name, int flags);
-  // Drops `node` if neither the kernel nor a child needs it. Requires mu_.
-  void MaybeErase(uint64_t node);
+  // Drops `node` if neither the kernel nor a child needs it.
+  void MaybeErase(uint64_t node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   struct stat Present(struct stat st) const;
   static std::pair<uint64_t, std::string> Key(uint64_t parent, absl::string_view name) {
     return {parent, std::string(name)};
@@ -234,7 +234,7 @@ class Store {
   dev_t dev_ = 0;
   size_t node_fd_budget_ = 16;
   UniqueFd root_fd_;
-  std::mutex mu_;
+  Mutex mu_;
   absl::flat_hash_map<uint64_t, Node> nodes_ ABSL_GUARDED_BY(mu_);
   // (parent, name) -> node, for the known nodes that are not removed.
   absl::flat_hash_map<std::pair<uint64_t, std::string>, uint64_t> by_name_ ABSL_GUARDED_BY(mu_);
@@ -248,7 +248,7 @@ class Store {
   // WritableFd's cache: node -> writable descriptor, LRU.
   absl::flat_hash_map<uint64_t, CachedFd> write_fds_ ABSL_GUARDED_BY(mu_);
   std::list<uint64_t> write_lru_ ABSL_GUARDED_BY(mu_);  // front = most recent
-  void CacheWritable(uint64_t node, NodeFdRef fd);  // requires mu_
+  void CacheWritable(uint64_t node, NodeFdRef fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::flat_hash_set<uint64_t> written_ ABSL_GUARDED_BY(mu_);  // NoteWritten, unchecked
 
  public:

@@ -3,22 +3,35 @@
 // Operations return absl::Status / StatusOr; src/fuse turns them into
 // replies. Nothing here includes FUSE headers.
 //
+// Three kinds of node, told apart by the node id's space (node_id.h), and
+// where each lives:
+//   the mirrored tree    sources, directories, plain files, shard folders:
+//                        filesystem.cc (the factory, and the dispatch of
+//                        every call by space)
+//   the record namespace records of a shard, files of a record's features:
+//                        record_view.cc (private members below)
+//   the staging area     a passthrough to staging::Store: StagingView
+//                        (staging_view.h), which Filesystem owns
+// Feature kinds for the staging checks come from KindSampler
+// (kind_sampler.h), fed by every record parsed here.
+//
 // Errors (see fuse/errno.h for the errno each maps to):
 //   NotFound            no such name
 //   DataLoss (EIO)      a record whose CRC or framing is damaged; the message
 //                       names the shard path, record index and byte offset
 //   PosixError(EROFS)   writes outside the staging area
 //
-// Thread-safety (std::mutex rather than absl::Mutex: Debian's Abseil is not
-// built for TSan, so absl::Mutex hand-offs are invisible to it): all methods
+// Thread-safety (locks are tfrecordfs::Mutex, base/mutex.h: what
+// ABSL_GUARDED_BY says is checked by scripts/thread-safety): all methods
 // may be called concurrently. The tree and shard indexes are immutable after
 // Create(). Lock order: big_record_mu_ (held while one huge record is parsed)
 // before damage_mu_ and the kind sampler's (KindSampler::Learn); the
 // parsed-record cache's lock, damage_mu_ and the plain files' descriptor
 // table are leaves (nothing is acquired while holding them). The sampler
 // orders its own two locks (kind_sampler.h) and takes none of these. The
-// checked-record bits are atomic words; staging calls go to staging::Store,
-// which is thread-safe.
+// checked-record bits are atomic words; staging calls go to StagingView and
+// staging::Store, which are thread-safe (a staging directory handle's lock is
+// a leaf).
 #ifndef TFRECORDFS_VFS_FILESYSTEM_H_
 #define TFRECORDFS_VFS_FILESYSTEM_H_
 
@@ -28,7 +41,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -38,6 +50,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "tfrecordfs/base/mutex.h"
 #include "tfrecordfs/index/index_store.h"
 #include "tfrecordfs/index/shard_index.h"
 #include "tfrecordfs/naming/naming.h"
@@ -45,10 +58,12 @@
 #include "tfrecordfs/source/readahead.h"
 #include "tfrecordfs/source/shard_source.h"
 #include "tfrecordfs/staging/store.h"
+#include "tfrecordfs/vfs/attr.h"
 #include "tfrecordfs/vfs/checked_records.h"
 #include "tfrecordfs/vfs/kind_sampler.h"
 #include "tfrecordfs/vfs/node_id.h"
 #include "tfrecordfs/vfs/record_cache.h"
+#include "tfrecordfs/vfs/staging_view.h"
 
 namespace tfrecordfs::vfs {
 
@@ -107,41 +122,6 @@ struct Options {
   std::function<void(const std::string& path)> on_index_mismatch;
 };
 
-struct Attr {
-  uint64_t ino = 0;
-  mode_t mode = 0;  // type and permission bits
-  uint64_t size = 0;
-  uint64_t nlink = 1;
-  struct timespec mtime = {};
-  struct timespec atime = {};  // zero: same as mtime
-  struct timespec ctime = {};  // zero: same as mtime
-};
-
-// Where the bytes of a read come from: a range of an open file (which the
-// FUSE layer may splice) or bytes in memory. The descriptor stays open while
-// `hold` (or the Filesystem, for plain source files) lives.
-struct ReadBuffer {
-  int fd = -1;  // >= 0: serve [offset, offset + length) of fd
-  uint64_t offset = 0;
-  size_t length = 0;
-  std::shared_ptr<const void> hold;  // keeps fd open until the reply is sent
-  std::string data;  // used when fd < 0
-  size_t size() const { return fd >= 0 ? length : data.size(); }
-};
-
-// A read's bytes: this buffer, then `more` in order. A file made of several
-// pieces (an .npy: a header in memory, then tensor bytes in the shard) gives
-// several buffers, so the shard's part can still be spliced; adjacent
-// in-memory parts are merged.
-struct ReadResult : ReadBuffer {
-  std::vector<ReadBuffer> more;
-  size_t total_size() const {
-    size_t n = size();
-    for (const ReadBuffer& b : more) n += b.size();
-    return n;
-  }
-};
-
 // Statistics for statfs and the benchmarks.
 struct Stats {
   uint64_t shards = 0;
@@ -164,14 +144,16 @@ class Filesystem {
   static absl::StatusOr<std::unique_ptr<Filesystem>> Create(const Options& options);
   ~Filesystem();
 
+  // ==== Any node: the mirrored tree, the record namespace (record_view.cc)
+  // and the staging area (StagingView), told apart by the node id's space
+  // (node_id.h) ====
+
   absl::StatusOr<Attr> Lookup(uint64_t parent, absl::string_view name);
   absl::StatusOr<Attr> GetAttr(uint64_t ino);
 
   // Lists a directory from position `offset` ("." is 0, ".." is 1, children
-  // follow). `emit(name, attr, next_offset)` returns false when the reply
-  // buffer is full; that entry is then not consumed. Attributes are complete
-  // (for READDIRPLUS).
-  using EmitFn = std::function<bool(absl::string_view name, const Attr& attr, uint64_t next)>;
+  // follow; a staging directory's offsets are its own, see StagingView).
+  using EmitFn = vfs::EmitFn;
   absl::Status ReadDir(uint64_t ino, uint64_t offset, const EmitFn& emit) {
     return ReadDir(ino, 0, offset, emit);
   }
@@ -197,10 +179,13 @@ class Filesystem {
   absl::Status ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, const EmitFn& emit);
   void ReleaseDir(uint64_t fh);
 
-  // ---- Staging (everything else answers EROFS, or EXDEV across the
-  // staging boundary, or EPERM for links) ----
-  absl::StatusOr<std::pair<Attr, uint64_t>> Create(uint64_t parent, absl::string_view name,
-                                                   mode_t mode, int flags);
+  // ==== Staging: forwarded to StagingView (staging_view.h, which documents
+  // handles and checks) for staging nodes; elsewhere EROFS, or EXDEV across
+  // the staging boundary (links: EPERM, in src/fuse) ====
+
+  // Creates and opens a file (FUSE's CREATE; not the factory above).
+  absl::StatusOr<std::pair<Attr, uint64_t>> CreateFile(uint64_t parent, absl::string_view name,
+                                                       mode_t mode, int flags);
   absl::StatusOr<Attr> Mkdir(uint64_t parent, absl::string_view name, mode_t mode);
   // `fh` 0: a staging file the kernel opened itself (fuse::OpsOptions::
   // skip_open), written through a descriptor opened for this call. A write
@@ -208,7 +193,7 @@ class Filesystem {
   // (staging::Store::ValidateOnWrite).
   absl::StatusOr<size_t> Write(uint64_t ino, uint64_t fh, absl::string_view data, uint64_t offset);
   // close() with an OPEN handle (-o open): validates a written feature file
-  // (EINVAL if it does not parse or convert; the bytes stay).
+  // (EINVAL if it does not parse or convert; the bytes stay). OK elsewhere.
   absl::Status Flush(uint64_t ino, uint64_t fh);
   // The last close of a handle: a written file not yet checked by Flush is
   // checked now (staging::Store::ValidateOnClose; a refusal is only logged,
@@ -231,6 +216,8 @@ class Filesystem {
   // Free space where staged bytes go (for statfs), or false without staging.
   bool StagingSpace(uint64_t* free_bytes, uint64_t* total_bytes) const;
 
+  // ==== Sampling: feature kinds for the staging area's checks (KindSampler) ====
+
   // The kind a feature name has in the mounted shards (kNone if unknown):
   // learnt from every record parsed for the tree, else by sampling more
   // records within Options::kind_sample_per_call and kind_sample_total (see
@@ -242,7 +229,7 @@ class Filesystem {
   // `feature_lists/<name>`. Same sampling and costs as KindOf.
   staging::FeatureHint HintOf(absl::string_view feature_name);
 
-  // ---- Extended attributes: user.tfrecordfs.*, computed and read-only ----
+  // ==== Extended attributes: user.tfrecordfs.*, computed and read-only ====
   //
   //   record folder   shard (the shard file's path), record (its index),
   //                   offset (byte offset of the record's framing; in the
@@ -272,6 +259,8 @@ class Filesystem {
   // setxattr / removexattr: EPERM outside the staging area (the attributes
   // describe the shards, which do not change), ENOTSUP inside it.
   absl::Status SetXattr(uint64_t ino, absl::string_view name);
+
+  // ==== The mount as a whole ====
 
   Stats GetStats() const;
   const std::vector<std::shared_ptr<const index::ShardIndex>>& shards() const { return shards_; }
@@ -303,8 +292,6 @@ class Filesystem {
   // The attributes of `ino` (see ListXattr); `read_error` lets a record
   // folder's `error` read the record when its state is not known yet.
   absl::StatusOr<XattrList> Xattrs(uint64_t ino, bool read_error);
-  Attr StagingAttr(const struct stat& st) const;
-  absl::Status StagingReadDir(uint64_t ino, uint64_t fh, uint64_t offset, const EmitFn& emit);
 
   // ---- The record namespace (record_view.cc): shard folders list their
   // records, record folders the files of their features. `Node`s are
@@ -324,6 +311,9 @@ class Filesystem {
   static void AddXattr(XattrList* out, absl::string_view key, std::string value);
   // The parsed layout of a record, through the cache. DataLoss when damaged.
   absl::StatusOr<std::shared_ptr<const ParsedRecord>> Parse(uint64_t shard, uint64_t record);
+  // Parse() of a record not in the cache: reads, checks and lays it out,
+  // notes damage and kinds, and caches the result.
+  std::shared_ptr<const ParsedRecord> ReadAndParse(uint64_t shard, uint64_t record);
   // Parse() of node's record, NotFound("stale node id") when the record has
   // no entry node.entry.
   absl::StatusOr<std::shared_ptr<const ParsedRecord>> ParseEntry(const Node& node);
@@ -357,18 +347,19 @@ class Filesystem {
   // Records above kBigRecord bytes are parsed one at a time (memory).
   static constexpr uint64_t kBigRecord = uint64_t{64} << 20;
   // Before damage_mu_ and the sampler's kinds lock (see the top).
-  std::mutex big_record_mu_;
+  Mutex big_record_mu_;
   std::function<void(const std::string&)> on_index_mismatch_;
   CheckedRecords checked_;
   // After shards_, sources_ and checked_, which it reads: destroyed first.
   std::unique_ptr<KindSampler> sampler_;
   std::atomic<uint64_t> records_read_{0};
-  staging::Store* staging_ = nullptr;
+  // The staging area; null without one (Options::staging).
+  std::unique_ptr<StagingView> staging_;
   uint64_t staging_tree_node_ = 0;
   // Reasons of the records found damaged (leaf lock), for the `error`
   // attribute: a record's failed parse may leave the cache. Bounded by
   // kMaxDamageNotes (beyond that, records are simply read again).
-  mutable std::mutex damage_mu_;
+  mutable Mutex damage_mu_;
   absl::flat_hash_map<uint64_t, std::string> damage_ ABSL_GUARDED_BY(damage_mu_);
 };
 

@@ -18,20 +18,19 @@
 // sampled. So a feature present only in records past what the budget reaches
 // stays kNone.
 //
-// Thread-safety (std::mutex rather than absl::Mutex: Debian's Abseil is not
-// built for TSan): all methods may be called concurrently. Lock order:
-// sample_mu_, then kinds_mu_; kinds_mu_ is a leaf (nothing is acquired while
-// holding it) and is never held while a record is read or decoded, so a
-// known name is answered under kinds_mu_ alone while another sampling runs;
-// sampling is serialised by sample_mu_ (concurrent misses wait for it, then
-// look again).
+// Thread-safety (locks are tfrecordfs::Mutex, base/mutex.h: what
+// ABSL_GUARDED_BY says is checked by scripts/thread-safety): all methods may
+// be called concurrently. Lock order: sample_mu_, then kinds_mu_; kinds_mu_
+// is a leaf (nothing is acquired while holding it) and is never held while a
+// record is read or decoded, so a known name is answered under kinds_mu_
+// alone while another sampling runs; sampling is serialised by sample_mu_
+// (concurrent misses wait for it, then look again).
 #ifndef TFRECORDFS_VFS_KIND_SAMPLER_H_
 #define TFRECORDFS_VFS_KIND_SAMPLER_H_
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -39,6 +38,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/string_view.h"
+#include "tfrecordfs/base/mutex.h"
 #include "tfrecordfs/example/example.h"
 #include "tfrecordfs/example/sequence.h"
 #include "tfrecordfs/index/shard_index.h"
@@ -98,14 +98,14 @@ class KindSampler {
   uint64_t rounds_ = 0;  // the most records of any shard (shown)
 
   // Lock order: sample_mu_, then kinds_mu_.
-  std::mutex sample_mu_;
+  Mutex sample_mu_;
   SampleBudget left_ ABSL_GUARDED_BY(sample_mu_);   // of the total budget
   uint64_t round_ ABSL_GUARDED_BY(sample_mu_) = 0;  // the record index sampled next
   uint64_t shard_ ABSL_GUARDED_BY(sample_mu_) = 0;  // in this shard
   bool done_ ABSL_GUARDED_BY(sample_mu_) = false;   // every record or the budget
   absl::flat_hash_set<std::string> sampled_names_ ABSL_GUARDED_BY(sample_mu_);
 
-  std::mutex kinds_mu_;  // leaf
+  Mutex kinds_mu_;  // leaf
   absl::flat_hash_map<std::string, staging::FeatureHint> kinds_ ABSL_GUARDED_BY(kinds_mu_);
 
   std::atomic<uint64_t> records_sampled_{0};

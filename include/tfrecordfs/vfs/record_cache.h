@@ -3,8 +3,8 @@
 // records with many features cannot blow the budget. The most recent record
 // is always kept, whatever its size.
 //
-// Thread-safety (std::mutex rather than absl::Mutex: Debian's Abseil is not
-// built for TSan, so absl::Mutex hand-offs are invisible to it): all methods
+// Thread-safety (locks are tfrecordfs::Mutex, base/mutex.h: what
+// ABSL_GUARDED_BY says is checked by scripts/thread-safety): all methods
 // are thread-safe; mu_ is a leaf lock. Values are immutable and shared, so a
 // record evicted while a reader still holds it stays valid for that reader.
 #ifndef TFRECORDFS_VFS_RECORD_CACHE_H_
@@ -14,11 +14,11 @@
 #include <cstdint>
 #include <list>
 #include <memory>
-#include <mutex>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "tfrecordfs/base/mutex.h"
 #include "tfrecordfs/naming/naming.h"
 
 namespace tfrecordfs::vfs {
@@ -50,7 +50,7 @@ class RecordCache {
   void EvictLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   const size_t max_records_;
   const size_t max_bytes_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   absl::flat_hash_map<uint64_t, Slot> map_ ABSL_GUARDED_BY(mu_);
   std::list<uint64_t> lru_ ABSL_GUARDED_BY(mu_);  // front = most recent
   size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;

@@ -1,0 +1,110 @@
+// The staging area as the mount shows it: MOUNT/<staging_name>/ passed
+// through to a staging::Store, in the node ids and Attrs of the rest of the
+// namespace (node_id.h: Space::kStaging, the store's node number in the low
+// bits). Filesystem owns one when there is a staging area and forwards every
+// staging-space call to it; which space a call belongs to, and what the
+// read-only rest answers (EROFS, EXDEV across the boundary), is Filesystem's
+// policy, not this class's. So every `ino` / `parent` given here is a staging
+// node id, and every non-zero `fh` a handle this view returned.
+//
+// Handles (fuse_file_info::fh): CreateFile and Open return a file handle (an
+// open descriptor of the backing file, and whether it was written since the
+// last check), OpenDir a directory handle (a stream of the backing
+// directory). A handle lives until Release/Discard (files) or ReleaseDir
+// (directories) and must not be used after. fh 0 is "no handle": the kernel
+// opened the node itself (fuse::OpsOptions::skip_open, FUSE_CAP_NO_OPEN*),
+// and the call then opens what it needs for itself.
+//
+// Checks of staged bytes are the store's (staging::Store::ValidateOnWrite,
+// ValidateOnClose); this view decides when they run: at write() for every
+// write, at FLUSH for a handle written since the last check, at the last
+// close otherwise (only logged there).
+//
+// Thread-safety: all methods may be called concurrently, also on one handle
+// (the kernel may send a file's reads and writes in parallel). A file
+// handle's state is a descriptor (pread/pwrite need no lock) and an atomic
+// flag; a directory handle's stream is guarded by its own mutex, a leaf lock
+// held while the stream is read (never while calling the store). The store
+// is thread-safe (staging/store.h).
+#ifndef TFRECORDFS_VFS_STAGING_VIEW_H_
+#define TFRECORDFS_VFS_STAGING_VIEW_H_
+
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <functional>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "tfrecordfs/staging/store.h"
+#include "tfrecordfs/vfs/attr.h"
+
+namespace tfrecordfs::vfs {
+
+class StagingView {
+ public:
+  // `store` is not owned and must outlive the view.
+  explicit StagingView(staging::Store* store) : store_(store) {}
+
+  // The node id of the staging folder itself (the store's root).
+  uint64_t root_id() const;
+
+  absl::StatusOr<Attr> GetAttr(uint64_t ino);
+  absl::StatusOr<Attr> Lookup(uint64_t parent, absl::string_view name);
+  // Drops n kernel references to a node.
+  void Forget(uint64_t ino, uint64_t n);
+
+  // Opens a file for `flags` (O_TRUNC counts as a write to be checked).
+  absl::StatusOr<uint64_t> Open(uint64_t ino, int flags);
+  // Creates and opens a file; the handle counts as written.
+  absl::StatusOr<std::pair<Attr, uint64_t>> CreateFile(uint64_t parent, absl::string_view name,
+                                                       mode_t mode, int flags);
+  // `fh` 0: opens the backing file for this call.
+  absl::StatusOr<ReadResult> Read(uint64_t ino, uint64_t fh, uint64_t offset, size_t size);
+  // `fh` 0: writes through a descriptor of the store's (which then notes the
+  // file written: no RELEASE will come). A write the staged file's checks
+  // refuse fails with EINVAL before any byte lands.
+  absl::StatusOr<size_t> Write(uint64_t ino, uint64_t fh, absl::string_view data, uint64_t offset);
+  // close() with a handle: checks a file written since the last check
+  // (EINVAL if it does not parse or convert; the bytes stay). fh 0: nothing.
+  absl::Status Flush(uint64_t ino, uint64_t fh);
+  // The last close: a file written and not checked since is checked now (a
+  // refusal is only logged) and the handle closed. fh 0: nothing.
+  void Release(uint64_t fh);
+  // Closes a handle without any check. fh 0: nothing.
+  static void Discard(uint64_t fh);
+  // fsync(2); `fh` 0: through a descriptor of its own.
+  absl::Status Fsync(uint64_t ino, uint64_t fh, bool datasync);
+  // `bits` are staging::SetAttrBits; `fh` may be 0. A size change counts as
+  // a write to be checked.
+  absl::StatusOr<Attr> SetAttr(uint64_t ino, uint64_t fh, const struct stat& to, int bits);
+
+  absl::StatusOr<Attr> Mkdir(uint64_t parent, absl::string_view name, mode_t mode);
+  absl::Status Unlink(uint64_t parent, absl::string_view name);
+  absl::Status Rmdir(uint64_t parent, absl::string_view name);
+  // Both parents are staging nodes.
+  absl::Status Rename(uint64_t parent, absl::string_view name, uint64_t new_parent,
+                      absl::string_view new_name, unsigned flags);
+
+  absl::StatusOr<uint64_t> OpenDir(uint64_t ino);
+  // Lists `ino` from `offset` (0, or a `next` emitted before). Offsets are
+  // the backing directory's own telldir cookies, valid in any stream of it,
+  // so entries removed while listing (rm -r) neither skip nor repeat others.
+  // Only regular files and directories are shown. `fh` 0: a stream of its
+  // own for this call.
+  absl::Status ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, const EmitFn& emit);
+  // fh 0: nothing.
+  static void ReleaseDir(uint64_t fh);
+
+  // Free space where staged bytes go (for statfs); false if statvfs fails.
+  bool Space(uint64_t* free_bytes, uint64_t* total_bytes) const;
+
+ private:
+  staging::Store* const store_;
+};
+
+}  // namespace tfrecordfs::vfs
+
+#endif  // TFRECORDFS_VFS_STAGING_VIEW_H_

@@ -1,0 +1,300 @@
+#include "tfrecordfs/vfs/staging_view.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <memory>
+
+#include "absl/base/thread_annotations.h"
+#include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/mutex.h"
+#include "tfrecordfs/vfs/node_id.h"
+
+namespace tfrecordfs::vfs {
+
+namespace {
+
+// State behind a staging file handle (fuse_file_info::fh).
+struct FileHandle {
+  UniqueFd fd;
+  uint64_t node = 0;  // the store's node
+  std::atomic<bool> written{false};
+};
+
+// State behind a staging directory handle: the backing directory stream.
+struct DirHandle {
+  Mutex mu;
+  DIR* dir ABSL_GUARDED_BY(mu) = nullptr;
+};
+
+// A node of the store as the mount shows it.
+Attr AttrOf(const struct stat& st) {
+  Attr a;
+  a.ino = StagingId(st.st_ino);
+  a.mode = st.st_mode;
+  a.size = static_cast<uint64_t>(st.st_size);
+  a.nlink = st.st_nlink;
+  a.mtime = st.st_mtim;
+  a.atime = st.st_atim;
+  a.ctime = st.st_ctim;
+  return a;
+}
+
+FileHandle* FileOf(uint64_t fh) { return reinterpret_cast<FileHandle*>(fh); }
+DirHandle* DirOf(uint64_t fh) { return reinterpret_cast<DirHandle*>(fh); }
+
+// A stream of the backing directory of a store node (OpenDir's descriptor,
+// which the stream then owns).
+absl::StatusOr<DIR*> OpenStream(staging::Store* store, uint64_t node) {
+  auto fd = store->OpenDir(node);
+  if (!fd.ok()) return fd.status();
+  DIR* d = ::fdopendir(*fd);
+  if (d == nullptr) {
+    const int err = errno;
+    ::close(*fd);
+    return ErrnoError(err, "opendir");
+  }
+  return d;
+}
+
+}  // namespace
+
+uint64_t StagingView::root_id() const { return StagingId(store_->root()); }
+
+absl::StatusOr<Attr> StagingView::GetAttr(uint64_t ino) {
+  auto st = store_->GetAttr(StagingIndex(ino));
+  if (!st.ok()) return st.status();
+  return AttrOf(*st);
+}
+
+absl::StatusOr<Attr> StagingView::Lookup(uint64_t parent, absl::string_view name) {
+  auto st = store_->Lookup(StagingIndex(parent), name);
+  if (!st.ok()) return st.status();
+  return AttrOf(*st);
+}
+
+void StagingView::Forget(uint64_t ino, uint64_t n) { store_->Forget(StagingIndex(ino), n); }
+
+absl::StatusOr<uint64_t> StagingView::Open(uint64_t ino, int flags) {
+  auto fd = store_->Open(StagingIndex(ino), flags);
+  if (!fd.ok()) return fd.status();
+  auto* h = new FileHandle;
+  h->fd = UniqueFd(*fd);
+  h->node = StagingIndex(ino);
+  if (flags & O_TRUNC) h->written = true;
+  return reinterpret_cast<uint64_t>(h);
+}
+
+absl::StatusOr<std::pair<Attr, uint64_t>> StagingView::CreateFile(uint64_t parent,
+                                                                  absl::string_view name,
+                                                                  mode_t mode, int flags) {
+  auto r = store_->Create(StagingIndex(parent), name, mode, flags);
+  if (!r.ok()) return r.status();
+  auto* h = new FileHandle;
+  h->fd = UniqueFd(r->second);
+  h->node = r->first.st_ino;
+  h->written = true;
+  return std::make_pair(AttrOf(r->first), reinterpret_cast<uint64_t>(h));
+}
+
+absl::StatusOr<ReadResult> StagingView::Read(uint64_t ino, uint64_t fh, uint64_t offset,
+                                             size_t size) {
+  FileHandle* h = FileOf(fh);
+  UniqueFd own;  // no handle: a read-only mount where the kernel opens files itself
+  if (h == nullptr) {
+    auto fd = store_->Open(StagingIndex(ino), O_RDONLY);
+    if (!fd.ok()) return fd.status();
+    own = UniqueFd(*fd);
+  }
+  ReadResult out;
+  out.data.resize(size);
+  auto got = PreadUpTo(h ? h->fd.get() : own.get(), out.data.data(), size, offset, "staging");
+  if (!got.ok()) return got.status();
+  out.data.resize(*got);
+  return out;
+}
+
+absl::StatusOr<size_t> StagingView::Write(uint64_t ino, uint64_t fh, absl::string_view data,
+                                          uint64_t offset) {
+  FileHandle* h = FileOf(fh);
+  // No handle: the kernel opened the file itself (skip_open); write through
+  // a descriptor of the store's.
+  std::shared_ptr<const UniqueFd> own;
+  if (h == nullptr) {
+    auto fd = store_->WritableFd(StagingIndex(ino));
+    if (!fd.ok()) return fd.status();
+    own = *fd;
+  }
+  const int fd = h != nullptr ? h->fd.get() : own->get();
+  // A bad value of a checked file fails write() itself, so that
+  // `echo hello > label` reports it (the shell ignores close()'s error).
+  if (auto s = store_->ValidateOnWrite(StagingIndex(ino), fd, offset, data); !s.ok()) return s;
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t w =
+        ::pwrite(fd, data.data() + done, data.size() - done, static_cast<off_t>(offset + done));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError(errno, "write");
+    }
+    done += static_cast<size_t>(w);
+  }
+  if (h != nullptr) {
+    h->written = true;
+  } else {
+    store_->NoteWritten(StagingIndex(ino), fd);  // no RELEASE will come
+  }
+  return done;
+}
+
+absl::Status StagingView::Flush(uint64_t ino, uint64_t fh) {
+  FileHandle* h = FileOf(fh);
+  if (h == nullptr || !h->written.exchange(false)) return absl::OkStatus();
+  return store_->ValidateOnClose(StagingIndex(ino), h->fd.get());
+}
+
+void StagingView::Release(uint64_t fh) {
+  FileHandle* h = FileOf(fh);
+  if (h == nullptr) return;
+  // Without FLUSH (skip_open), the last close is the first moment the whole
+  // file is there: check it and remember its kind. A refusal is logged; the
+  // pack refuses the record with the same reason.
+  if (h->written.exchange(false)) (void)store_->ValidateOnClose(h->node, h->fd.get());
+  Discard(fh);
+}
+
+void StagingView::Discard(uint64_t fh) {
+  FileHandle* h = FileOf(fh);
+  if (h == nullptr) return;
+  delete h;  // closes its descriptor
+}
+
+absl::Status StagingView::Fsync(uint64_t ino, uint64_t fh, bool datasync) {
+  FileHandle* h = FileOf(fh);
+  UniqueFd own;
+  if (h == nullptr) {
+    auto fd = store_->Open(StagingIndex(ino), O_RDONLY);
+    if (!fd.ok()) return fd.status();
+    own = UniqueFd(*fd);
+  }
+  const int fd = h != nullptr ? h->fd.get() : own.get();
+  if ((datasync ? ::fdatasync(fd) : ::fsync(fd)) != 0) return ErrnoError(errno, "fsync");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Attr> StagingView::SetAttr(uint64_t ino, uint64_t fh, const struct stat& to,
+                                          int bits) {
+  FileHandle* h = FileOf(fh);
+  auto st = store_->SetAttr(StagingIndex(ino), h ? h->fd.get() : -1, to, bits);
+  if (!st.ok()) return st.status();
+  if (h && (bits & staging::kSetSize)) h->written = true;
+  if (!h && (bits & staging::kSetSize)) store_->NoteWritten(StagingIndex(ino));
+  return AttrOf(*st);
+}
+
+absl::StatusOr<Attr> StagingView::Mkdir(uint64_t parent, absl::string_view name, mode_t mode) {
+  auto st = store_->Mkdir(StagingIndex(parent), name, mode);
+  if (!st.ok()) return st.status();
+  return AttrOf(*st);
+}
+
+absl::Status StagingView::Unlink(uint64_t parent, absl::string_view name) {
+  return store_->Unlink(StagingIndex(parent), name);
+}
+
+absl::Status StagingView::Rmdir(uint64_t parent, absl::string_view name) {
+  return store_->Rmdir(StagingIndex(parent), name);
+}
+
+absl::Status StagingView::Rename(uint64_t parent, absl::string_view name, uint64_t new_parent,
+                                 absl::string_view new_name, unsigned flags) {
+  return store_->Rename(StagingIndex(parent), name, StagingIndex(new_parent), new_name, flags);
+}
+
+absl::StatusOr<uint64_t> StagingView::OpenDir(uint64_t ino) {
+  auto d = OpenStream(store_, StagingIndex(ino));
+  if (!d.ok()) return d.status();
+  auto* h = new DirHandle;
+  MutexLock lock(&h->mu);
+  h->dir = *d;
+  return reinterpret_cast<uint64_t>(h);
+}
+
+void StagingView::ReleaseDir(uint64_t fh) {
+  DirHandle* h = DirOf(fh);
+  if (h == nullptr) return;
+  {
+    MutexLock lock(&h->mu);
+    if (h->dir) ::closedir(h->dir);
+  }
+  delete h;
+}
+
+namespace {
+
+// Emits the entries of `dir` from `offset` on (see StagingView::ReadDir);
+// "." and ".." get `self`.
+absl::Status ListStream(DIR* dir, uint64_t offset, const Attr& self, const EmitFn& emit) {
+  if (offset == 0) {
+    ::rewinddir(dir);
+  } else {
+    ::seekdir(dir, static_cast<long>(offset));
+  }
+  for (;;) {
+    errno = 0;
+    long before = ::telldir(dir);
+    dirent* e = ::readdir(dir);
+    if (e == nullptr) {
+      if (errno != 0) return ErrnoError(errno, "readdir");
+      break;
+    }
+    const absl::string_view name = e->d_name;
+    Attr a;
+    if (name == "." || name == "..") {
+      a = self;
+    } else {
+      struct stat st;
+      if (::fstatat(::dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) continue;  // never shown
+      a = AttrOf(st);
+    }
+    if (!emit(name, a, static_cast<uint64_t>(e->d_off))) {
+      ::seekdir(dir, before);
+      break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status StagingView::ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, const EmitFn& emit) {
+  auto self = GetAttr(ino);
+  if (!self.ok()) return self.status();
+  // With a handle (OpenDir), its stream, under its lock (readdir and seekdir
+  // move the stream's position); without one (the kernel opens directories
+  // itself, FUSE_CAP_NO_OPENDIR_SUPPORT), a stream of our own for this call.
+  if (DirHandle* h = DirOf(fh)) {
+    MutexLock lock(&h->mu);
+    return ListStream(h->dir, offset, *self, emit);
+  }
+  auto d = OpenStream(store_, StagingIndex(ino));
+  if (!d.ok()) return d.status();
+  std::unique_ptr<DIR, int (*)(DIR*)> own(*d, ::closedir);
+  return ListStream(own.get(), offset, *self, emit);
+}
+
+bool StagingView::Space(uint64_t* free_bytes, uint64_t* total_bytes) const {
+  struct statvfs sv;
+  if (::statvfs(store_->dir().c_str(), &sv) != 0) return false;
+  *free_bytes = static_cast<uint64_t>(sv.f_bavail) * sv.f_frsize;
+  *total_bytes = static_cast<uint64_t>(sv.f_blocks) * sv.f_frsize;
+  return true;
+}
+
+}  // namespace tfrecordfs::vfs
