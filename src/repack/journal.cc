@@ -45,6 +45,26 @@ class LineReader {
     return out;
   }
 
+  // A record or shard name: one path component (IsJournalName).
+  absl::StatusOr<std::string> Component(absl::string_view key) {
+    auto name = Name(key);
+    if (name.ok() && !IsJournalName(*name)) {
+      return Error(absl::StrCat("the ", key, " name '", absl::CHexEscape(*name),
+                                "' is not one path component"));
+    }
+    return name;
+  }
+
+  // A directory: an absolute path without NUL bytes.
+  absl::StatusOr<std::string> Directory(absl::string_view key) {
+    auto dir = Name(key);
+    if (dir.ok() && ((*dir)[0] != '/' || dir->find('\0') != std::string::npos)) {
+      return Error(absl::StrCat("the ", key, " '", absl::CHexEscape(*dir),
+                                "' is not an absolute path"));
+    }
+    return dir;
+  }
+
   absl::StatusOr<uint64_t> Number(absl::string_view key) {
     auto v = Value(key);
     if (!v.ok()) return v.status();
@@ -62,6 +82,11 @@ class LineReader {
 };
 
 }  // namespace
+
+bool IsJournalName(absl::string_view name) {
+  return !name.empty() && name != "." && name != ".." &&
+         name.find_first_of(absl::string_view("/\0", 2)) == absl::string_view::npos;
+}
 
 std::string TempShardName(absl::string_view final_name) {
   return absl::StrCat(".", final_name, ".tmp");
@@ -123,10 +148,10 @@ absl::StatusOr<Journal> ParseJournal(absl::string_view contents, absl::string_vi
   } else {
     return in.Error("unknown state");
   }
-  auto records_dir = in.Name("records_dir");
+  auto records_dir = in.Directory("records_dir");
   if (!records_dir.ok()) return records_dir.status();
   j.records_dir = std::move(*records_dir);
-  auto output_dir = in.Name("output_dir");
+  auto output_dir = in.Directory("output_dir");
   if (!output_dir.ok()) return output_dir.status();
   j.output_dir = std::move(*output_dir);
   auto remove = in.Number("remove_packed");
@@ -147,8 +172,12 @@ absl::StatusOr<Journal> ParseJournal(absl::string_view contents, absl::string_vi
         s.name.empty()) {
       return in.Error("bad shard line");
     }
+    if (!IsJournalName(s.name)) {
+      return in.Error(absl::StrCat("the shard name '", absl::CHexEscape(s.name),
+                                   "' is not one path component"));
+    }
     for (uint64_t r = 0; r < records; ++r) {
-      auto name = in.Name("record");
+      auto name = in.Component("record");
       if (!name.ok()) return name.status();
       s.records.push_back(std::move(*name));
     }

@@ -4,19 +4,21 @@
 // checksum line recomputed (as a writer that damaged the body but kept a
 // valid checksum would leave it), so that mutations reach the line parser
 // behind the crc32c. Then the input is read as a program for a Journal
-// (names of any bytes), which must survive EncodeJournal -> ParseJournal.
+// (names of any bytes but '/' and NUL), which must survive EncodeJournal ->
+// ParseJournal.
 //
 // Invariants:
 //   * ParseJournal never crashes; it fails only with DataLoss, or with
 //     FailedPrecondition for a well-formed journal of another version, and
 //     every message names the path;
-//   * whatever it accepts has non-empty names, and re-encodes to a journal
+//   * whatever it accepts has absolute directories and names of one path
+//     component (recovery deletes what they name), and re-encodes to a journal
 //     that parses to the same value; re-encoding that gives the same bytes
 //     (EncodeJournal is a fixed point after one round);
 //   * an accepted file is refused when torn at any earlier line end (a torn
 //     journal is never mistaken for a whole one);
-//   * any Journal with non-empty names round-trips through EncodeJournal and
-//     ParseJournal exactly.
+//   * any Journal a pack could write (absolute directories, names of one
+//     component) round-trips through EncodeJournal and ParseJournal exactly.
 #include <cstdint>
 #include <string>
 
@@ -76,10 +78,12 @@ void Check(absl::string_view bytes) {
     return;
   }
   const Journal& j = *parsed;
-  FUZZ_CHECK(!j.records_dir.empty() && !j.output_dir.empty());
+  FUZZ_CHECK(absl::StartsWith(j.records_dir, "/") && absl::StartsWith(j.output_dir, "/"));
   for (const Journal::Shard& s : j.shards) {
-    FUZZ_CHECK(!s.name.empty());
-    for (const std::string& r : s.records) FUZZ_CHECK(!r.empty());
+    FUZZ_CHECK(repack::IsJournalName(s.name), "shard name ", s.name);
+    for (const std::string& r : s.records) {
+      FUZZ_CHECK(repack::IsJournalName(r), "record name ", r);
+    }
   }
   CheckRoundTrip(j);
 
@@ -104,19 +108,24 @@ std::string WithChecksum(absl::string_view bytes) {
   return absl::StrCat(body, "crc32c ", absl::StrFormat("%08x", crc32c::Value(body)), "\n");
 }
 
-// A Journal built from the input: names are any non-empty bytes.
+// A Journal built from the input: names are any bytes but '/' and NUL
+// (never "." or ".."), directories those names after a '/'.
 Journal Generate(Bytes in) {
   auto name = [&in] {
     std::string s(in.Str(40));
-    if (s.empty()) s = "n";
+    for (char& c : s) {
+      if (c == '/' || c == '\0') c = '_';
+    }
+    if (s.empty() || s == "." || s == "..") s += "n";
     return s;
   };
+  auto dir = [&name] { return "/" + name(); };
   Journal j;
   const uint8_t flags = in.U8();
   j.state = (flags & 1) ? Journal::State::kCommitted : Journal::State::kPlanned;
   j.remove_packed = (flags & 2) != 0;
-  j.records_dir = name();
-  j.output_dir = name();
+  j.records_dir = dir();
+  j.output_dir = dir();
   const int shards = in.U8() % 5;
   for (int i = 0; i < shards && !in.empty(); ++i) {
     Journal::Shard s;

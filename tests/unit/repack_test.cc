@@ -22,6 +22,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -728,6 +729,48 @@ TEST_F(PackTest, RecoverRefusesAnotherRecordsDir) {
   WriteFile(journal_, EncodeJournal(j));
   EXPECT_EQ(Recover(journal_, records_).code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(Folders(records_), ElementsAre("a"));
+}
+
+// Recovery deletes what a journal names: a journal with a valid checksum
+// that names a record "../victim" or a shard "../../x" (no pack writes
+// those) is refused as damaged, and nothing outside the store is touched.
+TEST_F(PackTest, RecoverRefusesNamesThatLeaveTheirDirectory) {
+  MakeRecord(records_, "a", 1);
+  fs::create_directories(root_ + "/victim");
+  WriteFile(root_ + "/victim/keep", "x");
+  WriteFile(root_ + "/outside.tfrecord", "y");
+  const std::string canon_out = fs::canonical(out_).string();
+  const std::string rel_out = fs::relative(fs::canonical(root_), canon_out).string();
+  for (const auto& [state, shard, record] :
+       std::vector<std::tuple<Journal::State, std::string, std::string>>{
+           {Journal::State::kCommitted, "t-00000-of-00001.tfrecord", "../victim"},
+           {Journal::State::kCommitted, "t-00000-of-00001.tfrecord", ".."},
+           {Journal::State::kPlanned, rel_out + "/outside.tfrecord", "a"},
+           {Journal::State::kPlanned, ".", "a"}}) {
+    SCOPED_TRACE(shard + " " + record);
+    Journal j;
+    j.state = state;
+    j.records_dir = fs::canonical(records_).string();
+    j.output_dir = canon_out;
+    j.shards.push_back({shard, 10, {"a", record}});
+    WriteFile(out_ + "/t-00000-of-00001.tfrecord", "0123456789");
+    WriteFile(journal_, EncodeJournal(j));  // checksummed: only the names are wrong
+    absl::Status s = Recover(journal_, records_);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+    EXPECT_THAT(s.message(), HasSubstr("not one path component"));
+    EXPECT_THAT(s.message(), HasSubstr(journal_));
+    EXPECT_TRUE(fs::exists(root_ + "/victim/keep"));
+    EXPECT_TRUE(fs::exists(root_ + "/outside.tfrecord"));
+    EXPECT_THAT(Folders(records_), ElementsAre("a"));
+    EXPECT_TRUE(JournalExists());
+  }
+  Journal j;  // a relative directory is refused the same way
+  j.records_dir = "records";
+  j.output_dir = canon_out;
+  WriteFile(journal_, EncodeJournal(j));
+  absl::Status s = Recover(journal_, records_);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_THAT(s.message(), HasSubstr("not an absolute path"));
 }
 
 TEST_F(PackTest, RecoverRemovesStaleJournalTempFiles) {

@@ -84,8 +84,16 @@ std::string EncodeJournal(const Journal& journal);
 
 // Parses a journal read from `path` (used in messages). A torn, damaged or
 // foreign file is DataLossError naming the path and the line; a newer
-// version is FailedPreconditionError.
+// version is FailedPreconditionError. Recovery deletes what a journal
+// names, so only what a pack writes is accepted: absolute directories, and
+// shard and record names that are one path component each
+// (IsJournalName); anything else is DataLossError, even under a valid
+// checksum.
 absl::StatusOr<Journal> ParseJournal(absl::string_view contents, absl::string_view path);
+
+// True when `name` is one path component: not empty, not "." or "..", no
+// '/' and no NUL.
+bool IsJournalName(absl::string_view name);
 
 // The name of the temp file a shard is written to before its rename:
 // `.<final>.tmp` in the same directory (hidden, so readers skip it).
