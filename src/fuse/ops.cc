@@ -144,6 +144,14 @@ OpenReply DoOpen(const Ops& ops, fuse_ino_t ino, int flags) {
     r.err = ToErrno(fh.status());
     return r;
   }
+  if (ops.negotiated.no_open.load()) {
+    // Checked, and now "opened, and no FLUSH or RELEASE will follow": from
+    // here on the kernel opens files without asking
+    // (FUSE_CAP_NO_OPEN_SUPPORT). CREATE then gives no handle either.
+    ops.fs->Discard(*fh);
+    r.err = ENOSYS;
+    return r;
+  }
   r.fh = *fh;
   r.keep_cache = !InStaging(ino);  // shard bytes never change under the mount
   return r;
@@ -151,6 +159,12 @@ OpenReply DoOpen(const Ops& ops, fuse_ino_t ino, int flags) {
 
 OpenReply DoOpenDir(const Ops& ops, fuse_ino_t ino) {
   OpenReply r;
+  if (ops.negotiated.no_opendir.load()) {
+    // "Opened, and no RELEASEDIR will follow": from now on the kernel opens
+    // directories without asking (FUSE_CAP_NO_OPENDIR_SUPPORT).
+    r.err = ENOSYS;
+    return r;
+  }
   auto fh = ops.fs->OpenDir(ino);
   if (!fh.ok()) {
     r.err = ToErrno(fh.status());
@@ -159,6 +173,13 @@ OpenReply DoOpenDir(const Ops& ops, fuse_ino_t ino) {
   r.fh = *fh;
   r.keep_cache = !InStaging(ino);
   return r;
+}
+
+int DoFlush(const Ops& ops, fuse_ino_t ino, uint64_t fh) {
+  // No FLUSH for the rest of the connection: staged files are checked at
+  // write() instead (staging/store.h), so close() costs no round trip.
+  if (ops.negotiated.no_open.load()) return ENOSYS;
+  return ToErrno(ops.fs->Flush(ino, fh));
 }
 
 ReadReply DoRead(const Ops& ops, fuse_ino_t ino, size_t size, off_t offset, uint64_t fh) {
@@ -203,6 +224,32 @@ CreateReply DoCreate(const Ops& ops, fuse_ino_t parent, absl::string_view name, 
   }
   FillEntry(ops, res->first, &r.entry);
   r.fh = res->second;
+  if (ops.negotiated.no_open.load()) {
+    // Once OPEN was answered with ENOSYS the kernel sends no RELEASE for
+    // any file, CREATE'd ones included (Linux 6.18, fuse_file_put): a handle
+    // would never be closed. The file is written without one, like every
+    // file the kernel opened itself.
+    ops.fs->Discard(r.fh);
+    r.fh = 0;
+  }
+  return r;
+}
+
+EntryReply DoMknod(const Ops& ops, fuse_ino_t parent, absl::string_view name, mode_t mode) {
+  EntryReply r;
+  if (!S_ISREG(mode)) {
+    // Only regular files and folders can be staged; outside staging/ every
+    // write is EROFS, whatever the node type.
+    r.err = InStaging(parent) ? EPERM : EROFS;
+    return r;
+  }
+  CreateReply c = DoCreate(ops, parent, name, mode, O_WRONLY | O_EXCL);
+  if (c.err) {
+    r.err = c.err;
+    return r;
+  }
+  if (c.fh != 0) ops.fs->Release(c.fh);  // mknod opens nothing
+  r.entry = c.entry;
   return r;
 }
 
@@ -254,6 +301,8 @@ AttrReply DoSetAttr(const Ops& ops, fuse_ino_t ino, const struct stat& to, int f
   return r;
 }
 
+int DoLink(const Ops&, fuse_ino_t new_parent) { return InStaging(new_parent) ? EPERM : EROFS; }
+
 WriteReply DoWrite(const Ops& ops, fuse_ino_t ino, uint64_t fh, absl::string_view data,
                    off_t offset) {
   WriteReply r;
@@ -272,6 +321,12 @@ WriteReply DoWrite(const Ops& ops, fuse_ino_t ino, uint64_t fh, absl::string_vie
 
 namespace {
 
+XattrReply XattrError(int err) {
+  XattrReply r;
+  r.err = err;
+  return r;
+}
+
 XattrReply SizedReply(std::string data, size_t size) {
   XattrReply r;
   if (size == 0) {
@@ -288,16 +343,16 @@ XattrReply SizedReply(std::string data, size_t size) {
 }  // namespace
 
 XattrReply DoGetXattr(const Ops& ops, fuse_ino_t ino, absl::string_view name, size_t size) {
-  if (!ops.options.xattr) return XattrReply{.err = ENOSYS};
+  if (!ops.options.xattr) return XattrError(ENOSYS);
   auto value = ops.fs->GetXattr(ino, name);
-  if (!value.ok()) return XattrReply{.err = ToErrno(value.status())};
+  if (!value.ok()) return XattrError(ToErrno(value.status()));
   return SizedReply(std::move(*value), size);
 }
 
 XattrReply DoListXattr(const Ops& ops, fuse_ino_t ino, size_t size) {
-  if (!ops.options.xattr) return XattrReply{.err = ENOSYS};
+  if (!ops.options.xattr) return XattrError(ENOSYS);
   auto names = ops.fs->ListXattr(ino);
-  if (!names.ok()) return XattrReply{.err = ToErrno(names.status())};
+  if (!names.ok()) return XattrError(ToErrno(names.status()));
   std::string data;
   for (const std::string& n : *names) {
     data += n;
@@ -310,13 +365,8 @@ int DoSetXattr(const Ops& ops, fuse_ino_t ino, absl::string_view name) {
   return ToErrno(ops.fs->SetXattr(ino, name));
 }
 
-namespace {
-
-const Ops& OpsOf(fuse_req_t req) { return *static_cast<const Ops*>(fuse_req_userdata(req)); }
-
-void LlInit(void* userdata, struct fuse_conn_info* conn) {
-  const Ops& ops = *static_cast<const Ops*>(userdata);
-  if (ops.options.splice && (conn->capable & FUSE_CAP_SPLICE_WRITE)) {
+void Negotiate(Ops* ops, struct fuse_conn_info* conn) {
+  if (ops->options.splice && (conn->capable & FUSE_CAP_SPLICE_WRITE)) {
     conn->want |= FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE;
   }
   if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
@@ -326,30 +376,41 @@ void LlInit(void* userdata, struct fuse_conn_info* conn) {
   // Attributes are free here (the index knows every record folder).
   conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
-  if (ops.options.skip_opendir && (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT)) {
+  if (ops->options.skip_opendir && (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT)) {
     conn->want |= FUSE_CAP_NO_OPENDIR_SUPPORT;
-    ops.no_opendir.store(true);
+    ops->negotiated.no_opendir.store(true);
   }
-  if (ops.options.skip_open && (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT)) {
+  if (ops->options.skip_open && (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT)) {
     conn->want |= FUSE_CAP_NO_OPEN_SUPPORT;
     // With atomic O_TRUNC the kernel leaves truncation to OPEN, which it no
     // longer sends: without it, open(O_TRUNC) of a staged file arrives as a
     // SETATTR of size 0.
     conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
-    ops.no_open.store(true);
+    ops->negotiated.no_open.store(true);
   }
   // Reads are served from the page cache of immutable shards: ask for large
   // requests and generous read-ahead.
   conn->max_readahead = 1u << 20;
 }
 
-void LlLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  EntryReply r = DoLookup(OpsOf(req), parent, name);
+namespace {
+
+const Ops& OpsOf(fuse_req_t req) { return *static_cast<const Ops*>(fuse_req_userdata(req)); }
+
+void LlInit(void* userdata, struct fuse_conn_info* conn) {
+  Negotiate(static_cast<Ops*>(userdata), conn);
+}
+
+void ReplyEntry(fuse_req_t req, const EntryReply& r) {
   if (r.err) {
     fuse_reply_err(req, r.err);
   } else {
     fuse_reply_entry(req, &r.entry);
   }
+}
+
+void LlLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  ReplyEntry(req, DoLookup(OpsOf(req), parent, name));
 }
 
 void LlForget(fuse_req_t req, fuse_ino_t ino, uint64_t n) {
@@ -391,12 +452,6 @@ void LlReadDirPlus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 }
 
 void LlOpenDir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
-  if (OpsOf(req).no_opendir.load()) {
-    // "Opened, and no RELEASEDIR will follow": from now on the kernel opens
-    // directories without asking (FUSE_CAP_NO_OPENDIR_SUPPORT).
-    fuse_reply_err(req, ENOSYS);
-    return;
-  }
   OpenReply r = DoOpenDir(OpsOf(req), ino);
   if (r.err) {
     fuse_reply_err(req, r.err);
@@ -419,15 +474,6 @@ void LlOpen(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
     fuse_reply_err(req, r.err);
     return;
   }
-  if (OpsOf(req).no_open.load()) {
-    // Checked, and now "opened, and no FLUSH or RELEASE will follow": from
-    // here on the kernel opens files without asking
-    // (FUSE_CAP_NO_OPEN_SUPPORT). CREATE then gives no handle either
-    // (LlCreate).
-    OpsOf(req).fs->Discard(r.fh);
-    fuse_reply_err(req, ENOSYS);
-    return;
-  }
   fi->fh = r.fh;
   fi->keep_cache = r.keep_cache;
   // Immutable shard data: close() need not wait for a FLUSH round trip
@@ -442,13 +488,7 @@ void LlRelease(fuse_req_t req, fuse_ino_t, struct fuse_file_info* fi) {
 }
 
 void LlFlush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
-  if (OpsOf(req).no_open.load()) {
-    // No FLUSH for the rest of the connection: staged files are checked at
-    // write() instead (staging/store.h), so close() costs no round trip.
-    fuse_reply_err(req, ENOSYS);
-    return;
-  }
-  fuse_reply_err(req, ToErrno(OpsOf(req).fs->Flush(ino, fi->fh)));
+  fuse_reply_err(req, DoFlush(OpsOf(req), ino, fi->fh));
 }
 
 void LlFsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info* fi) {
@@ -515,14 +555,6 @@ void LlStatfs(fuse_req_t req, fuse_ino_t) {
   fuse_reply_statfs(req, &r.st);
 }
 
-void ReplyEntry(fuse_req_t req, const EntryReply& r) {
-  if (r.err) {
-    fuse_reply_err(req, r.err);
-  } else {
-    fuse_reply_entry(req, &r.entry);
-  }
-}
-
 void LlMkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
   ReplyEntry(req, DoMkdir(OpsOf(req), parent, name, mode));
 }
@@ -534,32 +566,14 @@ void LlCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     fuse_reply_err(req, r.err);
     return;
   }
-  if (OpsOf(req).no_open.load()) {
-    // Once OPEN was answered with ENOSYS the kernel sends no RELEASE for
-    // any file, CREATE'd ones included (Linux 6.18, fuse_file_put): a handle
-    // would never be closed. The file is written without one, like every
-    // file the kernel opened itself.
-    OpsOf(req).fs->Discard(r.fh);
-    r.fh = 0;
-  }
   fi->fh = r.fh;
-  if (fuse_reply_create(req, &r.entry, fi) == -ENOENT) OpsOf(req).fs->Release(r.fh);
+  if (fuse_reply_create(req, &r.entry, fi) == -ENOENT && r.fh != 0) {
+    OpsOf(req).fs->Release(r.fh);  // interrupted
+  }
 }
 
 void LlMknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t) {
-  if (!S_ISREG(mode)) {
-    // Only regular files and folders can be staged; outside staging/ every
-    // write is EROFS, whatever the node type.
-    fuse_reply_err(req, vfs::SpaceOf(parent) == vfs::Space::kStaging ? EPERM : EROFS);
-    return;
-  }
-  CreateReply r = DoCreate(OpsOf(req), parent, name, mode, O_WRONLY | O_EXCL);
-  if (r.err) {
-    fuse_reply_err(req, r.err);
-    return;
-  }
-  OpsOf(req).fs->Release(r.fh);
-  fuse_reply_entry(req, &r.entry);
+  ReplyEntry(req, DoMknod(OpsOf(req), parent, name, mode));
 }
 
 void LlUnlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
@@ -575,13 +589,12 @@ void LlRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t ne
   fuse_reply_err(req, ToErrno(OpsOf(req).fs->Rename(parent, name, new_parent, new_name, flags)));
 }
 
-// Links could point outside the store or alias staged files: refused.
 void LlSymlink(fuse_req_t req, const char*, fuse_ino_t parent, const char*) {
-  fuse_reply_err(req, vfs::SpaceOf(parent) == vfs::Space::kStaging ? EPERM : EROFS);
+  fuse_reply_err(req, DoLink(OpsOf(req), parent));
 }
 
 void LlLink(fuse_req_t req, fuse_ino_t, fuse_ino_t parent, const char*) {
-  fuse_reply_err(req, vfs::SpaceOf(parent) == vfs::Space::kStaging ? EPERM : EROFS);
+  fuse_reply_err(req, DoLink(OpsOf(req), parent));
 }
 
 void LlSetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,

@@ -1252,6 +1252,120 @@ TEST_F(CreateTest, StagingListingsWithAndWithoutAHandle) {
   }
 }
 
+size_t OpenDescriptors() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
+// INIT's agreement decides OPEN, OPENDIR, FLUSH and CREATE replies: asked
+// for and offered, the kernel opens files and folders itself; asked for but
+// not offered (an older kernel), everything keeps its handle.
+TEST_F(CreateTest, NegotiatedOpensAreLeftToTheKernel) {
+  std::string bytes;
+  record::AppendFramed(&bytes, TableBuilder().Int64s("n", {1}).Encode());
+  bytes[record::kHeaderSize + 2] ^= 0x40;  // the data no longer matches its CRC
+  WriteFile(a_ + "/damaged.tfrecord", bytes);
+  ASSERT_NO_FATAL_FAILURE(MountWithStaging(NoHint));
+  const OpsOptions options{.skip_opendir = true, .skip_open = true};
+
+  // libfuse's defaults as `want`, everything as `capable`.
+  fuse_conn_info conn{};
+  conn.capable = FUSE_CAP_NO_OPEN_SUPPORT | FUSE_CAP_NO_OPENDIR_SUPPORT | FUSE_CAP_READDIRPLUS |
+                 FUSE_CAP_READDIRPLUS_AUTO | FUSE_CAP_ATOMIC_O_TRUNC | FUSE_CAP_PARALLEL_DIROPS;
+  conn.want = FUSE_CAP_READDIRPLUS_AUTO | FUSE_CAP_ATOMIC_O_TRUNC;
+  Ops ops{staged_fs_.get(), options};
+  Negotiate(&ops, &conn);
+  EXPECT_TRUE(ops.negotiated.no_open.load());
+  EXPECT_TRUE(ops.negotiated.no_opendir.load());
+  EXPECT_TRUE(conn.want & FUSE_CAP_NO_OPEN_SUPPORT);
+  EXPECT_TRUE(conn.want & FUSE_CAP_NO_OPENDIR_SUPPORT);
+  EXPECT_TRUE(conn.want & FUSE_CAP_READDIRPLUS);
+  EXPECT_FALSE(conn.want & FUSE_CAP_READDIRPLUS_AUTO) << "a walk would LOOKUP every record folder";
+  EXPECT_FALSE(conn.want & FUSE_CAP_ATOMIC_O_TRUNC) << "O_TRUNC must arrive as SETATTR";
+
+  fuse_ino_t rec = 0;
+  ASSERT_NO_FATAL_FAILURE(MakeRecordFolder(ops, &rec));
+  CreateReply c = DoCreate(ops, rec, "label", 0644, O_WRONLY | O_CREAT | O_EXCL);
+  ASSERT_EQ(0, c.err);
+  EXPECT_EQ(0u, c.fh) << "no RELEASE would ever close a CREATE handle";
+  EXPECT_EQ(0, DoWrite(ops, c.entry.ino, 0, "3\n", 0).err);
+  EXPECT_EQ(ENOSYS, DoFlush(ops, c.entry.ino, 0));
+  EXPECT_EQ(ENOSYS, DoOpenDir(ops, rec).err);
+
+  // Every OPEN that passes its checks answers ENOSYS and keeps nothing open.
+  const fuse_ino_t shard_file = DoLookup(ops, DoLookup(ops, DoLookup(ops, FUSE_ROOT_ID,
+                                                                     "train.tfrecord").entry.ino,
+                                                       "0").entry.ino,
+                                         "record.bin").entry.ino;
+  ASSERT_NE(0u, shard_file);
+  // One of each first: the staging store and the shard cache keep their own
+  // descriptors of what was opened once.
+  EXPECT_EQ(ENOSYS, DoOpen(ops, c.entry.ino, O_RDONLY).err);
+  EXPECT_EQ(ENOSYS, DoOpen(ops, shard_file, O_RDONLY).err);
+  const size_t fds = OpenDescriptors();
+  for (int i = 0; i < 50; ++i) {
+    EXPECT_EQ(ENOSYS, DoOpen(ops, c.entry.ino, O_RDONLY).err);
+    EXPECT_EQ(ENOSYS, DoOpen(ops, c.entry.ino, O_WRONLY).err);
+    EXPECT_EQ(ENOSYS, DoOpen(ops, shard_file, O_RDONLY).err);
+  }
+  EXPECT_EQ(fds, OpenDescriptors()) << "handles of ENOSYS opens were kept";
+  // Checks still come first: a write to a shard file, a damaged record.
+  EXPECT_EQ(EROFS, DoOpen(ops, shard_file, O_WRONLY).err);
+  const EntryReply damaged = DoLookup(ops, FUSE_ROOT_ID, "damaged.tfrecord");
+  ASSERT_EQ(0, damaged.err);
+  const EntryReply record = DoLookup(ops, damaged.entry.ino, "0");
+  ASSERT_EQ(0, record.err);
+  EXPECT_EQ(EIO, DoLookup(ops, record.entry.ino, "n").err);
+  const uint64_t inside = vfs::RecordId(vfs::ShardOf(record.entry.ino),
+                                        vfs::RecordOf(record.entry.ino), 1);
+  EXPECT_EQ(EIO, DoOpen(ops, inside, O_RDONLY).err);
+
+  // A kernel that does not offer them: handles as before.
+  fuse_conn_info old_kernel{};
+  old_kernel.capable = FUSE_CAP_READDIRPLUS;
+  Ops old_ops{staged_fs_.get(), options};
+  Negotiate(&old_ops, &old_kernel);
+  EXPECT_FALSE(old_ops.negotiated.no_open.load());
+  EXPECT_FALSE(old_ops.negotiated.no_opendir.load());
+  EXPECT_FALSE(old_kernel.want & FUSE_CAP_NO_OPEN_SUPPORT);
+  OpenReply o = DoOpen(old_ops, c.entry.ino, O_RDONLY);
+  ASSERT_EQ(0, o.err);
+  EXPECT_NE(0u, o.fh);
+  EXPECT_EQ(0, DoFlush(old_ops, c.entry.ino, o.fh));
+  old_ops.fs->Release(o.fh);
+  OpenReply d = DoOpenDir(old_ops, rec);
+  ASSERT_EQ(0, d.err);
+  EXPECT_NE(0u, d.fh);
+  old_ops.fs->ReleaseDir(d.fh);
+  CreateReply c2 = DoCreate(old_ops, rec, "other", 0644, O_WRONLY | O_CREAT | O_EXCL);
+  ASSERT_EQ(0, c2.err);
+  EXPECT_NE(0u, c2.fh);
+  old_ops.fs->Release(c2.fh);
+}
+
+// mknod makes regular files only; links are refused everywhere.
+TEST_F(CreateTest, MknodAndLinks) {
+  ASSERT_NO_FATAL_FAILURE(MountWithStaging(NoHint));
+  Ops ops{staged_fs_.get(), OpsOptions{}};
+  fuse_ino_t rec = 0;
+  ASSERT_NO_FATAL_FAILURE(MakeRecordFolder(ops, &rec));
+  EXPECT_EQ(EPERM, DoMknod(ops, rec, "fifo", S_IFIFO | 0644).err);
+  EXPECT_EQ(EROFS, DoMknod(ops, FUSE_ROOT_ID, "fifo", S_IFIFO | 0644).err);
+  EXPECT_EQ(EROFS, DoMknod(ops, FUSE_ROOT_ID, "file", S_IFREG | 0644).err);
+  const fuse_ino_t shard = DoLookup(ops, FUSE_ROOT_ID, "train.tfrecord").entry.ino;
+  EXPECT_EQ(EROFS, DoMknod(ops, shard, "file", S_IFREG | 0644).err);
+  EntryReply f = DoMknod(ops, rec, "label", S_IFREG | 0644);
+  ASSERT_EQ(0, f.err);
+  EXPECT_NE(0u, f.entry.ino);
+  EXPECT_TRUE(S_ISREG(f.entry.attr.st_mode));
+  EXPECT_TRUE(std::filesystem::is_regular_file(b_ + "/store/records/r/label"));
+  EXPECT_EQ(EEXIST, DoMknod(ops, rec, "label", S_IFREG | 0644).err);
+  EXPECT_EQ(EPERM, DoLink(ops, rec));
+  EXPECT_EQ(EROFS, DoLink(ops, FUSE_ROOT_ID));
+  EXPECT_EQ(EROFS, DoLink(ops, shard));
+}
+
 // ---------------------------------------------------------------------------
 // KindOf: feature kinds learnt by sampling records, within a budget.
 

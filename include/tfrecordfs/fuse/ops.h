@@ -1,13 +1,23 @@
 // The FUSE low-level operations, split as in libfuse's passthrough_hp:
-// Do*() computes a reply (an errno or the data to send) from the vfs and
-// never talks to the kernel, so tests call them without a mount; the ll_*
-// callbacks in session.cc send exactly one reply built from a Do*() result.
+// Do*() decides a reply (an errno or the data to send) from the vfs and the
+// negotiated connection, and never talks to the kernel, so tests call them
+// without a mount; the Ll*() callbacks in ops.cc (installed by
+// LowLevelOps()) only unpack a request, call one Do*() and send exactly the
+// one reply it describes. Every policy (ENOSYS to hand opens to the kernel,
+// negative entries, EROFS outside staging/) lives in a Do*().
 //
-// Thread-safety: as vfs::Filesystem (fully concurrent).
+// Writes: outside staging/ every write answers EROFS (links and special
+// files in staging/: EPERM); inside, they go to vfs::Filesystem's staging
+// operations.
+//
+// FUSE_USE_VERSION is set for the whole fuse module by meson.build
+// (fuse_dep), never here, so every file sees one libfuse API.
+//
+// Thread-safety: as vfs::Filesystem (fully concurrent). Negotiate() runs
+// once, for INIT, before the kernel sends any other request.
 #ifndef TFRECORDFS_FUSE_OPS_H_
 #define TFRECORDFS_FUSE_OPS_H_
 
-#define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
 
 #include <atomic>
@@ -56,14 +66,28 @@ struct OpsOptions {
   bool xattr = true;
 };
 
+// What INIT settled that changes later replies. Written only by
+// Negotiate(); atomics because INIT and the requests after it may be served
+// by different threads, ordered by the kernel rather than by a lock.
+struct Negotiated {
+  // OPENDIR answers ENOSYS: the kernel opens directories itself.
+  std::atomic<bool> no_opendir{false};
+  // OPEN and FLUSH answer ENOSYS: the kernel opens and closes files itself,
+  // and sends no RELEASE for any file, CREATE'd ones included.
+  std::atomic<bool> no_open{false};
+};
+
 struct Ops {
+  Ops(vfs::Filesystem* fs, OpsOptions options) : fs(fs), options(options) {}
+
   vfs::Filesystem* fs;
   OpsOptions options;
-  // Set once by the INIT callback when skip_opendir was negotiated.
-  mutable std::atomic<bool> no_opendir{false};
-  // Set once by the INIT callback when skip_open was negotiated.
-  mutable std::atomic<bool> no_open{false};
+  Negotiated negotiated;
 };
+
+// INIT: fills conn->want from what the kernel offers (conn->capable) and
+// ops->options, and records in ops->negotiated what was agreed.
+void Negotiate(Ops* ops, struct fuse_conn_info* conn);
 
 void FillStat(const vfs::Attr& a, struct stat* st);
 
@@ -71,6 +95,11 @@ struct EntryReply {
   int err = 0;  // non-zero: reply with this errno
   fuse_entry_param entry{};  // entry.ino == 0 is a cached negative entry
 };
+// A name missing from the shard tree is a negative entry the kernel keeps
+// for negative_timeout (the tree never changes, and shells and image viewers
+// probe for sidecar files again and again). A miss that carries an errno
+// (an I/O error, a damaged record: base::ErrnoOf) and any miss under
+// staging/ (where names appear) are errors, never cached.
 EntryReply DoLookup(const Ops& ops, fuse_ino_t parent, absl::string_view name);
 
 struct AttrReply {
@@ -95,8 +124,17 @@ struct OpenReply {
   bool keep_cache = false;
   uint64_t fh = 0;
 };
+// OPEN: checks the file (a damaged record fails here) and returns a handle.
+// With negotiated.no_open, a file that passes answers ENOSYS instead, its
+// handle discarded: "opened, and no FLUSH or RELEASE will follow", so the
+// kernel opens every later file itself.
 OpenReply DoOpen(const Ops& ops, fuse_ino_t ino, int flags);
+// OPENDIR: a handle for staging listings (0 elsewhere); ENOSYS, without
+// asking the vfs, once negotiated.no_opendir.
 OpenReply DoOpenDir(const Ops& ops, fuse_ino_t ino);
+// FLUSH (close()): the staged file's checks with a handle; ENOSYS once
+// negotiated.no_open (staged files are then checked at write()).
+int DoFlush(const Ops& ops, fuse_ino_t ino, uint64_t fh);
 
 struct ReadReply {
   int err = 0;
@@ -108,11 +146,17 @@ ReadReply DoRead(const Ops& ops, fuse_ino_t ino, size_t size, off_t offset, uint
 struct CreateReply {
   int err = 0;
   fuse_entry_param entry{};
-  uint64_t fh = 0;
+  uint64_t fh = 0;  // 0 once negotiated.no_open: no RELEASE would close it
 };
 CreateReply DoCreate(const Ops& ops, fuse_ino_t parent, absl::string_view name, mode_t mode,
                      int flags);
+// MKNOD: a regular file is created (and closed) as by CREATE; any other
+// type is EPERM in staging/ (only files and folders are staged).
+EntryReply DoMknod(const Ops& ops, fuse_ino_t parent, absl::string_view name, mode_t mode);
 EntryReply DoMkdir(const Ops& ops, fuse_ino_t parent, absl::string_view name, mode_t mode);
+// SYMLINK and LINK: links could point outside the store or alias staged
+// files, so they are refused: EPERM in staging/, EROFS elsewhere.
+int DoLink(const Ops& ops, fuse_ino_t new_parent);
 AttrReply DoSetAttr(const Ops& ops, fuse_ino_t ino, const struct stat& to, int fuse_to_set,
                     uint64_t fh);
 struct WriteReply {
@@ -143,7 +187,7 @@ XattrReply DoListXattr(const Ops& ops, fuse_ino_t ino, size_t size);
 // setxattr and removexattr: the errno to reply (EPERM; ENOTSUP in staging).
 int DoSetXattr(const Ops& ops, fuse_ino_t ino, absl::string_view name);
 
-// The callback table the session installs. Write operations answer EROFS.
+// The callback table the session installs; its userdata is an Ops*.
 const fuse_lowlevel_ops& LowLevelOps();
 
 }  // namespace tfrecordfs::fuse
