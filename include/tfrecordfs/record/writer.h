@@ -39,6 +39,12 @@ struct WriterOptions {
 };
 
 // Streams framed records to a file descriptor through a buffer.
+//
+// Only Close() writes the last buffered records (and, compressed, the end
+// of the stream): a writer destroyed without Close() closes the descriptor
+// and drops them, so the file then holds a prefix of the records, possibly
+// ending mid-record. Callers that must not leave such a file (the pack)
+// write to a temporary name and rename after a successful Close().
 class ShardWriter {
  public:
   // Takes ownership of `fd`; `path` is used in error messages only.
