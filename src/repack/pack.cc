@@ -1,7 +1,6 @@
 #include "tfrecordfs/repack/pack.h"
 #include "tfrecordfs/staging/store.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,11 +14,13 @@
 #include <limits>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "tfrecordfs/base/crc32c.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/naming/naming.h"
 #include "tfrecordfs/record/format.h"
@@ -59,87 +60,17 @@ absl::Status Annotate(const absl::Status& s, absl::string_view prefix) {
   return out;
 }
 
-std::string Join(absl::string_view dir, absl::string_view name) {
-  return absl::StrCat(dir, "/", name);
-}
-
-absl::StatusOr<std::string> RealPath(const std::string& path) {
-  char* r = ::realpath(path.c_str(), nullptr);
-  if (!r) return ErrnoError(errno, path);
-  std::string out(r);
-  std::free(r);
-  return out;
-}
-
-// True when something (of any type) is at `path`.
-absl::StatusOr<bool> Exists(const std::string& path) {
-  struct stat st;
-  if (::lstat(path.c_str(), &st) == 0) return true;
-  if (errno == ENOENT) return false;
-  return ErrnoError(errno, path);
-}
-
-// Unlinks a file; a missing one is fine. Returns whether it was there.
-absl::StatusOr<bool> UnlinkIfExists(const std::string& path) {
-  if (::unlink(path.c_str()) == 0) return true;
-  const int err = errno;
-  // A read-only file system says EROFS even for a name that is not there.
-  struct stat st;
-  if (err == ENOENT || (::lstat(path.c_str(), &st) != 0 && errno == ENOENT)) return false;
-  return ErrnoError(err, absl::StrCat("unlink ", path));
-}
-
-// rm -r without following symlinks; a missing path is fine.
-absl::Status RemoveTree(const std::string& path) {
-  struct stat st;
-  if (::lstat(path.c_str(), &st) != 0) {
-    return errno == ENOENT ? absl::OkStatus() : ErrnoError(errno, path);
-  }
-  if (!S_ISDIR(st.st_mode)) {
-    auto r = UnlinkIfExists(path);
-    return r.ok() ? absl::OkStatus() : r.status();
-  }
-  // A record copied with `cp -r` from the read-only mount keeps its 0555
-  // folders; the owner may always make them writable to empty them.
-  if ((st.st_mode & S_IRWXU) != S_IRWXU) ::chmod(path.c_str(), (st.st_mode & 07777) | S_IRWXU);
-  DIR* d = ::opendir(path.c_str());
-  if (!d) return ErrnoError(errno, path);
-  std::vector<std::string> children;
-  errno = 0;
-  while (dirent* e = ::readdir(d)) {
-    absl::string_view name = e->d_name;
-    if (name != "." && name != "..") children.emplace_back(name);
-  }
-  int err = errno;
-  ::closedir(d);
-  if (err != 0) return ErrnoError(err, absl::StrCat("readdir ", path));
-  for (const std::string& c : children) {
-    if (auto s = RemoveTree(Join(path, c)); !s.ok()) return s;
-  }
-  if (::rmdir(path.c_str()) != 0 && errno != ENOENT) {
-    return ErrnoError(errno, absl::StrCat("rmdir ", path));
-  }
-  return absl::OkStatus();
-}
-
 // Removes `<journal>.tmp.<pid>` files a crash inside WriteFileAtomically can
 // leave behind; they are never read.
 void RemoveJournalTemps(const std::string& journal_path) {
   const std::string dir = Dirname(journal_path);
   const std::string stem = absl::StrCat(Basename(journal_path), ".tmp.");
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return;
-  std::vector<std::string> stale;
-  while (dirent* e = ::readdir(d)) {
-    absl::string_view name = e->d_name;
-    if (name.size() > stem.size() && name.substr(0, stem.size()) == stem) {
-      stale.emplace_back(name);
-    }
-  }
-  ::closedir(d);
-  for (const std::string& name : stale) {
-    if (::unlink(Join(dir, name).c_str()) == 0) {
-      log::Info("removed stale pack journal temp file ", Join(dir, name));
+  auto names = ListNames(dir);
+  if (!names.ok()) return;
+  for (const std::string& name : *names) {
+    if (name.size() > stem.size() && absl::StartsWith(name, stem) &&
+        ::unlink(JoinPath(dir, name).c_str()) == 0) {
+      log::Info("removed stale pack journal temp file ", JoinPath(dir, name));
     }
   }
 }
@@ -154,18 +85,15 @@ absl::Status RemoveJournal(const std::string& journal_path) {
 // loose files are reported in `left`.
 absl::StatusOr<std::vector<std::string>> ListRecordFolders(const std::string& dir,
                                                            std::vector<LeftStaged>* left) {
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return ErrnoError(errno, dir);
+  auto d = ListDir::Open(dir);
+  if (!d.ok()) return d.status();
   std::vector<std::string> out;
-  errno = 0;
-  while (dirent* e = ::readdir(d)) {
-    std::string name = e->d_name;
-    if (name == "." || name == ".." || naming::IsIgnoredName(name)) continue;
+  for (absl::string_view entry; d->Next(&entry);) {
+    std::string name(entry);
+    if (naming::IsIgnoredName(name)) continue;
     struct stat st;
-    if (::fstatat(dirfd(d), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      int err = errno;
-      ::closedir(d);
-      return ErrnoError(err, Join(dir, name));
+    if (::fstatat(d->fd(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      return ErrnoError(errno, JoinPath(dir, name));
     }
     if (S_ISDIR(st.st_mode)) {
       out.push_back(std::move(name));
@@ -175,11 +103,8 @@ absl::StatusOr<std::vector<std::string>> ListRecordFolders(const std::string& di
       // `mv shard/07/label staging/`: said at unmount, never dropped silently.
       left->push_back({std::move(name), staging::kLooseFileReason});
     }
-    errno = 0;
   }
-  int err = errno;
-  ::closedir(d);
-  if (err != 0) return ErrnoError(err, absl::StrCat("readdir ", dir));
+  if (!d->status().ok()) return d->status();
   std::sort(out.begin(), out.end());  // char_traits<char> compares as unsigned: bytewise
   std::sort(left->begin(), left->end(),
             [](const LeftStaged& a, const LeftStaged& b) { return a.record < b.record; });
@@ -221,24 +146,6 @@ std::vector<PlannedShard> Split(const std::vector<PlannedRecord>& records, uint6
     shards.back().bytes += framed;
   }
   return shards;
-}
-
-// Renames without replacing an existing file (RENAME_NOREPLACE), falling back
-// to a checked rename where the file system lacks it.
-absl::Status RenameNoReplace(const std::string& from, const std::string& to) {
-  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) {
-    return absl::OkStatus();
-  }
-  if (errno != EINVAL && errno != ENOSYS) {
-    return ErrnoError(errno, absl::StrCat("rename ", from, " -> ", to));
-  }
-  auto exists = Exists(to);
-  if (!exists.ok()) return exists.status();
-  if (*exists) return ErrnoError(EEXIST, absl::StrCat("rename ", from, " -> ", to));
-  if (::rename(from.c_str(), to.c_str()) != 0) {
-    return ErrnoError(errno, absl::StrCat("rename ", from, " -> ", to));
-  }
-  return absl::OkStatus();
 }
 
 // A compressed shard: one clean stream (member) of `codec` that
@@ -355,7 +262,7 @@ absl::Status Packer::Plan() {
   auto listed = ListRecordFolders(records_dir_, &report_->left);
   if (!listed.ok()) return Annotate(listed.status(), "listing staged records: ");
   for (const std::string& name : *listed) {
-    auto payload = staging::PayloadFromFolder(Join(records_dir_, name), o_.hint);
+    auto payload = staging::PayloadFromFolder(JoinPath(records_dir_, name), o_.hint);
     if (!payload.ok()) {
       report_->left.push_back({name, std::string(payload.status().message())});
       continue;
@@ -377,7 +284,7 @@ absl::Status Packer::Plan() {
                                                      "' makes shard names longer than ",
                                                      naming::kMaxNameBytes, " bytes"));
     }
-    const std::string path = Join(output_dir_, shards_[i].name);
+    const std::string path = JoinPath(output_dir_, shards_[i].name);
     auto exists = Exists(path);
     if (!exists.ok()) return exists.status();
     if (*exists) {
@@ -390,15 +297,15 @@ absl::Status Packer::Plan() {
 }
 
 absl::Status Packer::WriteShard(PlannedShard& shard, bool first) {
-  const std::string tmp = Join(output_dir_, TempShardName(shard.name));
-  const std::string final_path = Join(output_dir_, shard.name);
+  const std::string tmp = JoinPath(output_dir_, TempShardName(shard.name));
+  const std::string final_path = JoinPath(output_dir_, shard.name);
   auto fd = OpenFile(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (!fd.ok()) return fd.status();
   created_.push_back(tmp);
   record::ShardWriter writer(std::move(*fd), tmp, {.codec = o_.compression});
   for (size_t k = 0; k < shard.count; ++k) {
     const PlannedRecord& r = records_[shard.first + k];
-    auto payload = staging::PayloadFromFolder(Join(records_dir_, r.name), o_.hint);
+    auto payload = staging::PayloadFromFolder(JoinPath(records_dir_, r.name), o_.hint);
     if (!payload.ok()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "record ", r.name,
@@ -459,7 +366,7 @@ absl::Status Packer::Commit() {
 absl::Status Packer::RemovePacked() {
   bool first = true;
   for (const PlannedRecord& r : records_) {
-    if (auto s = RemoveTree(Join(records_dir_, r.name)); !s.ok()) return s;
+    if (auto s = RemoveTree(JoinPath(records_dir_, r.name)); !s.ok()) return s;
     if (first) faults_.At("mid_delete");
     first = false;
   }
@@ -474,7 +381,7 @@ absl::Status Packer::Run() {
   prefix_ = o_.prefix.empty() ? DefaultPrefix() : o_.prefix;
   if (auto s = ValidatePrefix(prefix_); !s.ok()) return s;
   journal_path_ =
-      o_.journal_path.empty() ? Join(o_.output_dir, kDefaultJournalName) : o_.journal_path;
+      o_.journal_path.empty() ? JoinPath(o_.output_dir, kDefaultJournalName) : o_.journal_path;
 
   if (auto s = Recover(journal_path_, o_.records_dir); !s.ok()) {
     return Annotate(s, "recovering an interrupted pack: ");
@@ -537,8 +444,8 @@ absl::Status Packer::Run() {
 
   for (const PlannedShard& ps : shards_) {
     report_->shards.push_back(
-        {Join(output_dir_, ps.name), ps.count, ps.bytes, ps.file_bytes, o_.compression});
-    log::Info("pack: wrote ", Join(output_dir_, ps.name), " (", ps.count, " records, ",
+        {JoinPath(output_dir_, ps.name), ps.count, ps.bytes, ps.file_bytes, o_.compression});
+    log::Info("pack: wrote ", JoinPath(output_dir_, ps.name), " (", ps.count, " records, ",
               ps.file_bytes, " bytes",
               o_.compression == source::Codec::kNone
                   ? ""
@@ -632,7 +539,7 @@ absl::Status Recover(const std::string& journal_path, const std::string& records
     int removed = 0;
     for (const Journal::Shard& s : j.shards) {
       for (const std::string& name : {s.name, TempShardName(s.name)}) {
-        auto r = UnlinkIfExists(Join(j.output_dir, name));
+        auto r = UnlinkIfExists(JoinPath(j.output_dir, name));
         if (!r.ok()) return r.status();
         removed += *r ? 1 : 0;
       }
@@ -647,7 +554,7 @@ absl::Status Recover(const std::string& journal_path, const std::string& records
   } else {
     // Roll forward: the shards are complete; finish removing their records.
     for (const Journal::Shard& s : j.shards) {
-      const std::string path = Join(j.output_dir, s.name);
+      const std::string path = JoinPath(j.output_dir, s.name);
       auto exists = Exists(path);
       if (!exists.ok()) return exists.status();
       if (!*exists) {
@@ -661,7 +568,7 @@ absl::Status Recover(const std::string& journal_path, const std::string& records
     if (j.remove_packed) {
       for (const Journal::Shard& s : j.shards) {
         for (const std::string& r : s.records) {
-          const std::string path = Join(records_dir, r);
+          const std::string path = JoinPath(records_dir, r);
           auto exists = Exists(path);
           if (!exists.ok()) return exists.status();
           if (!*exists) continue;
