@@ -40,6 +40,12 @@ absl::StatusOr<bool> UnlinkIfExists(const std::string& path) {
   return ErrnoError(err, absl::StrCat("unlink ", path));
 }
 
+absl::Status UnlinkDurably(const std::string& path) {
+  auto r = UnlinkIfExists(path);
+  if (!r.ok()) return r.status();
+  return FsyncDir(Dirname(path));
+}
+
 absl::Status MakeDirs(const std::string& path, mode_t mode) {
   if (path.empty() || path == "/" || path == ".") return absl::OkStatus();
   // The leaf first: it usually exists already, or only it is missing.

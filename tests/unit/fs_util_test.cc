@@ -284,6 +284,12 @@ TEST(UnlinkIfExistsTest, SaysWhetherItWasThere) {
   ASSERT_FALSE(dir.ok());
   EXPECT_THAT(dir.status().message(), HasSubstr("unlink " + tmp.Join("d")));
   EXPECT_TRUE(IsDir(tmp.Join("d")));
+
+  WriteFile(tmp.Join("g"), "");
+  EXPECT_TRUE(UnlinkDurably(tmp.Join("g")).ok());
+  EXPECT_FALSE(Present(tmp.Join("g")));
+  EXPECT_TRUE(UnlinkDurably(tmp.Join("g")).ok());
+  EXPECT_EQ(ErrnoOf(UnlinkDurably(tmp.Join("none/g"))), ENOENT);  // no directory to fsync
 }
 
 TEST(TimesTest, Nanoseconds) {

@@ -50,6 +50,11 @@ absl::StatusOr<bool> Exists(const std::string& path);
 // (unlink says EROFS for it too).
 absl::StatusOr<bool> UnlinkIfExists(const std::string& path);
 
+// Unlinks `path` like UnlinkIfExists, then fsyncs its directory (even when
+// nothing was there), so that the removal survives a crash: the counterpart
+// of WriteFileAtomically (base/file.h).
+absl::Status UnlinkDurably(const std::string& path);
+
 // mkdir -p: creates `path` and any missing parents with `mode` (umask
 // applies). An existing directory is fine; anything else already at `path`
 // or above it fails (ENOTDIR, "File exists"...), naming the component that

@@ -2,7 +2,8 @@
 //
 // Used by the mount on unmount (packing its staging store) and by the offline
 // `tfrecordfs pack DIR OUTPUT_DIR` command. The crash-safety protocol, its
-// journal and the recovery rules are in repack/journal.h.
+// journal and the recovery rules are in repack/journal.h; Pack is in
+// pack.cc, Recover in recover.cc.
 //
 // What Pack does, in order:
 //   0. Recover(journal_path, records_dir): finish or undo an interrupted pack.
