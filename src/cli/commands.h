@@ -6,6 +6,9 @@
 #ifndef TFRECORDFS_CLI_COMMANDS_H_
 #define TFRECORDFS_CLI_COMMANDS_H_
 
+#include <cstdint>
+
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace tfrecordfs::cli {
@@ -20,6 +23,12 @@ inline constexpr int kExitUsage = 2;  // a usage error: nothing was done
 // Prints "tfrecordfs CMD: MESSAGE" and the --help hint to stderr (no CMD:
 // "tfrecordfs: MESSAGE", the mount's); returns kExitUsage.
 int UsageError(absl::string_view cmd, absl::string_view message);
+
+// Parses a size: digits with an optional binary multiple suffix K, M, G or T
+// (either case): "123", "64K", "128M", "2G". Rejects 0, overflow, anything
+// else. For `pack --shard-size` and the mount's `-o shard_size=` and
+// `-o gz_span=`.
+absl::StatusOr<uint64_t> ParseSize(absl::string_view text);
 
 // `tfrecordfs [options] SOURCE... MOUNTPOINT` (mount_cmd.cc): argv[0] is
 // the program.

@@ -324,7 +324,7 @@ std::string TakeMountOptions(absl::string_view list, CliOptions* cli) {
         return "walk needs auto, headers or blocks";
       }
     } else if (auto v = value_of("gz_span")) {
-      auto size = repack::ParseSize(*v);
+      auto size = ParseSize(*v);
       if (!size.ok() || *size < (64 << 10) || *size > (uint64_t{1} << 34)) {
         return "gz_span needs a size from 64K to 16G, such as 1M";
       }
@@ -360,7 +360,7 @@ std::string TakeMountOptions(absl::string_view list, CliOptions* cli) {
       if (!repack::ValidatePrefix(*v).ok()) return "prefix must be a plain file name prefix";
       cli->pack.prefix = std::string(*v);
     } else if (auto v = value_of("shard_size")) {
-      auto size = repack::ParseSize(*v);
+      auto size = ParseSize(*v);
       if (!size.ok()) return "shard_size needs a size such as 64M or 1G";
       cli->pack.shard_size = *size;
     } else if (auto v = value_of("compression")) {

@@ -82,7 +82,7 @@ int PackMain(int argc, char** argv) {
       value = argv[++i];
     }
     if (flag == "--shard-size") {
-      auto size = repack::ParseSize(value);
+      auto size = ParseSize(value);
       if (!size.ok()) return Usage(std::string(size.status().message()));
       options.shard_size = *size;
     } else if (flag == "--prefix") {

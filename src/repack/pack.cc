@@ -11,10 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
-#include <limits>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "tfrecordfs/base/crc32c.h"
@@ -484,41 +481,6 @@ PackReport Pack(const PackOptions& options) {
   report.status = packer.Run();
   if (!report.status.ok()) log::Error("pack failed: ", report.status.message());
   return report;
-}
-
-absl::StatusOr<uint64_t> ParseSize(absl::string_view text) {
-  absl::string_view digits = text;
-  int shift = 0;
-  if (!digits.empty()) {
-    switch (absl::ascii_toupper(static_cast<unsigned char>(digits.back()))) {
-      case 'K':
-        shift = 10;
-        break;
-      case 'M':
-        shift = 20;
-        break;
-      case 'G':
-        shift = 30;
-        break;
-      case 'T':
-        shift = 40;
-        break;
-      default:
-        break;
-    }
-    if (shift != 0) digits.remove_suffix(1);
-  }
-  uint64_t n = 0;
-  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), absl::ascii_isdigit) ||
-      !absl::SimpleAtoi(digits, &n)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "bad size '", text, "': expected a number with an optional K, M, G or T suffix"));
-  }
-  if (n == 0) return absl::InvalidArgumentError(absl::StrCat("bad size '", text, "': zero"));
-  if (n > (std::numeric_limits<uint64_t>::max() >> shift)) {
-    return absl::InvalidArgumentError(absl::StrCat("bad size '", text, "': too large"));
-  }
-  return n << shift;
 }
 
 std::string PackReport::Summary() const {

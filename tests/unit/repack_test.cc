@@ -579,7 +579,9 @@ TEST_F(PackTest, FolderChangedBetweenPassesFailsThePack) {
   int calls = 0;
   PackOptions o = Options();
   o.hint = [&calls](absl::string_view) {
-    return staging::FeatureHint{++calls == 1 ? example::Kind::kInt64 : example::Kind::kFloat};
+    staging::FeatureHint h;
+    h.kind = ++calls == 1 ? example::Kind::kInt64 : example::Kind::kFloat;
+    return h;
   };
   PackReport report = Pack(o);
   EXPECT_EQ(report.status.code(), absl::StatusCode::kFailedPrecondition) << report.status;
@@ -589,21 +591,21 @@ TEST_F(PackTest, FolderChangedBetweenPassesFailsThePack) {
   EXPECT_FALSE(JournalExists());
 }
 
-// ---- ParseSize ----
+// ---- ParseSize (src/cli/commands.h: pack --shard-size) ----
 
 TEST(ParseSizeTest, AcceptsBinaryMultiples) {
-  EXPECT_EQ(*ParseSize("123"), 123u);
-  EXPECT_EQ(*ParseSize("64K"), 64u << 10);
-  EXPECT_EQ(*ParseSize("64k"), 64u << 10);
-  EXPECT_EQ(*ParseSize("128M"), 128u << 20);
-  EXPECT_EQ(*ParseSize("2G"), uint64_t{2} << 30);
-  EXPECT_EQ(*ParseSize("1T"), uint64_t{1} << 40);
+  EXPECT_EQ(*cli::ParseSize("123"), 123u);
+  EXPECT_EQ(*cli::ParseSize("64K"), 64u << 10);
+  EXPECT_EQ(*cli::ParseSize("64k"), 64u << 10);
+  EXPECT_EQ(*cli::ParseSize("128M"), 128u << 20);
+  EXPECT_EQ(*cli::ParseSize("2G"), uint64_t{2} << 30);
+  EXPECT_EQ(*cli::ParseSize("1T"), uint64_t{1} << 40);
 }
 
 TEST(ParseSizeTest, RejectsZeroAndGarbage) {
   for (const char* bad : {"", "0", "0K", "K", "-1", "+5", "1.5M", "12MB", "M12", " 12", "12 ",
                           "abc", "99999999999999999999", "17179869184G"}) {
-    EXPECT_FALSE(ParseSize(bad).ok()) << "'" << bad << "'";
+    EXPECT_FALSE(cli::ParseSize(bad).ok()) << "'" << bad << "'";
   }
 }
 

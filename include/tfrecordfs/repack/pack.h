@@ -68,7 +68,6 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "tfrecordfs/source/shard_source.h"
 #include "tfrecordfs/staging/record_folder.h"
@@ -146,11 +145,6 @@ PackReport Pack(const PackOptions& options);
 // `records_dir` must name the directory the pack was run on (compared after
 // resolving symlinks).
 absl::Status Recover(const std::string& journal_path, const std::string& records_dir);
-
-// Parses a size: digits with an optional binary multiple suffix K, M, G or T
-// (either case): "123", "64K", "128M", "2G". Rejects 0, overflow, anything
-// else.
-absl::StatusOr<uint64_t> ParseSize(absl::string_view text);
 
 // OK when `prefix` can start a shard name: not empty, no '/' or NUL, no
 // leading '.'.
