@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <climits>
 #include <cstring>
 
 #include <cstdio>
@@ -23,6 +22,7 @@
 #include "src/cli/commands.h"
 #include "src/cli/runtime.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/fuse/session.h"
 #include "tfrecordfs/index/index_store.h"
@@ -422,11 +422,12 @@ int CheckMountpoint(const std::string& mnt) {
     log::Error("mount point ", mnt, " is not a directory");
     return kExitFailed;
   }
-  char real[PATH_MAX];
-  if (::realpath(mnt.c_str(), real) == nullptr) {
-    log::Error("mount point ", mnt, ": ", std::strerror(errno));
+  auto resolved = RealPath(mnt);
+  if (!resolved.ok()) {
+    log::Error("mount point ", resolved.status().message());
     return kExitFailed;
   }
+  const std::string& real = *resolved;
   auto mounts = cli::ReadMountinfo();
   if (!mounts.ok()) return 0;  // no /proc: nothing to compare with
   for (const cli::MountinfoEntry& m : *mounts) {
@@ -498,9 +499,8 @@ int MountMain(int argc, char** argv) {
   cli.vfs.sources = cli.positional;
   // Everything is checked before any shard is read or anything is created.
   if (int code = CheckMountpoint(cli.session.mountpoint); code != 0) return code;
-  char real_mnt[PATH_MAX];
   const std::string mnt_real =
-      ::realpath(cli.session.mountpoint.c_str(), real_mnt) ? real_mnt : cli.session.mountpoint;
+      RealPath(cli.session.mountpoint).value_or(cli.session.mountpoint);
   // A detached daemon's stderr goes to /dev/null, and containers often have
   // no syslog socket: it logs to a file as well (any daemon, with -o log),
   // and `tfrecordfs unmount` points at it when something was logged.

@@ -16,14 +16,10 @@
 #include "absl/strings/str_split.h"
 #include "tfrecordfs/base/crc32c.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/fs_util.h"
 
 namespace tfrecordfs::cli {
 namespace {
-
-std::string RealPath(const std::string& p) {
-  char buf[PATH_MAX];
-  return ::realpath(p.c_str(), buf) ? std::string(buf) : p;
-}
 
 std::string Home() {
   const char* h = std::getenv("HOME");
@@ -52,8 +48,8 @@ std::string AbsolutePath(const std::string& path) {
 
 std::string DefaultStagingDir(const std::vector<std::string>& sources) {
   std::string key;
-  for (const auto& s : sources) absl::StrAppend(&key, RealPath(s), std::string(1, '\0'));
-  std::string name = Basename(RealPath(sources.front()));
+  for (const auto& s : sources) absl::StrAppend(&key, RealPath(s).value_or(s), std::string(1, '\0'));
+  std::string name = Basename(RealPath(sources.front()).value_or(sources.front()));
   for (char& c : name) {
     if (c == '/' || c == '.' || static_cast<unsigned char>(c) < 0x20) c = '_';
   }
@@ -108,7 +104,7 @@ LogProblems ScanLog(const std::string& path, uint64_t start) {
 }
 
 std::string DefaultOutputDir(const std::vector<std::string>& sources) {
-  const std::string first = RealPath(sources.front());
+  const std::string first = RealPath(sources.front()).value_or(sources.front());
   struct stat st;
   if (::stat(first.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return first;
   return Dirname(first);

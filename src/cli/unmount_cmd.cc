@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <climits>
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -16,6 +15,7 @@
 #include "src/cli/commands.h"
 #include "src/cli/runtime.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/fs_util.h"
 
 namespace tfrecordfs::cli {
 namespace {
@@ -91,11 +91,12 @@ int UnmountMain(int argc, char** argv) {
     std::cerr << "tfrecordfs unmount: need a MOUNTPOINT\n" << kUsage;
     return kExitUsage;
   }
-  char real[PATH_MAX];
-  if (::realpath(mnt.c_str(), real) == nullptr) {
-    std::cerr << "tfrecordfs unmount: " << mnt << ": " << std::strerror(errno) << "\n";
+  auto resolved = RealPath(mnt);
+  if (!resolved.ok()) {
+    std::cerr << "tfrecordfs unmount: " << resolved.status().message() << "\n";
     return kExitFailed;
   }
+  const std::string& real = *resolved;
   auto record = ReadMountRecord(real);
   if (!record.ok()) {
     std::cerr << "tfrecordfs unmount: " << real

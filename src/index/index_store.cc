@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/record/format.h"
 
@@ -78,8 +79,7 @@ std::string RealPath(int fd, const std::string& path) {
   const std::string link = absl::StrCat("/proc/self/fd/", fd);
   const ssize_t n = ::readlink(link.c_str(), buf, sizeof buf);
   if (n > 0 && static_cast<size_t>(n) < sizeof buf && buf[0] == '/') return std::string(buf, n);
-  if (::realpath(path.c_str(), buf) != nullptr) return buf;
-  return path;
+  return tfrecordfs::RealPath(path).value_or(path);
 }
 
 // Reads the main part of an index file (index_file.h: everything but the
@@ -337,8 +337,7 @@ absl::StatusOr<record::WalkResult> WalkGrownTail(int fd, absl::string_view path,
 
 void IndexStore::Drop(const std::string& path) {
   if (options_.cache_dir.empty()) return;
-  char real[PATH_MAX];
-  const std::string key = ::realpath(path.c_str(), real) != nullptr ? std::string(real) : path;
+  const std::string key = tfrecordfs::RealPath(path).value_or(path);
   ::unlink(CachePath(key).c_str());
 }
 

@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <algorithm>
@@ -18,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/naming/naming.h"
 #include "tfrecordfs/tensor/npy.h"
@@ -96,9 +96,9 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir, KindH
   } else if (auto s = MkdirAll(dir + "/records", 0700); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("cannot create the staging store: ", s.message()));
   }
-  char real[PATH_MAX];
-  if (::realpath(dir.c_str(), real) == nullptr) return ErrnoError(errno, dir);
-  std::unique_ptr<Store> store(new Store(real, std::move(hint)));
+  auto real = RealPath(dir);
+  if (!real.ok()) return real.status();
+  std::unique_ptr<Store> store(new Store(std::move(*real), std::move(hint)));
   if (!options.read_only) {
     auto lock = OpenFile(store->lock_path(), O_RDWR | O_CREAT, 0600);
     if (!lock.ok()) return lock.status();
