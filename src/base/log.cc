@@ -11,6 +11,7 @@
 #include <string>
 
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/fs_util.h"
 
 namespace tfrecordfs::log {
 namespace {
@@ -28,16 +29,6 @@ std::string Stamp() {
   return absl::StrCat(buf, " tfrecordfs[", ::getpid(), "]: ");
 }
 
-absl::Status MakeParents(const std::string& path) {
-  const std::string dir = Dirname(path);
-  if (dir.empty() || dir == "/" || dir == ".") return absl::OkStatus();
-  struct stat st;
-  if (::stat(dir.c_str(), &st) == 0) return absl::OkStatus();
-  if (auto s = MakeParents(dir); !s.ok()) return s;
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return ErrnoError(errno, dir);
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 void SetLevel(Level level) { g_level.store(static_cast<int>(level)); }
@@ -46,7 +37,7 @@ void UseSyslog(bool on) { g_syslog.store(on); }
 
 absl::StatusOr<uint64_t> UseFile(const std::string& path, absl::string_view header,
                                  uint64_t rotate_at) {
-  if (auto s = MakeParents(path); !s.ok()) return s;
+  if (auto s = MakeDirs(Dirname(path), 0700); !s.ok()) return s;
   // Each mount appends to the same file: past `rotate_at` it is kept as
   // PATH.1 (replacing an older one) and a new one is begun.
   if (struct stat old; rotate_at > 0 && ::stat(path.c_str(), &old) == 0 &&

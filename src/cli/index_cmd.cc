@@ -24,6 +24,7 @@
 #include "src/cli/commands.h"
 #include "src/cli/progress.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/index/index_store.h"
 #include "tfrecordfs/scan/scan.h"
@@ -80,15 +81,6 @@ cannot be written, 2 on a usage error.
 )";
 
 int Usage(const std::string& message) { return UsageError("index", message); }
-
-// mkdir -p of the directories above `path`.
-absl::Status MakeParents(const std::string& path) {
-  for (size_t at = path.find('/', 1); at != std::string::npos; at = path.find('/', at + 1)) {
-    const std::string dir = path.substr(0, at);
-    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return ErrnoError(errno, dir);
-  }
-  return absl::OkStatus();
-}
 
 // The index NVIDIA DALI's tfrecord2idx writes for a plain shard: one line
 // "<offset> <size>" per record, size being the whole framing (16 bytes +
@@ -258,7 +250,7 @@ int IndexMain(int argc, char** argv) {
         continue;
       }
       const std::string target = absl::StrCat(dali_dir, "/", shard.mount_path, ".idx");
-      absl::Status st = MakeParents(target);
+      absl::Status st = MakeDirs(Dirname(target), 0755);
       if (st.ok()) st = WriteFileAtomically(target, DaliIndex(*shard.index));
       if (!st.ok()) {
         log::Error(shard.path, ": cannot write its DALI index: ", st.message());

@@ -116,6 +116,8 @@ std::string RegistryPath(const std::string& mountpoint_realpath) {
 
 absl::Status WriteMountRecord(const MountRecord& r) {
   const std::string dir = RuntimeDir();
+  // One level, not MakeDirs: its parent ($XDG_RUNTIME_DIR, /run, /tmp)
+  // belongs to the system, and a missing one is not ours to create.
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return ErrnoError(errno, dir);
   return WriteFileAtomically(RegistryPath(r.mountpoint),
                              absl::StrCat("mountpoint=", r.mountpoint, "\nstore=", r.store,

@@ -133,16 +133,6 @@ absl::StatusOr<std::string> ReadIndexMain(const std::string& path, uint64_t shar
   return out;
 }
 
-// mkdir -p.
-absl::Status MakeDirs(const std::string& dir) {
-  if (dir.empty() || dir == "/" || dir == ".") return absl::OkStatus();
-  if (::mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST) return absl::OkStatus();
-  if (errno != ENOENT) return ErrnoError(errno, absl::StrCat("mkdir ", dir));
-  if (auto s = MakeDirs(Dirname(dir)); !s.ok()) return s;
-  if (::mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST) return absl::OkStatus();
-  return ErrnoError(errno, absl::StrCat("mkdir ", dir));
-}
-
 // Temp file + rename, without fsync: readers see the old file, the new one,
 // or (after a power cut) possibly a torn one, which the trailing CRC turns
 // into a rebuild. For a cache that is the right trade: a durable write costs
@@ -349,11 +339,11 @@ absl::Status IndexStore::Save(const std::string& target, const IndexFile& file) 
   const bool to_cache = !options_.write_shared && !options_.write_beside;
   absl::Status s;
   if (!to_cache) {
-    s = MakeDirs(Dirname(target));
+    s = MakeDirs(Dirname(target), 0755);
   } else if (cache_unwritable_.load(std::memory_order_relaxed)) {
     s = absl::UnavailableError("the index cache is not writable");
   } else {
-    std::call_once(made_cache_dir_, [&] { cache_dir_status_ = MakeDirs(options_.cache_dir); });
+    std::call_once(made_cache_dir_, [&] { cache_dir_status_ = MakeDirs(options_.cache_dir, 0755); });
     s = cache_dir_status_;
   }
   if (s.ok()) {

@@ -16,7 +16,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/naming/naming.h"
@@ -38,18 +37,6 @@ absl::StatusOr<std::string> ReadAt(int fd, uint64_t offset, uint64_t n) {
   if (!got.ok()) return got.status();
   out.resize(*got);
   return out;
-}
-
-absl::Status MkdirAll(const std::string& path, mode_t mode) {
-  std::string cur;
-  for (absl::string_view part : absl::StrSplit(path, '/')) {
-    if (cur.empty() && path[0] == '/') cur = "/";
-    if (part.empty()) continue;
-    if (!cur.empty() && cur.back() != '/') cur += '/';
-    cur.append(part.data(), part.size());
-    if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST) return ErrnoError(errno, cur);
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -93,7 +80,7 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir, KindH
       return absl::Status(ErrnoError(errno, dir + "/records").code(),
                           absl::StrCat("no staging store at ", dir));
     }
-  } else if (auto s = MkdirAll(dir + "/records", 0700); !s.ok()) {
+  } else if (auto s = MakeDirs(dir + "/records", 0700); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("cannot create the staging store: ", s.message()));
   }
   auto real = RealPath(dir);
