@@ -1,6 +1,5 @@
 #include "src/cli/progress.h"
 
-#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,9 +8,9 @@
 #include <set>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "tfrecordfs/base/fs_util.h"
 
 namespace tfrecordfs::cli {
 
@@ -48,13 +47,10 @@ uint64_t TotalBytes(const std::vector<std::string>& sources) {
       continue;
     }
     if (!S_ISDIR(st.st_mode) || !seen.insert({st.st_dev, st.st_ino}).second) continue;
-    DIR* d = ::opendir(path.c_str());
-    if (d == nullptr) continue;
-    while (dirent* e = ::readdir(d)) {
-      const absl::string_view n = e->d_name;
-      if (n != "." && n != "..") todo.push_back(absl::StrCat(path, "/", n));
-    }
-    ::closedir(d);
+    // An estimate for the progress bar: what cannot be listed is skipped.
+    auto d = ListDir::Open(path);
+    if (!d.ok()) continue;
+    for (absl::string_view n; d->Next(&n);) todo.push_back(JoinPath(path, n));
   }
   return total;
 }

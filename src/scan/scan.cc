@@ -1,6 +1,5 @@
 #include "tfrecordfs/scan/scan.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -16,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/index/index_file.h"
 
@@ -82,18 +82,16 @@ class Collector {
   }
 
   absl::Status AddChildren(const std::string& dir, const std::string& mount_dir, size_t self) {
-    DIR* d = ::opendir(dir.c_str());
-    if (!d) return ErrnoError(errno, absl::StrCat("cannot list source directory ", dir));
-    std::vector<std::string> names;
-    while (dirent* e = ::readdir(d)) {
-      absl::string_view n = e->d_name;
-      if (n != "." && n != "..") names.emplace_back(n);
+    auto listed = ListNames(dir);
+    if (!listed.ok()) {
+      return ErrnoError(ErrnoOf(listed.status()),
+                        absl::StrCat("cannot list source directory ", dir));
     }
-    ::closedir(d);
+    std::vector<std::string> names = std::move(*listed);
     std::sort(names.begin(), names.end());
     DropIndexesBesideShards(&names);
     for (const std::string& n : names) {
-      const std::string child = absl::StrCat(dir, dir.back() == '/' ? "" : "/", n);
+      const std::string child = JoinPath(dir, n);
       struct stat cst;
       if (::stat(child.c_str(), &cst) != 0) {
         log::Warning(child, ": skipped: ", std::strerror(errno));

@@ -1,6 +1,5 @@
 #include "tfrecordfs/staging/record_folder.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
@@ -22,6 +21,7 @@
 #include "absl/strings/strip.h"
 #include "absl/strings/ascii.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/utf8.h"
 #include "tfrecordfs/example/sequence.h"
 #include "tfrecordfs/naming/naming.h"
@@ -41,28 +41,25 @@ struct DirEntry {
 };
 
 absl::StatusOr<std::vector<DirEntry>> List(const std::string& dir, const std::string& rel) {
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return ErrnoError(errno, dir);
+  auto d = ListDir::Open(dir);
+  if (!d.ok()) return d.status();
   std::vector<DirEntry> out;
-  while (dirent* e = ::readdir(d)) {
-    std::string name = e->d_name;
-    if (name == "." || name == ".." || naming::IsIgnoredName(name)) continue;
+  for (absl::string_view entry; d->Next(&entry);) {
+    std::string name(entry);
+    if (naming::IsIgnoredName(name)) continue;
     DirEntry de;
     de.name = name;
-    if (::fstatat(dirfd(d), name.c_str(), &de.st, AT_SYMLINK_NOFOLLOW) != 0) {
-      int err = errno;
-      ::closedir(d);
-      return ErrnoError(err, absl::StrCat(dir, "/", name));
+    if (::fstatat(d->fd(), name.c_str(), &de.st, AT_SYMLINK_NOFOLLOW) != 0) {
+      return ErrnoError(errno, JoinPath(dir, name));
     }
     if (!S_ISREG(de.st.st_mode) && !S_ISDIR(de.st.st_mode)) {
-      ::closedir(d);
       return absl::InvalidArgumentError(
           absl::StrCat(rel, name, ": only regular files and folders can be staged",
                        S_ISLNK(de.st.st_mode) ? " (symlinks are refused)" : ""));
     }
     out.push_back(std::move(de));
   }
-  ::closedir(d);
+  if (!d->status().ok()) return d->status();
   std::sort(out.begin(), out.end(),
             [](const DirEntry& a, const DirEntry& b) { return a.name < b.name; });
   return out;

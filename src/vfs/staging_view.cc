@@ -12,6 +12,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/mutex.h"
 #include "tfrecordfs/vfs/node_id.h"
 
@@ -28,8 +29,9 @@ struct FileHandle {
 
 // State behind a staging directory handle: the backing directory stream.
 struct DirHandle {
+  explicit DirHandle(ListDir d) : dir(std::move(d)) {}
   Mutex mu;
-  DIR* dir ABSL_GUARDED_BY(mu) = nullptr;
+  ListDir dir ABSL_GUARDED_BY(mu);
 };
 
 // A node of the store as the mount shows it.
@@ -50,16 +52,10 @@ DirHandle* DirOf(uint64_t fh) { return reinterpret_cast<DirHandle*>(fh); }
 
 // A stream of the backing directory of a store node (OpenDir's descriptor,
 // which the stream then owns).
-absl::StatusOr<DIR*> OpenStream(staging::Store* store, uint64_t node) {
+absl::StatusOr<ListDir> OpenStream(staging::Store* store, uint64_t node) {
   auto fd = store->OpenDir(node);
   if (!fd.ok()) return fd.status();
-  DIR* d = ::fdopendir(*fd);
-  if (d == nullptr) {
-    const int err = errno;
-    ::close(*fd);
-    return ErrnoError(err, "opendir");
-  }
-  return d;
+  return ListDir::Adopt(UniqueFd(*fd), "opendir");
 }
 
 }  // namespace
@@ -219,26 +215,19 @@ absl::Status StagingView::Rename(uint64_t parent, absl::string_view name, uint64
 absl::StatusOr<uint64_t> StagingView::OpenDir(uint64_t ino) {
   auto d = OpenStream(store_, StagingIndex(ino));
   if (!d.ok()) return d.status();
-  auto* h = new DirHandle;
-  MutexLock lock(&h->mu);
-  h->dir = *d;
-  return reinterpret_cast<uint64_t>(h);
+  return reinterpret_cast<uint64_t>(new DirHandle(std::move(*d)));
 }
 
 void StagingView::ReleaseDir(uint64_t fh) {
-  DirHandle* h = DirOf(fh);
-  if (h == nullptr) return;
-  {
-    MutexLock lock(&h->mu);
-    if (h->dir) ::closedir(h->dir);
-  }
-  delete h;
+  delete DirOf(fh);  // closes the stream (none for fh 0)
 }
 
 namespace {
 
 // Emits the entries of `dir` from `offset` on (see StagingView::ReadDir);
-// "." and ".." get `self`.
+// "." and ".." get `self`. Reads the stream itself rather than through
+// ListDir::Next: the kernel resumes at the d_off of any entry, "." and ".."
+// included, so the positions (telldir / seekdir) are part of the listing.
 absl::Status ListStream(DIR* dir, uint64_t offset, const Attr& self, const EmitFn& emit) {
   if (offset == 0) {
     ::rewinddir(dir);
@@ -281,12 +270,11 @@ absl::Status StagingView::ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, co
   // itself, FUSE_CAP_NO_OPENDIR_SUPPORT), a stream of our own for this call.
   if (DirHandle* h = DirOf(fh)) {
     MutexLock lock(&h->mu);
-    return ListStream(h->dir, offset, *self, emit);
+    return ListStream(h->dir.stream(), offset, *self, emit);
   }
   auto d = OpenStream(store_, StagingIndex(ino));
   if (!d.ok()) return d.status();
-  std::unique_ptr<DIR, int (*)(DIR*)> own(*d, ::closedir);
-  return ListStream(own.get(), offset, *self, emit);
+  return ListStream(d->stream(), offset, *self, emit);
 }
 
 bool StagingView::Space(uint64_t* free_bytes, uint64_t* total_bytes) const {
