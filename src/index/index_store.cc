@@ -24,14 +24,6 @@ namespace tfrecordfs::index {
 
 namespace {
 
-int64_t MtimeNs(const struct stat& st) {
-  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-}
-
-int64_t CtimeNs(const struct stat& st) {
-  return static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
-}
-
 // Where a plain shard's stored offsets are checked against the shard itself
 // before they are believed: the first, middle and last record. Each header
 // there must state exactly its record's span, unless the walk recorded a

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/utf8.h"
 #include "tfrecordfs/record/format.h"
 
@@ -161,7 +162,7 @@ absl::StatusOr<std::shared_ptr<const ShardIndex>> BuildShardIndex(int fd, const 
                                                                   source::Codec codec) {
   auto walked = WalkShard(fd, path, static_cast<uint64_t>(st.st_size), codec);
   if (!walked.ok()) return walked.status();
-  const int64_t mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  const int64_t mtime_ns = MtimeNs(st);
   return std::make_shared<const ShardIndex>(path, static_cast<uint64_t>(st.st_size), mtime_ns,
                                             std::move(walked->walk), std::move(walked->checkpoints));
 }

@@ -227,7 +227,7 @@ absl::StatusOr<std::unique_ptr<source::ShardSource>> OpenShard(const ScannedShar
   if (!fd.ok()) return fd.status();
   struct stat st;
   if (::fstat(fd->get(), &st) != 0) return ErrnoError(errno, shard.path);
-  const int64_t mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  const int64_t mtime_ns = MtimeNs(st);
   const index::ShardIndex& idx = *shard.index;
   if (static_cast<uint64_t>(st.st_size) != idx.file_size() || mtime_ns != idx.mtime_ns()) {
     return absl::FailedPreconditionError(

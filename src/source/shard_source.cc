@@ -5,6 +5,7 @@
 #include <sys/vfs.h>
 
 #include "absl/strings/str_cat.h"
+#include "tfrecordfs/base/fs_util.h"
 
 namespace tfrecordfs::source {
 
@@ -135,7 +136,7 @@ FileIdentity FileIdentity::Of(const struct stat& st, int fd) {
   id.dev = static_cast<uint64_t>(st.st_dev);
   id.ino = static_cast<uint64_t>(st.st_ino);
   id.size = static_cast<uint64_t>(st.st_size);
-  id.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  id.mtime_ns = MtimeNs(st);
   return id;
 }
 
