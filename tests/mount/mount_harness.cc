@@ -15,16 +15,11 @@
 #include <sstream>
 
 #include "gtest/gtest.h"
+#include "tfrecordfs/base/fs_util.h"
 
 namespace tfrecordfs::mount_test {
 
 namespace {
-
-std::string Canonical(const std::string& p) {
-  char buf[PATH_MAX];
-  if (::realpath(p.c_str(), buf) == nullptr) return p;
-  return buf;
-}
 
 bool InPath(const std::string& prog) {
   const char* path = std::getenv("PATH");
@@ -151,7 +146,8 @@ Mount::~Mount() = default;
 std::string Mount::Start(const std::vector<std::string>& sources,
                          const std::vector<std::string>& extra_args) {
   if (dir_.path().empty()) return "no temp directory";
-  mountpoint_ = Canonical(dir_.Subdir("mnt"));
+  const std::string mnt = dir_.Subdir("mnt");
+  mountpoint_ = RealPath(mnt).value_or(mnt);
   const std::string out_dir = dir_.Subdir("out");
   test::DaemonSpec spec;
   spec.argv = {BinaryPath(), "-f", "-o",

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tfrecordfs/base/fs_util.h"
 
 namespace tfrecordfs::test {
 namespace {
@@ -58,12 +59,6 @@ std::vector<MountinfoEntry> ReadMountinfo() {
   return out;
 }
 
-std::string Canonical(const std::string& p) {
-  char buf[PATH_MAX];
-  if (::realpath(p.c_str(), buf) == nullptr) return p;
-  return buf;
-}
-
 void MakeOwnerWritable(const std::filesystem::path& root) {
   std::error_code ec;
   std::filesystem::permissions(root, std::filesystem::perms::owner_all,
@@ -81,7 +76,8 @@ void MakeOwnerWritable(const std::filesystem::path& root) {
 
 std::string TempRoot() {
   const char* t = std::getenv("TMPDIR");
-  return Canonical(t != nullptr && *t != '\0' ? t : "/tmp");
+  const std::string root = t != nullptr && *t != '\0' ? t : "/tmp";
+  return RealPath(root).value_or(root);
 }
 
 bool IsMounted(const std::string& path, const std::string& fstype) {
