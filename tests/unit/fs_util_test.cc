@@ -25,17 +25,12 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::UnorderedElementsAre;
 
+// Whole-file writes and reads through base/file.h.
 void WriteFile(const std::string& path, absl::string_view contents) {
-  auto fd = OpenFile(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  ASSERT_TRUE(fd.ok()) << fd.status();
-  ASSERT_TRUE(WriteFull(fd->get(), contents.data(), contents.size(), path).ok());
+  ASSERT_TRUE(WriteFileAtomically(path, contents).ok()) << path;
 }
 
-std::string ReadFile(const std::string& path) {
-  auto s = ReadFileToString(path);
-  EXPECT_TRUE(s.ok()) << s.status();
-  return s.ok() ? *s : "";
-}
+std::string ReadFile(const std::string& path) { return ReadFileToString(path).value_or("?"); }
 
 bool IsDir(const std::string& path) {
   struct stat st;
