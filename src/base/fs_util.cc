@@ -117,7 +117,7 @@ absl::StatusOr<ListDir> ListDir::Open(const std::string& path) {
 absl::StatusOr<ListDir> ListDir::Adopt(UniqueFd fd, std::string path) {
   DIR* d = ::fdopendir(fd.get());
   if (d == nullptr) return ErrnoError(errno, path);  // fd closes itself
-  fd.release();                                       // the stream owns it now
+  fd.release();                                      // the stream owns it now
   return ListDir(d, std::move(path));
 }
 

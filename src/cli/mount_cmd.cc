@@ -499,8 +499,7 @@ int MountMain(int argc, char** argv) {
   cli.vfs.sources = cli.positional;
   // Everything is checked before any shard is read or anything is created.
   if (int code = CheckMountpoint(cli.session.mountpoint); code != 0) return code;
-  const std::string mnt_real =
-      RealPath(cli.session.mountpoint).value_or(cli.session.mountpoint);
+  const std::string mnt_real = RealPath(cli.session.mountpoint).value_or(cli.session.mountpoint);
   // A detached daemon's stderr goes to /dev/null, and containers often have
   // no syslog socket: it logs to a file as well (any daemon, with -o log),
   // and `tfrecordfs unmount` points at it when something was logged.

@@ -48,7 +48,9 @@ std::string AbsolutePath(const std::string& path) {
 
 std::string DefaultStagingDir(const std::vector<std::string>& sources) {
   std::string key;
-  for (const auto& s : sources) absl::StrAppend(&key, RealPath(s).value_or(s), std::string(1, '\0'));
+  for (const auto& s : sources) {
+    absl::StrAppend(&key, RealPath(s).value_or(s), std::string(1, '\0'));
+  }
   std::string name = Basename(RealPath(sources.front()).value_or(sources.front()));
   for (char& c : name) {
     if (c == '/' || c == '.' || static_cast<unsigned char>(c) < 0x20) c = '_';

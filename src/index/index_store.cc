@@ -335,7 +335,8 @@ absl::Status IndexStore::Save(const std::string& target, const IndexFile& file) 
   } else if (cache_unwritable_.load(std::memory_order_relaxed)) {
     s = absl::UnavailableError("the index cache is not writable");
   } else {
-    std::call_once(made_cache_dir_, [&] { cache_dir_status_ = MakeDirs(options_.cache_dir, 0755); });
+    std::call_once(made_cache_dir_,
+                   [&] { cache_dir_status_ = MakeDirs(options_.cache_dir, 0755); });
     s = cache_dir_status_;
   }
   if (s.ok()) {

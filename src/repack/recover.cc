@@ -2,8 +2,6 @@
 // per its journal (repack/journal.h). Kept apart from pack.cc: it shares no
 // state with the Packer, and a reader checking what recovery may delete
 // should find all of it here.
-#include "tfrecordfs/repack/pack.h"
-
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,6 +13,7 @@
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/repack/journal.h"
+#include "tfrecordfs/repack/pack.h"
 
 namespace tfrecordfs::repack {
 namespace {
