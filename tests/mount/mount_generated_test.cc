@@ -615,7 +615,9 @@ TEST(GeneratedMountOptionsTest, ReadWriteMountOpensFilesWithoutTheDaemon) {
     EXPECT_NE(partial.exit_code, 0) << "an unterminated 5x passed write()";
     EXPECT_EQ(ReadWholeFile(store + "/records/r/label"), "") << "truncated, nothing written";
     ASSERT_EQ(Shell("echo 41 > " + r + "/label").exit_code, 0);
-    if (always_open) EXPECT_GE(CountFileOps(m.Stderr()).flush, 4u);
+    if (always_open) {
+      EXPECT_GE(CountFileOps(m.Stderr()).flush, 4u);
+    }
     std::string stop_err;
     EXPECT_EQ(m.Stop(&stop_err), 0) << stop_err << m.Stderr();
     EXPECT_NE(::access((store + "/records/r").c_str(), F_OK), 0) << "not packed";

@@ -163,6 +163,8 @@ TEST(EncodePng, PilAgrees) {
 // DecodePng of what other writers produce: libpng's classic writer.
 
 struct WriteSpec {
+  WriteSpec(uint32_t w, uint32_t h, int color, int depth, bool interlace = false)
+      : w(w), h(h), color(color), depth(depth), interlace(interlace) {}
   uint32_t w, h;
   int color, depth;
   bool interlace = false;

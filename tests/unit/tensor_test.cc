@@ -408,7 +408,9 @@ TEST(DecodeTensor, MutationsAgreeWithProtobuf) {
     ASSERT_TRUE(p.ParseFromString(m)) << Hex(m);
     EXPECT_EQ(p.dtype(), static_cast<int>(t->dtype));
     ASSERT_EQ(p.tensor_shape().dim_size(), static_cast<int>(t->shape.size()));
-    if (t->data_in_input) EXPECT_EQ(p.tensor_content(), t->data(m));
+    if (t->data_in_input) {
+      EXPECT_EQ(p.tensor_content(), t->data(m));
+    }
   }
   EXPECT_GT(accepted, 0);
 }

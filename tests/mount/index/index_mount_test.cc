@@ -282,7 +282,7 @@ TEST_F(IndexMountTest, IndexBesideServesEveryLaterMount) {
   CommandResult r = RunCommand({BinaryPath(), "index", "--beside", src_});
   ASSERT_EQ(0, r.exit_code) << r.out << r.err;
   EXPECT_NE(r.out.find("index files beside the shards"), std::string::npos) << r.out;
-  for (const std::string& shard : {kShardOne, kShardTwelve, kShardBig, kShardNested}) {
+  for (const std::string shard : {kShardOne, kShardTwelve, kShardBig, kShardNested}) {
     EXPECT_TRUE(std::filesystem::exists(src_ + "/" + shard + ".tfri")) << shard;
   }
   const size_t beside_files = CountIndexFiles(src_);
