@@ -427,7 +427,9 @@ TEST(WireTest, VarintLimitsMatchProtobuf) {
     proto::Example ex;
     const bool theirs = ex.ParseFromString(payload);
     EXPECT_EQ(theirs, ours.ok()) << name << ": " << ours.status();
-    if (theirs && ours.ok()) EXPECT_EQ(FromProto(ex), FromTable(*ours)) << name;
+    if (theirs && ours.ok()) {
+      EXPECT_EQ(FromProto(ex), FromTable(*ours)) << name;
+    }
   }
 }
 
