@@ -10,29 +10,30 @@
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "testing/temp_dir.h"
-#include "testing/wire.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/example/example.h"
+#include "tfrecordfs/reference/wire.h"
 #include "tfrecordfs/staging/record_folder.h"
 
 namespace tfrecordfs {
 namespace {
 
-// Hand-built protobuf wire bytes (tests/testing/wire.h).
-using test::wire::Entry;
-using test::wire::Len;
-using test::wire::VarintBytes;
+// Hand-built protobuf wire bytes (tfrecordfs/reference/wire.h).
+using reference::wire::Len;
+using reference::wire::MapEntry;
+using reference::wire::VarintBytes;
 
 // example_fuzzer (UBSan): an empty packed float run memcpy'd into the empty
 // vector's null data().
 TEST(FoundBugs, EmptyPackedFloatRun) {
   const std::string one_float = std::string("\x0d\x00\x00\x80\x3f", 5);  // unpacked 1.0f
-  auto t = example::DecodeExample(Len(1, Entry("xs", Len(2, Len(1, "") + one_float + Len(1, "")))));
+  auto t =
+      example::DecodeExample(Len(1, MapEntry("xs", Len(2, Len(1, "") + one_float + Len(1, "")))));
   ASSERT_TRUE(t.ok()) << t.status();
   ASSERT_EQ(t->features.size(), 1u);
   EXPECT_EQ(t->features[0].kind, example::Kind::kFloat);
   EXPECT_EQ(t->features[0].floats, std::vector<float>{1.0f});
-  t = example::DecodeExample(Len(1, Entry("xs", Len(2, Len(1, "")))));
+  t = example::DecodeExample(Len(1, MapEntry("xs", Len(2, Len(1, "")))));
   ASSERT_TRUE(t.ok());
   EXPECT_TRUE(t->features[0].floats.empty());
 }
@@ -53,15 +54,17 @@ TEST(FoundBugs, SixByteLengthVarintIsNotAnExample) {
 }
 
 TEST(FoundBugs, ExampleListWithoutContextIsNotAnExample) {
-  const std::string inner = Len(1, Entry("relevance", Len(3, Len(1, VarintBytes(1)))));
+  const std::string inner = Len(1, MapEntry("relevance", Len(3, Len(1, VarintBytes(1)))));
   auto t = example::DecodeExample(Len(1, inner) + Len(1, inner));
   EXPECT_FALSE(t.ok());
   EXPECT_TRUE(absl::StrContains(t.status().message(), "only kindless features")) << t.status();
   // Real Examples keep decoding: kindless values beside real ones (TFX), a
   // control byte in a name that has a value, all-kindless plain names.
-  EXPECT_TRUE(example::DecodeExample(Len(1, Entry("a\x01", Len(3, "")) + Entry("b", ""))).ok());
-  EXPECT_TRUE(example::DecodeExample(Len(1, Entry("missing", "") + Entry("tab\tname", ""))).ok());
-  EXPECT_TRUE(example::DecodeExample(Len(1, Entry("", ""))).ok());
+  EXPECT_TRUE(
+      example::DecodeExample(Len(1, MapEntry("a\x01", Len(3, "")) + MapEntry("b", ""))).ok());
+  EXPECT_TRUE(
+      example::DecodeExample(Len(1, MapEntry("missing", "") + MapEntry("tab\tname", ""))).ok());
+  EXPECT_TRUE(example::DecodeExample(Len(1, MapEntry("", ""))).ok());
 }
 
 // staging_fuzzer: a staged file whose name is not UTF-8 once unescaped

@@ -34,7 +34,6 @@
 #include <string>
 #include <vector>
 
-#include "../zlib_reference.h"
 #include "absl/strings/str_cat.h"
 #include "fuzz_check.h"
 #include "tfrecordfs/base/coding.h"
@@ -42,6 +41,7 @@
 #include "tfrecordfs/index/shard_index.h"
 #include "tfrecordfs/record/format.h"
 #include "tfrecordfs/record/reader.h"
+#include "tfrecordfs/reference/zlib_codec.h"
 #include "tfrecordfs/source/inflate.h"
 
 namespace tfrecordfs::fuzz {
@@ -50,15 +50,15 @@ namespace {
 using source::Codec;
 
 std::string Deflate(absl::string_view data, bool gzip, int level) {
-  return zlib_reference::Deflate(
-      data, gzip ? zlib_reference::Wrap::kGzip : zlib_reference::Wrap::kZlib, level);
+  return reference::zlib::Deflate(
+      data, gzip ? reference::zlib::Wrap::kGzip : reference::zlib::Wrap::kZlib, level);
 }
 
 // zlib's own decompression of `file` as `codec`: bytes until the end or the
 // first error; GZIP members are stepped over as TensorFlow (and gzip -d) do.
 std::string Straight(absl::string_view file, Codec codec, bool* clean) {
-  return zlib_reference::Inflate(file, codec == Codec::kGzip ? 31 : 15, codec == Codec::kGzip,
-                                 clean);
+  return reference::zlib::Inflate(file, codec == Codec::kGzip ? 31 : 15, codec == Codec::kGzip,
+                                  clean);
 }
 
 void Check(absl::string_view file, Codec codec, uint64_t span, uint64_t seed) {

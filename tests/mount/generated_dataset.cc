@@ -92,32 +92,29 @@ class Gen {
   std::mt19937_64 rng_;
 };
 
-OwnedFeature IntF(std::string name, std::vector<int64_t> v) {
+// A feature of `kind` with no values yet (kNone: a kindless Feature{}).
+OwnedFeature NamedF(std::string name, Kind kind) {
   OwnedFeature f;
   f.name = std::move(name);
-  f.kind = Kind::kInt64;
+  f.kind = kind;
+  return f;
+}
+OwnedFeature IntF(std::string name, std::vector<int64_t> v) {
+  OwnedFeature f = NamedF(std::move(name), Kind::kInt64);
   f.int64s = std::move(v);
   return f;
 }
 OwnedFeature FloatF(std::string name, std::vector<float> v) {
-  OwnedFeature f;
-  f.name = std::move(name);
-  f.kind = Kind::kFloat;
+  OwnedFeature f = NamedF(std::move(name), Kind::kFloat);
   f.floats = std::move(v);
   return f;
 }
 OwnedFeature BytesF(std::string name, std::vector<std::string> v) {
-  OwnedFeature f;
-  f.name = std::move(name);
-  f.kind = Kind::kBytes;
+  OwnedFeature f = NamedF(std::move(name), Kind::kBytes);
   f.bytes = std::move(v);
   return f;
 }
-OwnedFeature NoneF(std::string name) {
-  OwnedFeature f;
-  f.name = std::move(name);
-  return f;
-}
+OwnedFeature NoneF(std::string name) { return NamedF(std::move(name), Kind::kNone); }
 
 // Names chosen to hit every escaping rule of naming.h.
 void AddAwkwardNames(Gen& g, uint64_t r, std::vector<OwnedFeature>* fs) {

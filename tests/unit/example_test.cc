@@ -18,7 +18,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/canon.h"
-#include "testing/wire.h"
+#include "tfrecordfs/reference/wire.h"
 
 namespace tfrecordfs::example {
 namespace {
@@ -272,16 +272,16 @@ TEST(DecodeExampleTest, EmptyPayloadIsAnEmptyExample) {
 // ---------------------------------------------------------------------------
 // Hand-built wire bytes.
 
-// Hand-built wire bytes (tests/testing/wire.h).
-using test::wire::Entry;
-using test::wire::ExampleOf;
-using test::wire::Fixed32;
-using test::wire::Len;
-using test::wire::PackedFloats;
-using test::wire::PackedVarints;
-using test::wire::PutVarint;
-using test::wire::Tag;
-using test::wire::Varint;
+// Hand-built wire bytes (tfrecordfs/reference/wire.h).
+using reference::wire::ExampleOf;
+using reference::wire::Fixed32;
+using reference::wire::Len;
+using reference::wire::MapEntry;
+using reference::wire::PackedFixed32s;
+using reference::wire::PackedVarints;
+using reference::wire::PutVarint;
+using reference::wire::Tag;
+using reference::wire::Varint;
 
 CanonTable Both(const std::string& payload) {
   const CanonTable got = DecodeChecked(payload);
@@ -291,35 +291,36 @@ CanonTable Both(const std::string& payload) {
 
 TEST(WireTest, UnpackedInt64s) {
   const std::string list = Varint(1, 5) + Varint(1, static_cast<uint64_t>(-1)) + Varint(1, 300);
-  const CanonTable t = Both(ExampleOf(Entry("n", Len(3, list))));
+  const CanonTable t = Both(ExampleOf(MapEntry("n", Len(3, list))));
   EXPECT_EQ((std::vector<int64_t>{5, -1, 300}), t.at("n").int64s);
 }
 
 TEST(WireTest, UnpackedFloats) {
   const std::string list = Fixed32(1, 0x3f800000) + Fixed32(1, 0x7f800001) + Fixed32(1, 0x80000000);
-  const CanonTable t = Both(ExampleOf(Entry("f", Len(2, list))));
+  const CanonTable t = Both(ExampleOf(MapEntry("f", Len(2, list))));
   EXPECT_EQ((std::vector<uint32_t>{0x3f800000, 0x7f800001, 0x80000000}), t.at("f").float_bits);
 }
 
 TEST(WireTest, TwoPackedRunsConcatenate) {
-  CanonTable t = Both(ExampleOf(Entry("n", Len(3, PackedVarints({1, 2}) + PackedVarints({3})))));
+  CanonTable t = Both(ExampleOf(MapEntry("n", Len(3, PackedVarints({1, 2}) + PackedVarints({3})))));
   EXPECT_EQ((std::vector<int64_t>{1, 2, 3}), t.at("n").int64s);
-  t = Both(ExampleOf(Entry("f", Len(2, PackedFloats({1, 2}) + PackedFloats({3, 4})))));
+  t = Both(ExampleOf(MapEntry("f", Len(2, PackedFixed32s({1, 2}) + PackedFixed32s({3, 4})))));
   EXPECT_EQ((std::vector<uint32_t>{1, 2, 3, 4}), t.at("f").float_bits);
 }
 
 TEST(WireTest, MixedPackedAndUnpacked) {
-  CanonTable t = Both(ExampleOf(Entry(
+  CanonTable t = Both(ExampleOf(MapEntry(
       "n", Len(3, Varint(1, 7) + PackedVarints({8, 9}) + Varint(1, 10) + PackedVarints({})))));
   EXPECT_EQ((std::vector<int64_t>{7, 8, 9, 10}), t.at("n").int64s);
-  t = Both(ExampleOf(Entry("f", Len(2, PackedFloats({5}) + Fixed32(1, 6) + PackedFloats({7})))));
+  t = Both(
+      ExampleOf(MapEntry("f", Len(2, PackedFixed32s({5}) + Fixed32(1, 6) + PackedFixed32s({7})))));
   EXPECT_EQ((std::vector<uint32_t>{5, 6, 7}), t.at("f").float_bits);
 }
 
 TEST(WireTest, DuplicateKeysLastWins) {
   const std::string payload =
-      ExampleOf(Entry("k", Len(3, PackedVarints({1}))) +
-                Entry("other", Len(3, PackedVarints({2}))) + Entry("k", Len(1, Len(1, "x"))));
+      ExampleOf(MapEntry("k", Len(3, PackedVarints({1}))) +
+                MapEntry("other", Len(3, PackedVarints({2}))) + MapEntry("k", Len(1, Len(1, "x"))));
   const CanonTable t = Both(payload);
   ASSERT_EQ(2u, t.size());
   EXPECT_EQ(Kind::kBytes, t.at("k").kind);
@@ -328,27 +329,27 @@ TEST(WireTest, DuplicateKeysLastWins) {
 }
 
 TEST(WireTest, FeatureWithTwoKindsLastWins) {
-  CanonTable t = Both(ExampleOf(Entry("k", Len(1, Len(1, "x")) + Len(3, PackedVarints({4})))));
+  CanonTable t = Both(ExampleOf(MapEntry("k", Len(1, Len(1, "x")) + Len(3, PackedVarints({4})))));
   EXPECT_EQ(Kind::kInt64, t.at("k").kind);
   EXPECT_EQ(std::vector<int64_t>{4}, t.at("k").int64s);
   EXPECT_TRUE(t.at("k").bytes.empty());
-  t = Both(ExampleOf(Entry("k", Len(3, PackedVarints({4})) + Len(2, PackedFloats({1})))));
+  t = Both(ExampleOf(MapEntry("k", Len(3, PackedVarints({4})) + Len(2, PackedFixed32s({1})))));
   EXPECT_EQ(Kind::kFloat, t.at("k").kind);
   EXPECT_TRUE(t.at("k").int64s.empty());
 }
 
 TEST(WireTest, SameKindTwiceMerges) {
   const CanonTable t =
-      Both(ExampleOf(Entry("k", Len(3, PackedVarints({1})) + Len(3, PackedVarints({2, 3})))));
+      Both(ExampleOf(MapEntry("k", Len(3, PackedVarints({1})) + Len(3, PackedVarints({2, 3})))));
   EXPECT_EQ((std::vector<int64_t>{1, 2, 3}), t.at("k").int64s);
-  const CanonTable b = Both(ExampleOf(Entry("b", Len(1, Len(1, "x")) + Len(1, Len(1, "y")))));
+  const CanonTable b = Both(ExampleOf(MapEntry("b", Len(1, Len(1, "x")) + Len(1, Len(1, "y")))));
   EXPECT_EQ((std::vector<std::string>{"x", "y"}), b.at("b").bytes);
 }
 
 TEST(WireTest, RepeatedFeaturesMessagesMerge) {
-  const std::string payload =
-      ExampleOf(Entry("a", Len(3, PackedVarints({1})))) +
-      ExampleOf(Entry("b", Len(3, PackedVarints({2}))) + Entry("a", Len(3, PackedVarints({3}))));
+  const std::string payload = ExampleOf(MapEntry("a", Len(3, PackedVarints({1})))) +
+                              ExampleOf(MapEntry("b", Len(3, PackedVarints({2}))) +
+                                        MapEntry("a", Len(3, PackedVarints({3}))));
   const CanonTable t = Both(payload);
   ASSERT_EQ(2u, t.size());
   EXPECT_EQ(std::vector<int64_t>{3}, t.at("a").int64s);
@@ -375,8 +376,8 @@ TEST(WireTest, MapEntryOddities) {
 }
 
 TEST(WireTest, EmptyListsOfEachKind) {
-  const CanonTable t = Both(ExampleOf(Entry("b", Len(1, "")) + Entry("f", Len(2, "")) +
-                                      Entry("i", Len(3, "")) + Entry("none", "")));
+  const CanonTable t = Both(ExampleOf(MapEntry("b", Len(1, "")) + MapEntry("f", Len(2, "")) +
+                                      MapEntry("i", Len(3, "")) + MapEntry("none", "")));
   EXPECT_EQ(Kind::kBytes, t.at("b").kind);
   EXPECT_EQ(Kind::kFloat, t.at("f").kind);
   EXPECT_EQ(Kind::kInt64, t.at("i").kind);
@@ -386,7 +387,7 @@ TEST(WireTest, EmptyListsOfEachKind) {
 TEST(WireTest, LongVarints) {
   // Ten-byte varints for negative numbers, and a non-minimal encoding.
   std::string nonminimal = Tag(1, 0) + std::string("\x81\x80\x80\x00", 4);  // 1
-  const CanonTable t = Both(ExampleOf(Entry(
+  const CanonTable t = Both(ExampleOf(MapEntry(
       "n",
       Len(3, Varint(1, static_cast<uint64_t>(std::numeric_limits<int64_t>::min())) + nonminimal))));
   EXPECT_EQ((std::vector<int64_t>{std::numeric_limits<int64_t>::min(), 1}), t.at("n").int64s);
@@ -399,8 +400,8 @@ TEST(WireTest, LongVarints) {
 TEST(WireTest, VarintLimitsMatchProtobuf) {
   const std::string ones9(9, '\xff');
   const std::string zeros9(9, '\x80');
-  auto value = [](const std::string& v) { return ExampleOf(Entry("n", Len(3, Tag(1, 0) + v))); };
-  auto packed = [](const std::string& v) { return ExampleOf(Entry("n", Len(3, Len(1, v)))); };
+  auto value = [](const std::string& v) { return ExampleOf(MapEntry("n", Len(3, Tag(1, 0) + v))); };
+  auto packed = [](const std::string& v) { return ExampleOf(MapEntry("n", Len(3, Len(1, v)))); };
   auto bytes = [](const char* s, size_t n) { return std::string(s, n); };
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"6-byte length", bytes("\x0a\x80\x80\x80\x80\x80\x00", 7)},
@@ -410,7 +411,7 @@ TEST(WireTest, VarintLimitsMatchProtobuf) {
       {"5-byte length 2^31 - 1", bytes("\x0a\xff\xff\xff\xff\x07", 6)},
       {"6-byte length of a map entry", ExampleOf(bytes("\x0a\x80\x80\x80\x80\x80\x00", 7))},
       {"6-byte length of a bytes value",
-       ExampleOf(Entry("b", Len(1, bytes("\x0a\x81\x80\x80\x80\x80\x00", 7) + "x")))},
+       ExampleOf(MapEntry("b", Len(1, bytes("\x0a\x81\x80\x80\x80\x80\x00", 7) + "x")))},
       {"5-byte tag", bytes("\x8a\x80\x80\x80\x00\x00", 6)},
       {"5-byte tag, field 1 modulo 2^32", bytes("\x8a\x80\x80\x80\x10\x00", 6)},
       {"6-byte tag", bytes("\x8a\x80\x80\x80\x80\x00\x00", 7)},
@@ -426,7 +427,9 @@ TEST(WireTest, VarintLimitsMatchProtobuf) {
     proto::Example ex;
     const bool theirs = ex.ParseFromString(payload);
     EXPECT_EQ(theirs, ours.ok()) << name << ": " << ours.status();
-    if (theirs && ours.ok()) EXPECT_EQ(FromProto(ex), FromTable(*ours)) << name;
+    if (theirs && ours.ok()) {
+      EXPECT_EQ(FromProto(ex), FromTable(*ours)) << name;
+    }
   }
 }
 
@@ -447,18 +450,18 @@ TEST(RejectTest, UnknownFieldInExample) {
   (*ex.mutable_features()->mutable_feature())["a"].mutable_int64_list()->add_value(1);
   const std::string e = ex.SerializeAsString();
   ExpectRejected(Len(1, e) + Len(2, e), "ExampleListWithContext");
-  ExpectRejected(ExampleOf(Entry("a", Len(3, PackedVarints({1})))) + Varint(5, 1),
+  ExpectRejected(ExampleOf(MapEntry("a", Len(3, PackedVarints({1})))) + Varint(5, 1),
                  "trailing unknown varint field");
-  ExpectRejected(ExampleOf(Entry("a", "")) + Len(2, ""), "empty unknown LEN field");
+  ExpectRejected(ExampleOf(MapEntry("a", "")) + Len(2, ""), "empty unknown LEN field");
 }
 
 TEST(RejectTest, UnknownFieldsDeeper) {
   ExpectRejected(ExampleOf(Len(2, "x")), "unknown field in Features");
   ExpectRejected(ExampleOf(Len(1, Len(1, "k") + Len(3, "x"))), "unknown field in map entry");
-  ExpectRejected(ExampleOf(Entry("k", Len(4, ""))), "unknown field in Feature");
-  ExpectRejected(ExampleOf(Entry("k", Len(3, Varint(2, 1)))), "unknown field in Int64List");
-  ExpectRejected(ExampleOf(Entry("k", Len(1, Len(2, "x")))), "unknown field in BytesList");
-  ExpectRejected(ExampleOf(Entry("k", Len(2, Fixed32(2, 1)))), "unknown field in FloatList");
+  ExpectRejected(ExampleOf(MapEntry("k", Len(4, ""))), "unknown field in Feature");
+  ExpectRejected(ExampleOf(MapEntry("k", Len(3, Varint(2, 1)))), "unknown field in Int64List");
+  ExpectRejected(ExampleOf(MapEntry("k", Len(1, Len(2, "x")))), "unknown field in BytesList");
+  ExpectRejected(ExampleOf(MapEntry("k", Len(2, Fixed32(2, 1)))), "unknown field in FloatList");
 }
 
 TEST(RejectTest, WrongWireType) {
@@ -466,12 +469,12 @@ TEST(RejectTest, WrongWireType) {
   ExpectRejected(Fixed32(1, 1), "Example.features as fixed32");
   ExpectRejected(ExampleOf(Varint(1, 1)), "Features.feature as varint");
   ExpectRejected(ExampleOf(Len(1, Varint(1, 1))), "map key as varint");
-  ExpectRejected(ExampleOf(Entry("k", Varint(3, 1))), "Feature.int64_list as varint");
-  ExpectRejected(ExampleOf(Entry("k", Len(3, Fixed32(1, 1)))), "int64 value as fixed32");
-  ExpectRejected(ExampleOf(Entry("k", Len(2, Varint(1, 1)))), "float value as varint");
-  ExpectRejected(ExampleOf(Entry("k", Len(1, Varint(1, 1)))), "bytes value as varint");
+  ExpectRejected(ExampleOf(MapEntry("k", Varint(3, 1))), "Feature.int64_list as varint");
+  ExpectRejected(ExampleOf(MapEntry("k", Len(3, Fixed32(1, 1)))), "int64 value as fixed32");
+  ExpectRejected(ExampleOf(MapEntry("k", Len(2, Varint(1, 1)))), "float value as varint");
+  ExpectRejected(ExampleOf(MapEntry("k", Len(1, Varint(1, 1)))), "bytes value as varint");
   std::string i64 = Tag(1, 1) + std::string(8, '\0');
-  ExpectRejected(ExampleOf(Entry("k", Len(2, i64))), "float value as fixed64");
+  ExpectRejected(ExampleOf(MapEntry("k", Len(2, i64))), "float value as fixed64");
   ExpectRejected(Tag(1, 3) + Tag(1, 4), "group");
   ExpectRejected(std::string("\x00", 1), "field number 0");
 }
@@ -484,17 +487,18 @@ TEST(RejectTest, Truncation) {
       "\x0a\x05"
       "ab",
       "length past the end");
-  ExpectRejected(ExampleOf(Entry("k", Len(3, "\x01\x80"))), "truncated packed varint");
-  ExpectRejected(ExampleOf(Entry("k", Len(2, Len(1, "abc")))), "packed floats not a multiple of 4");
-  ExpectRejected(ExampleOf(Entry("k", Len(2, Tag(1, 5) + "ab"))), "truncated fixed32");
+  ExpectRejected(ExampleOf(MapEntry("k", Len(3, "\x01\x80"))), "truncated packed varint");
+  ExpectRejected(ExampleOf(MapEntry("k", Len(2, Len(1, "abc")))),
+                 "packed floats not a multiple of 4");
+  ExpectRejected(ExampleOf(MapEntry("k", Len(2, Tag(1, 5) + "ab"))), "truncated fixed32");
   // A length field that points far past the end (no huge allocation).
   std::string huge = Tag(1, 2);
   PutVarint(&huge, uint64_t{1} << 62);
   ExpectRejected(huge + "abc", "huge length");
   std::string eleven = Tag(1, 0) + std::string(10, '\xff') + "\x01";
-  ExpectRejected(ExampleOf(Entry("k", Len(3, eleven))), "varint longer than 10 bytes");
+  ExpectRejected(ExampleOf(MapEntry("k", Len(3, eleven))), "varint longer than 10 bytes");
   // Cutting a valid payload anywhere but at a field boundary fails.
-  const std::string full = ExampleOf(Entry("key", Len(3, PackedVarints({1, 2, 300}))));
+  const std::string full = ExampleOf(MapEntry("key", Len(3, PackedVarints({1, 2, 300}))));
   for (size_t n = 1; n < full.size(); ++n) {
     EXPECT_FALSE(DecodeExample(full.substr(0, n)).ok()) << "cut at " << n;
   }
@@ -503,11 +507,11 @@ TEST(RejectTest, Truncation) {
 TEST(RejectTest, InvalidUtf8Key) {
   for (absl::string_view key : {absl::string_view("\xff"), absl::string_view("a\xc0\xaf"),
                                 absl::string_view("\xed\xa0\x80"), absl::string_view("\xe6\x97")}) {
-    const std::string payload = ExampleOf(Entry(key, Len(3, PackedVarints({1}))));
+    const std::string payload = ExampleOf(MapEntry(key, Len(3, PackedVarints({1}))));
     ExpectRejected(payload, "invalid UTF-8 key");
   }
   // Valid multi-byte keys are fine.
-  EXPECT_EQ(1u, Both(ExampleOf(Entry("\xe6\x97\xa5", ""))).size());
+  EXPECT_EQ(1u, Both(ExampleOf(MapEntry("\xe6\x97\xa5", ""))).size());
 }
 
 TEST(RejectTest, RawStrings) {

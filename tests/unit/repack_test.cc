@@ -36,11 +36,11 @@
 #include "tfrecordfs/example/example.h"
 #include "tfrecordfs/record/format.h"
 #include "tfrecordfs/record/reader.h"
+#include "tfrecordfs/reference/zlib_codec.h"
 #include "tfrecordfs/repack/journal.h"
 #include "tfrecordfs/repack/pack.h"
 #include "tfrecordfs/source/shard_source.h"
 #include "tfrecordfs/staging/record_folder.h"
-#include "../zlib_reference.h"
 
 namespace tfrecordfs::repack {
 namespace {
@@ -102,7 +102,7 @@ std::vector<std::string> ShardFiles(const std::string& dir) {
   return out;
 }
 
-using zlib_reference::InflateOneStream;
+using reference::zlib::InflateOneStream;
 
 // Every record of every shard in `dir`, CRCs checked by ForEachRecordInBuffer
 // (compressed shards decompressed by zlib first).

@@ -1,7 +1,7 @@
 // src/source: random access into GZIP / ZLIB shards through checkpoints.
 //
 // Every read is compared with a straight decompression by zlib itself
-// (StraightInflate below, over tests/zlib_reference.h: inflate with
+// (StraightInflate below, over tfrecordfs/reference/zlib_codec.h: inflate with
 // automatic header detection, stepping over GZIP members), so these tests
 // do not trust the code under test to know what the bytes should be.
 // Compressed inputs are made by zlib's deflate directly (not by
@@ -16,7 +16,6 @@
 #include <string>
 #include <vector>
 
-#include "../zlib_reference.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -29,6 +28,7 @@
 #include "tfrecordfs/record/format.h"
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/record/writer.h"
+#include "tfrecordfs/reference/zlib_codec.h"
 #include "tfrecordfs/source/inflate.h"
 #include "tfrecordfs/source/shard_source.h"
 
@@ -64,8 +64,8 @@ std::string TextLike(size_t n, uint64_t seed) {
   return out;
 }
 
-using zlib_reference::Deflate;
-using zlib_reference::Wrap;
+using reference::zlib::Deflate;
+using reference::zlib::Wrap;
 
 Codec CodecOf(Wrap w) { return w == Wrap::kGzip ? Codec::kGzip : Codec::kZlib; }
 
@@ -75,7 +75,7 @@ Codec CodecOf(Wrap w) { return w == Wrap::kGzip ? Codec::kGzip : Codec::kZlib; }
 std::string StraightInflate(absl::string_view file, bool* clean = nullptr) {
   const bool gzip = file.size() >= 2 && static_cast<unsigned char>(file[0]) == 0x1f &&
                     static_cast<unsigned char>(file[1]) == 0x8b;
-  return zlib_reference::Inflate(file, 15 + 32, gzip, clean);
+  return reference::zlib::Inflate(file, 15 + 32, gzip, clean);
 }
 
 // A file in memory that the code under test can pread.

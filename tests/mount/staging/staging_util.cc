@@ -25,8 +25,8 @@
 #include "tfrecordfs/example/example.h"
 #include "tfrecordfs/example/sequence.h"
 #include "tfrecordfs/record/reader.h"
+#include "tfrecordfs/reference/zlib_codec.h"
 #include "testing/shard.h"
-#include "../../zlib_reference.h"
 
 namespace tfrecordfs::mount_test::staging_test {
 
@@ -185,7 +185,7 @@ bool IsDir(const std::string& path) {
 }
 
 std::optional<std::string> InflateOneStream(absl::string_view file) {
-  return zlib_reference::InflateOneStream(file);
+  return reference::zlib::InflateOneStream(file);
 }
 
 std::vector<PackedShard> ReadPackedShards(const std::string& dir, const std::string& prefix) {

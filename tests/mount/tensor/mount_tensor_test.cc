@@ -171,7 +171,7 @@ TEST_F(TensorMountTest, NumpyAndPilReadTheArrays) {
   EXPECT_EQ(mount.Stop(&stop_err), 0) << stop_err;
 }
 
-// The tree `tfrecordfs-gen sequence` records must show (gen.cc,
+// The tree `tfrecordfs-gen sequence` records must show (src/gen/tensor_datasets.cc,
 // SequencePayload), written out from its spec.
 void AddSequenceRecord(const std::string& dir, uint64_t r, ExpectedTree* out) {
   auto d = [&](const std::string& rel) { (*out)[dir + rel] = ExpectedNode{true, ""}; };

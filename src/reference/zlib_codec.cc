@@ -1,28 +1,12 @@
-// zlib's own view of compressed bytes, for tests and fuzz targets that must
-// not trust src/source to say what a GZIP or ZLIB file holds: deflate with
-// chosen settings, and inflate until the end or the first error.
-// Header-only (unit, mount and fuzz binaries share it); thread-safe.
-#ifndef TFRECORDFS_TESTS_ZLIB_REFERENCE_H_
-#define TFRECORDFS_TESTS_ZLIB_REFERENCE_H_
-
-#include <zlib.h>
+#include "tfrecordfs/reference/zlib_codec.h"
 
 #include <algorithm>
 #include <cstring>
-#include <optional>
-#include <string>
 
-#include "absl/strings/string_view.h"
+namespace tfrecordfs::reference::zlib {
 
-namespace tfrecordfs::zlib_reference {
-
-enum class Wrap { kGzip, kZlib, kRaw };
-
-// deflate with the given level and strategy; `flush_every` > 0 ends a
-// block with Z_FULL_FLUSH every that many input bytes. "" if zlib refuses
-// the settings.
-inline std::string Deflate(absl::string_view data, Wrap wrap, int level = 6,
-                           int strategy = Z_DEFAULT_STRATEGY, size_t flush_every = 0) {
+std::string Deflate(absl::string_view data, Wrap wrap, int level, int strategy,
+                    size_t flush_every) {
   z_stream z;
   std::memset(&z, 0, sizeof z);
   const int bits = wrap == Wrap::kGzip ? 31 : wrap == Wrap::kZlib ? 15 : -15;
@@ -50,13 +34,7 @@ inline std::string Deflate(absl::string_view data, Wrap wrap, int level = 6,
   return out;
 }
 
-// Every byte zlib decompresses from `file` before its end or first error.
-// `window_bits` as for inflateInit2 (31 GZIP, 15 ZLIB, 47 either). With
-// `gzip_members`, a stream end followed by 1f 8b starts the next GZIP member
-// (as gzip -d and TensorFlow read); anything else after a stream end stops.
-// *clean (when given) says whether the whole file decompressed.
-inline std::string Inflate(absl::string_view file, int window_bits, bool gzip_members,
-                           bool* clean = nullptr) {
+std::string Inflate(absl::string_view file, int window_bits, bool gzip_members, bool* clean) {
   z_stream z;
   std::memset(&z, 0, sizeof z);
   std::string out;
@@ -90,15 +68,11 @@ inline std::string Inflate(absl::string_view file, int window_bits, bool gzip_me
   return out;
 }
 
-// A GZIP or ZLIB file that is exactly one whole stream (one GZIP member),
-// decompressed; nullopt otherwise.
-inline std::optional<std::string> InflateOneStream(absl::string_view file) {
+std::optional<std::string> InflateOneStream(absl::string_view file) {
   bool clean = false;
   std::string out = Inflate(file, 15 + 32, /*gzip_members=*/false, &clean);
   if (!clean) return std::nullopt;
   return out;
 }
 
-}  // namespace tfrecordfs::zlib_reference
-
-#endif  // TFRECORDFS_TESTS_ZLIB_REFERENCE_H_
+}  // namespace tfrecordfs::reference::zlib
