@@ -44,6 +44,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -57,6 +58,11 @@ namespace tfrecordfs::staging {
 // What the mounted shards say about a feature name (or a sequence list,
 // asked as `feature_lists/<name>`).
 struct FeatureHint {
+  FeatureHint() = default;
+  // NOLINTNEXTLINE(google-explicit-constructor): a kind alone is a hint
+  FeatureHint(example::Kind kind, std::vector<tensor::TensorType> tensors = {})
+      : kind(kind), tensors(std::move(tensors)) {}
+
   example::Kind kind = example::Kind::kNone;  // kNone: the shards do not know it
   // For kBytes features holding serialized tensors: the types of the
   // tensors seen, one per class (dtype, rank, and for rank 3 the channel

@@ -288,7 +288,9 @@ TEST_F(HostileMountTest, EveryRecordTellsTheTruth) {
       // A SequenceExample (not an Example, so "other" in the manifest) shows
       // as context/ + feature_lists/ folders, laid out like the rest below.
       const bool sequence = example::DecodeSequenceExample(payload).ok();
-      if (sequence) EXPECT_EQ(Files(rec).count("feature_lists/"), 1u);
+      if (sequence) {
+        EXPECT_EQ(Files(rec).count("feature_lists/"), 1u);
+      }
       if (!r.example && !sequence) {
         EXPECT_EQ(Files(rec), std::set<std::string>{"record.bin"});
         EXPECT_TRUE(ReadWholeFile(M(rec + "/record.bin")) == payload);
@@ -300,7 +302,9 @@ TEST_F(HostileMountTest, EveryRecordTellsTheTruth) {
       const auto walked = WalkTree(M(rec));
       EXPECT_EQ(CompareTrees(expected, walked, rec), 0u);
       // The layout of an Example never falls back to record.bin here.
-      if (expected.size() == 2) EXPECT_EQ(expected.count(rec + "/record.bin"), 0u);
+      if (expected.size() == 2) {
+        EXPECT_EQ(expected.count(rec + "/record.bin"), 0u);
+      }
     }
   }
 }
