@@ -78,10 +78,16 @@ absl::Status RemoveTree(const std::string& path) {
   // folders; the owner may always make them writable to empty them.
   if ((st.st_mode & S_IRWXU) != S_IRWXU) ::chmod(path.c_str(), (st.st_mode & 07777) | S_IRWXU);
   // All names first: unlinking while a stream is open may skip or repeat
-  // entries.
-  auto children = ListNames(path);
-  if (!children.ok()) return children.status();
-  for (const std::string& c : *children) {
+  // entries. O_NOFOLLOW: a symlink put in the folder's place since the
+  // lstat is refused (ELOOP), never listed through.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return ErrnoError(errno, path);
+  auto dir = ListDir::Adopt(UniqueFd(fd), path);
+  if (!dir.ok()) return dir.status();
+  std::vector<std::string> children;
+  for (absl::string_view name; dir->Next(&name);) children.emplace_back(name);
+  if (!dir->status().ok()) return dir->status();
+  for (const std::string& c : children) {
     if (auto s = RemoveTree(JoinPath(path, c)); !s.ok()) return s;
   }
   if (::rmdir(path.c_str()) != 0 && errno != ENOENT) {
