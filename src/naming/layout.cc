@@ -1,5 +1,6 @@
 // Names (escaping) and the forward/reverse tree layout.
 #include <algorithm>
+#include <cassert>
 #include <cstring>
 #include <map>
 
@@ -317,11 +318,18 @@ void AddFeatures(Node* root, const std::vector<Feature>& features, absl::string_
     Node* dir = MakeDirs(root, l.where.dirs);
     std::string name = l.where.leaf;
     // `%-` (decodes to nothing) keeps the file apart from a directory of the
-    // same name, and keeps a root feature from posing as a raw record.
-    if (dir->children.count(name) || (dir == root && reserved_top && name == kRawRecordName)) {
-      name = "%-" + name;
-    }
-    dir->children.emplace(std::move(name), std::move(l.node));
+    // same name, and keeps a root file from posing as a raw record. Only a
+    // file can pose as one (a raw record is one regular file): a list folder
+    // named record.bin keeps its name, so that it cannot take the `%-` name
+    // of a file feature `record` shown as record.bin.
+    const bool poses_as_raw =
+        dir == root && reserved_top && !l.node.is_dir && name == kRawRecordName;
+    if (dir->children.count(name) || poses_as_raw) name = "%-" + name;
+    const bool placed = dir->children.emplace(std::move(name), std::move(l.node)).second;
+    // Names are unique by construction (escaping, one extension, `%-`); a
+    // clash here would hide a feature.
+    assert(placed);
+    (void)placed;
   }
 }
 

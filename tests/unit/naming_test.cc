@@ -823,6 +823,19 @@ TEST(LayoutTest, RootFeatureNamedLikeARawRecord) {
   const Layout l = LayoutExample(r.table, r.payload);
   EXPECT_THAT(Children(l, ""), ElementsAre("%-record.bin", "x"));
   CheckRoundTrip(r);
+  // Beside a list folder named record.bin (found by the staging fuzzer: both
+  // took the name %-record.bin and the list vanished from the record), in
+  // either feature order.
+  for (const bool list_first : {false, true}) {
+    SCOPED_TRACE(list_first ? "list first" : "file first");
+    const Spec file = Bytes("record", {kBinary});
+    const Spec list = Bytes("record.bin", {kBinary, kJpeg, kPng});
+    const Record both = list_first ? Build({list, file}) : Build({file, list});
+    const Layout bl = LayoutExample(both.table, both.payload);
+    EXPECT_THAT(Children(bl, ""), ElementsAre("%-record.bin", "record.bin"));
+    EXPECT_THAT(Children(bl, "record.bin"), ElementsAre("0.bin", "1.jpg", "2.png"));
+    CheckRoundTrip(both);
+  }
   // Not at the root it keeps its name.
   const Record n = Build({Bytes("d/record", {kBinary})});
   EXPECT_THAT(Children(LayoutExample(n.table, n.payload), "d"), ElementsAre("record.bin"));
