@@ -39,6 +39,7 @@
 #include "table_gen.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/example/example.h"
+#include "tfrecordfs/example/sequence.h"
 #include "tfrecordfs/naming/naming.h"
 #include "tfrecordfs/staging/record_folder.h"
 
@@ -157,6 +158,15 @@ void ArbitraryFolder(Bytes& in, const std::string& root) {
   FUZZ_CHECK(!has_visible_symlink, "a symlink was followed");
   struct stat st;
   const bool raw = ::lstat((root + "/record.bin").c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  // A top-level feature_lists/ folder makes a SequenceExample
+  // (staging/record_folder.h), which must then parse as one.
+  const std::string lists = root + "/" + std::string(naming::kFeatureListsDir);
+  if (!raw && ::lstat(lists.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    auto seq = example::DecodeSequenceExample(*payload);
+    FUZZ_CHECK(seq.ok(), "staged folder with feature_lists/ packs to a payload that is not a "
+               "SequenceExample: ", seq.status().message());
+    return;
+  }
   auto t = example::DecodeExample(*payload);
   if (!t.ok()) {
     FUZZ_CHECK(raw, "staged folder packs to a payload that is not an Example: ",
