@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ostream>
 #include <random>
 
 #include "expectations.h"
@@ -463,20 +464,46 @@ TEST(GeneratedMountOptionsTest, WalkOfALargeShardNeedsNoLookups) {
   EXPECT_EQ(folders, static_cast<size_t>(kRecords));
   const std::string log = m.Stderr();
   EXPECT_GE(CountOpcode(log, "READDIRPLUS"), static_cast<size_t>(kRecords));
-  // The root's two entries (big.tfrecord, staging) at most.
-  EXPECT_LE(CountOpcode(log, "LOOKUP"), 2u) << "record folders entered by LOOKUP";
+  // The root's two entries (big.tfrecord, staging), and a few folders whose
+  // fresh dentries a loaded machine reclaimed before the walk entered them;
+  // the kernel's "auto" mode costs 799.
+  EXPECT_LE(CountOpcode(log, "LOOKUP"), 2u + kRecords / 20)
+      << "record folders entered by LOOKUP; forgets: " << CountOpcode(log, "BATCH_FORGET");
   std::string stop_err;
   EXPECT_EQ(m.Stop(&stop_err), 0) << stop_err;
 }
 
-// Counts the requests of the kinds a file open, stat or close can cause.
+// Counts the requests of the kinds a file open, stat or close can cause,
+// and the lookups and forgets that tell when the kernel evicted an inode.
 struct FileOpCounts {
-  size_t open, flush, release, getattr, read;
-  bool operator==(const FileOpCounts&) const = default;
+  size_t open, flush, release, getattr, read, lookup, forget;
 };
 FileOpCounts CountFileOps(const std::string& log) {
-  return {CountOpcode(log, "OPEN"), CountOpcode(log, "FLUSH"), CountOpcode(log, "RELEASE"),
-          CountOpcode(log, "GETATTR"), CountOpcode(log, "READ")};
+  return {CountOpcode(log, "OPEN"),   CountOpcode(log, "FLUSH"),
+          CountOpcode(log, "RELEASE"), CountOpcode(log, "GETATTR"),
+          CountOpcode(log, "READ"),   CountOpcode(log, "LOOKUP"),
+          CountOpcode(log, "FORGET") + CountOpcode(log, "BATCH_FORGET")};
+}
+std::ostream& operator<<(std::ostream& os, const FileOpCounts& c) {
+  return os << "open " << c.open << ", flush " << c.flush << ", release " << c.release
+            << ", getattr " << c.getattr << ", read " << c.read << ", lookup " << c.lookup
+            << ", forget " << c.forget;
+}
+
+// A warm walk (`second`, after `first`, both counted from the mount's start)
+// must be served from the kernel's caches: no OPEN, FLUSH or RELEASE, and
+// file contents from the page cache. The page cache is the kernel's to
+// reclaim, and a loaded machine does reclaim a few pages or evict a few
+// inodes between two walks (seen in CI: 10 READs after 2604), so the READs
+// of the warm walk must stay under a tenth of those of the two walks before
+// it; a cache dropped at every open re-reads half of them.
+void ExpectWarmWalkServedByTheKernel(const FileOpCounts& first, const FileOpCounts& second) {
+  EXPECT_EQ(second.open, first.open) << second;
+  EXPECT_EQ(second.flush, first.flush) << second;
+  EXPECT_EQ(second.release, 0u) << second;
+  ASSERT_GE(second.read, first.read);
+  EXPECT_LT((second.read - first.read) * 10, first.read)
+      << "warm reads reached the daemon; before the warm walk: " << first << "; after: " << second;
 }
 
 // On a read-only mount the kernel opens files itself (ENOSYS to the first
@@ -534,9 +561,8 @@ TEST(GeneratedMountOptionsTest, ReadOnlyMountOpensFilesWithoutTheDaemon) {
       EXPECT_EQ(first.release, 0u);
       // Everything is in the kernel's caches now; a read-only mount does
       // not even invalidate atimes.
-      EXPECT_EQ(second, first) << "open " << second.open << ", flush " << second.flush
-                               << ", release " << second.release << ", getattr " << second.getattr
-                               << ", read " << second.read;
+      ExpectWarmWalkServedByTheKernel(first, second);
+      EXPECT_EQ(second.getattr, first.getattr) << second;
     }
     const int fd = ::open(m.path("staging/new").c_str(), O_WRONLY | O_CREAT, 0644);
     EXPECT_LT(fd, 0);
@@ -597,10 +623,7 @@ TEST(GeneratedMountOptionsTest, ReadWriteMountOpensFilesWithoutTheDaemon) {
       EXPECT_LE(first.open, 1u);
       EXPECT_LE(first.flush, 1u);
       EXPECT_EQ(first.release, 0u);
-      EXPECT_EQ(second.open, first.open);
-      EXPECT_EQ(second.flush, first.flush);
-      EXPECT_EQ(second.release, 0u);
-      EXPECT_EQ(second.read, first.read) << "warm reads reached the daemon";
+      ExpectWarmWalkServedByTheKernel(first, second);
     }
     const std::string r = ShellQuote(m.path("staging/r"));
     CommandResult bad = Shell("bash -c " + ShellQuote("mkdir " + r + " && echo hello > " + r +
