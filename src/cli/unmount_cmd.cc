@@ -71,6 +71,28 @@ void PointAtLog(const MountRecord& record) {
   if (p.errors + p.warnings > p.first.size()) std::cerr << "  ...\n";
 }
 
+// Whether `mnt` is a live tfrecordfs mount in this mount namespace.
+bool IsTfrecordfsMount(const std::string& mnt) {
+  auto mounts = ReadMountinfo();
+  if (!mounts.ok()) return false;
+  for (const MountinfoEntry& m : *mounts) {
+    if (m.mountpoint == mnt && m.fstype == "fuse.tfrecordfs") return true;
+  }
+  return false;
+}
+
+// The mount's record. A foreground daemon (-f) writes it just after the
+// mount appears, so a script that waited for the mount point may ask a few
+// milliseconds early: while `mnt` is a live tfrecordfs mount, wait up to 5 s.
+absl::StatusOr<MountRecord> AwaitMountRecord(const std::string& mnt) {
+  auto record = ReadMountRecord(mnt);
+  for (int i = 0; i < 500 && !record.ok() && IsTfrecordfsMount(mnt); ++i) {
+    ::usleep(10000);
+    record = ReadMountRecord(mnt);
+  }
+  return record;
+}
+
 }  // namespace
 
 int UnmountMain(int argc, char** argv) {
@@ -97,7 +119,7 @@ int UnmountMain(int argc, char** argv) {
     return kExitFailed;
   }
   const std::string& real = *resolved;
-  auto record = ReadMountRecord(real);
+  auto record = AwaitMountRecord(real);
   if (!record.ok()) {
     std::cerr << "tfrecordfs unmount: " << real
               << " is not a tfrecordfs mount of this user (no record in "

@@ -1,13 +1,58 @@
 #include "tfrecordfs/fuse/session.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <csignal>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "tfrecordfs/base/log.h"
 
 namespace tfrecordfs::fuse {
+namespace {
+
+// Detaches like fuse_daemonize(), with one difference: the parent exits only
+// once the child has run on_ready and written a byte to the pipe whose write
+// end this returns, so that when `tfrecordfs SRC MNT` returns the mount's
+// record exists and `tfrecordfs unmount MNT` finds it (fuse_daemonize lets
+// the parent go as soon as the child has forked). The parent exits 1 if the
+// child ends without saying so. Returns only in the child.
+absl::StatusOr<int> Detach() {
+  int waiter[2];
+  if (::pipe2(waiter, O_CLOEXEC) != 0) {
+    return absl::InternalError(absl::StrCat("cannot detach: pipe: ", std::strerror(errno)));
+  }
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    const int err = errno;
+    ::close(waiter[0]);
+    ::close(waiter[1]);
+    return absl::InternalError(absl::StrCat("cannot detach: fork: ", std::strerror(err)));
+  }
+  if (pid > 0) {
+    ::close(waiter[1]);
+    char ready = 0;
+    ssize_t n;
+    do {
+      n = ::read(waiter[0], &ready, 1);
+    } while (n < 0 && errno == EINTR);
+    ::_exit(n == 1 ? 0 : 1);
+  }
+  ::close(waiter[0]);
+  (void)::setsid();
+  (void)::chdir("/");
+  const int null_fd = ::open("/dev/null", O_RDWR);
+  if (null_fd >= 0) {
+    for (int fd : {0, 1, 2}) ::dup2(null_fd, fd);
+    if (null_fd > 2) ::close(null_fd);
+  }
+  return waiter[1];
+}
+
+}  // namespace
 
 absl::Status RunSession(vfs::Filesystem* fs, const SessionOptions& options) {
   std::vector<std::string> argv_store = {"tfrecordfs"};
@@ -41,9 +86,26 @@ absl::Status RunSession(vfs::Filesystem* fs, const SessionOptions& options) {
                      " (is it an existing directory you may mount on?)"));
   }
   const bool foreground = options.foreground || options.debug;
-  if (!foreground) log::UseSyslog(true);
-  fuse_daemonize(foreground ? 1 : 0);
+  int ready_fd = -1;
+  if (foreground) {
+    (void)::chdir("/");
+  } else {
+    auto detached = Detach();
+    if (!detached.ok()) {
+      fuse_session_unmount(se);
+      fuse_remove_signal_handlers(se);
+      fuse_session_destroy(se);
+      return detached.status();
+    }
+    ready_fd = *detached;
+    log::UseSyslog(true);
+  }
   if (options.on_ready) options.on_ready();
+  if (ready_fd >= 0) {
+    const char ready = 1;
+    (void)!::write(ready_fd, &ready, 1);
+    ::close(ready_fd);
+  }
 
   int rc;
   if (options.single_threaded) {

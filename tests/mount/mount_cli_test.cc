@@ -6,14 +6,17 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <regex>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "generated_dataset.h"
 #include "tfrecordfs/example/example.h"
@@ -466,8 +469,21 @@ TEST(InstallTest, InstalledBinaryMountsWithMountTypeFuseTfrecordfs) {
       << "mount.fuse3 ran another tfrecordfs than the installed one: " << r.out;
 }
 
-// Without -f the command returns only once the mount serves requests: a
-// stat right after it returns must succeed, with no polling in between.
+// The mount records `tfrecordfs unmount` reads ($XDG_RUNTIME_DIR/tfrecordfs,
+// one file per mount point), as name -> contents.
+std::map<std::string, std::string> MountRecords() {
+  std::map<std::string, std::string> out;
+  const std::string dir = std::string(std::getenv("XDG_RUNTIME_DIR")) + "/tfrecordfs";
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (e.path().extension() == ".mount") out[e.path().string()] = ReadWholeFile(e.path().string());
+  }
+  return out;
+}
+
+// Without -f the command returns only once the mount serves requests and
+// its record is written: a stat and `tfrecordfs unmount` right after it
+// returns must succeed, with no polling in between.
 TEST(DaemonTest, DetachesOnlyOnceTheMountIsReady) {
   TFRFS_SKIP_WITHOUT_FUSE();
   TempDir tmp;
@@ -478,6 +494,11 @@ TEST(DaemonTest, DetachesOnlyOnceTheMountIsReady) {
 
   CommandResult r = RunCommand({Bin(), "-o", IsolationOptions(tmp), ds.root, mnt});
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  size_t records = 0;
+  for (const auto& [path, text] : MountRecords()) {
+    records += text.find("mountpoint=" + mnt + "\n") != std::string::npos;
+  }
+  EXPECT_EQ(records, 1u) << "the launching process returned before the mount's record was written";
   struct stat st;
   ASSERT_EQ(::stat((mnt + "/" + rel).c_str(), &st), 0) << std::strerror(errno);
   EXPECT_TRUE(IsMounted(mnt, "fuse.tfrecordfs"));
@@ -493,6 +514,51 @@ TEST(DaemonTest, DetachesOnlyOnceTheMountIsReady) {
   ASSERT_EQ(u.exit_code, 0) << u.err;
   EXPECT_TRUE(DaemonGone(mnt)) << "the daemon did not exit after fusermount3 -u";
   EXPECT_EQ(::stat((mnt + "/" + rel).c_str(), &st), -1);
+}
+
+// A foreground daemon (-f) writes its mount record just after the mount
+// appears, so a script that waited for the mount point can ask for the
+// unmount in between: `tfrecordfs unmount` then waits for the record while
+// the path is a live tfrecordfs mount, instead of calling it no mount. The
+// window is made wide here by taking the record away for 300 ms.
+TEST(DaemonTest, UnmountWaitsForAForegroundMountsRecord) {
+  TFRFS_SKIP_WITHOUT_FUSE();
+  TempDir tmp;
+  const GenDataset ds = WriteDataset(tmp.Subdir("src"), 6);
+  const std::string mnt = std::filesystem::canonical(tmp.Subdir("mnt")).string();
+  DetachedGuard guard(mnt);
+  // Started from a shell that exits, so the daemon is no child of the test
+  // (`unmount` waits for its pid to go, which a zombie never does).
+  ASSERT_EQ(Shell(ShellQuote(Bin()) + " -f -o " + ShellQuote("ro," + IsolationOptions(tmp)) +
+                  " " + ShellQuote(ds.root) + " " + ShellQuote(mnt) + " >" +
+                  ShellQuote(tmp.path() + "/daemon.log") + " 2>&1 &")
+                .exit_code,
+            0);
+  std::string record_path, record_text;
+  ASSERT_TRUE(WaitUntil([&] {
+    for (const auto& [path, text] : MountRecords()) {
+      if (text.find("mountpoint=" + mnt + "\n") != std::string::npos) {
+        record_path = path;
+        record_text = text;
+      }
+    }
+    return !record_path.empty();
+  })) << "no mount record; daemon log:\n" << ReadWholeFile(tmp.path() + "/daemon.log");
+  ASSERT_EQ(::unlink(record_path.c_str()), 0);
+  std::thread restore([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    WriteWholeFile(record_path, record_text);
+  });
+  CommandResult u = RunCommand({Bin(), "unmount", mnt});
+  restore.join();
+  EXPECT_EQ(u.exit_code, 0) << u.out << u.err;
+  EXPECT_EQ(u.out, "result: ok\nread-only mount: nothing packed\n");
+  EXPECT_TRUE(DaemonGone(mnt));
+
+  // A path that is no mount at all is still refused at once.
+  u = RunCommand({Bin(), "unmount", mnt});
+  EXPECT_EQ(u.exit_code, 1);
+  EXPECT_NE(u.err.find("is not a tfrecordfs mount"), std::string::npos) << u.err;
 }
 
 // Issue 15, item 1: `cd dir && tfrecordfs src mnt` with every path relative.

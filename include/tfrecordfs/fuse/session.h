@@ -24,15 +24,17 @@ struct SessionOptions {
   bool single_threaded = false;  // -s
   unsigned max_threads = 16;     // for the multi-threaded loop
   OpsOptions ops;
-  // Called after the mount exists and, unless foreground, after the daemon
-  // detached (so the parent has reported success).
+  // Called once the mount exists, before any request is served; unless
+  // foreground, in the detached child and before the parent exits.
   std::function<void()> on_ready;
 };
 
 // Mounts and serves until the file system is unmounted or the process gets
 // SIGINT/SIGTERM/SIGHUP. Returns an error if the mount could not be made.
-// When not foreground, the calling process forks: the parent exits 0 once the
-// mount is ready, and this function returns in the detached child.
+// When not foreground, the calling process forks: the parent exits 0 once
+// on_ready has returned in the child (1 if the child died first), and this
+// function returns in the detached child, whose stdio is /dev/null and whose
+// log goes to syslog.
 absl::Status RunSession(vfs::Filesystem* fs, const SessionOptions& options);
 
 }  // namespace tfrecordfs::fuse

@@ -72,11 +72,7 @@ TEST(ChangedSourcesTest, PlainFileReplacedByAFifoDoesNotBlockReaders) {
     result = n < 0 ? errno : 0;
     ::close(fd);
   });
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (result.load() == -1 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  if (result.load() == -1) {
+  if (!WaitUntil([&] { return result.load() != -1; })) {
     // Unblock the reader so the test can end, then fail.
     const int w = ::open((src + "/notes.txt").c_str(), O_WRONLY | O_NONBLOCK);
     if (w >= 0) ::close(w);
