@@ -540,15 +540,11 @@ int MountMain(int argc, char** argv) {
   // crash interrupted, before anything is served.
   if (cli.staging_dir.empty()) cli.staging_dir = DefaultStagingDir(cli.vfs.sources);
   if (cli.pack.output_dir.empty()) cli.pack.output_dir = DefaultOutputDir(cli.vfs.sources);
-  vfs::Filesystem* fs_for_hints = nullptr;
-  auto hint = [&fs_for_hints](absl::string_view name) {
-    return fs_for_hints ? fs_for_hints->HintOf(name) : staging::FeatureHint{};
-  };
   // A read-only mount neither creates, locks nor writes the store: it shows
   // what is staged if there is a store, else no staging folder.
   struct stat store_st;
   const bool store_existed = ::stat(cli.staging_dir.c_str(), &store_st) == 0;
-  auto store = staging::Store::Open(cli.staging_dir, hint, {.read_only = cli.read_only});
+  auto store = staging::Store::Open(cli.staging_dir, {.read_only = cli.read_only});
   if (!store.ok() && !(cli.read_only && absl::IsNotFound(store.status()))) {
     log::Error(store.status().message());
     return kExitFailed;
@@ -590,7 +586,6 @@ int MountMain(int argc, char** argv) {
     return fail();
   }
   log::Info(index_store.Summary());
-  fs_for_hints = fs->get();
   const vfs::Stats stats = (*fs)->GetStats();
   log::Info("indexed ", stats.records, " record(s) in ", stats.shards, " shard(s); mounting on ",
             cli.session.mountpoint, staging != nullptr ? "; staging store " : "; no staging store",
@@ -621,8 +616,12 @@ int MountMain(int argc, char** argv) {
   }
   // Files written without a handle (the kernel opened them itself) that
   // the kernel never forgot: checked now, so a record left staged keeps
-  // its kinds (staging/store.h).
-  staging->CheckAllWritten();
+  // its kinds (staging/store.h). The kinds are the mounted shards'.
+  vfs::Filesystem* const mounted = fs->get();
+  const staging::KindHint hint = [mounted](absl::string_view name) {
+    return mounted->HintOf(name);
+  };
+  staging->CheckAllWritten(hint);
   std::string text;
   int exit_code = 0;
   {

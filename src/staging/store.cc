@@ -72,8 +72,7 @@ void ReserveJournalSpace(const std::string& path) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir, KindHint hint,
-                                                   OpenOptions options) {
+absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir, OpenOptions options) {
   if (options.read_only) {
     struct stat st;
     if (::stat((dir + "/records").c_str(), &st) != 0) {
@@ -85,7 +84,7 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir, KindH
   }
   auto real = RealPath(dir);
   if (!real.ok()) return real.status();
-  std::unique_ptr<Store> store(new Store(std::move(*real), std::move(hint)));
+  std::unique_ptr<Store> store(new Store(std::move(*real)));
   if (!options.read_only) {
     auto lock = OpenFile(store->lock_path(), O_RDWR | O_CREAT, 0600);
     if (!lock.ok()) return lock.status();
@@ -305,7 +304,7 @@ void Store::Detach(uint64_t node, NodeFdRef fd) {
   MaybeErase(node);
 }
 
-void Store::Forget(uint64_t node, uint64_t n) {
+void Store::Forget(uint64_t node, uint64_t n, const KindHint& hint) {
   bool check = false;
   {
     MutexLock lock(&mu_);
@@ -316,7 +315,7 @@ void Store::Forget(uint64_t node, uint64_t n) {
     // its path is known.
     check = it->second.nlookup <= n && written_.contains(node);
   }
-  if (check) (void)CheckWritten(node);
+  if (check) (void)CheckWritten(node, hint);
   MutexLock lock(&mu_);
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return;
@@ -324,7 +323,7 @@ void Store::Forget(uint64_t node, uint64_t n) {
   MaybeErase(node);
 }
 
-void Store::NoteWritten(uint64_t node, int fd) {
+void Store::NoteWritten(uint64_t node, const KindHint& hint, int fd) {
   {
     MutexLock lock(&mu_);
     written_.insert(node);
@@ -341,7 +340,7 @@ void Store::NoteWritten(uint64_t node, int fd) {
   struct stat st;
   if (::fstat(fd, &st) != 0) return;
   const uint64_t size = static_cast<uint64_t>(st.st_size);
-  const Placed placed = Place(*rel);
+  const Placed placed = Place(*rel, hint);
   bool whole = false;
   if (placed.file.role == StagedFile::Role::kNumeric) {
     auto tail = size == 0 ? absl::StatusOr<std::string>("\n") : ReadAt(fd, size - 1, 1);
@@ -368,10 +367,10 @@ void Store::NoteWritten(uint64_t node, int fd) {
       }
     }
   }
-  if (whole) (void)ValidateOnClose(node, fd);
+  if (whole) (void)ValidateOnClose(node, fd, hint);
 }
 
-absl::Status Store::CheckWritten(uint64_t node) {
+absl::Status Store::CheckWritten(uint64_t node, const KindHint& hint) {
   {
     MutexLock lock(&mu_);
     if (written_.erase(node) == 0) return absl::OkStatus();
@@ -379,16 +378,16 @@ absl::Status Store::CheckWritten(uint64_t node) {
   auto fd = Open(node, O_RDONLY);
   if (!fd.ok()) return absl::OkStatus();  // removed meanwhile: nothing to check
   UniqueFd own(*fd);
-  return ValidateOnClose(node, own.get());
+  return ValidateOnClose(node, own.get(), hint);
 }
 
-void Store::CheckAllWritten() {
+void Store::CheckAllWritten(const KindHint& hint) {
   std::vector<uint64_t> nodes;
   {
     MutexLock lock(&mu_);
     nodes.assign(written_.begin(), written_.end());
   }
-  for (uint64_t node : nodes) (void)CheckWritten(node);
+  for (uint64_t node : nodes) (void)CheckWritten(node, hint);
 }
 
 absl::StatusOr<struct stat> Store::Lookup(uint64_t parent, absl::string_view name) {
@@ -598,20 +597,20 @@ absl::StatusOr<std::string> Store::RelativePath(uint64_t node) {
   return path;
 }
 
-Store::Placed Store::Place(const std::string& rel) {
+Store::Placed Store::Place(const std::string& rel, const KindHint& hint) {
   const std::string record = rel.substr(0, rel.find('/'));
   struct stat st;
   const bool sequence = ::stat(absl::StrCat(records_dir(), "/", record, "/",
                                             naming::kFeatureListsDir).c_str(), &st) == 0 &&
                         S_ISDIR(st.st_mode);
   Placed p{ClassifyStagedFile(rel, sequence), {}};
-  if (p.file.role == StagedFile::Role::kOther || !hint_) return p;
-  p.hint = hint_(p.file.hint_key);
+  if (p.file.role == StagedFile::Role::kOther || !hint) return p;
+  p.hint = hint(p.file.hint_key);
   if (!sequence && p.hint.kind == example::Kind::kNone &&
       absl::StartsWith(rel, absl::StrCat(record, "/", naming::kContextDir, "/"))) {
     Placed as_context{ClassifyStagedFile(rel, /*sequence=*/true), {}};
     if (as_context.file.role != StagedFile::Role::kOther) {
-      as_context.hint = hint_(as_context.file.hint_key);
+      as_context.hint = hint(as_context.file.hint_key);
       if (as_context.hint.kind != example::Kind::kNone) return as_context;
     }
   }
@@ -623,7 +622,7 @@ namespace {
 }  // namespace
 
 absl::Status Store::ValidateOnWrite(uint64_t node, int fd, uint64_t offset,
-                                    absl::string_view data) {
+                                    absl::string_view data, const KindHint& hint) {
   auto rel = RelativePath(node);
   if (!rel.ok()) return absl::OkStatus();  // deleted meanwhile: nothing to check
   // Cheap test first: most writes are to files no check applies to.
@@ -635,7 +634,7 @@ absl::Status Store::ValidateOnWrite(uint64_t node, int fd, uint64_t offset,
   if (::fstat(fd, &st) != 0) return absl::OkStatus();  // ValidateOnClose will say
   const uint64_t old_size = static_cast<uint64_t>(st.st_size);
   const uint64_t end = offset + data.size();
-  const Placed placed = Place(*rel);
+  const Placed placed = Place(*rel, hint);
   auto refuse = [&](absl::string_view why) {
     log::Warning("staging/", *rel, ": write refused: ", why);
     return PosixError(EINVAL, absl::StrCat("staging/", *rel, ": ", why));
@@ -706,14 +705,14 @@ absl::Status Store::ValidateOnWrite(uint64_t node, int fd, uint64_t offset,
   return absl::OkStatus();
 }
 
-absl::Status Store::ValidateOnClose(uint64_t node, int fd) {
+absl::Status Store::ValidateOnClose(uint64_t node, int fd, const KindHint& hint_fn) {
   {
     MutexLock lock(&mu_);
     written_.erase(node);  // checked now, whoever asked
   }
   auto rel = RelativePath(node);
   if (!rel.ok()) return absl::OkStatus();  // deleted meanwhile: nothing to check
-  const Placed placed = Place(*rel);
+  const Placed placed = Place(*rel, hint_fn);
   const FeatureHint& hint = placed.hint;
   auto refuse = [&](absl::string_view why) {
     log::Warning("staging/", *rel, ": ", why,

@@ -214,7 +214,13 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
       return absl::InvalidArgumentError(
           absl::StrCat("invalid staging folder name '", options.staging_name, "'"));
     }
-    fs->staging_ = std::make_unique<StagingView>(options.staging);
+    staging::KindHint hints = options.staging_hints;
+    if (!hints) {
+      hints = [sampler = fs->sampler_.get()](absl::string_view name) {
+        return sampler->HintOf(name);
+      };
+    }
+    fs->staging_ = std::make_unique<StagingView>(options.staging, std::move(hints));
     TreeNode node;
     node.name = options.staging_name;
     node.type = NodeType::kStaging;

@@ -74,7 +74,7 @@ absl::StatusOr<Attr> StagingView::Lookup(uint64_t parent, absl::string_view name
   return AttrOf(*st);
 }
 
-void StagingView::Forget(uint64_t ino, uint64_t n) { store_->Forget(StagingIndex(ino), n); }
+void StagingView::Forget(uint64_t ino, uint64_t n) { store_->Forget(StagingIndex(ino), n, hint_); }
 
 absl::StatusOr<uint64_t> StagingView::Open(uint64_t ino, int flags) {
   auto fd = store_->Open(StagingIndex(ino), flags);
@@ -129,7 +129,7 @@ absl::StatusOr<size_t> StagingView::Write(uint64_t ino, uint64_t fh, absl::strin
   const int fd = h != nullptr ? h->fd.get() : own->get();
   // A bad value of a checked file fails write() itself, so that
   // `echo hello > label` reports it (the shell ignores close()'s error).
-  if (auto s = store_->ValidateOnWrite(StagingIndex(ino), fd, offset, data); !s.ok()) return s;
+  if (auto s = store_->ValidateOnWrite(StagingIndex(ino), fd, offset, data, hint_); !s.ok()) return s;
   size_t done = 0;
   while (done < data.size()) {
     ssize_t w =
@@ -143,7 +143,7 @@ absl::StatusOr<size_t> StagingView::Write(uint64_t ino, uint64_t fh, absl::strin
   if (h != nullptr) {
     h->written = true;
   } else {
-    store_->NoteWritten(StagingIndex(ino), fd);  // no RELEASE will come
+    store_->NoteWritten(StagingIndex(ino), hint_, fd);  // no RELEASE will come
   }
   return done;
 }
@@ -151,7 +151,7 @@ absl::StatusOr<size_t> StagingView::Write(uint64_t ino, uint64_t fh, absl::strin
 absl::Status StagingView::Flush(uint64_t ino, uint64_t fh) {
   FileHandle* h = FileOf(fh);
   if (h == nullptr || !h->written.exchange(false)) return absl::OkStatus();
-  return store_->ValidateOnClose(StagingIndex(ino), h->fd.get());
+  return store_->ValidateOnClose(StagingIndex(ino), h->fd.get(), hint_);
 }
 
 void StagingView::Release(uint64_t fh) {
@@ -160,7 +160,7 @@ void StagingView::Release(uint64_t fh) {
   // Without FLUSH (skip_open), the last close is the first moment the whole
   // file is there: check it and remember its kind. A refusal is logged; the
   // pack refuses the record with the same reason.
-  if (h->written.exchange(false)) (void)store_->ValidateOnClose(h->node, h->fd.get());
+  if (h->written.exchange(false)) (void)store_->ValidateOnClose(h->node, h->fd.get(), hint_);
   Discard(fh);
 }
 
@@ -189,7 +189,7 @@ absl::StatusOr<Attr> StagingView::SetAttr(uint64_t ino, uint64_t fh, const struc
   auto st = store_->SetAttr(StagingIndex(ino), h ? h->fd.get() : -1, to, bits);
   if (!st.ok()) return st.status();
   if (h && (bits & staging::kSetSize)) h->written = true;
-  if (!h && (bits & staging::kSetSize)) store_->NoteWritten(StagingIndex(ino));
+  if (!h && (bits & staging::kSetSize)) store_->NoteWritten(StagingIndex(ino), hint_);
   return AttrOf(*st);
 }
 

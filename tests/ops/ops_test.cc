@@ -969,12 +969,13 @@ class CreateTest : public ::testing::Test {
   // whose hints come from `hints`, and staged_fs_ a filesystem over both.
   void MountWithStaging(staging::KindHint hints) {
     WriteShard(a_ + "/train.tfrecord", {"x"});
-    auto store = staging::Store::Open(b_ + "/store", std::move(hints));
+    auto store = staging::Store::Open(b_ + "/store");
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = std::move(*store);
     vfs::Options o;
     o.sources = {a_};
     o.staging = store_.get();
+    o.staging_hints = std::move(hints);
     auto fs = vfs::Filesystem::Create(o);
     ASSERT_TRUE(fs.ok()) << fs.status();
     staged_fs_ = std::move(*fs);

@@ -65,7 +65,7 @@ OpenFileInStore CreateIn(Store& store, const std::string& record, const std::str
 // What the vfs does for write(): check, then write.
 absl::Status CheckedWrite(Store& store, const OpenFileInStore& f, uint64_t offset,
                           absl::string_view data) {
-  if (auto s = store.ValidateOnWrite(f.node, f.fd.get(), offset, data); !s.ok()) return s;
+  if (auto s = store.ValidateOnWrite(f.node, f.fd.get(), offset, data, /*hint=*/nullptr); !s.ok()) return s;
   if (::pwrite(f.fd.get(), data.data(), data.size(), static_cast<off_t>(offset)) !=
       static_cast<ssize_t>(data.size())) {
     return ErrnoError(errno, "pwrite");
@@ -74,7 +74,7 @@ absl::Status CheckedWrite(Store& store, const OpenFileInStore& f, uint64_t offse
 }
 
 TEST_F(StoreTest, NumericFileRefusesABadCompleteLineAtWrite) {
-  auto store = Store::Open(root_ + "/s", nullptr);
+  auto store = Store::Open(root_ + "/s");
   ASSERT_TRUE(store.ok()) << store.status();
   // `echo hello > label` opens write-only: the check reads through /proc.
   OpenFileInStore label = CreateIn(**store, "r", "label", O_WRONLY | O_TRUNC);
@@ -116,7 +116,7 @@ TEST(NumericPrefixTest, WhatCanStillBecomeANumber) {
 }
 
 TEST_F(StoreTest, OtherFilesAreNotCheckedAtWrite) {
-  auto store = Store::Open(root_ + "/s", nullptr);
+  auto store = Store::Open(root_ + "/s");
   ASSERT_TRUE(store.ok()) << store.status();
   OpenFileInStore text = CreateIn(**store, "r", "name.txt", O_RDWR);
   EXPECT_TRUE(CheckedWrite(**store, text, 0, "hello\n").ok());
@@ -142,7 +142,7 @@ int OpenDescriptors() {
 }
 
 TEST_F(StoreTest, MoreKnownNodesThanTheDescriptorBudget) {
-  auto store = Store::Open(root_ + "/s", nullptr, {.node_fds = 8});
+  auto store = Store::Open(root_ + "/s", {.node_fds = 8});
   ASSERT_TRUE(store.ok()) << store.status();
   Store& s = **store;
   const int before = OpenDescriptors();
@@ -180,7 +180,7 @@ TEST_F(StoreTest, MoreKnownNodesThanTheDescriptorBudget) {
 }
 
 TEST_F(StoreTest, RenamedNodesAreReopenedUnderTheirNewNames) {
-  auto store = Store::Open(root_ + "/s", nullptr, {.node_fds = 1});
+  auto store = Store::Open(root_ + "/s", {.node_fds = 1});
   ASSERT_TRUE(store.ok()) << store.status();
   Store& s = **store;
   auto a = s.Mkdir(s.root(), "a", 0755);
@@ -216,7 +216,7 @@ TEST_F(StoreTest, RenamedNodesAreReopenedUnderTheirNewNames) {
 }
 
 TEST_F(StoreTest, ANodeReplacedOnDiskIsStaleNotTheOtherFile) {
-  auto store = Store::Open(root_ + "/s", nullptr, {.node_fds = 1});
+  auto store = Store::Open(root_ + "/s", {.node_fds = 1});
   ASSERT_TRUE(store.ok()) << store.status();
   Store& s = **store;
   auto r = s.Mkdir(s.root(), "r", 0755);
@@ -244,7 +244,7 @@ TEST_F(StoreTest, ANodeReplacedOnDiskIsStaleNotTheOtherFile) {
 }
 
 TEST_F(StoreTest, ForgottenAndRemovedNodesLeaveNothingBehind) {
-  auto store = Store::Open(root_ + "/s", nullptr, {.node_fds = 4});
+  auto store = Store::Open(root_ + "/s", {.node_fds = 4});
   ASSERT_TRUE(store.ok()) << store.status();
   Store& s = **store;
   const int before = OpenDescriptors();
@@ -261,11 +261,11 @@ TEST_F(StoreTest, ForgottenAndRemovedNodesLeaveNothingBehind) {
   ASSERT_TRUE(s.Unlink(r->st_ino, "f0").ok());
   EXPECT_TRUE(s.GetAttr(nodes[0]).ok());
   EXPECT_EQ(s.RelativePath(nodes[0]).status().code(), absl::StatusCode::kNotFound);
-  for (uint64_t n : nodes) s.Forget(n, 1);
+  for (uint64_t n : nodes) s.Forget(n, 1, nullptr);
   EXPECT_EQ(ErrnoOf(s.GetAttr(nodes[0]).status()), ESTALE);
   EXPECT_EQ(ErrnoOf(s.GetAttr(nodes[5]).status()), ESTALE);
   EXPECT_TRUE(s.GetAttr(r->st_ino).ok());
-  s.Forget(r->st_ino, 1);
+  s.Forget(r->st_ino, 1, nullptr);
   EXPECT_EQ(s.cached_fds(), 0u);
   EXPECT_EQ(OpenDescriptors(), before);
   // Looked up again: a fresh node.
@@ -278,39 +278,39 @@ TEST_F(StoreTest, ForgottenAndRemovedNodesLeaveNothingBehind) {
 
 TEST_F(StoreTest, ReadOnlyOpenCreatesAndLocksNothing) {
   const std::string dir = root_ + "/s";
-  auto missing = Store::Open(dir, nullptr, {.read_only = true});
+  auto missing = Store::Open(dir, {.read_only = true});
   EXPECT_TRUE(absl::IsNotFound(missing.status())) << missing.status();
   EXPECT_FALSE(fs::exists(dir)) << "a read-only open created the store";
 
-  auto rw = Store::Open(dir, nullptr);
+  auto rw = Store::Open(dir);
   ASSERT_TRUE(rw.ok()) << rw.status();
   // Any number of read-only openers beside the read-write owner.
-  auto ro1 = Store::Open(dir, nullptr, {.read_only = true});
-  auto ro2 = Store::Open(dir, nullptr, {.read_only = true});
+  auto ro1 = Store::Open(dir, {.read_only = true});
+  auto ro2 = Store::Open(dir, {.read_only = true});
   EXPECT_TRUE(ro1.ok()) << ro1.status();
   EXPECT_TRUE(ro2.ok()) << ro2.status();
   // A second read-write owner is still refused, saying what would work.
-  auto rw2 = Store::Open(dir, nullptr);
+  auto rw2 = Store::Open(dir);
   EXPECT_EQ(ErrnoOf(rw2.status()), EBUSY) << rw2.status();
   EXPECT_NE(rw2.status().message().find("-o ro"), absl::string_view::npos) << rw2.status();
 
   // A read-only store over a store nobody owns leaves no lock file.
   const std::string other = root_ + "/t";
   fs::create_directories(other + "/records/r");
-  auto ro = Store::Open(other, nullptr, {.read_only = true});
+  auto ro = Store::Open(other, {.read_only = true});
   ASSERT_TRUE(ro.ok()) << ro.status();
   EXPECT_FALSE(fs::exists(other + "/lock"));
 }
 
 TEST_F(StoreTest, RemoveIfEmptyKeepsStagedBytes) {
   const std::string empty = root_ + "/empty";
-  ASSERT_TRUE(Store::Open(empty, nullptr).ok());
+  ASSERT_TRUE(Store::Open(empty).ok());
   RemoveIfEmpty(empty);
   EXPECT_FALSE(fs::exists(empty));
 
   const std::string full = root_ + "/full";
   {
-    auto store = Store::Open(full, nullptr);
+    auto store = Store::Open(full);
     ASSERT_TRUE(store.ok());
     CreateIn(**store, "r", "label", O_RDWR);
   }

@@ -334,9 +334,11 @@ TEST_F(FolderTest, SequenceStepsUseTheListHint) {
   EXPECT_EQ(seq->lists[1].steps[1].kind, Kind::kFloat);
 }
 
-// The store's checks at close(), as the mount calls them.
+// The store's checks at close(), as the mount calls them, against the kinds
+// in hints_.
 class StoreCloseTest : public FolderTest {
  protected:
+  KindHint hints_;
   // Creates rel (folders as needed) through the store, writes, closes.
   absl::Status WriteAndClose(Store& store, const std::string& rel, const std::string& bytes,
                              uint64_t* node_out = nullptr) {
@@ -366,7 +368,7 @@ class StoreCloseTest : public FolderTest {
       return ErrnoError(errno, "write");
     }
     if (node_out) *node_out = node;
-    return store.ValidateOnClose(node, fd.get());
+    return store.ValidateOnClose(node, fd.get(), hints_);
   }
   std::string Tag(const std::string& rel) {
     char buf[256];
@@ -376,10 +378,9 @@ class StoreCloseTest : public FolderTest {
 };
 
 TEST_F(StoreCloseTest, ArraysOfTensorFeaturesAreCheckedAndTagged) {
-  auto store = Store::Open(
-      root_ + "/s",
-      Hints({{"image", {Kind::kBytes, {TensorType{DataType::kUint8, {4, 4, 3}}}}},
-             {"photo", {Kind::kBytes}}}));
+  hints_ = Hints({{"image", {Kind::kBytes, {TensorType{DataType::kUint8, {4, 4, 3}}}}},
+                  {"photo", {Kind::kBytes}}});
+  auto store = Store::Open(root_ + "/s");
   ASSERT_TRUE(store.ok()) << store.status();
   const std::string rgb = Png(DataType::kUint8, {2, 2, 3}, Pixels(12, 1));
   EXPECT_TRUE(WriteAndClose(**store, "r/image.png", rgb).ok());
@@ -400,12 +401,11 @@ TEST_F(StoreCloseTest, ArraysOfTensorFeaturesAreCheckedAndTagged) {
 }
 
 TEST_F(StoreCloseTest, SequenceStepsValidateWithTheListKind) {
-  auto store = Store::Open(root_ + "/s",
-                           Hints({{"feature_lists/ids", {Kind::kInt64}},
-                                  {"feature_lists/rgb", {Kind::kFloat}},
-                                  {"label", {Kind::kInt64}},
-                                  {"feature_lists/mask",
-                                   {Kind::kBytes, {TensorType{DataType::kUint8, {2, 2}}}}}}));
+  hints_ = Hints({{"feature_lists/ids", {Kind::kInt64}},
+                  {"feature_lists/rgb", {Kind::kFloat}},
+                  {"label", {Kind::kInt64}},
+                  {"feature_lists/mask", {Kind::kBytes, {TensorType{DataType::kUint8, {2, 2}}}}}});
+  auto store = Store::Open(root_ + "/s");
   ASSERT_TRUE(store.ok()) << store.status();
   // context/ arrives before feature_lists/ (cp -r copies in name order): the
   // context feature `label` is known, `context/label` is not.
@@ -431,15 +431,16 @@ TEST_F(StoreCloseTest, SequenceStepsValidateWithTheListKind) {
 }
 
 TEST_F(StoreCloseTest, NumericStepsAreRefusedAtWrite) {
-  auto store = Store::Open(root_ + "/s", Hints({{"feature_lists/ids", {Kind::kInt64}}}));
+  hints_ = Hints({{"feature_lists/ids", {Kind::kInt64}}});
+  auto store = Store::Open(root_ + "/s");
   ASSERT_TRUE(store.ok()) << store.status();
   uint64_t node = 0;
   ASSERT_TRUE(WriteAndClose(**store, "r/feature_lists/ids/0", "", &node).ok());
   auto fd = (*store)->Open(node, O_WRONLY);
   ASSERT_TRUE(fd.ok());
   UniqueFd f(*fd);
-  EXPECT_EQ(ErrnoOf((*store)->ValidateOnWrite(node, f.get(), 0, "0.5\n")), EINVAL);
-  EXPECT_TRUE((*store)->ValidateOnWrite(node, f.get(), 0, "5\n").ok());
+  EXPECT_EQ(ErrnoOf((*store)->ValidateOnWrite(node, f.get(), 0, "0.5\n", hints_)), EINVAL);
+  EXPECT_TRUE((*store)->ValidateOnWrite(node, f.get(), 0, "5\n", hints_).ok());
 }
 
 }  // namespace

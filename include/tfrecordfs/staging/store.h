@@ -39,6 +39,13 @@
 // node, as long as files in the store are changed only through it (the lock
 // makes the daemon the only writer).
 //
+// The checks of staged files (ValidateOnWrite, ValidateOnClose and the
+// deferred ones of NoteWritten, CheckWritten, CheckAllWritten and the last
+// Forget) need the kinds the mounted shards give feature names, which only
+// the caller knows (vfs::KindSampler): each such method takes the KindHint to
+// check against (nullptr: none known, every feature kNone), so the store
+// depends on nothing above it.
+//
 // Memory per known node: its name and two table entries.
 #ifndef TFRECORDFS_STAGING_STORE_H_
 #define TFRECORDFS_STAGING_STORE_H_
@@ -95,7 +102,7 @@ class Store {
   // Creates the layout if needed and takes the exclusive lock; fails with
   // EBUSY when another read-write daemon owns the store. Then (re)allocates
   // journal.reserve; a file system too full for it only gets a warning.
-  static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& dir, KindHint hint,
+  static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& dir,
                                                      OpenOptions options = {});
   ~Store();
 
@@ -110,9 +117,9 @@ class Store {
   uint64_t root() const { return root_ino_; }
 
   // Each successful Lookup/Mkdir/Create adds one kernel reference to the
-  // returned node; Forget drops n.
+  // returned node; Forget drops n (the last one runs CheckWritten).
   absl::StatusOr<struct stat> Lookup(uint64_t parent, absl::string_view name);
-  void Forget(uint64_t node, uint64_t n);
+  void Forget(uint64_t node, uint64_t n, const KindHint& hint);
   absl::StatusOr<struct stat> GetAttr(uint64_t node);
   // `fd` >= 0: an open handle of the node to use (ftruncate on it).
   absl::StatusOr<struct stat> SetAttr(uint64_t node, int fd, const struct stat& to, int bits);
@@ -144,7 +151,7 @@ class Store {
   // feature_lists/ (yet: `cp -r` copies context/ first) is checked as the
   // feature `context/<x>` when the shards know that name, else as the
   // context feature `<x>`.
-  absl::Status ValidateOnClose(uint64_t node, int fd);
+  absl::Status ValidateOnClose(uint64_t node, int fd, const KindHint& hint);
 
   // write() of `data` at `offset` to a file open as `fd`, checked *before*
   // the bytes are written, so that a bad file fails write() with EINVAL,
@@ -160,7 +167,8 @@ class Store {
   //     against the feature's types (CheckTensorFilePrefix); the pixels and
   //     data are left to ValidateOnClose.
   // Other files: always OK, nothing is read.
-  absl::Status ValidateOnWrite(uint64_t node, int fd, uint64_t offset, absl::string_view data);
+  absl::Status ValidateOnWrite(uint64_t node, int fd, uint64_t offset, absl::string_view data,
+                               const KindHint& hint);
   static constexpr uint64_t kMaxCheckedOnWrite = uint64_t{1} << 20;
 
   // A writable descriptor of `node`, for writes that come without a handle
@@ -178,19 +186,19 @@ class Store {
   // when it looks whole (`fd` >= 0 open on it: a numeric file ending in a
   // newline, a PNG ending in IEND, a .npy of the size its header says), else
   // at CheckWritten, at the node's last Forget, or at CheckAllWritten.
-  void NoteWritten(uint64_t node, int fd = -1);
+  void NoteWritten(uint64_t node, const KindHint& hint, int fd = -1);
   // ValidateOnClose of `node` through a descriptor of its own if NoteWritten
   // marked it since its last check; else OK.
-  absl::Status CheckWritten(uint64_t node);
+  absl::Status CheckWritten(uint64_t node, const KindHint& hint);
   // CheckWritten of every marked node (before a pack, at unmount).
-  void CheckAllWritten();
+  void CheckAllWritten(const KindHint& hint);
 
   // Path of a node relative to records/ ("" for the root), or NotFound if it
   // was deleted.
   absl::StatusOr<std::string> RelativePath(uint64_t node);
 
  private:
-  Store(std::string dir, KindHint hint) : dir_(std::move(dir)), hint_(std::move(hint)) {}
+  explicit Store(std::string dir) : dir_(std::move(dir)) {}
 
   // Where the file at `rel` (relative to records/) sits, and what the hint
   // says about its feature (ValidateOnClose's rules).
@@ -198,7 +206,7 @@ class Store {
     StagedFile file;
     FeatureHint hint;
   };
-  Placed Place(const std::string& rel);
+  Placed Place(const std::string& rel, const KindHint& hint);
 
   using NodeFdRef = std::shared_ptr<const UniqueFd>;
   struct Node {
@@ -228,7 +236,6 @@ class Store {
   }
 
   const std::string dir_;
-  const KindHint hint_;
   UniqueFd lock_fd_;
   uint64_t root_ino_ = 0;
   dev_t dev_ = 0;

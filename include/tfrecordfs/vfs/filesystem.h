@@ -89,6 +89,9 @@ struct Options {
   // of the same name is a Create() error.
   staging::Store* staging = nullptr;
   std::string staging_name = "staging";
+  // The kinds the staging checks hold staged files to. Unset: the mounted
+  // shards' (HintOf). Set: these instead (tests of the checks).
+  staging::KindHint staging_hints;
   // What KindOf may read, beyond the records parsed for the tree, to find the
   // kind of a feature name it has not seen: at most `kind_sample_per_call`
   // per name looked for and `kind_sample_total` over the life of the mount.

@@ -16,9 +16,10 @@
 // and the call then opens what it needs for itself.
 //
 // Checks of staged bytes are the store's (staging::Store::ValidateOnWrite,
-// ValidateOnClose); this view decides when they run: at write() for every
-// write, at FLUSH for a handle written since the last check, at the last
-// close otherwise (only logged there).
+// ValidateOnClose), against the kinds `hint` gives feature names (the
+// mounted shards', from Filesystem); this view decides when they run: at
+// write() for every write, at FLUSH for a handle written since the last
+// check, at the last close otherwise (only logged there).
 //
 // Thread-safety: all methods may be called concurrently, also on one handle
 // (the kernel may send a file's reads and writes in parallel). A file
@@ -45,8 +46,10 @@ namespace tfrecordfs::vfs {
 
 class StagingView {
  public:
-  // `store` is not owned and must outlive the view.
-  explicit StagingView(staging::Store* store) : store_(store) {}
+  // `store` is not owned and must outlive the view; `hint` must stay
+  // callable for the view's life (nullptr: no kinds known).
+  StagingView(staging::Store* store, staging::KindHint hint)
+      : store_(store), hint_(std::move(hint)) {}
 
   // The node id of the staging folder itself (the store's root).
   uint64_t root_id() const;
@@ -103,6 +106,7 @@ class StagingView {
 
  private:
   staging::Store* const store_;
+  const staging::KindHint hint_;
 };
 
 }  // namespace tfrecordfs::vfs

@@ -112,7 +112,7 @@ class StoreTest : public ::testing::Test {
     dir_ = tmp_.Subdir("store");
     outside_ = tmp_.Subdir("outside");
     WriteWholeFile(outside_ + "/secret", "SECRET");
-    auto s = staging::Store::Open(dir_, nullptr);
+    auto s = staging::Store::Open(dir_);
     ASSERT_TRUE(s.ok()) << s.status();
     store_ = std::move(*s);
   }
