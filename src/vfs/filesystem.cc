@@ -388,7 +388,9 @@ absl::StatusOr<uint64_t> Filesystem::OpenDir(uint64_t ino) {
 }
 
 // Only staging directories hold handles (the tree's OpenDir returns 0).
-void Filesystem::ReleaseDir(uint64_t fh) { StagingView::ReleaseDir(fh); }
+void Filesystem::ReleaseDir(uint64_t fh) {
+  if (staging_) staging_->ReleaseDir(fh);
+}
 
 // ---- Staging: which calls reach the store is decided here; the
 // passthrough itself is StagingView (staging_view.cc) ----
@@ -422,7 +424,9 @@ void Filesystem::Release(uint64_t fh) {
   if (staging_) staging_->Release(fh);
 }
 
-void Filesystem::Discard(uint64_t fh) { StagingView::Discard(fh); }
+void Filesystem::Discard(uint64_t fh) {
+  if (staging_) staging_->Discard(fh);
+}
 
 absl::Status Filesystem::Fsync(uint64_t ino, uint64_t fh, bool datasync) {
   // A handle is a staging file's; without one, only a staging file has
@@ -547,7 +551,14 @@ absl::StatusOr<std::vector<std::string>> Filesystem::ListXattr(uint64_t ino) {
 
 absl::StatusOr<std::string> Filesystem::GetXattr(uint64_t ino, absl::string_view name) {
   // Other namespaces (security.*, system.posix_acl_*: asked by ls -l, cp -a
-  // and the kernel itself) are answered without looking at the node.
+  // and the kernel itself) are answered without looking at the node, and
+  // as unsupported (this file system keeps no security labels or ACLs):
+  // `ls -l` then stops asking for the rest of the mount (coreutils
+  // remembers a device whose answer was ENOTSUP), where ENODATA cost two
+  // round trips per entry listed.
+  if (!absl::StartsWith(name, "user.")) {
+    return PosixError(EOPNOTSUPP, absl::StrCat(name, ": no security labels or ACLs here"));
+  }
   if (!absl::StartsWith(name, kXattrPrefix)) return NoXattr(name);
   auto all = Xattrs(ino, /*read_error=*/name == absl::StrCat(kXattrPrefix, "error"));
   if (!all.ok()) return all.status();

@@ -13,26 +13,27 @@
 #include "absl/base/thread_annotations.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
+#include "tfrecordfs/base/log.h"
 #include "tfrecordfs/base/mutex.h"
 #include "tfrecordfs/vfs/node_id.h"
 
 namespace tfrecordfs::vfs {
 
-namespace {
-
 // State behind a staging file handle (fuse_file_info::fh).
-struct FileHandle {
+struct StagingView::FileHandle {
   UniqueFd fd;
   uint64_t node = 0;  // the store's node
   std::atomic<bool> written{false};
 };
 
 // State behind a staging directory handle: the backing directory stream.
-struct DirHandle {
+struct StagingView::DirHandle {
   explicit DirHandle(ListDir d) : dir(std::move(d)) {}
   Mutex mu;
   ListDir dir ABSL_GUARDED_BY(mu);
 };
+
+namespace {
 
 // A node of the store as the mount shows it.
 Attr AttrOf(const struct stat& st) {
@@ -47,9 +48,6 @@ Attr AttrOf(const struct stat& st) {
   return a;
 }
 
-FileHandle* FileOf(uint64_t fh) { return reinterpret_cast<FileHandle*>(fh); }
-DirHandle* DirOf(uint64_t fh) { return reinterpret_cast<DirHandle*>(fh); }
-
 // A stream of the backing directory of a store node (OpenDir's descriptor,
 // which the stream then owns).
 absl::StatusOr<ListDir> OpenStream(staging::Store* store, uint64_t node) {
@@ -59,6 +57,11 @@ absl::StatusOr<ListDir> OpenStream(staging::Store* store, uint64_t node) {
 }
 
 }  // namespace
+
+StagingView::StagingView(staging::Store* store, staging::KindHint hint)
+    : store_(store), hint_(std::move(hint)), files_(1), dirs_(2) {}
+
+StagingView::~StagingView() = default;
 
 uint64_t StagingView::root_id() const { return StagingId(store_->root()); }
 
@@ -79,11 +82,11 @@ void StagingView::Forget(uint64_t ino, uint64_t n) { store_->Forget(StagingIndex
 absl::StatusOr<uint64_t> StagingView::Open(uint64_t ino, int flags) {
   auto fd = store_->Open(StagingIndex(ino), flags);
   if (!fd.ok()) return fd.status();
-  auto* h = new FileHandle;
+  auto h = std::make_unique<FileHandle>();
   h->fd = UniqueFd(*fd);
   h->node = StagingIndex(ino);
   if (flags & O_TRUNC) h->written = true;
-  return reinterpret_cast<uint64_t>(h);
+  return files_.Add(std::move(h));
 }
 
 absl::StatusOr<std::pair<Attr, uint64_t>> StagingView::CreateFile(uint64_t parent,
@@ -91,16 +94,18 @@ absl::StatusOr<std::pair<Attr, uint64_t>> StagingView::CreateFile(uint64_t paren
                                                                   mode_t mode, int flags) {
   auto r = store_->Create(StagingIndex(parent), name, mode, flags);
   if (!r.ok()) return r.status();
-  auto* h = new FileHandle;
+  auto h = std::make_unique<FileHandle>();
   h->fd = UniqueFd(r->second);
   h->node = r->first.st_ino;
   h->written = true;
-  return std::make_pair(AttrOf(r->first), reinterpret_cast<uint64_t>(h));
+  return std::make_pair(AttrOf(r->first), files_.Add(std::move(h)));
 }
 
 absl::StatusOr<ReadResult> StagingView::Read(uint64_t ino, uint64_t fh, uint64_t offset,
                                              size_t size) {
-  FileHandle* h = FileOf(fh);
+  auto got_h = files_.Get(fh);
+  if (!got_h.ok()) return got_h.status();
+  FileHandle* h = *got_h;
   UniqueFd own;  // no handle: a read-only mount where the kernel opens files itself
   if (h == nullptr) {
     auto fd = store_->Open(StagingIndex(ino), O_RDONLY);
@@ -117,7 +122,9 @@ absl::StatusOr<ReadResult> StagingView::Read(uint64_t ino, uint64_t fh, uint64_t
 
 absl::StatusOr<size_t> StagingView::Write(uint64_t ino, uint64_t fh, absl::string_view data,
                                           uint64_t offset) {
-  FileHandle* h = FileOf(fh);
+  auto got_h = files_.Get(fh);
+  if (!got_h.ok()) return got_h.status();
+  FileHandle* h = *got_h;
   // No handle: the kernel opened the file itself (skip_open); write through
   // a descriptor of the store's.
   std::shared_ptr<const UniqueFd> own;
@@ -149,29 +156,36 @@ absl::StatusOr<size_t> StagingView::Write(uint64_t ino, uint64_t fh, absl::strin
 }
 
 absl::Status StagingView::Flush(uint64_t ino, uint64_t fh) {
-  FileHandle* h = FileOf(fh);
-  if (h == nullptr || !h->written.exchange(false)) return absl::OkStatus();
-  return store_->ValidateOnClose(StagingIndex(ino), h->fd.get(), hint_);
+  auto h = files_.Get(fh);
+  if (!h.ok()) return h.status();
+  if (*h == nullptr || !(*h)->written.exchange(false)) return absl::OkStatus();
+  return store_->ValidateOnClose(StagingIndex(ino), (*h)->fd.get(), hint_);
 }
 
 void StagingView::Release(uint64_t fh) {
-  FileHandle* h = FileOf(fh);
-  if (h == nullptr) return;
+  auto h = files_.Remove(fh);
+  if (!h.ok()) {
+    log::Warning("staging: release of ", h.status().message());
+    return;
+  }
+  if (*h == nullptr) return;
   // Without FLUSH (skip_open), the last close is the first moment the whole
   // file is there: check it and remember its kind. A refusal is logged; the
   // pack refuses the record with the same reason.
-  if (h->written.exchange(false)) (void)store_->ValidateOnClose(h->node, h->fd.get(), hint_);
-  Discard(fh);
-}
+  if ((*h)->written.exchange(false)) {
+    (void)store_->ValidateOnClose((*h)->node, (*h)->fd.get(), hint_);
+  }
+}  // closes its descriptor
 
 void StagingView::Discard(uint64_t fh) {
-  FileHandle* h = FileOf(fh);
-  if (h == nullptr) return;
-  delete h;  // closes its descriptor
+  auto h = files_.Remove(fh);  // closes its descriptor
+  if (!h.ok()) log::Warning("staging: discard of ", h.status().message());
 }
 
 absl::Status StagingView::Fsync(uint64_t ino, uint64_t fh, bool datasync) {
-  FileHandle* h = FileOf(fh);
+  auto got_h = files_.Get(fh);
+  if (!got_h.ok()) return got_h.status();
+  FileHandle* h = *got_h;
   UniqueFd own;
   if (h == nullptr) {
     auto fd = store_->Open(StagingIndex(ino), O_RDONLY);
@@ -185,7 +199,9 @@ absl::Status StagingView::Fsync(uint64_t ino, uint64_t fh, bool datasync) {
 
 absl::StatusOr<Attr> StagingView::SetAttr(uint64_t ino, uint64_t fh, const struct stat& to,
                                           int bits) {
-  FileHandle* h = FileOf(fh);
+  auto got_h = files_.Get(fh);
+  if (!got_h.ok()) return got_h.status();
+  FileHandle* h = *got_h;
   auto st = store_->SetAttr(StagingIndex(ino), h ? h->fd.get() : -1, to, bits);
   if (!st.ok()) return st.status();
   if (h && (bits & staging::kSetSize)) h->written = true;
@@ -215,11 +231,12 @@ absl::Status StagingView::Rename(uint64_t parent, absl::string_view name, uint64
 absl::StatusOr<uint64_t> StagingView::OpenDir(uint64_t ino) {
   auto d = OpenStream(store_, StagingIndex(ino));
   if (!d.ok()) return d.status();
-  return reinterpret_cast<uint64_t>(new DirHandle(std::move(*d)));
+  return dirs_.Add(std::make_unique<DirHandle>(std::move(*d)));
 }
 
 void StagingView::ReleaseDir(uint64_t fh) {
-  delete DirOf(fh);  // closes the stream (none for fh 0)
+  auto h = dirs_.Remove(fh);  // closes the stream
+  if (!h.ok()) log::Warning("staging: release of directory ", h.status().message());
 }
 
 namespace {
@@ -268,9 +285,11 @@ absl::Status StagingView::ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, co
   // With a handle (OpenDir), its stream, under its lock (readdir and seekdir
   // move the stream's position); without one (the kernel opens directories
   // itself, FUSE_CAP_NO_OPENDIR_SUPPORT), a stream of our own for this call.
-  if (DirHandle* h = DirOf(fh)) {
-    MutexLock lock(&h->mu);
-    return ListStream(h->dir.stream(), offset, *self, emit);
+  auto h = dirs_.Get(fh);
+  if (!h.ok()) return h.status();
+  if (*h != nullptr) {
+    MutexLock lock(&(*h)->mu);
+    return ListStream((*h)->dir.stream(), offset, *self, emit);
   }
   auto d = OpenStream(store_, StagingIndex(ino));
   if (!d.ok()) return d.status();

@@ -727,11 +727,16 @@ TEST_F(OpsTest, RecordFolderXattrsComeFromTheIndexAlone) {
   EXPECT_EQ(absl::StrCat(offset), Xattr(*ops_, rec, "user.tfrecordfs.offset"));
   EXPECT_EQ(absl::StrCat(TrainPayload(3).size()), Xattr(*ops_, rec, "user.tfrecordfs.length"));
   EXPECT_EQ(before, fs_->GetStats().records_read) << "a record folder's attributes read a payload";
-  // The size protocol: too small a buffer is ERANGE, an unknown name ENODATA.
+  // The size protocol: too small a buffer is ERANGE, an unknown user.* name
+  // ENODATA, a name of another namespace (security labels, ACLs) EOPNOTSUPP.
   EXPECT_EQ(ERANGE, DoGetXattr(*ops_, rec, "user.tfrecordfs.shard", 3).err);
   EXPECT_EQ(ERANGE, DoListXattr(*ops_, rec, 5).err);
   EXPECT_EQ(ENODATA, DoGetXattr(*ops_, rec, "user.tfrecordfs.nope", 0).err);
-  EXPECT_EQ(ENODATA, DoGetXattr(*ops_, rec, "security.capability", 0).err);
+  EXPECT_EQ(ENODATA, DoGetXattr(*ops_, rec, "user.other", 0).err);
+  for (const char* name : {"security.capability", "security.selinux", "system.posix_acl_access",
+                           "system.posix_acl_default", "trusted.x"}) {
+    EXPECT_EQ(EOPNOTSUPP, DoGetXattr(*ops_, rec, name, 0).err) << name;
+  }
   EXPECT_EQ(ENODATA, DoGetXattr(*ops_, rec, "user.tfrecordfs.feature", 0).err);
   // A larger buffer than needed is fine.
   XattrReply big = DoGetXattr(*ops_, rec, "user.tfrecordfs.record", 4096);
@@ -1089,6 +1094,41 @@ TEST_F(CreateTest, MissingSourceFails) {
   EXPECT_EQ(ENOENT, ToErrno(fs.status()));
   o.sources = {};
   EXPECT_FALSE(vfs::Filesystem::Create(o).ok());
+}
+
+// Handles are numbers of the staging view's tables (vfs/handle_table.h): a
+// file handle used after its RELEASE, or given to a directory call, and a
+// directory handle given to a file call, fail with EBADF instead of reaching
+// freed or foreign state; fh 0 still means "no handle".
+TEST_F(CreateTest, StaleAndForeignHandlesGiveEbadf) {
+  ASSERT_NO_FATAL_FAILURE(MountWithStaging(NoHint));
+  Ops ops{staged_fs_.get(), OpsOptions{}};
+  fuse_ino_t rec = 0;
+  ASSERT_NO_FATAL_FAILURE(MakeRecordFolder(ops, &rec));
+  CreateReply c = DoCreate(ops, rec, "name.txt", 0644, O_RDWR | O_CREAT | O_TRUNC);
+  ASSERT_EQ(0, c.err);
+  ASSERT_NE(c.fh, 0u);
+  EXPECT_EQ(0, DoWrite(ops, c.entry.ino, c.fh, "hi\n", 0).err);
+  EXPECT_EQ("hi\n", DoRead(ops, c.entry.ino, 16, 0, c.fh).data.data);
+  OpenReply d = DoOpenDir(ops, rec);
+  ASSERT_EQ(0, d.err);
+  ASSERT_NE(d.fh, 0u);
+  EXPECT_EQ(0, DoReadDir(ops, rec, 4096, 0, true, d.fh).err);
+  // Each kind of handle given to the other kind of call.
+  EXPECT_EQ(EBADF, DoRead(ops, c.entry.ino, 16, 0, d.fh).err);
+  EXPECT_EQ(EBADF, DoWrite(ops, c.entry.ino, d.fh, "x", 0).err);
+  EXPECT_EQ(EBADF, DoReadDir(ops, rec, 4096, 0, true, c.fh).err);
+  ops.fs->Release(c.fh);
+  ops.fs->ReleaseDir(d.fh);
+  // Used after release.
+  EXPECT_EQ(EBADF, DoRead(ops, c.entry.ino, 16, 0, c.fh).err);
+  EXPECT_EQ(EBADF, DoWrite(ops, c.entry.ino, c.fh, "x", 0).err);
+  EXPECT_EQ(EBADF, DoFlush(ops, c.entry.ino, c.fh));
+  EXPECT_EQ(EBADF, DoReadDir(ops, rec, 4096, 0, true, d.fh).err);
+  ops.fs->Release(c.fh);  // a second release is only logged
+  // No handle: the calls open what they need.
+  EXPECT_EQ("hi\n", DoRead(ops, c.entry.ino, 16, 0, 0).data.data);
+  EXPECT_EQ(0, DoReadDir(ops, rec, 4096, 0, true, 0).err);
 }
 
 // Staged files written without a handle (fh 0: the kernel opened them

@@ -1,9 +1,12 @@
-// The parsed-record LRU and the node id bit layout.
+// The parsed-record LRU, the node id bit layout and the handle table.
+#include <cerrno>
 #include <memory>
 #include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tfrecordfs/base/file.h"
+#include "tfrecordfs/vfs/handle_table.h"
 #include "tfrecordfs/vfs/node_id.h"
 #include "tfrecordfs/vfs/record_cache.h"
 
@@ -221,6 +224,80 @@ TEST(NodeIdTest, StagingIds) {
     EXPECT_EQ(Space::kStaging, SpaceOf(StagingId(n)));
     EXPECT_EQ(n, StagingIndex(StagingId(n)));
   }
+}
+
+}  // namespace
+}  // namespace tfrecordfs::vfs
+
+namespace tfrecordfs::vfs {
+namespace {
+
+struct Probe {
+  explicit Probe(int* alive) : alive(alive) { ++*alive; }
+  ~Probe() { --*alive; }
+  int* alive;
+};
+
+TEST(HandleTableTest, ResolvesOnlyLiveNumbersOfItsOwn) {
+  int alive = 0;
+  HandleTable<Probe> files(1), dirs(2);
+  const uint64_t a = files.Add(std::make_unique<Probe>(&alive));
+  const uint64_t b = files.Add(std::make_unique<Probe>(&alive));
+  const uint64_t d = dirs.Add(std::make_unique<Probe>(&alive));
+  EXPECT_NE(a, 0u);
+  EXPECT_NE(a, b);
+  EXPECT_NE(a, d);
+  EXPECT_EQ(alive, 3);
+  ASSERT_TRUE(files.Get(a).ok());
+  EXPECT_NE(*files.Get(a), nullptr);
+  EXPECT_NE(*files.Get(a), *files.Get(b));
+  // 0 is "no handle"; not an error.
+  ASSERT_TRUE(files.Get(0).ok());
+  EXPECT_EQ(*files.Get(0), nullptr);
+  // Another table's number, a made-up one.
+  EXPECT_EQ(ErrnoOf(files.Get(d).status()), EBADF);
+  EXPECT_EQ(ErrnoOf(dirs.Get(a).status()), EBADF);
+  EXPECT_EQ(ErrnoOf(files.Get(a + 1000).status()), EBADF);
+  // Removed: the state is handed back (and freed with it); the number is
+  // stale from then on and never issued again.
+  {
+    auto removed = files.Remove(a);
+    ASSERT_TRUE(removed.ok());
+    EXPECT_NE(removed->get(), nullptr);
+  }
+  EXPECT_EQ(alive, 2);
+  EXPECT_EQ(ErrnoOf(files.Get(a).status()), EBADF);
+  EXPECT_EQ(ErrnoOf(files.Remove(a).status()), EBADF);
+  EXPECT_NE(files.Add(std::make_unique<Probe>(&alive)), a);
+  EXPECT_EQ(files.size(), 2u);
+}
+
+TEST(HandleTableTest, FreesWhatIsLeftWithTheTable) {
+  int alive = 0;
+  {
+    HandleTable<Probe> t(7);
+    for (int i = 0; i < 5; ++i) t.Add(std::make_unique<Probe>(&alive));
+    EXPECT_EQ(alive, 5);
+  }
+  EXPECT_EQ(alive, 0);
+}
+
+TEST(HandleTableTest, ConcurrentAddGetRemove) {
+  HandleTable<int> t(3);
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 4; ++k) {
+    threads.emplace_back([&t, k] {
+      for (int i = 0; i < 2000; ++i) {
+        const uint64_t fh = t.Add(std::make_unique<int>(k * 10000 + i));
+        auto got = t.Get(fh);
+        ASSERT_TRUE(got.ok());
+        ASSERT_EQ(**got, k * 10000 + i);
+        ASSERT_TRUE(t.Remove(fh).ok());
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(t.size(), 0u);
 }
 
 }  // namespace

@@ -10,10 +10,12 @@
 // Handles (fuse_file_info::fh): CreateFile and Open return a file handle (an
 // open descriptor of the backing file, and whether it was written since the
 // last check), OpenDir a directory handle (a stream of the backing
-// directory). A handle lives until Release/Discard (files) or ReleaseDir
-// (directories) and must not be used after. fh 0 is "no handle": the kernel
-// opened the node itself (fuse::OpsOptions::skip_open, FUSE_CAP_NO_OPEN*),
-// and the call then opens what it needs for itself.
+// directory), numbered by a HandleTable each (handle_table.h). A handle
+// lives until Release/Discard (files) or ReleaseDir (directories); a number
+// used after that, or given to a call of the other kind, fails with EBADF.
+// fh 0 is "no handle": the kernel opened the node itself
+// (fuse::OpsOptions::skip_open, FUSE_CAP_NO_OPEN*), and the call then opens
+// what it needs for itself.
 //
 // Checks of staged bytes are the store's (staging::Store::ValidateOnWrite,
 // ValidateOnClose), against the kinds `hint` gives feature names (the
@@ -41,6 +43,7 @@
 #include "absl/strings/string_view.h"
 #include "tfrecordfs/staging/store.h"
 #include "tfrecordfs/vfs/attr.h"
+#include "tfrecordfs/vfs/handle_table.h"
 
 namespace tfrecordfs::vfs {
 
@@ -48,8 +51,10 @@ class StagingView {
  public:
   // `store` is not owned and must outlive the view; `hint` must stay
   // callable for the view's life (nullptr: no kinds known).
-  StagingView(staging::Store* store, staging::KindHint hint)
-      : store_(store), hint_(std::move(hint)) {}
+  StagingView(staging::Store* store, staging::KindHint hint);
+  ~StagingView();  // closes the handles still open
+  StagingView(const StagingView&) = delete;
+  StagingView& operator=(const StagingView&) = delete;
 
   // The node id of the staging folder itself (the store's root).
   uint64_t root_id() const;
@@ -77,7 +82,7 @@ class StagingView {
   // refusal is only logged) and the handle closed. fh 0: nothing.
   void Release(uint64_t fh);
   // Closes a handle without any check. fh 0: nothing.
-  static void Discard(uint64_t fh);
+  void Discard(uint64_t fh);
   // fsync(2); `fh` 0: through a descriptor of its own.
   absl::Status Fsync(uint64_t ino, uint64_t fh, bool datasync);
   // `bits` are staging::SetAttrBits; `fh` may be 0. A size change counts as
@@ -99,14 +104,19 @@ class StagingView {
   // own for this call.
   absl::Status ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, const EmitFn& emit);
   // fh 0: nothing.
-  static void ReleaseDir(uint64_t fh);
+  void ReleaseDir(uint64_t fh);
 
   // Free space where staged bytes go (for statfs); false if statvfs fails.
   bool Space(uint64_t* free_bytes, uint64_t* total_bytes) const;
 
  private:
+  struct FileHandle;
+  struct DirHandle;
+
   staging::Store* const store_;
   const staging::KindHint hint_;
+  HandleTable<FileHandle> files_;  // defined in the .cc, where the
+  HandleTable<DirHandle> dirs_;    // handle types are complete
 };
 
 }  // namespace tfrecordfs::vfs
