@@ -428,14 +428,10 @@ int CheckMountpoint(const std::string& mnt) {
     return kExitFailed;
   }
   const std::string& real = *resolved;
-  auto mounts = cli::ReadMountinfo();
-  if (!mounts.ok()) return 0;  // no /proc: nothing to compare with
-  for (const cli::MountinfoEntry& m : *mounts) {
-    if (m.mountpoint == real && m.fstype == "fuse.tfrecordfs") {
-      log::Error(real, " is already mounted (tfrecordfs of ", m.source,
-                 "); unmount it first: tfrecordfs unmount ", real);
-      return kExitFailed;
-    }
+  if (auto m = cli::FindTfrecordfsMount(real)) {  // none also when there is no /proc
+    log::Error(real, " is already mounted (tfrecordfs of ", m->source,
+               "); unmount it first: tfrecordfs unmount ", real);
+    return kExitFailed;
   }
   return 0;
 }
@@ -616,11 +612,8 @@ int MountMain(int argc, char** argv) {
   }
   // Files written without a handle (the kernel opened them itself) that
   // the kernel never forgot: checked now, so a record left staged keeps
-  // its kinds (staging/store.h). The kinds are the mounted shards'.
-  vfs::Filesystem* const mounted = fs->get();
-  const staging::KindHint hint = [mounted](absl::string_view name) {
-    return mounted->HintOf(name);
-  };
+  // its kinds (staging/store.h), the same the mount checked against.
+  const staging::KindHint& hint = (*fs)->StagingHints();
   staging->CheckAllWritten(hint);
   std::string text;
   int exit_code = 0;

@@ -209,4 +209,13 @@ absl::StatusOr<std::vector<MountinfoEntry>> ReadMountinfo() {
   return out;
 }
 
+std::optional<MountinfoEntry> FindTfrecordfsMount(const std::string& mountpoint_realpath) {
+  auto mounts = ReadMountinfo();
+  if (!mounts.ok()) return std::nullopt;
+  for (MountinfoEntry& m : *mounts) {
+    if (m.mountpoint == mountpoint_realpath && m.fstype == "fuse.tfrecordfs") return std::move(m);
+  }
+  return std::nullopt;
+}
+
 }  // namespace tfrecordfs::cli

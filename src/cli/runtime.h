@@ -11,6 +11,7 @@
 #define TFRECORDFS_CLI_RUNTIME_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,9 @@ struct MountinfoEntry {
 // The mounts this process sees, read with open/read (no exceptions); an
 // error when /proc cannot be read.
 absl::StatusOr<std::vector<MountinfoEntry>> ReadMountinfo();
+// The tfrecordfs mount on `mountpoint_realpath` this process sees, if any
+// (none too when /proc cannot be read).
+std::optional<MountinfoEntry> FindTfrecordfsMount(const std::string& mountpoint_realpath);
 
 // Reads a whole small file (a /proc file included: read() until 0, no
 // seeking); errors are values, so a process that vanished mid-read is an

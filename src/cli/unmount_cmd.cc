@@ -71,22 +71,12 @@ void PointAtLog(const MountRecord& record) {
   if (p.errors + p.warnings > p.first.size()) std::cerr << "  ...\n";
 }
 
-// Whether `mnt` is a live tfrecordfs mount in this mount namespace.
-bool IsTfrecordfsMount(const std::string& mnt) {
-  auto mounts = ReadMountinfo();
-  if (!mounts.ok()) return false;
-  for (const MountinfoEntry& m : *mounts) {
-    if (m.mountpoint == mnt && m.fstype == "fuse.tfrecordfs") return true;
-  }
-  return false;
-}
-
 // The mount's record. A foreground daemon (-f) writes it just after the
 // mount appears, so a script that waited for the mount point may ask a few
 // milliseconds early: while `mnt` is a live tfrecordfs mount, wait up to 5 s.
 absl::StatusOr<MountRecord> AwaitMountRecord(const std::string& mnt) {
   auto record = ReadMountRecord(mnt);
-  for (int i = 0; i < 500 && !record.ok() && IsTfrecordfsMount(mnt); ++i) {
+  for (int i = 0; i < 500 && !record.ok() && FindTfrecordfsMount(mnt); ++i) {
     ::usleep(10000);
     record = ReadMountRecord(mnt);
   }

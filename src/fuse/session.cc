@@ -5,10 +5,10 @@
 
 #include <cerrno>
 #include <csignal>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/log.h"
 
 namespace tfrecordfs::fuse {
@@ -22,15 +22,13 @@ namespace {
 // child ends without saying so. Returns only in the child.
 absl::StatusOr<int> Detach() {
   int waiter[2];
-  if (::pipe2(waiter, O_CLOEXEC) != 0) {
-    return absl::InternalError(absl::StrCat("cannot detach: pipe: ", std::strerror(errno)));
-  }
+  if (::pipe2(waiter, O_CLOEXEC) != 0) return ErrnoError(errno, "cannot detach: pipe");
   const pid_t pid = ::fork();
   if (pid < 0) {
     const int err = errno;
     ::close(waiter[0]);
     ::close(waiter[1]);
-    return absl::InternalError(absl::StrCat("cannot detach: fork: ", std::strerror(err)));
+    return ErrnoError(err, "cannot detach: fork");
   }
   if (pid > 0) {
     ::close(waiter[1]);

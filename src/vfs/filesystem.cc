@@ -214,13 +214,13 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
       return absl::InvalidArgumentError(
           absl::StrCat("invalid staging folder name '", options.staging_name, "'"));
     }
-    staging::KindHint hints = options.staging_hints;
-    if (!hints) {
-      hints = [sampler = fs->sampler_.get()](absl::string_view name) {
+    fs->staging_hints_ = options.staging_hints;
+    if (!fs->staging_hints_) {
+      fs->staging_hints_ = [sampler = fs->sampler_.get()](absl::string_view name) {
         return sampler->HintOf(name);
       };
     }
-    fs->staging_ = std::make_unique<StagingView>(options.staging, std::move(hints));
+    fs->staging_ = std::make_unique<StagingView>(options.staging, fs->staging_hints_);
     TreeNode node;
     node.name = options.staging_name;
     node.type = NodeType::kStaging;

@@ -175,7 +175,7 @@ void StagingView::Release(uint64_t fh) {
   if ((*h)->written.exchange(false)) {
     (void)store_->ValidateOnClose((*h)->node, (*h)->fd.get(), hint_);
   }
-}  // closes its descriptor
+}  // *h goes here, closing its descriptor
 
 void StagingView::Discard(uint64_t fh) {
   auto h = files_.Remove(fh);  // closes its descriptor

@@ -231,6 +231,10 @@ class Filesystem {
   // (staging::FeatureHint, staging::HintOf). A sequence list answers under
   // `feature_lists/<name>`. Same sampling and costs as KindOf.
   staging::FeatureHint HintOf(absl::string_view feature_name);
+  // The kinds the staging checks use (Options::staging_hints, else HintOf),
+  // for the checks and the pack that run outside the mount (at unmount).
+  // Valid while the Filesystem lives; nullptr without a staging area.
+  const staging::KindHint& StagingHints() const { return staging_hints_; }
 
   // ==== Extended attributes: user.tfrecordfs.*, computed and read-only ====
   //
@@ -358,6 +362,7 @@ class Filesystem {
   std::atomic<uint64_t> records_read_{0};
   // The staging area; null without one (Options::staging).
   std::unique_ptr<StagingView> staging_;
+  staging::KindHint staging_hints_;  // what staging_ checks against
   uint64_t staging_tree_node_ = 0;
   // Reasons of the records found damaged (leaf lock), for the `error`
   // attribute: a record's failed parse may leave the cache. Bounded by
