@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "tfrecordfs/base/log.h"
+#include "tfrecordfs/example/record.h"
 #include "tfrecordfs/naming/naming.h"
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/vfs/node_id.h"
@@ -129,16 +130,15 @@ void KindSampler::Sample(absl::string_view name) {
       continue;
     }
     checked_->MarkChecked(shard, record);  // intact: what the tree's read would have found
-    auto table = example::DecodeExample(*data);
-    if (!table.ok()) {
-      auto seq = example::DecodeSequenceExample(*data);
-      if (seq.ok()) {
-        Learn(*seq);
-        MutexLock lock(&kinds_mu_);
-        if (kinds_.contains(std::string(name))) return;
-      }
-      continue;  // a raw record has no feature kinds
+    const example::DecodedRecord decoded = example::DecodeRecord(*data);
+    if (decoded.kind == example::PayloadKind::kRaw) continue;  // no feature kinds
+    if (decoded.kind == example::PayloadKind::kSequenceExample) {
+      Learn(decoded.sequence);
+      MutexLock lock(&kinds_mu_);
+      if (kinds_.contains(std::string(name))) return;
+      continue;
     }
+    const example::FeatureTable* table = &decoded.example;
     Learn(*table);
     auto it =
         std::lower_bound(table->features.begin(), table->features.end(), name,

@@ -13,8 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/log.h"
-#include "tfrecordfs/example/example.h"
-#include "tfrecordfs/example/sequence.h"
+#include "tfrecordfs/example/record.h"
 #include "tfrecordfs/record/format.h"
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/tensor/png.h"
@@ -100,14 +99,6 @@ std::shared_ptr<const ParsedRecord> Filesystem::ReadAndParse(uint64_t shard, uin
   parsed->data_offset = idx.begin(record) + record::kHeaderSize;
   auto data = record::ReadRecord(*sources_[shard], record, idx.begin(record), idx.end(record));
   if (!data.ok() && record::IsFramingMismatch(data.status())) IndexDisagrees(shard, record);
-  absl::StatusOr<example::FeatureTable> table = absl::UnknownError("not read");
-  absl::StatusOr<example::SequenceTable> seq = absl::UnknownError("not tried");
-  if (data.ok()) {
-    // An Example first: a SequenceExample without feature_lists is byte
-    // for byte one (example/sequence.h).
-    table = example::DecodeExample(*data);
-    if (!table.ok()) seq = example::DecodeSequenceExample(*data);
-  }
   if (!data.ok()) {
     parsed->status = data.status();
     // Once per record: a mount read epoch after epoch (the record cache
@@ -117,13 +108,22 @@ std::shared_ptr<const ParsedRecord> Filesystem::ReadAndParse(uint64_t shard, uin
     } else {
       log::Debug(data.status().message());
     }
-  } else if (table.ok() || seq.ok()) {
-    if (table.ok()) {
-      sampler_->Learn(*table);
-      parsed->layout = naming::LayoutExample(*table, *data);
-    } else {
-      sampler_->Learn(*seq);
-      parsed->layout = naming::LayoutSequence(*seq, *data);
+  } else {
+    const example::DecodedRecord decoded = example::DecodeRecord(*data);
+    switch (decoded.kind) {
+      case example::PayloadKind::kExample:
+        sampler_->Learn(decoded.example);
+        parsed->layout = naming::LayoutExample(decoded.example, *data);
+        break;
+      case example::PayloadKind::kSequenceExample:
+        sampler_->Learn(decoded.sequence);
+        parsed->layout = naming::LayoutSequence(decoded.sequence, *data);
+        break;
+      case example::PayloadKind::kRaw:
+        log::Debug(idx.path(), ": record ", record, " at byte offset ", idx.begin(record), ": ",
+                   decoded.raw_reason, "; shown raw");
+        parsed->layout = naming::LayoutRaw(data->size());
+        break;
     }
     if (parsed->layout.entries.size() > kMaxEntriesPerRecord) {
       log::Warning(idx.path(), ": record ", record, " at byte offset ", idx.begin(record), ": ",
@@ -132,10 +132,6 @@ std::shared_ptr<const ParsedRecord> Filesystem::ReadAndParse(uint64_t shard, uin
                    naming::kRawRecordName);
       parsed->layout = naming::LayoutRaw(data->size());
     }
-  } else {
-    log::Debug(idx.path(), ": record ", record, " at byte offset ", idx.begin(record), ": ",
-               table.status().message(), "; ", seq.status().message(), "; shown raw");
-    parsed->layout = naming::LayoutRaw(data->size());
   }
   // Cached layouts are charged by their memory: no growth slack.
   parsed->layout.entries.shrink_to_fit();
