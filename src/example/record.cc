@@ -6,9 +6,12 @@ namespace tfrecordfs::example {
 
 const char* PayloadKindName(PayloadKind kind) {
   switch (kind) {
-    case PayloadKind::kExample: return "Example";
-    case PayloadKind::kSequenceExample: return "SequenceExample";
-    case PayloadKind::kRaw: return "raw";
+    case PayloadKind::kExample:
+      return "Example";
+    case PayloadKind::kSequenceExample:
+      return "SequenceExample";
+    case PayloadKind::kRaw:
+      return "raw";
   }
   return "raw";
 }

@@ -1525,7 +1525,7 @@ TEST_F(KindOfTest, ByteBudgetsBoundTheBytesRead) {
   {
     auto probe = Mount(kLots, kLots);
     ASSERT_NE(nullptr, probe);
-    const index::ShardIndex& idx = *probe->shards()[0];
+    const index::ShardIndex& idx = *probe->shards()[0].index;
     ASSERT_GT(idx.end(1) - idx.begin(1), 10000u);
     // Records 0-5 fit in the whole-mount budget, record 6 does not.
     const uint64_t six = idx.begin(6);

@@ -44,10 +44,11 @@
 #include "tfrecordfs/staging/store.h"
 #include "tfrecordfs/vfs/attr.h"
 #include "tfrecordfs/vfs/handle_table.h"
+#include "tfrecordfs/vfs/view.h"
 
 namespace tfrecordfs::vfs {
 
-class StagingView {
+class StagingView final : public View {
  public:
   // `store` is not owned and must outlive the view; `hint` must stay
   // callable for the view's life (nullptr: no kinds known).
