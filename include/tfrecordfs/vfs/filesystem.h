@@ -171,39 +171,25 @@ class Filesystem {
   absl::Status ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, const EmitFn& emit);
   void ReleaseDir(uint64_t fh);
 
-  // ==== Staging: forwarded to StagingView (staging_view.h, which documents
-  // handles and checks) for staging nodes; elsewhere EROFS, or EXDEV across
-  // the staging boundary (links: EPERM, in src/fuse) ====
+  // ==== Writes and handles: sent to the node's view, whose header states
+  // the contract (view.h; staging_view.h for staged files and their checks);
+  // views that take no writes answer EROFS. A rename between views is
+  // decided here (see the top). Links are refused with EPERM in src/fuse. ====
 
-  // Creates and opens a file (FUSE's CREATE; not the factory above).
+  // FUSE's CREATE (not the factory above).
   absl::StatusOr<std::pair<Attr, uint64_t>> CreateFile(uint64_t parent, absl::string_view name,
                                                        mode_t mode, int flags);
   absl::StatusOr<Attr> Mkdir(uint64_t parent, absl::string_view name, mode_t mode);
-  // `fh` 0: a staging file the kernel opened itself (fuse::OpsOptions::
-  // skip_open), written through a descriptor opened for this call. A write
-  // the staged file's checks refuse fails with EINVAL before any byte lands
-  // (staging::Store::ValidateOnWrite).
   absl::StatusOr<size_t> Write(uint64_t ino, uint64_t fh, absl::string_view data, uint64_t offset);
-  // close() with an OPEN handle (-o open): validates a written feature file
-  // (EINVAL if it does not parse or convert; the bytes stay). OK elsewhere.
   absl::Status Flush(uint64_t ino, uint64_t fh);
-  // The last close of a handle: a written file not yet checked by Flush is
-  // checked now (staging::Store::ValidateOnClose; a refusal is only logged,
-  // the pack refuses the record later) and its kind remembered.
   void Release(uint64_t fh);
-  // Closes a handle without any check (an OPEN answered ENOSYS).
   void Discard(uint64_t fh);
-  // fsync(2) of a staging file handle; a no-op for read-only files.
-  // With fh 0 (skip_open), a staging file is synced through a descriptor of
-  // its own.
   absl::Status Fsync(uint64_t ino, uint64_t fh, bool datasync);
-  // `bits` are staging::SetAttrBits; `fh` may be 0.
   absl::StatusOr<Attr> SetAttr(uint64_t ino, uint64_t fh, const struct stat& to, int bits);
   absl::Status Unlink(uint64_t parent, absl::string_view name);
   absl::Status Rmdir(uint64_t parent, absl::string_view name);
   absl::Status Rename(uint64_t parent, absl::string_view name, uint64_t new_parent,
                       absl::string_view new_name, unsigned flags);
-  // Drops n kernel references to a node (only staging nodes hold any).
   void Forget(uint64_t ino, uint64_t n);
   // Free space where staged bytes go (for statfs), or false without staging.
   bool StagingSpace(uint64_t* free_bytes, uint64_t* total_bytes) const;
