@@ -69,9 +69,9 @@ std::string BytesText(absl::string_view v, const Style& style) {
     }
     return absl::StrCat("\"", EscapeForLog(v), "\"");
   }
-  if (auto t = tensor::DecodeTensor(v); t.ok()) {
-    return absl::StrCat("<tensor ", t->info().name, " [", absl::StrJoin(t->shape, ","), "], ",
-                        v.size(), " bytes>");
+  if (auto t = tensor::DecodeTensorType(v); t.ok()) {  // (a broadcast is not expanded)
+    return absl::StrCat("<tensor ", tensor::InfoOf(t->dtype).name, " [",
+                        absl::StrJoin(t->shape, ","), "], ", v.size(), " bytes>");
   }
   std::string ext(naming::SniffExtension(v));
   return absl::StrCat("<", ext.substr(1), ", ", v.size(), " bytes>");

@@ -52,9 +52,9 @@ void AddFeature(const example::Feature& f, FeatureStats* s) {
           ++s->text_values;
           continue;
         }
-        if (auto t = tensor::DecodeTensor(v); t.ok()) {
+        if (auto t = tensor::DecodeTensorType(v); t.ok()) {  // (no broadcast expanded)
           ++s->tensor_values;
-          ++s->tensor_dtypes[t->info().name];
+          ++s->tensor_dtypes[tensor::InfoOf(t->dtype).name];
           const std::vector<int64_t>& shape = t->shape;
           if (s->tensor_values == 1) {
             s->min_shape = s->max_shape = shape;

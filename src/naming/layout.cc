@@ -1,6 +1,5 @@
 // Names (escaping) and the forward/reverse tree layout.
 #include <algorithm>
-#include <cassert>
 #include <cstring>
 #include <map>
 
@@ -114,8 +113,9 @@ Placement Place(absl::string_view name, bool numeric, bool is_file, absl::string
   Placement p;
   for (size_t i = 0; i < escaped.size(); ++i) {
     const bool leaf = i + 1 == escaped.size();
-    // A leaf keeps room for the `%-` prefix a collision may add.
-    const size_t limit = leaf ? kMaxNameBytes - 2 - ext.size() : kMaxNameBytes;
+    // A leaf keeps room for the two `%-` prefixes clashes may add
+    // (AddFeatures).
+    const size_t limit = leaf ? kMaxNameBytes - 4 - ext.size() : kMaxNameBytes;
     std::vector<std::string> chunks =
         escaped[i].size() > limit ? Chunk(escaped[i]) : std::vector<std::string>{escaped[i]};
     for (size_t k = 0; k + 1 < chunks.size(); ++k) p.dirs.push_back(chunks[k] + "%+");
@@ -218,51 +218,59 @@ Node BytesValueNode(absl::string_view v, absl::string_view payload, std::string*
   Node n;
   n.role = EntryRole::kBytes;
   const uint64_t at = static_cast<uint64_t>(v.data() - payload.data());
-  if (tensor::IsTensor(v)) {
-    if (auto t = tensor::DecodeTensor(v); t.ok()) {
-      n.role = EntryRole::kTensor;
-      n.dtype = static_cast<uint8_t>(t->dtype);
-      if (auto g = tensor::PngGeometryOf(t->dtype, t->shape); g.ok()) {
-        *ext = std::string(kPngExtension);
-        if (t->data_in_input) {
-          n.form = ContentForm::kPng;
-          n.content = PackPng(*g);
-          n.span_offset = at + t->data_offset;
-          n.span_length = t->data_size;
-        } else {
-          // *_val forms (not what serialize_tensor writes): the pixels are
-          // not in the shard as such, so the PNG is made now, held inline.
-          auto png = tensor::EncodePng(*g, t->materialized);
-          if (png.ok()) {
-            n.content = std::move(*png);
-            return n;
-          }
-          n.content.clear();
-          n.role = EntryRole::kBytes;  // shown as its bytes
-          n.dtype = 0;
-          *ext = std::string(SniffExtension(v));
-          n.form = ContentForm::kSpan;
-          n.span_offset = at;
-          n.span_length = v.size();
-        }
-        return n;
-      }
-      *ext = std::string(kNpyExtension);
-      n.content = tensor::NpyHeader(*t);
-      if (t->data_in_input && t->data_size > 0) {
-        n.form = ContentForm::kInlineSpan;
-        n.span_offset = at + t->data_offset;
-        n.span_length = t->data_size;
-      } else {
-        n.content.append(t->data(v).data(), t->data(v).size());
-      }
+  auto as_bytes = [&] {
+    n = Node();
+    n.role = EntryRole::kBytes;
+    *ext = std::string(SniffExtension(v));
+    n.form = ContentForm::kSpan;
+    n.span_offset = at;
+    n.span_length = v.size();
+    return n;
+  };
+  // Lazily: a broadcast stays one element (ContentForm::kInlineFill).
+  auto t = tensor::DecodeTensorLazily(v);
+  if (!t.ok()) return as_bytes();
+  n.role = EntryRole::kTensor;
+  n.dtype = static_cast<uint8_t>(t->dtype);
+  if (auto g = tensor::PngGeometryOf(t->dtype, t->shape); g.ok()) {
+    *ext = std::string(kPngExtension);
+    if (t->data_in_input) {
+      n.form = ContentForm::kPng;
+      n.content = PackPng(*g);
+      n.span_offset = at + t->data_offset;
+      n.span_length = t->data_size;
       return n;
     }
+    if (t->broadcast) {
+      n.form = ContentForm::kPngFill;
+      n.content = PackPng(*g) + t->materialized;
+      return n;
+    }
+    // *_val forms listing every value (not what serialize_tensor writes): the
+    // pixels are not in the shard as such, so the PNG is made now, held
+    // inline (at most 8 bytes of pixels per byte of record: a value takes a
+    // byte of varint at least).
+    auto png = tensor::EncodePng(*g, t->materialized);
+    if (!png.ok()) return as_bytes();
+    n.content = std::move(*png);
+    return n;
   }
-  *ext = std::string(SniffExtension(v));
-  n.form = ContentForm::kSpan;
-  n.span_offset = at;
-  n.span_length = v.size();
+  // numpy could not load the .npy (too many dims, or dims beside a 0 that
+  // multiply past 2^63): the value keeps its bytes.
+  if (!tensor::NpyLoadable(t->dtype, t->shape).ok()) return as_bytes();
+  *ext = std::string(kNpyExtension);
+  n.content = tensor::NpyHeader(*t);
+  if (t->data_in_input && t->data_size > 0) {
+    n.form = ContentForm::kInlineSpan;
+    n.span_offset = at + t->data_offset;
+    n.span_length = t->data_size;
+  } else if (t->broadcast) {
+    n.form = ContentForm::kInlineFill;
+    n.content += t->materialized;
+    n.span_length = static_cast<uint64_t>(tensor::NumBytes(t->dtype, t->shape).value_or(0));
+  } else {
+    n.content.append(t->data(v).data(), t->data(v).size());
+  }
   return n;
 }
 
@@ -285,6 +293,7 @@ Node ListDirNode(const std::vector<absl::string_view>& values, absl::string_view
 void AddFeatures(Node* root, const std::vector<Feature>& features, absl::string_view payload,
                  bool reserved_top) {
   struct Leaf {
+    absl::string_view feature;
     Placement where;
     Node node;
   };
@@ -292,6 +301,7 @@ void AddFeatures(Node* root, const std::vector<Feature>& features, absl::string_
   for (const Feature& f : features) {
     if (f.kind == Kind::kNone) continue;
     Leaf leaf;
+    leaf.feature = f.name;
     Node& n = leaf.node;
     if (f.kind == Kind::kInt64 || f.kind == Kind::kFloat) {
       n.content = f.kind == Kind::kInt64 ? FormatInt64s(f.int64s) : FormatFloats(f.floats);
@@ -311,25 +321,33 @@ void AddFeatures(Node* root, const std::vector<Feature>& features, absl::string_
     }
     leaves.push_back(std::move(leaf));
   }
-  // Directories first, so that a leaf meeting a directory of the same name is
-  // the one that gets the `%-` prefix whatever the feature order.
+  // Plain directories first, so that a leaf meeting a directory of the same
+  // name is the one that gets the `%-` prefix whatever the feature order;
+  // then bytes-list folders before files, each in feature-name order, so that
+  // which of two clashing leaves gets the second `%-` does not depend on the
+  // order of the features in the record either.
   for (const Leaf& l : leaves) MakeDirs(root, l.where.dirs);
+  std::stable_sort(leaves.begin(), leaves.end(), [](const Leaf& a, const Leaf& b) {
+    if (a.node.is_dir != b.node.is_dir) return a.node.is_dir;
+    return a.feature < b.feature;
+  });
   for (Leaf& l : leaves) {
     Node* dir = MakeDirs(root, l.where.dirs);
     std::string name = l.where.leaf;
     // `%-` (decodes to nothing) keeps the file apart from a directory of the
     // same name, and keeps a root file from posing as a raw record. Only a
     // file can pose as one (a raw record is one regular file): a list folder
-    // named record.bin keeps its name, so that it cannot take the `%-` name
-    // of a file feature `record` shown as record.bin.
+    // named record.bin keeps its name unless a folder already has it.
     const bool poses_as_raw =
         dir == root && reserved_top && !l.node.is_dir && name == kRawRecordName;
-    if (dir->children.count(name) || poses_as_raw) name = "%-" + name;
-    const bool placed = dir->children.emplace(std::move(name), std::move(l.node)).second;
-    // Names are unique by construction (escaping, one extension, `%-`); a
-    // clash here would hide a feature.
-    assert(placed);
-    (void)placed;
+    if (poses_as_raw) name = "%-" + name;
+    // Three leaves can want one name: a folder a longer name makes
+    // (`record.bin/x`), a bytes list (`record.bin`) and a file whose stem
+    // and extension spell it (`record` + `.bin`). Each clash adds one more
+    // `%-`; Place keeps room for two, and no name can need a third (the
+    // folder, the list and the file are the only three spellings).
+    while (dir->children.count(name)) name = "%-" + name;
+    dir->children.emplace(std::move(name), std::move(l.node));
   }
 }
 
@@ -415,13 +433,22 @@ Layout LayoutSequence(const example::SequenceTable& table, absl::string_view pay
       dir->children.emplace(std::move(name), std::move(node));
     }
   }
+  // Every folder the empty lists' paths make, before any empty list takes
+  // its own: of empty lists `a` and `a/b`, `a` must see the folder `a/b`
+  // makes whatever their order.
+  std::vector<Placement> empty_at;
   for (const example::FeatureList* list : empty) {
-    Placement where = Place(list->name, false, true, "", /*steps_beside=*/true);
+    empty_at.push_back(Place(list->name, false, true, "", /*steps_beside=*/true));
+    MakeDirs(&lists, empty_at.back().dirs);
+  }
+  for (Placement& where : empty_at) {
     Node* parent = MakeDirs(&lists, where.dirs);
     std::string name = std::move(where.leaf);
-    if (parent->children.count(name)) name += "%-";
-    parent->children[name].is_dir = true;
-    parent->children[name].role = EntryRole::kFeatureList;
+    // (One `%-` always suffices: no other folder's name ends in `%-`.)
+    while (parent->children.count(name)) name += "%-";
+    Node& folder = parent->children[name];
+    folder.is_dir = true;
+    folder.role = EntryRole::kFeatureList;
   }
   return FlattenRoot(root);
 }
@@ -589,6 +616,32 @@ tensor::PngGeometry UnpackPng(absl::string_view p) {
   return g;
 }
 
+namespace {
+
+// The one element a kInlineFill / kPngFill entry repeats (see ContentForm).
+size_t FillElementSize(const Entry& e) {
+  const tensor::DTypeInfo* d = tensor::FindDType(e.dtype);
+  const size_t k = d != nullptr ? d->itemsize : 1;
+  return std::min(k, e.content.size());
+}
+
+constexpr size_t kPackedPngBytes = 11;
+
+}  // namespace
+
+void FillRange(absl::string_view pattern, uint64_t offset, char* out, size_t n) {
+  const size_t k = pattern.size();
+  if (k == 1) {
+    std::memset(out, pattern[0], n);
+    return;
+  }
+  size_t at = static_cast<size_t>(offset % k);
+  for (size_t i = 0; i < n; ++i) {
+    out[i] = pattern[at];
+    if (++at == k) at = 0;
+  }
+}
+
 uint64_t Entry::size() const {
   switch (form) {
     case ContentForm::kInline:
@@ -599,6 +652,10 @@ uint64_t Entry::size() const {
       return content.size() + span_length;
     case ContentForm::kPng:
       return tensor::PngSize(UnpackPng(content));
+    case ContentForm::kInlineFill:
+      return content.size() - FillElementSize(*this) + span_length;
+    case ContentForm::kPngFill:
+      return tensor::PngSize(UnpackPng(absl::string_view(content).substr(0, kPackedPngBytes)));
   }
   return 0;
 }
@@ -606,11 +663,11 @@ uint64_t Entry::size() const {
 std::vector<Piece> Entry::Pieces() const {
   std::vector<Piece> out;
   if (is_dir) return out;
-  auto add_inline = [&] {
-    if (content.empty()) return;
+  auto add_inline = [&](absl::string_view bytes) {
+    if (bytes.empty()) return;
     Piece p;
-    p.size = content.size();
-    p.bytes = content;
+    p.size = bytes.size();
+    p.bytes = bytes;
     out.push_back(p);
   };
   auto add_span = [&] {
@@ -623,21 +680,35 @@ std::vector<Piece> Entry::Pieces() const {
   };
   switch (form) {
     case ContentForm::kInline:
-      add_inline();
+      add_inline(content);
       break;
     case ContentForm::kSpan:
       add_span();
       break;
     case ContentForm::kInlineSpan:
-      add_inline();
+      add_inline(content);
       add_span();
       break;
-    case ContentForm::kPng: {
+    case ContentForm::kPng:
+    case ContentForm::kPngFill: {
       Piece p;
       p.type = Piece::Type::kPng;
-      p.png = UnpackPng(content);
+      const absl::string_view packed = absl::string_view(content).substr(0, kPackedPngBytes);
+      p.png = UnpackPng(packed);
       p.size = tensor::PngSize(p.png);
       p.offset = span_offset;
+      if (form == ContentForm::kPngFill) p.fill = absl::string_view(content).substr(packed.size());
+      out.push_back(p);
+      break;
+    }
+    case ContentForm::kInlineFill: {
+      const size_t k = FillElementSize(*this);
+      add_inline(absl::string_view(content).substr(0, content.size() - k));
+      if (span_length == 0 || k == 0) break;
+      Piece p;
+      p.type = Piece::Type::kFill;
+      p.size = span_length;
+      p.fill = absl::string_view(content).substr(content.size() - k);
       out.push_back(p);
       break;
     }
@@ -659,19 +730,72 @@ absl::StatusOr<std::string> FileContent(const Entry& e, absl::string_view payloa
       out.append(payload.data() + p.offset, p.size);
       continue;
     }
-    const absl::string_view pixels = payload.substr(std::min<uint64_t>(p.offset, payload.size()));
-    const tensor::PixelSource source = [&](uint64_t at, char* buf, size_t k) {
-      if (at > pixels.size() || k > pixels.size() - at) {
-        return absl::OutOfRangeError("pixels past the payload");
-      }
-      std::memcpy(buf, pixels.data() + at, k);
-      return absl::OkStatus();
-    };
     const size_t at = out.size();
     out.resize(at + p.size);
+    if (p.type == Piece::Type::kFill) {
+      FillRange(p.fill, 0, out.data() + at, p.size);
+      continue;
+    }
+    const absl::string_view pixels = payload.substr(std::min<uint64_t>(p.offset, payload.size()));
+    const tensor::PixelSource source = [&](uint64_t from, char* buf, size_t k) {
+      if (!p.fill.empty()) {
+        FillRange(p.fill, from, buf, k);
+        return absl::OkStatus();
+      }
+      if (from > pixels.size() || k > pixels.size() - from) {
+        return absl::OutOfRangeError("pixels past the payload");
+      }
+      std::memcpy(buf, pixels.data() + from, k);
+      return absl::OkStatus();
+    };
     if (auto s = tensor::ReadPngRange(p.png, source, 0, out.data() + at, p.size); !s.ok()) return s;
   }
   return out;
+}
+
+absl::Status CheckLayout(const Layout& layout) {
+  const auto& entries = layout.entries;
+  auto bad = [](size_t i, absl::string_view why) {
+    return absl::InternalError(absl::StrCat("layout entry ", i, ": ", why));
+  };
+  if (entries.empty() || !entries[0].is_dir) return bad(0, "the record is not a folder");
+  std::vector<uint8_t> seen(entries.size(), 0);
+  seen[0] = 1;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const Entry& d = entries[i];
+    if (!d.is_dir) {
+      if (d.num_children != 0) return bad(i, "a file with children");
+      if ((d.form == ContentForm::kPng || d.form == ContentForm::kPngFill) &&
+          d.content.size() < kPackedPngBytes) {
+        return bad(i, "a PNG without its geometry");
+      }
+      if ((d.form == ContentForm::kInlineFill || d.form == ContentForm::kPngFill) &&
+          tensor::FindDType(d.dtype) == nullptr) {
+        return bad(i, "a broadcast of no dtype");
+      }
+      continue;
+    }
+    if (d.first_child > entries.size() || d.num_children > entries.size() - d.first_child) {
+      return bad(i, "children out of range");
+    }
+    for (uint32_t c = d.first_child; c < d.first_child + d.num_children; ++c) {
+      const Entry& e = entries[c];
+      if (c == 0 || seen[c]++) return bad(c, "listed in two folders");
+      if (e.parent != i) return bad(c, "its parent does not list it");
+      const absl::string_view n = e.name;
+      if (n.empty() || n.size() > kMaxNameBytes || n == "." || n == ".." ||
+          n.find('/') != absl::string_view::npos || n.find('\0') != absl::string_view::npos) {
+        return bad(c, "not a usable file name");
+      }
+      if (c > d.first_child && !(entries[c - 1].name < e.name)) {
+        return bad(c, absl::StrCat("'", n, "' out of order or twice in its folder"));
+      }
+    }
+  }
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (!seen[i]) return bad(i, "in no folder");
+  }
+  return absl::OkStatus();
 }
 
 // ---- Reverse ----

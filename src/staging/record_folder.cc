@@ -668,8 +668,12 @@ absl::Status CheckNumericPrefix(absl::string_view tail, example::Kind hint) {
       absl::StrCat("the last line: ", why, " (and no more characters can make it a number)"));
 }
 
-absl::StatusOr<TensorFile> TensorFromFile(absl::string_view extension, absl::string_view content,
-                                          absl::Span<const tensor::TensorType> feature_types) {
+namespace {
+
+absl::StatusOr<TensorFile> ConvertTensorFile(absl::string_view extension, absl::string_view content,
+                                             absl::Span<const tensor::TensorType> feature_types,
+                                             bool check_only) {
+  TensorFile out;
   std::string feature = "the feature holds ";
   for (size_t i = 0; i < feature_types.size(); ++i) {
     absl::StrAppend(&feature, i ? " or " : "", TypeText(feature_types[i]));
@@ -678,7 +682,9 @@ absl::StatusOr<TensorFile> TensorFromFile(absl::string_view extension, absl::str
   absl::StatusOr<tensor::Tensor> t = absl::InvalidArgumentError("no array");
   size_t matched = 0;
   if (extension == naming::kPngExtension) {
-    auto png = tensor::DecodePng(content);
+    // The PNG's pixels go straight into the TensorProto (or, to check only,
+    // through one row at a time): never decoded, fitted and encoded in turn.
+    auto png = tensor::PngTypeOf(content);
     if (!png.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("not a PNG that can be read (", png.status().message(), "); ", feature));
@@ -690,24 +696,40 @@ absl::StatusOr<TensorFile> TensorFromFile(absl::string_view extension, absl::str
     auto exact = [&](const tensor::TensorType& w) {
       return w.shape.size() == 3 ? w.shape[2] == channels : channels == 1;
     };
+    absl::Status why = absl::InvalidArgumentError("no type");
     bool fitted = false;
     for (int pass = 0; pass < 2 && !fitted; ++pass) {
       for (matched = 0; matched < feature_types.size(); ++matched) {
         const tensor::TensorType& want = feature_types[matched];
         if (exact(want) != (pass == 0)) continue;
-        t = tensor::FitPngToFeature(*png, want.dtype, want.shape);
-        if (t.ok()) {
+        why = tensor::PngTypeFits(*png, want.dtype, want.shape);
+        if (!why.ok()) continue;
+        if (check_only) {
+          why = tensor::CheckPngFitsFeature(content, want.dtype, want.shape);
+        } else if (auto proto = tensor::PngToTensorProto(content, want.dtype, want.shape);
+                   proto.ok()) {
+          out.proto = std::move(*proto);
+        } else {
+          why = proto.status();
+        }
+        if (why.ok()) {
           fitted = true;
           break;
         }
+        if (!absl::IsFailedPrecondition(why)) {  // libpng refuses the pixels
+          return absl::InvalidArgumentError(
+              absl::StrCat("not a PNG that can be read (", why.message(), "); ", feature));
+        }
       }
     }
-    if (!t.ok()) {
-      if (feature_types.size() == 1) return absl::InvalidArgumentError(t.status().message());
-      return absl::InvalidArgumentError(absl::StrCat(
-          "a ", png->info().name, " ", ShapeText(png->shape), " PNG that fits none of the types: ",
-          feature));
+    if (!fitted) {
+      if (feature_types.size() == 1) return absl::InvalidArgumentError(why.message());
+      return absl::InvalidArgumentError(
+          absl::StrCat("a ", tensor::InfoOf(png->dtype).name, " ", ShapeText(png->shape),
+                       " PNG that fits none of the types: ", feature));
     }
+    out.matched = feature_types[matched];
+    return out;
   } else if (extension == naming::kNpyExtension) {
     t = tensor::ParseNpy(content);
     if (!t.ok()) {
@@ -732,10 +754,28 @@ absl::StatusOr<TensorFile> TensorFromFile(absl::string_view extension, absl::str
   }
   // bool elements other than 0/1 pass as they are: shards hold them (the
   // read path shows them), and a copy must give back the same bytes.
+  out.matched = feature_types[matched];
+  if (check_only) return out;
   const absl::string_view data = t->data(content);
   auto proto = tensor::EncodeTensor(t->dtype, t->shape, data);
   if (!proto.ok()) return proto.status();
-  return TensorFile{std::move(*proto), feature_types[matched]};
+  out.proto = std::move(*proto);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<TensorFile> TensorFromFile(absl::string_view extension, absl::string_view content,
+                                          absl::Span<const tensor::TensorType> feature_types) {
+  return ConvertTensorFile(extension, content, feature_types, /*check_only=*/false);
+}
+
+absl::StatusOr<tensor::TensorType> CheckTensorFile(
+    absl::string_view extension, absl::string_view content,
+    absl::Span<const tensor::TensorType> feature_types) {
+  auto file = ConvertTensorFile(extension, content, feature_types, /*check_only=*/true);
+  if (!file.ok()) return file.status();
+  return file->matched;
 }
 
 StagedFile ClassifyStagedFile(absl::string_view rel, bool sequence) {

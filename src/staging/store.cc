@@ -753,10 +753,10 @@ absl::Status Store::ValidateOnClose(uint64_t node, int fd, const KindHint& hint_
       }
       auto content = ReadFileToString(ProcPath(fd));
       if (!content.ok()) return content.status();
-      auto file = TensorFromFile(placed.file.extension, *content, want);
-      if (!file.ok()) return refuse(file.status().message());
+      auto matched = CheckTensorFile(placed.file.extension, *content, want);
+      if (!matched.ok()) return refuse(matched.status().message());
       // The type it matched: after a restart the file alone says what it is.
-      const std::string tag = TensorTag(file->matched);
+      const std::string tag = TensorTag(*matched);
       ::fsetxattr(fd, kKindXattr, tag.data(), tag.size(), 0);  // best effort
       return absl::OkStatus();
     }

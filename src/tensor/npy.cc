@@ -160,6 +160,25 @@ std::string NpyHeader(DataType dtype, absl::Span<const int64_t> shape) {
   return out + text;
 }
 
+absl::Status NpyLoadable(DataType dtype, absl::Span<const int64_t> shape) {
+  if (shape.size() > kMaxNpyRank) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(shape.size(), " dims: numpy loads at most ", kMaxNpyRank));
+  }
+  uint64_t bytes = InfoOf(dtype).itemsize;
+  for (int64_t d : shape) {
+    if (d < 0) return absl::InvalidArgumentError("negative dim size");
+    if (d == 0) continue;  // numpy skips empty dims, then checks the others
+    if (bytes >
+        static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / static_cast<uint64_t>(d)) {
+      return absl::InvalidArgumentError(
+          "the nonzero dims multiply past what numpy can index (2^63 - 1 bytes)");
+    }
+    bytes *= static_cast<uint64_t>(d);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::optional<NpyHeaderInfo>> ParseNpyHeader(absl::string_view prefix) {
   const absl::string_view magic = kMagic;
   if (prefix.substr(0, std::min(prefix.size(), magic.size())) !=

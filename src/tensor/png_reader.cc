@@ -1,10 +1,10 @@
 // PNG files -> image tensors, through libpng's classic API.
 //
-// libpng reports errors by longjmp. The only function that calls setjmp,
-// RunLibpng, keeps no C++ objects with destructors in its own frame: all
-// state lives in a ReadState owned by the caller, whose destructor frees the
-// libpng structs whether or not a longjmp happened, so nothing leaks and no
-// destructor is skipped.
+// libpng reports errors by longjmp. The functions that call setjmp
+// (ReadHeader, ReadImageInto, ReadRows) keep no C++ objects with destructors
+// in their own frames: all state lives in a ReadState owned by the caller,
+// whose destructor frees the libpng structs whether or not a longjmp
+// happened, so nothing leaks and no destructor is skipped.
 #include <png.h>
 
 #include <csetjmp>
@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "tfrecordfs/tensor/png.h"
@@ -29,11 +30,15 @@ struct ReadState {
   absl::string_view file;
   size_t pos = 0;
   uint64_t max_pixel_bytes = 0;
+  // Whether libpng assembles interlaced rows (it then needs every row of the
+  // image at hand on every pass).
+  bool interlace_handling = true;
   std::string error;
-  // Filled by RunLibpng.
+  // Filled by ReadHeader.
   uint32_t width = 0, height = 0, channels = 0, depth = 0;
-  std::string pixels;
-  std::vector<png_bytep> rows;
+  size_t rowbytes = 0;
+  int passes = 1;
+  bool interlaced = false;
 };
 
 void OnError(png_structp png, png_const_charp message) {
@@ -51,11 +56,19 @@ void OnRead(png_structp png, png_bytep out, size_t n) {
   st->pos += n;
 }
 
-// Returns false after a libpng error (st->error says why). Only trivially
-// destructible locals below the setjmp.
-bool RunLibpng(ReadState* st) {
+// Each function below that calls libpng sets its own setjmp (a longjmp
+// must land in a frame still on the stack) and returns false after a libpng
+// error (st->error says why). Only trivially destructible locals below a
+// setjmp.
+
+// Reads the header and sets the transforms DecodePng documents.
+bool ReadHeader(ReadState* st) {
   if (setjmp(png_jmpbuf(st->png))) return false;
   png_set_read_fn(st->png, st, OnRead);
+  // libpng refuses more than 1,000,000 pixels a side by default; the
+  // writer makes up to PNG's 2^31 - 1 ([1, 1000001] must come back), and
+  // max_pixel_bytes bounds the memory.
+  png_set_user_limits(st->png, 0x7fffffff, 0x7fffffff);
   png_read_info(st->png, st->info);
   const png_byte color = png_get_color_type(st->png, st->info);
   const png_byte bit_depth = png_get_bit_depth(st->png, st->info);
@@ -63,26 +76,53 @@ bool RunLibpng(ReadState* st) {
   if (color == PNG_COLOR_TYPE_GRAY && bit_depth < 8) png_set_expand_gray_1_2_4_to_8(st->png);
   if (png_get_valid(st->png, st->info, PNG_INFO_tRNS)) png_set_tRNS_to_alpha(st->png);
   if (bit_depth == 16) png_set_swap(st->png);  // little-endian samples
-  png_set_interlace_handling(st->png);
+  st->interlaced = png_get_interlace_type(st->png, st->info) == PNG_INTERLACE_ADAM7;
+  if (st->interlace_handling) st->passes = png_set_interlace_handling(st->png);
   png_read_update_info(st->png, st->info);
   st->width = png_get_image_width(st->png, st->info);
   st->height = png_get_image_height(st->png, st->info);
   st->channels = png_get_channels(st->png, st->info);
   st->depth = png_get_bit_depth(st->png, st->info);
-  const size_t rowbytes = png_get_rowbytes(st->png, st->info);
+  st->rowbytes = png_get_rowbytes(st->png, st->info);
   if (st->depth != 8 && st->depth != 16) png_error(st->png, "unexpected depth after expansion");
-  if (rowbytes != size_t{st->width} * st->channels * (st->depth / 8)) {
+  if (st->rowbytes != size_t{st->width} * st->channels * (st->depth / 8)) {
     png_error(st->png, "unexpected row size after expansion");
   }
-  if (st->height != 0 && rowbytes > st->max_pixel_bytes / st->height) {
+  if (st->height != 0 && st->rowbytes > st->max_pixel_bytes / st->height) {
     png_error(st->png, "image larger than the decode limit");
   }
-  st->pixels.resize(rowbytes * st->height);
-  st->rows.resize(st->height);
-  for (uint32_t y = 0; y < st->height; ++y) {
-    st->rows[y] = reinterpret_cast<png_bytep>(st->pixels.data() + y * rowbytes);
+  return true;
+}
+
+// Decodes the whole image (interlace handling on) into `base`, row y at
+// base + y * rowbytes.
+bool ReadImageInto(ReadState* st, char* base) {
+  if (setjmp(png_jmpbuf(st->png))) return false;
+  for (int pass = 0; pass < st->passes; ++pass) {
+    for (uint32_t y = 0; y < st->height; ++y) {
+      png_read_row(st->png, reinterpret_cast<png_bytep>(base + size_t{y} * st->rowbytes), nullptr);
+    }
   }
-  png_read_image(st->png, st->rows.data());
+  png_read_end(st->png, nullptr);
+  return true;
+}
+
+// Decodes row after row into `row` (rowbytes), without interlace handling:
+// an interlaced image comes as its passes' rows, each of fewer pixels.
+// `fn(ctx, row, pixels)` sees each; it returns false to stop (and says why
+// in st->error).
+using RowFn = bool (*)(void* ctx, ReadState* st, const char* row, uint32_t pixels);
+bool ReadRows(ReadState* st, char* row, RowFn fn, void* ctx) {
+  if (setjmp(png_jmpbuf(st->png))) return false;
+  for (int pass = 0; pass < (st->interlaced ? 7 : 1); ++pass) {
+    const uint32_t cols = st->interlaced ? PNG_PASS_COLS(st->width, pass) : st->width;
+    const uint32_t rows = st->interlaced ? PNG_PASS_ROWS(st->height, pass) : st->height;
+    if (cols == 0) continue;  // libpng skips a pass without pixels
+    for (uint32_t y = 0; y < rows; ++y) {
+      png_read_row(st->png, reinterpret_cast<png_bytep>(row), nullptr);
+      if (!fn(ctx, st, row, cols)) return false;
+    }
+  }
   png_read_end(st->png, nullptr);
   return true;
 }
@@ -91,38 +131,55 @@ std::string ShapeText(absl::Span<const int64_t> shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
 }
 
-}  // namespace
+absl::Status Failed(const ReadState& st) {
+  return absl::InvalidArgumentError(absl::StrCat("not a valid PNG file: ", st.error));
+}
 
-absl::StatusOr<Tensor> DecodePng(absl::string_view file, const PngDecodeOptions& options) {
+absl::Status Start(absl::string_view file, const PngDecodeOptions& options, bool interlace_handling,
+                   ReadState* st) {
   if (file.size() < 8 || png_sig_cmp(reinterpret_cast<png_const_bytep>(file.data()), 0, 8) != 0) {
     return absl::InvalidArgumentError("not a PNG file: no PNG signature");
   }
-  ReadState st;
-  st.file = file;
-  st.max_pixel_bytes = options.max_pixel_bytes;
-  st.png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &st, OnError, OnWarning);
-  if (st.png == nullptr) return absl::ResourceExhaustedError("png_create_read_struct failed");
-  st.info = png_create_info_struct(st.png);
-  if (st.info == nullptr) return absl::ResourceExhaustedError("png_create_info_struct failed");
-  if (!RunLibpng(&st)) {
-    return absl::InvalidArgumentError(absl::StrCat("not a valid PNG file: ", st.error));
-  }
-  Tensor t;
-  t.dtype = st.depth == 16 ? DataType::kUint16 : DataType::kUint8;
-  t.shape = {st.height, st.width, st.channels};
-  t.materialized = std::move(st.pixels);
-  return t;
+  st->file = file;
+  st->max_pixel_bytes = options.max_pixel_bytes;
+  st->interlace_handling = interlace_handling;
+  st->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, st, OnError, OnWarning);
+  if (st->png == nullptr) return absl::ResourceExhaustedError("png_create_read_struct failed");
+  st->info = png_create_info_struct(st->png);
+  if (st->info == nullptr) return absl::ResourceExhaustedError("png_create_info_struct failed");
+  if (!ReadHeader(st)) return Failed(*st);
+  return absl::OkStatus();
 }
 
-absl::StatusOr<Tensor> FitPngToFeature(Tensor png, DataType want_dtype,
-                                       absl::Span<const int64_t> want_shape) {
+// How a decoded PNG of `dtype` and shape [H,W,C] becomes a feature's tensor
+// (the rules of FitPngToFeature).
+struct Fit {
+  bool drop_alpha = false;     // C 2 -> 1, 4 -> 3 (the alpha must be opaque)
+  std::vector<int64_t> shape;  // the tensor's
+};
+
+absl::Status Mismatch(DataType png_dtype, absl::Span<const int64_t> png_shape, DataType want_dtype,
+                      absl::Span<const int64_t> want_shape, absl::string_view why) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("the PNG (", InfoOf(png_dtype).name, " ", ShapeText(png_shape),
+                   ") does not fit the feature (", InfoOf(want_dtype).name, " ",
+                   ShapeText(want_shape), "): ", why));
+}
+
+absl::Status NotOpaque(DataType png_dtype, absl::Span<const int64_t> png_shape, DataType want_dtype,
+                       absl::Span<const int64_t> want_shape) {
+  return absl::FailedPreconditionError(Mismatch(png_dtype, png_shape, want_dtype, want_shape,
+                                                "its alpha channel is not fully opaque")
+                                           .message());
+}
+
+absl::StatusOr<Fit> PlanFit(DataType dtype, absl::Span<const int64_t> shape, DataType want_dtype,
+                            absl::Span<const int64_t> want_shape) {
   const auto mismatch = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the PNG (", InfoOf(png.dtype).name, " ", ShapeText(png.shape), ") does not fit the feature (",
-        InfoOf(want_dtype).name, " ", ShapeText(want_shape), "): ", why));
+    return Mismatch(dtype, shape, want_dtype, want_shape, why);
   };
-  if (png.shape.size() != 3 || png.data_in_input) return mismatch("not a DecodePng result");
-  if (png.dtype != want_dtype) {
+  if (shape.size() != 3) return mismatch("not a DecodePng result");
+  if (dtype != want_dtype) {
     return mismatch(want_dtype == DataType::kUint16 ? "the feature needs a 16-bit PNG"
                     : want_dtype == DataType::kUint8 ? "the feature needs an 8-bit PNG"
                                                      : "the feature has no PNG form");
@@ -135,25 +192,139 @@ absl::StatusOr<Tensor> FitPngToFeature(Tensor png, DataType want_dtype,
   } else {
     return mismatch("the feature is not an image");
   }
-  int64_t c = png.shape[2];
+  Fit fit;
+  int64_t c = shape[2];
   if ((c == 2 || c == 4) && want_c == c - 1) {
-    // Drop an alpha channel that is opaque everywhere.
-    const size_t item = InfoOf(png.dtype).itemsize;
-    const size_t px = png.materialized.size() / (c * item);
-    const std::string opaque(item, '\xff');
-    for (size_t i = 0; i < px; ++i) {
-      if (png.materialized.compare((i * c + c - 1) * item, item, opaque) != 0) {
-        return mismatch("its alpha channel is not fully opaque");
-      }
-    }
-    std::string out;
-    out.reserve(px * (c - 1) * item);
-    for (size_t i = 0; i < px; ++i) out.append(png.materialized, i * c * item, (c - 1) * item);
-    png.materialized = std::move(out);
-    png.shape[2] = --c;
+    fit.drop_alpha = true;
+    --c;
   }
   if (c != want_c) return mismatch(absl::StrCat(c, " channels, the feature has ", want_c));
-  if (want_shape.size() == 2) png.shape.pop_back();
+  fit.shape = {shape[0], shape[1]};
+  if (want_shape.size() == 3) fit.shape.push_back(c);
+  return fit;
+}
+
+// True when every pixel's last sample (of `item` bytes) of `pixels` pixels
+// of `c` samples is all ones (opaque).
+bool Opaque(const char* p, size_t pixels, size_t c, size_t item) {
+  for (size_t i = 0; i < pixels; ++i) {
+    const char* a = p + (i * c + c - 1) * item;
+    for (size_t k = 0; k < item; ++k) {
+      if (a[k] != '\xff') return false;
+    }
+  }
+  return true;
+}
+
+// Moves pixels of `c` samples to `c - 1` (dropping the last), in place.
+void DropLastSample(char* p, size_t pixels, size_t c, size_t item) {
+  const size_t keep = (c - 1) * item;
+  for (size_t i = 0; i < pixels; ++i) std::memmove(p + i * keep, p + i * c * item, keep);
+}
+
+}  // namespace
+
+absl::StatusOr<Tensor> DecodePng(absl::string_view file, const PngDecodeOptions& options) {
+  ReadState st;
+  if (auto s = Start(file, options, /*interlace_handling=*/true, &st); !s.ok()) return s;
+  Tensor t;
+  t.materialized.resize(st.rowbytes * st.height);
+  if (!ReadImageInto(&st, t.materialized.data())) return Failed(st);
+  t.dtype = st.depth == 16 ? DataType::kUint16 : DataType::kUint8;
+  t.shape = {st.height, st.width, st.channels};
+  return t;
+}
+
+absl::StatusOr<TensorType> PngTypeOf(absl::string_view file, const PngDecodeOptions& options) {
+  ReadState st;
+  if (auto s = Start(file, options, /*interlace_handling=*/true, &st); !s.ok()) return s;
+  return TensorType{st.depth == 16 ? DataType::kUint16 : DataType::kUint8,
+                    {st.height, st.width, st.channels}};
+}
+
+absl::Status PngTypeFits(const TensorType& png, DataType want_dtype,
+                         absl::Span<const int64_t> want_shape) {
+  return PlanFit(png.dtype, png.shape, want_dtype, want_shape).status();
+}
+
+absl::Status CheckPngFitsFeature(absl::string_view file, DataType want_dtype,
+                                 absl::Span<const int64_t> want_shape,
+                                 const PngDecodeOptions& options) {
+  ReadState st;
+  if (auto s = Start(file, options, /*interlace_handling=*/false, &st); !s.ok()) return s;
+  const DataType dtype = st.depth == 16 ? DataType::kUint16 : DataType::kUint8;
+  const std::vector<int64_t> shape = {st.height, st.width, st.channels};
+  auto fit = PlanFit(dtype, shape, want_dtype, want_shape);
+  if (!fit.ok()) return fit.status();
+  struct Ctx {
+    bool drop_alpha;
+    bool transparent = false;
+  } ctx{fit->drop_alpha};
+  const RowFn check = [](void* c, ReadState* s, const char* row, uint32_t pixels) {
+    auto* x = static_cast<Ctx*>(c);
+    if (x->drop_alpha && !Opaque(row, pixels, s->channels, s->depth / 8)) {
+      x->transparent = true;
+      s->error = "alpha";
+      return false;
+    }
+    return true;
+  };
+  std::string row(st.rowbytes, '\0');
+  if (!ReadRows(&st, row.data(), check, &ctx)) {
+    if (ctx.transparent) return NotOpaque(dtype, shape, want_dtype, want_shape);
+    return Failed(st);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> PngToTensorProto(absl::string_view file, DataType want_dtype,
+                                             absl::Span<const int64_t> want_shape,
+                                             const PngDecodeOptions& options) {
+  ReadState st;
+  if (auto s = Start(file, options, /*interlace_handling=*/true, &st); !s.ok()) return s;
+  const DataType dtype = st.depth == 16 ? DataType::kUint16 : DataType::kUint8;
+  const std::vector<int64_t> shape = {st.height, st.width, st.channels};
+  auto fit = PlanFit(dtype, shape, want_dtype, want_shape);
+  if (!fit.ok()) return fit.status();
+  auto header = EncodeTensorHeader(dtype, fit->shape);
+  if (!header.ok()) return header.status();
+  // The rows land after the header as decoded (all channels), then an
+  // opaque alpha is squeezed out in place: one buffer, never a second copy.
+  std::string out = std::move(*header);
+  const size_t at = out.size();
+  const size_t pixels = size_t{st.width} * st.height;
+  out.resize(at + st.rowbytes * st.height);
+  if (!ReadImageInto(&st, out.data() + at)) return Failed(st);
+  if (fit->drop_alpha) {
+    const size_t item = st.depth / 8;
+    if (!Opaque(out.data() + at, pixels, st.channels, item)) {
+      return NotOpaque(dtype, shape, want_dtype, want_shape);
+    }
+    DropLastSample(out.data() + at, pixels, st.channels, item);
+    out.resize(at + pixels * (st.channels - 1) * item);
+  }
+  return out;
+}
+
+absl::StatusOr<Tensor> FitPngToFeature(Tensor png, DataType want_dtype,
+                                       absl::Span<const int64_t> want_shape) {
+  if (png.data_in_input) {
+    return Mismatch(png.dtype, png.shape, want_dtype, want_shape, "not a DecodePng result");
+  }
+  auto fit = PlanFit(png.dtype, png.shape, want_dtype, want_shape);
+  if (!fit.ok()) return fit.status();
+  if (fit->drop_alpha) {
+    const size_t c = static_cast<size_t>(png.shape[2]);
+    const size_t item = InfoOf(png.dtype).itemsize;
+    const size_t px = png.materialized.size() / (c * item);
+    if (!Opaque(png.materialized.data(), px, c, item)) {
+      return Mismatch(png.dtype, png.shape, want_dtype, want_shape,
+                      "its alpha channel is not fully opaque");
+    }
+    DropLastSample(png.materialized.data(), px, c, item);
+    png.materialized.resize(px * (c - 1) * item);
+  }
+  png.shape = fit->shape;
   return png;
 }
 

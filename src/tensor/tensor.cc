@@ -255,6 +255,9 @@ absl::StatusOr<Tensor> Decode(absl::string_view payload, bool materialize) {
     if (materialize) {
       t.materialized.reserve(want);
       for (uint64_t i = 0; i < n; ++i) t.materialized += values;
+    } else {
+      t.broadcast = true;
+      t.materialized = std::move(values);
     }
   } else {
     return c.Error(absl::StrCat(count, " values for ", n, " elements"));
@@ -305,6 +308,10 @@ absl::StatusOr<int64_t> NumBytes(DataType dtype, absl::Span<const int64_t> shape
 
 absl::StatusOr<Tensor> DecodeTensor(absl::string_view payload) { return Decode(payload, true); }
 
+absl::StatusOr<Tensor> DecodeTensorLazily(absl::string_view payload) {
+  return Decode(payload, false);
+}
+
 bool IsTensor(absl::string_view payload) { return Decode(payload, false).ok(); }
 
 absl::StatusOr<TensorType> DecodeTensorType(absl::string_view payload) {
@@ -338,16 +345,11 @@ absl::Status CheckShape(absl::Span<const int64_t> shape) {
 
 }  // namespace
 
-absl::StatusOr<std::string> EncodeTensor(DataType dtype, absl::Span<const int64_t> shape,
-                                         absl::string_view data) {
+absl::StatusOr<std::string> EncodeTensorHeader(DataType dtype, absl::Span<const int64_t> shape) {
   if (auto s = CheckShape(shape); !s.ok()) return s;
   auto bytes = NumBytes(dtype, shape);
   if (!bytes.ok()) return bytes.status();
-  if (static_cast<uint64_t>(*bytes) != data.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("EncodeTensor: ", data.size(),
-                                                   " data bytes, the shape needs ", *bytes));
-  }
-  if (data.size() >= (uint64_t{1} << 31)) {
+  if (static_cast<uint64_t>(*bytes) >= (uint64_t{1} << 31)) {
     return absl::InvalidArgumentError("EncodeTensor: protobuf bytes fields stop below 2 GiB");
   }
   const std::string shape_msg = ShapeMessage(shape);
@@ -357,11 +359,24 @@ absl::StatusOr<std::string> EncodeTensor(DataType dtype, absl::Span<const int64_
   out.push_back(static_cast<char>(kTensorShape << 3 | wire::kLen));
   wire::PutVarint(&out, shape_msg.size());
   out += shape_msg;
-  if (!data.empty()) {
+  if (*bytes > 0) {
     out.push_back(static_cast<char>(kTensorContent << 3 | wire::kLen));
-    wire::PutVarint(&out, data.size());
-    out.append(data.data(), data.size());
+    wire::PutVarint(&out, static_cast<uint64_t>(*bytes));
   }
+  return out;
+}
+
+absl::StatusOr<std::string> EncodeTensor(DataType dtype, absl::Span<const int64_t> shape,
+                                         absl::string_view data) {
+  if (auto s = CheckShape(shape); !s.ok()) return s;
+  auto bytes = NumBytes(dtype, shape);
+  if (bytes.ok() && static_cast<uint64_t>(*bytes) != data.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("EncodeTensor: ", data.size(), " data bytes, the shape needs ", *bytes));
+  }
+  auto out = EncodeTensorHeader(dtype, shape);
+  if (!out.ok()) return out.status();
+  out->append(data.data(), data.size());
   return out;
 }
 

@@ -145,7 +145,14 @@ std::shared_ptr<const ParsedRecord> RecordView::ReadAndParse(uint64_t shard, uin
         parsed->layout = naming::LayoutRaw(data->size());
         break;
     }
-    if (parsed->layout.entries.size() > kMaxEntriesPerRecord) {
+    if (auto s = naming::CheckLayout(parsed->layout); !s.ok()) {
+      // A bug of ours, not damage: this record reads as EIO, the rest of
+      // the mount is served.
+      log::Error(idx.path(), ": record ", record, " at byte offset ", idx.begin(record),
+                 ": cannot be shown (", s.message(), "); please report this record");
+      parsed->status = absl::DataLossError(s.message());
+      parsed->layout = naming::Layout();
+    } else if (parsed->layout.entries.size() > kMaxEntriesPerRecord) {
       log::Warning(idx.path(), ": record ", record, " at byte offset ", idx.begin(record), ": ",
                    parsed->layout.entries.size(),
                    " files are more than one record can show; shown raw as ",
@@ -318,12 +325,22 @@ absl::StatusOr<ReadResult> RecordView::ReadPieces(uint64_t shard, uint64_t data_
         }
         break;
       }
+      case naming::Piece::Type::kFill:
+        // A broadcast tensor's elements: made here, never held.
+        b.data.resize(len);
+        naming::FillRange(p.fill, from, b.data.data(), len);
+        break;
       case naming::Piece::Type::kPng: {
         // The PNG's bytes are made from the pixels in the shard (stored
-        // deflate blocks: tensor/png.h), a range at a time.
+        // deflate blocks: tensor/png.h), or from a broadcast's one element,
+        // a range at a time.
         b.data.resize(len);
         const uint64_t pixels = data_offset + p.offset;
         const tensor::PixelSource source = [&](uint64_t at, char* buf, size_t k) {
+          if (!p.fill.empty()) {
+            naming::FillRange(p.fill, at, buf, k);
+            return absl::OkStatus();
+          }
           return src.ReadFull(pixels + at, buf, k);
         };
         if (auto s = tensor::ReadPngRange(p.png, source, from, b.data.data(), len); !s.ok()) {

@@ -8,6 +8,7 @@
 //     not "." or "..", no '/' or NUL, at most 255 bytes, not hidden, valid
 //     UTF-8, and unique and sorted within its directory (FindChild finds it);
 //   * file spans lie inside the payload; directories hold no content;
+//     naming::CheckLayout (the mount's last check before serving) passes;
 //   * reading the layout back with the reverse functions (reverse.h, the
 //     staging parser's steps) gives the table's shown features exactly, with
 //     the table's kinds as hints (as the mount gives them).
@@ -41,6 +42,9 @@ void CheckEscape(absl::string_view raw) {
 
 void CheckLayout(const naming::Layout& l, absl::string_view payload) {
   FUZZ_CHECK(!l.entries.empty() && l.entries[0].is_dir);
+  // What the mount checks before serving a record (an EIO if it failed).
+  const absl::Status servable = naming::CheckLayout(l);
+  FUZZ_CHECK(servable.ok(), servable.message());
   for (uint32_t i = 0; i < l.entries.size(); ++i) {
     const naming::Entry& e = l.entries[i];
     if (e.is_dir) {
@@ -57,7 +61,10 @@ void CheckLayout(const naming::Layout& l, absl::string_view payload) {
         FUZZ_CHECK(found && *found == c);
       }
     } else {
-      if (e.form != naming::ContentForm::kInline) {
+      // (A broadcast's span_length is the elements' size: nothing of the
+      // payload.)
+      if (e.form != naming::ContentForm::kInline && e.form != naming::ContentForm::kInlineFill &&
+          e.form != naming::ContentForm::kPngFill) {
         FUZZ_CHECK(e.span_offset <= payload.size() &&
                    e.span_length <= payload.size() - e.span_offset);
       }

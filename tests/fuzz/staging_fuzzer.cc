@@ -198,6 +198,8 @@ void WriteLayout(const naming::Layout& l, uint32_t i, const std::string& path,
 void RoundTrip(Bytes& in, const std::string& root) {
   GenTable gen = GenFeatures(in);
   const naming::Layout l = naming::LayoutExample(gen.table, gen.payload);
+  const absl::Status servable = naming::CheckLayout(l);
+  FUZZ_CHECK(servable.ok(), servable.message());
   std::vector<size_t> depth_bytes(l.entries.size(), 0);  // path length below root
   for (uint32_t i = 1; i < l.entries.size(); ++i) {
     const naming::Entry& e = l.entries[i];

@@ -493,6 +493,7 @@ std::string PathOf(const Layout& l, uint32_t i) {
 
 // Every structural promise of a Layout.
 void CheckLayout(const Layout& l, absl::string_view payload, bool example) {
+  EXPECT_TRUE(naming::CheckLayout(l).ok()) << naming::CheckLayout(l);
   ASSERT_FALSE(l.entries.empty());
   ASSERT_TRUE(l.entries[0].is_dir);
   std::vector<int> seen(l.entries.size(), 0);
@@ -501,7 +502,8 @@ void CheckLayout(const Layout& l, absl::string_view payload, bool example) {
     const Entry& e = l.entries[d];
     if (!e.is_dir) {
       EXPECT_EQ(0u, e.num_children);
-      if (e.form != ContentForm::kInline) {
+      if (e.form != ContentForm::kInline && e.form != ContentForm::kInlineFill &&
+          e.form != ContentForm::kPngFill) {
         EXPECT_LE(e.span_offset + e.span_length, payload.size()) << PathOf(l, d);
       }
       continue;
@@ -840,6 +842,62 @@ TEST(LayoutTest, RootFeatureNamedLikeARawRecord) {
   const Record n = Build({Bytes("d/record", {kBinary})});
   EXPECT_THAT(Children(LayoutExample(n.table, n.payload), "d"), ElementsAre("record.bin"));
   CheckRoundTrip(n);
+}
+
+TEST(LayoutTest, ThreeLeavesWantingOneNameAllGetOne) {
+  // Issue 21 item 14: `record` (one bytes value: record.bin), `record.bin`
+  // (a list folder) and `record.bin/x` (a folder of that name) hit
+  // assert(placed) and took the mount down. Each clash adds one `%-`, the
+  // list folder before the file, in any feature order.
+  const Spec file = Bytes("record", {kBinary});
+  const Spec list = Bytes("record.bin", {kBinary, kJpeg});
+  const Spec nested = Int64s("record.bin/x", {1});
+  for (const auto& order :
+       {std::vector<Spec>{file, list, nested}, std::vector<Spec>{nested, list, file},
+        std::vector<Spec>{list, nested, file}}) {
+    Record r = Build(order);
+    // Build sorts by name: restore the order asked for.
+    std::vector<Feature> features = r.table.features;
+    std::vector<Feature> ordered;
+    for (const Spec& sp : order) {
+      for (const Feature& f : features) {
+        if (f.name == sp.name) ordered.push_back(f);
+      }
+    }
+    r.table.features = ordered;
+    const Layout l = LayoutExample(r.table, r.payload);
+    SCOPED_TRACE(Listing(l));
+    EXPECT_TRUE(naming::CheckLayout(l).ok()) << naming::CheckLayout(l);
+    EXPECT_THAT(Children(l, ""), ElementsAre("%-%-record.bin", "%-record.bin", "record.bin"));
+    EXPECT_THAT(Children(l, "%-record.bin"), ElementsAre("0.bin", "1.jpg"));
+    EXPECT_THAT(Children(l, "record.bin"), ElementsAre("x"));
+    EXPECT_EQ(kBinary, FileBytes(*Find(l, "%-%-record.bin"), r.payload));
+    CheckRoundTrip(r);
+  }
+  // The same three anywhere, and with text (`a` + `.txt`) and long names:
+  // the two prefixes fit in the name limit.
+  CheckRoundTrip(
+      Build({Bytes("d/a", {"t"}), Bytes("d/a.txt", {kJpeg, kPng}), Int64s("d/a.txt/y", {2})}));
+  const std::string longest(kMaxNameBytes - 4 - 4, 'n');
+  CheckRoundTrip(Build({Bytes(longest, {kBinary}), Bytes(longest + ".bin", {kBinary, kJpeg}),
+                        Int64s(longest + ".bin/x", {3})}));
+}
+
+TEST(LayoutTest, CheckLayoutRefusesWhatAMountCannotServe) {
+  const Record r = Build({Int64s("a", {1}), Bytes("b", {kJpeg, kPng})});
+  const Layout good = LayoutExample(r.table, r.payload);
+  EXPECT_TRUE(naming::CheckLayout(good).ok());
+  EXPECT_TRUE(naming::CheckLayout(LayoutRaw(3)).ok());
+  Layout twice = good;
+  twice.entries[2].name = twice.entries[1].name;
+  EXPECT_TRUE(absl::IsInternal(naming::CheckLayout(twice)));
+  Layout empty_name = good;
+  empty_name.entries[1].name.clear();
+  EXPECT_FALSE(naming::CheckLayout(empty_name).ok());
+  Layout out_of_range = good;
+  out_of_range.entries[0].num_children = 100;
+  EXPECT_FALSE(naming::CheckLayout(out_of_range).ok());
+  EXPECT_FALSE(naming::CheckLayout(Layout()).ok());
 }
 
 TEST(LayoutTest, AwkwardNames) {
@@ -1225,6 +1283,95 @@ TEST(TensorLayoutTest, SeveralTensorsMakeAFolderAndNonTensorsKeepTheirBytes) {
   EXPECT_THAT(Children(l, ""), ElementsAre("frames", "strings.bin"));
 }
 
+// A TensorProto of `dtype` and `shape` whose *_val field (number `field`,
+// varint) holds the one value `v`, broadcast over the shape.
+std::string BroadcastTensor(tensor::DataType dtype, const std::vector<int64_t>& shape, int field,
+                            uint64_t v) {
+  std::string shape_msg;
+  for (int64_t d : shape) {
+    std::string dim = "\x08";
+    for (uint64_t x = static_cast<uint64_t>(d);; x >>= 7) {
+      dim.push_back(static_cast<char>((x & 0x7f) | (x >= 0x80 ? 0x80 : 0)));
+      if (x < 0x80) break;
+    }
+    shape_msg += "\x12";
+    shape_msg.push_back(static_cast<char>(dim.size()));
+    shape_msg += dim;
+  }
+  std::string out = "\x08";
+  out.push_back(static_cast<char>(dtype));
+  out += "\x12";
+  out.push_back(static_cast<char>(shape_msg.size()));
+  out += shape_msg;
+  out.push_back(static_cast<char>(field << 3));
+  for (;; v >>= 7) {
+    out.push_back(static_cast<char>((v & 0x7f) | (v >= 0x80 ? 0x80 : 0)));
+    if (v < 0x80) break;
+  }
+  return out;
+}
+
+TEST(TensorLayoutTest, BroadcastTensorsAreMadeOnDemandNotHeld) {
+  // Issue 21 item 17: one int_val broadcast over uint8 [8192, 8192] (64 MiB)
+  // was expanded and a PNG of it kept inline in the cached layout.
+  const std::string image = BroadcastTensor(tensor::DataType::kUint8, {8192, 8192}, 7, 200);
+  const std::string ints = BroadcastTensor(tensor::DataType::kInt32, {1024, 1024}, 7, 5);
+  ASSERT_TRUE(tensor::IsTensor(image));
+  ASSERT_TRUE(tensor::IsTensor(ints));
+  const Decoded d = EncodeAndDecode({{"image", {image}}, {"ints", {ints}}});
+  const Layout l = LayoutExample(d.table, d.payload);
+  EXPECT_TRUE(naming::CheckLayout(l).ok());
+  EXPECT_THAT(Children(l, ""), ElementsAre("image.png", "ints.npy"));
+  size_t held = 0;
+  for (const Entry& e : l.entries) held += e.name.capacity() + e.content.capacity();
+  EXPECT_LT(held, 1024u) << "the layout holds the expanded tensors";
+  const Entry* png = Find(l, "image.png");
+  ASSERT_NE(nullptr, png);
+  EXPECT_EQ(EntryRole::kTensor, png->role);
+  auto g = tensor::PngGeometryOf(tensor::DataType::kUint8, {8192, 8192});
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(tensor::PngSize(*g), png->size());
+  const Entry* npy = Find(l, "ints.npy");
+  ASSERT_NE(nullptr, npy);
+  const std::string header = tensor::NpyHeader(tensor::DataType::kInt32, {1024, 1024});
+  EXPECT_EQ(header.size() + 4u * 1024 * 1024, npy->size());
+  // The bytes are right: the .npy whole, the PNG decoded.
+  const std::string npy_bytes = FileBytes(*npy, d.payload);
+  ASSERT_EQ(npy->size(), npy_bytes.size());
+  EXPECT_EQ(header, npy_bytes.substr(0, header.size()));
+  std::string five(4, '\0');
+  five[0] = 5;
+  for (size_t at = header.size(); at < npy_bytes.size(); at += 4 * 4099) {
+    ASSERT_EQ(five, npy_bytes.substr(at, 4)) << at;
+  }
+  const Decoded ds =
+      EncodeAndDecode({{"px", {BroadcastTensor(tensor::DataType::kUint8, {3, 5, 2}, 7, 9)}}});
+  const Layout ls = LayoutExample(ds.table, ds.payload);
+  auto decoded = tensor::DecodePng(FileBytes(*Find(ls, "px.png"), ds.payload));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(std::string(30, '\x09'), decoded->materialized);
+  EXPECT_THAT(decoded->shape, ElementsAre(3, 5, 2));
+}
+
+TEST(TensorLayoutTest, TensorsNumpyCannotLoadKeepTheirBytes) {
+  // Issue 21 item 22: rank 40, or nonzero dims beside a 0 that multiply past
+  // 2^63, made .npy files numpy refuses; they show as the value's bytes.
+  const std::vector<int64_t> rank40(40, 1);
+  const std::vector<int64_t> huge = {0, int64_t{1} << 62, int64_t{1} << 62};
+  const std::vector<int64_t> rank32(32, 1);
+  const Decoded d = EncodeAndDecode({{"deep", {Tensor(tensor::DataType::kUint8, rank40, "\x07")}},
+                                     {"huge", {Tensor(tensor::DataType::kFloat, huge, "")}},
+                                     {"ok", {Tensor(tensor::DataType::kUint8, rank32, "\x07")}}});
+  const Layout l = LayoutExample(d.table, d.payload);
+  EXPECT_THAT(Children(l, ""), ElementsAre("deep.bin", "huge.bin", "ok.npy"));
+  EXPECT_EQ(EntryRole::kBytes, Find(l, "deep.bin")->role);
+  EXPECT_EQ(d.table.features[0].bytes[0], FileBytes(*Find(l, "deep.bin"), d.payload));
+  EXPECT_FALSE(tensor::NpyLoadable(tensor::DataType::kUint8, rank40).ok());
+  EXPECT_FALSE(tensor::NpyLoadable(tensor::DataType::kFloat, huge).ok());
+  EXPECT_TRUE(tensor::NpyLoadable(tensor::DataType::kUint8, rank32).ok());
+  EXPECT_TRUE(tensor::NpyLoadable(tensor::DataType::kFloat, {0, int64_t{1} << 40, 1 << 20}).ok());
+}
+
 TEST(TensorLayoutTest, EntryStaysCompact) {
   // One pointer-free form field replaced the old flag: the cache's memory
   // per file does not grow with the new content forms.
@@ -1384,6 +1531,45 @@ TEST(FeatureOfTest, RawRecordAndNestedLists) {
   ASSERT_TRUE(info.has_value());
   EXPECT_EQ("a", info->name);
   EXPECT_EQ(0u, info->step);
+}
+
+TEST(SequenceLayoutTest, EmptyListsInsideEachOthersPathsAllShow) {
+  // Issue 21 item 21: empty lists `a` and `a/b` showed only
+  // feature_lists/a/b (and `cp -r` then lost `a`), whatever their order.
+  for (const std::vector<std::string>& names :
+       {std::vector<std::string>{"a", "a/b"}, std::vector<std::string>{"a/b", "a"},
+        std::vector<std::string>{"x", "x/y/z"}, std::vector<std::string>{"x/y/z", "x"}}) {
+    SCOPED_TRACE(names[0] + " " + names[1]);
+    example::SequenceTable t;
+    for (const std::string& n : names) {
+      example::FeatureList list;
+      list.name = n;
+      t.lists.push_back(list);
+    }
+    const std::string payload = example::EncodeSequenceExample(t);
+    auto seq = example::DecodeSequenceExample(payload);
+    ASSERT_TRUE(seq.ok()) << seq.status();
+    const Layout l = LayoutSequence(*seq, payload);
+    SCOPED_TRACE(Listing(l));
+    EXPECT_TRUE(naming::CheckLayout(l).ok());
+    const std::string top = names[0].substr(0, 1);
+    EXPECT_THAT(Children(l, "feature_lists"), ElementsAre(top, top + "%-"));
+    const Entry* own = Find(l, "feature_lists/" + top + "%-");
+    ASSERT_NE(nullptr, own);
+    EXPECT_TRUE(own->is_dir);
+    EXPECT_EQ(0u, own->num_children);
+    EXPECT_EQ(EntryRole::kFeatureList, own->role);
+    auto info = FeatureOf(l, static_cast<uint32_t>(own - l.entries.data()));
+    ASSERT_TRUE(info.has_value());
+    EXPECT_EQ(top, info->name);
+    const std::string deep = top == "a" ? "feature_lists/a/b" : "feature_lists/x/y/z";
+    const Entry* nested = Find(l, deep);
+    ASSERT_NE(nullptr, nested);
+    EXPECT_EQ(EntryRole::kFeatureList, nested->role);
+    EXPECT_EQ(0u, nested->num_children);
+    // The list's own folder `a` is a plain folder: it holds a folder only.
+    EXPECT_EQ(EntryRole::kFolder, Find(l, "feature_lists/" + top)->role);
+  }
 }
 
 TEST(SequenceLayoutTest, AllDigitListNamesAndNoContext) {

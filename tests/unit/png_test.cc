@@ -307,5 +307,81 @@ TEST(FitPngToFeature, Rules) {
               HasSubstr("opaque"));
 }
 
+TEST(DecodePng, WiderThanLibpngsDefaultLimitComesBack) {
+  // Issue 21 item 22: a uint8 [1, 1000001] tensor shows as a PNG that libpng
+  // refused by default (1,000,000 pixels a side).
+  const PngGeometry g = Geo(DataType::kUint8, {1, 1000001});
+  const std::string pixels = RandomPixels(g, 9);
+  auto t = DecodePng(EncodePng(g, pixels).value());
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->shape, (std::vector<int64_t>{1, 1000001, 1}));
+  EXPECT_TRUE(t->materialized == pixels);
+  const PngGeometry tall = Geo(DataType::kUint8, {1000001, 1});
+  auto proto = PngToTensorProto(EncodePng(tall, pixels).value(), DataType::kUint8, {1, 1});
+  ASSERT_TRUE(proto.ok()) << proto.status();
+  EXPECT_TRUE(*proto == EncodeTensor(DataType::kUint8, {1000001, 1}, pixels).value());
+}
+
+// The streaming checks and the straight-into-the-proto conversion agree with
+// DecodePng + FitPngToFeature + EncodeTensor on every flavour and feature.
+TEST(PngToTensorProto, AgreesWithDecodeFitEncode) {
+  std::mt19937 rng(11);
+  auto random_rows = [&](size_t n) {
+    std::string s(n, '\0');
+    for (char& c : s) c = static_cast<char>(rng());
+    return s;
+  };
+  std::vector<std::string> files;
+  for (bool interlace : {false, true}) {
+    WriteSpec rgba{13, 9, PNG_COLOR_TYPE_RGB_ALPHA, 8, interlace};
+    rgba.rows = random_rows(13 * 9 * 4);
+    files.push_back(WriteWithLibpng(rgba));
+    for (size_t i = 3; i < rgba.rows.size(); i += 4) rgba.rows[i] = '\xff';  // opaque
+    files.push_back(WriteWithLibpng(rgba));
+    WriteSpec ga16{7, 5, PNG_COLOR_TYPE_GRAY_ALPHA, 16, interlace};
+    ga16.rows = std::string(7 * 5 * 4, '\xff');
+    ga16.rows[0] = 3;
+    files.push_back(WriteWithLibpng(ga16));
+    WriteSpec gray{1, 1, PNG_COLOR_TYPE_GRAY, 8, interlace};
+    gray.rows = "\x42";
+    files.push_back(WriteWithLibpng(gray));
+  }
+  const std::vector<std::pair<DataType, std::vector<int64_t>>> features = {
+      {DataType::kUint8, {1, 1, 3}}, {DataType::kUint8, {1, 1, 4}},  {DataType::kUint8, {1, 1}},
+      {DataType::kUint16, {1, 1}},   {DataType::kUint16, {1, 1, 1}}, {DataType::kUint8, {1}}};
+  for (size_t f = 0; f < files.size(); ++f) {
+    auto decoded = DecodePng(files[f]);
+    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    auto type = PngTypeOf(files[f]);
+    ASSERT_TRUE(type.ok()) << type.status();
+    EXPECT_EQ(type->dtype, decoded->dtype);
+    EXPECT_EQ(type->shape, decoded->shape);
+    for (const auto& [dtype, shape] : features) {
+      SCOPED_TRACE(
+          absl::StrCat("file ", f, " feature ", InfoOf(dtype).name, " rank ", shape.size()));
+      auto fit = FitPngToFeature(*decoded, dtype, shape);
+      auto check = CheckPngFitsFeature(files[f], dtype, shape);
+      auto proto = PngToTensorProto(files[f], dtype, shape);
+      EXPECT_EQ(fit.ok(), check.ok()) << fit.status() << " / " << check;
+      EXPECT_EQ(fit.ok(), proto.ok()) << fit.status() << " / " << proto.status();
+      if (!fit.ok()) {
+        EXPECT_EQ(fit.status().message(), check.message());
+        EXPECT_EQ(absl::IsFailedPrecondition(check),
+                  fit.status().message().find("opaque") != absl::string_view::npos);
+        EXPECT_EQ(PngTypeFits(*type, dtype, shape).ok(), absl::IsFailedPrecondition(check));
+        continue;
+      }
+      EXPECT_TRUE(PngTypeFits(*type, dtype, shape).ok());
+      EXPECT_TRUE(*proto == EncodeTensor(fit->dtype, fit->shape, fit->materialized).value());
+    }
+  }
+  // Damaged pixels: every form refuses.
+  const PngGeometry g = Geo(DataType::kUint8, {20, 30, 3});
+  std::string bad = *EncodePng(g, RandomPixels(g, 4));
+  bad[bad.size() - 12 - 4 - 1] ^= 1;  // the adler32
+  EXPECT_TRUE(absl::IsInvalidArgument(CheckPngFitsFeature(bad, DataType::kUint8, {1, 1, 3})));
+  EXPECT_TRUE(absl::IsInvalidArgument(PngToTensorProto(bad, DataType::kUint8, {1, 1, 3}).status()));
+}
+
 }  // namespace
 }  // namespace tfrecordfs::tensor

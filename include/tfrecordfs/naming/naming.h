@@ -26,8 +26,12 @@
 //     `%-` decodes to nothing: it is the whole name of an empty component
 //     (the feature named ""), and it prefixes a file that would take the
 //     name of a directory beside it (numeric `image` next to `image/encoded`).
-//     A component longer than 255 bytes (a leaf: 253 with its extension,
-//     leaving room for `%-`) is cut into chunks of at most 200 bytes; every
+//     Where three entries want one name, the folder a longer name makes
+//     keeps it, then a bytes list's folder, then a file, each clash adding
+//     one more `%-` (`record.bin/x`, list `record.bin`, file `record` ->
+//     `record.bin/`, `%-record.bin/`, `%-%-record.bin`); no name needs a
+//     third. A component longer than 255 bytes (a leaf: 251 with its
+//     extension, leaving room for two `%-`) is cut into chunks of at most 200 bytes; every
 //     chunk but the last ends in `%+` and is a directory holding the rest; a
 //     chunk never starts with a bare '.'.
 //   * A bytes value that tensor::DecodeTensor accepts (a serialized
@@ -39,8 +43,14 @@
 //         its size comes from the geometry alone (tensor::PngSize);
 //       - `.npy` for the other numeric tensors: np.save's header (inline)
 //         then the tensor_content bytes (spliced from the shard); *_val
-//         forms are materialised inline;
-//       - DT_STRING and other dtypes DecodeTensor refuses keep their bytes.
+//         forms listing every value are materialised inline (at most 8
+//         bytes per byte of record); one *_val value broadcast over the
+//         shape is kept as that one element and repeated on demand
+//         (ContentForm::kInlineFill / kPngFill), so a few bytes of record
+//         never cost the expanded array;
+//       - tensors numpy cannot load (tensor::NpyLoadable: more than 32 dims,
+//         nonzero dims beside a 0 multiplying past 2^63 bytes), DT_STRING
+//         and other dtypes DecodeTensor refuses keep their bytes.
 //     In the reverse direction `.png`/`.npy` are exact bytes unless the
 //     feature's kind in the mounted shards is a tensor (staging/record_folder.h).
 //   * An Example feature whose first name component is `feature_lists` has
@@ -142,14 +152,21 @@ struct Piece {
     kInline,  // `bytes`, held by the layout
     kSpan,    // the payload's bytes [offset, offset + size)
     kPng,     // a PNG made on demand (tensor::ReadPngRange) of geometry `png`
-              // from the pixels at payload [offset, offset + png.PixelBytes())
+              // from the pixels at payload [offset, offset + png.PixelBytes()),
+              // or, when `fill` is set, from pixels that repeat `fill`
+    kFill,    // `fill` repeated (`size` is a multiple of fill.size())
   };
   Type type = Type::kInline;
   uint64_t size = 0;        // bytes of the file this piece covers
   absl::string_view bytes;  // kInline: views the Entry
   uint64_t offset = 0;      // kSpan, kPng: payload offset
   tensor::PngGeometry png;  // kPng
+  absl::string_view fill;   // kFill, kPng of a broadcast: one element; views the Entry
 };
+
+// Bytes [offset, offset + n) of an endless repetition of `pattern` (not
+// empty): a kFill piece, the pixels of a broadcast PNG.
+void FillRange(absl::string_view pattern, uint64_t offset, char* out, size_t n);
 
 // How an Entry's pieces are stored. The forms cover every file the layout
 // makes with at most two pieces, so an Entry needs no piece vector (and no
@@ -163,6 +180,14 @@ enum class ContentForm : uint8_t {
                 // the tensor_content bytes spliced from the shard)
   kPng,         // [generated PNG]: `content` holds the packed geometry
                 // (PackPng), the span the pixels (tensor_content)
+  // A tensor given as one *_val value broadcast over its shape: the layout
+  // holds that element (the last itemsize bytes of `content`, itemsize of
+  // `dtype`), never the expanded array, which can be 8 KiB x 8 KiB from a
+  // few bytes of record.
+  kInlineFill,  // [inline `content` but the element][the element repeated to
+                // span_length bytes]: an .npy
+  kPngFill,     // [generated PNG]: `content` holds PackPng's geometry, then
+                // the element every pixel sample repeats
 };
 
 // What an entry shows, set by the forward layout so that a file's feature
@@ -219,6 +244,15 @@ tensor::PngGeometry UnpackPng(absl::string_view packed);
 struct Layout {
   std::vector<Entry> entries;
 };
+
+// OK when `layout` is a tree a mount can serve: entries[0] a folder; every
+// folder's children in range, pointing back at it, named (not empty, at
+// most kMaxNameBytes, no '/' or NUL, not "." or "..") in strictly
+// increasing order; every other entry the child of exactly one folder; file
+// forms consistent with their content. Else Internal naming the entry: the
+// layout functions below never make such a layout, and a mount that meets
+// one shows the record as an I/O error (and logs it) instead of serving it.
+absl::Status CheckLayout(const Layout& layout);
 
 // Lays out a decoded Example; `payload` is the buffer the table's views
 // point into (used to compute span offsets).

@@ -116,6 +116,13 @@ struct TensorFile {
 absl::StatusOr<TensorFile> TensorFromFile(absl::string_view extension, absl::string_view content,
                                           absl::Span<const tensor::TensorType> feature_types);
 
+// TensorFromFile's checks without building the TensorProto: the type the
+// file matched, or the same InvalidArgument. A PNG is decoded a row at a
+// time (tensor::CheckPngFitsFeature): memory O(width), not O(image).
+absl::StatusOr<tensor::TensorType> CheckTensorFile(
+    absl::string_view extension, absl::string_view content,
+    absl::Span<const tensor::TensorType> feature_types);
+
 // The first bytes of a staged `.png`/`.npy` of a tensor feature (the file
 // as written so far, from offset 0; a prefix of the final file): OK while
 // they can still begin a file TensorFromFile accepts, else InvalidArgument

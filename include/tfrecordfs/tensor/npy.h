@@ -1,7 +1,9 @@
 // NumPy .npy files <-> Tensor.
 //
-// numpy 1.x loads arrays of at most 32 dims (numpy 2: 64); NpyHeader writes
-// any rank up to kMaxRank and leaves that limit to the caller.
+// numpy 1.x loads arrays of at most 32 dims (numpy 2: 64), and refuses a
+// shape whose nonzero dims multiply (times the item size) past 2^63 - 1 even
+// when another dim is 0 ([0, 2^62, 2^62]). NpyHeader writes any rank up to
+// kMaxRank and leaves those limits to the caller (NpyLoadable).
 //
 // Layout of a version 1.0 file, as numpy >= 1.23's np.save writes it:
 //
@@ -42,6 +44,14 @@ namespace tfrecordfs::tensor {
 // NumBytes(dtype, shape).
 std::string NpyHeader(DataType dtype, absl::Span<const int64_t> shape);
 inline std::string NpyHeader(const Tensor& t) { return NpyHeader(t.dtype, t.shape); }
+
+// The most dims an .npy view has: what numpy 1.x (and 2.x) can load.
+inline constexpr size_t kMaxNpyRank = 32;
+
+// OK when numpy can load an .npy of `dtype` and `shape`: at most kMaxNpyRank
+// dims, and itemsize times the product of the nonzero dims at most
+// 2^63 - 1; else InvalidArgument saying which limit.
+absl::Status NpyLoadable(DataType dtype, absl::Span<const int64_t> shape);
 
 // Parses a whole .npy file (versions 1.0, 2.0, 3.0). Accepts little-endian
 // ('<') descrs, and '|' (or '<', '>', '=') for one-byte types, of the dtypes

@@ -90,7 +90,9 @@ absl::Status ReadPngRange(const PngGeometry& g, const PixelSource& source, uint6
 // The whole PNG of a tensor whose pixel data is in memory (tests, tools).
 absl::StatusOr<std::string> EncodePng(const PngGeometry& g, absl::string_view pixels);
 
-// Limits DecodePng enforces before allocating.
+// Limits DecodePng enforces before allocating. (libpng's own default limit
+// of 1,000,000 pixels a side is raised to PNG's 2^31 - 1, so that every PNG
+// the writer above makes, [1, 1000001] included, reads back.)
 struct PngDecodeOptions {
   // Largest decoded pixel data accepted (default 1 GiB).
   uint64_t max_pixel_bytes = uint64_t{1} << 30;
@@ -120,6 +122,36 @@ absl::StatusOr<Tensor> DecodePng(absl::string_view file, const PngDecodeOptions&
 // Anything else is InvalidArgument naming both shapes.
 absl::StatusOr<Tensor> FitPngToFeature(Tensor png, DataType want_dtype,
                                        absl::Span<const int64_t> want_shape);
+
+// What DecodePng would give, from the header alone (dtype uint8/uint16,
+// shape [H,W,C]): no pixels are decoded. The errors of DecodePng that the
+// header shows (the limits included).
+absl::StatusOr<TensorType> PngTypeOf(absl::string_view file, const PngDecodeOptions& options = {});
+
+// The part of FitPngToFeature the types decide: OK when a PNG that
+// DecodePng gives as `png` (PngTypeOf) can fit a feature of `want_dtype` and
+// `want_shape`, leaving only an alpha channel to drop, which the pixels must
+// show opaque. Else FitPngToFeature's InvalidArgument.
+absl::Status PngTypeFits(const TensorType& png, DataType want_dtype,
+                         absl::Span<const int64_t> want_shape);
+
+// FitPngToFeature(DecodePng(file), want_dtype, want_shape) without holding
+// the image: the rows are decoded one at a time (memory O(width), not
+// O(image); interlaced files pass by pass), checked (an alpha channel to
+// drop must be opaque) and dropped. OK when it would succeed; else
+// DecodePng's and PngTypeFits' InvalidArgument, or FailedPrecondition when
+// the alpha channel to drop is not opaque.
+absl::Status CheckPngFitsFeature(absl::string_view file, DataType want_dtype,
+                                 absl::Span<const int64_t> want_shape,
+                                 const PngDecodeOptions& options = {});
+
+// EncodeTensor of FitPngToFeature(DecodePng(file), ...), with the rows
+// decoded straight into the TensorProto being built: the pixels are held
+// once (DecodePng, FitPngToFeature and EncodeTensor in turn would hold them
+// two or three times). The errors of CheckPngFitsFeature.
+absl::StatusOr<std::string> PngToTensorProto(absl::string_view file, DataType want_dtype,
+                                             absl::Span<const int64_t> want_shape,
+                                             const PngDecodeOptions& options = {});
 
 }  // namespace tfrecordfs::tensor
 

@@ -120,6 +120,11 @@ struct Tensor {
   uint64_t data_offset = 0;
   uint64_t data_size = 0;
   std::string materialized;
+  // DecodeTensorLazily only: a single *_val value broadcast over the shape,
+  // not expanded. `materialized` then holds that one element (itemsize
+  // bytes), repeated NumElements times in the array; data() is not the
+  // element bytes.
+  bool broadcast = false;
 
   const DTypeInfo& info() const { return InfoOf(dtype); }
   // The element bytes; `input` is the buffer this tensor was decoded from
@@ -133,6 +138,11 @@ struct Tensor {
 // InvalidArgument ("not a tensor: ... at byte N") otherwise. Data spans point
 // into `payload`.
 absl::StatusOr<Tensor> DecodeTensor(absl::string_view payload);
+
+// DecodeTensor without expanding a broadcast (Tensor::broadcast): O(payload)
+// memory whatever the shape, for views made on demand from the one value.
+// Accepts exactly what DecodeTensor accepts.
+absl::StatusOr<Tensor> DecodeTensorLazily(absl::string_view payload);
 
 // True when DecodeTensor would accept `payload` (cheap: no broadcast is
 // materialised).
@@ -160,6 +170,12 @@ absl::StatusOr<TensorType> DecodeTensorType(absl::string_view payload);
 // written by TensorFlow (canonical varints, fields in order).
 absl::StatusOr<std::string> EncodeTensor(DataType dtype, absl::Span<const int64_t> shape,
                                          absl::string_view data);
+
+// The bytes EncodeTensor writes before the elements (dtype, tensor_shape and
+// tensor_content's tag and length; all of it when there are no elements), so
+// that a writer can append the elements as they come. Same errors as
+// EncodedTensorSize.
+absl::StatusOr<std::string> EncodeTensorHeader(DataType dtype, absl::Span<const int64_t> shape);
 
 // The size of EncodeTensor's output without building it (for a file size).
 absl::StatusOr<uint64_t> EncodedTensorSize(DataType dtype, absl::Span<const int64_t> shape);
