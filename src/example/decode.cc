@@ -43,7 +43,7 @@ namespace {
 using internal::Cursor;
 using internal::Unexpected;
 using internal::WireType;
-using enum internal::WireType;
+using enum wire::WireType;
 
 absl::Status DecodeBytesList(absl::string_view data, size_t base, Feature* f) {
   Cursor c(data, base);

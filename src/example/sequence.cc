@@ -32,7 +32,7 @@ absl::Status NextLen(Cursor* c, absl::string_view message, uint32_t want_a, uint
                      uint32_t* field, absl::string_view* value, size_t* base) {
   WireType type;
   if (auto s = c->Tag(field, &type); !s.ok()) return s;
-  if ((*field != want_a && *field != want_b) || type != internal::kLen) {
+  if ((*field != want_a && *field != want_b) || type != wire::kLen) {
     return Unexpected(*c, message, *field, type);
   }
   return c->Bytes(value, base);

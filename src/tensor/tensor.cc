@@ -5,7 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "tfrecordfs/base/coding.h"
-#include "wire.h"
+#include "tfrecordfs/base/wire.h"
 
 namespace tfrecordfs::tensor {
 namespace {
@@ -128,7 +128,7 @@ absl::Status DecodeVals(const Cursor& top, const std::vector<Field>& vals, DataT
       ++*count;
     } else if (f.type == wire::kLen) {
       if (vf.coding == ValCoding::kVarint) {
-        Cursor run(f.bytes, f.offset, "tensor");
+        Cursor run(f.bytes, f.offset, "tensor", "byte");
         while (!run.done()) {
           uint64_t v = 0;
           const size_t at = run.offset();
@@ -153,7 +153,7 @@ absl::Status DecodeVals(const Cursor& top, const std::vector<Field>& vals, DataT
 }
 
 absl::Status DecodeShape(absl::string_view data, size_t base, std::vector<int64_t>* shape) {
-  Cursor c(data, base, "tensor");
+  Cursor c(data, base, "tensor", "byte");
   Field f;
   while (!c.done()) {
     if (auto s = c.Next(&f); !s.ok()) return s;
@@ -161,7 +161,7 @@ absl::Status DecodeShape(absl::string_view data, size_t base, std::vector<int64_
       return c.ErrorAt(absl::StrCat("field ", f.number, " in TensorShapeProto"), f.offset);
     }
     if (shape->size() == kMaxRank) return c.ErrorAt("more than 254 dims", f.offset);
-    Cursor d(f.bytes, f.offset, "tensor");
+    Cursor d(f.bytes, f.offset, "tensor", "byte");
     int64_t size = 0;
     bool seen = false;
     Field g;
@@ -181,7 +181,7 @@ absl::Status DecodeShape(absl::string_view data, size_t base, std::vector<int64_
 }
 
 absl::StatusOr<Tensor> Decode(absl::string_view payload, bool materialize) {
-  Cursor c(payload, 0, "tensor");
+  Cursor c(payload, 0, "tensor", "byte");
   Tensor t;
   bool have_dtype = false, have_shape = false, have_content = false;
   std::vector<Field> vals;
