@@ -591,7 +591,7 @@ int MountMain(int argc, char** argv) {
     served = true;
     auto s = WriteMountRecord(
         {mnt_real, store_dir, static_cast<long>(::getpid()), cli.read_only, cli.log_path,
-         log_start});
+         log_start, staging != nullptr ? cli.vfs.staging_name : ""});
     if (!s.ok()) log::Warning("tfrecordfs unmount will not find this mount: ", s.message());
   };
   absl::Status s = fuse::RunSession(fs->get(), cli.session);

@@ -537,6 +537,16 @@ absl::StatusOr<Filesystem::XattrList> Filesystem::Xattrs(uint64_t ino, bool read
     if (n.type == NodeType::kShard) ShardXattrs(n.shard, &out);
   } else if (node->space == Space::kRecord) {
     if (auto s = RecordXattrs(*node, read_error, &out); !s.ok()) return s;
+  } else if (node->space == Space::kStaging && staging_) {
+    // Why the pack would leave it staged: asked by name, judged now (reads
+    // the file or the record); listed only for a refused write's mark.
+    if (read_error) {
+      auto why = staging_->Error(ino);
+      if (why.ok()) AddXattr(&out, "error", std::move(*why));
+      if (!why.ok() && !absl::IsNotFound(why.status())) return why.status();
+    } else if (staging_->HasRefusalMark(ino)) {
+      AddXattr(&out, "error", "");
+    }
   }
   return out;
 }

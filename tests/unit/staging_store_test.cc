@@ -191,12 +191,12 @@ TEST_F(StoreTest, RenamedNodesAreReopenedUnderTheirNewNames) {
   ASSERT_TRUE(f.ok());
   ::close(f->second);
   const uint64_t x = f->first.st_ino;
-  ASSERT_TRUE(s.Rename(a->st_ino, "x", b->st_ino, "y", 0).ok());
+  ASSERT_TRUE(s.Rename(a->st_ino, "x", b->st_ino, "y", 0, nullptr).ok());
   ASSERT_TRUE(s.Mkdir(s.root(), "fill", 0755).ok());  // evicts x's descriptor
   EXPECT_EQ(s.RelativePath(x).value(), "b/y");
   EXPECT_TRUE(s.GetAttr(x).ok());
   // A folder renamed: its children follow.
-  ASSERT_TRUE(s.Rename(s.root(), "b", s.root(), "c", 0).ok());
+  ASSERT_TRUE(s.Rename(s.root(), "b", s.root(), "c", 0, nullptr).ok());
   ASSERT_TRUE(s.Mkdir(s.root(), "fill2", 0755).ok());
   EXPECT_EQ(s.RelativePath(x).value(), "c/y");
   auto fd = s.Open(x, O_RDONLY);
@@ -206,11 +206,11 @@ TEST_F(StoreTest, RenamedNodesAreReopenedUnderTheirNewNames) {
   auto z = s.Create(a->st_ino, "z", S_IFREG | 0644, O_WRONLY);
   ASSERT_TRUE(z.ok());
   ::close(z->second);
-  ASSERT_TRUE(s.Rename(a->st_ino, "z", b->st_ino, "y", RENAME_EXCHANGE).ok());
+  ASSERT_TRUE(s.Rename(a->st_ino, "z", b->st_ino, "y", RENAME_EXCHANGE, nullptr).ok());
   EXPECT_EQ(s.RelativePath(x).value(), "a/z");
   EXPECT_EQ(s.RelativePath(z->first.st_ino).value(), "c/y");
   // A rename over a known node: that node is gone, the mover takes its name.
-  ASSERT_TRUE(s.Rename(s.root(), "a", s.root(), "fill", 0).ok());
+  ASSERT_TRUE(s.Rename(s.root(), "a", s.root(), "fill", 0, nullptr).ok());
   EXPECT_EQ(s.RelativePath(x).value(), "fill/z");
   ASSERT_TRUE(s.Unlink(s.root(), "fill/z").code() != absl::StatusCode::kOk);  // one component
 }
