@@ -121,11 +121,11 @@ absl::Status WriteMountRecord(const MountRecord& r) {
   // One level, not MakeDirs: its parent ($XDG_RUNTIME_DIR, /run, /tmp)
   // belongs to the system, and a missing one is not ours to create.
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return ErrnoError(errno, dir);
-  return WriteFileAtomically(RegistryPath(r.mountpoint),
-                             absl::StrCat("mountpoint=", r.mountpoint, "\nstore=", r.store,
-                                          "\npid=", r.pid, "\nread_only=", r.read_only ? 1 : 0,
-                                          "\nlog=", r.log, "\nlog_start=", r.log_start,
-                                          "\nstaging=", r.staging, "\n"));
+  return WriteFileAtomically(
+      RegistryPath(r.mountpoint),
+      absl::StrCat("mountpoint=", r.mountpoint, "\nstore=", r.store, "\npid=", r.pid,
+                   "\nread_only=", r.read_only ? 1 : 0, "\nlog=", r.log,
+                   "\nlog_start=", r.log_start, "\nstaging=", r.staging, "\n"));
 }
 
 absl::StatusOr<MountRecord> ReadMountRecord(const std::string& mountpoint_realpath) {

@@ -67,7 +67,7 @@ constexpr int kExitNotMounted = 3;
 
 struct StagedEntry {
   std::string name;
-  bool folder = true;          // else a loose file
+  bool folder = true;                 // else a loose file
   std::optional<std::string> reason;  // why it would stay staged
 };
 
@@ -242,8 +242,8 @@ int StatusMain(int argc, char** argv) {
   MountStatus st;
   st.record = *record;
   // Records written before the record named its staging folder: the default.
-  const std::string staging = record->staging.empty() && !record->read_only ? "staging"
-                                                                           : record->staging;
+  const std::string staging =
+      record->staging.empty() && !record->read_only ? "staging" : record->staging;
   if (!staging.empty()) {
     const std::string path = absl::StrCat(*real, "/", staging);
     struct stat s;

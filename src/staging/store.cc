@@ -469,9 +469,9 @@ absl::StatusOr<std::pair<struct stat, int>> Store::Create(uint64_t parent, absl:
   auto pfd = NodeFd(parent);
   if (!pfd.ok()) return pfd.status();
   const std::string n(name);
-  int fd = ::openat((*pfd)->get(), n.c_str(),
-                    (flags | O_CREAT | O_NOFOLLOW | O_CLOEXEC) & ~O_DIRECT,
-                    StagedMode(mode, false));
+  int fd =
+      ::openat((*pfd)->get(), n.c_str(), (flags | O_CREAT | O_NOFOLLOW | O_CLOEXEC) & ~O_DIRECT,
+               StagedMode(mode, false));
   if (fd < 0) return ErrnoError(errno, n);
   auto st = Register(parent, (*pfd)->get(), name);
   if (!st.ok()) {
@@ -871,15 +871,18 @@ absl::Status Store::ValidateOnClose(uint64_t node, int fd, const KindHint& hint_
   if (still_refused) {
     // Not written since a write was refused: the mark stands (and was
     // logged when the write was refused).
-    if (auto mark = MarkOf(fd)) return PosixError(EINVAL, absl::StrCat("staging/", *rel, ": ", *mark));
+    if (auto mark = MarkOf(fd)) {
+      return PosixError(EINVAL, absl::StrCat("staging/", *rel, ": ", *mark));
+    }
   } else {
     ::fremovexattr(fd, kErrorXattr);  // written again: judged as it is now
   }
   const Verdict v = Judge(Place(*rel, hint_fn), fd, /*unknown_too=*/false);
   if (v.judged && !v.status.ok()) {
     if (!absl::IsInvalidArgument(v.status)) return v.status;
-    LogRefusal(absl::StrCat("staging/", *rel, ": ", v.status.message(),
-                            "; the record stays staged and will not be packed until this is fixed"));
+    LogRefusal(
+        absl::StrCat("staging/", *rel, ": ", v.status.message(),
+                     "; the record stays staged and will not be packed until this is fixed"));
     return PosixError(EINVAL, absl::StrCat("staging/", *rel, ": ", v.status.message()));
   }
   SetTag(fd, v.tag);
@@ -896,8 +899,8 @@ absl::Status Store::CheckRenamed(int parent_fd, const std::string& name, const s
   if (!v.judged) return absl::OkStatus();
   if (!v.status.ok()) {
     if (!absl::IsInvalidArgument(v.status)) return v.status;
-    LogRefusal(absl::StrCat("staging/", to_rel, ": rename of ", name, " refused: ",
-                            v.status.message()));
+    LogRefusal(
+        absl::StrCat("staging/", to_rel, ": rename of ", name, " refused: ", v.status.message()));
     return PosixError(EINVAL, absl::StrCat("staging/", to_rel, ": ", v.status.message()));
   }
   SetTag(fd.get(), v.tag);

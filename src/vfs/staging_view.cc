@@ -307,9 +307,7 @@ absl::StatusOr<std::string> StagingView::Error(uint64_t ino) {
   return store_->ErrorOf(StagingIndex(ino), hint_);
 }
 
-bool StagingView::HasRefusalMark(uint64_t ino) {
-  return store_->HasRefusalMark(StagingIndex(ino));
-}
+bool StagingView::HasRefusalMark(uint64_t ino) { return store_->HasRefusalMark(StagingIndex(ino)); }
 
 bool StagingView::Space(uint64_t* free_bytes, uint64_t* total_bytes) const {
   struct statvfs sv;

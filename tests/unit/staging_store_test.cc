@@ -7,21 +7,21 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "testing/canon.h"
 #include "testing/temp_dir.h"
 #include "tfrecordfs/base/file.h"
-#include "tfrecordfs/staging/store.h"
-#include "tfrecordfs/staging/record_folder.h"
 #include "tfrecordfs/example/sequence.h"
 #include "tfrecordfs/naming/naming.h"
-#include "absl/strings/escaping.h"
-#include "absl/strings/str_cat.h"
-#include <cstring>
+#include "tfrecordfs/staging/record_folder.h"
+#include "tfrecordfs/staging/store.h"
 
 namespace tfrecordfs::staging {
 namespace {

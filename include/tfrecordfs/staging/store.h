@@ -157,18 +157,18 @@ class Store {
   //     know the name, whose tag) is a tensor must convert (TensorFromFile);
   // else InvalidArgument (EINVAL), logged with the file's path; the file
   // stays staged. On success the kind is remembered in the file's
-  // kKindXattr. A numeric name the hint does not know is not judged here
-  // (it may be a tool's temporary file, `sedXXXXXX`, about to be renamed):
-  // Rename judges it under its final name, the pack by its content, and
-  // ErrorOf as the pack would.
+  // kKindXattr. A file under `<record>/context/` of a record folder without
+  // feature_lists/ (yet: `cp -r` copies context/ first) is checked as the
+  // feature `context/<x>` when the shards know that name, else as the
+  // context feature `<x>`. A numeric name the hint does not know is not
+  // judged here (it may be a tool's temporary file, `sedXXXXXX`, about to
+  // be renamed): Rename judges it under its final name, the pack by its
+  // content, and ErrorOf as the pack would.
   //
   // A file whose last write was refused (ValidateOnWrite) and not written
   // since keeps its kErrorXattr mark and fails here with it; a file written
   // since loses the mark here, whatever the verdict (its content is its
-  // writer's again, and is judged as it is). A file under `<record>/context/` of a record folder without
-  // feature_lists/ (yet: `cp -r` copies context/ first) is checked as the
-  // feature `context/<x>` when the shards know that name, else as the
-  // context feature `<x>`.
+  // writer's again, and is judged as it is).
   absl::Status ValidateOnClose(uint64_t node, int fd, const KindHint& hint);
 
   // write() of `data` at `offset` to a file open as `fd`, checked *before*

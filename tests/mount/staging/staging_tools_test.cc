@@ -51,9 +51,7 @@ class StagingToolsTest : public ::testing::Test {
 
   std::string M(const std::string& rel) const { return s_.mnt + "/" + rel; }
   std::string Q(const std::string& rel) const { return ShellQuote(M(rel)); }
-  CommandResult Bash(const std::string& script) const {
-    return RunCommand({"bash", "-c", script});
-  }
+  CommandResult Bash(const std::string& script) const { return RunCommand({"bash", "-c", script}); }
   CommandResult Status(const std::vector<std::string>& args) const {
     std::vector<std::string> argv{BinaryPath(), "status"};
     argv.insert(argv.end(), args.begin(), args.end());
@@ -72,8 +70,8 @@ class StagingToolsTest : public ::testing::Test {
 TEST_F(StagingToolsTest, RefusedWriteKeepsItsRecordStagedWithTheReason) {
   StagingDaemon d(PackConfig(s_, {s_.src}, "refused"));
   ASSERT_EQ(d.Start(), "");
-  ASSERT_EQ(Bash("mkdir " + Q("staging/oops") + " " + Q("staging/img") + " " +
-                 Q("staging/fixed") + " " + Q("staging/ok"))
+  ASSERT_EQ(Bash("mkdir " + Q("staging/oops") + " " + Q("staging/img") + " " + Q("staging/fixed") +
+                 " " + Q("staging/ok"))
                 .exit_code,
             0);
   CommandResult echo = Bash("echo hello > " + Q("staging/oops/label"));
@@ -113,8 +111,7 @@ TEST_F(StagingToolsTest, RefusedWriteKeepsItsRecordStagedWithTheReason) {
   CommandResult json = Status({"--json", s_.mnt});
   EXPECT_EQ(json.exit_code, 1) << json.err;
   const std::string check = absl::StrCat(
-      "import json, sys; d = json.load(sys.stdin); ",
-      "r = {x['name']: x for x in d['records']}; ",
+      "import json, sys; d = json.load(sys.stdin); ", "r = {x['name']: x for x in d['records']}; ",
       "assert d['staged'] == 4 and d['refused'] == 2, d; ",
       "assert not r['oops']['ok'] and 'hello' in r['oops']['reason'], r; ",
       "assert r['ok']['ok'] and r['ok']['reason'] is None, r; ",
@@ -195,22 +192,20 @@ TEST_F(StagingToolsTest, EditorsAndToolsThatRenameWork) {
   EXPECT_EQ(swap.exit_code, 0) << swap.err;
   // cp, mv and rsync into a new record; Python's write-then-os.replace.
   ASSERT_EQ(Bash("mkdir " + Q("staging/t")).exit_code, 0);
-  CommandResult tools = Bash(
-      "set -e; cd " + Q("staging/t") + "; cp " + ShellQuote(in + "/label") + " label; " +
-      "printf 'x\\n' > tmpfile.txt; mv tmpfile.txt caption.txt; " +
-      "rsync " + ShellQuote(in + "/scores") + " scores; rsync " + ShellQuote(in + "/label") +
-      " label");
+  CommandResult tools =
+      Bash("set -e; cd " + Q("staging/t") + "; cp " + ShellQuote(in + "/label") + " label; " +
+           "printf 'x\\n' > tmpfile.txt; mv tmpfile.txt caption.txt; " + "rsync " +
+           ShellQuote(in + "/scores") + " scores; rsync " + ShellQuote(in + "/label") + " label");
   EXPECT_EQ(tools.exit_code, 0) << tools.err;
-  CommandResult py = RunCommand(
-      {"python3", "-c",
-       "import os, sys, tempfile\n"
-       "fd, tmp = tempfile.mkstemp(dir=sys.argv[1])\n"
-       "os.write(fd, b'8\\n'); os.close(fd)\n"
-       "os.replace(tmp, os.path.join(sys.argv[1], 'label'))\n",
-       M("staging/r")});
+  CommandResult py = RunCommand({"python3", "-c",
+                                 "import os, sys, tempfile\n"
+                                 "fd, tmp = tempfile.mkstemp(dir=sys.argv[1])\n"
+                                 "os.write(fd, b'8\\n'); os.close(fd)\n"
+                                 "os.replace(tmp, os.path.join(sys.argv[1], 'label'))\n",
+                                 M("staging/r")});
   EXPECT_EQ(py.exit_code, 0) << py.err;
-  EXPECT_EQ(ListDir(M("staging/r")), (std::vector<std::string>{"caption.txt", "label", "mask.png",
-                                                               "scores"}));
+  EXPECT_EQ(ListDir(M("staging/r")),
+            (std::vector<std::string>{"caption.txt", "label", "mask.png", "scores"}));
 
   int wait_status = 0;
   CommandResult u = d.TfrUnmount(&wait_status);
@@ -218,10 +213,10 @@ TEST_F(StagingToolsTest, EditorsAndToolsThatRenameWork) {
   const auto payloads = AllPayloads(ReadPackedShards(s_.out, "tools"));
   ASSERT_EQ(payloads.size(), 2u);
   const std::string caption = vim.exit_code == 127 ? "a cat of 1" : "a dog of 1";
-  ExpectSameRecord(ExamplePayload({Int64Feature("label", {8}), FloatFeature("scores", {1.5f, 2}),
-                                   BytesFeature("caption", {caption}),
-                                   BytesFeature("mask", {MaskProto()})}),
-                   payloads[0], "r");
+  ExpectSameRecord(
+      ExamplePayload({Int64Feature("label", {8}), FloatFeature("scores", {1.5f, 2}),
+                      BytesFeature("caption", {caption}), BytesFeature("mask", {MaskProto()})}),
+      payloads[0], "r");
   ExpectSameRecord(ExamplePayload({Int64Feature("label", {5}), FloatFeature("scores", {0.25f}),
                                    BytesFeature("caption", {"x"})}),
                    payloads[1], "t");
@@ -237,24 +232,24 @@ TEST_F(StagingToolsTest, BadContentRenamedOntoAFeatureIsRefused) {
   CommandResult sed = Bash("sed -i 's/3/three/' " + Q("staging/r/label"));
   EXPECT_NE(sed.exit_code, 0);
   EXPECT_NE(sed.err.find("Invalid argument"), std::string::npos) << sed.err;
-  CommandResult mv = Bash("cd " + Q("staging/r") + " && printf 'x\\n' > .label.swp" +
-                          " && mv .label.swp label");
+  CommandResult mv =
+      Bash("cd " + Q("staging/r") + " && printf 'x\\n' > .label.swp" + " && mv .label.swp label");
   EXPECT_NE(mv.exit_code, 0);
   // mv words a rename's EINVAL as "cannot move ... to a subdirectory of
   // itself"; the reason is the daemon's to tell.
   EXPECT_NE(d.Stderr().find("staging/r/label: rename of .label.swp refused: line 1: 'x' is not"),
             std::string::npos)
       << mv.err << d.Stderr();
-  CommandResult py = RunCommand(
-      {"python3", "-c",
-       "import errno, os, sys, tempfile\n"
-       "fd, tmp = tempfile.mkstemp(dir=sys.argv[1])\n"
-       "os.write(fd, b'seven\\n'); os.close(fd)\n"
-       "try:\n"
-       "  os.replace(tmp, os.path.join(sys.argv[1], 'label'))\n"
-       "except OSError as e:\n"
-       "  os.unlink(tmp); sys.exit(3 if e.errno == errno.EINVAL else 4)\n",
-       M("staging/r")});
+  CommandResult py =
+      RunCommand({"python3", "-c",
+                  "import errno, os, sys, tempfile\n"
+                  "fd, tmp = tempfile.mkstemp(dir=sys.argv[1])\n"
+                  "os.write(fd, b'seven\\n'); os.close(fd)\n"
+                  "try:\n"
+                  "  os.replace(tmp, os.path.join(sys.argv[1], 'label'))\n"
+                  "except OSError as e:\n"
+                  "  os.unlink(tmp); sys.exit(3 if e.errno == errno.EINVAL else 4)\n",
+                  M("staging/r")});
   EXPECT_EQ(py.exit_code, 3) << py.err;
   EXPECT_EQ(ReadWholeFile(M("staging/r/label")), "3\n");
   ASSERT_EQ(Bash("rm -f " + Q("staging/r/.label.swp")).exit_code, 0);
@@ -285,8 +280,8 @@ TEST_F(StagingToolsTest, CopiedRecordsAreTheUsersToEdit) {
   }
   EXPECT_EQ(Bash("echo 3 > " + Q("staging/1/label")).exit_code, 0);
   // chmod keeps the owner's bits too; the others are as asked.
-  EXPECT_EQ(Bash("chmod 0400 " + Q("staging/1/label") + " && chmod 0500 " + Q("staging/1")).exit_code,
-            0);
+  EXPECT_EQ(
+      Bash("chmod 0400 " + Q("staging/1/label") + " && chmod 0500 " + Q("staging/1")).exit_code, 0);
   ASSERT_EQ(::stat(M("staging/1/label").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0600u);
   ASSERT_EQ(::stat(M("staging/1").c_str(), &st), 0);
