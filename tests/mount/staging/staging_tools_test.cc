@@ -191,6 +191,7 @@ TEST_F(StagingToolsTest, EditorsAndToolsThatRenameWork) {
                             " && printf '1.5\\n2\\n' > scores~ && mv scores~ scores");
   EXPECT_EQ(swap.exit_code, 0) << swap.err;
   // cp, mv and rsync into a new record; Python's write-then-os.replace.
+  ASSERT_EQ(Bash("command -v rsync").exit_code, 0) << "no rsync (scripts/setup installs it)";
   ASSERT_EQ(Bash("mkdir " + Q("staging/t")).exit_code, 0);
   CommandResult tools =
       Bash("set -e; cd " + Q("staging/t") + "; cp " + ShellQuote(in + "/label") + " label; " +
