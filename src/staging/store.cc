@@ -892,7 +892,8 @@ absl::Status Store::ValidateOnClose(uint64_t node, int fd, const KindHint& hint_
 absl::Status Store::CheckRenamed(int parent_fd, const std::string& name, const std::string& to_rel,
                                  const KindHint& hint) {
   UniqueFd fd(::openat(parent_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-  if (!fd.valid()) return absl::OkStatus();  // renameat2 will say
+  // Gone (renameat2 will say) or unreadable to the daemon: the pack judges.
+  if (!fd.valid()) return absl::OkStatus();
   struct stat st;
   if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return absl::OkStatus();
   const Verdict v = Judge(Place(to_rel, hint), fd.get(), /*unknown_too=*/false);
