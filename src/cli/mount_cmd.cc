@@ -445,8 +445,8 @@ int CheckMountpoint(const std::string& mnt) {
 source::Codec SourcesCodec(const vfs::Filesystem& fs) {
   std::optional<source::Codec> codec;
   for (const auto& shard : fs.shards()) {
-    if (codec && *codec != shard->codec()) return source::Codec::kNone;
-    codec = shard->codec();
+    if (codec && *codec != shard.index->codec()) return source::Codec::kNone;
+    codec = shard.index->codec();
   }
   return codec.value_or(source::Codec::kNone);
 }

@@ -13,7 +13,7 @@
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/base/utf8.h"
 #include "tfrecordfs/example/example.h"
-#include "tfrecordfs/example/sequence.h"
+#include "tfrecordfs/example/record.h"
 #include "tfrecordfs/inspect/inspect.h"
 #include "tfrecordfs/naming/naming.h"
 #include "tfrecordfs/record/reader.h"
@@ -200,7 +200,9 @@ int ShowMain(int argc, char** argv) {
     const absl::string_view payload = *data;
     const std::string offset = absl::StrCat(
         shard->codec == source::Codec::kNone ? "" : "uncompressed ", "byte offset ", idx.begin(r));
-    if (auto ex = example::DecodeExample(payload); ex.ok()) {
+    const example::DecodedRecord decoded = example::DecodeRecord(payload);
+    if (decoded.kind == example::PayloadKind::kExample) {
+      const example::FeatureTable* ex = &decoded.example;
       if (json) {
         w.BeginObject().Key("record").Uint(r).Key("offset").Uint(idx.begin(r))
             .Key("kind").String("Example").Key("features");
@@ -211,7 +213,8 @@ int ShowMain(int argc, char** argv) {
                         payload.size(), " bytes at ", offset, "\n");
         AppendTable(*ex, "", style, &out);
       }
-    } else if (auto seq = example::DecodeSequenceExample(payload); seq.ok()) {
+    } else if (decoded.kind == example::PayloadKind::kSequenceExample) {
+      const example::SequenceTable* seq = &decoded.sequence;
       if (json) {
         w.BeginObject().Key("record").Uint(r).Key("offset").Uint(idx.begin(r))
             .Key("kind").String("SequenceExample").Key("context");
@@ -247,14 +250,14 @@ int ShowMain(int argc, char** argv) {
     } else {
       if (json) {
         w.BeginObject().Key("record").Uint(r).Key("offset").Uint(idx.begin(r))
-            .Key("kind").String("other").Key("reason").String(ex.status().message())
+            .Key("kind").String("other").Key("reason").String(decoded.raw_reason)
             .Key("raw");
         WriteBytesJson(&w, payload);
         w.EndObject();
       } else {
         absl::StrAppend(&out, "# record ", r, " of ", EscapeForLog(path),
                         ": not a tf.train.Example or SequenceExample (",
-                        EscapeForLog(ex.status().message()), "), ", payload.size(), " bytes at ",
+                        EscapeForLog(decoded.raw_reason), "), ", payload.size(), " bytes at ",
                         offset, "\nraw  ", BytesText(payload, style), "\n");
       }
     }

@@ -1,13 +1,11 @@
 #include "tfrecordfs/example/sequence.h"
 
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
-
 #include <algorithm>
 #include <map>
 
 #include "absl/strings/match.h"
 #include "decode_internal.h"
+#include "encode_internal.h"
 #include "example.pb.h"
 #include "tfrecordfs/base/utf8.h"
 
@@ -139,47 +137,18 @@ absl::StatusOr<SequenceTable> DecodeSequenceExample(absl::string_view payload) {
   return table;
 }
 
-namespace {
-
-void ToProto(const Feature& f, proto::Feature* pf) {
-  switch (f.kind) {
-    case Kind::kBytes: {
-      auto* list = pf->mutable_bytes_list();
-      for (absl::string_view v : f.bytes) list->add_value(v.data(), v.size());
-      break;
-    }
-    case Kind::kFloat:
-      pf->mutable_float_list()->mutable_value()->Add(f.floats.begin(), f.floats.end());
-      break;
-    case Kind::kInt64:
-      pf->mutable_int64_list()->mutable_value()->Add(f.int64s.begin(), f.int64s.end());
-      break;
-    case Kind::kNone:
-      break;
-  }
-}
-
-}  // namespace
-
 std::string EncodeSequenceExample(const SequenceTable& table) {
   proto::SequenceExample ex;
   if (!table.context.features.empty()) {
     auto* map = ex.mutable_context()->mutable_feature();
-    for (const Feature& f : table.context.features) ToProto(f, &(*map)[f.name]);
+    for (const Feature& f : table.context.features) internal::ToProto(f, &(*map)[f.name]);
   }
   auto* lists = ex.mutable_feature_lists()->mutable_feature_list();
   for (const FeatureList& l : table.lists) {
     proto::FeatureList& pl = (*lists)[l.name];
-    for (const Feature& step : l.steps) ToProto(step, pl.add_feature());
+    for (const Feature& step : l.steps) internal::ToProto(step, pl.add_feature());
   }
-  std::string out;
-  {
-    google::protobuf::io::StringOutputStream sos(&out);
-    google::protobuf::io::CodedOutputStream cos(&sos);
-    cos.SetSerializationDeterministic(true);
-    ex.SerializeToCodedStream(&cos);
-  }
-  return out;
+  return internal::SerializeDeterministically(ex);
 }
 
 }  // namespace tfrecordfs::example

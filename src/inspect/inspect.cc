@@ -7,30 +7,13 @@
 #include "absl/numeric/int128.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "tfrecordfs/example/sequence.h"
+#include "tfrecordfs/example/record.h"
 #include "tfrecordfs/naming/naming.h"
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/source/inflate.h"
 #include "tfrecordfs/tensor/tensor.h"
 
 namespace tfrecordfs::inspect {
-
-const char* PayloadKindName(PayloadKind kind) {
-  switch (kind) {
-    case PayloadKind::kExample: return "Example";
-    case PayloadKind::kSequenceExample: return "SequenceExample";
-    case PayloadKind::kOther: return "other";
-  }
-  return "other";
-}
-
-PayloadKind ClassifyPayload(absl::string_view payload, std::string* why) {
-  auto ex = example::DecodeExample(payload);
-  if (ex.ok()) return PayloadKind::kExample;
-  if (example::DecodeSequenceExample(payload).ok()) return PayloadKind::kSequenceExample;
-  if (why != nullptr) *why = std::string(ex.status().message());
-  return PayloadKind::kOther;
-}
 
 namespace {
 
@@ -125,30 +108,35 @@ std::string FeatureStats::ShapeRange() const {
 
 void SchemaBuilder::Add(absl::string_view payload) {
   ++records_;
-  if (auto ex = example::DecodeExample(payload); ex.ok()) {
-    ++examples_;
-    for (const example::Feature& f : ex->features) AddFeature(f, &StatsFor(&features_, f.name));
-    return;
-  } else if (auto seq = example::DecodeSequenceExample(payload); seq.ok()) {
-    ++sequence_examples_;
-    for (const example::Feature& f : seq->context.features) {
-      FeatureStats& s = StatsFor(&features_, f.name);
-      s.in_context = true;
-      AddFeature(f, &s);
-    }
-    for (const example::FeatureList& l : seq->lists) {
-      auto [it, fresh] = lists_.try_emplace(l.name);
-      ListStats& ls = it->second;
-      if (fresh) ls.name = ls.steps.name = l.name;
-      ++ls.present;
-      ls.min_steps = std::min<uint64_t>(ls.min_steps, l.steps.size());
-      ls.max_steps = std::max<uint64_t>(ls.max_steps, l.steps.size());
-      for (const example::Feature& step : l.steps) AddFeature(step, &ls.steps);
-    }
-    return;
-  } else {
-    ++others_;
-    if (first_other_reason_.empty()) first_other_reason_ = std::string(ex.status().message());
+  example::DecodedRecord decoded = example::DecodeRecord(payload);
+  switch (decoded.kind) {
+    case example::PayloadKind::kExample:
+      ++examples_;
+      for (const example::Feature& f : decoded.example.features) {
+        AddFeature(f, &StatsFor(&features_, f.name));
+      }
+      return;
+    case example::PayloadKind::kSequenceExample:
+      ++sequence_examples_;
+      for (const example::Feature& f : decoded.sequence.context.features) {
+        FeatureStats& s = StatsFor(&features_, f.name);
+        s.in_context = true;
+        AddFeature(f, &s);
+      }
+      for (const example::FeatureList& l : decoded.sequence.lists) {
+        auto [it, fresh] = lists_.try_emplace(l.name);
+        ListStats& ls = it->second;
+        if (fresh) ls.name = ls.steps.name = l.name;
+        ++ls.present;
+        ls.min_steps = std::min<uint64_t>(ls.min_steps, l.steps.size());
+        ls.max_steps = std::max<uint64_t>(ls.max_steps, l.steps.size());
+        for (const example::Feature& step : l.steps) AddFeature(step, &ls.steps);
+      }
+      return;
+    case example::PayloadKind::kRaw:
+      ++others_;
+      if (first_other_reason_.empty()) first_other_reason_ = std::move(decoded.raw_reason);
+      return;
   }
 }
 
@@ -205,15 +193,17 @@ absl::StatusOr<ShardReport> VerifyShard(const index::ShardIndex& idx,
       damaged_records.push_back(i);
       continue;
     }
-    std::string why;
-    switch (ClassifyPayload(*data, &why)) {
-      case PayloadKind::kExample: ++report.examples; break;
-      case PayloadKind::kSequenceExample: ++report.sequence_examples; break;
-      case PayloadKind::kOther:
+    example::DecodedRecord decoded = example::DecodeRecord(*data);
+    switch (decoded.kind) {
+      case example::PayloadKind::kExample: ++report.examples; break;
+      case example::PayloadKind::kSequenceExample: ++report.sequence_examples; break;
+      case example::PayloadKind::kRaw: {
+        std::string why = std::move(decoded.raw_reason);
         ++report.others;
         if (report.first_other_reason.empty()) report.first_other_reason = why;
         others.emplace_back(i, std::move(why));
         break;
+      }
     }
   }
   if (report.examples + report.sequence_examples > 0) {

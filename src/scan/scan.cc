@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <thread>
 #include <utility>
@@ -222,23 +223,29 @@ std::string NotAShardNote(const OtherFile& file) {
 }
 
 absl::StatusOr<std::unique_ptr<source::ShardSource>> OpenShard(const ScannedShard& shard,
-                                                               source::BlockCache* cache) {
-  auto fd = OpenFile(shard.path, O_RDONLY);
-  if (!fd.ok()) return fd.status();
-  struct stat st;
-  if (::fstat(fd->get(), &st) != 0) return ErrnoError(errno, shard.path);
-  const int64_t mtime_ns = MtimeNs(st);
+                                                               source::BlockCache* cache,
+                                                               source::FdCache* fds) {
   const index::ShardIndex& idx = *shard.index;
-  if (static_cast<uint64_t>(st.st_size) != idx.file_size() || mtime_ns != idx.mtime_ns()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(shard.path, ": changed since it was indexed (size ", idx.file_size(),
-                     " -> ", st.st_size, "); run the command again"));
+  std::optional<source::ShardFile> file;
+  if (fds != nullptr) {
+    file.emplace(idx.path(), shard.identity, fds);
+  } else {
+    auto fd = OpenFile(shard.path, O_RDONLY);
+    if (!fd.ok()) return fd.status();
+    struct stat st;
+    if (::fstat(fd->get(), &st) != 0) return ErrnoError(errno, shard.path);
+    if (static_cast<uint64_t>(st.st_size) != idx.file_size() || MtimeNs(st) != idx.mtime_ns()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(shard.path, ": changed since it was indexed (size ", idx.file_size(),
+                       " -> ", st.st_size, "); run the command again"));
+    }
+    file.emplace(std::move(*fd), shard.path);
   }
   if (idx.checkpoints()) {
-    return std::make_unique<source::InflateSource>(std::move(*fd), shard.path, idx.file_size(),
+    return std::make_unique<source::InflateSource>(std::move(*file), idx.file_size(),
                                                    idx.checkpoints(), cache);
   }
-  return std::make_unique<source::PlainSource>(std::move(*fd), shard.path, idx.file_size());
+  return std::make_unique<source::PlainSource>(std::move(*file), idx.file_size());
 }
 
 absl::StatusOr<ScannedShard> ScanOne(const std::string& path, index::IndexStore* store) {

@@ -6,19 +6,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "tfrecordfs/base/log.h"
+#include "tfrecordfs/example/record.h"
 #include "tfrecordfs/naming/naming.h"
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/vfs/node_id.h"
 
 namespace tfrecordfs::vfs {
 
-KindSampler::KindSampler(const std::vector<std::shared_ptr<const index::ShardIndex>>& shards,
-                         const std::vector<std::unique_ptr<source::ShardSource>>& sources,
-                         CheckedRecords* checked, SampleBudget per_call, SampleBudget total)
-    : shards_(shards), sources_(sources), checked_(checked), per_call_(per_call) {
-  for (const auto& idx : shards_) {
-    rounds_ = std::max(rounds_, std::min<uint64_t>(idx->num_records(), kMaxRecordsPerShard));
-  }
+KindSampler::KindSampler(const std::vector<MountedShard>& shards, CheckedRecords* checked,
+                         SampleBudget per_call, SampleBudget total)
+    : shards_(shards), checked_(checked), per_call_(per_call) {
+  for (const MountedShard& s : shards_) rounds_ = std::max(rounds_, s.records_shown());
   MutexLock lock(&sample_mu_);
   left_ = total;
   done_ = per_call.records == 0;
@@ -96,9 +94,9 @@ void KindSampler::Sample(absl::string_view name) {
     }
     if (spent.records >= per_call_.records) break;
     const uint64_t shard = shard_, record = round_;
-    const index::ShardIndex& idx = *shards_[shard];
+    const index::ShardIndex& idx = *shards_[shard].index;
     // Records read for the tree (checked) have taught their kinds already.
-    if (record >= std::min<uint64_t>(idx.num_records(), kMaxRecordsPerShard) ||
+    if (record >= shards_[shard].records_shown() ||
         checked_->Checked(shard, record)) {
       ++shard_;
       continue;
@@ -122,23 +120,22 @@ void KindSampler::Sample(absl::string_view name) {
     bytes_sampled_.fetch_add(size, std::memory_order_relaxed);
     // Read and decoded as the tree's reads do, but not cached: sampling many
     // records must not evict the records the user is working with.
-    auto data = record::ReadRecord(*sources_[shard], record, idx.begin(record), idx.end(record));
+    auto data = record::ReadRecord(*shards_[shard].source, record, idx.begin(record), idx.end(record));
     if (!data.ok()) {
       // Reported (as EIO) when the record itself is opened.
       log::Debug("sampling feature kinds: ", data.status().message());
       continue;
     }
     checked_->MarkChecked(shard, record);  // intact: what the tree's read would have found
-    auto table = example::DecodeExample(*data);
-    if (!table.ok()) {
-      auto seq = example::DecodeSequenceExample(*data);
-      if (seq.ok()) {
-        Learn(*seq);
-        MutexLock lock(&kinds_mu_);
-        if (kinds_.contains(std::string(name))) return;
-      }
-      continue;  // a raw record has no feature kinds
+    const example::DecodedRecord decoded = example::DecodeRecord(*data);
+    if (decoded.kind == example::PayloadKind::kRaw) continue;  // no feature kinds
+    if (decoded.kind == example::PayloadKind::kSequenceExample) {
+      Learn(decoded.sequence);
+      MutexLock lock(&kinds_mu_);
+      if (kinds_.contains(std::string(name))) return;
+      continue;
     }
+    const example::FeatureTable* table = &decoded.example;
     Learn(*table);
     auto it =
         std::lower_bound(table->features.begin(), table->features.end(), name,

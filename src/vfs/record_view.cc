@@ -1,7 +1,6 @@
-// The record namespace: a shard folder lists its records ("000", "001", ...),
-// a record folder the files of its features (naming::Layout, parsed through
-// the record cache). Filesystem's other files dispatch here for shard
-// folders and record-space node ids (filesystem.h).
+#include "tfrecordfs/vfs/record_view.h"
+
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -13,12 +12,10 @@
 #include "absl/strings/str_cat.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/log.h"
-#include "tfrecordfs/example/example.h"
-#include "tfrecordfs/example/sequence.h"
+#include "tfrecordfs/example/record.h"
 #include "tfrecordfs/record/format.h"
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/tensor/png.h"
-#include "tfrecordfs/vfs/filesystem.h"
 #include "tfrecordfs/vfs/node_id.h"
 
 namespace tfrecordfs::vfs {
@@ -29,21 +26,44 @@ namespace {
 // read again.
 constexpr size_t kMaxDamageNotes = 65536;
 
+constexpr mode_t kDirMode = S_IFDIR | 0555;
+constexpr mode_t kFileMode = S_IFREG | 0444;
+
 }  // namespace
 
-uint64_t Filesystem::RecordsShown(uint64_t shard) const {
-  return std::min<uint64_t>(shards_[shard]->num_records(), kMaxRecordsPerShard);
+RecordView::RecordView(const std::vector<MountedShard>& shards, RecordViewOptions options)
+    : shards_(shards),
+      on_index_mismatch_(std::move(options.on_index_mismatch)),
+      cache_(options.cache_records, options.cache_bytes) {
+  for (const MountedShard& s : shards_) checked_.AddShard(s.index->num_records());
+  sampler_ = std::make_unique<KindSampler>(shards_, &checked_, options.kind_sample_per_call,
+                                           options.kind_sample_total);
 }
 
-std::string Filesystem::RecordName(uint64_t shard, uint64_t record) const {
+RecordView::~RecordView() = default;
+
+absl::StatusOr<RecordView::Node> RecordView::Resolve(uint64_t ino) const {
+  if (SpaceOf(ino) == Space::kRecord) {
+    Node node;
+    node.shard = ShardOf(ino);
+    node.record = RecordOf(ino);
+    node.entry = static_cast<uint32_t>(EntryOf(ino));
+    if (node.shard < shards_.size() && node.record < shards_[node.shard].records_shown()) {
+      return node;
+    }
+  }
+  return absl::NotFoundError("stale node id");
+}
+
+std::string RecordView::RecordName(uint64_t shard, uint64_t record) const {
   std::string digits = absl::StrCat(record);
-  const size_t width = static_cast<size_t>(shard_name_width_[shard]);
+  const size_t width = static_cast<size_t>(shards_[shard].name_width);
   if (digits.size() < width) digits.insert(0, width - digits.size(), '0');
   return digits;
 }
 
-void Filesystem::IndexDisagrees(uint64_t shard, uint64_t record) {
-  const index::ShardIndex& idx = *shards_[shard];
+void RecordView::IndexDisagrees(uint64_t shard, uint64_t record) {
+  const index::ShardIndex& idx = *shards_[shard].index;
   // A record next to damage the walk recorded is expected not to frame.
   for (const auto& p : idx.problems()) {
     if (p.offset == idx.begin(record) || p.offset == idx.end(record)) return;
@@ -54,16 +74,16 @@ void Filesystem::IndexDisagrees(uint64_t shard, uint64_t record) {
   if (on_index_mismatch_) on_index_mismatch_(idx.path());
 }
 
-Attr Filesystem::RecordDirAttr(uint64_t shard, uint64_t record) const {
+Attr RecordView::RecordDirAttr(uint64_t shard, uint64_t record) const {
   Attr a;
   a.ino = RecordId(shard, record, 0);
   a.mode = kDirMode;
   a.nlink = 1;
-  a.mtime = shard_mtime_[shard];
+  a.mtime = shards_[shard].mtime;
   return a;
 }
 
-Attr Filesystem::EntryAttr(uint64_t shard, uint64_t record, uint32_t entry,
+Attr RecordView::EntryAttr(uint64_t shard, uint64_t record, uint32_t entry,
                            const ParsedRecord& rec) const {
   const naming::Entry& e = rec.layout.entries[entry];
   Attr a;
@@ -71,16 +91,15 @@ Attr Filesystem::EntryAttr(uint64_t shard, uint64_t record, uint32_t entry,
   a.mode = e.is_dir ? kDirMode : kFileMode;
   a.size = e.is_dir ? 0 : e.size();
   a.nlink = 1;
-  a.mtime = shard_mtime_[shard];
+  a.mtime = shards_[shard].mtime;
   return a;
 }
 
-absl::StatusOr<std::shared_ptr<const ParsedRecord>> Filesystem::Parse(uint64_t shard,
+absl::StatusOr<std::shared_ptr<const ParsedRecord>> RecordView::Parse(uint64_t shard,
                                                                        uint64_t record) {
-  const uint64_t key = (shard << kRecordBits) | record;
-  std::shared_ptr<const ParsedRecord> rec = cache_->Get(key);
+  std::shared_ptr<const ParsedRecord> rec = cache_.Get(RecordKey(shard, record));
   if (!rec) {
-    const index::ShardIndex& idx = *shards_[shard];
+    const index::ShardIndex& idx = *shards_[shard].index;
     if (idx.end(record) - idx.begin(record) > kBigRecord) {
       // Parsing holds the whole record in memory: one huge record at a time,
       // so concurrent listings of 2 GiB records cannot multiply that.
@@ -94,20 +113,12 @@ absl::StatusOr<std::shared_ptr<const ParsedRecord>> Filesystem::Parse(uint64_t s
   return rec;
 }
 
-std::shared_ptr<const ParsedRecord> Filesystem::ReadAndParse(uint64_t shard, uint64_t record) {
+std::shared_ptr<const ParsedRecord> RecordView::ReadAndParse(uint64_t shard, uint64_t record) {
   auto parsed = std::make_shared<ParsedRecord>();
-  const index::ShardIndex& idx = *shards_[shard];
+  const index::ShardIndex& idx = *shards_[shard].index;
   parsed->data_offset = idx.begin(record) + record::kHeaderSize;
-  auto data = record::ReadRecord(*sources_[shard], record, idx.begin(record), idx.end(record));
+  auto data = record::ReadRecord(*shards_[shard].source, record, idx.begin(record), idx.end(record));
   if (!data.ok() && record::IsFramingMismatch(data.status())) IndexDisagrees(shard, record);
-  absl::StatusOr<example::FeatureTable> table = absl::UnknownError("not read");
-  absl::StatusOr<example::SequenceTable> seq = absl::UnknownError("not tried");
-  if (data.ok()) {
-    // An Example first: a SequenceExample without feature_lists is byte
-    // for byte one (example/sequence.h).
-    table = example::DecodeExample(*data);
-    if (!table.ok()) seq = example::DecodeSequenceExample(*data);
-  }
   if (!data.ok()) {
     parsed->status = data.status();
     // Once per record: a mount read epoch after epoch (the record cache
@@ -117,13 +128,22 @@ std::shared_ptr<const ParsedRecord> Filesystem::ReadAndParse(uint64_t shard, uin
     } else {
       log::Debug(data.status().message());
     }
-  } else if (table.ok() || seq.ok()) {
-    if (table.ok()) {
-      sampler_->Learn(*table);
-      parsed->layout = naming::LayoutExample(*table, *data);
-    } else {
-      sampler_->Learn(*seq);
-      parsed->layout = naming::LayoutSequence(*seq, *data);
+  } else {
+    const example::DecodedRecord decoded = example::DecodeRecord(*data);
+    switch (decoded.kind) {
+      case example::PayloadKind::kExample:
+        sampler_->Learn(decoded.example);
+        parsed->layout = naming::LayoutExample(decoded.example, *data);
+        break;
+      case example::PayloadKind::kSequenceExample:
+        sampler_->Learn(decoded.sequence);
+        parsed->layout = naming::LayoutSequence(decoded.sequence, *data);
+        break;
+      case example::PayloadKind::kRaw:
+        log::Debug(idx.path(), ": record ", record, " at byte offset ", idx.begin(record), ": ",
+                   decoded.raw_reason, "; shown raw");
+        parsed->layout = naming::LayoutRaw(data->size());
+        break;
     }
     if (parsed->layout.entries.size() > kMaxEntriesPerRecord) {
       log::Warning(idx.path(), ": record ", record, " at byte offset ", idx.begin(record), ": ",
@@ -132,54 +152,81 @@ std::shared_ptr<const ParsedRecord> Filesystem::ReadAndParse(uint64_t shard, uin
                    naming::kRawRecordName);
       parsed->layout = naming::LayoutRaw(data->size());
     }
-  } else {
-    log::Debug(idx.path(), ": record ", record, " at byte offset ", idx.begin(record), ": ",
-               table.status().message(), "; ", seq.status().message(), "; shown raw");
-    parsed->layout = naming::LayoutRaw(data->size());
   }
   // Cached layouts are charged by their memory: no growth slack.
   parsed->layout.entries.shrink_to_fit();
   records_read_.fetch_add(1, std::memory_order_relaxed);
   if (parsed->status.ok()) checked_.MarkChecked(shard, record);
-  cache_->Put((shard << kRecordBits) | record, parsed);
+  cache_.Put(RecordKey(shard, record), parsed);
   return parsed;
 }
 
-absl::StatusOr<std::shared_ptr<const ParsedRecord>> Filesystem::ParseEntry(const Node& node) {
+absl::StatusOr<std::shared_ptr<const ParsedRecord>> RecordView::ParseEntry(const Node& node) {
   auto rec = Parse(node.shard, node.record);
   if (!rec.ok()) return rec.status();
   if (node.entry >= (*rec)->layout.entries.size()) return absl::NotFoundError("stale node id");
   return rec;
 }
 
-absl::StatusOr<Attr> Filesystem::LookupRecord(uint64_t shard, absl::string_view name) const {
+absl::StatusOr<uint64_t> RecordView::Open(uint64_t ino, int flags) {
+  const bool writes = (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC);
+  auto node = Resolve(ino);
+  if (!node.ok()) return node.status();
+  if (node->entry != 0 && checked_.Checked(node->shard, node->record)) {
+    // The common open of a warm file: the record was found intact before and
+    // the kernel only opens ids it was given. Its layout may have left the
+    // cache; reading and checking the whole record again is not needed to
+    // open one of its files (the data comes from the page cache).
+    if (writes) return ReadOnlyError();
+    return uint64_t{0};
+  }
+  auto a = GetAttr(ino);
+  if (!a.ok()) return a.status();
+  if (writes) return ReadOnlyError();
+  if (node->entry != 0) {
+    // Check the record now, so that a damaged record fails at open().
+    auto rec = Parse(node->shard, node->record);
+    if (!rec.ok()) return rec.status();
+  }
+  return uint64_t{0};
+}
+
+absl::StatusOr<Attr> RecordView::LookupRecord(uint64_t shard, absl::string_view name) const {
   // The name is a record index, padded or not.
   uint64_t record;
   const bool digits = !name.empty() && name.size() <= 19 &&
                       std::all_of(name.begin(), name.end(),
                                   [](char c) { return c >= '0' && c <= '9'; });
   if (!digits || !absl::SimpleAtoi(name, &record)) return absl::NotFoundError(name);
-  if (record >= RecordsShown(shard)) return absl::NotFoundError(name);
+  if (record >= shards_[shard].records_shown()) return absl::NotFoundError(name);
   const bool canonical = name == RecordName(shard, record) || name == absl::StrCat(record);
   if (!canonical) return absl::NotFoundError(name);
   return RecordDirAttr(shard, record);
 }
 
-void Filesystem::ListRecords(uint64_t shard, uint64_t first, const EmitFn& emit) const {
-  const uint64_t count = RecordsShown(shard);
-  for (uint64_t r = first; r < count; ++r) {
+void RecordView::ReadShardDir(uint64_t shard, const Attr& self, uint64_t offset,
+                              const EmitFn& emit) const {
+  if (!EmitDots(self, &offset, emit)) return;
+  const uint64_t count = shards_[shard].records_shown();
+  for (uint64_t r = offset - 2; r < count; ++r) {
     if (!emit(RecordName(shard, r), RecordDirAttr(shard, r), r + 3)) break;
   }
 }
 
-absl::StatusOr<Attr> Filesystem::RecordGetAttr(const Node& node) {
+absl::StatusOr<Attr> RecordView::GetAttr(uint64_t ino) {
+  auto n = Resolve(ino);
+  if (!n.ok()) return n.status();
+  const Node& node = *n;
   if (node.entry == 0) return RecordDirAttr(node.shard, node.record);
   auto rec = ParseEntry(node);
   if (!rec.ok()) return rec.status();
   return EntryAttr(node.shard, node.record, node.entry, **rec);
 }
 
-absl::StatusOr<Attr> Filesystem::RecordLookup(const Node& parent, absl::string_view name) {
+absl::StatusOr<Attr> RecordView::Lookup(uint64_t parent_ino, absl::string_view name) {
+  auto p = Resolve(parent_ino);
+  if (!p.ok()) return p.status();
+  const Node& parent = *p;
   auto rec = ParseEntry(parent);
   if (!rec.ok()) return rec.status();
   if (!(*rec)->layout.entries[parent.entry].is_dir) return PosixError(ENOTDIR, "not a directory");
@@ -188,11 +235,19 @@ absl::StatusOr<Attr> Filesystem::RecordLookup(const Node& parent, absl::string_v
   return EntryAttr(parent.shard, parent.record, *child, **rec);
 }
 
-absl::Status Filesystem::RecordReadDir(const Node& dir, uint64_t first, const EmitFn& emit) {
+absl::Status RecordView::ReadDir(uint64_t ino, uint64_t /*fh*/, uint64_t offset,
+                                const EmitFn& emit) {
+  auto n = Resolve(ino);
+  if (!n.ok()) return n.status();
+  const Node& dir = *n;
   auto rec = ParseEntry(dir);
   if (!rec.ok()) return rec.status();
   const naming::Entry& d = (*rec)->layout.entries[dir.entry];
-  for (uint64_t k = first; k < d.num_children; ++k) {
+  if (!d.is_dir) return PosixError(ENOTDIR, "not a directory");
+  if (!EmitDots(EntryAttr(dir.shard, dir.record, dir.entry, **rec), &offset, emit)) {
+    return absl::OkStatus();
+  }
+  for (uint64_t k = offset - 2; k < d.num_children; ++k) {
     const uint32_t c = d.first_child + static_cast<uint32_t>(k);
     if (!emit((*rec)->layout.entries[c].name, EntryAttr(dir.shard, dir.record, c, **rec), k + 3)) {
       break;
@@ -201,7 +256,11 @@ absl::Status Filesystem::RecordReadDir(const Node& dir, uint64_t first, const Em
   return absl::OkStatus();
 }
 
-absl::StatusOr<ReadResult> Filesystem::RecordRead(const Node& node, uint64_t offset, size_t size) {
+absl::StatusOr<ReadResult> RecordView::Read(uint64_t ino, uint64_t /*fh*/, uint64_t offset,
+                                             size_t size) {
+  auto resolved = Resolve(ino);
+  if (!resolved.ok()) return resolved.status();
+  const Node& node = *resolved;
   auto rec = ParseEntry(node);
   if (!rec.ok()) return rec.status();
   const naming::Entry& e = (*rec)->layout.entries[node.entry];
@@ -212,10 +271,10 @@ absl::StatusOr<ReadResult> Filesystem::RecordRead(const Node& node, uint64_t off
   return ReadPieces(node.shard, (*rec)->data_offset, e, offset, n);
 }
 
-absl::StatusOr<ReadResult> Filesystem::ReadPieces(uint64_t shard, uint64_t data_offset,
+absl::StatusOr<ReadResult> RecordView::ReadPieces(uint64_t shard, uint64_t data_offset,
                                                   const naming::Entry& e, uint64_t offset,
                                                   size_t n) const {
-  const source::ShardSource& src = *sources_[shard];
+  const source::ShardSource& src = *shards_[shard].source;
   std::vector<ReadBuffer> bufs;
   uint64_t begin = 0;  // file offset of the current piece
   for (const naming::Piece& p : e.Pieces()) {
@@ -287,31 +346,14 @@ absl::StatusOr<ReadResult> Filesystem::ReadPieces(uint64_t shard, uint64_t data_
   return out;
 }
 
-// ---- Extended attributes of shard and record folders, feature files ----
+// ---- Extended attributes of record folders and feature files ----
 
-void Filesystem::AddXattr(XattrList* out, absl::string_view key, std::string value) {
-  out->emplace_back(absl::StrCat(kXattrPrefix, key), std::move(value));
-}
-
-void Filesystem::ShardXattrs(uint64_t shard, XattrList* out) const {
-  const index::ShardIndex& idx = *shards_[shard];
-  AddXattr(out, "shard", idx.path());
-  AddXattr(out, "records", absl::StrCat(idx.num_records()));
-  AddXattr(out, "codec", idx.codec() == source::Codec::kNone
-                             ? std::string("none")
-                             : std::string(source::CodecName(idx.codec())));
-  if (!idx.problems().empty()) {
-    std::string lines;
-    for (const std::string& line : index::FormatProblems(idx.path(), idx.problems())) {
-      absl::StrAppend(&lines, lines.empty() ? "" : "\n", line);
-    }
-    AddXattr(out, "error", std::move(lines));
-  }
-}
-
-absl::Status Filesystem::RecordXattrs(const Node& node, bool read_error, XattrList* out) {
+absl::Status RecordView::Xattrs(uint64_t ino, bool read_error, XattrList* out) {
+  auto n = Resolve(ino);
+  if (!n.ok()) return n.status();
+  const Node& node = *n;
   const uint64_t shard = node.shard, record = node.record;
-  const index::ShardIndex& idx = *shards_[shard];
+  const index::ShardIndex& idx = *shards_[shard].index;
   if (node.entry == 0) {
     AddXattr(out, "shard", idx.path());
     AddXattr(out, "record", absl::StrCat(record));
@@ -343,17 +385,17 @@ absl::Status Filesystem::RecordXattrs(const Node& node, bool read_error, XattrLi
   return absl::OkStatus();
 }
 
-bool Filesystem::NoteDamage(uint64_t shard, uint64_t record, absl::string_view reason) {
+bool RecordView::NoteDamage(uint64_t shard, uint64_t record, absl::string_view reason) {
   MutexLock lock(&damage_mu_);
-  const uint64_t key = (shard << kRecordBits) | record;
+  const uint64_t key = RecordKey(shard, record);
   if (damage_.contains(key)) return false;
   if (damage_.size() < kMaxDamageNotes) damage_.try_emplace(key, std::string(reason));
   return true;
 }
 
-std::optional<std::string> Filesystem::DamageOf(uint64_t shard, uint64_t record) const {
+std::optional<std::string> RecordView::DamageOf(uint64_t shard, uint64_t record) const {
   MutexLock lock(&damage_mu_);
-  auto it = damage_.find((shard << kRecordBits) | record);
+  auto it = damage_.find(RecordKey(shard, record));
   if (it == damage_.end()) return std::nullopt;
   return it->second;
 }

@@ -303,11 +303,18 @@ absl::Status StagingView::ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, co
   return ListStream(d->stream(), offset, *self, emit);
 }
 
-absl::StatusOr<std::string> StagingView::Error(uint64_t ino) {
-  return store_->ErrorOf(StagingIndex(ino), hint_);
+absl::Status StagingView::Xattrs(uint64_t ino, bool read_error, XattrList* out) {
+  if (!read_error) {
+    if (store_->HasRefusalMark(StagingIndex(ino))) AddXattr(out, "error", "");
+    return absl::OkStatus();
+  }
+  auto why = store_->ErrorOf(StagingIndex(ino), hint_);
+  if (why.ok()) {
+    AddXattr(out, "error", std::move(*why));
+    return absl::OkStatus();
+  }
+  return absl::IsNotFound(why.status()) ? absl::OkStatus() : why.status();
 }
-
-bool StagingView::HasRefusalMark(uint64_t ino) { return store_->HasRefusalMark(StagingIndex(ino)); }
 
 bool StagingView::Space(uint64_t* free_bytes, uint64_t* total_bytes) const {
   struct statvfs sv;

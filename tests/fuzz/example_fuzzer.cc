@@ -48,23 +48,13 @@ void Check(absl::string_view payload) {
                  b.data() + b.size() <= payload.data() + payload.size());
     }
   }
-  proto::Example ex;
-  FUZZ_CHECK(ex.ParseFromArray(payload.data(), static_cast<int>(payload.size())),
-             "DecodeExample accepts what protobuf refuses");
-  const auto ours = FromTable(*table);
-  FUZZ_CHECK(ours == FromProto(ex), "DecodeExample and protobuf disagree");
-
-  const std::string again = example::EncodeExample(*table);
-  auto round = example::DecodeExample(again);
-  FUZZ_CHECK(round.ok(), round.status().ToString());
-  FUZZ_CHECK(FromTable(*round) == ours, "encode/decode round trip changed the table");
+  CheckAgainstProtobuf<proto::Example>(
+      payload, *table, "DecodeExample", [](const FeatureTable& t) { return FromTable(t); },
+      [](const proto::Example& p) { return FromProto(p); }, example::EncodeExample,
+      example::DecodeExample);
 }
 
 }  // namespace
 }  // namespace tfrecordfs::fuzz
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  if (size > (1u << 20)) return 0;
-  tfrecordfs::fuzz::Check(absl::string_view(reinterpret_cast<const char*>(data), size));
-  return 0;
-}
+TFRFS_FUZZ_ENTRY(tfrecordfs::fuzz::Check, 1u << 20)

@@ -40,8 +40,7 @@ struct FuzzFailure : std::runtime_error {
 // zeros and empty strings, so a target never reads out of bounds.
 class Bytes {
  public:
-  Bytes(const uint8_t* data, size_t size)
-      : rest_(reinterpret_cast<const char*>(data), size) {}
+  Bytes(const uint8_t* data, size_t size) : rest_(reinterpret_cast<const char*>(data), size) {}
   explicit Bytes(absl::string_view s) : rest_(s) {}
 
   bool empty() const { return rest_.empty(); }
@@ -79,12 +78,45 @@ class Bytes {
 
 }  // namespace tfrecordfs::fuzz
 
-#define FUZZ_CHECK(cond, ...)                                                              \
-  do {                                                                                     \
-    if (!(cond)) {                                                                         \
-      ::tfrecordfs::fuzz::Fail(__FILE__, __LINE__,                                         \
-                               ::absl::StrCat(#cond, " " __VA_OPT__(, ) __VA_ARGS__));     \
-    }                                                                                      \
+#define FUZZ_CHECK(cond, ...)                                                          \
+  do {                                                                                 \
+    if (!(cond)) {                                                                     \
+      ::tfrecordfs::fuzz::Fail(__FILE__, __LINE__,                                     \
+                               ::absl::StrCat(#cond, " " __VA_OPT__(, ) __VA_ARGS__)); \
+    }                                                                                  \
   } while (0)
+
+namespace tfrecordfs::fuzz {
+
+// The tail of a decoder target checked against protobuf: protobuf must
+// accept what `decode` accepted (`Proto`), both must give the same canonical
+// form, and `encode` of the table must decode back to it. `what` names the
+// decoder in messages.
+template <typename Proto, typename Table, typename CanonOfTable, typename CanonOfProto,
+          typename Encode, typename Decode>
+void CheckAgainstProtobuf(absl::string_view payload, const Table& table, const char* what,
+                          CanonOfTable canon_of_table, CanonOfProto canon_of_proto, Encode encode,
+                          Decode decode) {
+  Proto proto;
+  FUZZ_CHECK(proto.ParseFromArray(payload.data(), static_cast<int>(payload.size())),
+             absl::StrCat(what, " accepts what protobuf refuses"));
+  const auto ours = canon_of_table(table);
+  FUZZ_CHECK(ours == canon_of_proto(proto), absl::StrCat(what, " and protobuf disagree"));
+  const std::string again = encode(table);
+  auto round = decode(again);
+  FUZZ_CHECK(round.ok(), round.status().ToString());
+  FUZZ_CHECK(canon_of_table(*round) == ours, "encode/decode round trip changed the table");
+}
+
+}  // namespace tfrecordfs::fuzz
+
+// Defines LLVMFuzzerTestOneInput as `check(input)` for inputs of at most
+// `max_size` bytes (larger ones are skipped: they only slow the fuzzer).
+#define TFRFS_FUZZ_ENTRY(check, max_size)                                   \
+  extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) { \
+    if (size > (max_size)) return 0;                                        \
+    check(absl::string_view(reinterpret_cast<const char*>(data), size));    \
+    return 0;                                                               \
+  }
 
 #endif  // TFRECORDFS_TESTS_FUZZ_FUZZ_CHECK_H_

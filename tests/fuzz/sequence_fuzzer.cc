@@ -101,22 +101,14 @@ void Check(absl::string_view payload) {
   for (const auto& l : t->lists) {
     for (const Feature& f : l.steps) inside(f);
   }
-  proto::SequenceExample p;
-  FUZZ_CHECK(p.ParseFromArray(payload.data(), static_cast<int>(payload.size())),
-             "DecodeSequenceExample accepts what protobuf refuses");
-  const CanonSeq ours = FromTable(*t);
-  FUZZ_CHECK(ours == FromProto(p), "DecodeSequenceExample and protobuf disagree");
-  const std::string again = example::EncodeSequenceExample(*t);
-  auto round = example::DecodeSequenceExample(again);
-  FUZZ_CHECK(round.ok(), round.status().ToString());
-  FUZZ_CHECK(FromTable(*round) == ours, "encode/decode round trip changed the table");
+  CheckAgainstProtobuf<proto::SequenceExample>(
+      payload, *t, "DecodeSequenceExample",
+      [](const example::SequenceTable& table) { return FromTable(table); },
+      [](const proto::SequenceExample& p) { return FromProto(p); },
+      example::EncodeSequenceExample, example::DecodeSequenceExample);
 }
 
 }  // namespace
 }  // namespace tfrecordfs::fuzz
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  if (size > (1u << 20)) return 0;
-  tfrecordfs::fuzz::Check(absl::string_view(reinterpret_cast<const char*>(data), size));
-  return 0;
-}
+TFRFS_FUZZ_ENTRY(tfrecordfs::fuzz::Check, 1u << 20)

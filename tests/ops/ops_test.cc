@@ -1085,6 +1085,45 @@ TEST_F(CreateTest, DistinctSourcesMerge) {
   EXPECT_EQ(3u, DoStatfs(ops).st.f_files);
 }
 
+// Plain source files are read through the mount's bounded descriptor
+// cache (max_open), not kept open one descriptor each for the mount's life.
+TEST_F(CreateTest, PlainFilesShareTheBoundedDescriptorCache) {
+  WriteShard(a_ + "/a.tfrecord", {"x"});
+  constexpr int kFiles = 64;
+  for (int i = 0; i < kFiles; ++i) {
+    ASSERT_TRUE(
+        WriteFileAtomically(absl::StrCat(a_, "/note", i, ".txt"), absl::StrCat("note ", i, "\n"))
+            .ok());
+  }
+  vfs::Options o;
+  o.sources = {a_};
+  o.max_open_shards = 4;
+  auto fs = vfs::Filesystem::Create(o);
+  ASSERT_TRUE(fs.ok()) << fs.status();
+  const auto open_fds = [] {
+    size_t n = 0;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+      n += !e.path().empty();
+    }
+    return n;
+  };
+  const size_t before = open_fds();
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < kFiles; ++i) {
+      auto a = (*fs)->Lookup(FUSE_ROOT_ID, absl::StrCat("note", i, ".txt"));
+      ASSERT_TRUE(a.ok()) << a.status();
+      auto r = (*fs)->Read(a->ino, 0, 0, 4096);
+      ASSERT_TRUE(r.ok()) << r.status();
+      ASSERT_GE(r->fd, 0);
+      std::string got(r->length, '\0');
+      ASSERT_EQ(static_cast<ssize_t>(got.size()),
+                ::pread(r->fd, got.data(), got.size(), static_cast<off_t>(r->offset)));
+      EXPECT_EQ(absl::StrCat("note ", i, "\n"), got);
+    }
+  }
+  EXPECT_LE(open_fds(), before + 4) << "plain files must not each keep a descriptor open";
+}
+
 TEST_F(CreateTest, MissingSourceFails) {
   vfs::Options o;
   o.sources = {a_ + "/does-not-exist"};
@@ -1525,7 +1564,7 @@ TEST_F(KindOfTest, ByteBudgetsBoundTheBytesRead) {
   {
     auto probe = Mount(kLots, kLots);
     ASSERT_NE(nullptr, probe);
-    const index::ShardIndex& idx = *probe->shards()[0];
+    const index::ShardIndex& idx = *probe->shards()[0].index;
     ASSERT_GT(idx.end(1) - idx.begin(1), 10000u);
     // Records 0-5 fit in the whole-mount budget, record 6 does not.
     const uint64_t six = idx.begin(6);

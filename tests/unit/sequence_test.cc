@@ -6,6 +6,7 @@
 #include <string>
 
 #include "example.pb.h"
+#include "tfrecordfs/example/record.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -126,6 +127,31 @@ TEST(DecodeSequenceExample, WithoutFeatureListsItIsAnExample) {
   EXPECT_THAT(DecodeSequenceExample(b).status().message(), HasSubstr("no feature_lists"));
   EXPECT_TRUE(DecodeExample(b).ok());
   EXPECT_TRUE(DecodeSequenceExample(std::string("\x12\x00", 2)).ok());
+}
+
+// DecodeRecord, the one decision every caller uses: Example first (a
+// SequenceExample without lists is one), then SequenceExample, else raw with
+// both decoders' reasons.
+TEST(DecodeRecord, ExampleThenSequenceExampleElseRaw) {
+  proto::SequenceExample p = Sample();
+  const std::string with_lists = Ser(p);  // the decoded views point into it
+  DecodedRecord seq = DecodeRecord(with_lists);
+  ASSERT_EQ(seq.kind, PayloadKind::kSequenceExample);
+  EXPECT_EQ(Canon(seq.sequence), Canon(Sample()));
+
+  p.clear_feature_lists();
+  const std::string no_lists = Ser(p);
+  DecodedRecord ex = DecodeRecord(no_lists);
+  ASSERT_EQ(ex.kind, PayloadKind::kExample);
+  EXPECT_EQ(ex.example.features.size(), p.context().feature_size());
+  EXPECT_TRUE(ex.raw_reason.empty());
+
+  // Field 3 of wire type 0: neither message has it.
+  DecodedRecord raw = DecodeRecord(std::string("\x18\x01", 2));
+  EXPECT_EQ(raw.kind, PayloadKind::kRaw);
+  EXPECT_THAT(raw.raw_reason, HasSubstr("not a tf.train.Example"));
+  EXPECT_THAT(raw.raw_reason, HasSubstr("not a tf.train.SequenceExample"));
+  EXPECT_STREQ(PayloadKindName(raw.kind), "raw");
 }
 
 TEST(DecodeSequenceExample, MergesAndLastKeyWinsLikeProtobuf) {

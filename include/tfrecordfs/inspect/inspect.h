@@ -29,13 +29,6 @@
 
 namespace tfrecordfs::inspect {
 
-enum class PayloadKind { kExample, kSequenceExample, kOther };
-const char* PayloadKindName(PayloadKind kind);  // "Example", "SequenceExample", "other"
-
-// The kind of `payload`; for kOther, `why` (when given) gets the Example
-// decoder's message.
-PayloadKind ClassifyPayload(absl::string_view payload, std::string* why = nullptr);
-
 // ---- schema ----
 
 // One feature (or the steps of one feature list) over the records seen.

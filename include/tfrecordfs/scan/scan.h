@@ -114,12 +114,18 @@ struct ScanResult {
 // their index holds the walk's problems.
 absl::StatusOr<ScanResult> Scan(const ScanOptions& options);
 
-// Opens a scanned shard for reading through its index (a PlainSource, or an
-// InflateSource over its checkpoints using `cache`, which must outlive the
-// source). FailedPrecondition when the file changed (size or mtime) since it
-// was indexed.
+// The one place a scanned shard becomes a ShardSource, for the mount and
+// the toolbox alike: a PlainSource, or an InflateSource over its index's
+// checkpoints using `cache` (which must outlive the source).
+//   * `fds` null (the toolbox): the file is opened now; FailedPrecondition
+//     when it changed (size or mtime) since it was indexed.
+//   * `fds` given (a mount of any number of shards): the file is opened on
+//     demand through that bounded cache (which must outlive the source) and
+//     checked against its identity at every (re)open; reads of a changed
+//     file fail with DataLoss.
 absl::StatusOr<std::unique_ptr<source::ShardSource>> OpenShard(const ScannedShard& shard,
-                                                               source::BlockCache* cache);
+                                                               source::BlockCache* cache,
+                                                               source::FdCache* fds = nullptr);
 
 // One shard given by its path (the `show` command): probes it and indexes
 // it through `store` (or a walk when null). InvalidArgument when it is not

@@ -1,19 +1,16 @@
-// The namespace the mount shows: sources mirrored at the root, one directory
-// per shard, one directory per record, files per feature (naming/naming.h).
+// The namespace the mount shows, as a dispatcher over views (view.h): the
+// sources mirrored at the root (TreeView), one folder per record of every
+// shard with files per feature (RecordView), and the writable staging area
+// (StagingView). Every operation goes to the view of its node id's space
+// (node_id.h); Filesystem itself only decides the boundaries between views:
+//   * a shard folder is the tree's, its children are the record view's;
+//   * the root's staging entry is the staging view's root (a graft);
+//   * what a rename between views answers (EROFS out of the read-only
+//     record tree, so `mv` stops before it copies; EXDEV elsewhere across
+//     the staging boundary);
+//   * which view holds file and directory handles (only staging's, today).
 // Operations return absl::Status / StatusOr; src/fuse turns them into
 // replies. Nothing here includes FUSE headers.
-//
-// Three kinds of node, told apart by the node id's space (node_id.h), and
-// where each lives:
-//   the mirrored tree    sources, directories, plain files, shard folders:
-//                        filesystem.cc (the factory, and the dispatch of
-//                        every call by space)
-//   the record namespace records of a shard, files of a record's features:
-//                        record_view.cc (private members below)
-//   the staging area     a passthrough to staging::Store: StagingView
-//                        (staging_view.h), which Filesystem owns
-// Feature kinds for the staging checks come from KindSampler
-// (kind_sampler.h), fed by every record parsed here.
 //
 // Errors (see fuse/errno.h for the errno each maps to):
 //   NotFound            no such name
@@ -21,17 +18,9 @@
 //                       names the shard path, record index and byte offset
 //   PosixError(EROFS)   writes outside the staging area
 //
-// Thread-safety (locks are tfrecordfs::Mutex, base/mutex.h: what
-// ABSL_GUARDED_BY says is checked by scripts/thread-safety): all methods
-// may be called concurrently. The tree and shard indexes are immutable after
-// Create(). Lock order: big_record_mu_ (held while one huge record is parsed)
-// before damage_mu_ and the kind sampler's (KindSampler::Learn); the
-// parsed-record cache's lock, damage_mu_ and the plain files' descriptor
-// table are leaves (nothing is acquired while holding them). The sampler
-// orders its own two locks (kind_sampler.h) and takes none of these. The
-// checked-record bits are atomic words; staging calls go to StagingView and
-// staging::Store, which are thread-safe (a staging directory handle's lock is
-// a leaf).
+// Thread-safety: all methods may be called concurrently; each view states
+// its own locks (tree_view.h, record_view.h, staging_view.h). The mounted
+// shards are immutable after Create().
 #ifndef TFRECORDFS_VFS_FILESYSTEM_H_
 #define TFRECORDFS_VFS_FILESYSTEM_H_
 
@@ -59,11 +48,13 @@
 #include "tfrecordfs/source/shard_source.h"
 #include "tfrecordfs/staging/store.h"
 #include "tfrecordfs/vfs/attr.h"
-#include "tfrecordfs/vfs/checked_records.h"
 #include "tfrecordfs/vfs/kind_sampler.h"
+#include "tfrecordfs/vfs/mounted_shard.h"
 #include "tfrecordfs/vfs/node_id.h"
-#include "tfrecordfs/vfs/record_cache.h"
+#include "tfrecordfs/vfs/record_view.h"
 #include "tfrecordfs/vfs/staging_view.h"
+#include "tfrecordfs/vfs/tree_view.h"
+#include "tfrecordfs/vfs/view.h"
 
 namespace tfrecordfs::vfs {
 
@@ -147,9 +138,7 @@ class Filesystem {
   static absl::StatusOr<std::unique_ptr<Filesystem>> Create(const Options& options);
   ~Filesystem();
 
-  // ==== Any node: the mirrored tree, the record namespace (record_view.cc)
-  // and the staging area (StagingView), told apart by the node id's space
-  // (node_id.h) ====
+  // ==== Any node: sent to the view of its node id's space ====
 
   absl::StatusOr<Attr> Lookup(uint64_t parent, absl::string_view name);
   absl::StatusOr<Attr> GetAttr(uint64_t ino);
@@ -182,39 +171,25 @@ class Filesystem {
   absl::Status ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, const EmitFn& emit);
   void ReleaseDir(uint64_t fh);
 
-  // ==== Staging: forwarded to StagingView (staging_view.h, which documents
-  // handles and checks) for staging nodes; elsewhere EROFS, or EXDEV across
-  // the staging boundary (links: EPERM, in src/fuse) ====
+  // ==== Writes and handles: sent to the node's view, whose header states
+  // the contract (view.h; staging_view.h for staged files and their checks);
+  // views that take no writes answer EROFS. A rename between views is
+  // decided here (see the top). Links are refused with EPERM in src/fuse. ====
 
-  // Creates and opens a file (FUSE's CREATE; not the factory above).
+  // FUSE's CREATE (not the factory above).
   absl::StatusOr<std::pair<Attr, uint64_t>> CreateFile(uint64_t parent, absl::string_view name,
                                                        mode_t mode, int flags);
   absl::StatusOr<Attr> Mkdir(uint64_t parent, absl::string_view name, mode_t mode);
-  // `fh` 0: a staging file the kernel opened itself (fuse::OpsOptions::
-  // skip_open), written through a descriptor opened for this call. A write
-  // the staged file's checks refuse fails with EINVAL before any byte lands
-  // (staging::Store::ValidateOnWrite).
   absl::StatusOr<size_t> Write(uint64_t ino, uint64_t fh, absl::string_view data, uint64_t offset);
-  // close() with an OPEN handle (-o open): validates a written feature file
-  // (EINVAL if it does not parse or convert; the bytes stay). OK elsewhere.
   absl::Status Flush(uint64_t ino, uint64_t fh);
-  // The last close of a handle: a written file not yet checked by Flush is
-  // checked now (staging::Store::ValidateOnClose; a refusal is only logged,
-  // the pack refuses the record later) and its kind remembered.
   void Release(uint64_t fh);
-  // Closes a handle without any check (an OPEN answered ENOSYS).
   void Discard(uint64_t fh);
-  // fsync(2) of a staging file handle; a no-op for read-only files.
-  // With fh 0 (skip_open), a staging file is synced through a descriptor of
-  // its own.
   absl::Status Fsync(uint64_t ino, uint64_t fh, bool datasync);
-  // `bits` are staging::SetAttrBits; `fh` may be 0.
   absl::StatusOr<Attr> SetAttr(uint64_t ino, uint64_t fh, const struct stat& to, int bits);
   absl::Status Unlink(uint64_t parent, absl::string_view name);
   absl::Status Rmdir(uint64_t parent, absl::string_view name);
   absl::Status Rename(uint64_t parent, absl::string_view name, uint64_t new_parent,
                       absl::string_view new_name, unsigned flags);
-  // Drops n kernel references to a node (only staging nodes hold any).
   void Forget(uint64_t ino, uint64_t n);
   // Free space where staged bytes go (for statfs), or false without staging.
   bool StagingSpace(uint64_t* free_bytes, uint64_t* total_bytes) const;
@@ -273,105 +248,30 @@ class Filesystem {
   // ==== The mount as a whole ====
 
   Stats GetStats() const;
-  const std::vector<std::shared_ptr<const index::ShardIndex>>& shards() const { return shards_; }
+  const std::vector<MountedShard>& shards() const { return shards_; }
 
  private:
-  class Tree;  // the mirrored source tree (filesystem.cc)
-
-  // A node id taken apart and checked (Resolve).
-  struct Node {
-    Space space = Space::kTree;
-    uint64_t tree = 0;    // kTree: the index of the node in the tree
-    uint64_t shard = 0;   // kRecord: a shard of shards_,
-    uint64_t record = 0;  // one of its records,
-    uint32_t entry = 0;   // an entry of the record's layout (0: its folder)
-  };
-  using XattrList = std::vector<std::pair<std::string, std::string>>;
-
-  static constexpr mode_t kDirMode = S_IFDIR | 0555;
-  static constexpr mode_t kFileMode = S_IFREG | 0444;
-  static constexpr absl::string_view kXattrPrefix = "user.tfrecordfs.";
-
   explicit Filesystem(const Options& options);
 
-  // `ino` taken apart; NotFound("stale node id") unless it is a node of the
-  // tree, a record of a shard (its entry is checked by ParseEntry, which
-  // needs the record's layout), or a staging id while there is a staging
-  // area (the store checks the rest).
-  absl::StatusOr<Node> Resolve(uint64_t ino) const;
-  // The attributes of `ino` (see ListXattr); `read_error` lets a record
-  // folder's `error` read the record when its state is not known yet.
+  // The view serving node `ino` (by its space), or nullptr for a staging id
+  // on a mount without staging.
+  View* ViewOf(uint64_t ino) const;
+  // The attributes of `ino` (see ListXattr).
   absl::StatusOr<XattrList> Xattrs(uint64_t ino, bool read_error);
 
-  // ---- The record namespace (record_view.cc): shard folders list their
-  // records, record folders the files of their features. `Node`s are
-  // Resolve()d record-space nodes. ----
-  // Records of a shard the mount shows (at most kMaxRecordsPerShard).
-  uint64_t RecordsShown(uint64_t shard) const;
-  // A record folder of shard folder `shard` by name ("007" or "7").
-  absl::StatusOr<Attr> LookupRecord(uint64_t shard, absl::string_view name) const;
-  // Emits the record folders of `shard` from the `first` on (offsets as ReadDir).
-  void ListRecords(uint64_t shard, uint64_t first, const EmitFn& emit) const;
-  absl::StatusOr<Attr> RecordGetAttr(const Node& node);
-  absl::StatusOr<Attr> RecordLookup(const Node& parent, absl::string_view name);
-  absl::Status RecordReadDir(const Node& dir, uint64_t first, const EmitFn& emit);
-  absl::StatusOr<ReadResult> RecordRead(const Node& node, uint64_t offset, size_t size);
-  void ShardXattrs(uint64_t shard, XattrList* out) const;
-  absl::Status RecordXattrs(const Node& node, bool read_error, XattrList* out);
-  static void AddXattr(XattrList* out, absl::string_view key, std::string value);
-  // The parsed layout of a record, through the cache. DataLoss when damaged.
-  absl::StatusOr<std::shared_ptr<const ParsedRecord>> Parse(uint64_t shard, uint64_t record);
-  // Parse() of a record not in the cache: reads, checks and lays it out,
-  // notes damage and kinds, and caches the result.
-  std::shared_ptr<const ParsedRecord> ReadAndParse(uint64_t shard, uint64_t record);
-  // Parse() of node's record, NotFound("stale node id") when the record has
-  // no entry node.entry.
-  absl::StatusOr<std::shared_ptr<const ParsedRecord>> ParseEntry(const Node& node);
-  // Why a record failed to parse, if it did (kept beyond the record cache).
-  std::optional<std::string> DamageOf(uint64_t shard, uint64_t record) const;
-  // Notes why a record is damaged; true unless it was noted already (then
-  // the caller need not log it again).
-  bool NoteDamage(uint64_t shard, uint64_t record, absl::string_view reason);
-  Attr RecordDirAttr(uint64_t shard, uint64_t record) const;
-  Attr EntryAttr(uint64_t shard, uint64_t record, uint32_t entry, const ParsedRecord& rec) const;
-  // A record's folder name: its index, zero-padded to the shard's width.
-  std::string RecordName(uint64_t shard, uint64_t record) const;
-  // A record read found the index wrong: log loudly, drop the stored index.
-  void IndexDisagrees(uint64_t shard, uint64_t record);
-  // Reads bytes [offset, offset + n) of the record file `e` (its pieces:
-  // inline bytes, spans of the record's payload at `data_offset`, PNG).
-  absl::StatusOr<ReadResult> ReadPieces(uint64_t shard, uint64_t data_offset,
-                                        const naming::Entry& e, uint64_t offset, size_t n) const;
-
-  std::unique_ptr<Tree> tree_;
-  std::vector<std::shared_ptr<const index::ShardIndex>> shards_;
-  source::FdCache fd_cache_;          // before sources_: they point to them
+  // Destroyed in reverse: the views go before the shards they read, and the
+  // shards' sources before the caches they read through.
+  source::FdCache fd_cache_;  // shard and plain source files open at once
   source::BlockCache inflate_cache_;
-  std::vector<std::unique_ptr<source::ShardSource>> sources_;  // by shard
-  // After sources_: destroyed first, it joins the threads whose fetches
-  // read through them. Null unless reading ahead.
+  std::vector<MountedShard> shards_;
+  // After shards_: destroyed first, it joins the threads whose fetches read
+  // through their sources. Null unless reading ahead.
   std::unique_ptr<source::Readahead> readahead_;
-  std::vector<int> shard_name_width_;   // digits of the largest record index
-  std::vector<struct timespec> shard_mtime_;  // of the shard file: its folders'
-  std::unique_ptr<RecordCache> cache_;
-  // Records above kBigRecord bytes are parsed one at a time (memory).
-  static constexpr uint64_t kBigRecord = uint64_t{64} << 20;
-  // Before damage_mu_ and the sampler's kinds lock (see the top).
-  Mutex big_record_mu_;
-  std::function<void(const std::string&)> on_index_mismatch_;
-  CheckedRecords checked_;
-  // After shards_, sources_ and checked_, which it reads: destroyed first.
-  std::unique_ptr<KindSampler> sampler_;
-  std::atomic<uint64_t> records_read_{0};
+  std::unique_ptr<RecordView> records_;
+  std::unique_ptr<TreeView> tree_;
   // The staging area; null without one (Options::staging).
   std::unique_ptr<StagingView> staging_;
   staging::KindHint staging_hints_;  // what staging_ checks against
-  uint64_t staging_tree_node_ = 0;
-  // Reasons of the records found damaged (leaf lock), for the `error`
-  // attribute: a record's failed parse may leave the cache. Bounded by
-  // kMaxDamageNotes (beyond that, records are simply read again).
-  mutable Mutex damage_mu_;
-  absl::flat_hash_map<uint64_t, std::string> damage_ ABSL_GUARDED_BY(damage_mu_);
 };
 
 }  // namespace tfrecordfs::vfs

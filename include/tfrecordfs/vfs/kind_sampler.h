@@ -45,6 +45,7 @@
 #include "tfrecordfs/source/shard_source.h"
 #include "tfrecordfs/staging/store.h"
 #include "tfrecordfs/vfs/checked_records.h"
+#include "tfrecordfs/vfs/mounted_shard.h"
 
 namespace tfrecordfs::vfs {
 
@@ -57,15 +58,14 @@ struct SampleBudget {
 
 class KindSampler {
  public:
-  // Samples the shards `shards` (indexes) read through `sources` (by shard,
-  // the same length), passing over the records `checked` marks and marking
-  // the intact records it reads. All three are borrowed: they must outlive
-  // the sampler and not change (bits aside) while it lives. Only the first
-  // kMaxRecordsPerShard records of a shard (the ones a mount shows) are
-  // sampled. A per-call record budget of 0 turns sampling off.
-  KindSampler(const std::vector<std::shared_ptr<const index::ShardIndex>>& shards,
-              const std::vector<std::unique_ptr<source::ShardSource>>& sources,
-              CheckedRecords* checked, SampleBudget per_call, SampleBudget total);
+  // Samples the mounted shards `shards` (index and source each), passing
+  // over the records `checked` marks and marking the intact records it
+  // reads. Both are borrowed: they must outlive the sampler and not change
+  // (bits aside) while it lives. Only the records a mount shows
+  // (MountedShard::records_shown) are sampled. A per-call record budget of 0
+  // turns sampling off.
+  KindSampler(const std::vector<MountedShard>& shards, CheckedRecords* checked,
+              SampleBudget per_call, SampleBudget total);
 
   // The hint of `feature_name` (kind kNone if unknown): for bytes features,
   // also the tensor type of their values (staging::HintOf). A sequence list
@@ -91,8 +91,7 @@ class KindSampler {
   // a budget is spent.
   void Sample(absl::string_view name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sample_mu_);
 
-  const std::vector<std::shared_ptr<const index::ShardIndex>>& shards_;
-  const std::vector<std::unique_ptr<source::ShardSource>>& sources_;
+  const std::vector<MountedShard>& shards_;
   CheckedRecords* const checked_;
   const SampleBudget per_call_;
   uint64_t rounds_ = 0;  // the most records of any shard (shown)

@@ -47,10 +47,11 @@
 #include "tfrecordfs/staging/store.h"
 #include "tfrecordfs/vfs/attr.h"
 #include "tfrecordfs/vfs/handle_table.h"
+#include "tfrecordfs/vfs/view.h"
 
 namespace tfrecordfs::vfs {
 
-class StagingView {
+class StagingView final : public View {
  public:
   // `store` is not owned and must outlive the view; `hint` must stay
   // callable for the view's life (nullptr: no kinds known).
@@ -109,13 +110,12 @@ class StagingView {
   // fh 0: nothing.
   void ReleaseDir(uint64_t fh);
 
-  // Why the pack would leave `ino` staged (staging::Store::ErrorOf: a
-  // refused file's reason, a record folder's), for the `error` attribute;
-  // NotFound when nothing is wrong. Reads the file, or the whole record.
-  absl::StatusOr<std::string> Error(uint64_t ino);
-  // Whether a write to `ino` was refused and the file not written since
-  // (cheap: lists `error` among its attributes).
-  bool HasRefusalMark(uint64_t ino);
+  // `error`: why the pack would leave `ino` staged (staging::Store::
+  // ErrorOf: a refused file's reason, else what checking the file or the
+  // record folder says now), when asked by name (`read_error`: reads the
+  // file, or the whole record); listed only for a file whose write was
+  // refused and that was not written since (one fgetxattr).
+  absl::Status Xattrs(uint64_t ino, bool read_error, XattrList* out) override;
 
   // Free space where staged bytes go (for statfs); false if statvfs fails.
   bool Space(uint64_t* free_bytes, uint64_t* total_bytes) const;

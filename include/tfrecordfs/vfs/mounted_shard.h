@@ -1,0 +1,44 @@
+// One mounted shard: everything the views know about it, in one place.
+//
+// Shard ids count from 0 in scan order; the record namespace's node ids
+// carry them (node_id.h). A MountedShard is built once by Filesystem::Create
+// and never changes afterwards (shards are immutable under the mount), so
+// the views share the vector without locks.
+#ifndef TFRECORDFS_VFS_MOUNTED_SHARD_H_
+#define TFRECORDFS_VFS_MOUNTED_SHARD_H_
+
+#include <time.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+
+#include "tfrecordfs/index/shard_index.h"
+#include "tfrecordfs/source/shard_source.h"
+#include "tfrecordfs/vfs/node_id.h"
+
+namespace tfrecordfs::vfs {
+
+struct MountedShard {
+  std::shared_ptr<const index::ShardIndex> index;
+  // Its bytes in uncompressed coordinates (scan::OpenShard), read ahead when
+  // the sources are on network storage.
+  std::unique_ptr<source::ShardSource> source;
+  int name_width = 1;          // digits of the largest record index: folder names' padding
+  struct timespec mtime = {};  // of the shard file: every folder and file of it shows this
+
+  // Records the mount shows (at most kMaxRecordsPerShard: the node id's field).
+  uint64_t records_shown() const {
+    return std::min<uint64_t>(index->num_records(), kMaxRecordsPerShard);
+  }
+};
+
+// One number per record of the mount (shard in the high bits), for the maps
+// keyed by record: the record cache, the damage notes.
+constexpr uint64_t RecordKey(uint64_t shard, uint64_t record) {
+  return (shard << kRecordBits) | record;
+}
+
+}  // namespace tfrecordfs::vfs
+
+#endif  // TFRECORDFS_VFS_MOUNTED_SHARD_H_
