@@ -40,6 +40,12 @@ int PackMain(int argc, char** argv);
 // `tfrecordfs unmount MOUNTPOINT` (unmount_cmd.cc)
 int UnmountMain(int argc, char** argv);
 
+// `tfrecordfs status [--json] MOUNTPOINT` (status_cmd.cc): what is staged,
+// what the pack would leave staged and why, where the daemon logs. Exits 0,
+// 1 when something would stay staged, 2 on a usage error, 3 when MOUNTPOINT
+// is not a live mount of this user.
+int StatusMain(int argc, char** argv);
+
 // `tfrecordfs index [--index-dir PATH] [--force] SOURCE...` (index_cmd.cc)
 int IndexMain(int argc, char** argv);
 

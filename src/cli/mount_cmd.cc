@@ -42,6 +42,7 @@ namespace {
 // (MountOptionsHelp), so --help cannot drift from what the parser accepts.
 constexpr char kUsageOptions[] = R"(Usage: tfrecordfs [options] SOURCE... MOUNTPOINT
        tfrecordfs unmount MOUNTPOINT
+       tfrecordfs status [--json] MOUNTPOINT
        tfrecordfs pack [--shard-size SIZE] [--prefix NAME] [--compression C] DIR OUTPUT_DIR
        tfrecordfs index [--beside | --index-dir PATH] [--dali-dir DIR] [--walk MODE]
                         [--force] SOURCE...
@@ -139,6 +140,9 @@ New records: make folders of feature files under MOUNTPOINT/staging/ (or
 `cp -r` a record there). On unmount they are packed, crash-safely, into new
 shards in the output directory. `tfrecordfs unmount MOUNTPOINT` unmounts,
 waits for the pack and reports; `fusermount3 -u MOUNTPOINT` works too.
+`tfrecordfs status MOUNTPOINT` says meanwhile what is staged and what the
+pack would leave staged, and why; a staged file a write was refused for says
+why in user.tfrecordfs.error.
 
 Extended attributes (getfattr -d PATH): a record folder has
 user.tfrecordfs.shard, .record, .offset, .length (.compressed_offset in a
@@ -589,9 +593,9 @@ int MountMain(int argc, char** argv) {
   bool served = false;
   cli.session.on_ready = [&] {
     served = true;
-    auto s = WriteMountRecord(
-        {mnt_real, store_dir, static_cast<long>(::getpid()), cli.read_only, cli.log_path,
-         log_start});
+    auto s =
+        WriteMountRecord({mnt_real, store_dir, static_cast<long>(::getpid()), cli.read_only,
+                          cli.log_path, log_start, staging != nullptr ? cli.vfs.staging_name : ""});
     if (!s.ok()) log::Warning("tfrecordfs unmount will not find this mount: ", s.message());
   };
   absl::Status s = fuse::RunSession(fs->get(), cli.session);

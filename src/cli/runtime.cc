@@ -121,10 +121,11 @@ absl::Status WriteMountRecord(const MountRecord& r) {
   // One level, not MakeDirs: its parent ($XDG_RUNTIME_DIR, /run, /tmp)
   // belongs to the system, and a missing one is not ours to create.
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return ErrnoError(errno, dir);
-  return WriteFileAtomically(RegistryPath(r.mountpoint),
-                             absl::StrCat("mountpoint=", r.mountpoint, "\nstore=", r.store,
-                                          "\npid=", r.pid, "\nread_only=", r.read_only ? 1 : 0,
-                                          "\nlog=", r.log, "\nlog_start=", r.log_start, "\n"));
+  return WriteFileAtomically(
+      RegistryPath(r.mountpoint),
+      absl::StrCat("mountpoint=", r.mountpoint, "\nstore=", r.store, "\npid=", r.pid,
+                   "\nread_only=", r.read_only ? 1 : 0, "\nlog=", r.log,
+                   "\nlog_start=", r.log_start, "\nstaging=", r.staging, "\n"));
 }
 
 absl::StatusOr<MountRecord> ReadMountRecord(const std::string& mountpoint_realpath) {
@@ -139,6 +140,7 @@ absl::StatusOr<MountRecord> ReadMountRecord(const std::string& mountpoint_realpa
     if (kv.first == "read_only") r.read_only = kv.second == "1";
     if (kv.first == "log") r.log = kv.second;
     if (kv.first == "log_start") (void)absl::SimpleAtoi(kv.second, &r.log_start);
+    if (kv.first == "staging") r.staging = kv.second;
   }
   if (r.mountpoint != mountpoint_realpath || (r.store.empty() && !r.read_only)) {
     return absl::NotFoundError("stale mount record");

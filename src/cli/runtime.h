@@ -1,12 +1,13 @@
 // Where the daemon keeps its per-mount state, and how `tfrecordfs unmount`
-// finds it.
+// and `tfrecordfs status` find it.
 //
 // The mount registry: one file per live mount, named after a CRC of the
 // mountpoint's real path, in $XDG_RUNTIME_DIR/tfrecordfs, else
 // /run/tfrecordfs for root, else /tmp/tfrecordfs-<uid>. It holds
-// `mountpoint=`, `store=`, `pid=`, `read_only=`, `log=` and `log_start=` lines; the daemon writes
-// it once the mount is ready and removes it when it exits. A read-only
-// mount's store may not exist (it is never created read-only).
+// `mountpoint=`, `store=`, `pid=`, `read_only=`, `log=`, `log_start=` and
+// `staging=` lines; the daemon writes it once the mount is ready and removes
+// it when it exits. A read-only mount's store may not exist (it is never
+// created read-only).
 #ifndef TFRECORDFS_CLI_RUNTIME_H_
 #define TFRECORDFS_CLI_RUNTIME_H_
 
@@ -57,6 +58,7 @@ struct MountRecord {
   bool read_only = false;
   std::string log;         // the daemon's log file ("" when it keeps none)
   uint64_t log_start = 0;  // where its lines start in that file
+  std::string staging;     // the staging folder's name at the mount root ("": none)
 };
 
 std::string RegistryPath(const std::string& mountpoint_realpath);

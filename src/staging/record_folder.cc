@@ -57,6 +57,15 @@ absl::StatusOr<std::vector<DirEntry>> List(const std::string& dir, const std::st
           absl::StrCat(rel, name, ": only regular files and folders can be staged",
                        S_ISLNK(de.st.st_mode) ? " (symlinks are refused)" : ""));
     }
+    if (S_ISREG(de.st.st_mode)) {
+      // A file a write() was refused for holds less than its writer meant.
+      char why[1024];
+      const ssize_t n = ::lgetxattr(JoinPath(dir, name).c_str(), kErrorXattr, why, sizeof why);
+      if (n >= 0 || errno == ERANGE) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            rel, name, ": ", absl::string_view(why, n >= 0 ? static_cast<size_t>(n) : sizeof why)));
+      }
+    }
     out.push_back(std::move(de));
   }
   if (!d->status().ok()) return d->status();

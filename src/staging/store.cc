@@ -27,6 +27,10 @@ namespace {
 
 std::string ProcPath(int fd) { return absl::StrCat("/proc/self/fd/", fd); }
 
+// Bytes of a refusal reason kept in kErrorXattr (a reason is a line or two;
+// the cap keeps every mark readable with one small buffer).
+constexpr size_t kMaxMark = 1000;
+
 // Up to `n` bytes at `offset` of the file open as `fd` (which may be
 // write-only: read through a fresh read-only open of it).
 absl::StatusOr<std::string> ReadAt(int fd, uint64_t offset, uint64_t n) {
@@ -40,6 +44,10 @@ absl::StatusOr<std::string> ReadAt(int fd, uint64_t offset, uint64_t n) {
 }
 
 }  // namespace
+
+mode_t StagedMode(mode_t requested, bool directory) {
+  return (requested & 07777) | (directory ? S_IRWXU : S_IRUSR | S_IWUSR);
+}
 
 absl::Status CheckName(absl::string_view name) {
   if (name.empty() || name == "." || name == ".." || name.find('/') != absl::string_view::npos ||
@@ -413,7 +421,13 @@ absl::StatusOr<struct stat> Store::SetAttr(uint64_t node, int fd, const struct s
   if (!nfd.ok()) return nfd.status();
   const std::string proc = ProcPath((*nfd)->get());
   if (bits & kSetMode) {
-    if (::chmod(proc.c_str(), to.st_mode & 07777) != 0) return ErrnoError(errno, "chmod");
+    struct stat st;
+    if (::fstatat((*nfd)->get(), "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
+      return ErrnoError(errno, "chmod");
+    }
+    if (::chmod(proc.c_str(), StagedMode(to.st_mode, S_ISDIR(st.st_mode))) != 0) {
+      return ErrnoError(errno, "chmod");
+    }
   }
   if (bits & kSetSize) {
     NodeFdRef writable;
@@ -442,7 +456,7 @@ absl::StatusOr<struct stat> Store::Mkdir(uint64_t parent, absl::string_view name
   auto pfd = NodeFd(parent);
   if (!pfd.ok()) return pfd.status();
   const std::string n(name);
-  if (::mkdirat((*pfd)->get(), n.c_str(), mode & 07777) != 0) return ErrnoError(errno, n);
+  if (::mkdirat((*pfd)->get(), n.c_str(), StagedMode(mode, true)) != 0) return ErrnoError(errno, n);
   return Register(parent, (*pfd)->get(), name);
 }
 
@@ -455,8 +469,9 @@ absl::StatusOr<std::pair<struct stat, int>> Store::Create(uint64_t parent, absl:
   auto pfd = NodeFd(parent);
   if (!pfd.ok()) return pfd.status();
   const std::string n(name);
-  int fd = ::openat((*pfd)->get(), n.c_str(),
-                    (flags | O_CREAT | O_NOFOLLOW | O_CLOEXEC) & ~O_DIRECT, mode & 07777);
+  int fd =
+      ::openat((*pfd)->get(), n.c_str(), (flags | O_CREAT | O_NOFOLLOW | O_CLOEXEC) & ~O_DIRECT,
+               StagedMode(mode, false));
   if (fd < 0) return ErrnoError(errno, n);
   auto st = Register(parent, (*pfd)->get(), name);
   if (!st.ok()) {
@@ -518,7 +533,7 @@ absl::Status Store::Rmdir(uint64_t parent, absl::string_view name) {
 }
 
 absl::Status Store::Rename(uint64_t parent, absl::string_view name, uint64_t new_parent,
-                           absl::string_view new_name, unsigned flags) {
+                           absl::string_view new_name, unsigned flags, const KindHint& hint) {
   if (auto s = CheckName(name); !s.ok()) return s;
   if (auto s = CheckName(new_name); !s.ok()) return s;
   auto pfd = NodeFd(parent);
@@ -526,6 +541,21 @@ absl::Status Store::Rename(uint64_t parent, absl::string_view name, uint64_t new
   auto npfd = NodeFd(new_parent);
   if (!npfd.ok()) return npfd.status();
   const std::string a(name), b(new_name);
+  // What a file becomes under its final name (a tool's temporary file
+  // renamed over a feature file) is judged before the rename.
+  auto rel_of = [&](uint64_t dir, const std::string& n) -> std::optional<std::string> {
+    auto d = RelativePath(dir);
+    if (!d.ok()) return std::nullopt;
+    return d->empty() ? n : absl::StrCat(*d, "/", n);
+  };
+  if (auto to = rel_of(new_parent, b)) {
+    if (auto s = CheckRenamed((*pfd)->get(), a, *to, hint); !s.ok()) return s;
+  }
+  if (flags & RENAME_EXCHANGE) {
+    if (auto to = rel_of(parent, a)) {
+      if (auto s = CheckRenamed((*npfd)->get(), b, *to, hint); !s.ok()) return s;
+    }
+  }
   std::optional<uint64_t> target;  // a known node the rename replaces
   if (!(flags & RENAME_EXCHANGE)) {
     MutexLock lock(&mu_);
@@ -617,10 +647,6 @@ Store::Placed Store::Place(const std::string& rel, const KindHint& hint) {
   return p;
 }
 
-namespace {
-
-}  // namespace
-
 absl::Status Store::ValidateOnWrite(uint64_t node, int fd, uint64_t offset,
                                     absl::string_view data, const KindHint& hint) {
   auto rel = RelativePath(node);
@@ -636,7 +662,19 @@ absl::Status Store::ValidateOnWrite(uint64_t node, int fd, uint64_t offset,
   const uint64_t end = offset + data.size();
   const Placed placed = Place(*rel, hint);
   auto refuse = [&](absl::string_view why) {
-    log::Warning("staging/", *rel, ": write refused: ", why);
+    // The bytes never land: mark the file so that its record stays staged
+    // until it is written again (kErrorXattr), with a reason a user can read.
+    std::string mark = absl::StrCat("write refused: ", why);
+    if (mark.size() > kMaxMark) mark.resize(kMaxMark);
+    if (::fsetxattr(fd, kErrorXattr, mark.data(), mark.size(), 0) != 0) {
+      log::Warning("staging/", *rel, ": cannot mark the file as refused (", std::strerror(errno),
+                   "); its record may be packed with what the file held before the write");
+    }
+    {
+      MutexLock lock(&mu_);
+      refused_.insert(node);
+    }
+    LogRefusal(absl::StrCat("staging/", *rel, ": write refused: ", why));
     return PosixError(EINVAL, absl::StrCat("staging/", *rel, ": ", why));
   };
   // The first `n` bytes of the file as they would be after this write.
@@ -655,6 +693,9 @@ absl::Status Store::ValidateOnWrite(uint64_t node, int fd, uint64_t offset,
     return after;
   };
   if (placed.file.role == StagedFile::Role::kArray) {
+    // The shards' types, else (a name they do not know) the file's tag: a
+    // file checked as a tensor before. A new file under a temporary name
+    // has neither and is judged at its rename.
     std::vector<tensor::TensorType> want = placed.hint.tensors;
     if (placed.hint.kind == example::Kind::kNone) {
       char buf[4096];
@@ -686,6 +727,9 @@ absl::Status Store::ValidateOnWrite(uint64_t node, int fd, uint64_t offset,
     return absl::OkStatus();
   }
   if (placed.file.role != StagedFile::Role::kNumeric) return absl::OkStatus();
+  // A name the shards do not know may be a tool's temporary file (sed's
+  // `sedXXXXXX` holding text): judged once its name is final.
+  if (placed.hint.kind == example::Kind::kNone) return absl::OkStatus();
   if (std::max(old_size, end) > kMaxCheckedOnWrite) return absl::OkStatus();
   auto content = after_write(std::max(old_size, end));
   if (!content.ok()) return absl::OkStatus();  // ValidateOnClose will say
@@ -705,63 +749,201 @@ absl::Status Store::ValidateOnWrite(uint64_t node, int fd, uint64_t offset,
   return absl::OkStatus();
 }
 
-absl::Status Store::ValidateOnClose(uint64_t node, int fd, const KindHint& hint_fn) {
-  {
-    MutexLock lock(&mu_);
-    written_.erase(node);  // checked now, whoever asked
-  }
-  auto rel = RelativePath(node);
-  if (!rel.ok()) return absl::OkStatus();  // deleted meanwhile: nothing to check
-  const Placed placed = Place(*rel, hint_fn);
+Store::Verdict Store::Judge(const Placed& placed, int fd, bool unknown_too) {
+  Verdict v;
   const FeatureHint& hint = placed.hint;
-  auto refuse = [&](absl::string_view why) {
-    log::Warning("staging/", *rel, ": ", why,
-                 "; the record stays staged and will not be packed until this is fixed");
-    return PosixError(EINVAL, absl::StrCat("staging/", *rel, ": ", why));
+  auto tag_kind = [&]() -> FeatureHint {
+    char buf[4096];
+    const ssize_t n = ::fgetxattr(fd, kKindXattr, buf, sizeof buf);
+    return n > 0 ? ParseKindTag(absl::string_view(buf, static_cast<size_t>(n))) : FeatureHint{};
   };
   switch (placed.file.role) {
     case StagedFile::Role::kOther:
-      return absl::OkStatus();
+      return v;
     case StagedFile::Role::kNumeric: {
+      example::Kind kind = hint.kind;
+      if (kind == example::Kind::kNone) {
+        // Only the pack's view (ErrorOf) judges a name the shards do not
+        // know, with the kind the pack would take: the tag, else the content.
+        v.tag = "";  // a rewrite under such a name: the content decides
+        if (!unknown_too) return v;
+        v.tag.reset();
+        kind = tag_kind().kind;
+      }
+      v.judged = true;
       auto content = ReadFileToString(ProcPath(fd));
-      if (!content.ok()) return content.status();
-      auto kind = ValidateNumeric(*content, hint.kind);
-      if (!kind.ok()) return refuse(kind.status().message());
+      if (!content.ok()) {
+        v.status = content.status();
+        return v;
+      }
+      auto parsed = ValidateNumeric(*content, kind);
+      if (!parsed.ok()) {
+        v.status = absl::InvalidArgumentError(parsed.status().message());
+        return v;
+      }
       // Remember the kind the mounted shards gave this feature, so that the
       // pack after a restart (when no shard record may be read again) keeps
       // it; with no such kind the content decides at pack time.
       if (hint.kind == example::Kind::kInt64 || hint.kind == example::Kind::kFloat) {
-        const char* value = hint.kind == example::Kind::kFloat ? "float" : "int64";
-        ::fsetxattr(fd, kKindXattr, value, std::strlen(value), 0);  // best effort (tmpfs may refuse)
-      } else {
-        ::fremovexattr(fd, kKindXattr);
+        v.tag = hint.kind == example::Kind::kFloat ? "float" : "int64";
+      } else if (hint.kind != example::Kind::kNone) {
+        v.tag = "";
       }
-      return absl::OkStatus();
+      return v;
     }
     case StagedFile::Role::kArray: {
       // As the pack decides (record_folder.h): the shards' hint, else the
       // file's tag; neither makes the file exact bytes.
       std::vector<tensor::TensorType> want = hint.tensors;
-      if (hint.kind == example::Kind::kNone) {
-        char buf[4096];
-        const ssize_t n = ::fgetxattr(fd, kKindXattr, buf, sizeof buf);
-        if (n > 0) want = ParseKindTag(absl::string_view(buf, static_cast<size_t>(n))).tensors;
-      }
+      if (hint.kind == example::Kind::kNone) want = tag_kind().tensors;
       if (want.empty()) {
-        if (hint.kind != example::Kind::kNone) ::fremovexattr(fd, kKindXattr);
-        return absl::OkStatus();
+        if (hint.kind != example::Kind::kNone) v.tag = "";
+        return v;
       }
+      v.judged = true;
       auto content = ReadFileToString(ProcPath(fd));
-      if (!content.ok()) return content.status();
+      if (!content.ok()) {
+        v.status = content.status();
+        return v;
+      }
       auto matched = CheckTensorFile(placed.file.extension, *content, want);
-      if (!matched.ok()) return refuse(matched.status().message());
+      if (!matched.ok()) {
+        v.status = absl::InvalidArgumentError(matched.status().message());
+        return v;
+      }
       // The type it matched: after a restart the file alone says what it is.
-      const std::string tag = TensorTag(*matched);
-      ::fsetxattr(fd, kKindXattr, tag.data(), tag.size(), 0);  // best effort
-      return absl::OkStatus();
+      v.tag = TensorTag(*matched);
+      return v;
     }
   }
+  return v;
+}
+
+namespace {
+
+void SetTag(int fd, const std::optional<std::string>& tag) {
+  if (!tag) return;
+  if (tag->empty()) {
+    ::fremovexattr(fd, kKindXattr);
+  } else {
+    ::fsetxattr(fd, kKindXattr, tag->data(), tag->size(), 0);  // best effort (tmpfs may refuse)
+  }
+}
+
+// The refusal mark of the file open as `fd`, if any.
+std::optional<std::string> MarkOf(int fd) {
+  char buf[1024];
+  const ssize_t n = ::fgetxattr(fd, kErrorXattr, buf, sizeof buf);
+  if (n >= 0) return std::string(buf, static_cast<size_t>(n));
+  if (errno == ERANGE) return std::string(buf, sizeof buf);
+  return std::nullopt;
+}
+
+}  // namespace
+
+void Store::LogRefusal(absl::string_view what) {
+  if (refusals_.fetch_add(1, std::memory_order_relaxed) == 0) {
+    // The first of the mount: on the terminal of a foreground mount, say
+    // where the reasons can be read again (the shell said only EINVAL).
+    log::Warning(what,
+                 " (the first refusal of this mount; `getfattr -n user.tfrecordfs.error FILE`"
+                 " gives a file's reason, `tfrecordfs status MOUNTPOINT` lists every staged"
+                 " record and why it would stay staged)");
+    return;
+  }
+  log::Warning(what);
+}
+
+void Store::NoteRewritten(uint64_t node) {
+  MutexLock lock(&mu_);
+  refused_.erase(node);
+}
+
+absl::Status Store::ValidateOnClose(uint64_t node, int fd, const KindHint& hint_fn) {
+  bool still_refused = false;
+  {
+    MutexLock lock(&mu_);
+    written_.erase(node);  // checked now, whoever asked
+    still_refused = refused_.contains(node);
+  }
+  auto rel = RelativePath(node);
+  if (!rel.ok()) return absl::OkStatus();  // deleted meanwhile: nothing to check
+  if (still_refused) {
+    // Not written since a write was refused: the mark stands (and was
+    // logged when the write was refused).
+    if (auto mark = MarkOf(fd)) {
+      return PosixError(EINVAL, absl::StrCat("staging/", *rel, ": ", *mark));
+    }
+  } else {
+    ::fremovexattr(fd, kErrorXattr);  // written again: judged as it is now
+  }
+  const Verdict v = Judge(Place(*rel, hint_fn), fd, /*unknown_too=*/false);
+  if (v.judged && !v.status.ok()) {
+    if (!absl::IsInvalidArgument(v.status)) return v.status;
+    LogRefusal(
+        absl::StrCat("staging/", *rel, ": ", v.status.message(),
+                     "; the record stays staged and will not be packed until this is fixed"));
+    return PosixError(EINVAL, absl::StrCat("staging/", *rel, ": ", v.status.message()));
+  }
+  SetTag(fd, v.tag);
   return absl::OkStatus();
+}
+
+absl::Status Store::CheckRenamed(int parent_fd, const std::string& name, const std::string& to_rel,
+                                 const KindHint& hint) {
+  UniqueFd fd(::openat(parent_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  // Gone (renameat2 will say) or unreadable to the daemon: the pack judges.
+  if (!fd.valid()) return absl::OkStatus();
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return absl::OkStatus();
+  const Verdict v = Judge(Place(to_rel, hint), fd.get(), /*unknown_too=*/false);
+  if (!v.judged) return absl::OkStatus();
+  if (!v.status.ok()) {
+    if (!absl::IsInvalidArgument(v.status)) return v.status;
+    LogRefusal(
+        absl::StrCat("staging/", to_rel, ": rename of ", name, " refused: ", v.status.message()));
+    return PosixError(EINVAL, absl::StrCat("staging/", to_rel, ": ", v.status.message()));
+  }
+  SetTag(fd.get(), v.tag);
+  return absl::OkStatus();
+}
+
+bool Store::HasRefusalMark(uint64_t node) {
+  auto nfd = NodeFd(node);
+  if (!nfd.ok()) return false;
+  UniqueFd fd(::open(ProcPath((*nfd)->get()).c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  return fd.valid() && MarkOf(fd.get()).has_value();
+}
+
+absl::StatusOr<std::string> Store::ErrorOf(uint64_t node, const KindHint& hint) {
+  auto rel = RelativePath(node);
+  if (!rel.ok()) return rel.status();
+  auto none = [] { return absl::NotFoundError("nothing refused"); };
+  if (rel->empty()) return none();
+  auto nfd = NodeFd(node);
+  if (!nfd.ok()) return nfd.status();
+  struct stat st;
+  if (::fstatat((*nfd)->get(), "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
+    return ErrnoError(errno, absl::StrCat("staging/", *rel));
+  }
+  const bool top = rel->find('/') == std::string::npos;
+  if (S_ISDIR(st.st_mode)) {
+    if (!top || naming::IsIgnoredName(*rel)) return none();
+    auto payload = PayloadFromFolder(absl::StrCat(records_dir(), "/", *rel), hint);
+    if (payload.ok()) return none();
+    return std::string(payload.status().message());
+  }
+  if (!S_ISREG(st.st_mode)) return none();
+  if (top) {
+    if (naming::IsIgnoredName(*rel)) return none();
+    return std::string(kLooseFileReason);
+  }
+  UniqueFd fd(::open(ProcPath((*nfd)->get()).c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoError(errno, absl::StrCat("staging/", *rel));
+  if (auto mark = MarkOf(fd.get())) return *mark;
+  const Verdict v = Judge(Place(*rel, hint), fd.get(), /*unknown_too=*/true);
+  if (v.judged && !v.status.ok()) return std::string(v.status.message());
+  return none();
 }
 
 void RemoveIfEmpty(const std::string& dir) {

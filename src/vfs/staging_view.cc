@@ -85,7 +85,10 @@ absl::StatusOr<uint64_t> StagingView::Open(uint64_t ino, int flags) {
   auto h = std::make_unique<FileHandle>();
   h->fd = UniqueFd(*fd);
   h->node = StagingIndex(ino);
-  if (flags & O_TRUNC) h->written = true;
+  if (flags & O_TRUNC) {
+    h->written = true;
+    store_->NoteRewritten(h->node);
+  }
   return files_.Add(std::move(h));
 }
 
@@ -98,6 +101,7 @@ absl::StatusOr<std::pair<Attr, uint64_t>> StagingView::CreateFile(uint64_t paren
   h->fd = UniqueFd(r->second);
   h->node = r->first.st_ino;
   h->written = true;
+  if (flags & O_TRUNC) store_->NoteRewritten(h->node);  // an existing file's
   return std::make_pair(AttrOf(r->first), files_.Add(std::move(h)));
 }
 
@@ -147,6 +151,7 @@ absl::StatusOr<size_t> StagingView::Write(uint64_t ino, uint64_t fh, absl::strin
     }
     done += static_cast<size_t>(w);
   }
+  store_->NoteRewritten(StagingIndex(ino));  // before NoteWritten checks it
   if (h != nullptr) {
     h->written = true;
   } else {
@@ -204,6 +209,7 @@ absl::StatusOr<Attr> StagingView::SetAttr(uint64_t ino, uint64_t fh, const struc
   FileHandle* h = *got_h;
   auto st = store_->SetAttr(StagingIndex(ino), h ? h->fd.get() : -1, to, bits);
   if (!st.ok()) return st.status();
+  if (bits & staging::kSetSize) store_->NoteRewritten(StagingIndex(ino));
   if (h && (bits & staging::kSetSize)) h->written = true;
   if (!h && (bits & staging::kSetSize)) store_->NoteWritten(StagingIndex(ino), hint_);
   return AttrOf(*st);
@@ -225,7 +231,8 @@ absl::Status StagingView::Rmdir(uint64_t parent, absl::string_view name) {
 
 absl::Status StagingView::Rename(uint64_t parent, absl::string_view name, uint64_t new_parent,
                                  absl::string_view new_name, unsigned flags) {
-  return store_->Rename(StagingIndex(parent), name, StagingIndex(new_parent), new_name, flags);
+  return store_->Rename(StagingIndex(parent), name, StagingIndex(new_parent), new_name, flags,
+                        hint_);
 }
 
 absl::StatusOr<uint64_t> StagingView::OpenDir(uint64_t ino) {
@@ -294,6 +301,19 @@ absl::Status StagingView::ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, co
   auto d = OpenStream(store_, StagingIndex(ino));
   if (!d.ok()) return d.status();
   return ListStream(d->stream(), offset, *self, emit);
+}
+
+absl::Status StagingView::Xattrs(uint64_t ino, bool read_error, XattrList* out) {
+  if (!read_error) {
+    if (store_->HasRefusalMark(StagingIndex(ino))) AddXattr(out, "error", "");
+    return absl::OkStatus();
+  }
+  auto why = store_->ErrorOf(StagingIndex(ino), hint_);
+  if (why.ok()) {
+    AddXattr(out, "error", std::move(*why));
+    return absl::OkStatus();
+  }
+  return absl::IsNotFound(why.status()) ? absl::OkStatus() : why.status();
 }
 
 bool StagingView::Space(uint64_t* free_bytes, uint64_t* total_bytes) const {

@@ -96,6 +96,16 @@ using KindHint = std::function<FeatureHint(absl::string_view feature_name)>;
 // from another feature keeps that feature's tag).
 inline constexpr char kKindXattr[] = "user.tfrecordfs.kind";
 
+// The extended attribute that marks a staged file whose content was refused
+// by a write() (Store::ValidateOnWrite): the bytes of that write never
+// landed, so the file holds less than its writer meant. Its value is the
+// reason ("write refused: line 1: ..."). It stays until the file is written
+// again (a write or truncation that is not refused, then a whole-file check
+// that passes); PayloadFromFolder refuses a record holding such a file with
+// that reason, so the record stays staged. Read through the mount as the
+// same name (`getfattr -n user.tfrecordfs.error FILE`).
+inline constexpr char kErrorXattr[] = "user.tfrecordfs.error";
+
 // The tag text for a tensor type.
 std::string TensorTag(const tensor::TensorType& type);
 // The kind a tag's text says: kInt64, kFloat, kBytes with a tensor type, or
@@ -167,7 +177,8 @@ StagedFile ClassifyStagedFile(absl::string_view rel, bool sequence);
 
 // Reads the record folder at `path` and returns the record payload. Errors
 // are InvalidArgument with a message naming the offending file (relative to
-// `path`) and, for numeric files, the line.
+// `path`) and, for numeric files, the line; a file marked with kErrorXattr
+// is an error with the mark's reason, whatever it holds now.
 absl::StatusOr<std::string> PayloadFromFolder(const std::string& path, const KindHint& hint);
 
 // Validates one numeric file's content as the mount does on close(). The

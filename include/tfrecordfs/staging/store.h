@@ -52,6 +52,7 @@
 
 #include <sys/stat.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <list>
@@ -123,6 +124,7 @@ class Store {
   absl::StatusOr<struct stat> GetAttr(uint64_t node);
   // `fd` >= 0: an open handle of the node to use (ftruncate on it).
   absl::StatusOr<struct stat> SetAttr(uint64_t node, int fd, const struct stat& to, int bits);
+  // Mkdir, Create and SetAttr (kSetMode) give the mode StagedMode says.
   absl::StatusOr<struct stat> Mkdir(uint64_t parent, absl::string_view name, mode_t mode);
   // Returns the new node's attributes and an open descriptor (caller owns).
   absl::StatusOr<std::pair<struct stat, int>> Create(uint64_t parent, absl::string_view name,
@@ -130,8 +132,16 @@ class Store {
   absl::StatusOr<int> Open(uint64_t node, int flags);
   absl::Status Unlink(uint64_t parent, absl::string_view name);
   absl::Status Rmdir(uint64_t parent, absl::string_view name);
+  // A regular file renamed onto a name whose content is checked
+  // (ClassifyStagedFile) and whose feature `hint` knows (or, for a
+  // `.png`/`.npy`, whose tag says it is a tensor) is first checked as that
+  // file, as ValidateOnClose would: what an editor or tool wrote under a
+  // temporary name (`sedXXXXXX`, `x.tmp`, `.x.swp`, `x~`) is judged once its
+  // name is final. A refusal is InvalidArgument (EINVAL), logged, and the
+  // rename is not done (the temporary file stays; the pack judges it by its
+  // own name). With RENAME_EXCHANGE both files are checked.
   absl::Status Rename(uint64_t parent, absl::string_view name, uint64_t new_parent,
-                      absl::string_view new_name, unsigned flags);
+                      absl::string_view new_name, unsigned flags, const KindHint& hint);
   // A descriptor to list the directory with (caller owns; use fdopendir).
   absl::StatusOr<int> OpenDir(uint64_t node);
 
@@ -141,8 +151,8 @@ class Store {
   // written without a handle, when it looks whole, at the kernel's last
   // FORGET, or before the pack (NoteWritten); those errors are only logged,
   // and the pack refuses the record with the same reason:
-  //   * a numeric feature file or numeric sequence step must parse, with the
-  //     kind the hint gives its feature (or list);
+  //   * a numeric feature file or numeric sequence step whose feature (or
+  //     list) the hint knows must parse, with that kind;
   //   * a `.png`/`.npy` of a feature whose hint (or, when the hint does not
   //     know the name, whose tag) is a tensor must convert (TensorFromFile);
   // else InvalidArgument (EINVAL), logged with the file's path; the file
@@ -150,25 +160,56 @@ class Store {
   // kKindXattr. A file under `<record>/context/` of a record folder without
   // feature_lists/ (yet: `cp -r` copies context/ first) is checked as the
   // feature `context/<x>` when the shards know that name, else as the
-  // context feature `<x>`.
+  // context feature `<x>`. A numeric name the hint does not know is not
+  // judged here (it may be a tool's temporary file, `sedXXXXXX`, about to
+  // be renamed): Rename judges it under its final name, the pack by its
+  // content, and ErrorOf as the pack would.
+  //
+  // A file whose last write was refused (ValidateOnWrite) and not written
+  // since keeps its kErrorXattr mark and fails here with it; a file written
+  // since loses the mark here, whatever the verdict (its content is its
+  // writer's again, and is judged as it is).
   absl::Status ValidateOnClose(uint64_t node, int fd, const KindHint& hint);
 
   // write() of `data` at `offset` to a file open as `fd`, checked *before*
   // the bytes are written, so that a bad file fails write() with EINVAL,
   // which the shell and cp report (the kernel sends no FLUSH by default, so
-  // close() cannot fail; see fuse::OpsOptions::skip_open):
-  //   * a numeric feature file (the files ValidateOnClose checks): every
-  //     complete line the file would then hold must parse, and the last,
-  //     unterminated line must be the start of a value (CheckNumericPrefix:
-  //     `printf 5x > label` fails, `printf -- -` is left to ValidateOnClose).
-  //     Files over kMaxCheckedOnWrite bytes are left to ValidateOnClose;
+  // close() cannot fail; see fuse::OpsOptions::skip_open). Only names that
+  // already are features the shards know are checked here: a temporary
+  // name (`sedXXXXXX`, `tmpab12cd`) cannot be judged by its name, and is
+  // judged when it gets its final one (Rename, the pack):
+  //   * a numeric file of a feature the hint knows (the files
+  //     ValidateOnClose checks): every complete line the file would then
+  //     hold must parse, and the last, unterminated line must be the start
+  //     of a value (CheckNumericPrefix: `printf 5x > label` fails,
+  //     `printf -- -` is left to ValidateOnClose). Files over
+  //     kMaxCheckedOnWrite bytes are left to ValidateOnClose;
   //   * a `.png`/`.npy` of a tensor feature: a write that lands in the
   //     header (the PNG signature and IHDR, the .npy header dict) is checked
   //     against the feature's types (CheckTensorFilePrefix); the pixels and
   //     data are left to ValidateOnClose.
-  // Other files: always OK, nothing is read.
+  // Other files: always OK, nothing is read. A refusal marks the file
+  // (kErrorXattr, with the reason) until it is written again and passes
+  // ValidateOnClose: the bytes refused never landed, so whatever the file
+  // holds is not what its writer meant, and its record stays staged.
   absl::Status ValidateOnWrite(uint64_t node, int fd, uint64_t offset, absl::string_view data,
                                const KindHint& hint);
+  // A write or truncation of `node` was done (not refused): the content is
+  // its writer's again, so the next ValidateOnClose drops a refusal mark.
+  void NoteRewritten(uint64_t node);
+
+  // Why the pack would leave `node` staged, for `getfattr -n
+  // user.tfrecordfs.error` (and `tfrecordfs status`): for a file in a record
+  // folder, its refusal mark, else what checking its content as the pack
+  // does says (the names the hint does not know included); for a record
+  // folder, why PayloadFromFolder refuses it (the whole folder is read);
+  // for a file directly in records/, kLooseFileReason. NotFound when
+  // nothing is wrong (and for other nodes).
+  absl::StatusOr<std::string> ErrorOf(uint64_t node, const KindHint& hint);
+  // Whether `node` carries a refusal mark (one fgetxattr; for listxattr).
+  bool HasRefusalMark(uint64_t node);
+  // Refusals so far (write, close and rename), for tests and `status`.
+  uint64_t refusals() const { return refusals_.load(std::memory_order_relaxed); }
   static constexpr uint64_t kMaxCheckedOnWrite = uint64_t{1} << 20;
 
   // A writable descriptor of `node`, for writes that come without a handle
@@ -207,6 +248,23 @@ class Store {
     FeatureHint hint;
   };
   Placed Place(const std::string& rel, const KindHint& hint);
+  // The whole-file check of the file open as `fd` as the file `placed`:
+  // `judged` false when no check applies (not a checked file; a name the
+  // hint does not know, unless `unknown_too`: then judged as the pack
+  // does); else `status` says why not (InvalidArgument, no path prefix) and
+  // `tag` what kKindXattr should then hold ("" none; nullopt leave it).
+  struct Verdict {
+    bool judged = false;
+    absl::Status status;
+    std::optional<std::string> tag;
+  };
+  static Verdict Judge(const Placed& placed, int fd, bool unknown_too);
+  // Logs a refusal of `rel` (a warning); the first of the mount also says
+  // where the reasons can be read.
+  void LogRefusal(absl::string_view what);
+  // The rename check of a file `name` under `parent` to be named `to_rel`.
+  absl::Status CheckRenamed(int parent_fd, const std::string& name, const std::string& to_rel,
+                            const KindHint& hint);
 
   using NodeFdRef = std::shared_ptr<const UniqueFd>;
   struct Node {
@@ -257,12 +315,26 @@ class Store {
   std::list<uint64_t> write_lru_ ABSL_GUARDED_BY(mu_);  // front = most recent
   void CacheWritable(uint64_t node, NodeFdRef fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::flat_hash_set<uint64_t> written_ ABSL_GUARDED_BY(mu_);  // NoteWritten, unchecked
+  // Nodes whose last write was refused and that were not written since
+  // (their kErrorXattr mark must survive the next check).
+  absl::flat_hash_set<uint64_t> refused_ ABSL_GUARDED_BY(mu_);
+  std::atomic<uint64_t> refusals_{0};
 
  public:
   // For tests: descriptors cached now, and reopens so far.
   size_t cached_fds();
   uint64_t reopens();
 };
+
+// The mode a staged file or folder gets for the mode its creator asked
+// (create, mkdir, chmod; the kernel has applied the caller's umask): that
+// mode with the owner's read and write bits, and for a folder the owner's
+// search bit, added. Staged files are the user's to edit: `cp -r` of a
+// mounted record asks for the record's 0444 files and 0555 folders, which
+// would leave a copy its owner cannot change (and an unprivileged daemon
+// could not reopen for writing); the other bits (group, others, execute)
+// stay as asked, so `cp` keeps what it copies otherwise.
+mode_t StagedMode(mode_t requested, bool directory);
 
 // Checks a single path component given by the kernel or a user.
 absl::Status CheckName(absl::string_view name);

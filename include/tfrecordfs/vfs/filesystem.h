@@ -227,8 +227,11 @@ class Filesystem {
   //                   and value (the position in a feature list / bytes list)
   //   shard folder    shard, records, codec (none, gzip, zlib), error (what
   //                   the index walk found damaged, one problem a line)
-  //   anything else   none (staging nodes included: the store keeps no
-  //                   attributes, and a pack could not carry them)
+  //   staged file     error (why the pack would leave its record staged:
+  //   or record       a refused write's reason, else what checking the
+  //   folder          file, or building the record, says now; listed only
+  //                   for a refused write)
+  //   anything else   none
   //
   // Cheap: a record folder's attributes come from the shard index, never
   // from its payload; `error` is listed only once the record's parse is known

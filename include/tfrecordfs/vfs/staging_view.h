@@ -18,10 +18,13 @@
 // what it needs for itself.
 //
 // Checks of staged bytes are the store's (staging::Store::ValidateOnWrite,
-// ValidateOnClose), against the kinds `hint` gives feature names (the
-// mounted shards', from Filesystem); this view decides when they run: at
-// write() for every write, at FLUSH for a handle written since the last
-// check, at the last close otherwise (only logged there).
+// ValidateOnClose, Rename), against the kinds `hint` gives feature names
+// (the mounted shards', from Filesystem); this view decides when they run:
+// at write() for every write (names the shards know), at FLUSH for a handle
+// written since the last check, at the last close otherwise (only logged
+// there), and at rename() for what a file becomes under its new name.
+// Every write or truncation that lands is reported to the store
+// (NoteRewritten), which is how a refused file's mark goes.
 //
 // Thread-safety: all methods may be called concurrently, also on one handle
 // (the kernel may send a file's reads and writes in parallel). A file
@@ -106,6 +109,13 @@ class StagingView final : public View {
   absl::Status ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, const EmitFn& emit);
   // fh 0: nothing.
   void ReleaseDir(uint64_t fh);
+
+  // `error`: why the pack would leave `ino` staged (staging::Store::
+  // ErrorOf: a refused file's reason, else what checking the file or the
+  // record folder says now), when asked by name (`read_error`: reads the
+  // file, or the whole record); listed only for a file whose write was
+  // refused and that was not written since (one fgetxattr).
+  absl::Status Xattrs(uint64_t ino, bool read_error, XattrList* out) override;
 
   // Free space where staged bytes go (for statfs); false if statvfs fails.
   bool Space(uint64_t* free_bytes, uint64_t* total_bytes) const;

@@ -139,8 +139,8 @@ TEST_F(StoreTest, RefusesNamesThatLeaveTheDirectory) {
   }
   ASSERT_TRUE(store_->Mkdir(root, "rec", 0755).ok());
   for (const char* bad : {"..", "../../x", "/tmp/x", "."}) {
-    EXPECT_FALSE(store_->Rename(root, "rec", root, bad, 0).ok()) << bad;
-    EXPECT_FALSE(store_->Rename(root, bad, root, "y", 0).ok()) << bad;
+    EXPECT_FALSE(store_->Rename(root, "rec", root, bad, 0, nullptr).ok()) << bad;
+    EXPECT_FALSE(store_->Rename(root, bad, root, "y", 0, nullptr).ok()) << bad;
   }
   auto after = Snapshot(tmp_.path());
   after.erase("store/records/rec");

@@ -283,8 +283,10 @@ TEST_F(StagingTreeTest, CopiesThatPreserveOwnershipAndModes) {
       Shell("cp -a " + ShellQuote(M("base.tfrecord/0")) + " " + ShellQuote(M("staging/a")) +
             " && cp -rp " + ShellQuote(M("base.tfrecord/1")) + " " + ShellQuote(M("staging/b")));
   EXPECT_EQ(cp.exit_code, 0) << cp.err;
-  EXPECT_EQ(Stat(M("staging/a")).st_mode & 07777, 0555u);  // the modes came along
-  EXPECT_EQ(Stat(M("staging/a/label")).st_mode & 07777, 0444u);
+  // The modes came along, with the owner's write (and search) bits: staged
+  // files are the user's to edit (issue 21, item 13).
+  EXPECT_EQ(Stat(M("staging/a")).st_mode & 07777, 0755u);
+  EXPECT_EQ(Stat(M("staging/a/label")).st_mode & 07777, 0644u);
   EXPECT_EQ(Stat(M("staging/a/label")).st_mtim.tv_sec,
             Stat(M("base.tfrecord/0/label")).st_mtim.tv_sec);
   EXPECT_EQ(Errno(::chown(M("staging/b").c_str(), ::getuid(), ::getgid())), 0);

@@ -1,0 +1,265 @@
+// `tfrecordfs status [--json] MOUNTPOINT`: what a live mount holds in
+// staging, what the pack on unmount would leave staged and why, and where
+// the daemon logs.
+//
+// The reasons are the daemon's: each staged record folder's
+// `user.tfrecordfs.error` attribute (vfs::Filesystem, staging::Store::
+// ErrorOf), which the daemon computes with the kinds of the mounted shards,
+// exactly as the pack will. So `status` reads through the mount and needs
+// nothing but the mount record (runtime.h) and the mount itself.
+//
+// Layout: Gather*() fill one section of MountStatus each; PrintText and
+// PrintJson print the sections in order. A new section (the edits of
+// mounted shards: records edited, added and deleted per shard) is a member,
+// a Gather function and a few lines in each printer.
+#include <dirent.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "src/cli/commands.h"
+#include "src/cli/json_writer.h"
+#include "src/cli/runtime.h"
+#include "tfrecordfs/base/fs_util.h"
+#include "tfrecordfs/staging/store.h"
+
+namespace tfrecordfs::cli {
+namespace {
+
+constexpr char kStatusUsage[] = R"(Usage: tfrecordfs status [--json] MOUNTPOINT
+
+Says what a tfrecordfs mount of this user holds in its staging folder: each
+staged record (a folder directly in staging/) and whether the pack on unmount
+would take it or leave it staged, and why (a write the checks refused, a file
+that does not parse, two files for one feature...); files directly in
+staging/, which are no record; and where the daemon logs, with how many
+warnings and errors it logged since it mounted.
+
+The reasons come from the daemon, checked with the kinds of the mounted
+shards as the pack will check them: every staged record is read once. A
+file's own reason: getfattr -n user.tfrecordfs.error FILE.
+
+Options:
+  --json       one JSON object instead of text: mountpoint, pid, read_only,
+               store, staging (null without a staging folder), log (null
+               when the daemon keeps no log file), log_warnings, log_errors,
+               records [{name, ok, reason (null when ok)}], loose_files
+               [{name, reason}], staged (records), refused (records the pack
+               would leave)
+  -h, --help   show this help and exit
+
+Exit status: 0 when the pack would take every staged record (or nothing is
+staged), 1 when a staged record or a loose file would stay staged (the
+unmount would exit 1), 2 on a usage error, 3 when MOUNTPOINT is not a live
+tfrecordfs mount of this user or its staging folder cannot be read.
+)";
+
+// MOUNTPOINT is not a live tfrecordfs mount of this user, or cannot be read.
+constexpr int kExitNotMounted = 3;
+
+struct StagedEntry {
+  std::string name;
+  bool folder = true;                 // else a loose file
+  std::optional<std::string> reason;  // why it would stay staged
+};
+
+struct MountStatus {
+  MountRecord record;
+  std::string staging_path;  // "" without a staging folder
+  LogProblems log;
+  // Section "staged": the staging folder's entries in name order.
+  std::vector<StagedEntry> staged;
+  uint64_t records = 0;
+  uint64_t refused = 0;  // entries the pack would leave staged
+  uint64_t unknown = 0;  // records whose state the mount cannot tell (noxattr)
+};
+
+// The `error` attribute of `path`: nullopt when it has none (nothing
+// wrong). *err: the errno when it cannot be read (0 otherwise).
+std::optional<std::string> ErrorAttribute(const std::string& path, int* err) {
+  static constexpr char kName[] = "user.tfrecordfs.error";
+  *err = 0;
+  for (size_t size = 4096;; size *= 4) {
+    std::string buf(size, '\0');
+    const ssize_t n = ::lgetxattr(path.c_str(), kName, buf.data(), buf.size());
+    if (n >= 0) {
+      buf.resize(static_cast<size_t>(n));
+      return buf;
+    }
+    if (errno == ENODATA) return std::nullopt;
+    if (errno != ERANGE || size > (size_t{1} << 24)) {
+      *err = errno;
+      return std::nullopt;
+    }
+  }
+}
+
+absl::Status GatherStaged(MountStatus* st) {
+  if (st->staging_path.empty()) return absl::OkStatus();
+  auto dir = ListDir::Open(st->staging_path);
+  if (!dir.ok()) return dir.status();
+  std::vector<std::string> names;
+  for (absl::string_view entry; dir->Next(&entry);) {
+    const std::string name(entry);
+    // The pack skips these (editors' leftovers), and so does the listing.
+    if (name.empty() || name[0] == '.' || name.back() == '~') continue;
+    names.push_back(name);
+  }
+  if (!dir->status().ok()) return dir->status();
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    const std::string path = absl::StrCat(st->staging_path, "/", name);
+    struct stat s;
+    if (::lstat(path.c_str(), &s) != 0) continue;  // removed while listing
+    StagedEntry e{name, S_ISDIR(s.st_mode), std::nullopt};
+    int err = 0;
+    e.reason = ErrorAttribute(path, &err);
+    if (err == ENOTSUP || err == ENOSYS) {
+      // -o noxattr: the daemon cannot say why; a loose file is refused anyway.
+      st->unknown += e.folder;
+      if (!e.folder) e.reason = staging::kLooseFileReason;
+    } else if (err != 0) {
+      return ErrnoError(err, path);
+    }
+    st->records += e.folder;
+    st->refused += e.reason.has_value();
+    st->staged.push_back(std::move(e));
+  }
+  return absl::OkStatus();
+}
+
+void PrintText(const MountStatus& st) {
+  const MountRecord& r = st.record;
+  std::cout << "mount: " << r.mountpoint << " (pid " << r.pid << ", "
+            << (r.read_only ? "read-only" : "read-write") << ")\n";
+  if (st.staging_path.empty()) {
+    std::cout << "staging: none\n";
+  } else {
+    std::cout << "staging: " << st.staging_path << " (store " << r.store << ")\n";
+  }
+  if (r.log.empty()) {
+    std::cout << "log: none (a foreground mount without -o log logs to its terminal)\n";
+  } else {
+    std::cout << "log: " << r.log << " (" << st.log.warnings << " warning(s), " << st.log.errors
+              << " error(s) since the mount)\n";
+  }
+  const uint64_t loose = st.staged.size() - st.records;
+  std::cout << "staged: " << st.records << " record(s)";
+  if (loose > 0) std::cout << ", " << loose << " loose file(s)";
+  std::cout << "\n";
+  for (const StagedEntry& e : st.staged) {
+    std::cout << "  " << e.name << (e.folder ? "" : " (file)") << ": "
+              << (e.reason ? "refused: " + *e.reason : std::string("ok")) << "\n";
+  }
+  if (st.unknown > 0) {
+    std::cout << "unknown: " << st.unknown
+              << " record(s): the mount answers no extended attributes (-o noxattr), so it"
+                 " cannot say which would stay staged\n";
+  }
+  if (st.refused > 0) {
+    std::cout << "refused: " << st.refused
+              << " would stay staged at unmount (fix or remove them first)\n";
+  } else if (!st.staged.empty()) {
+    std::cout << "refused: none (the unmount would pack every staged record)\n";
+  }
+}
+
+void PrintJson(const MountStatus& st) {
+  const MountRecord& r = st.record;
+  JsonWriter w;
+  w.BeginObject();
+  w.Key("mountpoint").String(r.mountpoint);
+  w.Key("pid").Int(r.pid);
+  w.Key("read_only").Bool(r.read_only);
+  w.Key("store").String(r.store);
+  w.Key("staging");
+  st.staging_path.empty() ? w.Null() : w.String(st.staging_path);
+  w.Key("log");
+  r.log.empty() ? w.Null() : w.String(r.log);
+  w.Key("log_warnings").Uint(st.log.warnings);
+  w.Key("log_errors").Uint(st.log.errors);
+  w.Key("records").BeginArray();
+  for (const StagedEntry& e : st.staged) {
+    if (!e.folder) continue;
+    w.BeginObject().Key("name").String(e.name).Key("ok").Bool(!e.reason).Key("reason");
+    e.reason ? w.String(*e.reason) : w.Null();
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("loose_files").BeginArray();
+  for (const StagedEntry& e : st.staged) {
+    if (e.folder) continue;
+    w.BeginObject().Key("name").String(e.name).Key("reason").String(e.reason.value_or(""));
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("staged").Uint(st.records);
+  w.Key("refused").Uint(st.refused);
+  w.EndObject();
+  std::cout << w.str();
+}
+
+}  // namespace
+
+int StatusMain(int argc, char** argv) {
+  std::string mnt;
+  bool json = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      std::cout << kStatusUsage;
+      return kExitOk;
+    }
+    if (a == "--json") {
+      json = true;
+      continue;
+    }
+    if (a.size() > 1 && a[0] == '-') return UsageError("status", "unknown option " + a);
+    if (!mnt.empty()) return UsageError("status", "unexpected argument " + a);
+    mnt = a;
+  }
+  if (mnt.empty()) return UsageError("status", "need a MOUNTPOINT");
+  auto real = RealPath(mnt);
+  if (!real.ok()) {
+    std::cerr << "tfrecordfs status: " << real.status().message() << "\n";
+    return kExitNotMounted;
+  }
+  auto record = ReadMountRecord(*real);
+  if (!record.ok() || !FindTfrecordfsMount(*real)) {
+    std::cerr << "tfrecordfs status: " << *real
+              << " is not a live tfrecordfs mount of this user (no record in "
+              << RegistryPath(*real) << ")\n";
+    return kExitNotMounted;
+  }
+  MountStatus st;
+  st.record = *record;
+  // Records written before the record named its staging folder: the default.
+  const std::string staging =
+      record->staging.empty() && !record->read_only ? "staging" : record->staging;
+  if (!staging.empty()) {
+    const std::string path = absl::StrCat(*real, "/", staging);
+    struct stat s;
+    if (::stat(path.c_str(), &s) == 0 && S_ISDIR(s.st_mode)) st.staging_path = path;
+  }
+  if (!record->log.empty()) st.log = ScanLog(record->log, record->log_start);
+  if (auto s = GatherStaged(&st); !s.ok()) {
+    std::cerr << "tfrecordfs status: " << s.message() << "\n";
+    return kExitNotMounted;
+  }
+  if (json) {
+    PrintJson(st);
+  } else {
+    PrintText(st);
+  }
+  return st.refused > 0 ? kExitFailed : kExitOk;
+}
+
+}  // namespace tfrecordfs::cli

@@ -1,0 +1,320 @@
+// Ordinary tools in staging, through a real mount (issue 21, items 1, 2, 5
+// and 13):
+//   * a write the checks refuse (`echo hello > label` for an int64 feature,
+//     text into a tensor feature's .png) keeps its record staged, with the
+//     reason in the unmount report and `tfrecordfs unmount` exiting 1, until
+//     the file is written again with something valid;
+//   * the reason is reachable where the user is: `getfattr -n
+//     user.tfrecordfs.error`, `tfrecordfs status MOUNTPOINT` (text and
+//     --json), and the first refusal on the foreground daemon's stderr;
+//   * tools that write a temporary file and rename it (sed -i, vim, rsync,
+//     Python's os.replace) work on text and numeric files, and bad content
+//     renamed onto a feature the shards know is refused (EINVAL) there;
+//   * what `cp -r` of a mounted (read-only, 0444) record leaves in staging
+//     is the user's to edit (owner write bits).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "staging_util.h"
+#include "tfrecordfs/tensor/tensor.h"
+
+namespace tfrecordfs::mount_test::staging_test {
+namespace {
+
+// A uint8 [2, 2] tensor as tf.io.serialize_tensor writes it: the mount
+// shows `mask` as mask.png and checks staged .png files against it.
+std::string MaskProto() {
+  return tensor::EncodeTensor(tensor::DataType::kUint8, {2, 2}, std::string("\x00\x01\x02\x03", 4))
+      .value();
+}
+
+class StagingToolsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TFRFS_SKIP_WITHOUT_FUSE();
+    std::vector<std::string> payloads;
+    for (int i = 0; i < 2; ++i) {
+      payloads.push_back(ExamplePayload({
+          Int64Feature("label", {i}),
+          FloatFeature("scores", {0.5f, -1.0f}),
+          BytesFeature("caption", {"a photo of " + std::to_string(i)}),
+          BytesFeature("mask", {MaskProto()}),
+      }));
+    }
+    test::WriteShard(s_.src + "/base.tfrecord", payloads);
+  }
+
+  std::string M(const std::string& rel) const { return s_.mnt + "/" + rel; }
+  std::string Q(const std::string& rel) const { return ShellQuote(M(rel)); }
+  CommandResult Bash(const std::string& script) const { return RunCommand({"bash", "-c", script}); }
+  CommandResult Status(const std::vector<std::string>& args) const {
+    std::vector<std::string> argv{BinaryPath(), "status"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunCommand(argv);
+  }
+  std::string ErrorAttr(const std::string& rel) const {
+    return RunCommand({"getfattr", "--only-values", "-n", "user.tfrecordfs.error", M(rel)}).out;
+  }
+
+  Scratch s_;
+};
+
+// Items 1 and 5: `echo hello > label` fails with EINVAL and leaves an empty
+// `label` behind; before, that empty file packed as an empty int64 list
+// and the unmount said `result: ok`.
+TEST_F(StagingToolsTest, RefusedWriteKeepsItsRecordStagedWithTheReason) {
+  StagingDaemon d(PackConfig(s_, {s_.src}, "refused"));
+  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(Bash("mkdir " + Q("staging/oops") + " " + Q("staging/img") + " " + Q("staging/fixed") +
+                 " " + Q("staging/ok"))
+                .exit_code,
+            0);
+  CommandResult echo = Bash("echo hello > " + Q("staging/oops/label"));
+  EXPECT_NE(echo.exit_code, 0);
+  EXPECT_NE(echo.err.find("Invalid argument"), std::string::npos) << echo.err;
+  struct stat st;
+  ASSERT_EQ(::stat(M("staging/oops/label").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 0);
+  // The tensor path: text is no PNG for the uint8 [2, 2] feature `mask`.
+  CommandResult png = Bash("echo hello > " + Q("staging/img/mask.png"));
+  EXPECT_NE(png.exit_code, 0);
+  EXPECT_NE(png.err.find("Invalid argument"), std::string::npos) << png.err;
+  // Refused, then written again with a valid value: packed.
+  EXPECT_NE(Bash("echo hello > " + Q("staging/fixed/label")).exit_code, 0);
+  EXPECT_EQ(Bash("echo 3 > " + Q("staging/fixed/label")).exit_code, 0);
+  EXPECT_EQ(Bash("echo 1 > " + Q("staging/ok/label")).exit_code, 0);
+
+  // The reason, from where the user is.
+  const std::string why = ErrorAttr("staging/oops/label");
+  EXPECT_NE(why.find("write refused"), std::string::npos) << why;
+  EXPECT_NE(why.find("'hello' is not an int64"), std::string::npos) << why;
+  EXPECT_NE(ErrorAttr("staging/img/mask.png").find("not a PNG"), std::string::npos);
+  EXPECT_NE(ErrorAttr("staging/oops").find("label: write refused"), std::string::npos);
+  EXPECT_EQ(ErrorAttr("staging/fixed/label"), "");
+  EXPECT_EQ(ErrorAttr("staging/ok"), "");
+  CommandResult status = Status({s_.mnt});
+  EXPECT_EQ(status.exit_code, 1) << status.out << status.err;
+  EXPECT_NE(status.out.find("staged: 4 record(s)"), std::string::npos) << status.out;
+  EXPECT_NE(status.out.find("  oops: refused: label: write refused: line 1: 'hello'"),
+            std::string::npos)
+      << status.out;
+  EXPECT_NE(status.out.find("  img: refused: mask.png: write refused"), std::string::npos)
+      << status.out;
+  EXPECT_NE(status.out.find("  fixed: ok\n"), std::string::npos) << status.out;
+  EXPECT_NE(status.out.find("staging: " + s_.mnt + "/staging (store "), std::string::npos)
+      << status.out;
+  CommandResult json = Status({"--json", s_.mnt});
+  EXPECT_EQ(json.exit_code, 1) << json.err;
+  const std::string check = absl::StrCat(
+      "import json, sys; d = json.load(sys.stdin); ", "r = {x['name']: x for x in d['records']}; ",
+      "assert d['staged'] == 4 and d['refused'] == 2, d; ",
+      "assert not r['oops']['ok'] and 'hello' in r['oops']['reason'], r; ",
+      "assert r['ok']['ok'] and r['ok']['reason'] is None, r; ",
+      "assert d['mountpoint'] == sys.argv[1] and d['read_only'] is False, d");
+  CommandResult parsed = Shell("printf '%s' " + ShellQuote(json.out) + " | python3 -c " +
+                               ShellQuote(check) + " " + ShellQuote(s_.mnt));
+  EXPECT_EQ(parsed.exit_code, 0) << json.out << parsed.err;
+  // The first refusal reached the foreground daemon's terminal, saying where
+  // to look; the later ones are only logged.
+  const std::string err = d.Stderr();
+  EXPECT_NE(err.find("staging/oops/label: write refused"), std::string::npos) << err;
+  const size_t hint = err.find("getfattr -n user.tfrecordfs.error");
+  EXPECT_NE(hint, std::string::npos) << err;
+  EXPECT_EQ(err.find("getfattr -n user.tfrecordfs.error", hint + 1), std::string::npos) << err;
+
+  int wait_status = 0;
+  CommandResult u = d.TfrUnmount(&wait_status);
+  EXPECT_EQ(u.exit_code, 1) << u.out << u.err;
+  EXPECT_EQ(ExitCodeOfWait(wait_status), 1) << DescribeWait(wait_status);
+  EXPECT_EQ(u.out.rfind("result: left\n", 0), 0u) << u.out;
+  EXPECT_NE(u.out.find("oops: label: write refused: line 1: 'hello'"), std::string::npos) << u.out;
+  EXPECT_NE(u.out.find("img: mask.png: write refused"), std::string::npos) << u.out;
+  EXPECT_EQ(ListDir(s_.records()), (std::vector<std::string>{"img", "oops"}));
+  const auto payloads = AllPayloads(ReadPackedShards(s_.out, "refused"));
+  ASSERT_EQ(payloads.size(), 2u);
+  ExpectSameRecord(ExamplePayload({Int64Feature("label", {3})}), payloads[0], "fixed");
+  ExpectSameRecord(ExamplePayload({Int64Feature("label", {1})}), payloads[1], "ok");
+
+  // The mark is on the staged file itself: the next mount still refuses the
+  // record until the file is written again.
+  StagingDaemon again(PackConfig(s_, {s_.src}, "again"));
+  ASSERT_EQ(again.Start(), "");
+  EXPECT_NE(ErrorAttr("staging/oops/label").find("write refused"), std::string::npos);
+  EXPECT_EQ(Bash("echo 7 > " + Q("staging/oops/label")).exit_code, 0);
+  EXPECT_EQ(ErrorAttr("staging/oops/label"), "");
+  EXPECT_EQ(Bash("rm -r " + Q("staging/img")).exit_code, 0);
+  EXPECT_EQ(Status({s_.mnt}).exit_code, 0);
+  CommandResult u2 = again.TfrUnmount(&wait_status);
+  EXPECT_EQ(u2.exit_code, 0) << u2.out << u2.err;
+  const auto repacked = AllPayloads(ReadPackedShards(s_.out, "again"));
+  ASSERT_EQ(repacked.size(), 1u);
+  ExpectSameRecord(ExamplePayload({Int64Feature("label", {7})}), repacked[0], "oops");
+}
+
+// Item 2: tools that write a temporary file (no extension, or hidden) and
+// rename it over the file they edit. sed's `sedXXXXXX` was checked as a
+// numeric feature at write(): `sed -i` failed on every text file.
+TEST_F(StagingToolsTest, EditorsAndToolsThatRenameWork) {
+  StagingDaemon d(PackConfig(s_, {s_.src}, "tools"));
+  ASSERT_EQ(d.Start(), "");
+  const std::string in = s_.tmp.Subdir("in");
+  WriteWholeFile(in + "/label", "5\n");
+  WriteWholeFile(in + "/scores", "0.25\n");
+  ASSERT_EQ(Bash("cp -r " + Q("base.tfrecord/1") + " " + Q("staging/r")).exit_code, 0);
+  // sed -i on a text and on a numeric file.
+  CommandResult sed = Bash("cd " + Q("staging/r") +
+                           " && sed -i 's/photo/cat/' caption.txt && sed -i 's/1/2/' label");
+  EXPECT_EQ(sed.exit_code, 0) << sed.err;
+  EXPECT_EQ(ReadWholeFile(M("staging/r/caption.txt")), "a cat of 1\n");
+  EXPECT_EQ(ReadWholeFile(M("staging/r/label")), "2\n");
+  // vim, in place and with a backup renamed over (backupcopy=no).
+  CommandResult vim = Bash("cd " + Q("staging/r") +
+                           " && vim -es -u NONE -c '%s/2/4/' -c wq label"
+                           " && vim -es -u NONE -c 'set backupcopy=no' -c '%s/cat/dog/' -c wq "
+                           "caption.txt");
+  if (vim.exit_code == 127) {
+    std::cerr << "vim not installed: vim not tried\n";
+  } else {
+    EXPECT_EQ(vim.exit_code, 0) << vim.out << vim.err;
+    EXPECT_EQ(ReadWholeFile(M("staging/r/label")), "4\n");
+    EXPECT_EQ(ReadWholeFile(M("staging/r/caption.txt")), "a dog of 1\n");
+  }
+  // A vim-style save done by hand: the new text written to a swap-like
+  // hidden file and a backup-like `x~`, each renamed over the feature.
+  CommandResult swap = Bash("cd " + Q("staging/r") +
+                            " && printf '6\\n' > .label.swp && mv .label.swp label"
+                            " && printf '1.5\\n2\\n' > scores~ && mv scores~ scores");
+  EXPECT_EQ(swap.exit_code, 0) << swap.err;
+  // cp, mv and rsync into a new record; Python's write-then-os.replace.
+  ASSERT_EQ(Bash("command -v rsync").exit_code, 0) << "no rsync (scripts/setup installs it)";
+  ASSERT_EQ(Bash("mkdir " + Q("staging/t")).exit_code, 0);
+  CommandResult tools =
+      Bash("set -e; cd " + Q("staging/t") + "; cp " + ShellQuote(in + "/label") + " label; " +
+           "printf 'x\\n' > tmpfile.txt; mv tmpfile.txt caption.txt; " + "rsync " +
+           ShellQuote(in + "/scores") + " scores; rsync " + ShellQuote(in + "/label") + " label");
+  EXPECT_EQ(tools.exit_code, 0) << tools.err;
+  CommandResult py = RunCommand({"python3", "-c",
+                                 "import os, sys, tempfile\n"
+                                 "fd, tmp = tempfile.mkstemp(dir=sys.argv[1])\n"
+                                 "os.write(fd, b'8\\n'); os.close(fd)\n"
+                                 "os.replace(tmp, os.path.join(sys.argv[1], 'label'))\n",
+                                 M("staging/r")});
+  EXPECT_EQ(py.exit_code, 0) << py.err;
+  EXPECT_EQ(ListDir(M("staging/r")),
+            (std::vector<std::string>{"caption.txt", "label", "mask.png", "scores"}));
+
+  int wait_status = 0;
+  CommandResult u = d.TfrUnmount(&wait_status);
+  EXPECT_EQ(u.exit_code, 0) << u.out << u.err << d.Stderr();
+  const auto payloads = AllPayloads(ReadPackedShards(s_.out, "tools"));
+  ASSERT_EQ(payloads.size(), 2u);
+  const std::string caption = vim.exit_code == 127 ? "a cat of 1" : "a dog of 1";
+  ExpectSameRecord(
+      ExamplePayload({Int64Feature("label", {8}), FloatFeature("scores", {1.5f, 2}),
+                      BytesFeature("caption", {caption}), BytesFeature("mask", {MaskProto()})}),
+      payloads[0], "r");
+  ExpectSameRecord(ExamplePayload({Int64Feature("label", {5}), FloatFeature("scores", {0.25f}),
+                                   BytesFeature("caption", {"x"})}),
+                   payloads[1], "t");
+}
+
+// Item 2: content a feature cannot take, written under a temporary name and
+// renamed onto the feature's file, is refused at rename (EINVAL); the file
+// keeps its content and the record packs.
+TEST_F(StagingToolsTest, BadContentRenamedOntoAFeatureIsRefused) {
+  StagingDaemon d(PackConfig(s_, {s_.src}, "ren"));
+  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(Bash("mkdir " + Q("staging/r") + " && echo 3 > " + Q("staging/r/label")).exit_code, 0);
+  CommandResult sed = Bash("sed -i 's/3/three/' " + Q("staging/r/label"));
+  EXPECT_NE(sed.exit_code, 0);
+  EXPECT_NE(sed.err.find("Invalid argument"), std::string::npos) << sed.err;
+  CommandResult mv =
+      Bash("cd " + Q("staging/r") + " && printf 'x\\n' > .label.swp" + " && mv .label.swp label");
+  EXPECT_NE(mv.exit_code, 0);
+  // mv words a rename's EINVAL as "cannot move ... to a subdirectory of
+  // itself"; the reason is the daemon's to tell.
+  EXPECT_NE(d.Stderr().find("staging/r/label: rename of .label.swp refused: line 1: 'x' is not"),
+            std::string::npos)
+      << mv.err << d.Stderr();
+  CommandResult py =
+      RunCommand({"python3", "-c",
+                  "import errno, os, sys, tempfile\n"
+                  "fd, tmp = tempfile.mkstemp(dir=sys.argv[1])\n"
+                  "os.write(fd, b'seven\\n'); os.close(fd)\n"
+                  "try:\n"
+                  "  os.replace(tmp, os.path.join(sys.argv[1], 'label'))\n"
+                  "except OSError as e:\n"
+                  "  os.unlink(tmp); sys.exit(3 if e.errno == errno.EINVAL else 4)\n",
+                  M("staging/r")});
+  EXPECT_EQ(py.exit_code, 3) << py.err;
+  EXPECT_EQ(ReadWholeFile(M("staging/r/label")), "3\n");
+  ASSERT_EQ(Bash("rm -f " + Q("staging/r/.label.swp")).exit_code, 0);
+  EXPECT_EQ(ListDir(M("staging/r")), std::vector<std::string>{"label"});
+  int wait_status = 0;
+  CommandResult u = d.TfrUnmount(&wait_status);
+  EXPECT_EQ(u.exit_code, 0) << u.out << u.err;
+  const auto payloads = AllPayloads(ReadPackedShards(s_.out, "ren"));
+  ASSERT_EQ(payloads.size(), 1u);
+  ExpectSameRecord(ExamplePayload({Int64Feature("label", {3})}), payloads[0], "r");
+}
+
+// Item 13: `cp -r` of a mounted record asks for its 0444 files and 0555
+// folders; staged, they get the owner's write (and search) bits.
+TEST_F(StagingToolsTest, CopiedRecordsAreTheUsersToEdit) {
+  StagingDaemon d(PackConfig(s_, {s_.src}, "modes"));
+  ASSERT_EQ(d.Start(), "");
+  CommandResult cp = Bash("cp -r " + Q("base.tfrecord/1") + " " + Q("staging/"));
+  ASSERT_EQ(cp.exit_code, 0) << cp.err;
+  struct stat st;
+  ASSERT_EQ(::stat(M("base.tfrecord/1/label").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0444u) << "the source is read-only";
+  ASSERT_EQ(::stat(M("staging/1").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0755u);
+  for (const char* f : {"label", "scores", "caption.txt", "mask.png"}) {
+    ASSERT_EQ(::stat(M(std::string("staging/1/") + f).c_str(), &st), 0) << f;
+    EXPECT_EQ(st.st_mode & 07777, 0644u) << f;
+  }
+  EXPECT_EQ(Bash("echo 3 > " + Q("staging/1/label")).exit_code, 0);
+  // chmod keeps the owner's bits too; the others are as asked.
+  EXPECT_EQ(
+      Bash("chmod 0400 " + Q("staging/1/label") + " && chmod 0500 " + Q("staging/1")).exit_code, 0);
+  ASSERT_EQ(::stat(M("staging/1/label").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  ASSERT_EQ(::stat(M("staging/1").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  int wait_status = 0;
+  EXPECT_EQ(d.TfrUnmount(&wait_status).exit_code, 0);
+}
+
+TEST_F(StagingToolsTest, StatusUsageAndExitCodes) {
+  CommandResult help = Status({"--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("Usage: tfrecordfs status [--json] MOUNTPOINT"), std::string::npos);
+  EXPECT_EQ(Status({}).exit_code, 2);
+  EXPECT_EQ(Status({"--bogus", s_.mnt}).exit_code, 2);
+  CommandResult none = Status({s_.mnt});
+  EXPECT_EQ(none.exit_code, 3) << none.out;
+  EXPECT_NE(none.err.find("not a live tfrecordfs mount"), std::string::npos) << none.err;
+
+  StagingDaemon d(PackConfig(s_, {s_.src}, "st"));
+  ASSERT_EQ(d.Start(), "");
+  CommandResult empty = Status({s_.mnt});
+  EXPECT_EQ(empty.exit_code, 0) << empty.out << empty.err;
+  EXPECT_NE(empty.out.find("staged: 0 record(s)"), std::string::npos) << empty.out;
+  WriteWholeFile(M("staging/README"), "notes\n");
+  CommandResult loose = Status({s_.mnt});
+  EXPECT_EQ(loose.exit_code, 1) << loose.out;
+  EXPECT_NE(loose.out.find("README (file): refused: not in a record folder"), std::string::npos)
+      << loose.out;
+  ASSERT_EQ(::unlink(M("staging/README").c_str()), 0);
+  int wait_status = 0;
+  EXPECT_EQ(d.TfrUnmount(&wait_status).exit_code, 0);
+}
+
+}  // namespace
+}  // namespace tfrecordfs::mount_test::staging_test
