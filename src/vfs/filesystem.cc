@@ -275,8 +275,15 @@ absl::Status Filesystem::Rename(uint64_t parent, absl::string_view name, uint64_
   View* to = ViewOf(new_parent);
   if (from == nullptr || to == nullptr) return ReadOnlyError();
   if (from == to) return from->Rename(parent, name, new_parent, new_name, flags);
-  if (to == staging_.get()) return PosixError(EXDEV, "cannot move across the staging boundary");
-  if (from == staging_.get()) return PosixError(EXDEV, "cannot move across the staging boundary");
+  if (from == staging_.get() || to == staging_.get()) {
+    // EROFS, not EXDEV: EXDEV tells mv(1) to copy and then delete the
+    // source; the delete fails on the read-only shards, but the copy stays
+    // staged and packs, and the dataset holds the record twice. EROFS stops
+    // mv before it copies anything (cp -r stages a copy).
+    return PosixError(
+        EROFS, absl::StrCat("cannot move ", name, from == staging_.get() ? " out of" : " into",
+                            " the staging folder: the shards are read-only"));
+  }
   return ReadOnlyError();
 }
 

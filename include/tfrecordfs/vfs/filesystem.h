@@ -5,9 +5,9 @@
 // (node_id.h); Filesystem itself only decides the boundaries between views:
 //   * a shard folder is the tree's, its children are the record view's;
 //   * the root's staging entry is the staging view's root (a graft);
-//   * what a rename between views answers (EROFS out of the read-only
-//     record tree, so `mv` stops before it copies; EXDEV elsewhere across
-//     the staging boundary);
+//   * what a rename between views answers (EROFS, also across the staging
+//     boundary either way: EXDEV would make `mv` copy, then fail to delete
+//     the read-only source and leave the copy staged);
 //   * which view holds file and directory handles (only staging's, today).
 // Operations return absl::Status / StatusOr; src/fuse turns them into
 // replies. Nothing here includes FUSE headers.

@@ -3,7 +3,7 @@
 // namespace (node_id.h: Space::kStaging, the store's node number in the low
 // bits). Filesystem owns one when there is a staging area and forwards every
 // staging-space call to it; which space a call belongs to, and what the
-// read-only rest answers (EROFS, EXDEV across the boundary), is Filesystem's
+// read-only rest answers (EROFS, across the boundary too), is Filesystem's
 // policy, not this class's. So every `ino` / `parent` given here is a staging
 // node id, and every non-zero `fh` a handle this view returned.
 //
