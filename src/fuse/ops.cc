@@ -40,6 +40,12 @@ namespace {
 
 bool InStaging(uint64_t ino) { return vfs::SpaceOf(ino) == vfs::Space::kStaging; }
 
+// Staging files opened or created now get no handle (OpsOptions::skip_open,
+// staging_without_handles): their writes come with fh 0.
+bool StagingWithoutHandles(const Ops& ops) {
+  return ops.negotiated.no_open.load() || ops.options.staging_without_handles;
+}
+
 void FillEntry(const Ops& ops, const vfs::Attr& a, fuse_entry_param* e) {
   e->ino = a.ino;
   e->generation = 1;
@@ -152,8 +158,15 @@ OpenReply DoOpen(const Ops& ops, fuse_ino_t ino, int flags) {
     r.err = ENOSYS;
     return r;
   }
-  r.fh = *fh;
   r.keep_cache = !InStaging(ino);  // shard bytes never change under the mount
+  // Shard bytes need no FLUSH; nor does a staging file without a handle.
+  r.noflush = r.keep_cache;
+  if (InStaging(ino) && ops.options.staging_without_handles) {
+    ops.fs->Discard(*fh);
+    r.noflush = true;
+    return r;
+  }
+  r.fh = *fh;
   return r;
 }
 
@@ -224,11 +237,12 @@ CreateReply DoCreate(const Ops& ops, fuse_ino_t parent, absl::string_view name, 
   }
   FillEntry(ops, res->first, &r.entry);
   r.fh = res->second;
-  if (ops.negotiated.no_open.load()) {
+  if (StagingWithoutHandles(ops)) {
     // Once OPEN was answered with ENOSYS the kernel sends no RELEASE for
     // any file, CREATE'd ones included (Linux 6.18, fuse_file_put): a handle
     // would never be closed. The file is written without one, like every
-    // file the kernel opened itself.
+    // file the kernel opened itself (and every staging file under
+    // staging_without_handles).
     ops.fs->Discard(r.fh);
     r.fh = 0;
   }
@@ -388,6 +402,11 @@ void Negotiate(Ops* ops, struct fuse_conn_info* conn) {
     conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
     ops->negotiated.no_open.store(true);
   }
+  if (ops->options.staging_without_handles) {
+    // Truncation by SETATTR, as above: an OPEN without a handle keeps no
+    // record of having truncated the file for the checks.
+    conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
+  }
   // Reads are served from the page cache of immutable shards: ask for large
   // requests and generous read-ahead.
   conn->max_readahead = 1u << 20;
@@ -476,9 +495,10 @@ void LlOpen(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   }
   fi->fh = r.fh;
   fi->keep_cache = r.keep_cache;
-  // Immutable shard data: close() need not wait for a FLUSH round trip
-  // (FOPEN_NOFLUSH; staging files keep theirs, it validates what was written).
-  fi->noflush = r.keep_cache;
+  // Immutable shard data, or a staging file without a handle: close() need
+  // not wait for a FLUSH round trip (FOPEN_NOFLUSH; staging files with a
+  // handle keep theirs, it validates what was written).
+  fi->noflush = r.noflush;
   if (fuse_reply_open(req, fi) == -ENOENT) OpsOf(req).fs->Release(r.fh);  // interrupted
 }
 
@@ -567,6 +587,7 @@ void LlCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
     return;
   }
   fi->fh = r.fh;
+  fi->noflush = r.fh == 0;  // nothing to check at close() without a handle
   if (fuse_reply_create(req, &r.entry, fi) == -ENOENT && r.fh != 0) {
     OpsOf(req).fs->Release(r.fh);  // interrupted
   }

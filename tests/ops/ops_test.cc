@@ -1424,6 +1424,64 @@ TEST_F(CreateTest, NegotiatedOpensAreLeftToTheKernel) {
   old_ops.fs->Release(c2.fh);
 }
 
+// A read-write mount's default (OpsOptions::staging_without_handles): every
+// OPEN is answered, so a writable open of a shard file fails with EROFS
+// however many files were opened before (issue 21, item 19: with no OPEN,
+// root's open(O_RDWR) of a record file succeeded and a shared mapping of it
+// changed the page cache); staging files are opened and created without a
+// handle, with no FLUSH, as under skip_open.
+TEST_F(CreateTest, ReadWriteMountsAnswerEveryOpenButKeepNoStagingHandles) {
+  ASSERT_NO_FATAL_FAILURE(MountWithStaging(NoHint));
+  const OpsOptions options{.skip_opendir = true, .staging_without_handles = true};
+  fuse_conn_info conn{};
+  conn.capable = FUSE_CAP_NO_OPEN_SUPPORT | FUSE_CAP_NO_OPENDIR_SUPPORT | FUSE_CAP_READDIRPLUS |
+                 FUSE_CAP_ATOMIC_O_TRUNC;
+  conn.want = FUSE_CAP_ATOMIC_O_TRUNC;
+  Ops ops{staged_fs_.get(), options};
+  Negotiate(&ops, &conn);
+  EXPECT_FALSE(ops.negotiated.no_open.load());
+  EXPECT_FALSE(conn.want & FUSE_CAP_NO_OPEN_SUPPORT);
+  EXPECT_FALSE(conn.want & FUSE_CAP_ATOMIC_O_TRUNC) << "O_TRUNC must arrive as SETATTR";
+
+  const fuse_ino_t shard_file =
+      DoLookup(
+          ops,
+          DoLookup(ops, DoLookup(ops, FUSE_ROOT_ID, "train.tfrecord").entry.ino, "0").entry.ino,
+          "record.bin")
+          .entry.ino;
+  ASSERT_NE(0u, shard_file);
+  for (int i = 0; i < 3; ++i) {
+    const OpenReply o = DoOpen(ops, shard_file, O_RDONLY);
+    ASSERT_EQ(0, o.err);
+    EXPECT_EQ(0u, o.fh);
+    EXPECT_TRUE(o.keep_cache);
+    EXPECT_TRUE(o.noflush);
+    for (int flags : {O_RDWR, O_WRONLY, O_RDONLY | O_TRUNC}) {
+      EXPECT_EQ(EROFS, DoOpen(ops, shard_file, flags).err) << flags;
+    }
+  }
+
+  fuse_ino_t rec = 0;
+  ASSERT_NO_FATAL_FAILURE(MakeRecordFolder(ops, &rec));
+  CreateReply c = DoCreate(ops, rec, "label", 0644, O_WRONLY | O_CREAT | O_EXCL);
+  ASSERT_EQ(0, c.err);
+  EXPECT_EQ(0u, c.fh) << "a staging file written without a handle";
+  EXPECT_EQ(0, DoWrite(ops, c.entry.ino, 0, "3\n", 0).err);
+  EXPECT_EQ(EINVAL, DoWrite(ops, c.entry.ino, 0, "x\n", 2).err) << "checked at write()";
+  const size_t fds = OpenDescriptors();
+  for (int i = 0; i < 50; ++i) {
+    for (int flags : {O_RDONLY, O_RDWR, O_WRONLY}) {
+      const OpenReply o = DoOpen(ops, c.entry.ino, flags);
+      ASSERT_EQ(0, o.err) << flags;
+      EXPECT_EQ(0u, o.fh) << flags;
+      EXPECT_TRUE(o.noflush) << flags;
+    }
+  }
+  EXPECT_EQ(fds, OpenDescriptors()) << "handles of staging opens were kept";
+  EXPECT_EQ("3\n", DoRead(ops, c.entry.ino, 16, 0, 0).data.data);
+  EXPECT_EQ(0, DoFlush(ops, c.entry.ino, 0));
+}
+
 // mknod makes regular files only; links are refused everywhere.
 TEST_F(CreateTest, MknodAndLinks) {
   ASSERT_NO_FATAL_FAILURE(MountWithStaging(NoHint));
