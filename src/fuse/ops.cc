@@ -16,12 +16,27 @@
 
 namespace tfrecordfs::fuse {
 
-void FillStat(const vfs::Attr& a, struct stat* st) {
-  // Every file belongs to the mounting user. Read once: getuid()/getgid() are
-  // system calls, and a listing fills a stat per entry (12 calls per record
-  // folder showed in walk profiles). The daemon never changes its ids.
+namespace {
+
+// The mounting user's ids. Read once: getuid()/getgid() are system calls,
+// and a listing fills a stat per entry (12 calls per record folder showed in
+// walk profiles). The daemon never changes its ids.
+uid_t MountUid() {
   static const uid_t uid = ::getuid();
+  return uid;
+}
+gid_t MountGid() {
   static const gid_t gid = ::getgid();
+  return gid;
+}
+
+}  // namespace
+
+void FillStat(const vfs::Attr& a, struct stat* st) {
+  // Every node belongs to the mounting user but staged ones, which show
+  // their backing file's owner (another user's, with allow_other).
+  const uid_t uid = a.uid == vfs::kMountOwnerUid ? MountUid() : a.uid;
+  const gid_t gid = a.gid == vfs::kMountOwnerGid ? MountGid() : a.gid;
   *st = {};
   st->st_ino = a.ino;
   st->st_mode = a.mode;
@@ -228,9 +243,9 @@ StatfsReply DoStatfs(const Ops& ops) {
 }
 
 CreateReply DoCreate(const Ops& ops, fuse_ino_t parent, absl::string_view name, mode_t mode,
-                     int flags) {
+                     int flags, std::optional<staging::Owner> caller) {
   CreateReply r;
-  auto res = ops.fs->CreateFile(parent, name, mode, flags);
+  auto res = ops.fs->CreateFile(parent, name, mode, flags, caller);
   if (!res.ok()) {
     r.err = ToErrno(res.status());
     return r;
@@ -249,7 +264,8 @@ CreateReply DoCreate(const Ops& ops, fuse_ino_t parent, absl::string_view name, 
   return r;
 }
 
-EntryReply DoMknod(const Ops& ops, fuse_ino_t parent, absl::string_view name, mode_t mode) {
+EntryReply DoMknod(const Ops& ops, fuse_ino_t parent, absl::string_view name, mode_t mode,
+                   std::optional<staging::Owner> caller) {
   EntryReply r;
   if (!S_ISREG(mode)) {
     // Only regular files and folders can be staged; outside staging/ every
@@ -257,7 +273,7 @@ EntryReply DoMknod(const Ops& ops, fuse_ino_t parent, absl::string_view name, mo
     r.err = InStaging(parent) ? EPERM : EROFS;
     return r;
   }
-  CreateReply c = DoCreate(ops, parent, name, mode, O_WRONLY | O_EXCL);
+  CreateReply c = DoCreate(ops, parent, name, mode, O_WRONLY | O_EXCL, caller);
   if (c.err) {
     r.err = c.err;
     return r;
@@ -267,9 +283,10 @@ EntryReply DoMknod(const Ops& ops, fuse_ino_t parent, absl::string_view name, mo
   return r;
 }
 
-EntryReply DoMkdir(const Ops& ops, fuse_ino_t parent, absl::string_view name, mode_t mode) {
+EntryReply DoMkdir(const Ops& ops, fuse_ino_t parent, absl::string_view name, mode_t mode,
+                   std::optional<staging::Owner> caller) {
   EntryReply r;
-  auto a = ops.fs->Mkdir(parent, name, mode);
+  auto a = ops.fs->Mkdir(parent, name, mode, caller);
   if (!a.ok()) {
     r.err = ToErrno(a.status());
     return r;
@@ -289,12 +306,18 @@ AttrReply DoSetAttr(const Ops& ops, fuse_ino_t ino, const struct stat& to, int f
   if (fuse_to_set & FUSE_SET_ATTR_ATIME_NOW) bits |= staging::kSetAtimeNow;
   if (fuse_to_set & FUSE_SET_ATTR_MTIME_NOW) bits |= staging::kSetMtimeNow;
   if (fuse_to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
-    // Every node shows as owned by the mounting user (FillStat). A chown to
-    // that same owner is a no-op, as on any file system (cp -p, cp -a and
-    // rsync -a send one); another owner is refused: staged files belong to
-    // the mounting user.
-    const bool same_uid = !(fuse_to_set & FUSE_SET_ATTR_UID) || to.st_uid == ::getuid();
-    const bool same_gid = !(fuse_to_set & FUSE_SET_ATTR_GID) || to.st_gid == ::getgid();
+    // A chown to the owner the node shows (FillStat: the mounting user's, or
+    // a staged node's creator's) is a no-op, as on any file system (cp -p,
+    // cp -a and rsync -a send one); another owner is refused.
+    auto now = ops.fs->GetAttr(ino);
+    if (!now.ok()) {
+      r.err = ToErrno(now.status());
+      return r;
+    }
+    struct stat shown;
+    FillStat(*now, &shown);
+    const bool same_uid = !(fuse_to_set & FUSE_SET_ATTR_UID) || to.st_uid == shown.st_uid;
+    const bool same_gid = !(fuse_to_set & FUSE_SET_ATTR_GID) || to.st_gid == shown.st_gid;
     if (!same_uid || !same_gid) {
       r.err = EPERM;
       return r;
@@ -415,6 +438,12 @@ void Negotiate(Ops* ops, struct fuse_conn_info* conn) {
 namespace {
 
 const Ops& OpsOf(fuse_req_t req) { return *static_cast<const Ops*>(fuse_req_userdata(req)); }
+
+// Who asked: new staged files and folders are made theirs (staging::Owner).
+staging::Owner CallerOf(fuse_req_t req) {
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  return staging::Owner{ctx->uid, ctx->gid};
+}
 
 void LlInit(void* userdata, struct fuse_conn_info* conn) {
   Negotiate(static_cast<Ops*>(userdata), conn);
@@ -576,12 +605,12 @@ void LlStatfs(fuse_req_t req, fuse_ino_t) {
 }
 
 void LlMkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
-  ReplyEntry(req, DoMkdir(OpsOf(req), parent, name, mode));
+  ReplyEntry(req, DoMkdir(OpsOf(req), parent, name, mode, CallerOf(req)));
 }
 
 void LlCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
               struct fuse_file_info* fi) {
-  CreateReply r = DoCreate(OpsOf(req), parent, name, mode, fi->flags);
+  CreateReply r = DoCreate(OpsOf(req), parent, name, mode, fi->flags, CallerOf(req));
   if (r.err) {
     fuse_reply_err(req, r.err);
     return;
@@ -594,7 +623,7 @@ void LlCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
 }
 
 void LlMknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t) {
-  ReplyEntry(req, DoMknod(OpsOf(req), parent, name, mode));
+  ReplyEntry(req, DoMknod(OpsOf(req), parent, name, mode, CallerOf(req)));
 }
 
 void LlUnlink(fuse_req_t req, fuse_ino_t parent, const char* name) {

@@ -229,18 +229,19 @@ absl::Status Filesystem::Fsync(uint64_t ino, uint64_t fh, bool datasync) {
 
 // ---- Writes: the view of the node decides (only staging takes them) ----
 
-absl::StatusOr<std::pair<Attr, uint64_t>> Filesystem::CreateFile(uint64_t parent,
-                                                                 absl::string_view name,
-                                                                 mode_t mode, int flags) {
+absl::StatusOr<std::pair<Attr, uint64_t>> Filesystem::CreateFile(
+    uint64_t parent, absl::string_view name, mode_t mode, int flags,
+    std::optional<staging::Owner> owner) {
   View* view = ViewOf(parent);
   if (view == nullptr) return ReadOnlyError();
-  return view->CreateFile(parent, name, mode, flags);
+  return view->CreateFile(parent, name, mode, flags, owner);
 }
 
-absl::StatusOr<Attr> Filesystem::Mkdir(uint64_t parent, absl::string_view name, mode_t mode) {
+absl::StatusOr<Attr> Filesystem::Mkdir(uint64_t parent, absl::string_view name, mode_t mode,
+                                       std::optional<staging::Owner> owner) {
   View* view = ViewOf(parent);
   if (view == nullptr) return ReadOnlyError();
-  return view->Mkdir(parent, name, mode);
+  return view->Mkdir(parent, name, mode, owner);
 }
 
 absl::StatusOr<size_t> Filesystem::Write(uint64_t ino, uint64_t fh, absl::string_view data,

@@ -1482,6 +1482,69 @@ TEST_F(CreateTest, ReadWriteMountsAnswerEveryOpenButKeepNoStagingHandles) {
   EXPECT_EQ(0, DoFlush(ops, c.entry.ino, 0));
 }
 
+// What a caller makes in staging/ is the caller's when the daemon is root
+// (issue 21, item 23: with allow_other, another user could make a folder but
+// not write into it): shown and stored with its uid and gid, or the group of
+// a set-group-ID folder; an existing file opened by CREATE keeps its owner;
+// a chown to the owner shown is a no-op, another EPERM.
+TEST_F(CreateTest, WhatACallerMakesIsTheirs) {
+  if (::geteuid() != 0) GTEST_SKIP() << "only a root daemon can give files away";
+  ASSERT_NO_FATAL_FAILURE(MountWithStaging(NoHint));
+  Ops ops{staged_fs_.get(), OpsOptions{}};
+  const staging::Owner nobody{65534, 65534};
+  const EntryReply staging = DoLookup(ops, FUSE_ROOT_ID, "staging");
+  ASSERT_EQ(0, staging.err);
+  const EntryReply rec = DoMkdir(ops, staging.entry.ino, "r", 0755, nobody);
+  ASSERT_EQ(0, rec.err);
+  EXPECT_EQ(65534u, rec.entry.attr.st_uid);
+  EXPECT_EQ(65534u, rec.entry.attr.st_gid);
+  CreateReply c = DoCreate(ops, rec.entry.ino, "label", 0644, O_WRONLY | O_CREAT, nobody);
+  ASSERT_EQ(0, c.err);
+  ops.fs->Release(c.fh);
+  EXPECT_EQ(65534u, c.entry.attr.st_uid);
+  EXPECT_EQ(65534u, DoGetAttr(ops, c.entry.ino).st.st_gid);
+  const EntryReply made = DoMknod(ops, rec.entry.ino, "other", S_IFREG | 0644, nobody);
+  ASSERT_EQ(0, made.err);
+  EXPECT_EQ(65534u, made.entry.attr.st_uid);
+  struct stat backing {};
+  ASSERT_EQ(0, ::lstat((b_ + "/store/records/r/label").c_str(), &backing));
+  EXPECT_EQ(65534u, backing.st_uid);
+  EXPECT_EQ(65534u, backing.st_gid);
+
+  // Opened again by root's CREATE (no O_EXCL): still nobody's.
+  CreateReply again =
+      DoCreate(ops, rec.entry.ino, "label", 0644, O_WRONLY | O_CREAT, staging::Owner{0, 0});
+  ASSERT_EQ(0, again.err);
+  ops.fs->Release(again.fh);
+  EXPECT_EQ(65534u, again.entry.attr.st_uid);
+  EXPECT_EQ(EEXIST,
+            DoCreate(ops, rec.entry.ino, "label", 0644, O_WRONLY | O_CREAT | O_EXCL, nobody).err);
+
+  struct stat to {};
+  to.st_uid = 65534;
+  to.st_gid = 65534;
+  EXPECT_EQ(0, DoSetAttr(ops, c.entry.ino, to, FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID, 0).err);
+  to.st_uid = 0;
+  EXPECT_EQ(EPERM, DoSetAttr(ops, c.entry.ino, to, FUSE_SET_ATTR_UID, 0).err);
+  to.st_gid = 0;
+  EXPECT_EQ(EPERM, DoSetAttr(ops, c.entry.ino, to, FUSE_SET_ATTR_GID, 0).err);
+
+  // A set-group-ID folder of root's gives its group.
+  const EntryReply shared = DoMkdir(ops, staging.entry.ino, "shared", 02777);
+  ASSERT_EQ(0, shared.err);
+  struct stat mode {};
+  mode.st_mode = S_IFDIR | 02777;
+  ASSERT_EQ(0, DoSetAttr(ops, shared.entry.ino, mode, FUSE_SET_ATTR_MODE, 0).err);
+  const EntryReply inside = DoMkdir(ops, shared.entry.ino, "d", 0755, nobody);
+  ASSERT_EQ(0, inside.err);
+  EXPECT_EQ(65534u, inside.entry.attr.st_uid);
+  EXPECT_EQ(0u, inside.entry.attr.st_gid);
+  // Without a caller (and for the root caller), the daemon's own.
+  const EntryReply own = DoMkdir(ops, staging.entry.ino, "own", 0755);
+  ASSERT_EQ(0, own.err);
+  EXPECT_EQ(0u, own.entry.attr.st_uid);
+}
+
 // mknod makes regular files only; links are refused everywhere.
 TEST_F(CreateTest, MknodAndLinks) {
   ASSERT_NO_FATAL_FAILURE(MountWithStaging(NoHint));

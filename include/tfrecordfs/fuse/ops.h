@@ -21,6 +21,7 @@
 #include <fuse_lowlevel.h>
 
 #include <atomic>
+#include <optional>
 #include <string>
 
 #include "absl/strings/string_view.h"
@@ -169,15 +170,21 @@ struct CreateReply {
   // options.staging_without_handles.
   uint64_t fh = 0;
 };
+// `caller`: the requesting user's ids (fuse_req_ctx), who get what is made
+// where the daemon can give it (staging::Owner); none: the daemon's.
 CreateReply DoCreate(const Ops& ops, fuse_ino_t parent, absl::string_view name, mode_t mode,
-                     int flags);
+                     int flags, std::optional<staging::Owner> caller = std::nullopt);
 // MKNOD: a regular file is created (and closed) as by CREATE; any other
 // type is EPERM in staging/ (only files and folders are staged).
-EntryReply DoMknod(const Ops& ops, fuse_ino_t parent, absl::string_view name, mode_t mode);
-EntryReply DoMkdir(const Ops& ops, fuse_ino_t parent, absl::string_view name, mode_t mode);
+EntryReply DoMknod(const Ops& ops, fuse_ino_t parent, absl::string_view name, mode_t mode,
+                   std::optional<staging::Owner> caller = std::nullopt);
+EntryReply DoMkdir(const Ops& ops, fuse_ino_t parent, absl::string_view name, mode_t mode,
+                   std::optional<staging::Owner> caller = std::nullopt);
 // SYMLINK and LINK: links could point outside the store or alias staged
 // files, so they are refused: EPERM in staging/, EROFS elsewhere.
 int DoLink(const Ops& ops, fuse_ino_t new_parent);
+// A chown to the node's own owner and group is a no-op (cp -p, cp -a and
+// rsync -a send one); any other owner is EPERM.
 AttrReply DoSetAttr(const Ops& ops, fuse_ino_t ino, const struct stat& to, int fuse_to_set,
                     uint64_t fh);
 struct WriteReply {
