@@ -106,10 +106,12 @@ Options:
                          their listings itself where it can)
        ro                read-only mount: staging/ refuses writes, nothing
                          is packed on unmount
-       open              send every open/flush/release to the daemon
-                         (default: the kernel opens files itself, no round
-                         trip per open; staged files are then checked at
-                         write(), and close() never fails)
+       open              send every open/flush/release to the daemon and
+                         give staged files handles (default: on a ro mount
+                         the kernel opens files itself, no round trip per
+                         open; a read-write mount sends OPEN, so that a
+                         writable open of a record fails; staged files are
+                         checked at write(), and close() never fails)
        timeout=SECONDS   kernel cache time for names and attributes
                          (default 86400: shard data is immutable)
        verbose           log at debug level
@@ -524,7 +526,12 @@ int MountMain(int argc, char** argv) {
   }
 
   if (cli.read_only) cli.session.fuse_options.emplace_back("ro");
-  cli.session.ops.skip_open = !cli.always_open;
+  // Only a read-only mount lets the kernel open files without asking: on a
+  // read-write one, nothing else could refuse a writable open of a record
+  // file (root ignores its 0444), whose shared mappings would then change
+  // the page cache under every reader (fuse::OpsOptions::skip_open).
+  cli.session.ops.skip_open = !cli.always_open && cli.read_only;
+  cli.session.ops.staging_without_handles = !cli.always_open && !cli.read_only;
   bool has_fsname = false;
   for (const auto& o : cli.session.fuse_options) has_fsname |= absl::StartsWith(o, "fsname=");
   if (!has_fsname) {

@@ -16,12 +16,27 @@
 
 namespace tfrecordfs::fuse {
 
-void FillStat(const vfs::Attr& a, struct stat* st) {
-  // Every file belongs to the mounting user. Read once: getuid()/getgid() are
-  // system calls, and a listing fills a stat per entry (12 calls per record
-  // folder showed in walk profiles). The daemon never changes its ids.
+namespace {
+
+// The mounting user's ids. Read once: getuid()/getgid() are system calls,
+// and a listing fills a stat per entry (12 calls per record folder showed in
+// walk profiles). The daemon never changes its ids.
+uid_t MountUid() {
   static const uid_t uid = ::getuid();
+  return uid;
+}
+gid_t MountGid() {
   static const gid_t gid = ::getgid();
+  return gid;
+}
+
+}  // namespace
+
+void FillStat(const vfs::Attr& a, struct stat* st) {
+  // Every node belongs to the mounting user but staged ones, which show
+  // their backing file's owner (another user's, with allow_other).
+  const uid_t uid = a.uid == vfs::kMountOwnerUid ? MountUid() : a.uid;
+  const gid_t gid = a.gid == vfs::kMountOwnerGid ? MountGid() : a.gid;
   *st = {};
   st->st_ino = a.ino;
   st->st_mode = a.mode;
@@ -39,6 +54,12 @@ void FillStat(const vfs::Attr& a, struct stat* st) {
 namespace {
 
 bool InStaging(uint64_t ino) { return vfs::SpaceOf(ino) == vfs::Space::kStaging; }
+
+// Staging files opened or created now get no handle (OpsOptions::skip_open,
+// staging_without_handles): their writes come with fh 0.
+bool StagingWithoutHandles(const Ops& ops) {
+  return ops.negotiated.no_open.load() || ops.options.staging_without_handles;
+}
 
 void FillEntry(const Ops& ops, const vfs::Attr& a, fuse_entry_param* e) {
   e->ino = a.ino;
@@ -152,8 +173,15 @@ OpenReply DoOpen(const Ops& ops, fuse_ino_t ino, int flags) {
     r.err = ENOSYS;
     return r;
   }
-  r.fh = *fh;
   r.keep_cache = !InStaging(ino);  // shard bytes never change under the mount
+  // Shard bytes need no FLUSH; nor does a staging file without a handle.
+  r.noflush = r.keep_cache;
+  if (InStaging(ino) && ops.options.staging_without_handles) {
+    ops.fs->Discard(*fh);
+    r.noflush = true;
+    return r;
+  }
+  r.fh = *fh;
   return r;
 }
 
@@ -215,27 +243,29 @@ StatfsReply DoStatfs(const Ops& ops) {
 }
 
 CreateReply DoCreate(const Ops& ops, fuse_ino_t parent, absl::string_view name, mode_t mode,
-                     int flags) {
+                     int flags, std::optional<staging::Owner> caller) {
   CreateReply r;
-  auto res = ops.fs->CreateFile(parent, name, mode, flags);
+  auto res = ops.fs->CreateFile(parent, name, mode, flags, caller);
   if (!res.ok()) {
     r.err = ToErrno(res.status());
     return r;
   }
   FillEntry(ops, res->first, &r.entry);
   r.fh = res->second;
-  if (ops.negotiated.no_open.load()) {
+  if (StagingWithoutHandles(ops)) {
     // Once OPEN was answered with ENOSYS the kernel sends no RELEASE for
     // any file, CREATE'd ones included (Linux 6.18, fuse_file_put): a handle
     // would never be closed. The file is written without one, like every
-    // file the kernel opened itself.
+    // file the kernel opened itself (and every staging file under
+    // staging_without_handles).
     ops.fs->Discard(r.fh);
     r.fh = 0;
   }
   return r;
 }
 
-EntryReply DoMknod(const Ops& ops, fuse_ino_t parent, absl::string_view name, mode_t mode) {
+EntryReply DoMknod(const Ops& ops, fuse_ino_t parent, absl::string_view name, mode_t mode,
+                   std::optional<staging::Owner> caller) {
   EntryReply r;
   if (!S_ISREG(mode)) {
     // Only regular files and folders can be staged; outside staging/ every
@@ -243,7 +273,7 @@ EntryReply DoMknod(const Ops& ops, fuse_ino_t parent, absl::string_view name, mo
     r.err = InStaging(parent) ? EPERM : EROFS;
     return r;
   }
-  CreateReply c = DoCreate(ops, parent, name, mode, O_WRONLY | O_EXCL);
+  CreateReply c = DoCreate(ops, parent, name, mode, O_WRONLY | O_EXCL, caller);
   if (c.err) {
     r.err = c.err;
     return r;
@@ -253,9 +283,10 @@ EntryReply DoMknod(const Ops& ops, fuse_ino_t parent, absl::string_view name, mo
   return r;
 }
 
-EntryReply DoMkdir(const Ops& ops, fuse_ino_t parent, absl::string_view name, mode_t mode) {
+EntryReply DoMkdir(const Ops& ops, fuse_ino_t parent, absl::string_view name, mode_t mode,
+                   std::optional<staging::Owner> caller) {
   EntryReply r;
-  auto a = ops.fs->Mkdir(parent, name, mode);
+  auto a = ops.fs->Mkdir(parent, name, mode, caller);
   if (!a.ok()) {
     r.err = ToErrno(a.status());
     return r;
@@ -275,12 +306,18 @@ AttrReply DoSetAttr(const Ops& ops, fuse_ino_t ino, const struct stat& to, int f
   if (fuse_to_set & FUSE_SET_ATTR_ATIME_NOW) bits |= staging::kSetAtimeNow;
   if (fuse_to_set & FUSE_SET_ATTR_MTIME_NOW) bits |= staging::kSetMtimeNow;
   if (fuse_to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
-    // Every node shows as owned by the mounting user (FillStat). A chown to
-    // that same owner is a no-op, as on any file system (cp -p, cp -a and
-    // rsync -a send one); another owner is refused: staged files belong to
-    // the mounting user.
-    const bool same_uid = !(fuse_to_set & FUSE_SET_ATTR_UID) || to.st_uid == ::getuid();
-    const bool same_gid = !(fuse_to_set & FUSE_SET_ATTR_GID) || to.st_gid == ::getgid();
+    // A chown to the owner the node shows (FillStat: the mounting user's, or
+    // a staged node's creator's) is a no-op, as on any file system (cp -p,
+    // cp -a and rsync -a send one); another owner is refused.
+    auto now = ops.fs->GetAttr(ino);
+    if (!now.ok()) {
+      r.err = ToErrno(now.status());
+      return r;
+    }
+    struct stat shown;
+    FillStat(*now, &shown);
+    const bool same_uid = !(fuse_to_set & FUSE_SET_ATTR_UID) || to.st_uid == shown.st_uid;
+    const bool same_gid = !(fuse_to_set & FUSE_SET_ATTR_GID) || to.st_gid == shown.st_gid;
     if (!same_uid || !same_gid) {
       r.err = EPERM;
       return r;
@@ -388,6 +425,11 @@ void Negotiate(Ops* ops, struct fuse_conn_info* conn) {
     conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
     ops->negotiated.no_open.store(true);
   }
+  if (ops->options.staging_without_handles) {
+    // Truncation by SETATTR, as above: an OPEN without a handle keeps no
+    // record of having truncated the file for the checks.
+    conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
+  }
   // Reads are served from the page cache of immutable shards: ask for large
   // requests and generous read-ahead.
   conn->max_readahead = 1u << 20;
@@ -396,6 +438,12 @@ void Negotiate(Ops* ops, struct fuse_conn_info* conn) {
 namespace {
 
 const Ops& OpsOf(fuse_req_t req) { return *static_cast<const Ops*>(fuse_req_userdata(req)); }
+
+// Who asked: new staged files and folders are made theirs (staging::Owner).
+staging::Owner CallerOf(fuse_req_t req) {
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  return staging::Owner{ctx->uid, ctx->gid};
+}
 
 void LlInit(void* userdata, struct fuse_conn_info* conn) {
   Negotiate(static_cast<Ops*>(userdata), conn);
@@ -476,9 +524,10 @@ void LlOpen(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   }
   fi->fh = r.fh;
   fi->keep_cache = r.keep_cache;
-  // Immutable shard data: close() need not wait for a FLUSH round trip
-  // (FOPEN_NOFLUSH; staging files keep theirs, it validates what was written).
-  fi->noflush = r.keep_cache;
+  // Immutable shard data, or a staging file without a handle: close() need
+  // not wait for a FLUSH round trip (FOPEN_NOFLUSH; staging files with a
+  // handle keep theirs, it validates what was written).
+  fi->noflush = r.noflush;
   if (fuse_reply_open(req, fi) == -ENOENT) OpsOf(req).fs->Release(r.fh);  // interrupted
 }
 
@@ -556,24 +605,25 @@ void LlStatfs(fuse_req_t req, fuse_ino_t) {
 }
 
 void LlMkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
-  ReplyEntry(req, DoMkdir(OpsOf(req), parent, name, mode));
+  ReplyEntry(req, DoMkdir(OpsOf(req), parent, name, mode, CallerOf(req)));
 }
 
 void LlCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
               struct fuse_file_info* fi) {
-  CreateReply r = DoCreate(OpsOf(req), parent, name, mode, fi->flags);
+  CreateReply r = DoCreate(OpsOf(req), parent, name, mode, fi->flags, CallerOf(req));
   if (r.err) {
     fuse_reply_err(req, r.err);
     return;
   }
   fi->fh = r.fh;
+  fi->noflush = r.fh == 0;  // nothing to check at close() without a handle
   if (fuse_reply_create(req, &r.entry, fi) == -ENOENT && r.fh != 0) {
     OpsOf(req).fs->Release(r.fh);  // interrupted
   }
 }
 
 void LlMknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t) {
-  ReplyEntry(req, DoMknod(OpsOf(req), parent, name, mode));
+  ReplyEntry(req, DoMknod(OpsOf(req), parent, name, mode, CallerOf(req)));
 }
 
 void LlUnlink(fuse_req_t req, fuse_ino_t parent, const char* name) {

@@ -451,17 +451,45 @@ absl::StatusOr<struct stat> Store::SetAttr(uint64_t node, int fd, const struct s
   return GetAttr(node);
 }
 
-absl::StatusOr<struct stat> Store::Mkdir(uint64_t parent, absl::string_view name, mode_t mode) {
+namespace {
+
+// Gives `name` in `dir_fd`, just made by the daemon (`fd`: a descriptor of
+// it, or -1), to `owner` (see Owner): only a root daemon can, and only ids
+// other than its own need it.
+absl::Status GiveTo(int dir_fd, const std::string& name, int fd,
+                    const std::optional<Owner>& owner) {
+  if (!owner || ::geteuid() != 0) return absl::OkStatus();
+  struct stat parent;
+  if (::fstat(dir_fd, &parent) != 0) return ErrnoError(errno, name);
+  const gid_t gid = (parent.st_mode & S_ISGID) ? static_cast<gid_t>(-1) : owner->gid;
+  if (owner->uid == ::geteuid() && (gid == static_cast<gid_t>(-1) || gid == ::getegid())) {
+    return absl::OkStatus();
+  }
+  const int r = fd >= 0 ? ::fchown(fd, owner->uid, gid)
+                        : ::fchownat(dir_fd, name.c_str(), owner->uid, gid, AT_SYMLINK_NOFOLLOW);
+  if (r != 0) return ErrnoError(errno, absl::StrCat(name, ": chown"));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<struct stat> Store::Mkdir(uint64_t parent, absl::string_view name, mode_t mode,
+                                         std::optional<Owner> owner) {
   if (auto s = CheckName(name); !s.ok()) return s;
   auto pfd = NodeFd(parent);
   if (!pfd.ok()) return pfd.status();
   const std::string n(name);
   if (::mkdirat((*pfd)->get(), n.c_str(), StagedMode(mode, true)) != 0) return ErrnoError(errno, n);
+  if (auto s = GiveTo((*pfd)->get(), n, -1, owner); !s.ok()) {
+    ::unlinkat((*pfd)->get(), n.c_str(), AT_REMOVEDIR);
+    return s;
+  }
   return Register(parent, (*pfd)->get(), name);
 }
 
 absl::StatusOr<std::pair<struct stat, int>> Store::Create(uint64_t parent, absl::string_view name,
-                                                          mode_t mode, int flags) {
+                                                          mode_t mode, int flags,
+                                                          std::optional<Owner> owner) {
   if (auto s = CheckName(name); !s.ok()) return s;
   if (!S_ISREG(mode) && (mode & S_IFMT) != 0) {
     return PosixError(EPERM, "only regular files and folders can be staged");
@@ -469,10 +497,21 @@ absl::StatusOr<std::pair<struct stat, int>> Store::Create(uint64_t parent, absl:
   auto pfd = NodeFd(parent);
   if (!pfd.ok()) return pfd.status();
   const std::string n(name);
-  int fd =
-      ::openat((*pfd)->get(), n.c_str(), (flags | O_CREAT | O_NOFOLLOW | O_CLOEXEC) & ~O_DIRECT,
-               StagedMode(mode, false));
+  const int open_flags = (flags | O_NOFOLLOW | O_CLOEXEC) & ~O_DIRECT;
+  // O_EXCL tells a file made here from one opened (which keeps its owner).
+  int fd = ::openat((*pfd)->get(), n.c_str(), open_flags | O_CREAT | O_EXCL, StagedMode(mode, false));
+  const bool made = fd >= 0;
+  if (!made && errno == EEXIST && !(flags & O_EXCL)) {
+    fd = ::openat((*pfd)->get(), n.c_str(), open_flags & ~O_CREAT);
+  }
   if (fd < 0) return ErrnoError(errno, n);
+  if (made) {
+    if (auto s = GiveTo((*pfd)->get(), n, fd, owner); !s.ok()) {
+      ::close(fd);
+      ::unlinkat((*pfd)->get(), n.c_str(), 0);
+      return s;
+    }
+  }
   auto st = Register(parent, (*pfd)->get(), name);
   if (!st.ok()) {
     ::close(fd);

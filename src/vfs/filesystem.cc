@@ -229,18 +229,19 @@ absl::Status Filesystem::Fsync(uint64_t ino, uint64_t fh, bool datasync) {
 
 // ---- Writes: the view of the node decides (only staging takes them) ----
 
-absl::StatusOr<std::pair<Attr, uint64_t>> Filesystem::CreateFile(uint64_t parent,
-                                                                 absl::string_view name,
-                                                                 mode_t mode, int flags) {
+absl::StatusOr<std::pair<Attr, uint64_t>> Filesystem::CreateFile(
+    uint64_t parent, absl::string_view name, mode_t mode, int flags,
+    std::optional<staging::Owner> owner) {
   View* view = ViewOf(parent);
   if (view == nullptr) return ReadOnlyError();
-  return view->CreateFile(parent, name, mode, flags);
+  return view->CreateFile(parent, name, mode, flags, owner);
 }
 
-absl::StatusOr<Attr> Filesystem::Mkdir(uint64_t parent, absl::string_view name, mode_t mode) {
+absl::StatusOr<Attr> Filesystem::Mkdir(uint64_t parent, absl::string_view name, mode_t mode,
+                                       std::optional<staging::Owner> owner) {
   View* view = ViewOf(parent);
   if (view == nullptr) return ReadOnlyError();
-  return view->Mkdir(parent, name, mode);
+  return view->Mkdir(parent, name, mode, owner);
 }
 
 absl::StatusOr<size_t> Filesystem::Write(uint64_t ino, uint64_t fh, absl::string_view data,
@@ -275,8 +276,15 @@ absl::Status Filesystem::Rename(uint64_t parent, absl::string_view name, uint64_
   View* to = ViewOf(new_parent);
   if (from == nullptr || to == nullptr) return ReadOnlyError();
   if (from == to) return from->Rename(parent, name, new_parent, new_name, flags);
-  if (to == staging_.get()) return PosixError(EXDEV, "cannot move across the staging boundary");
-  if (from == staging_.get()) return PosixError(EXDEV, "cannot move across the staging boundary");
+  if (from == staging_.get() || to == staging_.get()) {
+    // EROFS, not EXDEV: EXDEV tells mv(1) to copy and then delete the
+    // source; the delete fails on the read-only shards, but the copy stays
+    // staged and packs, and the dataset holds the record twice. EROFS stops
+    // mv before it copies anything (cp -r stages a copy).
+    return PosixError(
+        EROFS, absl::StrCat("cannot move ", name, from == staging_.get() ? " out of" : " into",
+                            " the staging folder: the shards are read-only"));
+  }
   return ReadOnlyError();
 }
 

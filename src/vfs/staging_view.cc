@@ -40,6 +40,8 @@ Attr AttrOf(const struct stat& st) {
   Attr a;
   a.ino = StagingId(st.st_ino);
   a.mode = st.st_mode;
+  a.uid = st.st_uid;  // another user's (allow_other, staging::Owner)
+  a.gid = st.st_gid;
   a.size = static_cast<uint64_t>(st.st_size);
   a.nlink = st.st_nlink;
   a.mtime = st.st_mtim;
@@ -92,10 +94,10 @@ absl::StatusOr<uint64_t> StagingView::Open(uint64_t ino, int flags) {
   return files_.Add(std::move(h));
 }
 
-absl::StatusOr<std::pair<Attr, uint64_t>> StagingView::CreateFile(uint64_t parent,
-                                                                  absl::string_view name,
-                                                                  mode_t mode, int flags) {
-  auto r = store_->Create(StagingIndex(parent), name, mode, flags);
+absl::StatusOr<std::pair<Attr, uint64_t>> StagingView::CreateFile(
+    uint64_t parent, absl::string_view name, mode_t mode, int flags,
+    std::optional<staging::Owner> owner) {
+  auto r = store_->Create(StagingIndex(parent), name, mode, flags, owner);
   if (!r.ok()) return r.status();
   auto h = std::make_unique<FileHandle>();
   h->fd = UniqueFd(r->second);
@@ -215,8 +217,9 @@ absl::StatusOr<Attr> StagingView::SetAttr(uint64_t ino, uint64_t fh, const struc
   return AttrOf(*st);
 }
 
-absl::StatusOr<Attr> StagingView::Mkdir(uint64_t parent, absl::string_view name, mode_t mode) {
-  auto st = store_->Mkdir(StagingIndex(parent), name, mode);
+absl::StatusOr<Attr> StagingView::Mkdir(uint64_t parent, absl::string_view name, mode_t mode,
+                                        std::optional<staging::Owner> owner) {
+  auto st = store_->Mkdir(StagingIndex(parent), name, mode, owner);
   if (!st.ok()) return st.status();
   return AttrOf(*st);
 }

@@ -1424,6 +1424,127 @@ TEST_F(CreateTest, NegotiatedOpensAreLeftToTheKernel) {
   old_ops.fs->Release(c2.fh);
 }
 
+// A read-write mount's default (OpsOptions::staging_without_handles): every
+// OPEN is answered, so a writable open of a shard file fails with EROFS
+// however many files were opened before (issue 21, item 19: with no OPEN,
+// root's open(O_RDWR) of a record file succeeded and a shared mapping of it
+// changed the page cache); staging files are opened and created without a
+// handle, with no FLUSH, as under skip_open.
+TEST_F(CreateTest, ReadWriteMountsAnswerEveryOpenButKeepNoStagingHandles) {
+  ASSERT_NO_FATAL_FAILURE(MountWithStaging(NoHint));
+  const OpsOptions options{.skip_opendir = true, .staging_without_handles = true};
+  fuse_conn_info conn{};
+  conn.capable = FUSE_CAP_NO_OPEN_SUPPORT | FUSE_CAP_NO_OPENDIR_SUPPORT | FUSE_CAP_READDIRPLUS |
+                 FUSE_CAP_ATOMIC_O_TRUNC;
+  conn.want = FUSE_CAP_ATOMIC_O_TRUNC;
+  Ops ops{staged_fs_.get(), options};
+  Negotiate(&ops, &conn);
+  EXPECT_FALSE(ops.negotiated.no_open.load());
+  EXPECT_FALSE(conn.want & FUSE_CAP_NO_OPEN_SUPPORT);
+  EXPECT_FALSE(conn.want & FUSE_CAP_ATOMIC_O_TRUNC) << "O_TRUNC must arrive as SETATTR";
+
+  const fuse_ino_t shard_file =
+      DoLookup(
+          ops,
+          DoLookup(ops, DoLookup(ops, FUSE_ROOT_ID, "train.tfrecord").entry.ino, "0").entry.ino,
+          "record.bin")
+          .entry.ino;
+  ASSERT_NE(0u, shard_file);
+  for (int i = 0; i < 3; ++i) {
+    const OpenReply o = DoOpen(ops, shard_file, O_RDONLY);
+    ASSERT_EQ(0, o.err);
+    EXPECT_EQ(0u, o.fh);
+    EXPECT_TRUE(o.keep_cache);
+    EXPECT_TRUE(o.noflush);
+    for (int flags : {O_RDWR, O_WRONLY, O_RDONLY | O_TRUNC}) {
+      EXPECT_EQ(EROFS, DoOpen(ops, shard_file, flags).err) << flags;
+    }
+  }
+
+  fuse_ino_t rec = 0;
+  ASSERT_NO_FATAL_FAILURE(MakeRecordFolder(ops, &rec));
+  CreateReply c = DoCreate(ops, rec, "label", 0644, O_WRONLY | O_CREAT | O_EXCL);
+  ASSERT_EQ(0, c.err);
+  EXPECT_EQ(0u, c.fh) << "a staging file written without a handle";
+  EXPECT_EQ(0, DoWrite(ops, c.entry.ino, 0, "3\n", 0).err);
+  EXPECT_EQ(EINVAL, DoWrite(ops, c.entry.ino, 0, "x\n", 2).err) << "checked at write()";
+  const size_t fds = OpenDescriptors();
+  for (int i = 0; i < 50; ++i) {
+    for (int flags : {O_RDONLY, O_RDWR, O_WRONLY}) {
+      const OpenReply o = DoOpen(ops, c.entry.ino, flags);
+      ASSERT_EQ(0, o.err) << flags;
+      EXPECT_EQ(0u, o.fh) << flags;
+      EXPECT_TRUE(o.noflush) << flags;
+    }
+  }
+  EXPECT_EQ(fds, OpenDescriptors()) << "handles of staging opens were kept";
+  EXPECT_EQ("3\n", DoRead(ops, c.entry.ino, 16, 0, 0).data.data);
+  EXPECT_EQ(0, DoFlush(ops, c.entry.ino, 0));
+}
+
+// What a caller makes in staging/ is the caller's when the daemon is root
+// (issue 21, item 23: with allow_other, another user could make a folder but
+// not write into it): shown and stored with its uid and gid, or the group of
+// a set-group-ID folder; an existing file opened by CREATE keeps its owner;
+// a chown to the owner shown is a no-op, another EPERM.
+TEST_F(CreateTest, WhatACallerMakesIsTheirs) {
+  if (::geteuid() != 0) GTEST_SKIP() << "only a root daemon can give files away";
+  ASSERT_NO_FATAL_FAILURE(MountWithStaging(NoHint));
+  Ops ops{staged_fs_.get(), OpsOptions{}};
+  const staging::Owner nobody{65534, 65534};
+  const EntryReply staging = DoLookup(ops, FUSE_ROOT_ID, "staging");
+  ASSERT_EQ(0, staging.err);
+  const EntryReply rec = DoMkdir(ops, staging.entry.ino, "r", 0755, nobody);
+  ASSERT_EQ(0, rec.err);
+  EXPECT_EQ(65534u, rec.entry.attr.st_uid);
+  EXPECT_EQ(65534u, rec.entry.attr.st_gid);
+  CreateReply c = DoCreate(ops, rec.entry.ino, "label", 0644, O_WRONLY | O_CREAT, nobody);
+  ASSERT_EQ(0, c.err);
+  ops.fs->Release(c.fh);
+  EXPECT_EQ(65534u, c.entry.attr.st_uid);
+  EXPECT_EQ(65534u, DoGetAttr(ops, c.entry.ino).st.st_gid);
+  const EntryReply made = DoMknod(ops, rec.entry.ino, "other", S_IFREG | 0644, nobody);
+  ASSERT_EQ(0, made.err);
+  EXPECT_EQ(65534u, made.entry.attr.st_uid);
+  struct stat backing {};
+  ASSERT_EQ(0, ::lstat((b_ + "/store/records/r/label").c_str(), &backing));
+  EXPECT_EQ(65534u, backing.st_uid);
+  EXPECT_EQ(65534u, backing.st_gid);
+
+  // Opened again by root's CREATE (no O_EXCL): still nobody's.
+  CreateReply again =
+      DoCreate(ops, rec.entry.ino, "label", 0644, O_WRONLY | O_CREAT, staging::Owner{0, 0});
+  ASSERT_EQ(0, again.err);
+  ops.fs->Release(again.fh);
+  EXPECT_EQ(65534u, again.entry.attr.st_uid);
+  EXPECT_EQ(EEXIST,
+            DoCreate(ops, rec.entry.ino, "label", 0644, O_WRONLY | O_CREAT | O_EXCL, nobody).err);
+
+  struct stat to {};
+  to.st_uid = 65534;
+  to.st_gid = 65534;
+  EXPECT_EQ(0, DoSetAttr(ops, c.entry.ino, to, FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID, 0).err);
+  to.st_uid = 0;
+  EXPECT_EQ(EPERM, DoSetAttr(ops, c.entry.ino, to, FUSE_SET_ATTR_UID, 0).err);
+  to.st_gid = 0;
+  EXPECT_EQ(EPERM, DoSetAttr(ops, c.entry.ino, to, FUSE_SET_ATTR_GID, 0).err);
+
+  // A set-group-ID folder of root's gives its group.
+  const EntryReply shared = DoMkdir(ops, staging.entry.ino, "shared", 02777);
+  ASSERT_EQ(0, shared.err);
+  struct stat mode {};
+  mode.st_mode = S_IFDIR | 02777;
+  ASSERT_EQ(0, DoSetAttr(ops, shared.entry.ino, mode, FUSE_SET_ATTR_MODE, 0).err);
+  const EntryReply inside = DoMkdir(ops, shared.entry.ino, "d", 0755, nobody);
+  ASSERT_EQ(0, inside.err);
+  EXPECT_EQ(65534u, inside.entry.attr.st_uid);
+  EXPECT_EQ(0u, inside.entry.attr.st_gid);
+  // Without a caller (and for the root caller), the daemon's own.
+  const EntryReply own = DoMkdir(ops, staging.entry.ino, "own", 0755);
+  ASSERT_EQ(0, own.err);
+  EXPECT_EQ(0u, own.entry.attr.st_uid);
+}
+
 // mknod makes regular files only; links are refused everywhere.
 TEST_F(CreateTest, MknodAndLinks) {
   ASSERT_NO_FATAL_FAILURE(MountWithStaging(NoHint));

@@ -21,6 +21,7 @@
 #include <fuse_lowlevel.h>
 
 #include <atomic>
+#include <optional>
 #include <string>
 
 #include "absl/strings/string_view.h"
@@ -57,8 +58,23 @@ struct OpsOptions {
   // read and written without a handle (vfs::Filesystem::Read/Write with fh
   // 0) except those made by CREATE, which keep theirs until RELEASE; with
   // no FLUSH, a staged file's checks happen at write() and RELEASE, and
-  // close() never fails (staging::Store). The CLI sets this unless `-o open`.
+  // close() never fails (staging::Store).
+  // Only safe where the kernel itself refuses writable opens (a read-only
+  // mount): nothing else could refuse open(O_RDWR) of a record file, which
+  // root may open whatever its mode, and writes through a shared mapping of
+  // it would change the page cache every later reader sees. The CLI sets
+  // this on `-o ro` mounts unless `-o open`.
   bool skip_open = false;
+  // Read-write mounts without `-o open` (the CLI's default there): OPEN is
+  // answered for every file (a writable open of anything outside staging/
+  // fails with EROFS), but staging files get no handle, as with skip_open:
+  // OPEN and CREATE reply fh 0 and FOPEN_NOFLUSH (no FLUSH follows; the
+  // RELEASE that does finds no handle), writes come with fh 0 and are checked
+  // at write(), and atomic O_TRUNC is not asked for (a truncating open
+  // arrives as SETATTR). Staged files behave exactly as under skip_open; the
+  // cost is one OPEN round trip per open() of any file (and a RELEASE,
+  // which close() does not wait for).
+  bool staging_without_handles = false;
   // Answer getxattr/listxattr (user.tfrecordfs.*, vfs::Filesystem::GetXattr).
   // false (-o noxattr): they answer ENOSYS, after which the kernel asks no
   // more (no round trip for the security.* and ACL probes of ls -l, cp -a
@@ -122,12 +138,16 @@ DirReply DoReadDir(const Ops& ops, fuse_ino_t ino, size_t size, off_t offset, bo
 struct OpenReply {
   int err = 0;
   bool keep_cache = false;
+  bool noflush = false;  // FOPEN_NOFLUSH: close() sends no FLUSH
   uint64_t fh = 0;
 };
-// OPEN: checks the file (a damaged record fails here) and returns a handle.
+// OPEN: checks the file (a damaged record fails here, a writable open
+// outside staging/ fails with EROFS) and returns a handle.
 // With negotiated.no_open, a file that passes answers ENOSYS instead, its
 // handle discarded: "opened, and no FLUSH or RELEASE will follow", so the
-// kernel opens every later file itself.
+// kernel opens every later file itself. With
+// options.staging_without_handles, a staging file's handle is discarded and
+// the reply is fh 0 with noflush.
 OpenReply DoOpen(const Ops& ops, fuse_ino_t ino, int flags);
 // OPENDIR: a handle for staging listings (0 elsewhere); ENOSYS, without
 // asking the vfs, once negotiated.no_opendir.
@@ -146,17 +166,25 @@ ReadReply DoRead(const Ops& ops, fuse_ino_t ino, size_t size, off_t offset, uint
 struct CreateReply {
   int err = 0;
   fuse_entry_param entry{};
-  uint64_t fh = 0;  // 0 once negotiated.no_open: no RELEASE would close it
+  // 0 once negotiated.no_open (no RELEASE would close it) and with
+  // options.staging_without_handles.
+  uint64_t fh = 0;
 };
+// `caller`: the requesting user's ids (fuse_req_ctx), who get what is made
+// where the daemon can give it (staging::Owner); none: the daemon's.
 CreateReply DoCreate(const Ops& ops, fuse_ino_t parent, absl::string_view name, mode_t mode,
-                     int flags);
+                     int flags, std::optional<staging::Owner> caller = std::nullopt);
 // MKNOD: a regular file is created (and closed) as by CREATE; any other
 // type is EPERM in staging/ (only files and folders are staged).
-EntryReply DoMknod(const Ops& ops, fuse_ino_t parent, absl::string_view name, mode_t mode);
-EntryReply DoMkdir(const Ops& ops, fuse_ino_t parent, absl::string_view name, mode_t mode);
+EntryReply DoMknod(const Ops& ops, fuse_ino_t parent, absl::string_view name, mode_t mode,
+                   std::optional<staging::Owner> caller = std::nullopt);
+EntryReply DoMkdir(const Ops& ops, fuse_ino_t parent, absl::string_view name, mode_t mode,
+                   std::optional<staging::Owner> caller = std::nullopt);
 // SYMLINK and LINK: links could point outside the store or alias staged
 // files, so they are refused: EPERM in staging/, EROFS elsewhere.
 int DoLink(const Ops& ops, fuse_ino_t new_parent);
+// A chown to the node's own owner and group is a no-op (cp -p, cp -a and
+// rsync -a send one); any other owner is EPERM.
 AttrReply DoSetAttr(const Ops& ops, fuse_ino_t ino, const struct stat& to, int fuse_to_set,
                     uint64_t fh);
 struct WriteReply {

@@ -68,6 +68,7 @@
 #include "absl/strings/string_view.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/mutex.h"
+#include "tfrecordfs/staging/owner.h"
 #include "tfrecordfs/staging/record_folder.h"
 
 namespace tfrecordfs::staging {
@@ -125,10 +126,14 @@ class Store {
   // `fd` >= 0: an open handle of the node to use (ftruncate on it).
   absl::StatusOr<struct stat> SetAttr(uint64_t node, int fd, const struct stat& to, int bits);
   // Mkdir, Create and SetAttr (kSetMode) give the mode StagedMode says.
-  absl::StatusOr<struct stat> Mkdir(uint64_t parent, absl::string_view name, mode_t mode);
+  // `owner`: see Owner (none: the daemon's own ids).
+  absl::StatusOr<struct stat> Mkdir(uint64_t parent, absl::string_view name, mode_t mode,
+                                    std::optional<Owner> owner = std::nullopt);
   // Returns the new node's attributes and an open descriptor (caller owns).
+  // Without O_EXCL an existing file is opened, and keeps its owner.
   absl::StatusOr<std::pair<struct stat, int>> Create(uint64_t parent, absl::string_view name,
-                                                     mode_t mode, int flags);
+                                                     mode_t mode, int flags,
+                                                     std::optional<Owner> owner = std::nullopt);
   absl::StatusOr<int> Open(uint64_t node, int flags);
   absl::Status Unlink(uint64_t parent, absl::string_view name);
   absl::Status Rmdir(uint64_t parent, absl::string_view name);

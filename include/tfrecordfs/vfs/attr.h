@@ -17,9 +17,16 @@
 
 namespace tfrecordfs::vfs {
 
+// Attr::uid / gid of a node that belongs to the mounting user (the daemon's
+// ids): every node but the staged ones, which show their backing file's.
+inline constexpr uid_t kMountOwnerUid = static_cast<uid_t>(-1);
+inline constexpr gid_t kMountOwnerGid = static_cast<gid_t>(-1);
+
 struct Attr {
   uint64_t ino = 0;
   mode_t mode = 0;  // type and permission bits
+  uid_t uid = kMountOwnerUid;
+  gid_t gid = kMountOwnerGid;
   uint64_t size = 0;
   uint64_t nlink = 1;
   struct timespec mtime = {};

@@ -5,9 +5,9 @@
 // (node_id.h); Filesystem itself only decides the boundaries between views:
 //   * a shard folder is the tree's, its children are the record view's;
 //   * the root's staging entry is the staging view's root (a graft);
-//   * what a rename between views answers (EROFS out of the read-only
-//     record tree, so `mv` stops before it copies; EXDEV elsewhere across
-//     the staging boundary);
+//   * what a rename between views answers (EROFS, also across the staging
+//     boundary either way: EXDEV would make `mv` copy, then fail to delete
+//     the read-only source and leave the copy staged);
 //   * which view holds file and directory handles (only staging's, today).
 // Operations return absl::Status / StatusOr; src/fuse turns them into
 // replies. Nothing here includes FUSE headers.
@@ -176,10 +176,13 @@ class Filesystem {
   // views that take no writes answer EROFS. A rename between views is
   // decided here (see the top). Links are refused with EPERM in src/fuse. ====
 
-  // FUSE's CREATE (not the factory above).
-  absl::StatusOr<std::pair<Attr, uint64_t>> CreateFile(uint64_t parent, absl::string_view name,
-                                                       mode_t mode, int flags);
-  absl::StatusOr<Attr> Mkdir(uint64_t parent, absl::string_view name, mode_t mode);
+  // FUSE's CREATE (not the factory above). `owner`: the caller's ids, given
+  // what is made (staging::Owner).
+  absl::StatusOr<std::pair<Attr, uint64_t>> CreateFile(
+      uint64_t parent, absl::string_view name, mode_t mode, int flags,
+      std::optional<staging::Owner> owner = std::nullopt);
+  absl::StatusOr<Attr> Mkdir(uint64_t parent, absl::string_view name, mode_t mode,
+                             std::optional<staging::Owner> owner = std::nullopt);
   absl::StatusOr<size_t> Write(uint64_t ino, uint64_t fh, absl::string_view data, uint64_t offset);
   absl::Status Flush(uint64_t ino, uint64_t fh);
   void Release(uint64_t fh);

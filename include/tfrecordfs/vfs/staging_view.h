@@ -3,7 +3,7 @@
 // namespace (node_id.h: Space::kStaging, the store's node number in the low
 // bits). Filesystem owns one when there is a staging area and forwards every
 // staging-space call to it; which space a call belongs to, and what the
-// read-only rest answers (EROFS, EXDEV across the boundary), is Filesystem's
+// read-only rest answers (EROFS, across the boundary too), is Filesystem's
 // policy, not this class's. So every `ino` / `parent` given here is a staging
 // node id, and every non-zero `fh` a handle this view returned.
 //
@@ -39,6 +39,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -70,9 +71,11 @@ class StagingView final : public View {
 
   // Opens a file for `flags` (O_TRUNC counts as a write to be checked).
   absl::StatusOr<uint64_t> Open(uint64_t ino, int flags);
-  // Creates and opens a file; the handle counts as written.
+  // Creates and opens a file; the handle counts as written. `owner`: the
+  // caller's ids (staging::Owner).
   absl::StatusOr<std::pair<Attr, uint64_t>> CreateFile(uint64_t parent, absl::string_view name,
-                                                       mode_t mode, int flags);
+                                                       mode_t mode, int flags,
+                                                       std::optional<staging::Owner> owner);
   // `fh` 0: opens the backing file for this call.
   absl::StatusOr<ReadResult> Read(uint64_t ino, uint64_t fh, uint64_t offset, size_t size);
   // `fh` 0: writes through a descriptor of the store's (which then notes the
@@ -93,7 +96,8 @@ class StagingView final : public View {
   // a write to be checked.
   absl::StatusOr<Attr> SetAttr(uint64_t ino, uint64_t fh, const struct stat& to, int bits);
 
-  absl::StatusOr<Attr> Mkdir(uint64_t parent, absl::string_view name, mode_t mode);
+  absl::StatusOr<Attr> Mkdir(uint64_t parent, absl::string_view name, mode_t mode,
+                             std::optional<staging::Owner> owner);
   absl::Status Unlink(uint64_t parent, absl::string_view name);
   absl::Status Rmdir(uint64_t parent, absl::string_view name);
   // Both parents are staging nodes.

@@ -36,6 +36,7 @@
 #include <sys/stat.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -43,6 +44,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "tfrecordfs/staging/owner.h"
 #include "tfrecordfs/vfs/attr.h"
 
 namespace tfrecordfs::vfs {
@@ -86,13 +88,14 @@ class View {
   virtual void Forget(uint64_t /*ino*/, uint64_t /*n*/) {}
 
   // ---- Writing: EROFS unless the view takes writes ----
-  virtual absl::StatusOr<std::pair<Attr, uint64_t>> CreateFile(uint64_t /*parent*/,
-                                                               absl::string_view /*name*/,
-                                                               mode_t /*mode*/, int /*flags*/) {
+  // `owner`: the caller's ids, to give what is made (staging::Owner).
+  virtual absl::StatusOr<std::pair<Attr, uint64_t>> CreateFile(
+      uint64_t /*parent*/, absl::string_view /*name*/, mode_t /*mode*/, int /*flags*/,
+      std::optional<staging::Owner> /*owner*/) {
     return ReadOnlyError();
   }
   virtual absl::StatusOr<Attr> Mkdir(uint64_t /*parent*/, absl::string_view /*name*/,
-                                     mode_t /*mode*/) {
+                                     mode_t /*mode*/, std::optional<staging::Owner> /*owner*/) {
     return ReadOnlyError();
   }
   virtual absl::StatusOr<size_t> Write(uint64_t /*ino*/, uint64_t /*fh*/,

@@ -481,10 +481,9 @@ TEST_F(HostileMountTest, BogusNamesAreNotFound) {
     EXPECT_EQ(StatErrno(M(rel)), ENOENT) << rel;
   }
   EXPECT_EQ(StatErrno(M("wire_variants.tfrecord/00/ids/x")), ENOTDIR);
-  // Writes outside staging are refused: the kernel opens files itself (no
-  // OPEN reaches the daemon, fuse::OpsOptions::skip_open), so a truncating
-  // open fails (its SETATTR is refused) and a plain write-only open fails at
-  // write().
+  // Writes outside staging are refused: at open() on a read-write mount
+  // (every OPEN reaches the daemon), else a truncating open fails (its
+  // SETATTR is refused) and a plain write-only open fails at write().
   EXPECT_LT(::open(M("wire_variants.tfrecord/00/ids").c_str(), O_WRONLY | O_TRUNC), 0);
   EXPECT_EQ(errno, EROFS);
   const int fd = ::open(M("wire_variants.tfrecord/00/ids").c_str(), O_WRONLY);

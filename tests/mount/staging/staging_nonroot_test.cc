@@ -4,13 +4,16 @@
 // work for their non-root owner, or the COMMITTED journal stays and every
 // later mount fails in Recover. The mount tests run as root (which bypasses
 // the permission check), so this test calls the pack and Recover directly in
-// a child process that drops to an unprivileged uid.
+// a child process that drops to an unprivileged uid. And, through an
+// allow_other mount, what another user makes in staging/ is theirs.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "gtest/gtest.h"
@@ -106,6 +109,70 @@ TEST(StagingNonRootTest, PackAndRecoverRemoveReadOnlyFoldersAsAnOrdinaryUser) {
   EXPECT_EQ(ListDir(records), std::vector<std::string>{});
   EXPECT_FALSE(Exists(o.journal_path));
   EXPECT_TRUE(Exists(out + "/ro2-00000-of-00001.tfrecord"));
+}
+
+// With allow_other (which brings default_permissions, so the kernel checks
+// the mode bits and owners the mount shows), what another user makes in
+// staging/ must be that user's (issue 21, item 23): shown, and on disk, with
+// the caller's uid and gid. Before, every staged node showed (and was) the
+// daemon's, so the user could make a folder in a staging/ opened to everyone
+// but not write into it. Root daemon only (see the man page: an unprivileged
+// daemon cannot give files away); the user is `setpriv` to nobody.
+TEST(StagingNonRootTest, AllowOtherStagesWhatAUserMakesAsTheirs) {
+  TFRFS_SKIP_WITHOUT_FUSE();
+  if (::geteuid() != 0) GTEST_SKIP() << "acting as another user needs root";
+  Scratch s;
+  ASSERT_EQ(::chmod(s.tmp.path().c_str(), 0755), 0);
+  ASSERT_EQ(::chmod(s.mnt.c_str(), 0755), 0);
+  test::WriteShard(s.src + "/base.tfrecord", {ExamplePayload({Int64Feature("label", {1})})});
+  DaemonConfig c = PackConfig(s, {s.src}, "other");
+  c.options.push_back("allow_other");
+  StagingDaemon d(c);
+  ASSERT_EQ(d.Start(), "");
+  const std::string staging = s.mnt + "/staging";
+  // The mounting user opens staging/ to everyone, as an admin would.
+  ASSERT_EQ(::chmod(staging.c_str(), 01777), 0) << std::strerror(errno);
+
+  auto as_nobody = [&](const std::string& script) {
+    return RunCommand({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c",
+                       "cd \"$1\" && " + script, "sh", staging});
+  };
+  const CommandResult made = as_nobody(
+      "mkdir r && echo 5 > r/label && mkdir r/notes && echo hi > r/notes/0.txt && "
+      "stat -c '%u:%g %n' r r/label r/notes r/notes/0.txt");
+  EXPECT_EQ(made.exit_code, 0) << made.err;
+  EXPECT_EQ(made.out,
+            "65534:65534 r\n65534:65534 r/label\n65534:65534 r/notes\n"
+            "65534:65534 r/notes/0.txt\n");
+  // On disk too: the store's files are the user's.
+  for (const char* rel : {"r", "r/label", "r/notes", "r/notes/0.txt"}) {
+    struct stat st {};
+    ASSERT_EQ(::lstat((s.records() + "/" + rel).c_str(), &st), 0) << rel;
+    EXPECT_EQ(st.st_uid, kNobody) << rel;
+    EXPECT_EQ(st.st_gid, kNobody) << rel;
+  }
+  // Theirs to change: rewrite, remove, chown to themselves (cp -p does).
+  const CommandResult changed =
+      as_nobody("echo 6 > r/label && rm -r r/notes && chown 65534:65534 r/label && cat r/label");
+  EXPECT_EQ(changed.exit_code, 0) << changed.err;
+  EXPECT_EQ(changed.out, "6\n");
+  // Root's own files stay root's.
+  ASSERT_EQ(::mkdir((staging + "/mine").c_str(), 0755), 0) << std::strerror(errno);
+  WriteWholeFile(staging + "/mine/label", "7\n");
+  struct stat mine {};
+  ASSERT_EQ(::stat((staging + "/mine/label").c_str(), &mine), 0);
+  EXPECT_EQ(mine.st_uid, 0u);
+  EXPECT_EQ(mine.st_gid, 0u);
+  // Another user's folder is not nobody's to write into.
+  EXPECT_NE(as_nobody("echo 8 > mine/label").exit_code, 0);
+
+  int status = 0;
+  const CommandResult u = d.TfrUnmount(&status);
+  EXPECT_EQ(u.exit_code, 0) << u.out << u.err;
+  const std::vector<std::string> packed = AllPayloads(ReadPackedShards(s.out, "other"));
+  ASSERT_EQ(packed.size(), 2u);
+  ExpectSameRecord(ExamplePayload({Int64Feature("label", {7})}), packed[0], "mine");
+  ExpectSameRecord(ExamplePayload({Int64Feature("label", {6})}), packed[1], "r");
 }
 
 }  // namespace
