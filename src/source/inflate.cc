@@ -655,6 +655,10 @@ absl::StatusOr<std::shared_ptr<const std::string>> InflateSource::InflateBlock(
       cursor_ = std::make_unique<Cursor>(lease.fd, file_.path(), file_size_, table_->codec,
                                          /*fast=*/!zlib_only_);
     }
+    // Start reads (the byte holding a checkpoint's leftover bits): through
+    // this read's lease. The descriptor an earlier lease gave the cursor may
+    // be closed by now, or its number reused for another file.
+    cursor_->inf.SetFd(lease.fd);
     auto window = table_->windows->Load(*cp);
     if (!window.ok()) {
       // The index file changed under the mount, or its window is damaged:

@@ -7,6 +7,7 @@
 // Compressed inputs are made by zlib's deflate directly (not by
 // record::ShardWriter), except in the writer tests at the end.
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -651,6 +652,57 @@ TEST(InflateSource, ContinuedCursorMatchesFreshCursors) {
       ASSERT_TRUE(absl::string_view(buf, *m) == absl::string_view(data).substr(off, *m)) << off;
     }
   }
+}
+
+// A cursor outlives the descriptor lease it was started with: with fewer
+// descriptors than shards (FdCache of one), the descriptor a cursor was
+// made with is closed, and its number given to another file, before the
+// cursor restarts at a checkpoint. The restart (whose first read is the
+// byte holding a checkpoint's leftover bits) must read this read's lease,
+// never the earlier one: here the earlier number is held by a decoy file of
+// the complement bytes, so a priming byte read from it is wrong in every
+// bit (and one read from a closed number is EBADF).
+TEST(InflateSource, RestartReadsThroughTheCurrentLeaseNotAnEarlierOne) {
+  test::TempDir dir("inflate-lease");
+  const std::string data_a = TextLike(3 << 20, 81), data_b = TextLike(1 << 20, 82);
+  const std::string file_a = Deflate(data_a, Wrap::kGzip, 6);
+  const std::string file_b = Deflate(data_b, Wrap::kZlib, 6);
+  const std::string path_a = dir.Join("a.gz"), path_b = dir.Join("b.zz");
+  ASSERT_TRUE(WriteFileAtomically(path_a, file_a).ok());
+  ASSERT_TRUE(WriteFileAtomically(path_b, file_b).ok());
+  std::string complement = file_a;
+  for (char& c : complement) c = static_cast<char>(~c);
+  Scanned sa = Scan(file_a, Codec::kGzip, 64 << 10);
+  Scanned sb = Scan(file_b, Codec::kZlib, 64 << 10);
+  auto table_a = std::make_shared<const CheckpointTable>(sa.scan.table);
+  auto table_b = std::make_shared<const CheckpointTable>(sb.scan.table);
+  std::vector<const Checkpoint*> with_bits;
+  for (const Checkpoint& cp : table_a->points) {
+    if (cp.bits != 0 && cp.out > 2 * kBlockSize) with_bits.push_back(&cp);
+  }
+  ASSERT_GE(with_bits.size(), 3u);
+
+  auto identity = [](const std::string& path) {
+    struct stat st;
+    EXPECT_EQ(::stat(path.c_str(), &st), 0);
+    return FileIdentity::Of(st);
+  };
+  FdCache fds(1);
+  BlockCache cache(kBlockSize);  // one block: every read below inflates
+  InflateSource a(ShardFile(path_a, identity(path_a), &fds), file_a.size(), table_a, &cache);
+  InflateSource b(ShardFile(path_b, identity(path_b), &fds), file_b.size(), table_b, &cache);
+  char buf[500];
+  std::vector<UniqueFd> decoys;
+  for (const Checkpoint* cp : with_bits) {
+    ASSERT_TRUE(a.ReadAt(cp->out / 2, buf, sizeof buf).ok());  // a's cursor on a's descriptor
+    ASSERT_TRUE(b.ReadAt(1000, buf, sizeof buf).ok());         // closes a's descriptor
+    decoys.push_back(MemFile(complement));          // takes the number a's descriptor had
+    auto got = a.ReadAt(cp->out, buf, sizeof buf);  // restarts at cp: primes its bits
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE(absl::string_view(buf, *got) == absl::string_view(data_a).substr(cp->out, *got))
+        << "at checkpoint " << cp->out;
+  }
+  EXPECT_FALSE(a.fell_back_to_zlib());
 }
 
 TEST(BlockCache, StaysWithinBudgetAcrossSources) {
