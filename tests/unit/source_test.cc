@@ -6,6 +6,7 @@
 // do not trust the code under test to know what the bytes should be.
 // Compressed inputs are made by zlib's deflate directly (not by
 // record::ShardWriter), except in the writer tests at the end.
+#include <malloc.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -703,6 +704,50 @@ TEST(InflateSource, RestartReadsThroughTheCurrentLeaseNotAnEarlierOne) {
         << "at checkpoint " << cp->out;
   }
   EXPECT_FALSE(a.fell_back_to_zlib());
+}
+
+// Heap bytes in use (glibc's arena and mmapped chunks).
+size_t HeapInUse() {
+  const struct mallinfo2 mi = mallinfo2();
+  return mi.uordblks + mi.hblkhd;
+}
+
+// Every compressed shard that was read keeps an inflate cursor only while
+// it is among the few most recently used: a mount of many shards, each read
+// once, holds the blocks and idle cursors within one budget instead of a
+// cursor (zlib and ISA-L state, input buffer) per shard forever.
+TEST(BlockCache, IdleCursorsStayWithinTheBudgetAcrossManyShards) {
+  const std::string data = TextLike(1 << 20, 91);
+  const std::string file = Deflate(data, Wrap::kGzip, 6);
+  Scanned s = Scan(file, Codec::kGzip, 64 << 10);
+  auto table = std::make_shared<const CheckpointTable>(s.scan.table);
+  const size_t budget = size_t{2} << 20;
+  BlockCache cache(budget);
+  std::vector<std::unique_ptr<InflateSource>> sources;
+  for (int i = 0; i < 300; ++i) {
+    sources.push_back(
+        std::make_unique<InflateSource>(Dup(s.fd), "many.gz", file.size(), table, &cache));
+  }
+  const size_t before = HeapInUse();
+  std::mt19937_64 rng(92);
+  char buf[2000];
+  for (auto& src : sources) {
+    const uint64_t off = rng() % data.size();
+    auto got = src->ReadAt(off, buf, sizeof buf);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE(absl::string_view(buf, *got) == absl::string_view(data).substr(off, *got));
+  }
+  const size_t after = HeapInUse();
+  // Before idle cursors were bounded: about 190 KiB per source read, 55 MiB.
+  EXPECT_LT(after - std::min(after, before), budget + (size_t{1} << 20))
+      << "heap grew by " << (after - before) << " bytes reading 300 shards once";
+  EXPECT_LE(cache.idle_cursors(), kMaxIdleCursors);
+  EXPECT_LE(cache.bytes() + cache.cursor_bytes(), budget);
+  EXPECT_GT(cache.idle_cursors(), 0u);
+  // A source that goes away takes its idle cursor with it.
+  const size_t idle = cache.idle_cursors();
+  sources.pop_back();
+  EXPECT_EQ(cache.idle_cursors(), idle - 1);
 }
 
 TEST(BlockCache, StaysWithinBudgetAcrossSources) {
