@@ -706,6 +706,70 @@ TEST(InflateSource, RestartReadsThroughTheCurrentLeaseNotAnEarlierOne) {
   EXPECT_FALSE(a.fell_back_to_zlib());
 }
 
+// A forged checkpoint (its uncompressed offset moved, as an edited index
+// file with its CRC fixed would have it) makes a trusted table serve other
+// bytes of the stream as these; an untrusted one (an index others may
+// write) is checked against the stream before a read resumes there, so the
+// reads stay exact, and VerifyCheckpoints names the forged checkpoint.
+TEST(InflateSource, ForgedCheckpointIsCaughtBeforeAReadResumesAtIt) {
+  const std::string data = TextLike(2 << 20, 95);
+  const std::string file = Deflate(data, Wrap::kGzip, 6);
+  Scanned s = Scan(file, Codec::kGzip, 256 << 10);
+  ASSERT_GT(s.scan.table.points.size(), 4u);
+  auto good = std::make_shared<const CheckpointTable>(s.scan.table);
+  EXPECT_TRUE(VerifyCheckpoints(s.fd.get(), "t.gz", file.size(), *good).ok());
+
+  CheckpointTable forged = s.scan.table;
+  const size_t k = forged.points.size() / 2;
+  const uint64_t shift = 1000;
+  ASSERT_LT(forged.points[k].out + shift, forged.points[k + 1].out);
+  forged.points[k].out += shift;
+  auto status = VerifyCheckpoints(s.fd.get(), "t.gz", file.size(), forged);
+  EXPECT_TRUE(absl::IsDataLoss(status)) << status;
+  EXPECT_THAT(status.message(), HasSubstr(absl::StrCat("checkpoint ", k, " ")));
+
+  // In the first whole block after the forged checkpoint: a read there
+  // resumes at it.
+  const uint64_t off = (forged.points[k].out / kBlockSize + 1) * kBlockSize + 100;
+  ASSERT_LT(off + 3000, forged.points[k + 1].out);
+  char buf[3000];
+  {  // trusted: the forgery is served (what an unchecked index did)
+    BlockCache cache(kBlockSize);
+    InflateSource src(Dup(s.fd), "t.gz", file.size(),
+                      std::make_shared<const CheckpointTable>(forged), &cache);
+    auto got = src.ReadAt(off, buf, sizeof buf);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_FALSE(absl::string_view(buf, *got) == absl::string_view(data).substr(off, *got));
+  }
+  forged.trusted = false;
+  auto untrusted = std::make_shared<const CheckpointTable>(forged);
+  BlockCache cache(kBlockSize);
+  InflateSource src(Dup(s.fd), "t.gz", file.size(), untrusted, &cache);
+  std::mt19937_64 rng(96);
+  for (uint64_t at : {off, uint64_t{100}, forged.points[k - 1].out + 5, data.size() - 2000,
+                      forged.points[k + 1].out}) {
+    auto got = src.ReadAt(at, buf, sizeof buf);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE(absl::string_view(buf, *got) == absl::string_view(data).substr(at, *got)) << at;
+  }
+  for (int i = 0; i < 50; ++i) {
+    const uint64_t at = rng() % data.size();
+    auto got = src.ReadAt(at, buf, sizeof buf);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE(absl::string_view(buf, *got) == absl::string_view(data).substr(at, *got)) << at;
+  }
+  // An untrusted table that is right is used as it is.
+  CheckpointTable honest = s.scan.table;
+  honest.trusted = false;
+  BlockCache cache2(kBlockSize);
+  InflateSource src2(Dup(s.fd), "t.gz", file.size(),
+                     std::make_shared<const CheckpointTable>(honest), &cache2);
+  auto got = src2.ReadAt(data.size() - 5000, buf, sizeof buf);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(absl::string_view(buf, *got) ==
+              absl::string_view(data).substr(data.size() - 5000, *got));
+}
+
 // Heap bytes in use (glibc's arena and mmapped chunks).
 size_t HeapInUse() {
   const struct mallinfo2 mi = mallinfo2();
