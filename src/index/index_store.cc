@@ -412,6 +412,31 @@ absl::StatusOr<std::shared_ptr<const ShardIndex>> IndexStore::Load(int fd, const
         continue;
       }
     }
+    std::shared_ptr<const source::CheckpointTable> table;
+    if (check.verdict == Verdict::kValid && codec != source::Codec::kNone) {
+      auto t = std::make_shared<source::CheckpointTable>();
+      t->codec = codec;
+      t->data_size = file->data_size;
+      t->points = std::move(file->checkpoints);
+      t->windows = source::Windows::InFile(c.file, file->main_size, file->windows_size);
+      // index_dir and beside files are others' to write: a forged checkpoint
+      // (CRC and all) would serve other bytes of the stream. The commands
+      // that vouch for an index (index_verify, `index`) check every one;
+      // a mount checks them lazily, before a read resumes at one.
+      t->trusted = !c.shared;
+      if (c.shared && (options_.verify_shared || options_.write_shared || options_.write_beside)) {
+        absl::Status v = source::VerifyCheckpoints(fd, path, size, *t);
+        if (!v.ok() && !absl::IsDataLoss(v)) return v;
+        if (!v.ok()) {
+          log::Warning(path, ": ", c.file, " does not match the shard (", v.message(),
+                       "); not used");
+          absl::StrAppend(&why, why.empty() ? "" : "; ", c.file, ": stale (", v.message(), ")");
+          continue;
+        }
+        t->trusted = true;
+      }
+      table = std::move(t);
+    }
     if (check.verdict == Verdict::kValid) {
       info->source = c.beside   ? IndexSource::kBeside
                      : c.shared ? IndexSource::kSharedDir
@@ -422,18 +447,10 @@ absl::StatusOr<std::shared_ptr<const ShardIndex>> IndexStore::Load(int fd, const
       records_.fetch_add(file->num_records(), std::memory_order_relaxed);
       bytes_.fetch_add(size, std::memory_order_relaxed);
       log::Debug(path, ": index loaded ",
-                 c.beside ? "from beside the shard" : c.shared ? "from the index_dir" : "from the cache",
-                 " (",
-                 c.file, "): ", file->num_records(), " record(s)");
-      std::shared_ptr<const source::CheckpointTable> table;
-      if (codec != source::Codec::kNone) {
-        auto t = std::make_shared<source::CheckpointTable>();
-        t->codec = codec;
-        t->data_size = file->data_size;
-        t->points = std::move(file->checkpoints);
-        t->windows = source::Windows::InFile(c.file, file->main_size, file->windows_size);
-        table = std::move(t);
-      }
+                 c.beside   ? "from beside the shard"
+                 : c.shared ? "from the index_dir"
+                            : "from the cache",
+                 " (", c.file, "): ", file->num_records(), " record(s)");
       return std::make_shared<const ShardIndex>(path, size, MtimeNs(st), std::move(file->walk),
                                                 std::move(table));
     }

@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <sys/vfs.h>
 
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "tfrecordfs/base/fs_util.h"
 
@@ -99,33 +101,25 @@ absl::StatusOr<Lease> FdCache::Get(uint64_t key,
                                    const std::function<absl::StatusOr<UniqueFd>()>& open) {
   {
     MutexLock lock(&mu_);
-    auto it = map_.find(key);
-    if (it != map_.end()) {
-      lru_.splice(lru_.begin(), lru_, it->second.lru);
-      return Lease{it->second.fd->get(), it->second.fd};
-    }
+    if (Fd* hit = fds_.Get(key)) return Lease{(*hit)->get(), *hit};
   }
   auto fd = open();  // outside the lock: an open on network storage is slow
   if (!fd.ok()) return fd.status();
   opens_.fetch_add(1, std::memory_order_relaxed);
   auto shared = std::make_shared<const UniqueFd>(std::move(*fd));
+  std::vector<Fd> dropped;  // closed (once no lease holds them) after the lock
   MutexLock lock(&mu_);
-  auto it = map_.find(key);
-  if (it != map_.end()) {  // another reader opened it meanwhile: use that one
-    return Lease{it->second.fd->get(), it->second.fd};
+  if (Fd* hit = fds_.Get(key)) {  // another reader opened it meanwhile: use that one
+    return Lease{(*hit)->get(), *hit};
   }
-  lru_.push_front(key);
-  map_.emplace(key, Slot{shared, lru_.begin()});
-  while (map_.size() > capacity_) {
-    map_.erase(lru_.back());  // closes once no lease holds it
-    lru_.pop_back();
-  }
+  fds_.set_limits({.max_count = capacity_});
+  dropped = fds_.Put(key, shared, 0);
   return Lease{shared->get(), shared};
 }
 
 size_t FdCache::size() const {
   MutexLock lock(&mu_);
-  return map_.size();
+  return fds_.size();
 }
 
 // ---- ShardFile ----

@@ -2,9 +2,12 @@
 // (several members per shard) and as ZLIB; each is mounted and every file of
 // every compressed shard must equal its plain twin's (mode, size, bytes),
 // with the shard directory keeping the compressed file's name.
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -12,6 +15,8 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "mount_harness.h"
+#include "tfrecordfs/base/file.h"
+#include "tfrecordfs/record/writer.h"
 
 namespace tfrecordfs::mount_test {
 namespace {
@@ -123,6 +128,106 @@ TEST_P(CompressedTwinTest, EveryFileEqualsItsPlainTwin) {
   }
   std::string err;
   EXPECT_EQ(pm.Stop(&err), 0) << err;
+}
+
+// Parallel random readers over more compressed shards than the mount keeps
+// open (-o max_open=2): every read goes through a descriptor lease that may
+// have been closed and reopened since the shard's inflate cursor last ran,
+// and a cursor restarted at a checkpoint must read through the current
+// lease. Each read is compared with Python's own gzip / zlib decoding of the
+// shard file (an independent decoder of both the compression and the
+// framing). Payloads start with 0xff (no Example parses), so each record
+// shows its payload as record.bin.
+constexpr char kRandomReader[] = R"PY(
+import gzip, os, random, struct, sys, threading, zlib
+src, mnt, threads, reads = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+shards = {}
+for name in sorted(os.listdir(src)):
+    raw = open(os.path.join(src, name), 'rb').read()
+    data = gzip.decompress(raw) if name.endswith('.gz') else zlib.decompress(raw)
+    recs, pos = [], 0
+    while pos < len(data):
+        (n,) = struct.unpack_from('<Q', data, pos)
+        recs.append(data[pos + 12:pos + 12 + n])
+        pos += 16 + n
+    shards[name] = recs
+names = sorted(shards)
+bad, errors, done = [], [], [0]
+lock = threading.Lock()
+def reader(seed):
+    rng = random.Random(seed)
+    for _ in range(reads):
+        name = rng.choice(names)
+        recs = shards[name]
+        i = rng.randrange(len(recs))
+        want = recs[i]
+        off = rng.randrange(len(want))
+        n = rng.choice([1, 100, 4096, 70000, len(want)])
+        path = '%s/%s/%0*d/record.bin' % (mnt, name, len(str(len(recs) - 1)), i)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                got = os.pread(fd, n, off)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            with lock:
+                errors.append('%s: %s' % (path, e))
+            continue
+        if got != want[off:off + n]:
+            with lock:
+                bad.append('%s at %d: %d bytes, expected %d' % (path, off, len(got), len(want[off:off + n])))
+        with lock:
+            done[0] += 1
+ts = [threading.Thread(target=reader, args=(k,)) for k in range(threads)]
+for t in ts: t.start()
+for t in ts: t.join()
+print('reads', done[0], 'errors', len(errors), 'mismatches', len(bad))
+for line in (errors + bad)[:10]:
+    print(line)
+sys.exit(1 if errors or bad else 0)
+)PY";
+
+TEST(CompressedReads, ParallelRandomReadsWithFewerDescriptorsThanShards) {
+  TFRFS_SKIP_WITHOUT_FUSE();
+  if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "/usr/bin/python3 not found";
+  TempDir tmp;
+  const std::string src = tmp.path() + "/src";
+  ASSERT_EQ(::mkdir(src.c_str(), 0755), 0);
+  static const char* kWords[] = {"tensor", "record", "feature", "image",   "label",      "shard ",
+                                 "\n",     "0.25",   "bbox",    "encoded", "float_list", "int64"};
+  std::mt19937_64 rng(2024);
+  for (int s = 0; s < 12; ++s) {
+    const bool gzip = s % 2 == 0;
+    const std::string path =
+        absl::StrCat(src, "/part-", s, gzip ? ".tfrecord.gz" : ".tfrecord.zlib");
+    auto fd = OpenFile(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ASSERT_TRUE(fd.ok()) << fd.status();
+    record::ShardWriter w(std::move(*fd), path,
+                          {gzip ? source::Codec::kGzip : source::Codec::kZlib, 6});
+    for (int r = 0; r < 40; ++r) {
+      std::string payload = "\xff";  // field 31, wire type 7: never an Example
+      const size_t size = 1000 + rng() % 40000;
+      while (payload.size() < size) {
+        payload += kWords[rng() % 12];
+        payload += static_cast<char>('a' + rng() % 26);
+      }
+      ASSERT_TRUE(w.Append(payload).ok());
+    }
+    ASSERT_TRUE(w.Close(false).ok());
+  }
+  Mount m;
+  // Two descriptors for twelve shards, a checkpoint every 64 KiB and a
+  // 1 MiB block cache: most reads restart a cursor whose descriptor was
+  // closed (and its number reused) since it last ran.
+  ASSERT_EQ(m.Start({src}, {"-o", "max_open=2,gz_span=64K,inflate_cache_mb=1"}), "");
+  CommandResult r =
+      RunCommand({"/usr/bin/python3", "-c", kRandomReader, src, m.mountpoint(), "8", "150"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("reads 1200 errors 0 mismatches 0"), std::string::npos) << r.out;
+  std::string err;
+  EXPECT_EQ(m.Stop(&err), 0) << err;
+  EXPECT_EQ(m.Stderr().find("changed under the mount"), std::string::npos) << m.Stderr();
 }
 
 INSTANTIATE_TEST_SUITE_P(Datasets, CompressedTwinTest,

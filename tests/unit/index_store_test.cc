@@ -1,25 +1,26 @@
 // The persistent index: .tfri encoding, and the store's rules for when a
 // saved index may be used (valid), extended (grown) or must be rebuilt.
-#include <fcntl.h>
+#include "tfrecordfs/index/index_store.h"
 
-#include <filesystem>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "testing/temp_dir.h"
 #include "tfrecordfs/base/coding.h"
 #include "tfrecordfs/base/crc32c.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/index/index_file.h"
-#include "tfrecordfs/index/index_store.h"
 #include "tfrecordfs/index/shard_index.h"
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/record/writer.h"
@@ -747,6 +748,96 @@ TEST_F(IndexStoreTest, VerifySharedFollowsTheHeaderChain) {
   EXPECT_EQ(IndexSource::kWalked, info.source);
   EXPECT_NE(info.why_walked.find("header chain"), std::string::npos) << info.why_walked;
   EXPECT_EQ(idx->offsets(), FullWalk());
+}
+
+}  // namespace
+}  // namespace tfrecordfs::index
+
+namespace tfrecordfs::index {
+namespace {
+
+// A GZIP shard's index beside it, with one checkpoint's uncompressed offset
+// moved by one record (equal-size records: the framing still checks out)
+// and its CRC recomputed by the project's own index writer. A mount takes
+// it untrusted (its checkpoints are checked before a read resumes at one);
+// `index --beside` and index_verify check every checkpoint and walk the
+// shard again instead of calling the file valid.
+TEST(IndexStoreCheckpoints, AForgedBesideCheckpointIsNeverVouchedFor) {
+  test::TempDir tmp("forged-cp");
+  const std::string shard = tmp.Join("data.tfrecord.gz");
+  constexpr size_t kPayload = 300;
+  {
+    auto fd = OpenFile(shard, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ASSERT_TRUE(fd.ok());
+    record::ShardWriter w(std::move(*fd), shard, {source::Codec::kGzip, 6});
+    uint64_t x = 88172645463325252ull;  // xorshift: text that compresses ~2:1
+    for (int i = 0; i < 3000; ++i) {
+      std::string p = absl::StrCat("record ", i, " ");
+      while (p.size() < kPayload) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        p += static_cast<char>('a' + x % 16);
+      }
+      p.resize(kPayload);
+      ASSERT_TRUE(w.Append(p).ok());
+    }
+    ASSERT_TRUE(w.Close(false).ok());
+  }
+  auto load = [&](StoreOptions o, LoadInfo* info) {
+    o.durable = false;
+    o.span = 64 << 10;
+    IndexStore store(o);
+    auto fd = OpenFile(shard, O_RDONLY);
+    EXPECT_TRUE(fd.ok());
+    struct stat st;
+    EXPECT_EQ(0, ::fstat(fd->get(), &st));
+    auto idx = store.Load(fd->get(), shard, "data.tfrecord.gz", st, source::Codec::kGzip, info);
+    EXPECT_TRUE(idx.ok()) << idx.status();
+    return idx.ok() ? *idx : nullptr;
+  };
+  StoreOptions beside_writer;
+  beside_writer.write_beside = true;
+  LoadInfo info;
+  ASSERT_NE(load(beside_writer, &info), nullptr);
+  ASSERT_EQ(info.source, IndexSource::kWalked);
+  const std::string beside = IndexStore::BesidePath(shard);
+  auto forge = [&] {
+    const std::string bytes = ReadBytes(beside);
+    auto main_size = IndexMainSize(bytes);
+    ASSERT_TRUE(main_size.ok());
+    auto f = DecodeIndexFile(bytes);
+    ASSERT_TRUE(f.ok()) << f.status();
+    f->windows = bytes.substr(*main_size);
+    ASSERT_GT(f->checkpoints.size(), 4u);
+    const size_t k = f->checkpoints.size() / 2;
+    f->checkpoints[k].out += kPayload + record::kFramingOverhead;
+    ASSERT_LT(f->checkpoints[k].out, f->checkpoints[k + 1].out);
+    WriteBytes(beside, EncodeIndexFile(*f));
+    ASSERT_TRUE(DecodeIndexFile(ReadBytes(beside)).ok());  // CRC and invariants hold
+  };
+  forge();
+  ASSERT_FALSE(HasFatalFailure());
+
+  StoreOptions mount;  // beside read, nothing written
+  auto idx = load(mount, &info);
+  ASSERT_NE(idx, nullptr);
+  EXPECT_EQ(info.source, IndexSource::kBeside);
+  ASSERT_NE(idx->checkpoints(), nullptr);
+  EXPECT_FALSE(idx->checkpoints()->trusted);
+
+  StoreOptions verify = mount;
+  verify.verify_shared = true;  // -o index_verify
+  idx = load(verify, &info);
+  ASSERT_NE(idx, nullptr);
+  EXPECT_EQ(info.source, IndexSource::kWalked) << "index_verify used the forged index";
+  EXPECT_TRUE(idx->checkpoints()->trusted);
+
+  idx = load(beside_writer, &info);  // `tfrecordfs index --beside`
+  ASSERT_NE(idx, nullptr);
+  EXPECT_EQ(info.source, IndexSource::kWalked) << "the forged index was called already valid";
+  idx = load(beside_writer, &info);  // rewritten: now valid
+  EXPECT_EQ(info.source, IndexSource::kBeside);
 }
 
 }  // namespace

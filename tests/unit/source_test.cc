@@ -6,7 +6,9 @@
 // do not trust the code under test to know what the bytes should be.
 // Compressed inputs are made by zlib's deflate directly (not by
 // record::ShardWriter), except in the writer tests at the end.
+#include <malloc.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -651,6 +653,165 @@ TEST(InflateSource, ContinuedCursorMatchesFreshCursors) {
       ASSERT_TRUE(absl::string_view(buf, *m) == absl::string_view(data).substr(off, *m)) << off;
     }
   }
+}
+
+// A cursor outlives the descriptor lease it was started with: with fewer
+// descriptors than shards (FdCache of one), the descriptor a cursor was
+// made with is closed, and its number given to another file, before the
+// cursor restarts at a checkpoint. The restart (whose first read is the
+// byte holding a checkpoint's leftover bits) must read this read's lease,
+// never the earlier one: here the earlier number is held by a decoy file of
+// the complement bytes, so a priming byte read from it is wrong in every
+// bit (and one read from a closed number is EBADF).
+TEST(InflateSource, RestartReadsThroughTheCurrentLeaseNotAnEarlierOne) {
+  test::TempDir dir("inflate-lease");
+  const std::string data_a = TextLike(3 << 20, 81), data_b = TextLike(1 << 20, 82);
+  const std::string file_a = Deflate(data_a, Wrap::kGzip, 6);
+  const std::string file_b = Deflate(data_b, Wrap::kZlib, 6);
+  const std::string path_a = dir.Join("a.gz"), path_b = dir.Join("b.zz");
+  ASSERT_TRUE(WriteFileAtomically(path_a, file_a).ok());
+  ASSERT_TRUE(WriteFileAtomically(path_b, file_b).ok());
+  std::string complement = file_a;
+  for (char& c : complement) c = static_cast<char>(~c);
+  Scanned sa = Scan(file_a, Codec::kGzip, 64 << 10);
+  Scanned sb = Scan(file_b, Codec::kZlib, 64 << 10);
+  auto table_a = std::make_shared<const CheckpointTable>(sa.scan.table);
+  auto table_b = std::make_shared<const CheckpointTable>(sb.scan.table);
+  std::vector<const Checkpoint*> with_bits;
+  for (const Checkpoint& cp : table_a->points) {
+    if (cp.bits != 0 && cp.out > 2 * kBlockSize) with_bits.push_back(&cp);
+  }
+  ASSERT_GE(with_bits.size(), 3u);
+
+  auto identity = [](const std::string& path) {
+    struct stat st;
+    EXPECT_EQ(::stat(path.c_str(), &st), 0);
+    return FileIdentity::Of(st);
+  };
+  FdCache fds(1);
+  BlockCache cache(kBlockSize);  // one block: every read below inflates
+  InflateSource a(ShardFile(path_a, identity(path_a), &fds), file_a.size(), table_a, &cache);
+  InflateSource b(ShardFile(path_b, identity(path_b), &fds), file_b.size(), table_b, &cache);
+  char buf[500];
+  std::vector<UniqueFd> decoys;
+  for (const Checkpoint* cp : with_bits) {
+    ASSERT_TRUE(a.ReadAt(cp->out / 2, buf, sizeof buf).ok());  // a's cursor on a's descriptor
+    ASSERT_TRUE(b.ReadAt(1000, buf, sizeof buf).ok());         // closes a's descriptor
+    decoys.push_back(MemFile(complement));          // takes the number a's descriptor had
+    auto got = a.ReadAt(cp->out, buf, sizeof buf);  // restarts at cp: primes its bits
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE(absl::string_view(buf, *got) == absl::string_view(data_a).substr(cp->out, *got))
+        << "at checkpoint " << cp->out;
+  }
+  EXPECT_FALSE(a.fell_back_to_zlib());
+}
+
+// A forged checkpoint (its uncompressed offset moved, as an edited index
+// file with its CRC fixed would have it) makes a trusted table serve other
+// bytes of the stream as these; an untrusted one (an index others may
+// write) is checked against the stream before a read resumes there, so the
+// reads stay exact, and VerifyCheckpoints names the forged checkpoint.
+TEST(InflateSource, ForgedCheckpointIsCaughtBeforeAReadResumesAtIt) {
+  const std::string data = TextLike(2 << 20, 95);
+  const std::string file = Deflate(data, Wrap::kGzip, 6);
+  Scanned s = Scan(file, Codec::kGzip, 256 << 10);
+  ASSERT_GT(s.scan.table.points.size(), 4u);
+  auto good = std::make_shared<const CheckpointTable>(s.scan.table);
+  EXPECT_TRUE(VerifyCheckpoints(s.fd.get(), "t.gz", file.size(), *good).ok());
+
+  CheckpointTable forged = s.scan.table;
+  const size_t k = forged.points.size() / 2;
+  const uint64_t shift = 1000;
+  ASSERT_LT(forged.points[k].out + shift, forged.points[k + 1].out);
+  forged.points[k].out += shift;
+  auto status = VerifyCheckpoints(s.fd.get(), "t.gz", file.size(), forged);
+  EXPECT_TRUE(absl::IsDataLoss(status)) << status;
+  EXPECT_THAT(status.message(), HasSubstr(absl::StrCat("checkpoint ", k, " ")));
+
+  // In the first whole block after the forged checkpoint: a read there
+  // resumes at it.
+  const uint64_t off = (forged.points[k].out / kBlockSize + 1) * kBlockSize + 100;
+  ASSERT_LT(off + 3000, forged.points[k + 1].out);
+  char buf[3000];
+  {  // trusted: the forgery is served (what an unchecked index did)
+    BlockCache cache(kBlockSize);
+    InflateSource src(Dup(s.fd), "t.gz", file.size(),
+                      std::make_shared<const CheckpointTable>(forged), &cache);
+    auto got = src.ReadAt(off, buf, sizeof buf);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_FALSE(absl::string_view(buf, *got) == absl::string_view(data).substr(off, *got));
+  }
+  forged.trusted = false;
+  auto untrusted = std::make_shared<const CheckpointTable>(forged);
+  BlockCache cache(kBlockSize);
+  InflateSource src(Dup(s.fd), "t.gz", file.size(), untrusted, &cache);
+  std::mt19937_64 rng(96);
+  for (uint64_t at : {off, uint64_t{100}, forged.points[k - 1].out + 5, data.size() - 2000,
+                      forged.points[k + 1].out}) {
+    auto got = src.ReadAt(at, buf, sizeof buf);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE(absl::string_view(buf, *got) == absl::string_view(data).substr(at, *got)) << at;
+  }
+  for (int i = 0; i < 50; ++i) {
+    const uint64_t at = rng() % data.size();
+    auto got = src.ReadAt(at, buf, sizeof buf);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE(absl::string_view(buf, *got) == absl::string_view(data).substr(at, *got)) << at;
+  }
+  // An untrusted table that is right is used as it is.
+  CheckpointTable honest = s.scan.table;
+  honest.trusted = false;
+  BlockCache cache2(kBlockSize);
+  InflateSource src2(Dup(s.fd), "t.gz", file.size(),
+                     std::make_shared<const CheckpointTable>(honest), &cache2);
+  auto got = src2.ReadAt(data.size() - 5000, buf, sizeof buf);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(absl::string_view(buf, *got) ==
+              absl::string_view(data).substr(data.size() - 5000, *got));
+}
+
+// Heap bytes in use (glibc's arena and mmapped chunks).
+size_t HeapInUse() {
+  const struct mallinfo2 mi = mallinfo2();
+  return mi.uordblks + mi.hblkhd;
+}
+
+// Every compressed shard that was read keeps an inflate cursor only while
+// it is among the few most recently used: a mount of many shards, each read
+// once, holds the blocks and idle cursors within one budget instead of a
+// cursor (zlib and ISA-L state, input buffer) per shard forever.
+TEST(BlockCache, IdleCursorsStayWithinTheBudgetAcrossManyShards) {
+  const std::string data = TextLike(1 << 20, 91);
+  const std::string file = Deflate(data, Wrap::kGzip, 6);
+  Scanned s = Scan(file, Codec::kGzip, 64 << 10);
+  auto table = std::make_shared<const CheckpointTable>(s.scan.table);
+  const size_t budget = size_t{2} << 20;
+  BlockCache cache(budget);
+  std::vector<std::unique_ptr<InflateSource>> sources;
+  for (int i = 0; i < 300; ++i) {
+    sources.push_back(
+        std::make_unique<InflateSource>(Dup(s.fd), "many.gz", file.size(), table, &cache));
+  }
+  const size_t before = HeapInUse();
+  std::mt19937_64 rng(92);
+  char buf[2000];
+  for (auto& src : sources) {
+    const uint64_t off = rng() % data.size();
+    auto got = src->ReadAt(off, buf, sizeof buf);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE(absl::string_view(buf, *got) == absl::string_view(data).substr(off, *got));
+  }
+  const size_t after = HeapInUse();
+  // Before idle cursors were bounded: about 190 KiB per source read, 55 MiB.
+  EXPECT_LT(after - std::min(after, before), budget + (size_t{1} << 20))
+      << "heap grew by " << (after - before) << " bytes reading 300 shards once";
+  EXPECT_LE(cache.idle_cursors(), kMaxIdleCursors);
+  EXPECT_LE(cache.bytes() + cache.cursor_bytes(), budget);
+  EXPECT_GT(cache.idle_cursors(), 0u);
+  // A source that goes away takes its idle cursor with it.
+  const size_t idle = cache.idle_cursors();
+  sources.pop_back();
+  EXPECT_EQ(cache.idle_cursors(), idle - 1);
 }
 
 TEST(BlockCache, StaysWithinBudgetAcrossSources) {

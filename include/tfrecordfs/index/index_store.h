@@ -76,7 +76,11 @@ struct StoreOptions {
   // Before using an index from shared_dir or beside a shard (files other
   // users may write), follow the shard's header chain in large sequential
   // reads and use the index only if it matches (-o index_verify). Costs a
-  // read of every shard, but no per-record round trips.
+  // read of every shard, but no per-record round trips. For a GZIP/ZLIB
+  // shard, every checkpoint is also checked against the stream
+  // (source::VerifyCheckpoints), as it is when writing to shared_dir or
+  // beside the shards (`index` then rebuilds an index that fails); without
+  // either, a mount checks them lazily, before a read resumes at one.
   bool verify_shared = false;
   // Ignore stored indexes and walk every shard (they are still written).
   bool force_walk = false;

@@ -15,13 +15,12 @@
 #ifndef TFRECORDFS_SOURCE_SHARD_SOURCE_H_
 #define TFRECORDFS_SOURCE_SHARD_SOURCE_H_
 
-#include <cstddef>
-#include <cstdint>
 #include <sys/stat.h>
 
 #include <atomic>
+#include <cstddef>
+#include <cstdint>
 #include <functional>
-#include <list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -32,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/lru.h"
 #include "tfrecordfs/base/mutex.h"
 
 namespace tfrecordfs::source {
@@ -96,16 +96,12 @@ class FdCache {
   uint64_t opens() const { return opens_.load(std::memory_order_relaxed); }
 
  private:
-  struct Slot {
-    std::shared_ptr<const UniqueFd> fd;
-    std::list<uint64_t>::iterator lru;
-  };
+  using Fd = std::shared_ptr<const UniqueFd>;
   size_t capacity_;
   std::atomic<uint64_t> next_key_{1};
   std::atomic<uint64_t> opens_{0};
   mutable Mutex mu_;
-  absl::flat_hash_map<uint64_t, Slot> map_ ABSL_GUARDED_BY(mu_);
-  std::list<uint64_t> lru_ ABSL_GUARDED_BY(mu_);  // front = most recent
+  LruMap<uint64_t, Fd> fds_ ABSL_GUARDED_BY(mu_);
 };
 
 // What a shard file was when it was indexed. Shards are immutable by

@@ -1,0 +1,297 @@
+#include "tfrecordfs/source/checkpoints.h"
+
+#include <fcntl.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "tfrecordfs/base/crc32c.h"
+#include "tfrecordfs/base/file.h"
+
+namespace tfrecordfs::source {
+
+namespace {
+
+constexpr int kRawBits = -15;
+
+// Raw deflate of a window for storage (level 1: windows are written once per
+// checkpoint during the scan, and level 1 keeps the scan near inflate speed).
+std::string CompressWindow(absl::string_view window) {
+  z_stream z;
+  std::memset(&z, 0, sizeof z);
+  deflateInit2(&z, 1, Z_DEFLATED, kRawBits, 8, Z_DEFAULT_STRATEGY);
+  std::string out(deflateBound(&z, window.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(window.data()));
+  z.avail_in = static_cast<uInt>(window.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  deflate(&z, Z_FINISH);
+  out.resize(out.size() - z.avail_out);
+  deflateEnd(&z);
+  return out;
+}
+
+absl::StatusOr<std::string> InflateWindow(absl::string_view stored) {
+  z_stream z;
+  std::memset(&z, 0, sizeof z);
+  if (inflateInit2(&z, kRawBits) != Z_OK) return absl::ResourceExhaustedError("inflateInit");
+  std::string out(kWindowSize, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(stored.data()));
+  z.avail_in = static_cast<uInt>(stored.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  const int ret = inflate(&z, Z_FINISH);
+  out.resize(out.size() - z.avail_out);
+  const bool whole = ret == Z_STREAM_END && z.avail_in == 0;
+  inflateEnd(&z);
+  if (!whole) return absl::DataLossError("a stored checkpoint window does not inflate");
+  return out;
+}
+
+class MemoryWindows final : public Windows {
+ public:
+  explicit MemoryWindows(std::string blob) : blob_(std::move(blob)) {}
+
+ protected:
+  absl::StatusOr<std::string> Raw(uint64_t offset, uint32_t length) const override {
+    if (offset > blob_.size() || length > blob_.size() - offset) {
+      return absl::DataLossError("checkpoint window out of range");
+    }
+    return blob_.substr(offset, length);
+  }
+
+ private:
+  std::string blob_;
+};
+
+class FileWindows final : public Windows {
+ public:
+  FileWindows(std::string path, uint64_t base, uint64_t size)
+      : path_(std::move(path)), base_(base), size_(size) {}
+
+ protected:
+  absl::StatusOr<std::string> Raw(uint64_t offset, uint32_t length) const override {
+    if (offset > size_ || length > size_ - offset) {
+      return absl::DataLossError(absl::StrCat(path_, ": checkpoint window out of range"));
+    }
+    // Opened per load: a window is read once per restart from a checkpoint,
+    // and holding no descriptor keeps a mount of many shards within limits.
+    auto fd = OpenFile(path_, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (!fd.ok()) return fd.status();
+    std::string out(length, '\0');
+    if (auto s = PreadFull(fd->get(), out.data(), length, base_ + offset, path_); !s.ok()) return s;
+    return out;
+  }
+
+ private:
+  std::string path_;
+  uint64_t base_, size_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::string> Windows::Load(const Checkpoint& cp) const {
+  if (cp.stream_start || cp.window_length == 0) return std::string();
+  auto raw = Raw(cp.window_offset, cp.window_length);
+  if (!raw.ok()) return raw.status();
+  if (crc32c::Value(*raw) != cp.window_crc) {
+    return absl::DataLossError("a stored checkpoint window fails its crc32c");
+  }
+  return InflateWindow(*raw);
+}
+
+std::shared_ptr<const Windows> Windows::InMemory(std::string blob) {
+  return std::make_shared<MemoryWindows>(std::move(blob));
+}
+
+std::shared_ptr<const Windows> Windows::InFile(std::string path, uint64_t base, uint64_t size) {
+  return std::make_shared<FileWindows>(std::move(path), base, size);
+}
+
+const Checkpoint& CheckpointTable::Before(uint64_t offset) const {
+  auto it = std::upper_bound(points.begin(), points.end(), offset,
+                             [](uint64_t o, const Checkpoint& c) { return o < c.out; });
+  return it == points.begin() ? points.front() : *(it - 1);
+}
+
+absl::StatusOr<ScanResult> ScanCompressed(int fd, absl::string_view path, uint64_t file_size,
+                                          Codec codec, uint64_t span,
+                                          const std::function<void(absl::string_view)>& sink,
+                                          const std::function<void(uint64_t)>& progress) {
+  ScanResult result;
+  result.table.codec = codec;
+  Checkpoint start;
+  start.stream_start = true;
+  result.table.points.push_back(start);
+  Inflater inf(fd, path, file_size, codec);
+  if (auto s = inf.Start(start, ""); !s.ok()) return s;
+  constexpr size_t kChunk = 1 << 20;
+  // The last kWindowSize bytes of output stay at the front of the buffer
+  // (when there are that many), so a checkpoint's window is always in it.
+  std::string buf(kWindowSize + kChunk, '\0');
+  size_t have = 0;
+  uint64_t last_in = 0, last_out = 0, last_progress = 0;
+  if (span == 0) span = kDefaultSpan;
+  while (!inf.finished()) {
+    if (have == buf.size()) {
+      std::memmove(buf.data(), buf.data() + have - kWindowSize, kWindowSize);
+      have = kWindowSize;
+    }
+    // A checkpoint is due once a span of compressed or of uncompressed bytes
+    // has passed since the last one (CheckpointDue). Stop at block
+    // boundaries (Z_BLOCK) only then: every return from inflate() copies up
+    // to 32 KiB into zlib's window, which, once per deflate block, cost as
+    // much as a third of the scan. Until then, ask for about as much output
+    // as is left before the span (at least 4 KiB, estimating the compressed
+    // side from the ratio so far), so the checkpoint still lands near the
+    // span.
+    const uint64_t in_now = inf.in_pos();
+    const uint64_t out_now = inf.out_pos();
+    const bool due = CheckpointDue(in_now - last_in, out_now - last_out, span);
+    size_t want = buf.size() - have;
+    if (!due) {
+      const double ratio =
+          in_now > 0 ? static_cast<double>(out_now) / static_cast<double>(in_now) : 1.0;
+      const double left_in = static_cast<double>(span - (in_now - last_in)) * std::max(ratio, 1.0);
+      const double left_out = static_cast<double>(span - (out_now - last_out));
+      want = static_cast<size_t>(
+          std::clamp(std::min(left_in, left_out), 4096.0, static_cast<double>(want)));
+    }
+    auto got = inf.Read(buf.data() + have, want, /*z_block=*/due, /*stop_at_members=*/true);
+    if (!got.ok()) return got.status();
+    if (*got > 0) sink(absl::string_view(buf.data() + have, *got));
+    have += *got;
+    const uint64_t in = inf.in_pos();
+    if (progress && in - last_progress >= kChunk) {
+      progress(in);
+      last_progress = in;
+    }
+    if (inf.finished()) break;
+    if (inf.at_stream_start()) {
+      Checkpoint cp;
+      cp.in = in;
+      cp.out = inf.out_pos();
+      cp.stream_start = true;
+      if (cp.in > result.table.points.back().in) result.table.points.push_back(cp);
+      last_in = in;
+      last_out = cp.out;
+      continue;
+    }
+    if (inf.at_boundary() && CheckpointDue(in - last_in, inf.out_pos() - last_out, span) &&
+        inf.out_pos() > result.table.points.back().out) {
+      Checkpoint cp;
+      cp.in = in;
+      cp.out = inf.out_pos();
+      cp.bits = static_cast<uint8_t>(inf.bits());
+      const size_t wlen = static_cast<size_t>(std::min<uint64_t>(cp.out, kWindowSize));
+      const std::string stored = CompressWindow(absl::string_view(buf.data() + have - wlen, wlen));
+      cp.window_offset = result.windows_blob.size();
+      cp.window_length = static_cast<uint32_t>(stored.size());
+      cp.window_crc = crc32c::Value(stored);
+      result.windows_blob += stored;
+      result.table.points.push_back(cp);
+      last_in = in;
+      last_out = cp.out;
+    }
+  }
+  if (progress) progress(inf.in_pos());
+  result.table.data_size = inf.out_pos();
+  result.problem = inf.problem();
+  result.members = inf.members();
+  result.table.points.shrink_to_fit();
+  result.table.windows = Windows::InMemory(result.windows_blob);
+  return result;
+}
+
+absl::Status VerifyCheckpoints(int fd, absl::string_view path, uint64_t file_size,
+                               const CheckpointTable& table, size_t first, size_t last) {
+  const std::vector<Checkpoint>& pts = table.points;
+  if (pts.empty() || last >= pts.size() || first > last) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": no such checkpoints"));
+  }
+  const bool to_end = last + 1 == pts.size();
+  if (first == last && !to_end) return absl::OkStatus();
+  auto mismatch = [&](size_t k, absl::string_view why) {
+    return absl::DataLossError(absl::StrCat(path, ": checkpoint ", k, " (compressed byte offset ",
+                                            pts[k].in, ", uncompressed ", pts[k].out,
+                                            ") does not match the stream: ", why));
+  };
+  Inflater inf(fd, path, file_size, table.codec);
+  auto window = table.windows->Load(pts[first]);
+  if (!window.ok()) return mismatch(first, window.status().message());
+  if (auto s = inf.Start(pts[first], *window); !s.ok()) return s;
+  // The last kWindowSize bytes of output, to compare with stored windows.
+  std::string tail = *window;
+  std::string buf(256 << 10, '\0');
+  size_t next = first + 1;
+  // A position in the stream in bits, to order boundaries and checkpoints.
+  auto bit_pos = [](uint64_t in, int bits) { return in * 8 - static_cast<uint64_t>(bits); };
+  while (next <= last || to_end) {
+    if (next <= last) {
+      const Checkpoint& cp = pts[next];
+      const bool start = inf.at_stream_start();
+      const bool stopped = start || inf.at_boundary();
+      // zlib's bit count is exact at a block boundary; a stream start is
+      // byte-aligned.
+      const int bits = start ? 0 : inf.bits();
+      if (stopped && inf.in_pos() == cp.in && bits == cp.bits && start == cp.stream_start) {
+        if (inf.out_pos() != cp.out) {
+          return mismatch(
+              next, absl::StrCat("the stream is at uncompressed offset ", inf.out_pos(), " there"));
+        }
+        if (!cp.stream_start) {
+          auto stored = table.windows->Load(cp);
+          if (!stored.ok()) return mismatch(next, stored.status().message());
+          const size_t wlen = static_cast<size_t>(std::min<uint64_t>(cp.out, kWindowSize));
+          if (tail.size() < wlen || *stored != absl::string_view(tail).substr(tail.size() - wlen)) {
+            return mismatch(next, "its window is not the 32 KiB of the stream before it");
+          }
+        }
+        ++next;
+        continue;  // the next checkpoint may lie at the same place
+      }
+      if (inf.finished()) return mismatch(next, "the stream ends before it");
+      if (stopped && bit_pos(inf.in_pos(), bits) > bit_pos(cp.in, cp.bits)) {
+        return mismatch(next, "the stream has no deflate block boundary there");
+      }
+    }
+    if (inf.finished()) break;
+    auto got = inf.Read(buf.data(), buf.size(), /*z_block=*/true, /*stop_at_members=*/true);
+    if (!got.ok()) return got.status();
+    tail.append(buf.data(), *got);
+    if (tail.size() > 2 * kWindowSize) tail.erase(0, tail.size() - kWindowSize);
+  }
+  if (to_end && inf.out_pos() != table.data_size) {
+    return absl::DataLossError(absl::StrCat(path, ": the stream holds ", inf.out_pos(),
+                                            " uncompressed bytes, not the ", table.data_size,
+                                            " its index names"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status VerifyCheckpoints(int fd, absl::string_view path, uint64_t file_size,
+                               const CheckpointTable& table) {
+  if (table.points.empty()) return absl::DataLossError(absl::StrCat(path, ": no checkpoints"));
+  return VerifyCheckpoints(fd, path, file_size, table, 0, table.points.size() - 1);
+}
+
+absl::StatusOr<std::string> InflatePrefix(int fd, absl::string_view path, uint64_t file_size,
+                                          Codec codec, size_t n) {
+  Inflater inf(fd, path, file_size, codec);
+  Checkpoint start;
+  start.stream_start = true;
+  if (auto s = inf.Start(start, ""); !s.ok()) return s;
+  std::string out(n, '\0');
+  size_t have = 0;
+  while (have < n && !inf.finished()) {
+    auto got = inf.Read(out.data() + have, n - have, /*z_block=*/false);
+    if (!got.ok()) return got.status();
+    have += *got;
+  }
+  out.resize(have);
+  return out;
+}
+
+}  // namespace tfrecordfs::source

@@ -1,0 +1,335 @@
+#include "tfrecordfs/source/inflater.h"
+
+#include <isa-l/igzip_lib.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "tfrecordfs/base/file.h"
+#include "tfrecordfs/source/checkpoints.h"
+
+namespace tfrecordfs::source {
+
+namespace {
+
+// Compressed bytes per pread: the first after a Start is small (a random
+// read needs a few hundred KiB at most), later ones double up to kInChunk.
+constexpr size_t kInChunk = 1 << 20;
+constexpr size_t kFirstInChunk = 64 << 10;
+constexpr int kGzipBits = 15 + 16;
+constexpr int kZlibBits = 15;
+constexpr int kRawBits = -15;
+// What zlib allocates for an inflate stream: its state (about 7 KiB) and,
+// once output was produced, its 32 KiB window.
+constexpr size_t kZlibStateBytes = (7 << 10) + kWindowSize;
+
+}  // namespace
+
+Inflater::Inflater(int fd, absl::string_view path, uint64_t file_size, Codec codec, bool fast)
+    : fd_(fd),
+      path_(path),
+      file_size_(file_size),
+      codec_(codec),
+      fast_(fast),
+      next_chunk_(kFirstInChunk) {
+  std::memset(&z_, 0, sizeof z_);
+  ok_ = inflateInit2(&z_, kRawBits) == Z_OK;
+  if (fast_) isal_ = std::make_unique<inflate_state>();
+}
+
+Inflater::~Inflater() {
+  if (ok_) inflateEnd(&z_);
+}
+
+uint64_t Inflater::in_pos() const {
+  if (isal_active_) {
+    return in_off_ + in_len_ - isal_->avail_in - static_cast<uint64_t>(isal_->read_in_length / 8);
+  }
+  return in_off_ + (in_len_ - z_.avail_in);
+}
+
+int Inflater::bits() const { return isal_active_ ? isal_->read_in_length % 8 : z_.data_type & 7; }
+
+void Inflater::Park() {
+  if (isal_active_) {
+    // ISA-L keeps the bits it took from the buffer in its own state:
+    // only the bytes it has not taken are read again.
+    in_off_ += in_len_ - isal_->avail_in;
+    isal_->next_in = nullptr;
+    isal_->avail_in = 0;
+  } else {
+    in_off_ = in_pos();
+    z_.next_in = nullptr;
+    z_.avail_in = 0;
+  }
+  in_len_ = 0;
+  std::string().swap(in_buf_);
+  next_chunk_ = kFirstInChunk;
+}
+
+size_t Inflater::MemoryBytes() const {
+  return sizeof(*this) + in_buf_.capacity() + kZlibStateBytes + (isal_ ? sizeof(inflate_state) : 0);
+}
+
+absl::Status Inflater::Start(const Checkpoint& cp, absl::string_view window) {
+  if (!ok_) return absl::ResourceExhaustedError("inflateInit failed");
+  finished_ = false;
+  problem_.reset();
+  out_pos_ = cp.out;
+  in_len_ = 0;
+  next_chunk_ = kFirstInChunk;
+  z_.next_in = nullptr;
+  z_.avail_in = 0;
+  isal_active_ = false;
+  header_pending_ = false;
+  if (cp.stream_start) {
+    raw_ = false;
+    in_off_ = cp.in;
+    header_pending_ = fast_;
+    return Zcheck(inflateReset2(&z_, codec_ == Codec::kGzip ? kGzipBits : kZlibBits));
+  }
+  raw_ = true;
+  if (fast_) return StartIsal(cp.in, cp.bits, window);
+  if (auto s = Zcheck(inflateReset2(&z_, kRawBits)); !s.ok()) return s;
+  if (cp.bits > 0) {
+    if (cp.in == 0) return absl::DataLossError("checkpoint with bits at offset 0");
+    unsigned char byte;
+    if (auto s = PreadFull(fd_, &byte, 1, cp.in - 1, path_); !s.ok()) return s;
+    if (auto s = Zcheck(inflatePrime(&z_, cp.bits, byte >> (8 - cp.bits))); !s.ok()) return s;
+  }
+  in_off_ = cp.in;
+  if (!window.empty()) {
+    if (auto s = Zcheck(inflateSetDictionary(&z_, reinterpret_cast<const Bytef*>(window.data()),
+                                             static_cast<uInt>(window.size())));
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<size_t> Inflater::Read(char* out, size_t n, bool z_block, bool stop_at_members) {
+  stop_at_members |= z_block;
+  at_boundary_ = false;
+  at_stream_start_ = false;
+  const size_t want = std::min<size_t>(n, 1u << 30);
+  size_t done = 0;
+  while (!finished_ && done < want) {
+    if (isal_active_) {
+      if (z_block) return absl::InternalError("Z_BLOCK reads never use ISA-L");
+      auto got = ReadIsal(out + done, want - done);
+      if (!got.ok()) return got.status();
+      done += *got;
+      if (at_stream_start_ && stop_at_members) break;
+      continue;
+    }
+    z_.next_out = reinterpret_cast<Bytef*>(out + done);
+    z_.avail_out = static_cast<uInt>(want - done);
+    if (z_.avail_in == 0) {
+      auto got = Refill();
+      if (!got.ok()) return got.status();
+      if (*got == 0) {
+        Finish(in_pos(), "truncated compressed stream (zlib: unexpected end of file)");
+        break;
+      }
+    }
+    const uint64_t before_out = z_.avail_out;
+    const int ret = inflate(&z_, z_block || header_pending_ ? Z_BLOCK : Z_NO_FLUSH);
+    out_pos_ += before_out - z_.avail_out;
+    done += before_out - z_.avail_out;
+    if (ret == Z_STREAM_END) {
+      auto s = EndOfStream();
+      if (!s.ok()) return s;
+      if (stop_at_members) break;
+      continue;
+    }
+    if (ret == Z_BUF_ERROR && z_.avail_in == 0) continue;  // needs input: refilled above
+    if (ret != Z_OK) {
+      Finish(in_pos(), absl::StrCat("corrupt compressed data (zlib: ",
+                                    z_.msg != nullptr ? z_.msg : zError(ret), ")"));
+      break;
+    }
+    if (header_pending_ && (z_.data_type & 128)) {
+      // The GZIP/ZLIB header is parsed; the first block starts at the
+      // next byte (zlib's bit buffer is empty there).
+      header_pending_ = false;
+      if (bits() == 0 && !z_block) {
+        if (auto s = StartIsal(in_pos(), 0, ""); !s.ok()) return s;
+        continue;
+      }
+    }
+    if (z_block && (z_.data_type & 128) && !(z_.data_type & 64)) {
+      at_boundary_ = true;
+      break;
+    }
+  }
+  return done;
+}
+
+absl::Status Inflater::Zcheck(int ret) {
+  if (ret == Z_OK) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(path_, ": zlib: ", zError(ret)));
+}
+
+absl::StatusOr<size_t> Inflater::Refill() {
+  const uint64_t pos = in_pos();
+  in_off_ = pos;
+  in_len_ = 0;
+  z_.avail_in = 0;
+  if (pos >= file_size_) return size_t{0};
+  in_buf_.resize(static_cast<size_t>(std::min<uint64_t>(next_chunk_, file_size_ - pos)));
+  next_chunk_ = std::min(next_chunk_ * 2, kInChunk);
+  auto got = PreadUpTo(fd_, in_buf_.data(), in_buf_.size(), pos, path_);
+  if (!got.ok()) return got.status();
+  in_len_ = *got;
+  z_.next_in = reinterpret_cast<Bytef*>(in_buf_.data());
+  z_.avail_in = static_cast<uInt>(*got);
+  return *got;
+}
+
+absl::StatusOr<bool> Inflater::Skip(size_t n) {
+  while (n > 0) {
+    if (z_.avail_in == 0) {
+      auto got = Refill();
+      if (!got.ok()) return got.status();
+      if (*got == 0) return false;
+    }
+    const size_t k = std::min<size_t>(n, z_.avail_in);
+    z_.next_in += k;
+    z_.avail_in -= static_cast<uInt>(k);
+    n -= k;
+  }
+  return true;
+}
+
+absl::StatusOr<std::string> Inflater::Peek2() {
+  if (z_.avail_in < 2) {
+    auto got = Refill();  // from in_pos(): what is left is read again
+    if (!got.ok()) return got.status();
+  }
+  return std::string(reinterpret_cast<const char*>(z_.next_in), std::min<uInt>(2, z_.avail_in));
+}
+
+absl::Status Inflater::EndOfStream() {
+  ++members_;
+  if (raw_) {
+    auto ok = Skip(codec_ == Codec::kGzip ? 8 : 4);  // CRC32+ISIZE or ADLER32
+    if (!ok.ok()) return ok.status();
+    if (!*ok) {
+      Finish(in_pos(), "truncated compressed stream (the trailer is cut short)");
+      return absl::OkStatus();
+    }
+  }
+  const uint64_t end = in_pos();
+  if (end >= file_size_) {
+    finished_ = true;
+    return absl::OkStatus();
+  }
+  if (codec_ == Codec::kZlib) {
+    Finish(end, absl::StrCat(file_size_ - end,
+                             " byte(s) after the end of the ZLIB stream are ignored (TensorFlow "
+                             "reads no further)"));
+    return absl::OkStatus();
+  }
+  auto next = Peek2();
+  if (!next.ok()) return next.status();
+  if (next->size() < 2 || static_cast<unsigned char>((*next)[0]) != 0x1f ||
+      static_cast<unsigned char>((*next)[1]) != 0x8b) {
+    Finish(end, absl::StrCat(file_size_ - end,
+                             " byte(s) after the last GZIP member are not a GZIP member"));
+    return absl::OkStatus();
+  }
+  raw_ = false;
+  at_stream_start_ = true;
+  header_pending_ = fast_;
+  return Zcheck(inflateReset2(&z_, kGzipBits));
+}
+
+void Inflater::Finish(uint64_t compressed_offset, std::string message) {
+  finished_ = true;
+  problem_ = StreamProblem{compressed_offset, out_pos_, std::move(message)};
+}
+
+absl::Status Inflater::StartIsal(uint64_t in, int bits, absl::string_view window) {
+  inflate_state& s = *isal_;
+  isal_inflate_init(&s);
+  s.crc_flag = ISAL_DEFLATE;
+  if (!window.empty() &&
+      isal_inflate_set_dict(&s, reinterpret_cast<uint8_t*>(const_cast<char*>(window.data())),
+                            static_cast<uint32_t>(window.size())) != COMP_OK) {
+    return absl::InternalError(absl::StrCat(path_, ": isal_inflate_set_dict failed"));
+  }
+  if (bits > 0) {
+    if (in == 0) return absl::DataLossError("checkpoint with bits at offset 0");
+    unsigned char byte;
+    if (auto st = PreadFull(fd_, &byte, 1, in - 1, path_); !st.ok()) return st;
+    s.read_in = byte >> (8 - bits);
+    s.read_in_length = bits;
+  }
+  in_off_ = in;
+  in_len_ = 0;
+  s.next_in = nullptr;
+  s.avail_in = 0;
+  z_.next_in = nullptr;
+  z_.avail_in = 0;
+  isal_active_ = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<size_t> Inflater::ReadIsal(char* out, size_t n) {
+  inflate_state& s = *isal_;
+  if (s.avail_in == 0 && s.block_state != ISAL_BLOCK_FINISH) {
+    // Everything loaded was consumed (some of it may wait in the bit
+    // buffer): continue with the bytes after it.
+    in_off_ += in_len_;
+    in_len_ = 0;
+    if (in_off_ < file_size_) {
+      in_buf_.resize(static_cast<size_t>(std::min<uint64_t>(next_chunk_, file_size_ - in_off_)));
+      next_chunk_ = std::min(next_chunk_ * 2, kInChunk);
+      auto got = PreadUpTo(fd_, in_buf_.data(), in_buf_.size(), in_off_, path_);
+      if (!got.ok()) return got.status();
+      in_len_ = *got;
+    }
+    s.next_in = reinterpret_cast<uint8_t*>(in_buf_.data());
+    s.avail_in = static_cast<uint32_t>(in_len_);
+  }
+  const uint32_t avail_in = s.avail_in;
+  s.next_out = reinterpret_cast<uint8_t*>(out);
+  s.avail_out = static_cast<uint32_t>(n);
+  const int ret = s.block_state == ISAL_BLOCK_FINISH ? ISAL_DECOMP_OK : isal_inflate(&s);
+  const size_t produced = n - s.avail_out;
+  out_pos_ += produced;
+  if (ret < 0) {
+    Finish(in_pos(), absl::StrCat("corrupt compressed data (ISA-L: error ", ret, ")"));
+    isal_active_ = false;
+    return produced;
+  }
+  if (s.block_state == ISAL_BLOCK_FINISH) {
+    if (s.tmp_in_size != 0) {
+      return absl::InternalError(absl::StrCat(path_, ": ISA-L ended with input held back"));
+    }
+    // The trailer starts at in_pos(); zlib reads on from there.
+    const uint64_t end = in_pos();
+    isal_active_ = false;
+    in_off_ = end;
+    in_len_ = 0;
+    z_.next_in = nullptr;
+    z_.avail_in = 0;
+    raw_ = true;
+    if (auto st = EndOfStream(); !st.ok()) return st;
+    return produced;
+  }
+  if (produced == 0 && s.avail_in == avail_in && avail_in > 0) {
+    return absl::InternalError(absl::StrCat(path_, ": ISA-L made no progress"));
+  }
+  if (produced < n && s.avail_in == 0 && in_len_ == 0) {
+    // The file ended inside the deflate data.
+    Finish(in_off_, "truncated compressed stream (ISA-L: unexpected end of file)");
+    isal_active_ = false;
+  }
+  return produced;
+}
+
+}  // namespace tfrecordfs::source
