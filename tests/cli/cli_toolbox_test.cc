@@ -126,6 +126,38 @@ TEST_F(ToolboxTest, HelpAndUsageErrors) {
   EXPECT_NE(usage.out.find("tfrecordfs verify"), std::string::npos);
 }
 
+// A SOURCE without a shard is an error for every command that finds shards,
+// and only files named like shards earn a warning.
+TEST_F(ToolboxTest, NoShardIsAnErrorAndOnlyShardNamesWarn) {
+  const std::string empty = tmp_.Subdir("empty");
+  const std::string docs = tmp_.Subdir("docs");
+  WriteWholeFile(docs + "/tfrecordfs.1.scd", "tfrecordfs(1)\n");
+  WriteWholeFile(docs + "/notes.json", "{}\n");
+  WriteWholeFile(docs + "/bad.tfrecord", "not a shard at all\n");
+  ASSERT_EQ(Shell("gzip -c " + ShellQuote(docs + "/notes.json") + " > " +
+                  ShellQuote(docs + "/notes.json.gz") + " && gzip -c " +
+                  ShellQuote(docs + "/notes.json") + " > " +
+                  ShellQuote(docs + "/bad-00000-of-00001.gz"))
+                .exit_code,
+            0);
+  for (const char* cmd : {"verify", "count", "schema", "index"}) {
+    SCOPED_TRACE(cmd);
+    CommandResult none = Tool({cmd, empty});
+    EXPECT_EQ(none.exit_code, 1) << none.out << none.err;
+    EXPECT_NE(none.err.find("no TFRecord shard in " + empty), std::string::npos) << none.err;
+    EXPECT_EQ(none.out.find("all intact"), std::string::npos) << none.out;
+
+    CommandResult r = Tool({cmd, docs});
+    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    EXPECT_NE(r.err.find("no TFRecord shard in " + docs), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("bad.tfrecord: named like a TFRecord shard"), std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("bad-00000-of-00001.gz: a gzip stream"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("tfrecordfs.1.scd"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("notes.json"), std::string::npos) << r.err;
+  }
+}
+
 TEST_F(ToolboxTest, CountMatchesTheDataset) {
   CommandResult r = Tool({"count", src_});
   ASSERT_EQ(r.exit_code, 0) << r.err;
