@@ -158,6 +158,22 @@ TEST_F(ToolboxTest, NoShardIsAnErrorAndOnlyShardNamesWarn) {
   }
 }
 
+// An error is said once, on stderr; stdout keeps the report.
+TEST_F(ToolboxTest, PackSaysItsErrorOnceOnStderr) {
+  const std::string staged = tmp_.Subdir("staged");
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"pack", staged, tmp_.path() + "/missing/out"},
+        std::vector<std::string>{"pack", tmp_.path() + "/missing", tmp_.Subdir("out")}}) {
+    CommandResult r = Tool(args);
+    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    EXPECT_EQ(r.out, "") << "the error is on stdout too";
+    const size_t at = r.err.find("pack failed: ");
+    EXPECT_NE(at, std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("pack failed: ", at + 1), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("/missing"), std::string::npos) << r.err;
+  }
+}
+
 TEST_F(ToolboxTest, CountMatchesTheDataset) {
   CommandResult r = Tool({"count", src_});
   ASSERT_EQ(r.exit_code, 0) << r.err;
