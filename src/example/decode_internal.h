@@ -41,7 +41,7 @@ class Cursor {
   absl::Status Varint(uint64_t* out) { return VarintOfAtMost(10, "varint", out); }
 
   absl::Status Tag(uint32_t* field, WireType* type) {
-    uint64_t tag;
+    uint64_t tag = 0;
     if (auto s = VarintOfAtMost(5, "tag", &tag); !s.ok()) return s;
     const uint32_t tag32 = static_cast<uint32_t>(tag);
     if ((tag32 >> 3) == 0) return Error("invalid field number");
@@ -52,7 +52,7 @@ class Cursor {
 
   // Reads a LEN payload; `*sub_base` receives its payload offset.
   absl::Status Bytes(absl::string_view* out, size_t* sub_base) {
-    uint64_t n;
+    uint64_t n = 0;
     if (auto s = VarintOfAtMost(5, "length", &n); !s.ok()) return s;
     if (n > kMaxLength) return Error("length-delimited field of 2 GiB or more");
     if (n > data_.size() - pos_) return Error("length-delimited field runs past its end");
@@ -64,7 +64,7 @@ class Cursor {
 
   absl::Status Fixed32(uint32_t* out) {
     if (data_.size() - pos_ < 4) return Error("truncated fixed32");
-    uint32_t v;
+    uint32_t v = 0;
     std::memcpy(&v, data_.data() + pos_, 4);  // protobuf fixed32 is little-endian
     pos_ += 4;
     *out = v;
