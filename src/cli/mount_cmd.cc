@@ -434,7 +434,8 @@ std::string MountOptionsHelp() {
   const std::string indent(7, ' ');
   std::string ours;
   for (const MountOption& o : kMountOptions) {
-    const std::string key = o.value.empty() ? std::string(o.name) : absl::StrCat(o.name, "=", o.value);
+    const std::string key =
+        o.value.empty() ? std::string(o.name) : absl::StrCat(o.name, "=", o.value);
     const std::vector<std::string> words = absl::StrSplit(o.help, ' ', absl::SkipEmpty());
     // The option in the left column, its help from column 26 on.
     std::string head = indent + key;
@@ -442,10 +443,11 @@ std::string MountOptionsHelp() {
     const std::string filled = head + Fill(std::string(25, ' '), words).substr(25);
     ours += filled;
   }
-  return ours + "     FUSE and mount(8) options, passed on to libfuse as they are\n"
+  return ours +
+         "     FUSE and mount(8) options, passed on to libfuse as they are\n"
          "     (allow_other and allow_root also turn on default_permissions):\n" +
-         Fill(indent, passed) +
-         "     fstab and mount(8) words, accepted and ignored:\n" + Fill(indent, ignored) +
+         Fill(indent, passed) + "     fstab and mount(8) words, accepted and ignored:\n" +
+         Fill(indent, ignored) +
          "     Any other option, or a value that does not parse, exits 2 with a\n"
          "     message naming it, before anything is read.\n";
 }

@@ -89,8 +89,8 @@ absl::Status RequireShards(const std::vector<std::string>& sources,
                            const scan::ScanResult& result) {
   if (!result.shards.empty()) return absl::OkStatus();
   return absl::NotFoundError(absl::StrCat(
-      "no TFRecord shard in ", absl::StrJoin(sources, ", "), " (",
-      result.others.size(), " other file(s); shards are found by content, in directories "
+      "no TFRecord shard in ", absl::StrJoin(sources, ", "), " (", result.others.size(),
+      " other file(s); shards are found by content, in directories "
       "searched recursively)"));
 }
 

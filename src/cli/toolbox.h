@@ -55,8 +55,7 @@ absl::StatusOr<scan::ScanResult> ScanSources(const std::vector<std::string>& sou
 // NotFound, naming the SOURCEs, when `result` holds no shard: a toolbox
 // command over no shard has nothing to say, and "0 record(s)" would read as
 // an answer.
-absl::Status RequireShards(const std::vector<std::string>& sources,
-                           const scan::ScanResult& result);
+absl::Status RequireShards(const std::vector<std::string>& sources, const scan::ScanResult& result);
 
 // One float as the shortest decimal that reads back bit-exact
 // (naming::FormatFloats): "0.1", "1e+30", "nan", "-inf", "nan(0x...)".

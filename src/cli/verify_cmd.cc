@@ -126,14 +126,22 @@ int VerifyMain(int argc, char** argv) {
   if (json) {
     JsonWriter w;
     w.BeginObject()
-        .Key("shards").Uint(results.size())
-        .Key("records").Uint(records)
-        .Key("examples").Uint(examples)
-        .Key("sequence_examples").Uint(sequences)
-        .Key("other_payloads").Uint(others)
-        .Key("damaged_records").Uint(damaged)
-        .Key("damaged_spans").Uint(spans)
-        .Key("damaged").BeginArray();
+        .Key("shards")
+        .Uint(results.size())
+        .Key("records")
+        .Uint(records)
+        .Key("examples")
+        .Uint(examples)
+        .Key("sequence_examples")
+        .Uint(sequences)
+        .Key("other_payloads")
+        .Uint(others)
+        .Key("damaged_records")
+        .Uint(damaged)
+        .Key("damaged_spans")
+        .Uint(spans)
+        .Key("damaged")
+        .BeginArray();
     for (const Result& r : results) {
       for (const inspect::Damage& d : r.report.damage) {
         w.BeginObject().Key("path").String(r.shard->path).Key("record");

@@ -230,8 +230,7 @@ absl::StatusOr<std::optional<Damage>> CheckTail(const index::ShardIndex& idx,
       break;
     }
   }
-  absl::StrAppend(&d.reason, "the last ", size - end,
-                  " byte(s) of the shard are in no record");
+  absl::StrAppend(&d.reason, "the last ", size - end, " byte(s) of the shard are in no record");
   // A header whose CRC holds but whose record runs past the end is a
   // truncated last record (it may start before `end` when the record
   // before it is short).

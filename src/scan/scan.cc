@@ -14,8 +14,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
@@ -139,8 +139,8 @@ Probed ProbeAndIndex(const SourceEntry& file, size_t entry, index::IndexStore* s
     return out;
   }
   if (*probe != index::Probe::kShard) {
-    out.other = {file.path, file.mount_path, codec,
-                 NamedLikeAShard(Basename(file.mount_path)), entry};
+    out.other = {file.path, file.mount_path, codec, NamedLikeAShard(Basename(file.mount_path)),
+                 entry};
     return out;
   }
   ScannedShard& shard = out.shard;

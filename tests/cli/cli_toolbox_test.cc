@@ -134,12 +134,12 @@ TEST_F(ToolboxTest, NoShardIsAnErrorAndOnlyShardNamesWarn) {
   WriteWholeFile(docs + "/tfrecordfs.1.scd", "tfrecordfs(1)\n");
   WriteWholeFile(docs + "/notes.json", "{}\n");
   WriteWholeFile(docs + "/bad.tfrecord", "not a shard at all\n");
-  ASSERT_EQ(Shell("gzip -c " + ShellQuote(docs + "/notes.json") + " > " +
-                  ShellQuote(docs + "/notes.json.gz") + " && gzip -c " +
-                  ShellQuote(docs + "/notes.json") + " > " +
-                  ShellQuote(docs + "/bad-00000-of-00001.gz"))
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      Shell("gzip -c " + ShellQuote(docs + "/notes.json") + " > " +
+            ShellQuote(docs + "/notes.json.gz") + " && gzip -c " +
+            ShellQuote(docs + "/notes.json") + " > " + ShellQuote(docs + "/bad-00000-of-00001.gz"))
+          .exit_code,
+      0);
   for (const char* cmd : {"verify", "count", "schema", "index"}) {
     SCOPED_TRACE(cmd);
     CommandResult none = Tool({cmd, empty});
@@ -150,8 +150,7 @@ TEST_F(ToolboxTest, NoShardIsAnErrorAndOnlyShardNamesWarn) {
     CommandResult r = Tool({cmd, docs});
     EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
     EXPECT_NE(r.err.find("no TFRecord shard in " + docs), std::string::npos) << r.err;
-    EXPECT_NE(r.err.find("bad.tfrecord: named like a TFRecord shard"), std::string::npos)
-        << r.err;
+    EXPECT_NE(r.err.find("bad.tfrecord: named like a TFRecord shard"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("bad-00000-of-00001.gz: a gzip stream"), std::string::npos) << r.err;
     EXPECT_EQ(r.err.find("tfrecordfs.1.scd"), std::string::npos) << r.err;
     EXPECT_EQ(r.err.find("notes.json"), std::string::npos) << r.err;

@@ -274,8 +274,8 @@ TEST_F(RealDataTest, DiskUsageIsTheApparentSizeRoundedPerFile) {
   }
   ASSERT_GT(files, 1000u);
   CommandResult du_used = Shell("du -s -c --block-size=1" + roots + " | tail -1");
-  CommandResult du_apparent = Shell("du -s -c --block-size=1 --apparent-size" + roots +
-                                    " | tail -1");
+  CommandResult du_apparent =
+      Shell("du -s -c --block-size=1 --apparent-size" + roots + " | tail -1");
   ASSERT_EQ(du_used.exit_code, 0) << du_used.err;
   ASSERT_EQ(du_apparent.exit_code, 0) << du_apparent.err;
   const uint64_t du_u = std::stoull(du_used.out), du_a = std::stoull(du_apparent.out);

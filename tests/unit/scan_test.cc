@@ -95,15 +95,14 @@ TEST_F(ScanTest, EntriesMirrorTheSourcesWithParents) {
 }
 
 TEST(NamedLikeAShardTest, OnlyShardWritersNames) {
-  for (const char* name :
-       {"train.tfrecord", "train.tfrecords", "a.record", "a.records", "x.tfrec", "test-3.tfr",
-        "train-00001-of-00010", "data.tfrecord-00000-of-00004", "train.tfrecord.gz",
-        "train-00001-of-00010.gz", "x.tfrecord.zlib"}) {
+  for (const char* name : {"train.tfrecord", "train.tfrecords", "a.record", "a.records", "x.tfrec",
+                           "test-3.tfr", "train-00001-of-00010", "data.tfrecord-00000-of-00004",
+                           "train.tfrecord.gz", "train-00001-of-00010.gz", "x.tfrecord.zlib"}) {
     EXPECT_TRUE(NamedLikeAShard(name)) << name;
   }
-  for (const char* name : {"tfrecordfs.1.scd", "my_tfrecord_notes.txt", "notes.json.gz",
-                           "archive.tar.gz", "train-00001-of-00010.json", ".tfrecord", "record",
-                           "records.txt", "x-1-of-2", ""}) {
+  for (const char* name :
+       {"tfrecordfs.1.scd", "my_tfrecord_notes.txt", "notes.json.gz", "archive.tar.gz",
+        "train-00001-of-00010.json", ".tfrecord", "record", "records.txt", "x-1-of-2", ""}) {
     EXPECT_FALSE(NamedLikeAShard(name)) << name;
   }
 }
