@@ -24,7 +24,7 @@ absl::Status Cursor::VarintOfAtMost(int max_bytes, absl::string_view what, uint6
 }
 
 absl::Status Cursor::Tag(uint32_t* field, WireType* type) {
-  uint64_t tag;
+  uint64_t tag = 0;
   if (auto s = VarintOfAtMost(5, "tag", &tag); !s.ok()) return s;
   const uint32_t tag32 = static_cast<uint32_t>(tag);
   if ((tag32 >> 3) == 0) return Error("invalid field number");
@@ -34,7 +34,7 @@ absl::Status Cursor::Tag(uint32_t* field, WireType* type) {
 }
 
 absl::Status Cursor::Bytes(absl::string_view* out, size_t* sub_base) {
-  uint64_t n;
+  uint64_t n = 0;
   if (auto s = VarintOfAtMost(5, "length", &n); !s.ok()) return s;
   if (n > kMaxLength) return Error("length-delimited field of 2 GiB or more");
   if (n > data_.size() - pos_) return Error("length-delimited field runs past its end");
@@ -58,7 +58,7 @@ absl::Status Cursor::Fixed(int n, uint64_t* out) {
 }
 
 absl::Status Cursor::Fixed32(uint32_t* out) {
-  uint64_t v;
+  uint64_t v = 0;
   if (auto s = Fixed(4, &v); !s.ok()) return s;
   *out = static_cast<uint32_t>(v);
   return absl::OkStatus();
@@ -68,7 +68,7 @@ absl::Status Cursor::Fixed64(uint64_t* out) { return Fixed(8, out); }
 
 absl::Status Cursor::Next(Field* f) {
   const size_t at = offset();
-  WireType type;
+  WireType type = kVarint;
   if (auto s = Tag(&f->number, &type); !s.ok()) return s;
   f->type = type;
   f->offset = at;

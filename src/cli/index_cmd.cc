@@ -23,6 +23,7 @@
 #include "absl/strings/str_format.h"
 #include "src/cli/commands.h"
 #include "src/cli/progress.h"
+#include "src/cli/toolbox.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
@@ -224,6 +225,10 @@ int IndexMain(int argc, char** argv) {
     if (const std::string note = scan::NotAShardNote(f); !note.empty()) {
       log::Warning(note, "; not indexed");
     }
+  }
+  if (absl::Status s = RequireShards(sources, *scanned); !s.ok()) {
+    log::Error(s.message());
+    return kExitFailed;
   }
   for (const scan::ScannedShard& shard : scanned->shards) {
     for (const std::string& line : index::FormatProblems(shard.path, shard.index->problems())) {

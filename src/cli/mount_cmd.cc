@@ -37,9 +37,10 @@
 namespace tfrecordfs::cli {
 namespace {
 
-// The usage text in three parts: the FUSE and mount(8) options we accept go
-// between kUsageOptions and kUsageTail, generated from the tables below
-// (MountOptionsHelp), so --help cannot drift from what the parser accepts.
+// The usage text in three parts: our -o options (kMountOptions) and the FUSE
+// and mount(8) options we accept go between kUsageOptions and kUsageTail,
+// generated from the tables below (MountOptionsHelp), so --help cannot
+// drift from what the parser accepts.
 constexpr char kUsageOptions[] = R"(Usage: tfrecordfs [options] SOURCE... MOUNTPOINT
        tfrecordfs unmount MOUNTPOINT
        tfrecordfs status [--json] MOUNTPOINT
@@ -64,79 +65,11 @@ Options:
   -s                 single-threaded request loop
   -o OPT[,OPT...]    mount options: these of tfrecordfs, then the FUSE and
                      mount(8) ones it accepts (listed below them):
-       cache_records=N   parsed records kept in memory (default 65536)
-       cache_mb=N        ...and at most N MiB of them (default 16)
-       index_threads=N   threads for the header walk (default: CPUs, max 16)
-       max_open=N        shard files kept open at once (default 1024; at
-                         most half the descriptor limit, `ulimit -n`): any
-                         number of shards mounts, the least recently read
-                         are closed and reopened on demand; raise it (and
-                         the limit) when reading many shards in parallel.
-                         Staged files need no option: at most an eighth of
-                         `ulimit -n` (16 to 1024) stay open, however many
-                         are staged
-       walk=MODE         how shard headers are read when indexing: headers
-                         (one read per header: local disks), blocks (8 MiB
-                         sequential reads: network storage) or auto (blocks
-                         on FUSE/NFS/CIFS/Lustre/Ceph/9p, else headers;
-                         the default); on network storage 32 shards are
-                         walked at once unless index_threads says otherwise
-       gz_span=SIZE      GZIP/ZLIB shards: a checkpoint that gives random
-                         access after every SIZE compressed or uncompressed
-                         bytes, whichever come first (default 1M;
-                         smaller: faster reads, larger index)
-       inflate_cache_mb=N  decompressed bytes of GZIP/ZLIB shards kept for
-                         readers, in MiB (default 32)
-       readahead_mb=N    on network storage, records read in order (a find,
-                         cat */label) are read ahead in 1 MiB blocks, 8 at
-                         once, keeping at most N MiB (default 64; 0: off)
-       index_dir=PATH    read shard indexes from PATH first (read-only; made
-                         by `tfrecordfs index --index-dir PATH`)
-       noindexcache      neither read nor write the per-user index cache
-                         (~/.cache/tfrecordfs/index)
-       index_verify      check indexes from index_dir or beside the shards
-                         against each shard's header chain (8 MiB
-                         sequential reads) before using them: for index
-                         directories other users can write
-       nobeside          do not read indexes kept beside the shards
-                         (<shard>.tfri, written by `tfrecordfs index --beside`)
-       nosplice          copy read data instead of splicing it from shards
-       opendir           send every opendir/releasedir to the daemon
-                         (default: the kernel opens directories and caches
-                         their listings itself where it can)
-       ro                read-only mount: staging/ refuses writes, nothing
-                         is packed on unmount
-       open              send every open/flush/release to the daemon and
-                         give staged files handles (default: on a ro mount
-                         the kernel opens files itself, no round trip per
-                         open; a read-write mount sends OPEN, so that a
-                         writable open of a record fails; staged files are
-                         checked at write(), and close() never fails)
-       timeout=SECONDS   kernel cache time for names and attributes
-                         (default 86400: shard data is immutable)
-       verbose           log at debug level
-       log=PATH          also log to PATH (a detached daemon always logs to
-                         a file; default ~/.local/state/tfrecordfs/log/
-                         <mount point>.log, which `tfrecordfs unmount`
-                         names when something was logged)
-       noxattr           no extended attributes (see below)
-       staging=NAME      name of the writable folder at the root
-                         (default "staging")
-       staging_dir=PATH  where staged bytes live on disk (default
-                         ~/.local/state/tfrecordfs/staging/<source>-<crc>)
-       output_dir=PATH   where the pack writes new shards on unmount
-                         (default: the first source directory)
-       prefix=NAME       new shard names: NAME-00000-of-0000N.tfrecord
-                         (default staged-<UTC yyyymmddThhmmss>)
-       shard_size=SIZE   maximum bytes per new shard, e.g. 64M (default 128M;
-                         uncompressed bytes for compressed shards)
-       compression=C     new shards: none, gzip (.tfrecord.gz) or zlib
-                         (.tfrecord.zlib); default: the sources' codec when
-                         every source shard has the same one, else none
 )";
 
 constexpr char kUsageTail[] = R"(  -h, --help         show this help and exit
   -V, --version      show the version and exit
+  --list-mount-options  the -o options, one a line (for shell completion)
 
 New records: make folders of feature files under MOUNTPOINT/staging/ (or
 `cp -r` a record there). On unmount they are packed, crash-safely, into new
@@ -175,6 +108,251 @@ struct CliOptions {
 };
 
 int Usage(const std::string& message) { return UsageError("", message); }
+
+// ---- Our -o options: one table gives --help, the parser, the names the
+// bash completion offers (tfrecordfs --list-mount-options), and what
+// mount_cli_test checks against the man page's OPTIONS.
+
+// Parses `value` (empty for a flag) into `cli`; returns "" or an error
+// message naming the option.
+using ParseFn = std::string (*)(absl::string_view value, CliOptions* cli);
+
+struct MountOption {
+  absl::string_view name;   // cache_mb
+  absl::string_view value;  // what it takes, as --help names it ("N"); "" for a flag
+  absl::string_view help;   // one paragraph, filled by MountOptionsHelp
+  ParseFn parse;
+};
+
+// A number of MiB from 1 (0 too when `zero_ok`) to 2^20, as bytes.
+std::optional<size_t> Mib(absl::string_view v, bool zero_ok) {
+  size_t mb = 0;
+  if (!absl::SimpleAtoi(v, &mb) || (mb == 0 && !zero_ok) || mb > (size_t{1} << 20)) {
+    return std::nullopt;
+  }
+  return mb << 20;
+}
+
+constexpr MountOption kMountOptions[] = {
+    {"cache_records", "N", "parsed records kept in memory (default 65536)",
+     [](absl::string_view v, CliOptions* cli) -> std::string {
+       if (!absl::SimpleAtoi(v, &cli->vfs.cache_records) || cli->vfs.cache_records == 0) {
+         return "cache_records needs a positive number";
+       }
+       return "";
+     }},
+    {"cache_mb", "N", "...and at most N MiB of them (default 16)",
+     [](absl::string_view v, CliOptions* cli) -> std::string {
+       auto bytes = Mib(v, false);
+       if (!bytes) return "cache_mb needs a positive number of MiB";
+       cli->vfs.cache_bytes = *bytes;
+       return "";
+     }},
+    {"index_threads", "N", "threads for the header walk (default: CPUs, max 16)",
+     [](absl::string_view v, CliOptions* cli) -> std::string {
+       if (!absl::SimpleAtoi(v, &cli->vfs.index_threads) || cli->vfs.index_threads < 0) {
+         return "index_threads needs a number";
+       }
+       return "";
+     }},
+    {"max_open", "N",
+     "shard files kept open at once (default 1024; at most half the descriptor limit, "
+     "`ulimit -n`): any number of shards mounts, the least recently read are closed and "
+     "reopened on demand; raise it (and the limit) when reading many shards in parallel. "
+     "Staged files need no option: at most an eighth of `ulimit -n` (16 to 1024) stay open, "
+     "however many are staged",
+     [](absl::string_view v, CliOptions* cli) -> std::string {
+       if (!absl::SimpleAtoi(v, &cli->vfs.max_open_shards) || cli->vfs.max_open_shards == 0) {
+         return "max_open needs a positive number of shard files";
+       }
+       return "";
+     }},
+    {"walk", "MODE",
+     "how shard headers are read when indexing: headers (one read per header: local disks), "
+     "blocks (8 MiB sequential reads: network storage) or auto (blocks on "
+     "FUSE/NFS/CIFS/Lustre/Ceph/9p, else headers; the default); on network storage 32 shards "
+     "are walked at once unless index_threads says otherwise",
+     [](absl::string_view v, CliOptions* cli) -> std::string {
+       if (v == "auto") {
+         cli->walk_mode = index::WalkMode::kAuto;
+       } else if (v == "headers") {
+         cli->walk_mode = index::WalkMode::kHeaders;
+       } else if (v == "blocks") {
+         cli->walk_mode = index::WalkMode::kBlocks;
+       } else {
+         return "walk needs auto, headers or blocks";
+       }
+       return "";
+     }},
+    {"gz_span", "SIZE",
+     "GZIP/ZLIB shards: a checkpoint that gives random access after every SIZE compressed or "
+     "uncompressed bytes, whichever come first (default 1M; smaller: faster reads, larger "
+     "index)",
+     [](absl::string_view v, CliOptions* cli) -> std::string {
+       auto size = ParseSize(v);
+       if (!size.ok() || *size < (64 << 10) || *size > (uint64_t{1} << 34)) {
+         return "gz_span needs a size from 64K to 16G, such as 1M";
+       }
+       cli->gz_span = *size;
+       return "";
+     }},
+    {"inflate_cache_mb", "N",
+     "decompressed bytes of GZIP/ZLIB shards kept for readers, in MiB (default 32)",
+     [](absl::string_view v, CliOptions* cli) -> std::string {
+       auto bytes = Mib(v, false);
+       if (!bytes) return "inflate_cache_mb needs a positive number of MiB";
+       cli->vfs.inflate_cache_bytes = *bytes;
+       return "";
+     }},
+    {"readahead_mb", "N",
+     "on network storage, records read in order (a find, cat */label) are read ahead in 1 MiB "
+     "blocks, 8 at once, keeping at most N MiB (default 64; 0: off)",
+     [](absl::string_view v, CliOptions* cli) -> std::string {
+       auto bytes = Mib(v, true);
+       if (!bytes) return "readahead_mb needs a number of MiB";
+       cli->vfs.readahead_bytes = *bytes;
+       return "";
+     }},
+    {"index_dir", "PATH",
+     "read shard indexes from PATH first (read-only; made by `tfrecordfs index --index-dir "
+     "PATH`)",
+     [](absl::string_view v, CliOptions* cli) -> std::string {
+       if (v.empty()) return "index_dir needs a directory";
+       cli->index_dir = std::string(v);
+       return "";
+     }},
+    {"noindexcache", "",
+     "neither read nor write the per-user index cache (~/.cache/tfrecordfs/index)",
+     [](absl::string_view, CliOptions* cli) -> std::string {
+       cli->index_cache = false;
+       return "";
+     }},
+    {"index_verify", "",
+     "check indexes from index_dir or beside the shards against each shard's header chain "
+     "(8 MiB sequential reads) before using them: for index directories other users can write",
+     [](absl::string_view, CliOptions* cli) -> std::string {
+       cli->index_verify = true;
+       return "";
+     }},
+    {"nobeside", "",
+     "do not read indexes kept beside the shards (<shard>.tfri, written by `tfrecordfs index "
+     "--beside`)",
+     [](absl::string_view, CliOptions* cli) -> std::string {
+       cli->index_beside = false;
+       return "";
+     }},
+    {"nosplice", "", "copy read data instead of splicing it from shards",
+     [](absl::string_view, CliOptions* cli) -> std::string {
+       cli->session.ops.splice = false;
+       return "";
+     }},
+    {"opendir", "",
+     "send every opendir/releasedir to the daemon (default: the kernel opens directories and "
+     "caches their listings itself where it can)",
+     [](absl::string_view, CliOptions* cli) -> std::string {
+       cli->session.ops.skip_opendir = false;
+       return "";
+     }},
+    {"ro", "", "read-only mount: staging/ refuses writes, nothing is packed on unmount",
+     [](absl::string_view, CliOptions* cli) -> std::string {
+       cli->read_only = true;
+       return "";
+     }},
+    {"rw", "", "read-write mount (the default); of ro and rw the last one wins",
+     [](absl::string_view, CliOptions* cli) -> std::string {
+       cli->read_only = false;
+       return "";
+     }},
+    {"open", "",
+     "send every open/flush/release to the daemon and give staged files handles (default: on "
+     "a ro mount the kernel opens files itself, no round trip per open; a read-write mount "
+     "sends OPEN, so that a writable open of a record fails; staged files are checked at "
+     "write(), and close() never fails)",
+     [](absl::string_view, CliOptions* cli) -> std::string {
+       cli->always_open = true;
+       return "";
+     }},
+    {"timeout", "SECONDS",
+     "kernel cache time for names and attributes (default 86400: shard data is immutable)",
+     [](absl::string_view v, CliOptions* cli) -> std::string {
+       double t;
+       if (!absl::SimpleAtod(v, &t) || t < 0) return "timeout needs a number of seconds";
+       cli->session.ops.entry_timeout = cli->session.ops.attr_timeout =
+           cli->session.ops.negative_timeout = t;
+       return "";
+     }},
+    {"verbose", "", "log at debug level",
+     [](absl::string_view, CliOptions*) -> std::string {
+       log::SetLevel(log::Level::kDebug);
+       return "";
+     }},
+    {"log", "PATH",
+     "also log to PATH (a detached daemon always logs to a file; default "
+     "~/.local/state/tfrecordfs/log/<mount point>.log, which `tfrecordfs unmount` names when "
+     "something was logged)",
+     [](absl::string_view v, CliOptions* cli) -> std::string {
+       if (v.empty()) return "log needs a file path";
+       cli->log_path = std::string(v);
+       return "";
+     }},
+    {"noxattr", "", "no extended attributes (see below)",
+     [](absl::string_view, CliOptions* cli) -> std::string {
+       cli->session.ops.xattr = false;
+       return "";
+     }},
+    {"staging", "NAME", "name of the writable folder at the root (default \"staging\")",
+     [](absl::string_view v, CliOptions* cli) -> std::string {
+       if (!staging::CheckName(v).ok()) return "staging needs a plain folder name";
+       cli->vfs.staging_name = std::string(v);
+       return "";
+     }},
+    {"staging_dir", "PATH",
+     "where staged bytes live on disk (default "
+     "~/.local/state/tfrecordfs/staging/<source>-<crc>)",
+     [](absl::string_view v, CliOptions* cli) -> std::string {
+       if (v.empty()) return "staging_dir needs a directory";
+       cli->staging_dir = std::string(v);
+       return "";
+     }},
+    {"output_dir", "PATH",
+     "where the pack writes new shards on unmount (default: the first source directory)",
+     [](absl::string_view v, CliOptions* cli) -> std::string {
+       if (v.empty()) return "output_dir needs a directory";
+       cli->pack.output_dir = std::string(v);
+       return "";
+     }},
+    {"prefix", "NAME",
+     "new shard names: NAME-00000-of-0000N.tfrecord (default staged-<UTC yyyymmddThhmmss>)",
+     [](absl::string_view v, CliOptions* cli) -> std::string {
+       if (!repack::ValidatePrefix(v).ok()) return "prefix must be a plain file name prefix";
+       cli->pack.prefix = std::string(v);
+       return "";
+     }},
+    {"shard_size", "SIZE",
+     "maximum bytes per new shard, e.g. 64M (default 128M; uncompressed bytes for compressed "
+     "shards)",
+     [](absl::string_view v, CliOptions* cli) -> std::string {
+       auto size = ParseSize(v);
+       if (!size.ok()) return "shard_size needs a size such as 64M or 1G";
+       cli->pack.shard_size = *size;
+       return "";
+     }},
+    {"compression", "C",
+     "new shards: none, gzip (.tfrecord.gz) or zlib (.tfrecord.zlib); default: the sources' "
+     "codec when every source shard has the same one, else none",
+     [](absl::string_view v, CliOptions* cli) -> std::string {
+       cli->compression = source::ParseCodecName(v);
+       if (!cli->compression) return "compression needs none, gzip or zlib";
+       return "";
+     }},
+};
+
+const MountOption* FindMountOption(absl::string_view name) {
+  for (const MountOption& o : kMountOptions) {
+    if (o.name == name) return &o;
+  }
+  return nullptr;
+}
 
 // The FUSE and generic mount flags we hand to libfuse as they are. An
 // allow-list: anything else is a typo we report ourselves, before indexing.
@@ -260,23 +438,42 @@ std::string MountOptionsHelp() {
   std::vector<std::string> ignored(std::begin(kIgnoredWords), std::end(kIgnoredWords));
   for (absl::string_view p : kIgnoredPrefixes) ignored.push_back(absl::StrCat(p, "*"));
   const std::string indent(7, ' ');
-  return "     FUSE and mount(8) options, passed on to libfuse as they are\n"
+  std::string ours;
+  for (const MountOption& o : kMountOptions) {
+    const std::string key =
+        o.value.empty() ? std::string(o.name) : absl::StrCat(o.name, "=", o.value);
+    const std::vector<std::string> words = absl::StrSplit(o.help, ' ', absl::SkipEmpty());
+    // The option in the left column, its help from column 26 on.
+    std::string head = indent + key;
+    head += std::string(head.size() < 23 ? 25 - head.size() : 2, ' ');
+    const std::string filled = head + Fill(std::string(25, ' '), words).substr(25);
+    ours += filled;
+  }
+  return ours +
+         "     FUSE and mount(8) options, passed on to libfuse as they are\n"
          "     (allow_other and allow_root also turn on default_permissions):\n" +
-         Fill(indent, passed) +
-         "     fstab and mount(8) words, accepted and ignored:\n" + Fill(indent, ignored) +
+         Fill(indent, passed) + "     fstab and mount(8) words, accepted and ignored:\n" +
+         Fill(indent, ignored) +
          "     Any other option, or a value that does not parse, exits 2 with a\n"
          "     message naming it, before anything is read.\n";
 }
 
+// The -o options a shell completes, one a line ("cache_mb=", "ro",
+// "fsname="): ours, then the FUSE and mount(8) ones passed through (the
+// ignored fstab words are not worth offering).
+std::string MountOptionNames() {
+  std::string out;
+  for (const MountOption& o : kMountOptions) {
+    absl::StrAppend(&out, o.name, o.value.empty() ? "" : "=", "\n");
+  }
+  for (absl::string_view f : kPassedFlags) absl::StrAppend(&out, f, "\n");
+  for (const PassedKey& k : kPassedKeys) absl::StrAppend(&out, k.key, "=\n");
+  return out;
+}
+
 // Keys that need a value, ours or libfuse's (`-o fsname` alone is a typo).
 bool NeedsValue(absl::string_view key) {
-  static constexpr absl::string_view kKeys[] = {
-      "cache_mb", "cache_records", "index_threads", "index_dir", "timeout", "staging",
-      "staging_dir", "output_dir", "prefix", "shard_size", "compression", "walk", "gz_span",
-      "inflate_cache_mb", "max_open", "log", "readahead_mb"};
-  for (absl::string_view k : kKeys) {
-    if (key == k) return true;
-  }
+  if (const MountOption* o = FindMountOption(key); o != nullptr) return !o->value.empty();
   for (const PassedKey& k : kPassedKeys) {
     if (key == k.key) return true;
   }
@@ -287,106 +484,17 @@ bool NeedsValue(absl::string_view key) {
 // naming the option, or "".
 std::string TakeMountOptions(absl::string_view list, CliOptions* cli) {
   for (absl::string_view opt : absl::StrSplit(list, ',', absl::SkipEmpty())) {
-    auto value_of = [&](absl::string_view key) -> std::optional<absl::string_view> {
-      if (absl::StartsWith(opt, key) && opt.size() > key.size() && opt[key.size()] == '=') {
-        return opt.substr(key.size() + 1);
+    const size_t eq = opt.find('=');
+    const absl::string_view name = opt.substr(0, eq);
+    if (const MountOption* o = FindMountOption(name); o != nullptr) {
+      // A flag takes no value; an option with one needs it.
+      if (o->value.empty() != (eq == absl::string_view::npos)) {
+        return o->value.empty() ? absl::StrCat(name, " takes no value")
+                                : absl::StrCat(name, " needs a value (", name, "=...)");
       }
-      return std::nullopt;
-    };
-    if (auto v = value_of("cache_mb")) {
-      size_t mb = 0;
-      if (!absl::SimpleAtoi(*v, &mb) || mb == 0 || mb > (size_t{1} << 20)) {
-        return "cache_mb needs a positive number of MiB";
-      }
-      cli->vfs.cache_bytes = mb << 20;
-    } else if (auto v = value_of("cache_records")) {
-      if (!absl::SimpleAtoi(*v, &cli->vfs.cache_records) || cli->vfs.cache_records == 0) {
-        return "cache_records needs a positive number";
-      }
-    } else if (auto v = value_of("inflate_cache_mb")) {
-      size_t mb = 0;
-      if (!absl::SimpleAtoi(*v, &mb) || mb == 0 || mb > (size_t{1} << 20)) {
-        return "inflate_cache_mb needs a positive number of MiB";
-      }
-      cli->vfs.inflate_cache_bytes = mb << 20;
-    } else if (auto v = value_of("readahead_mb")) {
-      size_t mb = 0;
-      if (!absl::SimpleAtoi(*v, &mb) || mb > (size_t{1} << 20)) {
-        return "readahead_mb needs a number of MiB";
-      }
-      cli->vfs.readahead_bytes = mb << 20;
-    } else if (auto v = value_of("max_open")) {
-      if (!absl::SimpleAtoi(*v, &cli->vfs.max_open_shards) || cli->vfs.max_open_shards == 0) {
-        return "max_open needs a positive number of shard files";
-      }
-    } else if (auto v = value_of("walk")) {
-      if (*v == "auto") {
-        cli->walk_mode = index::WalkMode::kAuto;
-      } else if (*v == "headers") {
-        cli->walk_mode = index::WalkMode::kHeaders;
-      } else if (*v == "blocks") {
-        cli->walk_mode = index::WalkMode::kBlocks;
-      } else {
-        return "walk needs auto, headers or blocks";
-      }
-    } else if (auto v = value_of("gz_span")) {
-      auto size = ParseSize(*v);
-      if (!size.ok() || *size < (64 << 10) || *size > (uint64_t{1} << 34)) {
-        return "gz_span needs a size from 64K to 16G, such as 1M";
-      }
-      cli->gz_span = *size;
-    } else if (auto v = value_of("index_threads")) {
-      if (!absl::SimpleAtoi(*v, &cli->vfs.index_threads) || cli->vfs.index_threads < 0) {
-        return "index_threads needs a number";
-      }
-    } else if (auto v = value_of("index_dir")) {
-      if (v->empty()) return "index_dir needs a directory";
-      cli->index_dir = std::string(*v);
-    } else if (opt == "noindexcache") {
-      cli->index_cache = false;
-    } else if (opt == "nobeside") {
-      cli->index_beside = false;
-    } else if (opt == "index_verify") {
-      cli->index_verify = true;
-    } else if (auto v = value_of("timeout")) {
-      double t;
-      if (!absl::SimpleAtod(*v, &t) || t < 0) return "timeout needs a number of seconds";
-      cli->session.ops.entry_timeout = cli->session.ops.attr_timeout =
-          cli->session.ops.negative_timeout = t;
-    } else if (auto v = value_of("staging")) {
-      if (!staging::CheckName(*v).ok()) return "staging needs a plain folder name";
-      cli->vfs.staging_name = std::string(*v);
-    } else if (auto v = value_of("staging_dir")) {
-      if (v->empty()) return "staging_dir needs a directory";
-      cli->staging_dir = std::string(*v);
-    } else if (auto v = value_of("output_dir")) {
-      if (v->empty()) return "output_dir needs a directory";
-      cli->pack.output_dir = std::string(*v);
-    } else if (auto v = value_of("prefix")) {
-      if (!repack::ValidatePrefix(*v).ok()) return "prefix must be a plain file name prefix";
-      cli->pack.prefix = std::string(*v);
-    } else if (auto v = value_of("shard_size")) {
-      auto size = ParseSize(*v);
-      if (!size.ok()) return "shard_size needs a size such as 64M or 1G";
-      cli->pack.shard_size = *size;
-    } else if (auto v = value_of("compression")) {
-      cli->compression = source::ParseCodecName(*v);
-      if (!cli->compression) return "compression needs none, gzip or zlib";
-    } else if (auto v = value_of("log")) {
-      if (v->empty()) return "log needs a file path";
-      cli->log_path = std::string(*v);
-    } else if (opt == "noxattr") {
-      cli->session.ops.xattr = false;
-    } else if (opt == "nosplice") {
-      cli->session.ops.splice = false;
-    } else if (opt == "opendir") {
-      cli->session.ops.skip_opendir = false;
-    } else if (opt == "ro" || opt == "rw") {
-      cli->read_only = opt == "ro";
-    } else if (opt == "open") {
-      cli->always_open = true;
-    } else if (opt == "verbose") {
-      log::SetLevel(log::Level::kDebug);
+      const std::string err =
+          o->parse(eq == absl::string_view::npos ? "" : opt.substr(eq + 1), cli);
+      if (!err.empty()) return err;
     } else if (IsIgnoredMountWord(opt)) {
       // fstab/mount(8) words that mean nothing to a FUSE mount.
     } else if (IsPassedFlag(opt)) {
@@ -399,8 +507,6 @@ std::string TakeMountOptions(absl::string_view list, CliOptions* cli) {
       if (opt.size() == passed->size() + 1) return absl::StrCat(*passed, " needs a value");
       cli->session.fuse_options.emplace_back(opt);
     } else {
-      const size_t eq = opt.find('=');
-      const absl::string_view name = opt.substr(0, eq);
       if (NeedsValue(name)) return absl::StrCat(name, " needs a value (", name, "=...)");
       return absl::StrCat("unknown mount option '", opt, "'");
     }
@@ -461,6 +567,10 @@ int MountMain(int argc, char** argv) {
     std::string a = argv[i];
     if (a == "-h" || a == "--help") {
       std::cout << kUsageOptions << MountOptionsHelp() << kUsageTail;
+      return 0;
+    }
+    if (a == "--list-mount-options") {
+      std::cout << MountOptionNames();
       return 0;
     }
     if (a == "-V" || a == "--version") {

@@ -6,6 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "src/cli/commands.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/repack/journal.h"
@@ -111,7 +112,16 @@ int PackMain(int argc, char** argv) {
   if (!verbose) log::SetLevel(log::Level::kError);
   // Pack first runs Recover on the journal, finishing an interrupted pack.
   repack::PackReport report = repack::Pack(options);
-  std::cout << report.Summary();
+  // Pack has logged a failure to stderr already: stdout keeps what was
+  // written and what stayed staged, and the error is said once.
+  std::string summary = report.Summary();
+  if (!report.status.ok()) {
+    absl::string_view rest = summary;
+    if (absl::ConsumeSuffix(&rest, absl::StrCat("pack failed: ", report.status.message(), "\n"))) {
+      summary = std::string(rest);
+    }
+  }
+  std::cout << summary;
   if (!report.status.ok()) return kExitFailed;
   return report.left.empty() ? kExitOk : kExitFailed;
 }

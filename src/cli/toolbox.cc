@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "src/cli/progress.h"
 #include "tfrecordfs/base/log.h"
@@ -80,7 +81,17 @@ absl::StatusOr<scan::ScanResult> ScanSources(const std::vector<std::string>& sou
       log::Warning(note, "; skipped");
     }
   }
+  if (absl::Status s = RequireShards(sources, *result); !s.ok()) return s;
   return result;
+}
+
+absl::Status RequireShards(const std::vector<std::string>& sources,
+                           const scan::ScanResult& result) {
+  if (!result.shards.empty()) return absl::OkStatus();
+  return absl::NotFoundError(absl::StrCat(
+      "no TFRecord shard in ", absl::StrJoin(sources, ", "), " (", result.others.size(),
+      " other file(s); shards are found by content, in directories "
+      "searched recursively)"));
 }
 
 std::string FormatFloat(float v) {

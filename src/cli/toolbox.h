@@ -46,11 +46,16 @@ bool TakeValue(int argc, char** argv, int* i, std::string* flag, std::string* va
 index::StoreOptions ToolStoreOptions();
 
 // Scans the SOURCEs (scan::Scan) through `store`, drawing a progress bar on
-// a terminal unless `quiet`. Files named like shards that are not, and
-// compressed files holding no TFRecord, are reported on stderr as a mount
-// reports them.
+// a terminal unless `quiet`. Files named like shards that are not
+// (scan::NotAShardNote) are reported on stderr as a mount reports them.
+// Finding no shard at all is an error (RequireShards).
 absl::StatusOr<scan::ScanResult> ScanSources(const std::vector<std::string>& sources,
                                              index::IndexStore* store, bool quiet);
+
+// NotFound, naming the SOURCEs, when `result` holds no shard: a toolbox
+// command over no shard has nothing to say, and "0 record(s)" would read as
+// an answer.
+absl::Status RequireShards(const std::vector<std::string>& sources, const scan::ScanResult& result);
 
 // One float as the shortest decimal that reads back bit-exact
 // (naming::FormatFloats): "0.1", "1e+30", "nan", "-inf", "nan(0x...)".

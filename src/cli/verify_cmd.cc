@@ -31,17 +31,21 @@ the reason. In a GZIP/ZLIB shard the offset is in the decompressed stream;
 the compressed offset given beside it is that of the nearest checkpoint at
 or before the record (where a reader resumes inflating), not of the record
 itself. Damage between records (stray bytes, a stream that stops inflating)
-has no record index. In a shard whose records are Examples, a payload that
+has no record index, nor has a shard's tail that is no whole record (a
+truncated last record): the summary counts damaged records and damaged
+spans apart. In a shard whose records are Examples, a payload that
 is not one is damaged; a shard of other payloads only (TensorBoard events,
 raw strings) is reported as such, not as damaged. A summary line ends the
 report.
 
 Options:
   --json       one JSON document instead:
-               {"shards": S, "records": N, "damaged": [{"path": ...,
-               "record": i, "offset": ..., "reason": ...}], ...}; "record"
-               is null for damage between records, and compressed shards
-               add "checkpoint_offset"
+               {"shards": S, "records": N, "damaged_records": D,
+               "damaged_spans": B, "damaged": [{"path": ..., "record": i,
+               "offset": ..., "reason": ...}], ...}; "record" is null for
+               damage between or after records (counted in
+               "damaged_spans", not in "damaged_records"), and compressed
+               shards add "checkpoint_offset"
   -q, --quiet  no progress bar
   -h, --help   show this help and exit
 
@@ -107,10 +111,12 @@ int VerifyMain(int argc, char** argv) {
   }
   progress.Finish();
 
-  uint64_t records = 0, damaged = 0, unreadable = 0, examples = 0, sequences = 0, others = 0;
+  uint64_t records = 0, damaged = 0, spans = 0, unreadable = 0, examples = 0, sequences = 0,
+           others = 0;
   for (const Result& r : results) {
     records += r.report.records;
-    damaged += r.report.damage.size();
+    damaged += r.report.DamagedRecords();
+    spans += r.report.DamagedSpans();
     unreadable += !r.status.ok();
     examples += r.report.examples;
     sequences += r.report.sequence_examples;
@@ -120,12 +126,22 @@ int VerifyMain(int argc, char** argv) {
   if (json) {
     JsonWriter w;
     w.BeginObject()
-        .Key("shards").Uint(results.size())
-        .Key("records").Uint(records)
-        .Key("examples").Uint(examples)
-        .Key("sequence_examples").Uint(sequences)
-        .Key("other_payloads").Uint(others)
-        .Key("damaged").BeginArray();
+        .Key("shards")
+        .Uint(results.size())
+        .Key("records")
+        .Uint(records)
+        .Key("examples")
+        .Uint(examples)
+        .Key("sequence_examples")
+        .Uint(sequences)
+        .Key("other_payloads")
+        .Uint(others)
+        .Key("damaged_records")
+        .Uint(damaged)
+        .Key("damaged_spans")
+        .Uint(spans)
+        .Key("damaged")
+        .BeginArray();
     for (const Result& r : results) {
       for (const inspect::Damage& d : r.report.damage) {
         w.BeginObject().Key("path").String(r.shard->path).Key("record");
@@ -174,14 +190,22 @@ int VerifyMain(int argc, char** argv) {
                         EscapeForLog(r.report.first_other_reason), ")\n");
       }
     }
-    absl::StrAppend(&out, results.size(), " shard(s), ", records, " record(s): ",
-                    damaged == 0 && unreadable == 0 ? "all intact" : absl::StrCat(damaged,
-                    " damaged"), unreadable > 0 ? absl::StrCat(", ", unreadable,
-                    " shard(s) unreadable") : "", " (", examples, " Example(s), ", sequences,
-                    " SequenceExample(s), ", others, " other payload(s))\n");
+    std::string verdict;
+    if (damaged + spans + unreadable == 0) {
+      verdict = "all intact";
+    } else {
+      verdict = absl::StrCat(damaged, " damaged");
+      if (spans > 0) {
+        absl::StrAppend(&verdict, ", ", spans, " damaged span(s) between or after records");
+      }
+      if (unreadable > 0) absl::StrAppend(&verdict, ", ", unreadable, " shard(s) unreadable");
+    }
+    absl::StrAppend(&out, results.size(), " shard(s), ", records, " record(s): ", verdict, " (",
+                    examples, " Example(s), ", sequences, " SequenceExample(s), ", others,
+                    " other payload(s))\n");
   }
   if (!WriteStdout(out)) return kExitFailed;
-  return damaged == 0 && unreadable == 0 ? kExitOk : kExitFailed;
+  return damaged + spans + unreadable == 0 ? kExitOk : kExitFailed;
 }
 
 }  // namespace tfrecordfs::cli

@@ -48,12 +48,12 @@ using enum wire::WireType;
 absl::Status DecodeBytesList(absl::string_view data, size_t base, Feature* f) {
   Cursor c(data, base);
   while (!c.done()) {
-    uint32_t field;
-    WireType type;
+    uint32_t field = 0;
+    WireType type = kVarint;
     if (auto s = c.Tag(&field, &type); !s.ok()) return s;
     if (field != 1 || type != kLen) return Unexpected(c, "BytesList", field, type);
     absl::string_view v;
-    size_t sub;
+    size_t sub = 0;
     if (auto s = c.Bytes(&v, &sub); !s.ok()) return s;
     f->bytes.push_back(v);
   }
@@ -63,18 +63,18 @@ absl::Status DecodeBytesList(absl::string_view data, size_t base, Feature* f) {
 absl::Status DecodeFloatList(absl::string_view data, size_t base, Feature* f) {
   Cursor c(data, base);
   while (!c.done()) {
-    uint32_t field;
-    WireType type;
+    uint32_t field = 0;
+    WireType type = kVarint;
     if (auto s = c.Tag(&field, &type); !s.ok()) return s;
     if (field == 1 && type == kI32) {
-      uint32_t bits;
+      uint32_t bits = 0;
       if (auto s = c.Fixed32(&bits); !s.ok()) return s;
-      float v;
+      float v = 0;
       std::memcpy(&v, &bits, 4);
       f->floats.push_back(v);
     } else if (field == 1 && type == kLen) {
       absl::string_view run;
-      size_t sub;
+      size_t sub = 0;
       if (auto s = c.Bytes(&run, &sub); !s.ok()) return s;
       if (run.size() % 4 != 0) return c.Error("packed float run not a multiple of 4 bytes");
       if (run.empty()) continue;  // memcpy into an empty vector's null data() is UB
@@ -91,20 +91,20 @@ absl::Status DecodeFloatList(absl::string_view data, size_t base, Feature* f) {
 absl::Status DecodeInt64List(absl::string_view data, size_t base, Feature* f) {
   Cursor c(data, base);
   while (!c.done()) {
-    uint32_t field;
-    WireType type;
+    uint32_t field = 0;
+    WireType type = kVarint;
     if (auto s = c.Tag(&field, &type); !s.ok()) return s;
     if (field == 1 && type == kVarint) {
-      uint64_t v;
+      uint64_t v = 0;
       if (auto s = c.Varint(&v); !s.ok()) return s;
       f->int64s.push_back(static_cast<int64_t>(v));
     } else if (field == 1 && type == kLen) {
       absl::string_view run;
-      size_t sub;
+      size_t sub = 0;
       if (auto s = c.Bytes(&run, &sub); !s.ok()) return s;
       Cursor r(run, sub);
       while (!r.done()) {
-        uint64_t v;
+        uint64_t v = 0;
         if (auto s = r.Varint(&v); !s.ok()) return s;
         f->int64s.push_back(static_cast<int64_t>(v));
       }
@@ -122,12 +122,12 @@ namespace internal {
 absl::Status DecodeFeature(absl::string_view data, size_t base, Feature* f) {
   Cursor c(data, base);
   while (!c.done()) {
-    uint32_t field;
-    WireType type;
+    uint32_t field = 0;
+    WireType type = kVarint;
     if (auto s = c.Tag(&field, &type); !s.ok()) return s;
     if (field < 1 || field > 3 || type != kLen) return Unexpected(c, "Feature", field, type);
     absl::string_view list;
-    size_t sub;
+    size_t sub = 0;
     if (auto s = c.Bytes(&list, &sub); !s.ok()) return s;
     const Kind kind = static_cast<Kind>(field);
     if (f->kind != kind) {  // oneof: a different kind replaces the old one
@@ -147,14 +147,14 @@ absl::Status DecodeFeature(absl::string_view data, size_t base, Feature* f) {
 absl::Status DecodeEntry(absl::string_view data, size_t base, Feature* f) {
   Cursor c(data, base);
   while (!c.done()) {
-    uint32_t field;
-    WireType type;
+    uint32_t field = 0;
+    WireType type = kVarint;
     if (auto s = c.Tag(&field, &type); !s.ok()) return s;
     if ((field != 1 && field != 2) || type != kLen) {
       return Unexpected(c, "Features map entry", field, type);
     }
     absl::string_view v;
-    size_t sub;
+    size_t sub = 0;
     if (auto s = c.Bytes(&v, &sub); !s.ok()) return s;
     if (field == 1) {
       if (!IsValidUtf8(v)) return c.Error("feature name is not valid UTF-8");
@@ -176,19 +176,19 @@ absl::StatusOr<FeatureTable> DecodeExample(absl::string_view payload) {
   std::map<std::string, Feature, std::less<>> by_name;
   Cursor c(payload, 0);
   while (!c.done()) {
-    uint32_t field;
-    WireType type;
+    uint32_t field = 0;
+    WireType type = kVarint;
     if (auto s = c.Tag(&field, &type); !s.ok()) return s;
     if (field != 1 || type != kLen) return Unexpected(c, "Example", field, type);
     absl::string_view features;
-    size_t fbase;
+    size_t fbase = 0;
     if (auto s = c.Bytes(&features, &fbase); !s.ok()) return s;
     Cursor fc(features, fbase);
     while (!fc.done()) {
       if (auto s = fc.Tag(&field, &type); !s.ok()) return s;
       if (field != 1 || type != kLen) return Unexpected(fc, "Features", field, type);
       absl::string_view entry;
-      size_t ebase;
+      size_t ebase = 0;
       if (auto s = fc.Bytes(&entry, &ebase); !s.ok()) return s;
       Feature f;
       if (auto s = DecodeEntry(entry, ebase, &f); !s.ok()) return s;

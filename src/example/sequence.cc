@@ -30,7 +30,7 @@ absl::Status Renamed(absl::Status s) {
 // Reads the next field, which must be `number` with wire type LEN.
 absl::Status NextLen(Cursor* c, absl::string_view message, uint32_t want_a, uint32_t want_b,
                      uint32_t* field, absl::string_view* value, size_t* base) {
-  WireType type;
+  WireType type = wire::kVarint;
   if (auto s = c->Tag(field, &type); !s.ok()) return s;
   if ((*field != want_a && *field != want_b) || type != wire::kLen) {
     return Unexpected(*c, message, *field, type);
@@ -43,9 +43,9 @@ using ListMap = std::map<std::string, std::vector<Feature>, std::less<>>;
 absl::Status DecodeFeatureList(absl::string_view data, size_t base, std::vector<Feature>* steps) {
   Cursor c(data, base, kWhat);
   while (!c.done()) {
-    uint32_t field;
+    uint32_t field = 0;
     absl::string_view v;
-    size_t sub;
+    size_t sub = 0;
     if (auto s = NextLen(&c, "FeatureList", 1, 1, &field, &v, &sub); !s.ok()) return s;
     Feature f;
     if (auto s = internal::DecodeFeature(v, sub, &f); !s.ok()) return Renamed(s);
@@ -57,16 +57,16 @@ absl::Status DecodeFeatureList(absl::string_view data, size_t base, std::vector<
 absl::Status DecodeFeatureLists(absl::string_view data, size_t base, ListMap* lists) {
   Cursor c(data, base, kWhat);
   while (!c.done()) {
-    uint32_t field;
+    uint32_t field = 0;
     absl::string_view entry;
-    size_t ebase;
+    size_t ebase = 0;
     if (auto s = NextLen(&c, "FeatureLists", 1, 1, &field, &entry, &ebase); !s.ok()) return s;
     std::string name;
     std::vector<Feature> steps;
     Cursor e(entry, ebase, kWhat);
     while (!e.done()) {
       absl::string_view v;
-      size_t sub;
+      size_t sub = 0;
       if (auto s = NextLen(&e, "FeatureLists map entry", 1, 2, &field, &v, &sub); !s.ok()) {
         return s;
       }
@@ -103,9 +103,9 @@ absl::StatusOr<SequenceTable> DecodeSequenceExample(absl::string_view payload) {
   bool have_lists = false;
   Cursor c(payload, 0, kWhat);
   while (!c.done()) {
-    uint32_t field;
+    uint32_t field = 0;
     absl::string_view body;
-    size_t base;
+    size_t base = 0;
     if (auto s = NextLen(&c, "SequenceExample", 1, 2, &field, &body, &base); !s.ok()) return s;
     if (field == 2) {
       have_lists = true;
@@ -115,7 +115,7 @@ absl::StatusOr<SequenceTable> DecodeSequenceExample(absl::string_view payload) {
     Cursor fc(body, base, kWhat);
     while (!fc.done()) {
       absl::string_view entry;
-      size_t ebase;
+      size_t ebase = 0;
       if (auto s = NextLen(&fc, "Features", 1, 1, &field, &entry, &ebase); !s.ok()) return s;
       Feature f;
       if (auto s = internal::DecodeEntry(entry, ebase, &f); !s.ok()) return Renamed(s);

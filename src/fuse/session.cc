@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -13,6 +14,12 @@
 
 namespace tfrecordfs::fuse {
 namespace {
+
+// The daemon serves from "/" so that it keeps no directory busy (every
+// path it opens later is absolute). Failing that is harmless: say so.
+void ChdirToRoot() {
+  if (::chdir("/") != 0) log::Warning("cannot change to /: ", std::strerror(errno));
+}
 
 // Detaches like fuse_daemonize(), with one difference: the parent exits only
 // once the child has run on_ready and written a byte to the pipe whose write
@@ -41,7 +48,7 @@ absl::StatusOr<int> Detach() {
   }
   ::close(waiter[0]);
   (void)::setsid();
-  (void)::chdir("/");
+  ChdirToRoot();
   const int null_fd = ::open("/dev/null", O_RDWR);
   if (null_fd >= 0) {
     for (int fd : {0, 1, 2}) ::dup2(null_fd, fd);
@@ -86,7 +93,7 @@ absl::Status RunSession(vfs::Filesystem* fs, const SessionOptions& options) {
   const bool foreground = options.foreground || options.debug;
   int ready_fd = -1;
   if (foreground) {
-    (void)::chdir("/");
+    ChdirToRoot();
   } else {
     auto detached = Detach();
     if (!detached.ok()) {

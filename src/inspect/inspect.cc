@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "tfrecordfs/example/record.h"
 #include "tfrecordfs/naming/naming.h"
+#include "tfrecordfs/record/format.h"
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/source/inflate.h"
 #include "tfrecordfs/tensor/tensor.h"
@@ -165,6 +166,87 @@ std::vector<std::pair<size_t, uint64_t>> PlanSample(const std::vector<uint64_t>&
   return out;
 }
 
+uint64_t ShardReport::DamagedRecords() const {
+  uint64_t n = 0;
+  for (const Damage& d : damage) n += d.record != kNoRecord;
+  return n;
+}
+
+namespace {
+
+// The walk's problems, folded into the report. Bytes the records cover
+// (from the first record's start to the last one's end) belong to a record:
+// a problem there is a note on the damaged record holding it or the one
+// just before (a shortened record makes the walk step back, so its notes
+// land a few bytes into the next, intact record); one with neither is
+// reported on its own. Problems before the first record are
+// damage between records; those at or after the last record's end are the
+// tail's (CheckTail), reported once there.
+void AttributeWalkProblems(const index::ShardIndex& idx,
+                           const std::vector<uint64_t>& damaged_records,
+                           const std::function<std::optional<uint64_t>(uint64_t)>& checkpoint,
+                           ShardReport* report) {
+  const uint64_t first = idx.offsets().front(), last = idx.offsets().back();
+  const std::set<uint64_t> damaged(damaged_records.begin(), damaged_records.end());
+  for (const record::WalkProblem& p : idx.problems()) {
+    if (p.offset >= last && last < idx.data_size()) continue;  // the tail's
+    bool attributed = false;
+    if (p.offset >= first && p.offset <= last && idx.num_records() > 0) {
+      // The record holding the offset (the last one for its end), and the one before.
+      const auto& offsets = idx.offsets();
+      uint64_t i = std::upper_bound(offsets.begin(), offsets.end(), p.offset) - offsets.begin();
+      i = std::min<uint64_t>(i == 0 ? 0 : i - 1, idx.num_records() - 1);
+      attributed = damaged.count(i) > 0 || (i > 0 && damaged.count(i - 1) > 0);
+    }
+    if (!attributed) {
+      report->damage.push_back({kNoRecord, p.offset, checkpoint(p.offset), p.message});
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::optional<Damage>> CheckTail(const index::ShardIndex& idx,
+                                                const source::ShardSource& src) {
+  const uint64_t end = idx.offsets().back(), size = idx.data_size();
+  if (end >= size) return std::optional<Damage>();
+  Damage d{kNoRecord, end, std::nullopt, ""};
+  // What the walk said where it stopped.
+  for (const record::WalkProblem& p : idx.problems()) {
+    if (p.offset == end) {
+      d.reason = absl::StrCat(p.message, "; ");
+      break;
+    }
+  }
+  absl::StrAppend(&d.reason, "the last ", size - end, " byte(s) of the shard are in no record");
+  // A header whose CRC holds but whose record runs past the end is a
+  // truncated last record (it may start before `end` when the record
+  // before it is short).
+  const uint64_t from =
+      idx.num_records() > 0 ? idx.begin(idx.num_records() - 1) + record::kHeaderSize : 0;
+  std::string buf;
+  for (uint64_t base = from; base + record::kHeaderSize <= size;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(1 << 20, size - base));
+    buf.resize(n);
+    auto got = src.ReadAt(base, buf.data(), n);
+    if (!got.ok()) return got.status();
+    if (*got < record::kHeaderSize) break;
+    for (size_t k = 0; k + record::kHeaderSize <= *got; ++k) {
+      auto len = record::ParseHeader(buf.data() + k);
+      const uint64_t at = base + k;
+      if (!len.ok() || *len > (uint64_t{1} << 40)) continue;
+      const uint64_t want = record::kFramingOverhead + *len;
+      if (at + want <= size) continue;
+      absl::StrAppend(&d.reason, ": a record header at byte offset ", at, " states ", *len,
+                      " data byte(s), and the shard ends ", at + want - size,
+                      " byte(s) short of that record (a truncated last record)");
+      return std::optional<Damage>(std::move(d));
+    }
+    base += *got - (record::kHeaderSize - 1);
+  }
+  return std::optional<Damage>(std::move(d));
+}
+
 absl::StatusOr<ShardReport> VerifyShard(const index::ShardIndex& idx,
                                         const source::ShardSource& src,
                                         const std::function<void(uint64_t, uint64_t)>& progress) {
@@ -215,14 +297,16 @@ absl::StatusOr<ShardReport> VerifyShard(const index::ShardIndex& idx,
                         why, ")")});
     }
   }
-  // Damage the walk met outside the records that failed their read.
-  for (const record::WalkProblem& p : idx.problems()) {
-    bool inside = false;
-    for (uint64_t i : damaged_records) {
-      if (p.offset >= idx.begin(i) && p.offset <= idx.end(i)) inside = true;
-    }
-    if (!inside) report.damage.push_back({kNoRecord, p.offset, checkpoint(p.offset), p.message});
+  AttributeWalkProblems(idx, damaged_records, checkpoint, &report);
+  if (auto tail = CheckTail(idx, src); !tail.ok()) {
+    return tail.status();
+  } else if (tail->has_value()) {
+    (*tail)->checkpoint_offset = checkpoint((*tail)->offset);
+    report.damage.push_back(std::move(**tail));
   }
+  // Further checks of the shard as a whole (a compressed shard's checkpoints
+  // against its stream, say) go here: each adds Damage entries, with
+  // kNoRecord where no one record is to blame.
   std::stable_sort(report.damage.begin(), report.damage.end(),
                    [](const Damage& a, const Damage& b) { return a.offset < b.offset; });
   return report;

@@ -13,8 +13,10 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
@@ -138,8 +140,8 @@ Probed ProbeAndIndex(const SourceEntry& file, size_t entry, index::IndexStore* s
     return out;
   }
   if (*probe != index::Probe::kShard) {
-    out.other = {file.path, file.mount_path, codec,
-                 index::LooksLikeShardName(Basename(file.mount_path)), entry};
+    out.other = {file.path, file.mount_path, codec, NamedLikeAShard(Basename(file.mount_path)),
+                 entry};
     return out;
   }
   ScannedShard& shard = out.shard;
@@ -208,18 +210,34 @@ absl::StatusOr<ScanResult> Scan(const ScanOptions& options) {
   return result;
 }
 
+bool NamedLikeAShard(absl::string_view name) {
+  absl::ConsumeSuffix(&name, ".gz") || absl::ConsumeSuffix(&name, ".zlib");
+  for (absl::string_view ext :
+       {".tfrecord", ".tfrecords", ".record", ".records", ".tfrec", ".tfr"}) {
+    if (name.size() > ext.size() && absl::EndsWith(name, ext)) return true;
+  }
+  // "...-DDD-of-DDD", three or more digits each.
+  const auto consume_digits = [&name] {
+    size_t n = 0;
+    while (n < name.size() && absl::ascii_isdigit(name[name.size() - 1 - n])) ++n;
+    name.remove_suffix(n);
+    return n >= 3;
+  };
+  return consume_digits() && absl::ConsumeSuffix(&name, "-of-") && consume_digits() &&
+         absl::EndsWith(name, "-");
+}
+
 std::string NotAShardNote(const OtherFile& file) {
+  // Other files (a .json.gz, a README) are shown as they are, unremarked.
+  if (!file.shard_like_name) return "";
   if (file.codec != source::Codec::kNone) {
     return absl::StrCat(file.path, ": a ", source::CodecName(file.codec),
                         " stream whose first 12 decompressed bytes are not a record header with "
                         "a valid length CRC: it holds no TFRecord");
   }
-  if (file.shard_like_name) {
-    return absl::StrCat(file.path,
-                        ": named like a TFRecord shard, but its first 12 bytes are not a record "
-                        "header with a valid length CRC (byte offset 0)");
-  }
-  return "";
+  return absl::StrCat(file.path,
+                      ": named like a TFRecord shard, but its first 12 bytes are not a record "
+                      "header with a valid length CRC (byte offset 0)");
 }
 
 absl::StatusOr<std::unique_ptr<source::ShardSource>> OpenShard(const ScannedShard& shard,

@@ -126,6 +126,53 @@ TEST_F(ToolboxTest, HelpAndUsageErrors) {
   EXPECT_NE(usage.out.find("tfrecordfs verify"), std::string::npos);
 }
 
+// A SOURCE without a shard is an error for every command that finds shards,
+// and only files named like shards earn a warning.
+TEST_F(ToolboxTest, NoShardIsAnErrorAndOnlyShardNamesWarn) {
+  const std::string empty = tmp_.Subdir("empty");
+  const std::string docs = tmp_.Subdir("docs");
+  WriteWholeFile(docs + "/tfrecordfs.1.scd", "tfrecordfs(1)\n");
+  WriteWholeFile(docs + "/notes.json", "{}\n");
+  WriteWholeFile(docs + "/bad.tfrecord", "not a shard at all\n");
+  ASSERT_EQ(
+      Shell("gzip -c " + ShellQuote(docs + "/notes.json") + " > " +
+            ShellQuote(docs + "/notes.json.gz") + " && gzip -c " +
+            ShellQuote(docs + "/notes.json") + " > " + ShellQuote(docs + "/bad-00000-of-00001.gz"))
+          .exit_code,
+      0);
+  for (const char* cmd : {"verify", "count", "schema", "index"}) {
+    SCOPED_TRACE(cmd);
+    CommandResult none = Tool({cmd, empty});
+    EXPECT_EQ(none.exit_code, 1) << none.out << none.err;
+    EXPECT_NE(none.err.find("no TFRecord shard in " + empty), std::string::npos) << none.err;
+    EXPECT_EQ(none.out.find("all intact"), std::string::npos) << none.out;
+
+    CommandResult r = Tool({cmd, docs});
+    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    EXPECT_NE(r.err.find("no TFRecord shard in " + docs), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("bad.tfrecord: named like a TFRecord shard"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("bad-00000-of-00001.gz: a gzip stream"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("tfrecordfs.1.scd"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("notes.json"), std::string::npos) << r.err;
+  }
+}
+
+// An error is said once, on stderr; stdout keeps the report.
+TEST_F(ToolboxTest, PackSaysItsErrorOnceOnStderr) {
+  const std::string staged = tmp_.Subdir("staged");
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"pack", staged, tmp_.path() + "/missing/out"},
+        std::vector<std::string>{"pack", tmp_.path() + "/missing", tmp_.Subdir("out")}}) {
+    CommandResult r = Tool(args);
+    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    EXPECT_EQ(r.out, "") << "the error is on stdout too";
+    const size_t at = r.err.find("pack failed: ");
+    EXPECT_NE(at, std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("pack failed: ", at + 1), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("/missing"), std::string::npos) << r.err;
+  }
+}
+
 TEST_F(ToolboxTest, CountMatchesTheDataset) {
   CommandResult r = Tool({"count", src_});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -365,6 +412,46 @@ TEST_F(ToolboxTest, VerifyNamesDamagedRecords) {
   EXPECT_EQ(named, (std::vector<uint64_t>{3, 6, 8})) << mixed.out;
 }
 
+// A truncated last record right after a damaged one: the tail is reported
+// on its own (not folded into the damaged record before it), and the
+// summary counts records and spans apart.
+TEST_F(ToolboxTest, VerifyReportsATruncatedTailAfterADamagedRecord) {
+  const GenShard& big = ds_.Shard(kShardBig);
+  const std::vector<uint64_t> offsets = Offsets(big);
+  const size_t n = offsets.size();
+  ASSERT_GE(n, 3u);
+  std::string bytes = ReadWholeFile(Path(kShardBig));
+  bytes[offsets[n - 2] + 12 + 1] ^= 0x20;  // data CRC mismatch in the next-to-last record
+  bytes.resize(bytes.size() - 2);          // the last record lacks 2 bytes
+  const std::string dir = tmp_.Subdir("tail");
+  WriteWholeFile(dir + "/big.tfrecord", bytes);
+
+  CommandResult r = Tool({"verify", "--json", dir});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  Json doc = ParseJson(r.out);
+  EXPECT_EQ(doc["records"].get<uint64_t>(), n - 1);
+  EXPECT_EQ(doc["damaged_records"].get<uint64_t>(), 1u) << r.out;
+  EXPECT_EQ(doc["damaged_spans"].get<uint64_t>(), 1u) << r.out;
+  ASSERT_EQ(doc["damaged"].size(), 2u) << r.out;
+  EXPECT_EQ(doc["damaged"][0]["record"].get<uint64_t>(), n - 2);
+  const Json& tail = doc["damaged"][1];
+  EXPECT_TRUE(tail["record"].is_null()) << r.out;
+  EXPECT_EQ(tail["offset"].get<uint64_t>(), offsets[n - 1]);
+  const std::string reason = tail["reason"].get<std::string>();
+  EXPECT_NE(reason.find("a record header at byte offset " + std::to_string(offsets[n - 1])),
+            std::string::npos)
+      << reason;
+  EXPECT_NE(reason.find("ends 2 byte(s) short"), std::string::npos) << reason;
+
+  CommandResult text = Tool({"verify", dir});
+  EXPECT_EQ(text.exit_code, 1);
+  EXPECT_NE(text.out.find("(a truncated last record)"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find(std::to_string(n - 1) +
+                          " record(s): 1 damaged, 1 damaged span(s) between or after records"),
+            std::string::npos)
+      << text.out;
+}
+
 TEST_F(ToolboxTest, DaliIndexMatchesTfrecord2idx) {
   const std::string gz = tmp_.Subdir("src/gz");
   ASSERT_EQ(Shell("gzip -c " + ShellQuote(Path(kShardTwelve)) + " > " +
@@ -487,9 +574,27 @@ TEST_F(RealToolboxTest, VerifyNamesThePetsDamageAndTheNonExampleFiles) {
                              "non_example_tensorboard_events/events.out.tfevents.1599310762"}));
   EXPECT_EQ(doc["sequence_examples"].get<uint64_t>(), 4503u);
 
+  // SOURCES.md: nine whole records, five of them damaged, and a tenth
+  // header at byte 782437 whose record lacks 2 bytes.
+  CommandResult crlf = Tool({"verify", "--json", data_ + "/corrupt_crlf_stripped"});
+  Json p = ParseJson(crlf.out);
+  EXPECT_EQ(p["records"].get<uint64_t>(), 9u);
+  EXPECT_EQ(p["damaged_records"].get<uint64_t>(), 5u) << crlf.out;
+  EXPECT_EQ(p["damaged_spans"].get<uint64_t>(), 1u) << crlf.out;
+  bool tail = false;
+  for (const Json& d : p["damaged"]) {
+    tail |= d["record"].is_null() &&
+            d["reason"].get<std::string>().find("a record header at byte offset 782437") !=
+                std::string::npos &&
+            d["reason"].get<std::string>().find("2 byte(s) short") != std::string::npos;
+  }
+  EXPECT_TRUE(tail) << "the truncated tenth record is not reported:\n" << crlf.out;
+
   CommandResult text = Tool({"verify", data_ + "/corrupt_crlf_stripped"});
   EXPECT_EQ(text.exit_code, 1);
   EXPECT_NE(text.out.find("pets_examples.record: record 0 at byte offset 0: "), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("9 record(s): 5 damaged, 1 damaged span(s)"), std::string::npos)
       << text.out;
   EXPECT_EQ(Tool({"verify", data_ + "/tfx_mnist_float784"}).exit_code, 0);
 }

@@ -292,6 +292,94 @@ TEST(CliTest, ManPageListsTheSameFuseOptionsAsHelp) {
   EXPECT_GE(in_help.size(), 20u);
 }
 
+// Our -o options, from --help (generated from the option table): the first
+// word of each line indented 7 columns above the FUSE options, as
+// "name=" or "name".
+std::vector<std::string> OurOptionsFromHelp() {
+  CommandResult r = RunCommand({Bin(), "--help"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> out;
+  std::istringstream in(r.out);
+  bool in_list = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("-o OPT[,OPT...]") != std::string::npos) in_list = true;
+    if (line.find("FUSE and mount(8) options, passed on") != std::string::npos) break;
+    if (in_list && line.rfind("       ", 0) == 0 && line.size() > 7 && line[7] != ' ') {
+      std::string word = line.substr(7, line.find(' ', 7) - 7);
+      out.push_back(OptionStem(word));
+    }
+  }
+  return out;
+}
+
+// The man page's "Options of tfrecordfs" names each option of the table
+// once, and nothing else; --list-mount-options (what the bash completion
+// offers) gives the same, then the FUSE options --help lists.
+TEST(CliTest, OptionTableMatchesManPageAndCompletion) {
+  if (Bin().empty()) GTEST_SKIP() << "TFRECORDFS_BIN is not set";
+  const char* root = std::getenv("TFRECORDFS_SOURCE_ROOT");
+  if (root == nullptr) GTEST_SKIP() << "TFRECORDFS_SOURCE_ROOT is not set";
+  const std::vector<std::string> ours = OurOptionsFromHelp();
+  ASSERT_GE(ours.size(), 25u);
+  const std::string page = ReadWholeFile(std::string(root) + "/docs/tfrecordfs.1.scd");
+  const size_t begin = page.find("## Options of tfrecordfs");
+  ASSERT_NE(begin, std::string::npos);
+  const size_t end = page.find("\n## ", begin + 1);
+  std::istringstream in(page.substr(begin, end - begin));
+  std::map<std::string, int> in_man;
+  const std::regex term(R"(^\*([a-z_]+=?)\*)");
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, term)) ++in_man[m[1].str()];
+  }
+  std::set<std::string> in_help(ours.begin(), ours.end());
+  EXPECT_EQ(in_help.size(), ours.size()) << "an option listed twice in --help";
+  for (const auto& [name, count] : in_man) {
+    EXPECT_EQ(count, 1) << name << " is described " << count << " times in the man page";
+    EXPECT_TRUE(in_help.contains(name)) << name << ": in the man page, not in --help";
+  }
+  for (const std::string& name : ours) {
+    EXPECT_TRUE(in_man.contains(name)) << name << ": in --help, not in the man page";
+  }
+
+  // The completion's list: sourced from the installed file, run as bash runs it.
+  const std::string completion = std::string(root) + "/data/bash-completion/tfrecordfs";
+  CommandResult comp = RunCommand(
+      {"/bin/bash", "-c", "source \"$1\" && COMP_WORDS=(\"$2\") && _tfrecordfs_mount_options",
+       "bash", completion, Bin()});
+  ASSERT_EQ(comp.exit_code, 0) << comp.err;
+  std::vector<std::string> offered;
+  std::istringstream words(comp.out);
+  for (std::string w; words >> w;) offered.push_back(w);
+  std::vector<std::string> want = ours;
+  for (const std::string& w : MountOptionsFromHelp().passed) want.push_back(OptionStem(w));
+  EXPECT_EQ(offered, want);
+  for (const char* gone : {"max_read=", "blksize=", "relatime"}) {
+    EXPECT_EQ(std::find(offered.begin(), offered.end(), gone), offered.end()) << gone;
+  }
+}
+
+// What the man page says about formats: GZIP/ZLIB shards are browsed, not
+// shown as plain files (a mount shows them as shard folders:
+// mount_compressed).
+TEST(CliTest, ManPageSaysCompressedShardsAreBrowsed) {
+  const char* root = std::getenv("TFRECORDFS_SOURCE_ROOT");
+  if (root == nullptr) GTEST_SKIP() << "TFRECORDFS_SOURCE_ROOT is not set";
+  const std::string page = ReadWholeFile(std::string(root) + "/docs/tfrecordfs.1.scd");
+  const size_t desc = page.find("# DESCRIPTION");
+  const std::string description = page.substr(desc, page.find("\n# ", desc + 1) - desc);
+  EXPECT_NE(description.find("GZIP and ZLIB shards"), std::string::npos);
+  EXPECT_NE(description.find("browsed like plain ones"), std::string::npos);
+  EXPECT_EQ(description.find("compressed *.gz* shards"), std::string::npos)
+      << "DESCRIPTION lists compressed shards among the files shown as they are";
+  const size_t errors = page.find("# ERRORS");
+  const std::string table = page.substr(errors, page.find("\n# ", errors + 1) - errors);
+  EXPECT_EQ(table.find("compressed shards included"), std::string::npos)
+      << "ERRORS says compressed shards are plain files";
+  CommandResult help = RunCommand({Bin(), "--help"});
+  EXPECT_NE(help.out.find("GZIP/ZLIB shards"), std::string::npos);
+}
+
 // A regular file, a dead or live mount of ours: refused before indexing,
 // exit 1, and nothing created.
 TEST(CliTest, BadMountpointsAreRefused) {

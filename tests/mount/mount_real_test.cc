@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <set>
+#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -246,6 +247,42 @@ TEST_F(RealDataTest, OtherFilesPassThroughUnchanged) {
   }
   EXPECT_EQ(plain, 1u);  // SOURCES.md
   EXPECT_GE(dirs, 14u);
+}
+
+// du and file managers add up st_blocks: every file and folder holds
+// ceil(size/512) blocks, so `du` exceeds the apparent size by less than one
+// 512-byte block per file (the rounding of each file's last block) and
+// nothing more.
+TEST_F(RealDataTest, DiskUsageIsTheApparentSizeRoundedPerFile) {
+  // Image, float and plain-file folders (the whole mount takes a minute).
+  std::string roots;
+  for (const char* rel : {"SOURCES.md", "tfx_mnist_float784", "od_raccoon_jpeg_bbox",
+                          "deeplab_voc_seg_jpeg_png", "attention_ocr_fsns_png", "basenji_zlib"}) {
+    absl::StrAppend(&roots, " ", ShellQuote(M(rel)));
+  }
+  CommandResult blocks = Shell("find" + roots + " -printf '%y %s %b\\n'");
+  ASSERT_EQ(blocks.exit_code, 0) << blocks.err;
+  uint64_t files = 0, apparent = 0, used = 0;
+  std::istringstream in(blocks.out);
+  std::string type;
+  uint64_t size = 0, b = 0;
+  while (in >> type >> size >> b) {
+    ASSERT_EQ(b, (size + 511) / 512) << type << " of " << size << " bytes";
+    files += type == "f";
+    apparent += size;
+    used += b * 512;
+  }
+  ASSERT_GT(files, 1000u);
+  CommandResult du_used = Shell("du -s -c --block-size=1" + roots + " | tail -1");
+  CommandResult du_apparent =
+      Shell("du -s -c --block-size=1 --apparent-size" + roots + " | tail -1");
+  ASSERT_EQ(du_used.exit_code, 0) << du_used.err;
+  ASSERT_EQ(du_apparent.exit_code, 0) << du_apparent.err;
+  const uint64_t du_u = std::stoull(du_used.out), du_a = std::stoull(du_apparent.out);
+  EXPECT_EQ(du_a, apparent);
+  EXPECT_EQ(du_u, used) << "du adds up st_blocks";
+  EXPECT_GE(du_u, du_a);
+  EXPECT_LT(du_u - du_a, files * 512) << "du " << du_u << " vs apparent " << du_a;
 }
 
 // Every JPEG and PNG in the image datasets decodes in full, at the size the

@@ -958,8 +958,9 @@ TEST_F(PackCommandTest, PacksOfflineWithoutTouchingInput) {
   EXPECT_THAT(StrayFiles(out_), ElementsAre());
 
   // Same names again: refused, exit 1, nothing changed.
+  // The error is said once, on stderr (ToolboxTest.PackSaysItsErrorOnceOnStderr).
   EXPECT_EQ(Run({"--shard-size", "1K", "--prefix=x", records_, out_}, &out), 1);
-  EXPECT_THAT(out, HasSubstr("already exists"));
+  EXPECT_THAT(out, Not(HasSubstr("already exists")));
 }
 
 TEST_F(PackCommandTest, CompressionFlag) {

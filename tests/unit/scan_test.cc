@@ -94,6 +94,19 @@ TEST_F(ScanTest, EntriesMirrorTheSourcesWithParents) {
             NotAShardNote(result->others[1]));
 }
 
+TEST(NamedLikeAShardTest, OnlyShardWritersNames) {
+  for (const char* name : {"train.tfrecord", "train.tfrecords", "a.record", "a.records", "x.tfrec",
+                           "test-3.tfr", "train-00001-of-00010", "data.tfrecord-00000-of-00004",
+                           "train.tfrecord.gz", "train-00001-of-00010.gz", "x.tfrecord.zlib"}) {
+    EXPECT_TRUE(NamedLikeAShard(name)) << name;
+  }
+  for (const char* name :
+       {"tfrecordfs.1.scd", "my_tfrecord_notes.txt", "notes.json.gz", "archive.tar.gz",
+        "train-00001-of-00010.json", ".tfrecord", "record", "records.txt", "x-1-of-2", ""}) {
+    EXPECT_FALSE(NamedLikeAShard(name)) << name;
+  }
+}
+
 TEST_F(ScanTest, TwoSourcesGivingOneNameFail) {
   const std::string a = dir_ + "/a", b = dir_ + "/b";
   ASSERT_EQ(0, ::mkdir(a.c_str(), 0755));

@@ -120,17 +120,31 @@ struct ShardReport {
   uint64_t records = 0;  // indexed records
   uint64_t examples = 0, sequence_examples = 0, others = 0;  // of the intact ones
   std::string first_other_reason;
-  std::vector<Damage> damage;
+  std::vector<Damage> damage;  // by offset
+  // Entries of `damage` naming a record, and those between or after records
+  // (record == kNoRecord): each record is named at most once.
+  uint64_t DamagedRecords() const;
+  uint64_t DamagedSpans() const { return damage.size() - DamagedRecords(); }
 };
 
 // Reads every record of the shard `src` indexed by `idx`, checks both CRCs
 // and the framing, and decodes each payload. Damaged: a record whose read
 // fails, damage the header walk met outside such a record (stray bytes, a
-// compressed stream that stops inflating), and, in a shard where some
+// compressed stream that stops inflating, bytes after the last record:
+// CheckTail), and, in a shard where some
 // payload is an Example or SequenceExample, a payload that is neither (one
 // writer wrote the shard). A shard of other payloads only (TensorBoard
 // events) is not damaged: ShardReport counts them. `progress` gets (records,
 // bytes) as they are read. Errors: I/O errors only.
+// The bytes after the shard's last indexed record, when there are any: one
+// Damage (kNoRecord, at the last record's end) whose reason says what the
+// walk met there and, when a record header with a good length CRC starts
+// in the last record or after it but runs past the end, where that
+// truncated record starts and how many bytes it lacks. nullopt when the
+// records reach the end. Errors: I/O errors only.
+absl::StatusOr<std::optional<Damage>> CheckTail(const index::ShardIndex& idx,
+                                                const source::ShardSource& src);
+
 absl::StatusOr<ShardReport> VerifyShard(
     const index::ShardIndex& idx, const source::ShardSource& src,
     const std::function<void(uint64_t, uint64_t)>& progress = nullptr);

@@ -70,10 +70,18 @@ struct OtherFile {
   std::string mount_path;
   // Set when the file is GZIP/ZLIB but holds no TFRecord framing.
   source::Codec codec = source::Codec::kNone;
-  // Its name looks like a shard's (index::LooksLikeShardName).
+  // Its name looks like a shard's (NamedLikeAShard).
   bool shard_like_name = false;
   size_t entry = 0;  // its SourceEntry in ScanResult::entries
 };
+
+// True for the names shard writers give, which are worth a warning when the
+// file is not a shard: *.tfrecord, *.tfrecords, *.record, *.records,
+// *.tfrec, *.tfr, sharded names ("train-00001-of-00010", three or more
+// digits each), and any of those with .gz or .zlib after it. Stricter than
+// index::LooksLikeShardName (which also takes names containing "tfrecord",
+// such as tfrecordfs.1.scd, to tell an empty shard from an empty file).
+bool NamedLikeAShard(absl::string_view name);
 
 // Why `file` deserves a warning ("<path>: named like a TFRecord shard, but
 // ..."), or "" when it is an ordinary file. Callers append what they do
