@@ -12,7 +12,7 @@ int main(int argc, char** argv) {
   static constexpr Command kCommands[] = {
       {"pack", cli::PackMain},     {"unmount", cli::UnmountMain}, {"index", cli::IndexMain},
       {"count", cli::CountMain},   {"schema", cli::SchemaMain},   {"show", cli::ShowMain},
-      {"verify", cli::VerifyMain},
+      {"verify", cli::VerifyMain}, {"repair", cli::RepairMain},   {"reshard", cli::ReshardMain},
   };
   if (argc >= 2) {
     for (const Command& c : kCommands) {
