@@ -64,6 +64,9 @@ absl::StatusOr<RepairResult> RepairShard(const index::ShardIndex& idx,
     if (auto s = (*out)->Append(*data); !s.ok()) return s;
     mid.Appended();
   }
+  if (Cancelled(control)) {
+    return absl::CancelledError(absl::StrCat("interrupted while writing ", output));
+  }
   if (auto s = (*out)->Finish(); !s.ok()) return s;
   if (auto s = (*out)->Commit(); !s.ok()) return s;
   result.records_kept = (*out)->records();

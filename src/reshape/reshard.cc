@@ -214,6 +214,9 @@ absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs,
         mid.Appended();
       }
     }
+    if (Cancelled(control)) {
+      return absl::CancelledError(absl::StrCat("interrupted while writing ", names[s]));
+    }
     if (auto st = shard.Finish(); !st.ok()) return st;
     report.shards.push_back({names[s], shard.records(), shard.bytes(), shard.file_bytes()});
     report.records += shard.records();
@@ -226,7 +229,9 @@ absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs,
       }
     }
   }
-  // Every file is complete: give them their final names together.
+  // Every file is complete: give them their final names together (unless
+  // interrupted meanwhile).
+  if (Cancelled(control)) return absl::CancelledError("interrupted before the rename");
   for (size_t s = 0; s < pending.size(); ++s) {
     if (auto st = pending[s]->Commit(); !st.ok()) {
       for (size_t k = 0; k < s; ++k) (void)UnlinkIfExists(names[k]);
