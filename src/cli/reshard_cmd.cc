@@ -218,8 +218,11 @@ int ReshardMain(int argc, char** argv) {
     out = w.str();
   } else {
     for (const reshape::Dropped& d : report->skipped) {
-      absl::StrAppend(&out, DescribeDropped(d, options.codec != source::Codec::kNone),
-                      ": skipped\n");
+      bool compressed = false;
+      for (const scan::ScannedShard& s : scanned->shards) {
+        if (s.index->path() == d.path) compressed = s.codec != source::Codec::kNone;
+      }
+      absl::StrAppend(&out, DescribeDropped(d, compressed), ": skipped\n");
     }
     for (const reshape::OutputShard& s : report->shards) {
       absl::StrAppend(&out, s.records, "\t", EscapeForLog(s.path), "\n");
