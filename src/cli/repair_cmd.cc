@@ -95,8 +95,9 @@ int RepairMain(int argc, char** argv) {
     const std::string out = JoinPath(output, s.mount_path);
     auto exists = Exists(out);
     if (!exists.ok() || *exists) {
-      log::Error(exists.ok() ? absl::StrCat(out, ": already exists (never replaced); nothing written")
-                             : std::string(exists.status().message()));
+      log::Error(exists.ok()
+                     ? absl::StrCat(out, ": already exists (never replaced); nothing written")
+                     : std::string(exists.status().message()));
       return kExitFailed;
     }
   }
@@ -152,8 +153,15 @@ int RepairMain(int argc, char** argv) {
     w.BeginObject().Key("shards").BeginArray();
     for (const Done& d : done) {
       if (!d.status.ok()) continue;
-      w.BeginObject().Key("path").String(d.shard->path).Key("output").String(d.result.output)
-          .Key("records").Uint(d.result.records_in).Key("written").Uint(d.result.records_kept)
+      w.BeginObject()
+          .Key("path")
+          .String(d.shard->path)
+          .Key("output")
+          .String(d.result.output)
+          .Key("records")
+          .Uint(d.result.records_in)
+          .Key("written")
+          .Uint(d.result.records_kept)
           .EndObject();
     }
     w.EndArray().Key("records").Uint(records).Key("written").Uint(written);
@@ -164,7 +172,11 @@ int RepairMain(int argc, char** argv) {
     w.EndArray().Key("unreadable").BeginArray();
     for (const Done& d : done) {
       if (d.status.ok()) continue;
-      w.BeginObject().Key("path").String(d.shard->path).Key("reason").String(d.status.message())
+      w.BeginObject()
+          .Key("path")
+          .String(d.shard->path)
+          .Key("reason")
+          .String(d.status.message())
           .EndObject();
     }
     w.EndArray().EndObject();
@@ -172,8 +184,8 @@ int RepairMain(int argc, char** argv) {
   } else {
     for (const Done& d : done) {
       if (!d.status.ok()) {
-        absl::StrAppend(&out, EscapeForLog(d.shard->path), ": not repaired: ",
-                        EscapeForLog(d.status.message()), "\n");
+        absl::StrAppend(&out, EscapeForLog(d.shard->path),
+                        ": not repaired: ", EscapeForLog(d.status.message()), "\n");
         continue;
       }
       const bool compressed = d.shard->codec != source::Codec::kNone;
@@ -182,10 +194,8 @@ int RepairMain(int argc, char** argv) {
       }
     }
     absl::StrAppend(&out, done.size() - unreadable, " shard(s) copied to ", EscapeForLog(output),
-                    ": ", written, " of ", records, " record(s) written, ", dropped,
-                    " dropped", unreadable > 0 ? absl::StrCat(", ", unreadable, " shard(s) failed")
-                                               : "",
-                    "\n");
+                    ": ", written, " of ", records, " record(s) written, ", dropped, " dropped",
+                    unreadable > 0 ? absl::StrCat(", ", unreadable, " shard(s) failed") : "", "\n");
   }
   if (!WriteStdout(out)) return kExitFailed;
   return dropped == 0 && unreadable == 0 ? kExitOk : kExitFailed;

@@ -76,9 +76,9 @@ absl::Status CheckOutputDir(const std::string& output, const std::vector<std::st
   for (const std::string& s : sources) {
     const std::string src = Resolved(s);
     if (Within(out, src) || Within(src, out)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--output ", output, " overlaps the source ", s,
-          " (the output directory must be outside every SOURCE and hold none)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--output ", output, " overlaps the source ", s,
+                       " (the output directory must be outside every SOURCE and hold none)"));
     }
   }
   for (const scan::ScannedShard& s : shards) {

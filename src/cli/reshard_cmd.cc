@@ -132,7 +132,8 @@ int ReshardMain(int argc, char** argv) {
     return Usage("--shards and --shard-size exclude each other");
   }
   if (seeded && !options.shuffle) return Usage("--seed needs --shuffle");
-  if (options.shards == 0 && options.shard_size == 0) options.shard_size = repack::kDefaultShardSize;
+  if (options.shards == 0 && options.shard_size == 0)
+    options.shard_size = repack::kDefaultShardSize;
   if (options.shuffle && !seeded) {
     std::random_device rd;
     options.seed = (uint64_t{rd()} << 32) | rd();
@@ -203,8 +204,16 @@ int ReshardMain(int argc, char** argv) {
     JsonWriter w;
     w.BeginObject().Key("shards").BeginArray();
     for (const reshape::OutputShard& s : report->shards) {
-      w.BeginObject().Key("path").String(s.path).Key("records").Uint(s.records)
-          .Key("bytes").Uint(s.bytes).Key("file_bytes").Uint(s.file_bytes).EndObject();
+      w.BeginObject()
+          .Key("path")
+          .String(s.path)
+          .Key("records")
+          .Uint(s.records)
+          .Key("bytes")
+          .Uint(s.bytes)
+          .Key("file_bytes")
+          .Uint(s.file_bytes)
+          .EndObject();
     }
     w.EndArray().Key("records").Uint(report->records).Key("seed");
     if (options.shuffle) {
@@ -231,9 +240,9 @@ int ReshardMain(int argc, char** argv) {
                     scanned->shards.size(), " source shard(s), ",
                     options.shuffle ? absl::StrCat("shuffled with --seed ", options.seed)
                                     : std::string("in source order"),
-                    report->skipped.empty() ? ""
-                                            : absl::StrCat(", ", report->skipped.size(),
-                                                           " damaged skipped"),
+                    report->skipped.empty()
+                        ? ""
+                        : absl::StrCat(", ", report->skipped.size(), " damaged skipped"),
                     "\n");
   }
   if (!WriteStdout(out)) return kExitFailed;

@@ -1,7 +1,6 @@
 #include "tfrecordfs/record/writer.h"
 
 #include <snappy.h>
-
 #include <unistd.h>
 #include <zlib.h>
 

@@ -140,10 +140,10 @@ absl::Status CheckCompressedShard(UniqueFd fd, const std::string& path, uint64_t
   }
   record::StreamWalker walker;
   const auto sink = [&](absl::string_view b) { walker.Feed(b); };
-  auto scan = codec == source::Codec::kSnappy
-                  ? source::ScanSnappy(fd.get(), path, file_size, sink)
-                  : source::ScanCompressed(fd.get(), path, file_size, codec, source::kDefaultSpan,
-                                           sink);
+  auto scan =
+      codec == source::Codec::kSnappy
+          ? source::ScanSnappy(fd.get(), path, file_size, sink)
+          : source::ScanCompressed(fd.get(), path, file_size, codec, source::kDefaultSpan, sink);
   if (!scan.ok()) return scan.status();
   if (scan->problem) {
     return absl::DataLossError(absl::StrCat(path,

@@ -34,8 +34,8 @@ std::vector<Dropped> DamageBetweenRecords(const index::ShardIndex& idx,
 }
 
 absl::StatusOr<RepairResult> RepairShard(const index::ShardIndex& idx,
-                                         const source::ShardSource& src,
-                                         const std::string& output, const Control& control) {
+                                         const source::ShardSource& src, const std::string& output,
+                                         const Control& control) {
   auto exists = Exists(output);
   if (!exists.ok()) return exists.status();
   if (*exists) {

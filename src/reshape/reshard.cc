@@ -84,8 +84,7 @@ class Order {
 };
 
 // Positions [bounds[s], bounds[s+1]) go to output shard s.
-std::vector<uint64_t> Boundaries(const Plan& plan, const Order& order,
-                                 const ReshardOptions& o) {
+std::vector<uint64_t> Boundaries(const Plan& plan, const Order& order, const ReshardOptions& o) {
   const uint64_t n = plan.total();
   std::vector<uint64_t> bounds = {0};
   if (o.shards > 0) {
@@ -116,8 +115,8 @@ std::vector<uint64_t> ShuffledOrder(uint64_t n, uint64_t seed) {
   return perm;
 }
 
-absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs,
-                                      const ReshardOptions& o, const Control& control) {
+absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs, const ReshardOptions& o,
+                                      const Control& control) {
   if ((o.shards > 0) == (o.shard_size > 0)) {
     return absl::InvalidArgumentError("give exactly one of a shard count and a shard size");
   }
@@ -127,9 +126,9 @@ absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs,
     for (const Input& in : inputs) {
       if (!in.index->problems().empty()) {
         const record::WalkProblem& p = in.index->problems().front();
-        return absl::DataLossError(absl::StrCat(
-            in.index->path(), ": damaged at byte offset ", p.offset, ": ", p.message,
-            " (--skip-damaged leaves damaged records out)"));
+        return absl::DataLossError(absl::StrCat(in.index->path(), ": damaged at byte offset ",
+                                                p.offset, ": ", p.message,
+                                                " (--skip-damaged leaves damaged records out)"));
       }
     }
   }

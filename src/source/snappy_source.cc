@@ -23,9 +23,8 @@ absl::StatusOr<uint64_t> UncompressedLength(absl::string_view body) {
     return absl::DataLossError("not a Snappy block (bad length header)");
   }
   if (n > kMaxSnappyBlock) {
-    return absl::DataLossError(absl::StrCat("a Snappy block claims ", n,
-                                            " bytes, more than the ", kMaxSnappyBlock,
-                                            " this reader accepts"));
+    return absl::DataLossError(absl::StrCat("a Snappy block claims ", n, " bytes, more than the ",
+                                            kMaxSnappyBlock, " this reader accepts"));
   }
   return n;
 }
@@ -40,9 +39,9 @@ absl::StatusOr<std::string> ReadBody(int fd, absl::string_view path, uint64_t fi
   if (auto s = PreadFull(fd, prefix, sizeof prefix, at, path); !s.ok()) return s;
   const uint32_t len = BigEndian32(prefix);
   if (len > file_size - at - kSnappyLengthSize) {
-    return absl::DataLossError(absl::StrCat("block length ", len, " runs past the end of the file (",
-                                            file_size - at - kSnappyLengthSize,
-                                            " bytes left)"));
+    return absl::DataLossError(absl::StrCat("block length ", len,
+                                            " runs past the end of the file (",
+                                            file_size - at - kSnappyLengthSize, " bytes left)"));
   }
   // The Snappy header (a varint of the uncompressed size) first, so that a
   // file that is no SNAPPY shard costs a few bytes, not a huge allocation.
@@ -52,8 +51,8 @@ absl::StatusOr<std::string> ReadBody(int fd, absl::string_view path, uint64_t fi
   auto n = UncompressedLength(absl::string_view(head, head_size));
   if (!n.ok()) return n.status();
   if (len > snappy::MaxCompressedLength(*n)) {
-    return absl::DataLossError(absl::StrCat("block length ", len, " is more than a Snappy block of ",
-                                            *n, " bytes can take"));
+    return absl::DataLossError(absl::StrCat(
+        "block length ", len, " is more than a Snappy block of ", *n, " bytes can take"));
   }
   std::string body(len, '\0');
   if (auto s = PreadFull(fd, body.data(), len, at + kSnappyLengthSize, path); !s.ok()) return s;
@@ -128,7 +127,8 @@ absl::StatusOr<ScanResult> ScanSnappy(int fd, absl::string_view path, uint64_t f
 absl::StatusOr<bool> SnappyPrefix(int fd, absl::string_view path, uint64_t file_size,
                                   size_t min_bytes, std::string* prefix) {
   auto body = ReadBody(fd, path, file_size, 0);
-  if (!body.ok()) return absl::IsDataLoss(body.status()) ? absl::StatusOr<bool>(false) : body.status();
+  if (!body.ok())
+    return absl::IsDataLoss(body.status()) ? absl::StatusOr<bool>(false) : body.status();
   auto data = DecodeSnappyBlock(*body);
   if (!data.ok() || data->size() < min_bytes) return false;
   *prefix = data->substr(0, min_bytes);
@@ -148,16 +148,17 @@ absl::StatusOr<std::shared_ptr<const std::string>> SnappySource::Block(size_t i)
   auto lease = file_.Open();
   if (!lease.ok()) return lease.status();
   const Checkpoint& cp = table_->points[i];
-  const uint64_t end = i + 1 < table_->points.size() ? table_->points[i + 1].out : table_->data_size;
+  const uint64_t end =
+      i + 1 < table_->points.size() ? table_->points[i + 1].out : table_->data_size;
   auto body = ReadBody(lease->fd, path(), file_size_, cp.in);
   absl::StatusOr<std::string> data =
       body.ok() ? DecodeSnappyBlock(*body) : absl::StatusOr<std::string>(body.status());
   if (!data.ok() || data->size() != end - cp.out) {
     if (data.ok() || absl::IsDataLoss(data.status())) {
-      return absl::DataLossError(absl::StrCat(
-          path(), ": the SNAPPY block at compressed byte offset ", cp.in,
-          " no longer decompresses as it did when indexed",
-          data.ok() ? "" : absl::StrCat(" (", data.status().message(), ")")));
+      return absl::DataLossError(
+          absl::StrCat(path(), ": the SNAPPY block at compressed byte offset ", cp.in,
+                       " no longer decompresses as it did when indexed",
+                       data.ok() ? "" : absl::StrCat(" (", data.status().message(), ")")));
     }
     return data.status();
   }
@@ -178,7 +179,8 @@ absl::StatusOr<size_t> SnappySource::ReadAt(uint64_t offset, char* buf, size_t n
     auto block = Block(i);
     if (!block.ok()) return block.status();
     const uint64_t within = offset + done - points[i].out;
-    const size_t take = static_cast<size_t>(std::min<uint64_t>(n - done, (*block)->size() - within));
+    const size_t take =
+        static_cast<size_t>(std::min<uint64_t>(n - done, (*block)->size() - within));
     std::memcpy(buf + done, (*block)->data() + within, take);
     done += take;
     ++i;

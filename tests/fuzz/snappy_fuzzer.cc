@@ -33,8 +33,7 @@ void CheckBlock(absl::string_view bytes) {
   }
   FUZZ_CHECK(block->compressed <= bytes.size() - source::kSnappyLengthSize);
   FUZZ_CHECK(block->uncompressed <= source::kMaxSnappyBlock);
-  auto data =
-      source::DecodeSnappyBlock(bytes.substr(source::kSnappyLengthSize, block->compressed));
+  auto data = source::DecodeSnappyBlock(bytes.substr(source::kSnappyLengthSize, block->compressed));
   if (!data.ok()) {
     FUZZ_CHECK(absl::IsDataLoss(data.status()), data.status().ToString());
     return;

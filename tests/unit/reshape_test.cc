@@ -3,6 +3,8 @@
 // outcome is deterministic (they cannot flake); the bounds are still those
 // a fair shuffle passes with a wide margin (about 5 standard deviations),
 // so that they say something about the algorithm, not about these seeds.
+#include "tfrecordfs/reshape/reshape.h"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -10,7 +12,6 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tfrecordfs/reshape/reshape.h"
 
 namespace tfrecordfs::reshape {
 namespace {
@@ -42,7 +43,7 @@ TEST(ShuffledOrderTest, EveryRecordEquallyLikelyAtEveryPosition) {
     const std::vector<uint64_t> p = ShuffledOrder(kN, seed);
     for (uint64_t pos = 0; pos < kN; ++pos) ++count[p[pos] * kN + pos];
   }
-  const double expected = static_cast<double>(kSeeds) / kN;  // 2500
+  const double expected = static_cast<double>(kSeeds) / kN;           // 2500
   const double sd = std::sqrt(kSeeds * (1.0 / kN) * (1 - 1.0 / kN));  // ~46.8
   double chi2 = 0;
   for (uint64_t c : count) {

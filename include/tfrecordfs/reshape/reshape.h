@@ -114,8 +114,8 @@ struct RepairResult {
 // (AlreadyExists otherwise, and nothing is written). Errors: I/O errors
 // (naming the file), Cancelled.
 absl::StatusOr<RepairResult> RepairShard(const index::ShardIndex& idx,
-                                         const source::ShardSource& src,
-                                         const std::string& output, const Control& control = {});
+                                         const source::ShardSource& src, const std::string& output,
+                                         const Control& control = {});
 
 // ---- reshard ----
 
@@ -171,8 +171,7 @@ std::vector<uint64_t> ShuffledOrder(uint64_t n, uint64_t seed);
 // offset; nothing is left under a final name), damage between records the
 // header walk met (same), I/O errors, Cancelled.
 absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs,
-                                      const ReshardOptions& options,
-                                      const Control& control = {});
+                                      const ReshardOptions& options, const Control& control = {});
 
 }  // namespace tfrecordfs::reshape
 
