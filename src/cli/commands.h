@@ -56,6 +56,11 @@ int SchemaMain(int argc, char** argv);
 int ShowMain(int argc, char** argv);
 int VerifyMain(int argc, char** argv);
 
+// Reshaping, without a mount: `tfrecordfs repair|reshard ...`
+// (repair_cmd.cc, reshard_cmd.cc).
+int RepairMain(int argc, char** argv);
+int ReshardMain(int argc, char** argv);
+
 }  // namespace tfrecordfs::cli
 
 #endif  // TFRECORDFS_CLI_COMMANDS_H_

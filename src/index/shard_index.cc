@@ -11,6 +11,7 @@
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/utf8.h"
 #include "tfrecordfs/record/format.h"
+#include "tfrecordfs/source/snappy_source.h"
 
 namespace tfrecordfs::index {
 
@@ -102,6 +103,15 @@ absl::StatusOr<Probe> ProbeFile(int fd, absl::string_view path, uint64_t size,
     if (codec != nullptr) *codec = detected;
     return Probe::kNotShard;
   }
+  // SNAPPY has no magic: a file whose first block decompresses to a record
+  // header is one (a plain shard was ruled out above).
+  std::string snappy_head;
+  auto snappy = source::SnappyPrefix(fd, path, size, record::kHeaderSize, &snappy_head);
+  if (!snappy.ok()) return snappy.status();
+  if (*snappy && record::ParseHeader(snappy_head.data()).ok()) {
+    if (codec != nullptr) *codec = source::Codec::kSnappy;
+    return Probe::kShard;
+  }
   if (named) {
     // A shard-like name with a damaged first header: a shard if the walk
     // resynchronises onto a record.
@@ -128,8 +138,10 @@ absl::StatusOr<WalkedShard> WalkShard(int fd, const std::string& path, uint64_t 
     return out;
   }
   record::StreamWalker walker;
-  auto scan = source::ScanCompressed(
-      fd, path, size, codec, span, [&](absl::string_view bytes) { walker.Feed(bytes); }, progress);
+  const auto sink = [&](absl::string_view bytes) { walker.Feed(bytes); };
+  auto scan = codec == source::Codec::kSnappy
+                  ? source::ScanSnappy(fd, path, size, sink, progress)
+                  : source::ScanCompressed(fd, path, size, codec, span, sink, progress);
   if (!scan.ok()) return scan.status();
   auto table = std::make_shared<source::CheckpointTable>(std::move(scan->table));
   out.windows_blob = std::move(scan->windows_blob);
@@ -141,8 +153,14 @@ absl::StatusOr<WalkedShard> WalkShard(int fd, const std::string& path, uint64_t 
     source::BlockCache cache(size_t{8} << 20);
     auto dup = OpenFile(absl::StrCat("/proc/self/fd/", fd), O_RDONLY | O_CLOEXEC);
     if (!dup.ok()) return dup.status();
-    source::InflateSource src(std::move(*dup), path, size, table, &cache);
-    auto walk = record::WalkHeaders(src);
+    std::unique_ptr<source::ShardSource> src;
+    if (codec == source::Codec::kSnappy) {
+      src = std::make_unique<source::SnappySource>(source::ShardFile(std::move(*dup), path), size,
+                                                   table, &cache);
+    } else {
+      src = std::make_unique<source::InflateSource>(std::move(*dup), path, size, table, &cache);
+    }
+    auto walk = record::WalkHeaders(*src);
     if (!walk.ok()) return walk.status();
     out.walk = std::move(*walk);
   }

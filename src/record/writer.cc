@@ -1,5 +1,6 @@
 #include "tfrecordfs/record/writer.h"
 
+#include <snappy.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -33,7 +34,7 @@ struct ShardWriter::Deflater {
 
 ShardWriter::ShardWriter(UniqueFd fd, std::string path, WriterOptions options)
     : fd_(std::move(fd)), path_(std::move(path)), options_(options) {
-  if (options_.codec == source::Codec::kNone) return;
+  if (options_.codec == source::Codec::kNone || options_.codec == source::Codec::kSnappy) return;
   deflater_ = std::make_unique<Deflater>();
   std::memset(&deflater_->z, 0, sizeof deflater_->z);
   // windowBits 15 + 16 writes a GZIP wrapper, 15 a ZLIB one; memLevel 8 and
@@ -67,6 +68,22 @@ absl::Status ShardWriter::Write(const char* data, size_t n) {
 
 absl::Status ShardWriter::Flush(int flush) {
   if (!status_.ok()) return status_;
+  if (options_.codec == source::Codec::kSnappy) {
+    // TensorFlow's framing (source/snappy_source.h): each block a big-endian
+    // length, then the raw Snappy block of at most kSnappyBlockInput bytes.
+    std::string block;
+    for (size_t at = 0; at < buffer_.size() && status_.ok(); at += kSnappyBlockInput) {
+      const size_t n = std::min(kSnappyBlockInput, buffer_.size() - at);
+      snappy::Compress(buffer_.data() + at, n, &block);
+      const uint32_t len = static_cast<uint32_t>(block.size());
+      const char prefix[4] = {static_cast<char>(len >> 24), static_cast<char>(len >> 16),
+                              static_cast<char>(len >> 8), static_cast<char>(len)};
+      status_ = Write(prefix, sizeof prefix);
+      if (status_.ok()) status_ = Write(block.data(), block.size());
+    }
+    buffer_.clear();
+    return status_;
+  }
   if (!deflater_) {
     status_ = Write(buffer_.data(), buffer_.size());
     buffer_.clear();

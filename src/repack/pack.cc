@@ -24,6 +24,7 @@
 #include "tfrecordfs/record/writer.h"
 #include "tfrecordfs/repack/journal.h"
 #include "tfrecordfs/source/inflate.h"
+#include "tfrecordfs/source/snappy_source.h"
 
 namespace tfrecordfs::repack {
 namespace {
@@ -138,8 +139,11 @@ absl::Status CheckCompressedShard(UniqueFd fd, const std::string& path, uint64_t
         absl::StrCat(path, ": written as ", source::CodecName(codec), " but does not start so"));
   }
   record::StreamWalker walker;
-  auto scan = source::ScanCompressed(fd.get(), path, file_size, codec, source::kDefaultSpan,
-                                     [&](absl::string_view b) { walker.Feed(b); });
+  const auto sink = [&](absl::string_view b) { walker.Feed(b); };
+  auto scan =
+      codec == source::Codec::kSnappy
+          ? source::ScanSnappy(fd.get(), path, file_size, sink)
+          : source::ScanCompressed(fd.get(), path, file_size, codec, source::kDefaultSpan, sink);
   if (!scan.ok()) return scan.status();
   if (scan->problem) {
     return absl::DataLossError(absl::StrCat(path,
@@ -165,11 +169,16 @@ absl::Status CheckCompressedShard(UniqueFd fd, const std::string& path, uint64_t
   // The CRC re-check, through the checkpoints just made: the reads are
   // sequential, so this is one more inflate pass.
   source::BlockCache cache(size_t{4} << 20);
-  source::InflateSource src(std::move(fd), path, file_size,
-                            std::make_shared<const source::CheckpointTable>(std::move(scan->table)),
-                            &cache);
+  auto table = std::make_shared<const source::CheckpointTable>(std::move(scan->table));
+  std::unique_ptr<source::ShardSource> src;
+  if (codec == source::Codec::kSnappy) {
+    src = std::make_unique<source::SnappySource>(source::ShardFile(std::move(fd), path), file_size,
+                                                 table, &cache);
+  } else {
+    src = std::make_unique<source::InflateSource>(std::move(fd), path, file_size, table, &cache);
+  }
   for (uint64_t i = 0; i < records; ++i) {
-    auto r = record::ReadRecord(src, i, walk.offsets[i], walk.offsets[i + 1]);
+    auto r = record::ReadRecord(*src, i, walk.offsets[i], walk.offsets[i + 1]);
     if (!r.ok()) return r.status();
   }
   return absl::OkStatus();
@@ -466,6 +475,8 @@ absl::string_view ShardSuffix(source::Codec codec) {
       return ".gz";
     case source::Codec::kZlib:
       return ".zlib";
+    case source::Codec::kSnappy:
+      return ".snappy";
   }
   return "";
 }

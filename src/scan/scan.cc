@@ -21,6 +21,7 @@
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/index/index_file.h"
+#include "tfrecordfs/source/snappy_source.h"
 
 namespace tfrecordfs::scan {
 namespace {
@@ -258,6 +259,10 @@ absl::StatusOr<std::unique_ptr<source::ShardSource>> OpenShard(const ScannedShar
                        " -> ", st.st_size, "); run the command again"));
     }
     file.emplace(std::move(*fd), shard.path);
+  }
+  if (idx.codec() == source::Codec::kSnappy) {
+    return std::make_unique<source::SnappySource>(std::move(*file), idx.file_size(),
+                                                  idx.checkpoints(), cache);
   }
   if (idx.checkpoints()) {
     return std::make_unique<source::InflateSource>(std::move(*file), idx.file_size(),

@@ -19,6 +19,8 @@ absl::string_view CodecName(Codec codec) {
       return "gzip";
     case Codec::kZlib:
       return "zlib";
+    case Codec::kSnappy:
+      return "snappy";
   }
   return "?";
 }

@@ -29,9 +29,13 @@ void AppendFramed(std::string* out, absl::string_view data);
 
 // Framed bytes between two full flushes of compressed output.
 inline constexpr size_t kFlushEvery = size_t{1} << 20;
+// Uncompressed bytes per SNAPPY block (TensorFlow's default snappy buffer).
+inline constexpr size_t kSnappyBlockInput = size_t{256} << 10;
 
 struct WriterOptions {
-  // kNone: plain framing. kGzip / kZlib: one compressed stream.
+  // kNone: plain framing. kGzip / kZlib: one compressed stream. kSnappy:
+  // TensorFlow's SNAPPY blocks (source/snappy_source.h), one per
+  // kSnappyBlockInput bytes of framing.
   source::Codec codec = source::Codec::kNone;
   // zlib's level for compressed output (1 fastest .. 9 smallest; 6 is what
   // TensorFlow's writer uses by default).

@@ -154,7 +154,7 @@ absl::Status ValidatePrefix(absl::string_view prefix);
 // ShardSuffix(codec).
 std::string ShardName(absl::string_view prefix, uint64_t index, uint64_t count,
                       source::Codec codec = source::Codec::kNone);
-// "" for kNone, ".gz" for kGzip, ".zlib" for kZlib.
+// "" for kNone, ".gz" for kGzip, ".zlib" for kZlib, ".snappy" for kSnappy.
 absl::string_view ShardSuffix(source::Codec codec);
 
 }  // namespace tfrecordfs::repack

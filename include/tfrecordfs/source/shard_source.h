@@ -42,12 +42,20 @@ enum class Codec : uint8_t {
   kNone = 0,  // plain TFRecord framing
   kGzip = 1,  // RFC 1952, one member or several concatenated
   kZlib = 2,  // RFC 1950, one stream (TensorFlow reads nothing after it)
+  // TensorFlow's SNAPPY framing: big-endian length-prefixed raw Snappy
+  // blocks (source/snappy_source.h). Recognised by content (index::ProbeFile),
+  // not by DetectCodec: it has no magic bytes.
+  kSnappy = 3,
 };
-inline constexpr uint8_t kMaxCodec = 2;
+// Index files store the codec in 2 bits (index_file.cc): 3 is the last.
+// Files written before kSnappy existed hold 0-2 and still load.
+inline constexpr uint8_t kMaxCodec = 3;
 
-// "none", "gzip", "zlib".
+// "none", "gzip", "zlib", "snappy".
 absl::string_view CodecName(Codec codec);
-// The inverse of CodecName (exact, lower case); nullopt for anything else.
+// The inverse of CodecName (exact, lower case) for the codecs a user may ask
+// for as output (--compression, -o compression=): none, gzip, zlib; nullopt
+// for anything else.
 std::optional<Codec> ParseCodecName(absl::string_view name);
 
 // The codec a file's first bytes announce: GZIP when they are 1f 8b 08, ZLIB

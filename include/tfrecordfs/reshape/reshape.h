@@ -1,0 +1,178 @@
+// Reshaping datasets offline: repair (a copy of a shard without its damaged
+// records) and reshard (all records of many shards into N new ones, in
+// source order or a seeded global shuffle). The `repair` and `reshard`
+// commands are thin adapters over this; nothing here knows about a mount.
+//
+// Input: shards as the scan finds them (an index::ShardIndex built by the
+// header walk, which resynchronises after damage exactly as a mount's does,
+// and the ShardSource of its bytes). Every record is read with both CRCs
+// checked (record::ReadRecord) and its payload copied byte for byte.
+//
+// Output: every file is written under a temporary name in its final
+// directory (`.<name>.tmp`) and renamed to its final name only once it is
+// complete (closed and fsynced), never over an existing file
+// (RenameNoReplace). A run that fails or is cancelled removes its temporary
+// files: no partial file ever carries a final name.
+//
+// Cancellation: `Control::cancel`, when set, is polled between records;
+// once it reads true the call removes its temporary files and returns
+// Cancelled (the commands set it from SIGINT/SIGTERM).
+//
+// Thread-safety: the functions keep no state and may run concurrently on
+// different outputs; one call runs on its caller's thread only. `progress`
+// is called from that thread.
+#ifndef TFRECORDFS_RESHAPE_RESHAPE_H_
+#define TFRECORDFS_RESHAPE_RESHAPE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "tfrecordfs/index/shard_index.h"
+#include "tfrecordfs/record/writer.h"
+#include "tfrecordfs/source/shard_source.h"
+
+namespace tfrecordfs::reshape {
+
+inline constexpr uint64_t kNoRecord = std::numeric_limits<uint64_t>::max();
+
+// A record (or a span of bytes between records) left out of the output.
+struct Dropped {
+  std::string path;             // the input shard
+  uint64_t record = kNoRecord;  // kNoRecord: damage between or after records
+  uint64_t offset = 0;          // byte offset (uncompressed, for a compressed shard)
+  std::string reason;           // "data CRC mismatch (stored ..., computed ...)"
+};
+
+struct Control {
+  const std::atomic<bool>* cancel = nullptr;
+  // (records, framed input bytes) as they are read.
+  std::function<void(uint64_t, uint64_t)> progress;
+  // Test hook: called once, after half of the records of the first output
+  // file were appended (that file then exists under its temporary name).
+  std::function<void()> mid_output;
+};
+
+// `.<name>.tmp` beside `final_path`.
+std::string TempPathFor(absl::string_view final_path);
+
+// One output file in the making: a ShardWriter on TempPathFor(final_path).
+// Destroyed before Commit(), it closes and removes the temporary file.
+class PendingShard {
+ public:
+  // Creates (truncating) the temporary file. Does not check `final_path`.
+  static absl::StatusOr<std::unique_ptr<PendingShard>> Create(std::string final_path,
+                                                              source::Codec codec);
+  ~PendingShard();
+  PendingShard(const PendingShard&) = delete;
+  PendingShard& operator=(const PendingShard&) = delete;
+
+  absl::Status Append(absl::string_view payload) { return writer_->Append(payload); }
+  // Closes and fsyncs the temporary file (it stays under its temporary name).
+  absl::Status Finish();
+  // After Finish(): renames it to its final name (never over an existing
+  // file) and fsyncs the directory.
+  absl::Status Commit();
+
+  const std::string& final_path() const { return final_path_; }
+  uint64_t records() const { return writer_->records(); }
+  uint64_t bytes() const { return writer_->bytes(); }
+  uint64_t file_bytes() const { return writer_->file_bytes(); }
+
+ private:
+  PendingShard(std::string final_path, std::string temp_path,
+               std::unique_ptr<record::ShardWriter> writer);
+  std::string final_path_, temp_path_;
+  std::unique_ptr<record::ShardWriter> writer_;
+  bool finished_ = false, committed_ = false;
+};
+
+// ---- repair ----
+
+struct RepairResult {
+  std::string output;            // the file written
+  uint64_t records_in = 0;       // records the index holds
+  uint64_t records_kept = 0;     // records written
+  uint64_t bytes = 0;            // framed bytes written (uncompressed)
+  uint64_t file_bytes = 0;       // the output file's size
+  std::vector<Dropped> dropped;  // by offset
+};
+
+// Copies every record of the shard `src` (indexed by `idx`) that reads back
+// intact to `output` (same codec as the input), in order; a record whose
+// read fails (length or data CRC, framing) is left out and listed, and so
+// is damage the header walk met outside any record (stray bytes, a
+// compressed stream that stops inflating). Payloads that are not Examples
+// are kept: repair mends framing, not content. `output` must not exist
+// (AlreadyExists otherwise, and nothing is written). Errors: I/O errors
+// (naming the file), Cancelled.
+absl::StatusOr<RepairResult> RepairShard(const index::ShardIndex& idx,
+                                         const source::ShardSource& src, const std::string& output,
+                                         const Control& control = {});
+
+// ---- reshard ----
+
+struct Input {
+  const index::ShardIndex* index;
+  const source::ShardSource* source;
+};
+
+struct ReshardOptions {
+  std::string output_dir;  // must exist
+  std::string prefix = "data";
+  // Exactly one of: `shards` > 0 (records split as evenly as possible,
+  // earlier shards taking the remainder), or `shard_size` > 0 (a shard
+  // closes before its framed bytes would exceed it; at least one record).
+  uint64_t shards = 0;
+  uint64_t shard_size = 0;
+  source::Codec codec = source::Codec::kNone;
+  bool shuffle = false;
+  uint64_t seed = 0;
+  // Leave damaged records out (listed in the report) instead of failing.
+  bool skip_damaged = false;
+  // Records are read in batches of at most this many framed bytes (at least
+  // one record), each batch in file order, then written in output order:
+  // the memory bound of the copy, whatever the dataset's size.
+  uint64_t buffer_bytes = uint64_t{64} << 20;
+};
+
+struct OutputShard {
+  std::string path;
+  uint64_t records = 0, bytes = 0, file_bytes = 0;
+};
+
+struct ReshardReport {
+  std::vector<OutputShard> shards;
+  uint64_t records = 0;          // written
+  std::vector<Dropped> skipped;  // with skip_damaged
+};
+
+// The permutation of [0, n) a shuffled reshard writes in: output position
+// p holds input record ShuffledOrder(n, seed)[p] (inputs numbered in the
+// order given, records in shard order). A Fisher-Yates shuffle driven by
+// SplitMix64 from `seed` with unbiased bounded draws (Lemire's method):
+// the same on every machine and standard library, and uniform over the n!
+// orders up to the generator's quality. 8 bytes per record.
+std::vector<uint64_t> ShuffledOrder(uint64_t n, uint64_t seed);
+
+// Writes every record of `inputs` (in the given order, or shuffled) into
+// options.output_dir/<prefix>-<i>-of-<N>.tfrecord[.gz|.zlib]
+// (repack::ShardName). All output files are written under temporary names
+// and renamed together once every one is complete; if any final name
+// exists beforehand nothing is written (AlreadyExists). Errors: a damaged
+// record without skip_damaged (DataLoss naming the shard, record and
+// offset; nothing is left under a final name), damage between records the
+// header walk met (same), I/O errors, Cancelled.
+absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs,
+                                      const ReshardOptions& options, const Control& control = {});
+
+}  // namespace tfrecordfs::reshape
+
+#endif  // TFRECORDFS_RESHAPE_RESHAPE_H_

@@ -1,0 +1,204 @@
+// `tfrecordfs repair SOURCE... --output DIR`: a copy of every shard without
+// its damaged records (reshape::RepairShard), each named as the mount shows
+// it, under DIR.
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "src/cli/commands.h"
+#include "src/cli/json_writer.h"
+#include "src/cli/progress.h"
+#include "src/cli/reshape_cli.h"
+#include "src/cli/toolbox.h"
+#include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/fs_util.h"
+#include "tfrecordfs/base/log.h"
+#include "tfrecordfs/base/utf8.h"
+#include "tfrecordfs/reshape/reshape.h"
+
+namespace tfrecordfs::cli {
+namespace {
+
+constexpr char kRepairUsage[] = R"(Usage: tfrecordfs repair [options] SOURCE... --output DIR
+
+Writes a copy of every shard in the SOURCEs (shard files, or directories
+searched recursively, exactly as a mount would; plain, GZIP and ZLIB shards)
+to DIR, under the path a mount shows it at and with the same compression,
+leaving out the damaged records: those whose framing, length CRC or data CRC
+fails, found by the same header walk that resynchronises after damage in a
+mount. Payloads are copied byte for byte; records that are not Examples are
+kept. Each dropped record is printed with its shard, record index, byte
+offset (uncompressed, in a GZIP/ZLIB shard) and reason, then a summary.
+
+DIR is created if needed; it must lie outside every SOURCE and hold none,
+and no file is ever replaced. Each copy is written under a temporary name
+(.NAME.tmp) and renamed when complete: Ctrl-C leaves no partial file under
+a final name. Files that are not shards are not copied.
+
+Options:
+  -o, --output DIR  where the copies go (required)
+  --json            one JSON document instead: {"shards": [{"path": ...,
+                    "output": ..., "records": N, "written": K}],
+                    "records": N, "written": K, "dropped": [{"path": ...,
+                    "record": i, "offset": ..., "reason": ...}],
+                    "unreadable": [...]}; "record" is null for damage
+                    between records
+  -q, --quiet       no progress bar
+  -h, --help        show this help and exit
+
+Exit status: 0 when nothing was dropped, 1 when a record was dropped or a
+shard could not be read or written, 2 on a usage error, 130 when
+interrupted.
+)";
+
+struct Done {
+  const scan::ScannedShard* shard;
+  absl::Status status;
+  reshape::RepairResult result;
+};
+
+}  // namespace
+
+int RepairMain(int argc, char** argv) {
+  ToolArgs args;
+  std::string output;
+  auto own = [&](int* i) -> std::optional<int> {
+    std::string flag, value;
+    const std::string arg = argv[*i];
+    if (arg != "-o" && arg != "--output" && !absl::StartsWith(arg, "--output=")) {
+      return std::nullopt;
+    }
+    if (!TakeValue(argc, argv, i, &flag, &value) || value.empty()) {
+      return UsageError("repair", "--output needs a directory");
+    }
+    output = value;
+    return kExitOk;
+  };
+  if (auto stop = ParseToolArgs(argc, argv, "repair", kRepairUsage, true, &args, own)) {
+    return *stop;
+  }
+  if (args.operands.empty()) return UsageError("repair", "need at least one SOURCE");
+  if (output.empty()) return UsageError("repair", "need --output DIR");
+  const std::atomic<bool>* interrupted = InstallInterruptHandlers();
+
+  index::IndexStore store(ToolStoreOptions());
+  auto scanned = ScanSources(args.operands, &store, args.quiet);
+  if (!scanned.ok()) {
+    log::Error(scanned.status().message());
+    return kExitFailed;
+  }
+  if (auto s = CheckOutputDir(output, args.operands, scanned->shards); !s.ok()) {
+    return UsageError("repair", s.message());
+  }
+  for (const scan::ScannedShard& s : scanned->shards) {
+    const std::string out = JoinPath(output, s.mount_path);
+    auto exists = Exists(out);
+    if (!exists.ok() || *exists) {
+      log::Error(exists.ok()
+                     ? absl::StrCat(out, ": already exists (never replaced); nothing written")
+                     : std::string(exists.status().message()));
+      return kExitFailed;
+    }
+  }
+
+  uint64_t total_bytes = 0;
+  for (const scan::ScannedShard& s : scanned->shards) total_bytes += s.index->data_size();
+  const bool draw = !args.quiet && StderrIsTerminal();
+  ProgressBar progress(total_bytes, draw);
+  reshape::Control control;
+  control.cancel = interrupted;
+  control.progress = [&](uint64_t n, uint64_t bytes) { progress.Add(0, n, bytes); };
+  control.mid_output = PauseHook();
+
+  std::vector<Done> done;
+  source::BlockCache cache(32 << 20);
+  for (const scan::ScannedShard& s : scanned->shards) {
+    Done d{&s, absl::OkStatus(), {}};
+    const std::string out = JoinPath(output, s.mount_path);
+    auto src = scan::OpenShard(s, &cache);
+    if (!src.ok()) {
+      d.status = src.status();
+    } else if (auto made = MakeDirs(Dirname(out), 0755); !made.ok()) {
+      d.status = made;
+    } else {
+      auto result = reshape::RepairShard(*s.index, **src, out, control);
+      if (result.ok()) {
+        d.result = std::move(*result);
+      } else {
+        d.status = result.status();
+      }
+    }
+    if (absl::IsCancelled(d.status) || interrupted->load()) {
+      progress.Finish();
+      log::Error("interrupted: ", d.status.ok() ? "stopped" : d.status.message(),
+                 "; copies not yet complete were removed");
+      return kExitInterrupted;
+    }
+    progress.Add(1, 0, 0);
+    done.push_back(std::move(d));
+  }
+  progress.Finish();
+
+  uint64_t records = 0, written = 0, dropped = 0, unreadable = 0;
+  for (const Done& d : done) {
+    records += d.status.ok() ? d.result.records_in : d.shard->index->num_records();
+    written += d.result.records_kept;
+    dropped += d.result.dropped.size();
+    unreadable += !d.status.ok();
+  }
+  std::string out;
+  if (args.json) {
+    JsonWriter w;
+    w.BeginObject().Key("shards").BeginArray();
+    for (const Done& d : done) {
+      if (!d.status.ok()) continue;
+      w.BeginObject()
+          .Key("path")
+          .String(d.shard->path)
+          .Key("output")
+          .String(d.result.output)
+          .Key("records")
+          .Uint(d.result.records_in)
+          .Key("written")
+          .Uint(d.result.records_kept)
+          .EndObject();
+    }
+    w.EndArray().Key("records").Uint(records).Key("written").Uint(written);
+    w.Key("dropped").BeginArray();
+    for (const Done& d : done) {
+      for (const reshape::Dropped& x : d.result.dropped) WriteJsonDropped(&w, x);
+    }
+    w.EndArray().Key("unreadable").BeginArray();
+    for (const Done& d : done) {
+      if (d.status.ok()) continue;
+      w.BeginObject()
+          .Key("path")
+          .String(d.shard->path)
+          .Key("reason")
+          .String(d.status.message())
+          .EndObject();
+    }
+    w.EndArray().EndObject();
+    out = w.str();
+  } else {
+    for (const Done& d : done) {
+      if (!d.status.ok()) {
+        absl::StrAppend(&out, EscapeForLog(d.shard->path),
+                        ": not repaired: ", EscapeForLog(d.status.message()), "\n");
+        continue;
+      }
+      const bool compressed = d.shard->codec != source::Codec::kNone;
+      for (const reshape::Dropped& x : d.result.dropped) {
+        absl::StrAppend(&out, DescribeDropped(x, compressed), ": dropped\n");
+      }
+    }
+    absl::StrAppend(&out, done.size() - unreadable, " shard(s) copied to ", EscapeForLog(output),
+                    ": ", written, " of ", records, " record(s) written, ", dropped, " dropped",
+                    unreadable > 0 ? absl::StrCat(", ", unreadable, " shard(s) failed") : "", "\n");
+  }
+  if (!WriteStdout(out)) return kExitFailed;
+  return dropped == 0 && unreadable == 0 ? kExitOk : kExitFailed;
+}
+
+}  // namespace tfrecordfs::cli

@@ -1,0 +1,111 @@
+#include "src/cli/reshape_cli.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "tfrecordfs/base/fs_util.h"
+#include "tfrecordfs/base/utf8.h"
+
+namespace tfrecordfs::cli {
+namespace {
+
+// The one piece of process-wide state: a signal handler can reach nothing
+// else. Lock-free, hence async-signal-safe.
+std::atomic<bool> g_interrupted{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
+
+extern "C" void OnInterrupt(int sig) {
+  g_interrupted.store(true);
+  ::signal(sig, SIG_DFL);  // a second Ctrl-C kills at once
+}
+
+// `inner` is `outer` or lies below it.
+bool Within(const std::string& inner, const std::string& outer) {
+  return inner == outer || outer == "/" || absl::StartsWith(inner, absl::StrCat(outer, "/"));
+}
+
+std::string Resolved(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::weakly_canonical(std::filesystem::absolute(path), ec);
+  return ec ? path : p.string();
+}
+
+}  // namespace
+
+const std::atomic<bool>* InstallInterruptHandlers() {
+  struct sigaction sa = {};
+  sa.sa_handler = OnInterrupt;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  return &g_interrupted;
+}
+
+std::function<void()> PauseHook() {
+  const char* fault = std::getenv("TFRECORDFS_FAULT");
+  if (fault == nullptr || std::strcmp(fault, "pause_mid_output") != 0) return nullptr;
+  return [done = false]() mutable {
+    if (done) return;
+    done = true;
+    // Block the signals, then wait for one with sigsuspend, so that one
+    // arriving between the check and the wait is not lost.
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    ::sigprocmask(SIG_BLOCK, &block, &old);
+    constexpr char kMsg[] = "tfrecordfs: paused (TFRECORDFS_FAULT=pause_mid_output)\n";
+    (void)!::write(2, kMsg, sizeof(kMsg) - 1);
+    sigset_t wait = old;
+    sigdelset(&wait, SIGINT);
+    sigdelset(&wait, SIGTERM);
+    while (!g_interrupted.load()) ::sigsuspend(&wait);
+    ::sigprocmask(SIG_SETMASK, &old, nullptr);
+  };
+}
+
+absl::Status CheckOutputDir(const std::string& output, const std::vector<std::string>& sources,
+                            const std::vector<scan::ScannedShard>& shards) {
+  const std::string out = Resolved(output);
+  for (const std::string& s : sources) {
+    const std::string src = Resolved(s);
+    if (Within(out, src) || Within(src, out)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--output ", output, " overlaps the source ", s,
+                       " (the output directory must be outside every SOURCE and hold none)"));
+    }
+  }
+  for (const scan::ScannedShard& s : shards) {
+    if (Within(Resolved(s.path), out)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--output ", output, " holds the input shard ", s.path));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string DescribeDropped(const reshape::Dropped& d, bool compressed) {
+  return absl::StrCat(EscapeForLog(d.path), ": ",
+                      d.record == reshape::kNoRecord ? std::string("damage between records")
+                                                     : absl::StrCat("record ", d.record),
+                      " at ", compressed ? "uncompressed " : "", "byte offset ", d.offset, ": ",
+                      EscapeForLog(d.reason));
+}
+
+void WriteJsonDropped(JsonWriter* w, const reshape::Dropped& d) {
+  w->BeginObject().Key("path").String(d.path).Key("record");
+  if (d.record == reshape::kNoRecord) {
+    w->Null();
+  } else {
+    w->Uint(d.record);
+  }
+  w->Key("offset").Uint(d.offset).Key("reason").String(d.reason).EndObject();
+}
+
+}  // namespace tfrecordfs::cli

@@ -1,0 +1,252 @@
+// `tfrecordfs reshard SOURCE... --output DIR`: every record of the SOURCEs
+// into N new shards, in source order or shuffled (reshape::Reshard).
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "src/cli/commands.h"
+#include "src/cli/json_writer.h"
+#include "src/cli/progress.h"
+#include "src/cli/reshape_cli.h"
+#include "src/cli/toolbox.h"
+#include "tfrecordfs/base/fs_util.h"
+#include "tfrecordfs/base/log.h"
+#include "tfrecordfs/base/utf8.h"
+#include "tfrecordfs/repack/pack.h"
+#include "tfrecordfs/reshape/reshape.h"
+
+namespace tfrecordfs::cli {
+namespace {
+
+constexpr char kReshardUsage[] = R"(Usage: tfrecordfs reshard [options] SOURCE... --output DIR
+
+Writes every record of the shards in the SOURCEs (shard files, or
+directories searched recursively, exactly as a mount would; plain, GZIP and
+ZLIB shards, taken in that order) into new shards
+DIR/NAME-00000-of-0000N.tfrecord[.gz|.zlib]: merging many shards and
+splitting one are the same command. Payloads are copied byte for byte, in
+source order, or with --shuffle in a uniformly random global order that
+depends only on the seed and the sources.
+
+A shuffled reshard reads each record once, in the shuffled order, through
+the shard indexes (random access, gathered in batches of --buffer bytes read
+in file order): memory is the buffer plus 8 bytes per record for the order,
+never the dataset.
+
+Every output file is written under a temporary name (.NAME.tmp); all are
+renamed together once every one is complete. Ctrl-C, an error or a damaged
+record leaves nothing under a final name, and no file is ever replaced.
+
+Options:
+  -o, --output DIR     where the new shards go (created if needed; outside
+                       every SOURCE; required)
+  --shards N           exactly N shards, the records split as evenly as
+                       possible (earlier shards take the remainder)
+  --shard-size SIZE    shards of at most SIZE framed (uncompressed) bytes,
+                       at least one record each; K, M, G, T suffixes are
+                       binary multiples (the default: 128M)
+  --prefix NAME        shard name prefix (default: data)
+  --compression C      none, gzip (.tfrecord.gz) or zlib (.tfrecord.zlib);
+                       default: the sources' when every shard has the same,
+                       else none
+  --shuffle            a uniformly random global order
+  --seed S             the shuffle's seed (an unsigned 64-bit number; default:
+                       a random one, printed in the summary)
+  --skip-damaged       leave damaged records out (listed) instead of stopping
+  --buffer SIZE        bytes of records read per batch (default 64M)
+  --json               a JSON summary instead: {"shards": [{"path": ...,
+                       "records": N, "bytes": B, "file_bytes": F}],
+                       "records": N, "seed": S | null, "skipped": [...]}
+  -q, --quiet          no progress bar
+  -h, --help           show this help and exit
+
+Exit status: 0 when every record was written, 1 when a damaged record was
+skipped or the reshard failed (a damaged record without --skip-damaged),
+2 on a usage error, 130 when interrupted.
+)";
+
+int Usage(const std::string& message) { return UsageError("reshard", message); }
+
+}  // namespace
+
+int ReshardMain(int argc, char** argv) {
+  ToolArgs args;
+  std::string output;
+  reshape::ReshardOptions options;
+  bool seeded = false, codec_given = false;
+  auto own = [&](int* i) -> std::optional<int> {
+    const std::string arg = argv[*i];
+    if (arg == "--shuffle") {
+      options.shuffle = true;
+      return kExitOk;
+    }
+    if (arg == "--skip-damaged") {
+      options.skip_damaged = true;
+      return kExitOk;
+    }
+    std::string flag, value;
+    const std::string name = arg.substr(0, arg.find('='));
+    if (name != "-o" && name != "--output" && name != "--shards" && name != "--shard-size" &&
+        name != "--prefix" && name != "--compression" && name != "--seed" && name != "--buffer") {
+      return std::nullopt;
+    }
+    if (!TakeValue(argc, argv, i, &flag, &value)) return Usage(flag + " needs a value");
+    if (flag == "-o" || flag == "--output") {
+      if (value.empty()) return Usage("--output needs a directory");
+      output = value;
+    } else if (flag == "--shards") {
+      if (!absl::SimpleAtoi(value, &options.shards) || options.shards == 0 ||
+          options.shards > 99999) {
+        return Usage(absl::StrCat("--shards needs a number from 1 to 99999, not '", value, "'"));
+      }
+    } else if (flag == "--shard-size" || flag == "--buffer") {
+      auto size = ParseSize(value);
+      if (!size.ok()) return Usage(absl::StrCat(flag, ": ", size.status().message()));
+      (flag == "--buffer" ? options.buffer_bytes : options.shard_size) = *size;
+    } else if (flag == "--prefix") {
+      if (auto s = repack::ValidatePrefix(value); !s.ok()) return Usage(std::string(s.message()));
+      options.prefix = value;
+    } else if (flag == "--compression") {
+      auto codec = source::ParseCodecName(value);
+      if (!codec) {
+        return Usage(absl::StrCat("--compression needs none, gzip or zlib, not '", value, "'"));
+      }
+      options.codec = *codec;
+      codec_given = true;
+    } else if (flag == "--seed") {
+      if (!absl::SimpleAtoi(value, &options.seed)) {
+        return Usage(absl::StrCat("--seed needs an unsigned 64-bit number, not '", value, "'"));
+      }
+      seeded = true;
+    }
+    return kExitOk;
+  };
+  if (auto stop = ParseToolArgs(argc, argv, "reshard", kReshardUsage, true, &args, own)) {
+    return *stop;
+  }
+  if (args.operands.empty()) return Usage("need at least one SOURCE");
+  if (output.empty()) return Usage("need --output DIR");
+  if (options.shards > 0 && options.shard_size > 0) {
+    return Usage("--shards and --shard-size exclude each other");
+  }
+  if (seeded && !options.shuffle) return Usage("--seed needs --shuffle");
+  if (options.shards == 0 && options.shard_size == 0)
+    options.shard_size = repack::kDefaultShardSize;
+  if (options.shuffle && !seeded) {
+    std::random_device rd;
+    options.seed = (uint64_t{rd()} << 32) | rd();
+  }
+  const std::atomic<bool>* interrupted = InstallInterruptHandlers();
+
+  index::IndexStore store(ToolStoreOptions());
+  auto scanned = ScanSources(args.operands, &store, args.quiet);
+  if (!scanned.ok()) {
+    log::Error(scanned.status().message());
+    return kExitFailed;
+  }
+  if (scanned->shards.empty()) {
+    log::Error("no TFRecord shard found in the SOURCEs");
+    return kExitFailed;
+  }
+  if (auto s = CheckOutputDir(output, args.operands, scanned->shards); !s.ok()) {
+    return Usage(std::string(s.message()));
+  }
+  if (!codec_given) {
+    options.codec = scanned->shards.front().codec;
+    for (const scan::ScannedShard& s : scanned->shards) {
+      if (s.codec != options.codec) options.codec = source::Codec::kNone;
+    }
+  }
+  if (auto made = MakeDirs(output, 0755); !made.ok()) {
+    log::Error(made.message());
+    return kExitFailed;
+  }
+  options.output_dir = output;
+
+  // Compressed sources read at random positions keep recently inflated
+  // blocks; the buffer option bounds that too.
+  source::BlockCache cache(options.buffer_bytes);
+  std::vector<std::unique_ptr<source::ShardSource>> sources;
+  std::vector<reshape::Input> inputs;
+  uint64_t total_bytes = 0;
+  for (const scan::ScannedShard& s : scanned->shards) {
+    auto src = scan::OpenShard(s, &cache);
+    if (!src.ok()) {
+      log::Error(src.status().message());
+      return kExitFailed;
+    }
+    sources.push_back(std::move(*src));
+    inputs.push_back({s.index.get(), sources.back().get()});
+    total_bytes += s.index->data_size();
+  }
+  const bool draw = !args.quiet && StderrIsTerminal();
+  ProgressBar progress(total_bytes, draw);
+  reshape::Control control;
+  control.cancel = interrupted;
+  control.progress = [&](uint64_t n, uint64_t bytes) { progress.Add(0, n, bytes); };
+  control.mid_output = PauseHook();
+  auto report = reshape::Reshard(inputs, options, control);
+  progress.Finish();
+  if (!report.ok()) {
+    if (absl::IsCancelled(report.status()) || interrupted->load()) {
+      log::Error("interrupted: ", report.status().message(),
+                 "; nothing was left under a final name");
+      return kExitInterrupted;
+    }
+    log::Error("reshard failed: ", report.status().message(), "; nothing was written");
+    return kExitFailed;
+  }
+
+  std::string out;
+  if (args.json) {
+    JsonWriter w;
+    w.BeginObject().Key("shards").BeginArray();
+    for (const reshape::OutputShard& s : report->shards) {
+      w.BeginObject()
+          .Key("path")
+          .String(s.path)
+          .Key("records")
+          .Uint(s.records)
+          .Key("bytes")
+          .Uint(s.bytes)
+          .Key("file_bytes")
+          .Uint(s.file_bytes)
+          .EndObject();
+    }
+    w.EndArray().Key("records").Uint(report->records).Key("seed");
+    if (options.shuffle) {
+      w.Uint(options.seed);
+    } else {
+      w.Null();
+    }
+    w.Key("skipped").BeginArray();
+    for (const reshape::Dropped& d : report->skipped) WriteJsonDropped(&w, d);
+    w.EndArray().EndObject();
+    out = w.str();
+  } else {
+    for (const reshape::Dropped& d : report->skipped) {
+      bool compressed = false;
+      for (const scan::ScannedShard& s : scanned->shards) {
+        if (s.index->path() == d.path) compressed = s.codec != source::Codec::kNone;
+      }
+      absl::StrAppend(&out, DescribeDropped(d, compressed), ": skipped\n");
+    }
+    for (const reshape::OutputShard& s : report->shards) {
+      absl::StrAppend(&out, s.records, "\t", EscapeForLog(s.path), "\n");
+    }
+    absl::StrAppend(&out, report->records, "\ttotal: ", report->shards.size(), " shard(s) from ",
+                    scanned->shards.size(), " source shard(s), ",
+                    options.shuffle ? absl::StrCat("shuffled with --seed ", options.seed)
+                                    : std::string("in source order"),
+                    report->skipped.empty()
+                        ? ""
+                        : absl::StrCat(", ", report->skipped.size(), " damaged skipped"),
+                    "\n");
+  }
+  if (!WriteStdout(out)) return kExitFailed;
+  return report->skipped.empty() ? kExitOk : kExitFailed;
+}
+
+}  // namespace tfrecordfs::cli

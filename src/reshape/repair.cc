@@ -1,0 +1,81 @@
+// RepairShard (reshape.h): intact records copied, damaged ones listed.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "src/reshape/internal.h"
+#include "tfrecordfs/base/fs_util.h"
+#include "tfrecordfs/record/reader.h"
+#include "tfrecordfs/reshape/reshape.h"
+
+namespace tfrecordfs::reshape {
+
+std::string DamageReason(const absl::Status& status, uint64_t offset) {
+  // The reader's message is "<path>: record i at [uncompressed ]byte offset
+  // N: <reason>"; the caller prints path, record and offset itself.
+  std::string reason(status.message());
+  const std::string mark = absl::StrCat("byte offset ", offset, ": ");
+  if (const size_t at = reason.find(mark); at != std::string::npos) {
+    reason = reason.substr(at + mark.size());
+  }
+  return reason;
+}
+
+std::vector<Dropped> DamageBetweenRecords(const index::ShardIndex& idx,
+                                          const std::vector<uint64_t>& damaged_records) {
+  std::vector<Dropped> out;
+  for (const record::WalkProblem& p : idx.problems()) {
+    // damaged_records is sorted: find the last record starting at or before p.
+    auto it = std::upper_bound(damaged_records.begin(), damaged_records.end(), p.offset,
+                               [&](uint64_t off, uint64_t i) { return off < idx.begin(i); });
+    const bool inside = it != damaged_records.begin() && p.offset <= idx.end(*std::prev(it));
+    if (!inside) out.push_back({idx.path(), kNoRecord, p.offset, p.message});
+  }
+  return out;
+}
+
+absl::StatusOr<RepairResult> RepairShard(const index::ShardIndex& idx,
+                                         const source::ShardSource& src, const std::string& output,
+                                         const Control& control) {
+  auto exists = Exists(output);
+  if (!exists.ok()) return exists.status();
+  if (*exists) {
+    return absl::AlreadyExistsError(absl::StrCat(output, ": already exists (never replaced)"));
+  }
+  auto out = PendingShard::Create(output, idx.codec());
+  if (!out.ok()) return out.status();
+  RepairResult result;
+  result.output = output;
+  result.records_in = idx.num_records();
+  std::vector<uint64_t> damaged;
+  Midpoint mid(control.mid_output, idx.num_records());
+  for (uint64_t i = 0; i < idx.num_records(); ++i) {
+    if (Cancelled(control)) {
+      return absl::CancelledError(absl::StrCat("interrupted while writing ", output));
+    }
+    const uint64_t begin = idx.begin(i), end = idx.end(i);
+    auto data = record::ReadRecord(src, i, begin, end);
+    if (control.progress) control.progress(1, end - begin);
+    if (!data.ok()) {
+      if (!absl::IsDataLoss(data.status())) return data.status();
+      result.dropped.push_back({idx.path(), i, begin, DamageReason(data.status(), begin)});
+      damaged.push_back(i);
+      continue;
+    }
+    if (auto s = (*out)->Append(*data); !s.ok()) return s;
+    mid.Appended();
+  }
+  if (Cancelled(control)) {
+    return absl::CancelledError(absl::StrCat("interrupted while writing ", output));
+  }
+  if (auto s = (*out)->Finish(); !s.ok()) return s;
+  if (auto s = (*out)->Commit(); !s.ok()) return s;
+  result.records_kept = (*out)->records();
+  result.bytes = (*out)->bytes();
+  result.file_bytes = (*out)->file_bytes();
+  for (Dropped& d : DamageBetweenRecords(idx, damaged)) result.dropped.push_back(std::move(d));
+  std::stable_sort(result.dropped.begin(), result.dropped.end(),
+                   [](const Dropped& a, const Dropped& b) { return a.offset < b.offset; });
+  return result;
+}
+
+}  // namespace tfrecordfs::reshape

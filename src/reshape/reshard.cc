@@ -1,0 +1,243 @@
+// Reshard (reshape.h): plan the output order and shard boundaries from the
+// indexes alone, then copy the records in batches (each batch read in file
+// order, written in output order).
+#include <algorithm>
+#include <numeric>
+
+#include "absl/numeric/int128.h"
+#include "absl/strings/str_cat.h"
+#include "src/reshape/internal.h"
+#include "tfrecordfs/base/fs_util.h"
+#include "tfrecordfs/record/reader.h"
+#include "tfrecordfs/repack/pack.h"
+#include "tfrecordfs/reshape/reshape.h"
+
+namespace tfrecordfs::reshape {
+namespace {
+
+// SplitMix64 (Steele, Lea, Flood 2014): tiny, fast, and fully specified, so
+// the permutation is the same on every platform.
+class SplitMix64 {
+ public:
+  explicit SplitMix64(uint64_t seed) : state_(seed) {}
+  uint64_t Next() {
+    uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [0, range), range > 0, without modulo bias (Lemire 2019).
+  uint64_t Below(uint64_t range) {
+    absl::uint128 m = absl::uint128(Next()) * range;
+    uint64_t low = absl::Uint128Low64(m);
+    if (low < range) {
+      const uint64_t threshold = (0 - range) % range;
+      while (low < threshold) {
+        m = absl::uint128(Next()) * range;
+        low = absl::Uint128Low64(m);
+      }
+    }
+    return absl::Uint128High64(m);
+  }
+
+ private:
+  uint64_t state_;
+};
+
+// Where global record g (inputs concatenated in order) lives.
+struct Ref {
+  size_t input;
+  uint64_t record;
+};
+
+class Plan {
+ public:
+  explicit Plan(const std::vector<Input>& inputs) : inputs_(inputs) {
+    starts_.push_back(0);
+    for (const Input& in : inputs) starts_.push_back(starts_.back() + in.index->num_records());
+  }
+  uint64_t total() const { return starts_.back(); }
+  Ref At(uint64_t g) const {
+    const size_t i = std::upper_bound(starts_.begin(), starts_.end(), g) - starts_.begin() - 1;
+    return {i, g - starts_[i]};
+  }
+  uint64_t Framed(const Ref& r) const {
+    const index::ShardIndex& idx = *inputs_[r.input].index;
+    return idx.end(r.record) - idx.begin(r.record);
+  }
+
+ private:
+  const std::vector<Input>& inputs_;
+  std::vector<uint64_t> starts_;  // starts_[i]: global number of input i's record 0
+};
+
+// Output position -> global record number.
+class Order {
+ public:
+  Order(uint64_t n, bool shuffle, uint64_t seed) {
+    if (shuffle) perm_ = ShuffledOrder(n, seed);
+  }
+  uint64_t operator[](uint64_t p) const { return perm_.empty() ? p : perm_[p]; }
+
+ private:
+  std::vector<uint64_t> perm_;  // empty: the identity
+};
+
+// Positions [bounds[s], bounds[s+1]) go to output shard s.
+std::vector<uint64_t> Boundaries(const Plan& plan, const Order& order, const ReshardOptions& o) {
+  const uint64_t n = plan.total();
+  std::vector<uint64_t> bounds = {0};
+  if (o.shards > 0) {
+    const uint64_t base = n / o.shards, extra = n % o.shards;
+    for (uint64_t s = 0; s < o.shards; ++s) bounds.push_back(bounds.back() + base + (s < extra));
+    return bounds;
+  }
+  uint64_t in_shard = 0;
+  for (uint64_t p = 0; p < n; ++p) {
+    const uint64_t framed = plan.Framed(plan.At(order[p]));
+    if (p > bounds.back() && in_shard + framed > o.shard_size) {
+      bounds.push_back(p);
+      in_shard = 0;
+    }
+    in_shard += framed;
+  }
+  if (n > 0) bounds.push_back(n);
+  return bounds;
+}
+
+}  // namespace
+
+std::vector<uint64_t> ShuffledOrder(uint64_t n, uint64_t seed) {
+  std::vector<uint64_t> perm(n);
+  std::iota(perm.begin(), perm.end(), uint64_t{0});
+  SplitMix64 rng(seed);
+  for (uint64_t i = n; i > 1; --i) std::swap(perm[i - 1], perm[rng.Below(i)]);
+  return perm;
+}
+
+absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs, const ReshardOptions& o,
+                                      const Control& control) {
+  if ((o.shards > 0) == (o.shard_size > 0)) {
+    return absl::InvalidArgumentError("give exactly one of a shard count and a shard size");
+  }
+  if (auto s = repack::ValidatePrefix(o.prefix); !s.ok()) return s;
+  if (!o.skip_damaged) {
+    // Damage the header walk met is known before any byte is copied.
+    for (const Input& in : inputs) {
+      if (!in.index->problems().empty()) {
+        const record::WalkProblem& p = in.index->problems().front();
+        return absl::DataLossError(absl::StrCat(in.index->path(), ": damaged at byte offset ",
+                                                p.offset, ": ", p.message,
+                                                " (--skip-damaged leaves damaged records out)"));
+      }
+    }
+  }
+  const Plan plan(inputs);
+  const Order order(plan.total(), o.shuffle, o.seed);
+  const std::vector<uint64_t> bounds = Boundaries(plan, order, o);
+  const uint64_t num_shards = bounds.size() - 1;
+
+  std::vector<std::string> names;
+  for (uint64_t s = 0; s < num_shards; ++s) {
+    names.push_back(JoinPath(o.output_dir, repack::ShardName(o.prefix, s, num_shards, o.codec)));
+    auto exists = Exists(names.back());
+    if (!exists.ok()) return exists.status();
+    if (*exists) {
+      return absl::AlreadyExistsError(
+          absl::StrCat(names.back(), ": already exists (never replaced); nothing written"));
+    }
+  }
+
+  ReshardReport report;
+  std::vector<std::vector<uint64_t>> damaged(inputs.size());  // per input, record numbers
+  std::vector<std::unique_ptr<PendingShard>> pending;
+  const uint64_t buffer = std::max<uint64_t>(o.buffer_bytes, 1);
+  for (uint64_t s = 0; s < num_shards; ++s) {
+    auto out = PendingShard::Create(names[s], o.codec);
+    if (!out.ok()) return out.status();
+    pending.push_back(std::move(*out));
+    PendingShard& shard = *pending.back();
+    Midpoint mid(s == 0 ? control.mid_output : nullptr, bounds[s + 1] - bounds[s]);
+    for (uint64_t p = bounds[s]; p < bounds[s + 1];) {
+      // One batch: positions [p, q) holding at most `buffer` framed bytes.
+      struct Slot {
+        Ref ref;
+        size_t pos;  // in the batch
+        std::string data;
+        bool ok = false;
+      };
+      std::vector<Slot> batch;
+      uint64_t bytes = 0;
+      for (; p < bounds[s + 1]; ++p) {
+        const Ref ref = plan.At(order[p]);
+        const uint64_t framed = plan.Framed(ref);
+        if (!batch.empty() && bytes + framed > buffer) break;
+        bytes += framed;
+        batch.push_back({ref, batch.size(), {}, false});
+      }
+      std::vector<size_t> by_file(batch.size());
+      std::iota(by_file.begin(), by_file.end(), size_t{0});
+      std::sort(by_file.begin(), by_file.end(), [&](size_t a, size_t b) {
+        const Ref &x = batch[a].ref, &y = batch[b].ref;
+        return x.input != y.input ? x.input < y.input : x.record < y.record;
+      });
+      for (size_t k : by_file) {
+        if (Cancelled(control)) {
+          return absl::CancelledError(absl::StrCat("interrupted while writing ", names[s]));
+        }
+        Slot& slot = batch[k];
+        const Input& in = inputs[slot.ref.input];
+        const uint64_t begin = in.index->begin(slot.ref.record);
+        auto data =
+            record::ReadRecord(*in.source, slot.ref.record, begin, in.index->end(slot.ref.record));
+        if (control.progress) control.progress(1, in.index->end(slot.ref.record) - begin);
+        if (!data.ok()) {
+          if (!absl::IsDataLoss(data.status()) || !o.skip_damaged) {
+            return absl::Status(data.status().code(),
+                                absl::StrCat(data.status().message(),
+                                             absl::IsDataLoss(data.status())
+                                                 ? " (--skip-damaged leaves damaged records out)"
+                                                 : ""));
+          }
+          report.skipped.push_back(
+              {in.index->path(), slot.ref.record, begin, DamageReason(data.status(), begin)});
+          damaged[slot.ref.input].push_back(slot.ref.record);
+          continue;
+        }
+        slot.data = std::move(*data);
+        slot.ok = true;
+      }
+      for (Slot& slot : batch) {
+        if (!slot.ok) continue;
+        if (auto st = shard.Append(slot.data); !st.ok()) return st;
+        mid.Appended();
+      }
+    }
+    if (Cancelled(control)) {
+      return absl::CancelledError(absl::StrCat("interrupted while writing ", names[s]));
+    }
+    if (auto st = shard.Finish(); !st.ok()) return st;
+    report.shards.push_back({names[s], shard.records(), shard.bytes(), shard.file_bytes()});
+    report.records += shard.records();
+  }
+  if (o.skip_damaged) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      std::sort(damaged[i].begin(), damaged[i].end());
+      for (Dropped& d : DamageBetweenRecords(*inputs[i].index, damaged[i])) {
+        report.skipped.push_back(std::move(d));
+      }
+    }
+  }
+  // Every file is complete: give them their final names together (unless
+  // interrupted meanwhile).
+  if (Cancelled(control)) return absl::CancelledError("interrupted before the rename");
+  for (size_t s = 0; s < pending.size(); ++s) {
+    if (auto st = pending[s]->Commit(); !st.ok()) {
+      for (size_t k = 0; k < s; ++k) (void)UnlinkIfExists(names[k]);
+      return st;
+    }
+  }
+  return report;
+}
+
+}  // namespace tfrecordfs::reshape

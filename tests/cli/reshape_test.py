@@ -1,0 +1,355 @@
+#!/usr/bin/env python3
+"""`tfrecordfs repair` and `reshard` run as the real binary (suite 'cli').
+
+Datasets come from tfrecordfs-gen (the hostile corpus with its manifest of
+what each shard really holds, and generated Example shards); every output
+is read back by tfrecord_check.py, a reader independent of tfrecordfs
+(its own CRC32C, Python's zlib). Environment: TFRECORDFS_BIN and
+TFRECORDFS_GEN (set by meson).
+"""
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tfrecord_check as tc  # noqa: E402
+
+BIN = os.environ.get("TFRECORDFS_BIN", "")
+GEN = os.environ.get("TFRECORDFS_GEN", "")
+M64 = (1 << 64) - 1
+
+
+def run(*args, env=None):
+    # XDG_CACHE_HOME in the test's own directory: no index cache is shared.
+    return subprocess.run([BIN, *args], capture_output=True, text=True, env=env, timeout=240)
+
+
+def gen(*args):
+    subprocess.run([GEN, *args], check=True, capture_output=True, timeout=240)
+
+
+def digest(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def tree_digest(root):
+    out = {}
+    for d, _, files in os.walk(root):
+        for f in files:
+            p = os.path.join(d, f)
+            out[os.path.relpath(p, root)] = digest(p)
+    return out
+
+
+def shuffled_order(n, seed):
+    """The permutation reshape::ShuffledOrder documents, written from its
+    description (SplitMix64, Lemire's bounded draw, Fisher-Yates from the top)."""
+    state = seed
+
+    def nxt():
+        nonlocal state
+        state = (state + 0x9E3779B97F4A7C15) & M64
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+        return z ^ (z >> 31)
+
+    def below(r):
+        m = nxt() * r
+        low = m & M64
+        if low < r:
+            threshold = ((1 << 64) - r) % r
+            while low < threshold:
+                m = nxt() * r
+                low = m & M64
+        return m >> 64
+
+    perm = list(range(n))
+    for i in range(n, 1, -1):
+        j = below(i)
+        perm[i - 1], perm[j] = perm[j], perm[i - 1]
+    return perm
+
+
+def manifest(path):
+    """{shard name: [(index, ok, crc32c hex)]} from the hostile corpus manifest."""
+    shards = {}
+    with open(path) as f:
+        for line in f:
+            parts = line.rstrip("\n").split("\t")
+            if parts[0] == "shard":
+                shards[parts[1]] = []
+            elif parts[0] == "record":
+                shards[parts[1]].append((int(parts[2]), parts[3] == "ok", parts[7]))
+    return shards
+
+
+def all_records(paths):
+    out = []
+    for p in paths:
+        out.extend(tc.read_records(p))
+    return out
+
+
+class Base(unittest.TestCase):
+    def setUp(self):
+        self.assertTrue(BIN and GEN, "TFRECORDFS_BIN and TFRECORDFS_GEN must be set")
+        self.tmp = tempfile.mkdtemp(prefix="reshape_test.")
+        os.environ["XDG_CACHE_HOME"] = os.path.join(self.tmp, "cache")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def path(self, *parts):
+        return os.path.join(self.tmp, *parts)
+
+    def sample(self, name, records, shards, compression="none"):
+        gen("synthetic", self.path(name), "--records", str(records), "--shards", str(shards),
+            "--bytes", "300", "--prefix", "in", "--compression", compression)
+        return sorted(os.path.join(self.path(name), f) for f in os.listdir(self.path(name))
+                      if not f.startswith("."))
+
+    def hostile(self):
+        gen("hostile", self.path("h"), "--records", "500")
+        return self.path("h")
+
+
+class UsageTest(Base):
+    def test_help_and_usage_errors(self):
+        src = self.sample("s", 10, 1)
+        for cmd in ("repair", "reshard"):
+            r = run(cmd, "--help")
+            self.assertEqual(r.returncode, 0)
+            self.assertIn(f"Usage: tfrecordfs {cmd}", r.stdout)
+            self.assertEqual(run(cmd).returncode, 2)
+            self.assertEqual(run(cmd, src[0]).returncode, 2, "no --output")
+            self.assertEqual(run(cmd, "--bogus", src[0], "-o", self.path("o")).returncode, 2)
+            # The output must not be, contain or lie inside a SOURCE.
+            for out in (self.path("s"), self.path("s", "sub"), self.tmp):
+                r = run(cmd, self.path("s"), "--output", out)
+                self.assertEqual(r.returncode, 2, (cmd, out, r.stderr))
+            self.assertFalse(os.path.exists(self.path("s", "sub")))
+        self.assertEqual(run("reshard", src[0], "-o", self.path("o"), "--seed", "1").returncode, 2)
+        self.assertEqual(run("reshard", src[0], "-o", self.path("o"), "--shards", "2",
+                             "--shard-size", "1M").returncode, 2)
+        self.assertEqual(run("reshard", src[0], "-o", self.path("o"), "--shards", "0").returncode,
+                         2)
+        self.assertEqual(run("reshard", src[0], "-o", self.path("o"),
+                             "--compression", "lz4").returncode, 2)
+        self.assertFalse(os.path.exists(self.path("o")), "a usage error writes nothing")
+
+
+class RepairTest(Base):
+    def test_hostile_corpus_against_manifest(self):
+        h = self.hostile()
+        before = tree_digest(h)
+        out = self.path("out")
+        r = run("repair", h, "--output", out, "--json")
+        self.assertEqual(r.returncode, 1, r.stderr)  # something was dropped
+        self.assertEqual(tree_digest(h), before, "the input is never modified")
+        report = json.loads(r.stdout)
+        truth = manifest(os.path.join(h, "MANIFEST.txt"))
+        dropped = {(os.path.basename(d["path"]), d["record"]) for d in report["dropped"]}
+        for name, records in truth.items():
+            with self.subTest(shard=name):
+                got = tc.read_records(os.path.join(out, name))  # raises on any damage
+                want = [crc for _, ok, crc in records if ok]
+                self.assertEqual([format(tc.crc32c(p), "08x") for p in got], want)
+                for i, ok, _ in records:
+                    self.assertEqual((name, i) in dropped, not ok)
+        # Damage between records (stray bytes, a truncated tail) is listed too,
+        # with no record index; each dropped entry names offset and reason.
+        self.assertIn(("stray_bytes_03.tfrecord", None), dropped)
+        for d in report["dropped"]:
+            self.assertTrue(d["reason"])
+            self.assertIsInstance(d["offset"], int)
+        self.assertEqual(report["written"],
+                         sum(1 for rs in truth.values() for _, ok, _ in rs if ok) +
+                         500)  # the tiny-records shard, intact
+        self.assertFalse([f for f in os.listdir(out) if f.startswith(".")], "no temp file left")
+        # Files that are not shards are not copied.
+        self.assertFalse(os.path.exists(os.path.join(out, "not_a_tfrecord.tfrecord")))
+
+        # Text output: one line per drop naming shard, record and offset.
+        r = run("repair", os.path.join(h, "data_crc_mismatch.tfrecord"), "-o", self.path("o2"))
+        self.assertEqual(r.returncode, 1)
+        self.assertRegex(r.stdout, r"data_crc_mismatch\.tfrecord: record 2 at byte offset 106: "
+                                   r"data CRC mismatch.*: dropped\n")
+        self.assertIn("4 of 5 record(s) written, 1 dropped", r.stdout)
+        # Never replaces: a second run into the same directory writes nothing.
+        before_out = tree_digest(self.path("o2"))
+        r = run("repair", os.path.join(h, "data_crc_mismatch.tfrecord"), "-o", self.path("o2"))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("already exists", r.stderr)
+        self.assertEqual(tree_digest(self.path("o2")), before_out)
+
+    def test_intact_compressed_shards_keep_name_codec_and_payloads(self):
+        for codec in ("gzip", "zlib", "none"):
+            with self.subTest(codec=codec):
+                src = self.sample("s-" + codec, 60, 2, codec)
+                out = self.path("out-" + codec)
+                r = run("repair", self.path("s-" + codec), "-o", out)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertIn("60 of 60 record(s) written, 0 dropped", r.stdout)
+                for p in src:
+                    copy = os.path.join(out, os.path.basename(p))
+                    with open(copy, "rb") as f:
+                        self.assertEqual(tc.codec_of(f.read()), codec)
+                    self.assertEqual(tc.read_records(copy), tc.read_records(p))
+
+    def test_truncated_gzip_keeps_the_records_before_the_cut(self):
+        src = self.sample("s", 400, 1, "gzip")[0]
+        full = tc.read_records(src)
+        with open(src, "rb") as f:
+            raw = f.read()
+        cut = self.path("cut")
+        os.mkdir(cut)
+        with open(os.path.join(cut, "cut.tfrecord.gz"), "wb") as f:
+            f.write(raw[: len(raw) // 2])
+        r = run("repair", cut, "-o", self.path("out"), "--json")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        got = tc.read_records(self.path("out", "cut.tfrecord.gz"), "gzip")
+        self.assertGreater(len(got), 0)
+        self.assertLess(len(got), len(full))
+        self.assertEqual(got, full[: len(got)])
+        # The cut record, and the stream's end (with zlib's reason).
+        reasons = [d["reason"] for d in json.loads(r.stdout)["dropped"]]
+        self.assertTrue(any("truncated compressed stream" in x for x in reasons), reasons)
+
+    def test_sigint_leaves_no_partial_file_under_a_final_name(self):
+        for cmd in ("repair", "reshard"):
+            with self.subTest(cmd=cmd):
+                src = self.sample("s-" + cmd, 400, 3)
+                out = self.path("out-" + cmd)
+                env = dict(os.environ, TFRECORDFS_FAULT="pause_mid_output")
+                p = subprocess.Popen([BIN, cmd, "-q", self.path("s-" + cmd), "-o", out],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                                     text=True)
+                # The hook says "paused" once half of the first output is
+                # written under its temporary name; then Ctrl-C.
+                line = p.stderr.readline()
+                self.assertIn("paused", line)
+                temps = [f for f in os.listdir(out) if f.endswith(".tmp")]
+                self.assertEqual(len(temps), 1, os.listdir(out))
+                p.send_signal(signal.SIGINT)
+                _, err = p.communicate(timeout=120)
+                self.assertEqual(p.returncode, 130, err)
+                self.assertIn("interrupted", err)
+                # No temporary file left, nothing under a final name.
+                self.assertEqual(os.listdir(out), [])
+
+
+class ReshardTest(Base):
+    def reshard(self, src, out, *args, expect=0):
+        r = run("reshard", *src, "-o", out, "--json", *args)
+        self.assertEqual(r.returncode, expect, r.stderr)
+        return json.loads(r.stdout) if expect == 0 else r
+
+    def outputs(self, report):
+        return [s["path"] for s in report["shards"]]
+
+    def test_round_trips_in_order(self):
+        src = self.sample("s", 203, 3)
+        payloads = all_records(src)
+        self.assertEqual(len(payloads), 203)
+        # N -> 1
+        one = self.reshard([self.path("s")], self.path("one"), "--shards", "1")
+        self.assertEqual(self.outputs(one), [self.path("one", "data-00000-of-00001.tfrecord")])
+        self.assertEqual(all_records(self.outputs(one)), payloads)
+        # 1 -> N (7), GZIP, records split evenly with earlier shards taking the rest
+        seven = self.reshard([self.path("one")], self.path("seven"), "--shards", "7",
+                             "--compression", "gzip", "--prefix", "train")
+        names = [os.path.basename(p) for p in self.outputs(seven)]
+        self.assertEqual(names, [f"train-{i:05d}-of-00007.tfrecord.gz" for i in range(7)])
+        self.assertEqual([s["records"] for s in seven["shards"]], [29] * 7)
+        self.assertEqual(sorted(os.listdir(self.path("seven"))), names)
+        for p in self.outputs(seven):
+            with open(p, "rb") as f:
+                self.assertEqual(tc.codec_of(f.read()), "gzip")
+        self.assertEqual(all_records(self.outputs(seven)), payloads)
+        # N -> M (7 -> 4), the sources' codec kept by default
+        four = self.reshard([self.path("seven")], self.path("four"), "--shards", "4")
+        self.assertEqual([s["records"] for s in four["shards"]], [51, 51, 51, 50])
+        self.assertTrue(all(p.endswith(".tfrecord.gz") for p in self.outputs(four)))
+        self.assertEqual(all_records(self.outputs(four)), payloads)
+        # By size, to ZLIB: every shard within the size (or a single record).
+        sized = self.reshard([self.path("four")], self.path("sized"), "--shard-size", "8K",
+                             "--compression", "zlib")
+        self.assertGreater(len(sized["shards"]), 3)
+        for s in sized["shards"]:
+            self.assertTrue(s["bytes"] <= 8192 or s["records"] == 1)
+            self.assertTrue(s["path"].endswith(".tfrecord.zlib"))
+        self.assertEqual(all_records(self.outputs(sized)), payloads)
+        self.assertEqual(sized["records"], 203)
+        # Text output: records<TAB>path per shard and a total.
+        r = run("reshard", *src, "-o", self.path("text"), "--shards", "2")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"^102\t.*data-00000-of-00002\.tfrecord\n101\t.*\n203\ttotal")
+
+    def test_shuffle_is_a_seeded_permutation(self):
+        src = self.sample("s", 150, 3)
+        payloads = all_records(src)
+        a = self.reshard([self.path("s")], self.path("a"), "--shards", "3", "--shuffle",
+                         "--seed", "12345")
+        got = all_records(self.outputs(a))
+        self.assertEqual(sorted(got), sorted(payloads), "every payload exactly once")
+        self.assertNotEqual(got, payloads)
+        # Exactly the documented permutation of the source order.
+        self.assertEqual(got, [payloads[i] for i in shuffled_order(150, 12345)])
+        self.assertEqual(a["seed"], 12345)
+        # The same seed: the same bytes; whatever the buffer (batching).
+        b = self.reshard([self.path("s")], self.path("b"), "--shards", "3", "--shuffle",
+                         "--seed", "12345", "--buffer", "1K")
+        self.assertEqual([digest(p) for p in self.outputs(b)],
+                         [digest(p) for p in self.outputs(a)])
+        # Another seed: another order.
+        c = self.reshard([self.path("s")], self.path("c"), "--shards", "3", "--shuffle",
+                         "--seed", "12346")
+        other = all_records(self.outputs(c))
+        self.assertEqual(sorted(other), sorted(payloads))
+        self.assertNotEqual(other, got)
+        # No seed: a random one, reported, which reproduces the order.
+        d = self.reshard([self.path("s")], self.path("d"), "--shards", "1", "--shuffle")
+        e = self.reshard([self.path("s")], self.path("e"), "--shards", "1", "--shuffle",
+                         "--seed", str(d["seed"]))
+        self.assertEqual(digest(self.outputs(d)[0]), digest(self.outputs(e)[0]))
+        # Shuffling GZIP sources (random access through checkpoints).
+        gz = self.sample("gz", 150, 2, "gzip")
+        f = self.reshard([self.path("gz")], self.path("f"), "--shards", "2", "--shuffle",
+                         "--seed", "9", "--compression", "none")
+        self.assertEqual(all_records(self.outputs(f)),
+                         [all_records(gz)[i] for i in shuffled_order(150, 9)])
+
+    def test_damaged_records_stop_unless_skipped(self):
+        h = self.hostile()
+        srcs = [os.path.join(h, n) for n in ("data_crc_mismatch.tfrecord",
+                                             "length_crc_mismatch.tfrecord",
+                                             "stray_bytes_02.tfrecord", "names.tfrecord")]
+        truth = manifest(os.path.join(h, "MANIFEST.txt"))
+        r = self.reshard(srcs, self.path("strict"), "--shards", "2", expect=1)
+        self.assertIn("--skip-damaged", r.stderr)
+        self.assertRegex(r.stderr, r"byte offset \d+")
+        self.assertEqual(os.listdir(self.path("strict")), [], "nothing written")
+        r = run("reshard", *srcs, "-o", self.path("skip"), "--shards", "2", "--skip-damaged",
+                "--json")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        report = json.loads(r.stdout)
+        got = all_records(self.outputs(report))
+        want = [crc for s in srcs for _, ok, crc in truth[os.path.basename(s)] if ok]
+        self.assertEqual([format(tc.crc32c(p), "08x") for p in got], want)
+        skipped = {(os.path.basename(d["path"]), d["record"]) for d in report["skipped"]}
+        self.assertEqual(skipped, {("data_crc_mismatch.tfrecord", 2),
+                                   ("length_crc_mismatch.tfrecord", 2),
+                                   ("stray_bytes_02.tfrecord", None)})
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
