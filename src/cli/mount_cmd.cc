@@ -51,12 +51,15 @@ constexpr char kUsageOptions[] = R"(Usage: tfrecordfs [options] SOURCE... MOUNTP
        tfrecordfs schema [--all | --sample N] [--json] SOURCE...
        tfrecordfs show [--json] SHARD RECORD...
        tfrecordfs verify [--json] SOURCE...
+       tfrecordfs repair [--json] SOURCE... --output DIR
+       tfrecordfs reshard [--shards N | --shard-size SIZE] [--prefix NAME]
+                          [--compression C] [--shuffle [--seed S]] SOURCE... --output DIR
 
 Mounts TensorFlow TFRecord shards as directories: one directory per shard,
 one per record, one file per feature. SOURCE is a shard file or a directory
 (mirrored recursively; shards are recognised by content, other files are
-shown as they are). count, schema, show and verify read shards without a
-mount (`tfrecordfs COMMAND --help`).
+shown as they are). count, schema, show, verify, repair and reshard read
+shards without a mount (`tfrecordfs COMMAND --help`).
 
 Options:
   -f                 stay in the foreground (default: detach once the mount
