@@ -113,8 +113,8 @@ absl::Status PreadFull(int fd, void* buf, size_t n, uint64_t offset, absl::strin
   if (!got.ok()) return got.status();
   if (*got != n) {
     return absl::OutOfRangeError(absl::StrCat(path, ": unexpected end of file at byte offset ",
-                                              offset + *got, " (wanted ", n, " bytes at ",
-                                              offset, ")"));
+                                              offset + *got, " (wanted ", n, " bytes at ", offset,
+                                              ")"));
   }
   return absl::OkStatus();
 }

@@ -40,8 +40,8 @@ absl::StatusOr<uint64_t> UseFile(const std::string& path, absl::string_view head
   if (auto s = MakeDirs(Dirname(path), 0700); !s.ok()) return s;
   // Each mount appends to the same file: past `rotate_at` it is kept as
   // PATH.1 (replacing an older one) and a new one is begun.
-  if (struct stat old; rotate_at > 0 && ::stat(path.c_str(), &old) == 0 &&
-                       S_ISREG(old.st_mode) && static_cast<uint64_t>(old.st_size) >= rotate_at) {
+  if (struct stat old; rotate_at > 0 && ::stat(path.c_str(), &old) == 0 && S_ISREG(old.st_mode) &&
+                       static_cast<uint64_t>(old.st_size) >= rotate_at) {
     const std::string kept = path + ".1";
     if (::rename(path.c_str(), kept.c_str()) != 0) return ErrnoError(errno, kept);
   }
@@ -59,15 +59,15 @@ absl::StatusOr<uint64_t> UseFile(const std::string& path, absl::string_view head
 void Write(Level level, absl::string_view message) {
   if (static_cast<int>(level) < g_level.load()) return;
   static constexpr const char* kNames[] = {"debug", "info", "warning", "error"};
-  std::string line = absl::StrCat("tfrecordfs: ", kNames[static_cast<int>(level)], ": ", message,
-                                  "\n");
+  std::string line =
+      absl::StrCat("tfrecordfs: ", kNames[static_cast<int>(level)], ": ", message, "\n");
   ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
   (void)ignored;
   if (const int fd = g_file.load(); fd >= 0) {
     // One write(2) of a whole line to an O_APPEND file: lines of concurrent
     // threads never interleave.
-    const std::string stamped = absl::StrCat(Stamp(), kNames[static_cast<int>(level)], ": ",
-                                             message, "\n");
+    const std::string stamped =
+        absl::StrCat(Stamp(), kNames[static_cast<int>(level)], ": ", message, "\n");
     ignored = ::write(fd, stamped.data(), stamped.size());
   }
   if (g_syslog.load()) {

@@ -33,7 +33,6 @@
 namespace tfrecordfs::cli {
 namespace {
 
-
 constexpr char kIndexUsage[] = R"(Usage: tfrecordfs index [options] SOURCE...
 
 Walks the record headers of every shard in the SOURCEs (shard files, or
@@ -249,7 +248,8 @@ int IndexMain(int argc, char** argv) {
         continue;
       }
       if (!shard.index->problems().empty()) {
-        log::Error(shard.path, ": no DALI index: the shard is damaged (DALI would fail on it; "
+        log::Error(shard.path,
+                   ": no DALI index: the shard is damaged (DALI would fail on it; "
                    "see tfrecordfs verify)");
         dali_failed = true;
         continue;
@@ -265,7 +265,8 @@ int IndexMain(int argc, char** argv) {
       ++dali_written;
     }
     if (!dali_compressed.empty()) {
-      log::Warning(dali_compressed.size(), " GZIP/ZLIB shard(s) got no DALI index: DALI reads "
+      log::Warning(dali_compressed.size(),
+                   " GZIP/ZLIB shard(s) got no DALI index: DALI reads "
                    "the raw file bytes and cannot use an index of compressed records (",
                    dali_compressed.front(), dali_compressed.size() > 1 ? ", ..." : "", ")");
     }

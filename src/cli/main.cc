@@ -10,10 +10,10 @@ int main(int argc, char** argv) {
     int (*main)(int, char**);
   };
   static constexpr Command kCommands[] = {
-      {"pack", cli::PackMain},     {"unmount", cli::UnmountMain}, {"index", cli::IndexMain},
-      {"count", cli::CountMain},   {"schema", cli::SchemaMain},   {"show", cli::ShowMain},
-      {"verify", cli::VerifyMain}, {"status", cli::StatusMain},
-      {"repair", cli::RepairMain}, {"reshard", cli::ReshardMain},
+      {"pack", cli::PackMain},       {"unmount", cli::UnmountMain}, {"index", cli::IndexMain},
+      {"count", cli::CountMain},     {"schema", cli::SchemaMain},   {"show", cli::ShowMain},
+      {"verify", cli::VerifyMain},   {"status", cli::StatusMain},   {"repair", cli::RepairMain},
+      {"reshard", cli::ReshardMain},
   };
   if (argc >= 2) {
     for (const Command& c : kCommands) {

@@ -4,10 +4,9 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
-
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -100,13 +99,13 @@ struct CliOptions {
   repack::PackOptions pack;
   std::string index_dir;
   bool index_cache = true;
-  bool index_beside = true;  // -o nobeside
-  bool index_verify = false;  // -o index_verify
-  bool read_only = false;    // -o ro (the last of ro/rw wins)
-  bool always_open = false;  // -o open
-  uint64_t gz_span = source::kDefaultSpan;  // -o gz_span
+  bool index_beside = true;                            // -o nobeside
+  bool index_verify = false;                           // -o index_verify
+  bool read_only = false;                              // -o ro (the last of ro/rw wins)
+  bool always_open = false;                            // -o open
+  uint64_t gz_span = source::kDefaultSpan;             // -o gz_span
   index::WalkMode walk_mode = index::WalkMode::kAuto;  // -o walk
-  std::optional<source::Codec> compression;  // -o compression; unset: the sources'
+  std::optional<source::Codec> compression;            // -o compression; unset: the sources'
   std::string log_path;  // -o log (default: DefaultLogPath when detached)
 };
 
@@ -365,9 +364,11 @@ const MountOption* FindMountOption(absl::string_view name) {
 // forms (libfuse 3.14 rejects them), blksize= (the kernel takes it only for
 // fuseblk), max_read= (libfuse ends the session at INIT: our init() does
 // not set the same limit).
-constexpr absl::string_view kPassedFlags[] = {
-    "allow_other", "allow_root", "default_permissions", "auto_unmount", "atime", "noatime",
-    "dev", "nodev", "suid", "nosuid", "exec", "noexec", "sync", "async", "dirsync"};
+constexpr absl::string_view kPassedFlags[] = {"allow_other",  "allow_root", "default_permissions",
+                                              "auto_unmount", "atime",      "noatime",
+                                              "dev",          "nodev",      "suid",
+                                              "nosuid",       "exec",       "noexec",
+                                              "sync",         "async",      "dirsync"};
 
 // Passed-through `key=value` FUSE options, with the value's name in --help.
 // The SELinux contexts mount only where SELinux is enabled.
@@ -381,8 +382,8 @@ constexpr PassedKey kPassedKeys[] = {{"fsname", "NAME"},        {"subtype", "NAM
 
 // Words of fstab and mount(8) (mount.fuse3 hands some of them on) that mean
 // nothing to the filesystem; and prefixes of such words.
-constexpr absl::string_view kIgnoredWords[] = {"defaults", "auto", "noauto", "user", "nouser",
-                                               "users", "owner", "group", "_netdev", "nofail"};
+constexpr absl::string_view kIgnoredWords[] = {"defaults", "auto",  "noauto", "user",    "nouser",
+                                               "users",    "owner", "group",  "_netdev", "nofail"};
 constexpr absl::string_view kIgnoredPrefixes[] = {"x-", "comment="};
 
 bool IsIgnoredMountWord(absl::string_view opt) {
@@ -621,9 +622,9 @@ int MountMain(int argc, char** argv) {
   uint64_t log_start = 0;
   if (!cli.session.foreground || !cli.log_path.empty()) {
     if (cli.log_path.empty()) cli.log_path = DefaultLogPath(mnt_real);
-    auto start = log::UseFile(
-        cli.log_path, absl::StrCat("mount of ", absl::StrJoin(cli.vfs.sources, " "), " on ",
-                                   mnt_real, " (pid ", ::getpid(), ")"));
+    auto start =
+        log::UseFile(cli.log_path, absl::StrCat("mount of ", absl::StrJoin(cli.vfs.sources, " "),
+                                                " on ", mnt_real, " (pid ", ::getpid(), ")"));
     if (start.ok()) {
       log_start = *start;
     } else {
@@ -696,9 +697,7 @@ int MountMain(int argc, char** argv) {
                                  .durable = false,
                                  .span = cli.gz_span,
                                  .walk_mode = cli.walk_mode});
-  cli.vfs.on_index_mismatch = [&index_store](const std::string& path) {
-    index_store.Drop(path);
-  };
+  cli.vfs.on_index_mismatch = [&index_store](const std::string& path) { index_store.Drop(path); };
   cli.vfs.index_store = &index_store;
   auto fs = vfs::Filesystem::Create(cli.vfs);
   if (!fs.ok()) {

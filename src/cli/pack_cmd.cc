@@ -16,7 +16,6 @@
 namespace tfrecordfs::cli {
 namespace {
 
-
 constexpr char kPackUsage[] =
     R"(Usage: tfrecordfs pack [--shard-size SIZE] [--prefix NAME] [--compression C] DIR OUTPUT_DIR
 

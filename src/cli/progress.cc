@@ -94,8 +94,8 @@ void ProgressBar::Draw() {
     const int left = static_cast<int>(secs / frac - secs + 0.5);
     eta = absl::StrFormat("%d:%02d", left / 60, left % 60);
   }
-  std::fprintf(stderr, "\r\033[K[%s] %llu shards  %s records  %s/%s  %s rec/s  ETA %s",
-               bar.c_str(), static_cast<unsigned long long>(shards_.load()),
+  std::fprintf(stderr, "\r\033[K[%s] %llu shards  %s records  %s/%s  %s rec/s  ETA %s", bar.c_str(),
+               static_cast<unsigned long long>(shards_.load()),
                HumanCount(static_cast<double>(records)).c_str(),
                HumanBytes(static_cast<double>(bytes)).c_str(),
                HumanBytes(static_cast<double>(total_bytes_)).c_str(),

@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <cctype>
-#include <climits>
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 
 #include "absl/strings/match.h"
@@ -205,8 +205,8 @@ absl::StatusOr<std::vector<MountinfoEntry>> ReadMountinfo() {
     size_t dash = 6;
     while (dash < f.size() && f[dash] != "-") ++dash;
     if (f.size() < 5 || dash + 2 >= f.size()) continue;
-    out.push_back({UnescapeMountinfo(f[4]), std::string(f[dash + 1]),
-                   UnescapeMountinfo(f[dash + 2])});
+    out.push_back(
+        {UnescapeMountinfo(f[4]), std::string(f[dash + 1]), UnescapeMountinfo(f[dash + 2])});
   }
   return out;
 }

@@ -84,8 +84,15 @@ void WriteStatsJson(JsonWriter* w, const inspect::FeatureStats& s) {
   } else {
     w->Key("min_count").Null().Key("max_count").Null();
   }
-  w->Key("kinds").BeginObject().Key("int64").Uint(s.int64_records).Key("float").Uint(
-      s.float_records).Key("bytes").Uint(s.bytes_records).EndObject();
+  w->Key("kinds")
+      .BeginObject()
+      .Key("int64")
+      .Uint(s.int64_records)
+      .Key("float")
+      .Uint(s.float_records)
+      .Key("bytes")
+      .Uint(s.bytes_records)
+      .EndObject();
   if (s.min_int64) w->Key("min_value").Int(*s.min_int64).Key("max_value").Int(*s.max_int64);
   if (s.min_float) {
     w->Key("min_value");
@@ -95,8 +102,14 @@ void WriteStatsJson(JsonWriter* w, const inspect::FeatureStats& s) {
   }
   if (s.nan_values > 0) w->Key("nan_values").Uint(s.nan_values);
   if (s.bytes_values > 0) {
-    w->Key("bytes_values").Uint(s.bytes_values).Key("text_values").Uint(s.text_values)
-        .Key("min_bytes").Uint(s.min_bytes).Key("max_bytes").Uint(s.max_bytes);
+    w->Key("bytes_values")
+        .Uint(s.bytes_values)
+        .Key("text_values")
+        .Uint(s.text_values)
+        .Key("min_bytes")
+        .Uint(s.min_bytes)
+        .Key("max_bytes")
+        .Uint(s.max_bytes);
     w->Key("sniffed").BeginObject();
     for (const auto& [ext, n] : s.sniffed) w->Key(ext).Uint(n);
     w->EndObject();
@@ -153,7 +166,7 @@ int SchemaMain(int argc, char** argv) {
     std::string flag, value;
     if (!TakeValue(argc, argv, i, &flag, &value) || flag != "--sample") {
       return UsageError("schema", flag != "--sample" ? "unknown option " + arg
-                                                    : "--sample needs a number of records");
+                                                     : "--sample needs a number of records");
     }
     if (!absl::SimpleAtoi(value, &sample) || sample == 0) {
       return UsageError("schema", "--sample needs a positive number of records");
@@ -225,14 +238,22 @@ int SchemaMain(int argc, char** argv) {
   if (json) {
     JsonWriter w;
     w.BeginObject()
-        .Key("records_scanned").Uint(schema.records())
-        .Key("records_total").Uint(total)
-        .Key("shards").Uint(scanned->shards.size())
-        .Key("unreadable").Uint(unreadable)
-        .Key("payloads").BeginObject()
-        .Key("example").Uint(schema.examples())
-        .Key("sequence_example").Uint(schema.sequence_examples())
-        .Key("other").Uint(schema.others())
+        .Key("records_scanned")
+        .Uint(schema.records())
+        .Key("records_total")
+        .Uint(total)
+        .Key("shards")
+        .Uint(scanned->shards.size())
+        .Key("unreadable")
+        .Uint(unreadable)
+        .Key("payloads")
+        .BeginObject()
+        .Key("example")
+        .Uint(schema.examples())
+        .Key("sequence_example")
+        .Uint(schema.sequence_examples())
+        .Key("other")
+        .Uint(schema.others())
         .EndObject();
     w.Key("features").BeginArray();
     for (const auto& [name, s] : schema.features()) {
@@ -242,18 +263,24 @@ int SchemaMain(int argc, char** argv) {
     }
     w.EndArray().Key("feature_lists").BeginArray();
     for (const auto& [name, l] : schema.lists()) {
-      w.BeginObject().Key("name").String(name).Key("records").Uint(l.present)
-          .Key("min_steps").Uint(l.min_steps).Key("max_steps").Uint(l.max_steps);
+      w.BeginObject()
+          .Key("name")
+          .String(name)
+          .Key("records")
+          .Uint(l.present)
+          .Key("min_steps")
+          .Uint(l.min_steps)
+          .Key("max_steps")
+          .Uint(l.max_steps);
       WriteStatsJson(&w, l.steps);  // present/min_count/max_count: per step
       w.EndObject();
     }
     w.EndArray().EndObject();
     out = w.str();
   } else {
-    absl::StrAppend(&out, schema.records(), " of ", total, " record(s) in ",
-                    scanned->shards.size(), " shard(s) read",
-                    schema.records() + unreadable == total ? "" : " (a sample)", ": ",
-                    schema.examples(), " Example(s), ", schema.sequence_examples(),
+    absl::StrAppend(&out, schema.records(), " of ", total, " record(s) in ", scanned->shards.size(),
+                    " shard(s) read", schema.records() + unreadable == total ? "" : " (a sample)",
+                    ": ", schema.examples(), " Example(s), ", schema.sequence_examples(),
                     " SequenceExample(s), ", schema.others(), " other payload(s)");
     if (unreadable > 0) absl::StrAppend(&out, "; ", unreadable, " unreadable");
     absl::StrAppend(&out, "\n");

@@ -83,10 +83,17 @@ std::string ValuesText(const example::Feature& f, const Style& style) {
   const size_t shown = style.shorten ? std::min(n, kTerminalValues) : n;
   for (size_t i = 0; i < shown; ++i) {
     switch (f.kind) {
-      case example::Kind::kInt64: values.push_back(absl::StrCat(f.int64s[i])); break;
-      case example::Kind::kFloat: values.push_back(FormatFloat(f.floats[i])); break;
-      case example::Kind::kBytes: values.push_back(BytesText(f.bytes[i], style)); break;
-      case example::Kind::kNone: break;
+      case example::Kind::kInt64:
+        values.push_back(absl::StrCat(f.int64s[i]));
+        break;
+      case example::Kind::kFloat:
+        values.push_back(FormatFloat(f.floats[i]));
+        break;
+      case example::Kind::kBytes:
+        values.push_back(BytesText(f.bytes[i], style));
+        break;
+      case example::Kind::kNone:
+        break;
     }
   }
   std::string out = absl::StrJoin(values, " ");
@@ -132,7 +139,8 @@ void WriteValuesJson(JsonWriter* w, const example::Feature& f) {
     case example::Kind::kBytes:
       for (absl::string_view v : f.bytes) WriteBytesJson(w, v);
       break;
-    case example::Kind::kNone: break;
+    case example::Kind::kNone:
+      break;
   }
   w->EndArray();
 }
@@ -162,7 +170,7 @@ int ShowMain(int argc, char** argv) {
     uint64_t r = 0;
     if (!absl::SimpleAtoi(positional[k], &r) || positional[k][0] == '+') {
       return UsageError("show", absl::StrCat("RECORD must be a record index (0, 1, ...), not '",
-                                            positional[k], "'"));
+                                             positional[k], "'"));
     }
     wanted.push_back(r);
   }
@@ -204,8 +212,14 @@ int ShowMain(int argc, char** argv) {
     if (decoded.kind == example::PayloadKind::kExample) {
       const example::FeatureTable* ex = &decoded.example;
       if (json) {
-        w.BeginObject().Key("record").Uint(r).Key("offset").Uint(idx.begin(r))
-            .Key("kind").String("Example").Key("features");
+        w.BeginObject()
+            .Key("record")
+            .Uint(r)
+            .Key("offset")
+            .Uint(idx.begin(r))
+            .Key("kind")
+            .String("Example")
+            .Key("features");
         WriteTableJson(&w, *ex);
         w.EndObject();
       } else {
@@ -216,8 +230,14 @@ int ShowMain(int argc, char** argv) {
     } else if (decoded.kind == example::PayloadKind::kSequenceExample) {
       const example::SequenceTable* seq = &decoded.sequence;
       if (json) {
-        w.BeginObject().Key("record").Uint(r).Key("offset").Uint(idx.begin(r))
-            .Key("kind").String("SequenceExample").Key("context");
+        w.BeginObject()
+            .Key("record")
+            .Uint(r)
+            .Key("offset")
+            .Uint(idx.begin(r))
+            .Key("kind")
+            .String("SequenceExample")
+            .Key("context");
         WriteTableJson(&w, seq->context);
         w.Key("feature_lists").BeginObject();
         for (const example::FeatureList& l : seq->lists) {
@@ -249,8 +269,15 @@ int ShowMain(int argc, char** argv) {
       }
     } else {
       if (json) {
-        w.BeginObject().Key("record").Uint(r).Key("offset").Uint(idx.begin(r))
-            .Key("kind").String("other").Key("reason").String(decoded.raw_reason)
+        w.BeginObject()
+            .Key("record")
+            .Uint(r)
+            .Key("offset")
+            .Uint(idx.begin(r))
+            .Key("kind")
+            .String("other")
+            .Key("reason")
+            .String(decoded.raw_reason)
             .Key("raw");
         WriteBytesJson(&w, payload);
         w.EndObject();

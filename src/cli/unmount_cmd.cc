@@ -65,8 +65,8 @@ void PointAtLog(const MountRecord& record) {
   if (record.log.empty()) return;
   const LogProblems p = ScanLog(record.log, record.log_start);
   if (p.errors == 0 && p.warnings == 0) return;
-  std::cerr << "tfrecordfs unmount: the mount logged " << p.errors << " error(s) and "
-            << p.warnings << " warning(s); see " << record.log << "\n";
+  std::cerr << "tfrecordfs unmount: the mount logged " << p.errors << " error(s) and " << p.warnings
+            << " warning(s); see " << record.log << "\n";
   for (const std::string& line : p.first) std::cerr << "  " << line << "\n";
   if (p.errors + p.warnings > p.first.size()) std::cerr << "  ...\n";
 }
@@ -112,8 +112,8 @@ int UnmountMain(int argc, char** argv) {
   auto record = AwaitMountRecord(real);
   if (!record.ok()) {
     std::cerr << "tfrecordfs unmount: " << real
-              << " is not a tfrecordfs mount of this user (no record in "
-              << RegistryPath(real) << ")\n";
+              << " is not a tfrecordfs mount of this user (no record in " << RegistryPath(real)
+              << ")\n";
     return kExitFailed;
   }
   if (record->read_only) {

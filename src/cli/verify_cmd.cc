@@ -58,8 +58,7 @@ std::string Where(const inspect::Damage& d, bool compressed) {
                                                    : absl::StrCat("record ", d.record);
   absl::StrAppend(&out, " at ", compressed ? "uncompressed " : "", "byte offset ", d.offset);
   if (d.checkpoint_offset) {
-    absl::StrAppend(&out, " (compressed: after the checkpoint at byte ", *d.checkpoint_offset,
-                    ")");
+    absl::StrAppend(&out, " (compressed: after the checkpoint at byte ", *d.checkpoint_offset, ")");
   }
   return out;
 }
@@ -97,9 +96,8 @@ int VerifyMain(int argc, char** argv) {
     if (!src.ok()) {
       r.status = src.status();
     } else {
-      auto report = inspect::VerifyShard(*s.index, **src, [&](uint64_t n, uint64_t bytes) {
-        progress.Add(0, n, bytes);
-      });
+      auto report = inspect::VerifyShard(
+          *s.index, **src, [&](uint64_t n, uint64_t bytes) { progress.Add(0, n, bytes); });
       if (report.ok()) {
         r.report = std::move(*report);
       } else {
@@ -158,16 +156,26 @@ int VerifyMain(int argc, char** argv) {
     w.EndArray().Key("unreadable").BeginArray();
     for (const Result& r : results) {
       if (!r.status.ok()) {
-        w.BeginObject().Key("path").String(r.shard->path).Key("reason").String(
-            r.status.message()).EndObject();
+        w.BeginObject()
+            .Key("path")
+            .String(r.shard->path)
+            .Key("reason")
+            .String(r.status.message())
+            .EndObject();
       }
     }
     w.EndArray().Key("non_example_shards").BeginArray();
     for (const Result& r : results) {
       if (r.status.ok() && r.report.others > 0 &&
           r.report.examples + r.report.sequence_examples == 0) {
-        w.BeginObject().Key("path").String(r.shard->path).Key("records").Uint(r.report.others)
-            .Key("reason").String(r.report.first_other_reason).EndObject();
+        w.BeginObject()
+            .Key("path")
+            .String(r.shard->path)
+            .Key("records")
+            .Uint(r.report.others)
+            .Key("reason")
+            .String(r.report.first_other_reason)
+            .EndObject();
       }
     }
     w.EndArray().EndObject();
@@ -181,8 +189,7 @@ int VerifyMain(int argc, char** argv) {
       }
       const bool compressed = r.shard->codec != source::Codec::kNone;
       for (const inspect::Damage& d : r.report.damage) {
-        absl::StrAppend(&out, path, ": ", Where(d, compressed), ": ", EscapeForLog(d.reason),
-                        "\n");
+        absl::StrAppend(&out, path, ": ", Where(d, compressed), ": ", EscapeForLog(d.reason), "\n");
       }
       if (r.report.others > 0 && r.report.examples + r.report.sequence_examples == 0) {
         absl::StrAppend(&out, path, ": ", r.report.others,

@@ -4,9 +4,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "tfrecordfs/example/example.h"
-#include "tfrecordfs/base/utf8.h"
 #include "decode_internal.h"
+#include "tfrecordfs/base/utf8.h"
+#include "tfrecordfs/example/example.h"
 
 namespace tfrecordfs::example {
 
@@ -203,16 +203,16 @@ absl::StatusOr<FeatureTable> DecodeExample(absl::string_view payload) {
   // produces features that are all kindless under names with control bytes,
   // so such a payload is shown raw rather than as an empty record.
   const bool all_kindless =
-      !by_name.empty() && std::all_of(by_name.begin(), by_name.end(), [](const auto& kv) {
-        return kv.second.kind == Kind::kNone;
-      });
+      !by_name.empty() && std::all_of(by_name.begin(), by_name.end(),
+                                      [](const auto& kv) { return kv.second.kind == Kind::kNone; });
   if (all_kindless && std::any_of(by_name.begin(), by_name.end(), [](const auto& kv) {
         return std::any_of(kv.first.begin(), kv.first.end(), [](char ch) {
           return static_cast<unsigned char>(ch) < 0x20 && ch != '\t';
         });
       })) {
-    return c.Error("only kindless features, named with control bytes (another message, such as "
-                   "an ExampleListWithContext, that happens to parse)");
+    return c.Error(
+        "only kindless features, named with control bytes (another message, such as "
+        "an ExampleListWithContext, that happens to parse)");
   }
   FeatureTable table;
   table.features.reserve(by_name.size());

@@ -85,9 +85,8 @@ absl::Status DecodeFeatureLists(absl::string_view data, size_t base, ListMap* li
 bool LooksLikeAnotherMessage(const std::map<std::string, Feature, std::less<>>& by_name) {
   // The same guard as DecodeExample's (see there).
   const bool all_kindless =
-      !by_name.empty() && std::all_of(by_name.begin(), by_name.end(), [](const auto& kv) {
-        return kv.second.kind == Kind::kNone;
-      });
+      !by_name.empty() && std::all_of(by_name.begin(), by_name.end(),
+                                      [](const auto& kv) { return kv.second.kind == Kind::kNone; });
   return all_kindless && std::any_of(by_name.begin(), by_name.end(), [](const auto& kv) {
            return std::any_of(kv.first.begin(), kv.first.end(), [](char ch) {
              return static_cast<unsigned char>(ch) < 0x20 && ch != '\t';

@@ -123,34 +123,34 @@ DirReply DoReadDir(const Ops& ops, fuse_ino_t ino, size_t size, off_t offset, bo
     add(r.buf.data() + used, need);
     return true;
   };
-  absl::Status s = ops.fs->ReadDir(
-      ino, fh, static_cast<uint64_t>(offset),
-      [&](absl::string_view name, const vfs::Attr& a, uint64_t next) {
-        const std::string n(name);
-        const off_t off = static_cast<off_t>(next);
-        if (plus) {
-          fuse_entry_param e{};
-          e.ino = a.ino;
-          e.generation = 1;
-          FillStat(a, &e.attr);
-          e.attr_timeout = ops.options.attr_timeout;
-          e.entry_timeout = ops.options.entry_timeout;
-          if (name == "." || name == ".." || InStaging(a.ino)) {
-            // A zero ino makes the kernel skip this entry's lookup: it keeps
-            // no reference we would have to count (staging nodes are
-            // reference-counted; "." and ".." are never looked up).
-            e.ino = 0;
-          }
-          return append([&](char* buf, size_t room) {
-            return fuse_add_direntry_plus(nullptr, buf, room, n.c_str(), &e, off);
-          });
-        }
-        struct stat st;
-        FillStat(a, &st);
-        return append([&](char* buf, size_t room) {
-          return fuse_add_direntry(nullptr, buf, room, n.c_str(), &st, off);
-        });
-      });
+  absl::Status s =
+      ops.fs->ReadDir(ino, fh, static_cast<uint64_t>(offset),
+                      [&](absl::string_view name, const vfs::Attr& a, uint64_t next) {
+                        const std::string n(name);
+                        const off_t off = static_cast<off_t>(next);
+                        if (plus) {
+                          fuse_entry_param e{};
+                          e.ino = a.ino;
+                          e.generation = 1;
+                          FillStat(a, &e.attr);
+                          e.attr_timeout = ops.options.attr_timeout;
+                          e.entry_timeout = ops.options.entry_timeout;
+                          if (name == "." || name == ".." || InStaging(a.ino)) {
+                            // A zero ino makes the kernel skip this entry's lookup: it keeps
+                            // no reference we would have to count (staging nodes are
+                            // reference-counted; "." and ".." are never looked up).
+                            e.ino = 0;
+                          }
+                          return append([&](char* buf, size_t room) {
+                            return fuse_add_direntry_plus(nullptr, buf, room, n.c_str(), &e, off);
+                          });
+                        }
+                        struct stat st;
+                        FillStat(a, &st);
+                        return append([&](char* buf, size_t room) {
+                          return fuse_add_direntry(nullptr, buf, room, n.c_str(), &st, off);
+                        });
+                      });
   if (!s.ok()) {
     r.err = ToErrno(s);
     r.buf.clear();
@@ -489,8 +489,7 @@ void ReplyDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus,
   }
 }
 
-void LlReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-               struct fuse_file_info* fi) {
+void LlReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info* fi) {
   ReplyDir(req, ino, size, off, false, fi->fh);
 }
 

@@ -76,8 +76,8 @@ absl::Status RunSession(vfs::Filesystem* fs, const SessionOptions& options) {
   struct fuse_session* se = fuse_session_new(&args, &ll, sizeof(ll), &ops);
   fuse_opt_free_args(&args);
   if (se == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("libfuse rejected the mount options: ", absl::StrJoin(options.fuse_options, ",")));
+    return absl::InvalidArgumentError(absl::StrCat("libfuse rejected the mount options: ",
+                                                   absl::StrJoin(options.fuse_options, ",")));
   }
   if (fuse_set_signal_handlers(se) != 0) {
     fuse_session_destroy(se);

@@ -1,13 +1,12 @@
 // sample and synthetic: image-like datasets (commands.h).
 
 // jpeglib.h uses size_t and FILE without including their headers.
-#include <cstddef>
-#include <cstdio>
-
 #include <jpeglib.h>
 
 #include <array>
 #include <cmath>
+#include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>

@@ -76,8 +76,9 @@ absl::Status CheckWalkInvariants(const record::WalkResult& walk) {
     }
   }
   if (o.back() != walk.file_size && !problem_at(o.back())) {
-    return Bad(absl::StrCat("the records end at byte offset ", o.back(), ", not at the shard's end (",
-                            walk.file_size, "), and no damage was recorded there"));
+    return Bad(absl::StrCat("the records end at byte offset ", o.back(),
+                            ", not at the shard's end (", walk.file_size,
+                            "), and no damage was recorded there"));
   }
   return absl::OkStatus();
 }
@@ -182,8 +183,8 @@ absl::StatusOr<SizeRange> IndexFileSizeRange(absl::string_view header, uint64_t 
   const bool plain = (DecodeFixed32(h + kFlagsAt) & kCodecMask) == 0;
   // A usable index describes the shard as it is or a prefix of it (grown).
   if (file_size > max_shard_size) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "stale (size changed from ", file_size, " to ", max_shard_size, " bytes)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("stale (size changed from ", file_size, " to ", max_shard_size, " bytes)"));
   }
   // Deflate expands at most 1032:1; a GZIP member takes at least 18 bytes.
   if (plain ? data_size != file_size : data_size / 1032 > file_size + 1) {

@@ -108,9 +108,9 @@ absl::StatusOr<std::string> ReadIndexMain(const std::string& path, uint64_t shar
   if (!range.ok()) return range.status();
   if (*main_size < range->min || *main_size > range->max ||
       *file_size != *main_size + range->windows) {
-    return absl::DataLossError(absl::StrCat(
-        "not a valid index file: ", *file_size, " bytes, but its header implies ",
-        range->min + range->windows, " to ", range->max + range->windows));
+    return absl::DataLossError(
+        absl::StrCat("not a valid index file: ", *file_size, " bytes, but its header implies ",
+                     range->min + range->windows, " to ", range->max + range->windows));
   }
   if (*main_size <= first.size()) {
     first.resize(static_cast<size_t>(*main_size));
@@ -196,8 +196,8 @@ Check CheckStored(const IndexFile& f, int fd, const std::string& shard_path,
   const bool grown = codec == source::Codec::kNone && f.file_size < size &&
                      f.walk.problems.empty() && f.walk.offsets.back() == f.file_size;
   if (!same && !grown) {
-    c.why = f.file_size != size    ? absl::StrCat("size changed from ", f.file_size, " to ", size,
-                                                  " bytes")
+    c.why = f.file_size != size
+                ? absl::StrCat("size changed from ", f.file_size, " to ", size, " bytes")
             : f.mtime_ns != MtimeNs(st) ? "mtime changed"
                                         : "another file (inode or ctime changed)";
     return c;
@@ -373,9 +373,10 @@ absl::StatusOr<std::shared_ptr<const ShardIndex>> IndexStore::Load(int fd, const
   };
   std::vector<Candidate> candidates;
   if (!options_.shared_dir.empty()) candidates.push_back({SharedPath(mount_path), true});
-  if (options_.beside || options_.write_beside) candidates.push_back({BesidePath(path), true, true});
+  if (options_.beside || options_.write_beside)
+    candidates.push_back({BesidePath(path), true, true});
   if (use_cache) candidates.push_back({CachePath(real_path), false});
-  const std::string target = options_.write_shared  ? SharedPath(mount_path)
+  const std::string target = options_.write_shared   ? SharedPath(mount_path)
                              : options_.write_beside ? BesidePath(path)
                              : use_cache             ? CachePath(real_path)
                                                      : "";
@@ -527,15 +528,16 @@ StoreStats IndexStore::stats() const {
 
 std::string IndexStore::Summary() const {
   const StoreStats s = stats();
-  std::string out = absl::StrCat(s.from_shared + s.from_cache + s.grown + s.walked,
-                                 " shard index(es): ");
+  std::string out =
+      absl::StrCat(s.from_shared + s.from_cache + s.grown + s.walked, " shard index(es): ");
   std::vector<std::string> parts;
   if (s.from_shared > s.from_beside) {
-    parts.push_back(absl::StrCat(s.from_shared - s.from_beside, " from index_dir ",
-                                 options_.shared_dir));
+    parts.push_back(
+        absl::StrCat(s.from_shared - s.from_beside, " from index_dir ", options_.shared_dir));
   }
   if (s.from_beside) parts.push_back(absl::StrCat(s.from_beside, " from beside the shards"));
-  if (s.from_cache) parts.push_back(absl::StrCat(s.from_cache, " from the cache ", options_.cache_dir));
+  if (s.from_cache)
+    parts.push_back(absl::StrCat(s.from_cache, " from the cache ", options_.cache_dir));
   if (s.grown) parts.push_back(absl::StrCat(s.grown, " grown (tail walked)"));
   if (s.walked) parts.push_back(absl::StrCat(s.walked, " walked"));
   if (parts.empty()) parts.push_back("none");

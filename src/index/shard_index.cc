@@ -85,8 +85,8 @@ absl::StatusOr<Probe> ProbeFile(int fd, absl::string_view path, uint64_t size,
   if (detected != source::Codec::kNone) {
     auto prefix = source::InflatePrefix(fd, path, size, detected, record::kHeaderSize);
     if (!prefix.ok()) return prefix.status();
-    const bool header = prefix->size() == record::kHeaderSize &&
-                        record::ParseHeader(prefix->data()).ok();
+    const bool header =
+        prefix->size() == record::kHeaderSize && record::ParseHeader(prefix->data()).ok();
     // An empty stream: an empty shard if named like one (TensorFlow writes
     // those for empty splits), else some other compressed file.
     bool empty = false;
@@ -182,7 +182,8 @@ absl::StatusOr<std::shared_ptr<const ShardIndex>> BuildShardIndex(int fd, const 
   if (!walked.ok()) return walked.status();
   const int64_t mtime_ns = MtimeNs(st);
   return std::make_shared<const ShardIndex>(path, static_cast<uint64_t>(st.st_size), mtime_ns,
-                                            std::move(walked->walk), std::move(walked->checkpoints));
+                                            std::move(walked->walk),
+                                            std::move(walked->checkpoints));
 }
 
 }  // namespace tfrecordfs::index

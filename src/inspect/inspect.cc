@@ -277,8 +277,12 @@ absl::StatusOr<ShardReport> VerifyShard(const index::ShardIndex& idx,
     }
     example::DecodedRecord decoded = example::DecodeRecord(*data);
     switch (decoded.kind) {
-      case example::PayloadKind::kExample: ++report.examples; break;
-      case example::PayloadKind::kSequenceExample: ++report.sequence_examples; break;
+      case example::PayloadKind::kExample:
+        ++report.examples;
+        break;
+      case example::PayloadKind::kSequenceExample:
+        ++report.sequence_examples;
+        break;
       case example::PayloadKind::kRaw: {
         std::string why = std::move(decoded.raw_reason);
         ++report.others;

@@ -220,8 +220,8 @@ absl::string_view SniffExtension(absl::string_view b) {
   if (starts("PK\x03\x04"sv)) return ".zip";
   if (starts("\x93NUMPY"sv)) return ".npy";
   absl::string_view t = absl::StripAsciiWhitespace(b);
-  if (t.size() >= 2 && ((t.front() == '{' && t.back() == '}') ||
-                        (t.front() == '[' && t.back() == ']')) &&
+  if (t.size() >= 2 &&
+      ((t.front() == '{' && t.back() == '}') || (t.front() == '[' && t.back() == ']')) &&
       IsValidUtf8(t)) {
     return ".json";
   }

@@ -45,8 +45,10 @@ std::vector<std::string> Chunk(absl::string_view s) {
   while (s.size() > kChunkBytes) {
     size_t cut = kChunkBytes;
     // Do not split "%XX": back up if a '%' sits in the last two bytes.
-    if (s[cut - 1] == '%') cut -= 1;
-    else if (s[cut - 2] == '%') cut -= 2;
+    if (s[cut - 1] == '%')
+      cut -= 1;
+    else if (s[cut - 2] == '%')
+      cut -= 2;
     // Do not split a UTF-8 sequence (continuation bytes are 10xxxxxx).
     while (cut > 1 && (static_cast<unsigned char>(s[cut]) & 0xc0) == 0x80) --cut;
     chunks.emplace_back(s.substr(0, cut));
@@ -199,8 +201,7 @@ std::string Unescape(absl::string_view s) {
       ++i;
       continue;
     }
-    if (s[i] == '%' && i + 2 < s.size() && HexValue(s[i + 1]) >= 0 &&
-        HexValue(s[i + 2]) >= 0) {
+    if (s[i] == '%' && i + 2 < s.size() && HexValue(s[i + 1]) >= 0 && HexValue(s[i + 2]) >= 0) {
       out.push_back(static_cast<char>(HexValue(s[i + 1]) * 16 + HexValue(s[i + 2])));
       i += 2;
       continue;
@@ -283,7 +284,8 @@ Node ListDirNode(const std::vector<absl::string_view>& values, absl::string_view
     absl::string_view v = values[i];
     std::string ext;
     Node item = BytesValueNode(v, payload, &ext);
-    if (ext == ".bin" && IsValidUtf8(v)) ext = std::string(kTextExtension);  // exact bytes either way
+    if (ext == ".bin" && IsValidUtf8(v))
+      ext = std::string(kTextExtension);  // exact bytes either way
     n.children.emplace(absl::StrCat(i, ext), std::move(item));
   }
   return n;
@@ -806,7 +808,8 @@ bool IsIgnoredName(absl::string_view name) {
 
 LeafName ParseLeafName(absl::string_view file_name) {
   const size_t dot = file_name.rfind('.');
-  if (dot == absl::string_view::npos || dot == 0) return {std::string(file_name), FileRole::kNumeric};
+  if (dot == absl::string_view::npos || dot == 0)
+    return {std::string(file_name), FileRole::kNumeric};
   absl::string_view ext = file_name.substr(dot);
   return {std::string(file_name.substr(0, dot)),
           ext == kTextExtension ? FileRole::kText : FileRole::kSingleBytes};

@@ -1,12 +1,12 @@
 #include "tfrecordfs/record/reader.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
-
-#include <sys/stat.h>
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
@@ -31,8 +31,7 @@ absl::StatusOr<uint64_t> ParseHeader(const char* header12) {
 bool IsPlausibleHeader(const char* header12, uint64_t offset, uint64_t file_size) {
   if (offset > file_size || file_size - offset < kFramingOverhead) return false;
   // Called at every byte offset while resynchronising: build no Status here.
-  if (DecodeFixed32(header12 + kLengthSize) !=
-      crc32c::Mask(crc32c::Value(header12, kLengthSize))) {
+  if (DecodeFixed32(header12 + kLengthSize) != crc32c::Mask(crc32c::Value(header12, kLengthSize))) {
     return false;
   }
   return DecodeFixed64(header12) <= file_size - offset - kFramingOverhead;
@@ -80,8 +79,8 @@ class Window {
     size_ = *got;
     start_ = start;
     if (*got < lead + n) {
-      return absl::DataLossError(absl::StrCat(src_.path(), ": file shrank while indexing (offset ",
-                                              offset, ")"));
+      return absl::DataLossError(
+          absl::StrCat(src_.path(), ": file shrank while indexing (offset ", offset, ")"));
     }
     return buf_.get() + lead;
   }
@@ -101,8 +100,8 @@ constexpr size_t kWindow = 64 * 1024;
 constexpr size_t kScanChunk = 1 << 20;
 
 // Finds the first offset >= lo whose 12 bytes form a plausible header.
-absl::StatusOr<std::optional<uint64_t>> ScanForHeader(const source::ShardSource& src,
-                                                      uint64_t lo, uint64_t file_size) {
+absl::StatusOr<std::optional<uint64_t>> ScanForHeader(const source::ShardSource& src, uint64_t lo,
+                                                      uint64_t file_size) {
   std::string buf;
   for (uint64_t base = lo; base + kFramingOverhead <= file_size;) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(kScanChunk, file_size - base));
@@ -161,9 +160,9 @@ absl::StatusOr<WalkResult> WalkHeaders(const source::ShardSource& src, uint64_t 
                                                    " byte(s) after the last record")});
     } else {
       result.problems.push_back(
-          {pos, absl::StrCat("record length ", *len, " runs past the end of the file (",
-                             avail - kFramingOverhead,
-                             " data bytes available): truncated record")});
+          {pos,
+           absl::StrCat("record length ", *len, " runs past the end of the file (",
+                        avail - kFramingOverhead, " data bytes available): truncated record")});
     }
     // The previous record may be the one that is short; look from just after
     // its header so that the true next header is found even if it is earlier.
@@ -174,7 +173,8 @@ absl::StatusOr<WalkResult> WalkHeaders(const source::ShardSource& src, uint64_t 
     const uint64_t q = **next;
     result.problems.push_back(
         {q, absl::StrCat("resynchronised: next valid header found at byte offset ", q,
-                         q < pos ? absl::StrCat(" (", pos - q, " byte(s) before the position "
+                         q < pos ? absl::StrCat(" (", pos - q,
+                                                " byte(s) before the position "
                                                 "the previous record's length gives)")
                                  : absl::StrCat(" (", q - pos, " byte(s) skipped)"))});
     if (q >= pos + kFramingOverhead) {
@@ -188,7 +188,8 @@ absl::StatusOr<WalkResult> WalkHeaders(const source::ShardSource& src, uint64_t 
     last_len = kSmallRecord;  // use exact header reads near damage
   }
   result.offsets.push_back(std::min(pos, file_size));
-  if (result.offsets.size() >= 2 && result.offsets.back() < result.offsets[result.offsets.size() - 2]) {
+  if (result.offsets.size() >= 2 &&
+      result.offsets.back() < result.offsets[result.offsets.size() - 2]) {
     result.offsets.back() = result.offsets[result.offsets.size() - 2];
   }
   return result;
@@ -221,8 +222,8 @@ absl::StatusOr<std::string> ReadRecord(const source::ShardSource& src, uint64_t 
                                        uint64_t begin, uint64_t end) {
   auto where = [&] {
     return absl::StrCat(src.path(), ": record ", index, " at ",
-                        src.codec() == source::Codec::kNone ? "" : "uncompressed ",
-                        "byte offset ", begin, ": ");
+                        src.codec() == source::Codec::kNone ? "" : "uncompressed ", "byte offset ",
+                        begin, ": ");
   };
   if (end < begin || end - begin < kFramingOverhead) {
     return absl::DataLossError(absl::StrCat(where(), "framing shorter than 16 bytes"));
@@ -234,7 +235,8 @@ absl::StatusOr<std::string> ReadRecord(const source::ShardSource& src, uint64_t 
     return s;
   }
   auto len = ParseHeader(buf.data());
-  if (!len.ok()) return MarkFraming(absl::DataLossError(absl::StrCat(where(), len.status().message())));
+  if (!len.ok())
+    return MarkFraming(absl::DataLossError(absl::StrCat(where(), len.status().message())));
   if (*len != buf.size() - kFramingOverhead) {
     return MarkFraming(absl::DataLossError(absl::StrCat(
         where(), "stated length ", *len, " does not match the ", buf.size() - kFramingOverhead,
@@ -243,8 +245,8 @@ absl::StatusOr<std::string> ReadRecord(const source::ShardSource& src, uint64_t 
   const uint32_t stored = DecodeFixed32(buf.data() + kHeaderSize + *len);
   const uint32_t actual = crc32c::Mask(crc32c::Value(buf.data() + kHeaderSize, *len));
   if (stored != actual) {
-    return absl::DataLossError(absl::StrFormat("%sdata CRC mismatch (stored 0x%08x, computed 0x%08x)",
-                                               where(), stored, actual));
+    return absl::DataLossError(absl::StrFormat(
+        "%sdata CRC mismatch (stored 0x%08x, computed 0x%08x)", where(), stored, actual));
   }
   buf.resize(kHeaderSize + *len);
   buf.erase(0, kHeaderSize);
@@ -297,23 +299,23 @@ absl::Status ForEachRecordInBuffer(absl::string_view shard,
   uint64_t pos = 0;
   for (uint64_t index = 0; pos < shard.size(); ++index) {
     if (shard.size() - pos < kFramingOverhead) {
-      return absl::DataLossError(absl::StrCat("record ", index, " at byte offset ", pos,
-                                              ": truncated header"));
+      return absl::DataLossError(
+          absl::StrCat("record ", index, " at byte offset ", pos, ": truncated header"));
     }
     auto len = ParseHeader(shard.data() + pos);
     if (!len.ok()) {
-      return absl::DataLossError(absl::StrCat("record ", index, " at byte offset ", pos, ": ",
-                                              len.status().message()));
+      return absl::DataLossError(
+          absl::StrCat("record ", index, " at byte offset ", pos, ": ", len.status().message()));
     }
     if (*len > shard.size() - pos - kFramingOverhead) {
-      return absl::DataLossError(absl::StrCat("record ", index, " at byte offset ", pos,
-                                              ": truncated record"));
+      return absl::DataLossError(
+          absl::StrCat("record ", index, " at byte offset ", pos, ": truncated record"));
     }
     absl::string_view data = shard.substr(pos + kHeaderSize, *len);
     if (DecodeFixed32(shard.data() + pos + kHeaderSize + *len) !=
         crc32c::Mask(crc32c::Value(data))) {
-      return absl::DataLossError(absl::StrCat("record ", index, " at byte offset ", pos,
-                                              ": data CRC mismatch"));
+      return absl::DataLossError(
+          absl::StrCat("record ", index, " at byte offset ", pos, ": data CRC mismatch"));
     }
     fn(index, data);
     pos += kFramingOverhead + *len;

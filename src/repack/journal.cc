@@ -59,8 +59,8 @@ class LineReader {
   absl::StatusOr<std::string> Directory(absl::string_view key) {
     auto dir = Name(key);
     if (dir.ok() && ((*dir)[0] != '/' || dir->find('\0') != std::string::npos)) {
-      return Error(absl::StrCat("the ", key, " '", absl::CHexEscape(*dir),
-                                "' is not an absolute path"));
+      return Error(
+          absl::StrCat("the ", key, " '", absl::CHexEscape(*dir), "' is not an absolute path"));
     }
     return dir;
   }

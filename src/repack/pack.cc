@@ -1,5 +1,4 @@
 #include "tfrecordfs/repack/pack.h"
-#include "tfrecordfs/staging/store.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -25,6 +24,7 @@
 #include "tfrecordfs/repack/journal.h"
 #include "tfrecordfs/source/inflate.h"
 #include "tfrecordfs/source/snappy_source.h"
+#include "tfrecordfs/staging/store.h"
 
 namespace tfrecordfs::repack {
 namespace {

@@ -68,9 +68,9 @@ class Collector {
     auto [it, fresh] = taken_.emplace(mount_path, path);
     if (!fresh) {
       const std::string name = Basename(mount_path);
-      return absl::AlreadyExistsError(
-          absl::StrCat("two sources provide '", name, "' in the same directory of the mount (",
-                       path, " and ", it->second, ")"));
+      return absl::AlreadyExistsError(absl::StrCat("two sources provide '", name,
+                                                   "' in the same directory of the mount (", path,
+                                                   " and ", it->second, ")"));
     }
     const size_t self = entries_.size();
     entries_.push_back({path, mount_path, st, parent});
@@ -179,10 +179,12 @@ absl::StatusOr<ScanResult> Scan(const ScanOptions& options) {
   std::vector<Probed> probed(files.size());
   int threads = options.threads;
   if (threads <= 0) {
-    const bool remote = std::any_of(options.sources.begin(), options.sources.end(),
-                                    [](const std::string& p) { return source::OnRemoteStorage(p); });
-    threads = remote ? index::kRemoteWalkThreads
-                     : std::clamp<int>(static_cast<int>(std::thread::hardware_concurrency()), 1, 16);
+    const bool remote =
+        std::any_of(options.sources.begin(), options.sources.end(),
+                    [](const std::string& p) { return source::OnRemoteStorage(p); });
+    threads = remote
+                  ? index::kRemoteWalkThreads
+                  : std::clamp<int>(static_cast<int>(std::thread::hardware_concurrency()), 1, 16);
   }
   threads = std::min<int>(threads, static_cast<int>(std::max<size_t>(files.size(), 1)));
   if (options.before_probe) options.before_probe(files.size(), threads);
@@ -255,8 +257,8 @@ absl::StatusOr<std::unique_ptr<source::ShardSource>> OpenShard(const ScannedShar
     if (::fstat(fd->get(), &st) != 0) return ErrnoError(errno, shard.path);
     if (static_cast<uint64_t>(st.st_size) != idx.file_size() || MtimeNs(st) != idx.mtime_ns()) {
       return absl::FailedPreconditionError(
-          absl::StrCat(shard.path, ": changed since it was indexed (size ", idx.file_size(),
-                       " -> ", st.st_size, "); run the command again"));
+          absl::StrCat(shard.path, ": changed since it was indexed (size ", idx.file_size(), " -> ",
+                       st.st_size, "); run the command again"));
     }
     file.emplace(std::move(*fd), shard.path);
   }
@@ -284,8 +286,9 @@ absl::StatusOr<ScannedShard> ScanOne(const std::string& path, index::IndexStore*
         p.other.codec != source::Codec::kNone
             ? absl::StrCat(path, ": a ", source::CodecName(p.other.codec),
                            " stream that holds no TFRecord framing")
-            : absl::StrCat(path, ": not a TFRecord shard (its first 12 bytes are not a record "
-                                 "header with a valid length CRC)"));
+            : absl::StrCat(path,
+                           ": not a TFRecord shard (its first 12 bytes are not a record "
+                           "header with a valid length CRC)"));
   }
   return std::move(p.shard);
 }

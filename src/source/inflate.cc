@@ -120,8 +120,8 @@ absl::StatusOr<std::shared_ptr<const std::string>> InflateSource::InflateBlock(
   char tmp[64 * 1024];
   while (inf.out_pos() < target_end) {
     const uint64_t pos = inf.out_pos();
-    const size_t want = static_cast<size_t>(std::min<uint64_t>(
-        {sizeof tmp, target_end - pos, kBlockSize - pos % kBlockSize}));
+    const size_t want = static_cast<size_t>(
+        std::min<uint64_t>({sizeof tmp, target_end - pos, kBlockSize - pos % kBlockSize}));
     auto got = inf.Read(tmp, want, /*z_block=*/false);
     if (!got.ok()) {
       cur.reset();
@@ -129,10 +129,11 @@ absl::StatusOr<std::shared_ptr<const std::string>> InflateSource::InflateBlock(
     }
     if (*got == 0) {
       cur.reset();
-      return absl::DataLossError(absl::StrCat(
-          file_.path(), ": the compressed stream ends at uncompressed offset ", pos, ", before the ",
-          table_->data_size, " bytes it held when it was indexed; the shard changed under the "
-          "mount (remount to re-index it)"));
+      return absl::DataLossError(
+          absl::StrCat(file_.path(), ": the compressed stream ends at uncompressed offset ", pos,
+                       ", before the ", table_->data_size,
+                       " bytes it held when it was indexed; the shard changed under the "
+                       "mount (remount to re-index it)"));
     }
     if (acc_whole) acc.append(tmp, *got);
     const uint64_t now = inf.out_pos();
@@ -148,7 +149,8 @@ absl::StatusOr<std::shared_ptr<const std::string>> InflateSource::InflateBlock(
       acc_block = now / kBlockSize;
     }
   }
-  if (!result) return absl::InternalError(absl::StrCat(file_.path(), ": block ", block, " not produced"));
+  if (!result)
+    return absl::InternalError(absl::StrCat(file_.path(), ": block ", block, " not produced"));
   return result;
 }
 

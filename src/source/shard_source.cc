@@ -90,9 +90,9 @@ absl::Status ShardSource::ReadFull(uint64_t offset, char* buf, size_t n) const {
   auto got = ReadAt(offset, buf, n);
   if (!got.ok()) return got.status();
   if (*got < n) {
-    return absl::DataLossError(absl::StrCat(path(), ": ", n, " byte(s) wanted at offset ", offset,
-                                            ", but the ", codec() == Codec::kNone ? "file" : "stream",
-                                            " ends after ", *got));
+    return absl::DataLossError(
+        absl::StrCat(path(), ": ", n, " byte(s) wanted at offset ", offset, ", but the ",
+                     codec() == Codec::kNone ? "file" : "stream", " ends after ", *got));
   }
   return absl::OkStatus();
 }
@@ -139,9 +139,9 @@ FileIdentity FileIdentity::Of(const struct stat& st, int fd) {
 namespace {
 
 absl::Status Changed(const std::string& path, absl::string_view what) {
-  return absl::DataLossError(absl::StrCat(
-      path, ": the shard changed under the mount (", what,
-      "); shards must not change while mounted: remount to index it again"));
+  return absl::DataLossError(
+      absl::StrCat(path, ": the shard changed under the mount (", what,
+                   "); shards must not change while mounted: remount to index it again"));
 }
 
 absl::Status Compare(const std::string& path, const FileIdentity& want, const struct stat& st) {

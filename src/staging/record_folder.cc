@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -11,15 +12,13 @@
 #include <optional>
 #include <vector>
 
-#include <zlib.h>
-
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "absl/strings/ascii.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/utf8.h"
@@ -171,8 +170,7 @@ class FolderReader {
           if (h != Kind::kInt64 && h != Kind::kFloat) h = XattrKind(path).kind;
           auto parsed = naming::ParseNumeric(*content, h);
           if (!parsed.ok()) {
-            return absl::InvalidArgumentError(
-                absl::StrCat(erel, ": ", parsed.status().message()));
+            return absl::InvalidArgumentError(absl::StrCat(erel, ": ", parsed.status().message()));
           }
           parsed->name = f.name;
           f = std::move(*parsed);
@@ -227,14 +225,14 @@ class FolderReader {
     }
     auto [it, inserted] = features_.try_emplace(f.name, std::move(f), rel);
     if (!inserted) {
-      return absl::InvalidArgumentError(absl::StrCat(rel, " and ", it->second.second,
-                                                     " both map to feature '", it->first, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(rel, " and ", it->second.second, " both map to feature '", it->first, "'"));
     }
     return absl::OkStatus();
   }
 
   const KindHint& hint_;
-  std::deque<std::string> storage_;  // owns bytes the features view
+  std::deque<std::string> storage_;                                  // owns bytes the features view
   std::map<std::string, std::pair<Feature, std::string>> features_;  // name -> (feature, file)
 };
 
@@ -274,12 +272,13 @@ class ListsReader {
       if (StepIndex(e.name)) continue;
       if (!S_ISDIR(e.st.st_mode)) {
         return absl::InvalidArgumentError(absl::StrCat(
-            rel, e.name, ": a file in feature_lists/ must be a step named by its index (07, 07.txt, "
+            rel, e.name,
+            ": a file in feature_lists/ must be a step named by its index (07, 07.txt, "
             "07.jpg, 07.none)"));
       }
       escaped_dirs->push_back(e.name);
-      absl::Status s = Walk(absl::StrCat(dir, "/", e.name), absl::StrCat(rel, e.name, "/"),
-                            escaped_dirs, false);
+      absl::Status s =
+          Walk(absl::StrCat(dir, "/", e.name), absl::StrCat(rel, e.name, "/"), escaped_dirs, false);
       escaped_dirs->pop_back();
       if (!s.ok()) return s;
     }
@@ -315,7 +314,8 @@ class ListsReader {
       auto idx = StepIndex(e.name);
       if (!idx) continue;
       if (!steps.try_emplace(*idx, &e, "").second) {
-        return absl::InvalidArgumentError(absl::StrCat(rel, e.name, ": step ", *idx, " given twice"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(rel, e.name, ": step ", *idx, " given twice"));
       }
     }
     if (!steps.empty() && steps.rbegin()->first + 1 != steps.size()) {
@@ -379,7 +379,8 @@ class ListsReader {
         f.kind = Kind::kInt64;  // settled below
       } else if (ext == naming::kKindlessExtension) {
         if (!content->empty()) {
-          return absl::InvalidArgumentError(absl::StrCat(erel, ": a kindless step is an empty file"));
+          return absl::InvalidArgumentError(
+              absl::StrCat(erel, ": a kindless step is an empty file"));
         }
       } else if (ext == naming::kTextExtension) {
         f.kind = Kind::kBytes;
@@ -392,7 +393,8 @@ class ListsReader {
       }
     }
     for (auto& [idx, step] : steps) {
-      if (out[idx].kind != Kind::kInt64 || step.first->name.find('.') != std::string::npos) continue;
+      if (out[idx].kind != Kind::kInt64 || step.first->name.find('.') != std::string::npos)
+        continue;
       auto parsed = naming::ParseNumeric(step.second, any_float ? Kind::kFloat : Kind::kInt64);
       if (!parsed.ok()) {
         return absl::InvalidArgumentError(
@@ -408,7 +410,8 @@ class ListsReader {
     }
     const std::string name = list.name;
     if (!lists_.try_emplace(name, std::move(list)).second) {
-      return absl::InvalidArgumentError(absl::StrCat(rel, ": a second folder for list '", name, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(rel, ": a second folder for list '", name, "'"));
     }
     return absl::OkStatus();
   }
@@ -437,9 +440,10 @@ absl::StatusOr<std::string> PayloadFromFolder(const std::string& path, const Kin
     for (const DirEntry& e : *top) {
       if (e.name == naming::kFeatureListsDir) continue;
       if (e.name != naming::kContextDir || !S_ISDIR(e.st.st_mode)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            e.name, ": a record folder with feature_lists/ (a SequenceExample) holds only "
-            "context/ and feature_lists/"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(e.name,
+                         ": a record folder with feature_lists/ (a SequenceExample) holds only "
+                         "context/ and feature_lists/"));
       }
       std::vector<std::string> dirs;
       if (auto s = reader.Walk(absl::StrCat(path, "/", e.name), "context/", &dirs); !s.ok()) {
@@ -561,8 +565,8 @@ absl::Status CheckPngPrefix(absl::string_view prefix,
                             absl::Span<const tensor::TensorType> feature_types) {
   static constexpr absl::string_view kSignature("\x89PNG\r\n\x1a\n", 8);
   auto bad = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(absl::StrCat("not a PNG that can be read (", why, "); ",
-                                                   FeatureText(feature_types)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("not a PNG that can be read (", why, "); ", FeatureText(feature_types)));
   };
   const size_t n = std::min(prefix.size(), kSignature.size());
   if (prefix.substr(0, n) != kSignature.substr(0, n)) return bad("no PNG signature");
@@ -570,8 +574,8 @@ absl::Status CheckPngPrefix(absl::string_view prefix,
   if (BigEndian32(prefix, 8) != 13 || prefix.substr(12, 4) != "IHDR") {
     return bad("the first chunk is not a 13-byte IHDR");
   }
-  const uint32_t crc = static_cast<uint32_t>(
-      crc32_z(0, reinterpret_cast<const Bytef*>(prefix.data() + 12), 17));
+  const uint32_t crc =
+      static_cast<uint32_t>(crc32_z(0, reinterpret_cast<const Bytef*>(prefix.data() + 12), 17));
   if (crc != BigEndian32(prefix, 29)) return bad("IHDR CRC mismatch");
   const uint32_t width = BigEndian32(prefix, 16), height = BigEndian32(prefix, 20);
   const int depth = static_cast<uint8_t>(prefix[24]), color = static_cast<uint8_t>(prefix[25]);
@@ -583,12 +587,28 @@ absl::Status CheckPngPrefix(absl::string_view prefix,
   std::vector<int64_t> channels;
   bool depth_ok = false;
   switch (color) {
-    case 0: channels = {1, 2}; depth_ok = depth == 1 || depth == 2 || depth == 4 || depth == 8 || depth == 16; break;
-    case 2: channels = {3, 4}; depth_ok = depth == 8 || depth == 16; break;
-    case 3: channels = {3, 4}; depth_ok = depth == 1 || depth == 2 || depth == 4 || depth == 8; break;
-    case 4: channels = {2, 1}; depth_ok = depth == 8 || depth == 16; break;
-    case 6: channels = {4, 3}; depth_ok = depth == 8 || depth == 16; break;
-    default: return bad(absl::StrCat("unknown colour type ", color));
+    case 0:
+      channels = {1, 2};
+      depth_ok = depth == 1 || depth == 2 || depth == 4 || depth == 8 || depth == 16;
+      break;
+    case 2:
+      channels = {3, 4};
+      depth_ok = depth == 8 || depth == 16;
+      break;
+    case 3:
+      channels = {3, 4};
+      depth_ok = depth == 1 || depth == 2 || depth == 4 || depth == 8;
+      break;
+    case 4:
+      channels = {2, 1};
+      depth_ok = depth == 8 || depth == 16;
+      break;
+    case 6:
+      channels = {4, 3};
+      depth_ok = depth == 8 || depth == 16;
+      break;
+    default:
+      return bad(absl::StrCat("unknown colour type ", color));
   }
   if (!depth_ok) return bad(absl::StrCat("bit depth ", depth, " with colour type ", color));
   if (prefix[26] != 0 || prefix[27] != 0 || static_cast<uint8_t>(prefix[28]) > 1) {
@@ -607,8 +627,8 @@ absl::Status CheckPngPrefix(absl::string_view prefix,
     }
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      "a ", tensor::InfoOf(dtype).name, " PNG of colour type ", color, " (",
-      channels.front(), " channels) that fits none of the types: ", FeatureText(feature_types)));
+      "a ", tensor::InfoOf(dtype).name, " PNG of colour type ", color, " (", channels.front(),
+      " channels) that fits none of the types: ", FeatureText(feature_types)));
 }
 
 }  // namespace
@@ -656,8 +676,8 @@ absl::Status CheckNumericPrefix(absl::string_view tail, example::Kind hint) {
   if (stripped.size() == v.size()) {
     // Some endings that complete each unfinished form a number can take:
     // "-" "1." "1e" "1e-" "0x" "nan(0x".
-    for (absl::string_view end : {"", "0", "1", "0e0", "e0", "p0", "0p0", "1)", "x1)", "0x1)",
-                                  "(0x1)"}) {
+    for (absl::string_view end :
+         {"", "0", "1", "0e0", "e0", "p0", "0p0", "1)", "x1)", "0x1)", "(0x1)"}) {
       if (parses(absl::StrCat(v, end))) return absl::OkStatus();
     }
     if (hint != example::Kind::kInt64) {
@@ -745,8 +765,9 @@ absl::StatusOr<TensorFile> ConvertTensorFile(absl::string_view extension, absl::
       return absl::InvalidArgumentError(
           absl::StrCat("not a .npy file that can be read (", t.status().message(), "); ", feature));
     }
-    while (matched < feature_types.size() && (t->dtype != feature_types[matched].dtype ||
-                                              t->shape.size() != feature_types[matched].shape.size())) {
+    while (matched < feature_types.size() &&
+           (t->dtype != feature_types[matched].dtype ||
+            t->shape.size() != feature_types[matched].shape.size())) {
       ++matched;
     }
     if (matched == feature_types.size()) {

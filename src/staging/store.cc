@@ -7,10 +7,10 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <algorithm>
 #include <optional>
 #include <vector>
 
@@ -252,7 +252,8 @@ absl::StatusOr<struct stat> Store::Register(uint64_t parent, int parent_fd,
     // name (its inode number is pinned), so `pinned` is empty here unless the
     // file came back by a rename behind the mount.
     node.pinned.reset();
-    if (auto old = by_name_.find(Key(parent, n)); old != by_name_.end() && old->second != st.st_ino) {
+    if (auto old = by_name_.find(Key(parent, n));
+        old != by_name_.end() && old->second != st.st_ino) {
       // The name's previous node was replaced behind the mount.
       const uint64_t prev = old->second;
       nodes_[prev].parent = 0;
@@ -415,8 +416,7 @@ absl::StatusOr<struct stat> Store::GetAttr(uint64_t node) {
   return st;
 }
 
-absl::StatusOr<struct stat> Store::SetAttr(uint64_t node, int fd, const struct stat& to,
-                                           int bits) {
+absl::StatusOr<struct stat> Store::SetAttr(uint64_t node, int fd, const struct stat& to, int bits) {
   auto nfd = NodeFd(node);
   if (!nfd.ok()) return nfd.status();
   const std::string proc = ProcPath((*nfd)->get());
@@ -442,10 +442,14 @@ absl::StatusOr<struct stat> Store::SetAttr(uint64_t node, int fd, const struct s
   if (bits & (kSetAtime | kSetMtime | kSetAtimeNow | kSetMtimeNow)) {
     struct timespec ts[2];
     ts[0].tv_nsec = ts[1].tv_nsec = UTIME_OMIT;
-    if (bits & kSetAtimeNow) ts[0].tv_nsec = UTIME_NOW;
-    else if (bits & kSetAtime) ts[0] = to.st_atim;
-    if (bits & kSetMtimeNow) ts[1].tv_nsec = UTIME_NOW;
-    else if (bits & kSetMtime) ts[1] = to.st_mtim;
+    if (bits & kSetAtimeNow)
+      ts[0].tv_nsec = UTIME_NOW;
+    else if (bits & kSetAtime)
+      ts[0] = to.st_atim;
+    if (bits & kSetMtimeNow)
+      ts[1].tv_nsec = UTIME_NOW;
+    else if (bits & kSetMtime)
+      ts[1] = to.st_mtim;
     if (::utimensat(AT_FDCWD, proc.c_str(), ts, 0) != 0) return ErrnoError(errno, "utimens");
   }
   return GetAttr(node);
@@ -499,7 +503,8 @@ absl::StatusOr<std::pair<struct stat, int>> Store::Create(uint64_t parent, absl:
   const std::string n(name);
   const int open_flags = (flags | O_NOFOLLOW | O_CLOEXEC) & ~O_DIRECT;
   // O_EXCL tells a file made here from one opened (which keeps its owner).
-  int fd = ::openat((*pfd)->get(), n.c_str(), open_flags | O_CREAT | O_EXCL, StagedMode(mode, false));
+  int fd =
+      ::openat((*pfd)->get(), n.c_str(), open_flags | O_CREAT | O_EXCL, StagedMode(mode, false));
   const bool made = fd >= 0;
   if (!made && errno == EEXIST && !(flags & O_EXCL)) {
     fd = ::openat((*pfd)->get(), n.c_str(), open_flags & ~O_CREAT);
@@ -532,8 +537,8 @@ absl::StatusOr<std::pair<struct stat, int>> Store::Create(uint64_t parent, absl:
 absl::StatusOr<int> Store::Open(uint64_t node, int flags) {
   auto nfd = NodeFd(node);
   if (!nfd.ok()) return nfd.status();
-  int fd = ::open(ProcPath((*nfd)->get()).c_str(),
-                  (flags & ~(O_CREAT | O_EXCL | O_DIRECT)) | O_CLOEXEC);
+  int fd =
+      ::open(ProcPath((*nfd)->get()).c_str(), (flags & ~(O_CREAT | O_EXCL | O_DIRECT)) | O_CLOEXEC);
   if (fd < 0) return ErrnoError(errno, "open");
   return fd;
 }
@@ -622,14 +627,14 @@ absl::Status Store::Rename(uint64_t parent, absl::string_view name, uint64_t new
   auto place = [&](std::optional<uint64_t> node, uint64_t old_parent, const std::string& old_name,
                    uint64_t to_parent, const std::string& to_name)
                    ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (!node) return;
-    by_name_.erase(Key(old_parent, old_name));
-    Node& n = nodes_[*node];
-    n.parent = to_parent;
-    n.name = to_name;
-    --nodes_[old_parent].children;
-    ++nodes_[to_parent].children;
-  };
+                     if (!node) return;
+                     by_name_.erase(Key(old_parent, old_name));
+                     Node& n = nodes_[*node];
+                     n.parent = to_parent;
+                     n.name = to_name;
+                     --nodes_[old_parent].children;
+                     ++nodes_[to_parent].children;
+                   };
   place(moved, parent, a, new_parent, b);
   place(other, new_parent, b, parent, a);
   if (moved) by_name_[Key(new_parent, b)] = *moved;
@@ -669,9 +674,10 @@ absl::StatusOr<std::string> Store::RelativePath(uint64_t node) {
 Store::Placed Store::Place(const std::string& rel, const KindHint& hint) {
   const std::string record = rel.substr(0, rel.find('/'));
   struct stat st;
-  const bool sequence = ::stat(absl::StrCat(records_dir(), "/", record, "/",
-                                            naming::kFeatureListsDir).c_str(), &st) == 0 &&
-                        S_ISDIR(st.st_mode);
+  const bool sequence =
+      ::stat(absl::StrCat(records_dir(), "/", record, "/", naming::kFeatureListsDir).c_str(),
+             &st) == 0 &&
+      S_ISDIR(st.st_mode);
   Placed p{ClassifyStagedFile(rel, sequence), {}};
   if (p.file.role == StagedFile::Role::kOther || !hint) return p;
   p.hint = hint(p.file.hint_key);
@@ -686,8 +692,8 @@ Store::Placed Store::Place(const std::string& rel, const KindHint& hint) {
   return p;
 }
 
-absl::Status Store::ValidateOnWrite(uint64_t node, int fd, uint64_t offset,
-                                    absl::string_view data, const KindHint& hint) {
+absl::Status Store::ValidateOnWrite(uint64_t node, int fd, uint64_t offset, absl::string_view data,
+                                    const KindHint& hint) {
   auto rel = RelativePath(node);
   if (!rel.ok()) return absl::OkStatus();  // deleted meanwhile: nothing to check
   // Cheap test first: most writes are to files no check applies to.
@@ -751,7 +757,9 @@ absl::Status Store::ValidateOnWrite(uint64_t node, int fd, uint64_t offset,
     (void)CheckTensorFilePrefix(placed.file.extension, *head, want, &header_end);
     uint64_t need = header_end != 0 ? header_end : kMaxCheckedOnWrite;
     if (placed.file.extension == naming::kNpyExtension && head->size() >= 12 && header_end == 0) {
-      const auto b = [&](size_t i) { return static_cast<uint64_t>(static_cast<uint8_t>((*head)[i])); };
+      const auto b = [&](size_t i) {
+        return static_cast<uint64_t>(static_cast<uint8_t>((*head)[i]));
+      };
       need = ((*head)[6] == 1 ? 10 + (b(8) | b(9) << 8)
                               : 12 + (b(8) | b(9) << 8 | b(10) << 16 | b(11) << 24));
     }

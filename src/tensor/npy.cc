@@ -25,8 +25,8 @@ class Literal {
   explicit Literal(absl::string_view s) : s_(s) {}
 
   void SkipSpace() {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' ||
-                                s_[pos_] == '\r')) {
+    while (pos_ < s_.size() &&
+           (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r')) {
       ++pos_;
     }
   }
@@ -124,12 +124,12 @@ absl::StatusOr<DataType> DtypeOfDescr(absl::string_view descr) {
       return d->dtype;
     } else if (order == '>') {
       return Bad(absl::StrCat("big-endian dtype '", descr,
-                              "'; re-save the array little-endian (arr.astype('<",
-                              code, "'))"));
+                              "'; re-save the array little-endian (arr.astype('<", code, "'))"));
     }
     break;
   }
-  return Bad(absl::StrCat("dtype '", descr, "' (supported: bool, int8/16/32/64, "
+  return Bad(absl::StrCat("dtype '", descr,
+                          "' (supported: bool, int8/16/32/64, "
                           "uint8/16/32/64, float16/32/64, little-endian)"));
 }
 
@@ -142,8 +142,7 @@ std::string ShapeRepr(absl::Span<const int64_t> shape) {
 
 std::string NpyHeader(DataType dtype, absl::Span<const int64_t> shape) {
   std::string text = absl::StrCat("{'descr': '", InfoOf(dtype).descr,
-                                  "', 'fortran_order': False, 'shape': ", ShapeRepr(shape),
-                                  ", }");
+                                  "', 'fortran_order': False, 'shape': ", ShapeRepr(shape), ", }");
   if (!shape.empty()) {
     const size_t digits = absl::StrCat(shape[0]).size();
     if (digits < kGrowthAxisMaxDigits) text.append(kGrowthAxisMaxDigits - digits, ' ');
@@ -194,8 +193,9 @@ absl::StatusOr<std::optional<NpyHeaderInfo>> ParseNpyHeader(absl::string_view pr
   const size_t start = major == 1 ? 10 : 12;
   if (prefix.size() < start) return std::optional<NpyHeaderInfo>();  // length not all there
   auto byte = [&](size_t i) { return static_cast<uint64_t>(static_cast<uint8_t>(prefix[i])); };
-  const uint64_t header_len =
-      major == 1 ? (byte(8) | byte(9) << 8) : (byte(8) | byte(9) << 8 | byte(10) << 16 | byte(11) << 24);
+  const uint64_t header_len = major == 1
+                                  ? (byte(8) | byte(9) << 8)
+                                  : (byte(8) | byte(9) << 8 | byte(10) << 16 | byte(11) << 24);
   NpyHeaderInfo info;
   info.data_offset = start + header_len;
   if (header_len > prefix.size() - start) return std::optional<NpyHeaderInfo>();  // not yet
@@ -236,8 +236,9 @@ absl::StatusOr<std::optional<NpyHeaderInfo>> ParseNpyHeader(absl::string_view pr
   auto dtype = DtypeOfDescr(*descr);
   if (!dtype.ok()) return dtype.status();
   if (*fortran && shape->size() > 1) {
-    return Bad("fortran_order True (column-major); save a C-ordered array "
-               "(np.ascontiguousarray)");
+    return Bad(
+        "fortran_order True (column-major); save a C-ordered array "
+        "(np.ascontiguousarray)");
   }
   auto bytes = NumBytes(*dtype, *shape);
   if (!bytes.ok()) return Bad(bytes.status().message());
@@ -256,7 +257,8 @@ absl::StatusOr<Tensor> ParseNpy(absl::string_view file) {
   const uint64_t data_start = info.data_offset;
   const uint64_t have = file.size() - data_start;
   if (have != info.data_bytes) {
-    return Bad(absl::StrCat("the shape needs ", info.data_bytes, " data bytes, the file has ", have));
+    return Bad(
+        absl::StrCat("the shape needs ", info.data_bytes, " data bytes, the file has ", have));
   }
   Tensor t;
   t.dtype = info.dtype;

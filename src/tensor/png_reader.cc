@@ -180,7 +180,7 @@ absl::StatusOr<Fit> PlanFit(DataType dtype, absl::Span<const int64_t> shape, Dat
   };
   if (shape.size() != 3) return mismatch("not a DecodePng result");
   if (dtype != want_dtype) {
-    return mismatch(want_dtype == DataType::kUint16 ? "the feature needs a 16-bit PNG"
+    return mismatch(want_dtype == DataType::kUint16  ? "the feature needs a 16-bit PNG"
                     : want_dtype == DataType::kUint8 ? "the feature needs an 8-bit PNG"
                                                      : "the feature has no PNG form");
   }

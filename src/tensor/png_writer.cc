@@ -14,8 +14,8 @@ namespace {
 constexpr uint64_t kSigAndIhdr = 8 + 25;
 constexpr uint64_t kChunkOverhead = 12;  // length, type, CRC
 constexpr uint64_t kIendSize = 12;
-constexpr uint64_t kMaxStored = 65535;   // bytes of one stored deflate block
-constexpr uint64_t kBlockHeader = 5;     // BFINAL/BTYPE byte, LEN, NLEN
+constexpr uint64_t kMaxStored = 65535;       // bytes of one stored deflate block
+constexpr uint64_t kBlockHeader = 5;         // BFINAL/BTYPE byte, LEN, NLEN
 constexpr uint64_t kAdlerStride = 1u << 20;  // pixels fetched at a time for adler32
 
 void PutBE32(char* p, uint32_t v) {
@@ -52,8 +52,8 @@ class Writer {
 
   absl::Status Read(uint64_t offset, char* out, size_t n) {
     if (offset > l_.size || n > l_.size - offset) {
-      return absl::OutOfRangeError(absl::StrCat("PNG range [", offset, ", +", n,
-                                                ") past its size ", l_.size));
+      return absl::OutOfRangeError(
+          absl::StrCat("PNG range [", offset, ", +", n, ") past its size ", l_.size));
     }
     while (n > 0) {
       size_t done;
@@ -270,9 +270,8 @@ absl::Status ReadPngRange(const PngGeometry& g, const PixelSource& source, uint6
 
 absl::StatusOr<std::string> EncodePng(const PngGeometry& g, absl::string_view pixels) {
   if (pixels.size() != g.PixelBytes()) {
-    return absl::InvalidArgumentError(absl::StrCat("EncodePng: ", pixels.size(),
-                                                   " pixel bytes, the geometry needs ",
-                                                   g.PixelBytes()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "EncodePng: ", pixels.size(), " pixel bytes, the geometry needs ", g.PixelBytes()));
   }
   PixelSource source = [pixels](uint64_t off, char* buf, size_t n) {
     std::memcpy(buf, pixels.data() + off, n);

@@ -110,16 +110,16 @@ absl::Status DecodeVals(const Cursor& top, const std::vector<Field>& vals, DataT
                         std::string* out, uint64_t* count) {
   const ValField vf = ValFieldOf(dtype);
   const uint32_t itemsize = InfoOf(dtype).itemsize;
-  const wire::WireType unpacked = vf.coding == ValCoding::kVarint   ? wire::kVarint
+  const wire::WireType unpacked = vf.coding == ValCoding::kVarint    ? wire::kVarint
                                   : vf.coding == ValCoding::kFixed32 ? wire::kI32
                                                                      : wire::kI64;
   const size_t fixed = vf.coding == ValCoding::kFixed32 ? 4 : 8;
   *count = 0;
   for (const Field& f : vals) {
     if (f.number != vf.number) {
-      return top.ErrorAt(absl::StrCat("field ", f.number, " does not belong to dtype ",
-                                      InfoOf(dtype).name),
-                         f.offset);
+      return top.ErrorAt(
+          absl::StrCat("field ", f.number, " does not belong to dtype ", InfoOf(dtype).name),
+          f.offset);
     }
     if (f.type == unpacked) {
       if (!AppendValue(vf, itemsize, f.scalar, out)) {
@@ -233,9 +233,9 @@ absl::StatusOr<Tensor> Decode(absl::string_view payload, bool materialize) {
   if (have_content) {
     if (!vals.empty()) return c.ErrorAt("both tensor_content and *_val", vals[0].offset);
     if (t.data_size != want) {
-      return c.ErrorAt(absl::StrCat("tensor_content holds ", t.data_size, " bytes, the shape needs ",
-                                    want),
-                       t.data_offset);
+      return c.ErrorAt(
+          absl::StrCat("tensor_content holds ", t.data_size, " bytes, the shape needs ", want),
+          t.data_offset);
     }
     return t;
   }
@@ -249,8 +249,8 @@ absl::StatusOr<Tensor> Decode(absl::string_view payload, bool materialize) {
     t.materialized = std::move(values);
   } else if (count == 1 && n > 1) {
     if (want > kMaxMaterializedBytes) {
-      return c.Error(absl::StrCat("a single value broadcast to ", want,
-                                  " bytes (more than we materialise)"));
+      return c.Error(
+          absl::StrCat("a single value broadcast to ", want, " bytes (more than we materialise)"));
     }
     if (materialize) {
       t.materialized.reserve(want);

@@ -96,8 +96,7 @@ void KindSampler::Sample(absl::string_view name) {
     const uint64_t shard = shard_, record = round_;
     const index::ShardIndex& idx = *shards_[shard].index;
     // Records read for the tree (checked) have taught their kinds already.
-    if (record >= shards_[shard].records_shown() ||
-        checked_->Checked(shard, record)) {
+    if (record >= shards_[shard].records_shown() || checked_->Checked(shard, record)) {
       ++shard_;
       continue;
     }
@@ -120,7 +119,8 @@ void KindSampler::Sample(absl::string_view name) {
     bytes_sampled_.fetch_add(size, std::memory_order_relaxed);
     // Read and decoded as the tree's reads do, but not cached: sampling many
     // records must not evict the records the user is working with.
-    auto data = record::ReadRecord(*shards_[shard].source, record, idx.begin(record), idx.end(record));
+    auto data =
+        record::ReadRecord(*shards_[shard].source, record, idx.begin(record), idx.end(record));
     if (!data.ok()) {
       // Reported (as EIO) when the record itself is opened.
       log::Debug("sampling feature kinds: ", data.status().message());

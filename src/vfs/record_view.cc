@@ -69,7 +69,8 @@ void RecordView::IndexDisagrees(uint64_t shard, uint64_t record) {
     if (p.offset == idx.begin(record) || p.offset == idx.end(record)) return;
   }
   log::Error("the index of ", idx.path(), " disagrees with the shard at record ", record,
-             " (byte offset ", idx.begin(record), "): its stored index is dropped; remount to "
+             " (byte offset ", idx.begin(record),
+             "): its stored index is dropped; remount to "
              "index the shard again");
   if (on_index_mismatch_) on_index_mismatch_(idx.path());
 }
@@ -96,7 +97,7 @@ Attr RecordView::EntryAttr(uint64_t shard, uint64_t record, uint32_t entry,
 }
 
 absl::StatusOr<std::shared_ptr<const ParsedRecord>> RecordView::Parse(uint64_t shard,
-                                                                       uint64_t record) {
+                                                                      uint64_t record) {
   std::shared_ptr<const ParsedRecord> rec = cache_.Get(RecordKey(shard, record));
   if (!rec) {
     const index::ShardIndex& idx = *shards_[shard].index;
@@ -117,7 +118,8 @@ std::shared_ptr<const ParsedRecord> RecordView::ReadAndParse(uint64_t shard, uin
   auto parsed = std::make_shared<ParsedRecord>();
   const index::ShardIndex& idx = *shards_[shard].index;
   parsed->data_offset = idx.begin(record) + record::kHeaderSize;
-  auto data = record::ReadRecord(*shards_[shard].source, record, idx.begin(record), idx.end(record));
+  auto data =
+      record::ReadRecord(*shards_[shard].source, record, idx.begin(record), idx.end(record));
   if (!data.ok() && record::IsFramingMismatch(data.status())) IndexDisagrees(shard, record);
   if (!data.ok()) {
     parsed->status = data.status();
@@ -201,9 +203,9 @@ absl::StatusOr<uint64_t> RecordView::Open(uint64_t ino, int flags) {
 absl::StatusOr<Attr> RecordView::LookupRecord(uint64_t shard, absl::string_view name) const {
   // The name is a record index, padded or not.
   uint64_t record;
-  const bool digits = !name.empty() && name.size() <= 19 &&
-                      std::all_of(name.begin(), name.end(),
-                                  [](char c) { return c >= '0' && c <= '9'; });
+  const bool digits =
+      !name.empty() && name.size() <= 19 &&
+      std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; });
   if (!digits || !absl::SimpleAtoi(name, &record)) return absl::NotFoundError(name);
   if (record >= shards_[shard].records_shown()) return absl::NotFoundError(name);
   const bool canonical = name == RecordName(shard, record) || name == absl::StrCat(record);
@@ -243,7 +245,7 @@ absl::StatusOr<Attr> RecordView::Lookup(uint64_t parent_ino, absl::string_view n
 }
 
 absl::Status RecordView::ReadDir(uint64_t ino, uint64_t /*fh*/, uint64_t offset,
-                                const EmitFn& emit) {
+                                 const EmitFn& emit) {
   auto n = Resolve(ino);
   if (!n.ok()) return n.status();
   const Node& dir = *n;
@@ -264,7 +266,7 @@ absl::Status RecordView::ReadDir(uint64_t ino, uint64_t /*fh*/, uint64_t offset,
 }
 
 absl::StatusOr<ReadResult> RecordView::Read(uint64_t ino, uint64_t /*fh*/, uint64_t offset,
-                                             size_t size) {
+                                            size_t size) {
   auto resolved = Resolve(ino);
   if (!resolved.ok()) return resolved.status();
   const Node& node = *resolved;
@@ -290,7 +292,8 @@ absl::StatusOr<ReadResult> RecordView::ReadPieces(uint64_t shard, uint64_t data_
     begin = end;
     if (end <= offset || piece_begin >= offset + n) continue;
     const uint64_t from = std::max(offset, piece_begin) - piece_begin;
-    const size_t len = static_cast<size_t>(std::min<uint64_t>(end, offset + n) - piece_begin - from);
+    const size_t len =
+        static_cast<size_t>(std::min<uint64_t>(end, offset + n) - piece_begin - from);
     ReadBuffer b;
     switch (p.type) {
       case naming::Piece::Type::kInline:

@@ -142,7 +142,8 @@ absl::StatusOr<size_t> StagingView::Write(uint64_t ino, uint64_t fh, absl::strin
   const int fd = h != nullptr ? h->fd.get() : own->get();
   // A bad value of a checked file fails write() itself, so that
   // `echo hello > label` reports it (the shell ignores close()'s error).
-  if (auto s = store_->ValidateOnWrite(StagingIndex(ino), fd, offset, data, hint_); !s.ok()) return s;
+  if (auto s = store_->ValidateOnWrite(StagingIndex(ino), fd, offset, data, hint_); !s.ok())
+    return s;
   size_t done = 0;
   while (done < data.size()) {
     ssize_t w =

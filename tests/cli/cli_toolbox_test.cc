@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <filesystem>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <string>
@@ -90,8 +90,18 @@ TEST(JsonWriterTest, EscapesAndBase64) {
   std::string all;
   for (int c = 0; c < 128; ++c) all.push_back(static_cast<char>(c));
   cli::JsonWriter w;
-  w.BeginObject().Key(all).String(all).Key("b").BeginArray().Int(-1).Uint(2).Bool(true).Null()
-      .Number("0.1").EndArray().EndObject();
+  w.BeginObject()
+      .Key(all)
+      .String(all)
+      .Key("b")
+      .BeginArray()
+      .Int(-1)
+      .Uint(2)
+      .Bool(true)
+      .Null()
+      .Number("0.1")
+      .EndArray()
+      .EndObject();
   Json j = ParseJson(w.str());
   EXPECT_EQ(j[all].get<std::string>(), all);
   EXPECT_EQ(j["b"].size(), 5u);
@@ -180,9 +190,9 @@ TEST_F(ToolboxTest, CountMatchesTheDataset) {
   std::string expected;
   uint64_t total = 0;
   // nested/deep/val.tfrecord sorts before nested/empty.tfrecord ("deep" < "empty.tfrecord").
-  for (const std::string& rel : {std::string(kShardNested), std::string(kShardEmpty),
-                                 std::string(kShardOne), std::string(kShardTwelve),
-                                 std::string(kShardBig)}) {
+  for (const std::string& rel :
+       {std::string(kShardNested), std::string(kShardEmpty), std::string(kShardOne),
+        std::string(kShardTwelve), std::string(kShardBig)}) {
     const uint64_t n = ds_.Shard(rel).records.size();
     total += n;
     absl::StrAppend(&expected, n, "\t", Path(rel), "\n");
@@ -201,11 +211,11 @@ TEST_F(ToolboxTest, CountMatchesTheDataset) {
 
   // A file SOURCE, and GZIP copies (recognised by content, whatever the name).
   const std::string gz = tmp_.Subdir("gz");
-  ASSERT_EQ(Shell("gzip -c " + ShellQuote(Path(kShardBig)) + " > " + ShellQuote(gz + "/big.gz") +
-                  " && gzip -c " + ShellQuote(Path(kShardTwelve)) + " > " +
-                  ShellQuote(gz + "/twelve"))
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      Shell("gzip -c " + ShellQuote(Path(kShardBig)) + " > " + ShellQuote(gz + "/big.gz") +
+            " && gzip -c " + ShellQuote(Path(kShardTwelve)) + " > " + ShellQuote(gz + "/twelve"))
+          .exit_code,
+      0);
   CommandResult c = Tool({"count", Path(kShardOne), gz});
   ASSERT_EQ(c.exit_code, 0) << c.err;
   EXPECT_EQ(c.out, absl::StrCat("1\t", Path(kShardOne), "\n130\t", gz, "/big.gz\n12\t", gz,
@@ -245,8 +255,8 @@ TEST_F(ToolboxTest, ShowPrintsEveryValueExactly) {
           for (size_t i = 0; i < f.floats.size(); ++i) {
             const Json& v = jf["values"][i];
             if (v.is_string()) {  // NaN, inf: the naming format
-              EXPECT_EQ(v.get<std::string>(), absl::StripSuffix(naming::FormatFloats(
-                                                                    {&f.floats[i], 1}), "\n"));
+              EXPECT_EQ(v.get<std::string>(),
+                        absl::StripSuffix(naming::FormatFloats({&f.floats[i], 1}), "\n"));
             } else {
               ASSERT_TRUE(v.is_number_float()) << v.dump();  // "1.0", "-0.0": floats
               const float got = v.get<float>();
@@ -391,7 +401,7 @@ TEST_F(ToolboxTest, VerifyNamesDamagedRecords) {
     EXPECT_EQ(d["offset"].get<uint64_t>(), offset);
     EXPECT_NE(d["reason"].get<std::string>().find("data CRC mismatch"), std::string::npos);
   }
-  EXPECT_FALSE(doc["damaged"][0].contains("checkpoint_offset"));  // plain
+  EXPECT_FALSE(doc["damaged"][0].contains("checkpoint_offset"));          // plain
   EXPECT_EQ(doc["damaged"][1]["checkpoint_offset"].get<uint64_t>(), 0u);  // gz: stream start
   CommandResult text = Tool({"verify", bad_dir});
   EXPECT_EQ(text.exit_code, 1);
@@ -644,7 +654,8 @@ TEST_F(RealToolboxTest, SchemasMatchSources) {
   }
   {
     // The 12 GZIP shards: pickup_census_tract is Feature{} in shard 0's records.
-    CommandResult r = Tool({"schema", "--all", "--json", data_ + "/tfx_csv_example_gen_gzip_12shards"});
+    CommandResult r =
+        Tool({"schema", "--all", "--json", data_ + "/tfx_csv_example_gen_gzip_12shards"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     Json doc = ParseJson(r.out);
     EXPECT_EQ(doc["records_scanned"].get<uint64_t>(), 5091u);
@@ -666,15 +677,17 @@ TEST_F(RealToolboxTest, SchemasMatchSources) {
 }
 
 TEST_F(RealToolboxTest, ShowRealRecords) {
-  CommandResult r = Tool({"show", "--json", data_ + "/non_example_raw_strings/tfrecord_iterator_test.tfrecord",
-                          "0", "1", "2"});
+  CommandResult r =
+      Tool({"show", "--json", data_ + "/non_example_raw_strings/tfrecord_iterator_test.tfrecord",
+            "0", "1", "2"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   Json doc = ParseJson(r.out);
   ASSERT_EQ(doc.size(), 3u);
   EXPECT_EQ(doc[0]["raw"].get<std::string>(), "hello world");
   EXPECT_EQ(doc[1]["raw"].get<std::string>(), "12345");
   EXPECT_EQ(doc[2]["raw"].get<std::string>(), "success");
-  CommandResult seq = Tool({"show", "--json", data_ + "/tft_sequence_example_gzip/data_tfrecord.gz", "0"});
+  CommandResult seq =
+      Tool({"show", "--json", data_ + "/tft_sequence_example_gzip/data_tfrecord.gz", "0"});
   ASSERT_EQ(seq.exit_code, 0) << seq.err;
   Json s = ParseJson(seq.out);
   EXPECT_EQ(s["feature_lists"]["string_feature"][0], Json({"Hello", "World"}));

@@ -47,8 +47,7 @@ TEST(FoundBugs, EmptyPackedFloatRun) {
 TEST(FoundBugs, SixByteLengthVarintIsNotAnExample) {
   auto t = example::DecodeExample(std::string("\x0a\x80\x80\x80\x80\x80\x00", 7));
   ASSERT_FALSE(t.ok());
-  EXPECT_TRUE(absl::StrContains(t.status().message(), "length longer than 5 bytes"))
-      << t.status();
+  EXPECT_TRUE(absl::StrContains(t.status().message(), "length longer than 5 bytes")) << t.status();
   // Five bytes is protobuf's limit: an empty Features, as protobuf reads it.
   EXPECT_TRUE(example::DecodeExample(std::string("\x0a\x80\x80\x80\x80\x00", 6)).ok());
 }

@@ -12,9 +12,9 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "testing/canon.h"
 #include "tfrecordfs/example/example.h"
 #include "tfrecordfs/naming/naming.h"
@@ -201,8 +201,8 @@ class LayoutReverser {
     if (h.tensors.empty()) return content;
     auto file = staging::TensorFromFile(ext, content, h.tensors);
     if (!file.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("'", absl::CEscape(feature), ext, "': ",
-                                                     file.status().message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", absl::CEscape(feature), ext, "': ", file.status().message()));
     }
     return std::move(file->proto);
   }

@@ -104,8 +104,8 @@ void Check(absl::string_view payload) {
   CheckAgainstProtobuf<proto::SequenceExample>(
       payload, *t, "DecodeSequenceExample",
       [](const example::SequenceTable& table) { return FromTable(table); },
-      [](const proto::SequenceExample& p) { return FromProto(p); },
-      example::EncodeSequenceExample, example::DecodeSequenceExample);
+      [](const proto::SequenceExample& p) { return FromProto(p); }, example::EncodeSequenceExample,
+      example::DecodeSequenceExample);
 }
 
 }  // namespace

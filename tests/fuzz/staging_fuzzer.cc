@@ -26,9 +26,9 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -59,9 +59,10 @@ const std::string& WorkDir() {
     const std::string secret = templ + "/outside-secret";
     if (!WriteFileAtomically(secret, "SECRET").ok()) std::abort();
     std::atexit([] {
-      ::nftw(WorkDir().c_str(),
-             [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); }, 16,
-             FTW_DEPTH | FTW_PHYS);
+      ::nftw(
+          WorkDir().c_str(),
+          [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); }, 16,
+          FTW_DEPTH | FTW_PHYS);
     });
     return templ;
   }();
@@ -69,9 +70,9 @@ const std::string& WorkDir() {
 }
 
 void RemoveTree(const std::string& path) {
-  ::nftw(path.c_str(),
-         [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); }, 16,
-         FTW_DEPTH | FTW_PHYS);
+  ::nftw(
+      path.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); },
+      16, FTW_DEPTH | FTW_PHYS);
 }
 
 bool WriteFile(const std::string& path, absl::string_view content) {
@@ -82,9 +83,10 @@ bool WriteFile(const std::string& path, absl::string_view content) {
 
 // A single path component from fuzz bytes, or "" when it cannot be one.
 std::string Component(Bytes& in) {
-  static constexpr const char* kWords[] = {"record.bin", "0", "1", "2", "0.jpg", "1.bin", "a",
-                                           "a.txt", "b.png", "c.npy", "1.png", "x~", ".hidden", "%2F", "%+", "a%+",
-                                           "%-", "label", "01", "image", "3.txt"};
+  static constexpr const char* kWords[] = {
+      "record.bin", "0",     "1",     "2",     "0.jpg", "1.bin",   "a",
+      "a.txt",      "b.png", "c.npy", "1.png", "x~",    ".hidden", "%2F",
+      "%+",         "a%+",   "%-",    "label", "01",    "image",   "3.txt"};
   std::string n;
   if (in.U8() & 1) {
     n = kWords[in.U8() % (sizeof kWords / sizeof *kWords)];
@@ -128,8 +130,8 @@ void ArbitraryFolder(Bytes& in, const std::string& root) {
         WriteFile(path, in.Str(op == 1 ? 40 : 255));
         break;
       case 3: {
-        static constexpr const char* kKinds[] = {"int64", "float", "bytes", "",
-                                                 "tensor:uint8:2,2,3", "tensor:float:", "tensor:"};
+        static constexpr const char* kKinds[] = {
+            "int64", "float", "bytes", "", "tensor:uint8:2,2,3", "tensor:float:", "tensor:"};
         const char* k = kKinds[in.U8() % 7];
         ::lsetxattr(path.c_str(), staging::kKindXattr, k, std::strlen(k), 0);
         break;
@@ -163,14 +165,16 @@ void ArbitraryFolder(Bytes& in, const std::string& root) {
   const std::string lists = root + "/" + std::string(naming::kFeatureListsDir);
   if (!raw && ::lstat(lists.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
     auto seq = example::DecodeSequenceExample(*payload);
-    FUZZ_CHECK(seq.ok(), "staged folder with feature_lists/ packs to a payload that is not a "
-               "SequenceExample: ", seq.status().message());
+    FUZZ_CHECK(seq.ok(),
+               "staged folder with feature_lists/ packs to a payload that is not a "
+               "SequenceExample: ",
+               seq.status().message());
     return;
   }
   auto t = example::DecodeExample(*payload);
   if (!t.ok()) {
-    FUZZ_CHECK(raw, "staged folder packs to a payload that is not an Example: ",
-               t.status().message());
+    FUZZ_CHECK(raw,
+               "staged folder packs to a payload that is not an Example: ", t.status().message());
     auto bytes = ReadFileToString(root + "/record.bin");
     FUZZ_CHECK(bytes.ok() && *bytes == *payload, "raw payload differs from record.bin");
   }
@@ -184,13 +188,13 @@ void WriteLayout(const naming::Layout& l, uint32_t i, const std::string& path,
     const naming::Entry& e = l.entries[c];
     const std::string p = path + "/" + e.name;
     if (e.is_dir) {
-      FUZZ_CHECK(::mkdir(p.c_str(), 0755) == 0, "mkdir '", absl::CEscape(e.name), "': ",
-                 std::strerror(errno));
+      FUZZ_CHECK(::mkdir(p.c_str(), 0755) == 0, "mkdir '", absl::CEscape(e.name),
+                 "': ", std::strerror(errno));
       WriteLayout(l, c, p, payload);
     } else {
       const std::string content = naming::FileContent(e, payload).value();
-      FUZZ_CHECK(WriteFile(p, content), "create '", absl::CEscape(e.name), "': ",
-                 std::strerror(errno));
+      FUZZ_CHECK(WriteFile(p, content), "create '", absl::CEscape(e.name),
+                 "': ", std::strerror(errno));
     }
   }
 }

@@ -27,10 +27,44 @@ struct GenTable {
 };
 
 inline constexpr const char* kNameDictionary[] = {
-    "", ".", "..", "/", "//", "a/", "/a", "a//b", "image", "image/encoded", "image/encoded/x",
-    "record.bin", "record", "0", "1", "12", "007", "0.jpg", "a.txt", "a.bin", "x~", "~", "%",
-    "%2F", "%-", "%+", "a%+", ".hidden", "a/.b", "a/..", "a/0", "a/1", "label", "label/x",
-    "\xc3\xa9t\xc3\xa9", "tab\tname", "new\nline", "a/b/c/d/e",
+    "",
+    ".",
+    "..",
+    "/",
+    "//",
+    "a/",
+    "/a",
+    "a//b",
+    "image",
+    "image/encoded",
+    "image/encoded/x",
+    "record.bin",
+    "record",
+    "0",
+    "1",
+    "12",
+    "007",
+    "0.jpg",
+    "a.txt",
+    "a.bin",
+    "x~",
+    "~",
+    "%",
+    "%2F",
+    "%-",
+    "%+",
+    "a%+",
+    ".hidden",
+    "a/.b",
+    "a/..",
+    "a/0",
+    "a/1",
+    "label",
+    "label/x",
+    "\xc3\xa9t\xc3\xa9",
+    "tab\tname",
+    "new\nline",
+    "a/b/c/d/e",
 };
 
 // Reads one feature name from the input: a dictionary word, raw bytes, a
@@ -66,13 +100,15 @@ inline std::string GenName(Bytes& in, int depth = 0) {
 }
 
 inline std::string GenBytesValue(Bytes& in) {
-  static constexpr const char* kMagic[] = {"\xff\xd8\xff", "\x89PNG\r\n\x1a\n", "GIF89a", "%PDF-",
-                                           "\x1f\x8b", "PK\x03\x04", "\x93NUMPY", "{"};
+  static constexpr const char* kMagic[] = {
+      "\xff\xd8\xff", "\x89PNG\r\n\x1a\n", "GIF89a",    "%PDF-",
+      "\x1f\x8b",     "PK\x03\x04",        "\x93NUMPY", "{"};
   const uint8_t how = in.U8();
   if (how % 8 == 1) {
     // A tensor as tf.io.serialize_tensor writes it: .png / .npy views.
-    static constexpr tensor::DataType kTypes[] = {tensor::DataType::kUint8, tensor::DataType::kUint16,
-                                                  tensor::DataType::kFloat, tensor::DataType::kBool};
+    static constexpr tensor::DataType kTypes[] = {
+        tensor::DataType::kUint8, tensor::DataType::kUint16, tensor::DataType::kFloat,
+        tensor::DataType::kBool};
     const tensor::DataType dt = kTypes[in.U8() % 4];
     std::vector<int64_t> shape;
     const int rank = in.U8() % 4;

@@ -60,7 +60,8 @@ void CheckShard(absl::string_view shard, int fd) {
     } else {
       all_ok = false;
       FUZZ_CHECK(absl::IsDataLoss(data.status()), data.status().ToString());
-      const std::string where = absl::StrCat(kPath, ": record ", i, " at byte offset ", off[i], ": ");
+      const std::string where =
+          absl::StrCat(kPath, ": record ", i, " at byte offset ", off[i], ": ");
       FUZZ_CHECK(absl::StartsWith(data.status().message(), where), data.status().message());
     }
   }
@@ -71,8 +72,8 @@ void CheckShard(absl::string_view shard, int fd) {
   }
 
   std::vector<std::string> strict;
-  const absl::Status clean = record::ForEachRecordInBuffer(
-      shard, [&](uint64_t index, absl::string_view data) {
+  const absl::Status clean =
+      record::ForEachRecordInBuffer(shard, [&](uint64_t index, absl::string_view data) {
         FUZZ_CHECK(index == strict.size());
         strict.emplace_back(data);
       });
@@ -83,9 +84,9 @@ void CheckShard(absl::string_view shard, int fd) {
     FUZZ_CHECK(off.back() == size);
   } else {
     FUZZ_CHECK(absl::IsDataLoss(clean), clean.ToString());
-    FUZZ_CHECK(!(all_ok && walk->problems.empty() && off.back() == size),
-               "walk and checked reads accept what ForEachRecordInBuffer refuses: ",
-               clean.message());
+    FUZZ_CHECK(
+        !(all_ok && walk->problems.empty() && off.back() == size),
+        "walk and checked reads accept what ForEachRecordInBuffer refuses: ", clean.message());
   }
 
   // The index probe and build see the same file.

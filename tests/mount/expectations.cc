@@ -1,19 +1,14 @@
-#include <sys/mman.h>
-#include <zlib.h>
-
-#include <cstring>
-#include <optional>
-
 #include "expectations.h"
 
-#include "tfrecordfs/example/sequence.h"
-
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -21,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "testing/canon.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/example/sequence.h"
 #include "tfrecordfs/naming/naming.h"
 #include "tfrecordfs/record/reader.h"
 
@@ -127,9 +123,11 @@ DirectShard ReadShardDirectly(const std::string& path) {
     const std::string raw = ReadWholeFile(path);
     const bool gzip = raw.size() >= 2 && static_cast<unsigned char>(raw[0]) == 0x1f &&
                       static_cast<unsigned char>(raw[1]) == 0x8b;
-    const bool zlib = raw.size() >= 2 && (static_cast<unsigned char>(raw[0]) & 0x0f) == 8 &&
-                      ((static_cast<unsigned char>(raw[0]) << 8) | static_cast<unsigned char>(raw[1])) % 31 == 0 &&
-                      !(raw.size() >= 12 && record::IsPlausibleHeader(raw.data(), 0, raw.size()));
+    const bool zlib =
+        raw.size() >= 2 && (static_cast<unsigned char>(raw[0]) & 0x0f) == 8 &&
+        ((static_cast<unsigned char>(raw[0]) << 8) | static_cast<unsigned char>(raw[1])) % 31 ==
+            0 &&
+        !(raw.size() >= 12 && record::IsPlausibleHeader(raw.data(), 0, raw.size()));
     if (gzip || zlib) {
       auto data = DecompressWhole(raw);
       if (!data) {
@@ -205,8 +203,8 @@ size_t CompareTrees(const ExpectedTree& expected, const std::map<std::string, Wa
     if (node.content != want.content) {
       size_t at = 0;
       while (at < node.content.size() && node.content[at] == want.content[at]) ++at;
-      report(Printable(key) + ": content differs from byte " + std::to_string(at) +
-             " (got '" + Printable(node.content.substr(at, 40)) + "', want '" +
+      report(Printable(key) + ": content differs from byte " + std::to_string(at) + " (got '" +
+             Printable(node.content.substr(at, 40)) + "', want '" +
              Printable(want.content.substr(at, 40)) + "')");
     }
   }
@@ -294,8 +292,8 @@ std::map<std::string, WalkedNode> Subtree(const std::map<std::string, WalkedNode
 }
 
 std::map<std::string, OwnedFeature> ReconstructRecord(
-    const std::map<std::string, WalkedNode>& files, const std::map<std::string, example::Kind>& kinds,
-    std::vector<std::string>* errors) {
+    const std::map<std::string, WalkedNode>& files,
+    const std::map<std::string, example::Kind>& kinds, std::vector<std::string>* errors) {
   // Children of each directory ("" is the record directory).
   std::map<std::string, std::vector<std::pair<std::string, bool>>> children;
   for (const auto& [rel, node] : files) {
@@ -366,7 +364,8 @@ std::map<std::string, OwnedFeature> ReconstructRecord(
         }
         case naming::FileRole::kText:
           f.kind = example::Kind::kBytes;
-          for (absl::string_view v : naming::ParseText(content)) f.bytes.emplace_back(v.data(), v.size());
+          for (absl::string_view v : naming::ParseText(content))
+            f.bytes.emplace_back(v.data(), v.size());
           break;
         case naming::FileRole::kSingleBytes:
           f.kind = example::Kind::kBytes;

@@ -11,10 +11,10 @@
 #include <random>
 
 #include "gtest/gtest.h"
-#include "tfrecordfs/base/file.h"
-#include "tfrecordfs/example/example.h"
 #include "testing/canon.h"
 #include "testing/shard.h"
+#include "tfrecordfs/base/file.h"
+#include "tfrecordfs/example/example.h"
 
 namespace tfrecordfs::mount_test {
 
@@ -42,9 +42,18 @@ class Gen {
   std::string FakePng(size_t n) { return std::string("\x89PNG\r\n\x1a\n", 8) + Bytes(n); }
 
   std::string Text() {
-    static const char* kWords[] = {"cat",  "dog",   "h\xC3\xA9llo", "\xE2\x96\x81world",
-                                   "tab\there", "a b", "\xE5\x9B\xBE\xE5\x83\x8F", "42",
-                                   "-0",   "nan",   "{\"json\": 1}", " padded "};
+    static const char* kWords[] = {"cat",
+                                   "dog",
+                                   "h\xC3\xA9llo",
+                                   "\xE2\x96\x81world",
+                                   "tab\there",
+                                   "a b",
+                                   "\xE5\x9B\xBE\xE5\x83\x8F",
+                                   "42",
+                                   "-0",
+                                   "nan",
+                                   "{\"json\": 1}",
+                                   " padded "};
     std::string s;
     const size_t n = Below(4);
     for (size_t i = 0; i < n; ++i) {
@@ -55,8 +64,9 @@ class Gen {
   }
 
   std::vector<int64_t> Ints(size_t n) {
-    static const int64_t kSpecial[] = {0, -1, 1, std::numeric_limits<int64_t>::min(),
-                                       std::numeric_limits<int64_t>::max(), 1000000007};
+    static const int64_t kSpecial[] = {
+        0,         -1, 1, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(),
+        1000000007};
     std::vector<int64_t> v(n);
     for (auto& x : v) {
       x = Chance(20) ? kSpecial[Below(6)] : static_cast<int64_t>(rng_());
@@ -118,28 +128,28 @@ OwnedFeature NoneF(std::string name) { return NamedF(std::move(name), Kind::kNon
 
 // Names chosen to hit every escaping rule of naming.h.
 void AddAwkwardNames(Gen& g, uint64_t r, std::vector<OwnedFeature>* fs) {
-  fs->push_back(IntF("", {static_cast<int64_t>(r)}));                    // empty name
-  fs->push_back(FloatF(".", {1.5f}));                                     // "."
-  fs->push_back(BytesF("..", {"dotdot"}));                                // ".."
-  fs->push_back(IntF(std::string("ctl\x01\x1f\x7fname", 10), {1, 2}));    // control bytes
+  fs->push_back(IntF("", {static_cast<int64_t>(r)}));                               // empty name
+  fs->push_back(FloatF(".", {1.5f}));                                               // "."
+  fs->push_back(BytesF("..", {"dotdot"}));                                          // ".."
+  fs->push_back(IntF(std::string("ctl\x01\x1f\x7fname", 10), {1, 2}));              // control bytes
   fs->push_back(IntF("long_" + std::string(295, 'x'), {static_cast<int64_t>(r)}));  // 300 bytes
   std::string e_acute;
   for (int i = 0; i < 150; ++i) e_acute += "\xC3\xA9";
-  fs->push_back(BytesF(e_acute, {"accent"}));                             // 300 bytes of UTF-8
-  fs->push_back(IntF(std::string(100, '%'), {3}));                        // escapes to 300 bytes
-  fs->push_back(IntF("image", {7, static_cast<int64_t>(r)}));             // beside image/encoded
-  fs->push_back(BytesF("record", {g.RawBinary(20)}));                     // would be record.bin
+  fs->push_back(BytesF(e_acute, {"accent"}));                  // 300 bytes of UTF-8
+  fs->push_back(IntF(std::string(100, '%'), {3}));             // escapes to 300 bytes
+  fs->push_back(IntF("image", {7, static_cast<int64_t>(r)}));  // beside image/encoded
+  fs->push_back(BytesF("record", {g.RawBinary(20)}));          // would be record.bin
   fs->push_back(IntF("record.bin", {5}));
-  fs->push_back(IntF("42", {42}));                                        // all-digit stem
-  fs->push_back(BytesF("ambig/0.5", {"digit stem with a dot"}));          // looks like a list item
-  fs->push_back(IntF("/lead", {1}));                                      // empty components
+  fs->push_back(IntF("42", {42}));                                // all-digit stem
+  fs->push_back(BytesF("ambig/0.5", {"digit stem with a dot"}));  // looks like a list item
+  fs->push_back(IntF("/lead", {1}));                              // empty components
   fs->push_back(BytesF("trail/", {"trailing slash"}));
   fs->push_back(BytesF("a//b", {g.RawBinary(10)}));
   fs->push_back(FloatF("loss.total", g.Floats(2)));
   fs->push_back(IntF("dir.x/.hidden/y", {9}));
   fs->push_back(BytesF("\xE5\x9B\xBE\xE5\x83\x8F/\xE7\xBC\x96\xE7\xA0\x81", {g.FakeJpeg(64)}));
   fs->push_back(BytesF("deep/" + std::string(300, 'd') + "/list",
-                       {g.FakePng(16), g.RawBinary(16)}));                 // list under a long dir
+                       {g.FakePng(16), g.RawBinary(16)}));  // list under a long dir
   fs->push_back(BytesF("name~", {"backup-looking name"}));
   fs->push_back(BytesF("space name", {"with a space"}));
 }
@@ -164,12 +174,24 @@ GenRecord MakeExample(Gen& g, uint64_t r, bool awkward, size_t big_value) {
     const size_t n = 2 + g.Below(4);
     for (size_t i = 0; i < n; ++i) {
       switch (g.Below(6)) {
-        case 0: frames.push_back(g.FakeJpeg(g.Below(200))); break;
-        case 1: frames.push_back(g.FakePng(g.Below(200))); break;
-        case 2: frames.push_back(g.RawBinary(g.Below(200))); break;
-        case 3: frames.push_back("{\n  \"a\": 1\n}\n"); break;   // JSON
-        case 4: frames.push_back("line one\nline two"); break;   // UTF-8, not single-line
-        default: frames.push_back(""); break;                     // empty value
+        case 0:
+          frames.push_back(g.FakeJpeg(g.Below(200)));
+          break;
+        case 1:
+          frames.push_back(g.FakePng(g.Below(200)));
+          break;
+        case 2:
+          frames.push_back(g.RawBinary(g.Below(200)));
+          break;
+        case 3:
+          frames.push_back("{\n  \"a\": 1\n}\n");
+          break;  // JSON
+        case 4:
+          frames.push_back("line one\nline two");
+          break;  // UTF-8, not single-line
+        default:
+          frames.push_back("");
+          break;  // empty value
       }
     }
     // At least one value that is not single-line text, so it stays a list.
@@ -185,10 +207,17 @@ GenRecord MakeExample(Gen& g, uint64_t r, bool awkward, size_t big_value) {
   fs.push_back(NoneF("missing"));
   // A key whose kind changes from record to record, as in the TFX taxi data.
   switch (r % 4) {
-    case 0: fs.push_back(IntF("varying", {static_cast<int64_t>(r)})); break;
-    case 1: fs.push_back(FloatF("varying", {static_cast<float>(r) + 0.5f})); break;
-    case 2: fs.push_back(NoneF("varying")); break;
-    default: break;
+    case 0:
+      fs.push_back(IntF("varying", {static_cast<int64_t>(r)}));
+      break;
+    case 1:
+      fs.push_back(FloatF("varying", {static_cast<float>(r) + 0.5f}));
+      break;
+    case 2:
+      fs.push_back(NoneF("varying"));
+      break;
+    default:
+      break;
   }
   if (r % 5 == 0) fs.push_back(FloatF("embedding", g.Floats(784)));  // a multi-page text file
   if (awkward) AddAwkwardNames(g, r, &fs);
@@ -214,8 +243,8 @@ GenRecord RawRecord(std::string payload) {
 // An Example whose only key is not UTF-8 (proto3 rejects it): shown raw.
 // Built by hand because protobuf would complain while serialising it.
 std::string NonUtf8KeyExample() {
-  const std::string int64_list("\x0a\x01\x01", 3);                       // values: [1]
-  const std::string feature = std::string("\x1a\x03", 2) + int64_list;   // int64_list
+  const std::string int64_list("\x0a\x01\x01", 3);                      // values: [1]
+  const std::string feature = std::string("\x1a\x03", 2) + int64_list;  // int64_list
   const std::string entry = std::string("\x0a\x02\xff\xfe\x12\x05", 6) + feature;
   const std::string features = std::string("\x0a\x0b", 2) + entry;
   return std::string("\x0a\x0d", 2) + features;
@@ -279,7 +308,8 @@ GenDataset WriteDataset(const std::string& root, uint64_t seed) {
   ds.shards = {one, twelve, big, nested, empty};
   for (const GenShard& s : ds.shards) WriteShard(root, s);
 
-  ds.plain_files["dataset_info.json"] = "{\n  \"name\": \"generated\",\n  \"splits\": [\"train\"]\n}\n";
+  ds.plain_files["dataset_info.json"] =
+      "{\n  \"name\": \"generated\",\n  \"splits\": [\"train\"]\n}\n";
   ds.plain_files["nested/notes.txt"] = "plain notes, not a shard\n";
   ds.plain_files["nested/deep/blob.bin"] = g.Bytes(5000);
   ds.plain_files["nested/deep/zero_length"] = "";

@@ -47,11 +47,11 @@ struct GenDataset {
 GenDataset WriteDataset(const std::string& root, uint64_t seed);
 
 // Shard paths inside the generated dataset.
-inline constexpr char kShardOne[] = "one.tfrecord";                  // 1 record
-inline constexpr char kShardTwelve[] = "train-00000-of-00002";       // 12 records
-inline constexpr char kShardBig[] = "train-00001-of-00002";          // 130 records
-inline constexpr char kShardNested[] = "nested/deep/val.tfrecord";   // 3 records
-inline constexpr char kShardEmpty[] = "nested/empty.tfrecord";       // 0 records
+inline constexpr char kShardOne[] = "one.tfrecord";                 // 1 record
+inline constexpr char kShardTwelve[] = "train-00000-of-00002";      // 12 records
+inline constexpr char kShardBig[] = "train-00001-of-00002";         // 130 records
+inline constexpr char kShardNested[] = "nested/deep/val.tfrecord";  // 3 records
+inline constexpr char kShardEmpty[] = "nested/empty.tfrecord";      // 0 records
 
 }  // namespace tfrecordfs::mount_test
 

@@ -1,11 +1,11 @@
 #include "image_decode.h"
 
+#include <jpeglib.h>
+#include <png.h>
+
 #include <csetjmp>
 #include <cstdio>
 #include <vector>
-
-#include <jpeglib.h>
-#include <png.h>
 
 namespace tfrecordfs::mount_test {
 

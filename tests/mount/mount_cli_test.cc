@@ -19,11 +19,11 @@
 #include <thread>
 
 #include "generated_dataset.h"
+#include "gtest/gtest.h"
+#include "mount_harness.h"
 #include "tfrecordfs/example/example.h"
 #include "tfrecordfs/record/format.h"
 #include "tfrecordfs/record/writer.h"
-#include "gtest/gtest.h"
-#include "mount_harness.h"
 
 namespace tfrecordfs::mount_test {
 namespace {
@@ -78,11 +78,15 @@ TEST(CliTest, UsageErrorsExitTwo) {
   if (Bin().empty()) GTEST_SKIP() << "TFRECORDFS_BIN is not set";
   TempDir tmp;
   const std::string mnt = tmp.Subdir("mnt");
-  for (const std::vector<std::string>& args :
-       {std::vector<std::string>{Bin()}, {Bin(), mnt}, {Bin(), "-f"}, {Bin(), "-o"},
-        {Bin(), "--no-such-option", tmp.path(), mnt}, {Bin(), "-o", "cache_records=0", tmp.path(), mnt},
-        {Bin(), "-o", "index_threads=x", tmp.path(), mnt}, {Bin(), "-o", "cache_mb=0", tmp.path(), mnt},
-        {Bin(), "-o", "cache_mb=lots", tmp.path(), mnt}}) {
+  for (const std::vector<std::string>& args : {std::vector<std::string>{Bin()},
+                                               {Bin(), mnt},
+                                               {Bin(), "-f"},
+                                               {Bin(), "-o"},
+                                               {Bin(), "--no-such-option", tmp.path(), mnt},
+                                               {Bin(), "-o", "cache_records=0", tmp.path(), mnt},
+                                               {Bin(), "-o", "index_threads=x", tmp.path(), mnt},
+                                               {Bin(), "-o", "cache_mb=0", tmp.path(), mnt},
+                                               {Bin(), "-o", "cache_mb=lots", tmp.path(), mnt}}) {
     CommandResult r = RunCommand(args);
     std::string joined;
     for (size_t i = 1; i < args.size(); ++i) joined += " " + args[i];
@@ -109,7 +113,8 @@ TEST(CliTest, MissingSourceExitsOneNamingIt) {
   // One good source and one missing: still an error, nothing mounted.
   TempDir data;
   WriteDataset(data.path(), 1);
-  CommandResult r = RunCommand({Bin(), "-f", "-o", IsolationOptions(tmp), data.path(), missing, mnt});
+  CommandResult r =
+      RunCommand({Bin(), "-f", "-o", IsolationOptions(tmp), data.path(), missing, mnt});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find(missing), std::string::npos) << r.err;
   EXPECT_FALSE(IsMounted(mnt));
@@ -121,7 +126,8 @@ TEST(CliTest, MissingMountpointExitsOne) {
   TempDir tmp;
   WriteDataset(tmp.Subdir("src"), 3);
   const std::string mnt = tmp.path() + "/no-such-mountpoint";
-  CommandResult r = RunCommand({Bin(), "-f", "-o", IsolationOptions(tmp), tmp.path() + "/src", mnt});
+  CommandResult r =
+      RunCommand({Bin(), "-f", "-o", IsolationOptions(tmp), tmp.path() + "/src", mnt});
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find(mnt), std::string::npos) << r.err;
 }
@@ -149,8 +155,8 @@ TEST(CliTest, UnknownOptionsAndBadValuesExitTwoNamingThem) {
            {"nolazytime", "nolazytime"},
            {"blksize=4096", "blksize"},
            {"max_read=131072", "max_read"}}) {
-    CommandResult r =
-        RunCommand({Bin(), "-f", "-o", "staging_dir=" + store, "-o", opt, tmp.path() + "/src", mnt});
+    CommandResult r = RunCommand(
+        {Bin(), "-f", "-o", "staging_dir=" + store, "-o", opt, tmp.path() + "/src", mnt});
     EXPECT_EQ(r.exit_code, 2) << opt << "\nstderr: " << r.err;
     EXPECT_NE(r.err.find(named), std::string::npos) << opt << "\nstderr: " << r.err;
     EXPECT_EQ(r.err.find("fuse:"), std::string::npos) << "libfuse's wording: " << r.err;
@@ -201,16 +207,14 @@ TEST(CliTest, HelpListsTheFuseOptionsItAccepts) {
   const HelpMountOptions help = MountOptionsFromHelp();
   for (const char* want : {"allow_other", "allow_root", "default_permissions", "auto_unmount",
                            "noatime", "fsname=NAME", "subtype=NAME"}) {
-    EXPECT_NE(std::find(help.passed.begin(), help.passed.end(), want), help.passed.end())
-        << want;
+    EXPECT_NE(std::find(help.passed.begin(), help.passed.end(), want), help.passed.end()) << want;
   }
   for (const char* want : {"defaults", "noauto", "_netdev", "nofail", "x-*", "comment=*"}) {
     EXPECT_NE(std::find(help.ignored.begin(), help.ignored.end(), want), help.ignored.end())
         << want;
   }
   for (const char* gone : {"relatime", "lazytime", "blksize=N", "max_read=N"}) {
-    EXPECT_EQ(std::find(help.passed.begin(), help.passed.end(), gone), help.passed.end())
-        << gone;
+    EXPECT_EQ(std::find(help.passed.begin(), help.passed.end(), gone), help.passed.end()) << gone;
   }
   CommandResult r = RunCommand({Bin(), "--help"});
   EXPECT_NE(r.out.find("Any other option, or a value that does not parse, exits 2"),
@@ -503,8 +507,8 @@ TEST(InstallTest, InstalledBinaryMountsWithMountTypeFuseTfrecordfs) {
   if (::geteuid() != 0) GTEST_SKIP() << "mount -t fuse.tfrecordfs without fstab needs root";
   TempDir tmp;
   const std::string dest = tmp.path() + "/dest";
-  CommandResult inst = RunCommand({"meson", "install", "-C", build_root, "--no-rebuild",
-                                   "--quiet", "--destdir", dest});
+  CommandResult inst = RunCommand(
+      {"meson", "install", "-C", build_root, "--no-rebuild", "--quiet", "--destdir", dest});
   ASSERT_EQ(inst.exit_code, 0) << inst.out << inst.err;
   CommandResult prefix = RunCommand(
       {"meson", "introspect", build_root, "--buildoptions"});  // JSON; find the prefix value
@@ -531,8 +535,9 @@ TEST(InstallTest, InstalledBinaryMountsWithMountTypeFuseTfrecordfs) {
   // /usr/sbin:/usr/bin:/sbin:/bin), whatever ours is: the prefix's bin must
   // be on it, and the installed binary is made the one found there by
   // bind-mounting it over PREFIX/bin in a private mount namespace.
-  ASSERT_TRUE(pre == "/usr/local" || pre == "/usr") << "prefix " << pre
-      << ": mount -t fuse.tfrecordfs will not find " << pre << "/bin/tfrecordfs";
+  ASSERT_TRUE(pre == "/usr/local" || pre == "/usr")
+      << "prefix " << pre << ": mount -t fuse.tfrecordfs will not find " << pre
+      << "/bin/tfrecordfs";
   if (RunCommand({"unshare", "--version"}).exit_code != 0) GTEST_SKIP() << "no unshare(1)";
   const std::string src = tmp.Subdir("src");
   const GenDataset ds = WriteDataset(src, 6);
@@ -540,16 +545,13 @@ TEST(InstallTest, InstalledBinaryMountsWithMountTypeFuseTfrecordfs) {
   const std::string script =
       "set -e; mount --bind " + ShellQuote(Dirname(bin)) + " " + pre + "/bin; " +
       "mount -t fuse.tfrecordfs -o ro," + ShellQuote(IsolationOptions(tmp)) + " " +
-      ShellQuote(src) + " " + ShellQuote(mnt) + "; " +
-      "cat " + ShellQuote(mnt + "/one.tfrecord/0/label") + "; " +
-      "pid=$(pgrep -f -n -- " + ShellQuote("tfrecordfs .*" + mnt) + "); " +
-      "echo exe=$(stat -L -c %d:%i /proc/$pid/exe); " +
-      "umount " + ShellQuote(mnt) + "; " +
-      "while kill -0 $pid 2>/dev/null; do sleep 0.05; done";
+      ShellQuote(src) + " " + ShellQuote(mnt) + "; " + "cat " +
+      ShellQuote(mnt + "/one.tfrecord/0/label") + "; " + "pid=$(pgrep -f -n -- " +
+      ShellQuote("tfrecordfs .*" + mnt) + "); " + "echo exe=$(stat -L -c %d:%i /proc/$pid/exe); " +
+      "umount " + ShellQuote(mnt) + "; " + "while kill -0 $pid 2>/dev/null; do sleep 0.05; done";
   CommandResult r = RunCommand({"unshare", "-m", "--propagation", "private", "sh", "-c", script});
   ASSERT_EQ(r.exit_code, 0) << "stdout: " << r.out << "\nstderr: " << r.err;
-  EXPECT_EQ(r.out.substr(0, r.out.find("exe=")),
-            ds.Expected().at("one.tfrecord/0/label").content);
+  EXPECT_EQ(r.out.substr(0, r.out.find("exe=")), ds.Expected().at("one.tfrecord/0/label").content);
   struct stat st;
   ASSERT_EQ(::stat(bin.c_str(), &st), 0);
   EXPECT_NE(r.out.find("exe=" + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino)),
@@ -617,8 +619,8 @@ TEST(DaemonTest, UnmountWaitsForAForegroundMountsRecord) {
   DetachedGuard guard(mnt);
   // Started from a shell that exits, so the daemon is no child of the test
   // (`unmount` waits for its pid to go, which a zombie never does).
-  ASSERT_EQ(Shell(ShellQuote(Bin()) + " -f -o " + ShellQuote("ro," + IsolationOptions(tmp)) +
-                  " " + ShellQuote(ds.root) + " " + ShellQuote(mnt) + " >" +
+  ASSERT_EQ(Shell(ShellQuote(Bin()) + " -f -o " + ShellQuote("ro," + IsolationOptions(tmp)) + " " +
+                  ShellQuote(ds.root) + " " + ShellQuote(mnt) + " >" +
                   ShellQuote(tmp.path() + "/daemon.log") + " 2>&1 &")
                 .exit_code,
             0);
@@ -631,7 +633,8 @@ TEST(DaemonTest, UnmountWaitsForAForegroundMountsRecord) {
       }
     }
     return !record_path.empty();
-  })) << "no mount record; daemon log:\n" << ReadWholeFile(tmp.path() + "/daemon.log");
+  })) << "no mount record; daemon log:\n"
+      << ReadWholeFile(tmp.path() + "/daemon.log");
   ASSERT_EQ(::unlink(record_path.c_str()), 0);
   std::thread restore([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -662,8 +665,8 @@ TEST(DaemonTest, RelativePathsWorkAfterDetaching) {
   const std::string mnt = std::filesystem::canonical(tmp.path() + "/mnt").string();
   DetachedGuard guard(mnt);
   const std::string in_tmp = "cd " + ShellQuote(tmp.path()) + " && ";
-  CommandResult r = Shell(in_tmp + ShellQuote(Bin()) +
-                          " -o staging_dir=store,output_dir=out src mnt");
+  CommandResult r =
+      Shell(in_tmp + ShellQuote(Bin()) + " -o staging_dir=store,output_dir=out src mnt");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const ExpectedTree expected = ds.Expected();
   // A plain file is opened by its source path only when read.
@@ -759,8 +762,7 @@ TEST(DaemonTest, DetachedDaemonLogsToAFileThatUnmountNames) {
   EXPECT_EQ(::stat((rec2 + "/n").c_str(), &st), -1);
   EXPECT_EQ(errno, EIO);
   const std::string reason = GetXattr(rec2, "user.tfrecordfs.error");
-  EXPECT_NE(reason.find("record 2 at byte offset " + std::to_string(offsets[2])),
-            std::string::npos)
+  EXPECT_NE(reason.find("record 2 at byte offset " + std::to_string(offsets[2])), std::string::npos)
       << reason;
 
   CommandResult u = RunCommand({Bin(), "unmount", mnt});
@@ -771,8 +773,10 @@ TEST(DaemonTest, DetachedDaemonLogsToAFileThatUnmountNames) {
   const char* state = std::getenv("XDG_STATE_HOME");
   ASSERT_NE(state, nullptr);
   std::string log_path;
-  for (const auto& e : std::filesystem::directory_iterator(std::string(state) + "/tfrecordfs/log")) {
-    if (ReadWholeFile(e.path()).find(" on " + mnt + " (pid") != std::string::npos) log_path = e.path();
+  for (const auto& e :
+       std::filesystem::directory_iterator(std::string(state) + "/tfrecordfs/log")) {
+    if (ReadWholeFile(e.path()).find(" on " + mnt + " (pid") != std::string::npos)
+      log_path = e.path();
   }
   ASSERT_FALSE(log_path.empty()) << "no log file names " << mnt;
   const std::string log = ReadWholeFile(log_path);
@@ -818,13 +822,16 @@ class FstabTest : public ::testing::Test {
       if (::access(p, X_OK) == 0) helper_ = p;
     }
     if (helper_.empty()) GTEST_SKIP() << "mount.fuse3 is not installed (package fuse3)";
-    const bool have_mount = ::access("/bin/mount", X_OK) == 0 || ::access("/usr/bin/mount", X_OK) == 0;
+    const bool have_mount =
+        ::access("/bin/mount", X_OK) == 0 || ::access("/usr/bin/mount", X_OK) == 0;
     if (!have_mount) GTEST_SKIP() << "mount(8) is not installed";
-    if (::geteuid() != 0) GTEST_SKIP() << "mounting through mount.fuse3 without an fstab entry needs root";
+    if (::geteuid() != 0)
+      GTEST_SKIP() << "mounting through mount.fuse3 without an fstab entry needs root";
     ds_ = WriteDataset(tmp_.Subdir("src"), 6);
     mnt_ = std::filesystem::canonical(tmp_.Subdir("mnt")).string();
     bindir_ = tmp_.Subdir("bin");
-    ASSERT_EQ(::symlink(Bin().c_str(), (bindir_ + "/tfrecordfs").c_str()), 0) << std::strerror(errno);
+    ASSERT_EQ(::symlink(Bin().c_str(), (bindir_ + "/tfrecordfs").c_str()), 0)
+        << std::strerror(errno);
     guard_ = std::make_unique<DetachedGuard>(mnt_);
   }
 
@@ -833,8 +840,8 @@ class FstabTest : public ::testing::Test {
   void CheckAndUnmount() {
     ASSERT_TRUE(IsMounted(mnt_, "fuse.tfrecordfs"));
     const ExpectedTree expected = ds_.Expected();
-    for (const std::string rel : {"one.tfrecord/0/label", "dataset_info.json",
-                                  "train-00000-of-00002/03/record.bin"}) {
+    for (const std::string rel :
+         {"one.tfrecord/0/label", "dataset_info.json", "train-00000-of-00002/03/record.bin"}) {
       EXPECT_EQ(ReadWholeFile(mnt_ + "/" + rel), expected.at(rel).content) << rel;
     }
     EXPECT_EQ(FindDaemons(mnt_).size(), 1u);

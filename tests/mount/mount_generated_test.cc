@@ -37,8 +37,9 @@ class GeneratedMountTest : public ::testing::Test {
   void TearDown() override {
     if (mount_.pid() <= 0) return;
     std::string err;
-    EXPECT_EQ(mount_.Stop(&err), 0) << "daemon exit code after fusermount3 -u; " << err
-                                    << "\nstderr:\n" << mount_.Stderr();
+    EXPECT_EQ(mount_.Stop(&err), 0)
+        << "daemon exit code after fusermount3 -u; " << err << "\nstderr:\n"
+        << mount_.Stderr();
   }
 
   std::string M(const std::string& rel) const { return mount_.path(rel); }
@@ -76,9 +77,9 @@ TEST_F(GeneratedMountTest, GoldenListingMatchesEveryFile) {
   for (const auto& [rel, node] : walked) {
     if (rel.find('/') == std::string::npos) top.push_back(rel);
   }
-  EXPECT_EQ(top, (std::vector<std::string>{"dataset_info.json", "empty_dir", "nested",
-                                           "one.tfrecord", "train-00000-of-00002",
-                                           "train-00001-of-00002"}));
+  EXPECT_EQ(top,
+            (std::vector<std::string>{"dataset_info.json", "empty_dir", "nested", "one.tfrecord",
+                                      "train-00000-of-00002", "train-00001-of-00002"}));
   // Record directory names and their zero padding (1, 2 and 3 digits).
   EXPECT_TRUE(walked.count("one.tfrecord/0"));
   EXPECT_TRUE(walked.count("train-00000-of-00002/00"));
@@ -149,18 +150,18 @@ TEST_F(GeneratedMountTest, EveryRecordMapsBackToItsFeatures) {
 TEST_F(GeneratedMountTest, LayoutRulesByExample) {
   const std::string r = "one.tfrecord/0/";
   auto content = [&](const std::string& rel) { return ReadWholeFile(M(r + rel)); };
-  EXPECT_EQ(content("%-"), "0\n");                      // empty name
-  EXPECT_EQ(content("%2E"), "1.5\n");                   // "."
-  EXPECT_EQ(content("%2E..txt"), "dotdot\n");           // ".."
-  EXPECT_EQ(content("ctl%01%1F%7Fname"), "1\n2\n");     // control bytes
+  EXPECT_EQ(content("%-"), "0\n");                   // empty name
+  EXPECT_EQ(content("%2E"), "1.5\n");                // "."
+  EXPECT_EQ(content("%2E..txt"), "dotdot\n");        // ".."
+  EXPECT_EQ(content("ctl%01%1F%7Fname"), "1\n2\n");  // control bytes
   EXPECT_EQ(content("long_" + std::string(195, 'x') + "%+/" + std::string(100, 'x')), "0\n");
-  EXPECT_EQ(content("%-image"), "7\n0\n");              // numeric beside image/
+  EXPECT_EQ(content("%-image"), "7\n0\n");  // numeric beside image/
   EXPECT_EQ(content("image/format.txt"), "jpeg\n");
   EXPECT_EQ(content("image/encoded.jpg").substr(0, 3), "\xFF\xD8\xFF");
   EXPECT_EQ(content("mask.png").substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
   EXPECT_EQ(content("record%2Ebin"), "5\n");
   EXPECT_EQ(content("%-record.bin").substr(0, 1), std::string(1, '\0'));
-  EXPECT_EQ(content("%342"), "42\n");                   // all-digit stem
+  EXPECT_EQ(content("%342"), "42\n");  // all-digit stem
   EXPECT_EQ(content("ambig/%30.5.txt"), "digit stem with a dot\n");
   EXPECT_EQ(content("%2Flead"), "1\n");
   EXPECT_EQ(content("trail%2F.txt"), "trailing slash\n");
@@ -174,7 +175,7 @@ TEST_F(GeneratedMountTest, LayoutRulesByExample) {
   EXPECT_EQ(content("empty_float"), "");
   EXPECT_EQ(content("empty_bytes.txt"), "");
   EXPECT_EQ(content("varying"), "0\n");
-  EXPECT_EQ(StatErrno(M(r + "missing")), ENOENT);       // kindless: not shown
+  EXPECT_EQ(StatErrno(M(r + "missing")), ENOENT);  // kindless: not shown
   struct stat st;
   ASSERT_EQ(::stat(M(r + "deep").c_str(), &st), 0);
   EXPECT_TRUE(S_ISDIR(st.st_mode));
@@ -278,22 +279,21 @@ TEST_F(GeneratedMountTest, UnpaddedRecordNamesAreAliases) {
   }
   // Only the padded and the plain decimal spelling exist; no other padding,
   // no signs, no indexes past the end.
-  for (const char* bad : {"train-00001-of-00002/0042", "train-00001-of-00002/00042",
-                          "train-00001-of-00002/130", "train-00001-of-00002/+42",
-                          "train-00001-of-00002/-1", "train-00001-of-00002/42 ",
-                          "train-00000-of-00002/005", "train-00000-of-00002/12",
-                          "one.tfrecord/00", "one.tfrecord/1",
-                          "train-00001-of-00002/99999999999999999999"}) {
+  for (const char* bad :
+       {"train-00001-of-00002/0042", "train-00001-of-00002/00042", "train-00001-of-00002/130",
+        "train-00001-of-00002/+42", "train-00001-of-00002/-1", "train-00001-of-00002/42 ",
+        "train-00000-of-00002/005", "train-00000-of-00002/12", "one.tfrecord/00", "one.tfrecord/1",
+        "train-00001-of-00002/99999999999999999999"}) {
     EXPECT_EQ(StatErrno(M(bad)), ENOENT) << bad;
   }
 }
 
 TEST_F(GeneratedMountTest, BogusNamesGiveEnoentEveryTime) {
   for (int round = 0; round < 4; ++round) {
-    for (const char* bad : {"nope", "one.tfrecord/0/nope", "one.tfrecord/0/image/nope.jpg",
-                            "one.tfrecord/0/label.txt", "one.tfrecord/abc",
-                            "nested/deep/nope.tfrecord", "dataset_info.json.bak",
-                            "one.tfrecord/0/frames/9.bin", "one.tfrecord/0/missing"}) {
+    for (const char* bad :
+         {"nope", "one.tfrecord/0/nope", "one.tfrecord/0/image/nope.jpg",
+          "one.tfrecord/0/label.txt", "one.tfrecord/abc", "nested/deep/nope.tfrecord",
+          "dataset_info.json.bak", "one.tfrecord/0/frames/9.bin", "one.tfrecord/0/missing"}) {
       EXPECT_EQ(StatErrno(M(bad)), ENOENT) << bad << " (round " << round << ")";
       EXPECT_EQ(::open(M(bad).c_str(), O_RDONLY), -1);
       EXPECT_EQ(errno, ENOENT) << bad;
@@ -457,13 +457,15 @@ TEST(GeneratedMountOptionsTest, WalkOfALargeShardNeedsNoLookups) {
   const std::string src = tmp.Subdir("src");
   constexpr int kRecords = 1000;
   std::string shard;
-  for (int i = 0; i < kRecords; ++i) record::AppendFramed(&shard, "not an Example " + std::to_string(i));
+  for (int i = 0; i < kRecords; ++i)
+    record::AppendFramed(&shard, "not an Example " + std::to_string(i));
   WriteWholeFile(src + "/big.tfrecord", shard);
   Mount m;
   ASSERT_EQ(m.Start({src}, {"-d"}), "");
   const auto walked = WalkTree(m.mountpoint(), false);
   size_t folders = 0;
-  for (const auto& [rel, node] : walked) folders += S_ISDIR(node.mode) && rel.rfind("big.tfrecord/", 0) == 0;
+  for (const auto& [rel, node] : walked)
+    folders += S_ISDIR(node.mode) && rel.rfind("big.tfrecord/", 0) == 0;
   EXPECT_EQ(folders, static_cast<size_t>(kRecords));
   const std::string log = m.Stderr();
   EXPECT_GE(CountOpcode(log, "READDIRPLUS"), static_cast<size_t>(kRecords));
@@ -517,9 +519,12 @@ struct FileOpCounts {
   size_t open, flush, release, getattr, read, lookup, forget;
 };
 FileOpCounts CountFileOps(const std::string& log) {
-  return {CountOpcode(log, "OPEN"),   CountOpcode(log, "FLUSH"),
-          CountOpcode(log, "RELEASE"), CountOpcode(log, "GETATTR"),
-          CountOpcode(log, "READ"),   CountOpcode(log, "LOOKUP"),
+  return {CountOpcode(log, "OPEN"),
+          CountOpcode(log, "FLUSH"),
+          CountOpcode(log, "RELEASE"),
+          CountOpcode(log, "GETATTR"),
+          CountOpcode(log, "READ"),
+          CountOpcode(log, "LOOKUP"),
           CountOpcode(log, "FORGET") + CountOpcode(log, "BATCH_FORGET")};
 }
 std::ostream& operator<<(std::ostream& os, const FileOpCounts& c) {
@@ -673,8 +678,8 @@ TEST(GeneratedMountOptionsTest, ReadWriteMountAsksForEveryOpenAndReadsFromThePag
       EXPECT_EQ(errno, EROFS) << rel;
     }
     const std::string r = ShellQuote(m.path("staging/r"));
-    CommandResult bad = Shell("bash -c " + ShellQuote("mkdir " + r + " && echo hello > " + r +
-                                                      "/label"));
+    CommandResult bad =
+        Shell("bash -c " + ShellQuote("mkdir " + r + " && echo hello > " + r + "/label"));
     EXPECT_NE(bad.exit_code, 0);
     EXPECT_NE(bad.err.find("Invalid argument"), std::string::npos) << bad.err;
     CommandResult good = Shell("echo 3 > " + r + "/label && echo 41 > " + r + "/label && " +

@@ -81,7 +81,8 @@ std::vector<pid_t> FindDaemons(const std::string& arg) {
     if (args.empty()) continue;  // kernel threads and zombies
     const std::string& a0 = args[0];
     const std::string suffix = "tfrecordfs";
-    if (a0.size() < suffix.size() || a0.compare(a0.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    if (a0.size() < suffix.size() ||
+        a0.compare(a0.size() - suffix.size(), suffix.size(), suffix) != 0) {
       continue;
     }
     for (size_t i = 1; i < args.size(); ++i) {

@@ -73,10 +73,10 @@ std::string BinaryPath();
 std::string FuseUnavailableReason();
 
 // Skips the current test (with the reason) when /dev/fuse cannot be used.
-#define TFRFS_SKIP_WITHOUT_FUSE()                                              \
-  do {                                                                         \
+#define TFRFS_SKIP_WITHOUT_FUSE()                                                       \
+  do {                                                                                  \
     const std::string tfrfs_reason = ::tfrecordfs::mount_test::FuseUnavailableReason(); \
-    if (!tfrfs_reason.empty()) GTEST_SKIP() << tfrfs_reason;                   \
+    if (!tfrfs_reason.empty()) GTEST_SKIP() << tfrfs_reason;                            \
   } while (0)
 
 // A test's scratch directory (tests/testing/temp_dir.h), named

@@ -117,7 +117,8 @@ TEST_F(RealDataTest, EveryShardRecordAndFileMatchesADirectRead) {
     ExpectedTree expected;
     expected[shard.path] = ExpectedNode{true, ""};
     for (uint64_t r = 0; r < direct.payloads.size(); ++r) {
-      ASSERT_TRUE(direct.payloads[r].has_value()) << "record " << r << ": " << direct.record_errors[r];
+      ASSERT_TRUE(direct.payloads[r].has_value())
+          << "record " << r << ": " << direct.record_errors[r];
       const std::string& payload = *direct.payloads[r];
       EXPECT_EQ(example::DecodeExample(absl::string_view(payload.data(), payload.size())).ok(),
                 shard.is_example)
@@ -150,33 +151,44 @@ TEST_F(RealDataTest, EveryShardRecordAndFileMatchesADirectRead) {
     }
   }
   // Spot checks against SOURCES.md, independent of naming.
-  EXPECT_EQ(ReadWholeFile(M("non_example_raw_strings/tfrecord_iterator_test.tfrecord/0/record.bin")),
-            "hello world");
-  EXPECT_EQ(ReadWholeFile(M("non_example_raw_strings/tfrecord_iterator_test.tfrecord/1/record.bin")),
-            "12345");
-  EXPECT_EQ(ReadWholeFile(M("non_example_raw_strings/tfrecord_iterator_test.tfrecord/2/record.bin")),
-            "success");
+  EXPECT_EQ(
+      ReadWholeFile(M("non_example_raw_strings/tfrecord_iterator_test.tfrecord/0/record.bin")),
+      "hello world");
+  EXPECT_EQ(
+      ReadWholeFile(M("non_example_raw_strings/tfrecord_iterator_test.tfrecord/1/record.bin")),
+      "12345");
+  EXPECT_EQ(
+      ReadWholeFile(M("non_example_raw_strings/tfrecord_iterator_test.tfrecord/2/record.bin")),
+      "success");
   EXPECT_EQ(ReadWholeFile(M("od_raccoon_jpeg_bbox/test.record/00/image/format.txt")), "jpg\n");
   EXPECT_EQ(ReadWholeFile(M("attention_ocr_fsns_png/fsns-00000-of-00001/0/image/text.txt")),
             "Rue Perreyon\n");
   struct stat st;
   ASSERT_EQ(::stat(M("od_raccoon_jpeg_bbox/test.record/00/image/encoded.jpg").c_str(), &st), 0);
   EXPECT_EQ(st.st_size, 53737);
-  ASSERT_EQ(::stat(M("deeplab_voc_seg_jpeg_png/val-00000-of-00001.tfrecord/0/image/encoded.jpg")
-                       .c_str(), &st), 0);
+  ASSERT_EQ(
+      ::stat(M("deeplab_voc_seg_jpeg_png/val-00000-of-00001.tfrecord/0/image/encoded.jpg").c_str(),
+             &st),
+      0);
   EXPECT_EQ(st.st_size, 218323);
   ASSERT_EQ(::stat(M("deeplab_voc_seg_jpeg_png/val-00000-of-00001.tfrecord/0/image/segmentation/"
-                     "class/encoded.png").c_str(), &st), 0);
-  EXPECT_EQ(st.st_size, 183862);
-  ASSERT_EQ(::stat(M("attention_ocr_fsns_png/fsns-00000-of-00001/0/image/encoded.png").c_str(), &st),
+                     "class/encoded.png")
+                       .c_str(),
+                   &st),
             0);
+  EXPECT_EQ(st.st_size, 183862);
+  ASSERT_EQ(
+      ::stat(M("attention_ocr_fsns_png/fsns-00000-of-00001/0/image/encoded.png").c_str(), &st), 0);
   EXPECT_EQ(st.st_size, 128843);
   // mnist: 784 float lines; image_class one int64 line.
   const std::string floats = ReadWholeFile(M("tfx_mnist_float784/mnist.tfrecord/000/image_floats"));
   EXPECT_EQ(std::count(floats.begin(), floats.end(), '\n'), 784);
   // The raw int32 step_type of tf_agents is a 4-byte binary file.
   ASSERT_EQ(::stat(M("tf_agents_antmaze_slash_keys/antmaze-medium-play-v0_0.tfrecord/00/"
-                     "time_step/step_type.bin").c_str(), &st), 0);
+                     "time_step/step_type.bin")
+                       .c_str(),
+                   &st),
+            0);
   EXPECT_EQ(st.st_size, 4);
   // 8,941 records: four-digit names, the plain decimal spelling is an alias.
   const std::string lingvo = "lingvo_wmt_int64/translate_ende_wmt32k-train-00511-of-00512/";
@@ -200,7 +212,8 @@ TEST_F(RealDataTest, EveryShardRecordAndFileMatchesADirectRead) {
   const std::string taxi = "tfx_csv_example_gen_gzip_12shards/Split-eval/";
   EXPECT_EQ(ReadWholeFile(M(taxi + "data_tfrecord-00001-of-00012.gz/42/trip_start_month")),
             ReadWholeFile(M(taxi + "data_tfrecord-00001-of-00012.gz/042/trip_start_month")));
-  EXPECT_FALSE(ReadWholeFile(M(taxi + "data_tfrecord-00001-of-00012.gz/424/trip_start_month")).empty());
+  EXPECT_FALSE(
+      ReadWholeFile(M(taxi + "data_tfrecord-00001-of-00012.gz/424/trip_start_month")).empty());
   // SequenceExamples (SOURCES.md section 3), read straight from the GZIP
   // shards: tf.Transform's first record, whose key int_feature is both a
   // context feature and a list, and whose second string step is an empty
@@ -295,7 +308,8 @@ TEST_F(RealDataTest, ImagesDecodeAtTheirRecordedSize) {
   };
   const std::vector<ImageSet> sets = {
       {"od_raccoon_jpeg_bbox/test.record", 40, {"image/encoded.jpg"}},
-      {"deeplab_voc_seg_jpeg_png/val-00000-of-00001.tfrecord", 3,
+      {"deeplab_voc_seg_jpeg_png/val-00000-of-00001.tfrecord",
+       3,
        {"image/encoded.jpg", "image/segmentation/class/encoded.png"}},
       {"attention_ocr_fsns_png/fsns-00000-of-00001", 5, {"image/encoded.png"}},
   };
@@ -348,14 +362,22 @@ TEST_F(RealDataTest, DamagedShardServesItsIntactRecords) {
   EXPECT_EQ(listed, n);
 
   static const char* kSchema[] = {
-      "image/encoded.jpg",          "image/filename.txt",
-      "image/format.txt",           "image/height",
-      "image/width",                "image/key/sha256.txt",
-      "image/source_id.txt",        "image/object/bbox/xmin",
-      "image/object/bbox/xmax",     "image/object/bbox/ymin",
-      "image/object/bbox/ymax",     "image/object/class/label",
-      "image/object/class/text.txt", "image/object/difficult",
-      "image/object/truncated",     "image/object/view.txt",
+      "image/encoded.jpg",
+      "image/filename.txt",
+      "image/format.txt",
+      "image/height",
+      "image/width",
+      "image/key/sha256.txt",
+      "image/source_id.txt",
+      "image/object/bbox/xmin",
+      "image/object/bbox/xmax",
+      "image/object/bbox/ymin",
+      "image/object/bbox/ymax",
+      "image/object/class/label",
+      "image/object/class/text.txt",
+      "image/object/difficult",
+      "image/object/truncated",
+      "image/object/view.txt",
   };
   for (uint64_t r : intact) {
     const std::string rec = std::string(kDamaged) + "/" + RecordDirName(r, n);
@@ -412,8 +434,9 @@ TEST_F(RealDataTest, DamagedShardServesItsIntactRecords) {
     EXPECT_NE(log.find(want), std::string::npos) << "no '" << want << "' in the log:\n" << log;
   }
   // Neighbouring healthy shards are unaffected.
-  EXPECT_EQ(ReadWholeFile(M("non_example_raw_strings/tfrecord_iterator_test.tfrecord/0/record.bin")),
-            "hello world");
+  EXPECT_EQ(
+      ReadWholeFile(M("non_example_raw_strings/tfrecord_iterator_test.tfrecord/0/record.bin")),
+      "hello world");
 }
 
 }  // namespace

@@ -99,14 +99,13 @@ TEST_F(ShellToolsTest, DuCountsTheApparentSizeOfEveryFile) {
   uint64_t bytes = 0;
   for (const auto& [rel, node] : expected_) bytes += node.content.size();
   EXPECT_EQ(Number("du -sb --exclude=staging " + mnt_), bytes);
-  EXPECT_EQ(Number("du -sb " + ShellQuote(mount_.path("train-00001-of-00002/007"))),
-            [&] {
-              uint64_t n = 0;
-              for (const auto& [rel, node] : expected_) {
-                if (rel.rfind("train-00001-of-00002/007/", 0) == 0) n += node.content.size();
-              }
-              return n;
-            }());
+  EXPECT_EQ(Number("du -sb " + ShellQuote(mount_.path("train-00001-of-00002/007"))), [&] {
+    uint64_t n = 0;
+    for (const auto& [rel, node] : expected_) {
+      if (rel.rfind("train-00001-of-00002/007/", 0) == 0) n += node.content.size();
+    }
+    return n;
+  }());
 }
 
 TEST_F(ShellToolsTest, CpOfARecordFolderMatchesByteForByte) {

@@ -764,11 +764,11 @@ TEST_F(OpsTest, FeatureFileXattrsNameTheRealFeature) {
     EXPECT_EQ(c.feature, Xattr(*ops_, ino, "user.tfrecordfs.feature"));
     EXPECT_EQ(c.kind, Xattr(*ops_, ino, "user.tfrecordfs.kind"));
   }
-  EXPECT_THAT(XattrNames(*ops_, Path("train-00000-of-00002/01/frames/1.bin").ino),
-              ElementsAre("user.tfrecordfs.feature", "user.tfrecordfs.kind",
-                          "user.tfrecordfs.value"));
-  EXPECT_EQ("1", Xattr(*ops_, Path("train-00000-of-00002/01/frames/1.bin").ino,
-                       "user.tfrecordfs.value"));
+  EXPECT_THAT(
+      XattrNames(*ops_, Path("train-00000-of-00002/01/frames/1.bin").ino),
+      ElementsAre("user.tfrecordfs.feature", "user.tfrecordfs.kind", "user.tfrecordfs.value"));
+  EXPECT_EQ(
+      "1", Xattr(*ops_, Path("train-00000-of-00002/01/frames/1.bin").ino, "user.tfrecordfs.value"));
   // Folders that are only a '/' in names, raw records, plain files: none.
   for (const char* path : {"train-00000-of-00002/01/image", "raw.tfrecord/0/record.bin",
                            "dataset_info.json", "nested"}) {
@@ -778,16 +778,16 @@ TEST_F(OpsTest, FeatureFileXattrsNameTheRealFeature) {
   }
   // Shard folders.
   const fuse_ino_t shard = Path("train-00000-of-00002").ino;
-  EXPECT_THAT(XattrNames(*ops_, shard),
-              ElementsAre("user.tfrecordfs.shard", "user.tfrecordfs.records",
-                          "user.tfrecordfs.codec"));
+  EXPECT_THAT(
+      XattrNames(*ops_, shard),
+      ElementsAre("user.tfrecordfs.shard", "user.tfrecordfs.records", "user.tfrecordfs.codec"));
   EXPECT_EQ("12", Xattr(*ops_, shard, "user.tfrecordfs.records"));
   EXPECT_EQ("none", Xattr(*ops_, shard, "user.tfrecordfs.codec"));
 }
 
 TEST_F(OpsTest, XattrsCannotBeSet) {
-  for (const char* path : {"train-00000-of-00002/01", "train-00000-of-00002/01/id",
-                           "dataset_info.json", ""}) {
+  for (const char* path :
+       {"train-00000-of-00002/01", "train-00000-of-00002/01/id", "dataset_info.json", ""}) {
     SCOPED_TRACE(path);
     const fuse_ino_t ino = *path ? Path(path).ino : FUSE_ROOT_ID;
     EXPECT_EQ(EPERM, DoSetXattr(*ops_, ino, "user.tfrecordfs.feature"));
@@ -807,9 +807,9 @@ TEST_F(OpsTest, DamagedRecordErrorIsListedOnceKnown) {
   const fuse_ino_t rec = DoLookup(ops, shard, "2").entry.ino;
   ASSERT_NE(0u, rec);
   // Not read yet: listing does not read it, so no error is listed.
-  EXPECT_THAT(XattrNames(ops, rec), ElementsAre("user.tfrecordfs.shard", "user.tfrecordfs.record",
-                                                "user.tfrecordfs.offset",
-                                                "user.tfrecordfs.length"));
+  EXPECT_THAT(XattrNames(ops, rec),
+              ElementsAre("user.tfrecordfs.shard", "user.tfrecordfs.record",
+                          "user.tfrecordfs.offset", "user.tfrecordfs.length"));
   EXPECT_EQ(0u, (*fs)->GetStats().records_read);
   // Reading the folder fails; the reason is then an attribute.
   EXPECT_EQ(EIO, DoLookup(ops, rec, "n").err);
@@ -824,8 +824,11 @@ TEST_F(OpsTest, DamagedRecordErrorIsListedOnceKnown) {
   EXPECT_EQ(ENODATA, DoGetXattr(ops, fine, "user.tfrecordfs.error", 0).err);
   // ...and the answer stays once the record has left the cache.
   for (int r = 0; r < 40; ++r) {
-    DoLookup(ops, DoLookup(ops, DoLookup(ops, FUSE_ROOT_ID, "train-00000-of-00002").entry.ino,
-                           absl::StrCat(r % 12)).entry.ino, "id");
+    DoLookup(ops,
+             DoLookup(ops, DoLookup(ops, FUSE_ROOT_ID, "train-00000-of-00002").entry.ino,
+                      absl::StrCat(r % 12))
+                 .entry.ino,
+             "id");
   }
   EXPECT_EQ(error, Xattr(ops, rec, "user.tfrecordfs.error"));
   // The shard folder carries what the index walk found (three stray bytes).
@@ -1374,10 +1377,12 @@ TEST_F(CreateTest, NegotiatedOpensAreLeftToTheKernel) {
   EXPECT_EQ(ENOSYS, DoOpenDir(ops, rec).err);
 
   // Every OPEN that passes its checks answers ENOSYS and keeps nothing open.
-  const fuse_ino_t shard_file = DoLookup(ops, DoLookup(ops, DoLookup(ops, FUSE_ROOT_ID,
-                                                                     "train.tfrecord").entry.ino,
-                                                       "0").entry.ino,
-                                         "record.bin").entry.ino;
+  const fuse_ino_t shard_file =
+      DoLookup(
+          ops,
+          DoLookup(ops, DoLookup(ops, FUSE_ROOT_ID, "train.tfrecord").entry.ino, "0").entry.ino,
+          "record.bin")
+          .entry.ino;
   ASSERT_NE(0u, shard_file);
   // One of each first: the staging store and the shard cache keep their own
   // descriptors of what was opened once.
@@ -1397,8 +1402,8 @@ TEST_F(CreateTest, NegotiatedOpensAreLeftToTheKernel) {
   const EntryReply record = DoLookup(ops, damaged.entry.ino, "0");
   ASSERT_EQ(0, record.err);
   EXPECT_EQ(EIO, DoLookup(ops, record.entry.ino, "n").err);
-  const uint64_t inside = vfs::RecordId(vfs::ShardOf(record.entry.ino),
-                                        vfs::RecordOf(record.entry.ino), 1);
+  const uint64_t inside =
+      vfs::RecordId(vfs::ShardOf(record.entry.ino), vfs::RecordOf(record.entry.ino), 1);
   EXPECT_EQ(EIO, DoOpen(ops, inside, O_RDONLY).err);
 
   // A kernel that does not offer them: handles as before.

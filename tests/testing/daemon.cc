@@ -125,8 +125,8 @@ bool Daemon::Unmount(int* status, std::string* error) {
     return false;
   }
   if (!WaitExit(status)) {
-    *error = "daemon still running " + std::to_string(kWaitLimit.count()) +
-             " s after fusermount3 -u";
+    *error =
+        "daemon still running " + std::to_string(kWaitLimit.count()) + " s after fusermount3 -u";
     return false;
   }
   return true;

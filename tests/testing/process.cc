@@ -57,7 +57,8 @@ std::string DescribeWait(int status) {
 
 int ExitCodeOfWait(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
 
-CommandResult Run(const std::vector<std::string>& argv, const std::optional<std::string>& env_path) {
+CommandResult Run(const std::vector<std::string>& argv,
+                  const std::optional<std::string>& env_path) {
   CommandResult r;
   const std::string tmp = TempRoot();
   int out_fd = MakeTempFile(tmp, "tfrfs-out");

@@ -233,9 +233,12 @@ TEST_F(IndexStoreTest, OffsetsNoWalkCouldGiveAreRefusedDespiteTheirCrc) {
       {"last offset dropped", [](IndexFile* f) { f->walk.offsets.pop_back(); },
        "not at the shard's end"},
       {"an offset repeated",
-       [](IndexFile* f) { f->walk.offsets.insert(f->walk.offsets.begin() + 7, f->walk.offsets[7]); },
+       [](IndexFile* f) {
+         f->walk.offsets.insert(f->walk.offsets.begin() + 7, f->walk.offsets[7]);
+       },
        "do not increase"},
-      {"a record split", [](IndexFile* f) {
+      {"a record split",
+       [](IndexFile* f) {
          f->walk.offsets.insert(f->walk.offsets.begin() + 8, f->walk.offsets[7] + 8);
        },
        "spans only 8 bytes"},
@@ -248,7 +251,9 @@ TEST_F(IndexStoreTest, OffsetsNoWalkCouldGiveAreRefusedDespiteTheirCrc) {
        },
        "spans only 4 bytes"},
       {"a problem past the end",
-       [](IndexFile* f) { f->walk.problems.push_back({f->file_size + 1, "x"}); },
+       [](IndexFile* f) {
+         f->walk.problems.push_back({f->file_size + 1, "x"});
+       },
        "outside the shard"},
       {"an endless problem message",
        [](IndexFile* f) {
@@ -511,9 +516,8 @@ TEST_F(IndexStoreTest, TornOrCorruptIndexFileRebuilds) {
   IndexStore store(CacheOnly());
   const std::string file = CacheFile(store);
   const std::string good = ReadBytes(file);
-  for (const std::string& bad :
-       {good.substr(0, good.size() / 2), std::string(), good.substr(0, good.size() - 1),
-        std::string(good.size(), '\0')}) {
+  for (const std::string& bad : {good.substr(0, good.size() / 2), std::string(),
+                                 good.substr(0, good.size() - 1), std::string(good.size(), '\0')}) {
     WriteBytes(file, bad);
     std::vector<uint64_t> offsets;
     EXPECT_EQ(IndexSource::kWalked, LoadAgain(&offsets));

@@ -142,12 +142,14 @@ TEST(ShardIndexTest, EmptyWalkStillHasAnEndOffset) {
 
 // Issue 15, item 10: what is logged of a shard's problems.
 TEST(EscapeForLogTest, ControlBytesAndInvalidUtf8AreEscaped) {
-  EXPECT_EQ("plain text, caf\xc3\xa9 \xe6\x97\xa5", EscapeForLog("plain text, caf\xc3\xa9 \xe6\x97\xa5"));
+  EXPECT_EQ("plain text, caf\xc3\xa9 \xe6\x97\xa5",
+            EscapeForLog("plain text, caf\xc3\xa9 \xe6\x97\xa5"));
   EXPECT_EQ("a\\nb\\tc\\\\d", EscapeForLog("a\nb\tc\\d"));
   EXPECT_EQ("\\x1b[31mred\\x1b[0m", EscapeForLog("\x1b[31mred\x1b[0m"));
   EXPECT_EQ("\\x00\\x7f\\x0d", EscapeForLog(std::string("\0\x7f\r", 3)));
   EXPECT_EQ("\\xff\\xc3", EscapeForLog("\xff\xc3"));  // invalid, truncated
-  EXPECT_EQ("\\xc2\\x9b2J", EscapeForLog("\xc2\x9b" "2J"));  // C1 CSI
+  EXPECT_EQ("\\xc2\\x9b2J", EscapeForLog("\xc2\x9b"
+                                         "2J"));    // C1 CSI
   EXPECT_EQ("\xc2\xa0", EscapeForLog("\xc2\xa0"));  // U+00A0 is printable
 }
 

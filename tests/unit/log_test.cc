@@ -1,6 +1,8 @@
 // What the daemon's log file holds: rotation when a mount starts
 // (base/log.h), and a damaged record logged once however often it is read
 // (vfs, through its public operations).
+#include "tfrecordfs/base/log.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,7 +16,6 @@
 #include "gtest/gtest.h"
 #include "testing/shard.h"
 #include "testing/temp_dir.h"
-#include "tfrecordfs/base/log.h"
 #include "tfrecordfs/vfs/filesystem.h"
 
 namespace tfrecordfs {
@@ -22,7 +23,6 @@ namespace {
 
 class LogTest : public ::testing::Test {
  protected:
-
   static std::string Slurp(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     std::stringstream s;
@@ -104,9 +104,8 @@ TEST_F(LogTest, ADamagedRecordIsLoggedOnceHoweverOftenItIsRead) {
   ASSERT_TRUE(good.ok()) << good.status();
   ASSERT_TRUE(bad.ok()) << bad.status();
   const auto list = [&](uint64_t ino) {
-    return (*fs)->ReadDir(ino, 0, [](absl::string_view, const vfs::Attr&, uint64_t) {
-      return true;
-    });
+    return (*fs)->ReadDir(ino, 0,
+                          [](absl::string_view, const vfs::Attr&, uint64_t) { return true; });
   };
   for (int epoch = 0; epoch < 3; ++epoch) {
     EXPECT_TRUE(list(good->ino).ok());

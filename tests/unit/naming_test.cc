@@ -1181,7 +1181,6 @@ TEST(LayoutPropertyTest, RandomTablesRoundTrip) {
   }
 }
 
-
 // ---------------------------------------------------------------------------
 // Tensors and SequenceExamples (issue 10), through the real decoders.
 
@@ -1203,7 +1202,8 @@ struct Decoded {
   FeatureTable table;
 };
 
-Decoded EncodeAndDecode(const std::vector<std::pair<std::string, std::vector<std::string>>>& bytes) {
+Decoded EncodeAndDecode(
+    const std::vector<std::pair<std::string, std::vector<std::string>>>& bytes) {
   FeatureTable t;
   for (const auto& [name, values] : bytes) {
     Feature f;
@@ -1223,8 +1223,9 @@ Decoded EncodeAndDecode(const std::vector<std::pair<std::string, std::vector<std
 TEST(TensorLayoutTest, ImageTensorIsAPngMadeFromTheShardBytes) {
   const std::string pixels = Ramp(5 * 4 * 3);
   const std::string gray16 = Ramp(3 * 2 * 2);
-  const Decoded d = EncodeAndDecode({{"image", {Tensor(tensor::DataType::kUint8, {5, 4, 3}, pixels)}},
-                                     {"depth", {Tensor(tensor::DataType::kUint16, {3, 2}, gray16)}}});
+  const Decoded d =
+      EncodeAndDecode({{"image", {Tensor(tensor::DataType::kUint8, {5, 4, 3}, pixels)}},
+                       {"depth", {Tensor(tensor::DataType::kUint16, {3, 2}, gray16)}}});
   const Layout l = LayoutExample(d.table, d.payload);
   EXPECT_THAT(Children(l, ""), ElementsAre("depth.png", "image.png"));
   const Entry* e = Find(l, "image.png");
@@ -1249,10 +1250,10 @@ TEST(TensorLayoutTest, ImageTensorIsAPngMadeFromTheShardBytes) {
 
 TEST(TensorLayoutTest, OtherNumericTensorsAreNpyHeaderPlusSpan) {
   const std::string floats = Ramp(2 * 3 * 4);
-  const Decoded d = EncodeAndDecode(
-      {{"emb", {Tensor(tensor::DataType::kFloat, {2, 3}, floats)}},
-       {"empty", {Tensor(tensor::DataType::kInt64, {0, 4}, "")}},
-       {"wide", {Tensor(tensor::DataType::kUint8, {2, 2, 5}, Ramp(20))}}});
+  const Decoded d =
+      EncodeAndDecode({{"emb", {Tensor(tensor::DataType::kFloat, {2, 3}, floats)}},
+                       {"empty", {Tensor(tensor::DataType::kInt64, {0, 4}, "")}},
+                       {"wide", {Tensor(tensor::DataType::kUint8, {2, 2, 5}, Ramp(20))}}});
   const Layout l = LayoutExample(d.table, d.payload);
   EXPECT_THAT(Children(l, ""), ElementsAre("emb.npy", "empty.npy", "wide.npy"));
   const Entry* e = Find(l, "emb.npy");
@@ -1268,16 +1269,17 @@ TEST(TensorLayoutTest, OtherNumericTensorsAreNpyHeaderPlusSpan) {
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_THAT(parsed->shape, ElementsAre(2, 3));
   // No elements: the header alone.
-  EXPECT_EQ(tensor::NpyHeader(tensor::DataType::kInt64, {0, 4}), FileBytes(*Find(l, "empty.npy"), d.payload));
+  EXPECT_EQ(tensor::NpyHeader(tensor::DataType::kInt64, {0, 4}),
+            FileBytes(*Find(l, "empty.npy"), d.payload));
 }
 
 TEST(TensorLayoutTest, SeveralTensorsMakeAFolderAndNonTensorsKeepTheirBytes) {
-  const Decoded d = EncodeAndDecode(
-      {{"frames",
-        {Tensor(tensor::DataType::kUint8, {2, 2}, Ramp(4)), Tensor(tensor::DataType::kDouble, {3}, Ramp(24)),
-         std::string(kJpeg)}},
-       // Looks like a TensorProto at first, but is not one (a string dtype).
-       {"strings", {std::string("\x08\x07\x12\x00", 4)}}});
+  const Decoded d =
+      EncodeAndDecode({{"frames",
+                        {Tensor(tensor::DataType::kUint8, {2, 2}, Ramp(4)),
+                         Tensor(tensor::DataType::kDouble, {3}, Ramp(24)), std::string(kJpeg)}},
+                       // Looks like a TensorProto at first, but is not one (a string dtype).
+                       {"strings", {std::string("\x08\x07\x12\x00", 4)}}});
   const Layout l = LayoutExample(d.table, d.payload);
   EXPECT_THAT(Children(l, "frames"), ElementsAre("0.png", "1.npy", "2.jpg"));
   EXPECT_THAT(Children(l, ""), ElementsAre("frames", "strings.bin"));
@@ -1382,7 +1384,8 @@ TEST(LayoutTest, ExampleFeatureNamedLikeASequenceFolderIsEscaped) {
   const Decoded d = EncodeAndDecode({{"feature_lists/x", {"t"}}, {"context/y", {"u"}}});
   const Layout l = LayoutExample(d.table, d.payload);
   EXPECT_THAT(Children(l, ""), ElementsAre("%66eature_lists", "context"));
-  EXPECT_EQ("feature_lists/x", FeatureNameFromPath(std::vector<std::string>{"%66eature_lists"}, "x"));
+  EXPECT_EQ("feature_lists/x",
+            FeatureNameFromPath(std::vector<std::string>{"%66eature_lists"}, "x"));
 }
 
 example::Feature Step(Kind kind) {

@@ -66,7 +66,8 @@ class NumpyTest : public ::testing::Test {
   // Runs a numpy script with `d` bound to the temp dir.
   void Run(const std::string& script) {
     const std::string path = dir_ + "/script.py";
-    ASSERT_TRUE(WriteFileAtomically(path, "import numpy as np\nd = '" + dir_ + "'\n" + script).ok());
+    ASSERT_TRUE(
+        WriteFileAtomically(path, "import numpy as np\nd = '" + dir_ + "'\n" + script).ok());
     ASSERT_EQ(std::system((python_ + " " + path).c_str()), 0) << script;
   }
   std::string Read(const std::string& name) {
@@ -87,12 +88,18 @@ struct Case {
 
 const std::vector<Case>& Cases() {
   static const auto* cases = new std::vector<Case>{
-      {DataType::kFloat, "float32", {2, 3}},          {DataType::kDouble, "float64", {}},
-      {DataType::kInt32, "int32", {5}},               {DataType::kUint8, "uint8", {4, 4, 3}},
-      {DataType::kInt16, "int16", {0}},               {DataType::kInt8, "int8", {1, 0, 7}},
-      {DataType::kInt64, "int64", {3, 1}},            {DataType::kBool, "bool_", {9}},
-      {DataType::kUint16, "uint16", {2, 2, 2, 2}},    {DataType::kHalf, "float16", {7}},
-      {DataType::kUint32, "uint32", {1}},             {DataType::kUint64, "uint64", {2, 5}},
+      {DataType::kFloat, "float32", {2, 3}},
+      {DataType::kDouble, "float64", {}},
+      {DataType::kInt32, "int32", {5}},
+      {DataType::kUint8, "uint8", {4, 4, 3}},
+      {DataType::kInt16, "int16", {0}},
+      {DataType::kInt8, "int8", {1, 0, 7}},
+      {DataType::kInt64, "int64", {3, 1}},
+      {DataType::kBool, "bool_", {9}},
+      {DataType::kUint16, "uint16", {2, 2, 2, 2}},
+      {DataType::kHalf, "float16", {7}},
+      {DataType::kUint32, "uint32", {1}},
+      {DataType::kUint64, "uint64", {2, 5}},
       {DataType::kFloat, "float32", {123456789012, 0}},
       {DataType::kUint8, "uint8", std::vector<int64_t>(30, 1)},
       {DataType::kUint8, "uint8", std::vector<int64_t>(32, 1)},  // numpy 1.x: at most 32 dims
@@ -138,7 +145,8 @@ TEST_F(NumpyTest, OurFilesLoadInNumpy) {
   std::string data;
   for (int i = 0; i < 6; ++i) data += std::string("\x01\x00\x00\x00\x00\x00\x00\x00", 8);
   data[8] = 2;
-  ASSERT_TRUE(WriteFileAtomically(dir_ + "/ours.npy", NpyHeader(DataType::kInt64, {2, 3}) + data).ok());
+  ASSERT_TRUE(
+      WriteFileAtomically(dir_ + "/ours.npy", NpyHeader(DataType::kInt64, {2, 3}) + data).ok());
   Run("a = np.load(d + '/ours.npy')\n"
       "assert a.dtype == np.int64 and a.shape == (2, 3), (a.dtype, a.shape)\n"
       "assert a.tolist() == [[1, 2, 1], [1, 1, 1]], a.tolist()\n");
@@ -180,10 +188,12 @@ TEST(ParseNpy, BadFiles) {
     return ParseNpy(Header(dict) + std::string(data));
   };
   EXPECT_TRUE(with("{'descr': '<i2', 'fortran_order': False, 'shape': (1,)}\n", "ab").ok());
-  EXPECT_TRUE(with("{\"shape\": (1L, 2L), \"descr\": \"<i2\", \"fortran_order\": False}", "abcd").ok());
+  EXPECT_TRUE(
+      with("{\"shape\": (1L, 2L), \"descr\": \"<i2\", \"fortran_order\": False}", "abcd").ok());
   EXPECT_FALSE(with("{'descr': '<i2', 'fortran_order': False, 'shape': (1)}", "ab").ok());
   EXPECT_FALSE(with("{'descr': '<i2', 'fortran_order': False}", "ab").ok());
-  EXPECT_FALSE(with("{'descr': '<i2', 'descr': '<i2', 'fortran_order': False, 'shape': ()}", "ab").ok());
+  EXPECT_FALSE(
+      with("{'descr': '<i2', 'descr': '<i2', 'fortran_order': False, 'shape': ()}", "ab").ok());
   EXPECT_FALSE(with("{'descr': '<i2', 'fortran_order': 0, 'shape': ()}", "ab").ok());
   EXPECT_FALSE(with("{'descr': '<i2', 'fortran_order': False, 'shape': (-1,)}").ok());
   EXPECT_FALSE(with("{'descr': '<i2', 'fortran_order': False, 'shape': (), 'x': 1}", "ab").ok());

@@ -42,11 +42,11 @@ struct Shape {
   std::vector<int64_t> shape;
 };
 const std::vector<Shape> kShapes = {
-    {DataType::kUint8, {1, 1}},           {DataType::kUint8, {3, 5, 3}},
-    {DataType::kUint8, {7, 2, 1}},        {DataType::kUint8, {4, 9, 2}},
-    {DataType::kUint16, {2, 3, 4}},       {DataType::kUint16, {1000, 70}},
-    {DataType::kUint8, {300, 257, 4}},    {DataType::kUint16, {130, 200, 3}},
-    {DataType::kUint8, {1, 70000, 1}},    // one row longer than a stored block
+    {DataType::kUint8, {1, 1}},        {DataType::kUint8, {3, 5, 3}},
+    {DataType::kUint8, {7, 2, 1}},     {DataType::kUint8, {4, 9, 2}},
+    {DataType::kUint16, {2, 3, 4}},    {DataType::kUint16, {1000, 70}},
+    {DataType::kUint8, {300, 257, 4}}, {DataType::kUint16, {130, 200, 3}},
+    {DataType::kUint8, {1, 70000, 1}},  // one row longer than a stored block
 };
 
 TEST(PngGeometryOf, Shapes) {
@@ -101,7 +101,7 @@ TEST(ReadPngRange, AnyRangeIsTheSliceOfTheWholeFile) {
     for (int i = 0; i < 300; ++i) {
       const uint64_t off = rng() % whole.size();
       const size_t n = i % 3 == 0 ? std::min<size_t>(1 + rng() % 16, whole.size() - off)
-                                   : rng() % (whole.size() - off + 1);
+                                  : rng() % (whole.size() - off + 1);
       std::string got(n, '\x55');
       ASSERT_EQ(ReadPngRange(g, source, off, got.data(), n), absl::OkStatus()) << off << "+" << n;
       ASSERT_TRUE(got == whole.substr(off, n)) << off << "+" << n;
@@ -146,12 +146,13 @@ TEST(EncodePng, PilAgrees) {
     ASSERT_TRUE(WriteFileAtomically(dir + "/a.png", *EncodePng(g, pixels)).ok());
     ASSERT_TRUE(WriteFileAtomically(dir + "/a.raw", pixels).ok());
     // PIL reads 16-bit gray as mode I (32-bit ints) and verifies CRCs.
-    const std::string script = absl::StrCat(
-        "from PIL import Image\n", "im = Image.open('", dir, "/a.png'); im.load()\n",
-        "raw = open('", dir, "/a.raw', 'rb').read()\n", "assert im.size == (", g.width, ", ",
-        g.height, "), im.size\n", "got = im.tobytes()\n",
-        "if im.mode == 'I':\n  import struct\n  got = struct.pack('<%dH' % (len(raw) // 2), *im.getdata())\n",
-        "assert got == raw, (im.mode, len(got), len(raw))\n");
+    const std::string script =
+        absl::StrCat("from PIL import Image\n", "im = Image.open('", dir, "/a.png'); im.load()\n",
+                     "raw = open('", dir, "/a.raw', 'rb').read()\n", "assert im.size == (", g.width,
+                     ", ", g.height, "), im.size\n", "got = im.tobytes()\n",
+                     "if im.mode == 'I':\n  import struct\n  got = struct.pack('<%dH' % (len(raw) "
+                     "// 2), *im.getdata())\n",
+                     "assert got == raw, (im.mode, len(got), len(raw))\n");
     ASSERT_TRUE(WriteFileAtomically(dir + "/t.py", script).ok());
     if (g.depth == 16 && g.channels != 1) continue;  // PIL has no 16-bit RGB(A) mode
     EXPECT_EQ(std::system(("/usr/bin/python3 " + dir + "/t.py").c_str()), 0)

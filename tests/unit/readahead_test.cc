@@ -82,8 +82,8 @@ std::string Pattern(size_t n, uint32_t seed) {
   if (got == want) return ::testing::AssertionSuccess();
   size_t i = 0;
   while (i < got.size() && i < want.size() && got[i] == want[i]) ++i;
-  return ::testing::AssertionFailure() << "differ at byte " << i << " (sizes " << got.size()
-                                       << " and " << want.size() << ")";
+  return ::testing::AssertionFailure()
+         << "differ at byte " << i << " (sizes " << got.size() << " and " << want.size() << ")";
 }
 
 // Reads [offset, offset + n) through `src`; fails the test on an error.

@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <optional>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -697,7 +697,7 @@ TEST(WalkBlocksTest, LargeRecordsCostOneReadPerBlockNotPerRecord) {
 TEST(WalkBlocksTest, DamagedShardWalksTheSameInBlocks) {
   std::string shard;
   for (int i = 0; i < 40; ++i) AppendFramed(&shard, std::string(5000 + i * 37, 'a' + i % 26));
-  shard[5000 * 7 + 3] ^= 0x55;  // a header (or data) byte in the middle
+  shard[5000 * 7 + 3] ^= 0x55;     // a header (or data) byte in the middle
   shard.resize(shard.size() - 9);  // and a truncated tail
   CountingSource x(shard), y(shard);
   auto a = WalkHeaders(x);

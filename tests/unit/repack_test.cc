@@ -27,9 +27,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "src/cli/commands.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "src/cli/commands.h"
 #include "testing/temp_dir.h"
 #include "tfrecordfs/base/crc32c.h"
 #include "tfrecordfs/base/file.h"
@@ -92,9 +92,9 @@ std::vector<std::string> ShardFiles(const std::string& dir) {
   std::vector<std::string> out;
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
-    if (name[0] != '.' && (absl::EndsWith(name, ".tfrecord") ||
-                           absl::EndsWith(name, ".tfrecord.gz") ||
-                           absl::EndsWith(name, ".tfrecord.zlib"))) {
+    if (name[0] != '.' &&
+        (absl::EndsWith(name, ".tfrecord") || absl::EndsWith(name, ".tfrecord.gz") ||
+         absl::EndsWith(name, ".tfrecord.zlib"))) {
       out.push_back(name);
     }
   }
@@ -870,9 +870,9 @@ TEST_P(CrashTest, RecoverThenPackGivesEveryRecordExactlyOnce) {
   std::multiset<std::string> expected;
   for (int i = 0; i < kRecords; ++i) expected.insert(absl::StrCat("r", i));
   EXPECT_EQ(packed, expected);
-  EXPECT_THAT(ShardFiles(out_), ElementsAre(ShardName("t", 0, 3, o.compression),
-                                            ShardName("t", 1, 3, o.compression),
-                                            ShardName("t", 2, 3, o.compression)));
+  EXPECT_THAT(ShardFiles(out_),
+              ElementsAre(ShardName("t", 0, 3, o.compression), ShardName("t", 1, 3, o.compression),
+                          ShardName("t", 2, 3, o.compression)));
   EXPECT_THAT(StrayFiles(out_), ElementsAre());
   if (o.remove_packed) {
     EXPECT_THAT(Folders(records_), ElementsAre("zz-invalid"));

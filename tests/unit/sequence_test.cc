@@ -6,9 +6,9 @@
 #include <string>
 
 #include "example.pb.h"
-#include "tfrecordfs/example/record.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tfrecordfs/example/record.h"
 
 namespace tfrecordfs::example {
 namespace {
@@ -45,7 +45,8 @@ std::string Canon(const proto::Feature& pf) {
 }
 std::string Canon(const SequenceTable& t) {
   std::string s;
-  for (const Feature& f : t.context.features) absl::StrAppend(&s, "ctx ", f.name, ": ", Canon(f), "\n");
+  for (const Feature& f : t.context.features)
+    absl::StrAppend(&s, "ctx ", f.name, ": ", Canon(f), "\n");
   for (const FeatureList& l : t.lists) {
     absl::StrAppend(&s, "list ", l.name, "\n");
     for (const Feature& f : l.steps) absl::StrAppend(&s, "  ", Canon(f), "\n");
@@ -73,7 +74,8 @@ proto::SequenceExample Sample() {
   ctx["id"].mutable_bytes_list()->add_value("clip-7");
   auto& lists = *p.mutable_feature_lists()->mutable_feature_list();
   auto& frames = lists["frames"];
-  for (int i = 0; i < 3; ++i) frames.add_feature()->mutable_bytes_list()->add_value("jpeg" + std::to_string(i));
+  for (int i = 0; i < 3; ++i)
+    frames.add_feature()->mutable_bytes_list()->add_value("jpeg" + std::to_string(i));
   auto& labels = lists["labels"];
   labels.add_feature()->mutable_float_list()->add_value(0.5f);
   labels.add_feature();  // a kindless step
@@ -156,8 +158,14 @@ TEST(DecodeRecord, ExampleThenSequenceExampleElseRaw) {
 
 TEST(DecodeSequenceExample, MergesAndLastKeyWinsLikeProtobuf) {
   proto::SequenceExample a, b2;
-  (*a.mutable_feature_lists()->mutable_feature_list())["x"].add_feature()->mutable_int64_list()->add_value(1);
-  (*b2.mutable_feature_lists()->mutable_feature_list())["x"].add_feature()->mutable_int64_list()->add_value(2);
+  (*a.mutable_feature_lists()->mutable_feature_list())["x"]
+      .add_feature()
+      ->mutable_int64_list()
+      ->add_value(1);
+  (*b2.mutable_feature_lists()->mutable_feature_list())["x"]
+      .add_feature()
+      ->mutable_int64_list()
+      ->add_value(2);
   (*b2.mutable_context()->mutable_feature())["c"].mutable_float_list()->add_value(1);
   const std::string cat = Ser(a) + Ser(b2);  // concatenation = merge
   proto::SequenceExample p;
@@ -179,7 +187,9 @@ TEST(DecodeSequenceExample, Rejects) {
       EXPECT_TRUE(p.ParseFromString(good.substr(0, n))) << n;
     }
   }
-  auto msg = [](const std::string& b) { return std::string(DecodeSequenceExample(b).status().message()); };
+  auto msg = [](const std::string& b) {
+    return std::string(DecodeSequenceExample(b).status().message());
+  };
   EXPECT_THAT(msg(good + "\x18\x01"), HasSubstr("unexpected field 3"));
   EXPECT_THAT(msg(std::string("\x12\x05\x0a\x03\x0a\x01\xff", 7)), HasSubstr("UTF-8"));
   // A bad Feature inside a list says SequenceExample, not Example.

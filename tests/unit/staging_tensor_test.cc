@@ -82,9 +82,9 @@ TEST(ClassifyStagedFile, ExampleAndSequencePlaces) {
       {"rec/names.txt", false, R::kOther, "", ""},
       {"rec/frames/1.npy", false, R::kArray, "frames", ".npy"},
       {"rec/frames/1.jpg", false, R::kOther, "", ""},
-      {"rec/frames/3", false, R::kOther, "", ""},        // a list item, not numeric
+      {"rec/frames/3", false, R::kOther, "", ""},  // a list item, not numeric
       {"rec/.label.swp", false, R::kOther, "", ""},
-      {"loose", false, R::kOther, "", ""},               // not in a record folder
+      {"loose", false, R::kOther, "", ""},  // not in a record folder
       {"rec/context/label", false, R::kNumeric, "context/label", ""},
       {"rec/context/label", true, R::kNumeric, "label", ""},
       {"rec/context/img.png", true, R::kArray, "img", ".png"},
@@ -107,10 +107,9 @@ TEST(ClassifyStagedFile, ExampleAndSequencePlaces) {
 }
 
 TEST(KindTag, RoundTripsAndRefusesUnknownText) {
-  for (const TensorType& t : {TensorType{DataType::kUint8, {4, 5, 3}},
-                              TensorType{DataType::kFloat, {}},
-                              TensorType{DataType::kUint16, {0, 7}},
-                              TensorType{DataType::kBool, {2}}}) {
+  for (const TensorType& t :
+       {TensorType{DataType::kUint8, {4, 5, 3}}, TensorType{DataType::kFloat, {}},
+        TensorType{DataType::kUint16, {0, 7}}, TensorType{DataType::kBool, {2}}}) {
     const FeatureHint h = ParseKindTag(TensorTag(t));
     EXPECT_EQ(h.kind, Kind::kBytes) << TensorTag(t);
     EXPECT_EQ(h.tensors, std::vector<TensorType>{t}) << TensorTag(t);
@@ -132,8 +131,10 @@ TEST(HintOf, TensorTypesOfTheValues) {
   EXPECT_EQ(HintOf(f), (FeatureHint{Kind::kBytes, {TensorType{DataType::kUint8, {2, 3, 3}}}}));
   const std::string f32 = Proto(DataType::kFloat, {2}, Pixels(8, 1));
   f.bytes = {t, "not a tensor", f32, t};
-  EXPECT_EQ(HintOf(f), (FeatureHint{Kind::kBytes, {TensorType{DataType::kUint8, {2, 3, 3}},
-                                                   TensorType{DataType::kFloat, {2}}}}));
+  EXPECT_EQ(
+      HintOf(f),
+      (FeatureHint{Kind::kBytes,
+                   {TensorType{DataType::kUint8, {2, 3, 3}}, TensorType{DataType::kFloat, {2}}}}));
   f.bytes = {"\xff\xd8\xff jpeg", t};
   EXPECT_EQ(HintOf(f), (FeatureHint{Kind::kBytes, {TensorType{DataType::kUint8, {2, 3, 3}}}}));
   // Later records add classes (dtype, rank, channels), not every shape.
@@ -142,8 +143,9 @@ TEST(HintOf, TensorTypesOfTheValues) {
   const std::string rgba = Proto(DataType::kUint8, {5, 6, 4}, Pixels(120, 1));
   f.bytes = {rgb, rgba};
   MergeHint(&merged, f);
-  EXPECT_EQ(merged, (FeatureHint{Kind::kBytes, {TensorType{DataType::kUint8, {2, 3, 3}},
-                                                TensorType{DataType::kUint8, {5, 6, 4}}}}));
+  EXPECT_EQ(merged, (FeatureHint{Kind::kBytes,
+                                 {TensorType{DataType::kUint8, {2, 3, 3}},
+                                  TensorType{DataType::kUint8, {5, 6, 4}}}}));
   f.bytes = {"\x08 looks like a dtype tag"};
   EXPECT_EQ(HintOf(f), FeatureHint{Kind::kBytes});
   f.bytes.clear();
@@ -206,10 +208,12 @@ TEST(TensorFromFile, RefusesWhatTheFeatureCannotTake) {
                                    One(DataType::kBool, {2}))),
             Proto(DataType::kBool, {2}, std::string("\x01\x02", 2)));
   // Zero-size and scalar arrays.
-  EXPECT_EQ(ProtoOf(TensorFromFile(".npy", Npy(DataType::kInt32, {0, 3}, ""), One(DataType::kInt32, {1, 3}))),
+  EXPECT_EQ(ProtoOf(TensorFromFile(".npy", Npy(DataType::kInt32, {0, 3}, ""),
+                                   One(DataType::kInt32, {1, 3}))),
             Proto(DataType::kInt32, {0, 3}, ""));
-  EXPECT_EQ(ProtoOf(TensorFromFile(".npy", Npy(DataType::kFloat, {}, "abcd"), One(DataType::kFloat, {}))),
-            Proto(DataType::kFloat, {}, "abcd"));
+  EXPECT_EQ(
+      ProtoOf(TensorFromFile(".npy", Npy(DataType::kFloat, {}, "abcd"), One(DataType::kFloat, {}))),
+      Proto(DataType::kFloat, {}, "abcd"));
 }
 
 TEST(TensorFromFile, AListOfSeveralTypesTakesAnyOfThem) {
@@ -234,7 +238,8 @@ TEST(TensorFromFile, AListOfSeveralTypesTakesAnyOfThem) {
   auto four = TensorFromFile(".png", Png(DataType::kUint8, {2, 2, 4}, rgba), rgb_or_rgba);
   ASSERT_TRUE(four.ok()) << four.status();
   EXPECT_EQ(four->proto, Proto(DataType::kUint8, {2, 2, 4}, rgba));
-  auto three = TensorFromFile(".png", Png(DataType::kUint8, {2, 2, 4}, rgba), One(DataType::kUint8, {1, 1, 3}));
+  auto three = TensorFromFile(".png", Png(DataType::kUint8, {2, 2, 4}, rgba),
+                              One(DataType::kUint8, {1, 1, 3}));
   ASSERT_TRUE(three.ok()) << three.status();
   EXPECT_EQ(three->matched.shape[2], 3);  // the opaque alpha dropped
 }
@@ -275,8 +280,8 @@ TEST_F(FolderTest, ArraysOfTensorFeaturesPackAsTensorsOthersAsBytes) {
   auto packed = PayloadFromFolder(root_ + "/rec", hint);
   EXPECT_FALSE(packed.ok());  // frames/0.png: a PNG for a float feature
   EXPECT_THAT(packed.status().message(), HasSubstr("frames/0.png"));
-  ASSERT_TRUE(WriteFileAtomically(root_ + "/rec/frames/0.npy", Npy(DataType::kFloat, {1}, "abcd"))
-                  .ok());
+  ASSERT_TRUE(
+      WriteFileAtomically(root_ + "/rec/frames/0.npy", Npy(DataType::kFloat, {1}, "abcd")).ok());
   fs::remove(root_ + "/rec/frames/0.png");
   packed = PayloadFromFolder(root_ + "/rec", hint);
   ASSERT_TRUE(packed.ok()) << packed.status();

@@ -46,10 +46,10 @@ proto::TensorProto Proto(DataType dtype, std::vector<int64_t> shape) {
   return p;
 }
 
-const DataType kAll[] = {DataType::kFloat,  DataType::kDouble, DataType::kInt32, DataType::kUint8,
-                         DataType::kInt16,  DataType::kInt8,   DataType::kInt64, DataType::kBool,
-                         DataType::kUint16, DataType::kHalf,   DataType::kUint32,
-                         DataType::kUint64};
+const DataType kAll[] = {DataType::kFloat, DataType::kDouble, DataType::kInt32,
+                         DataType::kUint8, DataType::kInt16,  DataType::kInt8,
+                         DataType::kInt64, DataType::kBool,   DataType::kUint16,
+                         DataType::kHalf,  DataType::kUint32, DataType::kUint64};
 
 // ---------------------------------------------------------------------------
 // What tf.io.serialize_tensor writes.
@@ -57,7 +57,8 @@ const DataType kAll[] = {DataType::kFloat,  DataType::kDouble, DataType::kInt32,
 TEST(EncodeTensor, ScalarFloatAsTensorFlowWritesIt) {
   // tf.io.serialize_tensor(tf.constant(1.0))
   const float one = 1.0f;
-  auto b = EncodeTensor(DataType::kFloat, {}, absl::string_view(reinterpret_cast<const char*>(&one), 4));
+  auto b =
+      EncodeTensor(DataType::kFloat, {}, absl::string_view(reinterpret_cast<const char*>(&one), 4));
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_EQ(Hex(*b), Hex(Bytes({0x08, 0x01, 0x12, 0x00, 0x22, 0x04, 0x00, 0x00, 0x80, 0x3f})));
 }
@@ -66,8 +67,8 @@ TEST(EncodeTensor, MatrixAndZeroDims) {
   // tf.io.serialize_tensor(tf.zeros([2, 3], tf.uint8))
   auto b = EncodeTensor(DataType::kUint8, {2, 3}, std::string(6, '\0'));
   ASSERT_TRUE(b.ok());
-  EXPECT_EQ(Hex(*b), Hex(Bytes({0x08, 0x04, 0x12, 0x08, 0x12, 0x02, 0x08, 0x02, 0x12, 0x02, 0x08,
-                                0x03, 0x22, 0x06, 0, 0, 0, 0, 0, 0})));
+  EXPECT_EQ(Hex(*b), Hex(Bytes({0x08, 0x04, 0x12, 0x08, 0x12, 0x02, 0x08, 0x02, 0x12, 0x02,
+                                0x08, 0x03, 0x22, 0x06, 0,    0,    0,    0,    0,    0})));
   // tf.zeros([2, 0]): a zero dim is an empty Dim; no tensor_content.
   b = EncodeTensor(DataType::kFloat, {2, 0}, "");
   ASSERT_TRUE(b.ok());
@@ -85,8 +86,8 @@ TEST(EncodeTensor, RejectsWrongSizesAndShapes) {
 // back, re-encoding gives the same bytes, and EncodedTensorSize agrees.
 TEST(EncodeTensor, EveryDtypeRoundTrips) {
   std::mt19937 rng(7);
-  const std::vector<std::vector<int64_t>> shapes = {{}, {1}, {5}, {2, 3}, {0}, {3, 0, 2},
-                                                    {2, 1, 3, 1}, {200}};
+  const std::vector<std::vector<int64_t>> shapes = {{},  {1},       {5},          {2, 3},
+                                                    {0}, {3, 0, 2}, {2, 1, 3, 1}, {200}};
   for (DataType dt : kAll) {
     for (const auto& shape : shapes) {
       SCOPED_TRACE(absl::StrCat(InfoOf(dt).name, " rank ", shape.size()));
@@ -159,29 +160,89 @@ TEST(DecodeTensor, ValFieldsEveryDtype) {
     return s;
   };
   const std::vector<Case> cases = {
-      {DataType::kFloat, [](auto* p) { p->add_float_val(1.5f); p->add_float_val(-2); p->add_float_val(0); },
+      {DataType::kFloat,
+       [](auto* p) {
+         p->add_float_val(1.5f);
+         p->add_float_val(-2);
+         p->add_float_val(0);
+       },
        le(1.5f, -2.0f, 0.0f)},
-      {DataType::kDouble, [](auto* p) { p->add_double_val(1e300); p->add_double_val(-1); p->add_double_val(0.5); },
+      {DataType::kDouble,
+       [](auto* p) {
+         p->add_double_val(1e300);
+         p->add_double_val(-1);
+         p->add_double_val(0.5);
+       },
        le(1e300, -1.0, 0.5)},
-      {DataType::kInt32, [](auto* p) { p->add_int_val(-1); p->add_int_val(INT32_MAX); p->add_int_val(INT32_MIN); },
+      {DataType::kInt32,
+       [](auto* p) {
+         p->add_int_val(-1);
+         p->add_int_val(INT32_MAX);
+         p->add_int_val(INT32_MIN);
+       },
        le(int32_t{-1}, int32_t{INT32_MAX}, int32_t{INT32_MIN})},
-      {DataType::kUint8, [](auto* p) { p->add_int_val(0); p->add_int_val(255); p->add_int_val(7); },
+      {DataType::kUint8,
+       [](auto* p) {
+         p->add_int_val(0);
+         p->add_int_val(255);
+         p->add_int_val(7);
+       },
        le(uint8_t{0}, uint8_t{255}, uint8_t{7})},
-      {DataType::kInt16, [](auto* p) { p->add_int_val(-32768); p->add_int_val(32767); p->add_int_val(1); },
+      {DataType::kInt16,
+       [](auto* p) {
+         p->add_int_val(-32768);
+         p->add_int_val(32767);
+         p->add_int_val(1);
+       },
        le(int16_t{-32768}, int16_t{32767}, int16_t{1})},
-      {DataType::kInt8, [](auto* p) { p->add_int_val(-128); p->add_int_val(127); p->add_int_val(-1); },
+      {DataType::kInt8,
+       [](auto* p) {
+         p->add_int_val(-128);
+         p->add_int_val(127);
+         p->add_int_val(-1);
+       },
        le(int8_t{-128}, int8_t{127}, int8_t{-1})},
-      {DataType::kUint16, [](auto* p) { p->add_int_val(65535); p->add_int_val(0); p->add_int_val(300); },
+      {DataType::kUint16,
+       [](auto* p) {
+         p->add_int_val(65535);
+         p->add_int_val(0);
+         p->add_int_val(300);
+       },
        le(uint16_t{65535}, uint16_t{0}, uint16_t{300})},
-      {DataType::kInt64, [](auto* p) { p->add_int64_val(INT64_MIN); p->add_int64_val(-1); p->add_int64_val(INT64_MAX); },
+      {DataType::kInt64,
+       [](auto* p) {
+         p->add_int64_val(INT64_MIN);
+         p->add_int64_val(-1);
+         p->add_int64_val(INT64_MAX);
+       },
        le(int64_t{INT64_MIN}, int64_t{-1}, int64_t{INT64_MAX})},
-      {DataType::kBool, [](auto* p) { p->add_bool_val(true); p->add_bool_val(false); p->add_bool_val(true); },
+      {DataType::kBool,
+       [](auto* p) {
+         p->add_bool_val(true);
+         p->add_bool_val(false);
+         p->add_bool_val(true);
+       },
        le(uint8_t{1}, uint8_t{0}, uint8_t{1})},
-      {DataType::kHalf, [](auto* p) { p->add_half_val(0x3c00); p->add_half_val(0xffff); p->add_half_val(0); },
+      {DataType::kHalf,
+       [](auto* p) {
+         p->add_half_val(0x3c00);
+         p->add_half_val(0xffff);
+         p->add_half_val(0);
+       },
        le(uint16_t{0x3c00}, uint16_t{0xffff}, uint16_t{0})},
-      {DataType::kUint32, [](auto* p) { p->add_uint32_val(UINT32_MAX); p->add_uint32_val(1); p->add_uint32_val(0); },
+      {DataType::kUint32,
+       [](auto* p) {
+         p->add_uint32_val(UINT32_MAX);
+         p->add_uint32_val(1);
+         p->add_uint32_val(0);
+       },
        le(uint32_t{UINT32_MAX}, uint32_t{1}, uint32_t{0})},
-      {DataType::kUint64, [](auto* p) { p->add_uint64_val(UINT64_MAX); p->add_uint64_val(1); p->add_uint64_val(0); },
+      {DataType::kUint64,
+       [](auto* p) {
+         p->add_uint64_val(UINT64_MAX);
+         p->add_uint64_val(1);
+         p->add_uint64_val(0);
+       },
        le(uint64_t{UINT64_MAX}, uint64_t{1}, uint64_t{0})},
   };
   for (const Case& c : cases) {
@@ -224,8 +285,8 @@ TEST(DecodeTensor, SingleValueBroadcasts) {
 
 TEST(DecodeTensor, UnpackedAndSplitPackedRuns) {
   // dtype int32, shape [3], int_val unpacked 5, then a packed run {6, 7}.
-  const std::string b = Bytes({0x08, 0x03, 0x12, 0x04, 0x12, 0x02, 0x08, 0x03, 0x38, 0x05, 0x3a,
-                               0x02, 0x06, 0x07});
+  const std::string b =
+      Bytes({0x08, 0x03, 0x12, 0x04, 0x12, 0x02, 0x08, 0x03, 0x38, 0x05, 0x3a, 0x02, 0x06, 0x07});
   proto::TensorProto p;
   ASSERT_TRUE(p.ParseFromString(b));
   ASSERT_EQ(p.int_val_size(), 3);
@@ -243,9 +304,12 @@ TEST(DecodeTensor, UnpackedAndSplitPackedRuns) {
 }
 
 TEST(DecodeTensor, ValuesOutOfTheDtypesRange) {
-  for (auto [dt, v] : std::vector<std::pair<DataType, int64_t>>{
-           {DataType::kUint8, 256}, {DataType::kUint8, -1}, {DataType::kInt8, 128},
-           {DataType::kInt16, -32769}, {DataType::kUint16, 65536}, {DataType::kHalf, 65536}}) {
+  for (auto [dt, v] : std::vector<std::pair<DataType, int64_t>>{{DataType::kUint8, 256},
+                                                                {DataType::kUint8, -1},
+                                                                {DataType::kInt8, 128},
+                                                                {DataType::kInt16, -32769},
+                                                                {DataType::kUint16, 65536},
+                                                                {DataType::kHalf, 65536}}) {
     proto::TensorProto p = Proto(dt, {});
     p.add_int_val(static_cast<int32_t>(v));  // routed below for half
     if (dt == DataType::kHalf) {
@@ -256,7 +320,8 @@ TEST(DecodeTensor, ValuesOutOfTheDtypesRange) {
   }
   // bool_val 2 (protobuf reads true) and int_val beyond int32 (protobuf truncates).
   EXPECT_FALSE(DecodeTensor(Bytes({0x08, 0x0a, 0x12, 0x00, 0x58, 0x02})).ok());
-  EXPECT_FALSE(DecodeTensor(Bytes({0x08, 0x03, 0x12, 0x00, 0x38, 0xff, 0xff, 0xff, 0xff, 0x0f})).ok());
+  EXPECT_FALSE(
+      DecodeTensor(Bytes({0x08, 0x03, 0x12, 0x00, 0x38, 0xff, 0xff, 0xff, 0xff, 0x0f})).ok());
   EXPECT_TRUE(DecodeTensor(Bytes({0x08, 0x0a, 0x12, 0x00, 0x58, 0x01})).ok());
 }
 
@@ -319,7 +384,8 @@ TEST(DecodeTensor, RejectsFieldsSerializeTensorNeverWrites) {
 
 TEST(DecodeTensor, RejectsDuplicatedScalarFields) {
   const std::string v = Valid();
-  EXPECT_THAT(DecodeTensor(v + Bytes({0x08, 0x05})).status().message(), HasSubstr("dtype given twice"));
+  EXPECT_THAT(DecodeTensor(v + Bytes({0x08, 0x05})).status().message(),
+              HasSubstr("dtype given twice"));
   EXPECT_THAT(DecodeTensor(v + Bytes({0x12, 0x00})).status().message(),
               HasSubstr("tensor_shape given twice"));
   EXPECT_THAT(DecodeTensor(v + Bytes({0x22, 0x00})).status().message(),
@@ -345,12 +411,12 @@ TEST(DecodeTensor, EveryTruncationAndWireLimit) {
   // Over-long but valid varint for dtype (protobuf accepts it): so do we.
   EXPECT_TRUE(DecodeTensor(Bytes({0x08, 0x84, 0x00, 0x12, 0x00, 0x22, 0x01, 0x07})).ok());
   // An 11-byte varint; a 6-byte tag: protobuf refuses both, so do we.
-  EXPECT_FALSE(DecodeTensor(Bytes({0x08, 0x84, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
-                                   0x80, 0x00, 0x12, 0x00, 0x22, 0x01, 0x07}))
+  EXPECT_FALSE(DecodeTensor(Bytes({0x08, 0x84, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
+                                   0x00, 0x12, 0x00, 0x22, 0x01, 0x07}))
                    .ok());
-  EXPECT_FALSE(DecodeTensor(Bytes({0x88, 0x80, 0x80, 0x80, 0x80, 0x00, 0x04, 0x12, 0x00, 0x22,
-                                   0x01, 0x07}))
-                   .ok());
+  EXPECT_FALSE(
+      DecodeTensor(Bytes({0x88, 0x80, 0x80, 0x80, 0x80, 0x00, 0x04, 0x12, 0x00, 0x22, 0x01, 0x07}))
+          .ok());
   // A 10th varint byte above 1 (bits past the 64th dropped) and a 5-byte tag
   // whose bits overflow 32 (kept modulo 2^32): the one wire cursor
   // (base/wire.h) holds protobuf's exact limits, so what protobuf reads, we
@@ -366,11 +432,11 @@ TEST(DecodeTensor, EveryTruncationAndWireLimit) {
     EXPECT_EQ(static_cast<int>(ours->dtype), static_cast<int>(theirs.dtype()));
   }
   // A 6-byte length, and a length of 2^31.
-  EXPECT_FALSE(DecodeTensor(Bytes({0x08, 0x04, 0x12, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00, 0x22,
-                                   0x01, 0x07}))
-                   .ok());
-  EXPECT_FALSE(DecodeTensor(Bytes({0x08, 0x04, 0x12, 0x00, 0x22, 0x80, 0x80, 0x80, 0x80, 0x08}))
-                   .ok());
+  EXPECT_FALSE(
+      DecodeTensor(Bytes({0x08, 0x04, 0x12, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00, 0x22, 0x01, 0x07}))
+          .ok());
+  EXPECT_FALSE(
+      DecodeTensor(Bytes({0x08, 0x04, 0x12, 0x00, 0x22, 0x80, 0x80, 0x80, 0x80, 0x08})).ok());
   // Field 0; groups; wire types 6 and 7.
   for (int tag : {0x00, 0x02, 0x1b, 0x1c, 0x0e, 0x0f}) {
     EXPECT_FALSE(DecodeTensor(Bytes({tag, 0x00}) + v).ok()) << tag;

@@ -9,9 +9,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
-
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace tfrecordfs::log {
 

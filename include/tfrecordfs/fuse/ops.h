@@ -108,7 +108,7 @@ void Negotiate(Ops* ops, struct fuse_conn_info* conn);
 void FillStat(const vfs::Attr& a, struct stat* st);
 
 struct EntryReply {
-  int err = 0;  // non-zero: reply with this errno
+  int err = 0;               // non-zero: reply with this errno
   fuse_entry_param entry{};  // entry.ino == 0 is a cached negative entry
 };
 // A name missing from the shard tree is a negative entry the kernel keeps

@@ -101,7 +101,7 @@ struct IndexFile {
   std::string path;
   record::WalkResult walk;  // offsets (never empty) and problems
   source::Codec codec = source::Codec::kNone;
-  uint64_t data_size = 0;  // == file_size for a plain shard
+  uint64_t data_size = 0;                       // == file_size for a plain shard
   std::vector<source::Checkpoint> checkpoints;  // empty for a plain shard
   // Encode: the windows blob written after the main part. Decode: left
   // empty; the blob is at [main_size, main_size + windows_size) of the file.

@@ -33,14 +33,10 @@ class ShardIndex {
   const std::string& path() const { return path_; }
   // The shard file's size (compressed, for a compressed shard).
   uint64_t file_size() const { return file_size_; }
-  source::Codec codec() const {
-    return checkpoints_ ? checkpoints_->codec : source::Codec::kNone;
-  }
+  source::Codec codec() const { return checkpoints_ ? checkpoints_->codec : source::Codec::kNone; }
   // Bytes of the uncompressed stream the offsets are in.
   uint64_t data_size() const { return checkpoints_ ? checkpoints_->data_size : file_size_; }
-  const std::shared_ptr<const source::CheckpointTable>& checkpoints() const {
-    return checkpoints_;
-  }
+  const std::shared_ptr<const source::CheckpointTable>& checkpoints() const { return checkpoints_; }
   int64_t mtime_ns() const { return mtime_ns_; }
   uint64_t num_records() const { return offsets_.size() - 1; }
   // Framing of record i spans [begin(i), end(i)).
@@ -83,8 +79,8 @@ bool LooksLikeShardName(absl::string_view name);
 
 // What a regular file in a source turned out to be.
 enum class Probe {
-  kShard,      // a valid first header (or an empty file with a shard name)
-  kNotShard,   // some other file: shown as it is
+  kShard,     // a valid first header (or an empty file with a shard name)
+  kNotShard,  // some other file: shown as it is
 };
 
 // Decides by content whether `fd` (size `size`) is a TFRecord shard, and how

@@ -117,7 +117,7 @@ struct Damage {
 };
 
 struct ShardReport {
-  uint64_t records = 0;  // indexed records
+  uint64_t records = 0;                                      // indexed records
   uint64_t examples = 0, sequence_examples = 0, others = 0;  // of the intact ones
   std::string first_other_reason;
   std::vector<Damage> damage;  // by offset

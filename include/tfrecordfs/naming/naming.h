@@ -194,9 +194,9 @@ enum class ContentForm : uint8_t {
 // and kind can be named (extended attributes, FeatureOf) from the cached
 // layout alone, without the decoded table or the payload.
 enum class EntryRole : uint8_t {
-  kFolder,       // the record folder, a folder a '/' in a name makes,
-                 // context/, feature_lists/, a `%+` chunk
-  kInt64,        // a numeric file, a numeric step
+  kFolder,  // the record folder, a folder a '/' in a name makes,
+            // context/, feature_lists/, a `%+` chunk
+  kInt64,   // a numeric file, a numeric step
   kFloat,
   kText,         // a `.txt` of single-line text values
   kBytes,        // exact bytes (a value, a list item, a step)
@@ -220,7 +220,7 @@ struct Entry {
   ContentForm form = ContentForm::kInline;
   EntryRole role = EntryRole::kFolder;  // (in padding: sizeof stays 96)
   uint8_t dtype = 0;                    // kTensor: the tensor::DataType number
-  std::string content;  // inline bytes (see ContentForm)
+  std::string content;                  // inline bytes (see ContentForm)
   uint64_t span_offset = 0;
   uint64_t span_length = 0;
 
@@ -280,11 +280,11 @@ std::optional<uint32_t> FindChild(const Layout& layout, uint32_t dir, absl::stri
 // nullopt for entries that belong to no feature: the record folder, plain
 // folders, context/, feature_lists/, record.bin. Pure and cheap: no payload.
 struct FeatureInfo {
-  std::string name;           // the real (unescaped) feature or list name
-  EntryRole role;             // of the entry asked about
-  uint8_t dtype = 0;          // kTensor
-  bool feature_list = false;  // a SequenceExample's feature list
-  bool context = false;       // a SequenceExample's context feature
+  std::string name;               // the real (unescaped) feature or list name
+  EntryRole role;                 // of the entry asked about
+  uint8_t dtype = 0;              // kTensor
+  bool feature_list = false;      // a SequenceExample's feature list
+  bool context = false;           // a SequenceExample's context feature
   std::optional<uint64_t> step;   // feature lists: the step
   std::optional<uint64_t> value;  // bytes lists: the value's position
 };

@@ -19,8 +19,8 @@ namespace tfrecordfs::record {
 
 inline constexpr size_t kLengthSize = 8;
 inline constexpr size_t kLengthCrcSize = 4;
-inline constexpr size_t kHeaderSize = kLengthSize + kLengthCrcSize;  // 12
-inline constexpr size_t kFooterSize = 4;                             // data crc
+inline constexpr size_t kHeaderSize = kLengthSize + kLengthCrcSize;    // 12
+inline constexpr size_t kFooterSize = 4;                               // data crc
 inline constexpr size_t kFramingOverhead = kHeaderSize + kFooterSize;  // 16
 
 }  // namespace tfrecordfs::record

@@ -90,8 +90,8 @@ class StreamWalker {
  private:
   WalkResult result_;
   bool clean_ = true;
-  uint64_t pos_ = 0;        // bytes fed so far
-  uint64_t next_ = 0;       // where the next header starts
+  uint64_t pos_ = 0;   // bytes fed so far
+  uint64_t next_ = 0;  // where the next header starts
   char header_[12];
   size_t header_have_ = 0;  // bytes of the next header collected
 };

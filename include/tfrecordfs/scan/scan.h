@@ -57,7 +57,7 @@ struct ScannedShard {
   std::string path;        // as reached from the SOURCE (not resolved)
   std::string mount_path;  // where a mount shows it
   source::Codec codec = source::Codec::kNone;
-  struct stat st = {};  // when probed
+  struct stat st = {};            // when probed
   source::FileIdentity identity;  // of st and the open file (source::InodesPersist)
   std::shared_ptr<const index::ShardIndex> index;
   index::LoadInfo info;  // where the index came from (kWalked without a store)

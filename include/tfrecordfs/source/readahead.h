@@ -107,8 +107,7 @@ class ReadaheadSource final : public ShardSource {
   // Where a sequential read starts.
   mutable uint64_t next_offset_ ABSL_GUARDED_BY(mu_) = ~uint64_t{0};
   mutable uint64_t ahead_ ABSL_GUARDED_BY(mu_) = 0;  // blocks below this are started
-  mutable absl::flat_hash_map<uint64_t, std::shared_future<Block>> inflight_
-      ABSL_GUARDED_BY(mu_);
+  mutable absl::flat_hash_map<uint64_t, std::shared_future<Block>> inflight_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tfrecordfs::source

@@ -114,15 +114,15 @@ FeatureHint ParseKindTag(absl::string_view tag);
 
 // A staged file of a tensor feature, converted.
 struct TensorFile {
-  std::string proto;          // the serialized TensorProto
+  std::string proto;           // the serialized TensorProto
   tensor::TensorType matched;  // the feature type it was checked against
 };
 
 // The serialized TensorProto for a staged file of a tensor feature whose
 // values have the types `feature_types` (FeatureHint::tensors, not empty):
 // `extension` ".png" (tensor::DecodePng, then FitPngToFeature against the
-// types with the PNG's channel count, then the others, each in order) or ".npy" (tensor::ParseNpy; dtype and rank of one of the
-// types). Else InvalidArgument saying why (no message prefix).
+// types with the PNG's channel count, then the others, each in order) or ".npy" (tensor::ParseNpy;
+// dtype and rank of one of the types). Else InvalidArgument saying why (no message prefix).
 absl::StatusOr<TensorFile> TensorFromFile(absl::string_view extension, absl::string_view content,
                                           absl::Span<const tensor::TensorType> feature_types);
 
@@ -157,9 +157,9 @@ absl::Status CheckNumericPrefix(absl::string_view tail, example::Kind hint);
 // checks at write() and close() (Store::ValidateOnWrite/ValidateOnClose).
 struct StagedFile {
   enum class Role {
-    kOther,     // checked by the pack only (text, other bytes, folders)
-    kNumeric,   // a numeric feature file or a numeric sequence step
-    kArray,     // a `.png`/`.npy` value: a tensor if the hint says so
+    kOther,    // checked by the pack only (text, other bytes, folders)
+    kNumeric,  // a numeric feature file or a numeric sequence step
+    kArray,    // a `.png`/`.npy` value: a tensor if the hint says so
   };
   Role role = Role::kOther;
   std::string hint_key;   // the feature name, or `feature_lists/<list name>`
@@ -184,7 +184,6 @@ absl::StatusOr<std::string> PayloadFromFolder(const std::string& path, const Kin
 // Validates one numeric file's content as the mount does on close(). The
 // returned kind is what the pack will write.
 absl::StatusOr<example::Kind> ValidateNumeric(absl::string_view content, example::Kind hint);
-
 
 }  // namespace tfrecordfs::staging
 

@@ -275,7 +275,7 @@ class Store {
   struct Node {
     uint64_t parent = 0;  // 0: removed (or records/ itself)
     std::string name;
-    uint64_t nlookup = 0;  // the kernel's references
+    uint64_t nlookup = 0;   // the kernel's references
     uint64_t children = 0;  // known nodes whose parent this is
     NodeFdRef pinned;       // held while removed but still known
   };

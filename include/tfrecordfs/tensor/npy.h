@@ -25,11 +25,10 @@
 #ifndef TFRECORDFS_TENSOR_NPY_H_
 #define TFRECORDFS_TENSOR_NPY_H_
 
-#include <optional>
-#include <vector>
-
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"

@@ -42,7 +42,7 @@ struct ReadBuffer {
   uint64_t offset = 0;
   size_t length = 0;
   std::shared_ptr<const void> hold;  // keeps fd open until the reply is sent
-  std::string data;  // used when fd < 0
+  std::string data;                  // used when fd < 0
   size_t size() const { return fd >= 0 ? length : data.size(); }
 };
 

@@ -44,7 +44,7 @@ class CheckedRecords {
  private:
   static size_t Words(uint64_t records) { return static_cast<size_t>((records + 63) / 64); }
 
-  std::vector<uint64_t> records_;  // by shard
+  std::vector<uint64_t> records_;                               // by shard
   std::vector<std::unique_ptr<std::atomic<uint64_t>[]>> bits_;  // by shard
 };
 

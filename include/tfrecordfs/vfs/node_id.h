@@ -84,7 +84,9 @@ constexpr uint64_t ShardOf(uint64_t id) {
 constexpr uint64_t RecordOf(uint64_t id) {
   return (Unmix62(id & kMask62) >> kEntryBits) & (kMaxRecordsPerShard - 1);
 }
-constexpr uint64_t EntryOf(uint64_t id) { return Unmix62(id & kMask62) & (kMaxEntriesPerRecord - 1); }
+constexpr uint64_t EntryOf(uint64_t id) {
+  return Unmix62(id & kMask62) & (kMaxEntriesPerRecord - 1);
+}
 
 constexpr uint64_t StagingId(uint64_t n) { return (uint64_t{2} << kSpaceShift) | n; }
 constexpr uint64_t StagingIndex(uint64_t id) { return id & ((uint64_t{1} << kSpaceShift) - 1); }
@@ -96,8 +98,8 @@ static_assert(RecordId(0, 0, 0) != RecordId(0, 0, 1) && RecordOf(RecordId(0, 1, 
 static_assert(ShardOf(RecordId(kMaxShards - 1, 5, 7)) == kMaxShards - 1);
 static_assert(RecordOf(RecordId(3, kMaxRecordsPerShard - 1, 7)) == kMaxRecordsPerShard - 1);
 static_assert(EntryOf(RecordId(3, 5, kMaxEntriesPerRecord - 1)) == kMaxEntriesPerRecord - 1);
-static_assert(SpaceOf(RecordId(kMaxShards - 1, kMaxRecordsPerShard - 1, kMaxEntriesPerRecord - 1)) ==
-              Space::kRecord);
+static_assert(SpaceOf(RecordId(kMaxShards - 1, kMaxRecordsPerShard - 1,
+                               kMaxEntriesPerRecord - 1)) == Space::kRecord);
 
 }  // namespace tfrecordfs::vfs
 

@@ -151,8 +151,8 @@ TEST(ChangedSourcesTest, MoreShardsThanDescriptorsAllRead) {
   // The daemon runs with a hard limit of 256 descriptors (prlimit execs it,
   // so its pid is the one the harness started).
   const std::string wrapper = tmp.path() + "/tfrecordfs-256";
-  WriteWholeFile(wrapper, "#!/bin/sh\nexec prlimit --nofile=256:256 -- '" + BinaryPath() +
-                              "' \"$@\"\n");
+  WriteWholeFile(wrapper,
+                 "#!/bin/sh\nexec prlimit --nofile=256:256 -- '" + BinaryPath() + "' \"$@\"\n");
   ASSERT_EQ(::chmod(wrapper.c_str(), 0755), 0);
   const std::string real_bin = BinaryPath();
   ::setenv("TFRECORDFS_BIN", wrapper.c_str(), 1);

@@ -38,8 +38,8 @@
 #include "expectations.h"
 #include "gtest/gtest.h"
 #include "mount_harness.h"
-#include "tfrecordfs/example/sequence.h"
 #include "tfrecordfs/base/crc32c.h"
+#include "tfrecordfs/example/sequence.h"
 
 namespace tfrecordfs::mount_test {
 namespace {
@@ -147,12 +147,12 @@ class HostileMountTest : public ::testing::Test {
     src_ = std::filesystem::canonical(tmp_->Subdir("src")).string();
     const char* gen = std::getenv("TFRECORDFS_GEN");
     ASSERT_NE(gen, nullptr) << "$TFRECORDFS_GEN (the tfrecordfs-gen binary) is not set";
-    CommandResult r = mount_test::Run({gen, "hostile", src_, "--records", std::to_string(TinyCount())});
+    CommandResult r =
+        mount_test::Run({gen, "hostile", src_, "--records", std::to_string(TinyCount())});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     manifest_ = new Manifest(ParseManifest(ReadWholeFile(src_ + "/MANIFEST.txt")));
     mount_ = new Mount();
-    const std::string err =
-        mount_->Start({src_}, {"-o", "staging_dir=" + tmp_->Subdir("store")});
+    const std::string err = mount_->Start({src_}, {"-o", "staging_dir=" + tmp_->Subdir("store")});
     ASSERT_EQ(err, "") << err;
     start_rss_ = RssKiB(mount_->pid());
   }
@@ -238,11 +238,12 @@ TEST_F(HostileMountTest, RootShowsEveryCaseShardsAsDirectoriesOthersAsPlainFiles
   const std::string log = mount_->Stderr();
   for (const char* shard_like : {"not_a_tfrecord.tfrecord", "part-00000-of-00004"}) {
     EXPECT_NE(log.find(S(shard_like) + ": named like a TFRecord shard"), std::string::npos)
-        << shard_like << "\n" << log;
+        << shard_like << "\n"
+        << log;
   }
   // A GZIP header over garbage: compressed, but no TFRecord inside.
   EXPECT_NE(log.find(S("compressed.tfrecord.gz") + ": a gzip stream whose first 12 decompressed "
-                                                  "bytes are not a record header"),
+                                                   "bytes are not a record header"),
             std::string::npos)
       << log;
 }
@@ -348,10 +349,10 @@ TEST_F(HostileMountTest, WireVariantsDecodeLikeTensorFlow) {
   const std::string s = "wire_variants.tfrecord/";
   auto file = [&](const std::string& rel) { return ReadWholeFile(M(s + rel)); };
   EXPECT_EQ(Files(s + "00"), std::set<std::string>{"ids"});
-  EXPECT_EQ(file("00/ids"), "1\n2\n3\n");                  // unpacked int64
-  EXPECT_EQ(file("01/xs"), "1.5\n-2\n");                   // unpacked float
-  EXPECT_EQ(file("02/ids"), "1\n2\n3\n");                  // two packed runs
-  EXPECT_EQ(file("03/xs"), "0.5\n0.25\n8\n16\n");          // packed, unpacked, packed
+  EXPECT_EQ(file("00/ids"), "1\n2\n3\n");                      // unpacked int64
+  EXPECT_EQ(file("01/xs"), "1.5\n-2\n");                       // unpacked float
+  EXPECT_EQ(file("02/ids"), "1\n2\n3\n");                      // two packed runs
+  EXPECT_EQ(file("03/xs"), "0.5\n0.25\n8\n16\n");              // packed, unpacked, packed
   EXPECT_EQ(Files(s + "04"), std::set<std::string>{"k.txt"});  // duplicate key: last wins
   EXPECT_EQ(file("04/k.txt"), "last\n");
   EXPECT_EQ(Files(s + "05"), (std::set<std::string>{"b.txt", "f", "i"}));  // empty lists
@@ -376,24 +377,24 @@ TEST_F(HostileMountTest, AwkwardNamesAreEscapedAndReversible) {
   for (int i = 0; i < 100; ++i) e100 += "\xc3\xa9";
   for (int i = 0; i < 50; ++i) e50 += "\xc3\xa9";
   const std::vector<std::set<std::string>> want = {
-      {"%-"},                                  // ""
-      {"%2E"},                                 // "."
-      {"%2E%2E"},                              // ".."
-      {x200 + "%+/", x200 + "%+/" + x100},     // 300 x's: cut at 200
-      {"%2Flead"},                             // "/lead": an empty component, not split
-      {"trail%2F"},                            // "trail/"
-      {"a%2F%2Fb"},                            // "a//b"
-      {"nul%00byte"},                          // NUL
-      {"ctl%01%7F"},                           // control bytes
-      {"100%25"},                              // '%'
-      {"a/", "a/b/", "a/b/c"},                 // nested
-      {"trailing%7E"},                         // a trailing '~' (backups are skipped)
-      {"%2Ehidden/", "%2Ehidden/%2Ex"},        // leading dots of every component
-      {"%30"},                                 // all digits
+      {"%-"},                               // ""
+      {"%2E"},                              // "."
+      {"%2E%2E"},                           // ".."
+      {x200 + "%+/", x200 + "%+/" + x100},  // 300 x's: cut at 200
+      {"%2Flead"},                          // "/lead": an empty component, not split
+      {"trail%2F"},                         // "trail/"
+      {"a%2F%2Fb"},                         // "a//b"
+      {"nul%00byte"},                       // NUL
+      {"ctl%01%7F"},                        // control bytes
+      {"100%25"},                           // '%'
+      {"a/", "a/b/", "a/b/c"},              // nested
+      {"trailing%7E"},                      // a trailing '~' (backups are skipped)
+      {"%2Ehidden/", "%2Ehidden/%2Ex"},     // leading dots of every component
+      {"%30"},                              // all digits
       {"\xc3\xa9t\xc3\xa9/", "\xc3\xa9t\xc3\xa9/\xe6\x97\xa5"},  // UTF-8 stays
-      {"record.bin"},                          // invalid UTF-8: not an Example
-      {"%-image", "image/", "image/encoded.jpg"},  // a file beside a same-named dir
-      {"%-record.bin"},                        // a root feature that would be record.bin
+      {"record.bin"},                                            // invalid UTF-8: not an Example
+      {"%-image", "image/", "image/encoded.jpg"},                // a file beside a same-named dir
+      {"%-record.bin"},                             // a root feature that would be record.bin
       {e100 + "%+/", e100 + "%+/" + e50 + ".txt"},  // 300 bytes of UTF-8, cut whole
   };
   const auto& shard = manifest_->shards.at("names.tfrecord");
@@ -417,7 +418,8 @@ TEST_F(HostileMountTest, TooWideRecordShowsRaw) {
   EXPECT_EQ(Files("wide.tfrecord/0"), std::set<std::string>{"record.bin"});
   struct stat st;
   ASSERT_EQ(::stat(M("wide.tfrecord/0/record.bin").c_str(), &st), 0);
-  EXPECT_EQ(static_cast<uint64_t>(st.st_size), manifest_->shards.at("wide.tfrecord").records[0].size);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size),
+            manifest_->shards.at("wide.tfrecord").records[0].size);
   EXPECT_NE(mount_->Stderr().find(S("wide.tfrecord") + ": record 0 at byte offset 0: "),
             std::string::npos);
   EXPECT_EQ(ReadWholeFile(M("wide.tfrecord/1/id")), "1\n");
@@ -453,7 +455,8 @@ TEST_F(HostileMountTest, MillionTinyRecords) {
   EXPECT_GT(rss, 0);
   std::printf("daemon VmRSS %ld KiB after listing %llu records\n", rss,
               static_cast<unsigned long long>(n));
-  EXPECT_LT(rss, kRssLimitKiB) << "daemon VmRSS " << rss << " KiB after listing " << n << " records";
+  EXPECT_LT(rss, kRssLimitKiB) << "daemon VmRSS " << rss << " KiB after listing " << n
+                               << " records";
 }
 
 // The length near 2^64 allocates nothing: the daemon's memory stays small
@@ -473,11 +476,11 @@ TEST_F(HostileMountTest, HugeLengthAllocatesNothing) {
 }
 
 TEST_F(HostileMountTest, BogusNamesAreNotFound) {
-  for (const char* rel : {"nope", "wire_variants.tfrecord/12", "wire_variants.tfrecord/-1",
-                          "wire_variants.tfrecord/00000000000000000000000000001",
-                          "wire_variants.tfrecord/1e3", "wire_variants.tfrecord/ 1",
-                          "wire_variants.tfrecord/01/nope", "names.tfrecord/00/..%2F",
-                          "wire_variants.tfrecord/18446744073709551616"}) {
+  for (const char* rel :
+       {"nope", "wire_variants.tfrecord/12", "wire_variants.tfrecord/-1",
+        "wire_variants.tfrecord/00000000000000000000000000001", "wire_variants.tfrecord/1e3",
+        "wire_variants.tfrecord/ 1", "wire_variants.tfrecord/01/nope", "names.tfrecord/00/..%2F",
+        "wire_variants.tfrecord/18446744073709551616"}) {
     EXPECT_EQ(StatErrno(M(rel)), ENOENT) << rel;
   }
   EXPECT_EQ(StatErrno(M("wire_variants.tfrecord/00/ids/x")), ENOTDIR);
@@ -501,7 +504,8 @@ TEST_F(HostileMountTest, BogusNamesAreNotFound) {
 TEST(HostileRealDataTest, CrlfStrippedShardShowsIntactRecordsAndEioForTheRest) {
   TFRFS_SKIP_WITHOUT_FUSE();
   const char* root = std::getenv("TFRECORDFS_SOURCE_ROOT");
-  const std::string dir = root ? std::string(root) + "/../shared/data/real/corrupt_crlf_stripped" : "";
+  const std::string dir =
+      root ? std::string(root) + "/../shared/data/real/corrupt_crlf_stripped" : "";
   if (dir.empty() || ::access((dir + "/pets_examples.record").c_str(), R_OK) != 0) {
     GTEST_SKIP() << "real damaged shard not found at '" << dir << "'";
   }

@@ -59,8 +59,8 @@ std::map<std::string, std::string> Snapshot(const std::string& root) {
       out[rel] = "lstat failed";
       continue;
     }
-    std::string d = absl::StrCat("mode ", st.st_mode, " ctime ", st.st_ctim.tv_sec, ".",
-                                 st.st_ctim.tv_nsec);
+    std::string d =
+        absl::StrCat("mode ", st.st_mode, " ctime ", st.st_ctim.tv_sec, ".", st.st_ctim.tv_nsec);
     if (S_ISREG(st.st_mode)) {
       auto bytes = ReadFileToString(e.path().string());
       absl::StrAppend(&d, " size ", st.st_size, " mtime ", st.st_mtim.tv_sec, ".",
@@ -289,17 +289,16 @@ TEST_F(SecurityMountTest, AllowOtherImpliesDefaultPermissions) {
   ASSERT_NE(some_file, "");
   const std::string want = ds_.Expected().at(some_file).content;
   const std::string path = M(some_file);
-  EXPECT_EQ(AsNobody([&] {
-              const int fd = ::open(path.c_str(), O_RDONLY);
-              if (fd < 0) return 1;
-              std::string buf(want.size() + 1, '\0');
-              const ssize_t n = ::read(fd, buf.data(), buf.size());
-              ::close(fd);
-              return n == static_cast<ssize_t>(want.size()) && buf.substr(0, want.size()) == want
-                         ? 0
-                         : 2;
-            }),
-            0);
+  EXPECT_EQ(
+      AsNobody([&] {
+        const int fd = ::open(path.c_str(), O_RDONLY);
+        if (fd < 0) return 1;
+        std::string buf(want.size() + 1, '\0');
+        const ssize_t n = ::read(fd, buf.data(), buf.size());
+        ::close(fd);
+        return n == static_cast<ssize_t>(want.size()) && buf.substr(0, want.size()) == want ? 0 : 2;
+      }),
+      0);
   const std::string staged = M("staging/by-nobody");
   EXPECT_EQ(AsNobody([&] { return ::mkdir(staged.c_str(), 0755) != 0 && errno == EACCES ? 0 : 1; }),
             0)
@@ -317,8 +316,8 @@ TEST_F(SecurityMountTest, FullSessionNeverWritesSources) {
 
   Start();
   (void)WalkTree(mount_.mountpoint());  // read everything
-  CommandResult cp = mount_test::Run(
-      {"cp", "-r", M(std::string(kShardTwelve) + "/03"), M("staging/copy-of-03")});
+  CommandResult cp =
+      mount_test::Run({"cp", "-r", M(std::string(kShardTwelve) + "/03"), M("staging/copy-of-03")});
   EXPECT_EQ(cp.exit_code, 0) << cp.err;
   ASSERT_EQ(::mkdir(M("staging/new").c_str(), 0755), 0);
   WriteWholeFile(M("staging/new/label"), "7\n");

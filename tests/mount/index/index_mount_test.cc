@@ -306,8 +306,7 @@ TEST_F(IndexMountTest, IndexBesideServesEveryLaterMount) {
     }
     const std::string log = m.Stderr();
     EXPECT_NE(log.find("index loaded from beside the shard"), std::string::npos) << log;
-    EXPECT_NE(log.find(std::to_string(beside_files) + " from beside the shards"),
-              std::string::npos)
+    EXPECT_NE(log.find(std::to_string(beside_files) + " from beside the shards"), std::string::npos)
         << log;
     EXPECT_EQ(log.find(" walked"), std::string::npos) << log;
   }
@@ -335,8 +334,9 @@ TEST_F(IndexMountTest, IndexCommandExitCodes) {
   EXPECT_EQ(2, RunCommand({BinaryPath(), "index", "--bogus", src_}).exit_code);
   EXPECT_EQ(2, RunCommand({BinaryPath(), "index", "--threads", "0", src_}).exit_code);
   EXPECT_EQ(2, RunCommand({BinaryPath(), "index", "--walk", "fast", src_}).exit_code);
-  EXPECT_EQ(2, RunCommand({BinaryPath(), "index", "--beside", "--index-dir", tmp_.path(), src_})
-                   .exit_code);
+  EXPECT_EQ(
+      2,
+      RunCommand({BinaryPath(), "index", "--beside", "--index-dir", tmp_.path(), src_}).exit_code);
   CommandResult missing = RunCommand({BinaryPath(), "index", src_ + "/no-such-dir"});
   EXPECT_EQ(1, missing.exit_code);
   EXPECT_NE(missing.err.find("no-such-dir"), std::string::npos) << missing.err;
@@ -361,9 +361,9 @@ TEST_F(IndexMountTest, GrownAndRewrittenShardsAreShownAsTheyAreNow) {
     Mount m;
     ASSERT_EQ("", m.Start({src_}, {"-o", "verbose"}));
     EXPECT_EQ(big_records + 5, Children(m.path(kShardBig)));
-    EXPECT_EQ("appended 4", ReadWholeFile(m.path(std::string(kShardBig) + "/" +
-                                                 std::to_string(big_records + 4) + "/" +
-                                                 "record.bin")));  // naming::kRawRecordName
+    EXPECT_EQ("appended 4",
+              ReadWholeFile(m.path(std::string(kShardBig) + "/" + std::to_string(big_records + 4) +
+                                   "/" + "record.bin")));  // naming::kRawRecordName
     StopOk(&m);
     EXPECT_NE(m.Stderr().find("1 grown"), std::string::npos) << m.Stderr();
   }
@@ -394,7 +394,8 @@ TEST_F(IndexMountTest, AForgedOffsetIsCaughtOnReadAndTheIndexDropped) {
   const std::string shard = dir + "/ten.tfrecord";
   std::string bytes;
   for (int i = 0; i < 10; ++i) {
-    record::AppendFramed(&bytes, std::string("\x01payload-") + std::to_string(i) + std::string(40, 'z'));
+    record::AppendFramed(&bytes,
+                         std::string("\x01payload-") + std::to_string(i) + std::string(40, 'z'));
   }
   WriteWholeFile(shard, bytes);
   {

@@ -14,8 +14,8 @@
 
 #include <cstdint>
 #include <cstdlib>
-#include <filesystem>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -50,8 +50,8 @@ class SlowMount {
       return;
     }
     // Without -f, slowfs returns once the mount is up.
-    CommandResult r = RunCommand(
-        {bin, "-o", "delay_ms=" + std::to_string(delay_ms), source, mountpoint});
+    CommandResult r =
+        RunCommand({bin, "-o", "delay_ms=" + std::to_string(delay_ms), source, mountpoint});
     if (r.exit_code != 0 || !IsMounted(mountpoint, "fuse.slowfs")) {
       error_ = "slowfs did not mount: " + r.err;
     }
@@ -82,9 +82,9 @@ class NetstoreTest : public ::testing::Test {
     data_ = tmp_->Subdir("src/data");
     const char* gen = std::getenv("TFRECORDFS_GEN");
     ASSERT_NE(gen, nullptr) << "$TFRECORDFS_GEN (the tfrecordfs-gen binary) is not set";
-    CommandResult r = RunCommand({gen, "synthetic", data_, "--records",
-                                  std::to_string(kShards * kRecordsPerShard), "--shards",
-                                  std::to_string(kShards), "--bytes", std::to_string(kRecordBytes)});
+    CommandResult r = RunCommand(
+        {gen, "synthetic", data_, "--records", std::to_string(kShards * kRecordsPerShard),
+         "--shards", std::to_string(kShards), "--bytes", std::to_string(kRecordBytes)});
     ASSERT_EQ(0, r.exit_code) << r.err;
     for (const auto& e : std::filesystem::directory_iterator(data_)) {
       total_bytes_ += e.file_size();
@@ -231,16 +231,19 @@ TEST_F(NetstoreTest, RenumberedInodesAreNotAChangedShard) {
     GTEST_SKIP() << "dropping the kernel's inodes needs root";
   }
   const std::string data = mnt_.path() + "/slow/data";
-  const std::string shard = data + "/" + std::filesystem::directory_iterator(data)->path().filename().string();
+  const std::string shard =
+      data + "/" + std::filesystem::directory_iterator(data)->path().filename().string();
   CommandResult r = RunCommand({BinaryPath(), "index", "-q", data});
   ASSERT_EQ(0, r.exit_code) << r.err;
   struct stat before, after;
   ASSERT_EQ(0, ::stat(shard.c_str(), &before));
   // The kernel sends the FORGET in the background, and slowfs may answer
   // the next LOOKUP first and keep the number: drop again until it changes.
-  const bool renumbered = WaitUntil([&] {
-    return DropCaches() && ::stat(shard.c_str(), &after) == 0 && after.st_ino != before.st_ino;
-  }, std::chrono::seconds(10));
+  const bool renumbered = WaitUntil(
+      [&] {
+        return DropCaches() && ::stat(shard.c_str(), &after) == 0 && after.st_ino != before.st_ino;
+      },
+      std::chrono::seconds(10));
   if (!renumbered) GTEST_SKIP() << "slowfs kept the inode number: nothing to test";
 
   Mount m;

@@ -101,9 +101,9 @@ TEST(StagingArraysTest, NumpyAndPilArraysPackToTheirTensors) {
   const char* root = std::getenv("TFRECORDFS_SOURCE_ROOT");
   ASSERT_NE(root, nullptr);
   const std::string manifest = s.logs + "/arrays.txt";
-  CommandResult py = RunCommand({"/usr/bin/python3",
-                                 std::string(root) + "/tests/mount/staging/write_arrays.py",
-                                 s.mnt + "/staging", manifest});
+  CommandResult py =
+      RunCommand({"/usr/bin/python3", std::string(root) + "/tests/mount/staging/write_arrays.py",
+                  s.mnt + "/staging", manifest});
   ASSERT_EQ(py.exit_code, 0) << py.out << py.err << "\ndaemon:\n" << d.Stderr();
   int status = 0;
   CommandResult u = d.TfrUnmount(&status);
@@ -171,7 +171,8 @@ TEST(StagingArraysTest, BadArraysAndStepsFailAndKindsSurviveARestart) {
                              ShellQuote(q + "/image/rgb.png"));
     EXPECT_NE(cp.exit_code, 0);
     EXPECT_NE(cp.err.find("Invalid argument"), std::string::npos) << cp.err;
-    const std::string npy = tensor::NpyHeader(tensor::DataType::kDouble, {1}) + std::string(8, '\0');
+    const std::string npy =
+        tensor::NpyHeader(tensor::DataType::kDouble, {1}) + std::string(8, '\0');
     EXPECT_EQ(WriteAndClose(q + "/arr/f32.npy", npy).write_errno, EINVAL);  // float64 for float32
     EXPECT_TRUE(Exists(q + "/image/gray.png"));  // refused files stay staged
     const WriteOutcome good = WriteAndClose(q + "/image/gray.png", GrayPng(2, 2, mask));
@@ -187,8 +188,8 @@ TEST(StagingArraysTest, BadArraysAndStepsFailAndKindsSurviveARestart) {
     ASSERT_EQ(::mkdir((r + "/context").c_str(), 0755), 0);
     EXPECT_EQ(WriteAndClose(r + "/context/label", "1.5\n").write_errno, EINVAL);
     EXPECT_EQ(WriteAndClose(r + "/context/label", "4\n").close_errno, 0);
-    for (const char* dir : {"/feature_lists", "/feature_lists/rgb", "/feature_lists/sparse",
-                            "/feature_lists/mask"}) {
+    for (const char* dir :
+         {"/feature_lists", "/feature_lists/rgb", "/feature_lists/sparse", "/feature_lists/mask"}) {
       ASSERT_EQ(::mkdir((r + dir).c_str(), 0755), 0) << dir;
     }
     EXPECT_EQ(WriteAndClose(r + "/feature_lists/rgb/0", "abc\n").write_errno, EINVAL);
@@ -216,7 +217,8 @@ TEST(StagingArraysTest, BadArraysAndStepsFailAndKindsSurviveARestart) {
   EXPECT_EQ(u.exit_code, 0) << u.out << u.err << "\ndaemon:\n" << d.Stderr();
   const auto payloads = AllPayloads(ReadPackedShards(s.out, "after"));
   ASSERT_EQ(payloads.size(), 2u);
-  const std::string mask_proto = tensor::EncodeTensor(tensor::DataType::kUint8, {2, 2}, mask).value();
+  const std::string mask_proto =
+      tensor::EncodeTensor(tensor::DataType::kUint8, {2, 2}, mask).value();
   auto ex = example::DecodeExample(payloads[0]);  // q
   ASSERT_TRUE(ex.ok()) << ex.status();
   std::map<std::string, example::Feature> qf;

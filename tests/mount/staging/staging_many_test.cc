@@ -24,8 +24,8 @@ TEST(StagingManyTest, ThousandsOfStagedFilesUnderA256DescriptorLimit) {
   Scratch s;
   test::WriteShard(s.src + "/base.tfrecord", {ExamplePayload({Int64Feature("label", {1})})});
   const std::string wrapper = s.tmp.path() + "/tfrecordfs-256";
-  WriteWholeFile(wrapper, "#!/bin/sh\nexec prlimit --nofile=256:256 -- '" + BinaryPath() +
-                              "' \"$@\"\n");
+  WriteWholeFile(wrapper,
+                 "#!/bin/sh\nexec prlimit --nofile=256:256 -- '" + BinaryPath() + "' \"$@\"\n");
   ASSERT_EQ(::chmod(wrapper.c_str(), 0755), 0);
   const std::string real_bin = BinaryPath();
   DaemonConfig c = PackConfig(s, {s.src}, "many");
@@ -38,16 +38,16 @@ TEST(StagingManyTest, ThousandsOfStagedFilesUnderA256DescriptorLimit) {
   // Value of file f of record r: r * kFilesPerRecord + f.
   const std::string staging = ShellQuote(s.mnt + "/staging");
   CommandResult made = Shell(absl::StrCat(
-      "set -e; cd ", staging, "\n", "for r in $(seq 0 ", kRecords - 1, "); do\n",
-      "  mkdir r$r\n", "  for f in $(seq 0 ", kFilesPerRecord - 1, "); do\n",
-      "    echo $((r * ", kFilesPerRecord, " + f)) > r$r/f$f\n", "  done\n", "done\n"));
+      "set -e; cd ", staging, "\n", "for r in $(seq 0 ", kRecords - 1, "); do\n", "  mkdir r$r\n",
+      "  for f in $(seq 0 ", kFilesPerRecord - 1, "); do\n", "    echo $((r * ", kFilesPerRecord,
+      " + f)) > r$r/f$f\n", "  done\n", "done\n"));
   ASSERT_EQ(made.exit_code, 0) << made.err << d.Stderr();
   // Every file looked up (and kept) by the kernel, then read back.
   CommandResult listed = Shell(absl::StrCat("cd ", staging, " && ls -lR . | grep -c '^-'"));
   ASSERT_EQ(listed.exit_code, 0) << listed.err << d.Stderr();
   EXPECT_EQ(listed.out, absl::StrCat(kRecords * kFilesPerRecord, "\n"));
-  CommandResult stats = Shell(absl::StrCat("cd ", staging,
-                                           " && find . -type f -exec stat -c %s {} + | sort -u"));
+  CommandResult stats =
+      Shell(absl::StrCat("cd ", staging, " && find . -type f -exec stat -c %s {} + | sort -u"));
   ASSERT_EQ(stats.exit_code, 0) << stats.err << d.Stderr();
   CommandResult sum = Shell(absl::StrCat("cd ", staging,
                                          " && find . -type f -exec cat {} + | awk '{s+=$1} END "
@@ -65,8 +65,7 @@ TEST(StagingManyTest, ThousandsOfStagedFilesUnderA256DescriptorLimit) {
   int status = 0;
   CommandResult u = d.TfrUnmount(&status);
   EXPECT_EQ(u.exit_code, 0) << u.out << u.err << d.Stderr();
-  EXPECT_NE(u.out.find(absl::StrCat("packed ", kRecords, " records")), std::string::npos)
-      << u.out;
+  EXPECT_NE(u.out.find(absl::StrCat("packed ", kRecords, " records")), std::string::npos) << u.out;
   EXPECT_EQ(d.Stderr().find("Too many open files"), std::string::npos) << d.Stderr();
   const auto payloads = AllPayloads(ReadPackedShards(s.out, "many"));
   ASSERT_EQ(payloads.size(), static_cast<size_t>(kRecords));

@@ -157,8 +157,8 @@ TEST_F(StagingPackTest, StageWithShellToolsPackAndReadBack) {
 TEST_F(StagingPackTest, StoreOnAFullFileSystemIsStillPacked) {
   if (::geteuid() != 0) GTEST_SKIP() << "mounting a small tmpfs for the store needs root";
   const std::string small = s_.tmp.Subdir("small");
-  CommandResult mt = RunCommand({"mount", "-t", "tmpfs", "-o", "size=8m,mode=0700",
-                                 "tfrecordfs-test", small});
+  CommandResult mt =
+      RunCommand({"mount", "-t", "tmpfs", "-o", "size=8m,mode=0700", "tfrecordfs-test", small});
   if (mt.exit_code != 0) GTEST_SKIP() << "cannot mount a tmpfs here: " << mt.err;
   struct Unmounter {
     std::string dir;
@@ -169,12 +169,12 @@ TEST_F(StagingPackTest, StoreOnAFullFileSystemIsStillPacked) {
   c.options = {"staging_dir=" + small + "/store", "output_dir=" + s_.out, "prefix=full"};
   StagingDaemon d(c);
   ASSERT_EQ(d.Start(), "");
-  CommandResult sh = Shell(absl::StrCat("cd ", Q("staging"),
-                                        " && mkdir a b big && echo 1 > a/label && echo 2 > b/label"));
+  CommandResult sh = Shell(absl::StrCat(
+      "cd ", Q("staging"), " && mkdir a b big && echo 1 > a/label && echo 2 > b/label"));
   ASSERT_EQ(sh.exit_code, 0) << sh.err;
   // Fill the store's file system through the mount until a write fails.
-  CommandResult fill = Shell(absl::StrCat("dd if=/dev/zero of=", Q("staging/big/blob.bin"),
-                                          " bs=64k count=1000 2>&1"));
+  CommandResult fill = Shell(
+      absl::StrCat("dd if=/dev/zero of=", Q("staging/big/blob.bin"), " bs=64k count=1000 2>&1"));
   EXPECT_NE(fill.exit_code, 0) << "the 8 MiB tmpfs did not fill up: " << fill.out;
   EXPECT_NE(fill.out.find("No space left"), std::string::npos) << fill.out;
   struct statvfs vfs;

@@ -319,7 +319,8 @@ TEST_F(StagingTreeTest, OneMountPerStagingStore) {
   c.mountpoint = other.Subdir("mnt");
   StagingDaemon e(c);
   EXPECT_EQ(e.RunExpectingFailure(), 1);
-  EXPECT_NE(e.Stderr().find("in use by another read-write tfrecordfs mount"), std::string::npos) << e.Stderr();
+  EXPECT_NE(e.Stderr().find("in use by another read-write tfrecordfs mount"), std::string::npos)
+      << e.Stderr();
   EXPECT_FALSE(IsMounted(c.mountpoint));
   // Nothing staged: the unmount reports an empty pack and succeeds.
   int status = 0;

@@ -16,17 +16,17 @@
 
 #include "absl/base/casts.h"
 #include "absl/strings/escaping.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
+#include "testing/shard.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/example/example.h"
 #include "tfrecordfs/example/sequence.h"
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/reference/zlib_codec.h"
-#include "testing/shard.h"
 
 namespace tfrecordfs::mount_test::staging_test {
 
@@ -252,8 +252,8 @@ void ExpectSameRecord(const std::string& original, const std::string& packed,
       // Feature by feature: the pack writes map entries in name order and
       // leaves out kindless context features, as any writer may differ.
       auto got = example::DecodeSequenceExample(packed);
-      ASSERT_TRUE(got.ok()) << what << ": the packed record is not a SequenceExample: "
-                            << got.status();
+      ASSERT_TRUE(got.ok()) << what
+                            << ": the packed record is not a SequenceExample: " << got.status();
       EXPECT_EQ(SequenceText(*got), SequenceText(*seq)) << what;
       return;
     }

@@ -82,9 +82,9 @@ class Errors {
 
 // The expected tree split for random access.
 struct Catalog {
-  std::vector<std::string> files;                          // rel paths
-  std::vector<std::string> dirs;                           // rel paths ("" = root)
-  std::map<std::string, std::set<std::string>> children;   // dir -> names
+  std::vector<std::string> files;                         // rel paths
+  std::vector<std::string> dirs;                          // rel paths ("" = root)
+  std::map<std::string, std::set<std::string>> children;  // dir -> names
   const ExpectedTree* tree = nullptr;
 };
 
@@ -105,7 +105,8 @@ Catalog MakeCatalog(const ExpectedTree& t) {
 
 // One reader thread's loop.
 void Hammer(const std::string& mnt, const Catalog& cat, uint64_t seed,
-            std::chrono::steady_clock::time_point until, Errors* errors, std::atomic<uint64_t>* ops) {
+            std::chrono::steady_clock::time_point until, Errors* errors,
+            std::atomic<uint64_t>* ops) {
   std::mt19937_64 rng(seed);
   auto below = [&](size_t n) { return static_cast<size_t>(rng() % n); };
   std::vector<char> buf(1 << 17);
@@ -154,7 +155,8 @@ void Hammer(const std::string& mnt, const Catalog& cat, uint64_t seed,
         if (errno != 0) errors->Add(absl::StrCat("readdir ", rel, ": ", std::strerror(errno)));
         ::closedir(d);
         got.erase("staging");
-        if (got != cat.children.at(rel)) errors->Add(absl::StrCat("readdir ", rel, ": wrong names"));
+        if (got != cat.children.at(rel))
+          errors->Add(absl::StrCat("readdir ", rel, ": wrong names"));
         break;
       }
       case 3: {  // stat
@@ -172,15 +174,16 @@ void Hammer(const std::string& mnt, const Catalog& cat, uint64_t seed,
         break;
       }
       case 4: {  // lookups of names that do not exist
-        static const char* kBogus[] = {"nope", "0000000", "-1", "99999999999999999999", "%",
-                                       "record.bin~", ".hidden", "%2E%2E", "a%2Fb", "x.txt"};
+        static const char* kBogus[] = {"nope",  "0000000",     "-1",      "99999999999999999999",
+                                       "%",     "record.bin~", ".hidden", "%2E%2E",
+                                       "a%2Fb", "x.txt"};
         const std::string& rel = cat.dirs[below(cat.dirs.size())];
         std::string name = kBogus[below(sizeof kBogus / sizeof *kBogus)];
         if (cat.children.at(rel).count(name)) break;
         struct stat st;
         if (::stat((path(rel) + "/" + name).c_str(), &st) == 0 || errno != ENOENT) {
-          errors->Add(absl::StrCat("stat of bogus ", rel, "/", name, ": ",
-                                   std::strerror(errno), " (want ENOENT)"));
+          errors->Add(absl::StrCat("stat of bogus ", rel, "/", name, ": ", std::strerror(errno),
+                                   " (want ENOENT)"));
         }
         break;
       }
@@ -220,9 +223,10 @@ class StressTest : public ::testing::Test {
     // ASan holds freed memory in a quarantine (256 MB by default), which
     // would read as growth; keep it small for the daemon started below.
     const char* asan = std::getenv("ASAN_OPTIONS");
-    ::setenv("ASAN_OPTIONS",
-             absl::StrCat(asan ? asan : "", asan && *asan ? ":" : "", "quarantine_size_mb=16").c_str(),
-             1);
+    ::setenv(
+        "ASAN_OPTIONS",
+        absl::StrCat(asan ? asan : "", asan && *asan ? ":" : "", "quarantine_size_mb=16").c_str(),
+        1);
 #endif
     // timeout=0: no kernel caching of names and attributes, so lookups and
     // stats reach the daemon every time.
@@ -231,8 +235,8 @@ class StressTest : public ::testing::Test {
   void TearDown() override {
     if (mount_.pid() <= 0) return;
     std::string err;
-    EXPECT_EQ(mount_.Stop(&err), 0) << "daemon exit status after unmount; " << err
-                                    << "\nstderr:\n" << mount_.Stderr();
+    EXPECT_EQ(mount_.Stop(&err), 0) << "daemon exit status after unmount; " << err << "\nstderr:\n"
+                                    << mount_.Stderr();
   }
 
   TempDir tmp_;
@@ -276,10 +280,10 @@ TEST_F(StressTest, ReadersListersAndCopiersSeeNoErrorsAndMemoryStaysFlat) {
   const std::string child_log = tmp_.path() + "/child.log";
   const std::string script = absl::StrCat(
       "while :; do ls -lR ", ShellQuote(mnt), " >/dev/null 2>>", ShellQuote(child_log),
-      " || echo 'ls -lR failed' >>", ShellQuote(child_log), "; rm -rf ", ShellQuote(copy_dir + "/c"),
-      "; cp -r ", ShellQuote(mnt + "/" + kShardBig), " ", ShellQuote(copy_dir + "/c"), " 2>>",
-      ShellQuote(child_log), " || echo 'cp -r failed' >>", ShellQuote(child_log),
-      "; echo round >>", ShellQuote(child_log + ".rounds"), "; done");
+      " || echo 'ls -lR failed' >>", ShellQuote(child_log), "; rm -rf ",
+      ShellQuote(copy_dir + "/c"), "; cp -r ", ShellQuote(mnt + "/" + kShardBig), " ",
+      ShellQuote(copy_dir + "/c"), " 2>>", ShellQuote(child_log), " || echo 'cp -r failed' >>",
+      ShellQuote(child_log), "; echo round >>", ShellQuote(child_log + ".rounds"), "; done");
   const pid_t child = SpawnShell(script);
   ASSERT_GT(child, 0);
 
@@ -295,7 +299,8 @@ TEST_F(StressTest, ReadersListersAndCopiersSeeNoErrorsAndMemoryStaysFlat) {
   ::waitpid(child, &status, 0);
 
   EXPECT_EQ(errors.count(), 0u) << errors.count() << " error(s) in " << ops.load()
-                                << " operations, first ones:\n" << errors.Report();
+                                << " operations, first ones:\n"
+                                << errors.Report();
   const std::string child_errors = ReadWholeFileOrEmpty(child_log);
   EXPECT_EQ(child_errors, "") << "ls -lR / cp -r in the other process failed";
   const std::string rounds = ReadWholeFileOrEmpty(child_log + ".rounds");
@@ -327,10 +332,11 @@ TEST_F(StressTest, ReadersListersAndCopiersSeeNoErrorsAndMemoryStaysFlat) {
   // Memory flat: after thousands of operations the daemon holds about what
   // it held after one walk (caches are bounded; nothing accumulates).
   const long end_rss = RssKiB(mount_.pid());
-  std::printf("stress: daemon VmRSS %ld KiB after warm-up, %ld KiB at the end\n", warm_rss, end_rss);
+  std::printf("stress: daemon VmRSS %ld KiB after warm-up, %ld KiB at the end\n", warm_rss,
+              end_rss);
   const long limit = kSanitized ? warm_rss * 2 + 96 * 1024 : warm_rss * 3 / 2 + 32 * 1024;
-  EXPECT_LT(end_rss, limit)
-      << "daemon VmRSS grew from " << warm_rss << " KiB to " << end_rss << " KiB";
+  EXPECT_LT(end_rss, limit) << "daemon VmRSS grew from " << warm_rss << " KiB to " << end_rss
+                            << " KiB";
   EXPECT_EQ(::kill(mount_.pid(), 0), 0);
 }
 
@@ -351,8 +357,8 @@ class Daemon {
   std::string Start(const TempDir& tmp, const std::string& src) {
     mnt_ = tmp.Subdir("mnt");
     stderr_ = tmp.path() + "/daemon.stderr";
-    std::vector<std::string> args = {BinaryPath(), "-f", "-o",
-                                     "staging_dir=" + tmp.Subdir("store"), src, mnt_};
+    std::vector<std::string> args = {BinaryPath(), "-f", "-o", "staging_dir=" + tmp.Subdir("store"),
+                                     src,          mnt_};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -410,8 +416,8 @@ class UnmountTest : public ::testing::Test {
 
   void ExpectCleanExit() {
     int status = 0;
-    ASSERT_TRUE(daemon_.Wait(&status)) << "daemon still running " << kWaitLimit.count()
-                                       << " s after its mount went away";
+    ASSERT_TRUE(daemon_.Wait(&status))
+        << "daemon still running " << kWaitLimit.count() << " s after its mount went away";
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
         << (WIFSIGNALED(status) ? "killed by signal " : "exit status ")
         << (WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status)) << "\nstderr:\n"

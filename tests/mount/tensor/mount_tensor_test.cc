@@ -111,7 +111,8 @@ TEST_F(TensorMountTest, EveryArrayFileDecodesToTheGeneratorsElements) {
 
     // Independently of naming: each array file holds the generator's elements.
     for (const ManifestLine& m : manifest) {
-      const std::string rel = absl::StrCat(std::string(2 - m.record.size(), '0'), m.record, "/", m.path);
+      const std::string rel =
+          absl::StrCat(std::string(2 - m.record.size(), '0'), m.record, "/", m.path);
       SCOPED_TRACE(rel);
       auto it = walked.find(rel);
       ASSERT_NE(it, walked.end());
@@ -144,7 +145,9 @@ TEST_F(TensorMountTest, EveryArrayFileDecodesToTheGeneratorsElements) {
     }
     // A DT_STRING tensor keeps its bytes.
     EXPECT_EQ(walked.at("00/strings.bin").content,
-              std::string("\x08\x07\x12\x04\x12\x02\x08\x01\x42\x03" "abc", 13));
+              std::string("\x08\x07\x12\x04\x12\x02\x08\x01\x42\x03"
+                          "abc",
+                          13));
     std::string stop_err;
     EXPECT_EQ(mount.Stop(&stop_err), 0) << stop_err;
   }
@@ -162,9 +165,9 @@ TEST_F(TensorMountTest, NumpyAndPilReadTheArrays) {
   ASSERT_EQ(err, "") << err;
   const char* root = std::getenv("TFRECORDFS_SOURCE_ROOT");
   ASSERT_NE(root, nullptr);
-  CommandResult r = RunCommand({"/usr/bin/python3",
-                         std::string(root) + "/tests/mount/tensor/check_arrays.py",
-                         mount.mountpoint(), src + "/MANIFEST.txt", kTensorShard});
+  CommandResult r =
+      RunCommand({"/usr/bin/python3", std::string(root) + "/tests/mount/tensor/check_arrays.py",
+                  mount.mountpoint(), src + "/MANIFEST.txt", kTensorShard});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("checked 288 bad 0"), std::string::npos) << r.out;
   std::string stop_err;
@@ -203,7 +206,8 @@ void AddSequenceRecord(const std::string& dir, uint64_t r, ExpectedTree* out) {
   std::string mask(4, '\0');
   for (size_t i = 0; i < 4; ++i) mask[i] = static_cast<char>((i * 31 + r * 7 + 7 * 13) & 0xff);
   f("/feature_lists/mask/0.png",
-    tensor::EncodePng(tensor::PngGeometryOf(tensor::DataType::kUint8, {2, 2}).value(), mask).value());
+    tensor::EncodePng(tensor::PngGeometryOf(tensor::DataType::kUint8, {2, 2}).value(), mask)
+        .value());
   d("/feature_lists/rgb");
   f("/feature_lists/rgb/0", absl::StrCat("0\n", r, "\n"));
   f("/feature_lists/rgb/1", absl::StrCat("0.5\n", r, "\n"));
