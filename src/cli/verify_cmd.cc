@@ -93,8 +93,15 @@ int VerifyMain(int argc, char** argv) {
   for (const scan::ScannedShard& s : scanned->shards) {
     Result r{&s, absl::OkStatus(), {}};
     auto src = scan::OpenShard(s, &cache);
+    // An index loaded from a file may hold forged checkpoints (a walk's own
+    // are right by construction).
+    const absl::Status stored = s.info.source == index::IndexSource::kWalked
+                                    ? absl::OkStatus()
+                                    : inspect::VerifyStoredCheckpoints(*s.index);
     if (!src.ok()) {
       r.status = src.status();
+    } else if (!stored.ok()) {
+      r.status = stored;
     } else {
       auto report = inspect::VerifyShard(
           *s.index, **src, [&](uint64_t n, uint64_t bytes) { progress.Add(0, n, bytes); });

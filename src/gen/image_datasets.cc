@@ -1,12 +1,15 @@
 // sample and synthetic: image-like datasets (commands.h).
 
-// jpeglib.h uses size_t and FILE without including their headers.
+// jpeglib.h uses size_t and FILE without including their headers: they come
+// first, in an order clang-format must keep.
+// clang-format off
+#include <cstddef>
+#include <cstdio>
 #include <jpeglib.h>
+// clang-format on
 
 #include <array>
 #include <cmath>
-#include <cstddef>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>

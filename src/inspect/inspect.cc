@@ -1,5 +1,7 @@
 #include "tfrecordfs/inspect/inspect.h"
 
+#include <fcntl.h>
+
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -7,6 +9,7 @@
 #include "absl/numeric/int128.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "tfrecordfs/base/file.h"
 #include "tfrecordfs/example/record.h"
 #include "tfrecordfs/naming/naming.h"
 #include "tfrecordfs/record/format.h"
@@ -245,6 +248,20 @@ absl::StatusOr<std::optional<Damage>> CheckTail(const index::ShardIndex& idx,
     base += *got - (record::kHeaderSize - 1);
   }
   return std::optional<Damage>(std::move(d));
+}
+
+absl::Status VerifyStoredCheckpoints(const index::ShardIndex& idx) {
+  if (!idx.checkpoints()) return absl::OkStatus();
+  auto fd = OpenFile(idx.path(), O_RDONLY | O_CLOEXEC);
+  if (!fd.ok()) return fd.status();
+  absl::Status s =
+      source::VerifyCheckpoints(fd->get(), idx.path(), idx.file_size(), *idx.checkpoints());
+  if (!absl::IsDataLoss(s)) return s;
+  return absl::DataLossError(
+      absl::StrCat(s.message(),
+                   "; the stored index is wrong, not necessarily the shard: rebuild it with "
+                   "`tfrecordfs index --force ",
+                   idx.path(), "`"));
 }
 
 absl::StatusOr<ShardReport> VerifyShard(const index::ShardIndex& idx,

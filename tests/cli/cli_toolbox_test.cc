@@ -4,6 +4,7 @@
 // in ../shared/data/real (skipped when absent). JSON output goes through
 // nlohmann/json; DALI index files are compared with tfrecord2idx's own
 // loop run in python3.
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,9 +24,14 @@
 #include "mount_harness.h"
 #include "nlohmann/json.hpp"
 #include "src/cli/json_writer.h"
+#include "tfrecordfs/base/file.h"
 #include "tfrecordfs/example/example.h"
+#include "tfrecordfs/index/index_file.h"
+#include "tfrecordfs/index/index_store.h"
 #include "tfrecordfs/inspect/inspect.h"
 #include "tfrecordfs/naming/naming.h"
+#include "tfrecordfs/record/format.h"
+#include "tfrecordfs/record/writer.h"
 
 namespace tfrecordfs::mount_test {
 namespace {
@@ -460,6 +466,68 @@ TEST_F(ToolboxTest, VerifyReportsATruncatedTailAfterADamagedRecord) {
                           " record(s): 1 damaged, 1 damaged span(s) between or after records"),
             std::string::npos)
       << text.out;
+}
+
+// A forged checkpoint in an index beside a GZIP shard (its CRC fixed, so the
+// file decodes) would make reads serve other records' bytes: verify checks
+// the checkpoints of every index it loads from a file against the stream.
+TEST_F(ToolboxTest, VerifyRefusesAForgedCheckpointBesideAGzipShard) {
+  const std::string dir = tmp_.Subdir("forged");
+  const std::string shard = dir + "/data.tfrecord.gz";
+  constexpr size_t kPayload = 300;
+  {
+    auto fd = OpenFile(shard, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ASSERT_TRUE(fd.ok());
+    record::ShardWriter w(std::move(*fd), shard, {source::Codec::kGzip, 6});
+    uint64_t x = 88172645463325252ull;  // xorshift: text that compresses ~2:1
+    for (int i = 0; i < 3000; ++i) {
+      std::string p = absl::StrCat("record ", i, " ");
+      while (p.size() < kPayload) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        p += static_cast<char>('a' + x % 16);
+      }
+      p.resize(kPayload);
+      ASSERT_TRUE(w.Append(p).ok());
+    }
+    ASSERT_TRUE(w.Close(false).ok());
+  }
+  {  // The index beside the shard, with a checkpoint every 64 KiB.
+    index::StoreOptions o;
+    o.write_beside = true;
+    o.durable = false;
+    o.span = 64 << 10;
+    index::IndexStore store(o);
+    auto fd = OpenFile(shard, O_RDONLY);
+    ASSERT_TRUE(fd.ok());
+    struct stat st;
+    ASSERT_EQ(0, ::fstat(fd->get(), &st));
+    index::LoadInfo info;
+    ASSERT_TRUE(
+        store.Load(fd->get(), shard, "data.tfrecord.gz", st, source::Codec::kGzip, &info).ok());
+  }
+  const std::string beside = index::IndexStore::BesidePath(shard);
+  CommandResult good = Tool({"verify", "--json", dir});
+  EXPECT_EQ(good.exit_code, 0) << good.out << good.err;
+
+  // Move a middle checkpoint one record on: every CRC of the file still holds.
+  const std::string bytes = ReadWholeFile(beside);
+  auto main_size = index::IndexMainSize(bytes);
+  ASSERT_TRUE(main_size.ok());
+  auto f = index::DecodeIndexFile(bytes);
+  ASSERT_TRUE(f.ok()) << f.status();
+  f->windows = bytes.substr(*main_size);
+  ASSERT_GT(f->checkpoints.size(), 4u);
+  const size_t k = f->checkpoints.size() / 2;
+  f->checkpoints[k].out += kPayload + record::kFramingOverhead;
+  WriteWholeFile(beside, index::EncodeIndexFile(*f));
+  ASSERT_TRUE(index::DecodeIndexFile(ReadWholeFile(beside)).ok());
+
+  CommandResult forged = Tool({"verify", dir});
+  EXPECT_EQ(forged.exit_code, 1) << forged.out << forged.err;
+  EXPECT_NE(forged.out.find("tfrecordfs index --force"), std::string::npos) << forged.out;
+  EXPECT_EQ(forged.out.find("all intact"), std::string::npos) << forged.out;
 }
 
 TEST_F(ToolboxTest, DaliIndexMatchesTfrecord2idx) {

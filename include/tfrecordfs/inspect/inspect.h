@@ -127,6 +127,15 @@ struct ShardReport {
   uint64_t DamagedSpans() const { return damage.size() - DamagedRecords(); }
 };
 
+// The checkpoints of a compressed shard's index checked against its stream
+// (source::VerifyCheckpoints, one inflate of the shard): for indexes loaded
+// from a file (the cache, an index directory, beside the shard), which
+// anyone who can write there may have forged so that reads serve other
+// records' bytes. DataLoss names the first checkpoint that does not match
+// and says how to rebuild the index; I/O errors are errors; OK for a plain
+// shard.
+absl::Status VerifyStoredCheckpoints(const index::ShardIndex& idx);
+
 // Reads every record of the shard `src` indexed by `idx`, checks both CRCs
 // and the framing, and decodes each payload. Damaged: a record whose read
 // fails, damage the header walk met outside such a record (stray bytes, a
