@@ -537,8 +537,11 @@ absl::StatusOr<std::pair<struct stat, int>> Store::Create(uint64_t parent, absl:
 absl::StatusOr<int> Store::Open(uint64_t node, int flags) {
   auto nfd = NodeFd(node);
   if (!nfd.ok()) return nfd.status();
-  int fd =
-      ::open(ProcPath((*nfd)->get()).c_str(), (flags & ~(O_CREAT | O_EXCL | O_DIRECT)) | O_CLOEXEC);
+  // The node is resolved already (its O_PATH descriptor never follows a
+  // symlink): the caller's O_NOFOLLOW (rsync opens its temporary file so)
+  // would make the open of the /proc magic link itself fail with ELOOP.
+  int fd = ::open(ProcPath((*nfd)->get()).c_str(),
+                  (flags & ~(O_CREAT | O_EXCL | O_DIRECT | O_NOFOLLOW)) | O_CLOEXEC);
   if (fd < 0) return ErrnoError(errno, "open");
   return fd;
 }

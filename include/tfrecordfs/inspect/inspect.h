@@ -132,8 +132,8 @@ struct ShardReport {
 // from a file (the cache, an index directory, beside the shard), which
 // anyone who can write there may have forged so that reads serve other
 // records' bytes. DataLoss names the first checkpoint that does not match
-// and says how to rebuild the index; I/O errors are errors; OK for a plain
-// shard.
+// and says how to rebuild the index; I/O errors are errors; OK for plain
+// and SNAPPY shards.
 absl::Status VerifyStoredCheckpoints(const index::ShardIndex& idx);
 
 // Reads every record of the shard `src` indexed by `idx`, checks both CRCs
