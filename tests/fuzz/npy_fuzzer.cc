@@ -58,8 +58,4 @@ void Check(absl::string_view in) {
 }  // namespace
 }  // namespace tfrecordfs::fuzz
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  if (size > (1u << 20)) return 0;
-  tfrecordfs::fuzz::Check(absl::string_view(reinterpret_cast<const char*>(data), size));
-  return 0;
-}
+TFRFS_FUZZ_ENTRY(tfrecordfs::fuzz::Check, 1u << 20)
