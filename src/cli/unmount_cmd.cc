@@ -7,11 +7,17 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "src/cli/commands.h"
 #include "src/cli/runtime.h"
 #include "tfrecordfs/base/file.h"
@@ -48,6 +54,35 @@ bool Unmount(const std::string& mnt, std::string* error) {
   if (::geteuid() == 0 && ::umount2(mnt.c_str(), 0) == 0) return true;
   *error = std::strerror(errno);
   return false;
+}
+
+// Runs `wait` (which blocks until what it waits for is done). On a terminal,
+// a wait still going after a second says what it waits for, and then how
+// long it took, so a long unmount (a mount the kernel cached millions of
+// files of releases them first) never looks hung; scripts see nothing.
+template <typename F>
+auto SayWhileWaiting(const std::string& what, F wait) {
+  if (::isatty(STDERR_FILENO) != 1) return wait();
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  const auto start = std::chrono::steady_clock::now();
+  std::thread sayer([&] {
+    std::unique_lock<std::mutex> lock(mu);
+    if (cv.wait_for(lock, std::chrono::seconds(1), [&] { return done; })) return;
+    std::fprintf(stderr, "tfrecordfs: %s...\n", what.c_str());
+    cv.wait(lock, [&] { return done; });
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+    std::fprintf(stderr, "tfrecordfs: %s: done in %.1f s\n", what.c_str(), took.count());
+  });
+  auto result = wait();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    done = true;
+  }
+  cv.notify_all();
+  sayer.join();
+  return result;
 }
 
 // A process that exists and is not a zombie (a foreground daemon's parent
@@ -120,14 +155,17 @@ int UnmountMain(int argc, char** argv) {
     // Nothing is packed and the store is not ours to wait on: unmount, wait
     // for the daemon to go, and say only that.
     std::string error;
-    if (!Unmount(real, &error)) {
+    if (!SayWhileWaiting("unmounting " + real, [&] { return Unmount(real, &error); })) {
       std::cerr << "tfrecordfs unmount: cannot unmount " << real << ": " << error
                 << " (is a file still open there?)\n";
       return kExitFailed;
     }
-    for (int i = 0; i < 1000 && Alive(record->pid); ++i) {
-      ::usleep(10000);  // up to 10 s; the daemon only has to exit
-    }
+    SayWhileWaiting(absl::StrCat("waiting for the daemon (pid ", record->pid, ") to exit"), [&] {
+      for (int i = 0; i < 1000 && Alive(record->pid); ++i) {
+        ::usleep(10000);  // up to 10 s; the daemon only has to exit
+      }
+      return 0;
+    });
     std::cout << kResultOk << "\nread-only mount: nothing packed\n";
     PointAtLog(*record);
     return kExitOk;
@@ -140,7 +178,7 @@ int UnmountMain(int argc, char** argv) {
     return kExitFailed;
   }
   std::string error;
-  if (!Unmount(real, &error)) {
+  if (!SayWhileWaiting("unmounting " + real, [&] { return Unmount(real, &error); })) {
     std::cerr << "tfrecordfs unmount: cannot unmount " << real << ": " << error
               << " (is a file still open there?)\n";
     return kExitFailed;

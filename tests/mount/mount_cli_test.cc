@@ -574,6 +574,36 @@ std::map<std::string, std::string> MountRecords() {
 // Without -f the command returns only once the mount serves requests and
 // its record is written: a stat and `tfrecordfs unmount` right after it
 // returns must succeed, with no polling in between.
+// An unmount that waits long (a daemon releasing millions of cached files)
+// says on a terminal what it waits for, and how long it took; a script's
+// output stays as it was. The daemon is made slow to exit by a test hook.
+TEST(DaemonTest, SlowUnmountSaysWhatItWaitsForOnATerminal) {
+  TFRFS_SKIP_WITHOUT_FUSE();
+  if (RunCommand({"sh", "-c", "command -v script"}).exit_code != 0) {
+    GTEST_SKIP() << "no script(1) (util-linux) to give unmount a terminal";
+  }
+  TempDir tmp;
+  const GenDataset ds = WriteDataset(tmp.Subdir("src"), 5);
+  for (const bool terminal : {true, false}) {
+    const std::string mnt =
+        std::filesystem::canonical(tmp.Subdir(terminal ? "mnt-tty" : "mnt-pipe")).string();
+    DetachedGuard guard(mnt);
+    CommandResult r = RunCommand({"env", "TFRECORDFS_FAULT=slow_exit", Bin(), "-o",
+                                  IsolationOptions(tmp) + ",ro", ds.root, mnt});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string unmount = ShellQuote(Bin()) + " unmount " + ShellQuote(mnt);
+    CommandResult u = terminal ? RunCommand({"script", "-qec", unmount, "/dev/null"})
+                               : RunCommand({"sh", "-c", unmount});
+    ASSERT_EQ(u.exit_code, 0) << u.out << u.err;
+    const std::string said = u.out + u.err;
+    const bool waited = said.find("waiting for the daemon") != std::string::npos &&
+                        said.find("to exit: done in") != std::string::npos;
+    EXPECT_EQ(waited, terminal) << said;
+    EXPECT_NE(said.find("nothing packed"), std::string::npos) << said;
+    EXPECT_TRUE(DaemonGone(mnt));
+  }
+}
+
 TEST(DaemonTest, DetachesOnlyOnceTheMountIsReady) {
   TFRFS_SKIP_WITHOUT_FUSE();
   TempDir tmp;
