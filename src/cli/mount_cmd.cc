@@ -25,9 +25,11 @@
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/fuse/session.h"
 #include "tfrecordfs/index/index_store.h"
+#include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/repack/pack.h"
 #include "tfrecordfs/staging/store.h"
 #include "tfrecordfs/vfs/filesystem.h"
+#include "tfrecordfs/vfs/node_id.h"
 
 #ifndef TFRECORDFS_VERSION
 #define TFRECORDFS_VERSION "unknown"
@@ -105,6 +107,7 @@ struct CliOptions {
   bool always_open = false;                            // -o open
   uint64_t gz_span = source::kDefaultSpan;             // -o gz_span
   index::WalkMode walk_mode = index::WalkMode::kAuto;  // -o walk
+  uint64_t max_records = record::kDefaultMaxRecords;   // -o max_shard_records
   std::optional<source::Codec> compression;            // -o compression; unset: the sources'
   std::string log_path;  // -o log (default: DefaultLogPath when detached)
 };
@@ -183,6 +186,18 @@ constexpr MountOption kMountOptions[] = {
          cli->walk_mode = index::WalkMode::kBlocks;
        } else {
          return "walk needs auto, headers or blocks";
+       }
+       return "";
+     }},
+    {"max_shard_records", "N",
+     "the most records one shard may have (default 50000000; at most 268435456): an index "
+     "costs 8 bytes per record, so this bounds what one shard may cost, however well it "
+     "compresses; a shard with more is not indexed, and shown as the plain file it is with an "
+     "error in the log",
+     [](absl::string_view v, CliOptions* cli) -> std::string {
+       if (!absl::SimpleAtoi(v, &cli->max_records) || cli->max_records == 0 ||
+           cli->max_records > vfs::kMaxRecordsPerShard) {
+         return "max_shard_records needs a number from 1 to 268435456";
        }
        return "";
      }},
@@ -696,7 +711,8 @@ int MountMain(int argc, char** argv) {
                                  .verify_shared = cli.index_verify,
                                  .durable = false,
                                  .span = cli.gz_span,
-                                 .walk_mode = cli.walk_mode});
+                                 .walk_mode = cli.walk_mode,
+                                 .max_records = cli.max_records});
   cli.vfs.on_index_mismatch = [&index_store](const std::string& path) { index_store.Drop(path); };
   cli.vfs.index_store = &index_store;
   auto fs = vfs::Filesystem::Create(cli.vfs);

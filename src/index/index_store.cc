@@ -301,8 +301,13 @@ std::string IndexStore::SharedPath(const std::string& mount_path) const {
 }
 
 absl::StatusOr<record::WalkResult> WalkGrownTail(int fd, absl::string_view path,
-                                                 const IndexFile& old, uint64_t file_size) {
-  auto tail = record::WalkHeaders(fd, path, file_size, old.file_size);
+                                                 const IndexFile& old, uint64_t file_size,
+                                                 uint64_t max_records) {
+  const uint64_t old_records = old.walk.offsets.size() - 1;
+  if (old_records > max_records) {
+    return record::TooManyRecords(path, max_records, old.walk.offsets[max_records], false);
+  }
+  auto tail = record::WalkHeaders(fd, path, file_size, old.file_size, max_records - old_records);
   if (!tail.ok()) return tail.status();
   if (!tail->problems.empty()) {
     // A damaged tail could resynchronise differently from a full walk (which
@@ -404,7 +409,8 @@ absl::StatusOr<std::shared_ptr<const ShardIndex>> IndexStore::Load(int fd, const
     if (check.verdict == Verdict::kValid && c.shared && options_.verify_shared) {
       // index_dir or beside files others may write: follow the header chain
       // (large sequential reads) before numbering records from it.
-      auto chain = WalkShard(fd, path, size, codec, options_.span, nullptr, WalkMode::kBlocks);
+      auto chain = WalkShard(fd, path, size, codec, options_.span, nullptr, WalkMode::kBlocks,
+                             options_.max_records);
       if (!chain.ok()) return chain.status();
       if (chain->walk.offsets != file->walk.offsets) {
         log::Warning(path, ": ", c.file, " does not follow the shard's header chain; not used");
@@ -438,6 +444,12 @@ absl::StatusOr<std::shared_ptr<const ShardIndex>> IndexStore::Load(int fd, const
       }
       table = std::move(t);
     }
+    if (check.verdict == Verdict::kValid && file->num_records() > options_.max_records) {
+      // Made with a higher limit: refused like a walk that meets as many.
+      return record::TooManyRecords(path, options_.max_records,
+                                    file->walk.offsets[options_.max_records],
+                                    codec != source::Codec::kNone);
+    }
     if (check.verdict == Verdict::kValid) {
       info->source = c.beside   ? IndexSource::kBeside
                      : c.shared ? IndexSource::kSharedDir
@@ -467,7 +479,7 @@ absl::StatusOr<std::shared_ptr<const ShardIndex>> IndexStore::Load(int fd, const
 
   std::optional<record::WalkResult> walk;
   if (base) {
-    auto tail = WalkGrownTail(fd, path, *base, size);
+    auto tail = WalkGrownTail(fd, path, *base, size, options_.max_records);
     if (tail.ok()) {
       walk = std::move(*tail);
       info->source = IndexSource::kGrown;
@@ -479,7 +491,8 @@ absl::StatusOr<std::shared_ptr<const ShardIndex>> IndexStore::Load(int fd, const
   std::shared_ptr<const source::CheckpointTable> table;
   std::string windows;
   if (!walk) {
-    auto full = WalkShard(fd, path, size, codec, options_.span, nullptr, options_.walk_mode);
+    auto full = WalkShard(fd, path, size, codec, options_.span, nullptr, options_.walk_mode,
+                          options_.max_records);
     if (!full.ok()) return full.status();
     walk = std::move(full->walk);
     table = std::move(full->checkpoints);

@@ -92,7 +92,7 @@ absl::StatusOr<Probe> ProbeFile(int fd, absl::string_view path, uint64_t size,
     bool empty = false;
     if (prefix->empty() && named) {
       auto scan = source::ScanCompressed(fd, path, size, detected, source::kDefaultSpan,
-                                         [](absl::string_view) {});
+                                         [](absl::string_view) { return absl::OkStatus(); });
       if (!scan.ok()) return scan.status();
       empty = !scan->problem && scan->table.data_size == 0;
     }
@@ -124,21 +124,21 @@ absl::StatusOr<Probe> ProbeFile(int fd, absl::string_view path, uint64_t size,
 
 absl::StatusOr<WalkedShard> WalkShard(int fd, const std::string& path, uint64_t size,
                                       source::Codec codec, uint64_t span,
-                                      const std::function<void(uint64_t)>& progress,
-                                      WalkMode mode) {
+                                      const std::function<void(uint64_t)>& progress, WalkMode mode,
+                                      uint64_t max_records) {
   WalkedShard out;
   if (codec == source::Codec::kNone) {
     const bool blocks =
         mode == WalkMode::kBlocks || (mode == WalkMode::kAuto && source::OnRemoteStorage(fd));
     auto walk = record::WalkHeaders(source::PlainSource::Borrowing(fd, path, size), 0,
-                                    blocks ? kWalkBlock : 0);
+                                    blocks ? kWalkBlock : 0, max_records);
     if (!walk.ok()) return walk.status();
     if (progress) progress(size);
     out.walk = std::move(*walk);
     return out;
   }
-  record::StreamWalker walker;
-  const auto sink = [&](absl::string_view bytes) { walker.Feed(bytes); };
+  record::StreamWalker walker(path, max_records);
+  const auto sink = [&](absl::string_view bytes) { return walker.Feed(bytes); };
   auto scan = codec == source::Codec::kSnappy
                   ? source::ScanSnappy(fd, path, size, sink, progress)
                   : source::ScanCompressed(fd, path, size, codec, span, sink, progress);
@@ -160,7 +160,7 @@ absl::StatusOr<WalkedShard> WalkShard(int fd, const std::string& path, uint64_t 
     } else {
       src = std::make_unique<source::InflateSource>(std::move(*dup), path, size, table, &cache);
     }
-    auto walk = record::WalkHeaders(*src);
+    auto walk = record::WalkHeaders(*src, 0, 0, max_records);
     if (!walk.ok()) return walk.status();
     out.walk = std::move(*walk);
   }
@@ -177,8 +177,10 @@ absl::StatusOr<WalkedShard> WalkShard(int fd, const std::string& path, uint64_t 
 
 absl::StatusOr<std::shared_ptr<const ShardIndex>> BuildShardIndex(int fd, const std::string& path,
                                                                   const struct stat& st,
-                                                                  source::Codec codec) {
-  auto walked = WalkShard(fd, path, static_cast<uint64_t>(st.st_size), codec);
+                                                                  source::Codec codec,
+                                                                  uint64_t max_records) {
+  auto walked = WalkShard(fd, path, static_cast<uint64_t>(st.st_size), codec, source::kDefaultSpan,
+                          nullptr, WalkMode::kAuto, max_records);
   if (!walked.ok()) return walked.status();
   const int64_t mtime_ns = MtimeNs(st);
   return std::make_shared<const ShardIndex>(path, static_cast<uint64_t>(st.st_size), mtime_ns,

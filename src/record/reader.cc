@@ -119,13 +119,35 @@ absl::StatusOr<std::optional<uint64_t>> ScanForHeader(const source::ShardSource&
 
 }  // namespace
 
-absl::StatusOr<WalkResult> WalkHeaders(int fd, absl::string_view path, uint64_t file_size,
-                                       uint64_t start) {
-  return WalkHeaders(source::PlainSource::Borrowing(fd, std::string(path), file_size), start);
+namespace {
+
+constexpr absl::string_view kTooManyPayload = "tfrecordfs/too-many-records";
+
+}  // namespace
+
+absl::Status TooManyRecords(absl::string_view path, uint64_t max_records, uint64_t offset,
+                            bool uncompressed) {
+  absl::Status s = absl::ResourceExhaustedError(
+      absl::StrCat(path, ": more than ", max_records, " records (record ", max_records, " at ",
+                   uncompressed ? "uncompressed " : "", "byte offset ", offset,
+                   "); not indexed, to bound memory (8 bytes per record): raise the limit with "
+                   "-o max_shard_records=N or --max-shard-records N"));
+  s.SetPayload(kTooManyPayload, absl::Cord("1"));
+  return s;
 }
 
-absl::StatusOr<WalkResult> WalkHeaders(const source::ShardSource& src, uint64_t start,
-                                       size_t block) {
+bool IsTooManyRecords(const absl::Status& status) {
+  return status.GetPayload(kTooManyPayload).has_value();
+}
+
+absl::StatusOr<WalkResult> WalkHeaders(int fd, absl::string_view path, uint64_t file_size,
+                                       uint64_t start, uint64_t max_records) {
+  return WalkHeaders(source::PlainSource::Borrowing(fd, std::string(path), file_size), start, 0,
+                     max_records);
+}
+
+absl::StatusOr<WalkResult> WalkHeaders(const source::ShardSource& src, uint64_t start, size_t block,
+                                       uint64_t max_records) {
   const uint64_t file_size = src.size();
   WalkResult result;
   result.file_size = file_size;
@@ -147,6 +169,9 @@ absl::StatusOr<WalkResult> WalkHeaders(const source::ShardSource& src, uint64_t 
     auto len = ParseHeader(*hdr);
     const uint64_t avail = file_size - pos;
     if (len.ok() && avail >= kFramingOverhead && *len <= avail - kFramingOverhead) {
+      if (result.offsets.size() >= max_records) {
+        return TooManyRecords(src.path(), max_records, pos, src.codec() != source::Codec::kNone);
+      }
       result.offsets.push_back(pos);
       prev = pos;
       last_len = *len;
@@ -182,6 +207,9 @@ absl::StatusOr<WalkResult> WalkHeaders(const source::ShardSource& src, uint64_t 
       // [pos, q) as one unreadable record, so that the previous record keeps
       // its exact span and stays readable, and later records keep their
       // indices.
+      if (result.offsets.size() >= max_records) {
+        return TooManyRecords(src.path(), max_records, pos, src.codec() != source::Codec::kNone);
+      }
       result.offsets.push_back(pos);
     }
     pos = q;
@@ -253,8 +281,8 @@ absl::StatusOr<std::string> ReadRecord(const source::ShardSource& src, uint64_t 
   return buf;
 }
 
-void StreamWalker::Feed(absl::string_view bytes) {
-  if (!clean_) return;
+absl::Status StreamWalker::Feed(absl::string_view bytes) {
+  if (!clean_) return absl::OkStatus();
   const uint64_t end = pos_ + bytes.size();
   while (clean_) {
     if (next_ >= end) break;
@@ -279,11 +307,15 @@ void StreamWalker::Feed(absl::string_view bytes) {
       clean_ = false;
       break;
     }
+    if (result_.offsets.size() >= max_records_) {
+      return TooManyRecords(path_, max_records_, next_, /*uncompressed=*/true);
+    }
     result_.offsets.push_back(next_);
     next_ += kFramingOverhead + *len;
     header_have_ = 0;
   }
   pos_ = end;
+  return absl::OkStatus();
 }
 
 bool StreamWalker::Finish(uint64_t total) {

@@ -138,8 +138,9 @@ absl::Status CheckCompressedShard(UniqueFd fd, const std::string& path, uint64_t
     return absl::DataLossError(
         absl::StrCat(path, ": written as ", source::CodecName(codec), " but does not start so"));
   }
-  record::StreamWalker walker;
-  const auto sink = [&](absl::string_view b) { walker.Feed(b); };
+  // The check of what we wrote: no record limit (the pack chose the records).
+  record::StreamWalker walker(path, UINT64_MAX);
+  const auto sink = [&](absl::string_view b) { return walker.Feed(b); };
   auto scan =
       codec == source::Codec::kSnappy
           ? source::ScanSnappy(fd.get(), path, file_size, sink)
@@ -200,7 +201,7 @@ absl::Status CheckWrittenShard(const std::string& path, uint64_t bytes, uint64_t
     return absl::DataLossError(
         absl::StrCat(path, ": written ", st.st_size, " bytes, expected ", bytes));
   }
-  auto walk = record::WalkHeaders(fd->get(), path, bytes);
+  auto walk = record::WalkHeaders(fd->get(), path, bytes, 0, UINT64_MAX);
   if (!walk.ok()) return walk.status();
   if (!walk->problems.empty() || walk->offsets.size() != records + 1) {
     return absl::DataLossError(

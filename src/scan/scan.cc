@@ -21,6 +21,7 @@
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/index/index_file.h"
+#include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/source/snappy_source.h"
 
 namespace tfrecordfs::scan {
@@ -203,6 +204,11 @@ absl::StatusOr<ScanResult> Scan(const ScanOptions& options) {
   for (auto& t : pool) t.join();
 
   for (Probed& p : probed) {
+    if (record::IsTooManyRecords(p.status)) {
+      result.refused.push_back(
+          {std::move(p.shard.path), std::move(p.shard.mount_path), p.status, p.shard.entry});
+      continue;
+    }
     if (!p.status.ok()) return p.status;
     if (p.is_shard) {
       result.shards.push_back(std::move(p.shard));

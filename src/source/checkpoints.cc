@@ -117,8 +117,7 @@ const Checkpoint& CheckpointTable::Before(uint64_t offset) const {
 }
 
 absl::StatusOr<ScanResult> ScanCompressed(int fd, absl::string_view path, uint64_t file_size,
-                                          Codec codec, uint64_t span,
-                                          const std::function<void(absl::string_view)>& sink,
+                                          Codec codec, uint64_t span, const StreamSink& sink,
                                           const std::function<void(uint64_t)>& progress) {
   ScanResult result;
   result.table.codec = codec;
@@ -161,7 +160,9 @@ absl::StatusOr<ScanResult> ScanCompressed(int fd, absl::string_view path, uint64
     }
     auto got = inf.Read(buf.data() + have, want, /*z_block=*/due, /*stop_at_members=*/true);
     if (!got.ok()) return got.status();
-    if (*got > 0) sink(absl::string_view(buf.data() + have, *got));
+    if (*got > 0) {
+      if (absl::Status s = sink(absl::string_view(buf.data() + have, *got)); !s.ok()) return s;
+    }
     have += *got;
     const uint64_t in = inf.in_pos();
     if (progress && in - last_progress >= kChunk) {

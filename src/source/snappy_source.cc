@@ -89,7 +89,7 @@ absl::StatusOr<std::string> DecodeSnappyBlock(absl::string_view body) {
 }
 
 absl::StatusOr<ScanResult> ScanSnappy(int fd, absl::string_view path, uint64_t file_size,
-                                      const std::function<void(absl::string_view)>& sink,
+                                      const StreamSink& sink,
                                       const std::function<void(uint64_t)>& progress) {
   ScanResult result;
   result.table.codec = Codec::kSnappy;
@@ -109,7 +109,9 @@ absl::StatusOr<ScanResult> ScanSnappy(int fd, absl::string_view path, uint64_t f
     cp.out = out;
     cp.stream_start = true;  // a block needs nothing before it
     result.table.points.push_back(cp);
-    if (sink && !data->empty()) sink(*data);
+    if (sink && !data->empty()) {
+      if (absl::Status s = sink(*data); !s.ok()) return s;
+    }
     out += data->size();
     at += kSnappyLengthSize + body->size();
     if (progress) progress(at);

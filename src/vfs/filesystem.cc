@@ -72,6 +72,9 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
   };
   auto scanned = scan::Scan(scan_options);
   if (!scanned.ok()) return scanned.status();
+  for (const scan::RefusedShard& r : scanned->refused) {
+    log::Error(r.why.message(), "; shown as a plain file");
+  }
   if (scanned->shards.size() > kMaxShards) {
     return absl::ResourceExhaustedError(
         absl::StrCat("more than ", kMaxShards, " shards in the sources"));

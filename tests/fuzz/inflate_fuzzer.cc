@@ -69,8 +69,11 @@ void Check(absl::string_view file, Codec codec, uint64_t span, uint64_t seed) {
   const uint64_t size = file.size();
 
   std::string sunk;
-  auto scan = source::ScanCompressed(fd.get(), "fuzz.gz", size, codec, span,
-                                     [&](absl::string_view b) { sunk.append(b.data(), b.size()); });
+  auto scan =
+      source::ScanCompressed(fd.get(), "fuzz.gz", size, codec, span, [&](absl::string_view b) {
+        sunk.append(b.data(), b.size());
+        return absl::OkStatus();
+      });
   FUZZ_CHECK(scan.ok(), scan.status().ToString());
   bool clean = false;
   const std::string straight = Straight(file, codec, &clean);

@@ -47,8 +47,10 @@ void CheckFile(absl::string_view bytes) {
   UniqueFd fd(raw);
   if (!WriteFull(fd.get(), bytes.data(), bytes.size(), "memfd").ok()) return;
   std::string streamed;
-  auto scan = source::ScanSnappy(fd.get(), "memfd", bytes.size(),
-                                 [&](absl::string_view b) { streamed.append(b.data(), b.size()); });
+  auto scan = source::ScanSnappy(fd.get(), "memfd", bytes.size(), [&](absl::string_view b) {
+    streamed.append(b.data(), b.size());
+    return absl::OkStatus();
+  });
   FUZZ_CHECK(scan.ok(), scan.status().ToString());
   const auto& points = scan->table.points;
   FUZZ_CHECK(!points.empty() && points[0].in == 0 && points[0].out == 0);

@@ -844,5 +844,100 @@ TEST(IndexStoreCheckpoints, AForgedBesideCheckpointIsNeverVouchedFor) {
   EXPECT_EQ(info.source, IndexSource::kBeside);
 }
 
+// A shard of `n` empty records written with the project's writer as
+// `codec`: 16 bytes a record, which GZIP shrinks about 1000:1 (a bomb).
+void WriteEmptyRecords(const std::string& path, uint64_t n, source::Codec codec) {
+  auto fd = OpenFile(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  record::ShardWriter w(std::move(*fd), path, {.codec = codec});
+  for (uint64_t i = 0; i < n; ++i) ASSERT_TRUE(w.Append("").ok());
+  ASSERT_TRUE(w.Close(false).ok());
+}
+
+absl::StatusOr<WalkedShard> WalkWithLimit(const std::string& path, source::Codec codec,
+                                          uint64_t max_records, uint64_t* fed = nullptr) {
+  auto fd = OpenFile(path, O_RDONLY);
+  if (!fd.ok()) return fd.status();
+  struct stat st;
+  if (::fstat(fd->get(), &st) != 0) return absl::InternalError("fstat");
+  return WalkShard(
+      fd->get(), path, static_cast<uint64_t>(st.st_size), codec, source::kDefaultSpan,
+      [fed](uint64_t in) {
+        if (fed) *fed = in;
+      },
+      WalkMode::kAuto, max_records);
+}
+
+TEST_F(IndexStoreTest, ShardsOverTheRecordLimitAreRefusedNamingPathLimitAndOffset) {
+  for (source::Codec codec :
+       {source::Codec::kNone, source::Codec::kGzip, source::Codec::kZlib, source::Codec::kSnappy}) {
+    SCOPED_TRACE(source::CodecName(codec));
+    const std::string path = dir_ + "/bomb.tfrecord";
+    ASSERT_NO_FATAL_FAILURE(WriteEmptyRecords(path, 1000, codec));
+    // At the limit: indexed.
+    auto at = WalkWithLimit(path, codec, 1000);
+    ASSERT_TRUE(at.ok()) << at.status();
+    EXPECT_EQ(at->walk.offsets.size(), 1001u);
+    // One over: refused, naming the shard, the limit and where it stopped
+    // (record 999 is the 1000th and starts at 999 * 16).
+    auto over = WalkWithLimit(path, codec, 999);
+    ASSERT_FALSE(over.ok());
+    EXPECT_TRUE(record::IsTooManyRecords(over.status())) << over.status();
+    EXPECT_TRUE(absl::IsResourceExhausted(over.status()));
+    const std::string msg(over.status().message());
+    EXPECT_NE(msg.find(path + ": more than 999 records"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("byte offset 15984"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("max_shard_records"), std::string::npos) << msg;
+  }
+}
+
+TEST_F(IndexStoreTest, ACompressedShardOverTheLimitIsNotInflatedFurther) {
+  // 1M empty records: 16 MiB of framing in a GZIP file of about 16 KiB.
+  const std::string path = dir_ + "/bomb.tfrecord.gz";
+  ASSERT_NO_FATAL_FAILURE(WriteEmptyRecords(path, uint64_t{1} << 20, source::Codec::kGzip));
+  struct stat st;
+  ASSERT_EQ(0, ::stat(path.c_str(), &st));
+  uint64_t fed = 0;
+  auto over = WalkWithLimit(path, source::Codec::kGzip, 1000, &fed);
+  ASSERT_TRUE(record::IsTooManyRecords(over.status())) << over.status();
+  // The scan stopped in its first megabytes of output, long before the end
+  // of the compressed file (progress is reported per MiB of input, so a
+  // scan that went on would have reported the whole file at its end).
+  EXPECT_LT(fed, static_cast<uint64_t>(st.st_size));
+}
+
+TEST_F(IndexStoreTest, StoredIndexesAndGrownTailsOverTheLimitAreRefused) {
+  Prime();  // 50 records, walked and saved
+  StoreOptions small = CacheOnly();
+  small.max_records = 49;
+  {
+    IndexStore store(small);
+    auto fd = OpenFile(shard_, O_RDONLY);
+    ASSERT_TRUE(fd.ok());
+    struct stat st;
+    ASSERT_EQ(0, ::fstat(fd->get(), &st));
+    LoadInfo info;
+    auto idx = store.Load(fd->get(), shard_, Basename(shard_), st, source::Codec::kNone, &info);
+    ASSERT_FALSE(idx.ok());
+    EXPECT_TRUE(record::IsTooManyRecords(idx.status())) << idx.status();
+  }
+  // The shard grows by 10 records: the tail walk counts the old ones too.
+  WriteBytes(shard_, Framed(50, 10), O_APPEND);
+  small.max_records = 55;
+  IndexStore store(small);
+  auto fd = OpenFile(shard_, O_RDONLY);
+  ASSERT_TRUE(fd.ok());
+  struct stat st;
+  ASSERT_EQ(0, ::fstat(fd->get(), &st));
+  LoadInfo info;
+  auto idx = store.Load(fd->get(), shard_, Basename(shard_), st, source::Codec::kNone, &info);
+  ASSERT_FALSE(idx.ok());
+  EXPECT_TRUE(record::IsTooManyRecords(idx.status())) << idx.status();
+  small.max_records = 60;
+  IndexStore enough(small);
+  EXPECT_NE(nullptr, Load(enough, &info));
+  EXPECT_EQ(info.source, IndexSource::kGrown);
+}
+
 }  // namespace
 }  // namespace tfrecordfs::index

@@ -99,8 +99,11 @@ struct Scanned {
 Scanned Scan(absl::string_view file, Codec codec, uint64_t span) {
   Scanned s;
   s.fd = MemFile(file);
-  auto r = ScanCompressed(s.fd.get(), "test.gz", file.size(), codec, span,
-                          [&](absl::string_view b) { s.sunk.append(b.data(), b.size()); });
+  auto r =
+      ScanCompressed(s.fd.get(), "test.gz", file.size(), codec, span, [&](absl::string_view b) {
+        s.sunk.append(b.data(), b.size());
+        return absl::OkStatus();
+      });
   EXPECT_TRUE(r.ok()) << r.status();
   if (r.ok()) s.scan = std::move(*r);
   return s;

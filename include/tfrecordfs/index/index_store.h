@@ -93,6 +93,10 @@ struct StoreOptions {
   uint64_t span = source::kDefaultSpan;
   // How plain shards are walked (-o walk=; WalkShard).
   WalkMode walk_mode = WalkMode::kAuto;
+  // The most records a shard may have (-o max_shard_records,
+  // --max-shard-records): a walk stops there, and a stored index of more is
+  // not used; Load() then fails with record::TooManyRecords.
+  uint64_t max_records = record::kDefaultMaxRecords;
 };
 
 // ${XDG_CACHE_HOME:-$HOME/.cache}/tfrecordfs/index, or "" when neither
@@ -131,8 +135,9 @@ class IndexStore {
   // one is valid, else by walking (all of it, or only the tail of a grown
   // shard) and writing the result back. `path` is how the shard was reached
   // (its real path keys the cache); `mount_path` is where the mount shows it
-  // (it keys the shared directory). Errors are the walk's I/O errors only: a
-  // bad stored index or a failed write-back is not an error (see `info`).
+  // (it keys the shared directory). Errors are the walk's I/O errors and
+  // record::TooManyRecords (options().max_records); a bad stored index or a
+  // failed write-back is not an error (see `info`).
   // `codec` is how the shard is stored (index::ProbeFile): an index made
   // for another codec is not used. For a compressed shard, the index keeps
   // the checkpoint windows in the index file when it was saved (else in
@@ -172,9 +177,11 @@ class IndexStore {
 
 // Extends `old`, the clean walk of the first old.file_size bytes of a shard,
 // over the shard's bytes up to `file_size`. Returns NotFound when the new tail
-// is damaged (the caller walks the whole shard), and I/O errors.
+// is damaged (the caller walks the whole shard), record::TooManyRecords when
+// old and new records together are more than `max_records`, and I/O errors.
 absl::StatusOr<record::WalkResult> WalkGrownTail(int fd, absl::string_view path,
-                                                 const IndexFile& old, uint64_t file_size);
+                                                 const IndexFile& old, uint64_t file_size,
+                                                 uint64_t max_records = record::kDefaultMaxRecords);
 
 }  // namespace tfrecordfs::index
 

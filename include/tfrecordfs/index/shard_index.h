@@ -116,7 +116,9 @@ struct WalkedShard {
 // the new checkpoints) to resynchronise like a plain walk. Where the stream
 // itself stops inflating (truncated, corrupt block), the data ends; the walk
 // reports it as its last problem, naming the compressed byte offset and
-// zlib's message. `progress` gets compressed bytes consumed.
+// zlib's message. `progress` gets compressed bytes consumed. More than
+// `max_records` records fail the walk with record::TooManyRecords as soon as
+// the walk meets them (a compressed shard is not inflated further).
 //
 // How a plain shard's headers are read (-o walk=): kHeaders reads each
 // header where it is (one small read per large record: cheapest on local
@@ -134,12 +136,13 @@ inline constexpr int kRemoteWalkThreads = 32;
 absl::StatusOr<WalkedShard> WalkShard(int fd, const std::string& path, uint64_t size,
                                       source::Codec codec, uint64_t span = source::kDefaultSpan,
                                       const std::function<void(uint64_t)>& progress = nullptr,
-                                      WalkMode mode = WalkMode::kAuto);
+                                      WalkMode mode = WalkMode::kAuto,
+                                      uint64_t max_records = record::kDefaultMaxRecords);
 
 // Walks `fd` and returns its index. `st` supplies size and mtime.
 absl::StatusOr<std::shared_ptr<const ShardIndex>> BuildShardIndex(
     int fd, const std::string& path, const struct stat& st,
-    source::Codec codec = source::Codec::kNone);
+    source::Codec codec = source::Codec::kNone, uint64_t max_records = record::kDefaultMaxRecords);
 
 }  // namespace tfrecordfs::index
 

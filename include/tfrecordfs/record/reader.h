@@ -37,6 +37,23 @@ struct WalkProblem {
   std::string message;  // e.g. "length CRC mismatch", "truncated record"
 };
 
+// The most records one walk indexes (records per shard) unless told
+// otherwise (-o max_shard_records, --max-shard-records). An index costs 8
+// bytes per record (12 at worst while its vector grows), so this bounds what
+// one shard may cost: 50,000,000 records are 400 MB of offsets. A shard of
+// empty records compresses about 1000:1, so without a bound a 2 MB GZIP file
+// could ask for gigabytes.
+inline constexpr uint64_t kDefaultMaxRecords = 50'000'000;
+
+// The error of a walk that met more records than `max_records`:
+// ResourceExhausted "<path>: more than N records (record N at [uncompressed]
+// byte offset X); not indexed, to bound memory (8 bytes per record): raise
+// the limit with -o max_shard_records= or --max-shard-records". Tell it
+// with IsTooManyRecords.
+absl::Status TooManyRecords(absl::string_view path, uint64_t max_records, uint64_t offset,
+                            bool uncompressed);
+bool IsTooManyRecords(const absl::Status& status);
+
 // The outcome of a header walk.
 struct WalkResult {
   // Start offsets of the records found, in order, plus one final element:
@@ -68,26 +85,37 @@ struct WalkResult {
 // `block` > 0 reads the shard in sequential blocks of that many bytes
 // whatever the record sizes (for remote storage, where each read is a round
 // trip: one read per block instead of one per large record).
+//
+// A walk that finds more than `max_records` records stops there with
+// TooManyRecords (records before `start` are not counted).
 absl::StatusOr<WalkResult> WalkHeaders(const source::ShardSource& src, uint64_t start = 0,
-                                       size_t block = 0);
+                                       size_t block = 0, uint64_t max_records = kDefaultMaxRecords);
 // The same over the plain file `fd` of `file_size` bytes.
 absl::StatusOr<WalkResult> WalkHeaders(int fd, absl::string_view path, uint64_t file_size,
-                                       uint64_t start = 0);
+                                       uint64_t start = 0,
+                                       uint64_t max_records = kDefaultMaxRecords);
 
 // Walks headers as bytes stream past (the one pass that decompresses a
 // GZIP/ZLIB shard to index it). Feed() the bytes in order; offsets are
 // collected while every header is valid and fits. The first bad header, or
 // a stream that ends inside a record, makes it give up (clean() false): the
 // caller then walks the whole shard with WalkHeaders, which resynchronises.
+// More than `max_records` records make Feed() return TooManyRecords (naming
+// `path`); the caller stops feeding.
 class StreamWalker {
  public:
-  void Feed(absl::string_view bytes);
+  explicit StreamWalker(std::string path = "", uint64_t max_records = kDefaultMaxRecords)
+      : path_(std::move(path)), max_records_(max_records) {}
+  // OK unless the records exceed the limit; damage only makes clean() false.
+  absl::Status Feed(absl::string_view bytes);
   // Ends the walk at `total` bytes; the result, if clean().
   bool Finish(uint64_t total);
   bool clean() const { return clean_; }
   WalkResult TakeResult() { return std::move(result_); }
 
  private:
+  std::string path_;
+  uint64_t max_records_;
   WalkResult result_;
   bool clean_ = true;
   uint64_t pos_ = 0;   // bytes fed so far

@@ -75,6 +75,16 @@ struct OtherFile {
   size_t entry = 0;  // its SourceEntry in ScanResult::entries
 };
 
+// A shard found but not indexed: it holds more records than the index store
+// allows (record::TooManyRecords, index::StoreOptions::max_records). A mount
+// shows it as the plain file it is; the toolbox skips it and exits 1.
+struct RefusedShard {
+  std::string path;
+  std::string mount_path;
+  absl::Status why;  // names the path, the limit, the byte offset, the option
+  size_t entry = 0;  // its SourceEntry in ScanResult::entries
+};
+
 // True for the names shard writers give, which are worth a warning when the
 // file is not a shard: *.tfrecord, *.tfrecords, *.record, *.records,
 // *.tfrec, *.tfr, sharded names ("train-00001-of-00010", three or more
@@ -113,13 +123,15 @@ struct ScanResult {
   std::vector<SourceEntry> entries;
   std::vector<ScannedShard> shards;  // in listing order
   std::vector<OtherFile> others;
+  std::vector<RefusedShard> refused;  // in listing order
 };
 
 // Scans `options.sources`. Errors: a SOURCE that does not exist or is
 // neither a file nor a directory, a directory that cannot be listed, two
 // sources giving the same name at one place of the mount (AlreadyExists),
 // and I/O errors while probing or walking. Damaged shards are not errors:
-// their index holds the walk's problems.
+// their index holds the walk's problems; nor are shards with too many
+// records (ScanResult::refused).
 absl::StatusOr<ScanResult> Scan(const ScanOptions& options);
 
 // The one place a scanned shard becomes a ShardSource, for the mount and

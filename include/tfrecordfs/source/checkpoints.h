@@ -111,15 +111,19 @@ struct ScanResult {
   uint64_t members = 0;  // GZIP members (1 for ZLIB)
 };
 
+// Takes a scan's decompressed bytes in order. A non-OK status stops the
+// scan, which returns it (e.g. the walk met more records than it may keep).
+using StreamSink = std::function<absl::Status(absl::string_view)>;
+
 // Inflates `fd` (a `codec` file of `file_size` bytes) from start to end in
 // one pass, calling `sink` with the decompressed bytes in order, and records
 // a checkpoint at the first block boundary where CheckpointDue(span) holds
 // (0: kDefaultSpan), and at every GZIP member start.
 // `progress`, when set, is called with compressed bytes consumed so far.
-// Only I/O errors are errors; damage ends the stream (ScanResult::problem).
+// Only I/O errors and the sink's errors are errors; damage ends the stream
+// (ScanResult::problem).
 absl::StatusOr<ScanResult> ScanCompressed(int fd, absl::string_view path, uint64_t file_size,
-                                          Codec codec, uint64_t span,
-                                          const std::function<void(absl::string_view)>& sink,
+                                          Codec codec, uint64_t span, const StreamSink& sink,
                                           const std::function<void(uint64_t)>& progress = nullptr);
 
 // Checks checkpoints (first, last] of `table` against the stream of `fd`

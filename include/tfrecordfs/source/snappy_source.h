@@ -68,9 +68,10 @@ absl::StatusOr<std::string> DecodeSnappyBlock(absl::string_view body);
 // Reads the file `fd` block by block from the start, calling `sink` with the
 // decompressed bytes in order, and returns the block table (one checkpoint
 // per block; windows empty) and where the stream stopped if damaged.
-// `progress` gets compressed bytes consumed. Only I/O errors are errors.
+// `progress` gets compressed bytes consumed. Only I/O errors and the sink's
+// errors are errors.
 absl::StatusOr<ScanResult> ScanSnappy(int fd, absl::string_view path, uint64_t file_size,
-                                      const std::function<void(absl::string_view)>& sink,
+                                      const StreamSink& sink,
                                       const std::function<void(uint64_t)>& progress = nullptr);
 
 // True when the file starts with a valid SNAPPY block whose decompressed

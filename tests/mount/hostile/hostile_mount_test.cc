@@ -38,8 +38,11 @@
 #include "expectations.h"
 #include "gtest/gtest.h"
 #include "mount_harness.h"
+#include "testing/shard.h"
 #include "tfrecordfs/base/crc32c.h"
+#include "tfrecordfs/base/file.h"
 #include "tfrecordfs/example/sequence.h"
+#include "tfrecordfs/record/writer.h"
 
 namespace tfrecordfs::mount_test {
 namespace {
@@ -544,6 +547,49 @@ TEST(HostileRealDataTest, CrlfStrippedShardShowsIntactRecordsAndEioForTheRest) {
   EXPECT_EQ(intact, (std::set<uint64_t>{2, 3, 4, 7}));
   std::string err;
   EXPECT_EQ(mount.Stop(&err), 0) << err;
+}
+
+// A GZIP bomb of empty records (16 bytes each, about 1000:1) must not cost
+// the mount its memory: a shard over -o max_shard_records is not indexed,
+// shows as the plain file it is, the log says why, and the other shards
+// mount as usual.
+TEST(HostileLimitTest, ShardOverTheRecordLimitIsAPlainFileAndTheRestMounts) {
+  TFRFS_SKIP_WITHOUT_FUSE();
+  TempDir tmp;
+  const std::string src = tmp.Subdir("src");
+  ASSERT_NO_FATAL_FAILURE(test::WriteShard(src + "/good.tfrecord", {"a", "b", "c"}));
+  const std::string bomb = src + "/bomb.tfrecord.gz";
+  {
+    auto fd = OpenFile(bomb, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ASSERT_TRUE(fd.ok()) << fd.status();
+    record::ShardWriter w(std::move(*fd), bomb, {.codec = source::Codec::kGzip});
+    for (int i = 0; i < 200000; ++i) ASSERT_TRUE(w.Append("").ok());
+    ASSERT_TRUE(w.Close(false).ok());
+  }
+  Mount mount;
+  ASSERT_EQ(mount.Start({src}, {"-o", "max_shard_records=1000"}), "");
+  struct stat st;
+  ASSERT_EQ(0, ::stat(mount.path("bomb.tfrecord.gz").c_str(), &st));
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(ReadWholeFile(mount.path("bomb.tfrecord.gz")), ReadWholeFile(bomb));
+  ASSERT_EQ(0, ::stat(mount.path("good.tfrecord").c_str(), &st));
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  int err = 0;
+  EXPECT_EQ(List(mount.path("good.tfrecord"), &err).size(), 3u);
+  EXPECT_NE(mount.Stderr().find(bomb + ": more than 1000 records (record 1000 at uncompressed "
+                                       "byte offset 16000); not indexed"),
+            std::string::npos)
+      << mount.Stderr();
+  EXPECT_NE(mount.Stderr().find("; shown as a plain file"), std::string::npos);
+  std::string stop_err;
+  EXPECT_EQ(mount.Stop(&stop_err), 0) << stop_err;
+
+  // Usage errors: the limit is a positive number the mount can show.
+  for (const char* bad :
+       {"max_shard_records=0", "max_shard_records=268435457", "max_shard_records=x"}) {
+    Mount refused;
+    EXPECT_NE(refused.Start({src}, {"-o", bad}), "") << bad;
+  }
 }
 
 }  // namespace
