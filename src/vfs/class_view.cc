@@ -21,6 +21,7 @@ namespace {
 
 constexpr mode_t kDirMode = S_IFDIR | 0555;
 constexpr uint64_t kRootId = 1;  // FUSE_ROOT_ID, the tree's node 0
+constexpr size_t kMaxShardName = 160;
 
 constexpr uint64_t Position(uint64_t member, uint64_t image) {
   return ((member << kEntryBits) | image) + 2;
@@ -33,7 +34,9 @@ ClassView::ClassView(const std::vector<MountedShard>& shards,
                      ClassGroups groups)
     : shards_(shards), records_(records), groups_(std::move(groups)) {
   for (size_t s = 0; s < shards_.size(); ++s) {
-    shard_names_.push_back(naming::EscapeNamePart(mount_paths[s]));
+    // At most kMaxShardName bytes, leaving room in a 255-byte name for the
+    // record and an image's feature.
+    shard_names_.push_back(naming::EscapeNamePart(mount_paths[s], kMaxShardName));
     shard_by_name_.try_emplace(shard_names_.back(), static_cast<uint32_t>(s));
     const struct timespec& t = shards_[s].mtime;
     if (t.tv_sec > mtime_.tv_sec || (t.tv_sec == mtime_.tv_sec && t.tv_nsec > mtime_.tv_nsec)) {

@@ -311,6 +311,28 @@ TEST_F(ViewsOpsTest, ClassGroupingIsStoredWithTheIndexAndInvalidatedWithIt) {
   }
 }
 
+TEST_F(ViewsOpsTest, ClassViewNamesFitInNameMaxForDeepShardPaths) {
+  // A shard 2 x 120 bytes of folders deep: its path alone is longer than a name.
+  std::string path = dir_;
+  for (char c : {'a', 'b'}) {
+    path += "/" + std::string(120, c);
+    ASSERT_EQ(0, ::mkdir(path.c_str(), 0755));
+  }
+  ASSERT_NO_FATAL_FAILURE(test::WriteShard(path + "/" + std::string(40, 's'), Payloads(6)));
+  auto ops = Make(vfs::ViewKind::kClasses);
+  ASSERT_NE(ops, nullptr);
+  const fuse_ino_t two = Lookup(*ops, FUSE_ROOT_ID, "2");
+  int deep = 0;
+  for (const std::string& name : List(*ops, two)) {
+    EXPECT_LE(name.size(), 255u) << name;
+    if (name.size() > 100) {
+      ++deep;
+      EXPECT_NE(Lookup(*ops, two, name), 0u) << name;
+    }
+  }
+  EXPECT_EQ(deep, 3) << "records 2 and 5 (two images) of the deep shard";
+}
+
 TEST_F(ViewsOpsTest, ClassesNeedAFeature) {
   vfs::Options o;
   o.sources = {dir_};

@@ -6,7 +6,8 @@
 // <class> is the folder of the record's one value of NAME
 // (naming::ClassFolder: int64 as a number, text escaped reversibly; `%none`
 // and `%several` for records with no value or several); <shard> is the
-// shard's path in the records view with '/' as `%2F` (naming::EscapeNamePart);
+// shard's path in the records view with '/' as `%2F` (naming::EscapeNamePart,
+// cut beyond 160 bytes with `%~` and a hash);
 // <record> its index zero-padded as in the records view; a record with
 // several images names them as the gallery does, after the stem
 // `<shard>-<record>` (naming/gallery.h). Nothing else is shown (no source
