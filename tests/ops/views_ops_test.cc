@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -105,8 +106,12 @@ class ViewsOpsTest : public ::testing::Test {
     ASSERT_TRUE(WriteFull(fd->get(), "x\n", 2, "notes").ok());
   }
 
-  std::unique_ptr<Ops> Make(vfs::ViewKind view, index::IndexStore* store = nullptr) {
+  std::unique_ptr<Ops> Make(vfs::ViewKind view, index::IndexStore* store = nullptr,
+                            std::atomic<uint64_t>* progress = nullptr) {
     vfs::Options o;
+    if (progress != nullptr) {
+      o.on_group_progress = [progress](uint64_t records, uint64_t) { *progress += records; };
+    }
     o.sources = {dir_};
     o.view = view;
     if (view == vfs::ViewKind::kClasses) o.class_feature = "label";
@@ -281,15 +286,19 @@ TEST_F(ViewsOpsTest, ClassGroupingIsStoredWithTheIndexAndInvalidatedWithIt) {
   test::TempDir cache_dir("tfrecordfs_views_cache");
   index::IndexStore store({.cache_dir = cache_dir.path(), .durable = false});
   {
-    auto ops = Make(vfs::ViewKind::kClasses, &store);
+    std::atomic<uint64_t> progress{0};  // what the mount's progress bar is told
+    auto ops = Make(vfs::ViewKind::kClasses, &store, &progress);
     ASSERT_NE(ops, nullptr);
     const vfs::Stats s = ops->fs->GetStats();
     EXPECT_EQ(s.group_shards_loaded, 0u);
     EXPECT_EQ(s.group_records_decoded, 14u);
+    EXPECT_EQ(progress.load(), 14u);
   }
   {
-    auto ops = Make(vfs::ViewKind::kClasses, &store);
+    std::atomic<uint64_t> progress{0};
+    auto ops = Make(vfs::ViewKind::kClasses, &store, &progress);
     ASSERT_NE(ops, nullptr);
+    EXPECT_EQ(progress.load(), 0u);
     const vfs::Stats s = ops->fs->GetStats();
     EXPECT_EQ(s.group_shards_loaded, 2u);
     EXPECT_EQ(s.group_records_decoded, 0u) << "the second mount decodes nothing";
