@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "src/cli/commands.h"
+#include "src/cli/progress.h"
 #include "src/cli/runtime.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
@@ -354,6 +355,31 @@ constexpr MountOption kMountOptions[] = {
        cli->pack.shard_size = *size;
        return "";
      }},
+    {"view", "VIEW",
+     "what the mount shows: records (the default: a folder per record, a file per feature), "
+     "gallery (each shard folder a flat folder of its records' images) or classes (a folder per "
+     "value of class_feature, holding the images of its records); gallery and classes are "
+     "read-only, with no staging folder (VIEWS in tfrecordfs(1))",
+     [](absl::string_view v, CliOptions* cli) -> std::string {
+       if (v == "records") {
+         cli->vfs.view = vfs::ViewKind::kRecords;
+       } else if (v == "gallery") {
+         cli->vfs.view = vfs::ViewKind::kGallery;
+       } else if (v == "classes") {
+         cli->vfs.view = vfs::ViewKind::kClasses;
+       } else {
+         return "view needs records, gallery or classes";
+       }
+       return "";
+     }},
+    {"class_feature", "NAME",
+     "view=classes: the feature whose one value names a record's class folder (grouped at the "
+     "first mount, kept with the index cache)",
+     [](absl::string_view v, CliOptions* cli) -> std::string {
+       if (v.empty()) return "class_feature needs a feature name";
+       cli->vfs.class_feature = std::string(v);
+       return "";
+     }},
     {"compression", "C",
      "new shards: none, gzip (.tfrecord.gz) or zlib (.tfrecord.zlib); default: the sources' "
      "codec when every source shard has the same one, else none",
@@ -617,6 +643,12 @@ int MountMain(int argc, char** argv) {
     }
   }
   if (cli.positional.size() < 2) return Usage("need at least one SOURCE and a MOUNTPOINT");
+  if ((cli.vfs.view == vfs::ViewKind::kClasses) != !cli.vfs.class_feature.empty()) {
+    return Usage(cli.vfs.class_feature.empty() ? "view=classes needs class_feature=NAME"
+                                               : "class_feature is for view=classes");
+  }
+  // The image views take no writes: a read-only mount (EROFS from the kernel).
+  if (cli.vfs.view != vfs::ViewKind::kRecords) cli.read_only = true;
   // Unless -f, the daemon detaches and changes to "/" before it serves: plain
   // files, the staging store, index_dir and the pack output are opened by
   // path after that, so every path is made absolute now.
@@ -715,7 +747,16 @@ int MountMain(int argc, char** argv) {
                                  .max_records = cli.max_records});
   cli.vfs.on_index_mismatch = [&index_store](const std::string& path) { index_store.Drop(path); };
   cli.vfs.index_store = &index_store;
+  // view=classes decodes every record not grouped before: show how far.
+  std::optional<ProgressBar> bar;
+  if (cli.vfs.view == vfs::ViewKind::kClasses) {
+    bar.emplace(TotalBytes(cli.vfs.sources), StderrIsTerminal());
+    cli.vfs.on_group_progress = [&bar](uint64_t records, uint64_t bytes) {
+      bar->Add(0, records, bytes);
+    };
+  }
   auto fs = vfs::Filesystem::Create(cli.vfs);
+  if (bar) bar->Finish();
   if (!fs.ok()) {
     log::Error(fs.status().message());
     return fail();

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -81,6 +82,7 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
   }
 
   std::vector<size_t> shard_entries;
+  std::vector<std::string> mount_paths;
   for (scan::ScannedShard& shard : scanned->shards) {
     const index::ShardIndex& idx = *shard.index;
     for (const std::string& line : index::FormatProblems(shard.path, idx.problems())) {
@@ -107,6 +109,7 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
     mounted.index = std::move(shard.index);
     fs->shards_.push_back(std::move(mounted));
     shard_entries.push_back(shard.entry);
+    mount_paths.push_back(shard.mount_path);
   }
 
   RecordViewOptions record_options;
@@ -117,9 +120,38 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
   record_options.on_index_mismatch = options.on_index_mismatch;
   fs->records_ = std::make_unique<RecordView>(fs->shards_, std::move(record_options));
   fs->tree_ =
-      std::make_unique<TreeView>(scanned->entries, shard_entries, fs->shards_, &fs->fd_cache_);
+      std::make_unique<TreeView>(scanned->entries, shard_entries, fs->shards_, &fs->fd_cache_,
+                                 /*shards_only=*/options.view == ViewKind::kGallery);
+  if (options.view == ViewKind::kGallery) {
+    fs->gallery_ = std::make_unique<GalleryView>(fs->shards_, fs->records_.get());
+  }
+  if (options.view == ViewKind::kClasses) {
+    if (options.class_feature.empty()) {
+      return absl::InvalidArgumentError("view=classes needs class_feature=NAME");
+    }
+    GroupOptions group;
+    group.feature = options.class_feature;
+    group.store = options.index_store;
+    group.threads =
+        options.index_threads > 0
+            ? options.index_threads
+            : static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 16u));
+    group.progress = options.on_group_progress;
+    ClassGroups groups = GroupByClass(fs->shards_, group, &fs->group_stats_);
+    const GroupStats& g = fs->group_stats_;
+    log::Info("class folders by feature '", options.class_feature, "': ", groups.folders.size(),
+              " folder(s); grouping of ", fs->shards_.size(), " shard(s): ", g.shards_loaded,
+              " loaded from the index cache, ", g.shards_decoded, " decoded (", g.records_decoded,
+              " record(s)",
+              g.records_damaged ? absl::StrCat(", ", g.records_damaged, " damaged") : "", ")",
+              g.saved ? absl::StrCat(", ", g.saved, " saved") : "");
+    fs->classes_ = std::make_unique<ClassView>(fs->shards_, mount_paths, fs->records_.get(),
+                                               std::move(groups));
+  }
 
-  if (options.staging != nullptr) {
+  // Only the records view has a staging folder: the image views take no
+  // writes (new records go through a records-view mount).
+  if (options.staging != nullptr && options.view == ViewKind::kRecords) {
     if (auto s = staging::CheckName(options.staging_name); !s.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("invalid staging folder name '", options.staging_name, "'"));
@@ -144,11 +176,14 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
 View* Filesystem::ViewOf(uint64_t ino) const {
   switch (SpaceOf(ino)) {
     case Space::kTree:
-      return tree_.get();
+      // view=classes: only the root is a tree id, and it is the class view's.
+      return classes_ ? static_cast<View*>(classes_.get()) : tree_.get();
     case Space::kRecord:
       return records_.get();
     case Space::kStaging:
       return staging_.get();
+    case Space::kClass:
+      return classes_.get();
   }
   return nullptr;
 }
@@ -166,16 +201,19 @@ absl::StatusOr<Attr> Filesystem::GetAttr(uint64_t ino) {
 }
 
 absl::StatusOr<Attr> Filesystem::Lookup(uint64_t parent, absl::string_view name) {
-  if (auto shard = tree_->ShardFolder(parent)) return records_->LookupRecord(*shard, name);
+  if (auto shard = ShardFolder(parent)) {
+    return gallery_ ? gallery_->LookupImage(*shard, name) : records_->LookupRecord(*shard, name);
+  }
   View* view = ViewOf(parent);
   if (view == nullptr) return Stale();
   return view->Lookup(parent, name);
 }
 
 absl::Status Filesystem::ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, const EmitFn& emit) {
-  if (auto shard = tree_->ShardFolder(ino)) {
+  if (auto shard = ShardFolder(ino)) {
     auto self = tree_->GetAttr(ino);
     if (!self.ok()) return self.status();
+    if (gallery_) return gallery_->ReadShardDir(*shard, *self, offset, emit);
     records_->ReadShardDir(*shard, *self, offset, emit);
     return absl::OkStatus();
   }
@@ -317,6 +355,8 @@ Stats Filesystem::GetStats() const {
   s.records_read = records_->records_read();
   s.records_sampled = records_->sampler().records_sampled();
   s.bytes_sampled = records_->sampler().bytes_sampled();
+  s.group_shards_loaded = group_stats_.shards_loaded;
+  s.group_records_decoded = group_stats_.records_decoded;
   return s;
 }
 

@@ -25,7 +25,7 @@ constexpr mode_t kFileMode = S_IFREG | 0444;
 
 TreeView::TreeView(const std::vector<scan::SourceEntry>& entries,
                    const std::vector<size_t>& shard_entries,
-                   const std::vector<MountedShard>& shards, source::FdCache* fds)
+                   const std::vector<MountedShard>& shards, source::FdCache* fds, bool shards_only)
     : shards_(shards), fds_(fds) {
   nodes_.resize(entries.size() + 1);
   ::clock_gettime(CLOCK_REALTIME, &nodes_[0].st.st_mtim);
@@ -38,12 +38,16 @@ TreeView::TreeView(const std::vector<scan::SourceEntry>& entries,
     node.real_path = entry.path;
     node.st = entry.st;
     if (node.type == Type::kPlainFile) node.fd_key = fds_->NewKey();
-    nodes_[node.parent].children.push_back(e + 1);
   }
   for (size_t s = 0; s < shard_entries.size(); ++s) {
     Node& node = nodes_[shard_entries[s] + 1];
     node.type = Type::kShard;
     node.shard = s;
+  }
+  for (size_t i = 1; i < nodes_.size(); ++i) {
+    // An unlisted node keeps its id but no name leads to it.
+    if (shards_only && nodes_[i].type == Type::kPlainFile) continue;
+    nodes_[nodes_[i].parent].children.push_back(i);
   }
   // Sources are merged at the root; below it, entries come sorted already.
   for (Node& node : nodes_) {

@@ -1,8 +1,9 @@
 // The namespace the mount shows, as a dispatcher over views (view.h): the
 // sources mirrored at the root (TreeView), one folder per record of every
 // shard with files per feature (RecordView), and the writable staging area
-// (StagingView). Every operation goes to the view of its node id's space
-// (node_id.h); Filesystem itself only decides the boundaries between views:
+// (StagingView); or, with Options::view, the images only: a flat folder per
+// shard (GalleryView) or class folders at the root (ClassView). Every operation goes to the view of
+// its node id's space (node_id.h); Filesystem itself only decides the boundaries between views:
 //   * a shard folder is the tree's, its children are the record view's;
 //   * the root's staging entry is the staging view's root (a graft);
 //   * what a rename between views answers (EROFS, also across the staging
@@ -48,6 +49,9 @@
 #include "tfrecordfs/source/shard_source.h"
 #include "tfrecordfs/staging/store.h"
 #include "tfrecordfs/vfs/attr.h"
+#include "tfrecordfs/vfs/class_groups.h"
+#include "tfrecordfs/vfs/class_view.h"
+#include "tfrecordfs/vfs/gallery_view.h"
 #include "tfrecordfs/vfs/kind_sampler.h"
 #include "tfrecordfs/vfs/mounted_shard.h"
 #include "tfrecordfs/vfs/node_id.h"
@@ -62,9 +66,22 @@ inline constexpr int kRemoteIndexThreads = index::kRemoteWalkThreads;
 // Blocks read ahead at once for sequential readers on network storage.
 inline constexpr int kReadaheadThreads = 8;
 
+// What the mount shows (-o view=): the records view (the default), the
+// gallery (gallery_view.h) or class folders (class_view.h). The image views
+// show no staging folder and no plain files, and take no writes.
+enum class ViewKind { kRecords, kGallery, kClasses };
+
 struct Options {
   // Shard files or directories (mirrored recursively at the mount root).
   std::vector<std::string> sources;
+  ViewKind view = ViewKind::kRecords;
+  // kClasses: the feature whose value names a record's class folder
+  // (-o class_feature=NAME; required there), and what Create() calls as
+  // the grouping pass decodes records (the mount's progress bar; any
+  // thread). The grouping is kept beside the cached indexes of
+  // `index_store` (class_groups.h).
+  std::string class_feature;
+  std::function<void(uint64_t records, uint64_t bytes)> on_group_progress;
   // The parsed-record cache: at most this many records and bytes (layouts:
   // names, inline text values, spans). Listing or stat-ing a file of a
   // record outside the cache re-reads and re-checks the whole record.
@@ -125,6 +142,9 @@ struct Stats {
   uint64_t records_read = 0;     // records read from shards and checked (cache misses)
   uint64_t records_sampled = 0;  // records read by KindOf to learn feature kinds
   uint64_t bytes_sampled = 0;    // their bytes, framing included
+  // view=classes: how the grouping was had (class_groups.h).
+  uint64_t group_shards_loaded = 0;
+  uint64_t group_records_decoded = 0;
 };
 
 class Filesystem {
@@ -259,6 +279,11 @@ class Filesystem {
   // The view serving node `ino` (by its space), or nullptr for a staging id
   // on a mount without staging.
   View* ViewOf(uint64_t ino) const;
+  // The shard whose folder `ino` is, when the mount shows shard folders
+  // (their children are the record view's, or the gallery's).
+  std::optional<uint64_t> ShardFolder(uint64_t ino) const {
+    return classes_ ? std::nullopt : tree_->ShardFolder(ino);
+  }
   // The attributes of `ino` (see ListXattr).
   absl::StatusOr<XattrList> Xattrs(uint64_t ino, bool read_error);
 
@@ -272,6 +297,11 @@ class Filesystem {
   std::unique_ptr<source::Readahead> readahead_;
   std::unique_ptr<RecordView> records_;
   std::unique_ptr<TreeView> tree_;
+  // The image views; null unless Options::view names them. The gallery
+  // lists shard folders; the class view serves the root and its folders.
+  std::unique_ptr<GalleryView> gallery_;
+  std::unique_ptr<ClassView> classes_;
+  GroupStats group_stats_;
   // The staging area; null without one (Options::staging).
   std::unique_ptr<StagingView> staging_;
   staging::KindHint staging_hints_;  // what staging_ checks against

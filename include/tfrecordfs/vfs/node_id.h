@@ -10,6 +10,10 @@
 //                             is the record directory itself)
 //     2 = staging: bits 61..0 name a node of the staging store (see
 //                staging/store.h)
+//     3 = class  bits 61..0: a class folder of -o view=classes, its index
+//                in ClassView's sorted folder list plus one (class_view.h);
+//                the images in it are record-space ids (the record view's
+//                files under other names), as are the gallery's
 //
 // Record-space ids do not hold these fields as they are but through Mix62, a
 // bijection of 62-bit values (ShardOf / RecordOf / EntryOf undo it). The
@@ -37,7 +41,7 @@ inline constexpr uint64_t kMaxShards = uint64_t{1} << kShardBits;
 inline constexpr uint64_t kMaxRecordsPerShard = uint64_t{1} << kRecordBits;
 inline constexpr uint64_t kMaxEntriesPerRecord = uint64_t{1} << kEntryBits;
 
-enum class Space : uint8_t { kTree = 0, kRecord = 1, kStaging = 2 };
+enum class Space : uint8_t { kTree = 0, kRecord = 1, kStaging = 2, kClass = 3 };
 
 constexpr Space SpaceOf(uint64_t id) { return static_cast<Space>(id >> kSpaceShift); }
 
@@ -91,6 +95,11 @@ constexpr uint64_t EntryOf(uint64_t id) {
 constexpr uint64_t StagingId(uint64_t n) { return (uint64_t{2} << kSpaceShift) | n; }
 constexpr uint64_t StagingIndex(uint64_t id) { return id & ((uint64_t{1} << kSpaceShift) - 1); }
 
+constexpr uint64_t ClassFolderId(uint64_t i) { return (uint64_t{3} << kSpaceShift) | (i + 1); }
+constexpr uint64_t ClassFolderIndex(uint64_t id) { return (id & kMask62) - 1; }
+
+static_assert(ClassFolderIndex(ClassFolderId(7)) == 7 &&
+              SpaceOf(ClassFolderId(0)) == Space::kClass);
 static_assert(TreeId(0) == 1, "the mount root must be FUSE_ROOT_ID");
 static_assert(Unmix62(Mix62(0x123456789abcdefull & kMask62)) == (0x123456789abcdefull & kMask62));
 static_assert(Unmix62(Mix62(kMask62)) == kMask62 && Mix62(0) == 0);

@@ -85,6 +85,14 @@ class RecordView final : public View {
   // feature file or folder: feature, kind, section, step, value.
   absl::Status Xattrs(uint64_t ino, bool read_error, XattrList* out) override;
 
+  // ---- For the image views (gallery_view.h, class_view.h), whose files
+  // are this view's files under other names (same node ids) ----
+  // The parsed layout of a record, through the record cache (read, checked
+  // and laid out on a miss). DataLoss when the record is damaged.
+  absl::StatusOr<std::shared_ptr<const ParsedRecord>> Parse(uint64_t shard, uint64_t record);
+  // The attributes of entry `entry` of `rec`, record `record` of `shard`.
+  Attr EntryAttr(uint64_t shard, uint64_t record, uint32_t entry, const ParsedRecord& rec) const;
+
   KindSampler& sampler() { return *sampler_; }
   const KindSampler& sampler() const { return *sampler_; }
   uint64_t records_read() const { return records_read_.load(std::memory_order_relaxed); }
@@ -101,8 +109,6 @@ class RecordView final : public View {
   // entry is checked by ParseEntry, which needs the record's layout).
   absl::StatusOr<Node> Resolve(uint64_t ino) const;
 
-  // The parsed layout of a record, through the cache. DataLoss when damaged.
-  absl::StatusOr<std::shared_ptr<const ParsedRecord>> Parse(uint64_t shard, uint64_t record);
   // Parse() of a record not in the cache: reads, checks and lays it out,
   // notes damage and kinds, and caches the result.
   std::shared_ptr<const ParsedRecord> ReadAndParse(uint64_t shard, uint64_t record);
@@ -114,7 +120,6 @@ class RecordView final : public View {
   // Notes why a record is damaged; true unless it was noted already.
   bool NoteDamage(uint64_t shard, uint64_t record, absl::string_view reason);
   Attr RecordDirAttr(uint64_t shard, uint64_t record) const;
-  Attr EntryAttr(uint64_t shard, uint64_t record, uint32_t entry, const ParsedRecord& rec) const;
   // A record read found the index wrong: log loudly, drop the stored index.
   void IndexDisagrees(uint64_t shard, uint64_t record);
   // Reads bytes [offset, offset + n) of the record file `e` (its pieces:

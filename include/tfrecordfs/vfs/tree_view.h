@@ -44,9 +44,10 @@ class TreeView final : public View {
  public:
   // The tree of `entries` (scan::ScanResult::entries: node e + 1 is entry e,
   // node 0 the root). `shard_entries[s]` is the entry of mounted shard s;
-  // `shards` and `fds` are borrowed and must outlive the view.
+  // `shards` and `fds` are borrowed and must outlive the view. `shards_only`
+  // (the gallery): plain files are left out; folders and shards stay.
   TreeView(const std::vector<scan::SourceEntry>& entries, const std::vector<size_t>& shard_entries,
-           const std::vector<MountedShard>& shards, source::FdCache* fds);
+           const std::vector<MountedShard>& shards, source::FdCache* fds, bool shards_only = false);
 
   // Adds `name` at the root, served by `view` from its node `root`
   // (AlreadyExists naming the clashing source path when the root has that

@@ -12,7 +12,10 @@
 //                (record_view.h)
 //   StagingView  the writable staging/ folder, a passthrough to
 //                staging::Store (staging_view.h)
-// A new view (a gallery of images, class folders, an edit overlay) is one
+//   ClassView    -o view=classes: class folders of images (class_view.h)
+// and GalleryView (gallery_view.h), which only names a shard folder's
+// children under -o view=gallery (its files are RecordView's).
+// A new view (an edit overlay) is one
 // class implementing this interface plus its line in Filesystem's dispatch;
 // see docs/architecture.md.
 //

@@ -1,0 +1,135 @@
+#include "tfrecordfs/naming/gallery.h"
+
+#include <algorithm>
+#include <optional>
+#include <span>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+
+namespace tfrecordfs::naming {
+
+namespace {
+
+constexpr absl::string_view kImageExtensions[] = {".jpg", ".png", ".gif", ".bmp", ".webp"};
+
+absl::string_view ExtensionOf(absl::string_view name) {
+  const size_t dot = name.rfind('.');
+  return dot == absl::string_view::npos ? absl::string_view() : name.substr(dot);
+}
+
+uint64_t Fnv1a64(absl::string_view s) {
+  uint64_t h = 14695981039346656037ull;
+  for (char c : s) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+// `index` zero-padded to the width of the largest index of `count` items.
+std::string Padded(uint64_t index, uint64_t count) {
+  std::string digits = absl::StrCat(index);
+  const size_t width = absl::StrCat(count == 0 ? 0 : count - 1).size();
+  if (digits.size() < width) digits.insert(0, width - digits.size(), '0');
+  return digits;
+}
+
+// `escaped` cut so that it fits in `max_bytes` with `%~` and 8 hex digits
+// of a hash of `whole` after it; never inside a `%XX` escape.
+std::string CutWithHash(absl::string_view escaped, absl::string_view whole, size_t max_bytes) {
+  const std::string tail =
+      absl::StrFormat("%%~%08x", static_cast<uint32_t>(Fnv1a64(whole) & 0xffffffffu));
+  size_t keep = max_bytes > tail.size() ? max_bytes - tail.size() : 0;
+  keep = std::min(keep, escaped.size());
+  // Back off from the middle of an escape or of a UTF-8 sequence.
+  for (size_t i = keep >= 2 ? keep - 2 : 0; i < keep; ++i) {
+    if (escaped[i] == '%') keep = i;
+  }
+  while (keep > 0 && (static_cast<unsigned char>(escaped[keep]) & 0xc0) == 0x80) --keep;
+  return absl::StrCat(escaped.substr(0, keep), tail);
+}
+
+}  // namespace
+
+bool IsImageEntry(const Entry& e) {
+  if (e.is_dir) return false;
+  const absl::string_view ext = ExtensionOf(e.name);
+  if (e.role == EntryRole::kTensor) return ext == kPngExtension;
+  if (e.role != EntryRole::kBytes) return false;
+  return std::find(std::begin(kImageExtensions), std::end(kImageExtensions), ext) !=
+         std::end(kImageExtensions);
+}
+
+std::string EscapeNamePart(absl::string_view raw, size_t max_bytes) {
+  std::string escaped = EscapeComponent(raw, /*numeric_leaf=*/false, /*file_leaf=*/false);
+  if (escaped.size() <= max_bytes) return escaped;
+  return CutWithHash(escaped, raw, max_bytes);
+}
+
+std::vector<GalleryImage> GalleryImages(const Layout& layout, absl::string_view stem) {
+  std::vector<uint32_t> images;
+  for (uint32_t i = 0; i < layout.entries.size(); ++i) {
+    if (IsImageEntry(layout.entries[i])) images.push_back(i);
+  }
+  std::vector<GalleryImage> out;
+  if (images.size() == 1) {
+    out.push_back({images[0], absl::StrCat(stem, ExtensionOf(layout.entries[images[0]].name))});
+    return out;
+  }
+  absl::flat_hash_set<std::string> taken;
+  for (uint32_t i : images) {
+    const Entry& e = layout.entries[i];
+    const absl::string_view ext = ExtensionOf(e.name);
+    std::optional<FeatureInfo> info = FeatureOf(layout, i);
+    if (!info) continue;  // every image entry belongs to a feature; defensive
+    std::string suffix;
+    uint32_t list_folder = e.parent;
+    if (info->value) {
+      absl::StrAppend(&suffix, "-", Padded(*info->value, layout.entries[e.parent].num_children));
+      list_folder = layout.entries[e.parent].parent;
+    }
+    if (info->step) {
+      suffix.insert(
+          0, absl::StrCat("-", Padded(*info->step, layout.entries[list_folder].num_children)));
+    }
+    const size_t fixed = stem.size() + 1 + suffix.size() + ext.size();
+    const size_t room = kMaxNameBytes > fixed ? kMaxNameBytes - fixed : 0;
+    std::string name = absl::StrCat(stem, "-", EscapeNamePart(info->name, room), suffix, ext);
+    if (!taken.insert(name).second) continue;
+    out.push_back({i, std::move(name)});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const GalleryImage& a, const GalleryImage& b) { return a.name < b.name; });
+  return out;
+}
+
+std::string ClassFolder(const example::DecodedRecord& record, absl::string_view feature) {
+  const example::FeatureTable* table = nullptr;
+  if (record.kind == example::PayloadKind::kExample) table = &record.example;
+  if (record.kind == example::PayloadKind::kSequenceExample) table = &record.sequence.context;
+  if (table == nullptr) return std::string(kNoValueFolder);
+  const example::Feature* f = nullptr;
+  for (const example::Feature& candidate : table->features) {
+    if (candidate.name == feature) f = &candidate;  // the last of repeated keys, as TF's map
+  }
+  if (f == nullptr || f->size() == 0) return std::string(kNoValueFolder);
+  if (f->size() > 1) return std::string(kSeveralValuesFolder);
+  switch (f->kind) {
+    case example::Kind::kInt64:
+      return absl::StrCat(f->int64s[0]);
+    case example::Kind::kFloat:
+      return EscapeNamePart(absl::StripSuffix(FormatFloats(f->floats), "\n"));
+    case example::Kind::kBytes:
+      return EscapeNamePart(f->bytes[0]);
+    case example::Kind::kNone:
+      break;
+  }
+  return std::string(kNoValueFolder);
+}
+
+}  // namespace tfrecordfs::naming

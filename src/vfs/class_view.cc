@@ -1,0 +1,180 @@
+#include "tfrecordfs/vfs/class_view.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <numeric>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "tfrecordfs/base/file.h"
+#include "tfrecordfs/naming/gallery.h"
+#include "tfrecordfs/naming/naming.h"
+#include "tfrecordfs/vfs/node_id.h"
+
+namespace tfrecordfs::vfs {
+
+namespace {
+
+constexpr mode_t kDirMode = S_IFDIR | 0555;
+constexpr uint64_t kRootId = 1;  // FUSE_ROOT_ID, the tree's node 0
+constexpr size_t kMaxShardName = 160;
+
+constexpr uint64_t Position(uint64_t member, uint64_t image) {
+  return ((member << kEntryBits) | image) + 2;
+}
+
+}  // namespace
+
+ClassView::ClassView(const std::vector<MountedShard>& shards,
+                     const std::vector<std::string>& mount_paths, RecordView* records,
+                     ClassGroups groups)
+    : shards_(shards), records_(records), groups_(std::move(groups)) {
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    // At most kMaxShardName bytes, leaving room in a 255-byte name for the
+    // record and an image's feature.
+    shard_names_.push_back(naming::EscapeNamePart(mount_paths[s], kMaxShardName));
+    shard_by_name_.try_emplace(shard_names_.back(), static_cast<uint32_t>(s));
+    const struct timespec& t = shards_[s].mtime;
+    if (t.tv_sec > mtime_.tv_sec || (t.tv_sec == mtime_.tv_sec && t.tv_nsec > mtime_.tv_nsec)) {
+      mtime_ = t;
+    }
+  }
+  // Members in name order: shards by escaped name, then records.
+  std::vector<uint32_t> order(shards_.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(),
+            [&](uint32_t a, uint32_t b) { return shard_names_[a] < shard_names_[b]; });
+  folders_.resize(groups_.folders.size());
+  for (size_t f = 0; f < folders_.size(); ++f) folders_[f].name = groups_.folders[f];
+  for (uint32_t s : order) {
+    const std::vector<uint32_t>& of = groups_.folder_of[s];
+    for (uint64_t r = 0; r < of.size(); ++r) {
+      if (of[r] != kNotGrouped) folders_[of[r]].members.push_back(RecordKey(s, r));
+    }
+  }
+}
+
+absl::StatusOr<uint64_t> ClassView::Resolve(uint64_t ino) const {
+  if (ino == kRootId) return kRoot;
+  if (SpaceOf(ino) == Space::kClass && ClassFolderIndex(ino) < folders_.size()) {
+    return ClassFolderIndex(ino);
+  }
+  return absl::NotFoundError("stale node id");
+}
+
+Attr ClassView::DirAttr(uint64_t ino) const {
+  Attr a;
+  a.ino = ino;
+  a.mode = kDirMode;
+  a.nlink = 1;
+  a.mtime = mtime_;
+  return a;
+}
+
+std::string ClassView::Stem(uint64_t shard, uint64_t record) const {
+  return absl::StrCat(shard_names_[shard], "-", records_->RecordName(shard, record));
+}
+
+absl::StatusOr<Attr> ClassView::GetAttr(uint64_t ino) {
+  auto f = Resolve(ino);
+  if (!f.ok()) return f.status();
+  return DirAttr(ino);
+}
+
+absl::StatusOr<Attr> ClassView::Lookup(uint64_t parent, absl::string_view name) {
+  auto f = Resolve(parent);
+  if (!f.ok()) return f.status();
+  if (*f == kRoot) {
+    auto it = std::lower_bound(folders_.begin(), folders_.end(), name,
+                               [](const Folder& a, absl::string_view n) { return a.name < n; });
+    if (it == folders_.end() || it->name != name) return absl::NotFoundError(name);
+    return DirAttr(ClassFolderId(static_cast<uint64_t>(it - folders_.begin())));
+  }
+  // `<shard>-<record>` then '.' or '-': try every '-' that could end the
+  // shard's name (shard names may hold '-' themselves).
+  for (size_t dash = name.find('-'); dash != absl::string_view::npos;
+       dash = name.find('-', dash + 1)) {
+    auto s = shard_by_name_.find(name.substr(0, dash));
+    if (s == shard_by_name_.end()) continue;
+    const uint64_t shard = s->second;
+    const size_t width = static_cast<size_t>(shards_[shard].name_width);
+    const size_t end = dash + 1 + width;
+    if (name.size() <= end || (name[end] != '.' && name[end] != '-')) continue;
+    const absl::string_view digits = name.substr(dash + 1, width);
+    uint64_t record;
+    if (!std::all_of(digits.begin(), digits.end(), absl::ascii_isdigit) ||
+        !absl::SimpleAtoi(digits, &record) || record >= groups_.folder_of[shard].size() ||
+        groups_.folder_of[shard][record] != *f) {
+      continue;
+    }
+    auto rec = records_->Parse(shard, record);
+    if (!rec.ok()) return rec.status();
+    for (const naming::GalleryImage& image :
+         naming::GalleryImages((*rec)->layout, name.substr(0, end))) {
+      if (image.name == name) return records_->EntryAttr(shard, record, image.entry, **rec);
+    }
+  }
+  return absl::NotFoundError(name);
+}
+
+absl::Status ClassView::ReadDir(uint64_t ino, uint64_t /*fh*/, uint64_t offset,
+                                const EmitFn& emit) {
+  auto f = Resolve(ino);
+  if (!f.ok()) return f.status();
+  if (!EmitDots(DirAttr(ino), &offset, emit)) return absl::OkStatus();
+  if (*f == kRoot) {
+    for (uint64_t i = offset - 2; i < folders_.size(); ++i) {
+      if (!emit(folders_[i].name, DirAttr(ClassFolderId(i)), i + 3)) break;
+    }
+    return absl::OkStatus();
+  }
+  const std::vector<uint64_t>& members = folders_[*f].members;
+  const uint64_t mask = (uint64_t{1} << kEntryBits) - 1;
+  uint64_t first_image = (offset - 2) & mask;
+  for (uint64_t m = (offset - 2) >> kEntryBits; m < members.size(); ++m, first_image = 0) {
+    const uint64_t shard = members[m] >> kRecordBits;
+    const uint64_t record = members[m] & (kMaxRecordsPerShard - 1);
+    auto rec = records_->Parse(shard, record);
+    if (!rec.ok()) continue;  // damaged (logged by the record view)
+    const std::vector<naming::GalleryImage> images =
+        naming::GalleryImages((*rec)->layout, Stem(shard, record));
+    for (uint64_t k = first_image; k < images.size(); ++k) {
+      const uint64_t next = k + 1 < images.size() ? Position(m, k + 1) : Position(m + 1, 0);
+      if (!emit(images[k].name, records_->EntryAttr(shard, record, images[k].entry, **rec), next)) {
+        return absl::OkStatus();
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> ClassView::Open(uint64_t ino, int /*flags*/) {
+  auto f = Resolve(ino);
+  if (!f.ok()) return f.status();
+  return PosixError(EISDIR, "is a directory");
+}
+
+absl::StatusOr<ReadResult> ClassView::Read(uint64_t ino, uint64_t /*fh*/, uint64_t /*offset*/,
+                                           size_t /*size*/) {
+  auto f = Resolve(ino);
+  if (!f.ok()) return f.status();
+  return PosixError(EISDIR, "is a directory");
+}
+
+absl::Status ClassView::Xattrs(uint64_t ino, bool /*read_error*/, XattrList* out) {
+  auto f = Resolve(ino);
+  if (!f.ok()) return f.status();
+  if (*f == kRoot) return absl::OkStatus();
+  AddXattr(out, "class_feature", groups_.feature);
+  const std::string& name = folders_[*f].name;
+  if (name != naming::kNoValueFolder && name != naming::kSeveralValuesFolder) {
+    AddXattr(out, "class", naming::Unescape(name));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tfrecordfs::vfs

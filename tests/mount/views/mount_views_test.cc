@@ -1,0 +1,346 @@
+// The image views through real mounts, with the tools users use: ls, find,
+// stat, cmp, rm, mv and /usr/bin/python3 with PIL (image_folder.py: PIL
+// opens every image; torchvision's ImageFolder emulated). Each dataset is
+// mounted twice, once per view, and the gallery's files are compared with
+// the records view's.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "gtest/gtest.h"
+#include "mount_harness.h"
+
+namespace tfrecordfs::mount_test {
+namespace {
+
+constexpr char kPython[] = "/usr/bin/python3";
+
+std::vector<std::string> Lines(const std::string& s) {
+  return absl::StrSplit(s, '\n', absl::SkipEmpty());
+}
+
+std::string RealDataDir() {
+  if (const char* e = std::getenv("TFRECORDFS_REAL_DATA"); e != nullptr && *e != '\0') return e;
+  if (const char* root = std::getenv("TFRECORDFS_SOURCE_ROOT"); root != nullptr) {
+    return std::string(root) + "/../shared/data/real";
+  }
+  return "";
+}
+
+class ViewsMountTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TFRFS_SKIP_WITHOUT_FUSE();
+    if (::access(kPython, X_OK) != 0) GTEST_SKIP() << kPython << " is missing (needs PIL)";
+    const char* gen = std::getenv("TFRECORDFS_GEN");
+    const char* py = std::getenv("TFRECORDFS_VIEWS_PY");
+    ASSERT_NE(gen, nullptr) << "$TFRECORDFS_GEN is not set";
+    ASSERT_NE(py, nullptr) << "$TFRECORDFS_VIEWS_PY is not set";
+    script_ = py;
+    data_ = tmp_.path() + "/data";
+    ASSERT_EQ(0, ::mkdir(data_.c_str(), 0755));
+    for (const char* kind : {"sample", "tensors", "sequence"}) {
+      const std::string out = absl::StrCat(data_, "/", kind);
+      ASSERT_EQ(0, ::mkdir(out.c_str(), 0755));
+      std::vector<std::string> argv = {gen, kind, out, "--records", "8"};
+      if (std::string(kind) == "sample")
+        argv = {gen, kind, out, "--records", "24", "--shards", "2"};
+      const CommandResult r = RunCommand(argv);
+      ASSERT_EQ(0, r.exit_code) << r.err;
+    }
+  }
+
+  // Runs `script` with /bin/sh; fails the test unless it exits 0.
+  static std::string Sh(const std::string& script) {
+    const CommandResult r = Shell(script);
+    EXPECT_EQ(0, r.exit_code) << script << "\n" << r.err;
+    return r.out;
+  }
+  std::string Python(const std::string& mode, const std::string& dir) {
+    const CommandResult r = RunCommand({kPython, script_, mode, dir});
+    EXPECT_EQ(0, r.exit_code) << r.out << r.err;
+    return std::string(absl::StripSuffix(r.out, "\n"));
+  }
+
+  TempDir tmp_;
+  std::string data_;
+  std::string script_;
+};
+
+// The records-view path of a gallery file of an Example's record:
+// `<rec>-<feature>[-<i>].<ext>` -> `<rec>/<feature>[/<i>].<ext>` ('/' as
+// %2F in the gallery); `<rec>.<ext>` has one image, whose path the caller
+// knows.
+std::string RecordViewPath(const std::string& gallery_name) {
+  const size_t dash = gallery_name.find('-');
+  const std::string record = gallery_name.substr(0, dash);
+  std::string rest = absl::StrReplaceAll(gallery_name.substr(dash + 1), {{"%2F", "/"}});
+  // A list index: the last '-' followed by digits and the extension.
+  const size_t last = rest.rfind('-');
+  const size_t dot = rest.rfind('.');
+  if (last != std::string::npos && dot > last + 1 &&
+      std::all_of(rest.begin() + last + 1, rest.begin() + dot, ::isdigit)) {
+    uint64_t i;
+    (void)absl::SimpleAtoi(rest.substr(last + 1, dot - last - 1), &i);
+    rest = absl::StrCat(rest.substr(0, last), "/", i, rest.substr(dot));
+  }
+  return absl::StrCat(record, "/", rest);
+}
+
+TEST_F(ViewsMountTest, GalleryOfGeneratedDataMatchesTheRecordsView) {
+  Mount records, gallery;
+  ASSERT_EQ("", records.Start({data_}));
+  ASSERT_EQ("", gallery.Start({data_}, {"-o", "view=gallery"}));
+  const std::string g = gallery.mountpoint(), r = records.mountpoint();
+
+  // Only images: no plain files (dataset_info.json, MANIFEST.txt), no staging/.
+  EXPECT_EQ(Sh("ls " + ShellQuote(g)), "sample\nsequence\ntensors\n");
+  EXPECT_EQ(Sh("cd " + ShellQuote(g) + " && find . -type f ! -name '*.jpg' ! -name '*.png'"), "");
+  EXPECT_EQ(Sh("ls " + ShellQuote(g + "/sample")),
+            "train-00000-of-00002.tfrecord\ntrain-00001-of-00002.tfrecord\n");
+
+  // Sorted by ls and in readdir order alike (zero-padded names).
+  const std::string shard = g + "/sample/train-00000-of-00002.tfrecord";
+  const std::string sorted = Sh("LC_ALL=C ls -1 " + ShellQuote(shard));
+  EXPECT_EQ(sorted, Sh("ls -1U " + ShellQuote(shard)));
+  std::vector<std::string> names = Lines(sorted);
+  ASSERT_EQ(names.size(), 24u) << sorted;  // 12 records x (image, thumbnail)
+  EXPECT_EQ(names.front(), "00-image%2Fencoded.jpg");
+  EXPECT_EQ(names[1], "00-image%2Fthumbnail.png");
+  EXPECT_EQ(names.back(), "11-image%2Fthumbnail.png");
+
+  // Every gallery file of the Example datasets is the records view's file:
+  // cmp, and stat's size and mtime (the shard's).
+  std::string script = "set -e\n";
+  int compared = 0;
+  for (const char* dir :
+       {"sample/train-00000-of-00002.tfrecord", "sample/train-00001-of-00002.tfrecord",
+        "tensors/tensors-00000-of-00001.tfrecord"}) {
+    for (const std::string& name : Lines(Sh("ls " + ShellQuote(g + "/" + dir)))) {
+      const std::string a = absl::StrCat(g, "/", dir, "/", name);
+      const std::string b = absl::StrCat(r, "/", dir, "/", RecordViewPath(name));
+      absl::StrAppend(&script, "cmp ", ShellQuote(a), " ", ShellQuote(b), "\n",
+                      "test \"$(stat -c '%s %Y' ", ShellQuote(a), ")\" = \"$(stat -c '%s %Y' ",
+                      ShellQuote(b), ")\"\n", "test \"$(stat -c %s ", ShellQuote(a),
+                      ")\" = \"$(wc -c < ", ShellQuote(a), ")\"\n");
+      ++compared;
+    }
+  }
+  EXPECT_GE(compared, 48 + 8 * 8);
+  Sh(script);
+  EXPECT_EQ(Sh("stat -c %Y " + ShellQuote(shard + "/03-image%2Fencoded.jpg")),
+            Sh("stat -c %Y " + ShellQuote(data_ + "/sample/train-00000-of-00002.tfrecord")));
+
+  // A SequenceExample's steps: `<rec>-<list>-<step>[-<i>]`.
+  const std::string seq = g + "/sequence/sequence-00000-of-00001.tfrecord";
+  Sh("cmp " + ShellQuote(seq + "/0-frames%2Fencoded-2-1.jpg") + " " +
+     ShellQuote(
+         r + "/sequence/sequence-00000-of-00001.tfrecord/0/feature_lists/frames/encoded/2/1.jpg"));
+  Sh("cmp " + ShellQuote(seq + "/1-mask-0.png") + " " +
+     ShellQuote(r + "/sequence/sequence-00000-of-00001.tfrecord/1/feature_lists/mask/0.png"));
+
+  // PIL opens every image of the gallery (the generated SequenceExamples'
+  // frames are JPEG headers only, not pictures: left out).
+  for (const char* dir : {"/sample", "/tensors"}) {
+    const std::string total = Sh("find " + ShellQuote(g + dir) + " -type f | wc -l");
+    EXPECT_EQ(Python("verify", g + dir),
+              absl::StrCat(absl::StripTrailingAsciiWhitespace(total), " images"));
+  }
+
+  // Read-only: rm, mv and writes fail with EROFS, and change nothing.
+  const std::string victim = ShellQuote(shard + "/00-image%2Fencoded.jpg");
+  for (const std::string& cmd :
+       {"rm -f " + victim, "mv " + victim + " " + ShellQuote(shard + "/x.jpg"),
+        "echo x > " + ShellQuote(shard + "/new.jpg"), "mkdir " + ShellQuote(g + "/new")}) {
+    const CommandResult res = Shell(cmd);
+    EXPECT_NE(0, res.exit_code) << cmd;
+    EXPECT_TRUE(absl::StrContains(res.err, "Read-only file system")) << cmd << ": " << res.err;
+  }
+  EXPECT_EQ(Sh("ls " + victim), absl::StrCat(shard, "/00-image%2Fencoded.jpg\n"));
+
+  std::string err;
+  EXPECT_EQ(0, gallery.Stop(&err)) << err;
+  EXPECT_EQ(0, records.Stop(&err)) << err;
+}
+
+// label -> the records (`<shard>-<rec>`) that say it, read through the
+// records view with cat: the independent grouping.
+std::map<std::string, std::set<std::string>> LabelsFromRecordsView(const std::string& root,
+                                                                   const std::string& label_file) {
+  std::map<std::string, std::set<std::string>> out;
+  const CommandResult r =
+      Shell("cd " + ShellQuote(root) + " && for f in */*/" + label_file +
+            "; do printf '%s\\t%s\\n' \"$f\" \"$(tr '\\n' ' ' < \"$f\")\"; done");
+  EXPECT_EQ(0, r.exit_code) << r.err;
+  for (const std::string& line : Lines(r.out)) {
+    const std::vector<std::string> parts = absl::StrSplit(line, '\t');
+    const std::vector<std::string> path = absl::StrSplit(parts[0], '/');
+    const std::vector<std::string> values = absl::StrSplit(parts[1], ' ', absl::SkipEmpty());
+    const std::string label = values.size() == 1 ? values[0]
+                              : values.empty()   ? "%none"
+                                                 : "%several";
+    out[label].insert(absl::StrCat(path[0], "-", path[1]));
+  }
+  return out;
+}
+
+// `{"a": 2, "b": 3}` -> map.
+std::map<std::string, int> ParseCounts(absl::string_view json) {
+  std::map<std::string, int> out;
+  json = absl::StripPrefix(absl::StripSuffix(json, "}"), "{");
+  for (absl::string_view item : absl::StrSplit(json, ", ", absl::SkipEmpty())) {
+    const std::vector<std::string> kv = absl::StrSplit(item, ": ");
+    int n = -1;
+    (void)absl::SimpleAtoi(kv[1], &n);
+    out[std::string(absl::StripSuffix(absl::StripPrefix(kv[0], "\""), "\""))] = n;
+  }
+  return out;
+}
+
+TEST_F(ViewsMountTest, ClassFoldersAreAnImageFolderAndTheGroupingIsKept) {
+  const std::string sample = data_ + "/sample";
+  std::map<std::string, std::set<std::string>> expected;
+  {
+    Mount records;
+    ASSERT_EQ("", records.Start({data_}));
+    // The records of the sample dataset, keyed as the class view names them.
+    for (auto& [label, recs] : LabelsFromRecordsView(records.path("sample"), "label")) {
+      for (const std::string& rec : recs) expected[label].insert(rec);
+    }
+    std::string err;
+    EXPECT_EQ(0, records.Stop(&err)) << err;
+  }
+  ASSERT_GE(expected.size(), 2u);
+
+  Mount classes;
+  ASSERT_EQ("", classes.Start({sample}, {"-o", "view=classes,class_feature=label"}));
+  EXPECT_TRUE(absl::StrContains(classes.Stderr(),
+                                "0 loaded from the index cache, 2 decoded (24 record(s))"))
+      << classes.Stderr();
+  const std::string root = classes.mountpoint();
+  std::vector<std::string> want_folders;
+  for (const auto& [label, recs] : expected) want_folders.push_back(label);
+  EXPECT_EQ(Lines(Sh("LC_ALL=C ls " + ShellQuote(root))), want_folders);
+
+  // ImageFolder: a class per folder, two images (encoded, thumbnail) per record.
+  const std::map<std::string, int> counts = ParseCounts(Python("imagefolder", root));
+  for (const auto& [label, recs] : expected) {
+    EXPECT_EQ(counts.count(label) ? counts.at(label) : -1, static_cast<int>(2 * recs.size()))
+        << label;
+    // Every record of the label, by name, and nothing else.
+    std::set<std::string> seen;
+    for (const std::string& name : Lines(Sh("ls " + ShellQuote(root + "/" + label)))) {
+      seen.insert(name.substr(0, name.find("-image")));
+    }
+    std::set<std::string> want;
+    for (const std::string& rec : recs) want.insert(absl::StrReplaceAll(rec, {{"/", "%2F"}}));
+    EXPECT_EQ(seen, want) << label;
+  }
+  EXPECT_EQ(Sh("find " + ShellQuote(root) + " -type f | wc -l"), "48\n");
+  const CommandResult mv = Shell("mv " + ShellQuote(root + "/" + want_folders[0]) + "/* " +
+                                 ShellQuote(root + "/" + want_folders[1]));
+  EXPECT_NE(0, mv.exit_code);
+  EXPECT_TRUE(absl::StrContains(mv.err, "Read-only file system")) << mv.err;
+  std::string err;
+  EXPECT_EQ(0, classes.Stop(&err)) << err;
+
+  // The next mount reads the stored grouping: nothing decoded.
+  Mount again;
+  ASSERT_EQ("", again.Start({sample}, {"-o", "view=classes,class_feature=label"}));
+  EXPECT_TRUE(
+      absl::StrContains(again.Stderr(), "2 loaded from the index cache, 0 decoded (0 record(s))"))
+      << again.Stderr();
+  EXPECT_EQ(ParseCounts(Python("imagefolder", again.mountpoint())), counts);
+  EXPECT_EQ(0, again.Stop(&err)) << err;
+
+  // A changed shard (touched: a new mtime) is indexed and grouped again; the other is kept.
+  Sh("touch -d '2001-02-03 04:05:06' " + ShellQuote(sample + "/train-00001-of-00002.tfrecord"));
+  Mount third;
+  ASSERT_EQ("", third.Start({sample}, {"-o", "view=classes,class_feature=label"}));
+  EXPECT_TRUE(
+      absl::StrContains(third.Stderr(), "1 loaded from the index cache, 1 decoded (12 record(s))"))
+      << third.Stderr();
+  EXPECT_EQ(0, third.Stop(&err)) << err;
+}
+
+TEST_F(ViewsMountTest, OptionErrorsAreUsageErrors) {
+  TempDir mnt;
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"-o", "view=classes"},
+                                               {"-o", "class_feature=label"},
+                                               {"-o", "view=thumbnails"}}) {
+    std::vector<std::string> argv = {BinaryPath(), "-f"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.push_back(data_);
+    argv.push_back(mnt.path());
+    const CommandResult r = RunCommand(argv);
+    EXPECT_EQ(2, r.exit_code) << absl::StrJoin(args, " ") << ": " << r.err;
+  }
+}
+
+// The real object-detection shards (../shared/data/real, SOURCES.md): one
+// JPEG per record (raccoon), and a JPEG plus a PNG mask per record (deeplab).
+TEST_F(ViewsMountTest, RealObjectDetectionData) {
+  const std::string real = RealDataDir();
+  if (real.empty() || ::access((real + "/SOURCES.md").c_str(), R_OK) != 0) {
+    GTEST_SKIP() << "real TFRecord data not found at '" << real
+                 << "' (set TFRECORDFS_REAL_DATA to the directory holding SOURCES.md)";
+  }
+  const std::string od = std::filesystem::canonical(real + "/od_raccoon_jpeg_bbox").string();
+  const std::string voc = std::filesystem::canonical(real + "/deeplab_voc_seg_jpeg_png").string();
+  Mount records, gallery;
+  ASSERT_EQ("", records.Start({od, voc}));
+  ASSERT_EQ("", gallery.Start({od, voc}, {"-o", "view=gallery"}));
+  const std::string g = gallery.mountpoint(), r = records.mountpoint();
+
+  std::vector<std::string> want;
+  for (int i = 0; i < 40; ++i) want.push_back(absl::StrCat(i < 10 ? "0" : "", i, ".jpg"));
+  EXPECT_EQ(Lines(Sh("ls " + ShellQuote(g + "/test.record"))), want);
+  std::string script = "set -e\n";
+  for (const std::string& name : want) {
+    absl::StrAppend(&script, "cmp ", ShellQuote(g + "/test.record/" + name), " ",
+                    ShellQuote(r + "/test.record/" + name.substr(0, 2) + "/image/encoded.jpg"),
+                    "\n");
+  }
+  Sh(script);
+  EXPECT_EQ(Lines(Sh("ls " + ShellQuote(g + "/val-00000-of-00001.tfrecord"))),
+            (std::vector<std::string>{
+                "0-image%2Fencoded.jpg", "0-image%2Fsegmentation%2Fclass%2Fencoded.png",
+                "1-image%2Fencoded.jpg", "1-image%2Fsegmentation%2Fclass%2Fencoded.png",
+                "2-image%2Fencoded.jpg", "2-image%2Fsegmentation%2Fclass%2Fencoded.png"}));
+  for (const std::string& name :
+       Lines(Sh("ls " + ShellQuote(g + "/val-00000-of-00001.tfrecord")))) {
+    Sh("cmp " + ShellQuote(g + "/val-00000-of-00001.tfrecord/" + name) + " " +
+       ShellQuote(r + "/val-00000-of-00001.tfrecord/" + RecordViewPath(name)));
+  }
+  EXPECT_EQ(Python("verify", g), "46 images");
+
+  // Class folders by the object class text: records with two boxes list it twice.
+  const std::map<std::string, std::set<std::string>> expected =
+      LabelsFromRecordsView(r, "image/object/class/text.txt");
+  std::string err;
+  EXPECT_EQ(0, gallery.Stop(&err)) << err;
+  Mount classes;
+  ASSERT_EQ("", classes.Start({od}, {"-o", "view=classes,class_feature=image/object/class/text"}));
+  std::map<std::string, int> want_counts;
+  for (const auto& [label, recs] : expected) want_counts[label] = static_cast<int>(recs.size());
+  EXPECT_EQ(want_counts.size(), 2u);  // raccoon, %several (SOURCES.md: some images have 2 objects)
+  EXPECT_EQ(ParseCounts(Python("imagefolder", classes.mountpoint())), want_counts);
+  EXPECT_EQ(0, classes.Stop(&err)) << err;
+  EXPECT_EQ(0, records.Stop(&err)) << err;
+}
+
+}  // namespace
+}  // namespace tfrecordfs::mount_test
