@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -28,6 +29,8 @@
 #include "tfrecordfs/index/index_store.h"
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/repack/pack.h"
+#include "tfrecordfs/repack/rewrite.h"
+#include "tfrecordfs/staging/deletions.h"
 #include "tfrecordfs/staging/store.h"
 #include "tfrecordfs/vfs/filesystem.h"
 #include "tfrecordfs/vfs/node_id.h"
@@ -732,6 +735,20 @@ int MountMain(int argc, char** argv) {
     }
     ::unlink(staging->report_path().c_str());
   }
+  // Records deleted from the shards and not yet committed (kept in the
+  // store, staging/deletions.h); a rewrite a crash interrupted is finished
+  // or rolled back first (repack/rewrite.h).
+  std::unique_ptr<staging::DeletionList> deletions;
+  if (staging != nullptr && !cli.read_only) {
+    auto list = staging::DeletionList::Load(staging::DeletionsPath(staging->dir()));
+    if (!list.ok()) {
+      log::Error("cannot read the deleted records: ", list.status().message());
+      return fail();
+    }
+    deletions = *std::move(list);
+    for (const std::string& line : repack::RecoverRewrites(deletions.get())) log::Info(line);
+    cli.vfs.deletions = deletions.get();
+  }
   cli.vfs.staging = staging;
   const std::string store_dir = staging != nullptr ? staging->dir() : cli.staging_dir;
 
@@ -822,6 +839,31 @@ int MountMain(int argc, char** argv) {
       log::Info(report.Summary());
     }
     exit_code = report.status.ok() && report.left.empty() ? 0 : kExitFailed;
+  }
+  // Then the shards with deleted records are rewritten without them.
+  if (deletions != nullptr && !deletions->Snapshot().empty()) {
+    absl::flat_hash_map<std::string, repack::ShardToRewrite> mounted;
+    for (const vfs::MountedShard& shard : (*fs)->shards()) {
+      mounted[shard.index->path()] = {shard.source.get(), &shard.index->offsets(),
+                                      shard.index->codec()};
+    }
+    const auto rewritten = repack::ApplyDeletions(deletions.get(), [&](const std::string& path) {
+      auto it = mounted.find(path);
+      return it == mounted.end() ? nullptr : &it->second;
+    });
+    const std::string summary = repack::RewriteSummary(rewritten);
+    absl::StrAppend(&text, summary);
+    bool all_ok = true;
+    for (const auto& r : rewritten) all_ok = all_ok && r.status.ok();
+    if (all_ok) {
+      log::Info(summary);
+    } else {
+      log::Error(summary);
+      exit_code = kExitFailed;
+      if (absl::StartsWith(text, absl::StrCat(kResultOk, "\n"))) {
+        text = absl::StrCat("result: failed", text.substr(std::strlen(kResultOk)));
+      }
+    }
   }
   if (auto w = WriteFileAtomically(staging->report_path(), text); !w.ok()) {
     log::Error("cannot write the pack report: ", w.message());

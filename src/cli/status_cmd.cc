@@ -29,6 +29,7 @@
 #include "src/cli/json_writer.h"
 #include "src/cli/runtime.h"
 #include "tfrecordfs/base/fs_util.h"
+#include "tfrecordfs/staging/deletions.h"
 #include "tfrecordfs/staging/store.h"
 
 namespace tfrecordfs::cli {
@@ -41,7 +42,9 @@ staged record (a folder directly in staging/) and whether the pack on unmount
 would take it or leave it staged, and why (a write the checks refused, a file
 that does not parse, two files for one feature...); files directly in
 staging/, which are no record; and where the daemon logs, with how many
-warnings and errors it logged since it mounted.
+warnings and errors it logged since it mounted; and the records deleted
+from the mounted shards (rm -r SHARD/RECORD), per shard, which the unmount
+removes from them.
 
 The reasons come from the daemon, checked with the kinds of the mounted
 shards as the pack will check them: every staged record is read once. A
@@ -53,7 +56,8 @@ Options:
                when the daemon keeps no log file), log_warnings, log_errors,
                records [{name, ok, reason (null when ok)}], loose_files
                [{name, reason}], staged (records), refused (records the pack
-               would leave)
+               would leave), deleted [{shard, records}] (records deleted
+               from the shards, removed from them at unmount)
   -h, --help   show this help and exit
 
 Exit status: 0 when the pack would take every staged record (or nothing is
@@ -80,6 +84,9 @@ struct MountStatus {
   uint64_t records = 0;
   uint64_t refused = 0;  // entries the pack would leave staged
   uint64_t unknown = 0;  // records whose state the mount cannot tell (noxattr)
+  // Section "deleted": records deleted from the shards, pending their
+  // rewrite at unmount (the store's deletion list, staging/deletions.h).
+  staging::Deletions deleted;
 };
 
 // The `error` attribute of `path`: nullopt when it has none (nothing
@@ -136,6 +143,17 @@ absl::Status GatherStaged(MountStatus* st) {
   return absl::OkStatus();
 }
 
+// Read from the store directly: the list is the daemon's, written before
+// each deletion returns.
+absl::Status GatherDeleted(MountStatus* st) {
+  if (st->record.store.empty()) return absl::OkStatus();
+  auto list = staging::DeletionList::Load(staging::DeletionsPath(st->record.store),
+                                          /*read_only=*/true);
+  if (!list.ok()) return list.status();
+  st->deleted = (*list)->Snapshot();
+  return absl::OkStatus();
+}
+
 void PrintText(const MountStatus& st) {
   const MountRecord& r = st.record;
   std::cout << "mount: " << r.mountpoint << " (pid " << r.pid << ", "
@@ -170,6 +188,12 @@ void PrintText(const MountStatus& st) {
   } else if (!st.staged.empty()) {
     std::cout << "refused: none (the unmount would pack every staged record)\n";
   }
+  for (const auto& [path, shard] : st.deleted) {
+    std::cout << "deleted: " << path << ": " << shard.records.size()
+              << " record(s) (rewritten at unmount):";
+    for (uint64_t r : shard.records) std::cout << " " << r;
+    std::cout << "\n";
+  }
 }
 
 void PrintJson(const MountStatus& st) {
@@ -203,6 +227,13 @@ void PrintJson(const MountStatus& st) {
   w.EndArray();
   w.Key("staged").Uint(st.records);
   w.Key("refused").Uint(st.refused);
+  w.Key("deleted").BeginArray();
+  for (const auto& [path, shard] : st.deleted) {
+    w.BeginObject().Key("shard").String(path).Key("records").BeginArray();
+    for (uint64_t r : shard.records) w.Uint(r);
+    w.EndArray().EndObject();
+  }
+  w.EndArray();
   w.EndObject();
   std::cout << w.str();
 }
@@ -251,6 +282,10 @@ int StatusMain(int argc, char** argv) {
   }
   if (!record->log.empty()) st.log = ScanLog(record->log, record->log_start);
   if (auto s = GatherStaged(&st); !s.ok()) {
+    std::cerr << "tfrecordfs status: " << s.message() << "\n";
+    return kExitNotMounted;
+  }
+  if (auto s = GatherDeleted(&st); !s.ok()) {
     std::cerr << "tfrecordfs status: " << s.message() << "\n";
     return kExitNotMounted;
   }

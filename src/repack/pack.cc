@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "src/repack/check_shard.h"
 #include "tfrecordfs/base/crc32c.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
@@ -185,6 +186,8 @@ absl::Status CheckCompressedShard(UniqueFd fd, const std::string& path, uint64_t
   return absl::OkStatus();
 }
 
+}  // namespace
+
 // A complete shard has exactly the planned size and clean framing with the
 // planned number of records (the walk checks every header's CRC).
 absl::Status CheckWrittenShard(const std::string& path, uint64_t bytes, uint64_t records,
@@ -212,6 +215,8 @@ absl::Status CheckWrittenShard(const std::string& path, uint64_t bytes, uint64_t
   }
   return absl::OkStatus();
 }
+
+namespace {
 
 class Packer {
  public:

@@ -118,6 +118,10 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
   record_options.kind_sample_per_call = options.kind_sample_per_call;
   record_options.kind_sample_total = options.kind_sample_total;
   record_options.on_index_mismatch = options.on_index_mismatch;
+  if (options.deletions != nullptr && options.view == ViewKind::kRecords) {
+    fs->deletions_ = std::make_unique<RecordDeletions>(fs->shards_, options.deletions);
+    record_options.deletions = fs->deletions_.get();
+  }
   fs->records_ = std::make_unique<RecordView>(fs->shards_, std::move(record_options));
   fs->tree_ =
       std::make_unique<TreeView>(scanned->entries, shard_entries, fs->shards_, &fs->fd_cache_,
@@ -306,6 +310,10 @@ absl::Status Filesystem::Unlink(uint64_t parent, absl::string_view name) {
 }
 
 absl::Status Filesystem::Rmdir(uint64_t parent, absl::string_view name) {
+  // A record folder: deleting the record (record_deletions.h).
+  if (auto shard = ShardFolder(parent)) {
+    return gallery_ ? ReadOnlyError() : records_->RmdirRecord(*shard, name);
+  }
   View* view = ViewOf(parent);
   if (view == nullptr) return ReadOnlyError();
   return view->Rmdir(parent, name);

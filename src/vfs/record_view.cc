@@ -28,12 +28,15 @@ constexpr size_t kMaxDamageNotes = 65536;
 
 constexpr mode_t kDirMode = S_IFDIR | 0555;
 constexpr mode_t kFileMode = S_IFREG | 0444;
+// Folders of a read-write mount: their entries can be removed (deletions).
+constexpr mode_t kWritableDirMode = S_IFDIR | 0755;
 
 }  // namespace
 
 RecordView::RecordView(const std::vector<MountedShard>& shards, RecordViewOptions options)
     : shards_(shards),
       on_index_mismatch_(std::move(options.on_index_mismatch)),
+      deletions_(options.deletions),
       cache_(options.cache_records, options.cache_bytes) {
   for (const MountedShard& s : shards_) checked_.AddShard(s.index->num_records());
   sampler_ = std::make_unique<KindSampler>(shards_, &checked_, options.kind_sample_per_call,
@@ -48,7 +51,9 @@ absl::StatusOr<RecordView::Node> RecordView::Resolve(uint64_t ino) const {
     node.shard = ShardOf(ino);
     node.record = RecordOf(ino);
     node.entry = static_cast<uint32_t>(EntryOf(ino));
-    if (node.shard < shards_.size() && node.record < shards_[node.shard].records_shown()) {
+    if (node.shard < shards_.size() && node.record < shards_[node.shard].records_shown() &&
+        !(deletions_ != nullptr && deletions_->IsDeleted(node.shard, node.record)) &&
+        !(node.entry != 0 && Hidden(node.shard, node.record, node.entry))) {
       return node;
     }
   }
@@ -78,7 +83,7 @@ void RecordView::IndexDisagrees(uint64_t shard, uint64_t record) {
 Attr RecordView::RecordDirAttr(uint64_t shard, uint64_t record) const {
   Attr a;
   a.ino = RecordId(shard, record, 0);
-  a.mode = kDirMode;
+  a.mode = deletions_ != nullptr ? kWritableDirMode : kDirMode;
   a.nlink = 1;
   a.mtime = shards_[shard].mtime;
   return a;
@@ -89,7 +94,7 @@ Attr RecordView::EntryAttr(uint64_t shard, uint64_t record, uint32_t entry,
   const naming::Entry& e = rec.layout.entries[entry];
   Attr a;
   a.ino = RecordId(shard, record, entry);
-  a.mode = e.is_dir ? kDirMode : kFileMode;
+  a.mode = e.is_dir ? (deletions_ != nullptr ? kWritableDirMode : kDirMode) : kFileMode;
   a.size = e.is_dir ? 0 : e.size();
   a.nlink = 1;
   a.mtime = shards_[shard].mtime;
@@ -210,6 +215,9 @@ absl::StatusOr<Attr> RecordView::LookupRecord(uint64_t shard, absl::string_view 
   if (record >= shards_[shard].records_shown()) return absl::NotFoundError(name);
   const bool canonical = name == RecordName(shard, record) || name == absl::StrCat(record);
   if (!canonical) return absl::NotFoundError(name);
+  if (deletions_ != nullptr && deletions_->IsDeleted(shard, record)) {
+    return absl::NotFoundError(name);
+  }
   return RecordDirAttr(shard, record);
 }
 
@@ -218,6 +226,9 @@ void RecordView::ReadShardDir(uint64_t shard, const Attr& self, uint64_t offset,
   if (!EmitDots(self, &offset, emit)) return;
   const uint64_t count = shards_[shard].records_shown();
   for (uint64_t r = offset - 2; r < count; ++r) {
+    // Offsets stay those of the records: a deletion between two calls
+    // neither skips nor repeats a record.
+    if (deletions_ != nullptr && deletions_->IsDeleted(shard, r)) continue;
     if (!emit(RecordName(shard, r), RecordDirAttr(shard, r), r + 3)) break;
   }
 }
@@ -240,7 +251,7 @@ absl::StatusOr<Attr> RecordView::Lookup(uint64_t parent_ino, absl::string_view n
   if (!rec.ok()) return rec.status();
   if (!(*rec)->layout.entries[parent.entry].is_dir) return PosixError(ENOTDIR, "not a directory");
   auto child = naming::FindChild((*rec)->layout, parent.entry, name);
-  if (!child) return absl::NotFoundError(name);
+  if (!child || Hidden(parent.shard, parent.record, *child)) return absl::NotFoundError(name);
   return EntryAttr(parent.shard, parent.record, *child, **rec);
 }
 
@@ -258,6 +269,7 @@ absl::Status RecordView::ReadDir(uint64_t ino, uint64_t /*fh*/, uint64_t offset,
   }
   for (uint64_t k = offset - 2; k < d.num_children; ++k) {
     const uint32_t c = d.first_child + static_cast<uint32_t>(k);
+    if (Hidden(dir.shard, dir.record, c)) continue;
     if (!emit((*rec)->layout.entries[c].name, EntryAttr(dir.shard, dir.record, c, **rec), k + 3)) {
       break;
     }
@@ -418,6 +430,57 @@ std::optional<std::string> RecordView::DamageOf(uint64_t shard, uint64_t record)
   auto it = damage_.find(RecordKey(shard, record));
   if (it == damage_.end()) return std::nullopt;
   return it->second;
+}
+
+// ---- Deletions (record_deletions.h) ----
+
+bool RecordView::ShowsNothing(const Node& node, const ParsedRecord& rec, uint32_t dir) const {
+  const naming::Entry& d = rec.layout.entries[dir];
+  for (uint32_t k = 0; k < d.num_children; ++k) {
+    if (!Hidden(node.shard, node.record, d.first_child + k)) return false;
+  }
+  return true;
+}
+
+absl::Status RecordView::HideChild(uint64_t parent_ino, absl::string_view name, bool dir) {
+  auto p = Resolve(parent_ino);
+  if (!p.ok()) return p.status();
+  if (deletions_ == nullptr) return ReadOnlyError();
+  auto rec = ParseEntry(*p);
+  if (!rec.ok()) return rec.status();
+  const naming::Layout& layout = (*rec)->layout;
+  if (!layout.entries[p->entry].is_dir) return PosixError(ENOTDIR, "not a directory");
+  auto child = naming::FindChild(layout, p->entry, name);
+  if (!child || Hidden(p->shard, p->record, *child)) return absl::NotFoundError(name);
+  if (layout.entries[*child].is_dir != dir) {
+    return dir ? PosixError(ENOTDIR, "not a directory") : PosixError(EISDIR, "is a directory");
+  }
+  if (dir && !ShowsNothing(*p, **rec, *child)) {
+    return PosixError(ENOTEMPTY, "directory not empty");
+  }
+  return deletions_->Hide(p->shard, p->record, *child);
+}
+
+absl::Status RecordView::Unlink(uint64_t parent, absl::string_view name) {
+  return HideChild(parent, name, /*dir=*/false);
+}
+
+absl::Status RecordView::Rmdir(uint64_t parent, absl::string_view name) {
+  return HideChild(parent, name, /*dir=*/true);
+}
+
+absl::Status RecordView::RmdirRecord(uint64_t shard, absl::string_view name) {
+  auto attr = LookupRecord(shard, name);
+  if (!attr.ok()) return attr.status();
+  if (deletions_ == nullptr) return ReadOnlyError();
+  const Node node{shard, RecordOf(attr->ino), 0};
+  auto rec = Parse(node.shard, node.record);
+  // A damaged record lists nothing: it can be removed as it is.
+  if (rec.ok() && !ShowsNothing(node, **rec, 0)) {
+    return PosixError(ENOTEMPTY, "directory not empty");
+  }
+  if (!rec.ok() && !absl::IsDataLoss(rec.status())) return rec.status();
+  return deletions_->DeleteRecord(node.shard, node.record);
 }
 
 }  // namespace tfrecordfs::vfs

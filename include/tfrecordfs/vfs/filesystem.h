@@ -17,7 +17,8 @@
 //   NotFound            no such name
 //   DataLoss (EIO)      a record whose CRC or framing is damaged; the message
 //                       names the shard path, record index and byte offset
-//   PosixError(EROFS)   writes outside the staging area
+//   PosixError(EROFS)   writes outside the staging area (but deletions of
+//                       records: record_deletions.h)
 //
 // Thread-safety: all methods may be called concurrently; each view states
 // its own locks (tree_view.h, record_view.h, staging_view.h). The mounted
@@ -47,6 +48,7 @@
 #include "tfrecordfs/source/inflate.h"
 #include "tfrecordfs/source/readahead.h"
 #include "tfrecordfs/source/shard_source.h"
+#include "tfrecordfs/staging/deletions.h"
 #include "tfrecordfs/staging/store.h"
 #include "tfrecordfs/vfs/attr.h"
 #include "tfrecordfs/vfs/class_groups.h"
@@ -55,6 +57,7 @@
 #include "tfrecordfs/vfs/kind_sampler.h"
 #include "tfrecordfs/vfs/mounted_shard.h"
 #include "tfrecordfs/vfs/node_id.h"
+#include "tfrecordfs/vfs/record_deletions.h"
 #include "tfrecordfs/vfs/record_view.h"
 #include "tfrecordfs/vfs/staging_view.h"
 #include "tfrecordfs/vfs/tree_view.h"
@@ -97,6 +100,10 @@ struct Options {
   // of the same name is a Create() error.
   staging::Store* staging = nullptr;
   std::string staging_name = "staging";
+  // Records deleted from the mounted shards, pending their rewrite (not
+  // owned; must outlive the Filesystem). Null: records cannot be deleted
+  // (EROFS). Used only by the records view (record_deletions.h).
+  staging::DeletionList* deletions = nullptr;
   // The kinds the staging checks hold staged files to. Unset: the mounted
   // shards' (HintOf). Set: these instead (tests of the checks).
   staging::KindHint staging_hints;
@@ -292,6 +299,8 @@ class Filesystem {
   source::FdCache fd_cache_;  // shard and plain source files open at once
   source::BlockCache inflate_cache_;
   std::vector<MountedShard> shards_;
+  // Read by records_: destroyed after it. Null without Options::deletions.
+  std::unique_ptr<RecordDeletions> deletions_;
   // After shards_: destroyed first, it joins the threads whose fetches read
   // through their sources. Null unless reading ahead.
   std::unique_ptr<source::Readahead> readahead_;

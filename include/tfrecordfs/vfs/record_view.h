@@ -11,9 +11,14 @@
 // The shard folders themselves are the tree's (tree_view.h); their children
 // are this view's: Filesystem calls LookupRecord / ReadShardDir for them.
 //
+// Deletions (record_deletions.h, a read-write mount): a deleted record is
+// gone from its shard folder and its ids are stale; Unlink and Rmdir inside a
+// record folder hide what they remove, RmdirRecord deletes the record.
+//
 // Errors: NotFound for names and stale ids; DataLoss (EIO) for a damaged
 // record, naming the shard path, record index and byte offset (logged once
-// per record); EROFS for writes (View's defaults); ENOTDIR / EISDIR.
+// per record); EROFS for other writes (View's defaults) and for deletions
+// without a deletion list; ENOTDIR / EISDIR / ENOTEMPTY.
 //
 // Thread-safety: all methods may be called concurrently. Lock order:
 // big_record_mu_ (held while one huge record is parsed) before damage_mu_
@@ -42,6 +47,7 @@
 #include "tfrecordfs/vfs/kind_sampler.h"
 #include "tfrecordfs/vfs/mounted_shard.h"
 #include "tfrecordfs/vfs/record_cache.h"
+#include "tfrecordfs/vfs/record_deletions.h"
 #include "tfrecordfs/vfs/view.h"
 
 namespace tfrecordfs::vfs {
@@ -56,6 +62,9 @@ struct RecordViewOptions {
   // Called (from any thread) with a shard's path when a record read finds
   // the shard's index wrong; unset: only logged.
   std::function<void(const std::string& path)> on_index_mismatch;
+  // Deleted records and hidden files (record_deletions.h); not owned, must
+  // outlive the view. Null: nothing is deleted and every delete is EROFS.
+  RecordDeletions* deletions = nullptr;
 };
 
 class RecordView final : public View {
@@ -71,6 +80,9 @@ class RecordView final : public View {
   absl::StatusOr<Attr> LookupRecord(uint64_t shard, absl::string_view name) const;
   // Lists the shard folder (`self`: its attributes, for "." and "..").
   void ReadShardDir(uint64_t shard, const Attr& self, uint64_t offset, const EmitFn& emit) const;
+  // rmdir of a record folder: deletes the record (RecordDeletions) when its
+  // folder shows nothing (ENOTEMPTY otherwise) or the record is damaged.
+  absl::Status RmdirRecord(uint64_t shard, absl::string_view name);
   // A record's folder name: its index, zero-padded to the shard's width.
   std::string RecordName(uint64_t shard, uint64_t record) const;
 
@@ -84,6 +96,10 @@ class RecordView final : public View {
   // Record folder: shard, record, offset, length, compressed_offset, error;
   // feature file or folder: feature, kind, section, step, value.
   absl::Status Xattrs(uint64_t ino, bool read_error, XattrList* out) override;
+  // Inside a record folder: hide a file / an emptied folder (see
+  // record_deletions.h). EROFS without a deletion list.
+  absl::Status Unlink(uint64_t parent, absl::string_view name) override;
+  absl::Status Rmdir(uint64_t parent, absl::string_view name) override;
 
   // ---- For the image views (gallery_view.h, class_view.h), whose files
   // are this view's files under other names (same node ids) ----
@@ -120,6 +136,13 @@ class RecordView final : public View {
   // Notes why a record is damaged; true unless it was noted already.
   bool NoteDamage(uint64_t shard, uint64_t record, absl::string_view reason);
   Attr RecordDirAttr(uint64_t shard, uint64_t record) const;
+  bool Hidden(uint64_t shard, uint64_t record, uint32_t entry) const {
+    return deletions_ != nullptr && deletions_->IsHidden(shard, record, entry);
+  }
+  // True when every child of directory entry `dir` is hidden.
+  bool ShowsNothing(const Node& node, const ParsedRecord& rec, uint32_t dir) const;
+  // Unlink / Rmdir inside a record folder.
+  absl::Status HideChild(uint64_t parent, absl::string_view name, bool dir);
   // A record read found the index wrong: log loudly, drop the stored index.
   void IndexDisagrees(uint64_t shard, uint64_t record);
   // Reads bytes [offset, offset + n) of the record file `e` (its pieces:
@@ -129,6 +152,7 @@ class RecordView final : public View {
 
   const std::vector<MountedShard>& shards_;
   std::function<void(const std::string&)> on_index_mismatch_;
+  RecordDeletions* const deletions_;
   RecordCache cache_;
   CheckedRecords checked_;
   // After checked_, which it marks: destroyed first.

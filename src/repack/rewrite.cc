@@ -1,0 +1,153 @@
+#include "tfrecordfs/repack/rewrite.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "src/repack/check_shard.h"
+#include "tfrecordfs/base/file.h"
+#include "tfrecordfs/record/reader.h"
+#include "tfrecordfs/record/writer.h"
+#include "tfrecordfs/repack/journal.h"
+
+namespace tfrecordfs::repack {
+namespace {
+
+struct Paths {
+  std::string dir;
+  std::string temp;
+};
+
+Paths PathsOf(const std::string& shard) {
+  const size_t slash = shard.rfind('/');
+  Paths p;
+  p.dir = shard.substr(0, slash);
+  p.temp = absl::StrCat(p.dir, "/", TempShardName(shard.substr(slash + 1)));
+  return p;
+}
+
+absl::StatusOr<staging::Fingerprint> FingerprintOfPath(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return ErrnoError(errno, path);
+  return staging::FingerprintOf(st);
+}
+
+// Steps 1-3 of the top of rewrite.h for one shard; on failure before the
+// rename the temp file is removed and the shard is as it was.
+absl::Status RewriteOne(staging::DeletionList* list, const std::string& path,
+                        const staging::DeletedShard& d, const ShardToRewrite& from,
+                        RewrittenShard* out) {
+  auto now = FingerprintOfPath(path);
+  if (!now.ok()) return now.status();
+  if (!(*now == d.before)) {
+    return absl::FailedPreconditionError(
+        "the shard changed on disk since its records were deleted; deletions kept pending "
+        "(remove " +
+        list->path() + " to drop them)");
+  }
+  const Paths p = PathsOf(path);
+  auto fd = OpenFile(p.temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (!fd.ok()) return fd.status();
+  const std::vector<uint64_t>& offsets = *from.offsets;
+  absl::Status s;
+  {
+    record::ShardWriter writer(*std::move(fd), p.temp, {.codec = from.codec});
+    for (uint64_t i = 0; i + 1 < offsets.size() && s.ok(); ++i) {
+      if (d.records.count(i)) {
+        ++out->deleted;
+        continue;
+      }
+      auto payload = record::ReadRecord(*from.source, i, offsets[i], offsets[i + 1]);
+      if (!payload.ok()) {
+        s = payload.status();
+        break;
+      }
+      s = writer.Append(*payload);
+      ++out->kept;
+    }
+    if (s.ok()) s = writer.Close(/*sync=*/true);
+    if (s.ok()) s = CheckWrittenShard(p.temp, writer.bytes(), out->kept, from.codec);
+  }
+  absl::StatusOr<staging::Fingerprint> next = s.ok() ? FingerprintOfPath(p.temp) : s;
+  if (next.ok()) s = list->SetRewriting(path, *next);
+  if (!next.ok() || !s.ok()) {
+    ::unlink(p.temp.c_str());
+    return next.ok() ? s : next.status();
+  }
+  if (::rename(p.temp.c_str(), path.c_str()) != 0) {
+    s = ErrnoError(errno, absl::StrCat("rename ", p.temp, " over ", path));
+    ::unlink(p.temp.c_str());
+    (void)list->SetRewriting(path, std::nullopt);
+    return s;
+  }
+  // From here the new shard is in place: the deletions are done even if
+  // what follows fails (RecoverRewrites drops the entry next time).
+  if (auto f = FsyncDir(p.dir); !f.ok()) return f;
+  return list->Forget(path);
+}
+
+}  // namespace
+
+std::vector<RewrittenShard> ApplyDeletions(
+    staging::DeletionList* list,
+    const std::function<const ShardToRewrite*(const std::string& path)>& find) {
+  std::vector<RewrittenShard> out;
+  for (const auto& [path, d] : list->Snapshot()) {
+    const auto start = std::chrono::steady_clock::now();
+    RewrittenShard r;
+    r.path = path;
+    const ShardToRewrite* from = find(path);
+    if (from == nullptr) {
+      r.status = absl::FailedPreconditionError("not mounted; deletions kept pending");
+    } else {
+      r.status = RewriteOne(list, path, d, *from, &r);
+    }
+    if (!r.status.ok()) r.kept = r.deleted = 0;
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<std::string> RecoverRewrites(staging::DeletionList* list) {
+  std::vector<std::string> lines;
+  for (const auto& [path, d] : list->Snapshot()) {
+    const Paths p = PathsOf(path);
+    auto now = FingerprintOfPath(path);
+    if (d.rewriting && now.ok() && *now == *d.rewriting) {
+      auto s = list->Forget(path);
+      lines.push_back(absl::StrCat("finished the interrupted rewrite of ", path,
+                                   s.ok() ? "" : absl::StrCat(" (", s.message(), ")")));
+      continue;
+    }
+    if (now.ok() && *now == d.before) {
+      if (::unlink(p.temp.c_str()) == 0) {
+        lines.push_back(absl::StrCat("rolled back the interrupted rewrite of ", path, " (removed ",
+                                     p.temp, "); its deletions stay pending"));
+      }
+      if (d.rewriting) (void)list->SetRewriting(path, std::nullopt);
+    }
+  }
+  return lines;
+}
+
+std::string RewriteSummary(const std::vector<RewrittenShard>& shards) {
+  std::string out;
+  for (const RewrittenShard& r : shards) {
+    if (r.status.ok()) {
+      absl::StrAppend(&out, "rewrote ", r.path, ": kept ", r.kept, ", deleted ", r.deleted,
+                      " record(s) in ", absl::StrFormat("%.2f", r.seconds), " s\n");
+    } else {
+      absl::StrAppend(&out, "not rewritten ", r.path, ": ", r.status.message(), "\n");
+    }
+  }
+  return out;
+}
+
+}  // namespace tfrecordfs::repack

@@ -1,0 +1,110 @@
+#include "tfrecordfs/vfs/record_deletions.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/log.h"
+
+namespace tfrecordfs::vfs {
+namespace {
+
+// The fingerprint of the shard file as it is now, if it is still the file
+// the mount indexed (same size and mtime).
+absl::StatusOr<staging::Fingerprint> MountedFingerprint(const MountedShard& shard) {
+  const std::string& path = shard.index->path();
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return ErrnoError(errno, path);
+  staging::Fingerprint fp = staging::FingerprintOf(st);
+  if (fp.size != shard.index->file_size() || fp.mtime_ns != shard.index->mtime_ns()) {
+    return PosixError(EROFS, absl::StrCat(path, ": changed on disk since the mount"));
+  }
+  return fp;
+}
+
+}  // namespace
+
+RecordDeletions::RecordDeletions(const std::vector<MountedShard>& shards,
+                                 staging::DeletionList* list)
+    : shards_(shards), list_(list) {
+  if (list_ == nullptr) return;
+  const staging::Deletions pending = list_->Snapshot();
+  if (pending.empty()) return;
+  MutexLock lock(&mu_);
+  for (uint64_t s = 0; s < shards_.size(); ++s) {
+    auto it = pending.find(shards_[s].index->path());
+    if (it == pending.end()) continue;
+    auto fp = MountedFingerprint(shards_[s]);
+    if (!fp.ok() || !(*fp == it->second.before)) {
+      log::Error(it->first, ": changed on disk since ", it->second.records.size(),
+                 " of its records were deleted; those deletions are not shown nor applied (",
+                 list_->path(), " keeps them)");
+      continue;
+    }
+    for (uint64_t r : it->second.records) deleted_.insert(RecordKey(s, r));
+  }
+  any_.store(!deleted_.empty());
+}
+
+bool RecordDeletions::IsDeleted(uint64_t shard, uint64_t record) const {
+  if (!any_.load(std::memory_order_acquire)) return false;
+  MutexLock lock(&mu_);
+  return deleted_.contains(RecordKey(shard, record));
+}
+
+bool RecordDeletions::IsHidden(uint64_t shard, uint64_t record, uint32_t entry) const {
+  if (!any_.load(std::memory_order_acquire)) return false;
+  MutexLock lock(&mu_);
+  return hidden_.contains({RecordKey(shard, record), entry});
+}
+
+absl::Status RecordDeletions::CheckWritable(uint64_t shard) const {
+  const std::string& path = shards_[shard].index->path();
+  if (list_ == nullptr) {
+    return PosixError(EROFS, absl::StrCat(path, ": read-only mount"));
+  }
+  const std::string dir = path.substr(0, path.rfind('/'));
+  if (::faccessat(AT_FDCWD, dir.c_str(), W_OK, AT_EACCESS) != 0) {
+    const int err = errno;
+    log::Warning("cannot delete records of ", path, ": its directory is not writable (",
+                 std::strerror(err), ")");
+    return PosixError(EROFS, absl::StrCat(dir, ": not writable"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RecordDeletions::Hide(uint64_t shard, uint64_t record, uint32_t entry) {
+  if (auto s = CheckWritable(shard); !s.ok()) return s;
+  MutexLock lock(&mu_);
+  hidden_.insert({RecordKey(shard, record), entry});
+  any_.store(true, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+absl::Status RecordDeletions::DeleteRecord(uint64_t shard, uint64_t record) {
+  if (auto s = CheckWritable(shard); !s.ok()) return s;
+  auto fp = MountedFingerprint(shards_[shard]);
+  if (!fp.ok()) {
+    log::Warning("cannot delete record ", record, ": ", fp.status().message());
+    return fp.status();
+  }
+  if (auto s = list_->Delete(shards_[shard].index->path(), *fp, record); !s.ok()) {
+    log::Warning("cannot delete record ", record, " of ", shards_[shard].index->path(), ": ",
+                 s.message());
+    return absl::IsFailedPrecondition(s) ? PosixError(EROFS, s.message()) : s;
+  }
+  log::Info("deleted record ", record, " of ", shards_[shard].index->path(),
+            " (pending: the shard is rewritten at unmount)");
+  MutexLock lock(&mu_);
+  deleted_.insert(RecordKey(shard, record));
+  any_.store(true, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+}  // namespace tfrecordfs::vfs
