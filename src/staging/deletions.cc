@@ -80,7 +80,8 @@ absl::StatusOr<Deletions> ParseDeletions(absl::string_view contents, absl::strin
   Deletions out;
   DeletedShard* cur = nullptr;
   for (size_t i = 1; i < lines.size(); ++i) {
-    std::vector<absl::string_view> f = absl::StrSplit(lines[i], ' ');
+    // The path, last, may hold spaces (CEscape leaves them).
+    std::vector<absl::string_view> f = absl::StrSplit(lines[i], absl::MaxSplits(' ', 4));
     if (f[0] == "shard" && f.size() == 5) {
       Fingerprint fp;
       std::string shard;
