@@ -28,8 +28,6 @@ constexpr size_t kMaxDamageNotes = 65536;
 
 constexpr mode_t kDirMode = S_IFDIR | 0555;
 constexpr mode_t kFileMode = S_IFREG | 0444;
-// Folders of a read-write mount: their entries can be removed (deletions).
-constexpr mode_t kWritableDirMode = S_IFDIR | 0755;
 
 }  // namespace
 
@@ -83,7 +81,7 @@ void RecordView::IndexDisagrees(uint64_t shard, uint64_t record) {
 Attr RecordView::RecordDirAttr(uint64_t shard, uint64_t record) const {
   Attr a;
   a.ino = RecordId(shard, record, 0);
-  a.mode = deletions_ != nullptr ? kWritableDirMode : kDirMode;
+  a.mode = kDirMode;
   a.nlink = 1;
   a.mtime = shards_[shard].mtime;
   return a;
@@ -94,7 +92,7 @@ Attr RecordView::EntryAttr(uint64_t shard, uint64_t record, uint32_t entry,
   const naming::Entry& e = rec.layout.entries[entry];
   Attr a;
   a.ino = RecordId(shard, record, entry);
-  a.mode = e.is_dir ? (deletions_ != nullptr ? kWritableDirMode : kDirMode) : kFileMode;
+  a.mode = e.is_dir ? kDirMode : kFileMode;
   a.size = e.is_dir ? 0 : e.size();
   a.nlink = 1;
   a.mtime = shards_[shard].mtime;
