@@ -160,33 +160,26 @@ void WriteTableJson(JsonWriter* w, const example::FeatureTable& table) {
 }  // namespace
 
 int ShowMain(int argc, char** argv) {
-  ToolArgs args;
-  if (auto stop = ParseToolArgs(argc, argv, "show", kShowUsage, false, &args)) return *stop;
-  const bool json = args.json;
-  std::vector<std::string>& positional = args.operands;
-  if (positional.size() < 2) return UsageError("show", "need a SHARD and at least one RECORD");
+  Tool tool({.name = "show", .usage = kShowUsage, .quiet = false});
+  if (auto stop = tool.Parse(argc, argv)) return *stop;
+  const bool json = tool.json();
+  const std::vector<std::string>& positional = tool.operands();
+  if (positional.size() < 2) return tool.Usage("need a SHARD and at least one RECORD");
   std::vector<uint64_t> wanted;
   for (size_t k = 1; k < positional.size(); ++k) {
     uint64_t r = 0;
     if (!absl::SimpleAtoi(positional[k], &r) || positional[k][0] == '+') {
-      return UsageError("show", absl::StrCat("RECORD must be a record index (0, 1, ...), not '",
-                                             positional[k], "'"));
+      return tool.Usage(
+          absl::StrCat("RECORD must be a record index (0, 1, ...), not '", positional[k], "'"));
     }
     wanted.push_back(r);
   }
   const std::string& path = positional[0];
-  index::IndexStore store(ToolStoreOptions());
-  auto shard = scan::ScanOne(path, &store);
-  if (!shard.ok()) {
-    log::Error(shard.status().message());
-    return kExitFailed;
-  }
+  auto shard = scan::ScanOne(path, tool.store());
+  if (!shard.ok()) return tool.Fail(shard.status());
   source::BlockCache cache(32 << 20);
   auto src = scan::OpenShard(*shard, &cache);
-  if (!src.ok()) {
-    log::Error(src.status().message());
-    return kExitFailed;
-  }
+  if (!src.ok()) return tool.Fail(src.status());
   const index::ShardIndex& idx = *shard->index;
   const Style style{!json && StdoutIsTerminal()};
   bool failed = false;
@@ -292,8 +285,7 @@ int ShowMain(int argc, char** argv) {
   if (json && wanted.size() > 1) w.EndArray();
   if (json) out = w.str();
   if (json && out.empty()) out = wanted.size() > 1 ? "[]\n" : "null\n";
-  if (!WriteStdout(out)) return kExitFailed;
-  return failed ? kExitFailed : kExitOk;
+  return tool.Finish(out, !failed);
 }
 
 }  // namespace tfrecordfs::cli
