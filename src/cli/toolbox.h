@@ -37,8 +37,8 @@ index::StoreOptions ToolStoreOptions();
 //   }
 //
 // A command with checks of its own between parsing and scanning calls
-// Parse, NeedSources and Scan itself; one that reads no SOURCEs (show,
-// status) uses Parse and Finish. Exit statuses are commands.h's.
+// Parse, NeedSources and Scan itself; one that scans no SOURCEs (show,
+// status, pack) uses Parse and Finish. Exit statuses are commands.h's.
 //
 // Thread-safety: none; a command's main thread owns its Tool.
 struct ToolSpec {
@@ -81,8 +81,7 @@ class Tool {
   bool json() const { return json_; }
   bool quiet() const { return quiet_; }
   const std::vector<std::string>& operands() const { return operands_; }
-  // What Scan found (empty before).
-  const scan::ScanResult& scanned() const { return scanned_; }
+  // The shards Scan found (none before).
   const std::vector<scan::ScannedShard>& shards() const { return scanned_.shards; }
   // The uncompressed bytes of the scanned shards' records: the work of a
   // command that reads them all.
