@@ -161,13 +161,7 @@ int RepairMain(int argc, char** argv) {
     }
     w.EndArray().Key("unreadable").BeginArray();
     for (const Done& d : done) {
-      if (d.status.ok()) continue;
-      w.BeginObject()
-          .Key("path")
-          .String(d.shard->path)
-          .Key("reason")
-          .String(d.status.message())
-          .EndObject();
+      if (!d.status.ok()) WriteJsonUnreadable(&w, d.shard->path, d.status);
     }
     w.EndArray().EndObject();
     out = w.str();

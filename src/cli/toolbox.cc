@@ -160,6 +160,10 @@ void WriteJsonFloat(JsonWriter* w, float v) {
   }
 }
 
+void WriteJsonUnreadable(JsonWriter* w, absl::string_view path, const absl::Status& status) {
+  w->BeginObject().Key("path").String(path).Key("reason").String(status.message()).EndObject();
+}
+
 bool StdoutIsTerminal() { return ::isatty(1) == 1; }
 
 bool WriteStdout(absl::string_view text) {

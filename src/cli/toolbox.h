@@ -126,6 +126,10 @@ std::string FormatFloat(float v);
 // numbers).
 void WriteJsonFloat(JsonWriter* w, float v);
 
+// {"path": ..., "reason": ...}: a shard a command could not read (verify's
+// and repair's "unreadable").
+void WriteJsonUnreadable(JsonWriter* w, absl::string_view path, const absl::Status& status);
+
 bool StdoutIsTerminal();
 
 // Writes `text` to stdout; false when that fails (a closed pipe, a full

@@ -150,14 +150,7 @@ int VerifyMain(int argc, char** argv) {
     }
     w.EndArray().Key("unreadable").BeginArray();
     for (const Result& r : results) {
-      if (!r.status.ok()) {
-        w.BeginObject()
-            .Key("path")
-            .String(r.shard->path)
-            .Key("reason")
-            .String(r.status.message())
-            .EndObject();
-      }
+      if (!r.status.ok()) WriteJsonUnreadable(&w, r.shard->path, r.status);
     }
     w.EndArray().Key("non_example_shards").BeginArray();
     for (const Result& r : results) {
