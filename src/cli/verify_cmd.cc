@@ -66,22 +66,10 @@ std::string Where(const inspect::Damage& d, bool compressed) {
 }  // namespace
 
 int VerifyMain(int argc, char** argv) {
-  ToolArgs args;
-  if (auto stop = ParseToolArgs(argc, argv, "verify", kVerifyUsage, true, &args)) return *stop;
-  const bool json = args.json;
-  const bool quiet = args.quiet;
-  std::vector<std::string>& sources = args.operands;
-  if (sources.empty()) return UsageError("verify", "need at least one SOURCE");
-  index::IndexStore store(ToolStoreOptions());
-  auto scanned = ScanSources(sources, &store, quiet);
-  if (!scanned.ok()) {
-    log::Error(scanned.status().message());
-    return kExitFailed;
-  }
-  uint64_t total_bytes = 0;
-  for (const scan::ScannedShard& s : scanned->shards) total_bytes += s.index->data_size();
-  const bool draw = !quiet && StderrIsTerminal();
-  ProgressBar progress(total_bytes, draw);
+  Tool tool({.name = "verify", .usage = kVerifyUsage});
+  if (auto stop = tool.Start(argc, argv)) return *stop;
+  const bool json = tool.json();
+  ProgressBar progress = tool.Progress(tool.DataBytes());
 
   struct Result {
     const scan::ScannedShard* shard;
@@ -90,7 +78,7 @@ int VerifyMain(int argc, char** argv) {
   };
   std::vector<Result> results;
   source::BlockCache cache(32 << 20);
-  for (const scan::ScannedShard& s : scanned->shards) {
+  for (const scan::ScannedShard& s : tool.shards()) {
     Result r{&s, absl::OkStatus(), {}};
     auto src = scan::OpenShard(s, &cache);
     // An index loaded from a file may hold forged checkpoints (a walk's own
@@ -162,14 +150,7 @@ int VerifyMain(int argc, char** argv) {
     }
     w.EndArray().Key("unreadable").BeginArray();
     for (const Result& r : results) {
-      if (!r.status.ok()) {
-        w.BeginObject()
-            .Key("path")
-            .String(r.shard->path)
-            .Key("reason")
-            .String(r.status.message())
-            .EndObject();
-      }
+      if (!r.status.ok()) WriteJsonUnreadable(&w, r.shard->path, r.status);
     }
     w.EndArray().Key("non_example_shards").BeginArray();
     for (const Result& r : results) {
@@ -218,8 +199,7 @@ int VerifyMain(int argc, char** argv) {
                     examples, " Example(s), ", sequences, " SequenceExample(s), ", others,
                     " other payload(s))\n");
   }
-  if (!WriteStdout(out)) return kExitFailed;
-  return damaged + spans + unreadable == 0 ? kExitOk : kExitFailed;
+  return tool.Finish(out, damaged + spans + unreadable == 0);
 }
 
 }  // namespace tfrecordfs::cli

@@ -8,17 +8,12 @@
 
 namespace tfrecordfs::source {
 
-InflateSource::InflateSource(ShardFile file, uint64_t file_size,
-                             std::shared_ptr<const CheckpointTable> table, BlockCache* cache)
-    : file_(std::move(file)),
-      file_size_(file_size),
-      table_(std::move(table)),
-      cache_(cache),
-      id_(cache->NewSourceId()) {}
-
 InflateSource::~InflateSource() { cache_->DropCursor(id_); }
 
-absl::StatusOr<std::shared_ptr<const std::string>> InflateSource::Block(uint64_t block) const {
+absl::StatusOr<std::shared_ptr<const std::string>> InflateSource::BlockAt(uint64_t offset,
+                                                                          uint64_t* start) const {
+  const uint64_t block = offset / kBlockSize;
+  *start = block * kBlockSize;
   if (auto hit = cache_->Get(id_, block)) return hit;
   MutexLock lock(&mu_);
   if (auto hit = cache_->Get(id_, block)) return hit;  // another reader inflated it
@@ -152,26 +147,6 @@ absl::StatusOr<std::shared_ptr<const std::string>> InflateSource::InflateBlock(
   if (!result)
     return absl::InternalError(absl::StrCat(file_.path(), ": block ", block, " not produced"));
   return result;
-}
-
-absl::StatusOr<size_t> InflateSource::ReadAt(uint64_t offset, char* buf, size_t n) const {
-  const uint64_t size = table_->data_size;
-  if (offset >= size) return size_t{0};
-  if (n > size - offset) n = static_cast<size_t>(size - offset);
-  size_t done = 0;
-  while (done < n) {
-    const uint64_t pos = offset + done;
-    auto block = Block(pos / kBlockSize);
-    if (!block.ok()) return block.status();
-    const size_t in_block = static_cast<size_t>(pos % kBlockSize);
-    if (in_block >= (*block)->size()) {
-      return absl::DataLossError(absl::StrCat(file_.path(), ": short block at offset ", pos));
-    }
-    const size_t k = std::min(n - done, (*block)->size() - in_block);
-    std::memcpy(buf + done, (*block)->data() + in_block, k);
-    done += k;
-  }
-  return done;
 }
 
 }  // namespace tfrecordfs::source

@@ -189,6 +189,22 @@ TEST_F(ToolboxTest, PackSaysItsErrorOnceOnStderr) {
   }
 }
 
+// A report that cannot be written (a full disk, a closed pipe) fails every
+// command that writes one, after saying so; none exits 0 without its report.
+TEST_F(ToolboxTest, EveryReportThatCannotBeWrittenFails) {
+  const std::string staged = tmp_.Subdir("staged");
+  const std::string packed = tmp_.Subdir("packed");
+  for (const std::string& args :
+       {"count " + ShellQuote(src_), "verify " + ShellQuote(src_), "schema " + ShellQuote(src_),
+        "show " + ShellQuote(Path(kShardTwelve)) + " 0", "index " + ShellQuote(src_),
+        "pack " + ShellQuote(staged) + " " + ShellQuote(packed)}) {
+    SCOPED_TRACE(args);
+    CommandResult r = Shell(ShellQuote(BinaryPath()) + " " + args + " > /dev/full");
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find("cannot write to stdout"), std::string::npos) << r.err;
+  }
+}
+
 TEST_F(ToolboxTest, CountMatchesTheDataset) {
   CommandResult r = Tool({"count", src_});
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -166,7 +166,7 @@ TEST(CliTest, UnknownOptionsAndBadValuesExitTwoNamingThem) {
 }
 
 // The FUSE and mount(8) options `tfrecordfs --help` lists (generated from
-// the allow-list in src/cli/mount_cmd.cc): the indented lines under its two
+// the allow-list in src/cli/mount_options.cc): the indented lines under its two
 // headings.
 struct HelpMountOptions {
   std::vector<std::string> passed;   // "allow_other", "fsname=NAME", ...
