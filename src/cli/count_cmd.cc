@@ -30,6 +30,9 @@ Options:
   --json       one JSON document instead:
                {"shards": [{"path": ..., "records": N}], "records": TOTAL}
   -q, --quiet  no progress bar
+  --max-shard-records N
+               the most records one shard may have (default 50000000);
+               a shard with more is skipped, and the exit status is 1
   -h, --help   show this help and exit
 
 Exit status: 0 on success, 1 when a SOURCE cannot be read or a shard is
@@ -39,7 +42,7 @@ damaged, 2 on a usage error.
 }  // namespace
 
 int CountMain(int argc, char** argv) {
-  Tool tool({.name = "count", .usage = kCountUsage});
+  Tool tool({.name = "count", .usage = kCountUsage, .indexes = true});
   if (auto stop = tool.Start(argc, argv)) return *stop;
   const bool json = tool.json();
   uint64_t total = 0;

@@ -67,6 +67,9 @@ Options:
                     else headers; the default)
   -q, --quiet       no progress bar and no summary
   -v, --verbose     say for each shard where its index came from
+  --max-shard-records N
+                    the most records one shard may have (default 50000000);
+                    a shard with more is skipped, and the exit status is 1
   -h, --help        show this help and exit
 
 Without --beside or --index-dir the indexes go to the per-user cache,
@@ -94,7 +97,7 @@ std::string DaliIndex(const index::ShardIndex& idx) {
 }  // namespace
 
 int IndexMain(int argc, char** argv) {
-  Tool tool({.name = "index", .usage = kIndexUsage, .json = false});
+  Tool tool({.name = "index", .usage = kIndexUsage, .json = false, .indexes = true});
   index::StoreOptions store_options;
   int threads = 0;
   bool beside = false;

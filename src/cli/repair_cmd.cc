@@ -45,6 +45,9 @@ Options:
                     "unreadable": [...]}; "record" is null for damage
                     between records
   -q, --quiet       no progress bar
+  --max-shard-records N
+                    the most records one shard may have (default 50000000);
+                    a shard with more is skipped, and the exit status is 1
   -h, --help        show this help and exit
 
 Exit status: 0 when nothing was dropped, 1 when a record was dropped or a
@@ -61,7 +64,7 @@ struct Done {
 }  // namespace
 
 int RepairMain(int argc, char** argv) {
-  Tool tool({.name = "repair", .usage = kRepairUsage});
+  Tool tool({.name = "repair", .usage = kRepairUsage, .indexes = true});
   std::string output;
   auto own = [&](int* i) -> std::optional<int> {
     std::string flag, value;

@@ -60,6 +60,9 @@ Options:
                        "records": N, "bytes": B, "file_bytes": F}],
                        "records": N, "seed": S | null, "skipped": [...]}
   -q, --quiet          no progress bar
+  --max-shard-records N
+                       the most records one shard may have (default 50000000);
+                       a shard with more is skipped, and the exit status is 1
   -h, --help           show this help and exit
 
 Exit status: 0 when every record was written, 1 when a damaged record was
@@ -70,7 +73,7 @@ skipped or the reshard failed (a damaged record without --skip-damaged),
 }  // namespace
 
 int ReshardMain(int argc, char** argv) {
-  Tool tool({.name = "reshard", .usage = kReshardUsage});
+  Tool tool({.name = "reshard", .usage = kReshardUsage, .indexes = true});
   std::string output;
   reshape::ReshardOptions options;
   bool seeded = false, codec_given = false;

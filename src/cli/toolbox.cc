@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
@@ -55,6 +56,15 @@ std::optional<int> Tool::Parse(int argc, char** argv, const OwnOptions& own) {
       json_ = true;
     } else if (spec_.quiet && (arg == "-q" || arg == "--quiet")) {
       quiet_ = true;
+    } else if (spec_.indexes && absl::StartsWith(arg, "--max-shard-records")) {
+      std::string flag, value;
+      uint64_t n = 0;
+      if (!TakeValue(argc, argv, &i, &flag, &value)) return Usage(arg + " needs a number");
+      if (flag != "--max-shard-records") return Usage("unknown option " + arg);
+      if (!absl::SimpleAtoi(value, &n) || n == 0) {
+        return Usage("--max-shard-records needs a positive number, not '" + value + "'");
+      }
+      max_records_ = n;
     } else if (auto taken = own ? own(&i) : std::nullopt; taken.has_value()) {
       if (*taken != kExitOk) return taken;
     } else {
@@ -71,7 +81,9 @@ std::optional<int> Tool::NeedSources() const {
 
 std::optional<int> Tool::Scan(const index::StoreOptions& store_options, scan::ScanOptions extra,
                               absl::string_view skipped) {
-  store_.emplace(store_options);
+  index::StoreOptions with_limit = store_options;
+  if (max_records_) with_limit.max_records = *max_records_;
+  store_.emplace(std::move(with_limit));
   const bool draw = !quiet_ && StderrIsTerminal();
   ProgressBar progress(draw ? TotalBytes(operands_) : 0, draw);
   scan::ScanOptions options = std::move(extra);
@@ -89,6 +101,11 @@ std::optional<int> Tool::Scan(const index::StoreOptions& store_options, scan::Sc
       log::Warning(note, "; ", skipped);
     }
   }
+  for (const scan::RefusedShard& r : result->refused) {
+    log::Error(r.why.message(), "; ", skipped);
+    skipped_shards_ = true;
+  }
+  if (result->shards.empty() && skipped_shards_) return kExitFailed;
   if (absl::Status s = RequireShards(operands_, *result); !s.ok()) return Fail(s);
   scanned_ = std::move(*result);
   return std::nullopt;
@@ -107,7 +124,11 @@ uint64_t Tool::DataBytes() const {
 }
 
 index::IndexStore* Tool::store() {
-  if (!store_) store_.emplace(ToolStoreOptions());
+  if (!store_) {
+    index::StoreOptions options = ToolStoreOptions();
+    if (max_records_) options.max_records = *max_records_;
+    store_.emplace(std::move(options));
+  }
   return &*store_;
 }
 
@@ -120,9 +141,9 @@ int Tool::Fail(const absl::Status& status) {
   return kExitFailed;
 }
 
-int Tool::Finish(absl::string_view out, bool ok) {
+int Tool::Finish(absl::string_view out, bool ok) const {
   if (!WriteStdout(out)) return kExitFailed;
-  return ok ? kExitOk : kExitFailed;
+  return ok && !skipped_shards_ ? kExitOk : kExitFailed;
 }
 
 bool TakeValue(int argc, char** argv, int* i, std::string* flag, std::string* value) {

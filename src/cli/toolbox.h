@@ -46,6 +46,10 @@ struct ToolSpec {
   absl::string_view usage;  // what -h/--help prints
   bool json = true;         // takes --json
   bool quiet = true;        // takes -q/--quiet (no progress bar)
+  // Indexes shards: takes --max-shard-records N (index::StoreOptions::
+  // max_records); a shard over it is skipped with an error and the command
+  // then exits 1 (Finish).
+  bool indexes = false;
 };
 
 // A command's own options: `own(i)` gets the first look at each option
@@ -86,7 +90,8 @@ class Tool {
   // The uncompressed bytes of the scanned shards' records: the work of a
   // command that reads them all.
   uint64_t DataBytes() const;
-  // The index store: Scan's, else one made with ToolStoreOptions().
+  // The index store: Scan's, else one made with ToolStoreOptions() (and
+  // --max-shard-records).
   index::IndexStore* store();
 
   // A progress bar over `total_bytes`, drawn on a terminal unless quiet.
@@ -96,15 +101,17 @@ class Tool {
   int Usage(absl::string_view message) const { return UsageError(spec_.name, message); }
   // Logs `status` as an error; kExitFailed.
   static int Fail(const absl::Status& status);
-  // Writes `out` to stdout; kExitOk when that worked and `ok`, else
-  // kExitFailed.
-  static int Finish(absl::string_view out, bool ok);
+  // Writes `out` to stdout; kExitOk when that worked, `ok`, and Scan skipped
+  // no shard over --max-shard-records; else kExitFailed.
+  int Finish(absl::string_view out, bool ok) const;
 
  private:
   const ToolSpec spec_;
   bool json_ = false;
   bool quiet_ = false;
   std::vector<std::string> operands_;
+  std::optional<uint64_t> max_records_;  // --max-shard-records
+  bool skipped_shards_ = false;          // Scan skipped a shard over it
   std::optional<index::IndexStore> store_;
   scan::ScanResult scanned_;
 };

@@ -47,6 +47,9 @@ Options:
                "damaged_spans", not in "damaged_records"), and compressed
                shards add "checkpoint_offset"
   -q, --quiet  no progress bar
+  --max-shard-records N
+               the most records one shard may have (default 50000000);
+               a shard with more is skipped, and the exit status is 1
   -h, --help   show this help and exit
 
 Exit status: 0 when every record is intact, 1 when something is damaged or
@@ -66,7 +69,7 @@ std::string Where(const inspect::Damage& d, bool compressed) {
 }  // namespace
 
 int VerifyMain(int argc, char** argv) {
-  Tool tool({.name = "verify", .usage = kVerifyUsage});
+  Tool tool({.name = "verify", .usage = kVerifyUsage, .indexes = true});
   if (auto stop = tool.Start(argc, argv)) return *stop;
   const bool json = tool.json();
   ProgressBar progress = tool.Progress(tool.DataBytes());
