@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -32,26 +31,6 @@ namespace {
 // own inside `tmp` (see Mount::Start).
 std::string IsolationOptions(const TempDir& tmp) {
   return "staging_dir=" + tmp.path() + "/store,output_dir=" + tmp.Subdir("out");
-}
-
-// Unmounts and kills whatever a detached daemon left behind when a test
-// fails half-way.
-class DetachedGuard {
- public:
-  explicit DetachedGuard(std::string mnt) : mnt_(std::move(mnt)) {}
-  ~DetachedGuard() {
-    if (IsMounted(mnt_)) RunCommand({"fusermount3", "-u", "-z", mnt_});
-    for (pid_t pid : FindDaemons(mnt_)) ::kill(pid, SIGKILL);
-  }
-
- private:
-  std::string mnt_;
-};
-
-// Waits for every tfrecordfs process serving `mnt` to exit and the mount to
-// disappear.
-bool DaemonGone(const std::string& mnt) {
-  return WaitUntil([&] { return FindDaemons(mnt).empty() && !IsMounted(mnt); });
 }
 
 std::string Bin() { return BinaryPath(); }

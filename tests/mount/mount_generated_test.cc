@@ -23,31 +23,9 @@ namespace {
 
 constexpr uint64_t kSeed = 20240917;
 
-class GeneratedMountTest : public ::testing::Test {
+class GeneratedMountTest : public GeneratedMountTestBase {
  protected:
-  void SetUp() override {
-    TFRFS_SKIP_WITHOUT_FUSE();
-    src_ = tmp_.Subdir("src");
-    ds_ = WriteDataset(src_, kSeed);
-    ASSERT_FALSE(HasFatalFailure());
-    const std::string err = mount_.Start({src_});
-    ASSERT_EQ(err, "") << err;
-  }
-
-  void TearDown() override {
-    if (mount_.pid() <= 0) return;
-    std::string err;
-    EXPECT_EQ(mount_.Stop(&err), 0)
-        << "daemon exit code after fusermount3 -u; " << err << "\nstderr:\n"
-        << mount_.Stderr();
-  }
-
-  std::string M(const std::string& rel) const { return mount_.path(rel); }
-
-  TempDir tmp_;
-  std::string src_;
-  GenDataset ds_;
-  Mount mount_;
+  GeneratedMountTest() : GeneratedMountTestBase(kSeed) {}
 };
 
 int StatErrno(const std::string& path) {

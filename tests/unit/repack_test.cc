@@ -16,7 +16,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <random>
@@ -30,6 +29,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "src/cli/commands.h"
+#include "testing/files.h"
 #include "testing/temp_dir.h"
 #include "tfrecordfs/base/crc32c.h"
 #include "tfrecordfs/base/file.h"
@@ -51,12 +51,7 @@ using ::testing::HasSubstr;
 
 // ---- Helpers: folders on disk, shards read back ----
 
-void WriteFile(const std::string& path, const std::string& content) {
-  fs::create_directories(fs::path(path).parent_path());
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(content.data(), static_cast<std::streamsize>(content.size()));
-  ASSERT_TRUE(out.good()) << path;
-}
+using test::WriteFile;
 
 std::string Jpeg(int seed, size_t size) {
   std::string s = "\xff\xd8\xff\xe0";

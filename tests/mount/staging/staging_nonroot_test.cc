@@ -125,9 +125,9 @@ TEST(StagingNonRootTest, AllowOtherStagesWhatAUserMakesAsTheirs) {
   ASSERT_EQ(::chmod(s.tmp.path().c_str(), 0755), 0);
   ASSERT_EQ(::chmod(s.mnt.c_str(), 0755), 0);
   test::WriteShard(s.src + "/base.tfrecord", {ExamplePayload({Int64Feature("label", {1})})});
-  DaemonConfig c = PackConfig(s, {s.src}, "other");
+  MountConfig c = PackConfig(s, {s.src}, "other");
   c.options.push_back("allow_other");
-  StagingDaemon d(c);
+  Mount d(c);
   ASSERT_EQ(d.Start(), "");
   const std::string staging = s.mnt + "/staging";
   // The mounting user opens staging/ to everyone, as an admin would.

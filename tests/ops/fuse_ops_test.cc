@@ -26,6 +26,7 @@
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/files.h"
 #include "testing/shard.h"
 #include "testing/temp_dir.h"
 #include "tfrecordfs/base/file.h"
@@ -110,13 +111,8 @@ class TableBuilder {
   std::vector<std::unique_ptr<std::string>> storage_;
 };
 
+using test::WriteFile;
 using test::WriteShard;
-
-void WriteFile(const std::string& path, absl::string_view contents) {
-  auto fd = OpenFile(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  ASSERT_TRUE(fd.ok()) << fd.status();
-  ASSERT_TRUE(WriteFull(fd->get(), contents.data(), contents.size(), path).ok());
-}
 
 std::string TrainPayload(int r) {
   return TableBuilder()
