@@ -742,8 +742,8 @@ int MountMain(int argc, char** argv) {
   // Files written without a handle (the kernel opened them itself) that
   // the kernel never forgot: checked now, so a record left staged keeps
   // its kinds (staging/store.h), the same the mount checked against.
-  const staging::KindHint& hint = (*fs)->StagingHints();
-  staging->CheckAllWritten(hint);
+  naming::FeatureTypes& types = (*fs)->staging_types();
+  staging->CheckAllWritten(types);
   std::string text;
   int exit_code = 0;
   {
@@ -751,7 +751,7 @@ int MountMain(int argc, char** argv) {
     cli.pack.journal_path = staging->journal_path();
     cli.pack.journal_reserve = staging->journal_reserve_path();
     cli.pack.remove_packed = true;
-    cli.pack.hint = hint;
+    cli.pack.types = &types;
     cli.pack.compression = cli.compression ? *cli.compression : SourcesCodec(**fs);
     const repack::PackReport report = repack::Pack(cli.pack);
     const char* result = !report.status.ok()    ? "result: failed"

@@ -31,6 +31,7 @@ namespace tfrecordfs::staging {
 
 using example::Feature;
 using example::Kind;
+using naming::FeatureType;
 
 namespace {
 
@@ -73,7 +74,7 @@ absl::StatusOr<std::vector<DirEntry>> List(const std::string& dir, const std::st
   return out;
 }
 
-FeatureHint XattrKind(const std::string& path) {
+FeatureType XattrKind(const std::string& path) {
   char buf[4096];
   ssize_t n = ::lgetxattr(path.c_str(), kKindXattr, buf, sizeof buf);
   if (n <= 0) return {};
@@ -91,19 +92,19 @@ absl::string_view ItemExtension(absl::string_view name) {
 }
 
 // The tensor types a `.png`/`.npy` file of a feature may take: the shards'
-// hint when they know the name, else the file's tag. Empty: not a tensor.
-std::vector<tensor::TensorType> ArrayTypes(const FeatureHint& hint, const std::string& path) {
-  if (hint.kind != Kind::kNone) return hint.tensors;
+// type when they know the name, else the file's tag. Empty: not a tensor.
+std::vector<tensor::TensorType> ArrayTypes(const FeatureType& type, const std::string& path) {
+  if (type.kind != Kind::kNone) return type.tensors;
   return XattrKind(path).tensors;
 }
 
 // The bytes value a staged file gives: a TensorProto for a `.png`/`.npy` of
 // a tensor feature, else the file's bytes.
 absl::StatusOr<std::string> BytesValue(std::string content, absl::string_view ext,
-                                       const FeatureHint& hint, const std::string& path,
+                                       const FeatureType& type, const std::string& path,
                                        const std::string& rel) {
   if (!IsArrayExtension(ext)) return content;
-  const std::vector<tensor::TensorType> types = ArrayTypes(hint, path);
+  const std::vector<tensor::TensorType> types = ArrayTypes(type, path);
   if (types.empty()) return content;
   auto file = TensorFromFile(ext, content, types);
   if (!file.ok()) {
@@ -114,7 +115,7 @@ absl::StatusOr<std::string> BytesValue(std::string content, absl::string_view ex
 
 class FolderReader {
  public:
-  FolderReader(const KindHint& hint) : hint_(hint) {}
+  explicit FolderReader(naming::FeatureTypes& types) : types_(types) {}
 
   absl::Status Walk(const std::string& dir, const std::string& rel,
                     std::vector<std::string>* escaped_dirs) {
@@ -132,15 +133,15 @@ class FolderReader {
           Feature f;
           f.kind = Kind::kBytes;
           f.name = naming::FeatureNameFromPath(*escaped_dirs, e.name);
-          std::optional<FeatureHint> hint;  // asked once, for the first array item
+          std::optional<FeatureType> type;  // asked once, for the first array item
           std::vector<std::pair<uint64_t, std::string>> items;
           for (const DirEntry& s : *sub) {
             const std::string item = absl::StrCat(path, "/", s.name);
             auto content = ReadFileToString(item);
             if (!content.ok()) return content.status();
             const absl::string_view ext = ItemExtension(s.name);
-            if (IsArrayExtension(ext) && !hint) hint = Hint(f.name);
-            auto value = BytesValue(std::move(*content), ext, hint.value_or(FeatureHint{}), item,
+            if (IsArrayExtension(ext) && !type) type = TypeOf(f.name);
+            auto value = BytesValue(std::move(*content), ext, type.value_or(FeatureType{}), item,
                                     absl::StrCat(erel, "/", s.name));
             if (!value.ok()) return value.status();
             items.emplace_back(*naming::ListItemIndex(s.name), std::move(*value));
@@ -166,7 +167,7 @@ class FolderReader {
           // The shards' kind wins; the tag only stands in when they do not
           // know this name (after a restart). A file renamed from another
           // feature keeps that feature's tag, so the tag must not override.
-          Kind h = Hint(f.name).kind;
+          Kind h = TypeOf(f.name).kind;
           if (h != Kind::kInt64 && h != Kind::kFloat) h = XattrKind(path).kind;
           auto parsed = naming::ParseNumeric(*content, h);
           if (!parsed.ok()) {
@@ -184,8 +185,8 @@ class FolderReader {
         }
         case naming::FileRole::kSingleBytes: {
           const absl::string_view ext = absl::string_view(e.name).substr(leaf.stem_escaped.size());
-          const FeatureHint hint = IsArrayExtension(ext) ? Hint(f.name) : FeatureHint{};
-          auto value = BytesValue(std::move(*content), ext, hint, path, erel);
+          const FeatureType type = IsArrayExtension(ext) ? TypeOf(f.name) : FeatureType{};
+          auto value = BytesValue(std::move(*content), ext, type, path, erel);
           if (!value.ok()) return value.status();
           f.kind = Kind::kBytes;
           f.bytes.push_back(Keep(std::move(*value)));
@@ -208,7 +209,7 @@ class FolderReader {
   std::string Encode() { return example::EncodeExample(Table()); }
 
  private:
-  FeatureHint Hint(const std::string& name) const { return hint_ ? hint_(name) : FeatureHint{}; }
+  FeatureType TypeOf(const std::string& name) const { return types_.Lookup(name); }
 
   const std::string& Keep(std::string s) {
     storage_.push_back(std::move(s));
@@ -231,7 +232,7 @@ class FolderReader {
     return absl::OkStatus();
   }
 
-  const KindHint& hint_;
+  naming::FeatureTypes& types_;
   std::deque<std::string> storage_;                                  // owns bytes the features view
   std::map<std::string, std::pair<Feature, std::string>> features_;  // name -> (feature, file)
 };
@@ -253,7 +254,7 @@ std::optional<uint64_t> StepIndex(absl::string_view name) {
 // hold steps (or nothing) are lists, other folders are '/' in list names.
 class ListsReader {
  public:
-  explicit ListsReader(const KindHint& hint) : hint_(hint) {}
+  explicit ListsReader(naming::FeatureTypes& types) : types_(types) {}
 
   absl::Status Walk(const std::string& dir, const std::string& rel,
                     std::vector<std::string>* escaped_dirs, bool top) {
@@ -306,9 +307,9 @@ class ListsReader {
     dirs.pop_back();
     example::FeatureList list;
     list.name = naming::FeatureNameFromPath(dirs, leaf);
-    const std::string hint_key = absl::StrCat(naming::kFeatureListsDir, "/", list.name);
-    const FeatureHint list_hint = hint_ ? hint_(hint_key) : FeatureHint{};
-    Kind hint = list_hint.kind;
+    const FeatureType list_type =
+        types_.Lookup(absl::StrCat(naming::kFeatureListsDir, "/", list.name));
+    Kind hint = list_type.kind;
     std::map<uint64_t, std::pair<const DirEntry*, std::string>> steps;  // index -> (entry, content)
     for (const DirEntry& e : entries) {
       auto idx = StepIndex(e.name);
@@ -345,7 +346,7 @@ class ListsReader {
           const std::string item = absl::StrCat(path, "/", s.name);
           auto content = ReadFileToString(item);
           if (!content.ok()) return content.status();
-          auto value = BytesValue(std::move(*content), ItemExtension(s.name), list_hint, item,
+          auto value = BytesValue(std::move(*content), ItemExtension(s.name), list_type, item,
                                   absl::StrCat(erel, "/", s.name));
           if (!value.ok()) return value.status();
           items.emplace_back(*naming::ListItemIndex(s.name), std::move(*value));
@@ -363,7 +364,7 @@ class ListsReader {
       if (ext.empty()) {
         // After a restart the shards may not know the list: the steps' tags
         // (set at close) stand in, as for an Example's numeric files.
-        if (hint != Kind::kInt64 && hint != Kind::kFloat && list_hint.kind == Kind::kNone) {
+        if (hint != Kind::kInt64 && hint != Kind::kFloat && list_type.kind == Kind::kNone) {
           const Kind tag = XattrKind(path).kind;
           if (tag == Kind::kInt64 || tag == Kind::kFloat) {
             hint = tag;
@@ -386,7 +387,7 @@ class ListsReader {
         f.kind = Kind::kBytes;
         f.bytes = naming::ParseText(Keep(std::move(*content)));
       } else {
-        auto value = BytesValue(std::move(*content), ext, list_hint, path, erel);
+        auto value = BytesValue(std::move(*content), ext, list_type, path, erel);
         if (!value.ok()) return value.status();
         f.kind = Kind::kBytes;
         f.bytes.push_back(Keep(std::move(*value)));
@@ -416,14 +417,15 @@ class ListsReader {
     return absl::OkStatus();
   }
 
-  const KindHint& hint_;
+  naming::FeatureTypes& types_;
   std::deque<std::string> storage_;
   std::map<std::string, example::FeatureList> lists_;
 };
 
 }  // namespace
 
-absl::StatusOr<std::string> PayloadFromFolder(const std::string& path, const KindHint& hint) {
+absl::StatusOr<std::string> PayloadFromFolder(const std::string& path,
+                                              naming::FeatureTypes& types) {
   auto top = List(path, "");
   if (!top.ok()) return top.status();
   if (top->size() == 1 && (*top)[0].name == naming::kRawRecordName &&
@@ -436,7 +438,7 @@ absl::StatusOr<std::string> PayloadFromFolder(const std::string& path, const Kin
   if (sequence) {
     // A SequenceExample: context/ and feature_lists/ only.
     example::FeatureTable context;
-    FolderReader reader(hint);
+    FolderReader reader(types);
     for (const DirEntry& e : *top) {
       if (e.name == naming::kFeatureListsDir) continue;
       if (e.name != naming::kContextDir || !S_ISDIR(e.st.st_mode)) {
@@ -451,7 +453,7 @@ absl::StatusOr<std::string> PayloadFromFolder(const std::string& path, const Kin
       }
       context = reader.Table();
     }
-    ListsReader lists(hint);
+    ListsReader lists(types);
     std::vector<std::string> dirs;
     if (auto s = lists.Walk(absl::StrCat(path, "/", naming::kFeatureListsDir), "feature_lists/",
                             &dirs, /*top=*/true);
@@ -460,43 +462,10 @@ absl::StatusOr<std::string> PayloadFromFolder(const std::string& path, const Kin
     }
     return example::EncodeSequenceExample(lists.Take(std::move(context)));
   }
-  FolderReader reader(hint);
+  FolderReader reader(types);
   std::vector<std::string> dirs;
   if (auto s = reader.Walk(path, "", &dirs); !s.ok()) return s;
   return reader.Encode();
-}
-
-namespace {
-
-// Types that a staged file is checked against the same way (TensorFromFile):
-// dtype and rank, and a rank-3 shape's channel count.
-bool SameClass(const tensor::TensorType& a, const tensor::TensorType& b) {
-  return a.dtype == b.dtype && a.shape.size() == b.shape.size() &&
-         (a.shape.size() != 3 || a.shape[2] == b.shape[2]);
-}
-
-}  // namespace
-
-void MergeHint(FeatureHint* hint, const example::Feature& f) {
-  if (hint->kind != Kind::kBytes || f.kind != Kind::kBytes) return;
-  for (absl::string_view v : f.bytes) {
-    if (hint->tensors.size() >= kMaxHintTypes) return;
-    // The dtype field's tag opens everything tf.io.serialize_tensor writes; it
-    // rules out JPEG, PNG, text and most other values before any decoding.
-    if (v.empty() || v[0] != '\x08') continue;
-    auto type = tensor::DecodeTensorType(v);
-    if (!type.ok()) continue;
-    if (std::none_of(hint->tensors.begin(), hint->tensors.end(),
-                     [&](const tensor::TensorType& t) { return SameClass(t, *type); })) {
-      hint->tensors.push_back(std::move(*type));
-    }
-  }
-}
-
-FeatureHint HintOf(const example::Feature& f) {
-  FeatureHint h{f.kind, {}};
-  MergeHint(&h, f);
-  return h;
 }
 
 namespace {
@@ -516,7 +485,7 @@ std::string TensorTag(const tensor::TensorType& type) {
                       absl::StrJoin(type.shape, ","));
 }
 
-FeatureHint ParseKindTag(absl::string_view tag) {
+FeatureType ParseKindTag(absl::string_view tag) {
   if (tag == "int64") return {Kind::kInt64, {}};
   if (tag == "float") return {Kind::kFloat, {}};
   if (!absl::ConsumePrefix(&tag, kTensorTagPrefix)) return {};
@@ -822,8 +791,8 @@ StagedFile ClassifyStagedFile(absl::string_view rel, bool sequence) {
     while (j < comps.size() && !StepIndex(comps[j])) ++j;
     if (j == 1 || j >= comps.size() || j + 2 < comps.size()) return {};
     std::vector<std::string> dirs(comps.begin() + 1, comps.begin() + static_cast<ptrdiff_t>(j) - 1);
-    out.hint_key = absl::StrCat(naming::kFeatureListsDir, "/",
-                                naming::FeatureNameFromPath(dirs, comps[j - 1]));
+    out.feature = absl::StrCat(naming::kFeatureListsDir, "/",
+                               naming::FeatureNameFromPath(dirs, comps[j - 1]));
     const std::string& file = comps.back();
     const absl::string_view ext = ItemExtension(file);
     if (j + 1 == comps.size() && ext.empty()) {
@@ -847,7 +816,7 @@ StagedFile ClassifyStagedFile(absl::string_view rel, bool sequence) {
     const std::string list = comps.back();
     comps.pop_back();
     out.role = StagedFile::Role::kArray;
-    out.hint_key = naming::FeatureNameFromPath(comps, list);
+    out.feature = naming::FeatureNameFromPath(comps, list);
     out.extension = std::string(ext);
     return out;
   }
@@ -861,7 +830,7 @@ StagedFile ClassifyStagedFile(absl::string_view rel, bool sequence) {
   } else {
     return {};
   }
-  out.hint_key = naming::FeatureNameFromPath(comps, leaf.stem_escaped);
+  out.feature = naming::FeatureNameFromPath(comps, leaf.stem_escaped);
   return out;
 }
 

@@ -103,9 +103,10 @@ struct PackOptions {
   // when every source shard has the same one (kNone otherwise); the offline
   // `pack` command to kNone.
   source::Codec compression = source::Codec::kNone;
-  // Kinds of numeric features (see staging::PayloadFromFolder). May be empty.
-  // Must answer the same way on every call during one pack.
-  staging::KindHint hint;
+  // What the shards say about feature names (see staging::PayloadFromFolder;
+  // not owned). Null: nothing known. Must answer the same way on every call
+  // during one pack.
+  naming::FeatureTypes* types = nullptr;
 };
 
 struct ShardWritten {

@@ -18,8 +18,8 @@
 // what it needs for itself.
 //
 // Checks of staged bytes are the store's (staging::Store::ValidateOnWrite,
-// ValidateOnClose, Rename), against the kinds `hint` gives feature names
-// (the mounted shards', from Filesystem); this view decides when they run:
+// ValidateOnClose, Rename), against the feature types `types` gives (the
+// mounted shards', from Filesystem); this view decides when they run:
 // at write() for every write (names the shards know), at FLUSH for a handle
 // written since the last check, at the last close otherwise (only logged
 // there), and at rename() for what a file becomes under its new name.
@@ -45,6 +45,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "tfrecordfs/naming/feature_type.h"
 #include "tfrecordfs/staging/store.h"
 #include "tfrecordfs/vfs/attr.h"
 #include "tfrecordfs/vfs/handle_table.h"
@@ -54,9 +55,8 @@ namespace tfrecordfs::vfs {
 
 class StagingView final : public View {
  public:
-  // `store` is not owned and must outlive the view; `hint` must stay
-  // callable for the view's life (nullptr: no kinds known).
-  StagingView(staging::Store* store, staging::KindHint hint);
+  // `store` and `types` are not owned and must outlive the view.
+  StagingView(staging::Store* store, naming::FeatureTypes* types);
   ~StagingView();  // closes the handles still open
   StagingView(const StagingView&) = delete;
   StagingView& operator=(const StagingView&) = delete;
@@ -129,7 +129,7 @@ class StagingView final : public View {
   struct DirHandle;
 
   staging::Store* const store_;
-  const staging::KindHint hint_;
+  naming::FeatureTypes* const types_;
   HandleTable<FileHandle> files_;  // defined in the .cc, where the
   HandleTable<DirHandle> dirs_;    // handle types are complete
 };

@@ -41,6 +41,7 @@
 #include "mount_harness.h"
 #include "tfrecordfs/base/crc32c.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/naming/feature_type.h"
 #include "tfrecordfs/staging/store.h"
 
 namespace tfrecordfs::mount_test {
@@ -139,8 +140,8 @@ TEST_F(StoreTest, RefusesNamesThatLeaveTheDirectory) {
   }
   ASSERT_TRUE(store_->Mkdir(root, "rec", 0755).ok());
   for (const char* bad : {"..", "../../x", "/tmp/x", "."}) {
-    EXPECT_FALSE(store_->Rename(root, "rec", root, bad, 0, nullptr).ok()) << bad;
-    EXPECT_FALSE(store_->Rename(root, bad, root, "y", 0, nullptr).ok()) << bad;
+    EXPECT_FALSE(store_->Rename(root, "rec", root, bad, 0, naming::NoFeatureTypes()).ok()) << bad;
+    EXPECT_FALSE(store_->Rename(root, bad, root, "y", 0, naming::NoFeatureTypes()).ok()) << bad;
   }
   auto after = Snapshot(tmp_.path());
   after.erase("store/records/rec");
@@ -171,7 +172,7 @@ TEST_F(StoreTest, PlantedSymlinksAreNeverFollowed) {
   // A record folder holding a symlink does not pack, even to the raw name.
   ASSERT_TRUE(store_->Mkdir(root, "rec", 0755).ok());
   ASSERT_EQ(::symlink((outside_ + "/secret").c_str(), (records + "/rec/record.bin").c_str()), 0);
-  auto payload = staging::PayloadFromFolder(records + "/rec", nullptr);
+  auto payload = staging::PayloadFromFolder(records + "/rec", naming::NoFeatureTypes());
   EXPECT_FALSE(payload.ok());
   EXPECT_TRUE(absl::StrContains(payload.status().message(), "symlink")) << payload.status();
 }

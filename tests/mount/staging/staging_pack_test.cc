@@ -471,8 +471,8 @@ TEST_F(StagingPackTest, RenamedNumericFileTakesItsNewFeaturesKind) {
 // `ratio` ("3") packs as the float list the shards hold, not as int64. The
 // daemon learns kinds from the records it parsed and, on a miss, samples
 // further records round-robin across the shards within a budget
-// (vfs::Filesystem::KindOf).
-TEST_F(StagingPackTest, KindOfAFeatureOnlyInLaterRecordsWins) {
+// (vfs::Filesystem::feature_types).
+TEST_F(StagingPackTest, TypeOfAFeatureOnlyInLaterRecordsWins) {
   test::WriteShard(s_.src + "/late.tfrecord",
                    {ExamplePayload({Int64Feature("n", {0})}),
                     ExamplePayload({Int64Feature("n", {1}), FloatFeature("ratio", {2.5f})})});
