@@ -26,6 +26,7 @@
 #include "tfrecordfs/fuse/session.h"
 #include "tfrecordfs/index/index_store.h"
 #include "tfrecordfs/repack/pack.h"
+#include "tfrecordfs/staging/layout.h"
 #include "tfrecordfs/staging/store.h"
 #include "tfrecordfs/vfs/filesystem.h"
 
@@ -679,11 +680,12 @@ int MountMain(int argc, char** argv) {
     return kExitFailed;
   };
   if (staging != nullptr && !cli.read_only) {
-    if (auto s = repack::Recover(staging->journal_path(), staging->records_dir()); !s.ok()) {
+    if (auto s = repack::Recover(staging::PackJournalFile(staging->dir()), staging->records_dir());
+        !s.ok()) {
       log::Error("cannot recover the interrupted pack in ", staging->dir(), ": ", s.message());
       return kExitFailed;
     }
-    ::unlink(staging->report_path().c_str());
+    ::unlink(staging::PackReportFile(staging->dir()).c_str());
   }
   cli.vfs.staging = staging;
   const std::string store_dir = staging != nullptr ? staging->dir() : cli.staging_dir;
@@ -748,8 +750,8 @@ int MountMain(int argc, char** argv) {
   int exit_code = 0;
   {
     cli.pack.records_dir = staging->records_dir();
-    cli.pack.journal_path = staging->journal_path();
-    cli.pack.journal_reserve = staging->journal_reserve_path();
+    cli.pack.journal_path = staging::PackJournalFile(staging->dir());
+    cli.pack.journal_reserve = staging::JournalReserveFile(staging->dir());
     cli.pack.remove_packed = true;
     cli.pack.types = &types;
     cli.pack.compression = cli.compression ? *cli.compression : SourcesCodec(**fs);
@@ -766,7 +768,7 @@ int MountMain(int argc, char** argv) {
     }
     exit_code = report.status.ok() && report.left.empty() ? 0 : kExitFailed;
   }
-  if (auto w = WriteFileAtomically(staging->report_path(), text); !w.ok()) {
+  if (auto w = WriteFileAtomically(staging::PackReportFile(staging->dir()), text); !w.ok()) {
     log::Error("cannot write the pack report: ", w.message());
   }
   RemoveMountRecord(mnt_real);

@@ -61,7 +61,7 @@ absl::Status CheckName(absl::string_view name) {
 namespace {
 
 // Makes `path` a file of kJournalReserveBytes allocated blocks (see
-// store.h). posix_fallocate really allocates (and falls back to writing
+// layout.h). posix_fallocate really allocates (and falls back to writing
 // zeros where the file system cannot), unlike a sparse ftruncate.
 void ReserveJournalSpace(const std::string& path) {
   auto fd = OpenFile(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -83,18 +83,18 @@ void ReserveJournalSpace(const std::string& path) {
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir, OpenOptions options) {
   if (options.read_only) {
     struct stat st;
-    if (::stat((dir + "/records").c_str(), &st) != 0) {
-      return absl::Status(ErrnoError(errno, dir + "/records").code(),
+    if (::stat(RecordsDir(dir).c_str(), &st) != 0) {
+      return absl::Status(ErrnoError(errno, RecordsDir(dir)).code(),
                           absl::StrCat("no staging store at ", dir));
     }
-  } else if (auto s = MakeDirs(dir + "/records", 0700); !s.ok()) {
+  } else if (auto s = MakeDirs(RecordsDir(dir), 0700); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("cannot create the staging store: ", s.message()));
   }
   auto real = RealPath(dir);
   if (!real.ok()) return real.status();
   std::unique_ptr<Store> store(new Store(std::move(*real)));
   if (!options.read_only) {
-    auto lock = OpenFile(store->lock_path(), O_RDWR | O_CREAT, 0600);
+    auto lock = OpenFile(LockFile(store->dir_), O_RDWR | O_CREAT, 0600);
     if (!lock.ok()) return lock.status();
     if (::flock(lock->get(), LOCK_EX | LOCK_NB) != 0) {
       if (errno == EWOULDBLOCK) {
@@ -102,7 +102,7 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir, OpenO
                                               " is in use by another read-write tfrecordfs mount"
                                               " (a second mount can be read-only: -o ro)"));
       }
-      return ErrnoError(errno, store->lock_path());
+      return ErrnoError(errno, LockFile(store->dir_));
     }
     store->lock_fd_ = std::move(*lock);
   }
@@ -121,7 +121,7 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir, OpenO
                              : static_cast<size_t>(rl.rlim_cur);
     store->node_fd_budget_ = std::clamp<size_t>(limit / 8, 16, 1024);
   }
-  if (!options.read_only) ReserveJournalSpace(store->journal_reserve_path());
+  if (!options.read_only) ReserveJournalSpace(JournalReserveFile(store->dir_));
   MutexLock lock_nodes(&store->mu_);
   store->nodes_[st.st_ino].nlookup = 1;
   return store;
@@ -1000,12 +1000,12 @@ absl::StatusOr<std::string> Store::ErrorOf(uint64_t node, naming::FeatureTypes& 
 
 void RemoveIfEmpty(const std::string& dir) {
   // rmdir fails on anything non-empty, so staged bytes are never lost.
-  if (::rmdir((dir + "/records").c_str()) != 0 && errno != ENOENT) return;
+  if (::rmdir(RecordsDir(dir).c_str()) != 0 && errno != ENOENT) return;
   struct stat st;
-  if (::stat((dir + "/pack.journal").c_str(), &st) == 0) return;
-  if (::stat((dir + "/last-pack.txt").c_str(), &st) == 0) return;
-  ::unlink((dir + "/journal.reserve").c_str());
-  ::unlink((dir + "/lock").c_str());
+  if (::stat(PackJournalFile(dir).c_str(), &st) == 0) return;
+  if (::stat(PackReportFile(dir).c_str(), &st) == 0) return;
+  ::unlink(JournalReserveFile(dir).c_str());
+  ::unlink(LockFile(dir).c_str());
   ::rmdir(dir.c_str());
 }
 

@@ -34,6 +34,7 @@
 #include "tfrecordfs/naming/feature_type.h"
 #include "tfrecordfs/record/format.h"
 #include "tfrecordfs/record/writer.h"
+#include "tfrecordfs/staging/layout.h"
 #include "tfrecordfs/staging/store.h"
 #include "tfrecordfs/tensor/npy.h"
 #include "tfrecordfs/tensor/png.h"
@@ -1189,7 +1190,7 @@ TEST_F(CreateTest, StagingWritesWithoutAHandleAreCheckedAtWrite) {
   Ops ops{staged_fs_.get(), OpsOptions{.skip_open = true}};
   fuse_ino_t rec = 0;
   ASSERT_NO_FATAL_FAILURE(MakeRecordFolder(ops, &rec));
-  const std::string label_path = b_ + "/store/records/r/label";
+  const std::string label_path = staging::RecordsDir(b_ + "/store") + "/r/label";
 
   // Made with CREATE (a real handle), then written again as `echo 7 > label`
   // does on a no-open connection.
@@ -1243,7 +1244,7 @@ TEST_F(CreateTest, StagingWritesWithoutAHandleAreCheckedAtWrite) {
   tensor::PngGeometry gray8{.height = 4, .width = 4, .channels = 1, .depth = 8, .rank2 = true};
   auto gray = tensor::EncodePng(gray8, std::string(16, '\x7f'));
   ASSERT_TRUE(gray.ok());
-  const std::string mask_path = b_ + "/store/records/r/mask.png";
+  const std::string mask_path = staging::RecordsDir(b_ + "/store") + "/r/mask.png";
   char tag[256];
   // Written in two pieces: whole (IEND) after the second, checked then, and
   // its kind remembered at once (a daemon killed now keeps it).
@@ -1511,7 +1512,7 @@ TEST_F(CreateTest, WhatACallerMakesIsTheirs) {
   ASSERT_EQ(0, made.err);
   EXPECT_EQ(65534u, made.entry.attr.st_uid);
   struct stat backing {};
-  ASSERT_EQ(0, ::lstat((b_ + "/store/records/r/label").c_str(), &backing));
+  ASSERT_EQ(0, ::lstat((staging::RecordsDir(b_ + "/store") + "/r/label").c_str(), &backing));
   EXPECT_EQ(65534u, backing.st_uid);
   EXPECT_EQ(65534u, backing.st_gid);
 
@@ -1564,7 +1565,7 @@ TEST_F(CreateTest, MknodAndLinks) {
   ASSERT_EQ(0, f.err);
   EXPECT_NE(0u, f.entry.ino);
   EXPECT_TRUE(S_ISREG(f.entry.attr.st_mode));
-  EXPECT_TRUE(std::filesystem::is_regular_file(b_ + "/store/records/r/label"));
+  EXPECT_TRUE(std::filesystem::is_regular_file(staging::RecordsDir(b_ + "/store") + "/r/label"));
   EXPECT_EQ(EEXIST, DoMknod(ops, rec, "label", S_IFREG | 0644).err);
   EXPECT_EQ(EPERM, DoLink(ops, rec));
   EXPECT_EQ(EROFS, DoLink(ops, FUSE_ROOT_ID));

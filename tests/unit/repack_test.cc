@@ -41,6 +41,7 @@
 #include "tfrecordfs/repack/journal.h"
 #include "tfrecordfs/repack/pack.h"
 #include "tfrecordfs/source/shard_source.h"
+#include "tfrecordfs/staging/layout.h"
 #include "tfrecordfs/staging/record_folder.h"
 
 namespace tfrecordfs::repack {
@@ -185,10 +186,10 @@ class PackTest : public ::testing::Test {
     root_ = tmp_.path();
     staging_ = root_ + "/staging";
     out_ = root_ + "/out";
-    fs::create_directories(staging_ + "/records");
+    fs::create_directories(staging::RecordsDir(staging_));
     fs::create_directories(out_);
-    records_ = staging_ + "/records";
-    journal_ = staging_ + "/pack.journal";
+    records_ = staging::RecordsDir(staging_);
+    journal_ = staging::PackJournalFile(staging_);
   }
 
   // The tmpfs mounts go before tmp_ removes the tree (it would leave a tree

@@ -21,6 +21,7 @@
 #include "tfrecordfs/example/sequence.h"
 #include "tfrecordfs/naming/feature_type.h"
 #include "tfrecordfs/naming/naming.h"
+#include "tfrecordfs/staging/layout.h"
 #include "tfrecordfs/staging/record_folder.h"
 #include "tfrecordfs/staging/store.h"
 
@@ -285,7 +286,7 @@ TEST_F(StoreTest, ANodeReplacedOnDiskIsStaleNotTheOtherFile) {
   const uint64_t label = f->first.st_ino;
   ASSERT_TRUE(s.Mkdir(s.root(), "other", 0755).ok());  // evicts label's descriptor
   // Swapped behind the store's back: another file now has the name.
-  const std::string path = root_ + "/s/records/r/label";
+  const std::string path = staging::RecordsDir(root_ + "/s") + "/r/label";
   ASSERT_EQ(::rename(path.c_str(), (path + ".old").c_str()), 0);
   ASSERT_TRUE(WriteFileAtomically(path, "7\n").ok());
   auto fd = s.Open(label, O_RDONLY);
@@ -354,10 +355,10 @@ TEST_F(StoreTest, ReadOnlyOpenCreatesAndLocksNothing) {
 
   // A read-only store over a store nobody owns leaves no lock file.
   const std::string other = root_ + "/t";
-  fs::create_directories(other + "/records/r");
+  fs::create_directories(staging::RecordsDir(other) + "/r");
   auto ro = Store::Open(other, {.read_only = true});
   ASSERT_TRUE(ro.ok()) << ro.status();
-  EXPECT_FALSE(fs::exists(other + "/lock"));
+  EXPECT_FALSE(fs::exists(staging::LockFile(other)));
 }
 
 TEST_F(StoreTest, RemoveIfEmptyKeepsStagedBytes) {
@@ -373,7 +374,7 @@ TEST_F(StoreTest, RemoveIfEmptyKeepsStagedBytes) {
     CreateIn(**store, "r", "label", O_RDWR);
   }
   RemoveIfEmpty(full);
-  EXPECT_TRUE(fs::exists(full + "/records/r/label"));
+  EXPECT_TRUE(fs::exists(staging::RecordsDir(full) + "/r/label"));
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include "tfrecordfs/example/example.h"
 #include "tfrecordfs/example/sequence.h"
 #include "tfrecordfs/naming/feature_type.h"
+#include "tfrecordfs/staging/layout.h"
 #include "tfrecordfs/staging/record_folder.h"
 #include "tfrecordfs/staging/store.h"
 #include "tfrecordfs/tensor/npy.h"
@@ -374,7 +375,8 @@ class StoreCloseTest : public FolderTest {
   }
   std::string Tag(const std::string& rel) {
     char buf[256];
-    ssize_t n = ::getxattr((root_ + "/s/records/" + rel).c_str(), kKindXattr, buf, sizeof buf);
+    ssize_t n = ::getxattr((staging::RecordsDir(root_ + "/s") + "/" + rel).c_str(), kKindXattr, buf,
+                           sizeof buf);
     return n < 0 ? "" : std::string(buf, static_cast<size_t>(n));
   }
 };
@@ -394,7 +396,7 @@ TEST_F(StoreCloseTest, ArraysOfTensorFeaturesAreCheckedAndTagged) {
   bad = WriteAndClose(**store, "r/image.png", Png(DataType::kUint8, {2, 2}, Pixels(4, 1)));
   EXPECT_EQ(ErrnoOf(bad), EINVAL) << bad;  // gray for an RGB feature
   // The file stays staged.
-  EXPECT_TRUE(fs::exists(root_ + "/s/records/r/image.png"));
+  EXPECT_TRUE(fs::exists(staging::RecordsDir(root_ + "/s") + "/r/image.png"));
   // Plain bytes features and unknown names take anything.
   EXPECT_TRUE(WriteAndClose(**store, "r/photo.png", "anything").ok());
   EXPECT_TRUE(WriteAndClose(**store, "r/other.npy", "anything").ok());

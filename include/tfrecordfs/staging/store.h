@@ -1,14 +1,5 @@
-// The staging store: a real directory on disk behind MOUNT/staging/.
-//
-//   <dir>/
-//     records/        what MOUNT/staging/ shows; each folder is one record
-//     pack.journal    present only while a pack is in flight (repack/pack.h)
-//     journal.reserve kJournalReserveBytes set aside for pack.journal: the
-//                     pack deletes it before writing the journal, so that a
-//                     store whose file system filled up can still be packed
-//     last-pack.txt   the report of the last pack (read by `tfrecordfs unmount`)
-//     lock            flock()ed exclusively by the read-write daemon that owns
-//                     the store (read-only openers neither take nor create it)
+// The staging store: a real directory on disk behind MOUNT/staging/ (its
+// files and folders: staging/layout.h).
 //
 // Because the bytes live on disk, a daemon that dies loses nothing: the next
 // mount shows the same staging contents.
@@ -69,6 +60,7 @@
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/mutex.h"
 #include "tfrecordfs/naming/feature_type.h"
+#include "tfrecordfs/staging/layout.h"
 #include "tfrecordfs/staging/owner.h"
 #include "tfrecordfs/staging/record_folder.h"
 
@@ -83,11 +75,6 @@ enum SetAttrBits : int {
   kSetAtimeNow = 16,
   kSetMtimeNow = 32,
 };
-
-// What journal.reserve holds. The journal takes about 8 bytes plus the
-// folder name per staged record, and needs room for two copies while it is
-// replaced (COMMITTED): 4 MiB covers ~100,000 records with 12-byte names.
-inline constexpr uint64_t kJournalReserveBytes = uint64_t{4} << 20;
 
 struct OpenOptions {
   // Read-only (a `-o ro` mount): the store is neither created nor locked
@@ -110,11 +97,8 @@ class Store {
   ~Store();
 
   const std::string& dir() const { return dir_; }
-  std::string records_dir() const { return dir_ + "/records"; }
-  std::string journal_path() const { return dir_ + "/pack.journal"; }
-  std::string report_path() const { return dir_ + "/last-pack.txt"; }
-  std::string lock_path() const { return dir_ + "/lock"; }
-  std::string journal_reserve_path() const { return dir_ + "/journal.reserve"; }
+  // RecordsDir(dir()) (layout.h).
+  std::string records_dir() const { return RecordsDir(dir_); }
 
   // The node of records/ (the staging root). Never forgotten.
   uint64_t root() const { return root_ino_; }
