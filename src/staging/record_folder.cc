@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -523,81 +522,22 @@ std::string FeatureText(absl::Span<const tensor::TensorType> feature_types) {
   return feature;
 }
 
-uint32_t BigEndian32(absl::string_view b, size_t at) {
-  return static_cast<uint32_t>(static_cast<uint8_t>(b[at])) << 24 |
-         static_cast<uint32_t>(static_cast<uint8_t>(b[at + 1])) << 16 |
-         static_cast<uint32_t>(static_cast<uint8_t>(b[at + 2])) << 8 |
-         static_cast<uint32_t>(static_cast<uint8_t>(b[at + 3]));
-}
-
 absl::Status CheckPngPrefix(absl::string_view prefix,
                             absl::Span<const tensor::TensorType> feature_types) {
-  static constexpr absl::string_view kSignature("\x89PNG\r\n\x1a\n", 8);
-  auto bad = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("not a PNG that can be read (", why, "); ", FeatureText(feature_types)));
-  };
-  const size_t n = std::min(prefix.size(), kSignature.size());
-  if (prefix.substr(0, n) != kSignature.substr(0, n)) return bad("no PNG signature");
-  if (prefix.size() < 33) return absl::OkStatus();  // IHDR not all there yet
-  if (BigEndian32(prefix, 8) != 13 || prefix.substr(12, 4) != "IHDR") {
-    return bad("the first chunk is not a 13-byte IHDR");
+  auto header = tensor::ParsePngHeader(prefix);
+  if (!header.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("not a PNG that can be read (",
+                                                   header.status().message(), "); ",
+                                                   FeatureText(feature_types)));
   }
-  const uint32_t crc =
-      static_cast<uint32_t>(crc32_z(0, reinterpret_cast<const Bytef*>(prefix.data() + 12), 17));
-  if (crc != BigEndian32(prefix, 29)) return bad("IHDR CRC mismatch");
-  const uint32_t width = BigEndian32(prefix, 16), height = BigEndian32(prefix, 20);
-  const int depth = static_cast<uint8_t>(prefix[24]), color = static_cast<uint8_t>(prefix[25]);
-  if (width == 0 || height == 0 || width > 0x7fffffffu || height > 0x7fffffffu) {
-    return bad("image width or height is 0 or too large");
-  }
-  // Channel counts DecodePng may give (a tRNS chunk adds alpha; an opaque
-  // alpha may be dropped by FitPngToFeature), by colour type.
-  std::vector<int64_t> channels;
-  bool depth_ok = false;
-  switch (color) {
-    case 0:
-      channels = {1, 2};
-      depth_ok = depth == 1 || depth == 2 || depth == 4 || depth == 8 || depth == 16;
-      break;
-    case 2:
-      channels = {3, 4};
-      depth_ok = depth == 8 || depth == 16;
-      break;
-    case 3:
-      channels = {3, 4};
-      depth_ok = depth == 1 || depth == 2 || depth == 4 || depth == 8;
-      break;
-    case 4:
-      channels = {2, 1};
-      depth_ok = depth == 8 || depth == 16;
-      break;
-    case 6:
-      channels = {4, 3};
-      depth_ok = depth == 8 || depth == 16;
-      break;
-    default:
-      return bad(absl::StrCat("unknown colour type ", color));
-  }
-  if (!depth_ok) return bad(absl::StrCat("bit depth ", depth, " with colour type ", color));
-  if (prefix[26] != 0 || prefix[27] != 0 || static_cast<uint8_t>(prefix[28]) > 1) {
-    return bad("unknown compression, filter or interlace method");
-  }
-  const tensor::DataType dtype = depth == 16 ? tensor::DataType::kUint16 : tensor::DataType::kUint8;
+  if (!header->has_value()) return absl::OkStatus();  // IHDR not all there yet
+  const tensor::PngHeader& h = **header;
   for (const tensor::TensorType& want : feature_types) {
-    if (want.dtype != dtype) continue;
-    if (want.shape.size() == 2 &&
-        std::find(channels.begin(), channels.end(), 1) != channels.end()) {
-      return absl::OkStatus();
-    }
-    if (want.shape.size() == 3 &&
-        std::find(channels.begin(), channels.end(), want.shape[2]) != channels.end()) {
-      return absl::OkStatus();
-    }
+    if (tensor::PngHeaderMayFit(h, want)) return absl::OkStatus();
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      "a ", tensor::InfoOf(dtype).name, " PNG of colour type ", color, " (", channels.front(),
-      " channels) that fits none of the types: ", FeatureText(feature_types)));
+      "a ", tensor::InfoOf(h.dtype()).name, " PNG of colour type ", h.color_type, " (",
+      h.channels(), " channels) that fits none of the types: ", FeatureText(feature_types)));
 }
 
 }  // namespace
@@ -608,7 +548,7 @@ absl::Status CheckTensorFilePrefix(absl::string_view extension, absl::string_vie
   *header_end = 0;
   if (feature_types.empty()) return absl::OkStatus();
   if (extension == naming::kPngExtension) {
-    *header_end = 33;
+    *header_end = tensor::kPngHeaderBytes;
     return CheckPngPrefix(prefix, feature_types);
   }
   if (extension != naming::kNpyExtension) return absl::OkStatus();
@@ -672,11 +612,7 @@ absl::StatusOr<TensorFile> ConvertTensorFile(absl::string_view extension, absl::
                                              absl::Span<const tensor::TensorType> feature_types,
                                              bool check_only) {
   TensorFile out;
-  std::string feature = "the feature holds ";
-  for (size_t i = 0; i < feature_types.size(); ++i) {
-    absl::StrAppend(&feature, i ? " or " : "", TypeText(feature_types[i]));
-  }
-  absl::StrAppend(&feature, " tensors");
+  const std::string feature = FeatureText(feature_types);
   absl::StatusOr<tensor::Tensor> t = absl::InvalidArgumentError("no array");
   size_t matched = 0;
   if (extension == naming::kPngExtension) {

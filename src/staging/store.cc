@@ -20,6 +20,7 @@
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/naming/naming.h"
 #include "tfrecordfs/tensor/npy.h"
+#include "tfrecordfs/tensor/png.h"
 
 namespace tfrecordfs::staging {
 
@@ -355,19 +356,13 @@ void Store::NoteWritten(uint64_t node, naming::FeatureTypes& types, int fd) {
     auto tail = size == 0 ? absl::StatusOr<std::string>("\n") : ReadAt(fd, size - 1, 1);
     whole = size <= kMaxCheckedOnWrite && tail.ok() && *tail == "\n";
   } else if (placed.file.role == StagedFile::Role::kArray) {
-    if (placed.file.extension == naming::kPngExtension && size >= 12) {
-      auto tail = ReadAt(fd, size - 12, 12);
-      whole = tail.ok() && *tail == absl::string_view("\0\0\0\0IEND\xae\x42\x60\x82", 12);
+    const uint64_t trailer = tensor::kPngTrailer.size();
+    if (placed.file.extension == naming::kPngExtension && size >= trailer) {
+      auto tail = ReadAt(fd, size - trailer, trailer);
+      whole = tail.ok() && *tail == tensor::kPngTrailer;
     } else if (placed.file.extension == naming::kNpyExtension && size >= 12) {
       auto head = ReadAt(fd, 0, 12);  // up to the header length, then the header
-      uint64_t need = 0;
-      if (head.ok() && head->size() == 12) {
-        const auto b = [&](size_t i) {
-          return static_cast<uint64_t>(static_cast<uint8_t>((*head)[i]));
-        };
-        need = (*head)[6] == 1 ? 10 + (b(8) | b(9) << 8)
-                               : 12 + (b(8) | b(9) << 8 | b(10) << 16 | b(11) << 24);
-      }
+      const uint64_t need = head.ok() ? tensor::NpyDataOffset(*head) : 0;
       if (need > 12) head = ReadAt(fd, 0, std::min<uint64_t>(need, kMaxCheckedOnWrite));
       if (head.ok()) {
         auto header = tensor::ParseNpyHeader(*head);
@@ -752,22 +747,20 @@ absl::Status Store::ValidateOnWrite(uint64_t node, int fd, uint64_t offset, absl
       if (n > 0) want = ParseKindTag(absl::string_view(buf, static_cast<size_t>(n))).tensors;
     }
     if (want.empty()) return absl::OkStatus();
-    if (placed.file.extension == naming::kPngExtension && offset >= 33) return absl::OkStatus();
+    if (placed.file.extension == naming::kPngExtension && offset >= tensor::kPngHeaderBytes) {
+      return absl::OkStatus();
+    }
     // Only a write that lands in the header (or before its end is known)
     // can change what is decided there.
     uint64_t header_end = 0;
     auto head = after_write(std::min<uint64_t>(std::max(old_size, end), 16));
     if (!head.ok()) return absl::OkStatus();  // ValidateOnClose will say
     (void)CheckTensorFilePrefix(placed.file.extension, *head, want, &header_end);
-    uint64_t need = header_end != 0 ? header_end : kMaxCheckedOnWrite;
-    if (placed.file.extension == naming::kNpyExtension && head->size() >= 12 && header_end == 0) {
-      const auto b = [&](size_t i) {
-        return static_cast<uint64_t>(static_cast<uint8_t>((*head)[i]));
-      };
-      need = ((*head)[6] == 1 ? 10 + (b(8) | b(9) << 8)
-                              : 12 + (b(8) | b(9) << 8 | b(10) << 16 | b(11) << 24));
+    uint64_t need = header_end;
+    if (need == 0 && placed.file.extension == naming::kNpyExtension && head->size() >= 12) {
+      need = tensor::NpyDataOffset(*head);  // the header's end, before the header is there
     }
-    need = std::min(need, kMaxCheckedOnWrite);
+    need = std::min(need != 0 ? need : kMaxCheckedOnWrite, kMaxCheckedOnWrite);
     if (offset >= need) return absl::OkStatus();
     auto prefix = after_write(need);
     if (!prefix.ok()) return absl::OkStatus();
