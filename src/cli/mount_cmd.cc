@@ -27,6 +27,7 @@
 #include "tfrecordfs/fuse/session.h"
 #include "tfrecordfs/index/index_store.h"
 #include "tfrecordfs/repack/pack.h"
+#include "tfrecordfs/staging/layout.h"
 #include "tfrecordfs/staging/store.h"
 #include "tfrecordfs/vfs/filesystem.h"
 
@@ -170,11 +171,11 @@ std::optional<int> Mount::OpenStore() {
   }
   if (store.ok()) store_ = std::move(*store);
   if (store_ != nullptr && !cli_.read_only) {
-    if (auto s = repack::Recover(store_->journal_path(), store_->records_dir()); !s.ok()) {
+    if (auto s = repack::Recover(staging::PackJournalFile(store_->dir()), store_->records_dir()); !s.ok()) {
       log::Error("cannot recover the interrupted pack in ", store_->dir(), ": ", s.message());
       return kExitFailed;
     }
-    ::unlink(store_->report_path().c_str());
+    ::unlink(staging::PackReportFile(store_->dir()).c_str());
   }
   cli_.vfs.staging = store_.get();
   return std::nullopt;
@@ -257,14 +258,14 @@ int Mount::PackOnUnmount() {
   // Files written without a handle (the kernel opened them itself) that
   // the kernel never forgot: checked now, so a record left staged keeps
   // its kinds (staging/store.h), the same the mount checked against.
-  const staging::KindHint& hint = fs_->StagingHints();
-  store_->CheckAllWritten(hint);
+  naming::FeatureTypes& types = fs_->staging_types();
+  store_->CheckAllWritten(types);
   repack::PackOptions& pack = cli_.pack;
   pack.records_dir = store_->records_dir();
-  pack.journal_path = store_->journal_path();
-  pack.journal_reserve = store_->journal_reserve_path();
+  pack.journal_path = staging::PackJournalFile(store_->dir());
+  pack.journal_reserve = staging::JournalReserveFile(store_->dir());
   pack.remove_packed = true;
-  pack.hint = hint;
+  pack.types = &types;
   pack.compression = cli_.compression ? *cli_.compression : SourcesCodec(*fs_);
   const repack::PackReport report = repack::Pack(pack);
   const char* result = !report.status.ok()    ? "result: failed"
@@ -277,7 +278,7 @@ int Mount::PackOnUnmount() {
     log::Info(report.Summary());
   }
   const std::string text = absl::StrCat(result, "\n", report.Summary());
-  if (auto w = WriteFileAtomically(store_->report_path(), text); !w.ok()) {
+  if (auto w = WriteFileAtomically(staging::PackReportFile(store_->dir()), text); !w.ok()) {
     log::Error("cannot write the pack report: ", w.message());
   }
   RemoveMountRecord(mnt_real_);

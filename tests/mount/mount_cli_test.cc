@@ -23,6 +23,7 @@
 #include "tfrecordfs/example/example.h"
 #include "tfrecordfs/record/format.h"
 #include "tfrecordfs/record/writer.h"
+#include "tfrecordfs/staging/layout.h"
 
 namespace tfrecordfs::mount_test {
 namespace {
@@ -693,7 +694,7 @@ TEST(DaemonTest, RelativePathsWorkAfterDetaching) {
     shards += e.path().extension() == ".tfrecord";
   }
   EXPECT_EQ(shards, 1u) << "the staged record was not packed into out/: " << u.out << u.err;
-  EXPECT_FALSE(std::filesystem::exists(tmp.path() + "/store/records/r"));
+  EXPECT_FALSE(std::filesystem::exists(staging::RecordsDir(tmp.path() + "/store") + "/r"));
   // Nothing was created relative to "/" by the daemon.
   EXPECT_FALSE(std::filesystem::exists("/store"));
   EXPECT_FALSE(std::filesystem::exists("/out"));

@@ -34,12 +34,14 @@
 #include "tfrecordfs/base/crc32c.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/example/example.h"
+#include "tfrecordfs/naming/feature_type.h"
 #include "tfrecordfs/record/format.h"
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/reference/zlib_codec.h"
 #include "tfrecordfs/repack/journal.h"
 #include "tfrecordfs/repack/pack.h"
 #include "tfrecordfs/source/shard_source.h"
+#include "tfrecordfs/staging/layout.h"
 #include "tfrecordfs/staging/record_folder.h"
 
 namespace tfrecordfs::repack {
@@ -167,7 +169,7 @@ std::vector<std::string> StrayFiles(const std::string& dir) {
 }
 
 uint64_t FramedSize(const std::string& folder) {
-  auto payload = staging::PayloadFromFolder(folder, nullptr);
+  auto payload = staging::PayloadFromFolder(folder, naming::NoFeatureTypes());
   EXPECT_TRUE(payload.ok()) << payload.status();
   return payload.ok() ? payload->size() + record::kFramingOverhead : 0;
 }
@@ -179,10 +181,10 @@ class PackTest : public ::testing::Test {
     root_ = tmp_.path();
     staging_ = root_ + "/staging";
     out_ = root_ + "/out";
-    fs::create_directories(staging_ + "/records");
+    fs::create_directories(staging::RecordsDir(staging_));
     fs::create_directories(out_);
-    records_ = staging_ + "/records";
-    journal_ = staging_ + "/pack.journal";
+    records_ = staging::RecordsDir(staging_);
+    journal_ = staging::PackJournalFile(staging_);
   }
 
   // The tmpfs mounts go before tmp_ removes the tree (it would leave a tree
@@ -568,16 +570,20 @@ TEST_F(PackTest, DiskFullAfterSomeShardsRemovesThemToo) {
 }
 
 TEST_F(PackTest, FolderChangedBetweenPassesFailsThePack) {
-  // Pass 1 and pass 2 both build every payload; a hint that answers
-  // differently the second time stands in for a folder edited in between.
+  // Pass 1 and pass 2 both build every payload; feature types that answer
+  // differently the second time stand in for a folder edited in between.
   WriteFile(records_ + "/a/score", "1\n2\n");
-  int calls = 0;
+  class ChangingTypes final : public naming::FeatureTypes {
+   public:
+    naming::FeatureType Lookup(absl::string_view) override {
+      return ++calls_ == 1 ? example::Kind::kInt64 : example::Kind::kFloat;
+    }
+
+   private:
+    int calls_ = 0;
+  } types;
   PackOptions o = Options();
-  o.hint = [&calls](absl::string_view) {
-    staging::FeatureHint h;
-    h.kind = ++calls == 1 ? example::Kind::kInt64 : example::Kind::kFloat;
-    return h;
-  };
+  o.types = &types;
   PackReport report = Pack(o);
   EXPECT_EQ(report.status.code(), absl::StatusCode::kFailedPrecondition) << report.status;
   EXPECT_THAT(report.status.message(), HasSubstr("record a changed during the pack"));

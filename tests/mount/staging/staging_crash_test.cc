@@ -19,6 +19,7 @@
 #include "staging_util.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/repack/journal.h"
+#include "tfrecordfs/staging/layout.h"
 
 namespace tfrecordfs::mount_test::staging_test {
 namespace {
@@ -126,7 +127,7 @@ class StagingCrashTest : public ::testing::TestWithParam<FaultCase> {
     EXPECT_EQ(seen.size(), static_cast<size_t>(kRecords));
     // No temp shards, journals or other debris in the output directory.
     EXPECT_EQ(ListDir(s_.out).size(), shards.size());
-    EXPECT_FALSE(Exists(s_.store + "/pack.journal"));
+    EXPECT_FALSE(Exists(staging::PackJournalFile(s_.store)));
     EXPECT_EQ(ListDir(s_.records()), std::vector<std::string>{"zbad"});
   }
 
@@ -152,7 +153,7 @@ TEST_P(StagingCrashTest, SigkillMidPackThenRemountPacksExactlyOnce) {
   }
 
   // What the crash left, per the journal protocol.
-  auto journal_text = ReadFileToString(s_.store + "/pack.journal");
+  auto journal_text = ReadFileToString(staging::PackJournalFile(s_.store));
   ASSERT_TRUE(journal_text.ok()) << "no journal after a crash at " << fc.point;
   auto journal = repack::ParseJournal(*journal_text, "pack.journal");
   ASSERT_TRUE(journal.ok()) << journal.status();
@@ -164,13 +165,13 @@ TEST_P(StagingCrashTest, SigkillMidPackThenRemountPacksExactlyOnce) {
       fc.shards_in_place < 0 ? planned : static_cast<size_t>(fc.shards_in_place);
   EXPECT_EQ(FinalShards().size(), in_place) << fc.point;
   EXPECT_EQ(ListDir(s_.records()).size(), static_cast<size_t>(kRecords + 1 - fc.folders_deleted));
-  EXPECT_FALSE(Exists(s_.store + "/last-pack.txt"));
+  EXPECT_FALSE(Exists(staging::PackReportFile(s_.store)));
 
   // Mount again without the fault: recovery runs before anything is served.
   {
     Mount d(Config(""));
     ASSERT_EQ(d.Start(), "");
-    EXPECT_FALSE(Exists(s_.store + "/pack.journal"));
+    EXPECT_FALSE(Exists(staging::PackJournalFile(s_.store)));
     const std::vector<std::string> staged = ListDir(s_.mnt + "/staging");
     if (fc.side == Side::kRollBack) {
       EXPECT_EQ(staged.size(), static_cast<size_t>(kRecords + 1)) << "records lost";

@@ -23,6 +23,7 @@
 #include "gtest/gtest.h"
 #include "staging_util.h"
 #include "tfrecordfs/record/writer.h"
+#include "tfrecordfs/staging/layout.h"
 
 namespace tfrecordfs::mount_test::staging_test {
 namespace {
@@ -145,8 +146,8 @@ TEST_F(StagingPackTest, StageWithShellToolsPackAndReadBack) {
 
   // Packed records leave staging; the store keeps no journal.
   EXPECT_EQ(ListDir(s_.records()), std::vector<std::string>{});
-  EXPECT_FALSE(Exists(s_.store + "/pack.journal"));
-  EXPECT_TRUE(Exists(s_.store + "/last-pack.txt"));
+  EXPECT_FALSE(Exists(staging::PackJournalFile(s_.store)));
+  EXPECT_TRUE(Exists(staging::PackReportFile(s_.store)));
 }
 
 // Issue 15, item 8: a staging store whose file system filled up (writes
@@ -188,8 +189,8 @@ TEST_F(StagingPackTest, StoreOnAFullFileSystemIsStillPacked) {
   const auto shards = ReadPackedShards(s_.out, "full");
   ASSERT_EQ(shards.size(), 1u);
   EXPECT_EQ(shards[0].payloads.size(), 3u);
-  EXPECT_EQ(ListDir(small + "/store/records"), std::vector<std::string>{});
-  EXPECT_FALSE(Exists(small + "/store/pack.journal"));
+  EXPECT_EQ(ListDir(staging::RecordsDir(small + "/store")), std::vector<std::string>{});
+  EXPECT_FALSE(Exists(staging::PackJournalFile(small + "/store")));
 }
 
 TEST_F(StagingPackTest, BadNumericFilesFailCloseAndStayStaged) {
@@ -470,8 +471,8 @@ TEST_F(StagingPackTest, RenamedNumericFileTakesItsNewFeaturesKind) {
 // `ratio` ("3") packs as the float list the shards hold, not as int64. The
 // daemon learns kinds from the records it parsed and, on a miss, samples
 // further records round-robin across the shards within a budget
-// (vfs::Filesystem::KindOf).
-TEST_F(StagingPackTest, KindOfAFeatureOnlyInLaterRecordsWins) {
+// (vfs::Filesystem::feature_types).
+TEST_F(StagingPackTest, TypeOfAFeatureOnlyInLaterRecordsWins) {
   test::WriteShard(s_.src + "/late.tfrecord",
                    {ExamplePayload({Int64Feature("n", {0})}),
                     ExamplePayload({Int64Feature("n", {1}), FloatFeature("ratio", {2.5f})})});
@@ -502,7 +503,7 @@ TEST_F(StagingPackTest, FailedPackKeepsEverythingStaged) {
   EXPECT_NE(u.out.find("missing"), std::string::npos) << u.out;
   EXPECT_EQ(ExitCodeOfWait(status), 1);
   EXPECT_EQ(ListDir(s_.records()), std::vector<std::string>{"r0"});
-  EXPECT_FALSE(Exists(s_.store + "/pack.journal"));
+  EXPECT_FALSE(Exists(staging::PackJournalFile(s_.store)));
 
   d = std::make_unique<Mount>(Config("found"));
   ASSERT_EQ(d->Start(), "");
@@ -559,7 +560,7 @@ TEST_F(StagingPackTest, DefaultStoreOutputDirAndPrefix) {
   ASSERT_EQ(stores.size(), 1u);
   EXPECT_EQ(stores[0].rfind("src-", 0), 0u) << stores[0];
   const std::string store = state + "/tfrecordfs/staging/" + stores[0];
-  EXPECT_EQ(ReadWholeFile(store + "/records/r/label"), "7\n");
+  EXPECT_EQ(ReadWholeFile(staging::RecordsDir(store) + "/r/label"), "7\n");
   int status = 0;
   CommandResult u = d->TfrUnmount(&status);
   EXPECT_EQ(u.exit_code, 0) << u.out << u.err;
@@ -577,7 +578,7 @@ TEST_F(StagingPackTest, DefaultStoreOutputDirAndPrefix) {
   const auto payloads = AllPayloads(ReadPackedShards(s_.src, n.substr(0, 22)));
   ASSERT_EQ(payloads.size(), 1u);
   EXPECT_EQ(SingleInt(Decode(payloads[0]), "label"), 7);
-  EXPECT_EQ(ListDir(store + "/records"), std::vector<std::string>{});
+  EXPECT_EQ(ListDir(staging::RecordsDir(store)), std::vector<std::string>{});
 }
 
 TEST_F(StagingPackTest, DetachedDaemonWithRelativeDirectories) {
