@@ -26,6 +26,7 @@
 #include "tfrecordfs/fuse/session.h"
 #include "tfrecordfs/index/index_store.h"
 #include "tfrecordfs/repack/pack.h"
+#include "tfrecordfs/scan/objects.h"
 #include "tfrecordfs/staging/store.h"
 #include "tfrecordfs/vfs/filesystem.h"
 
@@ -605,7 +606,9 @@ int MountMain(int argc, char** argv) {
   // Unless -f, the daemon detaches and changes to "/" before it serves: plain
   // files, the staging store, index_dir and the pack output are opened by
   // path after that, so every path is made absolute now.
-  for (std::string& p : cli.positional) p = AbsolutePath(p);
+  for (std::string& p : cli.positional) {
+    if (!scan::IsObjectUrl(p)) p = AbsolutePath(p);  // a URL stays as it is
+  }
   cli.staging_dir = AbsolutePath(cli.staging_dir);
   cli.index_dir = AbsolutePath(cli.index_dir);
   cli.pack.output_dir = AbsolutePath(cli.pack.output_dir);
@@ -632,13 +635,25 @@ int MountMain(int argc, char** argv) {
       cli.log_path.clear();
     }
   }
+  bool objects = false;
   for (const std::string& source : cli.vfs.sources) {
+    if (scan::IsObjectUrl(source)) {  // listed when the shards are scanned
+      objects = true;
+      continue;
+    }
     if (struct stat st; ::stat(source.c_str(), &st) != 0) {
       log::Error("source ", source, ": ", std::strerror(errno));
       return kExitFailed;
     }
   }
 
+  if (objects && !cli.read_only) {
+    // Packing staged records back into a bucket is not done yet: a mount
+    // of objects stages nothing.
+    log::Info("sources include object storage URLs: mounted read-only (staging and packing into "
+              "a bucket are not supported yet)");
+    cli.read_only = true;
+  }
   if (cli.read_only) cli.session.fuse_options.emplace_back("ro");
   // Only a read-only mount lets the kernel open files without asking: on a
   // read-write one, nothing else could refuse a writable open of a record

@@ -137,7 +137,7 @@ class IndexStore {
   // for another codec is not used. For a compressed shard, the index keeps
   // the checkpoint windows in the index file when it was saved (else in
   // memory) and loads one only when a read resumes at it.
-  absl::StatusOr<std::shared_ptr<const ShardIndex>> Load(int fd, const std::string& path,
+  absl::StatusOr<std::shared_ptr<const ShardIndex>> Load(source::StoredBytes fd, const std::string& path,
                                                          const std::string& mount_path,
                                                          const struct stat& st,
                                                          source::Codec codec = source::Codec::kNone,
@@ -173,7 +173,7 @@ class IndexStore {
 // Extends `old`, the clean walk of the first old.file_size bytes of a shard,
 // over the shard's bytes up to `file_size`. Returns NotFound when the new tail
 // is damaged (the caller walks the whole shard), and I/O errors.
-absl::StatusOr<record::WalkResult> WalkGrownTail(int fd, absl::string_view path,
+absl::StatusOr<record::WalkResult> WalkGrownTail(source::StoredBytes fd, absl::string_view path,
                                                  const IndexFile& old, uint64_t file_size);
 
 }  // namespace tfrecordfs::index
