@@ -650,8 +650,9 @@ int MountMain(int argc, char** argv) {
   if (objects && !cli.read_only) {
     // Packing staged records back into a bucket is not done yet: a mount
     // of objects stages nothing.
-    log::Info("sources include object storage URLs: mounted read-only (staging and packing into "
-              "a bucket are not supported yet)");
+    log::Info(
+        "sources include object storage URLs: mounted read-only (staging and packing into "
+        "a bucket are not supported yet)");
     cli.read_only = true;
   }
   if (cli.read_only) cli.session.fuse_options.emplace_back("ro");

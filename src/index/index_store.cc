@@ -31,7 +31,8 @@ namespace {
 // Offsets shifted, dropped or repeated by a forged index (a valid CRC over
 // wrong offsets, which DecodeIndexFile's invariants let through) fail here;
 // three preads per shard keep a cached mount fast.
-absl::Status CheckSampledHeaders(const IndexFile& f, source::StoredBytes fd, const std::string& path) {
+absl::Status CheckSampledHeaders(const IndexFile& f, source::StoredBytes fd,
+                                 const std::string& path) {
   const uint64_t n = f.num_records();
   if (n == 0) return absl::OkStatus();
   std::vector<uint64_t> at;
@@ -144,7 +145,8 @@ absl::Status WriteFileReplacing(const std::string& path, absl::string_view conte
   return s;
 }
 
-absl::StatusOr<HeaderBytes> ReadHeaderAt(source::StoredBytes fd, const std::string& path, uint64_t offset) {
+absl::StatusOr<HeaderBytes> ReadHeaderAt(source::StoredBytes fd, const std::string& path,
+                                         uint64_t offset) {
   HeaderBytes h{};
   if (auto s = PreadFull(fd, h.data(), h.size(), offset, path); !s.ok()) return s;
   return h;
@@ -162,8 +164,8 @@ struct Check {
 // from machines that mount the data at different paths) only its base name.
 // The raw 12 bytes of a shard file at `offset` (for compressed shards the
 // fingerprint is taken from the file itself: its start and its trailer).
-absl::StatusOr<HeaderBytes> RawBytesAt(source::StoredBytes fd, const std::string& path, uint64_t size,
-                                       uint64_t offset) {
+absl::StatusOr<HeaderBytes> RawBytesAt(source::StoredBytes fd, const std::string& path,
+                                       uint64_t size, uint64_t offset) {
   HeaderBytes h{};
   if (size < h.size()) return h;
   if (auto s = PreadFull(fd, h.data(), h.size(), offset, path); !s.ok()) return s;
@@ -188,10 +190,9 @@ Check CheckStored(const IndexFile& f, source::StoredBytes fd, const std::string&
   // machine sharing an index_dir sees other numbers for the same file.
   // (Not the inode on FUSE, which may renumber a file: source::InodesPersist.)
   const bool same_file =
-      same_name_only ||
-      ((f.inode == static_cast<uint64_t>(st.st_ino) || fd.object() != nullptr ||
-        !source::InodesPersist(fd.fd())) &&
-       f.ctime_ns == CtimeNs(st));
+      same_name_only || ((f.inode == static_cast<uint64_t>(st.st_ino) || fd.object() != nullptr ||
+                          !source::InodesPersist(fd.fd())) &&
+                         f.ctime_ns == CtimeNs(st));
   const bool same = f.file_size == size && f.mtime_ns == MtimeNs(st) && same_file;
   // Only plain shards grow by appending records; a compressed one is walked
   // again (its end holds a trailer).
@@ -230,8 +231,9 @@ Check CheckStored(const IndexFile& f, source::StoredBytes fd, const std::string&
   return c;
 }
 
-absl::StatusOr<IndexFile> Fingerprint(source::StoredBytes fd, const std::string& path, const std::string& real_path,
-                                      const struct stat& st, record::WalkResult walk,
+absl::StatusOr<IndexFile> Fingerprint(source::StoredBytes fd, const std::string& path,
+                                      const std::string& real_path, const struct stat& st,
+                                      record::WalkResult walk,
                                       const source::CheckpointTable* checkpoints) {
   IndexFile f;
   f.file_size = static_cast<uint64_t>(st.st_size);
@@ -355,11 +357,9 @@ absl::Status IndexStore::Save(const std::string& target, const IndexFile& file) 
   return s;
 }
 
-absl::StatusOr<std::shared_ptr<const ShardIndex>> IndexStore::Load(source::StoredBytes fd, const std::string& path,
-                                                                   const std::string& mount_path,
-                                                                   const struct stat& st,
-                                                                   source::Codec codec,
-                                                                   LoadInfo* info) {
+absl::StatusOr<std::shared_ptr<const ShardIndex>> IndexStore::Load(
+    source::StoredBytes fd, const std::string& path, const std::string& mount_path,
+    const struct stat& st, source::Codec codec, LoadInfo* info) {
   LoadInfo local;
   if (info == nullptr) info = &local;
   *info = LoadInfo();

@@ -123,16 +123,15 @@ absl::StatusOr<Probe> ProbeFile(source::StoredBytes fd, absl::string_view path, 
   return Probe::kNotShard;
 }
 
-absl::StatusOr<WalkedShard> WalkShard(source::StoredBytes fd, const std::string& path, uint64_t size,
-                                      source::Codec codec, uint64_t span,
+absl::StatusOr<WalkedShard> WalkShard(source::StoredBytes fd, const std::string& path,
+                                      uint64_t size, source::Codec codec, uint64_t span,
                                       const std::function<void(uint64_t)>& progress,
                                       WalkMode mode) {
   WalkedShard out;
   if (codec == source::Codec::kNone) {
     const bool blocks =
         mode == WalkMode::kBlocks ||
-        (mode == WalkMode::kAuto &&
-         (fd.object() != nullptr || source::OnRemoteStorage(fd.fd())));
+        (mode == WalkMode::kAuto && (fd.object() != nullptr || source::OnRemoteStorage(fd.fd())));
     auto walk = record::WalkHeaders(source::PlainSource::Borrowing(fd, path, size), 0,
                                     blocks ? kWalkBlock : 0);
     if (!walk.ok()) return walk.status();
@@ -183,7 +182,8 @@ absl::StatusOr<WalkedShard> WalkShard(source::StoredBytes fd, const std::string&
   return out;
 }
 
-absl::StatusOr<std::shared_ptr<const ShardIndex>> BuildShardIndex(source::StoredBytes fd, const std::string& path,
+absl::StatusOr<std::shared_ptr<const ShardIndex>> BuildShardIndex(source::StoredBytes fd,
+                                                                  const std::string& path,
                                                                   const struct stat& st,
                                                                   source::Codec codec) {
   auto walked = WalkShard(fd, path, static_cast<uint64_t>(st.st_size), codec);

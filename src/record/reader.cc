@@ -119,8 +119,8 @@ absl::StatusOr<std::optional<uint64_t>> ScanForHeader(const source::ShardSource&
 
 }  // namespace
 
-absl::StatusOr<WalkResult> WalkHeaders(source::StoredBytes fd, absl::string_view path, uint64_t file_size,
-                                       uint64_t start) {
+absl::StatusOr<WalkResult> WalkHeaders(source::StoredBytes fd, absl::string_view path,
+                                       uint64_t file_size, uint64_t start) {
   return WalkHeaders(source::PlainSource::Borrowing(fd, std::string(path), file_size), start);
 }
 

@@ -173,7 +173,8 @@ absl::StatusOr<ObjectUrl> ParseObjectUrl(absl::string_view source) {
     u.url = std::string(source);
     return u;
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(source, ": not an s3://, gs:// or http(s):// URL"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": not an s3://, gs:// or http(s):// URL"));
   }
   const size_t slash = rest.find('/');
   u.bucket = std::string(rest.substr(0, slash));
@@ -272,8 +273,8 @@ absl::StatusOr<FoundObject> ObjectLister::Head(const std::string& url) const {
       int64_t size = -1;
       if (slash == std::string::npos ||
           !absl::SimpleAtoi(absl::string_view(r->content_range).substr(slash + 1), &size)) {
-        return absl::DataLossError(absl::StrCat(url, ": no object size in Content-Range '",
-                                                r->content_range, "'"));
+        return absl::DataLossError(
+            absl::StrCat(url, ": no object size in Content-Range '", r->content_range, "'"));
       }
       r->content_length = size;
     } else if (r->status == 416) {
@@ -307,18 +308,19 @@ absl::StatusOr<std::vector<FoundObject>> ObjectLister::ListBucket(const std::str
   std::vector<FoundObject> out;
   std::string token;
   do {
-    std::string url = absl::StrCat(base, "/?list-type=2&prefix=", source::AwsUriEncode(u.key, true));
+    std::string url =
+        absl::StrCat(base, "/?list-type=2&prefix=", source::AwsUriEncode(u.key, true));
     if (!token.empty()) {
       absl::StrAppend(&url, "&continuation-token=", source::AwsUriEncode(token, true));
     }
     auto r = client_->Send("GET", url, {}, signer.get(), kMaxListBody, "ListObjectsV2");
     if (!r.ok()) return r.status();
     if (r->status != 200) {
-      return absl::Status(
-          r->status == 404   ? absl::StatusCode::kNotFound
-          : r->status == 403 ? absl::StatusCode::kPermissionDenied
-                             : absl::StatusCode::kUnavailable,
-          absl::StrCat(source, ": listing failed: ", source::DescribeHttpStatus(r->status, r->body)));
+      return absl::Status(r->status == 404   ? absl::StatusCode::kNotFound
+                          : r->status == 403 ? absl::StatusCode::kPermissionDenied
+                                             : absl::StatusCode::kUnavailable,
+                          absl::StrCat(source, ": listing failed: ",
+                                       source::DescribeHttpStatus(r->status, r->body)));
     }
     auto page = ParseListObjectsV2(r->body);
     if (!page.ok()) return absl::DataLossError(absl::StrCat(source, ": ", page.status().message()));
@@ -335,14 +337,15 @@ absl::StatusOr<std::vector<FoundObject>> ObjectLister::ListBucket(const std::str
       }
       const std::string name = absl::StrCat(scheme, u.bucket, "/", o.key);
       if (!ShowableKey(relative)) {
-        if (!absl::EndsWith(relative, "/")) log::Warning(name, ": a key a mount cannot show; skipped");
+        if (!absl::EndsWith(relative, "/"))
+          log::Warning(name, ": a key a mount cannot show; skipped");
         continue;
       }
       FoundObject f;
       f.relative = std::move(relative);
       f.mtime = ParseObjectTime(o.last_modified);
-      source::HttpObject::Listed listed{
-          absl::StrCat(base, "/", source::AwsUriEncode(o.key, false)), name, o.size, o.etag};
+      source::HttpObject::Listed listed{absl::StrCat(base, "/", source::AwsUriEncode(o.key, false)),
+                                        name, o.size, o.etag};
       f.object = std::make_shared<source::HttpObject>(std::move(listed), client_, signer, cache_);
       out.push_back(std::move(f));
     }

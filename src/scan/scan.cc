@@ -154,7 +154,8 @@ class Collector {
         if (sub != folder.folders.end()) {
           st.st_mode = S_IFDIR | 0555;
           st.st_nlink = 2;
-          const std::string path = absl::StrCat(src, absl::EndsWith(src, "/") ? "" : "/", mount_path);
+          const std::string path =
+              absl::StrCat(src, absl::EndsWith(src, "/") ? "" : "/", mount_path);
           if (auto s = AddEntry(mount_path, path, st, parent, nullptr); !s.ok()) return s;
           if (auto s = add(sub->second, mount_path, entries_.size() - 1); !s.ok()) return s;
           continue;

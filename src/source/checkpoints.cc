@@ -116,8 +116,8 @@ const Checkpoint& CheckpointTable::Before(uint64_t offset) const {
   return it == points.begin() ? points.front() : *(it - 1);
 }
 
-absl::StatusOr<ScanResult> ScanCompressed(StoredBytes fd, absl::string_view path, uint64_t file_size,
-                                          Codec codec, uint64_t span,
+absl::StatusOr<ScanResult> ScanCompressed(StoredBytes fd, absl::string_view path,
+                                          uint64_t file_size, Codec codec, uint64_t span,
                                           const std::function<void(absl::string_view)>& sink,
                                           const std::function<void(uint64_t)>& progress) {
   ScanResult result;
@@ -277,8 +277,8 @@ absl::Status VerifyCheckpoints(StoredBytes fd, absl::string_view path, uint64_t 
   return VerifyCheckpoints(fd, path, file_size, table, 0, table.points.size() - 1);
 }
 
-absl::StatusOr<std::string> InflatePrefix(StoredBytes fd, absl::string_view path, uint64_t file_size,
-                                          Codec codec, size_t n) {
+absl::StatusOr<std::string> InflatePrefix(StoredBytes fd, absl::string_view path,
+                                          uint64_t file_size, Codec codec, size_t n) {
   Inflater inf(fd, path, file_size, codec);
   Checkpoint start;
   start.stream_start = true;

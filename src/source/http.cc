@@ -119,8 +119,7 @@ void HttpClient::Release(std::unique_ptr<Handle> handle) const {
 }
 
 absl::StatusOr<HttpResponse> HttpClient::SendOnce(std::unique_ptr<Handle>* handle,
-                                                  absl::string_view method,
-                                                  const std::string& url,
+                                                  absl::string_view method, const std::string& url,
                                                   const std::vector<std::string>& headers,
                                                   size_t max_body, bool* transient,
                                                   std::string* error) const {
@@ -154,8 +153,8 @@ absl::StatusOr<HttpResponse> HttpClient::SendOnce(std::unique_ptr<Handle>* handl
   curl_slist_free_all(list);
   if (transfer.too_large) {
     *transient = false;
-    return absl::DataLossError(absl::StrCat("the response is larger than the ", max_body,
-                                            " bytes asked for"));
+    return absl::DataLossError(
+        absl::StrCat("the response is larger than the ", max_body, " bytes asked for"));
   }
   if (rc != CURLE_OK) {
     *transient = true;
@@ -205,10 +204,10 @@ absl::StatusOr<HttpResponse> HttpClient::Send(absl::string_view method, const st
   }
   Release(std::move(handle));
   if (!last.ok()) {
-    return absl::Status(last.status().code(),
-                        absl::StrCat(url, ": ", what, ": ", last.status().message(),
-                                     attempts > 1 ? absl::StrCat(" (after ", attempts, " attempts)")
-                                                  : ""));
+    return absl::Status(
+        last.status().code(),
+        absl::StrCat(url, ": ", what, ": ", last.status().message(),
+                     attempts > 1 ? absl::StrCat(" (after ", attempts, " attempts)") : ""));
   }
   return last;
 }
@@ -269,8 +268,8 @@ absl::StatusOr<std::string> HttpObject::Fetch(uint64_t begin, uint64_t end) cons
                                             " with ", r->body.size(), " byte(s) instead of ",
                                             want));
   }
-  return PosixError(EIO, absl::StrCat(listed_.name, ": ", range, ": ",
-                                      DescribeHttpStatus(r->status, r->body)));
+  return PosixError(
+      EIO, absl::StrCat(listed_.name, ": ", range, ": ", DescribeHttpStatus(r->status, r->body)));
 }
 
 absl::StatusOr<size_t> HttpObject::ReadAt(uint64_t offset, char* buf, size_t n) const {

@@ -53,7 +53,8 @@ absl::StatusOr<const Checkpoint*> InflateSource::CheckedCheckpoint(const Checkpo
   // Checked in order, from the last checkpoint checked so far: a read far
   // into a shard pays once for the stream before it, and a sequential
   // reader, whose cursor never restarts, pays nothing.
-  absl::Status s = VerifyCheckpoints(lease.bytes(), file_.path(), file_size_, *table_, verified_, k);
+  absl::Status s =
+      VerifyCheckpoints(lease.bytes(), file_.path(), file_size_, *table_, verified_, k);
   if (s.ok()) {
     verified_ = k;
     return cp;

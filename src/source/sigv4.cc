@@ -80,8 +80,7 @@ std::string SignedHeaderNames(const SigV4Request& r) {
   return absl::StrJoin(names, ";");
 }
 
-std::string Scope(absl::string_view amz_date, absl::string_view region,
-                  absl::string_view service) {
+std::string Scope(absl::string_view amz_date, absl::string_view region, absl::string_view service) {
   return absl::StrCat(amz_date.substr(0, 8), "/", region, "/", service, "/aws4_request");
 }
 
@@ -101,7 +100,8 @@ std::string CanonicalRequest(const SigV4Request& r) {
   std::vector<std::string> query;
   for (const auto& [k, v] : params) query.push_back(absl::StrCat(k, "=", v));
   std::string headers;
-  for (const auto& [name, value] : SignedHeaders(r)) absl::StrAppend(&headers, name, ":", value, "\n");
+  for (const auto& [name, value] : SignedHeaders(r))
+    absl::StrAppend(&headers, name, ":", value, "\n");
   return absl::StrCat(r.method, "\n", r.path.empty() ? "/" : r.path, "\n",
                       absl::StrJoin(query, "&"), "\n", headers, "\n", SignedHeaderNames(r), "\n",
                       r.payload_hash);
@@ -121,10 +121,10 @@ std::string SigV4Authorization(const AwsCredentials& c, const SigV4Request& r,
   const std::string k_service = Hmac(k_region, service);
   const std::string k_signing = Hmac(k_service, "aws4_request");
   const std::string mac = Hmac(k_signing, StringToSign(r, amz_date, region, service));
-  return absl::StrCat("AWS4-HMAC-SHA256 Credential=", c.access_key_id, "/",
-                      Scope(amz_date, region, service), ",SignedHeaders=", SignedHeaderNames(r),
-                      ",Signature=",
-                      Hex(reinterpret_cast<const unsigned char*>(mac.data()), mac.size()));
+  return absl::StrCat(
+      "AWS4-HMAC-SHA256 Credential=", c.access_key_id, "/", Scope(amz_date, region, service),
+      ",SignedHeaders=", SignedHeaderNames(r),
+      ",Signature=", Hex(reinterpret_cast<const unsigned char*>(mac.data()), mac.size()));
 }
 
 absl::StatusOr<std::vector<std::string>> SigV4Signer::Sign(absl::string_view method,

@@ -10,9 +10,9 @@ keys a page, so that paging is exercised). With --access-key and
 header, checked by the independent implementation below (hmac/hashlib),
 else 403 SignatureDoesNotMatch. --fail-first N answers the first N GETs of
 an object with 503 (the client must retry). ETags change when a file is
-replaced (inode, mtime, size). The server writes its port to --port-file
-once it listens, logs every request to --log, and stops after
---max-requests requests (or when killed).
+replaced (inode, mtime, size). The server prints its port on stdout once it
+listens (the test blocks on reading it: no polling), logs every request to
+--log, and stops after --max-requests requests (or when killed).
 """
 import argparse
 import datetime
@@ -189,7 +189,6 @@ def main():
     global ARGS
     p = argparse.ArgumentParser()
     p.add_argument("--root", required=True)
-    p.add_argument("--port-file", required=True)
     p.add_argument("--log", default="")
     p.add_argument("--page-size", type=int, default=1000)
     p.add_argument("--access-key", default="")
@@ -200,10 +199,7 @@ def main():
     ARGS.root = os.path.abspath(ARGS.root)
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
-    tmp = ARGS.port_file + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(str(server.server_address[1]))
-    os.rename(tmp, ARGS.port_file)  # appears complete, once the socket listens
+    print(server.server_address[1], flush=True)  # the socket listens already
     server.serve_forever()
     return 0
 

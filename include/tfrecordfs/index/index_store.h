@@ -137,11 +137,9 @@ class IndexStore {
   // for another codec is not used. For a compressed shard, the index keeps
   // the checkpoint windows in the index file when it was saved (else in
   // memory) and loads one only when a read resumes at it.
-  absl::StatusOr<std::shared_ptr<const ShardIndex>> Load(source::StoredBytes fd, const std::string& path,
-                                                         const std::string& mount_path,
-                                                         const struct stat& st,
-                                                         source::Codec codec = source::Codec::kNone,
-                                                         LoadInfo* info = nullptr);
+  absl::StatusOr<std::shared_ptr<const ShardIndex>> Load(
+      source::StoredBytes fd, const std::string& path, const std::string& mount_path,
+      const struct stat& st, source::Codec codec = source::Codec::kNone, LoadInfo* info = nullptr);
 
   // Deletes the cached index of the shard at `path` (a read found it wrong;
   // index_dir and beside-the-shard files are left alone: they are not ours

@@ -131,8 +131,9 @@ inline constexpr size_t kWalkBlock = size_t{8} << 20;
 // cores, sets the pace (a mount's index_threads, `index --threads`).
 inline constexpr int kRemoteWalkThreads = 32;
 
-absl::StatusOr<WalkedShard> WalkShard(source::StoredBytes fd, const std::string& path, uint64_t size,
-                                      source::Codec codec, uint64_t span = source::kDefaultSpan,
+absl::StatusOr<WalkedShard> WalkShard(source::StoredBytes fd, const std::string& path,
+                                      uint64_t size, source::Codec codec,
+                                      uint64_t span = source::kDefaultSpan,
                                       const std::function<void(uint64_t)>& progress = nullptr,
                                       WalkMode mode = WalkMode::kAuto);
 

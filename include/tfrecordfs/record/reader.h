@@ -71,8 +71,8 @@ struct WalkResult {
 absl::StatusOr<WalkResult> WalkHeaders(const source::ShardSource& src, uint64_t start = 0,
                                        size_t block = 0);
 // The same over the plain file `fd` of `file_size` bytes.
-absl::StatusOr<WalkResult> WalkHeaders(source::StoredBytes fd, absl::string_view path, uint64_t file_size,
-                                       uint64_t start = 0);
+absl::StatusOr<WalkResult> WalkHeaders(source::StoredBytes fd, absl::string_view path,
+                                       uint64_t file_size, uint64_t start = 0);
 
 // Walks headers as bytes stream past (the one pass that decompresses a
 // GZIP/ZLIB shard to index it). Feed() the bytes in order; offsets are

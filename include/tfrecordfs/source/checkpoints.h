@@ -117,8 +117,8 @@ struct ScanResult {
 // (0: kDefaultSpan), and at every GZIP member start.
 // `progress`, when set, is called with compressed bytes consumed so far.
 // Only I/O errors are errors; damage ends the stream (ScanResult::problem).
-absl::StatusOr<ScanResult> ScanCompressed(StoredBytes fd, absl::string_view path, uint64_t file_size,
-                                          Codec codec, uint64_t span,
+absl::StatusOr<ScanResult> ScanCompressed(StoredBytes fd, absl::string_view path,
+                                          uint64_t file_size, Codec codec, uint64_t span,
                                           const std::function<void(absl::string_view)>& sink,
                                           const std::function<void(uint64_t)>& progress = nullptr);
 
@@ -142,8 +142,8 @@ absl::Status VerifyCheckpoints(StoredBytes fd, absl::string_view path, uint64_t 
 // Decompresses the first up to `n` bytes of a compressed file (for probing:
 // is there a record header inside?). Fewer bytes when the stream is shorter
 // or damaged early.
-absl::StatusOr<std::string> InflatePrefix(StoredBytes fd, absl::string_view path, uint64_t file_size,
-                                          Codec codec, size_t n);
+absl::StatusOr<std::string> InflatePrefix(StoredBytes fd, absl::string_view path,
+                                          uint64_t file_size, Codec codec, size_t n);
 
 }  // namespace tfrecordfs::source
 

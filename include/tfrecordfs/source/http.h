@@ -107,8 +107,8 @@ class HttpClient {
   struct Handle;
   std::unique_ptr<Handle> Acquire() const;
   void Release(std::unique_ptr<Handle> handle) const;
-  absl::StatusOr<HttpResponse> SendOnce(std::unique_ptr<Handle>* handle,
-                                        absl::string_view method, const std::string& url,
+  absl::StatusOr<HttpResponse> SendOnce(std::unique_ptr<Handle>* handle, absl::string_view method,
+                                        const std::string& url,
                                         const std::vector<std::string>& headers, size_t max_body,
                                         bool* transient, std::string* error) const;
 

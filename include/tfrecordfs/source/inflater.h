@@ -52,7 +52,8 @@ struct StreamProblem {
 class Inflater {
  public:
   // `path` is used in messages and must outlive the Inflater.
-  Inflater(StoredBytes fd, absl::string_view path, uint64_t file_size, Codec codec, bool fast = false);
+  Inflater(StoredBytes fd, absl::string_view path, uint64_t file_size, Codec codec,
+           bool fast = false);
   ~Inflater();
   Inflater(const Inflater&) = delete;
   Inflater& operator=(const Inflater&) = delete;
