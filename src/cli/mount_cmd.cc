@@ -27,6 +27,7 @@
 #include "tfrecordfs/fuse/session.h"
 #include "tfrecordfs/index/index_store.h"
 #include "tfrecordfs/repack/pack.h"
+#include "tfrecordfs/scan/objects.h"
 #include "tfrecordfs/staging/layout.h"
 #include "tfrecordfs/staging/store.h"
 #include "tfrecordfs/vfs/filesystem.h"
@@ -131,13 +132,26 @@ std::optional<int> Mount::Prepare() {
       cli_.log_path.clear();
     }
   }
+  bool objects = false;
   for (const std::string& source : cli_.vfs.sources) {
+    if (scan::IsObjectUrl(source)) {  // listed when the shards are scanned
+      objects = true;
+      continue;
+    }
     if (struct stat st; ::stat(source.c_str(), &st) != 0) {
       log::Error("source ", source, ": ", std::strerror(errno));
       return kExitFailed;
     }
   }
 
+  if (objects && !cli_.read_only) {
+    // Packing staged records back into a bucket is not done yet: a mount
+    // of objects stages nothing.
+    log::Info(
+        "sources include object storage URLs: mounted read-only (staging and packing into "
+        "a bucket are not supported yet)");
+    cli_.read_only = true;
+  }
   fuse::SessionOptions& session = cli_.session;
   if (cli_.read_only) session.fuse_options.emplace_back("ro");
   // Only a read-only mount lets the kernel open files without asking: on a

@@ -88,7 +88,7 @@ int VerifyMain(int argc, char** argv) {
     // are right by construction).
     const absl::Status stored = s.info.source == index::IndexSource::kWalked
                                     ? absl::OkStatus()
-                                    : inspect::VerifyStoredCheckpoints(*s.index);
+                                    : inspect::VerifyStoredCheckpoints(*s.index, s.object.get());
     if (!src.ok()) {
       r.status = src.status();
     } else if (!stored.ok()) {

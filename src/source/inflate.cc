@@ -48,7 +48,8 @@ absl::StatusOr<const Checkpoint*> InflateSource::CheckedCheckpoint(const Checkpo
   // Checked in order, from the last checkpoint checked so far: a read far
   // into a shard pays once for the stream before it, and a sequential
   // reader, whose cursor never restarts, pays nothing.
-  absl::Status s = VerifyCheckpoints(lease.fd, file_.path(), file_size_, *table_, verified_, k);
+  absl::Status s =
+      VerifyCheckpoints(lease.bytes(), file_.path(), file_size_, *table_, verified_, k);
   if (s.ok()) {
     verified_ = k;
     return cp;
@@ -83,13 +84,13 @@ absl::StatusOr<std::shared_ptr<const std::string>> InflateSource::InflateBlock(
       cp = *checked;
     }
     if (cur == nullptr) {
-      cur = std::make_unique<Inflater>(lease.fd, file_.path(), file_size_, table_->codec,
+      cur = std::make_unique<Inflater>(lease.bytes(), file_.path(), file_size_, table_->codec,
                                        /*fast=*/!zlib_only_);
     }
     // Start reads (the byte holding a checkpoint's leftover bits): through
     // this read's lease. The descriptor an earlier lease gave the cursor may
     // be closed by now, or its number reused for another file.
-    cur->SetFd(lease.fd);
+    cur->SetFd(lease.bytes());
     auto window = table_->windows->Load(*cp);
     if (!window.ok()) {
       // The index file changed under the mount, or its window is damaged:
@@ -107,7 +108,7 @@ absl::StatusOr<std::shared_ptr<const std::string>> InflateSource::InflateBlock(
     restarts_.fetch_add(1, std::memory_order_relaxed);
   }
   Inflater& inf = *cur;
-  inf.SetFd(lease.fd);
+  inf.SetFd(lease.bytes());
   std::shared_ptr<const std::string> result;
   std::string acc;
   bool acc_whole = inf.out_pos() % kBlockSize == 0;  // acc starts at a block boundary

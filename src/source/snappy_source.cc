@@ -30,7 +30,7 @@ absl::StatusOr<uint64_t> UncompressedLength(absl::string_view body) {
 }
 
 // Reads the block at compressed offset `at`: its body, or DataLoss.
-absl::StatusOr<std::string> ReadBody(int fd, absl::string_view path, uint64_t file_size,
+absl::StatusOr<std::string> ReadBody(StoredBytes fd, absl::string_view path, uint64_t file_size,
                                      uint64_t at) {
   if (file_size - at < kSnappyLengthSize) {
     return absl::DataLossError(absl::StrCat(file_size - at, " stray byte(s) after the last block"));
@@ -88,7 +88,7 @@ absl::StatusOr<std::string> DecodeSnappyBlock(absl::string_view body) {
   return out;
 }
 
-absl::StatusOr<ScanResult> ScanSnappy(int fd, absl::string_view path, uint64_t file_size,
+absl::StatusOr<ScanResult> ScanSnappy(StoredBytes fd, absl::string_view path, uint64_t file_size,
                                       const StreamSink& sink,
                                       const std::function<void(uint64_t)>& progress) {
   ScanResult result;
@@ -126,7 +126,7 @@ absl::StatusOr<ScanResult> ScanSnappy(int fd, absl::string_view path, uint64_t f
   return result;
 }
 
-absl::StatusOr<bool> SnappyPrefix(int fd, absl::string_view path, uint64_t file_size,
+absl::StatusOr<bool> SnappyPrefix(StoredBytes fd, absl::string_view path, uint64_t file_size,
                                   size_t min_bytes, std::string* prefix) {
   auto body = ReadBody(fd, path, file_size, 0);
   if (!body.ok())
@@ -149,7 +149,7 @@ absl::StatusOr<std::shared_ptr<const std::string>> SnappySource::BlockAt(uint64_
   auto lease = file_.Open();
   if (!lease.ok()) return lease.status();
   const uint64_t end = i + 1 < points.size() ? points[i + 1].out : table_->data_size;
-  auto body = ReadBody(lease->fd, path(), file_size_, cp.in);
+  auto body = ReadBody(lease->bytes(), path(), file_size_, cp.in);
   absl::StatusOr<std::string> data =
       body.ok() ? DecodeSnappyBlock(*body) : absl::StatusOr<std::string>(body.status());
   if (!data.ok() || data->size() != end - cp.out) {

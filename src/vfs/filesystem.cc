@@ -71,6 +71,11 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
       log::Warning(note, "; shown as a plain file");
     }
   };
+  // Objects keep their fetched bytes in the same cache as decompressed
+  // blocks (one byte budget, inflate_cache_bytes). Not owned: the
+  // filesystem outlives its shards' reads.
+  scan_options.object_cache = std::shared_ptr<source::BlockCache>(
+      std::shared_ptr<source::BlockCache>(), &fs->inflate_cache_);
   auto scanned = scan::Scan(scan_options);
   if (!scanned.ok()) return scanned.status();
   for (const scan::RefusedShard& r : scanned->refused) {

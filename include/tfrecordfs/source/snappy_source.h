@@ -71,14 +71,14 @@ absl::StatusOr<std::string> DecodeSnappyBlock(absl::string_view body);
 // per block; windows empty) and where the stream stopped if damaged.
 // `progress` gets compressed bytes consumed. Only I/O errors and the sink's
 // errors are errors.
-absl::StatusOr<ScanResult> ScanSnappy(int fd, absl::string_view path, uint64_t file_size,
+absl::StatusOr<ScanResult> ScanSnappy(StoredBytes fd, absl::string_view path, uint64_t file_size,
                                       const StreamSink& sink,
                                       const std::function<void(uint64_t)>& progress = nullptr);
 
 // True when the file starts with a valid SNAPPY block whose decompressed
 // bytes begin with at least `min_bytes` bytes (the caller then checks that
 // they form a record header: `*prefix` gets them). Used by the probe.
-absl::StatusOr<bool> SnappyPrefix(int fd, absl::string_view path, uint64_t file_size,
+absl::StatusOr<bool> SnappyPrefix(StoredBytes fd, absl::string_view path, uint64_t file_size,
                                   size_t min_bytes, std::string* prefix);
 
 class SnappySource final : public BlockSource {
