@@ -30,8 +30,8 @@ int UsageError(absl::string_view cmd, absl::string_view message);
 // `-o gz_span=`.
 absl::StatusOr<uint64_t> ParseSize(absl::string_view text);
 
-// `tfrecordfs [options] SOURCE... MOUNTPOINT` (mount_cmd.cc): argv[0] is
-// the program.
+// `tfrecordfs [options] SOURCE... MOUNTPOINT` (mount_cmd.cc; its command
+// line: mount_options.h): argv[0] is the program.
 int MountMain(int argc, char** argv);
 
 // `tfrecordfs pack [--shard-size SIZE] [--prefix NAME] [--compression C] DIR OUTPUT_DIR`

@@ -30,6 +30,9 @@ Options:
   --json       one JSON document instead:
                {"shards": [{"path": ..., "records": N}], "records": TOTAL}
   -q, --quiet  no progress bar
+  --max-shard-records N
+               the most records one shard may have (default 50000000);
+               a shard with more is skipped, and the exit status is 1
   -h, --help   show this help and exit
 
 Exit status: 0 on success, 1 when a SOURCE cannot be read or a shard is
@@ -39,24 +42,15 @@ damaged, 2 on a usage error.
 }  // namespace
 
 int CountMain(int argc, char** argv) {
-  ToolArgs args;
-  if (auto stop = ParseToolArgs(argc, argv, "count", kCountUsage, true, &args)) return *stop;
-  const bool json = args.json;
-  const bool quiet = args.quiet;
-  std::vector<std::string>& sources = args.operands;
-  if (sources.empty()) return UsageError("count", "need at least one SOURCE");
-  index::IndexStore store(ToolStoreOptions());
-  auto scanned = ScanSources(sources, &store, quiet);
-  if (!scanned.ok()) {
-    log::Error(scanned.status().message());
-    return kExitFailed;
-  }
+  Tool tool({.name = "count", .usage = kCountUsage, .indexes = true});
+  if (auto stop = tool.Start(argc, argv)) return *stop;
+  const bool json = tool.json();
   uint64_t total = 0;
   bool damaged = false;
   std::string out;
   JsonWriter w;
   if (json) w.BeginObject().Key("shards").BeginArray();
-  for (const scan::ScannedShard& s : scanned->shards) {
+  for (const scan::ScannedShard& s : tool.shards()) {
     const uint64_t n = s.index->num_records();
     total += n;
     if (!s.index->problems().empty()) {
@@ -78,8 +72,7 @@ int CountMain(int argc, char** argv) {
   } else {
     absl::StrAppend(&out, total, "\ttotal\n");
   }
-  if (!WriteStdout(out)) return kExitFailed;
-  return damaged ? kExitFailed : kExitOk;
+  return tool.Finish(out, !damaged);
 }
 
 }  // namespace tfrecordfs::cli

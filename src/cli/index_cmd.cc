@@ -67,6 +67,9 @@ Options:
                     else headers; the default)
   -q, --quiet       no progress bar and no summary
   -v, --verbose     say for each shard where its index came from
+  --max-shard-records N
+                    the most records one shard may have (default 50000000);
+                    a shard with more is skipped, and the exit status is 1
   -h, --help        show this help and exit
 
 Without --beside or --index-dir the indexes go to the per-user cache,
@@ -79,8 +82,6 @@ Exit status: 0 when every shard's index is saved (or was valid already), 1
 when a SOURCE cannot be read, an index cannot be saved, or a DALI index
 cannot be written, 2 on a usage error.
 )";
-
-int Usage(const std::string& message) { return UsageError("index", message); }
 
 // The index NVIDIA DALI's tfrecord2idx writes for a plain shard: one line
 // "<offset> <size>" per record, size being the whole framing (16 bytes +
@@ -96,71 +97,53 @@ std::string DaliIndex(const index::ShardIndex& idx) {
 }  // namespace
 
 int IndexMain(int argc, char** argv) {
+  Tool tool({.name = "index", .usage = kIndexUsage, .json = false, .indexes = true});
   index::StoreOptions store_options;
   int threads = 0;
-  bool quiet = false;
   bool beside = false;
   std::string dali_dir;
-  std::vector<std::string> sources;
-  bool options_done = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (options_done || arg == "-" || !absl::StartsWith(arg, "-")) {
-      sources.push_back(arg);
-      continue;
-    }
-    if (arg == "--") {
-      options_done = true;
-    } else if (arg == "-h" || arg == "--help") {
-      std::cout << kIndexUsage;
-      return kExitOk;
-    } else if (arg == "-q" || arg == "--quiet") {
-      quiet = true;
-    } else if (arg == "-v" || arg == "--verbose") {
+  auto own = [&](int* i) -> std::optional<int> {
+    const std::string arg = argv[*i];
+    if (arg == "-v" || arg == "--verbose") {
       log::SetLevel(log::Level::kDebug);
-    } else if (arg == "--force") {
-      store_options.force_walk = true;
-    } else if (arg == "--beside") {
-      beside = true;
-    } else {
-      std::string flag = arg, value;
-      if (const size_t eq = arg.find('='); eq != std::string::npos) {
-        flag = arg.substr(0, eq);
-        value = arg.substr(eq + 1);
-      } else if (flag == "--index-dir" || flag == "--threads" || flag == "--dali-dir" ||
-                 flag == "--walk") {
-        if (i + 1 >= argc) return Usage(flag + " needs a value");
-        value = argv[++i];
-      }
-      if (flag == "--index-dir") {
-        if (value.empty()) return Usage("--index-dir needs a directory");
-        store_options.shared_dir = value;
-        store_options.write_shared = true;
-      } else if (flag == "--dali-dir") {
-        if (value.empty()) return Usage("--dali-dir needs a directory");
-        dali_dir = value;
-      } else if (flag == "--walk") {
-        if (value == "auto") {
-          store_options.walk_mode = index::WalkMode::kAuto;
-        } else if (value == "headers") {
-          store_options.walk_mode = index::WalkMode::kHeaders;
-        } else if (value == "blocks") {
-          store_options.walk_mode = index::WalkMode::kBlocks;
-        } else {
-          return Usage("--walk needs auto, headers or blocks");
-        }
-      } else if (flag == "--threads") {
-        if (!absl::SimpleAtoi(value, &threads) || threads <= 0) {
-          return Usage("--threads needs a positive number");
-        }
-      } else {
-        return Usage("unknown option " + arg);
-      }
+      return kExitOk;
     }
-  }
-  if (sources.empty()) return Usage("need at least one SOURCE");
+    if (arg == "--force" || arg == "--beside") {
+      (arg == "--force" ? store_options.force_walk : beside) = true;
+      return kExitOk;
+    }
+    const std::string name = arg.substr(0, arg.find('='));
+    if (name != "--index-dir" && name != "--threads" && name != "--dali-dir" && name != "--walk") {
+      return std::nullopt;
+    }
+    std::string flag, value;
+    if (!TakeValue(argc, argv, i, &flag, &value)) return tool.Usage(flag + " needs a value");
+    if (flag == "--index-dir") {
+      if (value.empty()) return tool.Usage("--index-dir needs a directory");
+      store_options.shared_dir = value;
+      store_options.write_shared = true;
+    } else if (flag == "--dali-dir") {
+      if (value.empty()) return tool.Usage("--dali-dir needs a directory");
+      dali_dir = value;
+    } else if (flag == "--walk") {
+      if (value == "auto") {
+        store_options.walk_mode = index::WalkMode::kAuto;
+      } else if (value == "headers") {
+        store_options.walk_mode = index::WalkMode::kHeaders;
+      } else if (value == "blocks") {
+        store_options.walk_mode = index::WalkMode::kBlocks;
+      } else {
+        return tool.Usage("--walk needs auto, headers or blocks");
+      }
+    } else if (!absl::SimpleAtoi(value, &threads) || threads <= 0) {  // --threads
+      return tool.Usage("--threads needs a positive number");
+    }
+    return kExitOk;
+  };
+  if (auto stop = tool.Parse(argc, argv, own)) return *stop;
+  if (auto stop = tool.NeedSources()) return *stop;
   if (beside && store_options.write_shared) {
-    return Usage("--beside and --index-dir are two places for the same indexes; give one");
+    return tool.Usage("--beside and --index-dir are two places for the same indexes; give one");
   }
   if (beside) {
     store_options.write_beside = true;
@@ -177,10 +160,7 @@ int IndexMain(int argc, char** argv) {
     }
   }
 
-  index::IndexStore store(store_options);
   const auto start = std::chrono::steady_clock::now();
-  const bool draw = !quiet && ::isatty(2);
-  ProgressBar progress(draw ? TotalBytes(sources) : 0, draw);
   std::atomic<bool> save_failed{false};
   // --beside: directories where an index could not be written, with the
   // first reason and how many shards it cost (reported once per directory).
@@ -188,13 +168,10 @@ int IndexMain(int argc, char** argv) {
   std::map<std::string, std::pair<std::string, int>> unwritable_dirs;
   std::atomic<uint64_t> compressed_shards{0}, compressed_bytes{0}, compressed_index_bytes{0};
   scan::ScanOptions options;
-  options.sources = sources;
-  options.store = &store;
   options.threads = threads;
   options.on_shard = [&](const scan::ScannedShard& shard) {
     const index::LoadInfo& info = shard.info;
     const uint64_t size = static_cast<uint64_t>(shard.st.st_size);
-    progress.Add(1, shard.index->num_records(), size);
     if (!info.save_status.ok()) {
       save_failed = true;
       if (store_options.write_shared) {
@@ -214,22 +191,8 @@ int IndexMain(int argc, char** argv) {
       compressed_index_bytes.fetch_add(info.index_bytes);
     }
   };
-  auto scanned = scan::Scan(options);
-  progress.Finish();
-  if (!scanned.ok()) {
-    log::Error(scanned.status().message());
-    return kExitFailed;
-  }
-  for (const scan::OtherFile& f : scanned->others) {
-    if (const std::string note = scan::NotAShardNote(f); !note.empty()) {
-      log::Warning(note, "; not indexed");
-    }
-  }
-  if (absl::Status s = RequireShards(sources, *scanned); !s.ok()) {
-    log::Error(s.message());
-    return kExitFailed;
-  }
-  for (const scan::ScannedShard& shard : scanned->shards) {
+  if (auto stop = tool.Scan(store_options, std::move(options), "not indexed")) return *stop;
+  for (const scan::ScannedShard& shard : tool.shards()) {
     for (const std::string& line : index::FormatProblems(shard.path, shard.index->problems())) {
       log::Warning(line);
     }
@@ -242,7 +205,7 @@ int IndexMain(int argc, char** argv) {
   uint64_t dali_written = 0;
   std::vector<std::string> dali_compressed;
   if (!dali_dir.empty()) {
-    for (const scan::ScannedShard& shard : scanned->shards) {
+    for (const scan::ScannedShard& shard : tool.shards()) {
       if (shard.codec != source::Codec::kNone) {
         dali_compressed.push_back(shard.path);
         continue;
@@ -278,9 +241,11 @@ int IndexMain(int argc, char** argv) {
   }
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const index::StoreStats s = store.stats();
-  if (!quiet) {
-    std::cout << absl::StrFormat(
+  const index::StoreStats s = tool.store()->stats();
+  std::string out;
+  if (!tool.quiet()) {
+    absl::StrAppendFormat(
+        &out,
         "indexed %d shard(s), %d record(s), %s in %.3f s (%s records/s): %d walked, %d grown, "
         "%d already valid; index files %s\n",
         s.from_shared + s.from_cache + s.grown + s.walked, s.records,
@@ -291,8 +256,9 @@ int IndexMain(int argc, char** argv) {
         : store_options.write_shared ? "in " + store_options.shared_dir
                                      : "in " + store_options.cache_dir);
   }
-  if (!quiet && compressed_index_bytes > 0) {
-    std::cout << absl::StrFormat(
+  if (!tool.quiet() && compressed_index_bytes > 0) {
+    absl::StrAppendFormat(
+        &out,
         "%d compressed shard(s), %s: their new index files take %s (%.2f%% of the compressed "
         "size, %s per GiB)\n",
         compressed_shards.load(), HumanBytes(static_cast<double>(compressed_bytes.load())),
@@ -302,14 +268,12 @@ int IndexMain(int argc, char** argv) {
         HumanBytes(static_cast<double>(compressed_index_bytes.load()) * (1 << 30) /
                    static_cast<double>(compressed_bytes.load())));
   }
-  if (!quiet && !dali_dir.empty()) {
-    std::cout << absl::StrFormat("wrote %d DALI index file(s) in %s\n", dali_written, dali_dir);
+  if (!tool.quiet() && !dali_dir.empty()) {
+    absl::StrAppendFormat(&out, "wrote %d DALI index file(s) in %s\n", dali_written, dali_dir);
   }
-  if (save_failed) {
-    log::Error(s.save_failures, " index file(s) could not be saved");
-    return kExitFailed;
-  }
-  return dali_failed ? kExitFailed : kExitOk;
+  const int code = tool.Finish(out, !save_failed && !dali_failed);
+  if (save_failed) log::Error(s.save_failures, " index file(s) could not be saved");
+  return code;
 }
 
 }  // namespace tfrecordfs::cli

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "src/cli/commands.h"
+#include "src/cli/toolbox.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/repack/journal.h"
 #include "tfrecordfs/repack/pack.h"
@@ -43,64 +44,44 @@ Exit status: 0 when every record was packed, 1 when some record was left
 out or the pack failed, 2 on a usage error.
 )";
 
-int Usage(const std::string& message) { return UsageError("pack", message); }
-
 }  // namespace
 
 int PackMain(int argc, char** argv) {
+  Tool tool({.name = "pack", .usage = kPackUsage, .json = false, .quiet = false});
   repack::PackOptions options;
   options.remove_packed = false;
   bool verbose = false;
-  std::vector<std::string> positional;
-  bool options_done = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (options_done || arg == "-" || !absl::StartsWith(arg, "-")) {
-      positional.push_back(arg);
-      continue;
-    }
-    if (arg == "--") {
-      options_done = true;
-      continue;
-    }
-    if (arg == "-h" || arg == "--help") {
-      std::cout << kPackUsage;
-      return kExitOk;
-    }
+  auto own = [&](int* i) -> std::optional<int> {
+    const std::string arg = argv[*i];
     if (arg == "-v" || arg == "--verbose") {
       verbose = true;
-      continue;
+      return kExitOk;
     }
-    // --flag VALUE or --flag=VALUE
-    std::string value;
-    std::string flag = arg;
-    if (size_t eq = arg.find('='); absl::StartsWith(arg, "--") && eq != std::string::npos) {
-      flag = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-    } else if (flag == "--shard-size" || flag == "--prefix" || flag == "--compression") {
-      if (i + 1 >= argc) return Usage(absl::StrCat(flag, " needs a value"));
-      value = argv[++i];
+    const std::string name = absl::StartsWith(arg, "--") ? arg.substr(0, arg.find('=')) : arg;
+    if (name != "--shard-size" && name != "--prefix" && name != "--compression") {
+      return tool.Usage(absl::StrCat("unknown option '", arg, "'"));
     }
+    std::string flag, value;
+    if (!TakeValue(argc, argv, i, &flag, &value)) return tool.Usage(flag + " needs a value");
     if (flag == "--shard-size") {
       auto size = ParseSize(value);
-      if (!size.ok()) return Usage(std::string(size.status().message()));
+      if (!size.ok()) return tool.Usage(size.status().message());
       options.shard_size = *size;
     } else if (flag == "--prefix") {
-      if (auto s = repack::ValidatePrefix(value); !s.ok()) return Usage(std::string(s.message()));
+      if (auto s = repack::ValidatePrefix(value); !s.ok()) return tool.Usage(s.message());
       options.prefix = value;
-    } else if (flag == "--compression") {
-      auto codec = source::ParseCodecName(value);
-      if (!codec) {
-        return Usage(absl::StrCat("--compression needs none, gzip or zlib, not '", value, "'"));
-      }
-      options.compression = *codec;
     } else {
-      return Usage(absl::StrCat("unknown option '", arg, "'"));
+      auto codec = CompressionFlag(value);
+      if (!codec.ok()) return tool.Usage(codec.status().message());
+      options.compression = *codec;
     }
-  }
+    return kExitOk;
+  };
+  if (auto stop = tool.Parse(argc, argv, own)) return *stop;
+  const std::vector<std::string>& positional = tool.operands();
   if (positional.size() != 2) {
-    return Usage(positional.size() < 2 ? "expected DIR and OUTPUT_DIR"
-                                       : "too many arguments (expected DIR and OUTPUT_DIR)");
+    return tool.Usage(positional.size() < 2 ? "expected DIR and OUTPUT_DIR"
+                                            : "too many arguments (expected DIR and OUTPUT_DIR)");
   }
   options.records_dir = positional[0];
   options.output_dir = positional[1];
@@ -120,9 +101,7 @@ int PackMain(int argc, char** argv) {
       summary = std::string(rest);
     }
   }
-  std::cout << summary;
-  if (!report.status.ok()) return kExitFailed;
-  return report.left.empty() ? kExitOk : kExitFailed;
+  return tool.Finish(summary, report.status.ok() && report.left.empty());
 }
 
 }  // namespace tfrecordfs::cli

@@ -45,6 +45,9 @@ Options:
                     "unreadable": [...]}; "record" is null for damage
                     between records
   -q, --quiet       no progress bar
+  --max-shard-records N
+                    the most records one shard may have (default 50000000);
+                    a shard with more is skipped, and the exit status is 1
   -h, --help        show this help and exit
 
 Exit status: 0 when nothing was dropped, 1 when a record was dropped or a
@@ -61,7 +64,7 @@ struct Done {
 }  // namespace
 
 int RepairMain(int argc, char** argv) {
-  ToolArgs args;
+  Tool tool({.name = "repair", .usage = kRepairUsage, .indexes = true});
   std::string output;
   auto own = [&](int* i) -> std::optional<int> {
     std::string flag, value;
@@ -70,28 +73,21 @@ int RepairMain(int argc, char** argv) {
       return std::nullopt;
     }
     if (!TakeValue(argc, argv, i, &flag, &value) || value.empty()) {
-      return UsageError("repair", "--output needs a directory");
+      return tool.Usage("--output needs a directory");
     }
     output = value;
     return kExitOk;
   };
-  if (auto stop = ParseToolArgs(argc, argv, "repair", kRepairUsage, true, &args, own)) {
-    return *stop;
-  }
-  if (args.operands.empty()) return UsageError("repair", "need at least one SOURCE");
-  if (output.empty()) return UsageError("repair", "need --output DIR");
+  if (auto stop = tool.Parse(argc, argv, own)) return *stop;
+  if (auto stop = tool.NeedSources()) return *stop;
+  if (output.empty()) return tool.Usage("need --output DIR");
   const std::atomic<bool>* interrupted = InstallInterruptHandlers();
 
-  index::IndexStore store(ToolStoreOptions());
-  auto scanned = ScanSources(args.operands, &store, args.quiet);
-  if (!scanned.ok()) {
-    log::Error(scanned.status().message());
-    return kExitFailed;
+  if (auto stop = tool.Scan()) return *stop;
+  if (auto s = CheckOutputDir(output, tool.operands(), tool.shards()); !s.ok()) {
+    return tool.Usage(s.message());
   }
-  if (auto s = CheckOutputDir(output, args.operands, scanned->shards); !s.ok()) {
-    return UsageError("repair", s.message());
-  }
-  for (const scan::ScannedShard& s : scanned->shards) {
+  for (const scan::ScannedShard& s : tool.shards()) {
     const std::string out = JoinPath(output, s.mount_path);
     auto exists = Exists(out);
     if (!exists.ok() || *exists) {
@@ -102,10 +98,7 @@ int RepairMain(int argc, char** argv) {
     }
   }
 
-  uint64_t total_bytes = 0;
-  for (const scan::ScannedShard& s : scanned->shards) total_bytes += s.index->data_size();
-  const bool draw = !args.quiet && StderrIsTerminal();
-  ProgressBar progress(total_bytes, draw);
+  ProgressBar progress = tool.Progress(tool.DataBytes());
   reshape::Control control;
   control.cancel = interrupted;
   control.progress = [&](uint64_t n, uint64_t bytes) { progress.Add(0, n, bytes); };
@@ -113,7 +106,7 @@ int RepairMain(int argc, char** argv) {
 
   std::vector<Done> done;
   source::BlockCache cache(32 << 20);
-  for (const scan::ScannedShard& s : scanned->shards) {
+  for (const scan::ScannedShard& s : tool.shards()) {
     Done d{&s, absl::OkStatus(), {}};
     const std::string out = JoinPath(output, s.mount_path);
     auto src = scan::OpenShard(s, &cache);
@@ -148,7 +141,7 @@ int RepairMain(int argc, char** argv) {
     unreadable += !d.status.ok();
   }
   std::string out;
-  if (args.json) {
+  if (tool.json()) {
     JsonWriter w;
     w.BeginObject().Key("shards").BeginArray();
     for (const Done& d : done) {
@@ -171,13 +164,7 @@ int RepairMain(int argc, char** argv) {
     }
     w.EndArray().Key("unreadable").BeginArray();
     for (const Done& d : done) {
-      if (d.status.ok()) continue;
-      w.BeginObject()
-          .Key("path")
-          .String(d.shard->path)
-          .Key("reason")
-          .String(d.status.message())
-          .EndObject();
+      if (!d.status.ok()) WriteJsonUnreadable(&w, d.shard->path, d.status);
     }
     w.EndArray().EndObject();
     out = w.str();
@@ -197,8 +184,7 @@ int RepairMain(int argc, char** argv) {
                     ": ", written, " of ", records, " record(s) written, ", dropped, " dropped",
                     unreadable > 0 ? absl::StrCat(", ", unreadable, " shard(s) failed") : "", "\n");
   }
-  if (!WriteStdout(out)) return kExitFailed;
-  return dropped == 0 && unreadable == 0 ? kExitOk : kExitFailed;
+  return tool.Finish(out, dropped == 0 && unreadable == 0);
 }
 
 }  // namespace tfrecordfs::cli

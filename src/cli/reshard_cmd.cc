@@ -60,6 +60,9 @@ Options:
                        "records": N, "bytes": B, "file_bytes": F}],
                        "records": N, "seed": S | null, "skipped": [...]}
   -q, --quiet          no progress bar
+  --max-shard-records N
+                       the most records one shard may have (default 50000000);
+                       a shard with more is skipped, and the exit status is 1
   -h, --help           show this help and exit
 
 Exit status: 0 when every record was written, 1 when a damaged record was
@@ -67,12 +70,10 @@ skipped or the reshard failed (a damaged record without --skip-damaged),
 2 on a usage error, 130 when interrupted.
 )";
 
-int Usage(const std::string& message) { return UsageError("reshard", message); }
-
 }  // namespace
 
 int ReshardMain(int argc, char** argv) {
-  ToolArgs args;
+  Tool tool({.name = "reshard", .usage = kReshardUsage, .indexes = true});
   std::string output;
   reshape::ReshardOptions options;
   bool seeded = false, codec_given = false;
@@ -92,46 +93,44 @@ int ReshardMain(int argc, char** argv) {
         name != "--prefix" && name != "--compression" && name != "--seed" && name != "--buffer") {
       return std::nullopt;
     }
-    if (!TakeValue(argc, argv, i, &flag, &value)) return Usage(flag + " needs a value");
+    if (!TakeValue(argc, argv, i, &flag, &value)) return tool.Usage(flag + " needs a value");
     if (flag == "-o" || flag == "--output") {
-      if (value.empty()) return Usage("--output needs a directory");
+      if (value.empty()) return tool.Usage("--output needs a directory");
       output = value;
     } else if (flag == "--shards") {
       if (!absl::SimpleAtoi(value, &options.shards) || options.shards == 0 ||
           options.shards > 99999) {
-        return Usage(absl::StrCat("--shards needs a number from 1 to 99999, not '", value, "'"));
+        return tool.Usage(
+            absl::StrCat("--shards needs a number from 1 to 99999, not '", value, "'"));
       }
     } else if (flag == "--shard-size" || flag == "--buffer") {
       auto size = ParseSize(value);
-      if (!size.ok()) return Usage(absl::StrCat(flag, ": ", size.status().message()));
+      if (!size.ok()) return tool.Usage(absl::StrCat(flag, ": ", size.status().message()));
       (flag == "--buffer" ? options.buffer_bytes : options.shard_size) = *size;
     } else if (flag == "--prefix") {
-      if (auto s = repack::ValidatePrefix(value); !s.ok()) return Usage(std::string(s.message()));
+      if (auto s = repack::ValidatePrefix(value); !s.ok()) return tool.Usage(s.message());
       options.prefix = value;
     } else if (flag == "--compression") {
-      auto codec = source::ParseCodecName(value);
-      if (!codec) {
-        return Usage(absl::StrCat("--compression needs none, gzip or zlib, not '", value, "'"));
-      }
+      auto codec = CompressionFlag(value);
+      if (!codec.ok()) return tool.Usage(codec.status().message());
       options.codec = *codec;
       codec_given = true;
     } else if (flag == "--seed") {
       if (!absl::SimpleAtoi(value, &options.seed)) {
-        return Usage(absl::StrCat("--seed needs an unsigned 64-bit number, not '", value, "'"));
+        return tool.Usage(
+            absl::StrCat("--seed needs an unsigned 64-bit number, not '", value, "'"));
       }
       seeded = true;
     }
     return kExitOk;
   };
-  if (auto stop = ParseToolArgs(argc, argv, "reshard", kReshardUsage, true, &args, own)) {
-    return *stop;
-  }
-  if (args.operands.empty()) return Usage("need at least one SOURCE");
-  if (output.empty()) return Usage("need --output DIR");
+  if (auto stop = tool.Parse(argc, argv, own)) return *stop;
+  if (auto stop = tool.NeedSources()) return *stop;
+  if (output.empty()) return tool.Usage("need --output DIR");
   if (options.shards > 0 && options.shard_size > 0) {
-    return Usage("--shards and --shard-size exclude each other");
+    return tool.Usage("--shards and --shard-size exclude each other");
   }
-  if (seeded && !options.shuffle) return Usage("--seed needs --shuffle");
+  if (seeded && !options.shuffle) return tool.Usage("--seed needs --shuffle");
   if (options.shards == 0 && options.shard_size == 0)
     options.shard_size = repack::kDefaultShardSize;
   if (options.shuffle && !seeded) {
@@ -140,29 +139,18 @@ int ReshardMain(int argc, char** argv) {
   }
   const std::atomic<bool>* interrupted = InstallInterruptHandlers();
 
-  index::IndexStore store(ToolStoreOptions());
-  auto scanned = ScanSources(args.operands, &store, args.quiet);
-  if (!scanned.ok()) {
-    log::Error(scanned.status().message());
-    return kExitFailed;
-  }
-  if (scanned->shards.empty()) {
-    log::Error("no TFRecord shard found in the SOURCEs");
-    return kExitFailed;
-  }
-  if (auto s = CheckOutputDir(output, args.operands, scanned->shards); !s.ok()) {
-    return Usage(std::string(s.message()));
+  if (auto stop = tool.Scan()) return *stop;
+  const std::vector<scan::ScannedShard>& shards = tool.shards();
+  if (auto s = CheckOutputDir(output, tool.operands(), shards); !s.ok()) {
+    return tool.Usage(s.message());
   }
   if (!codec_given) {
-    options.codec = scanned->shards.front().codec;
-    for (const scan::ScannedShard& s : scanned->shards) {
+    options.codec = shards.front().codec;
+    for (const scan::ScannedShard& s : shards) {
       if (s.codec != options.codec) options.codec = source::Codec::kNone;
     }
   }
-  if (auto made = MakeDirs(output, 0755); !made.ok()) {
-    log::Error(made.message());
-    return kExitFailed;
-  }
+  if (auto made = MakeDirs(output, 0755); !made.ok()) return tool.Fail(made);
   options.output_dir = output;
 
   // Compressed sources read at random positions keep recently inflated
@@ -171,18 +159,14 @@ int ReshardMain(int argc, char** argv) {
   std::vector<std::unique_ptr<source::ShardSource>> sources;
   std::vector<reshape::Input> inputs;
   uint64_t total_bytes = 0;
-  for (const scan::ScannedShard& s : scanned->shards) {
+  for (const scan::ScannedShard& s : shards) {
     auto src = scan::OpenShard(s, &cache);
-    if (!src.ok()) {
-      log::Error(src.status().message());
-      return kExitFailed;
-    }
+    if (!src.ok()) return tool.Fail(src.status());
     sources.push_back(std::move(*src));
     inputs.push_back({s.index.get(), sources.back().get()});
     total_bytes += s.index->data_size();
   }
-  const bool draw = !args.quiet && StderrIsTerminal();
-  ProgressBar progress(total_bytes, draw);
+  ProgressBar progress = tool.Progress(total_bytes);
   reshape::Control control;
   control.cancel = interrupted;
   control.progress = [&](uint64_t n, uint64_t bytes) { progress.Add(0, n, bytes); };
@@ -200,7 +184,7 @@ int ReshardMain(int argc, char** argv) {
   }
 
   std::string out;
-  if (args.json) {
+  if (tool.json()) {
     JsonWriter w;
     w.BeginObject().Key("shards").BeginArray();
     for (const reshape::OutputShard& s : report->shards) {
@@ -228,7 +212,7 @@ int ReshardMain(int argc, char** argv) {
   } else {
     for (const reshape::Dropped& d : report->skipped) {
       bool compressed = false;
-      for (const scan::ScannedShard& s : scanned->shards) {
+      for (const scan::ScannedShard& s : shards) {
         if (s.index->path() == d.path) compressed = s.codec != source::Codec::kNone;
       }
       absl::StrAppend(&out, DescribeDropped(d, compressed), ": skipped\n");
@@ -237,7 +221,7 @@ int ReshardMain(int argc, char** argv) {
       absl::StrAppend(&out, s.records, "\t", EscapeForLog(s.path), "\n");
     }
     absl::StrAppend(&out, report->records, "\ttotal: ", report->shards.size(), " shard(s) from ",
-                    scanned->shards.size(), " source shard(s), ",
+                    shards.size(), " source shard(s), ",
                     options.shuffle ? absl::StrCat("shuffled with --seed ", options.seed)
                                     : std::string("in source order"),
                     report->skipped.empty()
@@ -245,8 +229,7 @@ int ReshardMain(int argc, char** argv) {
                         : absl::StrCat(", ", report->skipped.size(), " damaged skipped"),
                     "\n");
   }
-  if (!WriteStdout(out)) return kExitFailed;
-  return report->skipped.empty() ? kExitOk : kExitFailed;
+  return tool.Finish(out, report->skipped.empty());
 }
 
 }  // namespace tfrecordfs::cli

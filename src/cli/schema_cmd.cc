@@ -43,6 +43,9 @@ Options:
                "features": [{"name", "kind", "present", "min_count",
                "max_count", ...}], "feature_lists": [...]}
   -q, --quiet  no progress bar
+  --max-shard-records N
+               the most records one shard may have (default 50000000);
+               a shard with more is skipped, and the exit status is 1
   -h, --help   show this help and exit
 
 Exit status: 0 on success, 1 when a SOURCE or a sampled record cannot be
@@ -155,7 +158,7 @@ std::string Table(const std::vector<std::vector<std::string>>& rows) {
 int SchemaMain(int argc, char** argv) {
   bool all = false, sample_given = false;
   uint64_t sample = kDefaultSample;
-  ToolArgs args;
+  Tool tool({.name = "schema", .usage = kSchemaUsage, .indexes = true});
   auto own = [&](int* i) -> std::optional<int> {
     const std::string arg = argv[*i];
     if (arg == "--all") {
@@ -165,40 +168,33 @@ int SchemaMain(int argc, char** argv) {
     if (!absl::StartsWith(arg, "--sample")) return std::nullopt;
     std::string flag, value;
     if (!TakeValue(argc, argv, i, &flag, &value) || flag != "--sample") {
-      return UsageError("schema", flag != "--sample" ? "unknown option " + arg
-                                                     : "--sample needs a number of records");
+      return tool.Usage(flag != "--sample" ? "unknown option " + arg
+                                           : "--sample needs a number of records");
     }
     if (!absl::SimpleAtoi(value, &sample) || sample == 0) {
-      return UsageError("schema", "--sample needs a positive number of records");
+      return tool.Usage("--sample needs a positive number of records");
     }
     sample_given = true;
     return kExitOk;
   };
-  if (auto stop = ParseToolArgs(argc, argv, "schema", kSchemaUsage, true, &args, own)) return *stop;
-  const bool json = args.json;
-  const bool quiet = args.quiet;
-  std::vector<std::string>& sources = args.operands;
-  if (all && sample_given) return UsageError("schema", "--all and --sample exclude each other");
-  if (sources.empty()) return UsageError("schema", "need at least one SOURCE");
-  index::IndexStore store(ToolStoreOptions());
-  auto scanned = ScanSources(sources, &store, quiet);
-  if (!scanned.ok()) {
-    log::Error(scanned.status().message());
-    return kExitFailed;
-  }
+  if (auto stop = tool.Parse(argc, argv, own)) return *stop;
+  if (all && sample_given) return tool.Usage("--all and --sample exclude each other");
+  if (auto stop = tool.NeedSources()) return *stop;
+  if (auto stop = tool.Scan()) return *stop;
+  const bool json = tool.json();
+  const std::vector<scan::ScannedShard>& shards = tool.shards();
   std::vector<uint64_t> counts;
   uint64_t total = 0;
-  for (const scan::ScannedShard& s : scanned->shards) {
+  for (const scan::ScannedShard& s : shards) {
     counts.push_back(s.index->num_records());
     total += s.index->num_records();
   }
   const auto plan = inspect::PlanSample(counts, all ? total : sample);
   uint64_t plan_bytes = 0;
   for (const auto& [s, r] : plan) {
-    plan_bytes += scanned->shards[s].index->end(r) - scanned->shards[s].index->begin(r);
+    plan_bytes += shards[s].index->end(r) - shards[s].index->begin(r);
   }
-  const bool draw = !quiet && StderrIsTerminal();
-  ProgressBar progress(plan_bytes, draw);
+  ProgressBar progress = tool.Progress(plan_bytes);
   inspect::SchemaBuilder schema;
   source::BlockCache cache(32 << 20);
   uint64_t unreadable = 0;
@@ -206,7 +202,7 @@ int SchemaMain(int argc, char** argv) {
   size_t open_shard = SIZE_MAX;
   for (size_t k = 0; k < plan.size(); ++k) {
     const auto [s, r] = plan[k];
-    const scan::ScannedShard& shard = scanned->shards[s];
+    const scan::ScannedShard& shard = shards[s];
     if (s != open_shard) {
       progress.Add(open_shard == SIZE_MAX ? 0 : 1, 0, 0);
       open_shard = s;
@@ -243,7 +239,7 @@ int SchemaMain(int argc, char** argv) {
         .Key("records_total")
         .Uint(total)
         .Key("shards")
-        .Uint(scanned->shards.size())
+        .Uint(shards.size())
         .Key("unreadable")
         .Uint(unreadable)
         .Key("payloads")
@@ -278,7 +274,7 @@ int SchemaMain(int argc, char** argv) {
     w.EndArray().EndObject();
     out = w.str();
   } else {
-    absl::StrAppend(&out, schema.records(), " of ", total, " record(s) in ", scanned->shards.size(),
+    absl::StrAppend(&out, schema.records(), " of ", total, " record(s) in ", shards.size(),
                     " shard(s) read", schema.records() + unreadable == total ? "" : " (a sample)",
                     ": ", schema.examples(), " Example(s), ", schema.sequence_examples(),
                     " SequenceExample(s), ", schema.others(), " other payload(s)");
@@ -310,8 +306,7 @@ int SchemaMain(int argc, char** argv) {
       absl::StrAppend(&out, "\n", Table(rows));
     }
   }
-  if (!WriteStdout(out)) return kExitFailed;
-  return unreadable == 0 ? kExitOk : kExitFailed;
+  return tool.Finish(out, unreadable == 0);
 }
 
 }  // namespace tfrecordfs::cli

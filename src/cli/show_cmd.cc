@@ -47,6 +47,9 @@ Options:
                payloads: "raw". Bytes values are strings when they are
                single-line UTF-8 text, else {"base64": "..."}; NaN and
                infinite floats are strings ("nan", "-inf").
+  --max-shard-records N
+               the most records one shard may have (default 50000000);
+               a shard with more is skipped, and the exit status is 1
   -h, --help   show this help and exit
 
 Exit status: 0 on success, 1 when SHARD or a record cannot be read (damaged,
@@ -101,9 +104,10 @@ std::string ValuesText(const example::Feature& f, const Style& style) {
   return out;
 }
 
-std::string KindCount(const example::Feature& f) {
+// "kind[count]  values", or "empty".
+std::string FeatureText(const example::Feature& f, const Style& style) {
   if (f.kind == example::Kind::kNone) return "empty";
-  return absl::StrCat(example::KindName(f.kind), "[", f.size(), "]");
+  return absl::StrCat(example::KindName(f.kind), "[", f.size(), "]  ", ValuesText(f, style));
 }
 
 void AppendTable(const example::FeatureTable& table, absl::string_view indent, const Style& style,
@@ -113,9 +117,7 @@ void AppendTable(const example::FeatureTable& table, absl::string_view indent, c
   for (const example::Feature& f : table.features) {
     const std::string name = EscapeForLog(f.name);
     absl::StrAppend(out, indent, name, std::string(width + 2 - std::min(width, f.name.size()), ' '),
-                    KindCount(f));
-    if (f.kind != example::Kind::kNone) absl::StrAppend(out, "  ", ValuesText(f, style));
-    out->push_back('\n');
+                    FeatureText(f, style), "\n");
   }
 }
 
@@ -160,33 +162,26 @@ void WriteTableJson(JsonWriter* w, const example::FeatureTable& table) {
 }  // namespace
 
 int ShowMain(int argc, char** argv) {
-  ToolArgs args;
-  if (auto stop = ParseToolArgs(argc, argv, "show", kShowUsage, false, &args)) return *stop;
-  const bool json = args.json;
-  std::vector<std::string>& positional = args.operands;
-  if (positional.size() < 2) return UsageError("show", "need a SHARD and at least one RECORD");
+  Tool tool({.name = "show", .usage = kShowUsage, .quiet = false, .indexes = true});
+  if (auto stop = tool.Parse(argc, argv)) return *stop;
+  const bool json = tool.json();
+  const std::vector<std::string>& positional = tool.operands();
+  if (positional.size() < 2) return tool.Usage("need a SHARD and at least one RECORD");
   std::vector<uint64_t> wanted;
   for (size_t k = 1; k < positional.size(); ++k) {
     uint64_t r = 0;
     if (!absl::SimpleAtoi(positional[k], &r) || positional[k][0] == '+') {
-      return UsageError("show", absl::StrCat("RECORD must be a record index (0, 1, ...), not '",
-                                             positional[k], "'"));
+      return tool.Usage(
+          absl::StrCat("RECORD must be a record index (0, 1, ...), not '", positional[k], "'"));
     }
     wanted.push_back(r);
   }
   const std::string& path = positional[0];
-  index::IndexStore store(ToolStoreOptions());
-  auto shard = scan::ScanOne(path, &store);
-  if (!shard.ok()) {
-    log::Error(shard.status().message());
-    return kExitFailed;
-  }
+  auto shard = scan::ScanOne(path, tool.store());
+  if (!shard.ok()) return tool.Fail(shard.status());
   source::BlockCache cache(32 << 20);
   auto src = scan::OpenShard(*shard, &cache);
-  if (!src.ok()) {
-    log::Error(src.status().message());
-    return kExitFailed;
-  }
+  if (!src.ok()) return tool.Fail(src.status());
   const index::ShardIndex& idx = *shard->index;
   const Style style{!json && StdoutIsTerminal()};
   bool failed = false;
@@ -206,94 +201,74 @@ int ShowMain(int argc, char** argv) {
       continue;
     }
     const absl::string_view payload = *data;
-    const std::string offset = absl::StrCat(
-        shard->codec == source::Codec::kNone ? "" : "uncompressed ", "byte offset ", idx.begin(r));
     const example::DecodedRecord decoded = example::DecodeRecord(payload);
+    // Every record starts the same way: its place, then what it holds.
+    auto json_head = [&](absl::string_view kind) -> JsonWriter& {
+      return w.BeginObject()
+          .Key("record")
+          .Uint(r)
+          .Key("offset")
+          .Uint(idx.begin(r))
+          .Key("kind")
+          .String(kind);
+    };
+    auto text_head = [&](absl::string_view what) {
+      absl::StrAppend(&out, "# record ", r, " of ", EscapeForLog(path), ": ", what, ", ",
+                      payload.size(), " bytes at ",
+                      shard->codec == source::Codec::kNone ? "" : "uncompressed ", "byte offset ",
+                      idx.begin(r), "\n");
+    };
     if (decoded.kind == example::PayloadKind::kExample) {
-      const example::FeatureTable* ex = &decoded.example;
       if (json) {
-        w.BeginObject()
-            .Key("record")
-            .Uint(r)
-            .Key("offset")
-            .Uint(idx.begin(r))
-            .Key("kind")
-            .String("Example")
-            .Key("features");
-        WriteTableJson(&w, *ex);
+        json_head("Example").Key("features");
+        WriteTableJson(&w, decoded.example);
         w.EndObject();
       } else {
-        absl::StrAppend(&out, "# record ", r, " of ", EscapeForLog(path), ": Example, ",
-                        payload.size(), " bytes at ", offset, "\n");
-        AppendTable(*ex, "", style, &out);
+        text_head("Example");
+        AppendTable(decoded.example, "", style, &out);
       }
     } else if (decoded.kind == example::PayloadKind::kSequenceExample) {
-      const example::SequenceTable* seq = &decoded.sequence;
+      const example::SequenceTable& seq = decoded.sequence;
       if (json) {
-        w.BeginObject()
-            .Key("record")
-            .Uint(r)
-            .Key("offset")
-            .Uint(idx.begin(r))
-            .Key("kind")
-            .String("SequenceExample")
-            .Key("context");
-        WriteTableJson(&w, seq->context);
+        json_head("SequenceExample").Key("context");
+        WriteTableJson(&w, seq.context);
         w.Key("feature_lists").BeginObject();
-        for (const example::FeatureList& l : seq->lists) {
+        for (const example::FeatureList& l : seq.lists) {
           w.Key(l.name).BeginArray();
           for (const example::Feature& step : l.steps) WriteValuesJson(&w, step);
           w.EndArray();
         }
         w.EndObject().EndObject();
       } else {
-        absl::StrAppend(&out, "# record ", r, " of ", EscapeForLog(path), ": SequenceExample, ",
-                        payload.size(), " bytes at ", offset, "\ncontext:\n");
-        AppendTable(seq->context, "  ", style, &out);
+        text_head("SequenceExample");
+        absl::StrAppend(&out, "context:\n");
+        AppendTable(seq.context, "  ", style, &out);
         absl::StrAppend(&out, "feature_lists:\n");
-        for (const example::FeatureList& l : seq->lists) {
+        for (const example::FeatureList& l : seq.lists) {
           absl::StrAppend(&out, "  ", EscapeForLog(l.name), "  ", l.steps.size(), " step(s)\n");
           for (size_t k = 0; k < l.steps.size(); ++k) {
             if (style.shorten && k == kTerminalValues) {
               absl::StrAppend(&out, "    ... (", l.steps.size(), " steps)\n");
               break;
             }
-            const example::Feature& step = l.steps[k];
-            absl::StrAppend(&out, "    [", k, "] ", KindCount(step));
-            if (step.kind != example::Kind::kNone) {
-              absl::StrAppend(&out, "  ", ValuesText(step, style));
-            }
-            out.push_back('\n');
+            absl::StrAppend(&out, "    [", k, "] ", FeatureText(l.steps[k], style), "\n");
           }
         }
       }
+    } else if (json) {
+      json_head("other").Key("reason").String(decoded.raw_reason).Key("raw");
+      WriteBytesJson(&w, payload);
+      w.EndObject();
     } else {
-      if (json) {
-        w.BeginObject()
-            .Key("record")
-            .Uint(r)
-            .Key("offset")
-            .Uint(idx.begin(r))
-            .Key("kind")
-            .String("other")
-            .Key("reason")
-            .String(decoded.raw_reason)
-            .Key("raw");
-        WriteBytesJson(&w, payload);
-        w.EndObject();
-      } else {
-        absl::StrAppend(&out, "# record ", r, " of ", EscapeForLog(path),
-                        ": not a tf.train.Example or SequenceExample (",
-                        EscapeForLog(decoded.raw_reason), "), ", payload.size(), " bytes at ",
-                        offset, "\nraw  ", BytesText(payload, style), "\n");
-      }
+      text_head(absl::StrCat("not a tf.train.Example or SequenceExample (",
+                             EscapeForLog(decoded.raw_reason), ")"));
+      absl::StrAppend(&out, "raw  ", BytesText(payload, style), "\n");
     }
   }
   if (json && wanted.size() > 1) w.EndArray();
   if (json) out = w.str();
   if (json && out.empty()) out = wanted.size() > 1 ? "[]\n" : "null\n";
-  if (!WriteStdout(out)) return kExitFailed;
-  return failed ? kExitFailed : kExitOk;
+  return tool.Finish(out, !failed);
 }
 
 }  // namespace tfrecordfs::cli

@@ -8,8 +8,8 @@
 // exactly as the pack will. So `status` reads through the mount and needs
 // nothing but the mount record (runtime.h) and the mount itself.
 //
-// Layout: Gather*() fill one section of MountStatus each; PrintText and
-// PrintJson print the sections in order. A new section (the edits of
+// Layout: Gather*() fill one section of MountStatus each; Text and Json
+// print the sections in order. A new section (the edits of
 // mounted shards: records edited, added and deleted per shard) is a member,
 // a Gather function and a few lines in each printer.
 #include <dirent.h>
@@ -21,6 +21,7 @@
 #include <cstring>
 #include <iostream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,7 @@
 #include "src/cli/commands.h"
 #include "src/cli/json_writer.h"
 #include "src/cli/runtime.h"
+#include "src/cli/toolbox.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/staging/deletions.h"
 #include "tfrecordfs/staging/store.h"
@@ -154,49 +156,50 @@ absl::Status GatherDeleted(MountStatus* st) {
   return absl::OkStatus();
 }
 
-void PrintText(const MountStatus& st) {
+std::string Text(const MountStatus& st) {
+  std::ostringstream os;
   const MountRecord& r = st.record;
-  std::cout << "mount: " << r.mountpoint << " (pid " << r.pid << ", "
-            << (r.read_only ? "read-only" : "read-write") << ")\n";
+  os << "mount: " << r.mountpoint << " (pid " << r.pid << ", "
+     << (r.read_only ? "read-only" : "read-write") << ")\n";
   if (st.staging_path.empty()) {
-    std::cout << "staging: none\n";
+    os << "staging: none\n";
   } else {
-    std::cout << "staging: " << st.staging_path << " (store " << r.store << ")\n";
+    os << "staging: " << st.staging_path << " (store " << r.store << ")\n";
   }
   if (r.log.empty()) {
-    std::cout << "log: none (a foreground mount without -o log logs to its terminal)\n";
+    os << "log: none (a foreground mount without -o log logs to its terminal)\n";
   } else {
-    std::cout << "log: " << r.log << " (" << st.log.warnings << " warning(s), " << st.log.errors
-              << " error(s) since the mount)\n";
+    os << "log: " << r.log << " (" << st.log.warnings << " warning(s), " << st.log.errors
+       << " error(s) since the mount)\n";
   }
   const uint64_t loose = st.staged.size() - st.records;
-  std::cout << "staged: " << st.records << " record(s)";
-  if (loose > 0) std::cout << ", " << loose << " loose file(s)";
-  std::cout << "\n";
+  os << "staged: " << st.records << " record(s)";
+  if (loose > 0) os << ", " << loose << " loose file(s)";
+  os << "\n";
   for (const StagedEntry& e : st.staged) {
-    std::cout << "  " << e.name << (e.folder ? "" : " (file)") << ": "
-              << (e.reason ? "refused: " + *e.reason : std::string("ok")) << "\n";
+    os << "  " << e.name << (e.folder ? "" : " (file)") << ": "
+       << (e.reason ? "refused: " + *e.reason : std::string("ok")) << "\n";
   }
   if (st.unknown > 0) {
-    std::cout << "unknown: " << st.unknown
-              << " record(s): the mount answers no extended attributes (-o noxattr), so it"
-                 " cannot say which would stay staged\n";
+    os << "unknown: " << st.unknown
+       << " record(s): the mount answers no extended attributes (-o noxattr), so it"
+          " cannot say which would stay staged\n";
   }
   if (st.refused > 0) {
-    std::cout << "refused: " << st.refused
-              << " would stay staged at unmount (fix or remove them first)\n";
+    os << "refused: " << st.refused << " would stay staged at unmount (fix or remove them first)\n";
   } else if (!st.staged.empty()) {
-    std::cout << "refused: none (the unmount would pack every staged record)\n";
+    os << "refused: none (the unmount would pack every staged record)\n";
   }
   for (const auto& [path, shard] : st.deleted) {
-    std::cout << "deleted: " << path << ": " << shard.records.size()
-              << " record(s) (rewritten at unmount):";
-    for (uint64_t r : shard.records) std::cout << " " << r;
-    std::cout << "\n";
+    os << "deleted: " << path << ": " << shard.records.size()
+       << " record(s) (rewritten at unmount):";
+    for (uint64_t r : shard.records) os << " " << r;
+    os << "\n";
   }
+  return os.str();
 }
 
-void PrintJson(const MountStatus& st) {
+std::string Json(const MountStatus& st) {
   const MountRecord& r = st.record;
   JsonWriter w;
   w.BeginObject();
@@ -235,29 +238,17 @@ void PrintJson(const MountStatus& st) {
   }
   w.EndArray();
   w.EndObject();
-  std::cout << w.str();
+  return w.str();
 }
 
 }  // namespace
 
 int StatusMain(int argc, char** argv) {
-  std::string mnt;
-  bool json = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "-h" || a == "--help") {
-      std::cout << kStatusUsage;
-      return kExitOk;
-    }
-    if (a == "--json") {
-      json = true;
-      continue;
-    }
-    if (a.size() > 1 && a[0] == '-') return UsageError("status", "unknown option " + a);
-    if (!mnt.empty()) return UsageError("status", "unexpected argument " + a);
-    mnt = a;
-  }
-  if (mnt.empty()) return UsageError("status", "need a MOUNTPOINT");
+  Tool tool({.name = "status", .usage = kStatusUsage, .quiet = false});
+  if (auto stop = tool.Parse(argc, argv)) return *stop;
+  if (tool.operands().empty()) return tool.Usage("need a MOUNTPOINT");
+  if (tool.operands().size() > 1) return tool.Usage("unexpected argument " + tool.operands()[1]);
+  const std::string& mnt = tool.operands().front();
   auto real = RealPath(mnt);
   if (!real.ok()) {
     std::cerr << "tfrecordfs status: " << real.status().message() << "\n";
@@ -289,12 +280,7 @@ int StatusMain(int argc, char** argv) {
     std::cerr << "tfrecordfs status: " << s.message() << "\n";
     return kExitNotMounted;
   }
-  if (json) {
-    PrintJson(st);
-  } else {
-    PrintText(st);
-  }
-  return st.refused > 0 ? kExitFailed : kExitOk;
+  return tool.Finish(tool.json() ? Json(st) : Text(st), st.refused == 0);
 }
 
 }  // namespace tfrecordfs::cli

@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
@@ -17,30 +18,132 @@
 
 namespace tfrecordfs::cli {
 
-std::optional<int> ParseToolArgs(int argc, char** argv, absl::string_view cmd,
-                                 absl::string_view usage, bool quiet_ok, ToolArgs* args,
-                                 const std::function<std::optional<int>(int* i)>& own) {
+namespace {
+
+// NotFound, naming the SOURCEs, when `result` holds no shard: a toolbox
+// command over no shard has nothing to say, and "0 record(s)" would read as
+// an answer.
+absl::Status RequireShards(const std::vector<std::string>& sources,
+                           const scan::ScanResult& result) {
+  if (!result.shards.empty()) return absl::OkStatus();
+  return absl::NotFoundError(absl::StrCat(
+      "no TFRecord shard in ", absl::StrJoin(sources, ", "), " (", result.others.size(),
+      " other file(s); shards are found by content, in directories "
+      "searched recursively)"));
+}
+
+}  // namespace
+
+index::StoreOptions ToolStoreOptions() {
+  index::StoreOptions options;
+  options.cache_dir = index::DefaultCacheDir();
+  options.durable = false;  // a cache: a torn file is just rebuilt
+  return options;
+}
+
+std::optional<int> Tool::Parse(int argc, char** argv, const OwnOptions& own) {
   bool options_done = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (options_done || arg == "-" || !absl::StartsWith(arg, "-")) {
-      args->operands.push_back(arg);
+      operands_.push_back(arg);
     } else if (arg == "--") {
       options_done = true;
     } else if (arg == "-h" || arg == "--help") {
-      std::cout << usage;
+      std::cout << spec_.usage;
       return kExitOk;
-    } else if (arg == "--json") {
-      args->json = true;
-    } else if (quiet_ok && (arg == "-q" || arg == "--quiet")) {
-      args->quiet = true;
+    } else if (spec_.json && arg == "--json") {
+      json_ = true;
+    } else if (spec_.quiet && (arg == "-q" || arg == "--quiet")) {
+      quiet_ = true;
+    } else if (spec_.indexes && absl::StartsWith(arg, "--max-shard-records")) {
+      std::string flag, value;
+      uint64_t n = 0;
+      if (!TakeValue(argc, argv, &i, &flag, &value)) return Usage(arg + " needs a number");
+      if (flag != "--max-shard-records") return Usage("unknown option " + arg);
+      if (!absl::SimpleAtoi(value, &n) || n == 0) {
+        return Usage("--max-shard-records needs a positive number, not '" + value + "'");
+      }
+      max_records_ = n;
     } else if (auto taken = own ? own(&i) : std::nullopt; taken.has_value()) {
       if (*taken != kExitOk) return taken;
     } else {
-      return UsageError(cmd, "unknown option " + arg);
+      return Usage("unknown option " + arg);
     }
   }
   return std::nullopt;
+}
+
+std::optional<int> Tool::NeedSources() const {
+  if (operands_.empty()) return Usage("need at least one SOURCE");
+  return std::nullopt;
+}
+
+std::optional<int> Tool::Scan(const index::StoreOptions& store_options, scan::ScanOptions extra,
+                              absl::string_view skipped) {
+  index::StoreOptions with_limit = store_options;
+  if (max_records_) with_limit.max_records = *max_records_;
+  store_.emplace(std::move(with_limit));
+  const bool draw = !quiet_ && StderrIsTerminal();
+  ProgressBar progress(draw ? TotalBytes(operands_) : 0, draw);
+  scan::ScanOptions options = std::move(extra);
+  options.sources = operands_;
+  options.store = &*store_;
+  options.on_shard = [&progress, also = std::move(options.on_shard)](const scan::ScannedShard& s) {
+    progress.Add(1, s.index->num_records(), static_cast<uint64_t>(s.st.st_size));
+    if (also) also(s);
+  };
+  auto result = scan::Scan(options);
+  progress.Finish();
+  if (!result.ok()) return Fail(result.status());
+  for (const scan::OtherFile& f : result->others) {
+    if (const std::string note = scan::NotAShardNote(f); !note.empty()) {
+      log::Warning(note, "; ", skipped);
+    }
+  }
+  for (const scan::RefusedShard& r : result->refused) {
+    log::Error(r.why.message(), "; ", skipped);
+    skipped_shards_ = true;
+  }
+  if (result->shards.empty() && skipped_shards_) return kExitFailed;
+  if (absl::Status s = RequireShards(operands_, *result); !s.ok()) return Fail(s);
+  scanned_ = std::move(*result);
+  return std::nullopt;
+}
+
+std::optional<int> Tool::Start(int argc, char** argv, const OwnOptions& own) {
+  if (auto stop = Parse(argc, argv, own)) return stop;
+  if (auto stop = NeedSources()) return stop;
+  return Scan();
+}
+
+uint64_t Tool::DataBytes() const {
+  uint64_t total = 0;
+  for (const scan::ScannedShard& s : scanned_.shards) total += s.index->data_size();
+  return total;
+}
+
+index::IndexStore* Tool::store() {
+  if (!store_) {
+    index::StoreOptions options = ToolStoreOptions();
+    if (max_records_) options.max_records = *max_records_;
+    store_.emplace(std::move(options));
+  }
+  return &*store_;
+}
+
+ProgressBar Tool::Progress(uint64_t total_bytes) const {
+  return ProgressBar(total_bytes, !quiet_ && StderrIsTerminal());
+}
+
+int Tool::Fail(const absl::Status& status) {
+  log::Error(status.message());
+  return kExitFailed;
+}
+
+int Tool::Finish(absl::string_view out, bool ok) const {
+  if (!WriteStdout(out)) return kExitFailed;
+  return ok && !skipped_shards_ ? kExitOk : kExitFailed;
 }
 
 bool TakeValue(int argc, char** argv, int* i, std::string* flag, std::string* value) {
@@ -56,42 +159,10 @@ bool TakeValue(int argc, char** argv, int* i, std::string* flag, std::string* va
   return true;
 }
 
-index::StoreOptions ToolStoreOptions() {
-  index::StoreOptions options;
-  options.cache_dir = index::DefaultCacheDir();
-  options.durable = false;  // a cache: a torn file is just rebuilt
-  return options;
-}
-
-absl::StatusOr<scan::ScanResult> ScanSources(const std::vector<std::string>& sources,
-                                             index::IndexStore* store, bool quiet) {
-  const bool draw = !quiet && StderrIsTerminal();
-  ProgressBar progress(draw ? TotalBytes(sources) : 0, draw);
-  scan::ScanOptions options;
-  options.sources = sources;
-  options.store = store;
-  options.on_shard = [&](const scan::ScannedShard& s) {
-    progress.Add(1, s.index->num_records(), static_cast<uint64_t>(s.st.st_size));
-  };
-  auto result = scan::Scan(options);
-  progress.Finish();
-  if (!result.ok()) return result;
-  for (const scan::OtherFile& f : result->others) {
-    if (const std::string note = scan::NotAShardNote(f); !note.empty()) {
-      log::Warning(note, "; skipped");
-    }
-  }
-  if (absl::Status s = RequireShards(sources, *result); !s.ok()) return s;
-  return result;
-}
-
-absl::Status RequireShards(const std::vector<std::string>& sources,
-                           const scan::ScanResult& result) {
-  if (!result.shards.empty()) return absl::OkStatus();
-  return absl::NotFoundError(absl::StrCat(
-      "no TFRecord shard in ", absl::StrJoin(sources, ", "), " (", result.others.size(),
-      " other file(s); shards are found by content, in directories "
-      "searched recursively)"));
+absl::StatusOr<source::Codec> CompressionFlag(absl::string_view value) {
+  if (auto codec = source::ParseCodecName(value)) return *codec;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--compression needs none, gzip or zlib, not '", value, "'"));
 }
 
 std::string FormatFloat(float v) {
@@ -108,6 +179,10 @@ void WriteJsonFloat(JsonWriter* w, float v) {
   } else {
     w->Number(s);
   }
+}
+
+void WriteJsonUnreadable(JsonWriter* w, absl::string_view path, const absl::Status& status) {
+  w->BeginObject().Key("path").String(path).Key("reason").String(status.message()).EndObject();
 }
 
 bool StdoutIsTerminal() { return ::isatty(1) == 1; }

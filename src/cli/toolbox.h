@@ -1,6 +1,7 @@
-// What the read-only toolbox commands (count, schema, show, verify) share:
-// the index store they use, a scan of the SOURCEs with a
-// progress bar, and value formatting.
+// What the toolbox commands (count, schema, show, verify, index, repair,
+// reshard, status, pack) share: their start-up (command line, the index
+// store, a scan of the SOURCEs with a progress bar), their end (stdout and
+// the exit status), and value formatting.
 #ifndef TFRECORDFS_CLI_TOOLBOX_H_
 #define TFRECORDFS_CLI_TOOLBOX_H_
 
@@ -14,48 +15,115 @@
 #include "absl/strings/string_view.h"
 #include "src/cli/commands.h"
 #include "src/cli/json_writer.h"
+#include "src/cli/progress.h"
 #include "tfrecordfs/index/index_store.h"
 #include "tfrecordfs/scan/scan.h"
+#include "tfrecordfs/source/shard_source.h"
 
 namespace tfrecordfs::cli {
-
-// The arguments every toolbox command shares: operands, --json, -q/--quiet
-// (where `quiet_ok`), -h/--help (prints `usage`), "--" (only operands
-// follow). `own(i)` gets the first look at each option (argv[*i]) and
-// returns nullopt when it is not one of the command's own, kExitOk when it
-// took it (advancing *i past any value), or an exit code. Returns an exit
-// code when the command should stop now (help printed, usage error), else
-// nullopt.
-struct ToolArgs {
-  bool json = false;
-  bool quiet = false;
-  std::vector<std::string> operands;
-};
-std::optional<int> ParseToolArgs(int argc, char** argv, absl::string_view cmd,
-                                 absl::string_view usage, bool quiet_ok, ToolArgs* args,
-                                 const std::function<std::optional<int>(int* i)>& own = nullptr);
-
-// Splits "--flag=value" into flag and value; a flag that takes a value and
-// has none after '=' takes argv[++*i]. Returns false when the value is
-// missing.
-bool TakeValue(int argc, char** argv, int* i, std::string* flag, std::string* value);
 
 // The index store the toolbox uses: the per-user cache, read and written,
 // as a mount uses it (a walk only, when neither XDG_CACHE_HOME nor HOME is
 // set).
 index::StoreOptions ToolStoreOptions();
 
-// Scans the SOURCEs (scan::Scan) through `store`, drawing a progress bar on
-// a terminal unless `quiet`. Files named like shards that are not
-// (scan::NotAShardNote) are reported on stderr as a mount reports them.
-// Finding no shard at all is an error (RequireShards).
-absl::StatusOr<scan::ScanResult> ScanSources(const std::vector<std::string>& sources,
-                                             index::IndexStore* store, bool quiet);
+// How a toolbox command starts and ends, in one place:
+//
+//   int CountMain(int argc, char** argv) {
+//     Tool tool({.name = "count", .usage = kCountUsage});
+//     if (auto stop = tool.Start(argc, argv)) return *stop;  // parse, SOURCEs, scan
+//     for (const scan::ScannedShard& s : tool.shards()) ...
+//     return tool.Finish(out, !damaged);  // stdout, then the exit status
+//   }
+//
+// A command with checks of its own between parsing and scanning calls
+// Parse, NeedSources and Scan itself; one that scans no SOURCEs (show,
+// status, pack) uses Parse and Finish. Exit statuses are commands.h's.
+//
+// Thread-safety: none; a command's main thread owns its Tool.
+struct ToolSpec {
+  absl::string_view name;   // "count": messages say "tfrecordfs count: ..."
+  absl::string_view usage;  // what -h/--help prints
+  bool json = true;         // takes --json
+  bool quiet = true;        // takes -q/--quiet (no progress bar)
+  // Indexes shards: takes --max-shard-records N (index::StoreOptions::
+  // max_records); a shard over it is skipped with an error and the command
+  // then exits 1 (Finish).
+  bool indexes = false;
+};
 
-// NotFound, naming the SOURCEs, when `result` holds no shard: a toolbox
-// command over no shard has nothing to say, and "0 record(s)" would read as
-// an answer.
-absl::Status RequireShards(const std::vector<std::string>& sources, const scan::ScanResult& result);
+// A command's own options: `own(i)` gets the first look at each option
+// (argv[*i]) and returns nullopt when it is not one of the command's own,
+// kExitOk when it took it (advancing *i past any value), or an exit code.
+using OwnOptions = std::function<std::optional<int>(int* i)>;
+
+class Tool {
+ public:
+  explicit Tool(ToolSpec spec) : spec_(spec) {}
+  Tool(const Tool&) = delete;
+  Tool& operator=(const Tool&) = delete;
+
+  // Parses the command line: operands; -h/--help (prints the usage);
+  // --json and -q/--quiet as the spec allows; "--" (only operands follow);
+  // `own` for the rest; anything else is a usage error. Returns an exit
+  // code when the command should stop now (help printed, usage error),
+  // else nullopt.
+  std::optional<int> Parse(int argc, char** argv, const OwnOptions& own = nullptr);
+  // A usage error when there is no operand ("need at least one SOURCE").
+  std::optional<int> NeedSources() const;
+  // Scans the operands as SOURCEs (scan::Scan) through store() (made with
+  // `store_options`), with a progress bar over their file bytes on a
+  // terminal unless quiet. `extra` may add an on_shard callback and
+  // threads. Files named like shards that are not are reported as a mount
+  // reports them ("...; <skipped>"). Finding no shard is an error. Returns
+  // kExitFailed, after saying why, when the scan fails.
+  std::optional<int> Scan(const index::StoreOptions& store_options = ToolStoreOptions(),
+                          scan::ScanOptions extra = {}, absl::string_view skipped = "skipped");
+  // Parse, NeedSources and Scan (with the toolbox's store).
+  std::optional<int> Start(int argc, char** argv, const OwnOptions& own = nullptr);
+
+  bool json() const { return json_; }
+  bool quiet() const { return quiet_; }
+  const std::vector<std::string>& operands() const { return operands_; }
+  // The shards Scan found (none before).
+  const std::vector<scan::ScannedShard>& shards() const { return scanned_.shards; }
+  // The uncompressed bytes of the scanned shards' records: the work of a
+  // command that reads them all.
+  uint64_t DataBytes() const;
+  // The index store: Scan's, else one made with ToolStoreOptions() (and
+  // --max-shard-records).
+  index::IndexStore* store();
+
+  // A progress bar over `total_bytes`, drawn on a terminal unless quiet.
+  ProgressBar Progress(uint64_t total_bytes) const;
+
+  // "tfrecordfs NAME: MESSAGE" and the --help hint; kExitUsage.
+  int Usage(absl::string_view message) const { return UsageError(spec_.name, message); }
+  // Logs `status` as an error; kExitFailed.
+  static int Fail(const absl::Status& status);
+  // Writes `out` to stdout; kExitOk when that worked, `ok`, and Scan skipped
+  // no shard over --max-shard-records; else kExitFailed.
+  int Finish(absl::string_view out, bool ok) const;
+
+ private:
+  const ToolSpec spec_;
+  bool json_ = false;
+  bool quiet_ = false;
+  std::vector<std::string> operands_;
+  std::optional<uint64_t> max_records_;  // --max-shard-records
+  bool skipped_shards_ = false;          // Scan skipped a shard over it
+  std::optional<index::IndexStore> store_;
+  scan::ScanResult scanned_;
+};
+
+// Splits "--flag=value" into flag and value; a flag that takes a value and
+// has none after '=' takes argv[++*i]. Returns false when the value is
+// missing.
+bool TakeValue(int argc, char** argv, int* i, std::string* flag, std::string* value);
+
+// The value of pack's and reshard's --compression: none, gzip, zlib; else
+// InvalidArgument with the usage message.
+absl::StatusOr<source::Codec> CompressionFlag(absl::string_view value);
 
 // One float as the shortest decimal that reads back bit-exact
 // (naming::FormatFloats): "0.1", "1e+30", "nan", "-inf", "nan(0x...)".
@@ -64,6 +132,10 @@ std::string FormatFloat(float v);
 // "-0.0", "0.1"), or a string for NaN and infinities (JSON has no such
 // numbers).
 void WriteJsonFloat(JsonWriter* w, float v);
+
+// {"path": ..., "reason": ...}: a shard a command could not read (verify's
+// and repair's "unreadable").
+void WriteJsonUnreadable(JsonWriter* w, absl::string_view path, const absl::Status& status);
 
 bool StdoutIsTerminal();
 

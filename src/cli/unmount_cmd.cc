@@ -22,6 +22,7 @@
 #include "src/cli/runtime.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
+#include "tfrecordfs/staging/layout.h"
 
 namespace tfrecordfs::cli {
 namespace {
@@ -172,7 +173,7 @@ int UnmountMain(int argc, char** argv) {
   }
   // Hold the store's lock file open before unmounting, so the wait below
   // cannot miss the daemon's exit.
-  auto lock = OpenFile(record->store + "/lock", O_RDONLY);
+  auto lock = OpenFile(staging::LockFile(record->store), O_RDONLY);
   if (!lock.ok()) {
     std::cerr << "tfrecordfs unmount: " << lock.status().message() << "\n";
     return kExitFailed;
@@ -188,7 +189,7 @@ int UnmountMain(int argc, char** argv) {
     while (::flock(lock->get(), LOCK_SH) != 0 && errno == EINTR) {
     }
   }
-  auto report = ReadFileToString(record->store + "/last-pack.txt");
+  auto report = ReadFileToString(staging::PackReportFile(record->store));
   if (!report.ok()) {
     std::cerr << "tfrecordfs unmount: the daemon left no pack report in " << record->store
               << " (did it crash? the staged records are still there; mount again to retry)\n";

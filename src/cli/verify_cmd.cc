@@ -47,6 +47,9 @@ Options:
                "damaged_spans", not in "damaged_records"), and compressed
                shards add "checkpoint_offset"
   -q, --quiet  no progress bar
+  --max-shard-records N
+               the most records one shard may have (default 50000000);
+               a shard with more is skipped, and the exit status is 1
   -h, --help   show this help and exit
 
 Exit status: 0 when every record is intact, 1 when something is damaged or
@@ -66,22 +69,10 @@ std::string Where(const inspect::Damage& d, bool compressed) {
 }  // namespace
 
 int VerifyMain(int argc, char** argv) {
-  ToolArgs args;
-  if (auto stop = ParseToolArgs(argc, argv, "verify", kVerifyUsage, true, &args)) return *stop;
-  const bool json = args.json;
-  const bool quiet = args.quiet;
-  std::vector<std::string>& sources = args.operands;
-  if (sources.empty()) return UsageError("verify", "need at least one SOURCE");
-  index::IndexStore store(ToolStoreOptions());
-  auto scanned = ScanSources(sources, &store, quiet);
-  if (!scanned.ok()) {
-    log::Error(scanned.status().message());
-    return kExitFailed;
-  }
-  uint64_t total_bytes = 0;
-  for (const scan::ScannedShard& s : scanned->shards) total_bytes += s.index->data_size();
-  const bool draw = !quiet && StderrIsTerminal();
-  ProgressBar progress(total_bytes, draw);
+  Tool tool({.name = "verify", .usage = kVerifyUsage, .indexes = true});
+  if (auto stop = tool.Start(argc, argv)) return *stop;
+  const bool json = tool.json();
+  ProgressBar progress = tool.Progress(tool.DataBytes());
 
   struct Result {
     const scan::ScannedShard* shard;
@@ -90,14 +81,14 @@ int VerifyMain(int argc, char** argv) {
   };
   std::vector<Result> results;
   source::BlockCache cache(32 << 20);
-  for (const scan::ScannedShard& s : scanned->shards) {
+  for (const scan::ScannedShard& s : tool.shards()) {
     Result r{&s, absl::OkStatus(), {}};
     auto src = scan::OpenShard(s, &cache);
     // An index loaded from a file may hold forged checkpoints (a walk's own
     // are right by construction).
     const absl::Status stored = s.info.source == index::IndexSource::kWalked
                                     ? absl::OkStatus()
-                                    : inspect::VerifyStoredCheckpoints(*s.index);
+                                    : inspect::VerifyStoredCheckpoints(*s.index, s.object.get());
     if (!src.ok()) {
       r.status = src.status();
     } else if (!stored.ok()) {
@@ -162,14 +153,7 @@ int VerifyMain(int argc, char** argv) {
     }
     w.EndArray().Key("unreadable").BeginArray();
     for (const Result& r : results) {
-      if (!r.status.ok()) {
-        w.BeginObject()
-            .Key("path")
-            .String(r.shard->path)
-            .Key("reason")
-            .String(r.status.message())
-            .EndObject();
-      }
+      if (!r.status.ok()) WriteJsonUnreadable(&w, r.shard->path, r.status);
     }
     w.EndArray().Key("non_example_shards").BeginArray();
     for (const Result& r : results) {
@@ -218,8 +202,7 @@ int VerifyMain(int argc, char** argv) {
                     examples, " Example(s), ", sequences, " SequenceExample(s), ", others,
                     " other payload(s))\n");
   }
-  if (!WriteStdout(out)) return kExitFailed;
-  return damaged + spans + unreadable == 0 ? kExitOk : kExitFailed;
+  return tool.Finish(out, damaged + spans + unreadable == 0);
 }
 
 }  // namespace tfrecordfs::cli

@@ -31,7 +31,8 @@ namespace {
 // Offsets shifted, dropped or repeated by a forged index (a valid CRC over
 // wrong offsets, which DecodeIndexFile's invariants let through) fail here;
 // three preads per shard keep a cached mount fast.
-absl::Status CheckSampledHeaders(const IndexFile& f, int fd, const std::string& path) {
+absl::Status CheckSampledHeaders(const IndexFile& f, source::StoredBytes fd,
+                                 const std::string& path) {
   const uint64_t n = f.num_records();
   if (n == 0) return absl::OkStatus();
   std::vector<uint64_t> at;
@@ -66,9 +67,10 @@ uint64_t Fnv1a64(absl::string_view s) {
 // The real path of the open file `fd`: one readlink of /proc/self/fd/N
 // (realpath(3) costs a getcwd and a readlink per path component, which
 // showed in the time to mount a thousand cached shards).
-std::string RealPath(int fd, const std::string& path) {
+std::string RealPath(source::StoredBytes fd, const std::string& path) {
+  if (fd.object() != nullptr) return fd.object()->url();  // an object is known by its URL
   char buf[PATH_MAX];
-  const std::string link = absl::StrCat("/proc/self/fd/", fd);
+  const std::string link = absl::StrCat("/proc/self/fd/", fd.fd());
   const ssize_t n = ::readlink(link.c_str(), buf, sizeof buf);
   if (n > 0 && static_cast<size_t>(n) < sizeof buf && buf[0] == '/') return std::string(buf, n);
   return tfrecordfs::RealPath(path).value_or(path);
@@ -143,7 +145,8 @@ absl::Status WriteFileReplacing(const std::string& path, absl::string_view conte
   return s;
 }
 
-absl::StatusOr<HeaderBytes> ReadHeaderAt(int fd, const std::string& path, uint64_t offset) {
+absl::StatusOr<HeaderBytes> ReadHeaderAt(source::StoredBytes fd, const std::string& path,
+                                         uint64_t offset) {
   HeaderBytes h{};
   if (auto s = PreadFull(fd, h.data(), h.size(), offset, path); !s.ok()) return s;
   return h;
@@ -161,15 +164,15 @@ struct Check {
 // from machines that mount the data at different paths) only its base name.
 // The raw 12 bytes of a shard file at `offset` (for compressed shards the
 // fingerprint is taken from the file itself: its start and its trailer).
-absl::StatusOr<HeaderBytes> RawBytesAt(int fd, const std::string& path, uint64_t size,
-                                       uint64_t offset) {
+absl::StatusOr<HeaderBytes> RawBytesAt(source::StoredBytes fd, const std::string& path,
+                                       uint64_t size, uint64_t offset) {
   HeaderBytes h{};
   if (size < h.size()) return h;
   if (auto s = PreadFull(fd, h.data(), h.size(), offset, path); !s.ok()) return s;
   return h;
 }
 
-Check CheckStored(const IndexFile& f, int fd, const std::string& shard_path,
+Check CheckStored(const IndexFile& f, source::StoredBytes fd, const std::string& shard_path,
                   const std::string& real_path, bool same_name_only, const struct stat& st,
                   source::Codec codec) {
   Check c;
@@ -187,9 +190,9 @@ Check CheckStored(const IndexFile& f, int fd, const std::string& shard_path,
   // machine sharing an index_dir sees other numbers for the same file.
   // (Not the inode on FUSE, which may renumber a file: source::InodesPersist.)
   const bool same_file =
-      same_name_only ||
-      ((f.inode == static_cast<uint64_t>(st.st_ino) || !source::InodesPersist(fd)) &&
-       f.ctime_ns == CtimeNs(st));
+      same_name_only || ((f.inode == static_cast<uint64_t>(st.st_ino) || fd.object() != nullptr ||
+                          !source::InodesPersist(fd.fd())) &&
+                         f.ctime_ns == CtimeNs(st));
   const bool same = f.file_size == size && f.mtime_ns == MtimeNs(st) && same_file;
   // Only plain shards grow by appending records; a compressed one is walked
   // again (its end holds a trailer).
@@ -228,8 +231,9 @@ Check CheckStored(const IndexFile& f, int fd, const std::string& shard_path,
   return c;
 }
 
-absl::StatusOr<IndexFile> Fingerprint(int fd, const std::string& path, const std::string& real_path,
-                                      const struct stat& st, record::WalkResult walk,
+absl::StatusOr<IndexFile> Fingerprint(source::StoredBytes fd, const std::string& path,
+                                      const std::string& real_path, const struct stat& st,
+                                      record::WalkResult walk,
                                       const source::CheckpointTable* checkpoints) {
   IndexFile f;
   f.file_size = static_cast<uint64_t>(st.st_size);
@@ -300,7 +304,7 @@ std::string IndexStore::SharedPath(const std::string& mount_path) const {
   return absl::StrCat(options_.shared_dir, "/", mount_path, kIndexSuffix);
 }
 
-absl::StatusOr<record::WalkResult> WalkGrownTail(int fd, absl::string_view path,
+absl::StatusOr<record::WalkResult> WalkGrownTail(source::StoredBytes fd, absl::string_view path,
                                                  const IndexFile& old, uint64_t file_size,
                                                  uint64_t max_records) {
   const uint64_t old_records = old.walk.offsets.size() - 1;
@@ -358,11 +362,9 @@ absl::Status IndexStore::Save(const std::string& target, const IndexFile& file) 
   return s;
 }
 
-absl::StatusOr<std::shared_ptr<const ShardIndex>> IndexStore::Load(int fd, const std::string& path,
-                                                                   const std::string& mount_path,
-                                                                   const struct stat& st,
-                                                                   source::Codec codec,
-                                                                   LoadInfo* info) {
+absl::StatusOr<std::shared_ptr<const ShardIndex>> IndexStore::Load(
+    source::StoredBytes fd, const std::string& path, const std::string& mount_path,
+    const struct stat& st, source::Codec codec, LoadInfo* info) {
   LoadInfo local;
   if (info == nullptr) info = &local;
   *info = LoadInfo();
@@ -378,11 +380,14 @@ absl::StatusOr<std::shared_ptr<const ShardIndex>> IndexStore::Load(int fd, const
   };
   std::vector<Candidate> candidates;
   if (!options_.shared_dir.empty()) candidates.push_back({SharedPath(mount_path), true});
-  if (options_.beside || options_.write_beside)
+  // An object has no "beside" on this machine (writing <object>.tfri into a
+  // bucket is not done yet): it is indexed through the cache only.
+  const bool object = fd.object() != nullptr;
+  if (!object && (options_.beside || options_.write_beside))
     candidates.push_back({BesidePath(path), true, true});
   if (use_cache) candidates.push_back({CachePath(real_path), false});
   const std::string target = options_.write_shared   ? SharedPath(mount_path)
-                             : options_.write_beside ? BesidePath(path)
+                             : options_.write_beside ? (object ? "" : BesidePath(path))
                              : use_cache             ? CachePath(real_path)
                                                      : "";
 

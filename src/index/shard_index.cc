@@ -3,6 +3,7 @@
 #include <fcntl.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -70,7 +71,7 @@ bool LooksLikeShardName(absl::string_view name) {
          absl::EndsWith(s, "-");
 }
 
-absl::StatusOr<Probe> ProbeFile(int fd, absl::string_view path, uint64_t size,
+absl::StatusOr<Probe> ProbeFile(source::StoredBytes fd, absl::string_view path, uint64_t size,
                                 source::Codec* codec) {
   if (codec != nullptr) *codec = source::Codec::kNone;
   const bool named = LooksLikeShardName(Basename(path));
@@ -122,14 +123,15 @@ absl::StatusOr<Probe> ProbeFile(int fd, absl::string_view path, uint64_t size,
   return Probe::kNotShard;
 }
 
-absl::StatusOr<WalkedShard> WalkShard(int fd, const std::string& path, uint64_t size,
-                                      source::Codec codec, uint64_t span,
+absl::StatusOr<WalkedShard> WalkShard(source::StoredBytes fd, const std::string& path,
+                                      uint64_t size, source::Codec codec, uint64_t span,
                                       const std::function<void(uint64_t)>& progress, WalkMode mode,
                                       uint64_t max_records) {
   WalkedShard out;
   if (codec == source::Codec::kNone) {
     const bool blocks =
-        mode == WalkMode::kBlocks || (mode == WalkMode::kAuto && source::OnRemoteStorage(fd));
+        mode == WalkMode::kBlocks ||
+        (mode == WalkMode::kAuto && (fd.object() != nullptr || source::OnRemoteStorage(fd.fd())));
     auto walk = record::WalkHeaders(source::PlainSource::Borrowing(fd, path, size), 0,
                                     blocks ? kWalkBlock : 0, max_records);
     if (!walk.ok()) return walk.status();
@@ -151,14 +153,19 @@ absl::StatusOr<WalkedShard> WalkShard(int fd, const std::string& path, uint64_t 
     // Damaged records inside the stream: walk the decompressed bytes again,
     // resynchronising as on a plain shard.
     source::BlockCache cache(size_t{8} << 20);
-    auto dup = OpenFile(absl::StrCat("/proc/self/fd/", fd), O_RDONLY | O_CLOEXEC);
-    if (!dup.ok()) return dup.status();
+    std::optional<source::ShardFile> file;
+    if (fd.object() != nullptr) {
+      file.emplace(source::ShardFile::Borrowed(fd, path));
+    } else {
+      auto dup = OpenFile(absl::StrCat("/proc/self/fd/", fd.fd()), O_RDONLY | O_CLOEXEC);
+      if (!dup.ok()) return dup.status();
+      file.emplace(std::move(*dup), path);
+    }
     std::unique_ptr<source::ShardSource> src;
     if (codec == source::Codec::kSnappy) {
-      src = std::make_unique<source::SnappySource>(source::ShardFile(std::move(*dup), path), size,
-                                                   table, &cache);
+      src = std::make_unique<source::SnappySource>(std::move(*file), size, table, &cache);
     } else {
-      src = std::make_unique<source::InflateSource>(std::move(*dup), path, size, table, &cache);
+      src = std::make_unique<source::InflateSource>(std::move(*file), size, table, &cache);
     }
     auto walk = record::WalkHeaders(*src, 0, 0, max_records);
     if (!walk.ok()) return walk.status();
@@ -175,7 +182,8 @@ absl::StatusOr<WalkedShard> WalkShard(int fd, const std::string& path, uint64_t 
   return out;
 }
 
-absl::StatusOr<std::shared_ptr<const ShardIndex>> BuildShardIndex(int fd, const std::string& path,
+absl::StatusOr<std::shared_ptr<const ShardIndex>> BuildShardIndex(source::StoredBytes fd,
+                                                                  const std::string& path,
                                                                   const struct stat& st,
                                                                   source::Codec codec,
                                                                   uint64_t max_records) {

@@ -250,17 +250,22 @@ absl::StatusOr<std::optional<Damage>> CheckTail(const index::ShardIndex& idx,
   return std::optional<Damage>(std::move(d));
 }
 
-absl::Status VerifyStoredCheckpoints(const index::ShardIndex& idx) {
+absl::Status VerifyStoredCheckpoints(const index::ShardIndex& idx,
+                                     const source::ObjectReader* object) {
   // GZIP/ZLIB checkpoints resume inflating mid-stream with a stored window;
   // SNAPPY's block table is checked by every block's own framing.
   if (!idx.checkpoints() ||
       (idx.codec() != source::Codec::kGzip && idx.codec() != source::Codec::kZlib)) {
     return absl::OkStatus();
   }
-  auto fd = OpenFile(idx.path(), O_RDONLY | O_CLOEXEC);
-  if (!fd.ok()) return fd.status();
-  absl::Status s =
-      source::VerifyCheckpoints(fd->get(), idx.path(), idx.file_size(), *idx.checkpoints());
+  absl::Status s;
+  if (object != nullptr) {
+    s = source::VerifyCheckpoints(object, idx.path(), idx.file_size(), *idx.checkpoints());
+  } else {
+    auto fd = OpenFile(idx.path(), O_RDONLY | O_CLOEXEC);
+    if (!fd.ok()) return fd.status();
+    s = source::VerifyCheckpoints(fd->get(), idx.path(), idx.file_size(), *idx.checkpoints());
+  }
   if (!absl::IsDataLoss(s)) return s;
   return absl::DataLossError(
       absl::StrCat(s.message(),

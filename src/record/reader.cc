@@ -140,8 +140,8 @@ bool IsTooManyRecords(const absl::Status& status) {
   return status.GetPayload(kTooManyPayload).has_value();
 }
 
-absl::StatusOr<WalkResult> WalkHeaders(int fd, absl::string_view path, uint64_t file_size,
-                                       uint64_t start, uint64_t max_records) {
+absl::StatusOr<WalkResult> WalkHeaders(source::StoredBytes fd, absl::string_view path,
+                                       uint64_t file_size, uint64_t start, uint64_t max_records) {
   return WalkHeaders(source::PlainSource::Borrowing(fd, std::string(path), file_size), start, 0,
                      max_records);
 }

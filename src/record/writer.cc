@@ -56,7 +56,8 @@ absl::Status ShardWriter::Append(absl::string_view data) {
   AppendFramed(&buffer_, data);
   bytes_ += data.size() + kFramingOverhead;
   ++records_;
-  if (buffer_.size() >= kFlushEvery) return Flush(Z_FULL_FLUSH);
+  const size_t every = options_.codec == source::Codec::kNone ? kPlainWriteEvery : kFlushEvery;
+  if (buffer_.size() >= every) return Flush(Z_FULL_FLUSH);
   return absl::OkStatus();
 }
 

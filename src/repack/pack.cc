@@ -220,7 +220,10 @@ namespace {
 
 class Packer {
  public:
-  Packer(const PackOptions& options, PackReport* report) : o_(options), report_(report) {}
+  Packer(const PackOptions& options, PackReport* report)
+      : o_(options),
+        types_(options.types != nullptr ? *options.types : naming::NoFeatureTypes()),
+        report_(report) {}
 
   absl::Status Run();
 
@@ -234,6 +237,7 @@ class Packer {
   absl::Status RemovePacked();
 
   const PackOptions& o_;
+  naming::FeatureTypes& types_;  // o_.types, else none
   PackReport* report_;
   FaultPoints faults_;
   std::string journal_path_;
@@ -252,7 +256,7 @@ absl::Status Packer::Plan() {
   auto listed = ListRecordFolders(records_dir_, &report_->left);
   if (!listed.ok()) return Annotate(listed.status(), "listing staged records: ");
   for (const std::string& name : *listed) {
-    auto payload = staging::PayloadFromFolder(JoinPath(records_dir_, name), o_.hint);
+    auto payload = staging::PayloadFromFolder(JoinPath(records_dir_, name), types_);
     if (!payload.ok()) {
       report_->left.push_back({name, std::string(payload.status().message())});
       continue;
@@ -295,7 +299,7 @@ absl::Status Packer::WriteShard(PlannedShard& shard, bool first) {
   record::ShardWriter writer(std::move(*fd), tmp, {.codec = o_.compression});
   for (size_t k = 0; k < shard.count; ++k) {
     const PlannedRecord& r = records_[shard.first + k];
-    auto payload = staging::PayloadFromFolder(JoinPath(records_dir_, r.name), o_.hint);
+    auto payload = staging::PayloadFromFolder(JoinPath(records_dir_, r.name), types_);
     if (!payload.ok()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "record ", r.name,

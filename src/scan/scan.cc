@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <set>
 #include <thread>
@@ -16,12 +17,14 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/index/index_file.h"
 #include "tfrecordfs/record/reader.h"
+#include "tfrecordfs/scan/objects.h"
 #include "tfrecordfs/source/snappy_source.h"
 
 namespace tfrecordfs::scan {
@@ -46,7 +49,10 @@ void DropIndexesBesideShards(std::vector<std::string>* names) {
 // and with the names a mount gives them.
 class Collector {
  public:
+  explicit Collector(const ObjectLister* lister) : lister_(lister) {}
+
   absl::Status AddSource(const std::string& src) {
+    if (IsObjectUrl(src)) return AddObjects(src);
     struct stat st;
     if (::stat(src.c_str(), &st) != 0) return ErrnoError(errno, absl::StrCat("source ", src));
     if (S_ISDIR(st.st_mode)) {
@@ -60,6 +66,7 @@ class Collector {
   }
 
   std::vector<SourceEntry> TakeEntries() { return std::move(entries_); }
+  bool has_objects() const { return has_objects_; }
   // The regular files, as indices into the entries.
   std::vector<size_t> TakeFiles() { return std::move(files_); }
 
@@ -109,6 +116,85 @@ class Collector {
     return absl::OkStatus();
   }
 
+  // The objects of a URL SOURCE, as a directory source's entries: at the
+  // root, folders before their entries, by name within a folder.
+  absl::Status AddObjects(const std::string& src) {
+    has_objects_ = true;
+    auto urls = ExpandShardSpec(src);
+    if (!urls.ok()) return urls.status();
+    struct Folder {
+      std::map<std::string, Folder> folders;
+      std::map<std::string, const FoundObject*> objects;
+    };
+    Folder root;
+    std::vector<FoundObject> found;
+    for (const std::string& url : *urls) {
+      auto listed = lister_->List(url);
+      if (!listed.ok()) return listed.status();
+      for (FoundObject& f : *listed) found.push_back(std::move(f));
+    }
+    for (const FoundObject& f : found) {
+      Folder* at = &root;
+      std::vector<std::string> parts = absl::StrSplit(f.relative, '/');
+      for (size_t k = 0; k + 1 < parts.size(); ++k) at = &at->folders[parts[k]];
+      at->objects[parts.back()] = &f;
+    }
+    const std::function<absl::Status(const Folder&, const std::string&, size_t)> add =
+        [&](const Folder& folder, const std::string& mount_dir, size_t parent) -> absl::Status {
+      std::vector<std::string> names;
+      for (const auto& [n, sub] : folder.folders) names.push_back(n);
+      for (const auto& [n, obj] : folder.objects) {
+        if (!folder.folders.contains(n)) names.push_back(n);
+      }
+      std::sort(names.begin(), names.end());
+      DropIndexesBesideShards(&names);
+      for (const std::string& n : names) {
+        const std::string mount_path = mount_dir.empty() ? n : absl::StrCat(mount_dir, "/", n);
+        auto sub = folder.folders.find(n);
+        struct stat st = {};
+        if (sub != folder.folders.end()) {
+          st.st_mode = S_IFDIR | 0555;
+          st.st_nlink = 2;
+          const std::string path =
+              absl::StrCat(src, absl::EndsWith(src, "/") ? "" : "/", mount_path);
+          if (auto s = AddEntry(mount_path, path, st, parent, nullptr); !s.ok()) return s;
+          if (auto s = add(sub->second, mount_path, entries_.size() - 1); !s.ok()) return s;
+          continue;
+        }
+        const FoundObject& f = *folder.objects.at(n);
+        st.st_mode = S_IFREG | 0444;
+        st.st_nlink = 1;
+        st.st_size = static_cast<off_t>(f.object->size());
+        st.st_mtim.tv_sec = f.mtime;
+        // ctime: a fingerprint of the ETag, which the index cache compares
+        // (an index is reused for the same URL, size and ETag only).
+        uint64_t h = 14695981039346656037ull;
+        for (char c : f.object->etag()) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+        st.st_ctim.tv_sec = static_cast<time_t>(h & 0x7fffffff);
+        st.st_ctim.tv_nsec = static_cast<long>((h >> 32) % 1000000000u);
+        if (auto s = AddEntry(mount_path, f.object->url(), st, parent, f.object); !s.ok()) return s;
+      }
+      return absl::OkStatus();
+    };
+    return add(root, "", kAtRoot);
+  }
+
+  absl::Status AddEntry(const std::string& mount_path, const std::string& path,
+                        const struct stat& st, size_t parent,
+                        std::shared_ptr<const source::ObjectReader> object) {
+    auto [it, fresh] = taken_.emplace(mount_path, path);
+    if (!fresh) {
+      return absl::AlreadyExistsError(absl::StrCat("two sources provide '", Basename(mount_path),
+                                                   "' in the same directory of the mount (", path,
+                                                   " and ", it->second, ")"));
+    }
+    if (!S_ISDIR(st.st_mode)) files_.push_back(entries_.size());
+    entries_.push_back({path, mount_path, st, parent, std::move(object)});
+    return absl::OkStatus();
+  }
+
+  const ObjectLister* lister_;
+  bool has_objects_ = false;
   std::set<std::pair<dev_t, ino_t>> visited_;
   // Each mount path taken, and the real path that took it.
   absl::flat_hash_map<std::string, std::string> taken_;
@@ -123,7 +209,45 @@ struct Probed {
   OtherFile other;
 };
 
+// An object's ProbeAndIndex: the same, through its ObjectReader.
+Probed ProbeAndIndexObject(const SourceEntry& file, size_t entry, index::IndexStore* store) {
+  Probed out;
+  const source::StoredBytes in(file.object.get());
+  const uint64_t size = file.object->size();
+  source::Codec codec = source::Codec::kNone;
+  auto probe = index::ProbeFile(in, file.path, size, &codec);
+  if (!probe.ok()) {
+    out.status = probe.status();
+    return out;
+  }
+  if (*probe != index::Probe::kShard) {
+    out.other = {file.path, file.mount_path, codec, NamedLikeAShard(Basename(file.mount_path)),
+                 entry};
+    return out;
+  }
+  ScannedShard& shard = out.shard;
+  shard.path = file.path;
+  shard.mount_path = file.mount_path;
+  shard.codec = codec;
+  shard.st = file.st;
+  shard.identity = source::FileIdentity::Of(file.st);
+  shard.identity.ino_persists = false;
+  shard.entry = entry;
+  shard.object = file.object;
+  auto idx = store != nullptr
+                 ? store->Load(in, file.path, file.mount_path, file.st, codec, &shard.info)
+                 : index::BuildShardIndex(in, file.path, file.st, codec);
+  if (!idx.ok()) {
+    out.status = idx.status();
+    return out;
+  }
+  shard.index = std::move(*idx);
+  out.is_shard = true;
+  return out;
+}
+
 Probed ProbeAndIndex(const SourceEntry& file, size_t entry, index::IndexStore* store) {
+  if (file.object != nullptr) return ProbeAndIndexObject(file, entry, store);
   Probed out;
   auto fd = OpenFile(file.path, O_RDONLY);
   if (!fd.ok()) {
@@ -165,14 +289,46 @@ Probed ProbeAndIndex(const SourceEntry& file, size_t entry, index::IndexStore* s
   return out;
 }
 
+// Leaves out the objects that are not shards (a mount has no way to serve
+// their bytes yet), renumbering the entries that stay.
+void DropOtherObjects(ScanResult* result) {
+  std::vector<size_t> renumbered(result->entries.size(), kAtRoot);
+  std::vector<SourceEntry> kept;
+  std::vector<bool> drop(result->entries.size(), false);
+  std::vector<OtherFile> others;
+  for (OtherFile& o : result->others) {
+    if (result->entries[o.entry].object != nullptr) {
+      drop[o.entry] = true;
+      log::Info(o.path, ": not a TFRecord shard; not shown (a mount serves shards of object ",
+                "storage only)");
+    } else {
+      others.push_back(std::move(o));
+    }
+  }
+  for (size_t e = 0; e < result->entries.size(); ++e) {
+    if (drop[e]) continue;
+    renumbered[e] = kept.size();
+    kept.push_back(std::move(result->entries[e]));
+    if (kept.back().parent != kAtRoot) kept.back().parent = renumbered[kept.back().parent];
+  }
+  for (ScannedShard& s : result->shards) s.entry = renumbered[s.entry];
+  for (OtherFile& o : others) o.entry = renumbered[o.entry];
+  result->entries = std::move(kept);
+  result->others = std::move(others);
+}
+
 }  // namespace
 
 absl::StatusOr<ScanResult> Scan(const ScanOptions& options) {
   if (options.sources.empty()) return absl::InvalidArgumentError("no SOURCE given");
-  Collector collector;
+  ObjectLister lister(options.object_cache != nullptr
+                          ? options.object_cache
+                          : std::make_shared<source::BlockCache>(kObjectCacheBytes));
+  Collector collector(&lister);
   for (const std::string& src : options.sources) {
     if (auto s = collector.AddSource(src); !s.ok()) return s;
   }
+  const bool has_objects = collector.has_objects();
   ScanResult result;
   result.entries = collector.TakeEntries();
   const std::vector<size_t> files = collector.TakeFiles();
@@ -181,6 +337,7 @@ absl::StatusOr<ScanResult> Scan(const ScanOptions& options) {
   int threads = options.threads;
   if (threads <= 0) {
     const bool remote =
+        collector.has_objects() ||
         std::any_of(options.sources.begin(), options.sources.end(),
                     [](const std::string& p) { return source::OnRemoteStorage(p); });
     threads = remote
@@ -216,6 +373,7 @@ absl::StatusOr<ScanResult> Scan(const ScanOptions& options) {
       result.others.push_back(std::move(p.other));
     }
   }
+  if (has_objects) DropOtherObjects(&result);
   return result;
 }
 
@@ -254,7 +412,9 @@ absl::StatusOr<std::unique_ptr<source::ShardSource>> OpenShard(const ScannedShar
                                                                source::FdCache* fds) {
   const index::ShardIndex& idx = *shard.index;
   std::optional<source::ShardFile> file;
-  if (fds != nullptr) {
+  if (shard.object != nullptr) {
+    file.emplace(shard.object);  // every GET is pinned to the listed ETag
+  } else if (fds != nullptr) {
     file.emplace(idx.path(), shard.identity, fds);
   } else {
     auto fd = OpenFile(shard.path, O_RDONLY);
@@ -280,6 +440,20 @@ absl::StatusOr<std::unique_ptr<source::ShardSource>> OpenShard(const ScannedShar
 }
 
 absl::StatusOr<ScannedShard> ScanOne(const std::string& path, index::IndexStore* store) {
+  if (IsObjectUrl(path)) {
+    ScanOptions options;
+    options.sources = {path};
+    options.store = store;
+    auto scanned = Scan(options);
+    if (!scanned.ok()) return scanned.status();
+    if (scanned->shards.size() != 1) {
+      return absl::InvalidArgumentError(
+          scanned->shards.empty()
+              ? absl::StrCat(path, ": not a TFRecord shard")
+              : absl::StrCat(path, ": ", scanned->shards.size(), " shards, not one"));
+    }
+    return std::move(scanned->shards.front());
+  }
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return ErrnoError(errno, path);
   if (!S_ISREG(st.st_mode)) {

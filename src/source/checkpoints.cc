@@ -116,8 +116,9 @@ const Checkpoint& CheckpointTable::Before(uint64_t offset) const {
   return it == points.begin() ? points.front() : *(it - 1);
 }
 
-absl::StatusOr<ScanResult> ScanCompressed(int fd, absl::string_view path, uint64_t file_size,
-                                          Codec codec, uint64_t span, const StreamSink& sink,
+absl::StatusOr<ScanResult> ScanCompressed(StoredBytes fd, absl::string_view path,
+                                          uint64_t file_size, Codec codec, uint64_t span,
+                                          const StreamSink& sink,
                                           const std::function<void(uint64_t)>& progress) {
   ScanResult result;
   result.table.codec = codec;
@@ -206,7 +207,7 @@ absl::StatusOr<ScanResult> ScanCompressed(int fd, absl::string_view path, uint64
   return result;
 }
 
-absl::Status VerifyCheckpoints(int fd, absl::string_view path, uint64_t file_size,
+absl::Status VerifyCheckpoints(StoredBytes fd, absl::string_view path, uint64_t file_size,
                                const CheckpointTable& table, size_t first, size_t last) {
   const std::vector<Checkpoint>& pts = table.points;
   if (pts.empty() || last >= pts.size() || first > last) {
@@ -272,14 +273,14 @@ absl::Status VerifyCheckpoints(int fd, absl::string_view path, uint64_t file_siz
   return absl::OkStatus();
 }
 
-absl::Status VerifyCheckpoints(int fd, absl::string_view path, uint64_t file_size,
+absl::Status VerifyCheckpoints(StoredBytes fd, absl::string_view path, uint64_t file_size,
                                const CheckpointTable& table) {
   if (table.points.empty()) return absl::DataLossError(absl::StrCat(path, ": no checkpoints"));
   return VerifyCheckpoints(fd, path, file_size, table, 0, table.points.size() - 1);
 }
 
-absl::StatusOr<std::string> InflatePrefix(int fd, absl::string_view path, uint64_t file_size,
-                                          Codec codec, size_t n) {
+absl::StatusOr<std::string> InflatePrefix(StoredBytes fd, absl::string_view path,
+                                          uint64_t file_size, Codec codec, size_t n) {
   Inflater inf(fd, path, file_size, codec);
   Checkpoint start;
   start.stream_start = true;

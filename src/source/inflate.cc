@@ -8,17 +8,12 @@
 
 namespace tfrecordfs::source {
 
-InflateSource::InflateSource(ShardFile file, uint64_t file_size,
-                             std::shared_ptr<const CheckpointTable> table, BlockCache* cache)
-    : file_(std::move(file)),
-      file_size_(file_size),
-      table_(std::move(table)),
-      cache_(cache),
-      id_(cache->NewSourceId()) {}
-
 InflateSource::~InflateSource() { cache_->DropCursor(id_); }
 
-absl::StatusOr<std::shared_ptr<const std::string>> InflateSource::Block(uint64_t block) const {
+absl::StatusOr<std::shared_ptr<const std::string>> InflateSource::BlockAt(uint64_t offset,
+                                                                          uint64_t* start) const {
+  const uint64_t block = offset / kBlockSize;
+  *start = block * kBlockSize;
   if (auto hit = cache_->Get(id_, block)) return hit;
   MutexLock lock(&mu_);
   if (auto hit = cache_->Get(id_, block)) return hit;  // another reader inflated it
@@ -53,7 +48,8 @@ absl::StatusOr<const Checkpoint*> InflateSource::CheckedCheckpoint(const Checkpo
   // Checked in order, from the last checkpoint checked so far: a read far
   // into a shard pays once for the stream before it, and a sequential
   // reader, whose cursor never restarts, pays nothing.
-  absl::Status s = VerifyCheckpoints(lease.fd, file_.path(), file_size_, *table_, verified_, k);
+  absl::Status s =
+      VerifyCheckpoints(lease.bytes(), file_.path(), file_size_, *table_, verified_, k);
   if (s.ok()) {
     verified_ = k;
     return cp;
@@ -88,13 +84,13 @@ absl::StatusOr<std::shared_ptr<const std::string>> InflateSource::InflateBlock(
       cp = *checked;
     }
     if (cur == nullptr) {
-      cur = std::make_unique<Inflater>(lease.fd, file_.path(), file_size_, table_->codec,
+      cur = std::make_unique<Inflater>(lease.bytes(), file_.path(), file_size_, table_->codec,
                                        /*fast=*/!zlib_only_);
     }
     // Start reads (the byte holding a checkpoint's leftover bits): through
     // this read's lease. The descriptor an earlier lease gave the cursor may
     // be closed by now, or its number reused for another file.
-    cur->SetFd(lease.fd);
+    cur->SetFd(lease.bytes());
     auto window = table_->windows->Load(*cp);
     if (!window.ok()) {
       // The index file changed under the mount, or its window is damaged:
@@ -112,7 +108,7 @@ absl::StatusOr<std::shared_ptr<const std::string>> InflateSource::InflateBlock(
     restarts_.fetch_add(1, std::memory_order_relaxed);
   }
   Inflater& inf = *cur;
-  inf.SetFd(lease.fd);
+  inf.SetFd(lease.bytes());
   std::shared_ptr<const std::string> result;
   std::string acc;
   bool acc_whole = inf.out_pos() % kBlockSize == 0;  // acc starts at a block boundary
@@ -152,26 +148,6 @@ absl::StatusOr<std::shared_ptr<const std::string>> InflateSource::InflateBlock(
   if (!result)
     return absl::InternalError(absl::StrCat(file_.path(), ": block ", block, " not produced"));
   return result;
-}
-
-absl::StatusOr<size_t> InflateSource::ReadAt(uint64_t offset, char* buf, size_t n) const {
-  const uint64_t size = table_->data_size;
-  if (offset >= size) return size_t{0};
-  if (n > size - offset) n = static_cast<size_t>(size - offset);
-  size_t done = 0;
-  while (done < n) {
-    const uint64_t pos = offset + done;
-    auto block = Block(pos / kBlockSize);
-    if (!block.ok()) return block.status();
-    const size_t in_block = static_cast<size_t>(pos % kBlockSize);
-    if (in_block >= (*block)->size()) {
-      return absl::DataLossError(absl::StrCat(file_.path(), ": short block at offset ", pos));
-    }
-    const size_t k = std::min(n - done, (*block)->size() - in_block);
-    std::memcpy(buf + done, (*block)->data() + in_block, k);
-    done += k;
-  }
-  return done;
 }
 
 }  // namespace tfrecordfs::source

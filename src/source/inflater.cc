@@ -27,7 +27,8 @@ constexpr size_t kZlibStateBytes = (7 << 10) + kWindowSize;
 
 }  // namespace
 
-Inflater::Inflater(int fd, absl::string_view path, uint64_t file_size, Codec codec, bool fast)
+Inflater::Inflater(StoredBytes fd, absl::string_view path, uint64_t file_size, Codec codec,
+                   bool fast)
     : fd_(fd),
       path_(path),
       file_size_(file_size),

@@ -68,7 +68,7 @@ void ReadaheadSource::Track(uint64_t offset, uint64_t end, bool hit) const {
   const uint64_t size = inner_->size();
   MutexLock lock(&mu_);
   // A read served from blocks read ahead goes on with the stream, even when
-  // a read elsewhere in the shard came in between (KindOf's sampling).
+  // a read elsewhere in the shard came in between (the feature-type sampler's).
   const bool sequential = hit || offset == next_offset_;
   next_offset_ = end;
   if (!sequential) return;

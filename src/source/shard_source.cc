@@ -164,14 +164,20 @@ ShardFile::ShardFile(std::string path, FileIdentity identity, FdCache* cache)
 ShardFile::ShardFile(UniqueFd fd, std::string path)
     : path_(std::move(path)), owned_(std::make_shared<const UniqueFd>(std::move(fd))) {}
 
-ShardFile ShardFile::Borrowed(int fd, std::string path) {
+ShardFile::ShardFile(std::shared_ptr<const ObjectReader> object)
+    : path_(object->url()), object_(std::move(object)) {}
+
+ShardFile ShardFile::Borrowed(StoredBytes in, std::string path) {
   ShardFile f(UniqueFd(), std::move(path));
   f.owned_.reset();
-  f.borrowed_ = fd;
+  f.borrowed_ = in.fd();
+  f.borrowed_object_ = in.object();
   return f;
 }
 
 absl::StatusOr<Lease> ShardFile::Open() const {
+  if (object_) return Lease{-1, object_, object_.get()};
+  if (borrowed_object_ != nullptr) return Lease{-1, nullptr, borrowed_object_};
   if (owned_) return Lease{owned_->get(), owned_};
   if (cache_ == nullptr) return Lease{borrowed_, nullptr};
   return cache_->Get(key_, [this]() -> absl::StatusOr<UniqueFd> {
@@ -203,7 +209,7 @@ absl::StatusOr<size_t> PlainSource::ReadAt(uint64_t offset, char* buf, size_t n)
   if (n > size_ - offset) n = static_cast<size_t>(size_ - offset);
   auto lease = file_.Open();
   if (!lease.ok()) return lease.status();
-  auto got = PreadUpTo(lease->fd, buf, n, offset, path());
+  auto got = PreadUpTo(lease->bytes(), buf, n, offset, path());
   if (!got.ok()) return got.status();
   if (*got < n) {
     return Changed(path(), absl::StrCat("it ends before byte offset ", offset + n,
@@ -215,6 +221,7 @@ absl::StatusOr<size_t> PlainSource::ReadAt(uint64_t offset, char* buf, size_t n)
 absl::StatusOr<std::optional<FileRange>> PlainSource::Spliceable(uint64_t offset) const {
   auto lease = file_.Open();
   if (!lease.ok()) return lease.status();
+  if (lease->fd < 0) return std::optional<FileRange>();  // an object: bytes are copied
   return std::optional<FileRange>(FileRange{lease->fd, offset, std::move(lease->hold)});
 }
 

@@ -30,7 +30,7 @@ absl::StatusOr<uint64_t> UncompressedLength(absl::string_view body) {
 }
 
 // Reads the block at compressed offset `at`: its body, or DataLoss.
-absl::StatusOr<std::string> ReadBody(int fd, absl::string_view path, uint64_t file_size,
+absl::StatusOr<std::string> ReadBody(StoredBytes fd, absl::string_view path, uint64_t file_size,
                                      uint64_t at) {
   if (file_size - at < kSnappyLengthSize) {
     return absl::DataLossError(absl::StrCat(file_size - at, " stray byte(s) after the last block"));
@@ -88,7 +88,7 @@ absl::StatusOr<std::string> DecodeSnappyBlock(absl::string_view body) {
   return out;
 }
 
-absl::StatusOr<ScanResult> ScanSnappy(int fd, absl::string_view path, uint64_t file_size,
+absl::StatusOr<ScanResult> ScanSnappy(StoredBytes fd, absl::string_view path, uint64_t file_size,
                                       const StreamSink& sink,
                                       const std::function<void(uint64_t)>& progress) {
   ScanResult result;
@@ -126,7 +126,7 @@ absl::StatusOr<ScanResult> ScanSnappy(int fd, absl::string_view path, uint64_t f
   return result;
 }
 
-absl::StatusOr<bool> SnappyPrefix(int fd, absl::string_view path, uint64_t file_size,
+absl::StatusOr<bool> SnappyPrefix(StoredBytes fd, absl::string_view path, uint64_t file_size,
                                   size_t min_bytes, std::string* prefix) {
   auto body = ReadBody(fd, path, file_size, 0);
   if (!body.ok())
@@ -137,22 +137,19 @@ absl::StatusOr<bool> SnappyPrefix(int fd, absl::string_view path, uint64_t file_
   return true;
 }
 
-SnappySource::SnappySource(ShardFile file, uint64_t file_size,
-                           std::shared_ptr<const CheckpointTable> table, BlockCache* cache)
-    : file_(std::move(file)),
-      file_size_(file_size),
-      table_(std::move(table)),
-      cache_(cache),
-      id_(cache->NewSourceId()) {}
-
-absl::StatusOr<std::shared_ptr<const std::string>> SnappySource::Block(size_t i) const {
+absl::StatusOr<std::shared_ptr<const std::string>> SnappySource::BlockAt(uint64_t offset,
+                                                                         uint64_t* start) const {
+  const auto& points = table_->points;
+  const size_t i = std::upper_bound(points.begin(), points.end(), offset,
+                                    [](uint64_t o, const Checkpoint& c) { return o < c.out; }) -
+                   points.begin() - 1;
+  const Checkpoint& cp = points[i];
+  *start = cp.out;
   if (auto hit = cache_->Get(id_, i)) return hit;
   auto lease = file_.Open();
   if (!lease.ok()) return lease.status();
-  const Checkpoint& cp = table_->points[i];
-  const uint64_t end =
-      i + 1 < table_->points.size() ? table_->points[i + 1].out : table_->data_size;
-  auto body = ReadBody(lease->fd, path(), file_size_, cp.in);
+  const uint64_t end = i + 1 < points.size() ? points[i + 1].out : table_->data_size;
+  auto body = ReadBody(lease->bytes(), path(), file_size_, cp.in);
   absl::StatusOr<std::string> data =
       body.ok() ? DecodeSnappyBlock(*body) : absl::StatusOr<std::string>(body.status());
   if (!data.ok() || data->size() != end - cp.out) {
@@ -167,27 +164,6 @@ absl::StatusOr<std::shared_ptr<const std::string>> SnappySource::Block(size_t i)
   auto bytes = std::make_shared<const std::string>(std::move(*data));
   cache_->Put(id_, i, bytes);
   return bytes;
-}
-
-absl::StatusOr<size_t> SnappySource::ReadAt(uint64_t offset, char* buf, size_t n) const {
-  if (offset >= size()) return 0;
-  n = static_cast<size_t>(std::min<uint64_t>(n, size() - offset));
-  const auto& points = table_->points;
-  size_t i = std::upper_bound(points.begin(), points.end(), offset,
-                              [](uint64_t o, const Checkpoint& c) { return o < c.out; }) -
-             points.begin() - 1;
-  size_t done = 0;
-  while (done < n) {
-    auto block = Block(i);
-    if (!block.ok()) return block.status();
-    const uint64_t within = offset + done - points[i].out;
-    const size_t take =
-        static_cast<size_t>(std::min<uint64_t>(n - done, (*block)->size() - within));
-    std::memcpy(buf + done, (*block)->data() + within, take);
-    done += take;
-    ++i;
-  }
-  return done;
 }
 
 }  // namespace tfrecordfs::source

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -31,6 +30,7 @@ namespace tfrecordfs::staging {
 
 using example::Feature;
 using example::Kind;
+using naming::FeatureType;
 
 namespace {
 
@@ -73,7 +73,7 @@ absl::StatusOr<std::vector<DirEntry>> List(const std::string& dir, const std::st
   return out;
 }
 
-FeatureHint XattrKind(const std::string& path) {
+FeatureType XattrKind(const std::string& path) {
   char buf[4096];
   ssize_t n = ::lgetxattr(path.c_str(), kKindXattr, buf, sizeof buf);
   if (n <= 0) return {};
@@ -91,19 +91,19 @@ absl::string_view ItemExtension(absl::string_view name) {
 }
 
 // The tensor types a `.png`/`.npy` file of a feature may take: the shards'
-// hint when they know the name, else the file's tag. Empty: not a tensor.
-std::vector<tensor::TensorType> ArrayTypes(const FeatureHint& hint, const std::string& path) {
-  if (hint.kind != Kind::kNone) return hint.tensors;
+// type when they know the name, else the file's tag. Empty: not a tensor.
+std::vector<tensor::TensorType> ArrayTypes(const FeatureType& type, const std::string& path) {
+  if (type.kind != Kind::kNone) return type.tensors;
   return XattrKind(path).tensors;
 }
 
 // The bytes value a staged file gives: a TensorProto for a `.png`/`.npy` of
 // a tensor feature, else the file's bytes.
 absl::StatusOr<std::string> BytesValue(std::string content, absl::string_view ext,
-                                       const FeatureHint& hint, const std::string& path,
+                                       const FeatureType& type, const std::string& path,
                                        const std::string& rel) {
   if (!IsArrayExtension(ext)) return content;
-  const std::vector<tensor::TensorType> types = ArrayTypes(hint, path);
+  const std::vector<tensor::TensorType> types = ArrayTypes(type, path);
   if (types.empty()) return content;
   auto file = TensorFromFile(ext, content, types);
   if (!file.ok()) {
@@ -114,7 +114,7 @@ absl::StatusOr<std::string> BytesValue(std::string content, absl::string_view ex
 
 class FolderReader {
  public:
-  FolderReader(const KindHint& hint) : hint_(hint) {}
+  explicit FolderReader(naming::FeatureTypes& types) : types_(types) {}
 
   absl::Status Walk(const std::string& dir, const std::string& rel,
                     std::vector<std::string>* escaped_dirs) {
@@ -132,15 +132,15 @@ class FolderReader {
           Feature f;
           f.kind = Kind::kBytes;
           f.name = naming::FeatureNameFromPath(*escaped_dirs, e.name);
-          std::optional<FeatureHint> hint;  // asked once, for the first array item
+          std::optional<FeatureType> type;  // asked once, for the first array item
           std::vector<std::pair<uint64_t, std::string>> items;
           for (const DirEntry& s : *sub) {
             const std::string item = absl::StrCat(path, "/", s.name);
             auto content = ReadFileToString(item);
             if (!content.ok()) return content.status();
             const absl::string_view ext = ItemExtension(s.name);
-            if (IsArrayExtension(ext) && !hint) hint = Hint(f.name);
-            auto value = BytesValue(std::move(*content), ext, hint.value_or(FeatureHint{}), item,
+            if (IsArrayExtension(ext) && !type) type = TypeOf(f.name);
+            auto value = BytesValue(std::move(*content), ext, type.value_or(FeatureType{}), item,
                                     absl::StrCat(erel, "/", s.name));
             if (!value.ok()) return value.status();
             items.emplace_back(*naming::ListItemIndex(s.name), std::move(*value));
@@ -166,7 +166,7 @@ class FolderReader {
           // The shards' kind wins; the tag only stands in when they do not
           // know this name (after a restart). A file renamed from another
           // feature keeps that feature's tag, so the tag must not override.
-          Kind h = Hint(f.name).kind;
+          Kind h = TypeOf(f.name).kind;
           if (h != Kind::kInt64 && h != Kind::kFloat) h = XattrKind(path).kind;
           auto parsed = naming::ParseNumeric(*content, h);
           if (!parsed.ok()) {
@@ -184,8 +184,8 @@ class FolderReader {
         }
         case naming::FileRole::kSingleBytes: {
           const absl::string_view ext = absl::string_view(e.name).substr(leaf.stem_escaped.size());
-          const FeatureHint hint = IsArrayExtension(ext) ? Hint(f.name) : FeatureHint{};
-          auto value = BytesValue(std::move(*content), ext, hint, path, erel);
+          const FeatureType type = IsArrayExtension(ext) ? TypeOf(f.name) : FeatureType{};
+          auto value = BytesValue(std::move(*content), ext, type, path, erel);
           if (!value.ok()) return value.status();
           f.kind = Kind::kBytes;
           f.bytes.push_back(Keep(std::move(*value)));
@@ -208,7 +208,7 @@ class FolderReader {
   std::string Encode() { return example::EncodeExample(Table()); }
 
  private:
-  FeatureHint Hint(const std::string& name) const { return hint_ ? hint_(name) : FeatureHint{}; }
+  FeatureType TypeOf(const std::string& name) const { return types_.Lookup(name); }
 
   const std::string& Keep(std::string s) {
     storage_.push_back(std::move(s));
@@ -231,7 +231,7 @@ class FolderReader {
     return absl::OkStatus();
   }
 
-  const KindHint& hint_;
+  naming::FeatureTypes& types_;
   std::deque<std::string> storage_;                                  // owns bytes the features view
   std::map<std::string, std::pair<Feature, std::string>> features_;  // name -> (feature, file)
 };
@@ -253,7 +253,7 @@ std::optional<uint64_t> StepIndex(absl::string_view name) {
 // hold steps (or nothing) are lists, other folders are '/' in list names.
 class ListsReader {
  public:
-  explicit ListsReader(const KindHint& hint) : hint_(hint) {}
+  explicit ListsReader(naming::FeatureTypes& types) : types_(types) {}
 
   absl::Status Walk(const std::string& dir, const std::string& rel,
                     std::vector<std::string>* escaped_dirs, bool top) {
@@ -306,9 +306,9 @@ class ListsReader {
     dirs.pop_back();
     example::FeatureList list;
     list.name = naming::FeatureNameFromPath(dirs, leaf);
-    const std::string hint_key = absl::StrCat(naming::kFeatureListsDir, "/", list.name);
-    const FeatureHint list_hint = hint_ ? hint_(hint_key) : FeatureHint{};
-    Kind hint = list_hint.kind;
+    const FeatureType list_type =
+        types_.Lookup(absl::StrCat(naming::kFeatureListsDir, "/", list.name));
+    Kind hint = list_type.kind;
     std::map<uint64_t, std::pair<const DirEntry*, std::string>> steps;  // index -> (entry, content)
     for (const DirEntry& e : entries) {
       auto idx = StepIndex(e.name);
@@ -345,7 +345,7 @@ class ListsReader {
           const std::string item = absl::StrCat(path, "/", s.name);
           auto content = ReadFileToString(item);
           if (!content.ok()) return content.status();
-          auto value = BytesValue(std::move(*content), ItemExtension(s.name), list_hint, item,
+          auto value = BytesValue(std::move(*content), ItemExtension(s.name), list_type, item,
                                   absl::StrCat(erel, "/", s.name));
           if (!value.ok()) return value.status();
           items.emplace_back(*naming::ListItemIndex(s.name), std::move(*value));
@@ -363,7 +363,7 @@ class ListsReader {
       if (ext.empty()) {
         // After a restart the shards may not know the list: the steps' tags
         // (set at close) stand in, as for an Example's numeric files.
-        if (hint != Kind::kInt64 && hint != Kind::kFloat && list_hint.kind == Kind::kNone) {
+        if (hint != Kind::kInt64 && hint != Kind::kFloat && list_type.kind == Kind::kNone) {
           const Kind tag = XattrKind(path).kind;
           if (tag == Kind::kInt64 || tag == Kind::kFloat) {
             hint = tag;
@@ -386,7 +386,7 @@ class ListsReader {
         f.kind = Kind::kBytes;
         f.bytes = naming::ParseText(Keep(std::move(*content)));
       } else {
-        auto value = BytesValue(std::move(*content), ext, list_hint, path, erel);
+        auto value = BytesValue(std::move(*content), ext, list_type, path, erel);
         if (!value.ok()) return value.status();
         f.kind = Kind::kBytes;
         f.bytes.push_back(Keep(std::move(*value)));
@@ -416,14 +416,15 @@ class ListsReader {
     return absl::OkStatus();
   }
 
-  const KindHint& hint_;
+  naming::FeatureTypes& types_;
   std::deque<std::string> storage_;
   std::map<std::string, example::FeatureList> lists_;
 };
 
 }  // namespace
 
-absl::StatusOr<std::string> PayloadFromFolder(const std::string& path, const KindHint& hint) {
+absl::StatusOr<std::string> PayloadFromFolder(const std::string& path,
+                                              naming::FeatureTypes& types) {
   auto top = List(path, "");
   if (!top.ok()) return top.status();
   if (top->size() == 1 && (*top)[0].name == naming::kRawRecordName &&
@@ -436,7 +437,7 @@ absl::StatusOr<std::string> PayloadFromFolder(const std::string& path, const Kin
   if (sequence) {
     // A SequenceExample: context/ and feature_lists/ only.
     example::FeatureTable context;
-    FolderReader reader(hint);
+    FolderReader reader(types);
     for (const DirEntry& e : *top) {
       if (e.name == naming::kFeatureListsDir) continue;
       if (e.name != naming::kContextDir || !S_ISDIR(e.st.st_mode)) {
@@ -451,7 +452,7 @@ absl::StatusOr<std::string> PayloadFromFolder(const std::string& path, const Kin
       }
       context = reader.Table();
     }
-    ListsReader lists(hint);
+    ListsReader lists(types);
     std::vector<std::string> dirs;
     if (auto s = lists.Walk(absl::StrCat(path, "/", naming::kFeatureListsDir), "feature_lists/",
                             &dirs, /*top=*/true);
@@ -460,43 +461,10 @@ absl::StatusOr<std::string> PayloadFromFolder(const std::string& path, const Kin
     }
     return example::EncodeSequenceExample(lists.Take(std::move(context)));
   }
-  FolderReader reader(hint);
+  FolderReader reader(types);
   std::vector<std::string> dirs;
   if (auto s = reader.Walk(path, "", &dirs); !s.ok()) return s;
   return reader.Encode();
-}
-
-namespace {
-
-// Types that a staged file is checked against the same way (TensorFromFile):
-// dtype and rank, and a rank-3 shape's channel count.
-bool SameClass(const tensor::TensorType& a, const tensor::TensorType& b) {
-  return a.dtype == b.dtype && a.shape.size() == b.shape.size() &&
-         (a.shape.size() != 3 || a.shape[2] == b.shape[2]);
-}
-
-}  // namespace
-
-void MergeHint(FeatureHint* hint, const example::Feature& f) {
-  if (hint->kind != Kind::kBytes || f.kind != Kind::kBytes) return;
-  for (absl::string_view v : f.bytes) {
-    if (hint->tensors.size() >= kMaxHintTypes) return;
-    // The dtype field's tag opens everything tf.io.serialize_tensor writes; it
-    // rules out JPEG, PNG, text and most other values before any decoding.
-    if (v.empty() || v[0] != '\x08') continue;
-    auto type = tensor::DecodeTensorType(v);
-    if (!type.ok()) continue;
-    if (std::none_of(hint->tensors.begin(), hint->tensors.end(),
-                     [&](const tensor::TensorType& t) { return SameClass(t, *type); })) {
-      hint->tensors.push_back(std::move(*type));
-    }
-  }
-}
-
-FeatureHint HintOf(const example::Feature& f) {
-  FeatureHint h{f.kind, {}};
-  MergeHint(&h, f);
-  return h;
 }
 
 namespace {
@@ -516,7 +484,7 @@ std::string TensorTag(const tensor::TensorType& type) {
                       absl::StrJoin(type.shape, ","));
 }
 
-FeatureHint ParseKindTag(absl::string_view tag) {
+FeatureType ParseKindTag(absl::string_view tag) {
   if (tag == "int64") return {Kind::kInt64, {}};
   if (tag == "float") return {Kind::kFloat, {}};
   if (!absl::ConsumePrefix(&tag, kTensorTagPrefix)) return {};
@@ -554,81 +522,22 @@ std::string FeatureText(absl::Span<const tensor::TensorType> feature_types) {
   return feature;
 }
 
-uint32_t BigEndian32(absl::string_view b, size_t at) {
-  return static_cast<uint32_t>(static_cast<uint8_t>(b[at])) << 24 |
-         static_cast<uint32_t>(static_cast<uint8_t>(b[at + 1])) << 16 |
-         static_cast<uint32_t>(static_cast<uint8_t>(b[at + 2])) << 8 |
-         static_cast<uint32_t>(static_cast<uint8_t>(b[at + 3]));
-}
-
 absl::Status CheckPngPrefix(absl::string_view prefix,
                             absl::Span<const tensor::TensorType> feature_types) {
-  static constexpr absl::string_view kSignature("\x89PNG\r\n\x1a\n", 8);
-  auto bad = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("not a PNG that can be read (", why, "); ", FeatureText(feature_types)));
-  };
-  const size_t n = std::min(prefix.size(), kSignature.size());
-  if (prefix.substr(0, n) != kSignature.substr(0, n)) return bad("no PNG signature");
-  if (prefix.size() < 33) return absl::OkStatus();  // IHDR not all there yet
-  if (BigEndian32(prefix, 8) != 13 || prefix.substr(12, 4) != "IHDR") {
-    return bad("the first chunk is not a 13-byte IHDR");
+  auto header = tensor::ParsePngHeader(prefix);
+  if (!header.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("not a PNG that can be read (",
+                                                   header.status().message(), "); ",
+                                                   FeatureText(feature_types)));
   }
-  const uint32_t crc =
-      static_cast<uint32_t>(crc32_z(0, reinterpret_cast<const Bytef*>(prefix.data() + 12), 17));
-  if (crc != BigEndian32(prefix, 29)) return bad("IHDR CRC mismatch");
-  const uint32_t width = BigEndian32(prefix, 16), height = BigEndian32(prefix, 20);
-  const int depth = static_cast<uint8_t>(prefix[24]), color = static_cast<uint8_t>(prefix[25]);
-  if (width == 0 || height == 0 || width > 0x7fffffffu || height > 0x7fffffffu) {
-    return bad("image width or height is 0 or too large");
-  }
-  // Channel counts DecodePng may give (a tRNS chunk adds alpha; an opaque
-  // alpha may be dropped by FitPngToFeature), by colour type.
-  std::vector<int64_t> channels;
-  bool depth_ok = false;
-  switch (color) {
-    case 0:
-      channels = {1, 2};
-      depth_ok = depth == 1 || depth == 2 || depth == 4 || depth == 8 || depth == 16;
-      break;
-    case 2:
-      channels = {3, 4};
-      depth_ok = depth == 8 || depth == 16;
-      break;
-    case 3:
-      channels = {3, 4};
-      depth_ok = depth == 1 || depth == 2 || depth == 4 || depth == 8;
-      break;
-    case 4:
-      channels = {2, 1};
-      depth_ok = depth == 8 || depth == 16;
-      break;
-    case 6:
-      channels = {4, 3};
-      depth_ok = depth == 8 || depth == 16;
-      break;
-    default:
-      return bad(absl::StrCat("unknown colour type ", color));
-  }
-  if (!depth_ok) return bad(absl::StrCat("bit depth ", depth, " with colour type ", color));
-  if (prefix[26] != 0 || prefix[27] != 0 || static_cast<uint8_t>(prefix[28]) > 1) {
-    return bad("unknown compression, filter or interlace method");
-  }
-  const tensor::DataType dtype = depth == 16 ? tensor::DataType::kUint16 : tensor::DataType::kUint8;
+  if (!header->has_value()) return absl::OkStatus();  // IHDR not all there yet
+  const tensor::PngHeader& h = **header;
   for (const tensor::TensorType& want : feature_types) {
-    if (want.dtype != dtype) continue;
-    if (want.shape.size() == 2 &&
-        std::find(channels.begin(), channels.end(), 1) != channels.end()) {
-      return absl::OkStatus();
-    }
-    if (want.shape.size() == 3 &&
-        std::find(channels.begin(), channels.end(), want.shape[2]) != channels.end()) {
-      return absl::OkStatus();
-    }
+    if (tensor::PngHeaderMayFit(h, want)) return absl::OkStatus();
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      "a ", tensor::InfoOf(dtype).name, " PNG of colour type ", color, " (", channels.front(),
-      " channels) that fits none of the types: ", FeatureText(feature_types)));
+      "a ", tensor::InfoOf(h.dtype()).name, " PNG of colour type ", h.color_type, " (",
+      h.channels(), " channels) that fits none of the types: ", FeatureText(feature_types)));
 }
 
 }  // namespace
@@ -639,7 +548,7 @@ absl::Status CheckTensorFilePrefix(absl::string_view extension, absl::string_vie
   *header_end = 0;
   if (feature_types.empty()) return absl::OkStatus();
   if (extension == naming::kPngExtension) {
-    *header_end = 33;
+    *header_end = tensor::kPngHeaderBytes;
     return CheckPngPrefix(prefix, feature_types);
   }
   if (extension != naming::kNpyExtension) return absl::OkStatus();
@@ -703,11 +612,7 @@ absl::StatusOr<TensorFile> ConvertTensorFile(absl::string_view extension, absl::
                                              absl::Span<const tensor::TensorType> feature_types,
                                              bool check_only) {
   TensorFile out;
-  std::string feature = "the feature holds ";
-  for (size_t i = 0; i < feature_types.size(); ++i) {
-    absl::StrAppend(&feature, i ? " or " : "", TypeText(feature_types[i]));
-  }
-  absl::StrAppend(&feature, " tensors");
+  const std::string feature = FeatureText(feature_types);
   absl::StatusOr<tensor::Tensor> t = absl::InvalidArgumentError("no array");
   size_t matched = 0;
   if (extension == naming::kPngExtension) {
@@ -822,8 +727,8 @@ StagedFile ClassifyStagedFile(absl::string_view rel, bool sequence) {
     while (j < comps.size() && !StepIndex(comps[j])) ++j;
     if (j == 1 || j >= comps.size() || j + 2 < comps.size()) return {};
     std::vector<std::string> dirs(comps.begin() + 1, comps.begin() + static_cast<ptrdiff_t>(j) - 1);
-    out.hint_key = absl::StrCat(naming::kFeatureListsDir, "/",
-                                naming::FeatureNameFromPath(dirs, comps[j - 1]));
+    out.feature = absl::StrCat(naming::kFeatureListsDir, "/",
+                               naming::FeatureNameFromPath(dirs, comps[j - 1]));
     const std::string& file = comps.back();
     const absl::string_view ext = ItemExtension(file);
     if (j + 1 == comps.size() && ext.empty()) {
@@ -847,7 +752,7 @@ StagedFile ClassifyStagedFile(absl::string_view rel, bool sequence) {
     const std::string list = comps.back();
     comps.pop_back();
     out.role = StagedFile::Role::kArray;
-    out.hint_key = naming::FeatureNameFromPath(comps, list);
+    out.feature = naming::FeatureNameFromPath(comps, list);
     out.extension = std::string(ext);
     return out;
   }
@@ -861,7 +766,7 @@ StagedFile ClassifyStagedFile(absl::string_view rel, bool sequence) {
   } else {
     return {};
   }
-  out.hint_key = naming::FeatureNameFromPath(comps, leaf.stem_escaped);
+  out.feature = naming::FeatureNameFromPath(comps, leaf.stem_escaped);
   return out;
 }
 

@@ -20,6 +20,7 @@
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/naming/naming.h"
 #include "tfrecordfs/tensor/npy.h"
+#include "tfrecordfs/tensor/png.h"
 
 namespace tfrecordfs::staging {
 
@@ -61,7 +62,7 @@ absl::Status CheckName(absl::string_view name) {
 namespace {
 
 // Makes `path` a file of kJournalReserveBytes allocated blocks (see
-// store.h). posix_fallocate really allocates (and falls back to writing
+// layout.h). posix_fallocate really allocates (and falls back to writing
 // zeros where the file system cannot), unlike a sparse ftruncate.
 void ReserveJournalSpace(const std::string& path) {
   auto fd = OpenFile(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -83,18 +84,18 @@ void ReserveJournalSpace(const std::string& path) {
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir, OpenOptions options) {
   if (options.read_only) {
     struct stat st;
-    if (::stat((dir + "/records").c_str(), &st) != 0) {
-      return absl::Status(ErrnoError(errno, dir + "/records").code(),
+    if (::stat(RecordsDir(dir).c_str(), &st) != 0) {
+      return absl::Status(ErrnoError(errno, RecordsDir(dir)).code(),
                           absl::StrCat("no staging store at ", dir));
     }
-  } else if (auto s = MakeDirs(dir + "/records", 0700); !s.ok()) {
+  } else if (auto s = MakeDirs(RecordsDir(dir), 0700); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("cannot create the staging store: ", s.message()));
   }
   auto real = RealPath(dir);
   if (!real.ok()) return real.status();
   std::unique_ptr<Store> store(new Store(std::move(*real)));
   if (!options.read_only) {
-    auto lock = OpenFile(store->lock_path(), O_RDWR | O_CREAT, 0600);
+    auto lock = OpenFile(LockFile(store->dir_), O_RDWR | O_CREAT, 0600);
     if (!lock.ok()) return lock.status();
     if (::flock(lock->get(), LOCK_EX | LOCK_NB) != 0) {
       if (errno == EWOULDBLOCK) {
@@ -102,7 +103,7 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir, OpenO
                                               " is in use by another read-write tfrecordfs mount"
                                               " (a second mount can be read-only: -o ro)"));
       }
-      return ErrnoError(errno, store->lock_path());
+      return ErrnoError(errno, LockFile(store->dir_));
     }
     store->lock_fd_ = std::move(*lock);
   }
@@ -121,7 +122,7 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir, OpenO
                              : static_cast<size_t>(rl.rlim_cur);
     store->node_fd_budget_ = std::clamp<size_t>(limit / 8, 16, 1024);
   }
-  if (!options.read_only) ReserveJournalSpace(store->journal_reserve_path());
+  if (!options.read_only) ReserveJournalSpace(JournalReserveFile(store->dir_));
   MutexLock lock_nodes(&store->mu_);
   store->nodes_[st.st_ino].nlookup = 1;
   return store;
@@ -313,7 +314,7 @@ void Store::Detach(uint64_t node, NodeFdRef fd) {
   MaybeErase(node);
 }
 
-void Store::Forget(uint64_t node, uint64_t n, const KindHint& hint) {
+void Store::Forget(uint64_t node, uint64_t n, naming::FeatureTypes& types) {
   bool check = false;
   {
     MutexLock lock(&mu_);
@@ -324,7 +325,7 @@ void Store::Forget(uint64_t node, uint64_t n, const KindHint& hint) {
     // its path is known.
     check = it->second.nlookup <= n && written_.contains(node);
   }
-  if (check) (void)CheckWritten(node, hint);
+  if (check) (void)CheckWritten(node, types);
   MutexLock lock(&mu_);
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return;
@@ -332,7 +333,7 @@ void Store::Forget(uint64_t node, uint64_t n, const KindHint& hint) {
   MaybeErase(node);
 }
 
-void Store::NoteWritten(uint64_t node, const KindHint& hint, int fd) {
+void Store::NoteWritten(uint64_t node, naming::FeatureTypes& types, int fd) {
   {
     MutexLock lock(&mu_);
     written_.insert(node);
@@ -349,25 +350,19 @@ void Store::NoteWritten(uint64_t node, const KindHint& hint, int fd) {
   struct stat st;
   if (::fstat(fd, &st) != 0) return;
   const uint64_t size = static_cast<uint64_t>(st.st_size);
-  const Placed placed = Place(*rel, hint);
+  const Placed placed = Place(*rel, types);
   bool whole = false;
   if (placed.file.role == StagedFile::Role::kNumeric) {
     auto tail = size == 0 ? absl::StatusOr<std::string>("\n") : ReadAt(fd, size - 1, 1);
     whole = size <= kMaxCheckedOnWrite && tail.ok() && *tail == "\n";
   } else if (placed.file.role == StagedFile::Role::kArray) {
-    if (placed.file.extension == naming::kPngExtension && size >= 12) {
-      auto tail = ReadAt(fd, size - 12, 12);
-      whole = tail.ok() && *tail == absl::string_view("\0\0\0\0IEND\xae\x42\x60\x82", 12);
+    const uint64_t trailer = tensor::kPngTrailer.size();
+    if (placed.file.extension == naming::kPngExtension && size >= trailer) {
+      auto tail = ReadAt(fd, size - trailer, trailer);
+      whole = tail.ok() && *tail == tensor::kPngTrailer;
     } else if (placed.file.extension == naming::kNpyExtension && size >= 12) {
       auto head = ReadAt(fd, 0, 12);  // up to the header length, then the header
-      uint64_t need = 0;
-      if (head.ok() && head->size() == 12) {
-        const auto b = [&](size_t i) {
-          return static_cast<uint64_t>(static_cast<uint8_t>((*head)[i]));
-        };
-        need = (*head)[6] == 1 ? 10 + (b(8) | b(9) << 8)
-                               : 12 + (b(8) | b(9) << 8 | b(10) << 16 | b(11) << 24);
-      }
+      const uint64_t need = head.ok() ? tensor::NpyDataOffset(*head) : 0;
       if (need > 12) head = ReadAt(fd, 0, std::min<uint64_t>(need, kMaxCheckedOnWrite));
       if (head.ok()) {
         auto header = tensor::ParseNpyHeader(*head);
@@ -376,10 +371,10 @@ void Store::NoteWritten(uint64_t node, const KindHint& hint, int fd) {
       }
     }
   }
-  if (whole) (void)ValidateOnClose(node, fd, hint);
+  if (whole) (void)ValidateOnClose(node, fd, types);
 }
 
-absl::Status Store::CheckWritten(uint64_t node, const KindHint& hint) {
+absl::Status Store::CheckWritten(uint64_t node, naming::FeatureTypes& types) {
   {
     MutexLock lock(&mu_);
     if (written_.erase(node) == 0) return absl::OkStatus();
@@ -387,16 +382,16 @@ absl::Status Store::CheckWritten(uint64_t node, const KindHint& hint) {
   auto fd = Open(node, O_RDONLY);
   if (!fd.ok()) return absl::OkStatus();  // removed meanwhile: nothing to check
   UniqueFd own(*fd);
-  return ValidateOnClose(node, own.get(), hint);
+  return ValidateOnClose(node, own.get(), types);
 }
 
-void Store::CheckAllWritten(const KindHint& hint) {
+void Store::CheckAllWritten(naming::FeatureTypes& types) {
   std::vector<uint64_t> nodes;
   {
     MutexLock lock(&mu_);
     nodes.assign(written_.begin(), written_.end());
   }
-  for (uint64_t node : nodes) (void)CheckWritten(node, hint);
+  for (uint64_t node : nodes) (void)CheckWritten(node, types);
 }
 
 absl::StatusOr<struct stat> Store::Lookup(uint64_t parent, absl::string_view name) {
@@ -580,7 +575,8 @@ absl::Status Store::Rmdir(uint64_t parent, absl::string_view name) {
 }
 
 absl::Status Store::Rename(uint64_t parent, absl::string_view name, uint64_t new_parent,
-                           absl::string_view new_name, unsigned flags, const KindHint& hint) {
+                           absl::string_view new_name, unsigned flags,
+                           naming::FeatureTypes& types) {
   if (auto s = CheckName(name); !s.ok()) return s;
   if (auto s = CheckName(new_name); !s.ok()) return s;
   auto pfd = NodeFd(parent);
@@ -596,11 +592,11 @@ absl::Status Store::Rename(uint64_t parent, absl::string_view name, uint64_t new
     return d->empty() ? n : absl::StrCat(*d, "/", n);
   };
   if (auto to = rel_of(new_parent, b)) {
-    if (auto s = CheckRenamed((*pfd)->get(), a, *to, hint); !s.ok()) return s;
+    if (auto s = CheckRenamed((*pfd)->get(), a, *to, types); !s.ok()) return s;
   }
   if (flags & RENAME_EXCHANGE) {
     if (auto to = rel_of(parent, a)) {
-      if (auto s = CheckRenamed((*npfd)->get(), b, *to, hint); !s.ok()) return s;
+      if (auto s = CheckRenamed((*npfd)->get(), b, *to, types); !s.ok()) return s;
     }
   }
   std::optional<uint64_t> target;  // a known node the rename replaces
@@ -674,7 +670,7 @@ absl::StatusOr<std::string> Store::RelativePath(uint64_t node) {
   return path;
 }
 
-Store::Placed Store::Place(const std::string& rel, const KindHint& hint) {
+Store::Placed Store::Place(const std::string& rel, naming::FeatureTypes& types) {
   const std::string record = rel.substr(0, rel.find('/'));
   struct stat st;
   const bool sequence =
@@ -682,21 +678,21 @@ Store::Placed Store::Place(const std::string& rel, const KindHint& hint) {
              &st) == 0 &&
       S_ISDIR(st.st_mode);
   Placed p{ClassifyStagedFile(rel, sequence), {}};
-  if (p.file.role == StagedFile::Role::kOther || !hint) return p;
-  p.hint = hint(p.file.hint_key);
-  if (!sequence && p.hint.kind == example::Kind::kNone &&
+  if (p.file.role == StagedFile::Role::kOther) return p;
+  p.type = types.Lookup(p.file.feature);
+  if (!sequence && p.type.kind == example::Kind::kNone &&
       absl::StartsWith(rel, absl::StrCat(record, "/", naming::kContextDir, "/"))) {
     Placed as_context{ClassifyStagedFile(rel, /*sequence=*/true), {}};
     if (as_context.file.role != StagedFile::Role::kOther) {
-      as_context.hint = hint(as_context.file.hint_key);
-      if (as_context.hint.kind != example::Kind::kNone) return as_context;
+      as_context.type = types.Lookup(as_context.file.feature);
+      if (as_context.type.kind != example::Kind::kNone) return as_context;
     }
   }
   return p;
 }
 
 absl::Status Store::ValidateOnWrite(uint64_t node, int fd, uint64_t offset, absl::string_view data,
-                                    const KindHint& hint) {
+                                    naming::FeatureTypes& types) {
   auto rel = RelativePath(node);
   if (!rel.ok()) return absl::OkStatus();  // deleted meanwhile: nothing to check
   // Cheap test first: most writes are to files no check applies to.
@@ -708,7 +704,7 @@ absl::Status Store::ValidateOnWrite(uint64_t node, int fd, uint64_t offset, absl
   if (::fstat(fd, &st) != 0) return absl::OkStatus();  // ValidateOnClose will say
   const uint64_t old_size = static_cast<uint64_t>(st.st_size);
   const uint64_t end = offset + data.size();
-  const Placed placed = Place(*rel, hint);
+  const Placed placed = Place(*rel, types);
   auto refuse = [&](absl::string_view why) {
     // The bytes never land: mark the file so that its record stays staged
     // until it is written again (kErrorXattr), with a reason a user can read.
@@ -744,29 +740,27 @@ absl::Status Store::ValidateOnWrite(uint64_t node, int fd, uint64_t offset, absl
     // The shards' types, else (a name they do not know) the file's tag: a
     // file checked as a tensor before. A new file under a temporary name
     // has neither and is judged at its rename.
-    std::vector<tensor::TensorType> want = placed.hint.tensors;
-    if (placed.hint.kind == example::Kind::kNone) {
+    std::vector<tensor::TensorType> want = placed.type.tensors;
+    if (placed.type.kind == example::Kind::kNone) {
       char buf[4096];
       const ssize_t n = ::fgetxattr(fd, kKindXattr, buf, sizeof buf);
       if (n > 0) want = ParseKindTag(absl::string_view(buf, static_cast<size_t>(n))).tensors;
     }
     if (want.empty()) return absl::OkStatus();
-    if (placed.file.extension == naming::kPngExtension && offset >= 33) return absl::OkStatus();
+    if (placed.file.extension == naming::kPngExtension && offset >= tensor::kPngHeaderBytes) {
+      return absl::OkStatus();
+    }
     // Only a write that lands in the header (or before its end is known)
     // can change what is decided there.
     uint64_t header_end = 0;
     auto head = after_write(std::min<uint64_t>(std::max(old_size, end), 16));
     if (!head.ok()) return absl::OkStatus();  // ValidateOnClose will say
     (void)CheckTensorFilePrefix(placed.file.extension, *head, want, &header_end);
-    uint64_t need = header_end != 0 ? header_end : kMaxCheckedOnWrite;
-    if (placed.file.extension == naming::kNpyExtension && head->size() >= 12 && header_end == 0) {
-      const auto b = [&](size_t i) {
-        return static_cast<uint64_t>(static_cast<uint8_t>((*head)[i]));
-      };
-      need = ((*head)[6] == 1 ? 10 + (b(8) | b(9) << 8)
-                              : 12 + (b(8) | b(9) << 8 | b(10) << 16 | b(11) << 24));
+    uint64_t need = header_end;
+    if (need == 0 && placed.file.extension == naming::kNpyExtension && head->size() >= 12) {
+      need = tensor::NpyDataOffset(*head);  // the header's end, before the header is there
     }
-    need = std::min(need, kMaxCheckedOnWrite);
+    need = std::min(need != 0 ? need : kMaxCheckedOnWrite, kMaxCheckedOnWrite);
     if (offset >= need) return absl::OkStatus();
     auto prefix = after_write(need);
     if (!prefix.ok()) return absl::OkStatus();
@@ -779,7 +773,7 @@ absl::Status Store::ValidateOnWrite(uint64_t node, int fd, uint64_t offset, absl
   if (placed.file.role != StagedFile::Role::kNumeric) return absl::OkStatus();
   // A name the shards do not know may be a tool's temporary file (sed's
   // `sedXXXXXX` holding text): judged once its name is final.
-  if (placed.hint.kind == example::Kind::kNone) return absl::OkStatus();
+  if (placed.type.kind == example::Kind::kNone) return absl::OkStatus();
   if (std::max(old_size, end) > kMaxCheckedOnWrite) return absl::OkStatus();
   auto content = after_write(std::max(old_size, end));
   if (!content.ok()) return absl::OkStatus();  // ValidateOnClose will say
@@ -788,11 +782,11 @@ absl::Status Store::ValidateOnWrite(uint64_t node, int fd, uint64_t offset, absl
   const size_t tail_start = last_newline == std::string::npos ? 0 : last_newline + 1;
   if (last_newline != std::string::npos) {
     const absl::string_view complete(after.data(), last_newline + 1);
-    auto kind = ValidateNumeric(complete, placed.hint.kind);
+    auto kind = ValidateNumeric(complete, placed.type.kind);
     if (!kind.ok()) return refuse(kind.status().message());
   }
   // The unterminated rest must still be able to become a value.
-  if (auto s = CheckNumericPrefix(absl::string_view(after).substr(tail_start), placed.hint.kind);
+  if (auto s = CheckNumericPrefix(absl::string_view(after).substr(tail_start), placed.type.kind);
       !s.ok()) {
     return refuse(s.message());
   }
@@ -801,17 +795,18 @@ absl::Status Store::ValidateOnWrite(uint64_t node, int fd, uint64_t offset, absl
 
 Store::Verdict Store::Judge(const Placed& placed, int fd, bool unknown_too) {
   Verdict v;
-  const FeatureHint& hint = placed.hint;
-  auto tag_kind = [&]() -> FeatureHint {
+  const naming::FeatureType& type = placed.type;
+  auto tag_kind = [&]() -> naming::FeatureType {
     char buf[4096];
     const ssize_t n = ::fgetxattr(fd, kKindXattr, buf, sizeof buf);
-    return n > 0 ? ParseKindTag(absl::string_view(buf, static_cast<size_t>(n))) : FeatureHint{};
+    return n > 0 ? ParseKindTag(absl::string_view(buf, static_cast<size_t>(n)))
+                 : naming::FeatureType{};
   };
   switch (placed.file.role) {
     case StagedFile::Role::kOther:
       return v;
     case StagedFile::Role::kNumeric: {
-      example::Kind kind = hint.kind;
+      example::Kind kind = type.kind;
       if (kind == example::Kind::kNone) {
         // Only the pack's view (ErrorOf) judges a name the shards do not
         // know, with the kind the pack would take: the tag, else the content.
@@ -834,20 +829,20 @@ Store::Verdict Store::Judge(const Placed& placed, int fd, bool unknown_too) {
       // Remember the kind the mounted shards gave this feature, so that the
       // pack after a restart (when no shard record may be read again) keeps
       // it; with no such kind the content decides at pack time.
-      if (hint.kind == example::Kind::kInt64 || hint.kind == example::Kind::kFloat) {
-        v.tag = hint.kind == example::Kind::kFloat ? "float" : "int64";
-      } else if (hint.kind != example::Kind::kNone) {
+      if (type.kind == example::Kind::kInt64 || type.kind == example::Kind::kFloat) {
+        v.tag = type.kind == example::Kind::kFloat ? "float" : "int64";
+      } else if (type.kind != example::Kind::kNone) {
         v.tag = "";
       }
       return v;
     }
     case StagedFile::Role::kArray: {
-      // As the pack decides (record_folder.h): the shards' hint, else the
+      // As the pack decides (record_folder.h): the shards' type, else the
       // file's tag; neither makes the file exact bytes.
-      std::vector<tensor::TensorType> want = hint.tensors;
-      if (hint.kind == example::Kind::kNone) want = tag_kind().tensors;
+      std::vector<tensor::TensorType> want = type.tensors;
+      if (type.kind == example::Kind::kNone) want = tag_kind().tensors;
       if (want.empty()) {
-        if (hint.kind != example::Kind::kNone) v.tag = "";
+        if (type.kind != example::Kind::kNone) v.tag = "";
         return v;
       }
       v.judged = true;
@@ -909,7 +904,7 @@ void Store::NoteRewritten(uint64_t node) {
   refused_.erase(node);
 }
 
-absl::Status Store::ValidateOnClose(uint64_t node, int fd, const KindHint& hint_fn) {
+absl::Status Store::ValidateOnClose(uint64_t node, int fd, naming::FeatureTypes& types) {
   bool still_refused = false;
   {
     MutexLock lock(&mu_);
@@ -927,7 +922,7 @@ absl::Status Store::ValidateOnClose(uint64_t node, int fd, const KindHint& hint_
   } else {
     ::fremovexattr(fd, kErrorXattr);  // written again: judged as it is now
   }
-  const Verdict v = Judge(Place(*rel, hint_fn), fd, /*unknown_too=*/false);
+  const Verdict v = Judge(Place(*rel, types), fd, /*unknown_too=*/false);
   if (v.judged && !v.status.ok()) {
     if (!absl::IsInvalidArgument(v.status)) return v.status;
     LogRefusal(
@@ -940,13 +935,13 @@ absl::Status Store::ValidateOnClose(uint64_t node, int fd, const KindHint& hint_
 }
 
 absl::Status Store::CheckRenamed(int parent_fd, const std::string& name, const std::string& to_rel,
-                                 const KindHint& hint) {
+                                 naming::FeatureTypes& types) {
   UniqueFd fd(::openat(parent_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   // Gone (renameat2 will say) or unreadable to the daemon: the pack judges.
   if (!fd.valid()) return absl::OkStatus();
   struct stat st;
   if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return absl::OkStatus();
-  const Verdict v = Judge(Place(to_rel, hint), fd.get(), /*unknown_too=*/false);
+  const Verdict v = Judge(Place(to_rel, types), fd.get(), /*unknown_too=*/false);
   if (!v.judged) return absl::OkStatus();
   if (!v.status.ok()) {
     if (!absl::IsInvalidArgument(v.status)) return v.status;
@@ -965,7 +960,7 @@ bool Store::HasRefusalMark(uint64_t node) {
   return fd.valid() && MarkOf(fd.get()).has_value();
 }
 
-absl::StatusOr<std::string> Store::ErrorOf(uint64_t node, const KindHint& hint) {
+absl::StatusOr<std::string> Store::ErrorOf(uint64_t node, naming::FeatureTypes& types) {
   auto rel = RelativePath(node);
   if (!rel.ok()) return rel.status();
   auto none = [] { return absl::NotFoundError("nothing refused"); };
@@ -979,7 +974,7 @@ absl::StatusOr<std::string> Store::ErrorOf(uint64_t node, const KindHint& hint) 
   const bool top = rel->find('/') == std::string::npos;
   if (S_ISDIR(st.st_mode)) {
     if (!top || naming::IsIgnoredName(*rel)) return none();
-    auto payload = PayloadFromFolder(absl::StrCat(records_dir(), "/", *rel), hint);
+    auto payload = PayloadFromFolder(absl::StrCat(records_dir(), "/", *rel), types);
     if (payload.ok()) return none();
     return std::string(payload.status().message());
   }
@@ -991,19 +986,19 @@ absl::StatusOr<std::string> Store::ErrorOf(uint64_t node, const KindHint& hint) 
   UniqueFd fd(::open(ProcPath((*nfd)->get()).c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
   if (!fd.valid()) return ErrnoError(errno, absl::StrCat("staging/", *rel));
   if (auto mark = MarkOf(fd.get())) return *mark;
-  const Verdict v = Judge(Place(*rel, hint), fd.get(), /*unknown_too=*/true);
+  const Verdict v = Judge(Place(*rel, types), fd.get(), /*unknown_too=*/true);
   if (v.judged && !v.status.ok()) return std::string(v.status.message());
   return none();
 }
 
 void RemoveIfEmpty(const std::string& dir) {
   // rmdir fails on anything non-empty, so staged bytes are never lost.
-  if (::rmdir((dir + "/records").c_str()) != 0 && errno != ENOENT) return;
+  if (::rmdir(RecordsDir(dir).c_str()) != 0 && errno != ENOENT) return;
   struct stat st;
-  if (::stat((dir + "/pack.journal").c_str(), &st) == 0) return;
-  if (::stat((dir + "/last-pack.txt").c_str(), &st) == 0) return;
-  ::unlink((dir + "/journal.reserve").c_str());
-  ::unlink((dir + "/lock").c_str());
+  if (::stat(PackJournalFile(dir).c_str(), &st) == 0) return;
+  if (::stat(PackReportFile(dir).c_str(), &st) == 0) return;
+  ::unlink(JournalReserveFile(dir).c_str());
+  ::unlink(LockFile(dir).c_str());
   ::rmdir(dir.c_str());
 }
 

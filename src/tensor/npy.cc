@@ -178,24 +178,50 @@ absl::Status NpyLoadable(DataType dtype, absl::Span<const int64_t> shape) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::optional<NpyHeaderInfo>> ParseNpyHeader(absl::string_view prefix) {
+namespace {
+
+// Where the header dict starts and how long it is, from the magic, the
+// version and the length field: nullopt while those are not all there (the
+// bytes so far are a possible start), else InvalidArgument.
+struct Preamble {
+  size_t start = 0;         // of the dict text
+  uint64_t header_len = 0;  // of the dict text
+};
+absl::StatusOr<std::optional<Preamble>> ParsePreamble(absl::string_view prefix) {
   const absl::string_view magic = kMagic;
   if (prefix.substr(0, std::min(prefix.size(), magic.size())) !=
       magic.substr(0, std::min(prefix.size(), magic.size()))) {
     return Bad("no \\x93NUMPY magic");
   }
-  if (prefix.size() < 8) return std::optional<NpyHeaderInfo>();
+  if (prefix.size() < 8) return std::optional<Preamble>();
   const uint8_t major = static_cast<uint8_t>(prefix[6]);
   const uint8_t minor = static_cast<uint8_t>(prefix[7]);
   if (minor != 0 || major < 1 || major > 3) {
     return Bad(absl::StrCat("format version ", major, ".", minor, " (known: 1.0, 2.0, 3.0)"));
   }
-  const size_t start = major == 1 ? 10 : 12;
-  if (prefix.size() < start) return std::optional<NpyHeaderInfo>();  // length not all there
+  Preamble p;
+  p.start = major == 1 ? 10 : 12;
+  if (prefix.size() < p.start) return std::optional<Preamble>();  // length not all there
   auto byte = [&](size_t i) { return static_cast<uint64_t>(static_cast<uint8_t>(prefix[i])); };
-  const uint64_t header_len = major == 1
-                                  ? (byte(8) | byte(9) << 8)
-                                  : (byte(8) | byte(9) << 8 | byte(10) << 16 | byte(11) << 24);
+  p.header_len = major == 1 ? (byte(8) | byte(9) << 8)
+                            : (byte(8) | byte(9) << 8 | byte(10) << 16 | byte(11) << 24);
+  return std::optional<Preamble>(p);
+}
+
+}  // namespace
+
+uint64_t NpyDataOffset(absl::string_view prefix) {
+  auto p = ParsePreamble(prefix);
+  if (!p.ok() || !p->has_value()) return 0;
+  return (*p)->start + (*p)->header_len;
+}
+
+absl::StatusOr<std::optional<NpyHeaderInfo>> ParseNpyHeader(absl::string_view prefix) {
+  auto preamble = ParsePreamble(prefix);
+  if (!preamble.ok()) return preamble.status();
+  if (!preamble->has_value()) return std::optional<NpyHeaderInfo>();
+  const size_t start = (*preamble)->start;
+  const uint64_t header_len = (*preamble)->header_len;
   NpyHeaderInfo info;
   info.data_offset = start + header_len;
   if (header_len > prefix.size() - start) return std::optional<NpyHeaderInfo>();  // not yet

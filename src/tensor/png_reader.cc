@@ -6,7 +6,9 @@
 // whose destructor frees the libpng structs whether or not a longjmp
 // happened, so nothing leaks and no destructor is skipped.
 #include <png.h>
+#include <zlib.h>
 
+#include <algorithm>
 #include <csetjmp>
 #include <cstring>
 #include <string>
@@ -326,6 +328,102 @@ absl::StatusOr<Tensor> FitPngToFeature(Tensor png, DataType want_dtype,
   }
   png.shape = fit->shape;
   return png;
+}
+
+namespace {
+
+uint32_t BigEndian32(absl::string_view b, size_t at) {
+  return static_cast<uint32_t>(static_cast<uint8_t>(b[at])) << 24 |
+         static_cast<uint32_t>(static_cast<uint8_t>(b[at + 1])) << 16 |
+         static_cast<uint32_t>(static_cast<uint8_t>(b[at + 2])) << 8 |
+         static_cast<uint32_t>(static_cast<uint8_t>(b[at + 3]));
+}
+
+// The channel counts DecodePng may give for a colour type, without a tRNS
+// chunk first; then with one (it adds alpha), or with an opaque alpha that
+// FitPngToFeature drops. Empty for an unknown colour type.
+std::vector<int64_t> ChannelsOf(int color_type) {
+  switch (color_type) {
+    case 0:
+      return {1, 2};
+    case 2:
+    case 3:
+      return {3, 4};
+    case 4:
+      return {2, 1};
+    case 6:
+      return {4, 3};
+  }
+  return {};
+}
+
+}  // namespace
+
+DataType PngHeader::dtype() const { return bit_depth == 16 ? DataType::kUint16 : DataType::kUint8; }
+
+int PngHeader::channels() const {
+  const std::vector<int64_t> c = ChannelsOf(color_type);
+  return c.empty() ? 0 : static_cast<int>(c.front());
+}
+
+absl::StatusOr<std::optional<PngHeader>> ParsePngHeader(absl::string_view prefix) {
+  static constexpr absl::string_view kSignature("\x89PNG\r\n\x1a\n", 8);
+  const size_t n = std::min(prefix.size(), kSignature.size());
+  if (prefix.substr(0, n) != kSignature.substr(0, n)) {
+    return absl::InvalidArgumentError("no PNG signature");
+  }
+  if (prefix.size() < kPngHeaderBytes) return std::optional<PngHeader>();  // not all there yet
+  if (BigEndian32(prefix, 8) != 13 || prefix.substr(12, 4) != "IHDR") {
+    return absl::InvalidArgumentError("the first chunk is not a 13-byte IHDR");
+  }
+  const uint32_t crc =
+      static_cast<uint32_t>(crc32_z(0, reinterpret_cast<const Bytef*>(prefix.data() + 12), 17));
+  if (crc != BigEndian32(prefix, 29)) return absl::InvalidArgumentError("IHDR CRC mismatch");
+  PngHeader h;
+  h.width = BigEndian32(prefix, 16);
+  h.height = BigEndian32(prefix, 20);
+  h.bit_depth = static_cast<uint8_t>(prefix[24]);
+  h.color_type = static_cast<uint8_t>(prefix[25]);
+  if (h.width == 0 || h.height == 0 || h.width > 0x7fffffffu || h.height > 0x7fffffffu) {
+    return absl::InvalidArgumentError("image width or height is 0 or too large");
+  }
+  const int depth = h.bit_depth;
+  bool depth_ok = false;
+  switch (h.color_type) {
+    case 0:
+      depth_ok = depth == 1 || depth == 2 || depth == 4 || depth == 8 || depth == 16;
+      break;
+    case 3:
+      depth_ok = depth == 1 || depth == 2 || depth == 4 || depth == 8;
+      break;
+    case 2:
+    case 4:
+    case 6:
+      depth_ok = depth == 8 || depth == 16;
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("unknown colour type ", h.color_type));
+  }
+  if (!depth_ok) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bit depth ", depth, " with colour type ", h.color_type));
+  }
+  if (prefix[26] != 0 || prefix[27] != 0 || static_cast<uint8_t>(prefix[28]) > 1) {
+    return absl::InvalidArgumentError("unknown compression, filter or interlace method");
+  }
+  h.interlaced = prefix[28] == 1;
+  return std::optional<PngHeader>(h);
+}
+
+bool PngHeaderMayFit(const PngHeader& header, const TensorType& want) {
+  if (want.dtype != header.dtype()) return false;
+  const std::vector<int64_t> channels = ChannelsOf(header.color_type);
+  auto may_give = [&](int64_t c) {
+    return std::find(channels.begin(), channels.end(), c) != channels.end();
+  };
+  if (want.shape.size() == 2) return may_give(1);
+  if (want.shape.size() == 3) return may_give(want.shape[2]);
+  return false;
 }
 
 }  // namespace tfrecordfs::tensor

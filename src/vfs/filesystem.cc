@@ -71,6 +71,11 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
       log::Warning(note, "; shown as a plain file");
     }
   };
+  // Objects keep their fetched bytes in the same cache as decompressed
+  // blocks (one byte budget, inflate_cache_bytes). Not owned: the
+  // filesystem outlives its shards' reads.
+  scan_options.object_cache = std::shared_ptr<source::BlockCache>(
+      std::shared_ptr<source::BlockCache>(), &fs->inflate_cache_);
   auto scanned = scan::Scan(scan_options);
   if (!scanned.ok()) return scanned.status();
   for (const scan::RefusedShard& r : scanned->refused) {
@@ -123,6 +128,8 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
     record_options.deletions = fs->deletions_.get();
   }
   fs->records_ = std::make_unique<RecordView>(fs->shards_, std::move(record_options));
+  fs->staging_types_ =
+      options.staging_types != nullptr ? options.staging_types : &fs->records_->sampler();
   fs->tree_ =
       std::make_unique<TreeView>(scanned->entries, shard_entries, fs->shards_, &fs->fd_cache_,
                                  /*shards_only=*/options.view == ViewKind::kGallery);
@@ -160,13 +167,7 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
       return absl::InvalidArgumentError(
           absl::StrCat("invalid staging folder name '", options.staging_name, "'"));
     }
-    fs->staging_hints_ = options.staging_hints;
-    if (!fs->staging_hints_) {
-      fs->staging_hints_ = [sampler = &fs->records_->sampler()](absl::string_view name) {
-        return sampler->HintOf(name);
-      };
-    }
-    fs->staging_ = std::make_unique<StagingView>(options.staging, fs->staging_hints_);
+    fs->staging_ = std::make_unique<StagingView>(options.staging, fs->staging_types_);
     if (auto s =
             fs->tree_->AddGraft(options.staging_name, fs->staging_.get(), fs->staging_->root_id());
         !s.ok()) {
@@ -345,11 +346,9 @@ bool Filesystem::StagingSpace(uint64_t* free_bytes, uint64_t* total_bytes) const
   return staging_ && staging_->Space(free_bytes, total_bytes);
 }
 
-// ---- Sampling ----
+// ---- Feature types ----
 
-staging::FeatureHint Filesystem::HintOf(absl::string_view feature_name) {
-  return records_->sampler().HintOf(feature_name);
-}
+naming::FeatureTypes& Filesystem::feature_types() { return records_->sampler(); }
 
 Stats Filesystem::GetStats() const {
   Stats s;

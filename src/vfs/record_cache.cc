@@ -1,5 +1,8 @@
 #include "tfrecordfs/vfs/record_cache.h"
 
+#include <string>
+#include <vector>
+
 namespace tfrecordfs::vfs {
 
 namespace {
@@ -21,46 +24,25 @@ size_t ParsedRecord::MemoryBytes() const {
 
 std::shared_ptr<const ParsedRecord> RecordCache::Get(uint64_t key) {
   MutexLock lock(&mu_);
-  auto it = map_.find(key);
-  if (it == map_.end()) return nullptr;
-  lru_.splice(lru_.begin(), lru_, it->second.lru);
-  return it->second.value;
+  const auto* hit = lru_.Get(key);
+  return hit != nullptr ? *hit : nullptr;
 }
 
 void RecordCache::Put(uint64_t key, std::shared_ptr<const ParsedRecord> value) {
   const size_t bytes = value ? value->MemoryBytes() : 0;
+  std::vector<std::shared_ptr<const ParsedRecord>> dropped;  // released after the lock
   MutexLock lock(&mu_);
-  auto it = map_.find(key);
-  if (it != map_.end()) {
-    bytes_ -= it->second.bytes;
-    it->second.value = std::move(value);
-    it->second.bytes = bytes;
-    lru_.splice(lru_.begin(), lru_, it->second.lru);
-  } else {
-    lru_.push_front(key);
-    map_.emplace(key, Slot{std::move(value), lru_.begin(), bytes});
-  }
-  bytes_ += bytes;
-  EvictLocked();
-}
-
-void RecordCache::EvictLocked() {
-  while (map_.size() > 1 && (map_.size() > max_records_ || bytes_ > max_bytes_)) {
-    auto it = map_.find(lru_.back());
-    bytes_ -= it->second.bytes;
-    map_.erase(it);
-    lru_.pop_back();
-  }
+  dropped = lru_.Put(key, std::move(value), bytes);
 }
 
 size_t RecordCache::size() const {
   MutexLock lock(&mu_);
-  return map_.size();
+  return lru_.size();
 }
 
 size_t RecordCache::bytes() const {
   MutexLock lock(&mu_);
-  return bytes_;
+  return lru_.bytes();
 }
 
 }  // namespace tfrecordfs::vfs

@@ -37,8 +37,8 @@ RecordView::RecordView(const std::vector<MountedShard>& shards, RecordViewOption
       deletions_(options.deletions),
       cache_(options.cache_records, options.cache_bytes) {
   for (const MountedShard& s : shards_) checked_.AddShard(s.index->num_records());
-  sampler_ = std::make_unique<KindSampler>(shards_, &checked_, options.kind_sample_per_call,
-                                           options.kind_sample_total);
+  sampler_ = std::make_unique<FeatureTypeSampler>(shards_, &checked_, options.kind_sample_per_call,
+                                                  options.kind_sample_total);
 }
 
 RecordView::~RecordView() = default;

@@ -60,8 +60,8 @@ absl::StatusOr<ListDir> OpenStream(staging::Store* store, uint64_t node) {
 
 }  // namespace
 
-StagingView::StagingView(staging::Store* store, staging::KindHint hint)
-    : store_(store), hint_(std::move(hint)), files_(1), dirs_(2) {}
+StagingView::StagingView(staging::Store* store, naming::FeatureTypes* types)
+    : store_(store), types_(types), files_(1), dirs_(2) {}
 
 StagingView::~StagingView() = default;
 
@@ -79,7 +79,9 @@ absl::StatusOr<Attr> StagingView::Lookup(uint64_t parent, absl::string_view name
   return AttrOf(*st);
 }
 
-void StagingView::Forget(uint64_t ino, uint64_t n) { store_->Forget(StagingIndex(ino), n, hint_); }
+void StagingView::Forget(uint64_t ino, uint64_t n) {
+  store_->Forget(StagingIndex(ino), n, *types_);
+}
 
 absl::StatusOr<uint64_t> StagingView::Open(uint64_t ino, int flags) {
   auto fd = store_->Open(StagingIndex(ino), flags);
@@ -142,7 +144,7 @@ absl::StatusOr<size_t> StagingView::Write(uint64_t ino, uint64_t fh, absl::strin
   const int fd = h != nullptr ? h->fd.get() : own->get();
   // A bad value of a checked file fails write() itself, so that
   // `echo hello > label` reports it (the shell ignores close()'s error).
-  if (auto s = store_->ValidateOnWrite(StagingIndex(ino), fd, offset, data, hint_); !s.ok())
+  if (auto s = store_->ValidateOnWrite(StagingIndex(ino), fd, offset, data, *types_); !s.ok())
     return s;
   size_t done = 0;
   while (done < data.size()) {
@@ -158,7 +160,7 @@ absl::StatusOr<size_t> StagingView::Write(uint64_t ino, uint64_t fh, absl::strin
   if (h != nullptr) {
     h->written = true;
   } else {
-    store_->NoteWritten(StagingIndex(ino), hint_, fd);  // no RELEASE will come
+    store_->NoteWritten(StagingIndex(ino), *types_, fd);  // no RELEASE will come
   }
   return done;
 }
@@ -167,7 +169,7 @@ absl::Status StagingView::Flush(uint64_t ino, uint64_t fh) {
   auto h = files_.Get(fh);
   if (!h.ok()) return h.status();
   if (*h == nullptr || !(*h)->written.exchange(false)) return absl::OkStatus();
-  return store_->ValidateOnClose(StagingIndex(ino), (*h)->fd.get(), hint_);
+  return store_->ValidateOnClose(StagingIndex(ino), (*h)->fd.get(), *types_);
 }
 
 void StagingView::Release(uint64_t fh) {
@@ -181,7 +183,7 @@ void StagingView::Release(uint64_t fh) {
   // file is there: check it and remember its kind. A refusal is logged; the
   // pack refuses the record with the same reason.
   if ((*h)->written.exchange(false)) {
-    (void)store_->ValidateOnClose((*h)->node, (*h)->fd.get(), hint_);
+    (void)store_->ValidateOnClose((*h)->node, (*h)->fd.get(), *types_);
   }
 }  // *h goes here, closing its descriptor
 
@@ -214,7 +216,7 @@ absl::StatusOr<Attr> StagingView::SetAttr(uint64_t ino, uint64_t fh, const struc
   if (!st.ok()) return st.status();
   if (bits & staging::kSetSize) store_->NoteRewritten(StagingIndex(ino));
   if (h && (bits & staging::kSetSize)) h->written = true;
-  if (!h && (bits & staging::kSetSize)) store_->NoteWritten(StagingIndex(ino), hint_);
+  if (!h && (bits & staging::kSetSize)) store_->NoteWritten(StagingIndex(ino), *types_);
   return AttrOf(*st);
 }
 
@@ -236,7 +238,7 @@ absl::Status StagingView::Rmdir(uint64_t parent, absl::string_view name) {
 absl::Status StagingView::Rename(uint64_t parent, absl::string_view name, uint64_t new_parent,
                                  absl::string_view new_name, unsigned flags) {
   return store_->Rename(StagingIndex(parent), name, StagingIndex(new_parent), new_name, flags,
-                        hint_);
+                        *types_);
 }
 
 absl::StatusOr<uint64_t> StagingView::OpenDir(uint64_t ino) {
@@ -312,7 +314,7 @@ absl::Status StagingView::Xattrs(uint64_t ino, bool read_error, XattrList* out) 
     if (store_->HasRefusalMark(StagingIndex(ino))) AddXattr(out, "error", "");
     return absl::OkStatus();
   }
-  auto why = store_->ErrorOf(StagingIndex(ino), hint_);
+  auto why = store_->ErrorOf(StagingIndex(ino), *types_);
   if (why.ok()) {
     AddXattr(out, "error", std::move(*why));
     return absl::OkStatus();

@@ -24,6 +24,8 @@
 #include "mount_harness.h"
 #include "nlohmann/json.hpp"
 #include "src/cli/json_writer.h"
+#include "testing/index_files.h"
+#include "testing/shard.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/example/example.h"
 #include "tfrecordfs/index/index_file.h"
@@ -186,6 +188,22 @@ TEST_F(ToolboxTest, PackSaysItsErrorOnceOnStderr) {
     EXPECT_NE(at, std::string::npos) << r.err;
     EXPECT_EQ(r.err.find("pack failed: ", at + 1), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("/missing"), std::string::npos) << r.err;
+  }
+}
+
+// A report that cannot be written (a full disk, a closed pipe) fails every
+// command that writes one, after saying so; none exits 0 without its report.
+TEST_F(ToolboxTest, EveryReportThatCannotBeWrittenFails) {
+  const std::string staged = tmp_.Subdir("staged");
+  const std::string packed = tmp_.Subdir("packed");
+  for (const std::string& args :
+       {"count " + ShellQuote(src_), "verify " + ShellQuote(src_), "schema " + ShellQuote(src_),
+        "show " + ShellQuote(Path(kShardTwelve)) + " 0", "index " + ShellQuote(src_),
+        "pack " + ShellQuote(staged) + " " + ShellQuote(packed)}) {
+    SCOPED_TRACE(args);
+    CommandResult r = Shell(ShellQuote(BinaryPath()) + " " + args + " > /dev/full");
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find("cannot write to stdout"), std::string::npos) << r.err;
   }
 }
 
@@ -475,24 +493,8 @@ TEST_F(ToolboxTest, VerifyRefusesAForgedCheckpointBesideAGzipShard) {
   const std::string dir = tmp_.Subdir("forged");
   const std::string shard = dir + "/data.tfrecord.gz";
   constexpr size_t kPayload = 300;
-  {
-    auto fd = OpenFile(shard, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ASSERT_TRUE(fd.ok());
-    record::ShardWriter w(std::move(*fd), shard, {source::Codec::kGzip, 6});
-    uint64_t x = 88172645463325252ull;  // xorshift: text that compresses ~2:1
-    for (int i = 0; i < 3000; ++i) {
-      std::string p = absl::StrCat("record ", i, " ");
-      while (p.size() < kPayload) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        p += static_cast<char>('a' + x % 16);
-      }
-      p.resize(kPayload);
-      ASSERT_TRUE(w.Append(p).ok());
-    }
-    ASSERT_TRUE(w.Close(false).ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(
+      test::WriteCompressibleShard(shard, source::Codec::kGzip, 3000, kPayload));
   {  // The index beside the shard, with a checkpoint every 64 KiB.
     index::StoreOptions o;
     o.write_beside = true;
@@ -512,17 +514,7 @@ TEST_F(ToolboxTest, VerifyRefusesAForgedCheckpointBesideAGzipShard) {
   EXPECT_EQ(good.exit_code, 0) << good.out << good.err;
 
   // Move a middle checkpoint one record on: every CRC of the file still holds.
-  const std::string bytes = ReadWholeFile(beside);
-  auto main_size = index::IndexMainSize(bytes);
-  ASSERT_TRUE(main_size.ok());
-  auto f = index::DecodeIndexFile(bytes);
-  ASSERT_TRUE(f.ok()) << f.status();
-  f->windows = bytes.substr(*main_size);
-  ASSERT_GT(f->checkpoints.size(), 4u);
-  const size_t k = f->checkpoints.size() / 2;
-  f->checkpoints[k].out += kPayload + record::kFramingOverhead;
-  WriteWholeFile(beside, index::EncodeIndexFile(*f));
-  ASSERT_TRUE(index::DecodeIndexFile(ReadWholeFile(beside)).ok());
+  ASSERT_NO_FATAL_FAILURE(test::ForgeMiddleCheckpoint(beside, kPayload + record::kFramingOverhead));
 
   CommandResult forged = Tool({"verify", dir});
   EXPECT_EQ(forged.exit_code, 1) << forged.out << forged.err;
@@ -567,23 +559,11 @@ while True:
 
 // ---- The real TensorFlow files ----
 
-std::string RealDataDir() {
-  if (const char* e = std::getenv("TFRECORDFS_REAL_DATA"); e != nullptr && *e != '\0') return e;
-  if (const char* root = std::getenv("TFRECORDFS_SOURCE_ROOT"); root != nullptr) {
-    return std::string(root) + "/../shared/data/real";
-  }
-  return "";
-}
-
 class RealToolboxTest : public ::testing::Test {
  protected:
   void SetUp() override {
     data_ = RealDataDir();
-    if (data_.empty() || ::access((data_ + "/SOURCES.md").c_str(), R_OK) != 0) {
-      GTEST_SKIP() << "real TFRecord data not found at '" << data_
-                   << "' (set TFRECORDFS_REAL_DATA to the directory holding SOURCES.md)";
-    }
-    data_ = std::filesystem::canonical(data_).string();
+    if (data_.empty()) GTEST_SKIP() << RealDataMissing();
   }
   std::string data_;
 };

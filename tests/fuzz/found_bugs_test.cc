@@ -12,6 +12,7 @@
 #include "testing/temp_dir.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/example/example.h"
+#include "tfrecordfs/naming/feature_type.h"
 #include "tfrecordfs/reference/wire.h"
 #include "tfrecordfs/staging/record_folder.h"
 
@@ -76,14 +77,14 @@ TEST(FoundBugs, StagedNameThatIsNotUtf8IsRefused) {
     const std::string rec = dir + "/rec";
     ASSERT_EQ(::mkdir(rec.c_str(), 0755), 0);
     ASSERT_TRUE(WriteFileAtomically(rec + "/" + name, "1\n").ok());
-    auto payload = staging::PayloadFromFolder(rec, nullptr);
+    auto payload = staging::PayloadFromFolder(rec, naming::NoFeatureTypes());
     EXPECT_FALSE(payload.ok()) << name;
     EXPECT_TRUE(absl::StrContains(payload.status().message(), "not valid UTF-8"))
         << payload.status();
     ASSERT_EQ(::unlink((rec + "/" + name).c_str()), 0);
     // An escaped valid UTF-8 name is fine.
     ASSERT_TRUE(WriteFileAtomically(rec + "/%C3%A9t%C3%A9", "1\n").ok());
-    auto ok = staging::PayloadFromFolder(rec, nullptr);
+    auto ok = staging::PayloadFromFolder(rec, naming::NoFeatureTypes());
     ASSERT_TRUE(ok.ok()) << ok.status();
     auto t = example::DecodeExample(*ok);
     ASSERT_TRUE(t.ok());

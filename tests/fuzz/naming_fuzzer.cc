@@ -11,7 +11,8 @@
 //     naming::CheckLayout (the mount's last check before serving) passes;
 //   * reading the layout back with the reverse functions (reverse.h, the
 //     staging parser's steps) gives the table's shown features exactly, with
-//     the table's kinds as hints (as the mount gives them).
+//     the table's kinds and tensor types as feature types (as the mount
+//     gives them).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -108,15 +109,9 @@ void Check(const uint8_t* data, size_t size) {
 
   const naming::Layout l = naming::LayoutExample(*table, payload);
   CheckLayout(l, payload);
-  // The mount's hints: the kinds and tensor types of the table's features.
-  auto hint = [&](absl::string_view name) {
-    for (const auto& f : table->features) {
-      if (f.name == name) return staging::HintOf(f);
-    }
-    return staging::FeatureHint{};
-  };
+  naming::FeatureTypeMap types = TypesOf(*table);
   if (!ArraysRoundTrip(*table)) return;  // documented as lossy
-  auto back = LayoutReverser(l, payload, hint).Run();
+  auto back = LayoutReverser(l, payload, types).Run();
   FUZZ_CHECK(back.ok(), back.status().message());
   const CanonTable want = CanonicalValues(Shown(*table));
   FUZZ_CHECK(CanonicalValues(*back) == want, "reverse gives ", Describe(*back), " want ",

@@ -12,11 +12,13 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "testing/canon.h"
 #include "tfrecordfs/example/example.h"
+#include "tfrecordfs/naming/feature_type.h"
 #include "tfrecordfs/naming/naming.h"
 #include "tfrecordfs/staging/record_folder.h"
 #include "tfrecordfs/tensor/tensor.h"
@@ -50,10 +52,10 @@ inline CanonTable CanonicalValues(CanonTable t) {
 // False for the features whose copy is documented as lossy
 // (staging/record_folder.h): a feature holding tensors and also raw bytes
 // that show as .png/.npy (those come back as tensors), more tensor classes
-// than FeatureHint keeps, or [H,W] beside [H,W,1] tensors of one dtype
+// than naming::FeatureType keeps, or [H,W] beside [H,W,1] tensors of one dtype
 // (the same gray PNG).
 inline bool ArraysRoundTrip(const example::Feature& f) {
-  const staging::FeatureHint h = staging::HintOf(f);
+  const naming::FeatureType h = naming::FeatureTypeOf(f);
   if (h.tensors.empty()) return true;
   for (absl::string_view v : f.bytes) {
     auto t = tensor::DecodeTensorType(v);
@@ -86,6 +88,14 @@ inline bool ArraysRoundTrip(const example::FeatureTable& t) {
   return true;
 }
 
+// The feature types the mount would learn from `t`: each feature's kind and
+// tensor types (the first feature of a name).
+inline naming::FeatureTypeMap TypesOf(const example::FeatureTable& t) {
+  absl::flat_hash_map<std::string, naming::FeatureType> types;
+  for (const auto& f : t.features) types.try_emplace(f.name, naming::FeatureTypeOf(f));
+  return naming::FeatureTypeMap(std::move(types));
+}
+
 inline std::string Describe(const CanonTable& t) {
   std::string s;
   for (const auto& [name, c] : t) {
@@ -97,9 +107,10 @@ inline std::string Describe(const CanonTable& t) {
 
 class LayoutReverser {
  public:
-  using Hint = std::function<staging::FeatureHint(absl::string_view)>;
-  LayoutReverser(const naming::Layout& layout, absl::string_view payload, Hint hint)
-      : l_(layout), payload_(payload), hint_(std::move(hint)) {}
+  // `types` is borrowed: it must outlive the reverser.
+  LayoutReverser(const naming::Layout& layout, absl::string_view payload,
+                 naming::FeatureTypes& types)
+      : l_(layout), payload_(payload), types_(types) {}
 
   // Errors name the entry that could not be read back.
   absl::StatusOr<CanonTable> Run() {
@@ -168,7 +179,7 @@ class LayoutReverser {
       Canon canon;
       switch (leaf.role) {
         case naming::FileRole::kNumeric: {
-          auto f = naming::ParseNumeric(content, hint_(name).kind);
+          auto f = naming::ParseNumeric(content, types_.Lookup(name).kind);
           if (!f.ok()) {
             return absl::InvalidArgumentError(
                 absl::StrCat("'", absl::CEscape(e.name), "': ", f.status().message()));
@@ -197,7 +208,7 @@ class LayoutReverser {
   absl::StatusOr<std::string> Value(const std::string& feature, absl::string_view ext,
                                     std::string content) const {
     if (ext != naming::kPngExtension && ext != naming::kNpyExtension) return content;
-    const staging::FeatureHint h = hint_(feature);
+    const naming::FeatureType h = types_.Lookup(feature);
     if (h.tensors.empty()) return content;
     auto file = staging::TensorFromFile(ext, content, h.tensors);
     if (!file.ok()) {
@@ -209,7 +220,7 @@ class LayoutReverser {
 
   const naming::Layout& l_;
   absl::string_view payload_;
-  Hint hint_;
+  naming::FeatureTypes& types_;
   CanonTable out_;
 };
 

@@ -13,7 +13,7 @@
 // Mode B (first byte odd): a feature table (table_gen.h) is laid out with
 // naming::LayoutExample, written to disk as the mount would show it, and
 // parsed back: PayloadFromFolder must give the table's shown features, with
-// the table's hints (staging::HintOf: kinds and tensor types). Tensors come
+// the table's feature types (naming::FeatureTypeOf: kinds and tensor types). Tensors come
 // back as EncodeTensor writes them (CanonicalValues); tables whose copy is
 // documented as lossy (ArraysRoundTrip) are passed over.
 // Mode A's hints and tags include tensor types, so .png/.npy files go
@@ -40,11 +40,22 @@
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/example/example.h"
 #include "tfrecordfs/example/sequence.h"
+#include "tfrecordfs/naming/feature_type.h"
 #include "tfrecordfs/naming/naming.h"
 #include "tfrecordfs/staging/record_folder.h"
 
 namespace tfrecordfs::fuzz {
 namespace {
+
+// Gives every feature name the same type.
+class OneTypeForAll final : public naming::FeatureTypes {
+ public:
+  explicit OneTypeForAll(naming::FeatureType type) : type_(std::move(type)) {}
+  naming::FeatureType Lookup(absl::string_view) override { return type_; }
+
+ private:
+  naming::FeatureType type_;
+};
 
 const std::string& WorkDir() {
   static const std::string dir = [] {
@@ -143,15 +154,13 @@ void ArbitraryFolder(Bytes& in, const std::string& root) {
         break;
     }
   }
-  const uint8_t hint_byte = in.U8();
-  auto hint = [hint_byte](absl::string_view) {
-    staging::FeatureHint h{static_cast<example::Kind>(hint_byte % 4), {}};
-    if (h.kind == example::Kind::kBytes && (hint_byte & 4)) {
-      h.tensors = {{tensor::DataType::kUint8, {2, 2, 3}}, {tensor::DataType::kFloat, {2}}};
-    }
-    return h;
-  };
-  auto payload = staging::PayloadFromFolder(root, hint);
+  const uint8_t type_byte = in.U8();
+  naming::FeatureType type{static_cast<example::Kind>(type_byte % 4), {}};
+  if (type.kind == example::Kind::kBytes && (type_byte & 4)) {
+    type.tensors = {{tensor::DataType::kUint8, {2, 2, 3}}, {tensor::DataType::kFloat, {2}}};
+  }
+  OneTypeForAll types(std::move(type));
+  auto payload = staging::PayloadFromFolder(root, types);
   if (!payload.ok()) {
     FUZZ_CHECK(absl::IsInvalidArgument(payload.status()) || ErrnoOf(payload.status()) != 0,
                payload.status().ToString());
@@ -216,14 +225,9 @@ void RoundTrip(Bytes& in, const std::string& root) {
     if (root.size() + depth_bytes[i] >= 4000) return;
   }
   WriteLayout(l, 0, root, gen.payload);
-  auto hint = [&](absl::string_view name) {
-    for (const auto& f : gen.table.features) {
-      if (f.name == name) return staging::HintOf(f);
-    }
-    return staging::FeatureHint{};
-  };
+  naming::FeatureTypeMap types = TypesOf(gen.table);
   if (!ArraysRoundTrip(gen.table)) return;  // documented as lossy
-  auto payload = staging::PayloadFromFolder(root, hint);
+  auto payload = staging::PayloadFromFolder(root, types);
   FUZZ_CHECK(payload.ok(), payload.status().ToString());
   auto t = example::DecodeExample(*payload);
   FUZZ_CHECK(t.ok(), t.status().ToString());

@@ -341,4 +341,21 @@ const GenShard& GenDataset::Shard(const std::string& rel_path) const {
   return shards.front();
 }
 
+void GeneratedMountTestBase::SetUp() {
+  TFRFS_SKIP_WITHOUT_FUSE();
+  src_ = tmp_.Subdir("src");
+  ds_ = WriteDataset(src_, seed_);
+  ASSERT_FALSE(HasFatalFailure());
+  const std::string err = mount_.Start({src_}, args_);
+  ASSERT_EQ(err, "") << err;
+}
+
+void GeneratedMountTestBase::TearDown() {
+  if (mount_.pid() <= 0) return;
+  std::string err;
+  EXPECT_EQ(mount_.Stop(&err), 0) << "daemon exit code after fusermount3 -u; " << err
+                                  << "\nstderr:\n"
+                                  << mount_.Stderr();
+}
+
 }  // namespace tfrecordfs::mount_test

@@ -8,9 +8,12 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "expectations.h"
+#include "gtest/gtest.h"
+#include "mount_harness.h"
 
 namespace tfrecordfs::mount_test {
 
@@ -52,6 +55,29 @@ inline constexpr char kShardTwelve[] = "train-00000-of-00002";      // 12 record
 inline constexpr char kShardBig[] = "train-00001-of-00002";         // 130 records
 inline constexpr char kShardNested[] = "nested/deep/val.tfrecord";  // 3 records
 inline constexpr char kShardEmpty[] = "nested/empty.tfrecord";      // 0 records
+
+// A test on a generated dataset mounted for it: SetUp skips without FUSE,
+// writes WriteDataset(tmp_/src, seed) and mounts it with `args`; TearDown
+// expects a daemon still running to exit 0 on `fusermount3 -u`. A test that
+// ends the daemon itself leaves nothing for TearDown to do (pid() is -1).
+class GeneratedMountTestBase : public ::testing::Test {
+ protected:
+  explicit GeneratedMountTestBase(uint64_t seed, std::vector<std::string> args = {})
+      : seed_(seed), args_(std::move(args)) {}
+  void SetUp() override;
+  void TearDown() override;
+
+  std::string M(const std::string& rel) const { return mount_.path(rel); }
+
+  TempDir tmp_;
+  std::string src_;
+  GenDataset ds_;
+  Mount mount_;
+
+ private:
+  uint64_t seed_;
+  std::vector<std::string> args_;
+};
 
 }  // namespace tfrecordfs::mount_test
 

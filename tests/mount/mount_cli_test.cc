@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -24,6 +23,7 @@
 #include "tfrecordfs/example/example.h"
 #include "tfrecordfs/record/format.h"
 #include "tfrecordfs/record/writer.h"
+#include "tfrecordfs/staging/layout.h"
 
 namespace tfrecordfs::mount_test {
 namespace {
@@ -32,26 +32,6 @@ namespace {
 // own inside `tmp` (see Mount::Start).
 std::string IsolationOptions(const TempDir& tmp) {
   return "staging_dir=" + tmp.path() + "/store,output_dir=" + tmp.Subdir("out");
-}
-
-// Unmounts and kills whatever a detached daemon left behind when a test
-// fails half-way.
-class DetachedGuard {
- public:
-  explicit DetachedGuard(std::string mnt) : mnt_(std::move(mnt)) {}
-  ~DetachedGuard() {
-    if (IsMounted(mnt_)) RunCommand({"fusermount3", "-u", "-z", mnt_});
-    for (pid_t pid : FindDaemons(mnt_)) ::kill(pid, SIGKILL);
-  }
-
- private:
-  std::string mnt_;
-};
-
-// Waits for every tfrecordfs process serving `mnt` to exit and the mount to
-// disappear.
-bool DaemonGone(const std::string& mnt) {
-  return WaitUntil([&] { return FindDaemons(mnt).empty() && !IsMounted(mnt); });
 }
 
 std::string Bin() { return BinaryPath(); }
@@ -166,7 +146,7 @@ TEST(CliTest, UnknownOptionsAndBadValuesExitTwoNamingThem) {
 }
 
 // The FUSE and mount(8) options `tfrecordfs --help` lists (generated from
-// the allow-list in src/cli/mount_cmd.cc): the indented lines under its two
+// the allow-list in src/cli/mount_options.cc): the indented lines under its two
 // headings.
 struct HelpMountOptions {
   std::vector<std::string> passed;   // "allow_other", "fsname=NAME", ...
@@ -714,7 +694,7 @@ TEST(DaemonTest, RelativePathsWorkAfterDetaching) {
     shards += e.path().extension() == ".tfrecord";
   }
   EXPECT_EQ(shards, 1u) << "the staged record was not packed into out/: " << u.out << u.err;
-  EXPECT_FALSE(std::filesystem::exists(tmp.path() + "/store/records/r"));
+  EXPECT_FALSE(std::filesystem::exists(staging::RecordsDir(tmp.path() + "/store") + "/r"));
   // Nothing was created relative to "/" by the daemon.
   EXPECT_FALSE(std::filesystem::exists("/store"));
   EXPECT_FALSE(std::filesystem::exists("/out"));

@@ -17,37 +17,16 @@
 #include "gtest/gtest.h"
 #include "mount_harness.h"
 #include "tfrecordfs/record/writer.h"
+#include "tfrecordfs/staging/layout.h"
 
 namespace tfrecordfs::mount_test {
 namespace {
 
 constexpr uint64_t kSeed = 20240917;
 
-class GeneratedMountTest : public ::testing::Test {
+class GeneratedMountTest : public GeneratedMountTestBase {
  protected:
-  void SetUp() override {
-    TFRFS_SKIP_WITHOUT_FUSE();
-    src_ = tmp_.Subdir("src");
-    ds_ = WriteDataset(src_, kSeed);
-    ASSERT_FALSE(HasFatalFailure());
-    const std::string err = mount_.Start({src_});
-    ASSERT_EQ(err, "") << err;
-  }
-
-  void TearDown() override {
-    if (mount_.pid() <= 0) return;
-    std::string err;
-    EXPECT_EQ(mount_.Stop(&err), 0)
-        << "daemon exit code after fusermount3 -u; " << err << "\nstderr:\n"
-        << mount_.Stderr();
-  }
-
-  std::string M(const std::string& rel) const { return mount_.path(rel); }
-
-  TempDir tmp_;
-  std::string src_;
-  GenDataset ds_;
-  Mount mount_;
+  GeneratedMountTest() : GeneratedMountTestBase(kSeed) {}
 };
 
 int StatErrno(const std::string& path) {
@@ -570,9 +549,9 @@ TEST(GeneratedMountOptionsTest, ReadOnlyMountOpensFilesWithoutTheDaemon) {
   for (const auto& [rel, node] : expected) files += !node.is_dir;
   // A record an earlier mount left staged, straight in the store.
   const std::string store = tmp.Subdir("store"), out = tmp.Subdir("out");
-  ASSERT_EQ(::mkdir((store + "/records").c_str(), 0755), 0);
-  ASSERT_EQ(::mkdir((store + "/records/r").c_str(), 0755), 0);
-  WriteWholeFile(store + "/records/r/label", "7\n");
+  ASSERT_EQ(::mkdir(staging::RecordsDir(store).c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((staging::RecordsDir(store) + "/r").c_str(), 0755), 0);
+  WriteWholeFile(staging::RecordsDir(store) + "/r/label", "7\n");
 
   for (const bool always_open : {false, true}) {
     SCOPED_TRACE(always_open ? "-o ro,open" : "-o ro");
@@ -619,10 +598,13 @@ TEST(GeneratedMountOptionsTest, ReadOnlyMountOpensFilesWithoutTheDaemon) {
     EXPECT_EQ(errno, EROFS);
     std::string stop_err;
     EXPECT_EQ(m.Stop(&stop_err), 0) << stop_err;
-    EXPECT_EQ(ReadWholeFile(store + "/records/r/label"), "7\n") << "a read-only mount packed";
+    EXPECT_EQ(ReadWholeFile(staging::RecordsDir(store) + "/r/label"), "7\n")
+        << "a read-only mount packed";
     // Nor did it write, create or lock anything in the store (README, "-o ro").
-    EXPECT_NE(::access((store + "/last-pack.txt").c_str(), F_OK), 0) << "a read-only mount wrote";
-    EXPECT_NE(::access((store + "/lock").c_str(), F_OK), 0) << "a read-only mount took the lock";
+    EXPECT_NE(::access(staging::PackReportFile(store).c_str(), F_OK), 0)
+        << "a read-only mount wrote";
+    EXPECT_NE(::access(staging::LockFile(store).c_str(), F_OK), 0)
+        << "a read-only mount took the lock";
   }
   EXPECT_EQ(WalkTree(out, false).size(), 0u) << "a read-only mount wrote shards";
 }
@@ -692,7 +674,8 @@ TEST(GeneratedMountOptionsTest, ReadWriteMountAsksForEveryOpenAndReadsFromThePag
     EXPECT_EQ(good.out, "41\n5\n");
     CommandResult partial = Shell("bash -c " + ShellQuote("printf 5x > " + r + "/label"));
     EXPECT_NE(partial.exit_code, 0) << "an unterminated 5x passed write()";
-    EXPECT_EQ(ReadWholeFile(store + "/records/r/label"), "") << "truncated, nothing written";
+    EXPECT_EQ(ReadWholeFile(staging::RecordsDir(store) + "/r/label"), "")
+        << "truncated, nothing written";
     ASSERT_EQ(Shell("echo 41 > " + r + "/label").exit_code, 0);
     if (always_open) {
       EXPECT_GE(CountFileOps(m.Stderr()).flush, 4u);
@@ -701,7 +684,7 @@ TEST(GeneratedMountOptionsTest, ReadWriteMountAsksForEveryOpenAndReadsFromThePag
     }
     std::string stop_err;
     EXPECT_EQ(m.Stop(&stop_err), 0) << stop_err << m.Stderr();
-    EXPECT_NE(::access((store + "/records/r").c_str(), F_OK), 0) << "not packed";
+    EXPECT_NE(::access((staging::RecordsDir(store) + "/r").c_str(), F_OK), 0) << "not packed";
   }
   EXPECT_EQ(WalkTree(out, false).size(), 2u) << "one shard per mount";
 }

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,7 +14,9 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <utility>
 
+#include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "tfrecordfs/base/fs_util.h"
 
@@ -38,6 +41,29 @@ bool InPath(const std::string& prog) {
 std::string BinaryPath() {
   const char* b = std::getenv("TFRECORDFS_BIN");
   return b != nullptr ? b : "";
+}
+
+namespace {
+
+std::string RealDataCandidate() {
+  if (const char* e = std::getenv("TFRECORDFS_REAL_DATA"); e != nullptr && *e != '\0') return e;
+  if (const char* root = std::getenv("TFRECORDFS_SOURCE_ROOT"); root != nullptr) {
+    return std::string(root) + "/../shared/data/real";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string RealDataDir() {
+  const std::string dir = RealDataCandidate();
+  if (dir.empty() || ::access((dir + "/SOURCES.md").c_str(), R_OK) != 0) return "";
+  return RealPath(dir).value_or(dir);
+}
+
+std::string RealDataMissing() {
+  return "real TFRecord data not found at '" + RealDataCandidate() +
+         "' (set TFRECORDFS_REAL_DATA to the directory holding SOURCES.md)";
 }
 
 std::string FuseUnavailableReason() {
@@ -140,45 +166,122 @@ void WriteWholeFile(const std::string& path, const std::string& contents) {
 
 // ---- Mount ----
 
-Mount::Mount() = default;
+Mount::Mount() : own_dir_(std::in_place) {
+  const std::string mnt = own_dir_->Subdir("mnt");
+  config_.mountpoint = RealPath(mnt).value_or(mnt);
+  config_.options = {"staging_dir=" + own_dir_->path() + "/store",
+                     "output_dir=" + own_dir_->Subdir("out")};
+  config_.log_dir = own_dir_->path();
+}
+
+Mount::Mount(MountConfig config) : config_(std::move(config)) {
+  if (!config_.mountpoint.empty() && !config_.log_dir.empty()) return;
+  own_dir_.emplace();
+  if (config_.mountpoint.empty()) {
+    const std::string mnt = own_dir_->Subdir("mnt");
+    config_.mountpoint = RealPath(mnt).value_or(mnt);
+  }
+  if (config_.log_dir.empty()) config_.log_dir = own_dir_->path();
+}
 
 Mount::~Mount() = default;
 
 std::string Mount::Start(const std::vector<std::string>& sources,
-                         const std::vector<std::string>& extra_args) {
-  if (dir_.path().empty()) return "no temp directory";
-  const std::string mnt = dir_.Subdir("mnt");
-  mountpoint_ = RealPath(mnt).value_or(mnt);
-  const std::string out_dir = dir_.Subdir("out");
+                         const std::vector<std::string>& args) {
+  config_.sources = sources;
+  config_.args = args;
+  return Start();
+}
+
+std::string Mount::Start() {
+  if (own_dir_ && own_dir_->path().empty()) return "no temp directory";
+  static int serial = 0;  // several daemons may share a log directory
+  const std::string stem = config_.log_dir + "/daemon-" + std::to_string(++serial);
   test::DaemonSpec spec;
-  spec.argv = {BinaryPath(), "-f", "-o",
-               "staging_dir=" + dir_.path() + "/store,output_dir=" + out_dir};
-  spec.argv.insert(spec.argv.end(), extra_args.begin(), extra_args.end());
-  spec.argv.insert(spec.argv.end(), sources.begin(), sources.end());
-  spec.argv.push_back(mountpoint_);
-  spec.mountpoint = mountpoint_;
-  spec.stdout_path = dir_.path() + "/daemon.stdout";
-  spec.stderr_path = dir_.path() + "/daemon.stderr";
+  spec.argv = {BinaryPath(), "-f"};
+  if (!config_.options.empty()) {
+    spec.argv.push_back("-o");
+    spec.argv.push_back(absl::StrJoin(config_.options, ","));
+  }
+  spec.argv.insert(spec.argv.end(), config_.args.begin(), config_.args.end());
+  spec.argv.insert(spec.argv.end(), config_.sources.begin(), config_.sources.end());
+  spec.argv.push_back(config_.mountpoint);
+  spec.mountpoint = config_.mountpoint;
+  // The fault hook is the daemon's only: never inherited from the test.
+  spec.env.push_back(config_.fault.empty() ? "TFRECORDFS_FAULT"
+                                           : "TFRECORDFS_FAULT=" + config_.fault);
+  spec.env.insert(spec.env.end(), config_.env.begin(), config_.env.end());
+  spec.stdout_path = stem + ".stdout";
+  spec.stderr_path = stem + ".stderr";
   daemon_.emplace(std::move(spec));
   return daemon_->Start();
 }
 
+int Mount::RunExpectingFailure() {
+  const std::string err = Start();
+  if (err.empty()) return -1;  // it mounted
+  const std::optional<int> early = daemon_->early_status();
+  return early ? ExitCodeOfWait(*early) : -1;
+}
+
+bool Mount::Unmount(int* status, std::string* error) {
+  if (!daemon_) {
+    *error = "daemon not running";
+    return false;
+  }
+  return daemon_->Unmount(status, error);
+}
+
 int Mount::Stop(std::string* error) {
-  if (!daemon_ || daemon_->pid() < 0) {
+  if (pid() < 0) {
     *error = "daemon not running";
     return -1;
   }
   int status = 0;
-  if (!daemon_->Unmount(&status, error)) return -1;
+  if (!Unmount(&status, error)) return -1;
   if (!WIFEXITED(status)) {
-    *error = "daemon ended with " + test::DescribeWait(status) + "; stderr:\n" + Stderr();
+    *error = "daemon ended with " + DescribeWait(status) + "; stderr:\n" + Stderr();
     return -1;
   }
-  if (IsMounted(mountpoint_)) *error = "still mounted after the daemon exited";
+  if (IsMounted(mountpoint())) *error = "still mounted after the daemon exited";
   return WEXITSTATUS(status);
 }
 
+CommandResult Mount::TfrUnmount(int* status) {
+  CommandResult r = Run({BinaryPath(), "unmount", mountpoint()});
+  if (!WaitExit(status)) {
+    ADD_FAILURE() << "daemon did not end after `tfrecordfs unmount` (exit " << r.exit_code
+                  << "): " << r.err;
+  }
+  return r;
+}
+
+bool Mount::WaitExit(int* status) { return daemon_ && daemon_->WaitExit(status); }
+
+void Mount::KillHard() {
+  if (daemon_) daemon_->KillAndReap(SIGKILL);
+  CleanStaleMount(mountpoint());
+}
+
 std::string Mount::Stderr() const { return daemon_ ? daemon_->Stderr() : ""; }
+
+bool KilledBySigkill(int status) { return WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL; }
+
+void CleanStaleMount(const std::string& mnt) {
+  if (!IsMounted(mnt)) return;
+  CommandResult r = Run({"fusermount3", "-u", "-z", mnt});
+  EXPECT_EQ(r.exit_code, 0) << "fusermount3 -u -z " << mnt << ": " << r.err;
+  EXPECT_TRUE(WaitUntil([&] { return !IsMounted(mnt); })) << mnt << " stays mounted";
+}
+
+DetachedGuard::~DetachedGuard() {
+  if (IsMounted(mnt_)) Run({"fusermount3", "-u", "-z", mnt_});
+  for (pid_t pid : FindDaemons(mnt_)) ::kill(pid, SIGKILL);
+}
+
+bool DaemonGone(const std::string& mnt) {
+  return WaitUntil([&] { return FindDaemons(mnt).empty() && !IsMounted(mnt); });
+}
 
 // ---- WalkTree ----
 

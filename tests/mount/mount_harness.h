@@ -1,11 +1,16 @@
-// Tier 3 harness: real mounts of the built tfrecordfs binary.
+// Tier 3 harness: real mounts of the built tfrecordfs binary, for every
+// mount test (the generated, real and hostile datasets, staging and pack,
+// crashes, unmounting under load) and the toolbox tests' helpers.
 //
-// A Mount starts `tfrecordfs -f SOURCE... MNT` as a child process (stderr and
-// stdout go to files in the test's temp directory), waits for the mount to
-// show up in /proc/self/mountinfo with fstype fuse.tfrecordfs (polling, with a
-// bounded deadline, never a fixed sleep), and on Stop() unmounts with
-// `fusermount3 -u` and reaps the daemon. The destructor cleans up after a
-// failed test: lazy unmount, SIGTERM, then SIGKILL.
+// A Mount runs `tfrecordfs -f [-o OPTIONS] [ARGS...] SOURCE... MNT` as a
+// child of the test (a test::Daemon, tests/testing/daemon.h; stdout and
+// stderr go to files), waits for MNT to show up in /proc/self/mountinfo
+// with fstype fuse.tfrecordfs (polling with a bounded deadline, never a
+// fixed sleep), and ends it the way the test asks: `fusermount3 -u`
+// (Stop, Unmount), `tfrecordfs unmount` (TfrUnmount, which waits for the
+// pack), a hard kill (KillHard), or the daemon's own exit (WaitExit). The
+// destructor cleans up after a failed test: lazy unmount, SIGTERM, then
+// SIGKILL.
 //
 // The binary comes from $TFRECORDFS_BIN (set by tests/mount/meson.build).
 //
@@ -22,6 +27,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "testing/daemon.h"
@@ -33,6 +39,8 @@ namespace tfrecordfs::mount_test {
 // Bounded waits and commands (tests/testing/process.h): kWaitLimit bounds
 // every wait in the harness (mount readiness, daemon exit).
 using test::CommandResult;
+using test::DescribeWait;
+using test::ExitCodeOfWait;
 using test::kWaitLimit;
 using test::Run;
 using test::SleepBriefly;
@@ -68,6 +76,13 @@ bool ReadProcFile(const std::string& path, std::string* out);
 
 // Path of the tfrecordfs binary under test ($TFRECORDFS_BIN), or "".
 std::string BinaryPath();
+
+// The real TensorFlow-written files (their SOURCES.md says what each is):
+// $TFRECORDFS_REAL_DATA, else $TFRECORDFS_SOURCE_ROOT/../shared/data/real,
+// made canonical; "" when that directory holds no readable SOURCES.md.
+std::string RealDataDir();
+// Why RealDataDir() is "" (for GTEST_SKIP).
+std::string RealDataMissing();
 
 // Empty when real mounts can work here, else why not (for GTEST_SKIP).
 std::string FuseUnavailableReason();
@@ -113,41 +128,105 @@ void WriteWholeFile(const std::string& path, const std::string& contents);
 // Quotes for /bin/sh.
 std::string ShellQuote(const std::string& s);
 
-// One mounted tfrecordfs daemon running in the foreground (a test::Daemon,
-// tests/testing/daemon.h, in a temp directory of its own).
+// What a Mount runs: `tfrecordfs -f [-o OPTIONS] [ARGS...] SOURCE... MNT`.
+struct MountConfig {
+  std::vector<std::string> sources;
+  // MNT; "" = mnt/ in the Mount's own temp directory.
+  std::string mountpoint;
+  // Joined with ',' into one `-o` argument when not empty.
+  std::vector<std::string> options;
+  // More arguments before the sources (e.g. {"-o", "nosplice"}).
+  std::vector<std::string> args;
+  // TFRECORDFS_FAULT for the daemon only ("" = unset; never inherited from
+  // the test).
+  std::string fault;
+  // More NAME=VALUE environment entries for the daemon (override ours).
+  std::vector<std::string> env;
+  // Directory for the daemon's stdout and stderr files (daemon-N.stdout,
+  // daemon-N.stderr); "" = the Mount's own temp directory.
+  std::string log_dir;
+};
+
+// One tfrecordfs daemon running in the foreground, from spawn to a mounted
+// file system and back.
 class Mount {
  public:
+  // Everything in a temp directory of the Mount's own: the mount point, the
+  // logs, and -o staging_dir=...,output_dir=... (so a test never touches
+  // $HOME or the sources).
   Mount();
+  // Runs `config`; a temp directory of its own only for what it leaves "".
+  explicit Mount(MountConfig config);
   ~Mount();
   Mount(const Mount&) = delete;
   Mount& operator=(const Mount&) = delete;
 
-  // Starts the daemon on a fresh mountpoint and waits until it is mounted.
-  // `extra_args` go before the sources (e.g. {"-o", "nosplice"}). The
-  // staging store and the pack output directory are kept inside this
-  // Mount's temp directory (-o staging_dir=...,output_dir=...), so a test
-  // never touches $HOME or the sources. Returns "" on success, else a
-  // message with the daemon's stderr.
+  // Starts the daemon and waits until MNT is a fuse.tfrecordfs mount.
+  // Returns "" on success, else why not, with the daemon's stderr.
+  std::string Start();
+  // The same with these sources and arguments (replacing the config's).
   std::string Start(const std::vector<std::string>& sources,
-                    const std::vector<std::string>& extra_args = {});
+                    const std::vector<std::string>& args = {});
+  // Runs the daemon to its end without expecting a mount (for option
+  // errors): returns its exit code, or -1 when it mounted or was signalled.
+  int RunExpectingFailure();
 
-  // `fusermount3 -u`, then waits for the daemon to exit. Returns its exit
-  // code (-1 on a signal or timeout; the message lands in *error).
+  // `fusermount3 -u MNT`, then waits for the daemon to exit. Returns its
+  // exit code (-1 on a signal or timeout, or when MNT stays mounted; the
+  // message lands in *error).
   int Stop(std::string* error);
+  // The same, giving the raw waitpid status: false (and why in *error) when
+  // the unmount fails or the daemon does not end.
+  bool Unmount(int* status, std::string* error);
+  // `tfrecordfs unmount MNT` (which waits for the pack), then reaps the
+  // daemon into *status; a daemon that does not end fails the test.
+  CommandResult TfrUnmount(int* status);
+  // Waits (bounded) for the daemon to end by itself; false on timeout.
+  bool WaitExit(int* status);
+  // kill -9 the daemon, reap it, and lazily unmount the dead mount.
+  void KillHard();
 
-  const std::string& mountpoint() const { return mountpoint_; }
+  const std::string& mountpoint() const { return config_.mountpoint; }
   // The writable folder every mount shows at its root (README, "Staging").
   static constexpr char kStagingName[] = "staging";
-  std::string path(const std::string& rel) const { return mountpoint_ + "/" + rel; }
+  std::string path(const std::string& rel) const { return mountpoint() + "/" + rel; }
   // Everything the daemon wrote to stderr so far.
   std::string Stderr() const;
   pid_t pid() const { return daemon_ ? daemon_->pid() : -1; }
 
  private:
-  TempDir dir_;  // outlives daemon_, which unmounts what lies in it
-  std::string mountpoint_;
-  std::optional<test::Daemon> daemon_;
+  std::optional<TempDir> own_dir_;  // outlives daemon_, which unmounts what lies in it
+  MountConfig config_;
+  std::optional<test::Daemon> daemon_;  // from Start() on
 };
+
+// True when a waitpid status says SIGKILL.
+bool KilledBySigkill(int status);
+
+// If MNT is still (or stale-ly) mounted, `fusermount3 -u -z` and wait until
+// it is gone.
+void CleanStaleMount(const std::string& mnt);
+
+// ---- Daemons the harness does not start ----
+// (`tfrecordfs SOURCE MNT` without -f detaches: its tests start it with a
+// shell and find it by its mount point, FindDaemons.)
+
+// Unmounts and kills whatever a detached daemon left behind when a test
+// fails half-way.
+class DetachedGuard {
+ public:
+  explicit DetachedGuard(std::string mnt) : mnt_(std::move(mnt)) {}
+  ~DetachedGuard();
+  DetachedGuard(const DetachedGuard&) = delete;
+  DetachedGuard& operator=(const DetachedGuard&) = delete;
+
+ private:
+  std::string mnt_;
+};
+
+// Waits (bounded) for every tfrecordfs process serving `mnt` to exit and
+// the mount to disappear.
+bool DaemonGone(const std::string& mnt);
 
 // ---- Walking a tree ----
 

@@ -67,24 +67,12 @@ const RealShard kShards[] = {
 };
 constexpr char kDamaged[] = "corrupt_crlf_stripped/pets_examples.record";
 
-std::string RealDataDir() {
-  if (const char* e = std::getenv("TFRECORDFS_REAL_DATA"); e != nullptr && *e != '\0') return e;
-  if (const char* root = std::getenv("TFRECORDFS_SOURCE_ROOT"); root != nullptr) {
-    return std::string(root) + "/../shared/data/real";
-  }
-  return "";
-}
-
 class RealDataTest : public ::testing::Test {
  protected:
   void SetUp() override {
     TFRFS_SKIP_WITHOUT_FUSE();
     data_ = RealDataDir();
-    if (data_.empty() || ::access((data_ + "/SOURCES.md").c_str(), R_OK) != 0) {
-      GTEST_SKIP() << "real TFRecord data not found at '" << data_
-                   << "' (set TFRECORDFS_REAL_DATA to the directory holding SOURCES.md)";
-    }
-    data_ = std::filesystem::canonical(data_).string();
+    if (data_.empty()) GTEST_SKIP() << RealDataMissing();
     const std::string err = mount_.Start({data_});
     ASSERT_EQ(err, "") << err;
   }

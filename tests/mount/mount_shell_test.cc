@@ -15,23 +15,14 @@
 namespace tfrecordfs::mount_test {
 namespace {
 
-class ShellToolsTest : public ::testing::Test {
+class ShellToolsTest : public GeneratedMountTestBase {
  protected:
+  ShellToolsTest() : GeneratedMountTestBase(77) {}
   void SetUp() override {
-    TFRFS_SKIP_WITHOUT_FUSE();
-    src_ = tmp_.Subdir("src");
-    ds_ = WriteDataset(src_, 77);
-    ASSERT_FALSE(HasFatalFailure());
+    GeneratedMountTestBase::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     expected_ = ds_.Expected();
-    const std::string err = mount_.Start({src_});
-    ASSERT_EQ(err, "") << err;
     mnt_ = ShellQuote(mount_.mountpoint());
-  }
-
-  void TearDown() override {
-    if (mount_.pid() <= 0) return;
-    std::string err;
-    EXPECT_EQ(mount_.Stop(&err), 0) << err << "\nstderr:\n" << mount_.Stderr();
   }
 
   // Runs a script, expects exit code 0, returns stdout without the final
@@ -52,11 +43,7 @@ class ShellToolsTest : public ::testing::Test {
     return n;
   }
 
-  TempDir tmp_;
-  std::string src_;
-  GenDataset ds_;
   ExpectedTree expected_;
-  Mount mount_;
   std::string mnt_;
 };
 

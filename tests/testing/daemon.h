@@ -1,6 +1,6 @@
 // Daemon: one `tfrecordfs -f ... MNT` running as a child of the test, from
-// spawn to a mounted file system and back. The mount harness's Mount and the
-// staging tests' StagingDaemon are both built on it.
+// spawn to a mounted file system and back: the process under the mount
+// harness's Mount (tests/mount/mount_harness.h), which every mount test uses.
 //
 // Contract:
 //   * Start() forks and execs spec.argv with stdin /dev/null and stdout and

@@ -16,6 +16,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "testing/index_files.h"
+#include "testing/shard.h"
 #include "testing/temp_dir.h"
 #include "tfrecordfs/base/coding.h"
 #include "tfrecordfs/base/crc32c.h"
@@ -471,12 +473,11 @@ TEST_F(IndexStoreTest, ForgedMiddleOffsetIsCaughtBySampledHeaders) {
   Prime();
   IndexStore store(CacheOnly());
   const std::string file = CacheFile(store);
-  auto f = DecodeIndexFile(ReadBytes(file));
-  ASSERT_TRUE(f.ok()) << f.status();
-  const uint64_t n = f->num_records();
-  ASSERT_GE(n, 4u);
-  f->walk.offsets[n / 2] += 1;  // still increasing, every span >= 16
-  WriteBytes(file, EncodeIndexFile(*f));
+  ASSERT_NO_FATAL_FAILURE(test::EditIndexFile(file, [](IndexFile* f) {
+    const uint64_t n = f->num_records();
+    ASSERT_GE(n, 4u);
+    f->walk.offsets[n / 2] += 1;  // still increasing, every span >= 16
+  }));
   ASSERT_TRUE(DecodeIndexFile(ReadBytes(file)).ok());
   std::vector<uint64_t> now;
   std::string why;
@@ -734,10 +735,9 @@ TEST_F(IndexStoreTest, VerifySharedFollowsTheHeaderChain) {
   LoadInfo info;
   ASSERT_NE(nullptr, Load(writer, &info));
   const std::string beside = shard_ + kIndexSuffix;
-  auto f = DecodeIndexFile(ReadBytes(beside));
-  ASSERT_TRUE(f.ok()) << f.status();
-  f->walk.offsets[3] += 1;  // where the sampled headers do not look
-  WriteBytes(beside, EncodeIndexFile(*f));
+  ASSERT_NO_FATAL_FAILURE(test::EditIndexFile(beside, [](IndexFile* f) {
+    f->walk.offsets[3] += 1;  // where the sampled headers do not look
+  }));
 
   StoreOptions trusting;
   IndexStore believes(trusting);
@@ -770,24 +770,8 @@ TEST(IndexStoreCheckpoints, AForgedBesideCheckpointIsNeverVouchedFor) {
   test::TempDir tmp("forged-cp");
   const std::string shard = tmp.Join("data.tfrecord.gz");
   constexpr size_t kPayload = 300;
-  {
-    auto fd = OpenFile(shard, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ASSERT_TRUE(fd.ok());
-    record::ShardWriter w(std::move(*fd), shard, {source::Codec::kGzip, 6});
-    uint64_t x = 88172645463325252ull;  // xorshift: text that compresses ~2:1
-    for (int i = 0; i < 3000; ++i) {
-      std::string p = absl::StrCat("record ", i, " ");
-      while (p.size() < kPayload) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        p += static_cast<char>('a' + x % 16);
-      }
-      p.resize(kPayload);
-      ASSERT_TRUE(w.Append(p).ok());
-    }
-    ASSERT_TRUE(w.Close(false).ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(
+      test::WriteCompressibleShard(shard, source::Codec::kGzip, 3000, kPayload));
   auto load = [&](StoreOptions o, LoadInfo* info) {
     o.durable = false;
     o.span = 64 << 10;
@@ -806,22 +790,7 @@ TEST(IndexStoreCheckpoints, AForgedBesideCheckpointIsNeverVouchedFor) {
   ASSERT_NE(load(beside_writer, &info), nullptr);
   ASSERT_EQ(info.source, IndexSource::kWalked);
   const std::string beside = IndexStore::BesidePath(shard);
-  auto forge = [&] {
-    const std::string bytes = ReadBytes(beside);
-    auto main_size = IndexMainSize(bytes);
-    ASSERT_TRUE(main_size.ok());
-    auto f = DecodeIndexFile(bytes);
-    ASSERT_TRUE(f.ok()) << f.status();
-    f->windows = bytes.substr(*main_size);
-    ASSERT_GT(f->checkpoints.size(), 4u);
-    const size_t k = f->checkpoints.size() / 2;
-    f->checkpoints[k].out += kPayload + record::kFramingOverhead;
-    ASSERT_LT(f->checkpoints[k].out, f->checkpoints[k + 1].out);
-    WriteBytes(beside, EncodeIndexFile(*f));
-    ASSERT_TRUE(DecodeIndexFile(ReadBytes(beside)).ok());  // CRC and invariants hold
-  };
-  forge();
-  ASSERT_FALSE(HasFatalFailure());
+  ASSERT_NO_FATAL_FAILURE(test::ForgeMiddleCheckpoint(beside, kPayload + record::kFramingOverhead));
 
   StoreOptions mount;  // beside read, nothing written
   auto idx = load(mount, &info);

@@ -16,7 +16,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <random>
@@ -30,16 +29,19 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "src/cli/commands.h"
+#include "testing/files.h"
 #include "testing/temp_dir.h"
 #include "tfrecordfs/base/crc32c.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/example/example.h"
+#include "tfrecordfs/naming/feature_type.h"
 #include "tfrecordfs/record/format.h"
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/reference/zlib_codec.h"
 #include "tfrecordfs/repack/journal.h"
 #include "tfrecordfs/repack/pack.h"
 #include "tfrecordfs/source/shard_source.h"
+#include "tfrecordfs/staging/layout.h"
 #include "tfrecordfs/staging/record_folder.h"
 
 namespace tfrecordfs::repack {
@@ -51,12 +53,7 @@ using ::testing::HasSubstr;
 
 // ---- Helpers: folders on disk, shards read back ----
 
-void WriteFile(const std::string& path, const std::string& content) {
-  fs::create_directories(fs::path(path).parent_path());
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(content.data(), static_cast<std::streamsize>(content.size()));
-  ASSERT_TRUE(out.good()) << path;
-}
+using test::WriteFile;
 
 std::string Jpeg(int seed, size_t size) {
   std::string s = "\xff\xd8\xff\xe0";
@@ -172,7 +169,7 @@ std::vector<std::string> StrayFiles(const std::string& dir) {
 }
 
 uint64_t FramedSize(const std::string& folder) {
-  auto payload = staging::PayloadFromFolder(folder, nullptr);
+  auto payload = staging::PayloadFromFolder(folder, naming::NoFeatureTypes());
   EXPECT_TRUE(payload.ok()) << payload.status();
   return payload.ok() ? payload->size() + record::kFramingOverhead : 0;
 }
@@ -184,10 +181,10 @@ class PackTest : public ::testing::Test {
     root_ = tmp_.path();
     staging_ = root_ + "/staging";
     out_ = root_ + "/out";
-    fs::create_directories(staging_ + "/records");
+    fs::create_directories(staging::RecordsDir(staging_));
     fs::create_directories(out_);
-    records_ = staging_ + "/records";
-    journal_ = staging_ + "/pack.journal";
+    records_ = staging::RecordsDir(staging_);
+    journal_ = staging::PackJournalFile(staging_);
   }
 
   // The tmpfs mounts go before tmp_ removes the tree (it would leave a tree
@@ -573,16 +570,20 @@ TEST_F(PackTest, DiskFullAfterSomeShardsRemovesThemToo) {
 }
 
 TEST_F(PackTest, FolderChangedBetweenPassesFailsThePack) {
-  // Pass 1 and pass 2 both build every payload; a hint that answers
-  // differently the second time stands in for a folder edited in between.
+  // Pass 1 and pass 2 both build every payload; feature types that answer
+  // differently the second time stand in for a folder edited in between.
   WriteFile(records_ + "/a/score", "1\n2\n");
-  int calls = 0;
+  class ChangingTypes final : public naming::FeatureTypes {
+   public:
+    naming::FeatureType Lookup(absl::string_view) override {
+      return ++calls_ == 1 ? example::Kind::kInt64 : example::Kind::kFloat;
+    }
+
+   private:
+    int calls_ = 0;
+  } types;
   PackOptions o = Options();
-  o.hint = [&calls](absl::string_view) {
-    staging::FeatureHint h;
-    h.kind = ++calls == 1 ? example::Kind::kInt64 : example::Kind::kFloat;
-    return h;
-  };
+  o.types = &types;
   PackReport report = Pack(o);
   EXPECT_EQ(report.status.code(), absl::StatusCode::kFailedPrecondition) << report.status;
   EXPECT_THAT(report.status.message(), HasSubstr("record a changed during the pack"));

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "testing/files.h"
 #include "testing/temp_dir.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/record/writer.h"
@@ -19,11 +20,7 @@
 namespace tfrecordfs::scan {
 namespace {
 
-void WriteBytes(const std::string& path, const std::string& bytes) {
-  auto fd = OpenFile(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  ASSERT_TRUE(fd.ok()) << fd.status();
-  ASSERT_TRUE(WriteFull(fd->get(), bytes.data(), bytes.size(), path).ok());
-}
+using test::WriteFile;
 
 std::string Shard(int records) {
   std::string out;
@@ -48,10 +45,10 @@ TEST_F(ScanTest, EntriesMirrorTheSourcesWithParents) {
   ASSERT_EQ(0, ::mkdir((a + "/train").c_str(), 0755));
   ASSERT_EQ(0, ::mkdir((a + "/empty").c_str(), 0755));
   ASSERT_EQ(0, ::mkdir(b.c_str(), 0755));
-  WriteBytes(a + "/train/x.tfrecord", Shard(3));
-  WriteBytes(a + "/notes.txt", "hello\n");
-  WriteBytes(b + "/y.tfrecord", "not a shard at all");
-  WriteBytes(dir_ + "/z.tfrecord", Shard(2));
+  WriteFile(a + "/train/x.tfrecord", Shard(3));
+  WriteFile(a + "/notes.txt", "hello\n");
+  WriteFile(b + "/y.tfrecord", "not a shard at all");
+  WriteFile(dir_ + "/z.tfrecord", Shard(2));
 
   std::atomic<int> others{0};
   size_t files_seen = 0;
@@ -111,8 +108,8 @@ TEST_F(ScanTest, TwoSourcesGivingOneNameFail) {
   const std::string a = dir_ + "/a", b = dir_ + "/b";
   ASSERT_EQ(0, ::mkdir(a.c_str(), 0755));
   ASSERT_EQ(0, ::mkdir(b.c_str(), 0755));
-  WriteBytes(a + "/x.tfrecord", Shard(1));
-  WriteBytes(b + "/x.tfrecord", Shard(1));
+  WriteFile(a + "/x.tfrecord", Shard(1));
+  WriteFile(b + "/x.tfrecord", Shard(1));
   ScanOptions options;
   options.sources = {a, b};
   bool probed = false;

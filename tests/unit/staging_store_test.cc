@@ -19,7 +19,9 @@
 #include "testing/temp_dir.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/example/sequence.h"
+#include "tfrecordfs/naming/feature_type.h"
 #include "tfrecordfs/naming/naming.h"
+#include "tfrecordfs/staging/layout.h"
 #include "tfrecordfs/staging/record_folder.h"
 #include "tfrecordfs/staging/store.h"
 
@@ -65,14 +67,16 @@ OpenFileInStore CreateIn(Store& store, const std::string& record, const std::str
 
 // The shards of these tests: `label` is an int64 feature, nothing else is
 // known.
-FeatureHint LabelIsInt64(absl::string_view name) {
-  return name == "label" ? FeatureHint(example::Kind::kInt64) : FeatureHint();
+naming::FeatureTypes& LabelIsInt64() {
+  static naming::FeatureTypeMap* const types =
+      new naming::FeatureTypeMap({{"label", naming::FeatureType(example::Kind::kInt64)}});
+  return *types;
 }
 
 // What the vfs does for write(): check, then write (and tell the store).
 absl::Status CheckedWrite(Store& store, const OpenFileInStore& f, uint64_t offset,
                           absl::string_view data) {
-  if (auto s = store.ValidateOnWrite(f.node, f.fd.get(), offset, data, LabelIsInt64); !s.ok()) {
+  if (auto s = store.ValidateOnWrite(f.node, f.fd.get(), offset, data, LabelIsInt64()); !s.ok()) {
     return s;
   }
   if (::pwrite(f.fd.get(), data.data(), data.size(), static_cast<off_t>(offset)) !=
@@ -116,9 +120,9 @@ TEST_F(StoreTest, UnknownNamesAreNotCheckedAtWrite) {
   ASSERT_TRUE(store.ok()) << store.status();
   OpenFileInStore tmp = CreateIn(**store, "r", "sedB35Eaq", O_WRONLY);
   EXPECT_TRUE(CheckedWrite(**store, tmp, 0, "a caption\n").ok());
-  EXPECT_TRUE((*store)->ValidateOnClose(tmp.node, tmp.fd.get(), LabelIsInt64).ok());
+  EXPECT_TRUE((*store)->ValidateOnClose(tmp.node, tmp.fd.get(), LabelIsInt64()).ok());
   // Under that name the pack would refuse it, and ErrorOf says so.
-  auto why = (*store)->ErrorOf(tmp.node, LabelIsInt64);
+  auto why = (*store)->ErrorOf(tmp.node, LabelIsInt64());
   ASSERT_TRUE(why.ok()) << why.status();
   EXPECT_NE(why->find("line 1"), std::string::npos) << *why;
 }
@@ -137,20 +141,20 @@ TEST_F(StoreTest, ARefusedWriteMarksTheFileUntilItIsRewritten) {
   EXPECT_EQ((*store)->refusals(), 1u);
   // The empty file would parse; the mark keeps it refused, at close, when
   // asked and at the pack.
-  EXPECT_EQ(ErrnoOf((*store)->ValidateOnClose(label.node, label.fd.get(), LabelIsInt64)), EINVAL);
+  EXPECT_EQ(ErrnoOf((*store)->ValidateOnClose(label.node, label.fd.get(), LabelIsInt64())), EINVAL);
   EXPECT_TRUE((*store)->HasRefusalMark(label.node));
-  auto why = (*store)->ErrorOf(label.node, LabelIsInt64);
+  auto why = (*store)->ErrorOf(label.node, LabelIsInt64());
   ASSERT_TRUE(why.ok()) << why.status();
   EXPECT_NE(why->find("write refused: line 1: 'hello'"), std::string::npos) << *why;
-  auto payload = PayloadFromFolder((*store)->records_dir() + "/r", LabelIsInt64);
+  auto payload = PayloadFromFolder((*store)->records_dir() + "/r", LabelIsInt64());
   EXPECT_FALSE(payload.ok());
   EXPECT_NE(payload.status().message().find("label: write refused"), std::string::npos)
       << payload.status();
   // Written again with a value: the mark goes at the check.
   ASSERT_TRUE(CheckedWrite(**store, label, 0, "3\n").ok());
-  EXPECT_TRUE((*store)->ValidateOnClose(label.node, label.fd.get(), LabelIsInt64).ok());
+  EXPECT_TRUE((*store)->ValidateOnClose(label.node, label.fd.get(), LabelIsInt64()).ok());
   EXPECT_FALSE((*store)->HasRefusalMark(label.node));
-  EXPECT_TRUE(PayloadFromFolder((*store)->records_dir() + "/r", LabelIsInt64).ok());
+  EXPECT_TRUE(PayloadFromFolder((*store)->records_dir() + "/r", LabelIsInt64()).ok());
 }
 
 TEST(NumericPrefixTest, WhatCanStillBecomeANumber) {
@@ -245,12 +249,12 @@ TEST_F(StoreTest, RenamedNodesAreReopenedUnderTheirNewNames) {
   ASSERT_TRUE(f.ok());
   ::close(f->second);
   const uint64_t x = f->first.st_ino;
-  ASSERT_TRUE(s.Rename(a->st_ino, "x", b->st_ino, "y", 0, nullptr).ok());
+  ASSERT_TRUE(s.Rename(a->st_ino, "x", b->st_ino, "y", 0, naming::NoFeatureTypes()).ok());
   ASSERT_TRUE(s.Mkdir(s.root(), "fill", 0755).ok());  // evicts x's descriptor
   EXPECT_EQ(s.RelativePath(x).value(), "b/y");
   EXPECT_TRUE(s.GetAttr(x).ok());
   // A folder renamed: its children follow.
-  ASSERT_TRUE(s.Rename(s.root(), "b", s.root(), "c", 0, nullptr).ok());
+  ASSERT_TRUE(s.Rename(s.root(), "b", s.root(), "c", 0, naming::NoFeatureTypes()).ok());
   ASSERT_TRUE(s.Mkdir(s.root(), "fill2", 0755).ok());
   EXPECT_EQ(s.RelativePath(x).value(), "c/y");
   auto fd = s.Open(x, O_RDONLY);
@@ -260,11 +264,12 @@ TEST_F(StoreTest, RenamedNodesAreReopenedUnderTheirNewNames) {
   auto z = s.Create(a->st_ino, "z", S_IFREG | 0644, O_WRONLY);
   ASSERT_TRUE(z.ok());
   ::close(z->second);
-  ASSERT_TRUE(s.Rename(a->st_ino, "z", b->st_ino, "y", RENAME_EXCHANGE, nullptr).ok());
+  ASSERT_TRUE(
+      s.Rename(a->st_ino, "z", b->st_ino, "y", RENAME_EXCHANGE, naming::NoFeatureTypes()).ok());
   EXPECT_EQ(s.RelativePath(x).value(), "a/z");
   EXPECT_EQ(s.RelativePath(z->first.st_ino).value(), "c/y");
   // A rename over a known node: that node is gone, the mover takes its name.
-  ASSERT_TRUE(s.Rename(s.root(), "a", s.root(), "fill", 0, nullptr).ok());
+  ASSERT_TRUE(s.Rename(s.root(), "a", s.root(), "fill", 0, naming::NoFeatureTypes()).ok());
   EXPECT_EQ(s.RelativePath(x).value(), "fill/z");
   ASSERT_TRUE(s.Unlink(s.root(), "fill/z").code() != absl::StatusCode::kOk);  // one component
 }
@@ -281,7 +286,7 @@ TEST_F(StoreTest, ANodeReplacedOnDiskIsStaleNotTheOtherFile) {
   const uint64_t label = f->first.st_ino;
   ASSERT_TRUE(s.Mkdir(s.root(), "other", 0755).ok());  // evicts label's descriptor
   // Swapped behind the store's back: another file now has the name.
-  const std::string path = root_ + "/s/records/r/label";
+  const std::string path = staging::RecordsDir(root_ + "/s") + "/r/label";
   ASSERT_EQ(::rename(path.c_str(), (path + ".old").c_str()), 0);
   ASSERT_TRUE(WriteFileAtomically(path, "7\n").ok());
   auto fd = s.Open(label, O_RDONLY);
@@ -315,11 +320,11 @@ TEST_F(StoreTest, ForgottenAndRemovedNodesLeaveNothingBehind) {
   ASSERT_TRUE(s.Unlink(r->st_ino, "f0").ok());
   EXPECT_TRUE(s.GetAttr(nodes[0]).ok());
   EXPECT_EQ(s.RelativePath(nodes[0]).status().code(), absl::StatusCode::kNotFound);
-  for (uint64_t n : nodes) s.Forget(n, 1, nullptr);
+  for (uint64_t n : nodes) s.Forget(n, 1, naming::NoFeatureTypes());
   EXPECT_EQ(ErrnoOf(s.GetAttr(nodes[0]).status()), ESTALE);
   EXPECT_EQ(ErrnoOf(s.GetAttr(nodes[5]).status()), ESTALE);
   EXPECT_TRUE(s.GetAttr(r->st_ino).ok());
-  s.Forget(r->st_ino, 1, nullptr);
+  s.Forget(r->st_ino, 1, naming::NoFeatureTypes());
   EXPECT_EQ(s.cached_fds(), 0u);
   EXPECT_EQ(OpenDescriptors(), before);
   // Looked up again: a fresh node.
@@ -350,10 +355,10 @@ TEST_F(StoreTest, ReadOnlyOpenCreatesAndLocksNothing) {
 
   // A read-only store over a store nobody owns leaves no lock file.
   const std::string other = root_ + "/t";
-  fs::create_directories(other + "/records/r");
+  fs::create_directories(staging::RecordsDir(other) + "/r");
   auto ro = Store::Open(other, {.read_only = true});
   ASSERT_TRUE(ro.ok()) << ro.status();
-  EXPECT_FALSE(fs::exists(other + "/lock"));
+  EXPECT_FALSE(fs::exists(staging::LockFile(other)));
 }
 
 TEST_F(StoreTest, RemoveIfEmptyKeepsStagedBytes) {
@@ -369,7 +374,7 @@ TEST_F(StoreTest, RemoveIfEmptyKeepsStagedBytes) {
     CreateIn(**store, "r", "label", O_RDWR);
   }
   RemoveIfEmpty(full);
-  EXPECT_TRUE(fs::exists(full + "/records/r/label"));
+  EXPECT_TRUE(fs::exists(staging::RecordsDir(full) + "/r/label"));
 }
 
 }  // namespace
@@ -433,7 +438,7 @@ TEST_F(StoreTest, SequenceExampleFolderRoundTripsFeatureByFeature) {
   const std::string rec = root_ + "/rec";
   ASSERT_EQ(::mkdir(rec.c_str(), 0755), 0);
   WriteLayout(l, 0, rec, payload);
-  auto packed = PayloadFromFolder(rec, nullptr);
+  auto packed = PayloadFromFolder(rec, naming::NoFeatureTypes());
   ASSERT_TRUE(packed.ok()) << packed.status();
   auto back = example::DecodeSequenceExample(*packed);
   ASSERT_TRUE(back.ok()) << back.status();
@@ -442,7 +447,7 @@ TEST_F(StoreTest, SequenceExampleFolderRoundTripsFeatureByFeature) {
 
   // A stray file beside context/ and feature_lists/ is refused with a reason.
   ASSERT_TRUE(WriteFileAtomically(rec + "/extra.txt", "x\n").ok());
-  auto bad = PayloadFromFolder(rec, nullptr);
+  auto bad = PayloadFromFolder(rec, naming::NoFeatureTypes());
   EXPECT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("extra.txt"), absl::string_view::npos) << bad.status();
 }

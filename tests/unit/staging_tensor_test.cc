@@ -1,5 +1,5 @@
 // The reverse direction for tensors and sequence steps (staging/record_folder.h):
-// hints learnt from decoded features, the kind tag, `.png`/`.npy` files to the
+// feature types learnt from decoded features, the kind tag, `.png`/`.npy` files to the
 // TensorProto tf.io.serialize_tensor writes, where a staged file sits
 // (ClassifyStagedFile), and the close()-time checks of the store.
 #include <fcntl.h>
@@ -20,6 +20,8 @@
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/example/example.h"
 #include "tfrecordfs/example/sequence.h"
+#include "tfrecordfs/naming/feature_type.h"
+#include "tfrecordfs/staging/layout.h"
 #include "tfrecordfs/staging/record_folder.h"
 #include "tfrecordfs/staging/store.h"
 #include "tfrecordfs/tensor/npy.h"
@@ -101,7 +103,7 @@ TEST(ClassifyStagedFile, ExampleAndSequencePlaces) {
     const StagedFile f = ClassifyStagedFile(c.rel, c.sequence);
     EXPECT_EQ(f.role, c.role) << c.rel;
     if (c.role == R::kOther) continue;
-    EXPECT_EQ(f.hint_key, c.key) << c.rel;
+    EXPECT_EQ(f.feature, c.key) << c.rel;
     EXPECT_EQ(f.extension, c.ext) << c.rel;
   }
 }
@@ -110,7 +112,7 @@ TEST(KindTag, RoundTripsAndRefusesUnknownText) {
   for (const TensorType& t :
        {TensorType{DataType::kUint8, {4, 5, 3}}, TensorType{DataType::kFloat, {}},
         TensorType{DataType::kUint16, {0, 7}}, TensorType{DataType::kBool, {2}}}) {
-    const FeatureHint h = ParseKindTag(TensorTag(t));
+    const naming::FeatureType h = ParseKindTag(TensorTag(t));
     EXPECT_EQ(h.kind, Kind::kBytes) << TensorTag(t);
     EXPECT_EQ(h.tensors, std::vector<TensorType>{t}) << TensorTag(t);
   }
@@ -119,41 +121,42 @@ TEST(KindTag, RoundTripsAndRefusesUnknownText) {
   EXPECT_EQ(ParseKindTag("float").kind, Kind::kFloat);
   for (const char* bad : {"", "bytes", "tensor:", "tensor:string:1", "tensor:uint8:1,,2",
                           "tensor:uint8:-1", "tensor:uint8", "tensor:uint8:x"}) {
-    EXPECT_EQ(ParseKindTag(bad), FeatureHint{}) << bad;
+    EXPECT_EQ(ParseKindTag(bad), naming::FeatureType{}) << bad;
   }
 }
 
-TEST(HintOf, TensorTypesOfTheValues) {
+TEST(FeatureTypeOf, TensorTypesOfTheValues) {
   const std::string t = Proto(DataType::kUint8, {2, 3, 3}, Pixels(18, 1));
   example::Feature f;
   f.kind = Kind::kBytes;
   f.bytes = {t};
-  EXPECT_EQ(HintOf(f), (FeatureHint{Kind::kBytes, {TensorType{DataType::kUint8, {2, 3, 3}}}}));
+  EXPECT_EQ(naming::FeatureTypeOf(f),
+            (naming::FeatureType{Kind::kBytes, {TensorType{DataType::kUint8, {2, 3, 3}}}}));
   const std::string f32 = Proto(DataType::kFloat, {2}, Pixels(8, 1));
   f.bytes = {t, "not a tensor", f32, t};
-  EXPECT_EQ(
-      HintOf(f),
-      (FeatureHint{Kind::kBytes,
-                   {TensorType{DataType::kUint8, {2, 3, 3}}, TensorType{DataType::kFloat, {2}}}}));
+  EXPECT_EQ(naming::FeatureTypeOf(f), (naming::FeatureType{Kind::kBytes,
+                                                           {TensorType{DataType::kUint8, {2, 3, 3}},
+                                                            TensorType{DataType::kFloat, {2}}}}));
   f.bytes = {"\xff\xd8\xff jpeg", t};
-  EXPECT_EQ(HintOf(f), (FeatureHint{Kind::kBytes, {TensorType{DataType::kUint8, {2, 3, 3}}}}));
+  EXPECT_EQ(naming::FeatureTypeOf(f),
+            (naming::FeatureType{Kind::kBytes, {TensorType{DataType::kUint8, {2, 3, 3}}}}));
   // Later records add classes (dtype, rank, channels), not every shape.
-  FeatureHint merged = HintOf(f);
+  naming::FeatureType merged = naming::FeatureTypeOf(f);
   const std::string rgb = Proto(DataType::kUint8, {5, 6, 3}, Pixels(90, 1));
   const std::string rgba = Proto(DataType::kUint8, {5, 6, 4}, Pixels(120, 1));
   f.bytes = {rgb, rgba};
-  MergeHint(&merged, f);
-  EXPECT_EQ(merged, (FeatureHint{Kind::kBytes,
-                                 {TensorType{DataType::kUint8, {2, 3, 3}},
-                                  TensorType{DataType::kUint8, {5, 6, 4}}}}));
+  naming::MergeFeatureType(&merged, f);
+  EXPECT_EQ(merged, (naming::FeatureType{Kind::kBytes,
+                                         {TensorType{DataType::kUint8, {2, 3, 3}},
+                                          TensorType{DataType::kUint8, {5, 6, 4}}}}));
   f.bytes = {"\x08 looks like a dtype tag"};
-  EXPECT_EQ(HintOf(f), FeatureHint{Kind::kBytes});
+  EXPECT_EQ(naming::FeatureTypeOf(f), naming::FeatureType{Kind::kBytes});
   f.bytes.clear();
-  EXPECT_EQ(HintOf(f), FeatureHint{Kind::kBytes});
+  EXPECT_EQ(naming::FeatureTypeOf(f), naming::FeatureType{Kind::kBytes});
   example::Feature n;
   n.kind = Kind::kInt64;
   n.int64s = {8};
-  EXPECT_EQ(HintOf(n), FeatureHint{Kind::kInt64});
+  EXPECT_EQ(naming::FeatureTypeOf(n), naming::FeatureType{Kind::kInt64});
 }
 
 TEST(TensorFromFile, PngsFitTheFeature) {
@@ -254,13 +257,6 @@ class FolderTest : public ::testing::Test {
     fs::create_directories(fs::path(root_ + "/" + rel).parent_path());
     ASSERT_TRUE(WriteFileAtomically(root_ + "/" + rel, bytes).ok()) << rel;
   }
-  // A hint from a name -> hint table.
-  KindHint Hints(std::map<std::string, FeatureHint> m) {
-    return [m = std::move(m)](absl::string_view name) {
-      auto it = m.find(std::string(name));
-      return it == m.end() ? FeatureHint{} : it->second;
-    };
-  }
   test::TempDir tmp_{"staging_tensor_test"};
   std::string root_;
 };
@@ -272,18 +268,18 @@ TEST_F(FolderTest, ArraysOfTensorFeaturesPackAsTensorsOthersAsBytes) {
   Write("rec/frames/1.npy", Npy(DataType::kFloat, {2}, floats));
   Write("rec/raw.npy", Npy(DataType::kFloat, {2}, other));  // a name the shards hold as bytes
   Write("rec/new.png", "any bytes");                        // a name the shards do not have
-  const FeatureHint image{Kind::kBytes, {TensorType{DataType::kUint8, {9, 9, 3}}}};
+  const naming::FeatureType image{Kind::kBytes, {TensorType{DataType::kUint8, {9, 9, 3}}}};
   // The shards hold `frames` as float [2] tensors only: a PNG item is refused.
-  auto hint = Hints({{"image", image},
-                     {"frames", {Kind::kBytes, {TensorType{DataType::kFloat, {2}}}}},
-                     {"raw", {Kind::kBytes}}});
-  auto packed = PayloadFromFolder(root_ + "/rec", hint);
+  naming::FeatureTypeMap types({{"image", image},
+                                {"frames", {Kind::kBytes, {TensorType{DataType::kFloat, {2}}}}},
+                                {"raw", {Kind::kBytes}}});
+  auto packed = PayloadFromFolder(root_ + "/rec", types);
   EXPECT_FALSE(packed.ok());  // frames/0.png: a PNG for a float feature
   EXPECT_THAT(packed.status().message(), HasSubstr("frames/0.png"));
   ASSERT_TRUE(
       WriteFileAtomically(root_ + "/rec/frames/0.npy", Npy(DataType::kFloat, {1}, "abcd")).ok());
   fs::remove(root_ + "/rec/frames/0.png");
-  packed = PayloadFromFolder(root_ + "/rec", hint);
+  packed = PayloadFromFolder(root_ + "/rec", types);
   ASSERT_TRUE(packed.ok()) << packed.status();
   auto t = example::DecodeExample(*packed);
   ASSERT_TRUE(t.ok()) << t.status();
@@ -303,30 +299,32 @@ TEST_F(FolderTest, TheTagStandsInWhenTheShardsDoNotKnowTheName) {
   if (::setxattr((root_ + "/rec/mask.png").c_str(), kKindXattr, tag.data(), tag.size(), 0) != 0) {
     GTEST_SKIP() << "no user xattrs on " << root_ << ": " << std::strerror(errno);
   }
-  auto packed = PayloadFromFolder(root_ + "/rec", nullptr);
+  auto packed = PayloadFromFolder(root_ + "/rec", naming::NoFeatureTypes());
   ASSERT_TRUE(packed.ok()) << packed.status();
   auto t = example::DecodeExample(*packed);
   ASSERT_TRUE(t.ok());
   ASSERT_EQ(t->features.size(), 1u);
   EXPECT_EQ(t->features[0].bytes[0], Proto(DataType::kUint8, {2, 2}, pixels));
-  // The hint wins over the tag: a name the shards hold as plain bytes.
-  packed = PayloadFromFolder(root_ + "/rec", Hints({{"mask", {Kind::kBytes}}}));
+  // The shards' type wins over the tag: a name the shards hold as plain bytes.
+  naming::FeatureTypeMap mask_is_bytes({{"mask", {Kind::kBytes}}});
+  packed = PayloadFromFolder(root_ + "/rec", mask_is_bytes);
   ASSERT_TRUE(packed.ok()) << packed.status();
   t = example::DecodeExample(*packed);
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(t->features[0].bytes[0], Png(DataType::kUint8, {2, 2}, pixels));
 }
 
-TEST_F(FolderTest, SequenceStepsUseTheListHint) {
+TEST_F(FolderTest, SequenceStepsUseTheListType) {
   const std::string pixels = Pixels(4, 3);
   Write("rec/context/label", "3\n");
   Write("rec/feature_lists/mask/0.png", Png(DataType::kUint8, {2, 2}, pixels));
   Write("rec/feature_lists/mask/1/0.png", Png(DataType::kUint8, {2, 2}, pixels));
   Write("rec/feature_lists/rgb/0", "1\n2\n");
   Write("rec/feature_lists/rgb/1", "3\n");
-  auto hint = Hints({{"feature_lists/mask", {Kind::kBytes, {TensorType{DataType::kUint8, {1, 1}}}}},
-                     {"feature_lists/rgb", {Kind::kFloat}}});
-  auto packed = PayloadFromFolder(root_ + "/rec", hint);
+  naming::FeatureTypeMap types(
+      {{"feature_lists/mask", {Kind::kBytes, {TensorType{DataType::kUint8, {1, 1}}}}},
+       {"feature_lists/rgb", {Kind::kFloat}}});
+  auto packed = PayloadFromFolder(root_ + "/rec", types);
   ASSERT_TRUE(packed.ok()) << packed.status();
   auto seq = example::DecodeSequenceExample(*packed);
   ASSERT_TRUE(seq.ok()) << seq.status();
@@ -340,10 +338,10 @@ TEST_F(FolderTest, SequenceStepsUseTheListHint) {
 }
 
 // The store's checks at close(), as the mount calls them, against the kinds
-// in hints_.
+// in types_.
 class StoreCloseTest : public FolderTest {
  protected:
-  KindHint hints_;
+  naming::FeatureTypeMap types_;
   // Creates rel (folders as needed) through the store, writes, closes.
   absl::Status WriteAndClose(Store& store, const std::string& rel, const std::string& bytes,
                              uint64_t* node_out = nullptr) {
@@ -373,18 +371,20 @@ class StoreCloseTest : public FolderTest {
       return ErrnoError(errno, "write");
     }
     if (node_out) *node_out = node;
-    return store.ValidateOnClose(node, fd.get(), hints_);
+    return store.ValidateOnClose(node, fd.get(), types_);
   }
   std::string Tag(const std::string& rel) {
     char buf[256];
-    ssize_t n = ::getxattr((root_ + "/s/records/" + rel).c_str(), kKindXattr, buf, sizeof buf);
+    ssize_t n = ::getxattr((staging::RecordsDir(root_ + "/s") + "/" + rel).c_str(), kKindXattr, buf,
+                           sizeof buf);
     return n < 0 ? "" : std::string(buf, static_cast<size_t>(n));
   }
 };
 
 TEST_F(StoreCloseTest, ArraysOfTensorFeaturesAreCheckedAndTagged) {
-  hints_ = Hints({{"image", {Kind::kBytes, {TensorType{DataType::kUint8, {4, 4, 3}}}}},
-                  {"photo", {Kind::kBytes}}});
+  types_ =
+      naming::FeatureTypeMap({{"image", {Kind::kBytes, {TensorType{DataType::kUint8, {4, 4, 3}}}}},
+                              {"photo", {Kind::kBytes}}});
   auto store = Store::Open(root_ + "/s");
   ASSERT_TRUE(store.ok()) << store.status();
   const std::string rgb = Png(DataType::kUint8, {2, 2, 3}, Pixels(12, 1));
@@ -396,7 +396,7 @@ TEST_F(StoreCloseTest, ArraysOfTensorFeaturesAreCheckedAndTagged) {
   bad = WriteAndClose(**store, "r/image.png", Png(DataType::kUint8, {2, 2}, Pixels(4, 1)));
   EXPECT_EQ(ErrnoOf(bad), EINVAL) << bad;  // gray for an RGB feature
   // The file stays staged.
-  EXPECT_TRUE(fs::exists(root_ + "/s/records/r/image.png"));
+  EXPECT_TRUE(fs::exists(staging::RecordsDir(root_ + "/s") + "/r/image.png"));
   // Plain bytes features and unknown names take anything.
   EXPECT_TRUE(WriteAndClose(**store, "r/photo.png", "anything").ok());
   EXPECT_TRUE(WriteAndClose(**store, "r/other.npy", "anything").ok());
@@ -406,10 +406,11 @@ TEST_F(StoreCloseTest, ArraysOfTensorFeaturesAreCheckedAndTagged) {
 }
 
 TEST_F(StoreCloseTest, SequenceStepsValidateWithTheListKind) {
-  hints_ = Hints({{"feature_lists/ids", {Kind::kInt64}},
-                  {"feature_lists/rgb", {Kind::kFloat}},
-                  {"label", {Kind::kInt64}},
-                  {"feature_lists/mask", {Kind::kBytes, {TensorType{DataType::kUint8, {2, 2}}}}}});
+  types_ = naming::FeatureTypeMap(
+      {{"feature_lists/ids", {Kind::kInt64}},
+       {"feature_lists/rgb", {Kind::kFloat}},
+       {"label", {Kind::kInt64}},
+       {"feature_lists/mask", {Kind::kBytes, {TensorType{DataType::kUint8, {2, 2}}}}}});
   auto store = Store::Open(root_ + "/s");
   ASSERT_TRUE(store.ok()) << store.status();
   // context/ arrives before feature_lists/ (cp -r copies in name order): the
@@ -432,7 +433,7 @@ TEST_F(StoreCloseTest, SequenceStepsValidateWithTheListKind) {
   EXPECT_TRUE(WriteAndClose(**store, "r/feature_lists/new/0", "0.5\n").ok());
   uint64_t unknown = 0;
   EXPECT_TRUE(WriteAndClose(**store, "r/feature_lists/new/1", "abc\n", &unknown).ok());
-  auto why = (*store)->ErrorOf(unknown, hints_);
+  auto why = (*store)->ErrorOf(unknown, types_);
   ASSERT_TRUE(why.ok()) << why.status();
   EXPECT_THAT(*why, HasSubstr("line 1"));
   if (Tag("r/feature_lists/rgb/1").empty()) GTEST_SKIP() << "no user xattrs under " << root_;
@@ -442,7 +443,7 @@ TEST_F(StoreCloseTest, SequenceStepsValidateWithTheListKind) {
 }
 
 TEST_F(StoreCloseTest, NumericStepsAreRefusedAtWrite) {
-  hints_ = Hints({{"feature_lists/ids", {Kind::kInt64}}});
+  types_ = naming::FeatureTypeMap({{"feature_lists/ids", {Kind::kInt64}}});
   auto store = Store::Open(root_ + "/s");
   ASSERT_TRUE(store.ok()) << store.status();
   uint64_t node = 0;
@@ -450,8 +451,8 @@ TEST_F(StoreCloseTest, NumericStepsAreRefusedAtWrite) {
   auto fd = (*store)->Open(node, O_WRONLY);
   ASSERT_TRUE(fd.ok());
   UniqueFd f(*fd);
-  EXPECT_EQ(ErrnoOf((*store)->ValidateOnWrite(node, f.get(), 0, "0.5\n", hints_)), EINVAL);
-  EXPECT_TRUE((*store)->ValidateOnWrite(node, f.get(), 0, "5\n", hints_).ok());
+  EXPECT_EQ(ErrnoOf((*store)->ValidateOnWrite(node, f.get(), 0, "0.5\n", types_)), EINVAL);
+  EXPECT_TRUE((*store)->ValidateOnWrite(node, f.get(), 0, "5\n", types_).ok());
 }
 
 }  // namespace

@@ -142,11 +142,9 @@ class IndexStore {
   // for another codec is not used. For a compressed shard, the index keeps
   // the checkpoint windows in the index file when it was saved (else in
   // memory) and loads one only when a read resumes at it.
-  absl::StatusOr<std::shared_ptr<const ShardIndex>> Load(int fd, const std::string& path,
-                                                         const std::string& mount_path,
-                                                         const struct stat& st,
-                                                         source::Codec codec = source::Codec::kNone,
-                                                         LoadInfo* info = nullptr);
+  absl::StatusOr<std::shared_ptr<const ShardIndex>> Load(
+      source::StoredBytes fd, const std::string& path, const std::string& mount_path,
+      const struct stat& st, source::Codec codec = source::Codec::kNone, LoadInfo* info = nullptr);
 
   // Deletes the cached index of the shard at `path` (a read found it wrong;
   // index_dir and beside-the-shard files are left alone: they are not ours
@@ -179,7 +177,7 @@ class IndexStore {
 // over the shard's bytes up to `file_size`. Returns NotFound when the new tail
 // is damaged (the caller walks the whole shard), record::TooManyRecords when
 // old and new records together are more than `max_records`, and I/O errors.
-absl::StatusOr<record::WalkResult> WalkGrownTail(int fd, absl::string_view path,
+absl::StatusOr<record::WalkResult> WalkGrownTail(source::StoredBytes fd, absl::string_view path,
                                                  const IndexFile& old, uint64_t file_size,
                                                  uint64_t max_records = record::kDefaultMaxRecords);
 

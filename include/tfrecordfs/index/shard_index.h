@@ -96,7 +96,7 @@ enum class Probe {
 // walked, and counts as a shard when the walk finds a record. A compressed
 // file that is not a shard is kNotShard with *codec set (so the caller can
 // say so).
-absl::StatusOr<Probe> ProbeFile(int fd, absl::string_view path, uint64_t size,
+absl::StatusOr<Probe> ProbeFile(source::StoredBytes fd, absl::string_view path, uint64_t size,
                                 source::Codec* codec = nullptr);
 
 // A shard walked: its header walk, and for a compressed shard the
@@ -133,15 +133,16 @@ inline constexpr size_t kWalkBlock = size_t{8} << 20;
 // cores, sets the pace (a mount's index_threads, `index --threads`).
 inline constexpr int kRemoteWalkThreads = 32;
 
-absl::StatusOr<WalkedShard> WalkShard(int fd, const std::string& path, uint64_t size,
-                                      source::Codec codec, uint64_t span = source::kDefaultSpan,
+absl::StatusOr<WalkedShard> WalkShard(source::StoredBytes fd, const std::string& path,
+                                      uint64_t size, source::Codec codec,
+                                      uint64_t span = source::kDefaultSpan,
                                       const std::function<void(uint64_t)>& progress = nullptr,
                                       WalkMode mode = WalkMode::kAuto,
                                       uint64_t max_records = record::kDefaultMaxRecords);
 
 // Walks `fd` and returns its index. `st` supplies size and mtime.
 absl::StatusOr<std::shared_ptr<const ShardIndex>> BuildShardIndex(
-    int fd, const std::string& path, const struct stat& st,
+    source::StoredBytes fd, const std::string& path, const struct stat& st,
     source::Codec codec = source::Codec::kNone, uint64_t max_records = record::kDefaultMaxRecords);
 
 }  // namespace tfrecordfs::index

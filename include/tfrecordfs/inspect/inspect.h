@@ -134,7 +134,10 @@ struct ShardReport {
 // records' bytes. DataLoss names the first checkpoint that does not match
 // and says how to rebuild the index; I/O errors are errors; OK for plain
 // and SNAPPY shards.
-absl::Status VerifyStoredCheckpoints(const index::ShardIndex& idx);
+// `object`: the shard's object (ScannedShard::object), read instead of the
+// file at idx.path().
+absl::Status VerifyStoredCheckpoints(const index::ShardIndex& idx,
+                                     const source::ObjectReader* object = nullptr);
 
 // Reads every record of the shard `src` indexed by `idx`, checks both CRCs
 // and the framing, and decodes each payload. Damaged: a record whose read

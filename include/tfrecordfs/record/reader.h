@@ -91,8 +91,8 @@ struct WalkResult {
 absl::StatusOr<WalkResult> WalkHeaders(const source::ShardSource& src, uint64_t start = 0,
                                        size_t block = 0, uint64_t max_records = kDefaultMaxRecords);
 // The same over the plain file `fd` of `file_size` bytes.
-absl::StatusOr<WalkResult> WalkHeaders(int fd, absl::string_view path, uint64_t file_size,
-                                       uint64_t start = 0,
+absl::StatusOr<WalkResult> WalkHeaders(source::StoredBytes fd, absl::string_view path,
+                                       uint64_t file_size, uint64_t start = 0,
                                        uint64_t max_records = kDefaultMaxRecords);
 
 // Walks headers as bytes stream past (the one pass that decompresses a

@@ -92,7 +92,7 @@ struct PackOptions {
   // records_dir; empty means `<output_dir>/.tfrecordfs-pack.journal`.
   std::string journal_path;
   // A file holding space set aside for the journal on its file system (the
-  // staging store's journal.reserve, see staging/store.h), or empty. It is
+  // staging store's journal.reserve, see staging/layout.h), or empty. It is
   // deleted just before the journal is first written, so that a store whose
   // file system filled up still has room for the journal.
   std::string journal_reserve;
@@ -103,9 +103,10 @@ struct PackOptions {
   // when every source shard has the same one (kNone otherwise); the offline
   // `pack` command to kNone.
   source::Codec compression = source::Codec::kNone;
-  // Kinds of numeric features (see staging::PayloadFromFolder). May be empty.
-  // Must answer the same way on every call during one pack.
-  staging::KindHint hint;
+  // What the shards say about feature names (see staging::PayloadFromFolder;
+  // not owned). Null: nothing known. Must answer the same way on every call
+  // during one pack.
+  naming::FeatureTypes* types = nullptr;
 };
 
 struct ShardWritten {

@@ -139,7 +139,9 @@ struct ReshardOptions {
   bool skip_damaged = false;
   // Records are read in batches of at most this many framed bytes (at least
   // one record), each batch in file order, then written in output order:
-  // the memory bound of the copy, whatever the dataset's size.
+  // the memory bound of the copy, whatever the dataset's size. Only a
+  // shuffle batches: in source order, file order is output order, and
+  // records are copied one at a time.
   uint64_t buffer_bytes = uint64_t{64} << 20;
 };
 

@@ -1,7 +1,12 @@
 // Finding the shards in a set of sources, the way a mount finds them, without
 // building a mount.
 //
-// A SOURCE is a shard file or a directory. A directory is searched
+// A SOURCE is a shard file or a directory, or objects named by a URL
+// (s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, http(s)://HOST/PATH, with
+// `name@N` for N TFDS-named shards: scan/objects.h), listed once. A bucket
+// prefix is a directory whose folders are the key's '/'-separated parts;
+// an object that is not a shard is left out (logged), as the mount cannot
+// serve its bytes yet. A directory is searched
 // recursively; its entries appear at the root of the namespace a mount would
 // show, and a file source appears there under its base name. Entries are
 // visited in name order (bytewise); symlinks are followed, a directory met a
@@ -51,6 +56,9 @@ struct SourceEntry {
   std::string mount_path;   // where a mount shows it
   struct stat st = {};      // stat(2) of `path` when listed (symlinks followed)
   size_t parent = kAtRoot;  // the entry of its directory in ScanResult::entries
+  // An object (`path` is its URL): st has its size, its mtime (Last-Modified)
+  // and, as ctime, a fingerprint of its ETag (the index cache's check).
+  std::shared_ptr<const source::ObjectReader> object;
 };
 
 struct ScannedShard {
@@ -62,6 +70,7 @@ struct ScannedShard {
   std::shared_ptr<const index::ShardIndex> index;
   index::LoadInfo info;  // where the index came from (kWalked without a store)
   size_t entry = 0;      // its SourceEntry in ScanResult::entries (Scan() only)
+  std::shared_ptr<const source::ObjectReader> object;  // an object's (path is its URL)
 };
 
 // A regular file that is not a shard.
@@ -115,7 +124,12 @@ struct ScanOptions {
   // Called once per regular file that is not a shard as soon as it is
   // probed, from a scan thread.
   std::function<void(const OtherFile&)> on_other;
+  // Keeps the bytes fetched from objects (a mount passes the cache of its
+  // one byte budget); null: Scan makes one of kObjectCacheBytes.
+  std::shared_ptr<source::BlockCache> object_cache;
 };
+
+inline constexpr size_t kObjectCacheBytes = size_t{64} << 20;
 
 struct ScanResult {
   // Every directory and regular file, in listing order: source by source,
@@ -136,7 +150,8 @@ absl::StatusOr<ScanResult> Scan(const ScanOptions& options);
 
 // The one place a scanned shard becomes a ShardSource, for the mount and
 // the toolbox alike: a PlainSource, or an InflateSource over its index's
-// checkpoints using `cache` (which must outlive the source).
+// checkpoints using `cache` (which must outlive the source). An object's
+// shard reads the object (`fds` is not used).
 //   * `fds` null (the toolbox): the file is opened now; FailedPrecondition
 //     when it changed (size or mtime) since it was indexed.
 //   * `fds` given (a mount of any number of shards): the file is opened on
@@ -147,7 +162,7 @@ absl::StatusOr<std::unique_ptr<source::ShardSource>> OpenShard(const ScannedShar
                                                                source::BlockCache* cache,
                                                                source::FdCache* fds = nullptr);
 
-// One shard given by its path (the `show` command): probes it and indexes
+// One shard given by its path or URL (the `show` command): probes it and indexes
 // it through `store` (or a walk when null). InvalidArgument when it is not
 // a TFRecord shard.
 absl::StatusOr<ScannedShard> ScanOne(const std::string& path, index::IndexStore* store);

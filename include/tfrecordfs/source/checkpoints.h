@@ -122,8 +122,9 @@ using StreamSink = std::function<absl::Status(absl::string_view)>;
 // `progress`, when set, is called with compressed bytes consumed so far.
 // Only I/O errors and the sink's errors are errors; damage ends the stream
 // (ScanResult::problem).
-absl::StatusOr<ScanResult> ScanCompressed(int fd, absl::string_view path, uint64_t file_size,
-                                          Codec codec, uint64_t span, const StreamSink& sink,
+absl::StatusOr<ScanResult> ScanCompressed(StoredBytes fd, absl::string_view path,
+                                          uint64_t file_size, Codec codec, uint64_t span,
+                                          const StreamSink& sink,
                                           const std::function<void(uint64_t)>& progress = nullptr);
 
 // Checks checkpoints (first, last] of `table` against the stream of `fd`
@@ -137,17 +138,17 @@ absl::StatusOr<ScanResult> ScanCompressed(int fd, absl::string_view path, uint64
 // table.data_size. DataLoss names the first checkpoint that does not match
 // (its index, compressed and uncompressed offsets, and why); I/O errors are
 // errors. Costs one inflate of the bytes between the two checkpoints.
-absl::Status VerifyCheckpoints(int fd, absl::string_view path, uint64_t file_size,
+absl::Status VerifyCheckpoints(StoredBytes fd, absl::string_view path, uint64_t file_size,
                                const CheckpointTable& table, size_t first, size_t last);
 // All of them, from the start of the stream to its end.
-absl::Status VerifyCheckpoints(int fd, absl::string_view path, uint64_t file_size,
+absl::Status VerifyCheckpoints(StoredBytes fd, absl::string_view path, uint64_t file_size,
                                const CheckpointTable& table);
 
 // Decompresses the first up to `n` bytes of a compressed file (for probing:
 // is there a record header inside?). Fewer bytes when the stream is shorter
 // or damaged early.
-absl::StatusOr<std::string> InflatePrefix(int fd, absl::string_view path, uint64_t file_size,
-                                          Codec codec, size_t n);
+absl::StatusOr<std::string> InflatePrefix(StoredBytes fd, absl::string_view path,
+                                          uint64_t file_size, Codec codec, size_t n);
 
 }  // namespace tfrecordfs::source
 

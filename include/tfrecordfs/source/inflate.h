@@ -34,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "tfrecordfs/base/mutex.h"
 #include "tfrecordfs/source/block_cache.h"
+#include "tfrecordfs/source/block_source.h"
 #include "tfrecordfs/source/checkpoints.h"
 #include "tfrecordfs/source/shard_source.h"
 
@@ -42,11 +43,12 @@ namespace tfrecordfs::source {
 // The decompressed bytes of a GZIP or ZLIB shard, read through its
 // checkpoint table. Thread-safe: reads that hit the cache run in parallel;
 // inflating is serialised per source (mu_ guards the cursor).
-class InflateSource final : public ShardSource {
+class InflateSource final : public BlockSource {
  public:
   // `cache` is not owned and must outlive the source.
   InflateSource(ShardFile file, uint64_t file_size, std::shared_ptr<const CheckpointTable> table,
-                BlockCache* cache);
+                BlockCache* cache)
+      : BlockSource(std::move(file), file_size, std::move(table), cache) {}
   InflateSource(UniqueFd fd, std::string path, uint64_t file_size,
                 std::shared_ptr<const CheckpointTable> table, BlockCache* cache)
       : InflateSource(ShardFile(std::move(fd), std::move(path)), file_size, std::move(table),
@@ -54,13 +56,6 @@ class InflateSource final : public ShardSource {
   ~InflateSource() override;
 
   Codec codec() const override { return table_->codec; }
-  const std::string& path() const override { return file_.path(); }
-  uint64_t size() const override { return table_->data_size; }
-  absl::StatusOr<size_t> ReadAt(uint64_t offset, char* buf, size_t n) const override;
-  absl::StatusOr<std::optional<FileRange>> Spliceable(uint64_t) const override {
-    return std::optional<FileRange>();
-  }
-  absl::Status CheckUnchanged() const override { return file_.CheckUnchanged(); }
 
   // Blocks inflated so far (cache misses), for tests and statistics.
   uint64_t blocks_inflated() const { return blocks_inflated_.load(std::memory_order_relaxed); }
@@ -72,7 +67,9 @@ class InflateSource final : public ShardSource {
   }
 
  private:
-  absl::StatusOr<std::shared_ptr<const std::string>> Block(uint64_t block) const;
+  // The aligned kBlockSize block holding `offset`.
+  absl::StatusOr<std::shared_ptr<const std::string>> BlockAt(uint64_t offset,
+                                                             uint64_t* start) const override;
   // For an untrusted table: `cp`, once it and every checkpoint before it
   // are checked against the stream (VerifyCheckpoints), else the last one
   // that passed (logged once; later checkpoints are not used again).
@@ -85,11 +82,6 @@ class InflateSource final : public ShardSource {
       uint64_t block, const Lease& lease, std::unique_ptr<Inflater>* cursor) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  ShardFile file_;
-  uint64_t file_size_;
-  std::shared_ptr<const CheckpointTable> table_;
-  BlockCache* cache_;
-  uint64_t id_;
   mutable Mutex mu_;
   // Untrusted tables: checkpoints [0, verified_] match the stream; none
   // after usable_ is used.

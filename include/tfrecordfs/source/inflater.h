@@ -52,7 +52,8 @@ struct StreamProblem {
 class Inflater {
  public:
   // `path` is used in messages and must outlive the Inflater.
-  Inflater(int fd, absl::string_view path, uint64_t file_size, Codec codec, bool fast = false);
+  Inflater(StoredBytes fd, absl::string_view path, uint64_t file_size, Codec codec,
+           bool fast = false);
   ~Inflater();
   Inflater(const Inflater&) = delete;
   Inflater& operator=(const Inflater&) = delete;
@@ -71,7 +72,7 @@ class Inflater {
   // The first compressed byte not wholly consumed.
   uint64_t in_pos() const;
   // The descriptor to read from next (a cursor outlives one lease of it).
-  void SetFd(int fd) { fd_ = fd; }
+  void SetFd(StoredBytes fd) { fd_ = fd; }
   uint64_t out_pos() const { return out_pos_; }
   // Bits of byte in_pos() - 1 still to be read (meaningful at a boundary).
   int bits() const;
@@ -107,7 +108,7 @@ class Inflater {
   // (EndOfStream: trailer, next member).
   absl::StatusOr<size_t> ReadIsal(char* out, size_t n);
 
-  int fd_;
+  StoredBytes fd_;
   absl::string_view path_;
   uint64_t file_size_;
   Codec codec_;

@@ -33,6 +33,7 @@
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/lru.h"
 #include "tfrecordfs/base/mutex.h"
+#include "tfrecordfs/source/stored_bytes.h"
 
 namespace tfrecordfs::source {
 
@@ -82,10 +83,14 @@ bool OnRemoteStorage(const std::string& path);
 bool InodesPersist(int fd);
 
 // An open descriptor and what keeps it open: a descriptor from an FdCache
-// stays open while any Lease of it lives, even if the cache drops it.
+// stays open while any Lease of it lives, even if the cache drops it. For a
+// shard held in an object (ShardFile of an ObjectReader), `fd` is -1 and
+// `object` reads its bytes.
 struct Lease {
   int fd = -1;
   std::shared_ptr<const void> hold;
+  const ObjectReader* object = nullptr;
+  StoredBytes bytes() const { return object != nullptr ? StoredBytes(object) : StoredBytes(fd); }
 };
 
 // A bounded LRU of open shard descriptors, so that a mount of any number of
@@ -128,12 +133,16 @@ struct FileIdentity {
 
 // The file behind a shard: either a descriptor held for the source's life,
 // or a path opened on demand through an FdCache and checked against the
-// FileIdentity it had when indexed. Thread-safe.
+// FileIdentity it had when indexed, or an object elsewhere (an
+// ObjectReader, which pins every read to the object it listed: its path()
+// is the object's URL). Thread-safe.
 class ShardFile {
  public:
   ShardFile(std::string path, FileIdentity identity, FdCache* cache);
   ShardFile(UniqueFd fd, std::string path);
-  static ShardFile Borrowed(int fd, std::string path);
+  explicit ShardFile(std::shared_ptr<const ObjectReader> object);
+  // `in` (a descriptor or an object) must outlive the ShardFile.
+  static ShardFile Borrowed(StoredBytes in, std::string path);
 
   const std::string& path() const { return path_; }
   // An open descriptor (reopened, and re-checked, if the cache dropped it).
@@ -148,6 +157,8 @@ class ShardFile {
   int borrowed_ = -1;                      // or
   FdCache* cache_ = nullptr;               // with
   uint64_t key_ = 0;
+  std::shared_ptr<const ObjectReader> object_;  // or
+  const ObjectReader* borrowed_object_ = nullptr;
   FileIdentity identity_;
 };
 
@@ -187,14 +198,14 @@ class ShardSource {
   absl::Status ReadFull(uint64_t offset, char* buf, size_t n) const;
 };
 
-// A plain shard file.
+// A plain shard file (or object: then nothing is Spliceable).
 class PlainSource final : public ShardSource {
  public:
   PlainSource(ShardFile file, uint64_t size) : file_(std::move(file)), size_(size) {}
   PlainSource(UniqueFd fd, std::string path, uint64_t size)
       : PlainSource(ShardFile(std::move(fd), std::move(path)), size) {}
-  static PlainSource Borrowing(int fd, std::string path, uint64_t size) {
-    return PlainSource(ShardFile::Borrowed(fd, std::move(path)), size);
+  static PlainSource Borrowing(StoredBytes in, std::string path, uint64_t size) {
+    return PlainSource(ShardFile::Borrowed(in, std::move(path)), size);
   }
 
   Codec codec() const override { return Codec::kNone; }

@@ -41,6 +41,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "tfrecordfs/source/block_source.h"
 #include "tfrecordfs/source/inflate.h"
 #include "tfrecordfs/source/shard_source.h"
 
@@ -70,41 +71,30 @@ absl::StatusOr<std::string> DecodeSnappyBlock(absl::string_view body);
 // per block; windows empty) and where the stream stopped if damaged.
 // `progress` gets compressed bytes consumed. Only I/O errors and the sink's
 // errors are errors.
-absl::StatusOr<ScanResult> ScanSnappy(int fd, absl::string_view path, uint64_t file_size,
+absl::StatusOr<ScanResult> ScanSnappy(StoredBytes fd, absl::string_view path, uint64_t file_size,
                                       const StreamSink& sink,
                                       const std::function<void(uint64_t)>& progress = nullptr);
 
 // True when the file starts with a valid SNAPPY block whose decompressed
 // bytes begin with at least `min_bytes` bytes (the caller then checks that
 // they form a record header: `*prefix` gets them). Used by the probe.
-absl::StatusOr<bool> SnappyPrefix(int fd, absl::string_view path, uint64_t file_size,
+absl::StatusOr<bool> SnappyPrefix(StoredBytes fd, absl::string_view path, uint64_t file_size,
                                   size_t min_bytes, std::string* prefix);
 
-class SnappySource final : public ShardSource {
+class SnappySource final : public BlockSource {
  public:
   // `table` from ScanSnappy or an index file; `cache` is not owned and must
   // outlive the source.
   SnappySource(ShardFile file, uint64_t file_size, std::shared_ptr<const CheckpointTable> table,
-               BlockCache* cache);
+               BlockCache* cache)
+      : BlockSource(std::move(file), file_size, std::move(table), cache) {}
 
   Codec codec() const override { return Codec::kSnappy; }
-  const std::string& path() const override { return file_.path(); }
-  uint64_t size() const override { return table_->data_size; }
-  absl::StatusOr<size_t> ReadAt(uint64_t offset, char* buf, size_t n) const override;
-  absl::StatusOr<std::optional<FileRange>> Spliceable(uint64_t) const override {
-    return std::optional<FileRange>();
-  }
-  absl::Status CheckUnchanged() const override { return file_.CheckUnchanged(); }
 
  private:
-  // The decompressed bytes of block `i` of the table.
-  absl::StatusOr<std::shared_ptr<const std::string>> Block(size_t i) const;
-
-  ShardFile file_;
-  uint64_t file_size_;
-  std::shared_ptr<const CheckpointTable> table_;
-  BlockCache* cache_;
-  uint64_t id_;
+  // The decompressed bytes of the table's block that holds `offset`.
+  absl::StatusOr<std::shared_ptr<const std::string>> BlockAt(uint64_t offset,
+                                                             uint64_t* start) const override;
 };
 
 }  // namespace tfrecordfs::source

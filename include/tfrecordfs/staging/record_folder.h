@@ -18,23 +18,23 @@
 //     0..n-1 (zero padding optional): `07` numeric, `07.txt` text, `07.none`
 //     (empty) kindless, `07<other ext>` one bytes value, `07/` a bytes list.
 //     Numeric steps of one list share a kind: the shards' kind for
-//     `feature_lists/<name>` when the hint knows it, else float when any
+//     `feature_lists/<name>` when `types` knows it, else float when any
 //     step is not all integers, else int64. Anything else at the top of
 //     such a folder makes it invalid;
 //   * symlinks, devices, fifos and sockets make the record invalid, and so
 //     does a feature name that is not valid UTF-8 once unescaped (map keys
 //     are proto3 strings).
 //
-// Kinds: a numeric file's kind comes from `hint(feature_name)` when it
+// Kinds: a numeric file's kind comes from `types.Lookup(feature_name)` when it
 // returns kInt64 or kFloat (the kind the feature has in the mounted shards),
 // else from the file's kKindXattr tag, else from its content. A sequence
-// list's numeric steps ask `hint("feature_lists/<list name>")`, then the
+// list's numeric steps ask `types.Lookup("feature_lists/<list name>")`, then the
 // steps' tags.
 //
 // Tensors: a `.png` or `.npy` file (a single value `<name>.png`, a list item
 // `<name>/3.npy`, a sequence step `07.png` or `07/0.png`) of a feature whose
-// hint is a tensor (FeatureHint::tensors; else whose tag is one, when the
-// hint does not know the name) becomes the TensorProto tf.io.serialize_tensor
+// type is a tensor (naming::FeatureType::tensors; else whose tag is one,
+// when `types` does not know the name) becomes the TensorProto tf.io.serialize_tensor
 // writes for its array (TensorFromFile). For any other name, the exact bytes.
 //
 // Thread-safety: pure functions of the file system state.
@@ -51,48 +51,17 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "tfrecordfs/example/example.h"
+#include "tfrecordfs/naming/feature_type.h"
 #include "tfrecordfs/tensor/tensor.h"
 
 namespace tfrecordfs::staging {
-
-// What the mounted shards say about a feature name (or a sequence list,
-// asked as `feature_lists/<name>`).
-struct FeatureHint {
-  FeatureHint() = default;
-  // NOLINTNEXTLINE(google-explicit-constructor): a kind alone is a hint
-  FeatureHint(example::Kind kind, std::vector<tensor::TensorType> tensors = {})
-      : kind(kind), tensors(std::move(tensors)) {}
-
-  example::Kind kind = example::Kind::kNone;  // kNone: the shards do not know it
-  // For kBytes features holding serialized tensors: the types of the
-  // tensors seen, one per class (dtype, rank, and for rank 3 the channel
-  // count; the first shape seen of each class), at most kMaxHintTypes.
-  // Empty otherwise. A staged `.png`/`.npy` must take one of them: its dtype
-  // and rank (and, for a PNG, the channel count: tensor::FitPngToFeature);
-  // other dims may differ (each record has its own).
-  std::vector<tensor::TensorType> tensors;
-
-  bool operator==(const FeatureHint&) const = default;
-};
-
-inline constexpr size_t kMaxHintTypes = 8;
-
-// The hint a decoded feature gives: its kind, and for bytes the types of
-// those values tensor::DecodeTensorType accepts. Cheap: only values starting
-// with the dtype field's tag (0x08) are decoded, and only their headers.
-FeatureHint HintOf(const example::Feature& f);
-// Adds the tensor types of `f`'s values that `hint` has no class of yet
-// (both kBytes; else nothing). The same costs as HintOf.
-void MergeHint(FeatureHint* hint, const example::Feature& f);
-
-using KindHint = std::function<FeatureHint(absl::string_view feature_name)>;
 
 // The extended attribute in which the mount remembers, per staged file, the
 // kind it was validated as, so the kind survives a daemon restart even if no
 // mounted shard is read again: "int64" or "float" for a numeric file (or a
 // numeric sequence step), "tensor:<dtype>:<d0>,<d1>,..." (TensorTag) for a
-// `.png`/`.npy` written for a tensor feature. The hint wins over it: the tag
-// is read only when the hint does not know the feature name (a file renamed
+// `.png`/`.npy` written for a tensor feature. The shards' type wins over it:
+// the tag is read only when they do not know the feature name (a file renamed
 // from another feature keeps that feature's tag).
 inline constexpr char kKindXattr[] = "user.tfrecordfs.kind";
 
@@ -110,7 +79,7 @@ inline constexpr char kErrorXattr[] = "user.tfrecordfs.error";
 std::string TensorTag(const tensor::TensorType& type);
 // The kind a tag's text says: kInt64, kFloat, kBytes with a tensor type, or
 // kNone (no tag, or text this version does not know).
-FeatureHint ParseKindTag(absl::string_view tag);
+naming::FeatureType ParseKindTag(absl::string_view tag);
 
 // A staged file of a tensor feature, converted.
 struct TensorFile {
@@ -119,7 +88,7 @@ struct TensorFile {
 };
 
 // The serialized TensorProto for a staged file of a tensor feature whose
-// values have the types `feature_types` (FeatureHint::tensors, not empty):
+// values have the types `feature_types` (naming::FeatureType::tensors, not empty):
 // `extension` ".png" (tensor::DecodePng, then FitPngToFeature against the
 // types with the PNG's channel count, then the others, each in order) or ".npy" (tensor::ParseNpy;
 // dtype and rank of one of the types). Else InvalidArgument saying why (no message prefix).
@@ -149,7 +118,7 @@ absl::Status CheckTensorFilePrefix(absl::string_view extension, absl::string_vie
 
 // Whether `tail` (the text after the last newline of a numeric file being
 // written) can still become a valid line of a file ValidateNumeric accepts
-// with `hint`: "5", "-", "1e", "in" (inf), "na" (nan) can; "5x", "hello"
+// with kind `hint`: "5", "-", "1e", "in" (inf), "na" (nan) can; "5x", "hello"
 // cannot. InvalidArgument saying why when it cannot.
 absl::Status CheckNumericPrefix(absl::string_view tail, example::Kind hint);
 
@@ -159,10 +128,10 @@ struct StagedFile {
   enum class Role {
     kOther,    // checked by the pack only (text, other bytes, folders)
     kNumeric,  // a numeric feature file or a numeric sequence step
-    kArray,    // a `.png`/`.npy` value: a tensor if the hint says so
+    kArray,    // a `.png`/`.npy` value: a tensor if its feature type says so
   };
   Role role = Role::kOther;
-  std::string hint_key;   // the feature name, or `feature_lists/<list name>`
+  std::string feature;    // the feature name, or `feature_lists/<list name>`
   std::string extension;  // kArray: ".png" or ".npy"
 };
 
@@ -179,7 +148,7 @@ StagedFile ClassifyStagedFile(absl::string_view rel, bool sequence);
 // are InvalidArgument with a message naming the offending file (relative to
 // `path`) and, for numeric files, the line; a file marked with kErrorXattr
 // is an error with the mark's reason, whatever it holds now.
-absl::StatusOr<std::string> PayloadFromFolder(const std::string& path, const KindHint& hint);
+absl::StatusOr<std::string> PayloadFromFolder(const std::string& path, naming::FeatureTypes& types);
 
 // Validates one numeric file's content as the mount does on close(). The
 // returned kind is what the pack will write.

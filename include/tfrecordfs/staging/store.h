@@ -1,14 +1,5 @@
-// The staging store: a real directory on disk behind MOUNT/staging/.
-//
-//   <dir>/
-//     records/        what MOUNT/staging/ shows; each folder is one record
-//     pack.journal    present only while a pack is in flight (repack/pack.h)
-//     journal.reserve kJournalReserveBytes set aside for pack.journal: the
-//                     pack deletes it before writing the journal, so that a
-//                     store whose file system filled up can still be packed
-//     last-pack.txt   the report of the last pack (read by `tfrecordfs unmount`)
-//     lock            flock()ed exclusively by the read-write daemon that owns
-//                     the store (read-only openers neither take nor create it)
+// The staging store: a real directory on disk behind MOUNT/staging/ (its
+// files and folders: staging/layout.h).
 //
 // Because the bytes live on disk, a daemon that dies loses nothing: the next
 // mount shows the same staging contents.
@@ -41,10 +32,10 @@
 //
 // The checks of staged files (ValidateOnWrite, ValidateOnClose and the
 // deferred ones of NoteWritten, CheckWritten, CheckAllWritten and the last
-// Forget) need the kinds the mounted shards give feature names, which only
-// the caller knows (vfs::KindSampler): each such method takes the KindHint to
-// check against (nullptr: none known, every feature kNone), so the store
-// depends on nothing above it.
+// Forget) need the types the mounted shards give feature names, which only
+// the caller knows: each such method takes the naming::FeatureTypes to check
+// against (naming::NoFeatureTypes(): none known, every feature kNone), so the
+// store depends on nothing above it.
 //
 // Memory per known node: its name and two table entries.
 #ifndef TFRECORDFS_STAGING_STORE_H_
@@ -68,6 +59,8 @@
 #include "absl/strings/string_view.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/mutex.h"
+#include "tfrecordfs/naming/feature_type.h"
+#include "tfrecordfs/staging/layout.h"
 #include "tfrecordfs/staging/owner.h"
 #include "tfrecordfs/staging/record_folder.h"
 
@@ -82,11 +75,6 @@ enum SetAttrBits : int {
   kSetAtimeNow = 16,
   kSetMtimeNow = 32,
 };
-
-// What journal.reserve holds. The journal takes about 8 bytes plus the
-// folder name per staged record, and needs room for two copies while it is
-// replaced (COMMITTED): 4 MiB covers ~100,000 records with 12-byte names.
-inline constexpr uint64_t kJournalReserveBytes = uint64_t{4} << 20;
 
 struct OpenOptions {
   // Read-only (a `-o ro` mount): the store is neither created nor locked
@@ -109,11 +97,8 @@ class Store {
   ~Store();
 
   const std::string& dir() const { return dir_; }
-  std::string records_dir() const { return dir_ + "/records"; }
-  std::string journal_path() const { return dir_ + "/pack.journal"; }
-  std::string report_path() const { return dir_ + "/last-pack.txt"; }
-  std::string lock_path() const { return dir_ + "/lock"; }
-  std::string journal_reserve_path() const { return dir_ + "/journal.reserve"; }
+  // RecordsDir(dir()) (layout.h).
+  std::string records_dir() const { return RecordsDir(dir_); }
 
   // The node of records/ (the staging root). Never forgotten.
   uint64_t root() const { return root_ino_; }
@@ -121,7 +106,7 @@ class Store {
   // Each successful Lookup/Mkdir/Create adds one kernel reference to the
   // returned node; Forget drops n (the last one runs CheckWritten).
   absl::StatusOr<struct stat> Lookup(uint64_t parent, absl::string_view name);
-  void Forget(uint64_t node, uint64_t n, const KindHint& hint);
+  void Forget(uint64_t node, uint64_t n, naming::FeatureTypes& types);
   absl::StatusOr<struct stat> GetAttr(uint64_t node);
   // `fd` >= 0: an open handle of the node to use (ftruncate on it).
   absl::StatusOr<struct stat> SetAttr(uint64_t node, int fd, const struct stat& to, int bits);
@@ -138,7 +123,7 @@ class Store {
   absl::Status Unlink(uint64_t parent, absl::string_view name);
   absl::Status Rmdir(uint64_t parent, absl::string_view name);
   // A regular file renamed onto a name whose content is checked
-  // (ClassifyStagedFile) and whose feature `hint` knows (or, for a
+  // (ClassifyStagedFile) and whose feature `types` knows (or, for a
   // `.png`/`.npy`, whose tag says it is a tensor) is first checked as that
   // file, as ValidateOnClose would: what an editor or tool wrote under a
   // temporary name (`sedXXXXXX`, `x.tmp`, `.x.swp`, `x~`) is judged once its
@@ -146,7 +131,7 @@ class Store {
   // rename is not done (the temporary file stays; the pack judges it by its
   // own name). With RENAME_EXCHANGE both files are checked.
   absl::Status Rename(uint64_t parent, absl::string_view name, uint64_t new_parent,
-                      absl::string_view new_name, unsigned flags, const KindHint& hint);
+                      absl::string_view new_name, unsigned flags, naming::FeatureTypes& types);
   // A descriptor to list the directory with (caller owns; use fdopendir).
   absl::StatusOr<int> OpenDir(uint64_t node);
 
@@ -157,15 +142,15 @@ class Store {
   // FORGET, or before the pack (NoteWritten); those errors are only logged,
   // and the pack refuses the record with the same reason:
   //   * a numeric feature file or numeric sequence step whose feature (or
-  //     list) the hint knows must parse, with that kind;
-  //   * a `.png`/`.npy` of a feature whose hint (or, when the hint does not
+  //     list) `types` knows must parse, with that kind;
+  //   * a `.png`/`.npy` of a feature whose type (or, when `types` does not
   //     know the name, whose tag) is a tensor must convert (TensorFromFile);
   // else InvalidArgument (EINVAL), logged with the file's path; the file
   // stays staged. On success the kind is remembered in the file's
   // kKindXattr. A file under `<record>/context/` of a record folder without
   // feature_lists/ (yet: `cp -r` copies context/ first) is checked as the
   // feature `context/<x>` when the shards know that name, else as the
-  // context feature `<x>`. A numeric name the hint does not know is not
+  // context feature `<x>`. A numeric name `types` does not know is not
   // judged here (it may be a tool's temporary file, `sedXXXXXX`, about to
   // be renamed): Rename judges it under its final name, the pack by its
   // content, and ErrorOf as the pack would.
@@ -174,7 +159,7 @@ class Store {
   // since keeps its kErrorXattr mark and fails here with it; a file written
   // since loses the mark here, whatever the verdict (its content is its
   // writer's again, and is judged as it is).
-  absl::Status ValidateOnClose(uint64_t node, int fd, const KindHint& hint);
+  absl::Status ValidateOnClose(uint64_t node, int fd, naming::FeatureTypes& types);
 
   // write() of `data` at `offset` to a file open as `fd`, checked *before*
   // the bytes are written, so that a bad file fails write() with EINVAL,
@@ -183,7 +168,7 @@ class Store {
   // already are features the shards know are checked here: a temporary
   // name (`sedXXXXXX`, `tmpab12cd`) cannot be judged by its name, and is
   // judged when it gets its final one (Rename, the pack):
-  //   * a numeric file of a feature the hint knows (the files
+  //   * a numeric file of a feature `types` knows (the files
   //     ValidateOnClose checks): every complete line the file would then
   //     hold must parse, and the last, unterminated line must be the start
   //     of a value (CheckNumericPrefix: `printf 5x > label` fails,
@@ -198,7 +183,7 @@ class Store {
   // ValidateOnClose: the bytes refused never landed, so whatever the file
   // holds is not what its writer meant, and its record stays staged.
   absl::Status ValidateOnWrite(uint64_t node, int fd, uint64_t offset, absl::string_view data,
-                               const KindHint& hint);
+                               naming::FeatureTypes& types);
   // A write or truncation of `node` was done (not refused): the content is
   // its writer's again, so the next ValidateOnClose drops a refusal mark.
   void NoteRewritten(uint64_t node);
@@ -206,11 +191,11 @@ class Store {
   // Why the pack would leave `node` staged, for `getfattr -n
   // user.tfrecordfs.error` (and `tfrecordfs status`): for a file in a record
   // folder, its refusal mark, else what checking its content as the pack
-  // does says (the names the hint does not know included); for a record
+  // does says (the names `types` does not know included); for a record
   // folder, why PayloadFromFolder refuses it (the whole folder is read);
   // for a file directly in records/, kLooseFileReason. NotFound when
   // nothing is wrong (and for other nodes).
-  absl::StatusOr<std::string> ErrorOf(uint64_t node, const KindHint& hint);
+  absl::StatusOr<std::string> ErrorOf(uint64_t node, naming::FeatureTypes& types);
   // Whether `node` carries a refusal mark (one fgetxattr; for listxattr).
   bool HasRefusalMark(uint64_t node);
   // Refusals so far (write, close and rename), for tests and `status`.
@@ -232,12 +217,12 @@ class Store {
   // when it looks whole (`fd` >= 0 open on it: a numeric file ending in a
   // newline, a PNG ending in IEND, a .npy of the size its header says), else
   // at CheckWritten, at the node's last Forget, or at CheckAllWritten.
-  void NoteWritten(uint64_t node, const KindHint& hint, int fd = -1);
+  void NoteWritten(uint64_t node, naming::FeatureTypes& types, int fd = -1);
   // ValidateOnClose of `node` through a descriptor of its own if NoteWritten
   // marked it since its last check; else OK.
-  absl::Status CheckWritten(uint64_t node, const KindHint& hint);
+  absl::Status CheckWritten(uint64_t node, naming::FeatureTypes& types);
   // CheckWritten of every marked node (before a pack, at unmount).
-  void CheckAllWritten(const KindHint& hint);
+  void CheckAllWritten(naming::FeatureTypes& types);
 
   // Path of a node relative to records/ ("" for the root), or NotFound if it
   // was deleted.
@@ -246,16 +231,16 @@ class Store {
  private:
   explicit Store(std::string dir) : dir_(std::move(dir)) {}
 
-  // Where the file at `rel` (relative to records/) sits, and what the hint
+  // Where the file at `rel` (relative to records/) sits, and what `types`
   // says about its feature (ValidateOnClose's rules).
   struct Placed {
     StagedFile file;
-    FeatureHint hint;
+    naming::FeatureType type;
   };
-  Placed Place(const std::string& rel, const KindHint& hint);
+  Placed Place(const std::string& rel, naming::FeatureTypes& types);
   // The whole-file check of the file open as `fd` as the file `placed`:
-  // `judged` false when no check applies (not a checked file; a name the
-  // hint does not know, unless `unknown_too`: then judged as the pack
+  // `judged` false when no check applies (not a checked file; a name
+  // `types` does not know, unless `unknown_too`: then judged as the pack
   // does); else `status` says why not (InvalidArgument, no path prefix) and
   // `tag` what kKindXattr should then hold ("" none; nullopt leave it).
   struct Verdict {
@@ -269,7 +254,7 @@ class Store {
   void LogRefusal(absl::string_view what);
   // The rename check of a file `name` under `parent` to be named `to_rel`.
   absl::Status CheckRenamed(int parent_fd, const std::string& name, const std::string& to_rel,
-                            const KindHint& hint);
+                            naming::FeatureTypes& types);
 
   using NodeFdRef = std::shared_ptr<const UniqueFd>;
   struct Node {

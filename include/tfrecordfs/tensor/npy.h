@@ -77,6 +77,14 @@ struct NpyHeaderInfo {
 // looked at.
 absl::StatusOr<std::optional<NpyHeaderInfo>> ParseNpyHeader(absl::string_view prefix);
 
+// Where the elements of a .npy file start (NpyHeaderInfo::data_offset), from
+// its first bytes: known once the magic, the version and the header length
+// are there (10 bytes for version 1.0, 12 for 2.0 and 3.0), before the
+// header itself; 0 while they are not, or when they cannot start a file
+// ParseNpyHeader accepts. Tells a reader how many bytes to read for
+// ParseNpyHeader.
+uint64_t NpyDataOffset(absl::string_view prefix);
+
 }  // namespace tfrecordfs::tensor
 
 #endif  // TFRECORDFS_TENSOR_NPY_H_

@@ -43,6 +43,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -108,6 +109,41 @@ struct PngDecodeOptions {
 // critical-chunk CRC, or exceeds the options' limits: InvalidArgument with
 // libpng's reason.
 absl::StatusOr<Tensor> DecodePng(absl::string_view file, const PngDecodeOptions& options = {});
+
+// The first bytes of every PNG: the signature and the IHDR chunk.
+inline constexpr uint64_t kPngHeaderBytes = 33;
+// The last bytes of every PNG: the empty IEND chunk.
+inline constexpr absl::string_view kPngTrailer("\0\0\0\0IEND\xae\x42\x60\x82", 12);
+
+// What the IHDR chunk of a PNG says.
+struct PngHeader {
+  uint32_t width = 0;
+  uint32_t height = 0;
+  int bit_depth = 0;   // 1, 2, 4, 8 or 16, as the colour type allows
+  int color_type = 0;  // 0 gray, 2 RGB, 3 palette, 4 gray+alpha, 6 RGBA
+  bool interlaced = false;
+
+  // The dtype DecodePng gives: uint16 for bit depth 16, else uint8.
+  DataType dtype() const;
+  // The channel count DecodePng gives without a tRNS chunk.
+  int channels() const;
+};
+
+// Parses the signature and IHDR chunk at the start of `prefix` (the first
+// bytes of a file, possibly all of it): nullopt while fewer than
+// kPngHeaderBytes are there and they can still begin a PNG; the header once
+// they are there; else InvalidArgument saying what is wrong ("no PNG
+// signature", "the first chunk is not a 13-byte IHDR", "IHDR CRC mismatch",
+// a width or height of 0 or above 2^31 - 1, an unknown colour type, a bit
+// depth the colour type does not allow, an unknown compression, filter or
+// interlace method). Later chunks and the pixels are not looked at.
+absl::StatusOr<std::optional<PngHeader>> ParsePngHeader(absl::string_view prefix);
+
+// Whether a PNG whose IHDR is `header` can become a tensor of `want`'s dtype
+// and rank (and, for rank 3, channel count) through DecodePng and
+// FitPngToFeature, as far as the header tells: a tRNS chunk may add an
+// alpha channel, and FitPngToFeature may drop an opaque one.
+bool PngHeaderMayFit(const PngHeader& header, const TensorType& want);
 
 // Fits a decoded PNG (DecodePng's result) to the dtype and shape the feature
 // had in the shard, for writing it back:

@@ -1,7 +1,7 @@
 // Which records have been read and found intact (data CRC, decode) once: one
 // bit per record, per shard. Shards do not change under the mount, so a
 // record checked once need not be read again to open one of its files, and
-// KindSampler passes over it (its kinds were learnt when it was read).
+// FeatureTypeSampler passes over it (its types were learnt when it was read).
 //
 // Thread-safety: lock-free; bits are only ever set (relaxed atomic words: a
 // reader may see a bit late, and then reads the record once more).

@@ -44,6 +44,7 @@
 #include "tfrecordfs/base/mutex.h"
 #include "tfrecordfs/index/index_store.h"
 #include "tfrecordfs/index/shard_index.h"
+#include "tfrecordfs/naming/feature_type.h"
 #include "tfrecordfs/naming/naming.h"
 #include "tfrecordfs/source/inflate.h"
 #include "tfrecordfs/source/readahead.h"
@@ -53,8 +54,8 @@
 #include "tfrecordfs/vfs/attr.h"
 #include "tfrecordfs/vfs/class_groups.h"
 #include "tfrecordfs/vfs/class_view.h"
+#include "tfrecordfs/vfs/feature_type_sampler.h"
 #include "tfrecordfs/vfs/gallery_view.h"
-#include "tfrecordfs/vfs/kind_sampler.h"
 #include "tfrecordfs/vfs/mounted_shard.h"
 #include "tfrecordfs/vfs/node_id.h"
 #include "tfrecordfs/vfs/record_deletions.h"
@@ -104,11 +105,13 @@ struct Options {
   // owned; must outlive the Filesystem). Null: records cannot be deleted
   // (EROFS). Used only by the records view (record_deletions.h).
   staging::DeletionList* deletions = nullptr;
-  // The kinds the staging checks hold staged files to. Unset: the mounted
-  // shards' (HintOf). Set: these instead (tests of the checks).
-  staging::KindHint staging_hints;
-  // What KindOf may read, beyond the records parsed for the tree, to find the
-  // kind of a feature name it has not seen: at most `kind_sample_per_call`
+  // The feature types the staging checks hold staged files to (not owned;
+  // must outlive the Filesystem). Null: the mounted shards'
+  // (feature_types()). Set: these instead (tests of the checks).
+  naming::FeatureTypes* staging_types = nullptr;
+  // What the feature-type sampler may read, beyond the records parsed for
+  // the tree, to find the type of a feature name it has not seen: at most
+  // `kind_sample_per_call`
   // per name looked for and `kind_sample_total` over the life of the mount.
   // Defaults: 4096 records / 32 MiB per name and 65536 records / 256 MiB in
   // all (about 0.2% of a 140 GB, 1.28M-record dataset of ~110 KB records).
@@ -147,7 +150,7 @@ struct Stats {
   uint64_t shard_bytes = 0;
   uint64_t index_bytes = 0;      // shard indexes and the checked-record bits
   uint64_t records_read = 0;     // records read from shards and checked (cache misses)
-  uint64_t records_sampled = 0;  // records read by KindOf to learn feature kinds
+  uint64_t records_sampled = 0;  // records read by the sampler to learn feature types
   uint64_t bytes_sampled = 0;    // their bytes, framing included
   // view=classes: how the grouping was had (class_groups.h).
   uint64_t group_shards_loaded = 0;
@@ -224,22 +227,19 @@ class Filesystem {
   // Free space where staged bytes go (for statfs), or false without staging.
   bool StagingSpace(uint64_t* free_bytes, uint64_t* total_bytes) const;
 
-  // ==== Sampling: feature kinds for the staging area's checks (KindSampler) ====
+  // ==== Feature types for the staging area's checks ====
 
-  // The kind a feature name has in the mounted shards (kNone if unknown):
+  // What the mounted shards say about feature names (naming::FeatureType):
   // learnt from every record parsed for the tree, else by sampling more
   // records within Options::kind_sample_per_call and kind_sample_total (see
-  // KindSampler for the order, the bounds and the costs). Thread-safe.
-  example::Kind KindOf(absl::string_view feature_name) { return HintOf(feature_name).kind; }
-  // KindOf with what the staging reverse direction needs besides the kind:
-  // for bytes features, the tensor type of their values
-  // (staging::FeatureHint, staging::HintOf). A sequence list answers under
-  // `feature_lists/<name>`. Same sampling and costs as KindOf.
-  staging::FeatureHint HintOf(absl::string_view feature_name);
-  // The kinds the staging checks use (Options::staging_hints, else HintOf),
-  // for the checks and the pack that run outside the mount (at unmount).
-  // Valid while the Filesystem lives; nullptr without a staging area.
-  const staging::KindHint& StagingHints() const { return staging_hints_; }
+  // FeatureTypeSampler for the order, the bounds and the costs). A sequence
+  // list answers under `feature_lists/<name>`. Thread-safe; valid while the
+  // Filesystem lives.
+  naming::FeatureTypes& feature_types();
+  // The types the staging checks use (Options::staging_types, else
+  // feature_types()), also for the checks and the pack that run outside the
+  // mount (at unmount). Valid while the Filesystem lives.
+  naming::FeatureTypes& staging_types() { return *staging_types_; }
 
   // ==== Extended attributes: user.tfrecordfs.*, computed and read-only ====
   //
@@ -313,7 +313,7 @@ class Filesystem {
   GroupStats group_stats_;
   // The staging area; null without one (Options::staging).
   std::unique_ptr<StagingView> staging_;
-  staging::KindHint staging_hints_;  // what staging_ checks against
+  naming::FeatureTypes* staging_types_ = nullptr;  // what staging_ checks against
 };
 
 }  // namespace tfrecordfs::vfs

@@ -6,18 +6,18 @@
 // Thread-safety (locks are tfrecordfs::Mutex, base/mutex.h: what
 // ABSL_GUARDED_BY says is checked by scripts/thread-safety): all methods
 // are thread-safe; mu_ is a leaf lock. Values are immutable and shared, so a
-// record evicted while a reader still holds it stays valid for that reader.
+// record evicted while a reader still holds it stays valid for that reader;
+// evicted and replaced values are released after mu_ is.
 #ifndef TFRECORDFS_VFS_RECORD_CACHE_H_
 #define TFRECORDFS_VFS_RECORD_CACHE_H_
 
 #include <cstddef>
 #include <cstdint>
-#include <list>
 #include <memory>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "tfrecordfs/base/lru.h"
 #include "tfrecordfs/base/mutex.h"
 #include "tfrecordfs/naming/naming.h"
 
@@ -33,8 +33,9 @@ struct ParsedRecord {
 
 class RecordCache {
  public:
+  // At most `max_records` (0 counts as 1) records and `max_bytes` bytes.
   explicit RecordCache(size_t max_records, size_t max_bytes = SIZE_MAX)
-      : max_records_(max_records == 0 ? 1 : max_records), max_bytes_(max_bytes) {}
+      : lru_({.max_count = max_records == 0 ? 1 : max_records, .max_bytes = max_bytes}) {}
 
   std::shared_ptr<const ParsedRecord> Get(uint64_t key);
   void Put(uint64_t key, std::shared_ptr<const ParsedRecord> value);
@@ -42,18 +43,8 @@ class RecordCache {
   size_t bytes() const;  // sum of MemoryBytes() of the cached records
 
  private:
-  struct Slot {
-    std::shared_ptr<const ParsedRecord> value;
-    std::list<uint64_t>::iterator lru;
-    size_t bytes = 0;
-  };
-  void EvictLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  const size_t max_records_;
-  const size_t max_bytes_;
   mutable Mutex mu_;
-  absl::flat_hash_map<uint64_t, Slot> map_ ABSL_GUARDED_BY(mu_);
-  std::list<uint64_t> lru_ ABSL_GUARDED_BY(mu_);  // front = most recent
-  size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  LruMap<uint64_t, std::shared_ptr<const ParsedRecord>> lru_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tfrecordfs::vfs

@@ -5,8 +5,8 @@
 // What it owns: the parsed-record cache (RecordCache), the checked-record
 // bits (a record found intact once is not read again to open one of its
 // files), the notes of damaged records (for the `error` attribute), and the
-// feature-kind sampler the staging checks ask (KindSampler, fed by every
-// record parsed here).
+// feature-type sampler the staging checks ask (FeatureTypeSampler, fed by
+// every record parsed here).
 //
 // The shard folders themselves are the tree's (tree_view.h); their children
 // are this view's: Filesystem calls LookupRecord / ReadShardDir for them.
@@ -22,7 +22,7 @@
 //
 // Thread-safety: all methods may be called concurrently. Lock order:
 // big_record_mu_ (held while one huge record is parsed) before damage_mu_
-// and the sampler's locks (KindSampler::Learn); the record cache's lock and
+// and the sampler's locks (FeatureTypeSampler::Learn); the record cache's lock and
 // damage_mu_ are leaves. The checked bits are atomic words.
 #ifndef TFRECORDFS_VFS_RECORD_VIEW_H_
 #define TFRECORDFS_VFS_RECORD_VIEW_H_
@@ -44,7 +44,7 @@
 #include "tfrecordfs/naming/naming.h"
 #include "tfrecordfs/vfs/attr.h"
 #include "tfrecordfs/vfs/checked_records.h"
-#include "tfrecordfs/vfs/kind_sampler.h"
+#include "tfrecordfs/vfs/feature_type_sampler.h"
 #include "tfrecordfs/vfs/mounted_shard.h"
 #include "tfrecordfs/vfs/record_cache.h"
 #include "tfrecordfs/vfs/record_deletions.h"
@@ -56,7 +56,7 @@ struct RecordViewOptions {
   // The parsed-record cache: at most this many records and bytes (layouts).
   size_t cache_records = 65536;
   size_t cache_bytes = size_t{16} << 20;
-  // What the kind sampler may read (KindSampler).
+  // What the feature-type sampler may read (FeatureTypeSampler).
   SampleBudget kind_sample_per_call = {4096, uint64_t{32} << 20};
   SampleBudget kind_sample_total = {65536, uint64_t{256} << 20};
   // Called (from any thread) with a shard's path when a record read finds
@@ -109,8 +109,8 @@ class RecordView final : public View {
   // The attributes of entry `entry` of `rec`, record `record` of `shard`.
   Attr EntryAttr(uint64_t shard, uint64_t record, uint32_t entry, const ParsedRecord& rec) const;
 
-  KindSampler& sampler() { return *sampler_; }
-  const KindSampler& sampler() const { return *sampler_; }
+  FeatureTypeSampler& sampler() { return *sampler_; }
+  const FeatureTypeSampler& sampler() const { return *sampler_; }
   uint64_t records_read() const { return records_read_.load(std::memory_order_relaxed); }
   size_t checked_bytes() const { return checked_.MemoryBytes(); }
 
@@ -156,7 +156,7 @@ class RecordView final : public View {
   RecordCache cache_;
   CheckedRecords checked_;
   // After checked_, which it marks: destroyed first.
-  std::unique_ptr<KindSampler> sampler_;
+  std::unique_ptr<FeatureTypeSampler> sampler_;
   std::atomic<uint64_t> records_read_{0};
   // Records above kBigRecord bytes are parsed one at a time (memory).
   static constexpr uint64_t kBigRecord = uint64_t{64} << 20;

@@ -18,8 +18,8 @@
 // what it needs for itself.
 //
 // Checks of staged bytes are the store's (staging::Store::ValidateOnWrite,
-// ValidateOnClose, Rename), against the kinds `hint` gives feature names
-// (the mounted shards', from Filesystem); this view decides when they run:
+// ValidateOnClose, Rename), against the feature types `types` gives (the
+// mounted shards', from Filesystem); this view decides when they run:
 // at write() for every write (names the shards know), at FLUSH for a handle
 // written since the last check, at the last close otherwise (only logged
 // there), and at rename() for what a file becomes under its new name.
@@ -45,6 +45,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "tfrecordfs/naming/feature_type.h"
 #include "tfrecordfs/staging/store.h"
 #include "tfrecordfs/vfs/attr.h"
 #include "tfrecordfs/vfs/handle_table.h"
@@ -54,65 +55,65 @@ namespace tfrecordfs::vfs {
 
 class StagingView final : public View {
  public:
-  // `store` is not owned and must outlive the view; `hint` must stay
-  // callable for the view's life (nullptr: no kinds known).
-  StagingView(staging::Store* store, staging::KindHint hint);
-  ~StagingView();  // closes the handles still open
+  // `store` and `types` are not owned and must outlive the view.
+  StagingView(staging::Store* store, naming::FeatureTypes* types);
+  ~StagingView() override;  // closes the handles still open
   StagingView(const StagingView&) = delete;
   StagingView& operator=(const StagingView&) = delete;
 
   // The node id of the staging folder itself (the store's root).
   uint64_t root_id() const;
 
-  absl::StatusOr<Attr> GetAttr(uint64_t ino);
-  absl::StatusOr<Attr> Lookup(uint64_t parent, absl::string_view name);
+  absl::StatusOr<Attr> GetAttr(uint64_t ino) override;
+  absl::StatusOr<Attr> Lookup(uint64_t parent, absl::string_view name) override;
   // Drops n kernel references to a node.
-  void Forget(uint64_t ino, uint64_t n);
+  void Forget(uint64_t ino, uint64_t n) override;
 
   // Opens a file for `flags` (O_TRUNC counts as a write to be checked).
-  absl::StatusOr<uint64_t> Open(uint64_t ino, int flags);
+  absl::StatusOr<uint64_t> Open(uint64_t ino, int flags) override;
   // Creates and opens a file; the handle counts as written. `owner`: the
   // caller's ids (staging::Owner).
-  absl::StatusOr<std::pair<Attr, uint64_t>> CreateFile(uint64_t parent, absl::string_view name,
-                                                       mode_t mode, int flags,
-                                                       std::optional<staging::Owner> owner);
+  absl::StatusOr<std::pair<Attr, uint64_t>> CreateFile(
+      uint64_t parent, absl::string_view name, mode_t mode, int flags,
+      std::optional<staging::Owner> owner) override;
   // `fh` 0: opens the backing file for this call.
-  absl::StatusOr<ReadResult> Read(uint64_t ino, uint64_t fh, uint64_t offset, size_t size);
+  absl::StatusOr<ReadResult> Read(uint64_t ino, uint64_t fh, uint64_t offset, size_t size) override;
   // `fh` 0: writes through a descriptor of the store's (which then notes the
   // file written: no RELEASE will come). A write the staged file's checks
   // refuse fails with EINVAL before any byte lands.
-  absl::StatusOr<size_t> Write(uint64_t ino, uint64_t fh, absl::string_view data, uint64_t offset);
+  absl::StatusOr<size_t> Write(uint64_t ino, uint64_t fh, absl::string_view data,
+                               uint64_t offset) override;
   // close() with a handle: checks a file written since the last check
   // (EINVAL if it does not parse or convert; the bytes stay). fh 0: nothing.
-  absl::Status Flush(uint64_t ino, uint64_t fh);
+  absl::Status Flush(uint64_t ino, uint64_t fh) override;
   // The last close: a file written and not checked since is checked now (a
   // refusal is only logged) and the handle closed. fh 0: nothing.
-  void Release(uint64_t fh);
+  void Release(uint64_t fh) override;
   // Closes a handle without any check. fh 0: nothing.
-  void Discard(uint64_t fh);
+  void Discard(uint64_t fh) override;
   // fsync(2); `fh` 0: through a descriptor of its own.
-  absl::Status Fsync(uint64_t ino, uint64_t fh, bool datasync);
+  absl::Status Fsync(uint64_t ino, uint64_t fh, bool datasync) override;
   // `bits` are staging::SetAttrBits; `fh` may be 0. A size change counts as
   // a write to be checked.
-  absl::StatusOr<Attr> SetAttr(uint64_t ino, uint64_t fh, const struct stat& to, int bits);
+  absl::StatusOr<Attr> SetAttr(uint64_t ino, uint64_t fh, const struct stat& to, int bits) override;
 
   absl::StatusOr<Attr> Mkdir(uint64_t parent, absl::string_view name, mode_t mode,
-                             std::optional<staging::Owner> owner);
-  absl::Status Unlink(uint64_t parent, absl::string_view name);
-  absl::Status Rmdir(uint64_t parent, absl::string_view name);
+                             std::optional<staging::Owner> owner) override;
+  absl::Status Unlink(uint64_t parent, absl::string_view name) override;
+  absl::Status Rmdir(uint64_t parent, absl::string_view name) override;
   // Both parents are staging nodes.
   absl::Status Rename(uint64_t parent, absl::string_view name, uint64_t new_parent,
-                      absl::string_view new_name, unsigned flags);
+                      absl::string_view new_name, unsigned flags) override;
 
-  absl::StatusOr<uint64_t> OpenDir(uint64_t ino);
+  absl::StatusOr<uint64_t> OpenDir(uint64_t ino) override;
   // Lists `ino` from `offset` (0, or a `next` emitted before). Offsets are
   // the backing directory's own telldir cookies, valid in any stream of it,
   // so entries removed while listing (rm -r) neither skip nor repeat others.
   // Only regular files and directories are shown. `fh` 0: a stream of its
   // own for this call.
-  absl::Status ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, const EmitFn& emit);
+  absl::Status ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, const EmitFn& emit) override;
   // fh 0: nothing.
-  void ReleaseDir(uint64_t fh);
+  void ReleaseDir(uint64_t fh) override;
 
   // `error`: why the pack would leave `ino` staged (staging::Store::
   // ErrorOf: a refused file's reason, else what checking the file or the
@@ -129,7 +130,7 @@ class StagingView final : public View {
   struct DirHandle;
 
   staging::Store* const store_;
-  const staging::KindHint hint_;
+  naming::FeatureTypes* const types_;
   HandleTable<FileHandle> files_;  // defined in the .cc, where the
   HandleTable<DirHandle> dirs_;    // handle types are complete
 };

@@ -41,6 +41,8 @@
 #include "mount_harness.h"
 #include "tfrecordfs/base/crc32c.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/naming/feature_type.h"
+#include "tfrecordfs/staging/layout.h"
 #include "tfrecordfs/staging/store.h"
 
 namespace tfrecordfs::mount_test {
@@ -139,11 +141,11 @@ TEST_F(StoreTest, RefusesNamesThatLeaveTheDirectory) {
   }
   ASSERT_TRUE(store_->Mkdir(root, "rec", 0755).ok());
   for (const char* bad : {"..", "../../x", "/tmp/x", "."}) {
-    EXPECT_FALSE(store_->Rename(root, "rec", root, bad, 0, nullptr).ok()) << bad;
-    EXPECT_FALSE(store_->Rename(root, bad, root, "y", 0, nullptr).ok()) << bad;
+    EXPECT_FALSE(store_->Rename(root, "rec", root, bad, 0, naming::NoFeatureTypes()).ok()) << bad;
+    EXPECT_FALSE(store_->Rename(root, bad, root, "y", 0, naming::NoFeatureTypes()).ok()) << bad;
   }
   auto after = Snapshot(tmp_.path());
-  after.erase("store/records/rec");
+  after.erase(staging::RecordsDir("store") + "/rec");
   // The lock file's and directories' ctimes may change; compare the set of
   // paths: nothing appeared outside records/rec.
   std::set<std::string> b, a;
@@ -171,7 +173,7 @@ TEST_F(StoreTest, PlantedSymlinksAreNeverFollowed) {
   // A record folder holding a symlink does not pack, even to the raw name.
   ASSERT_TRUE(store_->Mkdir(root, "rec", 0755).ok());
   ASSERT_EQ(::symlink((outside_ + "/secret").c_str(), (records + "/rec/record.bin").c_str()), 0);
-  auto payload = staging::PayloadFromFolder(records + "/rec", nullptr);
+  auto payload = staging::PayloadFromFolder(records + "/rec", naming::NoFeatureTypes());
   EXPECT_FALSE(payload.ok());
   EXPECT_TRUE(absl::StrContains(payload.status().message(), "symlink")) << payload.status();
 }
@@ -234,7 +236,8 @@ TEST_F(SecurityMountTest, StagingRefusesLinksAndEscapes) {
   EXPECT_NE(::rename(M(std::string(kShardOne) + "/0").c_str(), M("staging/stolen").c_str()), 0);
   EXPECT_EQ(errno, EROFS);
   // A symlink planted in the store is neither shown nor followed.
-  ASSERT_EQ(::symlink((src_ + "/" + kShardOne).c_str(), (store_ + "/records/rec/planted").c_str()),
+  ASSERT_EQ(::symlink((src_ + "/" + kShardOne).c_str(),
+                      (staging::RecordsDir(store_) + "/rec/planted").c_str()),
             0);
   EXPECT_EQ(Names(M("staging/rec")), std::set<std::string>{"label"});
   EXPECT_LT(::open(M("staging/rec/planted").c_str(), O_RDONLY), 0);
@@ -246,7 +249,7 @@ TEST_F(SecurityMountTest, StagingRefusesLinksAndEscapes) {
   EXPECT_FALSE(fs::exists(src_ + "/escape"));
   EXPECT_FALSE(fs::exists(src_ + "/rec"));
   // The record holding the planted symlink stayed staged, unpacked.
-  EXPECT_TRUE(fs::exists(store_ + "/records/rec/label"));
+  EXPECT_TRUE(fs::exists(staging::RecordsDir(store_) + "/rec/label"));
   for (const auto& n : Names(src_)) EXPECT_FALSE(absl::StartsWith(n, "staged-")) << n;
 }
 

@@ -15,6 +15,7 @@
 #include "generated_dataset.h"
 #include "gtest/gtest.h"
 #include "mount_harness.h"
+#include "testing/index_files.h"
 #include "tfrecordfs/index/index_file.h"
 #include "tfrecordfs/index/shard_index.h"
 #include "tfrecordfs/record/writer.h"
@@ -100,6 +101,23 @@ class IndexMountTest : public ::testing::Test {
     EXPECT_EQ(0, m->Stop(&err)) << err;
   }
 
+  // Mounts src_ with -o index_dir=`index_dir` (verbose) and expects the
+  // listing a mount without indexes shows; *log gets that daemon's stderr.
+  void ExpectIndexDirListsAsWithout(const std::string& index_dir, std::string* log) {
+    std::map<std::string, WalkedNode> plain_listing;
+    {
+      Mount plain;
+      ASSERT_EQ("", plain.Start({src_}, {"-o", "noindexcache"}));
+      plain_listing = Listing(plain);
+      StopOk(&plain);
+    }
+    Mount m;
+    ASSERT_EQ("", m.Start({src_}, {"-o", "index_dir=" + index_dir + ",noindexcache,verbose"}));
+    ExpectSameListing(plain_listing, Listing(m));
+    StopOk(&m);
+    *log = m.Stderr();
+  }
+
   TempDir tmp_;
   std::string src_, cache_home_, saved_cache_home_;
   GenDataset ds_;
@@ -168,19 +186,10 @@ TEST_F(IndexMountTest, IndexCommandFeedsIndexDir) {
   ASSERT_EQ(0, r.exit_code) << r.err;
   EXPECT_NE(r.out.find(" 0 walked"), std::string::npos) << r.out;
 
-  std::map<std::string, WalkedNode> plain_listing;
-  {
-    Mount plain;
-    ASSERT_EQ("", plain.Start({src_}, {"-o", "noindexcache"}));
-    plain_listing = Listing(plain);
-    StopOk(&plain);
-  }
-  Mount m;
-  ASSERT_EQ("", m.Start({src_}, {"-o", "index_dir=" + shared + ",noindexcache,verbose"}));
-  ExpectSameListing(plain_listing, Listing(m));
-  StopOk(&m);
-  EXPECT_NE(m.Stderr().find("from index_dir"), std::string::npos) << m.Stderr();
-  EXPECT_EQ(m.Stderr().find(" walked"), std::string::npos) << m.Stderr();
+  std::string log;
+  ASSERT_NO_FATAL_FAILURE(ExpectIndexDirListsAsWithout(shared, &log));
+  EXPECT_NE(log.find("from index_dir"), std::string::npos) << log;
+  EXPECT_EQ(log.find(" walked"), std::string::npos) << log;
 }
 
 // Issue 15, items 2 and 3: -o index_dir may be storage other users write.
@@ -200,26 +209,13 @@ TEST_F(IndexMountTest, HostileIndexDirIsWalkedPast) {
   ASSERT_EQ(0, ::unlink(fifo.c_str()));
   ASSERT_EQ(0, ::mkfifo(fifo.c_str(), 0644));
   ASSERT_EQ(0, ::truncate(sparse.c_str(), off_t{40} << 30));
-  {
-    auto f = index::DecodeIndexFile(ReadWholeFile(poisoned));
-    ASSERT_TRUE(f.ok()) << f.status();
+  ASSERT_NO_FATAL_FAILURE(test::EditIndexFile(poisoned, [](index::IndexFile* f) {
     ASSERT_GE(f->walk.offsets.size(), 3u);
     f->walk.offsets.erase(f->walk.offsets.begin());
-    WriteWholeFile(poisoned, index::EncodeIndexFile(*f));
-  }
+  }));
 
-  std::map<std::string, WalkedNode> plain_listing;
-  {
-    Mount plain;
-    ASSERT_EQ("", plain.Start({src_}, {"-o", "noindexcache"}));
-    plain_listing = Listing(plain);
-    StopOk(&plain);
-  }
-  Mount m;
-  ASSERT_EQ("", m.Start({src_}, {"-o", "index_dir=" + shared + ",noindexcache,verbose"}));
-  ExpectSameListing(plain_listing, Listing(m));
-  StopOk(&m);
-  const std::string log = m.Stderr();
+  std::string log;
+  ASSERT_NO_FATAL_FAILURE(ExpectIndexDirListsAsWithout(shared, &log));
   EXPECT_NE(log.find("not a regular file"), std::string::npos) << log;
   EXPECT_NE(log.find("but its header implies"), std::string::npos) << log;
   EXPECT_NE(log.find("not 0"), std::string::npos) << log;
@@ -234,14 +230,13 @@ TEST_F(IndexMountTest, ProblemMessagesAreEscapedAndCapped) {
   CommandResult r = RunCommand({BinaryPath(), "index", "--index-dir", shared, src_});
   ASSERT_EQ(0, r.exit_code) << r.out << r.err;
   const std::string file = shared + "/" + kShardBig + ".tfri";
-  auto f = index::DecodeIndexFile(ReadWholeFile(file));
-  ASSERT_TRUE(f.ok()) << f.status();
-  ASSERT_TRUE(f->walk.problems.empty());
   const size_t kProblems = index::kMaxProblemsLogged + 30;
-  for (size_t i = 0; i < kProblems; ++i) {
-    f->walk.problems.push_back({i, "evil\n\x1b[31mFAKE LOG LINE\x1b[0m"});
-  }
-  WriteWholeFile(file, index::EncodeIndexFile(*f));
+  ASSERT_NO_FATAL_FAILURE(test::EditIndexFile(file, [&](index::IndexFile* f) {
+    ASSERT_TRUE(f->walk.problems.empty());
+    for (size_t i = 0; i < kProblems; ++i) {
+      f->walk.problems.push_back({i, "evil\n\x1b[31mFAKE LOG LINE\x1b[0m"});
+    }
+  }));
 
   Mount m;
   ASSERT_EQ("", m.Start({src_}, {"-o", "index_dir=" + shared + ",noindexcache"}));
@@ -408,10 +403,9 @@ TEST_F(IndexMountTest, AForgedOffsetIsCaughtOnReadAndTheIndexDropped) {
     if (e.path().filename().string().rfind("ten.tfrecord-", 0) == 0) cached = e.path().string();
   }
   ASSERT_FALSE(cached.empty());
-  auto f = index::DecodeIndexFile(ReadWholeFile(cached));
-  ASSERT_TRUE(f.ok()) << f.status();
-  f->walk.offsets[3] += 1;  // records 2 and 3: neither first, middle nor last
-  WriteWholeFile(cached, index::EncodeIndexFile(*f));
+  ASSERT_NO_FATAL_FAILURE(test::EditIndexFile(cached, [](index::IndexFile* f) {
+    f->walk.offsets[3] += 1;  // records 2 and 3: neither first, middle nor last
+  }));
   {
     Mount m;
     ASSERT_EQ("", m.Start({dir}, {"-o", "ro,verbose"}));

@@ -95,8 +95,8 @@ TEST(StagingArraysTest, NumpyAndPilArraysPackToTheirTensors) {
   }
   Scratch s;
   ASSERT_FALSE(Gen(s, "tensors", "3").empty());
-  DaemonConfig c = PackConfig(s, {s.src}, "np");
-  StagingDaemon d(c);
+  MountConfig c = PackConfig(s, {s.src}, "np");
+  Mount d(c);
   ASSERT_EQ(d.Start(), "");
   const char* root = std::getenv("TFRECORDFS_SOURCE_ROOT");
   ASSERT_NE(root, nullptr);
@@ -152,8 +152,8 @@ TEST(StagingArraysTest, BadArraysAndStepsFailAndKindsSurviveARestart) {
   const std::string r = s.mnt + "/staging/r", q = s.mnt + "/staging/q";
   const std::string mask = std::string("\x01\x02\x03\x04", 4);
   {
-    DaemonConfig c = PackConfig(s, {s.src}, "bad");
-    StagingDaemon d(c);
+    MountConfig c = PackConfig(s, {s.src}, "bad");
+    Mount d(c);
     ASSERT_EQ(d.Start(), "");
     // An Example record with tensor features.
     ASSERT_EQ(::mkdir(q.c_str(), 0755), 0);
@@ -209,8 +209,8 @@ TEST(StagingArraysTest, BadArraysAndStepsFailAndKindsSurviveARestart) {
   // Restart on shards that know none of these names: the tags decide.
   const std::string other = s.tmp.Subdir("other");
   test::WriteShard(other + "/x.tfrecord", {ExamplePayload({Int64Feature("x", {1})})});
-  DaemonConfig c = PackConfig(s, {other}, "after");
-  StagingDaemon d(c);
+  MountConfig c = PackConfig(s, {other}, "after");
+  Mount d(c);
   ASSERT_EQ(d.Start(), "");
   int status = 0;
   CommandResult u = d.TfrUnmount(&status);

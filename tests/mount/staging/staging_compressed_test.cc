@@ -116,13 +116,13 @@ class StagingCompressedTest : public ::testing::Test {
   std::vector<std::string> StageCopyAndPack(const std::vector<std::string>& sources,
                                             const std::string& shard, int record,
                                             std::vector<std::string> options = {}) {
-    DaemonConfig c;
+    MountConfig c;
     c.sources = sources;
     c.mountpoint = s_.mnt;
     c.options = PackOptions(s_, "new");
     c.options.insert(c.options.end(), options.begin(), options.end());
     c.log_dir = s_.logs;
-    StagingDaemon d(c);
+    Mount d(c);
     EXPECT_EQ(d.Start(), "");
     CommandResult cp = Shell(
         absl::StrCat("cp -r ", ShellQuote(s_.mnt + "/" + shard + "/" + std::to_string(record)), " ",
@@ -225,12 +225,12 @@ TEST_F(StagingCompressedTest, ZlibSourcesPackToZlib) {
 
 TEST_F(StagingCompressedTest, BadCompressionOptionIsAUsageError) {
   test::WriteShard(s_.src + "/b.tfrecord", payloads_);
-  DaemonConfig c;
+  MountConfig c;
   c.sources = {s_.src};
   c.mountpoint = s_.mnt;
   c.options = {"compression=lz4"};
   c.log_dir = s_.logs;
-  StagingDaemon d(c);
+  Mount d(c);
   EXPECT_EQ(d.RunExpectingFailure(), 2);
   EXPECT_NE(d.Stderr().find("compression needs none, gzip or zlib"), std::string::npos)
       << d.Stderr();

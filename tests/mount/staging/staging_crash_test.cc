@@ -19,6 +19,7 @@
 #include "staging_util.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/repack/journal.h"
+#include "tfrecordfs/staging/layout.h"
 
 namespace tfrecordfs::mount_test::staging_test {
 namespace {
@@ -60,8 +61,8 @@ class StagingCrashTest : public ::testing::TestWithParam<FaultCase> {
                      {ExamplePayload({Int64Feature("id", {1000}), BytesFeature("blob", {"x"})})});
   }
 
-  DaemonConfig Config(const std::string& fault) const {
-    DaemonConfig c;
+  MountConfig Config(const std::string& fault) const {
+    MountConfig c;
     c.sources = {s_.src};
     c.mountpoint = s_.mnt;
     c.options = PackOptions(s_, kPrefix, "1K");
@@ -126,7 +127,7 @@ class StagingCrashTest : public ::testing::TestWithParam<FaultCase> {
     EXPECT_EQ(seen.size(), static_cast<size_t>(kRecords));
     // No temp shards, journals or other debris in the output directory.
     EXPECT_EQ(ListDir(s_.out).size(), shards.size());
-    EXPECT_FALSE(Exists(s_.store + "/pack.journal"));
+    EXPECT_FALSE(Exists(staging::PackJournalFile(s_.store)));
     EXPECT_EQ(ListDir(s_.records()), std::vector<std::string>{"zbad"});
   }
 
@@ -136,7 +137,7 @@ class StagingCrashTest : public ::testing::TestWithParam<FaultCase> {
 TEST_P(StagingCrashTest, SigkillMidPackThenRemountPacksExactlyOnce) {
   const FaultCase fc = GetParam();
   {
-    StagingDaemon d(Config(fc.point));
+    Mount d(Config(fc.point));
     ASSERT_EQ(d.Start(), "");
     StageRecords();
     ASSERT_FALSE(HasFatalFailure());
@@ -152,7 +153,7 @@ TEST_P(StagingCrashTest, SigkillMidPackThenRemountPacksExactlyOnce) {
   }
 
   // What the crash left, per the journal protocol.
-  auto journal_text = ReadFileToString(s_.store + "/pack.journal");
+  auto journal_text = ReadFileToString(staging::PackJournalFile(s_.store));
   ASSERT_TRUE(journal_text.ok()) << "no journal after a crash at " << fc.point;
   auto journal = repack::ParseJournal(*journal_text, "pack.journal");
   ASSERT_TRUE(journal.ok()) << journal.status();
@@ -164,13 +165,13 @@ TEST_P(StagingCrashTest, SigkillMidPackThenRemountPacksExactlyOnce) {
       fc.shards_in_place < 0 ? planned : static_cast<size_t>(fc.shards_in_place);
   EXPECT_EQ(FinalShards().size(), in_place) << fc.point;
   EXPECT_EQ(ListDir(s_.records()).size(), static_cast<size_t>(kRecords + 1 - fc.folders_deleted));
-  EXPECT_FALSE(Exists(s_.store + "/last-pack.txt"));
+  EXPECT_FALSE(Exists(staging::PackReportFile(s_.store)));
 
   // Mount again without the fault: recovery runs before anything is served.
   {
-    StagingDaemon d(Config(""));
+    Mount d(Config(""));
     ASSERT_EQ(d.Start(), "");
-    EXPECT_FALSE(Exists(s_.store + "/pack.journal"));
+    EXPECT_FALSE(Exists(staging::PackJournalFile(s_.store)));
     const std::vector<std::string> staged = ListDir(s_.mnt + "/staging");
     if (fc.side == Side::kRollBack) {
       EXPECT_EQ(staged.size(), static_cast<size_t>(kRecords + 1)) << "records lost";
@@ -215,14 +216,14 @@ TEST_P(StagingCrashInSourceTest, RemountNeverShowsARecordTwiceOrAPartialShard) {
   const FaultCase fc = GetParam();
   Scratch s;
   test::WriteShard(s.src + "/base.tfrecord", {ExamplePayload({Int64Feature("id", {100})})});
-  DaemonConfig c;
+  MountConfig c;
   c.sources = {s.src};
   c.mountpoint = s.mnt;
   c.options = {"staging_dir=" + s.store, "prefix=in", "shard_size=1K"};
   c.log_dir = s.logs;
   c.fault = fc.point;
   {
-    StagingDaemon d(c);
+    Mount d(c);
     ASSERT_EQ(d.Start(), "");
     std::string script = "set -e; cd " + ShellQuote(s.mnt + "/staging") + "\n";
     for (int i = 0; i < 6; ++i) {
@@ -237,7 +238,7 @@ TEST_P(StagingCrashInSourceTest, RemountNeverShowsARecordTwiceOrAPartialShard) {
     CleanStaleMount(s.mnt);
   }
   c.fault = "";
-  StagingDaemon d(c);
+  Mount d(c);
   ASSERT_EQ(d.Start(), "");
   // Count the ids the mount shows: in its shards and in staging.
   std::map<int64_t, int> shown;
@@ -282,8 +283,8 @@ TEST(StagingSignalTest, SigtermAndSigintPackBeforeExiting) {
   Scratch s;
   for (int sig : {SIGTERM, SIGINT}) {
     const std::string prefix = sig == SIGTERM ? "term" : "int";
-    DaemonConfig c = PackConfig(s, {s.src}, prefix);
-    StagingDaemon d(c);
+    MountConfig c = PackConfig(s, {s.src}, prefix);
+    Mount d(c);
     ASSERT_EQ(d.Start(), "");
     ASSERT_EQ(Shell("mkdir " + ShellQuote(s.mnt + "/staging/r") + " && echo " +
                     std::to_string(sig) + " > " + ShellQuote(s.mnt + "/staging/r/id"))
@@ -306,10 +307,10 @@ TEST(StagingSignalTest, SigtermAndSigintPackBeforeExiting) {
 TEST(StagingCrashUnmountTest, UnmountCommandReportsACrashedPack) {
   TFRFS_SKIP_WITHOUT_FUSE();
   Scratch s;
-  DaemonConfig c = PackConfig(s, {s.src}, "crashed");
+  MountConfig c = PackConfig(s, {s.src}, "crashed");
   c.fault = "before_commit";
   {
-    StagingDaemon d(c);
+    Mount d(c);
     ASSERT_EQ(d.Start(), "");
     ASSERT_EQ(Shell("mkdir " + ShellQuote(s.mnt + "/staging/r") + " && echo 1 > " +
                     ShellQuote(s.mnt + "/staging/r/id"))
@@ -324,7 +325,7 @@ TEST(StagingCrashUnmountTest, UnmountCommandReportsACrashedPack) {
   }
   EXPECT_EQ(ListDir(s.records()), std::vector<std::string>{"r"});
   c.fault = "";
-  StagingDaemon d(c);
+  Mount d(c);
   ASSERT_EQ(d.Start(), "");
   int status = 0;
   CommandResult u = d.TfrUnmount(&status);

@@ -80,8 +80,8 @@ class StagingDeleteTest : public ::testing::TestWithParam<const char*> {
     shard_ = s_.src + "/" + shard_name_;
   }
 
-  DaemonConfig Config(bool read_only = false) const {
-    DaemonConfig c = PackConfig(s_, {s_.src}, "del");
+  MountConfig Config(bool read_only = false) const {
+    MountConfig c = PackConfig(s_, {s_.src}, "del");
     if (read_only) c.options.push_back("ro");
     return c;
   }
@@ -114,7 +114,7 @@ TEST_P(StagingDeleteTest, RmRecordsSurvivesCrashAndRewritesShard) {
   struct stat before;
   ASSERT_EQ(::stat(shard_.c_str(), &before), 0);
   {
-    StagingDaemon d(Config());
+    Mount d(Config());
     ASSERT_EQ(d.Start(), "");
     const std::string dir = s_.mnt + "/" + shard_name_;
     CommandResult rm = Shell(
@@ -135,7 +135,7 @@ TEST_P(StagingDeleteTest, RmRecordsSurvivesCrashAndRewritesShard) {
   }
   // The shard is untouched until the commit.
   EXPECT_EQ(IndependentRead(shard_).size(), 1u + kRecords);
-  StagingDaemon d(Config());
+  Mount d(Config());
   ASSERT_EQ(d.Start(), "");
   EXPECT_EQ(Ls(), Expected({3, 7}));
   int status = 0;
@@ -158,7 +158,7 @@ TEST_P(StagingDeleteTest, RmRecordsSurvivesCrashAndRewritesShard) {
 
   // A fresh read-only mount numbers the records afresh (10 records: one
   // digit).
-  StagingDaemon ro(Config(/*read_only=*/true));
+  Mount ro(Config(/*read_only=*/true));
   ASSERT_EQ(ro.Start(), "");
   EXPECT_EQ(Ls(), "0\n1\n2\n3\n4\n5\n6\n7\n8\n9\n");
   EXPECT_EQ(ReadWholeFile(s_.mnt + "/" + shard_name_ + "/3/text.txt"), "record 4\n");

@@ -28,8 +28,8 @@ TEST(StagingManyTest, ThousandsOfStagedFilesUnderA256DescriptorLimit) {
                  "#!/bin/sh\nexec prlimit --nofile=256:256 -- '" + BinaryPath() + "' \"$@\"\n");
   ASSERT_EQ(::chmod(wrapper.c_str(), 0755), 0);
   const std::string real_bin = BinaryPath();
-  DaemonConfig c = PackConfig(s, {s.src}, "many");
-  StagingDaemon d(c);
+  MountConfig c = PackConfig(s, {s.src}, "many");
+  Mount d(c);
   ::setenv("TFRECORDFS_BIN", wrapper.c_str(), 1);
   const std::string started = d.Start();
   ::setenv("TFRECORDFS_BIN", real_bin.c_str(), 1);

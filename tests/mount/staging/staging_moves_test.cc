@@ -31,8 +31,8 @@ class StagingMovesTest : public ::testing::Test {
     test::WriteShard(s_.src + "/base.tfrecord", records_);
   }
 
-  DaemonConfig Config(const std::string& prefix, std::vector<std::string> extra = {}) const {
-    DaemonConfig c = PackConfig(s_, {s_.src}, prefix);
+  MountConfig Config(const std::string& prefix, std::vector<std::string> extra = {}) const {
+    MountConfig c = PackConfig(s_, {s_.src}, prefix);
     c.options.insert(c.options.end(), extra.begin(), extra.end());
     return c;
   }
@@ -72,7 +72,7 @@ class StagingMovesTest : public ::testing::Test {
 };
 
 TEST_F(StagingMovesTest, MvOutOfTheShardsFailsBeforeCopying) {
-  StagingDaemon d(Config("mv"));
+  Mount d(Config("mv"));
   ASSERT_EQ(d.Start(), "");
   ASSERT_EQ(::mkdir(M("staging/r").c_str(), 0755), 0) << std::strerror(errno);
   ExpectEveryMoveRefused();
@@ -90,7 +90,7 @@ TEST_F(StagingMovesTest, MvOutOfTheShardsFailsBeforeCopying) {
 TEST_F(StagingMovesTest, MvOnAReadOnlyMountFailsBeforeCopying) {
   // A store with an empty record folder, so that `-o ro` shows staging/.
   std::filesystem::create_directories(s_.records() + "/r");
-  StagingDaemon d(Config("ro", {"ro"}));
+  Mount d(Config("ro", {"ro"}));
   ASSERT_EQ(d.Start(), "");
   ExpectEveryMoveRefused();
   int status = 0;
@@ -102,7 +102,7 @@ TEST_F(StagingMovesTest, MvOnAReadOnlyMountFailsBeforeCopying) {
 
 // Copying is fine: `cp -r` stages a copy of record 1 that packs once.
 TEST_F(StagingMovesTest, CpOfARecordStillStagesACopy) {
-  StagingDaemon d(Config("cp"));
+  Mount d(Config("cp"));
   ASSERT_EQ(d.Start(), "");
   const CommandResult cp = RunCommand({"cp", "-r", M("base.tfrecord/1"), M("staging/")});
   ASSERT_EQ(cp.exit_code, 0) << cp.err;

@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "staging_util.h"
 #include "tfrecordfs/repack/pack.h"
+#include "tfrecordfs/staging/layout.h"
 
 namespace tfrecordfs::mount_test::staging_test {
 namespace {
@@ -66,7 +67,7 @@ TEST(StagingNonRootTest, PackAndRecoverRemoveReadOnlyFoldersAsAnOrdinaryUser) {
   TempDir tmp;
   ASSERT_EQ(::chmod(tmp.path().c_str(), 0755), 0);
   const std::string store = tmp.Subdir("store");
-  const std::string records = tmp.Subdir("store/records");
+  const std::string records = tmp.Subdir(staging::RecordsDir("store"));
   const std::string out = tmp.Subdir("out");
   ChownTree(store);
   ChownTree(out);
@@ -76,7 +77,7 @@ TEST(StagingNonRootTest, PackAndRecoverRemoveReadOnlyFoldersAsAnOrdinaryUser) {
   o.records_dir = records;
   o.output_dir = out;
   o.prefix = "ro";
-  o.journal_path = store + "/pack.journal";
+  o.journal_path = staging::PackJournalFile(store);
   o.remove_packed = true;
   const int packed = AsOrdinaryUser([&] {
     const repack::PackReport r = repack::Pack(o);
@@ -125,9 +126,9 @@ TEST(StagingNonRootTest, AllowOtherStagesWhatAUserMakesAsTheirs) {
   ASSERT_EQ(::chmod(s.tmp.path().c_str(), 0755), 0);
   ASSERT_EQ(::chmod(s.mnt.c_str(), 0755), 0);
   test::WriteShard(s.src + "/base.tfrecord", {ExamplePayload({Int64Feature("label", {1})})});
-  DaemonConfig c = PackConfig(s, {s.src}, "other");
+  MountConfig c = PackConfig(s, {s.src}, "other");
   c.options.push_back("allow_other");
-  StagingDaemon d(c);
+  Mount d(c);
   ASSERT_EQ(d.Start(), "");
   const std::string staging = s.mnt + "/staging";
   // The mounting user opens staging/ to everyone, as an admin would.

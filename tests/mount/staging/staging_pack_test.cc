@@ -8,7 +8,6 @@
 // shard_size splitting; a remount showing the new shards; the offline
 // `tfrecordfs pack`.
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -24,6 +23,7 @@
 #include "gtest/gtest.h"
 #include "staging_util.h"
 #include "tfrecordfs/record/writer.h"
+#include "tfrecordfs/staging/layout.h"
 
 namespace tfrecordfs::mount_test::staging_test {
 namespace {
@@ -64,8 +64,8 @@ class StagingPackTest : public ::testing::Test {
     WriteWholeFile(In("blob"), kBlob);
   }
 
-  DaemonConfig Config(const std::string& prefix, const std::string& shard_size = "") const {
-    DaemonConfig c = PackConfig(s_, {s_.src}, prefix, shard_size);
+  MountConfig Config(const std::string& prefix, const std::string& shard_size = "") const {
+    MountConfig c = PackConfig(s_, {s_.src}, prefix, shard_size);
     return c;
   }
 
@@ -78,7 +78,7 @@ class StagingPackTest : public ::testing::Test {
 };
 
 TEST_F(StagingPackTest, StageWithShellToolsPackAndReadBack) {
-  StagingDaemon d(Config("made"));
+  Mount d(Config("made"));
   ASSERT_EQ(d.Start(), "");
   // Record a: every file kind, made with the shell.
   const std::string script = absl::StrCat(
@@ -146,8 +146,8 @@ TEST_F(StagingPackTest, StageWithShellToolsPackAndReadBack) {
 
   // Packed records leave staging; the store keeps no journal.
   EXPECT_EQ(ListDir(s_.records()), std::vector<std::string>{});
-  EXPECT_FALSE(Exists(s_.store + "/pack.journal"));
-  EXPECT_TRUE(Exists(s_.store + "/last-pack.txt"));
+  EXPECT_FALSE(Exists(staging::PackJournalFile(s_.store)));
+  EXPECT_TRUE(Exists(staging::PackReportFile(s_.store)));
 }
 
 // Issue 15, item 8: a staging store whose file system filled up (writes
@@ -165,9 +165,9 @@ TEST_F(StagingPackTest, StoreOnAFullFileSystemIsStillPacked) {
     ~Unmounter() { RunCommand({"umount", "-l", dir}); }
   } unmounter{small};
 
-  DaemonConfig c = Config("full");
+  MountConfig c = Config("full");
   c.options = {"staging_dir=" + small + "/store", "output_dir=" + s_.out, "prefix=full"};
-  StagingDaemon d(c);
+  Mount d(c);
   ASSERT_EQ(d.Start(), "");
   CommandResult sh = Shell(absl::StrCat(
       "cd ", Q("staging"), " && mkdir a b big && echo 1 > a/label && echo 2 > b/label"));
@@ -189,12 +189,12 @@ TEST_F(StagingPackTest, StoreOnAFullFileSystemIsStillPacked) {
   const auto shards = ReadPackedShards(s_.out, "full");
   ASSERT_EQ(shards.size(), 1u);
   EXPECT_EQ(shards[0].payloads.size(), 3u);
-  EXPECT_EQ(ListDir(small + "/store/records"), std::vector<std::string>{});
-  EXPECT_FALSE(Exists(small + "/store/pack.journal"));
+  EXPECT_EQ(ListDir(staging::RecordsDir(small + "/store")), std::vector<std::string>{});
+  EXPECT_FALSE(Exists(staging::PackJournalFile(small + "/store")));
 }
 
 TEST_F(StagingPackTest, BadNumericFilesFailCloseAndStayStaged) {
-  auto d = std::make_unique<StagingDaemon>(Config("bad1"));
+  auto d = std::make_unique<Mount>(Config("bad1"));
   ASSERT_EQ(d->Start(), "");
   ASSERT_EQ(::mkdir(M("staging/bad").c_str(), 0755), 0);
   ASSERT_EQ(::mkdir(M("staging/good").c_str(), 0755), 0);
@@ -283,7 +283,7 @@ TEST_F(StagingPackTest, BadNumericFilesFailCloseAndStayStaged) {
                    payloads[0], "good");
 
   // The next mount shows them; fixed, they pack.
-  d = std::make_unique<StagingDaemon>(Config("bad2"));
+  d = std::make_unique<Mount>(Config("bad2"));
   ASSERT_EQ(d->Start(), "");
   EXPECT_EQ(ReadWholeFile(M("staging/bad/count")), "12\n-");
   EXPECT_EQ(WriteAndClose(M("staging/bad/count"), "12\n13\n").close_errno, 0);
@@ -304,7 +304,7 @@ TEST_F(StagingPackTest, BadNumericFilesFailCloseAndStayStaged) {
 }
 
 TEST_F(StagingPackTest, ShardNameClashRefusesThePackAndKeepsRecords) {
-  auto d = std::make_unique<StagingDaemon>(Config("same"));
+  auto d = std::make_unique<Mount>(Config("same"));
   ASSERT_EQ(d->Start(), "");
   ASSERT_EQ(Shell("mkdir " + Q("staging/r1") + " && echo 1 > " + Q("staging/r1/id")).exit_code, 0);
   int status = 0;
@@ -313,7 +313,7 @@ TEST_F(StagingPackTest, ShardNameClashRefusesThePackAndKeepsRecords) {
   const std::string first = ReadWholeFile(s_.out + "/same-00000-of-00001.tfrecord");
 
   // Same prefix again: the shard name exists; nothing is overwritten.
-  d = std::make_unique<StagingDaemon>(Config("same"));
+  d = std::make_unique<Mount>(Config("same"));
   ASSERT_EQ(d->Start(), "");
   ASSERT_EQ(Shell("mkdir " + Q("staging/r2") + " && echo 2 > " + Q("staging/r2/id")).exit_code, 0);
   CommandResult u = d->TfrUnmount(&status);
@@ -323,7 +323,7 @@ TEST_F(StagingPackTest, ShardNameClashRefusesThePackAndKeepsRecords) {
   EXPECT_EQ(ReadWholeFile(s_.out + "/same-00000-of-00001.tfrecord"), first);
   EXPECT_EQ(ListDir(s_.records()), std::vector<std::string>{"r2"});
 
-  d = std::make_unique<StagingDaemon>(Config("other"));
+  d = std::make_unique<Mount>(Config("other"));
   ASSERT_EQ(d->Start(), "");
   EXPECT_EQ(d->TfrUnmount(&status).exit_code, 0);
   const auto payloads = AllPayloads(ReadPackedShards(s_.out, "other"));
@@ -333,7 +333,7 @@ TEST_F(StagingPackTest, ShardNameClashRefusesThePackAndKeepsRecords) {
 
 TEST_F(StagingPackTest, ShardSizeSplitsInNameOrder) {
   constexpr uint64_t kShardSize = 1024;
-  StagingDaemon d(Config("split", "1K"));
+  Mount d(Config("split", "1K"));
   ASSERT_EQ(d.Start(), "");
   // Eleven records of growing size; one bigger than a shard on its own.
   std::vector<std::string> expected;
@@ -379,9 +379,9 @@ TEST_F(StagingPackTest, ShardSizeSplitsInNameOrder) {
 
 TEST_F(StagingPackTest, RemountShowsTheNewShards) {
   // Default output_dir: the source directory itself.
-  DaemonConfig c = Config("");
+  MountConfig c = Config("");
   c.options = {"staging_dir=" + s_.store, "prefix=fresh"};
-  auto d = std::make_unique<StagingDaemon>(c);
+  auto d = std::make_unique<Mount>(c);
   ASSERT_EQ(d->Start(), "");
   ASSERT_EQ(Shell(absl::StrCat("cd ", Q("staging"),
                                " && mkdir a_one b_two && echo 42 > a_one/label && echo hi > "
@@ -393,7 +393,7 @@ TEST_F(StagingPackTest, RemountShowsTheNewShards) {
   EXPECT_EQ(d->TfrUnmount(&status).exit_code, 0);
   ASSERT_TRUE(Exists(s_.src + "/fresh-00000-of-00001.tfrecord"));
 
-  d = std::make_unique<StagingDaemon>(c);
+  d = std::make_unique<Mount>(c);
   ASSERT_EQ(d->Start(), "");
   EXPECT_EQ(ListDir(s_.mnt), (std::vector<std::string>{
                                  "base.tfrecord", "fresh-00000-of-00001.tfrecord", "staging"}));
@@ -425,13 +425,13 @@ TEST_F(StagingPackTest, KindLearnedAtCloseSurvivesARestart) {
   test::WriteShard(s_.src + "/late.tfrecord",
                    {ExamplePayload({Int64Feature("n", {0})}),
                     ExamplePayload({Int64Feature("n", {1}), FloatFeature("ratio", {2.0f, 4.0f})})});
-  auto d = std::make_unique<StagingDaemon>(Config("late1"));
+  auto d = std::make_unique<Mount>(Config("late1"));
   ASSERT_EQ(d->Start(), "");
   ASSERT_EQ(Shell("cp -r " + Q("late.tfrecord/1") + " " + Q("staging/copy")).exit_code, 0);
   EXPECT_EQ(ReadWholeFile(M("staging/copy/ratio")), "2\n4\n");
   d->KillHard();
 
-  d = std::make_unique<StagingDaemon>(Config("late2"));
+  d = std::make_unique<Mount>(Config("late2"));
   ASSERT_EQ(d->Start(), "");
   int status = 0;
   CommandResult u = d->TfrUnmount(&status);
@@ -447,7 +447,7 @@ TEST_F(StagingPackTest, RenamedNumericFileTakesItsNewFeaturesKind) {
   // validated (and tagged) as `weights`, then renamed to `label`, must pack
   // as what `label` is in the shards: the shards' kind wins over the tag the
   // file kept from its old name.
-  StagingDaemon d(Config("ren"));
+  Mount d(Config("ren"));
   ASSERT_EQ(d.Start(), "");
   ASSERT_EQ(Shell("cp -r " + Q("base.tfrecord/0") + " " + Q("staging/x") + " && cd " +
                   Q("staging/x") + " && rm label && mv weights label")
@@ -471,12 +471,12 @@ TEST_F(StagingPackTest, RenamedNumericFileTakesItsNewFeaturesKind) {
 // `ratio` ("3") packs as the float list the shards hold, not as int64. The
 // daemon learns kinds from the records it parsed and, on a miss, samples
 // further records round-robin across the shards within a budget
-// (vfs::Filesystem::KindOf).
-TEST_F(StagingPackTest, KindOfAFeatureOnlyInLaterRecordsWins) {
+// (vfs::Filesystem::feature_types).
+TEST_F(StagingPackTest, TypeOfAFeatureOnlyInLaterRecordsWins) {
   test::WriteShard(s_.src + "/late.tfrecord",
                    {ExamplePayload({Int64Feature("n", {0})}),
                     ExamplePayload({Int64Feature("n", {1}), FloatFeature("ratio", {2.5f})})});
-  StagingDaemon d(Config("later"));
+  Mount d(Config("later"));
   ASSERT_EQ(d.Start(), "");
   ASSERT_EQ(Shell("mkdir " + Q("staging/r") + " && echo 3 > " + Q("staging/r/ratio")).exit_code, 0);
   int status = 0;
@@ -490,10 +490,10 @@ TEST_F(StagingPackTest, KindOfAFeatureOnlyInLaterRecordsWins) {
 }
 
 TEST_F(StagingPackTest, FailedPackKeepsEverythingStaged) {
-  DaemonConfig c = Config("");
+  MountConfig c = Config("");
   c.options = {"staging_dir=" + s_.store, "output_dir=" + s_.tmp.path() + "/missing",
                "prefix=miss"};
-  auto d = std::make_unique<StagingDaemon>(c);
+  auto d = std::make_unique<Mount>(c);
   ASSERT_EQ(d->Start(), "");
   ASSERT_EQ(Shell("cp -r " + Q("base.tfrecord/0") + " " + Q("staging/r0")).exit_code, 0);
   int status = 0;
@@ -503,9 +503,9 @@ TEST_F(StagingPackTest, FailedPackKeepsEverythingStaged) {
   EXPECT_NE(u.out.find("missing"), std::string::npos) << u.out;
   EXPECT_EQ(ExitCodeOfWait(status), 1);
   EXPECT_EQ(ListDir(s_.records()), std::vector<std::string>{"r0"});
-  EXPECT_FALSE(Exists(s_.store + "/pack.journal"));
+  EXPECT_FALSE(Exists(staging::PackJournalFile(s_.store)));
 
-  d = std::make_unique<StagingDaemon>(Config("found"));
+  d = std::make_unique<Mount>(Config("found"));
   ASSERT_EQ(d->Start(), "");
   EXPECT_EQ(ListDir(M("staging")), std::vector<std::string>{"r0"});
   u = d->TfrUnmount(&status);
@@ -516,7 +516,7 @@ TEST_F(StagingPackTest, FailedPackKeepsEverythingStaged) {
 }
 
 TEST_F(StagingPackTest, InvalidFoldersStayStagedWithTheirReason) {
-  StagingDaemon d(Config("inv"));
+  Mount d(Config("inv"));
   ASSERT_EQ(d.Start(), "");
   ASSERT_EQ(Shell(absl::StrCat("cd ", Q("staging"),
                                " && mkdir dup link fifo ok"
@@ -550,17 +550,17 @@ TEST_F(StagingPackTest, DefaultStoreOutputDirAndPrefix) {
   // No staging options: the store goes under $XDG_STATE_HOME, the shards
   // into the (first) source directory, named staged-<UTC time>-....
   const std::string state = s_.tmp.Subdir("state");
-  DaemonConfig c = Config("");
+  MountConfig c = Config("");
   c.options.clear();
   c.env = {"XDG_STATE_HOME=" + state};
-  auto d = std::make_unique<StagingDaemon>(c);
+  auto d = std::make_unique<Mount>(c);
   ASSERT_EQ(d->Start(), "");
   ASSERT_EQ(Shell("mkdir " + Q("staging/r") + " && echo 7 > " + Q("staging/r/label")).exit_code, 0);
   const std::vector<std::string> stores = ListDir(state + "/tfrecordfs/staging");
   ASSERT_EQ(stores.size(), 1u);
   EXPECT_EQ(stores[0].rfind("src-", 0), 0u) << stores[0];
   const std::string store = state + "/tfrecordfs/staging/" + stores[0];
-  EXPECT_EQ(ReadWholeFile(store + "/records/r/label"), "7\n");
+  EXPECT_EQ(ReadWholeFile(staging::RecordsDir(store) + "/r/label"), "7\n");
   int status = 0;
   CommandResult u = d->TfrUnmount(&status);
   EXPECT_EQ(u.exit_code, 0) << u.out << u.err;
@@ -578,20 +578,14 @@ TEST_F(StagingPackTest, DefaultStoreOutputDirAndPrefix) {
   const auto payloads = AllPayloads(ReadPackedShards(s_.src, n.substr(0, 22)));
   ASSERT_EQ(payloads.size(), 1u);
   EXPECT_EQ(SingleInt(Decode(payloads[0]), "label"), 7);
-  EXPECT_EQ(ListDir(store + "/records"), std::vector<std::string>{});
+  EXPECT_EQ(ListDir(staging::RecordsDir(store)), std::vector<std::string>{});
 }
 
 TEST_F(StagingPackTest, DetachedDaemonWithRelativeDirectories) {
   // Without -f the daemon detaches (and changes to "/") once the mount is
   // ready; relative staging_dir / output_dir still mean the directory the
   // mount was started from, and `tfrecordfs unmount` waits for its pack.
-  struct Guard {
-    std::string mnt;
-    ~Guard() {
-      if (IsMounted(mnt)) mount_test::Run({"fusermount3", "-u", "-z", mnt});
-      for (pid_t p : FindDaemons(mnt)) ::kill(p, SIGKILL);
-    }
-  } guard{s_.mnt};
+  DetachedGuard guard(s_.mnt);
   CommandResult m =
       Shell("cd " + ShellQuote(s_.tmp.path()) + " && " + ShellQuote(BinaryPath()) +
             " -o staging_dir=store,output_dir=out,prefix=bg src " + ShellQuote(s_.mnt));

@@ -70,10 +70,7 @@ TEST(StagingRoundTripTest, GeneratedRecordsCopyBackUnchanged) {
 TEST(StagingRoundTripTest, RealDataRecordsCopyBackUnchanged) {
   TFRFS_SKIP_WITHOUT_FUSE();
   const std::string real = RealDataDir();
-  if (real.empty()) {
-    GTEST_SKIP() << "real-data round trip skipped: $TFRECORDFS_SOURCE_ROOT/../shared/data/real "
-                    "is absent";
-  }
+  if (real.empty()) GTEST_SKIP() << "real-data round trip skipped: " << RealDataMissing();
   Scratch s;
   // The mount mirrors the collection: uncompressed shards show as
   // directories, compressed files (GZIP/ZLIB) as plain files, left out.
@@ -87,8 +84,8 @@ TEST(StagingRoundTripTest, RealDataRecordsCopyBackUnchanged) {
   // First pass: which files the mount shows as shards.
   std::set<std::string> shard_names;
   {
-    DaemonConfig c = PackConfig(s, {real}, "probe");
-    StagingDaemon d(c);
+    MountConfig c = PackConfig(s, {real}, "probe");
+    Mount d(c);
     ASSERT_EQ(d.Start(), "");
     for (const std::string& f : files) {
       const std::string rel = f.substr(real.size() + 1);

@@ -68,7 +68,7 @@ class StagingToolsTest : public ::testing::Test {
 // `label` behind; before, that empty file packed as an empty int64 list
 // and the unmount said `result: ok`.
 TEST_F(StagingToolsTest, RefusedWriteKeepsItsRecordStagedWithTheReason) {
-  StagingDaemon d(PackConfig(s_, {s_.src}, "refused"));
+  Mount d(PackConfig(s_, {s_.src}, "refused"));
   ASSERT_EQ(d.Start(), "");
   ASSERT_EQ(Bash("mkdir " + Q("staging/oops") + " " + Q("staging/img") + " " + Q("staging/fixed") +
                  " " + Q("staging/ok"))
@@ -142,7 +142,7 @@ TEST_F(StagingToolsTest, RefusedWriteKeepsItsRecordStagedWithTheReason) {
 
   // The mark is on the staged file itself: the next mount still refuses the
   // record until the file is written again.
-  StagingDaemon again(PackConfig(s_, {s_.src}, "again"));
+  Mount again(PackConfig(s_, {s_.src}, "again"));
   ASSERT_EQ(again.Start(), "");
   EXPECT_NE(ErrorAttr("staging/oops/label").find("write refused"), std::string::npos);
   EXPECT_EQ(Bash("echo 7 > " + Q("staging/oops/label")).exit_code, 0);
@@ -160,7 +160,7 @@ TEST_F(StagingToolsTest, RefusedWriteKeepsItsRecordStagedWithTheReason) {
 // rename it over the file they edit. sed's `sedXXXXXX` was checked as a
 // numeric feature at write(): `sed -i` failed on every text file.
 TEST_F(StagingToolsTest, EditorsAndToolsThatRenameWork) {
-  StagingDaemon d(PackConfig(s_, {s_.src}, "tools"));
+  Mount d(PackConfig(s_, {s_.src}, "tools"));
   ASSERT_EQ(d.Start(), "");
   const std::string in = s_.tmp.Subdir("in");
   WriteWholeFile(in + "/label", "5\n");
@@ -227,7 +227,7 @@ TEST_F(StagingToolsTest, EditorsAndToolsThatRenameWork) {
 // renamed onto the feature's file, is refused at rename (EINVAL); the file
 // keeps its content and the record packs.
 TEST_F(StagingToolsTest, BadContentRenamedOntoAFeatureIsRefused) {
-  StagingDaemon d(PackConfig(s_, {s_.src}, "ren"));
+  Mount d(PackConfig(s_, {s_.src}, "ren"));
   ASSERT_EQ(d.Start(), "");
   ASSERT_EQ(Bash("mkdir " + Q("staging/r") + " && echo 3 > " + Q("staging/r/label")).exit_code, 0);
   CommandResult sed = Bash("sed -i 's/3/three/' " + Q("staging/r/label"));
@@ -266,7 +266,7 @@ TEST_F(StagingToolsTest, BadContentRenamedOntoAFeatureIsRefused) {
 // Item 13: `cp -r` of a mounted record asks for its 0444 files and 0555
 // folders; staged, they get the owner's write (and search) bits.
 TEST_F(StagingToolsTest, CopiedRecordsAreTheUsersToEdit) {
-  StagingDaemon d(PackConfig(s_, {s_.src}, "modes"));
+  Mount d(PackConfig(s_, {s_.src}, "modes"));
   ASSERT_EQ(d.Start(), "");
   CommandResult cp = Bash("cp -r " + Q("base.tfrecord/1") + " " + Q("staging/"));
   ASSERT_EQ(cp.exit_code, 0) << cp.err;
@@ -301,7 +301,7 @@ TEST_F(StagingToolsTest, StatusUsageAndExitCodes) {
   EXPECT_EQ(none.exit_code, 3) << none.out;
   EXPECT_NE(none.err.find("not a live tfrecordfs mount"), std::string::npos) << none.err;
 
-  StagingDaemon d(PackConfig(s_, {s_.src}, "st"));
+  Mount d(PackConfig(s_, {s_.src}, "st"));
   ASSERT_EQ(d.Start(), "");
   CommandResult empty = Status({s_.mnt});
   EXPECT_EQ(empty.exit_code, 0) << empty.out << empty.err;

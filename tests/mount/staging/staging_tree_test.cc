@@ -31,8 +31,8 @@ class StagingTreeTest : public ::testing::Test {
          ExamplePayload({Int64Feature("label", {2}), FloatFeature("scores", {1.5f})})});
   }
 
-  DaemonConfig Config(const std::string& prefix, std::vector<std::string> extra = {}) const {
-    DaemonConfig c;
+  MountConfig Config(const std::string& prefix, std::vector<std::string> extra = {}) const {
+    MountConfig c;
     c.sources = {s_.src};
     c.mountpoint = s_.mnt;
     c.options = PackOptions(s_, prefix);
@@ -56,7 +56,7 @@ struct stat Stat(const std::string& path) {
 }
 
 TEST_F(StagingTreeTest, OrdinaryWritableTree) {
-  StagingDaemon d(Config("tree"));
+  Mount d(Config("tree"));
   ASSERT_EQ(d.Start(), "");
   const std::string st = M("staging");
   ASSERT_TRUE(IsDir(st));
@@ -202,7 +202,7 @@ TEST_F(StagingTreeTest, OrdinaryWritableTree) {
 }
 
 TEST_F(StagingTreeTest, OutsideStagingIsReadOnly) {
-  StagingDaemon d(Config("ro"));
+  Mount d(Config("ro"));
   ASSERT_EQ(d.Start(), "");
   EXPECT_EQ(::mkdir(M("newdir").c_str(), 0755), -1);
   EXPECT_EQ(errno, EROFS);
@@ -234,7 +234,7 @@ TEST_F(StagingTreeTest, StagingNameOptionAndClash) {
   std::filesystem::create_directories(s_.src + "/staging/inner");
   WriteWholeFile(s_.src + "/staging/inner/file.txt", "source data\n");
   {
-    StagingDaemon d(Config("x"));
+    Mount d(Config("x"));
     EXPECT_EQ(d.RunExpectingFailure(), 1) << d.Stderr();
     EXPECT_NE(d.Stderr().find("clashes"), std::string::npos) << d.Stderr();
     EXPECT_NE(d.Stderr().find("staging=NAME"), std::string::npos) << d.Stderr();
@@ -242,20 +242,20 @@ TEST_F(StagingTreeTest, StagingNameOptionAndClash) {
   }
   // A clash with a shard shown at the root too.
   {
-    StagingDaemon d(Config("x", {"staging=base.tfrecord"}));
+    Mount d(Config("x", {"staging=base.tfrecord"}));
     EXPECT_EQ(d.RunExpectingFailure(), 1) << d.Stderr();
     EXPECT_NE(d.Stderr().find("clashes"), std::string::npos) << d.Stderr();
   }
   // Not a plain name: a usage error.
   {
-    StagingDaemon d(Config("x", {"staging=a/b"}));
+    Mount d(Config("x", {"staging=a/b"}));
     EXPECT_EQ(d.RunExpectingFailure(), 2) << d.Stderr();
-    StagingDaemon e(Config("x", {"staging=.."}));
+    Mount e(Config("x", {"staging=.."}));
     EXPECT_EQ(e.RunExpectingFailure(), 2) << e.Stderr();
   }
   // Renamed: `incoming` is the writable folder, the source's `staging` is
   // an ordinary read-only directory.
-  StagingDaemon d(Config("named", {"staging=incoming"}));
+  Mount d(Config("named", {"staging=incoming"}));
   ASSERT_EQ(d.Start(), "");
   EXPECT_EQ(ListDir(s_.mnt), (std::vector<std::string>{"base.tfrecord", "incoming", "staging"}));
   EXPECT_EQ(ReadWholeFile(M("staging/inner/file.txt")), "source data\n");
@@ -277,7 +277,7 @@ TEST_F(StagingTreeTest, StagingNameOptionAndClash) {
 }
 
 TEST_F(StagingTreeTest, CopiesThatPreserveOwnershipAndModes) {
-  StagingDaemon d(Config("keep"));
+  Mount d(Config("keep"));
   ASSERT_EQ(d.Start(), "");
   // cp -a / cp -p chown to the owner they read (the mounting user): a no-op
   // that must succeed, or cp fails the copy.
@@ -314,12 +314,12 @@ TEST_F(StagingTreeTest, CopiesThatPreserveOwnershipAndModes) {
 }
 
 TEST_F(StagingTreeTest, OneMountPerStagingStore) {
-  StagingDaemon d(Config("lock"));
+  Mount d(Config("lock"));
   ASSERT_EQ(d.Start(), "");
   TempDir other;
-  DaemonConfig c = Config("lock2");
+  MountConfig c = Config("lock2");
   c.mountpoint = other.Subdir("mnt");
-  StagingDaemon e(c);
+  Mount e(c);
   EXPECT_EQ(e.RunExpectingFailure(), 1);
   EXPECT_NE(e.Stderr().find("in use by another read-write tfrecordfs mount"), std::string::npos)
       << e.Stderr();
@@ -332,7 +332,7 @@ TEST_F(StagingTreeTest, OneMountPerStagingStore) {
 }
 
 TEST_F(StagingTreeTest, BusyMountIsNotUnmounted) {
-  StagingDaemon d(Config("busy"));
+  Mount d(Config("busy"));
   ASSERT_EQ(d.Start(), "");
   ASSERT_EQ(::mkdir(M("staging/r").c_str(), 0755), 0);
   const int fd = ::open(M("staging/r/label").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -353,7 +353,7 @@ TEST_F(StagingTreeTest, BusyMountIsNotUnmounted) {
 }
 
 TEST_F(StagingTreeTest, LargeFolderListsAndRemovesCompletely) {
-  StagingDaemon d(Config("large"));
+  Mount d(Config("large"));
   ASSERT_EQ(d.Start(), "");
   constexpr int kFiles = 1500;  // many readdir batches
   ASSERT_EQ(::mkdir(M("staging/big").c_str(), 0755), 0);
@@ -382,7 +382,7 @@ TEST_F(StagingTreeTest, LargeFolderListsAndRemovesCompletely) {
 }
 
 TEST_F(StagingTreeTest, StagedBytesSurviveSigkill) {
-  auto d = std::make_unique<StagingDaemon>(Config("k1"));
+  auto d = std::make_unique<Mount>(Config("k1"));
   ASSERT_EQ(d->Start(), "");
   ASSERT_EQ(Shell("cd " + ShellQuote(M("staging")) +
                   " && mkdir a b && echo 5 > a/label && printf 'x\\ny\\n' > a/tags.txt"
@@ -401,7 +401,7 @@ TEST_F(StagingTreeTest, StagedBytesSurviveSigkill) {
   EXPECT_EQ(ReadWholeFile(Backing("a/tags.txt")), "x\ny\n");
 
   // The next mount shows the same staging contents (names, types, bytes).
-  d = std::make_unique<StagingDaemon>(Config("k2"));
+  d = std::make_unique<Mount>(Config("k2"));
   ASSERT_EQ(d->Start(), "");
   const auto after = WalkTree(M("staging"));
   ASSERT_EQ(after.size(), before.size());
@@ -426,7 +426,7 @@ TEST_F(StagingTreeTest, StagedBytesSurviveSigkill) {
 }
 
 TEST_F(StagingTreeTest, SigkillWhileAFileIsBeingWritten) {
-  auto d = std::make_unique<StagingDaemon>(Config("w1"));
+  auto d = std::make_unique<Mount>(Config("w1"));
   ASSERT_EQ(d->Start(), "");
   ASSERT_EQ(::mkdir(M("staging/rec").c_str(), 0755), 0);
   const int fd = ::open(M("staging/rec/label").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -443,7 +443,7 @@ TEST_F(StagingTreeTest, SigkillWhileAFileIsBeingWritten) {
   ::close(fd2);
   EXPECT_EQ(ReadWholeFile(Backing("rec/label")), "1\n2\n");
 
-  d = std::make_unique<StagingDaemon>(Config("w2"));
+  d = std::make_unique<Mount>(Config("w2"));
   ASSERT_EQ(d->Start(), "");
   EXPECT_EQ(ReadWholeFile(M("staging/rec/label")), "1\n2\n");
   EXPECT_EQ(ReadWholeFile(M("staging/rec/big.bin")), chunk);

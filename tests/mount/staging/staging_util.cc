@@ -2,9 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,7 +17,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "testing/shard.h"
 #include "tfrecordfs/base/file.h"
@@ -55,86 +52,14 @@ std::vector<std::string> PackOptions(const Scratch& s, const std::string& prefix
   return o;
 }
 
-DaemonConfig PackConfig(const Scratch& s, std::vector<std::string> sources,
-                        const std::string& prefix, const std::string& shard_size) {
-  DaemonConfig c;
+MountConfig PackConfig(const Scratch& s, std::vector<std::string> sources,
+                       const std::string& prefix, const std::string& shard_size) {
+  MountConfig c;
   c.sources = std::move(sources);
   c.mountpoint = s.mnt;
   c.options = PackOptions(s, prefix, shard_size);
   c.log_dir = s.logs;
   return c;
-}
-
-// ---- StagingDaemon ----
-
-StagingDaemon::StagingDaemon(DaemonConfig config) : config_(std::move(config)) {}
-
-StagingDaemon::~StagingDaemon() = default;
-
-std::string StagingDaemon::Start() {
-  static int serial = 0;
-  const std::string stem = config_.log_dir + "/daemon-" + std::to_string(++serial);
-  test::DaemonSpec spec;
-  spec.argv = {BinaryPath(), "-f"};
-  if (!config_.options.empty()) {
-    spec.argv.push_back("-o");
-    spec.argv.push_back(absl::StrJoin(config_.options, ","));
-  }
-  spec.argv.insert(spec.argv.end(), config_.sources.begin(), config_.sources.end());
-  spec.argv.push_back(config_.mountpoint);
-  spec.mountpoint = config_.mountpoint;
-  // The fault hook is the daemon's only: never inherited from the test.
-  spec.env.push_back(config_.fault.empty() ? "TFRECORDFS_FAULT"
-                                           : "TFRECORDFS_FAULT=" + config_.fault);
-  spec.env.insert(spec.env.end(), config_.env.begin(), config_.env.end());
-  spec.stdout_path = stem + ".stdout";
-  spec.stderr_path = stem + ".stderr";
-  daemon_.emplace(std::move(spec));
-  return daemon_->Start();
-}
-
-int StagingDaemon::RunExpectingFailure() {
-  const std::string err = Start();
-  if (err.empty()) return -1;  // it mounted
-  const std::optional<int> early = daemon_->early_status();
-  return early ? ExitCodeOfWait(*early) : -1;
-}
-
-bool StagingDaemon::WaitExit(int* status) { return daemon_ && daemon_->WaitExit(status); }
-
-bool StagingDaemon::Unmount(int* status, std::string* error) {
-  if (!daemon_) {
-    *error = "daemon not running";
-    return false;
-  }
-  return daemon_->Unmount(status, error);
-}
-
-CommandResult StagingDaemon::TfrUnmount(int* status) {
-  CommandResult r = Run({BinaryPath(), "unmount", config_.mountpoint});
-  if (!WaitExit(status)) {
-    ADD_FAILURE() << "daemon did not end after `tfrecordfs unmount` (exit " << r.exit_code
-                  << "): " << r.err;
-  }
-  return r;
-}
-
-void StagingDaemon::KillHard() {
-  if (daemon_) daemon_->KillAndReap(SIGKILL);
-  CleanStaleMount(config_.mountpoint);
-}
-
-pid_t StagingDaemon::pid() const { return daemon_ ? daemon_->pid() : -1; }
-
-std::string StagingDaemon::Stderr() const { return daemon_ ? daemon_->Stderr() : ""; }
-
-bool KilledBySigkill(int status) { return WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL; }
-
-void CleanStaleMount(const std::string& mnt) {
-  if (!IsMounted(mnt)) return;
-  CommandResult r = Run({"fusermount3", "-u", "-z", mnt});
-  EXPECT_EQ(r.exit_code, 0) << "fusermount3 -u -z " << mnt << ": " << r.err;
-  EXPECT_TRUE(WaitUntil([&] { return !IsMounted(mnt); })) << mnt << " stays mounted";
 }
 
 WriteOutcome WriteAndClose(const std::string& path, const std::string& bytes) {
@@ -323,18 +248,10 @@ std::optional<int64_t> SingleInt(const DecodedRecord& r, const std::string& name
   return it->second.int64s[0];
 }
 
-std::string RealDataDir() {
-  const char* root = std::getenv("TFRECORDFS_SOURCE_ROOT");
-  if (root == nullptr || *root == '\0') return "";
-  const std::string dir = std::string(root) + "/../shared/data/real";
-  return IsDir(dir) ? dir : "";
-}
-
 std::vector<std::string> CopyAndPack(const Scratch& s, const std::vector<std::string>& sources,
                                      const std::vector<std::string>& froms,
                                      const std::string& prefix) {
-  DaemonConfig c = PackConfig(s, sources, prefix);
-  StagingDaemon d(c);
+  Mount d(PackConfig(s, sources, prefix));
   const std::string started = d.Start();
   EXPECT_EQ(started, "");
   if (!started.empty()) return {};

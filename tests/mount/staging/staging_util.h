@@ -1,15 +1,9 @@
 // Helpers for the staging / repack real-mount tests (tests/mount/staging/).
 //
-// StagingDaemon runs `tfrecordfs -f -o staging_dir=...,output_dir=...,...
-// SOURCE... MNT` as a child of the test on the same test::Daemon as
-// mount_harness.h's Mount (tests/testing/daemon.h), but with the options,
-// mount point and log directory the test chooses, and gives the test what
-// crash tests need: the raw wait status of the daemon, an environment of its
-// own (TFRECORDFS_FAULT, see repack/pack.h), a hard kill, and `tfrecordfs
-// unmount`. Readiness is polled in /proc/self/mountinfo with a bounded
-// deadline; nothing sleeps a fixed time.
-//
-// The rest reads packed shards back with the project's own reader
+// The daemons are mount_harness.h's Mount, run with a MountConfig that puts
+// the mount point, staging_dir, output_dir and logs in one Scratch (and,
+// for crash tests, TFRECORDFS_FAULT: see repack/pack.h). The rest reads
+// packed shards back with the project's own reader
 // (record::ForEachRecordInBuffer) and compares records feature by feature
 // (example::DecodeExample; floats bit for bit).
 //
@@ -43,19 +37,6 @@ struct Scratch {
   std::string records() const { return store + "/records"; }
 };
 
-struct DaemonConfig {
-  std::vector<std::string> sources;
-  std::string mountpoint;
-  // Joined with ',' into one `-o` argument when not empty.
-  std::vector<std::string> options;
-  // TFRECORDFS_FAULT for the daemon only ("" = unset).
-  std::string fault;
-  // More NAME=VALUE environment entries for the daemon (override ours).
-  std::vector<std::string> env;
-  // Directory for the daemon's stdout/stderr files.
-  std::string log_dir;
-};
-
 // `staging_dir=S,output_dir=O,prefix=P,shard_size=Z` (empty parts left out).
 std::vector<std::string> PackOptions(const Scratch& s, const std::string& prefix,
                                      const std::string& shard_size = "");
@@ -63,42 +44,8 @@ std::vector<std::string> PackOptions(const Scratch& s, const std::string& prefix
 // The usual daemon of a test: `sources` mounted at s.mnt with
 // PackOptions(s, prefix, shard_size), logs in s.logs, no fault, no extra
 // environment.
-DaemonConfig PackConfig(const Scratch& s, std::vector<std::string> sources,
-                        const std::string& prefix, const std::string& shard_size = "");
-
-class StagingDaemon {
- public:
-  explicit StagingDaemon(DaemonConfig config);
-  ~StagingDaemon();  // lazy unmount, SIGTERM, then SIGKILL if still around
-  StagingDaemon(const StagingDaemon&) = delete;
-  StagingDaemon& operator=(const StagingDaemon&) = delete;
-
-  // Spawns the daemon and waits until MNT is a fuse.tfrecordfs mount.
-  // Returns "" or why not (with the daemon's stderr).
-  std::string Start();
-  // Runs the daemon to completion without expecting a mount (for option
-  // errors): returns its exit code, or -1 when it mounted or was signalled.
-  int RunExpectingFailure();
-
-  // `fusermount3 -u MNT` then waits for the daemon to end. Returns false
-  // (and why in *error) when unmount fails or the daemon does not end;
-  // *status gets the waitpid status.
-  bool Unmount(int* status, std::string* error);
-  // `tfrecordfs unmount MNT` (which waits for the pack), then reaps the
-  // daemon into *status.
-  CommandResult TfrUnmount(int* status);
-  // Waits for the daemon to end (bounded); false on timeout.
-  bool WaitExit(int* status);
-  // kill -9 the daemon, reap it, and lazily unmount the dead mount.
-  void KillHard();
-
-  pid_t pid() const;
-  std::string Stderr() const;
-
- private:
-  DaemonConfig config_;
-  std::optional<test::Daemon> daemon_;  // from Start() on
-};
+MountConfig PackConfig(const Scratch& s, std::vector<std::string> sources,
+                       const std::string& prefix, const std::string& shard_size = "");
 
 // Mounts `sources` with PackOptions(s, prefix), copies each mount-relative
 // record folder froms[i] to MNT/staging/cNNNN with `cp -r` (one shell; name
@@ -108,16 +55,6 @@ class StagingDaemon {
 std::vector<std::string> CopyAndPack(const Scratch& s, const std::vector<std::string>& sources,
                                      const std::vector<std::string>& froms,
                                      const std::string& prefix);
-
-// Human-readable waitpid status ("exit code 1", "signal Killed") and the
-// exit code (-1 when signalled): tests/testing/process.h.
-using test::DescribeWait;
-using test::ExitCodeOfWait;
-bool KilledBySigkill(int status);
-
-// If MNT is still (or stale-ly) mounted, `fusermount3 -u -z` and wait until
-// it is gone.
-void CleanStaleMount(const std::string& mnt);
 
 // open(O_WRONLY|O_CREAT|O_TRUNC) + write + close, each errno recorded.
 struct WriteOutcome {
@@ -178,9 +115,6 @@ std::string ExamplePayload(std::vector<OwnedFeature> features);
 
 // The record's int64 feature `name` with exactly one value, or nullopt.
 std::optional<int64_t> SingleInt(const DecodedRecord& r, const std::string& name);
-
-// $TFRECORDFS_SOURCE_ROOT/../shared/data/real, or "" when absent.
-std::string RealDataDir();
 
 }  // namespace tfrecordfs::mount_test::staging_test
 

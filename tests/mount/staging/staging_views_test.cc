@@ -95,8 +95,8 @@ TEST(StagingViewsTest, NamesThatAllWantRecordBinListAndPackBack) {
   const std::string plain = ExamplePayload({Int64Feature("label", {3})});
   test::WriteShard(s.src + "/clash.tfrecord", {plain, clash, plain});
   {
-    DaemonConfig c = PackConfig(s, {s.src}, "v");
-    StagingDaemon d(c);
+    MountConfig c = PackConfig(s, {s.src}, "v");
+    Mount d(c);
     ASSERT_EQ(d.Start(), "");
     CommandResult ls = Shell("ls -R " + ShellQuote(s.mnt + "/clash.tfrecord"));
     EXPECT_EQ(ls.exit_code, 0) << ls.err << "\ndaemon:\n" << d.Stderr();
@@ -131,8 +131,8 @@ TEST(StagingViewsTest, BroadcastTensorsListWithoutExpandingAndReadRight) {
   const std::string payload = ExamplePayload(std::move(features));
   ASSERT_LT(payload.size(), 1024u);  // a few hundred bytes of record
   test::WriteShard(s.src + "/b.tfrecord", {payload});
-  DaemonConfig c = PackConfig(s, {s.src}, "b");
-  StagingDaemon d(c);
+  MountConfig c = PackConfig(s, {s.src}, "b");
+  Mount d(c);
   ASSERT_EQ(d.Start(), "");
   const long before = PeakRssKiB(d.pid());
   ASSERT_GT(before, 0);
@@ -264,8 +264,8 @@ TEST(StagingViewsTest, NumpyLoadsEveryNpyTheMountShows) {
        BytesFeature("floats", {Tensor(tensor::DataType::kFloat, {2, 3}, std::string(24, '\x01'))}),
        BytesFeature("fill", {BroadcastTensor(tensor::DataType::kInt16, {3, 0x10001}, 9)})});
   test::WriteShard(s.src + "/n.tfrecord", {payload});
-  DaemonConfig c = PackConfig(s, {s.src}, "n");
-  StagingDaemon d(c);
+  MountConfig c = PackConfig(s, {s.src}, "n");
+  Mount d(c);
   ASSERT_EQ(d.Start(), "");
   CommandResult py = RunCommand({"/usr/bin/python3", "-c",
                                  "import numpy, os, sys\n"

@@ -212,37 +212,21 @@ pid_t SpawnShell(const std::string& script) {
   return pid;
 }
 
-class StressTest : public ::testing::Test {
+class StressTest : public GeneratedMountTestBase {
  protected:
-  void SetUp() override {
-    TFRFS_SKIP_WITHOUT_FUSE();
-    src_ = tmp_.Subdir("src");
-    ds_ = WriteDataset(src_, kSeed);
-    ASSERT_FALSE(HasFatalFailure());
+  // timeout=0: no kernel caching of names and attributes, so lookups and
+  // stats reach the daemon every time.
+  StressTest() : GeneratedMountTestBase(kSeed, {"-o", "timeout=0"}) {
 #if defined(__SANITIZE_ADDRESS__)
     // ASan holds freed memory in a quarantine (256 MB by default), which
-    // would read as growth; keep it small for the daemon started below.
+    // would read as growth; keep it small for the daemon SetUp starts.
     const char* asan = std::getenv("ASAN_OPTIONS");
     ::setenv(
         "ASAN_OPTIONS",
         absl::StrCat(asan ? asan : "", asan && *asan ? ":" : "", "quarantine_size_mb=16").c_str(),
         1);
 #endif
-    // timeout=0: no kernel caching of names and attributes, so lookups and
-    // stats reach the daemon every time.
-    ASSERT_EQ(mount_.Start({src_}, {"-o", "timeout=0"}), "");
   }
-  void TearDown() override {
-    if (mount_.pid() <= 0) return;
-    std::string err;
-    EXPECT_EQ(mount_.Stop(&err), 0) << "daemon exit status after unmount; " << err << "\nstderr:\n"
-                                    << mount_.Stderr();
-  }
-
-  TempDir tmp_;
-  std::string src_;
-  GenDataset ds_;
-  Mount mount_;
 };
 
 TEST_F(StressTest, ReadersListersAndCopiersSeeNoErrorsAndMemoryStaysFlat) {
@@ -342,68 +326,14 @@ TEST_F(StressTest, ReadersListersAndCopiersSeeNoErrorsAndMemoryStaysFlat) {
 
 // ---- Unmounting under load ----
 
-// These tests end the daemon themselves (lazy unmount, SIGTERM), so they
-// start it themselves too rather than through Mount, whose Stop() and
-// destructor expect to do the unmounting.
-class Daemon {
- public:
-  ~Daemon() {
-    if (!mnt_.empty() && IsMounted(mnt_)) mount_test::Run({"fusermount3", "-u", "-z", mnt_});
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  std::string Start(const TempDir& tmp, const std::string& src) {
-    mnt_ = tmp.Subdir("mnt");
-    stderr_ = tmp.path() + "/daemon.stderr";
-    std::vector<std::string> args = {BinaryPath(), "-f", "-o", "staging_dir=" + tmp.Subdir("store"),
-                                     src,          mnt_};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 2, stderr_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int rc = ::posix_spawn(&pid_, args[0].c_str(), &fa, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) {
-      pid_ = -1;
-      return std::string("spawn: ") + std::strerror(rc);
-    }
-    if (!WaitUntil([&] { return IsMounted(mnt_, "fuse.tfrecordfs"); })) {
-      return "not mounted in time; stderr:\n" + ReadWholeFile(stderr_);
-    }
-    return "";
-  }
-  // Waits (bounded) for the daemon to exit; *status gets its wait status.
-  bool Wait(int* status) {
-    if (pid_ <= 0) return false;
-    if (!WaitUntil([&] { return ::waitpid(pid_, status, WNOHANG) == pid_; })) return false;
-    pid_ = -1;
-    return true;
-  }
-  std::string path(const std::string& rel) const { return mnt_ + "/" + rel; }
-  const std::string& mountpoint() const { return mnt_; }
-  pid_t pid() const { return pid_; }
-  std::string Stderr() const { return ReadWholeFile(stderr_); }
-
- private:
-  std::string mnt_, stderr_;
-  pid_t pid_ = -1;
-};
-
-class UnmountTest : public ::testing::Test {
+// These tests end the daemon themselves (lazy unmount, SIGTERM) and then
+// wait for it to exit.
+class UnmountTest : public GeneratedMountTestBase {
  protected:
-  void SetUp() override {
-    TFRFS_SKIP_WITHOUT_FUSE();
-    src_ = tmp_.Subdir("src");
-    ds_ = WriteDataset(src_, kSeed);
-    ASSERT_FALSE(HasFatalFailure());
-    ASSERT_EQ(daemon_.Start(tmp_, src_), "");
-  }
+  UnmountTest() : GeneratedMountTestBase(kSeed) {}
+  // Nothing to unmount: each test ends the daemon (ExpectCleanExit), and
+  // after a failure the Mount's destructor cleans up.
+  void TearDown() override {}
 
   // The largest file of the dataset, and its content.
   std::pair<std::string, std::string> BigFile() {
@@ -416,41 +346,36 @@ class UnmountTest : public ::testing::Test {
 
   void ExpectCleanExit() {
     int status = 0;
-    ASSERT_TRUE(daemon_.Wait(&status))
+    ASSERT_TRUE(mount_.WaitExit(&status))
         << "daemon still running " << kWaitLimit.count() << " s after its mount went away";
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
         << (WIFSIGNALED(status) ? "killed by signal " : "exit status ")
         << (WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status)) << "\nstderr:\n"
-        << daemon_.Stderr();
-    EXPECT_FALSE(IsMounted(daemon_.mountpoint()));
+        << mount_.Stderr();
+    EXPECT_FALSE(IsMounted(mount_.mountpoint()));
   }
-
-  TempDir tmp_;
-  std::string src_;
-  GenDataset ds_;
-  Daemon daemon_;
 };
 
 TEST_F(UnmountTest, LazyUnmountWithOpenFileAndDirectory) {
   const auto [rel, content] = BigFile();
   ASSERT_FALSE(content.empty());
-  const int fd = ::open(daemon_.path(rel).c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(mount_.path(rel).c_str(), O_RDONLY | O_CLOEXEC);
   ASSERT_GE(fd, 0);
-  DIR* dir = ::opendir(daemon_.path(kShardBig).c_str());
+  DIR* dir = ::opendir(mount_.path(kShardBig).c_str());
   ASSERT_NE(dir, nullptr);
 
   // A plain unmount of a busy mount is refused, and the mount keeps serving.
-  CommandResult busy = mount_test::Run({"fusermount3", "-u", daemon_.mountpoint()});
+  CommandResult busy = mount_test::Run({"fusermount3", "-u", mount_.mountpoint()});
   EXPECT_NE(busy.exit_code, 0) << "unmount of a busy mount succeeded";
-  EXPECT_TRUE(IsMounted(daemon_.mountpoint(), "fuse.tfrecordfs"));
+  EXPECT_TRUE(IsMounted(mount_.mountpoint(), "fuse.tfrecordfs"));
   std::string buf(content.size(), '\0');
   EXPECT_EQ(::pread(fd, buf.data(), buf.size(), 0), static_cast<ssize_t>(content.size()));
   EXPECT_TRUE(buf == content);
 
   // A lazy unmount detaches at once; open handles keep working.
-  CommandResult lazy = mount_test::Run({"fusermount3", "-u", "-z", daemon_.mountpoint()});
+  CommandResult lazy = mount_test::Run({"fusermount3", "-u", "-z", mount_.mountpoint()});
   ASSERT_EQ(lazy.exit_code, 0) << lazy.err;
-  EXPECT_FALSE(IsMounted(daemon_.mountpoint()));
+  EXPECT_FALSE(IsMounted(mount_.mountpoint()));
   buf.assign(content.size(), '\0');
   EXPECT_EQ(::pread(fd, buf.data(), buf.size(), 0), static_cast<ssize_t>(content.size()));
   EXPECT_TRUE(buf == content);
@@ -459,7 +384,7 @@ TEST_F(UnmountTest, LazyUnmountWithOpenFileAndDirectory) {
   while (dirent* e = ::readdir(dir)) n += e->d_name[0] != '.';
   EXPECT_EQ(errno, 0);
   EXPECT_EQ(n, ds_.Shard(kShardBig).records.size());
-  EXPECT_EQ(::kill(daemon_.pid(), 0), 0) << "daemon exited with handles still open";
+  EXPECT_EQ(::kill(mount_.pid(), 0), 0) << "daemon exited with handles still open";
 
   // When the last handle goes, the daemon exits cleanly.
   ::closedir(dir);
@@ -471,7 +396,7 @@ TEST_F(UnmountTest, LazyUnmountWithOpenFileAndDirectory) {
 // (a lazy unmount, or SIGTERM to the daemon). Reads either return the right
 // bytes or fail (ENOTCONN after the daemon is gone); none hangs, and the
 // daemon exits 0.
-void ReadersDuringUnmount(Daemon* daemon, const std::string& rel, const std::string& content,
+void ReadersDuringUnmount(Mount* daemon, const std::string& rel, const std::string& content,
                           bool sigterm) {
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> reads{0}, bad{0}, failed{0};
@@ -518,7 +443,7 @@ void ReadersDuringUnmount(Daemon* daemon, const std::string& rel, const std::str
   }
   stop.store(true);
   // Bounded: a reader stuck in the kernel would show here, not hang the test
-  // (the Daemon destructor's SIGKILL then aborts the connection and frees it).
+  // (the Mount destructor's SIGTERM, then SIGKILL, aborts the connection and frees it).
   const bool finished = WaitUntil([&] { return running.load() == 0; });
   EXPECT_TRUE(finished) << running.load() << " reader(s) still inside read()";
   if (!finished) {
@@ -532,14 +457,14 @@ void ReadersDuringUnmount(Daemon* daemon, const std::string& rel, const std::str
 TEST_F(UnmountTest, LazyUnmountWhileReadersAreMidRead) {
   const auto [rel, content] = BigFile();
   ASSERT_GE(content.size(), 4096u);
-  ReadersDuringUnmount(&daemon_, rel, content, /*sigterm=*/false);
+  ReadersDuringUnmount(&mount_, rel, content, /*sigterm=*/false);
   ExpectCleanExit();
 }
 
 TEST_F(UnmountTest, SigtermWhileReadersAreMidRead) {
   const auto [rel, content] = BigFile();
   ASSERT_GE(content.size(), 4096u);
-  ReadersDuringUnmount(&daemon_, rel, content, /*sigterm=*/true);
+  ReadersDuringUnmount(&mount_, rel, content, /*sigterm=*/true);
   ExpectCleanExit();
 }
 

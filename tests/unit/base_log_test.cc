@@ -1,8 +1,6 @@
 // What the daemon's log file holds: rotation when a mount starts
 // (base/log.h), and a damaged record logged once however often it is read
 // (vfs, through its public operations).
-#include "tfrecordfs/base/log.h"
-
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "testing/shard.h"
 #include "testing/temp_dir.h"
+#include "tfrecordfs/base/log.h"
 #include "tfrecordfs/vfs/filesystem.h"
 
 namespace tfrecordfs {

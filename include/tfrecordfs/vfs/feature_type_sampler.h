@@ -1,9 +1,9 @@
-// The kinds of the feature names in the mounted shards, for the staging
-// area's reverse direction (staging::FeatureHint: a staged `label` file
-// must parse as the kind `label` has in the shards).
+// The types of the feature names in the mounted shards (naming::FeatureType),
+// for the staging area's checks: the mount's naming::FeatureTypes.
 //
-// Kinds are learnt from every record the mount parses (Learn); a name not
-// known that way is looked for by sampling more records (HintOf): round-robin
+// Types are learnt from every record the mount parses (Learn, which
+// RecordView calls); a name not known that way is looked for by sampling
+// more records (Lookup): round-robin
 // across the shards (record 0 of every shard, then record 1 of every shard,
 // ...), resuming where the previous sampling stopped, and ending as soon as
 // the name is found. Sampled records are read and decoded without entering
@@ -20,13 +20,13 @@
 //
 // Thread-safety (locks are tfrecordfs::Mutex, base/mutex.h: what
 // ABSL_GUARDED_BY says is checked by scripts/thread-safety): all methods may
-// be called concurrently. Lock order: sample_mu_, then kinds_mu_; kinds_mu_
+// be called concurrently. Lock order: sample_mu_, then types_mu_; types_mu_
 // is a leaf (nothing is acquired while holding it) and is never held while a
-// record is read or decoded, so a known name is answered under kinds_mu_
+// record is read or decoded, so a known name is answered under types_mu_
 // alone while another sampling runs; sampling is serialised by sample_mu_
 // (concurrent misses wait for it, then look again).
-#ifndef TFRECORDFS_VFS_KIND_SAMPLER_H_
-#define TFRECORDFS_VFS_KIND_SAMPLER_H_
+#ifndef TFRECORDFS_VFS_FEATURE_TYPE_SAMPLER_H_
+#define TFRECORDFS_VFS_FEATURE_TYPE_SAMPLER_H_
 
 #include <atomic>
 #include <cstdint>
@@ -42,8 +42,8 @@
 #include "tfrecordfs/example/example.h"
 #include "tfrecordfs/example/sequence.h"
 #include "tfrecordfs/index/shard_index.h"
+#include "tfrecordfs/naming/feature_type.h"
 #include "tfrecordfs/source/shard_source.h"
-#include "tfrecordfs/staging/store.h"
 #include "tfrecordfs/vfs/checked_records.h"
 #include "tfrecordfs/vfs/mounted_shard.h"
 
@@ -56,7 +56,7 @@ struct SampleBudget {
   uint64_t bytes = 0;
 };
 
-class KindSampler {
+class FeatureTypeSampler final : public naming::FeatureTypes {
  public:
   // Samples the mounted shards `shards` (index and source each), passing
   // over the records `checked` marks and marking the intact records it
@@ -64,20 +64,21 @@ class KindSampler {
   // (bits aside) while it lives. Only the records a mount shows
   // (MountedShard::records_shown) are sampled. A per-call record budget of 0
   // turns sampling off.
-  KindSampler(const std::vector<MountedShard>& shards, CheckedRecords* checked,
-              SampleBudget per_call, SampleBudget total);
+  FeatureTypeSampler(const std::vector<MountedShard>& shards, CheckedRecords* checked,
+                     SampleBudget per_call, SampleBudget total);
 
-  // The hint of `feature_name` (kind kNone if unknown): for bytes features,
-  // also the tensor type of their values (staging::HintOf). A sequence list
-  // answers under `feature_lists/<name>`. Samples on a miss (see above).
-  staging::FeatureHint HintOf(absl::string_view feature_name);
+  // The type of `feature_name` (kind kNone if unknown): for bytes features,
+  // also the tensor types of their values (naming::FeatureTypeOf). A
+  // sequence list answers under `feature_lists/<name>`. Samples on a miss
+  // (see above).
+  naming::FeatureType Lookup(absl::string_view feature_name) override;
 
-  // Learns the hints of names not known yet (staging::HintOf), and the
-  // tensor types of known bytes names (staging::MergeHint: only values that
+  // Learns the types of names not known yet (naming::FeatureTypeOf), and the
+  // tensor types of known bytes names (naming::MergeFeatureType: only values that
   // start like a TensorProto have their header decoded).
   void Learn(const example::FeatureTable& table);
   // A SequenceExample's kinds: context features by name, lists under
-  // `feature_lists/<name>` (the hint of their first step that has a kind).
+  // `feature_lists/<name>` (the type of their first step that has a kind).
   void Learn(const example::SequenceTable& table);
 
   // What sampling has read so far.
@@ -86,7 +87,7 @@ class KindSampler {
 
  private:
   void LearnOne(absl::string_view name, const example::Feature& f)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(kinds_mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(types_mu_);
   // Reads records from the cursor on until a record gives `name` a kind or
   // a budget is spent.
   void Sample(absl::string_view name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sample_mu_);
@@ -96,7 +97,7 @@ class KindSampler {
   const SampleBudget per_call_;
   uint64_t rounds_ = 0;  // the most records of any shard (shown)
 
-  // Lock order: sample_mu_, then kinds_mu_.
+  // Lock order: sample_mu_, then types_mu_.
   Mutex sample_mu_;
   SampleBudget left_ ABSL_GUARDED_BY(sample_mu_);   // of the total budget
   uint64_t round_ ABSL_GUARDED_BY(sample_mu_) = 0;  // the record index sampled next
@@ -104,8 +105,8 @@ class KindSampler {
   bool done_ ABSL_GUARDED_BY(sample_mu_) = false;   // every record or the budget
   absl::flat_hash_set<std::string> sampled_names_ ABSL_GUARDED_BY(sample_mu_);
 
-  Mutex kinds_mu_;  // leaf
-  absl::flat_hash_map<std::string, staging::FeatureHint> kinds_ ABSL_GUARDED_BY(kinds_mu_);
+  Mutex types_mu_;  // leaf
+  absl::flat_hash_map<std::string, naming::FeatureType> types_ ABSL_GUARDED_BY(types_mu_);
 
   std::atomic<uint64_t> records_sampled_{0};
   std::atomic<uint64_t> bytes_sampled_{0};
@@ -113,4 +114,4 @@ class KindSampler {
 
 }  // namespace tfrecordfs::vfs
 
-#endif  // TFRECORDFS_VFS_KIND_SAMPLER_H_
+#endif  // TFRECORDFS_VFS_FEATURE_TYPE_SAMPLER_H_

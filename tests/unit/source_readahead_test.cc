@@ -2,8 +2,6 @@
 // wrapped source's, sequential readers get blocks fetched ahead, random
 // readers start nothing, and a failing fetch surfaces as the wrapped
 // source's own error rather than as wrong or missing bytes.
-#include "tfrecordfs/source/readahead.h"
-
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -17,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
+#include "tfrecordfs/source/readahead.h"
 
 namespace tfrecordfs::source {
 namespace {

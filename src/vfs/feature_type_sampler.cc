@@ -1,4 +1,4 @@
-#include "tfrecordfs/vfs/kind_sampler.h"
+#include "tfrecordfs/vfs/feature_type_sampler.h"
 
 #include <algorithm>
 #include <optional>
@@ -13,8 +13,9 @@
 
 namespace tfrecordfs::vfs {
 
-KindSampler::KindSampler(const std::vector<MountedShard>& shards, CheckedRecords* checked,
-                         SampleBudget per_call, SampleBudget total)
+FeatureTypeSampler::FeatureTypeSampler(const std::vector<MountedShard>& shards,
+                                       CheckedRecords* checked, SampleBudget per_call,
+                                       SampleBudget total)
     : shards_(shards), checked_(checked), per_call_(per_call) {
   for (const MountedShard& s : shards_) rounds_ = std::max(rounds_, s.records_shown());
   MutexLock lock(&sample_mu_);
@@ -22,24 +23,24 @@ KindSampler::KindSampler(const std::vector<MountedShard>& shards, CheckedRecords
   done_ = per_call.records == 0;
 }
 
-void KindSampler::LearnOne(absl::string_view name, const example::Feature& f) {
+void FeatureTypeSampler::LearnOne(absl::string_view name, const example::Feature& f) {
   if (f.kind == example::Kind::kNone) return;
-  auto it = kinds_.find(name);
-  if (it == kinds_.end()) {
-    kinds_.try_emplace(std::string(name), staging::HintOf(f));
+  auto it = types_.find(name);
+  if (it == types_.end()) {
+    types_.try_emplace(std::string(name), naming::FeatureTypeOf(f));
   } else {
-    staging::MergeHint(&it->second, f);  // a first byte per value, for most values
+    naming::MergeFeatureType(&it->second, f);  // a first byte per value, for most values
   }
 }
 
-void KindSampler::Learn(const example::FeatureTable& table) {
-  MutexLock lock(&kinds_mu_);
+void FeatureTypeSampler::Learn(const example::FeatureTable& table) {
+  MutexLock lock(&types_mu_);
   for (const auto& f : table.features) LearnOne(f.name, f);
 }
 
-void KindSampler::Learn(const example::SequenceTable& table) {
+void FeatureTypeSampler::Learn(const example::SequenceTable& table) {
   Learn(table.context);
-  MutexLock lock(&kinds_mu_);
+  MutexLock lock(&types_mu_);
   std::string key;
   for (const auto& list : table.lists) {
     for (const auto& step : list.steps) {
@@ -52,27 +53,27 @@ void KindSampler::Learn(const example::SequenceTable& table) {
   }
 }
 
-staging::FeatureHint KindSampler::HintOf(absl::string_view feature_name) {
+naming::FeatureType FeatureTypeSampler::Lookup(absl::string_view feature_name) {
   const std::string name(feature_name);
-  auto known = [&]() -> std::optional<staging::FeatureHint> {
-    MutexLock lock(&kinds_mu_);
-    auto it = kinds_.find(name);
-    if (it == kinds_.end()) return std::nullopt;
+  auto known = [&]() -> std::optional<naming::FeatureType> {
+    MutexLock lock(&types_mu_);
+    auto it = types_.find(name);
+    if (it == types_.end()) return std::nullopt;
     return it->second;
   };
-  if (auto kind = known()) return *kind;
+  if (auto type = known()) return *type;
   MutexLock lock(&sample_mu_);
   // Another caller may have sampled while this one waited.
-  if (auto kind = known()) return *kind;
+  if (auto type = known()) return *type;
   // A name is sampled for once: its files are validated at every close() and
   // again by the pack, and each would otherwise spend a per-call budget.
   if (done_ || !sampled_names_.insert(name).second) return {};
   Sample(name);
   // The tree's own reads may have taught it meanwhile, too.
-  return known().value_or(staging::FeatureHint{});
+  return known().value_or(naming::FeatureType{});
 }
 
-void KindSampler::Sample(absl::string_view name) {
+void FeatureTypeSampler::Sample(absl::string_view name) {
   // Round-robin over the shards, record index by record index: shards are
   // often written by different workers from different inputs, so spreading
   // the reads meets more of the features sooner than reading one shard
@@ -131,8 +132,8 @@ void KindSampler::Sample(absl::string_view name) {
     if (decoded.kind == example::PayloadKind::kRaw) continue;  // no feature kinds
     if (decoded.kind == example::PayloadKind::kSequenceExample) {
       Learn(decoded.sequence);
-      MutexLock lock(&kinds_mu_);
-      if (kinds_.contains(std::string(name))) return;
+      MutexLock lock(&types_mu_);
+      if (types_.contains(std::string(name))) return;
       continue;
     }
     const example::FeatureTable* table = &decoded.example;

@@ -2,8 +2,6 @@
 // vfs::Filesystem over it, and the fuse::Do* functions, whose replies are
 // checked as the kernel would read them (dirent buffers parsed with the
 // <linux/fuse.h> layout).
-#include "tfrecordfs/fuse/ops.h"
-
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/fuse.h>
@@ -26,13 +24,17 @@
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/files.h"
 #include "testing/shard.h"
 #include "testing/temp_dir.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/example/example.h"
 #include "tfrecordfs/fuse/errno.h"
+#include "tfrecordfs/fuse/ops.h"
+#include "tfrecordfs/naming/feature_type.h"
 #include "tfrecordfs/record/format.h"
 #include "tfrecordfs/record/writer.h"
+#include "tfrecordfs/staging/layout.h"
 #include "tfrecordfs/staging/store.h"
 #include "tfrecordfs/tensor/npy.h"
 #include "tfrecordfs/tensor/png.h"
@@ -110,13 +112,8 @@ class TableBuilder {
   std::vector<std::unique_ptr<std::string>> storage_;
 };
 
+using test::WriteFile;
 using test::WriteShard;
-
-void WriteFile(const std::string& path, absl::string_view contents) {
-  auto fd = OpenFile(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  ASSERT_TRUE(fd.ok()) << fd.status();
-  ASSERT_TRUE(WriteFull(fd->get(), contents.data(), contents.size(), path).ok());
-}
 
 std::string TrainPayload(int r) {
   return TableBuilder()
@@ -974,8 +971,8 @@ class CreateTest : public ::testing::Test {
   }
 
   // The staging tests' setup: a_ holds one shard, b_/store a staging store
-  // whose hints come from `hints`, and staged_fs_ a filesystem over both.
-  void MountWithStaging(staging::KindHint hints) {
+  // checked against `types`, and staged_fs_ a filesystem over both.
+  void MountWithStaging(naming::FeatureTypeMap types = {}) {
     WriteShard(a_ + "/train.tfrecord", {"x"});
     auto store = staging::Store::Open(b_ + "/store");
     ASSERT_TRUE(store.ok()) << store.status();
@@ -983,12 +980,12 @@ class CreateTest : public ::testing::Test {
     vfs::Options o;
     o.sources = {a_};
     o.staging = store_.get();
-    o.staging_hints = std::move(hints);
+    staging_types_ = std::move(types);
+    o.staging_types = &staging_types_;
     auto fs = vfs::Filesystem::Create(o);
     ASSERT_TRUE(fs.ok()) << fs.status();
     staged_fs_ = std::move(*fs);
   }
-  static staging::FeatureHint NoHint(absl::string_view) { return staging::FeatureHint{}; }
 
   // Makes the record folder staging/r through `ops`; its node in *record.
   static void MakeRecordFolder(Ops& ops, fuse_ino_t* record) {
@@ -1004,6 +1001,7 @@ class CreateTest : public ::testing::Test {
   const test::TempDir b_dir_{"tfrecordfs_ops"};
   const std::string a_ = a_dir_.path();
   const std::string b_ = b_dir_.path();
+  naming::FeatureTypeMap staging_types_;  // before staged_fs_, which borrows it
   std::unique_ptr<staging::Store> store_;
   std::unique_ptr<vfs::Filesystem> staged_fs_;
 };
@@ -1036,7 +1034,7 @@ TEST_F(CreateTest, CompressedShardXattrs) {
 }
 
 TEST_F(CreateTest, StagingXattrsAreNotSupported) {
-  ASSERT_NO_FATAL_FAILURE(MountWithStaging(NoHint));
+  ASSERT_NO_FATAL_FAILURE(MountWithStaging());
   Ops ops{staged_fs_.get(), OpsOptions{}};
   fuse_ino_t rec = 0;
   ASSERT_NO_FATAL_FAILURE(MakeRecordFolder(ops, &rec));
@@ -1143,7 +1141,7 @@ TEST_F(CreateTest, MissingSourceFails) {
 // directory handle given to a file call, fail with EBADF instead of reaching
 // freed or foreign state; fh 0 still means "no handle".
 TEST_F(CreateTest, StaleAndForeignHandlesGiveEbadf) {
-  ASSERT_NO_FATAL_FAILURE(MountWithStaging(NoHint));
+  ASSERT_NO_FATAL_FAILURE(MountWithStaging());
   Ops ops{staged_fs_.get(), OpsOptions{}};
   fuse_ino_t rec = 0;
   ASSERT_NO_FATAL_FAILURE(MakeRecordFolder(ops, &rec));
@@ -1180,20 +1178,14 @@ TEST_F(CreateTest, StaleAndForeignHandlesGiveEbadf) {
 // last line must be able to become a number, a tensor file's header must fit
 // the feature.
 TEST_F(CreateTest, StagingWritesWithoutAHandleAreCheckedAtWrite) {
-  ASSERT_NO_FATAL_FAILURE(MountWithStaging([](absl::string_view name) {
-    staging::FeatureHint h;
-    if (name == "label") h.kind = example::Kind::kInt64;
-    if (name == "mask" || name == "arr") {
-      h.kind = example::Kind::kBytes;
-      h.tensors = {{name == "mask" ? tensor::DataType::kUint8 : tensor::DataType::kFloat,
-                    name == "mask" ? std::vector<int64_t>{4, 4} : std::vector<int64_t>{3}}};
-    }
-    return h;
-  }));
+  ASSERT_NO_FATAL_FAILURE(MountWithStaging(naming::FeatureTypeMap(
+      {{"label", example::Kind::kInt64},
+       {"mask", {example::Kind::kBytes, {{tensor::DataType::kUint8, {4, 4}}}}},
+       {"arr", {example::Kind::kBytes, {{tensor::DataType::kFloat, {3}}}}}})));
   Ops ops{staged_fs_.get(), OpsOptions{.skip_open = true}};
   fuse_ino_t rec = 0;
   ASSERT_NO_FATAL_FAILURE(MakeRecordFolder(ops, &rec));
-  const std::string label_path = b_ + "/store/records/r/label";
+  const std::string label_path = staging::RecordsDir(b_ + "/store") + "/r/label";
 
   // Made with CREATE (a real handle), then written again as `echo 7 > label`
   // does on a no-open connection.
@@ -1247,7 +1239,7 @@ TEST_F(CreateTest, StagingWritesWithoutAHandleAreCheckedAtWrite) {
   tensor::PngGeometry gray8{.height = 4, .width = 4, .channels = 1, .depth = 8, .rank2 = true};
   auto gray = tensor::EncodePng(gray8, std::string(16, '\x7f'));
   ASSERT_TRUE(gray.ok());
-  const std::string mask_path = b_ + "/store/records/r/mask.png";
+  const std::string mask_path = staging::RecordsDir(b_ + "/store") + "/r/mask.png";
   char tag[256];
   // Written in two pieces: whole (IEND) after the second, checked then, and
   // its kind remembered at once (a daemon killed now keeps it).
@@ -1265,7 +1257,7 @@ TEST_F(CreateTest, StagingWritesWithoutAHandleAreCheckedAtWrite) {
 // one from DoOpenDir shows the same entries, and a listing read in small
 // pieces while entries are removed repeats none and skips no survivor.
 TEST_F(CreateTest, StagingListingsWithAndWithoutAHandle) {
-  ASSERT_NO_FATAL_FAILURE(MountWithStaging(NoHint));
+  ASSERT_NO_FATAL_FAILURE(MountWithStaging());
   Ops ops{staged_fs_.get(), OpsOptions{}};
   fuse_ino_t dir = 0;
   ASSERT_NO_FATAL_FAILURE(MakeRecordFolder(ops, &dir));
@@ -1349,7 +1341,7 @@ TEST_F(CreateTest, NegotiatedOpensAreLeftToTheKernel) {
   record::AppendFramed(&bytes, TableBuilder().Int64s("n", {1}).Encode());
   bytes[record::kHeaderSize + 2] ^= 0x40;  // the data no longer matches its CRC
   WriteFile(a_ + "/damaged.tfrecord", bytes);
-  ASSERT_NO_FATAL_FAILURE(MountWithStaging(NoHint));
+  ASSERT_NO_FATAL_FAILURE(MountWithStaging());
   const OpsOptions options{.skip_opendir = true, .skip_open = true};
 
   // libfuse's defaults as `want`, everything as `capable`.
@@ -1438,11 +1430,8 @@ TEST_F(CreateTest, NegotiatedOpensAreLeftToTheKernel) {
 TEST_F(CreateTest, ReadWriteMountsAnswerEveryOpenButKeepNoStagingHandles) {
   // `label` is an int64 feature of the shards: only such names are checked
   // at write() (temporary names are judged when they are final).
-  ASSERT_NO_FATAL_FAILURE(MountWithStaging([](absl::string_view name) {
-    staging::FeatureHint h;
-    if (name == "label") h.kind = example::Kind::kInt64;
-    return h;
-  }));
+  ASSERT_NO_FATAL_FAILURE(
+      MountWithStaging(naming::FeatureTypeMap({{"label", example::Kind::kInt64}})));
   const OpsOptions options{.skip_opendir = true, .staging_without_handles = true};
   fuse_conn_info conn{};
   conn.capable = FUSE_CAP_NO_OPEN_SUPPORT | FUSE_CAP_NO_OPENDIR_SUPPORT | FUSE_CAP_READDIRPLUS |
@@ -1500,7 +1489,7 @@ TEST_F(CreateTest, ReadWriteMountsAnswerEveryOpenButKeepNoStagingHandles) {
 // a chown to the owner shown is a no-op, another EPERM.
 TEST_F(CreateTest, WhatACallerMakesIsTheirs) {
   if (::geteuid() != 0) GTEST_SKIP() << "only a root daemon can give files away";
-  ASSERT_NO_FATAL_FAILURE(MountWithStaging(NoHint));
+  ASSERT_NO_FATAL_FAILURE(MountWithStaging());
   Ops ops{staged_fs_.get(), OpsOptions{}};
   const staging::Owner nobody{65534, 65534};
   const EntryReply staging = DoLookup(ops, FUSE_ROOT_ID, "staging");
@@ -1518,7 +1507,7 @@ TEST_F(CreateTest, WhatACallerMakesIsTheirs) {
   ASSERT_EQ(0, made.err);
   EXPECT_EQ(65534u, made.entry.attr.st_uid);
   struct stat backing {};
-  ASSERT_EQ(0, ::lstat((b_ + "/store/records/r/label").c_str(), &backing));
+  ASSERT_EQ(0, ::lstat((staging::RecordsDir(b_ + "/store") + "/r/label").c_str(), &backing));
   EXPECT_EQ(65534u, backing.st_uid);
   EXPECT_EQ(65534u, backing.st_gid);
 
@@ -1558,7 +1547,7 @@ TEST_F(CreateTest, WhatACallerMakesIsTheirs) {
 
 // mknod makes regular files only; links are refused everywhere.
 TEST_F(CreateTest, MknodAndLinks) {
-  ASSERT_NO_FATAL_FAILURE(MountWithStaging(NoHint));
+  ASSERT_NO_FATAL_FAILURE(MountWithStaging());
   Ops ops{staged_fs_.get(), OpsOptions{}};
   fuse_ino_t rec = 0;
   ASSERT_NO_FATAL_FAILURE(MakeRecordFolder(ops, &rec));
@@ -1571,7 +1560,7 @@ TEST_F(CreateTest, MknodAndLinks) {
   ASSERT_EQ(0, f.err);
   EXPECT_NE(0u, f.entry.ino);
   EXPECT_TRUE(S_ISREG(f.entry.attr.st_mode));
-  EXPECT_TRUE(std::filesystem::is_regular_file(b_ + "/store/records/r/label"));
+  EXPECT_TRUE(std::filesystem::is_regular_file(staging::RecordsDir(b_ + "/store") + "/r/label"));
   EXPECT_EQ(EEXIST, DoMknod(ops, rec, "label", S_IFREG | 0644).err);
   EXPECT_EQ(EPERM, DoLink(ops, rec));
   EXPECT_EQ(EROFS, DoLink(ops, FUSE_ROOT_ID));
@@ -1579,10 +1568,14 @@ TEST_F(CreateTest, MknodAndLinks) {
 }
 
 // ---------------------------------------------------------------------------
-// KindOf: feature kinds learnt by sampling records, within a budget.
+// Filesystem::feature_types(): feature types learnt by sampling records,
+// within a budget.
 
-class KindOfTest : public CreateTest {
+class FeatureTypesTest : public CreateTest {
  protected:
+  static Kind ShardKind(vfs::Filesystem& fs, absl::string_view name) {
+    return fs.feature_types().Lookup(name).kind;
+  }
   // `n` records of an int64 `n`; record `late_at` also has a float `late`
   // (kindless in record 0, as TFX writes a missing value); record
   // `big_at` carries a 10000-byte bytes value.
@@ -1615,31 +1608,31 @@ class KindOfTest : public CreateTest {
 // them, and stopping once it is found. A name in no record reads every
 // record once; looking for it again, or for another unknown name after
 // that, reads nothing.
-TEST_F(KindOfTest, FeatureOnlyInALaterRecordIsFound) {
+TEST_F(FeatureTypesTest, FeatureOnlyInALaterRecordIsFound) {
   WriteLateShard(a_ + "/a.tfrecord", 100, 50);
   WriteShard(a_ + "/b.tfrecord",
              {TableBuilder().Int64s("n", {0}).Encode(), TableBuilder().Int64s("n", {1}).Encode(),
               TableBuilder().Int64s("n", {2}).Encode()});
   auto fs = Mount({4096, uint64_t{32} << 20}, kLots);
   ASSERT_NE(nullptr, fs);
-  EXPECT_EQ(Kind::kFloat, fs->KindOf("late"));
+  EXPECT_EQ(Kind::kFloat, ShardKind(*fs, "late"));
   // Rounds 0-2 read both shards (6 records), rounds 3-50 only a.tfrecord.
   EXPECT_EQ(6u + 48u, fs->GetStats().records_sampled);
   EXPECT_EQ(0u, fs->GetStats().records_read) << "sampling went through the record cache";
-  EXPECT_EQ(Kind::kInt64, fs->KindOf("n"));
-  EXPECT_EQ(Kind::kFloat, fs->KindOf("late"));
+  EXPECT_EQ(Kind::kInt64, ShardKind(*fs, "n"));
+  EXPECT_EQ(Kind::kFloat, ShardKind(*fs, "late"));
   EXPECT_EQ(54u, fs->GetStats().records_sampled);
 
-  EXPECT_EQ(Kind::kNone, fs->KindOf("nope"));
+  EXPECT_EQ(Kind::kNone, ShardKind(*fs, "nope"));
   EXPECT_EQ(103u, fs->GetStats().records_sampled);
-  EXPECT_EQ(Kind::kNone, fs->KindOf("nope"));
-  EXPECT_EQ(Kind::kNone, fs->KindOf("nope either"));
+  EXPECT_EQ(Kind::kNone, ShardKind(*fs, "nope"));
+  EXPECT_EQ(Kind::kNone, ShardKind(*fs, "nope either"));
   EXPECT_EQ(103u, fs->GetStats().records_sampled);
 }
 
 // Records the tree has read taught their kinds already: sampling passes
 // over them without reading them again.
-TEST_F(KindOfTest, RecordsReadForTheTreeAreNotSampledAgain) {
+TEST_F(FeatureTypesTest, RecordsReadForTheTreeAreNotSampledAgain) {
   WriteLateShard(a_ + "/a.tfrecord", 20, 10);
   auto fs = Mount(kLots, kLots);
   ASSERT_NE(nullptr, fs);
@@ -1650,7 +1643,7 @@ TEST_F(KindOfTest, RecordsReadForTheTreeAreNotSampledAgain) {
   ASSERT_EQ(0, five.err);
   ASSERT_EQ(0, DoLookup(ops, five.entry.ino, "n").err);  // parses record 5
   const uint64_t read = fs->GetStats().records_read;
-  EXPECT_EQ(Kind::kFloat, fs->KindOf("late"));
+  EXPECT_EQ(Kind::kFloat, ShardKind(*fs, "late"));
   EXPECT_EQ(10u, fs->GetStats().records_sampled);  // 0-10 but 5
   EXPECT_EQ(read, fs->GetStats().records_read);
 }
@@ -1659,39 +1652,39 @@ TEST_F(KindOfTest, RecordsReadForTheTreeAreNotSampledAgain) {
 // the next name's sampling resumes where the last one stopped, so `late`
 // (record 50), missed when it was looked for, is learnt by the sixth
 // other name. The whole-mount budget: after 30 records nothing more is read.
-TEST_F(KindOfTest, BudgetsBoundTheRecordsRead) {
+TEST_F(FeatureTypesTest, BudgetsBoundTheRecordsRead) {
   WriteLateShard(a_ + "/a.tfrecord", 100, 50);
   {
     auto fs = Mount({10, uint64_t{1} << 30}, {30, uint64_t{1} << 30});
     ASSERT_NE(nullptr, fs);
-    EXPECT_EQ(Kind::kNone, fs->KindOf("late"));
+    EXPECT_EQ(Kind::kNone, ShardKind(*fs, "late"));
     EXPECT_EQ(10u, fs->GetStats().records_sampled);
-    EXPECT_EQ(Kind::kNone, fs->KindOf("late"));  // looked for already
+    EXPECT_EQ(Kind::kNone, ShardKind(*fs, "late"));  // looked for already
     EXPECT_EQ(10u, fs->GetStats().records_sampled);
-    EXPECT_EQ(Kind::kNone, fs->KindOf("x1"));
-    EXPECT_EQ(Kind::kNone, fs->KindOf("x2"));
+    EXPECT_EQ(Kind::kNone, ShardKind(*fs, "x1"));
+    EXPECT_EQ(Kind::kNone, ShardKind(*fs, "x2"));
     EXPECT_EQ(30u, fs->GetStats().records_sampled);
-    EXPECT_EQ(Kind::kNone, fs->KindOf("x3"));
-    EXPECT_EQ(Kind::kNone, fs->KindOf("late"));
+    EXPECT_EQ(Kind::kNone, ShardKind(*fs, "x3"));
+    EXPECT_EQ(Kind::kNone, ShardKind(*fs, "late"));
     EXPECT_EQ(30u, fs->GetStats().records_sampled);
   }
   {
     auto fs = Mount({10, uint64_t{1} << 30}, {100, uint64_t{1} << 30});
     ASSERT_NE(nullptr, fs);
-    EXPECT_EQ(Kind::kNone, fs->KindOf("late"));
-    for (int i = 1; i <= 4; ++i) EXPECT_EQ(Kind::kNone, fs->KindOf(absl::StrCat("x", i)));
+    EXPECT_EQ(Kind::kNone, ShardKind(*fs, "late"));
+    for (int i = 1; i <= 4; ++i) EXPECT_EQ(Kind::kNone, ShardKind(*fs, absl::StrCat("x", i)));
     EXPECT_EQ(50u, fs->GetStats().records_sampled);  // records 0-49
-    EXPECT_EQ(Kind::kNone, fs->KindOf("late"));
-    EXPECT_EQ(Kind::kNone, fs->KindOf("x5"));  // reads records 50-59
+    EXPECT_EQ(Kind::kNone, ShardKind(*fs, "late"));
+    EXPECT_EQ(Kind::kNone, ShardKind(*fs, "x5"));  // reads records 50-59
     EXPECT_EQ(60u, fs->GetStats().records_sampled);
-    EXPECT_EQ(Kind::kFloat, fs->KindOf("late"));
+    EXPECT_EQ(Kind::kFloat, ShardKind(*fs, "late"));
   }
 }
 
 // Byte budgets: the whole-mount one stops sampling before a record that
 // would overrun it; a record larger than the per-call one is passed over
 // (it could never be read) and the records after it still are.
-TEST_F(KindOfTest, ByteBudgetsBoundTheBytesRead) {
+TEST_F(FeatureTypesTest, ByteBudgetsBoundTheBytesRead) {
   WriteLateShard(a_ + "/a.tfrecord", 20, 10, /*big_at=*/1);
   {
     auto probe = Mount(kLots, kLots);
@@ -1702,22 +1695,22 @@ TEST_F(KindOfTest, ByteBudgetsBoundTheBytesRead) {
     const uint64_t six = idx.begin(6);
     auto fs = Mount(kLots, {1000, six});
     ASSERT_NE(nullptr, fs);
-    EXPECT_EQ(Kind::kNone, fs->KindOf("late"));
+    EXPECT_EQ(Kind::kNone, ShardKind(*fs, "late"));
     EXPECT_EQ(6u, fs->GetStats().records_sampled);
     EXPECT_EQ(six, fs->GetStats().bytes_sampled);
-    EXPECT_EQ(Kind::kNone, fs->KindOf("other"));
+    EXPECT_EQ(Kind::kNone, ShardKind(*fs, "other"));
     EXPECT_EQ(six, fs->GetStats().bytes_sampled);
   }
   auto fs = Mount({1000, 5000}, kLots);
   ASSERT_NE(nullptr, fs);
-  EXPECT_EQ(Kind::kFloat, fs->KindOf("late"));
+  EXPECT_EQ(Kind::kFloat, ShardKind(*fs, "late"));
   EXPECT_EQ(10u, fs->GetStats().records_sampled);  // 0-10 but the big record 1
   EXPECT_LE(fs->GetStats().bytes_sampled, 5000u);
 }
 
 // Concurrent misses and hits: every caller gets the shards' kind, and the
 // records are read once.
-TEST_F(KindOfTest, ConcurrentCallers) {
+TEST_F(FeatureTypesTest, ConcurrentCallers) {
   WriteLateShard(a_ + "/a.tfrecord", 200, 150);
   auto fs = Mount(kLots, kLots);
   ASSERT_NE(nullptr, fs);
@@ -1726,9 +1719,9 @@ TEST_F(KindOfTest, ConcurrentCallers) {
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 20; ++i) {
-        if (fs->KindOf("late") != Kind::kFloat) ++wrong;
-        if (fs->KindOf("n") != Kind::kInt64) ++wrong;
-        fs->KindOf(absl::StrCat("unknown-", t, "-", i));
+        if (ShardKind(*fs, "late") != Kind::kFloat) ++wrong;
+        if (ShardKind(*fs, "n") != Kind::kInt64) ++wrong;
+        ShardKind(*fs, absl::StrCat("unknown-", t, "-", i));
       }
     });
   }

@@ -2,9 +2,8 @@
 // installed) to exactly the tensor's pixels, any byte range equals the same
 // slice of the whole file; DecodePng of every PNG flavour libpng writes;
 // FitPngToFeature.
-#include "tfrecordfs/tensor/png.h"
-
 #include <png.h>
+#include <zlib.h>
 
 #include <csetjmp>
 #include <cstdlib>
@@ -13,11 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/temp_dir.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/tensor/png.h"
 
 namespace tfrecordfs::tensor {
 namespace {
@@ -279,6 +280,60 @@ TEST(DecodePng, BadFiles) {
   PngDecodeOptions small;
   small.max_pixel_bytes = 100;
   EXPECT_THAT(DecodePng(good, small).status().message(), HasSubstr("limit"));
+}
+
+TEST(ParsePngHeader, PrefixesAndDamage) {
+  const PngGeometry g = Geo(DataType::kUint16, {20, 30, 4});
+  const std::string good = *EncodePng(g, RandomPixels(g, 5));
+  for (size_t n = 0; n < kPngHeaderBytes; ++n) {
+    auto h = ParsePngHeader(good.substr(0, n));
+    ASSERT_TRUE(h.ok()) << n << ": " << h.status();
+    EXPECT_FALSE(h->has_value()) << n;
+  }
+  for (size_t n : {size_t{kPngHeaderBytes}, good.size()}) {
+    auto h = ParsePngHeader(good.substr(0, n));
+    ASSERT_TRUE(h.ok()) << h.status();
+    ASSERT_TRUE(h->has_value());
+    EXPECT_EQ((*h)->width, 30u);
+    EXPECT_EQ((*h)->height, 20u);
+    EXPECT_EQ((*h)->bit_depth, 16);
+    EXPECT_EQ((*h)->color_type, 6);
+    EXPECT_FALSE((*h)->interlaced);
+    EXPECT_EQ((*h)->dtype(), DataType::kUint16);
+    EXPECT_EQ((*h)->channels(), 4);
+  }
+  EXPECT_TRUE(absl::EndsWith(good, kPngTrailer));
+  EXPECT_THAT(ParsePngHeader("GIF89a").status().message(), HasSubstr("no PNG signature"));
+  std::string bad = good;
+  bad[29] ^= 1;
+  EXPECT_THAT(ParsePngHeader(bad).status().message(), HasSubstr("IHDR CRC mismatch"));
+  bad = good;
+  bad[12] = 'X';  // the first chunk's type
+  EXPECT_THAT(ParsePngHeader(bad).status().message(), HasSubstr("not a 13-byte IHDR"));
+  // A bit depth the colour type does not allow, with a CRC that matches.
+  bad = good;
+  bad[24] = 4;
+  const uint32_t crc =
+      static_cast<uint32_t>(crc32_z(0, reinterpret_cast<const Bytef*>(bad.data() + 12), 17));
+  for (int i = 0; i < 4; ++i) bad[29 + i] = static_cast<char>(crc >> (24 - 8 * i));
+  EXPECT_THAT(ParsePngHeader(bad).status().message(), HasSubstr("bit depth 4 with colour type 6"));
+}
+
+TEST(PngHeaderMayFit, ChannelsATrnsChunkMayAddOrFitMayDrop) {
+  PngHeader rgb;
+  rgb.bit_depth = 8;
+  rgb.color_type = 2;
+  EXPECT_TRUE(PngHeaderMayFit(rgb, {DataType::kUint8, {5, 5, 3}}));
+  EXPECT_TRUE(PngHeaderMayFit(rgb, {DataType::kUint8, {5, 5, 4}}));  // tRNS
+  EXPECT_FALSE(PngHeaderMayFit(rgb, {DataType::kUint8, {5, 5}}));
+  EXPECT_FALSE(PngHeaderMayFit(rgb, {DataType::kUint16, {5, 5, 3}}));
+  PngHeader gray_alpha;
+  gray_alpha.bit_depth = 16;
+  gray_alpha.color_type = 4;
+  EXPECT_TRUE(PngHeaderMayFit(gray_alpha, {DataType::kUint16, {5, 5}}));  // opaque alpha dropped
+  EXPECT_TRUE(PngHeaderMayFit(gray_alpha, {DataType::kUint16, {5, 5, 2}}));
+  EXPECT_FALSE(PngHeaderMayFit(gray_alpha, {DataType::kUint16, {5, 5, 3}}));
+  EXPECT_FALSE(PngHeaderMayFit(gray_alpha, {DataType::kUint16, {5}}));
 }
 
 TEST(FitPngToFeature, Rules) {

@@ -1,8 +1,6 @@
 // base/fs_util: the filesystem helpers every module shares. Each test builds
 // a small tree in a TempDir and checks what is on disk afterwards, not just
 // the status.
-#include "tfrecordfs/base/fs_util.h"
-
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "testing/temp_dir.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/fs_util.h"
 
 namespace tfrecordfs {
 namespace {

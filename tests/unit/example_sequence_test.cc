@@ -1,7 +1,5 @@
 // The SequenceExample decoder against protobuf's parser, the encoder round
 // trip, and what is not a SequenceExample.
-#include "tfrecordfs/example/sequence.h"
-
 #include <random>
 #include <string>
 
@@ -9,6 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tfrecordfs/example/record.h"
+#include "tfrecordfs/example/sequence.h"
 
 namespace tfrecordfs::example {
 namespace {

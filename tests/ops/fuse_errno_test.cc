@@ -1,10 +1,9 @@
 // The one status -> errno mapping (fuse/errno.h), as a table.
-#include "tfrecordfs/fuse/errno.h"
-
 #include <cerrno>
 
 #include "gtest/gtest.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/fuse/errno.h"
 
 namespace tfrecordfs::fuse {
 namespace {

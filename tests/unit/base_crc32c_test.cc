@@ -1,7 +1,5 @@
 // CRC32C against the RFC 3720 (iSCSI) test vectors, chaining, the TFRecord
 // mask, and the framing of one known record.
-#include "tfrecordfs/base/crc32c.h"
-
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -9,6 +7,7 @@
 
 #include "gtest/gtest.h"
 #include "tfrecordfs/base/coding.h"
+#include "tfrecordfs/base/crc32c.h"
 #include "tfrecordfs/record/writer.h"
 
 namespace tfrecordfs::crc32c {

@@ -1,13 +1,12 @@
 // base/lru.h: LruMap's order, its count and byte budgets, and what it hands
 // back on eviction.
-#include "tfrecordfs/base/lru.h"
-
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tfrecordfs/base/lru.h"
 
 namespace tfrecordfs {
 namespace {

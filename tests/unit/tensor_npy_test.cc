@@ -1,8 +1,6 @@
 // .npy headers byte for byte against hand-checked literals and, when
 // python3-numpy is installed (scripts/setup installs it), against np.save;
 // ParseNpy of what numpy writes (versions 1.0, 2.0, 3.0) and of bad files.
-#include "tfrecordfs/tensor/npy.h"
-
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -14,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "testing/temp_dir.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/tensor/npy.h"
 
 namespace tfrecordfs::tensor {
 namespace {
@@ -231,6 +230,21 @@ TEST(ParseNpyHeader, PrefixesOfAFile) {
   std::string big_endian = NpyHeader(DataType::kFloat, {1});
   big_endian[big_endian.find("<f4")] = '>';
   EXPECT_FALSE(ParseNpyHeader(big_endian).ok());
+}
+
+TEST(NpyDataOffset, KnownFromTheLengthFieldOn) {
+  const std::string v1 = NpyHeader(DataType::kUint16, {2, 3});
+  for (size_t n = 0; n < 10; ++n) EXPECT_EQ(NpyDataOffset(v1.substr(0, n)), 0u) << n;
+  for (size_t n : {size_t{10}, size_t{11}, v1.size(), v1.size() + 5}) {
+    EXPECT_EQ(NpyDataOffset((v1 + "12345").substr(0, n)), v1.size()) << n;
+  }
+  // Version 2.0: a 4-byte length, the dict from offset 12.
+  const std::string v2 = std::string("\x93NUMPY\x02\x00", 8) + std::string("\x05\x01\x00\x00", 4);
+  EXPECT_EQ(NpyDataOffset(v2.substr(0, 11)), 0u);
+  EXPECT_EQ(NpyDataOffset(v2), 12u + 0x105);
+  EXPECT_EQ(NpyDataOffset(std::string("\x93NUMPY\x09\x00\x10\x00\x00\x00", 12)), 0u)
+      << "version 9.0";
+  EXPECT_EQ(NpyDataOffset("PK\x03\x04 a zip file"), 0u);
 }
 
 }  // namespace

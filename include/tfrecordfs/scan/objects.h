@@ -1,0 +1,113 @@
+// SOURCEs that are objects rather than local paths: s3://BUCKET/PREFIX,
+// gs://BUCKET/PREFIX, and http(s)://HOST/PATH (one object; `name@N` is the
+// N shards name-00000-of-0000N ... as TFDS names them).
+//
+// Listing happens once (at mount, or when a toolbox command starts): a
+// bucket prefix with ListObjectsV2 (paged; GCS's XML API answers the same
+// request), an http(s) object with one HEAD (or, where HEAD gives no
+// length, a one-byte ranged GET). Each object keeps its size and ETag; no
+// LIST or HEAD is sent afterwards (source/http.h: reads are ranged GETs
+// pinned to the ETag).
+//
+// Where requests go, and how they are signed:
+//   s3://  AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL (path-style:
+//          ENDPOINT/BUCKET/KEY, for MinIO, Ceph RGW, R2 and test servers),
+//          else https://BUCKET.s3.REGION.amazonaws.com/KEY with REGION from
+//          AWS_REGION / AWS_DEFAULT_REGION (default us-east-1). Signed with
+//          SigV4 when AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are set
+//          (AWS_SESSION_TOKEN too), anonymous otherwise, or always with
+//          AWS_NO_SIGN_REQUEST=true.
+//   gs://  STORAGE_EMULATOR_HOST (path-style, for tests), else
+//          https://storage.googleapis.com/BUCKET/KEY; anonymous (public
+//          buckets).
+//
+// Thread-safety: the functions are pure or read the environment once per
+// call; an ObjectLister is safe to use from several threads.
+#ifndef TFRECORDFS_SCAN_OBJECTS_H_
+#define TFRECORDFS_SCAN_OBJECTS_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "tfrecordfs/source/block_cache.h"
+#include "tfrecordfs/source/http.h"
+
+namespace tfrecordfs::scan {
+
+// True for a SOURCE that names objects: s3://, gs://, http://, https://.
+bool IsObjectUrl(absl::string_view source);
+
+struct ObjectUrl {
+  enum class Scheme { kHttp, kS3, kGcs };
+  Scheme scheme = Scheme::kHttp;
+  std::string bucket;  // s3, gs
+  std::string key;     // s3, gs: the key or prefix (no leading '/'); may be ""
+  std::string url;     // http(s): the URL as given
+};
+// InvalidArgument naming the source for an unknown scheme, an empty bucket
+// or host, or a URL with user:password@ (credentials come from the
+// environment, never from a URL that would be logged).
+absl::StatusOr<ObjectUrl> ParseObjectUrl(absl::string_view source);
+
+// `.../name@N` (N >= 1): the N URLs .../name-00000-of-0000N (five digits,
+// or more when N needs them); any other URL: itself. InvalidArgument for
+// an `@` followed by something other than a positive count up to 100000.
+absl::StatusOr<std::vector<std::string>> ExpandShardSpec(absl::string_view url);
+
+struct ListedObject {
+  std::string key;
+  uint64_t size = 0;
+  std::string etag;           // with its quotes
+  std::string last_modified;  // as the server wrote it
+};
+struct ListPage {
+  std::vector<ListedObject> objects;
+  bool truncated = false;
+  std::string next_token;  // NextContinuationToken
+};
+// Parses a ListObjectsV2 response body (with expat). DataLoss for XML that
+// does not parse or lacks <ListBucketResult>; a truncated page without a
+// continuation token is DataLoss too (we would loop).
+absl::StatusOr<ListPage> ParseListObjectsV2(absl::string_view xml);
+
+// Seconds since the epoch of an ISO 8601 time ("2009-10-12T17:50:30.000Z",
+// listings) or an HTTP date ("Wed, 21 Oct 2015 07:28:00 GMT", HEAD); 0 when
+// it is neither.
+int64_t ParseObjectTime(absl::string_view text);
+
+// An object found under a SOURCE, named relative to it.
+struct FoundObject {
+  // Where a mount shows it below the SOURCE's place ("train/x.tfrecord"; a
+  // single object: its base name).
+  std::string relative;
+  int64_t mtime = 0;  // seconds
+  std::shared_ptr<const source::HttpObject> object;
+};
+
+class ObjectLister {
+ public:
+  // `cache` (may be null) keeps the fetched bytes of every object listed.
+  explicit ObjectLister(std::shared_ptr<source::BlockCache> cache);
+
+  // Lists `source` (IsObjectUrl). Errors name the source and, for a failed
+  // request, the HTTP status and the server's message; NotFound when
+  // nothing is there.
+  absl::StatusOr<std::vector<FoundObject>> List(const std::string& source) const;
+
+ private:
+  absl::StatusOr<std::vector<FoundObject>> ListBucket(const std::string& source,
+                                                      const ObjectUrl& url) const;
+  absl::StatusOr<FoundObject> Head(const std::string& url) const;
+
+  std::shared_ptr<const source::HttpClient> client_;
+  std::shared_ptr<source::BlockCache> cache_;
+};
+
+}  // namespace tfrecordfs::scan
+
+#endif  // TFRECORDFS_SCAN_OBJECTS_H_

@@ -1,0 +1,158 @@
+// Shards held on web servers and in buckets, read with ranged GETs (libcurl).
+//
+// HttpClient sends requests through a bounded pool of libcurl handles (each
+// keeps its connections open, so consecutive requests to one server reuse a
+// connection); every request has a connect timeout and a low-speed timeout,
+// so nothing waits forever. Requests that fail in transit, or that the
+// server answers 429 or 5xx, are retried a bounded number of times with
+// exponential backoff and jitter; then the error names the URL, the byte
+// range and the HTTP status (and the server's message, when it gave one).
+//
+// HttpObject is one object (its URL, size and ETag as listed once at mount)
+// as an ObjectReader (source/stored_bytes.h): ShardFile wraps it, and
+// PlainSource, InflateSource and SnappySource read it as they read a file.
+// Every GET is pinned to the listed object with If-Match on its ETag: an
+// object replaced behind the mount answers 412, which is DataLoss ("changed
+// since it was listed") and one error logged naming the URL, never bytes of
+// another object. Bytes fetched are kept in a BlockCache (the mount's one
+// byte budget, shared with decompressed blocks) in source::kBlockSize
+// blocks; a read fetches the blocks it misses in one GET, at least
+// kMinObjectFetch bytes (a record read after the header walk is one round
+// trip, not one per block).
+//
+// Secrets: a RequestSigner's headers (Authorization) are never logged; URLs
+// carry no credentials.
+//
+// Thread-safety: HttpClient and HttpObject are safe to use from any number
+// of threads (the handle pool is behind a leaf mutex; a handle is used by one
+// request at a time).
+#ifndef TFRECORDFS_SOURCE_HTTP_H_
+#define TFRECORDFS_SOURCE_HTTP_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "tfrecordfs/base/mutex.h"
+#include "tfrecordfs/source/block_cache.h"
+#include "tfrecordfs/source/stored_bytes.h"
+
+namespace tfrecordfs::source {
+
+// The least one GET of an object fetches (when the object has that many
+// bytes left): a record read costs one round trip.
+inline constexpr size_t kMinObjectFetch = size_t{1} << 20;
+
+// Adds authentication to a request (S3 SigV4: source/sigv4.h). Thread-safe.
+class RequestSigner {
+ public:
+  virtual ~RequestSigner() = default;
+  // The headers ("Name: value") to add to a `method` request of `url` with
+  // an empty body. Errors: the URL cannot be signed (not http(s)).
+  virtual absl::StatusOr<std::vector<std::string>> Sign(absl::string_view method,
+                                                        absl::string_view url) const = 0;
+};
+
+struct HttpOptions {
+  // Idle libcurl handles (and so open connections) kept for reuse; more
+  // requests than this in flight open handles that are closed after use.
+  size_t max_idle_handles = 16;
+  long connect_timeout_s = 10;
+  // A transfer slower than 1 byte/s for this long is abandoned (and retried).
+  long low_speed_time_s = 30;
+  // Attempts after the first, for transport errors, 429 and 5xx.
+  int retries = 4;
+  // Backoff before retry k (0-based): base << k, plus up to as much jitter.
+  long backoff_ms = 100;
+};
+
+struct HttpResponse {
+  long status = 0;
+  std::string body;
+  // Header values (empty when absent). etag keeps its quotes.
+  std::string etag, last_modified, content_range;
+  // Content-Length, when given (-1 when not).
+  int64_t content_length = -1;
+};
+
+class HttpClient {
+ public:
+  explicit HttpClient(HttpOptions options = {});
+  ~HttpClient();
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  // Sends `method` ("GET" or "HEAD") to `url` with `headers` ("Name:
+  // value"), signed by `signer` when given, retrying as the options say.
+  // The body is refused beyond `max_body` bytes (a hostile server cannot
+  // make us allocate more). Returns the last response, whatever its status
+  // (the caller decides what a 404 or 412 means); errors are transport
+  // failures that outlasted the retries (Unavailable, naming the URL and
+  // `what`, e.g. "bytes 0-1048575").
+  absl::StatusOr<HttpResponse> Send(absl::string_view method, const std::string& url,
+                                    const std::vector<std::string>& headers,
+                                    const RequestSigner* signer, size_t max_body,
+                                    absl::string_view what) const;
+
+  // Requests sent (attempts, retries included), for tests and statistics.
+  uint64_t requests() const { return requests_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Handle;
+  std::unique_ptr<Handle> Acquire() const;
+  void Release(std::unique_ptr<Handle> handle) const;
+  absl::StatusOr<HttpResponse> SendOnce(std::unique_ptr<Handle>* handle, absl::string_view method,
+                                        const std::string& url,
+                                        const std::vector<std::string>& headers, size_t max_body,
+                                        bool* transient, std::string* error) const;
+
+  const HttpOptions options_;
+  mutable Mutex mu_;  // leaf lock: never held across a request
+  mutable std::vector<std::unique_ptr<Handle>> idle_ ABSL_GUARDED_BY(mu_);
+  mutable std::atomic<uint64_t> requests_{0};
+};
+
+// "HTTP 404 (Not Found)"-style text for `status`, with the server's
+// message when the body is an S3/GCS XML error (<Code>, <Message>).
+std::string DescribeHttpStatus(long status, absl::string_view body);
+
+// One object, as listed. Thread-safe.
+class HttpObject final : public ObjectReader {
+ public:
+  struct Listed {
+    std::string url;   // http(s) URL of the object (what GETs go to)
+    std::string name;  // how messages name it (s3://bucket/key, or the URL)
+    uint64_t size = 0;
+    std::string etag;  // with its quotes; empty: the server gave none (reads are not pinned)
+  };
+  // `signer` and `cache` may be null (a null cache: each read fetches
+  // what it needs, rounded to blocks).
+  HttpObject(Listed listed, std::shared_ptr<const HttpClient> client,
+             std::shared_ptr<const RequestSigner> signer, std::shared_ptr<BlockCache> cache);
+
+  const std::string& url() const override { return listed_.name; }
+  uint64_t size() const override { return listed_.size; }
+  const std::string& etag() const { return listed_.etag; }
+  absl::StatusOr<size_t> ReadAt(uint64_t offset, char* buf, size_t n) const override;
+
+ private:
+  // Bytes [begin, end) of the object (within size()), in one GET.
+  absl::StatusOr<std::string> Fetch(uint64_t begin, uint64_t end) const;
+
+  const Listed listed_;
+  std::shared_ptr<const HttpClient> client_;
+  std::shared_ptr<const RequestSigner> signer_;
+  std::shared_ptr<BlockCache> cache_;
+  uint64_t id_;
+  mutable std::atomic<bool> change_logged_{false};
+};
+
+}  // namespace tfrecordfs::source
+
+#endif  // TFRECORDFS_SOURCE_HTTP_H_

@@ -1,0 +1,358 @@
+#include "tfrecordfs/scan/objects.h"
+
+#include <expat.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <ctime>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "tfrecordfs/base/log.h"
+#include "tfrecordfs/source/sigv4.h"
+
+namespace tfrecordfs::scan {
+namespace {
+
+// A listing page is refused beyond this (S3 pages hold at most 1000 keys:
+// about 400 KiB).
+constexpr size_t kMaxListBody = size_t{16} << 20;
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? "" : v;
+}
+
+bool EnvTrue(const char* name) {
+  const std::string v = absl::AsciiStrToLower(Env(name));
+  return v == "1" || v == "true" || v == "yes";
+}
+
+std::string WithScheme(std::string endpoint) {
+  if (!absl::StartsWith(endpoint, "http://") && !absl::StartsWith(endpoint, "https://")) {
+    endpoint = absl::StrCat("http://", endpoint);
+  }
+  while (absl::EndsWith(endpoint, "/")) endpoint.pop_back();
+  return endpoint;
+}
+
+std::string Region() {
+  std::string r = Env("AWS_REGION");
+  if (r.empty()) r = Env("AWS_DEFAULT_REGION");
+  return r.empty() ? "us-east-1" : r;
+}
+
+// Where a bucket's requests go: "<base>/<encoded key>" for an object,
+// "<base>?list-type=2..." for a listing.
+std::string BucketBase(const ObjectUrl& u) {
+  const std::string bucket = source::AwsUriEncode(u.bucket, true);
+  if (u.scheme == ObjectUrl::Scheme::kGcs) {
+    const std::string emulator = Env("STORAGE_EMULATOR_HOST");
+    return absl::StrCat(emulator.empty() ? "https://storage.googleapis.com" : WithScheme(emulator),
+                        "/", bucket);
+  }
+  std::string endpoint = Env("AWS_ENDPOINT_URL_S3");
+  if (endpoint.empty()) endpoint = Env("AWS_ENDPOINT_URL");
+  if (!endpoint.empty()) return absl::StrCat(WithScheme(endpoint), "/", bucket);  // path-style
+  return absl::StrCat("https://", u.bucket, ".s3.", Region(), ".amazonaws.com");
+}
+
+std::shared_ptr<const source::RequestSigner> SignerFor(const ObjectUrl& u) {
+  if (u.scheme != ObjectUrl::Scheme::kS3 || EnvTrue("AWS_NO_SIGN_REQUEST")) return nullptr;
+  source::AwsCredentials c{Env("AWS_ACCESS_KEY_ID"), Env("AWS_SECRET_ACCESS_KEY"),
+                           Env("AWS_SESSION_TOKEN")};
+  if (c.access_key_id.empty() || c.secret_access_key.empty()) return nullptr;
+  return std::make_shared<source::SigV4Signer>(std::move(c), Region());
+}
+
+// A key a mount can show: no empty, "." or ".." component, not a folder
+// marker ("dir/").
+bool ShowableKey(absl::string_view relative) {
+  if (relative.empty() || absl::EndsWith(relative, "/")) return false;
+  for (absl::string_view part : absl::StrSplit(relative, '/')) {
+    if (part.empty() || part == "." || part == "..") return false;
+  }
+  return true;
+}
+
+absl::string_view BaseName(absl::string_view path) {
+  const size_t slash = path.rfind('/');
+  return slash == absl::string_view::npos ? path : path.substr(slash + 1);
+}
+
+// ---- ListObjectsV2 with expat ----
+
+struct ListParser {
+  ListPage page;
+  std::vector<std::string> path;  // open elements (local names)
+  std::string text;
+  ListedObject current;
+  bool saw_root = false;
+  std::string error;
+};
+
+absl::string_view LocalName(const char* name) {
+  // With namespace processing off, a prefixed name is "ns:Name".
+  absl::string_view n(name);
+  const size_t colon = n.rfind(':');
+  return colon == absl::string_view::npos ? n : n.substr(colon + 1);
+}
+
+void XMLCALL OnStart(void* user, const XML_Char* name, const XML_Char**) {
+  auto* p = static_cast<ListParser*>(user);
+  p->path.emplace_back(LocalName(name));
+  p->text.clear();
+  if (p->path.size() == 1) p->saw_root = p->path[0] == "ListBucketResult";
+  if (p->path.size() == 2 && p->path[1] == "Contents") p->current = ListedObject();
+}
+
+void XMLCALL OnText(void* user, const XML_Char* s, int len) {
+  auto* p = static_cast<ListParser*>(user);
+  if (p->text.size() < 4096) p->text.append(s, static_cast<size_t>(len));
+}
+
+void XMLCALL OnEnd(void* user, const XML_Char*) {
+  auto* p = static_cast<ListParser*>(user);
+  if (p->path.empty()) return;
+  const std::string name = p->path.back();
+  const size_t depth = p->path.size();
+  if (depth == 3 && p->path[1] == "Contents") {
+    if (name == "Key") {
+      p->current.key = p->text;
+    } else if (name == "Size") {
+      if (!absl::SimpleAtoi(p->text, &p->current.size) && p->error.empty()) {
+        p->error = absl::StrCat("<Size> is not a number: ", p->text.substr(0, 40));
+      }
+    } else if (name == "ETag") {
+      p->current.etag = p->text;
+    } else if (name == "LastModified") {
+      p->current.last_modified = p->text;
+    }
+  } else if (depth == 2 && name == "Contents") {
+    p->page.objects.push_back(std::move(p->current));
+  } else if (depth == 2 && name == "IsTruncated") {
+    p->page.truncated = absl::AsciiStrToLower(absl::StripAsciiWhitespace(p->text)) == "true";
+  } else if (depth == 2 && name == "NextContinuationToken") {
+    p->page.next_token = p->text;
+  }
+  p->text.clear();
+  p->path.pop_back();
+}
+
+}  // namespace
+
+bool IsObjectUrl(absl::string_view source) {
+  for (absl::string_view scheme : {"s3://", "gs://", "http://", "https://"}) {
+    if (absl::StartsWith(source, scheme)) return true;
+  }
+  return false;
+}
+
+absl::StatusOr<ObjectUrl> ParseObjectUrl(absl::string_view source) {
+  ObjectUrl u;
+  absl::string_view rest = source;
+  if (absl::ConsumePrefix(&rest, "s3://")) {
+    u.scheme = ObjectUrl::Scheme::kS3;
+  } else if (absl::ConsumePrefix(&rest, "gs://")) {
+    u.scheme = ObjectUrl::Scheme::kGcs;
+  } else if (absl::ConsumePrefix(&rest, "http://") || absl::ConsumePrefix(&rest, "https://")) {
+    u.scheme = ObjectUrl::Scheme::kHttp;
+    const absl::string_view host = rest.substr(0, rest.find('/'));
+    if (host.empty()) return absl::InvalidArgumentError(absl::StrCat(source, ": no host"));
+    if (absl::StrContains(host, '@')) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a URL with user:password@ is not taken (it would be logged): give "
+                       "credentials in the environment"));
+    }
+    u.url = std::string(source);
+    return u;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": not an s3://, gs:// or http(s):// URL"));
+  }
+  const size_t slash = rest.find('/');
+  u.bucket = std::string(rest.substr(0, slash));
+  if (slash != absl::string_view::npos) u.key = std::string(rest.substr(slash + 1));
+  if (u.bucket.empty()) return absl::InvalidArgumentError(absl::StrCat(source, ": no bucket"));
+  if (absl::StrContains(u.bucket, '@')) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": '@' in a bucket name"));
+  }
+  return u;
+}
+
+absl::StatusOr<std::vector<std::string>> ExpandShardSpec(absl::string_view url) {
+  const size_t at = url.rfind('@');
+  const size_t slash = url.rfind('/');
+  if (at == absl::string_view::npos || (slash != absl::string_view::npos && at < slash)) {
+    return std::vector<std::string>{std::string(url)};
+  }
+  const absl::string_view stem = url.substr(0, at), count = url.substr(at + 1);
+  uint32_t n = 0;
+  if (!absl::SimpleAtoi(count, &n) || n == 0 || n > 100000 ||
+      !std::all_of(count.begin(), count.end(), absl::ascii_isdigit)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(url, ": 'name@N' needs a shard count N from 1 to 100000"));
+  }
+  const int width = std::max<int>(5, static_cast<int>(absl::StrCat(n).size()));
+  std::vector<std::string> out;
+  out.reserve(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    out.push_back(absl::StrFormat("%s-%0*u-of-%0*u", stem, width, i, width, n));
+  }
+  return out;
+}
+
+absl::StatusOr<ListPage> ParseListObjectsV2(absl::string_view xml) {
+  ListParser p;
+  XML_Parser parser = XML_ParserCreate(nullptr);
+  if (parser == nullptr) return absl::ResourceExhaustedError("XML_ParserCreate failed");
+  XML_SetUserData(parser, &p);
+  XML_SetElementHandler(parser, OnStart, OnEnd);
+  XML_SetCharacterDataHandler(parser, OnText);
+  const bool ok = XML_Parse(parser, xml.data(), static_cast<int>(xml.size()), 1) == XML_STATUS_OK;
+  std::string why;
+  if (!ok) {
+    why = absl::StrCat("line ", XML_GetCurrentLineNumber(parser), ": ",
+                       XML_ErrorString(XML_GetErrorCode(parser)));
+  }
+  XML_ParserFree(parser);
+  if (!ok) return absl::DataLossError(absl::StrCat("the listing is not valid XML (", why, ")"));
+  if (!p.saw_root) return absl::DataLossError("the listing is not a <ListBucketResult>");
+  if (!p.error.empty()) return absl::DataLossError(absl::StrCat("the listing: ", p.error));
+  if (p.page.truncated && p.page.next_token.empty()) {
+    return absl::DataLossError("the listing is truncated but gives no NextContinuationToken");
+  }
+  return std::move(p.page);
+}
+
+int64_t ParseObjectTime(absl::string_view text) {
+  const std::string s(absl::StripAsciiWhitespace(text));
+  std::tm tm = {};
+  const char* end = ::strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  if (end == nullptr) {
+    tm = {};
+    end = ::strptime(s.c_str(), "%a, %d %b %Y %H:%M:%S", &tm);
+  }
+  if (end == nullptr) return 0;
+  return static_cast<int64_t>(::timegm(&tm));
+}
+
+ObjectLister::ObjectLister(std::shared_ptr<source::BlockCache> cache)
+    : client_(std::make_shared<source::HttpClient>()), cache_(std::move(cache)) {}
+
+absl::StatusOr<std::vector<FoundObject>> ObjectLister::List(const std::string& source) const {
+  auto u = ParseObjectUrl(source);
+  if (!u.ok()) return u.status();
+  if (u->scheme != ObjectUrl::Scheme::kHttp) return ListBucket(source, *u);
+  auto one = Head(u->url);
+  if (!one.ok()) return one.status();
+  return std::vector<FoundObject>{std::move(*one)};
+}
+
+absl::StatusOr<FoundObject> ObjectLister::Head(const std::string& url) const {
+  auto r = client_->Send("HEAD", url, {}, nullptr, 0, "HEAD");
+  if (!r.ok()) return r.status();
+  if (r->status == 404 || r->status == 403) {
+    return absl::Status(
+        r->status == 404 ? absl::StatusCode::kNotFound : absl::StatusCode::kPermissionDenied,
+        absl::StrCat(url, ": ", source::DescribeHttpStatus(r->status, r->body)));
+  }
+  if (r->status != 200 || r->content_length < 0) {
+    // Some servers answer HEAD badly: a one-byte ranged GET says the size
+    // in Content-Range ("bytes 0-0/SIZE").
+    r = client_->Send("GET", url, {"Range: bytes=0-0"}, nullptr, 1, "bytes 0-0");
+    if (!r.ok()) return r.status();
+    if (r->status == 206) {
+      const size_t slash = r->content_range.rfind('/');
+      int64_t size = -1;
+      if (slash == std::string::npos ||
+          !absl::SimpleAtoi(absl::string_view(r->content_range).substr(slash + 1), &size)) {
+        return absl::DataLossError(
+            absl::StrCat(url, ": no object size in Content-Range '", r->content_range, "'"));
+      }
+      r->content_length = size;
+    } else if (r->status == 416) {
+      r->content_length = 0;  // an empty object has no byte 0
+    } else if (r->status != 200) {
+      return absl::Status(r->status == 404   ? absl::StatusCode::kNotFound
+                          : r->status == 403 ? absl::StatusCode::kPermissionDenied
+                                             : absl::StatusCode::kUnavailable,
+                          absl::StrCat(url, ": ", source::DescribeHttpStatus(r->status, r->body)));
+    }
+  }
+  if (r->content_length < 0) return absl::DataLossError(absl::StrCat(url, ": no object size"));
+  FoundObject f;
+  f.relative = std::string(BaseName(url.substr(0, url.find('?'))));
+  f.mtime = ParseObjectTime(r->last_modified);
+  source::HttpObject::Listed listed{url, url, static_cast<uint64_t>(r->content_length), r->etag};
+  // A weak ETag (W/"...") cannot pin a byte range (RFC 9110 8.8.3.2).
+  if (absl::StartsWith(listed.etag, "W/")) listed.etag.clear();
+  f.object = std::make_shared<source::HttpObject>(std::move(listed), client_, nullptr, cache_);
+  return f;
+}
+
+absl::StatusOr<std::vector<FoundObject>> ObjectLister::ListBucket(const std::string& source,
+                                                                  const ObjectUrl& u) const {
+  const std::string base = BucketBase(u);
+  auto signer = SignerFor(u);
+  const absl::string_view scheme = u.scheme == ObjectUrl::Scheme::kS3 ? "s3://" : "gs://";
+  // "PREFIX/" is a folder; "PREFIX" is the object of that key, or the
+  // folder "PREFIX/" (listed together).
+  const bool folder_only = u.key.empty() || absl::EndsWith(u.key, "/");
+  std::vector<FoundObject> out;
+  std::string token;
+  do {
+    std::string url =
+        absl::StrCat(base, "/?list-type=2&prefix=", source::AwsUriEncode(u.key, true));
+    if (!token.empty()) {
+      absl::StrAppend(&url, "&continuation-token=", source::AwsUriEncode(token, true));
+    }
+    auto r = client_->Send("GET", url, {}, signer.get(), kMaxListBody, "ListObjectsV2");
+    if (!r.ok()) return r.status();
+    if (r->status != 200) {
+      return absl::Status(r->status == 404   ? absl::StatusCode::kNotFound
+                          : r->status == 403 ? absl::StatusCode::kPermissionDenied
+                                             : absl::StatusCode::kUnavailable,
+                          absl::StrCat(source, ": listing failed: ",
+                                       source::DescribeHttpStatus(r->status, r->body)));
+    }
+    auto page = ParseListObjectsV2(r->body);
+    if (!page.ok()) return absl::DataLossError(absl::StrCat(source, ": ", page.status().message()));
+    for (ListedObject& o : page->objects) {
+      std::string relative;
+      if (!folder_only && o.key == u.key) {
+        relative = std::string(BaseName(o.key));
+      } else if (folder_only) {
+        relative = o.key.substr(u.key.size());
+      } else if (absl::StartsWith(o.key, absl::StrCat(u.key, "/"))) {
+        relative = o.key.substr(u.key.size() + 1);
+      } else {
+        continue;  // "PREFIX2/...": another folder
+      }
+      const std::string name = absl::StrCat(scheme, u.bucket, "/", o.key);
+      if (!ShowableKey(relative)) {
+        if (!absl::EndsWith(relative, "/"))
+          log::Warning(name, ": a key a mount cannot show; skipped");
+        continue;
+      }
+      FoundObject f;
+      f.relative = std::move(relative);
+      f.mtime = ParseObjectTime(o.last_modified);
+      source::HttpObject::Listed listed{absl::StrCat(base, "/", source::AwsUriEncode(o.key, false)),
+                                        name, o.size, o.etag};
+      f.object = std::make_shared<source::HttpObject>(std::move(listed), client_, signer, cache_);
+      out.push_back(std::move(f));
+    }
+    token = page->truncated ? page->next_token : "";
+  } while (!token.empty());
+  if (out.empty()) return absl::NotFoundError(absl::StrCat(source, ": no objects there"));
+  return out;
+}
+
+}  // namespace tfrecordfs::scan

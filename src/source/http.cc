@@ -1,0 +1,322 @@
+#include "tfrecordfs/source/http.h"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/log.h"
+
+namespace tfrecordfs::source {
+namespace {
+
+std::once_flag curl_init;
+
+struct Transfer {
+  HttpResponse* response;
+  size_t max_body;
+  bool too_large = false;
+};
+
+size_t OnBody(char* data, size_t size, size_t n, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  const size_t bytes = size * n;
+  // Room for an error document beyond what a success may carry.
+  if (t->response->body.size() + bytes > t->max_body + 65536) {
+    t->too_large = true;
+    return 0;  // aborts the transfer (CURLE_WRITE_ERROR)
+  }
+  t->response->body.append(data, bytes);
+  return bytes;
+}
+
+size_t OnHeader(char* data, size_t size, size_t n, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  const size_t bytes = size * n;
+  absl::string_view line(data, bytes);
+  if (absl::StartsWith(line, "HTTP/")) {
+    // A new response (after a redirect or a 100 Continue): forget the last.
+    HttpResponse& r = *t->response;
+    r.etag.clear();
+    r.last_modified.clear();
+    r.content_range.clear();
+    r.content_length = -1;
+    return bytes;
+  }
+  const size_t colon = line.find(':');
+  if (colon == absl::string_view::npos) return bytes;
+  const std::string name = absl::AsciiStrToLower(line.substr(0, colon));
+  const absl::string_view value = absl::StripAsciiWhitespace(line.substr(colon + 1));
+  HttpResponse& r = *t->response;
+  if (name == "etag") {
+    r.etag = std::string(value);
+  } else if (name == "last-modified") {
+    r.last_modified = std::string(value);
+  } else if (name == "content-range") {
+    r.content_range = std::string(value);
+  } else if (name == "content-length") {
+    int64_t v;
+    if (absl::SimpleAtoi(value, &v)) r.content_length = v;
+  }
+  return bytes;
+}
+
+// The text between <tag> and </tag> in `xml`, or "" (for error bodies only:
+// listings are parsed with expat, scan/objects.cc).
+absl::string_view Between(absl::string_view xml, absl::string_view tag) {
+  const std::string open = absl::StrCat("<", tag, ">"), close = absl::StrCat("</", tag, ">");
+  const size_t a = xml.find(open);
+  if (a == absl::string_view::npos) return "";
+  const size_t b = xml.find(close, a + open.size());
+  if (b == absl::string_view::npos) return "";
+  return xml.substr(a + open.size(), std::min<size_t>(b - a - open.size(), 300));
+}
+
+}  // namespace
+
+struct HttpClient::Handle {
+  CURL* curl = nullptr;
+  ~Handle() {
+    if (curl != nullptr) curl_easy_cleanup(curl);
+  }
+};
+
+HttpClient::HttpClient(HttpOptions options) : options_(options) {
+  std::call_once(curl_init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+HttpClient::~HttpClient() = default;
+
+std::unique_ptr<HttpClient::Handle> HttpClient::Acquire() const {
+  {
+    MutexLock lock(&mu_);
+    if (!idle_.empty()) {
+      auto h = std::move(idle_.back());
+      idle_.pop_back();
+      return h;
+    }
+  }
+  auto h = std::make_unique<Handle>();
+  h->curl = curl_easy_init();
+  return h;
+}
+
+void HttpClient::Release(std::unique_ptr<Handle> handle) const {
+  if (handle == nullptr || handle->curl == nullptr) return;
+  MutexLock lock(&mu_);
+  if (idle_.size() < options_.max_idle_handles) idle_.push_back(std::move(handle));
+  // else: destroyed here (a leaf lock; curl_easy_cleanup closes its sockets)
+}
+
+absl::StatusOr<HttpResponse> HttpClient::SendOnce(std::unique_ptr<Handle>* handle,
+                                                  absl::string_view method, const std::string& url,
+                                                  const std::vector<std::string>& headers,
+                                                  size_t max_body, bool* transient,
+                                                  std::string* error) const {
+  CURL* c = (*handle)->curl;
+  if (c == nullptr) return absl::ResourceExhaustedError("curl_easy_init failed");
+  curl_easy_reset(c);
+  HttpResponse response;
+  Transfer transfer{&response, max_body};
+  char errbuf[CURL_ERROR_SIZE] = "";
+  curl_slist* list = nullptr;
+  for (const std::string& h : headers) list = curl_slist_append(list, h.c_str());
+  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, list);
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);  // threads: no SIGALRM for DNS timeouts
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, options_.connect_timeout_s);
+  curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, options_.low_speed_time_s);
+  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, OnBody);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &transfer);
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, OnHeader);
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, &transfer);
+  if (method == "HEAD") {
+    curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+  } else {
+    curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+  }
+  requests_.fetch_add(1, std::memory_order_relaxed);
+  const CURLcode rc = curl_easy_perform(c);
+  curl_slist_free_all(list);
+  if (transfer.too_large) {
+    *transient = false;
+    return absl::DataLossError(
+        absl::StrCat("the response is larger than the ", max_body, " bytes asked for"));
+  }
+  if (rc != CURLE_OK) {
+    *transient = true;
+    *error = errbuf[0] != '\0' ? std::string(errbuf) : curl_easy_strerror(rc);
+    // A handle whose transfer failed may hold a broken connection: drop it.
+    handle->reset(new Handle{curl_easy_init()});
+    return absl::UnavailableError(*error);
+  }
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &response.status);
+  *transient = response.status == 429 || response.status >= 500;
+  return response;
+}
+
+absl::StatusOr<HttpResponse> HttpClient::Send(absl::string_view method, const std::string& url,
+                                              const std::vector<std::string>& headers,
+                                              const RequestSigner* signer, size_t max_body,
+                                              absl::string_view what) const {
+  std::vector<std::string> all = headers;
+  if (signer != nullptr) {
+    auto signed_headers = signer->Sign(method, url);
+    if (!signed_headers.ok()) return signed_headers.status();
+    all.insert(all.end(), signed_headers->begin(), signed_headers->end());
+  }
+  std::unique_ptr<Handle> handle = Acquire();
+  thread_local std::mt19937_64 jitter(std::random_device{}());
+  absl::StatusOr<HttpResponse> last = absl::UnknownError("no attempt");
+  std::string error;
+  int attempts = 0;
+  for (int attempt = 0;; ++attempt) {
+    bool transient = false;
+    ++attempts;
+    last = SendOnce(&handle, method, url, all, max_body, &transient, &error);
+    if (!transient || attempt >= options_.retries) break;
+    const long base = options_.backoff_ms << attempt;
+    const long wait = base + static_cast<long>(jitter() % static_cast<uint64_t>(base + 1));
+    log::Debug(url, ": ", what, ": ",
+               last.ok() ? DescribeHttpStatus(last->status, last->body) : error, "; retry ",
+               attempt + 1, " of ", options_.retries, " in ", wait, " ms");
+    std::this_thread::sleep_for(std::chrono::milliseconds(wait));
+    // Signatures carry a time: sign again for the next attempt.
+    if (signer != nullptr) {
+      auto signed_headers = signer->Sign(method, url);
+      if (!signed_headers.ok()) return signed_headers.status();
+      all = headers;
+      all.insert(all.end(), signed_headers->begin(), signed_headers->end());
+    }
+  }
+  Release(std::move(handle));
+  if (!last.ok()) {
+    return absl::Status(
+        last.status().code(),
+        absl::StrCat(url, ": ", what, ": ", last.status().message(),
+                     attempts > 1 ? absl::StrCat(" (after ", attempts, " attempts)") : ""));
+  }
+  return last;
+}
+
+std::string DescribeHttpStatus(long status, absl::string_view body) {
+  std::string out = absl::StrCat("HTTP ", status);
+  const absl::string_view code = Between(body, "Code"), message = Between(body, "Message");
+  if (!code.empty() || !message.empty()) {
+    absl::StrAppend(&out, " (", code, code.empty() || message.empty() ? "" : ": ", message, ")");
+  }
+  return out;
+}
+
+// ---- HttpObject ----
+
+HttpObject::HttpObject(Listed listed, std::shared_ptr<const HttpClient> client,
+                       std::shared_ptr<const RequestSigner> signer,
+                       std::shared_ptr<BlockCache> cache)
+    : listed_(std::move(listed)),
+      client_(std::move(client)),
+      signer_(std::move(signer)),
+      cache_(std::move(cache)),
+      id_(cache_ ? cache_->NewSourceId() : 0) {}
+
+absl::StatusOr<std::string> HttpObject::Fetch(uint64_t begin, uint64_t end) const {
+  const std::string range = absl::StrCat("bytes ", begin, "-", end - 1);
+  std::vector<std::string> headers = {absl::StrCat("Range: bytes=", begin, "-", end - 1)};
+  if (!listed_.etag.empty()) headers.push_back(absl::StrCat("If-Match: ", listed_.etag));
+  auto r = client_->Send("GET", listed_.url, headers, signer_.get(), end - begin, range);
+  if (!r.ok()) {
+    // A read that keeps failing is an I/O error for that read (not EAGAIN,
+    // which readers would retry at once).
+    log::Error(listed_.name, ": ", r.status().message());
+    return PosixError(EIO, absl::StrCat(listed_.name, ": ", r.status().message()));
+  }
+  const uint64_t want = end - begin;
+  if (r->status == 412 || r->status == 404 ||
+      (!listed_.etag.empty() && !r->etag.empty() && r->etag != listed_.etag)) {
+    const std::string why =
+        r->status == 404 ? "it is gone"
+                         : absl::StrCat("its ETag is no longer ", listed_.etag,
+                                        r->etag.empty() ? "" : absl::StrCat(" but ", r->etag));
+    if (!change_logged_.exchange(true)) {
+      log::Error(listed_.name, ": the object changed since it was listed (", why,
+                 "); its reads fail with EIO: remount to list it again");
+    }
+    return absl::DataLossError(absl::StrCat(listed_.name, ": ", range,
+                                            ": the object changed since it was listed (", why,
+                                            "); remount to list it again"));
+  }
+  if (r->status == 206 && r->body.size() == want) return std::move(r->body);
+  if (r->status == 200 && begin == 0 && r->body.size() >= want) {
+    r->body.resize(want);  // a server that ignores Range and sent everything we asked for
+    return std::move(r->body);
+  }
+  if (r->status == 200 || r->status == 206) {
+    return absl::DataLossError(absl::StrCat(listed_.name, ": ", range, ": HTTP ", r->status,
+                                            " with ", r->body.size(), " byte(s) instead of ",
+                                            want));
+  }
+  return PosixError(
+      EIO, absl::StrCat(listed_.name, ": ", range, ": ", DescribeHttpStatus(r->status, r->body)));
+}
+
+absl::StatusOr<size_t> HttpObject::ReadAt(uint64_t offset, char* buf, size_t n) const {
+  const uint64_t size = listed_.size;
+  if (offset >= size || n == 0) return size_t{0};
+  n = static_cast<size_t>(std::min<uint64_t>(n, size - offset));
+  const uint64_t end = offset + n;
+  const uint64_t first = offset / kBlockSize, last = (end - 1) / kBlockSize;
+  size_t done = 0;
+  uint64_t b = first;
+  // Copies the part of block `b` (its bytes `bytes`) that [offset, end) needs.
+  const auto take = [&](uint64_t block, absl::string_view bytes) {
+    const uint64_t block_begin = block * kBlockSize;
+    const uint64_t from = std::max(offset, block_begin);
+    const uint64_t to = std::min<uint64_t>(end, block_begin + bytes.size());
+    if (to <= from) return;
+    std::copy_n(bytes.data() + (from - block_begin), to - from, buf + (from - offset));
+    done += static_cast<size_t>(to - from);
+  };
+  while (b <= last) {
+    if (cache_) {
+      if (auto hit = cache_->Get(id_, b)) {
+        take(b, *hit);
+        ++b;
+        continue;
+      }
+    }
+    // Fetch from block b through the last block missing in a row, at least
+    // kMinObjectFetch bytes.
+    uint64_t miss_end = b + 1;
+    while (miss_end <= last && !(cache_ && cache_->Get(id_, miss_end))) ++miss_end;
+    const uint64_t fetch_begin = b * kBlockSize;
+    uint64_t fetch_end = std::max<uint64_t>(miss_end * kBlockSize, fetch_begin + kMinObjectFetch);
+    fetch_end = std::min<uint64_t>(fetch_end, size);
+    if (!cache_) fetch_end = std::min<uint64_t>(miss_end * kBlockSize, size);
+    auto bytes = Fetch(fetch_begin, fetch_end);
+    if (!bytes.ok()) return bytes.status();
+    for (uint64_t k = b; k * kBlockSize < fetch_end; ++k) {
+      const uint64_t at = k * kBlockSize - fetch_begin;
+      const size_t len = static_cast<size_t>(std::min<uint64_t>(kBlockSize, bytes->size() - at));
+      auto block = std::make_shared<const std::string>(bytes->substr(at, len));
+      if (k <= last) take(k, *block);
+      if (cache_) cache_->Put(id_, k, std::move(block));
+    }
+    b = std::max<uint64_t>(miss_end, (fetch_end + kBlockSize - 1) / kBlockSize);
+  }
+  return done;
+}
+
+}  // namespace tfrecordfs::source

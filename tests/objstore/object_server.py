@@ -1,0 +1,208 @@
+#!/usr/bin/python3
+"""A small HTTP and S3-compatible object server for the tests, on 127.0.0.1.
+
+Serves the files under --root: GET and HEAD of /PATH (a plain web server:
+ETag, Last-Modified, single byte ranges with 206 and 416, If-Match with 412),
+and, for a first path component BUCKET, S3's ListObjectsV2
+(GET /BUCKET/?list-type=2&prefix=P&continuation-token=T, at most --page-size
+keys a page, so that paging is exercised). With --access-key and
+--secret-key every request must carry a valid AWS SigV4 Authorization
+header, checked by the independent implementation below (hmac/hashlib),
+else 403 SignatureDoesNotMatch. --fail-first N answers the first N GETs of
+an object with 503 (the client must retry). ETags change when a file is
+replaced (inode, mtime, size). The server prints its port on stdout once it
+listens (the test blocks on reading it: no polling), logs every request to
+--log, and stops after --max-requests requests (or when killed).
+"""
+import argparse
+import datetime
+import email.utils
+import hashlib
+import hmac
+import os
+import sys
+import threading
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from xml.sax.saxutils import escape
+
+ARGS = None
+COUNT_LOCK = threading.Lock()
+COUNT = [0]
+FAILED = {}
+
+
+def etag_of(st):
+    return '"%x-%x-%x"' % (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def sign(key, msg):
+    return hmac.new(key, msg.encode(), hashlib.sha256).digest()
+
+
+def uri_encode(s, encode_slash=True):
+    safe = "-_.~" + ("" if encode_slash else "/")
+    return urllib.parse.quote(s, safe=safe)
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive: the client reuses connections
+
+    def log_message(self, fmt, *args):
+        if ARGS.log:
+            with open(ARGS.log, "a") as f:
+                f.write("%s %s\n" % (self.command, self.path))
+
+    def reply(self, status, body=b"", headers=None):
+        self.send_response(status)
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def error_xml(self, status, code, message):
+        body = ("<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>%s</Code>"
+                "<Message>%s</Message></Error>" % (code, escape(message))).encode()
+        self.reply(status, body, {"Content-Type": "application/xml"})
+
+    def check_signature(self):
+        if not ARGS.access_key:
+            return True
+        auth = self.headers.get("Authorization", "")
+        if not auth.startswith("AWS4-HMAC-SHA256 "):
+            self.error_xml(403, "AccessDenied", "anonymous request")
+            return False
+        fields = dict(p.strip().split("=", 1) for p in auth[len("AWS4-HMAC-SHA256 "):].split(","))
+        akid, date, region, service, _ = fields["Credential"].split("/")
+        if akid != ARGS.access_key:
+            self.error_xml(403, "InvalidAccessKeyId", "unknown key")
+            return False
+        signed = fields["SignedHeaders"].split(";")
+        raw_path, _, query = self.path.partition("?")
+        params = sorted(tuple(p.split("=", 1)) if "=" in p else (p, "")
+                        for p in query.split("&") if p)
+        canon_query = "&".join("%s=%s" % kv for kv in params)
+        canon_headers = "".join("%s:%s\n" % (h, " ".join(self.headers.get(h, "").split()))
+                                for h in signed)
+        canonical = "\n".join([self.command, raw_path, canon_query, canon_headers,
+                               ";".join(signed),
+                               self.headers.get("x-amz-content-sha256", "")])
+        amz_date = self.headers.get("x-amz-date", "")
+        scope = "/".join([date, region, service, "aws4_request"])
+        to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope,
+                             hashlib.sha256(canonical.encode()).hexdigest()])
+        k = sign(("AWS4" + ARGS.secret_key).encode(), date)
+        k = sign(sign(sign(k, region), service), "aws4_request")
+        want = hmac.new(k, to_sign.encode(), hashlib.sha256).hexdigest()
+        if not hmac.compare_digest(want, fields.get("Signature", "")):
+            self.error_xml(403, "SignatureDoesNotMatch", "the signature does not match")
+            return False
+        return True
+
+    def count(self):
+        with COUNT_LOCK:
+            COUNT[0] += 1
+            if COUNT[0] >= ARGS.max_requests:
+                threading.Thread(target=self.server.shutdown, daemon=True).start()
+
+    def do_HEAD(self):
+        self.do_GET()
+
+    def do_GET(self):
+        self.count()
+        if not self.check_signature():
+            return
+        raw_path, _, query = self.path.partition("?")
+        path = urllib.parse.unquote(raw_path)
+        q = urllib.parse.parse_qs(query, keep_blank_values=True)
+        if "list-type" in q:
+            return self.list_objects(path.strip("/"), q)
+        local = os.path.normpath(os.path.join(ARGS.root, path.lstrip("/")))
+        if not local.startswith(os.path.abspath(ARGS.root)) or not os.path.isfile(local):
+            return self.error_xml(404, "NoSuchKey", "no such key: " + path)
+        if self.command == "GET" and ARGS.fail_first:
+            with COUNT_LOCK:
+                FAILED[local] = FAILED.get(local, 0) + 1
+                failing = FAILED[local] <= ARGS.fail_first
+            if failing:
+                return self.error_xml(503, "SlowDown", "injected failure")
+        with open(local, "rb") as f:
+            st = os.fstat(f.fileno())
+            etag = etag_of(st)
+            headers = {"ETag": etag, "Accept-Ranges": "bytes",
+                       "Last-Modified": email.utils.formatdate(st.st_mtime, usegmt=True)}
+            want = self.headers.get("If-Match")
+            if want is not None and want != "*" and want != etag:
+                return self.error_xml(412, "PreconditionFailed", "If-Match: " + want)
+            rng = self.headers.get("Range")
+            size = st.st_size
+            if rng is None:
+                return self.reply(200, f.read(), headers)  # HEAD: the length, no body
+            first, _, last = rng[len("bytes="):].partition("-")
+            first = int(first)
+            last = min(int(last), size - 1) if last else size - 1
+            if first >= size or last < first:
+                headers["Content-Range"] = "bytes */%d" % size
+                return self.reply(416, b"", headers)
+            f.seek(first)
+            headers["Content-Range"] = "bytes %d-%d/%d" % (first, last, size)
+            self.reply(206, f.read(last - first + 1), headers)
+
+    def list_objects(self, bucket, q):
+        top = os.path.join(ARGS.root, bucket)
+        if not bucket or not os.path.isdir(top):
+            return self.error_xml(404, "NoSuchBucket", "no such bucket: " + bucket)
+        prefix = q.get("prefix", [""])[0]
+        keys = []
+        for d, dirs, files in os.walk(top):
+            for name in files:
+                key = os.path.relpath(os.path.join(d, name), top)
+                if key.startswith(prefix):
+                    keys.append(key)
+        keys.sort()
+        token = q.get("continuation-token", [""])[0]
+        start = int(token) if token else 0
+        page = keys[start:start + ARGS.page_size]
+        more = start + ARGS.page_size < len(keys)
+        out = ['<?xml version="1.0" encoding="UTF-8"?>',
+               '<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">',
+               "<Name>%s</Name><Prefix>%s</Prefix><KeyCount>%d</KeyCount>"
+               "<MaxKeys>%d</MaxKeys><IsTruncated>%s</IsTruncated>"
+               % (escape(bucket), escape(prefix), len(page), ARGS.page_size,
+                  "true" if more else "false")]
+        for key in page:
+            st = os.stat(os.path.join(top, key))
+            when = datetime.datetime.fromtimestamp(st.st_mtime, datetime.timezone.utc)
+            out.append("<Contents><Key>%s</Key><LastModified>%s</LastModified>"
+                       "<ETag>%s</ETag><Size>%d</Size><StorageClass>STANDARD</StorageClass>"
+                       "</Contents>" % (escape(key), when.strftime("%Y-%m-%dT%H:%M:%S.000Z"),
+                                        escape(etag_of(st), {'"': "&quot;"}), st.st_size))
+        if more:
+            out.append("<NextContinuationToken>%d</NextContinuationToken>" % (start + len(page)))
+        out.append("</ListBucketResult>")
+        self.reply(200, "".join(out).encode(), {"Content-Type": "application/xml"})
+
+
+def main():
+    global ARGS
+    p = argparse.ArgumentParser()
+    p.add_argument("--root", required=True)
+    p.add_argument("--log", default="")
+    p.add_argument("--page-size", type=int, default=1000)
+    p.add_argument("--access-key", default="")
+    p.add_argument("--secret-key", default="")
+    p.add_argument("--fail-first", type=int, default=0)
+    p.add_argument("--max-requests", type=int, default=100000)
+    ARGS = p.parse_args()
+    ARGS.root = os.path.abspath(ARGS.root)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    print(server.server_address[1], flush=True)  # the socket listens already
+    server.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
