@@ -81,7 +81,7 @@ class Collector {
                                                    " and ", it->second, ")"));
     }
     const size_t self = entries_.size();
-    entries_.push_back({path, mount_path, st, parent});
+    entries_.push_back({path, mount_path, st, parent, nullptr});
     if (!S_ISDIR(st.st_mode)) {
       files_.push_back(self);
       return absl::OkStatus();
@@ -459,7 +459,7 @@ absl::StatusOr<ScannedShard> ScanOne(const std::string& path, index::IndexStore*
   if (!S_ISREG(st.st_mode)) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
   }
-  Probed p = ProbeAndIndex({path, Basename(path), st}, 0, store);
+  Probed p = ProbeAndIndex({path, Basename(path), st, kAtRoot, nullptr}, 0, store);
   if (!p.status.ok()) return p.status;
   if (!p.is_shard) {
     return absl::InvalidArgumentError(

@@ -284,7 +284,10 @@ TEST_F(ViewsOpsTest, ClassesGroupRecordsByLabel) {
 
 TEST_F(ViewsOpsTest, ClassGroupingIsStoredWithTheIndexAndInvalidatedWithIt) {
   test::TempDir cache_dir("tfrecordfs_views_cache");
-  index::IndexStore store({.cache_dir = cache_dir.path(), .durable = false});
+  index::StoreOptions store_options;
+  store_options.cache_dir = cache_dir.path();
+  store_options.durable = false;
+  index::IndexStore store(store_options);
   {
     std::atomic<uint64_t> progress{0};  // what the mount's progress bar is told
     auto ops = Make(vfs::ViewKind::kClasses, &store, &progress);

@@ -128,7 +128,7 @@ TEST(GalleryNamesTest, SequenceStepsArePadded) {
 }
 
 TEST(EscapeNamePartTest, ReversibleWithUnescape) {
-  for (const std::string raw :
+  for (const std::string& raw :
        {std::string("cat"), std::string("a/b"), std::string("100%"), std::string(".hidden"),
         std::string("tab\there"), std::string("x~"), std::string(""), std::string("\xff\xfe"),
         std::string("caf\xc3\xa9"), std::string("-3"), std::string("%none")}) {
