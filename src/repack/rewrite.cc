@@ -11,7 +11,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "src/repack/check_shard.h"
+#include "absl/container/flat_hash_set.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/fs_util.h"
+#include "tfrecordfs/base/log.h"
+#include "tfrecordfs/staging/edits.h"
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/record/writer.h"
 #include "tfrecordfs/repack/journal.h"
@@ -32,24 +36,41 @@ Paths PathsOf(const std::string& shard) {
   return p;
 }
 
+// Removes committed edit folders (best effort: RecoverRewrites retries).
+void RemoveEditFolders(const std::string& edits_dir, const std::vector<std::string>& folders) {
+  for (const std::string& f : folders) {
+    if (auto s = RemoveTree(absl::StrCat(edits_dir, "/", f)); !s.ok()) {
+      log::Warning("cannot remove the committed edit folder: ", s.message());
+    }
+  }
+}
+
 absl::StatusOr<staging::Fingerprint> FingerprintOfPath(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return ErrnoError(errno, path);
   return staging::FingerprintOf(st);
 }
 
-// Steps 1-3 of the top of rewrite.h for one shard; on failure before the
+// Steps 1-4 of the top of rewrite.h for one shard; on failure before the
 // rename the temp file is removed and the shard is as it was.
-absl::Status RewriteOne(staging::DeletionList* list, const std::string& path,
-                        const staging::DeletedShard& d, const ShardToRewrite& from,
+absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_dir,
+                        const std::string& path, const staging::DeletedShard& d,
+                        const ShardToRewrite& from, naming::FeatureTypes& types,
                         RewrittenShard* out) {
   auto now = FingerprintOfPath(path);
   if (!now.ok()) return now.status();
   if (!(*now == d.before)) {
     return absl::FailedPreconditionError(
-        "the shard changed on disk since its records were deleted; deletions kept pending "
-        "(remove " +
-        list->path() + " to drop them)");
+        "the shard changed on disk since its records were edited or deleted; its edits are "
+        "kept pending (remove " +
+        list->path() + " and the shard's folders in " + edits_dir + " to drop them)");
+  }
+  const std::string key = staging::ShardKey(path);
+  auto edits = staging::ReadShardEdits(edits_dir, key, types);
+  if (!edits.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        edits.status().message(), "; fix the record's files through the mount (or remove the "
+                                  "record folder) and unmount again; its edits are kept pending"));
   }
   const Paths p = PathsOf(path);
   auto fd = OpenFile(p.temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -63,6 +84,11 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& path,
         ++out->deleted;
         continue;
       }
+      if (auto e = edits->replaced.find(i); e != edits->replaced.end()) {
+        s = writer.Append(e->second);
+        ++out->changed;
+        continue;
+      }
       auto payload = record::ReadRecord(*from.source, i, offsets[i], offsets[i + 1]);
       if (!payload.ok()) {
         s = payload.status();
@@ -71,8 +97,15 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& path,
       s = writer.Append(*payload);
       ++out->kept;
     }
+    for (size_t i = 0; i < edits->added.size() && s.ok(); ++i) {
+      s = writer.Append(edits->added[i].second);
+      ++out->added;
+    }
     if (s.ok()) s = writer.Close(/*sync=*/true);
-    if (s.ok()) s = CheckWrittenShard(p.temp, writer.bytes(), out->kept, from.codec);
+    if (s.ok()) {
+      s = CheckWrittenShard(p.temp, writer.bytes(), out->kept + out->changed + out->added,
+                            from.codec);
+    }
   }
   absl::StatusOr<staging::Fingerprint> next = s.ok() ? FingerprintOfPath(p.temp) : s;
   if (next.ok()) s = list->SetRewriting(path, *next);
@@ -86,16 +119,19 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& path,
     (void)list->SetRewriting(path, std::nullopt);
     return s;
   }
-  // From here the new shard is in place: the deletions are done even if
-  // what follows fails (RecoverRewrites drops the entry next time).
+  // From here the new shard is in place: the edits are done even if what
+  // follows fails (RecoverRewrites drops the entry next time, and the edit
+  // folders of a shard without an entry are removed).
   if (auto f = FsyncDir(p.dir); !f.ok()) return f;
-  return list->Forget(path);
+  if (auto f = list->Forget(path); !f.ok()) return f;
+  RemoveEditFolders(edits_dir, edits->folders);
+  return absl::OkStatus();
 }
 
 }  // namespace
 
-std::vector<RewrittenShard> ApplyDeletions(
-    staging::DeletionList* list,
+std::vector<RewrittenShard> ApplyEdits(
+    staging::DeletionList* list, const std::string& edits_dir, naming::FeatureTypes& types,
     const std::function<const ShardToRewrite*(const std::string& path)>& find) {
   std::vector<RewrittenShard> out;
   for (const auto& [path, d] : list->Snapshot()) {
@@ -104,18 +140,19 @@ std::vector<RewrittenShard> ApplyDeletions(
     r.path = path;
     const ShardToRewrite* from = find(path);
     if (from == nullptr) {
-      r.status = absl::FailedPreconditionError("not mounted; deletions kept pending");
+      r.status = absl::FailedPreconditionError("not mounted; its edits are kept pending");
     } else {
-      r.status = RewriteOne(list, path, d, *from, &r);
+      r.status = RewriteOne(list, edits_dir, path, d, *from, types, &r);
     }
-    if (!r.status.ok()) r.kept = r.deleted = 0;
+    if (!r.status.ok()) r.kept = r.changed = r.added = r.deleted = 0;
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     out.push_back(std::move(r));
   }
   return out;
 }
 
-std::vector<std::string> RecoverRewrites(staging::DeletionList* list) {
+std::vector<std::string> RecoverRewrites(staging::DeletionList* list,
+                                         const std::string& edits_dir) {
   std::vector<std::string> lines;
   for (const auto& [path, d] : list->Snapshot()) {
     const Paths p = PathsOf(path);
@@ -134,6 +171,16 @@ std::vector<std::string> RecoverRewrites(staging::DeletionList* list) {
       if (d.rewriting) (void)list->SetRewriting(path, std::nullopt);
     }
   }
+  // Edit folders of shards the list no longer has: their commit renamed the
+  // new shard into place before they could be removed.
+  absl::flat_hash_set<std::string> keys;
+  for (const auto& [path, d] : list->Snapshot()) keys.insert(staging::ShardKey(path));
+  for (const auto& [key, folders] : staging::ListEditFolders(edits_dir)) {
+    if (keys.contains(key)) continue;
+    RemoveEditFolders(edits_dir, folders);
+    lines.push_back(absl::StrCat("removed ", folders.size(),
+                                 " edit folder(s) of a committed shard from ", edits_dir));
+  }
   return lines;
 }
 
@@ -141,8 +188,9 @@ std::string RewriteSummary(const std::vector<RewrittenShard>& shards) {
   std::string out;
   for (const RewrittenShard& r : shards) {
     if (r.status.ok()) {
-      absl::StrAppend(&out, "rewrote ", r.path, ": kept ", r.kept, ", deleted ", r.deleted,
-                      " record(s) in ", absl::StrFormat("%.2f", r.seconds), " s\n");
+      absl::StrAppend(&out, "rewrote ", r.path, ": kept ", r.kept, ", changed ", r.changed,
+                      ", added ", r.added, ", deleted ", r.deleted, " record(s) in ",
+                      absl::StrFormat("%.2f", r.seconds), " s\n");
     } else {
       absl::StrAppend(&out, "not rewritten ", r.path, ": ", r.status.message(), "\n");
     }

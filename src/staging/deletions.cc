@@ -159,6 +159,19 @@ absl::Status DeletionList::SetRewriting(const std::string& shard, std::optional<
   return Save(std::move(next));
 }
 
+absl::Status DeletionList::Register(const std::string& shard, const Fingerprint& fp) {
+  MutexLock lock(&mu_);
+  auto it = d_.find(shard);
+  if (it != d_.end()) {
+    if (it->second.before == fp) return absl::OkStatus();
+    return absl::FailedPreconditionError(
+        absl::StrCat(shard, ": changed since its first edit; not edited"));
+  }
+  Deletions next = d_;
+  next[shard].before = fp;
+  return Save(std::move(next));
+}
+
 absl::Status DeletionList::Forget(const std::string& shard) {
   MutexLock lock(&mu_);
   Deletions next = d_;

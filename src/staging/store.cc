@@ -122,7 +122,9 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir, OpenO
                              : static_cast<size_t>(rl.rlim_cur);
     store->node_fd_budget_ = std::clamp<size_t>(limit / 8, 16, 1024);
   }
-  if (!options.read_only) ReserveJournalSpace(JournalReserveFile(store->dir_));
+  if (!options.read_only && options.reserve_journal) {
+    ReserveJournalSpace(JournalReserveFile(store->dir_));
+  }
   MutexLock lock_nodes(&store->mu_);
   store->nodes_[st.st_ino].nlookup = 1;
   return store;
@@ -992,6 +994,11 @@ absl::StatusOr<std::string> Store::ErrorOf(uint64_t node, naming::FeatureTypes& 
 }
 
 void RemoveIfEmpty(const std::string& dir) {
+  // The edit store inside it first (the same layout, layout.h).
+  if (const std::string edits = EditsStoreDir(dir); edits != dir) {
+    struct stat st;
+    if (::stat(edits.c_str(), &st) == 0) RemoveIfEmpty(edits);
+  }
   // rmdir fails on anything non-empty, so staged bytes are never lost.
   if (::rmdir(RecordsDir(dir).c_str()) != 0 && errno != ENOENT) return;
   struct stat st;

@@ -1,6 +1,9 @@
 // The records deleted from mounted shards and not yet committed: one small
 // file in the staging store, `<store>/deleted-records`, so that a deletion
-// survives a daemon crash and a remount exactly like a staged record.
+// survives a daemon crash and a remount exactly like a staged record. It is
+// also the list of shards with pending edits (staging/edits.h): a shard
+// entry without `delete` lines is a shard some of whose records are edited
+// or added, whose folders are in the edit store.
 //
 // A record is named by its shard's path and its index in the shard as the
 // mount indexed it. The shard's fingerprint (size, mtime in ns, inode) is kept
@@ -86,6 +89,12 @@ class DeletionList {
   // list. FailedPrecondition when the shard has deletions under another
   // fingerprint (it changed in between).
   absl::Status Delete(const std::string& shard, const Fingerprint& fp, uint64_t record);
+  // Makes sure `shard` has an entry (fingerprint `fp`), with or without
+  // deletions, and persists it: done before the first edit of one of its
+  // records is written to the edit store (edits.h), so that every edit
+  // folder there belongs to a shard of the list. FailedPrecondition as for
+  // Delete.
+  absl::Status Register(const std::string& shard, const Fingerprint& fp);
   // Marks the rewrite of `shard` in flight (its new file's fingerprint) or
   // not (nullopt), and persists.
   absl::Status SetRewriting(const std::string& shard, std::optional<Fingerprint> fp);

@@ -85,6 +85,9 @@ struct OpenOptions {
   // O_PATH descriptors of nodes kept open at once (see the top of this
   // file); 0: an eighth of the soft RLIMIT_NOFILE, between 16 and 1024.
   size_t node_fds = 0;
+  // Set journal.reserve aside (layout.h); false for a store that is never
+  // packed (the edit store, staging/edits.h).
+  bool reserve_journal = true;
 };
 
 class Store {

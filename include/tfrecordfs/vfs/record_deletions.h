@@ -52,6 +52,13 @@ class RecordDeletions {
   absl::Status Hide(uint64_t shard, uint64_t record, uint32_t entry);
   // Deletes the record: persisted in the list, then hidden.
   absl::Status DeleteRecord(uint64_t shard, uint64_t record);
+  // Makes sure the list has an entry for `shard` (DeletionList::Register),
+  // before one of its records is edited or added (record_edits.h); EROFS
+  // as for DeleteRecord.
+  absl::Status Register(uint64_t shard);
+  // Whether the list has an entry for `shard` made on the shard as it is
+  // mounted (loaded with a matching fingerprint, or registered since).
+  bool Registered(uint64_t shard) const;
 
  private:
   absl::Status CheckWritable(uint64_t shard) const;
@@ -62,6 +69,7 @@ class RecordDeletions {
   mutable Mutex mu_;
   absl::flat_hash_set<uint64_t> deleted_ ABSL_GUARDED_BY(mu_);  // RecordKey
   absl::flat_hash_set<std::pair<uint64_t, uint32_t>> hidden_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<uint64_t> registered_ ABSL_GUARDED_BY(mu_);  // shard ids
 };
 
 }  // namespace tfrecordfs::vfs
