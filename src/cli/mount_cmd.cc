@@ -210,8 +210,8 @@ std::optional<int> Mount::OpenStore() {
     }
     deletions_ = *std::move(list);
     // Records of the shards being edited or added (staging/edits.h).
-    auto edits = staging::Store::Open(staging::EditsStoreDir(store_->dir()),
-                                      {.reserve_journal = false});
+    auto edits =
+        staging::Store::Open(staging::EditsStoreDir(store_->dir()), {.reserve_journal = false});
     if (!edits.ok()) {
       log::Error("cannot open the edit store: ", edits.status().message());
       return Fail();

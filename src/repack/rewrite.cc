@@ -8,17 +8,17 @@
 #include <chrono>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "src/repack/check_shard.h"
-#include "absl/container/flat_hash_set.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
-#include "tfrecordfs/staging/edits.h"
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/record/writer.h"
 #include "tfrecordfs/repack/journal.h"
+#include "tfrecordfs/staging/edits.h"
 
 namespace tfrecordfs::repack {
 namespace {
@@ -68,9 +68,10 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
   const std::string key = staging::ShardKey(path);
   auto edits = staging::ReadShardEdits(edits_dir, key, types);
   if (!edits.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        edits.status().message(), "; fix the record's files through the mount (or remove the "
-                                  "record folder) and unmount again; its edits are kept pending"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(edits.status().message(),
+                     "; fix the record's files through the mount (or remove the "
+                     "record folder) and unmount again; its edits are kept pending"));
   }
   const Paths p = PathsOf(path);
   auto fd = OpenFile(p.temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

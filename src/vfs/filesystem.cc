@@ -131,9 +131,8 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
   fs->staging_types_ =
       options.staging_types != nullptr ? options.staging_types : &fs->records_->sampler();
   if (fs->deletions_ != nullptr && options.edits != nullptr) {
-    fs->edits_ = std::make_unique<RecordEdits>(fs->shards_, fs->records_.get(),
-                                               fs->deletions_.get(), options.edits,
-                                               fs->staging_types_);
+    fs->edits_ = std::make_unique<RecordEdits>(
+        fs->shards_, fs->records_.get(), fs->deletions_.get(), options.edits, fs->staging_types_);
   }
   fs->tree_ =
       std::make_unique<TreeView>(scanned->entries, shard_entries, fs->shards_, &fs->fd_cache_,

@@ -220,8 +220,7 @@ absl::StatusOr<Attr> RecordEdits::LookupInShard(uint64_t shard, absl::string_vie
     added = it != added_.end() && it->second.contains(std::string(name));
   }
   if (!added) return a;
-  return folders_.Lookup(folders_.IdOf(store_->root()),
-                         staging::AddedFolderName(Key(shard), name));
+  return folders_.Lookup(folders_.IdOf(store_->root()), staging::AddedFolderName(Key(shard), name));
 }
 
 void RecordEdits::ReadShardDir(uint64_t shard, const Attr& self, uint64_t offset,
@@ -231,12 +230,12 @@ void RecordEdits::ReadShardDir(uint64_t shard, const Attr& self, uint64_t offset
   const uint64_t first_added = shards_[shard].records_shown() + 2;
   if (offset < first_added) {
     bool full = false;
-    records_->ReadShardDir(shard, self, offset, [&](absl::string_view n, const Attr& a,
-                                                    uint64_t next) {
-      if (emit(n, a, next)) return true;
-      full = true;
-      return false;
-    });
+    records_->ReadShardDir(shard, self, offset,
+                           [&](absl::string_view n, const Attr& a, uint64_t next) {
+                             if (emit(n, a, next)) return true;
+                             full = true;
+                             return false;
+                           });
     if (full) return;
     offset = first_added;
   }
@@ -266,15 +265,15 @@ void RecordEdits::ReadShardDir(uint64_t shard, const Attr& self, uint64_t offset
   }
 }
 
-absl::StatusOr<Attr> RecordEdits::MkdirInShard(uint64_t shard, absl::string_view name,
-                                               mode_t mode, std::optional<staging::Owner> owner) {
+absl::StatusOr<Attr> RecordEdits::MkdirInShard(uint64_t shard, absl::string_view name, mode_t mode,
+                                               std::optional<staging::Owner> owner) {
   if (auto s = staging::CheckName(name); !s.ok()) return s;
   if (records_->LookupRecord(shard, name).ok()) {
     return PosixError(EEXIST, absl::StrCat(name, ": a record of the shard"));
   }
   if (auto s = deletions_->Register(shard); !s.ok()) return s;
-  auto a = folders_.Mkdir(folders_.IdOf(store_->root()),
-                          staging::AddedFolderName(Key(shard), name), mode, owner);
+  auto a = folders_.Mkdir(folders_.IdOf(store_->root()), staging::AddedFolderName(Key(shard), name),
+                          mode, owner);
   if (!a.ok()) return a.status();
   MutexLock lock(&mu_);
   added_[shard].insert(std::string(name));
@@ -325,8 +324,8 @@ absl::Status RecordEdits::RmdirInShard(uint64_t shard, absl::string_view name) {
     added = it != added_.end() && it->second.contains(std::string(name));
   }
   if (!added) return a.status();
-  if (auto s = folders_.Rmdir(folders_.IdOf(store_->root()),
-                              staging::AddedFolderName(Key(shard), name));
+  if (auto s =
+          folders_.Rmdir(folders_.IdOf(store_->root()), staging::AddedFolderName(Key(shard), name));
       !s.ok()) {
     return s;
   }
@@ -365,8 +364,7 @@ absl::Status RecordEdits::RenameAny(uint64_t parent, absl::string_view name, uin
     }
     const uint64_t root = folders_.IdOf(store_->root());
     if (auto s = folders_.Rename(root, staging::AddedFolderName(Key(*parent_shard), name), root,
-                                 staging::AddedFolderName(Key(*new_parent_shard), new_name),
-                                 flags);
+                                 staging::AddedFolderName(Key(*new_parent_shard), new_name), flags);
         !s.ok()) {
       return s;
     }

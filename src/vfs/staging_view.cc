@@ -81,9 +81,7 @@ absl::StatusOr<Attr> StagingView::Lookup(uint64_t parent, absl::string_view name
   return AttrOf(*st, IdOf(st->st_ino));
 }
 
-void StagingView::Forget(uint64_t ino, uint64_t n) {
-  store_->Forget(NodeOf(ino), n, *types_);
-}
+void StagingView::Forget(uint64_t ino, uint64_t n) { store_->Forget(NodeOf(ino), n, *types_); }
 
 absl::StatusOr<uint64_t> StagingView::Open(uint64_t ino, int flags) {
   auto fd = store_->Open(NodeOf(ino), flags);
@@ -146,8 +144,7 @@ absl::StatusOr<size_t> StagingView::Write(uint64_t ino, uint64_t fh, absl::strin
   const int fd = h != nullptr ? h->fd.get() : own->get();
   // A bad value of a checked file fails write() itself, so that
   // `echo hello > label` reports it (the shell ignores close()'s error).
-  if (auto s = store_->ValidateOnWrite(NodeOf(ino), fd, offset, data, *types_); !s.ok())
-    return s;
+  if (auto s = store_->ValidateOnWrite(NodeOf(ino), fd, offset, data, *types_); !s.ok()) return s;
   size_t done = 0;
   while (done < data.size()) {
     ssize_t w =
@@ -239,8 +236,7 @@ absl::Status StagingView::Rmdir(uint64_t parent, absl::string_view name) {
 
 absl::Status StagingView::Rename(uint64_t parent, absl::string_view name, uint64_t new_parent,
                                  absl::string_view new_name, unsigned flags) {
-  return store_->Rename(NodeOf(parent), name, NodeOf(new_parent), new_name, flags,
-                        *types_);
+  return store_->Rename(NodeOf(parent), name, NodeOf(new_parent), new_name, flags, *types_);
 }
 
 absl::StatusOr<uint64_t> StagingView::OpenDir(uint64_t ino) {

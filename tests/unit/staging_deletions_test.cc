@@ -207,9 +207,9 @@ TEST_F(RewriteTest, ReplacesEditedAndAppendsAddedRecordsInNameOrder) {
   EXPECT_EQ(report[0].changed, 1u);
   EXPECT_EQ(report[0].added, 2u);
   EXPECT_EQ(report[0].deleted, 1u);
-  EXPECT_EQ(Payloads(), (std::vector<std::string>{payloads_[1], "two, edited", payloads_[3],
-                                                  payloads_[4], payloads_[5], "added a",
-                                                  "added b"}));
+  EXPECT_EQ(Payloads(),
+            (std::vector<std::string>{payloads_[1], "two, edited", payloads_[3], payloads_[4],
+                                      payloads_[5], "added a", "added b"}));
   EXPECT_TRUE(list_->Snapshot().empty());
   // This shard's folders are gone; the other shard's stay.
   EXPECT_EQ(ListEditFolders(edits_).size(), 1u);

@@ -70,8 +70,7 @@ std::vector<RewrittenShard> ApplyEdits(
 // stale temp files of shards with pending edits, and the folders in
 // `edits_dir` of shards the list does not have (committed). Returns the log
 // lines saying what it did.
-std::vector<std::string> RecoverRewrites(staging::DeletionList* list,
-                                         const std::string& edits_dir);
+std::vector<std::string> RecoverRewrites(staging::DeletionList* list, const std::string& edits_dir);
 
 // "rewrote PATH: kept K, changed C, added A, deleted D record(s) in S s" /
 // "not rewritten PATH: why".

@@ -53,7 +53,7 @@ std::optional<EditFolder> ParseEditFolder(absl::string_view folder);
 
 // The edits of one shard, as its commit applies them.
 struct ShardEdits {
-  std::map<uint64_t, std::string> replaced;               // record index -> new payload
+  std::map<uint64_t, std::string> replaced;                // record index -> new payload
   std::vector<std::pair<std::string, std::string>> added;  // (name, payload), name order
   std::vector<std::string> folders;                        // the folders read
 };
