@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "src/repack/check_shard.h"
+#include "src/repack/fault_points.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
@@ -56,7 +57,7 @@ absl::StatusOr<staging::Fingerprint> FingerprintOfPath(const std::string& path) 
 absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_dir,
                         const std::string& path, const staging::DeletedShard& d,
                         const ShardToRewrite& from, naming::FeatureTypes& types,
-                        RewrittenShard* out) {
+                        const FaultPoints& faults, uint64_t done, RewrittenShard* out) {
   auto now = FingerprintOfPath(path);
   if (!now.ok()) return now.status();
   if (!(*now == d.before)) {
@@ -97,6 +98,7 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
       }
       s = writer.Append(*payload);
       ++out->kept;
+      if (done == 0 && i + 2 == offsets.size() / 2 + 1) faults.At("rewrite_mid_shard");
     }
     for (size_t i = 0; i < edits->added.size() && s.ok(); ++i) {
       s = writer.Append(edits->added[i].second);
@@ -114,6 +116,7 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
     ::unlink(p.temp.c_str());
     return next.ok() ? s : next.status();
   }
+  faults.At("rewrite_before_rename");
   if (::rename(p.temp.c_str(), path.c_str()) != 0) {
     s = ErrnoError(errno, absl::StrCat("rename ", p.temp, " over ", path));
     ::unlink(p.temp.c_str());
@@ -124,7 +127,9 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
   // follows fails (RecoverRewrites drops the entry next time, and the edit
   // folders of a shard without an entry are removed).
   if (auto f = FsyncDir(p.dir); !f.ok()) return f;
+  faults.At("rewrite_after_shard", done + 1);
   if (auto f = list->Forget(path); !f.ok()) return f;
+  faults.At("rewrite_after_forget");
   RemoveEditFolders(edits_dir, edits->folders);
   return absl::OkStatus();
 }
@@ -135,6 +140,8 @@ std::vector<RewrittenShard> ApplyEdits(
     staging::DeletionList* list, const std::string& edits_dir, naming::FeatureTypes& types,
     const std::function<const ShardToRewrite*(const std::string& path)>& find) {
   std::vector<RewrittenShard> out;
+  const FaultPoints faults;
+  uint64_t done = 0;  // shards rewritten so far
   for (const auto& [path, d] : list->Snapshot()) {
     const auto start = std::chrono::steady_clock::now();
     RewrittenShard r;
@@ -143,7 +150,8 @@ std::vector<RewrittenShard> ApplyEdits(
     if (from == nullptr) {
       r.status = absl::FailedPreconditionError("not mounted; its edits are kept pending");
     } else {
-      r.status = RewriteOne(list, edits_dir, path, d, *from, types, &r);
+      r.status = RewriteOne(list, edits_dir, path, d, *from, types, faults, done, &r);
+      if (r.status.ok()) ++done;
     }
     if (!r.status.ok()) r.kept = r.changed = r.added = r.deleted = 0;
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

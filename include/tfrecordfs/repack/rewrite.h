@@ -23,6 +23,17 @@
 // shard's fingerprint: `rewriting` -> done, drop the entry (and the edit
 // folders); `before` -> remove the temp file, keep the edits pending.
 //
+// Test hook: TFRECORDFS_FAULT (as in pack.h) names a point where the
+// process kills itself:
+//   rewrite_mid_shard        half of the first shard's records written to its
+//                            temp file
+//   rewrite_before_rename    a temp file complete and marked `rewriting`,
+//                            not renamed
+//   rewrite_after_shard:K    K shards renamed into place, the K-th's entry
+//                            still in the list (K >= 1)
+//   rewrite_after_forget     the first shard's entry dropped, its edit
+//                            folders not yet removed
+//
 // Thread-safety: not concurrent with itself on one list.
 #ifndef TFRECORDFS_REPACK_REWRITE_H_
 #define TFRECORDFS_REPACK_REWRITE_H_
