@@ -71,8 +71,8 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
   if (!edits.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(edits.status().message(),
-                     "; fix the record's files through the mount (or remove the "
-                     "record folder) and unmount again; its edits are kept pending"));
+                     "; nothing of this shard was written: fix that file through a "
+                     "read-write mount and unmount again (its edits are kept pending)"));
   }
   const Paths p = PathsOf(path);
   auto fd = OpenFile(p.temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
