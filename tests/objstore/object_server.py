@@ -10,9 +10,16 @@ keys a page, so that paging is exercised). With --access-key and
 header, checked by the independent implementation below (hmac/hashlib),
 else 403 SignatureDoesNotMatch. --fail-first N answers the first N GETs of
 an object with 503 (the client must retry). ETags change when a file is
-replaced (inode, mtime, size). The server prints its port on stdout once it
-listens (the test blocks on reading it: no polling), logs every request to
---log, and stops after --max-requests requests (or when killed).
+replaced (inode, mtime, size). With --bearer-token-file FILE every request
+must carry "Authorization: Bearer T" with T the file's current content
+(re-read per request, so a test can rotate it), else 401 (Cloud Storage's
+OAuth tokens). PUT /BUCKET/KEY stores the body under --root (at most
+--max-put bytes, a Content-Length required; signed like any request, and
+the signed x-amz-content-sha256 must be the body's), unless --read-only
+(403 AccessDenied). The server prints its port on stdout once it listens
+(the test blocks on reading it: no polling), logs every request to --log
+(method, path, and how it was authenticated: sigv4, bearer or none), and
+stops after --max-requests requests (or when killed).
 """
 import argparse
 import datetime
@@ -50,8 +57,11 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, fmt, *args):
         if ARGS.log:
+            auth = self.headers.get("Authorization", "")
+            how = ("sigv4" if auth.startswith("AWS4-HMAC-SHA256 ") else
+                   "bearer" if auth.startswith("Bearer ") else "none" if not auth else "other")
             with open(ARGS.log, "a") as f:
-                f.write("%s %s\n" % (self.command, self.path))
+                f.write("%s %s auth=%s\n" % (self.command, self.path, how))
 
     def reply(self, status, body=b"", headers=None):
         self.send_response(status)
@@ -67,7 +77,14 @@ class Handler(BaseHTTPRequestHandler):
                 "<Message>%s</Message></Error>" % (code, escape(message))).encode()
         self.reply(status, body, {"Content-Type": "application/xml"})
 
-    def check_signature(self):
+    def check_signature(self, body=None):
+        if ARGS.bearer_token_file:
+            with open(ARGS.bearer_token_file) as f:
+                want = "Bearer " + f.read().strip()
+            if not hmac.compare_digest(self.headers.get("Authorization", ""), want):
+                self.error_xml(401, "AuthenticationRequired", "a valid OAuth token is required")
+                return False
+            return True
         if not ARGS.access_key:
             return True
         auth = self.headers.get("Authorization", "")
@@ -99,7 +116,37 @@ class Handler(BaseHTTPRequestHandler):
         if not hmac.compare_digest(want, fields.get("Signature", "")):
             self.error_xml(403, "SignatureDoesNotMatch", "the signature does not match")
             return False
+        if body is not None and self.headers.get("x-amz-content-sha256") != \
+                hashlib.sha256(body).hexdigest():
+            self.error_xml(400, "XAmzContentSHA256Mismatch", "the body is not what was signed")
+            return False
         return True
+
+    def do_PUT(self):
+        self.count()
+        length = self.headers.get("Content-Length")
+        if length is None:
+            return self.error_xml(411, "MissingContentLength", "Content-Length required")
+        if int(length) > ARGS.max_put:
+            self.close_connection = True  # the body is not read
+            return self.error_xml(413, "EntityTooLarge", "at most %d bytes" % ARGS.max_put)
+        body = self.rfile.read(int(length))
+        if not self.check_signature(body):
+            return
+        path = urllib.parse.unquote(self.path.partition("?")[0]).lstrip("/")
+        bucket = path.split("/", 1)[0]
+        local = os.path.normpath(os.path.join(ARGS.root, path))
+        if not local.startswith(os.path.join(ARGS.root, bucket) + os.sep) or \
+                not os.path.isdir(os.path.join(ARGS.root, bucket)):
+            return self.error_xml(404, "NoSuchBucket", "no such bucket: " + bucket)
+        if ARGS.read_only:
+            return self.error_xml(403, "AccessDenied", "this bucket is read-only")
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        tmp = local + ".put-tmp"
+        with open(tmp, "wb") as f:
+            f.write(body)
+        os.replace(tmp, local)
+        self.reply(200, b"", {"ETag": etag_of(os.stat(local))})
 
     def count(self):
         with COUNT_LOCK:
@@ -195,6 +242,9 @@ def main():
     p.add_argument("--secret-key", default="")
     p.add_argument("--fail-first", type=int, default=0)
     p.add_argument("--max-requests", type=int, default=100000)
+    p.add_argument("--bearer-token-file", default="")
+    p.add_argument("--read-only", action="store_true")
+    p.add_argument("--max-put", type=int, default=64 << 20)
     ARGS = p.parse_args()
     ARGS.root = os.path.abspath(ARGS.root)
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
