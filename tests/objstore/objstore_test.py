@@ -539,5 +539,43 @@ class ObjectStoreTest(unittest.TestCase):
         self.assertIn("HTTP 403 (AccessDenied: this bucket is read-only)", r.stderr)
         self.assertIn("may these credentials write into the bucket", r.stderr)
 
+    def test_gzip_object_resumes_at_checkpoints_from_an_index_beside_it(self):
+        # A GZIP object of several MiB: its index beside it holds checkpoints
+        # and their windows, which a mount with an empty cache takes from
+        # there (kept in memory) to read records in the middle of the stream.
+        big = os.path.join(self.tmp, "big")
+        subprocess.run([GEN, "synthetic", big, "--records", "300", "--shards", "1",
+                        "--bytes", "20000", "--prefix", "big"], check=True, capture_output=True)
+        name = os.listdir(big)[0]
+        with open(os.path.join(big, name), "rb") as f:
+            data = f.read()
+        gz = zlib.compressobj(level=1, wbits=31)
+        os.makedirs(os.path.join(self.root, "b", "gz"))
+        with open(os.path.join(self.root, "b", "gz", "big.tfrecord.gz"), "wb") as f:
+            f.write(gz.compress(data) + gz.flush())
+        server = self.serve()
+        env = self.s3_env(server, signed=False)
+        r = run("index", "--beside", "s3://b/gz", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        tfri = os.path.join(self.root, "b", "gz", "big.tfrecord.gz.tfri")
+        self.assertGreater(os.path.getsize(tfri), 2 * 32768)  # windows inside
+        env["XDG_CACHE_HOME"] = os.path.join(self.tmp, "cache2")
+        log = os.path.join(self.tmp, "mount.log")
+        local, _ = self.mount("-o", "ro", big)
+        remote, _ = self.mount("s3://b/gz", "-o", "inflate_cache_mb=1,verbose,log=" + log,
+                               env=env)
+        shard = os.path.join(remote, "big.tfrecord.gz")
+        records = sorted(os.listdir(shard))
+        self.assertEqual(len(records), 300)
+        for rec in records[150:160] + records[-5:]:
+            with open(os.path.join(shard, rec, "label"), "rb") as f:
+                got = f.read()
+            with open(os.path.join(local, name, rec, "label"), "rb") as f:
+                self.assertEqual(got, f.read(), rec)
+        with open(log) as f:
+            text = f.read()
+        self.assertIn("index loaded from beside the shard", text)
+        self.assertNotIn("does not match", text)
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
