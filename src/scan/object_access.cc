@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/ini.h"
 #include "tfrecordfs/base/mutex.h"
 #include "tfrecordfs/source/bearer.h"
@@ -26,6 +27,13 @@ std::string WithScheme(std::string endpoint) {
   }
   while (absl::EndsWith(endpoint, "/")) endpoint.pop_back();
   return endpoint;
+}
+
+// A Compute Engine VM says so in its DMI product name (what google-auth
+// checks before it asks the metadata server).
+bool OnComputeEngine() {
+  auto name = ReadFileToString("/sys/class/dmi/id/product_name");
+  return name.ok() && absl::StartsWith(*name, "Google");
 }
 
 // `path` with a leading "~/" made $HOME/ (botocore expands it too).
@@ -188,7 +196,8 @@ absl::StatusOr<BucketAccess> ResolveS3Access(const ObjectOptions& options, const
   return a;
 }
 
-absl::StatusOr<BucketAccess> ResolveGcsAccess(const ObjectOptions& options, const Getenv& env) {
+absl::StatusOr<BucketAccess> ResolveGcsAccess(const ObjectOptions& options, const Getenv& env,
+                                              std::shared_ptr<const source::HttpClient> client) {
   BucketAccess a;
   const std::string emulator = env("STORAGE_EMULATOR_HOST");
   a.endpoint = emulator.empty() ? "https://storage.googleapis.com" : WithScheme(emulator);
@@ -217,7 +226,25 @@ absl::StatusOr<BucketAccess> ResolveGcsAccess(const ObjectOptions& options, cons
     a.signing = "AWS SigV4 with the HMAC key of GS_ACCESS_KEY_ID";
     return a;
   }
-  a.signing = "anonymous (no OAuth token or HMAC key configured)";
+  std::string metadata = env("GCE_METADATA_HOST");
+  if (metadata.empty() && !IsTrue(env("NO_GCE_CHECK")) && OnComputeEngine()) {
+    metadata = "metadata.google.internal";
+  }
+  if (!metadata.empty()) {
+    const std::string url = absl::StrCat(
+        WithScheme(metadata), "/computeMetadata/v1/instance/service-accounts/default/token");
+    if (client == nullptr) client = std::make_shared<source::HttpClient>();
+    auto signer = source::BearerTokenSigner::FromMetadataServer(url, std::move(client));
+    if (!signer.ok()) {
+      return absl::Status(
+          signer.status().code(),
+          absl::StrCat("no token from the GCE metadata server: ", signer.status().message()));
+    }
+    a.signer = std::move(*signer);
+    a.signing = absl::StrCat("the service account token of the metadata server ", metadata);
+    return a;
+  }
+  a.signing = "anonymous (no OAuth token, HMAC key or metadata server)";
   return a;
 }
 

@@ -274,7 +274,7 @@ absl::StatusOr<FoundObject> ObjectLister::Head(const std::string& url) const {
 absl::StatusOr<std::vector<FoundObject>> ObjectLister::ListBucket(const std::string& source,
                                                                   const ObjectUrl& u) const {
   auto access = u.scheme == ObjectUrl::Scheme::kS3 ? ResolveS3Access(options_, env_)
-                                                   : ResolveGcsAccess(options_, env_);
+                                                   : ResolveGcsAccess(options_, env_, client_);
   if (!access.ok()) {
     return absl::Status(access.status().code(),
                         absl::StrCat(source, ": ", access.status().message()));

@@ -3,11 +3,13 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
 #include "tfrecordfs/base/file.h"
 
 namespace tfrecordfs::source {
@@ -40,6 +42,51 @@ absl::StatusOr<std::shared_ptr<const BearerTokenSigner>> BearerTokenSigner::From
     if (absl::Status st = s->Refresh(); !st.ok()) return st;
   }
   return std::shared_ptr<const BearerTokenSigner>(std::move(s));
+}
+
+absl::StatusOr<std::shared_ptr<const BearerTokenSigner>> BearerTokenSigner::FromMetadataServer(
+    std::string token_url, std::shared_ptr<const HttpClient> client) {
+  std::shared_ptr<BearerTokenSigner> s(
+      new BearerTokenSigner("", "", std::move(token_url), std::move(client)));
+  {
+    MutexLock lock(&s->mu_);
+    if (absl::Status st = s->RefreshFromMetadata(); !st.ok()) return st;
+  }
+  return std::shared_ptr<const BearerTokenSigner>(std::move(s));
+}
+
+absl::Status BearerTokenSigner::RefreshFromMetadata() const {
+  const auto now = std::chrono::steady_clock::now();
+  if (!token_.empty() && now < refresh_at_) return absl::OkStatus();
+  auto r = client_->Send("GET", metadata_url_, {"Metadata-Flavor: Google"}, nullptr, kMaxTokenFile,
+                         "the metadata server's token");
+  absl::Status failed;
+  if (!r.ok()) {
+    failed = r.status();
+  } else if (r->status != 200) {
+    failed = absl::UnavailableError(absl::StrCat(metadata_url_, ": HTTP ", r->status));
+  } else {
+    // No exceptions: a body that does not parse is a discarded value.
+    const nlohmann::json j = nlohmann::json::parse(r->body, nullptr, /*allow_exceptions=*/false);
+    const auto token = j.is_object() ? j.find("access_token") : j.end();
+    const auto expires = j.is_object() ? j.find("expires_in") : j.end();
+    if (token == j.end() || !token->is_string() || !UsableToken(token->get<std::string>()) ||
+        expires == j.end() || !expires->is_number_integer() || expires->get<int64_t>() <= 0) {
+      failed = absl::DataLossError(absl::StrCat(
+          metadata_url_, ": not a token response (JSON with access_token and expires_in)"));
+    } else {
+      token_ = token->get<std::string>();
+      // Half its life, at most 5 minutes before it ends.
+      const int64_t life = expires->get<int64_t>();
+      const int64_t wait_s = std::max<int64_t>(life / 2, life - 300);
+      refresh_at_ = now + std::chrono::milliseconds(wait_s > 0 ? wait_s * 1000 : life * 500);
+      expires_at_ = now + std::chrono::seconds(life);
+      return absl::OkStatus();
+    }
+  }
+  // A token that has not expired yet serves on (the next request asks
+  // again); none: the request fails.
+  return !token_.empty() && now < expires_at_ ? absl::OkStatus() : failed;
 }
 
 absl::Status BearerTokenSigner::Refresh() const {
@@ -79,6 +126,8 @@ absl::StatusOr<std::vector<std::string>> BearerTokenSigner::Sign(absl::string_vi
   MutexLock lock(&mu_);
   if (!path_.empty()) {
     if (absl::Status s = Refresh(); !s.ok()) return s;
+  } else if (!metadata_url_.empty()) {
+    if (absl::Status s = RefreshFromMetadata(); !s.ok()) return s;
   } else if (!UsableToken(token_)) {
     return absl::FailedPreconditionError(
         "GOOGLE_OAUTH_ACCESS_TOKEN is empty or holds blanks: not a token");

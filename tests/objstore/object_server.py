@@ -16,7 +16,10 @@ must carry "Authorization: Bearer T" with T the file's current content
 OAuth tokens). PUT /BUCKET/KEY stores the body under --root (at most
 --max-put bytes, a Content-Length required; signed like any request, and
 the signed x-amz-content-sha256 must be the body's), unless --read-only
-(403 AccessDenied). The server prints its port on stdout once it listens
+(403 AccessDenied). With --metadata-token-file FILE it is also a GCE
+metadata server: GET /computeMetadata/v1/instance/service-accounts/default/token
+with "Metadata-Flavor: Google" answers {"access_token": <FILE's content>,
+"expires_in": --metadata-expires-in, "token_type": "Bearer"}. The server prints its port on stdout once it listens
 (the test blocks on reading it: no polling), logs every request to --log
 (method, path, and how it was authenticated: sigv4, bearer or none), and
 stops after --max-requests requests (or when killed).
@@ -26,6 +29,7 @@ import datetime
 import email.utils
 import hashlib
 import hmac
+import json
 import os
 import sys
 import threading
@@ -37,6 +41,7 @@ ARGS = None
 COUNT_LOCK = threading.Lock()
 COUNT = [0]
 FAILED = {}
+METADATA_TOKEN_PATH = "/computeMetadata/v1/instance/service-accounts/default/token"
 
 
 def etag_of(st):
@@ -159,6 +164,15 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         self.count()
+        if ARGS.metadata_token_file and self.path == METADATA_TOKEN_PATH:
+            if self.headers.get("Metadata-Flavor") != "Google":
+                return self.reply(403, b"Missing Metadata-Flavor:Google header")
+            with open(ARGS.metadata_token_file) as f:
+                body = json.dumps({"access_token": f.read().strip(),
+                                   "expires_in": ARGS.metadata_expires_in,
+                                   "token_type": "Bearer"}).encode()
+            return self.reply(200, body, {"Content-Type": "application/json",
+                                          "Metadata-Flavor": "Google"})
         if not self.check_signature():
             return
         raw_path, _, query = self.path.partition("?")
@@ -245,6 +259,8 @@ def main():
     p.add_argument("--bearer-token-file", default="")
     p.add_argument("--read-only", action="store_true")
     p.add_argument("--max-put", type=int, default=64 << 20)
+    p.add_argument("--metadata-token-file", default="")
+    p.add_argument("--metadata-expires-in", type=int, default=3599)
     ARGS = p.parse_args()
     ARGS.root = os.path.abspath(ARGS.root)
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 import zlib
 
@@ -82,8 +83,10 @@ class ObjectStoreTest(unittest.TestCase):
                   "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_DEFAULT_PROFILE",
                   "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_NO_SIGN_REQUEST",
                   "AWS_REGION", "AWS_DEFAULT_REGION", "GOOGLE_OAUTH_ACCESS_TOKEN",
-                  "GS_ACCESS_KEY_ID", "GS_SECRET_ACCESS_KEY", "STORAGE_EMULATOR_HOST"):
+                  "GS_ACCESS_KEY_ID", "GS_SECRET_ACCESS_KEY", "STORAGE_EMULATOR_HOST",
+                  "GCE_METADATA_HOST"):
             self.env.pop(k, None)
+        self.env["NO_GCE_CHECK"] = "true"  # anonymous gs:// on a Compute Engine VM too
         # No ~/.aws of the user's: the tests write their own.
         self.env["HOME"] = os.path.join(self.tmp, "home")
         os.makedirs(self.env["HOME"])
@@ -574,6 +577,43 @@ class ObjectStoreTest(unittest.TestCase):
             text = f.read()
         self.assertIn("index loaded from beside the shard", text)
         self.assertNotIn("does not match", text)
+
+    def test_gcs_token_from_a_metadata_server(self):
+        big = os.path.join(self.root, "b", "big")
+        os.makedirs(big)
+        subprocess.run([GEN, "synthetic", big, "--records", "300", "--shards", "1",
+                        "--bytes", "20000", "--prefix", "big"], check=True, capture_output=True)
+        name = os.listdir(big)[0]
+        accepted = os.path.join(self.tmp, "server-token")
+        with open(accepted, "w") as f:
+            f.write("ya29.meta-one\n")
+        # Tokens that live 2 s: asked again after 1 s.
+        server = self.serve("--bearer-token-file", accepted, "--metadata-token-file", accepted,
+                            "--metadata-expires-in", "2")
+        env = self.gs_env(server)
+        env["GCE_METADATA_HOST"] = "127.0.0.1:%d" % server.port
+        want = self.local_counts()
+        r = run("count", "--json", "gs://b/data", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["records"], sum(want.values()))
+        token_gets = [q for q in server.requests() if q.startswith("GET /computeMetadata/")]
+        self.assertEqual(len(token_gets), 1, server.requests())
+        mnt, _ = self.mount("gs://b/big", "-o", "inflate_cache_mb=1", env=env)
+        shard = os.path.join(mnt, name)
+        records = sorted(os.listdir(shard))
+        with open(accepted, "w") as f:  # the server now takes only the next token
+            f.write("ya29.meta-two\n")
+        time.sleep(1.2)
+        for rec in records[-100:]:
+            with open(os.path.join(shard, rec, "label"), "rb") as f:
+                f.read()
+        token_gets = [q for q in server.requests() if q.startswith("GET /computeMetadata/")]
+        self.assertGreaterEqual(len(token_gets), 3)  # count's, the mount's, and again
+        # No metadata server there: the command fails saying so.
+        env["GCE_METADATA_HOST"] = "127.0.0.1:1"
+        r = run("count", "gs://b/data", env=env)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("no token from the GCE metadata server", r.stderr)
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

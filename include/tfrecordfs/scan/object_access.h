@@ -32,7 +32,13 @@
 //                GOOGLE_OAUTH_ACCESS_TOKEN; else HMAC keys GS_ACCESS_KEY_ID +
 //                GS_SECRET_ACCESS_KEY (boto's and gsutil's names) signed with
 //                AWS SigV4 (region "auto"), which the XML API accepts; else
-//                anonymous.
+//                the VM's service account token from the GCE metadata
+//                server, when GCE_METADATA_HOST names it (host[:port], the
+//                variable Google's client libraries take) or the machine
+//                says it is a Compute Engine VM (/sys/class/dmi/id/
+//                product_name starts with "Google": metadata.google.internal;
+//                NO_GCE_CHECK=true skips that check, as google-auth's);
+//                else anonymous.
 //
 // Secrets are never logged nor put in a status: messages say where a key
 // came from (a variable's or a file's name), never its value.
@@ -111,7 +117,10 @@ struct BucketAccess {
 };
 
 absl::StatusOr<BucketAccess> ResolveS3Access(const ObjectOptions& options, const Getenv& env);
-absl::StatusOr<BucketAccess> ResolveGcsAccess(const ObjectOptions& options, const Getenv& env);
+// `client` sends the metadata server's requests (null: one of its own).
+absl::StatusOr<BucketAccess> ResolveGcsAccess(
+    const ObjectOptions& options, const Getenv& env,
+    std::shared_ptr<const source::HttpClient> client = nullptr);
 
 }  // namespace tfrecordfs::scan
 
