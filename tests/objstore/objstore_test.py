@@ -145,6 +145,21 @@ class ObjectStoreTest(unittest.TestCase):
             env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"] = KEY, SECRET
         return env
 
+    def big_shard(self, folder):
+        """Writes one shard of 300 records, about 6 MB (more than a 1 MiB
+        cache holds), into `folder`; returns its name."""
+        os.makedirs(folder, exist_ok=True)
+        subprocess.run([GEN, "synthetic", folder, "--records", "300", "--shards", "1",
+                        "--bytes", "20000", "--prefix", "big"], check=True, capture_output=True)
+        return os.listdir(folder)[0]
+
+    def server_token(self, token):
+        """The file object_server.py's --bearer-token-file reads, holding `token`."""
+        path = os.path.join(self.tmp, "server-token")
+        with open(path, "w") as f:
+            f.write(token + "\n")
+        return path
+
     def mount(self, *args, env=None):
         if not os.access("/dev/fuse", os.R_OK | os.W_OK):
             self.skipTest("no /dev/fuse")
@@ -265,10 +280,7 @@ class ObjectStoreTest(unittest.TestCase):
 
     def test_replaced_object_gives_eio_and_a_log_line(self):
         big = os.path.join(self.root, "b", "big")
-        os.makedirs(big)
-        subprocess.run([GEN, "synthetic", big, "--records", "300", "--shards", "1",
-                        "--bytes", "20000", "--prefix", "big"], check=True, capture_output=True)
-        name = os.listdir(big)[0]
+        name = self.big_shard(big)
         server = self.serve()
         url = "%s/b/big/%s" % (server.url, name)
         log = os.path.join(self.tmp, "mount.log")
@@ -410,9 +422,7 @@ class ObjectStoreTest(unittest.TestCase):
         return env
 
     def test_gcs_oauth_token_from_the_environment_and_hmac_keys(self):
-        token = os.path.join(self.tmp, "server-token")
-        with open(token, "w") as f:
-            f.write("ya29.first\n")
+        token = self.server_token("ya29.first")
         server = self.serve("--bearer-token-file", token)
         want = self.local_counts()
         r = run("count", "gs://b/data", env=self.gs_env(server))
@@ -439,13 +449,8 @@ class ObjectStoreTest(unittest.TestCase):
 
     def test_gcs_token_file_is_read_again_when_it_changes(self):
         big = os.path.join(self.root, "b", "big")
-        os.makedirs(big)
-        subprocess.run([GEN, "synthetic", big, "--records", "300", "--shards", "1",
-                        "--bytes", "20000", "--prefix", "big"], check=True, capture_output=True)
-        name = os.listdir(big)[0]
-        accepted = os.path.join(self.tmp, "server-token")
-        with open(accepted, "w") as f:
-            f.write("ya29.one\n")
+        name = self.big_shard(big)
+        accepted = self.server_token("ya29.one")
         server = self.serve("--bearer-token-file", accepted)
         mine = os.path.join(self.tmp, "token")
         with open(mine, "w") as f:
@@ -545,9 +550,7 @@ class ObjectStoreTest(unittest.TestCase):
         # and their windows, which a mount with an empty cache takes from
         # there (kept in memory) to read records in the middle of the stream.
         big = os.path.join(self.tmp, "big")
-        subprocess.run([GEN, "synthetic", big, "--records", "300", "--shards", "1",
-                        "--bytes", "20000", "--prefix", "big"], check=True, capture_output=True)
-        name = os.listdir(big)[0]
+        name = self.big_shard(big)
         with open(os.path.join(big, name), "rb") as f:
             data = f.read()
         gz = zlib.compressobj(level=1, wbits=31)
@@ -580,13 +583,8 @@ class ObjectStoreTest(unittest.TestCase):
 
     def test_gcs_token_from_a_metadata_server(self):
         big = os.path.join(self.root, "b", "big")
-        os.makedirs(big)
-        subprocess.run([GEN, "synthetic", big, "--records", "300", "--shards", "1",
-                        "--bytes", "20000", "--prefix", "big"], check=True, capture_output=True)
-        name = os.listdir(big)[0]
-        accepted = os.path.join(self.tmp, "server-token")
-        with open(accepted, "w") as f:
-            f.write("ya29.meta-one\n")
+        name = self.big_shard(big)
+        accepted = self.server_token("ya29.meta-one")
         # Tokens that live 2 s: asked again after 1 s.
         server = self.serve("--bearer-token-file", accepted, "--metadata-token-file", accepted,
                             "--metadata-expires-in", "2")
