@@ -171,17 +171,17 @@ absl::StatusOr<BucketAccess> ResolveS3Access(const ObjectOptions& options, const
   if (!endpoint.empty()) a.endpoint = WithScheme(endpoint);
 
   if (options.no_sign_request || IsTrue(env("AWS_NO_SIGN_REQUEST"))) {
-    a.signing =
-        options.no_sign_request ? "anonymous (no_sign_request)" : "anonymous (AWS_NO_SIGN_REQUEST)";
+    a.signing = options.no_sign_request ? "anonymously (no_sign_request)"
+                                        : "anonymously (AWS_NO_SIGN_REQUEST)";
     return a;
   }
   source::AwsCredentials c{env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY"),
                            env("AWS_SESSION_TOKEN")};
   if (!c.access_key_id.empty() && !c.secret_access_key.empty()) {
-    a.signing = "AWS SigV4 with the keys of AWS_ACCESS_KEY_ID";
+    a.signing = "signed (AWS SigV4) with the keys of AWS_ACCESS_KEY_ID";
   } else if (!profile->credentials.access_key_id.empty()) {
     c = profile->credentials;
-    a.signing = absl::StrCat("AWS SigV4 with the keys of ", profile->credentials_from);
+    a.signing = absl::StrCat("signed (AWS SigV4) with the keys of ", profile->credentials_from);
   } else if (!profile->unsupported.empty()) {
     return absl::UnimplementedError(absl::StrCat(
         "the AWS profile '", profile->name, "' gets its credentials through ", profile->unsupported,
@@ -189,7 +189,7 @@ absl::StatusOr<BucketAccess> ResolveS3Access(const ObjectOptions& options, const
         "export-credentials --profile ",
         profile->name, " --format env)\"), or use no_sign_request for a public bucket"));
   } else {
-    a.signing = "anonymous (no credentials in the environment or the AWS files)";
+    a.signing = "anonymously (no credentials in the environment or the AWS files)";
     return a;
   }
   a.signer = std::make_shared<source::SigV4Signer>(std::move(c), a.region);
@@ -203,19 +203,19 @@ absl::StatusOr<BucketAccess> ResolveGcsAccess(const ObjectOptions& options, cons
   a.endpoint = emulator.empty() ? "https://storage.googleapis.com" : WithScheme(emulator);
   a.region = "auto";
   if (options.no_sign_request) {
-    a.signing = "anonymous (no_sign_request)";
+    a.signing = "anonymously (no_sign_request)";
     return a;
   }
   if (!options.gcs_token_file.empty()) {
     auto signer = source::BearerTokenSigner::FromFile(options.gcs_token_file);
     if (!signer.ok()) return signer.status();
     a.signer = std::move(*signer);
-    a.signing = absl::StrCat("the OAuth access token in ", options.gcs_token_file);
+    a.signing = absl::StrCat("with the OAuth access token in ", options.gcs_token_file);
     return a;
   }
   if (const std::string token = env("GOOGLE_OAUTH_ACCESS_TOKEN"); !token.empty()) {
     a.signer = source::BearerTokenSigner::Fixed(token);
-    a.signing = "the OAuth access token of GOOGLE_OAUTH_ACCESS_TOKEN";
+    a.signing = "with the OAuth access token of GOOGLE_OAUTH_ACCESS_TOKEN";
     return a;
   }
   source::AwsCredentials c{env("GS_ACCESS_KEY_ID"), env("GS_SECRET_ACCESS_KEY"), ""};
@@ -223,7 +223,7 @@ absl::StatusOr<BucketAccess> ResolveGcsAccess(const ObjectOptions& options, cons
     // Cloud Storage's XML API takes AWS SigV4 with an HMAC key ("auto" is
     // its region for it).
     a.signer = std::make_shared<source::SigV4Signer>(std::move(c), a.region);
-    a.signing = "AWS SigV4 with the HMAC key of GS_ACCESS_KEY_ID";
+    a.signing = "signed (AWS SigV4) with the HMAC key of GS_ACCESS_KEY_ID";
     return a;
   }
   std::string metadata = env("GCE_METADATA_HOST");
@@ -241,10 +241,10 @@ absl::StatusOr<BucketAccess> ResolveGcsAccess(const ObjectOptions& options, cons
           absl::StrCat("no token from the GCE metadata server: ", signer.status().message()));
     }
     a.signer = std::move(*signer);
-    a.signing = absl::StrCat("the service account token of the metadata server ", metadata);
+    a.signing = absl::StrCat("with the service account token of the metadata server ", metadata);
     return a;
   }
-  a.signing = "anonymous (no OAuth token, HMAC key or metadata server)";
+  a.signing = "anonymously (no OAuth token, HMAC key or metadata server)";
   return a;
 }
 

@@ -302,7 +302,7 @@ absl::StatusOr<std::vector<FoundObject>> ObjectLister::ListBucket(const std::str
                              : absl::StatusCode::kUnavailable,
           absl::StrCat(source, ": listing failed: ", source::DescribeHttpStatus(r->status, r->body),
                        r->status == 401 || r->status == 403
-                           ? absl::StrCat("; requests were signed with ", access->signing)
+                           ? absl::StrCat("; requests were sent ", access->signing)
                            : ""));
     }
     auto page = ParseListObjectsV2(r->body);

@@ -322,7 +322,7 @@ class ObjectStoreTest(unittest.TestCase):
         r = run("count", "--no-sign-request", "s3://b/data", env=self.s3_env(strict))
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("HTTP 403", r.stderr)
-        self.assertIn("anonymous (no_sign_request)", r.stderr)  # says how it asked
+        self.assertIn("requests were sent anonymously (no_sign_request)", r.stderr)  # says how it asked
         self.assertNotIn(SECRET, r.stderr)
         self.assertTrue(all(q.endswith("auth=none") for q in strict.requests()))
         # A public bucket: credentials in the environment are not used.
@@ -343,7 +343,7 @@ class ObjectStoreTest(unittest.TestCase):
         # AWS_NO_SIGN_REQUEST (documented before the flag) still works.
         env["AWS_NO_SIGN_REQUEST"] = "true"
         r = run("count", "s3://b/data", env=self.s3_env(strict) | {"AWS_NO_SIGN_REQUEST": "true"})
-        self.assertIn("anonymous (AWS_NO_SIGN_REQUEST)", r.stderr)
+        self.assertIn("anonymously (AWS_NO_SIGN_REQUEST)", r.stderr)
         # --help names it.
         r = run("count", "--help", env=self.env)
         self.assertIn("--no-sign-request", r.stdout)

@@ -111,8 +111,9 @@ struct BucketAccess {
   std::string endpoint;
   std::string region;
   std::shared_ptr<const source::RequestSigner> signer;  // null: anonymous
-  // How requests are signed, for messages ("anonymous", "AWS SigV4 with
-  // the keys of AWS_ACCESS_KEY_ID", ...): never a secret.
+  // How requests are sent, for messages ("anonymously (no_sign_request)",
+  // "signed (AWS SigV4) with the keys of AWS_ACCESS_KEY_ID", ...): never a
+  // secret.
   std::string signing;
 };
 
