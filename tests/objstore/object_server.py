@@ -7,8 +7,9 @@ and, for a first path component BUCKET, S3's ListObjectsV2
 (GET /BUCKET/?list-type=2&prefix=P&continuation-token=T, at most --page-size
 keys a page, so that paging is exercised). With --access-key and
 --secret-key every request must carry a valid AWS SigV4 Authorization
-header, checked by the independent implementation below (hmac/hashlib),
-else 403 SignatureDoesNotMatch. --fail-first N answers the first N GETs of
+header, checked by the independent implementation below (hmac/hashlib)
+and, with --botocore, by botocore's (Debian's python3-botocore, what the
+aws CLI signs with) as well, else 403 SignatureDoesNotMatch. --fail-first N answers the first N GETs of
 an object with 503 (the client must retry). ETags change when a file is
 replaced (inode, mtime, size). With --bearer-token-file FILE every request
 must carry "Authorization: Bearer T" with T the file's current content
@@ -55,6 +56,21 @@ def sign(key, msg):
 def uri_encode(s, encode_slash=True):
     safe = "-_.~" + ("" if encode_slash else "/")
     return urllib.parse.quote(s, safe=safe)
+
+
+def botocore_signature(handler, signed, amz_date, region, service):
+    """The signature botocore's S3SigV4Auth computes for the request as
+    received, over the same signed headers at the same time."""
+    from botocore.auth import S3SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+    headers = {h: handler.headers.get(h, "") for h in signed}
+    request = AWSRequest(method=handler.command,
+                         url="http://%s%s" % (handler.headers.get("Host", ""), handler.path),
+                         headers=headers)
+    request.context["timestamp"] = amz_date
+    auth = S3SigV4Auth(Credentials(ARGS.access_key, ARGS.secret_key), service, region)
+    return auth.signature(auth.string_to_sign(request, auth.canonical_request(request)), request)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -120,6 +136,10 @@ class Handler(BaseHTTPRequestHandler):
         want = hmac.new(k, to_sign.encode(), hashlib.sha256).hexdigest()
         if not hmac.compare_digest(want, fields.get("Signature", "")):
             self.error_xml(403, "SignatureDoesNotMatch", "the signature does not match")
+            return False
+        if ARGS.botocore and not hmac.compare_digest(
+                botocore_signature(self, signed, amz_date, region, service), want):
+            self.error_xml(403, "SignatureDoesNotMatch", "botocore signs this otherwise")
             return False
         if body is not None and self.headers.get("x-amz-content-sha256") != \
                 hashlib.sha256(body).hexdigest():
@@ -260,9 +280,12 @@ def main():
     p.add_argument("--read-only", action="store_true")
     p.add_argument("--max-put", type=int, default=64 << 20)
     p.add_argument("--metadata-token-file", default="")
+    p.add_argument("--botocore", action="store_true")
     p.add_argument("--metadata-expires-in", type=int, default=3599)
     ARGS = p.parse_args()
     ARGS.root = os.path.abspath(ARGS.root)
+    if ARGS.botocore:
+        import botocore.auth  # noqa: F401 -- fail now, not at the first request
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     print(server.server_address[1], flush=True)  # the socket listens already
