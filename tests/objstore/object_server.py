@@ -5,25 +5,33 @@ Serves the files under --root: GET and HEAD of /PATH (a plain web server:
 ETag, Last-Modified, single byte ranges with 206 and 416, If-Match with 412),
 and, for a first path component BUCKET, S3's ListObjectsV2
 (GET /BUCKET/?list-type=2&prefix=P&continuation-token=T, at most --page-size
-keys a page, so that paging is exercised). With --access-key and
---secret-key every request must carry a valid AWS SigV4 Authorization
-header, checked by the independent implementation below (hmac/hashlib)
-and, with --botocore, by botocore's (Debian's python3-botocore, what the
-aws CLI signs with) as well, else 403 SignatureDoesNotMatch. --fail-first N answers the first N GETs of
-an object with 503 (the client must retry). ETags change when a file is
-replaced (inode, mtime, size). With --bearer-token-file FILE every request
-must carry "Authorization: Bearer T" with T the file's current content
-(re-read per request, so a test can rotate it), else 401 (Cloud Storage's
-OAuth tokens). PUT /BUCKET/KEY stores the body under --root (at most
---max-put bytes, a Content-Length required; signed like any request, and
-the signed x-amz-content-sha256 must be the body's), unless --read-only
-(403 AccessDenied). With --metadata-token-file FILE it is also a GCE
-metadata server: GET /computeMetadata/v1/instance/service-accounts/default/token
-with "Metadata-Flavor: Google" answers {"access_token": <FILE's content>,
-"expires_in": --metadata-expires-in, "token_type": "Bearer"}. The server prints its port on stdout once it listens
-(the test blocks on reading it: no polling), logs every request to --log
-(method, path, and how it was authenticated: sigv4, bearer or none), and
-stops after --max-requests requests (or when killed).
+keys a page, so that paging is exercised). PUT /BUCKET/KEY stores the body
+under --root (at most --max-put bytes, a Content-Length required), unless
+--read-only (403 AccessDenied).
+
+Authentication: with --access-key and --secret-key every request must carry
+a valid AWS SigV4 Authorization header, checked by the independent
+implementation below (hmac/hashlib) and, with --botocore, by botocore's
+(Debian's python3-botocore, what the aws CLI signs with) as well, else 403
+SignatureDoesNotMatch; a PUT's signed x-amz-content-sha256 must be its
+body's. With --bearer-token-file FILE every request must carry
+"Authorization: Bearer T" with T the file's current content (re-read per
+request, so a test can rotate it), else 401 (Cloud Storage's OAuth tokens).
+With --metadata-token-file FILE it is also a GCE metadata server: GET
+/computeMetadata/v1/instance/service-accounts/default/token with
+"Metadata-Flavor: Google" answers {"access_token": <FILE's content>,
+"expires_in": --metadata-expires-in, "token_type": "Bearer"}.
+
+Failures: --fail-first N answers the first N GETs of an object with 503,
+--drop-first N closes the connection of the first N GETs of an object
+without an answer (the client must retry either); --latency-ms N delays
+every GET and PUT by N ms. ETags change when a file is replaced (inode,
+mtime, size).
+
+The server prints its port on stdout once it listens (the test blocks on
+reading it: no polling), logs every request to --log ("METHOD PATH STATUS
+auth=sigv4|bearer|none"), and stops after --max-requests requests (or when
+killed).
 """
 import argparse
 import datetime
@@ -34,6 +42,7 @@ import json
 import os
 import sys
 import threading
+import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from xml.sax.saxutils import escape
@@ -42,6 +51,7 @@ ARGS = None
 COUNT_LOCK = threading.Lock()
 COUNT = [0]
 FAILED = {}
+DROPPED = {}
 METADATA_TOKEN_PATH = "/computeMetadata/v1/instance/service-accounts/default/token"
 
 
@@ -81,8 +91,10 @@ class Handler(BaseHTTPRequestHandler):
             auth = self.headers.get("Authorization", "")
             how = ("sigv4" if auth.startswith("AWS4-HMAC-SHA256 ") else
                    "bearer" if auth.startswith("Bearer ") else "none" if not auth else "other")
+            # From send_response: '"%s" %s %s' % (request line, status, size).
+            status = args[1] if fmt.startswith('"%s" %s') and len(args) > 1 else "-"
             with open(ARGS.log, "a") as f:
-                f.write("%s %s auth=%s\n" % (self.command, self.path, how))
+                f.write("%s %s %s auth=%s\n" % (self.command, self.path, status, how))
 
     def reply(self, status, body=b"", headers=None):
         self.send_response(status)
@@ -149,6 +161,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_PUT(self):
         self.count()
+        if ARGS.latency_ms:
+            time.sleep(ARGS.latency_ms / 1000)
         length = self.headers.get("Content-Length")
         if length is None:
             return self.error_xml(411, "MissingContentLength", "Content-Length required")
@@ -184,6 +198,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         self.count()
+        if ARGS.latency_ms:
+            time.sleep(ARGS.latency_ms / 1000)
         if ARGS.metadata_token_file and self.path == METADATA_TOKEN_PATH:
             if self.headers.get("Metadata-Flavor") != "Google":
                 return self.reply(403, b"Missing Metadata-Flavor:Google header")
@@ -203,6 +219,13 @@ class Handler(BaseHTTPRequestHandler):
         local = os.path.normpath(os.path.join(ARGS.root, path.lstrip("/")))
         if not local.startswith(os.path.abspath(ARGS.root)) or not os.path.isfile(local):
             return self.error_xml(404, "NoSuchKey", "no such key: " + path)
+        if self.command == "GET" and ARGS.drop_first:
+            with COUNT_LOCK:
+                DROPPED[local] = DROPPED.get(local, 0) + 1
+                dropping = DROPPED[local] <= ARGS.drop_first
+            if dropping:  # the connection closes with no answer at all
+                self.close_connection = True
+                return
         if self.command == "GET" and ARGS.fail_first:
             with COUNT_LOCK:
                 FAILED[local] = FAILED.get(local, 0) + 1
@@ -275,6 +298,8 @@ def main():
     p.add_argument("--access-key", default="")
     p.add_argument("--secret-key", default="")
     p.add_argument("--fail-first", type=int, default=0)
+    p.add_argument("--drop-first", type=int, default=0)
+    p.add_argument("--latency-ms", type=int, default=0)
     p.add_argument("--max-requests", type=int, default=100000)
     p.add_argument("--bearer-token-file", default="")
     p.add_argument("--read-only", action="store_true")

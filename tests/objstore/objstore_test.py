@@ -253,6 +253,30 @@ class ObjectStoreTest(unittest.TestCase):
         self.assertEqual(a.stdout.replace(os.path.join(self.local, self.plain[0]), "X"),
                          b.stdout.replace(url, "X"))
 
+    def test_retries_dropped_connections_and_never_asks_past_the_end(self):
+        # Every object's first two GETs lose their connection without an
+        # answer: each read is retried on a new one.
+        server = self.serve("--drop-first", "2", "--latency-ms", "5")
+        want = self.local_counts()
+        r = run("count", "--json", "--no-sign-request", "s3://b/data",
+                env=self.s3_env(server, signed=False))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["records"], sum(want.values()))
+        # Sizes are known from the listing: no range past an object's end.
+        statuses = [q.split()[2] for q in server.requests()]
+        self.assertTrue(statuses)
+        self.assertNotIn("416", statuses)
+        self.assertEqual(set(statuses), {"200", "206"}, server.requests())
+        # Ten in a row outlast the retries (libcurl itself sends once more
+        # when a reused connection turns out closed): the command fails,
+        # naming the object and the attempts.
+        hopeless = self.serve("--drop-first", "10")
+        url = hopeless.url + "/b/data/" + self.plain[0]
+        r = run("count", url, env=self.env)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn(url, r.stderr)
+        self.assertIn("(after 5 attempts)", r.stderr)
+
     def test_retries_503_then_reads(self):
         server = self.serve("--fail-first", "2")
         want = self.local_counts()
