@@ -76,6 +76,43 @@ class Server:
         self.proc.stdout.close()
 
 
+class S3rver:
+    """s3rver (npm's fake S3 server, scripts/setup installs it) on 127.0.0.1,
+    a third-party server to check the protocol against; it accepts any
+    SigV4 signature of its key S3RVER (it does not check them). Stopped by
+    stop()."""
+
+    KEY = SECRET = "S3RVER"
+
+    def __init__(self, data_dir, bucket):
+        self.proc = subprocess.Popen(
+            [shutil.which("s3rver"), "-d", data_dir, "-a", "127.0.0.1", "-p", "0",
+             "--configure-bucket", bucket],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.url = None
+        for _ in range(20):  # "S3rver listening on 127.0.0.1:PORT", after a blank line
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            if "listening on 127.0.0.1:" in line:
+                self.url = "http://" + line.split("listening on ")[1].strip()
+                break
+        if self.url is None:
+            self.stop()
+            raise RuntimeError("s3rver did not say where it listens")
+
+    def client(self):
+        import botocore.session  # Debian's python3-botocore: the aws CLI's own client
+        return botocore.session.get_session().create_client(
+            "s3", endpoint_url=self.url, aws_access_key_id=self.KEY,
+            aws_secret_access_key=self.SECRET, region_name="us-east-1")
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+        self.proc.stdout.close()
+
+
 class ObjectStoreTest(unittest.TestCase):
     def setUp(self):
         self.assertTrue(BIN and GEN)
@@ -639,6 +676,63 @@ class ObjectStoreTest(unittest.TestCase):
         r = run("count", "gs://b/data", env=env)
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("no token from the GCE metadata server", r.stderr)
+
+    # ---- a third-party server: s3rver ----
+
+    def test_interop_with_s3rver_and_botocore(self):
+        if shutil.which("s3rver") is None:
+            self.skipTest("s3rver is not installed (scripts/setup installs it from npm)")
+        server = S3rver(os.path.join(self.tmp, "s3rver"), "b")
+        self.addCleanup(server.stop)
+        client = server.client()
+        self.addCleanup(client.close)
+        for name in sorted(os.listdir(self.local)):  # uploaded by botocore
+            with open(os.path.join(self.local, name), "rb") as f:
+                client.put_object(Bucket="b", Key="data/" + name, Body=f.read())
+        env = dict(self.env)
+        env.update(AWS_ENDPOINT_URL=server.url, AWS_ACCESS_KEY_ID=S3rver.KEY,
+                   AWS_SECRET_ACCESS_KEY=S3rver.SECRET)
+        want = self.local_counts()
+        r = run("count", "--json", "s3://b/data", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        got = {os.path.basename(x["path"]): x["records"] for x in json.loads(r.stdout)["shards"]}
+        self.assertEqual(got, want)
+        # index --beside PUTs <object>.tfri; botocore sees them, and a run
+        # with an empty cache takes every index from there.
+        r = run("index", "--beside", "s3://b/data", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        keys = {o["Key"]: o["Size"] for o in client.list_objects_v2(Bucket="b")["Contents"]}
+        for name in want:
+            self.assertGreater(keys.get("data/%s.tfri" % name, 0), 16, name)
+        env["XDG_CACHE_HOME"] = os.path.join(self.tmp, "cache2")
+        r = run("index", "s3://b/data", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"\b0 walked, 0 grown, %d already valid" % len(want))
+        # A mount serves the same bytes as a local one.
+        env["XDG_CACHE_HOME"] = os.path.join(self.tmp, "cache3")
+        local, _ = self.mount("-o", "ro", self.local)
+        remote, _ = self.mount("s3://b/data", env=env)
+        self.assertEqual(tree(remote), tree(local))
+        # An object replaced behind a mount (other bytes, so another ETag)
+        # fails its reads (EIO) rather than mixing objects: If-Match holds.
+        big = os.path.join(self.tmp, "big")
+        name = self.big_shard(big)
+        with open(os.path.join(big, name), "rb") as f:
+            data = f.read()
+        client.put_object(Bucket="b", Key="big/" + name, Body=data)
+        mnt, _ = self.mount("s3://b/big", "-o", "inflate_cache_mb=1", env=env)
+        records = sorted(os.listdir(os.path.join(mnt, name)))
+        self.assertEqual(len(records), 300)
+        client.put_object(Bucket="b", Key="big/" + name, Body=data[::-1])
+        failed = 0
+        for rec in records[-150:]:
+            try:
+                with open(os.path.join(mnt, name, rec, "label"), "rb") as f:
+                    f.read()
+            except OSError as e:
+                self.assertEqual(e.errno, errno.EIO)
+                failed += 1
+        self.assertGreater(failed, 0)
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
