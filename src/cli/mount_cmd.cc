@@ -116,6 +116,8 @@ class Mount {
   std::optional<index::IndexStore> index_store_;
   // Records deleted from the shards (null: a read-only mount).
   std::unique_ptr<staging::DeletionList> deletions_;
+  // Records of the shards being edited or added (null: a read-only mount).
+  std::unique_ptr<staging::Store> edits_;
   std::unique_ptr<vfs::Filesystem> fs_;
 };
 
@@ -207,8 +209,20 @@ std::optional<int> Mount::OpenStore() {
       return Fail();
     }
     deletions_ = *std::move(list);
-    for (const std::string& line : repack::RecoverRewrites(deletions_.get())) log::Info(line);
+    // Records of the shards being edited or added (staging/edits.h).
+    auto edits =
+        staging::Store::Open(staging::EditsStoreDir(store_->dir()), {.reserve_journal = false});
+    if (!edits.ok()) {
+      log::Error("cannot open the edit store: ", edits.status().message());
+      return Fail();
+    }
+    edits_ = *std::move(edits);
+    for (const std::string& line :
+         repack::RecoverRewrites(deletions_.get(), edits_->records_dir())) {
+      log::Info(line);
+    }
     cli_.vfs.deletions = deletions_.get();
+    cli_.vfs.edits = edits_.get();
   }
   cli_.vfs.staging = store_.get();
   return std::nullopt;
@@ -312,17 +326,32 @@ int Mount::PackOnUnmount() {
   }
   std::string text = absl::StrCat(result, "\n", report.Summary());
   int exit_code = report.status.ok() && report.left.empty() ? kExitOk : kExitFailed;
-  // Then the shards with deleted records are rewritten without them.
+  // Then the shards with deleted, edited or added records are rewritten.
   if (deletions_ != nullptr && !deletions_->Snapshot().empty()) {
+    edits_->CheckAllWritten(types);
     absl::flat_hash_map<std::string, repack::ShardToRewrite> mounted;
     for (const vfs::MountedShard& shard : fs_->shards()) {
       mounted[shard.index->path()] = {shard.source.get(), &shard.index->offsets(),
                                       shard.index->codec()};
     }
-    const auto rewritten = repack::ApplyDeletions(deletions_.get(), [&](const std::string& path) {
-      auto it = mounted.find(path);
-      return it == mounted.end() ? nullptr : &it->second;
-    });
+    const auto rewritten = repack::ApplyEdits(deletions_.get(), edits_->records_dir(), types,
+                                              [&](const std::string& path) {
+                                                auto it = mounted.find(path);
+                                                return it == mounted.end() ? nullptr : &it->second;
+                                              });
+    // Indexes of the old shards: the cached one is dropped, and one beside
+    // the shard (`tfrecordfs index --beside`) removed; the next mount walks
+    // the new shard once and caches it.
+    for (const repack::RewrittenShard& r : rewritten) {
+      if (!r.status.ok()) continue;
+      index_store_->Drop(r.path);
+      const std::string beside = index::IndexStore::BesidePath(r.path);
+      if (::unlink(beside.c_str()) == 0) {
+        log::Info("removed ", beside,
+                  ", the index of the shard before its rewrite (`tfrecordfs "
+                  "index --beside` writes a new one)");
+      }
+    }
     const std::string summary = repack::RewriteSummary(rewritten);
     absl::StrAppend(&text, summary);
     bool all_ok = true;

@@ -173,10 +173,12 @@ OpenReply DoOpen(const Ops& ops, fuse_ino_t ino, int flags) {
     r.err = ENOSYS;
     return r;
   }
-  r.keep_cache = !InStaging(ino);  // shard bytes never change under the mount
+  // Shard bytes never change under the mount; an edited record's do.
+  const bool changing = ops.fs->Mutable(ino);
+  r.keep_cache = !changing;
   // Shard bytes need no FLUSH; nor does a staging file without a handle.
   r.noflush = r.keep_cache;
-  if (InStaging(ino) && ops.options.staging_without_handles) {
+  if (changing && ops.options.staging_without_handles) {
     ops.fs->Discard(*fh);
     r.noflush = true;
     return r;
@@ -199,7 +201,7 @@ OpenReply DoOpenDir(const Ops& ops, fuse_ino_t ino) {
     return r;
   }
   r.fh = *fh;
-  r.keep_cache = !InStaging(ino);
+  r.keep_cache = !ops.fs->Mutable(ino);
   return r;
 }
 

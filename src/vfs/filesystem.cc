@@ -130,6 +130,10 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
   fs->records_ = std::make_unique<RecordView>(fs->shards_, std::move(record_options));
   fs->staging_types_ =
       options.staging_types != nullptr ? options.staging_types : &fs->records_->sampler();
+  if (fs->deletions_ != nullptr && options.edits != nullptr) {
+    fs->edits_ = std::make_unique<RecordEdits>(
+        fs->shards_, fs->records_.get(), fs->deletions_.get(), options.edits, fs->staging_types_);
+  }
   fs->tree_ =
       std::make_unique<TreeView>(scanned->entries, shard_entries, fs->shards_, &fs->fd_cache_,
                                  /*shards_only=*/options.view == ViewKind::kGallery);
@@ -178,14 +182,32 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
   return fs;
 }
 
+bool Filesystem::Mutable(uint64_t ino) const {
+  return SpaceOf(ino) == Space::kStaging || (edits_ && edits_->IsEdited(ino));
+}
+
+View* Filesystem::WriteViewOf(uint64_t ino, absl::Status* status) const {
+  // The first change of a record checks it out into the edit store
+  // (record_edits.h); without one, the record view answers (EROFS).
+  if (edits_ && SpaceOf(ino) == Space::kRecord) {
+    *status = edits_->CheckOut(ino);
+    return status->ok() ? edits_.get() : nullptr;
+  }
+  View* view = ViewOf(ino);
+  if (view == nullptr) *status = ReadOnlyError();
+  return view;
+}
+
 View* Filesystem::ViewOf(uint64_t ino) const {
   switch (SpaceOf(ino)) {
     case Space::kTree:
       // view=classes: only the root is a tree id, and it is the class view's.
       return classes_ ? static_cast<View*>(classes_.get()) : tree_.get();
     case Space::kRecord:
+      if (edits_ && edits_->IsEdited(ino)) return edits_.get();
       return records_.get();
     case Space::kStaging:
+      if (ino & kEditNodeTag) return edits_ ? &edits_->folders() : nullptr;
       return staging_.get();
     case Space::kClass:
       return classes_.get();
@@ -207,7 +229,8 @@ absl::StatusOr<Attr> Filesystem::GetAttr(uint64_t ino) {
 
 absl::StatusOr<Attr> Filesystem::Lookup(uint64_t parent, absl::string_view name) {
   if (auto shard = ShardFolder(parent)) {
-    return gallery_ ? gallery_->LookupImage(*shard, name) : records_->LookupRecord(*shard, name);
+    if (gallery_) return gallery_->LookupImage(*shard, name);
+    return edits_ ? edits_->LookupInShard(*shard, name) : records_->LookupRecord(*shard, name);
   }
   View* view = ViewOf(parent);
   if (view == nullptr) return Stale();
@@ -219,7 +242,11 @@ absl::Status Filesystem::ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, con
     auto self = tree_->GetAttr(ino);
     if (!self.ok()) return self.status();
     if (gallery_) return gallery_->ReadShardDir(*shard, *self, offset, emit);
-    records_->ReadShardDir(*shard, *self, offset, emit);
+    if (edits_) {
+      edits_->ReadShardDir(*shard, *self, offset, emit);
+    } else {
+      records_->ReadShardDir(*shard, *self, offset, emit);
+    }
     return absl::OkStatus();
   }
   View* view = ViewOf(ino);
@@ -228,6 +255,12 @@ absl::Status Filesystem::ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, con
 }
 
 absl::StatusOr<uint64_t> Filesystem::Open(uint64_t ino, int flags) {
+  if ((flags & (O_WRONLY | O_RDWR | O_TRUNC)) != 0) {
+    absl::Status s;
+    View* view = WriteViewOf(ino, &s);
+    if (view == nullptr) return s;
+    return view->Open(ino, flags);
+  }
   View* view = ViewOf(ino);
   if (view == nullptr) return Stale();
   return view->Open(ino, flags);
@@ -246,19 +279,24 @@ absl::StatusOr<ReadResult> Filesystem::Read(uint64_t ino, uint64_t fh, uint64_t 
   return view->Read(ino, fh, offset, size);
 }
 
-// ---- Handles: only the staging view hands any out (the others return 0),
-// so without a staging area every handle is 0 ----
+// ---- Handles: only the staging views (staging/ and the edit store's
+// folders) hand any out (the others return 0); their numbers say whose ----
+
+StagingView* Filesystem::HandleOwner(uint64_t fh) const {
+  if (edits_ && edits_->folders().OwnsHandle(fh)) return &edits_->folders();
+  return staging_.get();
+}
 
 void Filesystem::ReleaseDir(uint64_t fh) {
-  if (staging_) staging_->ReleaseDir(fh);
+  if (StagingView* v = HandleOwner(fh)) v->ReleaseDir(fh);
 }
 
 void Filesystem::Release(uint64_t fh) {
-  if (staging_) staging_->Release(fh);
+  if (StagingView* v = HandleOwner(fh)) v->Release(fh);
 }
 
 void Filesystem::Discard(uint64_t fh) {
-  if (staging_) staging_->Discard(fh);
+  if (StagingView* v = HandleOwner(fh)) v->Discard(fh);
 }
 
 absl::Status Filesystem::Flush(uint64_t ino, uint64_t fh) {
@@ -278,50 +316,84 @@ absl::Status Filesystem::Fsync(uint64_t ino, uint64_t fh, bool datasync) {
 absl::StatusOr<std::pair<Attr, uint64_t>> Filesystem::CreateFile(
     uint64_t parent, absl::string_view name, mode_t mode, int flags,
     std::optional<staging::Owner> owner) {
-  View* view = ViewOf(parent);
-  if (view == nullptr) return ReadOnlyError();
+  if (edits_ && ShardFolder(parent)) {
+    return PosixError(EPERM, absl::StrCat(name, ": a shard folder holds record folders only"));
+  }
+  absl::Status s;
+  View* view = WriteViewOf(parent, &s);
+  if (view == nullptr) return s;
   return view->CreateFile(parent, name, mode, flags, owner);
 }
 
 absl::StatusOr<Attr> Filesystem::Mkdir(uint64_t parent, absl::string_view name, mode_t mode,
                                        std::optional<staging::Owner> owner) {
-  View* view = ViewOf(parent);
-  if (view == nullptr) return ReadOnlyError();
+  // A new folder in a shard folder: a record added to the shard.
+  if (auto shard = ShardFolder(parent)) {
+    if (!edits_ || gallery_) return ReadOnlyError();
+    return edits_->MkdirInShard(*shard, name, mode, owner);
+  }
+  absl::Status s;
+  View* view = WriteViewOf(parent, &s);
+  if (view == nullptr) return s;
   return view->Mkdir(parent, name, mode, owner);
 }
 
 absl::StatusOr<size_t> Filesystem::Write(uint64_t ino, uint64_t fh, absl::string_view data,
                                          uint64_t offset) {
-  View* view = ViewOf(ino);
-  if (view == nullptr) return ReadOnlyError();
+  absl::Status s;
+  View* view = WriteViewOf(ino, &s);
+  if (view == nullptr) return s;
   return view->Write(ino, fh, data, offset);
 }
 
 absl::StatusOr<Attr> Filesystem::SetAttr(uint64_t ino, uint64_t fh, const struct stat& to,
                                          int bits) {
-  View* view = ViewOf(ino);
-  if (view == nullptr) return ReadOnlyError();
+  absl::Status s;
+  View* view = WriteViewOf(ino, &s);
+  if (view == nullptr) return s;
   return view->SetAttr(ino, fh, to, bits);
 }
 
 absl::Status Filesystem::Unlink(uint64_t parent, absl::string_view name) {
-  View* view = ViewOf(parent);
-  if (view == nullptr) return ReadOnlyError();
+  absl::Status s;
+  View* view = WriteViewOf(parent, &s);
+  if (view == nullptr) return s;
   return view->Unlink(parent, name);
 }
 
 absl::Status Filesystem::Rmdir(uint64_t parent, absl::string_view name) {
-  // A record folder: deleting the record (record_deletions.h).
+  // A record folder: deleting the record (record_deletions.h), or an added
+  // one's folder (record_edits.h).
   if (auto shard = ShardFolder(parent)) {
-    return gallery_ ? ReadOnlyError() : records_->RmdirRecord(*shard, name);
+    if (gallery_) return ReadOnlyError();
+    return edits_ ? edits_->RmdirInShard(*shard, name) : records_->RmdirRecord(*shard, name);
   }
-  View* view = ViewOf(parent);
-  if (view == nullptr) return ReadOnlyError();
+  absl::Status s;
+  View* view = WriteViewOf(parent, &s);
+  if (view == nullptr) return s;
   return view->Rmdir(parent, name);
+}
+
+bool Filesystem::EditSide(uint64_t ino) const {
+  return SpaceOf(ino) == Space::kRecord ||
+         (SpaceOf(ino) == Space::kStaging && (ino & kEditNodeTag) != 0);
 }
 
 absl::Status Filesystem::Rename(uint64_t parent, absl::string_view name, uint64_t new_parent,
                                 absl::string_view new_name, unsigned flags) {
+  if (edits_ && !gallery_) {
+    const auto from_shard = ShardFolder(parent), to_shard = ShardFolder(new_parent);
+    if (from_shard && to_shard) {
+      return edits_->RenameAny(parent, name, new_parent, new_name, flags, from_shard, to_shard);
+    }
+    if (!from_shard && !to_shard && EditSide(parent) && EditSide(new_parent)) {
+      for (uint64_t ino : {parent, new_parent}) {
+        if (auto s = edits_->CheckOut(ino); !s.ok()) return s;
+      }
+      return edits_->RenameAny(parent, name, new_parent, new_name, flags, std::nullopt,
+                               std::nullopt);
+    }
+  }
   View* from = ViewOf(parent);
   View* to = ViewOf(new_parent);
   if (from == nullptr || to == nullptr) return ReadOnlyError();

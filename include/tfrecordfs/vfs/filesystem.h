@@ -59,6 +59,7 @@
 #include "tfrecordfs/vfs/mounted_shard.h"
 #include "tfrecordfs/vfs/node_id.h"
 #include "tfrecordfs/vfs/record_deletions.h"
+#include "tfrecordfs/vfs/record_edits.h"
 #include "tfrecordfs/vfs/record_view.h"
 #include "tfrecordfs/vfs/staging_view.h"
 #include "tfrecordfs/vfs/tree_view.h"
@@ -105,6 +106,10 @@ struct Options {
   // owned; must outlive the Filesystem). Null: records cannot be deleted
   // (EROFS). Used only by the records view (record_deletions.h).
   staging::DeletionList* deletions = nullptr;
+  // The edit store (staging/edits.h; not owned, must outlive the
+  // Filesystem): with `deletions`, records of the shards can be edited and
+  // added (record_edits.h). Null: EROFS.
+  staging::Store* edits = nullptr;
   // The feature types the staging checks hold staged files to (not owned;
   // must outlive the Filesystem). Null: the mounted shards'
   // (feature_types()). Set: these instead (tests of the checks).
@@ -224,6 +229,10 @@ class Filesystem {
   absl::Status Rename(uint64_t parent, absl::string_view name, uint64_t new_parent,
                       absl::string_view new_name, unsigned flags);
   void Forget(uint64_t ino, uint64_t n);
+  // Whether `ino`'s content or attributes can change under the mount (a
+  // staged node, or a node of an edited record): the adapter then lets
+  // the kernel keep nothing cached for it.
+  bool Mutable(uint64_t ino) const;
   // Free space where staged bytes go (for statfs), or false without staging.
   bool StagingSpace(uint64_t* free_bytes, uint64_t* total_bytes) const;
 
@@ -286,6 +295,13 @@ class Filesystem {
   // The view serving node `ino` (by its space), or nullptr for a staging id
   // on a mount without staging.
   View* ViewOf(uint64_t ino) const;
+  // The view for a change of `ino`: ViewOf, after checking a record out
+  // into the edit store (record_edits.h); nullptr with `*status` why not.
+  View* WriteViewOf(uint64_t ino, absl::Status* status) const;
+  // Whether `ino` is a node of an edited record or of the edit store.
+  bool EditSide(uint64_t ino) const;
+  // The staging view whose handle `fh` is (nullptr: none).
+  StagingView* HandleOwner(uint64_t fh) const;
   // The shard whose folder `ino` is, when the mount shows shard folders
   // (their children are the record view's, or the gallery's).
   std::optional<uint64_t> ShardFolder(uint64_t ino) const {
@@ -305,6 +321,9 @@ class Filesystem {
   // through their sources. Null unless reading ahead.
   std::unique_ptr<source::Readahead> readahead_;
   std::unique_ptr<RecordView> records_;
+  // The edit overlay (reads through records_: destroyed first). Null
+  // without Options::edits.
+  std::unique_ptr<RecordEdits> edits_;
   std::unique_ptr<TreeView> tree_;
   // The image views; null unless Options::view names them. The gallery
   // lists shard folders; the class view serves the root and its folders.
