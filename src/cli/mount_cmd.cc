@@ -424,6 +424,7 @@ int Mount::PackOnUnmount() {
 int MountMain(int argc, char** argv) {
   CliOptions cli;
   if (auto stop = ParseMountCommandLine(argc, argv, &cli)) return *stop;
+  scan::SetDefaultObjectOptions(cli.objects);  // vfs::Options does not carry them
   Mount mount(std::move(cli));
   if (auto stop = mount.Prepare()) return *stop;
   if (auto stop = mount.OpenStore()) return *stop;
