@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -296,6 +297,76 @@ TEST_P(RecordEditTest, CommitWhileMountedShowsTheNewShardAtOnce) {
   CommandResult refused = RunCommand({BinaryPath(), "commit", s_.mnt});
   EXPECT_EQ(refused.exit_code, 3) << refused.out << refused.err;
   EXPECT_NE(refused.err.find("read-only"), std::string::npos) << refused.err;
+}
+
+// `mv SHARD/03 staging/` and `mv SHARD/04 OTHER/name`: the record leaves
+// its shard and is staged / added there, exactly once, through a kill -9 and
+// a remount; and a SIGKILL inside the move (before and after its deletion
+// is durable) is rolled back or finished by the next mount.
+TEST_P(RecordEditTest, MvMovesARecordOutOfItsShardExactlyOnce) {
+  const std::string b = s_.src + "/b.tfrecord";
+  {
+    Mount d(Config());
+    ASSERT_EQ(d.Start(), "");
+    CommandResult mv = InShard("mv 03 ../staging/moved3 && mv 04 ../b.tfrecord/from-a");
+    ASSERT_EQ(mv.exit_code, 0) << mv.err;
+    EXPECT_FALSE(Exists(R("03")));
+    EXPECT_FALSE(Exists(R("04")));
+    EXPECT_EQ(ReadWholeFile(s_.mnt + "/staging/moved3/id"), "3\n");
+    EXPECT_EQ(ReadWholeFile(s_.mnt + "/b.tfrecord/from-a/id"), "4\n");
+    // The name a record is moved to must be free; records keep their place.
+    CommandResult taken = InShard("mv 05 ../b.tfrecord/from-a");
+    EXPECT_NE(taken.exit_code, 0);
+    CommandResult same = InShard("mv 05 five");
+    EXPECT_NE(same.exit_code, 0);
+    EXPECT_NE(same.err.find("Operation not permitted"), std::string::npos) << same.err;
+    d.KillHard();
+  }
+  for (const char* fault : {"move_before_delete", "move_after_delete"}) {
+    MountConfig c = Config();
+    c.fault = fault;
+    Mount d(c);
+    ASSERT_EQ(d.Start(), "");
+    if (std::string(fault) == "move_after_delete") {
+      // The crash before the deletion was durable: rolled back.
+      EXPECT_EQ(ReadWholeFile(R("06/id")), "6\n");
+      EXPECT_FALSE(Exists(s_.mnt + "/staging/move_before_delete"));
+    }
+    EXPECT_NE(InShard(absl::StrCat("mv 06 ../staging/", fault)).exit_code, 0);
+    int status = 0;
+    ASSERT_TRUE(d.WaitExit(&status));
+    EXPECT_NE(d.Stderr().find(absl::StrCat("TFRECORDFS_FAULT=", fault)), std::string::npos)
+        << d.Stderr();
+    CleanStaleMount(s_.mnt);
+  }
+  Mount d(Config());
+  ASSERT_EQ(d.Start(), "");
+  // The crash after the deletion: finished (06 is staged, once).
+  EXPECT_FALSE(Exists(R("06")));
+  EXPECT_FALSE(Exists(s_.mnt + "/staging/move_before_delete"));
+  EXPECT_EQ(ReadWholeFile(s_.mnt + "/staging/move_after_delete/id"), "6\n");
+  EXPECT_EQ(ReadWholeFile(s_.mnt + "/staging/moved3/id"), "3\n");
+  int status = 0;
+  CommandResult un = d.TfrUnmount(&status);
+  // The second crash moved 06 too (its deletion was durable): it is staged.
+  EXPECT_EQ(un.exit_code, 0) << un.out << un.err;
+  std::vector<std::string> a = IndependentRead(shard_);
+  std::vector<std::string> want = {GetParam()};
+  for (int i = 0; i < kRecords; ++i) {
+    if (i == 3 || i == 4 || i == 6) continue;
+    want.push_back(Described(i, absl::StrCat("record ", i), absl::StrCat(i, ".5")));
+  }
+  EXPECT_EQ(a, want);
+  EXPECT_EQ(IndependentRead(b), (std::vector<std::string>{"none", Described(0, "record 0", "0.5"),
+                                                          Described(1, "record 1", "1.5"),
+                                                          Described(4, "record 4", "4.5")}));
+  // The staged records: 3 and 6, packed into a new shard in the output folder.
+  const auto packed = AllPayloads(ReadPackedShards(s_.out, "edit"));
+  ASSERT_EQ(packed.size(), 2u) << un.out;
+  std::set<int64_t> ids;
+  for (const std::string& p : packed) ids.insert(SingleInt(Decode(p), "id").value_or(-1));
+  EXPECT_EQ(ids, (std::set<int64_t>{3, 6}));
+  EXPECT_EQ(ListDir(s_.store + "/edits/records"), std::vector<std::string>{});
 }
 
 TEST_P(RecordEditTest, TfdsMetadataFollowsTheRewrittenShard) {
