@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -400,6 +401,84 @@ TEST_P(RecordEditTest, TfdsMetadataFollowsTheRewrittenShard) {
   EXPECT_EQ(py.exit_code, 0) << py.err << info;
   const size_t removed = payloads_[0].size() + payloads_[1].size();
   EXPECT_EQ(py.out, absl::StrCat("['10', '2'] ", 10000 - removed, "\n")) << info;
+}
+
+// Editing what the generated datasets hold (tfrecordfs-gen): a
+// SequenceExample's context values, an image replaced by `cp`; everything
+// else of an edited record survives its round trip through the folder
+// (compared with `tfrecordfs show` before and after), and untouched
+// records stay byte for byte (the independent reader).
+TEST(RecordEditGeneratedTest, SequenceExamplesAndImages) {
+  TFRFS_SKIP_WITHOUT_FUSE();
+  if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3";
+  const char* gen = std::getenv("TFRECORDFS_GEN");
+  ASSERT_NE(gen, nullptr) << "$TFRECORDFS_GEN is not set";
+  Scratch s;
+  const std::string seq = s.src + "/seq", sample = s.src + "/sample";
+  ASSERT_EQ(0, RunCommand({gen, "sequence", seq, "--records", "3"}).exit_code);
+  ASSERT_EQ(0, RunCommand({gen, "sample", sample, "--records", "4", "--shards", "1"}).exit_code);
+  const std::string seq_shard = seq + "/sequence-00000-of-00001.tfrecord";
+  const std::string img_shard = sample + "/train-00000-of-00001.tfrecord";
+  auto show = [&](const std::string& shard, const std::string& record) {
+    CommandResult r = RunCommand({BinaryPath(), "show", shard, record});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::vector<std::string> lines = absl::StrSplit(r.out, '\n', absl::SkipEmpty());
+    lines.erase(lines.begin());  // "# record N of ...: <size> bytes at <offset>"
+    return lines;
+  };
+  const std::vector<std::string> seq0 = show(seq_shard, "0");
+  const std::vector<std::string> seq_before = IndependentRead(seq_shard);
+  MountConfig c = PackConfig(s, {s.src}, "edit");
+  Mount d(c);
+  ASSERT_EQ(d.Start(), "");
+  const std::string m0 = s.mnt + "/seq/sequence-00000-of-00001.tfrecord/0";
+  const std::string jpeg =
+      ReadWholeFile(s.mnt + "/sample/train-00000-of-00001.tfrecord/1/image/encoded.jpg");
+  CommandResult edit = RunCommand(
+      {"bash", "-c",
+       absl::StrCat(
+           "set -e; echo 5 > ", ShellQuote(m0 + "/context/label"), "; sed -i 's/.*/renamed/' ",
+           ShellQuote(m0 + "/context/name.txt"), "; cp ",
+           ShellQuote(s.mnt + "/sample/train-00000-of-00001.tfrecord/1/image/encoded.jpg"), " ",
+           ShellQuote(s.mnt + "/sample/train-00000-of-00001.tfrecord/0/image/encoded.jpg"))});
+  ASSERT_EQ(edit.exit_code, 0) << edit.err;
+  int status = 0;
+  CommandResult un = d.TfrUnmount(&status);
+  EXPECT_EQ(un.exit_code, 0) << un.out << un.err;
+  // The edited SequenceExample: only the two context values changed.
+  std::vector<std::string> want = seq0, got = show(seq_shard, "0");
+  // `show` prints the context's features as "  label  int64[1]  0".
+  for (std::string& line : want) {
+    if (absl::StartsWith(line, "  label ") || absl::StartsWith(line, "  name ")) line = "";
+  }
+  std::vector<std::string> got_rest = got;
+  for (std::string& line : got_rest) {
+    if (absl::StartsWith(line, "  label ")) {
+      EXPECT_TRUE(absl::StrContains(line, " 5")) << line;
+      line = "";
+    }
+    if (absl::StartsWith(line, "  name ")) {
+      EXPECT_TRUE(absl::StrContains(line, "\"renamed\"")) << line;
+      line = "";
+    }
+  }
+  EXPECT_EQ(got_rest, want);
+  // Untouched records: the same bytes.
+  const std::vector<std::string> seq_after = IndependentRead(seq_shard);
+  ASSERT_EQ(seq_after.size(), seq_before.size());
+  EXPECT_NE(seq_after[1], seq_before[1]);
+  EXPECT_EQ(seq_after[2], seq_before[2]);
+  EXPECT_EQ(seq_after[3], seq_before[3]);
+  // The image replaced by cp: its exact bytes, read by the independent reader.
+  const char* root = std::getenv("TFRECORDFS_SOURCE_ROOT");
+  ASSERT_NE(root, nullptr);
+  const std::string script = absl::StrCat(
+      "import sys; sys.path.insert(0, '", root, "/tests/cli'); import tfrecord_check as t\n",
+      "p = next(iter(t.read_records(sys.argv[1])))\n",
+      "sys.stdout.buffer.write(t.decode_example(p)['image/encoded'][1][0])\n");
+  CommandResult img = RunCommand({"/usr/bin/python3", "-c", script, img_shard});
+  EXPECT_EQ(img.exit_code, 0) << img.err;
+  EXPECT_TRUE(img.out == jpeg) << "record 0's image is not the copied JPEG";
 }
 
 INSTANTIATE_TEST_SUITE_P(Codecs, RecordEditTest, ::testing::Values("none", "gzip", "zlib"),
