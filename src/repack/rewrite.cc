@@ -55,10 +55,11 @@ absl::StatusOr<staging::Fingerprint> FingerprintOfPath(const std::string& path) 
 // `s` with what to do appended (its errno payload kept), for a failure that
 // leaves the shard as it was: a full disk, a folder that is not writable.
 absl::Status KeptPending(const absl::Status& s) {
-  absl::Status out(s.code(),
-                   absl::StrCat(s.message(),
-                                "; the shard is left as it was and its edits are kept pending: "
-                                "fix the cause (free space, a writable folder) and unmount again"));
+  absl::Status out(
+      s.code(),
+      absl::StrCat(s.message(),
+                   "; the shard is left as it was and its edits are kept pending: "
+                   "fix the cause (free space, a writable folder), then mount and unmount again"));
   s.ForEachPayload(
       [&out](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
   return out;
