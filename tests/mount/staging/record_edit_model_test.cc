@@ -3,8 +3,9 @@
 // bytes `text`, float `score`; plain or GZIP) is mounted read-write and a
 // random sequence of edits is applied with shell tools, one command each
 // (`echo N > id`, `sed -i` of a text file, `rm` of a feature file, `rm -r`
-// of a record, `mkdir` + files of a new record, `mv` of a text file within a
-// record, `cp -r` of a record to a new name), and to a model: the shard's
+// of a record or `rm` of its files + `rmdir`, `mkdir` + files of a new
+// record, `mv` of a text file within a record, `cp -r` of a record to a new
+// name, `mv` of an added record to a new name), and to a model: the shard's
 // records (or deleted) and the added ones by name. The daemon is sometimes
 // killed (-9) and mounted again in the middle. The mount must show what the
 // model has (record folders, file names, ids, texts) after each remount and
@@ -226,12 +227,14 @@ class RecordEditModelTest : public ::testing::TestWithParam<int> {
     for (const auto& [name, v] : f) {
       if (v.kind == Kind::kBytes) texts.push_back(name);
     }
-    // A name no live record has (a deleted or removed one may come back).
-    auto new_name = [&] {
-      while (true) {
-        const std::string n = absl::StrCat(rng.Pick(kNewNames), rng.Below(10));
+    // A name no live record has, from a small pool so that removed added
+    // records' names come back; "" when the draws find none.
+    auto new_name = [&]() -> std::string {
+      for (int tries = 0; tries < 50; ++tries) {
+        std::string n = absl::StrCat(rng.Pick(kNewNames), rng.Below(4));
         if (model_.Find(n, folders_) == nullptr) return n;
       }
+      return "";
     };
     switch (rng.Below(10)) {
       case 0:
@@ -263,9 +266,10 @@ class RecordEditModelTest : public ::testing::TestWithParam<int> {
         f.erase(it);
         return;
       }
-      case 5: {  // rm -r of a record, while a few are left
+      case 5: {  // rm -r of a record, or rmdir once its files are gone
         if (live.size() < 4) break;
-        Edit(absl::StrFormat("rm -r %s", rec));
+        Edit(rng.OneIn(2) ? absl::StrCat("rm -r ", rec)
+                          : absl::StrCat("rm ", rec, "/* && rmdir ", rec));
         if (model_.added.erase(rec) == 0) {
           for (size_t i = 0; i < folders_.size(); ++i) {
             if (folders_[i] == rec) model_.records[i].reset();
@@ -276,6 +280,7 @@ class RecordEditModelTest : public ::testing::TestWithParam<int> {
       case 6:
       case 7: {  // mkdir + files of a new record
         const std::string name = new_name();
+        if (name.empty()) break;
         Features nf;
         std::string cmd = absl::StrFormat("mkdir %s", name);
         while (nf.empty()) {
@@ -302,8 +307,16 @@ class RecordEditModelTest : public ::testing::TestWithParam<int> {
         f[to] = std::move(v);
         return;
       }
-      case 9: {  // cp -r of a record to a new name
+      case 9: {  // cp -r of a record to a new name, or mv of an added one
         const std::string name = new_name();
+        if (name.empty()) break;
+        if (model_.added.count(rec) != 0 && rng.OneIn(2)) {
+          Edit(absl::StrFormat("mv %s %s", rec, name));
+          Features moved = std::move(f);
+          model_.added.erase(rec);
+          model_.added[name] = std::move(moved);
+          return;
+        }
         Edit(absl::StrFormat("cp -r %s %s", rec, name));
         model_.added[name] = f;
         return;
