@@ -339,6 +339,19 @@ int Mount::PackOnUnmount() {
                                                 auto it = mounted.find(path);
                                                 return it == mounted.end() ? nullptr : &it->second;
                                               });
+    // Indexes of the old shards: the cached one is dropped, and one beside
+    // the shard (`tfrecordfs index --beside`) removed; the next mount walks
+    // the new shard once and caches it.
+    for (const repack::RewrittenShard& r : rewritten) {
+      if (!r.status.ok()) continue;
+      index_store_->Drop(r.path);
+      const std::string beside = index::IndexStore::BesidePath(r.path);
+      if (::unlink(beside.c_str()) == 0) {
+        log::Info("removed ", beside,
+                  ", the index of the shard before its rewrite (`tfrecordfs "
+                  "index --beside` writes a new one)");
+      }
+    }
     const std::string summary = repack::RewriteSummary(rewritten);
     absl::StrAppend(&text, summary);
     bool all_ok = true;

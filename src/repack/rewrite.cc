@@ -19,6 +19,7 @@
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/record/writer.h"
 #include "tfrecordfs/repack/journal.h"
+#include "tfrecordfs/repack/tfds_info.h"
 #include "tfrecordfs/staging/edits.h"
 
 namespace tfrecordfs::repack {
@@ -43,6 +44,24 @@ void RemoveEditFolders(const std::string& edits_dir, const std::vector<std::stri
     if (auto s = RemoveTree(absl::StrCat(edits_dir, "/", f)); !s.ok()) {
       log::Warning("cannot remove the committed edit folder: ", s.message());
     }
+  }
+}
+
+// The payload bytes of record i (framing: 12 bytes before, 4 after).
+int64_t RecordDataBytes(const std::vector<uint64_t>& offsets, uint64_t i) {
+  return static_cast<int64_t>(offsets[i + 1] - offsets[i]) - 16;
+}
+
+// What depends on a rewritten shard: TFDS's dataset_info.json beside it
+// (tfds_info.h). `delta`: payload bytes added, when known. Failures are
+// logged: the shard itself is committed.
+void UpdateMetadata(const std::string& path, uint64_t records, std::optional<int64_t> delta) {
+  auto info = UpdateTfdsInfo(path, records, delta);
+  if (!info.ok()) {
+    log::Error("rewrote ", path,
+               " but could not update its TFDS metadata: ", info.status().message());
+  } else if (*info) {
+    log::Info("updated ", **info, " for ", path, " (", records, " record(s))");
   }
 }
 
@@ -84,24 +103,27 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
   if (!edits.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(edits.status().message(),
-                     "; fix the record's files through the mount (or remove the "
-                     "record folder) and unmount again; its edits are kept pending"));
+                     "; nothing of this shard was written: fix that file through a "
+                     "read-write mount and unmount again (its edits are kept pending)"));
   }
   const Paths p = PathsOf(path);
   auto fd = OpenFile(p.temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (!fd.ok()) return KeptPending(fd.status());
   const std::vector<uint64_t>& offsets = *from.offsets;
   absl::Status s;
+  int64_t delta = 0;  // payload bytes added (TFDS's numBytes)
   {
     record::ShardWriter writer(*std::move(fd), p.temp, {.codec = from.codec});
     for (uint64_t i = 0; i + 1 < offsets.size() && s.ok(); ++i) {
       if (d.records.count(i)) {
         ++out->deleted;
+        delta -= RecordDataBytes(offsets, i);
         continue;
       }
       if (auto e = edits->replaced.find(i); e != edits->replaced.end()) {
         s = writer.Append(e->second);
         ++out->changed;
+        delta += static_cast<int64_t>(e->second.size()) - RecordDataBytes(offsets, i);
         continue;
       }
       auto payload = record::ReadRecord(*from.source, i, offsets[i], offsets[i + 1]);
@@ -116,6 +138,7 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
     for (size_t i = 0; i < edits->added.size() && s.ok(); ++i) {
       s = writer.Append(edits->added[i].second);
       ++out->added;
+      delta += static_cast<int64_t>(edits->added[i].second.size());
     }
     if (s.ok()) s = writer.Close(/*sync=*/true);
     if (s.ok()) {
@@ -124,7 +147,8 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
     }
   }
   absl::StatusOr<staging::Fingerprint> next = s.ok() ? FingerprintOfPath(p.temp) : s;
-  if (next.ok()) s = list->SetRewriting(path, *next);
+  const uint64_t records = out->kept + out->changed + out->added;
+  if (next.ok()) s = list->SetRewriting(path, *next, records);
   if (!next.ok() || !s.ok()) {
     ::unlink(p.temp.c_str());
     return KeptPending(next.ok() ? s : next.status());
@@ -140,6 +164,7 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
   // follows fails (RecoverRewrites drops the entry next time, and the edit
   // folders of a shard without an entry are removed).
   if (auto f = FsyncDir(p.dir); !f.ok()) return f;
+  UpdateMetadata(path, records, delta);
   faults.At("rewrite_after_shard", done + 1);
   if (auto f = list->Forget(path); !f.ok()) return f;
   faults.At("rewrite_after_forget");
@@ -180,6 +205,7 @@ std::vector<std::string> RecoverRewrites(staging::DeletionList* list,
     const Paths p = PathsOf(path);
     auto now = FingerprintOfPath(path);
     if (d.rewriting && now.ok() && *now == *d.rewriting) {
+      if (d.rewritten_records) UpdateMetadata(path, *d.rewritten_records, std::nullopt);
       auto s = list->Forget(path);
       lines.push_back(absl::StrCat("finished the interrupted rewrite of ", path,
                                    s.ok() ? "" : absl::StrCat(" (", s.message(), ")")));

@@ -59,12 +59,6 @@ bool RecordDeletions::IsDeleted(uint64_t shard, uint64_t record) const {
   return deleted_.contains(RecordKey(shard, record));
 }
 
-bool RecordDeletions::IsHidden(uint64_t shard, uint64_t record, uint32_t entry) const {
-  if (!any_.load(std::memory_order_acquire)) return false;
-  MutexLock lock(&mu_);
-  return hidden_.contains({RecordKey(shard, record), entry});
-}
-
 absl::Status RecordDeletions::CheckWritable(uint64_t shard) const {
   const std::string& path = shards_[shard].index->path();
   if (list_ == nullptr) {
@@ -77,14 +71,6 @@ absl::Status RecordDeletions::CheckWritable(uint64_t shard) const {
                  std::strerror(err), ")");
     return PosixError(EROFS, absl::StrCat(dir, ": not writable"));
   }
-  return absl::OkStatus();
-}
-
-absl::Status RecordDeletions::Hide(uint64_t shard, uint64_t record, uint32_t entry) {
-  if (auto s = CheckWritable(shard); !s.ok()) return s;
-  MutexLock lock(&mu_);
-  hidden_.insert({RecordKey(shard, record), entry});
-  any_.store(true, std::memory_order_release);
   return absl::OkStatus();
 }
 

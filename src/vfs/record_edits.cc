@@ -56,6 +56,9 @@ RecordEdits::RecordEdits(const std::vector<MountedShard>& shards, RecordView* re
   for (uint64_t s = 0; s < shards_.size(); ++s) {
     shard_of_key_.emplace(staging::ShardKey(shards_[s].index->path()), s);
   }
+  // Errors and log lines name an edited file as the shard's path, the
+  // record's folder name and the path in it.
+  store_->SetDisplay([this](absl::string_view rel) { return Describe(rel); });
   // An earlier mount's edits.
   MutexLock lock(&mu_);
   for (const auto& [key, folders] : staging::ListEditFolders(store_->records_dir())) {
@@ -88,7 +91,19 @@ RecordEdits::RecordEdits(const std::vector<MountedShard>& shards, RecordView* re
   any_.store(!edited_.empty());
 }
 
-RecordEdits::~RecordEdits() = default;
+RecordEdits::~RecordEdits() { store_->SetDisplay(nullptr); }
+
+std::string RecordEdits::Describe(absl::string_view rel) const {
+  const size_t slash = rel.find('/');
+  const absl::string_view folder = rel.substr(0, slash);
+  const absl::string_view rest = slash == absl::string_view::npos ? "" : rel.substr(slash);
+  auto f = staging::ParseEditFolder(folder);
+  if (!f) return absl::StrCat("edits/", rel);
+  auto shard = ShardOfKey(f->key);
+  if (!shard) return absl::StrCat("edits/", rel);
+  return absl::StrCat(shards_[*shard].index->path(), "/",
+                      f->record ? records_->RecordName(*shard, *f->record) : f->added, rest);
+}
 
 std::optional<uint64_t> RecordEdits::ShardOfKey(absl::string_view key) const {
   auto it = shard_of_key_.find(key);

@@ -22,6 +22,8 @@
 //   tfrecordfs-deletions 1
 //   shard <size> <mtime_ns> <inode> <path>      per shard with deletions,
 //   rewriting <size> <mtime_ns> <inode>         optional: rewrite in flight
+//   records <count>                             optional, after rewriting: the
+//                                               rewritten file's record count
 //   delete <record index>                       one line per deleted record
 //   ...
 //   crc32c <8 lowercase hex digits>             of every byte before this line
@@ -66,9 +68,10 @@ struct Fingerprint {
 Fingerprint FingerprintOf(const struct stat& st);
 
 struct DeletedShard {
-  Fingerprint before;                    // the shard the indexes refer to
-  std::optional<Fingerprint> rewriting;  // the rewritten file, while in flight
-  std::set<uint64_t> records;            // deleted record indexes
+  Fingerprint before;                         // the shard the indexes refer to
+  std::optional<Fingerprint> rewriting;       // the rewritten file, while in flight
+  std::optional<uint64_t> rewritten_records;  // its record count (with rewriting)
+  std::set<uint64_t> records;                 // deleted record indexes
 };
 // Shard path -> its deletions, in path order.
 using Deletions = std::map<std::string, DeletedShard>;
@@ -95,9 +98,10 @@ class DeletionList {
   // folder there belongs to a shard of the list. FailedPrecondition as for
   // Delete.
   absl::Status Register(const std::string& shard, const Fingerprint& fp);
-  // Marks the rewrite of `shard` in flight (its new file's fingerprint) or
-  // not (nullopt), and persists.
-  absl::Status SetRewriting(const std::string& shard, std::optional<Fingerprint> fp);
+  // Marks the rewrite of `shard` in flight (its new file's fingerprint and
+  // record count) or not (nullopt), and persists.
+  absl::Status SetRewriting(const std::string& shard, std::optional<Fingerprint> fp,
+                            std::optional<uint64_t> records = std::nullopt);
   // Drops every deletion of `shard` (committed, or abandoned) and persists.
   absl::Status Forget(const std::string& shard);
 

@@ -65,7 +65,7 @@ class RecordEdits final : public View {
   // edits were made on (the others are kept, not shown, and logged).
   RecordEdits(const std::vector<MountedShard>& shards, RecordView* records,
               RecordDeletions* deletions, staging::Store* store, naming::FeatureTypes* types);
-  ~RecordEdits() override;
+  ~RecordEdits() override;  // unsets the store's display (staging::Store::SetDisplay)
   RecordEdits(const RecordEdits&) = delete;
   RecordEdits& operator=(const RecordEdits&) = delete;
 
@@ -134,6 +134,9 @@ class RecordEdits final : public View {
   absl::Status Materialize(uint64_t shard, uint64_t record, const std::string& folder)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkout_mu_);
   std::optional<uint64_t> ShardOfKey(absl::string_view key) const;
+  // A path of the edit store (relative to its records/) as errors name it:
+  // `<shard path>/<record folder>/<path in it>`.
+  std::string Describe(absl::string_view rel) const;
   std::string Key(uint64_t shard) const;
 
   const std::vector<MountedShard>& shards_;

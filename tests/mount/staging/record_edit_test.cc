@@ -50,7 +50,7 @@ class RecordEditTest : public ::testing::TestWithParam<const char*> {
   void SetUp() override {
     TFRFS_SKIP_WITHOUT_FUSE();
     if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3";
-    std::vector<std::string> payloads;
+    std::vector<std::string>& payloads = payloads_;
     for (int i = 0; i < kRecords; ++i) {
       payloads.push_back(ExamplePayload({Int64Feature("id", {i}),
                                          BytesFeature("text", {absl::StrCat("record ", i)}),
@@ -96,6 +96,7 @@ class RecordEditTest : public ::testing::TestWithParam<const char*> {
   }
 
   Scratch s_;
+  std::vector<std::string> payloads_;
   std::string shard_name_;
   std::string shard_;
 };
@@ -103,6 +104,10 @@ class RecordEditTest : public ::testing::TestWithParam<const char*> {
 TEST_P(RecordEditTest, ToolsEditRecordsThatSurviveACrashAndCommitInTheShardsCodec) {
   struct stat b_before;
   ASSERT_EQ(::stat((s_.src + "/b.tfrecord").c_str(), &b_before), 0);
+  // An index beside the shard, which its rewrite makes stale.
+  CommandResult index = RunCommand({BinaryPath(), "index", "--beside", shard_});
+  ASSERT_EQ(index.exit_code, 0) << index.out << index.err;
+  ASSERT_TRUE(Exists(shard_ + ".tfri"));
   {
     Mount d(Config());
     ASSERT_EQ(d.Start(), "");
@@ -185,7 +190,8 @@ TEST_P(RecordEditTest, ToolsEditRecordsThatSurviveACrashAndCommitInTheShardsCode
       Described(100, "record 9", "9.5"),
   };
   EXPECT_EQ(IndependentRead(shard_), expected);
-  // The untouched shard was not rewritten; no temporary file is left.
+  // The untouched shard was not rewritten; no temporary file is left, and
+  // the stale index beside the shard is gone.
   struct stat b_after;
   ASSERT_EQ(::stat((s_.src + "/b.tfrecord").c_str(), &b_after), 0);
   EXPECT_EQ(b_after.st_ino, b_before.st_ino);
@@ -232,6 +238,39 @@ TEST_P(RecordEditTest, AShardChangedBehindTheMountKeepsItsEditsPending) {
   EXPECT_EQ(IndependentRead(shard_).size(), 1u + kRecords);
   // Kept, not lost: the edit folder is still in the store.
   EXPECT_EQ(ListDir(s_.store + "/edits/records").size(), 1u);
+}
+
+TEST_P(RecordEditTest, TfdsMetadataFollowsTheRewrittenShard) {
+  // TFDS's layout: <dataset>-<split>.<format>-NNNNN-of-MMMMM beside a
+  // dataset_info.json that lists each shard's record count.
+  const std::string tfds = s_.tmp.Subdir("tfds");
+  const std::string name = absl::StrCat("ds-train.tfrecord-00000-of-00002");
+  ASSERT_EQ(::rename(shard_.c_str(), (tfds + "/" + name).c_str()), 0);
+  ASSERT_EQ(::rename((s_.src + "/b.tfrecord").c_str(),
+                     (tfds + "/ds-train.tfrecord-00001-of-00002").c_str()),
+            0);
+  WriteWholeFile(tfds + "/dataset_info.json",
+                 R"({"name": "ds", "splits": [{"name": "train", "numBytes": "10000", )"
+                 R"("shardLengths": ["12", "2"]}], "version": "1.0.0"})");
+  MountConfig c = PackConfig(s_, {tfds}, "edit");
+  Mount d(c);
+  ASSERT_EQ(d.Start(), "");
+  const std::string dir = s_.mnt + "/" + name;
+  CommandResult rm = RunCommand({"rm", "-r", dir + "/00", dir + "/01"});
+  ASSERT_EQ(rm.exit_code, 0) << rm.err;
+  int status = 0;
+  CommandResult un = d.TfrUnmount(&status);
+  EXPECT_EQ(un.exit_code, 0) << un.out << un.err;
+  const std::string info = ReadWholeFile(tfds + "/dataset_info.json");
+  // Records 0 and 1 held 2 x (id, text "record N", score) payloads.
+  const CommandResult py =
+      RunCommand({"/usr/bin/python3", "-c",
+                  "import json, sys; s = json.load(open(sys.argv[1]))['splits'][0]; "
+                  "print(s['shardLengths'], s['numBytes'])",
+                  tfds + "/dataset_info.json"});
+  EXPECT_EQ(py.exit_code, 0) << py.err << info;
+  const size_t removed = payloads_[0].size() + payloads_[1].size();
+  EXPECT_EQ(py.out, absl::StrCat("['10', '2'] ", 10000 - removed, "\n")) << info;
 }
 
 INSTANTIATE_TEST_SUITE_P(Codecs, RecordEditTest, ::testing::Values("none", "gzip", "zlib"),
