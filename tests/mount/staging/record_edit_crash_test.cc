@@ -9,6 +9,8 @@
 // exactly once, and its `tfrecordfs unmount` must end with exactly the
 // edited shards: no record lost or duplicated, no `.<name>.tmp` left beside
 // the shards, the edit store's records/ empty, the deletion list empty.
+// With TFDS-named shards, dataset_info.json must describe the shard files
+// on disk after the crash, after the recovery and after the commit.
 //
 // Then a full disk: the source folder on a small tmpfs the test mounts under
 // its own temp dir (mount(2) needs CAP_SYS_ADMIN: skipped without it), filled
@@ -25,6 +27,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -287,6 +291,109 @@ INSTANTIATE_TEST_SUITE_P(
                   "finished the interrupted rewrite of", true},
         FaultCase{"rewrite_after_forget", true, true, false, false, "", true}),
     CaseName);
+
+// TFDS's dataset_info.json beside the shards follows each rewrite
+// (repack/tfds_info.h), and a crash anywhere in the commit leaves it
+// describing the shard files then on disk: "shardLengths" their record
+// counts, "numBytes" their payload bytes (counted once, not again by the
+// recovery). The edits change both counts (7 and 9 records).
+class RecordEditTfdsCrashTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  static constexpr const char* kShards[] = {"ds-train.tfrecord-00000-of-00002",
+                                            "ds-train.tfrecord-00001-of-00002"};
+
+  void SetUp() override {
+    TFRFS_SKIP_WITHOUT_FUSE();
+    if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3";
+    // The second is GZIP under TFDS's suffixless name (told by its bytes).
+    ASSERT_NO_FATAL_FAILURE(WriteTestShard(s_.src, kShards[0], ShardPayloads(0)));
+    ASSERT_NO_FATAL_FAILURE(WriteTestShard(s_.src, "second.gz", ShardPayloads(100)));
+    ASSERT_EQ(::rename((s_.src + "/second.gz").c_str(), (s_.src + "/" + kShards[1]).c_str()), 0);
+    size_t bytes = 0;
+    for (int base : {0, 100}) {
+      for (const std::string& p : ShardPayloads(base)) bytes += p.size();
+    }
+    WriteWholeFile(s_.src + "/dataset_info.json",
+                   absl::StrCat(R"({"name": "ds", "splits": [{"name": "train", "numBytes": ")",
+                                bytes, R"(", "shardLengths": ["8", "8"]}], "version": "1.0.0"})"));
+  }
+
+  // "<shardLengths> <numBytes>" of dataset_info.json, then the same as
+  // counted in the shard files by the independent reader.
+  std::pair<std::string, std::string> MetadataAndFiles() {
+    const char* root = std::getenv("TFRECORDFS_SOURCE_ROOT");
+    EXPECT_NE(root, nullptr);
+    if (root == nullptr) return {};
+    const std::string script = absl::StrCat(
+        "import json, sys; sys.path.insert(0, '", root,
+        "/tests/cli'); import tfrecord_check as t\n"
+        "d = sys.argv[1]; s = json.load(open(d + '/dataset_info.json'))['splits'][0]\n"
+        "print(' '.join(s['shardLengths']), int(s['numBytes']))\n"
+        "rs = [t.read_records(d + '/' + n) for n in sys.argv[2:]]\n"
+        "print(' '.join(str(len(r)) for r in rs), sum(len(p) for r in rs for p in r))\n");
+    CommandResult r =
+        RunCommand({"/usr/bin/python3", "-c", script, s_.src, kShards[0], kShards[1]});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::vector<std::string> lines = absl::StrSplit(r.out, '\n', absl::SkipEmpty());
+    if (lines.size() != 2) {
+      ADD_FAILURE() << r.out;
+      return {};
+    }
+    return {lines[0], lines[1]};
+  }
+
+  Scratch s_;
+};
+
+TEST_P(RecordEditTfdsCrashTest, DatasetInfoDescribesTheShardsOnDiskAfterEveryCrash) {
+  MountConfig c = PackConfig(s_, {s_.src}, "edit");
+  c.fault = GetParam();
+  {
+    Mount d(c);
+    ASSERT_EQ(d.Start(), "");
+    // 8 - 2 + 1 = 7 records, and 8 - 1 + 2 = 9.
+    const std::string scripts[] = {EditScript(0) + "rm -r 6\n",
+                                   EditScript(100) + "mkdir new2 && echo 5 > new2/id\n"};
+    for (int i = 0; i < 2; ++i) {
+      CommandResult r = RunCommand(
+          {"bash", "-c",
+           absl::StrCat("set -e; cd ", ShellQuote(s_.mnt + "/" + kShards[i]), "\n", scripts[i])});
+      ASSERT_EQ(r.exit_code, 0) << kShards[i] << ": " << r.err;
+    }
+    int status = 0;
+    std::string err;
+    ASSERT_TRUE(d.Unmount(&status, &err)) << err << "\n" << d.Stderr();
+    ASSERT_TRUE(KilledBySigkill(status)) << DescribeWait(status) << "\n" << d.Stderr();
+    CleanStaleMount(s_.mnt);
+  }
+  auto [info, files] = MetadataAndFiles();
+  EXPECT_EQ(info, files) << "after the crash at " << GetParam();
+  c.fault = "";
+  {
+    Mount d(c);
+    ASSERT_EQ(d.Start(), "");
+    std::tie(info, files) = MetadataAndFiles();
+    EXPECT_EQ(info, files) << "after the recovery";
+    int status = 0;
+    CommandResult u = d.TfrUnmount(&status);
+    EXPECT_EQ(u.exit_code, 0) << u.out << u.err;
+  }
+  std::tie(info, files) = MetadataAndFiles();
+  EXPECT_EQ(info, files) << "after the commit";
+  EXPECT_TRUE(absl::StartsWith(files, "7 9 ")) << files;
+}
+
+INSTANTIATE_TEST_SUITE_P(FaultPoints, RecordEditTfdsCrashTest,
+                         ::testing::Values("rewrite_mid_shard", "rewrite_before_rename",
+                                           "rewrite_after_shard:1", "rewrite_after_shard:2",
+                                           "rewrite_after_forget"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& ch : n) {
+                             if (ch == ':') ch = '_';
+                           }
+                           return n;
+                         });
 
 // A tmpfs of `bytes` mounted at `dir` (an empty folder of the test's temp
 // dir) for the test's life, unmounted by the destructor (lazily if still
