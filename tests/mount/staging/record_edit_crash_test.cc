@@ -44,22 +44,6 @@ namespace {
 
 constexpr int kRecords = 8;  // the rewrite's mid-shard point comes after record 3
 
-// Each record of `shard` as the independent reader describes it (one line
-// per record: tfrecord_check.describe_example), after a first line naming
-// the codec.
-std::vector<std::string> IndependentRead(const std::string& shard) {
-  const char* root = std::getenv("TFRECORDFS_SOURCE_ROOT");
-  EXPECT_NE(root, nullptr);
-  if (root == nullptr) return {};
-  const std::string script = absl::StrCat(
-      "import sys; sys.path.insert(0, '", root, "/tests/cli'); import tfrecord_check as t\n",
-      "raw = open(sys.argv[1], 'rb').read(); print(t.codec_of(raw))\n",
-      "for p in t.read_records(sys.argv[1]): print(t.describe_example(p))\n");
-  CommandResult r = RunCommand({"/usr/bin/python3", "-c", script, shard});
-  EXPECT_EQ(r.exit_code, 0) << shard << ": " << r.err;
-  return absl::StrSplit(r.out, '\n', absl::SkipEmpty());
-}
-
 std::string TextOf(int base, int i, size_t pad) {
   return absl::StrCat("record ", base + i, pad > 0 ? " " : "", std::string(pad, 'x'));
 }
@@ -212,8 +196,8 @@ TEST_P(RecordEditCrashTest, SigkillDuringTheCommitThenRemountCommitsExactlyOnce)
   }
 
   // What the crash left: each shard wholly old or wholly new.
-  EXPECT_EQ(IndependentRead(Path(First())), ExpectedOf(First(), fc.first_new)) << First();
-  EXPECT_EQ(IndependentRead(Path(Second())), ExpectedOf(Second(), fc.second_new)) << Second();
+  EXPECT_EQ(ReadIndependently(Path(First())), ExpectedOf(First(), fc.first_new)) << First();
+  EXPECT_EQ(ReadIndependently(Path(Second())), ExpectedOf(Second(), fc.second_new)) << Second();
   const std::string temp = absl::StrCat(".", First(), ".tmp");
   const std::vector<std::string> shards = {First(), Second()};  // a..., b...
   std::vector<std::string> left = shards;
@@ -221,7 +205,7 @@ TEST_P(RecordEditCrashTest, SigkillDuringTheCommitThenRemountCommitsExactlyOnce)
   EXPECT_EQ(ListDir(s_.src), left);
   if (std::string(fc.point) == "rewrite_before_rename") {
     // Complete and checked, only not renamed.
-    EXPECT_EQ(IndependentRead(Path(temp)), ExpectedOf(First(), true));
+    EXPECT_EQ(ReadIndependently(Path(temp)), ExpectedOf(First(), true));
   }
 
   // A mount without the fault recovers before it serves anything.
@@ -261,8 +245,8 @@ TEST_P(RecordEditCrashTest, SigkillDuringTheCommitThenRemountCommitsExactlyOnce)
       }
     }
   }
-  EXPECT_EQ(IndependentRead(Path(plain_)), Expected("none", 0, true));
-  EXPECT_EQ(IndependentRead(Path(gzip_)), Expected("gzip", 100, true));
+  EXPECT_EQ(ReadIndependently(Path(plain_)), Expected("none", 0, true));
+  EXPECT_EQ(ReadIndependently(Path(gzip_)), Expected("gzip", 100, true));
   EXPECT_EQ(ListDir(s_.src), shards);
   EXPECT_EQ(ListDir(s_.store + "/edits/records"), std::vector<std::string>{});
   ExpectNoPendingShards(s_.store);
@@ -486,7 +470,7 @@ TEST(RecordEditFullDiskTest, AShardWhoseRewriteDoesNotFitKeepsItsEditsAndTheOthe
   }
   // The shard that did not fit is as it was, with no temp file beside it.
   EXPECT_EQ(ReadWholeFile(a), a_before);
-  EXPECT_EQ(IndependentRead(b), Expected("gzip", 100, true));
+  EXPECT_EQ(ReadIndependently(b), Expected("gzip", 100, true));
   EXPECT_EQ(ListDir(src), (std::vector<std::string>{"a.tfrecord", "b.tfrecord.gz", "filler"}));
   EXPECT_EQ(ListDir(s.store + "/edits/records").size(), 2u);  // a's: kept pending
 
@@ -505,8 +489,8 @@ TEST(RecordEditFullDiskTest, AShardWhoseRewriteDoesNotFitKeepsItsEditsAndTheOthe
               std::string::npos)
         << u.out;
   }
-  EXPECT_EQ(IndependentRead(a), Expected("none", 0, true, kPad));
-  EXPECT_EQ(IndependentRead(b), Expected("gzip", 100, true));
+  EXPECT_EQ(ReadIndependently(a), Expected("none", 0, true, kPad));
+  EXPECT_EQ(ReadIndependently(b), Expected("gzip", 100, true));
   EXPECT_EQ(ListDir(src), (std::vector<std::string>{"a.tfrecord", "b.tfrecord.gz"}));
   EXPECT_EQ(ListDir(s.store + "/edits/records"), std::vector<std::string>{});
   ExpectNoPendingShards(s.store);

@@ -20,7 +20,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <iterator>
 #include <map>
 #include <optional>
@@ -29,32 +28,14 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "staging_util.h"
 
 namespace tfrecordfs::mount_test::staging_test {
 namespace {
-
-// Each record of `shard` as the independent reader describes it (one line
-// per record: tfrecord_check.describe_example), after a first line naming
-// the codec.
-std::vector<std::string> IndependentRead(const std::string& shard) {
-  const char* root = std::getenv("TFRECORDFS_SOURCE_ROOT");
-  EXPECT_NE(root, nullptr);
-  if (root == nullptr) return {};
-  const std::string script = absl::StrCat(
-      "import sys; sys.path.insert(0, '", root, "/tests/cli'); import tfrecord_check as t\n",
-      "raw = open(sys.argv[1], 'rb').read(); print(t.codec_of(raw))\n",
-      "for p in t.read_records(sys.argv[1]): print(t.describe_example(p))\n");
-  CommandResult r = RunCommand({"/usr/bin/python3", "-c", script, shard});
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  return absl::StrSplit(r.out, '\n', absl::SkipEmpty());
-}
 
 // ---- The model ----
 
@@ -159,7 +140,7 @@ class RecordEditModelTest : public ::testing::TestWithParam<int> {
   // lines that differ (gtest elides long vectors; line 0 is the codec).
   void ExpectShardReads(const std::string& shard, const std::vector<std::string>& want,
                         const std::string& what) {
-    const std::vector<std::string> got = IndependentRead(shard);
+    const std::vector<std::string> got = ReadIndependently(shard);
     if (got == want) return;
     for (size_t i = 0; i < std::max(got.size(), want.size()); ++i) {
       const std::string g = i < got.size() ? got[i] : "(none)";
