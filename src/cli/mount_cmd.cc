@@ -4,13 +4,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -103,6 +106,13 @@ class Mount {
   int PackOnUnmount();
 
  private:
+  // `tfrecordfs commit` asks by SIGUSR1 (blocked in every thread; this one
+  // thread waits for it), until `stop_committer_`.
+  void CommitLoop();
+  void CommitNow(uint64_t seq);
+  std::atomic<bool> stop_committer_{false};
+  std::thread committer_;
+
   // A failed mount leaves no store behind that it created itself.
   int Fail();
 
@@ -272,13 +282,23 @@ std::optional<int> Mount::Serve() {
             staging ? store_->dir() : "", cli_.read_only ? " (read-only)" : "");
   const std::string store_dir = staging ? store_->dir() : cli_.staging_dir;
   bool served = false;
+  // SIGUSR1 (`tfrecordfs commit`) is blocked in every thread from here on,
+  // the FUSE workers included, and waited for by the committer.
+  sigset_t usr1;
+  sigemptyset(&usr1);
+  sigaddset(&usr1, SIGUSR1);
+  pthread_sigmask(SIG_BLOCK, &usr1, nullptr);
   cli_.session.on_ready = [&] {
     served = true;
+    // After the detach (a fork keeps no threads).
+    if (deletions_ != nullptr) committer_ = std::thread([this] { CommitLoop(); });
     auto s = WriteMountRecord({mnt_real_, store_dir, static_cast<long>(::getpid()), cli_.read_only,
                                cli_.log_path, log_start_, staging ? cli_.vfs.staging_name : ""});
     if (!s.ok()) log::Warning("tfrecordfs unmount will not find this mount: ", s.message());
   };
   absl::Status s = fuse::RunSession(fs_.get(), cli_.session);
+  stop_committer_ = true;
+  if (committer_.joinable()) committer_.join();
   if (!s.ok()) {
     log::Error(s.message());
     if (!served) return Fail();
@@ -286,6 +306,39 @@ std::optional<int> Mount::Serve() {
     return kExitFailed;
   }
   return std::nullopt;
+}
+
+void Mount::CommitLoop() {
+  sigset_t usr1;
+  sigemptyset(&usr1);
+  sigaddset(&usr1, SIGUSR1);
+  uint64_t seq = 0;
+  while (!stop_committer_) {
+    const struct timespec tick = {0, 200 * 1000 * 1000};
+    if (::sigtimedwait(&usr1, nullptr, &tick) == SIGUSR1) CommitNow(++seq);
+  }
+}
+
+void Mount::CommitNow(uint64_t seq) {
+  log::Info("commit requested (tfrecordfs commit)");
+  auto rewritten = fs_->Commit(/*reopen=*/true);
+  std::string text;
+  bool ok = rewritten.ok();
+  if (!rewritten.ok()) {
+    text = absl::StrCat(rewritten.status().message(), "\n");
+  } else if (rewritten->empty()) {
+    text = "nothing to commit: no record of the mounted shards is edited, added or deleted\n";
+  } else {
+    for (const auto& r : *rewritten) ok = ok && r.status.ok();
+    text = repack::RewriteSummary(*rewritten);
+  }
+  ok ? log::Info(text) : log::Error(text);
+  // Refreshed after the commit: the other `commit` callers wait for it.
+  const std::string report = absl::StrCat("commit ", ::getpid(), ".", seq, "\n",
+                                          ok ? kResultOk : "result: failed", "\n", text);
+  if (auto w = WriteFileAtomically(staging::CommitReportFile(store_->dir()), report); !w.ok()) {
+    log::Error("cannot write the commit report: ", w.message());
+  }
 }
 
 int Mount::PackOnUnmount() {
@@ -328,17 +381,9 @@ int Mount::PackOnUnmount() {
   int exit_code = report.status.ok() && report.left.empty() ? kExitOk : kExitFailed;
   // Then the shards with deleted, edited or added records are rewritten.
   if (deletions_ != nullptr && !deletions_->Snapshot().empty()) {
-    edits_->CheckAllWritten(types);
-    absl::flat_hash_map<std::string, repack::ShardToRewrite> mounted;
-    for (const vfs::MountedShard& shard : fs_->shards()) {
-      mounted[shard.index->path()] = {shard.source.get(), &shard.index->offsets(),
-                                      shard.index->codec()};
-    }
-    const auto rewritten = repack::ApplyEdits(deletions_.get(), edits_->records_dir(), types,
-                                              [&](const std::string& path) {
-                                                auto it = mounted.find(path);
-                                                return it == mounted.end() ? nullptr : &it->second;
-                                              });
+    auto committed = fs_->Commit(/*reopen=*/false);
+    std::vector<repack::RewrittenShard> rewritten;
+    if (committed.ok()) rewritten = *std::move(committed);
     // Indexes of the old shards: the cached one is dropped, and one beside
     // the shard (`tfrecordfs index --beside`) removed; the next mount walks
     // the new shard once and caches it.
@@ -352,9 +397,10 @@ int Mount::PackOnUnmount() {
                   "index --beside` writes a new one)");
       }
     }
-    const std::string summary = repack::RewriteSummary(rewritten);
+    const std::string summary = committed.ok() ? repack::RewriteSummary(rewritten)
+                                               : absl::StrCat(committed.status().message(), "\n");
     absl::StrAppend(&text, summary);
-    bool all_ok = true;
+    bool all_ok = committed.ok();
     for (const auto& r : rewritten) all_ok = all_ok && r.status.ok();
     if (all_ok) {
       log::Info(summary);

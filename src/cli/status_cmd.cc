@@ -75,9 +75,6 @@ unmount would exit 1), 2 on a usage error, 3 when MOUNTPOINT is not a live
 tfrecordfs mount of this user or its staging folder cannot be read.
 )";
 
-// MOUNTPOINT is not a live tfrecordfs mount of this user, or cannot be read.
-constexpr int kExitNotMounted = 3;
-
 struct StagedEntry {
   std::string name;
   bool folder = true;                 // else a loose file

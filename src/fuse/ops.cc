@@ -63,7 +63,7 @@ bool StagingWithoutHandles(const Ops& ops) {
 
 void FillEntry(const Ops& ops, const vfs::Attr& a, fuse_entry_param* e) {
   e->ino = a.ino;
-  e->generation = 1;
+  e->generation = a.generation;
   FillStat(a, &e->attr);
   const bool staging = InStaging(a.ino);
   e->attr_timeout = staging ? ops.options.staging_timeout : ops.options.attr_timeout;
@@ -131,7 +131,7 @@ DirReply DoReadDir(const Ops& ops, fuse_ino_t ino, size_t size, off_t offset, bo
                         if (plus) {
                           fuse_entry_param e{};
                           e.ino = a.ino;
-                          e.generation = 1;
+                          e.generation = a.generation;
                           FillStat(a, &e.attr);
                           e.attr_timeout = ops.options.attr_timeout;
                           e.entry_timeout = ops.options.entry_timeout;

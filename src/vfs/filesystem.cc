@@ -130,6 +130,9 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
   fs->records_ = std::make_unique<RecordView>(fs->shards_, std::move(record_options));
   fs->staging_types_ =
       options.staging_types != nullptr ? options.staging_types : &fs->records_->sampler();
+  fs->edit_list_ = options.deletions;
+  fs->edit_store_ = options.edits;
+  fs->index_store_ = options.index_store;
   if (fs->deletions_ != nullptr && options.edits != nullptr) {
     fs->edits_ = std::make_unique<RecordEdits>(
         fs->shards_, fs->records_.get(), fs->deletions_.get(), options.edits, fs->staging_types_);
@@ -183,6 +186,7 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
 }
 
 bool Filesystem::Mutable(uint64_t ino) const {
+  ReaderMutexLock serve(&serve_mu_);
   return SpaceOf(ino) == Space::kStaging || (edits_ && edits_->IsEdited(ino));
 }
 
@@ -222,12 +226,14 @@ absl::Status Stale() { return absl::NotFoundError("stale node id"); }
 }  // namespace
 
 absl::StatusOr<Attr> Filesystem::GetAttr(uint64_t ino) {
+  ReaderMutexLock serve(&serve_mu_);
   View* view = ViewOf(ino);
   if (view == nullptr) return Stale();
   return view->GetAttr(ino);
 }
 
 absl::StatusOr<Attr> Filesystem::Lookup(uint64_t parent, absl::string_view name) {
+  ReaderMutexLock serve(&serve_mu_);
   if (auto shard = ShardFolder(parent)) {
     if (gallery_) return gallery_->LookupImage(*shard, name);
     return edits_ ? edits_->LookupInShard(*shard, name) : records_->LookupRecord(*shard, name);
@@ -238,6 +244,7 @@ absl::StatusOr<Attr> Filesystem::Lookup(uint64_t parent, absl::string_view name)
 }
 
 absl::Status Filesystem::ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, const EmitFn& emit) {
+  ReaderMutexLock serve(&serve_mu_);
   if (auto shard = ShardFolder(ino)) {
     auto self = tree_->GetAttr(ino);
     if (!self.ok()) return self.status();
@@ -255,6 +262,7 @@ absl::Status Filesystem::ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, con
 }
 
 absl::StatusOr<uint64_t> Filesystem::Open(uint64_t ino, int flags) {
+  ReaderMutexLock serve(&serve_mu_);
   if ((flags & (O_WRONLY | O_RDWR | O_TRUNC)) != 0) {
     absl::Status s;
     View* view = WriteViewOf(ino, &s);
@@ -267,6 +275,7 @@ absl::StatusOr<uint64_t> Filesystem::Open(uint64_t ino, int flags) {
 }
 
 absl::StatusOr<uint64_t> Filesystem::OpenDir(uint64_t ino) {
+  ReaderMutexLock serve(&serve_mu_);
   View* view = ViewOf(ino);
   if (view == nullptr) return Stale();
   return view->OpenDir(ino);
@@ -274,6 +283,7 @@ absl::StatusOr<uint64_t> Filesystem::OpenDir(uint64_t ino) {
 
 absl::StatusOr<ReadResult> Filesystem::Read(uint64_t ino, uint64_t fh, uint64_t offset,
                                             size_t size) {
+  ReaderMutexLock serve(&serve_mu_);
   View* view = ViewOf(ino);
   if (view == nullptr) return Stale();
   return view->Read(ino, fh, offset, size);
@@ -288,24 +298,29 @@ StagingView* Filesystem::HandleOwner(uint64_t fh) const {
 }
 
 void Filesystem::ReleaseDir(uint64_t fh) {
+  ReaderMutexLock serve(&serve_mu_);
   if (StagingView* v = HandleOwner(fh)) v->ReleaseDir(fh);
 }
 
 void Filesystem::Release(uint64_t fh) {
+  ReaderMutexLock serve(&serve_mu_);
   if (StagingView* v = HandleOwner(fh)) v->Release(fh);
 }
 
 void Filesystem::Discard(uint64_t fh) {
+  ReaderMutexLock serve(&serve_mu_);
   if (StagingView* v = HandleOwner(fh)) v->Discard(fh);
 }
 
 absl::Status Filesystem::Flush(uint64_t ino, uint64_t fh) {
+  ReaderMutexLock serve(&serve_mu_);
   View* view = ViewOf(ino);
   if (view == nullptr) return absl::OkStatus();
   return view->Flush(ino, fh);
 }
 
 absl::Status Filesystem::Fsync(uint64_t ino, uint64_t fh, bool datasync) {
+  ReaderMutexLock serve(&serve_mu_);
   View* view = ViewOf(ino);
   if (view == nullptr) return absl::OkStatus();
   return view->Fsync(ino, fh, datasync);
@@ -316,6 +331,7 @@ absl::Status Filesystem::Fsync(uint64_t ino, uint64_t fh, bool datasync) {
 absl::StatusOr<std::pair<Attr, uint64_t>> Filesystem::CreateFile(
     uint64_t parent, absl::string_view name, mode_t mode, int flags,
     std::optional<staging::Owner> owner) {
+  ReaderMutexLock serve(&serve_mu_);
   if (edits_ && ShardFolder(parent)) {
     return PosixError(EPERM, absl::StrCat(name, ": a shard folder holds record folders only"));
   }
@@ -327,6 +343,7 @@ absl::StatusOr<std::pair<Attr, uint64_t>> Filesystem::CreateFile(
 
 absl::StatusOr<Attr> Filesystem::Mkdir(uint64_t parent, absl::string_view name, mode_t mode,
                                        std::optional<staging::Owner> owner) {
+  ReaderMutexLock serve(&serve_mu_);
   // A new folder in a shard folder: a record added to the shard.
   if (auto shard = ShardFolder(parent)) {
     if (!edits_ || gallery_) return ReadOnlyError();
@@ -340,6 +357,7 @@ absl::StatusOr<Attr> Filesystem::Mkdir(uint64_t parent, absl::string_view name, 
 
 absl::StatusOr<size_t> Filesystem::Write(uint64_t ino, uint64_t fh, absl::string_view data,
                                          uint64_t offset) {
+  ReaderMutexLock serve(&serve_mu_);
   absl::Status s;
   View* view = WriteViewOf(ino, &s);
   if (view == nullptr) return s;
@@ -348,6 +366,7 @@ absl::StatusOr<size_t> Filesystem::Write(uint64_t ino, uint64_t fh, absl::string
 
 absl::StatusOr<Attr> Filesystem::SetAttr(uint64_t ino, uint64_t fh, const struct stat& to,
                                          int bits) {
+  ReaderMutexLock serve(&serve_mu_);
   absl::Status s;
   View* view = WriteViewOf(ino, &s);
   if (view == nullptr) return s;
@@ -355,6 +374,7 @@ absl::StatusOr<Attr> Filesystem::SetAttr(uint64_t ino, uint64_t fh, const struct
 }
 
 absl::Status Filesystem::Unlink(uint64_t parent, absl::string_view name) {
+  ReaderMutexLock serve(&serve_mu_);
   absl::Status s;
   View* view = WriteViewOf(parent, &s);
   if (view == nullptr) return s;
@@ -362,6 +382,7 @@ absl::Status Filesystem::Unlink(uint64_t parent, absl::string_view name) {
 }
 
 absl::Status Filesystem::Rmdir(uint64_t parent, absl::string_view name) {
+  ReaderMutexLock serve(&serve_mu_);
   // A record folder: deleting the record (record_deletions.h), or an added
   // one's folder (record_edits.h).
   if (auto shard = ShardFolder(parent)) {
@@ -381,6 +402,7 @@ bool Filesystem::EditSide(uint64_t ino) const {
 
 absl::Status Filesystem::Rename(uint64_t parent, absl::string_view name, uint64_t new_parent,
                                 absl::string_view new_name, unsigned flags) {
+  ReaderMutexLock serve(&serve_mu_);
   if (edits_ && !gallery_) {
     const auto from_shard = ShardFolder(parent), to_shard = ShardFolder(new_parent);
     if (from_shard && to_shard) {
@@ -411,10 +433,12 @@ absl::Status Filesystem::Rename(uint64_t parent, absl::string_view name, uint64_
 }
 
 void Filesystem::Forget(uint64_t ino, uint64_t n) {
+  ReaderMutexLock serve(&serve_mu_);
   if (View* view = ViewOf(ino)) view->Forget(ino, n);
 }
 
 bool Filesystem::StagingSpace(uint64_t* free_bytes, uint64_t* total_bytes) const {
+  ReaderMutexLock serve(&serve_mu_);
   return staging_ && staging_->Space(free_bytes, total_bytes);
 }
 
@@ -423,6 +447,7 @@ bool Filesystem::StagingSpace(uint64_t* free_bytes, uint64_t* total_bytes) const
 naming::FeatureTypes& Filesystem::feature_types() { return records_->sampler(); }
 
 Stats Filesystem::GetStats() const {
+  ReaderMutexLock serve(&serve_mu_);
   Stats s;
   s.shards = shards_.size();
   for (const MountedShard& shard : shards_) {
@@ -450,6 +475,7 @@ absl::StatusOr<XattrList> Filesystem::Xattrs(uint64_t ino, bool read_error) {
 }
 
 absl::StatusOr<std::vector<std::string>> Filesystem::ListXattr(uint64_t ino) {
+  ReaderMutexLock serve(&serve_mu_);
   auto all = Xattrs(ino, /*read_error=*/false);
   if (!all.ok()) return all.status();
   std::vector<std::string> names;
@@ -458,6 +484,7 @@ absl::StatusOr<std::vector<std::string>> Filesystem::ListXattr(uint64_t ino) {
 }
 
 absl::StatusOr<std::string> Filesystem::GetXattr(uint64_t ino, absl::string_view name) {
+  ReaderMutexLock serve(&serve_mu_);
   // Other namespaces (security.*, system.posix_acl_*: asked by ls -l, cp -a
   // and the kernel itself) are answered without looking at the node, and
   // as unsupported (this file system keeps no security labels or ACLs):
@@ -477,10 +504,95 @@ absl::StatusOr<std::string> Filesystem::GetXattr(uint64_t ino, absl::string_view
 }
 
 absl::Status Filesystem::SetXattr(uint64_t ino, absl::string_view name) {
+  ReaderMutexLock serve(&serve_mu_);
   if (SpaceOf(ino) == Space::kStaging) {
     return PosixError(ENOTSUP, absl::StrCat(name, ": staged files keep no extended attributes"));
   }
   return PosixError(EPERM, absl::StrCat(name, ": the attributes of the mounted shards are fixed"));
+}
+
+// ---- Committing edits ----
+
+void Filesystem::SetInvalidator(std::optional<Invalidator> invalidator) {
+  MutexLock lock(&invalidator_mu_);
+  invalidator_ = std::move(invalidator);
+}
+
+absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reopen) {
+  if (!edits_) return absl::FailedPreconditionError("this mount takes no edits (read-only)");
+  // What the kernel must forget once the lock is released: each rewritten
+  // shard's folder and the names it may have cached in it.
+  struct Stale {
+    uint64_t folder = 0;
+    std::vector<std::string> names;
+  };
+  std::vector<Stale> stale;
+  std::vector<repack::RewrittenShard> results;
+  {
+    WriterMutexLock serve(&serve_mu_);
+    naming::FeatureTypes& types = *staging_types_;
+    edit_store_->CheckAllWritten(types);
+    absl::flat_hash_map<std::string, uint64_t> by_path;
+    std::vector<repack::ShardToRewrite> from(shards_.size());
+    for (uint64_t s = 0; s < shards_.size(); ++s) {
+      by_path[shards_[s].index->path()] = s;
+      from[s] = {shards_[s].source.get(), &shards_[s].index->offsets(), shards_[s].index->codec()};
+    }
+    results = repack::ApplyEdits(edit_list_, edit_store_->records_dir(), types,
+                                 [&](const std::string& path) -> const repack::ShardToRewrite* {
+                                   auto it = by_path.find(path);
+                                   return it == by_path.end() ? nullptr : &from[it->second];
+                                 });
+    if (!reopen) return results;
+    for (repack::RewrittenShard& r : results) {
+      if (!r.status.ok()) continue;
+      const uint64_t s = by_path.at(r.path);
+      MountedShard& shard = shards_[s];
+      Stale st;
+      st.folder = tree_->ShardFolderId(s);
+      const uint64_t old_count = shard.records_shown();
+      for (uint64_t i = 0; i < old_count; ++i) {
+        st.names.push_back(records_->RecordName(s, i));
+        st.names.push_back(absl::StrCat(i));
+      }
+      for (std::string& name : edits_->ResetShard(s)) st.names.push_back(std::move(name));
+      deletions_->ResetShard(s);
+      // The new file, indexed (and cached) like a shard at mount.
+      auto scanned = scan::ScanOne(r.path, index_store_);
+      absl::StatusOr<std::unique_ptr<source::ShardSource>> src =
+          scanned.ok() ? scan::OpenShard(*scanned, &inflate_cache_, &fd_cache_) : scanned.status();
+      if (!src.ok()) {
+        // The shard is committed on disk; this mount cannot show it.
+        log::Error("committed ", r.path, " but cannot show it: ", src.status().message(),
+                   "; remount to see it");
+        r.status =
+            absl::DataLossError(absl::StrCat("committed, but the mount cannot show the new shard (",
+                                             src.status().message(), "): remount"));
+        continue;
+      }
+      shard.source = *std::move(src);
+      if (readahead_) {
+        shard.source =
+            std::make_unique<source::ReadaheadSource>(std::move(shard.source), readahead_.get());
+      }
+      const uint64_t n = scanned->index->num_records();
+      shard.name_width = Digits(n == 0 ? 0 : n - 1);
+      shard.mtime = scanned->st.st_mtim;
+      shard.index = std::move(scanned->index);
+      ++shard.generation;
+      records_->ResetShard(s);
+      stale.push_back(std::move(st));
+    }
+  }
+  // The kernel, outside the lock: its invalidations may wait for requests.
+  MutexLock lock(&invalidator_mu_);
+  if (invalidator_) {
+    for (const Stale& st : stale) {
+      for (const std::string& name : st.names) invalidator_->entry(st.folder, name);
+      invalidator_->inode(st.folder);
+    }
+  }
+  return results;
 }
 
 }  // namespace tfrecordfs::vfs

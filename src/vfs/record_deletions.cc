@@ -74,6 +74,13 @@ absl::Status RecordDeletions::CheckWritable(uint64_t shard) const {
   return absl::OkStatus();
 }
 
+void RecordDeletions::ResetShard(uint64_t shard) {
+  MutexLock lock(&mu_);
+  registered_.erase(shard);
+  absl::erase_if(deleted_, [&](uint64_t key) { return (key >> kRecordBits) == shard; });
+  any_.store(!deleted_.empty(), std::memory_order_release);
+}
+
 bool RecordDeletions::Registered(uint64_t shard) const {
   MutexLock lock(&mu_);
   return registered_.contains(shard);

@@ -223,6 +223,37 @@ absl::Status RecordEdits::Materialize(uint64_t shard, uint64_t record, const std
   return absl::OkStatus();
 }
 
+std::vector<std::string> RecordEdits::ResetShard(uint64_t shard) {
+  std::vector<uint64_t> held;
+  std::vector<std::string> names;
+  {
+    MutexLock lock(&mu_);
+    for (auto it = edited_.begin(); it != edited_.end();) {
+      if ((it->first >> kRecordBits) == shard) {
+        held.push_back(it->second);
+        edited_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+    for (auto it = translated_.begin(); it != translated_.end();) {
+      if (ShardOf(it->first) == shard) {
+        held.push_back(it->second);
+        translated_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+    if (auto it = added_.find(shard); it != added_.end()) {
+      names.assign(it->second.begin(), it->second.end());
+      added_.erase(it);
+    }
+    any_.store(!edited_.empty(), std::memory_order_release);
+  }
+  for (uint64_t node : held) folders_.Forget(folders_.IdOf(node), 1);
+  return names;
+}
+
 // ---- The shard folder ----
 
 absl::StatusOr<Attr> RecordEdits::LookupInShard(uint64_t shard, absl::string_view name) {

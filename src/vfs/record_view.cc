@@ -80,6 +80,7 @@ void RecordView::IndexDisagrees(uint64_t shard, uint64_t record) {
 Attr RecordView::RecordDirAttr(uint64_t shard, uint64_t record) const {
   Attr a;
   a.ino = RecordId(shard, record, 0);
+  a.generation = shards_[shard].generation;
   a.mode = kDirMode;
   a.nlink = 1;
   a.mtime = shards_[shard].mtime;
@@ -91,6 +92,7 @@ Attr RecordView::EntryAttr(uint64_t shard, uint64_t record, uint32_t entry,
   const naming::Entry& e = rec.layout.entries[entry];
   Attr a;
   a.ino = RecordId(shard, record, entry);
+  a.generation = shards_[shard].generation;
   a.mode = e.is_dir ? kDirMode : kFileMode;
   a.size = e.is_dir ? 0 : e.size();
   a.nlink = 1;
@@ -411,6 +413,13 @@ absl::Status RecordView::Xattrs(uint64_t ino, bool read_error, XattrList* out) {
   if (info->step) AddXattr(out, "step", absl::StrCat(*info->step));
   if (info->value) AddXattr(out, "value", absl::StrCat(*info->value));
   return absl::OkStatus();
+}
+
+void RecordView::ResetShard(uint64_t shard) {
+  cache_.Clear();
+  checked_.ResetShard(shard, shards_[shard].records_shown());
+  MutexLock lock(&damage_mu_);
+  absl::erase_if(damage_, [&](const auto& kv) { return (kv.first >> kRecordBits) == shard; });
 }
 
 bool RecordView::NoteDamage(uint64_t shard, uint64_t record, absl::string_view reason) {

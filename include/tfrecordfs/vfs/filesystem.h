@@ -46,6 +46,7 @@
 #include "tfrecordfs/index/shard_index.h"
 #include "tfrecordfs/naming/feature_type.h"
 #include "tfrecordfs/naming/naming.h"
+#include "tfrecordfs/repack/rewrite.h"
 #include "tfrecordfs/source/inflate.h"
 #include "tfrecordfs/source/readahead.h"
 #include "tfrecordfs/source/shard_source.h"
@@ -124,8 +125,9 @@ struct Options {
   SampleBudget kind_sample_per_call = {4096, uint64_t{32} << 20};
   SampleBudget kind_sample_total = {65536, uint64_t{256} << 20};
   // Where shard indexes are loaded from and new ones saved to (cached,
-  // shared or beside the shard: index/index_store.h); not owned, used only
-  // by Create(). Null: every shard is walked with index::BuildShardIndex and
+  // shared or beside the shard: index/index_store.h); not owned, used by
+  // Create() and by Commit() (the rewritten shards); must outlive the
+  // Filesystem. Null: every shard is walked with index::BuildShardIndex and
   // nothing is saved.
   index::IndexStore* index_store = nullptr;
   // Decompressed bytes of GZIP/ZLIB shards kept for readers (-o
@@ -289,6 +291,29 @@ class Filesystem {
   Stats GetStats() const;
   const std::vector<MountedShard>& shards() const { return shards_; }
 
+  // ==== Committing edits (record_edits.h) ====
+
+  // What the kernel keeps that a commit makes wrong; set by the FUSE layer
+  // while it serves (src/fuse/session.cc), called from the committing
+  // thread (never from a request: the kernel would deadlock).
+  struct Invalidator {
+    std::function<void(uint64_t ino)> inode;  // attributes, pages, listing
+    std::function<void(uint64_t parent, const std::string& name)> entry;
+  };
+  void SetInvalidator(std::optional<Invalidator> invalidator);
+
+  // Applies the pending edits, additions and deletions to their shards
+  // (repack::ApplyEdits: crash-safe, each shard on its own). With `reopen`
+  // (a commit while mounted: `tfrecordfs commit`), every other operation
+  // waits meanwhile, and each rewritten shard is indexed again and shown at
+  // once: its records numbered afresh under the same node ids with the next
+  // generation, the views' caches of it dropped, and the kernel's entries
+  // and attributes of its folder invalidated. Without (at unmount: nothing
+  // is served any more), the shards are only rewritten.
+  // FailedPrecondition on a mount that takes no edits. Per-shard failures
+  // are in the results (their edits stay pending).
+  absl::StatusOr<std::vector<repack::RewrittenShard>> Commit(bool reopen);
+
  private:
   explicit Filesystem(const Options& options);
 
@@ -332,6 +357,13 @@ class Filesystem {
   GroupStats group_stats_;
   // The staging area; null without one (Options::staging).
   std::unique_ptr<StagingView> staging_;
+  // Every operation holds it shared; Commit(reopen) exclusively.
+  mutable SharedMutex serve_mu_;
+  staging::DeletionList* edit_list_ = nullptr;  // Options::deletions
+  staging::Store* edit_store_ = nullptr;        // Options::edits
+  index::IndexStore* index_store_ = nullptr;    // Options::index_store
+  Mutex invalidator_mu_;
+  std::optional<Invalidator> invalidator_ ABSL_GUARDED_BY(invalidator_mu_);
   naming::FeatureTypes* staging_types_ = nullptr;  // what staging_ checks against
 };
 

@@ -48,6 +48,9 @@ class RecordDeletions {
   // before one of its records is edited or added (record_edits.h); EROFS
   // as for DeleteRecord.
   absl::Status Register(uint64_t shard);
+  // Forgets `shard`'s deletions and registration: it was rewritten
+  // (Filesystem::Commit) and the list no longer has it.
+  void ResetShard(uint64_t shard);
   // Whether the list has an entry for `shard` made on the shard as it is
   // mounted (loaded with a matching fingerprint, or registered since).
   bool Registered(uint64_t shard) const;

@@ -99,6 +99,11 @@ class RecordEdits final : public View {
                          std::optional<uint64_t> parent_shard,
                          std::optional<uint64_t> new_parent_shard);
 
+  // Forgets `shard`'s edits (the references held included): they were
+  // committed (Filesystem::Commit). Returns the added records' names, which
+  // the kernel may still have cached. Not concurrent with the other calls.
+  std::vector<std::string> ResetShard(uint64_t shard);
+
   // Edited records and added records now, for tests and statistics.
   size_t edited() const;
 

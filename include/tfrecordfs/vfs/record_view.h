@@ -85,6 +85,11 @@ class RecordView final : public View {
   // record folder are the edit overlay's (record_edits.h); this view
   // answers them EROFS.
   absl::Status RmdirRecord(uint64_t shard, absl::string_view name);
+  // Forgets what it knew of shard `shard`'s records (the parsed-record
+  // cache, checked bits, damage notes): its file was rewritten and
+  // shards_[shard] now describes the new one. Not concurrent with anything
+  // else (Filesystem::Commit).
+  void ResetShard(uint64_t shard);
   // A record's folder name: its index, zero-padded to the shard's width.
   std::string RecordName(uint64_t shard, uint64_t record) const;
 

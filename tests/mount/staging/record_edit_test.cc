@@ -240,6 +240,64 @@ TEST_P(RecordEditTest, AShardChangedBehindTheMountKeepsItsEditsPending) {
   EXPECT_EQ(ListDir(s_.store + "/edits/records").size(), 1u);
 }
 
+TEST_P(RecordEditTest, CommitWhileMountedShowsTheNewShardAtOnce) {
+  Mount d(Config());
+  ASSERT_EQ(d.Start(), "");
+  // The kernel caches every name, attribute and page of the shard first.
+  CommandResult warm = InShard("ls -lR . > /dev/null; cat */id */text.txt > /dev/null");
+  ASSERT_EQ(warm.exit_code, 0) << warm.err;
+  ASSERT_EQ(InShard("echo 70 > 00/id; rm -r 01 02; mkdir zz; echo 99 > zz/id").exit_code, 0);
+  // A reader of the other shard keeps reading while the commit runs.
+  const std::string b = s_.mnt + "/b.tfrecord/1/text.txt";
+  CommandResult commit = RunCommand(
+      {"bash", "-c",
+       absl::StrCat("(for i in $(seq 200); do cat ", ShellQuote(b),
+                    " > /dev/null || exit 1; done) & reader=$!; ", ShellQuote(BinaryPath()),
+                    " commit ", ShellQuote(s_.mnt), "; rc=$?; wait $reader || exit 9; exit $rc")});
+  EXPECT_EQ(commit.exit_code, 0) << commit.out << commit.err;
+  EXPECT_NE(commit.out.find(absl::StrCat("rewrote ", shard_,
+                                         ": kept 9, changed 1, added 1, deleted 2 record(s)")),
+            std::string::npos)
+      << commit.out;
+  // At once, without a remount: 11 records renumbered 00..10, the new
+  // values (not the cached ones), nothing pending.
+  CommandResult ls = RunCommand({"ls", s_.mnt + "/" + shard_name_});
+  EXPECT_EQ(ls.out, "00\n01\n02\n03\n04\n05\n06\n07\n08\n09\n10\n") << ls.err;
+  EXPECT_EQ(ReadWholeFile(R("0/id")), "70\n");
+  EXPECT_EQ(ReadWholeFile(R("1/id")), "3\n");
+  EXPECT_EQ(ReadWholeFile(R("1/text.txt")), "record 3\n");
+  EXPECT_EQ(ReadWholeFile(R("10/id")), "99\n");
+  EXPECT_FALSE(Exists(R("zz")));
+  EXPECT_FALSE(Exists(R("11")));
+  CommandResult status = RunCommand({BinaryPath(), "status", s_.mnt});
+  EXPECT_EQ(status.out.find("edited:"), std::string::npos) << status.out;
+  EXPECT_EQ(status.out.find("deleted:"), std::string::npos) << status.out;
+  // Edits go on against the new numbering; nothing left: "nothing to commit".
+  ASSERT_EQ(InShard("echo 11 > 1/id").exit_code, 0);
+  CommandResult again = RunCommand({BinaryPath(), "commit", s_.mnt});
+  EXPECT_EQ(again.exit_code, 0) << again.out << again.err;
+  EXPECT_EQ(ReadWholeFile(R("1/id")), "11\n");
+  CommandResult nothing = RunCommand({BinaryPath(), "commit", s_.mnt});
+  EXPECT_EQ(nothing.exit_code, 0) << nothing.err;
+  EXPECT_NE(nothing.out.find("nothing to commit"), std::string::npos) << nothing.out;
+  int st = 0;
+  CommandResult un = d.TfrUnmount(&st);
+  EXPECT_EQ(un.exit_code, 0) << un.out << un.err;
+  std::vector<std::string> expected = {GetParam(), Described(70, "record 0", "0.5"),
+                                       Described(11, "record 3", "3.5")};
+  for (int i = 4; i < kRecords; ++i) {
+    expected.push_back(Described(i, absl::StrCat("record ", i), absl::StrCat(i, ".5")));
+  }
+  expected.push_back("id:int64:99");
+  EXPECT_EQ(IndependentRead(shard_), expected);
+  // A read-only mount has nothing to commit: exit 3.
+  Mount ro(Config(/*read_only=*/true));
+  ASSERT_EQ(ro.Start(), "");
+  CommandResult refused = RunCommand({BinaryPath(), "commit", s_.mnt});
+  EXPECT_EQ(refused.exit_code, 3) << refused.out << refused.err;
+  EXPECT_NE(refused.err.find("read-only"), std::string::npos) << refused.err;
+}
+
 TEST_P(RecordEditTest, TfdsMetadataFollowsTheRewrittenShard) {
   // TFDS's layout: <dataset>-<split>.<format>-NNNNN-of-MMMMM beside a
   // dataset_info.json that lists each shard's record count.
