@@ -7,14 +7,17 @@
 // record, `mv` of a text file within a record, `cp -r` of a record to a new
 // name, `mv` of an added record to a new name), and to a model: the shard's
 // records (or deleted) and the added ones by name. The daemon is sometimes
-// killed (-9) and mounted again in the middle. The mount must show what the
+// killed (-9) and mounted again in the middle, and `tfrecordfs commit`
+// sometimes writes the edits while mounted. The mount must show what the
 // model has (record folders, file names, ids, texts) after each remount and
-// before the commit; after `tfrecordfs unmount` the independent reader
+// each commit (numbered afresh then) and before the unmount. After each
+// commit, and after `tfrecordfs unmount`, the independent reader
 // (tests/cli/tfrecord_check.py) must read exactly the model: kept and edited
 // records in index order, the deleted ones gone, the added ones appended in
-// name order. Every third seed also dies (TFRECORDFS_FAULT) in that commit,
-// before or after the rename: the shard must then read wholly as generated
-// or wholly as the model, and a mount without the fault commits the rest.
+// name order. Every third seed commits nothing while mounted and dies
+// (TFRECORDFS_FAULT) in the unmount's commit, before or after the rename:
+// the shard must then read wholly as generated or wholly as the model, and a
+// mount without the fault commits the rest.
 // A failure prints the seed and every command so far.
 #include <unistd.h>
 
@@ -172,6 +175,32 @@ class RecordEditModelTest : public ::testing::TestWithParam<int> {
       if (model_.records[i]) out.push_back(folders_[i]);
     }
     for (const auto& [name, f] : model_.added) out.push_back(name);
+    return out;
+  }
+
+  // After a commit: the live records are the shard's, numbered afresh
+  // (folder names as wide as the last index).
+  void Rebase() {
+    std::vector<std::optional<Features>> now;
+    for (const std::string& name : LiveFolders()) now.push_back(*model_.Find(name, folders_));
+    model_.records = std::move(now);
+    model_.added.clear();
+    const int width =
+        static_cast<int>(absl::StrCat(std::max<size_t>(model_.records.size(), 1) - 1).size());
+    folders_.clear();
+    for (size_t i = 0; i < model_.records.size(); ++i) {
+      folders_.push_back(absl::StrFormat("%0*d", width, i));
+    }
+  }
+
+  // What the independent reader must read from the shard once the model is
+  // committed: the codec, then the records in order.
+  std::vector<std::string> Committed(bool gzip) const {
+    std::vector<std::string> out = {gzip ? "gzip" : "none"};
+    for (const auto& r : model_.records) {
+      if (r) out.push_back(Describe(*r));
+    }
+    for (const auto& [name, f] : model_.added) out.push_back(Describe(f));
     return out;
   }
 
@@ -356,12 +385,32 @@ TEST_P(RecordEditModelTest, RandomEditsCommitExactlyWhatTheModelSays) {
   // Edits after which the daemon is killed and mounted again (0 to 2).
   std::vector<size_t> kills;
   for (size_t k = rng.Below(3); k > 0; --k) kills.push_back(1 + rng.Below(edits - 1));
+  // Edits after which `tfrecordfs commit` writes them while mounted (0 to
+  // 2; none where the commit's fault point would fire).
+  std::vector<size_t> commits;
+  for (size_t k = fault.empty() ? rng.Below(3) : 0; k > 0; --k) {
+    commits.push_back(1 + rng.Below(edits - 1));
+  }
+  bool dirty = false;  // edits since the last commit
   std::optional<Mount> d;
   d.emplace(Config(fault));
   ASSERT_EQ(d->Start(), "");
   ASSERT_NO_FATAL_FAILURE(ExpectMountShowsModel("at the start"));
   for (size_t e = 1; e <= edits; ++e) {
     ASSERT_NO_FATAL_FAILURE(RandomEdit(rng));
+    dirty = true;
+    if (std::find(commits.begin(), commits.end(), e) != commits.end()) {
+      log_.push_back("# tfrecordfs commit");
+      CommandResult c = RunCommand({BinaryPath(), "commit", s_.mnt});
+      const std::string trace =
+          absl::StrCat("seed ", GetParam(), ", edits:\n", absl::StrJoin(log_, "\n"));
+      ASSERT_EQ(c.exit_code, 0) << c.out << c.err << "\n" << trace;
+      EXPECT_NE(c.out.find("rewrote " + shard + ": "), std::string::npos) << c.out << "\n" << trace;
+      ExpectShardReads(shard, Committed(gzip), "the model");
+      Rebase();
+      dirty = false;
+      ASSERT_NO_FATAL_FAILURE(ExpectMountShowsModel("after tfrecordfs commit"));
+    }
     if (std::find(kills.begin(), kills.end(), e) != kills.end()) {
       log_.push_back("# kill -9, mount again");
       d->KillHard();
@@ -372,15 +421,11 @@ TEST_P(RecordEditModelTest, RandomEditsCommitExactlyWhatTheModelSays) {
     }
   }
   ASSERT_NO_FATAL_FAILURE(ExpectMountShowsModel("before the commit"));
-  std::vector<std::string> expected = {gzip ? "gzip" : "none"};
-  for (const auto& r : model_.records) {
-    if (r) expected.push_back(Describe(*r));
-  }
-  for (const auto& [name, f] : model_.added) expected.push_back(Describe(f));
+  const std::vector<std::string> expected = Committed(gzip);
   const std::string trace =
       absl::StrCat("seed ", GetParam(), ", edits:\n", absl::StrJoin(log_, "\n"));
 
-  bool pending = true;  // the commit still to do
+  bool pending = dirty;  // the commit still to do
   if (!fault.empty()) {
     log_.push_back("# tfrecordfs unmount, killed at " + fault + ", mount again");
     int status = 0;
