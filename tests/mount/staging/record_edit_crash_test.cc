@@ -2,7 +2,9 @@
 // real daemon. Two shards of one source folder, one plain and one GZIP,
 // each get a changed record, a deleted record and an added one; the daemon
 // runs with TFRECORDFS_FAULT set to a point of the rewrite and kills itself
-// there during the commit at unmount. What it left is checked (each shard
+// there during the commit (at unmount, or by `tfrecordfs commit` while
+// mounted; the command that asked must say the daemon died, not hang).
+// What it left is checked (each shard
 // wholly old or wholly new, read by the independent reader
 // tests/cli/tfrecord_check.py), then a mount without the fault must say in
 // its log what its recovery did (rolled back or finished), show every edit
@@ -24,6 +26,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -109,8 +112,15 @@ void ExpectNoPendingShards(const std::string& store) {
   EXPECT_TRUE(list->empty()) << *text;
 }
 
+// How the commit is started: `fusermount3 -u` (the daemon commits as it
+// ends), `tfrecordfs unmount` (which waits for that and must notice the
+// crash), or `tfrecordfs commit` (the mount goes on; the command must notice
+// the crash too).
+enum class Via { kFusermount, kUnmount, kCommit };
+
 struct FaultCase {
   const char* point;
+  Via via;
   bool gzip_first;       // which shard the rewrite meets first (path order)
   bool first_new;        // what the crash leaves: the first shard rewritten
   bool second_new;       // the second
@@ -125,7 +135,10 @@ std::string CaseName(const ::testing::TestParamInfo<FaultCase>& info) {
   for (char& c : n) {
     if (c == ':') c = '_';
   }
-  return n + (info.param.gzip_first ? "_gzip_first" : "_plain_first");
+  n += info.param.gzip_first ? "_gzip_first" : "_plain_first";
+  return n + (info.param.via == Via::kFusermount ? "_fusermount"
+              : info.param.via == Via::kUnmount  ? "_unmount"
+                                                 : "_commit");
 }
 
 class RecordEditCrashTest : public ::testing::TestWithParam<FaultCase> {
@@ -178,11 +191,19 @@ TEST_P(RecordEditCrashTest, SigkillDuringTheCommitThenRemountCommitsExactlyOnce)
     }
     ASSERT_EQ(ListDir(s_.store + "/edits/records").size(), 4u);  // 2 per shard
     int status = 0;
-    if (fc.gzip_first) {
-      // `tfrecordfs unmount` notices the daemon dying in the commit.
+    if (fc.via == Via::kUnmount) {
       CommandResult u = d.TfrUnmount(&status);
       EXPECT_EQ(u.exit_code, 1) << u.out << u.err;
       EXPECT_NE(u.err.find("did it crash?"), std::string::npos) << u.err;
+    } else if (fc.via == Via::kCommit) {
+      // A bounded wait: the command must see the daemon die, not wait out
+      // its timeout.
+      const auto start = std::chrono::steady_clock::now();
+      CommandResult c = RunCommand({BinaryPath(), "commit", "--timeout", "60", s_.mnt});
+      EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+      EXPECT_EQ(c.exit_code, 1) << c.out << c.err;
+      EXPECT_NE(c.err.find("did it crash?"), std::string::npos) << c.err;
+      ASSERT_TRUE(d.WaitExit(&status)) << d.Stderr();
     } else {
       std::string err;
       ASSERT_TRUE(d.Unmount(&status, &err)) << err << "\n" << d.Stderr();
@@ -255,25 +276,36 @@ TEST_P(RecordEditCrashTest, SigkillDuringTheCommitThenRemountCommitsExactlyOnce)
 INSTANTIATE_TEST_SUITE_P(
     FaultPoints, RecordEditCrashTest,
     ::testing::Values(
-        // point, gzip first, first new, second new, temp left, recovery log, folders removed
-        FaultCase{"rewrite_mid_shard", false, false, false, true,
+        // point, via, gzip first, first new, second new, temp left, recovery log,
+        // folders removed
+        FaultCase{"rewrite_mid_shard", Via::kFusermount, false, false, false, true,
                   "rolled back the interrupted rewrite of", false},
-        FaultCase{"rewrite_before_rename", false, false, false, true,
+        FaultCase{"rewrite_before_rename", Via::kFusermount, false, false, false, true,
                   "rolled back the interrupted rewrite of", false},
-        FaultCase{"rewrite_after_shard:1", false, true, false, false,
+        FaultCase{"rewrite_after_shard:1", Via::kFusermount, false, true, false, false,
                   "finished the interrupted rewrite of", true},
-        FaultCase{"rewrite_after_shard:2", false, true, true, false,
+        FaultCase{"rewrite_after_shard:2", Via::kFusermount, false, true, true, false,
                   "finished the interrupted rewrite of", true},
-        FaultCase{"rewrite_after_forget", false, true, false, false, "", true},
-        FaultCase{"rewrite_mid_shard", true, false, false, true,
+        FaultCase{"rewrite_after_forget", Via::kFusermount, false, true, false, false, "", true},
+        FaultCase{"rewrite_mid_shard", Via::kUnmount, true, false, false, true,
                   "rolled back the interrupted rewrite of", false},
-        FaultCase{"rewrite_before_rename", true, false, false, true,
+        FaultCase{"rewrite_before_rename", Via::kUnmount, true, false, false, true,
                   "rolled back the interrupted rewrite of", false},
-        FaultCase{"rewrite_after_shard:1", true, true, false, false,
+        FaultCase{"rewrite_after_shard:1", Via::kUnmount, true, true, false, false,
                   "finished the interrupted rewrite of", true},
-        FaultCase{"rewrite_after_shard:2", true, true, true, false,
+        FaultCase{"rewrite_after_shard:2", Via::kUnmount, true, true, true, false,
                   "finished the interrupted rewrite of", true},
-        FaultCase{"rewrite_after_forget", true, true, false, false, "", true}),
+        FaultCase{"rewrite_after_forget", Via::kUnmount, true, true, false, false, "", true},
+        // Committed while mounted.
+        FaultCase{"rewrite_mid_shard", Via::kCommit, true, false, false, true,
+                  "rolled back the interrupted rewrite of", false},
+        FaultCase{"rewrite_before_rename", Via::kCommit, false, false, false, true,
+                  "rolled back the interrupted rewrite of", false},
+        FaultCase{"rewrite_after_shard:1", Via::kCommit, true, true, false, false,
+                  "finished the interrupted rewrite of", true},
+        FaultCase{"rewrite_after_shard:2", Via::kCommit, false, true, true, false,
+                  "finished the interrupted rewrite of", true},
+        FaultCase{"rewrite_after_forget", Via::kCommit, true, true, false, false, "", true}),
     CaseName);
 
 // TFDS's dataset_info.json beside the shards follows each rewrite
