@@ -226,6 +226,21 @@ constexpr MountOption kMountOptions[] = {
        cli->index_beside = false;
        return "";
      }},
+    {"no_sign_request", "",
+     "s3:// and gs:// SOURCEs: send every request anonymously, whatever credentials are "
+     "configured (public buckets; the aws CLI's --no-sign-request)",
+     [](absl::string_view, CliOptions* cli) -> std::string {
+       cli->objects.no_sign_request = true;
+       return "";
+     }},
+    {"gcs_token_file", "PATH",
+     "gs:// SOURCEs: send the OAuth access token in PATH (what `gcloud auth "
+     "print-access-token` prints), read again whenever the file changes",
+     [](absl::string_view v, CliOptions* cli) -> std::string {
+       if (v.empty()) return "gcs_token_file needs a file";
+       cli->objects.gcs_token_file = std::string(v);
+       return "";
+     }},
     {"nosplice", "", "copy read data instead of splicing it from shards",
      [](absl::string_view, CliOptions* cli) -> std::string {
        cli->session.ops.splice = false;
@@ -325,8 +340,9 @@ constexpr MountOption kMountOptions[] = {
     {"view", "VIEW",
      "what the mount shows: records (the default: a folder per record, a file per feature), "
      "gallery (each shard folder a flat folder of its records' images) or classes (a folder per "
-     "value of class_feature, holding the images of its records); gallery and classes are "
-     "read-only, with no staging folder (VIEWS in tfrecordfs(1))",
+     "value of class_feature, holding the images of its records); gallery and classes show "
+     "no staging folder and take only rm of an image and mv between class folders (VIEWS in "
+     "tfrecordfs(1))",
      [](absl::string_view v, CliOptions* cli) -> std::string {
        if (v == "records") {
          cli->vfs.view = vfs::ViewKind::kRecords;
@@ -568,8 +584,8 @@ std::optional<int> ParseMountCommandLine(int argc, char** argv, CliOptions* cli)
     return Usage(cli->vfs.class_feature.empty() ? "view=classes needs class_feature=NAME"
                                                 : "class_feature is for view=classes");
   }
-  // The image views take no writes: a read-only mount (EROFS from the kernel).
-  if (cli->vfs.view != vfs::ViewKind::kRecords) cli->read_only = true;
+  // The image views take rm and mv (class folders) on a read-write mount;
+  // they show no staging folder (vfs::Filesystem).
   // Unless -f, the daemon detaches and changes to "/" before it serves: plain
   // files, the staging store, index_dir and the pack output are opened by
   // path after that, so every path is made absolute now.
@@ -580,6 +596,7 @@ std::optional<int> ParseMountCommandLine(int argc, char** argv, CliOptions* cli)
   cli->index_dir = AbsolutePath(cli->index_dir);
   cli->pack.output_dir = AbsolutePath(cli->pack.output_dir);
   cli->log_path = AbsolutePath(cli->log_path);
+  cli->objects.gcs_token_file = AbsolutePath(cli->objects.gcs_token_file);
   cli->session.mountpoint = cli->positional.back();
   cli->positional.pop_back();
   cli->vfs.sources = cli->positional;

@@ -123,7 +123,7 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
   record_options.kind_sample_per_call = options.kind_sample_per_call;
   record_options.kind_sample_total = options.kind_sample_total;
   record_options.on_index_mismatch = options.on_index_mismatch;
-  if (options.deletions != nullptr && options.view == ViewKind::kRecords) {
+  if (options.deletions != nullptr) {
     fs->deletions_ = std::make_unique<RecordDeletions>(fs->shards_, options.deletions);
     record_options.deletions = fs->deletions_.get();
   }
@@ -141,7 +141,7 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
       std::make_unique<TreeView>(scanned->entries, shard_entries, fs->shards_, &fs->fd_cache_,
                                  /*shards_only=*/options.view == ViewKind::kGallery);
   if (options.view == ViewKind::kGallery) {
-    fs->gallery_ = std::make_unique<GalleryView>(fs->shards_, fs->records_.get());
+    fs->gallery_ = std::make_unique<GalleryView>(fs->shards_, fs->records_.get(), fs->edits_.get());
   }
   if (options.view == ViewKind::kClasses) {
     if (options.class_feature.empty()) {
@@ -164,7 +164,7 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
               g.records_damaged ? absl::StrCat(", ", g.records_damaged, " damaged") : "", ")",
               g.saved ? absl::StrCat(", ", g.saved, " saved") : "");
     fs->classes_ = std::make_unique<ClassView>(fs->shards_, mount_paths, fs->records_.get(),
-                                               std::move(groups));
+                                               fs->edits_.get(), std::move(groups));
   }
 
   // Only the records view has a staging folder: the image views take no
@@ -194,6 +194,11 @@ View* Filesystem::WriteViewOf(uint64_t ino, absl::Status* status) const {
   // The first change of a record checks it out into the edit store
   // (record_edits.h); without one, the record view answers (EROFS).
   if (edits_ && SpaceOf(ino) == Space::kRecord) {
+    if (gallery_ || classes_) {
+      // The image views take rm and (class folders) mv only.
+      *status = PosixError(EROFS, "the image views change records only by rm and mv");
+      return nullptr;
+    }
     *status = edits_->CheckOut(ino);
     return status->ok() ? edits_.get() : nullptr;
   }
@@ -375,6 +380,10 @@ absl::StatusOr<Attr> Filesystem::SetAttr(uint64_t ino, uint64_t fh, const struct
 
 absl::Status Filesystem::Unlink(uint64_t parent, absl::string_view name) {
   ReaderMutexLock serve(&serve_mu_);
+  // rm of an image in the gallery: its record is deleted.
+  if (gallery_) {
+    if (auto shard = ShardFolder(parent)) return gallery_->DeleteImage(*shard, name);
+  }
   absl::Status s;
   View* view = WriteViewOf(parent, &s);
   if (view == nullptr) return s;
@@ -520,6 +529,12 @@ void Filesystem::SetInvalidator(std::optional<Invalidator> invalidator) {
 
 absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reopen) {
   if (!edits_) return absl::FailedPreconditionError("this mount takes no edits (read-only)");
+  if (reopen && (gallery_ || classes_)) {
+    // Their folders are computed at mount: a view=gallery or view=classes
+    // mount shows a rewritten shard after a remount.
+    return absl::FailedPreconditionError(
+        "a mount with -o view=gallery or view=classes commits its edits at unmount");
+  }
   // What the kernel must forget once the lock is released: each rewritten
   // shard's folder and the names it may have cached in it.
   struct Stale {

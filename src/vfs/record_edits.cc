@@ -12,6 +12,7 @@
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/staging/edits.h"
+#include "tfrecordfs/staging/record_folder.h"
 #include "tfrecordfs/vfs/node_id.h"
 
 namespace tfrecordfs::vfs {
@@ -52,6 +53,7 @@ RecordEdits::RecordEdits(const std::vector<MountedShard>& shards, RecordView* re
       records_(records),
       deletions_(deletions),
       store_(store),
+      types_(types),
       folders_(store, types, kEditIds) {
   for (uint64_t s = 0; s < shards_.size(); ++s) {
     shard_of_key_.emplace(staging::ShardKey(shards_[s].index->path()), s);
@@ -326,6 +328,96 @@ absl::StatusOr<Attr> RecordEdits::MkdirInShard(uint64_t shard, absl::string_view
   return a;
 }
 
+absl::Status RecordEdits::DeleteRecord(uint64_t shard, uint64_t record) {
+  // Durable first: a crash after it leaves an edit folder of a deleted
+  // record, which nothing shows and the commit removes.
+  if (auto s = deletions_->DeleteRecord(shard, record); !s.ok()) return s;
+  uint64_t node = 0;
+  std::vector<uint64_t> held;
+  {
+    MutexLock lock(&mu_);
+    auto it = edited_.find(RecordKey(shard, record));
+    if (it != edited_.end()) {
+      node = it->second;
+      edited_.erase(it);
+    }
+    for (auto t = translated_.begin(); t != translated_.end();) {
+      if (ShardOf(t->first) == shard && RecordOf(t->first) == record) {
+        held.push_back(t->second);
+        translated_.erase(t++);
+      } else {
+        ++t;
+      }
+    }
+  }
+  if (node != 0) {
+    const std::string folder =
+        absl::StrCat(store_->records_dir(), "/", staging::EditedFolderName(Key(shard), record));
+    if (auto s = RemoveTree(folder); !s.ok()) {
+      log::Warning("edit store: ", s.message(), " (removed at the commit)");
+    }
+  }
+  for (uint64_t n : held) folders_.Forget(folders_.IdOf(n), 1);
+  if (node != 0) folders_.Forget(folders_.IdOf(node), 1);
+  return absl::OkStatus();
+}
+
+std::vector<uint64_t> RecordEdits::EditedRecords() const {
+  MutexLock lock(&mu_);
+  std::vector<uint64_t> out;
+  for (const auto& [key, node] : edited_) out.push_back(key);
+  return out;
+}
+
+absl::StatusOr<std::string> RecordEdits::EditedPayload(uint64_t shard, uint64_t record) {
+  {
+    MutexLock lock(&mu_);
+    if (!edited_.contains(RecordKey(shard, record))) return absl::NotFoundError("not edited");
+  }
+  return staging::PayloadFromFolder(
+      absl::StrCat(store_->records_dir(), "/", staging::EditedFolderName(Key(shard), record)),
+      *types_);
+}
+
+absl::Status RecordEdits::WriteEntry(uint64_t shard, uint64_t record, uint32_t entry,
+                                     absl::string_view content) {
+  const uint64_t ino = RecordId(shard, record, 0);
+  if (auto s = CheckOut(ino); !s.ok()) return s;
+  auto parsed = records_->Parse(shard, record);
+  if (!parsed.ok()) return parsed.status();
+  const naming::Layout& layout = (*parsed)->layout;
+  // The entry's path in the record, from the folder down.
+  std::vector<std::string> names;
+  for (uint32_t e = entry; e != 0; e = layout.entries[e].parent) {
+    names.push_back(layout.entries[e].name);
+  }
+  auto folder = Inner(ino);
+  if (!folder.ok()) return folder.status();
+  uint64_t at = *folder;
+  std::vector<uint64_t> looked_up;  // references to give back
+  absl::Status s;
+  for (auto it = names.rbegin(); it != names.rend() && s.ok(); ++it) {
+    auto a = folders_.Lookup(at, *it);
+    if (!a.ok()) {
+      s = a.status();
+      break;
+    }
+    looked_up.push_back(a->ino);
+    at = a->ino;
+  }
+  if (s.ok()) {
+    auto fh = folders_.Open(at, O_WRONLY | O_TRUNC);
+    s = fh.status();
+    if (fh.ok()) {
+      auto w = folders_.Write(at, *fh, content, 0);
+      s = w.ok() ? folders_.Flush(at, *fh) : w.status();
+      folders_.Release(*fh);
+    }
+  }
+  for (uint64_t id : looked_up) folders_.Forget(id, 1);
+  return s;
+}
+
 absl::Status RecordEdits::RmdirInShard(uint64_t shard, absl::string_view name) {
   auto a = records_->LookupRecord(shard, name);
   if (a.ok() && IsEdited(a->ino)) {
@@ -336,31 +428,7 @@ absl::Status RecordEdits::RmdirInShard(uint64_t shard, absl::string_view name) {
     if (!dir.ok()) return dir.status();
     absl::string_view child;
     if (dir->Next(&child)) return PosixError(ENOTEMPTY, "directory not empty");
-    if (auto s = deletions_->DeleteRecord(shard, record); !s.ok()) return s;
-    uint64_t node = 0;
-    std::vector<uint64_t> held;
-    {
-      MutexLock lock(&mu_);
-      auto it = edited_.find(RecordKey(shard, record));
-      if (it != edited_.end()) {
-        node = it->second;
-        edited_.erase(it);
-      }
-      for (auto t = translated_.begin(); t != translated_.end();) {
-        if (ShardOf(t->first) == shard && RecordOf(t->first) == record) {
-          held.push_back(t->second);
-          translated_.erase(t++);
-        } else {
-          ++t;
-        }
-      }
-    }
-    if (auto s = store_->Rmdir(store_->root(), folder); !s.ok()) {
-      log::Warning("edit store: ", s.message(), " (removed at the commit)");
-    }
-    for (uint64_t n : held) folders_.Forget(folders_.IdOf(n), 1);
-    if (node != 0) folders_.Forget(folders_.IdOf(node), 1);
-    return absl::OkStatus();
+    return DeleteRecord(shard, record);
   }
   if (a.ok() || !absl::IsNotFound(a.status())) return records_->RmdirRecord(shard, name);
   bool added;

@@ -80,6 +80,22 @@ class RecordEdits final : public View {
   // edited (with a log line saying why).
   absl::Status CheckOut(uint64_t ino);
 
+  // Deletes a record (RecordDeletions::DeleteRecord), dropping its edits if
+  // it has any (the image views' rm: the record's files are not removed
+  // one by one first).
+  absl::Status DeleteRecord(uint64_t shard, uint64_t record);
+  // Sets the content of file `entry` of the record's layout as the record
+  // view shows it (checking the record out first), through the same checks
+  // as a write (EINVAL for a value the feature cannot take). NotFound when
+  // the file was renamed or removed by an earlier edit.
+  absl::Status WriteEntry(uint64_t shard, uint64_t record, uint32_t entry,
+                          absl::string_view content);
+  // The RecordKeys of the records edited now.
+  std::vector<uint64_t> EditedRecords() const;
+  // The record an edited record's folder makes now (PayloadFromFolder);
+  // NotFound when it is not edited, InvalidArgument when it makes none.
+  absl::StatusOr<std::string> EditedPayload(uint64_t shard, uint64_t record);
+
   // ---- The children of shard folder `shard` ----
   absl::StatusOr<Attr> LookupInShard(uint64_t shard, absl::string_view name);
   // The record view's listing, then the added records.
@@ -148,6 +164,7 @@ class RecordEdits final : public View {
   RecordView* const records_;
   RecordDeletions* const deletions_;
   staging::Store* const store_;
+  naming::FeatureTypes* const types_;
   StagingView folders_;
   absl::flat_hash_map<std::string, uint64_t> shard_of_key_;  // immutable after construction
 

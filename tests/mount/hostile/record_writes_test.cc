@@ -4,8 +4,9 @@
 // stops open(O_RDWR): a shared writable mapping of it (numpy's
 // `np.load(mmap_mode='r+')`) then changes the page cache that every later
 // reader of the file sees, though the daemon refuses the write-back. So a
-// writable open of a record file must fail with EROFS on read-write mounts
-// as on `-o ro` ones, after a read has already been served (the first OPEN
+// writable open of a record file must fail with EROFS on `-o ro` mounts
+// (on read-write ones it edits the record: record_edit_test.cc), after a
+// read has already been served (the first OPEN
 // of a mount always reached the daemon), and the bytes read back afterwards
 // must still be the shard's. write_records.py makes the attempts, with the
 // /usr/bin/python3 that has numpy (skipped without it).
