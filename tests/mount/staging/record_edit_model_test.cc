@@ -5,8 +5,9 @@
 // (`echo N > id`, `sed -i` of a text file, `rm` of a feature file, `rm -r`
 // of a record or `rm` of its files + `rmdir`, `mkdir` + files of a new
 // record, `mv` of a text file within a record, `cp -r` of a record to a new
-// name, `mv` of an added record to a new name), and to a model: the shard's
-// records (or deleted) and the added ones by name. The daemon is sometimes
+// name, `mv` of an added record to a new name, `mv` of a record into
+// staging/), and to a model: the shard's records (or deleted), the added
+// ones by name and the staged ones by name. The daemon is sometimes
 // killed (-9) and mounted again in the middle, and `tfrecordfs commit`
 // sometimes writes the edits while mounted. The mount must show what the
 // model has (record folders, file names, ids, texts) after each remount and
@@ -14,10 +15,11 @@
 // commit, and after `tfrecordfs unmount`, the independent reader
 // (tests/cli/tfrecord_check.py) must read exactly the model: kept and edited
 // records in index order, the deleted ones gone, the added ones appended in
-// name order. Every third seed commits nothing while mounted and dies
-// (TFRECORDFS_FAULT) in the unmount's commit, before or after the rename:
-// the shard must then read wholly as generated or wholly as the model, and a
-// mount without the fault commits the rest.
+// name order; the staged ones must be packed into output_dir at unmount,
+// once each, in name order. Every third seed commits nothing while mounted
+// and dies (TFRECORDFS_FAULT) in the unmount's commit, before or after the
+// rename: the shard must then read wholly as generated or wholly as the
+// model, and a mount without the fault commits the rest.
 // A failure prints the seed and every command so far.
 #include <unistd.h>
 
