@@ -194,6 +194,12 @@ absl::Status CheckWrittenShard(const std::string& path, uint64_t bytes, uint64_t
                                             : absl::StrCat(": ", walk->problems[0].message,
                                                            " at byte ", walk->problems[0].offset)));
   }
+  // Every record's data CRC too (ranges copied as they were, by the
+  // rewrite, were never read).
+  for (uint64_t i = 0; i + 1 < walk->offsets.size(); ++i) {
+    auto data = record::ReadRecord(fd->get(), path, i, walk->offsets[i], walk->offsets[i + 1]);
+    if (!data.ok()) return data.status();
+  }
   return absl::OkStatus();
 }
 

@@ -554,6 +554,9 @@ void Filesystem::SetInvalidator(std::optional<Invalidator> invalidator) {
     }
   }
   if (worker.joinable()) worker.join();
+  // A commit's invalidations in flight use the session: wait for them (with
+  // the session stopped, the kernel answers them at once).
+  if (!invalidator) MutexLock call(&invalidating_mu_);
 }
 
 void Filesystem::InvalidateLater(uint64_t parent, std::string name) {
@@ -567,17 +570,24 @@ void Filesystem::InvalidateLater(uint64_t parent, std::string name) {
 }
 
 void Filesystem::InvalidationLoop() {
-  MutexLock lock(&invalidator_mu_);
-  while (!stop_invalidating_) {
-    if (pending_invalidations_.empty()) {
-      invalidations_.Wait(&invalidator_mu_);
-      continue;
+  for (;;) {
+    std::pair<uint64_t, std::string> next;
+    std::function<void(uint64_t, const std::string&)> entry;
+    {
+      MutexLock lock(&invalidator_mu_);
+      while (!stop_invalidating_ && (pending_invalidations_.empty() || !invalidator_)) {
+        invalidations_.Wait(&invalidator_mu_);
+      }
+      if (stop_invalidating_) return;
+      next = std::move(pending_invalidations_.front());
+      pending_invalidations_.pop_front();
+      entry = invalidator_->entry;
     }
-    auto [parent, name] = std::move(pending_invalidations_.front());
-    pending_invalidations_.pop_front();
-    // After the request that changed it has been answered (the kernel holds
-    // the folder's lock until then: this waits, it does not deadlock).
-    if (invalidator_) invalidator_->entry(parent, name);
+    // Without invalidator_mu_: the kernel holds the folder's lock until the
+    // request that changed it is answered, and another request may be
+    // queueing an invalidation meanwhile (InvalidateLater).
+    MutexLock call(&invalidating_mu_);
+    entry(next.first, next.second);
   }
 }
 
@@ -653,12 +663,18 @@ absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reop
       stale.push_back(std::move(st));
     }
   }
-  // The kernel, outside the lock: its invalidations may wait for requests.
-  MutexLock lock(&invalidator_mu_);
-  if (invalidator_) {
+  // The kernel, outside the serve lock (its invalidations may wait for
+  // requests) and outside invalidator_mu_ (a request may queue one).
+  std::optional<Invalidator> inv;
+  {
+    MutexLock lock(&invalidator_mu_);
+    inv = invalidator_;
+  }
+  if (inv) {
+    MutexLock call(&invalidating_mu_);
     for (const Stale& st : stale) {
-      for (const std::string& name : st.names) invalidator_->entry(st.folder, name);
-      invalidator_->inode(st.folder);
+      for (const std::string& name : st.names) inv->entry(st.folder, name);
+      inv->inode(st.folder);
     }
   }
   return results;

@@ -351,23 +351,7 @@ absl::Status RecordEdits::DeleteRecord(uint64_t shard, uint64_t record) {
   // record, which nothing shows and the commit removes.
   if (auto s = deletions_->DeleteRecord(shard, record); !s.ok()) return s;
   uint64_t node = 0;
-  std::vector<uint64_t> held;
-  {
-    MutexLock lock(&mu_);
-    auto it = edited_.find(RecordKey(shard, record));
-    if (it != edited_.end()) {
-      node = it->second;
-      edited_.erase(it);
-    }
-    for (auto t = translated_.begin(); t != translated_.end();) {
-      if (ShardOf(t->first) == shard && RecordOf(t->first) == record) {
-        held.push_back(t->second);
-        translated_.erase(t++);
-      } else {
-        ++t;
-      }
-    }
-  }
+  const std::vector<uint64_t> held = ForgetCheckOut(shard, record, &node);
   if (node != 0) {
     const std::string folder =
         absl::StrCat(store_->records_dir(), "/", staging::EditedFolderName(Key(shard), record));
@@ -376,8 +360,27 @@ absl::Status RecordEdits::DeleteRecord(uint64_t shard, uint64_t record) {
     }
   }
   for (uint64_t n : held) folders_.Forget(folders_.IdOf(n), 1);
-  if (node != 0) folders_.Forget(folders_.IdOf(node), 1);
   return absl::OkStatus();
+}
+
+std::vector<uint64_t> RecordEdits::ForgetCheckOut(uint64_t shard, uint64_t record,
+                                                  uint64_t* folder) {
+  std::vector<uint64_t> held;
+  MutexLock lock(&mu_);
+  if (auto it = edited_.find(RecordKey(shard, record)); it != edited_.end()) {
+    if (folder != nullptr) *folder = it->second;
+    held.push_back(it->second);
+    edited_.erase(it);
+  }
+  for (auto t = translated_.begin(); t != translated_.end();) {
+    if (ShardOf(t->first) == shard && RecordOf(t->first) == record) {
+      held.push_back(t->second);
+      translated_.erase(t++);
+    } else {
+      ++t;
+    }
+  }
+  return held;
 }
 
 namespace {
@@ -514,23 +517,7 @@ absl::StatusOr<uint64_t> RecordEdits::MoveRecord(uint64_t shard, absl::string_vi
     return s;
   }
   // Its edit-store nodes are gone from that store's tree.
-  std::vector<uint64_t> held;
-  {
-    MutexLock lock(&mu_);
-    if (auto it = edited_.find(RecordKey(shard, record)); it != edited_.end()) {
-      held.push_back(it->second);
-      edited_.erase(it);
-    }
-    for (auto t = translated_.begin(); t != translated_.end();) {
-      if (ShardOf(t->first) == shard && RecordOf(t->first) == record) {
-        held.push_back(t->second);
-        translated_.erase(t++);
-      } else {
-        ++t;
-      }
-    }
-  }
-  for (uint64_t n : held) folders_.Forget(folders_.IdOf(n), 1);
+  for (uint64_t n : ForgetCheckOut(shard, record, nullptr)) folders_.Forget(folders_.IdOf(n), 1);
   StagingView& view = to_shard ? folders_ : *staging_;
   auto moved =
       view.Lookup(to_shard ? folders_.IdOf(store_->root()) : staging_->root_id(), dest_folder);

@@ -371,6 +371,9 @@ class Filesystem {
   staging::Store* edit_store_ = nullptr;        // Options::edits
   index::IndexStore* index_store_ = nullptr;    // Options::index_store
   Mutex invalidator_mu_;
+  // Held while a copy of the invalidator is called (it uses the FUSE
+  // session): SetInvalidator(nullopt) waits for it. After invalidator_mu_.
+  Mutex invalidating_mu_;
   std::optional<Invalidator> invalidator_ ABSL_GUARDED_BY(invalidator_mu_);
   std::deque<std::pair<uint64_t, std::string>> pending_invalidations_
       ABSL_GUARDED_BY(invalidator_mu_);

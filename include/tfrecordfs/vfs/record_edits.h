@@ -187,6 +187,9 @@ class RecordEdits final : public View {
   StagingView& ViewFor(uint64_t inner) {
     return (inner & kEditNodeTag) != 0 || staging_ == nullptr ? folders_ : *staging_;
   }
+  // Drops the record's check-out from the maps: the store nodes whose
+  // references were held (to Forget), its folder's in *folder.
+  std::vector<uint64_t> ForgetCheckOut(uint64_t shard, uint64_t record, uint64_t* folder);
   // Finishes or rolls back the moves a crash interrupted (MoveRecord).
   void RecoverMoves();
   // A path of the edit store (relative to its records/) as errors name it:

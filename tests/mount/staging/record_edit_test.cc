@@ -30,17 +30,26 @@ constexpr int kRecords = 12;
 // Each record of `shard` as the independent reader describes it (one line
 // per record: tfrecord_check.describe_example), after a first line naming
 // the codec.
-std::vector<std::string> IndependentRead(const std::string& shard) {
+// Runs `body` under /usr/bin/python3 with tests/cli/tfrecord_check.py
+// imported as `t` and `arg` as sys.argv[1]; its stdout.
+std::string WithChecker(const std::string& body, const std::string& arg) {
   const char* root = std::getenv("TFRECORDFS_SOURCE_ROOT");
   EXPECT_NE(root, nullptr);
-  if (root == nullptr) return {};
-  const std::string script = absl::StrCat(
-      "import sys; sys.path.insert(0, '", root, "/tests/cli'); import tfrecord_check as t\n",
-      "raw = open(sys.argv[1], 'rb').read(); print(t.codec_of(raw))\n",
-      "for p in t.read_records(sys.argv[1]): print(t.describe_example(p))\n");
-  CommandResult r = RunCommand({"/usr/bin/python3", "-c", script, shard});
+  if (root == nullptr) return "";
+  CommandResult r = RunCommand({"/usr/bin/python3", "-c",
+                                absl::StrCat("import sys; sys.path.insert(0, '", root,
+                                             "/tests/cli'); import tfrecord_check as t\n", body),
+                                arg});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  return absl::StrSplit(r.out, '\n', absl::SkipEmpty());
+  return r.out;
+}
+
+std::vector<std::string> IndependentRead(const std::string& shard) {
+  return absl::StrSplit(
+      WithChecker("raw = open(sys.argv[1], 'rb').read(); print(t.codec_of(raw))\n"
+                  "for p in t.read_records(sys.argv[1]): print(t.describe_example(p))\n",
+                  shard),
+      '\n', absl::SkipEmpty());
 }
 
 std::string Described(int id, const std::string& text, const std::string& score) {
@@ -58,25 +67,9 @@ class RecordEditTest : public ::testing::TestWithParam<const char*> {
                                          BytesFeature("text", {absl::StrCat("record ", i)}),
                                          FloatFeature("score", {i + 0.5f})}));
     }
-    const std::string codec = GetParam();
-    const std::string plain = s_.src + "/a.tfrecord";
-    test::WriteShard(plain, payloads);
     test::WriteShard(s_.src + "/b.tfrecord", {payloads[0], payloads[1]});
-    shard_name_ = "a.tfrecord";
-    if (codec != "none") {
-      // gzip(1) / python's zlib make the compressed shard: not our writer.
-      shard_name_ = codec == "gzip" ? "a.tfrecord.gz" : "a.tfrecord.zlib";
-      const std::string cmd =
-          codec == "gzip"
-              ? absl::StrCat("gzip -n ", ShellQuote(plain))
-              : absl::StrCat(
-                    "/usr/bin/python3 -c 'import sys, zlib; d = open(sys.argv[1], \"rb\")"
-                    ".read(); open(sys.argv[2], \"wb\").write(zlib.compress(d))' ",
-                    ShellQuote(plain), " ", ShellQuote(s_.src + "/" + shard_name_), " && rm ",
-                    ShellQuote(plain));
-      CommandResult r = Shell(cmd);
-      ASSERT_EQ(r.exit_code, 0) << r.err;
-    }
+    shard_name_ = WriteShardWithCodec(s_.src, "a.tfrecord", payloads, GetParam());
+    ASSERT_FALSE(HasFailure());
     shard_ = s_.src + "/" + shard_name_;
   }
 
@@ -470,15 +463,11 @@ TEST(RecordEditGeneratedTest, SequenceExamplesAndImages) {
   EXPECT_EQ(seq_after[2], seq_before[2]);
   EXPECT_EQ(seq_after[3], seq_before[3]);
   // The image replaced by cp: its exact bytes, read by the independent reader.
-  const char* root = std::getenv("TFRECORDFS_SOURCE_ROOT");
-  ASSERT_NE(root, nullptr);
-  const std::string script = absl::StrCat(
-      "import sys; sys.path.insert(0, '", root, "/tests/cli'); import tfrecord_check as t\n",
-      "p = next(iter(t.read_records(sys.argv[1])))\n",
-      "sys.stdout.buffer.write(t.decode_example(p)['image/encoded'][1][0])\n");
-  CommandResult img = RunCommand({"/usr/bin/python3", "-c", script, img_shard});
-  EXPECT_EQ(img.exit_code, 0) << img.err;
-  EXPECT_TRUE(img.out == jpeg) << "record 0's image is not the copied JPEG";
+  const std::string img = WithChecker(
+      "p = next(iter(t.read_records(sys.argv[1])))\n"
+      "sys.stdout.buffer.write(t.decode_example(p)['image/encoded'][1][0])\n",
+      img_shard);
+  EXPECT_TRUE(img == jpeg) << "record 0's image is not the copied JPEG";
 }
 
 INSTANTIATE_TEST_SUITE_P(Codecs, RecordEditTest, ::testing::Values("none", "gzip", "zlib"),
