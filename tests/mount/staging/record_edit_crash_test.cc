@@ -88,19 +88,6 @@ std::string EditScript(int base) {
                       " > new/id\necho added > new/text.txt\n");
 }
 
-// Writes `payloads` as `dir/name`, GZIP'd by gzip(1) (not our writer) when
-// the name ends in .gz.
-void WriteTestShard(const std::string& dir, const std::string& name,
-                    const std::vector<std::string>& payloads) {
-  const bool gz = absl::EndsWith(name, ".gz");
-  const std::string plain = dir + "/" + (gz ? name.substr(0, name.size() - 3) : name);
-  test::WriteShard(plain, payloads);
-  if (gz) {
-    CommandResult r = Shell("gzip -n " + ShellQuote(plain));
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-  }
-}
-
 // The deletion list (the rewrite's journal) has no shard left.
 void ExpectNoPendingShards(const std::string& store) {
   const std::string path = staging::DeletionsPath(store);
@@ -149,8 +136,9 @@ class RecordEditCrashTest : public ::testing::TestWithParam<FaultCase> {
     // The rewrite takes the shards in path order.
     plain_ = GetParam().gzip_first ? "b.tfrecord" : "a.tfrecord";
     gzip_ = GetParam().gzip_first ? "a.tfrecord.gz" : "b.tfrecord.gz";
-    ASSERT_NO_FATAL_FAILURE(WriteTestShard(s_.src, plain_, ShardPayloads(0)));
-    ASSERT_NO_FATAL_FAILURE(WriteTestShard(s_.src, gzip_, ShardPayloads(100)));
+    // gzip(1) makes the GZIP shard: not our writer.
+    WriteShardWithCodec(s_.src, plain_, ShardPayloads(0), "none");
+    WriteShardWithCodec(s_.src, gzip_.substr(0, gzip_.size() - 3), ShardPayloads(100), "gzip");
   }
 
   MountConfig Config(const std::string& fault) const {
@@ -322,8 +310,8 @@ class RecordEditTfdsCrashTest : public ::testing::TestWithParam<const char*> {
     TFRFS_SKIP_WITHOUT_FUSE();
     if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3";
     // The second is GZIP under TFDS's suffixless name (told by its bytes).
-    ASSERT_NO_FATAL_FAILURE(WriteTestShard(s_.src, kShards[0], ShardPayloads(0)));
-    ASSERT_NO_FATAL_FAILURE(WriteTestShard(s_.src, "second.gz", ShardPayloads(100)));
+    WriteShardWithCodec(s_.src, kShards[0], ShardPayloads(0), "none");
+    WriteShardWithCodec(s_.src, "second", ShardPayloads(100), "gzip");
     ASSERT_EQ(::rename((s_.src + "/second.gz").c_str(), (s_.src + "/" + kShards[1]).c_str()), 0);
     size_t bytes = 0;
     for (int base : {0, 100}) {
@@ -472,8 +460,8 @@ TEST(RecordEditFullDiskTest, AShardWhoseRewriteDoesNotFitKeepsItsEditsAndTheOthe
   if (!tmpfs.error().empty()) {
     GTEST_SKIP() << "cannot make a small file system to fill: " << tmpfs.error();
   }
-  ASSERT_NO_FATAL_FAILURE(WriteTestShard(src, "a.tfrecord", ShardPayloads(0, kPad)));
-  ASSERT_NO_FATAL_FAILURE(WriteTestShard(src, "b.tfrecord.gz", ShardPayloads(100)));
+  WriteShardWithCodec(src, "a.tfrecord", ShardPayloads(0, kPad), "none");
+  WriteShardWithCodec(src, "b.tfrecord", ShardPayloads(100), "gzip");
   const std::string a = src + "/a.tfrecord";
   const std::string b = src + "/b.tfrecord.gz";
   const std::string a_before = ReadWholeFile(a);
