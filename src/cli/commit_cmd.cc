@@ -91,6 +91,15 @@ int CommitMain(int argc, char** argv) {
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
   while (ReportId(report) == before) {
+    // A daemon killed in the commit never answers: say so now, not at the
+    // timeout (one more look: it may have answered, then exited).
+    if (!ProcessAlive(record->pid) && ReportId(report) == before) {
+      std::cerr << "tfrecordfs commit: the daemon (pid " << record->pid
+                << ") ended before it answered (did it crash? the edits stay pending: mount "
+                   "again, which finishes or rolls back the interrupted commit"
+                << (record->log.empty() ? "" : "; its log: " + record->log) << ")\n";
+      return kExitFailed;
+    }
     if (std::chrono::steady_clock::now() > deadline) {
       std::cerr << "tfrecordfs commit: no answer from the daemon (pid " << record->pid
                 << ") within " << timeout << " s; it may still be committing (see its log: "

@@ -166,6 +166,13 @@ absl::StatusOr<std::string> ReadProcFile(const std::string& path) {
   }
 }
 
+bool ProcessAlive(long pid) {
+  auto stat = ReadProcFile("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat.ok()) return false;
+  const size_t paren = stat->rfind(')');
+  return paren != std::string::npos && paren + 2 < stat->size() && (*stat)[paren + 2] != 'Z';
+}
+
 namespace {
 
 // mountinfo escapes space, tab, newline and backslash as \ooo.

@@ -90,6 +90,11 @@ std::optional<MountinfoEntry> FindTfrecordfsMount(const std::string& mountpoint_
 // error the caller can treat as "gone".
 absl::StatusOr<std::string> ReadProcFile(const std::string& path);
 
+// Whether process `pid` exists and is not a zombie (a foreground daemon's
+// parent may reap it late): how unmount and commit notice a daemon that
+// died. A process gone while we read counts as gone.
+bool ProcessAlive(long pid);
+
 // The pack report the daemon leaves in the store for `tfrecordfs unmount`:
 // a first line `result: ok|left|failed`, then the pack summary.
 inline constexpr char kResultOk[] = "result: ok";

@@ -86,15 +86,6 @@ auto SayWhileWaiting(const std::string& what, F wait) {
   return result;
 }
 
-// A process that exists and is not a zombie (a foreground daemon's parent
-// may reap it late). A process gone while we read counts as gone.
-bool Alive(long pid) {
-  auto stat = ReadProcFile("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat.ok()) return false;
-  const size_t paren = stat->rfind(')');
-  return paren != std::string::npos && paren + 2 < stat->size() && (*stat)[paren + 2] != 'Z';
-}
-
 // Says where the daemon's log is when it logged a warning or an error during
 // the mount (an EIO's reason, a damaged shard), so that they are not lost.
 void PointAtLog(const MountRecord& record) {
@@ -162,7 +153,7 @@ int UnmountMain(int argc, char** argv) {
       return kExitFailed;
     }
     SayWhileWaiting(absl::StrCat("waiting for the daemon (pid ", record->pid, ") to exit"), [&] {
-      for (int i = 0; i < 1000 && Alive(record->pid); ++i) {
+      for (int i = 0; i < 1000 && ProcessAlive(record->pid); ++i) {
         ::usleep(10000);  // up to 10 s; the daemon only has to exit
       }
       return 0;

@@ -71,6 +71,19 @@ absl::StatusOr<staging::Fingerprint> FingerprintOfPath(const std::string& path) 
   return staging::FingerprintOf(st);
 }
 
+// `s` with what to do appended (its errno payload kept), for a failure that
+// leaves the shard as it was: a full disk, a folder that is not writable.
+absl::Status KeptPending(const absl::Status& s) {
+  absl::Status out(
+      s.code(),
+      absl::StrCat(s.message(),
+                   "; the shard is left as it was and its edits are kept pending: "
+                   "fix the cause (free space, a writable folder), then mount and unmount again"));
+  s.ForEachPayload(
+      [&out](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
+  return out;
+}
+
 // Steps 1-4 of the top of rewrite.h for one shard; on failure before the
 // rename the temp file is removed and the shard is as it was.
 absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_dir,
@@ -95,7 +108,7 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
   }
   const Paths p = PathsOf(path);
   auto fd = OpenFile(p.temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (!fd.ok()) return fd.status();
+  if (!fd.ok()) return KeptPending(fd.status());
   const std::vector<uint64_t>& offsets = *from.offsets;
   absl::Status s;
   int64_t delta = 0;  // payload bytes added (TFDS's numBytes)
@@ -157,14 +170,14 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
   if (next.ok()) s = list->SetRewriting(path, *next, records);
   if (!next.ok() || !s.ok()) {
     ::unlink(p.temp.c_str());
-    return next.ok() ? s : next.status();
+    return KeptPending(next.ok() ? s : next.status());
   }
   faults.At("rewrite_before_rename");
   if (::rename(p.temp.c_str(), path.c_str()) != 0) {
     s = ErrnoError(errno, absl::StrCat("rename ", p.temp, " over ", path));
     ::unlink(p.temp.c_str());
     (void)list->SetRewriting(path, std::nullopt);
-    return s;
+    return KeptPending(s);
   }
   // From here the new shard is in place: the edits are done even if what
   // follows fails (RecoverRewrites drops the entry next time, and the edit

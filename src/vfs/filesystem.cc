@@ -419,9 +419,13 @@ absl::Status Filesystem::Rename(uint64_t parent, absl::string_view name, uint64_
     const auto from_shard = ShardFolder(parent), to_shard = ShardFolder(new_parent);
     // A record of a shard moved into staging/ or into another shard's folder
     // (RecordEdits::MoveRecord); the kernel then looks its new name up again.
-    const bool record = from_shard && records_->LookupRecord(*from_shard, name).ok();
     const bool to_staging =
         staging_ && SpaceOf(new_parent) == Space::kStaging && (new_parent & kEditNodeTag) == 0;
+    // An added record moves into staging/ the same way (between shards,
+    // RenameAny renames its folder).
+    const bool record =
+        from_shard && (records_->LookupRecord(*from_shard, name).ok() ||
+                       (to_staging && edits_->LookupInShard(*from_shard, name).ok()));
     if (record && (to_staging || (to_shard && *to_shard != *from_shard))) {
       if (flags != 0) return PosixError(EINVAL, "a record moves by a plain rename only");
       auto moved = edits_->MoveRecord(*from_shard, name, to_staging ? std::nullopt : to_shard,

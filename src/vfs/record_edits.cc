@@ -441,8 +441,13 @@ absl::StatusOr<uint64_t> RecordEdits::MoveRecord(uint64_t shard, absl::string_vi
                                                  std::optional<uint64_t> to_shard,
                                                  uint64_t new_parent, absl::string_view new_name) {
   auto a = records_->LookupRecord(shard, name);
-  if (!a.ok()) return a.status();
-  const uint64_t record = RecordOf(a->ino);
+  bool added = false;
+  if (!a.ok()) {
+    MutexLock lock(&mu_);
+    auto it = added_.find(shard);
+    added = it != added_.end() && it->second.contains(std::string(name));
+  }
+  if (!a.ok() && !added) return a.status();
   if (auto s = staging::CheckName(new_name); !s.ok()) return s;
   std::string dest_dir, dest_folder;
   if (to_shard) {
@@ -464,6 +469,31 @@ absl::StatusOr<uint64_t> RecordEdits::MoveRecord(uint64_t shard, absl::string_vi
   if (struct stat st; ::lstat(absl::StrCat(dest_dir, "/", dest_folder).c_str(), &st) == 0) {
     return PosixError(EEXIST, absl::StrCat(new_name, ": exists"));
   }
+  if (added) {
+    // Nothing to delete from the shard: one rename leaves the folder here
+    // or there, never both.
+    MutexLock checkout(&checkout_mu_);
+    if (auto s = RenameNoReplace(
+            absl::StrCat(store_->records_dir(), "/", staging::AddedFolderName(Key(shard), name)),
+            absl::StrCat(dest_dir, "/", dest_folder));
+        !s.ok()) {
+      return s;
+    }
+    {
+      MutexLock lock(&mu_);
+      added_[shard].erase(std::string(name));
+      if (to_shard) added_[*to_shard].insert(std::string(new_name));
+    }
+    StagingView& view = to_shard ? folders_ : *staging_;
+    auto moved =
+        view.Lookup(to_shard ? folders_.IdOf(store_->root()) : staging_->root_id(), dest_folder);
+    if (!moved.ok()) return moved.status();
+    log::Info("moved the added record ", name, " of ", shards_[shard].index->path(), " to ",
+              to_shard ? shards_[*to_shard].index->path() + "/" + std::string(new_name)
+                       : "staging/" + std::string(new_name));
+    return moved->ino;
+  }
+  const uint64_t record = RecordOf(a->ino);
   if (auto s = CheckOut(RecordId(shard, record, 0)); !s.ok()) return s;
   MutexLock checkout(&checkout_mu_);
   const std::string source =

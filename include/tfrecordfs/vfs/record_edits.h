@@ -141,7 +141,8 @@ class RecordEdits final : public View {
   // (the caller invalidates the kernel's entry). EEXIST when NAME is taken,
   // EPERM into a staging sub-folder, EROFS as for edits. Test hook
   // (base/fault_points.h): move_before_delete (after 1), move_after_delete
-  // (after 2).
+  // (after 2). An added record (`mkdir SHARD/name`) has no deletion to make:
+  // its folder `<key>+<name>` is renamed to the destination in one step.
   absl::StatusOr<uint64_t> MoveRecord(uint64_t shard, absl::string_view name,
                                       std::optional<uint64_t> to_shard, uint64_t new_parent,
                                       absl::string_view new_name);

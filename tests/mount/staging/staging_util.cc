@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "testing/shard.h"
 #include "tfrecordfs/base/file.h"
@@ -272,6 +273,20 @@ std::vector<std::string> CopyAndPack(const Scratch& s, const std::vector<std::st
   EXPECT_EQ(payloads.size(), froms.size()) << u.out;
   EXPECT_EQ(ListDir(s.records()), std::vector<std::string>{});
   return payloads;
+}
+
+std::vector<std::string> ReadIndependently(const std::string& shard,
+                                           const std::string& per_record) {
+  const char* root = std::getenv("TFRECORDFS_SOURCE_ROOT");
+  EXPECT_NE(root, nullptr) << "TFRECORDFS_SOURCE_ROOT is not set";
+  if (root == nullptr) return {};
+  const std::string script = absl::StrCat(
+      "import sys; sys.path.insert(0, sys.argv[1] + '/tests/cli'); import tfrecord_check as t\n",
+      "raw = open(sys.argv[2], 'rb').read(); print(t.codec_of(raw))\n",
+      "for p in t.read_records(sys.argv[2]): print(", per_record, ")\n");
+  CommandResult r = Run({"/usr/bin/python3", "-c", script, root, shard});
+  EXPECT_EQ(r.exit_code, 0) << shard << ": " << r.err;
+  return absl::StrSplit(r.out, '\n', absl::SkipEmpty());
 }
 
 std::string WriteShardWithCodec(const std::string& dir, const std::string& base,

@@ -123,6 +123,16 @@ std::string ExamplePayload(std::vector<OwnedFeature> features);
 // The record's int64 feature `name` with exactly one value, or nullopt.
 std::optional<int64_t> SingleInt(const DecodedRecord& r, const std::string& name);
 
+// What the independent reader (tests/cli/tfrecord_check.py: no tfrecordfs
+// code; run by /usr/bin/python3 from $TFRECORDFS_SOURCE_ROOT) reads from
+// `shard`: its codec ("none", "gzip", "zlib") on the first line, then one
+// line per record, the Python expression `per_record` of the payload `p`
+// (the module is `t`): by default the tf.train.Example described by
+// t.describe_example. Fails the test (and returns what it has) when the
+// reader fails: a damaged shard, a bad CRC.
+std::vector<std::string> ReadIndependently(const std::string& shard,
+                                           const std::string& per_record = "t.describe_example(p)");
+
 }  // namespace tfrecordfs::mount_test::staging_test
 
 #endif  // TFRECORDFS_TESTS_MOUNT_STAGING_STAGING_UTIL_H_
