@@ -21,6 +21,7 @@
 #include "absl/strings/strip.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
+#include "tfrecordfs/base/hash.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/index/index_file.h"
 #include "tfrecordfs/record/reader.h"
@@ -168,8 +169,7 @@ class Collector {
         st.st_mtim.tv_sec = f.mtime;
         // ctime: a fingerprint of the ETag, which the index cache compares
         // (an index is reused for the same URL, size and ETag only).
-        uint64_t h = 14695981039346656037ull;
-        for (char c : f.object->etag()) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+        const uint64_t h = Fnv1a64(f.object->etag());
         st.st_ctim.tv_sec = static_cast<time_t>(h & 0x7fffffff);
         st.st_ctim.tv_nsec = static_cast<long>((h >> 32) % 1000000000u);
         if (auto s = AddEntry(mount_path, f.object->url(), st, parent, f.object); !s.ok()) return s;

@@ -77,6 +77,14 @@ absl::Status FsyncDir(const std::string& dir);
 // file, never a torn one.
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents);
 
+// Replaces `path` with `contents` through a temp file of its own (safe to
+// call concurrently for the same path) and a rename, without fsync: readers
+// see the old file or the new one, but after a power cut the new one may be
+// torn. For caches whose files carry a checksum (the index cache, class
+// groupings) that is the right trade: a torn file is rebuilt, and a durable
+// write would cost two fsyncs per file.
+absl::Status WriteFileReplacing(const std::string& path, absl::string_view contents);
+
 absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 
 // Makes room for `count` open descriptors: lifts the soft RLIMIT_NOFILE to
