@@ -516,6 +516,21 @@ std::ostream& operator<<(std::ostream& os, const FileOpCounts& c) {
             << ", forget " << c.forget;
 }
 
+// Walks the shards at the top of `m` (reading every file there and
+// comparing it with `expected`), then counts the file requests the mount
+// has logged since it started.
+FileOpCounts WalkShardsCountingOps(const Mount& m, const ExpectedTree& expected) {
+  for (const auto& [rel, node] : expected) {
+    if (rel.find('/') != std::string::npos || rel == "staging") continue;
+    if (node.is_dir) {
+      WalkTree(m.path(rel));
+    } else {
+      EXPECT_EQ(ReadWholeFile(m.path(rel)), node.content) << rel;
+    }
+  }
+  return CountFileOps(m.Stderr());
+}
+
 // A warm walk (`second`, after `first`, both counted from the mount's start)
 // must be served from the kernel's caches: no OPEN, FLUSH or RELEASE, and
 // file contents from the page cache. The page cache is the kernel's to
@@ -565,17 +580,7 @@ TEST(GeneratedMountOptionsTest, ReadOnlyMountOpensFilesWithoutTheDaemon) {
     for (const char* rel : {"staging/r/label", "staging/r", "staging"}) walked.erase(rel);
     EXPECT_EQ(CompareTrees(expected, walked), 0u);
     // Again, without staging (its attributes time out after a second).
-    auto walk_shards = [&] {
-      for (const auto& [rel, node] : expected) {
-        if (rel.find('/') != std::string::npos || rel == "staging") continue;
-        if (node.is_dir) {
-          WalkTree(m.path(rel));
-        } else {
-          EXPECT_EQ(ReadWholeFile(m.path(rel)), node.content) << rel;
-        }
-      }
-      return CountFileOps(m.Stderr());
-    };
+    auto walk_shards = [&] { return WalkShardsCountingOps(m, expected); };
     const FileOpCounts first = walk_shards();
     const FileOpCounts second = walk_shards();
     if (always_open) {
@@ -636,17 +641,7 @@ TEST(GeneratedMountOptionsTest, ReadWriteMountAsksForEveryOpenAndReadsFromThePag
     const std::string opts = "staging_dir=" + store + ",output_dir=" + out + ",prefix=p" +
                              (always_open ? "1,open" : "0");
     ASSERT_EQ(m.Start({src}, {"-d", "-o", opts}), "");
-    auto walk_shards = [&] {
-      for (const auto& [rel, node] : expected) {
-        if (rel.find('/') != std::string::npos || rel == "staging") continue;
-        if (node.is_dir) {
-          WalkTree(m.path(rel));
-        } else {
-          EXPECT_EQ(ReadWholeFile(m.path(rel)), node.content) << rel;
-        }
-      }
-      return CountFileOps(m.Stderr());
-    };
+    auto walk_shards = [&] { return WalkShardsCountingOps(m, expected); };
     const FileOpCounts first = walk_shards();
     const FileOpCounts second = walk_shards();
     EXPECT_GE(first.open, files);

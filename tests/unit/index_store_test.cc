@@ -83,13 +83,8 @@ class IndexStoreTest : public ::testing::Test {
   // Loads `path` through `store`; returns the index and fills *info.
   std::shared_ptr<const ShardIndex> Load(IndexStore& store, LoadInfo* info,
                                          const std::string& path = "") {
-    const std::string p = path.empty() ? shard_ : path;
-    auto fd = OpenFile(p, O_RDONLY);
-    EXPECT_TRUE(fd.ok()) << fd.status();
-    if (!fd.ok()) return nullptr;
-    struct stat st;
-    EXPECT_EQ(0, ::fstat(fd->get(), &st));
-    auto idx = store.Load(fd->get(), p, Basename(p), st, source::Codec::kNone, info);
+    auto idx =
+        test::LoadShardIndex(store, path.empty() ? shard_ : path, source::Codec::kNone, info);
     EXPECT_TRUE(idx.ok()) << idx.status();
     return idx.ok() ? *idx : nullptr;
   }
@@ -120,6 +115,18 @@ class IndexStoreTest : public ::testing::Test {
     ASSERT_NE(nullptr, Load(store, &info));
     ASSERT_EQ(IndexSource::kWalked, info.source);
     ASSERT_TRUE(info.save_status.ok()) << info.save_status;
+  }
+
+  // Walks the shard through a store that writes its index into `shared`.
+  void WriteShared(const std::string& shared) {
+    StoreOptions w;
+    w.shared_dir = shared;
+    w.write_shared = true;
+    IndexStore writer(w);
+    LoadInfo info;
+    ASSERT_NE(nullptr, Load(writer, &info));
+    ASSERT_TRUE(info.save_status.ok()) << info.save_status;
+    EXPECT_EQ(shared + "/data-00000-of-00001.tfrecord.tfri", info.stored_path);
   }
 
   IndexSource LoadAgain(std::vector<uint64_t>* offsets = nullptr, std::string* why = nullptr) {
@@ -602,16 +609,7 @@ TEST_F(IndexStoreTest, NoCacheDirMeansNoFiles) {
 
 TEST_F(IndexStoreTest, SharedDirIsPreferredAndNeverWritten) {
   const std::string shared = dir_ + "/shared";
-  {
-    StoreOptions w;
-    w.shared_dir = shared;
-    w.write_shared = true;
-    IndexStore writer(w);
-    LoadInfo info;
-    ASSERT_NE(nullptr, Load(writer, &info));
-    ASSERT_TRUE(info.save_status.ok()) << info.save_status;
-    EXPECT_EQ(shared + "/data-00000-of-00001.tfrecord.tfri", info.stored_path);
-  }
+  ASSERT_NO_FATAL_FAILURE(WriteShared(shared));
   Prime();  // the cache holds a valid index too
   StoreOptions o = CacheOnly();
   o.shared_dir = shared;
@@ -635,12 +633,7 @@ TEST_F(IndexStoreTest, SharedDirIsPreferredAndNeverWritten) {
 
 TEST_F(IndexStoreTest, SharedDirServesTheSameDataAtAnotherPath) {
   const std::string shared = dir_ + "/shared";
-  StoreOptions w;
-  w.shared_dir = shared;
-  w.write_shared = true;
-  IndexStore writer(w);
-  LoadInfo info;
-  ASSERT_NE(nullptr, Load(writer, &info));
+  ASSERT_NO_FATAL_FAILURE(WriteShared(shared));
   // Another machine mounts a copy elsewhere (same bytes, same mtime).
   ASSERT_EQ(0, ::mkdir((dir_ + "/elsewhere").c_str(), 0755));
   const std::string copy = dir_ + "/elsewhere/data-00000-of-00001.tfrecord";
@@ -648,6 +641,7 @@ TEST_F(IndexStoreTest, SharedDirServesTheSameDataAtAnotherPath) {
   StoreOptions r;
   r.shared_dir = shared;
   IndexStore reader(r);
+  LoadInfo info;
   ASSERT_NE(nullptr, Load(reader, &info, copy));
   EXPECT_EQ(IndexSource::kSharedDir, info.source);
 }
@@ -776,11 +770,7 @@ TEST(IndexStoreCheckpoints, AForgedBesideCheckpointIsNeverVouchedFor) {
     o.durable = false;
     o.span = 64 << 10;
     IndexStore store(o);
-    auto fd = OpenFile(shard, O_RDONLY);
-    EXPECT_TRUE(fd.ok());
-    struct stat st;
-    EXPECT_EQ(0, ::fstat(fd->get(), &st));
-    auto idx = store.Load(fd->get(), shard, "data.tfrecord.gz", st, source::Codec::kGzip, info);
+    auto idx = test::LoadShardIndex(store, shard, source::Codec::kGzip, info);
     EXPECT_TRUE(idx.ok()) << idx.status();
     return idx.ok() ? *idx : nullptr;
   };
@@ -879,29 +869,20 @@ TEST_F(IndexStoreTest, StoredIndexesAndGrownTailsOverTheLimitAreRefused) {
   Prime();  // 50 records, walked and saved
   StoreOptions small = CacheOnly();
   small.max_records = 49;
+  LoadInfo info;
   {
     IndexStore store(small);
-    auto fd = OpenFile(shard_, O_RDONLY);
-    ASSERT_TRUE(fd.ok());
-    struct stat st;
-    ASSERT_EQ(0, ::fstat(fd->get(), &st));
-    LoadInfo info;
-    auto idx = store.Load(fd->get(), shard_, Basename(shard_), st, source::Codec::kNone, &info);
-    ASSERT_FALSE(idx.ok());
+    auto idx = test::LoadShardIndex(store, shard_, source::Codec::kNone, &info);
     EXPECT_TRUE(record::IsTooManyRecords(idx.status())) << idx.status();
   }
   // The shard grows by 10 records: the tail walk counts the old ones too.
   WriteBytes(shard_, Framed(50, 10), O_APPEND);
   small.max_records = 55;
-  IndexStore store(small);
-  auto fd = OpenFile(shard_, O_RDONLY);
-  ASSERT_TRUE(fd.ok());
-  struct stat st;
-  ASSERT_EQ(0, ::fstat(fd->get(), &st));
-  LoadInfo info;
-  auto idx = store.Load(fd->get(), shard_, Basename(shard_), st, source::Codec::kNone, &info);
-  ASSERT_FALSE(idx.ok());
-  EXPECT_TRUE(record::IsTooManyRecords(idx.status())) << idx.status();
+  {
+    IndexStore store(small);
+    auto idx = test::LoadShardIndex(store, shard_, source::Codec::kNone, &info);
+    EXPECT_TRUE(record::IsTooManyRecords(idx.status())) << idx.status();
+  }
   small.max_records = 60;
   IndexStore enough(small);
   EXPECT_NE(nullptr, Load(enough, &info));
