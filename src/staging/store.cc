@@ -114,16 +114,18 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir, OpenO
   store->root_ino_ = st.st_ino;
   store->dev_ = st.st_dev;
   store->root_fd_ = std::move(*root);
-  store->node_fd_budget_ = options.node_fds;
-  if (store->node_fd_budget_ == 0) {
+  size_t node_fds = options.node_fds;
+  if (node_fds == 0) {
     struct rlimit rl;
     const size_t limit = ::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY
                              ? 1024 * 8
                              : static_cast<size_t>(rl.rlim_cur);
-    store->node_fd_budget_ = std::clamp<size_t>(limit / 8, 16, 1024);
+    node_fds = std::clamp<size_t>(limit / 8, 16, 1024);
   }
   if (!options.read_only) ReserveJournalSpace(JournalReserveFile(store->dir_));
   MutexLock lock_nodes(&store->mu_);
+  store->fds_.set_limits({.max_count = node_fds});
+  store->write_fds_.set_limits({.max_count = std::max<size_t>(node_fds / 2, 8)});
   store->nodes_[st.st_ino].nlookup = 1;
   return store;
 }
@@ -141,39 +143,18 @@ uint64_t Store::reopens() {
 }
 
 void Store::CacheFd(uint64_t node, NodeFdRef fd) {
-  auto it = fds_.find(node);
-  if (it != fds_.end()) {
-    lru_.splice(lru_.begin(), lru_, it->second.lru);
-    return;
-  }
-  lru_.push_front(node);
-  fds_.emplace(node, CachedFd{std::move(fd), lru_.begin()});
-  while (fds_.size() > node_fd_budget_) {
-    fds_.erase(lru_.back());  // closes once no call uses it
-    lru_.pop_back();
-  }
+  if (fds_.Get(node) != nullptr) return;  // the cached one stays, now the most recent
+  fds_.Put(node, std::move(fd), 0);       // an evicted one closes once no call uses it
 }
 
 void Store::CacheWritable(uint64_t node, NodeFdRef fd) {
-  if (auto it = write_fds_.find(node); it != write_fds_.end()) {
-    write_lru_.erase(it->second.lru);
-    write_fds_.erase(it);
-  }
-  write_lru_.push_front(node);
-  write_fds_.emplace(node, CachedFd{std::move(fd), write_lru_.begin()});
-  while (write_fds_.size() > std::max<size_t>(node_fd_budget_ / 2, 8)) {
-    write_fds_.erase(write_lru_.back());  // closes once no write uses it
-    write_lru_.pop_back();
-  }
+  write_fds_.Put(node, std::move(fd), 0);  // an evicted one closes once no write uses it
 }
 
 absl::StatusOr<std::shared_ptr<const UniqueFd>> Store::WritableFd(uint64_t node) {
   {
     MutexLock lock(&mu_);
-    if (auto it = write_fds_.find(node); it != write_fds_.end()) {
-      write_lru_.splice(write_lru_.begin(), write_lru_, it->second.lru);
-      return it->second.fd;
-    }
+    if (const NodeFdRef* cached = write_fds_.Get(node)) return *cached;
   }
   auto fd = Open(node, O_WRONLY);
   if (!fd.ok()) return fd.status();
@@ -191,10 +172,7 @@ absl::StatusOr<Store::NodeFdRef> Store::NodeFd(uint64_t node) {
     if (node == root_ino_) return NodeFdRef(std::shared_ptr<void>(), &root_fd_);
     auto it = nodes_.find(node);
     if (it == nodes_.end()) return PosixError(ESTALE, "stale staging node");
-    if (auto c = fds_.find(node); c != fds_.end()) {
-      lru_.splice(lru_.begin(), lru_, c->second.lru);
-      return c->second.fd;
-    }
+    if (const NodeFdRef* cached = fds_.Get(node)) return *cached;
     if (it->second.pinned) return it->second.pinned;
     if (it->second.parent == 0) return PosixError(ENOENT, "staged file was removed");
     parent = it->second.parent;
@@ -216,7 +194,7 @@ absl::StatusOr<Store::NodeFdRef> Store::NodeFd(uint64_t node) {
   }
   auto shared = std::make_shared<const UniqueFd>(std::move(fd));
   MutexLock lock(&mu_);
-  if (auto c = fds_.find(node); c != fds_.end()) return c->second.fd;  // another call's
+  if (const NodeFdRef* cached = fds_.Peek(node)) return *cached;  // another call's
   ++reopens_;
   if (nodes_.contains(node)) CacheFd(node, shared);
   return shared;
@@ -279,14 +257,8 @@ void Store::MaybeErase(uint64_t node) {
     if (it == nodes_.end() || it->second.nlookup > 0 || it->second.children > 0) return;
     const uint64_t parent = it->second.parent;
     if (parent != 0) by_name_.erase(Key(parent, it->second.name));
-    if (auto c = fds_.find(node); c != fds_.end()) {
-      lru_.erase(c->second.lru);
-      fds_.erase(c);
-    }
-    if (auto w = write_fds_.find(node); w != write_fds_.end()) {
-      write_lru_.erase(w->second.lru);
-      write_fds_.erase(w);
-    }
+    fds_.Erase(node);
+    write_fds_.Erase(node);
     nodes_.erase(it);
     if (parent == 0) return;
     auto p = nodes_.find(parent);
@@ -303,10 +275,7 @@ void Store::Detach(uint64_t node, NodeFdRef fd) {
   const uint64_t parent = it->second.parent;
   it->second.parent = 0;
   it->second.pinned = std::move(fd);
-  if (auto c = fds_.find(node); c != fds_.end()) {
-    lru_.erase(c->second.lru);
-    fds_.erase(c);
-  }
+  fds_.Erase(node);
   if (auto p = nodes_.find(parent); p != nodes_.end()) {
     --p->second.children;
     MaybeErase(parent);
@@ -428,7 +397,7 @@ absl::StatusOr<struct stat> Store::SetAttr(uint64_t node, int fd, const struct s
     NodeFdRef writable;
     if (fd < 0) {
       MutexLock lock(&mu_);
-      if (auto it = write_fds_.find(node); it != write_fds_.end()) writable = it->second.fd;
+      if (const NodeFdRef* cached = write_fds_.Peek(node)) writable = *cached;
     }
     if (writable) fd = writable->get();
     const int r = fd >= 0 ? ::ftruncate(fd, to.st_size) : ::truncate(proc.c_str(), to.st_size);
