@@ -109,15 +109,19 @@ absl::StatusOr<size_t> PreadUpTo(int fd, void* buf, size_t n, uint64_t offset,
   return done;
 }
 
-absl::Status PreadFull(int fd, void* buf, size_t n, uint64_t offset, absl::string_view path) {
-  auto got = PreadUpTo(fd, buf, n, offset, path);
-  if (!got.ok()) return got.status();
-  if (*got != n) {
-    return absl::OutOfRangeError(absl::StrCat(path, ": unexpected end of file at byte offset ",
-                                              offset + *got, " (wanted ", n, " bytes at ", offset,
-                                              ")"));
+absl::Status ExpectFullRead(const absl::StatusOr<size_t>& read, size_t n, uint64_t offset,
+                            absl::string_view path, absl::string_view what) {
+  if (!read.ok()) return read.status();
+  if (*read != n) {
+    return absl::OutOfRangeError(absl::StrCat(path, ": unexpected end of ", what,
+                                              " at byte offset ", offset + *read, " (wanted ", n,
+                                              " bytes at ", offset, ")"));
   }
   return absl::OkStatus();
+}
+
+absl::Status PreadFull(int fd, void* buf, size_t n, uint64_t offset, absl::string_view path) {
+  return ExpectFullRead(PreadUpTo(fd, buf, n, offset, path), n, offset, path, "file");
 }
 
 absl::Status WriteFull(int fd, const void* buf, size_t n, absl::string_view path) {

@@ -67,6 +67,13 @@ absl::StatusOr<size_t> PreadUpTo(int fd, void* buf, size_t n, uint64_t offset,
 // Reads exactly n bytes or fails (OutOfRange at end of file).
 absl::Status PreadFull(int fd, void* buf, size_t n, uint64_t offset, absl::string_view path);
 
+// PreadFull's verdict on `read`, the result of reading up to `n` bytes at
+// `offset` of `path` (a file, an object: `what` says which): its error, or
+// OutOfRange "<path>: unexpected end of <what> at byte offset ..." when
+// fewer than `n` bytes were there, else OK.
+absl::Status ExpectFullRead(const absl::StatusOr<size_t>& read, size_t n, uint64_t offset,
+                            absl::string_view path, absl::string_view what);
+
 absl::Status WriteFull(int fd, const void* buf, size_t n, absl::string_view path);
 
 // fsync of a directory, so that a rename or unlink inside it is durable.
