@@ -510,23 +510,27 @@ absl::StatusOr<int> Store::Open(uint64_t node, int flags) {
   return fd;
 }
 
+std::optional<uint64_t> Store::KnownNode(uint64_t parent, const std::string& name,
+                                         NodeFdRef* keep) {
+  std::optional<uint64_t> known;
+  {
+    MutexLock lock(&mu_);
+    if (auto it = by_name_.find(Key(parent, name)); it != by_name_.end()) known = it->second;
+  }
+  if (known) {
+    auto fd = NodeFd(*known);
+    if (fd.ok()) *keep = *fd;
+  }
+  return known;
+}
+
 absl::Status Store::Remove(uint64_t parent, absl::string_view name, int flags) {
   if (auto s = CheckName(name); !s.ok()) return s;
   auto pfd = NodeFd(parent);
   if (!pfd.ok()) return pfd.status();
   const std::string n(name);
-  // A known node keeps a descriptor while the kernel still knows it (see
-  // store.h), taken before it goes.
-  std::optional<uint64_t> known;
-  {
-    MutexLock lock(&mu_);
-    if (auto it = by_name_.find(Key(parent, n)); it != by_name_.end()) known = it->second;
-  }
   NodeFdRef keep;
-  if (known) {
-    auto fd = NodeFd(*known);
-    if (fd.ok()) keep = *fd;
-  }
+  const std::optional<uint64_t> known = KnownNode(parent, n, &keep);
   if (::unlinkat((*pfd)->get(), n.c_str(), flags) != 0) return ErrnoError(errno, n);
   if (known) {
     MutexLock lock(&mu_);
@@ -569,15 +573,8 @@ absl::Status Store::Rename(uint64_t parent, absl::string_view name, uint64_t new
     }
   }
   std::optional<uint64_t> target;  // a known node the rename replaces
-  if (!(flags & RENAME_EXCHANGE)) {
-    MutexLock lock(&mu_);
-    if (auto it = by_name_.find(Key(new_parent, b)); it != by_name_.end()) target = it->second;
-  }
   NodeFdRef keep;
-  if (target) {
-    auto fd = NodeFd(*target);
-    if (fd.ok()) keep = *fd;
-  }
+  if (!(flags & RENAME_EXCHANGE)) target = KnownNode(new_parent, b, &keep);
   if (::renameat2((*pfd)->get(), a.c_str(), (*npfd)->get(), b.c_str(), flags) != 0) {
     return ErrnoError(errno, absl::StrCat(a, " -> ", b));
   }

@@ -274,6 +274,11 @@ class Store {
   // Unlinks `node` from its parent (Unlink, Rmdir, replaced by Rename),
   // keeping `fd` open while the kernel still knows it.
   void Detach(uint64_t node, NodeFdRef fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The known node named `name` in `parent`, if any, with its descriptor in
+  // *keep, taken before a removal or a rename over it: a node keeps a
+  // descriptor while the kernel still knows it (the top of this file).
+  std::optional<uint64_t> KnownNode(uint64_t parent, const std::string& name, NodeFdRef* keep)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Unlink / Rmdir (`flags` AT_REMOVEDIR).
   absl::Status Remove(uint64_t parent, absl::string_view name, int flags);
   // Drops `node` if neither the kernel nor a child needs it.
