@@ -347,13 +347,24 @@ TEST_F(GeneratedMountTest, WritesAreRefusedWithErofs) {
   EXPECT_EQ(StatErrno(M("newdir")), ENOENT);
 }
 
+// A dataset generated with `seed` in tmp's src, the tree a mount of it
+// shows, and how many files and folders that tree has.
+struct GeneratedSource {
+  GeneratedSource(TempDir& tmp, uint64_t seed)
+      : src(tmp.Subdir("src")), expected(WriteDataset(src, seed).Expected()) {
+    for (const auto& [rel, node] : expected) (node.is_dir ? dirs : files) += 1;
+  }
+  const std::string src;
+  const ExpectedTree expected;
+  size_t files = 0, dirs = 0;
+};
+
 // -o options that change how bytes are served give the same bytes.
 TEST(GeneratedMountOptionsTest, NoSpliceAndSingleThreadedServeTheSameBytes) {
   TFRFS_SKIP_WITHOUT_FUSE();
   TempDir tmp;
-  const std::string src = tmp.Subdir("src");
-  const GenDataset ds = WriteDataset(src, kSeed + 2);
-  const ExpectedTree expected = ds.Expected();
+  const GeneratedSource d(tmp, kSeed + 2);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
   for (const std::vector<std::string>& opts :
        {std::vector<std::string>{"-o", "nosplice,cache_records=2"},
         std::vector<std::string>{"-s", "-o", "timeout=0"},
@@ -361,11 +372,11 @@ TEST(GeneratedMountOptionsTest, NoSpliceAndSingleThreadedServeTheSameBytes) {
         std::vector<std::string>{"-o", "cache_mb=1,cache_records=100000"}}) {
     SCOPED_TRACE(opts.back());
     Mount m;
-    const std::string err = m.Start({src}, opts);
+    const std::string err = m.Start({d.src}, opts);
     ASSERT_EQ(err, "") << err;
     auto walked = WalkTree(m.mountpoint());
     EXPECT_TRUE(RemoveEmptyStaging(&walked));
-    EXPECT_EQ(CompareTrees(expected, walked), 0u);
+    EXPECT_EQ(CompareTrees(d.expected, walked), 0u);
     std::string stop_err;
     EXPECT_EQ(m.Stop(&stop_err), 0) << stop_err;
   }
@@ -386,17 +397,14 @@ size_t CountOpcode(const std::string& log, const std::string& name) {
 TEST(GeneratedMountOptionsTest, KernelOpensDirectoriesUnlessAskedNotTo) {
   TFRFS_SKIP_WITHOUT_FUSE();
   TempDir tmp;
-  const std::string src = tmp.Subdir("src");
-  const GenDataset ds = WriteDataset(src, kSeed + 3);
-  const ExpectedTree expected = ds.Expected();
-  size_t dirs = 0;
-  for (const auto& [rel, node] : expected) dirs += node.is_dir;
+  const GeneratedSource d(tmp, kSeed + 3);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
   for (const bool skip : {true, false}) {
     SCOPED_TRACE(skip ? "default" : "-o opendir");
     Mount m;
     std::vector<std::string> opts = {"-d"};
     if (!skip) opts.insert(opts.end(), {"-o", "opendir"});
-    ASSERT_EQ(m.Start({src}, opts), "");
+    ASSERT_EQ(m.Start({d.src}, opts), "");
     // Staging listings have no handle to lean on when the kernel opens
     // directories: they must still follow creates and removals.
     const std::string rec = m.path(std::string(Mount::kStagingName) + "/r");
@@ -414,7 +422,7 @@ TEST(GeneratedMountOptionsTest, KernelOpensDirectoriesUnlessAskedNotTo) {
 
     auto walked = WalkTree(m.mountpoint());
     EXPECT_TRUE(RemoveEmptyStaging(&walked));
-    EXPECT_EQ(CompareTrees(expected, walked), 0u);
+    EXPECT_EQ(CompareTrees(d.expected, walked), 0u);
     // Counted once the daemon is gone: the kernel sends RELEASEDIR in the
     // background, so the last few may not be logged when the walk returns.
     std::string stop_err;
@@ -424,8 +432,8 @@ TEST(GeneratedMountOptionsTest, KernelOpensDirectoriesUnlessAskedNotTo) {
       EXPECT_LE(CountOpcode(log, "OPENDIR"), 1u);
       EXPECT_EQ(CountOpcode(log, "RELEASEDIR"), 0u);
     } else {
-      EXPECT_GE(CountOpcode(log, "OPENDIR"), dirs);
-      EXPECT_GE(CountOpcode(log, "RELEASEDIR"), dirs);
+      EXPECT_GE(CountOpcode(log, "OPENDIR"), d.dirs);
+      EXPECT_GE(CountOpcode(log, "RELEASEDIR"), d.dirs);
     }
   }
 }
@@ -470,15 +478,14 @@ TEST(GeneratedMountOptionsTest, WalkOfALargeShardNeedsNoLookups) {
 TEST(GeneratedMountOptionsTest, LsLongAsksNoAttributesPerEntry) {
   TFRFS_SKIP_WITHOUT_FUSE();
   TempDir tmp;
-  const std::string src = tmp.Subdir("src");
-  const GenDataset ds = WriteDataset(src, kSeed + 6);
-  const ExpectedTree expected = ds.Expected();
-  const size_t entries = expected.size();
+  const GeneratedSource d(tmp, kSeed + 6);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
+  const size_t entries = d.expected.size();
   ASSERT_GT(entries, 50u);
   const std::string first_record = std::string(kShardTwelve) + "/00";
-  ASSERT_TRUE(expected.count(first_record) && expected.at(first_record).is_dir) << first_record;
+  ASSERT_TRUE(d.expected.count(first_record) && d.expected.at(first_record).is_dir) << first_record;
   Mount m;
-  ASSERT_EQ(m.Start({src}, {"-d", "-o", "ro"}), "");
+  ASSERT_EQ(m.Start({d.src}, {"-d", "-o", "ro"}), "");
   CommandResult ls = RunCommand({"ls", "-lR", m.mountpoint()});
   ASSERT_EQ(ls.exit_code, 0) << ls.err;
   EXPECT_EQ(ls.err, "");
@@ -538,13 +545,16 @@ FileOpCounts WalkShardsCountingOps(const Mount& m, const ExpectedTree& expected)
 // inodes between two walks (seen in CI: 10 READs after 2604), so the READs
 // of the warm walk must stay under a tenth of those of the two walks before
 // it; a cache dropped at every open re-reads half of them.
+void ExpectWarmReadsFromThePageCache(const FileOpCounts& first, const FileOpCounts& second) {
+  ASSERT_GE(second.read, first.read);
+  EXPECT_LT((second.read - first.read) * 10, first.read)
+      << "warm reads reached the daemon; before the warm walk: " << first << "; after: " << second;
+}
 void ExpectWarmWalkServedByTheKernel(const FileOpCounts& first, const FileOpCounts& second) {
   EXPECT_EQ(second.open, first.open) << second;
   EXPECT_EQ(second.flush, first.flush) << second;
   EXPECT_EQ(second.release, 0u) << second;
-  ASSERT_GE(second.read, first.read);
-  EXPECT_LT((second.read - first.read) * 10, first.read)
-      << "warm reads reached the daemon; before the warm walk: " << first << "; after: " << second;
+  ExpectWarmReadsFromThePageCache(first, second);
 }
 
 // On a read-only mount the kernel opens files itself (ENOSYS to the first
@@ -557,13 +567,10 @@ void ExpectWarmWalkServedByTheKernel(const FileOpCounts& first, const FileOpCoun
 TEST(GeneratedMountOptionsTest, ReadOnlyMountOpensFilesWithoutTheDaemon) {
   TFRFS_SKIP_WITHOUT_FUSE();
   TempDir tmp;
-  const std::string src = tmp.Subdir("src");
-  const GenDataset ds = WriteDataset(src, kSeed + 4);
-  ExpectedTree expected = ds.Expected();
-  size_t files = 0;
-  for (const auto& [rel, node] : expected) files += !node.is_dir;
-  // A record an earlier mount left staged, straight in the store.
+  const GeneratedSource d(tmp, kSeed + 4);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
   const std::string store = tmp.Subdir("store"), out = tmp.Subdir("out");
+  // A record an earlier mount left staged, straight in the store.
   ASSERT_EQ(::mkdir(staging::RecordsDir(store).c_str(), 0755), 0);
   ASSERT_EQ(::mkdir((staging::RecordsDir(store) + "/r").c_str(), 0755), 0);
   WriteWholeFile(staging::RecordsDir(store) + "/r/label", "7\n");
@@ -571,20 +578,20 @@ TEST(GeneratedMountOptionsTest, ReadOnlyMountOpensFilesWithoutTheDaemon) {
   for (const bool always_open : {false, true}) {
     SCOPED_TRACE(always_open ? "-o ro,open" : "-o ro");
     Mount m;
-    ASSERT_EQ(m.Start({src}, {"-d", "-o", "staging_dir=" + store + ",output_dir=" + out, "-o",
-                              always_open ? "ro,open" : "ro"}),
+    ASSERT_EQ(m.Start({d.src}, {"-d", "-o", "staging_dir=" + store + ",output_dir=" + out, "-o",
+                                always_open ? "ro,open" : "ro"}),
               "");
     auto walked = WalkTree(m.mountpoint());
     ASSERT_EQ(walked.count("staging/r/label"), 1u);
     EXPECT_EQ(walked["staging/r/label"].content, "7\n");  // read without a handle
     for (const char* rel : {"staging/r/label", "staging/r", "staging"}) walked.erase(rel);
-    EXPECT_EQ(CompareTrees(expected, walked), 0u);
+    EXPECT_EQ(CompareTrees(d.expected, walked), 0u);
     // Again, without staging (its attributes time out after a second).
-    auto walk_shards = [&] { return WalkShardsCountingOps(m, expected); };
+    auto walk_shards = [&] { return WalkShardsCountingOps(m, d.expected); };
     const FileOpCounts first = walk_shards();
     const FileOpCounts second = walk_shards();
     if (always_open) {
-      EXPECT_GE(first.open, files);
+      EXPECT_GE(first.open, d.files);
       EXPECT_GT(second.open, first.open);
     } else {
       EXPECT_LE(first.open, 1u);
@@ -628,11 +635,8 @@ TEST(GeneratedMountOptionsTest, ReadOnlyMountOpensFilesWithoutTheDaemon) {
 TEST(GeneratedMountOptionsTest, ReadWriteMountAsksForEveryOpenAndReadsFromThePageCache) {
   TFRFS_SKIP_WITHOUT_FUSE();
   TempDir tmp;
-  const std::string src = tmp.Subdir("src");
-  const GenDataset ds = WriteDataset(src, kSeed + 5);
-  ExpectedTree expected = ds.Expected();
-  size_t files = 0;
-  for (const auto& [rel, node] : expected) files += !node.is_dir;
+  const GeneratedSource d(tmp, kSeed + 5);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
   const std::string store = tmp.Subdir("store"), out = tmp.Subdir("out");
 
   for (const bool always_open : {false, true}) {
@@ -640,18 +644,15 @@ TEST(GeneratedMountOptionsTest, ReadWriteMountAsksForEveryOpenAndReadsFromThePag
     Mount m;
     const std::string opts = "staging_dir=" + store + ",output_dir=" + out + ",prefix=p" +
                              (always_open ? "1,open" : "0");
-    ASSERT_EQ(m.Start({src}, {"-d", "-o", opts}), "");
-    auto walk_shards = [&] { return WalkShardsCountingOps(m, expected); };
+    ASSERT_EQ(m.Start({d.src}, {"-d", "-o", opts}), "");
+    auto walk_shards = [&] { return WalkShardsCountingOps(m, d.expected); };
     const FileOpCounts first = walk_shards();
     const FileOpCounts second = walk_shards();
-    EXPECT_GE(first.open, files);
+    EXPECT_GE(first.open, d.files);
     EXPECT_GT(second.open, first.open);
     EXPECT_EQ(second.flush, 0u) << "shard files are opened FOPEN_NOFLUSH";
-    ASSERT_GE(second.read, first.read);
-    EXPECT_LT((second.read - first.read) * 10, first.read)
-        << "warm reads reached the daemon; before the warm walk: " << first
-        << "; after: " << second;
-    for (const auto& [rel, node] : expected) {
+    ASSERT_NO_FATAL_FAILURE(ExpectWarmReadsFromThePageCache(first, second));
+    for (const auto& [rel, node] : d.expected) {
       if (node.is_dir) continue;
       const int rdwr = ::open(m.path(rel).c_str(), O_RDWR);
       EXPECT_LT(rdwr, 0) << rel << " opened for writing";

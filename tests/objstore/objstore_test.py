@@ -20,6 +20,9 @@ import tempfile
 import unittest
 import zlib
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
+import tfrecord_check as tc  # noqa: E402
+
 BIN = os.environ.get("TFRECORDFS_BIN", "")
 GEN = os.environ.get("TFRECORDFS_GEN", "")
 SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "object_server.py")
@@ -35,17 +38,6 @@ KEY, SECRET = "AKIDTFRECORDFSTEST", "c2VjcmV0IHRoYXQgaXMgbm90IGxvZ2dlZA"
 def run(*args, env=None):
     return subprocess.run([BIN, *args], capture_output=True, text=True, timeout=240,
                           env=env)
-
-
-def tree(root):
-    out = {}
-    for d, dirs, files in os.walk(root):
-        dirs.sort()
-        for f in sorted(files):
-            p = os.path.join(d, f)
-            with open(p, "rb") as fh:
-                out[os.path.relpath(p, root)] = fh.read()
-    return out
 
 
 class Server:
@@ -239,7 +231,7 @@ class ObjectStoreTest(unittest.TestCase):
         remote, r = self.mount("s3://b/data/", "-o", "inflate_cache_mb=2",
                                env=self.s3_env(server))
         self.assertIn("read-only", r.stderr)
-        a, b = tree(local), tree(remote)
+        a, b = tc.read_tree(local), tc.read_tree(remote)
         expect = {}
         for k, v in a.items():
             top = k.split("/")[0]

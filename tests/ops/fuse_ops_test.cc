@@ -890,6 +890,18 @@ class CreateTest : public ::testing::Test {
   }
 
   // Makes the record folder staging/r through `ops`; its node in *record.
+  // Makes staging/r (*rec) and creates `label` in it (*label) as the kernel
+  // does when it opens files itself: no handle (no RELEASE would ever close
+  // one), and a write without one.
+  static void CreateLabelWithoutHandle(Ops& ops, fuse_ino_t* rec, fuse_ino_t* label) {
+    ASSERT_NO_FATAL_FAILURE(MakeRecordFolder(ops, rec));
+    CreateReply c = DoCreate(ops, *rec, "label", 0644, O_WRONLY | O_CREAT | O_EXCL);
+    ASSERT_EQ(0, c.err);
+    EXPECT_EQ(0u, c.fh) << "no RELEASE would ever close a CREATE handle";
+    EXPECT_EQ(0, DoWrite(ops, c.entry.ino, 0, "3\n", 0).err);
+    *label = c.entry.ino;
+  }
+
   static void MakeRecordFolder(Ops& ops, fuse_ino_t* record) {
     const EntryReply staging = DoLookup(ops, FUSE_ROOT_ID, "staging");
     ASSERT_EQ(0, staging.err);
@@ -1261,13 +1273,9 @@ TEST_F(CreateTest, NegotiatedOpensAreLeftToTheKernel) {
   EXPECT_FALSE(conn.want & FUSE_CAP_READDIRPLUS_AUTO) << "a walk would LOOKUP every record folder";
   EXPECT_FALSE(conn.want & FUSE_CAP_ATOMIC_O_TRUNC) << "O_TRUNC must arrive as SETATTR";
 
-  fuse_ino_t rec = 0;
-  ASSERT_NO_FATAL_FAILURE(MakeRecordFolder(ops, &rec));
-  CreateReply c = DoCreate(ops, rec, "label", 0644, O_WRONLY | O_CREAT | O_EXCL);
-  ASSERT_EQ(0, c.err);
-  EXPECT_EQ(0u, c.fh) << "no RELEASE would ever close a CREATE handle";
-  EXPECT_EQ(0, DoWrite(ops, c.entry.ino, 0, "3\n", 0).err);
-  EXPECT_EQ(ENOSYS, DoFlush(ops, c.entry.ino, 0));
+  fuse_ino_t rec = 0, label = 0;
+  ASSERT_NO_FATAL_FAILURE(CreateLabelWithoutHandle(ops, &rec, &label));
+  EXPECT_EQ(ENOSYS, DoFlush(ops, label, 0));
   EXPECT_EQ(ENOSYS, DoOpenDir(ops, rec).err);
 
   // Every OPEN that passes its checks answers ENOSYS and keeps nothing open.
@@ -1275,12 +1283,12 @@ TEST_F(CreateTest, NegotiatedOpensAreLeftToTheKernel) {
   ASSERT_NE(0u, shard_file);
   // One of each first: the staging store and the shard cache keep their own
   // descriptors of what was opened once.
-  EXPECT_EQ(ENOSYS, DoOpen(ops, c.entry.ino, O_RDONLY).err);
+  EXPECT_EQ(ENOSYS, DoOpen(ops, label, O_RDONLY).err);
   EXPECT_EQ(ENOSYS, DoOpen(ops, shard_file, O_RDONLY).err);
   const size_t fds = OpenDescriptors();
   for (int i = 0; i < 50; ++i) {
-    EXPECT_EQ(ENOSYS, DoOpen(ops, c.entry.ino, O_RDONLY).err);
-    EXPECT_EQ(ENOSYS, DoOpen(ops, c.entry.ino, O_WRONLY).err);
+    EXPECT_EQ(ENOSYS, DoOpen(ops, label, O_RDONLY).err);
+    EXPECT_EQ(ENOSYS, DoOpen(ops, label, O_WRONLY).err);
     EXPECT_EQ(ENOSYS, DoOpen(ops, shard_file, O_RDONLY).err);
   }
   EXPECT_EQ(fds, OpenDescriptors()) << "handles of ENOSYS opens were kept";
@@ -1303,10 +1311,10 @@ TEST_F(CreateTest, NegotiatedOpensAreLeftToTheKernel) {
   EXPECT_FALSE(old_ops.negotiated.no_open.load());
   EXPECT_FALSE(old_ops.negotiated.no_opendir.load());
   EXPECT_FALSE(old_kernel.want & FUSE_CAP_NO_OPEN_SUPPORT);
-  OpenReply o = DoOpen(old_ops, c.entry.ino, O_RDONLY);
+  OpenReply o = DoOpen(old_ops, label, O_RDONLY);
   ASSERT_EQ(0, o.err);
   EXPECT_NE(0u, o.fh);
-  EXPECT_EQ(0, DoFlush(old_ops, c.entry.ino, o.fh));
+  EXPECT_EQ(0, DoFlush(old_ops, label, o.fh));
   old_ops.fs->Release(o.fh);
   OpenReply d = DoOpenDir(old_ops, rec);
   ASSERT_EQ(0, d.err);
@@ -1353,25 +1361,21 @@ TEST_F(CreateTest, ReadWriteMountsAnswerEveryOpenButKeepNoStagingHandles) {
     }
   }
 
-  fuse_ino_t rec = 0;
-  ASSERT_NO_FATAL_FAILURE(MakeRecordFolder(ops, &rec));
-  CreateReply c = DoCreate(ops, rec, "label", 0644, O_WRONLY | O_CREAT | O_EXCL);
-  ASSERT_EQ(0, c.err);
-  EXPECT_EQ(0u, c.fh) << "a staging file written without a handle";
-  EXPECT_EQ(0, DoWrite(ops, c.entry.ino, 0, "3\n", 0).err);
-  EXPECT_EQ(EINVAL, DoWrite(ops, c.entry.ino, 0, "x\n", 2).err) << "checked at write()";
+  fuse_ino_t rec = 0, label = 0;
+  ASSERT_NO_FATAL_FAILURE(CreateLabelWithoutHandle(ops, &rec, &label));
+  EXPECT_EQ(EINVAL, DoWrite(ops, label, 0, "x\n", 2).err) << "checked at write()";
   const size_t fds = OpenDescriptors();
   for (int i = 0; i < 50; ++i) {
     for (int flags : {O_RDONLY, O_RDWR, O_WRONLY}) {
-      const OpenReply o = DoOpen(ops, c.entry.ino, flags);
+      const OpenReply o = DoOpen(ops, label, flags);
       ASSERT_EQ(0, o.err) << flags;
       EXPECT_EQ(0u, o.fh) << flags;
       EXPECT_TRUE(o.noflush) << flags;
     }
   }
   EXPECT_EQ(fds, OpenDescriptors()) << "handles of staging opens were kept";
-  EXPECT_EQ("3\n", DoRead(ops, c.entry.ino, 16, 0, 0).data.data);
-  EXPECT_EQ(0, DoFlush(ops, c.entry.ino, 0));
+  EXPECT_EQ("3\n", DoRead(ops, label, 16, 0, 0).data.data);
+  EXPECT_EQ(0, DoFlush(ops, label, 0));
 }
 
 // What a caller makes in staging/ is the caller's when the daemon is root
