@@ -19,6 +19,9 @@ inline constexpr int kExitOk = 0;
 // pack that failed or left records staged.
 inline constexpr int kExitFailed = 1;
 inline constexpr int kExitUsage = 2;  // a usage error: nothing was done
+// status, commit: MOUNTPOINT is not a live tfrecordfs mount of this user
+// (or, for commit, not a read-write one), or cannot be read.
+inline constexpr int kExitNotMounted = 3;
 
 // Prints "tfrecordfs CMD: MESSAGE" and the --help hint to stderr (no CMD:
 // "tfrecordfs: MESSAGE", the mount's); returns kExitUsage.
@@ -39,6 +42,12 @@ int PackMain(int argc, char** argv);
 
 // `tfrecordfs unmount MOUNTPOINT` (unmount_cmd.cc)
 int UnmountMain(int argc, char** argv);
+
+// `tfrecordfs commit [--timeout S] MOUNTPOINT` (commit_cmd.cc): the edits
+// of a live mount written into its shards without unmounting. Exits 0, 1
+// when a shard was not committed, 2 on a usage error, 3 when MOUNTPOINT is
+// not a live read-write mount of this user.
+int CommitMain(int argc, char** argv);
 
 // `tfrecordfs status [--json] MOUNTPOINT` (status_cmd.cc): what is staged,
 // what the pack would leave staged and why, where the daemon logs. Exits 0,

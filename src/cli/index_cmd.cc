@@ -28,6 +28,7 @@
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/index/index_store.h"
+#include "tfrecordfs/scan/objects.h"
 #include "tfrecordfs/scan/scan.h"
 
 namespace tfrecordfs::cli {
@@ -43,10 +44,11 @@ that only grew is walked from its old end.
 
 Options:
   --beside          save each index beside its shard, <shard>.tfri (the
-                    shard's directory must be writable): every later mount
-                    of the shards, on any machine, loads it unless mounted
-                    with -o nobeside, and the mount does not show it; the
-                    per-user cache is then left alone
+                    shard's directory must be writable; for an object, a
+                    PUT of <object>.tfri into its bucket): every later
+                    mount of the shards, on any machine, loads it unless
+                    mounted with -o nobeside, and the mount does not show
+                    it; the per-user cache is then left alone
   --index-dir PATH  save the indexes under PATH, laid out like the mount
                     (PATH/<path in the mount>.tfri), for mounts with
                     -o index_dir=PATH, e.g. on storage that many machines
@@ -237,7 +239,10 @@ int IndexMain(int argc, char** argv) {
   for (const auto& [dir, failure] : unwritable_dirs) {
     log::Error("cannot write indexes beside the shards in ", dir, " (", failure.second,
                " shard(s)): ", failure.first,
-               "; is the directory writable? --index-dir PATH keeps them elsewhere");
+               scan::IsObjectUrl(dir)
+                   ? "; may these credentials write into the bucket? Without --beside the "
+                     "indexes go to the per-user cache"
+                   : "; is the directory writable? --index-dir PATH keeps them elsewhere");
   }
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

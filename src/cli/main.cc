@@ -13,7 +13,7 @@ int main(int argc, char** argv) {
       {"pack", cli::PackMain},       {"unmount", cli::UnmountMain}, {"index", cli::IndexMain},
       {"count", cli::CountMain},     {"schema", cli::SchemaMain},   {"show", cli::ShowMain},
       {"verify", cli::VerifyMain},   {"status", cli::StatusMain},   {"repair", cli::RepairMain},
-      {"reshard", cli::ReshardMain},
+      {"reshard", cli::ReshardMain}, {"commit", cli::CommitMain},
   };
   if (argc >= 2) {
     for (const Command& c : kCommands) {

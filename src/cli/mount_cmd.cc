@@ -4,13 +4,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -103,6 +106,13 @@ class Mount {
   int PackOnUnmount();
 
  private:
+  // `tfrecordfs commit` asks by SIGUSR1 (blocked in every thread; this one
+  // thread waits for it), until `stop_committer_`.
+  void CommitLoop();
+  void CommitNow(uint64_t seq);
+  std::atomic<bool> stop_committer_{false};
+  std::thread committer_;
+
   // A failed mount leaves no store behind that it created itself.
   int Fail();
 
@@ -116,6 +126,8 @@ class Mount {
   std::optional<index::IndexStore> index_store_;
   // Records deleted from the shards (null: a read-only mount).
   std::unique_ptr<staging::DeletionList> deletions_;
+  // Records of the shards being edited or added (null: a read-only mount).
+  std::unique_ptr<staging::Store> edits_;
   std::unique_ptr<vfs::Filesystem> fs_;
 };
 
@@ -207,8 +219,20 @@ std::optional<int> Mount::OpenStore() {
       return Fail();
     }
     deletions_ = *std::move(list);
-    for (const std::string& line : repack::RecoverRewrites(deletions_.get())) log::Info(line);
+    // Records of the shards being edited or added (staging/edits.h).
+    auto edits =
+        staging::Store::Open(staging::EditsStoreDir(store_->dir()), {.reserve_journal = false});
+    if (!edits.ok()) {
+      log::Error("cannot open the edit store: ", edits.status().message());
+      return Fail();
+    }
+    edits_ = *std::move(edits);
+    for (const std::string& line :
+         repack::RecoverRewrites(deletions_.get(), edits_->records_dir())) {
+      log::Info(line);
+    }
     cli_.vfs.deletions = deletions_.get();
+    cli_.vfs.edits = edits_.get();
   }
   cli_.vfs.staging = store_.get();
   return std::nullopt;
@@ -258,13 +282,23 @@ std::optional<int> Mount::Serve() {
             staging ? store_->dir() : "", cli_.read_only ? " (read-only)" : "");
   const std::string store_dir = staging ? store_->dir() : cli_.staging_dir;
   bool served = false;
+  // SIGUSR1 (`tfrecordfs commit`) is blocked in every thread from here on,
+  // the FUSE workers included, and waited for by the committer.
+  sigset_t usr1;
+  sigemptyset(&usr1);
+  sigaddset(&usr1, SIGUSR1);
+  pthread_sigmask(SIG_BLOCK, &usr1, nullptr);
   cli_.session.on_ready = [&] {
     served = true;
+    // After the detach (a fork keeps no threads).
+    if (deletions_ != nullptr) committer_ = std::thread([this] { CommitLoop(); });
     auto s = WriteMountRecord({mnt_real_, store_dir, static_cast<long>(::getpid()), cli_.read_only,
                                cli_.log_path, log_start_, staging ? cli_.vfs.staging_name : ""});
     if (!s.ok()) log::Warning("tfrecordfs unmount will not find this mount: ", s.message());
   };
   absl::Status s = fuse::RunSession(fs_.get(), cli_.session);
+  stop_committer_ = true;
+  if (committer_.joinable()) committer_.join();
   if (!s.ok()) {
     log::Error(s.message());
     if (!served) return Fail();
@@ -272,6 +306,39 @@ std::optional<int> Mount::Serve() {
     return kExitFailed;
   }
   return std::nullopt;
+}
+
+void Mount::CommitLoop() {
+  sigset_t usr1;
+  sigemptyset(&usr1);
+  sigaddset(&usr1, SIGUSR1);
+  uint64_t seq = 0;
+  while (!stop_committer_) {
+    const struct timespec tick = {0, 200 * 1000 * 1000};
+    if (::sigtimedwait(&usr1, nullptr, &tick) == SIGUSR1) CommitNow(++seq);
+  }
+}
+
+void Mount::CommitNow(uint64_t seq) {
+  log::Info("commit requested (tfrecordfs commit)");
+  auto rewritten = fs_->Commit(/*reopen=*/true);
+  std::string text;
+  bool ok = rewritten.ok();
+  if (!rewritten.ok()) {
+    text = absl::StrCat(rewritten.status().message(), "\n");
+  } else if (rewritten->empty()) {
+    text = "nothing to commit: no record of the mounted shards is edited, added or deleted\n";
+  } else {
+    for (const auto& r : *rewritten) ok = ok && r.status.ok();
+    text = repack::RewriteSummary(*rewritten);
+  }
+  ok ? log::Info(text) : log::Error(text);
+  // Refreshed after the commit: the other `commit` callers wait for it.
+  const std::string report = absl::StrCat("commit ", ::getpid(), ".", seq, "\n",
+                                          ok ? kResultOk : "result: failed", "\n", text);
+  if (auto w = WriteFileAtomically(staging::CommitReportFile(store_->dir()), report); !w.ok()) {
+    log::Error("cannot write the commit report: ", w.message());
+  }
 }
 
 int Mount::PackOnUnmount() {
@@ -312,20 +379,28 @@ int Mount::PackOnUnmount() {
   }
   std::string text = absl::StrCat(result, "\n", report.Summary());
   int exit_code = report.status.ok() && report.left.empty() ? kExitOk : kExitFailed;
-  // Then the shards with deleted records are rewritten without them.
+  // Then the shards with deleted, edited or added records are rewritten.
   if (deletions_ != nullptr && !deletions_->Snapshot().empty()) {
-    absl::flat_hash_map<std::string, repack::ShardToRewrite> mounted;
-    for (const vfs::MountedShard& shard : fs_->shards()) {
-      mounted[shard.index->path()] = {shard.source.get(), &shard.index->offsets(),
-                                      shard.index->codec()};
+    auto committed = fs_->Commit(/*reopen=*/false);
+    std::vector<repack::RewrittenShard> rewritten;
+    if (committed.ok()) rewritten = *std::move(committed);
+    // Indexes of the old shards: the cached one is dropped, and one beside
+    // the shard (`tfrecordfs index --beside`) removed; the next mount walks
+    // the new shard once and caches it.
+    for (const repack::RewrittenShard& r : rewritten) {
+      if (!r.status.ok()) continue;
+      index_store_->Drop(r.path);
+      const std::string beside = index::IndexStore::BesidePath(r.path);
+      if (::unlink(beside.c_str()) == 0) {
+        log::Info("removed ", beside,
+                  ", the index of the shard before its rewrite (`tfrecordfs "
+                  "index --beside` writes a new one)");
+      }
     }
-    const auto rewritten = repack::ApplyDeletions(deletions_.get(), [&](const std::string& path) {
-      auto it = mounted.find(path);
-      return it == mounted.end() ? nullptr : &it->second;
-    });
-    const std::string summary = repack::RewriteSummary(rewritten);
+    const std::string summary = committed.ok() ? repack::RewriteSummary(rewritten)
+                                               : absl::StrCat(committed.status().message(), "\n");
     absl::StrAppend(&text, summary);
-    bool all_ok = true;
+    bool all_ok = committed.ok();
     for (const auto& r : rewritten) all_ok = all_ok && r.status.ok();
     if (all_ok) {
       log::Info(summary);
@@ -349,6 +424,7 @@ int Mount::PackOnUnmount() {
 int MountMain(int argc, char** argv) {
   CliOptions cli;
   if (auto stop = ParseMountCommandLine(argc, argv, &cli)) return *stop;
+  scan::SetDefaultObjectOptions(cli.objects);  // vfs::Options does not carry them
   Mount mount(std::move(cli));
   if (auto stop = mount.Prepare()) return *stop;
   if (auto stop = mount.OpenStore()) return *stop;

@@ -226,6 +226,21 @@ constexpr MountOption kMountOptions[] = {
        cli->index_beside = false;
        return "";
      }},
+    {"no_sign_request", "",
+     "s3:// and gs:// SOURCEs: send every request anonymously, whatever credentials are "
+     "configured (public buckets; the aws CLI's --no-sign-request)",
+     [](absl::string_view, CliOptions* cli) -> std::string {
+       cli->objects.no_sign_request = true;
+       return "";
+     }},
+    {"gcs_token_file", "PATH",
+     "gs:// SOURCEs: send the OAuth access token in PATH (what `gcloud auth "
+     "print-access-token` prints), read again whenever the file changes",
+     [](absl::string_view v, CliOptions* cli) -> std::string {
+       if (v.empty()) return "gcs_token_file needs a file";
+       cli->objects.gcs_token_file = std::string(v);
+       return "";
+     }},
     {"nosplice", "", "copy read data instead of splicing it from shards",
      [](absl::string_view, CliOptions* cli) -> std::string {
        cli->session.ops.splice = false;
@@ -580,6 +595,7 @@ std::optional<int> ParseMountCommandLine(int argc, char** argv, CliOptions* cli)
   cli->index_dir = AbsolutePath(cli->index_dir);
   cli->pack.output_dir = AbsolutePath(cli->pack.output_dir);
   cli->log_path = AbsolutePath(cli->log_path);
+  cli->objects.gcs_token_file = AbsolutePath(cli->objects.gcs_token_file);
   cli->session.mountpoint = cli->positional.back();
   cli->positional.pop_back();
   cli->vfs.sources = cli->positional;

@@ -18,6 +18,7 @@
 #include "tfrecordfs/index/index_store.h"
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/repack/pack.h"
+#include "tfrecordfs/scan/object_access.h"
 #include "tfrecordfs/source/shard_source.h"
 #include "tfrecordfs/vfs/filesystem.h"
 
@@ -42,6 +43,10 @@ struct CliOptions {
   uint64_t max_records = record::kDefaultMaxRecords;   // -o max_shard_records
   std::optional<source::Codec> compression;            // -o compression; unset: the sources'
   std::string log_path;  // -o log (default: DefaultLogPath when detached)
+  // -o no_sign_request, -o gcs_token_file (made absolute): how s3:// and
+  // gs:// SOURCEs are reached (scan::SetDefaultObjectOptions hands them to
+  // the mount's scan).
+  scan::ObjectOptions objects;
 };
 
 // Parses the mount's command line (argv[0] is the program) into *cli:

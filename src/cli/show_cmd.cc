@@ -177,7 +177,7 @@ int ShowMain(int argc, char** argv) {
     wanted.push_back(r);
   }
   const std::string& path = positional[0];
-  auto shard = scan::ScanOne(path, tool.store());
+  auto shard = scan::ScanOne(path, tool.store(), tool.objects());
   if (!shard.ok()) return tool.Fail(shard.status());
   source::BlockCache cache(32 << 20);
   auto src = scan::OpenShard(*shard, &cache);

@@ -20,18 +20,22 @@
 #include <cerrno>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "src/cli/commands.h"
 #include "src/cli/json_writer.h"
 #include "src/cli/runtime.h"
 #include "src/cli/toolbox.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/staging/deletions.h"
+#include "tfrecordfs/staging/edits.h"
+#include "tfrecordfs/staging/layout.h"
 #include "tfrecordfs/staging/store.h"
 
 namespace tfrecordfs::cli {
@@ -44,9 +48,10 @@ staged record (a folder directly in staging/) and whether the pack on unmount
 would take it or leave it staged, and why (a write the checks refused, a file
 that does not parse, two files for one feature...); files directly in
 staging/, which are no record; and where the daemon logs, with how many
-warnings and errors it logged since it mounted; and the records deleted
-from the mounted shards (rm -r SHARD/RECORD), per shard, which the unmount
-removes from them.
+warnings and errors it logged since it mounted; and, per shard, the records
+of the mounted shards edited through the mount, the records added to them
+(mkdir or cp -r into a shard folder) and the records deleted from them
+(rm -r SHARD/RECORD), which the unmount writes into the shards.
 
 The reasons come from the daemon, checked with the kinds of the mounted
 shards as the pack will check them: every staged record is read once. A
@@ -58,8 +63,10 @@ Options:
                when the daemon keeps no log file), log_warnings, log_errors,
                records [{name, ok, reason (null when ok)}], loose_files
                [{name, reason}], staged (records), refused (records the pack
-               would leave), deleted [{shard, records}] (records deleted
-               from the shards, removed from them at unmount)
+               would leave), edited [{shard, records}] (record indexes),
+               added [{shard, records}] (folder names), deleted [{shard,
+               records}] (record indexes): what the unmount writes into the
+               shards
   -h, --help   show this help and exit
 
 Exit status: 0 when the pack would take every staged record (or nothing is
@@ -67,9 +74,6 @@ staged), 1 when a staged record or a loose file would stay staged (the
 unmount would exit 1), 2 on a usage error, 3 when MOUNTPOINT is not a live
 tfrecordfs mount of this user or its staging folder cannot be read.
 )";
-
-// MOUNTPOINT is not a live tfrecordfs mount of this user, or cannot be read.
-constexpr int kExitNotMounted = 3;
 
 struct StagedEntry {
   std::string name;
@@ -89,6 +93,10 @@ struct MountStatus {
   // Section "deleted": records deleted from the shards, pending their
   // rewrite at unmount (the store's deletion list, staging/deletions.h).
   staging::Deletions deleted;
+  // Sections "edited" and "added": records of the shards changed through
+  // the mount, and records added to them (the edit store, staging/edits.h).
+  std::map<std::string, std::vector<uint64_t>> edited;
+  std::map<std::string, std::vector<std::string>> added;
 };
 
 // The `error` attribute of `path`: nullopt when it has none (nothing
@@ -153,6 +161,23 @@ absl::Status GatherDeleted(MountStatus* st) {
                                           /*read_only=*/true);
   if (!list.ok()) return list.status();
   st->deleted = (*list)->Snapshot();
+  // The edit folders, by the shard whose key they carry.
+  std::map<std::string, std::string> path_of_key;
+  for (const auto& [path, shard] : st->deleted) path_of_key[staging::ShardKey(path)] = path;
+  const std::string edits = staging::RecordsDir(staging::EditsStoreDir(st->record.store));
+  for (const auto& [key, folders] : staging::ListEditFolders(edits)) {
+    auto it = path_of_key.find(key);
+    if (it == path_of_key.end()) continue;  // committed; removed at the next mount
+    for (const std::string& name : folders) {
+      const staging::EditFolder f = *staging::ParseEditFolder(name);
+      if (!f.record) {
+        st->added[it->second].push_back(f.added);
+      } else if (!st->deleted[it->second].records.contains(*f.record)) {
+        st->edited[it->second].push_back(*f.record);
+      }
+    }
+  }
+  for (auto& [path, records] : st->edited) std::sort(records.begin(), records.end());
   return absl::OkStatus();
 }
 
@@ -190,7 +215,16 @@ std::string Text(const MountStatus& st) {
   } else if (!st.staged.empty()) {
     os << "refused: none (the unmount would pack every staged record)\n";
   }
+  for (const auto& [path, records] : st.edited) {
+    os << "edited: " << path << ": " << records.size() << " record(s) (rewritten at unmount):";
+    for (uint64_t r : records) os << " " << r;
+    os << "\n";
+  }
+  for (const auto& [path, names] : st.added) {
+    os << "added: " << path << ": " << absl::StrJoin(names, " ") << " (appended at unmount)\n";
+  }
   for (const auto& [path, shard] : st.deleted) {
+    if (shard.records.empty()) continue;
     os << "deleted: " << path << ": " << shard.records.size()
        << " record(s) (rewritten at unmount):";
     for (uint64_t r : shard.records) os << " " << r;
@@ -230,8 +264,23 @@ std::string Json(const MountStatus& st) {
   w.EndArray();
   w.Key("staged").Uint(st.records);
   w.Key("refused").Uint(st.refused);
+  w.Key("edited").BeginArray();
+  for (const auto& [path, records] : st.edited) {
+    w.BeginObject().Key("shard").String(path).Key("records").BeginArray();
+    for (uint64_t r : records) w.Uint(r);
+    w.EndArray().EndObject();
+  }
+  w.EndArray();
+  w.Key("added").BeginArray();
+  for (const auto& [path, names] : st.added) {
+    w.BeginObject().Key("shard").String(path).Key("records").BeginArray();
+    for (const std::string& n : names) w.String(n);
+    w.EndArray().EndObject();
+  }
+  w.EndArray();
   w.Key("deleted").BeginArray();
   for (const auto& [path, shard] : st.deleted) {
+    if (shard.records.empty()) continue;
     w.BeginObject().Key("shard").String(path).Key("records").BeginArray();
     for (uint64_t r : shard.records) w.Uint(r);
     w.EndArray().EndObject();

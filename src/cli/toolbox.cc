@@ -32,6 +32,16 @@ absl::Status RequireShards(const std::vector<std::string>& sources,
       "searched recursively)"));
 }
 
+// What --help adds for the commands that read SOURCEs (ToolSpec::indexes).
+constexpr char kObjectFlagsUsage[] = R"(
+Object storage (s3://, gs:// and http(s):// SOURCEs; see tfrecordfs(1)):
+  --no-sign-request      send every request anonymously, whatever
+                         credentials are configured (public buckets; as the
+                         aws CLI's flag)
+  --gcs-token-file PATH  gs://: send the OAuth access token in PATH (what
+                         `gcloud auth print-access-token` prints)
+)";
+
 }  // namespace
 
 index::StoreOptions ToolStoreOptions() {
@@ -50,8 +60,17 @@ std::optional<int> Tool::Parse(int argc, char** argv, const OwnOptions& own) {
     } else if (arg == "--") {
       options_done = true;
     } else if (arg == "-h" || arg == "--help") {
-      std::cout << spec_.usage;
+      std::cout << spec_.usage << (spec_.indexes ? kObjectFlagsUsage : "");
       return kExitOk;
+    } else if (spec_.indexes && arg == "--no-sign-request") {
+      objects_.no_sign_request = true;
+    } else if (spec_.indexes && absl::StartsWith(arg, "--gcs-token-file") &&
+               (arg.size() == 16 || arg[16] == '=')) {
+      std::string flag, value;
+      if (!TakeValue(argc, argv, &i, &flag, &value) || value.empty()) {
+        return Usage("--gcs-token-file needs a file");
+      }
+      objects_.gcs_token_file = value;
     } else if (spec_.json && arg == "--json") {
       json_ = true;
     } else if (spec_.quiet && (arg == "-q" || arg == "--quiet")) {
@@ -89,6 +108,7 @@ std::optional<int> Tool::Scan(const index::StoreOptions& store_options, scan::Sc
   scan::ScanOptions options = std::move(extra);
   options.sources = operands_;
   options.store = &*store_;
+  if (!options.objects) options.objects = objects_;
   options.on_shard = [&progress, also = std::move(options.on_shard)](const scan::ScannedShard& s) {
     progress.Add(1, s.index->num_records(), static_cast<uint64_t>(s.st.st_size));
     if (also) also(s);

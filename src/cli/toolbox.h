@@ -48,7 +48,9 @@ struct ToolSpec {
   bool quiet = true;        // takes -q/--quiet (no progress bar)
   // Indexes shards: takes --max-shard-records N (index::StoreOptions::
   // max_records); a shard over it is skipped with an error and the command
-  // then exits 1 (Finish).
+  // then exits 1 (Finish). Such a command reads SOURCEs, so it also takes
+  // the object-storage flags --no-sign-request and --gcs-token-file PATH
+  // (scan::ObjectOptions; its --help gets a paragraph on them).
   bool indexes = false;
 };
 
@@ -64,7 +66,8 @@ class Tool {
   Tool& operator=(const Tool&) = delete;
 
   // Parses the command line: operands; -h/--help (prints the usage);
-  // --json and -q/--quiet as the spec allows; "--" (only operands follow);
+  // --json, -q/--quiet, --max-shard-records and the object-storage flags
+  // as the spec allows; "--" (only operands follow);
   // `own` for the rest; anything else is a usage error. Returns an exit
   // code when the command should stop now (help printed, usage error),
   // else nullopt.
@@ -85,6 +88,9 @@ class Tool {
   bool json() const { return json_; }
   bool quiet() const { return quiet_; }
   const std::vector<std::string>& operands() const { return operands_; }
+  // How s3:// and gs:// operands are reached (--no-sign-request,
+  // --gcs-token-file); Scan passes them on.
+  const scan::ObjectOptions& objects() const { return objects_; }
   // The shards Scan found (none before).
   const std::vector<scan::ScannedShard>& shards() const { return scanned_.shards; }
   // The uncompressed bytes of the scanned shards' records: the work of a
@@ -111,7 +117,8 @@ class Tool {
   bool quiet_ = false;
   std::vector<std::string> operands_;
   std::optional<uint64_t> max_records_;  // --max-shard-records
-  bool skipped_shards_ = false;          // Scan skipped a shard over it
+  scan::ObjectOptions objects_;
+  bool skipped_shards_ = false;  // Scan skipped a shard over it
   std::optional<index::IndexStore> store_;
   scan::ScanResult scanned_;
 };

@@ -63,7 +63,7 @@ bool StagingWithoutHandles(const Ops& ops) {
 
 void FillEntry(const Ops& ops, const vfs::Attr& a, fuse_entry_param* e) {
   e->ino = a.ino;
-  e->generation = 1;
+  e->generation = a.generation;
   FillStat(a, &e->attr);
   const bool staging = InStaging(a.ino);
   e->attr_timeout = staging ? ops.options.staging_timeout : ops.options.attr_timeout;
@@ -131,7 +131,7 @@ DirReply DoReadDir(const Ops& ops, fuse_ino_t ino, size_t size, off_t offset, bo
                         if (plus) {
                           fuse_entry_param e{};
                           e.ino = a.ino;
-                          e.generation = 1;
+                          e.generation = a.generation;
                           FillStat(a, &e.attr);
                           e.attr_timeout = ops.options.attr_timeout;
                           e.entry_timeout = ops.options.entry_timeout;
@@ -173,10 +173,12 @@ OpenReply DoOpen(const Ops& ops, fuse_ino_t ino, int flags) {
     r.err = ENOSYS;
     return r;
   }
-  r.keep_cache = !InStaging(ino);  // shard bytes never change under the mount
+  // Shard bytes never change under the mount; an edited record's do.
+  const bool changing = ops.fs->Mutable(ino);
+  r.keep_cache = !changing;
   // Shard bytes need no FLUSH; nor does a staging file without a handle.
   r.noflush = r.keep_cache;
-  if (InStaging(ino) && ops.options.staging_without_handles) {
+  if (changing && ops.options.staging_without_handles) {
     ops.fs->Discard(*fh);
     r.noflush = true;
     return r;
@@ -199,7 +201,7 @@ OpenReply DoOpenDir(const Ops& ops, fuse_ino_t ino) {
     return r;
   }
   r.fh = *fh;
-  r.keep_cache = !InStaging(ino);
+  r.keep_cache = !ops.fs->Mutable(ino);
   return r;
 }
 

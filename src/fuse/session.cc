@@ -105,6 +105,16 @@ absl::Status RunSession(vfs::Filesystem* fs, const SessionOptions& options) {
     ready_fd = *detached;
     log::UseSyslog(true);
   }
+  // What a commit while mounted makes wrong in the kernel's caches
+  // (vfs::Filesystem::Commit). An entry or inode it does not have: -ENOENT,
+  // nothing to do.
+  fs->SetInvalidator(vfs::Filesystem::Invalidator{
+      .inode = [se](uint64_t ino) { fuse_lowlevel_notify_inval_inode(se, ino, 0, 0); },
+      .entry =
+          [se](uint64_t parent, const std::string& name) {
+            fuse_lowlevel_notify_inval_entry(se, parent, name.data(), name.size());
+          },
+  });
   if (options.on_ready) options.on_ready();
   if (ready_fd >= 0) {
     const char ready = 1;
@@ -123,6 +133,7 @@ absl::Status RunSession(vfs::Filesystem* fs, const SessionOptions& options) {
     rc = fuse_session_loop_mt(se, cfg);
     fuse_loop_cfg_destroy(cfg);
   }
+  fs->SetInvalidator(std::nullopt);
   fuse_session_unmount(se);
   fuse_remove_signal_handlers(se);
   fuse_session_destroy(se);

@@ -68,6 +68,40 @@ std::string RealPath(source::StoredBytes fd, const std::string& path) {
   return tfrecordfs::RealPath(path).value_or(path);
 }
 
+// The main part's size of an index file of `file_size` bytes that starts
+// with `first`, for a shard of `shard_size` bytes: DataLoss unless its
+// header implies that size.
+absl::StatusOr<uint64_t> CheckedMainSize(absl::string_view first, uint64_t shard_size,
+                                         uint64_t file_size) {
+  auto main_size = IndexMainSize(first);
+  if (!main_size.ok()) return main_size.status();
+  auto range = IndexFileSizeRange(first, shard_size);
+  if (!range.ok()) return range.status();
+  if (*main_size < range->min || *main_size > range->max ||
+      file_size != *main_size + range->windows) {
+    return absl::DataLossError(
+        absl::StrCat("not a valid index file: ", file_size, " bytes, but its header implies ",
+                     range->min + range->windows, " to ", range->max + range->windows));
+  }
+  return *main_size;
+}
+
+// An object's `<object>.tfri` (ObjectReader::ReadBeside), read whole into
+// `*whole` (the checkpoint windows are then served from memory), checked
+// as ReadIndexMain checks a file; returns its main part. NotFound when
+// there is none. At most the shard's size plus 64 MiB is read.
+absl::StatusOr<std::string> ReadObjectIndexMain(const source::ObjectReader& object,
+                                                uint64_t shard_size, uint64_t* file_size,
+                                                std::string* whole) {
+  auto bytes = object.ReadBeside(kIndexSuffix, shard_size + (uint64_t{64} << 20));
+  if (!bytes.ok()) return bytes.status();
+  *whole = std::move(*bytes);
+  *file_size = whole->size();
+  auto main_size = CheckedMainSize(*whole, shard_size, *file_size);
+  if (!main_size.ok()) return main_size.status();
+  return whole->substr(0, static_cast<size_t>(*main_size));
+}
+
 // Reads the main part of an index file (index_file.h: everything but the
 // checkpoint windows, which are read on demand) for a shard of
 // `shard_size` bytes. NotFound when absent. Nothing in an index directory
@@ -96,16 +130,8 @@ absl::StatusOr<std::string> ReadIndexMain(const std::string& path, uint64_t shar
   auto got = PreadUpTo(fd, first.data(), first.size(), 0, path);
   if (!got.ok()) return got.status();
   first.resize(*got);
-  auto main_size = IndexMainSize(first);
+  auto main_size = CheckedMainSize(first, shard_size, *file_size);
   if (!main_size.ok()) return main_size.status();
-  auto range = IndexFileSizeRange(first, shard_size);
-  if (!range.ok()) return range.status();
-  if (*main_size < range->min || *main_size > range->max ||
-      *file_size != *main_size + range->windows) {
-    return absl::DataLossError(
-        absl::StrCat("not a valid index file: ", *file_size, " bytes, but its header implies ",
-                     range->min + range->windows, " to ", range->max + range->windows));
-  }
   if (*main_size <= first.size()) {
     first.resize(static_cast<size_t>(*main_size));
     return first;
@@ -310,7 +336,15 @@ std::string IndexStore::BesidePath(const std::string& shard_path) {
   return absl::StrCat(shard_path, kIndexSuffix);
 }
 
-absl::Status IndexStore::Save(const std::string& target, const IndexFile& file) {
+absl::Status IndexStore::Save(const std::string& target, const IndexFile& file,
+                              const source::ObjectReader* beside_object) {
+  if (beside_object != nullptr) {
+    // Beside an object: one PUT (stores replace an object whole, so readers
+    // see the old index or the new one, never a torn one).
+    absl::Status s = beside_object->WriteBeside(kIndexSuffix, EncodeIndexFile(file));
+    if (!s.ok()) save_failures_.fetch_add(1, std::memory_order_relaxed);
+    return s;
+  }
   const bool to_cache = !options_.write_shared && !options_.write_beside;
   absl::Status s;
   if (!to_cache) {
@@ -351,17 +385,18 @@ absl::StatusOr<std::shared_ptr<const ShardIndex>> IndexStore::Load(
     std::string file;
     bool shared;  // compared by base name, not real path
     bool beside = false;
+    // An object's `<object>.tfri`: read with ObjectReader::ReadBeside (file
+    // is its URL, for messages).
+    const source::ObjectReader* object = nullptr;
   };
   std::vector<Candidate> candidates;
   if (!options_.shared_dir.empty()) candidates.push_back({SharedPath(mount_path), true});
-  // An object has no "beside" on this machine (writing <object>.tfri into a
-  // bucket is not done yet): it is indexed through the cache only.
-  const bool object = fd.object() != nullptr;
-  if (!object && (options_.beside || options_.write_beside))
-    candidates.push_back({BesidePath(path), true, true});
+  const source::ObjectReader* object = fd.object();
+  if (options_.beside || options_.write_beside)
+    candidates.push_back({BesidePath(path), true, true, object});
   if (use_cache) candidates.push_back({CachePath(real_path), false});
   const std::string target = options_.write_shared   ? SharedPath(mount_path)
-                             : options_.write_beside ? (object ? "" : BesidePath(path))
+                             : options_.write_beside ? BesidePath(path)
                              : use_cache             ? CachePath(real_path)
                                                      : "";
 
@@ -369,7 +404,9 @@ absl::StatusOr<std::shared_ptr<const ShardIndex>> IndexStore::Load(
   std::string why;
   for (const Candidate& c : options_.force_walk ? std::vector<Candidate>{} : candidates) {
     uint64_t stored_size = 0;
-    auto bytes = ReadIndexMain(c.file, size, &stored_size);
+    std::string whole;  // an object's index, read whole
+    auto bytes = c.object != nullptr ? ReadObjectIndexMain(*c.object, size, &stored_size, &whole)
+                                     : ReadIndexMain(c.file, size, &stored_size);
     if (!bytes.ok()) {
       if (!absl::IsNotFound(bytes.status())) {
         absl::StrAppend(&why, why.empty() ? "" : "; ", c.file, ": ", bytes.status().message());
@@ -404,13 +441,20 @@ absl::StatusOr<std::shared_ptr<const ShardIndex>> IndexStore::Load(
       t->codec = codec;
       t->data_size = file->data_size;
       t->points = std::move(file->checkpoints);
-      t->windows = source::Windows::InFile(c.file, file->main_size, file->windows_size);
+      t->windows =
+          c.object != nullptr
+              ? source::Windows::InMemory(whole.substr(static_cast<size_t>(file->main_size),
+                                                       static_cast<size_t>(file->windows_size)))
+              : source::Windows::InFile(c.file, file->main_size, file->windows_size);
       // index_dir and beside files are others' to write: a forged checkpoint
       // (CRC and all) would serve other bytes of the stream. The commands
       // that vouch for an index (index_verify, `index`) check every one;
-      // a mount checks them lazily, before a read resumes at one.
+      // a mount checks them lazily, before a read resumes at one. (A SNAPPY
+      // table is checked by every block's own framing, as `verify` says:
+      // VerifyCheckpoints inflates, and would refuse every one.)
       t->trusted = !c.shared;
-      if (c.shared && (options_.verify_shared || options_.write_shared || options_.write_beside)) {
+      if (c.shared && codec != source::Codec::kSnappy &&
+          (options_.verify_shared || options_.write_shared || options_.write_beside)) {
         absl::Status v = source::VerifyCheckpoints(fd, path, size, *t);
         if (!v.ok() && !absl::IsDataLoss(v)) return v;
         if (!v.ok()) {
@@ -488,10 +532,10 @@ absl::StatusOr<std::shared_ptr<const ShardIndex>> IndexStore::Load(
   records_.fetch_add(file->num_records(), std::memory_order_relaxed);
   bytes_.fetch_add(size, std::memory_order_relaxed);
   if (!target.empty()) {
-    info->save_status = Save(target, *file);
+    info->save_status = Save(target, *file, options_.write_beside ? object : nullptr);
     if (info->save_status.ok()) {
       info->stored_path = target;
-      if (table) {
+      if (table && !(options_.write_beside && object != nullptr)) {
         // The windows now live in the index file: drop them from memory.
         auto t = std::make_shared<source::CheckpointTable>(*table);
         const uint64_t main_size = EncodedMainSize(*file);

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "src/repack/check_shard.h"
+#include "src/repack/fault_points.h"
 #include "tfrecordfs/base/crc32c.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
@@ -29,26 +30,6 @@
 
 namespace tfrecordfs::repack {
 namespace {
-
-// The test hook documented in pack.h.
-class FaultPoints {
- public:
-  FaultPoints() {
-    if (const char* v = std::getenv("TFRECORDFS_FAULT")) point_ = v;
-  }
-  void At(absl::string_view point) const {
-    if (!point_.empty() && point_ == point) {
-      log::Warning("TFRECORDFS_FAULT=", point_, ": killing the process");
-      std::raise(SIGKILL);
-    }
-  }
-  void AfterShard(uint64_t k) const {
-    if (!point_.empty()) At(absl::StrCat("after_shard:", k));
-  }
-
- private:
-  std::string point_;
-};
 
 // `prefix` + the status message, keeping the code and the errno payload.
 absl::Status Annotate(const absl::Status& s, absl::string_view prefix) {
@@ -431,7 +412,7 @@ absl::Status Packer::Run() {
     if (auto s = WriteShard(shards_[i], i == 0); !s.ok()) {
       return RollBack(Annotate(s, absl::StrCat("writing shard ", shards_[i].name, ": ")));
     }
-    faults_.AfterShard(i + 1);
+    faults_.At("after_shard", i + 1);
   }
   faults_.At("before_commit");
   if (auto s = Commit(); !s.ok()) return RollBack(s);

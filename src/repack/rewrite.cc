@@ -8,13 +8,19 @@
 #include <chrono>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "src/repack/check_shard.h"
+#include "src/repack/fault_points.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/fs_util.h"
+#include "tfrecordfs/base/log.h"
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/record/writer.h"
 #include "tfrecordfs/repack/journal.h"
+#include "tfrecordfs/repack/tfds_info.h"
+#include "tfrecordfs/staging/edits.h"
 
 namespace tfrecordfs::repack {
 namespace {
@@ -32,35 +38,79 @@ Paths PathsOf(const std::string& shard) {
   return p;
 }
 
+// Removes committed edit folders (best effort: RecoverRewrites retries).
+void RemoveEditFolders(const std::string& edits_dir, const std::vector<std::string>& folders) {
+  for (const std::string& f : folders) {
+    if (auto s = RemoveTree(absl::StrCat(edits_dir, "/", f)); !s.ok()) {
+      log::Warning("cannot remove the committed edit folder: ", s.message());
+    }
+  }
+}
+
+// The payload bytes of record i (framing: 12 bytes before, 4 after).
+int64_t RecordDataBytes(const std::vector<uint64_t>& offsets, uint64_t i) {
+  return static_cast<int64_t>(offsets[i + 1] - offsets[i]) - 16;
+}
+
+// What depends on a rewritten shard: TFDS's dataset_info.json beside it
+// (tfds_info.h). `delta`: payload bytes added, when known. Failures are
+// logged: the shard itself is committed.
+void UpdateMetadata(const std::string& path, uint64_t records, std::optional<int64_t> delta) {
+  auto info = UpdateTfdsInfo(path, records, delta);
+  if (!info.ok()) {
+    log::Error("rewrote ", path,
+               " but could not update its TFDS metadata: ", info.status().message());
+  } else if (*info) {
+    log::Info("updated ", **info, " for ", path, " (", records, " record(s))");
+  }
+}
+
 absl::StatusOr<staging::Fingerprint> FingerprintOfPath(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return ErrnoError(errno, path);
   return staging::FingerprintOf(st);
 }
 
-// Steps 1-3 of the top of rewrite.h for one shard; on failure before the
+// Steps 1-4 of the top of rewrite.h for one shard; on failure before the
 // rename the temp file is removed and the shard is as it was.
-absl::Status RewriteOne(staging::DeletionList* list, const std::string& path,
-                        const staging::DeletedShard& d, const ShardToRewrite& from,
-                        RewrittenShard* out) {
+absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_dir,
+                        const std::string& path, const staging::DeletedShard& d,
+                        const ShardToRewrite& from, naming::FeatureTypes& types,
+                        const FaultPoints& faults, uint64_t done, RewrittenShard* out) {
   auto now = FingerprintOfPath(path);
   if (!now.ok()) return now.status();
   if (!(*now == d.before)) {
     return absl::FailedPreconditionError(
-        "the shard changed on disk since its records were deleted; deletions kept pending "
-        "(remove " +
-        list->path() + " to drop them)");
+        "the shard changed on disk since its records were edited or deleted; its edits are "
+        "kept pending (remove " +
+        list->path() + " and the shard's folders in " + edits_dir + " to drop them)");
+  }
+  const std::string key = staging::ShardKey(path);
+  auto edits = staging::ReadShardEdits(edits_dir, key, types);
+  if (!edits.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(edits.status().message(),
+                     "; nothing of this shard was written: fix that file through a "
+                     "read-write mount and unmount again (its edits are kept pending)"));
   }
   const Paths p = PathsOf(path);
   auto fd = OpenFile(p.temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (!fd.ok()) return fd.status();
   const std::vector<uint64_t>& offsets = *from.offsets;
   absl::Status s;
+  int64_t delta = 0;  // payload bytes added (TFDS's numBytes)
   {
     record::ShardWriter writer(*std::move(fd), p.temp, {.codec = from.codec});
     for (uint64_t i = 0; i + 1 < offsets.size() && s.ok(); ++i) {
       if (d.records.count(i)) {
         ++out->deleted;
+        delta -= RecordDataBytes(offsets, i);
+        continue;
+      }
+      if (auto e = edits->replaced.find(i); e != edits->replaced.end()) {
+        s = writer.Append(e->second);
+        ++out->changed;
+        delta += static_cast<int64_t>(e->second.size()) - RecordDataBytes(offsets, i);
         continue;
       }
       auto payload = record::ReadRecord(*from.source, i, offsets[i], offsets[i + 1]);
@@ -70,57 +120,79 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& path,
       }
       s = writer.Append(*payload);
       ++out->kept;
+      if (done == 0 && i + 2 == offsets.size() / 2 + 1) faults.At("rewrite_mid_shard");
+    }
+    for (size_t i = 0; i < edits->added.size() && s.ok(); ++i) {
+      s = writer.Append(edits->added[i].second);
+      ++out->added;
+      delta += static_cast<int64_t>(edits->added[i].second.size());
     }
     if (s.ok()) s = writer.Close(/*sync=*/true);
-    if (s.ok()) s = CheckWrittenShard(p.temp, writer.bytes(), out->kept, from.codec);
+    if (s.ok()) {
+      s = CheckWrittenShard(p.temp, writer.bytes(), out->kept + out->changed + out->added,
+                            from.codec);
+    }
   }
   absl::StatusOr<staging::Fingerprint> next = s.ok() ? FingerprintOfPath(p.temp) : s;
-  if (next.ok()) s = list->SetRewriting(path, *next);
+  const uint64_t records = out->kept + out->changed + out->added;
+  if (next.ok()) s = list->SetRewriting(path, *next, records);
   if (!next.ok() || !s.ok()) {
     ::unlink(p.temp.c_str());
     return next.ok() ? s : next.status();
   }
+  faults.At("rewrite_before_rename");
   if (::rename(p.temp.c_str(), path.c_str()) != 0) {
     s = ErrnoError(errno, absl::StrCat("rename ", p.temp, " over ", path));
     ::unlink(p.temp.c_str());
     (void)list->SetRewriting(path, std::nullopt);
     return s;
   }
-  // From here the new shard is in place: the deletions are done even if
-  // what follows fails (RecoverRewrites drops the entry next time).
+  // From here the new shard is in place: the edits are done even if what
+  // follows fails (RecoverRewrites drops the entry next time, and the edit
+  // folders of a shard without an entry are removed).
   if (auto f = FsyncDir(p.dir); !f.ok()) return f;
-  return list->Forget(path);
+  UpdateMetadata(path, records, delta);
+  faults.At("rewrite_after_shard", done + 1);
+  if (auto f = list->Forget(path); !f.ok()) return f;
+  faults.At("rewrite_after_forget");
+  RemoveEditFolders(edits_dir, edits->folders);
+  return absl::OkStatus();
 }
 
 }  // namespace
 
-std::vector<RewrittenShard> ApplyDeletions(
-    staging::DeletionList* list,
+std::vector<RewrittenShard> ApplyEdits(
+    staging::DeletionList* list, const std::string& edits_dir, naming::FeatureTypes& types,
     const std::function<const ShardToRewrite*(const std::string& path)>& find) {
   std::vector<RewrittenShard> out;
+  const FaultPoints faults;
+  uint64_t done = 0;  // shards rewritten so far
   for (const auto& [path, d] : list->Snapshot()) {
     const auto start = std::chrono::steady_clock::now();
     RewrittenShard r;
     r.path = path;
     const ShardToRewrite* from = find(path);
     if (from == nullptr) {
-      r.status = absl::FailedPreconditionError("not mounted; deletions kept pending");
+      r.status = absl::FailedPreconditionError("not mounted; its edits are kept pending");
     } else {
-      r.status = RewriteOne(list, path, d, *from, &r);
+      r.status = RewriteOne(list, edits_dir, path, d, *from, types, faults, done, &r);
+      if (r.status.ok()) ++done;
     }
-    if (!r.status.ok()) r.kept = r.deleted = 0;
+    if (!r.status.ok()) r.kept = r.changed = r.added = r.deleted = 0;
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     out.push_back(std::move(r));
   }
   return out;
 }
 
-std::vector<std::string> RecoverRewrites(staging::DeletionList* list) {
+std::vector<std::string> RecoverRewrites(staging::DeletionList* list,
+                                         const std::string& edits_dir) {
   std::vector<std::string> lines;
   for (const auto& [path, d] : list->Snapshot()) {
     const Paths p = PathsOf(path);
     auto now = FingerprintOfPath(path);
     if (d.rewriting && now.ok() && *now == *d.rewriting) {
+      if (d.rewritten_records) UpdateMetadata(path, *d.rewritten_records, std::nullopt);
       auto s = list->Forget(path);
       lines.push_back(absl::StrCat("finished the interrupted rewrite of ", path,
                                    s.ok() ? "" : absl::StrCat(" (", s.message(), ")")));
@@ -134,6 +206,16 @@ std::vector<std::string> RecoverRewrites(staging::DeletionList* list) {
       if (d.rewriting) (void)list->SetRewriting(path, std::nullopt);
     }
   }
+  // Edit folders of shards the list no longer has: their commit renamed the
+  // new shard into place before they could be removed.
+  absl::flat_hash_set<std::string> keys;
+  for (const auto& [path, d] : list->Snapshot()) keys.insert(staging::ShardKey(path));
+  for (const auto& [key, folders] : staging::ListEditFolders(edits_dir)) {
+    if (keys.contains(key)) continue;
+    RemoveEditFolders(edits_dir, folders);
+    lines.push_back(absl::StrCat("removed ", folders.size(),
+                                 " edit folder(s) of a committed shard from ", edits_dir));
+  }
   return lines;
 }
 
@@ -141,8 +223,9 @@ std::string RewriteSummary(const std::vector<RewrittenShard>& shards) {
   std::string out;
   for (const RewrittenShard& r : shards) {
     if (r.status.ok()) {
-      absl::StrAppend(&out, "rewrote ", r.path, ": kept ", r.kept, ", deleted ", r.deleted,
-                      " record(s) in ", absl::StrFormat("%.2f", r.seconds), " s\n");
+      absl::StrAppend(&out, "rewrote ", r.path, ": kept ", r.kept, ", changed ", r.changed,
+                      ", added ", r.added, ", deleted ", r.deleted, " record(s) in ",
+                      absl::StrFormat("%.2f", r.seconds), " s\n");
     } else {
       absl::StrAppend(&out, "not rewritten ", r.path, ": ", r.status.message(), "\n");
     }

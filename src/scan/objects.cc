@@ -7,6 +7,7 @@
 #include <ctime>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -24,52 +25,17 @@ namespace {
 // about 400 KiB).
 constexpr size_t kMaxListBody = size_t{16} << 20;
 
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? "" : v;
-}
-
-bool EnvTrue(const char* name) {
-  const std::string v = absl::AsciiStrToLower(Env(name));
-  return v == "1" || v == "true" || v == "yes";
-}
-
-std::string WithScheme(std::string endpoint) {
-  if (!absl::StartsWith(endpoint, "http://") && !absl::StartsWith(endpoint, "https://")) {
-    endpoint = absl::StrCat("http://", endpoint);
-  }
-  while (absl::EndsWith(endpoint, "/")) endpoint.pop_back();
-  return endpoint;
-}
-
-std::string Region() {
-  std::string r = Env("AWS_REGION");
-  if (r.empty()) r = Env("AWS_DEFAULT_REGION");
-  return r.empty() ? "us-east-1" : r;
-}
-
 // Where a bucket's requests go: "<base>/<encoded key>" for an object,
-// "<base>?list-type=2..." for a listing.
-std::string BucketBase(const ObjectUrl& u) {
-  const std::string bucket = source::AwsUriEncode(u.bucket, true);
-  if (u.scheme == ObjectUrl::Scheme::kGcs) {
-    const std::string emulator = Env("STORAGE_EMULATOR_HOST");
-    return absl::StrCat(emulator.empty() ? "https://storage.googleapis.com" : WithScheme(emulator),
-                        "/", bucket);
+// "<base>/?list-type=2..." for a listing.
+std::string BucketBase(const ObjectUrl& u, const BucketAccess& access) {
+  if (!access.endpoint.empty()) {  // path-style
+    return absl::StrCat(access.endpoint, "/", source::AwsUriEncode(u.bucket, true));
   }
-  std::string endpoint = Env("AWS_ENDPOINT_URL_S3");
-  if (endpoint.empty()) endpoint = Env("AWS_ENDPOINT_URL");
-  if (!endpoint.empty()) return absl::StrCat(WithScheme(endpoint), "/", bucket);  // path-style
-  return absl::StrCat("https://", u.bucket, ".s3.", Region(), ".amazonaws.com");
+  return absl::StrCat("https://", u.bucket, ".s3.", access.region, ".amazonaws.com");
 }
 
-std::shared_ptr<const source::RequestSigner> SignerFor(const ObjectUrl& u) {
-  if (u.scheme != ObjectUrl::Scheme::kS3 || EnvTrue("AWS_NO_SIGN_REQUEST")) return nullptr;
-  source::AwsCredentials c{Env("AWS_ACCESS_KEY_ID"), Env("AWS_SECRET_ACCESS_KEY"),
-                           Env("AWS_SESSION_TOKEN")};
-  if (c.access_key_id.empty() || c.secret_access_key.empty()) return nullptr;
-  return std::make_shared<source::SigV4Signer>(std::move(c), Region());
-}
+// The suffixes of the index files a listing may hold beside an object.
+constexpr absl::string_view kBesideSuffixes[] = {".tfri"};
 
 // A key a mount can show: no empty, "." or ".." component, not a folder
 // marker ("dir/").
@@ -243,8 +209,12 @@ int64_t ParseObjectTime(absl::string_view text) {
   return static_cast<int64_t>(::timegm(&tm));
 }
 
-ObjectLister::ObjectLister(std::shared_ptr<source::BlockCache> cache)
-    : client_(std::make_shared<source::HttpClient>()), cache_(std::move(cache)) {}
+ObjectLister::ObjectLister(std::shared_ptr<source::BlockCache> cache, ObjectOptions options,
+                           Getenv env)
+    : client_(std::make_shared<source::HttpClient>()),
+      cache_(std::move(cache)),
+      options_(std::move(options)),
+      env_(std::move(env)) {}
 
 absl::StatusOr<std::vector<FoundObject>> ObjectLister::List(const std::string& source) const {
   auto u = ParseObjectUrl(source);
@@ -290,7 +260,11 @@ absl::StatusOr<FoundObject> ObjectLister::Head(const std::string& url) const {
   FoundObject f;
   f.relative = std::string(BaseName(url.substr(0, url.find('?'))));
   f.mtime = ParseObjectTime(r->last_modified);
-  source::HttpObject::Listed listed{url, url, static_cast<uint64_t>(r->content_length), r->etag};
+  source::HttpObject::Listed listed;
+  listed.url = url;
+  listed.name = url;
+  listed.size = static_cast<uint64_t>(r->content_length);
+  listed.etag = r->etag;
   // A weak ETag (W/"...") cannot pin a byte range (RFC 9110 8.8.3.2).
   if (absl::StartsWith(listed.etag, "W/")) listed.etag.clear();
   f.object = std::make_shared<source::HttpObject>(std::move(listed), client_, nullptr, cache_);
@@ -299,13 +273,19 @@ absl::StatusOr<FoundObject> ObjectLister::Head(const std::string& url) const {
 
 absl::StatusOr<std::vector<FoundObject>> ObjectLister::ListBucket(const std::string& source,
                                                                   const ObjectUrl& u) const {
-  const std::string base = BucketBase(u);
-  auto signer = SignerFor(u);
+  auto access = u.scheme == ObjectUrl::Scheme::kS3 ? ResolveS3Access(options_, env_)
+                                                   : ResolveGcsAccess(options_, env_, client_);
+  if (!access.ok()) {
+    return absl::Status(access.status().code(),
+                        absl::StrCat(source, ": ", access.status().message()));
+  }
+  const std::string base = BucketBase(u, *access);
+  const std::shared_ptr<const source::RequestSigner> signer = access->signer;
   const absl::string_view scheme = u.scheme == ObjectUrl::Scheme::kS3 ? "s3://" : "gs://";
   // "PREFIX/" is a folder; "PREFIX" is the object of that key, or the
   // folder "PREFIX/" (listed together).
   const bool folder_only = u.key.empty() || absl::EndsWith(u.key, "/");
-  std::vector<FoundObject> out;
+  std::vector<ListedObject> listed;
   std::string token;
   do {
     std::string url =
@@ -316,41 +296,55 @@ absl::StatusOr<std::vector<FoundObject>> ObjectLister::ListBucket(const std::str
     auto r = client_->Send("GET", url, {}, signer.get(), kMaxListBody, "ListObjectsV2");
     if (!r.ok()) return r.status();
     if (r->status != 200) {
-      return absl::Status(r->status == 404   ? absl::StatusCode::kNotFound
-                          : r->status == 403 ? absl::StatusCode::kPermissionDenied
-                                             : absl::StatusCode::kUnavailable,
-                          absl::StrCat(source, ": listing failed: ",
-                                       source::DescribeHttpStatus(r->status, r->body)));
+      return absl::Status(
+          r->status == 404   ? absl::StatusCode::kNotFound
+          : r->status == 403 ? absl::StatusCode::kPermissionDenied
+                             : absl::StatusCode::kUnavailable,
+          absl::StrCat(source, ": listing failed: ", source::DescribeHttpStatus(r->status, r->body),
+                       r->status == 401 || r->status == 403
+                           ? absl::StrCat("; requests were sent ", access->signing)
+                           : ""));
     }
     auto page = ParseListObjectsV2(r->body);
     if (!page.ok()) return absl::DataLossError(absl::StrCat(source, ": ", page.status().message()));
-    for (ListedObject& o : page->objects) {
-      std::string relative;
-      if (!folder_only && o.key == u.key) {
-        relative = std::string(BaseName(o.key));
-      } else if (folder_only) {
-        relative = o.key.substr(u.key.size());
-      } else if (absl::StartsWith(o.key, absl::StrCat(u.key, "/"))) {
-        relative = o.key.substr(u.key.size() + 1);
-      } else {
-        continue;  // "PREFIX2/...": another folder
-      }
-      const std::string name = absl::StrCat(scheme, u.bucket, "/", o.key);
-      if (!ShowableKey(relative)) {
-        if (!absl::EndsWith(relative, "/"))
-          log::Warning(name, ": a key a mount cannot show; skipped");
-        continue;
-      }
-      FoundObject f;
-      f.relative = std::move(relative);
-      f.mtime = ParseObjectTime(o.last_modified);
-      source::HttpObject::Listed listed{absl::StrCat(base, "/", source::AwsUriEncode(o.key, false)),
-                                        name, o.size, o.etag};
-      f.object = std::make_shared<source::HttpObject>(std::move(listed), client_, signer, cache_);
-      out.push_back(std::move(f));
-    }
+    for (ListedObject& o : page->objects) listed.push_back(std::move(o));
     token = page->truncated ? page->next_token : "";
   } while (!token.empty());
+  absl::flat_hash_set<std::string> keys;
+  for (const ListedObject& o : listed) keys.insert(o.key);
+  std::vector<FoundObject> out;
+  for (ListedObject& o : listed) {
+    std::string relative;
+    if (!folder_only && o.key == u.key) {
+      relative = std::string(BaseName(o.key));
+    } else if (folder_only) {
+      relative = o.key.substr(u.key.size());
+    } else if (absl::StartsWith(o.key, absl::StrCat(u.key, "/"))) {
+      relative = o.key.substr(u.key.size() + 1);
+    } else {
+      continue;  // "PREFIX2/...": another folder
+    }
+    const std::string name = absl::StrCat(scheme, u.bucket, "/", o.key);
+    if (!ShowableKey(relative)) {
+      if (!absl::EndsWith(relative, "/"))
+        log::Warning(name, ": a key a mount cannot show; skipped");
+      continue;
+    }
+    FoundObject f;
+    f.relative = std::move(relative);
+    f.mtime = ParseObjectTime(o.last_modified);
+    source::HttpObject::Listed object;
+    object.url = absl::StrCat(base, "/", source::AwsUriEncode(o.key, false));
+    object.name = name;
+    object.size = o.size;
+    object.etag = o.etag;
+    object.neighbours_listed = true;
+    for (absl::string_view suffix : kBesideSuffixes) {
+      if (keys.contains(absl::StrCat(o.key, suffix))) object.beside.emplace_back(suffix);
+    }
+    f.object = std::make_shared<source::HttpObject>(std::move(object), client_, signer, cache_);
+    out.push_back(std::move(f));
+  }
   if (out.empty()) return absl::NotFoundError(absl::StrCat(source, ": no objects there"));
   return out;
 }

@@ -302,7 +302,8 @@ absl::StatusOr<ScanResult> Scan(const ScanOptions& options) {
   if (options.sources.empty()) return absl::InvalidArgumentError("no SOURCE given");
   ObjectLister lister(options.object_cache != nullptr
                           ? options.object_cache
-                          : std::make_shared<source::BlockCache>(kObjectCacheBytes));
+                          : std::make_shared<source::BlockCache>(kObjectCacheBytes),
+                      options.objects.value_or(DefaultObjectOptions()));
   Collector collector(&lister);
   for (const std::string& src : options.sources) {
     if (auto s = collector.AddSource(src); !s.ok()) return s;
@@ -418,11 +419,13 @@ absl::StatusOr<std::unique_ptr<source::ShardSource>> OpenShard(const ScannedShar
   return std::make_unique<source::PlainSource>(std::move(*file), idx.file_size());
 }
 
-absl::StatusOr<ScannedShard> ScanOne(const std::string& path, index::IndexStore* store) {
+absl::StatusOr<ScannedShard> ScanOne(const std::string& path, index::IndexStore* store,
+                                     std::optional<ObjectOptions> objects) {
   if (IsObjectUrl(path)) {
     ScanOptions options;
     options.sources = {path};
     options.store = store;
+    options.objects = std::move(objects);
     auto scanned = Scan(options);
     if (!scanned.ok()) return scanned.status();
     if (scanned->shards.size() != 1) {

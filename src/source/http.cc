@@ -16,6 +16,7 @@
 #include "absl/strings/strip.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/log.h"
+#include "tfrecordfs/source/sigv4.h"
 
 namespace tfrecordfs::source {
 namespace {
@@ -121,8 +122,8 @@ void HttpClient::Release(std::unique_ptr<Handle> handle) const {
 absl::StatusOr<HttpResponse> HttpClient::SendOnce(std::unique_ptr<Handle>* handle,
                                                   absl::string_view method, const std::string& url,
                                                   const std::vector<std::string>& headers,
-                                                  size_t max_body, bool* transient,
-                                                  std::string* error) const {
+                                                  absl::string_view upload, size_t max_body,
+                                                  bool* transient, std::string* error) const {
   CURL* c = (*handle)->curl;
   if (c == nullptr) return absl::ResourceExhaustedError("curl_easy_init failed");
   curl_easy_reset(c);
@@ -145,6 +146,12 @@ absl::StatusOr<HttpResponse> HttpClient::SendOnce(std::unique_ptr<Handle>* handl
   curl_easy_setopt(c, CURLOPT_HEADERDATA, &transfer);
   if (method == "HEAD") {
     curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+  } else if (method == "PUT") {
+    // The body from memory (POSTFIELDS under a custom method: no read
+    // callback, and libcurl sends it again on a retry).
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "PUT");
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(upload.size()));
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, upload.data());
   } else {
     curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
   }
@@ -171,10 +178,19 @@ absl::StatusOr<HttpResponse> HttpClient::SendOnce(std::unique_ptr<Handle>* handl
 absl::StatusOr<HttpResponse> HttpClient::Send(absl::string_view method, const std::string& url,
                                               const std::vector<std::string>& headers,
                                               const RequestSigner* signer, size_t max_body,
-                                              absl::string_view what) const {
+                                              absl::string_view what,
+                                              absl::string_view upload) const {
   std::vector<std::string> all = headers;
+  if (method == "PUT") {
+    // POSTFIELDS would say a form; and no "Expect: 100-continue" round trip.
+    all.push_back("Content-Type: application/octet-stream");
+    all.push_back("Expect:");
+  }
+  const std::string payload_sha256 =
+      signer != nullptr && !upload.empty() ? Sha256Hex(upload) : std::string(kEmptySha256);
+  const std::vector<std::string> unsigned_headers = all;
   if (signer != nullptr) {
-    auto signed_headers = signer->Sign(method, url);
+    auto signed_headers = signer->Sign(method, url, payload_sha256);
     if (!signed_headers.ok()) return signed_headers.status();
     all.insert(all.end(), signed_headers->begin(), signed_headers->end());
   }
@@ -186,7 +202,7 @@ absl::StatusOr<HttpResponse> HttpClient::Send(absl::string_view method, const st
   for (int attempt = 0;; ++attempt) {
     bool transient = false;
     ++attempts;
-    last = SendOnce(&handle, method, url, all, max_body, &transient, &error);
+    last = SendOnce(&handle, method, url, all, upload, max_body, &transient, &error);
     if (!transient || attempt >= options_.retries) break;
     const long base = options_.backoff_ms << attempt;
     const long wait = base + static_cast<long>(jitter() % static_cast<uint64_t>(base + 1));
@@ -196,9 +212,9 @@ absl::StatusOr<HttpResponse> HttpClient::Send(absl::string_view method, const st
     std::this_thread::sleep_for(std::chrono::milliseconds(wait));
     // Signatures carry a time: sign again for the next attempt.
     if (signer != nullptr) {
-      auto signed_headers = signer->Sign(method, url);
+      auto signed_headers = signer->Sign(method, url, payload_sha256);
       if (!signed_headers.ok()) return signed_headers.status();
-      all = headers;
+      all = unsigned_headers;
       all.insert(all.end(), signed_headers->begin(), signed_headers->end());
     }
   }
@@ -317,6 +333,51 @@ absl::StatusOr<size_t> HttpObject::ReadAt(uint64_t offset, char* buf, size_t n) 
     b = std::max<uint64_t>(miss_end, (fetch_end + kBlockSize - 1) / kBlockSize);
   }
   return done;
+}
+
+absl::StatusOr<std::string> HttpObject::ReadBeside(absl::string_view suffix,
+                                                   uint64_t max_bytes) const {
+  const std::string name = absl::StrCat(listed_.name, suffix);
+  if (listed_.neighbours_listed &&
+      std::find(listed_.beside.begin(), listed_.beside.end(), suffix) == listed_.beside.end()) {
+    return absl::NotFoundError(absl::StrCat(name, ": not listed"));
+  }
+  const std::string url = absl::StrCat(listed_.url, suffix);
+  auto r = client_->Send("GET", url, {}, signer_.get(), static_cast<size_t>(max_bytes), "GET");
+  if (!r.ok()) {
+    if (absl::IsDataLoss(r.status())) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(name, ": larger than ", max_bytes, " bytes; not read"));
+    }
+    return r.status();
+  }
+  if (r->status == 404 || (r->status == 403 && !listed_.neighbours_listed)) {
+    return absl::NotFoundError(absl::StrCat(name, ": ", DescribeHttpStatus(r->status, r->body)));
+  }
+  if (r->status != 200) {
+    return absl::UnavailableError(
+        absl::StrCat(name, ": GET: ", DescribeHttpStatus(r->status, r->body)));
+  }
+  if (r->body.size() > max_bytes) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(name, ": larger than ", max_bytes, " bytes; not read"));
+  }
+  return std::move(r->body);
+}
+
+absl::Status HttpObject::WriteBeside(absl::string_view suffix, absl::string_view bytes) const {
+  const std::string url = absl::StrCat(listed_.url, suffix);
+  auto r = client_->Send("PUT", url, {}, signer_.get(), 0,
+                         absl::StrCat("PUT of ", bytes.size(), " bytes"), bytes);
+  if (!r.ok()) return r.status();
+  if (r->status == 200 || r->status == 201 || r->status == 204) return absl::OkStatus();
+  const absl::StatusCode code = r->status == 401 || r->status == 403
+                                    ? absl::StatusCode::kPermissionDenied
+                                : r->status >= 500 ? absl::StatusCode::kUnavailable
+                                                   : absl::StatusCode::kFailedPrecondition;
+  // The URL, not the s3:// name: it says which endpoint refused.
+  return absl::Status(code,
+                      absl::StrCat("PUT ", url, ": ", DescribeHttpStatus(r->status, r->body)));
 }
 
 }  // namespace tfrecordfs::source

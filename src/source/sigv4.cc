@@ -128,7 +128,8 @@ std::string SigV4Authorization(const AwsCredentials& c, const SigV4Request& r,
 }
 
 absl::StatusOr<std::vector<std::string>> SigV4Signer::Sign(absl::string_view method,
-                                                           absl::string_view url) const {
+                                                           absl::string_view url,
+                                                           absl::string_view payload_sha256) const {
   absl::string_view rest = url;
   if (!absl::ConsumePrefix(&rest, "https://") && !absl::ConsumePrefix(&rest, "http://")) {
     return absl::InvalidArgumentError(absl::StrCat("cannot sign ", url, ": not an http(s) URL"));
@@ -149,7 +150,8 @@ absl::StatusOr<std::vector<std::string>> SigV4Signer::Sign(absl::string_view met
   std::tm tm;
   gmtime_r(&now, &tm);
   std::strftime(date, sizeof date, "%Y%m%dT%H%M%SZ", &tm);
-  r.headers = {{"x-amz-date", date}, {"x-amz-content-sha256", std::string(kEmptySha256)}};
+  r.payload_hash = std::string(payload_sha256);
+  r.headers = {{"x-amz-date", date}, {"x-amz-content-sha256", r.payload_hash}};
   if (!credentials_.session_token.empty()) {
     r.headers.emplace_back("x-amz-security-token", credentials_.session_token);
   }

@@ -43,8 +43,12 @@ std::string EncodeDeletions(const Deletions& deletions) {
   std::string out = absl::StrCat(kDeletionsMagic, " ", kDeletionsVersion, "\n");
   for (const auto& [path, shard] : deletions) {
     absl::StrAppend(&out, "shard ", FingerprintText(shard.before), " ", absl::CEscape(path), "\n");
-    if (shard.rewriting)
+    if (shard.rewriting) {
       absl::StrAppend(&out, "rewriting ", FingerprintText(*shard.rewriting), "\n");
+      if (shard.rewritten_records) {
+        absl::StrAppend(&out, "records ", *shard.rewritten_records, "\n");
+      }
+    }
     for (uint64_t r : shard.records) absl::StrAppend(&out, "delete ", r, "\n");
   }
   absl::StrAppend(&out, "crc32c ", absl::StrFormat("%08x", crc32c::Value(out)), "\n");
@@ -95,6 +99,11 @@ absl::StatusOr<Deletions> ParseDeletions(absl::string_view contents, absl::strin
       Fingerprint fp;
       if (!ParseFingerprint(f, 1, &fp)) return bad(i + 1, "bad rewriting line");
       cur->rewriting = fp;
+    } else if (f[0] == "records" && f.size() == 2 && cur != nullptr && cur->rewriting &&
+               !cur->rewritten_records) {
+      uint64_t n;
+      if (!absl::SimpleAtoi(f[1], &n)) return bad(i + 1, "bad records line");
+      cur->rewritten_records = n;
     } else if (f[0] == "delete" && f.size() == 2 && cur != nullptr) {
       uint64_t r;
       if (!absl::SimpleAtoi(f[1], &r) || !cur->records.insert(r).second) {
@@ -150,12 +159,27 @@ absl::Status DeletionList::Delete(const std::string& shard, const Fingerprint& f
   return Save(std::move(next));
 }
 
-absl::Status DeletionList::SetRewriting(const std::string& shard, std::optional<Fingerprint> fp) {
+absl::Status DeletionList::SetRewriting(const std::string& shard, std::optional<Fingerprint> fp,
+                                        std::optional<uint64_t> records) {
   MutexLock lock(&mu_);
   Deletions next = d_;
   auto it = next.find(shard);
   if (it == next.end()) return absl::NotFoundError(absl::StrCat(shard, ": no deletions"));
   it->second.rewriting = fp;
+  it->second.rewritten_records = fp ? records : std::nullopt;
+  return Save(std::move(next));
+}
+
+absl::Status DeletionList::Register(const std::string& shard, const Fingerprint& fp) {
+  MutexLock lock(&mu_);
+  auto it = d_.find(shard);
+  if (it != d_.end()) {
+    if (it->second.before == fp) return absl::OkStatus();
+    return absl::FailedPreconditionError(
+        absl::StrCat(shard, ": changed since its first edit; not edited"));
+  }
+  Deletions next = d_;
+  next[shard].before = fp;
   return Save(std::move(next));
 }
 

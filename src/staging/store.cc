@@ -122,7 +122,9 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir, OpenO
                              : static_cast<size_t>(rl.rlim_cur);
     node_fds = std::clamp<size_t>(limit / 8, 16, 1024);
   }
-  if (!options.read_only) ReserveJournalSpace(JournalReserveFile(store->dir_));
+  if (!options.read_only && options.reserve_journal) {
+    ReserveJournalSpace(JournalReserveFile(store->dir_));
+  }
   MutexLock lock_nodes(&store->mu_);
   store->fds_.set_limits({.max_count = node_fds});
   store->write_fds_.set_limits({.max_count = std::max<size_t>(node_fds / 2, 8)});
@@ -131,6 +133,14 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir, OpenO
 }
 
 Store::~Store() = default;
+
+void Store::SetDisplay(std::function<std::string(absl::string_view rel)> display) {
+  display_ = std::move(display);
+}
+
+std::string Store::Shown(absl::string_view rel) const {
+  return display_ ? display_(rel) : absl::StrCat("staging/", rel);
+}
 
 size_t Store::cached_fds() {
   MutexLock lock(&mu_);
@@ -182,7 +192,7 @@ absl::StatusOr<Store::NodeFdRef> Store::NodeFd(uint64_t node) {
   auto pfd = NodeFd(parent);
   if (!pfd.ok()) return pfd.status();
   UniqueFd fd(::openat((*pfd)->get(), name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd.valid()) return ErrnoError(errno, absl::StrCat("staging/", name));
+  if (!fd.valid()) return ErrnoError(errno, Shown(name));
   struct stat st;
   if (::fstatat(fd.get(), "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
     return ErrnoError(errno, name);
@@ -677,15 +687,15 @@ absl::Status Store::ValidateOnWrite(uint64_t node, int fd, uint64_t offset, absl
     std::string mark = absl::StrCat("write refused: ", why);
     if (mark.size() > kMaxMark) mark.resize(kMaxMark);
     if (::fsetxattr(fd, kErrorXattr, mark.data(), mark.size(), 0) != 0) {
-      log::Warning("staging/", *rel, ": cannot mark the file as refused (", std::strerror(errno),
+      log::Warning(Shown(*rel), ": cannot mark the file as refused (", std::strerror(errno),
                    "); its record may be packed with what the file held before the write");
     }
     {
       MutexLock lock(&mu_);
       refused_.insert(node);
     }
-    LogRefusal(absl::StrCat("staging/", *rel, ": write refused: ", why));
-    return PosixError(EINVAL, absl::StrCat("staging/", *rel, ": ", why));
+    LogRefusal(absl::StrCat(Shown(*rel), ": write refused: ", why));
+    return PosixError(EINVAL, absl::StrCat(Shown(*rel), ": ", why));
   };
   // The first `n` bytes of the file as they would be after this write.
   auto after_write = [&](uint64_t n) -> absl::StatusOr<std::string> {
@@ -883,7 +893,7 @@ absl::Status Store::ValidateOnClose(uint64_t node, int fd, naming::FeatureTypes&
     // Not written since a write was refused: the mark stands (and was
     // logged when the write was refused).
     if (auto mark = MarkOf(fd)) {
-      return PosixError(EINVAL, absl::StrCat("staging/", *rel, ": ", *mark));
+      return PosixError(EINVAL, absl::StrCat(Shown(*rel), ": ", *mark));
     }
   } else {
     ::fremovexattr(fd, kErrorXattr);  // written again: judged as it is now
@@ -892,9 +902,9 @@ absl::Status Store::ValidateOnClose(uint64_t node, int fd, naming::FeatureTypes&
   if (v.judged && !v.status.ok()) {
     if (!absl::IsInvalidArgument(v.status)) return v.status;
     LogRefusal(
-        absl::StrCat("staging/", *rel, ": ", v.status.message(),
+        absl::StrCat(Shown(*rel), ": ", v.status.message(),
                      "; the record stays staged and will not be packed until this is fixed"));
-    return PosixError(EINVAL, absl::StrCat("staging/", *rel, ": ", v.status.message()));
+    return PosixError(EINVAL, absl::StrCat(Shown(*rel), ": ", v.status.message()));
   }
   SetTag(fd, v.tag);
   return absl::OkStatus();
@@ -911,9 +921,8 @@ absl::Status Store::CheckRenamed(int parent_fd, const std::string& name, const s
   if (!v.judged) return absl::OkStatus();
   if (!v.status.ok()) {
     if (!absl::IsInvalidArgument(v.status)) return v.status;
-    LogRefusal(
-        absl::StrCat("staging/", to_rel, ": rename of ", name, " refused: ", v.status.message()));
-    return PosixError(EINVAL, absl::StrCat("staging/", to_rel, ": ", v.status.message()));
+    LogRefusal(absl::StrCat(Shown(to_rel), ": rename of ", name, " refused: ", v.status.message()));
+    return PosixError(EINVAL, absl::StrCat(Shown(to_rel), ": ", v.status.message()));
   }
   SetTag(fd.get(), v.tag);
   return absl::OkStatus();
@@ -935,7 +944,7 @@ absl::StatusOr<std::string> Store::ErrorOf(uint64_t node, naming::FeatureTypes& 
   if (!nfd.ok()) return nfd.status();
   struct stat st;
   if (::fstatat((*nfd)->get(), "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
-    return ErrnoError(errno, absl::StrCat("staging/", *rel));
+    return ErrnoError(errno, Shown(*rel));
   }
   const bool top = rel->find('/') == std::string::npos;
   if (S_ISDIR(st.st_mode)) {
@@ -950,7 +959,7 @@ absl::StatusOr<std::string> Store::ErrorOf(uint64_t node, naming::FeatureTypes& 
     return std::string(kLooseFileReason);
   }
   UniqueFd fd(::open(ProcPath((*nfd)->get()).c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
-  if (!fd.valid()) return ErrnoError(errno, absl::StrCat("staging/", *rel));
+  if (!fd.valid()) return ErrnoError(errno, Shown(*rel));
   if (auto mark = MarkOf(fd.get())) return *mark;
   const Verdict v = Judge(Place(*rel, types), fd.get(), /*unknown_too=*/true);
   if (v.judged && !v.status.ok()) return std::string(v.status.message());
@@ -958,6 +967,11 @@ absl::StatusOr<std::string> Store::ErrorOf(uint64_t node, naming::FeatureTypes& 
 }
 
 void RemoveIfEmpty(const std::string& dir) {
+  // The edit store inside it first (the same layout, layout.h).
+  if (const std::string edits = EditsStoreDir(dir); edits != dir) {
+    struct stat st;
+    if (::stat(edits.c_str(), &st) == 0) RemoveIfEmpty(edits);
+  }
   // rmdir fails on anything non-empty, so staged bytes are never lost.
   if (::rmdir(RecordsDir(dir).c_str()) != 0 && errno != ENOENT) return;
   struct stat st;

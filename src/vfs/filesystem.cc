@@ -130,6 +130,13 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
   fs->records_ = std::make_unique<RecordView>(fs->shards_, std::move(record_options));
   fs->staging_types_ =
       options.staging_types != nullptr ? options.staging_types : &fs->records_->sampler();
+  fs->edit_list_ = options.deletions;
+  fs->edit_store_ = options.edits;
+  fs->index_store_ = options.index_store;
+  if (fs->deletions_ != nullptr && options.edits != nullptr) {
+    fs->edits_ = std::make_unique<RecordEdits>(
+        fs->shards_, fs->records_.get(), fs->deletions_.get(), options.edits, fs->staging_types_);
+  }
   fs->tree_ =
       std::make_unique<TreeView>(scanned->entries, shard_entries, fs->shards_, &fs->fd_cache_,
                                  /*shards_only=*/options.view == ViewKind::kGallery);
@@ -178,14 +185,33 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
   return fs;
 }
 
+bool Filesystem::Mutable(uint64_t ino) const {
+  ReaderMutexLock serve(&serve_mu_);
+  return SpaceOf(ino) == Space::kStaging || (edits_ && edits_->IsEdited(ino));
+}
+
+View* Filesystem::WriteViewOf(uint64_t ino, absl::Status* status) const {
+  // The first change of a record checks it out into the edit store
+  // (record_edits.h); without one, the record view answers (EROFS).
+  if (edits_ && SpaceOf(ino) == Space::kRecord) {
+    *status = edits_->CheckOut(ino);
+    return status->ok() ? edits_.get() : nullptr;
+  }
+  View* view = ViewOf(ino);
+  if (view == nullptr) *status = ReadOnlyError();
+  return view;
+}
+
 View* Filesystem::ViewOf(uint64_t ino) const {
   switch (SpaceOf(ino)) {
     case Space::kTree:
       // view=classes: only the root is a tree id, and it is the class view's.
       return classes_ ? static_cast<View*>(classes_.get()) : tree_.get();
     case Space::kRecord:
+      if (edits_ && edits_->IsEdited(ino)) return edits_.get();
       return records_.get();
     case Space::kStaging:
+      if (ino & kEditNodeTag) return edits_ ? &edits_->folders() : nullptr;
       return staging_.get();
     case Space::kClass:
       return classes_.get();
@@ -200,14 +226,17 @@ absl::Status Stale() { return absl::NotFoundError("stale node id"); }
 }  // namespace
 
 absl::StatusOr<Attr> Filesystem::GetAttr(uint64_t ino) {
+  ReaderMutexLock serve(&serve_mu_);
   View* view = ViewOf(ino);
   if (view == nullptr) return Stale();
   return view->GetAttr(ino);
 }
 
 absl::StatusOr<Attr> Filesystem::Lookup(uint64_t parent, absl::string_view name) {
+  ReaderMutexLock serve(&serve_mu_);
   if (auto shard = ShardFolder(parent)) {
-    return gallery_ ? gallery_->LookupImage(*shard, name) : records_->LookupRecord(*shard, name);
+    if (gallery_) return gallery_->LookupImage(*shard, name);
+    return edits_ ? edits_->LookupInShard(*shard, name) : records_->LookupRecord(*shard, name);
   }
   View* view = ViewOf(parent);
   if (view == nullptr) return Stale();
@@ -215,11 +244,16 @@ absl::StatusOr<Attr> Filesystem::Lookup(uint64_t parent, absl::string_view name)
 }
 
 absl::Status Filesystem::ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, const EmitFn& emit) {
+  ReaderMutexLock serve(&serve_mu_);
   if (auto shard = ShardFolder(ino)) {
     auto self = tree_->GetAttr(ino);
     if (!self.ok()) return self.status();
     if (gallery_) return gallery_->ReadShardDir(*shard, *self, offset, emit);
-    records_->ReadShardDir(*shard, *self, offset, emit);
+    if (edits_) {
+      edits_->ReadShardDir(*shard, *self, offset, emit);
+    } else {
+      records_->ReadShardDir(*shard, *self, offset, emit);
+    }
     return absl::OkStatus();
   }
   View* view = ViewOf(ino);
@@ -228,12 +262,20 @@ absl::Status Filesystem::ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, con
 }
 
 absl::StatusOr<uint64_t> Filesystem::Open(uint64_t ino, int flags) {
+  ReaderMutexLock serve(&serve_mu_);
+  if ((flags & (O_WRONLY | O_RDWR | O_TRUNC)) != 0) {
+    absl::Status s;
+    View* view = WriteViewOf(ino, &s);
+    if (view == nullptr) return s;
+    return view->Open(ino, flags);
+  }
   View* view = ViewOf(ino);
   if (view == nullptr) return Stale();
   return view->Open(ino, flags);
 }
 
 absl::StatusOr<uint64_t> Filesystem::OpenDir(uint64_t ino) {
+  ReaderMutexLock serve(&serve_mu_);
   View* view = ViewOf(ino);
   if (view == nullptr) return Stale();
   return view->OpenDir(ino);
@@ -241,33 +283,44 @@ absl::StatusOr<uint64_t> Filesystem::OpenDir(uint64_t ino) {
 
 absl::StatusOr<ReadResult> Filesystem::Read(uint64_t ino, uint64_t fh, uint64_t offset,
                                             size_t size) {
+  ReaderMutexLock serve(&serve_mu_);
   View* view = ViewOf(ino);
   if (view == nullptr) return Stale();
   return view->Read(ino, fh, offset, size);
 }
 
-// ---- Handles: only the staging view hands any out (the others return 0),
-// so without a staging area every handle is 0 ----
+// ---- Handles: only the staging views (staging/ and the edit store's
+// folders) hand any out (the others return 0); their numbers say whose ----
+
+StagingView* Filesystem::HandleOwner(uint64_t fh) const {
+  if (edits_ && edits_->folders().OwnsHandle(fh)) return &edits_->folders();
+  return staging_.get();
+}
 
 void Filesystem::ReleaseDir(uint64_t fh) {
-  if (staging_) staging_->ReleaseDir(fh);
+  ReaderMutexLock serve(&serve_mu_);
+  if (StagingView* v = HandleOwner(fh)) v->ReleaseDir(fh);
 }
 
 void Filesystem::Release(uint64_t fh) {
-  if (staging_) staging_->Release(fh);
+  ReaderMutexLock serve(&serve_mu_);
+  if (StagingView* v = HandleOwner(fh)) v->Release(fh);
 }
 
 void Filesystem::Discard(uint64_t fh) {
-  if (staging_) staging_->Discard(fh);
+  ReaderMutexLock serve(&serve_mu_);
+  if (StagingView* v = HandleOwner(fh)) v->Discard(fh);
 }
 
 absl::Status Filesystem::Flush(uint64_t ino, uint64_t fh) {
+  ReaderMutexLock serve(&serve_mu_);
   View* view = ViewOf(ino);
   if (view == nullptr) return absl::OkStatus();
   return view->Flush(ino, fh);
 }
 
 absl::Status Filesystem::Fsync(uint64_t ino, uint64_t fh, bool datasync) {
+  ReaderMutexLock serve(&serve_mu_);
   View* view = ViewOf(ino);
   if (view == nullptr) return absl::OkStatus();
   return view->Fsync(ino, fh, datasync);
@@ -278,50 +331,91 @@ absl::Status Filesystem::Fsync(uint64_t ino, uint64_t fh, bool datasync) {
 absl::StatusOr<std::pair<Attr, uint64_t>> Filesystem::CreateFile(
     uint64_t parent, absl::string_view name, mode_t mode, int flags,
     std::optional<staging::Owner> owner) {
-  View* view = ViewOf(parent);
-  if (view == nullptr) return ReadOnlyError();
+  ReaderMutexLock serve(&serve_mu_);
+  if (edits_ && ShardFolder(parent)) {
+    return PosixError(EPERM, absl::StrCat(name, ": a shard folder holds record folders only"));
+  }
+  absl::Status s;
+  View* view = WriteViewOf(parent, &s);
+  if (view == nullptr) return s;
   return view->CreateFile(parent, name, mode, flags, owner);
 }
 
 absl::StatusOr<Attr> Filesystem::Mkdir(uint64_t parent, absl::string_view name, mode_t mode,
                                        std::optional<staging::Owner> owner) {
-  View* view = ViewOf(parent);
-  if (view == nullptr) return ReadOnlyError();
+  ReaderMutexLock serve(&serve_mu_);
+  // A new folder in a shard folder: a record added to the shard.
+  if (auto shard = ShardFolder(parent)) {
+    if (!edits_ || gallery_) return ReadOnlyError();
+    return edits_->MkdirInShard(*shard, name, mode, owner);
+  }
+  absl::Status s;
+  View* view = WriteViewOf(parent, &s);
+  if (view == nullptr) return s;
   return view->Mkdir(parent, name, mode, owner);
 }
 
 absl::StatusOr<size_t> Filesystem::Write(uint64_t ino, uint64_t fh, absl::string_view data,
                                          uint64_t offset) {
-  View* view = ViewOf(ino);
-  if (view == nullptr) return ReadOnlyError();
+  ReaderMutexLock serve(&serve_mu_);
+  absl::Status s;
+  View* view = WriteViewOf(ino, &s);
+  if (view == nullptr) return s;
   return view->Write(ino, fh, data, offset);
 }
 
 absl::StatusOr<Attr> Filesystem::SetAttr(uint64_t ino, uint64_t fh, const struct stat& to,
                                          int bits) {
-  View* view = ViewOf(ino);
-  if (view == nullptr) return ReadOnlyError();
+  ReaderMutexLock serve(&serve_mu_);
+  absl::Status s;
+  View* view = WriteViewOf(ino, &s);
+  if (view == nullptr) return s;
   return view->SetAttr(ino, fh, to, bits);
 }
 
 absl::Status Filesystem::Unlink(uint64_t parent, absl::string_view name) {
-  View* view = ViewOf(parent);
-  if (view == nullptr) return ReadOnlyError();
+  ReaderMutexLock serve(&serve_mu_);
+  absl::Status s;
+  View* view = WriteViewOf(parent, &s);
+  if (view == nullptr) return s;
   return view->Unlink(parent, name);
 }
 
 absl::Status Filesystem::Rmdir(uint64_t parent, absl::string_view name) {
-  // A record folder: deleting the record (record_deletions.h).
+  ReaderMutexLock serve(&serve_mu_);
+  // A record folder: deleting the record (record_deletions.h), or an added
+  // one's folder (record_edits.h).
   if (auto shard = ShardFolder(parent)) {
-    return gallery_ ? ReadOnlyError() : records_->RmdirRecord(*shard, name);
+    if (gallery_) return ReadOnlyError();
+    return edits_ ? edits_->RmdirInShard(*shard, name) : records_->RmdirRecord(*shard, name);
   }
-  View* view = ViewOf(parent);
-  if (view == nullptr) return ReadOnlyError();
+  absl::Status s;
+  View* view = WriteViewOf(parent, &s);
+  if (view == nullptr) return s;
   return view->Rmdir(parent, name);
+}
+
+bool Filesystem::EditSide(uint64_t ino) const {
+  return SpaceOf(ino) == Space::kRecord ||
+         (SpaceOf(ino) == Space::kStaging && (ino & kEditNodeTag) != 0);
 }
 
 absl::Status Filesystem::Rename(uint64_t parent, absl::string_view name, uint64_t new_parent,
                                 absl::string_view new_name, unsigned flags) {
+  ReaderMutexLock serve(&serve_mu_);
+  if (edits_ && !gallery_) {
+    const auto from_shard = ShardFolder(parent), to_shard = ShardFolder(new_parent);
+    if (from_shard && to_shard) {
+      return edits_->RenameAny(parent, name, new_parent, new_name, flags, from_shard, to_shard);
+    }
+    if (!from_shard && !to_shard && EditSide(parent) && EditSide(new_parent)) {
+      for (uint64_t ino : {parent, new_parent}) {
+        if (auto s = edits_->CheckOut(ino); !s.ok()) return s;
+      }
+      return edits_->RenameAny(parent, name, new_parent, new_name, flags, std::nullopt,
+                               std::nullopt);
+    }
+  }
   View* from = ViewOf(parent);
   View* to = ViewOf(new_parent);
   if (from == nullptr || to == nullptr) return ReadOnlyError();
@@ -339,10 +433,12 @@ absl::Status Filesystem::Rename(uint64_t parent, absl::string_view name, uint64_
 }
 
 void Filesystem::Forget(uint64_t ino, uint64_t n) {
+  ReaderMutexLock serve(&serve_mu_);
   if (View* view = ViewOf(ino)) view->Forget(ino, n);
 }
 
 bool Filesystem::StagingSpace(uint64_t* free_bytes, uint64_t* total_bytes) const {
+  ReaderMutexLock serve(&serve_mu_);
   return staging_ && staging_->Space(free_bytes, total_bytes);
 }
 
@@ -351,6 +447,7 @@ bool Filesystem::StagingSpace(uint64_t* free_bytes, uint64_t* total_bytes) const
 naming::FeatureTypes& Filesystem::feature_types() { return records_->sampler(); }
 
 Stats Filesystem::GetStats() const {
+  ReaderMutexLock serve(&serve_mu_);
   Stats s;
   s.shards = shards_.size();
   for (const MountedShard& shard : shards_) {
@@ -378,6 +475,7 @@ absl::StatusOr<XattrList> Filesystem::Xattrs(uint64_t ino, bool read_error) {
 }
 
 absl::StatusOr<std::vector<std::string>> Filesystem::ListXattr(uint64_t ino) {
+  ReaderMutexLock serve(&serve_mu_);
   auto all = Xattrs(ino, /*read_error=*/false);
   if (!all.ok()) return all.status();
   std::vector<std::string> names;
@@ -386,6 +484,7 @@ absl::StatusOr<std::vector<std::string>> Filesystem::ListXattr(uint64_t ino) {
 }
 
 absl::StatusOr<std::string> Filesystem::GetXattr(uint64_t ino, absl::string_view name) {
+  ReaderMutexLock serve(&serve_mu_);
   // Other namespaces (security.*, system.posix_acl_*: asked by ls -l, cp -a
   // and the kernel itself) are answered without looking at the node, and
   // as unsupported (this file system keeps no security labels or ACLs):
@@ -405,10 +504,95 @@ absl::StatusOr<std::string> Filesystem::GetXattr(uint64_t ino, absl::string_view
 }
 
 absl::Status Filesystem::SetXattr(uint64_t ino, absl::string_view name) {
+  ReaderMutexLock serve(&serve_mu_);
   if (SpaceOf(ino) == Space::kStaging) {
     return PosixError(ENOTSUP, absl::StrCat(name, ": staged files keep no extended attributes"));
   }
   return PosixError(EPERM, absl::StrCat(name, ": the attributes of the mounted shards are fixed"));
+}
+
+// ---- Committing edits ----
+
+void Filesystem::SetInvalidator(std::optional<Invalidator> invalidator) {
+  MutexLock lock(&invalidator_mu_);
+  invalidator_ = std::move(invalidator);
+}
+
+absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reopen) {
+  if (!edits_) return absl::FailedPreconditionError("this mount takes no edits (read-only)");
+  // What the kernel must forget once the lock is released: each rewritten
+  // shard's folder and the names it may have cached in it.
+  struct Stale {
+    uint64_t folder = 0;
+    std::vector<std::string> names;
+  };
+  std::vector<Stale> stale;
+  std::vector<repack::RewrittenShard> results;
+  {
+    WriterMutexLock serve(&serve_mu_);
+    naming::FeatureTypes& types = *staging_types_;
+    edit_store_->CheckAllWritten(types);
+    absl::flat_hash_map<std::string, uint64_t> by_path;
+    std::vector<repack::ShardToRewrite> from(shards_.size());
+    for (uint64_t s = 0; s < shards_.size(); ++s) {
+      by_path[shards_[s].index->path()] = s;
+      from[s] = {shards_[s].source.get(), &shards_[s].index->offsets(), shards_[s].index->codec()};
+    }
+    results = repack::ApplyEdits(edit_list_, edit_store_->records_dir(), types,
+                                 [&](const std::string& path) -> const repack::ShardToRewrite* {
+                                   auto it = by_path.find(path);
+                                   return it == by_path.end() ? nullptr : &from[it->second];
+                                 });
+    if (!reopen) return results;
+    for (repack::RewrittenShard& r : results) {
+      if (!r.status.ok()) continue;
+      const uint64_t s = by_path.at(r.path);
+      MountedShard& shard = shards_[s];
+      Stale st;
+      st.folder = tree_->ShardFolderId(s);
+      const uint64_t old_count = shard.records_shown();
+      for (uint64_t i = 0; i < old_count; ++i) {
+        st.names.push_back(records_->RecordName(s, i));
+        st.names.push_back(absl::StrCat(i));
+      }
+      for (std::string& name : edits_->ResetShard(s)) st.names.push_back(std::move(name));
+      deletions_->ResetShard(s);
+      // The new file, indexed (and cached) like a shard at mount.
+      auto scanned = scan::ScanOne(r.path, index_store_);
+      absl::StatusOr<std::unique_ptr<source::ShardSource>> src =
+          scanned.ok() ? scan::OpenShard(*scanned, &inflate_cache_, &fd_cache_) : scanned.status();
+      if (!src.ok()) {
+        // The shard is committed on disk; this mount cannot show it.
+        log::Error("committed ", r.path, " but cannot show it: ", src.status().message(),
+                   "; remount to see it");
+        r.status =
+            absl::DataLossError(absl::StrCat("committed, but the mount cannot show the new shard (",
+                                             src.status().message(), "): remount"));
+        continue;
+      }
+      shard.source = *std::move(src);
+      if (readahead_) {
+        shard.source =
+            std::make_unique<source::ReadaheadSource>(std::move(shard.source), readahead_.get());
+      }
+      const uint64_t n = scanned->index->num_records();
+      shard.name_width = Digits(n == 0 ? 0 : n - 1);
+      shard.mtime = scanned->st.st_mtim;
+      shard.index = std::move(scanned->index);
+      ++shard.generation;
+      records_->ResetShard(s);
+      stale.push_back(std::move(st));
+    }
+  }
+  // The kernel, outside the lock: its invalidations may wait for requests.
+  MutexLock lock(&invalidator_mu_);
+  if (invalidator_) {
+    for (const Stale& st : stale) {
+      for (const std::string& name : st.names) invalidator_->entry(st.folder, name);
+      invalidator_->inode(st.folder);
+    }
+  }
+  return results;
 }
 
 }  // namespace tfrecordfs::vfs

@@ -35,6 +35,12 @@ void RecordCache::Put(uint64_t key, std::shared_ptr<const ParsedRecord> value) {
   dropped = lru_.Put(key, std::move(value), bytes);
 }
 
+void RecordCache::Clear() {
+  std::vector<std::shared_ptr<const ParsedRecord>> dropped;  // released after the lock
+  MutexLock lock(&mu_);
+  while (auto oldest = lru_.PopOldest()) dropped.push_back(std::move(oldest->second));
+}
+
 size_t RecordCache::size() const {
   MutexLock lock(&mu_);
   return lru_.size();

@@ -47,6 +47,7 @@ RecordDeletions::RecordDeletions(const std::vector<MountedShard>& shards,
                  list_->path(), " keeps them)");
       continue;
     }
+    registered_.insert(s);
     for (uint64_t r : it->second.records) deleted_.insert(RecordKey(s, r));
   }
   any_.store(!deleted_.empty());
@@ -56,12 +57,6 @@ bool RecordDeletions::IsDeleted(uint64_t shard, uint64_t record) const {
   if (!any_.load(std::memory_order_acquire)) return false;
   MutexLock lock(&mu_);
   return deleted_.contains(RecordKey(shard, record));
-}
-
-bool RecordDeletions::IsHidden(uint64_t shard, uint64_t record, uint32_t entry) const {
-  if (!any_.load(std::memory_order_acquire)) return false;
-  MutexLock lock(&mu_);
-  return hidden_.contains({RecordKey(shard, record), entry});
 }
 
 absl::Status RecordDeletions::CheckWritable(uint64_t shard) const {
@@ -79,11 +74,33 @@ absl::Status RecordDeletions::CheckWritable(uint64_t shard) const {
   return absl::OkStatus();
 }
 
-absl::Status RecordDeletions::Hide(uint64_t shard, uint64_t record, uint32_t entry) {
-  if (auto s = CheckWritable(shard); !s.ok()) return s;
+void RecordDeletions::ResetShard(uint64_t shard) {
   MutexLock lock(&mu_);
-  hidden_.insert({RecordKey(shard, record), entry});
-  any_.store(true, std::memory_order_release);
+  registered_.erase(shard);
+  absl::erase_if(deleted_, [&](uint64_t key) { return (key >> kRecordBits) == shard; });
+  any_.store(!deleted_.empty(), std::memory_order_release);
+}
+
+bool RecordDeletions::Registered(uint64_t shard) const {
+  MutexLock lock(&mu_);
+  return registered_.contains(shard);
+}
+
+absl::Status RecordDeletions::Register(uint64_t shard) {
+  if (Registered(shard)) return absl::OkStatus();
+  if (auto s = CheckWritable(shard); !s.ok()) return s;
+  const std::string& path = shards_[shard].index->path();
+  auto fp = MountedFingerprint(shards_[shard]);
+  if (!fp.ok()) {
+    log::Warning("cannot edit ", path, ": ", fp.status().message());
+    return fp.status();
+  }
+  if (auto s = list_->Register(path, *fp); !s.ok()) {
+    log::Warning("cannot edit ", path, ": ", s.message());
+    return absl::IsFailedPrecondition(s) ? PosixError(EROFS, s.message()) : s;
+  }
+  MutexLock lock(&mu_);
+  registered_.insert(shard);
   return absl::OkStatus();
 }
 
@@ -102,6 +119,7 @@ absl::Status RecordDeletions::DeleteRecord(uint64_t shard, uint64_t record) {
   log::Info("deleted record ", record, " of ", shards_[shard].index->path(),
             " (pending: the shard is rewritten at unmount)");
   MutexLock lock(&mu_);
+  registered_.insert(shard);
   deleted_.insert(RecordKey(shard, record));
   any_.store(true, std::memory_order_release);
   return absl::OkStatus();

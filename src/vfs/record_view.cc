@@ -50,8 +50,7 @@ absl::StatusOr<RecordView::Node> RecordView::Resolve(uint64_t ino) const {
     node.record = RecordOf(ino);
     node.entry = static_cast<uint32_t>(EntryOf(ino));
     if (node.shard < shards_.size() && node.record < shards_[node.shard].records_shown() &&
-        !(deletions_ != nullptr && deletions_->IsDeleted(node.shard, node.record)) &&
-        !(node.entry != 0 && Hidden(node.shard, node.record, node.entry))) {
+        !(deletions_ != nullptr && deletions_->IsDeleted(node.shard, node.record))) {
       return node;
     }
   }
@@ -81,6 +80,7 @@ void RecordView::IndexDisagrees(uint64_t shard, uint64_t record) {
 Attr RecordView::RecordDirAttr(uint64_t shard, uint64_t record) const {
   Attr a;
   a.ino = RecordId(shard, record, 0);
+  a.generation = shards_[shard].generation;
   a.mode = kDirMode;
   a.nlink = 1;
   a.mtime = shards_[shard].mtime;
@@ -92,6 +92,7 @@ Attr RecordView::EntryAttr(uint64_t shard, uint64_t record, uint32_t entry,
   const naming::Entry& e = rec.layout.entries[entry];
   Attr a;
   a.ino = RecordId(shard, record, entry);
+  a.generation = shards_[shard].generation;
   a.mode = e.is_dir ? kDirMode : kFileMode;
   a.size = e.is_dir ? 0 : e.size();
   a.nlink = 1;
@@ -249,7 +250,7 @@ absl::StatusOr<Attr> RecordView::Lookup(uint64_t parent_ino, absl::string_view n
   if (!rec.ok()) return rec.status();
   if (!(*rec)->layout.entries[parent.entry].is_dir) return PosixError(ENOTDIR, "not a directory");
   auto child = naming::FindChild((*rec)->layout, parent.entry, name);
-  if (!child || Hidden(parent.shard, parent.record, *child)) return absl::NotFoundError(name);
+  if (!child) return absl::NotFoundError(name);
   return EntryAttr(parent.shard, parent.record, *child, **rec);
 }
 
@@ -267,7 +268,6 @@ absl::Status RecordView::ReadDir(uint64_t ino, uint64_t /*fh*/, uint64_t offset,
   }
   for (uint64_t k = offset - 2; k < d.num_children; ++k) {
     const uint32_t c = d.first_child + static_cast<uint32_t>(k);
-    if (Hidden(dir.shard, dir.record, c)) continue;
     if (!emit((*rec)->layout.entries[c].name, EntryAttr(dir.shard, dir.record, c, **rec), k + 3)) {
       break;
     }
@@ -415,6 +415,13 @@ absl::Status RecordView::Xattrs(uint64_t ino, bool read_error, XattrList* out) {
   return absl::OkStatus();
 }
 
+void RecordView::ResetShard(uint64_t shard) {
+  cache_.Clear();
+  checked_.ResetShard(shard, shards_[shard].records_shown());
+  MutexLock lock(&damage_mu_);
+  absl::erase_if(damage_, [&](const auto& kv) { return (kv.first >> kRecordBits) == shard; });
+}
+
 bool RecordView::NoteDamage(uint64_t shard, uint64_t record, absl::string_view reason) {
   MutexLock lock(&damage_mu_);
   const uint64_t key = RecordKey(shard, record);
@@ -432,49 +439,16 @@ std::optional<std::string> RecordView::DamageOf(uint64_t shard, uint64_t record)
 
 // ---- Deletions (record_deletions.h) ----
 
-bool RecordView::ShowsNothing(const Node& node, const ParsedRecord& rec, uint32_t dir) const {
-  const naming::Entry& d = rec.layout.entries[dir];
-  for (uint32_t k = 0; k < d.num_children; ++k) {
-    if (!Hidden(node.shard, node.record, d.first_child + k)) return false;
-  }
-  return true;
-}
-
-absl::Status RecordView::HideChild(uint64_t parent_ino, absl::string_view name, bool dir) {
-  auto p = Resolve(parent_ino);
-  if (!p.ok()) return p.status();
-  if (deletions_ == nullptr) return ReadOnlyError();
-  auto rec = ParseEntry(*p);
-  if (!rec.ok()) return rec.status();
-  const naming::Layout& layout = (*rec)->layout;
-  if (!layout.entries[p->entry].is_dir) return PosixError(ENOTDIR, "not a directory");
-  auto child = naming::FindChild(layout, p->entry, name);
-  if (!child || Hidden(p->shard, p->record, *child)) return absl::NotFoundError(name);
-  if (layout.entries[*child].is_dir != dir) {
-    return dir ? PosixError(ENOTDIR, "not a directory") : PosixError(EISDIR, "is a directory");
-  }
-  if (dir && !ShowsNothing(*p, **rec, *child)) {
-    return PosixError(ENOTEMPTY, "directory not empty");
-  }
-  return deletions_->Hide(p->shard, p->record, *child);
-}
-
-absl::Status RecordView::Unlink(uint64_t parent, absl::string_view name) {
-  return HideChild(parent, name, /*dir=*/false);
-}
-
-absl::Status RecordView::Rmdir(uint64_t parent, absl::string_view name) {
-  return HideChild(parent, name, /*dir=*/true);
-}
-
 absl::Status RecordView::RmdirRecord(uint64_t shard, absl::string_view name) {
   auto attr = LookupRecord(shard, name);
   if (!attr.ok()) return attr.status();
   if (deletions_ == nullptr) return ReadOnlyError();
   const Node node{shard, RecordOf(attr->ino), 0};
   auto rec = Parse(node.shard, node.record);
-  // A damaged record lists nothing: it can be removed as it is.
-  if (rec.ok() && !ShowsNothing(node, **rec, 0)) {
+  // A damaged record lists nothing: it can be removed as it is; so can a
+  // record without features. The others' files go first (rm -r: their
+  // unlinks edit the record, record_edits.h).
+  if (rec.ok() && (*rec)->layout.entries[0].num_children > 0) {
     return PosixError(ENOTEMPTY, "directory not empty");
   }
   if (!rec.ok() && !absl::IsDataLoss(rec.status())) return rec.status();

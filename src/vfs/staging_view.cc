@@ -35,10 +35,10 @@ struct StagingView::DirHandle {
 
 namespace {
 
-// A node of the store as the mount shows it.
-Attr AttrOf(const struct stat& st) {
+// A node of the store as the mount shows it, under node id `ino`.
+Attr AttrOf(const struct stat& st, uint64_t ino) {
   Attr a;
-  a.ino = StagingId(st.st_ino);
+  a.ino = ino;
   a.mode = st.st_mode;
   a.uid = st.st_uid;  // another user's (allow_other, staging::Owner)
   a.gid = st.st_gid;
@@ -60,35 +60,35 @@ absl::StatusOr<ListDir> OpenStream(staging::Store* store, uint64_t node) {
 
 }  // namespace
 
-StagingView::StagingView(staging::Store* store, naming::FeatureTypes* types)
-    : store_(store), types_(types), files_(1), dirs_(2) {}
+StagingView::StagingView(staging::Store* store, naming::FeatureTypes* types, StagingViewIds ids)
+    : store_(store), types_(types), ids_(ids), files_(ids.file_tag), dirs_(ids.dir_tag) {}
+
+bool StagingView::OwnsHandle(uint64_t fh) const { return files_.Owns(fh) || dirs_.Owns(fh); }
 
 StagingView::~StagingView() = default;
 
-uint64_t StagingView::root_id() const { return StagingId(store_->root()); }
+uint64_t StagingView::root_id() const { return IdOf(store_->root()); }
 
 absl::StatusOr<Attr> StagingView::GetAttr(uint64_t ino) {
-  auto st = store_->GetAttr(StagingIndex(ino));
+  auto st = store_->GetAttr(NodeOf(ino));
   if (!st.ok()) return st.status();
-  return AttrOf(*st);
+  return AttrOf(*st, IdOf(st->st_ino));
 }
 
 absl::StatusOr<Attr> StagingView::Lookup(uint64_t parent, absl::string_view name) {
-  auto st = store_->Lookup(StagingIndex(parent), name);
+  auto st = store_->Lookup(NodeOf(parent), name);
   if (!st.ok()) return st.status();
-  return AttrOf(*st);
+  return AttrOf(*st, IdOf(st->st_ino));
 }
 
-void StagingView::Forget(uint64_t ino, uint64_t n) {
-  store_->Forget(StagingIndex(ino), n, *types_);
-}
+void StagingView::Forget(uint64_t ino, uint64_t n) { store_->Forget(NodeOf(ino), n, *types_); }
 
 absl::StatusOr<uint64_t> StagingView::Open(uint64_t ino, int flags) {
-  auto fd = store_->Open(StagingIndex(ino), flags);
+  auto fd = store_->Open(NodeOf(ino), flags);
   if (!fd.ok()) return fd.status();
   auto h = std::make_unique<FileHandle>();
   h->fd = UniqueFd(*fd);
-  h->node = StagingIndex(ino);
+  h->node = NodeOf(ino);
   if (flags & O_TRUNC) {
     h->written = true;
     store_->NoteRewritten(h->node);
@@ -99,14 +99,14 @@ absl::StatusOr<uint64_t> StagingView::Open(uint64_t ino, int flags) {
 absl::StatusOr<std::pair<Attr, uint64_t>> StagingView::CreateFile(
     uint64_t parent, absl::string_view name, mode_t mode, int flags,
     std::optional<staging::Owner> owner) {
-  auto r = store_->Create(StagingIndex(parent), name, mode, flags, owner);
+  auto r = store_->Create(NodeOf(parent), name, mode, flags, owner);
   if (!r.ok()) return r.status();
   auto h = std::make_unique<FileHandle>();
   h->fd = UniqueFd(r->second);
   h->node = r->first.st_ino;
   h->written = true;
   if (flags & O_TRUNC) store_->NoteRewritten(h->node);  // an existing file's
-  return std::make_pair(AttrOf(r->first), files_.Add(std::move(h)));
+  return std::make_pair(AttrOf(r->first, IdOf(r->first.st_ino)), files_.Add(std::move(h)));
 }
 
 absl::StatusOr<ReadResult> StagingView::Read(uint64_t ino, uint64_t fh, uint64_t offset,
@@ -116,7 +116,7 @@ absl::StatusOr<ReadResult> StagingView::Read(uint64_t ino, uint64_t fh, uint64_t
   FileHandle* h = *got_h;
   UniqueFd own;  // no handle: a read-only mount where the kernel opens files itself
   if (h == nullptr) {
-    auto fd = store_->Open(StagingIndex(ino), O_RDONLY);
+    auto fd = store_->Open(NodeOf(ino), O_RDONLY);
     if (!fd.ok()) return fd.status();
     own = UniqueFd(*fd);
   }
@@ -137,15 +137,14 @@ absl::StatusOr<size_t> StagingView::Write(uint64_t ino, uint64_t fh, absl::strin
   // a descriptor of the store's.
   std::shared_ptr<const UniqueFd> own;
   if (h == nullptr) {
-    auto fd = store_->WritableFd(StagingIndex(ino));
+    auto fd = store_->WritableFd(NodeOf(ino));
     if (!fd.ok()) return fd.status();
     own = *fd;
   }
   const int fd = h != nullptr ? h->fd.get() : own->get();
   // A bad value of a checked file fails write() itself, so that
   // `echo hello > label` reports it (the shell ignores close()'s error).
-  if (auto s = store_->ValidateOnWrite(StagingIndex(ino), fd, offset, data, *types_); !s.ok())
-    return s;
+  if (auto s = store_->ValidateOnWrite(NodeOf(ino), fd, offset, data, *types_); !s.ok()) return s;
   size_t done = 0;
   while (done < data.size()) {
     ssize_t w =
@@ -156,11 +155,11 @@ absl::StatusOr<size_t> StagingView::Write(uint64_t ino, uint64_t fh, absl::strin
     }
     done += static_cast<size_t>(w);
   }
-  store_->NoteRewritten(StagingIndex(ino));  // before NoteWritten checks it
+  store_->NoteRewritten(NodeOf(ino));  // before NoteWritten checks it
   if (h != nullptr) {
     h->written = true;
   } else {
-    store_->NoteWritten(StagingIndex(ino), *types_, fd);  // no RELEASE will come
+    store_->NoteWritten(NodeOf(ino), *types_, fd);  // no RELEASE will come
   }
   return done;
 }
@@ -169,7 +168,7 @@ absl::Status StagingView::Flush(uint64_t ino, uint64_t fh) {
   auto h = files_.Get(fh);
   if (!h.ok()) return h.status();
   if (*h == nullptr || !(*h)->written.exchange(false)) return absl::OkStatus();
-  return store_->ValidateOnClose(StagingIndex(ino), (*h)->fd.get(), *types_);
+  return store_->ValidateOnClose(NodeOf(ino), (*h)->fd.get(), *types_);
 }
 
 void StagingView::Release(uint64_t fh) {
@@ -198,7 +197,7 @@ absl::Status StagingView::Fsync(uint64_t ino, uint64_t fh, bool datasync) {
   FileHandle* h = *got_h;
   UniqueFd own;
   if (h == nullptr) {
-    auto fd = store_->Open(StagingIndex(ino), O_RDONLY);
+    auto fd = store_->Open(NodeOf(ino), O_RDONLY);
     if (!fd.ok()) return fd.status();
     own = UniqueFd(*fd);
   }
@@ -212,37 +211,36 @@ absl::StatusOr<Attr> StagingView::SetAttr(uint64_t ino, uint64_t fh, const struc
   auto got_h = files_.Get(fh);
   if (!got_h.ok()) return got_h.status();
   FileHandle* h = *got_h;
-  auto st = store_->SetAttr(StagingIndex(ino), h ? h->fd.get() : -1, to, bits);
+  auto st = store_->SetAttr(NodeOf(ino), h ? h->fd.get() : -1, to, bits);
   if (!st.ok()) return st.status();
-  if (bits & staging::kSetSize) store_->NoteRewritten(StagingIndex(ino));
+  if (bits & staging::kSetSize) store_->NoteRewritten(NodeOf(ino));
   if (h && (bits & staging::kSetSize)) h->written = true;
-  if (!h && (bits & staging::kSetSize)) store_->NoteWritten(StagingIndex(ino), *types_);
-  return AttrOf(*st);
+  if (!h && (bits & staging::kSetSize)) store_->NoteWritten(NodeOf(ino), *types_);
+  return AttrOf(*st, IdOf(st->st_ino));
 }
 
 absl::StatusOr<Attr> StagingView::Mkdir(uint64_t parent, absl::string_view name, mode_t mode,
                                         std::optional<staging::Owner> owner) {
-  auto st = store_->Mkdir(StagingIndex(parent), name, mode, owner);
+  auto st = store_->Mkdir(NodeOf(parent), name, mode, owner);
   if (!st.ok()) return st.status();
-  return AttrOf(*st);
+  return AttrOf(*st, IdOf(st->st_ino));
 }
 
 absl::Status StagingView::Unlink(uint64_t parent, absl::string_view name) {
-  return store_->Unlink(StagingIndex(parent), name);
+  return store_->Unlink(NodeOf(parent), name);
 }
 
 absl::Status StagingView::Rmdir(uint64_t parent, absl::string_view name) {
-  return store_->Rmdir(StagingIndex(parent), name);
+  return store_->Rmdir(NodeOf(parent), name);
 }
 
 absl::Status StagingView::Rename(uint64_t parent, absl::string_view name, uint64_t new_parent,
                                  absl::string_view new_name, unsigned flags) {
-  return store_->Rename(StagingIndex(parent), name, StagingIndex(new_parent), new_name, flags,
-                        *types_);
+  return store_->Rename(NodeOf(parent), name, NodeOf(new_parent), new_name, flags, *types_);
 }
 
 absl::StatusOr<uint64_t> StagingView::OpenDir(uint64_t ino) {
-  auto d = OpenStream(store_, StagingIndex(ino));
+  auto d = OpenStream(store_, NodeOf(ino));
   if (!d.ok()) return d.status();
   return dirs_.Add(std::make_unique<DirHandle>(std::move(*d)));
 }
@@ -258,7 +256,8 @@ namespace {
 // "." and ".." get `self`. Reads the stream itself rather than through
 // ListDir::Next: the kernel resumes at the d_off of any entry, "." and ".."
 // included, so the positions (telldir / seekdir) are part of the listing.
-absl::Status ListStream(DIR* dir, uint64_t offset, const Attr& self, const EmitFn& emit) {
+absl::Status ListStream(DIR* dir, uint64_t offset, const Attr& self, uint64_t node_tag,
+                        const EmitFn& emit) {
   if (offset == 0) {
     ::rewinddir(dir);
   } else {
@@ -280,7 +279,7 @@ absl::Status ListStream(DIR* dir, uint64_t offset, const Attr& self, const EmitF
       struct stat st;
       if (::fstatat(::dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
       if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) continue;  // never shown
-      a = AttrOf(st);
+      a = AttrOf(st, StagingId(node_tag | st.st_ino));
     }
     if (!emit(name, a, static_cast<uint64_t>(e->d_off))) {
       ::seekdir(dir, before);
@@ -302,19 +301,19 @@ absl::Status StagingView::ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, co
   if (!h.ok()) return h.status();
   if (*h != nullptr) {
     MutexLock lock(&(*h)->mu);
-    return ListStream((*h)->dir.stream(), offset, *self, emit);
+    return ListStream((*h)->dir.stream(), offset, *self, ids_.node_tag, emit);
   }
-  auto d = OpenStream(store_, StagingIndex(ino));
+  auto d = OpenStream(store_, NodeOf(ino));
   if (!d.ok()) return d.status();
-  return ListStream(d->stream(), offset, *self, emit);
+  return ListStream(d->stream(), offset, *self, ids_.node_tag, emit);
 }
 
 absl::Status StagingView::Xattrs(uint64_t ino, bool read_error, XattrList* out) {
   if (!read_error) {
-    if (store_->HasRefusalMark(StagingIndex(ino))) AddXattr(out, "error", "");
+    if (store_->HasRefusalMark(NodeOf(ino))) AddXattr(out, "error", "");
     return absl::OkStatus();
   }
-  auto why = store_->ErrorOf(StagingIndex(ino), *types_);
+  auto why = store_->ErrorOf(NodeOf(ino), *types_);
   if (why.ok()) {
     AddXattr(out, "error", std::move(*why));
     return absl::OkStatus();

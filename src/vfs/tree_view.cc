@@ -40,6 +40,7 @@ TreeView::TreeView(const std::vector<scan::SourceEntry>& entries,
     if (node.type == Type::kPlainFile) node.fd_key = fds_->NewKey();
   }
   for (size_t s = 0; s < shard_entries.size(); ++s) {
+    shard_folder_ids_.push_back(TreeId(shard_entries[s] + 1));
     Node& node = nodes_[shard_entries[s] + 1];
     node.type = Type::kShard;
     node.shard = s;

@@ -92,6 +92,100 @@ def frame(payload: bytes) -> bytes:
             masked_crc(payload).to_bytes(4, "little"))
 
 
+# ---- tf.train.Example, decoded from the protobuf wire format by hand ----
+# (example.proto / feature.proto: Example.features = 1; Features.feature = 1,
+# a map<string, Feature> of entries key = 1, value = 2; Feature is one of
+# bytes_list = 1, float_list = 2, int64_list = 3, each a list whose values
+# are field 1, packed or not.)
+import struct
+
+
+def _varint(buf: bytes, i: int):
+    shift = value = 0
+    while True:
+        b = buf[i]
+        i += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, i
+        shift += 7
+
+
+def _fields(buf: bytes):
+    """Yields (field number, wire type, value) of a message."""
+    i = 0
+    while i < len(buf):
+        key, i = _varint(buf, i)
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            value, i = _varint(buf, i)
+        elif wire == 1:
+            value, i = buf[i:i + 8], i + 8
+        elif wire == 2:
+            n, i = _varint(buf, i)
+            value, i = buf[i:i + n], i + n
+        elif wire == 5:
+            value, i = buf[i:i + 4], i + 4
+        else:
+            raise ValueError("wire type %d" % wire)
+        yield field, wire, value
+
+
+def _feature(buf: bytes):
+    kind, values = "none", []
+    for field, _, body in _fields(buf):
+        kind = {1: "bytes", 2: "float", 3: "int64"}.get(field, kind)
+        for f, wire, v in _fields(body):
+            if f != 1:
+                continue
+            if field == 1:
+                values.append(bytes(v))
+            elif field == 2:  # packed (wire 2) or one value (wire 5)
+                values.extend(struct.unpack("<%df" % (len(v) // 4), v))
+            elif wire == 2:
+                j = 0
+                while j < len(v):
+                    x, j = _varint(v, j)
+                    values.append(x - (1 << 64) if x >= 1 << 63 else x)
+            else:
+                values.append(v - (1 << 64) if v >= 1 << 63 else v)
+    return kind, values
+
+
+def decode_example(payload: bytes) -> dict:
+    """{feature name: (kind, [values])} of a serialized tf.train.Example."""
+    out = {}
+    for field, _, features in _fields(payload):
+        if field != 1:
+            continue
+        for f, _, entry in _fields(features):
+            if f != 1:
+                continue
+            key, value = None, b""
+            for ef, _, ev in _fields(entry):
+                if ef == 1:
+                    key = bytes(ev).decode("utf-8")
+                elif ef == 2:
+                    value = ev
+            out[key] = _feature(value)
+    return out
+
+
+def describe_example(payload: bytes) -> str:
+    """One line: `name:kind:v1,v2 ...` per feature in name order (bytes as
+    UTF-8 with backslash escapes, floats as %g)."""
+    parts = []
+    for name, (kind, values) in sorted(decode_example(payload).items()):
+        if kind == "bytes":
+            shown = [v.decode("utf-8", "backslashreplace") for v in values]
+        elif kind == "float":
+            shown = ["%g" % v for v in values]
+        else:
+            shown = [str(v) for v in values]
+        parts.append("%s:%s:%s" % (name, kind, ",".join(shown)))
+    return " ".join(parts)
+
+
 def read_tree(root: str) -> dict:
     """Every file below `root`: its path relative to `root` -> its bytes,
     walked in sorted order."""

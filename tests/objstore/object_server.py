@@ -5,23 +5,44 @@ Serves the files under --root: GET and HEAD of /PATH (a plain web server:
 ETag, Last-Modified, single byte ranges with 206 and 416, If-Match with 412),
 and, for a first path component BUCKET, S3's ListObjectsV2
 (GET /BUCKET/?list-type=2&prefix=P&continuation-token=T, at most --page-size
-keys a page, so that paging is exercised). With --access-key and
---secret-key every request must carry a valid AWS SigV4 Authorization
-header, checked by the independent implementation below (hmac/hashlib),
-else 403 SignatureDoesNotMatch. --fail-first N answers the first N GETs of
-an object with 503 (the client must retry). ETags change when a file is
-replaced (inode, mtime, size). The server prints its port on stdout once it
-listens (the test blocks on reading it: no polling), logs every request to
---log, and stops after --max-requests requests (or when killed).
+keys a page, so that paging is exercised). PUT /BUCKET/KEY stores the body
+under --root (at most --max-put bytes, a Content-Length required), unless
+--read-only (403 AccessDenied).
+
+Authentication: with --access-key and --secret-key every request must carry
+a valid AWS SigV4 Authorization header, checked by the independent
+implementation below (hmac/hashlib) and, with --botocore, by botocore's
+(Debian's python3-botocore, what the aws CLI signs with) as well, else 403
+SignatureDoesNotMatch; a PUT's signed x-amz-content-sha256 must be its
+body's. With --bearer-token-file FILE every request must carry
+"Authorization: Bearer T" with T the file's current content (re-read per
+request, so a test can rotate it), else 401 (Cloud Storage's OAuth tokens).
+With --metadata-token-file FILE it is also a GCE metadata server: GET
+/computeMetadata/v1/instance/service-accounts/default/token with
+"Metadata-Flavor: Google" answers {"access_token": <FILE's content>,
+"expires_in": --metadata-expires-in, "token_type": "Bearer"}.
+
+Failures: --fail-first N answers the first N GETs of an object with 503,
+--drop-first N closes the connection of the first N GETs of an object
+without an answer (the client must retry either); --latency-ms N delays
+every GET and PUT by N ms. ETags change when a file is replaced (inode,
+mtime, size).
+
+The server prints its port on stdout once it listens (the test blocks on
+reading it: no polling), logs every request to --log ("METHOD PATH STATUS
+auth=sigv4|bearer|none"), and stops after --max-requests requests (or when
+killed).
 """
 import argparse
 import datetime
 import email.utils
 import hashlib
 import hmac
+import json
 import os
 import sys
 import threading
+import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from xml.sax.saxutils import escape
@@ -30,6 +51,8 @@ ARGS = None
 COUNT_LOCK = threading.Lock()
 COUNT = [0]
 FAILED = {}
+DROPPED = {}
+METADATA_TOKEN_PATH = "/computeMetadata/v1/instance/service-accounts/default/token"
 
 
 def etag_of(st):
@@ -45,13 +68,33 @@ def uri_encode(s, encode_slash=True):
     return urllib.parse.quote(s, safe=safe)
 
 
+def botocore_signature(handler, signed, amz_date, region, service):
+    """The signature botocore's S3SigV4Auth computes for the request as
+    received, over the same signed headers at the same time."""
+    from botocore.auth import S3SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+    headers = {h: handler.headers.get(h, "") for h in signed}
+    request = AWSRequest(method=handler.command,
+                         url="http://%s%s" % (handler.headers.get("Host", ""), handler.path),
+                         headers=headers)
+    request.context["timestamp"] = amz_date
+    auth = S3SigV4Auth(Credentials(ARGS.access_key, ARGS.secret_key), service, region)
+    return auth.signature(auth.string_to_sign(request, auth.canonical_request(request)), request)
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: the client reuses connections
 
     def log_message(self, fmt, *args):
         if ARGS.log:
+            auth = self.headers.get("Authorization", "")
+            how = ("sigv4" if auth.startswith("AWS4-HMAC-SHA256 ") else
+                   "bearer" if auth.startswith("Bearer ") else "none" if not auth else "other")
+            # From send_response: '"%s" %s %s' % (request line, status, size).
+            status = args[1] if fmt.startswith('"%s" %s') and len(args) > 1 else "-"
             with open(ARGS.log, "a") as f:
-                f.write("%s %s\n" % (self.command, self.path))
+                f.write("%s %s %s auth=%s\n" % (self.command, self.path, status, how))
 
     def reply(self, status, body=b"", headers=None):
         self.send_response(status)
@@ -67,7 +110,14 @@ class Handler(BaseHTTPRequestHandler):
                 "<Message>%s</Message></Error>" % (code, escape(message))).encode()
         self.reply(status, body, {"Content-Type": "application/xml"})
 
-    def check_signature(self):
+    def check_signature(self, body=None):
+        if ARGS.bearer_token_file:
+            with open(ARGS.bearer_token_file) as f:
+                want = "Bearer " + f.read().strip()
+            if not hmac.compare_digest(self.headers.get("Authorization", ""), want):
+                self.error_xml(401, "AuthenticationRequired", "a valid OAuth token is required")
+                return False
+            return True
         if not ARGS.access_key:
             return True
         auth = self.headers.get("Authorization", "")
@@ -99,7 +149,43 @@ class Handler(BaseHTTPRequestHandler):
         if not hmac.compare_digest(want, fields.get("Signature", "")):
             self.error_xml(403, "SignatureDoesNotMatch", "the signature does not match")
             return False
+        if ARGS.botocore and not hmac.compare_digest(
+                botocore_signature(self, signed, amz_date, region, service), want):
+            self.error_xml(403, "SignatureDoesNotMatch", "botocore signs this otherwise")
+            return False
+        if body is not None and self.headers.get("x-amz-content-sha256") != \
+                hashlib.sha256(body).hexdigest():
+            self.error_xml(400, "XAmzContentSHA256Mismatch", "the body is not what was signed")
+            return False
         return True
+
+    def do_PUT(self):
+        self.count()
+        if ARGS.latency_ms:
+            time.sleep(ARGS.latency_ms / 1000)
+        length = self.headers.get("Content-Length")
+        if length is None:
+            return self.error_xml(411, "MissingContentLength", "Content-Length required")
+        if int(length) > ARGS.max_put:
+            self.close_connection = True  # the body is not read
+            return self.error_xml(413, "EntityTooLarge", "at most %d bytes" % ARGS.max_put)
+        body = self.rfile.read(int(length))
+        if not self.check_signature(body):
+            return
+        path = urllib.parse.unquote(self.path.partition("?")[0]).lstrip("/")
+        bucket = path.split("/", 1)[0]
+        local = os.path.normpath(os.path.join(ARGS.root, path))
+        if not local.startswith(os.path.join(ARGS.root, bucket) + os.sep) or \
+                not os.path.isdir(os.path.join(ARGS.root, bucket)):
+            return self.error_xml(404, "NoSuchBucket", "no such bucket: " + bucket)
+        if ARGS.read_only:
+            return self.error_xml(403, "AccessDenied", "this bucket is read-only")
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        tmp = local + ".put-tmp"
+        with open(tmp, "wb") as f:
+            f.write(body)
+        os.replace(tmp, local)
+        self.reply(200, b"", {"ETag": etag_of(os.stat(local))})
 
     def count(self):
         with COUNT_LOCK:
@@ -112,6 +198,17 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         self.count()
+        if ARGS.latency_ms:
+            time.sleep(ARGS.latency_ms / 1000)
+        if ARGS.metadata_token_file and self.path == METADATA_TOKEN_PATH:
+            if self.headers.get("Metadata-Flavor") != "Google":
+                return self.reply(403, b"Missing Metadata-Flavor:Google header")
+            with open(ARGS.metadata_token_file) as f:
+                body = json.dumps({"access_token": f.read().strip(),
+                                   "expires_in": ARGS.metadata_expires_in,
+                                   "token_type": "Bearer"}).encode()
+            return self.reply(200, body, {"Content-Type": "application/json",
+                                          "Metadata-Flavor": "Google"})
         if not self.check_signature():
             return
         raw_path, _, query = self.path.partition("?")
@@ -122,6 +219,13 @@ class Handler(BaseHTTPRequestHandler):
         local = os.path.normpath(os.path.join(ARGS.root, path.lstrip("/")))
         if not local.startswith(os.path.abspath(ARGS.root)) or not os.path.isfile(local):
             return self.error_xml(404, "NoSuchKey", "no such key: " + path)
+        if self.command == "GET" and ARGS.drop_first:
+            with COUNT_LOCK:
+                DROPPED[local] = DROPPED.get(local, 0) + 1
+                dropping = DROPPED[local] <= ARGS.drop_first
+            if dropping:  # the connection closes with no answer at all
+                self.close_connection = True
+                return
         if self.command == "GET" and ARGS.fail_first:
             with COUNT_LOCK:
                 FAILED[local] = FAILED.get(local, 0) + 1
@@ -194,9 +298,19 @@ def main():
     p.add_argument("--access-key", default="")
     p.add_argument("--secret-key", default="")
     p.add_argument("--fail-first", type=int, default=0)
+    p.add_argument("--drop-first", type=int, default=0)
+    p.add_argument("--latency-ms", type=int, default=0)
     p.add_argument("--max-requests", type=int, default=100000)
+    p.add_argument("--bearer-token-file", default="")
+    p.add_argument("--read-only", action="store_true")
+    p.add_argument("--max-put", type=int, default=64 << 20)
+    p.add_argument("--metadata-token-file", default="")
+    p.add_argument("--botocore", action="store_true")
+    p.add_argument("--metadata-expires-in", type=int, default=3599)
     ARGS = p.parse_args()
     ARGS.root = os.path.abspath(ARGS.root)
+    if ARGS.botocore:
+        import botocore.auth  # noqa: F401 -- fail now, not at the first request
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     print(server.server_address[1], flush=True)  # the socket listens already

@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 import zlib
 
@@ -45,9 +46,12 @@ class Server:
 
     def __init__(self, root, *extra):
         self.log = os.path.join(os.path.dirname(root), "server-%d.log" % id(self))
+        # Signatures are checked by botocore too (python3-botocore,
+        # scripts/setup): the aws CLI's own signing code.
+        botocore = ["--botocore"] if "--access-key" in extra else []
         self.proc = subprocess.Popen(
             ["/usr/bin/python3", SERVER, "--root", root, "--log", self.log,
-             "--max-requests", "20000", *extra],
+             "--max-requests", "20000", *botocore, *extra],
             stdout=subprocess.PIPE, text=True)
         self.port = int(self.proc.stdout.readline())  # printed once it listens
         self.url = "http://127.0.0.1:%d" % self.port
@@ -64,6 +68,43 @@ class Server:
         self.proc.stdout.close()
 
 
+class S3rver:
+    """s3rver (npm's fake S3 server, scripts/setup installs it) on 127.0.0.1,
+    a third-party server to check the protocol against; it accepts any
+    SigV4 signature of its key S3RVER (it does not check them). Stopped by
+    stop()."""
+
+    KEY = SECRET = "S3RVER"
+
+    def __init__(self, data_dir, bucket):
+        self.proc = subprocess.Popen(
+            [shutil.which("s3rver"), "-d", data_dir, "-a", "127.0.0.1", "-p", "0",
+             "--configure-bucket", bucket],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.url = None
+        for _ in range(20):  # "S3rver listening on 127.0.0.1:PORT", after a blank line
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            if "listening on 127.0.0.1:" in line:
+                self.url = "http://" + line.split("listening on ")[1].strip()
+                break
+        if self.url is None:
+            self.stop()
+            raise RuntimeError("s3rver did not say where it listens")
+
+    def client(self):
+        import botocore.session  # Debian's python3-botocore: the aws CLI's own client
+        return botocore.session.get_session().create_client(
+            "s3", endpoint_url=self.url, aws_access_key_id=self.KEY,
+            aws_secret_access_key=self.SECRET, region_name="us-east-1")
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+        self.proc.stdout.close()
+
+
 class ObjectStoreTest(unittest.TestCase):
     def setUp(self):
         self.assertTrue(BIN and GEN)
@@ -71,8 +112,16 @@ class ObjectStoreTest(unittest.TestCase):
         self.env = dict(os.environ)
         self.env["XDG_CACHE_HOME"] = os.path.join(self.tmp, "cache")
         for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-                  "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE"):
+                  "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_DEFAULT_PROFILE",
+                  "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_NO_SIGN_REQUEST",
+                  "AWS_REGION", "AWS_DEFAULT_REGION", "GOOGLE_OAUTH_ACCESS_TOKEN",
+                  "GS_ACCESS_KEY_ID", "GS_SECRET_ACCESS_KEY", "STORAGE_EMULATOR_HOST",
+                  "GCE_METADATA_HOST"):
             self.env.pop(k, None)
+        self.env["NO_GCE_CHECK"] = "true"  # anonymous gs:// on a Compute Engine VM too
+        # No ~/.aws of the user's: the tests write their own.
+        self.env["HOME"] = os.path.join(self.tmp, "home")
+        os.makedirs(self.env["HOME"])
         # The local dataset, and the bucket "b" holding the same bytes under
         # data/: plain shards, a GZIP and a ZLIB one, a SNAPPY one when
         # python3-snappy is there, and a README that is not a shard.
@@ -127,6 +176,21 @@ class ObjectStoreTest(unittest.TestCase):
         if signed:
             env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"] = KEY, SECRET
         return env
+
+    def big_shard(self, folder):
+        """Writes one shard of 300 records, about 6 MB (more than a 1 MiB
+        cache holds), into `folder`; returns its name."""
+        os.makedirs(folder, exist_ok=True)
+        subprocess.run([GEN, "synthetic", folder, "--records", "300", "--shards", "1",
+                        "--bytes", "20000", "--prefix", "big"], check=True, capture_output=True)
+        return os.listdir(folder)[0]
+
+    def server_token(self, token):
+        """The file object_server.py's --bearer-token-file reads, holding `token`."""
+        path = os.path.join(self.tmp, "server-token")
+        with open(path, "w") as f:
+            f.write(token + "\n")
+        return path
 
     def mount(self, *args, env=None):
         if not os.access("/dev/fuse", os.R_OK | os.W_OK):
@@ -218,6 +282,30 @@ class ObjectStoreTest(unittest.TestCase):
         self.assertEqual(a.stdout.replace(os.path.join(self.local, self.plain[0]), "X"),
                          b.stdout.replace(url, "X"))
 
+    def test_retries_dropped_connections_and_never_asks_past_the_end(self):
+        # Every object's first two GETs lose their connection without an
+        # answer: each read is retried on a new one.
+        server = self.serve("--drop-first", "2", "--latency-ms", "5")
+        want = self.local_counts()
+        r = run("count", "--json", "--no-sign-request", "s3://b/data",
+                env=self.s3_env(server, signed=False))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["records"], sum(want.values()))
+        # Sizes are known from the listing: no range past an object's end.
+        statuses = [q.split()[2] for q in server.requests()]
+        self.assertTrue(statuses)
+        self.assertNotIn("416", statuses)
+        self.assertEqual(set(statuses), {"200", "206"}, server.requests())
+        # Ten in a row outlast the retries (libcurl itself sends once more
+        # when a reused connection turns out closed): the command fails,
+        # naming the object and the attempts.
+        hopeless = self.serve("--drop-first", "10")
+        url = hopeless.url + "/b/data/" + self.plain[0]
+        r = run("count", url, env=self.env)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn(url, r.stderr)
+        self.assertIn("(after 5 attempts)", r.stderr)
+
     def test_retries_503_then_reads(self):
         server = self.serve("--fail-first", "2")
         want = self.local_counts()
@@ -248,10 +336,7 @@ class ObjectStoreTest(unittest.TestCase):
 
     def test_replaced_object_gives_eio_and_a_log_line(self):
         big = os.path.join(self.root, "b", "big")
-        os.makedirs(big)
-        subprocess.run([GEN, "synthetic", big, "--records", "300", "--shards", "1",
-                        "--bytes", "20000", "--prefix", "big"], check=True, capture_output=True)
-        name = os.listdir(big)[0]
+        name = self.big_shard(big)
         server = self.serve()
         url = "%s/b/big/%s" % (server.url, name)
         log = os.path.join(self.tmp, "mount.log")
@@ -283,6 +368,363 @@ class ObjectStoreTest(unittest.TestCase):
         self.assertIn(url, text)
         self.assertIn("changed since it was listed", text)
 
+
+    # ---- -o no_sign_request / --no-sign-request ----
+
+    def test_no_sign_request_sends_nothing_signed(self):
+        want = self.local_counts()
+        # A server that takes only signed requests refuses ours: none is signed.
+        strict = self.serve("--access-key", KEY, "--secret-key", SECRET)
+        r = run("count", "--no-sign-request", "s3://b/data", env=self.s3_env(strict))
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("HTTP 403", r.stderr)
+        self.assertIn("requests were sent anonymously (no_sign_request)", r.stderr)  # says how it asked
+        self.assertNotIn(SECRET, r.stderr)
+        self.assertTrue(all(q.endswith("auth=none") for q in strict.requests()))
+        # A public bucket: credentials in the environment are not used.
+        public = self.serve()
+        env = self.s3_env(public)
+        env["AWS_SECRET_ACCESS_KEY"] = "not-the-right-one"
+        r = run("count", "--json", "--no-sign-request", "s3://b/data", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["records"], sum(want.values()))
+        self.assertTrue(public.requests())
+        self.assertTrue(all(q.endswith("auth=none") for q in public.requests()))
+        # show takes it too; without it the same environment signs.
+        r = run("show", "--no-sign-request", "s3://b/data/" + self.plain[0], "0", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = run("count", "s3://b/data", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(any(q.endswith("auth=sigv4") for q in public.requests()))
+        # AWS_NO_SIGN_REQUEST (documented before the flag) still works.
+        env["AWS_NO_SIGN_REQUEST"] = "true"
+        r = run("count", "s3://b/data", env=self.s3_env(strict) | {"AWS_NO_SIGN_REQUEST": "true"})
+        self.assertIn("anonymously (AWS_NO_SIGN_REQUEST)", r.stderr)
+        # --help names it.
+        r = run("count", "--help", env=self.env)
+        self.assertIn("--no-sign-request", r.stdout)
+
+    def test_mount_with_no_sign_request(self):
+        public = self.serve()
+        env = self.s3_env(public)  # keys the server does not want
+        r = run("--help", env=self.env)
+        self.assertIn("no_sign_request", r.stdout)
+        self.assertIn("gcs_token_file=PATH", r.stdout)
+        local, _ = self.mount("-o", "ro", self.local)
+        remote, _ = self.mount("s3://b/data/", "-o", "no_sign_request", env=env)
+        name = self.plain[0]
+        self.assertEqual(tc.read_tree(os.path.join(remote, name)), tc.read_tree(os.path.join(local, name)))
+        self.assertTrue(all(q.endswith("auth=none") for q in public.requests()))
+
+    # ---- ~/.aws/credentials and ~/.aws/config ----
+
+    def write_aws_files(self, endpoint):
+        aws = os.path.join(self.env["HOME"], ".aws")
+        os.makedirs(aws, exist_ok=True)
+        with open(os.path.join(aws, "credentials"), "w") as f:
+            f.write("[default]\naws_access_key_id = WRONGKEY\naws_secret_access_key = x\n"
+                    "[dev]\naws_access_key_id = %s\naws_secret_access_key = %s\n"
+                    % (KEY, SECRET))
+        with open(os.path.join(aws, "config"), "w") as f:
+            f.write("[default]\nregion = eu-west-1\n"
+                    "[profile dev]\nregion = eu-north-1\ns3 =\n  endpoint_url = %s\n" % endpoint)
+
+    def test_aws_profiles_from_the_shared_files(self):
+        server = self.serve("--access-key", KEY, "--secret-key", SECRET)
+        want = self.local_counts()
+        self.write_aws_files(server.url)
+        env = dict(self.env)  # no AWS_* variable at all: all from the files
+        env["AWS_PROFILE"] = "dev"
+        r = run("count", "--json", "s3://b/data", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["records"], sum(want.values()))
+        self.assertTrue(all(q.endswith("auth=sigv4") for q in server.requests()))
+        # The default profile's keys are refused by the server (and named, not shown).
+        env.pop("AWS_PROFILE")
+        env["AWS_ENDPOINT_URL"] = server.url  # the default profile has no endpoint
+        r = run("count", "s3://b/data", env=env)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("InvalidAccessKeyId", r.stderr)
+        self.assertIn("[default] in " + os.path.join(self.env["HOME"], ".aws", "credentials"),
+                      r.stderr)
+        # The environment's keys win over the profile's.
+        env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"] = KEY, SECRET
+        r = run("count", "s3://b/data", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        # A named profile that is nowhere fails, naming it.
+        env["AWS_PROFILE"] = "nope"
+        r = run("count", "s3://b/data", env=env)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("'nope'", r.stderr)
+        # AWS_SHARED_CREDENTIALS_FILE / AWS_CONFIG_FILE move the files.
+        moved = os.path.join(self.tmp, "moved")
+        os.rename(os.path.join(self.env["HOME"], ".aws"), moved)
+        env = dict(self.env)
+        env.update(AWS_PROFILE="dev", AWS_SHARED_CREDENTIALS_FILE=moved + "/credentials",
+                   AWS_CONFIG_FILE=moved + "/config")
+        r = run("count", "s3://b/data", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for out in (r.stdout, r.stderr):
+            self.assertNotIn(SECRET, out)
+        # A mount takes the profile the same way.
+        mnt, _ = self.mount("s3://b/data/", "-o", "ro", env=env)
+        self.assertEqual(sorted(p for p in os.listdir(mnt) if p.startswith("ds-")), self.plain)
+
+    # ---- gs:// with OAuth tokens and HMAC keys ----
+
+    def gs_env(self, server):
+        env = dict(self.env)
+        env["STORAGE_EMULATOR_HOST"] = "127.0.0.1:%d" % server.port
+        return env
+
+    def test_gcs_oauth_token_from_the_environment_and_hmac_keys(self):
+        token = self.server_token("ya29.first")
+        server = self.serve("--bearer-token-file", token)
+        want = self.local_counts()
+        r = run("count", "gs://b/data", env=self.gs_env(server))
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("HTTP 401", r.stderr)
+        env = self.gs_env(server)
+        env["GOOGLE_OAUTH_ACCESS_TOKEN"] = "ya29.first"
+        before = len(server.requests())
+        r = run("count", "--json", "gs://b/data", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["records"], sum(want.values()))
+        self.assertTrue(all(q.endswith("auth=bearer") for q in server.requests()[before:]))
+        env["GOOGLE_OAUTH_ACCESS_TOKEN"] = "ya29.stale"
+        r = run("count", "gs://b/data", env=env)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertNotIn("ya29", r.stderr)  # tokens are never printed
+        # HMAC keys, signed with SigV4 as Cloud Storage's XML API takes them.
+        hmac_server = self.serve("--access-key", "GOOG1HMACKEY", "--secret-key", "hmacsecret")
+        env = self.gs_env(hmac_server)
+        env["GS_ACCESS_KEY_ID"], env["GS_SECRET_ACCESS_KEY"] = "GOOG1HMACKEY", "hmacsecret"
+        r = run("verify", "gs://b/data", env=env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertTrue(all(q.endswith("auth=sigv4") for q in hmac_server.requests()))
+
+    def test_gcs_token_file_is_read_again_when_it_changes(self):
+        big = os.path.join(self.root, "b", "big")
+        name = self.big_shard(big)
+        accepted = self.server_token("ya29.one")
+        server = self.serve("--bearer-token-file", accepted)
+        mine = os.path.join(self.tmp, "token")
+        with open(mine, "w") as f:
+            f.write("ya29.one\n")
+        log = os.path.join(self.tmp, "mount.log")
+        # A 1 MiB budget: the end of the 6 MB object is fetched again later.
+        mnt, _ = self.mount("gs://b/big", "-o", "inflate_cache_mb=1,gcs_token_file=%s,log=%s"
+                            % (mine, log), env=self.gs_env(server))
+        shard = os.path.join(mnt, name)
+        records = sorted(os.listdir(shard))
+        self.assertEqual(len(records), 300)
+        # The token rotates (as a cron'd `gcloud auth print-access-token > FILE`).
+        with open(accepted, "w") as f:
+            f.write("ya29.two\n")
+        with open(mine + ".new", "w") as f:
+            f.write("ya29.two\n")
+        os.replace(mine + ".new", mine)
+        before = len(server.requests())
+        for rec in records[-100:]:
+            with open(os.path.join(shard, rec, "label"), "rb") as f:
+                f.read()
+        self.assertGreater(len(server.requests()), before)  # fetched with the new token
+        with open(log) as f:
+            self.assertNotIn("ya29", f.read())
+        # The toolbox flag does the same.
+        r = run("count", "--gcs-token-file", mine, "gs://b/big", env=self.gs_env(server))
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    # ---- index --beside for objects ----
+
+    def test_index_beside_objects_put_and_read_back(self):
+        server = self.serve("--page-size", "3", "--access-key", KEY, "--secret-key", SECRET)
+        env = self.s3_env(server)
+        r = run("index", "--beside", "s3://b/data", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("beside the shards", r.stdout)
+        data = os.path.join(self.root, "b", "data")
+        written = sorted(n for n in os.listdir(data) if n.endswith(".tfri"))
+        self.assertEqual(written, [n + ".tfri" for n in self.plain])
+        self.assertTrue(os.path.exists(os.path.join(data, "extra", "g.tfrecord.gz.tfri")))
+        puts = [q for q in server.requests() if q.startswith("PUT ")]
+        self.assertEqual(len(puts), 5 if snappy is None else 6, puts)
+        self.assertTrue(all(q.endswith("auth=sigv4") for q in puts))
+        # Run again with an empty cache: every index comes from beside its
+        # object (the SNAPPY one's too).
+        env["XDG_CACHE_HOME"] = os.path.join(self.tmp, "cache2")
+        r = run("index", "--beside", "s3://b/data", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"\b0 walked, 0 grown, %d already valid"
+                         % (5 if snappy is None else 6))
+        # count and a mount (empty caches) read them; the .tfri objects are not shown.
+        want = self.local_counts()
+        env["XDG_CACHE_HOME"] = os.path.join(self.tmp, "cache3")
+        log_before = len(server.requests())
+        r = run("count", "--json", "s3://b/data", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        got = {os.path.basename(x["path"]): x["records"] for x in json.loads(r.stdout)["shards"]}
+        self.assertEqual(got, want)
+        reads = server.requests()[log_before:]
+        self.assertTrue(any(".tfri " in q for q in reads), reads)
+        env["XDG_CACHE_HOME"] = os.path.join(self.tmp, "cache4")
+        local, _ = self.mount("-o", "ro", self.local)
+        remote, _ = self.mount("s3://b/data/", env=env)
+        self.assertFalse([p for p in os.listdir(remote) if p.endswith(".tfri")])
+        a, b = tc.read_tree(local), tc.read_tree(remote)
+        for k, v in a.items():
+            top = k.split("/")[0]
+            self.assertEqual(b[k if top.startswith("ds-") else "extra/" + k], v, k)
+        # -o nobeside reads none of them.
+        env["XDG_CACHE_HOME"] = os.path.join(self.tmp, "cache5")
+        log_before = len(server.requests())
+        self.mount("s3://b/data/", "-o", "nobeside", env=env)
+        self.assertFalse([q for q in server.requests()[log_before:] if ".tfri " in q])
+
+    def test_index_beside_an_object_that_is_a_url_and_a_bucket_that_refuses(self):
+        server = self.serve()
+        url = server.url + "/b/data/" + self.plain[0]
+        r = run("index", "--beside", url, env=self.env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(os.path.exists(os.path.join(self.root, "b", "data",
+                                                    self.plain[0] + ".tfri")))
+        env = dict(self.env)
+        env["XDG_CACHE_HOME"] = os.path.join(self.tmp, "cache2")
+        r = run("index", "-v", url, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"\b0 walked, 0 grown, 1 already valid")
+        # A bucket that refuses the PUT: exit 1, naming the URL and the status.
+        refusing = self.serve("--read-only")
+        r = run("index", "--beside", "s3://b/data", env=self.s3_env(refusing, signed=False))
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertRegex(r.stderr, r"PUT %s/b/data/\S+\.tfri: " % refusing.url)
+        self.assertIn("HTTP 403 (AccessDenied: this bucket is read-only)", r.stderr)
+        self.assertIn("may these credentials write into the bucket", r.stderr)
+
+    def test_gzip_object_resumes_at_checkpoints_from_an_index_beside_it(self):
+        # A GZIP object of several MiB: its index beside it holds checkpoints
+        # and their windows, which a mount with an empty cache takes from
+        # there (kept in memory) to read records in the middle of the stream.
+        big = os.path.join(self.tmp, "big")
+        name = self.big_shard(big)
+        with open(os.path.join(big, name), "rb") as f:
+            data = f.read()
+        gz = zlib.compressobj(level=1, wbits=31)
+        os.makedirs(os.path.join(self.root, "b", "gz"))
+        with open(os.path.join(self.root, "b", "gz", "big.tfrecord.gz"), "wb") as f:
+            f.write(gz.compress(data) + gz.flush())
+        server = self.serve()
+        env = self.s3_env(server, signed=False)
+        r = run("index", "--beside", "s3://b/gz", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        tfri = os.path.join(self.root, "b", "gz", "big.tfrecord.gz.tfri")
+        self.assertGreater(os.path.getsize(tfri), 2 * 32768)  # windows inside
+        env["XDG_CACHE_HOME"] = os.path.join(self.tmp, "cache2")
+        log = os.path.join(self.tmp, "mount.log")
+        local, _ = self.mount("-o", "ro", big)
+        remote, _ = self.mount("s3://b/gz", "-o", "inflate_cache_mb=1,verbose,log=" + log,
+                               env=env)
+        shard = os.path.join(remote, "big.tfrecord.gz")
+        records = sorted(os.listdir(shard))
+        self.assertEqual(len(records), 300)
+        for rec in records[150:160] + records[-5:]:
+            with open(os.path.join(shard, rec, "label"), "rb") as f:
+                got = f.read()
+            with open(os.path.join(local, name, rec, "label"), "rb") as f:
+                self.assertEqual(got, f.read(), rec)
+        with open(log) as f:
+            text = f.read()
+        self.assertIn("index loaded from beside the shard", text)
+        self.assertNotIn("does not match", text)
+
+    def test_gcs_token_from_a_metadata_server(self):
+        big = os.path.join(self.root, "b", "big")
+        name = self.big_shard(big)
+        accepted = self.server_token("ya29.meta-one")
+        # Tokens that live 2 s: asked again after 1 s.
+        server = self.serve("--bearer-token-file", accepted, "--metadata-token-file", accepted,
+                            "--metadata-expires-in", "2")
+        env = self.gs_env(server)
+        env["GCE_METADATA_HOST"] = "127.0.0.1:%d" % server.port
+        want = self.local_counts()
+        r = run("count", "--json", "gs://b/data", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["records"], sum(want.values()))
+        token_gets = [q for q in server.requests() if q.startswith("GET /computeMetadata/")]
+        self.assertEqual(len(token_gets), 1, server.requests())
+        mnt, _ = self.mount("gs://b/big", "-o", "inflate_cache_mb=1", env=env)
+        shard = os.path.join(mnt, name)
+        records = sorted(os.listdir(shard))
+        with open(accepted, "w") as f:  # the server now takes only the next token
+            f.write("ya29.meta-two\n")
+        time.sleep(1.2)
+        for rec in records[-100:]:
+            with open(os.path.join(shard, rec, "label"), "rb") as f:
+                f.read()
+        token_gets = [q for q in server.requests() if q.startswith("GET /computeMetadata/")]
+        self.assertGreaterEqual(len(token_gets), 3)  # count's, the mount's, and again
+        # No metadata server there: the command fails saying so.
+        env["GCE_METADATA_HOST"] = "127.0.0.1:1"
+        r = run("count", "gs://b/data", env=env)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("no token from the GCE metadata server", r.stderr)
+
+    # ---- a third-party server: s3rver ----
+
+    def test_interop_with_s3rver_and_botocore(self):
+        if shutil.which("s3rver") is None:
+            self.skipTest("s3rver is not installed (scripts/setup installs it from npm)")
+        server = S3rver(os.path.join(self.tmp, "s3rver"), "b")
+        self.addCleanup(server.stop)
+        client = server.client()
+        self.addCleanup(client.close)
+        for name in sorted(os.listdir(self.local)):  # uploaded by botocore
+            with open(os.path.join(self.local, name), "rb") as f:
+                client.put_object(Bucket="b", Key="data/" + name, Body=f.read())
+        env = dict(self.env)
+        env.update(AWS_ENDPOINT_URL=server.url, AWS_ACCESS_KEY_ID=S3rver.KEY,
+                   AWS_SECRET_ACCESS_KEY=S3rver.SECRET)
+        want = self.local_counts()
+        r = run("count", "--json", "s3://b/data", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        got = {os.path.basename(x["path"]): x["records"] for x in json.loads(r.stdout)["shards"]}
+        self.assertEqual(got, want)
+        # index --beside PUTs <object>.tfri; botocore sees them, and a run
+        # with an empty cache takes every index from there.
+        r = run("index", "--beside", "s3://b/data", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        keys = {o["Key"]: o["Size"] for o in client.list_objects_v2(Bucket="b")["Contents"]}
+        for name in want:
+            self.assertGreater(keys.get("data/%s.tfri" % name, 0), 16, name)
+        env["XDG_CACHE_HOME"] = os.path.join(self.tmp, "cache2")
+        r = run("index", "s3://b/data", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"\b0 walked, 0 grown, %d already valid" % len(want))
+        # A mount serves the same bytes as a local one.
+        env["XDG_CACHE_HOME"] = os.path.join(self.tmp, "cache3")
+        local, _ = self.mount("-o", "ro", self.local)
+        remote, _ = self.mount("s3://b/data", env=env)
+        self.assertEqual(tc.read_tree(remote), tc.read_tree(local))
+        # An object replaced behind a mount (other bytes, so another ETag)
+        # fails its reads (EIO) rather than mixing objects: If-Match holds.
+        big = os.path.join(self.tmp, "big")
+        name = self.big_shard(big)
+        with open(os.path.join(big, name), "rb") as f:
+            data = f.read()
+        client.put_object(Bucket="b", Key="big/" + name, Body=data)
+        mnt, _ = self.mount("s3://b/big", "-o", "inflate_cache_mb=1", env=env)
+        records = sorted(os.listdir(os.path.join(mnt, name)))
+        self.assertEqual(len(records), 300)
+        client.put_object(Bucket="b", Key="big/" + name, Body=data[::-1])
+        failed = 0
+        for rec in records[-150:]:
+            try:
+                with open(os.path.join(mnt, name, rec, "label"), "rb") as f:
+                    f.read()
+            except OSError as e:
+                self.assertEqual(e.errno, errno.EIO)
+                failed += 1
+        self.assertGreater(failed, 0)
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

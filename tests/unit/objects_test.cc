@@ -3,11 +3,18 @@
 // themselves are tested against servers the test starts (tests/objstore).
 #include "tfrecordfs/scan/objects.h"
 
+#include <sys/stat.h>
+
+#include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/temp_dir.h"
+#include "tfrecordfs/source/bearer.h"
 #include "tfrecordfs/source/sigv4.h"
 
 namespace tfrecordfs {
@@ -15,6 +22,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(ObjectUrlTest, Schemes) {
   EXPECT_TRUE(scan::IsObjectUrl("s3://b/p"));
@@ -182,7 +190,8 @@ TEST(SigV4Test, UriEncodingAndSignerHeaders) {
   EXPECT_EQ(source::AwsUriEncode("a/b", true), "a%2Fb");
   EXPECT_EQ(source::Sha256Hex(""), source::kEmptySha256);
   source::SigV4Signer signer({"AKID", "SECRET", "TOKEN"}, "eu-west-1");
-  auto headers = signer.Sign("GET", "http://127.0.0.1:9000/bucket/key?list-type=2");
+  auto headers =
+      signer.Sign("GET", "http://127.0.0.1:9000/bucket/key?list-type=2", source::kEmptySha256);
   ASSERT_TRUE(headers.ok()) << headers.status();
   std::string all;
   for (const std::string& h : *headers) all += h + "\n";
@@ -191,7 +200,238 @@ TEST(SigV4Test, UriEncodingAndSignerHeaders) {
   EXPECT_THAT(all, HasSubstr("/eu-west-1/s3/aws4_request,SignedHeaders=host;x-amz-content-sha256;"
                              "x-amz-date;x-amz-security-token,Signature="));
   EXPECT_THAT(all, ::testing::Not(HasSubstr("SECRET")));
-  EXPECT_FALSE(signer.Sign("GET", "s3://bucket/key").ok());
+  EXPECT_FALSE(signer.Sign("GET", "s3://bucket/key", source::kEmptySha256).ok());
+}
+
+TEST(SigV4Test, AwsExamplePutObjectSignsThePayload) {
+  const std::string body = "Welcome to Amazon S3.";
+  EXPECT_EQ(source::Sha256Hex(body),
+            "44ce7dd67c959e0d3524ffac1771dfbba87d2b6b4b4e99e42034a8b803f8b072");
+  source::SigV4Request r;
+  r.method = "PUT";
+  r.host = "examplebucket.s3.amazonaws.com";
+  r.path = "/test%24file.text";
+  r.payload_hash = source::Sha256Hex(body);
+  r.headers = {{"date", "Fri, 24 May 2013 00:00:00 GMT"},
+               {"x-amz-date", kExampleDate},
+               {"x-amz-storage-class", "REDUCED_REDUNDANCY"},
+               {"x-amz-content-sha256", r.payload_hash}};
+  EXPECT_THAT(
+      source::SigV4Authorization(kExampleKey, r, kExampleDate, "us-east-1", "s3"),
+      HasSubstr("Signature=98ad721746da40c64f1a55b78f14c238d841ea1380cd77a1b5971af0ece108bd"));
+  // The signer sends the payload hash it signs.
+  source::SigV4Signer signer({"AKID", "SECRET", ""}, "us-east-1");
+  auto headers = signer.Sign("PUT", "http://127.0.0.1:9000/b/k.tfri", r.payload_hash);
+  ASSERT_TRUE(headers.ok());
+  EXPECT_THAT(*headers, ::testing::Contains("x-amz-content-sha256: " + r.payload_hash));
+}
+
+// ---- scan/object_access.h: the environment and the AWS shared files ----
+
+class AccessTest : public ::testing::Test {
+ protected:
+  std::string Write(const std::string& name, const std::string& text) {
+    const std::string path = tmp_.Join(name);
+    std::ofstream(path) << text;
+    return path;
+  }
+  scan::Getenv Env() const {
+    return [vars = vars_](const char* name) -> std::string {
+      auto it = vars.find(name);
+      return it == vars.end() ? "" : it->second;
+    };
+  }
+  test::TempDir tmp_;
+  // NO_GCE_CHECK: the same answers on a Compute Engine VM.
+  std::map<std::string, std::string> vars_ = {{"HOME", tmp_.path()}, {"NO_GCE_CHECK", "true"}};
+};
+
+TEST_F(AccessTest, NothingConfiguredIsAnonymousAws) {
+  auto a = scan::ResolveS3Access({}, Env());
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->signer, nullptr);
+  EXPECT_EQ(a->region, "us-east-1");
+  EXPECT_EQ(a->endpoint, "");
+  EXPECT_THAT(a->signing, HasSubstr("anonymous"));
+}
+
+TEST_F(AccessTest, ProfilesFromTheSharedFiles) {
+  tmp_.Subdir(".aws");
+  Write(".aws/credentials",
+        "[default]\naws_access_key_id = DEFAULTKEY\naws_secret_access_key = DEFAULTSECRET\n"
+        "[dev]\naws_access_key_id = DEVKEY\naws_secret_access_key = DEVSECRET\n"
+        "aws_session_token = DEVTOKEN\n");
+  Write(".aws/config",
+        "[default]\nregion = eu-west-1\n"
+        "[profile dev]\nregion = eu-north-1\ns3 =\n  endpoint_url = http://127.0.0.1:9000/\n"
+        "[profile cfgkeys]\naws_access_key_id = CFGKEY\naws_secret_access_key = CFGSECRET\n"
+        "endpoint_url = https://r2.example\n");
+  auto d = scan::LoadAwsProfile(Env());
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->name, "default");
+  EXPECT_EQ(d->credentials.access_key_id, "DEFAULTKEY");
+  EXPECT_EQ(d->region, "eu-west-1");
+  EXPECT_THAT(d->credentials_from, HasSubstr(".aws/credentials"));
+
+  vars_["AWS_PROFILE"] = "dev";
+  auto a = scan::ResolveS3Access({}, Env());
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_NE(a->signer, nullptr);
+  EXPECT_EQ(a->region, "eu-north-1");
+  EXPECT_EQ(a->endpoint, "http://127.0.0.1:9000");  // the nested s3 endpoint_url
+  EXPECT_THAT(a->signing, HasSubstr("[dev]"));
+  EXPECT_THAT(a->signing, Not(HasSubstr("DEVSECRET")));
+  auto headers = a->signer->Sign("GET", "http://127.0.0.1:9000/b/k", source::kEmptySha256);
+  ASSERT_TRUE(headers.ok());
+  EXPECT_THAT(*headers, ::testing::Contains("x-amz-security-token: DEVTOKEN"));
+
+  // Keys in the config file, and its top-level endpoint_url.
+  vars_["AWS_PROFILE"] = "cfgkeys";
+  auto p = scan::LoadAwsProfile(Env());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->credentials.access_key_id, "CFGKEY");
+  EXPECT_EQ(p->s3_endpoint_url, "https://r2.example");
+
+  // The environment wins over the profile, as with the AWS CLI.
+  vars_["AWS_PROFILE"] = "dev";
+  vars_["AWS_ACCESS_KEY_ID"] = "ENVKEY";
+  vars_["AWS_SECRET_ACCESS_KEY"] = "ENVSECRET";
+  vars_["AWS_REGION"] = "sa-east-1";
+  vars_["AWS_ENDPOINT_URL"] = "127.0.0.1:7000";
+  a = scan::ResolveS3Access({}, Env());
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->region, "sa-east-1");
+  EXPECT_EQ(a->endpoint, "http://127.0.0.1:7000");
+  EXPECT_THAT(a->signing, HasSubstr("AWS_ACCESS_KEY_ID"));
+  headers = a->signer->Sign("GET", "http://127.0.0.1:7000/b/k", source::kEmptySha256);
+  ASSERT_TRUE(headers.ok());
+  EXPECT_THAT(*headers, Not(::testing::Contains("x-amz-security-token: DEVTOKEN")));
+
+  // no_sign_request: anonymous, the profile's region and endpoint kept.
+  vars_.erase("AWS_ACCESS_KEY_ID");
+  vars_.erase("AWS_REGION");
+  vars_.erase("AWS_ENDPOINT_URL");
+  a = scan::ResolveS3Access({.no_sign_request = true, .gcs_token_file = ""}, Env());
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->signer, nullptr);
+  EXPECT_EQ(a->region, "eu-north-1");
+  EXPECT_THAT(a->signing, HasSubstr("no_sign_request"));
+  vars_["AWS_NO_SIGN_REQUEST"] = "true";  // the variable still works
+  a = scan::ResolveS3Access({}, Env());
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->signer, nullptr);
+}
+
+TEST_F(AccessTest, OverriddenFilesMissingProfilesAndWhatWeDoNotRun) {
+  vars_["AWS_SHARED_CREDENTIALS_FILE"] = Write("creds", "[other]\naws_access_key_id = K\n");
+  vars_["AWS_CONFIG_FILE"] =
+      Write("conf",
+            "[profile sso]\nsso_session = corp\nregion = us-west-1\n[services local]\n"
+            "s3 =\n  endpoint_url = http://127.0.0.1:1234\n[profile svc]\nservices = local\n");
+  vars_["AWS_PROFILE"] = "nope";
+  auto missing = scan::ResolveS3Access({}, Env());
+  ASSERT_FALSE(missing.ok());
+  EXPECT_TRUE(absl::IsNotFound(missing.status()));
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("'nope'"));
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr(tmp_.Join("creds")));
+
+  vars_["AWS_PROFILE"] = "sso";
+  auto sso = scan::ResolveS3Access({}, Env());
+  ASSERT_FALSE(sso.ok());
+  EXPECT_THAT(std::string(sso.status().message()), HasSubstr("sso_session"));
+  EXPECT_THAT(std::string(sso.status().message()), HasSubstr("export-credentials"));
+  auto anonymous = scan::ResolveS3Access({.no_sign_request = true, .gcs_token_file = ""}, Env());
+  ASSERT_TRUE(anonymous.ok()) << anonymous.status();
+  EXPECT_EQ(anonymous->region, "us-west-1");
+
+  vars_["AWS_PROFILE"] = "svc";
+  auto svc = scan::ResolveS3Access({}, Env());
+  ASSERT_TRUE(svc.ok()) << svc.status();
+  EXPECT_EQ(svc->endpoint, "http://127.0.0.1:1234");
+
+  // A file that does not parse fails, naming it and the line only.
+  vars_["AWS_CONFIG_FILE"] = Write("bad", "[profile svc]\naws_secret_access_key SECRETX\n");
+  auto bad = scan::ResolveS3Access({}, Env());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr(tmp_.Join("bad") + ":2"));
+  EXPECT_THAT(std::string(bad.status().message()), Not(HasSubstr("SECRETX")));
+}
+
+TEST_F(AccessTest, GcsTokensHmacKeysAndAnonymous) {
+  auto a = scan::ResolveGcsAccess({}, Env());
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->endpoint, "https://storage.googleapis.com");
+  EXPECT_EQ(a->signer, nullptr);
+
+  vars_["STORAGE_EMULATOR_HOST"] = "127.0.0.1:4443";
+  vars_["GS_ACCESS_KEY_ID"] = "GOOGHMAC";
+  vars_["GS_SECRET_ACCESS_KEY"] = "HMACSECRET";
+  a = scan::ResolveGcsAccess({}, Env());
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->endpoint, "http://127.0.0.1:4443");
+  ASSERT_NE(a->signer, nullptr);
+  auto h = a->signer->Sign("GET", "http://127.0.0.1:4443/b/k", source::kEmptySha256);
+  ASSERT_TRUE(h.ok());
+  EXPECT_THAT(absl::StrJoin(*h, "\n"), HasSubstr("Credential=GOOGHMAC/"));
+  EXPECT_THAT(absl::StrJoin(*h, "\n"), HasSubstr("/auto/s3/aws4_request"));
+
+  vars_["GOOGLE_OAUTH_ACCESS_TOKEN"] = "ya29.envtoken";  // a token wins over HMAC keys
+  a = scan::ResolveGcsAccess({}, Env());
+  ASSERT_TRUE(a.ok()) << a.status();
+  h = a->signer->Sign("GET", "http://127.0.0.1:4443/b/k", source::kEmptySha256);
+  ASSERT_TRUE(h.ok());
+  EXPECT_THAT(*h, ElementsAre("Authorization: Bearer ya29.envtoken"));
+  EXPECT_THAT(a->signing, Not(HasSubstr("ya29")));
+
+  const std::string file = Write("token", "ya29.filetoken\n");
+  a = scan::ResolveGcsAccess({.no_sign_request = false, .gcs_token_file = file},
+                             Env());  // the file wins over both
+  ASSERT_TRUE(a.ok()) << a.status();
+  h = a->signer->Sign("GET", "http://127.0.0.1:4443/b/k", source::kEmptySha256);
+  ASSERT_TRUE(h.ok());
+  EXPECT_THAT(*h, ElementsAre("Authorization: Bearer ya29.filetoken"));
+
+  a = scan::ResolveGcsAccess({.no_sign_request = true, .gcs_token_file = file}, Env());
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->signer, nullptr);
+  EXPECT_FALSE(scan::ResolveGcsAccess(
+                   {.no_sign_request = false, .gcs_token_file = tmp_.Join("absent")}, Env())
+                   .ok());
+}
+
+TEST(BearerTest, TokenFileIsReadAgainWhenItChanges) {
+  test::TempDir tmp;
+  const std::string path = tmp.Join("token");
+  std::ofstream(path) << "  first-token\n";
+  auto signer = source::BearerTokenSigner::FromFile(path);
+  ASSERT_TRUE(signer.ok()) << signer.status();
+  const auto sign = [&]() -> std::string {
+    auto h = (*signer)->Sign("GET", "https://storage.googleapis.com/b/k", source::kEmptySha256);
+    EXPECT_TRUE(h.ok()) << h.status();
+    return h.ok() && h->size() == 1 ? h->front() : "";
+  };
+  EXPECT_EQ(sign(), "Authorization: Bearer first-token");
+  // Replaced by rename, as a refresh writing a temp file does.
+  std::ofstream(path + ".new") << "second-token\n";
+  ASSERT_EQ(::rename((path + ".new").c_str(), path.c_str()), 0);
+  EXPECT_EQ(sign(), "Authorization: Bearer second-token");
+  // Rewritten in place with a longer token.
+  std::ofstream(path, std::ios::trunc) << "third-token-longer\n";
+  EXPECT_EQ(sign(), "Authorization: Bearer third-token-longer");
+  // Truncated by a refresh in progress: the last token goes on.
+  std::ofstream(path, std::ios::trunc).flush();
+  EXPECT_EQ(sign(), "Authorization: Bearer third-token-longer");
+  // Gone: an error naming the file, never a token.
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+  auto gone = (*signer)->Sign("GET", "https://x/b/k", source::kEmptySha256);
+  ASSERT_FALSE(gone.ok());
+  EXPECT_THAT(std::string(gone.status().message()), HasSubstr(path));
+  EXPECT_THAT(std::string(gone.status().message()), Not(HasSubstr("token-longer")));
+  // Empty, or two words, from the start: refused.
+  std::ofstream(path) << "\n";
+  EXPECT_FALSE(source::BearerTokenSigner::FromFile(path).ok());
+  std::ofstream(path, std::ios::trunc) << "two words\n";
+  EXPECT_FALSE(source::BearerTokenSigner::FromFile(path).ok());
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/shard.h"
 #include "testing/temp_dir.h"
@@ -18,6 +19,7 @@
 #include "tfrecordfs/repack/journal.h"
 #include "tfrecordfs/repack/rewrite.h"
 #include "tfrecordfs/staging/deletions.h"
+#include "tfrecordfs/staging/edits.h"
 
 namespace tfrecordfs::staging {
 namespace {
@@ -122,13 +124,20 @@ class RewriteTest : public ::testing::Test {
     EXPECT_TRUE(walk.ok());
     source::PlainSource src(*std::move(fd), shard_, st.st_size);
     repack::ShardToRewrite from{&src, &walk->offsets, source::Codec::kNone};
-    return repack::ApplyDeletions(
-        list_.get(), [&](const std::string& p) { return p == shard_ ? &from : nullptr; });
+    return repack::ApplyEdits(list_.get(), edits_, naming::NoFeatureTypes(),
+                              [&](const std::string& p) { return p == shard_ ? &from : nullptr; });
+  }
+
+  // An edit folder holding a raw payload (record_folder.h: record.bin).
+  void EditFolder(const std::string& name, absl::string_view payload) {
+    ASSERT_EQ(::mkdir(absl::StrCat(edits_, "/", name).c_str(), 0755), 0);
+    ASSERT_TRUE(WriteFileAtomically(absl::StrCat(edits_, "/", name, "/record.bin"), payload).ok());
   }
 
   test::TempDir dir_;
   std::string shard_ = dir_.Join("a.tfrecord");
   std::string temp_ = dir_.Join(repack::TempShardName("a.tfrecord"));
+  std::string edits_ = dir_.Subdir("edits");
   std::vector<std::string> payloads_;
   std::unique_ptr<DeletionList> list_;
 };
@@ -162,7 +171,7 @@ TEST_F(RewriteTest, RecoversBeforeTheRename) {
   ASSERT_TRUE(list_->Delete(shard_, StatOf(shard_), 1).ok());
   test::WriteShard(temp_, {payloads_[0]});
   ASSERT_TRUE(list_->SetRewriting(shard_, StatOf(temp_)).ok());
-  EXPECT_EQ(repack::RecoverRewrites(list_.get()).size(), 1u);
+  EXPECT_EQ(repack::RecoverRewrites(list_.get(), edits_).size(), 1u);
   EXPECT_NE(::access(temp_.c_str(), F_OK), 0);
   EXPECT_EQ(Payloads(), payloads_);
   const Deletions d = list_->Snapshot();
@@ -178,9 +187,78 @@ TEST_F(RewriteTest, RecoversAfterTheRename) {
   test::WriteShard(temp_, {payloads_[0]});
   ASSERT_TRUE(list_->SetRewriting(shard_, StatOf(temp_)).ok());
   ASSERT_EQ(::rename(temp_.c_str(), shard_.c_str()), 0);
-  EXPECT_EQ(repack::RecoverRewrites(list_.get()).size(), 1u);
+  EXPECT_EQ(repack::RecoverRewrites(list_.get(), edits_).size(), 1u);
   EXPECT_TRUE(list_->Snapshot().empty());
   EXPECT_EQ(Payloads(), (std::vector<std::string>{payloads_[0]}));
+}
+
+TEST_F(RewriteTest, ReplacesEditedAndAppendsAddedRecordsInNameOrder) {
+  ASSERT_TRUE(list_->Register(shard_, StatOf(shard_)).ok());
+  ASSERT_TRUE(list_->Delete(shard_, StatOf(shard_), 0).ok());
+  const std::string key = ShardKey(shard_);
+  EditFolder(EditedFolderName(key, 2), "two, edited");
+  EditFolder(AddedFolderName(key, "b"), "added b");
+  EditFolder(AddedFolderName(key, "a"), "added a");
+  EditFolder(EditedFolderName(ShardKey("/another/shard"), 1), "not this shard's");
+  const auto report = Apply();
+  ASSERT_EQ(report.size(), 1u);
+  ASSERT_TRUE(report[0].status.ok()) << report[0].status;
+  EXPECT_EQ(report[0].kept, 4u);
+  EXPECT_EQ(report[0].changed, 1u);
+  EXPECT_EQ(report[0].added, 2u);
+  EXPECT_EQ(report[0].deleted, 1u);
+  EXPECT_EQ(Payloads(),
+            (std::vector<std::string>{payloads_[1], "two, edited", payloads_[3], payloads_[4],
+                                      payloads_[5], "added a", "added b"}));
+  EXPECT_TRUE(list_->Snapshot().empty());
+  // This shard's folders are gone; the other shard's stay.
+  EXPECT_EQ(ListEditFolders(edits_).size(), 1u);
+  EXPECT_NE(::access(temp_.c_str(), F_OK), 0);
+}
+
+TEST_F(RewriteTest, AFolderThatMakesNoRecordKeepsTheShardPending) {
+  ASSERT_TRUE(list_->Register(shard_, StatOf(shard_)).ok());
+  const std::string folder = absl::StrCat(edits_, "/", EditedFolderName(ShardKey(shard_), 3));
+  ASSERT_EQ(::mkdir(folder.c_str(), 0755), 0);
+  ASSERT_TRUE(WriteFileAtomically(folder + "/label", "not a number\n").ok());
+  ASSERT_TRUE(WriteFileAtomically(folder + "/record.bin", "x").ok());
+  const auto before = StatOf(shard_);
+  const auto report = Apply();
+  ASSERT_EQ(report.size(), 1u);
+  EXPECT_TRUE(absl::IsInvalidArgument(report[0].status)) << report[0].status;
+  EXPECT_THAT(std::string(report[0].status.message()), testing::HasSubstr("record 3"));
+  EXPECT_EQ(StatOf(shard_), before);  // not rewritten
+  EXPECT_EQ(Payloads(), payloads_);
+  EXPECT_EQ(list_->Snapshot().size(), 1u);
+  EXPECT_EQ(ListEditFolders(edits_).size(), 1u);
+}
+
+TEST_F(RewriteTest, RecoveryRemovesTheFoldersOfCommittedShards) {
+  // A crash after the entry was dropped, before the folders were removed.
+  EditFolder(EditedFolderName(ShardKey(shard_), 1), "edited");
+  ASSERT_TRUE(list_->Register("/pending/shard", Fingerprint{}).ok());
+  EditFolder(EditedFolderName(ShardKey("/pending/shard"), 1), "pending");
+  EXPECT_EQ(repack::RecoverRewrites(list_.get(), edits_).size(), 1u);
+  const auto left = ListEditFolders(edits_);
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left.begin()->first, ShardKey("/pending/shard"));
+}
+
+TEST(EditFolderTest, NamesRoundTrip) {
+  const std::string key = ShardKey("/data/train-00000-of-00004.tfrecord");
+  EXPECT_EQ(key.size(), 16u);
+  EXPECT_NE(key, ShardKey("/data/train-00001-of-00004.tfrecord"));
+  auto e = ParseEditFolder(EditedFolderName(key, 42));
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->key, key);
+  EXPECT_EQ(e->record, std::optional<uint64_t>(42));
+  auto a = ParseEditFolder(AddedFolderName(key, "new-1"));
+  ASSERT_TRUE(a.has_value());
+  EXPECT_FALSE(a->record.has_value());
+  EXPECT_EQ(a->added, "new-1");
+  EXPECT_FALSE(ParseEditFolder(".x.tmp").has_value());
+  EXPECT_FALSE(ParseEditFolder(absl::StrCat(key, "-4x")).has_value());
+  EXPECT_FALSE(ParseEditFolder(absl::StrCat("ABCDEF0123456789", "-4")).has_value());
 }
 
 }  // namespace

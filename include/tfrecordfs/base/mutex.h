@@ -26,9 +26,11 @@
 #ifndef TFRECORDFS_BASE_MUTEX_H_
 #define TFRECORDFS_BASE_MUTEX_H_
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <shared_mutex>
 
 #include "absl/base/thread_annotations.h"
 
@@ -83,6 +85,70 @@ class CondVar {
 
  private:
   std::condition_variable cv_;
+};
+
+// A readers-writer lock that lets a waiting writer in: once a writer waits,
+// new readers wait for it (std::shared_mutex, pthread's by default, lets a
+// steady stream of readers starve writers). Readers already in hold it
+// until they leave. Not recursive.
+class ABSL_LOCKABLE SharedMutex {
+ public:
+  SharedMutex() = default;
+  SharedMutex(const SharedMutex&) = delete;
+  SharedMutex& operator=(const SharedMutex&) = delete;
+
+  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() {
+    writers_waiting_.fetch_add(1, std::memory_order_acq_rel);
+    rw_.lock();
+  }
+  void Unlock() ABSL_UNLOCK_FUNCTION() {
+    rw_.unlock();
+    {
+      std::lock_guard<std::mutex> gate(gate_mu_);
+      writers_waiting_.fetch_sub(1, std::memory_order_acq_rel);
+    }
+    gate_cv_.notify_all();
+  }
+  void ReaderLock() ABSL_SHARED_LOCK_FUNCTION() {
+    if (writers_waiting_.load(std::memory_order_acquire) != 0) {
+      std::unique_lock<std::mutex> gate(gate_mu_);
+      gate_cv_.wait(gate, [&] { return writers_waiting_.load(std::memory_order_acquire) == 0; });
+    }
+    rw_.lock_shared();
+  }
+  void ReaderUnlock() ABSL_UNLOCK_FUNCTION() { rw_.unlock_shared(); }
+
+ private:
+  std::shared_mutex rw_;
+  std::atomic<int> writers_waiting_{0};
+  std::mutex gate_mu_;
+  std::condition_variable gate_cv_;
+};
+
+class ABSL_SCOPED_LOCKABLE ReaderMutexLock {
+ public:
+  explicit ReaderMutexLock(SharedMutex* mu) ABSL_SHARED_LOCK_FUNCTION(mu) : mu_(mu) {
+    mu_->ReaderLock();
+  }
+  ~ReaderMutexLock() ABSL_UNLOCK_FUNCTION() { mu_->ReaderUnlock(); }
+  ReaderMutexLock(const ReaderMutexLock&) = delete;
+  ReaderMutexLock& operator=(const ReaderMutexLock&) = delete;
+
+ private:
+  SharedMutex* const mu_;
+};
+
+class ABSL_SCOPED_LOCKABLE WriterMutexLock {
+ public:
+  explicit WriterMutexLock(SharedMutex* mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu) : mu_(mu) {
+    mu_->Lock();
+  }
+  ~WriterMutexLock() ABSL_UNLOCK_FUNCTION() { mu_->Unlock(); }
+  WriterMutexLock(const WriterMutexLock&) = delete;
+  WriterMutexLock& operator=(const WriterMutexLock&) = delete;
+
+ private:
+  SharedMutex* const mu_;
 };
 
 }  // namespace tfrecordfs

@@ -17,7 +17,11 @@
 //     written by `tfrecordfs index --beside`: the second machine to mount a
 //     dataset on shared storage never walks it. Checked after index_dir and
 //     before the cache; compared like the shared directory (base name). A
-//     mount does not show these files.
+//     mount does not show these files. For an object (s3://, gs://,
+//     http(s)://), the object `<object>.tfri` beside it, read and written
+//     through source::ObjectReader (ReadBeside: a GET, none when a bucket
+//     listing saw no such object; WriteBeside: a PUT); its checkpoint
+//     windows are then kept in memory.
 //
 // When a stored index is used (index_file.h has the format):
 //   valid  codec, size, mtime (ns) and the fingerprint (plain shards: the
@@ -163,7 +167,10 @@ class IndexStore {
   std::string Summary() const;
 
  private:
-  absl::Status Save(const std::string& target, const IndexFile& file);
+  // Writes `file` to `target`, or with a PUT beside `beside_object` when
+  // given (`index --beside` of an object).
+  absl::Status Save(const std::string& target, const IndexFile& file,
+                    const source::ObjectReader* beside_object = nullptr);
 
   const StoreOptions options_;
   std::atomic<uint64_t> from_shared_{0}, from_beside_{0}, from_cache_{0}, grown_{0}, walked_{0};

@@ -1,22 +1,38 @@
-// Applying record deletions (staging/deletions.h) to their shards, crash-safe.
+// Applying the edits of records of mounted shards to their shards,
+// crash-safe: deletions (staging/deletions.h), edited and added records
+// (staging/edits.h).
 //
-// Each shard with deletions is rewritten without the deleted records, in its
-// own codec (a GZIP shard stays GZIP), every kept record's payload unchanged
-// and in the same order:
-//   1. the shard must still have the fingerprint the deletions were made on
-//      (else it is left alone and its deletions stay pending);
-//   2. `.<name>.tmp` beside it (journal.h TempShardName) gets the kept
-//      records (each read back with both CRCs first), is fsync'd and checked
-//      as the pack checks its shards (framing, record count, compressed
-//      stream);
+// Each shard of the deletion list is rewritten in its own codec (a GZIP
+// shard stays GZIP): deleted records left out, edited ones replaced by the
+// payload of their folder, every other record's payload unchanged and in the
+// same order, added records appended in name order:
+//   1. the shard must still have the fingerprint its edits were made on
+//      (else it is left alone and its edits stay pending), and every edit
+//      folder must make a record (PayloadFromFolder; else the same);
+//   2. `.<name>.tmp` beside it (journal.h TempShardName) gets the records
+//      (each kept one read back with both CRCs first), is fsync'd and checked
+//      as the pack checks its shards (framing, every CRC, record count,
+//      compressed stream);
 //   3. the deletion list stores the temp file's fingerprint as `rewriting`
 //      (durable), then the temp file is renamed over the shard and the
 //      directory fsync'd;
-//   4. the shard's deletions are dropped from the list.
+//   4. the shard's entry is dropped from the list, then its edit folders
+//      are removed.
 // A crash before 3 leaves the old shard and a temp file; after the rename
 // and before 4, the new shard. RecoverRewrites tells them apart by the
-// shard's fingerprint: `rewriting` -> done, drop the entry; `before` ->
-// remove the temp file, keep the deletions pending.
+// shard's fingerprint: `rewriting` -> done, drop the entry (and the edit
+// folders); `before` -> remove the temp file, keep the edits pending.
+//
+// Test hook: TFRECORDFS_FAULT (as in pack.h) names a point where the
+// process kills itself:
+//   rewrite_mid_shard        half of the first shard's records written to its
+//                            temp file
+//   rewrite_before_rename    a temp file complete and marked `rewriting`,
+//                            not renamed
+//   rewrite_after_shard:K    K shards renamed into place, the K-th's entry
+//                            still in the list (K >= 1)
+//   rewrite_after_forget     the first shard's entry dropped, its edit
+//                            folders not yet removed
 //
 // Thread-safety: not concurrent with itself on one list.
 #ifndef TFRECORDFS_REPACK_REWRITE_H_
@@ -28,6 +44,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "tfrecordfs/naming/feature_type.h"
 #include "tfrecordfs/source/shard_source.h"
 #include "tfrecordfs/staging/deletions.h"
 
@@ -43,25 +60,31 @@ struct ShardToRewrite {
 
 struct RewrittenShard {
   std::string path;
-  uint64_t kept = 0;
+  uint64_t kept = 0;     // unchanged
+  uint64_t changed = 0;  // edited
+  uint64_t added = 0;
   uint64_t deleted = 0;
   double seconds = 0;
-  absl::Status status;  // not OK: left as it was, deletions still pending
+  absl::Status status;  // not OK: left as it was, its edits still pending
 };
 
-// Rewrites every shard of `list` (see the top). `find` gives the mounted
-// shard for a path (nullptr: not mounted now; left pending). Shards are
-// independent: one failing does not stop the others.
-std::vector<RewrittenShard> ApplyDeletions(
-    staging::DeletionList* list,
+// Rewrites every shard of `list` (see the top). `edits_dir`: the edit
+// store's records folder (staging/edits.h); `types`: what the edit folders'
+// files are read as (PayloadFromFolder). `find` gives the mounted shard for
+// a path (nullptr: not mounted now; left pending). Shards are independent:
+// one failing does not stop the others.
+std::vector<RewrittenShard> ApplyEdits(
+    staging::DeletionList* list, const std::string& edits_dir, naming::FeatureTypes& types,
     const std::function<const ShardToRewrite*(const std::string& path)>& find);
 
-// Finishes or rolls back rewrites a crash interrupted (see the top), and
-// removes stale temp files of shards with pending deletions. Returns the
-// log lines saying what it did.
-std::vector<std::string> RecoverRewrites(staging::DeletionList* list);
+// Finishes or rolls back rewrites a crash interrupted (see the top), removes
+// stale temp files of shards with pending edits, and the folders in
+// `edits_dir` of shards the list does not have (committed). Returns the log
+// lines saying what it did.
+std::vector<std::string> RecoverRewrites(staging::DeletionList* list, const std::string& edits_dir);
 
-// "rewrote PATH: kept K, deleted D record(s) in S s" / "... not rewritten: why".
+// "rewrote PATH: kept K, changed C, added A, deleted D record(s) in S s" /
+// "not rewritten PATH: why".
 std::string RewriteSummary(const std::vector<RewrittenShard>& shards);
 
 }  // namespace tfrecordfs::repack

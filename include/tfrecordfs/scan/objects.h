@@ -9,17 +9,14 @@
 // LIST or HEAD is sent afterwards (source/http.h: reads are ranged GETs
 // pinned to the ETag).
 //
-// Where requests go, and how they are signed:
-//   s3://  AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL (path-style:
-//          ENDPOINT/BUCKET/KEY, for MinIO, Ceph RGW, R2 and test servers),
-//          else https://BUCKET.s3.REGION.amazonaws.com/KEY with REGION from
-//          AWS_REGION / AWS_DEFAULT_REGION (default us-east-1). Signed with
-//          SigV4 when AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are set
-//          (AWS_SESSION_TOKEN too), anonymous otherwise, or always with
-//          AWS_NO_SIGN_REQUEST=true.
-//   gs://  STORAGE_EMULATOR_HOST (path-style, for tests), else
-//          https://storage.googleapis.com/BUCKET/KEY; anonymous (public
-//          buckets).
+// Where requests go, and how they are signed: scan/object_access.h (the
+// environment, the AWS shared files, ObjectOptions), resolved at each
+// List() of a bucket.
+//
+// A bucket listing also tells each object which objects are named like it
+// plus a suffix (`X.tfri` beside `X`: HttpObject::Listed::beside), so that
+// the index store reads an index kept beside an object without a request
+// for the objects that have none.
 //
 // Thread-safety: the functions are pure or read the environment once per
 // call; an ObjectLister is safe to use from several threads.
@@ -34,6 +31,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "tfrecordfs/scan/object_access.h"
 #include "tfrecordfs/source/block_cache.h"
 #include "tfrecordfs/source/http.h"
 
@@ -91,12 +89,15 @@ struct FoundObject {
 
 class ObjectLister {
  public:
-  // `cache` (may be null) keeps the fetched bytes of every object listed.
-  explicit ObjectLister(std::shared_ptr<source::BlockCache> cache);
+  // `cache` (may be null) keeps the fetched bytes of every object listed;
+  // `options` and `env` say how buckets are reached (object_access.h).
+  explicit ObjectLister(std::shared_ptr<source::BlockCache> cache, ObjectOptions options = {},
+                        Getenv env = ProcessEnv);
 
   // Lists `source` (IsObjectUrl). Errors name the source and, for a failed
-  // request, the HTTP status and the server's message; NotFound when
-  // nothing is there.
+  // request, the HTTP status and the server's message (and, for 401 and
+  // 403, how the requests were signed); NotFound when nothing is there;
+  // the errors of Resolve*Access (a missing AWS profile...).
   absl::StatusOr<std::vector<FoundObject>> List(const std::string& source) const;
 
  private:
@@ -106,6 +107,8 @@ class ObjectLister {
 
   std::shared_ptr<const source::HttpClient> client_;
   std::shared_ptr<source::BlockCache> cache_;
+  const ObjectOptions options_;
+  const Getenv env_;
 };
 
 }  // namespace tfrecordfs::scan

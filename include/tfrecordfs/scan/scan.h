@@ -35,12 +35,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "tfrecordfs/index/index_store.h"
 #include "tfrecordfs/index/shard_index.h"
+#include "tfrecordfs/scan/object_access.h"
 #include "tfrecordfs/source/inflate.h"
 #include "tfrecordfs/source/shard_source.h"
 
@@ -127,6 +129,9 @@ struct ScanOptions {
   // Keeps the bytes fetched from objects (a mount passes the cache of its
   // one byte budget); null: Scan makes one of kObjectCacheBytes.
   std::shared_ptr<source::BlockCache> object_cache;
+  // How s3:// and gs:// SOURCEs are reached beyond what the environment
+  // says (object_access.h); unset: DefaultObjectOptions() (the mount's).
+  std::optional<ObjectOptions> objects;
 };
 
 inline constexpr size_t kObjectCacheBytes = size_t{64} << 20;
@@ -163,9 +168,10 @@ absl::StatusOr<std::unique_ptr<source::ShardSource>> OpenShard(const ScannedShar
                                                                source::FdCache* fds = nullptr);
 
 // One shard given by its path or URL (the `show` command): probes it and indexes
-// it through `store` (or a walk when null). InvalidArgument when it is not
-// a TFRecord shard.
-absl::StatusOr<ScannedShard> ScanOne(const std::string& path, index::IndexStore* store);
+// it through `store` (or a walk when null); a URL is reached as `objects`
+// say. InvalidArgument when it is not a TFRecord shard.
+absl::StatusOr<ScannedShard> ScanOne(const std::string& path, index::IndexStore* store,
+                                     std::optional<ObjectOptions> objects = std::nullopt);
 
 }  // namespace tfrecordfs::scan
 

@@ -53,10 +53,13 @@ inline constexpr size_t kMinObjectFetch = size_t{1} << 20;
 class RequestSigner {
  public:
   virtual ~RequestSigner() = default;
-  // The headers ("Name: value") to add to a `method` request of `url` with
-  // an empty body. Errors: the URL cannot be signed (not http(s)).
+  // The headers ("Name: value") to add to a `method` request of `url` whose
+  // body has the SHA-256 `payload_sha256` (lower-case hex; kEmptySha256 of
+  // sigv4.h for no body). Errors: the URL cannot be signed (not http(s)),
+  // the credentials cannot be had now (a token file unreadable).
   virtual absl::StatusOr<std::vector<std::string>> Sign(absl::string_view method,
-                                                        absl::string_view url) const = 0;
+                                                        absl::string_view url,
+                                                        absl::string_view payload_sha256) const = 0;
 };
 
 struct HttpOptions {
@@ -88,8 +91,9 @@ class HttpClient {
   HttpClient(const HttpClient&) = delete;
   HttpClient& operator=(const HttpClient&) = delete;
 
-  // Sends `method` ("GET" or "HEAD") to `url` with `headers` ("Name:
-  // value"), signed by `signer` when given, retrying as the options say.
+  // Sends `method` ("GET", "HEAD" or "PUT") to `url` with `headers`
+  // ("Name: value") and, for PUT, `upload` as the body, signed by `signer`
+  // when given, retrying as the options say.
   // The body is refused beyond `max_body` bytes (a hostile server cannot
   // make us allocate more). Returns the last response, whatever its status
   // (the caller decides what a 404 or 412 means); errors are transport
@@ -98,7 +102,7 @@ class HttpClient {
   absl::StatusOr<HttpResponse> Send(absl::string_view method, const std::string& url,
                                     const std::vector<std::string>& headers,
                                     const RequestSigner* signer, size_t max_body,
-                                    absl::string_view what) const;
+                                    absl::string_view what, absl::string_view upload = {}) const;
 
   // Requests sent (attempts, retries included), for tests and statistics.
   uint64_t requests() const { return requests_.load(std::memory_order_relaxed); }
@@ -109,8 +113,9 @@ class HttpClient {
   void Release(std::unique_ptr<Handle> handle) const;
   absl::StatusOr<HttpResponse> SendOnce(std::unique_ptr<Handle>* handle, absl::string_view method,
                                         const std::string& url,
-                                        const std::vector<std::string>& headers, size_t max_body,
-                                        bool* transient, std::string* error) const;
+                                        const std::vector<std::string>& headers,
+                                        absl::string_view upload, size_t max_body, bool* transient,
+                                        std::string* error) const;
 
   const HttpOptions options_;
   mutable Mutex mu_;  // leaf lock: never held across a request
@@ -130,6 +135,12 @@ class HttpObject final : public ObjectReader {
     std::string name;  // how messages name it (s3://bucket/key, or the URL)
     uint64_t size = 0;
     std::string etag;  // with its quotes; empty: the server gave none (reads are not pinned)
+    // A bucket listing saw every neighbour: `beside` holds the suffixes of
+    // the objects named like this one plus a suffix (".tfri") that it
+    // listed, and ReadBeside sends no request for any other. False (a URL
+    // given alone): ReadBeside asks the server.
+    bool neighbours_listed = false;
+    std::vector<std::string> beside;
   };
   // `signer` and `cache` may be null (a null cache: each read fetches
   // what it needs, rounded to blocks).
@@ -140,6 +151,15 @@ class HttpObject final : public ObjectReader {
   uint64_t size() const override { return listed_.size; }
   const std::string& etag() const { return listed_.etag; }
   absl::StatusOr<size_t> ReadAt(uint64_t offset, char* buf, size_t n) const override;
+  // GET of the URL plus `suffix` (signed as this object's reads). A 404
+  // (403 too, for a URL given alone: buckets that deny listing answer
+  // that for a missing key) is NotFound.
+  absl::StatusOr<std::string> ReadBeside(absl::string_view suffix,
+                                         uint64_t max_bytes) const override;
+  // PUT of the URL plus `suffix`, signed as this object's reads. Errors:
+  // PermissionDenied (401, 403), Unavailable or FailedPrecondition for any
+  // other status, naming that URL, the status and the server's message.
+  absl::Status WriteBeside(absl::string_view suffix, absl::string_view bytes) const override;
 
  private:
   // Bytes [begin, end) of the object (within size()), in one GET.

@@ -62,16 +62,18 @@ std::string SigV4Authorization(const AwsCredentials& credentials, const SigV4Req
                                absl::string_view amz_date, absl::string_view region,
                                absl::string_view service);
 
-// Signs requests with fixed credentials (the environment's, when the
-// bucket is opened) at the current time.
+// Signs requests with fixed credentials (scan/object_access.h finds them
+// when the bucket is opened) at the current time. The payload hash is
+// signed and sent as x-amz-content-sha256 (a PUT's body is thus checked by
+// the store).
 class SigV4Signer final : public RequestSigner {
  public:
   SigV4Signer(AwsCredentials credentials, std::string region, std::string service = "s3")
       : credentials_(std::move(credentials)),
         region_(std::move(region)),
         service_(std::move(service)) {}
-  absl::StatusOr<std::vector<std::string>> Sign(absl::string_view method,
-                                                absl::string_view url) const override;
+  absl::StatusOr<std::vector<std::string>> Sign(absl::string_view method, absl::string_view url,
+                                                absl::string_view payload_sha256) const override;
 
  private:
   const AwsCredentials credentials_;

@@ -37,6 +37,16 @@ class ObjectReader {
   // listed (replaced behind the mount), Unavailable for a server or
   // network that keeps failing.
   virtual absl::StatusOr<size_t> ReadAt(uint64_t offset, char* buf, size_t n) const = 0;
+
+  // The object beside this one whose name is this one's plus `suffix`
+  // (".tfri": its index, index/index_store.h), read whole. NotFound when
+  // there is none; FailedPrecondition when it is larger than `max_bytes`.
+  // Default: NotFound (a store without neighbours).
+  virtual absl::StatusOr<std::string> ReadBeside(absl::string_view suffix,
+                                                 uint64_t max_bytes) const;
+  // Creates or replaces that object with `bytes`. Errors name its URL and,
+  // for a store that refuses, the HTTP status. Default: Unimplemented.
+  virtual absl::Status WriteBeside(absl::string_view suffix, absl::string_view bytes) const;
 };
 
 class StoredBytes {

@@ -1,6 +1,9 @@
 // The records deleted from mounted shards and not yet committed: one small
 // file in the staging store, `<store>/deleted-records`, so that a deletion
-// survives a daemon crash and a remount exactly like a staged record.
+// survives a daemon crash and a remount exactly like a staged record. It is
+// also the list of shards with pending edits (staging/edits.h): a shard
+// entry without `delete` lines is a shard some of whose records are edited
+// or added, whose folders are in the edit store.
 //
 // A record is named by its shard's path and its index in the shard as the
 // mount indexed it. The shard's fingerprint (size, mtime in ns, inode) is kept
@@ -19,6 +22,8 @@
 //   tfrecordfs-deletions 1
 //   shard <size> <mtime_ns> <inode> <path>      per shard with deletions,
 //   rewriting <size> <mtime_ns> <inode>         optional: rewrite in flight
+//   records <count>                             optional, after rewriting: the
+//                                               rewritten file's record count
 //   delete <record index>                       one line per deleted record
 //   ...
 //   crc32c <8 lowercase hex digits>             of every byte before this line
@@ -63,9 +68,10 @@ struct Fingerprint {
 Fingerprint FingerprintOf(const struct stat& st);
 
 struct DeletedShard {
-  Fingerprint before;                    // the shard the indexes refer to
-  std::optional<Fingerprint> rewriting;  // the rewritten file, while in flight
-  std::set<uint64_t> records;            // deleted record indexes
+  Fingerprint before;                         // the shard the indexes refer to
+  std::optional<Fingerprint> rewriting;       // the rewritten file, while in flight
+  std::optional<uint64_t> rewritten_records;  // its record count (with rewriting)
+  std::set<uint64_t> records;                 // deleted record indexes
 };
 // Shard path -> its deletions, in path order.
 using Deletions = std::map<std::string, DeletedShard>;
@@ -86,9 +92,16 @@ class DeletionList {
   // list. FailedPrecondition when the shard has deletions under another
   // fingerprint (it changed in between).
   absl::Status Delete(const std::string& shard, const Fingerprint& fp, uint64_t record);
-  // Marks the rewrite of `shard` in flight (its new file's fingerprint) or
-  // not (nullopt), and persists.
-  absl::Status SetRewriting(const std::string& shard, std::optional<Fingerprint> fp);
+  // Makes sure `shard` has an entry (fingerprint `fp`), with or without
+  // deletions, and persists it: done before the first edit of one of its
+  // records is written to the edit store (edits.h), so that every edit
+  // folder there belongs to a shard of the list. FailedPrecondition as for
+  // Delete.
+  absl::Status Register(const std::string& shard, const Fingerprint& fp);
+  // Marks the rewrite of `shard` in flight (its new file's fingerprint and
+  // record count) or not (nullopt), and persists.
+  absl::Status SetRewriting(const std::string& shard, std::optional<Fingerprint> fp,
+                            std::optional<uint64_t> records = std::nullopt);
   // Drops every deletion of `shard` (committed, or abandoned) and persists.
   absl::Status Forget(const std::string& shard);
 

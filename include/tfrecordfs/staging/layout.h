@@ -9,6 +9,14 @@
 //                     pack deletes it before writing the journal, so that a
 //                     store whose file system filled up can still be packed
 //     last-pack.txt   the report of the last pack (read by `tfrecordfs unmount`)
+//     last-commit.txt the report of the last commit while mounted (read by
+//                     `tfrecordfs commit`): `commit <n>`, `result: ...`, the
+//                     rewrite summary
+//     deleted-records records deleted from the mounted shards, and the shards
+//                     with pending edits (staging/deletions.h)
+//     edits/          the edit store: a store of this same layout whose
+//                     records/ holds the folders of records of the mounted
+//                     shards being edited or added (staging/edits.h)
 //     lock            flock()ed exclusively by the read-write daemon that owns
 //                     the store (read-only openers neither take nor create it)
 //
@@ -35,6 +43,10 @@ inline std::string PackReportFile(absl::string_view store) {
   return absl::StrCat(store, "/last-pack.txt");
 }
 inline std::string LockFile(absl::string_view store) { return absl::StrCat(store, "/lock"); }
+inline std::string CommitReportFile(absl::string_view store) {
+  return absl::StrCat(store, "/last-commit.txt");
+}
+inline std::string EditsStoreDir(absl::string_view store) { return absl::StrCat(store, "/edits"); }
 
 // What journal.reserve holds. The journal takes about 8 bytes plus the
 // folder name per staged record, and needs room for two copies while it is

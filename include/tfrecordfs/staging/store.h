@@ -85,6 +85,9 @@ struct OpenOptions {
   // O_PATH descriptors of nodes kept open at once (see the top of this
   // file); 0: an eighth of the soft RLIMIT_NOFILE, between 16 and 1024.
   size_t node_fds = 0;
+  // Set journal.reserve aside (layout.h); false for a store that is never
+  // packed (the edit store, staging/edits.h).
+  bool reserve_journal = true;
 };
 
 class Store {
@@ -227,6 +230,10 @@ class Store {
   // Path of a node relative to records/ ("" for the root), or NotFound if it
   // was deleted.
   absl::StatusOr<std::string> RelativePath(uint64_t node);
+  // How errors and log lines name a path relative to records/ (default
+  // "staging/<rel>"). Set before the store is used from other threads.
+  void SetDisplay(std::function<std::string(absl::string_view rel)> display);
+  std::string Shown(absl::string_view rel) const;
 
  private:
   explicit Store(std::string dir) : dir_(std::move(dir)) {}
@@ -289,6 +296,7 @@ class Store {
   }
 
   const std::string dir_;
+  std::function<std::string(absl::string_view rel)> display_;
   UniqueFd lock_fd_;
   uint64_t root_ino_ = 0;
   dev_t dev_ = 0;

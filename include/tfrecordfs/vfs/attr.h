@@ -32,6 +32,10 @@ struct Attr {
   struct timespec mtime = {};
   struct timespec atime = {};  // zero: same as mtime
   struct timespec ctime = {};  // zero: same as mtime
+  // FUSE's generation of the node id: a node id that names something else
+  // than before (a record of a shard rewritten while mounted) comes with a
+  // higher one, so the kernel drops what it kept for the old node.
+  uint64_t generation = 1;
 };
 
 // Where the bytes of a read come from: a range of an open file (which the

@@ -24,6 +24,13 @@ class CheckedRecords {
     bits_.push_back(std::make_unique<std::atomic<uint64_t>[]>(Words(records)));  // zeroed
   }
 
+  // Shard `shard` now has `records` records, all unchecked (its file was
+  // rewritten). Not concurrent with the other methods.
+  void ResetShard(uint64_t shard, uint64_t records) {
+    records_[shard] = records;
+    bits_[shard] = std::make_unique<std::atomic<uint64_t>[]>(Words(records));
+  }
+
   // False for a record out of range.
   bool Checked(uint64_t shard, uint64_t record) const {
     if (shard >= bits_.size() || record >= records_[shard]) return false;

@@ -46,6 +46,7 @@
 #include "tfrecordfs/index/shard_index.h"
 #include "tfrecordfs/naming/feature_type.h"
 #include "tfrecordfs/naming/naming.h"
+#include "tfrecordfs/repack/rewrite.h"
 #include "tfrecordfs/source/inflate.h"
 #include "tfrecordfs/source/readahead.h"
 #include "tfrecordfs/source/shard_source.h"
@@ -59,6 +60,7 @@
 #include "tfrecordfs/vfs/mounted_shard.h"
 #include "tfrecordfs/vfs/node_id.h"
 #include "tfrecordfs/vfs/record_deletions.h"
+#include "tfrecordfs/vfs/record_edits.h"
 #include "tfrecordfs/vfs/record_view.h"
 #include "tfrecordfs/vfs/staging_view.h"
 #include "tfrecordfs/vfs/tree_view.h"
@@ -105,6 +107,10 @@ struct Options {
   // owned; must outlive the Filesystem). Null: records cannot be deleted
   // (EROFS). Used only by the records view (record_deletions.h).
   staging::DeletionList* deletions = nullptr;
+  // The edit store (staging/edits.h; not owned, must outlive the
+  // Filesystem): with `deletions`, records of the shards can be edited and
+  // added (record_edits.h). Null: EROFS.
+  staging::Store* edits = nullptr;
   // The feature types the staging checks hold staged files to (not owned;
   // must outlive the Filesystem). Null: the mounted shards'
   // (feature_types()). Set: these instead (tests of the checks).
@@ -119,8 +125,9 @@ struct Options {
   SampleBudget kind_sample_per_call = {4096, uint64_t{32} << 20};
   SampleBudget kind_sample_total = {65536, uint64_t{256} << 20};
   // Where shard indexes are loaded from and new ones saved to (cached,
-  // shared or beside the shard: index/index_store.h); not owned, used only
-  // by Create(). Null: every shard is walked with index::BuildShardIndex and
+  // shared or beside the shard: index/index_store.h); not owned, used by
+  // Create() and by Commit() (the rewritten shards); must outlive the
+  // Filesystem. Null: every shard is walked with index::BuildShardIndex and
   // nothing is saved.
   index::IndexStore* index_store = nullptr;
   // Decompressed bytes of GZIP/ZLIB shards kept for readers (-o
@@ -224,6 +231,10 @@ class Filesystem {
   absl::Status Rename(uint64_t parent, absl::string_view name, uint64_t new_parent,
                       absl::string_view new_name, unsigned flags);
   void Forget(uint64_t ino, uint64_t n);
+  // Whether `ino`'s content or attributes can change under the mount (a
+  // staged node, or a node of an edited record): the adapter then lets
+  // the kernel keep nothing cached for it.
+  bool Mutable(uint64_t ino) const;
   // Free space where staged bytes go (for statfs), or false without staging.
   bool StagingSpace(uint64_t* free_bytes, uint64_t* total_bytes) const;
 
@@ -280,12 +291,42 @@ class Filesystem {
   Stats GetStats() const;
   const std::vector<MountedShard>& shards() const { return shards_; }
 
+  // ==== Committing edits (record_edits.h) ====
+
+  // What the kernel keeps that a commit makes wrong; set by the FUSE layer
+  // while it serves (src/fuse/session.cc), called from the committing
+  // thread (never from a request: the kernel would deadlock).
+  struct Invalidator {
+    std::function<void(uint64_t ino)> inode;  // attributes, pages, listing
+    std::function<void(uint64_t parent, const std::string& name)> entry;
+  };
+  void SetInvalidator(std::optional<Invalidator> invalidator);
+
+  // Applies the pending edits, additions and deletions to their shards
+  // (repack::ApplyEdits: crash-safe, each shard on its own). With `reopen`
+  // (a commit while mounted: `tfrecordfs commit`), every other operation
+  // waits meanwhile, and each rewritten shard is indexed again and shown at
+  // once: its records numbered afresh under the same node ids with the next
+  // generation, the views' caches of it dropped, and the kernel's entries
+  // and attributes of its folder invalidated. Without (at unmount: nothing
+  // is served any more), the shards are only rewritten.
+  // FailedPrecondition on a mount that takes no edits. Per-shard failures
+  // are in the results (their edits stay pending).
+  absl::StatusOr<std::vector<repack::RewrittenShard>> Commit(bool reopen);
+
  private:
   explicit Filesystem(const Options& options);
 
   // The view serving node `ino` (by its space), or nullptr for a staging id
   // on a mount without staging.
   View* ViewOf(uint64_t ino) const;
+  // The view for a change of `ino`: ViewOf, after checking a record out
+  // into the edit store (record_edits.h); nullptr with `*status` why not.
+  View* WriteViewOf(uint64_t ino, absl::Status* status) const;
+  // Whether `ino` is a node of an edited record or of the edit store.
+  bool EditSide(uint64_t ino) const;
+  // The staging view whose handle `fh` is (nullptr: none).
+  StagingView* HandleOwner(uint64_t fh) const;
   // The shard whose folder `ino` is, when the mount shows shard folders
   // (their children are the record view's, or the gallery's).
   std::optional<uint64_t> ShardFolder(uint64_t ino) const {
@@ -305,6 +346,9 @@ class Filesystem {
   // through their sources. Null unless reading ahead.
   std::unique_ptr<source::Readahead> readahead_;
   std::unique_ptr<RecordView> records_;
+  // The edit overlay (reads through records_: destroyed first). Null
+  // without Options::edits.
+  std::unique_ptr<RecordEdits> edits_;
   std::unique_ptr<TreeView> tree_;
   // The image views; null unless Options::view names them. The gallery
   // lists shard folders; the class view serves the root and its folders.
@@ -313,6 +357,13 @@ class Filesystem {
   GroupStats group_stats_;
   // The staging area; null without one (Options::staging).
   std::unique_ptr<StagingView> staging_;
+  // Every operation holds it shared; Commit(reopen) exclusively.
+  mutable SharedMutex serve_mu_;
+  staging::DeletionList* edit_list_ = nullptr;  // Options::deletions
+  staging::Store* edit_store_ = nullptr;        // Options::edits
+  index::IndexStore* index_store_ = nullptr;    // Options::index_store
+  Mutex invalidator_mu_;
+  std::optional<Invalidator> invalidator_ ABSL_GUARDED_BY(invalidator_mu_);
   naming::FeatureTypes* staging_types_ = nullptr;  // what staging_ checks against
 };
 

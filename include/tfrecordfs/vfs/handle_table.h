@@ -69,6 +69,9 @@ class HandleTable {
     return std::move(node.mapped());
   }
 
+  // Whether `fh` is one of this table's numbers (live or not).
+  bool Owns(uint64_t fh) const { return fh != 0 && (fh & ~kSerialMask) == tag_; }
+
   size_t size() const {
     MutexLock lock(&mu_);
     return live_.size();

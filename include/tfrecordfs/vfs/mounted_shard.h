@@ -1,9 +1,10 @@
 // One mounted shard: everything the views know about it, in one place.
 //
 // Shard ids count from 0 in scan order; the record namespace's node ids
-// carry them (node_id.h). A MountedShard is built once by Filesystem::Create
-// and never changes afterwards (shards are immutable under the mount), so
-// the views share the vector without locks.
+// carry them (node_id.h). A MountedShard is built by Filesystem::Create and
+// changes only when Filesystem::Commit rewrites its shard while mounted,
+// with every other operation of the mount excluded (Filesystem's serve
+// lock), so the views share the vector without locks of their own.
 #ifndef TFRECORDFS_VFS_MOUNTED_SHARD_H_
 #define TFRECORDFS_VFS_MOUNTED_SHARD_H_
 
@@ -26,6 +27,9 @@ struct MountedShard {
   std::unique_ptr<source::ShardSource> source;
   int name_width = 1;          // digits of the largest record index: folder names' padding
   struct timespec mtime = {};  // of the shard file: every folder and file of it shows this
+  // The node ids' generation (vfs::Attr::generation): one more after each
+  // commit while mounted, when the same ids name the new shard's records.
+  uint64_t generation = 1;
 
   // Records the mount shows (at most kMaxRecordsPerShard: the node id's field).
   uint64_t records_shown() const {

@@ -8,8 +8,9 @@
 //                bits 43..16: record index (28 bits, 268M records per shard)
 //                bits 15..0 : entry in the record's layout (16 bits; entry 0
 //                             is the record directory itself)
-//     2 = staging: bits 61..0 name a node of the staging store (see
-//                staging/store.h)
+//     2 = staging: bits 60..0 name a node of the staging store (see
+//                staging/store.h); bit 61 (kEditNodeTag) set: a node of
+//                the edit store instead (record_edits.h)
 //     3 = class  bits 61..0: a class folder of -o view=classes, its index
 //                in ClassView's sorted folder list plus one (class_view.h);
 //                the images in it are record-space ids (the record view's
@@ -92,6 +93,7 @@ constexpr uint64_t EntryOf(uint64_t id) {
   return Unmix62(id & kMask62) & (kMaxEntriesPerRecord - 1);
 }
 
+inline constexpr uint64_t kEditNodeTag = uint64_t{1} << 61;
 constexpr uint64_t StagingId(uint64_t n) { return (uint64_t{2} << kSpaceShift) | n; }
 constexpr uint64_t StagingIndex(uint64_t id) { return id & ((uint64_t{1} << kSpaceShift) - 1); }
 

@@ -39,6 +39,8 @@ class RecordCache {
 
   std::shared_ptr<const ParsedRecord> Get(uint64_t key);
   void Put(uint64_t key, std::shared_ptr<const ParsedRecord> value);
+  // Drops every record (a shard was rewritten under the mount).
+  void Clear();
   size_t size() const;
   size_t bytes() const;  // sum of MemoryBytes() of the cached records
 

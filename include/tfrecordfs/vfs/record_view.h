@@ -80,9 +80,16 @@ class RecordView final : public View {
   absl::StatusOr<Attr> LookupRecord(uint64_t shard, absl::string_view name) const;
   // Lists the shard folder (`self`: its attributes, for "." and "..").
   void ReadShardDir(uint64_t shard, const Attr& self, uint64_t offset, const EmitFn& emit) const;
-  // rmdir of a record folder: deletes the record (RecordDeletions) when its
-  // folder shows nothing (ENOTEMPTY otherwise) or the record is damaged.
+  // rmdir of a record folder: deletes the record (RecordDeletions) when it
+  // has no files (ENOTEMPTY otherwise) or is damaged. Changes inside a
+  // record folder are the edit overlay's (record_edits.h); this view
+  // answers them EROFS.
   absl::Status RmdirRecord(uint64_t shard, absl::string_view name);
+  // Forgets what it knew of shard `shard`'s records (the parsed-record
+  // cache, checked bits, damage notes): its file was rewritten and
+  // shards_[shard] now describes the new one. Not concurrent with anything
+  // else (Filesystem::Commit).
+  void ResetShard(uint64_t shard);
   // A record's folder name: its index, zero-padded to the shard's width.
   std::string RecordName(uint64_t shard, uint64_t record) const;
 
@@ -96,10 +103,6 @@ class RecordView final : public View {
   // Record folder: shard, record, offset, length, compressed_offset, error;
   // feature file or folder: feature, kind, section, step, value.
   absl::Status Xattrs(uint64_t ino, bool read_error, XattrList* out) override;
-  // Inside a record folder: hide a file / an emptied folder (see
-  // record_deletions.h). EROFS without a deletion list.
-  absl::Status Unlink(uint64_t parent, absl::string_view name) override;
-  absl::Status Rmdir(uint64_t parent, absl::string_view name) override;
 
   // ---- For the image views (gallery_view.h, class_view.h), whose files
   // are this view's files under other names (same node ids) ----
@@ -136,13 +139,6 @@ class RecordView final : public View {
   // Notes why a record is damaged; true unless it was noted already.
   bool NoteDamage(uint64_t shard, uint64_t record, absl::string_view reason);
   Attr RecordDirAttr(uint64_t shard, uint64_t record) const;
-  bool Hidden(uint64_t shard, uint64_t record, uint32_t entry) const {
-    return deletions_ != nullptr && deletions_->IsHidden(shard, record, entry);
-  }
-  // True when every child of directory entry `dir` is hidden.
-  bool ShowsNothing(const Node& node, const ParsedRecord& rec, uint32_t dir) const;
-  // Unlink / Rmdir inside a record folder.
-  absl::Status HideChild(uint64_t parent, absl::string_view name, bool dir);
   // A record read found the index wrong: log loudly, drop the stored index.
   void IndexDisagrees(uint64_t shard, uint64_t record);
   // Reads bytes [offset, offset + n) of the record file `e` (its pieces:

@@ -49,20 +49,37 @@
 #include "tfrecordfs/staging/store.h"
 #include "tfrecordfs/vfs/attr.h"
 #include "tfrecordfs/vfs/handle_table.h"
+#include "tfrecordfs/vfs/node_id.h"
 #include "tfrecordfs/vfs/view.h"
 
 namespace tfrecordfs::vfs {
 
+// The numbers a StagingView hands out, so that two views over two stores
+// can share the staging space and the handle numbers: node ids are
+// StagingId(node_tag | the store's node), handles come from HandleTables
+// tagged file_tag and dir_tag (handle_table.h).
+struct StagingViewIds {
+  uint64_t node_tag = 0;  // 0 or a bit above every inode number (node_id.h)
+  uint8_t file_tag = 1;
+  uint8_t dir_tag = 2;
+};
+
 class StagingView final : public View {
  public:
   // `store` and `types` are not owned and must outlive the view.
-  StagingView(staging::Store* store, naming::FeatureTypes* types);
+  StagingView(staging::Store* store, naming::FeatureTypes* types, StagingViewIds ids = {});
   ~StagingView() override;  // closes the handles still open
   StagingView(const StagingView&) = delete;
   StagingView& operator=(const StagingView&) = delete;
 
   // The node id of the staging folder itself (the store's root).
   uint64_t root_id() const;
+  // The node id of the store's node `node`, and back.
+  uint64_t IdOf(uint64_t node) const { return StagingId(ids_.node_tag | node); }
+  uint64_t NodeOf(uint64_t ino) const { return StagingIndex(ino) & ~ids_.node_tag; }
+  // Whether `fh` is a handle of this view's (open or closed).
+  bool OwnsHandle(uint64_t fh) const;
+  staging::Store* store() const { return store_; }
 
   absl::StatusOr<Attr> GetAttr(uint64_t ino) override;
   absl::StatusOr<Attr> Lookup(uint64_t parent, absl::string_view name) override;
@@ -131,6 +148,7 @@ class StagingView final : public View {
 
   staging::Store* const store_;
   naming::FeatureTypes* const types_;
+  const StagingViewIds ids_;
   HandleTable<FileHandle> files_;  // defined in the .cc, where the
   HandleTable<DirHandle> dirs_;    // handle types are complete
 };

@@ -56,6 +56,8 @@ class TreeView final : public View {
 
   // The shard whose folder is tree node `ino`, if it is one.
   std::optional<uint64_t> ShardFolder(uint64_t ino) const;
+  // The node id of shard `shard`'s folder.
+  uint64_t ShardFolderId(uint64_t shard) const { return shard_folder_ids_[shard]; }
 
   // ---- View: tree-space nodes ----
   absl::StatusOr<Attr> GetAttr(uint64_t ino) override;
@@ -90,6 +92,7 @@ class TreeView final : public View {
   std::vector<Node> nodes_;
   const std::vector<MountedShard>& shards_;
   source::FdCache* const fds_;
+  std::vector<uint64_t> shard_folder_ids_;  // by shard
 };
 
 }  // namespace tfrecordfs::vfs

@@ -141,7 +141,7 @@ TEST_P(StagingDeleteTest, RmRecordsSurvivesCrashAndRewritesShard) {
   int status = 0;
   CommandResult un = d.TfrUnmount(&status);
   EXPECT_EQ(un.exit_code, 0) << un.out << un.err;
-  EXPECT_NE(un.out.find(absl::StrCat("rewrote ", shard_, ": kept 10, deleted 2")),
+  EXPECT_NE(un.out.find(absl::StrCat("rewrote ", shard_, ": kept 10, changed 0, added 0, deleted 2")),
             std::string::npos)
       << un.out;
 

@@ -1,0 +1,49 @@
+// TFDS metadata beside rewritten shards (repack/rewrite.h).
+//
+// TensorFlow Datasets names shard files `<dataset>-<split>.<format>-<index>-
+// of-<count>` (five digits each) and describes each split in the
+// `dataset_info.json` of the shards' directory: "splits" is a list of
+// objects with "name", "shardLengths" (one record count per shard, as
+// strings: proto3's JSON for int64) and "numBytes" (the split's bytes).
+// `tfds.load` trusts these counts, so a shard whose record count changed
+// must change them too.
+//
+// Thread-safety: pure functions of the file system state.
+#ifndef TFRECORDFS_REPACK_TFDS_INFO_H_
+#define TFRECORDFS_REPACK_TFDS_INFO_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace tfrecordfs::repack {
+
+// The split, index and count a TFDS shard file name carries.
+struct TfdsShardName {
+  std::string split;
+  uint64_t index = 0;
+  uint64_t count = 0;
+};
+std::optional<TfdsShardName> ParseTfdsShardName(absl::string_view file_name);
+
+// After the shard at `shard_path` was rewritten with `records` records: sets
+// its entry of its split's "shardLengths" to `records` (idempotent: recovery
+// may run it again) and, given `bytes_delta` (how many payload bytes the
+// rewrite added, negative when it removed some; TFDS counts a split's bytes
+// as the sum of its serialized examples), adds it to the split's
+// "numBytes" (not idempotent: only the rewrite itself passes it). Every
+// other key and their order are kept; the file is replaced atomically
+// (WriteFileAtomically). Returns the file's path when it changed it,
+// nullopt when there is nothing to update (not a TFDS name, no
+// dataset_info.json, no such split, or "shardLengths" with another number of
+// shards). Errors: the file cannot be read, parsed or written.
+absl::StatusOr<std::optional<std::string>> UpdateTfdsInfo(const std::string& shard_path,
+                                                          uint64_t records,
+                                                          std::optional<int64_t> bytes_delta);
+
+}  // namespace tfrecordfs::repack
+
+#endif  // TFRECORDFS_REPACK_TFDS_INFO_H_

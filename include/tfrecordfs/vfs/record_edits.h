@@ -1,0 +1,168 @@
+// The edit overlay of the record view: records of the mounted shards changed
+// through a read-write mount (`echo 7 > SHARD/0042/label`, `sed -i`, `cp`
+// over an image, `rm`, `mv` inside a record, `mkdir SHARD/new`) and not yet
+// committed. Their folders live in the edit store (staging/edits.h), a
+// staging::Store served by a StagingView of its own (`folders()`), so an
+// edited record takes every write, check and error a staged record does
+// (staging/store.h: numeric files checked at write(), .png/.npy into tensor
+// features, SequenceExample context/ and feature_lists/).
+//
+// Check-out: the first change of a record (a write, truncation, create,
+// mkdir, unlink, rename or chmod inside its folder) copies every file the
+// record view shows for it into `<key>-<record>` of the edit store (under a
+// hidden name first, renamed into place when whole), after the shard is
+// registered in the deletion list (RecordDeletions::Register: the shard
+// must be writable and unchanged on disk). From then on the record's
+// folder is the edit store's:
+//   * the folder keeps its record-space node id (SHARD/0042 stays the
+//     node the kernel knows), and so do the files the kernel already knows
+//     (their ids are translated to the copies' nodes, one store reference
+//     held per id until the kernel forgets it);
+//   * new lookups in it answer the edit store's node ids (staging space,
+//     node_id.h kEditNodeTag), served by folders() directly.
+// Added records (`mkdir SHARD/name`, `cp -r`) are folders `<key>+<name>` of
+// the edit store: listed after the shard's records, in name order.
+//
+// Records keep their names until the commit (repack::ApplyEdits, at
+// unmount): an edited record is still SHARD/0042, a deleted one leaves a
+// gap. `rmdir` of an edited record's emptied folder deletes the record.
+//
+// Thread-safety: thread-safe. checkout_mu_ serialises check-outs and is
+// taken before mu_ (a leaf guarding the maps); neither is held while
+// calling the record view or the store, except that checkout_mu_ is held
+// across a whole check-out.
+#ifndef TFRECORDFS_VFS_RECORD_EDITS_H_
+#define TFRECORDFS_VFS_RECORD_EDITS_H_
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "tfrecordfs/base/mutex.h"
+#include "tfrecordfs/staging/store.h"
+#include "tfrecordfs/vfs/mounted_shard.h"
+#include "tfrecordfs/vfs/record_deletions.h"
+#include "tfrecordfs/vfs/record_view.h"
+#include "tfrecordfs/vfs/staging_view.h"
+#include "tfrecordfs/vfs/view.h"
+
+namespace tfrecordfs::vfs {
+
+class RecordEdits final : public View {
+ public:
+  // Everything is borrowed and must outlive this. Loads the edit folders an
+  // earlier mount left for shards mounted now with the fingerprint their
+  // edits were made on (the others are kept, not shown, and logged).
+  RecordEdits(const std::vector<MountedShard>& shards, RecordView* records,
+              RecordDeletions* deletions, staging::Store* store, naming::FeatureTypes* types);
+  ~RecordEdits() override;  // unsets the store's display (staging::Store::SetDisplay)
+  RecordEdits(const RecordEdits&) = delete;
+  RecordEdits& operator=(const RecordEdits&) = delete;
+
+  // The view of the edit store's own node ids (kEditNodeTag) and handles.
+  StagingView& folders() { return folders_; }
+
+  // Whether record-space `ino` belongs to an edited record (then this view
+  // serves it).
+  bool IsEdited(uint64_t ino) const;
+  // Checks out the record of record-space `ino` (see the top); OK when it
+  // is already. EIO for a damaged record, EROFS when the shard cannot be
+  // edited (with a log line saying why).
+  absl::Status CheckOut(uint64_t ino);
+
+  // ---- The children of shard folder `shard` ----
+  absl::StatusOr<Attr> LookupInShard(uint64_t shard, absl::string_view name);
+  // The record view's listing, then the added records.
+  void ReadShardDir(uint64_t shard, const Attr& self, uint64_t offset, const EmitFn& emit);
+  // Adds a record: an empty folder `name` (EEXIST for a record's name).
+  absl::StatusOr<Attr> MkdirInShard(uint64_t shard, absl::string_view name, mode_t mode,
+                                    std::optional<staging::Owner> owner);
+  // Removes an added record's folder, or deletes a record whose folder
+  // shows nothing (ENOTEMPTY otherwise; RecordView::RmdirRecord for records
+  // never edited).
+  absl::Status RmdirInShard(uint64_t shard, absl::string_view name);
+  // A rename whose parents are both edited record folders, folders of the
+  // edit store, or shard folders (added records renamed among themselves);
+  // EXDEV-free: everything is one store.
+  absl::Status RenameAny(uint64_t parent, absl::string_view name, uint64_t new_parent,
+                         absl::string_view new_name, unsigned flags,
+                         std::optional<uint64_t> parent_shard,
+                         std::optional<uint64_t> new_parent_shard);
+
+  // Forgets `shard`'s edits (the references held included): they were
+  // committed (Filesystem::Commit). Returns the added records' names, which
+  // the kernel may still have cached. Not concurrent with the other calls.
+  std::vector<std::string> ResetShard(uint64_t shard);
+
+  // Edited records and added records now, for tests and statistics.
+  size_t edited() const;
+
+  // ---- View: record-space ids of edited records, translated ----
+  absl::StatusOr<Attr> GetAttr(uint64_t ino) override;
+  absl::StatusOr<Attr> Lookup(uint64_t parent, absl::string_view name) override;
+  absl::Status ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, const EmitFn& emit) override;
+  absl::StatusOr<uint64_t> Open(uint64_t ino, int flags) override;
+  absl::StatusOr<ReadResult> Read(uint64_t ino, uint64_t fh, uint64_t offset, size_t size) override;
+  absl::StatusOr<uint64_t> OpenDir(uint64_t ino) override;
+  absl::Status Xattrs(uint64_t ino, bool read_error, XattrList* out) override;
+  void Forget(uint64_t ino, uint64_t n) override;
+  absl::StatusOr<std::pair<Attr, uint64_t>> CreateFile(
+      uint64_t parent, absl::string_view name, mode_t mode, int flags,
+      std::optional<staging::Owner> owner) override;
+  absl::StatusOr<Attr> Mkdir(uint64_t parent, absl::string_view name, mode_t mode,
+                             std::optional<staging::Owner> owner) override;
+  absl::StatusOr<size_t> Write(uint64_t ino, uint64_t fh, absl::string_view data,
+                               uint64_t offset) override;
+  absl::StatusOr<Attr> SetAttr(uint64_t ino, uint64_t fh, const struct stat& to, int bits) override;
+  absl::Status Unlink(uint64_t parent, absl::string_view name) override;
+  absl::Status Rmdir(uint64_t parent, absl::string_view name) override;
+  absl::Status Rename(uint64_t parent, absl::string_view name, uint64_t new_parent,
+                      absl::string_view new_name, unsigned flags) override;
+  absl::Status Flush(uint64_t ino, uint64_t fh) override;
+  absl::Status Fsync(uint64_t ino, uint64_t fh, bool datasync) override;
+
+ private:
+  // The edit store's node id for record-space `ino`, or for an edit-store
+  // id itself; NotFound("stale node id") otherwise.
+  absl::StatusOr<uint64_t> Inner(uint64_t ino) const;
+  // Copies record `record` of `shard` into the edit store (see the top).
+  absl::Status Materialize(uint64_t shard, uint64_t record, const std::string& folder)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkout_mu_);
+  std::optional<uint64_t> ShardOfKey(absl::string_view key) const;
+  // A path of the edit store (relative to its records/) as errors name it:
+  // `<shard path>/<record folder>/<path in it>`.
+  std::string Describe(absl::string_view rel) const;
+  std::string Key(uint64_t shard) const;
+
+  const std::vector<MountedShard>& shards_;
+  RecordView* const records_;
+  RecordDeletions* const deletions_;
+  staging::Store* const store_;
+  StagingView folders_;
+  absl::flat_hash_map<std::string, uint64_t> shard_of_key_;  // immutable after construction
+
+  std::atomic<bool> any_{false};  // anything edited: else IsEdited takes no lock
+  Mutex checkout_mu_;             // before mu_
+  mutable Mutex mu_;
+  // RecordKey -> the store node of its folder (one reference held).
+  absl::flat_hash_map<uint64_t, uint64_t> edited_ ABSL_GUARDED_BY(mu_);
+  // Record-space ids of an edited record's files -> their copies' store
+  // nodes (one reference held each, until the kernel forgets the id).
+  absl::flat_hash_map<uint64_t, uint64_t> translated_ ABSL_GUARDED_BY(mu_);
+  // Added records' names per shard.
+  absl::flat_hash_map<uint64_t, std::set<std::string>> added_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace tfrecordfs::vfs
+
+#endif  // TFRECORDFS_VFS_RECORD_EDITS_H_

@@ -1,0 +1,109 @@
+#include "tfrecordfs/repack/tfds_info.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "tfrecordfs/base/file.h"
+
+namespace tfrecordfs::repack {
+
+namespace {
+
+bool AllDigits(absl::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// A JSON number or a string of digits (proto3's int64).
+std::optional<uint64_t> IntOf(const nlohmann::ordered_json& v) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>();
+  if (v.is_number_integer() && v.get<int64_t>() >= 0)
+    return static_cast<uint64_t>(v.get<int64_t>());
+  uint64_t n;
+  if (v.is_string() && absl::SimpleAtoi(v.get<std::string>(), &n)) return n;
+  return std::nullopt;
+}
+
+// `n` as `like` is spelt: a string when it is one.
+nlohmann::ordered_json Like(const nlohmann::ordered_json& like, uint64_t n) {
+  if (like.is_string()) return absl::StrCat(n);
+  return n;
+}
+
+}  // namespace
+
+std::optional<TfdsShardName> ParseTfdsShardName(absl::string_view name) {
+  // ...-<split>.<format>-NNNNN-of-MMMMM
+  constexpr size_t kTail = 15;  // "-NNNNN-of-MMMMM"
+  if (name.size() <= kTail) return std::nullopt;
+  const absl::string_view tail = name.substr(name.size() - kTail);
+  if (tail[0] != '-' || tail.substr(6, 4) != "-of-" || !AllDigits(tail.substr(1, 5)) ||
+      !AllDigits(tail.substr(10, 5))) {
+    return std::nullopt;
+  }
+  const absl::string_view head = name.substr(0, name.size() - kTail);  // <dataset>-<split>.<fmt>
+  const size_t dot = head.rfind('.');
+  if (dot == absl::string_view::npos) return std::nullopt;
+  const absl::string_view before_dot = head.substr(0, dot);
+  const size_t dash = before_dot.rfind('-');
+  if (dash == absl::string_view::npos || dash + 1 == before_dot.size()) return std::nullopt;
+  TfdsShardName out;
+  out.split = std::string(before_dot.substr(dash + 1));
+  if (!absl::SimpleAtoi(tail.substr(1, 5), &out.index) ||
+      !absl::SimpleAtoi(tail.substr(10, 5), &out.count) || out.index >= out.count) {
+    return std::nullopt;
+  }
+  return out;
+}
+
+absl::StatusOr<std::optional<std::string>> UpdateTfdsInfo(const std::string& shard_path,
+                                                          uint64_t records,
+                                                          std::optional<int64_t> bytes_delta) {
+  const size_t slash = shard_path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : shard_path.substr(0, slash);
+  const std::string file = shard_path.substr(slash == std::string::npos ? 0 : slash + 1);
+  const auto name = ParseTfdsShardName(file);
+  if (!name) return std::nullopt;
+  const std::string info_path = dir + "/dataset_info.json";
+  auto text = ReadFileToString(info_path);
+  if (!text.ok()) {
+    if (ErrnoOf(text.status()) == ENOENT || absl::IsNotFound(text.status())) return std::nullopt;
+    return text.status();
+  }
+  nlohmann::ordered_json info =
+      nlohmann::ordered_json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (info.is_discarded()) {
+    return absl::DataLossError(absl::StrCat(info_path,
+                                            ": not JSON; its split sizes were not "
+                                            "updated for ",
+                                            shard_path));
+  }
+  if (!info.is_object() || !info.contains("splits") || !info["splits"].is_array()) {
+    return std::nullopt;
+  }
+  for (auto& split : info["splits"]) {
+    if (!split.is_object() || split.value("name", "") != name->split) continue;
+    if (!split.contains("shardLengths") || !split["shardLengths"].is_array() ||
+        split["shardLengths"].size() != name->count) {
+      return std::nullopt;
+    }
+    auto& lengths = split["shardLengths"];
+    lengths[name->index] = Like(lengths[name->index], records);
+    if (bytes_delta && split.contains("numBytes")) {
+      if (auto old = IntOf(split["numBytes"])) {
+        const int64_t now = static_cast<int64_t>(*old) + *bytes_delta;
+        split["numBytes"] =
+            Like(split["numBytes"], static_cast<uint64_t>(std::max<int64_t>(now, 0)));
+      }
+    }
+    if (auto s = WriteFileAtomically(info_path, info.dump(2) + "\n"); !s.ok()) return s;
+    return info_path;
+  }
+  return std::nullopt;
+}
+
+}  // namespace tfrecordfs::repack

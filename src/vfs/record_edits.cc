@@ -1,0 +1,551 @@
+#include "tfrecordfs/vfs/record_edits.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "absl/strings/str_cat.h"
+#include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/fs_util.h"
+#include "tfrecordfs/base/log.h"
+#include "tfrecordfs/staging/edits.h"
+#include "tfrecordfs/vfs/node_id.h"
+
+namespace tfrecordfs::vfs {
+
+namespace {
+
+absl::Status Stale() { return absl::NotFoundError("stale node id"); }
+
+constexpr StagingViewIds kEditIds = {.node_tag = kEditNodeTag, .file_tag = 3, .dir_tag = 4};
+
+// Writes `data` to `path` (a new file, mode 0644).
+absl::Status WriteNewFile(const std::string& path, absl::string_view data) {
+  auto fd = OpenFile(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (!fd.ok()) return fd.status();
+  return WriteFull(fd->get(), data.data(), data.size(), path);
+}
+
+// Appends the bytes a read gave (inline, or a range of a descriptor).
+absl::Status AppendBytes(const ReadBuffer& b, std::string* out) {
+  if (b.fd < 0) {
+    out->append(b.data);
+    return absl::OkStatus();
+  }
+  const size_t at = out->size();
+  out->resize(at + b.length);
+  auto got = PreadUpTo(b.fd, out->data() + at, b.length, b.offset, "shard");
+  if (!got.ok()) return got.status();
+  if (*got != b.length) return absl::DataLossError("short read of a record file");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+RecordEdits::RecordEdits(const std::vector<MountedShard>& shards, RecordView* records,
+                         RecordDeletions* deletions, staging::Store* store,
+                         naming::FeatureTypes* types)
+    : shards_(shards),
+      records_(records),
+      deletions_(deletions),
+      store_(store),
+      folders_(store, types, kEditIds) {
+  for (uint64_t s = 0; s < shards_.size(); ++s) {
+    shard_of_key_.emplace(staging::ShardKey(shards_[s].index->path()), s);
+  }
+  // Errors and log lines name an edited file as the shard's path, the
+  // record's folder name and the path in it.
+  store_->SetDisplay([this](absl::string_view rel) { return Describe(rel); });
+  // An earlier mount's edits.
+  MutexLock lock(&mu_);
+  for (const auto& [key, folders] : staging::ListEditFolders(store_->records_dir())) {
+    auto shard = ShardOfKey(key);
+    if (!shard) continue;  // not mounted now: kept for a mount that has it
+    if (!deletions_->Registered(*shard)) {
+      log::Error(shards_[*shard].index->path(), ": changed on disk since ", folders.size(),
+                 " of its records were edited or added; those edits are not shown nor applied (",
+                 store_->records_dir(), " keeps them)");
+      continue;
+    }
+    for (const std::string& name : folders) {
+      const staging::EditFolder f = *staging::ParseEditFolder(name);
+      if (f.record) {
+        if (*f.record >= shards_[*shard].records_shown() ||
+            deletions_->IsDeleted(*shard, *f.record)) {
+          continue;
+        }
+        auto st = store_->Lookup(store_->root(), name);
+        if (!st.ok()) {
+          log::Error("edit store: ", st.status().message());
+          continue;
+        }
+        edited_[RecordKey(*shard, *f.record)] = st->st_ino;
+      } else {
+        added_[*shard].insert(f.added);
+      }
+    }
+  }
+  any_.store(!edited_.empty());
+}
+
+RecordEdits::~RecordEdits() { store_->SetDisplay(nullptr); }
+
+std::string RecordEdits::Describe(absl::string_view rel) const {
+  const size_t slash = rel.find('/');
+  const absl::string_view folder = rel.substr(0, slash);
+  const absl::string_view rest = slash == absl::string_view::npos ? "" : rel.substr(slash);
+  auto f = staging::ParseEditFolder(folder);
+  if (!f) return absl::StrCat("edits/", rel);
+  auto shard = ShardOfKey(f->key);
+  if (!shard) return absl::StrCat("edits/", rel);
+  return absl::StrCat(shards_[*shard].index->path(), "/",
+                      f->record ? records_->RecordName(*shard, *f->record) : f->added, rest);
+}
+
+std::optional<uint64_t> RecordEdits::ShardOfKey(absl::string_view key) const {
+  auto it = shard_of_key_.find(key);
+  if (it == shard_of_key_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string RecordEdits::Key(uint64_t shard) const {
+  return staging::ShardKey(shards_[shard].index->path());
+}
+
+size_t RecordEdits::edited() const {
+  MutexLock lock(&mu_);
+  size_t n = edited_.size();
+  for (const auto& [shard, names] : added_) n += names.size();
+  return n;
+}
+
+bool RecordEdits::IsEdited(uint64_t ino) const {
+  if (!any_.load(std::memory_order_acquire) || SpaceOf(ino) != Space::kRecord) return false;
+  MutexLock lock(&mu_);
+  return edited_.contains(RecordKey(ShardOf(ino), RecordOf(ino)));
+}
+
+absl::StatusOr<uint64_t> RecordEdits::Inner(uint64_t ino) const {
+  if (SpaceOf(ino) == Space::kStaging) {
+    if ((ino & kEditNodeTag) == 0) return PosixError(EXDEV, "not an edited record");
+    return ino;
+  }
+  if (SpaceOf(ino) != Space::kRecord) return PosixError(EXDEV, "not an edited record");
+  MutexLock lock(&mu_);
+  if (EntryOf(ino) == 0) {
+    auto it = edited_.find(RecordKey(ShardOf(ino), RecordOf(ino)));
+    if (it != edited_.end()) return folders_.IdOf(it->second);
+    return Stale();
+  }
+  auto it = translated_.find(ino);
+  if (it == translated_.end()) return Stale();
+  return folders_.IdOf(it->second);
+}
+
+absl::Status RecordEdits::CheckOut(uint64_t ino) {
+  if (SpaceOf(ino) != Space::kRecord) return absl::OkStatus();
+  const uint64_t shard = ShardOf(ino), record = RecordOf(ino);
+  if (shard >= shards_.size() || record >= shards_[shard].records_shown()) return Stale();
+  MutexLock checkout(&checkout_mu_);
+  {
+    MutexLock lock(&mu_);
+    if (edited_.contains(RecordKey(shard, record))) return absl::OkStatus();
+  }
+  if (deletions_->IsDeleted(shard, record)) return Stale();
+  if (auto s = deletions_->Register(shard); !s.ok()) return s;
+  const std::string folder = staging::EditedFolderName(Key(shard), record);
+  if (auto s = Materialize(shard, record, folder); !s.ok()) {
+    log::Warning("cannot edit record ", record, " of ", shards_[shard].index->path(), ": ",
+                 s.message());
+    return s;
+  }
+  log::Info("editing record ", record, " of ", shards_[shard].index->path(),
+            " (pending: the shard is rewritten at unmount)");
+  return absl::OkStatus();
+}
+
+absl::Status RecordEdits::Materialize(uint64_t shard, uint64_t record, const std::string& folder) {
+  auto parsed = records_->Parse(shard, record);
+  if (!parsed.ok()) return parsed.status();
+  const naming::Layout& layout = (*parsed)->layout;
+  const std::string dir = store_->records_dir();
+  const std::string tmp = absl::StrCat(dir, "/.", folder, ".tmp");
+  if (auto s = RemoveTree(tmp); !s.ok()) return s;
+  if (::mkdir(tmp.c_str(), 0755) != 0) return ErrnoError(errno, tmp);
+  // Paths of the entries relative to the folder (entries[0] is the folder).
+  std::vector<std::string> rel(layout.entries.size());
+  for (size_t e = 1; e < layout.entries.size(); ++e) {
+    const naming::Entry& entry = layout.entries[e];
+    rel[e] = entry.parent == 0 ? entry.name : absl::StrCat(rel[entry.parent], "/", entry.name);
+    const std::string path = absl::StrCat(tmp, "/", rel[e]);
+    if (entry.is_dir) {
+      if (::mkdir(path.c_str(), 0755) != 0) return ErrnoError(errno, path);
+      continue;
+    }
+    std::string content;
+    const uint64_t id = RecordId(shard, record, e);
+    for (;;) {
+      auto got = records_->Read(id, 0, content.size(), size_t{1} << 20);
+      if (!got.ok()) return got.status();
+      if (got->total_size() == 0) break;
+      if (auto s = AppendBytes(*got, &content); !s.ok()) return s;
+      for (const ReadBuffer& b : got->more) {
+        if (auto s = AppendBytes(b, &content); !s.ok()) return s;
+      }
+    }
+    if (auto s = WriteNewFile(path, content); !s.ok()) return s;
+  }
+  const std::string final_path = absl::StrCat(dir, "/", folder);
+  if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
+    const int err = errno;
+    (void)RemoveTree(tmp);
+    return ErrnoError(err, final_path);
+  }
+  // The folder's node, then every entry's (one reference each).
+  auto top = store_->Lookup(store_->root(), folder);
+  if (!top.ok()) return top.status();
+  std::vector<uint64_t> nodes(layout.entries.size());
+  nodes[0] = top->st_ino;
+  std::vector<std::pair<uint64_t, uint64_t>> ids;
+  for (size_t e = 1; e < layout.entries.size(); ++e) {
+    auto st = store_->Lookup(nodes[layout.entries[e].parent], layout.entries[e].name);
+    if (!st.ok()) return st.status();
+    nodes[e] = st->st_ino;
+    ids.emplace_back(RecordId(shard, record, e), st->st_ino);
+  }
+  MutexLock lock(&mu_);
+  edited_[RecordKey(shard, record)] = nodes[0];
+  for (const auto& [id, node] : ids) translated_[id] = node;
+  any_.store(true, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+std::vector<std::string> RecordEdits::ResetShard(uint64_t shard) {
+  std::vector<uint64_t> held;
+  std::vector<std::string> names;
+  {
+    MutexLock lock(&mu_);
+    for (auto it = edited_.begin(); it != edited_.end();) {
+      if ((it->first >> kRecordBits) == shard) {
+        held.push_back(it->second);
+        edited_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+    for (auto it = translated_.begin(); it != translated_.end();) {
+      if (ShardOf(it->first) == shard) {
+        held.push_back(it->second);
+        translated_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+    if (auto it = added_.find(shard); it != added_.end()) {
+      names.assign(it->second.begin(), it->second.end());
+      added_.erase(it);
+    }
+    any_.store(!edited_.empty(), std::memory_order_release);
+  }
+  for (uint64_t node : held) folders_.Forget(folders_.IdOf(node), 1);
+  return names;
+}
+
+// ---- The shard folder ----
+
+absl::StatusOr<Attr> RecordEdits::LookupInShard(uint64_t shard, absl::string_view name) {
+  auto a = records_->LookupRecord(shard, name);
+  if (a.ok()) return IsEdited(a->ino) ? GetAttr(a->ino) : a;
+  bool added;
+  {
+    MutexLock lock(&mu_);
+    auto it = added_.find(shard);
+    added = it != added_.end() && it->second.contains(std::string(name));
+  }
+  if (!added) return a;
+  return folders_.Lookup(folders_.IdOf(store_->root()), staging::AddedFolderName(Key(shard), name));
+}
+
+void RecordEdits::ReadShardDir(uint64_t shard, const Attr& self, uint64_t offset,
+                               const EmitFn& emit) {
+  // Records take positions 2..count+1 (RecordView::ReadShardDir), added
+  // records the ones after.
+  const uint64_t first_added = shards_[shard].records_shown() + 2;
+  if (offset < first_added) {
+    bool full = false;
+    records_->ReadShardDir(shard, self, offset,
+                           [&](absl::string_view n, const Attr& a, uint64_t next) {
+                             if (emit(n, a, next)) return true;
+                             full = true;
+                             return false;
+                           });
+    if (full) return;
+    offset = first_added;
+  }
+  std::vector<std::string> names;
+  {
+    MutexLock lock(&mu_);
+    auto it = added_.find(shard);
+    if (it == added_.end()) return;
+    names.assign(it->second.begin(), it->second.end());
+  }
+  const std::string key = Key(shard);
+  for (uint64_t i = offset - first_added; i < names.size(); ++i) {
+    struct stat st;
+    const std::string path =
+        absl::StrCat(store_->records_dir(), "/", staging::AddedFolderName(key, names[i]));
+    if (::lstat(path.c_str(), &st) != 0) continue;  // removed meanwhile
+    Attr a;
+    a.ino = folders_.IdOf(st.st_ino);
+    a.mode = st.st_mode;
+    a.uid = st.st_uid;
+    a.gid = st.st_gid;
+    a.nlink = st.st_nlink;
+    a.mtime = st.st_mtim;
+    a.atime = st.st_atim;
+    a.ctime = st.st_ctim;
+    if (!emit(names[i], a, first_added + i + 1)) return;
+  }
+}
+
+absl::StatusOr<Attr> RecordEdits::MkdirInShard(uint64_t shard, absl::string_view name, mode_t mode,
+                                               std::optional<staging::Owner> owner) {
+  if (auto s = staging::CheckName(name); !s.ok()) return s;
+  if (records_->LookupRecord(shard, name).ok()) {
+    return PosixError(EEXIST, absl::StrCat(name, ": a record of the shard"));
+  }
+  if (auto s = deletions_->Register(shard); !s.ok()) return s;
+  auto a = folders_.Mkdir(folders_.IdOf(store_->root()), staging::AddedFolderName(Key(shard), name),
+                          mode, owner);
+  if (!a.ok()) return a.status();
+  MutexLock lock(&mu_);
+  added_[shard].insert(std::string(name));
+  return a;
+}
+
+absl::Status RecordEdits::RmdirInShard(uint64_t shard, absl::string_view name) {
+  auto a = records_->LookupRecord(shard, name);
+  if (a.ok() && IsEdited(a->ino)) {
+    const uint64_t record = RecordOf(a->ino);
+    const std::string folder = staging::EditedFolderName(Key(shard), record);
+    // Empty? (rmdir would say, but the deletion must be durable first.)
+    auto dir = ListDir::Open(absl::StrCat(store_->records_dir(), "/", folder));
+    if (!dir.ok()) return dir.status();
+    absl::string_view child;
+    if (dir->Next(&child)) return PosixError(ENOTEMPTY, "directory not empty");
+    if (auto s = deletions_->DeleteRecord(shard, record); !s.ok()) return s;
+    uint64_t node = 0;
+    std::vector<uint64_t> held;
+    {
+      MutexLock lock(&mu_);
+      auto it = edited_.find(RecordKey(shard, record));
+      if (it != edited_.end()) {
+        node = it->second;
+        edited_.erase(it);
+      }
+      for (auto t = translated_.begin(); t != translated_.end();) {
+        if (ShardOf(t->first) == shard && RecordOf(t->first) == record) {
+          held.push_back(t->second);
+          translated_.erase(t++);
+        } else {
+          ++t;
+        }
+      }
+    }
+    if (auto s = store_->Rmdir(store_->root(), folder); !s.ok()) {
+      log::Warning("edit store: ", s.message(), " (removed at the commit)");
+    }
+    for (uint64_t n : held) folders_.Forget(folders_.IdOf(n), 1);
+    if (node != 0) folders_.Forget(folders_.IdOf(node), 1);
+    return absl::OkStatus();
+  }
+  if (a.ok() || !absl::IsNotFound(a.status())) return records_->RmdirRecord(shard, name);
+  bool added;
+  {
+    MutexLock lock(&mu_);
+    auto it = added_.find(shard);
+    added = it != added_.end() && it->second.contains(std::string(name));
+  }
+  if (!added) return a.status();
+  if (auto s =
+          folders_.Rmdir(folders_.IdOf(store_->root()), staging::AddedFolderName(Key(shard), name));
+      !s.ok()) {
+    return s;
+  }
+  MutexLock lock(&mu_);
+  added_[shard].erase(std::string(name));
+  return absl::OkStatus();
+}
+
+absl::Status RecordEdits::RenameAny(uint64_t parent, absl::string_view name, uint64_t new_parent,
+                                    absl::string_view new_name, unsigned flags,
+                                    std::optional<uint64_t> parent_shard,
+                                    std::optional<uint64_t> new_parent_shard) {
+  if (parent_shard || new_parent_shard) {
+    // Between shard folders: only added records, renamed (or moved to
+    // another shard) as themselves; a record's name is its position.
+    if (!parent_shard || !new_parent_shard) {
+      return PosixError(EPERM, "a record folder moves only between shard folders");
+    }
+    bool added;
+    {
+      MutexLock lock(&mu_);
+      auto it = added_.find(*parent_shard);
+      added = it != added_.end() && it->second.contains(std::string(name));
+    }
+    if (!added) {
+      return PosixError(EPERM, absl::StrCat(name,
+                                            ": a record of the shard is named by its position "
+                                            "and cannot be renamed"));
+    }
+    if (auto s = staging::CheckName(new_name); !s.ok()) return s;
+    if (records_->LookupRecord(*new_parent_shard, new_name).ok()) {
+      return PosixError(EEXIST, absl::StrCat(new_name, ": a record of the shard"));
+    }
+    if (*new_parent_shard != *parent_shard) {
+      if (auto s = deletions_->Register(*new_parent_shard); !s.ok()) return s;
+    }
+    const uint64_t root = folders_.IdOf(store_->root());
+    if (auto s = folders_.Rename(root, staging::AddedFolderName(Key(*parent_shard), name), root,
+                                 staging::AddedFolderName(Key(*new_parent_shard), new_name), flags);
+        !s.ok()) {
+      return s;
+    }
+    MutexLock lock(&mu_);
+    added_[*parent_shard].erase(std::string(name));
+    added_[*new_parent_shard].insert(std::string(new_name));
+    return absl::OkStatus();
+  }
+  auto from = Inner(parent);
+  if (!from.ok()) return from.status();
+  auto to = Inner(new_parent);
+  if (!to.ok()) return to.status();
+  return folders_.Rename(*from, name, *to, new_name, flags);
+}
+
+// ---- Translated calls ----
+
+absl::StatusOr<Attr> RecordEdits::GetAttr(uint64_t ino) {
+  auto in = Inner(ino);
+  if (!in.ok()) return in.status();
+  auto a = folders_.GetAttr(*in);
+  if (a.ok()) a->ino = ino;
+  return a;
+}
+
+absl::StatusOr<Attr> RecordEdits::Lookup(uint64_t parent, absl::string_view name) {
+  auto in = Inner(parent);
+  if (!in.ok()) return in.status();
+  return folders_.Lookup(*in, name);
+}
+
+absl::Status RecordEdits::ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, const EmitFn& emit) {
+  auto in = Inner(ino);
+  if (!in.ok()) return in.status();
+  return folders_.ReadDir(*in, folders_.OwnsHandle(fh) ? fh : 0, offset, emit);
+}
+
+absl::StatusOr<uint64_t> RecordEdits::Open(uint64_t ino, int flags) {
+  auto in = Inner(ino);
+  if (!in.ok()) return in.status();
+  return folders_.Open(*in, flags);
+}
+
+absl::StatusOr<ReadResult> RecordEdits::Read(uint64_t ino, uint64_t fh, uint64_t offset,
+                                             size_t size) {
+  auto in = Inner(ino);
+  if (!in.ok()) return in.status();
+  return folders_.Read(*in, folders_.OwnsHandle(fh) ? fh : 0, offset, size);
+}
+
+absl::StatusOr<uint64_t> RecordEdits::OpenDir(uint64_t ino) {
+  auto in = Inner(ino);
+  if (!in.ok()) return in.status();
+  return folders_.OpenDir(*in);
+}
+
+absl::Status RecordEdits::Xattrs(uint64_t ino, bool read_error, XattrList* out) {
+  auto in = Inner(ino);
+  if (!in.ok()) return in.status();
+  return folders_.Xattrs(*in, read_error, out);
+}
+
+void RecordEdits::Forget(uint64_t ino, uint64_t /*n*/) {
+  // The kernel forgets an id once, with all its references: the one
+  // reference held for a translated id goes with it.
+  if (SpaceOf(ino) != Space::kRecord || EntryOf(ino) == 0) return;
+  uint64_t node;
+  {
+    MutexLock lock(&mu_);
+    auto it = translated_.find(ino);
+    if (it == translated_.end()) return;
+    node = it->second;
+    translated_.erase(it);
+  }
+  folders_.Forget(folders_.IdOf(node), 1);
+}
+
+absl::StatusOr<std::pair<Attr, uint64_t>> RecordEdits::CreateFile(
+    uint64_t parent, absl::string_view name, mode_t mode, int flags,
+    std::optional<staging::Owner> owner) {
+  auto in = Inner(parent);
+  if (!in.ok()) return in.status();
+  return folders_.CreateFile(*in, name, mode, flags, owner);
+}
+
+absl::StatusOr<Attr> RecordEdits::Mkdir(uint64_t parent, absl::string_view name, mode_t mode,
+                                        std::optional<staging::Owner> owner) {
+  auto in = Inner(parent);
+  if (!in.ok()) return in.status();
+  return folders_.Mkdir(*in, name, mode, owner);
+}
+
+absl::StatusOr<size_t> RecordEdits::Write(uint64_t ino, uint64_t fh, absl::string_view data,
+                                          uint64_t offset) {
+  auto in = Inner(ino);
+  if (!in.ok()) return in.status();
+  return folders_.Write(*in, folders_.OwnsHandle(fh) ? fh : 0, data, offset);
+}
+
+absl::StatusOr<Attr> RecordEdits::SetAttr(uint64_t ino, uint64_t fh, const struct stat& to,
+                                          int bits) {
+  auto in = Inner(ino);
+  if (!in.ok()) return in.status();
+  auto a = folders_.SetAttr(*in, folders_.OwnsHandle(fh) ? fh : 0, to, bits);
+  if (a.ok()) a->ino = ino;
+  return a;
+}
+
+absl::Status RecordEdits::Unlink(uint64_t parent, absl::string_view name) {
+  auto in = Inner(parent);
+  if (!in.ok()) return in.status();
+  return folders_.Unlink(*in, name);
+}
+
+absl::Status RecordEdits::Rmdir(uint64_t parent, absl::string_view name) {
+  auto in = Inner(parent);
+  if (!in.ok()) return in.status();
+  return folders_.Rmdir(*in, name);
+}
+
+absl::Status RecordEdits::Rename(uint64_t parent, absl::string_view name, uint64_t new_parent,
+                                 absl::string_view new_name, unsigned flags) {
+  return RenameAny(parent, name, new_parent, new_name, flags, std::nullopt, std::nullopt);
+}
+
+absl::Status RecordEdits::Flush(uint64_t ino, uint64_t fh) {
+  auto in = Inner(ino);
+  if (!in.ok()) return in.status();
+  return folders_.Flush(*in, folders_.OwnsHandle(fh) ? fh : 0);
+}
+
+absl::Status RecordEdits::Fsync(uint64_t ino, uint64_t fh, bool datasync) {
+  auto in = Inner(ino);
+  if (!in.ok()) return in.status();
+  return folders_.Fsync(*in, folders_.OwnsHandle(fh) ? fh : 0, datasync);
+}
+
+}  // namespace tfrecordfs::vfs

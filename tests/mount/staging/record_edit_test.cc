@@ -1,0 +1,338 @@
+// Editing records of mounted shards through a real mount (issue 23), with
+// the tools users use: bash redirections, `sed -i`, an editor's
+// write-then-rename save, `truncate`, `rm`, `mv` and `cp` inside a record,
+// Python's open(), `mkdir` / `cp -r` of new records into a shard folder,
+// `rm -r` of a record. Checked through the mount before and after a kill -9
+// and a remount (`tfrecordfs status` lists the edits), then committed by
+// `tfrecordfs unmount` in the shard's own codec; an independent reader
+// (tests/cli/tfrecord_check.py: framing, GZIP/ZLIB and tf.train.Example by
+// hand) reads the result; the untouched shard keeps its inode and mtime.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "staging_util.h"
+
+namespace tfrecordfs::mount_test::staging_test {
+namespace {
+
+constexpr int kRecords = 12;
+
+// Each record of `shard` as the independent reader describes it (one line
+// per record: tfrecord_check.describe_example), after a first line naming
+// the codec.
+std::vector<std::string> IndependentRead(const std::string& shard) {
+  const char* root = std::getenv("TFRECORDFS_SOURCE_ROOT");
+  EXPECT_NE(root, nullptr);
+  if (root == nullptr) return {};
+  const std::string script = absl::StrCat(
+      "import sys; sys.path.insert(0, '", root, "/tests/cli'); import tfrecord_check as t\n",
+      "raw = open(sys.argv[1], 'rb').read(); print(t.codec_of(raw))\n",
+      "for p in t.read_records(sys.argv[1]): print(t.describe_example(p))\n");
+  CommandResult r = RunCommand({"/usr/bin/python3", "-c", script, shard});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return absl::StrSplit(r.out, '\n', absl::SkipEmpty());
+}
+
+std::string Described(int id, const std::string& text, const std::string& score) {
+  return absl::StrCat("id:int64:", id, " score:float:", score, " text:bytes:", text);
+}
+
+class RecordEditTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    TFRFS_SKIP_WITHOUT_FUSE();
+    if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3";
+    std::vector<std::string>& payloads = payloads_;
+    for (int i = 0; i < kRecords; ++i) {
+      payloads.push_back(ExamplePayload({Int64Feature("id", {i}),
+                                         BytesFeature("text", {absl::StrCat("record ", i)}),
+                                         FloatFeature("score", {i + 0.5f})}));
+    }
+    const std::string codec = GetParam();
+    const std::string plain = s_.src + "/a.tfrecord";
+    test::WriteShard(plain, payloads);
+    test::WriteShard(s_.src + "/b.tfrecord", {payloads[0], payloads[1]});
+    shard_name_ = "a.tfrecord";
+    if (codec != "none") {
+      // gzip(1) / python's zlib make the compressed shard: not our writer.
+      shard_name_ = codec == "gzip" ? "a.tfrecord.gz" : "a.tfrecord.zlib";
+      const std::string cmd =
+          codec == "gzip"
+              ? absl::StrCat("gzip -n ", ShellQuote(plain))
+              : absl::StrCat(
+                    "/usr/bin/python3 -c 'import sys, zlib; d = open(sys.argv[1], \"rb\")"
+                    ".read(); open(sys.argv[2], \"wb\").write(zlib.compress(d))' ",
+                    ShellQuote(plain), " ", ShellQuote(s_.src + "/" + shard_name_), " && rm ",
+                    ShellQuote(plain));
+      CommandResult r = Shell(cmd);
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+    }
+    shard_ = s_.src + "/" + shard_name_;
+  }
+
+  MountConfig Config(bool read_only = false) const {
+    MountConfig c = PackConfig(s_, {s_.src}, "edit");
+    if (read_only) c.options.push_back("ro");
+    return c;
+  }
+
+  // MNT/<shard>/<rel>
+  std::string R(const std::string& rel) const {
+    return absl::StrCat(s_.mnt, "/", shard_name_, "/", rel);
+  }
+  // `cd MNT/<shard> && script` in bash.
+  CommandResult InShard(const std::string& script) const {
+    return RunCommand(
+        {"bash", "-c",
+         absl::StrCat("set -e; cd ", ShellQuote(s_.mnt + "/" + shard_name_), "; ", script)});
+  }
+
+  Scratch s_;
+  std::vector<std::string> payloads_;
+  std::string shard_name_;
+  std::string shard_;
+};
+
+TEST_P(RecordEditTest, ToolsEditRecordsThatSurviveACrashAndCommitInTheShardsCodec) {
+  struct stat b_before;
+  ASSERT_EQ(::stat((s_.src + "/b.tfrecord").c_str(), &b_before), 0);
+  // An index beside the shard, which its rewrite makes stale.
+  CommandResult index = RunCommand({BinaryPath(), "index", "--beside", shard_});
+  ASSERT_EQ(index.exit_code, 0) << index.out << index.err;
+  ASSERT_TRUE(Exists(shard_ + ".tfri"));
+  {
+    Mount d(Config());
+    ASSERT_EQ(d.Start(), "");
+    CommandResult edit = InShard(
+        "echo 70 > 00/id\n"
+        "sed -i 's/record 1/record one/' 01/text.txt\n"
+        // An editor's save: a swap file, the new text under a temporary
+        // name, renamed over the file.
+        "printf swap > 02/.text.txt.swp; printf 'record two\\n' > 02/text.txt.new\n"
+        "mv 02/text.txt.new 02/text.txt; rm 02/.text.txt.swp\n"
+        "truncate -s 0 03/text.txt\n"
+        "rm 04/score\n"
+        "mv 05/text.txt 05/note.txt\n"
+        "cp 06/text.txt 06/copy.txt\n"
+        "/usr/bin/python3 -c 'open(\"07/id\", \"w\").write(\"77\\n\")'\n"
+        "mkdir new && cp -r 09/* new/ && echo 100 > new/id\n"
+        "cp -r 10 copy10 && printf 'copied\\n' > copy10/text.txt\n"
+        "rm -r 11\n");
+    ASSERT_EQ(edit.exit_code, 0) << edit.out << edit.err;
+    // A value the feature cannot take fails write() with EINVAL, and the
+    // file can be written again.
+    CommandResult bad = InShard("echo hello > 08/id");
+    EXPECT_NE(bad.exit_code, 0);
+    EXPECT_NE(bad.err.find("Invalid argument"), std::string::npos) << bad.err;
+    ASSERT_EQ(InShard("echo 88 > 08/id").exit_code, 0);
+
+    // The mount shows the edited state.
+    EXPECT_EQ(ReadWholeFile(R("00/id")), "70\n");
+    EXPECT_EQ(ReadWholeFile(R("01/text.txt")), "record one\n");
+    EXPECT_EQ(ReadWholeFile(R("02/text.txt")), "record two\n");
+    EXPECT_EQ(ReadWholeFile(R("03/text.txt")), "");
+    EXPECT_EQ(RunCommand({"ls", R("04")}).out, "id\ntext.txt\n");
+    EXPECT_EQ(RunCommand({"ls", R("05")}).out, "id\nnote.txt\nscore\n");
+    EXPECT_EQ(ReadWholeFile(R("09/id")), "9\n");  // the copy's source is untouched
+    CommandResult ls = RunCommand({"ls", s_.mnt + "/" + shard_name_});
+    EXPECT_EQ(ls.out, "00\n01\n02\n03\n04\n05\n06\n07\n08\n09\n10\ncopy10\nnew\n") << ls.err;
+    struct stat st;
+    ASSERT_EQ(::stat(R("00/id").c_str(), &st), 0);
+    EXPECT_EQ(st.st_size, 3);
+    CommandResult status = RunCommand({BinaryPath(), "status", s_.mnt});
+    EXPECT_EQ(status.exit_code, 0) << status.err;
+    EXPECT_NE(status.out.find(absl::StrCat("edited: ", shard_, ": 9 record(s)")), std::string::npos)
+        << status.out;
+    EXPECT_NE(status.out.find(absl::StrCat("added: ", shard_, ": copy10 new")), std::string::npos)
+        << status.out;
+    EXPECT_NE(status.out.find(absl::StrCat("deleted: ", shard_, ": 1 record(s)")),
+              std::string::npos)
+        << status.out;
+    d.KillHard();
+  }
+  // Nothing is written to the shards before the commit.
+  EXPECT_EQ(IndependentRead(shard_).size(), 1u + kRecords);
+  Mount d(Config());
+  ASSERT_EQ(d.Start(), "");
+  EXPECT_EQ(ReadWholeFile(R("00/id")), "70\n");
+  EXPECT_EQ(ReadWholeFile(R("new/id")), "100\n");
+  EXPECT_FALSE(Exists(R("11")));
+  int status = 0;
+  CommandResult un = d.TfrUnmount(&status);
+  EXPECT_EQ(un.exit_code, 0) << un.out << un.err;
+  EXPECT_NE(un.out.find(absl::StrCat("rewrote ", shard_,
+                                     ": kept 2, changed 9, added 2, deleted 1 record(s)")),
+            std::string::npos)
+      << un.out;
+
+  const std::vector<std::string> expected = {
+      GetParam(),
+      Described(70, "record 0", "0.5"),
+      Described(1, "record one", "1.5"),
+      Described(2, "record two", "2.5"),
+      "id:int64:3 score:float:3.5 text:bytes:",
+      "id:int64:4 text:bytes:record 4",
+      "id:int64:5 note:bytes:record 5 score:float:5.5",
+      "copy:bytes:record 6 id:int64:6 score:float:6.5 text:bytes:record 6",
+      Described(77, "record 7", "7.5"),
+      Described(88, "record 8", "8.5"),
+      Described(9, "record 9", "9.5"),
+      Described(10, "record 10", "10.5"),
+      Described(10, "copied", "10.5"),  // copy10, then new: name order
+      Described(100, "record 9", "9.5"),
+  };
+  EXPECT_EQ(IndependentRead(shard_), expected);
+  // The untouched shard was not rewritten; no temporary file is left, and
+  // the stale index beside the shard is gone.
+  struct stat b_after;
+  ASSERT_EQ(::stat((s_.src + "/b.tfrecord").c_str(), &b_after), 0);
+  EXPECT_EQ(b_after.st_ino, b_before.st_ino);
+  EXPECT_EQ(b_after.st_mtim.tv_nsec, b_before.st_mtim.tv_nsec);
+  EXPECT_EQ(b_after.st_mtim.tv_sec, b_before.st_mtim.tv_sec);
+  EXPECT_EQ(ListDir(s_.src), (std::vector<std::string>{shard_name_, "b.tfrecord"}));
+  EXPECT_EQ(ListDir(s_.store + "/edits/records"), std::vector<std::string>{});
+
+  // A fresh mount shows the committed records, numbered afresh.
+  Mount again(Config(/*read_only=*/true));
+  ASSERT_EQ(again.Start(), "");
+  EXPECT_EQ(ReadWholeFile(R("00/id")), "70\n");
+  EXPECT_EQ(ReadWholeFile(R("10/text.txt")), "record 10\n");
+  EXPECT_EQ(ReadWholeFile(R("11/text.txt")), "copied\n");
+  EXPECT_EQ(ReadWholeFile(R("12/id")), "100\n");
+  // -o ro: EROFS, and nothing is checked out.
+  CommandResult ro = InShard("echo 5 > 00/id");
+  EXPECT_NE(ro.exit_code, 0);
+  EXPECT_NE(ro.err.find("Read-only file system"), std::string::npos) << ro.err;
+  CommandResult mk = RunCommand({"mkdir", R("more")});
+  EXPECT_NE(mk.exit_code, 0);
+  EXPECT_NE(mk.err.find("Read-only file system"), std::string::npos) << mk.err;
+}
+
+TEST_P(RecordEditTest, AShardChangedBehindTheMountKeepsItsEditsPending) {
+  {
+    Mount d(Config());
+    ASSERT_EQ(d.Start(), "");
+    ASSERT_EQ(InShard("echo 70 > 00/id").exit_code, 0);
+    d.KillHard();
+  }
+  // Replaced behind the mount: its record indexes may mean other records.
+  const std::string before = ReadWholeFile(shard_);
+  ASSERT_EQ(::unlink(shard_.c_str()), 0);
+  WriteWholeFile(shard_, before);
+  Mount d(Config());
+  ASSERT_EQ(d.Start(), "");
+  EXPECT_EQ(ReadWholeFile(R("00/id")), "0\n");  // the edit is not shown
+  int status = 0;
+  CommandResult un = d.TfrUnmount(&status);
+  EXPECT_EQ(un.exit_code, 1) << un.out << un.err;
+  EXPECT_NE(un.out.find(absl::StrCat("not rewritten ", shard_, ": ")), std::string::npos) << un.out;
+  EXPECT_EQ(ReadWholeFile(shard_), before);
+  EXPECT_EQ(IndependentRead(shard_).size(), 1u + kRecords);
+  // Kept, not lost: the edit folder is still in the store.
+  EXPECT_EQ(ListDir(s_.store + "/edits/records").size(), 1u);
+}
+
+TEST_P(RecordEditTest, CommitWhileMountedShowsTheNewShardAtOnce) {
+  Mount d(Config());
+  ASSERT_EQ(d.Start(), "");
+  // The kernel caches every name, attribute and page of the shard first.
+  CommandResult warm = InShard("ls -lR . > /dev/null; cat */id */text.txt > /dev/null");
+  ASSERT_EQ(warm.exit_code, 0) << warm.err;
+  ASSERT_EQ(InShard("echo 70 > 00/id; rm -r 01 02; mkdir zz; echo 99 > zz/id").exit_code, 0);
+  // A reader of the other shard keeps reading while the commit runs.
+  const std::string b = s_.mnt + "/b.tfrecord/1/text.txt";
+  CommandResult commit = RunCommand(
+      {"bash", "-c",
+       absl::StrCat("(for i in $(seq 200); do cat ", ShellQuote(b),
+                    " > /dev/null || exit 1; done) & reader=$!; ", ShellQuote(BinaryPath()),
+                    " commit ", ShellQuote(s_.mnt), "; rc=$?; wait $reader || exit 9; exit $rc")});
+  EXPECT_EQ(commit.exit_code, 0) << commit.out << commit.err;
+  EXPECT_NE(commit.out.find(absl::StrCat("rewrote ", shard_,
+                                         ": kept 9, changed 1, added 1, deleted 2 record(s)")),
+            std::string::npos)
+      << commit.out;
+  // At once, without a remount: 11 records renumbered 00..10, the new
+  // values (not the cached ones), nothing pending.
+  CommandResult ls = RunCommand({"ls", s_.mnt + "/" + shard_name_});
+  EXPECT_EQ(ls.out, "00\n01\n02\n03\n04\n05\n06\n07\n08\n09\n10\n") << ls.err;
+  EXPECT_EQ(ReadWholeFile(R("0/id")), "70\n");
+  EXPECT_EQ(ReadWholeFile(R("1/id")), "3\n");
+  EXPECT_EQ(ReadWholeFile(R("1/text.txt")), "record 3\n");
+  EXPECT_EQ(ReadWholeFile(R("10/id")), "99\n");
+  EXPECT_FALSE(Exists(R("zz")));
+  EXPECT_FALSE(Exists(R("11")));
+  CommandResult status = RunCommand({BinaryPath(), "status", s_.mnt});
+  EXPECT_EQ(status.out.find("edited:"), std::string::npos) << status.out;
+  EXPECT_EQ(status.out.find("deleted:"), std::string::npos) << status.out;
+  // Edits go on against the new numbering; nothing left: "nothing to commit".
+  ASSERT_EQ(InShard("echo 11 > 1/id").exit_code, 0);
+  CommandResult again = RunCommand({BinaryPath(), "commit", s_.mnt});
+  EXPECT_EQ(again.exit_code, 0) << again.out << again.err;
+  EXPECT_EQ(ReadWholeFile(R("1/id")), "11\n");
+  CommandResult nothing = RunCommand({BinaryPath(), "commit", s_.mnt});
+  EXPECT_EQ(nothing.exit_code, 0) << nothing.err;
+  EXPECT_NE(nothing.out.find("nothing to commit"), std::string::npos) << nothing.out;
+  int st = 0;
+  CommandResult un = d.TfrUnmount(&st);
+  EXPECT_EQ(un.exit_code, 0) << un.out << un.err;
+  std::vector<std::string> expected = {GetParam(), Described(70, "record 0", "0.5"),
+                                       Described(11, "record 3", "3.5")};
+  for (int i = 4; i < kRecords; ++i) {
+    expected.push_back(Described(i, absl::StrCat("record ", i), absl::StrCat(i, ".5")));
+  }
+  expected.push_back("id:int64:99");
+  EXPECT_EQ(IndependentRead(shard_), expected);
+  // A read-only mount has nothing to commit: exit 3.
+  Mount ro(Config(/*read_only=*/true));
+  ASSERT_EQ(ro.Start(), "");
+  CommandResult refused = RunCommand({BinaryPath(), "commit", s_.mnt});
+  EXPECT_EQ(refused.exit_code, 3) << refused.out << refused.err;
+  EXPECT_NE(refused.err.find("read-only"), std::string::npos) << refused.err;
+}
+
+TEST_P(RecordEditTest, TfdsMetadataFollowsTheRewrittenShard) {
+  // TFDS's layout: <dataset>-<split>.<format>-NNNNN-of-MMMMM beside a
+  // dataset_info.json that lists each shard's record count.
+  const std::string tfds = s_.tmp.Subdir("tfds");
+  const std::string name = absl::StrCat("ds-train.tfrecord-00000-of-00002");
+  ASSERT_EQ(::rename(shard_.c_str(), (tfds + "/" + name).c_str()), 0);
+  ASSERT_EQ(::rename((s_.src + "/b.tfrecord").c_str(),
+                     (tfds + "/ds-train.tfrecord-00001-of-00002").c_str()),
+            0);
+  WriteWholeFile(tfds + "/dataset_info.json",
+                 R"({"name": "ds", "splits": [{"name": "train", "numBytes": "10000", )"
+                 R"("shardLengths": ["12", "2"]}], "version": "1.0.0"})");
+  MountConfig c = PackConfig(s_, {tfds}, "edit");
+  Mount d(c);
+  ASSERT_EQ(d.Start(), "");
+  const std::string dir = s_.mnt + "/" + name;
+  CommandResult rm = RunCommand({"rm", "-r", dir + "/00", dir + "/01"});
+  ASSERT_EQ(rm.exit_code, 0) << rm.err;
+  int status = 0;
+  CommandResult un = d.TfrUnmount(&status);
+  EXPECT_EQ(un.exit_code, 0) << un.out << un.err;
+  const std::string info = ReadWholeFile(tfds + "/dataset_info.json");
+  // Records 0 and 1 held 2 x (id, text "record N", score) payloads.
+  const CommandResult py =
+      RunCommand({"/usr/bin/python3", "-c",
+                  "import json, sys; s = json.load(open(sys.argv[1]))['splits'][0]; "
+                  "print(s['shardLengths'], s['numBytes'])",
+                  tfds + "/dataset_info.json"});
+  EXPECT_EQ(py.exit_code, 0) << py.err << info;
+  const size_t removed = payloads_[0].size() + payloads_[1].size();
+  EXPECT_EQ(py.out, absl::StrCat("['10', '2'] ", 10000 - removed, "\n")) << info;
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs, RecordEditTest, ::testing::Values("none", "gzip", "zlib"),
+                         [](const auto& info) { return std::string(info.param); });
+
+}  // namespace
+}  // namespace tfrecordfs::mount_test::staging_test

@@ -1,0 +1,95 @@
+// TFDS's dataset_info.json beside a rewritten shard (repack/tfds_info.h),
+// read back with nlohmann/json.
+#include <string>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "testing/temp_dir.h"
+#include "tfrecordfs/base/file.h"
+#include "tfrecordfs/repack/tfds_info.h"
+
+namespace tfrecordfs::repack {
+namespace {
+
+TEST(TfdsShardNameTest, ParsesTfdsNamesOnly) {
+  auto n = ParseTfdsShardName("mnist-train.tfrecord-00003-of-00016");
+  ASSERT_TRUE(n.has_value());
+  EXPECT_EQ(n->split, "train");
+  EXPECT_EQ(n->index, 3u);
+  EXPECT_EQ(n->count, 16u);
+  auto dashed = ParseTfdsShardName("my-data-set-validation.array_record-00000-of-00001");
+  ASSERT_TRUE(dashed.has_value());
+  EXPECT_EQ(dashed->split, "validation");
+  EXPECT_FALSE(ParseTfdsShardName("train-00000-of-00004.tfrecord").has_value());
+  EXPECT_FALSE(ParseTfdsShardName("mnist-train.tfrecord-00016-of-00016").has_value());
+  EXPECT_FALSE(ParseTfdsShardName("mnist-train.tfrecord-0003-of-00016").has_value());
+  EXPECT_FALSE(ParseTfdsShardName("train.tfrecord-00003-of-00016").has_value());
+}
+
+class TfdsInfoTest : public ::testing::Test {
+ protected:
+  void Write(const std::string& json) {
+    ASSERT_TRUE(WriteFileAtomically(dir_.Join("dataset_info.json"), json).ok());
+  }
+  nlohmann::json Read() {
+    auto text = ReadFileToString(dir_.Join("dataset_info.json"));
+    EXPECT_TRUE(text.ok());
+    return nlohmann::json::parse(*text);
+  }
+  test::TempDir dir_;
+};
+
+TEST_F(TfdsInfoTest, SetsTheShardLengthAndMovesNumBytesKeepingTheRest) {
+  Write(R"({"name": "mnist", "splits": [
+      {"name": "test", "numBytes": "100", "shardLengths": ["5"]},
+      {"name": "train", "numBytes": "1000", "shardLengths": ["10", "12"],
+       "filepathTemplate": "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"}],
+      "version": "3.0.1"})");
+  auto r = UpdateTfdsInfo(dir_.Join("mnist-train.tfrecord-00001-of-00002"), 9, -30);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->has_value());
+  EXPECT_EQ(**r, dir_.Join("dataset_info.json"));
+  const nlohmann::json j = Read();
+  EXPECT_EQ(j["splits"][1]["shardLengths"], nlohmann::json::array({"10", "9"}));
+  EXPECT_EQ(j["splits"][1]["numBytes"], "970");
+  EXPECT_EQ(j["splits"][0]["shardLengths"], nlohmann::json::array({"5"}));  // other split
+  EXPECT_EQ(j["version"], "3.0.1");
+  EXPECT_EQ(j["splits"][1]["filepathTemplate"], "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}");
+  // Idempotent without a byte delta (recovery).
+  ASSERT_TRUE(UpdateTfdsInfo(dir_.Join("mnist-train.tfrecord-00001-of-00002"), 9, {}).ok());
+  EXPECT_EQ(Read(), j);
+}
+
+TEST_F(TfdsInfoTest, NumbersStayNumbers) {
+  Write(R"({"splits": [{"name": "train", "numBytes": 50, "shardLengths": [3, 4]}]})");
+  ASSERT_TRUE(UpdateTfdsInfo(dir_.Join("d-train.tfrecord-00000-of-00002"), 2, 7).ok());
+  const nlohmann::json j = Read();
+  EXPECT_EQ(j["splits"][0]["shardLengths"], nlohmann::json::array({2, 4}));
+  EXPECT_EQ(j["splits"][0]["numBytes"], 57);
+}
+
+TEST_F(TfdsInfoTest, LeavesAloneWhatItCannotMatch) {
+  const std::string json = R"({"splits": [{"name": "train", "shardLengths": ["3", "4", "5"]}]})";
+  Write(json);
+  // Another shard count, another split, not a TFDS name.
+  for (const char* name : {"d-train.tfrecord-00000-of-00002", "d-test.tfrecord-00000-of-00003",
+                           "train-00000-of-00003.tfrecord"}) {
+    auto r = UpdateTfdsInfo(dir_.Join(name), 1, 0);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_FALSE(r->has_value()) << name;
+  }
+  EXPECT_EQ(*ReadFileToString(dir_.Join("dataset_info.json")), json);
+  // No dataset_info.json at all.
+  test::TempDir empty;
+  auto none = UpdateTfdsInfo(empty.Join("d-train.tfrecord-00000-of-00003"), 1, 0);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->has_value());
+  // Not JSON: an error naming the file.
+  Write("{not json");
+  auto bad = UpdateTfdsInfo(dir_.Join("d-train.tfrecord-00000-of-00003"), 1, 0);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(std::string(bad.status().message()).find("dataset_info.json"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tfrecordfs::repack
