@@ -196,6 +196,19 @@ std::optional<int> Mount::OpenStore() {
   struct stat store_st;
   store_existed_ = ::stat(cli_.staging_dir.c_str(), &store_st) == 0;
   auto store = staging::Store::Open(cli_.staging_dir, {.read_only = cli_.read_only});
+  if (!store.ok() && ErrnoOf(store.status()) == EBUSY && cli_.vfs.view != vfs::ViewKind::kRecords) {
+    // An image view of a dataset that a read-write mount already edits:
+    // shown read-only beside it (the views coexist; cleaning through this
+    // one needs the store to itself).
+    log::Info(store.status().message(),
+              "; this view=gallery/classes mount is read-only (rm and mv need the store)");
+    cli_.read_only = true;
+    cli_.session.fuse_options.emplace_back("ro");
+    cli_.session.ops.skip_open = !cli_.always_open;
+    cli_.session.ops.staging_without_handles = false;
+    store = staging::Store::Open(cli_.staging_dir, {.read_only = true});
+    if (!store.ok() && absl::IsNotFound(store.status())) store = nullptr;
+  }
   if (!store.ok() && !(cli_.read_only && absl::IsNotFound(store.status()))) {
     log::Error(store.status().message());
     return kExitFailed;

@@ -340,8 +340,9 @@ constexpr MountOption kMountOptions[] = {
     {"view", "VIEW",
      "what the mount shows: records (the default: a folder per record, a file per feature), "
      "gallery (each shard folder a flat folder of its records' images) or classes (a folder per "
-     "value of class_feature, holding the images of its records); gallery and classes are "
-     "read-only, with no staging folder (VIEWS in tfrecordfs(1))",
+     "value of class_feature, holding the images of its records); gallery and classes show "
+     "no staging folder and take only rm of an image and mv between class folders (VIEWS in "
+     "tfrecordfs(1))",
      [](absl::string_view v, CliOptions* cli) -> std::string {
        if (v == "records") {
          cli->vfs.view = vfs::ViewKind::kRecords;
@@ -583,8 +584,8 @@ std::optional<int> ParseMountCommandLine(int argc, char** argv, CliOptions* cli)
     return Usage(cli->vfs.class_feature.empty() ? "view=classes needs class_feature=NAME"
                                                 : "class_feature is for view=classes");
   }
-  // The image views take no writes: a read-only mount (EROFS from the kernel).
-  if (cli->vfs.view != vfs::ViewKind::kRecords) cli->read_only = true;
+  // The image views take rm and mv (class folders) on a read-write mount;
+  // they show no staging folder (vfs::Filesystem).
   // Unless -f, the daemon detaches and changes to "/" before it serves: plain
   // files, the staging store, index_dir and the pack output are opened by
   // path after that, so every path is made absolute now.

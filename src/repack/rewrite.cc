@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "src/repack/check_shard.h"
-#include "src/repack/fault_points.h"
+#include "tfrecordfs/base/fault_points.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <numeric>
 #include <utility>
 
@@ -11,6 +12,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/log.h"
+#include "tfrecordfs/example/record.h"
 #include "tfrecordfs/naming/gallery.h"
 #include "tfrecordfs/naming/naming.h"
 #include "tfrecordfs/vfs/node_id.h"
@@ -31,8 +34,8 @@ constexpr uint64_t Position(uint64_t member, uint64_t image) {
 
 ClassView::ClassView(const std::vector<MountedShard>& shards,
                      const std::vector<std::string>& mount_paths, RecordView* records,
-                     ClassGroups groups)
-    : shards_(shards), records_(records), groups_(std::move(groups)) {
+                     RecordEdits* edits, ClassGroups groups)
+    : shards_(shards), records_(records), edits_(edits), groups_(std::move(groups)) {
   for (size_t s = 0; s < shards_.size(); ++s) {
     // At most kMaxShardName bytes, leaving room in a 255-byte name for the
     // record and an image's feature.
@@ -50,12 +53,74 @@ ClassView::ClassView(const std::vector<MountedShard>& shards,
             [&](uint32_t a, uint32_t b) { return shard_names_[a] < shard_names_[b]; });
   folders_.resize(groups_.folders.size());
   for (size_t f = 0; f < folders_.size(); ++f) folders_[f].name = groups_.folders[f];
+  shard_rank_.resize(shards_.size());
+  for (uint32_t i = 0; i < order.size(); ++i) shard_rank_[order[i]] = i;
   for (uint32_t s : order) {
     const std::vector<uint32_t>& of = groups_.folder_of[s];
     for (uint64_t r = 0; r < of.size(); ++r) {
       if (of[r] != kNotGrouped) folders_[of[r]].members.push_back(RecordKey(s, r));
     }
   }
+  // Records edited through an earlier mount show where their edits put them.
+  if (edits_ != nullptr) {
+    for (uint64_t key : edits_->EditedRecords()) {
+      const uint64_t shard = key >> kRecordBits, record = key & (kMaxRecordsPerShard - 1);
+      const uint32_t now = FolderOfEdited(shard, record);
+      if (record < groups_.folder_of[shard].size() && now != groups_.folder_of[shard][record]) {
+        MutexLock lock(&mu_);
+        moved_[key] = now;
+      }
+    }
+  }
+}
+
+uint32_t ClassView::FolderIndex(absl::string_view name) const {
+  auto it = std::lower_bound(folders_.begin(), folders_.end(), name,
+                             [](const Folder& a, absl::string_view n) { return a.name < n; });
+  if (it == folders_.end() || it->name != name) return kNotGrouped;
+  return static_cast<uint32_t>(it - folders_.begin());
+}
+
+uint32_t ClassView::FolderOfEdited(uint64_t shard, uint64_t record) const {
+  auto payload = edits_->EditedPayload(shard, record);
+  if (!payload.ok()) return kNotGrouped;  // makes no record now: shown nowhere
+  return FolderIndex(naming::ClassFolder(example::DecodeRecord(*payload), groups_.feature));
+}
+
+uint32_t ClassView::FolderOf(uint64_t shard, uint64_t record) const {
+  if (records_->IsDeleted(shard, record)) return kNotGrouped;
+  {
+    MutexLock lock(&mu_);
+    if (auto it = moved_.find(RecordKey(shard, record)); it != moved_.end()) return it->second;
+  }
+  const std::vector<uint32_t>& of = groups_.folder_of[shard];
+  return record < of.size() ? of[record] : kNotGrouped;
+}
+
+std::vector<uint64_t> ClassView::MembersOf(uint64_t f) const {
+  std::vector<uint64_t> out;
+  std::vector<uint64_t> moved_in;
+  {
+    MutexLock lock(&mu_);
+    for (const auto& [key, to] : moved_) {
+      if (to == f) moved_in.push_back(key);
+    }
+  }
+  for (uint64_t key : folders_[f].members) {
+    if (FolderOf(key >> kRecordBits, key & (kMaxRecordsPerShard - 1)) == f) out.push_back(key);
+  }
+  if (moved_in.empty()) return out;
+  for (uint64_t key : moved_in) {
+    if (!records_->IsDeleted(key >> kRecordBits, key & (kMaxRecordsPerShard - 1)) &&
+        groups_.folder_of[key >> kRecordBits][key & (kMaxRecordsPerShard - 1)] != f) {
+      out.push_back(key);
+    }
+  }
+  auto rank = [&](uint64_t key) {
+    return std::make_pair(shard_rank_[key >> kRecordBits], key & (kMaxRecordsPerShard - 1));
+  };
+  std::sort(out.begin(), out.end(), [&](uint64_t a, uint64_t b) { return rank(a) < rank(b); });
+  return out;
 }
 
 absl::StatusOr<uint64_t> ClassView::Resolve(uint64_t ino) const {
@@ -108,7 +173,7 @@ absl::StatusOr<Attr> ClassView::Lookup(uint64_t parent, absl::string_view name) 
     uint64_t record;
     if (!std::all_of(digits.begin(), digits.end(), absl::ascii_isdigit) ||
         !absl::SimpleAtoi(digits, &record) || record >= groups_.folder_of[shard].size() ||
-        groups_.folder_of[shard][record] != *f) {
+        FolderOf(shard, record) != *f) {
       continue;
     }
     auto rec = records_->Parse(shard, record);
@@ -132,7 +197,7 @@ absl::Status ClassView::ReadDir(uint64_t ino, uint64_t /*fh*/, uint64_t offset,
     }
     return absl::OkStatus();
   }
-  const std::vector<uint64_t>& members = folders_[*f].members;
+  const std::vector<uint64_t> members = MembersOf(*f);
   const uint64_t mask = (uint64_t{1} << kEntryBits) - 1;
   uint64_t first_image = (offset - 2) & mask;
   for (uint64_t m = (offset - 2) >> kEntryBits; m < members.size(); ++m, first_image = 0) {
@@ -174,6 +239,90 @@ absl::Status ClassView::Xattrs(uint64_t ino, bool /*read_error*/, XattrList* out
   if (name != naming::kNoValueFolder && name != naming::kSeveralValuesFolder) {
     AddXattr(out, "class", naming::Unescape(name));
   }
+  return absl::OkStatus();
+}
+
+absl::Status ClassView::Unlink(uint64_t parent, absl::string_view name) {
+  auto f = Resolve(parent);
+  if (!f.ok()) return f.status();
+  if (edits_ == nullptr) return ReadOnlyError();
+  if (*f == kRoot) return PosixError(EPERM, "class folders are the class feature's values");
+  auto a = Lookup(parent, name);
+  if (!a.ok()) return a.status();
+  return edits_->DeleteRecord(ShardOf(a->ino), RecordOf(a->ino));
+}
+
+absl::Status ClassView::Rename(uint64_t parent, absl::string_view name, uint64_t new_parent,
+                               absl::string_view new_name, unsigned flags) {
+  auto from = Resolve(parent);
+  if (!from.ok()) return from.status();
+  auto to = Resolve(new_parent);
+  if (!to.ok()) return to.status();
+  if (edits_ == nullptr) return ReadOnlyError();
+  auto refuse = [&](absl::string_view why) {
+    log::Warning("mv ", name, " to ", new_name, ": ", why);
+    return PosixError(EPERM, why);
+  };
+  if (*from == kRoot || *to == kRoot) {
+    return refuse("class folders are the class feature's values: they cannot be renamed");
+  }
+  if (name != new_name) return refuse("an image's name is derived from its record; keep it");
+  if ((flags & ~static_cast<unsigned>(RENAME_NOREPLACE)) != 0) {
+    return refuse("only a plain move relabels");
+  }
+  auto a = Lookup(parent, name);
+  if (!a.ok()) return a.status();
+  if (*from == *to) return absl::OkStatus();
+  const uint64_t shard = ShardOf(a->ino), record = RecordOf(a->ino);
+  const std::string& target = folders_[*to].name;
+  if (target == naming::kNoValueFolder || target == naming::kSeveralValuesFolder) {
+    return refuse(absl::StrCat("'", target, "' is not a value of ", groups_.feature));
+  }
+  const std::string& source = folders_[*from].name;
+  if (source == naming::kNoValueFolder || source == naming::kSeveralValuesFolder) {
+    return refuse(absl::StrCat("the record has no single value of ", groups_.feature,
+                               " to change; set it in a records-view mount"));
+  }
+  // The feature's file in the record, and its value as that file spells it.
+  auto rec = records_->Parse(shard, record);
+  if (!rec.ok()) return rec.status();
+  const naming::Layout& layout = (*rec)->layout;
+  std::optional<uint32_t> file;
+  naming::EntryRole role = naming::EntryRole::kFolder;
+  for (uint32_t e = 1; e < layout.entries.size(); ++e) {
+    auto info = naming::FeatureOf(layout, e);
+    if (!info || info->name != groups_.feature || info->feature_list || info->value) continue;
+    if (info->role == naming::EntryRole::kInt64 || info->role == naming::EntryRole::kFloat ||
+        info->role == naming::EntryRole::kText) {
+      file = e;
+      role = info->role;
+      break;
+    }
+  }
+  if (!file) {
+    return refuse(absl::StrCat("the record keeps ", groups_.feature,
+                               " in a form a move cannot set; set it in a records-view mount"));
+  }
+  const std::string value = naming::Unescape(target);
+  int64_t n;
+  float x;
+  if ((role == naming::EntryRole::kInt64 && !absl::SimpleAtoi(value, &n)) ||
+      (role == naming::EntryRole::kFloat && !absl::SimpleAtof(value, &x)) ||
+      (role == naming::EntryRole::kText && !naming::IsSingleLineText(value))) {
+    return PosixError(EINVAL, absl::StrCat("'", value, "' is not a value ", groups_.feature,
+                                           " can take in this record"));
+  }
+  if (auto s = edits_->WriteEntry(shard, record, *file, absl::StrCat(value, "\n")); !s.ok()) {
+    log::Warning("mv ", name, " to ", target, ": ", s.message());
+    return s;
+  }
+  const uint32_t now = FolderOfEdited(shard, record);
+  {
+    MutexLock lock(&mu_);
+    moved_[RecordKey(shard, record)] = now;
+  }
+  log::Info("relabelled record ", record, " of ", shards_[shard].index->path(), ": ",
+            groups_.feature, " = ", value, " (pending: the shard is rewritten at unmount)");
   return absl::OkStatus();
 }
 

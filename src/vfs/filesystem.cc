@@ -123,25 +123,29 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
   record_options.kind_sample_per_call = options.kind_sample_per_call;
   record_options.kind_sample_total = options.kind_sample_total;
   record_options.on_index_mismatch = options.on_index_mismatch;
-  if (options.deletions != nullptr && options.view == ViewKind::kRecords) {
+  if (options.deletions != nullptr) {
     fs->deletions_ = std::make_unique<RecordDeletions>(fs->shards_, options.deletions);
     record_options.deletions = fs->deletions_.get();
   }
   fs->records_ = std::make_unique<RecordView>(fs->shards_, std::move(record_options));
   fs->staging_types_ =
       options.staging_types != nullptr ? options.staging_types : &fs->records_->sampler();
+  if (options.staging != nullptr && options.view == ViewKind::kRecords) {
+    fs->staging_ = std::make_unique<StagingView>(options.staging, fs->staging_types_);
+  }
   fs->edit_list_ = options.deletions;
   fs->edit_store_ = options.edits;
   fs->index_store_ = options.index_store;
   if (fs->deletions_ != nullptr && options.edits != nullptr) {
-    fs->edits_ = std::make_unique<RecordEdits>(
-        fs->shards_, fs->records_.get(), fs->deletions_.get(), options.edits, fs->staging_types_);
+    fs->edits_ =
+        std::make_unique<RecordEdits>(fs->shards_, fs->records_.get(), fs->deletions_.get(),
+                                      options.edits, fs->staging_types_, fs->staging_.get());
   }
   fs->tree_ =
       std::make_unique<TreeView>(scanned->entries, shard_entries, fs->shards_, &fs->fd_cache_,
                                  /*shards_only=*/options.view == ViewKind::kGallery);
   if (options.view == ViewKind::kGallery) {
-    fs->gallery_ = std::make_unique<GalleryView>(fs->shards_, fs->records_.get());
+    fs->gallery_ = std::make_unique<GalleryView>(fs->shards_, fs->records_.get(), fs->edits_.get());
   }
   if (options.view == ViewKind::kClasses) {
     if (options.class_feature.empty()) {
@@ -164,17 +168,16 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
               g.records_damaged ? absl::StrCat(", ", g.records_damaged, " damaged") : "", ")",
               g.saved ? absl::StrCat(", ", g.saved, " saved") : "");
     fs->classes_ = std::make_unique<ClassView>(fs->shards_, mount_paths, fs->records_.get(),
-                                               std::move(groups));
+                                               fs->edits_.get(), std::move(groups));
   }
 
-  // Only the records view has a staging folder: the image views take no
-  // writes (new records go through a records-view mount).
+  // Only the records view has a staging folder (made above): the image views
+  // take no new records (they go through a records-view mount).
   if (options.staging != nullptr && options.view == ViewKind::kRecords) {
     if (auto s = staging::CheckName(options.staging_name); !s.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("invalid staging folder name '", options.staging_name, "'"));
     }
-    fs->staging_ = std::make_unique<StagingView>(options.staging, fs->staging_types_);
     if (auto s =
             fs->tree_->AddGraft(options.staging_name, fs->staging_.get(), fs->staging_->root_id());
         !s.ok()) {
@@ -194,6 +197,11 @@ View* Filesystem::WriteViewOf(uint64_t ino, absl::Status* status) const {
   // The first change of a record checks it out into the edit store
   // (record_edits.h); without one, the record view answers (EROFS).
   if (edits_ && SpaceOf(ino) == Space::kRecord) {
+    if (gallery_ || classes_) {
+      // The image views take rm and (class folders) mv only.
+      *status = PosixError(EROFS, "the image views change records only by rm and mv");
+      return nullptr;
+    }
     *status = edits_->CheckOut(ino);
     return status->ok() ? edits_.get() : nullptr;
   }
@@ -375,6 +383,10 @@ absl::StatusOr<Attr> Filesystem::SetAttr(uint64_t ino, uint64_t fh, const struct
 
 absl::Status Filesystem::Unlink(uint64_t parent, absl::string_view name) {
   ReaderMutexLock serve(&serve_mu_);
+  // rm of an image in the gallery: its record is deleted.
+  if (gallery_) {
+    if (auto shard = ShardFolder(parent)) return gallery_->DeleteImage(*shard, name);
+  }
   absl::Status s;
   View* view = WriteViewOf(parent, &s);
   if (view == nullptr) return s;
@@ -405,6 +417,19 @@ absl::Status Filesystem::Rename(uint64_t parent, absl::string_view name, uint64_
   ReaderMutexLock serve(&serve_mu_);
   if (edits_ && !gallery_) {
     const auto from_shard = ShardFolder(parent), to_shard = ShardFolder(new_parent);
+    // A record of a shard moved into staging/ or into another shard's folder
+    // (RecordEdits::MoveRecord); the kernel then looks its new name up again.
+    const bool record = from_shard && records_->LookupRecord(*from_shard, name).ok();
+    const bool to_staging =
+        staging_ && SpaceOf(new_parent) == Space::kStaging && (new_parent & kEditNodeTag) == 0;
+    if (record && (to_staging || (to_shard && *to_shard != *from_shard))) {
+      if (flags != 0) return PosixError(EINVAL, "a record moves by a plain rename only");
+      auto moved = edits_->MoveRecord(*from_shard, name, to_staging ? std::nullopt : to_shard,
+                                      new_parent, new_name);
+      if (!moved.ok()) return moved.status();
+      InvalidateLater(new_parent, std::string(new_name));
+      return absl::OkStatus();
+    }
     if (from_shard && to_shard) {
       return edits_->RenameAny(parent, name, new_parent, new_name, flags, from_shard, to_shard);
     }
@@ -514,12 +539,52 @@ absl::Status Filesystem::SetXattr(uint64_t ino, absl::string_view name) {
 // ---- Committing edits ----
 
 void Filesystem::SetInvalidator(std::optional<Invalidator> invalidator) {
+  std::thread worker;
+  {
+    MutexLock lock(&invalidator_mu_);
+    invalidator_ = std::move(invalidator);
+    if (!invalidator_) {
+      stop_invalidating_ = true;
+      invalidations_.SignalAll();
+      worker = std::move(invalidation_worker_);
+    }
+  }
+  if (worker.joinable()) worker.join();
+}
+
+void Filesystem::InvalidateLater(uint64_t parent, std::string name) {
   MutexLock lock(&invalidator_mu_);
-  invalidator_ = std::move(invalidator);
+  if (!invalidator_ || stop_invalidating_) return;
+  pending_invalidations_.emplace_back(parent, std::move(name));
+  if (!invalidation_worker_.joinable()) {
+    invalidation_worker_ = std::thread([this] { InvalidationLoop(); });
+  }
+  invalidations_.Signal();
+}
+
+void Filesystem::InvalidationLoop() {
+  MutexLock lock(&invalidator_mu_);
+  while (!stop_invalidating_) {
+    if (pending_invalidations_.empty()) {
+      invalidations_.Wait(&invalidator_mu_);
+      continue;
+    }
+    auto [parent, name] = std::move(pending_invalidations_.front());
+    pending_invalidations_.pop_front();
+    // After the request that changed it has been answered (the kernel holds
+    // the folder's lock until then: this waits, it does not deadlock).
+    if (invalidator_) invalidator_->entry(parent, name);
+  }
 }
 
 absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reopen) {
   if (!edits_) return absl::FailedPreconditionError("this mount takes no edits (read-only)");
+  if (reopen && (gallery_ || classes_)) {
+    // Their folders are computed at mount: a view=gallery or view=classes
+    // mount shows a rewritten shard after a remount.
+    return absl::FailedPreconditionError(
+        "a mount with -o view=gallery or view=classes commits its edits at unmount");
+  }
   // What the kernel must forget once the lock is released: each rewritten
   // shard's folder and the names it may have cached in it.
   struct Stale {

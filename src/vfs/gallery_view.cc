@@ -19,8 +19,9 @@ constexpr uint64_t Position(uint64_t record, uint64_t image) {
 
 }  // namespace
 
-GalleryView::GalleryView(const std::vector<MountedShard>& shards, RecordView* records)
-    : shards_(shards), records_(records) {}
+GalleryView::GalleryView(const std::vector<MountedShard>& shards, RecordView* records,
+                         RecordEdits* edits)
+    : shards_(shards), records_(records), edits_(edits) {}
 
 absl::StatusOr<Attr> GalleryView::LookupImage(uint64_t shard, absl::string_view name) {
   // The record is the name's first name_width digits, then '.' or '-'.
@@ -31,7 +32,8 @@ absl::StatusOr<Attr> GalleryView::LookupImage(uint64_t shard, absl::string_view 
   const absl::string_view digits = name.substr(0, width);
   uint64_t record;
   if (!std::all_of(digits.begin(), digits.end(), absl::ascii_isdigit) ||
-      !absl::SimpleAtoi(digits, &record) || record >= shards_[shard].records_shown()) {
+      !absl::SimpleAtoi(digits, &record) || record >= shards_[shard].records_shown() ||
+      records_->IsDeleted(shard, record)) {
     return absl::NotFoundError(name);
   }
   auto rec = records_->Parse(shard, record);
@@ -49,6 +51,7 @@ absl::Status GalleryView::ReadShardDir(uint64_t shard, const Attr& self, uint64_
   const uint64_t mask = (uint64_t{1} << kEntryBits) - 1;
   uint64_t first_image = (offset - 2) & mask;
   for (uint64_t r = (offset - 2) >> kEntryBits; r < count; ++r, first_image = 0) {
+    if (records_->IsDeleted(shard, r)) continue;
     auto rec = records_->Parse(shard, r);
     if (!rec.ok()) continue;  // damaged: no images (logged by the record view)
     const std::vector<naming::GalleryImage> images =
@@ -61,6 +64,19 @@ absl::Status GalleryView::ReadShardDir(uint64_t shard, const Attr& self, uint64_
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status GalleryView::DeleteImage(uint64_t shard, absl::string_view name) {
+  auto a = LookupImage(shard, name);
+  if (!a.ok() && !absl::IsDataLoss(a.status())) return a.status();
+  if (edits_ == nullptr) return ReadOnlyError();
+  uint64_t record;
+  if (a.ok()) {
+    record = RecordOf(a->ino);
+  } else if (!absl::SimpleAtoi(name.substr(0, shards_[shard].name_width), &record)) {
+    return a.status();
+  }
+  return edits_->DeleteRecord(shard, record);
 }
 
 }  // namespace tfrecordfs::vfs

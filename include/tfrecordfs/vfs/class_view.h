@@ -11,7 +11,21 @@
 // <record> its index zero-padded as in the records view; a record with
 // several images names them as the gallery does, after the stem
 // `<shard>-<record>` (naming/gallery.h). Nothing else is shown (no source
-// tree, no plain files, no staging/); the mount is read-only.
+// tree, no plain files, no staging/).
+//
+// Cleaning, on a read-write mount (edits committed at unmount like the
+// records view's, record_edits.h):
+//   * `rm` of an image deletes its record (all its images go);
+//   * `mv` of an image from one class folder to another (same name) sets
+//     the record's class feature to the destination's value, as an int64,
+//     float or text value like the feature's file in the record
+//     (RecordEdits::WriteEntry, with the staging checks); the record then
+//     shows in the destination folder. A record without one value of the
+//     feature (`%none`, `%several`) cannot be moved, nor moved there (EPERM,
+//     logged: set it in a records-view mount).
+// Everything else is EROFS (writes) or EPERM (a rename to another name).
+// Records edited before (the edit store keeps them across remounts) show in
+// the folder of the value their edited folder holds.
 //
 // The grouping (class_groups.h) is computed when the view is made, once for
 // the mount; listing a class folder then reads and lays out its records a
@@ -27,8 +41,8 @@
 // Errors: NotFound, ENOTDIR / EISDIR, the record's DataLoss, EROFS for
 // writes (View's defaults).
 //
-// Thread-safety: immutable after construction; all methods may be called
-// concurrently (the record view locks its cache).
+// Thread-safety: all methods may be called concurrently (the record view
+// locks its cache; mu_, a leaf, guards the moves made through the mount).
 #ifndef TFRECORDFS_VFS_CLASS_VIEW_H_
 #define TFRECORDFS_VFS_CLASS_VIEW_H_
 
@@ -42,9 +56,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "tfrecordfs/base/mutex.h"
 #include "tfrecordfs/vfs/attr.h"
 #include "tfrecordfs/vfs/class_groups.h"
 #include "tfrecordfs/vfs/mounted_shard.h"
+#include "tfrecordfs/vfs/record_edits.h"
 #include "tfrecordfs/vfs/record_view.h"
 #include "tfrecordfs/vfs/view.h"
 
@@ -54,8 +70,9 @@ class ClassView final : public View {
  public:
   // `mount_paths[s]`: where the records view shows shard s. `shards` and
   // `records` are borrowed and must outlive the view.
+  // `edits` null: a read-only mount.
   ClassView(const std::vector<MountedShard>& shards, const std::vector<std::string>& mount_paths,
-            RecordView* records, ClassGroups groups);
+            RecordView* records, RecordEdits* edits, ClassGroups groups);
 
   absl::StatusOr<Attr> GetAttr(uint64_t ino) override;
   absl::StatusOr<Attr> Lookup(uint64_t parent, absl::string_view name) override;
@@ -64,6 +81,11 @@ class ClassView final : public View {
   absl::StatusOr<ReadResult> Read(uint64_t ino, uint64_t fh, uint64_t offset, size_t size) override;
   // A class folder: class_feature (NAME) and class (the value, unescaped).
   absl::Status Xattrs(uint64_t ino, bool read_error, XattrList* out) override;
+  // rm of an image: deletes its record.
+  absl::Status Unlink(uint64_t parent, absl::string_view name) override;
+  // mv of an image between class folders: relabels its record.
+  absl::Status Rename(uint64_t parent, absl::string_view name, uint64_t new_parent,
+                      absl::string_view new_name, unsigned flags) override;
 
   size_t num_folders() const { return folders_.size(); }
 
@@ -74,10 +96,19 @@ class ClassView final : public View {
   Attr DirAttr(uint64_t ino) const;
   // `<shard>-<record>`: the stem of a member's image names.
   std::string Stem(uint64_t shard, uint64_t record) const;
+  // The folder record (shard, record) shows in now (kNotGrouped: none).
+  uint32_t FolderOf(uint64_t shard, uint64_t record) const;
+  // Folder f's members now (moves and deletions applied), in name order.
+  std::vector<uint64_t> MembersOf(uint64_t f) const;
+  // The folder of the values an edited record's folder holds.
+  uint32_t FolderOfEdited(uint64_t shard, uint64_t record) const;
+  uint32_t FolderIndex(absl::string_view name) const;
 
   const std::vector<MountedShard>& shards_;
   RecordView* const records_;
+  RecordEdits* const edits_;
   const ClassGroups groups_;
+  std::vector<uint32_t> shard_rank_;      // shard -> its place in name order
   std::vector<std::string> shard_names_;  // escaped mount paths
   absl::flat_hash_map<std::string, uint32_t> shard_by_name_;
   struct Folder {
@@ -86,6 +117,10 @@ class ClassView final : public View {
   };
   std::vector<Folder> folders_;
   struct timespec mtime_ = {};  // the newest shard's: stable across mounts
+  mutable Mutex mu_;
+  // RecordKey -> the folder it shows in (kNotGrouped: none) when that is not
+  // groups_'s: records relabelled or edited.
+  absl::flat_hash_map<uint64_t, uint32_t> moved_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tfrecordfs::vfs

@@ -2,7 +2,9 @@
 // records (naming/gallery.h: which files are images and their names,
 // `0042.jpg`, `0042-image%2Fencoded.jpg`, `0042-frames-07.png`), nothing
 // else. Record folders, plain files of the sources and staging/ are not
-// shown; the mount is read-only (EROFS for every write, rm and mv).
+// shown. On a read-write mount `rm` of an image deletes its record
+// (DeleteImage; committed at unmount like an edit); every other write is
+// EROFS.
 //
 // An image is the records view's file under another name: its node id is
 // the record-space id of the same layout entry (node_id.h), so its
@@ -25,7 +27,8 @@
 // Damaged records show no images (their reader logs the damage once).
 //
 // Thread-safety: all methods may be called concurrently (the record view
-// locks its cache); the view holds no state of its own.
+// locks its cache; deletions go through RecordEdits); the view holds no
+// state of its own.
 #ifndef TFRECORDFS_VFS_GALLERY_VIEW_H_
 #define TFRECORDFS_VFS_GALLERY_VIEW_H_
 
@@ -37,24 +40,31 @@
 #include "absl/strings/string_view.h"
 #include "tfrecordfs/vfs/attr.h"
 #include "tfrecordfs/vfs/mounted_shard.h"
+#include "tfrecordfs/vfs/record_edits.h"
 #include "tfrecordfs/vfs/record_view.h"
 
 namespace tfrecordfs::vfs {
 
 class GalleryView {
  public:
-  // `shards` and `records` are borrowed and must outlive the view.
-  GalleryView(const std::vector<MountedShard>& shards, RecordView* records);
+  // `shards`, `records` and `edits` are borrowed and must outlive the view;
+  // `edits` null: a read-only mount.
+  GalleryView(const std::vector<MountedShard>& shards, RecordView* records, RecordEdits* edits);
 
   // The image `name` of shard folder `shard` (NotFound otherwise; the
   // record's DataLoss when its record is damaged).
   absl::StatusOr<Attr> LookupImage(uint64_t shard, absl::string_view name);
   // Lists shard folder `shard` (`self`: its attributes, for "." and "..").
   absl::Status ReadShardDir(uint64_t shard, const Attr& self, uint64_t offset, const EmitFn& emit);
+  // rm of image `name`: deletes its record (every image of it goes), as
+  // `rm -r` of the record folder would (RecordEdits::DeleteRecord). EROFS on
+  // a read-only mount.
+  absl::Status DeleteImage(uint64_t shard, absl::string_view name);
 
  private:
   const std::vector<MountedShard>& shards_;
   RecordView* const records_;
+  RecordEdits* const edits_;
 };
 
 }  // namespace tfrecordfs::vfs

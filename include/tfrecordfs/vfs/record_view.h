@@ -90,6 +90,10 @@ class RecordView final : public View {
   // shards_[shard] now describes the new one. Not concurrent with anything
   // else (Filesystem::Commit).
   void ResetShard(uint64_t shard);
+  // Whether the record was deleted through the mount (not yet committed).
+  bool IsDeleted(uint64_t shard, uint64_t record) const {
+    return deletions_ != nullptr && deletions_->IsDeleted(shard, record);
+  }
   // A record's folder name: its index, zero-padded to the shard's width.
   std::string RecordName(uint64_t shard, uint64_t record) const;
 

@@ -28,6 +28,11 @@ namespace {
 
 constexpr char kPython[] = "/usr/bin/python3";
 
+bool Exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
 std::vector<std::string> Lines(const std::string& s) {
   return absl::StrSplit(s, '\n', absl::SkipEmpty());
 }
@@ -103,7 +108,9 @@ std::string RecordViewPath(const std::string& gallery_name) {
 TEST_F(ViewsMountTest, GalleryOfGeneratedDataMatchesTheRecordsView) {
   Mount records, gallery;
   ASSERT_EQ("", records.Start({data_}));
-  ASSERT_EQ("", gallery.Start({data_}, {"-o", "view=gallery"}));
+  // -o ro: the read-only checks below (rm and mv clean on a read-write
+  // mount: CleaningThroughTheViews).
+  ASSERT_EQ("", gallery.Start({data_}, {"-o", "view=gallery,ro"}));
   const std::string g = gallery.mountpoint(), r = records.mountpoint();
 
   // Only images: no plain files (dataset_info.json, MANIFEST.txt), no staging/.
@@ -160,7 +167,7 @@ TEST_F(ViewsMountTest, GalleryOfGeneratedDataMatchesTheRecordsView) {
               absl::StrCat(absl::StripTrailingAsciiWhitespace(total), " images"));
   }
 
-  // Read-only: rm, mv and writes fail with EROFS, and change nothing.
+  // -o ro: rm, mv and writes fail with EROFS, and change nothing.
   const std::string victim = ShellQuote(shard + "/00-image%2Fencoded.jpg");
   for (const std::string& cmd :
        {"rm -f " + victim, "mv " + victim + " " + ShellQuote(shard + "/x.jpg"),
@@ -226,7 +233,8 @@ TEST_F(ViewsMountTest, ClassFoldersAreAnImageFolderAndTheGroupingIsKept) {
   ASSERT_GE(expected.size(), 2u);
 
   Mount classes;
-  ASSERT_EQ("", classes.Start({sample}, {"-o", "view=classes,class_feature=label"}));
+  // Read-only here (-o ro): cleaning by rm and mv is CleaningThroughTheViews.
+  ASSERT_EQ("", classes.Start({sample}, {"-o", "view=classes,class_feature=label,ro"}));
   EXPECT_TRUE(absl::StrContains(classes.Stderr(),
                                 "0 loaded from the index cache, 2 decoded (24 record(s))"))
       << classes.Stderr();
@@ -274,6 +282,124 @@ TEST_F(ViewsMountTest, ClassFoldersAreAnImageFolderAndTheGroupingIsKept) {
       absl::StrContains(third.Stderr(), "1 loaded from the index cache, 1 decoded (12 record(s))"))
       << third.Stderr();
   EXPECT_EQ(0, third.Stop(&err)) << err;
+}
+
+// Cleaning through the image views of a read-write mount: `mv` of an image
+// between class folders relabels its record (int64 and text class
+// features), `rm` of an image deletes its record, in the class view and in
+// the gallery; kept across a kill -9 and a remount, listed by status, and
+// committed at unmount (read back by the independent reader).
+TEST_F(ViewsMountTest, CleaningThroughTheViews) {
+  const char* root = std::getenv("TFRECORDFS_SOURCE_ROOT");
+  ASSERT_NE(root, nullptr);
+  const std::string sample = data_ + "/sample";
+  const std::string shard0 = sample + "/train-00000-of-00002.tfrecord";
+  const std::string store = tmp_.path() + "/store";
+  // label and class_name of every record of shard 0, by the independent
+  // reader (tests/cli/tfrecord_check.py).
+  auto read_labels = [&]() {
+    const std::string script = absl::StrCat(
+        "import sys; sys.path.insert(0, '", root, "/tests/cli'); import tfrecord_check as t\n",
+        "for p in t.read_records(sys.argv[1]):\n",
+        "  d = t.decode_example(p); print(d['label'][1][0], d['class_name'][1][0].decode())\n");
+    const CommandResult r = RunCommand({kPython, "-c", script, shard0});
+    EXPECT_EQ(0, r.exit_code) << r.err;
+    return Lines(r.out);
+  };
+  const std::vector<std::string> before = read_labels();
+  ASSERT_EQ(before.size(), 12u);
+  // Record 0's label and class name, and a label it does not have.
+  const std::vector<std::string> first = absl::StrSplit(before[0], ' ');
+  const std::string other_label = first[0] == "1" ? "2" : "1";
+  const std::string stem0 = "train-00000-of-00002.tfrecord-00";
+  {
+    Mount classes;
+    ASSERT_EQ("", classes.Start({sample},
+                                {"-o", "view=classes,class_feature=label,staging_dir=" + store}));
+    const std::string m = classes.mountpoint();
+    ASSERT_TRUE(Exists(m + "/" + other_label)) << Sh("ls " + ShellQuote(m));
+    // mv relabels: both images of record 0 move to the other label's folder.
+    Sh("mv " + ShellQuote(m + "/" + first[0] + "/" + stem0 + "-image%2Fencoded.jpg") + " " +
+       ShellQuote(m + "/" + other_label + "/"));
+    EXPECT_EQ(Lines(Sh("ls " + ShellQuote(m + "/" + other_label) + " | grep -c '^" + stem0 + "-'")),
+              std::vector<std::string>{"2"});
+    EXPECT_FALSE(Exists(m + "/" + first[0] + "/" + stem0 + "-image%2Fthumbnail.png"));
+    // rm of one image deletes its record 1 (both images go).
+    const std::string one =
+        Sh("cd " + ShellQuote(m) + " && ls */train-00000-of-00002.tfrecord-01-image%2Fencoded.jpg");
+    Sh("rm " + ShellQuote(m + "/" + std::string(absl::StripSuffix(one, "\n"))));
+    EXPECT_EQ(Sh("find " + ShellQuote(m) + " -name 'train-00000-of-00002.tfrecord-01-*' | wc -l"),
+              "0\n");
+    // What is not cleaning is refused.
+    for (const std::string& cmd :
+         {"mv " + ShellQuote(m + "/" + other_label + "/" + stem0 + "-image%2Fencoded.jpg") + " " +
+              ShellQuote(m + "/" + other_label + "/renamed.jpg"),
+          "mv " + ShellQuote(m + "/" + other_label) + " " + ShellQuote(m + "/newclass")}) {
+      const CommandResult res = Shell(cmd);
+      EXPECT_NE(0, res.exit_code) << cmd;
+      EXPECT_TRUE(absl::StrContains(res.err, "Operation not permitted")) << cmd << ": " << res.err;
+    }
+    const CommandResult write = Shell("echo x > " + ShellQuote(m + "/" + other_label + "/x.jpg"));
+    EXPECT_TRUE(absl::StrContains(write.err, "Read-only file system")) << write.err;
+    const CommandResult status = RunCommand({BinaryPath(), "status", m});
+    EXPECT_TRUE(absl::StrContains(status.out, "edited: " + shard0 + ": 1 record(s)")) << status.out;
+    EXPECT_TRUE(absl::StrContains(status.out, "deleted: " + shard0 + ": 1 record(s)"))
+        << status.out;
+    classes.KillHard();
+  }
+  {
+    // After a crash, the next mount shows the edits (the edit store keeps
+    // them) and the unmount commits them.
+    Mount classes;
+    ASSERT_EQ("", classes.Start({sample},
+                                {"-o", "view=classes,class_feature=label,staging_dir=" + store}));
+    const std::string m = classes.mountpoint();
+    EXPECT_TRUE(Exists(m + "/" + other_label + "/" + stem0 + "-image%2Fencoded.jpg"));
+    EXPECT_FALSE(Exists(m + "/" + first[0] + "/" + stem0 + "-image%2Fencoded.jpg"));
+    int status = 0;
+    const CommandResult un = classes.TfrUnmount(&status);
+    EXPECT_EQ(0, un.exit_code) << un.out << un.err;
+    EXPECT_TRUE(absl::StrContains(
+        un.out, "rewrote " + shard0 + ": kept 10, changed 1, added 0, deleted 1 record(s)"))
+        << un.out;
+  }
+  std::vector<std::string> want = before;
+  want[0] = other_label + " " + first[1];  // relabelled: label only
+  want.erase(want.begin() + 1);
+  EXPECT_EQ(read_labels(), want);
+
+  // Text class feature: relabel by class_name; gallery: rm deletes.
+  {
+    Mount classes;
+    ASSERT_EQ("", classes.Start({sample}, {"-o",
+                                           "view=classes,class_feature=class_name,"
+                                           "staging_dir=" +
+                                               store}));
+    const std::string m = classes.mountpoint();
+    const std::string label = want[0].substr(0, want[0].find(' '));
+    const std::string from = want[0].substr(want[0].find(' ') + 1);
+    std::string to;
+    for (const std::string& n : Lines(Sh("ls " + ShellQuote(m)))) {
+      if (n != from) to = n;
+    }
+    ASSERT_FALSE(to.empty());
+    Sh("mv " + ShellQuote(m + "/" + from + "/" + stem0 + "-image%2Fencoded.jpg") + " " +
+       ShellQuote(m + "/" + to + "/"));
+    int status = 0;
+    EXPECT_EQ(0, classes.TfrUnmount(&status).exit_code);
+    want[0] = label + " " + to;
+  }
+  EXPECT_EQ(read_labels(), want);
+  {
+    Mount gallery;
+    ASSERT_EQ("", gallery.Start({sample}, {"-o", "view=gallery,staging_dir=" + store}));
+    Sh("rm " + ShellQuote(gallery.path("train-00000-of-00002.tfrecord/03-image%2Fthumbnail.png")));
+    EXPECT_FALSE(Exists(gallery.path("train-00000-of-00002.tfrecord/03-image%2Fencoded.jpg")));
+    int status = 0;
+    EXPECT_EQ(0, gallery.TfrUnmount(&status).exit_code);
+  }
+  want.erase(want.begin() + 3);
+  EXPECT_EQ(read_labels(), want);
 }
 
 TEST_F(ViewsMountTest, OptionErrorsAreUsageErrors) {
