@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -108,15 +109,19 @@ absl::StatusOr<size_t> PreadUpTo(int fd, void* buf, size_t n, uint64_t offset,
   return done;
 }
 
-absl::Status PreadFull(int fd, void* buf, size_t n, uint64_t offset, absl::string_view path) {
-  auto got = PreadUpTo(fd, buf, n, offset, path);
-  if (!got.ok()) return got.status();
-  if (*got != n) {
-    return absl::OutOfRangeError(absl::StrCat(path, ": unexpected end of file at byte offset ",
-                                              offset + *got, " (wanted ", n, " bytes at ", offset,
-                                              ")"));
+absl::Status ExpectFullRead(const absl::StatusOr<size_t>& read, size_t n, uint64_t offset,
+                            absl::string_view path, absl::string_view what) {
+  if (!read.ok()) return read.status();
+  if (*read != n) {
+    return absl::OutOfRangeError(absl::StrCat(path, ": unexpected end of ", what,
+                                              " at byte offset ", offset + *read, " (wanted ", n,
+                                              " bytes at ", offset, ")"));
   }
   return absl::OkStatus();
+}
+
+absl::Status PreadFull(int fd, void* buf, size_t n, uint64_t offset, absl::string_view path) {
+  return ExpectFullRead(PreadUpTo(fd, buf, n, offset, path), n, offset, path, "file");
 }
 
 absl::Status WriteFull(int fd, const void* buf, size_t n, absl::string_view path) {
@@ -162,21 +167,46 @@ absl::Status FsyncDir(const std::string& dir) {
   return absl::OkStatus();
 }
 
-absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents) {
-  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
-  auto fd = OpenFile(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+namespace {
+
+// Writes `contents` to the new file `tmp` (created with `flags`), fsyncs it
+// when `durable`, and renames it over `path`; on failure `tmp` is removed.
+absl::Status WriteThenRename(const std::string& tmp, int flags, bool durable,
+                             const std::string& path, absl::string_view contents) {
+  auto fd = OpenFile(tmp, flags, 0644);
   if (!fd.ok()) return fd.status();
   absl::Status s = WriteFull(fd->get(), contents.data(), contents.size(), tmp);
-  if (s.ok() && ::fsync(fd->get()) != 0) s = ErrnoError(errno, absl::StrCat("fsync ", tmp));
+  if (s.ok() && durable && ::fsync(fd->get()) != 0) {
+    s = ErrnoError(errno, absl::StrCat("fsync ", tmp));
+  }
   if (s.ok()) s = fd->Close();
   if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
     s = ErrnoError(errno, absl::StrCat("rename ", tmp, " -> ", path));
   }
-  if (!s.ok()) {
-    ::unlink(tmp.c_str());
+  if (!s.ok()) ::unlink(tmp.c_str());
+  return s;
+}
+
+}  // namespace
+
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents) {
+  // One writer per path at a time: `<path>.tmp.<pid>` is the name recovery
+  // (repack/recover.cc) looks for after a crash.
+  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
+  if (auto s = WriteThenRename(tmp, O_WRONLY | O_CREAT | O_TRUNC, /*durable=*/true, path, contents);
+      !s.ok()) {
     return s;
   }
   return FsyncDir(Dirname(path));
+}
+
+absl::Status WriteFileReplacing(const std::string& path, absl::string_view contents) {
+  // Threads and processes may replace the same path at once: each has a
+  // temp file of its own (pid and a counter, O_EXCL).
+  static std::atomic<uint64_t> counter{0};
+  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid(), ".", counter.fetch_add(1));
+  return WriteThenRename(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, /*durable=*/false, path,
+                         contents);
 }
 
 absl::StatusOr<std::string> ReadFileToString(const std::string& path) {

@@ -45,6 +45,9 @@ class JsonWriter {
 
  private:
   void BeforeValue();
+  // Begins / ends a container with `bracket`.
+  JsonWriter& Open(char bracket);
+  JsonWriter& Close(char bracket);
 
   std::string out_;
   // One entry per open container: true once it holds a value.

@@ -6,9 +6,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "src/cli/toolbox.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/utf8.h"
 
@@ -99,13 +101,10 @@ std::string DescribeDropped(const reshape::Dropped& d, bool compressed) {
 }
 
 void WriteJsonDropped(JsonWriter* w, const reshape::Dropped& d) {
-  w->BeginObject().Key("path").String(d.path).Key("record");
-  if (d.record == reshape::kNoRecord) {
-    w->Null();
-  } else {
-    w->Uint(d.record);
-  }
-  w->Key("offset").Uint(d.offset).Key("reason").String(d.reason).EndObject();
+  w->BeginObject();
+  WriteJsonPlace(w, d.path, d.record == reshape::kNoRecord ? std::nullopt : std::optional(d.record),
+                 d.offset);
+  w->Key("reason").String(d.reason).EndObject();
 }
 
 }  // namespace tfrecordfs::cli

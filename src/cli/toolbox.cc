@@ -205,6 +205,17 @@ void WriteJsonUnreadable(JsonWriter* w, absl::string_view path, const absl::Stat
   w->BeginObject().Key("path").String(path).Key("reason").String(status.message()).EndObject();
 }
 
+void WriteJsonPlace(JsonWriter* w, absl::string_view path, std::optional<uint64_t> record,
+                    uint64_t offset) {
+  w->Key("path").String(path).Key("record");
+  if (record.has_value()) {
+    w->Uint(*record);
+  } else {
+    w->Null();
+  }
+  w->Key("offset").Uint(offset);
+}
+
 bool StdoutIsTerminal() { return ::isatty(1) == 1; }
 
 bool WriteStdout(absl::string_view text) {

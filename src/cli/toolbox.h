@@ -144,6 +144,13 @@ void WriteJsonFloat(JsonWriter* w, float v);
 // and repair's "unreadable").
 void WriteJsonUnreadable(JsonWriter* w, absl::string_view path, const absl::Status& status);
 
+// "path": ..., "record": i | null, "offset": N, inside an object the caller
+// has begun: where in a shard a damaged record or span is (verify's
+// "damaged", repair's and reshard's "dropped"). No record (damage between
+// records or after the last one) is null.
+void WriteJsonPlace(JsonWriter* w, absl::string_view path, std::optional<uint64_t> record,
+                    uint64_t offset);
+
 bool StdoutIsTerminal();
 
 // Writes `text` to stdout; false when that fails (a closed pipe, a full

@@ -3,6 +3,7 @@
 // damaged record.
 #include <atomic>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -140,13 +141,10 @@ int VerifyMain(int argc, char** argv) {
         .BeginArray();
     for (const Result& r : results) {
       for (const inspect::Damage& d : r.report.damage) {
-        w.BeginObject().Key("path").String(r.shard->path).Key("record");
-        if (d.record == inspect::kNoRecord) {
-          w.Null();
-        } else {
-          w.Uint(d.record);
-        }
-        w.Key("offset").Uint(d.offset);
+        w.BeginObject();
+        WriteJsonPlace(&w, r.shard->path,
+                       d.record == inspect::kNoRecord ? std::nullopt : std::optional(d.record),
+                       d.offset);
         if (d.checkpoint_offset) w.Key("checkpoint_offset").Uint(*d.checkpoint_offset);
         w.Key("reason").String(d.reason).EndObject();
       }

@@ -1,6 +1,5 @@
 #include "tfrecordfs/example/sequence.h"
 
-#include <algorithm>
 #include <map>
 
 #include "absl/strings/match.h"
@@ -13,8 +12,7 @@ namespace tfrecordfs::example {
 namespace {
 
 using internal::Cursor;
-using internal::Unexpected;
-using internal::WireType;
+using internal::ForEachLenField;
 
 constexpr char kWhat[] = "tf.train.SequenceExample";
 
@@ -27,71 +25,38 @@ absl::Status Renamed(absl::Status s) {
       absl::StrCat("not a ", kWhat, ": ", s.message().substr(kPrefix.size())));
 }
 
-// Reads the next field, which must be `number` with wire type LEN.
-absl::Status NextLen(Cursor* c, absl::string_view message, uint32_t want_a, uint32_t want_b,
-                     uint32_t* field, absl::string_view* value, size_t* base) {
-  WireType type = wire::kVarint;
-  if (auto s = c->Tag(field, &type); !s.ok()) return s;
-  if ((*field != want_a && *field != want_b) || type != wire::kLen) {
-    return Unexpected(*c, message, *field, type);
-  }
-  return c->Bytes(value, base);
-}
-
 using ListMap = std::map<std::string, std::vector<Feature>, std::less<>>;
 
 absl::Status DecodeFeatureList(absl::string_view data, size_t base, std::vector<Feature>* steps) {
   Cursor c(data, base, kWhat);
-  while (!c.done()) {
-    uint32_t field = 0;
-    absl::string_view v;
-    size_t sub = 0;
-    if (auto s = NextLen(&c, "FeatureList", 1, 1, &field, &v, &sub); !s.ok()) return s;
-    Feature f;
-    if (auto s = internal::DecodeFeature(v, sub, &f); !s.ok()) return Renamed(s);
-    steps->push_back(std::move(f));
-  }
-  return absl::OkStatus();
+  return ForEachLenField(c, "FeatureList", 1, 1,
+                         [steps](uint32_t, absl::string_view v, size_t sub) {
+                           Feature f;
+                           if (auto s = internal::DecodeFeature(v, sub, &f); !s.ok()) {
+                             return Renamed(s);
+                           }
+                           steps->push_back(std::move(f));
+                           return absl::OkStatus();
+                         });
 }
 
-absl::Status DecodeFeatureLists(absl::string_view data, size_t base, ListMap* lists) {
-  Cursor c(data, base, kWhat);
-  while (!c.done()) {
-    uint32_t field = 0;
-    absl::string_view entry;
-    size_t ebase = 0;
-    if (auto s = NextLen(&c, "FeatureLists", 1, 1, &field, &entry, &ebase); !s.ok()) return s;
-    std::string name;
-    std::vector<Feature> steps;
-    Cursor e(entry, ebase, kWhat);
-    while (!e.done()) {
-      absl::string_view v;
-      size_t sub = 0;
-      if (auto s = NextLen(&e, "FeatureLists map entry", 1, 2, &field, &v, &sub); !s.ok()) {
-        return s;
-      }
-      if (field == 1) {
-        if (!IsValidUtf8(v)) return e.Error("feature list name is not valid UTF-8");
-        name.assign(v.data(), v.size());
-      } else if (auto s = DecodeFeatureList(v, sub, &steps); !s.ok()) {
-        return s;  // a repeated value merges: steps concatenate
-      }
-    }
-    lists->insert_or_assign(std::move(name), std::move(steps));
-  }
+// One FeatureLists map entry: its name and its steps (a repeated value
+// merges: steps concatenate).
+absl::Status DecodeFeatureListsEntry(absl::string_view data, size_t base, ListMap* lists) {
+  std::string name;
+  std::vector<Feature> steps;
+  Cursor e(data, base, kWhat);
+  absl::Status s =
+      ForEachLenField(e, "FeatureLists map entry", 1, 2,
+                      [&](uint32_t field, absl::string_view v, size_t sub) -> absl::Status {
+                        if (field == 2) return DecodeFeatureList(v, sub, &steps);
+                        if (!IsValidUtf8(v)) return e.Error("feature list name is not valid UTF-8");
+                        name.assign(v.data(), v.size());
+                        return absl::OkStatus();
+                      });
+  if (!s.ok()) return s;
+  lists->insert_or_assign(std::move(name), std::move(steps));
   return absl::OkStatus();
-}
-
-bool LooksLikeAnotherMessage(const std::map<std::string, Feature, std::less<>>& by_name) {
-  // The same guard as DecodeExample's (see there).
-  const bool all_kindless =
-      !by_name.empty() && std::all_of(by_name.begin(), by_name.end(),
-                                      [](const auto& kv) { return kv.second.kind == Kind::kNone; });
-  return all_kindless && std::any_of(by_name.begin(), by_name.end(), [](const auto& kv) {
-           return std::any_of(kv.first.begin(), kv.first.end(), [](char ch) {
-             return static_cast<unsigned char>(ch) < 0x20 && ch != '\t';
-           });
-         });
 }
 
 }  // namespace
@@ -101,31 +66,34 @@ absl::StatusOr<SequenceTable> DecodeSequenceExample(absl::string_view payload) {
   ListMap lists;
   bool have_lists = false;
   Cursor c(payload, 0, kWhat);
-  while (!c.done()) {
-    uint32_t field = 0;
-    absl::string_view body;
-    size_t base = 0;
-    if (auto s = NextLen(&c, "SequenceExample", 1, 2, &field, &body, &base); !s.ok()) return s;
-    if (field == 2) {
-      have_lists = true;
-      if (auto s = DecodeFeatureLists(body, base, &lists); !s.ok()) return s;
-      continue;
-    }
-    Cursor fc(body, base, kWhat);
-    while (!fc.done()) {
-      absl::string_view entry;
-      size_t ebase = 0;
-      if (auto s = NextLen(&fc, "Features", 1, 1, &field, &entry, &ebase); !s.ok()) return s;
-      Feature f;
-      if (auto s = internal::DecodeEntry(entry, ebase, &f); !s.ok()) return Renamed(s);
-      std::string name = f.name;
-      context.insert_or_assign(std::move(name), std::move(f));
-    }
-  }
+  absl::Status status = ForEachLenField(
+      c, "SequenceExample", 1, 2,
+      [&](uint32_t field, absl::string_view body, size_t base) -> absl::Status {
+        if (field == 2) {
+          have_lists = true;
+          Cursor lc(body, base, kWhat);
+          return ForEachLenField(lc, "FeatureLists", 1, 1,
+                                 [&](uint32_t, absl::string_view entry, size_t ebase) {
+                                   return DecodeFeatureListsEntry(entry, ebase, &lists);
+                                 });
+        }
+        Cursor fc(body, base, kWhat);
+        return ForEachLenField(fc, "Features", 1, 1,
+                               [&](uint32_t, absl::string_view entry, size_t ebase) {
+                                 Feature f;
+                                 if (auto s = internal::DecodeEntry(entry, ebase, &f); !s.ok()) {
+                                   return Renamed(s);
+                                 }
+                                 std::string name = f.name;
+                                 context.insert_or_assign(std::move(name), std::move(f));
+                                 return absl::OkStatus();
+                               });
+      });
+  if (!status.ok()) return status;
   if (!have_lists) {
     return c.Error("no feature_lists (field 2): an Example, not a SequenceExample");
   }
-  if (LooksLikeAnotherMessage(context)) {
+  if (internal::LooksLikeAnotherMessage(context)) {
     return c.Error("only kindless context features, named with control bytes");
   }
   SequenceTable table;

@@ -500,16 +500,34 @@ void LlReadDirPlus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
   ReplyDir(req, ino, size, off, true, fi->fh);
 }
 
-void LlOpenDir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
-  OpenReply r = DoOpenDir(OpsOf(req), ino);
+// Sends the reply to OPEN (`dir` false) or OPENDIR: the error, or the
+// handle and its flags. A handle the kernel never got (the request was
+// interrupted) is released here.
+void ReplyOpen(fuse_req_t req, const OpenReply& r, bool dir, struct fuse_file_info* fi) {
   if (r.err) {
     fuse_reply_err(req, r.err);
     return;
   }
   fi->fh = r.fh;
-  fi->cache_readdir = r.keep_cache;
   fi->keep_cache = r.keep_cache;
-  if (fuse_reply_open(req, fi) == -ENOENT) OpsOf(req).fs->ReleaseDir(r.fh);  // interrupted
+  if (dir) {
+    fi->cache_readdir = r.keep_cache;
+  } else {
+    // Immutable shard data, or a staging file without a handle: close()
+    // need not wait for a FLUSH round trip (FOPEN_NOFLUSH; staging files
+    // with a handle keep theirs, it validates what was written).
+    fi->noflush = r.noflush;
+  }
+  if (fuse_reply_open(req, fi) != -ENOENT) return;
+  if (dir) {
+    OpsOf(req).fs->ReleaseDir(r.fh);
+  } else {
+    OpsOf(req).fs->Release(r.fh);
+  }
+}
+
+void LlOpenDir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
+  ReplyOpen(req, DoOpenDir(OpsOf(req), ino), /*dir=*/true, fi);
 }
 
 void LlReleaseDir(fuse_req_t req, fuse_ino_t, struct fuse_file_info* fi) {
@@ -518,18 +536,7 @@ void LlReleaseDir(fuse_req_t req, fuse_ino_t, struct fuse_file_info* fi) {
 }
 
 void LlOpen(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
-  OpenReply r = DoOpen(OpsOf(req), ino, fi->flags);
-  if (r.err) {
-    fuse_reply_err(req, r.err);
-    return;
-  }
-  fi->fh = r.fh;
-  fi->keep_cache = r.keep_cache;
-  // Immutable shard data, or a staging file without a handle: close() need
-  // not wait for a FLUSH round trip (FOPEN_NOFLUSH; staging files with a
-  // handle keep theirs, it validates what was written).
-  fi->noflush = r.noflush;
-  if (fuse_reply_open(req, fi) == -ENOENT) OpsOf(req).fs->Release(r.fh);  // interrupted
+  ReplyOpen(req, DoOpen(OpsOf(req), ino, fi->flags), /*dir=*/false, fi);
 }
 
 void LlRelease(fuse_req_t req, fuse_ino_t, struct fuse_file_info* fi) {

@@ -17,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
+#include "tfrecordfs/base/hash.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/record/format.h"
 
@@ -53,15 +54,6 @@ absl::Status CheckSampledHeaders(const IndexFile& f, source::StoredBytes fd,
     }
   }
   return absl::OkStatus();
-}
-
-uint64_t Fnv1a64(absl::string_view s) {
-  uint64_t h = 14695981039346656037ull;
-  for (char c : s) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 1099511628211ull;
-  }
-  return h;
 }
 
 // The real path of the open file `fd`: one readlink of /proc/self/fd/N
@@ -151,24 +143,6 @@ absl::StatusOr<std::string> ReadIndexMain(const std::string& path, uint64_t shar
   if (!rest.ok()) return rest.status();
   out.resize(have + *rest);  // a file that shrank meanwhile fails the CRC
   return out;
-}
-
-// Temp file + rename, without fsync: readers see the old file, the new one,
-// or (after a power cut) possibly a torn one, which the trailing CRC turns
-// into a rebuild. For a cache that is the right trade: a durable write costs
-// two fsyncs per shard, more than walking a small shard.
-absl::Status WriteFileReplacing(const std::string& path, absl::string_view contents) {
-  static std::atomic<uint64_t> counter{0};
-  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid(), ".", counter.fetch_add(1));
-  auto fd = OpenFile(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (!fd.ok()) return fd.status();
-  absl::Status s = WriteFull(fd->get(), contents.data(), contents.size(), tmp);
-  if (s.ok()) s = fd->Close();
-  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
-    s = ErrnoError(errno, absl::StrCat("rename ", tmp, " -> ", path));
-  }
-  if (!s.ok()) ::unlink(tmp.c_str());
-  return s;
 }
 
 absl::StatusOr<HeaderBytes> ReadHeaderAt(source::StoredBytes fd, const std::string& path,

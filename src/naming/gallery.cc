@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "tfrecordfs/base/hash.h"
 
 namespace tfrecordfs::naming {
 
@@ -20,15 +21,6 @@ constexpr absl::string_view kImageExtensions[] = {".jpg", ".png", ".gif", ".bmp"
 absl::string_view ExtensionOf(absl::string_view name) {
   const size_t dot = name.rfind('.');
   return dot == absl::string_view::npos ? absl::string_view() : name.substr(dot);
-}
-
-uint64_t Fnv1a64(absl::string_view s) {
-  uint64_t h = 14695981039346656037ull;
-  for (char c : s) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 1099511628211ull;
-  }
-  return h;
 }
 
 // `index` zero-padded to the width of the largest index of `count` items.

@@ -21,6 +21,7 @@
 #include "absl/strings/strip.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
+#include "tfrecordfs/base/hash.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/index/index_file.h"
 #include "tfrecordfs/record/reader.h"
@@ -168,8 +169,7 @@ class Collector {
         st.st_mtim.tv_sec = f.mtime;
         // ctime: a fingerprint of the ETag, which the index cache compares
         // (an index is reused for the same URL, size and ETag only).
-        uint64_t h = 14695981039346656037ull;
-        for (char c : f.object->etag()) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+        const uint64_t h = Fnv1a64(f.object->etag());
         st.st_ctim.tv_sec = static_cast<time_t>(h & 0x7fffffff);
         st.st_ctim.tv_nsec = static_cast<long>((h >> 32) % 1000000000u);
         if (auto s = AddEntry(mount_path, f.object->url(), st, parent, f.object); !s.ok()) return s;
@@ -209,58 +209,14 @@ struct Probed {
   OtherFile other;
 };
 
-// An object's ProbeAndIndex: the same, through its ObjectReader.
-Probed ProbeAndIndexObject(const SourceEntry& file, size_t entry, index::IndexStore* store) {
+// Probes the stored bytes `in` of `file` (`st` as stat says, `identity` as
+// the shard's cache key) and, for a shard, loads or builds its index.
+Probed ProbeAndIndexBytes(const SourceEntry& file, size_t entry, source::StoredBytes in,
+                          const struct stat& st, const source::FileIdentity& identity,
+                          index::IndexStore* store) {
   Probed out;
-  const source::StoredBytes in(file.object.get());
-  const uint64_t size = file.object->size();
   source::Codec codec = source::Codec::kNone;
-  auto probe = index::ProbeFile(in, file.path, size, &codec);
-  if (!probe.ok()) {
-    out.status = probe.status();
-    return out;
-  }
-  if (*probe != index::Probe::kShard) {
-    out.other = {file.path, file.mount_path, codec, NamedLikeAShard(Basename(file.mount_path)),
-                 entry};
-    return out;
-  }
-  ScannedShard& shard = out.shard;
-  shard.path = file.path;
-  shard.mount_path = file.mount_path;
-  shard.codec = codec;
-  shard.st = file.st;
-  shard.identity = source::FileIdentity::Of(file.st);
-  shard.identity.ino_persists = false;
-  shard.entry = entry;
-  shard.object = file.object;
-  auto idx = store != nullptr
-                 ? store->Load(in, file.path, file.mount_path, file.st, codec, &shard.info)
-                 : index::BuildShardIndex(in, file.path, file.st, codec);
-  if (!idx.ok()) {
-    out.status = idx.status();
-    return out;
-  }
-  shard.index = std::move(*idx);
-  out.is_shard = true;
-  return out;
-}
-
-Probed ProbeAndIndex(const SourceEntry& file, size_t entry, index::IndexStore* store) {
-  if (file.object != nullptr) return ProbeAndIndexObject(file, entry, store);
-  Probed out;
-  auto fd = OpenFile(file.path, O_RDONLY);
-  if (!fd.ok()) {
-    out.status = fd.status();
-    return out;
-  }
-  struct stat st;
-  if (::fstat(fd->get(), &st) != 0) {
-    out.status = ErrnoError(errno, file.path);
-    return out;
-  }
-  source::Codec codec = source::Codec::kNone;
-  auto probe = index::ProbeFile(fd->get(), file.path, static_cast<uint64_t>(st.st_size), &codec);
+  auto probe = index::ProbeFile(in, file.path, static_cast<uint64_t>(st.st_size), &codec);
   if (!probe.ok()) {
     out.status = probe.status();
     return out;
@@ -275,11 +231,11 @@ Probed ProbeAndIndex(const SourceEntry& file, size_t entry, index::IndexStore* s
   shard.mount_path = file.mount_path;
   shard.codec = codec;
   shard.st = st;
-  shard.identity = source::FileIdentity::Of(st, fd->get());
+  shard.identity = identity;
   shard.entry = entry;
-  auto idx = store != nullptr
-                 ? store->Load(fd->get(), file.path, file.mount_path, st, codec, &shard.info)
-                 : index::BuildShardIndex(fd->get(), file.path, st, codec);
+  shard.object = file.object;
+  auto idx = store != nullptr ? store->Load(in, file.path, file.mount_path, st, codec, &shard.info)
+                              : index::BuildShardIndex(in, file.path, st, codec);
   if (!idx.ok()) {
     out.status = idx.status();
     return out;
@@ -287,6 +243,29 @@ Probed ProbeAndIndex(const SourceEntry& file, size_t entry, index::IndexStore* s
   shard.index = std::move(*idx);
   out.is_shard = true;
   return out;
+}
+
+Probed ProbeAndIndex(const SourceEntry& file, size_t entry, index::IndexStore* store) {
+  if (file.object != nullptr) {
+    // An object's size is the listing's (file.st), and its inode number is
+    // made up at each scan.
+    source::FileIdentity identity = source::FileIdentity::Of(file.st);
+    identity.ino_persists = false;
+    return ProbeAndIndexBytes(file, entry, file.object.get(), file.st, identity, store);
+  }
+  Probed out;
+  auto fd = OpenFile(file.path, O_RDONLY);
+  if (!fd.ok()) {
+    out.status = fd.status();
+    return out;
+  }
+  struct stat st;
+  if (::fstat(fd->get(), &st) != 0) {
+    out.status = ErrnoError(errno, file.path);
+    return out;
+  }
+  return ProbeAndIndexBytes(file, entry, fd->get(), st, source::FileIdentity::Of(st, fd->get()),
+                            store);
 }
 
 // Leaves out the objects that are not shards (a mount has no way to serve

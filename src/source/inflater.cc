@@ -174,20 +174,24 @@ absl::Status Inflater::Zcheck(int ret) {
   return absl::InternalError(absl::StrCat(path_, ": zlib: ", zError(ret)));
 }
 
-absl::StatusOr<size_t> Inflater::Refill() {
-  const uint64_t pos = in_pos();
+absl::Status Inflater::LoadInput(uint64_t pos) {
   in_off_ = pos;
   in_len_ = 0;
-  z_.avail_in = 0;
-  if (pos >= file_size_) return size_t{0};
+  if (pos >= file_size_) return absl::OkStatus();
   in_buf_.resize(static_cast<size_t>(std::min<uint64_t>(next_chunk_, file_size_ - pos)));
   next_chunk_ = std::min(next_chunk_ * 2, kInChunk);
   auto got = PreadUpTo(fd_, in_buf_.data(), in_buf_.size(), pos, path_);
   if (!got.ok()) return got.status();
   in_len_ = *got;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<size_t> Inflater::Refill() {
+  z_.avail_in = 0;
+  if (auto s = LoadInput(in_pos()); !s.ok()) return s;
   z_.next_in = reinterpret_cast<Bytef*>(in_buf_.data());
-  z_.avail_in = static_cast<uInt>(*got);
-  return *got;
+  z_.avail_in = static_cast<uInt>(in_len_);
+  return in_len_;
 }
 
 absl::StatusOr<bool> Inflater::Skip(size_t n) {
@@ -284,15 +288,7 @@ absl::StatusOr<size_t> Inflater::ReadIsal(char* out, size_t n) {
   if (s.avail_in == 0 && s.block_state != ISAL_BLOCK_FINISH) {
     // Everything loaded was consumed (some of it may wait in the bit
     // buffer): continue with the bytes after it.
-    in_off_ += in_len_;
-    in_len_ = 0;
-    if (in_off_ < file_size_) {
-      in_buf_.resize(static_cast<size_t>(std::min<uint64_t>(next_chunk_, file_size_ - in_off_)));
-      next_chunk_ = std::min(next_chunk_ * 2, kInChunk);
-      auto got = PreadUpTo(fd_, in_buf_.data(), in_buf_.size(), in_off_, path_);
-      if (!got.ok()) return got.status();
-      in_len_ = *got;
-    }
+    if (auto l = LoadInput(in_off_ + in_len_); !l.ok()) return l;
     s.next_in = reinterpret_cast<uint8_t*>(in_buf_.data());
     s.avail_in = static_cast<uint32_t>(in_len_);
   }

@@ -29,9 +29,11 @@ absl::StatusOr<uint64_t> UncompressedLength(absl::string_view body) {
   return n;
 }
 
-// Reads the block at compressed offset `at`: its body, or DataLoss.
-absl::StatusOr<std::string> ReadBody(StoredBytes fd, absl::string_view path, uint64_t file_size,
-                                     uint64_t at) {
+// Reads the body of the block at compressed offset `at` into *body (resized
+// to it; a caller reading many blocks passes the same string, whose capacity
+// is then reused), or DataLoss.
+absl::Status ReadBodyInto(StoredBytes fd, absl::string_view path, uint64_t file_size, uint64_t at,
+                          std::string* body) {
   if (file_size - at < kSnappyLengthSize) {
     return absl::DataLossError(absl::StrCat(file_size - at, " stray byte(s) after the last block"));
   }
@@ -54,9 +56,36 @@ absl::StatusOr<std::string> ReadBody(StoredBytes fd, absl::string_view path, uin
     return absl::DataLossError(absl::StrCat(
         "block length ", len, " is more than a Snappy block of ", *n, " bytes can take"));
   }
-  std::string body(len, '\0');
-  if (auto s = PreadFull(fd, body.data(), len, at + kSnappyLengthSize, path); !s.ok()) return s;
+  body->resize(len);
+  return PreadFull(fd, body->data(), len, at + kSnappyLengthSize, path);
+}
+
+absl::StatusOr<std::string> ReadBody(StoredBytes fd, absl::string_view path, uint64_t file_size,
+                                     uint64_t at) {
+  std::string body;
+  if (auto s = ReadBodyInto(fd, path, file_size, at, &body); !s.ok()) return s;
   return body;
+}
+
+// DecodeSnappyBlock into *out (resized to the block; its capacity reused).
+absl::Status DecodeSnappyBlockInto(absl::string_view body, std::string* out) {
+  auto n = UncompressedLength(body);
+  if (!n.ok()) return n.status();
+  out->resize(*n);
+  if (!snappy::RawUncompress(body.data(), body.size(), out->data())) {
+    return absl::DataLossError("the Snappy block does not decompress");
+  }
+  return absl::OkStatus();
+}
+
+// Checkpoints to reserve for a file of `file_size` bytes whose first block
+// took `first_block` bytes (prefix included): as many as blocks of that
+// size would make (TensorFlow's blocks all hold 256 KiB of input), but
+// never more than kMaxReservedPoints, so that a tiny first block in a
+// large file does not reserve more than the table will likely need.
+constexpr uint64_t kMaxReservedPoints = uint64_t{1} << 16;
+size_t PointsToReserve(uint64_t file_size, uint64_t first_block) {
+  return static_cast<size_t>(std::min(file_size / first_block + 1, kMaxReservedPoints));
 }
 
 }  // namespace
@@ -79,12 +108,8 @@ absl::StatusOr<SnappyBlock> ParseSnappyBlock(absl::string_view bytes) {
 }
 
 absl::StatusOr<std::string> DecodeSnappyBlock(absl::string_view body) {
-  auto n = UncompressedLength(body);
-  if (!n.ok()) return n.status();
-  std::string out(*n, '\0');
-  if (!snappy::RawUncompress(body.data(), body.size(), out.data())) {
-    return absl::DataLossError("the Snappy block does not decompress");
-  }
+  std::string out;
+  if (auto s = DecodeSnappyBlockInto(body, &out); !s.ok()) return s;
   return out;
 }
 
@@ -95,25 +120,30 @@ absl::StatusOr<ScanResult> ScanSnappy(StoredBytes fd, absl::string_view path, ui
   result.table.codec = Codec::kSnappy;
   result.members = 1;
   uint64_t at = 0, out = 0;
+  // One compressed and one decompressed buffer for the whole scan: blocks
+  // are alike in size, so after the first block they seldom grow.
+  std::string body, data;
   while (at < file_size) {
-    auto body = ReadBody(fd, path, file_size, at);
-    absl::StatusOr<std::string> data =
-        body.ok() ? DecodeSnappyBlock(*body) : absl::StatusOr<std::string>(body.status());
-    if (!data.ok()) {
-      if (!absl::IsDataLoss(data.status())) return data.status();
-      result.problem = StreamProblem{at, out, std::string(data.status().message())};
+    absl::Status s = ReadBodyInto(fd, path, file_size, at, &body);
+    if (s.ok()) s = DecodeSnappyBlockInto(body, &data);
+    if (!s.ok()) {
+      if (!absl::IsDataLoss(s)) return s;
+      result.problem = StreamProblem{at, out, std::string(s.message())};
       break;
+    }
+    if (at == 0) {
+      result.table.points.reserve(PointsToReserve(file_size, kSnappyLengthSize + body.size()));
     }
     Checkpoint cp;
     cp.in = at;
     cp.out = out;
     cp.stream_start = true;  // a block needs nothing before it
     result.table.points.push_back(cp);
-    if (sink && !data->empty()) {
-      if (absl::Status s = sink(*data); !s.ok()) return s;
+    if (sink && !data.empty()) {
+      if (s = sink(data); !s.ok()) return s;
     }
-    out += data->size();
-    at += kSnappyLengthSize + body->size();
+    out += data.size();
+    at += kSnappyLengthSize + body.size();
     if (progress) progress(at);
   }
   if (result.table.points.empty()) {

@@ -1,6 +1,5 @@
 #include "tfrecordfs/source/stored_bytes.h"
 
-#include "absl/strings/str_cat.h"
 #include "tfrecordfs/base/file.h"
 
 namespace tfrecordfs::source {
@@ -23,14 +22,8 @@ absl::StatusOr<size_t> PreadUpTo(StoredBytes in, void* buf, size_t n, uint64_t o
 absl::Status PreadFull(StoredBytes in, void* buf, size_t n, uint64_t offset,
                        absl::string_view path) {
   if (in.object() == nullptr) return tfrecordfs::PreadFull(in.fd(), buf, n, offset, path);
-  auto got = in.object()->ReadAt(offset, static_cast<char*>(buf), n);
-  if (!got.ok()) return got.status();
-  if (*got != n) {
-    return absl::OutOfRangeError(absl::StrCat(path, ": unexpected end of object at byte offset ",
-                                              offset + *got, " (wanted ", n, " bytes at ", offset,
-                                              ")"));
-  }
-  return absl::OkStatus();
+  return ExpectFullRead(in.object()->ReadAt(offset, static_cast<char*>(buf), n), n, offset, path,
+                        "object");
 }
 
 }  // namespace tfrecordfs::source

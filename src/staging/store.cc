@@ -114,18 +114,20 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir, OpenO
   store->root_ino_ = st.st_ino;
   store->dev_ = st.st_dev;
   store->root_fd_ = std::move(*root);
-  store->node_fd_budget_ = options.node_fds;
-  if (store->node_fd_budget_ == 0) {
+  size_t node_fds = options.node_fds;
+  if (node_fds == 0) {
     struct rlimit rl;
     const size_t limit = ::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY
                              ? 1024 * 8
                              : static_cast<size_t>(rl.rlim_cur);
-    store->node_fd_budget_ = std::clamp<size_t>(limit / 8, 16, 1024);
+    node_fds = std::clamp<size_t>(limit / 8, 16, 1024);
   }
   if (!options.read_only && options.reserve_journal) {
     ReserveJournalSpace(JournalReserveFile(store->dir_));
   }
   MutexLock lock_nodes(&store->mu_);
+  store->fds_.set_limits({.max_count = node_fds});
+  store->write_fds_.set_limits({.max_count = std::max<size_t>(node_fds / 2, 8)});
   store->nodes_[st.st_ino].nlookup = 1;
   return store;
 }
@@ -151,39 +153,18 @@ uint64_t Store::reopens() {
 }
 
 void Store::CacheFd(uint64_t node, NodeFdRef fd) {
-  auto it = fds_.find(node);
-  if (it != fds_.end()) {
-    lru_.splice(lru_.begin(), lru_, it->second.lru);
-    return;
-  }
-  lru_.push_front(node);
-  fds_.emplace(node, CachedFd{std::move(fd), lru_.begin()});
-  while (fds_.size() > node_fd_budget_) {
-    fds_.erase(lru_.back());  // closes once no call uses it
-    lru_.pop_back();
-  }
+  if (fds_.Get(node) != nullptr) return;  // the cached one stays, now the most recent
+  fds_.Put(node, std::move(fd), 0);       // an evicted one closes once no call uses it
 }
 
 void Store::CacheWritable(uint64_t node, NodeFdRef fd) {
-  if (auto it = write_fds_.find(node); it != write_fds_.end()) {
-    write_lru_.erase(it->second.lru);
-    write_fds_.erase(it);
-  }
-  write_lru_.push_front(node);
-  write_fds_.emplace(node, CachedFd{std::move(fd), write_lru_.begin()});
-  while (write_fds_.size() > std::max<size_t>(node_fd_budget_ / 2, 8)) {
-    write_fds_.erase(write_lru_.back());  // closes once no write uses it
-    write_lru_.pop_back();
-  }
+  write_fds_.Put(node, std::move(fd), 0);  // an evicted one closes once no write uses it
 }
 
 absl::StatusOr<std::shared_ptr<const UniqueFd>> Store::WritableFd(uint64_t node) {
   {
     MutexLock lock(&mu_);
-    if (auto it = write_fds_.find(node); it != write_fds_.end()) {
-      write_lru_.splice(write_lru_.begin(), write_lru_, it->second.lru);
-      return it->second.fd;
-    }
+    if (const NodeFdRef* cached = write_fds_.Get(node)) return *cached;
   }
   auto fd = Open(node, O_WRONLY);
   if (!fd.ok()) return fd.status();
@@ -201,10 +182,7 @@ absl::StatusOr<Store::NodeFdRef> Store::NodeFd(uint64_t node) {
     if (node == root_ino_) return NodeFdRef(std::shared_ptr<void>(), &root_fd_);
     auto it = nodes_.find(node);
     if (it == nodes_.end()) return PosixError(ESTALE, "stale staging node");
-    if (auto c = fds_.find(node); c != fds_.end()) {
-      lru_.splice(lru_.begin(), lru_, c->second.lru);
-      return c->second.fd;
-    }
+    if (const NodeFdRef* cached = fds_.Get(node)) return *cached;
     if (it->second.pinned) return it->second.pinned;
     if (it->second.parent == 0) return PosixError(ENOENT, "staged file was removed");
     parent = it->second.parent;
@@ -226,7 +204,7 @@ absl::StatusOr<Store::NodeFdRef> Store::NodeFd(uint64_t node) {
   }
   auto shared = std::make_shared<const UniqueFd>(std::move(fd));
   MutexLock lock(&mu_);
-  if (auto c = fds_.find(node); c != fds_.end()) return c->second.fd;  // another call's
+  if (const NodeFdRef* cached = fds_.Peek(node)) return *cached;  // another call's
   ++reopens_;
   if (nodes_.contains(node)) CacheFd(node, shared);
   return shared;
@@ -289,14 +267,8 @@ void Store::MaybeErase(uint64_t node) {
     if (it == nodes_.end() || it->second.nlookup > 0 || it->second.children > 0) return;
     const uint64_t parent = it->second.parent;
     if (parent != 0) by_name_.erase(Key(parent, it->second.name));
-    if (auto c = fds_.find(node); c != fds_.end()) {
-      lru_.erase(c->second.lru);
-      fds_.erase(c);
-    }
-    if (auto w = write_fds_.find(node); w != write_fds_.end()) {
-      write_lru_.erase(w->second.lru);
-      write_fds_.erase(w);
-    }
+    fds_.Erase(node);
+    write_fds_.Erase(node);
     nodes_.erase(it);
     if (parent == 0) return;
     auto p = nodes_.find(parent);
@@ -313,10 +285,7 @@ void Store::Detach(uint64_t node, NodeFdRef fd) {
   const uint64_t parent = it->second.parent;
   it->second.parent = 0;
   it->second.pinned = std::move(fd);
-  if (auto c = fds_.find(node); c != fds_.end()) {
-    lru_.erase(c->second.lru);
-    fds_.erase(c);
-  }
+  fds_.Erase(node);
   if (auto p = nodes_.find(parent); p != nodes_.end()) {
     --p->second.children;
     MaybeErase(parent);
@@ -438,7 +407,7 @@ absl::StatusOr<struct stat> Store::SetAttr(uint64_t node, int fd, const struct s
     NodeFdRef writable;
     if (fd < 0) {
       MutexLock lock(&mu_);
-      if (auto it = write_fds_.find(node); it != write_fds_.end()) writable = it->second.fd;
+      if (const NodeFdRef* cached = write_fds_.Peek(node)) writable = *cached;
     }
     if (writable) fd = writable->get();
     const int r = fd >= 0 ? ::ftruncate(fd, to.st_size) : ::truncate(proc.c_str(), to.st_size);
@@ -551,23 +520,27 @@ absl::StatusOr<int> Store::Open(uint64_t node, int flags) {
   return fd;
 }
 
+std::optional<uint64_t> Store::KnownNode(uint64_t parent, const std::string& name,
+                                         NodeFdRef* keep) {
+  std::optional<uint64_t> known;
+  {
+    MutexLock lock(&mu_);
+    if (auto it = by_name_.find(Key(parent, name)); it != by_name_.end()) known = it->second;
+  }
+  if (known) {
+    auto fd = NodeFd(*known);
+    if (fd.ok()) *keep = *fd;
+  }
+  return known;
+}
+
 absl::Status Store::Remove(uint64_t parent, absl::string_view name, int flags) {
   if (auto s = CheckName(name); !s.ok()) return s;
   auto pfd = NodeFd(parent);
   if (!pfd.ok()) return pfd.status();
   const std::string n(name);
-  // A known node keeps a descriptor while the kernel still knows it (see
-  // store.h), taken before it goes.
-  std::optional<uint64_t> known;
-  {
-    MutexLock lock(&mu_);
-    if (auto it = by_name_.find(Key(parent, n)); it != by_name_.end()) known = it->second;
-  }
   NodeFdRef keep;
-  if (known) {
-    auto fd = NodeFd(*known);
-    if (fd.ok()) keep = *fd;
-  }
+  const std::optional<uint64_t> known = KnownNode(parent, n, &keep);
   if (::unlinkat((*pfd)->get(), n.c_str(), flags) != 0) return ErrnoError(errno, n);
   if (known) {
     MutexLock lock(&mu_);
@@ -610,15 +583,8 @@ absl::Status Store::Rename(uint64_t parent, absl::string_view name, uint64_t new
     }
   }
   std::optional<uint64_t> target;  // a known node the rename replaces
-  if (!(flags & RENAME_EXCHANGE)) {
-    MutexLock lock(&mu_);
-    if (auto it = by_name_.find(Key(new_parent, b)); it != by_name_.end()) target = it->second;
-  }
   NodeFdRef keep;
-  if (target) {
-    auto fd = NodeFd(*target);
-    if (fd.ok()) keep = *fd;
-  }
+  if (!(flags & RENAME_EXCHANGE)) target = KnownNode(new_parent, b, &keep);
   if (::renameat2((*pfd)->get(), a.c_str(), (*npfd)->get(), b.c_str(), flags) != 0) {
     return ErrnoError(errno, absl::StrCat(a, " -> ", b));
   }

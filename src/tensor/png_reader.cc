@@ -206,6 +206,21 @@ absl::StatusOr<Fit> PlanFit(DataType dtype, absl::Span<const int64_t> shape, Dat
   return fit;
 }
 
+// The type of the PNG `st` has started reading: its dtype and [H, W, C].
+TensorType TypeOf(const ReadState& st) {
+  return {st.depth == 16 ? DataType::kUint16 : DataType::kUint8,
+          {st.height, st.width, st.channels}};
+}
+
+// Starts reading `file` into *st and plans how it fits the feature.
+absl::StatusOr<Fit> StartFit(absl::string_view file, const PngDecodeOptions& options,
+                             bool interlace_handling, DataType want_dtype,
+                             absl::Span<const int64_t> want_shape, ReadState* st) {
+  if (auto s = Start(file, options, interlace_handling, st); !s.ok()) return s;
+  const TensorType png = TypeOf(*st);
+  return PlanFit(png.dtype, png.shape, want_dtype, want_shape);
+}
+
 // True when every pixel's last sample (of `item` bytes) of `pixels` pixels
 // of `c` samples is all ones (opaque).
 bool Opaque(const char* p, size_t pixels, size_t c, size_t item) {
@@ -232,16 +247,16 @@ absl::StatusOr<Tensor> DecodePng(absl::string_view file, const PngDecodeOptions&
   Tensor t;
   t.materialized.resize(st.rowbytes * st.height);
   if (!ReadImageInto(&st, t.materialized.data())) return Failed(st);
-  t.dtype = st.depth == 16 ? DataType::kUint16 : DataType::kUint8;
-  t.shape = {st.height, st.width, st.channels};
+  TensorType type = TypeOf(st);
+  t.dtype = type.dtype;
+  t.shape = std::move(type.shape);
   return t;
 }
 
 absl::StatusOr<TensorType> PngTypeOf(absl::string_view file, const PngDecodeOptions& options) {
   ReadState st;
   if (auto s = Start(file, options, /*interlace_handling=*/true, &st); !s.ok()) return s;
-  return TensorType{st.depth == 16 ? DataType::kUint16 : DataType::kUint8,
-                    {st.height, st.width, st.channels}};
+  return TypeOf(st);
 }
 
 absl::Status PngTypeFits(const TensorType& png, DataType want_dtype,
@@ -253,10 +268,7 @@ absl::Status CheckPngFitsFeature(absl::string_view file, DataType want_dtype,
                                  absl::Span<const int64_t> want_shape,
                                  const PngDecodeOptions& options) {
   ReadState st;
-  if (auto s = Start(file, options, /*interlace_handling=*/false, &st); !s.ok()) return s;
-  const DataType dtype = st.depth == 16 ? DataType::kUint16 : DataType::kUint8;
-  const std::vector<int64_t> shape = {st.height, st.width, st.channels};
-  auto fit = PlanFit(dtype, shape, want_dtype, want_shape);
+  auto fit = StartFit(file, options, /*interlace_handling=*/false, want_dtype, want_shape, &st);
   if (!fit.ok()) return fit.status();
   struct Ctx {
     bool drop_alpha;
@@ -273,7 +285,10 @@ absl::Status CheckPngFitsFeature(absl::string_view file, DataType want_dtype,
   };
   std::string row(st.rowbytes, '\0');
   if (!ReadRows(&st, row.data(), check, &ctx)) {
-    if (ctx.transparent) return NotOpaque(dtype, shape, want_dtype, want_shape);
+    if (ctx.transparent) {
+      const TensorType png = TypeOf(st);
+      return NotOpaque(png.dtype, png.shape, want_dtype, want_shape);
+    }
     return Failed(st);
   }
   return absl::OkStatus();
@@ -283,12 +298,10 @@ absl::StatusOr<std::string> PngToTensorProto(absl::string_view file, DataType wa
                                              absl::Span<const int64_t> want_shape,
                                              const PngDecodeOptions& options) {
   ReadState st;
-  if (auto s = Start(file, options, /*interlace_handling=*/true, &st); !s.ok()) return s;
-  const DataType dtype = st.depth == 16 ? DataType::kUint16 : DataType::kUint8;
-  const std::vector<int64_t> shape = {st.height, st.width, st.channels};
-  auto fit = PlanFit(dtype, shape, want_dtype, want_shape);
+  auto fit = StartFit(file, options, /*interlace_handling=*/true, want_dtype, want_shape, &st);
   if (!fit.ok()) return fit.status();
-  auto header = EncodeTensorHeader(dtype, fit->shape);
+  const TensorType png = TypeOf(st);
+  auto header = EncodeTensorHeader(png.dtype, fit->shape);
   if (!header.ok()) return header.status();
   // The rows land after the header as decoded (all channels), then an
   // opaque alpha is squeezed out in place: one buffer, never a second copy.
@@ -300,7 +313,7 @@ absl::StatusOr<std::string> PngToTensorProto(absl::string_view file, DataType wa
   if (fit->drop_alpha) {
     const size_t item = st.depth / 8;
     if (!Opaque(out.data() + at, pixels, st.channels, item)) {
-      return NotOpaque(dtype, shape, want_dtype, want_shape);
+      return NotOpaque(png.dtype, png.shape, want_dtype, want_shape);
     }
     DropLastSample(out.data() + at, pixels, st.channels, item);
     out.resize(at + pixels * (st.channels - 1) * item);

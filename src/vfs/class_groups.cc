@@ -19,6 +19,7 @@
 #include "tfrecordfs/base/crc32c.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
+#include "tfrecordfs/base/hash.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/example/record.h"
 #include "tfrecordfs/index/index_file.h"
@@ -34,14 +35,6 @@ constexpr uint32_t kVersion = 1;
 constexpr char kSuffix[] = ".tfrc";
 // Records decoded per unit of work: shards of any size spread over threads.
 constexpr uint64_t kChunkRecords = 256;
-
-uint64_t Fnv1a64(absl::string_view s, uint64_t h = 14695981039346656037ull) {
-  for (char c : s) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 void PutString(std::string* out, absl::string_view s) {
   PutFixed32(out, static_cast<uint32_t>(s.size()));
@@ -79,22 +72,6 @@ class Reader {
 
 absl::Status Corrupt(absl::string_view why) {
   return absl::DataLossError(absl::StrCat("not a valid class grouping file: ", why));
-}
-
-// Temp file + rename, without fsync (like the index cache, index_store.cc):
-// a torn file fails its CRC and is decoded again.
-absl::Status WriteReplacing(const std::string& path, absl::string_view contents) {
-  static std::atomic<uint64_t> counter{0};
-  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid(), ".", counter.fetch_add(1));
-  auto fd = OpenFile(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (!fd.ok()) return fd.status();
-  absl::Status s = WriteFull(fd->get(), contents.data(), contents.size(), tmp);
-  if (s.ok()) s = fd->Close();
-  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
-    s = ErrnoError(errno, absl::StrCat("rename ", tmp, " -> ", path));
-  }
-  if (!s.ok()) ::unlink(tmp.c_str());
-  return s;
 }
 
 // What stat(2) and the index say about a shard now, as a grouping stores it.
@@ -292,7 +269,7 @@ ClassGroups GroupByClass(const std::vector<MountedShard>& shards, const GroupOpt
       (void)MakeDirs(Dirname(paths[s]), 0755);
       made_dir = true;
     }
-    if (auto w = WriteReplacing(paths[s], EncodeGrouping(g)); w.ok()) {
+    if (auto w = WriteFileReplacing(paths[s], EncodeGrouping(g)); w.ok()) {
       ++stats->saved;
     } else {
       log::Debug("class grouping not saved: ", w.message());

@@ -501,13 +501,8 @@ TEST_F(ToolboxTest, VerifyRefusesAForgedCheckpointBesideAGzipShard) {
     o.durable = false;
     o.span = 64 << 10;
     index::IndexStore store(o);
-    auto fd = OpenFile(shard, O_RDONLY);
-    ASSERT_TRUE(fd.ok());
-    struct stat st;
-    ASSERT_EQ(0, ::fstat(fd->get(), &st));
     index::LoadInfo info;
-    ASSERT_TRUE(
-        store.Load(fd->get(), shard, "data.tfrecord.gz", st, source::Codec::kGzip, &info).ok());
+    ASSERT_TRUE(test::LoadShardIndex(store, shard, source::Codec::kGzip, &info).ok());
   }
   const std::string beside = index::IndexStore::BesidePath(shard);
   CommandResult good = Tool({"verify", "--json", dir});

@@ -59,17 +59,6 @@ def run(*args):
     return subprocess.run([BIN, *args], capture_output=True, text=True, timeout=240)
 
 
-def tree(root):
-    out = {}
-    for d, dirs, files in os.walk(root):
-        dirs.sort()
-        for f in sorted(files):
-            p = os.path.join(d, f)
-            with open(p, "rb") as fh:
-                out[os.path.relpath(p, root)] = fh.read()
-    return out
-
-
 class SnappyTest(unittest.TestCase):
     def setUp(self):
         self.assertTrue(BIN and GEN)
@@ -117,7 +106,7 @@ class SnappyTest(unittest.TestCase):
                 r = run("-o", "ro", src, mnt)  # returns once the mount serves
                 self.assertEqual(r.returncode, 0, r.stderr)
                 mounts.append(mnt)
-            a, b = tree(mounts[0]), tree(mounts[1])
+            a, b = tc.read_tree(mounts[0]), tc.read_tree(mounts[1])
             self.assertGreater(len(a), 90)
             self.assertEqual(sorted(a), sorted(b))
             for k in a:

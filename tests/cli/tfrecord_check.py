@@ -7,7 +7,9 @@ masked(c) = ((c >> 15) | (c << 17)) + 0xa282ead8 (mod 2**32).
 GZIP and ZLIB files are decompressed with Python's zlib module first.
 CRC32C (Castagnoli, reflected polynomial 0x82F63B78) is computed here with a
 table; checked against the RFC 3720 test vector below.
+read_tree reads a whole file tree (a mount and its twin are compared so).
 """
+import os
 import zlib
 
 _POLY = 0x82F63B78
@@ -182,3 +184,16 @@ def describe_example(payload: bytes) -> str:
             shown = [str(v) for v in values]
         parts.append("%s:%s:%s" % (name, kind, ",".join(shown)))
     return " ".join(parts)
+
+
+def read_tree(root: str) -> dict:
+    """Every file below `root`: its path relative to `root` -> its bytes,
+    walked in sorted order."""
+    out = {}
+    for d, dirs, files in os.walk(root):
+        dirs.sort()
+        for f in sorted(files):
+            p = os.path.join(d, f)
+            with open(p, "rb") as fh:
+                out[os.path.relpath(p, root)] = fh.read()
+    return out

@@ -37,6 +37,7 @@
 #include "fuzz_check.h"
 #include "reverse.h"
 #include "table_gen.h"
+#include "testing/layout_files.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/example/example.h"
 #include "tfrecordfs/example/sequence.h"
@@ -189,25 +190,6 @@ void ArbitraryFolder(Bytes& in, const std::string& root) {
   }
 }
 
-// Writes entry `i` of the layout (and its subtree) at `path`.
-void WriteLayout(const naming::Layout& l, uint32_t i, const std::string& path,
-                 absl::string_view payload) {
-  const naming::Entry& d = l.entries[i];
-  for (uint32_t c = d.first_child; c < d.first_child + d.num_children; ++c) {
-    const naming::Entry& e = l.entries[c];
-    const std::string p = path + "/" + e.name;
-    if (e.is_dir) {
-      FUZZ_CHECK(::mkdir(p.c_str(), 0755) == 0, "mkdir '", absl::CEscape(e.name),
-                 "': ", std::strerror(errno));
-      WriteLayout(l, c, p, payload);
-    } else {
-      const std::string content = naming::FileContent(e, payload).value();
-      FUZZ_CHECK(WriteFile(p, content), "create '", absl::CEscape(e.name),
-                 "': ", std::strerror(errno));
-    }
-  }
-}
-
 void RoundTrip(Bytes& in, const std::string& root) {
   GenTable gen = GenFeatures(in);
   const naming::Layout l = naming::LayoutExample(gen.table, gen.payload);
@@ -224,7 +206,8 @@ void RoundTrip(Bytes& in, const std::string& root) {
     // path-based tool, this one or the staging parser, can write it back.
     if (root.size() + depth_bytes[i] >= 4000) return;
   }
-  WriteLayout(l, 0, root, gen.payload);
+  const absl::Status written = test::WriteLayout(l, 0, root, gen.payload);
+  FUZZ_CHECK(written.ok(), "writing the layout: ", absl::CEscape(written.message()));
   naming::FeatureTypeMap types = TypesOf(gen.table);
   if (!ArraysRoundTrip(gen.table)) return;  // documented as lossy
   auto payload = staging::PayloadFromFolder(root, types);

@@ -341,13 +341,24 @@ TEST_F(GeneratedMountTest, PlainFilesAndTheTreeAreReadOnly) {
   EXPECT_EQ(StatErrno(M("one.tfrecord/5")), ENOENT);
 }
 
+// A dataset generated with `seed` in tmp's src, the tree a mount of it
+// shows, and how many files and folders that tree has.
+struct GeneratedSource {
+  GeneratedSource(TempDir& tmp, uint64_t seed)
+      : src(tmp.Subdir("src")), expected(WriteDataset(src, seed).Expected()) {
+    for (const auto& [rel, node] : expected) (node.is_dir ? dirs : files) += 1;
+  }
+  const std::string src;
+  const ExpectedTree expected;
+  size_t files = 0, dirs = 0;
+};
+
 // -o options that change how bytes are served give the same bytes.
 TEST(GeneratedMountOptionsTest, NoSpliceAndSingleThreadedServeTheSameBytes) {
   TFRFS_SKIP_WITHOUT_FUSE();
   TempDir tmp;
-  const std::string src = tmp.Subdir("src");
-  const GenDataset ds = WriteDataset(src, kSeed + 2);
-  const ExpectedTree expected = ds.Expected();
+  const GeneratedSource d(tmp, kSeed + 2);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
   for (const std::vector<std::string>& opts :
        {std::vector<std::string>{"-o", "nosplice,cache_records=2"},
         std::vector<std::string>{"-s", "-o", "timeout=0"},
@@ -355,11 +366,11 @@ TEST(GeneratedMountOptionsTest, NoSpliceAndSingleThreadedServeTheSameBytes) {
         std::vector<std::string>{"-o", "cache_mb=1,cache_records=100000"}}) {
     SCOPED_TRACE(opts.back());
     Mount m;
-    const std::string err = m.Start({src}, opts);
+    const std::string err = m.Start({d.src}, opts);
     ASSERT_EQ(err, "") << err;
     auto walked = WalkTree(m.mountpoint());
     EXPECT_TRUE(RemoveEmptyStaging(&walked));
-    EXPECT_EQ(CompareTrees(expected, walked), 0u);
+    EXPECT_EQ(CompareTrees(d.expected, walked), 0u);
     std::string stop_err;
     EXPECT_EQ(m.Stop(&stop_err), 0) << stop_err;
   }
@@ -380,17 +391,14 @@ size_t CountOpcode(const std::string& log, const std::string& name) {
 TEST(GeneratedMountOptionsTest, KernelOpensDirectoriesUnlessAskedNotTo) {
   TFRFS_SKIP_WITHOUT_FUSE();
   TempDir tmp;
-  const std::string src = tmp.Subdir("src");
-  const GenDataset ds = WriteDataset(src, kSeed + 3);
-  const ExpectedTree expected = ds.Expected();
-  size_t dirs = 0;
-  for (const auto& [rel, node] : expected) dirs += node.is_dir;
+  const GeneratedSource d(tmp, kSeed + 3);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
   for (const bool skip : {true, false}) {
     SCOPED_TRACE(skip ? "default" : "-o opendir");
     Mount m;
     std::vector<std::string> opts = {"-d"};
     if (!skip) opts.insert(opts.end(), {"-o", "opendir"});
-    ASSERT_EQ(m.Start({src}, opts), "");
+    ASSERT_EQ(m.Start({d.src}, opts), "");
     // Staging listings have no handle to lean on when the kernel opens
     // directories: they must still follow creates and removals.
     const std::string rec = m.path(std::string(Mount::kStagingName) + "/r");
@@ -408,7 +416,7 @@ TEST(GeneratedMountOptionsTest, KernelOpensDirectoriesUnlessAskedNotTo) {
 
     auto walked = WalkTree(m.mountpoint());
     EXPECT_TRUE(RemoveEmptyStaging(&walked));
-    EXPECT_EQ(CompareTrees(expected, walked), 0u);
+    EXPECT_EQ(CompareTrees(d.expected, walked), 0u);
     // Counted once the daemon is gone: the kernel sends RELEASEDIR in the
     // background, so the last few may not be logged when the walk returns.
     std::string stop_err;
@@ -418,8 +426,8 @@ TEST(GeneratedMountOptionsTest, KernelOpensDirectoriesUnlessAskedNotTo) {
       EXPECT_LE(CountOpcode(log, "OPENDIR"), 1u);
       EXPECT_EQ(CountOpcode(log, "RELEASEDIR"), 0u);
     } else {
-      EXPECT_GE(CountOpcode(log, "OPENDIR"), dirs);
-      EXPECT_GE(CountOpcode(log, "RELEASEDIR"), dirs);
+      EXPECT_GE(CountOpcode(log, "OPENDIR"), d.dirs);
+      EXPECT_GE(CountOpcode(log, "RELEASEDIR"), d.dirs);
     }
   }
 }
@@ -464,15 +472,14 @@ TEST(GeneratedMountOptionsTest, WalkOfALargeShardNeedsNoLookups) {
 TEST(GeneratedMountOptionsTest, LsLongAsksNoAttributesPerEntry) {
   TFRFS_SKIP_WITHOUT_FUSE();
   TempDir tmp;
-  const std::string src = tmp.Subdir("src");
-  const GenDataset ds = WriteDataset(src, kSeed + 6);
-  const ExpectedTree expected = ds.Expected();
-  const size_t entries = expected.size();
+  const GeneratedSource d(tmp, kSeed + 6);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
+  const size_t entries = d.expected.size();
   ASSERT_GT(entries, 50u);
   const std::string first_record = std::string(kShardTwelve) + "/00";
-  ASSERT_TRUE(expected.count(first_record) && expected.at(first_record).is_dir) << first_record;
+  ASSERT_TRUE(d.expected.count(first_record) && d.expected.at(first_record).is_dir) << first_record;
   Mount m;
-  ASSERT_EQ(m.Start({src}, {"-d", "-o", "ro"}), "");
+  ASSERT_EQ(m.Start({d.src}, {"-d", "-o", "ro"}), "");
   CommandResult ls = RunCommand({"ls", "-lR", m.mountpoint()});
   ASSERT_EQ(ls.exit_code, 0) << ls.err;
   EXPECT_EQ(ls.err, "");
@@ -510,6 +517,21 @@ std::ostream& operator<<(std::ostream& os, const FileOpCounts& c) {
             << ", forget " << c.forget;
 }
 
+// Walks the shards at the top of `m` (reading every file there and
+// comparing it with `expected`), then counts the file requests the mount
+// has logged since it started.
+FileOpCounts WalkShardsCountingOps(const Mount& m, const ExpectedTree& expected) {
+  for (const auto& [rel, node] : expected) {
+    if (rel.find('/') != std::string::npos || rel == "staging") continue;
+    if (node.is_dir) {
+      WalkTree(m.path(rel));
+    } else {
+      EXPECT_EQ(ReadWholeFile(m.path(rel)), node.content) << rel;
+    }
+  }
+  return CountFileOps(m.Stderr());
+}
+
 // A warm walk (`second`, after `first`, both counted from the mount's start)
 // must be served from the kernel's caches: no OPEN, FLUSH or RELEASE, and
 // file contents from the page cache. The page cache is the kernel's to
@@ -517,13 +539,16 @@ std::ostream& operator<<(std::ostream& os, const FileOpCounts& c) {
 // inodes between two walks (seen in CI: 10 READs after 2604), so the READs
 // of the warm walk must stay under a tenth of those of the two walks before
 // it; a cache dropped at every open re-reads half of them.
+void ExpectWarmReadsFromThePageCache(const FileOpCounts& first, const FileOpCounts& second) {
+  ASSERT_GE(second.read, first.read);
+  EXPECT_LT((second.read - first.read) * 10, first.read)
+      << "warm reads reached the daemon; before the warm walk: " << first << "; after: " << second;
+}
 void ExpectWarmWalkServedByTheKernel(const FileOpCounts& first, const FileOpCounts& second) {
   EXPECT_EQ(second.open, first.open) << second;
   EXPECT_EQ(second.flush, first.flush) << second;
   EXPECT_EQ(second.release, 0u) << second;
-  ASSERT_GE(second.read, first.read);
-  EXPECT_LT((second.read - first.read) * 10, first.read)
-      << "warm reads reached the daemon; before the warm walk: " << first << "; after: " << second;
+  ExpectWarmReadsFromThePageCache(first, second);
 }
 
 // On a read-only mount the kernel opens files itself (ENOSYS to the first
@@ -536,13 +561,10 @@ void ExpectWarmWalkServedByTheKernel(const FileOpCounts& first, const FileOpCoun
 TEST(GeneratedMountOptionsTest, ReadOnlyMountOpensFilesWithoutTheDaemon) {
   TFRFS_SKIP_WITHOUT_FUSE();
   TempDir tmp;
-  const std::string src = tmp.Subdir("src");
-  const GenDataset ds = WriteDataset(src, kSeed + 4);
-  ExpectedTree expected = ds.Expected();
-  size_t files = 0;
-  for (const auto& [rel, node] : expected) files += !node.is_dir;
-  // A record an earlier mount left staged, straight in the store.
+  const GeneratedSource d(tmp, kSeed + 4);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
   const std::string store = tmp.Subdir("store"), out = tmp.Subdir("out");
+  // A record an earlier mount left staged, straight in the store.
   ASSERT_EQ(::mkdir(staging::RecordsDir(store).c_str(), 0755), 0);
   ASSERT_EQ(::mkdir((staging::RecordsDir(store) + "/r").c_str(), 0755), 0);
   WriteWholeFile(staging::RecordsDir(store) + "/r/label", "7\n");
@@ -550,30 +572,20 @@ TEST(GeneratedMountOptionsTest, ReadOnlyMountOpensFilesWithoutTheDaemon) {
   for (const bool always_open : {false, true}) {
     SCOPED_TRACE(always_open ? "-o ro,open" : "-o ro");
     Mount m;
-    ASSERT_EQ(m.Start({src}, {"-d", "-o", "staging_dir=" + store + ",output_dir=" + out, "-o",
-                              always_open ? "ro,open" : "ro"}),
+    ASSERT_EQ(m.Start({d.src}, {"-d", "-o", "staging_dir=" + store + ",output_dir=" + out, "-o",
+                                always_open ? "ro,open" : "ro"}),
               "");
     auto walked = WalkTree(m.mountpoint());
     ASSERT_EQ(walked.count("staging/r/label"), 1u);
     EXPECT_EQ(walked["staging/r/label"].content, "7\n");  // read without a handle
     for (const char* rel : {"staging/r/label", "staging/r", "staging"}) walked.erase(rel);
-    EXPECT_EQ(CompareTrees(expected, walked), 0u);
+    EXPECT_EQ(CompareTrees(d.expected, walked), 0u);
     // Again, without staging (its attributes time out after a second).
-    auto walk_shards = [&] {
-      for (const auto& [rel, node] : expected) {
-        if (rel.find('/') != std::string::npos || rel == "staging") continue;
-        if (node.is_dir) {
-          WalkTree(m.path(rel));
-        } else {
-          EXPECT_EQ(ReadWholeFile(m.path(rel)), node.content) << rel;
-        }
-      }
-      return CountFileOps(m.Stderr());
-    };
+    auto walk_shards = [&] { return WalkShardsCountingOps(m, d.expected); };
     const FileOpCounts first = walk_shards();
     const FileOpCounts second = walk_shards();
     if (always_open) {
-      EXPECT_GE(first.open, files);
+      EXPECT_GE(first.open, d.files);
       EXPECT_GT(second.open, first.open);
     } else {
       EXPECT_LE(first.open, 1u);
@@ -617,11 +629,8 @@ TEST(GeneratedMountOptionsTest, ReadOnlyMountOpensFilesWithoutTheDaemon) {
 TEST(GeneratedMountOptionsTest, ReadWriteMountAsksForEveryOpenAndReadsFromThePageCache) {
   TFRFS_SKIP_WITHOUT_FUSE();
   TempDir tmp;
-  const std::string src = tmp.Subdir("src");
-  const GenDataset ds = WriteDataset(src, kSeed + 5);
-  ExpectedTree expected = ds.Expected();
-  size_t files = 0;
-  for (const auto& [rel, node] : expected) files += !node.is_dir;
+  const GeneratedSource d(tmp, kSeed + 5);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
   const std::string store = tmp.Subdir("store"), out = tmp.Subdir("out");
 
   for (const bool always_open : {false, true}) {
@@ -629,28 +638,15 @@ TEST(GeneratedMountOptionsTest, ReadWriteMountAsksForEveryOpenAndReadsFromThePag
     Mount m;
     const std::string opts = "staging_dir=" + store + ",output_dir=" + out + ",prefix=p" +
                              (always_open ? "1,open" : "0");
-    ASSERT_EQ(m.Start({src}, {"-d", "-o", opts}), "");
-    auto walk_shards = [&] {
-      for (const auto& [rel, node] : expected) {
-        if (rel.find('/') != std::string::npos || rel == "staging") continue;
-        if (node.is_dir) {
-          WalkTree(m.path(rel));
-        } else {
-          EXPECT_EQ(ReadWholeFile(m.path(rel)), node.content) << rel;
-        }
-      }
-      return CountFileOps(m.Stderr());
-    };
+    ASSERT_EQ(m.Start({d.src}, {"-d", "-o", opts}), "");
+    auto walk_shards = [&] { return WalkShardsCountingOps(m, d.expected); };
     const FileOpCounts first = walk_shards();
     const FileOpCounts second = walk_shards();
-    EXPECT_GE(first.open, files);
+    EXPECT_GE(first.open, d.files);
     EXPECT_GT(second.open, first.open);
     EXPECT_EQ(second.flush, 0u) << "shard files are opened FOPEN_NOFLUSH";
-    ASSERT_GE(second.read, first.read);
-    EXPECT_LT((second.read - first.read) * 10, first.read)
-        << "warm reads reached the daemon; before the warm walk: " << first
-        << "; after: " << second;
-    for (const auto& [rel, node] : expected) {
+    ASSERT_NO_FATAL_FAILURE(ExpectWarmReadsFromThePageCache(first, second));
+    for (const auto& [rel, node] : d.expected) {
       // Files of records (a folder above them names its record) take
       // edits (record_edit_test.cc); plain files do not.
       bool in_record = false;

@@ -18,6 +18,7 @@
 #include "generated_dataset.h"
 #include "gtest/gtest.h"
 #include "mount_harness.h"
+#include "tfrecordfs/base/hash.h"
 
 namespace tfrecordfs::mount_test {
 namespace {
@@ -25,15 +26,8 @@ namespace {
 constexpr int kReaders = 8;
 constexpr int kFilesPerReader = 400;
 
-// FNV-1a 64: a digest to compare whole files by.
-uint64_t Digest(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
+// A digest to compare whole files by.
+uint64_t Digest(const std::string& s) { return Fnv1a64(s); }
 
 void RunParallelReaders(const std::vector<std::string>& mount_args) {
   TempDir tmp;

@@ -21,6 +21,9 @@ import time
 import unittest
 import zlib
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
+import tfrecord_check as tc  # noqa: E402
+
 BIN = os.environ.get("TFRECORDFS_BIN", "")
 GEN = os.environ.get("TFRECORDFS_GEN", "")
 SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "object_server.py")
@@ -36,17 +39,6 @@ KEY, SECRET = "AKIDTFRECORDFSTEST", "c2VjcmV0IHRoYXQgaXMgbm90IGxvZ2dlZA"
 def run(*args, env=None):
     return subprocess.run([BIN, *args], capture_output=True, text=True, timeout=240,
                           env=env)
-
-
-def tree(root):
-    out = {}
-    for d, dirs, files in os.walk(root):
-        dirs.sort()
-        for f in sorted(files):
-            p = os.path.join(d, f)
-            with open(p, "rb") as fh:
-                out[os.path.relpath(p, root)] = fh.read()
-    return out
 
 
 class Server:
@@ -327,7 +319,7 @@ class ObjectStoreTest(unittest.TestCase):
         remote, r = self.mount("s3://b/data/", "-o", "inflate_cache_mb=2",
                                env=self.s3_env(server))
         self.assertIn("read-only", r.stderr)
-        a, b = tree(local), tree(remote)
+        a, b = tc.read_tree(local), tc.read_tree(remote)
         expect = {}
         for k, v in a.items():
             top = k.split("/")[0]
@@ -421,7 +413,7 @@ class ObjectStoreTest(unittest.TestCase):
         local, _ = self.mount("-o", "ro", self.local)
         remote, _ = self.mount("s3://b/data/", "-o", "no_sign_request", env=env)
         name = self.plain[0]
-        self.assertEqual(tree(os.path.join(remote, name)), tree(os.path.join(local, name)))
+        self.assertEqual(tc.read_tree(os.path.join(remote, name)), tc.read_tree(os.path.join(local, name)))
         self.assertTrue(all(q.endswith("auth=none") for q in public.requests()))
 
     # ---- ~/.aws/credentials and ~/.aws/config ----
@@ -579,7 +571,7 @@ class ObjectStoreTest(unittest.TestCase):
         local, _ = self.mount("-o", "ro", self.local)
         remote, _ = self.mount("s3://b/data/", env=env)
         self.assertFalse([p for p in os.listdir(remote) if p.endswith(".tfri")])
-        a, b = tree(local), tree(remote)
+        a, b = tc.read_tree(local), tc.read_tree(remote)
         for k, v in a.items():
             top = k.split("/")[0]
             self.assertEqual(b[k if top.startswith("ds-") else "extra/" + k], v, k)
@@ -712,7 +704,7 @@ class ObjectStoreTest(unittest.TestCase):
         env["XDG_CACHE_HOME"] = os.path.join(self.tmp, "cache3")
         local, _ = self.mount("-o", "ro", self.local)
         remote, _ = self.mount("s3://b/data", env=env)
-        self.assertEqual(tree(remote), tree(local))
+        self.assertEqual(tc.read_tree(remote), tc.read_tree(local))
         # An object replaced behind a mount (other bytes, so another ETag)
         # fails its reads (EIO) rather than mixing objects: If-Match holds.
         big = os.path.join(self.tmp, "big")

@@ -25,6 +25,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/files.h"
+#include "testing/make_feature.h"
+#include "testing/ops.h"
 #include "testing/shard.h"
 #include "testing/temp_dir.h"
 #include "tfrecordfs/base/file.h"
@@ -54,49 +56,31 @@ using ::testing::HasSubstr;
 // ---------------------------------------------------------------------------
 // Building the source tree.
 
-std::string Jpeg(size_t n, int seed) {
-  std::string s("\xff\xd8\xff\xe0", 4);
-  for (size_t i = 0; s.size() < n; ++i) s.push_back(static_cast<char>((i * 131 + seed * 7) & 0xff));
-  return s;
-}
-const std::string kPng = std::string("\x89PNG\r\n\x1a\n", 8) + std::string(40, '\x01');
 const std::string kBlob = std::string("\x00\x01\x02\x03\xfe", 5);
 
 // A feature table builder; bytes values are copied into storage it owns.
 class TableBuilder {
  public:
   TableBuilder& Int64s(std::string name, std::vector<int64_t> v) {
-    Feature f;
-    f.name = std::move(name);
-    f.kind = Kind::kInt64;
-    f.int64s = std::move(v);
-    features_.push_back(std::move(f));
+    features_.push_back(test::MakeFeature(std::move(name), std::move(v)));
     return *this;
   }
   TableBuilder& Floats(std::string name, std::vector<float> v) {
-    Feature f;
-    f.name = std::move(name);
-    f.kind = Kind::kFloat;
-    f.floats = std::move(v);
-    features_.push_back(std::move(f));
+    features_.push_back(test::MakeFeature(std::move(name), std::move(v)));
     return *this;
   }
   TableBuilder& Bytes(std::string name, std::vector<std::string> v) {
-    Feature f;
-    f.name = std::move(name);
-    f.kind = Kind::kBytes;
+    std::vector<absl::string_view> views;
     for (std::string& s : v) {
       storage_.push_back(std::make_unique<std::string>(std::move(s)));
-      f.bytes.push_back(*storage_.back());
+      views.push_back(*storage_.back());
     }
-    features_.push_back(std::move(f));
+    features_.push_back(test::MakeFeature(std::move(name), std::move(views)));
     return *this;
   }
   // TFX's missing value: an empty Feature{} with no list set.
   TableBuilder& Kindless(std::string name) {
-    Feature f;
-    f.name = std::move(name);
-    features_.push_back(std::move(f));
+    features_.emplace_back().name = std::move(name);
     return *this;
   }
   std::string Encode() {
@@ -112,95 +96,30 @@ class TableBuilder {
   std::vector<std::unique_ptr<std::string>> storage_;
 };
 
+using test::Dirent;
+using test::FakeJpeg;
+using test::kFakePng;
+using test::Names;
+using test::ParseDirents;
+using test::ReadAll;
 using test::WriteFile;
 using test::WriteShard;
 
 std::string TrainPayload(int r) {
   return TableBuilder()
       .Int64s("id", {r})
-      .Bytes("image/encoded", {Jpeg(5000 + static_cast<size_t>(r), r)})
+      .Bytes("image/encoded", {FakeJpeg(5000 + static_cast<size_t>(r), r)})
       .Int64s("image/class/label", {r % 3})
       .Bytes("image/class/text", {absl::StrCat("class ", r % 3)})
       .Floats("score", {static_cast<float>(r) * 0.5f})
-      .Bytes("frames", {kPng, kBlob})
+      .Bytes("frames", {kFakePng, kBlob})
       .Encode();
 }
 
 constexpr char kInfoJson[] = "{\"name\": \"toy\", \"splits\": [\"train\"]}\n";
 
 // ---------------------------------------------------------------------------
-// Reading the replies.
-
-struct Dirent {
-  std::string name;
-  uint64_t ino = 0;
-  uint64_t off = 0;
-  uint32_t type = 0;
-  // READDIRPLUS only:
-  uint64_t nodeid = 0;
-  fuse_attr attr{};
-};
-
-std::vector<Dirent> ParseDirents(const std::string& buf, bool plus) {
-  std::vector<Dirent> out;
-  size_t pos = 0;
-  while (pos < buf.size()) {
-    Dirent d;
-    const fuse_dirent* de;
-    size_t rec;
-    if (plus) {
-      EXPECT_LE(pos + FUSE_NAME_OFFSET_DIRENTPLUS, buf.size());
-      fuse_direntplus dp;
-      std::memcpy(&dp, buf.data() + pos, sizeof dp);
-      d.nodeid = dp.entry_out.nodeid;
-      d.attr = dp.entry_out.attr;
-      de = reinterpret_cast<const fuse_dirent*>(buf.data() + pos +
-                                                offsetof(fuse_direntplus, dirent));
-      rec = FUSE_DIRENTPLUS_SIZE(reinterpret_cast<const fuse_direntplus*>(buf.data() + pos));
-    } else {
-      EXPECT_LE(pos + FUSE_NAME_OFFSET, buf.size());
-      de = reinterpret_cast<const fuse_dirent*>(buf.data() + pos);
-      rec = FUSE_DIRENT_SIZE(de);
-    }
-    fuse_dirent head;
-    std::memcpy(&head, de, sizeof head);
-    d.ino = head.ino;
-    d.off = head.off;
-    d.type = head.type;
-    d.name.assign(reinterpret_cast<const char*>(de) + FUSE_NAME_OFFSET, head.namelen);
-    EXPECT_EQ(0u, rec % 8) << "records are 8-byte aligned";
-    EXPECT_LE(pos + rec, buf.size()) << "record overruns the buffer";
-    if (rec == 0 || pos + rec > buf.size()) break;
-    out.push_back(std::move(d));
-    pos += rec;
-  }
-  return out;
-}
-
-std::vector<std::string> Names(const std::vector<Dirent>& ds) {
-  std::vector<std::string> out;
-  for (const Dirent& d : ds) out.push_back(d.name);
-  return out;
-}
-
-std::string ReadAll(const ReadReply& r) {
-  std::string out;
-  auto one = [&](const vfs::ReadBuffer& b) {
-    if (b.fd < 0) {
-      out += b.data;
-      return;
-    }
-    std::string part(b.length, '\0');
-    auto got = PreadUpTo(b.fd, part.data(), part.size(), b.offset, "reply fd");
-    EXPECT_TRUE(got.ok()) << got.status();
-    if (got.ok()) part.resize(*got);
-    EXPECT_EQ(b.length, part.size()) << "the fd range runs past the end of its file";
-    out += part;
-  };
-  one(r.data);
-  for (const vfs::ReadBuffer& b : r.data.more) one(b);
-  return out;
-}
+// Reading the replies: testing/ops.h.
 
 // ---------------------------------------------------------------------------
 // The fixture: one tree for the whole suite (it is read-only).
@@ -225,7 +144,7 @@ class OpsTest : public ::testing::Test {
     WriteFile(d + "/nested/notes.txt", "plain text\n");
     WriteShard(d + "/raw.tfrecord", {"hello world", "12345"});
     WriteShard(d + "/empty.tfrecord", {});
-    big_value_ = new std::string(Jpeg(300 * 1024 + 17, 9));
+    big_value_ = new std::string(FakeJpeg(300 * 1024 + 17, 9));
     WriteShard(d + "/big.tfrecord", {TableBuilder().Bytes("image", {*big_value_}).Encode()});
 
     // Five records; record 2's data is damaged (its CRC no longer matches),
@@ -263,24 +182,7 @@ class OpsTest : public ::testing::Test {
   }
 
   // Looks a path up from the root; fails the test on an error or a miss.
-  static fuse_entry_param Path(absl::string_view path) {
-    fuse_ino_t ino = FUSE_ROOT_ID;
-    fuse_entry_param last{};
-    last.ino = FUSE_ROOT_ID;
-    size_t start = 0;
-    while (start < path.size()) {
-      size_t slash = path.find('/', start);
-      if (slash == absl::string_view::npos) slash = path.size();
-      EntryReply r = DoLookup(*ops_, ino, path.substr(start, slash - start));
-      EXPECT_EQ(0, r.err) << path << ": " << std::strerror(r.err);
-      EXPECT_NE(0u, r.entry.ino) << path << ": not found";
-      if (r.err || r.entry.ino == 0) return fuse_entry_param{};
-      last = r.entry;
-      ino = r.entry.ino;
-      start = slash + 1;
-    }
-    return last;
-  }
+  static fuse_entry_param Path(absl::string_view path) { return test::LookupPath(*ops_, path); }
 
   // The whole listing, read in one large request.
   static std::vector<Dirent> List(fuse_ino_t ino, bool plus) {
@@ -446,13 +348,13 @@ TEST_F(OpsTest, RecordLayout) {
   EXPECT_EQ("1.5\n", Read(Path("train-00000-of-00002/03/score").ino, 4096, 0));
   EXPECT_EQ("0\n", Read(Path("train-00000-of-00002/03/image/class/label").ino, 4096, 0));
   EXPECT_EQ("class 0\n", Read(Path("train-00000-of-00002/03/image/class/text.txt").ino, 4096, 0));
-  EXPECT_EQ(kPng, Read(Path("train-00000-of-00002/03/frames/0.png").ino, 4096, 0));
+  EXPECT_EQ(kFakePng, Read(Path("train-00000-of-00002/03/frames/0.png").ino, 4096, 0));
   EXPECT_EQ(kBlob, Read(Path("train-00000-of-00002/03/frames/1.bin").ino, 4096, 0));
   // Every record of both shards.
   for (int r = 0; r < 12; ++r) {
     const std::string rec = absl::StrCat("train-00000-of-00002/", r);
     EXPECT_EQ(absl::StrCat(r, "\n"), Read(Path(rec + "/id").ino, 100, 0));
-    EXPECT_EQ(Jpeg(5000 + static_cast<size_t>(r), r),
+    EXPECT_EQ(FakeJpeg(5000 + static_cast<size_t>(r), r),
               Read(Path(rec + "/image/encoded.jpg").ino, 1 << 20, 0));
   }
   for (int r = 0; r < 3; ++r) {
@@ -988,6 +890,18 @@ class CreateTest : public ::testing::Test {
   }
 
   // Makes the record folder staging/r through `ops`; its node in *record.
+  // Makes staging/r (*rec) and creates `label` in it (*label) as the kernel
+  // does when it opens files itself: no handle (no RELEASE would ever close
+  // one), and a write without one.
+  static void CreateLabelWithoutHandle(Ops& ops, fuse_ino_t* rec, fuse_ino_t* label) {
+    ASSERT_NO_FATAL_FAILURE(MakeRecordFolder(ops, rec));
+    CreateReply c = DoCreate(ops, *rec, "label", 0644, O_WRONLY | O_CREAT | O_EXCL);
+    ASSERT_EQ(0, c.err);
+    EXPECT_EQ(0u, c.fh) << "no RELEASE would ever close a CREATE handle";
+    EXPECT_EQ(0, DoWrite(ops, c.entry.ino, 0, "3\n", 0).err);
+    *label = c.entry.ino;
+  }
+
   static void MakeRecordFolder(Ops& ops, fuse_ino_t* record) {
     const EntryReply staging = DoLookup(ops, FUSE_ROOT_ID, "staging");
     ASSERT_EQ(0, staging.err);
@@ -1359,31 +1273,22 @@ TEST_F(CreateTest, NegotiatedOpensAreLeftToTheKernel) {
   EXPECT_FALSE(conn.want & FUSE_CAP_READDIRPLUS_AUTO) << "a walk would LOOKUP every record folder";
   EXPECT_FALSE(conn.want & FUSE_CAP_ATOMIC_O_TRUNC) << "O_TRUNC must arrive as SETATTR";
 
-  fuse_ino_t rec = 0;
-  ASSERT_NO_FATAL_FAILURE(MakeRecordFolder(ops, &rec));
-  CreateReply c = DoCreate(ops, rec, "label", 0644, O_WRONLY | O_CREAT | O_EXCL);
-  ASSERT_EQ(0, c.err);
-  EXPECT_EQ(0u, c.fh) << "no RELEASE would ever close a CREATE handle";
-  EXPECT_EQ(0, DoWrite(ops, c.entry.ino, 0, "3\n", 0).err);
-  EXPECT_EQ(ENOSYS, DoFlush(ops, c.entry.ino, 0));
+  fuse_ino_t rec = 0, label = 0;
+  ASSERT_NO_FATAL_FAILURE(CreateLabelWithoutHandle(ops, &rec, &label));
+  EXPECT_EQ(ENOSYS, DoFlush(ops, label, 0));
   EXPECT_EQ(ENOSYS, DoOpenDir(ops, rec).err);
 
   // Every OPEN that passes its checks answers ENOSYS and keeps nothing open.
-  const fuse_ino_t shard_file =
-      DoLookup(
-          ops,
-          DoLookup(ops, DoLookup(ops, FUSE_ROOT_ID, "train.tfrecord").entry.ino, "0").entry.ino,
-          "record.bin")
-          .entry.ino;
+  const fuse_ino_t shard_file = test::LookupPath(ops, "train.tfrecord/0/record.bin").ino;
   ASSERT_NE(0u, shard_file);
   // One of each first: the staging store and the shard cache keep their own
   // descriptors of what was opened once.
-  EXPECT_EQ(ENOSYS, DoOpen(ops, c.entry.ino, O_RDONLY).err);
+  EXPECT_EQ(ENOSYS, DoOpen(ops, label, O_RDONLY).err);
   EXPECT_EQ(ENOSYS, DoOpen(ops, shard_file, O_RDONLY).err);
   const size_t fds = OpenDescriptors();
   for (int i = 0; i < 50; ++i) {
-    EXPECT_EQ(ENOSYS, DoOpen(ops, c.entry.ino, O_RDONLY).err);
-    EXPECT_EQ(ENOSYS, DoOpen(ops, c.entry.ino, O_WRONLY).err);
+    EXPECT_EQ(ENOSYS, DoOpen(ops, label, O_RDONLY).err);
+    EXPECT_EQ(ENOSYS, DoOpen(ops, label, O_WRONLY).err);
     EXPECT_EQ(ENOSYS, DoOpen(ops, shard_file, O_RDONLY).err);
   }
   EXPECT_EQ(fds, OpenDescriptors()) << "handles of ENOSYS opens were kept";
@@ -1406,10 +1311,10 @@ TEST_F(CreateTest, NegotiatedOpensAreLeftToTheKernel) {
   EXPECT_FALSE(old_ops.negotiated.no_open.load());
   EXPECT_FALSE(old_ops.negotiated.no_opendir.load());
   EXPECT_FALSE(old_kernel.want & FUSE_CAP_NO_OPEN_SUPPORT);
-  OpenReply o = DoOpen(old_ops, c.entry.ino, O_RDONLY);
+  OpenReply o = DoOpen(old_ops, label, O_RDONLY);
   ASSERT_EQ(0, o.err);
   EXPECT_NE(0u, o.fh);
-  EXPECT_EQ(0, DoFlush(old_ops, c.entry.ino, o.fh));
+  EXPECT_EQ(0, DoFlush(old_ops, label, o.fh));
   old_ops.fs->Release(o.fh);
   OpenReply d = DoOpenDir(old_ops, rec);
   ASSERT_EQ(0, d.err);
@@ -1443,12 +1348,7 @@ TEST_F(CreateTest, ReadWriteMountsAnswerEveryOpenButKeepNoStagingHandles) {
   EXPECT_FALSE(conn.want & FUSE_CAP_NO_OPEN_SUPPORT);
   EXPECT_FALSE(conn.want & FUSE_CAP_ATOMIC_O_TRUNC) << "O_TRUNC must arrive as SETATTR";
 
-  const fuse_ino_t shard_file =
-      DoLookup(
-          ops,
-          DoLookup(ops, DoLookup(ops, FUSE_ROOT_ID, "train.tfrecord").entry.ino, "0").entry.ino,
-          "record.bin")
-          .entry.ino;
+  const fuse_ino_t shard_file = test::LookupPath(ops, "train.tfrecord/0/record.bin").ino;
   ASSERT_NE(0u, shard_file);
   for (int i = 0; i < 3; ++i) {
     const OpenReply o = DoOpen(ops, shard_file, O_RDONLY);
@@ -1461,25 +1361,21 @@ TEST_F(CreateTest, ReadWriteMountsAnswerEveryOpenButKeepNoStagingHandles) {
     }
   }
 
-  fuse_ino_t rec = 0;
-  ASSERT_NO_FATAL_FAILURE(MakeRecordFolder(ops, &rec));
-  CreateReply c = DoCreate(ops, rec, "label", 0644, O_WRONLY | O_CREAT | O_EXCL);
-  ASSERT_EQ(0, c.err);
-  EXPECT_EQ(0u, c.fh) << "a staging file written without a handle";
-  EXPECT_EQ(0, DoWrite(ops, c.entry.ino, 0, "3\n", 0).err);
-  EXPECT_EQ(EINVAL, DoWrite(ops, c.entry.ino, 0, "x\n", 2).err) << "checked at write()";
+  fuse_ino_t rec = 0, label = 0;
+  ASSERT_NO_FATAL_FAILURE(CreateLabelWithoutHandle(ops, &rec, &label));
+  EXPECT_EQ(EINVAL, DoWrite(ops, label, 0, "x\n", 2).err) << "checked at write()";
   const size_t fds = OpenDescriptors();
   for (int i = 0; i < 50; ++i) {
     for (int flags : {O_RDONLY, O_RDWR, O_WRONLY}) {
-      const OpenReply o = DoOpen(ops, c.entry.ino, flags);
+      const OpenReply o = DoOpen(ops, label, flags);
       ASSERT_EQ(0, o.err) << flags;
       EXPECT_EQ(0u, o.fh) << flags;
       EXPECT_TRUE(o.noflush) << flags;
     }
   }
   EXPECT_EQ(fds, OpenDescriptors()) << "handles of staging opens were kept";
-  EXPECT_EQ("3\n", DoRead(ops, c.entry.ino, 16, 0, 0).data.data);
-  EXPECT_EQ(0, DoFlush(ops, c.entry.ino, 0));
+  EXPECT_EQ("3\n", DoRead(ops, label, 16, 0, 0).data.data);
+  EXPECT_EQ(0, DoFlush(ops, label, 0));
 }
 
 // What a caller makes in staging/ is the caller's when the daemon is root

@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/ops.h"
 #include "testing/shard.h"
 #include "testing/temp_dir.h"
 #include "tfrecordfs/base/file.h"
@@ -33,13 +34,6 @@ using example::Feature;
 using example::Kind;
 using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
-
-std::string Jpeg(size_t n, int seed) {
-  std::string s("\xff\xd8\xff\xe0", 4);
-  for (size_t i = 0; s.size() < n; ++i) s.push_back(static_cast<char>((i * 131 + seed * 7) & 0xff));
-  return s;
-}
-const std::string kPng = std::string("\x89PNG\r\n\x1a\n", 8) + std::string(40, '\x01');
 
 // Record r of the test shard: a JPEG and a label (r % 3), except record 5
 // (a JPEG and a PNG mask), record 7 (no image) and record 9 (a list of 3).
@@ -58,11 +52,12 @@ std::string Payload(int r, std::vector<std::string>* storage) {
     t.features.push_back(std::move(f));
   };
   if (r == 9) {
-    bytes("image/encoded", {keep(Jpeg(900, 1)), keep(Jpeg(901, 2)), keep(Jpeg(902, 3))});
+    bytes("image/encoded", {keep(test::FakeJpeg(900, 1)), keep(test::FakeJpeg(901, 2)),
+                            keep(test::FakeJpeg(902, 3))});
   } else if (r != 7) {
-    bytes("image/encoded", {keep(Jpeg(1000 + static_cast<size_t>(r), r))});
+    bytes("image/encoded", {keep(test::FakeJpeg(1000 + static_cast<size_t>(r), r))});
   }
-  if (r == 5) bytes("mask", {keep(kPng)});
+  if (r == 5) bytes("mask", {keep(test::kFakePng)});
   Feature label;
   label.name = "label";
   label.kind = Kind::kInt64;
@@ -78,18 +73,6 @@ std::vector<std::string> Payloads(int n) {
   for (int r = 0; r < n; ++r) {
     std::vector<std::string> storage;
     out.push_back(Payload(r, &storage));
-  }
-  return out;
-}
-
-// Names of a FUSE_READDIR reply (not plus), with each entry's offset.
-std::vector<std::pair<std::string, uint64_t>> Dirents(const std::string& buf) {
-  std::vector<std::pair<std::string, uint64_t>> out;
-  for (size_t pos = 0; pos + FUSE_NAME_OFFSET <= buf.size();) {
-    fuse_dirent head;
-    std::memcpy(&head, buf.data() + pos, sizeof head);
-    out.emplace_back(std::string(buf.data() + pos + FUSE_NAME_OFFSET, head.namelen), head.off);
-    pos += FUSE_DIRENT_ALIGN(FUSE_NAME_OFFSET + head.namelen);
   }
   return out;
 }
@@ -135,11 +118,11 @@ class ViewsOpsTest : public ::testing::Test {
     for (int pages = 0; pages < 10000; ++pages) {
       DirReply r = DoReadDir(ops, ino, page, static_cast<off_t>(offset), false);
       EXPECT_EQ(0, r.err) << std::strerror(r.err);
-      const auto entries = Dirents(r.buf);
+      const std::vector<test::Dirent> entries = test::ParseDirents(r.buf, false);
       if (r.err || entries.empty()) break;
-      for (const auto& [name, next] : entries) {
-        names.push_back(name);
-        offset = next;
+      for (const test::Dirent& d : entries) {
+        names.push_back(d.name);
+        offset = d.off;
       }
     }
     return names;
@@ -147,19 +130,7 @@ class ViewsOpsTest : public ::testing::Test {
   static std::string ReadAll(const Ops& ops, fuse_ino_t ino) {
     ReadReply r = DoRead(ops, ino, 1 << 20, 0);
     EXPECT_EQ(0, r.err);
-    std::string out;
-    auto one = [&](const vfs::ReadBuffer& b) {
-      if (b.fd < 0) {
-        out += b.data;
-        return;
-      }
-      std::string part(b.length, '\0');
-      EXPECT_TRUE(PreadFull(b.fd, part.data(), part.size(), b.offset, "fd").ok());
-      out += part;
-    };
-    one(r.data);
-    for (const vfs::ReadBuffer& b : r.data.more) one(b);
-    return out;
+    return test::ReadAll(r);
   }
 
   test::TempDir tmp_{"tfrecordfs_views_ops"};
@@ -277,7 +248,7 @@ TEST_F(ViewsOpsTest, ClassesGroupRecordsByLabel) {
   // A name of another class's record is not in this folder.
   EXPECT_EQ(DoLookup(*ops, two, "train-0-00.jpg").entry.ino, 0u);
   const fuse_ino_t mask = Lookup(*ops, two, "train-0-05-mask.png");
-  EXPECT_EQ(ReadAll(*ops, mask), kPng);
+  EXPECT_EQ(ReadAll(*ops, mask), test::kFakePng);
   XattrReply x = DoGetXattr(*ops, two, "user.tfrecordfs.class", 100);
   EXPECT_EQ(0, x.err);
 }

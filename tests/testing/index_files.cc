@@ -1,11 +1,25 @@
 #include "testing/index_files.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cerrno>
 
 #include "gtest/gtest.h"
 #include "tfrecordfs/base/file.h"
 
 namespace tfrecordfs::test {
+
+absl::StatusOr<std::shared_ptr<const index::ShardIndex>> LoadShardIndex(index::IndexStore& store,
+                                                                        const std::string& path,
+                                                                        source::Codec codec,
+                                                                        index::LoadInfo* info) {
+  auto fd = OpenFile(path, O_RDONLY);
+  if (!fd.ok()) return fd.status();
+  struct stat st;
+  if (::fstat(fd->get(), &st) != 0) return ErrnoError(errno, path);
+  return store.Load(fd->get(), path, Basename(path), st, codec, info);
+}
 
 void EditIndexFile(const std::string& path, absl::FunctionRef<void(index::IndexFile*)> edit) {
   auto bytes = ReadFileToString(path);

@@ -286,6 +286,22 @@ TEST(UnlinkIfExistsTest, SaysWhetherItWasThere) {
   EXPECT_EQ(ErrnoOf(UnlinkDurably(tmp.Join("none/g"))), ENOENT);  // no directory to fsync
 }
 
+// Both whole-file writers replace what is there and leave no temp file
+// behind, also when the write fails (the directory is gone).
+TEST(WriteFileTest, AtomicallyAndReplacingLeaveOnlyTheFile) {
+  test::TempDir tmp;
+  for (auto* write : {&WriteFileAtomically, &WriteFileReplacing}) {
+    const std::string path = tmp.Join("f");
+    ASSERT_TRUE(write(path, "old").ok());
+    ASSERT_TRUE(write(path, "new contents").ok());
+    EXPECT_EQ(ReadFile(path), "new contents");
+    EXPECT_THAT(*ListNames(tmp.path()), ElementsAre("f"));
+    EXPECT_EQ(ErrnoOf(write(tmp.Join("none/f"), "x")), ENOENT);
+    EXPECT_THAT(*ListNames(tmp.path()), ElementsAre("f"));
+    ASSERT_TRUE(*UnlinkIfExists(path));
+  }
+}
+
 TEST(TimesTest, Nanoseconds) {
   struct stat st = {};
   st.st_mtim = {1700000000, 123456789};

@@ -83,13 +83,8 @@ class IndexStoreTest : public ::testing::Test {
   // Loads `path` through `store`; returns the index and fills *info.
   std::shared_ptr<const ShardIndex> Load(IndexStore& store, LoadInfo* info,
                                          const std::string& path = "") {
-    const std::string p = path.empty() ? shard_ : path;
-    auto fd = OpenFile(p, O_RDONLY);
-    EXPECT_TRUE(fd.ok()) << fd.status();
-    if (!fd.ok()) return nullptr;
-    struct stat st;
-    EXPECT_EQ(0, ::fstat(fd->get(), &st));
-    auto idx = store.Load(fd->get(), p, Basename(p), st, source::Codec::kNone, info);
+    auto idx =
+        test::LoadShardIndex(store, path.empty() ? shard_ : path, source::Codec::kNone, info);
     EXPECT_TRUE(idx.ok()) << idx.status();
     return idx.ok() ? *idx : nullptr;
   }
@@ -122,11 +117,29 @@ class IndexStoreTest : public ::testing::Test {
     ASSERT_TRUE(info.save_status.ok()) << info.save_status;
   }
 
-  IndexSource LoadAgain(std::vector<uint64_t>* offsets = nullptr, std::string* why = nullptr) {
-    IndexStore store(CacheOnly());
+  // Walks the shard through a store that writes its index into `shared`.
+  void WriteShared(const std::string& shared) {
+    StoreOptions w;
+    w.shared_dir = shared;
+    w.write_shared = true;
+    IndexStore writer(w);
+    LoadInfo info;
+    ASSERT_NE(nullptr, Load(writer, &info));
+    ASSERT_TRUE(info.save_status.ok()) << info.save_status;
+    EXPECT_EQ(shared + "/data-00000-of-00001.tfrecord.tfri", info.stored_path);
+  }
+
+  // Loads the shard through a new store with `o`: what the load says, and
+  // the index's offsets in *offsets.
+  LoadInfo LoadWith(const StoreOptions& o, std::vector<uint64_t>* offsets = nullptr) {
+    IndexStore store(o);
     LoadInfo info;
     auto idx = Load(store, &info);
     if (idx && offsets) *offsets = idx->offsets();
+    return info;
+  }
+  IndexSource LoadAgain(std::vector<uint64_t>* offsets = nullptr, std::string* why = nullptr) {
+    const LoadInfo info = LoadWith(CacheOnly(), offsets);
     if (why) *why = info.why_walked;
     return info.source;
   }
@@ -162,11 +175,17 @@ TEST(IndexFileTest, RoundTrip) {
   EXPECT_EQ(3u, g->num_records());
 }
 
-TEST(IndexFileTest, EveryTruncationAndEveryFlippedByteIsRejected) {
+// The index of a 64-byte shard of two 32-byte records.
+IndexFile TwoRecords(std::string path = "") {
   IndexFile f;
   f.file_size = 64;
-  f.path = "p";
+  f.path = std::move(path);
   f.walk.offsets = {0, 32, 64};
+  return f;
+}
+
+TEST(IndexFileTest, EveryTruncationAndEveryFlippedByteIsRejected) {
+  IndexFile f = TwoRecords("p");
   f.walk.problems = {{3, "x"}};
   const std::string bytes = EncodeIndexFile(f);
   for (size_t n = 0; n < bytes.size(); ++n) {
@@ -191,10 +210,7 @@ std::string WithFixedCrc(std::string bytes) {
 }
 
 TEST(IndexFileTest, OtherVersionFlagsAndBadOffsetsAreRejected) {
-  IndexFile f;
-  f.file_size = 64;
-  f.walk.offsets = {0, 32, 64};
-  const std::string good = EncodeIndexFile(f);
+  const std::string good = EncodeIndexFile(TwoRecords());
   std::string v2 = good;
   EncodeFixed32(v2.data() + 8, kIndexVersion + 1);
   auto d = DecodeIndexFile(WithFixedCrc(v2));
@@ -294,32 +310,28 @@ TEST_F(IndexStoreTest, OffsetsNoWalkCouldGiveAreRefusedDespiteTheirCrc) {
 
 // What a damaged shard's walk records still passes those checks.
 TEST_F(IndexStoreTest, DamagedWalksPassTheInvariants) {
+  // Walks `bytes` as the shard and round-trips the walk through an index file.
+  auto encode_walk = [&](const std::string& bytes) -> absl::Status {
+    WriteBytes(shard_, bytes);
+    auto fd = OpenFile(shard_, O_RDONLY);
+    if (!fd.ok()) return fd.status();
+    auto walk = record::WalkHeaders(fd->get(), shard_, bytes.size());
+    if (!walk.ok()) return walk.status();
+    IndexFile f;
+    f.file_size = bytes.size();
+    f.walk = *walk;
+    return DecodeIndexFile(EncodeIndexFile(f)).status();
+  };
   const std::string clean = Framed(0, 20);
   for (size_t at = 0; at < clean.size(); at += 7) {
     std::string bytes = clean;
     bytes[at] ^= 0x40;
-    WriteBytes(shard_, bytes);
-    auto fd = OpenFile(shard_, O_RDONLY);
-    ASSERT_TRUE(fd.ok());
-    auto walk = record::WalkHeaders(fd->get(), shard_, bytes.size());
-    ASSERT_TRUE(walk.ok());
-    IndexFile f;
-    f.file_size = bytes.size();
-    f.walk = *walk;
-    auto d = DecodeIndexFile(EncodeIndexFile(f));
-    EXPECT_TRUE(d.ok()) << "flipped byte " << at << ": " << d.status();
+    const absl::Status s = encode_walk(bytes);
+    EXPECT_TRUE(s.ok()) << "flipped byte " << at << ": " << s;
   }
   for (size_t cut = 1; cut < clean.size(); cut += 5) {
-    WriteBytes(shard_, clean.substr(0, cut));
-    auto fd = OpenFile(shard_, O_RDONLY);
-    ASSERT_TRUE(fd.ok());
-    auto walk = record::WalkHeaders(fd->get(), shard_, cut);
-    ASSERT_TRUE(walk.ok());
-    IndexFile f;
-    f.file_size = cut;
-    f.walk = *walk;
-    auto d = DecodeIndexFile(EncodeIndexFile(f));
-    EXPECT_TRUE(d.ok()) << "cut at " << cut << ": " << d.status();
+    const absl::Status s = encode_walk(clean.substr(0, cut));
+    EXPECT_TRUE(s.ok()) << "cut at " << cut << ": " << s;
   }
 }
 
@@ -369,10 +381,7 @@ TEST_F(IndexStoreTest, IndexFileOfAnotherSizeThanItsHeaderImpliesIsNotRead) {
 }
 
 TEST(IndexFileTest, SizeRangeFollowsTheHeader) {
-  IndexFile f;
-  f.file_size = 64;
-  f.path = "/p";
-  f.walk.offsets = {0, 32, 64};
+  IndexFile f = TwoRecords("/p");
   f.walk.problems = {{40, "abc"}};
   const std::string bytes = EncodeIndexFile(f);
   auto r = IndexFileSizeRange(bytes.substr(0, kIndexHeaderSize), 64);
@@ -602,16 +611,7 @@ TEST_F(IndexStoreTest, NoCacheDirMeansNoFiles) {
 
 TEST_F(IndexStoreTest, SharedDirIsPreferredAndNeverWritten) {
   const std::string shared = dir_ + "/shared";
-  {
-    StoreOptions w;
-    w.shared_dir = shared;
-    w.write_shared = true;
-    IndexStore writer(w);
-    LoadInfo info;
-    ASSERT_NE(nullptr, Load(writer, &info));
-    ASSERT_TRUE(info.save_status.ok()) << info.save_status;
-    EXPECT_EQ(shared + "/data-00000-of-00001.tfrecord.tfri", info.stored_path);
-  }
+  ASSERT_NO_FATAL_FAILURE(WriteShared(shared));
   Prime();  // the cache holds a valid index too
   StoreOptions o = CacheOnly();
   o.shared_dir = shared;
@@ -635,12 +635,7 @@ TEST_F(IndexStoreTest, SharedDirIsPreferredAndNeverWritten) {
 
 TEST_F(IndexStoreTest, SharedDirServesTheSameDataAtAnotherPath) {
   const std::string shared = dir_ + "/shared";
-  StoreOptions w;
-  w.shared_dir = shared;
-  w.write_shared = true;
-  IndexStore writer(w);
-  LoadInfo info;
-  ASSERT_NE(nullptr, Load(writer, &info));
+  ASSERT_NO_FATAL_FAILURE(WriteShared(shared));
   // Another machine mounts a copy elsewhere (same bytes, same mtime).
   ASSERT_EQ(0, ::mkdir((dir_ + "/elsewhere").c_str(), 0755));
   const std::string copy = dir_ + "/elsewhere/data-00000-of-00001.tfrecord";
@@ -648,6 +643,7 @@ TEST_F(IndexStoreTest, SharedDirServesTheSameDataAtAnotherPath) {
   StoreOptions r;
   r.shared_dir = shared;
   IndexStore reader(r);
+  LoadInfo info;
   ASSERT_NE(nullptr, Load(reader, &info, copy));
   EXPECT_EQ(IndexSource::kSharedDir, info.source);
 }
@@ -656,9 +652,7 @@ TEST_F(IndexStoreTest, ForceWalksAndRewrites) {
   Prime();
   StoreOptions o = CacheOnly();
   o.force_walk = true;
-  IndexStore store(o);
-  LoadInfo info;
-  ASSERT_NE(nullptr, Load(store, &info));
+  const LoadInfo info = LoadWith(o);
   EXPECT_EQ(IndexSource::kWalked, info.source);
   EXPECT_EQ("forced", info.why_walked);
   EXPECT_EQ(IndexSource::kCache, LoadAgain());
@@ -698,9 +692,7 @@ namespace {
 TEST_F(IndexStoreTest, IndexBesideTheShardIsWrittenThenFound) {
   StoreOptions write = CacheOnly();
   write.write_beside = true;
-  IndexStore writer(write);
-  LoadInfo info;
-  ASSERT_NE(nullptr, Load(writer, &info));
+  LoadInfo info = LoadWith(write);
   EXPECT_EQ(IndexSource::kWalked, info.source);
   ASSERT_TRUE(info.save_status.ok()) << info.save_status;
   EXPECT_EQ(info.stored_path, shard_ + kIndexSuffix);
@@ -715,9 +707,7 @@ TEST_F(IndexStoreTest, IndexBesideTheShardIsWrittenThenFound) {
       << reader.Summary();
 
   read.beside = false;  // -o nobeside
-  IndexStore ignoring(read);
-  ASSERT_NE(nullptr, Load(ignoring, &info));
-  EXPECT_EQ(IndexSource::kWalked, info.source);
+  EXPECT_EQ(IndexSource::kWalked, LoadWith(read).source);
 }
 
 }  // namespace
@@ -731,22 +721,18 @@ namespace {
 TEST_F(IndexStoreTest, VerifySharedFollowsTheHeaderChain) {
   StoreOptions write;
   write.write_beside = true;
-  IndexStore writer(write);
-  LoadInfo info;
-  ASSERT_NE(nullptr, Load(writer, &info));
+  LoadWith(write);
   const std::string beside = shard_ + kIndexSuffix;
   ASSERT_NO_FATAL_FAILURE(test::EditIndexFile(beside, [](IndexFile* f) {
     f->walk.offsets[3] += 1;  // where the sampled headers do not look
   }));
 
-  StoreOptions trusting;
-  IndexStore believes(trusting);
-  ASSERT_NE(nullptr, Load(believes, &info));
-  EXPECT_EQ(IndexSource::kBeside, info.source);  // the samples cannot see it
+  EXPECT_EQ(IndexSource::kBeside, LoadWith(StoreOptions{}).source);  // the samples cannot see it
 
   StoreOptions careful;
   careful.verify_shared = true;
   IndexStore verifies(careful);
+  LoadInfo info;
   auto idx = Load(verifies, &info);
   ASSERT_NE(nullptr, idx);
   EXPECT_EQ(IndexSource::kWalked, info.source);
@@ -776,11 +762,7 @@ TEST(IndexStoreCheckpoints, AForgedBesideCheckpointIsNeverVouchedFor) {
     o.durable = false;
     o.span = 64 << 10;
     IndexStore store(o);
-    auto fd = OpenFile(shard, O_RDONLY);
-    EXPECT_TRUE(fd.ok());
-    struct stat st;
-    EXPECT_EQ(0, ::fstat(fd->get(), &st));
-    auto idx = store.Load(fd->get(), shard, "data.tfrecord.gz", st, source::Codec::kGzip, info);
+    auto idx = test::LoadShardIndex(store, shard, source::Codec::kGzip, info);
     EXPECT_TRUE(idx.ok()) << idx.status();
     return idx.ok() ? *idx : nullptr;
   };
@@ -879,29 +861,20 @@ TEST_F(IndexStoreTest, StoredIndexesAndGrownTailsOverTheLimitAreRefused) {
   Prime();  // 50 records, walked and saved
   StoreOptions small = CacheOnly();
   small.max_records = 49;
+  LoadInfo info;
   {
     IndexStore store(small);
-    auto fd = OpenFile(shard_, O_RDONLY);
-    ASSERT_TRUE(fd.ok());
-    struct stat st;
-    ASSERT_EQ(0, ::fstat(fd->get(), &st));
-    LoadInfo info;
-    auto idx = store.Load(fd->get(), shard_, Basename(shard_), st, source::Codec::kNone, &info);
-    ASSERT_FALSE(idx.ok());
+    auto idx = test::LoadShardIndex(store, shard_, source::Codec::kNone, &info);
     EXPECT_TRUE(record::IsTooManyRecords(idx.status())) << idx.status();
   }
   // The shard grows by 10 records: the tail walk counts the old ones too.
   WriteBytes(shard_, Framed(50, 10), O_APPEND);
   small.max_records = 55;
-  IndexStore store(small);
-  auto fd = OpenFile(shard_, O_RDONLY);
-  ASSERT_TRUE(fd.ok());
-  struct stat st;
-  ASSERT_EQ(0, ::fstat(fd->get(), &st));
-  LoadInfo info;
-  auto idx = store.Load(fd->get(), shard_, Basename(shard_), st, source::Codec::kNone, &info);
-  ASSERT_FALSE(idx.ok());
-  EXPECT_TRUE(record::IsTooManyRecords(idx.status())) << idx.status();
+  {
+    IndexStore store(small);
+    auto idx = test::LoadShardIndex(store, shard_, source::Codec::kNone, &info);
+    EXPECT_TRUE(record::IsTooManyRecords(idx.status())) << idx.status();
+  }
   small.max_records = 60;
   IndexStore enough(small);
   EXPECT_NE(nullptr, Load(enough, &info));

@@ -120,44 +120,35 @@ TEST(ParseNumericTest, Int64RoundTrip) {
   }
 }
 
-TEST(ParseNumericTest, Hints) {
-  auto f = ParseNumeric("1\n2\n", Kind::kFloat);
-  ASSERT_TRUE(f.ok());
-  EXPECT_EQ(Kind::kFloat, f->kind);
-  EXPECT_THAT(f->floats, ElementsAre(1.0f, 2.0f));
-  EXPECT_TRUE(f->int64s.empty());
+// ParseNumeric(text, hint) gives a feature of `kind` holding `int64s` and
+// `floats` (one of them empty).
+void ExpectParsed(absl::string_view text, Kind hint, Kind kind, std::vector<int64_t> int64s,
+                  std::vector<float> floats) {
+  auto f = ParseNumeric(text, hint);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(kind, f->kind) << text;
+  EXPECT_EQ(int64s, f->int64s) << text;
+  EXPECT_EQ(floats, f->floats) << text;
+}
 
-  f = ParseNumeric("1\n1.5\n", Kind::kInt64);
+TEST(ParseNumericTest, Hints) {
+  ExpectParsed("1\n2\n", Kind::kFloat, Kind::kFloat, {}, {1.0f, 2.0f});
+
+  auto f = ParseNumeric("1\n1.5\n", Kind::kInt64);
   ASSERT_FALSE(f.ok());
   EXPECT_EQ(absl::StatusCode::kInvalidArgument, f.status().code());
   EXPECT_THAT(f.status().message(), HasSubstr("line 2"));
   EXPECT_THAT(f.status().message(), HasSubstr("1.5"));
 
-  f = ParseNumeric("1\n-7\n", Kind::kNone);
-  ASSERT_TRUE(f.ok());
-  EXPECT_EQ(Kind::kInt64, f->kind);
-  EXPECT_THAT(f->int64s, ElementsAre(1, -7));
-
-  f = ParseNumeric("1\n2.5\n", Kind::kNone);
-  ASSERT_TRUE(f.ok());
-  EXPECT_EQ(Kind::kFloat, f->kind);
-  EXPECT_THAT(f->floats, ElementsAre(1.0f, 2.5f));
-  EXPECT_TRUE(f->int64s.empty());
+  ExpectParsed("1\n-7\n", Kind::kNone, Kind::kInt64, {1, -7}, {});
+  ExpectParsed("1\n2.5\n", Kind::kNone, Kind::kFloat, {}, {1.0f, 2.5f});
 
   f = ParseNumeric("nan\n", Kind::kNone);
   ASSERT_TRUE(f.ok());
   EXPECT_EQ(Kind::kFloat, f->kind);
 
-  for (Kind hint : {Kind::kNone, Kind::kInt64}) {
-    f = ParseNumeric("", hint);
-    ASSERT_TRUE(f.ok());
-    EXPECT_EQ(Kind::kInt64, f->kind);
-    EXPECT_TRUE(f->int64s.empty());
-  }
-  f = ParseNumeric("", Kind::kFloat);
-  ASSERT_TRUE(f.ok());
-  EXPECT_EQ(Kind::kFloat, f->kind);
-  EXPECT_TRUE(f->floats.empty());
+  for (Kind hint : {Kind::kNone, Kind::kInt64}) ExpectParsed("", hint, Kind::kInt64, {}, {});
+  ExpectParsed("", Kind::kFloat, Kind::kFloat, {}, {});
 }
 
 TEST(ParseNumericTest, BlankLinesAreSkippedAndLinesNumberedAsWritten) {

@@ -213,6 +213,32 @@ class PackTest : public ::testing::Test {
 
   bool JournalExists() const { return fs::exists(journal_); }
 
+  // A journal in `state` for this fixture's records and output folders
+  // (canonical paths, as a pack writes them), with no shards yet.
+  Journal JournalIn(Journal::State state) const {
+    Journal j;
+    j.state = state;
+    j.records_dir = fs::canonical(records_).string();
+    j.output_dir = fs::canonical(out_).string();
+    return j;
+  }
+
+  // Five staged records of 30000 bytes and a 64 KiB tmpfs to pack them
+  // into ("" when no tmpfs can be mounted here).
+  std::string FiveRecordsAndAFullDisk() {
+    const std::string full = MountTmpfs("full", 0, "size=64k");
+    if (full.empty()) return "";
+    for (int i = 0; i < 5; ++i) MakeRecord(records_, absl::StrCat("r", i), i, 30000);
+    return full;
+  }
+  // After a pack that failed: nothing in `out`, every folder still staged,
+  // no journal.
+  void ExpectNothingPacked(const std::string& out) {
+    EXPECT_TRUE(fs::is_empty(out)) << StrayFiles(out).size();
+    EXPECT_EQ(Folders(records_).size(), 5u);
+    EXPECT_FALSE(JournalExists());
+  }
+
   test::TempDir tmp_{"repack_test"};
   std::string root_, staging_, records_, out_, journal_;
   std::vector<std::string> mounts_;
@@ -537,9 +563,8 @@ TEST_F(PackTest, ReadOnlyOutputDirLeavesStagingIntact) {
 }
 
 TEST_F(PackTest, DiskFullRemovesTempFileAndLeavesStagingIntact) {
-  const std::string full = MountTmpfs("full", 0, "size=64k");
+  const std::string full = FiveRecordsAndAFullDisk();
   if (full.empty()) GTEST_SKIP() << "cannot mount a tmpfs here: " << std::strerror(errno);
-  for (int i = 0; i < 5; ++i) MakeRecord(records_, absl::StrCat("r", i), i, 30000);
   PackOptions o = Options();
   o.output_dir = full;
   PackReport report = Pack(o);
@@ -547,15 +572,12 @@ TEST_F(PackTest, DiskFullRemovesTempFileAndLeavesStagingIntact) {
   EXPECT_EQ(ErrnoOf(report.status), ENOSPC);
   EXPECT_THAT(report.status.message(), HasSubstr("t-00000-of-00001.tfrecord"));
   EXPECT_TRUE(report.shards.empty());
-  EXPECT_TRUE(fs::is_empty(full)) << StrayFiles(full).size();
-  EXPECT_EQ(Folders(records_).size(), 5u);
-  EXPECT_FALSE(JournalExists());
+  ExpectNothingPacked(full);
 }
 
 TEST_F(PackTest, DiskFullAfterSomeShardsRemovesThemToo) {
-  const std::string full = MountTmpfs("full", 0, "size=64k");
+  const std::string full = FiveRecordsAndAFullDisk();
   if (full.empty()) GTEST_SKIP() << "cannot mount a tmpfs here: " << std::strerror(errno);
-  for (int i = 0; i < 5; ++i) MakeRecord(records_, absl::StrCat("r", i), i, 30000);
   PackOptions o = Options();
   o.output_dir = full;
   o.shard_size = 40000;  // one record per shard: the first fit, a later one does not
@@ -564,9 +586,7 @@ TEST_F(PackTest, DiskFullAfterSomeShardsRemovesThemToo) {
   EXPECT_THAT(report.status.message(), HasSubstr("-of-00005.tfrecord"));
   EXPECT_FALSE(absl::StrContains(report.status.message(), "t-00000-of-00005.tfrecord"))
       << "the first shard fits; the failure is a later one: " << report.status;
-  EXPECT_TRUE(fs::is_empty(full));
-  EXPECT_EQ(Folders(records_).size(), 5u);
-  EXPECT_FALSE(JournalExists());
+  ExpectNothingPacked(full);
 }
 
 TEST_F(PackTest, FolderChangedBetweenPassesFailsThePack) {
@@ -682,10 +702,7 @@ TEST_F(PackTest, RecoverWithoutJournalDoesNothing) {
 TEST_F(PackTest, RecoverRefusesATornJournalAndTouchesNothing) {
   MakeRecord(records_, "a", 1);
   MakeRecord(records_, "b", 2);
-  Journal j;
-  j.state = Journal::State::kCommitted;
-  j.records_dir = fs::canonical(records_).string();
-  j.output_dir = fs::canonical(out_).string();
+  Journal j = JournalIn(Journal::State::kCommitted);
   j.shards.push_back({"t-00000-of-00001.tfrecord", 10, {"a", "b"}});
   WriteFile(out_ + "/t-00000-of-00001.tfrecord", "0123456789");
   const std::string text = EncodeJournal(j);
@@ -709,10 +726,7 @@ TEST_F(PackTest, RecoverRefusesATornJournalAndTouchesNothing) {
 
 TEST_F(PackTest, RecoverRefusesCommittedJournalWithMissingShard) {
   MakeRecord(records_, "a", 1);
-  Journal j;
-  j.state = Journal::State::kCommitted;
-  j.records_dir = fs::canonical(records_).string();
-  j.output_dir = fs::canonical(out_).string();
+  Journal j = JournalIn(Journal::State::kCommitted);
   j.shards.push_back({"t-00000-of-00001.tfrecord", 10, {"a"}});
   WriteFile(journal_, EncodeJournal(j));
   absl::Status s = Recover(journal_, records_);
@@ -993,10 +1007,7 @@ TEST_F(PackCommandTest, InvalidRecordExitsOne) {
 TEST_F(PackCommandTest, RecoversAnInterruptedOfflinePack) {
   MakeRecord(records_, "a", 1);
   // A leftover of a killed run: planned journal, a temp file, a shard.
-  Journal j;
-  j.state = Journal::State::kPlanned;
-  j.records_dir = fs::canonical(records_).string();
-  j.output_dir = fs::canonical(out_).string();
+  Journal j = JournalIn(Journal::State::kPlanned);
   j.remove_packed = false;
   j.shards.push_back({"z-00000-of-00002.tfrecord", 10, {"a"}});
   j.shards.push_back({"z-00001-of-00002.tfrecord", 10, {"b"}});

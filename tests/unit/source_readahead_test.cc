@@ -69,6 +69,21 @@ class FakeSource final : public ShardSource {
   uint64_t fail_begin_ = 0, fail_end_ = 0;
 };
 
+// A ReadaheadSource over a FakeSource of `bytes`, with a Readahead of its
+// own. `source` is declared before `ra`, so it is destroyed after it: ra
+// joins its fetches first (readahead.h).
+struct ReadaheadStack {
+  ReadaheadStack(const std::string& bytes, size_t budget_bytes, int threads)
+      : ra(budget_bytes, threads) {
+    auto fake = std::make_unique<FakeSource>(bytes);
+    inner = fake.get();
+    source = std::make_unique<ReadaheadSource>(std::move(fake), &ra);
+  }
+  std::unique_ptr<ReadaheadSource> source;
+  Readahead ra;
+  FakeSource* inner = nullptr;  // owned by source
+};
+
 std::string Pattern(size_t n, uint32_t seed) {
   std::string s(n, '\0');
   std::mt19937 rng(seed);
@@ -96,14 +111,10 @@ std::string Read(const ShardSource& src, uint64_t offset, size_t n) {
 
 TEST(ReadaheadTest, SequentialReaderGetsTheSameBytesFromBlocksFetchedAhead) {
   const std::string bytes = Pattern(5 * kBlock + 12345, 1);
-  auto fake = std::make_unique<FakeSource>(bytes);
-  FakeSource* inner = fake.get();
-  // Declared before ra, so destroyed after it: ra joins its fetches first
-  // (readahead.h).
-  std::unique_ptr<ReadaheadSource> holder;
-  Readahead ra(64 * kBlock, 4);
-  holder = std::make_unique<ReadaheadSource>(std::move(fake), &ra);
-  const ReadaheadSource& src = *holder;
+  ReadaheadStack stack(bytes, 64 * kBlock, 4);
+  const ReadaheadSource& src = *stack.source;
+  FakeSource* inner = stack.inner;
+  Readahead& ra = stack.ra;
 
   // Record-sized reads, one after the other (a `find` over a shard).
   std::string seen;
@@ -120,14 +131,10 @@ TEST(ReadaheadTest, SequentialReaderGetsTheSameBytesFromBlocksFetchedAhead) {
 
 TEST(ReadaheadTest, RandomReaderStartsNoFetches) {
   const std::string bytes = Pattern(8 * kBlock, 2);
-  auto fake = std::make_unique<FakeSource>(bytes);
-  FakeSource* inner = fake.get();
-  // Declared before ra, so destroyed after it: ra joins its fetches first
-  // (readahead.h).
-  std::unique_ptr<ReadaheadSource> holder;
-  Readahead ra(64 * kBlock, 4);
-  holder = std::make_unique<ReadaheadSource>(std::move(fake), &ra);
-  const ReadaheadSource& src = *holder;
+  ReadaheadStack stack(bytes, 64 * kBlock, 4);
+  const ReadaheadSource& src = *stack.source;
+  FakeSource* inner = stack.inner;
+  Readahead& ra = stack.ra;
 
   std::mt19937 rng(7);
   for (int i = 0; i < 200; ++i) {
@@ -142,12 +149,8 @@ TEST(ReadaheadTest, RandomReaderStartsNoFetches) {
 
 TEST(ReadaheadTest, ReadsAcrossBlockEdgesAndPastTheEnd) {
   const std::string bytes = Pattern(3 * kBlock + 10, 3);
-  // Declared before ra, so destroyed after it: ra joins its fetches first
-  // (readahead.h).
-  std::unique_ptr<ReadaheadSource> holder;
-  Readahead ra(64 * kBlock, 2);
-  holder = std::make_unique<ReadaheadSource>(std::make_unique<FakeSource>(bytes), &ra);
-  const ReadaheadSource& src = *holder;
+  ReadaheadStack stack(bytes, 64 * kBlock, 2);
+  const ReadaheadSource& src = *stack.source;
 
   // Start a stream, then read spans that cross block boundaries.
   EXPECT_TRUE(Same(Read(src, 0, 4096), bytes.substr(0, 4096)));
@@ -162,16 +165,11 @@ TEST(ReadaheadTest, ReadsAcrossBlockEdgesAndPastTheEnd) {
 
 TEST(ReadaheadTest, AFailedFetchIsTheWrappedSourcesErrorNotWrongBytes) {
   const std::string bytes = Pattern(6 * kBlock, 4);
-  auto fake = std::make_unique<FakeSource>(bytes);
-  FakeSource* inner = fake.get();
+  ReadaheadStack stack(bytes, 64 * kBlock, 4);
+  const ReadaheadSource& src = *stack.source;
+  FakeSource* inner = stack.inner;
   // Block 3 cannot be read (by the fetch or anyone else).
   inner->FailRange(3 * kBlock + 100, 3 * kBlock + 101);
-  // Declared before ra, so destroyed after it: ra joins its fetches first
-  // (readahead.h).
-  std::unique_ptr<ReadaheadSource> holder;
-  Readahead ra(64 * kBlock, 4);
-  holder = std::make_unique<ReadaheadSource>(std::move(fake), &ra);
-  const ReadaheadSource& src = *holder;
 
   std::string seen;
   uint64_t off = 0;
@@ -194,12 +192,8 @@ TEST(ReadaheadTest, AFailedFetchIsTheWrappedSourcesErrorNotWrongBytes) {
 
 TEST(ReadaheadTest, ASmallBudgetStillServesTheRightBytes) {
   const std::string bytes = Pattern(10 * kBlock + 7, 5);
-  // Declared before ra, so destroyed after it: ra joins its fetches first
-  // (readahead.h).
-  std::unique_ptr<ReadaheadSource> holder;
-  Readahead ra(kBlock, 2);  // one block kept: fetched blocks are evicted early
-  holder = std::make_unique<ReadaheadSource>(std::make_unique<FakeSource>(bytes), &ra);
-  const ReadaheadSource& src = *holder;
+  ReadaheadStack stack(bytes, kBlock, 2);  // one block kept: fetched blocks are evicted early
+  const ReadaheadSource& src = *stack.source;
   std::string seen;
   for (uint64_t off = 0; off < bytes.size(); off += 300'007) seen += Read(src, off, 300'007);
   EXPECT_TRUE(Same(seen, bytes));

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "testing/canon.h"
+#include "testing/layout_files.h"
 #include "testing/temp_dir.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/example/sequence.h"
@@ -36,8 +38,17 @@ class StoreTest : public ::testing::Test {
     ASSERT_FALSE(tmp_.path().empty());
     root_ = tmp_.path();
   }
+  // Opens the store under test, keeping at most `node_fds` descriptors of
+  // nodes, as store_.
+  void OpenStore(size_t node_fds) {
+    auto store = Store::Open(root_ + "/s", {.node_fds = node_fds});
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+  }
+
   test::TempDir tmp_{"staging_store_test"};
   std::string root_;
+  std::unique_ptr<Store> store_;
 };
 
 // A file `name` in record folder `record`, open with `flags`.
@@ -46,23 +57,30 @@ struct OpenFileInStore {
   UniqueFd fd;
 };
 
-OpenFileInStore CreateIn(Store& store, const std::string& record, const std::string& name,
-                         int flags) {
+// The same in the folder node `parent` (node 0 after failing the test). A
+// caller that only needs the node lets the descriptor close at once:
+// CreateAt(...).node.
+OpenFileInStore CreateAt(Store& store, uint64_t parent, const std::string& name, int flags) {
   OpenFileInStore out;
-  uint64_t parent = store.root();
-  if (!record.empty()) {
-    auto st = store.Mkdir(store.root(), record, 0755);
-    if (!st.ok()) st = store.Lookup(store.root(), record);
-    EXPECT_TRUE(st.ok()) << st.status();
-    if (!st.ok()) return out;
-    parent = st->st_ino;
-  }
   auto created = store.Create(parent, name, S_IFREG | 0644, flags);
   EXPECT_TRUE(created.ok()) << created.status();
   if (!created.ok()) return out;
   out.node = created->first.st_ino;
   out.fd = UniqueFd(created->second);
   return out;
+}
+
+OpenFileInStore CreateIn(Store& store, const std::string& record, const std::string& name,
+                         int flags) {
+  uint64_t parent = store.root();
+  if (!record.empty()) {
+    auto st = store.Mkdir(store.root(), record, 0755);
+    if (!st.ok()) st = store.Lookup(store.root(), record);
+    EXPECT_TRUE(st.ok()) << st.status();
+    if (!st.ok()) return OpenFileInStore();
+    parent = st->st_ino;
+  }
+  return CreateAt(store, parent, name, flags);
 }
 
 // The shards of these tests: `label` is an int64 feature, nothing else is
@@ -200,9 +218,8 @@ int OpenDescriptors() {
 }
 
 TEST_F(StoreTest, MoreKnownNodesThanTheDescriptorBudget) {
-  auto store = Store::Open(root_ + "/s", {.node_fds = 8});
-  ASSERT_TRUE(store.ok()) << store.status();
-  Store& s = **store;
+  ASSERT_NO_FATAL_FAILURE(OpenStore(8));
+  Store& s = *store_;
   const int before = OpenDescriptors();
   std::vector<uint64_t> files;
   for (int r = 0; r < 10; ++r) {
@@ -238,17 +255,14 @@ TEST_F(StoreTest, MoreKnownNodesThanTheDescriptorBudget) {
 }
 
 TEST_F(StoreTest, RenamedNodesAreReopenedUnderTheirNewNames) {
-  auto store = Store::Open(root_ + "/s", {.node_fds = 1});
-  ASSERT_TRUE(store.ok()) << store.status();
-  Store& s = **store;
+  ASSERT_NO_FATAL_FAILURE(OpenStore(1));
+  Store& s = *store_;
   auto a = s.Mkdir(s.root(), "a", 0755);
   ASSERT_TRUE(a.ok());
   auto b = s.Mkdir(s.root(), "b", 0755);
   ASSERT_TRUE(b.ok());
-  auto f = s.Create(a->st_ino, "x", S_IFREG | 0644, O_WRONLY);
-  ASSERT_TRUE(f.ok());
-  ::close(f->second);
-  const uint64_t x = f->first.st_ino;
+  const uint64_t x = CreateAt(s, a->st_ino, "x", O_WRONLY).node;
+  ASSERT_NE(x, 0u);
   ASSERT_TRUE(s.Rename(a->st_ino, "x", b->st_ino, "y", 0, naming::NoFeatureTypes()).ok());
   ASSERT_TRUE(s.Mkdir(s.root(), "fill", 0755).ok());  // evicts x's descriptor
   EXPECT_EQ(s.RelativePath(x).value(), "b/y");
@@ -261,13 +275,12 @@ TEST_F(StoreTest, RenamedNodesAreReopenedUnderTheirNewNames) {
   ASSERT_TRUE(fd.ok()) << fd.status();
   ::close(*fd);
   // Exchanged names swap their nodes.
-  auto z = s.Create(a->st_ino, "z", S_IFREG | 0644, O_WRONLY);
-  ASSERT_TRUE(z.ok());
-  ::close(z->second);
+  const uint64_t z = CreateAt(s, a->st_ino, "z", O_WRONLY).node;
+  ASSERT_NE(z, 0u);
   ASSERT_TRUE(
       s.Rename(a->st_ino, "z", b->st_ino, "y", RENAME_EXCHANGE, naming::NoFeatureTypes()).ok());
   EXPECT_EQ(s.RelativePath(x).value(), "a/z");
-  EXPECT_EQ(s.RelativePath(z->first.st_ino).value(), "c/y");
+  EXPECT_EQ(s.RelativePath(z).value(), "c/y");
   // A rename over a known node: that node is gone, the mover takes its name.
   ASSERT_TRUE(s.Rename(s.root(), "a", s.root(), "fill", 0, naming::NoFeatureTypes()).ok());
   EXPECT_EQ(s.RelativePath(x).value(), "fill/z");
@@ -275,15 +288,12 @@ TEST_F(StoreTest, RenamedNodesAreReopenedUnderTheirNewNames) {
 }
 
 TEST_F(StoreTest, ANodeReplacedOnDiskIsStaleNotTheOtherFile) {
-  auto store = Store::Open(root_ + "/s", {.node_fds = 1});
-  ASSERT_TRUE(store.ok()) << store.status();
-  Store& s = **store;
+  ASSERT_NO_FATAL_FAILURE(OpenStore(1));
+  Store& s = *store_;
   auto r = s.Mkdir(s.root(), "r", 0755);
   ASSERT_TRUE(r.ok());
-  auto f = s.Create(r->st_ino, "label", S_IFREG | 0644, O_WRONLY);
-  ASSERT_TRUE(f.ok());
-  ::close(f->second);
-  const uint64_t label = f->first.st_ino;
+  const uint64_t label = CreateAt(s, r->st_ino, "label", O_WRONLY).node;
+  ASSERT_NE(label, 0u);
   ASSERT_TRUE(s.Mkdir(s.root(), "other", 0755).ok());  // evicts label's descriptor
   // Swapped behind the store's back: another file now has the name.
   const std::string path = staging::RecordsDir(root_ + "/s") + "/r/label";
@@ -303,18 +313,15 @@ TEST_F(StoreTest, ANodeReplacedOnDiskIsStaleNotTheOtherFile) {
 }
 
 TEST_F(StoreTest, ForgottenAndRemovedNodesLeaveNothingBehind) {
-  auto store = Store::Open(root_ + "/s", {.node_fds = 4});
-  ASSERT_TRUE(store.ok()) << store.status();
-  Store& s = **store;
+  ASSERT_NO_FATAL_FAILURE(OpenStore(4));
+  Store& s = *store_;
   const int before = OpenDescriptors();
   auto r = s.Mkdir(s.root(), "r", 0755);
   ASSERT_TRUE(r.ok());
   std::vector<uint64_t> nodes;
   for (int i = 0; i < 20; ++i) {
-    auto c = s.Create(r->st_ino, absl::StrCat("f", i), S_IFREG | 0644, O_WRONLY);
-    ASSERT_TRUE(c.ok());
-    ::close(c->second);
-    nodes.push_back(c->first.st_ino);
+    nodes.push_back(CreateAt(s, r->st_ino, absl::StrCat("f", i), O_WRONLY).node);
+    ASSERT_NE(nodes.back(), 0u);
   }
   // A removed file the kernel still knows (open after rm) keeps answering.
   ASSERT_TRUE(s.Unlink(r->st_ino, "f0").ok());
@@ -381,22 +388,6 @@ TEST_F(StoreTest, RemoveIfEmptyKeepsStagedBytes) {
 
 // ---- SequenceExample folders (record_folder.h) ----
 
-// Writes the forward layout of `payload` under `dir`, as `cp -r` would.
-void WriteLayout(const naming::Layout& l, uint32_t d, const std::string& dir,
-                 absl::string_view payload) {
-  const naming::Entry& e = l.entries[d];
-  for (uint32_t c = e.first_child; c < e.first_child + e.num_children; ++c) {
-    const naming::Entry& child = l.entries[c];
-    const std::string p = dir + "/" + child.name;
-    if (child.is_dir) {
-      ASSERT_EQ(::mkdir(p.c_str(), 0755), 0) << p;
-      WriteLayout(l, c, p, payload);
-    } else {
-      ASSERT_TRUE(WriteFileAtomically(p, naming::FileContent(child, payload).value()).ok()) << p;
-    }
-  }
-}
-
 TEST_F(StoreTest, SequenceExampleFolderRoundTripsFeatureByFeature) {
   example::SequenceTable t;
   example::Feature label;
@@ -437,7 +428,7 @@ TEST_F(StoreTest, SequenceExampleFolderRoundTripsFeatureByFeature) {
   const naming::Layout l = naming::LayoutSequence(*decoded, payload);
   const std::string rec = root_ + "/rec";
   ASSERT_EQ(::mkdir(rec.c_str(), 0755), 0);
-  WriteLayout(l, 0, rec, payload);
+  ASSERT_TRUE(test::WriteLayout(l, 0, rec, payload).ok());
   auto packed = PayloadFromFolder(rec, naming::NoFeatureTypes());
   ASSERT_TRUE(packed.ok()) << packed.status();
   auto back = example::DecodeSequenceExample(*packed);

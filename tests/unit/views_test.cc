@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/make_feature.h"
 #include "tfrecordfs/example/example.h"
 #include "tfrecordfs/example/record.h"
 #include "tfrecordfs/example/sequence.h"
@@ -28,25 +29,13 @@ const std::string kPng = std::string("\x89PNG\r\n\x1a\n", 8) + std::string(40, '
 const std::string kGif = "GIF89a" + std::string(20, 'g');
 
 Feature Bytes(std::string name, std::vector<absl::string_view> values) {
-  Feature f;
-  f.name = std::move(name);
-  f.kind = Kind::kBytes;
-  f.bytes = std::move(values);
-  return f;
+  return test::MakeFeature(std::move(name), std::move(values));
 }
 Feature Int64s(std::string name, std::vector<int64_t> values) {
-  Feature f;
-  f.name = std::move(name);
-  f.kind = Kind::kInt64;
-  f.int64s = std::move(values);
-  return f;
+  return test::MakeFeature(std::move(name), std::move(values));
 }
 Feature Floats(std::string name, std::vector<float> values) {
-  Feature f;
-  f.name = std::move(name);
-  f.kind = Kind::kFloat;
-  f.floats = std::move(values);
-  return f;
+  return test::MakeFeature(std::move(name), std::move(values));
 }
 
 // Encodes `features` as an Example and names its images after `stem`, as

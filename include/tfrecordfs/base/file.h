@@ -67,6 +67,13 @@ absl::StatusOr<size_t> PreadUpTo(int fd, void* buf, size_t n, uint64_t offset,
 // Reads exactly n bytes or fails (OutOfRange at end of file).
 absl::Status PreadFull(int fd, void* buf, size_t n, uint64_t offset, absl::string_view path);
 
+// PreadFull's verdict on `read`, the result of reading up to `n` bytes at
+// `offset` of `path` (a file, an object: `what` says which): its error, or
+// OutOfRange "<path>: unexpected end of <what> at byte offset ..." when
+// fewer than `n` bytes were there, else OK.
+absl::Status ExpectFullRead(const absl::StatusOr<size_t>& read, size_t n, uint64_t offset,
+                            absl::string_view path, absl::string_view what);
+
 absl::Status WriteFull(int fd, const void* buf, size_t n, absl::string_view path);
 
 // fsync of a directory, so that a rename or unlink inside it is durable.
@@ -76,6 +83,14 @@ absl::Status FsyncDir(const std::string& dir);
 // rename over `path`, fsync of the directory. Readers see the old or the new
 // file, never a torn one.
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents);
+
+// Replaces `path` with `contents` through a temp file of its own (safe to
+// call concurrently for the same path) and a rename, without fsync: readers
+// see the old file or the new one, but after a power cut the new one may be
+// torn. For caches whose files carry a checksum (the index cache, class
+// groupings) that is the right trade: a torn file is rebuilt, and a durable
+// write would cost two fsyncs per file.
+absl::Status WriteFileReplacing(const std::string& path, absl::string_view contents);
 
 absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 

@@ -90,6 +90,10 @@ class Inflater {
 
  private:
   absl::Status Zcheck(int ret);
+  // Loads the next chunk of compressed input at file offset `pos` into
+  // in_buf_ (in_off_ = pos, in_len_ = the bytes read: 0 at the end of the
+  // file). Both inflaters' refills go through it.
+  absl::Status LoadInput(uint64_t pos);
   // Reads the next chunk of compressed input, from in_pos() on (unread
   // input left in the buffer is read again). Returns the bytes read.
   absl::StatusOr<size_t> Refill();

@@ -46,7 +46,6 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -58,6 +57,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/lru.h"
 #include "tfrecordfs/base/mutex.h"
 #include "tfrecordfs/naming/feature_type.h"
 #include "tfrecordfs/staging/layout.h"
@@ -281,6 +281,11 @@ class Store {
   // Unlinks `node` from its parent (Unlink, Rmdir, replaced by Rename),
   // keeping `fd` open while the kernel still knows it.
   void Detach(uint64_t node, NodeFdRef fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The known node named `name` in `parent`, if any, with its descriptor in
+  // *keep, taken before a removal or a rename over it: a node keeps a
+  // descriptor while the kernel still knows it (the top of this file).
+  std::optional<uint64_t> KnownNode(uint64_t parent, const std::string& name, NodeFdRef* keep)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Unlink / Rmdir (`flags` AT_REMOVEDIR).
   absl::Status Remove(uint64_t parent, absl::string_view name, int flags);
   // Drops `node` if neither the kernel nor a child needs it.
@@ -295,22 +300,18 @@ class Store {
   UniqueFd lock_fd_;
   uint64_t root_ino_ = 0;
   dev_t dev_ = 0;
-  size_t node_fd_budget_ = 16;
   UniqueFd root_fd_;
   Mutex mu_;
   absl::flat_hash_map<uint64_t, Node> nodes_ ABSL_GUARDED_BY(mu_);
   // (parent, name) -> node, for the known nodes that are not removed.
   absl::flat_hash_map<std::pair<uint64_t, std::string>, uint64_t> by_name_ ABSL_GUARDED_BY(mu_);
-  struct CachedFd {
-    NodeFdRef fd;
-    std::list<uint64_t>::iterator lru;
-  };
-  absl::flat_hash_map<uint64_t, CachedFd> fds_ ABSL_GUARDED_BY(mu_);
-  std::list<uint64_t> lru_ ABSL_GUARDED_BY(mu_);  // front = most recent
+  // node -> its O_PATH descriptor, at most node_fds of them (Open sets the
+  // budget). An evicted descriptor closes once no call uses it.
+  LruMap<uint64_t, NodeFdRef> fds_ ABSL_GUARDED_BY(mu_);
   uint64_t reopens_ ABSL_GUARDED_BY(mu_) = 0;
-  // WritableFd's cache: node -> writable descriptor, LRU.
-  absl::flat_hash_map<uint64_t, CachedFd> write_fds_ ABSL_GUARDED_BY(mu_);
-  std::list<uint64_t> write_lru_ ABSL_GUARDED_BY(mu_);  // front = most recent
+  // WritableFd's cache: node -> writable descriptor, at most
+  // max(node_fds / 2, 8) of them.
+  LruMap<uint64_t, NodeFdRef> write_fds_ ABSL_GUARDED_BY(mu_);
   void CacheWritable(uint64_t node, NodeFdRef fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::flat_hash_set<uint64_t> written_ ABSL_GUARDED_BY(mu_);  // NoteWritten, unchecked
   // Nodes whose last write was refused and that were not written since

@@ -96,6 +96,16 @@ class IndexMountTest : public ::testing::Test {
 
   std::string CacheDir() const { return cache_home_ + "/tfrecordfs/index"; }
 
+  // `tfrecordfs index --index-dir DIR` of src_ into tmp_/shared: DIR, and
+  // in *out what the command printed. Fails the test when it fails.
+  std::string IndexIntoShared(CommandResult* out = nullptr) {
+    const std::string shared = tmp_.path() + "/shared";
+    CommandResult r = RunCommand({BinaryPath(), "index", "--index-dir", shared, src_});
+    EXPECT_EQ(0, r.exit_code) << r.out << r.err;
+    if (out != nullptr) *out = std::move(r);
+    return shared;
+  }
+
   void StopOk(Mount* m) {
     std::string err;
     EXPECT_EQ(0, m->Stop(&err)) << err;
@@ -171,9 +181,9 @@ TEST_F(IndexMountTest, UnwritableCacheStillMounts) {
 }
 
 TEST_F(IndexMountTest, IndexCommandFeedsIndexDir) {
-  const std::string shared = tmp_.path() + "/shared";
-  CommandResult r = RunCommand({BinaryPath(), "index", "--index-dir", shared, src_});
-  ASSERT_EQ(0, r.exit_code) << r.out << r.err;
+  CommandResult r;
+  const std::string shared = IndexIntoShared(&r);
+  ASSERT_EQ(0, r.exit_code);
   EXPECT_NE(r.out.find("indexed "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(" walked"), std::string::npos) << r.out;
   // The layout mirrors the mount.
@@ -199,9 +209,8 @@ TEST_F(IndexMountTest, IndexCommandFeedsIndexDir) {
 // record shifted). Each shard is walked instead and the mount shows exactly
 // what a mount without indexes shows.
 TEST_F(IndexMountTest, HostileIndexDirIsWalkedPast) {
-  const std::string shared = tmp_.path() + "/shared";
-  CommandResult r = RunCommand({BinaryPath(), "index", "--index-dir", shared, src_});
-  ASSERT_EQ(0, r.exit_code) << r.out << r.err;
+  const std::string shared = IndexIntoShared();
+  ASSERT_FALSE(HasFailure());
   const std::string fifo = shared + "/" + kShardBig + ".tfri";
   const std::string sparse = shared + "/" + kShardOne + ".tfri";
   const std::string poisoned = shared + "/" + kShardNested + ".tfri";
@@ -226,9 +235,8 @@ TEST_F(IndexMountTest, HostileIndexDirIsWalkedPast) {
 // at mount, they are escaped (no raw newline or terminal escape reaches the
 // log) and capped per shard.
 TEST_F(IndexMountTest, ProblemMessagesAreEscapedAndCapped) {
-  const std::string shared = tmp_.path() + "/shared";
-  CommandResult r = RunCommand({BinaryPath(), "index", "--index-dir", shared, src_});
-  ASSERT_EQ(0, r.exit_code) << r.out << r.err;
+  const std::string shared = IndexIntoShared();
+  ASSERT_FALSE(HasFailure());
   const std::string file = shared + "/" + kShardBig + ".tfri";
   const size_t kProblems = index::kMaxProblemsLogged + 30;
   ASSERT_NO_FATAL_FAILURE(test::EditIndexFile(file, [&](index::IndexFile* f) {

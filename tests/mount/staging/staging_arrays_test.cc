@@ -16,7 +16,10 @@
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -64,27 +67,40 @@ std::string TensorText(absl::string_view proto) {
                       Hex(t->data(proto)));
 }
 
+// Generates `n` records of tfrecordfs-gen's `kind` dataset (whose shard is
+// `shard`), copies every record folder back through a mount and packs them
+// with `prefix`, then calls `check` with each record as generated (read
+// straight from the shard), as packed, and the folder it was copied from,
+// and expects the two byte for byte equal (the generator's tensors come
+// from tf.io.serialize_tensor, which is deterministic, and so is the
+// Example encoding). Fails the test (fatally) when a count is off.
+void CopyEveryRecordBack(
+    Scratch& s, const std::string& kind, const std::string& shard, size_t n,
+    const std::string& prefix,
+    const std::function<void(const std::string& generated, const std::string& packed,
+                             const std::string& from)>& check) {
+  const std::string src = Gen(s, kind, absl::StrCat(n));
+  ASSERT_FALSE(src.empty());
+  const DirectShard direct = ReadShardDirectly(src + "/" + shard);
+  ASSERT_EQ(direct.error, "");
+  ASSERT_EQ(direct.payloads.size(), n);
+  std::vector<std::string> froms;
+  for (size_t i = 0; i < n; ++i) {
+    froms.push_back(absl::StrCat(kind, "/", shard, "/", RecordDirName(i, n)));
+  }
+  const std::vector<std::string> packed = CopyAndPack(s, {s.src}, froms, prefix);
+  ASSERT_EQ(packed.size(), n);
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_TRUE(direct.payloads[i]) << froms[i];
+    check(*direct.payloads[i], packed[i], froms[i]);
+    EXPECT_TRUE(*direct.payloads[i] == packed[i]) << froms[i] << ": bytes differ";
+  }
+}
+
 TEST(StagingArraysTest, GeneratedTensorRecordsCopyBackByteExact) {
   TFRFS_SKIP_WITHOUT_FUSE();
   Scratch s;
-  const std::string src = Gen(s, "tensors", "12");
-  ASSERT_FALSE(src.empty());
-  const DirectShard direct = ReadShardDirectly(src + "/" + kTensorShard);
-  ASSERT_EQ(direct.error, "");
-  ASSERT_EQ(direct.payloads.size(), 12u);
-  std::vector<std::string> froms;
-  for (size_t i = 0; i < 12; ++i) {
-    froms.push_back(absl::StrCat("tensors/", kTensorShard, "/", RecordDirName(i, 12)));
-  }
-  const std::vector<std::string> packed = CopyAndPack(s, {s.src}, froms, "t");
-  ASSERT_EQ(packed.size(), 12u);
-  for (size_t i = 0; i < 12; ++i) {
-    ASSERT_TRUE(direct.payloads[i]);
-    ExpectSameRecord(*direct.payloads[i], packed[i], froms[i]);
-    // tf.io.serialize_tensor output is deterministic, and so is the Example
-    // encoding: the whole record comes back byte for byte.
-    EXPECT_TRUE(*direct.payloads[i] == packed[i]) << froms[i] << ": bytes differ";
-  }
+  CopyEveryRecordBack(s, "tensors", kTensorShard, 12, "t", ExpectSameRecord);
 }
 
 TEST(StagingArraysTest, NumpyAndPilArraysPackToTheirTensors) {
@@ -241,29 +257,20 @@ TEST(StagingArraysTest, BadArraysAndStepsFailAndKindsSurviveARestart) {
   EXPECT_EQ(std::string(lists["mask"].steps.at(0).bytes.at(0)), mask_proto);
 }
 
+// The SequenceExamples `generated` and `packed` hold the same features.
+void ExpectSameSequence(const std::string& generated, const std::string& packed,
+                        const std::string& from) {
+  auto want = example::DecodeSequenceExample(generated);
+  auto got = example::DecodeSequenceExample(packed);
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_TRUE(got.ok()) << from << ": " << got.status();
+  EXPECT_EQ(SequenceText(*got), SequenceText(*want)) << from;
+}
+
 TEST(StagingArraysTest, SequenceRecordsCopyBackFeatureByFeature) {
   TFRFS_SKIP_WITHOUT_FUSE();
   Scratch s;
-  const std::string src = Gen(s, "sequence", "14");
-  ASSERT_FALSE(src.empty());
-  const DirectShard direct = ReadShardDirectly(src + "/" + kSequenceShard);
-  ASSERT_EQ(direct.error, "");
-  ASSERT_EQ(direct.payloads.size(), 14u);
-  std::vector<std::string> froms;
-  for (size_t i = 0; i < 14; ++i) {
-    froms.push_back(absl::StrCat("sequence/", kSequenceShard, "/", RecordDirName(i, 14)));
-  }
-  const std::vector<std::string> packed = CopyAndPack(s, {s.src}, froms, "seq");
-  ASSERT_EQ(packed.size(), 14u);
-  for (size_t i = 0; i < 14; ++i) {
-    ASSERT_TRUE(direct.payloads[i]);
-    auto want = example::DecodeSequenceExample(*direct.payloads[i]);
-    auto got = example::DecodeSequenceExample(packed[i]);
-    ASSERT_TRUE(want.ok()) << want.status();
-    ASSERT_TRUE(got.ok()) << froms[i] << ": " << got.status();
-    EXPECT_EQ(SequenceText(*got), SequenceText(*want)) << froms[i];
-    EXPECT_TRUE(*direct.payloads[i] == packed[i]) << froms[i] << ": bytes differ";
-  }
+  CopyEveryRecordBack(s, "sequence", kSequenceShard, 14, "seq", ExpectSameSequence);
 }
 
 }  // namespace

@@ -60,6 +60,22 @@ class StagingToolsTest : public ::testing::Test {
   std::string ErrorAttr(const std::string& rel) const {
     return RunCommand({"getfattr", "--only-values", "-n", "user.tfrecordfs.error", M(rel)}).out;
   }
+  // Unmounts `d` with `tfrecordfs unmount`, which must pack everything
+  // staged, and returns the payloads packed into shards named `prefix`.
+  std::vector<std::string> UnmountAndReadPacked(Mount& d, const std::string& prefix) const {
+    int wait_status = 0;
+    CommandResult u = d.TfrUnmount(&wait_status);
+    EXPECT_EQ(u.exit_code, 0) << u.out << u.err << d.Stderr();
+    return AllPayloads(ReadPackedShards(s_.out, prefix));
+  }
+  // The same, when the pack must hold one record, `what`, whose only
+  // feature is `label`.
+  void ExpectPackedOnlyLabel(Mount& d, const std::string& prefix, int64_t label,
+                             const std::string& what) const {
+    const std::vector<std::string> payloads = UnmountAndReadPacked(d, prefix);
+    ASSERT_EQ(payloads.size(), 1u);
+    ExpectSameRecord(ExamplePayload({Int64Feature("label", {label})}), payloads[0], what);
+  }
 
   Scratch s_;
 };
@@ -149,11 +165,7 @@ TEST_F(StagingToolsTest, RefusedWriteKeepsItsRecordStagedWithTheReason) {
   EXPECT_EQ(ErrorAttr("staging/oops/label"), "");
   EXPECT_EQ(Bash("rm -r " + Q("staging/img")).exit_code, 0);
   EXPECT_EQ(Status({s_.mnt}).exit_code, 0);
-  CommandResult u2 = again.TfrUnmount(&wait_status);
-  EXPECT_EQ(u2.exit_code, 0) << u2.out << u2.err;
-  const auto repacked = AllPayloads(ReadPackedShards(s_.out, "again"));
-  ASSERT_EQ(repacked.size(), 1u);
-  ExpectSameRecord(ExamplePayload({Int64Feature("label", {7})}), repacked[0], "oops");
+  ExpectPackedOnlyLabel(again, "again", 7, "oops");
 }
 
 // Item 2: tools that write a temporary file (no extension, or hidden) and
@@ -208,10 +220,7 @@ TEST_F(StagingToolsTest, EditorsAndToolsThatRenameWork) {
   EXPECT_EQ(ListDir(M("staging/r")),
             (std::vector<std::string>{"caption.txt", "label", "mask.png", "scores"}));
 
-  int wait_status = 0;
-  CommandResult u = d.TfrUnmount(&wait_status);
-  EXPECT_EQ(u.exit_code, 0) << u.out << u.err << d.Stderr();
-  const auto payloads = AllPayloads(ReadPackedShards(s_.out, "tools"));
+  const std::vector<std::string> payloads = UnmountAndReadPacked(d, "tools");
   ASSERT_EQ(payloads.size(), 2u);
   const std::string caption = vim.exit_code == 127 ? "a cat of 1" : "a dog of 1";
   ExpectSameRecord(
@@ -255,12 +264,7 @@ TEST_F(StagingToolsTest, BadContentRenamedOntoAFeatureIsRefused) {
   EXPECT_EQ(ReadWholeFile(M("staging/r/label")), "3\n");
   ASSERT_EQ(Bash("rm -f " + Q("staging/r/.label.swp")).exit_code, 0);
   EXPECT_EQ(ListDir(M("staging/r")), std::vector<std::string>{"label"});
-  int wait_status = 0;
-  CommandResult u = d.TfrUnmount(&wait_status);
-  EXPECT_EQ(u.exit_code, 0) << u.out << u.err;
-  const auto payloads = AllPayloads(ReadPackedShards(s_.out, "ren"));
-  ASSERT_EQ(payloads.size(), 1u);
-  ExpectSameRecord(ExamplePayload({Int64Feature("label", {3})}), payloads[0], "r");
+  ExpectPackedOnlyLabel(d, "ren", 3, "r");
 }
 
 // Item 13: `cp -r` of a mounted record asks for its 0444 files and 0555

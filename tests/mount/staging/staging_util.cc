@@ -19,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
+#include "testing/make_feature.h"
 #include "testing/shard.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/example/example.h"
@@ -211,27 +212,15 @@ void ExpectSameRecord(const std::string& original, const std::string& packed,
 }
 
 OwnedFeature Int64Feature(std::string name, std::vector<int64_t> values) {
-  OwnedFeature f;
-  f.name = std::move(name);
-  f.kind = example::Kind::kInt64;
-  f.int64s = std::move(values);
-  return f;
+  return test::MakeFeature<OwnedFeature>(std::move(name), std::move(values));
 }
 
 OwnedFeature FloatFeature(std::string name, std::vector<float> values) {
-  OwnedFeature f;
-  f.name = std::move(name);
-  f.kind = example::Kind::kFloat;
-  f.floats = std::move(values);
-  return f;
+  return test::MakeFeature<OwnedFeature>(std::move(name), std::move(values));
 }
 
 OwnedFeature BytesFeature(std::string name, std::vector<std::string> values) {
-  OwnedFeature f;
-  f.name = std::move(name);
-  f.kind = example::Kind::kBytes;
-  f.bytes = std::move(values);
-  return f;
+  return test::MakeFeature<OwnedFeature>(std::move(name), std::move(values));
 }
 
 std::string ExamplePayload(std::vector<OwnedFeature> features) {
