@@ -550,19 +550,32 @@ PackReport PackAndUpload(PackOptions pack, const UploadOptions& options) {
     return report;
   }
   pack.output_dir = options.outgoing_dir;
-  if (pack.prefix.empty()) pack.prefix = DefaultPrefix();
-  // Names already taken in the bucket: refused before anything is packed.
+  // Names already taken in the bucket are refused before anything is
+  // packed (a generated prefix takes a "-K" suffix instead). Nothing
+  // staged: nothing to ask.
+  auto staged = ListNames(pack.records_dir);
+  const bool any_staged =
+      !staged.ok() || std::any_of(staged->begin(), staged->end(),
+                                  [](const std::string& n) { return !naming::IsIgnoredName(n); });
   Bucket bucket(options.target);
-  auto taken = bucket.AnyKeyWithPrefix(ObjectKey(options.target, pack.prefix + "-"));
-  if (!taken.ok() || *taken) {
-    report.status =
-        !taken.ok()
-            ? taken.status()
-            : PosixError(EEXIST,
-                         absl::StrCat(bucket.Name(ObjectKey(options.target, pack.prefix + "-")),
-                                      "... exists in the bucket; nothing packed "
-                                      "(choose another prefix)"));
-    return report;
+  const bool generated = pack.prefix.empty();
+  const std::string base_prefix = generated ? DefaultPrefix() : pack.prefix;
+  pack.prefix = base_prefix;
+  for (int k = 1; any_staged; ++k) {
+    const std::string first = ObjectKey(options.target, pack.prefix + "-");
+    auto taken = bucket.AnyKeyWithPrefix(first);
+    if (!taken.ok()) {
+      report.status = taken.status();
+      return report;
+    }
+    if (!*taken) break;
+    if (!generated || k > 100) {
+      report.status = PosixError(EEXIST, absl::StrCat(bucket.Name(first),
+                                                      "... exists in the bucket; nothing "
+                                                      "packed (choose another prefix)"));
+      return report;
+    }
+    pack.prefix = absl::StrCat(base_prefix, "-", k);
   }
   report = Pack(pack);
   if (!report.status.ok() || report.shards.empty()) return report;

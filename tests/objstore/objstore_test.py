@@ -21,6 +21,10 @@ import time
 import unittest
 import zlib
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "cli"))
+import tfrecord_check  # noqa: E402 -- the independent reader
+
 BIN = os.environ.get("TFRECORDFS_BIN", "")
 GEN = os.environ.get("TFRECORDFS_GEN", "")
 SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "object_server.py")
@@ -326,19 +330,29 @@ class ObjectStoreTest(unittest.TestCase):
         local, _ = self.mount("-o", "ro", self.local)
         remote, r = self.mount("s3://b/data/", "-o", "inflate_cache_mb=2",
                                env=self.s3_env(server))
-        self.assertIn("read-only", r.stderr)
+        self.assertIn("staging packs into s3://b/data/", r.stderr)
         a, b = tree(local), tree(remote)
         expect = {}
         for k, v in a.items():
             top = k.split("/")[0]
             expect[k if top.startswith("ds-") else "extra/" + k] = v
         self.assertGreater(len(expect), 60)
-        self.assertEqual(sorted(b), sorted(expect))  # README (not a shard) is not shown
+        # README (not a shard) is not shown; the staging folder is (empty).
+        self.assertEqual(sorted(b), sorted(expect))
+        self.assertEqual(os.listdir(os.path.join(remote, "staging")), [])
         for k in expect:
             self.assertEqual(b[k], expect[k], k)
-        # Object storage is read-only for now: staging refuses writes.
+        # Only staging is writable: a file beside the shards, and an edit of
+        # a record of an object, are refused.
         with self.assertRaises(OSError) as e:
             with open(os.path.join(remote, "new"), "w"):
+                pass
+        self.assertEqual(e.exception.errno, errno.EROFS)
+        record = os.path.join(remote, self.plain[0], sorted(os.listdir(
+            os.path.join(remote, self.plain[0])))[0])
+        feature = os.path.join(record, sorted(os.listdir(record))[0])
+        with self.assertRaises(OSError) as e:
+            with open(feature, "r+b"):
                 pass
         self.assertEqual(e.exception.errno, errno.EROFS)
 
@@ -678,6 +692,140 @@ class ObjectStoreTest(unittest.TestCase):
         self.assertIn("no token from the GCE metadata server", r.stderr)
 
     # ---- a third-party server: s3rver ----
+
+    # ---- Staging packed back into the bucket ----
+
+    def examples(self, path):
+        """The decoded examples of a shard, read by the independent reader
+        (every CRC checked), as sorted comparable strings."""
+        return sorted(repr(sorted(tfrecord_check.decode_example(p).items()))
+                      for p in tfrecord_check.read_records(path))
+
+    def staged_objects(self):
+        data = os.path.join(self.root, "b", "data")
+        return sorted(n for n in os.listdir(data) if n.startswith("staged-"))
+
+    def uploads_in_flight(self):
+        return os.listdir(os.path.join(self.root, ".uploads"))
+
+    def stage_shard(self, mnt, shard, limit=None):
+        """cp -r of the records of `shard` (a folder of the mount) into
+        staging; returns how many."""
+        records = sorted(os.listdir(os.path.join(mnt, shard)))[:limit]
+        for i, rec in enumerate(records):
+            shutil.copytree(os.path.join(mnt, shard, rec),
+                            os.path.join(mnt, "staging", "new%05d" % i))
+        return len(records)
+
+    def pack_mount(self, server, *extra, fault=None):
+        env = self.s3_env(server)
+        if fault:
+            env["TFRECORDFS_FAULT"] = fault
+        log = os.path.join(self.tmp, "mount%d.log" % len(self.mounts))
+        mnt, _ = self.mount("s3://b/data/", "-o", "log=" + log, *extra, env=env)
+        return mnt, log, env
+
+    def unmount(self, mnt, env):
+        return run("unmount", mnt, env=env)
+
+    def test_staged_records_are_packed_into_the_bucket(self):
+        server = self.serve("--access-key", KEY, "--secret-key", SECRET)
+        mnt, log, env = self.pack_mount(server)
+        n = self.stage_shard(mnt, self.plain[0])
+        self.assertEqual(n, 20)
+        r = self.unmount(mnt, env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        new = self.staged_objects()
+        self.assertEqual(len(new), 1, new)
+        self.assertRegex(new[0], r"^staged-\d{8}T\d{6}-00000-of-00001\.tfrecord$")
+        self.assertEqual(self.examples(os.path.join(self.root, "b", "data", new[0])),
+                         self.examples(os.path.join(self.local, self.plain[0])))
+        # One PUT, no multipart upload (20 small records), nothing in flight.
+        puts = [q for q in server.requests() if q.startswith("PUT ")]
+        self.assertEqual(len(puts), 1, puts)
+        self.assertIn("/b/data/" + new[0], puts[0])
+        self.assertFalse([q for q in server.requests() if q.startswith("POST ")])
+        self.assertEqual(self.uploads_in_flight(), [])
+        # A new mount lists the new shard, and has nothing staged.
+        mnt, _, env = self.pack_mount(server)
+        self.assertIn(new[0], os.listdir(mnt))
+        self.assertEqual(len(os.listdir(os.path.join(mnt, new[0]))), 20)
+        self.assertEqual(os.listdir(os.path.join(mnt, "staging")), [])
+        r = self.unmount(mnt, env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(self.staged_objects(), new)  # nothing packed twice
+
+    def big_source(self):
+        """A shard of about 12 MB under s3://b/data/big/ (and locally):
+        staging all of it crosses the 8 MiB multipart threshold."""
+        folder = os.path.join(self.tmp, "bigsrc")
+        os.makedirs(folder)
+        subprocess.run([GEN, "synthetic", folder, "--records", "300", "--shards", "1",
+                        "--bytes", "40000", "--prefix", "big"], check=True, capture_output=True)
+        name = os.listdir(folder)[0]
+        dest = os.path.join(self.root, "b", "data", "big")
+        os.makedirs(dest)
+        shutil.copy(os.path.join(folder, name), dest)
+        return os.path.join(folder, name), "big/" + name
+
+    def test_a_big_staged_set_is_a_multipart_upload(self):
+        server = self.serve("--access-key", KEY, "--secret-key", SECRET)
+        local, shard = self.big_source()
+        self.assertGreater(os.path.getsize(local), 10 << 20)
+        mnt, log, env = self.pack_mount(server)
+        self.assertEqual(self.stage_shard(mnt, shard), 300)
+        r = self.unmount(mnt, env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        new = self.staged_objects()
+        self.assertEqual(len(new), 1, new)
+        self.assertEqual(self.examples(os.path.join(self.root, "b", "data", new[0])),
+                         self.examples(local))
+        reqs = server.requests()
+        self.assertEqual(len([q for q in reqs if q.startswith("POST ") and "?uploads" in q]), 1)
+        parts = [q for q in reqs if q.startswith("PUT ") and "partNumber=" in q]
+        self.assertEqual(len(parts), 2, parts)  # 8 MiB + the rest
+        self.assertTrue(all(q.endswith("auth=sigv4") for q in reqs))
+        self.assertTrue(any(q.startswith("POST ") and "uploadId=" in q and " 200 " in q
+                            for q in reqs))
+        self.assertEqual(self.uploads_in_flight(), [])
+
+    def test_a_crash_mid_upload_is_finished_by_the_next_unmount(self):
+        server = self.serve("--access-key", KEY, "--secret-key", SECRET)
+        local, shard = self.big_source()
+        want = self.examples(local)
+        # Killed after the first part (an upload in flight), and after the
+        # object completed (its local copy kept): either way the next
+        # unmount leaves exactly one object with every record once.
+        for fault, said in (("mid_upload", "aborted the interrupted multipart upload"),
+                            ("after_upload:1", "was complete before the interruption"),
+                            ("upload_after_journal", "was not uploaded; uploading it now")):
+            with self.subTest(fault=fault):
+                for n in self.staged_objects():
+                    os.unlink(os.path.join(self.root, "b", "data", n))
+                mnt, log, env = self.pack_mount(server, fault=fault)
+                self.assertEqual(self.stage_shard(mnt, shard), 300)
+                r = self.unmount(mnt, env)
+                self.assertNotEqual(r.returncode, 0, r.stdout)  # the daemon died
+                if fault == "after_upload:1":
+                    self.assertEqual(len(self.staged_objects()), 1)
+                else:
+                    # Never a half object under the final name.
+                    self.assertEqual(self.staged_objects(), [])
+                if fault == "mid_upload":
+                    self.assertEqual(len(self.uploads_in_flight()), 1)
+                mnt, log2, env = self.pack_mount(server)
+                # Nothing is staged any more: the records are in the packed
+                # shard waiting for its upload.
+                self.assertEqual(os.listdir(os.path.join(mnt, "staging")), [])
+                r = self.unmount(mnt, env)
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                with open(log2) as f:
+                    self.assertIn(said, f.read())
+                new = self.staged_objects()
+                self.assertEqual(len(new), 1, new)
+                self.assertEqual(self.examples(os.path.join(self.root, "b", "data", new[0])),
+                                 want)
+                self.assertEqual(self.uploads_in_flight(), [])
 
     def test_interop_with_s3rver_and_botocore(self):
         if shutil.which("s3rver") is None:
