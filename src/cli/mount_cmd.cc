@@ -228,6 +228,9 @@ std::optional<int> Mount::OpenStore() {
       return kExitFailed;
     }
     ::unlink(staging::PackReportFile(store_->dir()).c_str());
+    // Shards an interrupted unmount packed but did not upload: uploaded
+    // now, so that this mount lists them.
+    if (!bucket_.empty()) FinishBucketUploads(bucket_, store_->dir());
   }
   // Records deleted from the shards and not yet committed (kept in the
   // store, staging/deletions.h); a rewrite a crash interrupted is finished

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "src/repack/upload.h"
 #include "tfrecordfs/base/fs_util.h"
+#include "tfrecordfs/base/log.h"
 #include "tfrecordfs/scan/object_access.h"
 #include "tfrecordfs/scan/objects.h"
 #include "tfrecordfs/source/sigv4.h"
@@ -19,22 +20,19 @@ bool PacksIntoBucket(const std::vector<std::string>& sources) {
 
 std::string OutgoingDir(const std::string& store_dir) { return JoinPath(store_dir, "outgoing"); }
 
-repack::PackReport PackIntoBucket(const std::string& bucket_source, const repack::PackOptions& pack,
-                                  const std::string& store_dir) {
-  repack::PackReport failed;
+namespace {
+
+absl::StatusOr<repack::UploadOptions> ResolveUpload(const std::string& bucket_source,
+                                                    const std::string& store_dir) {
   auto u = scan::ParseObjectUrl(bucket_source);
-  if (!u.ok()) {
-    failed.status = u.status();
-    return failed;
-  }
+  if (!u.ok()) return u.status();
   auto client = std::make_shared<source::HttpClient>();
   const bool s3 = u->scheme == scan::ObjectUrl::Scheme::kS3;
   auto access = s3 ? scan::ResolveS3Access(scan::DefaultObjectOptions(), scan::ProcessEnv)
                    : scan::ResolveGcsAccess(scan::DefaultObjectOptions(), scan::ProcessEnv, client);
   if (!access.ok()) {
-    failed.status = absl::Status(access.status().code(),
-                                 absl::StrCat(bucket_source, ": ", access.status().message()));
-    return failed;
+    return absl::Status(access.status().code(),
+                        absl::StrCat(bucket_source, ": ", access.status().message()));
   }
   repack::UploadOptions options;
   repack::UploadTarget& t = options.target;
@@ -47,7 +45,38 @@ repack::PackReport PackIntoBucket(const std::string& bucket_source, const repack
   t.signer = access->signer;
   t.client = client;
   options.outgoing_dir = OutgoingDir(store_dir);
-  return repack::PackAndUpload(pack, options);
+  return options;
+}
+
+}  // namespace
+
+void FinishBucketUploads(const std::string& bucket_source, const std::string& store_dir) {
+  auto options = ResolveUpload(bucket_source, store_dir);
+  absl::Status s = options.status();
+  if (options.ok()) {
+    auto exists = Exists(options->outgoing_dir);
+    if (!exists.ok() || !*exists) return;  // nothing was ever packed here
+    std::vector<std::string> lines;
+    s = repack::FinishUploads(*options, &lines);
+    for (const std::string& line : lines) log::Info(line);
+  }
+  if (!s.ok()) {
+    log::Warning(
+        "the uploads an interrupted unmount left are not finished (the unmount tries "
+        "again): ",
+        s.message());
+  }
+}
+
+repack::PackReport PackIntoBucket(const std::string& bucket_source, const repack::PackOptions& pack,
+                                  const std::string& store_dir) {
+  auto options = ResolveUpload(bucket_source, store_dir);
+  if (!options.ok()) {
+    repack::PackReport failed;
+    failed.status = options.status();
+    return failed;
+  }
+  return repack::PackAndUpload(pack, *options);
 }
 
 }  // namespace tfrecordfs::cli

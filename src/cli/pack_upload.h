@@ -25,6 +25,12 @@ std::string OutgoingDir(const std::string& store_dir);
 // (scan/object_access.h, with the mount's object options), then
 // repack::PackAndUpload. New objects are keyed PREFIX/<shard name> (PREFIX
 // taken as a folder; "" for a whole bucket).
+// repack::FinishUploads for the store at `store_dir`: what a crash left in
+// its outgoing folder is uploaded (or found complete) before the bucket is
+// listed, so the next mount shows it. Logs a line per object; an error is
+// logged as a warning (the unmount tries again).
+void FinishBucketUploads(const std::string& bucket_source, const std::string& store_dir);
+
 repack::PackReport PackIntoBucket(const std::string& bucket_source, const repack::PackOptions& pack,
                                   const std::string& store_dir);
 

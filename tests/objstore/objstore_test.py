@@ -789,7 +789,7 @@ class ObjectStoreTest(unittest.TestCase):
                             for q in reqs))
         self.assertEqual(self.uploads_in_flight(), [])
 
-    def test_a_crash_mid_upload_is_finished_by_the_next_unmount(self):
+    def test_a_crash_mid_upload_is_finished_by_the_next_mount(self):
         server = self.serve("--access-key", KEY, "--secret-key", SECRET)
         local, shard = self.big_source()
         want = self.examples(local)
@@ -813,19 +813,72 @@ class ObjectStoreTest(unittest.TestCase):
                     self.assertEqual(self.staged_objects(), [])
                 if fault == "mid_upload":
                     self.assertEqual(len(self.uploads_in_flight()), 1)
+                # The next mount finishes the upload before it lists the
+                # bucket (and says so): it shows the new shard, whole, and
+                # nothing staged.
                 mnt, log2, env = self.pack_mount(server)
-                # Nothing is staged any more: the records are in the packed
-                # shard waiting for its upload.
+                with open(log2) as f:
+                    self.assertIn(said, f.read())
+                new = self.staged_objects()
+                self.assertEqual(len(new), 1, new)
+                self.assertEqual(len(os.listdir(os.path.join(mnt, new[0]))), 300)
                 self.assertEqual(os.listdir(os.path.join(mnt, "staging")), [])
                 r = self.unmount(mnt, env)
                 self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-                with open(log2) as f:
-                    self.assertIn(said, f.read())
                 new = self.staged_objects()
                 self.assertEqual(len(new), 1, new)
                 self.assertEqual(self.examples(os.path.join(self.root, "b", "data", new[0])),
                                  want)
                 self.assertEqual(self.uploads_in_flight(), [])
+
+    def test_a_refused_part_aborts_the_upload_and_the_shard_waits(self):
+        # Parts of 8 MiB are refused (413): the upload is aborted, nothing
+        # appears under the name, and the packed shard waits locally until a
+        # store that takes it is there at the next mount.
+        small = self.serve("--access-key", KEY, "--secret-key", SECRET,
+                           "--max-put", str(4 << 20))
+        local, shard = self.big_source()
+        mnt, log, env = self.pack_mount(small)
+        self.assertEqual(self.stage_shard(mnt, shard), 300)
+        r = self.unmount(mnt, env)
+        self.assertNotEqual(r.returncode, 0, r.stdout)
+        self.assertIn("wait in", r.stdout + r.stderr)
+        self.assertEqual(self.staged_objects(), [])
+        self.assertEqual(self.uploads_in_flight(), [])
+        self.assertTrue(any(q.startswith("DELETE ") and "uploadId=" in q
+                            for q in small.requests()))
+        server = self.serve("--access-key", KEY, "--secret-key", SECRET)
+        mnt, log2, env = self.pack_mount(server)
+        with open(log2) as f:
+            self.assertIn("was not uploaded; uploading it now", f.read())
+        r = self.unmount(mnt, env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        new = self.staged_objects()
+        self.assertEqual(len(new), 1, new)
+        self.assertEqual(self.examples(os.path.join(self.root, "b", "data", new[0])),
+                         self.examples(local))
+
+    def test_an_existing_object_is_never_overwritten(self):
+        server = self.serve("--access-key", KEY, "--secret-key", SECRET)
+        taken = os.path.join(self.root, "b", "data", "mine-00000-of-00001.tfrecord")
+        shutil.copy(os.path.join(self.local, self.plain[1]), taken)
+        with open(taken, "rb") as f:
+            before = f.read()
+        mnt, log, env = self.pack_mount(server, "-o", "prefix=mine")
+        self.stage_shard(mnt, self.plain[0], limit=3)
+        r = self.unmount(mnt, env)
+        self.assertNotEqual(r.returncode, 0, r.stdout)
+        self.assertIn("s3://b/data/mine-", r.stdout + r.stderr)
+        self.assertIn("choose another prefix", r.stdout + r.stderr)
+        with open(taken, "rb") as f:
+            self.assertEqual(f.read(), before)
+        self.assertFalse([q for q in server.requests() if q.startswith(("PUT ", "POST "))])
+        # The records stay staged, and pack under a free name next time.
+        mnt, log, env = self.pack_mount(server)
+        self.assertEqual(len(os.listdir(os.path.join(mnt, "staging"))), 3)
+        r = self.unmount(mnt, env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(len(self.staged_objects()), 1)
 
     def test_interop_with_s3rver_and_botocore(self):
         if shutil.which("s3rver") is None:
