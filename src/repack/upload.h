@@ -32,6 +32,11 @@
 //   local file deleted, journal rewritten    the shard stays local
 //   journal deleted
 //
+// One window is not covered: a crash between CreateMultipartUpload's answer
+// and the journal's rewrite leaves an upload no journal names. It never
+// becomes an object; its parts stay until the bucket's lifecycle rule
+// (AbortIncompleteMultipartUpload) or an operator removes them.
+//
 // "The same bytes" is checked byte for byte with ranged GETs against the
 // local file (ETags differ between stores and between PUT and multipart),
 // so a record is neither lost (a local shard goes only after its object is

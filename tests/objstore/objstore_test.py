@@ -600,7 +600,7 @@ class ObjectStoreTest(unittest.TestCase):
         # -o nobeside reads none of them.
         env["XDG_CACHE_HOME"] = os.path.join(self.tmp, "cache5")
         log_before = len(server.requests())
-        self.mount("s3://b/data/", "-o", "nobeside", env=env)
+        self.mount("s3://b/data/", "-o", "nobeside,ro", env=env)  # the first holds the store
         self.assertFalse([q for q in server.requests()[log_before:] if ".tfri " in q])
 
     def test_index_beside_an_object_that_is_a_url_and_a_bucket_that_refuses(self):
@@ -797,6 +797,7 @@ class ObjectStoreTest(unittest.TestCase):
         # object completed (its local copy kept): either way the next
         # unmount leaves exactly one object with every record once.
         for fault, said in (("mid_upload", "aborted the interrupted multipart upload"),
+                            ("before_complete", "aborted the interrupted multipart upload"),
                             ("after_upload:1", "was complete before the interruption"),
                             ("upload_after_journal", "was not uploaded; uploading it now")):
             with self.subTest(fault=fault):
@@ -811,7 +812,7 @@ class ObjectStoreTest(unittest.TestCase):
                 else:
                     # Never a half object under the final name.
                     self.assertEqual(self.staged_objects(), [])
-                if fault == "mid_upload":
+                if fault in ("mid_upload", "before_complete"):
                     self.assertEqual(len(self.uploads_in_flight()), 1)
                 # The next mount finishes the upload before it lists the
                 # bucket (and says so): it shows the new shard, whole, and
@@ -830,6 +831,26 @@ class ObjectStoreTest(unittest.TestCase):
                 self.assertEqual(self.examples(os.path.join(self.root, "b", "data", new[0])),
                                  want)
                 self.assertEqual(self.uploads_in_flight(), [])
+
+    def test_gs_staging_packs_through_hmac_signing(self):
+        server = self.serve("--access-key", KEY, "--secret-key", SECRET)
+        env = dict(self.env)
+        env["STORAGE_EMULATOR_HOST"] = server.url
+        env["GS_ACCESS_KEY_ID"], env["GS_SECRET_ACCESS_KEY"] = KEY, SECRET
+        mnt, _ = self.mount("gs://b/data", env=env)
+        self.assertEqual(self.stage_shard(mnt, self.plain[2], limit=5), 5)
+        r = self.unmount(mnt, env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("gs://b/data/staged-", r.stdout)
+        new = self.staged_objects()
+        self.assertEqual(len(new), 1, new)
+        # The first 5 records of the shard (staged as new00000..new00004).
+        want = [repr(sorted(tfrecord_check.decode_example(p).items()))
+                for p in tfrecord_check.read_records(os.path.join(self.local, self.plain[2]))]
+        self.assertEqual(self.examples(os.path.join(self.root, "b", "data", new[0])),
+                         sorted(want[:5]))
+        puts = [q for q in server.requests() if q.startswith("PUT ")]
+        self.assertTrue(puts and all(q.endswith("auth=sigv4") for q in puts))
 
     def test_a_refused_part_aborts_the_upload_and_the_shard_waits(self):
         # Parts of 8 MiB are refused (413): the upload is aborted, nothing
