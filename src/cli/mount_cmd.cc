@@ -314,7 +314,10 @@ std::optional<int> Mount::Serve() {
   cli_.session.on_ready = [&] {
     served = true;
     // After the detach (a fork keeps no threads).
-    if (deletions_ != nullptr) committer_ = std::thread([this] { CommitLoop(); });
+    // A bucket mount takes no edits, but answers `tfrecordfs commit` so.
+    if (deletions_ != nullptr || !bucket_.empty()) {
+      committer_ = std::thread([this] { CommitLoop(); });
+    }
     auto s = WriteMountRecord({mnt_real_, store_dir, static_cast<long>(::getpid()), cli_.read_only,
                                cli_.log_path, log_start_, staging ? cli_.vfs.staging_name : ""});
     if (!s.ok()) log::Warning("tfrecordfs unmount will not find this mount: ", s.message());

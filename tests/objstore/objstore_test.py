@@ -355,6 +355,13 @@ class ObjectStoreTest(unittest.TestCase):
             with open(feature, "r+b"):
                 pass
         self.assertEqual(e.exception.errno, errno.EROFS)
+        with self.assertRaises(OSError) as e:
+            shutil.rmtree(record)
+        self.assertEqual(e.exception.errno, errno.EROFS)
+        # `tfrecordfs commit` is answered at once: nothing to commit there.
+        r = run("commit", remote, env=self.s3_env(server))
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("takes no edits", r.stdout + r.stderr)
 
     def test_replaced_object_gives_eio_and_a_log_line(self):
         big = os.path.join(self.root, "b", "big")
