@@ -11,7 +11,8 @@ under --root (at most --max-put bytes, a Content-Length required; 412 with
 AccessDenied). Multipart uploads: POST ?uploads (CreateMultipartUpload), PUT
 ?partNumber=N&uploadId=ID (UploadPart, at most --max-put bytes, ETag the
 part's MD5), POST ?uploadId=ID (CompleteMultipartUpload: parts joined, then
-renamed to the key, ETag MD5-of-MD5s-N as S3's), DELETE ?uploadId=ID
+renamed to the key, ETag MD5-of-MD5s-N as S3's; 412 with "If-None-Match: *"
+when the key exists), DELETE ?uploadId=ID
 (AbortMultipartUpload); uploads in flight are folders of ROOT/.uploads.
 
 Authentication: with --access-key and --secret-key every request must carry
@@ -262,6 +263,8 @@ class Handler(BaseHTTPRequestHandler):
         d = self.upload_dir(q)
         if d is None:
             return
+        if self.headers.get("If-None-Match") == "*" and os.path.exists(local):
+            return self.error_xml(412, "PreconditionFailed", "the object exists")
         import xml.etree.ElementTree as ET
         try:
             parts = [(int(p.findtext("PartNumber")), p.findtext("ETag"))

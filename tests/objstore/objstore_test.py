@@ -11,6 +11,7 @@ Mount parts skip without /dev/fuse. Environment: TFRECORDFS_BIN,
 TFRECORDFS_GEN (meson).
 """
 import errno
+import glob
 import json
 import os
 import shutil
@@ -838,6 +839,33 @@ class ObjectStoreTest(unittest.TestCase):
                 self.assertEqual(self.examples(os.path.join(self.root, "b", "data", new[0])),
                                  want)
                 self.assertEqual(self.uploads_in_flight(), [])
+
+    def test_a_damaged_upload_journal_is_refused_not_guessed(self):
+        server = self.serve("--access-key", KEY, "--secret-key", SECRET)
+        local, shard = self.big_source()
+        mnt, log, env = self.pack_mount(server, fault="mid_upload")
+        self.stage_shard(mnt, shard)
+        self.unmount(mnt, env)
+        self.assertEqual(len(self.uploads_in_flight()), 1)
+        journal = glob.glob(os.path.join(self.env["HOME"], ".local", "state", "tfrecordfs",
+                                         "staging", "*", "outgoing", "upload.journal"))
+        self.assertEqual(len(journal), 1)
+        with open(journal[0], "r+b") as f:
+            f.seek(40)
+            byte = f.read(1)
+            f.seek(40)
+            f.write(bytes([byte[0] ^ 1]))
+        mnt, log2, env = self.pack_mount(server)
+        with open(log2) as f:
+            self.assertIn("damaged upload journal", f.read())
+        r = self.unmount(mnt, env)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("damaged upload journal", r.stdout + r.stderr)
+        # Nothing was touched: no object, the upload still in flight, the
+        # shard still waiting beside the journal.
+        self.assertEqual(self.staged_objects(), [])
+        self.assertEqual(len(self.uploads_in_flight()), 1)
+        self.assertEqual(len(os.listdir(os.path.dirname(journal[0]))), 2)
 
     def test_gs_staging_packs_through_hmac_signing(self):
         server = self.serve("--access-key", KEY, "--secret-key", SECRET)
