@@ -27,34 +27,9 @@
 #include "tfrecordfs/source/sigv4.h"
 
 namespace tfrecordfs::repack {
-namespace {
 
 constexpr absl::string_view kUploadJournalName = "upload.journal";
 constexpr absl::string_view kUploadMagic = "tfrecordfs-upload-journal 1";
-// Replies we parse are small; anything larger is refused (HttpClient).
-constexpr size_t kMaxReply = size_t{1} << 20;
-
-// ---- The upload journal ----
-//
-//   tfrecordfs-upload-journal 1
-//   target <CEscaped target name, "s3://BUCKET">
-//   object <size> <upload id, CEscaped; "-" for none>
-//   key <CEscaped key>
-//   local <CEscaped file name in the outgoing folder>
-//   ...                                   (object, key, local per object)
-//   crc32c <8 hex digits of every byte before this line>
-
-struct PendingObject {
-  uint64_t size = 0;
-  std::string upload_id;  // "" for none (a single PUT, or not created yet)
-  std::string key;
-  std::string local;
-};
-
-struct UploadJournal {
-  std::string target;
-  std::vector<PendingObject> objects;
-};
 
 std::string EncodeUploadJournal(const UploadJournal& j) {
   std::string out = absl::StrCat(kUploadMagic, "\ntarget ", absl::CEscape(j.target), "\n");
@@ -110,6 +85,11 @@ absl::StatusOr<UploadJournal> ParseUploadJournal(absl::string_view text, const s
   }
   return j;
 }
+
+namespace {
+
+// Replies we parse are small; anything larger is refused (HttpClient).
+constexpr size_t kMaxReply = size_t{1} << 20;
 
 // ---- S3 XML replies (expat) ----
 

@@ -61,6 +61,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "tfrecordfs/repack/pack.h"
 #include "tfrecordfs/source/http.h"
 
@@ -104,6 +105,30 @@ absl::Status FinishUploads(const UploadOptions& options, std::vector<std::string
 // records are packed already: status says which shards wait in the
 // outgoing folder for the next unmount (FinishUploads).
 PackReport PackAndUpload(PackOptions pack, const UploadOptions& options);
+
+// The upload journal's contents (file `upload.journal` in the outgoing
+// folder; replaced with WriteFileAtomically):
+//
+//   tfrecordfs-upload-journal 1
+//   target <CEscaped target name, "s3://BUCKET">
+//   object <size> <upload id, CEscaped; "-" for none>    per object, in
+//   key <CEscaped key>                                   upload order
+//   local <CEscaped file name in the outgoing folder>
+//   crc32c <8 hex digits of every byte before this line>
+struct PendingObject {
+  uint64_t size = 0;
+  std::string upload_id;  // "" for none (a single PUT, or not created yet)
+  std::string key;
+  std::string local;  // one path component (IsJournalName)
+};
+struct UploadJournal {
+  std::string target;
+  std::vector<PendingObject> objects;
+};
+std::string EncodeUploadJournal(const UploadJournal& journal);
+// DataLoss naming `path` for a torn, damaged or foreign file, or a local
+// name that is not one path component.
+absl::StatusOr<UploadJournal> ParseUploadJournal(absl::string_view text, const std::string& path);
 
 // The object's key for a shard file named `name`.
 std::string ObjectKey(const UploadTarget& target, const std::string& name);
