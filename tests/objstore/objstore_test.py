@@ -6,7 +6,11 @@ index) and real mounts, compared byte for byte with the same shards read
 from local disk. Covers plain, GZIP, ZLIB and SNAPPY objects, ListObjectsV2
 paging, SigV4 checked by the server's independent implementation, retries
 of 503s, the index cache keyed by URL and ETag, and an object replaced
-behind a mount (EIO and a log line naming the URL, never other bytes).
+behind a mount (EIO and a log line naming the URL, never other bytes), and
+staging packed back into the bucket at unmount (one PUT, a multipart upload,
+kills at the upload's fault points finished by the next mount, refusals,
+never an overwrite; read back with tests/cli/tfrecord_check.py and, from
+s3rver, botocore).
 Mount parts skip without /dev/fuse. Environment: TFRECORDFS_BIN,
 TFRECORDFS_GEN (meson).
 """
@@ -935,6 +939,45 @@ class ObjectStoreTest(unittest.TestCase):
         r = self.unmount(mnt, env)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertEqual(len(self.staged_objects()), 1)
+
+    def test_staging_packs_into_s3rver_checked_by_botocore(self):
+        # The third-party server takes the PUT and the multipart upload, and
+        # botocore (the aws CLI's client) reads back what was uploaded.
+        if shutil.which("s3rver") is None:
+            self.skipTest("s3rver is not installed (scripts/setup installs it from npm)")
+        server = S3rver(os.path.join(self.tmp, "s3rver"), "b")
+        self.addCleanup(server.stop)
+        client = server.client()
+        self.addCleanup(client.close)
+        local, _ = self.big_source()
+        with open(local, "rb") as f:
+            client.put_object(Bucket="b", Key="data/big/" + os.path.basename(local),
+                              Body=f.read())
+        env = dict(self.env)
+        env.update(AWS_ENDPOINT_URL=server.url, AWS_ACCESS_KEY_ID=S3rver.KEY,
+                   AWS_SECRET_ACCESS_KEY=S3rver.SECRET)
+        for limit, multipart in ((10, False), (None, True)):
+            with self.subTest(multipart=multipart):
+                mnt, _ = self.mount("s3://b/data", env=env)
+                n = self.stage_shard(mnt, "big/" + os.path.basename(local), limit=limit)
+                r = self.unmount(mnt, env)
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                keys = sorted(o["Key"] for o in client.list_objects_v2(
+                    Bucket="b", Prefix="data/staged-").get("Contents", []))
+                self.assertEqual(len(keys), 2 if multipart else 1, keys)
+                newest = [k for k in keys if k.split("/")[-1] in r.stdout]
+                self.assertEqual(len(newest), 1, (keys, r.stdout))
+                body = client.get_object(Bucket="b", Key=newest[0])["Body"].read()
+                if multipart:
+                    self.assertGreater(len(body), 8 << 20)
+                got = os.path.join(self.tmp, "got.tfrecord")
+                with open(got, "wb") as f:
+                    f.write(body)
+                self.assertEqual(len(tfrecord_check.read_records(got)), n)
+                # The first n records of the shard (staged as new00000...).
+                want = [repr(sorted(tfrecord_check.decode_example(p).items()))
+                        for p in tfrecord_check.read_records(local)]
+                self.assertEqual(self.examples(got), sorted(want[:n]))
 
     def test_interop_with_s3rver_and_botocore(self):
         if shutil.which("s3rver") is None:
