@@ -75,20 +75,10 @@ int CommitMain(int argc, char** argv) {
     return *stop;
   }
   if (tool.operands().size() != 1) return tool.Usage("need exactly one MOUNTPOINT");
-  auto real = RealPath(tool.operands()[0]);
-  if (!real.ok()) {
-    std::cerr << "tfrecordfs commit: " << real.status().message() << "\n";
-    return kExitNotMounted;
-  }
-  auto record = ReadMountRecord(*real);
-  if (!record.ok() || !FindTfrecordfsMount(*real)) {
-    std::cerr << "tfrecordfs commit: " << *real
-              << " is not a live tfrecordfs mount of this user (no record in "
-              << RegistryPath(*real) << ")\n";
-    return kExitNotMounted;
-  }
+  auto record = LiveMountRecord(tool.operands()[0], "commit");
+  if (!record) return kExitNotMounted;
   if (record->read_only || record->store.empty()) {
-    std::cerr << "tfrecordfs commit: " << *real
+    std::cerr << "tfrecordfs commit: " << record->mountpoint
               << " is mounted read-only: it has no edits to commit\n";
     return kExitNotMounted;
   }

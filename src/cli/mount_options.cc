@@ -31,6 +31,7 @@ namespace {
 // drift from what the parser accepts.
 constexpr char kUsageOptions[] = R"(Usage: tfrecordfs [options] SOURCE... MOUNTPOINT
        tfrecordfs unmount MOUNTPOINT
+       tfrecordfs commit [--timeout SECONDS] MOUNTPOINT
        tfrecordfs status [--json] MOUNTPOINT
        tfrecordfs pack [--shard-size SIZE] [--prefix NAME] [--compression C] DIR OUTPUT_DIR
        tfrecordfs index [--beside | --index-dir PATH] [--dali-dir DIR] [--walk MODE]
@@ -46,8 +47,11 @@ constexpr char kUsageOptions[] = R"(Usage: tfrecordfs [options] SOURCE... MOUNTP
 Mounts TensorFlow TFRecord shards as directories: one directory per shard,
 one per record, one file per feature. SOURCE is a shard file or a directory
 (mirrored recursively; shards are recognised by content, other files are
-shown as they are). count, schema, show, verify, repair and reshard read
-shards without a mount (`tfrecordfs COMMAND --help`).
+shown as they are). On a read-write mount, staging/ takes new records and
+the records of the shards take edits (echo, sed -i, cp, rm -r, mkdir, mv),
+written into the shards at unmount or by `tfrecordfs commit`. count, schema,
+show, verify, repair and reshard read shards without a mount
+(`tfrecordfs COMMAND --help`).
 
 Options:
   -f                 stay in the foreground (default: detach once the mount

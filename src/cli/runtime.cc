@@ -220,4 +220,21 @@ std::optional<MountinfoEntry> FindTfrecordfsMount(const std::string& mountpoint_
   return std::nullopt;
 }
 
+std::optional<MountRecord> LiveMountRecord(const std::string& mountpoint,
+                                           absl::string_view command) {
+  auto real = RealPath(mountpoint);
+  if (!real.ok()) {
+    std::cerr << "tfrecordfs " << command << ": " << real.status().message() << "\n";
+    return std::nullopt;
+  }
+  auto record = ReadMountRecord(*real);
+  if (!record.ok() || !FindTfrecordfsMount(*real)) {
+    std::cerr << "tfrecordfs " << command << ": " << *real
+              << " is not a live tfrecordfs mount of this user (no record in "
+              << RegistryPath(*real) << ")\n";
+    return std::nullopt;
+  }
+  return *std::move(record);
+}
+
 }  // namespace tfrecordfs::cli

@@ -62,6 +62,11 @@ struct MountRecord {
 };
 
 std::string RegistryPath(const std::string& mountpoint_realpath);
+// The record of the live tfrecordfs mount of this user at `mountpoint` (any
+// spelling of it), else nullopt after saying why on stderr as `tfrecordfs
+// COMMAND: ...` (status and commit then exit kExitNotMounted).
+std::optional<MountRecord> LiveMountRecord(const std::string& mountpoint,
+                                           absl::string_view command);
 absl::Status WriteMountRecord(const MountRecord& record);
 absl::StatusOr<MountRecord> ReadMountRecord(const std::string& mountpoint_realpath);
 void RemoveMountRecord(const std::string& mountpoint_realpath);

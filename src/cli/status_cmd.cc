@@ -297,26 +297,16 @@ int StatusMain(int argc, char** argv) {
   if (auto stop = tool.Parse(argc, argv)) return *stop;
   if (tool.operands().empty()) return tool.Usage("need a MOUNTPOINT");
   if (tool.operands().size() > 1) return tool.Usage("unexpected argument " + tool.operands()[1]);
-  const std::string& mnt = tool.operands().front();
-  auto real = RealPath(mnt);
-  if (!real.ok()) {
-    std::cerr << "tfrecordfs status: " << real.status().message() << "\n";
-    return kExitNotMounted;
-  }
-  auto record = ReadMountRecord(*real);
-  if (!record.ok() || !FindTfrecordfsMount(*real)) {
-    std::cerr << "tfrecordfs status: " << *real
-              << " is not a live tfrecordfs mount of this user (no record in "
-              << RegistryPath(*real) << ")\n";
-    return kExitNotMounted;
-  }
+  auto record = LiveMountRecord(tool.operands().front(), "status");
+  if (!record) return kExitNotMounted;
+  const std::string real = record->mountpoint;
   MountStatus st;
   st.record = *record;
   // Records written before the record named its staging folder: the default.
   const std::string staging =
       record->staging.empty() && !record->read_only ? "staging" : record->staging;
   if (!staging.empty()) {
-    const std::string path = absl::StrCat(*real, "/", staging);
+    const std::string path = absl::StrCat(real, "/", staging);
     struct stat s;
     if (::stat(path.c_str(), &s) == 0 && S_ISDIR(s.st_mode)) st.staging_path = path;
   }

@@ -4,12 +4,14 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "tfrecordfs/base/coding.h"
 #include "tfrecordfs/base/crc32c.h"
+#include "tfrecordfs/base/file.h"
 #include "tfrecordfs/record/format.h"
 
 namespace tfrecordfs::record {
@@ -58,6 +60,54 @@ absl::Status ShardWriter::Append(absl::string_view data) {
   ++records_;
   const size_t every = options_.codec == source::Codec::kNone ? kPlainWriteEvery : kFlushEvery;
   if (buffer_.size() >= every) return Flush(Z_FULL_FLUSH);
+  return absl::OkStatus();
+}
+
+absl::Status ShardWriter::AppendFramedRange(int fd, uint64_t offset, uint64_t length,
+                                            uint64_t records) {
+  if (!status_.ok()) return status_;
+  if (closed_) return absl::FailedPreconditionError(absl::StrCat(path_, ": append after close"));
+  if (options_.codec != source::Codec::kNone) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path_, ": framed ranges are copied into plain output only"));
+  }
+  if (status_ = Flush(Z_NO_FLUSH); !status_.ok()) return status_;
+  // copy_file_range(2): no copy through user space (on file systems with
+  // reflinks, ranges are cloned); pread/write where the kernel refuses it
+  // (another file system on old kernels, special files).
+  loff_t in = static_cast<loff_t>(offset);
+  uint64_t left = length;
+  bool fallback = false;
+  while (left > 0 && !fallback) {
+    const ssize_t n = ::copy_file_range(fd, &in, fd_.get(), nullptr, left, 0);
+    if (n > 0) {
+      left -= static_cast<uint64_t>(n);
+      file_bytes_ += static_cast<uint64_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 &&
+               (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP)) {
+      fallback = true;
+    } else {
+      status_ = n == 0 ? absl::DataLossError(absl::StrCat(path_, ": source ended at byte ", in))
+                       : ErrnoError(errno, absl::StrCat(path_, ": copy_file_range"));
+      return status_;
+    }
+  }
+  std::string chunk;
+  while (left > 0) {
+    chunk.resize(std::min<uint64_t>(left, uint64_t{1} << 20));
+    auto got = PreadUpTo(fd, chunk.data(), chunk.size(), static_cast<uint64_t>(in), path_);
+    if (!got.ok()) return status_ = got.status();
+    if (*got == 0) {
+      return status_ = absl::DataLossError(absl::StrCat(path_, ": source ended at byte ", in));
+    }
+    if (status_ = Write(chunk.data(), *got); !status_.ok()) return status_;
+    in += static_cast<loff_t>(*got);
+    left -= *got;
+  }
+  bytes_ += length;
+  records_ += records;
   return absl::OkStatus();
 }
 

@@ -14,8 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "src/repack/check_shard.h"
-#include "src/repack/fault_points.h"
 #include "tfrecordfs/base/crc32c.h"
+#include "tfrecordfs/base/fault_points.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
@@ -193,6 +193,12 @@ absl::Status CheckWrittenShard(const std::string& path, uint64_t bytes, uint64_t
                      walk->problems.empty() ? ""
                                             : absl::StrCat(": ", walk->problems[0].message,
                                                            " at byte ", walk->problems[0].offset)));
+  }
+  // Every record's data CRC too (ranges copied as they were, by the
+  // rewrite, were never read).
+  for (uint64_t i = 0; i + 1 < walk->offsets.size(); ++i) {
+    auto data = record::ReadRecord(fd->get(), path, i, walk->offsets[i], walk->offsets[i + 1]);
+    if (!data.ok()) return data.status();
   }
   return absl::OkStatus();
 }

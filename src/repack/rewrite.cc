@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "src/repack/check_shard.h"
-#include "src/repack/fault_points.h"
+#include "tfrecordfs/base/fault_points.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
@@ -113,6 +113,25 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
         delta += static_cast<int64_t>(e->second.size()) - RecordDataBytes(offsets, i);
         continue;
       }
+      if (from.codec == source::Codec::kNone) {
+        // A run of kept records of a plain shard: its bytes as they are,
+        // copied by the kernel (cloned where the file system can); their
+        // CRCs are checked in the new file (CheckWrittenShard).
+        uint64_t j = i + 1;
+        while (j + 1 < offsets.size() && !d.records.count(j) && !edits->replaced.count(j) &&
+               !(done == 0 && j == (offsets.size() - 1) / 2)) {
+          ++j;
+        }
+        auto range = from.source->Spliceable(offsets[i]);
+        if (range.ok() && range->has_value()) {
+          s = writer.AppendFramedRange((*range)->fd, (*range)->offset, offsets[j] - offsets[i],
+                                       j - i);
+          out->kept += j - i;
+          i = j - 1;
+          if (done == 0 && j == (offsets.size() - 1) / 2) faults.At("rewrite_mid_shard");
+          continue;
+        }
+      }
       auto payload = record::ReadRecord(*from.source, i, offsets[i], offsets[i + 1]);
       if (!payload.ok()) {
         s = payload.status();
@@ -120,7 +139,7 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
       }
       s = writer.Append(*payload);
       ++out->kept;
-      if (done == 0 && i + 2 == offsets.size() / 2 + 1) faults.At("rewrite_mid_shard");
+      if (done == 0 && i + 1 == (offsets.size() - 1) / 2) faults.At("rewrite_mid_shard");
     }
     for (size_t i = 0; i < edits->added.size() && s.ok(); ++i) {
       s = writer.Append(edits->added[i].second);

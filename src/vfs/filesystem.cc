@@ -130,12 +130,16 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
   fs->records_ = std::make_unique<RecordView>(fs->shards_, std::move(record_options));
   fs->staging_types_ =
       options.staging_types != nullptr ? options.staging_types : &fs->records_->sampler();
+  if (options.staging != nullptr && options.view == ViewKind::kRecords) {
+    fs->staging_ = std::make_unique<StagingView>(options.staging, fs->staging_types_);
+  }
   fs->edit_list_ = options.deletions;
   fs->edit_store_ = options.edits;
   fs->index_store_ = options.index_store;
   if (fs->deletions_ != nullptr && options.edits != nullptr) {
-    fs->edits_ = std::make_unique<RecordEdits>(
-        fs->shards_, fs->records_.get(), fs->deletions_.get(), options.edits, fs->staging_types_);
+    fs->edits_ =
+        std::make_unique<RecordEdits>(fs->shards_, fs->records_.get(), fs->deletions_.get(),
+                                      options.edits, fs->staging_types_, fs->staging_.get());
   }
   fs->tree_ =
       std::make_unique<TreeView>(scanned->entries, shard_entries, fs->shards_, &fs->fd_cache_,
@@ -167,14 +171,13 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
                                                fs->edits_.get(), std::move(groups));
   }
 
-  // Only the records view has a staging folder: the image views take no
-  // writes (new records go through a records-view mount).
+  // Only the records view has a staging folder (made above): the image views
+  // take no new records (they go through a records-view mount).
   if (options.staging != nullptr && options.view == ViewKind::kRecords) {
     if (auto s = staging::CheckName(options.staging_name); !s.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("invalid staging folder name '", options.staging_name, "'"));
     }
-    fs->staging_ = std::make_unique<StagingView>(options.staging, fs->staging_types_);
     if (auto s =
             fs->tree_->AddGraft(options.staging_name, fs->staging_.get(), fs->staging_->root_id());
         !s.ok()) {
@@ -414,6 +417,19 @@ absl::Status Filesystem::Rename(uint64_t parent, absl::string_view name, uint64_
   ReaderMutexLock serve(&serve_mu_);
   if (edits_ && !gallery_) {
     const auto from_shard = ShardFolder(parent), to_shard = ShardFolder(new_parent);
+    // A record of a shard moved into staging/ or into another shard's folder
+    // (RecordEdits::MoveRecord); the kernel then looks its new name up again.
+    const bool record = from_shard && records_->LookupRecord(*from_shard, name).ok();
+    const bool to_staging =
+        staging_ && SpaceOf(new_parent) == Space::kStaging && (new_parent & kEditNodeTag) == 0;
+    if (record && (to_staging || (to_shard && *to_shard != *from_shard))) {
+      if (flags != 0) return PosixError(EINVAL, "a record moves by a plain rename only");
+      auto moved = edits_->MoveRecord(*from_shard, name, to_staging ? std::nullopt : to_shard,
+                                      new_parent, new_name);
+      if (!moved.ok()) return moved.status();
+      InvalidateLater(new_parent, std::string(new_name));
+      return absl::OkStatus();
+    }
     if (from_shard && to_shard) {
       return edits_->RenameAny(parent, name, new_parent, new_name, flags, from_shard, to_shard);
     }
@@ -523,8 +539,52 @@ absl::Status Filesystem::SetXattr(uint64_t ino, absl::string_view name) {
 // ---- Committing edits ----
 
 void Filesystem::SetInvalidator(std::optional<Invalidator> invalidator) {
+  std::thread worker;
+  {
+    MutexLock lock(&invalidator_mu_);
+    invalidator_ = std::move(invalidator);
+    if (!invalidator_) {
+      stop_invalidating_ = true;
+      invalidations_.SignalAll();
+      worker = std::move(invalidation_worker_);
+    }
+  }
+  if (worker.joinable()) worker.join();
+  // A commit's invalidations in flight use the session: wait for them (with
+  // the session stopped, the kernel answers them at once).
+  if (!invalidator) MutexLock call(&invalidating_mu_);
+}
+
+void Filesystem::InvalidateLater(uint64_t parent, std::string name) {
   MutexLock lock(&invalidator_mu_);
-  invalidator_ = std::move(invalidator);
+  if (!invalidator_ || stop_invalidating_) return;
+  pending_invalidations_.emplace_back(parent, std::move(name));
+  if (!invalidation_worker_.joinable()) {
+    invalidation_worker_ = std::thread([this] { InvalidationLoop(); });
+  }
+  invalidations_.Signal();
+}
+
+void Filesystem::InvalidationLoop() {
+  for (;;) {
+    std::pair<uint64_t, std::string> next;
+    std::function<void(uint64_t, const std::string&)> entry;
+    {
+      MutexLock lock(&invalidator_mu_);
+      while (!stop_invalidating_ && (pending_invalidations_.empty() || !invalidator_)) {
+        invalidations_.Wait(&invalidator_mu_);
+      }
+      if (stop_invalidating_) return;
+      next = std::move(pending_invalidations_.front());
+      pending_invalidations_.pop_front();
+      entry = invalidator_->entry;
+    }
+    // Without invalidator_mu_: the kernel holds the folder's lock until the
+    // request that changed it is answered, and another request may be
+    // queueing an invalidation meanwhile (InvalidateLater).
+    MutexLock call(&invalidating_mu_);
+    entry(next.first, next.second);
+  }
 }
 
 absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reopen) {
@@ -599,12 +659,18 @@ absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reop
       stale.push_back(std::move(st));
     }
   }
-  // The kernel, outside the lock: its invalidations may wait for requests.
-  MutexLock lock(&invalidator_mu_);
-  if (invalidator_) {
+  // The kernel, outside the serve lock (its invalidations may wait for
+  // requests) and outside invalidator_mu_ (a request may queue one).
+  std::optional<Invalidator> inv;
+  {
+    MutexLock lock(&invalidator_mu_);
+    inv = invalidator_;
+  }
+  if (inv) {
+    MutexLock call(&invalidating_mu_);
     for (const Stale& st : stale) {
-      for (const std::string& name : st.names) invalidator_->entry(st.folder, name);
-      invalidator_->inode(st.folder);
+      for (const std::string& name : st.names) inv->entry(st.folder, name);
+      inv->inode(st.folder);
     }
   }
   return results;

@@ -7,7 +7,10 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "tfrecordfs/base/fault_points.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
@@ -48,19 +51,21 @@ absl::Status AppendBytes(const ReadBuffer& b, std::string* out) {
 
 RecordEdits::RecordEdits(const std::vector<MountedShard>& shards, RecordView* records,
                          RecordDeletions* deletions, staging::Store* store,
-                         naming::FeatureTypes* types)
+                         naming::FeatureTypes* types, StagingView* staging)
     : shards_(shards),
       records_(records),
       deletions_(deletions),
       store_(store),
       types_(types),
-      folders_(store, types, kEditIds) {
+      folders_(store, types, kEditIds),
+      staging_(staging) {
   for (uint64_t s = 0; s < shards_.size(); ++s) {
     shard_of_key_.emplace(staging::ShardKey(shards_[s].index->path()), s);
   }
   // Errors and log lines name an edited file as the shard's path, the
   // record's folder name and the path in it.
   store_->SetDisplay([this](absl::string_view rel) { return Describe(rel); });
+  RecoverMoves();
   // An earlier mount's edits.
   MutexLock lock(&mu_);
   for (const auto& [key, folders] : staging::ListEditFolders(store_->records_dir())) {
@@ -127,7 +132,8 @@ size_t RecordEdits::edited() const {
 bool RecordEdits::IsEdited(uint64_t ino) const {
   if (!any_.load(std::memory_order_acquire) || SpaceOf(ino) != Space::kRecord) return false;
   MutexLock lock(&mu_);
-  return edited_.contains(RecordKey(ShardOf(ino), RecordOf(ino)));
+  const uint64_t key = RecordKey(ShardOf(ino), RecordOf(ino));
+  return edited_.contains(key) || moved_.contains(key);
 }
 
 absl::StatusOr<uint64_t> RecordEdits::Inner(uint64_t ino) const {
@@ -140,6 +146,9 @@ absl::StatusOr<uint64_t> RecordEdits::Inner(uint64_t ino) const {
   if (EntryOf(ino) == 0) {
     auto it = edited_.find(RecordKey(ShardOf(ino), RecordOf(ino)));
     if (it != edited_.end()) return folders_.IdOf(it->second);
+    if (auto m = moved_.find(RecordKey(ShardOf(ino), RecordOf(ino))); m != moved_.end()) {
+      return m->second;
+    }
     return Stale();
   }
   auto it = translated_.find(ino);
@@ -226,7 +235,7 @@ absl::Status RecordEdits::Materialize(uint64_t shard, uint64_t record, const std
 }
 
 std::vector<std::string> RecordEdits::ResetShard(uint64_t shard) {
-  std::vector<uint64_t> held;
+  std::vector<uint64_t> held, moved_ids;
   std::vector<std::string> names;
   {
     MutexLock lock(&mu_);
@@ -250,9 +259,18 @@ std::vector<std::string> RecordEdits::ResetShard(uint64_t shard) {
       names.assign(it->second.begin(), it->second.end());
       added_.erase(it);
     }
-    any_.store(!edited_.empty(), std::memory_order_release);
+    for (auto it = moved_.begin(); it != moved_.end();) {
+      if ((it->first >> kRecordBits) == shard) {
+        moved_ids.push_back(it->second);
+        moved_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+    any_.store(!edited_.empty() || !moved_.empty(), std::memory_order_release);
   }
   for (uint64_t node : held) folders_.Forget(folders_.IdOf(node), 1);
+  for (uint64_t id : moved_ids) ViewFor(id).Forget(id, 1);
   return names;
 }
 
@@ -333,23 +351,7 @@ absl::Status RecordEdits::DeleteRecord(uint64_t shard, uint64_t record) {
   // record, which nothing shows and the commit removes.
   if (auto s = deletions_->DeleteRecord(shard, record); !s.ok()) return s;
   uint64_t node = 0;
-  std::vector<uint64_t> held;
-  {
-    MutexLock lock(&mu_);
-    auto it = edited_.find(RecordKey(shard, record));
-    if (it != edited_.end()) {
-      node = it->second;
-      edited_.erase(it);
-    }
-    for (auto t = translated_.begin(); t != translated_.end();) {
-      if (ShardOf(t->first) == shard && RecordOf(t->first) == record) {
-        held.push_back(t->second);
-        translated_.erase(t++);
-      } else {
-        ++t;
-      }
-    }
-  }
+  const std::vector<uint64_t> held = ForgetCheckOut(shard, record, &node);
   if (node != 0) {
     const std::string folder =
         absl::StrCat(store_->records_dir(), "/", staging::EditedFolderName(Key(shard), record));
@@ -358,8 +360,147 @@ absl::Status RecordEdits::DeleteRecord(uint64_t shard, uint64_t record) {
     }
   }
   for (uint64_t n : held) folders_.Forget(folders_.IdOf(n), 1);
-  if (node != 0) folders_.Forget(folders_.IdOf(node), 1);
   return absl::OkStatus();
+}
+
+std::vector<uint64_t> RecordEdits::ForgetCheckOut(uint64_t shard, uint64_t record,
+                                                  uint64_t* folder) {
+  std::vector<uint64_t> held;
+  MutexLock lock(&mu_);
+  if (auto it = edited_.find(RecordKey(shard, record)); it != edited_.end()) {
+    if (folder != nullptr) *folder = it->second;
+    held.push_back(it->second);
+    edited_.erase(it);
+  }
+  for (auto t = translated_.begin(); t != translated_.end();) {
+    if (ShardOf(t->first) == shard && RecordOf(t->first) == record) {
+      held.push_back(t->second);
+      translated_.erase(t++);
+    } else {
+      ++t;
+    }
+  }
+  return held;
+}
+
+namespace {
+
+constexpr absl::string_view kMovePrefix = ".move-";
+
+// `.move-<key>-<record>-<destination folder>` taken apart.
+struct MoveTemp {
+  std::string key;
+  uint64_t record = 0;
+  std::string destination;
+};
+std::optional<MoveTemp> ParseMoveTemp(absl::string_view name) {
+  if (!absl::ConsumePrefix(&name, kMovePrefix)) return std::nullopt;
+  const size_t dash = name.find('-', 17);
+  if (dash == absl::string_view::npos) return std::nullopt;
+  auto f = staging::ParseEditFolder(name.substr(0, dash));
+  if (!f || !f->record) return std::nullopt;
+  return MoveTemp{f->key, *f->record, std::string(name.substr(dash + 1))};
+}
+
+}  // namespace
+
+void RecordEdits::RecoverMoves() {
+  std::vector<std::string> dirs = {store_->records_dir()};
+  if (staging_ != nullptr) dirs.push_back(staging_->store()->records_dir());
+  for (const std::string& dir : dirs) {
+    auto list = ListDir::Open(dir);
+    if (!list.ok()) continue;
+    std::vector<std::string> temps;
+    absl::string_view name;
+    while (list->Next(&name)) {
+      if (absl::StartsWith(name, kMovePrefix)) temps.emplace_back(name);
+    }
+    for (const std::string& temp : temps) {
+      auto m = ParseMoveTemp(temp);
+      auto shard = m ? ShardOfKey(m->key) : std::nullopt;
+      if (!shard) continue;  // not mounted now: left for a mount that has it
+      const std::string from = absl::StrCat(dir, "/", temp);
+      const bool deleted = deletions_->IsDeleted(*shard, m->record);
+      const std::string to = deleted ? absl::StrCat(dir, "/", m->destination)
+                                     : absl::StrCat(store_->records_dir(), "/",
+                                                    staging::EditedFolderName(m->key, m->record));
+      if (RenameNoReplace(from, to).ok()) {
+        log::Info(deleted ? "finished the interrupted move of record "
+                          : "rolled back the "
+                            "interrupted move of "
+                            "record ",
+                  m->record, " of ", shards_[*shard].index->path(), " (", to, ")");
+      } else {
+        log::Error("cannot resolve the interrupted move ", from, " -> ", to);
+      }
+    }
+  }
+}
+
+absl::StatusOr<uint64_t> RecordEdits::MoveRecord(uint64_t shard, absl::string_view name,
+                                                 std::optional<uint64_t> to_shard,
+                                                 uint64_t new_parent, absl::string_view new_name) {
+  auto a = records_->LookupRecord(shard, name);
+  if (!a.ok()) return a.status();
+  const uint64_t record = RecordOf(a->ino);
+  if (auto s = staging::CheckName(new_name); !s.ok()) return s;
+  std::string dest_dir, dest_folder;
+  if (to_shard) {
+    if (records_->LookupRecord(*to_shard, new_name).ok() ||
+        LookupInShard(*to_shard, new_name).ok()) {
+      return PosixError(EEXIST, absl::StrCat(new_name, ": taken in that shard folder"));
+    }
+    if (auto s = deletions_->Register(*to_shard); !s.ok()) return s;
+    dest_dir = store_->records_dir();
+    dest_folder = staging::AddedFolderName(Key(*to_shard), new_name);
+  } else {
+    if (staging_ == nullptr) return ReadOnlyError();
+    if (new_parent != staging_->root_id()) {
+      return PosixError(EPERM, "a record moves into staging/ itself, not into a folder in it");
+    }
+    dest_dir = staging_->store()->records_dir();
+    dest_folder = std::string(new_name);
+  }
+  if (struct stat st; ::lstat(absl::StrCat(dest_dir, "/", dest_folder).c_str(), &st) == 0) {
+    return PosixError(EEXIST, absl::StrCat(new_name, ": exists"));
+  }
+  if (auto s = CheckOut(RecordId(shard, record, 0)); !s.ok()) return s;
+  MutexLock checkout(&checkout_mu_);
+  const std::string source =
+      absl::StrCat(store_->records_dir(), "/", staging::EditedFolderName(Key(shard), record));
+  const std::string temp = absl::StrCat(
+      dest_dir, "/", kMovePrefix, staging::EditedFolderName(Key(shard), record), "-", dest_folder);
+  const std::string target = absl::StrCat(dest_dir, "/", dest_folder);
+  const FaultPoints faults;
+  if (auto s = RenameNoReplace(source, temp); !s.ok()) return s;  // 1
+  faults.At("move_before_delete");
+  if (auto s = deletions_->DeleteRecord(shard, record); !s.ok()) {  // 2
+    if (!RenameNoReplace(temp, source).ok()) {
+      log::Error("cannot put back ", temp, " as ", source, " (the next mount does)");
+    }
+    return s;
+  }
+  faults.At("move_after_delete");
+  if (auto s = RenameNoReplace(temp, target); !s.ok()) {  // 3
+    log::Error("moved record ", record, " of ", shards_[shard].index->path(),
+               " but cannot name it ", target, ": ", s.message(), " (the next mount does)");
+    return s;
+  }
+  // Its edit-store nodes are gone from that store's tree.
+  for (uint64_t n : ForgetCheckOut(shard, record, nullptr)) folders_.Forget(folders_.IdOf(n), 1);
+  StagingView& view = to_shard ? folders_ : *staging_;
+  auto moved =
+      view.Lookup(to_shard ? folders_.IdOf(store_->root()) : staging_->root_id(), dest_folder);
+  MutexLock lock(&mu_);
+  if (to_shard) added_[*to_shard].insert(std::string(new_name));
+  if (!moved.ok()) return moved.status();
+  moved_[RecordKey(shard, record)] = moved->ino;
+  any_.store(true, std::memory_order_release);
+  log::Info("moved record ", record, " of ", shards_[shard].index->path(), " to ",
+            to_shard ? shards_[*to_shard].index->path() + "/" + std::string(new_name)
+                     : "staging/" + std::string(new_name),
+            " (pending: the shard is rewritten at unmount)");
+  return moved->ino;
 }
 
 std::vector<uint64_t> RecordEdits::EditedRecords() const {
@@ -491,7 +632,10 @@ absl::Status RecordEdits::RenameAny(uint64_t parent, absl::string_view name, uin
   if (!from.ok()) return from.status();
   auto to = Inner(new_parent);
   if (!to.ok()) return to.status();
-  return folders_.Rename(*from, name, *to, new_name, flags);
+  if (&ViewFor(*from) != &ViewFor(*to)) {
+    return PosixError(EXDEV, "between a moved record and an edited one");
+  }
+  return ViewFor(*from).Rename(*from, name, *to, new_name, flags);
 }
 
 // ---- Translated calls ----
@@ -499,7 +643,7 @@ absl::Status RecordEdits::RenameAny(uint64_t parent, absl::string_view name, uin
 absl::StatusOr<Attr> RecordEdits::GetAttr(uint64_t ino) {
   auto in = Inner(ino);
   if (!in.ok()) return in.status();
-  auto a = folders_.GetAttr(*in);
+  auto a = ViewFor(*in).GetAttr(*in);
   if (a.ok()) a->ino = ino;
   return a;
 }
@@ -507,38 +651,38 @@ absl::StatusOr<Attr> RecordEdits::GetAttr(uint64_t ino) {
 absl::StatusOr<Attr> RecordEdits::Lookup(uint64_t parent, absl::string_view name) {
   auto in = Inner(parent);
   if (!in.ok()) return in.status();
-  return folders_.Lookup(*in, name);
+  return ViewFor(*in).Lookup(*in, name);
 }
 
 absl::Status RecordEdits::ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, const EmitFn& emit) {
   auto in = Inner(ino);
   if (!in.ok()) return in.status();
-  return folders_.ReadDir(*in, folders_.OwnsHandle(fh) ? fh : 0, offset, emit);
+  return ViewFor(*in).ReadDir(*in, ViewFor(*in).OwnsHandle(fh) ? fh : 0, offset, emit);
 }
 
 absl::StatusOr<uint64_t> RecordEdits::Open(uint64_t ino, int flags) {
   auto in = Inner(ino);
   if (!in.ok()) return in.status();
-  return folders_.Open(*in, flags);
+  return ViewFor(*in).Open(*in, flags);
 }
 
 absl::StatusOr<ReadResult> RecordEdits::Read(uint64_t ino, uint64_t fh, uint64_t offset,
                                              size_t size) {
   auto in = Inner(ino);
   if (!in.ok()) return in.status();
-  return folders_.Read(*in, folders_.OwnsHandle(fh) ? fh : 0, offset, size);
+  return ViewFor(*in).Read(*in, ViewFor(*in).OwnsHandle(fh) ? fh : 0, offset, size);
 }
 
 absl::StatusOr<uint64_t> RecordEdits::OpenDir(uint64_t ino) {
   auto in = Inner(ino);
   if (!in.ok()) return in.status();
-  return folders_.OpenDir(*in);
+  return ViewFor(*in).OpenDir(*in);
 }
 
 absl::Status RecordEdits::Xattrs(uint64_t ino, bool read_error, XattrList* out) {
   auto in = Inner(ino);
   if (!in.ok()) return in.status();
-  return folders_.Xattrs(*in, read_error, out);
+  return ViewFor(*in).Xattrs(*in, read_error, out);
 }
 
 void RecordEdits::Forget(uint64_t ino, uint64_t /*n*/) {
@@ -561,28 +705,28 @@ absl::StatusOr<std::pair<Attr, uint64_t>> RecordEdits::CreateFile(
     std::optional<staging::Owner> owner) {
   auto in = Inner(parent);
   if (!in.ok()) return in.status();
-  return folders_.CreateFile(*in, name, mode, flags, owner);
+  return ViewFor(*in).CreateFile(*in, name, mode, flags, owner);
 }
 
 absl::StatusOr<Attr> RecordEdits::Mkdir(uint64_t parent, absl::string_view name, mode_t mode,
                                         std::optional<staging::Owner> owner) {
   auto in = Inner(parent);
   if (!in.ok()) return in.status();
-  return folders_.Mkdir(*in, name, mode, owner);
+  return ViewFor(*in).Mkdir(*in, name, mode, owner);
 }
 
 absl::StatusOr<size_t> RecordEdits::Write(uint64_t ino, uint64_t fh, absl::string_view data,
                                           uint64_t offset) {
   auto in = Inner(ino);
   if (!in.ok()) return in.status();
-  return folders_.Write(*in, folders_.OwnsHandle(fh) ? fh : 0, data, offset);
+  return ViewFor(*in).Write(*in, ViewFor(*in).OwnsHandle(fh) ? fh : 0, data, offset);
 }
 
 absl::StatusOr<Attr> RecordEdits::SetAttr(uint64_t ino, uint64_t fh, const struct stat& to,
                                           int bits) {
   auto in = Inner(ino);
   if (!in.ok()) return in.status();
-  auto a = folders_.SetAttr(*in, folders_.OwnsHandle(fh) ? fh : 0, to, bits);
+  auto a = ViewFor(*in).SetAttr(*in, ViewFor(*in).OwnsHandle(fh) ? fh : 0, to, bits);
   if (a.ok()) a->ino = ino;
   return a;
 }
@@ -590,13 +734,13 @@ absl::StatusOr<Attr> RecordEdits::SetAttr(uint64_t ino, uint64_t fh, const struc
 absl::Status RecordEdits::Unlink(uint64_t parent, absl::string_view name) {
   auto in = Inner(parent);
   if (!in.ok()) return in.status();
-  return folders_.Unlink(*in, name);
+  return ViewFor(*in).Unlink(*in, name);
 }
 
 absl::Status RecordEdits::Rmdir(uint64_t parent, absl::string_view name) {
   auto in = Inner(parent);
   if (!in.ok()) return in.status();
-  return folders_.Rmdir(*in, name);
+  return ViewFor(*in).Rmdir(*in, name);
 }
 
 absl::Status RecordEdits::Rename(uint64_t parent, absl::string_view name, uint64_t new_parent,
@@ -607,13 +751,13 @@ absl::Status RecordEdits::Rename(uint64_t parent, absl::string_view name, uint64
 absl::Status RecordEdits::Flush(uint64_t ino, uint64_t fh) {
   auto in = Inner(ino);
   if (!in.ok()) return in.status();
-  return folders_.Flush(*in, folders_.OwnsHandle(fh) ? fh : 0);
+  return ViewFor(*in).Flush(*in, ViewFor(*in).OwnsHandle(fh) ? fh : 0);
 }
 
 absl::Status RecordEdits::Fsync(uint64_t ino, uint64_t fh, bool datasync) {
   auto in = Inner(ino);
   if (!in.ok()) return in.status();
-  return folders_.Fsync(*in, folders_.OwnsHandle(fh) ? fh : 0, datasync);
+  return ViewFor(*in).Fsync(*in, ViewFor(*in).OwnsHandle(fh) ? fh : 0, datasync);
 }
 
 }  // namespace tfrecordfs::vfs

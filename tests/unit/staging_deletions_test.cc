@@ -233,6 +233,25 @@ TEST_F(RewriteTest, AFolderThatMakesNoRecordKeepsTheShardPending) {
   EXPECT_EQ(ListEditFolders(edits_).size(), 1u);
 }
 
+TEST_F(RewriteTest, ADamagedKeptRecordStopsTheRewrite) {
+  // Kept runs of a plain shard are copied without being read
+  // (copy_file_range); the check of the new file finds the bad data CRC.
+  auto bytes = ReadFileToString(shard_);
+  ASSERT_TRUE(bytes.ok());
+  std::string damaged = *bytes;
+  damaged[damaged.size() - 6] ^= 0x20;  // the last record's data
+  ASSERT_TRUE(WriteFileAtomically(shard_, damaged).ok());
+  ASSERT_TRUE(list_->Delete(shard_, StatOf(shard_), 0).ok());
+  const auto before = StatOf(shard_);
+  const auto report = Apply();
+  ASSERT_EQ(report.size(), 1u);
+  EXPECT_TRUE(absl::IsDataLoss(report[0].status)) << report[0].status;
+  EXPECT_EQ(StatOf(shard_), before);
+  EXPECT_EQ(*ReadFileToString(shard_), damaged);
+  EXPECT_EQ(list_->Snapshot().size(), 1u);
+  EXPECT_NE(::access(temp_.c_str(), F_OK), 0);
+}
+
 TEST_F(RewriteTest, RecoveryRemovesTheFoldersOfCommittedShards) {
   // A crash after the entry was dropped, before the folders were removed.
   EditFolder(EditedFolderName(ShardKey(shard_), 1), "edited");

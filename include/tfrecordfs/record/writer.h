@@ -64,6 +64,11 @@ class ShardWriter {
   ShardWriter& operator=(const ShardWriter&) = delete;
 
   absl::Status Append(absl::string_view data);
+  // Plain output only: appends `length` bytes of `fd` at `offset`, which
+  // hold `records` whole framed records, as they are (copy_file_range(2),
+  // else read and write). The caller vouches for the framing; check the
+  // file after Close (the rewrite does, repack/rewrite.h).
+  absl::Status AppendFramedRange(int fd, uint64_t offset, uint64_t length, uint64_t records);
   // Framed bytes so far (uncompressed; buffered bytes count).
   uint64_t bytes() const { return bytes_; }
   uint64_t records() const { return records_; }

@@ -30,10 +30,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -300,6 +302,7 @@ class Filesystem {
     std::function<void(uint64_t ino)> inode;  // attributes, pages, listing
     std::function<void(uint64_t parent, const std::string& name)> entry;
   };
+  // nullopt: stops invalidating (and joins the worker that does it).
   void SetInvalidator(std::optional<Invalidator> invalidator);
 
   // Applies the pending edits, additions and deletions to their shards
@@ -357,13 +360,26 @@ class Filesystem {
   GroupStats group_stats_;
   // The staging area; null without one (Options::staging).
   std::unique_ptr<StagingView> staging_;
+  // The kernel's entry `name` in `parent`, invalidated from a worker thread
+  // once the current request is answered (a record moved by rename: the
+  // kernel keeps the old node id for the new name otherwise).
+  void InvalidateLater(uint64_t parent, std::string name);
+  void InvalidationLoop();
   // Every operation holds it shared; Commit(reopen) exclusively.
   mutable SharedMutex serve_mu_;
   staging::DeletionList* edit_list_ = nullptr;  // Options::deletions
   staging::Store* edit_store_ = nullptr;        // Options::edits
   index::IndexStore* index_store_ = nullptr;    // Options::index_store
   Mutex invalidator_mu_;
+  // Held while a copy of the invalidator is called (it uses the FUSE
+  // session): SetInvalidator(nullopt) waits for it. After invalidator_mu_.
+  Mutex invalidating_mu_;
   std::optional<Invalidator> invalidator_ ABSL_GUARDED_BY(invalidator_mu_);
+  std::deque<std::pair<uint64_t, std::string>> pending_invalidations_
+      ABSL_GUARDED_BY(invalidator_mu_);
+  bool stop_invalidating_ ABSL_GUARDED_BY(invalidator_mu_) = false;
+  CondVar invalidations_;
+  std::thread invalidation_worker_;                // started by the first InvalidateLater
   naming::FeatureTypes* staging_types_ = nullptr;  // what staging_ checks against
 };
 

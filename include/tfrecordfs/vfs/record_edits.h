@@ -51,6 +51,7 @@
 #include "tfrecordfs/base/mutex.h"
 #include "tfrecordfs/staging/store.h"
 #include "tfrecordfs/vfs/mounted_shard.h"
+#include "tfrecordfs/vfs/node_id.h"
 #include "tfrecordfs/vfs/record_deletions.h"
 #include "tfrecordfs/vfs/record_view.h"
 #include "tfrecordfs/vfs/staging_view.h"
@@ -63,8 +64,12 @@ class RecordEdits final : public View {
   // Everything is borrowed and must outlive this. Loads the edit folders an
   // earlier mount left for shards mounted now with the fingerprint their
   // edits were made on (the others are kept, not shown, and logged).
+  // `staging` (may be null): the staging folder's view, where `mv` of a
+  // record into staging/ puts it. Before loading, finishes or rolls back a
+  // move a crash interrupted (see MoveRecord).
   RecordEdits(const std::vector<MountedShard>& shards, RecordView* records,
-              RecordDeletions* deletions, staging::Store* store, naming::FeatureTypes* types);
+              RecordDeletions* deletions, staging::Store* store, naming::FeatureTypes* types,
+              StagingView* staging);
   ~RecordEdits() override;  // unsets the store's display (staging::Store::SetDisplay)
   RecordEdits(const RecordEdits&) = delete;
   RecordEdits& operator=(const RecordEdits&) = delete;
@@ -120,6 +125,27 @@ class RecordEdits final : public View {
   // the kernel may still have cached. Not concurrent with the other calls.
   std::vector<std::string> ResetShard(uint64_t shard);
 
+  // `mv SHARD/0042 staging/NAME` (to_shard empty: into the staging
+  // folder's root) or `mv SHARD/0042 OTHER/NAME` (an added record of shard
+  // `to_shard`): the record leaves its shard (deleted there at the commit)
+  // and its folder (checked out first) becomes NAME there, exactly once:
+  //   1. the edit folder is renamed to `.move-<key>-<record>-<destination
+  //      folder>` in the destination store's records/ (both stores are in
+  //      one directory tree: an atomic rename);
+  //   2. the record's deletion is made durable (DeletionList);
+  //   3. the folder is renamed to its destination name.
+  // A crash after 1 and before 2 is rolled back at the next mount (the
+  // folder goes back; the record stays edited), after 2 finished (renamed
+  // into place). Returns the moved folder's node id in its new view; the
+  // record's folder id answers as that folder until the kernel forgets it
+  // (the caller invalidates the kernel's entry). EEXIST when NAME is taken,
+  // EPERM into a staging sub-folder, EROFS as for edits. Test hook
+  // (base/fault_points.h): move_before_delete (after 1), move_after_delete
+  // (after 2).
+  absl::StatusOr<uint64_t> MoveRecord(uint64_t shard, absl::string_view name,
+                                      std::optional<uint64_t> to_shard, uint64_t new_parent,
+                                      absl::string_view new_name);
+
   // Edited records and added records now, for tests and statistics.
   size_t edited() const;
 
@@ -155,6 +181,16 @@ class RecordEdits final : public View {
   absl::Status Materialize(uint64_t shard, uint64_t record, const std::string& folder)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkout_mu_);
   std::optional<uint64_t> ShardOfKey(absl::string_view key) const;
+  // The view serving an inner id: the edit store's, or staging's (a moved
+  // record's folder).
+  StagingView& ViewFor(uint64_t inner) {
+    return (inner & kEditNodeTag) != 0 || staging_ == nullptr ? folders_ : *staging_;
+  }
+  // Drops the record's check-out from the maps: the store nodes whose
+  // references were held (to Forget), its folder's in *folder.
+  std::vector<uint64_t> ForgetCheckOut(uint64_t shard, uint64_t record, uint64_t* folder);
+  // Finishes or rolls back the moves a crash interrupted (MoveRecord).
+  void RecoverMoves();
   // A path of the edit store (relative to its records/) as errors name it:
   // `<shard path>/<record folder>/<path in it>`.
   std::string Describe(absl::string_view rel) const;
@@ -166,6 +202,7 @@ class RecordEdits final : public View {
   staging::Store* const store_;
   naming::FeatureTypes* const types_;
   StagingView folders_;
+  StagingView* const staging_;
   absl::flat_hash_map<std::string, uint64_t> shard_of_key_;  // immutable after construction
 
   std::atomic<bool> any_{false};  // anything edited: else IsEdited takes no lock
@@ -176,6 +213,9 @@ class RecordEdits final : public View {
   // Record-space ids of an edited record's files -> their copies' store
   // nodes (one reference held each, until the kernel forgets the id).
   absl::flat_hash_map<uint64_t, uint64_t> translated_ ABSL_GUARDED_BY(mu_);
+  // Records moved out of their shard this mount -> their folder's id in its
+  // new view (one reference held).
+  absl::flat_hash_map<uint64_t, uint64_t> moved_ ABSL_GUARDED_BY(mu_);
   // Added records' names per shard.
   absl::flat_hash_map<uint64_t, std::set<std::string>> added_ ABSL_GUARDED_BY(mu_);
 };

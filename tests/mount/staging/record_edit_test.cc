@@ -11,9 +11,11 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -28,17 +30,26 @@ constexpr int kRecords = 12;
 // Each record of `shard` as the independent reader describes it (one line
 // per record: tfrecord_check.describe_example), after a first line naming
 // the codec.
-std::vector<std::string> IndependentRead(const std::string& shard) {
+// Runs `body` under /usr/bin/python3 with tests/cli/tfrecord_check.py
+// imported as `t` and `arg` as sys.argv[1]; its stdout.
+std::string WithChecker(const std::string& body, const std::string& arg) {
   const char* root = std::getenv("TFRECORDFS_SOURCE_ROOT");
   EXPECT_NE(root, nullptr);
-  if (root == nullptr) return {};
-  const std::string script = absl::StrCat(
-      "import sys; sys.path.insert(0, '", root, "/tests/cli'); import tfrecord_check as t\n",
-      "raw = open(sys.argv[1], 'rb').read(); print(t.codec_of(raw))\n",
-      "for p in t.read_records(sys.argv[1]): print(t.describe_example(p))\n");
-  CommandResult r = RunCommand({"/usr/bin/python3", "-c", script, shard});
+  if (root == nullptr) return "";
+  CommandResult r = RunCommand({"/usr/bin/python3", "-c",
+                                absl::StrCat("import sys; sys.path.insert(0, '", root,
+                                             "/tests/cli'); import tfrecord_check as t\n", body),
+                                arg});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  return absl::StrSplit(r.out, '\n', absl::SkipEmpty());
+  return r.out;
+}
+
+std::vector<std::string> IndependentRead(const std::string& shard) {
+  return absl::StrSplit(
+      WithChecker("raw = open(sys.argv[1], 'rb').read(); print(t.codec_of(raw))\n"
+                  "for p in t.read_records(sys.argv[1]): print(t.describe_example(p))\n",
+                  shard),
+      '\n', absl::SkipEmpty());
 }
 
 std::string Described(int id, const std::string& text, const std::string& score) {
@@ -56,25 +67,9 @@ class RecordEditTest : public ::testing::TestWithParam<const char*> {
                                          BytesFeature("text", {absl::StrCat("record ", i)}),
                                          FloatFeature("score", {i + 0.5f})}));
     }
-    const std::string codec = GetParam();
-    const std::string plain = s_.src + "/a.tfrecord";
-    test::WriteShard(plain, payloads);
     test::WriteShard(s_.src + "/b.tfrecord", {payloads[0], payloads[1]});
-    shard_name_ = "a.tfrecord";
-    if (codec != "none") {
-      // gzip(1) / python's zlib make the compressed shard: not our writer.
-      shard_name_ = codec == "gzip" ? "a.tfrecord.gz" : "a.tfrecord.zlib";
-      const std::string cmd =
-          codec == "gzip"
-              ? absl::StrCat("gzip -n ", ShellQuote(plain))
-              : absl::StrCat(
-                    "/usr/bin/python3 -c 'import sys, zlib; d = open(sys.argv[1], \"rb\")"
-                    ".read(); open(sys.argv[2], \"wb\").write(zlib.compress(d))' ",
-                    ShellQuote(plain), " ", ShellQuote(s_.src + "/" + shard_name_), " && rm ",
-                    ShellQuote(plain));
-      CommandResult r = Shell(cmd);
-      ASSERT_EQ(r.exit_code, 0) << r.err;
-    }
+    shard_name_ = WriteShardWithCodec(s_.src, "a.tfrecord", payloads, GetParam());
+    ASSERT_FALSE(HasFailure());
     shard_ = s_.src + "/" + shard_name_;
   }
 
@@ -298,6 +293,76 @@ TEST_P(RecordEditTest, CommitWhileMountedShowsTheNewShardAtOnce) {
   EXPECT_NE(refused.err.find("read-only"), std::string::npos) << refused.err;
 }
 
+// `mv SHARD/03 staging/` and `mv SHARD/04 OTHER/name`: the record leaves
+// its shard and is staged / added there, exactly once, through a kill -9 and
+// a remount; and a SIGKILL inside the move (before and after its deletion
+// is durable) is rolled back or finished by the next mount.
+TEST_P(RecordEditTest, MvMovesARecordOutOfItsShardExactlyOnce) {
+  const std::string b = s_.src + "/b.tfrecord";
+  {
+    Mount d(Config());
+    ASSERT_EQ(d.Start(), "");
+    CommandResult mv = InShard("mv 03 ../staging/moved3 && mv 04 ../b.tfrecord/from-a");
+    ASSERT_EQ(mv.exit_code, 0) << mv.err;
+    EXPECT_FALSE(Exists(R("03")));
+    EXPECT_FALSE(Exists(R("04")));
+    EXPECT_EQ(ReadWholeFile(s_.mnt + "/staging/moved3/id"), "3\n");
+    EXPECT_EQ(ReadWholeFile(s_.mnt + "/b.tfrecord/from-a/id"), "4\n");
+    // The name a record is moved to must be free; records keep their place.
+    CommandResult taken = InShard("mv 05 ../b.tfrecord/from-a");
+    EXPECT_NE(taken.exit_code, 0);
+    CommandResult same = InShard("mv 05 five");
+    EXPECT_NE(same.exit_code, 0);
+    EXPECT_NE(same.err.find("Operation not permitted"), std::string::npos) << same.err;
+    d.KillHard();
+  }
+  for (const char* fault : {"move_before_delete", "move_after_delete"}) {
+    MountConfig c = Config();
+    c.fault = fault;
+    Mount d(c);
+    ASSERT_EQ(d.Start(), "");
+    if (std::string(fault) == "move_after_delete") {
+      // The crash before the deletion was durable: rolled back.
+      EXPECT_EQ(ReadWholeFile(R("06/id")), "6\n");
+      EXPECT_FALSE(Exists(s_.mnt + "/staging/move_before_delete"));
+    }
+    EXPECT_NE(InShard(absl::StrCat("mv 06 ../staging/", fault)).exit_code, 0);
+    int status = 0;
+    ASSERT_TRUE(d.WaitExit(&status));
+    EXPECT_NE(d.Stderr().find(absl::StrCat("TFRECORDFS_FAULT=", fault)), std::string::npos)
+        << d.Stderr();
+    CleanStaleMount(s_.mnt);
+  }
+  Mount d(Config());
+  ASSERT_EQ(d.Start(), "");
+  // The crash after the deletion: finished (06 is staged, once).
+  EXPECT_FALSE(Exists(R("06")));
+  EXPECT_FALSE(Exists(s_.mnt + "/staging/move_before_delete"));
+  EXPECT_EQ(ReadWholeFile(s_.mnt + "/staging/move_after_delete/id"), "6\n");
+  EXPECT_EQ(ReadWholeFile(s_.mnt + "/staging/moved3/id"), "3\n");
+  int status = 0;
+  CommandResult un = d.TfrUnmount(&status);
+  // The second crash moved 06 too (its deletion was durable): it is staged.
+  EXPECT_EQ(un.exit_code, 0) << un.out << un.err;
+  std::vector<std::string> a = IndependentRead(shard_);
+  std::vector<std::string> want = {GetParam()};
+  for (int i = 0; i < kRecords; ++i) {
+    if (i == 3 || i == 4 || i == 6) continue;
+    want.push_back(Described(i, absl::StrCat("record ", i), absl::StrCat(i, ".5")));
+  }
+  EXPECT_EQ(a, want);
+  EXPECT_EQ(IndependentRead(b), (std::vector<std::string>{"none", Described(0, "record 0", "0.5"),
+                                                          Described(1, "record 1", "1.5"),
+                                                          Described(4, "record 4", "4.5")}));
+  // The staged records: 3 and 6, packed into a new shard in the output folder.
+  const auto packed = AllPayloads(ReadPackedShards(s_.out, "edit"));
+  ASSERT_EQ(packed.size(), 2u) << un.out;
+  std::set<int64_t> ids;
+  for (const std::string& p : packed) ids.insert(SingleInt(Decode(p), "id").value_or(-1));
+  EXPECT_EQ(ids, (std::set<int64_t>{3, 6}));
+  EXPECT_EQ(ListDir(s_.store + "/edits/records"), std::vector<std::string>{});
+}
+
 TEST_P(RecordEditTest, TfdsMetadataFollowsTheRewrittenShard) {
   // TFDS's layout: <dataset>-<split>.<format>-NNNNN-of-MMMMM beside a
   // dataset_info.json that lists each shard's record count.
@@ -329,6 +394,80 @@ TEST_P(RecordEditTest, TfdsMetadataFollowsTheRewrittenShard) {
   EXPECT_EQ(py.exit_code, 0) << py.err << info;
   const size_t removed = payloads_[0].size() + payloads_[1].size();
   EXPECT_EQ(py.out, absl::StrCat("['10', '2'] ", 10000 - removed, "\n")) << info;
+}
+
+// Editing what the generated datasets hold (tfrecordfs-gen): a
+// SequenceExample's context values, an image replaced by `cp`; everything
+// else of an edited record survives its round trip through the folder
+// (compared with `tfrecordfs show` before and after), and untouched
+// records stay byte for byte (the independent reader).
+TEST(RecordEditGeneratedTest, SequenceExamplesAndImages) {
+  TFRFS_SKIP_WITHOUT_FUSE();
+  if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3";
+  const char* gen = std::getenv("TFRECORDFS_GEN");
+  ASSERT_NE(gen, nullptr) << "$TFRECORDFS_GEN is not set";
+  Scratch s;
+  const std::string seq = s.src + "/seq", sample = s.src + "/sample";
+  ASSERT_EQ(0, RunCommand({gen, "sequence", seq, "--records", "3"}).exit_code);
+  ASSERT_EQ(0, RunCommand({gen, "sample", sample, "--records", "4", "--shards", "1"}).exit_code);
+  const std::string seq_shard = seq + "/sequence-00000-of-00001.tfrecord";
+  const std::string img_shard = sample + "/train-00000-of-00001.tfrecord";
+  auto show = [&](const std::string& shard, const std::string& record) {
+    CommandResult r = RunCommand({BinaryPath(), "show", shard, record});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::vector<std::string> lines = absl::StrSplit(r.out, '\n', absl::SkipEmpty());
+    lines.erase(lines.begin());  // "# record N of ...: <size> bytes at <offset>"
+    return lines;
+  };
+  const std::vector<std::string> seq0 = show(seq_shard, "0");
+  const std::vector<std::string> seq_before = IndependentRead(seq_shard);
+  MountConfig c = PackConfig(s, {s.src}, "edit");
+  Mount d(c);
+  ASSERT_EQ(d.Start(), "");
+  const std::string m0 = s.mnt + "/seq/sequence-00000-of-00001.tfrecord/0";
+  const std::string jpeg =
+      ReadWholeFile(s.mnt + "/sample/train-00000-of-00001.tfrecord/1/image/encoded.jpg");
+  CommandResult edit = RunCommand(
+      {"bash", "-c",
+       absl::StrCat(
+           "set -e; echo 5 > ", ShellQuote(m0 + "/context/label"), "; sed -i 's/.*/renamed/' ",
+           ShellQuote(m0 + "/context/name.txt"), "; cp ",
+           ShellQuote(s.mnt + "/sample/train-00000-of-00001.tfrecord/1/image/encoded.jpg"), " ",
+           ShellQuote(s.mnt + "/sample/train-00000-of-00001.tfrecord/0/image/encoded.jpg"))});
+  ASSERT_EQ(edit.exit_code, 0) << edit.err;
+  int status = 0;
+  CommandResult un = d.TfrUnmount(&status);
+  EXPECT_EQ(un.exit_code, 0) << un.out << un.err;
+  // The edited SequenceExample: only the two context values changed.
+  std::vector<std::string> want = seq0, got = show(seq_shard, "0");
+  // `show` prints the context's features as "  label  int64[1]  0".
+  for (std::string& line : want) {
+    if (absl::StartsWith(line, "  label ") || absl::StartsWith(line, "  name ")) line = "";
+  }
+  std::vector<std::string> got_rest = got;
+  for (std::string& line : got_rest) {
+    if (absl::StartsWith(line, "  label ")) {
+      EXPECT_TRUE(absl::StrContains(line, " 5")) << line;
+      line = "";
+    }
+    if (absl::StartsWith(line, "  name ")) {
+      EXPECT_TRUE(absl::StrContains(line, "\"renamed\"")) << line;
+      line = "";
+    }
+  }
+  EXPECT_EQ(got_rest, want);
+  // Untouched records: the same bytes.
+  const std::vector<std::string> seq_after = IndependentRead(seq_shard);
+  ASSERT_EQ(seq_after.size(), seq_before.size());
+  EXPECT_NE(seq_after[1], seq_before[1]);
+  EXPECT_EQ(seq_after[2], seq_before[2]);
+  EXPECT_EQ(seq_after[3], seq_before[3]);
+  // The image replaced by cp: its exact bytes, read by the independent reader.
+  const std::string img = WithChecker(
+      "p = next(iter(t.read_records(sys.argv[1])))\n"
+      "sys.stdout.buffer.write(t.decode_example(p)['image/encoded'][1][0])\n",
+      img_shard);
+  EXPECT_TRUE(img == jpeg) << "record 0's image is not the copied JPEG";
 }
 
 INSTANTIATE_TEST_SUITE_P(Codecs, RecordEditTest, ::testing::Values("none", "gzip", "zlib"),

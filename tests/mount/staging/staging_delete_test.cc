@@ -59,24 +59,8 @@ class StagingDeleteTest : public ::testing::TestWithParam<const char*> {
       payloads_.push_back(ExamplePayload(
           {Int64Feature("id", {i}), BytesFeature("text", {absl::StrCat("record ", i)})}));
     }
-    const std::string codec = GetParam();
-    const std::string plain = s_.src + "/a.tfrecord";
-    test::WriteShard(plain, payloads_);
-    shard_name_ = "a.tfrecord";
-    if (codec != "none") {
-      // gzip(1) / python's zlib make the compressed shard: not our writer.
-      shard_name_ = codec == "gzip" ? "a.tfrecord.gz" : "a.tfrecord.zlib";
-      const std::string cmd =
-          codec == "gzip"
-              ? absl::StrCat("gzip -n ", ShellQuote(plain))
-              : absl::StrCat(
-                    "/usr/bin/python3 -c 'import sys, zlib; d = open(sys.argv[1], \"rb\")"
-                    ".read(); open(sys.argv[2], \"wb\").write(zlib.compress(d))' ",
-                    ShellQuote(plain), " ", ShellQuote(s_.src + "/" + shard_name_), " && rm ",
-                    ShellQuote(plain));
-      CommandResult r = Shell(cmd);
-      ASSERT_EQ(r.exit_code, 0) << r.err;
-    }
+    shard_name_ = WriteShardWithCodec(s_.src, "a.tfrecord", payloads_, GetParam());
+    ASSERT_FALSE(HasFailure());
     shard_ = s_.src + "/" + shard_name_;
   }
 
@@ -141,8 +125,9 @@ TEST_P(StagingDeleteTest, RmRecordsSurvivesCrashAndRewritesShard) {
   int status = 0;
   CommandResult un = d.TfrUnmount(&status);
   EXPECT_EQ(un.exit_code, 0) << un.out << un.err;
-  EXPECT_NE(un.out.find(absl::StrCat("rewrote ", shard_, ": kept 10, changed 0, added 0, deleted 2")),
-            std::string::npos)
+  EXPECT_NE(
+      un.out.find(absl::StrCat("rewrote ", shard_, ": kept 10, changed 0, added 0, deleted 2")),
+      std::string::npos)
       << un.out;
 
   // An independent reader: the same codec, the other records byte-identical.

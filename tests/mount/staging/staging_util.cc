@@ -274,4 +274,23 @@ std::vector<std::string> CopyAndPack(const Scratch& s, const std::vector<std::st
   return payloads;
 }
 
+std::string WriteShardWithCodec(const std::string& dir, const std::string& base,
+                                const std::vector<std::string>& payloads,
+                                const std::string& codec) {
+  const std::string plain = dir + "/" + base;
+  test::WriteShard(plain, payloads);
+  if (codec == "none") return base;
+  const std::string name = base + (codec == "gzip" ? ".gz" : ".zlib");
+  const std::string cmd =
+      codec == "gzip"
+          ? absl::StrCat("gzip -n ", ShellQuote(plain))
+          : absl::StrCat(
+                "/usr/bin/python3 -c 'import sys, zlib; d = open(sys.argv[1], \"rb\")"
+                ".read(); open(sys.argv[2], \"wb\").write(zlib.compress(d))' ",
+                ShellQuote(plain), " ", ShellQuote(dir + "/" + name), " && rm ", ShellQuote(plain));
+  CommandResult r = Shell(cmd);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return name;
+}
+
 }  // namespace tfrecordfs::mount_test::staging_test

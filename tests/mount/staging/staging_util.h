@@ -106,6 +106,13 @@ using test::SequenceText;
 void ExpectSameRecord(const std::string& original, const std::string& packed,
                       const std::string& what);
 
+// Writes `payloads` as the shard `dir`/`base` in `codec` ("none", "gzip" or
+// "zlib"; compressed by gzip(1) or /usr/bin/python3's zlib, not by the
+// project's writer, as `base`.gz / `base`.zlib). Returns the file's name;
+// fails the test when a tool fails.
+std::string WriteShardWithCodec(const std::string& dir, const std::string& base,
+                                const std::vector<std::string>& payloads, const std::string& codec);
+
 // Builders for expected features.
 OwnedFeature Int64Feature(std::string name, std::vector<int64_t> values);
 OwnedFeature FloatFeature(std::string name, std::vector<float> values);

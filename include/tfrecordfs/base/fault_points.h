@@ -1,10 +1,13 @@
-// The repack's test hook (fault injection), documented in pack.h and
-// rewrite.h: when the environment variable TFRECORDFS_FAULT names the point
-// the process reaches, it kills itself with SIGKILL, so tests can check
+// The crash-safety test hook (fault injection), whose points are documented
+// where they are (repack/pack.h, repack/rewrite.h, vfs/record_edits.h):
+// when the environment variable TFRECORDFS_FAULT names the point the
+// process reaches, it kills itself with SIGKILL, so tests can check
 // recovery from every step. Unset (the normal case) costs one getenv per
-// pack or rewrite. Internal to repack.
-#ifndef TFRECORDFS_SRC_REPACK_FAULT_POINTS_H_
-#define TFRECORDFS_SRC_REPACK_FAULT_POINTS_H_
+// FaultPoints made.
+//
+// Thread-safety: immutable after construction.
+#ifndef TFRECORDFS_BASE_FAULT_POINTS_H_
+#define TFRECORDFS_BASE_FAULT_POINTS_H_
 
 #include <csignal>
 #include <cstdint>
@@ -15,7 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "tfrecordfs/base/log.h"
 
-namespace tfrecordfs::repack {
+namespace tfrecordfs {
 
 class FaultPoints {
  public:
@@ -37,6 +40,6 @@ class FaultPoints {
   std::string point_;
 };
 
-}  // namespace tfrecordfs::repack
+}  // namespace tfrecordfs
 
-#endif  // TFRECORDFS_SRC_REPACK_FAULT_POINTS_H_
+#endif  // TFRECORDFS_BASE_FAULT_POINTS_H_

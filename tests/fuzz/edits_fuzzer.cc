@@ -1,0 +1,117 @@
+// Fuzz target: what the commit of edits trusts on disk (issue 23): the
+// deletion list (staging/deletions.h), which is also the commit's journal
+// (which shards to rewrite, which records to leave out, which rewrite was in
+// flight), and the names of the edit store's folders (staging/edits.h) and
+// of TFDS shards (repack/tfds_info.h). The input is a whole deletion list,
+// checked as it is and again with its checksum line recomputed so that
+// mutations reach the line parser; then its bytes are read as folder and
+// shard names.
+//
+// Invariants:
+//   * ParseDeletions never crashes; it fails only with DataLoss, or with
+//     FailedPrecondition for another version, and every message names the
+//     path;
+//   * whatever it accepts has absolute shard paths, a record count only
+//     with a rewrite in flight, and re-encodes (EncodeDeletions) to a list
+//     that parses to the same value and the same bytes;
+//   * an accepted list is refused when torn at any earlier line end;
+//   * ParseEditFolder accepts only names EditedFolderName / AddedFolderName
+//     make, and gives back what made them; ParseTfdsShardName never crashes
+//     and its index is below its count.
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "fuzz_check.h"
+#include "tfrecordfs/base/crc32c.h"
+#include "tfrecordfs/repack/tfds_info.h"
+#include "tfrecordfs/staging/deletions.h"
+#include "tfrecordfs/staging/edits.h"
+
+namespace tfrecordfs::fuzz {
+namespace {
+
+constexpr absl::string_view kPath = "fuzz/deleted-records";
+
+bool Same(const staging::Deletions& a, const staging::Deletions& b) {
+  if (a.size() != b.size()) return false;
+  for (auto ia = a.begin(), ib = b.begin(); ia != a.end(); ++ia, ++ib) {
+    if (ia->first != ib->first || !(ia->second.before == ib->second.before) ||
+        ia->second.rewriting != ib->second.rewriting ||
+        ia->second.rewritten_records != ib->second.rewritten_records ||
+        ia->second.records != ib->second.records) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void Check(absl::string_view bytes) {
+  auto parsed = staging::ParseDeletions(bytes, kPath);
+  if (!parsed.ok()) {
+    const absl::Status& s = parsed.status();
+    FUZZ_CHECK(absl::IsDataLoss(s) || absl::IsFailedPrecondition(s), s.ToString());
+    FUZZ_CHECK(absl::StrContains(s.message(), kPath), s.ToString());
+    return;
+  }
+  for (const auto& [path, shard] : *parsed) {
+    FUZZ_CHECK(absl::StartsWith(path, "/"), "shard path ", path);
+    FUZZ_CHECK(!shard.rewritten_records || shard.rewriting, "records without rewriting");
+  }
+  const std::string text = staging::EncodeDeletions(*parsed);
+  auto back = staging::ParseDeletions(text, kPath);
+  FUZZ_CHECK(back.ok(), "EncodeDeletions output refused: ", back.status().ToString());
+  FUZZ_CHECK(Same(*parsed, *back), "round trip changes the list");
+  FUZZ_CHECK(staging::EncodeDeletions(*back) == text, "re-encoding changes the bytes");
+  for (size_t nl = bytes.find('\n'); nl + 1 < bytes.size(); nl = bytes.find('\n', nl + 1)) {
+    FUZZ_CHECK(!staging::ParseDeletions(bytes.substr(0, nl + 1), kPath).ok(), "torn after byte ",
+               nl + 1, " accepted");
+  }
+}
+
+std::string WithChecksum(absl::string_view bytes) {
+  std::string body(bytes);
+  if (!body.empty() && body.back() != '\n') body.push_back('\n');
+  size_t start = 0;
+  if (body.size() >= 2) {
+    const size_t nl = body.rfind('\n', body.size() - 2);
+    if (nl != std::string::npos) start = nl + 1;
+  }
+  if (absl::StartsWith(absl::string_view(body).substr(start), "crc32c ")) body.resize(start);
+  return absl::StrCat(body, "crc32c ", absl::StrFormat("%08x", crc32c::Value(body)), "\n");
+}
+
+void CheckNames(absl::string_view bytes) {
+  if (auto f = staging::ParseEditFolder(bytes)) {
+    const std::string again = f->record ? staging::EditedFolderName(f->key, *f->record)
+                                        : staging::AddedFolderName(f->key, f->added);
+    // Leading zeros of a record index are the one spelling that differs.
+    if (!f->record) FUZZ_CHECK(again == bytes, "added folder name ", again);
+    auto back = staging::ParseEditFolder(again);
+    FUZZ_CHECK(back && back->key == f->key && back->record == f->record && back->added == f->added,
+               "folder name does not round-trip");
+  }
+  const std::string key = staging::ShardKey(bytes);
+  FUZZ_CHECK(key.size() == 16, "shard key ", key);
+  auto e = staging::ParseEditFolder(staging::AddedFolderName(key, bytes));
+  FUZZ_CHECK(bytes.empty() || (e && e->added == bytes && !e->record), "added name lost");
+  if (auto t = repack::ParseTfdsShardName(bytes)) {
+    FUZZ_CHECK(t->index < t->count && !t->split.empty(), "TFDS name ", bytes);
+  }
+}
+
+}  // namespace
+}  // namespace tfrecordfs::fuzz
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace tfrecordfs;
+  const absl::string_view bytes(reinterpret_cast<const char*>(data), size);
+  fuzz::Check(bytes);
+  const std::string fixed = fuzz::WithChecksum(bytes);
+  if (fixed != bytes) fuzz::Check(fixed);
+  fuzz::CheckNames(bytes.substr(0, 300));
+  return 0;
+}
