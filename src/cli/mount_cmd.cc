@@ -23,6 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "src/cli/commands.h"
 #include "src/cli/mount_options.h"
+#include "src/cli/pack_upload.h"
 #include "src/cli/progress.h"
 #include "src/cli/runtime.h"
 #include "tfrecordfs/base/file.h"
@@ -120,6 +121,8 @@ class Mount {
   std::string mnt_real_;    // the mount point, resolved
   uint64_t log_start_ = 0;  // where this mount's lines begin in the log file
   bool store_existed_ = false;
+  // The s3:// or gs:// source staging packs into; "" for a local pack.
+  std::string bucket_;
   // Declared in the order they are needed: the filesystem uses the index
   // store and the staging store, and goes first.
   std::unique_ptr<staging::Store> store_;  // null: a read-only mount without a store
@@ -161,12 +164,16 @@ std::optional<int> Mount::Prepare() {
     }
   }
 
-  if (objects && !cli_.read_only) {
-    // Packing staged records back into a bucket is not done yet: a mount
-    // of objects stages nothing.
+  if (objects && !cli_.read_only && PacksIntoBucket(cli_.vfs.sources)) {
+    // Staging packs back into the bucket at unmount (cli/pack_upload.h);
+    // an object store has no atomic rename, so records stay read-only.
+    bucket_ = cli_.vfs.sources.front();
+    log::Info("sources include object storage URLs: staging packs into ", bucket_,
+              " at unmount; edits and deletions of existing records are refused (EROFS)");
+  } else if (objects && !cli_.read_only) {
     log::Info(
-        "sources include object storage URLs: mounted read-only (staging and packing into "
-        "a bucket are not supported yet)");
+        "sources include object storage URLs: mounted read-only (staging packs only into an "
+        "s3:// or gs:// first source)");
     cli_.read_only = true;
   }
   fuse::SessionOptions& session = cli_.session;
@@ -221,11 +228,14 @@ std::optional<int> Mount::OpenStore() {
       return kExitFailed;
     }
     ::unlink(staging::PackReportFile(store_->dir()).c_str());
+    // Shards an interrupted unmount packed but did not upload: uploaded
+    // now, so that this mount lists them.
+    if (!bucket_.empty()) FinishBucketUploads(bucket_, store_->dir());
   }
   // Records deleted from the shards and not yet committed (kept in the
   // store, staging/deletions.h); a rewrite a crash interrupted is finished
   // or rolled back first (repack/rewrite.h).
-  if (store_ != nullptr && !cli_.read_only) {
+  if (store_ != nullptr && !cli_.read_only && bucket_.empty()) {
     auto list = staging::DeletionList::Load(staging::DeletionsPath(store_->dir()));
     if (!list.ok()) {
       log::Error("cannot read the deleted records: ", list.status().message());
@@ -304,7 +314,10 @@ std::optional<int> Mount::Serve() {
   cli_.session.on_ready = [&] {
     served = true;
     // After the detach (a fork keeps no threads).
-    if (deletions_ != nullptr) committer_ = std::thread([this] { CommitLoop(); });
+    // A bucket mount takes no edits, but answers `tfrecordfs commit` so.
+    if (deletions_ != nullptr || !bucket_.empty()) {
+      committer_ = std::thread([this] { CommitLoop(); });
+    }
     auto s = WriteMountRecord({mnt_real_, store_dir, static_cast<long>(::getpid()), cli_.read_only,
                                cli_.log_path, log_start_, staging ? cli_.vfs.staging_name : ""});
     if (!s.ok()) log::Warning("tfrecordfs unmount will not find this mount: ", s.message());
@@ -380,7 +393,8 @@ int Mount::PackOnUnmount() {
   pack.remove_packed = true;
   pack.types = &types;
   pack.compression = cli_.compression ? *cli_.compression : SourcesCodec(*fs_);
-  const repack::PackReport report = repack::Pack(pack);
+  const repack::PackReport report =
+      bucket_.empty() ? repack::Pack(pack) : PackIntoBucket(bucket_, pack, store_->dir());
   const char* result = !report.status.ok()    ? "result: failed"
                        : !report.left.empty() ? "result: left"
                                               : kResultOk;

@@ -146,12 +146,14 @@ absl::StatusOr<HttpResponse> HttpClient::SendOnce(std::unique_ptr<Handle>* handl
   curl_easy_setopt(c, CURLOPT_HEADERDATA, &transfer);
   if (method == "HEAD") {
     curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-  } else if (method == "PUT") {
+  } else if (method == "PUT" || method == "POST") {
     // The body from memory (POSTFIELDS under a custom method: no read
     // callback, and libcurl sends it again on a retry).
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "PUT");
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method == "PUT" ? "PUT" : "POST");
     curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(upload.size()));
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, upload.data());
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, upload.empty() ? "" : upload.data());
+  } else if (method == "DELETE") {
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "DELETE");
   } else {
     curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
   }
@@ -181,9 +183,11 @@ absl::StatusOr<HttpResponse> HttpClient::Send(absl::string_view method, const st
                                               absl::string_view what,
                                               absl::string_view upload) const {
   std::vector<std::string> all = headers;
-  if (method == "PUT") {
+  if (method == "PUT" || method == "POST") {
     // POSTFIELDS would say a form; and no "Expect: 100-continue" round trip.
-    all.push_back("Content-Type: application/octet-stream");
+    // A POST's body is S3's XML (CompleteMultipartUpload) or empty.
+    all.push_back(method == "PUT" ? "Content-Type: application/octet-stream"
+                                  : "Content-Type: application/xml");
     all.push_back("Expect:");
   }
   const std::string payload_sha256 =

@@ -6,8 +6,14 @@ ETag, Last-Modified, single byte ranges with 206 and 416, If-Match with 412),
 and, for a first path component BUCKET, S3's ListObjectsV2
 (GET /BUCKET/?list-type=2&prefix=P&continuation-token=T, at most --page-size
 keys a page, so that paging is exercised). PUT /BUCKET/KEY stores the body
-under --root (at most --max-put bytes, a Content-Length required), unless
---read-only (403 AccessDenied).
+under --root (at most --max-put bytes, a Content-Length required; 412 with
+"If-None-Match: *" when the key exists), unless --read-only (403
+AccessDenied). Multipart uploads: POST ?uploads (CreateMultipartUpload), PUT
+?partNumber=N&uploadId=ID (UploadPart, at most --max-put bytes, ETag the
+part's MD5), POST ?uploadId=ID (CompleteMultipartUpload: parts joined, then
+renamed to the key, ETag MD5-of-MD5s-N as S3's; 412 with "If-None-Match: *"
+when the key exists), DELETE ?uploadId=ID
+(AbortMultipartUpload); uploads in flight are folders of ROOT/.uploads.
 
 Authentication: with --access-key and --secret-key every request must carry
 a valid AWS SigV4 Authorization header, checked by the independent
@@ -52,6 +58,9 @@ COUNT_LOCK = threading.Lock()
 COUNT = [0]
 FAILED = {}
 DROPPED = {}
+# Multipart uploads in flight, one folder each (parts, key), under --root
+# but never listed (not a bucket).
+UPLOADS = ".uploads"
 METADATA_TOKEN_PATH = "/computeMetadata/v1/instance/service-accounts/default/token"
 
 
@@ -159,33 +168,154 @@ class Handler(BaseHTTPRequestHandler):
             return False
         return True
 
+    def read_body(self):
+        """The request's body (None after replying with an error)."""
+        length = self.headers.get("Content-Length")
+        if length is None:
+            self.error_xml(411, "MissingContentLength", "Content-Length required")
+            return None
+        if int(length) > ARGS.max_put:
+            self.close_connection = True  # the body is not read
+            self.error_xml(413, "EntityTooLarge", "at most %d bytes" % ARGS.max_put)
+            return None
+        return self.rfile.read(int(length))
+
+    def object_path(self):
+        """(key's local path, query dict), or None after replying 404."""
+        raw, _, query = self.path.partition("?")
+        path = urllib.parse.unquote(raw).lstrip("/")
+        bucket = path.split("/", 1)[0]
+        local = os.path.normpath(os.path.join(ARGS.root, path))
+        if not local.startswith(os.path.join(ARGS.root, bucket) + os.sep) or \
+                not os.path.isdir(os.path.join(ARGS.root, bucket)) or bucket == UPLOADS:
+            self.error_xml(404, "NoSuchBucket", "no such bucket: " + bucket)
+            return None
+        return local, urllib.parse.parse_qs(query, keep_blank_values=True)
+
+    def upload_dir(self, q):
+        """The folder of the multipart upload named by ?uploadId (None after
+        replying 404 NoSuchUpload)."""
+        upload_id = q.get("uploadId", [""])[0]
+        d = os.path.join(ARGS.root, UPLOADS, upload_id)
+        if not upload_id.isalnum() or not os.path.isdir(d):
+            self.error_xml(404, "NoSuchUpload", "no such upload: " + upload_id)
+            return None
+        return d
+
     def do_PUT(self):
         self.count()
         if ARGS.latency_ms:
             time.sleep(ARGS.latency_ms / 1000)
-        length = self.headers.get("Content-Length")
-        if length is None:
-            return self.error_xml(411, "MissingContentLength", "Content-Length required")
-        if int(length) > ARGS.max_put:
-            self.close_connection = True  # the body is not read
-            return self.error_xml(413, "EntityTooLarge", "at most %d bytes" % ARGS.max_put)
-        body = self.rfile.read(int(length))
-        if not self.check_signature(body):
+        body = self.read_body()
+        if body is None or not self.check_signature(body):
             return
-        path = urllib.parse.unquote(self.path.partition("?")[0]).lstrip("/")
-        bucket = path.split("/", 1)[0]
-        local = os.path.normpath(os.path.join(ARGS.root, path))
-        if not local.startswith(os.path.join(ARGS.root, bucket) + os.sep) or \
-                not os.path.isdir(os.path.join(ARGS.root, bucket)):
-            return self.error_xml(404, "NoSuchBucket", "no such bucket: " + bucket)
+        where = self.object_path()
+        if where is None:
+            return
+        local, q = where
         if ARGS.read_only:
             return self.error_xml(403, "AccessDenied", "this bucket is read-only")
+        if "uploadId" in q:  # UploadPart
+            d = self.upload_dir(q)
+            if d is None:
+                return
+            number = int(q.get("partNumber", ["0"])[0])
+            if not 1 <= number <= 10000:
+                return self.error_xml(400, "InvalidArgument", "partNumber 1 to 10000")
+            with open(os.path.join(d, "%05d" % number), "wb") as f:
+                f.write(body)
+            return self.reply(200, b"", {"ETag": '"%s"' % hashlib.md5(body).hexdigest()})
+        if self.headers.get("If-None-Match") == "*" and os.path.exists(local):
+            return self.error_xml(412, "PreconditionFailed", "the object exists")
         os.makedirs(os.path.dirname(local), exist_ok=True)
-        tmp = local + ".put-tmp"
+        tmp = os.path.join(ARGS.root, UPLOADS, "put-%d" % threading.get_ident())
         with open(tmp, "wb") as f:
             f.write(body)
         os.replace(tmp, local)
         self.reply(200, b"", {"ETag": etag_of(os.stat(local))})
+
+    def do_POST(self):
+        """CreateMultipartUpload (?uploads) and CompleteMultipartUpload
+        (?uploadId=ID): the parts are joined into a temp file, then renamed
+        to the key (never a half object under it)."""
+        self.count()
+        body = self.read_body()
+        if body is None or not self.check_signature(body):
+            return
+        where = self.object_path()
+        if where is None:
+            return
+        local, q = where
+        if ARGS.read_only:
+            return self.error_xml(403, "AccessDenied", "this bucket is read-only")
+        key = os.path.relpath(local, ARGS.root)
+        if "uploads" in q:
+            upload_id = hashlib.sha256(os.urandom(16)).hexdigest()[:32]
+            d = os.path.join(ARGS.root, UPLOADS, upload_id)
+            os.makedirs(d)
+            with open(os.path.join(d, "key"), "w") as f:
+                f.write(key)
+            return self.reply(200, ("<?xml version=\"1.0\" encoding=\"UTF-8\"?>"
+                                    "<InitiateMultipartUploadResult><Key>%s</Key>"
+                                    "<UploadId>%s</UploadId></InitiateMultipartUploadResult>"
+                                    % (escape(key), upload_id)).encode(),
+                              {"Content-Type": "application/xml"})
+        d = self.upload_dir(q)
+        if d is None:
+            return
+        if self.headers.get("If-None-Match") == "*" and os.path.exists(local):
+            return self.error_xml(412, "PreconditionFailed", "the object exists")
+        import xml.etree.ElementTree as ET
+        try:
+            parts = [(int(p.findtext("PartNumber")), p.findtext("ETag"))
+                     for p in ET.fromstring(body).iter("Part")]
+        except (ET.ParseError, TypeError, ValueError):
+            return self.error_xml(400, "MalformedXML", "not a CompleteMultipartUpload")
+        if not parts or [n for n, _ in parts] != list(range(1, len(parts) + 1)):
+            return self.error_xml(400, "InvalidPartOrder", "parts must be 1..N")
+        tmp = os.path.join(d, "complete")
+        md5s = b""
+        with open(tmp, "wb") as out:
+            for n, etag in parts:
+                name = os.path.join(d, "%05d" % n)
+                if not os.path.exists(name):
+                    return self.error_xml(400, "InvalidPart", "no part %d" % n)
+                with open(name, "rb") as f:
+                    data = f.read()
+                if '"%s"' % hashlib.md5(data).hexdigest() != etag:
+                    return self.error_xml(400, "InvalidPart", "part %d's ETag" % n)
+                md5s += hashlib.md5(data).digest()
+                out.write(data)
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        os.replace(tmp, local)
+        for name in os.listdir(d):
+            os.unlink(os.path.join(d, name))
+        os.rmdir(d)
+        etag = '"%s-%d"' % (hashlib.md5(md5s).hexdigest(), len(parts))
+        self.reply(200, ("<?xml version=\"1.0\" encoding=\"UTF-8\"?>"
+                         "<CompleteMultipartUploadResult><Key>%s</Key><ETag>%s</ETag>"
+                         "</CompleteMultipartUploadResult>"
+                         % (escape(key), escape(etag))).encode(),
+                   {"Content-Type": "application/xml"})
+
+    def do_DELETE(self):
+        """AbortMultipartUpload (?uploadId=ID): 204, or 404 NoSuchUpload."""
+        self.count()
+        if not self.check_signature():
+            return
+        where = self.object_path()
+        if where is None:
+            return
+        _, q = where
+        if "uploadId" not in q:
+            return self.error_xml(501, "NotImplemented", "only AbortMultipartUpload")
+        d = self.upload_dir(q)
+        if d is None:
+            return
+        for name in os.listdir(d):
+            os.unlink(os.path.join(d, name))
+        os.rmdir(d)
+        self.reply(204)
 
     def count(self):
         with COUNT_LOCK:
@@ -214,6 +344,8 @@ class Handler(BaseHTTPRequestHandler):
         raw_path, _, query = self.path.partition("?")
         path = urllib.parse.unquote(raw_path)
         q = urllib.parse.parse_qs(query, keep_blank_values=True)
+        if path.lstrip("/").split("/", 1)[0] == UPLOADS:
+            return self.error_xml(404, "NoSuchBucket", "no such bucket: " + UPLOADS)
         if "list-type" in q:
             return self.list_objects(path.strip("/"), q)
         local = os.path.normpath(os.path.join(ARGS.root, path.lstrip("/")))
@@ -309,6 +441,7 @@ def main():
     p.add_argument("--metadata-expires-in", type=int, default=3599)
     ARGS = p.parse_args()
     ARGS.root = os.path.abspath(ARGS.root)
+    os.makedirs(os.path.join(ARGS.root, UPLOADS), exist_ok=True)
     if ARGS.botocore:
         import botocore.auth  # noqa: F401 -- fail now, not at the first request
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -6,11 +6,16 @@ index) and real mounts, compared byte for byte with the same shards read
 from local disk. Covers plain, GZIP, ZLIB and SNAPPY objects, ListObjectsV2
 paging, SigV4 checked by the server's independent implementation, retries
 of 503s, the index cache keyed by URL and ETag, and an object replaced
-behind a mount (EIO and a log line naming the URL, never other bytes).
+behind a mount (EIO and a log line naming the URL, never other bytes), and
+staging packed back into the bucket at unmount (one PUT, a multipart upload,
+kills at the upload's fault points finished by the next mount, refusals,
+never an overwrite; read back with tests/cli/tfrecord_check.py and, from
+s3rver, botocore).
 Mount parts skip without /dev/fuse. Environment: TFRECORDFS_BIN,
 TFRECORDFS_GEN (meson).
 """
 import errno
+import glob
 import json
 import os
 import shutil
@@ -22,7 +27,7 @@ import unittest
 import zlib
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
-import tfrecord_check as tc  # noqa: E402
+import tfrecord_check as tc  # noqa: E402 -- the independent reader
 
 BIN = os.environ.get("TFRECORDFS_BIN", "")
 GEN = os.environ.get("TFRECORDFS_GEN", "")
@@ -318,21 +323,38 @@ class ObjectStoreTest(unittest.TestCase):
         local, _ = self.mount("-o", "ro", self.local)
         remote, r = self.mount("s3://b/data/", "-o", "inflate_cache_mb=2",
                                env=self.s3_env(server))
-        self.assertIn("read-only", r.stderr)
+        self.assertIn("staging packs into s3://b/data/", r.stderr)
         a, b = tc.read_tree(local), tc.read_tree(remote)
         expect = {}
         for k, v in a.items():
             top = k.split("/")[0]
             expect[k if top.startswith("ds-") else "extra/" + k] = v
         self.assertGreater(len(expect), 60)
-        self.assertEqual(sorted(b), sorted(expect))  # README (not a shard) is not shown
+        # README (not a shard) is not shown; the staging folder is (empty).
+        self.assertEqual(sorted(b), sorted(expect))
+        self.assertEqual(os.listdir(os.path.join(remote, "staging")), [])
         for k in expect:
             self.assertEqual(b[k], expect[k], k)
-        # Object storage is read-only for now: staging refuses writes.
+        # Only staging is writable: a file beside the shards, and an edit of
+        # a record of an object, are refused.
         with self.assertRaises(OSError) as e:
             with open(os.path.join(remote, "new"), "w"):
                 pass
         self.assertEqual(e.exception.errno, errno.EROFS)
+        record = os.path.join(remote, self.plain[0], sorted(os.listdir(
+            os.path.join(remote, self.plain[0])))[0])
+        feature = os.path.join(record, sorted(os.listdir(record))[0])
+        with self.assertRaises(OSError) as e:
+            with open(feature, "r+b"):
+                pass
+        self.assertEqual(e.exception.errno, errno.EROFS)
+        with self.assertRaises(OSError) as e:
+            shutil.rmtree(record)
+        self.assertEqual(e.exception.errno, errno.EROFS)
+        # `tfrecordfs commit` is answered at once: nothing to commit there.
+        r = run("commit", remote, env=self.s3_env(server))
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("takes no edits", r.stdout + r.stderr)
 
     def test_replaced_object_gives_eio_and_a_log_line(self):
         big = os.path.join(self.root, "b", "big")
@@ -578,7 +600,7 @@ class ObjectStoreTest(unittest.TestCase):
         # -o nobeside reads none of them.
         env["XDG_CACHE_HOME"] = os.path.join(self.tmp, "cache5")
         log_before = len(server.requests())
-        self.mount("s3://b/data/", "-o", "nobeside", env=env)
+        self.mount("s3://b/data/", "-o", "nobeside,ro", env=env)  # the first holds the store
         self.assertFalse([q for q in server.requests()[log_before:] if ".tfri " in q])
 
     def test_index_beside_an_object_that_is_a_url_and_a_bucket_that_refuses(self):
@@ -670,6 +692,280 @@ class ObjectStoreTest(unittest.TestCase):
         self.assertIn("no token from the GCE metadata server", r.stderr)
 
     # ---- a third-party server: s3rver ----
+
+    # ---- Staging packed back into the bucket ----
+
+    def examples(self, path):
+        """The decoded examples of a shard, read by the independent reader
+        (every CRC checked), as sorted comparable strings."""
+        return sorted(repr(sorted(tc.decode_example(p).items()))
+                      for p in tc.read_records(path))
+
+    def staged_objects(self):
+        data = os.path.join(self.root, "b", "data")
+        return sorted(n for n in os.listdir(data) if n.startswith("staged-"))
+
+    def uploads_in_flight(self):
+        return os.listdir(os.path.join(self.root, ".uploads"))
+
+    def stage_shard(self, mnt, shard, limit=None):
+        """cp -r of the records of `shard` (a folder of the mount) into
+        staging; returns how many."""
+        records = sorted(os.listdir(os.path.join(mnt, shard)))[:limit]
+        for i, rec in enumerate(records):
+            shutil.copytree(os.path.join(mnt, shard, rec),
+                            os.path.join(mnt, "staging", "new%05d" % i))
+        return len(records)
+
+    def pack_mount(self, server, *extra, fault=None):
+        env = self.s3_env(server)
+        if fault:
+            env["TFRECORDFS_FAULT"] = fault
+        log = os.path.join(self.tmp, "mount%d.log" % len(self.mounts))
+        mnt, _ = self.mount("s3://b/data/", "-o", "log=" + log, *extra, env=env)
+        return mnt, log, env
+
+    def unmount(self, mnt, env):
+        return run("unmount", mnt, env=env)
+
+    def test_staged_records_are_packed_into_the_bucket(self):
+        server = self.serve("--access-key", KEY, "--secret-key", SECRET)
+        mnt, log, env = self.pack_mount(server)
+        n = self.stage_shard(mnt, self.plain[0])
+        self.assertEqual(n, 20)
+        r = self.unmount(mnt, env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        new = self.staged_objects()
+        self.assertEqual(len(new), 1, new)
+        self.assertRegex(new[0], r"^staged-\d{8}T\d{6}-00000-of-00001\.tfrecord$")
+        self.assertEqual(self.examples(os.path.join(self.root, "b", "data", new[0])),
+                         self.examples(os.path.join(self.local, self.plain[0])))
+        # One PUT, no multipart upload (20 small records), nothing in flight.
+        puts = [q for q in server.requests() if q.startswith("PUT ")]
+        self.assertEqual(len(puts), 1, puts)
+        self.assertIn("/b/data/" + new[0], puts[0])
+        self.assertFalse([q for q in server.requests() if q.startswith("POST ")])
+        self.assertEqual(self.uploads_in_flight(), [])
+        # A new mount lists the new shard, and has nothing staged.
+        mnt, _, env = self.pack_mount(server)
+        self.assertIn(new[0], os.listdir(mnt))
+        self.assertEqual(len(os.listdir(os.path.join(mnt, new[0]))), 20)
+        self.assertEqual(os.listdir(os.path.join(mnt, "staging")), [])
+        r = self.unmount(mnt, env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(self.staged_objects(), new)  # nothing packed twice
+
+    def big_source(self):
+        """A shard of about 12 MB under s3://b/data/big/ (and locally):
+        staging all of it crosses the 8 MiB multipart threshold."""
+        folder = os.path.join(self.tmp, "bigsrc")
+        os.makedirs(folder)
+        subprocess.run([GEN, "synthetic", folder, "--records", "300", "--shards", "1",
+                        "--bytes", "40000", "--prefix", "big"], check=True, capture_output=True)
+        name = os.listdir(folder)[0]
+        dest = os.path.join(self.root, "b", "data", "big")
+        os.makedirs(dest)
+        shutil.copy(os.path.join(folder, name), dest)
+        return os.path.join(folder, name), "big/" + name
+
+    def test_a_big_staged_set_is_a_multipart_upload(self):
+        server = self.serve("--access-key", KEY, "--secret-key", SECRET)
+        local, shard = self.big_source()
+        self.assertGreater(os.path.getsize(local), 10 << 20)
+        mnt, log, env = self.pack_mount(server)
+        self.assertEqual(self.stage_shard(mnt, shard), 300)
+        r = self.unmount(mnt, env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        new = self.staged_objects()
+        self.assertEqual(len(new), 1, new)
+        self.assertEqual(self.examples(os.path.join(self.root, "b", "data", new[0])),
+                         self.examples(local))
+        reqs = server.requests()
+        self.assertEqual(len([q for q in reqs if q.startswith("POST ") and "?uploads" in q]), 1)
+        parts = [q for q in reqs if q.startswith("PUT ") and "partNumber=" in q]
+        self.assertEqual(len(parts), 2, parts)  # 8 MiB + the rest
+        self.assertTrue(all(q.endswith("auth=sigv4") for q in reqs))
+        self.assertTrue(any(q.startswith("POST ") and "uploadId=" in q and " 200 " in q
+                            for q in reqs))
+        self.assertEqual(self.uploads_in_flight(), [])
+
+    def test_a_crash_mid_upload_is_finished_by_the_next_mount(self):
+        server = self.serve("--access-key", KEY, "--secret-key", SECRET)
+        local, shard = self.big_source()
+        want = self.examples(local)
+        # Killed after the first part (an upload in flight), and after the
+        # object completed (its local copy kept): either way the next
+        # unmount leaves exactly one object with every record once.
+        for fault, said in (("mid_upload", "aborted the interrupted multipart upload"),
+                            ("before_complete", "aborted the interrupted multipart upload"),
+                            ("after_upload:1", "was complete before the interruption"),
+                            ("upload_after_journal", "was not uploaded; uploading it now")):
+            with self.subTest(fault=fault):
+                for n in self.staged_objects():
+                    os.unlink(os.path.join(self.root, "b", "data", n))
+                mnt, log, env = self.pack_mount(server, fault=fault)
+                self.assertEqual(self.stage_shard(mnt, shard), 300)
+                r = self.unmount(mnt, env)
+                self.assertNotEqual(r.returncode, 0, r.stdout)  # the daemon died
+                if fault == "after_upload:1":
+                    self.assertEqual(len(self.staged_objects()), 1)
+                else:
+                    # Never a half object under the final name.
+                    self.assertEqual(self.staged_objects(), [])
+                if fault in ("mid_upload", "before_complete"):
+                    self.assertEqual(len(self.uploads_in_flight()), 1)
+                # The next mount finishes the upload before it lists the
+                # bucket (and says so): it shows the new shard, whole, and
+                # nothing staged.
+                mnt, log2, env = self.pack_mount(server)
+                with open(log2) as f:
+                    self.assertIn(said, f.read())
+                new = self.staged_objects()
+                self.assertEqual(len(new), 1, new)
+                self.assertEqual(len(os.listdir(os.path.join(mnt, new[0]))), 300)
+                self.assertEqual(os.listdir(os.path.join(mnt, "staging")), [])
+                r = self.unmount(mnt, env)
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                new = self.staged_objects()
+                self.assertEqual(len(new), 1, new)
+                self.assertEqual(self.examples(os.path.join(self.root, "b", "data", new[0])),
+                                 want)
+                self.assertEqual(self.uploads_in_flight(), [])
+
+    def test_a_damaged_upload_journal_is_refused_not_guessed(self):
+        server = self.serve("--access-key", KEY, "--secret-key", SECRET)
+        local, shard = self.big_source()
+        mnt, log, env = self.pack_mount(server, fault="mid_upload")
+        self.stage_shard(mnt, shard)
+        self.unmount(mnt, env)
+        self.assertEqual(len(self.uploads_in_flight()), 1)
+        journal = glob.glob(os.path.join(self.env["HOME"], ".local", "state", "tfrecordfs",
+                                         "staging", "*", "outgoing", "upload.journal"))
+        self.assertEqual(len(journal), 1)
+        with open(journal[0], "r+b") as f:
+            f.seek(40)
+            byte = f.read(1)
+            f.seek(40)
+            f.write(bytes([byte[0] ^ 1]))
+        mnt, log2, env = self.pack_mount(server)
+        with open(log2) as f:
+            self.assertIn("damaged upload journal", f.read())
+        r = self.unmount(mnt, env)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("damaged upload journal", r.stdout + r.stderr)
+        # Nothing was touched: no object, the upload still in flight, the
+        # shard still waiting beside the journal.
+        self.assertEqual(self.staged_objects(), [])
+        self.assertEqual(len(self.uploads_in_flight()), 1)
+        self.assertEqual(len(os.listdir(os.path.dirname(journal[0]))), 2)
+
+    def test_gs_staging_packs_through_hmac_signing(self):
+        server = self.serve("--access-key", KEY, "--secret-key", SECRET)
+        env = dict(self.env)
+        env["STORAGE_EMULATOR_HOST"] = server.url
+        env["GS_ACCESS_KEY_ID"], env["GS_SECRET_ACCESS_KEY"] = KEY, SECRET
+        mnt, _ = self.mount("gs://b/data", env=env)
+        self.assertEqual(self.stage_shard(mnt, self.plain[2], limit=5), 5)
+        r = self.unmount(mnt, env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("gs://b/data/staged-", r.stdout)
+        new = self.staged_objects()
+        self.assertEqual(len(new), 1, new)
+        # The first 5 records of the shard (staged as new00000..new00004).
+        want = [repr(sorted(tc.decode_example(p).items()))
+                for p in tc.read_records(os.path.join(self.local, self.plain[2]))]
+        self.assertEqual(self.examples(os.path.join(self.root, "b", "data", new[0])),
+                         sorted(want[:5]))
+        puts = [q for q in server.requests() if q.startswith("PUT ")]
+        self.assertTrue(puts and all(q.endswith("auth=sigv4") for q in puts))
+
+    def test_a_refused_part_aborts_the_upload_and_the_shard_waits(self):
+        # Parts of 8 MiB are refused (413): the upload is aborted, nothing
+        # appears under the name, and the packed shard waits locally until a
+        # store that takes it is there at the next mount.
+        small = self.serve("--access-key", KEY, "--secret-key", SECRET,
+                           "--max-put", str(4 << 20))
+        local, shard = self.big_source()
+        mnt, log, env = self.pack_mount(small)
+        self.assertEqual(self.stage_shard(mnt, shard), 300)
+        r = self.unmount(mnt, env)
+        self.assertNotEqual(r.returncode, 0, r.stdout)
+        self.assertIn("wait in", r.stdout + r.stderr)
+        self.assertEqual(self.staged_objects(), [])
+        self.assertEqual(self.uploads_in_flight(), [])
+        self.assertTrue(any(q.startswith("DELETE ") and "uploadId=" in q
+                            for q in small.requests()))
+        server = self.serve("--access-key", KEY, "--secret-key", SECRET)
+        mnt, log2, env = self.pack_mount(server)
+        with open(log2) as f:
+            self.assertIn("was not uploaded; uploading it now", f.read())
+        r = self.unmount(mnt, env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        new = self.staged_objects()
+        self.assertEqual(len(new), 1, new)
+        self.assertEqual(self.examples(os.path.join(self.root, "b", "data", new[0])),
+                         self.examples(local))
+
+    def test_an_existing_object_is_never_overwritten(self):
+        server = self.serve("--access-key", KEY, "--secret-key", SECRET)
+        taken = os.path.join(self.root, "b", "data", "mine-00000-of-00001.tfrecord")
+        shutil.copy(os.path.join(self.local, self.plain[1]), taken)
+        with open(taken, "rb") as f:
+            before = f.read()
+        mnt, log, env = self.pack_mount(server, "-o", "prefix=mine")
+        self.stage_shard(mnt, self.plain[0], limit=3)
+        r = self.unmount(mnt, env)
+        self.assertNotEqual(r.returncode, 0, r.stdout)
+        self.assertIn("s3://b/data/mine-", r.stdout + r.stderr)
+        self.assertIn("choose another prefix", r.stdout + r.stderr)
+        with open(taken, "rb") as f:
+            self.assertEqual(f.read(), before)
+        self.assertFalse([q for q in server.requests() if q.startswith(("PUT ", "POST "))])
+        # The records stay staged, and pack under a free name next time.
+        mnt, log, env = self.pack_mount(server)
+        self.assertEqual(len(os.listdir(os.path.join(mnt, "staging"))), 3)
+        r = self.unmount(mnt, env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(len(self.staged_objects()), 1)
+
+    def test_staging_packs_into_s3rver_checked_by_botocore(self):
+        # The third-party server takes the PUT and the multipart upload, and
+        # botocore (the aws CLI's client) reads back what was uploaded.
+        if shutil.which("s3rver") is None:
+            self.skipTest("s3rver is not installed (scripts/setup installs it from npm)")
+        server = S3rver(os.path.join(self.tmp, "s3rver"), "b")
+        self.addCleanup(server.stop)
+        client = server.client()
+        self.addCleanup(client.close)
+        local, _ = self.big_source()
+        with open(local, "rb") as f:
+            client.put_object(Bucket="b", Key="data/big/" + os.path.basename(local),
+                              Body=f.read())
+        env = dict(self.env)
+        env.update(AWS_ENDPOINT_URL=server.url, AWS_ACCESS_KEY_ID=S3rver.KEY,
+                   AWS_SECRET_ACCESS_KEY=S3rver.SECRET)
+        for limit, multipart in ((10, False), (None, True)):
+            with self.subTest(multipart=multipart):
+                mnt, _ = self.mount("s3://b/data", env=env)
+                n = self.stage_shard(mnt, "big/" + os.path.basename(local), limit=limit)
+                r = self.unmount(mnt, env)
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                keys = sorted(o["Key"] for o in client.list_objects_v2(
+                    Bucket="b", Prefix="data/staged-").get("Contents", []))
+                self.assertEqual(len(keys), 2 if multipart else 1, keys)
+                newest = [k for k in keys if k.split("/")[-1] in r.stdout]
+                self.assertEqual(len(newest), 1, (keys, r.stdout))
+                body = client.get_object(Bucket="b", Key=newest[0])["Body"].read()
+                if multipart:
+                    self.assertGreater(len(body), 8 << 20)
+                got = os.path.join(self.tmp, "got.tfrecord")
+                with open(got, "wb") as f:
+                    f.write(body)
+                self.assertEqual(len(tc.read_records(got)), n)
+                # The first n records of the shard (staged as new00000...).
+                want = [repr(sorted(tc.decode_example(p).items()))
+                        for p in tc.read_records(local)]
+                self.assertEqual(self.examples(got), sorted(want[:n]))
 
     def test_interop_with_s3rver_and_botocore(self):
         if shutil.which("s3rver") is None:

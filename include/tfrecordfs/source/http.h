@@ -91,8 +91,9 @@ class HttpClient {
   HttpClient(const HttpClient&) = delete;
   HttpClient& operator=(const HttpClient&) = delete;
 
-  // Sends `method` ("GET", "HEAD" or "PUT") to `url` with `headers`
-  // ("Name: value") and, for PUT, `upload` as the body, signed by `signer`
+  // Sends `method` ("GET", "HEAD", "PUT", "POST" or "DELETE") to `url`
+  // with `headers` ("Name: value") and, for PUT and POST, `upload` as the
+  // body (a POST's as application/xml: S3's multipart requests), signed by `signer`
   // when given, retrying as the options say.
   // The body is refused beyond `max_body` bytes (a hostile server cannot
   // make us allocate more). Returns the last response, whatever its status
