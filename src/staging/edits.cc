@@ -6,18 +6,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "tfrecordfs/base/fs_util.h"
+#include "tfrecordfs/base/hash.h"
 #include "tfrecordfs/staging/record_folder.h"
 
 namespace tfrecordfs::staging {
 
 std::string ShardKey(absl::string_view shard_path) {
-  // FNV-1a, 64 bits: stable across runs and machines (absl::Hash is not).
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : shard_path) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return absl::StrFormat("%016x", h);
+  // Stable across runs and machines (absl::Hash is not).
+  return absl::StrFormat("%016x", Fnv1a64(shard_path));
 }
 
 std::string EditedFolderName(absl::string_view key, uint64_t record) {

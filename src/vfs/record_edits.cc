@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "tfrecordfs/base/fault_points.h"
 #include "tfrecordfs/base/file.h"
@@ -153,7 +154,7 @@ absl::StatusOr<uint64_t> RecordEdits::Inner(uint64_t ino) const {
   }
   auto it = translated_.find(ino);
   if (it == translated_.end()) return Stale();
-  return folders_.IdOf(it->second);
+  return it->second;
 }
 
 absl::Status RecordEdits::CheckOut(uint64_t ino) {
@@ -229,7 +230,7 @@ absl::Status RecordEdits::Materialize(uint64_t shard, uint64_t record, const std
   }
   MutexLock lock(&mu_);
   edited_[RecordKey(shard, record)] = nodes[0];
-  for (const auto& [id, node] : ids) translated_[id] = node;
+  for (const auto& [id, node] : ids) translated_[id] = folders_.IdOf(node);
   any_.store(true, std::memory_order_release);
   return absl::OkStatus();
 }
@@ -249,7 +250,7 @@ std::vector<std::string> RecordEdits::ResetShard(uint64_t shard) {
     }
     for (auto it = translated_.begin(); it != translated_.end();) {
       if (ShardOf(it->first) == shard) {
-        held.push_back(it->second);
+        moved_ids.push_back(it->second);  // an inner id, like the moved folders'
         translated_.erase(it++);
       } else {
         ++it;
@@ -359,7 +360,7 @@ absl::Status RecordEdits::DeleteRecord(uint64_t shard, uint64_t record) {
       log::Warning("edit store: ", s.message(), " (removed at the commit)");
     }
   }
-  for (uint64_t n : held) folders_.Forget(folders_.IdOf(n), 1);
+  for (uint64_t id : held) ViewFor(id).Forget(id, 1);
   return absl::OkStatus();
 }
 
@@ -369,7 +370,7 @@ std::vector<uint64_t> RecordEdits::ForgetCheckOut(uint64_t shard, uint64_t recor
   MutexLock lock(&mu_);
   if (auto it = edited_.find(RecordKey(shard, record)); it != edited_.end()) {
     if (folder != nullptr) *folder = it->second;
-    held.push_back(it->second);
+    held.push_back(folders_.IdOf(it->second));
     edited_.erase(it);
   }
   for (auto t = translated_.begin(); t != translated_.end();) {
@@ -516,15 +517,55 @@ absl::StatusOr<uint64_t> RecordEdits::MoveRecord(uint64_t shard, absl::string_vi
                " but cannot name it ", target, ": ", s.message(), " (the next mount does)");
     return s;
   }
-  // Its edit-store nodes are gone from that store's tree.
-  for (uint64_t n : ForgetCheckOut(shard, record, nullptr)) folders_.Forget(folders_.IdOf(n), 1);
+  // Its edit-store nodes are gone from that store's tree; the ids the
+  // kernel knows of its files follow them to their new place (their paths
+  // in the record are what they were: a rename inside a folder keeps them).
+  std::vector<std::pair<uint64_t, std::string>> paths;  // record-space id -> path in the record
+  {
+    MutexLock lock(&mu_);
+    for (const auto& [id, inner] : translated_) {
+      if (ShardOf(id) != shard || RecordOf(id) != record) continue;
+      auto rel = store_->RelativePath(folders_.NodeOf(inner));
+      if (rel.ok() && rel->find('/') != std::string::npos) {
+        paths.emplace_back(id, rel->substr(rel->find('/') + 1));
+      }
+    }
+  }
+  for (uint64_t id : ForgetCheckOut(shard, record, nullptr)) ViewFor(id).Forget(id, 1);
   StagingView& view = to_shard ? folders_ : *staging_;
   auto moved =
       view.Lookup(to_shard ? folders_.IdOf(store_->root()) : staging_->root_id(), dest_folder);
+  std::vector<std::pair<uint64_t, uint64_t>> retranslated;
+  if (moved.ok()) {
+    // (RelativePath reads the store's node table, which the renames on
+    // disk did not change: the paths are inside the record's folder.)
+    for (const auto& [id, rel] : paths) {
+      uint64_t at = moved->ino;
+      bool ok = true;
+      std::vector<uint64_t> steps;
+      for (absl::string_view part : absl::StrSplit(rel, '/')) {
+        auto a = view.Lookup(at, part);
+        if (!a.ok()) {
+          ok = false;
+          break;
+        }
+        steps.push_back(a->ino);
+        at = a->ino;
+      }
+      // One reference kept (the file's), the folders' given back.
+      for (size_t i = 0; i + 1 < steps.size(); ++i) view.Forget(steps[i], 1);
+      if (ok) {
+        retranslated.emplace_back(id, at);
+      } else if (!steps.empty()) {
+        view.Forget(steps.back(), 1);
+      }
+    }
+  }
   MutexLock lock(&mu_);
   if (to_shard) added_[*to_shard].insert(std::string(new_name));
   if (!moved.ok()) return moved.status();
   moved_[RecordKey(shard, record)] = moved->ino;
+  for (const auto& [id, inner] : retranslated) translated_[id] = inner;
   any_.store(true, std::memory_order_release);
   log::Info("moved record ", record, " of ", shards_[shard].index->path(), " to ",
             to_shard ? shards_[*to_shard].index->path() + "/" + std::string(new_name)
@@ -719,15 +760,15 @@ void RecordEdits::Forget(uint64_t ino, uint64_t /*n*/) {
   // The kernel forgets an id once, with all its references: the one
   // reference held for a translated id goes with it.
   if (SpaceOf(ino) != Space::kRecord || EntryOf(ino) == 0) return;
-  uint64_t node;
+  uint64_t inner;
   {
     MutexLock lock(&mu_);
     auto it = translated_.find(ino);
     if (it == translated_.end()) return;
-    node = it->second;
+    inner = it->second;
     translated_.erase(it);
   }
-  folders_.Forget(folders_.IdOf(node), 1);
+  ViewFor(inner).Forget(inner, 1);
 }
 
 absl::StatusOr<std::pair<Attr, uint64_t>> RecordEdits::CreateFile(
