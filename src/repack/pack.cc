@@ -69,15 +69,6 @@ absl::StatusOr<std::vector<std::string>> ListRecordFolders(const std::string& di
   return out;
 }
 
-std::string DefaultPrefix() {
-  std::time_t now = std::time(nullptr);
-  std::tm tm;
-  ::gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y%m%dT%H%M%S", &tm);
-  return absl::StrCat("staged-", buf);
-}
-
 // One valid record as pass 1 saw it.
 struct PlannedRecord {
   std::string name;
@@ -516,6 +507,15 @@ std::string PackReport::Summary() const {
   }
   if (!status.ok()) absl::StrAppend(&out, "pack failed: ", status.message(), "\n");
   return out;
+}
+
+std::string DefaultPrefix() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm;
+  ::gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y%m%dT%H%M%S", &tm);
+  return absl::StrCat("staged-", buf);
 }
 
 }  // namespace tfrecordfs::repack

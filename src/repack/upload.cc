@@ -495,15 +495,6 @@ absl::Status Uploader::UploadNew(const std::vector<std::pair<std::string, uint64
   return UploadAll(&lines, /*recovering=*/false);
 }
 
-std::string DefaultPrefix() {
-  std::time_t now = std::time(nullptr);
-  std::tm tm;
-  ::gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y%m%dT%H%M%S", &tm);
-  return absl::StrCat("staged-", buf);
-}
-
 }  // namespace
 
 std::string ObjectKey(const UploadTarget& target, const std::string& name) {

@@ -25,6 +25,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "checksum_line.h"
 #include "fuzz_check.h"
 #include "tfrecordfs/base/crc32c.h"
 #include "tfrecordfs/repack/tfds_info.h"
@@ -70,18 +71,6 @@ void Check(absl::string_view bytes) {
     FUZZ_CHECK(!staging::ParseDeletions(bytes.substr(0, nl + 1), kPath).ok(), "torn after byte ",
                nl + 1, " accepted");
   }
-}
-
-std::string WithChecksum(absl::string_view bytes) {
-  std::string body(bytes);
-  if (!body.empty() && body.back() != '\n') body.push_back('\n');
-  size_t start = 0;
-  if (body.size() >= 2) {
-    const size_t nl = body.rfind('\n', body.size() - 2);
-    if (nl != std::string::npos) start = nl + 1;
-  }
-  if (absl::StartsWith(absl::string_view(body).substr(start), "crc32c ")) body.resize(start);
-  return absl::StrCat(body, "crc32c ", absl::StrFormat("%08x", crc32c::Value(body)), "\n");
 }
 
 void CheckNames(absl::string_view bytes) {

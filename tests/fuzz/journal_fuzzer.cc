@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "checksum_line.h"
 #include "fuzz_check.h"
 #include "tfrecordfs/base/crc32c.h"
 #include "tfrecordfs/repack/journal.h"
@@ -92,20 +93,6 @@ void Check(absl::string_view bytes) {
     auto torn = repack::ParseJournal(bytes.substr(0, nl + 1), kPath);
     FUZZ_CHECK(!torn.ok(), "torn after byte ", nl + 1, " of ", bytes.size(), " accepted");
   }
-}
-
-// `bytes` with its last line replaced by a correct checksum line (appended
-// when the last line is not a checksum line).
-std::string WithChecksum(absl::string_view bytes) {
-  std::string body(bytes);
-  if (!body.empty() && body.back() != '\n') body.push_back('\n');
-  size_t start = 0;  // of the last line
-  if (body.size() >= 2) {
-    const size_t nl = body.rfind('\n', body.size() - 2);
-    if (nl != std::string::npos) start = nl + 1;
-  }
-  if (absl::StartsWith(absl::string_view(body).substr(start), "crc32c ")) body.resize(start);
-  return absl::StrCat(body, "crc32c ", absl::StrFormat("%08x", crc32c::Value(body)), "\n");
 }
 
 // A Journal built from the input: names are any bytes but '/' and NUL

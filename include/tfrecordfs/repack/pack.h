@@ -158,6 +158,10 @@ std::string ShardName(absl::string_view prefix, uint64_t index, uint64_t count,
 // "" for kNone, ".gz" for kGzip, ".zlib" for kZlib, ".snappy" for kSnappy.
 absl::string_view ShardSuffix(source::Codec codec);
 
+// "staged-<UTC time, %Y%m%dT%H%M%S>": the shard name prefix a pack uses
+// when PackOptions::prefix is empty (and the bucket upload's).
+std::string DefaultPrefix();
+
 }  // namespace tfrecordfs::repack
 
 #endif  // TFRECORDFS_REPACK_PACK_H_
