@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <string>
@@ -90,6 +91,7 @@ int CommitMain(int argc, char** argv) {
     return kExitNotMounted;
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
+  std::chrono::milliseconds wait(2);
   while (ReportId(report) == before) {
     // A daemon killed in the commit never answers: say so now, not at the
     // timeout (one more look: it may have answered, then exited).
@@ -106,7 +108,10 @@ int CommitMain(int argc, char** argv) {
                 << (record->log.empty() ? "syslog" : record->log) << ")\n";
       return kExitFailed;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    // Short commits answer within milliseconds: look again soon, then less
+    // often (at most every 50 ms).
+    std::this_thread::sleep_for(wait);
+    wait = std::min(wait * 2, std::chrono::milliseconds(50));
   }
   auto text = ReadFileToString(report);
   if (!text.ok()) {
