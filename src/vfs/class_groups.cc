@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -279,18 +280,26 @@ ClassGroups GroupByClass(const std::vector<MountedShard>& shards, const GroupOpt
   // One sorted table for the mount.
   ClassGroups out;
   out.feature = options.feature;
-  for (const ShardGrouping& g : ids)
-    out.folders.insert(out.folders.end(), g.folders.begin(), g.folders.end());
+  // Distinct names first (shards share most of theirs), then sorted: a
+  // mount's start-up sorts as many names as there are classes, not records.
+  {
+    absl::flat_hash_set<absl::string_view> seen;
+    for (const ShardGrouping& g : ids) {
+      for (const std::string& f : g.folders) {
+        if (seen.insert(f).second) out.folders.push_back(f);
+      }
+    }
+  }
   std::sort(out.folders.begin(), out.folders.end());
-  out.folders.erase(std::unique(out.folders.begin(), out.folders.end()), out.folders.end());
+  absl::flat_hash_map<absl::string_view, uint32_t> index_of;
+  index_of.reserve(out.folders.size());
+  for (size_t f = 0; f < out.folders.size(); ++f) {
+    index_of.emplace(out.folders[f], static_cast<uint32_t>(f));
+  }
   out.folder_of.resize(shards.size());
   for (size_t s = 0; s < shards.size(); ++s) {
     std::vector<uint32_t> remap(ids[s].folders.size());
-    for (size_t f = 0; f < remap.size(); ++f) {
-      remap[f] = static_cast<uint32_t>(
-          std::lower_bound(out.folders.begin(), out.folders.end(), ids[s].folders[f]) -
-          out.folders.begin());
-    }
+    for (size_t f = 0; f < remap.size(); ++f) remap[f] = index_of.at(ids[s].folders[f]);
     out.folder_of[s].reserve(ids[s].folder_of.size());
     for (uint32_t f : ids[s].folder_of) {
       out.folder_of[s].push_back(f == kNotGrouped ? kNotGrouped : remap[f]);
