@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <thread>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -159,10 +160,22 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
       ++out->added;
       delta += static_cast<int64_t>(edits->added[i].second.size());
     }
-    if (s.ok()) s = writer.Close(/*sync=*/true);
+    if (s.ok()) s = writer.Close(/*sync=*/false);
     if (s.ok()) {
+      // The check reads the new file from the page cache while its pages
+      // go to disk: fsync and check overlap, and both must succeed before
+      // the rename.
+      absl::Status synced;
+      std::thread syncer([&] {
+        auto f = OpenFile(p.temp, O_RDONLY | O_CLOEXEC);
+        synced = !f.ok()                    ? f.status()
+                 : ::fsync(f->get()) != 0 ? ErrnoError(errno, absl::StrCat("fsync ", p.temp))
+                                          : absl::OkStatus();
+      });
       s = CheckWrittenShard(p.temp, writer.bytes(), out->kept + out->changed + out->added,
                             from.codec);
+      syncer.join();
+      s.Update(synced);
     }
   }
   absl::StatusOr<staging::Fingerprint> next = s.ok() ? FingerprintOfPath(p.temp) : s;
