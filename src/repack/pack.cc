@@ -185,9 +185,8 @@ absl::Status CheckWrittenShard(const std::string& path, uint64_t bytes, uint64_t
     void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd->get(), 0);
     if (map == MAP_FAILED) return ErrnoError(errno, absl::StrCat("mmap ", path));
     ::madvise(map, bytes, MADV_SEQUENTIAL);
-    framing = record::ForEachRecordInBuffer(
-        absl::string_view(static_cast<const char*>(map), bytes),
-        [&](uint64_t, absl::string_view) { ++seen; });
+    framing = record::ForEachRecordInBuffer(absl::string_view(static_cast<const char*>(map), bytes),
+                                            [&](uint64_t, absl::string_view) { ++seen; });
     ::munmap(map, bytes);
   }
   if (!framing.ok() || seen != records) {

@@ -168,7 +168,7 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
       absl::Status synced;
       std::thread syncer([&] {
         auto f = OpenFile(p.temp, O_RDONLY | O_CLOEXEC);
-        synced = !f.ok()                    ? f.status()
+        synced = !f.ok()                  ? f.status()
                  : ::fsync(f->get()) != 0 ? ErrnoError(errno, absl::StrCat("fsync ", p.temp))
                                           : absl::OkStatus();
       });
