@@ -319,16 +319,7 @@ void RecordEdits::ReadShardDir(uint64_t shard, const Attr& self, uint64_t offset
     const std::string path =
         absl::StrCat(store_->records_dir(), "/", staging::AddedFolderName(key, names[i]));
     if (::lstat(path.c_str(), &st) != 0) continue;  // removed meanwhile
-    Attr a;
-    a.ino = folders_.IdOf(st.st_ino);
-    a.mode = st.st_mode;
-    a.uid = st.st_uid;
-    a.gid = st.st_gid;
-    a.nlink = st.st_nlink;
-    a.mtime = st.st_mtim;
-    a.atime = st.st_atim;
-    a.ctime = st.st_ctim;
-    if (!emit(names[i], a, first_added + i + 1)) return;
+    if (!emit(names[i], folders_.AttrOfStat(st), first_added + i + 1)) return;
   }
 }
 

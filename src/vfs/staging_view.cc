@@ -63,6 +63,8 @@ absl::StatusOr<ListDir> OpenStream(staging::Store* store, uint64_t node) {
 StagingView::StagingView(staging::Store* store, naming::FeatureTypes* types, StagingViewIds ids)
     : store_(store), types_(types), ids_(ids), files_(ids.file_tag), dirs_(ids.dir_tag) {}
 
+Attr StagingView::AttrOfStat(const struct stat& st) const { return AttrOf(st, IdOf(st.st_ino)); }
+
 bool StagingView::OwnsHandle(uint64_t fh) const { return files_.Owns(fh) || dirs_.Owns(fh); }
 
 StagingView::~StagingView() = default;

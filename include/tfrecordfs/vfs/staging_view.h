@@ -77,6 +77,8 @@ class StagingView final : public View {
   // The node id of the store's node `node`, and back.
   uint64_t IdOf(uint64_t node) const { return StagingId(ids_.node_tag | node); }
   uint64_t NodeOf(uint64_t ino) const { return StagingIndex(ino) & ~ids_.node_tag; }
+  // A node of the store as this view shows it (its id, mode, owner, times).
+  Attr AttrOfStat(const struct stat& st) const;
   // Whether `fh` is a handle of this view's (open or closed).
   bool OwnsHandle(uint64_t fh) const;
   staging::Store* store() const { return store_; }
