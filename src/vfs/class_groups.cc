@@ -168,11 +168,12 @@ std::string GroupingPath(const index::IndexStore& store, const std::string& real
                          Fnv1a64(feature), kSuffix);
 }
 
-ClassGroups GroupByClass(const std::vector<MountedShard>& shards, const GroupOptions& options,
-                         GroupStats* stats) {
-  GroupStats local_stats;
-  if (stats == nullptr) stats = &local_stats;
-  *stats = GroupStats();
+namespace {
+
+// Each of `shards`' grouping: loaded when stored and valid, else decoded
+// and stored (GroupByClass's contract, per shard).
+std::vector<ShardGrouping> GroupShards(const std::vector<const MountedShard*>& shards,
+                                       const GroupOptions& options, GroupStats* stats) {
   // Per shard: its stored grouping, or the folder name of each record to be
   // filled by the pass (disjoint chunks: no lock).
   std::vector<ShardGrouping> ids(shards.size());
@@ -188,7 +189,7 @@ ClassGroups GroupByClass(const std::vector<MountedShard>& shards, const GroupOpt
     std::atomic<size_t> next{0};
     auto load = [&] {
       for (size_t s = next.fetch_add(1); s < shards.size(); s = next.fetch_add(1)) {
-        ids[s] = Identity(shards[s], options.feature);
+        ids[s] = Identity(*shards[s], options.feature);
         if (options.store != nullptr) {
           paths[s] = GroupingPath(*options.store, ids[s].real_path, options.feature);
         }
@@ -196,13 +197,13 @@ ClassGroups GroupByClass(const std::vector<MountedShard>& shards, const GroupOpt
         auto bytes = ReadFileToString(paths[s]);
         if (!bytes.ok()) continue;
         auto stored = DecodeGrouping(*bytes);
-        if (stored.ok() && SameShard(ids[s], *stored, shards[s].records_shown())) {
+        if (stored.ok() && SameShard(ids[s], *stored, shards[s]->records_shown())) {
           ids[s] = *std::move(stored);
           loaded[s] = 1;
-          log::Debug(shards[s].index->path(), ": class grouping loaded from ", paths[s]);
+          log::Debug(shards[s]->index->path(), ": class grouping loaded from ", paths[s]);
           continue;
         }
-        log::Debug(shards[s].index->path(), ": stored class grouping not used (",
+        log::Debug(shards[s]->index->path(), ": stored class grouping not used (",
                    stored.ok() ? "the shard or its index changed" : stored.status().message(), ")");
       }
     };
@@ -224,7 +225,7 @@ ClassGroups GroupByClass(const std::vector<MountedShard>& shards, const GroupOpt
       ++stats->shards_loaded;
       continue;
     }
-    const uint64_t n = shards[s].records_shown();
+    const uint64_t n = shards[s]->records_shown();
     names[s].resize(n);
     damaged[s].assign(n, 0);
     ++stats->shards_decoded;
@@ -238,7 +239,7 @@ ClassGroups GroupByClass(const std::vector<MountedShard>& shards, const GroupOpt
   auto work = [&] {
     for (size_t c = next.fetch_add(1); c < chunks.size(); c = next.fetch_add(1)) {
       const Chunk& chunk = chunks[c];
-      const MountedShard& shard = shards[chunk.shard];
+      const MountedShard& shard = *shards[chunk.shard];
       const index::ShardIndex& idx = *shard.index;
       uint64_t bytes = 0;
       for (uint64_t r = chunk.begin; r < chunk.end; ++r) {
@@ -294,6 +295,25 @@ ClassGroups GroupByClass(const std::vector<MountedShard>& shards, const GroupOpt
     }
   }
 
+  return ids;
+}
+
+}  // namespace
+
+ShardGrouping GroupShard(const MountedShard& shard, const GroupOptions& options,
+                         GroupStats* stats) {
+  GroupStats local_stats;
+  return std::move(GroupShards({&shard}, options, stats ? stats : &local_stats).front());
+}
+
+ClassGroups GroupByClass(const std::vector<MountedShard>& shards, const GroupOptions& options,
+                         GroupStats* stats) {
+  GroupStats local_stats;
+  if (stats == nullptr) stats = &local_stats;
+  *stats = GroupStats();
+  std::vector<const MountedShard*> borrowed;
+  for (const MountedShard& shard : shards) borrowed.push_back(&shard);
+  const std::vector<ShardGrouping> ids = GroupShards(borrowed, options, stats);
   // One sorted table for the mount.
   ClassGroups out;
   out.feature = options.feature;
