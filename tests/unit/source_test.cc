@@ -969,5 +969,70 @@ TEST(ScanSnappy, BlocksOfChangingSizesThenStrayBytes) {
   EXPECT_EQ(scan->problem->offset, plain.size());
 }
 
+// The workers read and decompress blocks ahead, out of order; the sink
+// still gets every block in order, a damaged block in the middle (its
+// length fine, its body not Snappy) ends the stream at that block with
+// nothing after it fed, and a sink's error stops the scan: for any number
+// of threads, with more blocks than the workers' window.
+TEST(ScanSnappy, ManyBlocksInOrderWithAnyThreadsAndDamageOrASinkErrorStops) {
+  std::string file, plain;
+  std::vector<uint64_t> block_at, block_out;
+  for (uint64_t b = 0; b < 60; ++b) {
+    const std::string block = b % 2 ? TextLike(5000 + 997 * b, b) : RandomBytes(3000 + 31 * b, b);
+    std::string compressed;
+    snappy::Compress(block.data(), block.size(), &compressed);
+    block_at.push_back(file.size());
+    block_out.push_back(plain.size());
+    char prefix[4];
+    for (int i = 0; i < 4; ++i) prefix[i] = static_cast<char>(compressed.size() >> (24 - 8 * i));
+    file.append(prefix, 4).append(compressed);
+    plain += block;
+  }
+  std::string damaged = file;
+  // Block 37's body: its varint header kept, the rest garbage.
+  for (uint64_t i = block_at[37] + 4 + 3; i < block_at[38]; ++i) damaged[i] = '\xff';
+  for (int threads : {1, 2, 3, 8}) {
+    for (const std::string* bytes : {&file, &damaged}) {
+      UniqueFd fd(memfd_create("snappy", MFD_CLOEXEC));
+      ASSERT_TRUE(WriteFull(fd.get(), bytes->data(), bytes->size(), "snappy").ok());
+      std::string seen;
+      auto scan = ScanSnappy(
+          fd.get(), "snappy", bytes->size(),
+          [&](absl::string_view b) {
+            seen.append(b.data(), b.size());
+            return absl::OkStatus();
+          },
+          nullptr, threads);
+      ASSERT_TRUE(scan.ok()) << scan.status();
+      const size_t blocks = bytes == &file ? 60 : 37;
+      EXPECT_TRUE(seen == plain.substr(0, blocks == 60 ? plain.size() : block_out[37]))
+          << threads << " threads: " << seen.size() << " bytes";
+      ASSERT_EQ(scan->table.points.size(), blocks) << threads;
+      for (size_t i = 0; i < blocks; ++i) {
+        EXPECT_EQ(scan->table.points[i].in, block_at[i]) << i;
+        EXPECT_EQ(scan->table.points[i].out, block_out[i]) << i;
+      }
+      if (bytes == &file) {
+        EXPECT_FALSE(scan->problem.has_value()) << threads;
+      } else {
+        ASSERT_TRUE(scan->problem.has_value()) << threads;
+        EXPECT_EQ(scan->problem->compressed_offset, block_at[37]);
+        EXPECT_EQ(scan->problem->offset, block_out[37]);
+      }
+    }
+    UniqueFd fd(memfd_create("snappy", MFD_CLOEXEC));
+    ASSERT_TRUE(WriteFull(fd.get(), file.data(), file.size(), "snappy").ok());
+    int calls = 0;
+    auto stopped = ScanSnappy(
+        fd.get(), "snappy", file.size(),
+        [&](absl::string_view) {
+          return ++calls == 20 ? absl::CancelledError("enough") : absl::OkStatus();
+        },
+        nullptr, threads);
+    EXPECT_TRUE(absl::IsCancelled(stopped.status())) << stopped.status();
+    EXPECT_EQ(calls, 20);
+  }
+}
+
 }  // namespace
 }  // namespace tfrecordfs::source
