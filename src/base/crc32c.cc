@@ -14,7 +14,7 @@ namespace {
 // ISA-L costs its setup each time (1.2M record headers were a sixth of a
 // SNAPPY shard's index build). Same register convention as crc32_iscsi.
 __attribute__((target("sse4.2"))) uint32_t ShortCrc(uint32_t crc, const unsigned char* p,
-                                                   size_t n) {
+                                                    size_t n) {
   uint64_t c = crc;
   for (; n >= 8; n -= 8, p += 8) {
     uint64_t v;
