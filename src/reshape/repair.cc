@@ -86,7 +86,7 @@ class RunCopier {
       {
         MutexLock lock(&mu_);
         while (queue_.empty() && !stop_) changed_.Wait(&mu_);
-        if (stop_) return;  // an interrupted repair: what is queued is not copied
+        if (stop_) return;     // an interrupted repair: what is queued is not copied
         run = queue_.front();  // popped once copied: Finish() waits for it
         if (!status_.ok()) {
           queue_.clear();
