@@ -53,17 +53,22 @@ int64_t RecordDataBytes(const std::vector<uint64_t>& offsets, uint64_t i) {
   return static_cast<int64_t>(offsets[i + 1] - offsets[i]) - 16;
 }
 
-// What depends on a rewritten shard: TFDS's dataset_info.json beside it
-// (tfds_info.h). `delta`: payload bytes added, when known. Failures are
-// logged: the shard itself is committed.
-void UpdateMetadata(const std::string& path, uint64_t records, std::optional<int64_t> delta) {
-  auto info = UpdateTfdsInfo(path, records, delta);
+// What depends on a rewritten shard, once it is in place: TFDS's
+// dataset_info.json beside it (tfds_info.h: the file prepared before the
+// rename, else, in recovery without one, "shardLengths" set to `records`),
+// then the caller's `follow` (indexes). Failures are logged: the shard
+// itself is committed.
+void UpdateMetadata(const std::string& path, std::optional<uint64_t> records,
+                    const std::vector<uint64_t>* offsets, const FollowRewrite& follow) {
+  auto info = FinishTfdsInfo(path);
+  if (info.ok() && !*info && records) info = UpdateTfdsInfo(path, *records, std::nullopt);
   if (!info.ok()) {
     log::Error("rewrote ", path,
                " but could not update its TFDS metadata: ", info.status().message());
   } else if (*info) {
-    log::Info("updated ", **info, " for ", path, " (", records, " record(s))");
+    log::Info("updated ", **info, " for ", path);
   }
+  if (follow) follow(path, offsets);
 }
 
 absl::StatusOr<staging::Fingerprint> FingerprintOfPath(const std::string& path) {
@@ -90,7 +95,8 @@ absl::Status KeptPending(const absl::Status& s) {
 absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_dir,
                         const std::string& path, const staging::DeletedShard& d,
                         const ShardToRewrite& from, naming::FeatureTypes& types,
-                        const FaultPoints& faults, uint64_t done, RewrittenShard* out) {
+                        const FaultPoints& faults, const FollowRewrite& follow, uint64_t done,
+                        RewrittenShard* out) {
   auto now = FingerprintOfPath(path);
   if (!now.ok()) return now.status();
   if (!(*now == d.before)) {
@@ -113,10 +119,17 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
   const std::vector<uint64_t>& offsets = *from.offsets;
   absl::Status s;
   int64_t delta = 0;  // payload bytes added (TFDS's numBytes)
+  // The new shard's record offsets (uncompressed), as they are written: the
+  // mount's index of it and the indexes that follow it need no walk.
+  std::vector<uint64_t>& next_offsets = out->offsets;
+  next_offsets.clear();
+  next_offsets.reserve(offsets.size() + edits->added.size());
   {
     record::ShardWriter writer(*std::move(fd), p.temp, {.codec = from.codec});
     for (uint64_t i = 0; i + 1 < offsets.size() && s.ok(); ++i) {
+      next_offsets.push_back(writer.bytes());
       if (d.records.count(i)) {
+        next_offsets.pop_back();
         ++out->deleted;
         delta -= RecordDataBytes(offsets, i);
         continue;
@@ -138,6 +151,8 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
         }
         auto range = from.source->Spliceable(offsets[i]);
         if (range.ok() && range->has_value()) {
+          const uint64_t at = writer.bytes();
+          for (uint64_t k = i + 1; k < j; ++k) next_offsets.push_back(at + offsets[k] - offsets[i]);
           s = writer.AppendFramedRange((*range)->fd, (*range)->offset, offsets[j] - offsets[i],
                                        j - i);
           out->kept += j - i;
@@ -156,11 +171,13 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
       if (done == 0 && i + 1 == (offsets.size() - 1) / 2) faults.At("rewrite_mid_shard");
     }
     for (size_t i = 0; i < edits->added.size() && s.ok(); ++i) {
+      next_offsets.push_back(writer.bytes());
       s = writer.Append(edits->added[i].second);
       ++out->added;
       delta += static_cast<int64_t>(edits->added[i].second.size());
     }
     if (s.ok()) s = writer.Close(/*sync=*/false);
+    next_offsets.push_back(writer.bytes());
     if (s.ok()) {
       // The check reads the new file from the page cache while its pages
       // go to disk: fsync and check overlap, and both must succeed before
@@ -185,10 +202,16 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
     ::unlink(p.temp.c_str());
     return KeptPending(next.ok() ? s : next.status());
   }
+  // TFDS's metadata as it must be with the new shard, ready beside it: a
+  // crash after the rename finds it and renames it into place.
+  if (auto prepared = PrepareTfdsInfo(path, records, delta); !prepared.ok()) {
+    log::Error("cannot prepare the TFDS metadata of ", path, ": ", prepared.status().message());
+  }
   faults.At("rewrite_before_rename");
   if (::rename(p.temp.c_str(), path.c_str()) != 0) {
     s = ErrnoError(errno, absl::StrCat("rename ", p.temp, " over ", path));
     ::unlink(p.temp.c_str());
+    DiscardTfdsInfo(path);
     (void)list->SetRewriting(path, std::nullopt);
     return KeptPending(s);
   }
@@ -196,7 +219,8 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
   // follows fails (RecoverRewrites drops the entry next time, and the edit
   // folders of a shard without an entry are removed).
   if (auto f = FsyncDir(p.dir); !f.ok()) return f;
-  UpdateMetadata(path, records, delta);
+  faults.At("rewrite_after_rename");
+  UpdateMetadata(path, records, &next_offsets, follow);
   faults.At("rewrite_after_shard", done + 1);
   if (auto f = list->Forget(path); !f.ok()) return f;
   faults.At("rewrite_after_forget");
@@ -208,7 +232,8 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
 
 std::vector<RewrittenShard> ApplyEdits(
     staging::DeletionList* list, const std::string& edits_dir, naming::FeatureTypes& types,
-    const std::function<const ShardToRewrite*(const std::string& path)>& find) {
+    const std::function<const ShardToRewrite*(const std::string& path)>& find,
+    const FollowRewrite& follow) {
   std::vector<RewrittenShard> out;
   const FaultPoints faults;
   uint64_t done = 0;  // shards rewritten so far
@@ -220,30 +245,34 @@ std::vector<RewrittenShard> ApplyEdits(
     if (from == nullptr) {
       r.status = absl::FailedPreconditionError("not mounted; its edits are kept pending");
     } else {
-      r.status = RewriteOne(list, edits_dir, path, d, *from, types, faults, done, &r);
+      r.status = RewriteOne(list, edits_dir, path, d, *from, types, faults, follow, done, &r);
       if (r.status.ok()) ++done;
     }
-    if (!r.status.ok()) r.kept = r.changed = r.added = r.deleted = 0;
+    if (!r.status.ok()) {
+      r.kept = r.changed = r.added = r.deleted = 0;
+      r.offsets.clear();
+    }
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     out.push_back(std::move(r));
   }
   return out;
 }
 
-std::vector<std::string> RecoverRewrites(staging::DeletionList* list,
-                                         const std::string& edits_dir) {
+std::vector<std::string> RecoverRewrites(staging::DeletionList* list, const std::string& edits_dir,
+                                         const FollowRewrite& follow) {
   std::vector<std::string> lines;
   for (const auto& [path, d] : list->Snapshot()) {
     const Paths p = PathsOf(path);
     auto now = FingerprintOfPath(path);
     if (d.rewriting && now.ok() && *now == *d.rewriting) {
-      if (d.rewritten_records) UpdateMetadata(path, *d.rewritten_records, std::nullopt);
+      UpdateMetadata(path, d.rewritten_records, nullptr, follow);
       auto s = list->Forget(path);
       lines.push_back(absl::StrCat("finished the interrupted rewrite of ", path,
                                    s.ok() ? "" : absl::StrCat(" (", s.message(), ")")));
       continue;
     }
     if (now.ok() && *now == d.before) {
+      DiscardTfdsInfo(path);
       if (::unlink(p.temp.c_str()) == 0) {
         lines.push_back(absl::StrCat("rolled back the interrupted rewrite of ", path, " (removed ",
                                      p.temp, "); its deletions stay pending"));

@@ -116,6 +116,7 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
     shard_entries.push_back(shard.entry);
     mount_paths.push_back(shard.mount_path);
   }
+  fs->mount_paths_ = mount_paths;
 
   RecordViewOptions record_options;
   record_options.cache_records = options.cache_records;
@@ -591,6 +592,28 @@ void Filesystem::InvalidationLoop() {
   }
 }
 
+namespace {
+
+// The shard at `path` as a scan would give it, with `index` (made by the
+// commit that wrote the file; NotFound when null or not the file there).
+absl::StatusOr<scan::ScannedShard> AdoptedShard(const std::string& path,
+                                                std::shared_ptr<const index::ShardIndex> index) {
+  if (index == nullptr) return absl::NotFoundError("no index made by the rewrite");
+  auto fd = OpenFile(path, O_RDONLY | O_CLOEXEC);
+  if (!fd.ok()) return fd.status();
+  scan::ScannedShard out;
+  if (::fstat(fd->get(), &out.st) != 0) return ErrnoError(errno, path);
+  if (static_cast<uint64_t>(out.st.st_size) != index->file_size()) {
+    return absl::NotFoundError("changed since the rewrite");
+  }
+  out.path = path;
+  out.identity = source::FileIdentity::Of(out.st, fd->get());
+  out.index = std::move(index);
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reopen) {
   if (!edits_) return absl::FailedPreconditionError("this mount takes no edits (read-only)");
   if (reopen && (gallery_ || classes_)) {
@@ -617,11 +640,23 @@ absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reop
       by_path[shards_[s].index->path()] = s;
       from[s] = {shards_[s].source.get(), &shards_[s].index->offsets(), shards_[s].index->codec()};
     }
-    results = repack::ApplyEdits(edit_list_, edit_store_->records_dir(), types,
-                                 [&](const std::string& path) -> const repack::ShardToRewrite* {
-                                   auto it = by_path.find(path);
-                                   return it == by_path.end() ? nullptr : &from[it->second];
-                                 });
+    // The indexes of each rewritten shard follow it within its commit
+    // (index::FollowRewrite); a plain shard's new index, made from the
+    // offsets the rewrite wrote, is the one the mount shows it with.
+    absl::flat_hash_map<std::string, std::shared_ptr<const index::ShardIndex>> new_indexes;
+    results = repack::ApplyEdits(
+        edit_list_, edit_store_->records_dir(), types,
+        [&](const std::string& path) -> const repack::ShardToRewrite* {
+          auto it = by_path.find(path);
+          return it == by_path.end() ? nullptr : &from[it->second];
+        },
+        [&](const std::string& path, const std::vector<uint64_t>* offsets) {
+          auto it = by_path.find(path);
+          const std::string mount_path = it == by_path.end() || it->second >= mount_paths_.size()
+                                             ? ""
+                                             : mount_paths_[it->second];
+          new_indexes[path] = index::FollowRewrite(index_store_, path, mount_path, offsets);
+        });
     if (!reopen) return results;
     for (repack::RewrittenShard& r : results) {
       if (!r.status.ok()) continue;
@@ -636,8 +671,10 @@ absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reop
       }
       for (std::string& name : edits_->ResetShard(s)) st.names.push_back(std::move(name));
       deletions_->ResetShard(s);
-      // The new file, indexed (and cached) like a shard at mount.
-      auto scanned = scan::ScanOne(r.path, index_store_);
+      // The new file: a plain one with the index its rewrite made, else
+      // indexed (and cached) like a shard at mount.
+      absl::StatusOr<scan::ScannedShard> scanned = AdoptedShard(r.path, new_indexes[r.path]);
+      if (!scanned.ok()) scanned = scan::ScanOne(r.path, index_store_);
       absl::StatusOr<std::unique_ptr<source::ShardSource>> src =
           scanned.ok() ? scan::OpenShard(*scanned, &inflate_cache_, &fd_cache_) : scanned.status();
       if (!src.ok()) {

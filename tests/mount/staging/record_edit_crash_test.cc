@@ -300,7 +300,9 @@ INSTANTIATE_TEST_SUITE_P(
 // (repack/tfds_info.h), and a crash anywhere in the commit leaves it
 // describing the shard files then on disk: "shardLengths" their record
 // counts, "numBytes" their payload bytes (counted once, not again by the
-// recovery). The edits change both counts (7 and 9 records).
+// recovery), except between a shard's rename and the metadata's
+// (rewrite_after_rename), where the next mount's recovery must put both
+// right. The edits change both counts (7 and 9 records).
 class RecordEditTfdsCrashTest : public ::testing::TestWithParam<const char*> {
  protected:
   static constexpr const char* kShards[] = {"ds-train.tfrecord-00000-of-00002",
