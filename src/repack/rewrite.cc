@@ -1,11 +1,13 @@
 #include "tfrecordfs/repack/rewrite.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <deque>
 #include <thread>
 #include <utility>
 
@@ -17,6 +19,7 @@
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
+#include "tfrecordfs/base/mutex.h"
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/record/writer.h"
 #include "tfrecordfs/repack/journal.h"
@@ -90,6 +93,146 @@ absl::Status KeptPending(const absl::Status& s) {
   return out;
 }
 
+// The check of a plain shard's temp file while it is written (step 2 of
+// the top of rewrite.h): the writer hands over each piece of the file it has
+// finished (whole records; the pieces tile the file from byte 0), and a
+// thread maps the piece and reads it back from the file: every header and
+// data CRC, the piece's record count, and the payloads the rewrite wrote
+// itself (edited and added records) byte for byte. (Starting each piece's
+// writeback early with sync_file_range was tried: it throttles the copy to
+// the disk's pace and made the commit slower.) With Finish's size and record count,
+// this checks what CheckWrittenShard checks after the write, without a
+// second pass over the file after it.
+//
+// Thread-safety: Piece and Finish from the writing thread only.
+class PipelinedCheck {
+ public:
+  // An expected payload: the record's index within its piece, and its bytes
+  // (which must outlive Finish).
+  using Expected = std::vector<std::pair<uint64_t, absl::string_view>>;
+
+  explicit PipelinedCheck(std::string path) : path_(std::move(path)) {}
+  PipelinedCheck(const PipelinedCheck&) = delete;
+  PipelinedCheck& operator=(const PipelinedCheck&) = delete;
+  ~PipelinedCheck() { (void)Finish(0, 0); }
+
+  absl::Status Start() {
+    auto fd = OpenFile(path_, O_RDONLY | O_CLOEXEC);
+    if (!fd.ok()) return fd.status();
+    fd_ = *std::move(fd);
+    thread_ = std::thread([this] { Run(); });
+    return absl::OkStatus();
+  }
+
+  // Bytes [begin, end) of the file are written and hold `records` records.
+  void Piece(uint64_t begin, uint64_t end, uint64_t records, Expected expected) {
+    if (end == begin && records == 0) return;
+    MutexLock lock(&mu_);
+    pieces_.push_back({begin, end, records, std::move(expected)});
+    cv_.Signal();
+  }
+
+  // Waits for every piece to be checked. OK when each was, and the pieces
+  // tile [0, bytes) with `records` records in all.
+  absl::Status Finish(uint64_t bytes, uint64_t records) {
+    {
+      MutexLock lock(&mu_);
+      done_ = true;
+      cv_.Signal();
+    }
+    if (thread_.joinable()) thread_.join();
+    MutexLock lock(&mu_);
+    if (!status_.ok()) return status_;
+    if (checked_bytes_ != bytes || checked_records_ != records) {
+      return absl::DataLossError(
+          absl::StrCat(path_, ": check after write failed: ", checked_records_, " records in ",
+                       checked_bytes_, " bytes checked, expected ", records, " in ", bytes));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  struct Work {
+    uint64_t begin, end, records;
+    Expected expected;
+  };
+
+  void Run() {
+    for (;;) {
+      Work w;
+      {
+        MutexLock lock(&mu_);
+        while (pieces_.empty() && !done_) cv_.Wait(&mu_);
+        if (pieces_.empty() || !status_.ok()) return;
+        w = std::move(pieces_.front());
+        pieces_.pop_front();
+      }
+      absl::Status s = Check(w);
+      MutexLock lock(&mu_);
+      if (!s.ok()) {
+        status_ = s;
+        return;
+      }
+      checked_bytes_ = w.end;
+      checked_records_ += w.records;
+    }
+  }
+
+  absl::Status Check(const Work& w) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (w.begin != checked_bytes_) {
+      return absl::DataLossError(absl::StrCat(path_, ": check after write: a piece at byte offset ",
+                                              w.begin, " after ", checked_bytes_, " checked"));
+    }
+    if (w.end == w.begin) {
+      return w.records == 0 ? absl::OkStatus()
+                            : absl::DataLossError(absl::StrCat(path_, ": empty piece"));
+    }
+    static const uint64_t kPage = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    const uint64_t at = w.begin / kPage * kPage;
+    const size_t len = static_cast<size_t>(w.end - at);
+    void* map = ::mmap(nullptr, len, PROT_READ, MAP_PRIVATE, fd_.get(), static_cast<off_t>(at));
+    if (map == MAP_FAILED) return ErrnoError(errno, absl::StrCat("mmap ", path_));
+    ::madvise(map, len, MADV_SEQUENTIAL);
+    uint64_t seen = 0;
+    size_t next = 0;  // into w.expected
+    bool same = true;
+    absl::Status framing = record::ForEachRecordInBuffer(
+        absl::string_view(static_cast<const char*>(map) + (w.begin - at), w.end - w.begin),
+        [&](uint64_t i, absl::string_view data) {
+          ++seen;
+          if (next < w.expected.size() && w.expected[next].first == i) {
+            same = same && data == w.expected[next].second;
+            ++next;
+          }
+        });
+    ::munmap(map, len);
+    if (!framing.ok() || seen != w.records || !same || next != w.expected.size()) {
+      return absl::DataLossError(
+          absl::StrCat(path_, ": check after write failed in bytes ", w.begin, "-", w.end, ": ",
+                       !framing.ok()       ? framing.message()
+                       : seen != w.records ? absl::StrCat(seen, " records, expected ", w.records)
+                                           : "a record written from an edit reads back different"));
+    }
+    return absl::OkStatus();
+  }
+
+  const std::string path_;
+  UniqueFd fd_;
+  std::thread thread_;
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<Work> pieces_ ABSL_GUARDED_BY(mu_);
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  // Written by the thread only (read by Finish after it ends).
+  uint64_t checked_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t checked_records_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// Bytes of kept records of a plain shard copied at once: the check and the
+// writeback follow the copy piece by piece.
+constexpr uint64_t kPieceBytes = uint64_t{32} << 20;
+
 // Steps 1-4 of the top of rewrite.h for one shard; on failure before the
 // rename the temp file is removed and the shard is as it was.
 absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_dir,
@@ -126,6 +269,21 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
   next_offsets.reserve(offsets.size() + edits->added.size());
   {
     record::ShardWriter writer(*std::move(fd), p.temp, {.codec = from.codec});
+    // A plain shard is checked while it is written (PipelinedCheck): the
+    // piece not yet handed over starts at byte piece_begin, record
+    // piece_first of next_offsets.
+    const bool plain = from.codec == source::Codec::kNone;
+    PipelinedCheck check(p.temp);
+    if (plain) s = check.Start();
+    uint64_t piece_begin = 0;
+    size_t piece_first = 0;
+    PipelinedCheck::Expected expected;
+    auto hand_over = [&](size_t records_end) {
+      check.Piece(piece_begin, writer.bytes(), records_end - piece_first, std::move(expected));
+      expected.clear();
+      piece_begin = writer.bytes();
+      piece_first = records_end;
+    };
     for (uint64_t i = 0; i + 1 < offsets.size() && s.ok(); ++i) {
       next_offsets.push_back(writer.bytes());
       if (d.records.count(i)) {
@@ -136,17 +294,20 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
       }
       if (auto e = edits->replaced.find(i); e != edits->replaced.end()) {
         s = writer.Append(e->second);
+        expected.emplace_back(next_offsets.size() - 1 - piece_first, e->second);
         ++out->changed;
         delta += static_cast<int64_t>(e->second.size()) - RecordDataBytes(offsets, i);
         continue;
       }
       if (from.codec == source::Codec::kNone) {
-        // A run of kept records of a plain shard: its bytes as they are,
-        // copied by the kernel (cloned where the file system can); their
-        // CRCs are checked in the new file (CheckWrittenShard).
+        // A run of kept records of a plain shard (at most about
+        // kPieceBytes): its bytes as they are, copied by the kernel (cloned
+        // where the file system can); their CRCs are checked in the new
+        // file (PipelinedCheck).
         uint64_t j = i + 1;
         while (j + 1 < offsets.size() && !d.records.count(j) && !edits->replaced.count(j) &&
-               !(done == 0 && j == (offsets.size() - 1) / 2)) {
+               !(done == 0 && j == (offsets.size() - 1) / 2) &&
+               offsets[j] - offsets[i] < kPieceBytes) {
           ++j;
         }
         auto range = from.source->Spliceable(offsets[i]);
@@ -155,6 +316,7 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
           for (uint64_t k = i + 1; k < j; ++k) next_offsets.push_back(at + offsets[k] - offsets[i]);
           s = writer.AppendFramedRange((*range)->fd, (*range)->offset, offsets[j] - offsets[i],
                                        j - i);
+          if (s.ok()) hand_over(next_offsets.size());
           out->kept += j - i;
           i = j - 1;
           if (done == 0 && j == (offsets.size() - 1) / 2) faults.At("rewrite_mid_shard");
@@ -173,15 +335,18 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
     for (size_t i = 0; i < edits->added.size() && s.ok(); ++i) {
       next_offsets.push_back(writer.bytes());
       s = writer.Append(edits->added[i].second);
+      expected.emplace_back(next_offsets.size() - 1 - piece_first, edits->added[i].second);
       ++out->added;
       delta += static_cast<int64_t>(edits->added[i].second.size());
     }
     if (s.ok()) s = writer.Close(/*sync=*/false);
+    if (s.ok() && plain) hand_over(next_offsets.size());
     next_offsets.push_back(writer.bytes());
     if (s.ok()) {
       // The check reads the new file from the page cache while its pages
-      // go to disk: fsync and check overlap, and both must succeed before
-      // the rename.
+      // go to disk (a plain shard's: the rest of it, since most was checked
+      // during the copy): fsync and check overlap, and both must succeed
+      // before the rename.
       absl::Status synced;
       std::thread syncer([&] {
         auto f = OpenFile(p.temp, O_RDONLY | O_CLOEXEC);
@@ -189,8 +354,9 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
                  : ::fsync(f->get()) != 0 ? ErrnoError(errno, absl::StrCat("fsync ", p.temp))
                                           : absl::OkStatus();
       });
-      s = CheckWrittenShard(p.temp, writer.bytes(), out->kept + out->changed + out->added,
-                            from.codec);
+      const uint64_t records = out->kept + out->changed + out->added;
+      s = plain ? check.Finish(writer.bytes(), records)
+                : CheckWrittenShard(p.temp, writer.bytes(), records, from.codec);
       syncer.join();
       s.Update(synced);
     }
