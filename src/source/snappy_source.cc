@@ -5,9 +5,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/mutex.h"
 
 namespace tfrecordfs::source {
 namespace {
@@ -115,37 +118,121 @@ absl::StatusOr<std::string> DecodeSnappyBlock(absl::string_view body) {
 
 absl::StatusOr<ScanResult> ScanSnappy(StoredBytes fd, absl::string_view path, uint64_t file_size,
                                       const StreamSink& sink,
-                                      const std::function<void(uint64_t)>& progress) {
+                                      const std::function<void(uint64_t)>& progress, int threads) {
   ScanResult result;
   result.table.codec = Codec::kSnappy;
   result.members = 1;
-  uint64_t at = 0, out = 0;
-  // One compressed and one decompressed buffer for the whole scan: blocks
-  // are alike in size, so after the first block they seldom grow.
-  std::string body, data;
-  while (at < file_size) {
-    absl::Status s = ReadBodyInto(fd, path, file_size, at, &body);
-    if (s.ok()) s = DecodeSnappyBlockInto(body, &data);
-    if (!s.ok()) {
-      if (!absl::IsDataLoss(s)) return s;
-      result.problem = StreamProblem{at, out, std::string(s.message())};
+  // Blocks are independent: `threads` workers read and decompress them
+  // (only finding where the next block starts is sequential: a 4-byte
+  // read), and this thread hands them to the sink in order. A window of
+  // slots bounds the memory to a few blocks per worker, each slot's two
+  // buffers reused (blocks are alike in size, so they seldom grow).
+  const int workers = std::clamp(threads, 1, 8);
+  const size_t window = 2 * static_cast<size_t>(workers);
+  struct Slot {
+    uint64_t index = 0;  // the block it holds (valid when done)
+    uint64_t at = 0;     // its compressed offset
+    uint64_t size = 0;   // compressed bytes, prefix included
+    absl::Status status;
+    bool done = false;
+    std::string body, data;
+  };
+  std::vector<Slot> slots(window);
+  Mutex mu;
+  CondVar changed;
+  uint64_t next_index = 0;  // the next block a worker takes
+  uint64_t next_at = 0;     // where it starts
+  uint64_t consumed = 0;    // blocks the sink has had
+  bool stop = false;        // a block failed or the sink did: take no more
+  auto work = [&] {
+    for (;;) {
+      uint64_t index, at;
+      uint32_t len = 0;
+      absl::Status framing;
+      {
+        MutexLock lock(&mu);
+        while (!stop && next_at < file_size && next_index >= consumed + window) changed.Wait(&mu);
+        if (stop || next_at >= file_size) return;
+        index = next_index++;
+        at = next_at;
+        // Where the next block starts: this block's length prefix.
+        char prefix[kSnappyLengthSize];
+        if (file_size - at < kSnappyLengthSize) {
+          framing = absl::DataLossError(
+              absl::StrCat(file_size - at, " stray byte(s) after the last block"));
+        } else {
+          framing = PreadFull(fd, prefix, sizeof prefix, at, path);
+          if (framing.ok()) len = BigEndian32(prefix);
+        }
+        // A bad block ends the stream: no block after it is taken.
+        next_at = framing.ok() ? at + kSnappyLengthSize + len : file_size;
+      }
+      Slot& slot = slots[index % window];
+      absl::Status s = framing;
+      if (s.ok()) s = ReadBodyInto(fd, path, file_size, at, &slot.body);
+      if (s.ok()) s = DecodeSnappyBlockInto(slot.body, &slot.data);
+      MutexLock lock(&mu);
+      slot.index = index;
+      slot.at = at;
+      slot.size = kSnappyLengthSize + len;
+      slot.status = std::move(s);
+      slot.done = true;
+      if (!slot.status.ok()) next_at = file_size;
+      changed.SignalAll();
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 0; t < workers; ++t) pool.emplace_back(work);
+  auto finish = [&] {
+    {
+      MutexLock lock(&mu);
+      stop = true;
+      changed.SignalAll();
+    }
+    for (std::thread& t : pool) t.join();
+  };
+  uint64_t out = 0;
+  for (uint64_t index = 0;; ++index) {
+    Slot* slot = &slots[index % window];
+    {
+      MutexLock lock(&mu);
+      while (!(slot->done && slot->index == index) &&
+             !(next_at >= file_size && next_index == index)) {
+        changed.Wait(&mu);
+      }
+      if (!slot->done || slot->index != index) break;  // no block `index`: the end
+    }
+    if (!slot->status.ok()) {
+      if (!absl::IsDataLoss(slot->status)) {
+        absl::Status s = slot->status;
+        finish();
+        return s;
+      }
+      result.problem = StreamProblem{slot->at, out, std::string(slot->status.message())};
       break;
     }
-    if (at == 0) {
-      result.table.points.reserve(PointsToReserve(file_size, kSnappyLengthSize + body.size()));
+    if (index == 0) {
+      result.table.points.reserve(PointsToReserve(file_size, slot->size));
     }
     Checkpoint cp;
-    cp.in = at;
+    cp.in = slot->at;
     cp.out = out;
     cp.stream_start = true;  // a block needs nothing before it
     result.table.points.push_back(cp);
-    if (sink && !data.empty()) {
-      if (s = sink(data); !s.ok()) return s;
+    if (sink && !slot->data.empty()) {
+      if (absl::Status s = sink(slot->data); !s.ok()) {
+        finish();
+        return s;
+      }
     }
-    out += data.size();
-    at += kSnappyLengthSize + body.size();
-    if (progress) progress(at);
+    out += slot->data.size();
+    if (progress) progress(slot->at + slot->size);
+    MutexLock lock(&mu);
+    slot->done = false;
+    ++consumed;
+    changed.SignalAll();
   }
+  finish();
   if (result.table.points.empty()) {
     Checkpoint start;
     start.stream_start = true;

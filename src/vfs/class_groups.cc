@@ -168,45 +168,64 @@ std::string GroupingPath(const index::IndexStore& store, const std::string& real
                          Fnv1a64(feature), kSuffix);
 }
 
-ClassGroups GroupByClass(const std::vector<MountedShard>& shards, const GroupOptions& options,
-                         GroupStats* stats) {
-  GroupStats local_stats;
-  if (stats == nullptr) stats = &local_stats;
-  *stats = GroupStats();
+namespace {
+
+// Each of `shards`' grouping: loaded when stored and valid, else decoded
+// and stored (GroupByClass's contract, per shard).
+std::vector<ShardGrouping> GroupShards(const std::vector<const MountedShard*>& shards,
+                                       const GroupOptions& options, GroupStats* stats) {
   // Per shard: its stored grouping, or the folder name of each record to be
   // filled by the pass (disjoint chunks: no lock).
   std::vector<ShardGrouping> ids(shards.size());
   std::vector<std::string> paths(shards.size());
-  std::vector<bool> loaded(shards.size(), false);
+  std::vector<uint8_t> loaded(shards.size(), 0);  // not vector<bool>: written by many threads
   std::vector<std::vector<std::string>> names(shards.size());
-  std::vector<std::vector<uint8_t>> damaged(
-      shards.size());  // not vector<bool>: written by many threads
+  std::vector<std::vector<uint8_t>> damaged(shards.size());
+  const int max_threads = std::max(1, options.threads);
+
+  // Stored groupings, read and checked in parallel (a second mount's whole
+  // cost: a stat, a read and a CRC per shard).
+  {
+    std::atomic<size_t> next{0};
+    auto load = [&] {
+      for (size_t s = next.fetch_add(1); s < shards.size(); s = next.fetch_add(1)) {
+        ids[s] = Identity(*shards[s], options.feature);
+        if (options.store != nullptr) {
+          paths[s] = GroupingPath(*options.store, ids[s].real_path, options.feature);
+        }
+        if (paths[s].empty()) continue;
+        auto bytes = ReadFileToString(paths[s]);
+        if (!bytes.ok()) continue;
+        auto stored = DecodeGrouping(*bytes);
+        if (stored.ok() && SameShard(ids[s], *stored, shards[s]->records_shown())) {
+          ids[s] = *std::move(stored);
+          loaded[s] = 1;
+          log::Debug(shards[s]->index->path(), ": class grouping loaded from ", paths[s]);
+          continue;
+        }
+        log::Debug(shards[s]->index->path(), ": stored class grouping not used (",
+                   stored.ok() ? "the shard or its index changed" : stored.status().message(), ")");
+      }
+    };
+    std::vector<std::thread> pool;
+    for (size_t t = 1; t < std::min<size_t>(max_threads, shards.size()); ++t) {
+      pool.emplace_back(load);
+    }
+    load();
+    for (std::thread& t : pool) t.join();
+  }
+
   struct Chunk {
     uint32_t shard;
     uint64_t begin, end;
   };
   std::vector<Chunk> chunks;
   for (size_t s = 0; s < shards.size(); ++s) {
-    ids[s] = Identity(shards[s], options.feature);
-    const uint64_t n = shards[s].records_shown();
-    if (options.store != nullptr) {
-      paths[s] = GroupingPath(*options.store, ids[s].real_path, options.feature);
+    if (loaded[s]) {
+      ++stats->shards_loaded;
+      continue;
     }
-    if (!paths[s].empty()) {
-      auto bytes = ReadFileToString(paths[s]);
-      if (bytes.ok()) {
-        auto stored = DecodeGrouping(*bytes);
-        if (stored.ok() && SameShard(ids[s], *stored, n)) {
-          ids[s] = *std::move(stored);
-          loaded[s] = true;
-          ++stats->shards_loaded;
-          log::Debug(shards[s].index->path(), ": class grouping loaded from ", paths[s]);
-          continue;
-        }
-        log::Debug(shards[s].index->path(), ": stored class grouping not used (",
-                   stored.ok() ? "the shard or its index changed" : stored.status().message(), ")");
-      }
-    }
+    const uint64_t n = shards[s]->records_shown();
     names[s].resize(n);
     damaged[s].assign(n, 0);
     ++stats->shards_decoded;
@@ -220,7 +239,7 @@ ClassGroups GroupByClass(const std::vector<MountedShard>& shards, const GroupOpt
   auto work = [&] {
     for (size_t c = next.fetch_add(1); c < chunks.size(); c = next.fetch_add(1)) {
       const Chunk& chunk = chunks[c];
-      const MountedShard& shard = shards[chunk.shard];
+      const MountedShard& shard = *shards[chunk.shard];
       const index::ShardIndex& idx = *shard.index;
       uint64_t bytes = 0;
       for (uint64_t r = chunk.begin; r < chunk.end; ++r) {
@@ -239,8 +258,7 @@ ClassGroups GroupByClass(const std::vector<MountedShard>& shards, const GroupOpt
       if (options.progress) options.progress(chunk.end - chunk.begin, bytes);
     }
   };
-  const int threads =
-      static_cast<int>(std::min<size_t>(std::max(1, options.threads), chunks.size()));
+  const int threads = static_cast<int>(std::min<size_t>(max_threads, chunks.size()));
   std::vector<std::thread> pool;
   for (int t = 1; t < threads; ++t) pool.emplace_back(work);
   work();
@@ -277,6 +295,25 @@ ClassGroups GroupByClass(const std::vector<MountedShard>& shards, const GroupOpt
     }
   }
 
+  return ids;
+}
+
+}  // namespace
+
+ShardGrouping GroupShard(const MountedShard& shard, const GroupOptions& options,
+                         GroupStats* stats) {
+  GroupStats local_stats;
+  return std::move(GroupShards({&shard}, options, stats ? stats : &local_stats).front());
+}
+
+ClassGroups GroupByClass(const std::vector<MountedShard>& shards, const GroupOptions& options,
+                         GroupStats* stats) {
+  GroupStats local_stats;
+  if (stats == nullptr) stats = &local_stats;
+  *stats = GroupStats();
+  std::vector<const MountedShard*> borrowed;
+  for (const MountedShard& shard : shards) borrowed.push_back(&shard);
+  const std::vector<ShardGrouping> ids = GroupShards(borrowed, options, stats);
   // One sorted table for the mount.
   ClassGroups out;
   out.feature = options.feature;

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -41,10 +42,6 @@ ClassView::ClassView(const std::vector<MountedShard>& shards,
     // record and an image's feature.
     shard_names_.push_back(naming::EscapeNamePart(mount_paths[s], kMaxShardName));
     shard_by_name_.try_emplace(shard_names_.back(), static_cast<uint32_t>(s));
-    const struct timespec& t = shards_[s].mtime;
-    if (t.tv_sec > mtime_.tv_sec || (t.tv_sec == mtime_.tv_sec && t.tv_nsec > mtime_.tv_nsec)) {
-      mtime_ = t;
-    }
   }
   // Members in name order: shards by escaped name, then records.
   std::vector<uint32_t> order(shards_.size());
@@ -55,12 +52,7 @@ ClassView::ClassView(const std::vector<MountedShard>& shards,
   for (size_t f = 0; f < folders_.size(); ++f) folders_[f].name = groups_.folders[f];
   shard_rank_.resize(shards_.size());
   for (uint32_t i = 0; i < order.size(); ++i) shard_rank_[order[i]] = i;
-  for (uint32_t s : order) {
-    const std::vector<uint32_t>& of = groups_.folder_of[s];
-    for (uint64_t r = 0; r < of.size(); ++r) {
-      if (of[r] != kNotGrouped) folders_[of[r]].members.push_back(RecordKey(s, r));
-    }
-  }
+  FillFolders();
   // Records edited through an earlier mount show where their edits put them.
   if (edits_ != nullptr) {
     for (uint64_t key : edits_->EditedRecords()) {
@@ -72,6 +64,45 @@ ClassView::ClassView(const std::vector<MountedShard>& shards,
       }
     }
   }
+}
+
+void ClassView::FillFolders() {
+  mtime_ = {};
+  for (const MountedShard& shard : shards_) {
+    const struct timespec& t = shard.mtime;
+    if (t.tv_sec > mtime_.tv_sec || (t.tv_sec == mtime_.tv_sec && t.tv_nsec > mtime_.tv_nsec)) {
+      mtime_ = t;
+    }
+  }
+  std::vector<uint32_t> order(shards_.size());
+  for (uint32_t s = 0; s < shards_.size(); ++s) order[shard_rank_[s]] = s;
+  for (Folder& folder : folders_) folder.members.clear();
+  for (uint32_t s : order) {
+    const std::vector<uint32_t>& of = groups_.folder_of[s];
+    for (uint64_t r = 0; r < of.size(); ++r) {
+      if (of[r] != kNotGrouped) folders_[of[r]].members.push_back(RecordKey(s, r));
+    }
+  }
+}
+
+void ClassView::ResetShard(uint64_t shard, const ShardGrouping& grouping) {
+  std::vector<uint32_t> remap(grouping.folders.size());
+  for (size_t f = 0; f < remap.size(); ++f) {
+    remap[f] = FolderIndex(grouping.folders[f]);
+    if (remap[f] == kNotGrouped) {
+      log::Warning(shards_[shard].index->path(), ": records with ", groups_.feature, " folder '",
+                   grouping.folders[f],
+                   "' have no class folder in this mount; remount to see them");
+    }
+  }
+  std::vector<uint32_t>& of = groups_.folder_of[shard];
+  of.clear();
+  for (uint32_t f : grouping.folder_of) of.push_back(f == kNotGrouped ? kNotGrouped : remap[f]);
+  {
+    MutexLock lock(&mu_);
+    absl::erase_if(moved_, [&](const auto& kv) { return (kv.first >> kRecordBits) == shard; });
+  }
+  FillFolders();
 }
 
 uint32_t ClassView::FolderIndex(absl::string_view name) const {

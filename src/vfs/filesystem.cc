@@ -152,7 +152,7 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
     if (options.class_feature.empty()) {
       return absl::InvalidArgumentError("view=classes needs class_feature=NAME");
     }
-    GroupOptions group;
+    GroupOptions& group = fs->group_options_;
     group.feature = options.class_feature;
     group.store = options.index_store;
     group.threads =
@@ -161,6 +161,7 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
             : static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 16u));
     group.progress = options.on_group_progress;
     ClassGroups groups = GroupByClass(fs->shards_, group, &fs->group_stats_);
+    group.progress = nullptr;  // a commit's regrouping shows none
     const GroupStats& g = fs->group_stats_;
     log::Info("class folders by feature '", options.class_feature, "': ", groups.folders.size(),
               " folder(s); grouping of ", fs->shards_.size(), " shard(s): ", g.shards_loaded,
@@ -616,12 +617,6 @@ absl::StatusOr<scan::ScannedShard> AdoptedShard(const std::string& path,
 
 absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reopen) {
   if (!edits_) return absl::FailedPreconditionError("this mount takes no edits (read-only)");
-  if (reopen && (gallery_ || classes_)) {
-    // Their folders are computed at mount: a view=gallery or view=classes
-    // mount shows a rewritten shard after a remount.
-    return absl::FailedPreconditionError(
-        "a mount with -o view=gallery or view=classes commits its edits at unmount");
-  }
   // What the kernel must forget once the lock is released: each rewritten
   // shard's folder and the names it may have cached in it.
   struct Stale {
@@ -697,6 +692,27 @@ absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reop
       shard.index = std::move(scanned->index);
       ++shard.generation;
       records_->ResetShard(s);
+      if (gallery_ || classes_) {
+        // The image views' names are not the record folders': the kernel
+        // forgets the folders that list the shard's images, and with them
+        // every name it cached in them (one invalidation of each folder's
+        // own entry drops its children).
+        st.names.clear();
+        if (gallery_) {
+          auto [parent, name] = tree_->ShardFolderEntry(s);
+          stale.push_back({parent, {std::move(name)}});
+        } else {
+          // The new shard's records, by the grouping of its new bytes (and
+          // stored: the next mount loads it).
+          classes_->ResetShard(s, GroupShard(shard, group_options_));
+          Stale root{TreeId(0), {}};
+          for (size_t f = 0; f < classes_->num_folders(); ++f) {
+            root.names.push_back(classes_->FolderName(f));
+            stale.push_back({ClassFolderId(f), {}});
+          }
+          stale.push_back(std::move(root));
+        }
+      }
       stale.push_back(std::move(st));
     }
   }

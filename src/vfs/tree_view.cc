@@ -89,6 +89,11 @@ std::optional<uint64_t> TreeView::Find(uint64_t dir, absl::string_view name) con
   return *it;
 }
 
+std::pair<uint64_t, std::string> TreeView::ShardFolderEntry(uint64_t shard) const {
+  const Node& node = nodes_[shard_folder_ids_[shard] - TreeId(0)];
+  return {TreeId(node.parent), node.name};
+}
+
 std::optional<uint64_t> TreeView::ShardFolder(uint64_t ino) const {
   auto i = Resolve(ino);
   if (!i.ok() || nodes_[*i].type != Type::kShard) return std::nullopt;

@@ -38,6 +38,32 @@ TEST(Crc32cTest, Rfc3720Vectors) {
   EXPECT_EQ(0xd9963a56u, Value(data, sizeof data));
 }
 
+// Every length around the short-input path (the crc32 instruction up to 64
+// bytes, ISA-L above) and every alignment, against a bitwise CRC32C.
+TEST(Crc32cTest, ShortAndLongInputsMatchABitwiseCrc) {
+  auto bitwise = [](const unsigned char* p, size_t n) {
+    uint32_t crc = 0xffffffffu;
+    for (size_t i = 0; i < n; ++i) {
+      crc ^= p[i];
+      for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0x82f63b78u & (0u - (crc & 1u)));
+    }
+    return ~crc;
+  };
+  std::mt19937 rng(7);
+  std::string buf(200, '\0');
+  for (char& c : buf) c = static_cast<char>(rng());
+  const auto* u = reinterpret_cast<const unsigned char*>(buf.data());
+  for (size_t at = 0; at < 8; ++at) {
+    for (size_t n = 0; at + n <= buf.size(); ++n) {
+      ASSERT_EQ(bitwise(u + at, n), Value(buf.data() + at, n)) << "at " << at << " n " << n;
+      // Chained across the two paths.
+      const size_t cut = n / 3;
+      ASSERT_EQ(bitwise(u + at, n),
+                Extend(Value(buf.data() + at, cut), buf.data() + at + cut, n - cut));
+    }
+  }
+}
+
 TEST(Crc32cTest, EmptyInput) {
   EXPECT_EQ(0u, Value("", 0));
   EXPECT_EQ(0u, Value(absl::string_view()));

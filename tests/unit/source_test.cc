@@ -922,52 +922,5 @@ INSTANTIATE_TEST_SUITE_P(Codecs, WriterCodec,
                            return std::string(CodecName(info.param));
                          });
 
-// ---- SNAPPY scan --------------------------------------------------------------
-
-// ScanSnappy reads every block into buffers it reuses: blocks that grow,
-// shrink and grow again still come out whole, each at its checkpoint, and
-// damage after them still ends the stream where it starts.
-TEST(ScanSnappy, BlocksOfChangingSizesThenStrayBytes) {
-  std::string file, plain;
-  std::vector<Checkpoint> want;
-  uint64_t seed = 1;
-  for (size_t n : {size_t{1000}, size_t{300000}, size_t{7}, size_t{200000}, size_t{0}}) {
-    const std::string block = seed % 2 ? TextLike(n, seed) : RandomBytes(n, seed);
-    ++seed;
-    std::string compressed;
-    snappy::Compress(block.data(), block.size(), &compressed);
-    Checkpoint cp;
-    cp.in = file.size();
-    cp.out = plain.size();
-    want.push_back(cp);
-    char prefix[4];
-    for (int i = 0; i < 4; ++i) prefix[i] = static_cast<char>(compressed.size() >> (24 - 8 * i));
-    file.append(prefix, 4).append(compressed);
-    plain += block;
-  }
-  const uint64_t stray_at = file.size();
-  file += "xyz";
-  UniqueFd fd(memfd_create("snappy", MFD_CLOEXEC));
-  ASSERT_TRUE(WriteFull(fd.get(), file.data(), file.size(), "snappy").ok());
-
-  std::string seen;
-  auto scan = ScanSnappy(fd.get(), "snappy", file.size(), [&](absl::string_view bytes) {
-    seen.append(bytes.data(), bytes.size());
-    return absl::OkStatus();
-  });
-  ASSERT_TRUE(scan.ok()) << scan.status();
-  EXPECT_TRUE(seen == plain) << seen.size() << " bytes, not " << plain.size();
-  EXPECT_EQ(scan->table.data_size, plain.size());
-  ASSERT_EQ(scan->table.points.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    EXPECT_EQ(scan->table.points[i].in, want[i].in) << i;
-    EXPECT_EQ(scan->table.points[i].out, want[i].out) << i;
-    EXPECT_TRUE(scan->table.points[i].stream_start) << i;
-  }
-  ASSERT_TRUE(scan->problem.has_value());
-  EXPECT_EQ(scan->problem->compressed_offset, stray_at);
-  EXPECT_EQ(scan->problem->offset, plain.size());
-}
-
 }  // namespace
 }  // namespace tfrecordfs::source

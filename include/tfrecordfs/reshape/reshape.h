@@ -75,6 +75,11 @@ class PendingShard {
   PendingShard& operator=(const PendingShard&) = delete;
 
   absl::Status Append(absl::string_view payload) { return writer_->Append(payload); }
+  // Plain output: `length` bytes of `fd` at `offset` holding `records` whole
+  // framed records the caller checked (record::ShardWriter::AppendFramedRange).
+  absl::Status AppendFramedRange(int fd, uint64_t offset, uint64_t length, uint64_t records) {
+    return writer_->AppendFramedRange(fd, offset, length, records);
+  }
   // Closes and fsyncs the temporary file (it stays under its temporary name).
   absl::Status Finish();
   // After Finish(): renames it to its final name (never over an existing

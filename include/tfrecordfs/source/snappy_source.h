@@ -70,10 +70,13 @@ absl::StatusOr<std::string> DecodeSnappyBlock(absl::string_view body);
 // decompressed bytes in order, and returns the block table (one checkpoint
 // per block; windows empty) and where the stream stopped if damaged.
 // `progress` gets compressed bytes consumed. Only I/O errors and the sink's
-// errors are errors.
+// errors are errors. `threads` threads read and decompress blocks ahead
+// (at most two blocks each in memory); `sink` and `progress` are called on
+// the calling thread, in order.
 absl::StatusOr<ScanResult> ScanSnappy(StoredBytes fd, absl::string_view path, uint64_t file_size,
                                       const StreamSink& sink,
-                                      const std::function<void(uint64_t)>& progress = nullptr);
+                                      const std::function<void(uint64_t)>& progress = nullptr,
+                                      int threads = 2);
 
 // True when the file starts with a valid SNAPPY block whose decompressed
 // bytes begin with at least `min_bytes` bytes (the caller then checks that

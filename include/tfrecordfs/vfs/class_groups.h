@@ -101,6 +101,12 @@ struct GroupStats {
 ClassGroups GroupByClass(const std::vector<MountedShard>& shards, const GroupOptions& options,
                          GroupStats* stats);
 
+// One shard's grouping by options.feature, as GroupByClass makes it (loaded
+// when stored and valid, else decoded and stored): for a shard rewritten
+// while mounted (a commit), whose stored grouping the next mount then loads.
+ShardGrouping GroupShard(const MountedShard& shard, const GroupOptions& options,
+                         GroupStats* stats = nullptr);
+
 }  // namespace tfrecordfs::vfs
 
 #endif  // TFRECORDFS_VFS_CLASS_GROUPS_H_

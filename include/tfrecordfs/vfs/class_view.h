@@ -88,6 +88,18 @@ class ClassView final : public View {
                       absl::string_view new_name, unsigned flags) override;
 
   size_t num_folders() const { return folders_.size(); }
+  // Class folder f's name (f < num_folders()).
+  const std::string& FolderName(size_t f) const { return folders_[f].name; }
+
+  // Shard `shard` was rewritten (a commit while mounted: its records
+  // renumbered, edits and deletions applied, shards[shard] replaced):
+  // its records now show in the folders of `grouping` (GroupShard of the
+  // new shard), and relabels made through this mount are forgotten (the
+  // new shard holds them). A value with no class folder in this mount
+  // shows nowhere until a remount (logged). Not thread-safe: call with no
+  // other call of this view running (Filesystem::Commit holds the serve
+  // lock exclusively).
+  void ResetShard(uint64_t shard, const ShardGrouping& grouping);
 
  private:
   // The folder index of `ino` (kRoot for the root), or NotFound.
@@ -103,11 +115,13 @@ class ClassView final : public View {
   // The folder of the values an edited record's folder holds.
   uint32_t FolderOfEdited(uint64_t shard, uint64_t record) const;
   uint32_t FolderIndex(absl::string_view name) const;
+  // folders_' members and mtime_, from groups_ and shards_.
+  void FillFolders();
 
   const std::vector<MountedShard>& shards_;
   RecordView* const records_;
   RecordEdits* const edits_;
-  const ClassGroups groups_;
+  ClassGroups groups_;                    // folder_of changes only in ResetShard
   std::vector<uint32_t> shard_rank_;      // shard -> its place in name order
   std::vector<std::string> shard_names_;  // escaped mount paths
   absl::flat_hash_map<std::string, uint32_t> shard_by_name_;

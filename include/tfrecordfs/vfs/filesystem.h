@@ -359,6 +359,7 @@ class Filesystem {
   std::unique_ptr<GalleryView> gallery_;
   std::unique_ptr<ClassView> classes_;
   GroupStats group_stats_;
+  GroupOptions group_options_;  // view=classes: how the grouping was made
   // The staging area; null without one (Options::staging).
   std::unique_ptr<StagingView> staging_;
   // The kernel's entry `name` in `parent`, invalidated from a worker thread

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -58,6 +59,8 @@ class TreeView final : public View {
   std::optional<uint64_t> ShardFolder(uint64_t ino) const;
   // The node id of shard `shard`'s folder.
   uint64_t ShardFolderId(uint64_t shard) const { return shard_folder_ids_[shard]; }
+  // Where shard `shard`'s folder is: its parent's node id and its name.
+  std::pair<uint64_t, std::string> ShardFolderEntry(uint64_t shard) const;
 
   // ---- View: tree-space nodes ----
   absl::StatusOr<Attr> GetAttr(uint64_t ino) override;

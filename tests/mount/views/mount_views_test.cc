@@ -402,6 +402,109 @@ TEST_F(ViewsMountTest, CleaningThroughTheViews) {
   EXPECT_EQ(read_labels(), want);
 }
 
+// `tfrecordfs commit` while an image view is mounted: the rewritten shard
+// shows at once, renumbered, with nothing stale from the names and
+// listings the kernel cached before (every image is stat'ed first), and a
+// relabelled record in its new class folder; checked against the
+// independent reader, and in the gallery against a records-view mount.
+TEST_F(ViewsMountTest, CommitWhileMountedInTheImageViews) {
+  const char* root = std::getenv("TFRECORDFS_SOURCE_ROOT");
+  ASSERT_NE(root, nullptr);
+  const std::string sample = data_ + "/sample";
+  const std::string shard0 = sample + "/train-00000-of-00002.tfrecord";
+  const std::string store = tmp_.path() + "/store";
+  auto labels = [&]() {  // label of every record of shard 0 (tests/cli/tfrecord_check.py)
+    const std::string script = absl::StrCat(
+        "import sys; sys.path.insert(0, '", root, "/tests/cli'); import tfrecord_check as t\n",
+        "for p in t.read_records(sys.argv[1]): print(t.decode_example(p)['label'][1][0])\n");
+    const CommandResult r = RunCommand({kPython, "-c", script, shard0});
+    EXPECT_EQ(0, r.exit_code) << r.err;
+    return Lines(r.out);
+  };
+  // Every image of shard 0 in a class view: "<folder>/<record>", from the names.
+  auto class_members = [&](const std::string& m) {
+    std::set<std::string> out;
+    for (const std::string& path :
+         Lines(Sh("cd " + ShellQuote(m) + " && find . -name 'train-00000-*encoded.jpg'"))) {
+      const std::vector<std::string> parts = absl::StrSplit(path, '/');  // . folder name
+      const std::string rec =
+          parts[2].substr(std::string("train-00000-of-00002.tfrecord-").size(), 2);
+      out.insert(parts[1] + "/" + rec);
+    }
+    return out;
+  };
+  std::vector<std::string> want = labels();
+  ASSERT_EQ(want.size(), 12u);
+  const std::string other = want[0] == "1" ? "2" : "1";
+  {
+    Mount classes;
+    ASSERT_EQ("", classes.Start({sample},
+                                {"-o", "view=classes,class_feature=label,staging_dir=" + store}));
+    const std::string m = classes.mountpoint();
+    // The kernel caches every name and listing first.
+    Sh("find " + ShellQuote(m) + " -exec stat {} + > /dev/null");
+    const std::vector<std::string> cached =
+        Lines(Sh("cd " + ShellQuote(m) + " && find . -type f | sort"));
+    const std::string stem0 = "train-00000-of-00002.tfrecord-00";
+    Sh("mv " + ShellQuote(m + "/" + want[0] + "/" + stem0 + "-image%2Fencoded.jpg") + " " +
+       ShellQuote(m + "/" + other + "/"));
+    Sh("rm " +
+       ShellQuote(m + "/" + want[1] + "/train-00000-of-00002.tfrecord-01-image%2Fencoded.jpg"));
+    const CommandResult commit = RunCommand({BinaryPath(), "commit", m});
+    EXPECT_EQ(0, commit.exit_code) << commit.out << commit.err;
+    EXPECT_TRUE(absl::StrContains(
+        commit.out, "rewrote " + shard0 + ": kept 10, changed 1, added 0, deleted 1 record(s)"))
+        << commit.out;
+    want[0] = other;
+    want.erase(want.begin() + 1);
+    EXPECT_EQ(labels(), want);
+    // At once: each record of the new shard in its label's folder, once.
+    std::set<std::string> expect;
+    for (size_t r = 0; r < want.size(); ++r) {
+      expect.insert(absl::StrCat(want[r], "/", r < 10 ? "0" : "", r));
+    }
+    EXPECT_EQ(class_members(m), expect);
+    // No name cached before the commit answers for a record it no longer is.
+    for (const std::string& path : cached) {
+      const std::vector<std::string> parts = absl::StrSplit(path, '/');
+      const std::string prefix = "train-00000-of-00002.tfrecord-";
+      if (!absl::StartsWith(parts[2], prefix)) continue;
+      const std::string rec = parts[2].substr(prefix.size(), 2);
+      EXPECT_EQ(Exists(m + "/" + parts[1] + "/" + parts[2]), expect.count(parts[1] + "/" + rec) > 0)
+          << path;
+    }
+    // The stored grouping follows the new shard: a remount shows the same.
+    int status = 0;
+    EXPECT_EQ(0, classes.TfrUnmount(&status).exit_code);
+    Mount again;
+    ASSERT_EQ("", again.Start({sample}, {"-o", "ro,view=classes,class_feature=label"}));
+    EXPECT_EQ(class_members(again.mountpoint()), expect);
+  }
+  {
+    Mount gallery;
+    ASSERT_EQ("", gallery.Start({sample}, {"-o", "view=gallery,staging_dir=" + store}));
+    const std::string dir = gallery.path("train-00000-of-00002.tfrecord");
+    Sh("ls -l " + ShellQuote(dir) + " > /dev/null; stat " + ShellQuote(dir) + "/* > /dev/null");
+    Sh("rm " + ShellQuote(dir + "/03-image%2Fencoded.jpg"));
+    const CommandResult commit = RunCommand({BinaryPath(), "commit", gallery.mountpoint()});
+    EXPECT_EQ(0, commit.exit_code) << commit.out << commit.err;
+    want.erase(want.begin() + 3);
+    EXPECT_EQ(labels(), want);
+    // 10 records left, named 0..9 now (one digit), two images each; 10-*
+    // and 00-* are gone from the kernel's cache too.
+    EXPECT_EQ(Sh("ls " + ShellQuote(dir) + " | wc -l"), "20\n");
+    EXPECT_FALSE(Exists(dir + "/10-image%2Fencoded.jpg"));
+    EXPECT_FALSE(Exists(dir + "/00-image%2Fencoded.jpg"));
+    Mount records;
+    ASSERT_EQ("", records.Start({sample}, {"-o", "ro,staging_dir=" + store}));
+    for (const char* r : {"0", "3", "9"}) {
+      Sh(absl::StrCat("cmp ", ShellQuote(absl::StrCat(dir, "/", r, "-image%2Fencoded.jpg")), " ",
+                      ShellQuote(records.path(absl::StrCat("train-00000-of-00002.tfrecord/", r,
+                                                           "/image/encoded.jpg")))));
+    }
+  }
+}
+
 TEST_F(ViewsMountTest, OptionErrorsAreUsageErrors) {
   TempDir mnt;
   for (const std::vector<std::string>& args : {std::vector<std::string>{"-o", "view=classes"},

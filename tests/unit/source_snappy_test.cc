@@ -1,0 +1,152 @@
+// ScanSnappy (source/snappy_source.h): blocks of changing sizes, many
+// blocks read ahead by any number of workers and handed over in order,
+// damage and a sink's error ending the scan. Run under TSan too (the
+// workers share the slot window).
+#include <snappy.h>
+#include <sys/mman.h>
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tfrecordfs/base/file.h"
+#include "tfrecordfs/source/snappy_source.h"
+
+namespace tfrecordfs::source {
+namespace {
+
+std::string RandomBytes(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::string out(n, '\0');
+  for (char& c : out) c = static_cast<char>(rng());
+  return out;
+}
+
+// Text-like data: compresses well.
+std::string TextLike(size_t n, uint64_t seed) {
+  static const char* kWords[] = {"tensor", "record", "feature", "image", "label", "shard "};
+  std::mt19937_64 rng(seed);
+  std::string out;
+  while (out.size() < n) {
+    out += kWords[rng() % 6];
+    out += static_cast<char>('a' + rng() % 26);
+  }
+  out.resize(n);
+  return out;
+}
+
+// ScanSnappy reads every block into buffers it reuses: blocks that grow,
+// shrink and grow again still come out whole, each at its checkpoint, and
+// damage after them still ends the stream where it starts.
+TEST(ScanSnappy, BlocksOfChangingSizesThenStrayBytes) {
+  std::string file, plain;
+  std::vector<Checkpoint> want;
+  uint64_t seed = 1;
+  for (size_t n : {size_t{1000}, size_t{300000}, size_t{7}, size_t{200000}, size_t{0}}) {
+    const std::string block = seed % 2 ? TextLike(n, seed) : RandomBytes(n, seed);
+    ++seed;
+    std::string compressed;
+    snappy::Compress(block.data(), block.size(), &compressed);
+    Checkpoint cp;
+    cp.in = file.size();
+    cp.out = plain.size();
+    want.push_back(cp);
+    char prefix[4];
+    for (int i = 0; i < 4; ++i) prefix[i] = static_cast<char>(compressed.size() >> (24 - 8 * i));
+    file.append(prefix, 4).append(compressed);
+    plain += block;
+  }
+  const uint64_t stray_at = file.size();
+  file += "xyz";
+  UniqueFd fd(memfd_create("snappy", MFD_CLOEXEC));
+  ASSERT_TRUE(WriteFull(fd.get(), file.data(), file.size(), "snappy").ok());
+
+  std::string seen;
+  auto scan = ScanSnappy(fd.get(), "snappy", file.size(), [&](absl::string_view bytes) {
+    seen.append(bytes.data(), bytes.size());
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(scan.ok()) << scan.status();
+  EXPECT_TRUE(seen == plain) << seen.size() << " bytes, not " << plain.size();
+  EXPECT_EQ(scan->table.data_size, plain.size());
+  ASSERT_EQ(scan->table.points.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(scan->table.points[i].in, want[i].in) << i;
+    EXPECT_EQ(scan->table.points[i].out, want[i].out) << i;
+    EXPECT_TRUE(scan->table.points[i].stream_start) << i;
+  }
+  ASSERT_TRUE(scan->problem.has_value());
+  EXPECT_EQ(scan->problem->compressed_offset, stray_at);
+  EXPECT_EQ(scan->problem->offset, plain.size());
+}
+
+// The workers read and decompress blocks ahead, out of order; the sink
+// still gets every block in order, a damaged block in the middle (its
+// length fine, its body not Snappy) ends the stream at that block with
+// nothing after it fed, and a sink's error stops the scan: for any number
+// of threads, with more blocks than the workers' window.
+TEST(ScanSnappy, ManyBlocksInOrderWithAnyThreadsAndDamageOrASinkErrorStops) {
+  std::string file, plain;
+  std::vector<uint64_t> block_at, block_out;
+  for (uint64_t b = 0; b < 60; ++b) {
+    const std::string block = b % 2 ? TextLike(5000 + 997 * b, b) : RandomBytes(3000 + 31 * b, b);
+    std::string compressed;
+    snappy::Compress(block.data(), block.size(), &compressed);
+    block_at.push_back(file.size());
+    block_out.push_back(plain.size());
+    char prefix[4];
+    for (int i = 0; i < 4; ++i) prefix[i] = static_cast<char>(compressed.size() >> (24 - 8 * i));
+    file.append(prefix, 4).append(compressed);
+    plain += block;
+  }
+  std::string damaged = file;
+  // Block 37's body: its varint header kept, the rest garbage.
+  for (uint64_t i = block_at[37] + 4 + 3; i < block_at[38]; ++i) damaged[i] = '\xff';
+  for (int threads : {1, 2, 3, 8}) {
+    for (const std::string* bytes : {&file, &damaged}) {
+      UniqueFd fd(memfd_create("snappy", MFD_CLOEXEC));
+      ASSERT_TRUE(WriteFull(fd.get(), bytes->data(), bytes->size(), "snappy").ok());
+      std::string seen;
+      auto scan = ScanSnappy(
+          fd.get(), "snappy", bytes->size(),
+          [&](absl::string_view b) {
+            seen.append(b.data(), b.size());
+            return absl::OkStatus();
+          },
+          nullptr, threads);
+      ASSERT_TRUE(scan.ok()) << scan.status();
+      const size_t blocks = bytes == &file ? 60 : 37;
+      EXPECT_TRUE(seen == plain.substr(0, blocks == 60 ? plain.size() : block_out[37]))
+          << threads << " threads: " << seen.size() << " bytes";
+      ASSERT_EQ(scan->table.points.size(), blocks) << threads;
+      for (size_t i = 0; i < blocks; ++i) {
+        EXPECT_EQ(scan->table.points[i].in, block_at[i]) << i;
+        EXPECT_EQ(scan->table.points[i].out, block_out[i]) << i;
+      }
+      if (bytes == &file) {
+        EXPECT_FALSE(scan->problem.has_value()) << threads;
+      } else {
+        ASSERT_TRUE(scan->problem.has_value()) << threads;
+        EXPECT_EQ(scan->problem->compressed_offset, block_at[37]);
+        EXPECT_EQ(scan->problem->offset, block_out[37]);
+      }
+    }
+    UniqueFd fd(memfd_create("snappy", MFD_CLOEXEC));
+    ASSERT_TRUE(WriteFull(fd.get(), file.data(), file.size(), "snappy").ok());
+    int calls = 0;
+    auto stopped = ScanSnappy(
+        fd.get(), "snappy", file.size(),
+        [&](absl::string_view) {
+          return ++calls == 20 ? absl::CancelledError("enough") : absl::OkStatus();
+        },
+        nullptr, threads);
+    EXPECT_TRUE(absl::IsCancelled(stopped.status())) << stopped.status();
+    EXPECT_EQ(calls, 20);
+  }
+}
+
+}  // namespace
+}  // namespace tfrecordfs::source
