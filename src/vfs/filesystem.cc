@@ -660,10 +660,7 @@ absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reop
       Stale st;
       st.folder = tree_->ShardFolderId(s);
       const uint64_t old_count = shard.records_shown();
-      for (uint64_t i = 0; i < old_count; ++i) {
-        st.names.push_back(records_->RecordName(s, i));
-        st.names.push_back(absl::StrCat(i));
-      }
+      const size_t old_width = static_cast<size_t>(shard.name_width);
       for (std::string& name : edits_->ResetShard(s)) st.names.push_back(std::move(name));
       deletions_->ResetShard(s);
       // The new file: a plain one with the index its rewrite made, else
@@ -692,6 +689,30 @@ absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reop
       shard.index = std::move(scanned->index);
       ++shard.generation;
       records_->ResetShard(s);
+      // A record's name keeps its node id (shard, record number), so the
+      // kernel needs telling only about the names that appear or vanish
+      // (both spellings, and the edit store's names), instead of every
+      // name of the shard; everything else it cached in the folder (names
+      // no process holds, negative entries) goes with one invalidation of
+      // the folder's own entry, and what it re-reads comes with the next
+      // generation.
+      // When the names' width changes (1000 records become 999), every
+      // padded name changes.
+      const uint64_t new_count = shard.records_shown();
+      const bool renamed = static_cast<size_t>(shard.name_width) != old_width;
+      for (uint64_t i = renamed ? 0 : std::min(old_count, new_count);
+           i < std::max(old_count, new_count); ++i) {
+        std::string digits = absl::StrCat(i);
+        if (i < old_count && digits.size() < old_width) {
+          st.names.push_back(std::string(old_width - digits.size(), '0') + digits);
+        }
+        if (i < new_count) st.names.push_back(records_->RecordName(s, i));
+        st.names.push_back(std::move(digits));
+      }
+      if (!gallery_ && !classes_) {
+        auto [parent, name] = tree_->ShardFolderEntry(s);
+        stale.push_back({parent, {std::move(name)}});
+      }
       if (gallery_ || classes_) {
         // The image views' names are not the record folders': the kernel
         // forgets the folders that list the shard's images, and with them

@@ -338,6 +338,9 @@ TEST_P(RecordEditTest, CommitWhileMountedShowsTheNewShardAtOnce) {
   EXPECT_EQ(ReadWholeFile(R("1/id")), "3\n");
   EXPECT_EQ(ReadWholeFile(R("1/text.txt")), "record 3\n");
   EXPECT_EQ(ReadWholeFile(R("10/id")), "99\n");
+  // The names the kernel cached before (padded), now other records.
+  EXPECT_EQ(ReadWholeFile(R("01/id")), "3\n");
+  EXPECT_EQ(ReadWholeFile(R("02/text.txt")), "record 4\n");
   EXPECT_FALSE(Exists(R("zz")));
   EXPECT_FALSE(Exists(R("11")));
   CommandResult status = RunCommand({BinaryPath(), "status", s_.mnt});
