@@ -98,11 +98,14 @@ absl::Status KeptPending(const absl::Status& s) {
 // finished (whole records; the pieces tile the file from byte 0), and a
 // thread maps the piece and reads it back from the file: every header and
 // data CRC, the piece's record count, and the payloads the rewrite wrote
-// itself (edited and added records) byte for byte. (Starting each piece's
-// writeback early with sync_file_range was tried: it throttles the copy to
-// the disk's pace and made the commit slower.) With Finish's size and record count,
-// this checks what CheckWrittenShard checks after the write, without a
-// second pass over the file after it.
+// itself (edited and added records) byte for byte. With Finish's size and
+// record count, this checks what CheckWrittenShard checks after the write,
+// plus the edited content. Measured on a 200 MB shard (one label edited):
+// copy ~75 ms, fsync ~95 ms; the check (~45 ms) was already hidden behind
+// the fsync when it ran after the copy, so this gains where the check
+// would outlast the fsync (larger shards, faster disks). Starting each
+// piece's writeback early (sync_file_range) was tried: it throttles the
+// copy to the disk's pace and made the commit slower.
 //
 // Thread-safety: Piece and Finish from the writing thread only.
 class PipelinedCheck {
