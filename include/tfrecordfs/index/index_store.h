@@ -6,8 +6,9 @@
 //       ${XDG_CACHE_HOME:-~/.cache}/tfrecordfs/index/<name>-<hash>.tfri
 //     <name> is the shard's base name (cut to 64 bytes), <hash> 16 hex
 //     digits of a 64-bit FNV-1a hash of the shard's real path;
-//   - a shared index directory (-o index_dir=PATH; read-only for the mount,
-//     written by `tfrecordfs index --index-dir PATH`), checked first. Its
+//   - a shared index directory (-o index_dir=PATH; written by `tfrecordfs
+//     index --index-dir PATH`, and by a mount only where a commit rewrote a
+//     shard: Replaced), checked first. Its
 //     layout mirrors the mount: the index of the shard the mount shows as
 //     `train/x-00001-of-01024.tfrecord` is PATH/train/x-00001-of-01024.tfrecord.tfri.
 //     Machines that see the dataset at different paths thus share one index
