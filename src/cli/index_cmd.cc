@@ -27,6 +27,7 @@
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
+#include "tfrecordfs/index/dali_index.h"
 #include "tfrecordfs/index/index_store.h"
 #include "tfrecordfs/scan/objects.h"
 #include "tfrecordfs/scan/scan.h"
@@ -84,17 +85,6 @@ Exit status: 0 when every shard's index is saved (or was valid already), 1
 when a SOURCE cannot be read, an index cannot be saved, or a DALI index
 cannot be written, 2 on a usage error.
 )";
-
-// The index NVIDIA DALI's tfrecord2idx writes for a plain shard: one line
-// "<offset> <size>" per record, size being the whole framing (16 bytes +
-// the payload).
-std::string DaliIndex(const index::ShardIndex& idx) {
-  std::string out;
-  for (uint64_t i = 0; i < idx.num_records(); ++i) {
-    absl::StrAppend(&out, idx.begin(i), " ", idx.end(i) - idx.begin(i), "\n");
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -221,7 +211,11 @@ int IndexMain(int argc, char** argv) {
       }
       const std::string target = absl::StrCat(dali_dir, "/", shard.mount_path, ".idx");
       absl::Status st = MakeDirs(Dirname(target), 0755);
-      if (st.ok()) st = WriteFileAtomically(target, DaliIndex(*shard.index));
+      // Recorded (index/dali_index.h) so that a commit of record edits
+      // rewrites it with the shard.
+      const std::string text = index::DaliIndexText(shard.index->offsets());
+      if (st.ok()) st = WriteFileAtomically(target, text);
+      if (st.ok()) st = index::RecordDaliIndex(shard.path, RealPath(target).value_or(target), text);
       if (!st.ok()) {
         log::Error(shard.path, ": cannot write its DALI index: ", st.message());
         dali_failed = true;

@@ -250,8 +250,18 @@ std::optional<int> Mount::OpenStore() {
       return Fail();
     }
     edits_ = *std::move(edits);
+    // The indexes of a shard whose rewrite recovery finishes follow it
+    // (index_dir entries are not known here: found stale, then ignored).
+    index::StoreOptions index_options;
+    index_options.cache_dir = cli_.index_cache ? index::DefaultCacheDir() : "";
+    index_options.beside = cli_.index_beside;
+    index_options.durable = false;
+    index::IndexStore indexes(index_options);
+    auto follow = [&indexes](const std::string& path, const std::vector<uint64_t>* offsets) {
+      index::FollowRewrite(&indexes, path, "", offsets);
+    };
     for (const std::string& line :
-         repack::RecoverRewrites(deletions_.get(), edits_->records_dir())) {
+         repack::RecoverRewrites(deletions_.get(), edits_->records_dir(), follow)) {
       log::Info(line);
     }
     cli_.vfs.deletions = deletions_.get();
@@ -411,19 +421,6 @@ int Mount::PackOnUnmount() {
     auto committed = fs_->Commit(/*reopen=*/false);
     std::vector<repack::RewrittenShard> rewritten;
     if (committed.ok()) rewritten = *std::move(committed);
-    // Indexes of the old shards: the cached one is dropped, and one beside
-    // the shard (`tfrecordfs index --beside`) removed; the next mount walks
-    // the new shard once and caches it.
-    for (const repack::RewrittenShard& r : rewritten) {
-      if (!r.status.ok()) continue;
-      index_store_->Drop(r.path);
-      const std::string beside = index::IndexStore::BesidePath(r.path);
-      if (::unlink(beside.c_str()) == 0) {
-        log::Info("removed ", beside,
-                  ", the index of the shard before its rewrite (`tfrecordfs "
-                  "index --beside` writes a new one)");
-      }
-    }
     const std::string summary = committed.ok() ? repack::RewriteSummary(rewritten)
                                                : absl::StrCat(committed.status().message(), "\n");
     absl::StrAppend(&text, summary);

@@ -19,6 +19,7 @@
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/hash.h"
 #include "tfrecordfs/base/log.h"
+#include "tfrecordfs/index/dali_index.h"
 #include "tfrecordfs/record/format.h"
 
 namespace tfrecordfs::index {
@@ -330,6 +331,105 @@ void IndexStore::Drop(const std::string& path) {
   if (options_.cache_dir.empty()) return;
   const std::string key = tfrecordfs::RealPath(path).value_or(path);
   ::unlink(CachePath(key).c_str());
+}
+
+std::shared_ptr<const ShardIndex> IndexStore::Replaced(const std::string& path,
+                                                       const std::string& mount_path,
+                                                       source::Codec codec,
+                                                       const std::vector<uint64_t>* offsets) {
+  const bool use_cache =
+      !options_.write_shared && !options_.write_beside && !options_.cache_dir.empty();
+  const std::string real_path = tfrecordfs::RealPath(path).value_or(path);
+  std::vector<std::string> others;  // index files of the old shard that exist
+  for (const std::string& f : {BesidePath(path), options_.shared_dir.empty() || mount_path.empty()
+                                                     ? std::string()
+                                                     : SharedPath(mount_path)}) {
+    if (!f.empty() && ::access(f.c_str(), F_OK) == 0) others.push_back(f);
+  }
+  std::optional<IndexFile> file;
+  struct stat st;
+  if (codec == source::Codec::kNone && offsets != nullptr && !offsets->empty()) {
+    auto fd = OpenFile(path, O_RDONLY | O_CLOEXEC);
+    if (fd.ok() && ::fstat(fd->get(), &st) == 0) {
+      record::WalkResult walk;
+      walk.offsets = *offsets;
+      walk.file_size = static_cast<uint64_t>(st.st_size);
+      auto f = Fingerprint(fd->get(), path, real_path, st, std::move(walk), nullptr);
+      if (f.ok()) {
+        file = std::move(*f);
+      } else {
+        log::Warning(path,
+                     ": cannot index the rewritten shard from its offsets: ", f.status().message());
+      }
+    }
+  }
+  if (!file) {
+    if (use_cache) ::unlink(CachePath(real_path).c_str());
+    for (const std::string& f : others) {
+      if (::unlink(f.c_str()) == 0) {
+        log::Info("removed ", f, ", the index of ", path, " before its rewrite");
+      } else {
+        log::Warning("cannot remove ", f, ", the index of ", path,
+                     " before its rewrite: ", std::strerror(errno), " (found stale and ignored)");
+      }
+    }
+    return nullptr;
+  }
+  if (use_cache) (void)Save(CachePath(real_path), *file);
+  const std::string bytes = EncodeIndexFile(*file);
+  for (const std::string& f : others) {
+    if (auto s = WriteFileAtomically(f, bytes); s.ok()) {
+      log::Info("rewrote ", f, ", the index of ", path);
+    } else {
+      log::Warning("cannot rewrite ", f, ", the index of ", path,
+                   " before its rewrite: ", s.message(), " (found stale and ignored)");
+    }
+  }
+  const uint64_t size = file->file_size;
+  return std::make_shared<const ShardIndex>(path, size, MtimeNs(st), std::move(file->walk));
+}
+
+std::shared_ptr<const ShardIndex> FollowRewrite(IndexStore* store, const std::string& path,
+                                                const std::string& mount_path,
+                                                const std::vector<uint64_t>* offsets) {
+  source::Codec codec = source::Codec::kNone;
+  std::vector<uint64_t> walked;
+  {
+    auto fd = OpenFile(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (!fd.ok() || ::fstat(fd->get(), &st) != 0) {
+      log::Warning(path, ": cannot open the rewritten shard to update its indexes: ",
+                   fd.ok() ? std::strerror(errno) : fd.status().message());
+      return nullptr;
+    }
+    const uint64_t size = static_cast<uint64_t>(st.st_size);
+    if (auto probe = ProbeFile(fd->get(), path, size, &codec); !probe.ok()) {
+      log::Warning(path, ": ", probe.status().message());
+      return nullptr;
+    }
+    const bool needed =
+        HasDaliIndex(path) ||
+        (store != nullptr && ::access(IndexStore::BesidePath(path).c_str(), F_OK) == 0);
+    if (offsets == nullptr && codec == source::Codec::kNone && needed) {
+      auto walk = WalkShard(fd->get(), path, size, codec, source::kDefaultSpan, nullptr,
+                            WalkMode::kHeaders);
+      if (walk.ok() && walk->walk.problems.empty()) {
+        walked = std::move(walk->walk.offsets);
+        offsets = &walked;
+      }
+    }
+  }
+  std::shared_ptr<const ShardIndex> out;
+  if (store != nullptr) out = store->Replaced(path, mount_path, codec, offsets);
+  if (codec == source::Codec::kNone && offsets != nullptr) {
+    auto dali = FollowDaliIndex(path, *offsets);
+    if (!dali.ok()) {
+      log::Warning(path, ": cannot rewrite its DALI index: ", dali.status().message());
+    } else if (*dali) {
+      log::Info("rewrote ", **dali, ", the DALI index of ", path);
+    }
+  }
+  return out;
 }
 
 std::string IndexStore::BesidePath(const std::string& shard_path) {

@@ -1,9 +1,11 @@
 #include "tfrecordfs/repack/tfds_info.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -60,16 +62,32 @@ std::optional<TfdsShardName> ParseTfdsShardName(absl::string_view name) {
   return out;
 }
 
-absl::StatusOr<std::optional<std::string>> UpdateTfdsInfo(const std::string& shard_path,
-                                                          uint64_t records,
-                                                          std::optional<int64_t> bytes_delta) {
+namespace {
+
+struct InfoPaths {
+  std::string dir;
+  std::string file;  // the shard's base name
+  std::string info;  // <dir>/dataset_info.json
+};
+
+InfoPaths InfoPathsOf(const std::string& shard_path) {
   const size_t slash = shard_path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : shard_path.substr(0, slash);
-  const std::string file = shard_path.substr(slash == std::string::npos ? 0 : slash + 1);
-  const auto name = ParseTfdsShardName(file);
+  InfoPaths p;
+  p.dir = slash == std::string::npos ? "." : shard_path.substr(0, slash);
+  p.file = shard_path.substr(slash == std::string::npos ? 0 : slash + 1);
+  p.info = p.dir + "/dataset_info.json";
+  return p;
+}
+
+// The text dataset_info.json should have after the rewrite (see
+// UpdateTfdsInfo), or nullopt when there is nothing to update.
+absl::StatusOr<std::optional<std::string>> UpdatedTfdsInfo(const std::string& shard_path,
+                                                           uint64_t records,
+                                                           std::optional<int64_t> bytes_delta) {
+  const InfoPaths paths = InfoPathsOf(shard_path);
+  const auto name = ParseTfdsShardName(paths.file);
   if (!name) return std::nullopt;
-  const std::string info_path = dir + "/dataset_info.json";
-  auto text = ReadFileToString(info_path);
+  auto text = ReadFileToString(paths.info);
   if (!text.ok()) {
     if (ErrnoOf(text.status()) == ENOENT || absl::IsNotFound(text.status())) return std::nullopt;
     return text.status();
@@ -77,7 +95,7 @@ absl::StatusOr<std::optional<std::string>> UpdateTfdsInfo(const std::string& sha
   nlohmann::ordered_json info =
       nlohmann::ordered_json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (info.is_discarded()) {
-    return absl::DataLossError(absl::StrCat(info_path,
+    return absl::DataLossError(absl::StrCat(paths.info,
                                             ": not JSON; its split sizes were not "
                                             "updated for ",
                                             shard_path));
@@ -100,10 +118,51 @@ absl::StatusOr<std::optional<std::string>> UpdateTfdsInfo(const std::string& sha
             Like(split["numBytes"], static_cast<uint64_t>(std::max<int64_t>(now, 0)));
       }
     }
-    if (auto s = WriteFileAtomically(info_path, info.dump(2) + "\n"); !s.ok()) return s;
-    return info_path;
+    return info.dump(2) + "\n";
   }
   return std::nullopt;
+}
+
+}  // namespace
+
+absl::StatusOr<std::optional<std::string>> UpdateTfdsInfo(const std::string& shard_path,
+                                                          uint64_t records,
+                                                          std::optional<int64_t> bytes_delta) {
+  auto text = UpdatedTfdsInfo(shard_path, records, bytes_delta);
+  if (!text.ok()) return text.status();
+  if (!*text) return std::nullopt;
+  const std::string info = InfoPathsOf(shard_path).info;
+  if (auto s = WriteFileAtomically(info, **text); !s.ok()) return s;
+  return info;
+}
+
+std::string PendingTfdsInfoPath(const std::string& shard_path) {
+  const InfoPaths paths = InfoPathsOf(shard_path);
+  return absl::StrCat(paths.dir, "/.dataset_info.json.", paths.file, ".tmp");
+}
+
+absl::StatusOr<bool> PrepareTfdsInfo(const std::string& shard_path, uint64_t records,
+                                     int64_t bytes_delta) {
+  auto text = UpdatedTfdsInfo(shard_path, records, bytes_delta);
+  if (!text.ok()) return text.status();
+  if (!*text) return false;
+  if (auto s = WriteFileAtomically(PendingTfdsInfoPath(shard_path), **text); !s.ok()) return s;
+  return true;
+}
+
+absl::StatusOr<std::optional<std::string>> FinishTfdsInfo(const std::string& shard_path) {
+  const InfoPaths paths = InfoPathsOf(shard_path);
+  const std::string pending = PendingTfdsInfoPath(shard_path);
+  if (::rename(pending.c_str(), paths.info.c_str()) != 0) {
+    if (errno == ENOENT) return std::nullopt;
+    return ErrnoError(errno, absl::StrCat("rename ", pending, " over ", paths.info));
+  }
+  if (auto s = FsyncDir(paths.dir); !s.ok()) return s;
+  return paths.info;
+}
+
+bool DiscardTfdsInfo(const std::string& shard_path) {
+  return ::unlink(PendingTfdsInfoPath(shard_path).c_str()) == 0;
 }
 
 }  // namespace tfrecordfs::repack

@@ -116,6 +116,7 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
     shard_entries.push_back(shard.entry);
     mount_paths.push_back(shard.mount_path);
   }
+  fs->mount_paths_ = mount_paths;
 
   RecordViewOptions record_options;
   record_options.cache_records = options.cache_records;
@@ -592,6 +593,28 @@ void Filesystem::InvalidationLoop() {
   }
 }
 
+namespace {
+
+// The shard at `path` as a scan would give it, with `index` (made by the
+// commit that wrote the file; NotFound when null or not the file there).
+absl::StatusOr<scan::ScannedShard> AdoptedShard(const std::string& path,
+                                                std::shared_ptr<const index::ShardIndex> index) {
+  if (index == nullptr) return absl::NotFoundError("no index made by the rewrite");
+  auto fd = OpenFile(path, O_RDONLY | O_CLOEXEC);
+  if (!fd.ok()) return fd.status();
+  scan::ScannedShard out;
+  if (::fstat(fd->get(), &out.st) != 0) return ErrnoError(errno, path);
+  if (static_cast<uint64_t>(out.st.st_size) != index->file_size()) {
+    return absl::NotFoundError("changed since the rewrite");
+  }
+  out.path = path;
+  out.identity = source::FileIdentity::Of(out.st, fd->get());
+  out.index = std::move(index);
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reopen) {
   if (!edits_) return absl::FailedPreconditionError("this mount takes no edits (read-only)");
   // What the kernel must forget once the lock is released: each rewritten
@@ -612,11 +635,23 @@ absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reop
       by_path[shards_[s].index->path()] = s;
       from[s] = {shards_[s].source.get(), &shards_[s].index->offsets(), shards_[s].index->codec()};
     }
-    results = repack::ApplyEdits(edit_list_, edit_store_->records_dir(), types,
-                                 [&](const std::string& path) -> const repack::ShardToRewrite* {
-                                   auto it = by_path.find(path);
-                                   return it == by_path.end() ? nullptr : &from[it->second];
-                                 });
+    // The indexes of each rewritten shard follow it within its commit
+    // (index::FollowRewrite); a plain shard's new index, made from the
+    // offsets the rewrite wrote, is the one the mount shows it with.
+    absl::flat_hash_map<std::string, std::shared_ptr<const index::ShardIndex>> new_indexes;
+    results = repack::ApplyEdits(
+        edit_list_, edit_store_->records_dir(), types,
+        [&](const std::string& path) -> const repack::ShardToRewrite* {
+          auto it = by_path.find(path);
+          return it == by_path.end() ? nullptr : &from[it->second];
+        },
+        [&](const std::string& path, const std::vector<uint64_t>* offsets) {
+          auto it = by_path.find(path);
+          const std::string mount_path = it == by_path.end() || it->second >= mount_paths_.size()
+                                             ? ""
+                                             : mount_paths_[it->second];
+          new_indexes[path] = index::FollowRewrite(index_store_, path, mount_path, offsets);
+        });
     if (!reopen) return results;
     for (repack::RewrittenShard& r : results) {
       if (!r.status.ok()) continue;
@@ -625,14 +660,13 @@ absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reop
       Stale st;
       st.folder = tree_->ShardFolderId(s);
       const uint64_t old_count = shard.records_shown();
-      for (uint64_t i = 0; i < old_count; ++i) {
-        st.names.push_back(records_->RecordName(s, i));
-        st.names.push_back(absl::StrCat(i));
-      }
+      const size_t old_width = static_cast<size_t>(shard.name_width);
       for (std::string& name : edits_->ResetShard(s)) st.names.push_back(std::move(name));
       deletions_->ResetShard(s);
-      // The new file, indexed (and cached) like a shard at mount.
-      auto scanned = scan::ScanOne(r.path, index_store_);
+      // The new file: a plain one with the index its rewrite made, else
+      // indexed (and cached) like a shard at mount.
+      absl::StatusOr<scan::ScannedShard> scanned = AdoptedShard(r.path, new_indexes[r.path]);
+      if (!scanned.ok()) scanned = scan::ScanOne(r.path, index_store_);
       absl::StatusOr<std::unique_ptr<source::ShardSource>> src =
           scanned.ok() ? scan::OpenShard(*scanned, &inflate_cache_, &fd_cache_) : scanned.status();
       if (!src.ok()) {
@@ -655,6 +689,30 @@ absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reop
       shard.index = std::move(scanned->index);
       ++shard.generation;
       records_->ResetShard(s);
+      // A record's name keeps its node id (shard, record number), so the
+      // kernel needs telling only about the names that appear or vanish
+      // (both spellings, and the edit store's names), instead of every
+      // name of the shard; everything else it cached in the folder (names
+      // no process holds, negative entries) goes with one invalidation of
+      // the folder's own entry, and what it re-reads comes with the next
+      // generation.
+      // When the names' width changes (1000 records become 999), every
+      // padded name changes.
+      const uint64_t new_count = shard.records_shown();
+      const bool renamed = static_cast<size_t>(shard.name_width) != old_width;
+      for (uint64_t i = renamed ? 0 : std::min(old_count, new_count);
+           i < std::max(old_count, new_count); ++i) {
+        std::string digits = absl::StrCat(i);
+        if (i < old_count && digits.size() < old_width) {
+          st.names.push_back(std::string(old_width - digits.size(), '0') + digits);
+        }
+        if (i < new_count) st.names.push_back(records_->RecordName(s, i));
+        st.names.push_back(std::move(digits));
+      }
+      if (!gallery_ && !classes_) {
+        auto [parent, name] = tree_->ShardFolderEntry(s);
+        stale.push_back({parent, {std::move(name)}});
+      }
       if (gallery_ || classes_) {
         // The image views' names are not the record folders': the kernel
         // forgets the folders that list the shard's images, and with them

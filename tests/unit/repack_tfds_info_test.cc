@@ -91,5 +91,41 @@ TEST_F(TfdsInfoTest, LeavesAloneWhatItCannotMatch) {
   EXPECT_NE(std::string(bad.status().message()).find("dataset_info.json"), std::string::npos);
 }
 
+// The rewrite's two steps: the updated file waits beside the shard until
+// FinishTfdsInfo renames it into place (again: nothing), or is discarded.
+TEST_F(TfdsInfoTest, PreparedFileHoldsTheResultUntilFinished) {
+  const std::string before =
+      R"({"splits": [{"name": "train", "numBytes": "100", "shardLengths": ["3", "4"]}]})";
+  Write(before);
+  const std::string shard = dir_.Join("d-train.tfrecord-00001-of-00002");
+  auto prepared = PrepareTfdsInfo(shard, 6, -20);
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  EXPECT_TRUE(*prepared);
+  EXPECT_EQ(PendingTfdsInfoPath(shard),
+            dir_.Join(".dataset_info.json.d-train.tfrecord-00001-of-00002.tmp"));
+  EXPECT_EQ(*ReadFileToString(dir_.Join("dataset_info.json")), before);  // not yet
+  auto done = FinishTfdsInfo(shard);
+  ASSERT_TRUE(done.ok()) << done.status();
+  ASSERT_TRUE(done->has_value());
+  const nlohmann::json j = Read();
+  EXPECT_EQ(j["splits"][0]["shardLengths"], nlohmann::json::array({"3", "6"}));
+  EXPECT_EQ(j["splits"][0]["numBytes"], "80");
+  // Idempotent: a second finish (recovery after the rename) changes nothing.
+  auto again = FinishTfdsInfo(shard);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(again->has_value());
+  EXPECT_EQ(Read(), j);
+  // A rewrite that did not happen: the prepared file goes, the metadata stays.
+  ASSERT_TRUE(*PrepareTfdsInfo(shard, 1, -1000));
+  EXPECT_TRUE(DiscardTfdsInfo(shard));
+  EXPECT_FALSE(DiscardTfdsInfo(shard));
+  EXPECT_EQ(Read(), j);
+  // Nothing to update: no file prepared.
+  auto other = PrepareTfdsInfo(dir_.Join("d-test.tfrecord-00000-of-00001"), 1, 1);
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_FALSE(*other);
+  EXPECT_FALSE(DiscardTfdsInfo(dir_.Join("d-test.tfrecord-00000-of-00001")));
+}
+
 }  // namespace
 }  // namespace tfrecordfs::repack

@@ -6,8 +6,9 @@
 //       ${XDG_CACHE_HOME:-~/.cache}/tfrecordfs/index/<name>-<hash>.tfri
 //     <name> is the shard's base name (cut to 64 bytes), <hash> 16 hex
 //     digits of a 64-bit FNV-1a hash of the shard's real path;
-//   - a shared index directory (-o index_dir=PATH; read-only for the mount,
-//     written by `tfrecordfs index --index-dir PATH`), checked first. Its
+//   - a shared index directory (-o index_dir=PATH; written by `tfrecordfs
+//     index --index-dir PATH`, and by a mount only where a commit rewrote a
+//     shard: Replaced), checked first. Its
 //     layout mirrors the mount: the index of the shard the mount shows as
 //     `train/x-00001-of-01024.tfrecord` is PATH/train/x-00001-of-01024.tfrecord.tfri.
 //     Machines that see the dataset at different paths thus share one index
@@ -54,6 +55,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -155,6 +157,22 @@ class IndexStore {
   // to change). Thread-safe.
   void Drop(const std::string& path);
 
+  // After the shard at `path` was replaced by a file this process wrote and
+  // checked (a commit of record edits, repack/rewrite.h), whose records
+  // start at `offsets` (the end of the last one last): the stored indexes of
+  // the old file follow it. For a plain shard, the new file's index is made
+  // from `offsets` (no walk), saved to the cache as Load would save it, and
+  // written over the shard's `.tfri` beside it and its index_dir entry
+  // (`mount_path`; "" when not known) where those exist (they described the
+  // old file); the index is returned. For a compressed shard (its
+  // checkpoints are known only from a walk), or without `offsets`, the
+  // cached index is dropped, the other two are removed, and nullptr is
+  // returned (Load walks the new file). A file it cannot write or remove is
+  // logged and left (Load finds it stale by size and mtime). Thread-safe.
+  std::shared_ptr<const ShardIndex> Replaced(const std::string& path, const std::string& mount_path,
+                                             source::Codec codec,
+                                             const std::vector<uint64_t>* offsets);
+
   // The index file names for a shard.
   std::string CachePath(const std::string& real_path) const;
   std::string SharedPath(const std::string& mount_path) const;
@@ -179,6 +197,17 @@ class IndexStore {
   std::once_flag made_cache_dir_;
   absl::Status cache_dir_status_;  // set once under made_cache_dir_
 };
+
+// Everything of ours that indexes the shard at `path` follows its rewrite
+// by a commit of record edits (repack/rewrite.h FollowRewrite): with
+// `store`, IndexStore::Replaced (`mount_path` keys its index_dir entry; ""
+// when not known), and the DALI index recorded for it (dali_index.h
+// FollowDaliIndex). Without `offsets` (recovery), a plain shard is walked
+// first when anything needs its offsets. Returns Replaced's index (nullptr:
+// none made). Failures are logged.
+std::shared_ptr<const ShardIndex> FollowRewrite(IndexStore* store, const std::string& path,
+                                                const std::string& mount_path,
+                                                const std::vector<uint64_t>* offsets);
 
 // Extends `old`, the clean walk of the first old.file_size bytes of a shard,
 // over the shard's bytes up to `file_size`. Returns NotFound when the new tail

@@ -14,14 +14,19 @@
 //      as the pack checks its shards (framing, every CRC, record count,
 //      compressed stream);
 //   3. the deletion list stores the temp file's fingerprint as `rewriting`
-//      (durable), then the temp file is renamed over the shard and the
-//      directory fsync'd;
-//   4. the shard's entry is dropped from the list, then its edit folders
+//      (durable), TFDS's dataset_info.json as it must become is written
+//      beside it (tfds_info.h PrepareTfdsInfo), then the temp file is
+//      renamed over the shard and the directory fsync'd;
+//   4. what depends on the shard follows: the prepared dataset_info.json is
+//      renamed into place (FinishTfdsInfo), and the caller's FollowRewrite
+//      runs (its indexes: index_store.h FollowRewrite);
+//   5. the shard's entry is dropped from the list, then its edit folders
 //      are removed.
-// A crash before 3 leaves the old shard and a temp file; after the rename
-// and before 4, the new shard. RecoverRewrites tells them apart by the
-// shard's fingerprint: `rewriting` -> done, drop the entry (and the edit
-// folders); `before` -> remove the temp file, keep the edits pending.
+// A crash before 3's rename leaves the old shard and a temp file; after it
+// and before 5, the new shard. RecoverRewrites tells them apart by the
+// shard's fingerprint: `rewriting` -> done: step 4 again (FollowRewrite
+// without offsets), drop the entry (and the edit folders); `before` ->
+// remove the temp file and the prepared metadata, keep the edits pending.
 //
 // Test hook: TFRECORDFS_FAULT (as in pack.h) names a point where the
 // process kills itself:
@@ -29,6 +34,8 @@
 //                            temp file
 //   rewrite_before_rename    a temp file complete and marked `rewriting`,
 //                            not renamed
+//   rewrite_after_rename     the first shard renamed into place, nothing of
+//                            step 4 done
 //   rewrite_after_shard:K    K shards renamed into place, the K-th's entry
 //                            still in the list (K >= 1)
 //   rewrite_after_forget     the first shard's entry dropped, its edit
@@ -66,7 +73,17 @@ struct RewrittenShard {
   uint64_t deleted = 0;
   double seconds = 0;
   absl::Status status;  // not OK: left as it was, its edits still pending
+  // OK: where the new shard's records start (uncompressed), its end last.
+  std::vector<uint64_t> offsets;
 };
+
+// What depends on a rewritten shard besides TFDS's metadata (the caller's
+// indexes of it: index::FollowRewrite). Called once the new shard is in
+// place and before its entry leaves the list, so that recovery calls it
+// again after a crash; `offsets` as RewrittenShard::offsets, or nullptr
+// (recovery: not known).
+using FollowRewrite =
+    std::function<void(const std::string& path, const std::vector<uint64_t>* offsets)>;
 
 // Rewrites every shard of `list` (see the top). `edits_dir`: the edit
 // store's records folder (staging/edits.h); `types`: what the edit folders'
@@ -75,13 +92,15 @@ struct RewrittenShard {
 // one failing does not stop the others.
 std::vector<RewrittenShard> ApplyEdits(
     staging::DeletionList* list, const std::string& edits_dir, naming::FeatureTypes& types,
-    const std::function<const ShardToRewrite*(const std::string& path)>& find);
+    const std::function<const ShardToRewrite*(const std::string& path)>& find,
+    const FollowRewrite& follow = nullptr);
 
 // Finishes or rolls back rewrites a crash interrupted (see the top), removes
 // stale temp files of shards with pending edits, and the folders in
 // `edits_dir` of shards the list does not have (committed). Returns the log
 // lines saying what it did.
-std::vector<std::string> RecoverRewrites(staging::DeletionList* list, const std::string& edits_dir);
+std::vector<std::string> RecoverRewrites(staging::DeletionList* list, const std::string& edits_dir,
+                                         const FollowRewrite& follow = nullptr);
 
 // "rewrote PATH: kept K, changed C, added A, deleted D record(s) in S s" /
 // "not rewritten PATH: why".

@@ -44,6 +44,24 @@ absl::StatusOr<std::optional<std::string>> UpdateTfdsInfo(const std::string& sha
                                                           uint64_t records,
                                                           std::optional<int64_t> bytes_delta);
 
+// The rewrite's two steps (repack/rewrite.h), so that a crash between the
+// shard's rename and the metadata's update loses neither count:
+// PrepareTfdsInfo, before the shard is renamed into place, writes what
+// UpdateTfdsInfo would write (with `bytes_delta`: "numBytes" too) durably to
+// PendingTfdsInfoPath(shard) (`.dataset_info.json.<shard name>.tmp` beside
+// it) and returns whether there was anything to update; FinishTfdsInfo,
+// after the rename (or recovery, finding the new shard in place), renames
+// that file over dataset_info.json and fsyncs the folder, returning the
+// file's path (nullopt: no pending file: nothing to do, or done already);
+// DiscardTfdsInfo (a rewrite that did not happen) removes it and says
+// whether there was one. Idempotent: the pending file holds the result, not
+// a difference. Errors: as UpdateTfdsInfo, and the rename.
+std::string PendingTfdsInfoPath(const std::string& shard_path);
+absl::StatusOr<bool> PrepareTfdsInfo(const std::string& shard_path, uint64_t records,
+                                     int64_t bytes_delta);
+absl::StatusOr<std::optional<std::string>> FinishTfdsInfo(const std::string& shard_path);
+bool DiscardTfdsInfo(const std::string& shard_path);
+
 }  // namespace tfrecordfs::repack
 
 #endif  // TFRECORDFS_REPACK_TFDS_INFO_H_

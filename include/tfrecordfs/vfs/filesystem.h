@@ -343,6 +343,7 @@ class Filesystem {
   source::FdCache fd_cache_;  // shard and plain source files open at once
   source::BlockCache inflate_cache_;
   std::vector<MountedShard> shards_;
+  std::vector<std::string> mount_paths_;  // where the mount shows shards_[s] (Commit)
   // Read by records_: destroyed after it. Null without Options::deletions.
   std::unique_ptr<RecordDeletions> deletions_;
   // After shards_: destroyed first, it joins the threads whose fetches read
