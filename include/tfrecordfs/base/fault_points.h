@@ -31,6 +31,9 @@ class FaultPoints {
       std::raise(SIGKILL);
     }
   }
+  // True when TFRECORDFS_FAULT names `point`: for a fault other than a
+  // crash, which the caller then makes (e.g. a byte changed on disk).
+  bool Is(absl::string_view point) const { return !point_.empty() && point_ == point; }
   // At("<prefix>:<k>").
   void At(absl::string_view prefix, uint64_t k) const {
     if (!point_.empty()) At(absl::StrCat(prefix, ":", k));

@@ -40,6 +40,11 @@
 //                            still in the list (K >= 1)
 //   rewrite_after_forget     the first shard's entry dropped, its edit
 //                            folders not yet removed
+// and one that is not a crash:
+//   rewrite_flip_written_byte  a plain shard's temp file gets one byte
+//                            inverted after it is written, before it is
+//                            checked: the check must refuse it (the shard
+//                            stays as it was, its edits pending)
 //
 // Thread-safety: not concurrent with itself on one list.
 #ifndef TFRECORDFS_REPACK_REWRITE_H_

@@ -528,5 +528,58 @@ TEST(RecordEditFullDiskTest, AShardWhoseRewriteDoesNotFitKeepsItsEditsAndTheOthe
   ExpectNoPendingShards(s.store);
 }
 
+// The check after the write is a check: a byte of the written plain shard
+// changed before it is read back (fault point rewrite_flip_written_byte)
+// fails that shard's commit with the check's reason; the shard stays
+// byte-identical, no temp file is left, its edits stay pending, and the
+// GZIP shard beside it commits. A mount without the fault then commits it.
+TEST(RecordEditCheckTest, AByteChangedAfterTheWriteFailsTheCheckAndKeepsTheShard) {
+  TFRFS_SKIP_WITHOUT_FUSE();
+  if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3";
+  Scratch s;
+  WriteShardWithCodec(s.src, "a.tfrecord", ShardPayloads(0), "none");
+  WriteShardWithCodec(s.src, "b.tfrecord", ShardPayloads(100), "gzip");
+  const std::string a = s.src + "/a.tfrecord";
+  const std::string a_before = ReadWholeFile(a);
+  MountConfig c = PackConfig(s, {s.src}, "edit");
+  c.fault = "rewrite_flip_written_byte";
+  {
+    Mount d(c);
+    ASSERT_EQ(d.Start(), "");
+    for (const auto& [name, base] : {std::pair{"a.tfrecord", 0}, std::pair{"b.tfrecord.gz", 100}}) {
+      CommandResult r = RunCommand(
+          {"bash", "-c",
+           absl::StrCat("set -e; cd ", ShellQuote(s.mnt + "/" + name), "\n", EditScript(base))});
+      ASSERT_EQ(r.exit_code, 0) << name << ": " << r.err;
+    }
+    CommandResult commit = RunCommand({BinaryPath(), "commit", s.mnt});
+    EXPECT_EQ(commit.exit_code, 1) << commit.out << commit.err;
+    EXPECT_NE(commit.out.find("not rewritten " + a + ": "), std::string::npos) << commit.out;
+    EXPECT_NE(commit.out.find("check after write failed"), std::string::npos) << commit.out;
+    EXPECT_NE(commit.out.find("rewrote " + s.src +
+                              "/b.tfrecord.gz: kept 6, changed 1, added 1, deleted 1 record(s)"),
+              std::string::npos)
+        << commit.out;
+    EXPECT_EQ(ReadWholeFile(a), a_before);
+    EXPECT_EQ(ListDir(s.src), (std::vector<std::string>{"a.tfrecord", "b.tfrecord.gz"}));
+    // Still pending, and shown so.
+    EXPECT_EQ(ReadWholeFile(s.mnt + "/a.tfrecord/2/id"), "70\n");
+    int status = 0;
+    d.TfrUnmount(&status);
+  }
+  EXPECT_EQ(ReadWholeFile(a), a_before);
+  c.fault = "";
+  {
+    Mount d(c);
+    ASSERT_EQ(d.Start(), "");
+    int status = 0;
+    CommandResult u = d.TfrUnmount(&status);
+    EXPECT_EQ(u.exit_code, 0) << u.out << u.err;
+  }
+  EXPECT_EQ(ReadIndependently(a), Expected("none", 0, true));
+  EXPECT_EQ(ReadIndependently(s.src + "/b.tfrecord.gz"), Expected("gzip", 100, true));
+  ExpectNoPendingShards(s.store);
+}
+
 }  // namespace
 }  // namespace tfrecordfs::mount_test::staging_test
