@@ -52,7 +52,7 @@
 //         nonzero dims beside a 0 multiplying past 2^63 bytes), DT_STRING
 //         and other dtypes DecodeTensor refuses keep their bytes.
 //     In the reverse direction `.png`/`.npy` are exact bytes unless the
-//     feature's kind in the mounted shards is a tensor (staging/record_folder.h).
+//     feature's kind in the mounted shards is a tensor (staging/staged_file.h).
 //   * An Example feature whose first name component is `feature_lists` has
 //     its 'f' escaped (`%66eature_lists/...`): a top-level `feature_lists/`
 //     folder means a SequenceExample (below), in both directions.
