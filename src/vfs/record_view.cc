@@ -295,15 +295,7 @@ absl::StatusOr<ReadResult> RecordView::ReadPieces(uint64_t shard, uint64_t data_
                                                   size_t n) const {
   const source::ShardSource& src = *shards_[shard].source;
   std::vector<ReadBuffer> bufs;
-  uint64_t begin = 0;  // file offset of the current piece
-  for (const naming::Piece& p : e.Pieces()) {
-    const uint64_t end = begin + p.size;
-    const uint64_t piece_begin = begin;
-    begin = end;
-    if (end <= offset || piece_begin >= offset + n) continue;
-    const uint64_t from = std::max(offset, piece_begin) - piece_begin;
-    const size_t len =
-        static_cast<size_t>(std::min<uint64_t>(end, offset + n) - piece_begin - from);
+  auto each = [&](const naming::Piece& p, uint64_t from, size_t len) -> absl::Status {
     ReadBuffer b;
     switch (p.type) {
       case naming::Piece::Type::kInline:
@@ -368,7 +360,9 @@ absl::StatusOr<ReadResult> RecordView::ReadPieces(uint64_t shard, uint64_t data_
     } else {
       bufs.push_back(std::move(b));
     }
-  }
+    return absl::OkStatus();
+  };
+  if (auto s = naming::ForEachPieceIn(e, offset, n, each); !s.ok()) return s;
   ReadResult out;
   if (bufs.empty()) return out;
   static_cast<ReadBuffer&>(out) = std::move(bufs[0]);
