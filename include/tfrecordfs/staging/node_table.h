@@ -21,8 +21,9 @@
 //
 // Memory per known node: its name and two table entries.
 //
-// Thread-safety: thread-safe (one mutex, mu_, taken for table updates only,
-// never while a system call runs, and never held while calling out).
+// Thread-safety: thread-safe. One mutex, mu_, guards the table; it is never
+// held across an openat or stat (only an evicted descriptor's close may run
+// under it) and never while calling out of the class.
 #ifndef TFRECORDFS_STAGING_NODE_TABLE_H_
 #define TFRECORDFS_STAGING_NODE_TABLE_H_
 
