@@ -748,17 +748,17 @@ class ObjectStoreTest(unittest.TestCase):
         # One PUT, no multipart upload (20 small records), nothing in flight.
         puts = [q for q in server.requests() if q.startswith("PUT ")]
         self.assertEqual(len(puts), 1, puts)
-        self.assertIn("/b/data/" + new[0], puts[0])
+        self.assertIn("/b/data/" + name, puts[0])
         self.assertFalse([q for q in server.requests() if q.startswith("POST ")])
         self.assertEqual(self.uploads_in_flight(), [])
         # A new mount lists the new shard, and has nothing staged.
         mnt, _, env = self.pack_mount(server)
-        self.assertIn(new[0], os.listdir(mnt))
-        self.assertEqual(len(os.listdir(os.path.join(mnt, new[0]))), 20)
+        self.assertIn(name, os.listdir(mnt))
+        self.assertEqual(len(os.listdir(os.path.join(mnt, name))), 20)
         self.assertEqual(os.listdir(os.path.join(mnt, "staging")), [])
         r = self.unmount(mnt, env)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        self.assertEqual(self.staged_objects(), new)  # nothing packed twice
+        self.assertEqual(self.staged_objects(), [name])  # nothing packed twice
 
     def big_source(self):
         """A shard of about 12 MB under s3://b/data/big/ (and locally):
