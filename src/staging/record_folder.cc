@@ -11,13 +11,8 @@
 #include <optional>
 #include <vector>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/utf8.h"

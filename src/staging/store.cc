@@ -4,23 +4,16 @@
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <optional>
-#include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
-#include "tfrecordfs/naming/naming.h"
-#include "tfrecordfs/tensor/npy.h"
-#include "tfrecordfs/tensor/png.h"
 
 namespace tfrecordfs::staging {
 
