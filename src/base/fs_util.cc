@@ -16,6 +16,8 @@ std::string JoinPath(absl::string_view dir, absl::string_view name) {
   return absl::StrCat(dir, !dir.empty() && dir.back() == '/' ? "" : "/", name);
 }
 
+std::string ProcFdPath(int fd) { return absl::StrCat("/proc/self/fd/", fd); }
+
 absl::StatusOr<std::string> RealPath(const std::string& path) {
   char* r = ::realpath(path.c_str(), nullptr);
   if (!r) return ErrnoError(errno, path);

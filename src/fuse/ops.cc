@@ -207,7 +207,7 @@ OpenReply DoOpenDir(const Ops& ops, fuse_ino_t ino) {
 
 int DoFlush(const Ops& ops, fuse_ino_t ino, uint64_t fh) {
   // No FLUSH for the rest of the connection: staged files are checked at
-  // write() instead (staging/store.h), so close() costs no round trip.
+  // write() instead (staging/staged_file_checker.h), so close() costs no round trip.
   if (ops.negotiated.no_open.load()) return ENOSYS;
   return ToErrno(ops.fs->Flush(ino, fh));
 }

@@ -63,7 +63,7 @@ absl::Status CheckSampledHeaders(const IndexFile& f, source::StoredBytes fd,
 std::string RealPath(source::StoredBytes fd, const std::string& path) {
   if (fd.object() != nullptr) return fd.object()->url();  // an object is known by its URL
   char buf[PATH_MAX];
-  const std::string link = absl::StrCat("/proc/self/fd/", fd.fd());
+  const std::string link = ProcFdPath(fd.fd());
   const ssize_t n = ::readlink(link.c_str(), buf, sizeof buf);
   if (n > 0 && static_cast<size_t>(n) < sizeof buf && buf[0] == '/') return std::string(buf, n);
   return tfrecordfs::RealPath(path).value_or(path);

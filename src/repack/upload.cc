@@ -154,6 +154,14 @@ class Bucket {
     return t_.client->Send(method, url, headers, t_.signer.get(), kMaxReply, what, body);
   }
 
+  // A write made with If-None-Match: * answered 412: someone else's object
+  // took the name meanwhile.
+  absl::Status Appeared(const std::string& key) const {
+    return PosixError(EEXIST, absl::StrCat(Name(key),
+                                           ": an object appeared under this name during "
+                                           "the upload; not overwritten"));
+  }
+
   absl::Status Failed(const std::string& key, absl::string_view what,
                       const source::HttpResponse& r) const {
     return absl::Status(
@@ -202,11 +210,7 @@ class Bucket {
     auto r = Send("PUT", Url(key), absl::StrCat("PUT of ", bytes.size(), " bytes"),
                   {"If-None-Match: *"}, bytes);
     if (!r.ok()) return r.status();
-    if (r->status == 412) {
-      return PosixError(EEXIST, absl::StrCat(Name(key),
-                                             ": an object appeared under this name during "
-                                             "the upload; not overwritten"));
-    }
+    if (r->status == 412) return Appeared(key);
     if (r->status != 200) return Failed(key, "PUT", *r);
     return absl::OkStatus();
   }
@@ -257,11 +261,7 @@ class Bucket {
     // that ignores it is covered by the HEAD before the upload.
     auto r = Send("POST", UploadUrl(key, id), "CompleteMultipartUpload", {"If-None-Match: *"}, xml);
     if (!r.ok()) return r.status();
-    if (r->status == 412) {
-      return PosixError(EEXIST, absl::StrCat(Name(key),
-                                             ": an object appeared under this name during "
-                                             "the upload; not overwritten"));
-    }
+    if (r->status == 412) return Appeared(key);
     if (r->status != 200) return Failed(key, "CompleteMultipartUpload", *r);
     // S3 may answer 200 and then an <Error> in the body.
     auto x = ScanXml(r->body, "Code");

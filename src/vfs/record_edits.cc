@@ -25,6 +25,17 @@ namespace {
 
 absl::Status Stale() { return absl::NotFoundError("stale node id"); }
 
+// Erases the entries of `map` whose key `taken` accepts, appending their
+// values to *out (in the map's order).
+template <typename Pred>
+void TakeIf(absl::flat_hash_map<uint64_t, uint64_t>& map, Pred taken, std::vector<uint64_t>* out) {
+  absl::erase_if(map, [&](const std::pair<const uint64_t, uint64_t>& entry) {
+    if (!taken(entry.first)) return false;
+    out->push_back(entry.second);
+    return true;
+  });
+}
+
 constexpr StagingViewIds kEditIds = {.node_tag = kEditNodeTag, .file_tag = 3, .dir_tag = 4};
 
 // Writes `data` to `path` (a new file, mode 0644).
@@ -240,34 +251,18 @@ std::vector<std::string> RecordEdits::ResetShard(uint64_t shard) {
   std::vector<std::string> names;
   {
     MutexLock lock(&mu_);
-    for (auto it = edited_.begin(); it != edited_.end();) {
-      if ((it->first >> kRecordBits) == shard) {
-        held.push_back(it->second);
-        edited_.erase(it++);
-      } else {
-        ++it;
-      }
-    }
-    for (auto it = translated_.begin(); it != translated_.end();) {
-      if (ShardOf(it->first) == shard) {
-        moved_ids.push_back(it->second);  // an inner id, like the moved folders'
-        translated_.erase(it++);
-      } else {
-        ++it;
-      }
-    }
+    // RecordKeys (edited_, moved_) and record-space ids (translated_) of
+    // the shard's records.
+    auto of_shard = [shard](uint64_t key) { return (key >> kRecordBits) == shard; };
+    TakeIf(edited_, of_shard, &held);
+    // translated_'s values are inner ids, like the moved folders'.
+    auto id_of_shard = [shard](uint64_t id) { return ShardOf(id) == shard; };
+    TakeIf(translated_, id_of_shard, &moved_ids);
     if (auto it = added_.find(shard); it != added_.end()) {
       names.assign(it->second.begin(), it->second.end());
       added_.erase(it);
     }
-    for (auto it = moved_.begin(); it != moved_.end();) {
-      if ((it->first >> kRecordBits) == shard) {
-        moved_ids.push_back(it->second);
-        moved_.erase(it++);
-      } else {
-        ++it;
-      }
-    }
+    TakeIf(moved_, of_shard, &moved_ids);
     any_.store(!edited_.empty() || !moved_.empty(), std::memory_order_release);
   }
   for (uint64_t node : held) folders_.Forget(folders_.IdOf(node), 1);

@@ -181,6 +181,14 @@ absl::StatusOr<std::shared_ptr<const ParsedRecord>> RecordView::ParseEntry(const
   return rec;
 }
 
+absl::StatusOr<RecordView::ParsedNode> RecordView::ResolveParsed(uint64_t ino) {
+  auto node = Resolve(ino);
+  if (!node.ok()) return node.status();
+  auto rec = ParseEntry(*node);
+  if (!rec.ok()) return rec.status();
+  return ParsedNode{*node, std::move(*rec)};
+}
+
 absl::StatusOr<uint64_t> RecordView::Open(uint64_t ino, int flags) {
   const bool writes = (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC);
   auto node = Resolve(ino);
@@ -243,32 +251,29 @@ absl::StatusOr<Attr> RecordView::GetAttr(uint64_t ino) {
 }
 
 absl::StatusOr<Attr> RecordView::Lookup(uint64_t parent_ino, absl::string_view name) {
-  auto p = Resolve(parent_ino);
+  auto p = ResolveParsed(parent_ino);
   if (!p.ok()) return p.status();
-  const Node& parent = *p;
-  auto rec = ParseEntry(parent);
-  if (!rec.ok()) return rec.status();
-  if (!(*rec)->layout.entries[parent.entry].is_dir) return PosixError(ENOTDIR, "not a directory");
-  auto child = naming::FindChild((*rec)->layout, parent.entry, name);
+  const Node& parent = p->node;
+  if (!p->entry().is_dir) return PosixError(ENOTDIR, "not a directory");
+  auto child = naming::FindChild(p->rec->layout, parent.entry, name);
   if (!child) return absl::NotFoundError(name);
-  return EntryAttr(parent.shard, parent.record, *child, **rec);
+  return EntryAttr(parent.shard, parent.record, *child, *p->rec);
 }
 
 absl::Status RecordView::ReadDir(uint64_t ino, uint64_t /*fh*/, uint64_t offset,
                                  const EmitFn& emit) {
-  auto n = Resolve(ino);
+  auto n = ResolveParsed(ino);
   if (!n.ok()) return n.status();
-  const Node& dir = *n;
-  auto rec = ParseEntry(dir);
-  if (!rec.ok()) return rec.status();
-  const naming::Entry& d = (*rec)->layout.entries[dir.entry];
+  const Node& dir = n->node;
+  const ParsedRecord& rec = *n->rec;
+  const naming::Entry& d = n->entry();
   if (!d.is_dir) return PosixError(ENOTDIR, "not a directory");
-  if (!EmitDots(EntryAttr(dir.shard, dir.record, dir.entry, **rec), &offset, emit)) {
+  if (!EmitDots(EntryAttr(dir.shard, dir.record, dir.entry, rec), &offset, emit)) {
     return absl::OkStatus();
   }
   for (uint64_t k = offset - 2; k < d.num_children; ++k) {
     const uint32_t c = d.first_child + static_cast<uint32_t>(k);
-    if (!emit((*rec)->layout.entries[c].name, EntryAttr(dir.shard, dir.record, c, **rec), k + 3)) {
+    if (!emit(rec.layout.entries[c].name, EntryAttr(dir.shard, dir.record, c, rec), k + 3)) {
       break;
     }
   }
@@ -277,17 +282,14 @@ absl::Status RecordView::ReadDir(uint64_t ino, uint64_t /*fh*/, uint64_t offset,
 
 absl::StatusOr<ReadResult> RecordView::Read(uint64_t ino, uint64_t /*fh*/, uint64_t offset,
                                             size_t size) {
-  auto resolved = Resolve(ino);
+  auto resolved = ResolveParsed(ino);
   if (!resolved.ok()) return resolved.status();
-  const Node& node = *resolved;
-  auto rec = ParseEntry(node);
-  if (!rec.ok()) return rec.status();
-  const naming::Entry& e = (*rec)->layout.entries[node.entry];
+  const naming::Entry& e = resolved->entry();
   if (e.is_dir) return PosixError(EISDIR, "is a directory");
   const uint64_t total = e.size();
   const size_t n =
       offset >= total ? 0 : static_cast<size_t>(std::min<uint64_t>(size, total - offset));
-  return ReadPieces(node.shard, (*rec)->data_offset, e, offset, n);
+  return ReadPieces(resolved->node.shard, resolved->rec->data_offset, e, offset, n);
 }
 
 absl::StatusOr<ReadResult> RecordView::ReadPieces(uint64_t shard, uint64_t data_offset,
@@ -295,15 +297,7 @@ absl::StatusOr<ReadResult> RecordView::ReadPieces(uint64_t shard, uint64_t data_
                                                   size_t n) const {
   const source::ShardSource& src = *shards_[shard].source;
   std::vector<ReadBuffer> bufs;
-  uint64_t begin = 0;  // file offset of the current piece
-  for (const naming::Piece& p : e.Pieces()) {
-    const uint64_t end = begin + p.size;
-    const uint64_t piece_begin = begin;
-    begin = end;
-    if (end <= offset || piece_begin >= offset + n) continue;
-    const uint64_t from = std::max(offset, piece_begin) - piece_begin;
-    const size_t len =
-        static_cast<size_t>(std::min<uint64_t>(end, offset + n) - piece_begin - from);
+  auto each = [&](const naming::Piece& p, uint64_t from, size_t len) -> absl::Status {
     ReadBuffer b;
     switch (p.type) {
       case naming::Piece::Type::kInline:
@@ -368,7 +362,9 @@ absl::StatusOr<ReadResult> RecordView::ReadPieces(uint64_t shard, uint64_t data_
     } else {
       bufs.push_back(std::move(b));
     }
-  }
+    return absl::OkStatus();
+  };
+  if (auto s = naming::ForEachPieceIn(e, offset, n, each); !s.ok()) return s;
   ReadResult out;
   if (bufs.empty()) return out;
   static_cast<ReadBuffer&>(out) = std::move(bufs[0]);

@@ -93,7 +93,7 @@ absl::StatusOr<uint64_t> StagingView::Open(uint64_t ino, int flags) {
   h->node = NodeOf(ino);
   if (flags & O_TRUNC) {
     h->written = true;
-    store_->NoteRewritten(h->node);
+    store_->checker().NoteRewritten(h->node);
   }
   return files_.Add(std::move(h));
 }
@@ -107,7 +107,7 @@ absl::StatusOr<std::pair<Attr, uint64_t>> StagingView::CreateFile(
   h->fd = UniqueFd(r->second);
   h->node = r->first.st_ino;
   h->written = true;
-  if (flags & O_TRUNC) store_->NoteRewritten(h->node);  // an existing file's
+  if (flags & O_TRUNC) store_->checker().NoteRewritten(h->node);  // an existing file's
   return std::make_pair(AttrOf(r->first, IdOf(r->first.st_ino)), files_.Add(std::move(h)));
 }
 
@@ -146,7 +146,8 @@ absl::StatusOr<size_t> StagingView::Write(uint64_t ino, uint64_t fh, absl::strin
   const int fd = h != nullptr ? h->fd.get() : own->get();
   // A bad value of a checked file fails write() itself, so that
   // `echo hello > label` reports it (the shell ignores close()'s error).
-  if (auto s = store_->ValidateOnWrite(NodeOf(ino), fd, offset, data, *types_); !s.ok()) return s;
+  if (auto s = store_->checker().ValidateOnWrite(NodeOf(ino), fd, offset, data, *types_); !s.ok())
+    return s;
   size_t done = 0;
   while (done < data.size()) {
     ssize_t w =
@@ -157,11 +158,11 @@ absl::StatusOr<size_t> StagingView::Write(uint64_t ino, uint64_t fh, absl::strin
     }
     done += static_cast<size_t>(w);
   }
-  store_->NoteRewritten(NodeOf(ino));  // before NoteWritten checks it
+  store_->checker().NoteRewritten(NodeOf(ino));  // before NoteWritten checks it
   if (h != nullptr) {
     h->written = true;
   } else {
-    store_->NoteWritten(NodeOf(ino), *types_, fd);  // no RELEASE will come
+    store_->checker().NoteWritten(NodeOf(ino), *types_, fd);  // no RELEASE will come
   }
   return done;
 }
@@ -170,7 +171,7 @@ absl::Status StagingView::Flush(uint64_t ino, uint64_t fh) {
   auto h = files_.Get(fh);
   if (!h.ok()) return h.status();
   if (*h == nullptr || !(*h)->written.exchange(false)) return absl::OkStatus();
-  return store_->ValidateOnClose(NodeOf(ino), (*h)->fd.get(), *types_);
+  return store_->checker().ValidateOnClose(NodeOf(ino), (*h)->fd.get(), *types_);
 }
 
 void StagingView::Release(uint64_t fh) {
@@ -184,7 +185,7 @@ void StagingView::Release(uint64_t fh) {
   // file is there: check it and remember its kind. A refusal is logged; the
   // pack refuses the record with the same reason.
   if ((*h)->written.exchange(false)) {
-    (void)store_->ValidateOnClose((*h)->node, (*h)->fd.get(), *types_);
+    (void)store_->checker().ValidateOnClose((*h)->node, (*h)->fd.get(), *types_);
   }
 }  // *h goes here, closing its descriptor
 
@@ -215,9 +216,9 @@ absl::StatusOr<Attr> StagingView::SetAttr(uint64_t ino, uint64_t fh, const struc
   FileHandle* h = *got_h;
   auto st = store_->SetAttr(NodeOf(ino), h ? h->fd.get() : -1, to, bits);
   if (!st.ok()) return st.status();
-  if (bits & staging::kSetSize) store_->NoteRewritten(NodeOf(ino));
+  if (bits & staging::kSetSize) store_->checker().NoteRewritten(NodeOf(ino));
   if (h && (bits & staging::kSetSize)) h->written = true;
-  if (!h && (bits & staging::kSetSize)) store_->NoteWritten(NodeOf(ino), *types_);
+  if (!h && (bits & staging::kSetSize)) store_->checker().NoteWritten(NodeOf(ino), *types_);
   return AttrOf(*st, IdOf(st->st_ino));
 }
 
@@ -312,10 +313,10 @@ absl::Status StagingView::ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, co
 
 absl::Status StagingView::Xattrs(uint64_t ino, bool read_error, XattrList* out) {
   if (!read_error) {
-    if (store_->HasRefusalMark(NodeOf(ino))) AddXattr(out, "error", "");
+    if (store_->checker().HasRefusalMark(NodeOf(ino))) AddXattr(out, "error", "");
     return absl::OkStatus();
   }
-  auto why = store_->ErrorOf(NodeOf(ino), *types_);
+  auto why = store_->checker().ErrorOf(NodeOf(ino), *types_);
   if (why.ok()) {
     AddXattr(out, "error", std::move(*why));
     return absl::OkStatus();

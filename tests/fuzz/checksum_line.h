@@ -6,10 +6,12 @@
 
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "fuzz_check.h"
 #include "tfrecordfs/base/crc32c.h"
 
 namespace tfrecordfs::fuzz {
@@ -26,6 +28,32 @@ inline std::string WithChecksum(absl::string_view bytes) {
   }
   if (absl::StartsWith(absl::string_view(body).substr(start), "crc32c ")) body.resize(start);
   return absl::StrCat(body, "crc32c ", absl::StrFormat("%08x", crc32c::Value(body)), "\n");
+}
+
+// How such a file's parser refuses: DataLoss (damaged, torn) or
+// FailedPrecondition (another version), naming the file `path`.
+inline void CheckRefusal(const absl::Status& s, absl::string_view path) {
+  FUZZ_CHECK(absl::IsDataLoss(s) || absl::IsFailedPrecondition(s), s.ToString());
+  FUZZ_CHECK(absl::StrContains(s.message(), path), s.ToString());
+}
+
+// The file `bytes` (accepted by `parse`) torn after any earlier line end is
+// refused, never read as a smaller file.
+template <typename Parse>
+void CheckTornPrefixesRefused(absl::string_view bytes, Parse parse) {
+  for (size_t nl = bytes.find('\n'); nl + 1 < bytes.size(); nl = bytes.find('\n', nl + 1)) {
+    FUZZ_CHECK(!parse(bytes.substr(0, nl + 1)).ok(), "torn after byte ", nl + 1, " of ",
+               bytes.size(), " accepted");
+  }
+}
+
+// Runs `check` on `bytes`, then on WithChecksum(bytes) when that differs:
+// the input as it came, and with its checksum made right.
+template <typename Check>
+void CheckAsIsAndWithChecksum(absl::string_view bytes, Check check) {
+  check(bytes);
+  const std::string fixed = WithChecksum(bytes);
+  if (fixed != bytes) check(absl::string_view(fixed));
 }
 
 }  // namespace tfrecordfs::fuzz

@@ -53,9 +53,7 @@ bool Same(const staging::Deletions& a, const staging::Deletions& b) {
 void Check(absl::string_view bytes) {
   auto parsed = staging::ParseDeletions(bytes, kPath);
   if (!parsed.ok()) {
-    const absl::Status& s = parsed.status();
-    FUZZ_CHECK(absl::IsDataLoss(s) || absl::IsFailedPrecondition(s), s.ToString());
-    FUZZ_CHECK(absl::StrContains(s.message(), kPath), s.ToString());
+    CheckRefusal(parsed.status(), kPath);
     return;
   }
   for (const auto& [path, shard] : *parsed) {
@@ -67,10 +65,8 @@ void Check(absl::string_view bytes) {
   FUZZ_CHECK(back.ok(), "EncodeDeletions output refused: ", back.status().ToString());
   FUZZ_CHECK(Same(*parsed, *back), "round trip changes the list");
   FUZZ_CHECK(staging::EncodeDeletions(*back) == text, "re-encoding changes the bytes");
-  for (size_t nl = bytes.find('\n'); nl + 1 < bytes.size(); nl = bytes.find('\n', nl + 1)) {
-    FUZZ_CHECK(!staging::ParseDeletions(bytes.substr(0, nl + 1), kPath).ok(), "torn after byte ",
-               nl + 1, " accepted");
-  }
+  CheckTornPrefixesRefused(bytes,
+                           [](absl::string_view b) { return staging::ParseDeletions(b, kPath); });
 }
 
 void CheckNames(absl::string_view bytes) {
@@ -92,15 +88,12 @@ void CheckNames(absl::string_view bytes) {
   }
 }
 
+void FuzzOne(absl::string_view bytes) {
+  CheckAsIsAndWithChecksum(bytes, [](absl::string_view b) { Check(b); });
+  CheckNames(bytes.substr(0, 300));
+}
+
 }  // namespace
 }  // namespace tfrecordfs::fuzz
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace tfrecordfs;
-  const absl::string_view bytes(reinterpret_cast<const char*>(data), size);
-  fuzz::Check(bytes);
-  const std::string fixed = fuzz::WithChecksum(bytes);
-  if (fixed != bytes) fuzz::Check(fixed);
-  fuzz::CheckNames(bytes.substr(0, 300));
-  return 0;
-}
+TFRFS_FUZZ_ENTRY(tfrecordfs::fuzz::FuzzOne, size_t{1} << 30)

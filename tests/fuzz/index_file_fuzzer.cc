@@ -102,22 +102,23 @@ void Check(absl::string_view bytes) {
   }
 }
 
-}  // namespace
-}  // namespace tfrecordfs::fuzz
-
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace tfrecordfs;
-  const absl::string_view bytes(reinterpret_cast<const char*>(data), size);
-  fuzz::Check(bytes);
-  if (size < index::kIndexHeaderSize) return 0;
+// The input as it came, and with its trailer's CRC made right.
+void FuzzOne(absl::string_view bytes) {
+  Check(bytes);
+  const size_t size = bytes.size();
+  if (size < index::kIndexHeaderSize) return;
   auto main_size = index::IndexMainSize(bytes.substr(0, index::kIndexHeaderSize));
   if (!main_size.ok() || *main_size < index::kIndexHeaderSize + index::kIndexTrailerSize ||
       *main_size > size) {
-    return 0;
+    return;
   }
   std::string fixed(bytes);
   const size_t at = static_cast<size_t>(*main_size) - index::kIndexTrailerSize;
   EncodeFixed32(fixed.data() + at, crc32c::Value(fixed.data(), at));
-  if (fixed != bytes) fuzz::Check(fixed);
-  return 0;
+  if (fixed != bytes) Check(fixed);
 }
+
+}  // namespace
+}  // namespace tfrecordfs::fuzz
+
+TFRFS_FUZZ_ENTRY(tfrecordfs::fuzz::FuzzOne, size_t{1} << 30)

@@ -70,8 +70,7 @@ void Check(absl::string_view bytes) {
   auto parsed = repack::ParseJournal(bytes, kPath);
   if (!parsed.ok()) {
     const absl::Status& s = parsed.status();
-    FUZZ_CHECK(absl::IsDataLoss(s) || absl::IsFailedPrecondition(s), s.ToString());
-    FUZZ_CHECK(absl::StrContains(s.message(), kPath), s.ToString());
+    CheckRefusal(s, kPath);
     if (absl::IsFailedPrecondition(s)) {
       FUZZ_CHECK(absl::StartsWith(bytes, absl::StrCat(repack::kJournalMagic, " ")),
                  "version refusal without the magic: ", s.ToString());
@@ -89,10 +88,8 @@ void Check(absl::string_view bytes) {
   CheckRoundTrip(j);
 
   // Torn at any earlier line end: refused, never a smaller journal.
-  for (size_t nl = bytes.find('\n'); nl + 1 < bytes.size(); nl = bytes.find('\n', nl + 1)) {
-    auto torn = repack::ParseJournal(bytes.substr(0, nl + 1), kPath);
-    FUZZ_CHECK(!torn.ok(), "torn after byte ", nl + 1, " of ", bytes.size(), " accepted");
-  }
+  CheckTornPrefixesRefused(bytes,
+                           [](absl::string_view b) { return repack::ParseJournal(b, kPath); });
 }
 
 // A Journal built from the input: names are any bytes but '/' and NUL
@@ -125,15 +122,12 @@ Journal Generate(Bytes in) {
   return j;
 }
 
+void FuzzOne(absl::string_view bytes) {
+  CheckAsIsAndWithChecksum(bytes, [](absl::string_view b) { Check(b); });
+  CheckRoundTrip(Generate(Bytes(bytes)));
+}
+
 }  // namespace
 }  // namespace tfrecordfs::fuzz
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace tfrecordfs;
-  const absl::string_view bytes(reinterpret_cast<const char*>(data), size);
-  fuzz::Check(bytes);
-  const std::string fixed = fuzz::WithChecksum(bytes);
-  if (fixed != bytes) fuzz::Check(fixed);
-  fuzz::CheckRoundTrip(fuzz::Generate(fuzz::Bytes(data, size)));
-  return 0;
-}
+TFRFS_FUZZ_ENTRY(tfrecordfs::fuzz::FuzzOne, size_t{1} << 30)

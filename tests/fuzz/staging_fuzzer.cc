@@ -44,6 +44,7 @@
 #include "tfrecordfs/naming/feature_type.h"
 #include "tfrecordfs/naming/naming.h"
 #include "tfrecordfs/staging/record_folder.h"
+#include "tfrecordfs/staging/staged_file.h"
 
 namespace tfrecordfs::fuzz {
 namespace {

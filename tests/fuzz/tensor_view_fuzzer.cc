@@ -32,15 +32,7 @@ namespace {
 std::string ReadRange(const naming::Entry& e, absl::string_view payload, uint64_t offset,
                       size_t n) {
   std::string out;
-  uint64_t begin = 0;
-  for (const naming::Piece& p : e.Pieces()) {
-    const uint64_t end = begin + p.size;
-    const uint64_t piece_begin = begin;
-    begin = end;
-    if (end <= offset || piece_begin >= offset + n) continue;
-    const uint64_t from = std::max(offset, piece_begin) - piece_begin;
-    const size_t len =
-        static_cast<size_t>(std::min<uint64_t>(end, offset + n) - piece_begin - from);
+  auto each = [&](const naming::Piece& p, uint64_t from, size_t len) {
     const size_t at = out.size();
     out.resize(at + len);
     switch (p.type) {
@@ -69,7 +61,9 @@ std::string ReadRange(const naming::Entry& e, absl::string_view payload, uint64_
         break;
       }
     }
-  }
+    return absl::OkStatus();
+  };
+  (void)naming::ForEachPieceIn(e, offset, n, each);
   return out;
 }
 

@@ -202,19 +202,29 @@ class Handler(BaseHTTPRequestHandler):
             return None
         return d
 
+    def write_request(self):
+        """The body, local path and query of a signed write (PUT, POST) to a
+        writable bucket; None once an error has been answered."""
+        body = self.read_body()
+        if body is None or not self.check_signature(body):
+            return None
+        where = self.object_path()
+        if where is None:
+            return None
+        if ARGS.read_only:
+            self.error_xml(403, "AccessDenied", "this bucket is read-only")
+            return None
+        local, q = where
+        return body, local, q
+
     def do_PUT(self):
         self.count()
         if ARGS.latency_ms:
             time.sleep(ARGS.latency_ms / 1000)
-        body = self.read_body()
-        if body is None or not self.check_signature(body):
+        write = self.write_request()
+        if write is None:
             return
-        where = self.object_path()
-        if where is None:
-            return
-        local, q = where
-        if ARGS.read_only:
-            return self.error_xml(403, "AccessDenied", "this bucket is read-only")
+        body, local, q = write
         if "uploadId" in q:  # UploadPart
             d = self.upload_dir(q)
             if d is None:
@@ -239,15 +249,10 @@ class Handler(BaseHTTPRequestHandler):
         (?uploadId=ID): the parts are joined into a temp file, then renamed
         to the key (never a half object under it)."""
         self.count()
-        body = self.read_body()
-        if body is None or not self.check_signature(body):
+        write = self.write_request()
+        if write is None:
             return
-        where = self.object_path()
-        if where is None:
-            return
-        local, q = where
-        if ARGS.read_only:
-            return self.error_xml(403, "AccessDenied", "this bucket is read-only")
+        body, local, q = write
         key = os.path.relpath(local, ARGS.root)
         if "uploads" in q:
             upload_id = hashlib.sha256(os.urandom(16)).hexdigest()[:32]

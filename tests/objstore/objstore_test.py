@@ -705,6 +705,13 @@ class ObjectStoreTest(unittest.TestCase):
         data = os.path.join(self.root, "b", "data")
         return sorted(n for n in os.listdir(data) if n.startswith("staged-"))
 
+    def uploaded(self):
+        """The name of the one object the pack uploaded (staged-...), and
+        its records as examples()."""
+        new = self.staged_objects()
+        self.assertEqual(len(new), 1, new)
+        return new[0], self.examples(os.path.join(self.root, "b", "data", new[0]))
+
     def uploads_in_flight(self):
         return os.listdir(os.path.join(self.root, ".uploads"))
 
@@ -735,25 +742,23 @@ class ObjectStoreTest(unittest.TestCase):
         self.assertEqual(n, 20)
         r = self.unmount(mnt, env)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        new = self.staged_objects()
-        self.assertEqual(len(new), 1, new)
-        self.assertRegex(new[0], r"^staged-\d{8}T\d{6}-00000-of-00001\.tfrecord$")
-        self.assertEqual(self.examples(os.path.join(self.root, "b", "data", new[0])),
-                         self.examples(os.path.join(self.local, self.plain[0])))
+        name, examples = self.uploaded()
+        self.assertRegex(name, r"^staged-\d{8}T\d{6}-00000-of-00001\.tfrecord$")
+        self.assertEqual(examples, self.examples(os.path.join(self.local, self.plain[0])))
         # One PUT, no multipart upload (20 small records), nothing in flight.
         puts = [q for q in server.requests() if q.startswith("PUT ")]
         self.assertEqual(len(puts), 1, puts)
-        self.assertIn("/b/data/" + new[0], puts[0])
+        self.assertIn("/b/data/" + name, puts[0])
         self.assertFalse([q for q in server.requests() if q.startswith("POST ")])
         self.assertEqual(self.uploads_in_flight(), [])
         # A new mount lists the new shard, and has nothing staged.
         mnt, _, env = self.pack_mount(server)
-        self.assertIn(new[0], os.listdir(mnt))
-        self.assertEqual(len(os.listdir(os.path.join(mnt, new[0]))), 20)
+        self.assertIn(name, os.listdir(mnt))
+        self.assertEqual(len(os.listdir(os.path.join(mnt, name))), 20)
         self.assertEqual(os.listdir(os.path.join(mnt, "staging")), [])
         r = self.unmount(mnt, env)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        self.assertEqual(self.staged_objects(), new)  # nothing packed twice
+        self.assertEqual(self.staged_objects(), [name])  # nothing packed twice
 
     def big_source(self):
         """A shard of about 12 MB under s3://b/data/big/ (and locally):
@@ -776,10 +781,7 @@ class ObjectStoreTest(unittest.TestCase):
         self.assertEqual(self.stage_shard(mnt, shard), 300)
         r = self.unmount(mnt, env)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        new = self.staged_objects()
-        self.assertEqual(len(new), 1, new)
-        self.assertEqual(self.examples(os.path.join(self.root, "b", "data", new[0])),
-                         self.examples(local))
+        self.assertEqual(self.uploaded()[1], self.examples(local))
         reqs = server.requests()
         self.assertEqual(len([q for q in reqs if q.startswith("POST ") and "?uploads" in q]), 1)
         parts = [q for q in reqs if q.startswith("PUT ") and "partNumber=" in q]
@@ -826,10 +828,7 @@ class ObjectStoreTest(unittest.TestCase):
                 self.assertEqual(os.listdir(os.path.join(mnt, "staging")), [])
                 r = self.unmount(mnt, env)
                 self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-                new = self.staged_objects()
-                self.assertEqual(len(new), 1, new)
-                self.assertEqual(self.examples(os.path.join(self.root, "b", "data", new[0])),
-                                 want)
+                self.assertEqual(self.uploaded()[1], want)
                 self.assertEqual(self.uploads_in_flight(), [])
 
     def test_a_damaged_upload_journal_is_refused_not_guessed(self):
@@ -869,13 +868,11 @@ class ObjectStoreTest(unittest.TestCase):
         r = self.unmount(mnt, env)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("gs://b/data/staged-", r.stdout)
-        new = self.staged_objects()
-        self.assertEqual(len(new), 1, new)
+        _, examples = self.uploaded()
         # The first 5 records of the shard (staged as new00000..new00004).
         want = [repr(sorted(tc.decode_example(p).items()))
                 for p in tc.read_records(os.path.join(self.local, self.plain[2]))]
-        self.assertEqual(self.examples(os.path.join(self.root, "b", "data", new[0])),
-                         sorted(want[:5]))
+        self.assertEqual(examples, sorted(want[:5]))
         puts = [q for q in server.requests() if q.startswith("PUT ")]
         self.assertTrue(puts and all(q.endswith("auth=sigv4") for q in puts))
 
@@ -901,10 +898,7 @@ class ObjectStoreTest(unittest.TestCase):
             self.assertIn("was not uploaded; uploading it now", f.read())
         r = self.unmount(mnt, env)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        new = self.staged_objects()
-        self.assertEqual(len(new), 1, new)
-        self.assertEqual(self.examples(os.path.join(self.root, "b", "data", new[0])),
-                         self.examples(local))
+        self.assertEqual(self.uploaded()[1], self.examples(local))
 
     def test_an_existing_object_is_never_overwritten(self):
         server = self.serve("--access-key", KEY, "--secret-key", SECRET)
@@ -928,22 +922,29 @@ class ObjectStoreTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertEqual(len(self.staged_objects()), 1)
 
-    def test_staging_packs_into_s3rver_checked_by_botocore(self):
-        # The third-party server takes the PUT and the multipart upload, and
-        # botocore (the aws CLI's client) reads back what was uploaded.
+    def start_s3rver(self):
+        """Starts s3rver with bucket b (the test is skipped without it):
+        a botocore client of it, and the environment that points tfrecordfs
+        at it. Both are stopped when the test ends."""
         if shutil.which("s3rver") is None:
             self.skipTest("s3rver is not installed (scripts/setup installs it from npm)")
         server = S3rver(os.path.join(self.tmp, "s3rver"), "b")
         self.addCleanup(server.stop)
         client = server.client()
         self.addCleanup(client.close)
+        env = dict(self.env)
+        env.update(AWS_ENDPOINT_URL=server.url, AWS_ACCESS_KEY_ID=S3rver.KEY,
+                   AWS_SECRET_ACCESS_KEY=S3rver.SECRET)
+        return client, env
+
+    def test_staging_packs_into_s3rver_checked_by_botocore(self):
+        # The third-party server takes the PUT and the multipart upload, and
+        # botocore (the aws CLI's client) reads back what was uploaded.
+        client, env = self.start_s3rver()
         local, _ = self.big_source()
         with open(local, "rb") as f:
             client.put_object(Bucket="b", Key="data/big/" + os.path.basename(local),
                               Body=f.read())
-        env = dict(self.env)
-        env.update(AWS_ENDPOINT_URL=server.url, AWS_ACCESS_KEY_ID=S3rver.KEY,
-                   AWS_SECRET_ACCESS_KEY=S3rver.SECRET)
         for limit, multipart in ((10, False), (None, True)):
             with self.subTest(multipart=multipart):
                 mnt, _ = self.mount("s3://b/data", env=env)
@@ -968,18 +969,10 @@ class ObjectStoreTest(unittest.TestCase):
                 self.assertEqual(self.examples(got), sorted(want[:n]))
 
     def test_interop_with_s3rver_and_botocore(self):
-        if shutil.which("s3rver") is None:
-            self.skipTest("s3rver is not installed (scripts/setup installs it from npm)")
-        server = S3rver(os.path.join(self.tmp, "s3rver"), "b")
-        self.addCleanup(server.stop)
-        client = server.client()
-        self.addCleanup(client.close)
+        client, env = self.start_s3rver()
         for name in sorted(os.listdir(self.local)):  # uploaded by botocore
             with open(os.path.join(self.local, name), "rb") as f:
                 client.put_object(Bucket="b", Key="data/" + name, Body=f.read())
-        env = dict(self.env)
-        env.update(AWS_ENDPOINT_URL=server.url, AWS_ACCESS_KEY_ID=S3rver.KEY,
-                   AWS_SECRET_ACCESS_KEY=S3rver.SECRET)
         want = self.local_counts()
         r = run("count", "--json", "s3://b/data", env=env)
         self.assertEqual(r.returncode, 0, r.stderr)

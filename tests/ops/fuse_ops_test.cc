@@ -37,6 +37,7 @@
 #include "tfrecordfs/record/format.h"
 #include "tfrecordfs/record/writer.h"
 #include "tfrecordfs/staging/layout.h"
+#include "tfrecordfs/staging/staged_file.h"
 #include "tfrecordfs/staging/store.h"
 #include "tfrecordfs/tensor/npy.h"
 #include "tfrecordfs/tensor/png.h"

@@ -14,6 +14,7 @@
 
 #include "gtest/gtest.h"
 #include "tfrecordfs/staging/record_folder.h"
+#include "tfrecordfs/staging/staged_file.h"
 #include "tfrecordfs/tensor/png.h"
 #include "tfrecordfs/tensor/tensor.h"
 

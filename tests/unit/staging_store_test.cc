@@ -1,6 +1,8 @@
-// The staging store's own checks: numeric files refused at write() (before
-// the bytes land), read-only opens that create and lock nothing, and the
-// cleanup of a store a failed mount created.
+// The staging store's operations (staging/store.h): bounded descriptors
+// through lookups, renames and removals, read-only opens that create and
+// lock nothing, the cleanup of a store a failed mount created, and a
+// SequenceExample folder packed back. The parts on their own:
+// staging_node_table_test, staging_staged_file_checker_test.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
@@ -25,6 +27,7 @@
 #include "tfrecordfs/naming/naming.h"
 #include "tfrecordfs/staging/layout.h"
 #include "tfrecordfs/staging/record_folder.h"
+#include "tfrecordfs/staging/staged_file.h"
 #include "tfrecordfs/staging/store.h"
 
 namespace tfrecordfs::staging {
@@ -81,129 +84,6 @@ OpenFileInStore CreateIn(Store& store, const std::string& record, const std::str
     parent = st->st_ino;
   }
   return CreateAt(store, parent, name, flags);
-}
-
-// The shards of these tests: `label` is an int64 feature, nothing else is
-// known.
-naming::FeatureTypes& LabelIsInt64() {
-  static naming::FeatureTypeMap* const types =
-      new naming::FeatureTypeMap({{"label", naming::FeatureType(example::Kind::kInt64)}});
-  return *types;
-}
-
-// What the vfs does for write(): check, then write (and tell the store).
-absl::Status CheckedWrite(Store& store, const OpenFileInStore& f, uint64_t offset,
-                          absl::string_view data) {
-  if (auto s = store.ValidateOnWrite(f.node, f.fd.get(), offset, data, LabelIsInt64()); !s.ok()) {
-    return s;
-  }
-  if (::pwrite(f.fd.get(), data.data(), data.size(), static_cast<off_t>(offset)) !=
-      static_cast<ssize_t>(data.size())) {
-    return ErrnoError(errno, "pwrite");
-  }
-  store.NoteRewritten(f.node);
-  return absl::OkStatus();
-}
-
-TEST_F(StoreTest, NumericFileRefusesABadCompleteLineAtWrite) {
-  auto store = Store::Open(root_ + "/s");
-  ASSERT_TRUE(store.ok()) << store.status();
-  // `echo hello > label` opens write-only: the check reads through /proc.
-  OpenFileInStore label = CreateIn(**store, "r", "label", O_WRONLY | O_TRUNC);
-  const absl::Status s = CheckedWrite(**store, label, 0, "hello\n");
-  EXPECT_EQ(ErrnoOf(s), EINVAL) << s;
-  EXPECT_NE(s.message().find("staging/r/label"), absl::string_view::npos) << s;
-  struct stat st;
-  ASSERT_EQ(::fstat(label.fd.get(), &st), 0);
-  EXPECT_EQ(st.st_size, 0) << "the refused bytes were written";
-
-  // Good lines pass; a value split over writes is checked once complete.
-  EXPECT_TRUE(CheckedWrite(**store, label, 0, "3\n").ok());
-  EXPECT_TRUE(CheckedWrite(**store, label, 2, "4").ok());
-  EXPECT_TRUE(CheckedWrite(**store, label, 3, "2\n").ok());
-  // An unterminated last line must be able to become a number.
-  EXPECT_EQ(ErrnoOf(CheckedWrite(**store, label, 5, "x")), EINVAL) << "no ending makes x a number";
-  EXPECT_EQ(ErrnoOf(CheckedWrite(**store, label, 5, "x\n")), EINVAL);
-  EXPECT_EQ(ErrnoOf(CheckedWrite(**store, label, 5, "-")), 0) << "-1 is one";
-  // Overwriting a good line with a bad one in place is refused too.
-  EXPECT_EQ(ErrnoOf(CheckedWrite(**store, label, 0, "z")), EINVAL);
-  EXPECT_EQ(ReadFileToString("/proc/self/fd/" + std::to_string(label.fd.get())).value(),
-            "3\n42\n-");
-}
-
-// Issue 21, item 2: a name the shards do not know may be a tool's
-// temporary file (sed's `sedB35Eaq` holding text): not judged at write().
-TEST_F(StoreTest, UnknownNamesAreNotCheckedAtWrite) {
-  auto store = Store::Open(root_ + "/s");
-  ASSERT_TRUE(store.ok()) << store.status();
-  OpenFileInStore tmp = CreateIn(**store, "r", "sedB35Eaq", O_WRONLY);
-  EXPECT_TRUE(CheckedWrite(**store, tmp, 0, "a caption\n").ok());
-  EXPECT_TRUE((*store)->ValidateOnClose(tmp.node, tmp.fd.get(), LabelIsInt64()).ok());
-  // Under that name the pack would refuse it, and ErrorOf says so.
-  auto why = (*store)->ErrorOf(tmp.node, LabelIsInt64());
-  ASSERT_TRUE(why.ok()) << why.status();
-  EXPECT_NE(why->find("line 1"), std::string::npos) << *why;
-}
-
-// Issue 21, item 1: a refused write marks the file until it is written
-// again and checks: the file holds less than its writer meant.
-TEST_F(StoreTest, ARefusedWriteMarksTheFileUntilItIsRewritten) {
-  auto store = Store::Open(root_ + "/s");
-  ASSERT_TRUE(store.ok()) << store.status();
-  OpenFileInStore label = CreateIn(**store, "r", "label", O_RDWR | O_TRUNC);
-  ASSERT_EQ(ErrnoOf(CheckedWrite(**store, label, 0, "hello\n")), EINVAL);
-  char buf[256];
-  if (::fgetxattr(label.fd.get(), kErrorXattr, buf, sizeof buf) < 0 && errno == ENOTSUP) {
-    GTEST_SKIP() << "no user xattrs under " << root_;
-  }
-  EXPECT_EQ((*store)->refusals(), 1u);
-  // The empty file would parse; the mark keeps it refused, at close, when
-  // asked and at the pack.
-  EXPECT_EQ(ErrnoOf((*store)->ValidateOnClose(label.node, label.fd.get(), LabelIsInt64())), EINVAL);
-  EXPECT_TRUE((*store)->HasRefusalMark(label.node));
-  auto why = (*store)->ErrorOf(label.node, LabelIsInt64());
-  ASSERT_TRUE(why.ok()) << why.status();
-  EXPECT_NE(why->find("write refused: line 1: 'hello'"), std::string::npos) << *why;
-  auto payload = PayloadFromFolder((*store)->records_dir() + "/r", LabelIsInt64());
-  EXPECT_FALSE(payload.ok());
-  EXPECT_NE(payload.status().message().find("label: write refused"), std::string::npos)
-      << payload.status();
-  // Written again with a value: the mark goes at the check.
-  ASSERT_TRUE(CheckedWrite(**store, label, 0, "3\n").ok());
-  EXPECT_TRUE((*store)->ValidateOnClose(label.node, label.fd.get(), LabelIsInt64()).ok());
-  EXPECT_FALSE((*store)->HasRefusalMark(label.node));
-  EXPECT_TRUE(PayloadFromFolder((*store)->records_dir() + "/r", LabelIsInt64()).ok());
-}
-
-TEST(NumericPrefixTest, WhatCanStillBecomeANumber) {
-  for (const char* ok : {"", "  ", "5", "-", "+", "-1", "1.", "1e", "1e-", ".", "12 ", "in", "-inf",
-                         "INFIN", "na", "nan(0x", "nan(0x1"}) {
-    EXPECT_TRUE(CheckNumericPrefix(ok, example::Kind::kNone).ok()) << "'" << ok << "'";
-  }
-  for (const char* bad : {"5x", "hello", "1 2", "e", "--", "1e5e", "nan(x"}) {
-    EXPECT_EQ(CheckNumericPrefix(bad, example::Kind::kNone).code(),
-              absl::StatusCode::kInvalidArgument)
-        << "'" << bad << "'";
-  }
-  EXPECT_TRUE(CheckNumericPrefix("-12", example::Kind::kInt64).ok());
-  EXPECT_FALSE(CheckNumericPrefix("1.", example::Kind::kInt64).ok());
-  EXPECT_FALSE(CheckNumericPrefix("in", example::Kind::kInt64).ok());
-  EXPECT_FALSE(CheckNumericPrefix("99999999999999999999", example::Kind::kInt64).ok());
-}
-
-TEST_F(StoreTest, OtherFilesAreNotCheckedAtWrite) {
-  auto store = Store::Open(root_ + "/s");
-  ASSERT_TRUE(store.ok()) << store.status();
-  OpenFileInStore text = CreateIn(**store, "r", "name.txt", O_RDWR);
-  EXPECT_TRUE(CheckedWrite(**store, text, 0, "hello\n").ok());
-  OpenFileInStore image = CreateIn(**store, "r", "image.jpg", O_RDWR);
-  EXPECT_TRUE(CheckedWrite(**store, image, 0, "not a number\n").ok());
-  // A loose file at the top of staging/ is no feature (the pack names it).
-  OpenFileInStore loose = CreateIn(**store, "", "label", O_RDWR);
-  EXPECT_TRUE(CheckedWrite(**store, loose, 0, "hello\n").ok());
-  // Hidden files and editor backups are skipped by the pack: not checked.
-  OpenFileInStore backup = CreateIn(**store, "r", "label~", O_RDWR);
-  EXPECT_TRUE(CheckedWrite(**store, backup, 0, "hello\n").ok());
 }
 
 // ---- Bounded descriptors (issue 15, item 7) ----

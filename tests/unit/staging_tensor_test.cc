@@ -1,7 +1,7 @@
 // The reverse direction for tensors and sequence steps (staging/record_folder.h):
-// feature types learnt from decoded features, the kind tag, `.png`/`.npy` files to the
-// TensorProto tf.io.serialize_tensor writes, where a staged file sits
-// (ClassifyStagedFile), and the close()-time checks of the store.
+// feature types learnt from decoded features, `.png`/`.npy` files to the
+// TensorProto tf.io.serialize_tensor writes, and the close()-time checks of
+// the store (where a staged file sits and its kind tag: staging_staged_file_test).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
@@ -23,6 +23,7 @@
 #include "tfrecordfs/naming/feature_type.h"
 #include "tfrecordfs/staging/layout.h"
 #include "tfrecordfs/staging/record_folder.h"
+#include "tfrecordfs/staging/staged_file.h"
 #include "tfrecordfs/staging/store.h"
 #include "tfrecordfs/tensor/npy.h"
 #include "tfrecordfs/tensor/png.h"
@@ -65,64 +66,6 @@ std::string Proto(DataType dt, std::vector<int64_t> shape, const std::string& da
 // The proto of a conversion, or its error.
 std::string ProtoOf(const absl::StatusOr<TensorFile>& f) {
   return f.ok() ? f->proto : f.status().ToString();
-}
-
-TEST(ClassifyStagedFile, ExampleAndSequencePlaces) {
-  using R = StagedFile::Role;
-  struct Case {
-    const char* rel;
-    bool sequence;
-    R role;
-    const char* key;
-    const char* ext;
-  };
-  const Case cases[] = {
-      {"rec/label", false, R::kNumeric, "label", ""},
-      {"rec/image/encoded.png", false, R::kArray, "image/encoded", ".png"},
-      {"rec/emb.npy", false, R::kArray, "emb", ".npy"},
-      {"rec/photo.jpg", false, R::kOther, "", ""},
-      {"rec/names.txt", false, R::kOther, "", ""},
-      {"rec/frames/1.npy", false, R::kArray, "frames", ".npy"},
-      {"rec/frames/1.jpg", false, R::kOther, "", ""},
-      {"rec/frames/3", false, R::kOther, "", ""},  // a list item, not numeric
-      {"rec/.label.swp", false, R::kOther, "", ""},
-      {"loose", false, R::kOther, "", ""},  // not in a record folder
-      {"rec/context/label", false, R::kNumeric, "context/label", ""},
-      {"rec/context/label", true, R::kNumeric, "label", ""},
-      {"rec/context/img.png", true, R::kArray, "img", ".png"},
-      {"rec/feature_lists/rgb/07", false, R::kNumeric, "feature_lists/rgb", ""},
-      {"rec/feature_lists/rgb/07", true, R::kNumeric, "feature_lists/rgb", ""},
-      {"rec/feature_lists/frame/mask/3.png", true, R::kArray, "feature_lists/frame/mask", ".png"},
-      {"rec/feature_lists/mask/03/1.npy", true, R::kArray, "feature_lists/mask", ".npy"},
-      {"rec/feature_lists/%37/2", true, R::kNumeric, "feature_lists/7", ""},
-      {"rec/feature_lists/tok/2.txt", true, R::kOther, "", ""},
-      {"rec/feature_lists/tok/2.none", true, R::kOther, "", ""},
-      {"rec/feature_lists/07", true, R::kOther, "", ""},  // a step outside a list
-  };
-  for (const Case& c : cases) {
-    const StagedFile f = ClassifyStagedFile(c.rel, c.sequence);
-    EXPECT_EQ(f.role, c.role) << c.rel;
-    if (c.role == R::kOther) continue;
-    EXPECT_EQ(f.feature, c.key) << c.rel;
-    EXPECT_EQ(f.extension, c.ext) << c.rel;
-  }
-}
-
-TEST(KindTag, RoundTripsAndRefusesUnknownText) {
-  for (const TensorType& t :
-       {TensorType{DataType::kUint8, {4, 5, 3}}, TensorType{DataType::kFloat, {}},
-        TensorType{DataType::kUint16, {0, 7}}, TensorType{DataType::kBool, {2}}}) {
-    const naming::FeatureType h = ParseKindTag(TensorTag(t));
-    EXPECT_EQ(h.kind, Kind::kBytes) << TensorTag(t);
-    EXPECT_EQ(h.tensors, std::vector<TensorType>{t}) << TensorTag(t);
-  }
-  EXPECT_EQ(TensorTag({DataType::kUint8, {4, 5, 3}}), "tensor:uint8:4,5,3");
-  EXPECT_EQ(ParseKindTag("int64").kind, Kind::kInt64);
-  EXPECT_EQ(ParseKindTag("float").kind, Kind::kFloat);
-  for (const char* bad : {"", "bytes", "tensor:", "tensor:string:1", "tensor:uint8:1,,2",
-                          "tensor:uint8:-1", "tensor:uint8", "tensor:uint8:x"}) {
-    EXPECT_EQ(ParseKindTag(bad), naming::FeatureType{}) << bad;
-  }
 }
 
 TEST(FeatureTypeOf, TensorTypesOfTheValues) {
@@ -371,7 +314,7 @@ class StoreCloseTest : public FolderTest {
       return ErrnoError(errno, "write");
     }
     if (node_out) *node_out = node;
-    return store.ValidateOnClose(node, fd.get(), types_);
+    return store.checker().ValidateOnClose(node, fd.get(), types_);
   }
   std::string Tag(const std::string& rel) {
     char buf[256];
@@ -433,7 +376,7 @@ TEST_F(StoreCloseTest, SequenceStepsValidateWithTheListKind) {
   EXPECT_TRUE(WriteAndClose(**store, "r/feature_lists/new/0", "0.5\n").ok());
   uint64_t unknown = 0;
   EXPECT_TRUE(WriteAndClose(**store, "r/feature_lists/new/1", "abc\n", &unknown).ok());
-  auto why = (*store)->ErrorOf(unknown, types_);
+  auto why = (*store)->checker().ErrorOf(unknown, types_);
   ASSERT_TRUE(why.ok()) << why.status();
   EXPECT_THAT(*why, HasSubstr("line 1"));
   if (Tag("r/feature_lists/rgb/1").empty()) GTEST_SKIP() << "no user xattrs under " << root_;
@@ -451,8 +394,9 @@ TEST_F(StoreCloseTest, NumericStepsAreRefusedAtWrite) {
   auto fd = (*store)->Open(node, O_WRONLY);
   ASSERT_TRUE(fd.ok());
   UniqueFd f(*fd);
-  EXPECT_EQ(ErrnoOf((*store)->ValidateOnWrite(node, f.get(), 0, "0.5\n", types_)), EINVAL);
-  EXPECT_TRUE((*store)->ValidateOnWrite(node, f.get(), 0, "5\n", types_).ok());
+  EXPECT_EQ(ErrnoOf((*store)->checker().ValidateOnWrite(node, f.get(), 0, "0.5\n", types_)),
+            EINVAL);
+  EXPECT_TRUE((*store)->checker().ValidateOnWrite(node, f.get(), 0, "5\n", types_).ok());
 }
 
 }  // namespace

@@ -35,6 +35,10 @@ namespace tfrecordfs {
 // `dir` + "/" + `name`, without doubling a slash `dir` already ends with.
 std::string JoinPath(absl::string_view dir, absl::string_view name);
 
+// "/proc/self/fd/<fd>": a path that reopens (or reads the target of) the
+// file open as `fd`, for a descriptor opened O_PATH or write-only.
+std::string ProcFdPath(int fd);
+
 // The canonical absolute path of `path` (realpath(3): symlinks, "." and ".."
 // resolved). Fails when `path` or a component does not exist; the error names
 // `path`. Callers that would rather keep the path as given use

@@ -52,7 +52,7 @@
 //         nonzero dims beside a 0 multiplying past 2^63 bytes), DT_STRING
 //         and other dtypes DecodeTensor refuses keep their bytes.
 //     In the reverse direction `.png`/`.npy` are exact bytes unless the
-//     feature's kind in the mounted shards is a tensor (staging/record_folder.h).
+//     feature's kind in the mounted shards is a tensor (staging/staged_file.h).
 //   * An Example feature whose first name component is `feature_lists` has
 //     its 'f' escaped (`%66eature_lists/...`): a top-level `feature_lists/`
 //     folder means a SequenceExample (below), in both directions.
@@ -84,6 +84,7 @@
 #ifndef TFRECORDFS_NAMING_NAMING_H_
 #define TFRECORDFS_NAMING_NAMING_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -231,6 +232,27 @@ struct Entry {
   std::vector<Piece> Pieces() const;
   bool is_inline() const { return form == ContentForm::kInline; }
 };
+
+// Calls `fn(piece, from, len)` for each piece of `e` that bytes
+// [offset, offset + n) of the file overlap, in file order: the range covers
+// bytes [from, from + len) of that piece. `fn` returns absl::Status; the
+// first error stops the walk and is returned. (A template: the read path
+// calls it per read, with no allocation beyond Pieces().)
+template <typename Fn>
+absl::Status ForEachPieceIn(const Entry& e, uint64_t offset, size_t n, Fn&& fn) {
+  uint64_t begin = 0;  // file offset of the current piece
+  for (const Piece& p : e.Pieces()) {
+    const uint64_t end = begin + p.size;
+    const uint64_t piece_begin = begin;
+    begin = end;
+    if (end <= offset || piece_begin >= offset + n) continue;
+    const uint64_t from = std::max(offset, piece_begin) - piece_begin;
+    const size_t len =
+        static_cast<size_t>(std::min<uint64_t>(end, offset + n) - piece_begin - from);
+    if (absl::Status s = fn(p, from, len); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
 
 // The whole content of file `e` of a layout made from `payload` (tests,
 // tools: a PNG is produced whole).

@@ -4,7 +4,7 @@
 // committed. Their folders live in the edit store (staging/edits.h), a
 // staging::Store served by a StagingView of its own (`folders()`), so an
 // edited record takes every write, check and error a staged record does
-// (staging/store.h: numeric files checked at write(), .png/.npy into tensor
+// (staging/staged_file_checker.h: numeric files checked at write(), .png/.npy into tensor
 // features, SequenceExample context/ and feature_lists/).
 //
 // Check-out: the first change of a record (a write, truncation, create,

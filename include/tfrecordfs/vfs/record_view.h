@@ -138,6 +138,14 @@ class RecordView final : public View {
   // Parse() of node's record, NotFound("stale node id") when the record has
   // no entry node.entry.
   absl::StatusOr<std::shared_ptr<const ParsedRecord>> ParseEntry(const Node& node);
+  // Resolve, then ParseEntry: the node of `ino`, its record's layout, and
+  // its entry in that layout.
+  struct ParsedNode {
+    Node node;
+    std::shared_ptr<const ParsedRecord> rec;
+    const naming::Entry& entry() const { return rec->layout.entries[node.entry]; }
+  };
+  absl::StatusOr<ParsedNode> ResolveParsed(uint64_t ino);
   // Why a record failed to parse, if it did (kept beyond the record cache).
   std::optional<std::string> DamageOf(uint64_t shard, uint64_t record) const;
   // Notes why a record is damaged; true unless it was noted already.

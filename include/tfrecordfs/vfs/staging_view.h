@@ -17,13 +17,13 @@
 // (fuse::OpsOptions::skip_open, FUSE_CAP_NO_OPEN*), and the call then opens
 // what it needs for itself.
 //
-// Checks of staged bytes are the store's (staging::Store::ValidateOnWrite,
-// ValidateOnClose, Rename), against the feature types `types` gives (the
+// Checks of staged bytes are the store's (staging::StagedFileChecker's
+// ValidateOnWrite and ValidateOnClose, Store::Rename), against the feature types `types` gives (the
 // mounted shards', from Filesystem); this view decides when they run:
 // at write() for every write (names the shards know), at FLUSH for a handle
 // written since the last check, at the last close otherwise (only logged
 // there), and at rename() for what a file becomes under its new name.
-// Every write or truncation that lands is reported to the store
+// Every write or truncation that lands is reported to the checker
 // (NoteRewritten), which is how a refused file's mark goes.
 //
 // Thread-safety: all methods may be called concurrently, also on one handle

@@ -43,6 +43,7 @@
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/naming/feature_type.h"
 #include "tfrecordfs/staging/layout.h"
+#include "tfrecordfs/staging/record_folder.h"
 #include "tfrecordfs/staging/store.h"
 
 namespace tfrecordfs::mount_test {

@@ -2,7 +2,7 @@
 // daemon runs under `prlimit --nofile=256:256`, stages thousands of files
 // through the mount, lists and stats them all (so the kernel holds a lookup
 // of each), reads them back, and packs them on unmount. The store keeps a
-// bounded number of descriptors (staging/store.h), so nothing fails with
+// bounded number of descriptors (staging/node_table.h), so nothing fails with
 // EMFILE and every record arrives.
 #include <sys/stat.h>
 
