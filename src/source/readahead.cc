@@ -151,12 +151,18 @@ size_t PrefetchReader::peak_bytes() const {
   return peak_;
 }
 
-absl::StatusOr<std::string> PrefetchReader::ReadPart(uint64_t offset, size_t len) const {
+absl::StatusOr<PrefetchReader::Bytes> PrefetchReader::ReadPart(uint64_t offset, size_t len) const {
   reads_.fetch_add(1, std::memory_order_relaxed);
-  std::string bytes(len, '\0');
-  auto got = PreadUpTo(in_, bytes.data(), len, offset, path_);
+  Bytes bytes;
+  bytes.data.reset(
+      static_cast<char*>(std::aligned_alloc(kPage, (len + kPage - 1) / kPage * kPage)));
+  if (!bytes.data) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(path_, ": no memory for a ", len, "-byte read at byte offset ", offset));
+  }
+  auto got = PreadUpTo(in_, bytes.data.get(), len, offset, path_);
   if (!got.ok()) return got.status();
-  bytes.resize(*got);
+  bytes.size = *got;
   return bytes;
 }
 
@@ -166,7 +172,7 @@ void PrefetchReader::Fill() const {
     if (!parts_.empty() && held_ + len > options_.budget_bytes) break;
     const uint64_t offset = next_;
     auto read = [this, offset, len] { return ReadPart(offset, len); };
-    std::shared_future<absl::StatusOr<std::string>> bytes;
+    std::shared_future<absl::StatusOr<Bytes>> bytes;
     try {
       bytes = std::async(std::launch::async, read).share();
     } catch (const std::system_error&) {
@@ -188,7 +194,7 @@ absl::StatusOr<size_t> PrefetchReader::ReadAt(uint64_t offset, char* buf, size_t
   size_t done = 0;
   while (done < n) {
     const uint64_t at = offset + done;
-    std::shared_future<absl::StatusOr<std::string>> bytes;
+    std::shared_future<absl::StatusOr<Bytes>> bytes;
     uint64_t part_offset = 0;
     size_t part_len = 0;
     bool direct = false;
@@ -200,10 +206,10 @@ absl::StatusOr<size_t> PrefetchReader::ReadAt(uint64_t offset, char* buf, size_t
       } else {
         if (!started_ || at > next_) {
           // First read, or a jump past what was started: begin the stream
-          // here, small again.
+          // here (at the page boundary: see Bytes), small again.
           parts_.clear();
           held_ = 0;
-          next_ = at;
+          next_ = at - at % kPage;
           part_size_ = std::max<size_t>(options_.first_part, 1);
           started_ = true;
         }
@@ -230,14 +236,14 @@ absl::StatusOr<size_t> PrefetchReader::ReadAt(uint64_t offset, char* buf, size_t
       return done + *got;
     }
     if (!bytes.valid()) return done;  // unreachable: at < size_ = the last part's end
-    const absl::StatusOr<std::string>& part = bytes.get();
+    const absl::StatusOr<Bytes>& part = bytes.get();
     if (!part.ok()) return part.status();
     const size_t skip = static_cast<size_t>(at - part_offset);
-    if (skip >= part->size()) return done;  // the file ended early
-    const size_t k = std::min(n - done, part->size() - skip);
-    std::memcpy(buf + done, part->data() + skip, k);
+    if (skip >= part->size) return done;  // the file ended early
+    const size_t k = std::min(n - done, part->size - skip);
+    std::memcpy(buf + done, part->data.get() + skip, k);
     done += k;
-    if (part->size() < part_len && skip + k == part->size()) return done;
+    if (part->size < part_len && skip + k == part->size) return done;
   }
   return done;
 }

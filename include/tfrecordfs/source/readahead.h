@@ -26,6 +26,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <future>
@@ -127,7 +128,8 @@ class ReadaheadSource final : public ShardSource {
 // ReadAt serves the bytes of the parts; a part the reader has passed is
 // dropped. A read before the parts held (a walk resynchronising backwards)
 // goes to the stored bytes directly and leaves the stream alone; a read past
-// the parts scheduled restarts the stream there at `first_part`. The bytes
+// the parts scheduled restarts the stream there (from its page boundary) at
+// `first_part`. The bytes
 // are exactly the stored bytes': a part that failed fails the reads that
 // need its bytes with the stored bytes' own error (which names the file or
 // URL and the byte offset), and reads before it are served. Reads stop at
@@ -164,14 +166,21 @@ class PrefetchReader final : public ObjectReader {
   size_t peak_bytes() const;
 
  private:
+  // A part's bytes, in a page-aligned buffer: a direct read (FUSE
+  // direct_io, O_DIRECT) of whole pages into it then takes len / max_read
+  // requests, not one more for a buffer straddling an extra page.
+  struct Bytes {
+    std::unique_ptr<char, decltype(&std::free)> data{nullptr, &std::free};
+    size_t size = 0;
+  };
   struct Part {
     uint64_t offset;
     size_t len;
-    std::shared_future<absl::StatusOr<std::string>> bytes;
+    std::shared_future<absl::StatusOr<Bytes>> bytes;
   };
   // Starts parts at next_ while the budget allows.
   void Fill() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<std::string> ReadPart(uint64_t offset, size_t len) const;
+  absl::StatusOr<Bytes> ReadPart(uint64_t offset, size_t len) const;
 
   const StoredBytes in_;
   const std::string path_;
