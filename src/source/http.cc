@@ -306,8 +306,9 @@ absl::StatusOr<size_t> HttpObject::ReadAt(uint64_t offset, char* buf, size_t n) 
   n = static_cast<size_t>(std::min<uint64_t>(n, size - offset));
   const uint64_t end = offset + n;
   if (n >= kUncachedFetch) {
-    // A walk's part (PrefetchReader): its bytes are read once, so they go
-    // around the block cache, where they would only evict what readers use.
+    // A walk's part (PrefetchReader) or a readahead block: the reader
+    // keeps what it needs, so the bytes go around the block cache, where
+    // they would be kept twice and evict the blocks of record reads.
     auto bytes = Fetch(offset, end);
     if (!bytes.ok()) return bytes.status();
     std::copy_n(bytes->data(), n, buf);
