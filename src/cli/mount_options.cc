@@ -245,6 +245,18 @@ constexpr MountOption kMountOptions[] = {
        cli->objects.gcs_token_file = std::string(v);
        return "";
      }},
+    {"multipart_mb", "N",
+     "s3:// and gs:// SOURCEs packed into at unmount: upload a new shard larger than N MiB as "
+     "a multipart upload in N MiB parts, a smaller one with one PUT (default 8, from 5 to "
+     "5120, S3's part sizes)",
+     [](absl::string_view v, CliOptions* cli) -> std::string {
+       uint64_t mb = 0;
+       if (!absl::SimpleAtoi(v, &mb) || mb < 5 || mb > 5120) {
+         return "multipart_mb needs a number of MiB from 5 to 5120 (S3's part sizes)";
+       }
+       cli->objects.multipart_bytes = mb << 20;
+       return "";
+     }},
     {"nosplice", "", "copy read data instead of splicing it from shards",
      [](absl::string_view, CliOptions* cli) -> std::string {
        cli->session.ops.splice = false;

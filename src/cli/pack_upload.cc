@@ -44,6 +44,8 @@ absl::StatusOr<repack::UploadOptions> ResolveUpload(const std::string& bucket_so
   t.key_prefix = u->key.empty() || absl::EndsWith(u->key, "/") ? u->key : u->key + "/";
   t.signer = access->signer;
   t.client = client;
+  t.multipart_threshold = scan::DefaultObjectOptions().multipart_bytes;
+  t.part_size = scan::DefaultObjectOptions().multipart_bytes;
   options.outgoing_dir = OutgoingDir(store_dir);
   return options;
 }

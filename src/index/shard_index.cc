@@ -12,6 +12,7 @@
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/utf8.h"
 #include "tfrecordfs/record/format.h"
+#include "tfrecordfs/source/readahead.h"
 #include "tfrecordfs/source/snappy_source.h"
 
 namespace tfrecordfs::index {
@@ -132,8 +133,19 @@ absl::StatusOr<WalkedShard> WalkShard(source::StoredBytes fd, const std::string&
     const bool blocks =
         mode == WalkMode::kBlocks ||
         (mode == WalkMode::kAuto && (fd.object() != nullptr || source::OnRemoteStorage(fd.fd())));
-    auto walk = record::WalkHeaders(source::PlainSource::Borrowing(fd, path, size), 0,
-                                    blocks ? kWalkBlock : 0, max_records);
+    if (!blocks) {
+      auto walk =
+          record::WalkHeaders(source::PlainSource::Borrowing(fd, path, size), 0, 0, max_records);
+      if (!walk.ok()) return walk.status();
+      if (progress) progress(size);
+      out.walk = std::move(*walk);
+      return out;
+    }
+    // Every byte is read, front to back: several parts in flight ahead of
+    // the walk, which then reads them from memory in small blocks.
+    source::PrefetchReader ahead(fd, path, size);
+    auto walk = record::WalkHeaders(source::PlainSource::Borrowing(&ahead, path, size), 0,
+                                    kPrefetchedWalkBlock, max_records);
     if (!walk.ok()) return walk.status();
     if (progress) progress(size);
     out.walk = std::move(*walk);
@@ -141,9 +153,16 @@ absl::StatusOr<WalkedShard> WalkShard(source::StoredBytes fd, const std::string&
   }
   record::StreamWalker walker(path, max_records);
   const auto sink = [&](absl::string_view bytes) { return walker.Feed(bytes); };
+  // The stream is read front to back once: on remote storage, through
+  // parts read ahead (as a plain shard's block walk).
+  std::optional<source::PrefetchReader> ahead;
+  source::StoredBytes in = fd;
+  if (mode != WalkMode::kHeaders && (fd.object() != nullptr || source::OnRemoteStorage(fd.fd()))) {
+    in = &ahead.emplace(fd, path, size);
+  }
   auto scan = codec == source::Codec::kSnappy
-                  ? source::ScanSnappy(fd, path, size, sink, progress)
-                  : source::ScanCompressed(fd, path, size, codec, span, sink, progress);
+                  ? source::ScanSnappy(in, path, size, sink, progress)
+                  : source::ScanCompressed(in, path, size, codec, span, sink, progress);
   if (!scan.ok()) return scan.status();
   auto table = std::make_shared<source::CheckpointTable>(std::move(scan->table));
   out.windows_blob = std::move(scan->windows_blob);

@@ -329,6 +329,18 @@ class Uploader {
   uint64_t completed_ = 0;
 };
 
+}  // namespace
+
+uint64_t MultipartPartSize(uint64_t size, uint64_t wanted) {
+  wanted = std::max<uint64_t>(wanted, 1);
+  if ((size + wanted - 1) / wanted <= kMaxParts) return wanted;
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  const uint64_t least = (size + kMaxParts - 1) / kMaxParts;
+  return (least + kMiB - 1) / kMiB * kMiB;
+}
+
+namespace {
+
 absl::Status Uploader::UploadOne(size_t i) {
   PendingObject& o = j_.objects[i];
   const std::string path = JoinPath(o_.outgoing_dir, o.local);
@@ -352,8 +364,9 @@ absl::Status Uploader::UploadOne(size_t i) {
   std::vector<std::string> etags;
   std::string part;
   absl::Status status;
-  for (uint64_t at = 0; at < o.size && status.ok(); at += t.part_size) {
-    part.resize(std::min<uint64_t>(t.part_size, o.size - at));
+  const uint64_t part_size = MultipartPartSize(o.size, t.part_size);
+  for (uint64_t at = 0; at < o.size && status.ok(); at += part_size) {
+    part.resize(std::min<uint64_t>(part_size, o.size - at));
     status = PreadFull(fd->get(), part.data(), part.size(), at, path);
     if (!status.ok()) break;
     auto etag = bucket_.UploadPart(o.key, *id, static_cast<int>(etags.size() + 1), part);

@@ -71,6 +71,12 @@ namespace tfrecordfs::repack {
 inline constexpr uint64_t kMultipartThreshold = uint64_t{8} << 20;
 inline constexpr uint64_t kPartSize = uint64_t{8} << 20;
 
+// S3 takes at most 10000 parts: the part size an object of `size` bytes is
+// uploaded in, `wanted` (>= 1) or, for an object that would need more
+// parts, the next whole MiB that makes 10000 enough.
+inline constexpr uint64_t kMaxParts = 10000;
+uint64_t MultipartPartSize(uint64_t size, uint64_t wanted);
+
 // Where new shards go.
 struct UploadTarget {
   // Object URLs are `base + "/" + AwsUriEncode(key)`: path-style

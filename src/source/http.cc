@@ -22,6 +22,7 @@ namespace tfrecordfs::source {
 namespace {
 
 std::once_flag curl_init;
+constexpr size_t kMaxReservedBody = size_t{64} << 20;
 
 struct Transfer {
   HttpResponse* response;
@@ -129,6 +130,13 @@ absl::StatusOr<HttpResponse> HttpClient::SendOnce(std::unique_ptr<Handle>* handl
   curl_easy_reset(c);
   HttpResponse response;
   Transfer transfer{&response, max_body};
+  // A ranged GET's body has the size asked for: one allocation, not a
+  // doubling string's copies (a walk's parts are megabytes).
+  if (max_body <= kMaxReservedBody &&
+      std::any_of(headers.begin(), headers.end(),
+                  [](const std::string& h) { return absl::StartsWith(h, "Range: "); })) {
+    response.body.reserve(max_body);
+  }
   char errbuf[CURL_ERROR_SIZE] = "";
   curl_slist* list = nullptr;
   for (const std::string& h : headers) list = curl_slist_append(list, h.c_str());
@@ -297,6 +305,15 @@ absl::StatusOr<size_t> HttpObject::ReadAt(uint64_t offset, char* buf, size_t n) 
   if (offset >= size || n == 0) return size_t{0};
   n = static_cast<size_t>(std::min<uint64_t>(n, size - offset));
   const uint64_t end = offset + n;
+  if (n >= kUncachedFetch) {
+    // A walk's part (PrefetchReader) or a readahead block: the reader
+    // keeps what it needs, so the bytes go around the block cache, where
+    // they would be kept twice and evict the blocks of record reads.
+    auto bytes = Fetch(offset, end);
+    if (!bytes.ok()) return bytes.status();
+    std::copy_n(bytes->data(), n, buf);
+    return n;
+  }
   const uint64_t first = offset / kBlockSize, last = (end - 1) / kBlockSize;
   size_t done = 0;
   uint64_t b = first;

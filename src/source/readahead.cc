@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <system_error>
 #include <utility>
 
 namespace tfrecordfs::source {
@@ -126,6 +127,124 @@ absl::StatusOr<size_t> ReadaheadSource::ReadAt(uint64_t offset, char* buf, size_
     done += *got;
   }
   Track(offset, offset + done, hit);
+  return done;
+}
+
+// ---- PrefetchReader ----
+
+PrefetchReader::PrefetchReader(StoredBytes in, std::string path, uint64_t size)
+    : PrefetchReader(in, std::move(path), size, Options()) {}
+
+PrefetchReader::PrefetchReader(StoredBytes in, std::string path, uint64_t size, Options options)
+    : in_(in), path_(std::move(path)), size_(size), options_(options) {
+  MutexLock lock(&mu_);
+  part_size_ = std::max<size_t>(options_.first_part, 1);
+}
+
+PrefetchReader::~PrefetchReader() {
+  MutexLock lock(&mu_);
+  parts_.clear();  // waits for the reads in flight
+}
+
+size_t PrefetchReader::peak_bytes() const {
+  MutexLock lock(&mu_);
+  return peak_;
+}
+
+absl::StatusOr<PrefetchReader::Bytes> PrefetchReader::ReadPart(uint64_t offset, size_t len) const {
+  reads_.fetch_add(1, std::memory_order_relaxed);
+  Bytes bytes;
+  bytes.data.reset(
+      static_cast<char*>(std::aligned_alloc(kPage, (len + kPage - 1) / kPage * kPage)));
+  if (!bytes.data) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(path_, ": no memory for a ", len, "-byte read at byte offset ", offset));
+  }
+  auto got = PreadUpTo(in_, bytes.data.get(), len, offset, path_);
+  if (!got.ok()) return got.status();
+  bytes.size = *got;
+  return bytes;
+}
+
+void PrefetchReader::Fill() const {
+  while (next_ < size_ && parts_.size() < std::max<size_t>(options_.max_parts, 1)) {
+    const size_t len = static_cast<size_t>(std::min<uint64_t>(part_size_, size_ - next_));
+    if (!parts_.empty() && held_ + len > options_.budget_bytes) break;
+    const uint64_t offset = next_;
+    auto read = [this, offset, len] { return ReadPart(offset, len); };
+    std::shared_future<absl::StatusOr<Bytes>> bytes;
+    try {
+      bytes = std::async(std::launch::async, read).share();
+    } catch (const std::system_error&) {
+      // No thread to be had: the reader reads the part itself when it
+      // gets there.
+      bytes = std::async(std::launch::deferred, read).share();
+    }
+    parts_.push_back(Part{offset, len, std::move(bytes)});
+    held_ += len;
+    peak_ = std::max(peak_, held_);
+    next_ += len;
+    part_size_ = std::min(part_size_ * 2, std::max(options_.max_part, options_.first_part));
+  }
+}
+
+absl::StatusOr<size_t> PrefetchReader::ReadAt(uint64_t offset, char* buf, size_t n) const {
+  if (offset >= size_) return size_t{0};
+  n = static_cast<size_t>(std::min<uint64_t>(n, size_ - offset));
+  size_t done = 0;
+  while (done < n) {
+    const uint64_t at = offset + done;
+    std::shared_future<absl::StatusOr<Bytes>> bytes;
+    uint64_t part_offset = 0;
+    size_t part_len = 0;
+    bool direct = false;
+    {
+      MutexLock lock(&mu_);
+      const uint64_t front = parts_.empty() ? next_ : parts_.front().offset;
+      if (started_ && at < front) {
+        direct = true;
+      } else {
+        if (!started_ || at > next_) {
+          // First read, or a jump past what was started: begin the stream
+          // here (at the page boundary: see Bytes), small again.
+          parts_.clear();
+          held_ = 0;
+          next_ = at - at % kPage;
+          part_size_ = std::max<size_t>(options_.first_part, 1);
+          started_ = true;
+        }
+        while (!parts_.empty() && parts_.front().offset + parts_.front().len <= at) {
+          held_ -= parts_.front().len;
+          parts_.pop_front();
+        }
+        Fill();
+        for (const Part& part : parts_) {
+          if (at < part.offset + part.len) {
+            bytes = part.bytes;
+            part_offset = part.offset;
+            part_len = part.len;
+            break;
+          }
+        }
+      }
+    }
+    if (direct) {
+      // Behind the stream (a walk resynchronising): read it as asked.
+      reads_.fetch_add(1, std::memory_order_relaxed);
+      auto got = PreadUpTo(in_, buf + done, n - done, at, path_);
+      if (!got.ok()) return got.status();
+      return done + *got;
+    }
+    if (!bytes.valid()) return done;  // unreachable: at < size_ = the last part's end
+    const absl::StatusOr<Bytes>& part = bytes.get();
+    if (!part.ok()) return part.status();
+    const size_t skip = static_cast<size_t>(at - part_offset);
+    if (skip >= part->size) return done;  // the file ended early
+    const size_t k = std::min(n - done, part->size - skip);
+    std::memcpy(buf + done, part->data.get() + skip, k);
+    done += k;
+    if (part->size < part_len && skip + k == part->size) return done;
+  }
   return done;
 }
 

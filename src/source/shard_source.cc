@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "tfrecordfs/base/fs_util.h"
 
@@ -82,6 +83,9 @@ bool InodesPersist(int fd) {
 }
 
 bool OnRemoteStorage(const std::string& path) {
+  for (absl::string_view scheme : {"s3://", "gs://", "http://", "https://"}) {
+    if (absl::StartsWith(path, scheme)) return true;  // an object source
+  }
   struct statfs sf;
   return ::statfs(path.c_str(), &sf) == 0 && RemoteType(sf.f_type);
 }

@@ -449,6 +449,10 @@ def main():
     os.makedirs(os.path.join(ARGS.root, UPLOADS), exist_ok=True)
     if ARGS.botocore:
         import botocore.auth  # noqa: F401 -- fail now, not at the first request
+    # socketserver listens with a backlog of 5: a client opening dozens of
+    # connections at once (a header walk's parts) would see SYNs dropped and
+    # resent a second later, which no real store does.
+    ThreadingHTTPServer.request_queue_size = 128
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     print(server.server_address[1], flush=True)  # the socket listens already

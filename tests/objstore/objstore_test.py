@@ -791,6 +791,34 @@ class ObjectStoreTest(unittest.TestCase):
                             for q in reqs))
         self.assertEqual(self.uploads_in_flight(), [])
 
+    def test_multipart_mb_sets_the_part_size_and_the_threshold(self):
+        """-o multipart_mb=N: a shard above N MiB goes up in N MiB parts, one
+        below it with one PUT (the 12 MB shard: 5 + 5 + 2 MiB, then one PUT
+        under multipart_mb=16)."""
+        server = self.serve("--access-key", KEY, "--secret-key", SECRET)
+        local, shard = self.big_source()
+        want = self.examples(local)
+        for mb, parts, puts in ((5, 3, 0), (16, 0, 1)):
+            with self.subTest(multipart_mb=mb):
+                before = len(server.requests())
+                mnt, log, env = self.pack_mount(server, "-o", "multipart_mb=%d" % mb)
+                self.assertEqual(self.stage_shard(mnt, shard), 300)
+                r = self.unmount(mnt, env)
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                reqs = server.requests()[before:]
+                self.assertEqual(
+                    len([q for q in reqs if q.startswith("PUT ") and "partNumber=" in q]), parts)
+                self.assertEqual(
+                    len([q for q in reqs if q.startswith("PUT ") and "partNumber=" not in q
+                         and "/staged-" in q]), puts, reqs)
+                self.assertEqual(self.uploads_in_flight(), [])
+        new = self.staged_objects()
+        self.assertEqual(len(new), 2, new)
+        for name in new:
+            self.assertEqual(self.examples(os.path.join(self.root, "b", "data", name)), want)
+        r = run("--help")
+        self.assertIn("multipart_mb=N", r.stdout + r.stderr)
+
     def test_a_crash_mid_upload_is_finished_by_the_next_mount(self):
         server = self.serve("--access-key", KEY, "--secret-key", SECRET)
         local, shard = self.big_source()

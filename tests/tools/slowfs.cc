@@ -4,9 +4,11 @@
 // milliseconds however few bytes it asks for. Tests assert how many reads a
 // walk makes (a count, never a time); scripts/bench times work behind it.
 //
-//   slowfs [-f] [-o delay_ms=N] [-o FUSE option...] SOURCE_DIR MOUNTPOINT
+//   slowfs [-f] [-o delay_ms=N] [-o max_read_kb=K] [-o FUSE option...] SOURCE_DIR MOUNTPOINT
 //
-// delay_ms  milliseconds slept before each read of a file (default 10)
+// delay_ms     milliseconds slept before each read of a file (default 10)
+// max_read_kb  the largest read request, in KiB (default 1024; 128 is what
+//              the kernel and s3fs negotiate by default, issue 25)
 //
 // `MOUNTPOINT/.slowfs-stats` (not counted, not in SOURCE_DIR) reads
 // "reads N\nbytes B\n": the read requests served so far and their bytes.
@@ -16,9 +18,10 @@
 // cache neither absorbs repeated reads nor turns a 12-byte pread into a
 // 128 KiB readahead. A read request is then what a remote file system sees:
 // what the application asked for, cut by the kernel into requests of at
-// most max_read (1 MiB, the kernel's largest FUSE request), each of which
-// pays the delay. The mount is read-only (writes fail with EROFS) and
-// multithreaded (up to 64 requests in flight, as on a network file system).
+// most max_read (1 MiB, the kernel's largest FUSE request, unless
+// max_read_kb says less), each of which pays the delay; the kernel sends
+// the requests of one direct read one after another. The mount is read-only (writes fail with
+// EROFS) and multithreaded (up to 64 requests in flight, as on a network file system).
 #define FUSE_USE_VERSION 35
 
 #include <dirent.h>
@@ -47,6 +50,7 @@ constexpr unsigned kMaxRequest = 1u << 20;
 
 struct Config {
   unsigned delay_ms = 10;
+  unsigned max_read_kb = kMaxRequest >> 10;
   const char* source = nullptr;
 };
 
@@ -54,6 +58,7 @@ struct Config {
 struct State {
   int dirfd = -1;
   unsigned delay_ms = 0;
+  unsigned max_request = kMaxRequest;
   std::atomic<uint64_t> reads{0};
   std::atomic<uint64_t> bytes{0};
 };
@@ -72,9 +77,10 @@ bool IsStats(const char* path) { return std::strcmp(path + 1, kStatsName) == 0 &
 constexpr uint64_t kStatsFh = ~uint64_t{0};
 
 void* Init(fuse_conn_info* conn, fuse_config* cfg) {
-  conn->max_write = kMaxRequest;  // lets the kernel negotiate 256 pages per request
-  conn->max_read = kMaxRequest;
-  conn->max_readahead = kMaxRequest;
+  const unsigned max_request = Self()->max_request;
+  conn->max_write = max_request;  // lets the kernel negotiate 256 pages per request
+  conn->max_read = max_request;
+  conn->max_readahead = max_request;
   cfg->direct_io = 1;
   cfg->kernel_cache = 0;
   cfg->entry_timeout = cfg->attr_timeout = 3600;
@@ -164,6 +170,7 @@ int Access(const char* path, int mask) {
 
 const fuse_opt kOpts[] = {
     {"delay_ms=%u", offsetof(Config, delay_ms), 0},
+    {"max_read_kb=%u", offsetof(Config, max_read_kb), 0},
     FUSE_OPT_END,
 };
 
@@ -184,17 +191,25 @@ int main(int argc, char** argv) {
   if (fuse_opt_parse(&args, &config, kOpts, TakeArg) != 0) return 2;
   if (config.source == nullptr) {
     std::fprintf(stderr,
-                 "Usage: slowfs [-f] [-o delay_ms=N] [-o FUSE option...] SOURCE_DIR MOUNTPOINT\n");
+                 "Usage: slowfs [-f] [-o delay_ms=N] [-o max_read_kb=K] [-o FUSE option...] "
+                 "SOURCE_DIR MOUNTPOINT\n");
+    return 2;
+  }
+  if (config.max_read_kb < 4 || config.max_read_kb > (kMaxRequest >> 10)) {
+    std::fprintf(stderr, "slowfs: max_read_kb must be from 4 to %u\n", kMaxRequest >> 10);
     return 2;
   }
   static State state;
   state.delay_ms = config.delay_ms;
+  state.max_request = config.max_read_kb << 10;
   state.dirfd = ::open(config.source, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (state.dirfd < 0) {
     std::fprintf(stderr, "slowfs: %s: %s\n", config.source, std::strerror(errno));
     return 1;
   }
-  fuse_opt_add_arg(&args, "-oro,fsname=slowfs,subtype=slowfs,max_read=1048576");
+  const std::string fixed =
+      "-oro,fsname=slowfs,subtype=slowfs,max_read=" + std::to_string(state.max_request);
+  fuse_opt_add_arg(&args, fixed.c_str());
   fuse_opt_add_arg(&args, "-omax_threads=64");
 
   fuse_operations ops = {};

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "testing/temp_dir.h"
 #include "tfrecordfs/source/bearer.h"
+#include "tfrecordfs/source/shard_source.h"
 #include "tfrecordfs/source/sigv4.h"
 
 namespace tfrecordfs {
@@ -57,6 +58,16 @@ TEST(ObjectUrlTest, RefusesWhatWouldLeakOrMeansNothing) {
   auto cred = scan::ParseObjectUrl("https://user:secret@host/x");
   ASSERT_FALSE(cred.ok());
   EXPECT_THAT(std::string(cred.status().message()), ::testing::Not(HasSubstr("secret")));
+}
+
+// Object sources count as remote storage: their mounts read ahead and walk
+// in parts read ahead (issue 25).
+TEST(ObjectUrlTest, ObjectSourcesAreRemoteStorage) {
+  for (const char* url :
+       {"s3://b/data", "gs://b", "https://h/x/shard-00000-of-00001", "http://127.0.0.1:9/b/k"}) {
+    EXPECT_TRUE(source::OnRemoteStorage(std::string(url))) << url;
+  }
+  EXPECT_FALSE(source::OnRemoteStorage(std::string("/nonexistent/s3://b")));
 }
 
 TEST(ExpandShardSpecTest, TfdsNames) {

@@ -24,6 +24,7 @@
 #include "tfrecordfs/record/format.h"
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/record/writer.h"
+#include "tfrecordfs/source/readahead.h"
 
 namespace tfrecordfs::record {
 namespace {
@@ -723,6 +724,55 @@ TEST(WalkBlocksTest, DamagedShardWalksTheSameInBlocks) {
   for (size_t i = 0; i < a->problems.size(); ++i) {
     EXPECT_EQ(a->problems[i].offset, b->problems[i].offset);
     EXPECT_EQ(a->problems[i].message, b->problems[i].message);
+  }
+}
+
+// The block walk on remote storage reads through a PrefetchReader (issue
+// 25): the same offsets and problems as a header walk, clean or damaged,
+// with the parts read ahead of it instead of one read per block.
+class MemoryObject final : public source::ObjectReader {
+ public:
+  explicit MemoryObject(std::string bytes) : bytes_(std::move(bytes)) {}
+  const std::string& url() const override { return url_; }
+  uint64_t size() const override { return bytes_.size(); }
+  absl::StatusOr<size_t> ReadAt(uint64_t offset, char* buf, size_t n) const override {
+    if (offset >= bytes_.size()) return size_t{0};
+    n = std::min<size_t>(n, bytes_.size() - offset);
+    std::memcpy(buf, bytes_.data() + offset, n);
+    return n;
+  }
+
+ private:
+  std::string bytes_;
+  std::string url_ = "s3://bucket/prefetched";
+};
+
+TEST(WalkBlocksTest, PrefetchedWalkFindsWhatTheHeaderWalkFinds) {
+  for (bool damaged : {false, true}) {
+    std::string shard;
+    for (int i = 0; i < 400; ++i) AppendFramed(&shard, std::string(20000 + i * 97, 'a' + i % 26));
+    if (damaged) {
+      shard[20000 * 150 + 5] ^= 0x55;
+      shard[5 * 1024 * 1024 + 11] ^= 0x21;
+      shard.resize(shard.size() - 9);
+    }
+    CountingSource plain(shard);
+    auto a = WalkHeaders(plain);
+    MemoryObject object(shard);
+    source::PrefetchReader::Options options;
+    options.first_part = 256 * 1024;  // small parts: many part edges in the walk
+    options.max_part = 1024 * 1024;
+    source::PrefetchReader ahead(&object, object.url(), shard.size(), options);
+    auto b = WalkHeaders(source::PlainSource::Borrowing(&ahead, object.url(), shard.size()), 0,
+                         64 * 1024);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->offsets, b->offsets) << "damaged " << damaged;
+    ASSERT_EQ(a->problems.size(), b->problems.size()) << "damaged " << damaged;
+    for (size_t i = 0; i < a->problems.size(); ++i) {
+      EXPECT_EQ(a->problems[i].offset, b->problems[i].offset);
+      EXPECT_EQ(a->problems[i].message, b->problems[i].message);
+    }
+    EXPECT_EQ(a->problems.empty(), !damaged);
   }
 }
 

@@ -2,7 +2,12 @@
 // wrapped source's, sequential readers get blocks fetched ahead, random
 // readers start nothing, and a failing fetch surfaces as the wrapped
 // source's own error rather than as wrong or missing bytes.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
@@ -14,6 +19,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tfrecordfs/source/readahead.h"
 
@@ -239,6 +246,216 @@ TEST(ReadaheadTest, ConcurrentSequentialReadersOfSeveralSources) {
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(bad.load(), 0);
   EXPECT_GT(ra.fetches(), 0u);
+}
+
+// ---- PrefetchReader ----
+
+// An object in memory that answers each ranged read after `latency` (a
+// round trip), records the ranges asked for and how many were in flight at
+// once, and fails reads touching a byte range with an error naming its URL
+// and the byte offset (as HttpObject's do).
+class FakeObject final : public ObjectReader {
+ public:
+  FakeObject(std::string bytes, std::chrono::milliseconds latency)
+      : bytes_(std::move(bytes)), latency_(latency) {}
+  const std::string& url() const override { return url_; }
+  uint64_t size() const override { return bytes_.size(); }
+  absl::StatusOr<size_t> ReadAt(uint64_t offset, char* buf, size_t n) const override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ranges_.emplace_back(offset, offset + n);
+      max_in_flight_ = std::max(max_in_flight_, ++in_flight_);
+    }
+    std::this_thread::sleep_for(latency_);
+    std::lock_guard<std::mutex> lock(mu_);
+    --in_flight_;
+    if (offset < fail_end_ && offset + n > fail_begin_) {
+      return absl::UnavailableError(absl::StrCat(url_, ": 503 at byte offset ", offset));
+    }
+    if (offset >= bytes_.size()) return size_t{0};
+    n = std::min<size_t>(n, bytes_.size() - offset);
+    std::memcpy(buf, bytes_.data() + offset, n);
+    return n;
+  }
+
+  void FailRange(uint64_t begin, uint64_t end) {
+    std::lock_guard<std::mutex> lock(mu_);
+    fail_begin_ = begin;
+    fail_end_ = end;
+  }
+  std::vector<std::pair<uint64_t, uint64_t>> ranges() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ranges_;
+  }
+  int max_in_flight() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return max_in_flight_;
+  }
+
+ private:
+  const std::string bytes_;
+  const std::chrono::milliseconds latency_;
+  const std::string url_ = "s3://bucket/shard-00000-of-00001";
+  mutable std::mutex mu_;
+  mutable std::vector<std::pair<uint64_t, uint64_t>> ranges_;
+  mutable int in_flight_ = 0, max_in_flight_ = 0;
+  uint64_t fail_begin_ = 0, fail_end_ = 0;
+};
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+// Reads all of `r` front to back in `chunk`-byte reads, as a walk does.
+std::string ReadAll(const PrefetchReader& r, size_t chunk) {
+  std::string out, buf(chunk, '\0');
+  for (uint64_t off = 0;;) {
+    auto got = r.ReadAt(off, buf.data(), chunk);
+    EXPECT_TRUE(got.ok()) << got.status();
+    if (!got.ok() || *got == 0) break;
+    out.append(buf.data(), *got);
+    off += *got;
+  }
+  return out;
+}
+
+TEST(PrefetchReaderTest, SequentialReaderGetsTheBytesInOrderFromGrowingPartsInFlight) {
+  const std::string bytes = Pattern(13 * kMiB + 777, 11);
+  FakeObject object(bytes, std::chrono::milliseconds(20));
+  PrefetchReader r(&object, object.url(), bytes.size());
+  EXPECT_TRUE(Same(ReadAll(r, 100000), bytes));
+  // Parts of 1, 2, 4 and 8 MiB (the last cut at the end), several in flight.
+  auto ranges = object.ranges();  // in the order the threads got there
+  std::sort(ranges.begin(), ranges.end());
+  ASSERT_EQ(ranges.size(), 4u);
+  EXPECT_EQ(ranges[0], std::make_pair(uint64_t{0}, uint64_t{kMiB}));
+  EXPECT_EQ(ranges[1].second - ranges[1].first, 2 * kMiB);
+  EXPECT_EQ(ranges[2].second - ranges[2].first, 4 * kMiB);
+  EXPECT_EQ(ranges[3].second, bytes.size());
+  EXPECT_GE(object.max_in_flight(), 3);
+  EXPECT_EQ(r.reads(), 4u);
+}
+
+TEST(PrefetchReaderTest, ReadsAreExactAtTheEndAndNothingPastItIsRequested) {
+  const std::string bytes = Pattern(3 * kMiB + 5, 12);
+  FakeObject object(bytes, std::chrono::milliseconds(1));
+  PrefetchReader::Options options;
+  options.first_part = 64 * 1024;
+  options.max_part = 256 * 1024;
+  PrefetchReader r(&object, object.url(), bytes.size(), options);
+  EXPECT_TRUE(Same(ReadAll(r, 4096 + 3), bytes));
+  std::string buf(100, '\0');
+  auto tail = r.ReadAt(bytes.size() - 7, buf.data(), buf.size());
+  ASSERT_TRUE(tail.ok()) << tail.status();
+  ASSERT_EQ(*tail, 7u);
+  EXPECT_EQ(buf.substr(0, 7), bytes.substr(bytes.size() - 7));
+  auto at_end = r.ReadAt(bytes.size(), buf.data(), buf.size());
+  ASSERT_TRUE(at_end.ok());
+  EXPECT_EQ(*at_end, 0u);
+  auto past = r.ReadAt(bytes.size() + 4096, buf.data(), buf.size());
+  ASSERT_TRUE(past.ok());
+  EXPECT_EQ(*past, 0u);
+  for (const auto& [begin, end] : object.ranges()) {
+    EXPECT_LT(begin, bytes.size());
+    EXPECT_LE(end, bytes.size()) << "a range past the end was requested at " << begin;
+  }
+}
+
+TEST(PrefetchReaderTest, AFailedPartFailsOnlyTheReadsThatNeedItNamingTheObjectAndOffset) {
+  const std::string bytes = Pattern(12 * kMiB, 13);
+  FakeObject object(bytes, std::chrono::milliseconds(2));
+  object.FailRange(3 * kMiB + 100, 3 * kMiB + 101);  // inside the third part, [3, 7) MiB
+  PrefetchReader r(&object, object.url(), bytes.size());
+  std::string buf(kMiB / 2, '\0');
+  uint64_t off = 0;
+  for (; off < 3 * kMiB; off += buf.size()) {
+    auto got = r.ReadAt(off, buf.data(), buf.size());
+    ASSERT_TRUE(got.ok()) << "at " << off << ": " << got.status();
+    ASSERT_EQ(*got, buf.size());
+    ASSERT_TRUE(Same(buf, std::string_view(bytes).substr(off, buf.size())));
+  }
+  auto bad = r.ReadAt(off, buf.data(), buf.size());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(bad.status().message()),
+              ::testing::HasSubstr("s3://bucket/shard-00000-of-00001: 503 at byte offset " +
+                                   std::to_string(3 * kMiB)));
+}
+
+TEST(PrefetchReaderTest, ALocalReadErrorNamesThePathAndOffset) {
+  // pread of a directory fails (EISDIR), as a network file system's read can.
+  const int dir = ::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(dir, 0);
+  {
+    PrefetchReader r(dir, "/data/shard-00003-of-00008", 5 * kMiB);
+    std::string buf(4096, '\0');
+    auto got = r.ReadAt(0, buf.data(), buf.size());
+    ASSERT_FALSE(got.ok());
+    EXPECT_THAT(std::string(got.status().message()),
+                ::testing::HasSubstr("/data/shard-00003-of-00008 at byte offset 0"));
+  }
+  ::close(dir);
+}
+
+TEST(PrefetchReaderTest, BytesInFlightOrHeldStayWithinTheBudget) {
+  const std::string bytes = Pattern(40 * kMiB + 3, 14);
+  FakeObject object(bytes, std::chrono::milliseconds(3));
+  PrefetchReader::Options options;
+  options.first_part = kMiB;
+  options.max_part = 2 * kMiB;
+  options.budget_bytes = 5 * kMiB;
+  PrefetchReader r(&object, object.url(), bytes.size(), options);
+  EXPECT_TRUE(Same(ReadAll(r, 64 * 1024), bytes));
+  EXPECT_LE(r.peak_bytes(), options.budget_bytes);
+  EXPECT_GE(r.peak_bytes(), 4 * kMiB);  // it did read ahead
+  EXPECT_LE(object.max_in_flight(), 4);
+  EXPECT_GE(object.max_in_flight(), 2);
+
+  // A part larger than the budget still progresses, one at a time.
+  FakeObject small(bytes, std::chrono::milliseconds(0));
+  options.budget_bytes = kMiB / 2;
+  PrefetchReader tight(&small, small.url(), bytes.size(), options);
+  EXPECT_TRUE(Same(ReadAll(tight, 300000), bytes));
+  EXPECT_LE(tight.peak_bytes(), 2 * kMiB);
+  EXPECT_EQ(small.max_in_flight(), 1);
+}
+
+TEST(PrefetchReaderTest, ReadsBehindAndJumpsAheadGetTheRightBytes) {
+  const std::string bytes = Pattern(30 * kMiB, 15);
+  FakeObject object(bytes, std::chrono::milliseconds(1));
+  PrefetchReader::Options options;
+  options.budget_bytes = 8 * kMiB;  // parts of 1, 2 and 4 MiB ahead
+  PrefetchReader r(&object, object.url(), bytes.size(), options);
+  std::string buf(kMiB + 17, '\0');
+  auto check = [&](uint64_t off) {
+    auto got = r.ReadAt(off, buf.data(), buf.size());
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_EQ(*got, std::min<uint64_t>(buf.size(), bytes.size() - off));
+    EXPECT_TRUE(Same(std::string_view(buf.data(), *got), std::string_view(bytes).substr(off, *got)))
+        << "at " << off;
+  };
+  check(0);
+  check(buf.size());
+  check(2 * buf.size());
+  check(100);            // behind the parts held: a direct read
+  check(20 * kMiB + 5);  // ahead of the parts started: the stream restarts at its page
+  for (uint64_t off = 20 * kMiB + 5 + buf.size(); off < bytes.size(); off += buf.size()) check(off);
+  const auto ranges = object.ranges();
+  EXPECT_TRUE(std::find(ranges.begin(), ranges.end(),
+                        std::make_pair(uint64_t{100}, uint64_t{100 + buf.size()})) != ranges.end());
+  EXPECT_TRUE(std::find(ranges.begin(), ranges.end(),
+                        std::make_pair(uint64_t{20 * kMiB}, uint64_t{21 * kMiB})) != ranges.end());
+}
+
+TEST(PrefetchReaderTest, DestroyedWithPartsInFlight) {
+  const std::string bytes = Pattern(16 * kMiB, 16);
+  FakeObject object(bytes, std::chrono::milliseconds(30));
+  {
+    PrefetchReader r(&object, object.url(), bytes.size());
+    std::string buf(10, '\0');
+    ASSERT_TRUE(r.ReadAt(0, buf.data(), buf.size()).ok());
+  }  // waits for the parts still in flight: nothing reads `object` after this
+  const size_t n = object.ranges().size();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(object.ranges().size(), n);
 }
 
 }  // namespace

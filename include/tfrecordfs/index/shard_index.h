@@ -123,11 +123,15 @@ struct WalkedShard {
 // How a plain shard's headers are read (-o walk=): kHeaders reads each
 // header where it is (one small read per large record: cheapest on local
 // disk, where a read costs microseconds), kBlocks reads the whole shard in
-// kWalkBlock sequential blocks (one read per 8 MiB: what network storage
-// wants, where every read is a round trip), kAuto picks kBlocks on remote
-// storage (source::OnRemoteStorage) and kHeaders elsewhere.
+// whole shard front to back through a source::PrefetchReader (several
+// ranged reads in flight ahead of the walk, parts growing from 1 to 8 MiB,
+// at most 32 MiB per walk held or in flight: what network storage wants,
+// where every read is a round trip), which the walk then reads from memory
+// in kPrefetchedWalkBlock blocks; kAuto picks kBlocks on remote storage
+// (objects, source::OnRemoteStorage) and kHeaders elsewhere. A compressed
+// shard is inflated from a PrefetchReader the same way unless kHeaders.
 enum class WalkMode { kAuto, kHeaders, kBlocks };
-inline constexpr size_t kWalkBlock = size_t{8} << 20;
+inline constexpr size_t kPrefetchedWalkBlock = size_t{1} << 20;
 // Shards walked at once when a source is on remote storage: there a walk
 // waits on round trips, not on CPU, so I/O concurrency, not the number of
 // cores, sets the pace (a mount's index_threads, `index --threads`).

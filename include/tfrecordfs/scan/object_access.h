@@ -70,6 +70,11 @@ struct ObjectOptions {
   // again whenever it changes, so a token refreshed by cron keeps a mount
   // going. "" for none.
   std::string gcs_token_file;
+  // The pack into a bucket (repack/upload.h): a shard larger than this is
+  // uploaded as a multipart upload in parts of this size, a smaller one
+  // with one PUT (-o multipart_mb=N). Default 8 MiB, the aws CLI's
+  // multipart_threshold and multipart_chunksize (repack::kPartSize).
+  uint64_t multipart_bytes = uint64_t{8} << 20;
 };
 
 // The ObjectOptions of a scan that does not give its own

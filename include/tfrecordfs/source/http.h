@@ -48,6 +48,11 @@ namespace tfrecordfs::source {
 // The least one GET of an object fetches (when the object has that many
 // bytes left): a record read costs one round trip.
 inline constexpr size_t kMinObjectFetch = size_t{1} << 20;
+// A read of at least this many bytes is one GET straight into the reader's
+// buffer, around the block cache: a header walk's parts (read once) and the
+// readahead's blocks (source/readahead.h, kept in the readahead's own
+// budget: the same bytes are not kept twice).
+inline constexpr size_t kUncachedFetch = kMinObjectFetch;
 
 // Adds authentication to a request (S3 SigV4: source/sigv4.h). Thread-safe.
 class RequestSigner {

@@ -70,7 +70,8 @@ Codec DetectCodec(absl::string_view first_bytes);
 // True when `fd` (or the file at `path`) lives on storage where one read
 // costs a network round trip however small it is (statfs type: FUSE, NFS,
 // CIFS/SMB, Lustre, Ceph, 9p, GPFS, GlusterFS via FUSE, AFS): there a header
-// walk reads large sequential blocks and many shards at once.
+// walk reads large sequential blocks and many shards at once. A `path` that
+// is an object source's URL (s3://, gs://, http://, https://) is remote too.
 bool OnRemoteStorage(int fd);
 bool OnRemoteStorage(const std::string& path);
 
