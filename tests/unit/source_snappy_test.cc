@@ -12,31 +12,15 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "testing/bytes.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/source/snappy_source.h"
 
 namespace tfrecordfs::source {
 namespace {
 
-std::string RandomBytes(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::string out(n, '\0');
-  for (char& c : out) c = static_cast<char>(rng());
-  return out;
-}
-
-// Text-like data: compresses well.
-std::string TextLike(size_t n, uint64_t seed) {
-  static const char* kWords[] = {"tensor", "record", "feature", "image", "label", "shard "};
-  std::mt19937_64 rng(seed);
-  std::string out;
-  while (out.size() < n) {
-    out += kWords[rng() % 6];
-    out += static_cast<char>('a' + rng() % 26);
-  }
-  out.resize(n);
-  return out;
-}
+using test::RandomBytes;
+using test::TextLike;
 
 // ScanSnappy reads every block into buffers it reuses: blocks that grow,
 // shrink and grow again still come out whole, each at its checkpoint, and

@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/bytes.h"
 #include "testing/temp_dir.h"
 #include "tfrecordfs/base/coding.h"
 #include "tfrecordfs/base/crc32c.h"
@@ -43,30 +44,8 @@ using ::testing::HasSubstr;
 
 // ---- inputs ----------------------------------------------------------------
 
-std::string RandomBytes(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::string out(n, '\0');
-  for (size_t i = 0; i + 8 <= n; i += 8) {
-    const uint64_t v = rng();
-    std::memcpy(&out[i], &v, 8);
-  }
-  for (size_t i = n - n % 8; i < n; ++i) out[i] = static_cast<char>(rng());
-  return out;
-}
-
-// Text-like data: compresses about 4:1 with long matches across blocks.
-std::string TextLike(size_t n, uint64_t seed) {
-  static const char* kWords[] = {"tensor", "record", "feature", "image",   "label",      "shard ",
-                                 "\n",     "0.25",   "bbox",    "encoded", "float_list", "int64"};
-  std::mt19937_64 rng(seed);
-  std::string out;
-  while (out.size() < n) {
-    out += kWords[rng() % 12];
-    out += static_cast<char>('a' + rng() % 26);
-  }
-  out.resize(n);
-  return out;
-}
+using test::RandomBytes;
+using test::TextLike;
 
 using reference::zlib::Deflate;
 using reference::zlib::Wrap;

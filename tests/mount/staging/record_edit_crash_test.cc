@@ -460,6 +460,17 @@ int64_t FillLeaving(const std::string& dir, off_t leave) {
   return static_cast<int64_t>(v.f_bavail) * static_cast<int64_t>(v.f_frsize);
 }
 
+// EditScript on a.tfrecord (ids from 0) and b.tfrecord.gz (from 100) of
+// the mount at `mnt`.
+void EditBothShards(const std::string& mnt) {
+  for (const auto& [name, base] : {std::pair{"a.tfrecord", 0}, std::pair{"b.tfrecord.gz", 100}}) {
+    CommandResult r = RunCommand(
+        {"bash", "-c",
+         absl::StrCat("set -e; cd ", ShellQuote(mnt + "/" + name), "\n", EditScript(base))});
+    ASSERT_EQ(r.exit_code, 0) << name << ": " << r.err;
+  }
+}
+
 TEST(RecordEditFullDiskTest, AShardWhoseRewriteDoesNotFitKeepsItsEditsAndTheOtherCommits) {
   TFRFS_SKIP_WITHOUT_FUSE();
   if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3";
@@ -481,12 +492,7 @@ TEST(RecordEditFullDiskTest, AShardWhoseRewriteDoesNotFitKeepsItsEditsAndTheOthe
   {
     Mount d(c);
     ASSERT_EQ(d.Start(), "");
-    for (const auto& [name, base] : {std::pair{"a.tfrecord", 0}, std::pair{"b.tfrecord.gz", 100}}) {
-      CommandResult r = RunCommand(
-          {"bash", "-c",
-           absl::StrCat("set -e; cd ", ShellQuote(s.mnt + "/" + name), "\n", EditScript(base))});
-      ASSERT_EQ(r.exit_code, 0) << name << ": " << r.err;
-    }
+    ASSERT_NO_FATAL_FAILURE(EditBothShards(s.mnt));
     const int64_t free_bytes = FillLeaving(src, 16 << 10);
     ASSERT_GE(free_bytes, 8 << 10) << "cannot fill " << src;
     ASSERT_LT(free_bytes, 48 << 10);
@@ -546,12 +552,7 @@ TEST(RecordEditCheckTest, AByteChangedAfterTheWriteFailsTheCheckAndKeepsTheShard
   {
     Mount d(c);
     ASSERT_EQ(d.Start(), "");
-    for (const auto& [name, base] : {std::pair{"a.tfrecord", 0}, std::pair{"b.tfrecord.gz", 100}}) {
-      CommandResult r = RunCommand(
-          {"bash", "-c",
-           absl::StrCat("set -e; cd ", ShellQuote(s.mnt + "/" + name), "\n", EditScript(base))});
-      ASSERT_EQ(r.exit_code, 0) << name << ": " << r.err;
-    }
+    ASSERT_NO_FATAL_FAILURE(EditBothShards(s.mnt));
     CommandResult commit = RunCommand({BinaryPath(), "commit", s.mnt});
     EXPECT_EQ(commit.exit_code, 1) << commit.out << commit.err;
     EXPECT_NE(commit.out.find("not rewritten " + a + ": "), std::string::npos) << commit.out;
