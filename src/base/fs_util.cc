@@ -16,6 +16,14 @@ std::string JoinPath(absl::string_view dir, absl::string_view name) {
   return absl::StrCat(dir, !dir.empty() && dir.back() == '/' ? "" : "/", name);
 }
 
+std::string UserCacheDir(absl::string_view sub) {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  if (xdg != nullptr && xdg[0] == '/') return absl::StrCat(xdg, "/tfrecordfs/", sub);
+  const char* home = std::getenv("HOME");
+  if (home != nullptr && home[0] != '\0') return absl::StrCat(home, "/.cache/tfrecordfs/", sub);
+  return "";
+}
+
 std::string ProcFdPath(int fd) { return absl::StrCat("/proc/self/fd/", fd); }
 
 absl::StatusOr<std::string> RealPath(const std::string& path) {

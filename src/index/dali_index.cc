@@ -64,13 +64,7 @@ std::string DaliIndexText(const std::vector<uint64_t>& offsets) {
   return out;
 }
 
-std::string DaliRegistryDir() {
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  if (xdg != nullptr && xdg[0] == '/') return absl::StrCat(xdg, "/tfrecordfs/dali");
-  const char* home = std::getenv("HOME");
-  if (home != nullptr && home[0] != '\0') return absl::StrCat(home, "/.cache/tfrecordfs/dali");
-  return "";
-}
+std::string DaliRegistryDir() { return UserCacheDir("dali"); }
 
 absl::Status RecordDaliIndex(const std::string& shard_path, const std::string& idx_path,
                              const std::string& text) {

@@ -268,13 +268,7 @@ absl::StatusOr<IndexFile> Fingerprint(source::StoredBytes fd, const std::string&
 
 }  // namespace
 
-std::string DefaultCacheDir() {
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  if (xdg != nullptr && xdg[0] == '/') return absl::StrCat(xdg, "/tfrecordfs/index");
-  const char* home = std::getenv("HOME");
-  if (home != nullptr && home[0] != '\0') return absl::StrCat(home, "/.cache/tfrecordfs/index");
-  return "";
-}
+std::string DefaultCacheDir() { return UserCacheDir("index"); }
 
 absl::string_view IndexSourceName(IndexSource source) {
   switch (source) {

@@ -274,10 +274,7 @@ absl::Status Filesystem::ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, con
 absl::StatusOr<uint64_t> Filesystem::Open(uint64_t ino, int flags) {
   ReaderMutexLock serve(&serve_mu_);
   if ((flags & (O_WRONLY | O_RDWR | O_TRUNC)) != 0) {
-    absl::Status s;
-    View* view = WriteViewOf(ino, &s);
-    if (view == nullptr) return s;
-    return view->Open(ino, flags);
+    return OnWriteView(ino, [&](View* view) { return view->Open(ino, flags); });
   }
   View* view = ViewOf(ino);
   if (view == nullptr) return Stale();
@@ -345,10 +342,8 @@ absl::StatusOr<std::pair<Attr, uint64_t>> Filesystem::CreateFile(
   if (edits_ && ShardFolder(parent)) {
     return PosixError(EPERM, absl::StrCat(name, ": a shard folder holds record folders only"));
   }
-  absl::Status s;
-  View* view = WriteViewOf(parent, &s);
-  if (view == nullptr) return s;
-  return view->CreateFile(parent, name, mode, flags, owner);
+  return OnWriteView(
+      parent, [&](View* view) { return view->CreateFile(parent, name, mode, flags, owner); });
 }
 
 absl::StatusOr<Attr> Filesystem::Mkdir(uint64_t parent, absl::string_view name, mode_t mode,
@@ -359,28 +354,19 @@ absl::StatusOr<Attr> Filesystem::Mkdir(uint64_t parent, absl::string_view name, 
     if (!edits_ || gallery_) return ReadOnlyError();
     return edits_->MkdirInShard(*shard, name, mode, owner);
   }
-  absl::Status s;
-  View* view = WriteViewOf(parent, &s);
-  if (view == nullptr) return s;
-  return view->Mkdir(parent, name, mode, owner);
+  return OnWriteView(parent, [&](View* view) { return view->Mkdir(parent, name, mode, owner); });
 }
 
 absl::StatusOr<size_t> Filesystem::Write(uint64_t ino, uint64_t fh, absl::string_view data,
                                          uint64_t offset) {
   ReaderMutexLock serve(&serve_mu_);
-  absl::Status s;
-  View* view = WriteViewOf(ino, &s);
-  if (view == nullptr) return s;
-  return view->Write(ino, fh, data, offset);
+  return OnWriteView(ino, [&](View* view) { return view->Write(ino, fh, data, offset); });
 }
 
 absl::StatusOr<Attr> Filesystem::SetAttr(uint64_t ino, uint64_t fh, const struct stat& to,
                                          int bits) {
   ReaderMutexLock serve(&serve_mu_);
-  absl::Status s;
-  View* view = WriteViewOf(ino, &s);
-  if (view == nullptr) return s;
-  return view->SetAttr(ino, fh, to, bits);
+  return OnWriteView(ino, [&](View* view) { return view->SetAttr(ino, fh, to, bits); });
 }
 
 absl::Status Filesystem::Unlink(uint64_t parent, absl::string_view name) {
@@ -389,10 +375,7 @@ absl::Status Filesystem::Unlink(uint64_t parent, absl::string_view name) {
   if (gallery_) {
     if (auto shard = ShardFolder(parent)) return gallery_->DeleteImage(*shard, name);
   }
-  absl::Status s;
-  View* view = WriteViewOf(parent, &s);
-  if (view == nullptr) return s;
-  return view->Unlink(parent, name);
+  return OnWriteView(parent, [&](View* view) { return view->Unlink(parent, name); });
 }
 
 absl::Status Filesystem::Rmdir(uint64_t parent, absl::string_view name) {
@@ -403,10 +386,7 @@ absl::Status Filesystem::Rmdir(uint64_t parent, absl::string_view name) {
     if (gallery_) return ReadOnlyError();
     return edits_ ? edits_->RmdirInShard(*shard, name) : records_->RmdirRecord(*shard, name);
   }
-  absl::Status s;
-  View* view = WriteViewOf(parent, &s);
-  if (view == nullptr) return s;
-  return view->Rmdir(parent, name);
+  return OnWriteView(parent, [&](View* view) { return view->Rmdir(parent, name); });
 }
 
 bool Filesystem::EditSide(uint64_t ino) const {

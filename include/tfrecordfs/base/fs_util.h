@@ -35,6 +35,11 @@ namespace tfrecordfs {
 // `dir` + "/" + `name`, without doubling a slash `dir` already ends with.
 std::string JoinPath(absl::string_view dir, absl::string_view name);
 
+// tfrecordfs's folder `sub` of the per-user cache:
+// $XDG_CACHE_HOME/tfrecordfs/<sub> when XDG_CACHE_HOME is absolute, else
+// $HOME/.cache/tfrecordfs/<sub>; "" when neither is set.
+std::string UserCacheDir(absl::string_view sub);
+
 // "/proc/self/fd/<fd>": a path that reopens (or reads the target of) the
 // file open as `fd`, for a descriptor opened O_PATH or write-only.
 std::string ProcFdPath(int fd);

@@ -326,6 +326,14 @@ class Filesystem {
   // The view for a change of `ino`: ViewOf, after checking a record out
   // into the edit store (record_edits.h); nullptr with `*status` why not.
   View* WriteViewOf(uint64_t ino, absl::Status* status) const;
+  // `op` on the view that takes writes to `ino` (WriteViewOf), or its error.
+  template <typename Op>
+  auto OnWriteView(uint64_t ino, const Op& op) const -> decltype(op(static_cast<View*>(nullptr))) {
+    absl::Status s;
+    View* view = WriteViewOf(ino, &s);
+    if (view == nullptr) return s;
+    return op(view);
+  }
   // Whether `ino` is a node of an edited record or of the edit store.
   bool EditSide(uint64_t ino) const;
   // The staging view whose handle `fh` is (nullptr: none).
