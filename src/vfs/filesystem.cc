@@ -604,6 +604,7 @@ absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reop
     std::vector<std::string> names;
   };
   std::vector<Stale> stale;
+  bool regrouped = false;  // view=classes: a shard regrouped
   std::vector<repack::RewrittenShard> results;
   {
     WriterMutexLock serve(&serve_mu_);
@@ -669,52 +670,49 @@ absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reop
       shard.index = std::move(scanned->index);
       ++shard.generation;
       records_->ResetShard(s);
-      // A record's name keeps its node id (shard, record number), so the
-      // kernel needs telling only about the names that appear or vanish
-      // (both spellings, and the edit store's names), instead of every
-      // name of the shard; everything else it cached in the folder (names
-      // no process holds, negative entries) goes with one invalidation of
-      // the folder's own entry, and what it re-reads comes with the next
-      // generation.
-      // When the names' width changes (1000 records become 999), every
-      // padded name changes.
-      const uint64_t new_count = shard.records_shown();
-      const bool renamed = static_cast<size_t>(shard.name_width) != old_width;
-      for (uint64_t i = renamed ? 0 : std::min(old_count, new_count);
-           i < std::max(old_count, new_count); ++i) {
-        std::string digits = absl::StrCat(i);
-        if (i < old_count && digits.size() < old_width) {
-          st.names.push_back(std::string(old_width - digits.size(), '0') + digits);
-        }
-        if (i < new_count) st.names.push_back(records_->RecordName(s, i));
-        st.names.push_back(std::move(digits));
-      }
-      if (!gallery_ && !classes_) {
+      // Every view: the kernel forgets what it cached in the folders that
+      // list the shard (one invalidation of each folder's own entry drops
+      // the names in it no process holds, negative entries included), and
+      // what it re-reads comes with the next generation.
+      if (classes_) {
+        // The new shard's records, by the grouping of its new bytes (and
+        // stored: the next mount loads it); its images may be in any class
+        // folder (invalidated once, after the loop).
+        classes_->ResetShard(s, GroupShard(shard, group_options_));
+        regrouped = true;
+      } else {
         auto [parent, name] = tree_->ShardFolderEntry(s);
         stale.push_back({parent, {std::move(name)}});
       }
-      if (gallery_ || classes_) {
-        // The image views' names are not the record folders': the kernel
-        // forgets the folders that list the shard's images, and with them
-        // every name it cached in them (one invalidation of each folder's
-        // own entry drops its children).
-        st.names.clear();
-        if (gallery_) {
-          auto [parent, name] = tree_->ShardFolderEntry(s);
-          stale.push_back({parent, {std::move(name)}});
-        } else {
-          // The new shard's records, by the grouping of its new bytes (and
-          // stored: the next mount loads it).
-          classes_->ResetShard(s, GroupShard(shard, group_options_));
-          Stale root{TreeId(0), {}};
-          for (size_t f = 0; f < classes_->num_folders(); ++f) {
-            root.names.push_back(classes_->FolderName(f));
-            stale.push_back({ClassFolderId(f), {}});
+      if (!gallery_ && !classes_) {
+        // Records view: a record's name keeps its node id (shard, record
+        // number), so the kernel is told only about the names that appear
+        // or vanish (both spellings, and the edit store's names). When the
+        // names' width changes (1000 records become 999), every padded
+        // name changes.
+        const uint64_t new_count = shard.records_shown();
+        const bool renamed = static_cast<size_t>(shard.name_width) != old_width;
+        for (uint64_t i = renamed ? 0 : std::min(old_count, new_count);
+             i < std::max(old_count, new_count); ++i) {
+          std::string digits = absl::StrCat(i);
+          if (i < old_count && digits.size() < old_width) {
+            st.names.push_back(std::string(old_width - digits.size(), '0') + digits);
           }
-          stale.push_back(std::move(root));
+          if (i < new_count) st.names.push_back(records_->RecordName(s, i));
+          st.names.push_back(std::move(digits));
         }
+      } else {
+        st.names.clear();  // the edit store's names: not shown by the image views
       }
       stale.push_back(std::move(st));
+    }
+    if (regrouped) {
+      Stale root{TreeId(0), {}};
+      for (size_t f = 0; f < classes_->num_folders(); ++f) {
+        root.names.push_back(classes_->FolderName(f));
+        stale.push_back({ClassFolderId(f), {}});
+      }
+      stale.push_back(std::move(root));
     }
   }
   // The kernel, outside the serve lock (its invalidations may wait for
