@@ -113,13 +113,19 @@ std::string EncodeIndexFile(const IndexFile& file) {
   if (file.walk.offsets.empty()) {
     PutFixed64(&out, 0);
   } else {
-    const size_t at = out.size();
-    out.resize(at + 8 * file.walk.offsets.size());
-    char* p = out.data() + at;
+    // Through a small buffer: appending to the reserved string writes each
+    // byte once (a resize first would zero 8 bytes per record in vain).
+    char chunk[4096];
+    size_t used = 0;
     for (uint64_t v : file.walk.offsets) {
-      EncodeFixed64(p, v);
-      p += 8;
+      EncodeFixed64(chunk + used, v);
+      used += 8;
+      if (used == sizeof chunk) {
+        out.append(chunk, used);
+        used = 0;
+      }
     }
+    out.append(chunk, used);
   }
   for (const auto& p : file.walk.problems) {
     PutFixed64(&out, p.offset);

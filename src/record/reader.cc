@@ -310,7 +310,16 @@ absl::Status StreamWalker::Feed(absl::string_view bytes) {
     if (result_.offsets.size() >= max_records_) {
       return TooManyRecords(path_, max_records_, next_, /*uncompressed=*/true);
     }
-    result_.offsets.push_back(next_);
+    std::vector<uint64_t>& offsets = result_.offsets;
+    if (offsets.size() == offsets.capacity() && expected_bytes_ > next_ && next_ > 0) {
+      // Records per byte so far times the bytes expected, and 1/32 more.
+      const double predicted = static_cast<double>(offsets.size()) *
+                               static_cast<double>(expected_bytes_) / static_cast<double>(next_);
+      const uint64_t want = std::min<uint64_t>(
+          static_cast<uint64_t>(predicted * (1.0 + 1.0 / 32)) + 16, most_records_ + 1);
+      if (want > offsets.size()) offsets.reserve(want);
+    }
+    offsets.push_back(next_);
     next_ += kFramingOverhead + *len;
     header_have_ = 0;
   }

@@ -776,5 +776,54 @@ TEST(WalkBlocksTest, PrefetchedWalkFindsWhatTheHeaderWalkFinds) {
   }
 }
 
+// ---- StreamWalker's size hint ----------------------------------------------
+
+// A stream of `n` small records, fed in chunks of `chunk` bytes to a walker
+// given `hint` (expected bytes, most records; none when expected is 0).
+struct HintedWalk {
+  WalkResult result;
+  size_t capacity;
+};
+HintedWalk WalkWithHint(const std::string& stream, size_t chunk, uint64_t expected, uint64_t most) {
+  StreamWalker w(kPath);
+  for (size_t at = 0; at < stream.size(); at += chunk) {
+    if (at == chunk && expected != 0) w.ExpectBytes(expected, most);
+    EXPECT_TRUE(w.Feed(absl::string_view(stream).substr(at, chunk)).ok());
+  }
+  EXPECT_TRUE(w.Finish(stream.size()));
+  WalkResult r = w.TakeResult();
+  const size_t capacity = r.offsets.capacity();
+  return {std::move(r), capacity};
+}
+
+TEST(StreamWalkerHintTest, AnAccurateHintReservesAboutTheRecordCountOnce) {
+  std::string stream;
+  for (int i = 0; i < 100000; ++i) AppendFramed(&stream, Payload(60 + i % 40, i));
+  const HintedWalk plain = WalkWithHint(stream, 256 << 10, 0, 0);
+  const HintedWalk hinted = WalkWithHint(stream, 256 << 10, stream.size(), stream.size() / 8);
+  EXPECT_EQ(hinted.result.offsets, plain.result.offsets);
+  const size_t n = plain.result.offsets.size();
+  // The prediction from the first chunk is within a few percent here:
+  // reserved once, with 1/32 to spare, where doubling left up to 2x.
+  EXPECT_GE(hinted.capacity, n);
+  EXPECT_LE(hinted.capacity, n + n / 16);
+  EXPECT_GT(plain.capacity, n + n / 16);  // what the hint saves (doubling from 1)
+}
+
+TEST(StreamWalkerHintTest, AWrongHintNeitherLosesRecordsNorReservesPastItsBound) {
+  std::string stream;
+  for (int i = 0; i < 50000; ++i) AppendFramed(&stream, Payload(30, i));
+  const HintedWalk plain = WalkWithHint(stream, 64 << 10, 0, 0);
+  // Far too many bytes expected: the reservation stops at `most`.
+  const HintedWalk big = WalkWithHint(stream, 64 << 10, stream.size() * 1000, 60000);
+  EXPECT_EQ(big.result.offsets, plain.result.offsets);
+  EXPECT_LE(big.capacity, 60001u);
+  // Too few records allowed, or too few bytes expected: the offsets grow on.
+  const HintedWalk small = WalkWithHint(stream, 64 << 10, stream.size() / 10, 100);
+  EXPECT_EQ(small.result.offsets, plain.result.offsets);
+  const HintedWalk few = WalkWithHint(stream, 64 << 10, stream.size() / 10, 1000000);
+  EXPECT_EQ(few.result.offsets, plain.result.offsets);
+}
+
 }  // namespace
 }  // namespace tfrecordfs::record

@@ -10,6 +10,7 @@
 #ifndef TFRECORDFS_RECORD_READER_H_
 #define TFRECORDFS_RECORD_READER_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -108,9 +109,19 @@ class StreamWalker {
       : path_(std::move(path)), max_records_(max_records) {}
   // OK unless the records exceed the limit; damage only makes clean() false.
   absl::Status Feed(absl::string_view bytes);
+  // A hint: the stream will hold about `total` bytes. The offsets then grow
+  // to the record count the bytes fed so far predict (a reservation of at
+  // most `most_records`; more records still fit, by doubling), once, instead
+  // of by doubling (on 1.2M small records, the reallocations' copies and
+  // fresh pages were a fifth of a SNAPPY index build's walking thread).
+  void ExpectBytes(uint64_t total, uint64_t most_records) {
+    expected_bytes_ = total;
+    most_records_ = std::min(most_records, max_records_);
+  }
   // Ends the walk at `total` bytes; the result, if clean().
   bool Finish(uint64_t total);
   bool clean() const { return clean_; }
+  uint64_t bytes_fed() const { return pos_; }
   WalkResult TakeResult() { return std::move(result_); }
 
  private:
@@ -121,7 +132,9 @@ class StreamWalker {
   uint64_t pos_ = 0;   // bytes fed so far
   uint64_t next_ = 0;  // where the next header starts
   char header_[12];
-  size_t header_have_ = 0;  // bytes of the next header collected
+  size_t header_have_ = 0;       // bytes of the next header collected
+  uint64_t expected_bytes_ = 0;  // ExpectBytes's hint; 0: none
+  uint64_t most_records_ = 0;
 };
 
 // Reads record `index` whose framing spans [begin, end) in the shard (as
