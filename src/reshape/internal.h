@@ -3,11 +3,14 @@
 #define TFRECORDFS_SRC_RESHAPE_INTERNAL_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "tfrecordfs/base/mutex.h"
 #include "tfrecordfs/index/shard_index.h"
 #include "tfrecordfs/reshape/reshape.h"
 
@@ -30,6 +33,44 @@ class Midpoint {
  private:
   std::function<void()> hook_;
   uint64_t at_, appended_ = 0;
+};
+
+// Copies checked runs of plain shards' records into one output file on its
+// own thread (copy_file_range: PendingShard::AppendFramedRange), so that
+// the next run is read and checked while this one is copied. At most
+// kQueued runs wait. The caller must not touch `out` between the first
+// Push and Finish (or the copier's destruction); destroy the copier before
+// `out` and before closing the descriptors pushed.
+class RunCopier {
+ public:
+  explicit RunCopier(PendingShard* out);
+  // Waits for the run being copied; what is queued is not copied.
+  ~RunCopier();
+  RunCopier(const RunCopier&) = delete;
+  RunCopier& operator=(const RunCopier&) = delete;
+
+  // Queues `length` bytes of `fd` at `offset` (`records` whole records);
+  // waits while the queue is full. The copier's first error, after which
+  // nothing more is copied.
+  absl::Status Push(int fd, uint64_t offset, uint64_t length, uint64_t records);
+  // Waits until every queued run is copied; the first error.
+  absl::Status Finish();
+
+ private:
+  struct Run {
+    int fd;
+    uint64_t offset, length, records;
+  };
+  static constexpr size_t kQueued = 2;
+  void Loop();
+
+  PendingShard* const out_;
+  Mutex mu_;
+  CondVar changed_;
+  std::deque<Run> queue_ ABSL_GUARDED_BY(mu_);
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;  // last: starts once the rest is built
 };
 
 // The reason part of a ReadRecord error for the record at `offset` (the

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <optional>
 
 #include "absl/numeric/int128.h"
 #include "absl/strings/str_cat.h"
@@ -183,7 +184,26 @@ absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs, const Re
 
   ReshardReport report;
   std::vector<std::vector<uint64_t>> damaged(inputs.size());  // per input, record numbers
-  std::vector<std::unique_ptr<PendingShard>> pending;
+  // Each output file is fsynced on the syncer's thread while the next one is
+  // written; all are renamed at the end, once every one is fsynced.
+  ShardSyncer syncer(/*commit=*/false);
+  // Plain shards into plain output in source order: runs of adjacent records
+  // are copied file to file (copy_file_range, as repair copies), each record
+  // read back and checked first (ReadInto) exactly as when it is appended.
+  // An intact record's framing is a function of its payload, so the bytes
+  // copied are the bytes Append would write.
+  std::vector<std::optional<source::FileRange>> splice(inputs.size());
+  if (!o.shuffle && o.codec == source::Codec::kNone) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (inputs[i].source->codec() != source::Codec::kNone ||
+          inputs[i].index->num_records() == 0) {
+        continue;
+      }
+      auto range = inputs[i].source->Spliceable(0);
+      if (range.ok()) splice[i] = *std::move(range);
+    }
+  }
+  constexpr uint64_t kRunBytes = uint64_t{16} << 20;
   // In source order a batch's file order is its output order: batches of
   // one record then read the same bytes in the same order, in a buffer the
   // size of the largest record instead of o.buffer_bytes.
@@ -200,9 +220,26 @@ absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs, const Re
   for (uint64_t s = 0; s < num_shards; ++s) {
     auto out = PendingShard::Create(names[s], o.codec);
     if (!out.ok()) return out.status();
-    pending.push_back(std::move(*out));
-    PendingShard& shard = *pending.back();
+    std::unique_ptr<PendingShard> owned = *std::move(out);
+    PendingShard& shard = *owned;
     Midpoint mid(s == 0 ? control.mid_output : nullptr, bounds[s + 1] - bounds[s]);
+    // The run of checked records not yet queued: records [run_first,
+    // run_first + run_records) of input run_input. Destroyed before `owned`.
+    std::optional<RunCopier> copier;
+    size_t run_input = 0;
+    uint64_t run_first = 0, run_records = 0;
+    auto flush = [&]() -> absl::Status {
+      if (run_records == 0) return absl::OkStatus();
+      const index::ShardIndex& idx = *inputs[run_input].index;
+      const uint64_t begin = idx.begin(run_first);
+      const uint64_t end = idx.end(run_first + run_records - 1);
+      if (!copier) copier.emplace(&shard);
+      const source::FileRange& range = *splice[run_input];
+      absl::Status st = copier->Push(range.fd, range.offset + begin, end - begin, run_records);
+      for (uint64_t k = 0; k < run_records; ++k) mid.Appended();
+      run_records = 0;
+      return st;
+    };
     for (uint64_t p = bounds[s]; p < bounds[s + 1];) {
       // One batch: positions [p, q) holding at most `buffer` framed bytes.
       batch.clear();
@@ -248,16 +285,59 @@ absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs, const Re
       }
       for (Slot& slot : batch) {
         if (!slot.ok) continue;
+        if (splice[slot.ref.input]) {
+          // A run holds adjacent records of one input: a record left out
+          // (damaged) or damage the walk skipped ends it.
+          const index::ShardIndex& idx = *inputs[slot.ref.input].index;
+          const uint64_t begin = idx.begin(slot.ref.record), end = idx.end(slot.ref.record);
+          if (run_records > 0 &&
+              (run_input != slot.ref.input || run_first + run_records != slot.ref.record ||
+               idx.end(run_first + run_records - 1) != begin ||
+               end - idx.begin(run_first) > kRunBytes)) {
+            if (auto st = flush(); !st.ok()) return st;
+          }
+          if (run_records == 0) {
+            run_input = slot.ref.input;
+            run_first = slot.ref.record;
+          }
+          ++run_records;
+          continue;
+        }
+        // Appended here: the copier must be done with the writer first.
+        if (auto st = flush(); !st.ok()) return st;
+        if (copier) {
+          if (auto st = copier->Finish(); !st.ok()) return st;
+        }
         if (auto st = shard.Append(slot.data); !st.ok()) return st;
         mid.Appended();
       }
     }
+    if (auto st = flush(); !st.ok()) return st;
+    if (copier) {
+      if (auto st = copier->Finish(); !st.ok()) return st;
+      copier.reset();
+    }
     if (Cancelled(control)) {
       return absl::CancelledError(absl::StrCat("interrupted while writing ", names[s]));
     }
-    if (auto st = shard.Finish(); !st.ok()) return st;
-    report.shards.push_back({names[s], shard.records(), shard.bytes(), shard.file_bytes()});
+    if (auto st = shard.Seal(); !st.ok()) return st;
     report.records += shard.records();
+    syncer.Add(std::move(owned));
+    if (auto st = syncer.error(); !st.ok()) return st;
+  }
+  std::vector<std::unique_ptr<PendingShard>> pending;
+  for (ShardSyncer::Synced& synced : syncer.Wait()) {
+    if (!synced.status.ok()) return synced.status;
+    const PendingShard& shard = *synced.shard;
+    report.shards.push_back(
+        {shard.final_path(), shard.records(), shard.bytes(), shard.file_bytes()});
+    pending.push_back(std::move(synced.shard));
+  }
+  // The bytes copied are the bytes checked only if the shards did not change
+  // meanwhile (shards are immutable while read: say so if not).
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!splice[i]) continue;
+    if (auto st = inputs[i].source->CheckUnchanged(); !st.ok()) return st;
   }
   if (o.skip_damaged) {
     for (size_t i = 0; i < inputs.size(); ++i) {
