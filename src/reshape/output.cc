@@ -48,11 +48,11 @@ absl::Status PendingShard::Finish() {
   return absl::OkStatus();
 }
 
-absl::Status PendingShard::Commit() {
+absl::Status PendingShard::Commit(bool sync_dir) {
   if (!finished_) return absl::FailedPreconditionError(absl::StrCat(temp_path_, ": not finished"));
   if (auto s = RenameNoReplace(temp_path_, final_path_); !s.ok()) return s;
   committed_ = true;
-  return FsyncDir(Dirname(final_path_));
+  return sync_dir ? FsyncDir(Dirname(final_path_)) : absl::OkStatus();
 }
 
 // ---- ShardSyncer ----

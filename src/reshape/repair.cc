@@ -1,10 +1,12 @@
 // RepairShard (reshape.h): intact records copied, damaged ones listed.
 #include <algorithm>
+#include <cstring>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "src/reshape/internal.h"
 #include "tfrecordfs/base/fs_util.h"
+#include "tfrecordfs/record/format.h"
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/reshape/reshape.h"
 
@@ -19,6 +21,30 @@ std::string DamageReason(const absl::Status& status, uint64_t offset) {
     reason = reason.substr(at + mark.size());
   }
   return reason;
+}
+
+absl::StatusOr<absl::string_view> ReadInto(const source::ShardSource& src, uint64_t record,
+                                           uint64_t begin, uint64_t end, char* dst) {
+  if (end >= begin + record::kFramingOverhead) {
+    const absl::Status read = src.ReadFull(begin, dst, end - begin);
+    if (!read.ok() && !absl::IsDataLoss(read)) return read;
+    if (read.ok()) {
+      absl::string_view data;
+      int records = 0;
+      const absl::Status checked = record::ForEachRecordInBuffer(
+          absl::string_view(dst, end - begin), [&](uint64_t, absl::string_view d) {
+            data = d;
+            ++records;
+          });
+      if (checked.ok() && records == 1) return data;
+    }
+  }
+  // Damaged: ReadRecord reads it again and says how, with path, record and
+  // offset (it also returns the payload should the bytes have changed since).
+  auto again = record::ReadRecord(src, record, begin, end);
+  if (!again.ok()) return again.status();
+  std::memcpy(dst, again->data(), again->size());
+  return absl::string_view(dst, again->size());
 }
 
 std::vector<Dropped> DamageBetweenRecords(const index::ShardIndex& idx,
@@ -70,12 +96,14 @@ absl::StatusOr<RepairResult> RepairShard(const index::ShardIndex& idx,
     return s;
   };
   constexpr uint64_t kRunBytes = uint64_t{16} << 20;
+  std::string buffer;  // one record's framing; grows to the largest
   for (uint64_t i = 0; i < idx.num_records(); ++i) {
     if (Cancelled(control)) {
       return absl::CancelledError(absl::StrCat("interrupted while writing ", output));
     }
     const uint64_t begin = idx.begin(i), end = idx.end(i);
-    auto data = record::ReadRecord(src, i, begin, end);
+    if (end > begin && buffer.size() < end - begin) buffer.resize(end - begin);
+    auto data = ReadInto(src, i, begin, end, buffer.data());
     if (control.progress) control.progress(1, end - begin);
     if (!data.ok()) {
       if (!absl::IsDataLoss(data.status())) return data.status();

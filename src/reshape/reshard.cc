@@ -2,7 +2,6 @@
 // indexes alone, then copy the records in batches (each batch read in file
 // order, written in output order).
 #include <algorithm>
-#include <cstring>
 #include <numeric>
 #include <optional>
 
@@ -106,37 +105,6 @@ std::vector<uint64_t> Boundaries(const Plan& plan, const Order& order, const Res
   }
   if (n > 0) bounds.push_back(n);
   return bounds;
-}
-
-// Reads record `record` of `in` into `dst` (room for its framed bytes) and
-// checks it: its payload, a view into `dst`. Errors are ReadRecord's, in
-// its words. Unlike ReadRecord it allocates nothing: a batch's records share
-// one buffer kept from batch to batch. (Allocating and freeing a batch of
-// records at a time made glibc return the heap to the kernel after every
-// batch and fault it back in for the next: 53,000 page faults and 5x the
-// time of `repair` for an in-order reshard of 200 MB.)
-absl::StatusOr<absl::string_view> ReadInto(const Input& in, uint64_t record, char* dst) {
-  const uint64_t begin = in.index->begin(record), end = in.index->end(record);
-  if (end >= begin + record::kFramingOverhead) {
-    const absl::Status read = in.source->ReadFull(begin, dst, end - begin);
-    if (!read.ok() && !absl::IsDataLoss(read)) return read;
-    if (read.ok()) {
-      absl::string_view data;
-      int records = 0;
-      const absl::Status checked = record::ForEachRecordInBuffer(
-          absl::string_view(dst, end - begin), [&](uint64_t, absl::string_view d) {
-            data = d;
-            ++records;
-          });
-      if (checked.ok() && records == 1) return data;
-    }
-  }
-  // Damaged: ReadRecord reads it again and says how, with path, record and
-  // offset (it also returns the payload should the bytes have changed since).
-  auto again = record::ReadRecord(*in.source, record, begin, end);
-  if (!again.ok()) return again.status();
-  std::memcpy(dst, again->data(), again->size());
-  return absl::string_view(dst, again->size());
 }
 
 }  // namespace
@@ -265,7 +233,8 @@ absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs, const Re
         Slot& slot = batch[k];
         const Input& in = inputs[slot.ref.input];
         const uint64_t begin = in.index->begin(slot.ref.record);
-        auto data = ReadInto(in, slot.ref.record, arena.data() + slot.at);
+        auto data = ReadInto(*in.source, slot.ref.record, begin, in.index->end(slot.ref.record),
+                             arena.data() + slot.at);
         if (control.progress) control.progress(1, in.index->end(slot.ref.record) - begin);
         if (!data.ok()) {
           if (!absl::IsDataLoss(data.status()) || !o.skip_damaged) {
@@ -350,11 +319,16 @@ absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs, const Re
   // Every file is complete: give them their final names together (unless
   // interrupted meanwhile).
   if (Cancelled(control)) return absl::CancelledError("interrupted before the rename");
+  // One fsync of the directory for all the renames (they share it).
   for (size_t s = 0; s < pending.size(); ++s) {
-    if (auto st = pending[s]->Commit(); !st.ok()) {
+    if (auto st = pending[s]->Commit(/*sync_dir=*/false); !st.ok()) {
       for (size_t k = 0; k < s; ++k) (void)UnlinkIfExists(names[k]);
       return st;
     }
+  }
+  if (auto st = FsyncDir(o.output_dir); !st.ok()) {
+    for (const std::string& name : names) (void)UnlinkIfExists(name);
+    return st;
   }
   return report;
 }

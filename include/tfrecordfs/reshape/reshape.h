@@ -93,8 +93,9 @@ class PendingShard {
   // Closes and fsyncs the temporary file (it stays under its temporary name).
   absl::Status Finish();
   // After Finish(): renames it to its final name (never over an existing
-  // file) and fsyncs the directory.
-  absl::Status Commit();
+  // file) and, with `sync_dir`, fsyncs the directory (without, the caller
+  // does, once for many renames).
+  absl::Status Commit(bool sync_dir = true);
 
   const std::string& final_path() const { return final_path_; }
   uint64_t records() const { return writer_->records(); }
