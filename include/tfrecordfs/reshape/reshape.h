@@ -5,8 +5,11 @@
 //
 // Input: shards as the scan finds them (an index::ShardIndex built by the
 // header walk, which resynchronises after damage exactly as a mount's does,
-// and the ShardSource of its bytes). Every record is read with both CRCs
-// checked (record::ReadRecord) and its payload copied byte for byte.
+// and the ShardSource of its bytes). Every record is read back whole with
+// its framing and both CRCs checked (a damaged one is described in
+// record::ReadRecord's words) and its payload copied byte for byte; an
+// intact record of a plain shard copied into plain output is copied as its
+// framing, which is the same bytes the writer would produce.
 //
 // Output: every file is written under a temporary name in its final
 // directory (`.<name>.tmp`) and renamed to its final name only once it is
@@ -18,11 +21,14 @@
 // once it reads true the call removes its temporary files and returns
 // Cancelled (the commands set it from SIGINT/SIGTERM).
 //
-// Durability without waiting for it: an output file's fsync runs on a
-// ShardSyncer's thread while the next file is written (`cat` of the shards
-// into one file fsyncs once, at the end; see ShardSyncer), and a plain
-// shard's checked records are copied file to file (copy_file_range) on a
-// copier thread while the next ones are read and checked.
+// Speed: an output file's fsync runs on a ShardSyncer's thread while the
+// next file is written (`cat` of the shards into one file fsyncs once, at
+// the end), and a plain shard's checked records are copied file to file
+// (copy_file_range) on a copier thread while the next ones are read and
+// checked. On the benchmark machine (2 GB of 100 KB records in 32 shards,
+// warm page cache, scripts/bench --reshape-only) these took repair from
+// 0.67x to 0.81x of the throughput of `cat` + fsync and an in-order
+// reshard from 0.77x to 0.95x, in the same rounds as `cat`.
 //
 // Thread-safety: the functions keep no state and may run concurrently on
 // different outputs. A call reads and checks on its caller's thread; the
@@ -63,7 +69,8 @@ struct Control {
   // (records, framed input bytes) as they are read.
   std::function<void(uint64_t, uint64_t)> progress;
   // Test hook: called once, after half of the records of the first output
-  // file were appended (that file then exists under its temporary name).
+  // file were appended or queued for the copier (that file then exists
+  // under its temporary name).
   std::function<void()> mid_output;
 };
 
