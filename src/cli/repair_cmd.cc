@@ -106,6 +106,10 @@ int RepairMain(int argc, char** argv) {
 
   std::vector<Done> done;
   source::BlockCache cache(32 << 20);
+  // Each copy is fsynced and renamed on the syncer's thread while the next
+  // is written. Destroyed on return: an interrupted run's copies not yet
+  // renamed are removed.
+  reshape::ShardSyncer syncer(/*commit=*/true);
   for (const scan::ScannedShard& s : tool.shards()) {
     Done d{&s, absl::OkStatus(), {}};
     const std::string out = JoinPath(output, s.mount_path);
@@ -115,7 +119,7 @@ int RepairMain(int argc, char** argv) {
     } else if (auto made = MakeDirs(Dirname(out), 0755); !made.ok()) {
       d.status = made;
     } else {
-      auto result = reshape::RepairShard(*s.index, **src, out, control);
+      auto result = reshape::RepairShard(*s.index, **src, out, control, &syncer);
       if (result.ok()) {
         d.result = std::move(*result);
       } else {
@@ -131,7 +135,21 @@ int RepairMain(int argc, char** argv) {
     progress.Add(1, 0, 0);
     done.push_back(std::move(d));
   }
+  // A copy whose fsync or rename failed was not repaired (and was removed).
+  for (reshape::ShardSyncer::Synced& synced : syncer.Wait()) {
+    if (synced.status.ok()) continue;
+    for (Done& d : done) {
+      if (d.status.ok() && d.result.output == synced.final_path) {
+        d.status = synced.status;
+        d.result = {};
+      }
+    }
+  }
   progress.Finish();
+  if (interrupted->load()) {
+    log::Error("interrupted: stopped; copies not yet complete were removed");
+    return kExitInterrupted;
+  }
 
   uint64_t records = 0, written = 0, dropped = 0, unreadable = 0;
   for (const Done& d : done) {

@@ -54,7 +54,7 @@ ShardWriter::~ShardWriter() = default;
 
 absl::Status ShardWriter::Append(absl::string_view data) {
   if (!status_.ok()) return status_;
-  if (closed_) return absl::FailedPreconditionError(absl::StrCat(path_, ": append after close"));
+  if (sealed_) return absl::FailedPreconditionError(absl::StrCat(path_, ": append after close"));
   AppendFramed(&buffer_, data);
   bytes_ += data.size() + kFramingOverhead;
   ++records_;
@@ -66,7 +66,7 @@ absl::Status ShardWriter::Append(absl::string_view data) {
 absl::Status ShardWriter::AppendFramedRange(int fd, uint64_t offset, uint64_t length,
                                             uint64_t records) {
   if (!status_.ok()) return status_;
-  if (closed_) return absl::FailedPreconditionError(absl::StrCat(path_, ": append after close"));
+  if (sealed_) return absl::FailedPreconditionError(absl::StrCat(path_, ": append after close"));
   if (options_.codec != source::Codec::kNone) {
     return absl::FailedPreconditionError(
         absl::StrCat(path_, ": framed ranges are copied into plain output only"));
@@ -164,10 +164,17 @@ absl::Status ShardWriter::Flush(int flush) {
   return absl::OkStatus();
 }
 
+absl::Status ShardWriter::Seal() {
+  if (sealed_) return absl::FailedPreconditionError(absl::StrCat(path_, ": sealed twice"));
+  sealed_ = true;
+  return Flush(Z_FINISH);
+}
+
 absl::Status ShardWriter::Close(bool sync) {
   if (closed_) return absl::FailedPreconditionError(absl::StrCat(path_, ": closed twice"));
   closed_ = true;
-  absl::Status s = Flush(Z_FINISH);
+  absl::Status s = sealed_ ? status_ : Flush(Z_FINISH);
+  sealed_ = true;
   if (s.ok() && sync && ::fsync(fd_.get()) != 0) {
     s = ErrnoError(errno, absl::StrCat("fsync ", path_));
   }

@@ -1,10 +1,16 @@
-// PendingShard: temporary name, then rename (reshape.h).
+// PendingShard: temporary name, then rename; ShardSyncer: their fsyncs on
+// a thread of their own (reshape.h). RunCopier (internal.h).
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <deque>
+#include <thread>
+
 #include "absl/strings/str_cat.h"
+#include "src/reshape/internal.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
+#include "tfrecordfs/base/mutex.h"
 #include "tfrecordfs/reshape/reshape.h"
 
 namespace tfrecordfs::reshape {
@@ -42,11 +48,152 @@ absl::Status PendingShard::Finish() {
   return absl::OkStatus();
 }
 
-absl::Status PendingShard::Commit() {
+absl::Status PendingShard::Commit(bool sync_dir) {
   if (!finished_) return absl::FailedPreconditionError(absl::StrCat(temp_path_, ": not finished"));
   if (auto s = RenameNoReplace(temp_path_, final_path_); !s.ok()) return s;
   committed_ = true;
-  return FsyncDir(Dirname(final_path_));
+  return sync_dir ? FsyncDir(Dirname(final_path_)) : absl::OkStatus();
+}
+
+// ---- ShardSyncer ----
+
+struct ShardSyncer::State {
+  State(bool commit, size_t depth) : commit(commit), depth(depth == 0 ? 1 : depth) {}
+  void Loop();
+
+  const bool commit;
+  const size_t depth;
+  mutable Mutex mu;
+  CondVar changed;
+  std::deque<std::unique_ptr<PendingShard>> queue ABSL_GUARDED_BY(mu);
+  size_t in_hand ABSL_GUARDED_BY(mu) = 0;  // queued or being finished
+  std::vector<Synced> done ABSL_GUARDED_BY(mu);
+  absl::Status error ABSL_GUARDED_BY(mu);
+  bool stop ABSL_GUARDED_BY(mu) = false;
+  std::thread thread;  // last: starts once the rest is built
+};
+
+void ShardSyncer::State::Loop() {
+  for (;;) {
+    std::unique_ptr<PendingShard> shard;
+    {
+      MutexLock lock(&mu);
+      while (queue.empty() && !stop) changed.Wait(&mu);
+      if (stop) return;  // the queue goes with the syncer: temporary files removed
+      shard = std::move(queue.front());
+      queue.pop_front();
+    }
+    absl::Status s = shard->Finish();
+    if (s.ok() && commit) {
+      bool stopping;
+      {
+        MutexLock lock(&mu);
+        stopping = stop;
+      }
+      // Interrupted meanwhile: no new final name (the file is removed).
+      s = stopping ? absl::CancelledError(
+                         absl::StrCat("interrupted before renaming to ", shard->final_path()))
+                   : shard->Commit();
+    }
+    Synced synced{shard->final_path(), s, nullptr};
+    if (s.ok()) {
+      synced.shard = std::move(shard);
+    } else {
+      shard.reset();  // removes the temporary file now
+    }
+    MutexLock lock(&mu);
+    if (!s.ok() && error.ok()) error = s;
+    done.push_back(std::move(synced));
+    --in_hand;
+    changed.SignalAll();
+  }
+}
+
+ShardSyncer::ShardSyncer(bool commit, size_t depth)
+    : state_(std::make_unique<State>(commit, depth)) {
+  state_->thread = std::thread([s = state_.get()] { s->Loop(); });
+}
+
+ShardSyncer::~ShardSyncer() {
+  {
+    MutexLock lock(&state_->mu);
+    state_->stop = true;
+    state_->changed.SignalAll();
+  }
+  state_->thread.join();
+}
+
+void ShardSyncer::Add(std::unique_ptr<PendingShard> shard) {
+  State& st = *state_;
+  MutexLock lock(&st.mu);
+  while (st.in_hand >= st.depth) st.changed.Wait(&st.mu);
+  st.queue.push_back(std::move(shard));
+  ++st.in_hand;
+  st.changed.SignalAll();
+}
+
+std::vector<ShardSyncer::Synced> ShardSyncer::Wait() {
+  State& st = *state_;
+  MutexLock lock(&st.mu);
+  while (st.in_hand > 0) st.changed.Wait(&st.mu);
+  std::vector<Synced> out = std::move(st.done);
+  st.done.clear();
+  return out;
+}
+
+absl::Status ShardSyncer::error() const {
+  MutexLock lock(&state_->mu);
+  return state_->error;
+}
+
+// ---- RunCopier ----
+
+RunCopier::RunCopier(PendingShard* out) : out_(out), thread_([this] { Loop(); }) {}
+
+RunCopier::~RunCopier() {
+  {
+    MutexLock lock(&mu_);
+    stop_ = true;
+    changed_.SignalAll();
+  }
+  thread_.join();
+}
+
+absl::Status RunCopier::Push(int fd, uint64_t offset, uint64_t length, uint64_t records) {
+  MutexLock lock(&mu_);
+  while (queue_.size() >= kQueued && status_.ok()) changed_.Wait(&mu_);
+  if (!status_.ok()) return status_;
+  queue_.push_back({fd, offset, length, records});
+  changed_.SignalAll();
+  return absl::OkStatus();
+}
+
+absl::Status RunCopier::Finish() {
+  MutexLock lock(&mu_);
+  while (!queue_.empty()) changed_.Wait(&mu_);
+  return status_;
+}
+
+void RunCopier::Loop() {
+  for (;;) {
+    Run run;
+    {
+      MutexLock lock(&mu_);
+      while (queue_.empty() && !stop_) changed_.Wait(&mu_);
+      if (stop_) return;     // an interrupted copy: what is queued is not copied
+      run = queue_.front();  // popped once copied: Finish() waits for it
+      if (!status_.ok()) {
+        queue_.clear();
+        changed_.SignalAll();
+        continue;
+      }
+    }
+    absl::Status s = out_->AppendFramedRange(run.fd, run.offset, run.length, run.records);
+    MutexLock lock(&mu_);
+    if (status_.ok()) status_ = std::move(s);
+    queue_.pop_front();
+    changed_.SignalAll();
+  }
 }
 
 }  // namespace tfrecordfs::reshape

@@ -1,13 +1,12 @@
 // RepairShard (reshape.h): intact records copied, damaged ones listed.
 #include <algorithm>
-#include <deque>
+#include <cstring>
 #include <optional>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "src/reshape/internal.h"
 #include "tfrecordfs/base/fs_util.h"
-#include "tfrecordfs/base/mutex.h"
+#include "tfrecordfs/record/format.h"
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/reshape/reshape.h"
 
@@ -24,6 +23,30 @@ std::string DamageReason(const absl::Status& status, uint64_t offset) {
   return reason;
 }
 
+absl::StatusOr<absl::string_view> ReadInto(const source::ShardSource& src, uint64_t record,
+                                           uint64_t begin, uint64_t end, char* dst) {
+  if (end >= begin + record::kFramingOverhead) {
+    const absl::Status read = src.ReadFull(begin, dst, end - begin);
+    if (!read.ok() && !absl::IsDataLoss(read)) return read;
+    if (read.ok()) {
+      absl::string_view data;
+      int records = 0;
+      const absl::Status checked = record::ForEachRecordInBuffer(
+          absl::string_view(dst, end - begin), [&](uint64_t, absl::string_view d) {
+            data = d;
+            ++records;
+          });
+      if (checked.ok() && records == 1) return data;
+    }
+  }
+  // Damaged: ReadRecord reads it again and says how, with path, record and
+  // offset (it also returns the payload should the bytes have changed since).
+  auto again = record::ReadRecord(src, record, begin, end);
+  if (!again.ok()) return again.status();
+  std::memcpy(dst, again->data(), again->size());
+  return absl::string_view(dst, again->size());
+}
+
 std::vector<Dropped> DamageBetweenRecords(const index::ShardIndex& idx,
                                           const std::vector<uint64_t>& damaged_records) {
   std::vector<Dropped> out;
@@ -37,86 +60,9 @@ std::vector<Dropped> DamageBetweenRecords(const index::ShardIndex& idx,
   return out;
 }
 
-namespace {
-
-// Copies checked runs of a plain shard's records into the output file on
-// its own thread (copy_file_range), so that the next run is read and
-// checked while this one is copied. At most kQueued runs wait.
-class RunCopier {
- public:
-  RunCopier(PendingShard* out, int fd) : out_(out), fd_(fd), thread_([this] { Loop(); }) {}
-  ~RunCopier() {
-    {
-      MutexLock lock(&mu_);
-      stop_ = true;
-      changed_.SignalAll();
-    }
-    thread_.join();
-  }
-  RunCopier(const RunCopier&) = delete;
-  RunCopier& operator=(const RunCopier&) = delete;
-
-  // Queues `length` bytes of the shard file at `offset` (`records` whole
-  // records); waits while the queue is full. The copier's first error,
-  // after which nothing more is copied.
-  absl::Status Push(uint64_t offset, uint64_t length, uint64_t records) {
-    MutexLock lock(&mu_);
-    while (queue_.size() >= kQueued && status_.ok()) changed_.Wait(&mu_);
-    if (!status_.ok()) return status_;
-    queue_.push_back({offset, length, records});
-    changed_.SignalAll();
-    return absl::OkStatus();
-  }
-  // Waits until every queued run is copied; the first error.
-  absl::Status Finish() {
-    MutexLock lock(&mu_);
-    while (!queue_.empty()) changed_.Wait(&mu_);
-    return status_;
-  }
-
- private:
-  struct Run {
-    uint64_t offset, length, records;
-  };
-  static constexpr size_t kQueued = 2;
-
-  void Loop() {
-    for (;;) {
-      Run run;
-      {
-        MutexLock lock(&mu_);
-        while (queue_.empty() && !stop_) changed_.Wait(&mu_);
-        if (stop_) return;     // an interrupted repair: what is queued is not copied
-        run = queue_.front();  // popped once copied: Finish() waits for it
-        if (!status_.ok()) {
-          queue_.clear();
-          changed_.SignalAll();
-          continue;
-        }
-      }
-      absl::Status s = out_->AppendFramedRange(fd_, run.offset, run.length, run.records);
-      MutexLock lock(&mu_);
-      if (status_.ok()) status_ = std::move(s);
-      queue_.pop_front();
-      changed_.SignalAll();
-    }
-  }
-
-  PendingShard* const out_;
-  const int fd_;
-  Mutex mu_;
-  CondVar changed_;
-  std::deque<Run> queue_ ABSL_GUARDED_BY(mu_);
-  absl::Status status_ ABSL_GUARDED_BY(mu_);
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;  // last: starts once the rest is built
-};
-
-}  // namespace
-
 absl::StatusOr<RepairResult> RepairShard(const index::ShardIndex& idx,
                                          const source::ShardSource& src, const std::string& output,
-                                         const Control& control) {
+                                         const Control& control, ShardSyncer* syncer) {
   auto exists = Exists(output);
   if (!exists.ok()) return exists.status();
   if (*exists) {
@@ -138,24 +84,26 @@ absl::StatusOr<RepairResult> RepairShard(const index::ShardIndex& idx,
     if (range.ok()) splice = *std::move(range);
   }
   std::optional<RunCopier> copier;
-  if (splice) copier.emplace(out->get(), splice->fd);
+  if (splice) copier.emplace(out->get());
   uint64_t run_first = 0, run_records = 0;
   auto flush = [&]() -> absl::Status {
     if (run_records == 0) return absl::OkStatus();
     const uint64_t begin = idx.begin(run_first);
     const uint64_t end = idx.end(run_first + run_records - 1);
-    absl::Status s = copier->Push(splice->offset + begin, end - begin, run_records);
+    absl::Status s = copier->Push(splice->fd, splice->offset + begin, end - begin, run_records);
     for (uint64_t k = 0; k < run_records; ++k) mid.Appended();
     run_records = 0;
     return s;
   };
   constexpr uint64_t kRunBytes = uint64_t{16} << 20;
+  std::string buffer;  // one record's framing; grows to the largest
   for (uint64_t i = 0; i < idx.num_records(); ++i) {
     if (Cancelled(control)) {
       return absl::CancelledError(absl::StrCat("interrupted while writing ", output));
     }
     const uint64_t begin = idx.begin(i), end = idx.end(i);
-    auto data = record::ReadRecord(src, i, begin, end);
+    if (end > begin && buffer.size() < end - begin) buffer.resize(end - begin);
+    auto data = ReadInto(src, i, begin, end, buffer.data());
     if (control.progress) control.progress(1, end - begin);
     if (!data.ok()) {
       if (!absl::IsDataLoss(data.status())) return data.status();
@@ -183,6 +131,7 @@ absl::StatusOr<RepairResult> RepairShard(const index::ShardIndex& idx,
   if (splice) {
     if (auto s = flush(); !s.ok()) return s;
     if (auto s = copier->Finish(); !s.ok()) return s;
+    copier.reset();
     // The bytes copied are the bytes checked only if the shard did not
     // change meanwhile (shards are immutable while read: say so if not).
     if (auto s = src.CheckUnchanged(); !s.ok()) return s;
@@ -190,11 +139,16 @@ absl::StatusOr<RepairResult> RepairShard(const index::ShardIndex& idx,
   if (Cancelled(control)) {
     return absl::CancelledError(absl::StrCat("interrupted while writing ", output));
   }
-  if (auto s = (*out)->Finish(); !s.ok()) return s;
-  if (auto s = (*out)->Commit(); !s.ok()) return s;
+  if (auto s = (*out)->Seal(); !s.ok()) return s;
   result.records_kept = (*out)->records();
   result.bytes = (*out)->bytes();
   result.file_bytes = (*out)->file_bytes();
+  if (syncer != nullptr) {
+    syncer->Add(*std::move(out));
+  } else {
+    if (auto s = (*out)->Finish(); !s.ok()) return s;
+    if (auto s = (*out)->Commit(); !s.ok()) return s;
+  }
   for (Dropped& d : DamageBetweenRecords(idx, damaged)) result.dropped.push_back(std::move(d));
   std::stable_sort(result.dropped.begin(), result.dropped.end(),
                    [](const Dropped& a, const Dropped& b) { return a.offset < b.offset; });

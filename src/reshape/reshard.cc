@@ -2,8 +2,8 @@
 // indexes alone, then copy the records in batches (each batch read in file
 // order, written in output order).
 #include <algorithm>
-#include <cstring>
 #include <numeric>
+#include <optional>
 
 #include "absl/numeric/int128.h"
 #include "absl/strings/str_cat.h"
@@ -107,37 +107,6 @@ std::vector<uint64_t> Boundaries(const Plan& plan, const Order& order, const Res
   return bounds;
 }
 
-// Reads record `record` of `in` into `dst` (room for its framed bytes) and
-// checks it: its payload, a view into `dst`. Errors are ReadRecord's, in
-// its words. Unlike ReadRecord it allocates nothing: a batch's records share
-// one buffer kept from batch to batch. (Allocating and freeing a batch of
-// records at a time made glibc return the heap to the kernel after every
-// batch and fault it back in for the next: 53,000 page faults and 5x the
-// time of `repair` for an in-order reshard of 200 MB.)
-absl::StatusOr<absl::string_view> ReadInto(const Input& in, uint64_t record, char* dst) {
-  const uint64_t begin = in.index->begin(record), end = in.index->end(record);
-  if (end >= begin + record::kFramingOverhead) {
-    const absl::Status read = in.source->ReadFull(begin, dst, end - begin);
-    if (!read.ok() && !absl::IsDataLoss(read)) return read;
-    if (read.ok()) {
-      absl::string_view data;
-      int records = 0;
-      const absl::Status checked = record::ForEachRecordInBuffer(
-          absl::string_view(dst, end - begin), [&](uint64_t, absl::string_view d) {
-            data = d;
-            ++records;
-          });
-      if (checked.ok() && records == 1) return data;
-    }
-  }
-  // Damaged: ReadRecord reads it again and says how, with path, record and
-  // offset (it also returns the payload should the bytes have changed since).
-  auto again = record::ReadRecord(*in.source, record, begin, end);
-  if (!again.ok()) return again.status();
-  std::memcpy(dst, again->data(), again->size());
-  return absl::string_view(dst, again->size());
-}
-
 }  // namespace
 
 std::vector<uint64_t> ShuffledOrder(uint64_t n, uint64_t seed) {
@@ -183,7 +152,26 @@ absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs, const Re
 
   ReshardReport report;
   std::vector<std::vector<uint64_t>> damaged(inputs.size());  // per input, record numbers
-  std::vector<std::unique_ptr<PendingShard>> pending;
+  // Each output file is fsynced on the syncer's thread while the next one is
+  // written; all are renamed at the end, once every one is fsynced.
+  ShardSyncer syncer(/*commit=*/false);
+  // Plain shards into plain output in source order: runs of adjacent records
+  // are copied file to file (copy_file_range, as repair copies), each record
+  // read back and checked first (ReadInto) exactly as when it is appended.
+  // An intact record's framing is a function of its payload, so the bytes
+  // copied are the bytes Append would write.
+  std::vector<std::optional<source::FileRange>> splice(inputs.size());
+  if (!o.shuffle && o.codec == source::Codec::kNone) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (inputs[i].source->codec() != source::Codec::kNone ||
+          inputs[i].index->num_records() == 0) {
+        continue;
+      }
+      auto range = inputs[i].source->Spliceable(0);
+      if (range.ok()) splice[i] = *std::move(range);
+    }
+  }
+  constexpr uint64_t kRunBytes = uint64_t{16} << 20;
   // In source order a batch's file order is its output order: batches of
   // one record then read the same bytes in the same order, in a buffer the
   // size of the largest record instead of o.buffer_bytes.
@@ -200,9 +188,26 @@ absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs, const Re
   for (uint64_t s = 0; s < num_shards; ++s) {
     auto out = PendingShard::Create(names[s], o.codec);
     if (!out.ok()) return out.status();
-    pending.push_back(std::move(*out));
-    PendingShard& shard = *pending.back();
+    std::unique_ptr<PendingShard> owned = *std::move(out);
+    PendingShard& shard = *owned;
     Midpoint mid(s == 0 ? control.mid_output : nullptr, bounds[s + 1] - bounds[s]);
+    // The run of checked records not yet queued: records [run_first,
+    // run_first + run_records) of input run_input. Destroyed before `owned`.
+    std::optional<RunCopier> copier;
+    size_t run_input = 0;
+    uint64_t run_first = 0, run_records = 0;
+    auto flush = [&]() -> absl::Status {
+      if (run_records == 0) return absl::OkStatus();
+      const index::ShardIndex& idx = *inputs[run_input].index;
+      const uint64_t begin = idx.begin(run_first);
+      const uint64_t end = idx.end(run_first + run_records - 1);
+      if (!copier) copier.emplace(&shard);
+      const source::FileRange& range = *splice[run_input];
+      absl::Status st = copier->Push(range.fd, range.offset + begin, end - begin, run_records);
+      for (uint64_t k = 0; k < run_records; ++k) mid.Appended();
+      run_records = 0;
+      return st;
+    };
     for (uint64_t p = bounds[s]; p < bounds[s + 1];) {
       // One batch: positions [p, q) holding at most `buffer` framed bytes.
       batch.clear();
@@ -228,7 +233,8 @@ absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs, const Re
         Slot& slot = batch[k];
         const Input& in = inputs[slot.ref.input];
         const uint64_t begin = in.index->begin(slot.ref.record);
-        auto data = ReadInto(in, slot.ref.record, arena.data() + slot.at);
+        auto data = ReadInto(*in.source, slot.ref.record, begin, in.index->end(slot.ref.record),
+                             arena.data() + slot.at);
         if (control.progress) control.progress(1, in.index->end(slot.ref.record) - begin);
         if (!data.ok()) {
           if (!absl::IsDataLoss(data.status()) || !o.skip_damaged) {
@@ -248,16 +254,59 @@ absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs, const Re
       }
       for (Slot& slot : batch) {
         if (!slot.ok) continue;
+        if (splice[slot.ref.input]) {
+          // A run holds adjacent records of one input: a record left out
+          // (damaged) or damage the walk skipped ends it.
+          const index::ShardIndex& idx = *inputs[slot.ref.input].index;
+          const uint64_t begin = idx.begin(slot.ref.record), end = idx.end(slot.ref.record);
+          if (run_records > 0 &&
+              (run_input != slot.ref.input || run_first + run_records != slot.ref.record ||
+               idx.end(run_first + run_records - 1) != begin ||
+               end - idx.begin(run_first) > kRunBytes)) {
+            if (auto st = flush(); !st.ok()) return st;
+          }
+          if (run_records == 0) {
+            run_input = slot.ref.input;
+            run_first = slot.ref.record;
+          }
+          ++run_records;
+          continue;
+        }
+        // Appended here: the copier must be done with the writer first.
+        if (auto st = flush(); !st.ok()) return st;
+        if (copier) {
+          if (auto st = copier->Finish(); !st.ok()) return st;
+        }
         if (auto st = shard.Append(slot.data); !st.ok()) return st;
         mid.Appended();
       }
     }
+    if (auto st = flush(); !st.ok()) return st;
+    if (copier) {
+      if (auto st = copier->Finish(); !st.ok()) return st;
+      copier.reset();
+    }
     if (Cancelled(control)) {
       return absl::CancelledError(absl::StrCat("interrupted while writing ", names[s]));
     }
-    if (auto st = shard.Finish(); !st.ok()) return st;
-    report.shards.push_back({names[s], shard.records(), shard.bytes(), shard.file_bytes()});
+    if (auto st = shard.Seal(); !st.ok()) return st;
     report.records += shard.records();
+    syncer.Add(std::move(owned));
+    if (auto st = syncer.error(); !st.ok()) return st;
+  }
+  std::vector<std::unique_ptr<PendingShard>> pending;
+  for (ShardSyncer::Synced& synced : syncer.Wait()) {
+    if (!synced.status.ok()) return synced.status;
+    const PendingShard& shard = *synced.shard;
+    report.shards.push_back(
+        {shard.final_path(), shard.records(), shard.bytes(), shard.file_bytes()});
+    pending.push_back(std::move(synced.shard));
+  }
+  // The bytes copied are the bytes checked only if the shards did not change
+  // meanwhile (shards are immutable while read: say so if not).
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!splice[i]) continue;
+    if (auto st = inputs[i].source->CheckUnchanged(); !st.ok()) return st;
   }
   if (o.skip_damaged) {
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -270,11 +319,16 @@ absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs, const Re
   // Every file is complete: give them their final names together (unless
   // interrupted meanwhile).
   if (Cancelled(control)) return absl::CancelledError("interrupted before the rename");
+  // One fsync of the directory for all the renames (they share it).
   for (size_t s = 0; s < pending.size(); ++s) {
-    if (auto st = pending[s]->Commit(); !st.ok()) {
+    if (auto st = pending[s]->Commit(/*sync_dir=*/false); !st.ok()) {
       for (size_t k = 0; k < s; ++k) (void)UnlinkIfExists(names[k]);
       return st;
     }
+  }
+  if (auto st = FsyncDir(o.output_dir); !st.ok()) {
+    for (const std::string& name : names) (void)UnlinkIfExists(name);
+    return st;
   }
   return report;
 }

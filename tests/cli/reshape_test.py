@@ -351,6 +351,106 @@ class ReshardTest(Base):
                                    ("stray_bytes_02.tfrecord", None)})
 
 
+def frames_of(path):
+    """The framed records of a plain shard, cut by their length fields alone
+    (no CRC computed: fast on tens of MB)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    out, pos = [], 0
+    while pos < len(raw):
+        n = int.from_bytes(raw[pos:pos + 8], "little")
+        out.append(raw[pos:pos + 16 + n])
+        pos += 16 + n
+    return out
+
+
+class SplicedReshardTest(Base):
+    """Plain shards resharded in source order into plain output are copied
+    file to file in runs of checked records (copy_file_range), not appended
+    one by one: the output must still be the inputs' framed records, every
+    one once and in order, cut at the planned boundaries, and a damaged
+    record must never be copied."""
+
+    def setUp(self):
+        super().setUp()
+        # 3 small shards, then one of 18 MB (more than one 16 MiB run).
+        gen("synthetic", self.path("s"), "--records", "300", "--shards", "3", "--bytes", "300",
+            "--prefix", "in")
+        gen("synthetic", self.path("big"), "--records", "180", "--shards", "1", "--bytes",
+            "100000", "--prefix", "big")
+        self.inputs = [os.path.join(self.path("s"), f) for f in sorted(os.listdir(self.path("s")))
+                       if not f.startswith(".")]
+        self.inputs += [os.path.join(self.path("big"), f)
+                        for f in sorted(os.listdir(self.path("big"))) if not f.startswith(".")]
+        self.frames = [fr for p in self.inputs for fr in frames_of(p)]
+        self.assertEqual(len(self.frames), 480)
+
+    def reshard(self, out, *args, sources=None, expect=0):
+        r = run("reshard", *(sources or [self.path("s"), self.path("big")]), "-o", self.path(out),
+                "--json", *args)
+        self.assertEqual(r.returncode, expect, r.stderr)
+        return json.loads(r.stdout) if r.stdout else r
+
+    def assert_holds(self, report, want):
+        """Each output file is exactly its share of `want` (framed records)."""
+        at = 0
+        for shard in report["shards"]:
+            n = shard["records"]
+            with open(shard["path"], "rb") as f:
+                got = f.read()
+            self.assertEqual(got, b"".join(want[at:at + n]),
+                             f"{shard['path']}: not records {at}..{at + n - 1}")
+            at += n
+        self.assertEqual(at, len(want))
+        self.assertFalse([f for f in os.listdir(os.path.dirname(report["shards"][0]["path"]))
+                          if f.startswith(".")], "no temporary file left")
+
+    def test_every_record_once_in_order_at_the_boundaries(self):
+        for args in (["--shards", "4"], ["--shards", "7"], ["--shards", "1"],
+                     ["--shard-size", "3M"]):
+            with self.subTest(args=args):
+                out = "o" + "".join(args)
+                report = self.reshard(out, *args)
+                self.assertEqual(report["records"], 480)
+                if args[0] == "--shards":
+                    self.assertEqual(len(report["shards"]), int(args[1]))
+                self.assert_holds(report, self.frames)
+
+    def test_damaged_record_is_never_copied(self):
+        # One flipped payload byte in: the first record, a record mid-shard,
+        # the last record of a shard, and a record past the first 16 MiB run.
+        d = self.path("d")
+        shutil.copytree(self.path("s"), os.path.join(d, "s"))
+        shutil.copytree(self.path("big"), os.path.join(d, "big"))
+        damaged = []  # global record numbers
+        starts = [0]
+        for p in self.inputs:
+            starts.append(starts[-1] + len(frames_of(p)))
+        for shard, record in ((0, 0), (1, 50), (2, 99), (3, 170)):
+            p = self.inputs[shard]
+            p = os.path.join(d, os.path.basename(os.path.dirname(p)), os.path.basename(p))
+            offset = sum(len(f) for f in frames_of(p)[:record]) + 12 + 5
+            with open(p, "r+b") as f:
+                f.seek(offset)
+                b = f.read(1)
+                f.seek(offset)
+                f.write(bytes([b[0] ^ 0x40]))
+            damaged.append(starts[shard] + record)
+        sources = [os.path.join(d, "s"), os.path.join(d, "big")]
+        r = self.reshard("strict", "--shards", "3", sources=sources, expect=1)
+        self.assertRegex(r.stderr, r"in-00000-of-00003\.tfrecord: record 0 at byte offset 0: "
+                                   r"data CRC mismatch")
+        self.assertEqual(os.listdir(self.path("strict")), [], "nothing written")
+        report = self.reshard("skip", "--shards", "3", "--skip-damaged", sources=sources,
+                              expect=1)
+        want = [f for g, f in enumerate(self.frames) if g not in damaged]
+        self.assertEqual(report["records"], 476)
+        self.assert_holds(report, want)
+        skipped = sorted((os.path.basename(x["path"]), x["record"]) for x in report["skipped"])
+        self.assertEqual(skipped, sorted([(os.path.basename(self.inputs[s]), rec)
+                                          for s, rec in ((0, 0), (1, 50), (2, 99), (3, 170))]))
+
+
 def rusage(*args):
     """Runs the binary; returns (exit code, its own rusage): peak RSS in KiB
     and minor page faults, which no other process adds to."""

@@ -205,6 +205,33 @@ TEST(WriterTest, PlainOutputIsWrittenInSmallPieces) {
   ASSERT_TRUE(w.Close(/*sync=*/false).ok());
 }
 
+// Seal writes everything out (a compressed stream's end too): the file is
+// complete and file_bytes() final before Close, which then only closes;
+// nothing can be appended in between.
+TEST(WriterTest, SealCompletesTheFileBeforeClose) {
+  for (source::Codec codec : {source::Codec::kNone, source::Codec::kGzip}) {
+    UniqueFd fd(::memfd_create("w", MFD_CLOEXEC));
+    ASSERT_TRUE(fd.valid());
+    UniqueFd dup(::dup(fd.get()));
+    ShardWriter w(std::move(fd), "memfd", WriterOptions{.codec = codec});
+    ASSERT_TRUE(w.Append(Payload(1000, 3)).ok());
+    ASSERT_TRUE(w.Seal().ok());
+    const std::string sealed = FileContents(dup.get());
+    EXPECT_EQ(sealed.size(), w.file_bytes());
+    EXPECT_FALSE(w.Append("late").ok());
+    EXPECT_FALSE(w.Seal().ok());
+    ASSERT_TRUE(w.Close(/*sync=*/true).ok());
+    EXPECT_EQ(FileContents(dup.get()), sealed);
+    if (codec == source::Codec::kNone) {
+      std::string want;
+      AppendFramed(&want, Payload(1000, 3));
+      EXPECT_EQ(sealed, want);
+    } else {
+      EXPECT_EQ(sealed.substr(0, 2), "\x1f\x8b");  // one whole GZIP member
+    }
+  }
+}
+
 TEST_P(RoundTripTest, WalkAndReadRecord) {
   const Shard shard = MakeShard(GetParam().sizes);
   const size_t n = shard.payloads().size();

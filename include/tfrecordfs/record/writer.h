@@ -75,8 +75,13 @@ class ShardWriter {
   // Bytes written to the file so far: == bytes() after Close for plain
   // output; for compressed output, the compressed size once closed.
   uint64_t file_bytes() const { return file_bytes_; }
-  // Flushes the buffer (and ends the compressed stream); with `sync`, fsyncs
-  // the file. Then closes it. Call once; Append after Close fails.
+  // Writes the buffered records out (and ends the compressed stream):
+  // file_bytes() is then final. Only Close() may follow (Append after Seal
+  // fails); Close() seals the file itself when Seal() was not called.
+  absl::Status Seal();
+  // Flushes the buffer (and ends the compressed stream) unless sealed; with
+  // `sync`, fsyncs the file. Then closes it. Call once; Append after Close
+  // fails.
   absl::Status Close(bool sync);
 
  private:
@@ -95,6 +100,7 @@ class ShardWriter {
   uint64_t bytes_ = 0;
   uint64_t records_ = 0;
   uint64_t file_bytes_ = 0;
+  bool sealed_ = false;  // Seal() or Close() called: nothing more is appended
   bool closed_ = false;
 };
 

@@ -5,8 +5,11 @@
 //
 // Input: shards as the scan finds them (an index::ShardIndex built by the
 // header walk, which resynchronises after damage exactly as a mount's does,
-// and the ShardSource of its bytes). Every record is read with both CRCs
-// checked (record::ReadRecord) and its payload copied byte for byte.
+// and the ShardSource of its bytes). Every record is read back whole with
+// its framing and both CRCs checked (a damaged one is described in
+// record::ReadRecord's words) and its payload copied byte for byte; an
+// intact record of a plain shard copied into plain output is copied as its
+// framing, which is the same bytes the writer would produce.
 //
 // Output: every file is written under a temporary name in its final
 // directory (`.<name>.tmp`) and renamed to its final name only once it is
@@ -18,9 +21,21 @@
 // once it reads true the call removes its temporary files and returns
 // Cancelled (the commands set it from SIGINT/SIGTERM).
 //
+// Speed: an output file's fsync runs on a ShardSyncer's thread while the
+// next file is written (`cat` of the shards into one file fsyncs once, at
+// the end), and a plain shard's checked records are copied file to file
+// (copy_file_range) on a copier thread while the next ones are read and
+// checked. On the benchmark machine (2 GB of 100 KB records in 32 shards,
+// warm page cache, scripts/bench --reshape-only, in the same rounds as
+// `cat` + fsync) these took repair from 0.67x to 0.81x of cat's throughput
+// and an in-order reshard from 0.77x to 0.95x; with each record checked in
+// a kept buffer (ReadInto) and one directory fsync per reshard, 1.45x and
+// 1.55x (the code before: 0.74x and 0.86x that hour).
+//
 // Thread-safety: the functions keep no state and may run concurrently on
-// different outputs; one call runs on its caller's thread only. `progress`
-// is called from that thread.
+// different outputs. A call reads and checks on its caller's thread; the
+// threads it starts (a copier, a syncer) end before it returns. `progress`
+// and `mid_output` are called from the caller's thread.
 #ifndef TFRECORDFS_RESHAPE_RESHAPE_H_
 #define TFRECORDFS_RESHAPE_RESHAPE_H_
 
@@ -56,7 +71,8 @@ struct Control {
   // (records, framed input bytes) as they are read.
   std::function<void(uint64_t, uint64_t)> progress;
   // Test hook: called once, after half of the records of the first output
-  // file were appended (that file then exists under its temporary name).
+  // file were appended or queued for the copier (that file then exists
+  // under its temporary name).
   std::function<void()> mid_output;
 };
 
@@ -80,11 +96,15 @@ class PendingShard {
   absl::Status AppendFramedRange(int fd, uint64_t offset, uint64_t length, uint64_t records) {
     return writer_->AppendFramedRange(fd, offset, length, records);
   }
+  // Writes out what is buffered (and ends a compressed stream): file_bytes()
+  // is final. Optional before Finish(); nothing can be appended after it.
+  absl::Status Seal() { return writer_->Seal(); }
   // Closes and fsyncs the temporary file (it stays under its temporary name).
   absl::Status Finish();
   // After Finish(): renames it to its final name (never over an existing
-  // file) and fsyncs the directory.
-  absl::Status Commit();
+  // file) and, with `sync_dir`, fsyncs the directory (without, the caller
+  // does, once for many renames).
+  absl::Status Commit(bool sync_dir = true);
 
   const std::string& final_path() const { return final_path_; }
   uint64_t records() const { return writer_->records(); }
@@ -97,6 +117,56 @@ class PendingShard {
   std::string final_path_, temp_path_;
   std::unique_ptr<record::ShardWriter> writer_;
   bool finished_ = false, committed_ = false;
+};
+
+// Finishes output files (PendingShard::Finish: flush, fsync, close) on a
+// thread of its own, one at a time in the order they were handed over, so
+// that the next file is written while the last one's fsync waits for the
+// disk. With `commit`, each file is then renamed to its final name
+// (PendingShard::Commit), only once its own fsync succeeded, in the same
+// order; without, the files come back from Wait() finished, for the caller
+// to commit.
+//
+// A file whose Finish or Commit fails is removed (its temporary name) and
+// reported by Wait() and error(). Destroying the syncer waits for the fsync
+// under way; every file not yet committed (or, without `commit`, not yet
+// returned by Wait) is then removed: a cancelled or failed run leaves no
+// temporary file, and nothing under a final name that was not fsynced.
+//
+// Memory: at most `depth` files are in the syncer's hands (queued or being
+// finished); Add waits for room. Each holds no buffer once sealed, and the
+// page cache holds at most the dirty pages of those files and the one being
+// written.
+//
+// Thread-safety: Add, Wait and error are called from one thread (the one
+// writing the files); a file handed to Add is touched by the syncer's thread
+// only, until Wait returns it.
+class ShardSyncer {
+ public:
+  struct Synced {
+    std::string final_path;
+    absl::Status status;                  // Finish's, then Commit's
+    std::unique_ptr<PendingShard> shard;  // null when status is not OK
+  };
+
+  explicit ShardSyncer(bool commit, size_t depth = 1);
+  ~ShardSyncer();
+  ShardSyncer(const ShardSyncer&) = delete;
+  ShardSyncer& operator=(const ShardSyncer&) = delete;
+
+  // Hands `shard` (written, ideally sealed) over; waits while `depth` files
+  // are in hand.
+  void Add(std::unique_ptr<PendingShard> shard);
+  // Waits until every file handed over is done; returns them in the order
+  // they were added since the last Wait, with their status.
+  std::vector<Synced> Wait();
+  // The first failure of a file finished so far (OK if none): its message
+  // names the file.
+  absl::Status error() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
 };
 
 // ---- repair ----
@@ -118,9 +188,16 @@ struct RepairResult {
 // are kept: repair mends framing, not content. `output` must not exist
 // (AlreadyExists otherwise, and nothing is written). Errors: I/O errors
 // (naming the file), Cancelled.
+//
+// With `syncer` (made with commit = true), the written and sealed file is
+// handed to it instead of being fsynced and renamed before the call
+// returns: `output` then exists once syncer->Wait() reports it done, and an
+// fsync or rename error is reported there (for `output`), not here. The
+// result describes the file as written.
 absl::StatusOr<RepairResult> RepairShard(const index::ShardIndex& idx,
                                          const source::ShardSource& src, const std::string& output,
-                                         const Control& control = {});
+                                         const Control& control = {},
+                                         ShardSyncer* syncer = nullptr);
 
 // ---- reshard ----
 
@@ -146,7 +223,8 @@ struct ReshardOptions {
   // one record), each batch in file order, then written in output order:
   // the memory bound of the copy, whatever the dataset's size. Only a
   // shuffle batches: in source order, file order is output order, and
-  // records are copied one at a time.
+  // records are copied one at a time (plain shards into plain output: in
+  // runs of adjacent checked records, file to file, as repair copies).
   uint64_t buffer_bytes = uint64_t{64} << 20;
 };
 
@@ -173,7 +251,9 @@ std::vector<uint64_t> ShuffledOrder(uint64_t n, uint64_t seed);
 // options.output_dir/<prefix>-<i>-of-<N>.tfrecord[.gz|.zlib]
 // (repack::ShardName). All output files are written under temporary names
 // and renamed together once every one is complete; if any final name
-// exists beforehand nothing is written (AlreadyExists). Errors: a damaged
+// exists beforehand nothing is written (AlreadyExists). Each output file
+// holds the records' framing as TensorFlow writes it, however the records
+// were copied. Errors: a damaged
 // record without skip_damaged (DataLoss naming the shard, record and
 // offset; nothing is left under a final name), damage between records the
 // header walk met (same), I/O errors, Cancelled.
