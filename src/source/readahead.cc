@@ -11,22 +11,58 @@ namespace {
 constexpr size_t kPage = 4096;
 }  // namespace
 
-Readahead::Readahead(size_t budget_bytes, int threads)
-    : cache_(budget_bytes), thread_count_(std::max(threads, 1)) {}
+Readahead::Readahead(size_t budget_bytes, int threads, size_t block)
+    : block_(std::max<size_t>(block, kPage)),
+      cache_(budget_bytes),
+      thread_count_(std::max(threads, 1)) {}
 
 Readahead::~Readahead() {
+  std::vector<std::thread> threads;
   {
     MutexLock lock(&mu_);
     stopping_ = true;
     tasks_.clear();  // their promises break; nobody waits once reads have stopped
+    threads.swap(threads_);
   }
   wake_.SignalAll();
-  for (std::thread& t : threads_) t.join();
+  for (std::thread& t : threads) t.join();
+}
+
+ReadaheadWindow Readahead::NewWindow() const {
+  const uint64_t budget_blocks = cache_.max_bytes() / block_;
+  const uint64_t max = std::clamp<uint64_t>(budget_blocks / 2, 1, kMaxWindowBytes / block_);
+  const uint64_t first = std::clamp<uint64_t>(kFirstWindowBytes / block_, 1, max);
+  return ReadaheadWindow(first, max);
+}
+
+std::unique_ptr<std::string> Readahead::TakeSpare(size_t len) {
+  std::unique_ptr<std::string> bytes;
+  {
+    MutexLock lock(&spares_->mu);
+    if (!spares_->free.empty()) {
+      bytes = std::move(spares_->free.back());
+      spares_->free.pop_back();
+    }
+  }
+  if (!bytes) bytes = std::make_unique<std::string>();
+  bytes->resize(len);  // a spare of the same length: no fill
+  return bytes;
+}
+
+std::shared_ptr<const std::string> Readahead::Own(std::unique_ptr<std::string> bytes) {
+  return std::shared_ptr<const std::string>(
+      bytes.release(), [spares = spares_](const std::string* p) {
+        // Declared before the lock: a string not kept is freed after it.
+        std::unique_ptr<std::string> back(const_cast<std::string*>(p));
+        MutexLock lock(&spares->mu);
+        if (spares->free.size() < Spares::kMax) spares->free.push_back(std::move(back));
+      });
 }
 
 void Readahead::Submit(std::function<void()> task) {
   {
     MutexLock lock(&mu_);
+    if (stopping_) return;  // the task (and its promise) is dropped: waiters see a broken promise
     // Started on first use, not at construction: the daemon forks into the
     // background after the mount is built, and threads do not survive a fork.
     while (threads_.size() < thread_count_) threads_.emplace_back([this] { Work(); });
@@ -50,7 +86,32 @@ void Readahead::Work() {
 }
 
 ReadaheadSource::ReadaheadSource(std::unique_ptr<ShardSource> inner, Readahead* readahead)
-    : inner_(std::move(inner)), ra_(readahead), id_(readahead->cache_.NewSourceId()) {}
+    : inner_(std::move(inner)),
+      ra_(readahead),
+      registry_(readahead->registry_),
+      id_(readahead->cache_.NewSourceId()),
+      window_(readahead->NewWindow()) {
+  MutexLock lock(&registry_->mu);
+  seq_ = registry_->sources.size();
+  registry_->sources.push_back(this);
+}
+
+ReadaheadSource::~ReadaheadSource() {
+  {
+    // After this, no other source primes this one.
+    MutexLock lock(&registry_->mu);
+    registry_->sources[seq_] = nullptr;
+  }
+  std::vector<std::shared_future<Block>> pending;
+  {
+    MutexLock lock(&mu_);
+    for (const auto& [b, f] : inflight_) pending.push_back(f);
+  }
+  // A fetch erases itself from inflight_ before it sets its value, and
+  // touches nothing of this source after; a fetch dropped by a stopping
+  // Readahead breaks its promise, which ends the wait as well.
+  for (const auto& f : pending) f.wait();
+}
 
 ReadaheadSource::Block ReadaheadSource::Find(uint64_t b) const {
   if (Block bytes = ra_->cache_.Get(id_, b)) return bytes;
@@ -62,58 +123,122 @@ ReadaheadSource::Block ReadaheadSource::Find(uint64_t b) const {
     if (it == inflight_.end()) return ra_->cache_.Get(id_, b);
     pending = it->second;
   }
-  return pending.get();
+  pending.wait();
+  try {
+    return pending.get();
+  } catch (const std::future_error&) {
+    return nullptr;  // dropped by a Readahead being destroyed: read it directly
+  }
 }
 
-void ReadaheadSource::Track(uint64_t offset, uint64_t end, bool hit) const {
+void ReadaheadSource::StartUpTo(uint64_t stop) const {
   const uint64_t size = inner_->size();
+  const size_t block = ra_->block_;
+  const uint64_t blocks = (size + block - 1) / block;
+  stop = std::min(stop, blocks);
+  for (uint64_t b = ahead_; b < stop; ++b) {
+    if (inflight_.contains(b) || ra_->cache_.Get(id_, b)) continue;
+    auto promise = std::make_shared<std::promise<Block>>();
+    inflight_.emplace(b, promise->get_future().share());
+    ra_->Submit([this, b, size, block, promise] {
+      const uint64_t begin = b * block;
+      const size_t len = static_cast<size_t>(std::min<uint64_t>(block, size - begin));
+      Block result;
+      if (block <= Readahead::kBlock) {
+        // A page-aligned buffer: an unaligned 1 MiB one spans 257 pages,
+        // which a FUSE or O_DIRECT read cuts into two requests (two round
+        // trips). Only network file systems read in such blocks.
+        static thread_local std::unique_ptr<char, decltype(&std::free)> scratch(
+            static_cast<char*>(std::aligned_alloc(kPage, Readahead::kBlock)), &std::free);
+        if (scratch && inner_->ReadFull(begin, scratch.get(), len).ok()) {
+          result = std::make_shared<const std::string>(scratch.get(), len);
+        }
+      } else {
+        // An object's block: one ranged GET straight into the block's bytes
+        // (no scratch of kObjectBlock per thread, no copy).
+        std::unique_ptr<std::string> bytes = ra_->TakeSpare(len);
+        if (inner_->ReadFull(begin, bytes->data(), len).ok()) result = ra_->Own(std::move(bytes));
+      }
+      if (result) {
+        ra_->fetches_.fetch_add(1, std::memory_order_relaxed);
+        ra_->cache_.Put(id_, b, result);
+      }
+      {
+        MutexLock lock(&mu_);
+        inflight_.erase(b);
+      }
+      // Last: once the value is set, the source may be destroyed.
+      promise->set_value(std::move(result));
+    });
+  }
+  ahead_ = std::max(ahead_, stop);
+}
+
+bool ReadaheadSource::Track(uint64_t offset, uint64_t end, bool hit) const {
+  const uint64_t size = inner_->size();
+  const size_t block = ra_->block_;
   MutexLock lock(&mu_);
   // A read served from blocks read ahead goes on with the stream, even when
   // a read elsewhere in the shard came in between (the feature-type sampler's).
   const bool sequential = hit || offset == next_offset_;
   next_offset_ = end;
-  if (!sequential) return;
-  const uint64_t first = std::max(ahead_, (end + Readahead::kBlock - 1) / Readahead::kBlock);
-  const uint64_t last_block = size == 0 ? 0 : (size - 1) / Readahead::kBlock;
-  const uint64_t stop = std::min(end / Readahead::kBlock + Readahead::kDepth, last_block + 1);
-  for (uint64_t b = first; b < stop; ++b) {
-    if (inflight_.contains(b) || ra_->cache_.Get(id_, b)) continue;
-    auto promise = std::make_shared<std::promise<Block>>();
-    inflight_.emplace(b, promise->get_future().share());
-    ra_->Submit([this, b, size, promise] {
-      const uint64_t begin = b * Readahead::kBlock;
-      const size_t len = static_cast<size_t>(std::min<uint64_t>(Readahead::kBlock, size - begin));
-      // A page-aligned buffer: an unaligned 1 MiB one spans 257 pages, which
-      // a FUSE or O_DIRECT read cuts into two requests (two round trips).
-      static thread_local std::unique_ptr<char, decltype(&std::free)> scratch(
-          static_cast<char*>(std::aligned_alloc(kPage, Readahead::kBlock)), &std::free);
-      Block result;
-      if (scratch && inner_->ReadFull(begin, scratch.get(), len).ok()) {
-        ra_->fetches_.fetch_add(1, std::memory_order_relaxed);
-        result = std::make_shared<const std::string>(scratch.get(), len);
-        ra_->cache_.Put(id_, b, result);
-      }
-      promise->set_value(result);
-      MutexLock lock(&mu_);
-      inflight_.erase(b);
-    });
+  if (!sequential) {
+    window_.Stop();
+    return false;
   }
-  ahead_ = std::max(ahead_, stop);
+  // The block the reader is in now: entering a new one widens the window.
+  const uint64_t at = (end == 0 ? 0 : end - 1) / block;
+  if (window_.blocks() == 0) {
+    window_.Start();
+    reached_ = at + 1;
+  } else if (at + 1 > reached_) {
+    window_.Grow();
+    reached_ = at + 1;
+  }
+  // From the block the read ended in: the rest of it is read ahead too
+  // (not left to one direct read per record).
+  ahead_ = std::max(ahead_, end / block);
+  StartUpTo(end / block + window_.blocks());
+  const uint64_t blocks = (size + block - 1) / block;
+  if (ahead_ < blocks || primed_next_) return false;
+  primed_next_ = true;
+  return true;
+}
+
+void ReadaheadSource::Prime() const {
+  MutexLock lock(&mu_);
+  if (next_offset_ != ~uint64_t{0} || ahead_ > 0) return;  // read already, or primed
+  next_offset_ = 0;
+  window_.Start();
+  reached_ = 0;
+  StartUpTo(window_.blocks());
+  ra_->primed_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void ReadaheadSource::PrimeNext() const {
+  MutexLock lock(&registry_->mu);
+  for (size_t k = seq_ + 1; k < registry_->sources.size(); ++k) {
+    if (const ReadaheadSource* next = registry_->sources[k]) {
+      next->Prime();
+      return;
+    }
+  }
 }
 
 absl::StatusOr<size_t> ReadaheadSource::ReadAt(uint64_t offset, char* buf, size_t n) const {
   const uint64_t size = inner_->size();
   if (offset >= size) return size_t{0};
   if (n > size - offset) n = static_cast<size_t>(size - offset);
+  const size_t block = ra_->block_;
   // Serve what fetched blocks hold, from the front; the rest (from the
   // first block not fetched) from the wrapped source.
   size_t done = 0;
   while (done < n) {
     const uint64_t at = offset + done;
-    const uint64_t b = at / Readahead::kBlock;
+    const uint64_t b = at / block;
     Block bytes = Find(b);
     if (!bytes) break;
-    const size_t skip = static_cast<size_t>(at - b * Readahead::kBlock);
+    const size_t skip = static_cast<size_t>(at - b * block);
     if (skip >= bytes->size()) break;
     const size_t take = std::min(n - done, bytes->size() - skip);
     std::memcpy(buf + done, bytes->data() + skip, take);
@@ -126,7 +251,7 @@ absl::StatusOr<size_t> ReadaheadSource::ReadAt(uint64_t offset, char* buf, size_
     if (!got.ok()) return got.status();
     done += *got;
   }
-  Track(offset, offset + done, hit);
+  if (Track(offset, offset + done, hit)) PrimeNext();
   return done;
 }
 

@@ -5,11 +5,20 @@
 // and on network storage (milliseconds a read) that is the whole cost. A
 // ReadaheadSource wraps a shard's source and watches its reads: once two
 // reads follow each other (the second starts where the first ended), it
-// reads the next kDepth aligned blocks of kBlock bytes ahead on the
-// Readahead's threads, several at once, into a byte-bounded LRU shared by
-// the mount (the memory budget: abandoned streams are simply evicted). A
-// read of bytes in a block being fetched waits for that fetch instead of
-// asking again. Random reads start nothing, and pay only the bookkeeping.
+// reads aligned blocks (Readahead::block(): 1 MiB on a network file system,
+// 4 MiB, one ranged GET each, for objects) ahead on the Readahead's threads,
+// several at once, into a byte-bounded LRU shared by the mount (the memory
+// budget: abandoned streams are simply evicted). How far ahead is a
+// ReadaheadWindow: a few blocks when the stream starts, doubling each time
+// the reader enters a new block, up to kMaxWindowBytes (at most half the
+// budget, so blocks read ahead are not evicted before they are read). When
+// a stream has started every block to the end of its shard, the next shard
+// registered with the same Readahead (the mount's order: the order a `find`
+// walks the shard folders) is primed: its first window is fetched and its
+// first read counts as sequential, so a walk across shards waits no round
+// trip at each shard's start. A read of bytes in a block being fetched
+// waits for that fetch instead of asking again. Random reads start nothing,
+// and pay only the bookkeeping.
 //
 // The bytes served are the same as the wrapped source's: a block whose
 // fetch failed is not kept, and the read goes to the wrapped source, which
@@ -18,12 +27,16 @@
 // CheckUnchanged() go straight to the wrapped source.
 //
 // Thread-safety: Readahead and ReadaheadSource are thread-safe. Lock order:
-// ReadaheadSource::mu_, then Readahead::mu_ and the BlockCache's (leaves).
-// A Readahead must outlive its sources' reads and be destroyed before the
-// sources (it joins its threads, whose fetches use them).
+// Readahead's registry lock (Registry::mu), then ReadaheadSource::mu_, then
+// Readahead::mu_ and the BlockCache's (leaves). A Readahead must outlive
+// its sources' reads; a ReadaheadSource's destructor waits for its fetches
+// in flight (a source replaced while the mount lives), and a Readahead's
+// destructor joins its threads and drops fetches not started, so the two
+// may be destroyed in either order.
 #ifndef TFRECORDFS_SOURCE_READAHEAD_H_
 #define TFRECORDFS_SOURCE_READAHEAD_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -44,32 +57,86 @@
 
 namespace tfrecordfs::source {
 
+// How many blocks a sequential stream reads ahead of its reader: `first`
+// when the stream starts, doubled each time the reader enters a block it
+// had not reached before, up to `max`; a read that breaks the stream stops
+// it (0 blocks). Not thread-safe (a ReadaheadSource's, under its lock).
+class ReadaheadWindow {
+ public:
+  ReadaheadWindow(uint64_t first, uint64_t max)
+      : first_(std::max<uint64_t>(first, 1)), max_(std::max(max, std::max<uint64_t>(first, 1))) {}
+  uint64_t blocks() const { return blocks_; }
+  void Start() { blocks_ = first_; }
+  void Grow() { blocks_ = blocks_ == 0 ? first_ : std::min(blocks_ * 2, max_); }
+  void Stop() { blocks_ = 0; }
+
+ private:
+  const uint64_t first_, max_;
+  uint64_t blocks_ = 0;
+};
+
+class ReadaheadSource;
+
 // The threads and the memory budget shared by a mount's ReadaheadSources.
 class Readahead {
  public:
-  // Bytes of one fetch: the largest request FUSE and most network file
-  // systems carry in one round trip.
+  // Bytes of one fetch on a network file system: the largest request FUSE
+  // and most network file systems carry in one round trip.
   static constexpr size_t kBlock = size_t{1} << 20;
-  // Blocks kept in flight or fetched ahead of a sequential reader.
-  static constexpr uint64_t kDepth = 16;
+  // Bytes of one fetch of an object (one ranged GET): a round trip costs
+  // the same for 1 MiB and 4 MiB, and fewer requests cost the store less.
+  static constexpr size_t kObjectBlock = size_t{4} << 20;
+  // A stream's window: kFirstWindowBytes when it starts (at least one
+  // block), growing to kMaxWindowBytes, and never more than half the budget.
+  static constexpr size_t kFirstWindowBytes = size_t{8} << 20;
+  static constexpr size_t kMaxWindowBytes = size_t{32} << 20;
 
   // `budget_bytes` of fetched blocks kept (LRU; at least one block),
   // `threads` fetches at once (started by the first fetch, so a process
-  // may fork between construction and use).
-  Readahead(size_t budget_bytes, int threads);
+  // may fork between construction and use), `block` bytes a fetch.
+  Readahead(size_t budget_bytes, int threads, size_t block = kBlock);
   ~Readahead();
   Readahead(const Readahead&) = delete;
   Readahead& operator=(const Readahead&) = delete;
 
+  size_t block() const { return block_; }
+  // A new stream's window, in blocks.
+  ReadaheadWindow NewWindow() const;
+
   uint64_t fetches() const { return fetches_.load(std::memory_order_relaxed); }
   uint64_t hits() const { return hits_.load(std::memory_order_relaxed); }
+  // Shards primed by the shard before them (their first window fetched
+  // before their first read).
+  uint64_t primed() const { return primed_.load(std::memory_order_relaxed); }
 
  private:
   friend class ReadaheadSource;
+  // The sources in the order they were made, for priming the next one;
+  // shared with the sources (a source may outlive its Readahead).
+  struct Registry {
+    Mutex mu;
+    std::vector<const ReadaheadSource*> sources ABSL_GUARDED_BY(mu);  // null: destroyed
+  };
+  // Strings of object blocks the cache let go, for the next fetches: their
+  // pages stay mapped (no page faults, no zero fill of kObjectBlock bytes a
+  // GET). Shared with the blocks' deleters, which may run after the
+  // Readahead is gone.
+  struct Spares {
+    static constexpr size_t kMax = 2;  // kept beyond the cache's budget
+    Mutex mu;
+    std::vector<std::unique_ptr<std::string>> free ABSL_GUARDED_BY(mu);
+  };
   void Submit(std::function<void()> task);
   void Work();
+  // A string of `len` bytes for a fetch (a spare one when there is one),
+  // and the block that owns it (its deleter gives it back).
+  std::unique_ptr<std::string> TakeSpare(size_t len);
+  std::shared_ptr<const std::string> Own(std::unique_ptr<std::string> bytes);
 
+  const size_t block_;
+  const std::shared_ptr<Spares> spares_ = std::make_shared<Spares>();
   BlockCache cache_;
+  const std::shared_ptr<Registry> registry_ = std::make_shared<Registry>();
   Mutex mu_;
   CondVar wake_;
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
@@ -78,12 +145,14 @@ class Readahead {
   // Started by the first Submit; joined by the destructor (which sets
   // stopping_ first, so no Submit starts more).
   std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
-  std::atomic<uint64_t> fetches_{0}, hits_{0};
+  std::atomic<uint64_t> fetches_{0}, hits_{0}, primed_{0};
 };
 
 class ReadaheadSource final : public ShardSource {
  public:
   ReadaheadSource(std::unique_ptr<ShardSource> inner, Readahead* readahead);
+  // Waits for this source's fetches in flight.
+  ~ReadaheadSource() override;
 
   Codec codec() const override { return inner_->codec(); }
   const std::string& path() const override { return inner_->path(); }
@@ -99,16 +168,31 @@ class ReadaheadSource final : public ShardSource {
   // The bytes of block `b` if fetched or being fetched (waits), else null.
   Block Find(uint64_t b) const;
   // Notes a read of [offset, end) (`hit`: served partly from blocks read
-  // ahead) and starts the fetches it calls for.
-  void Track(uint64_t offset, uint64_t end, bool hit) const;
+  // ahead) and starts the fetches it calls for. True when the stream has
+  // now started every block to the end of the shard (time to prime the
+  // next one).
+  bool Track(uint64_t offset, uint64_t end, bool hit) const;
+  // Starts fetches of the blocks from ahead_ up to `stop` (not past the
+  // end) that are neither cached nor in flight.
+  void StartUpTo(uint64_t stop) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Primes this source if no stream has started here: fetches its first
+  // window and takes a read at offset 0 as sequential.
+  void Prime() const;
+  // Primes the first live source registered after this one.
+  void PrimeNext() const;
 
   const std::unique_ptr<ShardSource> inner_;
   Readahead* const ra_;
+  const std::shared_ptr<Readahead::Registry> registry_;
   const uint64_t id_;  // in ra_->cache_
+  size_t seq_ = 0;     // in registry_->sources
   mutable Mutex mu_;
   // Where a sequential read starts.
   mutable uint64_t next_offset_ ABSL_GUARDED_BY(mu_) = ~uint64_t{0};
-  mutable uint64_t ahead_ ABSL_GUARDED_BY(mu_) = 0;  // blocks below this are started
+  mutable uint64_t ahead_ ABSL_GUARDED_BY(mu_) = 0;    // blocks below this are started
+  mutable uint64_t reached_ ABSL_GUARDED_BY(mu_) = 0;  // 1 + the last block the reader entered
+  mutable ReadaheadWindow window_ ABSL_GUARDED_BY(mu_);
+  mutable bool primed_next_ ABSL_GUARDED_BY(mu_) = false;
   mutable absl::flat_hash_map<uint64_t, std::shared_future<Block>> inflight_ ABSL_GUARDED_BY(mu_);
 };
 
