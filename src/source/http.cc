@@ -25,6 +25,7 @@ namespace {
 
 std::once_flag curl_init;
 constexpr size_t kMaxReservedBody = size_t{64} << 20;
+constexpr long kReceiveBuffer = 256 << 10;
 
 struct Transfer {
   HttpResponse* response;
@@ -170,6 +171,9 @@ absl::StatusOr<HttpResponse> HttpClient::SendOnce(std::unique_ptr<Handle>* handl
   curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, options_.low_speed_time_s);
   curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+  // Bodies in larger pieces than libcurl's 16 KiB: a 4 MiB part is 16
+  // receives and callbacks, not 256.
+  curl_easy_setopt(c, CURLOPT_BUFFERSIZE, kReceiveBuffer);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, OnBody);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &transfer);
   curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, OnHeader);
