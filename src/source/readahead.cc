@@ -1,6 +1,7 @@
 #include "tfrecordfs/source/readahead.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <system_error>
@@ -255,20 +256,128 @@ absl::StatusOr<size_t> ReadaheadSource::ReadAt(uint64_t offset, char* buf, size_
   return done;
 }
 
+// ---- PrefetchBudget ----
+
+PrefetchBudget& PrefetchBudget::Process() {
+  // Never destroyed: parts may be given back as the process exits.
+  static PrefetchBudget* const process = new PrefetchBudget(kProcessBytes);
+  return *process;
+}
+
+PrefetchBudget::~PrefetchBudget() {
+  MutexLock lock(&mu_);
+  for (auto& [cap, data] : spares_) std::free(data);
+}
+
+size_t PrefetchBudget::Capacity(size_t len) {
+  // Powers of two from a page: parts of 1, 2, 4 and 8 MiB reuse each
+  // other's buffers exactly.
+  return std::bit_ceil(std::max(len, kPage));
+}
+
+void PrefetchBudget::Join() {
+  MutexLock lock(&mu_);
+  ++walks_;
+}
+
+void PrefetchBudget::Leave() {
+  MutexLock lock(&mu_);
+  --walks_;
+}
+
+size_t PrefetchBudget::Share() const {
+  MutexLock lock(&mu_);
+  return budget_ / std::max<size_t>(walks_, 1);
+}
+
+size_t PrefetchBudget::held() const {
+  MutexLock lock(&mu_);
+  return held_;
+}
+
+size_t PrefetchBudget::peak() const {
+  MutexLock lock(&mu_);
+  return peak_;
+}
+
+char* PrefetchBudget::Take(size_t len, bool always) {
+  const size_t cap = Capacity(len);
+  std::vector<char*> freed;  // freed after the lock
+  char* data = nullptr;
+  {
+    MutexLock lock(&mu_);
+    if (held_ + cap > budget_ && !always) return nullptr;
+    for (size_t i = 0; i < spares_.size(); ++i) {
+      if (spares_[i].first == cap) {
+        data = spares_[i].second;
+        spares_.erase(spares_.begin() + static_cast<ptrdiff_t>(i));
+        spare_bytes_ -= cap;
+        break;
+      }
+    }
+    // Room for a new buffer: spares of other sizes go first.
+    while (data == nullptr && !spares_.empty() && held_ + spare_bytes_ + cap > budget_) {
+      spare_bytes_ -= spares_.back().first;
+      freed.push_back(spares_.back().second);
+      spares_.pop_back();
+    }
+    held_ += cap;
+    peak_ = std::max(peak_, held_);
+  }
+  for (char* f : freed) std::free(f);
+  if (data == nullptr) data = static_cast<char*>(std::aligned_alloc(kPage, cap));
+  if (data == nullptr) {
+    MutexLock lock(&mu_);
+    held_ -= cap;
+  }
+  return data;
+}
+
+void PrefetchBudget::Give(char* data, size_t len) {
+  const size_t cap = Capacity(len);
+  std::vector<char*> freed;
+  {
+    MutexLock lock(&mu_);
+    held_ -= cap;
+    if (held_ + spare_bytes_ + cap <= budget_) {
+      spares_.emplace_back(cap, data);
+      spare_bytes_ += cap;
+      data = nullptr;
+    }
+    if (held_ == 0) {
+      // No walk reads ahead now: the spares would only sit in memory (a
+      // daemon's, after its mount's walks).
+      for (auto& [c, d] : spares_) freed.push_back(d);
+      spares_.clear();
+      spare_bytes_ = 0;
+    }
+  }
+  std::free(data);
+  for (char* f : freed) std::free(f);
+}
+
 // ---- PrefetchReader ----
 
 PrefetchReader::PrefetchReader(StoredBytes in, std::string path, uint64_t size)
     : PrefetchReader(in, std::move(path), size, Options()) {}
 
 PrefetchReader::PrefetchReader(StoredBytes in, std::string path, uint64_t size, Options options)
-    : in_(in), path_(std::move(path)), size_(size), options_(options) {
+    : in_(in),
+      path_(std::move(path)),
+      size_(size),
+      options_(options),
+      budget_(options.budget != nullptr ? options.budget : &PrefetchBudget::Process()) {
+  budget_->Join();
   MutexLock lock(&mu_);
   part_size_ = std::max<size_t>(options_.first_part, 1);
 }
 
 PrefetchReader::~PrefetchReader() {
-  MutexLock lock(&mu_);
-  parts_.clear();  // waits for the reads in flight
+  {
+    MutexLock lock(&mu_);
+    parts_.clear();  // waits for the reads in flight
+  }
+  budget_->Leave();
 }
 
 size_t PrefetchReader::peak_bytes() const {
@@ -276,34 +385,48 @@ size_t PrefetchReader::peak_bytes() const {
   return peak_;
 }
 
-absl::StatusOr<PrefetchReader::Bytes> PrefetchReader::ReadPart(uint64_t offset, size_t len) const {
+absl::StatusOr<PrefetchReader::PartBytes> PrefetchReader::ReadPart(const PartBytes& bytes,
+                                                                   uint64_t offset) const {
   reads_.fetch_add(1, std::memory_order_relaxed);
-  Bytes bytes;
-  bytes.data.reset(
-      static_cast<char*>(std::aligned_alloc(kPage, (len + kPage - 1) / kPage * kPage)));
-  if (!bytes.data) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(path_, ": no memory for a ", len, "-byte read at byte offset ", offset));
-  }
-  auto got = PreadUpTo(in_, bytes.data.get(), len, offset, path_);
+  auto got = PreadUpTo(in_, bytes->data, bytes->len, offset, path_);
   if (!got.ok()) return got.status();
-  bytes.size = *got;
+  bytes->size = *got;
   return bytes;
 }
 
 void PrefetchReader::Fill() const {
+  const size_t first = std::max<size_t>(options_.first_part, 1);
+  const size_t share = budget_->Share();
+  // Two parts in flight within the share, whatever max_part says.
+  const size_t largest = std::max(first, share / 2);
   while (next_ < size_ && parts_.size() < std::max<size_t>(options_.max_parts, 1)) {
-    const size_t len = static_cast<size_t>(std::min<uint64_t>(part_size_, size_ - next_));
-    if (!parts_.empty() && held_ + len > options_.budget_bytes) break;
+    size_t len =
+        static_cast<size_t>(std::min<uint64_t>(std::min(part_size_, largest), size_ - next_));
+    char* data = nullptr;
+    if (parts_.empty() || held_ + len <= share) data = budget_->Take(len, false);
+    if (data == nullptr) {
+      if (!parts_.empty()) break;  // the walk has parts to read meanwhile
+      // Nothing held: one small part beyond the budget, so the walk goes on.
+      len = std::min(len, first);
+      data = budget_->Take(len, true);
+    }
     const uint64_t offset = next_;
-    auto read = [this, offset, len] { return ReadPart(offset, len); };
-    std::shared_future<absl::StatusOr<Bytes>> bytes;
-    try {
-      bytes = std::async(std::launch::async, read).share();
-    } catch (const std::system_error&) {
-      // No thread to be had: the reader reads the part itself when it
-      // gets there.
-      bytes = std::async(std::launch::deferred, read).share();
+    std::shared_future<absl::StatusOr<PartBytes>> bytes;
+    if (data == nullptr) {
+      std::promise<absl::StatusOr<PartBytes>> failed;
+      failed.set_value(absl::ResourceExhaustedError(
+          absl::StrCat(path_, ": no memory for a ", len, "-byte read at byte offset ", offset)));
+      bytes = failed.get_future().share();
+    } else {
+      auto part = std::make_shared<Bytes>(budget_, data, len);
+      auto read = [this, part, offset] { return ReadPart(part, offset); };
+      try {
+        bytes = std::async(std::launch::async, read).share();
+      } catch (const std::system_error&) {
+        // No thread to be had: the reader reads the part itself when it
+        // gets there.
+        bytes = std::async(std::launch::deferred, read).share();
+      }
     }
     parts_.push_back(Part{offset, len, std::move(bytes)});
     held_ += len;
@@ -319,7 +442,7 @@ absl::StatusOr<size_t> PrefetchReader::ReadAt(uint64_t offset, char* buf, size_t
   size_t done = 0;
   while (done < n) {
     const uint64_t at = offset + done;
-    std::shared_future<absl::StatusOr<Bytes>> bytes;
+    std::shared_future<absl::StatusOr<PartBytes>> bytes;
     uint64_t part_offset = 0;
     size_t part_len = 0;
     bool direct = false;
@@ -361,14 +484,15 @@ absl::StatusOr<size_t> PrefetchReader::ReadAt(uint64_t offset, char* buf, size_t
       return done + *got;
     }
     if (!bytes.valid()) return done;  // unreachable: at < size_ = the last part's end
-    const absl::StatusOr<Bytes>& part = bytes.get();
+    const absl::StatusOr<PartBytes>& part = bytes.get();
     if (!part.ok()) return part.status();
+    const Bytes& got = **part;
     const size_t skip = static_cast<size_t>(at - part_offset);
-    if (skip >= part->size) return done;  // the file ended early
-    const size_t k = std::min(n - done, part->size - skip);
-    std::memcpy(buf + done, part->data.get() + skip, k);
+    if (skip >= got.size) return done;  // the file ended early
+    const size_t k = std::min(n - done, got.size - skip);
+    std::memcpy(buf + done, got.data + skip, k);
     done += k;
-    if (part->size < part_len && skip + k == part->size) return done;
+    if (got.size < part_len && skip + k == got.size) return done;
   }
   return done;
 }

@@ -196,6 +196,57 @@ class ReadaheadSource final : public ShardSource {
   mutable absl::flat_hash_map<uint64_t, std::shared_future<Block>> inflight_ ABSL_GUARDED_BY(mu_);
 };
 
+// The bytes a process's walks (PrefetchReader) hold or have in flight, all
+// walks together, and the part buffers they reuse (a buffer given back is
+// kept, within the budget, for the next part: its pages stay mapped, so a
+// walk of gigabytes does not page-fault its way through fresh memory). Each
+// walk keeps to its share, the budget divided by the walks open at once
+// (the first walks of an `index` do not take it all and starve the rest).
+// A walk with no part held or in flight may always take one part of at
+// most its first_part beyond the budget, so every walk progresses: the
+// bytes held stay within budget + (walks at once) * first_part.
+//
+// Thread-safety: thread-safe (mu_ is a leaf lock).
+class PrefetchBudget {
+ public:
+  // The process's walks share one: kProcessBytes.
+  static constexpr size_t kProcessBytes = size_t{64} << 20;
+  static PrefetchBudget& Process();
+
+  explicit PrefetchBudget(size_t budget_bytes) : budget_(budget_bytes) {}
+  ~PrefetchBudget();
+  PrefetchBudget(const PrefetchBudget&) = delete;
+  PrefetchBudget& operator=(const PrefetchBudget&) = delete;
+
+  // A page-aligned buffer of `len` bytes charged to the budget, or null when
+  // the budget cannot take it and `always` is false (or no memory).
+  char* Take(size_t len, bool always);
+  // Gives back a buffer Take returned for `len` bytes.
+  void Give(char* data, size_t len);
+  // A walk opens (PrefetchReader's constructor) and closes (destructor).
+  void Join();
+  void Leave();
+  // The bytes one walk may hold: the budget divided by the open walks.
+  size_t Share() const;
+
+  size_t budget() const { return budget_; }
+  // Bytes charged now; the most charged at once.
+  size_t held() const;
+  size_t peak() const;
+
+ private:
+  static size_t Capacity(size_t len);  // what a buffer for `len` bytes is
+  const size_t budget_;
+  mutable Mutex mu_;
+  size_t held_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t peak_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t spare_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t walks_ ABSL_GUARDED_BY(mu_) = 0;
+  // Buffers given back, by capacity; held_ + spare_bytes_ stay within
+  // budget_ (spares are freed to make room).
+  std::vector<std::pair<size_t, char*>> spares_ ABSL_GUARDED_BY(mu_);
+};
+
 // A walk's reads ahead (issue 25): a header walk on remote storage reads a
 // shard front to back, and one read at a time waits a round trip per read
 // (per 128 KiB on a FUSE network mount that carries no more per request,
@@ -204,16 +255,17 @@ class ReadaheadSource final : public ShardSource {
 // reader, each on a thread of its own (a pread of a local descriptor, a
 // ranged GET of an object: both block), the way mountpoint-s3's and
 // gcsfuse's prefetchers do: parts start at `first_part` bytes and double,
-// up to `max_part`, while the reads stay sequential, and the bytes in
-// flight or fetched but not yet read stay within `budget_bytes` (at least
-// one part is always allowed, so a part larger than the budget still
-// progresses).
+// up to `max_part` (and to half the walk's share of the budget, so two are
+// in flight), while the reads stay sequential, and the bytes in flight or
+// fetched but not yet read stay within the walk's share of a
+// PrefetchBudget shared by the process's walks (PrefetchBudget::Process()
+// unless Options say another), at most `max_parts` parts per walk.
 //
 // ReadAt serves the bytes of the parts; a part the reader has passed is
-// dropped. A read before the parts held (a walk resynchronising backwards)
-// goes to the stored bytes directly and leaves the stream alone; a read past
-// the parts scheduled restarts the stream there (from its page boundary) at
-// `first_part`. The bytes
+// dropped (its buffer goes back to the budget). A read before the parts
+// held (a walk resynchronising backwards) goes to the stored bytes directly
+// and leaves the stream alone; a read past the parts scheduled restarts the
+// stream there (from its page boundary) at `first_part`. The bytes
 // are exactly the stored bytes': a part that failed fails the reads that
 // need its bytes with the stored bytes' own error (which names the file or
 // URL and the byte offset), and reads before it are served. Reads stop at
@@ -222,15 +274,16 @@ class ReadaheadSource final : public ShardSource {
 //
 // Thread-safety: thread-safe (meant for one sequential reader; concurrent
 // readers serialise on the stream's bookkeeping, not on the reads). The
-// destructor waits for the reads in flight. `in` must outlive it.
+// destructor waits for the reads in flight. `in` and the budget must
+// outlive it.
 class PrefetchReader final : public ObjectReader {
  public:
   struct Options {
     size_t first_part = size_t{1} << 20;
     size_t max_part = size_t{8} << 20;
-    // Bytes in flight or held: 32 MiB keeps 4 parts of 8 MiB (or 32 of
-    // 1 MiB) in flight per walk.
-    size_t budget_bytes = size_t{32} << 20;
+    // Bytes in flight or held, shared with other walks; null: the
+    // process's (64 MiB: 8 parts of 8 MiB in flight, however many walks).
+    PrefetchBudget* budget = nullptr;
     size_t max_parts = 32;  // reads in flight or held at once
   };
 
@@ -246,30 +299,39 @@ class PrefetchReader final : public ObjectReader {
 
   // Ranged reads issued to the stored bytes (parts and direct reads).
   uint64_t reads() const { return reads_.load(std::memory_order_relaxed); }
-  // The most bytes in flight or held at once.
+  // The most bytes this walk had in flight or held at once.
   size_t peak_bytes() const;
 
  private:
-  // A part's bytes, in a page-aligned buffer: a direct read (FUSE
-  // direct_io, O_DIRECT) of whole pages into it then takes len / max_read
-  // requests, not one more for a buffer straddling an extra page.
+  // A part's bytes, in a page-aligned buffer of the budget's: a direct read
+  // (FUSE direct_io, O_DIRECT) of whole pages into it then takes
+  // len / max_read requests, not one more for a buffer straddling an extra
+  // page. Given back to the budget when the last reference goes.
   struct Bytes {
-    std::unique_ptr<char, decltype(&std::free)> data{nullptr, &std::free};
-    size_t size = 0;
+    Bytes(PrefetchBudget* budget, char* data, size_t len) : budget(budget), data(data), len(len) {}
+    ~Bytes() { budget->Give(data, len); }
+    Bytes(const Bytes&) = delete;
+    Bytes& operator=(const Bytes&) = delete;
+    PrefetchBudget* const budget;
+    char* const data;
+    const size_t len;  // charged
+    size_t size = 0;   // read
   };
+  using PartBytes = std::shared_ptr<Bytes>;
   struct Part {
     uint64_t offset;
     size_t len;
-    std::shared_future<absl::StatusOr<Bytes>> bytes;
+    std::shared_future<absl::StatusOr<PartBytes>> bytes;
   };
   // Starts parts at next_ while the budget allows.
   void Fill() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<Bytes> ReadPart(uint64_t offset, size_t len) const;
+  absl::StatusOr<PartBytes> ReadPart(const PartBytes& bytes, uint64_t offset) const;
 
   const StoredBytes in_;
   const std::string path_;
   const uint64_t size_;
   const Options options_;
+  PrefetchBudget* const budget_;
   mutable std::atomic<uint64_t> reads_{0};
   mutable Mutex mu_;
   mutable uint64_t next_ ABSL_GUARDED_BY(mu_) = 0;  // where the next part starts
