@@ -14,7 +14,11 @@ constexpr size_t kPage = 4096;
 
 Readahead::Readahead(size_t budget_bytes, int threads, size_t block)
     : block_(std::max<size_t>(block, kPage)),
-      cache_(budget_bytes),
+      budget_bytes_(budget_bytes),
+      // Spare strings of object blocks are kept within the budget too.
+      cache_(block_ > kBlock && budget_bytes > (Spares::kMax + 1) * block_
+                 ? budget_bytes - Spares::kMax * block_
+                 : budget_bytes),
       thread_count_(std::max(threads, 1)) {}
 
 Readahead::~Readahead() {
@@ -30,7 +34,7 @@ Readahead::~Readahead() {
 }
 
 ReadaheadWindow Readahead::NewWindow() const {
-  const uint64_t budget_blocks = cache_.max_bytes() / block_;
+  const uint64_t budget_blocks = budget_bytes_ / block_;
   const uint64_t max = std::clamp<uint64_t>(budget_blocks / 2, 1, kMaxWindowBytes / block_);
   const uint64_t first = std::clamp<uint64_t>(kFirstWindowBytes / block_, 1, max);
   return ReadaheadWindow(first, max);

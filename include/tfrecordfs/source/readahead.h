@@ -91,7 +91,9 @@ class Readahead {
   static constexpr size_t kFirstWindowBytes = size_t{8} << 20;
   static constexpr size_t kMaxWindowBytes = size_t{32} << 20;
 
-  // `budget_bytes` of fetched blocks kept (LRU; at least one block),
+  // `budget_bytes` of fetched blocks kept (LRU; at least one block; for
+  // blocks larger than kBlock, the spare strings kept for the next fetches
+  // count in it),
   // `threads` fetches at once (started by the first fetch, so a process
   // may fork between construction and use), `block` bytes a fetch.
   Readahead(size_t budget_bytes, int threads, size_t block = kBlock);
@@ -134,6 +136,7 @@ class Readahead {
   std::shared_ptr<const std::string> Own(std::unique_ptr<std::string> bytes);
 
   const size_t block_;
+  const size_t budget_bytes_;
   const std::shared_ptr<Spares> spares_ = std::make_shared<Spares>();
   BlockCache cache_;
   const std::shared_ptr<Registry> registry_ = std::make_shared<Registry>();
