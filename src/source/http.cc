@@ -335,8 +335,24 @@ absl::StatusOr<size_t> HttpObject::ReadAt(uint64_t offset, char* buf, size_t n) 
   if (n >= kUncachedFetch) {
     // A walk's part (PrefetchReader) or a readahead block: the reader
     // keeps what it needs, so the bytes go around the block cache, where
-    // they would be kept twice and evict the blocks of record reads.
-    if (absl::Status s = Fetch(offset, end, buf); !s.ok()) return s;
+    // they would be kept twice and evict the blocks of record reads. Its
+    // leading blocks that the cache holds (the probe's first MiB, before a
+    // walk's first part) are taken from there: no GET of them again.
+    size_t done = 0;
+    while (cache_ && done < n) {
+      const uint64_t at = offset + done;
+      const uint64_t b = at / kBlockSize;
+      auto hit = cache_->Get(id_, b);
+      if (!hit) break;
+      const size_t skip = static_cast<size_t>(at - b * kBlockSize);
+      if (skip >= hit->size()) break;
+      const size_t k = std::min(n - done, hit->size() - skip);
+      std::copy_n(hit->data() + skip, k, buf + done);
+      done += k;
+    }
+    if (done < n) {
+      if (absl::Status s = Fetch(offset + done, end, buf + done); !s.ok()) return s;
+    }
     return n;
   }
   const uint64_t first = offset / kBlockSize, last = (end - 1) / kBlockSize;

@@ -291,7 +291,7 @@ void PrefetchBudget::Leave() {
 
 size_t PrefetchBudget::Share() const {
   MutexLock lock(&mu_);
-  return budget_ / std::max<size_t>(walks_, 1);
+  return budget_ / std::max(walks_, kMinShares);
 }
 
 size_t PrefetchBudget::held() const {
@@ -401,8 +401,9 @@ absl::StatusOr<PrefetchReader::PartBytes> PrefetchReader::ReadPart(const PartByt
 void PrefetchReader::Fill() const {
   const size_t first = std::max<size_t>(options_.first_part, 1);
   const size_t share = budget_->Share();
-  // Two parts in flight within the share, whatever max_part says.
-  const size_t largest = std::max(first, share / 2);
+  // Two parts in flight within the share, whatever max_part says (a power
+  // of two: the budget's buffers are).
+  const size_t largest = std::max(first, std::bit_floor(std::max<size_t>(share / 2, 1)));
   while (next_ < size_ && parts_.size() < std::max<size_t>(options_.max_parts, 1)) {
     size_t len =
         static_cast<size_t>(std::min<uint64_t>(std::min(part_size_, largest), size_ - next_));
@@ -458,11 +459,14 @@ absl::StatusOr<size_t> PrefetchReader::ReadAt(uint64_t offset, char* buf, size_t
       } else {
         if (!started_ || at > next_) {
           // First read, or a jump past what was started: begin the stream
-          // here (at the page boundary: see Bytes), small again.
+          // here (at the page boundary: see Bytes), small again unless the
+          // jump skipped less than a part (a header walk skipping the rest
+          // of a record body that no part held: a walk short of budget).
+          const bool skip = started_ && at - next_ <= part_size_;
           parts_.clear();
           held_ = 0;
           next_ = at - at % kPage;
-          part_size_ = std::max<size_t>(options_.first_part, 1);
+          if (!skip) part_size_ = std::max<size_t>(options_.first_part, 1);
           started_ = true;
         }
         while (!parts_.empty() && parts_.front().offset + parts_.front().len <= at) {

@@ -524,15 +524,15 @@ TEST(PrefetchReaderTest, BytesInFlightOrHeldStayWithinTheBudget) {
   PrefetchReader::Options options;
   options.first_part = kMiB;
   options.max_part = 2 * kMiB;
-  PrefetchBudget budget(5 * kMiB);
+  PrefetchBudget budget(20 * kMiB);  // a walk's share: a quarter, 5 MiB
   options.budget = &budget;
   {
     PrefetchReader r(&object, object.url(), bytes.size(), options);
     EXPECT_TRUE(Same(ReadAll(r, 64 * 1024), bytes));
-    EXPECT_LE(r.peak_bytes(), budget.budget());
+    EXPECT_LE(r.peak_bytes(), budget.Share());
     EXPECT_GE(r.peak_bytes(), 4 * kMiB);  // it did read ahead
   }
-  EXPECT_LE(budget.peak(), budget.budget());
+  EXPECT_LE(budget.peak(), 5 * kMiB);
   EXPECT_EQ(budget.held(), 0u);  // every part's buffer given back
   EXPECT_LE(object.max_in_flight(), 4);
   EXPECT_GE(object.max_in_flight(), 2);
@@ -587,7 +587,7 @@ TEST(PrefetchReaderTest, ReadsBehindAndJumpsAheadGetTheRightBytes) {
   const std::string bytes = Pattern(30 * kMiB, 15);
   FakeObject object(bytes, std::chrono::milliseconds(1));
   PrefetchReader::Options options;
-  PrefetchBudget budget(8 * kMiB);  // parts of 1, 2 and 4 MiB ahead
+  PrefetchBudget budget(32 * kMiB);  // a share of 8 MiB: parts of 1, 2 and 4 MiB ahead
   options.budget = &budget;
   PrefetchReader r(&object, object.url(), bytes.size(), options);
   std::string buf(kMiB + 17, '\0');

@@ -203,8 +203,9 @@ class ReadaheadSource final : public ShardSource {
 // walks together, and the part buffers they reuse (a buffer given back is
 // kept, within the budget, for the next part: its pages stay mapped, so a
 // walk of gigabytes does not page-fault its way through fresh memory). Each
-// walk keeps to its share, the budget divided by the walks open at once
-// (the first walks of an `index` do not take it all and starve the rest).
+// walk keeps to its share, the budget divided by the walks open at once,
+// or by kMinShares when fewer are (the first walks of an `index` do not
+// take it all and starve the rest).
 // A walk with no part held or in flight may always take one part of at
 // most its first_part beyond the budget, so every walk progresses: the
 // bytes held stay within budget + (walks at once) * first_part.
@@ -229,7 +230,10 @@ class PrefetchBudget {
   // A walk opens (PrefetchReader's constructor) and closes (destructor).
   void Join();
   void Leave();
-  // The bytes one walk may hold: the budget divided by the open walks.
+  // The bytes one walk may hold: the budget divided by the open walks, and
+  // by at least kMinShares (the first walks of an `index` start before the
+  // others join: a walk alone does not take what they will need).
+  static constexpr size_t kMinShares = 4;
   size_t Share() const;
 
   size_t budget() const { return budget_; }
