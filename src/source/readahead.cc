@@ -401,9 +401,15 @@ absl::StatusOr<PrefetchReader::PartBytes> PrefetchReader::ReadPart(const PartByt
 void PrefetchReader::Fill() const {
   const size_t first = std::max<size_t>(options_.first_part, 1);
   const size_t share = budget_->Share();
-  // Two parts in flight within the share, whatever max_part says (a power
-  // of two: the budget's buffers are).
-  const size_t largest = std::max(first, std::bit_floor(std::max<size_t>(share / 2, 1)));
+  // An object's parts: two in flight within the share, whatever max_part
+  // says (a power of two: the budget's buffers are), since one GET costs a
+  // round trip whatever its size. A file's stay at first_part, as many in
+  // flight as the share holds: a network file system carries a pread in
+  // requests of 128 KiB to 1 MiB, one after the other, so only more preads
+  // at once go faster.
+  const size_t largest = in_.object() != nullptr
+                             ? std::max(first, std::bit_floor(std::max<size_t>(share / 2, 1)))
+                             : first;
   while (next_ < size_ && parts_.size() < std::max<size_t>(options_.max_parts, 1)) {
     size_t len =
         static_cast<size_t>(std::min<uint64_t>(std::min(part_size_, largest), size_ - next_));

@@ -261,9 +261,12 @@ class PrefetchBudget {
 // one such walk and keeps several ranged reads in flight ahead of the
 // reader, each on a thread of its own (a pread of a local descriptor, a
 // ranged GET of an object: both block), the way mountpoint-s3's and
-// gcsfuse's prefetchers do: parts start at `first_part` bytes and double,
-// up to `max_part` (and to half the walk's share of the budget, so two are
-// in flight), while the reads stay sequential, and the bytes in flight or
+// gcsfuse's prefetchers do: an object's parts start at `first_part` bytes
+// and double, up to `max_part` (and to half the walk's share of the budget,
+// so two are in flight), while the reads stay sequential (a file's stay at
+// `first_part`: a network file system serves a pread in requests of at
+// most 1 MiB one after the other, so more preads at once, not larger ones,
+// go faster), and the bytes in flight or
 // fetched but not yet read stay within the walk's share of a
 // PrefetchBudget shared by the process's walks (PrefetchBudget::Process()
 // unless Options say another), at most `max_parts` parts per walk.
