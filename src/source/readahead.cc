@@ -179,7 +179,7 @@ void ReadaheadSource::StartUpTo(uint64_t stop) const {
   ahead_ = std::max(ahead_, stop);
 }
 
-bool ReadaheadSource::Track(uint64_t offset, uint64_t end, bool hit) const {
+uint64_t ReadaheadSource::Track(uint64_t offset, uint64_t end, bool hit) const {
   const uint64_t size = inner_->size();
   const size_t block = ra_->block_;
   MutexLock lock(&mu_);
@@ -189,7 +189,7 @@ bool ReadaheadSource::Track(uint64_t offset, uint64_t end, bool hit) const {
   next_offset_ = end;
   if (!sequential) {
     window_.Stop();
-    return false;
+    return 0;
   }
   // The block the reader is in now: entering a new one widens the window.
   const uint64_t at = (end == 0 ? 0 : end - 1) / block;
@@ -205,26 +205,26 @@ bool ReadaheadSource::Track(uint64_t offset, uint64_t end, bool hit) const {
   ahead_ = std::max(ahead_, end / block);
   StartUpTo(end / block + window_.blocks());
   const uint64_t blocks = (size + block - 1) / block;
-  if (ahead_ < blocks || primed_next_) return false;
+  if (ahead_ < blocks || primed_next_) return 0;
   primed_next_ = true;
-  return true;
+  return std::max<uint64_t>(window_.blocks() / 2, 1);
 }
 
-void ReadaheadSource::Prime() const {
+void ReadaheadSource::Prime(uint64_t blocks) const {
   MutexLock lock(&mu_);
   if (next_offset_ != ~uint64_t{0} || ahead_ > 0) return;  // read already, or primed
   next_offset_ = 0;
-  window_.Start();
+  window_.StartAt(blocks);
   reached_ = 0;
   StartUpTo(window_.blocks());
   ra_->primed_.fetch_add(1, std::memory_order_relaxed);
 }
 
-void ReadaheadSource::PrimeNext() const {
+void ReadaheadSource::PrimeNext(uint64_t blocks) const {
   MutexLock lock(&registry_->mu);
   for (size_t k = seq_ + 1; k < registry_->sources.size(); ++k) {
     if (const ReadaheadSource* next = registry_->sources[k]) {
-      next->Prime();
+      next->Prime(blocks);
       return;
     }
   }
@@ -256,7 +256,7 @@ absl::StatusOr<size_t> ReadaheadSource::ReadAt(uint64_t offset, char* buf, size_
     if (!got.ok()) return got.status();
     done += *got;
   }
-  if (Track(offset, offset + done, hit)) PrimeNext();
+  if (const uint64_t prime = Track(offset, offset + done, hit); prime > 0) PrimeNext(prime);
   return done;
 }
 

@@ -263,6 +263,12 @@ TEST(ReadaheadWindowTest, StartsSmallDoublesToItsLimitAndStops) {
   EXPECT_EQ(w.blocks(), 0u);
   w.Grow();  // growing a stopped window starts it
   EXPECT_EQ(w.blocks(), 2u);
+  w.StartAt(5);  // carried on from the shard before: within first and max
+  EXPECT_EQ(w.blocks(), 5u);
+  w.StartAt(1);
+  EXPECT_EQ(w.blocks(), 2u);
+  w.StartAt(100);
+  EXPECT_EQ(w.blocks(), 8u);
   ReadaheadWindow odd(3, 5);
   odd.Start();
   odd.Grow();

@@ -14,9 +14,10 @@
 // budget, so blocks read ahead are not evicted before they are read). When
 // a stream has started every block to the end of its shard, the next shard
 // registered with the same Readahead (the mount's order: the order a `find`
-// walks the shard folders) is primed: its first window is fetched and its
-// first read counts as sequential, so a walk across shards waits no round
-// trip at each shard's start. A read of bytes in a block being fetched
+// walks the shard folders) is primed: its first blocks (half the stream's
+// window) are fetched and its first read counts as sequential, going on
+// with that window, so a walk across shards is one stream that waits no
+// round trip at each shard's start. A read of bytes in a block being fetched
 // waits for that fetch instead of asking again. Random reads start nothing,
 // and pay only the bookkeeping.
 //
@@ -67,6 +68,10 @@ class ReadaheadWindow {
       : first_(std::max<uint64_t>(first, 1)), max_(std::max(max, std::max<uint64_t>(first, 1))) {}
   uint64_t blocks() const { return blocks_; }
   void Start() { blocks_ = first_; }
+  // Starts at `blocks` (within first and max): a stream carried on from
+  // the shard before.
+  void StartAt(uint64_t blocks) { blocks_ = std::clamp(blocks, first_, max_); }
+  uint64_t max() const { return max_; }
   void Grow() { blocks_ = blocks_ == 0 ? first_ : std::min(blocks_ * 2, max_); }
   void Stop() { blocks_ = 0; }
 
@@ -171,18 +176,20 @@ class ReadaheadSource final : public ShardSource {
   // The bytes of block `b` if fetched or being fetched (waits), else null.
   Block Find(uint64_t b) const;
   // Notes a read of [offset, end) (`hit`: served partly from blocks read
-  // ahead) and starts the fetches it calls for. True when the stream has
-  // now started every block to the end of the shard (time to prime the
-  // next one).
-  bool Track(uint64_t offset, uint64_t end, bool hit) const;
+  // ahead) and starts the fetches it calls for. When the stream has now
+  // started every block to the end of the shard, the window the next shard
+  // is primed with (half this stream's, at least a first window: with the
+  // blocks of this shard not read yet, within the budget); else 0.
+  uint64_t Track(uint64_t offset, uint64_t end, bool hit) const;
   // Starts fetches of the blocks from ahead_ up to `stop` (not past the
   // end) that are neither cached nor in flight.
   void StartUpTo(uint64_t stop) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Primes this source if no stream has started here: fetches its first
-  // window and takes a read at offset 0 as sequential.
-  void Prime() const;
+  // `blocks` and takes a read at offset 0 as sequential, going on with a
+  // window of `blocks`.
+  void Prime(uint64_t blocks) const;
   // Primes the first live source registered after this one.
-  void PrimeNext() const;
+  void PrimeNext(uint64_t blocks) const;
 
   const std::unique_ptr<ShardSource> inner_;
   Readahead* const ra_;
