@@ -42,6 +42,10 @@ ReadaheadWindow Readahead::NewWindow() const {
 
 std::unique_ptr<std::string> Readahead::TakeSpare(size_t len) {
   std::unique_ptr<std::string> bytes;
+  // The cache would evict as much when this block (and the others being
+  // fetched) are put: evict it now, so that the fetch reuses the evicted
+  // block's string rather than fresh pages.
+  cache_.MakeRoom(fetching_.fetch_add(len, std::memory_order_relaxed) + len);
   {
     MutexLock lock(&spares_->mu);
     if (!spares_->free.empty()) {
@@ -49,7 +53,11 @@ std::unique_ptr<std::string> Readahead::TakeSpare(size_t len) {
       spares_->free.pop_back();
     }
   }
-  if (!bytes) bytes = std::make_unique<std::string>();
+  if (bytes) {
+    reused_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    bytes = std::make_unique<std::string>();
+  }
   bytes->resize(len);  // a spare of the same length: no fill
   return bytes;
 }
@@ -87,6 +95,9 @@ void Readahead::Work() {
       tasks_.pop_front();
     }
     task();
+    // Now, not when the next task comes: a fetch's promise holds its block,
+    // which then goes back to the spares as soon as the cache lets it go.
+    task = nullptr;
   }
 }
 
@@ -157,17 +168,17 @@ void ReadaheadSource::StartUpTo(uint64_t stop) const {
             static_cast<char*>(std::aligned_alloc(kPage, Readahead::kBlock)), &std::free);
         if (scratch && inner_->ReadFull(begin, scratch.get(), len).ok()) {
           result = std::make_shared<const std::string>(scratch.get(), len);
+          ra_->cache_.Put(id_, b, result);
         }
       } else {
         // An object's block: one ranged GET straight into the block's bytes
         // (no scratch of kObjectBlock per thread, no copy).
         std::unique_ptr<std::string> bytes = ra_->TakeSpare(len);
         if (inner_->ReadFull(begin, bytes->data(), len).ok()) result = ra_->Own(std::move(bytes));
+        if (result) ra_->cache_.Put(id_, b, result);
+        ra_->fetching_.fetch_sub(len, std::memory_order_relaxed);
       }
-      if (result) {
-        ra_->fetches_.fetch_add(1, std::memory_order_relaxed);
-        ra_->cache_.Put(id_, b, result);
-      }
+      if (result) ra_->fetches_.fetch_add(1, std::memory_order_relaxed);
       {
         MutexLock lock(&mu_);
         inflight_.erase(b);

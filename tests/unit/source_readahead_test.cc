@@ -331,6 +331,28 @@ TEST(ReadaheadTest, TheWindowGrowsAsTheReaderMovesOn) {
   EXPECT_LE(stack.inner->reads(), before + 2);
 }
 
+TEST(ReadaheadTest, ObjectBlocksReuseTheStringsOfBlocksEvicted) {
+  // 4 MiB blocks, a 16 MiB budget (two spare strings, two blocks cached):
+  // once the cache is full, a fetch evicts the oldest block and reads into
+  // its string, rather than into fresh pages.
+  constexpr size_t kObj = Readahead::kObjectBlock;
+  std::string bytes(12 * kObj + 99, '\0');
+  std::mt19937_64 rng(50);
+  for (size_t i = 0; i + 8 <= bytes.size(); i += 8) {
+    const uint64_t v = rng();
+    std::memcpy(bytes.data() + i, &v, 8);
+  }
+  Readahead ra(4 * kObj, 2, kObj);
+  ReadaheadSource src(std::make_unique<FakeSource>(bytes), &ra);
+  std::string seen;
+  for (uint64_t off = 0; off < bytes.size(); off += 1'000'003) seen += Read(src, off, 1'000'003);
+  EXPECT_TRUE(Same(seen, bytes));
+  EXPECT_GE(ra.fetches(), 11u);
+  // All but the first few: the cache's two blocks, the two spares and
+  // the two fetches in flight.
+  EXPECT_GE(ra.reused() + 6, ra.fetches()) << ra.reused() << " of " << ra.fetches();
+}
+
 TEST(ReadaheadTest, AStreamAtItsShardsEndPrimesTheNextShard) {
   // Three shards in mount order; reading the first to its end fetches the
   // start of the second (not the third) before the second is read, and

@@ -115,6 +115,8 @@ class Readahead {
   // Shards primed by the shard before them (their first window fetched
   // before their first read).
   uint64_t primed() const { return primed_.load(std::memory_order_relaxed); }
+  // Object block fetches that reused the string of an evicted block.
+  uint64_t reused() const { return reused_.load(std::memory_order_relaxed); }
 
  private:
   friend class ReadaheadSource;
@@ -129,14 +131,15 @@ class Readahead {
   // GET). Shared with the blocks' deleters, which may run after the
   // Readahead is gone.
   struct Spares {
-    static constexpr size_t kMax = 2;  // kept beyond the cache's budget
+    static constexpr size_t kMax = 2;  // within the budget: the cache keeps the rest
     Mutex mu;
     std::vector<std::unique_ptr<std::string>> free ABSL_GUARDED_BY(mu);
   };
   void Submit(std::function<void()> task);
   void Work();
-  // A string of `len` bytes for a fetch (a spare one when there is one),
-  // and the block that owns it (its deleter gives it back).
+  // A string of `len` bytes for a fetch (a spare one when there is one,
+  // counted in fetching_ until the fetch puts its block or fails), and the
+  // block that owns it (its deleter gives it back).
   std::unique_ptr<std::string> TakeSpare(size_t len);
   std::shared_ptr<const std::string> Own(std::unique_ptr<std::string> bytes);
 
@@ -153,7 +156,8 @@ class Readahead {
   // Started by the first Submit; joined by the destructor (which sets
   // stopping_ first, so no Submit starts more).
   std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
-  std::atomic<uint64_t> fetches_{0}, hits_{0}, primed_{0};
+  std::atomic<uint64_t> fetches_{0}, hits_{0}, primed_{0}, reused_{0};
+  std::atomic<size_t> fetching_{0};  // bytes of object blocks being fetched
 };
 
 class ReadaheadSource final : public ShardSource {
