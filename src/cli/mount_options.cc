@@ -195,7 +195,8 @@ constexpr MountOption kMountOptions[] = {
      }},
     {"readahead_mb", "N",
      "on network storage, records read in order (a find, cat */label) are read ahead in 1 MiB "
-     "blocks, 8 at once, keeping at most N MiB (default 64; 0: off)",
+     "blocks (4 MiB for objects), 8 at once, 8 to 32 MiB ahead (at most N/2) and into the next "
+     "shard, keeping at most N MiB (default 64; 0: off)",
      [](absl::string_view v, CliOptions* cli) -> std::string {
        auto bytes = Mib(v, true);
        if (!bytes) return "readahead_mb needs a number of MiB";

@@ -36,6 +36,14 @@ void BlockCache::Put(uint64_t source, uint64_t block, std::shared_ptr<const std:
   TrimLocked(&dropped_blocks, &dropped_cursors);
 }
 
+void BlockCache::MakeRoom(size_t bytes) {
+  std::vector<Block> dropped;  // destroyed after the lock is released
+  MutexLock lock(&mu_);
+  while (blocks_.bytes() + cursors_.bytes() + bytes > max_bytes_ && blocks_.size() > 1) {
+    dropped.push_back(std::move(blocks_.PopOldest()->second));
+  }
+}
+
 std::unique_ptr<Inflater> BlockCache::TakeCursor(uint64_t source) {
   MutexLock lock(&mu_);
   std::optional<std::unique_ptr<Inflater>> cursor = cursors_.Take(source);

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -23,16 +25,36 @@ namespace {
 
 std::once_flag curl_init;
 constexpr size_t kMaxReservedBody = size_t{64} << 20;
+constexpr long kReceiveBuffer = 256 << 10;
 
 struct Transfer {
   HttpResponse* response;
   size_t max_body;
+  CURL* curl;
+  char* into;  // null: the body goes to response->body
+  enum class Sink { kUndecided, kInto, kBody } sink = Sink::kUndecided;
   bool too_large = false;
 };
 
 size_t OnBody(char* data, size_t size, size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
   const size_t bytes = size * n;
+  if (t->into != nullptr && t->sink == Transfer::Sink::kUndecided) {
+    // The status line is in: a partial answer's bytes are the range asked for.
+    long status = 0;
+    curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
+    t->sink = status == 206 ? Transfer::Sink::kInto : Transfer::Sink::kBody;
+  }
+  if (t->sink == Transfer::Sink::kInto) {
+    HttpResponse& r = *t->response;
+    if (r.into_bytes + bytes > t->max_body) {
+      t->too_large = true;
+      return 0;
+    }
+    std::memcpy(t->into + r.into_bytes, data, bytes);
+    r.into_bytes += bytes;
+    return bytes;
+  }
   // Room for an error document beyond what a success may carry.
   if (t->response->body.size() + bytes > t->max_body + 65536) {
     t->too_large = true;
@@ -124,15 +146,16 @@ absl::StatusOr<HttpResponse> HttpClient::SendOnce(std::unique_ptr<Handle>* handl
                                                   absl::string_view method, const std::string& url,
                                                   const std::vector<std::string>& headers,
                                                   absl::string_view upload, size_t max_body,
-                                                  bool* transient, std::string* error) const {
+                                                  char* into, bool* transient,
+                                                  std::string* error) const {
   CURL* c = (*handle)->curl;
   if (c == nullptr) return absl::ResourceExhaustedError("curl_easy_init failed");
   curl_easy_reset(c);
   HttpResponse response;
-  Transfer transfer{&response, max_body};
+  Transfer transfer{&response, max_body, c, into};
   // A ranged GET's body has the size asked for: one allocation, not a
   // doubling string's copies (a walk's parts are megabytes).
-  if (max_body <= kMaxReservedBody &&
+  if (into == nullptr && max_body <= kMaxReservedBody &&
       std::any_of(headers.begin(), headers.end(),
                   [](const std::string& h) { return absl::StartsWith(h, "Range: "); })) {
     response.body.reserve(max_body);
@@ -148,6 +171,9 @@ absl::StatusOr<HttpResponse> HttpClient::SendOnce(std::unique_ptr<Handle>* handl
   curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, options_.low_speed_time_s);
   curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+  // Bodies in larger pieces than libcurl's 16 KiB: a 4 MiB part is 16
+  // receives and callbacks, not 256.
+  curl_easy_setopt(c, CURLOPT_BUFFERSIZE, kReceiveBuffer);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, OnBody);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &transfer);
   curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, OnHeader);
@@ -188,8 +214,8 @@ absl::StatusOr<HttpResponse> HttpClient::SendOnce(std::unique_ptr<Handle>* handl
 absl::StatusOr<HttpResponse> HttpClient::Send(absl::string_view method, const std::string& url,
                                               const std::vector<std::string>& headers,
                                               const RequestSigner* signer, size_t max_body,
-                                              absl::string_view what,
-                                              absl::string_view upload) const {
+                                              absl::string_view what, absl::string_view upload,
+                                              char* into) const {
   std::vector<std::string> all = headers;
   if (method == "PUT" || method == "POST") {
     // POSTFIELDS would say a form; and no "Expect: 100-continue" round trip.
@@ -214,7 +240,7 @@ absl::StatusOr<HttpResponse> HttpClient::Send(absl::string_view method, const st
   for (int attempt = 0;; ++attempt) {
     bool transient = false;
     ++attempts;
-    last = SendOnce(&handle, method, url, all, upload, max_body, &transient, &error);
+    last = SendOnce(&handle, method, url, all, upload, max_body, into, &transient, &error);
     if (!transient || attempt >= options_.retries) break;
     const long base = options_.backoff_ms << attempt;
     const long wait = base + static_cast<long>(jitter() % static_cast<uint64_t>(base + 1));
@@ -260,11 +286,11 @@ HttpObject::HttpObject(Listed listed, std::shared_ptr<const HttpClient> client,
       cache_(std::move(cache)),
       id_(cache_ ? cache_->NewSourceId() : 0) {}
 
-absl::StatusOr<std::string> HttpObject::Fetch(uint64_t begin, uint64_t end) const {
+absl::Status HttpObject::Fetch(uint64_t begin, uint64_t end, char* buf) const {
   const std::string range = absl::StrCat("bytes ", begin, "-", end - 1);
   std::vector<std::string> headers = {absl::StrCat("Range: bytes=", begin, "-", end - 1)};
   if (!listed_.etag.empty()) headers.push_back(absl::StrCat("If-Match: ", listed_.etag));
-  auto r = client_->Send("GET", listed_.url, headers, signer_.get(), end - begin, range);
+  auto r = client_->Send("GET", listed_.url, headers, signer_.get(), end - begin, range, {}, buf);
   if (!r.ok()) {
     // A read that keeps failing is an I/O error for that read (not EAGAIN,
     // which readers would retry at once).
@@ -286,15 +312,16 @@ absl::StatusOr<std::string> HttpObject::Fetch(uint64_t begin, uint64_t end) cons
                                             ": the object changed since it was listed (", why,
                                             "); remount to list it again"));
   }
-  if (r->status == 206 && r->body.size() == want) return std::move(r->body);
+  if (r->status == 206 && r->into_bytes == want) return absl::OkStatus();
   if (r->status == 200 && begin == 0 && r->body.size() >= want) {
-    r->body.resize(want);  // a server that ignores Range and sent everything we asked for
-    return std::move(r->body);
+    // A server that ignores Range and sent everything we asked for.
+    std::copy_n(r->body.data(), want, buf);
+    return absl::OkStatus();
   }
   if (r->status == 200 || r->status == 206) {
-    return absl::DataLossError(absl::StrCat(listed_.name, ": ", range, ": HTTP ", r->status,
-                                            " with ", r->body.size(), " byte(s) instead of ",
-                                            want));
+    return absl::DataLossError(absl::StrCat(
+        listed_.name, ": ", range, ": HTTP ", r->status, " with ",
+        r->status == 206 ? r->into_bytes : r->body.size(), " byte(s) instead of ", want));
   }
   return PosixError(
       EIO, absl::StrCat(listed_.name, ": ", range, ": ", DescribeHttpStatus(r->status, r->body)));
@@ -308,10 +335,24 @@ absl::StatusOr<size_t> HttpObject::ReadAt(uint64_t offset, char* buf, size_t n) 
   if (n >= kUncachedFetch) {
     // A walk's part (PrefetchReader) or a readahead block: the reader
     // keeps what it needs, so the bytes go around the block cache, where
-    // they would be kept twice and evict the blocks of record reads.
-    auto bytes = Fetch(offset, end);
-    if (!bytes.ok()) return bytes.status();
-    std::copy_n(bytes->data(), n, buf);
+    // they would be kept twice and evict the blocks of record reads. Its
+    // leading blocks that the cache holds (the probe's first MiB, before a
+    // walk's first part) are taken from there: no GET of them again.
+    size_t done = 0;
+    while (cache_ && done < n) {
+      const uint64_t at = offset + done;
+      const uint64_t b = at / kBlockSize;
+      auto hit = cache_->Get(id_, b);
+      if (!hit) break;
+      const size_t skip = static_cast<size_t>(at - b * kBlockSize);
+      if (skip >= hit->size()) break;
+      const size_t k = std::min(n - done, hit->size() - skip);
+      std::copy_n(hit->data() + skip, k, buf + done);
+      done += k;
+    }
+    if (done < n) {
+      if (absl::Status s = Fetch(offset + done, end, buf + done); !s.ok()) return s;
+    }
     return n;
   }
   const uint64_t first = offset / kBlockSize, last = (end - 1) / kBlockSize;
@@ -342,8 +383,8 @@ absl::StatusOr<size_t> HttpObject::ReadAt(uint64_t offset, char* buf, size_t n) 
     uint64_t fetch_end = std::max<uint64_t>(miss_end * kBlockSize, fetch_begin + kMinObjectFetch);
     fetch_end = std::min<uint64_t>(fetch_end, size);
     if (!cache_) fetch_end = std::min<uint64_t>(miss_end * kBlockSize, size);
-    auto bytes = Fetch(fetch_begin, fetch_end);
-    if (!bytes.ok()) return bytes.status();
+    auto bytes = std::make_unique<std::string>(fetch_end - fetch_begin, '\0');
+    if (absl::Status s = Fetch(fetch_begin, fetch_end, bytes->data()); !s.ok()) return s;
     for (uint64_t k = b; k * kBlockSize < fetch_end; ++k) {
       const uint64_t at = k * kBlockSize - fetch_begin;
       const size_t len = static_cast<size_t>(std::min<uint64_t>(kBlockSize, bytes->size() - at));

@@ -1,6 +1,7 @@
 #include "tfrecordfs/source/readahead.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <system_error>
@@ -11,22 +12,70 @@ namespace {
 constexpr size_t kPage = 4096;
 }  // namespace
 
-Readahead::Readahead(size_t budget_bytes, int threads)
-    : cache_(budget_bytes), thread_count_(std::max(threads, 1)) {}
+Readahead::Readahead(size_t budget_bytes, int threads, size_t block)
+    : block_(std::max<size_t>(block, kPage)),
+      budget_bytes_(budget_bytes),
+      // Spare strings of object blocks are kept within the budget too.
+      cache_(block_ > kBlock && budget_bytes > (Spares::kMax + 1) * block_
+                 ? budget_bytes - Spares::kMax * block_
+                 : budget_bytes),
+      thread_count_(std::max(threads, 1)) {}
 
 Readahead::~Readahead() {
+  std::vector<std::thread> threads;
   {
     MutexLock lock(&mu_);
     stopping_ = true;
     tasks_.clear();  // their promises break; nobody waits once reads have stopped
+    threads.swap(threads_);
   }
   wake_.SignalAll();
-  for (std::thread& t : threads_) t.join();
+  for (std::thread& t : threads) t.join();
+}
+
+ReadaheadWindow Readahead::NewWindow() const {
+  const uint64_t budget_blocks = budget_bytes_ / block_;
+  const uint64_t max = std::clamp<uint64_t>(budget_blocks / 2, 1, kMaxWindowBytes / block_);
+  const uint64_t first = std::clamp<uint64_t>(kFirstWindowBytes / block_, 1, max);
+  return ReadaheadWindow(first, max);
+}
+
+std::unique_ptr<std::string> Readahead::TakeSpare(size_t len) {
+  std::unique_ptr<std::string> bytes;
+  // The cache would evict as much when this block (and the others being
+  // fetched) are put: evict it now, so that the fetch reuses the evicted
+  // block's string rather than fresh pages.
+  cache_.MakeRoom(fetching_.fetch_add(len, std::memory_order_relaxed) + len);
+  {
+    MutexLock lock(&spares_->mu);
+    if (!spares_->free.empty()) {
+      bytes = std::move(spares_->free.back());
+      spares_->free.pop_back();
+    }
+  }
+  if (bytes) {
+    reused_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    bytes = std::make_unique<std::string>();
+  }
+  bytes->resize(len);  // a spare of the same length: no fill
+  return bytes;
+}
+
+std::shared_ptr<const std::string> Readahead::Own(std::unique_ptr<std::string> bytes) {
+  return std::shared_ptr<const std::string>(
+      bytes.release(), [spares = spares_](const std::string* p) {
+        // Declared before the lock: a string not kept is freed after it.
+        std::unique_ptr<std::string> back(const_cast<std::string*>(p));
+        MutexLock lock(&spares->mu);
+        if (spares->free.size() < Spares::kMax) spares->free.push_back(std::move(back));
+      });
 }
 
 void Readahead::Submit(std::function<void()> task) {
   {
     MutexLock lock(&mu_);
+    if (stopping_) return;  // the task (and its promise) is dropped: waiters see a broken promise
     // Started on first use, not at construction: the daemon forks into the
     // background after the mount is built, and threads do not survive a fork.
     while (threads_.size() < thread_count_) threads_.emplace_back([this] { Work(); });
@@ -46,11 +95,39 @@ void Readahead::Work() {
       tasks_.pop_front();
     }
     task();
+    // Now, not when the next task comes: a fetch's promise holds its block,
+    // which then goes back to the spares as soon as the cache lets it go.
+    task = nullptr;
   }
 }
 
 ReadaheadSource::ReadaheadSource(std::unique_ptr<ShardSource> inner, Readahead* readahead)
-    : inner_(std::move(inner)), ra_(readahead), id_(readahead->cache_.NewSourceId()) {}
+    : inner_(std::move(inner)),
+      ra_(readahead),
+      registry_(readahead->registry_),
+      id_(readahead->cache_.NewSourceId()),
+      window_(readahead->NewWindow()) {
+  MutexLock lock(&registry_->mu);
+  seq_ = registry_->sources.size();
+  registry_->sources.push_back(this);
+}
+
+ReadaheadSource::~ReadaheadSource() {
+  {
+    // After this, no other source primes this one.
+    MutexLock lock(&registry_->mu);
+    registry_->sources[seq_] = nullptr;
+  }
+  std::vector<std::shared_future<Block>> pending;
+  {
+    MutexLock lock(&mu_);
+    for (const auto& [b, f] : inflight_) pending.push_back(f);
+  }
+  // A fetch erases itself from inflight_ before it sets its value, and
+  // touches nothing of this source after; a fetch dropped by a stopping
+  // Readahead breaks its promise, which ends the wait as well.
+  for (const auto& f : pending) f.wait();
+}
 
 ReadaheadSource::Block ReadaheadSource::Find(uint64_t b) const {
   if (Block bytes = ra_->cache_.Get(id_, b)) return bytes;
@@ -62,58 +139,122 @@ ReadaheadSource::Block ReadaheadSource::Find(uint64_t b) const {
     if (it == inflight_.end()) return ra_->cache_.Get(id_, b);
     pending = it->second;
   }
-  return pending.get();
+  pending.wait();
+  try {
+    return pending.get();
+  } catch (const std::future_error&) {
+    return nullptr;  // dropped by a Readahead being destroyed: read it directly
+  }
 }
 
-void ReadaheadSource::Track(uint64_t offset, uint64_t end, bool hit) const {
+void ReadaheadSource::StartUpTo(uint64_t stop) const {
   const uint64_t size = inner_->size();
+  const size_t block = ra_->block_;
+  const uint64_t blocks = (size + block - 1) / block;
+  stop = std::min(stop, blocks);
+  for (uint64_t b = ahead_; b < stop; ++b) {
+    if (inflight_.contains(b) || ra_->cache_.Get(id_, b)) continue;
+    auto promise = std::make_shared<std::promise<Block>>();
+    inflight_.emplace(b, promise->get_future().share());
+    ra_->Submit([this, b, size, block, promise] {
+      const uint64_t begin = b * block;
+      const size_t len = static_cast<size_t>(std::min<uint64_t>(block, size - begin));
+      Block result;
+      if (block <= Readahead::kBlock) {
+        // A page-aligned buffer: an unaligned 1 MiB one spans 257 pages,
+        // which a FUSE or O_DIRECT read cuts into two requests (two round
+        // trips). Only network file systems read in such blocks.
+        static thread_local std::unique_ptr<char, decltype(&std::free)> scratch(
+            static_cast<char*>(std::aligned_alloc(kPage, Readahead::kBlock)), &std::free);
+        if (scratch && inner_->ReadFull(begin, scratch.get(), len).ok()) {
+          result = std::make_shared<const std::string>(scratch.get(), len);
+          ra_->cache_.Put(id_, b, result);
+        }
+      } else {
+        // An object's block: one ranged GET straight into the block's bytes
+        // (no scratch of kObjectBlock per thread, no copy).
+        std::unique_ptr<std::string> bytes = ra_->TakeSpare(len);
+        if (inner_->ReadFull(begin, bytes->data(), len).ok()) result = ra_->Own(std::move(bytes));
+        if (result) ra_->cache_.Put(id_, b, result);
+        ra_->fetching_.fetch_sub(len, std::memory_order_relaxed);
+      }
+      if (result) ra_->fetches_.fetch_add(1, std::memory_order_relaxed);
+      {
+        MutexLock lock(&mu_);
+        inflight_.erase(b);
+      }
+      // Last: once the value is set, the source may be destroyed.
+      promise->set_value(std::move(result));
+    });
+  }
+  ahead_ = std::max(ahead_, stop);
+}
+
+uint64_t ReadaheadSource::Track(uint64_t offset, uint64_t end, bool hit) const {
+  const uint64_t size = inner_->size();
+  const size_t block = ra_->block_;
   MutexLock lock(&mu_);
   // A read served from blocks read ahead goes on with the stream, even when
   // a read elsewhere in the shard came in between (the feature-type sampler's).
   const bool sequential = hit || offset == next_offset_;
   next_offset_ = end;
-  if (!sequential) return;
-  const uint64_t first = std::max(ahead_, (end + Readahead::kBlock - 1) / Readahead::kBlock);
-  const uint64_t last_block = size == 0 ? 0 : (size - 1) / Readahead::kBlock;
-  const uint64_t stop = std::min(end / Readahead::kBlock + Readahead::kDepth, last_block + 1);
-  for (uint64_t b = first; b < stop; ++b) {
-    if (inflight_.contains(b) || ra_->cache_.Get(id_, b)) continue;
-    auto promise = std::make_shared<std::promise<Block>>();
-    inflight_.emplace(b, promise->get_future().share());
-    ra_->Submit([this, b, size, promise] {
-      const uint64_t begin = b * Readahead::kBlock;
-      const size_t len = static_cast<size_t>(std::min<uint64_t>(Readahead::kBlock, size - begin));
-      // A page-aligned buffer: an unaligned 1 MiB one spans 257 pages, which
-      // a FUSE or O_DIRECT read cuts into two requests (two round trips).
-      static thread_local std::unique_ptr<char, decltype(&std::free)> scratch(
-          static_cast<char*>(std::aligned_alloc(kPage, Readahead::kBlock)), &std::free);
-      Block result;
-      if (scratch && inner_->ReadFull(begin, scratch.get(), len).ok()) {
-        ra_->fetches_.fetch_add(1, std::memory_order_relaxed);
-        result = std::make_shared<const std::string>(scratch.get(), len);
-        ra_->cache_.Put(id_, b, result);
-      }
-      promise->set_value(result);
-      MutexLock lock(&mu_);
-      inflight_.erase(b);
-    });
+  if (!sequential) {
+    window_.Stop();
+    return 0;
   }
-  ahead_ = std::max(ahead_, stop);
+  // The block the reader is in now: entering a new one widens the window.
+  const uint64_t at = (end == 0 ? 0 : end - 1) / block;
+  if (window_.blocks() == 0) {
+    window_.Start();
+    reached_ = at + 1;
+  } else if (at + 1 > reached_) {
+    window_.Grow();
+    reached_ = at + 1;
+  }
+  // From the block the read ended in: the rest of it is read ahead too
+  // (not left to one direct read per record).
+  ahead_ = std::max(ahead_, end / block);
+  StartUpTo(end / block + window_.blocks());
+  const uint64_t blocks = (size + block - 1) / block;
+  if (ahead_ < blocks || primed_next_) return 0;
+  primed_next_ = true;
+  return std::max<uint64_t>(window_.blocks() / 2, 1);
+}
+
+void ReadaheadSource::Prime(uint64_t blocks) const {
+  MutexLock lock(&mu_);
+  if (next_offset_ != ~uint64_t{0} || ahead_ > 0) return;  // read already, or primed
+  next_offset_ = 0;
+  window_.StartAt(blocks);
+  reached_ = 0;
+  StartUpTo(window_.blocks());
+  ra_->primed_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void ReadaheadSource::PrimeNext(uint64_t blocks) const {
+  MutexLock lock(&registry_->mu);
+  for (size_t k = seq_ + 1; k < registry_->sources.size(); ++k) {
+    if (const ReadaheadSource* next = registry_->sources[k]) {
+      next->Prime(blocks);
+      return;
+    }
+  }
 }
 
 absl::StatusOr<size_t> ReadaheadSource::ReadAt(uint64_t offset, char* buf, size_t n) const {
   const uint64_t size = inner_->size();
   if (offset >= size) return size_t{0};
   if (n > size - offset) n = static_cast<size_t>(size - offset);
+  const size_t block = ra_->block_;
   // Serve what fetched blocks hold, from the front; the rest (from the
   // first block not fetched) from the wrapped source.
   size_t done = 0;
   while (done < n) {
     const uint64_t at = offset + done;
-    const uint64_t b = at / Readahead::kBlock;
+    const uint64_t b = at / block;
     Block bytes = Find(b);
     if (!bytes) break;
-    const size_t skip = static_cast<size_t>(at - b * Readahead::kBlock);
+    const size_t skip = static_cast<size_t>(at - b * block);
     if (skip >= bytes->size()) break;
     const size_t take = std::min(n - done, bytes->size() - skip);
     std::memcpy(buf + done, bytes->data() + skip, take);
@@ -126,8 +267,108 @@ absl::StatusOr<size_t> ReadaheadSource::ReadAt(uint64_t offset, char* buf, size_
     if (!got.ok()) return got.status();
     done += *got;
   }
-  Track(offset, offset + done, hit);
+  if (const uint64_t prime = Track(offset, offset + done, hit); prime > 0) PrimeNext(prime);
   return done;
+}
+
+// ---- PrefetchBudget ----
+
+PrefetchBudget& PrefetchBudget::Process() {
+  // Never destroyed: parts may be given back as the process exits.
+  static PrefetchBudget* const process = new PrefetchBudget(kProcessBytes);
+  return *process;
+}
+
+PrefetchBudget::~PrefetchBudget() {
+  MutexLock lock(&mu_);
+  for (auto& [cap, data] : spares_) std::free(data);
+}
+
+size_t PrefetchBudget::Capacity(size_t len) {
+  // Powers of two from a page: parts of 1, 2, 4 and 8 MiB reuse each
+  // other's buffers exactly.
+  return std::bit_ceil(std::max(len, kPage));
+}
+
+void PrefetchBudget::Join() {
+  MutexLock lock(&mu_);
+  ++walks_;
+}
+
+void PrefetchBudget::Leave() {
+  MutexLock lock(&mu_);
+  --walks_;
+}
+
+size_t PrefetchBudget::Share() const {
+  MutexLock lock(&mu_);
+  return budget_ / std::max(walks_, kMinShares);
+}
+
+size_t PrefetchBudget::held() const {
+  MutexLock lock(&mu_);
+  return held_;
+}
+
+size_t PrefetchBudget::peak() const {
+  MutexLock lock(&mu_);
+  return peak_;
+}
+
+char* PrefetchBudget::Take(size_t len, bool always) {
+  const size_t cap = Capacity(len);
+  std::vector<char*> freed;  // freed after the lock
+  char* data = nullptr;
+  {
+    MutexLock lock(&mu_);
+    if (held_ + cap > budget_ && !always) return nullptr;
+    for (size_t i = 0; i < spares_.size(); ++i) {
+      if (spares_[i].first == cap) {
+        data = spares_[i].second;
+        spares_.erase(spares_.begin() + static_cast<ptrdiff_t>(i));
+        spare_bytes_ -= cap;
+        break;
+      }
+    }
+    // Room for a new buffer: spares of other sizes go first.
+    while (data == nullptr && !spares_.empty() && held_ + spare_bytes_ + cap > budget_) {
+      spare_bytes_ -= spares_.back().first;
+      freed.push_back(spares_.back().second);
+      spares_.pop_back();
+    }
+    held_ += cap;
+    peak_ = std::max(peak_, held_);
+  }
+  for (char* f : freed) std::free(f);
+  if (data == nullptr) data = static_cast<char*>(std::aligned_alloc(kPage, cap));
+  if (data == nullptr) {
+    MutexLock lock(&mu_);
+    held_ -= cap;
+  }
+  return data;
+}
+
+void PrefetchBudget::Give(char* data, size_t len) {
+  const size_t cap = Capacity(len);
+  std::vector<char*> freed;
+  {
+    MutexLock lock(&mu_);
+    held_ -= cap;
+    if (held_ + spare_bytes_ + cap <= budget_) {
+      spares_.emplace_back(cap, data);
+      spare_bytes_ += cap;
+      data = nullptr;
+    }
+    if (held_ == 0) {
+      // No walk reads ahead now: the spares would only sit in memory (a
+      // daemon's, after its mount's walks).
+      for (auto& [c, d] : spares_) freed.push_back(d);
+      spares_.clear();
+      spare_bytes_ = 0;
+    }
+  }
+  std::free(data);
+  for (char* f : freed) std::free(f);
 }
 
 // ---- PrefetchReader ----
@@ -136,14 +377,22 @@ PrefetchReader::PrefetchReader(StoredBytes in, std::string path, uint64_t size)
     : PrefetchReader(in, std::move(path), size, Options()) {}
 
 PrefetchReader::PrefetchReader(StoredBytes in, std::string path, uint64_t size, Options options)
-    : in_(in), path_(std::move(path)), size_(size), options_(options) {
+    : in_(in),
+      path_(std::move(path)),
+      size_(size),
+      options_(options),
+      budget_(options.budget != nullptr ? options.budget : &PrefetchBudget::Process()) {
+  budget_->Join();
   MutexLock lock(&mu_);
   part_size_ = std::max<size_t>(options_.first_part, 1);
 }
 
 PrefetchReader::~PrefetchReader() {
-  MutexLock lock(&mu_);
-  parts_.clear();  // waits for the reads in flight
+  {
+    MutexLock lock(&mu_);
+    parts_.clear();  // waits for the reads in flight
+  }
+  budget_->Leave();
 }
 
 size_t PrefetchReader::peak_bytes() const {
@@ -151,34 +400,55 @@ size_t PrefetchReader::peak_bytes() const {
   return peak_;
 }
 
-absl::StatusOr<PrefetchReader::Bytes> PrefetchReader::ReadPart(uint64_t offset, size_t len) const {
+absl::StatusOr<PrefetchReader::PartBytes> PrefetchReader::ReadPart(const PartBytes& bytes,
+                                                                   uint64_t offset) const {
   reads_.fetch_add(1, std::memory_order_relaxed);
-  Bytes bytes;
-  bytes.data.reset(
-      static_cast<char*>(std::aligned_alloc(kPage, (len + kPage - 1) / kPage * kPage)));
-  if (!bytes.data) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(path_, ": no memory for a ", len, "-byte read at byte offset ", offset));
-  }
-  auto got = PreadUpTo(in_, bytes.data.get(), len, offset, path_);
+  auto got = PreadUpTo(in_, bytes->data, bytes->len, offset, path_);
   if (!got.ok()) return got.status();
-  bytes.size = *got;
+  bytes->size = *got;
   return bytes;
 }
 
 void PrefetchReader::Fill() const {
+  const size_t first = std::max<size_t>(options_.first_part, 1);
+  const size_t share = budget_->Share();
+  // An object's parts: two in flight within the share, whatever max_part
+  // says (a power of two: the budget's buffers are), since one GET costs a
+  // round trip whatever its size. A file's stay at first_part, as many in
+  // flight as the share holds: a network file system carries a pread in
+  // requests of 128 KiB to 1 MiB, one after the other, so only more preads
+  // at once go faster.
+  const size_t largest = in_.object() != nullptr
+                             ? std::max(first, std::bit_floor(std::max<size_t>(share / 2, 1)))
+                             : first;
   while (next_ < size_ && parts_.size() < std::max<size_t>(options_.max_parts, 1)) {
-    const size_t len = static_cast<size_t>(std::min<uint64_t>(part_size_, size_ - next_));
-    if (!parts_.empty() && held_ + len > options_.budget_bytes) break;
+    size_t len =
+        static_cast<size_t>(std::min<uint64_t>(std::min(part_size_, largest), size_ - next_));
+    char* data = nullptr;
+    if (parts_.empty() || held_ + len <= share) data = budget_->Take(len, false);
+    if (data == nullptr) {
+      if (!parts_.empty()) break;  // the walk has parts to read meanwhile
+      // Nothing held: one small part beyond the budget, so the walk goes on.
+      len = std::min(len, first);
+      data = budget_->Take(len, true);
+    }
     const uint64_t offset = next_;
-    auto read = [this, offset, len] { return ReadPart(offset, len); };
-    std::shared_future<absl::StatusOr<Bytes>> bytes;
-    try {
-      bytes = std::async(std::launch::async, read).share();
-    } catch (const std::system_error&) {
-      // No thread to be had: the reader reads the part itself when it
-      // gets there.
-      bytes = std::async(std::launch::deferred, read).share();
+    std::shared_future<absl::StatusOr<PartBytes>> bytes;
+    if (data == nullptr) {
+      std::promise<absl::StatusOr<PartBytes>> failed;
+      failed.set_value(absl::ResourceExhaustedError(
+          absl::StrCat(path_, ": no memory for a ", len, "-byte read at byte offset ", offset)));
+      bytes = failed.get_future().share();
+    } else {
+      auto part = std::make_shared<Bytes>(budget_, data, len);
+      auto read = [this, part, offset] { return ReadPart(part, offset); };
+      try {
+        bytes = std::async(std::launch::async, read).share();
+      } catch (const std::system_error&) {
+        // No thread to be had: the reader reads the part itself when it
+        // gets there.
+        bytes = std::async(std::launch::deferred, read).share();
+      }
     }
     parts_.push_back(Part{offset, len, std::move(bytes)});
     held_ += len;
@@ -194,7 +464,7 @@ absl::StatusOr<size_t> PrefetchReader::ReadAt(uint64_t offset, char* buf, size_t
   size_t done = 0;
   while (done < n) {
     const uint64_t at = offset + done;
-    std::shared_future<absl::StatusOr<Bytes>> bytes;
+    std::shared_future<absl::StatusOr<PartBytes>> bytes;
     uint64_t part_offset = 0;
     size_t part_len = 0;
     bool direct = false;
@@ -206,11 +476,14 @@ absl::StatusOr<size_t> PrefetchReader::ReadAt(uint64_t offset, char* buf, size_t
       } else {
         if (!started_ || at > next_) {
           // First read, or a jump past what was started: begin the stream
-          // here (at the page boundary: see Bytes), small again.
+          // here (at the page boundary: see Bytes), small again unless the
+          // jump skipped less than a part (a header walk skipping the rest
+          // of a record body that no part held: a walk short of budget).
+          const bool skip = started_ && at - next_ <= part_size_;
           parts_.clear();
           held_ = 0;
           next_ = at - at % kPage;
-          part_size_ = std::max<size_t>(options_.first_part, 1);
+          if (!skip) part_size_ = std::max<size_t>(options_.first_part, 1);
           started_ = true;
         }
         while (!parts_.empty() && parts_.front().offset + parts_.front().len <= at) {
@@ -236,14 +509,15 @@ absl::StatusOr<size_t> PrefetchReader::ReadAt(uint64_t offset, char* buf, size_t
       return done + *got;
     }
     if (!bytes.valid()) return done;  // unreachable: at < size_ = the last part's end
-    const absl::StatusOr<Bytes>& part = bytes.get();
+    const absl::StatusOr<PartBytes>& part = bytes.get();
     if (!part.ok()) return part.status();
+    const Bytes& got = **part;
     const size_t skip = static_cast<size_t>(at - part_offset);
-    if (skip >= part->size) return done;  // the file ended early
-    const size_t k = std::min(n - done, part->size - skip);
-    std::memcpy(buf + done, part->data.get() + skip, k);
+    if (skip >= got.size) return done;  // the file ended early
+    const size_t k = std::min(n - done, got.size - skip);
+    std::memcpy(buf + done, got.data + skip, k);
     done += k;
-    if (part->size < part_len && skip + k == part->size) return done;
+    if (got.size < part_len && skip + k == got.size) return done;
   }
   return done;
 }

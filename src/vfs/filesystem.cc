@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/log.h"
+#include "tfrecordfs/scan/objects.h"
 #include "tfrecordfs/scan/scan.h"
 #include "tfrecordfs/vfs/node_id.h"
 
@@ -47,8 +48,13 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
   const bool remote = std::any_of(options.sources.begin(), options.sources.end(),
                                   [](const std::string& p) { return source::OnRemoteStorage(p); });
   if (remote && options.readahead_bytes > 0) {
-    fs->readahead_ =
-        std::make_unique<source::Readahead>(options.readahead_bytes, kReadaheadThreads);
+    // Objects in larger blocks: one ranged GET costs a round trip whatever
+    // its size (a network file system carries at most 1 MiB a request).
+    const bool objects = std::any_of(options.sources.begin(), options.sources.end(),
+                                     [](const std::string& p) { return scan::IsObjectUrl(p); });
+    fs->readahead_ = std::make_unique<source::Readahead>(
+        options.readahead_bytes, kReadaheadThreads,
+        objects ? source::Readahead::kObjectBlock : source::Readahead::kBlock);
   }
   scan::ScanOptions scan_options;
   scan_options.sources = options.sources;

@@ -36,7 +36,7 @@ mtime, size).
 
 The server prints its port on stdout once it listens (the test blocks on
 reading it: no polling), logs every request to --log ("METHOD PATH STATUS
-auth=sigv4|bearer|none"), and stops after --max-requests requests (or when
+range=bytes=A-B|- if-match=yes|no auth=sigv4|bearer|none"), and stops after --max-requests requests (or when
 killed).
 """
 import argparse
@@ -102,8 +102,12 @@ class Handler(BaseHTTPRequestHandler):
                    "bearer" if auth.startswith("Bearer ") else "none" if not auth else "other")
             # From send_response: '"%s" %s %s' % (request line, status, size).
             status = args[1] if fmt.startswith('"%s" %s') and len(args) > 1 else "-"
+            # The range and whether the request was pinned (If-Match) go
+            # before auth=, the last field.
             with open(ARGS.log, "a") as f:
-                f.write("%s %s %s auth=%s\n" % (self.command, self.path, status, how))
+                f.write("%s %s %s range=%s if-match=%s auth=%s\n" % (
+                    self.command, self.path, status, self.headers.get("Range", "-"),
+                    "yes" if self.headers.get("If-Match") else "no", how))
 
     def reply(self, status, body=b"", headers=None):
         self.send_response(status)

@@ -311,6 +311,59 @@ class ObjectStoreTest(unittest.TestCase):
         self.assertIn(url, r.stderr)
         self.assertIn("(after 5 attempts)", r.stderr)
 
+    def ranged_gets(self, server, since=0):
+        """{object path: [(first, last), ...]} of the ranged GETs logged
+        after the first `since` requests; fails unless each is pinned with
+        If-Match."""
+        out = {}
+        for q in server.requests()[since:]:
+            method, path, _, rng, pinned = q.split()[:5]
+            if method != "GET" or rng == "range=-":
+                continue
+            self.assertEqual(pinned, "if-match=yes", q)
+            first, last = rng[len("range=bytes="):].split("-")
+            out.setdefault(path, []).append((int(first), int(last)))
+        return out
+
+    def test_walks_and_finds_ask_for_each_byte_once_in_few_large_gets(self):
+        # Four shards of about 6 MB. A first `index` walks them all at once
+        # (one budget for the process): every byte is asked for, and once,
+        # the probe's first MiB included (the walk takes it from the cache),
+        # but for the last record's header, read again after the walk.
+        big = os.path.join(self.root, "b", "big")
+        subprocess.run([GEN, "synthetic", big, "--records", "1200", "--shards", "4",
+                        "--bytes", "20000", "--prefix", "big"], check=True, capture_output=True)
+        sizes = {"/b/big/" + n: os.path.getsize(os.path.join(big, n)) for n in os.listdir(big)}
+        server = self.serve("--latency-ms", "5")
+        env = self.s3_env(server, signed=False)
+        r = run("index", "--no-sign-request", "s3://b/big", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        gets = self.ranged_gets(server)
+        self.assertEqual(sorted(gets), sorted(sizes))
+        for path, ranges in gets.items():
+            ranges.sort()
+            covered = 0
+            for first, last in ranges:
+                self.assertLessEqual(first, covered, (path, ranges))  # no gap
+                covered = max(covered, last + 1)
+            self.assertEqual(covered, sizes[path], path)
+            self.assertEqual(len([r for r in ranges if r[0] == 0]), 1, (path, ranges))
+            asked = sum(last + 1 - first for first, last in ranges)
+            self.assertLessEqual(asked, sizes[path] + (1 << 20), (path, ranges))
+        # A find over a fresh mount (index cached) reads the records in
+        # order through the readahead: 4 MiB GETs, so a shard costs its
+        # size / 4 MiB requests plus the mount's three sampled headers, not
+        # one request per record.
+        before = len(server.requests())
+        mnt, _ = self.mount("-o", "ro,no_sign_request", "s3://b/big", env=env)
+        files = subprocess.run(["find", mnt, "-type", "f"], capture_output=True, text=True,
+                               check=True).stdout.split()
+        self.assertGreaterEqual(len(files), 1200)
+        gets = self.ranged_gets(server, before)
+        for path, size in sizes.items():
+            self.assertLessEqual(len(gets.get(path, [])), 3 + (size + (4 << 20) - 1) // (4 << 20),
+                                 (path, gets.get(path)))
+
     def test_retries_503_then_reads(self):
         server = self.serve("--fail-first", "2")
         want = self.local_counts()

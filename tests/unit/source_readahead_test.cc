@@ -248,6 +248,157 @@ TEST(ReadaheadTest, ConcurrentSequentialReadersOfSeveralSources) {
   EXPECT_GT(ra.fetches(), 0u);
 }
 
+TEST(ReadaheadWindowTest, StartsSmallDoublesToItsLimitAndStops) {
+  ReadaheadWindow w(2, 8);
+  EXPECT_EQ(w.blocks(), 0u);
+  w.Start();
+  EXPECT_EQ(w.blocks(), 2u);
+  w.Grow();
+  EXPECT_EQ(w.blocks(), 4u);
+  w.Grow();
+  EXPECT_EQ(w.blocks(), 8u);
+  w.Grow();
+  EXPECT_EQ(w.blocks(), 8u);
+  w.Stop();
+  EXPECT_EQ(w.blocks(), 0u);
+  w.Grow();  // growing a stopped window starts it
+  EXPECT_EQ(w.blocks(), 2u);
+  w.StartAt(5);  // carried on from the shard before: within first and max
+  EXPECT_EQ(w.blocks(), 5u);
+  w.StartAt(1);
+  EXPECT_EQ(w.blocks(), 2u);
+  w.StartAt(100);
+  EXPECT_EQ(w.blocks(), 8u);
+  ReadaheadWindow odd(3, 5);
+  odd.Start();
+  odd.Grow();
+  EXPECT_EQ(odd.blocks(), 5u);
+}
+
+TEST(ReadaheadTest, TheWindowFollowsTheBudget) {
+  // Object blocks: 8 MiB (2 blocks) first, 32 MiB (8 blocks) at most...
+  Readahead objects(64 << 20, 2, Readahead::kObjectBlock);
+  ReadaheadWindow w = objects.NewWindow();
+  w.Start();
+  EXPECT_EQ(w.blocks(), 2u);
+  for (int i = 0; i < 10; ++i) w.Grow();
+  EXPECT_EQ(w.blocks(), 8u);
+  // ... and never more than half the budget, nor less than a block.
+  Readahead small(16 << 20, 2, Readahead::kObjectBlock);
+  ReadaheadWindow ws = small.NewWindow();
+  for (int i = 0; i < 10; ++i) ws.Grow();
+  EXPECT_EQ(ws.blocks(), 2u);
+  Readahead tiny(kBlock, 2);
+  ReadaheadWindow wt = tiny.NewWindow();
+  for (int i = 0; i < 10; ++i) wt.Grow();
+  EXPECT_EQ(wt.blocks(), 1u);
+}
+
+TEST(ReadaheadTest, TheWindowGrowsAsTheReaderMovesOn) {
+  // 1 MiB blocks, budget 64 MiB: 8 blocks ahead at first, 32 at most.
+  const std::string bytes = Pattern(48 * kBlock, 30);
+  ReadaheadStack stack(bytes, 64 * kBlock, 4);
+  const ReadaheadSource& src = *stack.source;
+  auto fetched_to = [&] {
+    // The end of the furthest block the readahead asked for.
+    uint64_t far = 0;
+    for (uint64_t off : stack.inner->offsets()) far = std::max(far, off + kBlock);
+    return far;
+  };
+  // Fetches run on the Readahead's threads: wait (at most 5 s) for them.
+  auto reaches = [&](uint64_t end) {
+    for (int i = 0; i < 1000 && fetched_to() < end; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return fetched_to() >= end;
+  };
+  Read(src, 0, 1000);
+  Read(src, 1000, 1000);  // sequential: the stream starts with its first window
+  EXPECT_TRUE(reaches(8 * kBlock));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(fetched_to(), 8 * kBlock);  // blocks 0-7, no more
+  // Into the next two blocks: the window doubles each time (16, then 32).
+  Read(src, 2000, kBlock);
+  EXPECT_TRUE(reaches(1 * kBlock + 16 * kBlock));
+  Read(src, 2000 + kBlock, kBlock);
+  EXPECT_TRUE(reaches(2 * kBlock + 32 * kBlock));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(fetched_to(), 2 * kBlock + 32 * kBlock);  // the limit: half the budget
+  // A jump stops the stream: the reads after it start nothing new.
+  const uint64_t before = stack.inner->reads();
+  Read(src, 40 * kBlock + 5, 100);
+  Read(src, 20 * kBlock + 5, 100);
+  EXPECT_LE(stack.inner->reads(), before + 2);
+}
+
+TEST(ReadaheadTest, ObjectBlocksReuseTheStringsOfBlocksEvicted) {
+  // 4 MiB blocks, a 16 MiB budget (two spare strings, two blocks cached):
+  // once the cache is full, a fetch evicts the oldest block and reads into
+  // its string, rather than into fresh pages.
+  constexpr size_t kObj = Readahead::kObjectBlock;
+  std::string bytes(12 * kObj + 99, '\0');
+  std::mt19937_64 rng(50);
+  for (size_t i = 0; i + 8 <= bytes.size(); i += 8) {
+    const uint64_t v = rng();
+    std::memcpy(bytes.data() + i, &v, 8);
+  }
+  Readahead ra(4 * kObj, 2, kObj);
+  ReadaheadSource src(std::make_unique<FakeSource>(bytes), &ra);
+  std::string seen;
+  for (uint64_t off = 0; off < bytes.size(); off += 1'000'003) seen += Read(src, off, 1'000'003);
+  EXPECT_TRUE(Same(seen, bytes));
+  EXPECT_GE(ra.fetches(), 11u);
+  // All but the first few: the cache's two blocks, the two spares and
+  // the two fetches in flight.
+  EXPECT_GE(ra.reused() + 6, ra.fetches()) << ra.reused() << " of " << ra.fetches();
+}
+
+TEST(ReadaheadTest, AStreamAtItsShardsEndPrimesTheNextShard) {
+  // Three shards in mount order; reading the first to its end fetches the
+  // start of the second (not the third) before the second is read, and
+  // the second's reads are then served from there.
+  Readahead ra(64 * kBlock, 4);
+  std::vector<std::string> contents;
+  std::vector<FakeSource*> inner;
+  std::vector<std::unique_ptr<ReadaheadSource>> sources;
+  for (uint32_t i = 0; i < 3; ++i) {
+    contents.push_back(Pattern(3 * kBlock + 777 * i, 40 + i));
+    auto fake = std::make_unique<FakeSource>(contents.back());
+    inner.push_back(fake.get());
+    sources.push_back(std::make_unique<ReadaheadSource>(std::move(fake), &ra));
+  }
+  const size_t step = 100'003;
+  std::string seen;
+  for (uint64_t off = 0; off < contents[0].size(); off += step)
+    seen += Read(*sources[0], off, step);
+  EXPECT_TRUE(Same(seen, contents[0]));
+  EXPECT_EQ(ra.primed(), 1u);
+  // The second shard's first blocks are asked for without a read of it.
+  for (int i = 0; i < 200 && inner[1]->reads() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(inner[1]->offsets().contains(0));
+  EXPECT_EQ(inner[2]->reads(), 0u);
+  const uint64_t hits = ra.hits();
+  seen.clear();
+  for (uint64_t off = 0; off < contents[1].size(); off += step)
+    seen += Read(*sources[1], off, step);
+  EXPECT_TRUE(Same(seen, contents[1]));
+  // Every read of the second shard was served from blocks read ahead: its
+  // source saw whole blocks only.
+  EXPECT_EQ(ra.hits() - hits, (contents[1].size() + step - 1) / step);
+  for (uint64_t off : inner[1]->offsets()) EXPECT_EQ(off % kBlock, 0u) << off;
+  EXPECT_EQ(ra.primed(), 2u);  // and it primed the third
+  // A source destroyed is no longer primed: reading the third to its end
+  // primes nothing (there is nothing after it).
+  sources[0].reset();
+  seen.clear();
+  for (uint64_t off = 0; off < contents[2].size(); off += step)
+    seen += Read(*sources[2], off, step);
+  EXPECT_TRUE(Same(seen, contents[2]));
+  EXPECT_EQ(ra.primed(), 2u);
+}
+
 // ---- PrefetchReader ----
 
 // An object in memory that answers each ranged read after `latency` (a
@@ -401,28 +552,71 @@ TEST(PrefetchReaderTest, BytesInFlightOrHeldStayWithinTheBudget) {
   PrefetchReader::Options options;
   options.first_part = kMiB;
   options.max_part = 2 * kMiB;
-  options.budget_bytes = 5 * kMiB;
-  PrefetchReader r(&object, object.url(), bytes.size(), options);
-  EXPECT_TRUE(Same(ReadAll(r, 64 * 1024), bytes));
-  EXPECT_LE(r.peak_bytes(), options.budget_bytes);
-  EXPECT_GE(r.peak_bytes(), 4 * kMiB);  // it did read ahead
+  PrefetchBudget budget(20 * kMiB);  // a walk's share: a quarter, 5 MiB
+  options.budget = &budget;
+  {
+    PrefetchReader r(&object, object.url(), bytes.size(), options);
+    EXPECT_TRUE(Same(ReadAll(r, 64 * 1024), bytes));
+    EXPECT_LE(r.peak_bytes(), budget.Share());
+    EXPECT_GE(r.peak_bytes(), 4 * kMiB);  // it did read ahead
+  }
+  EXPECT_LE(budget.peak(), 5 * kMiB);
+  EXPECT_EQ(budget.held(), 0u);  // every part's buffer given back
   EXPECT_LE(object.max_in_flight(), 4);
   EXPECT_GE(object.max_in_flight(), 2);
 
   // A part larger than the budget still progresses, one at a time.
   FakeObject small(bytes, std::chrono::milliseconds(0));
-  options.budget_bytes = kMiB / 2;
-  PrefetchReader tight(&small, small.url(), bytes.size(), options);
-  EXPECT_TRUE(Same(ReadAll(tight, 300000), bytes));
-  EXPECT_LE(tight.peak_bytes(), 2 * kMiB);
+  PrefetchBudget tight_budget(kMiB / 2);
+  options.budget = &tight_budget;
+  {
+    PrefetchReader tight(&small, small.url(), bytes.size(), options);
+    EXPECT_TRUE(Same(ReadAll(tight, 300000), bytes));
+    EXPECT_LE(tight.peak_bytes(), kMiB);
+  }
   EXPECT_EQ(small.max_in_flight(), 1);
+  EXPECT_EQ(tight_budget.held(), 0u);
+}
+
+TEST(PrefetchReaderTest, WalksAtOnceShareOneBudget) {
+  // Four walks of 24 MiB objects, each of which alone would keep 1+2+4+8+8
+  // MiB in flight, under one 12 MiB budget: together they stay within it
+  // (plus one first part per walk that holds nothing), each reads its own
+  // bytes, and none is starved by the others: each reads ahead.
+  constexpr int kWalks = 4;
+  PrefetchBudget budget(12 * kMiB);
+  std::vector<std::string> contents;
+  std::vector<std::unique_ptr<FakeObject>> objects;
+  for (int i = 0; i < kWalks; ++i) {
+    contents.push_back(Pattern(24 * kMiB + 100 * i, 20 + i));
+    objects.push_back(std::make_unique<FakeObject>(contents.back(), std::chrono::milliseconds(2)));
+  }
+  std::atomic<int> bad{0};
+  std::vector<std::thread> walks;
+  std::vector<size_t> peaks(kWalks);
+  for (int i = 0; i < kWalks; ++i) {
+    walks.emplace_back([&, i] {
+      PrefetchReader::Options options;
+      options.budget = &budget;
+      PrefetchReader r(objects[i].get(), objects[i]->url(), contents[i].size(), options);
+      if (ReadAll(r, 256 * 1024) != contents[i]) bad.fetch_add(1);
+      peaks[i] = r.peak_bytes();
+    });
+  }
+  for (std::thread& t : walks) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  const size_t first_part = PrefetchReader::Options().first_part;
+  EXPECT_LE(budget.peak(), budget.budget() + kWalks * first_part);
+  for (size_t p : peaks) EXPECT_GE(p, 2 * kMiB);
+  EXPECT_EQ(budget.held(), 0u);
 }
 
 TEST(PrefetchReaderTest, ReadsBehindAndJumpsAheadGetTheRightBytes) {
   const std::string bytes = Pattern(30 * kMiB, 15);
   FakeObject object(bytes, std::chrono::milliseconds(1));
   PrefetchReader::Options options;
-  options.budget_bytes = 8 * kMiB;  // parts of 1, 2 and 4 MiB ahead
+  PrefetchBudget budget(32 * kMiB);  // a share of 8 MiB: parts of 1, 2 and 4 MiB ahead
+  options.budget = &budget;
   PrefetchReader r(&object, object.url(), bytes.size(), options);
   std::string buf(kMiB + 17, '\0');
   auto check = [&](uint64_t off) {

@@ -124,8 +124,10 @@ struct WalkedShard {
 // header where it is (one small read per large record: cheapest on local
 // disk, where a read costs microseconds), kBlocks reads the whole shard in
 // whole shard front to back through a source::PrefetchReader (several
-// ranged reads in flight ahead of the walk, parts growing from 1 to 8 MiB,
-// at most 32 MiB per walk held or in flight: what network storage wants,
+// ranged reads in flight ahead of the walk, of 1 MiB, or for objects
+// growing from 1 to 8 MiB,
+// all walks of the process within source::PrefetchBudget::Process()'s 64 MiB
+// held or in flight, each its share of it: what network storage wants,
 // where every read is a round trip), which the walk then reads from memory
 // in kPrefetchedWalkBlock blocks; kAuto picks kBlocks on remote storage
 // (objects, source::OnRemoteStorage) and kHeaders elsewhere. A compressed

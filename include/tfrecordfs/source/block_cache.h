@@ -55,6 +55,10 @@ class BlockCache {
   // Blocks: null on a miss.
   std::shared_ptr<const std::string> Get(uint64_t source, uint64_t block);
   void Put(uint64_t source, uint64_t block, std::shared_ptr<const std::string> bytes);
+  // Evicts the least recently used blocks until `bytes` more fit in the
+  // budget (the most recently put block stays): room for a block being
+  // fetched, whose evicted neighbours' memory it may reuse.
+  void MakeRoom(size_t bytes);
 
   // The idle cursor of `source` (null when there is none): the caller owns
   // it until it puts it back.

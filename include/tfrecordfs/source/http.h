@@ -87,6 +87,9 @@ struct HttpResponse {
   std::string etag, last_modified, content_range;
   // Content-Length, when given (-1 when not).
   int64_t content_length = -1;
+  // Bytes of a 206 answer's body written to Send's `into` (body then stays
+  // empty).
+  size_t into_bytes = 0;
 };
 
 class HttpClient {
@@ -104,11 +107,16 @@ class HttpClient {
   // make us allocate more). Returns the last response, whatever its status
   // (the caller decides what a 404 or 412 means); errors are transport
   // failures that outlasted the retries (Unavailable, naming the URL and
-  // `what`, e.g. "bytes 0-1048575").
+  // `what`, e.g. "bytes 0-1048575"). With `into` (room for max_body bytes),
+  // a 206 answer's body is written there (HttpResponse::into_bytes) rather
+  // than to HttpResponse::body: a ranged GET lands in the reader's buffer,
+  // with no copy and no allocation of its size; any other answer's body
+  // (an error document) still goes to body.
   absl::StatusOr<HttpResponse> Send(absl::string_view method, const std::string& url,
                                     const std::vector<std::string>& headers,
                                     const RequestSigner* signer, size_t max_body,
-                                    absl::string_view what, absl::string_view upload = {}) const;
+                                    absl::string_view what, absl::string_view upload = {},
+                                    char* into = nullptr) const;
 
   // Requests sent (attempts, retries included), for tests and statistics.
   uint64_t requests() const { return requests_.load(std::memory_order_relaxed); }
@@ -120,8 +128,8 @@ class HttpClient {
   absl::StatusOr<HttpResponse> SendOnce(std::unique_ptr<Handle>* handle, absl::string_view method,
                                         const std::string& url,
                                         const std::vector<std::string>& headers,
-                                        absl::string_view upload, size_t max_body, bool* transient,
-                                        std::string* error) const;
+                                        absl::string_view upload, size_t max_body, char* into,
+                                        bool* transient, std::string* error) const;
 
   const HttpOptions options_;
   mutable Mutex mu_;  // leaf lock: never held across a request
@@ -168,8 +176,9 @@ class HttpObject final : public ObjectReader {
   absl::Status WriteBeside(absl::string_view suffix, absl::string_view bytes) const override;
 
  private:
-  // Bytes [begin, end) of the object (within size()), in one GET.
-  absl::StatusOr<std::string> Fetch(uint64_t begin, uint64_t end) const;
+  // Bytes [begin, end) of the object (within size()), in one GET, into
+  // `buf` (end - begin bytes).
+  absl::Status Fetch(uint64_t begin, uint64_t end, char* buf) const;
 
   const Listed listed_;
   std::shared_ptr<const HttpClient> client_;
