@@ -399,6 +399,66 @@ TEST(ReadaheadTest, AStreamAtItsShardsEndPrimesTheNextShard) {
   EXPECT_EQ(ra.primed(), 2u);
 }
 
+TEST(ReadaheadTest, AListedShardFetchesItsFirstWindowBeforeItsFirstRead) {
+  // Three shards; listing the second's folder asks for its first blocks
+  // with no read of it, and its reads are then served from those blocks.
+  // A listing of the third before any read primes nothing (one listed
+  // shard at a time); after a read, a listing primes again.
+  Readahead ra(64 * kBlock, 4);
+  std::vector<std::string> contents;
+  std::vector<FakeSource*> inner;
+  std::vector<std::unique_ptr<ReadaheadSource>> sources;
+  for (uint32_t i = 0; i < 3; ++i) {
+    contents.push_back(Pattern(12 * kBlock + 333 * i, 60 + i));
+    auto fake = std::make_unique<FakeSource>(contents.back());
+    inner.push_back(fake.get());
+    sources.push_back(std::make_unique<ReadaheadSource>(std::move(fake), &ra));
+  }
+  sources[1]->ExpectReadFromStart();
+  sources[2]->ExpectReadFromStart();  // refused: the second is not read yet
+  EXPECT_EQ(ra.expected(), 1u);
+  const uint64_t first = ra.NewWindow().first();
+  ASSERT_GE(first, 2u);
+  for (int i = 0; i < 400 && ra.fetches() < first; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(ra.fetches(), first);
+  std::set<uint64_t> want;
+  for (uint64_t b = 0; b < first; ++b) want.insert(b * kBlock);
+  EXPECT_EQ(inner[1]->offsets(), want);
+  EXPECT_EQ(inner[0]->reads(), 0u);
+  EXPECT_EQ(inner[2]->reads(), 0u);
+  // Listing it again (or a source read already) starts nothing more.
+  sources[1]->ExpectReadFromStart();
+  EXPECT_EQ(ra.expected(), 1u);
+
+  // The first read, at offset 0, is served from the blocks and goes on as
+  // a stream: the source sees whole blocks only.
+  const size_t step = 100'003;
+  std::string seen;
+  for (uint64_t off = 0; off < contents[1].size(); off += step)
+    seen += Read(*sources[1], off, step);
+  EXPECT_TRUE(Same(seen, contents[1]));
+  for (uint64_t off : inner[1]->offsets()) EXPECT_EQ(off % kBlock, 0u) << off;
+  EXPECT_EQ(ra.hits(), (contents[1].size() + step - 1) / step);
+
+  // Read: a listing primes again (the third was primed by the second's
+  // end already, so that listing is the first shard's).
+  sources[0]->ExpectReadFromStart();
+  EXPECT_EQ(ra.expected(), 2u);
+  for (int i = 0; i < 400 && !inner[0]->offsets().contains(0); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(inner[0]->offsets().contains(0));
+}
+
+TEST(ReadaheadTest, AListingOfAnEmptyShardStartsNothing) {
+  ReadaheadStack stack("", 64 * kBlock, 2);
+  stack.source->ExpectReadFromStart();
+  EXPECT_EQ(stack.ra.expected(), 0u);
+  EXPECT_EQ(stack.ra.primed(), 0u);
+}
+
 // ---- PrefetchReader ----
 
 // An object in memory that answers each ranged read after `latency` (a

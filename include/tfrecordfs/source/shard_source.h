@@ -193,6 +193,10 @@ class ShardSource {
   // DataLoss when the shard file no longer is what was indexed (a breach of
   // the immutability contract), checked with one fstat; OK when unknown.
   virtual absl::Status CheckUnchanged() const { return absl::OkStatus(); }
+  // A hint: the shard is about to be read in order from its start (its
+  // folder was listed). A source that reads ahead may start now; the
+  // others ignore it.
+  virtual void ExpectReadFromStart() const {}
 
   // Reads exactly n bytes or fails (DataLoss naming the path and offset when
   // the source ends first).
