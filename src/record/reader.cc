@@ -246,8 +246,8 @@ absl::StatusOr<std::string> ReadRecord(int fd, absl::string_view path, uint64_t 
                     index, begin, end);
 }
 
-absl::StatusOr<std::string> ReadRecord(const source::ShardSource& src, uint64_t index,
-                                       uint64_t begin, uint64_t end) {
+absl::StatusOr<absl::string_view> ReadRecordInto(const source::ShardSource& src, uint64_t index,
+                                                 uint64_t begin, uint64_t end, std::string* buf) {
   auto where = [&] {
     return absl::StrCat(src.path(), ": record ", index, " at ",
                         src.codec() == source::Codec::kNone ? "" : "uncompressed ", "byte offset ",
@@ -256,27 +256,38 @@ absl::StatusOr<std::string> ReadRecord(const source::ShardSource& src, uint64_t 
   if (end < begin || end - begin < kFramingOverhead) {
     return absl::DataLossError(absl::StrCat(where(), "framing shorter than 16 bytes"));
   }
-  std::string buf(end - begin, '\0');
-  absl::Status s = src.ReadFull(begin, buf.data(), buf.size());
+  const size_t n = static_cast<size_t>(end - begin);
+  if (buf->size() < n) buf->resize(n);
+  char* const data = buf->data();
+  absl::Status s = src.ReadFull(begin, data, n);
   if (!s.ok()) {
     if (absl::IsDataLoss(s)) return absl::DataLossError(absl::StrCat(where(), s.message()));
     return s;
   }
-  auto len = ParseHeader(buf.data());
+  auto len = ParseHeader(data);
   if (!len.ok())
     return MarkFraming(absl::DataLossError(absl::StrCat(where(), len.status().message())));
-  if (*len != buf.size() - kFramingOverhead) {
-    return MarkFraming(absl::DataLossError(absl::StrCat(
-        where(), "stated length ", *len, " does not match the ", buf.size() - kFramingOverhead,
-        " bytes before the next record (the record is damaged or shortened)")));
+  if (*len != n - kFramingOverhead) {
+    return MarkFraming(absl::DataLossError(
+        absl::StrCat(where(), "stated length ", *len, " does not match the ", n - kFramingOverhead,
+                     " bytes before the next record (the record is damaged or shortened)")));
   }
-  const uint32_t stored = DecodeFixed32(buf.data() + kHeaderSize + *len);
-  const uint32_t actual = crc32c::Mask(crc32c::Value(buf.data() + kHeaderSize, *len));
+  const uint32_t stored = DecodeFixed32(data + kHeaderSize + *len);
+  const uint32_t actual = crc32c::Mask(crc32c::Value(data + kHeaderSize, *len));
   if (stored != actual) {
     return absl::DataLossError(absl::StrFormat(
         "%sdata CRC mismatch (stored 0x%08x, computed 0x%08x)", where(), stored, actual));
   }
-  buf.resize(kHeaderSize + *len);
+  return absl::string_view(data + kHeaderSize, static_cast<size_t>(*len));
+}
+
+absl::StatusOr<std::string> ReadRecord(const source::ShardSource& src, uint64_t index,
+                                       uint64_t begin, uint64_t end) {
+  std::string buf;
+  auto data = ReadRecordInto(src, index, begin, end, &buf);
+  if (!data.ok()) return data.status();
+  const size_t len = data->size();
+  buf.resize(kHeaderSize + len);
   buf.erase(0, kHeaderSize);
   return buf;
 }

@@ -608,6 +608,38 @@ TEST_F(DamageTest, DataCrcMismatch) {
   EXPECT_EQ(shard_.payloads()[2].size(), fixed->size());
 }
 
+TEST_F(DamageTest, ReadRecordIntoReusesOneBufferAndChecksAsReadRecordDoes) {
+  // Records of 5000, 300 and 100 bytes, then the damaged one, through one
+  // buffer: each view holds exactly its record's data, the buffer never
+  // shrinks (no new allocation for a smaller record), and the damaged one
+  // fails with ReadRecord's error.
+  shard_.IncrementByte(shard_.offset(2) + kHeaderSize + 17, 1);
+  WalkResult w = WalkShard();
+  ASSERT_EQ(6u, w.offsets.size());
+  const source::PlainSource src =
+      source::PlainSource::Borrowing(fd_.get(), kPath, shard_.bytes().size());
+  std::string buf;
+  auto big = ReadRecordInto(src, 1, w.offsets[1], w.offsets[2], &buf);
+  ASSERT_TRUE(big.ok()) << big.status();
+  EXPECT_EQ(shard_.payloads()[1], *big);
+  const size_t grown = buf.size();
+  EXPECT_EQ(grown, w.offsets[2] - w.offsets[1]);
+  const char* const data = buf.data();
+  for (size_t i : {3, 0, 4}) {
+    auto r = ReadRecordInto(src, i, w.offsets[i], w.offsets[i + 1], &buf);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(shard_.payloads()[i], *r) << "record " << i;
+    EXPECT_EQ(r->data(), data + kHeaderSize);  // the same bytes, not a new buffer
+    EXPECT_EQ(buf.size(), grown);
+  }
+  auto bad = ReadRecordInto(src, 2, w.offsets[2], w.offsets[3], &buf);
+  auto want = ReadRecord(src, 2, w.offsets[2], w.offsets[3]);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status(), want.status());
+  EXPECT_THAT(bad.status().message(), HasSubstr(absl::StrCat("byte offset ", shard_.offset(2))));
+  EXPECT_THAT(bad.status().message(), HasSubstr("CRC"));
+}
+
 TEST_F(DamageTest, DataCrcFieldDamaged) {
   shard_.IncrementByte(shard_.end(1) - 1, 1);
   WalkResult w = WalkShard();

@@ -143,6 +143,13 @@ class StreamWalker {
 // message names the path, the record index and the byte offset) or I/O errors.
 absl::StatusOr<std::string> ReadRecord(const source::ShardSource& src, uint64_t index,
                                        uint64_t begin, uint64_t end);
+// ReadRecord into `*buf`, a buffer the caller keeps from record to record:
+// it is grown to at least end - begin bytes (never shrunk, so a reader of
+// many records neither allocates nor zero-fills each one's bytes), the
+// framing is read into its front, and the data bytes are returned as a
+// view into it, valid until `*buf` changes. Same checks and errors.
+absl::StatusOr<absl::string_view> ReadRecordInto(const source::ShardSource& src, uint64_t index,
+                                                 uint64_t begin, uint64_t end, std::string* buf);
 
 // True for a ReadRecord error that says the header does not frame [begin,
 // end) as the index claims (a length CRC mismatch, or a stated length other
