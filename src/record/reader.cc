@@ -247,7 +247,7 @@ absl::StatusOr<std::string> ReadRecord(int fd, absl::string_view path, uint64_t 
 }
 
 absl::StatusOr<absl::string_view> ReadRecordInto(const source::ShardSource& src, uint64_t index,
-                                                 uint64_t begin, uint64_t end, std::string* buf) {
+                                                 uint64_t begin, uint64_t end, RecordBuffer* buf) {
   auto where = [&] {
     return absl::StrCat(src.path(), ": record ", index, " at ",
                         src.codec() == source::Codec::kNone ? "" : "uncompressed ", "byte offset ",
@@ -257,12 +257,19 @@ absl::StatusOr<absl::string_view> ReadRecordInto(const source::ShardSource& src,
     return absl::DataLossError(absl::StrCat(where(), "framing shorter than 16 bytes"));
   }
   const size_t n = static_cast<size_t>(end - begin);
-  if (buf->size() < n) buf->resize(n);
-  char* const data = buf->data();
-  absl::Status s = src.ReadFull(begin, data, n);
-  if (!s.ok()) {
-    if (absl::IsDataLoss(s)) return absl::DataLossError(absl::StrCat(where(), s.message()));
-    return s;
+  buf->held.reset();
+  const char* data;
+  if (std::optional<source::HeldBytes> held = src.Held(begin, n)) {
+    buf->held = std::move(held->owner);
+    data = held->bytes.data();
+  } else {
+    if (buf->bytes.size() < n) buf->bytes.resize(n);
+    absl::Status s = src.ReadFull(begin, buf->bytes.data(), n);
+    if (!s.ok()) {
+      if (absl::IsDataLoss(s)) return absl::DataLossError(absl::StrCat(where(), s.message()));
+      return s;
+    }
+    data = buf->bytes.data();
   }
   auto len = ParseHeader(data);
   if (!len.ok())
@@ -283,13 +290,14 @@ absl::StatusOr<absl::string_view> ReadRecordInto(const source::ShardSource& src,
 
 absl::StatusOr<std::string> ReadRecord(const source::ShardSource& src, uint64_t index,
                                        uint64_t begin, uint64_t end) {
-  std::string buf;
+  RecordBuffer buf;
   auto data = ReadRecordInto(src, index, begin, end, &buf);
   if (!data.ok()) return data.status();
+  if (buf.held) return std::string(*data);
   const size_t len = data->size();
-  buf.resize(kHeaderSize + len);
-  buf.erase(0, kHeaderSize);
-  return buf;
+  buf.bytes.resize(kHeaderSize + len);
+  buf.bytes.erase(0, kHeaderSize);
+  return std::move(buf.bytes);
 }
 
 absl::Status StreamWalker::Feed(absl::string_view bytes) {

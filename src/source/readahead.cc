@@ -255,6 +255,24 @@ void ReadaheadSource::PrimeNext(uint64_t blocks) const {
   }
 }
 
+std::optional<HeldBytes> ReadaheadSource::Held(uint64_t offset, size_t n) const {
+  const uint64_t size = inner_->size();
+  const size_t block = ra_->block_;
+  if (n == 0 || offset >= size || n > size - offset) return std::nullopt;
+  const uint64_t b = offset / block;
+  if ((offset + n - 1) / block != b) return std::nullopt;
+  Block bytes = Find(b);
+  const size_t skip = static_cast<size_t>(offset - b * block);
+  if (!bytes || skip + n > bytes->size()) return std::nullopt;
+  if (ra_->expecting_.load(std::memory_order_relaxed)) {
+    ra_->expecting_.store(false, std::memory_order_relaxed);
+  }
+  ra_->hits_.fetch_add(1, std::memory_order_relaxed);
+  if (const uint64_t prime = Track(offset, offset + n, true); prime > 0) PrimeNext(prime);
+  const absl::string_view view(bytes->data() + skip, n);
+  return HeldBytes{std::move(bytes), view};
+}
+
 absl::StatusOr<size_t> ReadaheadSource::ReadAt(uint64_t offset, char* buf, size_t n) const {
   // A read: a listing may prime a shard again (loaded first, so that reads
   // do not all write the shared flag).

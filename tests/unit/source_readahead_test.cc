@@ -452,6 +452,54 @@ TEST(ReadaheadTest, AListedShardFetchesItsFirstWindowBeforeItsFirstRead) {
   EXPECT_TRUE(inner[0]->offsets().contains(0));
 }
 
+TEST(ReadaheadTest, HeldBytesComeFromTheBlocksWithoutACopyAndGoOnWithTheStream) {
+  // Record-sized pieces taken with Held where they lie in one block (the
+  // record parse's path), ReadAt for those straddling two: the bytes are
+  // the source's, the stream reads ahead as with ReadAt only, and held
+  // bytes stay valid after the cache has let their block go.
+  const std::string bytes = Pattern(10 * kBlock + 4321, 7);
+  ReadaheadStack stack(bytes, 4 * kBlock, 2);
+  const ReadaheadSource& src = *stack.source;
+  EXPECT_FALSE(src.Held(0, 1000));                // nothing fetched yet: read it
+  EXPECT_FALSE(src.Held(bytes.size() - 10, 11));  // past the end
+  // The first two reads start the stream (the second follows the first).
+  std::string seen = Read(src, 0, 1000);
+  EXPECT_FALSE(src.Held(1000, 1000));
+  seen += Read(src, 1000, 1000);
+  size_t held = 0;
+  std::optional<HeldBytes> first_held;
+  uint64_t first_off = 0;
+  const size_t step = 100'003;
+  for (uint64_t off = 2000; off < bytes.size(); off += step) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(step, bytes.size() - off));
+    if (auto h = src.Held(off, n)) {
+      ASSERT_EQ(h->bytes.size(), n);
+      seen.append(h->bytes.data(), h->bytes.size());
+      ++held;
+      if (!first_held) {
+        first_held = std::move(h);
+        first_off = off;
+      }
+    } else {
+      EXPECT_NE(off / kBlock, (off + n - 1) / kBlock) << off;  // only straddling pieces
+      seen += Read(src, off, n);
+    }
+  }
+  EXPECT_TRUE(Same(seen, bytes));
+  EXPECT_GE(held, bytes.size() / step - 11);
+  // The stream read ahead: whole blocks only reached the wrapped source,
+  // but for the first two reads.
+  for (uint64_t off : stack.inner->offsets()) {
+    if (off != 0 && off != 1000) {
+      EXPECT_EQ(off % kBlock, 0u) << off;
+    }
+  }
+  // The first held piece's block was evicted long ago (4 blocks kept).
+  ASSERT_TRUE(first_held);
+  EXPECT_EQ(first_off, 2000u);
+  EXPECT_EQ(first_held->bytes, absl::string_view(bytes).substr(first_off, step));
+}
+
 TEST(ReadaheadTest, AListingOfAnEmptyShardStartsNothing) {
   ReadaheadStack stack("", 64 * kBlock, 2);
   stack.source->ExpectReadFromStart();

@@ -188,6 +188,9 @@ class ReadaheadSource final : public ShardSource {
   // Readahead was primed this way and no source has been read since (so
   // `ls MOUNT/*` fetches the first window of one shard, not of each).
   void ExpectReadFromStart() const override;
+  // The bytes when they lie in one block fetched or being fetched (waits
+  // for it); a read of them as ReadAt's (the stream goes on).
+  std::optional<HeldBytes> Held(uint64_t offset, size_t n) const override;
 
  private:
   using Block = std::shared_ptr<const std::string>;  // null: the fetch failed
