@@ -246,8 +246,8 @@ absl::StatusOr<std::string> ReadRecord(int fd, absl::string_view path, uint64_t 
                     index, begin, end);
 }
 
-absl::StatusOr<std::string> ReadRecord(const source::ShardSource& src, uint64_t index,
-                                       uint64_t begin, uint64_t end) {
+absl::StatusOr<absl::string_view> ReadRecordInto(const source::ShardSource& src, uint64_t index,
+                                                 uint64_t begin, uint64_t end, RecordBuffer* buf) {
   auto where = [&] {
     return absl::StrCat(src.path(), ": record ", index, " at ",
                         src.codec() == source::Codec::kNone ? "" : "uncompressed ", "byte offset ",
@@ -256,29 +256,48 @@ absl::StatusOr<std::string> ReadRecord(const source::ShardSource& src, uint64_t 
   if (end < begin || end - begin < kFramingOverhead) {
     return absl::DataLossError(absl::StrCat(where(), "framing shorter than 16 bytes"));
   }
-  std::string buf(end - begin, '\0');
-  absl::Status s = src.ReadFull(begin, buf.data(), buf.size());
-  if (!s.ok()) {
-    if (absl::IsDataLoss(s)) return absl::DataLossError(absl::StrCat(where(), s.message()));
-    return s;
+  const size_t n = static_cast<size_t>(end - begin);
+  buf->held.reset();
+  const char* data;
+  if (std::optional<source::HeldBytes> held = src.Held(begin, n)) {
+    buf->held = std::move(held->owner);
+    data = held->bytes.data();
+  } else {
+    if (buf->bytes.size() < n) buf->bytes.resize(n);
+    absl::Status s = src.ReadFull(begin, buf->bytes.data(), n);
+    if (!s.ok()) {
+      if (absl::IsDataLoss(s)) return absl::DataLossError(absl::StrCat(where(), s.message()));
+      return s;
+    }
+    data = buf->bytes.data();
   }
-  auto len = ParseHeader(buf.data());
+  auto len = ParseHeader(data);
   if (!len.ok())
     return MarkFraming(absl::DataLossError(absl::StrCat(where(), len.status().message())));
-  if (*len != buf.size() - kFramingOverhead) {
-    return MarkFraming(absl::DataLossError(absl::StrCat(
-        where(), "stated length ", *len, " does not match the ", buf.size() - kFramingOverhead,
-        " bytes before the next record (the record is damaged or shortened)")));
+  if (*len != n - kFramingOverhead) {
+    return MarkFraming(absl::DataLossError(
+        absl::StrCat(where(), "stated length ", *len, " does not match the ", n - kFramingOverhead,
+                     " bytes before the next record (the record is damaged or shortened)")));
   }
-  const uint32_t stored = DecodeFixed32(buf.data() + kHeaderSize + *len);
-  const uint32_t actual = crc32c::Mask(crc32c::Value(buf.data() + kHeaderSize, *len));
+  const uint32_t stored = DecodeFixed32(data + kHeaderSize + *len);
+  const uint32_t actual = crc32c::Mask(crc32c::Value(data + kHeaderSize, *len));
   if (stored != actual) {
     return absl::DataLossError(absl::StrFormat(
         "%sdata CRC mismatch (stored 0x%08x, computed 0x%08x)", where(), stored, actual));
   }
-  buf.resize(kHeaderSize + *len);
-  buf.erase(0, kHeaderSize);
-  return buf;
+  return absl::string_view(data + kHeaderSize, static_cast<size_t>(*len));
+}
+
+absl::StatusOr<std::string> ReadRecord(const source::ShardSource& src, uint64_t index,
+                                       uint64_t begin, uint64_t end) {
+  RecordBuffer buf;
+  auto data = ReadRecordInto(src, index, begin, end, &buf);
+  if (!data.ok()) return data.status();
+  if (buf.held) return std::string(*data);
+  const size_t len = data->size();
+  buf.bytes.resize(kHeaderSize + len);
+  buf.bytes.erase(0, kHeaderSize);
+  return std::move(buf.bytes);
 }
 
 absl::Status StreamWalker::Feed(absl::string_view bytes) {

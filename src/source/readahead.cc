@@ -221,14 +221,28 @@ uint64_t ReadaheadSource::Track(uint64_t offset, uint64_t end, bool hit) const {
   return std::max<uint64_t>(window_.blocks() / 2, 1);
 }
 
-void ReadaheadSource::Prime(uint64_t blocks) const {
+bool ReadaheadSource::Prime(uint64_t blocks) const {
   MutexLock lock(&mu_);
-  if (next_offset_ != ~uint64_t{0} || ahead_ > 0) return;  // read already, or primed
+  if (next_offset_ != ~uint64_t{0} || ahead_ > 0) return false;  // read already, or primed
   next_offset_ = 0;
   window_.StartAt(blocks);
   reached_ = 0;
   StartUpTo(window_.blocks());
   ra_->primed_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void ReadaheadSource::ExpectReadFromStart() const {
+  if (inner_->size() == 0) return;
+  // One listed shard primed and not read at a time: a listing of many
+  // shard folders is not followed by reads of them all.
+  bool idle = false;
+  if (!ra_->expecting_.compare_exchange_strong(idle, true, std::memory_order_relaxed)) return;
+  if (Prime(ra_->NewWindow().first())) {
+    ra_->expected_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    ra_->expecting_.store(false, std::memory_order_relaxed);
+  }
 }
 
 void ReadaheadSource::PrimeNext(uint64_t blocks) const {
@@ -241,7 +255,30 @@ void ReadaheadSource::PrimeNext(uint64_t blocks) const {
   }
 }
 
+std::optional<HeldBytes> ReadaheadSource::Held(uint64_t offset, size_t n) const {
+  const uint64_t size = inner_->size();
+  const size_t block = ra_->block_;
+  if (n == 0 || offset >= size || n > size - offset) return std::nullopt;
+  const uint64_t b = offset / block;
+  if ((offset + n - 1) / block != b) return std::nullopt;
+  Block bytes = Find(b);
+  const size_t skip = static_cast<size_t>(offset - b * block);
+  if (!bytes || skip + n > bytes->size()) return std::nullopt;
+  if (ra_->expecting_.load(std::memory_order_relaxed)) {
+    ra_->expecting_.store(false, std::memory_order_relaxed);
+  }
+  ra_->hits_.fetch_add(1, std::memory_order_relaxed);
+  if (const uint64_t prime = Track(offset, offset + n, true); prime > 0) PrimeNext(prime);
+  const absl::string_view view(bytes->data() + skip, n);
+  return HeldBytes{std::move(bytes), view};
+}
+
 absl::StatusOr<size_t> ReadaheadSource::ReadAt(uint64_t offset, char* buf, size_t n) const {
+  // A read: a listing may prime a shard again (loaded first, so that reads
+  // do not all write the shared flag).
+  if (ra_->expecting_.load(std::memory_order_relaxed)) {
+    ra_->expecting_.store(false, std::memory_order_relaxed);
+  }
   const uint64_t size = inner_->size();
   if (offset >= size) return size_t{0};
   if (n > size - offset) n = static_cast<size_t>(size - offset);

@@ -264,6 +264,9 @@ absl::Status Filesystem::ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, con
   if (auto shard = ShardFolder(ino)) {
     auto self = tree_->GetAttr(ino);
     if (!self.ok()) return self.status();
+    // A listed shard folder is usually walked next (`find`, `ls -R`): its
+    // first records' bytes are asked for now, not at the first record read.
+    if (offset == 0) shards_[*shard].source->ExpectReadFromStart();
     if (gallery_) return gallery_->ReadShardDir(*shard, *self, offset, emit);
     if (edits_) {
       edits_->ReadShardDir(*shard, *self, offset, emit);

@@ -122,8 +122,19 @@ std::shared_ptr<const ParsedRecord> RecordView::ReadAndParse(uint64_t shard, uin
   auto parsed = std::make_shared<ParsedRecord>();
   const index::ShardIndex& idx = *shards_[shard].index;
   parsed->data_offset = idx.begin(record) + record::kHeaderSize;
-  auto data =
-      record::ReadRecord(*shards_[shard].source, record, idx.begin(record), idx.end(record));
+  // The record's bytes are needed only while it is parsed (the layout keeps
+  // offsets): parsed where a readahead block holds them (no copy), else in
+  // a buffer kept per thread for records up to kKeptRecordBytes, so a
+  // `find` does not allocate, zero-fill and page-fault each record's bytes
+  // (threads * kKeptRecordBytes held at most); larger ones get their own,
+  // freed after.
+  static constexpr size_t kKeptRecordBytes = size_t{1} << 20;
+  thread_local record::RecordBuffer kept;
+  record::RecordBuffer own;
+  record::RecordBuffer* const buf =
+      idx.end(record) - idx.begin(record) <= kKeptRecordBytes ? &kept : &own;
+  auto data = record::ReadRecordInto(*shards_[shard].source, record, idx.begin(record),
+                                     idx.end(record), buf);
   if (!data.ok() && record::IsFramingMismatch(data.status())) IndexDisagrees(shard, record);
   if (!data.ok()) {
     parsed->status = data.status();
@@ -166,6 +177,7 @@ std::shared_ptr<const ParsedRecord> RecordView::ReadAndParse(uint64_t shard, uin
       parsed->layout = naming::LayoutRaw(data->size());
     }
   }
+  buf->held.reset();  // the readahead block: its budget's, not this thread's
   // Cached layouts are charged by their memory: no growth slack.
   parsed->layout.entries.shrink_to_fit();
   records_read_.fetch_add(1, std::memory_order_relaxed);

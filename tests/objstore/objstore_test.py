@@ -364,6 +364,47 @@ class ObjectStoreTest(unittest.TestCase):
             self.assertLessEqual(len(gets.get(path, [])), 3 + (size + (4 << 20) - 1) // (4 << 20),
                                  (path, gets.get(path)))
 
+    def test_listing_a_shard_folder_starts_its_readahead(self):
+        # A fresh mount (index cached). Listing a shard folder asks for its
+        # first 4 MiB block before any of its records is read; listing
+        # another shard folder then asks for nothing (one listed shard at a
+        # time: `ls MOUNT/*` does not fetch every shard's start); once a
+        # record has been read, a listing starts its shard again.
+        big = os.path.join(self.root, "b", "big")
+        subprocess.run([GEN, "synthetic", big, "--records", "1200", "--shards", "4",
+                        "--bytes", "20000", "--prefix", "big"], check=True, capture_output=True)
+        objects = sorted(os.listdir(big))
+        server = self.serve("--latency-ms", "5")
+        env = self.s3_env(server, signed=False)
+        r = run("index", "--no-sign-request", "s3://b/big", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        before = len(server.requests())
+        mnt, _ = self.mount("-o", "ro,no_sign_request", "s3://b/big", env=env)
+        folders = sorted(os.listdir(mnt))
+        self.assertEqual(len(folders), 4, folders)
+
+        def block_asked(k, wait):
+            """Whether the rest of object k's first 4 MiB block was asked for
+            (its first MiB is cached from the mount's probe)."""
+            for _ in range(int(wait / 0.02) + 1):
+                gets = self.ranged_gets(server, before).get("/b/big/" + objects[k], [])
+                if any(last == (4 << 20) - 1 and first <= 1 << 20 for first, last in gets):
+                    return True
+                time.sleep(0.02)
+            return False
+
+        records = sorted(os.listdir(os.path.join(mnt, folders[1])))
+        self.assertEqual(len(records), 300)
+        self.assertTrue(block_asked(1, 10), server.requests()[before:])
+        self.assertEqual(len(os.listdir(os.path.join(mnt, folders[2]))), 300)
+        self.assertFalse(block_asked(2, 0.5), server.requests()[before:])
+        # A record of the second read (its files listed): the fourth's
+        # listing starts the fourth.
+        self.assertTrue(os.listdir(os.path.join(mnt, folders[1], records[0])))
+        self.assertEqual(len(os.listdir(os.path.join(mnt, folders[3]))), 300)
+        self.assertTrue(block_asked(3, 10), server.requests()[before:])
+        self.assertFalse(block_asked(0, 0), server.requests()[before:])
+
     def test_retries_503_then_reads(self):
         server = self.serve("--fail-first", "2")
         want = self.local_counts()
@@ -415,8 +456,9 @@ class ObjectStoreTest(unittest.TestCase):
         server = self.serve()
         url = "%s/b/big/%s" % (server.url, name)
         log = os.path.join(self.tmp, "mount.log")
-        # A 1 MiB budget: the end of the 6 MB object is not cached after the walk.
-        mnt, _ = self.mount(url, "-o", "inflate_cache_mb=1,log=" + log)
+        # A 1 MiB budget and no readahead (listing the shard folder would
+        # start it): the end of the 6 MB object is not cached after the walk.
+        mnt, _ = self.mount(url, "-o", "inflate_cache_mb=1,readahead_mb=0,log=" + log)
         shard = os.path.join(mnt, name)
         records = sorted(os.listdir(shard))
         self.assertEqual(len(records), 300)
@@ -1082,7 +1124,9 @@ class ObjectStoreTest(unittest.TestCase):
         with open(os.path.join(big, name), "rb") as f:
             data = f.read()
         client.put_object(Bucket="b", Key="big/" + name, Body=data)
-        mnt, _ = self.mount("s3://b/big", "-o", "inflate_cache_mb=1", env=env)
+        # No readahead: listing the shard folder would fetch the object's
+        # start before it is replaced.
+        mnt, _ = self.mount("s3://b/big", "-o", "inflate_cache_mb=1,readahead_mb=0", env=env)
         records = sorted(os.listdir(os.path.join(mnt, name)))
         self.assertEqual(len(records), 300)
         client.put_object(Bucket="b", Key="big/" + name, Body=data[::-1])

@@ -608,6 +608,72 @@ TEST_F(DamageTest, DataCrcMismatch) {
   EXPECT_EQ(shard_.payloads()[2].size(), fixed->size());
 }
 
+TEST_F(DamageTest, ReadRecordIntoReusesOneBufferAndChecksAsReadRecordDoes) {
+  // Records of 5000, 300 and 100 bytes, then the damaged one, through one
+  // buffer: each view holds exactly its record's data, the buffer never
+  // shrinks (no new allocation for a smaller record), and the damaged one
+  // fails with ReadRecord's error.
+  shard_.IncrementByte(shard_.offset(2) + kHeaderSize + 17, 1);
+  WalkResult w = WalkShard();
+  ASSERT_EQ(6u, w.offsets.size());
+  const source::PlainSource src =
+      source::PlainSource::Borrowing(fd_.get(), kPath, shard_.bytes().size());
+  RecordBuffer buf;
+  auto big = ReadRecordInto(src, 1, w.offsets[1], w.offsets[2], &buf);
+  ASSERT_TRUE(big.ok()) << big.status();
+  EXPECT_EQ(shard_.payloads()[1], *big);
+  EXPECT_FALSE(buf.held);  // a plain source holds nothing in memory
+  const size_t grown = buf.bytes.size();
+  EXPECT_EQ(grown, w.offsets[2] - w.offsets[1]);
+  const char* const data = buf.bytes.data();
+  for (size_t i : {3, 0, 4}) {
+    auto r = ReadRecordInto(src, i, w.offsets[i], w.offsets[i + 1], &buf);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(shard_.payloads()[i], *r) << "record " << i;
+    EXPECT_EQ(r->data(), data + kHeaderSize);  // the same bytes, not a new buffer
+    EXPECT_EQ(buf.bytes.size(), grown);
+  }
+  auto bad = ReadRecordInto(src, 2, w.offsets[2], w.offsets[3], &buf);
+  auto want = ReadRecord(src, 2, w.offsets[2], w.offsets[3]);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status(), want.status());
+  EXPECT_THAT(bad.status().message(), HasSubstr(absl::StrCat("byte offset ", shard_.offset(2))));
+  EXPECT_THAT(bad.status().message(), HasSubstr("CRC"));
+}
+
+TEST_F(DamageTest, ReadRecordIntoParsesRecordsInReadaheadBlocksInPlace) {
+  // Through a ReadaheadSource read in order: records in a fetched block
+  // are checked where the block holds them (buf.held), with the same
+  // bytes and the same CRC error for the damaged one.
+  shard_.IncrementByte(shard_.offset(2) + kHeaderSize + 17, 1);
+  WalkResult w = WalkShard();
+  ASSERT_EQ(6u, w.offsets.size());
+  source::Readahead ra(size_t{16} << 20, 2);
+  source::ReadaheadSource src(
+      std::make_unique<source::PlainSource>(source::ShardFile::Borrowed(fd_.get(), kPath),
+                                            shard_.bytes().size()),
+      &ra);
+  RecordBuffer buf;
+  int held = 0;
+  for (size_t i : {0, 1, 3, 4}) {
+    if (i == 3) {
+      auto bad = ReadRecordInto(src, 2, w.offsets[2], w.offsets[3], &buf);
+      ASSERT_FALSE(bad.ok());
+      EXPECT_THAT(bad.status().message(), HasSubstr("record 2"));
+      EXPECT_THAT(bad.status().message(), HasSubstr("CRC"));
+      held += buf.held != nullptr;
+    }
+    auto r = ReadRecordInto(src, i, w.offsets[i], w.offsets[i + 1], &buf);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(shard_.payloads()[i], *r) << "record " << i;
+    held += buf.held != nullptr;
+  }
+  // Records 0 and 1 are read into the buffer (the second read in order
+  // starts the stream); 2, 3 and 4 are in its first block.
+  EXPECT_EQ(held, 3);
+  EXPECT_EQ(buf.bytes.size(), w.offsets[2] - w.offsets[1]);
+}
+
 TEST_F(DamageTest, DataCrcFieldDamaged) {
   shard_.IncrementByte(shard_.end(1) - 1, 1);
   WalkResult w = WalkShard();

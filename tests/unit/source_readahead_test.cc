@@ -399,6 +399,114 @@ TEST(ReadaheadTest, AStreamAtItsShardsEndPrimesTheNextShard) {
   EXPECT_EQ(ra.primed(), 2u);
 }
 
+TEST(ReadaheadTest, AListedShardFetchesItsFirstWindowBeforeItsFirstRead) {
+  // Three shards; listing the second's folder asks for its first blocks
+  // with no read of it, and its reads are then served from those blocks.
+  // A listing of the third before any read primes nothing (one listed
+  // shard at a time); after a read, a listing primes again.
+  Readahead ra(64 * kBlock, 4);
+  std::vector<std::string> contents;
+  std::vector<FakeSource*> inner;
+  std::vector<std::unique_ptr<ReadaheadSource>> sources;
+  for (uint32_t i = 0; i < 3; ++i) {
+    contents.push_back(Pattern(12 * kBlock + 333 * i, 60 + i));
+    auto fake = std::make_unique<FakeSource>(contents.back());
+    inner.push_back(fake.get());
+    sources.push_back(std::make_unique<ReadaheadSource>(std::move(fake), &ra));
+  }
+  sources[1]->ExpectReadFromStart();
+  sources[2]->ExpectReadFromStart();  // refused: the second is not read yet
+  EXPECT_EQ(ra.expected(), 1u);
+  const uint64_t first = ra.NewWindow().first();
+  ASSERT_GE(first, 2u);
+  for (int i = 0; i < 400 && ra.fetches() < first; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(ra.fetches(), first);
+  std::set<uint64_t> want;
+  for (uint64_t b = 0; b < first; ++b) want.insert(b * kBlock);
+  EXPECT_EQ(inner[1]->offsets(), want);
+  EXPECT_EQ(inner[0]->reads(), 0u);
+  EXPECT_EQ(inner[2]->reads(), 0u);
+  // Listing it again (or a source read already) starts nothing more.
+  sources[1]->ExpectReadFromStart();
+  EXPECT_EQ(ra.expected(), 1u);
+
+  // The first read, at offset 0, is served from the blocks and goes on as
+  // a stream: the source sees whole blocks only.
+  const size_t step = 100'003;
+  std::string seen;
+  for (uint64_t off = 0; off < contents[1].size(); off += step)
+    seen += Read(*sources[1], off, step);
+  EXPECT_TRUE(Same(seen, contents[1]));
+  for (uint64_t off : inner[1]->offsets()) EXPECT_EQ(off % kBlock, 0u) << off;
+  EXPECT_EQ(ra.hits(), (contents[1].size() + step - 1) / step);
+
+  // Read: a listing primes again (the third was primed by the second's
+  // end already, so that listing is the first shard's).
+  sources[0]->ExpectReadFromStart();
+  EXPECT_EQ(ra.expected(), 2u);
+  for (int i = 0; i < 400 && !inner[0]->offsets().contains(0); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(inner[0]->offsets().contains(0));
+}
+
+TEST(ReadaheadTest, HeldBytesComeFromTheBlocksWithoutACopyAndGoOnWithTheStream) {
+  // Record-sized pieces taken with Held where they lie in one block (the
+  // record parse's path), ReadAt for those straddling two: the bytes are
+  // the source's, the stream reads ahead as with ReadAt only, and held
+  // bytes stay valid after the cache has let their block go.
+  const std::string bytes = Pattern(10 * kBlock + 4321, 7);
+  ReadaheadStack stack(bytes, 4 * kBlock, 2);
+  const ReadaheadSource& src = *stack.source;
+  EXPECT_FALSE(src.Held(0, 1000));                // nothing fetched yet: read it
+  EXPECT_FALSE(src.Held(bytes.size() - 10, 11));  // past the end
+  // The first two reads start the stream (the second follows the first).
+  std::string seen = Read(src, 0, 1000);
+  EXPECT_FALSE(src.Held(1000, 1000));
+  seen += Read(src, 1000, 1000);
+  size_t held = 0;
+  std::optional<HeldBytes> first_held;
+  uint64_t first_off = 0;
+  const size_t step = 100'003;
+  for (uint64_t off = 2000; off < bytes.size(); off += step) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(step, bytes.size() - off));
+    if (auto h = src.Held(off, n)) {
+      ASSERT_EQ(h->bytes.size(), n);
+      seen.append(h->bytes.data(), h->bytes.size());
+      ++held;
+      if (!first_held) {
+        first_held = std::move(h);
+        first_off = off;
+      }
+    } else {
+      EXPECT_NE(off / kBlock, (off + n - 1) / kBlock) << off;  // only straddling pieces
+      seen += Read(src, off, n);
+    }
+  }
+  EXPECT_TRUE(Same(seen, bytes));
+  EXPECT_GE(held, bytes.size() / step - 11);
+  // The stream read ahead: whole blocks only reached the wrapped source,
+  // but for the first two reads.
+  for (uint64_t off : stack.inner->offsets()) {
+    if (off != 0 && off != 1000) {
+      EXPECT_EQ(off % kBlock, 0u) << off;
+    }
+  }
+  // The first held piece's block was evicted long ago (4 blocks kept).
+  ASSERT_TRUE(first_held);
+  EXPECT_EQ(first_off, 2000u);
+  EXPECT_EQ(first_held->bytes, absl::string_view(bytes).substr(first_off, step));
+}
+
+TEST(ReadaheadTest, AListingOfAnEmptyShardStartsNothing) {
+  ReadaheadStack stack("", 64 * kBlock, 2);
+  stack.source->ExpectReadFromStart();
+  EXPECT_EQ(stack.ra.expected(), 0u);
+  EXPECT_EQ(stack.ra.primed(), 0u);
+}
+
 // ---- PrefetchReader ----
 
 // An object in memory that answers each ranged read after `latency` (a

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -143,6 +144,21 @@ class StreamWalker {
 // message names the path, the record index and the byte offset) or I/O errors.
 absl::StatusOr<std::string> ReadRecord(const source::ShardSource& src, uint64_t index,
                                        uint64_t begin, uint64_t end);
+// Where ReadRecordInto puts a record: bytes the source holds in memory
+// (ShardSource::Held: no copy), kept alive by `held`, or else `bytes`, a
+// buffer the caller keeps from record to record, grown to the largest
+// record read (never shrunk, so a reader of many records neither allocates
+// nor zero-fills each one's bytes).
+struct RecordBuffer {
+  std::string bytes;
+  std::shared_ptr<const void> held;
+};
+// ReadRecord into `*buf`: the data bytes as a view into the source's held
+// bytes or buf->bytes, valid until `*buf` is used again or changes (reset
+// buf->held once done: it keeps the source's memory). Same checks and
+// errors.
+absl::StatusOr<absl::string_view> ReadRecordInto(const source::ShardSource& src, uint64_t index,
+                                                 uint64_t begin, uint64_t end, RecordBuffer* buf);
 
 // True for a ReadRecord error that says the header does not frame [begin,
 // end) as the index claims (a length CRC mismatch, or a stated length other

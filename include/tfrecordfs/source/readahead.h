@@ -8,7 +8,9 @@
 // reads aligned blocks (Readahead::block(): 1 MiB on a network file system,
 // 4 MiB, one ranged GET each, for objects) ahead on the Readahead's threads,
 // several at once, into a byte-bounded LRU shared by the mount (the memory
-// budget: abandoned streams are simply evicted). How far ahead is a
+// budget: abandoned streams are simply evicted). A listing of the shard's
+// folder (ExpectReadFromStart) starts its first window before its first
+// read, for one shard at a time. How far ahead is a
 // ReadaheadWindow: a few blocks when the stream starts, doubling each time
 // the reader enters a new block, up to kMaxWindowBytes (at most half the
 // budget, so blocks read ahead are not evicted before they are read). When
@@ -67,6 +69,7 @@ class ReadaheadWindow {
   ReadaheadWindow(uint64_t first, uint64_t max)
       : first_(std::max<uint64_t>(first, 1)), max_(std::max(max, std::max<uint64_t>(first, 1))) {}
   uint64_t blocks() const { return blocks_; }
+  uint64_t first() const { return first_; }
   void Start() { blocks_ = first_; }
   // Starts at `blocks` (within first and max): a stream carried on from
   // the shard before.
@@ -115,6 +118,9 @@ class Readahead {
   // Shards primed by the shard before them (their first window fetched
   // before their first read).
   uint64_t primed() const { return primed_.load(std::memory_order_relaxed); }
+  // Of those, shards primed because their folder was listed
+  // (ReadaheadSource::ExpectReadFromStart).
+  uint64_t expected() const { return expected_.load(std::memory_order_relaxed); }
   // Object block fetches that reused the string of an evicted block.
   uint64_t reused() const { return reused_.load(std::memory_order_relaxed); }
 
@@ -156,7 +162,10 @@ class Readahead {
   // Started by the first Submit; joined by the destructor (which sets
   // stopping_ first, so no Submit starts more).
   std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
-  std::atomic<uint64_t> fetches_{0}, hits_{0}, primed_{0}, reused_{0};
+  std::atomic<uint64_t> fetches_{0}, hits_{0}, primed_{0}, reused_{0}, expected_{0};
+  // A source was primed by ExpectReadFromStart and no source has been
+  // read since: a listing primes no other.
+  std::atomic<bool> expecting_{false};
   std::atomic<size_t> fetching_{0};  // bytes of object blocks being fetched
 };
 
@@ -174,6 +183,14 @@ class ReadaheadSource final : public ShardSource {
     return inner_->Spliceable(offset);
   }
   absl::Status CheckUnchanged() const override { return inner_->CheckUnchanged(); }
+  // Primes this source (fetches its first window, a read at offset 0 goes
+  // on with it) unless a stream has started here, or another source of the
+  // Readahead was primed this way and no source has been read since (so
+  // `ls MOUNT/*` fetches the first window of one shard, not of each).
+  void ExpectReadFromStart() const override;
+  // The bytes when they lie in one block fetched or being fetched (waits
+  // for it); a read of them as ReadAt's (the stream goes on).
+  std::optional<HeldBytes> Held(uint64_t offset, size_t n) const override;
 
  private:
   using Block = std::shared_ptr<const std::string>;  // null: the fetch failed
@@ -190,8 +207,8 @@ class ReadaheadSource final : public ShardSource {
   void StartUpTo(uint64_t stop) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Primes this source if no stream has started here: fetches its first
   // `blocks` and takes a read at offset 0 as sequential, going on with a
-  // window of `blocks`.
-  void Prime(uint64_t blocks) const;
+  // window of `blocks`. False when a stream had started.
+  bool Prime(uint64_t blocks) const;
   // Primes the first live source registered after this one.
   void PrimeNext(uint64_t blocks) const;
 

@@ -171,6 +171,12 @@ struct FileRange {
   std::shared_ptr<const void> hold;
 };
 
+// Bytes of a source it holds in memory, and what keeps them there.
+struct HeldBytes {
+  std::shared_ptr<const void> owner;
+  absl::string_view bytes;
+};
+
 class ShardSource {
  public:
   virtual ~ShardSource() = default;
@@ -193,6 +199,19 @@ class ShardSource {
   // DataLoss when the shard file no longer is what was indexed (a breach of
   // the immutability contract), checked with one fstat; OK when unknown.
   virtual absl::Status CheckUnchanged() const { return absl::OkStatus(); }
+  // A hint: the shard is about to be read in order from its start (its
+  // folder was listed). A source that reads ahead may start now; the
+  // others ignore it.
+  virtual void ExpectReadFromStart() const {}
+  // Bytes [offset, offset + n) without a copy, when the source holds them
+  // in memory in one piece (a block read ahead); else nullopt, and the
+  // caller reads them with ReadAt. A source that reads ahead counts it as
+  // the read ReadAt would have been. The bytes stay valid while `owner`
+  // lives; holding it keeps memory beyond the source's budget, so callers
+  // let it go once they are done with the bytes.
+  virtual std::optional<HeldBytes> Held(uint64_t /*offset*/, size_t /*n*/) const {
+    return std::nullopt;
+  }
 
   // Reads exactly n bytes or fails (DataLoss naming the path and offset when
   // the source ends first).
