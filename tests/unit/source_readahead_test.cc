@@ -353,20 +353,31 @@ TEST(ReadaheadTest, ObjectBlocksReuseTheStringsOfBlocksEvicted) {
   EXPECT_GE(ra.reused() + 6, ra.fetches()) << ra.reused() << " of " << ra.fetches();
 }
 
+// Three shards in mount order behind `ra`: shard i holds `size + extra * i`
+// bytes of Pattern(..., seed + i); `inner` sees each one's reads.
+struct Shards {
+  std::vector<std::string> contents;
+  std::vector<FakeSource*> inner;
+  std::vector<std::unique_ptr<ReadaheadSource>> sources;
+};
+Shards ThreeShards(Readahead* ra, size_t size, size_t extra, uint32_t seed) {
+  Shards out;
+  out.contents.reserve(3);
+  for (uint32_t i = 0; i < 3; ++i) {
+    out.contents.push_back(Pattern(size + extra * i, seed + i));
+    auto fake = std::make_unique<FakeSource>(out.contents.back());
+    out.inner.push_back(fake.get());
+    out.sources.push_back(std::make_unique<ReadaheadSource>(std::move(fake), ra));
+  }
+  return out;
+}
+
 TEST(ReadaheadTest, AStreamAtItsShardsEndPrimesTheNextShard) {
   // Three shards in mount order; reading the first to its end fetches the
   // start of the second (not the third) before the second is read, and
   // the second's reads are then served from there.
   Readahead ra(64 * kBlock, 4);
-  std::vector<std::string> contents;
-  std::vector<FakeSource*> inner;
-  std::vector<std::unique_ptr<ReadaheadSource>> sources;
-  for (uint32_t i = 0; i < 3; ++i) {
-    contents.push_back(Pattern(3 * kBlock + 777 * i, 40 + i));
-    auto fake = std::make_unique<FakeSource>(contents.back());
-    inner.push_back(fake.get());
-    sources.push_back(std::make_unique<ReadaheadSource>(std::move(fake), &ra));
-  }
+  auto [contents, inner, sources] = ThreeShards(&ra, 3 * kBlock, 777, 40);
   const size_t step = 100'003;
   std::string seen;
   for (uint64_t off = 0; off < contents[0].size(); off += step)
@@ -405,15 +416,7 @@ TEST(ReadaheadTest, AListedShardFetchesItsFirstWindowBeforeItsFirstRead) {
   // A listing of the third before any read primes nothing (one listed
   // shard at a time); after a read, a listing primes again.
   Readahead ra(64 * kBlock, 4);
-  std::vector<std::string> contents;
-  std::vector<FakeSource*> inner;
-  std::vector<std::unique_ptr<ReadaheadSource>> sources;
-  for (uint32_t i = 0; i < 3; ++i) {
-    contents.push_back(Pattern(12 * kBlock + 333 * i, 60 + i));
-    auto fake = std::make_unique<FakeSource>(contents.back());
-    inner.push_back(fake.get());
-    sources.push_back(std::make_unique<ReadaheadSource>(std::move(fake), &ra));
-  }
+  auto [contents, inner, sources] = ThreeShards(&ra, 12 * kBlock, 333, 60);
   sources[1]->ExpectReadFromStart();
   sources[2]->ExpectReadFromStart();  // refused: the second is not read yet
   EXPECT_EQ(ra.expected(), 1u);
