@@ -167,7 +167,8 @@ absl::StatusOr<WalkedShard> WalkShard(source::StoredBytes fd, const std::string&
       // records' two masked CRCs hardly compress), so a first block that
       // compresses far better than the rest cannot reserve a fortune; a
       // stream of repeated records can hold more, and grows past it.
-      walker.ExpectBytes(static_cast<uint64_t>(ratio * static_cast<double>(size)), size / 8);
+      walker.ExpectBytes(static_cast<uint64_t>(std::min(ratio * static_cast<double>(size), 1e18)),
+                         size / 8);
     }
     return walker.Feed(bytes);
   };

@@ -334,8 +334,10 @@ absl::Status StreamWalker::Feed(absl::string_view bytes) {
       // Records per byte so far times the bytes expected, and 1/32 more.
       const double predicted = static_cast<double>(offsets.size()) *
                                static_cast<double>(expected_bytes_) / static_cast<double>(next_);
-      const uint64_t want = std::min<uint64_t>(
-          static_cast<uint64_t>(predicted * (1.0 + 1.0 / 32)) + 16, most_records_ + 1);
+      // Clamped as a double: a cast of a double past uint64_t's range is
+      // undefined.
+      const uint64_t want = static_cast<uint64_t>(
+          std::min(predicted * (1.0 + 1.0 / 32) + 16, static_cast<double>(most_records_) + 1));
       if (want > offsets.size()) offsets.reserve(want);
     }
     offsets.push_back(next_);
