@@ -246,46 +246,76 @@ absl::StatusOr<std::string> ReadRecord(int fd, absl::string_view path, uint64_t 
                     index, begin, end);
 }
 
-absl::StatusOr<absl::string_view> ReadRecordInto(const source::ShardSource& src, uint64_t index,
-                                                 uint64_t begin, uint64_t end, RecordBuffer* buf) {
-  auto where = [&] {
-    return absl::StrCat(src.path(), ": record ", index, " at ",
-                        src.codec() == source::Codec::kNone ? "" : "uncompressed ", "byte offset ",
-                        begin, ": ");
-  };
-  if (end < begin || end - begin < kFramingOverhead) {
-    return absl::DataLossError(absl::StrCat(where(), "framing shorter than 16 bytes"));
-  }
-  const size_t n = static_cast<size_t>(end - begin);
-  buf->held.reset();
-  const char* data;
-  if (std::optional<source::HeldBytes> held = src.Held(begin, n)) {
-    buf->held = std::move(held->owner);
-    data = held->bytes.data();
-  } else {
-    if (buf->bytes.size() < n) buf->bytes.resize(n);
-    absl::Status s = src.ReadFull(begin, buf->bytes.data(), n);
-    if (!s.ok()) {
-      if (absl::IsDataLoss(s)) return absl::DataLossError(absl::StrCat(where(), s.message()));
-      return s;
-    }
-    data = buf->bytes.data();
-  }
+namespace {
+
+// "<path>: record i at [uncompressed ]byte offset N: ", the prefix of every
+// ReadRecord error.
+std::string RecordWhere(const source::ShardSource& src, uint64_t index, uint64_t begin) {
+  return absl::StrCat(src.path(), ": record ", index, " at ",
+                      src.codec() == source::Codec::kNone ? "" : "uncompressed ", "byte offset ",
+                      begin, ": ");
+}
+
+// Checks the framing of record `index` held in data[0, n): the header's CRC,
+// a stated length that fills the span, the data CRC. Returns the data bytes.
+absl::StatusOr<absl::string_view> CheckFraming(const source::ShardSource& src, uint64_t index,
+                                               uint64_t begin, const char* data, size_t n) {
   auto len = ParseHeader(data);
-  if (!len.ok())
-    return MarkFraming(absl::DataLossError(absl::StrCat(where(), len.status().message())));
+  if (!len.ok()) {
+    return MarkFraming(
+        absl::DataLossError(absl::StrCat(RecordWhere(src, index, begin), len.status().message())));
+  }
   if (*len != n - kFramingOverhead) {
     return MarkFraming(absl::DataLossError(
-        absl::StrCat(where(), "stated length ", *len, " does not match the ", n - kFramingOverhead,
+        absl::StrCat(RecordWhere(src, index, begin), "stated length ", *len, " does not match the ",
+                     n - kFramingOverhead,
                      " bytes before the next record (the record is damaged or shortened)")));
   }
   const uint32_t stored = DecodeFixed32(data + kHeaderSize + *len);
   const uint32_t actual = crc32c::Mask(crc32c::Value(data + kHeaderSize, *len));
   if (stored != actual) {
-    return absl::DataLossError(absl::StrFormat(
-        "%sdata CRC mismatch (stored 0x%08x, computed 0x%08x)", where(), stored, actual));
+    return absl::DataLossError(
+        absl::StrFormat("%sdata CRC mismatch (stored 0x%08x, computed 0x%08x)",
+                        RecordWhere(src, index, begin), stored, actual));
   }
   return absl::string_view(data + kHeaderSize, static_cast<size_t>(*len));
+}
+
+absl::Status CheckSpan(const source::ShardSource& src, uint64_t index, uint64_t begin,
+                       uint64_t end) {
+  if (end < begin || end - begin < kFramingOverhead) {
+    return absl::DataLossError(
+        absl::StrCat(RecordWhere(src, index, begin), "framing shorter than 16 bytes"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<absl::string_view> ReadRecordInto(const source::ShardSource& src, uint64_t index,
+                                                 uint64_t begin, uint64_t end, char* dst) {
+  if (absl::Status s = CheckSpan(src, index, begin, end); !s.ok()) return s;
+  const size_t n = static_cast<size_t>(end - begin);
+  if (absl::Status s = src.ReadFull(begin, dst, n); !s.ok()) {
+    if (absl::IsDataLoss(s)) {
+      return absl::DataLossError(absl::StrCat(RecordWhere(src, index, begin), s.message()));
+    }
+    return s;
+  }
+  return CheckFraming(src, index, begin, dst, n);
+}
+
+absl::StatusOr<absl::string_view> ReadRecordInto(const source::ShardSource& src, uint64_t index,
+                                                 uint64_t begin, uint64_t end, RecordBuffer* buf) {
+  buf->held.reset();
+  if (absl::Status s = CheckSpan(src, index, begin, end); !s.ok()) return s;
+  const size_t n = static_cast<size_t>(end - begin);
+  if (std::optional<source::HeldBytes> held = src.Held(begin, n)) {
+    buf->held = std::move(held->owner);
+    return CheckFraming(src, index, begin, held->bytes.data(), n);
+  }
+  if (buf->bytes.size() < n) buf->bytes.resize(n);
+  return ReadRecordInto(src, index, begin, end, buf->bytes.data());
 }
 
 absl::StatusOr<std::string> ReadRecord(const source::ShardSource& src, uint64_t index,

@@ -73,21 +73,17 @@ class RunCopier {
   std::thread thread_;  // last: starts once the rest is built
 };
 
-// Reads record `record` ([begin, end) of `src`) into `dst` (room for its
-// framed bytes) and checks it (framing, both CRCs): its payload, a view into
-// `dst`. Errors are record::ReadRecord's, in its words. Unlike ReadRecord it
-// allocates nothing, fills nothing and moves nothing: a caller keeps one
-// buffer for all its records. (Allocating and freeing a batch of records at
-// a time made glibc return the heap to the kernel after every batch and
-// fault it back in for the next: 53,000 page faults and 5x the time of
-// `repair` for an in-order reshard of 200 MB. ReadRecord's zero-filled
-// string and its erase of the header cost repair two more passes over
-// every byte. Repair of the benchmark's 2 GB with them and without the
-// ShardSyncer: 1.7-3.9 s in rounds where `cat` + fsync took 1.6-3.4 s;
-// without them and with the syncer, 1.0-2.0 s; the syncer alone had
-// brought repair from 0.67x to 0.81x of cat's throughput.)
-absl::StatusOr<absl::string_view> ReadInto(const source::ShardSource& src, uint64_t record,
-                                           uint64_t begin, uint64_t end, char* dst);
+// Every record is read and checked with record::ReadRecordInto into one
+// buffer the caller keeps for all its records (repair's, reshard's arena):
+// nothing allocated, filled or moved per record. (Allocating and freeing a
+// batch of records at a time made glibc return the heap to the kernel after
+// every batch and fault it back in for the next: 53,000 page faults and 5x
+// the time of `repair` for an in-order reshard of 200 MB. ReadRecord's
+// zero-filled string and its erase of the header cost repair two more
+// passes over every byte. Repair of the benchmark's 2 GB with them and
+// without the ShardSyncer: 1.7-3.9 s in rounds where `cat` + fsync took
+// 1.6-3.4 s; without them and with the syncer, 1.0-2.0 s; the syncer alone
+// had brought repair from 0.67x to 0.81x of cat's throughput.)
 
 // The reason part of a ReadRecord error for the record at `offset` (the
 // message without its "<path>: record i at byte offset N: " prefix).

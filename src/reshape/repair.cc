@@ -23,30 +23,6 @@ std::string DamageReason(const absl::Status& status, uint64_t offset) {
   return reason;
 }
 
-absl::StatusOr<absl::string_view> ReadInto(const source::ShardSource& src, uint64_t record,
-                                           uint64_t begin, uint64_t end, char* dst) {
-  if (end >= begin + record::kFramingOverhead) {
-    const absl::Status read = src.ReadFull(begin, dst, end - begin);
-    if (!read.ok() && !absl::IsDataLoss(read)) return read;
-    if (read.ok()) {
-      absl::string_view data;
-      int records = 0;
-      const absl::Status checked = record::ForEachRecordInBuffer(
-          absl::string_view(dst, end - begin), [&](uint64_t, absl::string_view d) {
-            data = d;
-            ++records;
-          });
-      if (checked.ok() && records == 1) return data;
-    }
-  }
-  // Damaged: ReadRecord reads it again and says how, with path, record and
-  // offset (it also returns the payload should the bytes have changed since).
-  auto again = record::ReadRecord(src, record, begin, end);
-  if (!again.ok()) return again.status();
-  std::memcpy(dst, again->data(), again->size());
-  return absl::string_view(dst, again->size());
-}
-
 std::vector<Dropped> DamageBetweenRecords(const index::ShardIndex& idx,
                                           const std::vector<uint64_t>& damaged_records) {
   std::vector<Dropped> out;
@@ -103,7 +79,7 @@ absl::StatusOr<RepairResult> RepairShard(const index::ShardIndex& idx,
     }
     const uint64_t begin = idx.begin(i), end = idx.end(i);
     if (end > begin && buffer.size() < end - begin) buffer.resize(end - begin);
-    auto data = ReadInto(src, i, begin, end, buffer.data());
+    auto data = record::ReadRecordInto(src, i, begin, end, buffer.data());
     if (control.progress) control.progress(1, end - begin);
     if (!data.ok()) {
       if (!absl::IsDataLoss(data.status())) return data.status();

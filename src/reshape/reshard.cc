@@ -157,7 +157,7 @@ absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs, const Re
   ShardSyncer syncer(/*commit=*/false);
   // Plain shards into plain output in source order: runs of adjacent records
   // are copied file to file (copy_file_range, as repair copies), each record
-  // read back and checked first (ReadInto) exactly as when it is appended.
+  // read back and checked first (record::ReadRecordInto) exactly as when it is appended.
   // An intact record's framing is a function of its payload, so the bytes
   // copied are the bytes Append would write.
   std::vector<std::optional<source::FileRange>> splice(inputs.size());
@@ -233,8 +233,8 @@ absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs, const Re
         Slot& slot = batch[k];
         const Input& in = inputs[slot.ref.input];
         const uint64_t begin = in.index->begin(slot.ref.record);
-        auto data = ReadInto(*in.source, slot.ref.record, begin, in.index->end(slot.ref.record),
-                             arena.data() + slot.at);
+        auto data = record::ReadRecordInto(*in.source, slot.ref.record, begin,
+                                           in.index->end(slot.ref.record), arena.data() + slot.at);
         if (control.progress) control.progress(1, in.index->end(slot.ref.record) - begin);
         if (!data.ok()) {
           if (!absl::IsDataLoss(data.status()) || !o.skip_damaged) {

@@ -641,6 +641,42 @@ TEST_F(DamageTest, ReadRecordIntoReusesOneBufferAndChecksAsReadRecordDoes) {
   EXPECT_THAT(bad.status().message(), HasSubstr("CRC"));
 }
 
+TEST_F(DamageTest, ReadRecordIntoACallersSlotReadsThereAndChecksAsReadRecordDoes) {
+  // Records side by side in one arena (as reshard batches them): each is
+  // read into its own slot, its view lies inside that slot after the
+  // header, the bytes around the slot are untouched, and the damaged record
+  // fails with ReadRecord's error, naming record and offset.
+  shard_.IncrementByte(shard_.offset(2) + kHeaderSize + 17, 1);
+  WalkResult w = WalkShard();
+  ASSERT_EQ(6u, w.offsets.size());
+  const source::PlainSource src =
+      source::PlainSource::Borrowing(fd_.get(), kPath, shard_.bytes().size());
+  std::string arena(w.offsets[5] + 64, '#');
+  size_t at = 32;
+  for (size_t i : {4, 0, 3, 1}) {
+    const size_t n = w.offsets[i + 1] - w.offsets[i];
+    auto r = ReadRecordInto(src, i, w.offsets[i], w.offsets[i + 1], arena.data() + at);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(shard_.payloads()[i], *r) << "record " << i;
+    EXPECT_EQ(r->data(), arena.data() + at + kHeaderSize);
+    EXPECT_EQ(absl::string_view(arena).substr(at, n), shard_.bytes().substr(w.offsets[i], n));
+    at += n;
+  }
+  EXPECT_EQ(std::string(arena.size() - at, '#'), arena.substr(at));
+  EXPECT_EQ(std::string(32, '#'), arena.substr(0, 32));
+  auto bad = ReadRecordInto(src, 2, w.offsets[2], w.offsets[3], arena.data());
+  auto want = ReadRecord(src, 2, w.offsets[2], w.offsets[3]);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status(), want.status());
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr(absl::StrCat("record 2 at byte offset ", shard_.offset(2))));
+  // A span shorter than the framing is refused before anything is read.
+  auto tiny = ReadRecordInto(src, 0, w.offsets[0], w.offsets[0] + 8, arena.data());
+  ASSERT_FALSE(tiny.ok());
+  EXPECT_TRUE(absl::IsDataLoss(tiny.status()));
+  EXPECT_THAT(tiny.status().message(), HasSubstr("shorter than 16 bytes"));
+}
+
 TEST_F(DamageTest, ReadRecordIntoParsesRecordsInReadaheadBlocksInPlace) {
   // Through a ReadaheadSource read in order: records in a fetched block
   // are checked where the block holds them (buf.held), with the same

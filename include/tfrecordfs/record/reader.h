@@ -159,6 +159,11 @@ struct RecordBuffer {
 // errors.
 absl::StatusOr<absl::string_view> ReadRecordInto(const source::ShardSource& src, uint64_t index,
                                                  uint64_t begin, uint64_t end, RecordBuffer* buf);
+// ReadRecord into dst[0, end - begin), which the caller provides (e.g. a
+// slot of an arena of many records): the whole framing is read there and the
+// data bytes are returned as a view into it. Same checks and errors.
+absl::StatusOr<absl::string_view> ReadRecordInto(const source::ShardSource& src, uint64_t index,
+                                                 uint64_t begin, uint64_t end, char* dst);
 
 // True for a ReadRecord error that says the header does not frame [begin,
 // end) as the index claims (a length CRC mismatch, or a stated length other

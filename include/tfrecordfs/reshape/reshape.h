@@ -29,7 +29,7 @@
 // warm page cache, scripts/bench --reshape-only, in the same rounds as
 // `cat` + fsync) these took repair from 0.67x to 0.81x of cat's throughput
 // and an in-order reshard from 0.77x to 0.95x; with each record checked in
-// a kept buffer (ReadInto) and one directory fsync per reshard, 1.45x and
+// a kept buffer (record::ReadRecordInto) and one directory fsync per reshard, 1.45x and
 // 1.55x (the code before: 0.74x and 0.86x that hour).
 //
 // Thread-safety: the functions keep no state and may run concurrently on
