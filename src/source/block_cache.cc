@@ -14,6 +14,16 @@ std::shared_ptr<const std::string> BlockCache::Get(uint64_t source, uint64_t blo
   return hit != nullptr ? *hit : nullptr;
 }
 
+bool BlockCache::Contains(uint64_t source, uint64_t block) const {
+  MutexLock lock(&mu_);
+  return blocks_.contains(Key{source, block});
+}
+
+void BlockCache::Demote(uint64_t source, uint64_t block) {
+  MutexLock lock(&mu_);
+  blocks_.Demote(Key{source, block});
+}
+
 void BlockCache::TrimLocked(std::vector<Block>* blocks,
                             std::vector<std::unique_ptr<Inflater>>* cursors) {
   while (blocks_.bytes() + cursors_.bytes() > max_bytes_ && blocks_.size() > 1) {

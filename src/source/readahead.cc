@@ -153,7 +153,7 @@ void ReadaheadSource::StartUpTo(uint64_t stop) const {
   const uint64_t blocks = (size + block - 1) / block;
   stop = std::min(stop, blocks);
   for (uint64_t b = ahead_; b < stop; ++b) {
-    if (inflight_.contains(b) || ra_->cache_.Get(id_, b)) continue;
+    if (inflight_.contains(b) || failed_.contains(b) || ra_->cache_.Contains(id_, b)) continue;
     auto promise = std::make_shared<std::promise<Block>>();
     inflight_.emplace(b, promise->get_future().share());
     ra_->Submit([this, b, size, block, promise] {
@@ -182,6 +182,7 @@ void ReadaheadSource::StartUpTo(uint64_t stop) const {
       {
         MutexLock lock(&mu_);
         inflight_.erase(b);
+        if (!result) failed_.insert(b);
       }
       // Last: once the value is set, the source may be destroyed.
       promise->set_value(std::move(result));
@@ -207,18 +208,48 @@ uint64_t ReadaheadSource::Track(uint64_t offset, uint64_t end, bool hit) const {
   if (window_.blocks() == 0) {
     window_.Start();
     reached_ = at + 1;
+    behind_ = offset / block;
   } else if (at + 1 > reached_) {
     window_.Grow();
     reached_ = at + 1;
   }
+  // Drop-behind: the blocks this stream has read past go to the cold end of
+  // the cache, to be evicted before blocks fetched ahead and not read yet
+  // (plain LRU took the next shard's primed blocks, untouched since their
+  // fetch, before the blocks just read: a `find` then read them again
+  // 1 MiB at a time).
+  // A read to the shard's end is past its last block too.
+  const uint64_t passed = end >= size ? (size + block - 1) / block : offset / block;
+  for (; behind_ < passed; ++behind_) ra_->cache_.Demote(id_, behind_);
+  const uint64_t from = end / block;
+  if (!hit && from < ahead_) {
+    // Part of the read came from the wrapped source: a block started here
+    // was evicted before the reader got to it (more streams than the
+    // budget holds). Start it and the window after it again rather than
+    // read on one direct read at a time (a block whose fetch failed is left
+    // to the direct reads, which report the error).
+    for (uint64_t b = from; b < ahead_ && b < from + window_.blocks(); ++b) {
+      if (!inflight_.contains(b) && !failed_.contains(b) && !ra_->cache_.Contains(id_, b)) {
+        ahead_ = b;
+        break;
+      }
+    }
+  }
   // From the block the read ended in: the rest of it is read ahead too
   // (not left to one direct read per record).
-  ahead_ = std::max(ahead_, end / block);
-  StartUpTo(end / block + window_.blocks());
+  ahead_ = std::max(ahead_, from);
+  StartUpTo(from + window_.blocks());
   const uint64_t blocks = (size + block - 1) / block;
   if (ahead_ < blocks || primed_next_) return 0;
   primed_next_ = true;
-  return std::max<uint64_t>(window_.blocks() / 2, 1);
+  // The next shard's first window: as much of this stream's window as the
+  // cache holds beside it (with drop-behind, the blocks of this shard not
+  // read yet are at most a window). Half a window made a `find` wait at
+  // each shard for the blocks after it: their fetch started a few records
+  // in, and the reader got there before they came.
+  const uint64_t window = window_.blocks();
+  const uint64_t room = ra_->cache_.max_bytes() / block;
+  return std::max<uint64_t>({window / 2, std::min(window, room > window ? room - window : 0), 1});
 }
 
 bool ReadaheadSource::Prime(uint64_t blocks) const {
@@ -227,6 +258,7 @@ bool ReadaheadSource::Prime(uint64_t blocks) const {
   next_offset_ = 0;
   window_.StartAt(blocks);
   reached_ = 0;
+  behind_ = 0;
   StartUpTo(window_.blocks());
   ra_->primed_.fetch_add(1, std::memory_order_relaxed);
   return true;

@@ -410,6 +410,75 @@ TEST(ReadaheadTest, AStreamAtItsShardsEndPrimesTheNextShard) {
   EXPECT_EQ(ra.primed(), 2u);
 }
 
+// How many reads `inner` saw that started inside a block rather than at its
+// start: reads the stream did not serve (a fetch is always a whole block).
+size_t DirectReads(const FakeSource& inner) {
+  size_t n = 0;
+  for (uint64_t off : inner.offsets()) n += off % kBlock != 0;
+  return n;
+}
+
+TEST(ReadaheadTest, BlocksReadPastGoFirstSoTheNextShardsPrimedBlocksStay) {
+  // A `find` over shards in mount order, with a budget that holds a shard
+  // and a half: the primed blocks of the next shard, fetched long before
+  // it is read and untouched since, must outlive the blocks the reader has
+  // passed. Under plain LRU they were the oldest and went first, and the
+  // next shard was then read one direct read per record.
+  Readahead ra(24 * kBlock, 4);
+  auto [contents, inner, sources] = ThreeShards(&ra, 12 * kBlock, 0, 80);
+  const size_t step = 100'003;
+  for (size_t i = 0; i < 3; ++i) {
+    std::string seen;
+    for (uint64_t off = 0; off < contents[i].size(); off += step) {
+      seen += Read(*sources[i], off, step);
+      if (i < 2 && off < contents[i].size() / 2 && off + step >= contents[i].size() / 2) {
+        // Halfway, the next shard is primed: its blocks land before the
+        // reader touches the rest of this shard's (as in a `find`, where
+        // the fetches are faster than the listing).
+        for (int k = 0; k < 400 && inner[i + 1]->reads() == 0; ++k) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+    EXPECT_TRUE(Same(seen, contents[i])) << "shard " << i;
+  }
+  EXPECT_EQ(ra.primed(), 2u);
+  // The first shard's stream starts with one direct read; the primed ones
+  // with none. Each block was fetched once.
+  EXPECT_LE(DirectReads(*inner[0]), 1u);
+  for (size_t i = 1; i < 3; ++i) {
+    EXPECT_EQ(DirectReads(*inner[i]), 0u) << "shard " << i;
+    EXPECT_EQ(inner[i]->reads(), 12u) << "shard " << i;
+  }
+}
+
+TEST(ReadaheadTest, ABlockEvictedBeforeItsReaderGotThereIsFetchedAgain) {
+  // Stream A starts (its window is fetched), then stream B reads far
+  // through a budget of four blocks, which evicts A's blocks before A reads
+  // them. A then goes on: the block it is in is fetched again with the
+  // window after it, rather than read one direct read per record.
+  Readahead ra(4 * kBlock, 2);
+  ASSERT_EQ(ra.NewWindow().first(), 2u);
+  auto [contents, inner, sources] = ThreeShards(&ra, 16 * kBlock, 0, 90);
+  const size_t step = 100'003;
+  std::string a = Read(*sources[0], 0, step);
+  a += Read(*sources[0], step, step);  // sequential: blocks 0-2 started
+  for (int i = 0; i < 400 && ra.fetches() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::string b;
+  for (uint64_t off = 0; off < contents[2].size(); off += step) b += Read(*sources[2], off, step);
+  EXPECT_TRUE(Same(b, contents[2]));
+  const size_t before = DirectReads(*inner[0]);
+  for (uint64_t off = a.size(); off < contents[0].size(); off += step)
+    a += Read(*sources[0], off, step);
+  EXPECT_TRUE(Same(a, contents[0]));
+  // A 16-block shard in 100 KB reads is 168 reads: at most one direct read
+  // where an evicted block is met (and each such block is fetched again).
+  EXPECT_LE(DirectReads(*inner[0]) - before, 2u);
+}
+
 TEST(ReadaheadTest, AListedShardFetchesItsFirstWindowBeforeItsFirstRead) {
   // Three shards; listing the second's folder asks for its first blocks
   // with no read of it, and its reads are then served from those blocks.

@@ -58,6 +58,15 @@ class LruMap {
     return it == map_.end() ? nullptr : &it->second->value;
   }
   bool contains(const K& key) const { return map_.contains(key); }
+  // Makes `key` the least recently used entry, the next to be evicted (a
+  // value its user is done with, kept while there is room). False when
+  // absent.
+  bool Demote(const K& key) {
+    auto it = map_.find(key);
+    if (it == map_.end()) return false;
+    order_.splice(order_.end(), order_, it->second);
+    return true;
+  }
 
   // Removes `key` and returns its value (nullopt when absent).
   std::optional<V> Take(const K& key) {

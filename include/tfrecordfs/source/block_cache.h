@@ -52,8 +52,13 @@ class BlockCache {
 
   uint64_t NewSourceId() { return next_id_.fetch_add(1); }
 
-  // Blocks: null on a miss.
+  // Blocks: null on a miss. Get makes the block the most recently used.
   std::shared_ptr<const std::string> Get(uint64_t source, uint64_t block);
+  // Whether the block is cached, leaving the order alone.
+  bool Contains(uint64_t source, uint64_t block) const;
+  // Makes the block the first to be evicted (a reader has passed it), if
+  // cached.
+  void Demote(uint64_t source, uint64_t block);
   void Put(uint64_t source, uint64_t block, std::shared_ptr<const std::string> bytes);
   // Evicts the least recently used blocks until `bytes` more fit in the
   // budget (the most recently put block stays): room for a block being

@@ -8,7 +8,11 @@
 // reads aligned blocks (Readahead::block(): 1 MiB on a network file system,
 // 4 MiB, one ranged GET each, for objects) ahead on the Readahead's threads,
 // several at once, into a byte-bounded LRU shared by the mount (the memory
-// budget: abandoned streams are simply evicted). A listing of the shard's
+// budget: abandoned streams are simply evicted). Blocks a stream has read
+// past go to the cold end of that LRU (drop-behind), so that blocks fetched
+// ahead and not read yet are the last to go; a block evicted before its
+// reader got there anyway is fetched again, with the window after it,
+// rather than read one direct read at a time. A listing of the shard's
 // folder (ExpectReadFromStart) starts its first window before its first
 // read, for one shard at a time. How far ahead is a
 // ReadaheadWindow: a few blocks when the stream starts, doubling each time
@@ -16,12 +20,11 @@
 // budget, so blocks read ahead are not evicted before they are read). When
 // a stream has started every block to the end of its shard, the next shard
 // registered with the same Readahead (the mount's order: the order a `find`
-// walks the shard folders) is primed: its first blocks (half the stream's
-// window) are fetched and its first read counts as sequential, going on
-// with that window, so a walk across shards is one stream that waits no
-// round trip at each shard's start. A read of bytes in a block being fetched
-// waits for that fetch instead of asking again. Random reads start nothing,
-// and pay only the bookkeeping.
+// walks the shard folders) is primed: its first blocks (the stream's
+// window, as far as the budget holds it beside the stream's own) are fetched and its first read
+// counts as sequential, going on with that window, so a walk across shards is one stream that waits
+// no round trip at each shard's start. A read of bytes in a block being fetched waits for that
+// fetch instead of asking again. Random reads start nothing, and pay only the bookkeeping.
 //
 // The bytes served are the same as the wrapped source's: a block whose
 // fetch failed is not kept, and the read goes to the wrapped source, which
@@ -52,6 +55,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "tfrecordfs/base/mutex.h"
 #include "tfrecordfs/source/inflate.h"
@@ -199,8 +203,8 @@ class ReadaheadSource final : public ShardSource {
   // Notes a read of [offset, end) (`hit`: served partly from blocks read
   // ahead) and starts the fetches it calls for. When the stream has now
   // started every block to the end of the shard, the window the next shard
-  // is primed with (half this stream's, at least a first window: with the
-  // blocks of this shard not read yet, within the budget); else 0.
+  // is primed with (this stream's, as far as the cache holds it beside
+  // the blocks of this shard not read yet; at least half of it); else 0.
   uint64_t Track(uint64_t offset, uint64_t end, bool hit) const;
   // Starts fetches of the blocks from ahead_ up to `stop` (not past the
   // end) that are neither cached nor in flight.
@@ -222,6 +226,11 @@ class ReadaheadSource final : public ShardSource {
   mutable uint64_t next_offset_ ABSL_GUARDED_BY(mu_) = ~uint64_t{0};
   mutable uint64_t ahead_ ABSL_GUARDED_BY(mu_) = 0;    // blocks below this are started
   mutable uint64_t reached_ ABSL_GUARDED_BY(mu_) = 0;  // 1 + the last block the reader entered
+  // Blocks of the stream below this are demoted in the cache (read past).
+  mutable uint64_t behind_ ABSL_GUARDED_BY(mu_) = 0;
+  // Blocks whose fetch failed: not started again (the reads go to the
+  // wrapped source, which reports the error).
+  mutable absl::flat_hash_set<uint64_t> failed_ ABSL_GUARDED_BY(mu_);
   mutable ReadaheadWindow window_ ABSL_GUARDED_BY(mu_);
   mutable bool primed_next_ ABSL_GUARDED_BY(mu_) = false;
   mutable absl::flat_hash_map<uint64_t, std::shared_future<Block>> inflight_ ABSL_GUARDED_BY(mu_);
