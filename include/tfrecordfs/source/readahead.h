@@ -200,8 +200,11 @@ class ReadaheadSource final : public ShardSource {
   using Block = std::shared_ptr<const std::string>;  // null: the fetch failed
   // The bytes of block `b` if fetched or being fetched (waits), else null.
   Block Find(uint64_t b) const;
-  // Notes a read of [offset, end) (`hit`: served partly from blocks read
-  // ahead) and starts the fetches it calls for. When the stream has now
+  // Whether block `b` is fetched or being fetched (does not wait).
+  bool Started(uint64_t b) const;
+  // Notes a read of [offset, end) (`hit`: its first block is fetched or
+  // being fetched), before the read waits for any block, and starts the
+  // fetches it calls for. When the stream has now
   // started every block to the end of the shard, the window the next shard
   // is primed with (this stream's, as far as the cache holds it beside
   // the blocks of this shard not read yet; at least half of it); else 0.
