@@ -370,6 +370,28 @@ class DamageTest : public ::testing::Test {
     return *w;
   }
 
+  // Record 2's data damaged by one byte (its CRC no longer matches), then
+  // the shard walked (the walk does not read payloads: six offsets).
+  WalkResult WalkWithRecordTwoDamaged() {
+    shard_.IncrementByte(shard_.offset(2) + kHeaderSize + 17, 1);
+    return WalkShard();
+  }
+  // The walked shard as a plain source.
+  source::PlainSource Source() const {
+    return source::PlainSource::Borrowing(fd_.get(), kPath, shard_.bytes().size());
+  }
+  // Reading record 2 (damaged by WalkWithRecordTwoDamaged) into `read`
+  // failed as ReadRecord fails, naming the record, its offset and the CRC.
+  void ExpectRecordTwoFailsAsReadRecordDoes(const WalkResult& w,
+                                            const absl::StatusOr<absl::string_view>& read) {
+    auto want = ReadRecord(Source(), 2, w.offsets[2], w.offsets[3]);
+    ASSERT_FALSE(read.ok());
+    EXPECT_EQ(read.status(), want.status());
+    EXPECT_THAT(read.status().message(),
+                HasSubstr(absl::StrCat("record 2 at byte offset ", shard_.offset(2))));
+    EXPECT_THAT(read.status().message(), HasSubstr("CRC"));
+  }
+
   void ExpectRecordReadable(const WalkResult& w, size_t i) {
     ASSERT_LT(i + 1, w.offsets.size());
     auto r = ReadRecord(fd_.get(), kPath, i, w.offsets[i], w.offsets[i + 1]);
@@ -583,8 +605,7 @@ TEST_F(DamageTest, LastRecordShortened) {
 }
 
 TEST_F(DamageTest, DataCrcMismatch) {
-  shard_.IncrementByte(shard_.offset(2) + kHeaderSize + 17, 1);
-  WalkResult w = WalkShard();
+  WalkResult w = WalkWithRecordTwoDamaged();
   EXPECT_TRUE(w.problems.empty());  // the walk does not read payloads
   ASSERT_EQ(6u, w.offsets.size());
   auto bad = ReadRecord(fd_.get(), kPath, 2, w.offsets[2], w.offsets[3]);
@@ -613,11 +634,9 @@ TEST_F(DamageTest, ReadRecordIntoReusesOneBufferAndChecksAsReadRecordDoes) {
   // buffer: each view holds exactly its record's data, the buffer never
   // shrinks (no new allocation for a smaller record), and the damaged one
   // fails with ReadRecord's error.
-  shard_.IncrementByte(shard_.offset(2) + kHeaderSize + 17, 1);
-  WalkResult w = WalkShard();
+  WalkResult w = WalkWithRecordTwoDamaged();
   ASSERT_EQ(6u, w.offsets.size());
-  const source::PlainSource src =
-      source::PlainSource::Borrowing(fd_.get(), kPath, shard_.bytes().size());
+  const source::PlainSource src = Source();
   RecordBuffer buf;
   auto big = ReadRecordInto(src, 1, w.offsets[1], w.offsets[2], &buf);
   ASSERT_TRUE(big.ok()) << big.status();
@@ -633,12 +652,7 @@ TEST_F(DamageTest, ReadRecordIntoReusesOneBufferAndChecksAsReadRecordDoes) {
     EXPECT_EQ(r->data(), data + kHeaderSize);  // the same bytes, not a new buffer
     EXPECT_EQ(buf.bytes.size(), grown);
   }
-  auto bad = ReadRecordInto(src, 2, w.offsets[2], w.offsets[3], &buf);
-  auto want = ReadRecord(src, 2, w.offsets[2], w.offsets[3]);
-  ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status(), want.status());
-  EXPECT_THAT(bad.status().message(), HasSubstr(absl::StrCat("byte offset ", shard_.offset(2))));
-  EXPECT_THAT(bad.status().message(), HasSubstr("CRC"));
+  ExpectRecordTwoFailsAsReadRecordDoes(w, ReadRecordInto(src, 2, w.offsets[2], w.offsets[3], &buf));
 }
 
 TEST_F(DamageTest, ReadRecordIntoACallersSlotReadsThereAndChecksAsReadRecordDoes) {
@@ -646,11 +660,9 @@ TEST_F(DamageTest, ReadRecordIntoACallersSlotReadsThereAndChecksAsReadRecordDoes
   // read into its own slot, its view lies inside that slot after the
   // header, the bytes around the slot are untouched, and the damaged record
   // fails with ReadRecord's error, naming record and offset.
-  shard_.IncrementByte(shard_.offset(2) + kHeaderSize + 17, 1);
-  WalkResult w = WalkShard();
+  WalkResult w = WalkWithRecordTwoDamaged();
   ASSERT_EQ(6u, w.offsets.size());
-  const source::PlainSource src =
-      source::PlainSource::Borrowing(fd_.get(), kPath, shard_.bytes().size());
+  const source::PlainSource src = Source();
   std::string arena(w.offsets[5] + 64, '#');
   size_t at = 32;
   for (size_t i : {4, 0, 3, 1}) {
@@ -664,12 +676,8 @@ TEST_F(DamageTest, ReadRecordIntoACallersSlotReadsThereAndChecksAsReadRecordDoes
   }
   EXPECT_EQ(std::string(arena.size() - at, '#'), arena.substr(at));
   EXPECT_EQ(std::string(32, '#'), arena.substr(0, 32));
-  auto bad = ReadRecordInto(src, 2, w.offsets[2], w.offsets[3], arena.data());
-  auto want = ReadRecord(src, 2, w.offsets[2], w.offsets[3]);
-  ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status(), want.status());
-  EXPECT_THAT(bad.status().message(),
-              HasSubstr(absl::StrCat("record 2 at byte offset ", shard_.offset(2))));
+  ExpectRecordTwoFailsAsReadRecordDoes(
+      w, ReadRecordInto(src, 2, w.offsets[2], w.offsets[3], arena.data()));
   // A span shorter than the framing is refused before anything is read.
   auto tiny = ReadRecordInto(src, 0, w.offsets[0], w.offsets[0] + 8, arena.data());
   ASSERT_FALSE(tiny.ok());
@@ -681,8 +689,7 @@ TEST_F(DamageTest, ReadRecordIntoParsesRecordsInReadaheadBlocksInPlace) {
   // Through a ReadaheadSource read in order: records in a fetched block
   // are checked where the block holds them (buf.held), with the same
   // bytes and the same CRC error for the damaged one.
-  shard_.IncrementByte(shard_.offset(2) + kHeaderSize + 17, 1);
-  WalkResult w = WalkShard();
+  WalkResult w = WalkWithRecordTwoDamaged();
   ASSERT_EQ(6u, w.offsets.size());
   source::Readahead ra(size_t{16} << 20, 2);
   source::ReadaheadSource src(
