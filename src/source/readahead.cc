@@ -142,6 +142,13 @@ ReadaheadSource::~ReadaheadSource() {
   for (const auto& f : pending) f.wait();
 }
 
+void ReadaheadSource::DoneWithEnd() const {
+  // After the read's own lookup of the block, which made it the most
+  // recently used.
+  const uint64_t size = inner_->size();
+  ra_->cache_.Demote(id_, (size - 1) / ra_->block_);
+}
+
 bool ReadaheadSource::Started(uint64_t b) const {
   MutexLock lock(&mu_);
   return inflight_.contains(b) || ra_->cache_.Contains(id_, b);
@@ -236,10 +243,9 @@ uint64_t ReadaheadSource::Track(uint64_t offset, uint64_t end, bool hit) const {
   // the cache, to be evicted before blocks fetched ahead and not read yet
   // (plain LRU took the next shard's primed blocks, untouched since their
   // fetch, before the blocks just read: a `find` then read them again
-  // 1 MiB at a time).
-  // A read to the shard's end is past its last block too.
-  const uint64_t passed = end >= size ? (size + block - 1) / block : offset / block;
-  for (; behind_ < passed; ++behind_) ra_->cache_.Demote(id_, behind_);
+  // 1 MiB at a time). The last block goes once a read has taken the
+  // shard's end from it (DoneWithEnd).
+  for (; behind_ < offset / block; ++behind_) ra_->cache_.Demote(id_, behind_);
   const uint64_t from = end / block;
   if (!hit && from < ahead_) {
     // Part of the read came from the wrapped source: a block started here
@@ -323,6 +329,7 @@ std::optional<HeldBytes> ReadaheadSource::Held(uint64_t offset, size_t n) const 
   const size_t skip = static_cast<size_t>(offset - b * block);
   if (!bytes || skip + n > bytes->size()) return std::nullopt;
   ra_->hits_.fetch_add(1, std::memory_order_relaxed);
+  if (offset + n == size) DoneWithEnd();
   const absl::string_view view(bytes->data() + skip, n);
   return HeldBytes{std::move(bytes), view};
 }
@@ -364,6 +371,7 @@ absl::StatusOr<size_t> ReadaheadSource::ReadAt(uint64_t offset, char* buf, size_
     if (!got.ok()) return got.status();
     done += *got;
   }
+  if (hit && offset + done == size) DoneWithEnd();
   return done;
 }
 

@@ -419,12 +419,12 @@ size_t DirectReads(const FakeSource& inner) {
 }
 
 TEST(ReadaheadTest, BlocksReadPastGoFirstSoTheNextShardsPrimedBlocksStay) {
-  // A `find` over shards in mount order, with a budget that holds two
-  // shards and a third of one: the primed blocks of the next shard, fetched long before
-  // it is read and untouched since, must outlive the blocks the reader has
+  // A `find` over shards in mount order, with a budget that holds exactly
+  // two shards (the one being read and the next, primed): the primed blocks of the next shard,
+  // fetched long before it is read and untouched since, must outlive the blocks the reader has
   // passed. Under plain LRU they were the oldest and went first, and the
   // next shard was then read one direct read per record.
-  Readahead ra(28 * kBlock, 4);
+  Readahead ra(24 * kBlock, 4);
   auto [contents, inner, sources] = ThreeShards(&ra, 12 * kBlock, 0, 80);
   const size_t step = 100'003;
   for (size_t i = 0; i < 3; ++i) {

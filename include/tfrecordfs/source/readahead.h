@@ -202,6 +202,9 @@ class ReadaheadSource final : public ShardSource {
   Block Find(uint64_t b) const;
   // Whether block `b` is fetched or being fetched (does not wait).
   bool Started(uint64_t b) const;
+  // A read took the shard's last bytes from its last block: that block goes
+  // to the cold end of the cache too (drop-behind).
+  void DoneWithEnd() const;
   // Notes a read of [offset, end) (`hit`: its first block is fetched or
   // being fetched), before the read waits for any block, and starts the
   // fetches it calls for. When the stream has now
