@@ -364,6 +364,35 @@ class ObjectStoreTest(unittest.TestCase):
             self.assertLessEqual(len(gets.get(path, [])), 3 + (size + (4 << 20) - 1) // (4 << 20),
                                  (path, gets.get(path)))
 
+    def test_a_find_through_a_small_readahead_budget_asks_for_each_block_once(self):
+        # Six shards of about 6 MB, a readahead budget of 24 MiB (four 4 MiB
+        # blocks cached beside the spares): the next shard's primed blocks,
+        # untouched until the `find` gets there, must outlive the blocks it
+        # has read past. Under plain LRU they were evicted first and read
+        # again 1 MiB at a time: 7 GETs and 9 MB for two of the shards.
+        big = os.path.join(self.root, "b", "big")
+        subprocess.run([GEN, "synthetic", big, "--records", "1800", "--shards", "6",
+                        "--bytes", "20000", "--prefix", "big"], check=True, capture_output=True)
+        sizes = {"/b/big/" + n: os.path.getsize(os.path.join(big, n)) for n in os.listdir(big)}
+        server = self.serve("--latency-ms", "5")
+        env = self.s3_env(server, signed=False)
+        r = run("index", "--no-sign-request", "s3://b/big", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        before = len(server.requests())
+        mnt, _ = self.mount("-o", "ro,no_sign_request,readahead_mb=24", "s3://b/big", env=env)
+        files = subprocess.run(["find", mnt, "-type", "f"], capture_output=True, text=True,
+                               check=True).stdout.split()
+        self.assertGreaterEqual(len(files), 1800)
+        gets = self.ranged_gets(server, before)
+        self.assertEqual(sorted(gets), sorted(sizes))
+        for path, size in sizes.items():
+            ranges = gets[path]
+            # The mount's three sampled headers, then each 4 MiB block once.
+            self.assertLessEqual(len(ranges), 3 + (size + (4 << 20) - 1) // (4 << 20),
+                                 (path, ranges))
+            self.assertLessEqual(sum(last + 1 - first for first, last in ranges),
+                                 size + (3 << 19), (path, ranges))
+
     def test_listing_a_shard_folder_starts_its_readahead(self):
         # A fresh mount (index cached). Listing a shard folder asks for its
         # first 4 MiB block before any of its records is read; listing
