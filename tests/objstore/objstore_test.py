@@ -325,19 +325,51 @@ class ObjectStoreTest(unittest.TestCase):
             out.setdefault(path, []).append((int(first), int(last)))
         return out
 
+    def big_bucket(self, shards):
+        """Bucket b, prefix big/: `shards` shards of 300 records of 20 KB
+        (about 6 MB each), served anonymously with 5 ms a request. Returns
+        the server, the environment to reach it and {object path: size}."""
+        big = os.path.join(self.root, "b", "big")
+        subprocess.run([GEN, "synthetic", big, "--records", str(300 * shards), "--shards",
+                        str(shards), "--bytes", "20000", "--prefix", "big"], check=True,
+                       capture_output=True)
+        sizes = {"/b/big/" + n: os.path.getsize(os.path.join(big, n)) for n in os.listdir(big)}
+        server = self.serve("--latency-ms", "5")
+        return server, self.s3_env(server, signed=False), sizes
+
+    def index_big(self, env):
+        r = run("index", "--no-sign-request", "s3://b/big", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def find_big(self, server, env, options, files):
+        """The ranged GETs (ranged_gets) of a `find` over a fresh mount of
+        s3://b/big with `options`, which lists at least `files` files."""
+        before = len(server.requests())
+        mnt, _ = self.mount("-o", options, "s3://b/big", env=env)
+        found = subprocess.run(["find", mnt, "-type", "f"], capture_output=True, text=True,
+                               check=True).stdout.split()
+        self.assertGreaterEqual(len(found), files)
+        return self.ranged_gets(server, before)
+
+    def assert_each_block_asked_once(self, gets, sizes):
+        """Each object got the mount's three sampled headers, then each of
+        its 4 MiB blocks once: size / 4 MiB GETs, not one per record, and
+        no byte of it asked for twice but those headers'."""
+        self.assertEqual(sorted(gets), sorted(sizes))
+        for path, size in sizes.items():
+            ranges = gets[path]
+            self.assertLessEqual(len(ranges), 3 + (size + (4 << 20) - 1) // (4 << 20),
+                                 (path, ranges))
+            self.assertLessEqual(sum(last + 1 - first for first, last in ranges),
+                                 size + (3 << 19), (path, ranges))
+
     def test_walks_and_finds_ask_for_each_byte_once_in_few_large_gets(self):
         # Four shards of about 6 MB. A first `index` walks them all at once
         # (one budget for the process): every byte is asked for, and once,
         # the probe's first MiB included (the walk takes it from the cache),
         # but for the last record's header, read again after the walk.
-        big = os.path.join(self.root, "b", "big")
-        subprocess.run([GEN, "synthetic", big, "--records", "1200", "--shards", "4",
-                        "--bytes", "20000", "--prefix", "big"], check=True, capture_output=True)
-        sizes = {"/b/big/" + n: os.path.getsize(os.path.join(big, n)) for n in os.listdir(big)}
-        server = self.serve("--latency-ms", "5")
-        env = self.s3_env(server, signed=False)
-        r = run("index", "--no-sign-request", "s3://b/big", env=env)
-        self.assertEqual(r.returncode, 0, r.stderr)
+        server, env, sizes = self.big_bucket(4)
+        self.index_big(env)
         gets = self.ranged_gets(server)
         self.assertEqual(sorted(gets), sorted(sizes))
         for path, ranges in gets.items():
@@ -351,18 +383,9 @@ class ObjectStoreTest(unittest.TestCase):
             asked = sum(last + 1 - first for first, last in ranges)
             self.assertLessEqual(asked, sizes[path] + (1 << 20), (path, ranges))
         # A find over a fresh mount (index cached) reads the records in
-        # order through the readahead: 4 MiB GETs, so a shard costs its
-        # size / 4 MiB requests plus the mount's three sampled headers, not
-        # one request per record.
-        before = len(server.requests())
-        mnt, _ = self.mount("-o", "ro,no_sign_request", "s3://b/big", env=env)
-        files = subprocess.run(["find", mnt, "-type", "f"], capture_output=True, text=True,
-                               check=True).stdout.split()
-        self.assertGreaterEqual(len(files), 1200)
-        gets = self.ranged_gets(server, before)
-        for path, size in sizes.items():
-            self.assertLessEqual(len(gets.get(path, [])), 3 + (size + (4 << 20) - 1) // (4 << 20),
-                                 (path, gets.get(path)))
+        # order through the readahead, in 4 MiB GETs.
+        self.assert_each_block_asked_once(
+            self.find_big(server, env, "ro,no_sign_request", 1200), sizes)
 
     def test_a_find_through_a_small_readahead_budget_asks_for_each_block_once(self):
         # Six shards of about 6 MB, a readahead budget of 24 MiB (four 4 MiB
@@ -370,28 +393,10 @@ class ObjectStoreTest(unittest.TestCase):
         # untouched until the `find` gets there, must outlive the blocks it
         # has read past. Under plain LRU they were evicted first and read
         # again 1 MiB at a time: 7 GETs and 9 MB for two of the shards.
-        big = os.path.join(self.root, "b", "big")
-        subprocess.run([GEN, "synthetic", big, "--records", "1800", "--shards", "6",
-                        "--bytes", "20000", "--prefix", "big"], check=True, capture_output=True)
-        sizes = {"/b/big/" + n: os.path.getsize(os.path.join(big, n)) for n in os.listdir(big)}
-        server = self.serve("--latency-ms", "5")
-        env = self.s3_env(server, signed=False)
-        r = run("index", "--no-sign-request", "s3://b/big", env=env)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        before = len(server.requests())
-        mnt, _ = self.mount("-o", "ro,no_sign_request,readahead_mb=24", "s3://b/big", env=env)
-        files = subprocess.run(["find", mnt, "-type", "f"], capture_output=True, text=True,
-                               check=True).stdout.split()
-        self.assertGreaterEqual(len(files), 1800)
-        gets = self.ranged_gets(server, before)
-        self.assertEqual(sorted(gets), sorted(sizes))
-        for path, size in sizes.items():
-            ranges = gets[path]
-            # The mount's three sampled headers, then each 4 MiB block once.
-            self.assertLessEqual(len(ranges), 3 + (size + (4 << 20) - 1) // (4 << 20),
-                                 (path, ranges))
-            self.assertLessEqual(sum(last + 1 - first for first, last in ranges),
-                                 size + (3 << 19), (path, ranges))
+        server, env, sizes = self.big_bucket(6)
+        self.index_big(env)
+        self.assert_each_block_asked_once(
+            self.find_big(server, env, "ro,no_sign_request,readahead_mb=24", 1800), sizes)
 
     def test_listing_a_shard_folder_starts_its_readahead(self):
         # A fresh mount (index cached). Listing a shard folder asks for its
@@ -399,14 +404,9 @@ class ObjectStoreTest(unittest.TestCase):
         # another shard folder then asks for nothing (one listed shard at a
         # time: `ls MOUNT/*` does not fetch every shard's start); once a
         # record has been read, a listing starts its shard again.
-        big = os.path.join(self.root, "b", "big")
-        subprocess.run([GEN, "synthetic", big, "--records", "1200", "--shards", "4",
-                        "--bytes", "20000", "--prefix", "big"], check=True, capture_output=True)
-        objects = sorted(os.listdir(big))
-        server = self.serve("--latency-ms", "5")
-        env = self.s3_env(server, signed=False)
-        r = run("index", "--no-sign-request", "s3://b/big", env=env)
-        self.assertEqual(r.returncode, 0, r.stderr)
+        server, env, sizes = self.big_bucket(4)
+        objects = sorted(os.path.basename(p) for p in sizes)
+        self.index_big(env)
         before = len(server.requests())
         mnt, _ = self.mount("-o", "ro,no_sign_request", "s3://b/big", env=env)
         folders = sorted(os.listdir(mnt))
