@@ -104,11 +104,20 @@ std::vector<PlannedShard> Split(const std::vector<PlannedRecord>& records, uint6
 // (what the mount will do with it).
 absl::Status CheckCompressedShard(UniqueFd fd, const std::string& path, uint64_t file_size,
                                   source::Codec codec, uint64_t bytes, uint64_t records) {
-  char head[3] = {};
-  if (file_size >= 3) {
-    if (auto s = PreadFull(fd.get(), head, sizeof head, 0, path); !s.ok()) return s;
-  }
-  if (source::DetectCodec(absl::string_view(head, sizeof head)) != codec) {
+  // The mount must take the file for what it is (index::ProbeFile): GZIP
+  // and ZLIB announce themselves in their first bytes; SNAPPY has no magic,
+  // so its file must announce neither, nor start with a plain record header
+  // (the scan below then checks every block).
+  char head[record::kHeaderSize] = {};
+  const size_t head_size = static_cast<size_t>(std::min<uint64_t>(file_size, sizeof head));
+  if (auto s = PreadFull(fd.get(), head, head_size, 0, path); !s.ok()) return s;
+  const source::Codec announced = source::DetectCodec(absl::string_view(head, head_size));
+  const bool starts_so =
+      codec == source::Codec::kSnappy
+          ? announced == source::Codec::kNone && !(file_size >= record::kFramingOverhead &&
+                                                   record::IsPlausibleHeader(head, 0, file_size))
+          : announced == codec;
+  if (!starts_so) {
     return absl::DataLossError(
         absl::StrCat(path, ": written as ", source::CodecName(codec), " but does not start so"));
   }

@@ -7,6 +7,8 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <thread>
 #include <utility>
@@ -35,16 +37,57 @@ namespace tfrecordfs::repack {
 namespace {
 
 struct Paths {
-  std::string dir;
-  std::string temp;
+  std::string file;  // what the new shard is renamed over
+  std::string dir;   // file's folder
+  std::string temp;  // the new shard until then, in dir
 };
 
+// The file a shard's name leads to: a symlinked shard is rewritten at its
+// target (the link stays the link it was, and sees the new records), the
+// temp file beside the target (rename(2) stays within one folder).
 Paths PathsOf(const std::string& shard) {
-  const size_t slash = shard.rfind('/');
   Paths p;
-  p.dir = shard.substr(0, slash);
-  p.temp = absl::StrCat(p.dir, "/", TempShardName(shard.substr(slash + 1)));
+  p.file = shard;
+  struct stat st;
+  if (::lstat(shard.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+    if (char* real = ::realpath(shard.c_str(), nullptr)) {
+      p.file = real;
+      std::free(real);
+    }
+  }
+  const size_t slash = p.file.rfind('/');
+  p.dir = p.file.substr(0, slash);
+  p.temp = absl::StrCat(p.dir, "/", TempShardName(p.file.substr(slash + 1)));
   return p;
+}
+
+// Gives the new shard `fd` (at `temp`) the old one's owner and group
+// (`was`); its permission bits follow once it is written (KeepMode), so it
+// stays 0600 until then. A daemon that may not give the file
+// its owner (neither root nor the owner) leaves the shard as it was: a
+// commit never hands a shard to another user.
+absl::Status KeepOwner(int fd, const std::string& temp, const std::string& shard,
+                       const struct stat& was) {
+  struct stat now;
+  if (::fstat(fd, &now) != 0) return ErrnoError(errno, temp);
+  if ((now.st_uid != was.st_uid || now.st_gid != was.st_gid) &&
+      ::fchown(fd, was.st_uid, was.st_gid) != 0) {
+    const int err = errno;
+    return PosixError(err, absl::StrFormat("%s: cannot give the rewritten shard its owner and "
+                                           "group %d:%d (%s; the daemon runs as %d:%d): commit "
+                                           "as root or as the shard's owner",
+                                           shard, was.st_uid, was.st_gid, std::strerror(err),
+                                           ::geteuid(), ::getegid()));
+  }
+  return absl::OkStatus();
+}
+
+// The old shard's permission bits (set-id bits included) on the new one.
+absl::Status KeepMode(const std::string& temp, const struct stat& was) {
+  if (::chmod(temp.c_str(), was.st_mode & 07777) != 0) {
+    return ErrnoError(errno, absl::StrCat("chmod ", temp));
+  }
+  return absl::OkStatus();
 }
 
 // Removes committed edit folders (best effort: RecoverRewrites retries).
@@ -86,16 +129,30 @@ absl::StatusOr<staging::Fingerprint> FingerprintOfPath(const std::string& path) 
 }
 
 // `s` with what to do appended (its errno payload kept), for a failure that
-// leaves the shard as it was: a full disk, a folder that is not writable.
+// leaves the shard as it was. Only a system call's error (it carries an
+// errno: a full disk, a folder that is not writable) gets the advice to fix
+// the machine; a check that failed says what it is itself (CheckFailed).
 absl::Status KeptPending(const absl::Status& s) {
   absl::Status out(
       s.code(),
-      absl::StrCat(s.message(),
-                   "; the shard is left as it was and its edits are kept pending: "
-                   "fix the cause (free space, a writable folder), then mount and unmount again"));
+      absl::StrCat(s.message(), "; the shard is left as it was and its edits are kept pending",
+                   ErrnoOf(s) != 0 ? ": fix the cause (free space, a writable folder), then "
+                                     "mount and unmount again"
+                                   : ""));
   s.ForEachPayload(
       [&out](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
   return out;
+}
+
+// A failed check of the file the rewrite wrote (not a system call's error,
+// which keeps its errno and its own advice): no free space fixes it.
+absl::Status CheckFailed(const absl::Status& s) {
+  if (s.ok() || ErrnoOf(s) != 0) return s;
+  return absl::Status(s.code(),
+                      absl::StrCat(s.message(),
+                                   " (the check of the rewritten file failed: an internal error "
+                                   "of tfrecordfs or a fault of the machine, not a full disk or "
+                                   "an unwritable folder; please report it with this message)"));
 }
 
 // The check of a plain shard's temp file (step 2 of the top of rewrite.h):
@@ -345,8 +402,22 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
   }
   KeepWhatEditsDidNotChange(from, &*edits);
   const Paths p = PathsOf(path);
-  auto fd = OpenFile(p.temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  struct stat was;
+  if (::stat(p.file.c_str(), &was) != 0) return KeptPending(ErrnoError(errno, p.file));
+  if (was.st_nlink > 1) {
+    // rename(2) replaces this name only (as an editor's save does): said in
+    // the report, not refused.
+    out->note = absl::StrCat("its ", was.st_nlink - 1,
+                             " other hard link(s) keep the old records: the new file has this "
+                             "name only");
+  }
+  // Created private, given the old shard's owner now and its mode once checked.
+  auto fd = OpenFile(p.temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (!fd.ok()) return KeptPending(fd.status());
+  if (auto k = KeepOwner(fd->get(), p.temp, path, was); !k.ok()) {
+    ::unlink(p.temp.c_str());
+    return KeptPending(k);
+  }
   const std::vector<uint64_t>& offsets = *from.offsets;
   absl::Status s;
   int64_t delta = 0;  // payload bytes added (TFDS's numBytes)
@@ -435,6 +506,9 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
       FlipByte(p.temp, writer.bytes() / 2);
     }
     next_offsets.push_back(writer.bytes());
+    // The mode before the fsync, which makes it durable with the bytes (the
+    // daemon could read the old shard, so it can read this one to check it).
+    if (s.ok()) s = KeepMode(p.temp, was);
     if (s.ok()) {
       // The check reads the new file from the page cache while its pages
       // go to disk: fsync and check overlap, and both must succeed before
@@ -447,8 +521,8 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
                                           : absl::OkStatus();
       });
       const uint64_t records = out->kept + out->changed + out->added;
-      s = plain ? check.Finish(writer.bytes(), records)
-                : CheckWrittenShard(p.temp, writer.bytes(), records, from.codec);
+      s = CheckFailed(plain ? check.Finish(writer.bytes(), records)
+                            : CheckWrittenShard(p.temp, writer.bytes(), records, from.codec));
       syncer.join();
       s.Update(synced);
     }
@@ -466,8 +540,8 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
     log::Error("cannot prepare the TFDS metadata of ", path, ": ", prepared.status().message());
   }
   faults.At("rewrite_before_rename");
-  if (::rename(p.temp.c_str(), path.c_str()) != 0) {
-    s = ErrnoError(errno, absl::StrCat("rename ", p.temp, " over ", path));
+  if (::rename(p.temp.c_str(), p.file.c_str()) != 0) {
+    s = ErrnoError(errno, absl::StrCat("rename ", p.temp, " over ", p.file));
     ::unlink(p.temp.c_str());
     DiscardTfdsInfo(path);
     (void)list->SetRewriting(path, std::nullopt);
@@ -557,7 +631,8 @@ std::string RewriteSummary(const std::vector<RewrittenShard>& shards) {
     if (r.status.ok()) {
       absl::StrAppend(&out, "rewrote ", r.path, ": kept ", r.kept, ", changed ", r.changed,
                       ", added ", r.added, ", deleted ", r.deleted, " record(s) in ",
-                      absl::StrFormat("%.2f", r.seconds), " s\n");
+                      absl::StrFormat("%.2f", r.seconds), " s",
+                      r.note.empty() ? "" : absl::StrCat("; ", r.note), "\n");
     } else {
       absl::StrAppend(&out, "not rewritten ", r.path, ": ", r.status.message(), "\n");
     }

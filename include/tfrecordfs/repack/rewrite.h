@@ -12,14 +12,18 @@
 //   1. the shard must still have the fingerprint its edits were made on
 //      (else it is left alone and its edits stay pending), and every edit
 //      folder must make a record (PayloadFromFolder; else the same);
-//   2. `.<name>.tmp` beside it (journal.h TempShardName) gets the records
-//      (each kept one read back with both CRCs first), is fsync'd and checked
-//      as the pack checks its shards (framing, every CRC, record count,
-//      compressed stream);
+//   2. `.<name>.tmp` beside it (beside a symlink's target: the target is
+//      rewritten, the link left as it is; journal.h TempShardName), created
+//      0600 with the shard's owner and group (a daemon that cannot give it
+//      them leaves the shard pending), gets the records
+//      (each kept one read back with both CRCs first) and the shard's
+//      permission bits, is fsync'd and checked as the pack checks its
+//      shards (framing, every CRC, record count, compressed stream);
 //   3. the deletion list stores the temp file's fingerprint as `rewriting`
 //      (durable), TFDS's dataset_info.json as it must become is written
 //      beside it (tfds_info.h PrepareTfdsInfo), then the temp file is
-//      renamed over the shard and the directory fsync'd;
+//      renamed over the shard and the directory fsync'd (other hard links
+//      of the shard keep the old file: RewrittenShard::note says so);
 //   4. what depends on the shard follows: the prepared dataset_info.json is
 //      renamed into place (FinishTfdsInfo), and the caller's FollowRewrite
 //      runs (its indexes: index_store.h FollowRewrite);
@@ -80,6 +84,7 @@ struct RewrittenShard {
   uint64_t added = 0;
   uint64_t deleted = 0;
   double seconds = 0;
+  std::string note;     // OK: what the report adds (other hard links kept the old file)
   absl::Status status;  // not OK: left as it was, its edits still pending
   // OK: where the new shard's records start (uncompressed), its end last.
   std::vector<uint64_t> offsets;

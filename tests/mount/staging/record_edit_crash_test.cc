@@ -536,7 +536,8 @@ TEST(RecordEditFullDiskTest, AShardWhoseRewriteDoesNotFitKeepsItsEditsAndTheOthe
 
 // The check after the write is a check: a byte of the written plain shard
 // changed before it is read back (fault point rewrite_flip_written_byte)
-// fails that shard's commit with the check's reason; the shard stays
+// fails that shard's commit with the check's reason, said as an internal
+// error (not "free space"); the shard stays
 // byte-identical, no temp file is left, its edits stay pending, and the
 // GZIP shard beside it commits. A mount without the fault then commits it.
 TEST(RecordEditCheckTest, AByteChangedAfterTheWriteFailsTheCheckAndKeepsTheShard) {
@@ -557,6 +558,9 @@ TEST(RecordEditCheckTest, AByteChangedAfterTheWriteFailsTheCheckAndKeepsTheShard
     EXPECT_EQ(commit.exit_code, 1) << commit.out << commit.err;
     EXPECT_NE(commit.out.find("not rewritten " + a + ": "), std::string::npos) << commit.out;
     EXPECT_NE(commit.out.find("check after write failed"), std::string::npos) << commit.out;
+    // Said as what it is, not blamed on the disk (issue 34 item 4).
+    EXPECT_NE(commit.out.find("an internal error"), std::string::npos) << commit.out;
+    EXPECT_EQ(commit.out.find("free space"), std::string::npos) << commit.out;
     EXPECT_NE(commit.out.find("rewrote " + s.src +
                               "/b.tfrecord.gz: kept 6, changed 1, added 1, deleted 1 record(s)"),
               std::string::npos)

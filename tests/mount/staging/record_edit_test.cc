@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <set>
 #include <string>
@@ -370,6 +371,74 @@ TEST_P(RecordEditTest, CommitWhileMountedShowsTheNewShardAtOnce) {
   CommandResult refused = RunCommand({BinaryPath(), "commit", s_.mnt});
   EXPECT_EQ(refused.exit_code, 3) << refused.out << refused.err;
   EXPECT_NE(refused.err.find("read-only"), std::string::npos) << refused.err;
+}
+
+// Issue 34 item 10: a commit keeps what the shard's file was. A 0600 shard
+// owned by 1234:2345, mounted through a symlink, stays 0600 1234:2345 and
+// the symlink stays a symlink (its target gets the new records); a
+// hard-linked shard is replaced under its mounted name, its other name
+// keeps the old records, and the report says so. Before the fix the commit
+// made both 0644 root:root files and replaced the symlink by a regular file.
+TEST_P(RecordEditTest, CommitKeepsModeOwnerAndSymlinksAndSaysWhatHardLinksKeep) {
+  if (::geteuid() != 0) GTEST_SKIP() << "giving files to other users needs root";
+  const std::string elsewhere = s_.tmp.Subdir("elsewhere");
+  const std::string target = elsewhere + "/" + shard_name_;
+  ASSERT_EQ(::rename(shard_.c_str(), target.c_str()), 0);
+  ASSERT_EQ(::symlink(target.c_str(), shard_.c_str()), 0);
+  ASSERT_EQ(::chown(target.c_str(), 1234, 2345), 0);
+  ASSERT_EQ(::chmod(target.c_str(), 0600), 0);
+  const std::string b = s_.src + "/b.tfrecord", b_link = elsewhere + "/b-link.tfrecord";
+  ASSERT_EQ(::link(b.c_str(), b_link.c_str()), 0);
+  ASSERT_EQ(::chown(b.c_str(), 4321, 5432), 0);
+  ASSERT_EQ(::chmod(b.c_str(), 0640), 0);
+  const std::vector<std::string> b_before = IndependentRead(b);
+  {
+    Mount d(Config());
+    ASSERT_EQ(d.Start(), "");
+    ASSERT_EQ(InShard("echo 70 > 00/id").exit_code, 0);
+    ASSERT_EQ(
+        RunCommand({"bash", "-c", "echo 5 > \"$1\"", "-", s_.mnt + "/b.tfrecord/0/id"}).exit_code,
+        0);
+    CommandResult commit = RunCommand({BinaryPath(), "commit", s_.mnt});
+    EXPECT_EQ(commit.exit_code, 0) << commit.out << commit.err;
+    EXPECT_NE(commit.out.find(absl::StrCat(
+                  "rewrote ", b, ": kept 1, changed 1, added 0, deleted 0 record(s) in ")),
+              std::string::npos)
+        << commit.out;
+    EXPECT_NE(commit.out.find("its 1 other hard link(s) keep the old records"), std::string::npos)
+        << commit.out;
+    // The mount shows the new records through the symlink at once.
+    EXPECT_EQ(ReadWholeFile(R("00/id")), "70\n");
+    int st = 0;
+    CommandResult un = d.TfrUnmount(&st);
+    EXPECT_EQ(un.exit_code, 0) << un.out << un.err;
+  }
+  struct stat link_st, st;
+  ASSERT_EQ(::lstat(shard_.c_str(), &link_st), 0);
+  EXPECT_TRUE(S_ISLNK(link_st.st_mode)) << "the symlinked shard was replaced by a file";
+  char to[4096] = {};
+  EXPECT_EQ(std::string(to, ::readlink(shard_.c_str(), to, sizeof to - 1)), target);
+  ASSERT_EQ(::stat(target.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  EXPECT_EQ(st.st_uid, 1234u);
+  EXPECT_EQ(st.st_gid, 2345u);
+  std::vector<std::string> expected = {GetParam(), Described(70, "record 0", "0.5")};
+  for (int i = 1; i < kRecords; ++i) {
+    expected.push_back(Described(i, absl::StrCat("record ", i), absl::StrCat(i, ".5")));
+  }
+  EXPECT_EQ(IndependentRead(target), expected);
+  ASSERT_EQ(::stat(b.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0640u);
+  EXPECT_EQ(st.st_uid, 4321u);
+  EXPECT_EQ(st.st_gid, 5432u);
+  EXPECT_EQ(st.st_nlink, 1u);
+  EXPECT_EQ(IndependentRead(b),
+            (std::vector<std::string>{"none", Described(5, "record 0", "0.5"), b_before[2]}));
+  EXPECT_EQ(IndependentRead(b_link), b_before);
+  // No temporary file left in either folder.
+  std::vector<std::string> left = {"b-link.tfrecord", shard_name_};
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(ListDir(elsewhere), left);
 }
 
 // `mv SHARD/03 staging/` and `mv SHARD/04 OTHER/name`: the record leaves
