@@ -45,6 +45,14 @@
 namespace tfrecordfs::cli {
 namespace {
 
+// The SOURCEs as the log names them: no URL's query string (a presigned
+// URL's credentials).
+std::string RedactedSources(const std::vector<std::string>& sources) {
+  std::vector<std::string> out;
+  for (const std::string& s : sources) out.push_back(scan::RedactSource(s));
+  return absl::StrJoin(out, " ");
+}
+
 // The mount point must be an existing directory that is not already one
 // of our mounts (stacking a second daemon on it would hide the first).
 // Returns 0, or kExitFailed after saying why: like a missing source, a bad
@@ -146,7 +154,7 @@ std::optional<int> Mount::Prepare() {
   if (!cli_.session.foreground || !cli_.log_path.empty()) {
     if (cli_.log_path.empty()) cli_.log_path = DefaultLogPath(mnt_real_);
     auto start =
-        log::UseFile(cli_.log_path, absl::StrCat("mount of ", absl::StrJoin(cli_.vfs.sources, " "),
+        log::UseFile(cli_.log_path, absl::StrCat("mount of ", RedactedSources(cli_.vfs.sources),
                                                  " on ", mnt_real_, " (pid ", ::getpid(), ")"));
     if (start.ok()) {
       log_start_ = *start;
@@ -201,7 +209,9 @@ std::optional<int> Mount::Prepare() {
   bool has_fsname = false;
   for (const auto& o : session.fuse_options) has_fsname |= absl::StartsWith(o, "fsname=");
   if (!has_fsname) {
-    std::string fsname = cli_.vfs.sources.front();
+    // /proc/mounts is world-readable: no query string (a presigned URL's
+    // credentials) goes there.
+    std::string fsname = scan::RedactSource(cli_.vfs.sources.front());
     for (char& c : fsname) {
       if (c == ',') c = '_';  // a comma would split the option list
     }

@@ -258,6 +258,18 @@ constexpr MountOption kMountOptions[] = {
        cli->objects.multipart_bytes = mb << 20;
        return "";
      }},
+    {"request_timeout", "SECONDS",
+     "object storage SOURCEs: give up on a request (a listing page, a HEAD, a ranged GET, "
+     "all its retries together) after SECONDS (default 120); the read fails with EIO and the "
+     "log says so",
+     [](absl::string_view v, CliOptions* cli) -> std::string {
+       long seconds = 0;
+       if (!absl::SimpleAtoi(v, &seconds) || seconds < 1 || seconds > 86400) {
+         return "request_timeout needs a number of seconds from 1 to 86400";
+       }
+       cli->objects.request_timeout_s = seconds;
+       return "";
+     }},
     {"nosplice", "", "copy read data instead of splicing it from shards",
      [](absl::string_view, CliOptions* cli) -> std::string {
        cli->session.ops.splice = false;

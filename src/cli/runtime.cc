@@ -17,6 +17,7 @@
 #include "tfrecordfs/base/crc32c.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
+#include "tfrecordfs/scan/objects.h"
 
 namespace tfrecordfs::cli {
 namespace {
@@ -51,7 +52,9 @@ std::string DefaultStagingDir(const std::vector<std::string>& sources) {
   for (const auto& s : sources) {
     absl::StrAppend(&key, RealPath(s).value_or(s), std::string(1, '\0'));
   }
-  std::string name = Basename(RealPath(sources.front()).value_or(sources.front()));
+  // Named without a URL's query string (a presigned URL's credentials).
+  std::string name =
+      Basename(RealPath(sources.front()).value_or(scan::RedactSource(sources.front())));
   for (char& c : name) {
     if (c == '/' || c == '.' || static_cast<unsigned char>(c) < 0x20) c = '_';
   }

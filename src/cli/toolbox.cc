@@ -40,6 +40,8 @@ Object storage (s3://, gs:// and http(s):// SOURCEs; see tfrecordfs(1)):
                          aws CLI's flag)
   --gcs-token-file PATH  gs://: send the OAuth access token in PATH (what
                          `gcloud auth print-access-token` prints)
+  --request-timeout S    give up on a request (all its retries) after S
+                         seconds (default 120)
 )";
 
 }  // namespace
@@ -71,6 +73,15 @@ std::optional<int> Tool::Parse(int argc, char** argv, const OwnOptions& own) {
         return Usage("--gcs-token-file needs a file");
       }
       objects_.gcs_token_file = value;
+    } else if (spec_.indexes && absl::StartsWith(arg, "--request-timeout") &&
+               (arg.size() == 17 || arg[17] == '=')) {
+      std::string flag, value;
+      long seconds = 0;
+      if (!TakeValue(argc, argv, &i, &flag, &value) || !absl::SimpleAtoi(value, &seconds) ||
+          seconds < 1 || seconds > 86400) {
+        return Usage("--request-timeout needs a number of seconds from 1 to 86400");
+      }
+      objects_.request_timeout_s = seconds;
     } else if (spec_.json && arg == "--json") {
       json_ = true;
     } else if (spec_.quiet && (arg == "-q" || arg == "--quiet")) {
@@ -123,6 +134,10 @@ std::optional<int> Tool::Scan(const index::StoreOptions& store_options, scan::Sc
   }
   for (const scan::RefusedShard& r : result->refused) {
     log::Error(r.why.message(), "; ", skipped);
+    skipped_shards_ = true;
+  }
+  for (const scan::RefusedShard& u : result->unreadable) {
+    log::Error(u.why.message(), "; ", skipped);
     skipped_shards_ = true;
   }
   if (result->shards.empty() && skipped_shards_) return kExitFailed;

@@ -1,6 +1,7 @@
 #include "tfrecordfs/scan/objects.h"
 
 #include <expat.h>
+#include <limits.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -9,6 +10,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -37,14 +39,12 @@ std::string BucketBase(const ObjectUrl& u, const BucketAccess& access) {
 // The suffixes of the index files a listing may hold beside an object.
 constexpr absl::string_view kBesideSuffixes[] = {".tfri"};
 
-// A key a mount can show: no empty, "." or ".." component, not a folder
-// marker ("dir/").
-bool ShowableKey(absl::string_view relative) {
-  if (relative.empty() || absl::EndsWith(relative, "/")) return false;
-  for (absl::string_view part : absl::StrSplit(relative, '/')) {
-    if (part.empty() || part == "." || part == "..") return false;
-  }
-  return true;
+// How a log line names a key the server sent: escaped (no newline nor
+// terminal control reaches the log), at most 200 bytes of it.
+std::string QuoteKey(absl::string_view key) {
+  std::string out = absl::StrCat("'", absl::CHexEscape(key.substr(0, 200)), "'");
+  if (key.size() > 200) absl::StrAppend(&out, " (", key.size(), " bytes)");
+  return out;
 }
 
 absl::string_view BaseName(absl::string_view path) {
@@ -58,6 +58,7 @@ struct ListParser {
   ListPage page;
   std::vector<std::string> path;  // open elements (local names)
   std::string text;
+  bool text_cut = false;  // `text` lost bytes beyond kMaxListText
   ListedObject current;
   bool saw_root = false;
   std::string error;
@@ -74,13 +75,17 @@ void XMLCALL OnStart(void* user, const XML_Char* name, const XML_Char**) {
   auto* p = static_cast<ListParser*>(user);
   p->path.emplace_back(LocalName(name));
   p->text.clear();
+  p->text_cut = false;
   if (p->path.size() == 1) p->saw_root = p->path[0] == "ListBucketResult";
   if (p->path.size() == 2 && p->path[1] == "Contents") p->current = ListedObject();
 }
 
 void XMLCALL OnText(void* user, const XML_Char* s, int len) {
   auto* p = static_cast<ListParser*>(user);
-  if (p->text.size() < 4096) p->text.append(s, static_cast<size_t>(len));
+  const size_t room = kMaxListText - p->text.size();
+  const size_t n = static_cast<size_t>(len);
+  if (n > room) p->text_cut = true;
+  p->text.append(s, std::min(n, room));
 }
 
 void XMLCALL OnEnd(void* user, const XML_Char*) {
@@ -106,8 +111,12 @@ void XMLCALL OnEnd(void* user, const XML_Char*) {
     p->page.truncated = absl::AsciiStrToLower(absl::StripAsciiWhitespace(p->text)) == "true";
   } else if (depth == 2 && name == "NextContinuationToken") {
     p->page.next_token = p->text;
+    if (p->text_cut && p->error.empty()) {
+      p->error = absl::StrCat("<NextContinuationToken> is longer than ", kMaxListText, " bytes");
+    }
   }
   p->text.clear();
+  p->text_cut = false;
   p->path.pop_back();
 }
 
@@ -197,6 +206,86 @@ absl::StatusOr<ListPage> ParseListObjectsV2(absl::string_view xml) {
   return std::move(p.page);
 }
 
+absl::Status ListingBudget::Take(const ListPage& page) {
+  ++pages_;
+  keys_ += page.objects.size();
+  for (const ListedObject& o : page.objects) key_bytes_ += o.key.size();
+  const auto so_far = [&] { return absl::StrCat(" (", pages_, " pages, ", keys_, " keys)"); };
+  if (keys_ > limits_.max_keys || key_bytes_ > limits_.max_key_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the listing holds more than ", limits_.max_keys, " keys or ", limits_.max_key_bytes >> 20,
+        " MiB of key names", so_far(), "; list a narrower prefix"));
+  }
+  if (!page.truncated) return absl::OkStatus();
+  if (pages_ >= limits_.max_pages) {
+    return absl::ResourceExhaustedError(absl::StrCat("the listing goes on beyond ",
+                                                     limits_.max_pages, " pages", so_far(),
+                                                     "; list a narrower prefix"));
+  }
+  auto at = std::lower_bound(tokens_.begin(), tokens_.end(), page.next_token);
+  if (at != tokens_.end() && *at == page.next_token) {
+    return absl::DataLossError(absl::StrCat("the server gave a continuation token it gave before",
+                                            so_far(), ": the listing would never end"));
+  }
+  tokens_.insert(at, page.next_token);
+  return absl::OkStatus();
+}
+
+KeyPlace PlaceListedKey(absl::string_view prefix, absl::string_view key) {
+  KeyPlace place;
+  if (!absl::StartsWith(key, prefix)) {
+    place.why = "not under the prefix asked for";
+    return place;
+  }
+  if (key.size() > kMaxKeyBytes) {
+    place.why = absl::StrCat("longer than ", kMaxKeyBytes, " bytes (S3's limit)");
+    return place;
+  }
+  // "PREFIX/" is a folder; "PREFIX" is the object of that key, or the
+  // folder "PREFIX/" (listed together).
+  absl::string_view relative;
+  if (prefix.empty() || absl::EndsWith(prefix, "/")) {
+    relative = key.substr(prefix.size());
+  } else if (key == prefix) {
+    relative = BaseName(key);
+  } else if (key[prefix.size()] == '/') {
+    relative = key.substr(prefix.size() + 1);
+  } else {
+    place.kind = KeyPlace::Kind::kElsewhere;  // "PREFIX2/...": another folder
+    return place;
+  }
+  if (relative.empty() || absl::EndsWith(relative, "/")) {
+    // A folder marker ("dir/", the console's "Create folder"), unless it
+    // would climb.
+    bool climbs = false;
+    for (absl::string_view part : absl::StrSplit(relative, '/')) climbs |= part == "..";
+    if (!climbs) {
+      place.kind = KeyPlace::Kind::kElsewhere;
+      return place;
+    }
+  }
+  for (absl::string_view part : absl::StrSplit(relative, '/')) {
+    if (part.empty() || part == "." || part == "..") {
+      place.why = "an empty, '.' or '..' part in its name";
+      return place;
+    }
+    if (part.size() > NAME_MAX) {
+      place.why = absl::StrCat("a part of its name is longer than ", NAME_MAX, " bytes");
+      return place;
+    }
+  }
+  place.kind = KeyPlace::Kind::kShown;
+  place.relative = std::string(relative);
+  return place;
+}
+
+std::string RedactSource(absl::string_view source) {
+  if (absl::StartsWith(source, "http://") || absl::StartsWith(source, "https://")) {
+    return source::RedactUrl(source);
+  }
+  return std::string(source);
+}
+
 int64_t ParseObjectTime(absl::string_view text) {
   const std::string s(absl::StripAsciiWhitespace(text));
   std::tm tm = {};
@@ -211,7 +300,8 @@ int64_t ParseObjectTime(absl::string_view text) {
 
 ObjectLister::ObjectLister(std::shared_ptr<source::BlockCache> cache, ObjectOptions options,
                            Getenv env)
-    : client_(std::make_shared<source::HttpClient>()),
+    : client_(std::make_shared<source::HttpClient>(
+          source::HttpOptions{.deadline_s = options.request_timeout_s})),
       cache_(std::move(cache)),
       options_(std::move(options)),
       env_(std::move(env)) {}
@@ -226,12 +316,14 @@ absl::StatusOr<std::vector<FoundObject>> ObjectLister::List(const std::string& s
 }
 
 absl::StatusOr<FoundObject> ObjectLister::Head(const std::string& url) const {
+  // How messages, logs and the index cache name it: never its query string.
+  const std::string name = source::RedactUrl(url);
   auto r = client_->Send("HEAD", url, {}, nullptr, 0, "HEAD");
   if (!r.ok()) return r.status();
   if (r->status == 404 || r->status == 403) {
     return absl::Status(
         r->status == 404 ? absl::StatusCode::kNotFound : absl::StatusCode::kPermissionDenied,
-        absl::StrCat(url, ": ", source::DescribeHttpStatus(r->status, r->body)));
+        absl::StrCat(name, ": ", source::DescribeHttpStatus(r->status, r->body)));
   }
   if (r->status != 200 || r->content_length < 0) {
     // Some servers answer HEAD badly: a one-byte ranged GET says the size
@@ -243,8 +335,8 @@ absl::StatusOr<FoundObject> ObjectLister::Head(const std::string& url) const {
       int64_t size = -1;
       if (slash == std::string::npos ||
           !absl::SimpleAtoi(absl::string_view(r->content_range).substr(slash + 1), &size)) {
-        return absl::DataLossError(
-            absl::StrCat(url, ": no object size in Content-Range '", r->content_range, "'"));
+        return absl::DataLossError(absl::StrCat(name, ": no object size in Content-Range '",
+                                                r->content_range.substr(0, 80), "'"));
       }
       r->content_length = size;
     } else if (r->status == 416) {
@@ -253,16 +345,16 @@ absl::StatusOr<FoundObject> ObjectLister::Head(const std::string& url) const {
       return absl::Status(r->status == 404   ? absl::StatusCode::kNotFound
                           : r->status == 403 ? absl::StatusCode::kPermissionDenied
                                              : absl::StatusCode::kUnavailable,
-                          absl::StrCat(url, ": ", source::DescribeHttpStatus(r->status, r->body)));
+                          absl::StrCat(name, ": ", source::DescribeHttpStatus(r->status, r->body)));
     }
   }
-  if (r->content_length < 0) return absl::DataLossError(absl::StrCat(url, ": no object size"));
+  if (r->content_length < 0) return absl::DataLossError(absl::StrCat(name, ": no object size"));
   FoundObject f;
-  f.relative = std::string(BaseName(url.substr(0, url.find('?'))));
+  f.relative = std::string(BaseName(name));
   f.mtime = ParseObjectTime(r->last_modified);
   source::HttpObject::Listed listed;
   listed.url = url;
-  listed.name = url;
+  listed.name = name;
   listed.size = static_cast<uint64_t>(r->content_length);
   listed.etag = r->etag;
   // A weak ETag (W/"...") cannot pin a byte range (RFC 9110 8.8.3.2).
@@ -282,10 +374,8 @@ absl::StatusOr<std::vector<FoundObject>> ObjectLister::ListBucket(const std::str
   const std::string base = BucketBase(u, *access);
   const std::shared_ptr<const source::RequestSigner> signer = access->signer;
   const absl::string_view scheme = u.scheme == ObjectUrl::Scheme::kS3 ? "s3://" : "gs://";
-  // "PREFIX/" is a folder; "PREFIX" is the object of that key, or the
-  // folder "PREFIX/" (listed together).
-  const bool folder_only = u.key.empty() || absl::EndsWith(u.key, "/");
   std::vector<ListedObject> listed;
+  ListingBudget budget;
   std::string token;
   do {
     std::string url =
@@ -307,29 +397,31 @@ absl::StatusOr<std::vector<FoundObject>> ObjectLister::ListBucket(const std::str
     }
     auto page = ParseListObjectsV2(r->body);
     if (!page.ok()) return absl::DataLossError(absl::StrCat(source, ": ", page.status().message()));
+    if (absl::Status s = budget.Take(*page); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(source, ": listing stopped: ", s.message()));
+    }
     for (ListedObject& o : page->objects) listed.push_back(std::move(o));
     token = page->truncated ? page->next_token : "";
   } while (!token.empty());
   absl::flat_hash_set<std::string> keys;
   for (const ListedObject& o : listed) keys.insert(o.key);
   std::vector<FoundObject> out;
+  // Keys the mount cannot show are logged (the first few one by one, then
+  // a count: a hostile listing must not flood the log).
+  constexpr size_t kLoggedRefusals = 5;
+  size_t refused = 0;
   for (ListedObject& o : listed) {
-    std::string relative;
-    if (!folder_only && o.key == u.key) {
-      relative = std::string(BaseName(o.key));
-    } else if (folder_only) {
-      relative = o.key.substr(u.key.size());
-    } else if (absl::StartsWith(o.key, absl::StrCat(u.key, "/"))) {
-      relative = o.key.substr(u.key.size() + 1);
-    } else {
-      continue;  // "PREFIX2/...": another folder
-    }
-    const std::string name = absl::StrCat(scheme, u.bucket, "/", o.key);
-    if (!ShowableKey(relative)) {
-      if (!absl::EndsWith(relative, "/"))
-        log::Warning(name, ": a key a mount cannot show; skipped");
+    KeyPlace place = PlaceListedKey(u.key, o.key);
+    if (place.kind == KeyPlace::Kind::kElsewhere) continue;
+    if (place.kind == KeyPlace::Kind::kRefused) {
+      if (++refused <= kLoggedRefusals) {
+        log::Warning(scheme, u.bucket, ": the listing of '", u.key, "' gave the key ",
+                     QuoteKey(o.key), ": ", place.why, "; not shown");
+      }
       continue;
     }
+    std::string relative = std::move(place.relative);
+    const std::string name = absl::StrCat(scheme, u.bucket, "/", o.key);
     FoundObject f;
     f.relative = std::move(relative);
     f.mtime = ParseObjectTime(o.last_modified);
@@ -344,6 +436,10 @@ absl::StatusOr<std::vector<FoundObject>> ObjectLister::ListBucket(const std::str
     }
     f.object = std::make_shared<source::HttpObject>(std::move(object), client_, signer, cache_);
     out.push_back(std::move(f));
+  }
+  if (refused > kLoggedRefusals) {
+    log::Warning(source, ": ", refused, " keys of the listing not shown in all (",
+                 refused - kLoggedRefusals, " more than those above)");
   }
   if (out.empty()) return absl::NotFoundError(absl::StrCat(source, ": no objects there"));
   return out;

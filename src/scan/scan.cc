@@ -268,22 +268,11 @@ Probed ProbeAndIndex(const SourceEntry& file, size_t entry, index::IndexStore* s
                             store);
 }
 
-// Leaves out the objects that are not shards (a mount has no way to serve
-// their bytes yet), renumbering the entries that stay.
-void DropOtherObjects(ScanResult* result) {
+// Leaves out the entries `drop` marks (objects that could not be read),
+// renumbering the entries that stay.
+void DropEntries(ScanResult* result, const std::vector<bool>& drop) {
   std::vector<size_t> renumbered(result->entries.size(), kAtRoot);
   std::vector<SourceEntry> kept;
-  std::vector<bool> drop(result->entries.size(), false);
-  std::vector<OtherFile> others;
-  for (OtherFile& o : result->others) {
-    if (result->entries[o.entry].object != nullptr) {
-      drop[o.entry] = true;
-      log::Info(o.path, ": not a TFRecord shard; not shown (a mount serves shards of object ",
-                "storage only)");
-    } else {
-      others.push_back(std::move(o));
-    }
-  }
   for (size_t e = 0; e < result->entries.size(); ++e) {
     if (drop[e]) continue;
     renumbered[e] = kept.size();
@@ -291,9 +280,9 @@ void DropOtherObjects(ScanResult* result) {
     if (kept.back().parent != kAtRoot) kept.back().parent = renumbered[kept.back().parent];
   }
   for (ScannedShard& s : result->shards) s.entry = renumbered[s.entry];
-  for (OtherFile& o : others) o.entry = renumbered[o.entry];
+  for (OtherFile& o : result->others) o.entry = renumbered[o.entry];
+  for (RefusedShard& r : result->refused) r.entry = renumbered[r.entry];
   result->entries = std::move(kept);
-  result->others = std::move(others);
 }
 
 }  // namespace
@@ -308,7 +297,6 @@ absl::StatusOr<ScanResult> Scan(const ScanOptions& options) {
   for (const std::string& src : options.sources) {
     if (auto s = collector.AddSource(src); !s.ok()) return s;
   }
-  const bool has_objects = collector.has_objects();
   ScanResult result;
   result.entries = collector.TakeEntries();
   const std::vector<size_t> files = collector.TakeFiles();
@@ -340,10 +328,20 @@ absl::StatusOr<ScanResult> Scan(const ScanOptions& options) {
   worker();
   for (auto& t : pool) t.join();
 
-  for (Probed& p : probed) {
+  std::vector<bool> drop(result.entries.size(), false);
+  for (size_t k = 0; k < probed.size(); ++k) {
+    Probed& p = probed[k];
     if (record::IsTooManyRecords(p.status)) {
       result.refused.push_back(
           {std::move(p.shard.path), std::move(p.shard.mount_path), p.status, p.shard.entry});
+      continue;
+    }
+    if (!p.status.ok() && result.entries[files[k]].object != nullptr) {
+      // One object that cannot be read (a server that fails, stalls or
+      // lies about it) does not hide the others.
+      const SourceEntry& e = result.entries[files[k]];
+      result.unreadable.push_back({e.path, e.mount_path, p.status, files[k]});
+      drop[files[k]] = true;
       continue;
     }
     if (!p.status.ok()) return p.status;
@@ -353,7 +351,10 @@ absl::StatusOr<ScanResult> Scan(const ScanOptions& options) {
       result.others.push_back(std::move(p.other));
     }
   }
-  if (has_objects) DropOtherObjects(&result);
+  if (!result.unreadable.empty()) {
+    DropEntries(&result, drop);
+    for (RefusedShard& u : result.unreadable) u.entry = kAtRoot;
+  }
   return result;
 }
 
@@ -428,6 +429,7 @@ absl::StatusOr<ScannedShard> ScanOne(const std::string& path, index::IndexStore*
     options.objects = std::move(objects);
     auto scanned = Scan(options);
     if (!scanned.ok()) return scanned.status();
+    if (!scanned->unreadable.empty()) return scanned->unreadable.front().why;
     if (scanned->shards.size() != 1) {
       return absl::InvalidArgumentError(
           scanned->shards.empty()

@@ -32,18 +32,22 @@ struct Transfer {
   size_t max_body;
   CURL* curl;
   char* into;  // null: the body goes to response->body
+  // The most response->body may hold (an error document, or the whole
+  // object from a server that ignored Range, beyond max_body).
+  size_t body_cap;
   enum class Sink { kUndecided, kInto, kBody } sink = Sink::kUndecided;
+  long status = 0;  // the status of the answer whose body arrives
   bool too_large = false;
 };
 
 size_t OnBody(char* data, size_t size, size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
   const size_t bytes = size * n;
-  if (t->into != nullptr && t->sink == Transfer::Sink::kUndecided) {
+  if (t->sink == Transfer::Sink::kUndecided) {
     // The status line is in: a partial answer's bytes are the range asked for.
-    long status = 0;
-    curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
-    t->sink = status == 206 ? Transfer::Sink::kInto : Transfer::Sink::kBody;
+    curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &t->status);
+    t->sink =
+        t->into != nullptr && t->status == 206 ? Transfer::Sink::kInto : Transfer::Sink::kBody;
   }
   if (t->sink == Transfer::Sink::kInto) {
     HttpResponse& r = *t->response;
@@ -55,8 +59,7 @@ size_t OnBody(char* data, size_t size, size_t n, void* user) {
     r.into_bytes += bytes;
     return bytes;
   }
-  // Room for an error document beyond what a success may carry.
-  if (t->response->body.size() + bytes > t->max_body + 65536) {
+  if (t->response->body.size() + bytes > t->body_cap) {
     t->too_large = true;
     return 0;  // aborts the transfer (CURLE_WRITE_ERROR)
   }
@@ -108,6 +111,10 @@ absl::string_view Between(absl::string_view xml, absl::string_view tag) {
 
 }  // namespace
 
+std::string RedactUrl(absl::string_view url) {
+  return std::string(url.substr(0, url.find_first_of("?#")));
+}
+
 struct HttpClient::Handle {
   CURL* curl = nullptr;
   ~Handle() {
@@ -146,20 +153,22 @@ absl::StatusOr<HttpResponse> HttpClient::SendOnce(std::unique_ptr<Handle>* handl
                                                   absl::string_view method, const std::string& url,
                                                   const std::vector<std::string>& headers,
                                                   absl::string_view upload, size_t max_body,
-                                                  char* into, bool* transient,
-                                                  std::string* error) const {
+                                                  char* into, long timeout_ms, bool* transient,
+                                                  bool* timed_out, std::string* error) const {
   CURL* c = (*handle)->curl;
   if (c == nullptr) return absl::ResourceExhaustedError("curl_easy_init failed");
   curl_easy_reset(c);
   HttpResponse response;
-  Transfer transfer{&response, max_body, c, into};
+  const bool ranged = std::any_of(headers.begin(), headers.end(), [](const std::string& h) {
+    return absl::StartsWith(h, "Range: ");
+  });
+  // Room for an error document beyond what a success may carry, and for a
+  // small object sent whole by a server that ignores Range.
+  const size_t body_cap = (ranged ? std::max(max_body, kWholeObjectBody) : max_body) + 65536;
+  Transfer transfer{&response, max_body, c, into, body_cap};
   // A ranged GET's body has the size asked for: one allocation, not a
   // doubling string's copies (a walk's parts are megabytes).
-  if (into == nullptr && max_body <= kMaxReservedBody &&
-      std::any_of(headers.begin(), headers.end(),
-                  [](const std::string& h) { return absl::StartsWith(h, "Range: "); })) {
-    response.body.reserve(max_body);
-  }
+  if (into == nullptr && max_body <= kMaxReservedBody && ranged) response.body.reserve(max_body);
   char errbuf[CURL_ERROR_SIZE] = "";
   curl_slist* list = nullptr;
   for (const std::string& h : headers) list = curl_slist_append(list, h.c_str());
@@ -169,6 +178,7 @@ absl::StatusOr<HttpResponse> HttpClient::SendOnce(std::unique_ptr<Handle>* handl
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, options_.connect_timeout_s);
   curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
   curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, options_.low_speed_time_s);
+  if (timeout_ms > 0) curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
   curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
   // Bodies in larger pieces than libcurl's 16 KiB: a 4 MiB part is 32
@@ -200,11 +210,18 @@ absl::StatusOr<HttpResponse> HttpClient::SendOnce(std::unique_ptr<Handle>* handl
   curl_slist_free_all(list);
   if (transfer.too_large) {
     *transient = false;
+    if (ranged && transfer.status == 200) {
+      return absl::DataLossError(absl::StrCat(
+          "the server ignored the Range header (HTTP 200 with a body of more than ",
+          body_cap - 65536, " bytes, not 206 with the bytes asked for): objects larger than ",
+          kWholeObjectBody, " bytes need a server that answers ranged GETs"));
+    }
     return absl::DataLossError(
         absl::StrCat("the response is larger than the ", max_body, " bytes asked for"));
   }
   if (rc != CURLE_OK) {
     *transient = true;
+    *timed_out = rc == CURLE_OPERATION_TIMEDOUT && timeout_ms > 0;
     *error = errbuf[0] != '\0' ? std::string(errbuf) : curl_easy_strerror(rc);
     // A handle whose transfer failed may hold a broken connection: drop it.
     handle->reset(new Handle{curl_easy_init()});
@@ -241,14 +258,29 @@ absl::StatusOr<HttpResponse> HttpClient::Send(absl::string_view method, const st
   absl::StatusOr<HttpResponse> last = absl::UnknownError("no attempt");
   std::string error;
   int attempts = 0;
+  // The deadline covers every attempt and every wait between them.
+  using Clock = std::chrono::steady_clock;
+  const bool has_deadline = options_.deadline_s > 0 && method != "PUT" && upload.empty();
+  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(options_.deadline_s);
+  const auto left_ms = [&] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  };
+  bool out_of_time = false;
   for (int attempt = 0;; ++attempt) {
-    bool transient = false;
+    bool transient = false, timed_out = false;
     ++attempts;
-    last = SendOnce(&handle, method, url, all, upload, max_body, into, &transient, &error);
-    if (!transient || attempt >= options_.retries) break;
+    const long timeout_ms = has_deadline ? std::max<long>(1, left_ms()) : 0;
+    last = SendOnce(&handle, method, url, all, upload, max_body, into, timeout_ms, &transient,
+                    &timed_out, &error);
+    if (timed_out) out_of_time = true;
+    if (!transient || attempt >= options_.retries || out_of_time) break;
     const long base = options_.backoff_ms << attempt;
     const long wait = base + static_cast<long>(jitter() % static_cast<uint64_t>(base + 1));
-    log::Debug(url, ": ", what, ": ",
+    if (has_deadline && left_ms() <= wait) {
+      out_of_time = true;
+      break;
+    }
+    log::Debug(RedactUrl(url), ": ", what, ": ",
                last.ok() ? DescribeHttpStatus(last->status, last->body) : error, "; retry ",
                attempt + 1, " of ", options_.retries, " in ", wait, " ms");
     std::this_thread::sleep_for(std::chrono::milliseconds(wait));
@@ -261,11 +293,16 @@ absl::StatusOr<HttpResponse> HttpClient::Send(absl::string_view method, const st
     }
   }
   Release(std::move(handle));
+  const std::string tries = attempts > 1 ? absl::StrCat(" (after ", attempts, " attempts)") : "";
+  if (out_of_time) {
+    return absl::UnavailableError(absl::StrCat(
+        RedactUrl(url), ": ", what, ": no complete answer within the ", options_.deadline_s,
+        " s deadline (request_timeout)", tries, ": ",
+        last.ok() ? DescribeHttpStatus(last->status, last->body) : last.status().message()));
+  }
   if (!last.ok()) {
-    return absl::Status(
-        last.status().code(),
-        absl::StrCat(url, ": ", what, ": ", last.status().message(),
-                     attempts > 1 ? absl::StrCat(" (after ", attempts, " attempts)") : ""));
+    return absl::Status(last.status().code(), absl::StrCat(RedactUrl(url), ": ", what, ": ",
+                                                           last.status().message(), tries));
   }
   return last;
 }
@@ -316,16 +353,39 @@ absl::Status HttpObject::Fetch(uint64_t begin, uint64_t end, char* buf) const {
                                             ": the object changed since it was listed (", why,
                                             "); remount to list it again"));
   }
-  if (r->status == 206 && r->into_bytes == want) return absl::OkStatus();
-  if (r->status == 200 && begin == 0 && r->body.size() >= want) {
-    // A server that ignores Range and sent everything we asked for.
-    std::copy_n(r->body.data(), want, buf);
+  if (r->status == 206) {
+    // The bytes are those asked for only if the server says so: one that
+    // answers another range (every range from byte 0) must not have its
+    // bytes taken for ours.
+    const std::string expect = absl::StrCat("bytes ", begin, "-", end - 1, "/");
+    if (!absl::StartsWith(r->content_range, expect)) {
+      const std::string why =
+          absl::StrCat(listed_.name, ": ", range, ": the server answered HTTP 206 with ",
+                       r->content_range.empty()
+                           ? "no Content-Range"
+                           : absl::StrCat("Content-Range '", r->content_range.substr(0, 80), "'"),
+                       ", not the range asked for");
+      log::Error(why);
+      return absl::DataLossError(why);
+    }
+    if (r->into_bytes == want) return absl::OkStatus();
+  }
+  if (r->status == 200 && r->body.size() == listed_.size && end <= listed_.size) {
+    // A server that ignores Range sent the whole (small) object: the range
+    // is cut from it (HttpClient::Send takes up to kWholeObjectBody bytes).
+    std::copy_n(r->body.data() + begin, want, buf);
     return absl::OkStatus();
   }
-  if (r->status == 200 || r->status == 206) {
-    return absl::DataLossError(absl::StrCat(
-        listed_.name, ": ", range, ": HTTP ", r->status, " with ",
-        r->status == 206 ? r->into_bytes : r->body.size(), " byte(s) instead of ", want));
+  if (r->status == 200) {
+    const std::string why = absl::StrCat(
+        listed_.name, ": ", range, ": the server ignored the Range header (HTTP 200 with ",
+        r->body.size(), " bytes, not the object's ", listed_.size, ")");
+    log::Error(why);
+    return absl::DataLossError(why);
+  }
+  if (r->status == 206) {
+    return absl::DataLossError(absl::StrCat(listed_.name, ": ", range, ": HTTP 206 with ",
+                                            r->into_bytes, " byte(s) instead of ", want));
   }
   return PosixError(
       EIO, absl::StrCat(listed_.name, ": ", range, ": ", DescribeHttpStatus(r->status, r->body)));
@@ -408,7 +468,9 @@ absl::StatusOr<std::string> HttpObject::ReadBeside(absl::string_view suffix,
       std::find(listed_.beside.begin(), listed_.beside.end(), suffix) == listed_.beside.end()) {
     return absl::NotFoundError(absl::StrCat(name, ": not listed"));
   }
-  const std::string url = absl::StrCat(listed_.url, suffix);
+  // Beside the object's path: a query string (a presigned URL's
+  // credentials) signs that object only.
+  const std::string url = absl::StrCat(RedactUrl(listed_.url), suffix);
   auto r = client_->Send("GET", url, {}, signer_.get(), static_cast<size_t>(max_bytes), "GET");
   if (!r.ok()) {
     if (absl::IsDataLoss(r.status())) {
@@ -432,7 +494,7 @@ absl::StatusOr<std::string> HttpObject::ReadBeside(absl::string_view suffix,
 }
 
 absl::Status HttpObject::WriteBeside(absl::string_view suffix, absl::string_view bytes) const {
-  const std::string url = absl::StrCat(listed_.url, suffix);
+  const std::string url = absl::StrCat(RedactUrl(listed_.url), suffix);
   auto r = client_->Send("PUT", url, {}, signer_.get(), 0,
                          absl::StrCat("PUT of ", bytes.size(), " bytes"), bytes);
   if (!r.ok()) return r.status();

@@ -87,6 +87,9 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
   for (const scan::RefusedShard& r : scanned->refused) {
     log::Error(r.why.message(), "; shown as a plain file");
   }
+  for (const scan::RefusedShard& u : scanned->unreadable) {
+    log::Error(u.why.message(), "; not shown (the other objects are; remount to try it again)");
+  }
   if (scanned->shards.size() > kMaxShards) {
     return absl::ResourceExhaustedError(
         absl::StrCat("more than ", kMaxShards, " shards in the sources"));

@@ -37,7 +37,8 @@ TreeView::TreeView(const std::vector<scan::SourceEntry>& entries,
     node.type = S_ISDIR(entry.st.st_mode) ? Type::kDir : Type::kPlainFile;
     node.real_path = entry.path;
     node.st = entry.st;
-    if (node.type == Type::kPlainFile) node.fd_key = fds_->NewKey();
+    node.object = entry.object;
+    if (node.type == Type::kPlainFile && node.object == nullptr) node.fd_key = fds_->NewKey();
   }
   for (size_t s = 0; s < shard_entries.size(); ++s) {
     shard_folder_ids_.push_back(TreeId(shard_entries[s] + 1));
@@ -173,6 +174,16 @@ absl::StatusOr<ReadResult> TreeView::Read(uint64_t ino, uint64_t /*fh*/, uint64_
   if (!i.ok()) return i.status();
   const Node& n = nodes_[*i];
   if (n.type != Type::kPlainFile) return PosixError(EISDIR, "is a directory");
+  const uint64_t fsize = static_cast<uint64_t>(n.st.st_size);
+  if (n.object != nullptr) {
+    ReadResult out;
+    if (offset >= fsize || size == 0) return out;
+    out.data.resize(static_cast<size_t>(std::min<uint64_t>(size, fsize - offset)));
+    auto got = n.object->ReadAt(offset, out.data.data(), out.data.size());
+    if (!got.ok()) return got.status();
+    out.data.resize(*got);
+    return out;
+  }
   const std::string& path = n.real_path;
   auto lease = fds_->Get(n.fd_key, [&]() -> absl::StatusOr<UniqueFd> {
     auto fd = OpenFile(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
@@ -188,7 +199,6 @@ absl::StatusOr<ReadResult> TreeView::Read(uint64_t ino, uint64_t /*fh*/, uint64_
     return fd;
   });
   if (!lease.ok()) return lease.status();
-  const uint64_t fsize = static_cast<uint64_t>(n.st.st_size);
   ReadResult out;
   out.fd = lease->fd;
   out.hold = std::move(lease->hold);

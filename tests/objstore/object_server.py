@@ -34,6 +34,16 @@ without an answer (the client must retry either); --latency-ms N delays
 every GET and PUT by N ms. ETags change when a file is replaced (inode,
 mtime, size).
 
+Hostile behaviours (tests/objstore/hostile_test.py): --list-repeat-token
+answers every listing page as truncated with the same continuation token;
+--list-endless answers pages of 1000 made-up 100-byte keys with a new token
+each time, forever; --extra-keys-file FILE (a JSON list of keys) adds those
+keys to every listing, whatever the prefix asked for (sizes 1, never
+served); --trickle SUBSTR answers ranged GETs of paths containing SUBSTR
+with 206 and its headers, then 2 bytes a second for as long as the client
+waits; --from-zero SUBSTR answers every ranged GET of those paths with the
+object's first bytes, saying so in Content-Range ("bytes 0-N/SIZE").
+
 The server prints its port on stdout once it listens (the test blocks on
 reading it: no polling), logs every request to --log ("METHOD PATH STATUS
 range=bytes=A-B|- if-match=yes|no auth=sigv4|bearer|none"), and stops after --max-requests requests (or when
@@ -406,14 +416,59 @@ class Handler(BaseHTTPRequestHandler):
             if first >= size or last < first:
                 headers["Content-Range"] = "bytes */%d" % size
                 return self.reply(416, b"", headers)
+            if ARGS.trickle and ARGS.trickle in path and self.command == "GET":
+                return self.trickle(f, first, last - first + 1, size, headers)
+            if ARGS.from_zero and ARGS.from_zero in path:
+                last -= first
+                first = 0
             headers["Content-Range"] = "bytes %d-%d/%d" % (first, last, size)
             self.reply_file(206, f, first, last - first + 1, headers)
+
+    def trickle(self, f, first, count, size, headers):
+        """206 with the range's headers, then 2 bytes a second until the
+        client gives up (the connection closes)."""
+        headers["Content-Range"] = "bytes %d-%d/%d" % (first, first + count - 1, size)
+        self.send_response(206)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(count))
+        self.end_headers()
+        f.seek(first)
+        self.close_connection = True
+        try:
+            for _ in range(count // 2):
+                self.wfile.write(f.read(2))
+                self.wfile.flush()
+                time.sleep(1)
+        except OSError:
+            pass
+
+    def hostile_page(self, bucket, prefix, q):
+        """A listing page of --list-repeat-token or --list-endless."""
+        token = q.get("continuation-token", [""])[0]
+        start = int(token) if token.isdigit() else 0
+        if ARGS.list_endless:
+            keys = ["%s%s-%09d" % (prefix, "k" * 80, start + i) for i in range(1000)]
+            next_token = str(start + 1000)
+        else:
+            keys = ["%sk-%d" % (prefix, i) for i in range(2)]
+            next_token = "again"
+        out = ['<?xml version="1.0" encoding="UTF-8"?><ListBucketResult>',
+               "<Name>%s</Name><IsTruncated>true</IsTruncated>" % escape(bucket)]
+        for key in keys:
+            out.append("<Contents><Key>%s</Key><ETag>\"e\"</ETag><Size>1</Size></Contents>"
+                       % escape(key))
+        out.append("<NextContinuationToken>%s</NextContinuationToken></ListBucketResult>"
+                   % next_token)
+        self.reply(200, "".join(out).encode(), {"Content-Type": "application/xml"})
 
     def list_objects(self, bucket, q):
         top = os.path.join(ARGS.root, bucket)
         if not bucket or not os.path.isdir(top):
             return self.error_xml(404, "NoSuchBucket", "no such bucket: " + bucket)
         prefix = q.get("prefix", [""])[0]
+        if ARGS.list_repeat_token or ARGS.list_endless:
+            return self.hostile_page(bucket, prefix, q)
         keys = []
         for d, dirs, files in os.walk(top):
             for name in files:
@@ -421,6 +476,10 @@ class Handler(BaseHTTPRequestHandler):
                 if key.startswith(prefix):
                     keys.append(key)
         keys.sort()
+        extra = []
+        if ARGS.extra_keys_file:
+            with open(ARGS.extra_keys_file) as f:
+                extra = json.load(f)
         token = q.get("continuation-token", [""])[0]
         start = int(token) if token else 0
         page = keys[start:start + ARGS.page_size]
@@ -438,6 +497,10 @@ class Handler(BaseHTTPRequestHandler):
                        "<ETag>%s</ETag><Size>%d</Size><StorageClass>STANDARD</StorageClass>"
                        "</Contents>" % (escape(key), when.strftime("%Y-%m-%dT%H:%M:%S.000Z"),
                                         escape(etag_of(st), {'"': "&quot;"}), st.st_size))
+        if start == 0:
+            for key in extra:  # whatever the prefix asked for
+                out.append("<Contents><Key>%s</Key><ETag>\"x\"</ETag><Size>1</Size></Contents>"
+                           % escape(key))
         if more:
             out.append("<NextContinuationToken>%d</NextContinuationToken>" % (start + len(page)))
         out.append("</ListBucketResult>")
@@ -462,6 +525,11 @@ def main():
     p.add_argument("--metadata-token-file", default="")
     p.add_argument("--botocore", action="store_true")
     p.add_argument("--metadata-expires-in", type=int, default=3599)
+    p.add_argument("--list-repeat-token", action="store_true")
+    p.add_argument("--list-endless", action="store_true")
+    p.add_argument("--extra-keys-file", default="")
+    p.add_argument("--trickle", default="")
+    p.add_argument("--from-zero", default="")
     ARGS = p.parse_args()
     ARGS.root = os.path.abspath(ARGS.root)
     os.makedirs(os.path.join(ARGS.root, UPLOADS), exist_ok=True)

@@ -453,7 +453,9 @@ class ObjectStoreTest(unittest.TestCase):
             top = k.split("/")[0]
             expect[k if top.startswith("ds-") else "extra/" + k] = v
         self.assertGreater(len(expect), 60)
-        # README (not a shard) is not shown; the staging folder is (empty).
+        # README (not a shard) is shown as a local mount shows it, and the
+        # staging folder (empty).
+        expect["README"] = b"not a shard\n"
         self.assertEqual(sorted(b), sorted(expect))
         self.assertEqual(os.listdir(os.path.join(remote, "staging")), [])
         for k in expect:

@@ -10,11 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/temp_dir.h"
 #include "tfrecordfs/source/bearer.h"
+#include "tfrecordfs/source/http.h"
 #include "tfrecordfs/source/shard_source.h"
 #include "tfrecordfs/source/sigv4.h"
 
@@ -139,6 +141,111 @@ TEST(ListObjectsV2Test, RefusesWhatItCannotTrust) {
         "<ListBucketResult><IsTruncated>true</IsTruncated></ListBucketResult>"}) {
     EXPECT_FALSE(scan::ParseListObjectsV2(bad).ok()) << bad;
   }
+}
+
+TEST(ListObjectsV2Test, LongKeysAreCutAndLongTokensRefused) {
+  // A 15 MiB key is kept only up to kMaxListText bytes (and so refused by
+  // PlaceListedKey); a continuation token that long cannot be sent back.
+  const std::string huge(15 << 20, 'k');
+  auto page = scan::ParseListObjectsV2(
+      absl::StrCat("<ListBucketResult><Contents><Key>ds/", huge, "</Key><Size>1</Size></Contents>",
+                   "<Contents><Key>ds/ok</Key><Size>2</Size></Contents></ListBucketResult>"));
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->objects.size(), 2u);
+  EXPECT_EQ(page->objects[0].key.size(), scan::kMaxListText);
+  EXPECT_EQ(scan::PlaceListedKey("ds/", page->objects[0].key).kind, scan::KeyPlace::Kind::kRefused);
+  EXPECT_EQ(page->objects[1].key, "ds/ok");
+  auto token = scan::ParseListObjectsV2(absl::StrCat(
+      "<ListBucketResult><IsTruncated>true</IsTruncated><NextContinuationToken>",
+      std::string(scan::kMaxListText + 1, 't'), "</NextContinuationToken></ListBucketResult>"));
+  EXPECT_FALSE(token.ok());
+}
+
+scan::ListPage Page(size_t keys, absl::string_view token) {
+  scan::ListPage page;
+  for (size_t k = 0; k < keys; ++k) page.objects.push_back({absl::StrCat("ds/", k), 1, "", ""});
+  page.truncated = !token.empty();
+  page.next_token = std::string(token);
+  return page;
+}
+
+TEST(ListingBudgetTest, StopsAtARepeatedToken) {
+  scan::ListingBudget budget;
+  EXPECT_TRUE(budget.Take(Page(2, "a")).ok());
+  EXPECT_TRUE(budget.Take(Page(2, "b")).ok());
+  const absl::Status again = budget.Take(Page(2, "a"));
+  EXPECT_TRUE(absl::IsDataLoss(again)) << again;
+  EXPECT_THAT(std::string(again.message()), HasSubstr("never end"));
+  EXPECT_THAT(std::string(again.message()), HasSubstr("3 pages, 6 keys"));
+  // The last page has no token to repeat.
+  scan::ListingBudget last;
+  EXPECT_TRUE(last.Take(Page(1, "a")).ok());
+  EXPECT_TRUE(last.Take(Page(1, "")).ok());
+}
+
+TEST(ListingBudgetTest, StopsAtThePageAndKeyCaps) {
+  scan::ListingBudget pages({.max_pages = 3, .max_keys = 1000, .max_key_bytes = 1 << 20});
+  EXPECT_TRUE(pages.Take(Page(0, "1")).ok());
+  EXPECT_TRUE(pages.Take(Page(0, "2")).ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(pages.Take(Page(0, "3"))));
+  // A last page at the cap is fine: nothing more would be asked for.
+  scan::ListingBudget exact({.max_pages = 2, .max_keys = 1000, .max_key_bytes = 1 << 20});
+  EXPECT_TRUE(exact.Take(Page(0, "1")).ok());
+  EXPECT_TRUE(exact.Take(Page(0, "")).ok());
+  scan::ListingBudget keys({.max_pages = 100, .max_keys = 5, .max_key_bytes = 1 << 20});
+  EXPECT_TRUE(keys.Take(Page(3, "1")).ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(keys.Take(Page(3, "2"))));
+  scan::ListingBudget bytes({.max_pages = 100, .max_keys = 100, .max_key_bytes = 10});
+  EXPECT_TRUE(bytes.Take(Page(2, "1")).ok());  // "ds/0", "ds/1": 8 bytes
+  EXPECT_TRUE(absl::IsResourceExhausted(bytes.Take(Page(1, "2"))));
+}
+
+TEST(PlaceListedKeyTest, ShowsKeysUnderThePrefixOnly) {
+  using Kind = scan::KeyPlace::Kind;
+  const auto shown = [](absl::string_view prefix, absl::string_view key) {
+    scan::KeyPlace p = scan::PlaceListedKey(prefix, key);
+    return p.kind == Kind::kShown ? p.relative : absl::StrCat("<", int(p.kind), ">");
+  };
+  EXPECT_EQ(shown("ds/", "ds/train/a.tfrecord"), "train/a.tfrecord");
+  EXPECT_EQ(shown("", "a/b"), "a/b");
+  EXPECT_EQ(shown("ds", "ds"), "ds");
+  EXPECT_EQ(shown("ds/x.tfrecord", "ds/x.tfrecord"), "x.tfrecord");
+  EXPECT_EQ(shown("ds", "ds/a"), "a");
+  // Another folder, and folder markers: not shown, not worth a word.
+  EXPECT_EQ(scan::PlaceListedKey("ds", "ds2/a").kind, Kind::kElsewhere);
+  EXPECT_EQ(scan::PlaceListedKey("ds/", "ds/sub/").kind, Kind::kElsewhere);
+  EXPECT_EQ(scan::PlaceListedKey("ds/", "ds/").kind, Kind::kElsewhere);
+  // What a hostile listing sends: refused, with the reason.
+  for (const auto& [prefix, key] : std::vector<std::pair<std::string, std::string>>{
+           {"ds/", "zz/outside-prefix"},
+           {"ds/", "../escape"},  // used to show as "escape", fetched as GET /escape
+           {"ds/", "ds/../escape"},
+           {"ds/", "ds/a/../../escape"},
+           {"ds/", "ds/./a"},
+           {"ds/", "ds/a//b"},
+           {"ds/", "ds/../"},
+           {"", "/a"},
+           {"ds/", "ds/" + std::string(300, 'n')},
+           {"ds/", "ds/" + std::string(1100, 'n')}}) {
+    const scan::KeyPlace p = scan::PlaceListedKey(prefix, key);
+    EXPECT_EQ(p.kind, Kind::kRefused) << key;
+    EXPECT_FALSE(p.why.empty()) << key;
+  }
+  EXPECT_THAT(scan::PlaceListedKey("ds/", "zz/outside-prefix").why, HasSubstr("prefix"));
+  EXPECT_EQ(shown("ds/", "ds/" + std::string(255, 'n')), std::string(255, 'n'));
+}
+
+TEST(RedactTest, QueryStringsNeverReachNames) {
+  const std::string presigned =
+      "https://h.example/b/x.tfrecord?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Security-Token="
+      "SECRETTOKEN&X-Amz-Signature=abcdef0123";
+  EXPECT_EQ(source::RedactUrl(presigned), "https://h.example/b/x.tfrecord");
+  EXPECT_EQ(scan::RedactSource(presigned), "https://h.example/b/x.tfrecord");
+  EXPECT_EQ(source::RedactUrl("http://h/a#frag"), "http://h/a");
+  EXPECT_EQ(source::RedactUrl("http://h/a"), "http://h/a");
+  // Not URLs: kept as they are (a local file may have a '?' in its name).
+  EXPECT_EQ(scan::RedactSource("/data/what?.tfrecord"), "/data/what?.tfrecord");
+  EXPECT_EQ(scan::RedactSource("s3://b/k"), "s3://b/k");
 }
 
 // AWS's published examples ("Examples: Signature Calculations in AWS

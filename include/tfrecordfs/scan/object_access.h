@@ -75,6 +75,10 @@ struct ObjectOptions {
   // with one PUT (-o multipart_mb=N). Default 8 MiB, the aws CLI's
   // multipart_threshold and multipart_chunksize (repack::kPartSize).
   uint64_t multipart_bytes = uint64_t{8} << 20;
+  // The most one request (a listing page, a HEAD, a ranged GET: all its
+  // attempts together) may take before it fails (-o request_timeout=S):
+  // source::HttpOptions::deadline_s.
+  long request_timeout_s = 120;
 };
 
 // The ObjectOptions of a scan that does not give its own

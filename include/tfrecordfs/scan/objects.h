@@ -70,8 +70,62 @@ struct ListPage {
 };
 // Parses a ListObjectsV2 response body (with expat). DataLoss for XML that
 // does not parse or lacks <ListBucketResult>; a truncated page without a
-// continuation token is DataLoss too (we would loop).
+// continuation token is DataLoss too (we would loop), as is a token longer
+// than kMaxListText. A <Key> is kept up to kMaxListText bytes (a longer one
+// is cut there, and so refused by PlaceListedKey: S3 keys have at most
+// kMaxKeyBytes).
 absl::StatusOr<ListPage> ParseListObjectsV2(absl::string_view xml);
+inline constexpr size_t kMaxListText = 4096;
+inline constexpr size_t kMaxKeyBytes = 1024;
+
+// What a listing may cost before it is stopped with an error: a server
+// cannot make us list forever (a continuation token that repeats, tokens
+// that keep changing) nor hold unbounded keys.
+struct ListingLimits {
+  size_t max_pages = 10000;
+  size_t max_keys = 500000;
+  uint64_t max_key_bytes = uint64_t{128} << 20;
+};
+// Counts the pages of one listing. Not thread-safe (one listing's loop).
+class ListingBudget {
+ public:
+  explicit ListingBudget(ListingLimits limits = {}) : limits_(limits) {}
+  // Takes the page just parsed, before its objects are kept. Errors (naming
+  // the pages and keys so far): DataLoss for a page whose continuation
+  // token an earlier page gave (the listing would never end),
+  // ResourceExhausted beyond a limit.
+  absl::Status Take(const ListPage& page);
+  size_t pages() const { return pages_; }
+  size_t keys() const { return keys_; }
+
+ private:
+  const ListingLimits limits_;
+  size_t pages_ = 0, keys_ = 0;
+  uint64_t key_bytes_ = 0;
+  std::vector<std::string> tokens_;  // sorted
+};
+
+// Where a key of a listing of `prefix` (ObjectUrl::key) shows below the
+// SOURCE, or why it does not. A "PREFIX" that is not a folder ("" or
+// ending in '/') lists the object of that key (shown by its base name) and
+// the folder "PREFIX/".
+struct KeyPlace {
+  enum class Kind {
+    kShown,      // at `relative`
+    kElsewhere,  // under a sibling of the prefix ("PREFIX2/..."), or a folder marker ("dir/")
+    kRefused,    // `why`: not under the prefix asked for, longer than kMaxKeyBytes, an
+                 // empty, "." or ".." part, a part longer than NAME_MAX
+  };
+  Kind kind = Kind::kRefused;
+  std::string relative;
+  std::string why;
+};
+KeyPlace PlaceListedKey(absl::string_view prefix, absl::string_view key);
+
+// How messages and logs name a SOURCE: an http(s) URL without its query
+// string (source::RedactUrl: a presigned URL's credentials are there), any
+// other SOURCE as it is.
+std::string RedactSource(absl::string_view source);
 
 // Seconds since the epoch of an ISO 8601 time ("2009-10-12T17:50:30.000Z",
 // listings) or an HTTP date ("Wed, 21 Oct 2015 07:28:00 GMT", HEAD); 0 when

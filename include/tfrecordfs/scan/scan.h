@@ -5,8 +5,10 @@
 // (s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, http(s)://HOST/PATH, with
 // `name@N` for N TFDS-named shards: scan/objects.h), listed once. A bucket
 // prefix is a directory whose folders are the key's '/'-separated parts;
-// an object that is not a shard is left out (logged), as the mount cannot
-// serve its bytes yet. A directory is searched
+// an object that is not a shard is an OtherFile as a local file is (a
+// mount serves its bytes with ranged reads); an object that cannot be
+// probed or indexed (its requests fail) is left out and reported in
+// ScanResult::unreadable, so that the others are still served. A directory is searched
 // recursively; its entries appear at the root of the namespace a mount would
 // show, and a file source appears there under its base name. Entries are
 // visited in name order (bytewise); symlinks are followed, a directory met a
@@ -143,6 +145,11 @@ struct ScanResult {
   std::vector<ScannedShard> shards;  // in listing order
   std::vector<OtherFile> others;
   std::vector<RefusedShard> refused;  // in listing order
+  // Objects that could not be probed or indexed (`why` names the URL and
+  // the request that failed), left out of `entries` (their `entry` is
+  // kAtRoot); in listing order. A local file that cannot be read fails
+  // the scan instead.
+  std::vector<RefusedShard> unreadable;
 };
 
 // Scans `options.sources`. Errors: a SOURCE that does not exist or is

@@ -2,11 +2,15 @@
 //
 // HttpClient sends requests through a bounded pool of libcurl handles (each
 // keeps its connections open, so consecutive requests to one server reuse a
-// connection); every request has a connect timeout and a low-speed timeout,
-// so nothing waits forever. Requests that fail in transit, or that the
-// server answers 429 or 5xx, are retried a bounded number of times with
-// exponential backoff and jitter; then the error names the URL, the byte
-// range and the HTTP status (and the server's message, when it gave one).
+// connection); every request has a connect timeout, a low-speed timeout and
+// a total deadline (HttpOptions::deadline_s: all its attempts and the waits
+// between them; a server trickling 2 bytes a second passes the low-speed
+// rule, not the deadline), so nothing waits forever. Requests that fail in
+// transit, or that the server answers 429 or 5xx, are retried a bounded
+// number of times with exponential backoff and jitter, within the deadline;
+// then the error names the URL, the byte range and the HTTP status (and the
+// server's message, when it gave one) and, when the deadline ended it, the
+// deadline.
 //
 // HttpObject is one object (its URL, size and ETag as listed once at mount)
 // as an ObjectReader (source/stored_bytes.h): ShardFile wraps it, and
@@ -14,14 +18,22 @@
 // Every GET is pinned to the listed object with If-Match on its ETag: an
 // object replaced behind the mount answers 412, which is DataLoss ("changed
 // since it was listed") and one error logged naming the URL, never bytes of
-// another object. Bytes fetched are kept in a BlockCache (the mount's one
+// another object. A 206 answer must say (Content-Range) that it holds the
+// range asked for: a server that answers another range (every range from
+// byte 0) is DataLoss, never bytes of another offset. A server that ignores
+// Range (HTTP 200 and the whole object, as `python3 -m http.server`) serves
+// objects of up to kWholeObjectBody bytes (the body is taken whole and the
+// range cut from it); a larger one fails, saying that the server ignored
+// the Range header. Bytes fetched are kept in a BlockCache (the mount's one
 // byte budget, shared with decompressed blocks) in source::kBlockSize
 // blocks; a read fetches the blocks it misses in one GET, at least
 // kMinObjectFetch bytes (a record read after the header walk is one round
 // trip, not one per block).
 //
-// Secrets: a RequestSigner's headers (Authorization) are never logged; URLs
-// carry no credentials.
+// Secrets: a RequestSigner's headers (Authorization) are never logged; a
+// URL's query string (a presigned URL's X-Amz-Security-Token and
+// X-Amz-Signature) is never put in a message, a log line or a name:
+// RedactUrl() is what they say instead.
 //
 // Thread-safety: HttpClient and HttpObject are safe to use from any number
 // of threads (the handle pool is behind a leaf mutex; a handle is used by one
@@ -53,6 +65,15 @@ inline constexpr size_t kMinObjectFetch = size_t{1} << 20;
 // readahead's blocks (source/readahead.h, kept in the readahead's own
 // budget: the same bytes are not kept twice).
 inline constexpr size_t kUncachedFetch = kMinObjectFetch;
+// The largest whole body a ranged GET may be answered with (HTTP 200: a
+// server that ignores Range): objects up to this size are read from such
+// servers, larger ones fail naming the cause.
+inline constexpr size_t kWholeObjectBody = kMinObjectFetch;
+
+// `url` as messages, logs and file names give it: without its query string
+// and fragment (a presigned URL's credentials are there). Anything else
+// (no '?' nor '#') is returned as it is.
+std::string RedactUrl(absl::string_view url);
 
 // Adds authentication to a request (S3 SigV4: source/sigv4.h). Thread-safe.
 class RequestSigner {
@@ -78,6 +99,12 @@ struct HttpOptions {
   int retries = 4;
   // Backoff before retry k (0-based): base << k, plus up to as much jitter.
   long backoff_ms = 100;
+  // The most a request without a body (GET, HEAD, a listing) may take, all
+  // its attempts and backoffs together; then it fails (Unavailable, "no
+  // complete answer within N s") and one warning is logged. 0: no deadline
+  // (only the low-speed rule). A request with a body (an upload's PUT) has
+  // none: its time grows with its size.
+  long deadline_s = 120;
 };
 
 struct HttpResponse {
@@ -129,7 +156,8 @@ class HttpClient {
                                         const std::string& url,
                                         const std::vector<std::string>& headers,
                                         absl::string_view upload, size_t max_body, char* into,
-                                        bool* transient, std::string* error) const;
+                                        long timeout_ms, bool* transient, bool* timed_out,
+                                        std::string* error) const;
 
   const HttpOptions options_;
   mutable Mutex mu_;  // leaf lock: never held across a request

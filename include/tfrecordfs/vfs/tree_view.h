@@ -12,9 +12,15 @@
 // shards' FdCache), so any number of them mounts within the descriptor
 // limit; a plain file is opened without blocking (a source replaced by a
 // FIFO must not hang a reader) and only while it still is a regular file.
+// A plain file that is an object (not a shard: a dataset_info.json in a
+// bucket) is read with the object's ranged GETs (source/http.h: pinned to
+// its listed ETag, through the mount's block cache), one FUSE read at a
+// time: a read never asks for more than the FUSE request's size (rounded
+// to the cache's blocks).
 //
 // Errors: NotFound, ENOTDIR, EISDIR, EROFS for writes (View's defaults),
-// EIO for a plain file that is no longer a regular file.
+// EIO for a plain file that is no longer a regular file, the object's
+// errors (EIO, DataLoss for an object replaced since it was listed).
 //
 // Thread-safety: the tree is immutable after construction (AddGraft is part
 // of construction: call it before the view is shared); the descriptor cache
@@ -25,6 +31,7 @@
 #include <sys/stat.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -82,8 +89,11 @@ class TreeView final : public View {
     std::vector<uint64_t> children;  // tree indices, sorted by name
     std::string real_path;
     struct stat st = {};
-    uint64_t shard = 0;       // kShard
-    uint64_t fd_key = 0;      // kPlainFile: its key in fds_
+    uint64_t shard = 0;   // kShard
+    uint64_t fd_key = 0;  // kPlainFile: its key in fds_
+    // kPlainFile of object storage (a dataset_info.json beside the shards
+    // of a bucket): read through it, with ranged GETs, not through fds_.
+    std::shared_ptr<const source::ObjectReader> object;
     View* graft = nullptr;    // kGraft: the view serving it,
     uint64_t graft_root = 0;  // from this node of it
   };
