@@ -103,6 +103,15 @@ absl::StatusOr<std::string> ReadObjectIndexMain(const source::ObjectReader& obje
   return whole->substr(0, static_cast<size_t>(*main_size));
 }
 
+// Whether nobody but the mounting user (or root) could have written the file
+// of `st`: it is theirs or root's, and neither its group nor others may
+// write it. Such a file in index_dir or beside a shard is as much the
+// user's word as their own cache is, and its checkpoints are used as they
+// stand; another's file is checked against the stream first.
+bool OnlyOursToWrite(const struct stat& st) {
+  return (st.st_uid == ::geteuid() || st.st_uid == 0) && (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
+}
+
 // Reads the main part of an index file (index_file.h: everything but the
 // checkpoint windows, which are read on demand) for a shard of
 // `shard_size` bytes. NotFound when absent. Nothing in an index directory
@@ -111,9 +120,12 @@ absl::StatusOr<std::string> ReadObjectIndexMain(const source::ObjectReader& obje
 // header implies (IndexFileSizeRange) and fit in the file before anything
 // is allocated for it, so a huge or sparse file costs one small read. The
 // first pread takes up to 64 KiB (an index of ~8,000 records): a typical
-// index is one read. `*file_size` gets the whole file's size.
+// index is one read. `*file_size` gets the whole file's size, `*identity`
+// the file's (FileIdentity::Of), `*only_ours` whether nobody but the
+// mounting user or root could have written it (OnlyOursToWrite).
 absl::StatusOr<std::string> ReadIndexMain(const std::string& path, uint64_t shard_size,
-                                          uint64_t* file_size) {
+                                          uint64_t* file_size, source::FileIdentity* identity,
+                                          bool* only_ours) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT || errno == ENOTDIR) return absl::NotFoundError(path);
@@ -125,6 +137,8 @@ absl::StatusOr<std::string> ReadIndexMain(const std::string& path, uint64_t shar
   if (!S_ISREG(st.st_mode)) {
     return absl::FailedPreconditionError(absl::StrCat(path, ": not a regular file"));
   }
+  *identity = source::FileIdentity::Of(st, fd);
+  *only_ours = OnlyOursToWrite(st);
   *file_size = static_cast<uint64_t>(st.st_size);
   constexpr size_t kFirstRead = 64 * 1024;
   std::string first(static_cast<size_t>(std::min<uint64_t>(*file_size, kFirstRead)), '\0');
@@ -499,8 +513,11 @@ absl::StatusOr<std::shared_ptr<const ShardIndex>> IndexStore::Load(
   for (const Candidate& c : options_.force_walk ? std::vector<Candidate>{} : candidates) {
     uint64_t stored_size = 0;
     std::string whole;  // an object's index, read whole
-    auto bytes = c.object != nullptr ? ReadObjectIndexMain(*c.object, size, &stored_size, &whole)
-                                     : ReadIndexMain(c.file, size, &stored_size);
+    source::FileIdentity identity;
+    bool only_ours = false;  // an object's: others' (its owner is not known)
+    auto bytes = c.object != nullptr
+                     ? ReadObjectIndexMain(*c.object, size, &stored_size, &whole)
+                     : ReadIndexMain(c.file, size, &stored_size, &identity, &only_ours);
     if (!bytes.ok()) {
       if (!absl::IsNotFound(bytes.status())) {
         absl::StrAppend(&why, why.empty() ? "" : "; ", c.file, ": ", bytes.status().message());
@@ -539,14 +556,18 @@ absl::StatusOr<std::shared_ptr<const ShardIndex>> IndexStore::Load(
           c.object != nullptr
               ? source::Windows::InMemory(whole.substr(static_cast<size_t>(file->main_size),
                                                        static_cast<size_t>(file->windows_size)))
-              : source::Windows::InFile(c.file, file->main_size, file->windows_size);
-      // index_dir and beside files are others' to write: a forged checkpoint
-      // (CRC and all) would serve other bytes of the stream. The commands
-      // that vouch for an index (index_verify, `index`) check every one;
-      // a mount checks them lazily, before a read resumes at one. (A SNAPPY
-      // table is checked by every block's own framing, as `verify` says:
-      // VerifyCheckpoints inflates, and would refuse every one.)
-      t->trusted = !c.shared;
+              : source::Windows::InFile(c.file, file->main_size, file->windows_size, identity);
+      // index_dir and beside files may be others' to write: a forged
+      // checkpoint (CRC and all) would serve other bytes of the stream. The
+      // commands that vouch for an index (index_verify, `index`) check every
+      // one; a mount checks them lazily, before a read resumes at one (which
+      // costs an inflate of the stream before it), unless the file is one
+      // only the mounting user or root could have written (OnlyOursToWrite:
+      // then a read inflates from the checkpoint before it, as from the
+      // cache; its windows are read from that file only, Windows::InFile).
+      // (A SNAPPY table is checked by every block's own framing, as `verify`
+      // says: VerifyCheckpoints inflates, and would refuse every one.)
+      t->trusted = !c.shared || only_ours;
       if (c.shared && codec != source::Codec::kSnappy &&
           (options_.verify_shared || options_.write_shared || options_.write_beside)) {
         absl::Status v = source::VerifyCheckpoints(fd, path, size, *t);

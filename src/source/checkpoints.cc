@@ -1,10 +1,13 @@
 #include "tfrecordfs/source/checkpoints.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "tfrecordfs/base/crc32c.h"
@@ -54,12 +57,14 @@ class MemoryWindows final : public Windows {
  public:
   explicit MemoryWindows(std::string blob) : blob_(std::move(blob)) {}
 
+  uint64_t size() const override { return blob_.size(); }
+
  protected:
-  absl::StatusOr<std::string> Raw(uint64_t offset, uint32_t length) const override {
+  absl::StatusOr<std::string> Raw(uint64_t offset, uint64_t length) const override {
     if (offset > blob_.size() || length > blob_.size() - offset) {
       return absl::DataLossError("checkpoint window out of range");
     }
-    return blob_.substr(offset, length);
+    return blob_.substr(static_cast<size_t>(offset), static_cast<size_t>(length));
   }
 
  private:
@@ -68,26 +73,42 @@ class MemoryWindows final : public Windows {
 
 class FileWindows final : public Windows {
  public:
-  FileWindows(std::string path, uint64_t base, uint64_t size)
-      : path_(std::move(path)), base_(base), size_(size) {}
+  FileWindows(std::string path, uint64_t base, uint64_t size, std::optional<FileIdentity> identity)
+      : path_(std::move(path)), base_(base), size_(size), identity_(identity) {}
+
+  uint64_t size() const override { return size_; }
 
  protected:
-  absl::StatusOr<std::string> Raw(uint64_t offset, uint32_t length) const override {
+  absl::StatusOr<std::string> Raw(uint64_t offset, uint64_t length) const override {
     if (offset > size_ || length > size_ - offset) {
       return absl::DataLossError(absl::StrCat(path_, ": checkpoint window out of range"));
     }
-    // Opened per load: a window is read once per restart from a checkpoint,
-    // and holding no descriptor keeps a mount of many shards within limits.
+    // Opened per load: a window is read once per restart from a checkpoint
+    // (and a check of many reads them in runs), and holding no descriptor
+    // keeps a mount of many shards within limits.
     auto fd = OpenFile(path_, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (!fd.ok()) return fd.status();
-    std::string out(length, '\0');
-    if (auto s = PreadFull(fd->get(), out.data(), length, base_ + offset, path_); !s.ok()) return s;
+    if (identity_) {
+      struct stat st;
+      if (::fstat(fd->get(), &st) != 0) return ErrnoError(errno, path_);
+      const FileIdentity now = FileIdentity::Of(st);
+      if ((identity_->ino_persists && (now.dev != identity_->dev || now.ino != identity_->ino)) ||
+          now.size != identity_->size || now.mtime_ns != identity_->mtime_ns) {
+        return absl::DataLossError(
+            absl::StrCat(path_, ": the index file changed after it was loaded"));
+      }
+    }
+    std::string out(static_cast<size_t>(length), '\0');
+    if (auto s = PreadFull(fd->get(), out.data(), out.size(), base_ + offset, path_); !s.ok()) {
+      return s;
+    }
     return out;
   }
 
  private:
   std::string path_;
   uint64_t base_, size_;
+  std::optional<FileIdentity> identity_;
 };
 
 }  // namespace
@@ -96,10 +117,15 @@ absl::StatusOr<std::string> Windows::Load(const Checkpoint& cp) const {
   if (cp.stream_start || cp.window_length == 0) return std::string();
   auto raw = Raw(cp.window_offset, cp.window_length);
   if (!raw.ok()) return raw.status();
-  if (crc32c::Value(*raw) != cp.window_crc) {
+  return Decode(cp, *raw);
+}
+
+absl::StatusOr<std::string> Windows::Decode(const Checkpoint& cp, absl::string_view stored) {
+  if (cp.stream_start || cp.window_length == 0) return std::string();
+  if (stored.size() != cp.window_length || crc32c::Value(stored) != cp.window_crc) {
     return absl::DataLossError("a stored checkpoint window fails its crc32c");
   }
-  return InflateWindow(*raw);
+  return InflateWindow(stored);
 }
 
 std::shared_ptr<const Windows> Windows::InMemory(std::string blob) {
@@ -107,7 +133,12 @@ std::shared_ptr<const Windows> Windows::InMemory(std::string blob) {
 }
 
 std::shared_ptr<const Windows> Windows::InFile(std::string path, uint64_t base, uint64_t size) {
-  return std::make_shared<FileWindows>(std::move(path), base, size);
+  return std::make_shared<FileWindows>(std::move(path), base, size, std::nullopt);
+}
+
+std::shared_ptr<const Windows> Windows::InFile(std::string path, uint64_t base, uint64_t size,
+                                               FileIdentity identity) {
+  return std::make_shared<FileWindows>(std::move(path), base, size, identity);
 }
 
 const Checkpoint& CheckpointTable::Before(uint64_t offset) const {
@@ -220,8 +251,35 @@ absl::Status VerifyCheckpoints(StoredBytes fd, absl::string_view path, uint64_t 
                                             pts[k].in, ", uncompressed ", pts[k].out,
                                             ") does not match the stream: ", why));
   };
+  // The windows checked, read in runs of up to kWindowRunBytes stored bytes
+  // (one open and one pread of an index file per run, not per window).
+  constexpr uint64_t kWindowRunBytes = 4 << 20;
+  uint64_t stored_end = 0;  // the end of the last stored window checked
+  for (size_t k = first; k <= last; ++k) {
+    if (!pts[k].stream_start && pts[k].window_length > 0) {
+      stored_end = std::max(stored_end, pts[k].window_offset + pts[k].window_length);
+    }
+  }
+  stored_end = std::min(stored_end, table.windows->size());
+  std::string run;  // stored bytes [run_at, run_at + run.size())
+  uint64_t run_at = 0;
+  auto load = [&](const Checkpoint& cp) -> absl::StatusOr<std::string> {
+    if (cp.stream_start || cp.window_length == 0) return std::string();
+    if (cp.window_offset < run_at || cp.window_offset - run_at > run.size() ||
+        cp.window_length > run.size() - (cp.window_offset - run_at)) {
+      const uint64_t rest = stored_end > cp.window_offset ? stored_end - cp.window_offset : 0;
+      auto raw = table.windows->Stored(
+          cp.window_offset, std::max<uint64_t>(cp.window_length, std::min(rest, kWindowRunBytes)));
+      if (!raw.ok()) return raw.status();
+      run = std::move(*raw);
+      run_at = cp.window_offset;
+    }
+    return Windows::Decode(
+        cp, absl::string_view(run).substr(static_cast<size_t>(cp.window_offset - run_at),
+                                          cp.window_length));
+  };
   Inflater inf(fd, path, file_size, table.codec);
-  auto window = table.windows->Load(pts[first]);
+  auto window = load(pts[first]);
   if (!window.ok()) return mismatch(first, window.status().message());
   if (auto s = inf.Start(pts[first], *window); !s.ok()) return s;
   // The last kWindowSize bytes of output, to compare with stored windows.
@@ -244,7 +302,7 @@ absl::Status VerifyCheckpoints(StoredBytes fd, absl::string_view path, uint64_t 
               next, absl::StrCat("the stream is at uncompressed offset ", inf.out_pos(), " there"));
         }
         if (!cp.stream_start) {
-          auto stored = table.windows->Load(cp);
+          auto stored = load(cp);
           if (!stored.ok()) return mismatch(next, stored.status().message());
           const size_t wlen = static_cast<size_t>(std::min<uint64_t>(cp.out, kWindowSize));
           if (tail.size() < wlen || *stored != absl::string_view(tail).substr(tail.size() - wlen)) {

@@ -748,10 +748,14 @@ namespace {
 
 // A GZIP shard's index beside it, with one checkpoint's uncompressed offset
 // moved by one record (equal-size records: the framing still checks out)
-// and its CRC recomputed by the project's own index writer. A mount takes
+// and its CRC recomputed by the project's own index writer. Where another
+// user could have written the file (writable by others here), a mount takes
 // it untrusted (its checkpoints are checked before a read resumes at one);
-// `index --beside` and index_verify check every checkpoint and walk the
-// shard again instead of calling the file valid.
+// a file only the mounting user (or root) could have written is their word,
+// as their cache is (issue 36: checking a trusted user's index_dir from the
+// start of the stream read a whole shard before one deep record). `index
+// --beside` and index_verify check every checkpoint either way and walk
+// the shard again instead of calling the file valid.
 TEST(IndexStoreCheckpoints, AForgedBesideCheckpointIsNeverVouchedFor) {
   test::TempDir tmp("forged-cp");
   const std::string shard = tmp.Join("data.tfrecord.gz");
@@ -774,8 +778,15 @@ TEST(IndexStoreCheckpoints, AForgedBesideCheckpointIsNeverVouchedFor) {
   const std::string beside = IndexStore::BesidePath(shard);
   ASSERT_NO_FATAL_FAILURE(test::ForgeMiddleCheckpoint(beside, kPayload + record::kFramingOverhead));
 
-  StoreOptions mount;  // beside read, nothing written
+  StoreOptions mount;                           // beside read, nothing written
+  ASSERT_EQ(::chmod(beside.c_str(), 0644), 0);  // the user's own
   auto idx = load(mount, &info);
+  ASSERT_NE(idx, nullptr);
+  EXPECT_EQ(info.source, IndexSource::kBeside);
+  ASSERT_NE(idx->checkpoints(), nullptr);
+  EXPECT_TRUE(idx->checkpoints()->trusted);
+  ASSERT_EQ(::chmod(beside.c_str(), 0666), 0);  // others may write it
+  idx = load(mount, &info);
   ASSERT_NE(idx, nullptr);
   EXPECT_EQ(info.source, IndexSource::kBeside);
   ASSERT_NE(idx->checkpoints(), nullptr);

@@ -86,7 +86,11 @@ struct StoreOptions {
   // shard, every checkpoint is also checked against the stream
   // (source::VerifyCheckpoints), as it is when writing to shared_dir or
   // beside the shards (`index` then rebuilds an index that fails); without
-  // either, a mount checks them lazily, before a read resumes at one.
+  // either, a mount checks them lazily, before a read resumes at one, in
+  // files another user could have written (not the mounting user's or
+  // root's, or writable by group or others; objects): the checkpoint table
+  // of a file only they could have written is trusted, as the cache's is,
+  // and its windows are read only while it is still that file.
   bool verify_shared = false;
   // Ignore stored indexes and walk every shard (they are still written).
   bool force_walk = false;

@@ -70,7 +70,9 @@ struct Checkpoint {
 };
 
 // Where the compressed windows live: in memory (a fresh scan whose index was
-// not saved) or in an index file (loaded on demand, one pread per window).
+// not saved) or in an index file (loaded on demand: one open and one pread
+// per window; VerifyCheckpoints reads the windows it checks in runs, one
+// open and one pread per run).
 class Windows {
  public:
   virtual ~Windows() = default;
@@ -78,12 +80,29 @@ class Windows {
   // the start of the stream). DataLoss when the stored bytes do not match
   // their crc or do not inflate.
   absl::StatusOr<std::string> Load(const Checkpoint& cp) const;
+  // The same from `stored`, the window's stored bytes (cp.window_length of
+  // them) read earlier with Stored().
+  static absl::StatusOr<std::string> Decode(const Checkpoint& cp, absl::string_view stored);
+  // `length` stored bytes from `offset` of the blob (windows of several
+  // checkpoints at once). DataLoss past the blob's end.
+  absl::StatusOr<std::string> Stored(uint64_t offset, uint64_t length) const {
+    return Raw(offset, length);
+  }
+  // Bytes of the blob.
+  virtual uint64_t size() const = 0;
   static std::shared_ptr<const Windows> InMemory(std::string blob);
   // `base` is the offset of the blob in the file at `path`, `size` its length.
   static std::shared_ptr<const Windows> InFile(std::string path, uint64_t base, uint64_t size);
+  // The same, read only while the file at `path` is still `identity` (the
+  // file the table was read from, as FileIdentity::Of gave it: its inode
+  // where inodes persist, size and mtime): a file put in its place since
+  // (a rename over it by whoever may write its directory) serves no window
+  // (DataLoss), so windows always come from the file that was vouched for.
+  static std::shared_ptr<const Windows> InFile(std::string path, uint64_t base, uint64_t size,
+                                               FileIdentity identity);
 
  protected:
-  virtual absl::StatusOr<std::string> Raw(uint64_t offset, uint32_t length) const = 0;
+  virtual absl::StatusOr<std::string> Raw(uint64_t offset, uint64_t length) const = 0;
 };
 
 // What random access into one compressed shard needs. Immutable once built.

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -273,6 +274,93 @@ TEST_F(NetstoreTest, BesideOnReadOnlyStorageNamesTheDirectory) {
             std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("Read-only file system"), std::string::npos) << r.err;
+}
+
+// Issue 36: a fresh mount answers a read deep into a GZIP shard by inflating
+// from the checkpoint before the record, not from the start of the stream.
+// The shard (160 records of 100 KB of random bytes: 16 MB that do not
+// compress, a checkpoint about every MiB) sits behind slowfs, and its index
+// in an index_dir (`tfrecordfs index --index-dir`, run by the mounting
+// user). slowfs counts the shard's bytes served for `cat LAST/label` on a
+// fresh mount: at most the span before the record, the record, and what the
+// inflater reads ahead of its input (its reads double from 64 KiB to 1 MiB):
+// under 4 MiB. So right after the mount, after a lookup of the record
+// folder, and after a listing of the shard folder (with readahead_mb=0, as
+// on a local disk: on network storage a listing starts reading the shard's
+// first blocks on purpose). It read the whole shard before (every
+// checkpoint from the start checked against the stream, as for an index
+// others may write, and each window loaded by opening the index file
+// again). An index file others may write still is checked first: that read
+// inflates the stream before the record.
+TEST_F(NetstoreTest, DeepReadOfAGzipShardReadsOnlyTheSpanBeforeIt) {
+  const std::string gz_src = tmp_->path() + "/src/gz";
+  if (::access(gz_src.c_str(), F_OK) != 0) {
+    CommandResult g =
+        RunCommand({std::getenv("TFRECORDFS_GEN"), "synthetic", gz_src, "--records", "160",
+                    "--shards", "1", "--bytes", "100000", "--compression", "gzip"});
+    ASSERT_EQ(0, g.exit_code) << g.err;
+  }
+  const std::string gz = mnt_.path() + "/slow/gz";
+  const std::filesystem::directory_entry entry = *std::filesystem::directory_iterator(gz);
+  const std::string shard = entry.path().filename().string();
+  const uint64_t shard_bytes = entry.file_size();
+  ASSERT_GT(shard_bytes, 15 * kMiB) << "the records compressed";
+  const std::string last = shard + "/159/label";
+
+  std::string want;  // through a mount that indexes the shard itself
+  {
+    Mount m;
+    ASSERT_EQ("", m.Start({gz}, {"-o", "ro,noindexcache,nobeside"}));
+    want = ReadWholeFile(m.path(last));
+    std::string err;
+    EXPECT_EQ(0, m.Stop(&err)) << err;
+  }
+  ASSERT_FALSE(want.empty());
+
+  const std::string idx = mnt_.Subdir("idx");
+  CommandResult r = RunCommand({BinaryPath(), "index", "-q", "--index-dir", idx, gz});
+  ASSERT_EQ(0, r.exit_code) << r.out << r.err;
+  const std::string index_file = idx + "/" + shard + ".tfri";
+  ASSERT_EQ(0, ::access(index_file.c_str(), R_OK)) << index_file;
+  // The user's own file, as `index` made it (whatever the umask).
+  ASSERT_EQ(0, ::chmod(index_file.c_str(), 0644));
+
+  // Bytes slowfs serves from mounting to reading LAST/label, with `before`
+  // done first on the fresh mount.
+  auto deep_read = [&](const std::string& opts, const std::function<void(Mount&)>& before) {
+    Mount m;
+    const std::string all = "ro,noindexcache,nobeside,index_dir=" + idx + opts;
+    EXPECT_EQ("", m.Start({gz}, {"-o", all}));
+    const SlowStats start = slow_->Stats();
+    if (before) before(m);
+    EXPECT_EQ(ReadWholeFile(m.path(last)), want) << all;
+    const SlowStats end = slow_->Stats();
+    std::string err;
+    EXPECT_EQ(0, m.Stop(&err)) << err;
+    std::cerr << all << ": " << end.bytes - start.bytes << " bytes in " << end.reads - start.reads
+              << " reads for " << last << " (shard: " << shard_bytes << " bytes)\n";
+    return end.bytes - start.bytes;
+  };
+  EXPECT_LT(deep_read("", nullptr), 4 * kMiB);
+  EXPECT_LT(deep_read("",
+                      [&](Mount& m) {
+                        struct stat st;
+                        EXPECT_EQ(0, ::stat(m.path(shard + "/159").c_str(), &st));
+                      }),
+            4 * kMiB);
+  EXPECT_LT(deep_read(",readahead_mb=0",
+                      [&](Mount& m) {
+                        size_t listed = 0;  // `ls SHARD`: the record folders, not into them
+                        for (const auto& e : std::filesystem::directory_iterator(m.path(shard))) {
+                          listed += e.is_directory() ? 1 : 0;
+                        }
+                        EXPECT_EQ(listed, 160u);
+                      }),
+            4 * kMiB);
+
+  ASSERT_EQ(0, ::chmod(index_file.c_str(), 0666));  // others may write it
+  EXPECT_GT(deep_read("", nullptr), shard_bytes * 3 / 4)
+      << "an index others may write was used unchecked";
 }
 
 }  // namespace
