@@ -4,8 +4,6 @@
 // unpacked lists, kindless entries, repeated keys), and the expected results
 // are spelt out as bytes: an untouched entry is the original's bytes, a
 // changed one the bytes protobuf writes for it.
-#include "tfrecordfs/example/splice.h"
-
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -14,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "tfrecordfs/example/example.h"
 #include "tfrecordfs/example/sequence.h"
+#include "tfrecordfs/example/splice.h"
 #include "tfrecordfs/reference/wire.h"
 
 namespace tfrecordfs::example {
@@ -66,7 +65,8 @@ std::string Encoded(std::vector<Feature> features) {
 const std::vector<std::string> kCompany = {"Taxi Affiliation Services"};
 const std::vector<std::string> kPayment = {"Credit Card"};
 const std::string kFare = w::MapEntry("fare", w::FloatFeature(w::Float(1, 12.5f)));
-const std::string kCompanyEntry = w::MapEntry("company", w::BytesFeature(w::BytesValues({kCompany[0]})));
+const std::string kCompanyEntry =
+    w::MapEntry("company", w::BytesFeature(w::BytesValues({kCompany[0]})));
 const std::string kTract = w::MapEntry("pickup_census_tract", "");
 const std::string kNoValue = w::Len(1, w::Len(1, "dropoff"));  // key only, no value field
 const std::string kPaymentEntry =
@@ -78,8 +78,9 @@ std::string Original() {
 }
 
 std::vector<Feature> OriginalFeatures() {
-  return {Int64s("trip_seconds", {60}), Floats("fare", {12.5f}), Bytes("company", kCompany),
-          Kindless("pickup_census_tract"), Kindless("dropoff"), Bytes("payment_type", kPayment)};
+  return {Int64s("trip_seconds", {60}), Floats("fare", {12.5f}),
+          Bytes("company", kCompany),   Kindless("pickup_census_tract"),
+          Kindless("dropoff"),          Bytes("payment_type", kPayment)};
 }
 
 TEST(SpliceEditTest, AnEditThatChangesNothingKeepsTheRecord) {
@@ -106,8 +107,7 @@ TEST(SpliceEditTest, ARemovedFeatureIsDroppedAndANewOneAppended) {
   const SplicedRecord r = SpliceEdit(Original(), Encoded(edited));
   ASSERT_TRUE(r.changed);
   const std::string added = w::MapEntry("a_new", w::Int64Feature(w::PackedVarints({7})));
-  EXPECT_EQ(r.payload,
-            w::ExampleOf({kSeconds, kFare, kTract, kNoValue, kPaymentEntry, added}));
+  EXPECT_EQ(r.payload, w::ExampleOf({kSeconds, kFare, kTract, kNoValue, kPaymentEntry, added}));
 }
 
 TEST(SpliceEditTest, KindsMatter) {
@@ -120,7 +120,8 @@ TEST(SpliceEditTest, KindsMatter) {
   EXPECT_EQ(r.payload,
             w::ExampleOf({kSeconds, kFare, kCompanyEntry, tract, kNoValue, kPaymentEntry}));
   // -0 is not 0.
-  const std::string zero = w::ExampleOf({w::MapEntry("x", w::FloatFeature(w::PackedFloats({0.0f})))});
+  const std::string zero =
+      w::ExampleOf({w::MapEntry("x", w::FloatFeature(w::PackedFloats({0.0f})))});
   EXPECT_TRUE(SpliceEdit(zero, Encoded({Floats("x", {-0.0f})})).changed);
   EXPECT_FALSE(SpliceEdit(zero, Encoded({Floats("x", {0.0f})})).changed);
 }
@@ -134,11 +135,12 @@ TEST(SpliceEditTest, ARepeatedKeyKeepsItsEntriesUnlessChanged) {
   EXPECT_FALSE(SpliceEdit(original, Encoded({Int64s("k", {2}), Int64s("o", {3})})).changed);
   const SplicedRecord r = SpliceEdit(original, Encoded({Int64s("k", {2}), Int64s("o", {4})}));
   ASSERT_TRUE(r.changed);
-  EXPECT_EQ(r.payload, w::ExampleOf({first, w::MapEntry("o", w::Int64Feature(w::PackedVarints({4}))),
-                                     last}));
+  EXPECT_EQ(r.payload,
+            w::ExampleOf({first, w::MapEntry("o", w::Int64Feature(w::PackedVarints({4}))), last}));
   const SplicedRecord k = SpliceEdit(original, Encoded({Int64s("k", {5}), Int64s("o", {3})}));
   ASSERT_TRUE(k.changed);
-  EXPECT_EQ(k.payload, w::ExampleOf({other, w::MapEntry("k", w::Int64Feature(w::PackedVarints({5})))}));
+  EXPECT_EQ(k.payload,
+            w::ExampleOf({other, w::MapEntry("k", w::Int64Feature(w::PackedVarints({5})))}));
 }
 
 TEST(SpliceEditTest, FeaturesGivenInSeveralFeaturesFieldsEndInOne) {
@@ -153,7 +155,8 @@ TEST(SpliceEditTest, FeaturesGivenInSeveralFeaturesFieldsEndInOne) {
 
 TEST(SpliceEditTest, SameBytesDecidesForValuesThatDifferAsBytes) {
   const std::vector<std::string> spelt = {"v1"}, other = {"V1"};
-  const std::string original = w::ExampleOf({w::MapEntry("t", w::BytesFeature(w::BytesValues({"v1"})))});
+  const std::string original =
+      w::ExampleOf({w::MapEntry("t", w::BytesFeature(w::BytesValues({"v1"})))});
   const std::string edited = Encoded({Bytes("t", other)});
   EXPECT_TRUE(SpliceEdit(original, edited).changed);
   const auto caseless = [](absl::string_view a, absl::string_view b) {
@@ -191,8 +194,8 @@ TEST(SpliceEditTest, SequenceExamplesKeepKindlessContextStepsAndEmptyLists) {
   const std::string ctx_i = w::MapEntry("i", ""), ctx_f = w::MapEntry("f", "");
   const std::string s = ListEntry("s", {w::BytesFeature(w::BytesValues({"10500"})),
                                         w::BytesFeature(w::BytesValues({"10501"}))});
-  const std::string sparse = ListEntry("sparse", {w::Int64Feature(w::PackedVarints({1})), "",
-                                                  w::BytesFeature("")});
+  const std::string sparse =
+      ListEntry("sparse", {w::Int64Feature(w::PackedVarints({1})), "", w::BytesFeature("")});
   const std::string original = w::Len(1, ctx_i + ctx_f) + w::Len(2, sparse + s);
   const std::vector<std::string> v0 = {"10500"}, v1 = {"10501"}, changed = {"99"};
   auto table = [&](const std::vector<std::string>& step1) {
@@ -207,8 +210,8 @@ TEST(SpliceEditTest, SequenceExamplesKeepKindlessContextStepsAndEmptyLists) {
   EXPECT_FALSE(SpliceEdit(original, EncodeSequenceExample(table(v1))).changed);
   const SplicedRecord r = SpliceEdit(original, EncodeSequenceExample(table(changed)));
   ASSERT_TRUE(r.changed);
-  const std::string s2 = ListEntry("s", {w::BytesFeature(w::BytesValues({"10500"})),
-                                         w::BytesFeature(w::BytesValues({"99"}))});
+  const std::string s2 = ListEntry(
+      "s", {w::BytesFeature(w::BytesValues({"10500"})), w::BytesFeature(w::BytesValues({"99"}))});
   EXPECT_EQ(r.payload, w::Len(1, ctx_i + ctx_f) + w::Len(2, sparse + s2));
   // The empty BytesList step is not kindless: turning it kindless is a change.
   SequenceTable t = table(v1);

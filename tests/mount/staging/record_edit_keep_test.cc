@@ -181,21 +181,20 @@ TEST(RecordEditKeepRealTest, TfxEditsKeepKindlessFeaturesAndUntouchedBytes) {
   // Record 0's company and pickup_census_tract are kindless: shown, empty.
   EXPECT_EQ(ReadWholeFile(dir + "/000/company.none"), "");
   EXPECT_EQ(ReadWholeFile(dir + "/000/pickup_census_tract.none"), "");
-  CommandResult xattr =
-      RunCommand({"getfattr", "--only-values", "-n", "user.tfrecordfs.kind",
-                  dir + "/000/company.none"});
+  CommandResult xattr = RunCommand(
+      {"getfattr", "--only-values", "-n", "user.tfrecordfs.kind", dir + "/000/company.none"});
   if (xattr.exit_code != 127) {
     EXPECT_EQ(xattr.out, "none") << xattr.err;
   }
-  CommandResult edit = InDir(
-      dir,
-      "echo 13.5 > 000/fare\n"
-      // Record 1 already says Cash: a no-op through sed -i.
-      "sed -i 's/Credit Card/Cash/' 001/payment_type.txt\n"
-      "sed -i 's/Credit Card/Cash/' 002/payment_type.txt\n"
-      // The same value written again, by the shell and by vim.
-      "cat 003/fare > /tmp/tfrfs-fare.$$; cat /tmp/tfrfs-fare.$$ > 003/fare; rm /tmp/tfrfs-fare.$$\n" +
-          Vim({"wq!"}, "004/payment_type.txt") + " || true\n");
+  CommandResult edit = InDir(dir,
+                             "echo 13.5 > 000/fare\n"
+                             // Record 1 already says Cash: a no-op through sed -i.
+                             "sed -i 's/Credit Card/Cash/' 001/payment_type.txt\n"
+                             "sed -i 's/Credit Card/Cash/' 002/payment_type.txt\n"
+                             // The same value written again, by the shell and by vim.
+                             "cat 003/fare > /tmp/tfrfs-fare.$$; cat /tmp/tfrfs-fare.$$ > "
+                             "003/fare; rm /tmp/tfrfs-fare.$$\n" +
+                                 Vim({"wq!"}, "004/payment_type.txt") + " || true\n");
   ASSERT_EQ(edit.exit_code, 0) << edit.out << edit.err;
   EXPECT_EQ(ReadWholeFile(dir + "/000/fare"), "13.5\n");
   // A copy into staging keeps the kindless keys too.
@@ -213,8 +212,8 @@ TEST(RecordEditKeepRealTest, TfxEditsKeepKindlessFeaturesAndUntouchedBytes) {
             "2 changed order:same gone:1/payment_type new:1/payment_type=bytes:Cash "
             "untouched:in order kindless-lost:");
   EXPECT_EQ(lines[2], "records 424 same 422 changed 2");
-  EXPECT_TRUE(absl::StrContains(report, absl::StrCat("rewrote ", shard,
-                                                     ": kept 422, changed 2, added 0, deleted 0")))
+  EXPECT_TRUE(absl::StrContains(
+      report, absl::StrCat("rewrote ", shard, ": kept 422, changed 2, added 0, deleted 0")))
       << report;
   int status = 0;
   CommandResult un = d.TfrUnmount(&status);
@@ -259,13 +258,13 @@ TEST(RecordEditKeepRealTest, TfxSequenceExampleEditKeepsItsKindlessContext) {
   EXPECT_EQ(lines[1], "records 4500 same 4499 changed 1");
   EXPECT_TRUE(absl::StrContains(report, ": kept 4499, changed 1, added 0, deleted 0")) << report;
   // The new step's value, by the independent reader.
-  const std::vector<std::string> step =
-      Python("p = t.read_records(sys.argv[1])[0]\n"
-             "fl = [v for f, _, v in t._fields(p) if f == 2][0]\n"
-             "entry = [v for f, _, v in t._fields(fl) if f == 1][0]\n"
-             "lst = [v for f, _, v in t._fields(entry) if f == 2][0]\n"
-             "print([t._feature(v) for f, _, v in t._fields(lst)])\n",
-             {shard});
+  const std::vector<std::string> step = Python(
+      "p = t.read_records(sys.argv[1])[0]\n"
+      "fl = [v for f, _, v in t._fields(p) if f == 2][0]\n"
+      "entry = [v for f, _, v in t._fields(fl) if f == 1][0]\n"
+      "lst = [v for f, _, v in t._fields(entry) if f == 2][0]\n"
+      "print([t._feature(v) for f, _, v in t._fields(lst)])\n",
+      {shard});
   ASSERT_EQ(step.size(), 1u);
   EXPECT_EQ(step[0], "[('bytes', [b'10599']), ('bytes', [b'10501'])]");
   int status = 0;
@@ -304,25 +303,23 @@ TEST_P(RecordEditKeepTest, OnlyWhatTheUserTouchedChanges) {
   Mount d(PackConfig(s, {s.src}, "edit"));
   ASSERT_EQ(d.Start(), "");
   const std::string dir = s.mnt + "/" + name;
-  EXPECT_EQ(ListDir(dir + "/0"),
-            (std::vector<std::string>{"ids", "label", "missing.none", "novalue.none", "score",
-                                      "text.txt"}));
-  CommandResult edit = InDir(
-      dir,
-      // README's example: the label already is 2.
-      "echo 2 > 0/label\n"
-      "echo 3 > 1/label\n"
-      // A refused write, then the value restored.
-      "if echo abc > 2/label 2>/dev/null; then exit 7; fi\n"
-      "echo 2 > 2/label\n"
-      "rm 3/text.txt; echo 9 > 3/added\n" +
-          Vim({"%s/hello/howdy/", "wq!"}, "4/text.txt") + "\n" +
-          // vim writing the file back unchanged (or failing to: either way
-          // nothing changes).
-          Vim({"wq"}, "5/text.txt") + " || true\n" +
-          "rm 6/missing.none\n"
-          "sed -i 's/0.5/0.5/' 7/score\n"
-          "echo 0.25 > 8/score\n");
+  EXPECT_EQ(ListDir(dir + "/0"), (std::vector<std::string>{"ids", "label", "missing.none",
+                                                           "novalue.none", "score", "text.txt"}));
+  CommandResult edit = InDir(dir,
+                             // README's example: the label already is 2.
+                             "echo 2 > 0/label\n"
+                             "echo 3 > 1/label\n"
+                             // A refused write, then the value restored.
+                             "if echo abc > 2/label 2>/dev/null; then exit 7; fi\n"
+                             "echo 2 > 2/label\n"
+                             "rm 3/text.txt; echo 9 > 3/added\n" +
+                                 Vim({"%s/hello/howdy/", "wq!"}, "4/text.txt") + "\n" +
+                                 // vim writing the file back unchanged (or failing to: either way
+                                 // nothing changes).
+                                 Vim({"wq"}, "5/text.txt") + " || true\n" +
+                                 "rm 6/missing.none\n"
+                                 "sed -i 's/0.5/0.5/' 7/score\n"
+                                 "echo 0.25 > 8/score\n");
   ASSERT_EQ(edit.exit_code, 0) << edit.out << edit.err;
   EXPECT_EQ(ReadWholeFile(dir + "/4/text.txt"), "howdy\n");
   const std::string report = Commit(s);
@@ -340,8 +337,8 @@ TEST_P(RecordEditKeepTest, OnlyWhatTheUserTouchedChanges) {
       "records 10 same 5 changed 5",
   };
   EXPECT_EQ(lines, want);
-  EXPECT_TRUE(absl::StrContains(report, absl::StrCat("rewrote ", shard,
-                                                     ": kept 5, changed 5, added 0, deleted 0")))
+  EXPECT_TRUE(absl::StrContains(
+      report, absl::StrCat("rewrote ", shard, ": kept 5, changed 5, added 0, deleted 0")))
       << report;
   int status = 0;
   CommandResult un = d.TfrUnmount(&status);
@@ -368,8 +365,8 @@ TEST(RecordEditKeepGeneratedTest, SequenceExampleListsAndContext) {
   CommandResult edit = InDir(dir,
                              "echo 5 > 0/context/label\n"
                              "echo 1 > 1/context/label\n" +  // already 1
-                                 Vim({"wq"}, "2/feature_lists/tokens/0.txt") + " || true\n" +
-                                 "echo 9 > 3/feature_lists/sparse/0\n");
+                                 Vim({"wq"}, "2/feature_lists/tokens/0.txt") +
+                                 " || true\n" + "echo 9 > 3/feature_lists/sparse/0\n");
   ASSERT_EQ(edit.exit_code, 0) << edit.out << edit.err;
   const std::string report = Commit(s);
   const std::vector<std::string> lines = NotSame(Compare(before, shard));
