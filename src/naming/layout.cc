@@ -301,11 +301,14 @@ void AddFeatures(Node* root, const std::vector<Feature>& features, absl::string_
   };
   std::vector<Leaf> leaves;
   for (const Feature& f : features) {
-    if (f.kind == Kind::kNone) continue;
     Leaf leaf;
     leaf.feature = f.name;
     Node& n = leaf.node;
-    if (f.kind == Kind::kInt64 || f.kind == Kind::kFloat) {
+    if (f.kind == Kind::kNone) {
+      // An empty file: a copy of the folder keeps the key (and its kind).
+      n.role = EntryRole::kKindless;
+      leaf.where = Place(f.name, false, true, kKindlessExtension, false, reserved_top);
+    } else if (f.kind == Kind::kInt64 || f.kind == Kind::kFloat) {
       n.content = f.kind == Kind::kInt64 ? FormatInt64s(f.int64s) : FormatFloats(f.floats);
       n.role = f.kind == Kind::kInt64 ? EntryRole::kInt64 : EntryRole::kFloat;
       leaf.where = Place(f.name, /*numeric=*/true, /*is_file=*/true, "", false, reserved_top);
@@ -386,8 +389,7 @@ Layout LayoutExample(const FeatureTable& table, absl::string_view payload) {
 Layout LayoutSequence(const example::SequenceTable& table, absl::string_view payload) {
   Node root;
   root.is_dir = true;
-  if (std::any_of(table.context.features.begin(), table.context.features.end(),
-                  [](const Feature& f) { return f.kind != Kind::kNone; })) {
+  if (!table.context.features.empty()) {
     Node& context = root.children[std::string(kContextDir)];
     context.is_dir = true;
     AddFeatures(&context, table.context.features, payload, /*reserved_top=*/false);
@@ -811,8 +813,10 @@ LeafName ParseLeafName(absl::string_view file_name) {
   if (dot == absl::string_view::npos || dot == 0)
     return {std::string(file_name), FileRole::kNumeric};
   absl::string_view ext = file_name.substr(dot);
-  return {std::string(file_name.substr(0, dot)),
-          ext == kTextExtension ? FileRole::kText : FileRole::kSingleBytes};
+  return {std::string(file_name.substr(0, dot)), ext == kTextExtension ? FileRole::kText
+                                                 : ext == kKindlessExtension
+                                                     ? FileRole::kKindless
+                                                     : FileRole::kSingleBytes};
 }
 
 bool IsContinuation(absl::string_view dir_name) {

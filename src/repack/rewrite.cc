@@ -22,12 +22,14 @@
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/base/mutex.h"
+#include "tfrecordfs/example/splice.h"
 #include "tfrecordfs/record/format.h"
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/record/writer.h"
 #include "tfrecordfs/repack/journal.h"
 #include "tfrecordfs/repack/tfds_info.h"
 #include "tfrecordfs/staging/edits.h"
+#include "tfrecordfs/tensor/tensor.h"
 
 namespace tfrecordfs::repack {
 namespace {
@@ -257,6 +259,51 @@ class PieceCheck {
   uint64_t checked_records_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+// ---- How an edited record's bytes are built ----
+
+// Whether two bytes values hold the same tensor: the mount shows a
+// serialized TensorProto as a .png/.npy, and its folder gives back the
+// TensorProto tf.io.serialize_tensor writes for that array, which may be
+// spelt otherwise than the shard's (*_val fields, a broadcast value).
+bool SameTensorValue(absl::string_view original, absl::string_view edited) {
+  if (!tensor::IsTensor(original) || !tensor::IsTensor(edited)) return false;
+  auto a = tensor::DecodeTensor(original);
+  auto b = tensor::DecodeTensor(edited);
+  return a.ok() && b.ok() && a->dtype == b->dtype && a->shape == b->shape &&
+         a->data(original) == b->data(edited);
+}
+
+// Each edited record's payload made again by example::SpliceEdit against
+// the record's payload in the shard: what the edit did not change keeps its
+// bytes and order. An edit that changes nothing (a value written over with
+// itself, a refused write restored, an editor that gave up) is dropped, so
+// the record is kept byte for byte and counted as kept. A record whose
+// original cannot be read (damaged) takes its folder's payload as it is.
+void KeepWhatEditsDidNotChange(const ShardToRewrite& from, staging::ShardEdits* edits) {
+  const std::vector<uint64_t>& offsets = *from.offsets;
+  for (auto e = edits->replaced.begin(); e != edits->replaced.end();) {
+    const uint64_t i = e->first;
+    if (i + 1 >= offsets.size()) {
+      ++e;
+      continue;
+    }
+    auto original = record::ReadRecord(*from.source, i, offsets[i], offsets[i + 1]);
+    if (!original.ok()) {
+      log::Warning("record ", i,
+                   " is written from its edit folder as it is: ", original.status().message());
+      ++e;
+      continue;
+    }
+    example::SplicedRecord spliced = example::SpliceEdit(*original, e->second, SameTensorValue);
+    if (!spliced.changed) {
+      e = edits->replaced.erase(e);
+      continue;
+    }
+    e->second = std::move(spliced.payload);
+    ++e;
+  }
+}
+
 // Inverts the byte at `offset` of the file at `path` (the fault point
 // rewrite_flip_written_byte).
 void FlipByte(const std::string& path, uint64_t offset) {
@@ -296,6 +343,7 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
                      "; nothing of this shard was written: fix that file through a "
                      "read-write mount and unmount again (its edits are kept pending)"));
   }
+  KeepWhatEditsDidNotChange(from, &*edits);
   const Paths p = PathsOf(path);
   auto fd = OpenFile(p.temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (!fd.ok()) return KeptPending(fd.status());

@@ -9,6 +9,7 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/escaping.h"
@@ -159,6 +160,16 @@ class FolderReader {
           f.bytes = naming::ParseText(kept);
           break;
         }
+        case naming::FileRole::kKindless:
+          // A kindless feature (Feature{}): the key without a value.
+          if (!content->empty()) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                erel, ": a kindless feature's file (", naming::kKindlessExtension,
+                ") stays empty; give the feature a value in a file of its kind instead (",
+                leaf.stem_escaped, " for numbers, ", leaf.stem_escaped, ".txt for text)"));
+          }
+          f.kind = Kind::kNone;
+          break;
         case naming::FileRole::kSingleBytes: {
           const absl::string_view ext = absl::string_view(e.name).substr(leaf.stem_escaped.size());
           const FeatureType type = IsArrayExtension(ext) ? TypeOf(f.name) : FeatureType{};
@@ -200,7 +211,16 @@ class FolderReader {
       return absl::InvalidArgumentError(absl::StrCat(
           rel, ": the feature name '", absl::CHexEscape(f.name), "' is not valid UTF-8"));
     }
-    auto [it, inserted] = features_.try_emplace(f.name, std::move(f), rel);
+    auto it = features_.find(f.name);
+    if (it != features_.end() &&
+        (f.kind == Kind::kNone) != (it->second.first.kind == Kind::kNone)) {
+      // A kindless feature's `.none` beside a file that gives it a value
+      // (`echo 5 > x` next to `x.none`): the value wins.
+      if (f.kind != Kind::kNone) it->second = {std::move(f), rel};
+      return absl::OkStatus();
+    }
+    bool inserted = false;
+    std::tie(it, inserted) = features_.try_emplace(f.name, std::move(f), rel);
     if (!inserted) {
       return absl::InvalidArgumentError(
           absl::StrCat(rel, " and ", it->second.second, " both map to feature '", it->first, "'"));

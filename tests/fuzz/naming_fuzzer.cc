@@ -113,7 +113,7 @@ void Check(const uint8_t* data, size_t size) {
   if (!ArraysRoundTrip(*table)) return;  // documented as lossy
   auto back = LayoutReverser(l, payload, types).Run();
   FUZZ_CHECK(back.ok(), back.status().message());
-  const CanonTable want = CanonicalValues(Shown(*table));
+  const CanonTable want = CanonicalValues(FromTable(*table));
   FUZZ_CHECK(CanonicalValues(*back) == want, "reverse gives ", Describe(*back), " want ",
              Describe(want));
 }

@@ -27,11 +27,11 @@
 namespace tfrecordfs::fuzz {
 
 // Features that own their values, floats as bits so NaNs compare exactly
-// (tests/testing/canon.h); Shown leaves out the kindless ones, which a
-// layout does not show.
+// (tests/testing/canon.h); kindless ones too (a layout shows them as
+// `<name>.none`).
 using test::Canon;
 using test::CanonTable;
-using test::Shown;
+using test::FromTable;
 using test::ToCanon;
 
 // A bytes value as the reverse gives it back: a tensor (DecodeTensor
@@ -199,6 +199,12 @@ class LayoutReverser {
           canon.bytes.push_back(std::move(*value));
           break;
         }
+        case naming::FileRole::kKindless:
+          if (!content.empty()) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "'", absl::CEscape(e.name), "': a kindless feature's file holds bytes"));
+          }
+          break;  // kind kNone, no values
       }
       if (auto s = Add(name, std::move(canon), e.name); !s.ok()) return s;
     }

@@ -193,6 +193,9 @@ void ArbitraryFolder(Bytes& in, const std::string& root) {
 
 void RoundTrip(Bytes& in, const std::string& root) {
   GenTable gen = GenFeatures(in);
+  // Kindless features only, named with control bytes: not an Example (the
+  // decoder takes it for another message), so never shown as a folder.
+  if (!example::DecodeExample(example::EncodeExample(gen.table)).ok()) return;
   const naming::Layout l = naming::LayoutExample(gen.table, gen.payload);
   const absl::Status servable = naming::CheckLayout(l);
   FUZZ_CHECK(servable.ok(), servable.message());
@@ -218,7 +221,7 @@ void RoundTrip(Bytes& in, const std::string& root) {
   CanonTable got;
   for (const auto& f : t->features) got[f.name] = ToCanon(f);
   got = CanonicalValues(std::move(got));
-  const CanonTable want = CanonicalValues(Shown(gen.table));
+  const CanonTable want = CanonicalValues(FromTable(gen.table));
   FUZZ_CHECK(got == want, "staged copy gives ", Describe(got), " want ", Describe(want));
 }
 

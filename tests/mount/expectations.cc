@@ -371,6 +371,13 @@ std::map<std::string, OwnedFeature> ReconstructRecord(
           f.kind = example::Kind::kBytes;
           f.bytes.push_back(node.content);
           break;
+        case naming::FileRole::kKindless:
+          if (!node.content.empty()) {
+            errors->push_back(Printable(rel) + ": a kindless feature's file holds bytes");
+            continue;
+          }
+          f.kind = example::Kind::kNone;
+          break;
       }
       add(std::move(f));
     }

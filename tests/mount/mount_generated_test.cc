@@ -104,10 +104,6 @@ TEST_F(GeneratedMountTest, EveryRecordMapsBackToItsFeatures) {
       auto got = ReconstructRecord(files, kinds, &errors);
       EXPECT_TRUE(errors.empty()) << errors.front();
       for (const OwnedFeature& want : rec.features) {
-        if (want.kind == example::Kind::kNone) {
-          EXPECT_FALSE(got.count(want.name)) << "kindless feature shown: " << Describe(want);
-          continue;
-        }
         ++features;
         auto it = got.find(want.name);
         if (it == got.end()) {
@@ -154,7 +150,8 @@ TEST_F(GeneratedMountTest, LayoutRulesByExample) {
   EXPECT_EQ(content("empty_float"), "");
   EXPECT_EQ(content("empty_bytes.txt"), "");
   EXPECT_EQ(content("varying"), "0\n");
-  EXPECT_EQ(StatErrno(M(r + "missing")), ENOENT);  // kindless: not shown
+  EXPECT_EQ(StatErrno(M(r + "missing")), ENOENT);  // kindless: an empty `.none`
+  EXPECT_EQ(content("missing.none"), "");
   struct stat st;
   ASSERT_EQ(::stat(M(r + "deep").c_str(), &st), 0);
   EXPECT_TRUE(S_ISDIR(st.st_mode));

@@ -213,9 +213,11 @@ TEST_F(RealDataTest, EveryShardRecordAndFileMatchesADirectRead) {
   EXPECT_EQ(ReadWholeFile(M(tft + "feature_lists/int_feature/1")), "3\n4\n");
   EXPECT_EQ(ReadWholeFile(M(tft + "feature_lists/string_feature/0.txt")), "Hello\nWorld\n");
   EXPECT_EQ(ReadWholeFile(M(tft + "feature_lists/string_feature/1.txt")), "");
-  // TFX's first record: a kindless context (no context/ folder), 2 steps.
+  // TFX's first record: a kindless context (an empty `.none` file per key,
+  // SOURCES.md: f and i are empty), 2 steps.
   const std::string tfx = "tfx_sequence_example_gzip/data_tfrecord_eval.gz/0000/";
-  EXPECT_EQ(::stat(M(tfx + "context").c_str(), &st), -1);
+  EXPECT_EQ(RunCommand({"ls", M(tfx + "context")}).out, "f.none\ni.none\n");
+  EXPECT_EQ(ReadWholeFile(M(tfx + "context/f.none")), "");
   EXPECT_EQ(ReadWholeFile(M(tfx + "feature_lists/s/0.txt")), "10500\n");
   EXPECT_EQ(ReadWholeFile(M(tfx + "feature_lists/s/1.txt")), "10501\n");
   // Compressed shards index without a warning.

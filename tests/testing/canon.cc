@@ -31,14 +31,6 @@ CanonTable FromTable(const example::FeatureTable& t) {
   return out;
 }
 
-CanonTable Shown(const example::FeatureTable& t) {
-  CanonTable out;
-  for (const example::Feature& f : t.features) {
-    if (f.kind != example::Kind::kNone) out[f.name] = ToCanon(f);
-  }
-  return out;
-}
-
 CanonTable FromProto(const proto::Example& ex) {
   CanonTable out;
   for (const auto& [name, pf] : ex.features().feature()) {
@@ -84,7 +76,6 @@ std::string FeatureText(const example::Feature& f) {
 std::string SequenceText(const example::SequenceTable& t) {
   std::string out;
   for (const auto& f : t.context.features) {
-    if (f.kind == example::Kind::kNone) continue;  // not shown, so not copied
     absl::StrAppend(&out, "context ", Short(f.name), ": ", FeatureText(f), "\n");
   }
   for (const auto& l : t.lists) {

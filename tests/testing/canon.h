@@ -5,8 +5,7 @@
 //
 // Contract:
 //   * FromTable keeps every feature, kindless ones too (kind kNone, no
-//     values); Shown leaves the kindless ones out (a mount does not show
-//     them, so nothing can bring them back);
+//     values): a mount shows them (`<name>.none`), so they round-trip;
 //   * FromProto maps a Feature with no oneof case to kNone;
 //   * a later feature with the same name replaces an earlier one (neither
 //     input has duplicates when it is valid).
@@ -45,12 +44,10 @@ std::ostream& operator<<(std::ostream& os, const Canon& c);
 
 Canon ToCanon(const example::Feature& f);
 CanonTable FromTable(const example::FeatureTable& t);
-CanonTable Shown(const example::FeatureTable& t);
 CanonTable FromProto(const proto::Example& ex);
 
 // A SequenceExample as text for comparing feature by feature with a readable
-// diff: one line per context feature that has a kind (kindless ones are not
-// shown by a mount, so they cannot round-trip), then per feature list its
+// diff: one line per context feature (kindless ones too), then per feature list its
 // name, its step count and one line per step. Values are exact: floats as
 // bits, bytes C-escaped, and a value longer than 80 bytes as its first 80
 // bytes, its size and a 64-bit hash of all of it.

@@ -570,7 +570,7 @@ std::vector<std::string> Children(const Layout& l, absl::string_view path) {
 // Reverse: the layout back to features, as the staging path reads a folder.
 
 // Features that own their values (tests/testing/canon.h); a layout must
-// give back all but the kindless ones (test::Shown).
+// give back every feature, kindless ones too (test::FromTable).
 using test::Canon;
 using test::CanonTable;
 
@@ -648,6 +648,9 @@ class Reverser {
           canon.kind = Kind::kBytes;
           canon.bytes.emplace_back(content);
           break;
+        case FileRole::kKindless:
+          EXPECT_EQ(content, "") << path;
+          break;
       }
       Add(name, std::move(canon), path);
     }
@@ -681,9 +684,7 @@ std::string Listing(const Layout& l) {
 // feature with a kind is named by some entry.
 void CheckFeatureOf(const Layout& l, const FeatureTable& t) {
   std::map<std::string, Kind> kinds;
-  for (const Feature& f : t.features) {
-    if (f.kind != Kind::kNone) kinds[f.name] = f.kind;
-  }
+  for (const Feature& f : t.features) kinds[f.name] = f.kind;
   std::set<std::string> named;
   for (uint32_t i = 1; i < l.entries.size(); ++i) {
     const Entry& e = l.entries[i];
@@ -698,9 +699,10 @@ void CheckFeatureOf(const Layout& l, const FeatureTable& t) {
     auto it = kinds.find(info->name);
     ASSERT_NE(kinds.end(), it) << "no feature '" << absl::CHexEscape(info->name) << "'";
     named.insert(info->name);
-    const Kind want = e.role == EntryRole::kInt64   ? Kind::kInt64
-                      : e.role == EntryRole::kFloat ? Kind::kFloat
-                                                    : Kind::kBytes;
+    const Kind want = e.role == EntryRole::kInt64      ? Kind::kInt64
+                      : e.role == EntryRole::kFloat    ? Kind::kFloat
+                      : e.role == EntryRole::kKindless ? Kind::kNone
+                                                       : Kind::kBytes;
     EXPECT_EQ(want, it->second);
     const bool in_list = l.entries[e.parent].role == EntryRole::kBytesList;
     EXPECT_EQ(in_list, info->value.has_value());
@@ -719,7 +721,7 @@ void CheckRoundTrip(const Record& r) {
   const Layout l = LayoutExample(r.table, r.payload);
   SCOPED_TRACE("table:\n" + Describe(r.table) + "layout:\n" + Listing(l));
   CheckLayout(l, r.payload, /*example=*/true);
-  EXPECT_EQ(test::Shown(r.table), Reverser(l, r.payload, r.table).Run());
+  EXPECT_EQ(test::FromTable(r.table), Reverser(l, r.payload, r.table).Run());
   CheckFeatureOf(l, r.table);
 }
 
@@ -998,13 +1000,29 @@ TEST(LayoutTest, NamesAtTheLengthLimit) {
   CheckRoundTrip(Build(specs));
 }
 
-TEST(LayoutTest, KindlessFeaturesAreNotShown) {
-  Record r = Build({Int64s("x", {1})});
-  Feature none;
-  none.name = "kindless";
-  r.table.features.push_back(none);
+// TFX writes a missing value as an empty Feature{}: an empty `.none` file
+// keeps the key in a copy of the folder (issue 34). Its name is escaped as
+// any file's; one that a folder or a list wants too takes the `%-`.
+TEST(LayoutTest, KindlessFeaturesAreEmptyNoneFiles) {
+  std::vector<Spec> specs = {Int64s("x", {1}), Int64s("b/c", {2}), Bytes("a.none", {"t"}),
+                             Bytes("list.none", {"\x01", "\x02"})};
+  for (const char* name : {"kindless", "b", "07", "a", "list", "feature_lists/k"}) {
+    specs.push_back({name, Kind::kNone, {}, {}, {}});
+  }
+  const Record r = Build(specs);
   const Layout l = LayoutExample(r.table, r.payload);
-  EXPECT_THAT(Children(l, ""), ElementsAre("x"));
+  EXPECT_THAT(Children(l, ""),
+              ElementsAre("%-list.none", "%307.none", "%66eature_lists", "a.none", "a.none.txt",
+                          "b", "b.none", "kindless.none", "list.none", "x"));
+  const Entry* kindless = Find(l, "kindless.none");
+  ASSERT_NE(kindless, nullptr);
+  EXPECT_EQ(kindless->size(), 0u);
+  EXPECT_EQ(kindless->role, EntryRole::kKindless);
+  const auto info = FeatureOf(l, static_cast<uint32_t>(kindless - l.entries.data()));
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->name, "kindless");
+  EXPECT_EQ(RoleName(info->role, 0), "none");
+  EXPECT_EQ(ParseLeafName("kindless.none").role, FileRole::kKindless);
   CheckRoundTrip(r);
 }
 

@@ -323,4 +323,66 @@ TEST_F(StoreTest, SequenceExampleFolderRoundTripsFeatureByFeature) {
   EXPECT_NE(bad.status().message().find("extra.txt"), absl::string_view::npos) << bad.status();
 }
 
+// Kindless features (an empty Feature{}: TFX's missing values) show as empty
+// `<name>.none` files and pack back kindless, in an Example and in a
+// SequenceExample's context; a file giving the feature a value beside its
+// `.none` wins; a `.none` holding bytes is refused with its name.
+TEST_F(StoreTest, KindlessFeaturesPackFromEmptyNoneFiles) {
+  example::FeatureTable t;
+  example::Feature a, k, seven;
+  a.name = "a";
+  a.kind = example::Kind::kInt64;
+  a.int64s = {1};
+  k.name = "k";
+  seven.name = "7";
+  t.features = {seven, a, k};
+  const std::string payload = example::EncodeExample(t);
+  auto decoded = example::DecodeExample(payload);
+  ASSERT_TRUE(decoded.ok());
+  const naming::Layout l = naming::LayoutExample(*decoded, payload);
+  const std::string rec = root_ + "/rec";
+  ASSERT_EQ(::mkdir(rec.c_str(), 0755), 0);
+  ASSERT_TRUE(test::WriteLayout(l, 0, rec, payload).ok());
+  EXPECT_TRUE(std::filesystem::exists(rec + "/k.none"));
+  EXPECT_TRUE(std::filesystem::exists(rec + "/%37.none"));
+  auto packed = PayloadFromFolder(rec, naming::NoFeatureTypes());
+  ASSERT_TRUE(packed.ok()) << packed.status();
+  EXPECT_EQ(payload, *packed);
+
+  ASSERT_TRUE(WriteFileAtomically(rec + "/k", "5\n").ok());
+  packed = PayloadFromFolder(rec, naming::NoFeatureTypes());
+  ASSERT_TRUE(packed.ok()) << packed.status();
+  auto with_value = example::DecodeExample(*packed);
+  ASSERT_TRUE(with_value.ok());
+  ASSERT_EQ(with_value->features.size(), 3u);
+  EXPECT_EQ(with_value->features[2].kind, example::Kind::kInt64);
+  EXPECT_EQ(with_value->features[2].int64s, std::vector<int64_t>{5});
+  ASSERT_EQ(::unlink((rec + "/k").c_str()), 0);
+
+  ASSERT_TRUE(WriteFileAtomically(rec + "/k.none", "x").ok());
+  auto bad = PayloadFromFolder(rec, naming::NoFeatureTypes());
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("k.none"), absl::string_view::npos) << bad.status();
+
+  // TFX's SequenceExample context {i: empty, f: empty}.
+  example::SequenceTable seq;
+  example::Feature f, i;
+  f.name = "f";
+  i.name = "i";
+  seq.context.features = {f, i};
+  seq.lists.push_back({"s", {a}});
+  seq.lists.back().steps[0].name.clear();
+  const std::string spayload = example::EncodeSequenceExample(seq);
+  auto sdecoded = example::DecodeSequenceExample(spayload);
+  ASSERT_TRUE(sdecoded.ok());
+  const naming::Layout sl = naming::LayoutSequence(*sdecoded, spayload);
+  const std::string srec = root_ + "/srec";
+  ASSERT_EQ(::mkdir(srec.c_str(), 0755), 0);
+  ASSERT_TRUE(test::WriteLayout(sl, 0, srec, spayload).ok());
+  EXPECT_TRUE(std::filesystem::exists(srec + "/context/f.none"));
+  auto spacked = PayloadFromFolder(srec, naming::NoFeatureTypes());
+  ASSERT_TRUE(spacked.ok()) << spacked.status();
+  EXPECT_EQ(spayload, *spacked);
+}
+
 }  // namespace tfrecordfs::staging

@@ -12,6 +12,11 @@
 //   * other bytes lists with one value -> `<name><ext>`, exact bytes, the
 //     extension sniffed from the content (SniffExtension).
 //   * other bytes lists -> directory `<name>/` of `0<ext>`, `1<ext>`, ...
+//   * kindless features (an empty Feature{}, as TFX writes a missing value,
+//     or a map entry without a value) -> an empty file `<name>.none`
+//     (kKindlessExtension; its kind xattr says "none"), so that a copy of
+//     the record folder keeps the key. No other file takes that extension:
+//     SniffExtension never gives it, and a numeric leaf has its '.' escaped.
 //   * '/' in a feature name makes directories, unless the name has an empty
 //     component (leading, trailing or doubled '/'), in which case the whole
 //     name is one component with '/' escaped.
@@ -59,7 +64,7 @@
 //   * A payload that decodes as a SequenceExample (example/sequence.h: it has
 //     a feature_lists field) shows as
 //         context/            its context features, laid out as an Example's
-//                             (absent when no context feature has a kind)
+//                             (absent when the context has no feature)
 //         feature_lists/      always present (it is what marks the record)
 //           <list name>/      '/' in the name makes folders; every all-digit
 //                             component has its first digit escaped, so no
@@ -76,7 +81,6 @@
 //     be the same folder another list's path makes (lists `a` empty and
 //     `a/b`), the empty one is spelt `a%-` (`%-` decodes to nothing).
 //   * A payload that is neither shows as one file `record.bin`.
-//     Kindless features (Feature{} with no list) are not shown.
 //   * The vfs caps a record at kMaxEntriesPerRecord (65,536) entries (the
 //     node id's 16 entry bits, vfs/node_id.h); a record with more files is
 //     shown raw as `record.bin` with a warning. A YouTube-8M frame-level
@@ -104,7 +108,8 @@ inline constexpr absl::string_view kRawRecordName = "record.bin";
 inline constexpr absl::string_view kTextExtension = ".txt";
 inline constexpr absl::string_view kPngExtension = ".png";
 inline constexpr absl::string_view kNpyExtension = ".npy";
-// A kindless sequence step (an empty Feature{}): an empty file `<step>.none`.
+// A kindless feature or sequence step (an empty Feature{}): an empty file
+// `<name>.none` / `<step>.none`.
 inline constexpr absl::string_view kKindlessExtension = ".none";
 inline constexpr absl::string_view kContextDir = "context";
 inline constexpr absl::string_view kFeatureListsDir = "feature_lists";
@@ -123,7 +128,8 @@ bool IsSingleLineText(absl::string_view v);
 
 // ".jpg", ".png", ".gif", ".bmp", ".webp", ".tif", ".wav", ".flac", ".ogg",
 // ".mp3", ".mp4", ".pdf", ".gz", ".zip", ".npy", ".json", else ".bin". Never
-// ".txt" (that extension means a line-per-value text list).
+// ".txt" (that extension means a line-per-value text list) nor ".none" (a
+// kindless feature).
 absl::string_view SniffExtension(absl::string_view bytes);
 
 // Parses a numeric file. `hint` is the kind the feature has in the mounted
@@ -204,7 +210,7 @@ enum class EntryRole : uint8_t {
   kTensor,       // a serialized tensor shown as `.png`/`.npy` (Entry::dtype)
   kBytesList,    // the folder of a bytes list's values (`0<ext>`, ...)
   kFeatureList,  // a SequenceExample's list folder (it holds the steps)
-  kKindless,     // a kindless step (`<step>.none`)
+  kKindless,     // a kindless feature or step (`<name>.none`, `<step>.none`)
   kRaw,          // `record.bin` of a payload that is neither
 };
 
@@ -313,13 +319,14 @@ struct FeatureInfo {
 std::optional<FeatureInfo> FeatureOf(const Layout& layout, uint32_t entry);
 
 // "int64", "float", "text", "bytes", "tensor <dtype>" ("tensor uint8"),
-// "bytes list", "feature list", "none" (a kindless step), "raw" (record.bin),
+// "bytes list", "feature list", "none" (a kindless feature or step), "raw" (record.bin),
 // "" for a folder.
 std::string RoleName(EntryRole role, uint8_t dtype);
 
 // ---- Reverse: files back to features ----
 
-enum class FileRole { kNumeric, kText, kSingleBytes };
+// kKindless: `<name>.none`, a kindless feature (the file must be empty).
+enum class FileRole { kNumeric, kText, kSingleBytes, kKindless };
 
 // A file name inside a record folder, decoded.
 struct LeafName {

@@ -4,7 +4,10 @@
 //
 // Each shard of the deletion list is rewritten in its own codec (a GZIP
 // shard stays GZIP): deleted records left out, edited ones replaced by the
-// payload of their folder, every other record's payload unchanged and in the
+// payload of their folder, spliced into the record's own bytes
+// (example/splice.h: every feature the edit did not change keeps its bytes
+// and order; an edit that changes nothing keeps the record byte for byte and
+// counts it as kept), every other record's payload unchanged and in the
 // same order, added records appended in name order:
 //   1. the shard must still have the fingerprint its edits were made on
 //      (else it is left alone and its edits stay pending), and every edit
@@ -72,7 +75,7 @@ struct ShardToRewrite {
 
 struct RewrittenShard {
   std::string path;
-  uint64_t kept = 0;     // unchanged
+  uint64_t kept = 0;     // unchanged (edits that change nothing included)
   uint64_t changed = 0;  // edited
   uint64_t added = 0;
   uint64_t deleted = 0;

@@ -7,7 +7,10 @@
 //     (non-Example) payload: the file's bytes, unchanged;
 //   * extension-less file -> int64 list if every line is an integer, else a
 //     float list, else invalid; `<name>.txt` -> bytes list, one value per
-//     line; `<name><other ext>` -> one bytes value, the exact bytes;
+//     line; `<name>.none` -> a kindless feature (Feature{}; the file must be
+//     empty; beside another file of the same feature, that file gives the
+//     value and the `.none` is ignored); `<name><other ext>` -> one bytes
+//     value, the exact bytes;
 //   * a directory of `0<ext>`, `1<ext>`, ... -> a bytes list in index order;
 //     other directories -> '/' in the feature name; `%+` chunks join;
 //   * escapes are undone; hidden names (leading '.') and backups ending in

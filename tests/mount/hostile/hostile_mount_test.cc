@@ -362,7 +362,9 @@ TEST_F(HostileMountTest, WireVariantsDecodeLikeTensorFlow) {
   EXPECT_EQ(file("05/b.txt"), "");
   EXPECT_EQ(file("05/f"), "");
   EXPECT_EQ(file("05/i"), "");
-  EXPECT_EQ(Files(s + "06"), std::set<std::string>{"present"});  // kindless: not shown
+  // Kindless (an empty Feature{}, an entry without a value): empty `.none` files.
+  EXPECT_EQ(Files(s + "06"), (std::set<std::string>{"missing.none", "novalue.none", "present"}));
+  EXPECT_EQ(file("06/missing.none"), "");
   EXPECT_EQ(file("06/present"), "7\n");
   EXPECT_EQ(Files(s + "07"), (std::set<std::string>{"a", "b"}));  // features merged
   EXPECT_EQ(Files(s + "08"), (std::set<std::string>{"m", "v.txt"}));

@@ -159,7 +159,6 @@ DecodedRecord Decode(const std::string& payload) {
   if (!table.ok()) return r;
   r.is_example = true;
   for (const example::Feature& f : table->features) {
-    if (f.kind == example::Kind::kNone) continue;
     OwnedFeature o;
     o.name = f.name;
     o.kind = f.kind;
@@ -176,8 +175,8 @@ void ExpectSameRecord(const std::string& original, const std::string& packed,
   const DecodedRecord a = Decode(original);
   if (!a.is_example) {
     if (auto seq = example::DecodeSequenceExample(original); seq.ok()) {
-      // Feature by feature: the pack writes map entries in name order and
-      // leaves out kindless context features, as any writer may differ.
+      // Feature by feature (kindless ones too): the pack writes map entries
+      // in name order, as any writer may differ.
       auto got = example::DecodeSequenceExample(packed);
       ASSERT_TRUE(got.ok()) << what
                             << ": the packed record is not a SequenceExample: " << got.status();

@@ -87,15 +87,15 @@ std::vector<PackedShard> ReadPackedShards(const std::string& dir, const std::str
 // All payloads of the shards, in shard then record order.
 std::vector<std::string> AllPayloads(const std::vector<PackedShard>& shards);
 
-// A decoded record: features by name, kindless ones left out (the mount
-// does not show them, so they cannot round-trip).
+// A decoded record: features by name, kindless ones too (the mount shows
+// them as empty `<name>.none` files, so they round-trip).
 struct DecodedRecord {
   bool is_example = false;
   std::map<std::string, OwnedFeature> features;
 };
 DecodedRecord Decode(const std::string& payload);
 
-// A SequenceExample as text, kindless context features left out, for
+// A SequenceExample as text, kindless context features included, for
 // comparing feature by feature with a readable diff (tests/testing/canon.h).
 using test::SequenceText;
 

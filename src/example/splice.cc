@@ -1,0 +1,290 @@
+#include "tfrecordfs/example/splice.h"
+
+#include <cstring>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "encode_internal.h"
+#include "example.pb.h"
+#include "tfrecordfs/base/wire.h"
+#include "tfrecordfs/example/record.h"
+
+namespace tfrecordfs::example {
+namespace {
+
+// ---- What says the same ----
+
+bool SameFeature(const Feature& a, const Feature& b, const SameBytesValue& same_bytes) {
+  if (a.kind != b.kind) return false;
+  switch (a.kind) {
+    case Kind::kNone:
+      return true;
+    case Kind::kInt64:
+      return a.int64s == b.int64s;
+    case Kind::kFloat:
+      // Bit for bit: -0 is not 0, and a NaN keeps its payload.
+      return a.floats.size() == b.floats.size() &&
+             (a.floats.empty() ||
+              std::memcmp(a.floats.data(), b.floats.data(), a.floats.size() * sizeof(float)) == 0);
+    case Kind::kBytes:
+      if (a.bytes.size() != b.bytes.size()) return false;
+      for (size_t i = 0; i < a.bytes.size(); ++i) {
+        if (a.bytes[i] != b.bytes[i] && !(same_bytes && same_bytes(a.bytes[i], b.bytes[i]))) {
+          return false;
+        }
+      }
+      return true;
+  }
+  return false;
+}
+
+bool SameSteps(const std::vector<Feature>& a, const std::vector<Feature>& b,
+               const SameBytesValue& same_bytes) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!SameFeature(a[i], b[i], same_bytes)) return false;
+  }
+  return true;
+}
+
+// Tables are sorted by name with unique names (example.h, sequence.h).
+bool SameTable(const FeatureTable& a, const FeatureTable& b, const SameBytesValue& same_bytes) {
+  if (a.features.size() != b.features.size()) return false;
+  for (size_t i = 0; i < a.features.size(); ++i) {
+    if (a.features[i].name != b.features[i].name ||
+        !SameFeature(a.features[i], b.features[i], same_bytes)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool SameLists(const std::vector<FeatureList>& a, const std::vector<FeatureList>& b,
+               const SameBytesValue& same_bytes) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].name != b[i].name || !SameSteps(a[i].steps, b[i].steps, same_bytes)) return false;
+  }
+  return true;
+}
+
+bool SameRecord(const DecodedRecord& a, const DecodedRecord& b, const SameBytesValue& same_bytes) {
+  if (a.kind != b.kind) return false;
+  switch (a.kind) {
+    case PayloadKind::kExample:
+      return SameTable(a.example, b.example, same_bytes);
+    case PayloadKind::kSequenceExample:
+      return SameTable(a.sequence.context, b.sequence.context, same_bytes) &&
+             SameLists(a.sequence.lists, b.sequence.lists, same_bytes);
+    case PayloadKind::kRaw:
+      return false;  // compared as bytes by the caller
+  }
+  return false;
+}
+
+// ---- The original's map entries, as they are on the wire ----
+
+// One entry of a `map<string, ...>` field: its key, and the whole field
+// (tag, length, entry) to copy as it is.
+struct WireEntry {
+  std::string key;
+  absl::string_view field;
+};
+
+// The map entries (field 1 of the map message) of every top-level field
+// `number` of `payload`, in order; `present` says whether there was such a
+// field. False when the bytes are not a message of LEN fields with map
+// entries (never for a payload the strict decoders took).
+bool EntriesOf(absl::string_view payload, uint32_t number, std::vector<WireEntry>* out,
+               bool* present) {
+  wire::Cursor c(payload, 0, "record");
+  while (!c.done()) {
+    uint32_t field = 0;
+    wire::WireType type = wire::kVarint;
+    absl::string_view body;
+    size_t base = 0;
+    if (!c.Tag(&field, &type).ok() || type != wire::kLen || !c.Bytes(&body, &base).ok()) {
+      return false;
+    }
+    if (field != number) continue;
+    *present = true;
+    wire::Cursor m(body, base, "map");
+    while (!m.done()) {
+      const size_t start = m.offset();
+      absl::string_view entry;
+      size_t entry_base = 0;
+      if (!m.Tag(&field, &type).ok() || field != 1 || type != wire::kLen ||
+          !m.Bytes(&entry, &entry_base).ok()) {
+        return false;
+      }
+      WireEntry w;
+      w.field = payload.substr(start, m.offset() - start);
+      wire::Cursor e(entry, entry_base, "map entry");
+      while (!e.done()) {
+        absl::string_view v;
+        size_t vbase = 0;
+        if (!e.Tag(&field, &type).ok() || type != wire::kLen || !e.Bytes(&v, &vbase).ok()) {
+          return false;
+        }
+        if (field == 1) w.key.assign(v.data(), v.size());  // the last key wins, as in protobuf
+      }
+      out->push_back(std::move(w));
+    }
+  }
+  return true;
+}
+
+enum class Verdict { kKeep, kReplace, kDrop };
+
+// The entries of one map: the original's kept, replaced or dropped by
+// `verdict`, then `added` (the edit's new keys), each encoded by `encode`.
+template <typename VerdictFn, typename EncodeFn>
+std::string SpliceEntries(const std::vector<WireEntry>& entries,
+                          const std::vector<std::string>& added, VerdictFn verdict,
+                          EncodeFn encode) {
+  absl::flat_hash_map<absl::string_view, size_t> last;  // key -> its last entry
+  for (size_t i = 0; i < entries.size(); ++i) last[entries[i].key] = i;
+  std::string out;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const WireEntry& e = entries[i];
+    switch (verdict(e.key)) {
+      case Verdict::kKeep:
+        out.append(e.field.data(), e.field.size());
+        break;
+      case Verdict::kReplace:
+        if (last[e.key] == i) out += encode(e.key);
+        break;
+      case Verdict::kDrop:
+        break;
+    }
+  }
+  for (const std::string& key : added) out += encode(key);
+  return out;
+}
+
+void AppendLenField(uint32_t number, absl::string_view body, std::string* out) {
+  wire::PutVarint(out, (uint64_t{number} << 3) | wire::kLen);
+  wire::PutVarint(out, body.size());
+  out->append(body.data(), body.size());
+}
+
+// One Features map entry, as a whole field (`0a` len entry).
+std::string EncodeFeatureEntry(const Feature& f) {
+  proto::Features features;
+  internal::ToProto(f, &(*features.mutable_feature())[f.name]);
+  return internal::SerializeDeterministically(features);
+}
+
+// One FeatureLists map entry, as a whole field.
+std::string EncodeListEntry(const FeatureList& list) {
+  proto::FeatureLists lists;
+  proto::FeatureList& pl = (*lists.mutable_feature_list())[list.name];
+  for (const Feature& step : list.steps) internal::ToProto(step, pl.add_feature());
+  return internal::SerializeDeterministically(lists);
+}
+
+// The spliced entries of a Features map: `original`'s entries against the
+// original and edited tables.
+std::optional<std::string> SpliceFeatures(absl::string_view payload, uint32_t number,
+                                          const FeatureTable& original, const FeatureTable& edited,
+                                          const SameBytesValue& same_bytes, bool* present) {
+  std::vector<WireEntry> entries;
+  if (!EntriesOf(payload, number, &entries, present)) return std::nullopt;
+  std::map<absl::string_view, const Feature*> before, after;
+  for (const Feature& f : original.features) before[f.name] = &f;
+  for (const Feature& f : edited.features) after[f.name] = &f;
+  std::vector<std::string> added;
+  for (const Feature& f : edited.features) {
+    if (!before.count(f.name)) added.push_back(f.name);
+  }
+  return SpliceEntries(
+      entries, added,
+      [&](const std::string& key) {
+        auto a = after.find(key);
+        if (a == after.end()) return Verdict::kDrop;
+        auto b = before.find(key);
+        return b != before.end() && SameFeature(*b->second, *a->second, same_bytes)
+                   ? Verdict::kKeep
+                   : Verdict::kReplace;
+      },
+      [&](const std::string& key) { return EncodeFeatureEntry(*after.at(key)); });
+}
+
+std::optional<std::string> SpliceLists(absl::string_view payload,
+                                       const std::vector<FeatureList>& original,
+                                       const std::vector<FeatureList>& edited,
+                                       const SameBytesValue& same_bytes) {
+  std::vector<WireEntry> entries;
+  bool present = false;
+  if (!EntriesOf(payload, 2, &entries, &present)) return std::nullopt;
+  std::map<absl::string_view, const FeatureList*> before, after;
+  for (const FeatureList& l : original) before[l.name] = &l;
+  for (const FeatureList& l : edited) after[l.name] = &l;
+  std::vector<std::string> added;
+  for (const FeatureList& l : edited) {
+    if (!before.count(l.name)) added.push_back(l.name);
+  }
+  return SpliceEntries(
+      entries, added,
+      [&](const std::string& key) {
+        auto a = after.find(key);
+        if (a == after.end()) return Verdict::kDrop;
+        auto b = before.find(key);
+        return b != before.end() && SameSteps(b->second->steps, a->second->steps, same_bytes)
+                   ? Verdict::kKeep
+                   : Verdict::kReplace;
+      },
+      [&](const std::string& key) { return EncodeListEntry(*after.at(key)); });
+}
+
+std::optional<std::string> Splice(absl::string_view original, const DecodedRecord& before,
+                                  const DecodedRecord& after, const SameBytesValue& same_bytes) {
+  std::string out;
+  if (after.kind == PayloadKind::kExample) {
+    bool present = false;
+    auto features =
+        SpliceFeatures(original, 1, before.example, after.example, same_bytes, &present);
+    if (!features) return std::nullopt;
+    AppendLenField(1, *features, &out);
+    return out;
+  }
+  bool had_context = false;
+  auto context = SpliceFeatures(original, 1, before.sequence.context, after.sequence.context,
+                                same_bytes, &had_context);
+  auto lists = SpliceLists(original, before.sequence.lists, after.sequence.lists, same_bytes);
+  if (!context || !lists) return std::nullopt;
+  if (had_context || !context->empty()) AppendLenField(1, *context, &out);
+  AppendLenField(2, *lists, &out);  // always: it is what makes a SequenceExample
+  return out;
+}
+
+}  // namespace
+
+SplicedRecord SpliceEdit(absl::string_view original, absl::string_view edited,
+                         const SameBytesValue& same_bytes) {
+  SplicedRecord out;
+  const DecodedRecord before = DecodeRecord(original);
+  const DecodedRecord after = DecodeRecord(edited);
+  if (before.kind == PayloadKind::kRaw && after.kind == PayloadKind::kRaw && original == edited) {
+    return out;
+  }
+  if (SameRecord(before, after, same_bytes)) return out;
+  out.changed = true;
+  if (before.kind == after.kind && after.kind != PayloadKind::kRaw) {
+    if (auto spliced = Splice(original, before, after, same_bytes)) {
+      // A safety net, never expected to fail: the spliced record must say
+      // what the edited one says; else the edited payload as it is.
+      const DecodedRecord check = DecodeRecord(*spliced);
+      if (SameRecord(check, after, same_bytes)) {
+        out.payload = *std::move(spliced);
+        return out;
+      }
+    }
+  }
+  out.payload = std::string(edited);
+  return out;
+}
+
+}  // namespace tfrecordfs::example
