@@ -392,7 +392,13 @@ void Mount::CommitNow(uint64_t seq) {
     for (const auto& r : *rewritten) ok = ok && r.status.ok();
     text = repack::RewriteSummary(*rewritten);
   }
-  ok ? log::Info(text) : log::Error(text);
+  // The result goes to the `tfrecordfs commit` that asked (the report
+  // below), which prints it. A failure is no error of the mount's: the
+  // edits stay pending, and what still holds at unmount is in that commit's
+  // own report. Logged as an error, a failure a later commit fixed would
+  // still be repeated by `tfrecordfs unmount` (which points at the log's
+  // errors and warnings).
+  log::Info(ok ? "" : "commit failed (the edits stay pending): ", text);
   // Refreshed after the commit: the other `commit` callers wait for it.
   const std::string report = absl::StrCat("commit ", ::getpid(), ".", seq, "\n",
                                           ok ? kResultOk : "result: failed", "\n", text);

@@ -25,6 +25,12 @@ name order; the layout a tfrecordfs mount shows) into new TFRecord shards
 OUTPUT_DIR/NAME-00000-of-0000N.tfrecord. DIR is never modified. Folders that
 do not form a valid record are listed with the reason and left out.
 
+A numeric file (no extension) packs as the kind its user.tfrecordfs.kind
+attribute names (cp -a keeps it, cp -r drops it); without one, as its text
+says: int64 when every line is a whole number, else float (the mount writes
+floats with a decimal point, 1.0, so they come back as floats). The report
+lists each file whose kind was so inferred.
+
 A shard appears under its final name only once it is complete and on disk;
 an interrupted pack is cleaned up by the next `pack` into the same
 OUTPUT_DIR (its journal is OUTPUT_DIR/.tfrecordfs-pack.journal).

@@ -24,10 +24,12 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "src/cli/commands.h"
 #include "src/cli/json_writer.h"
 #include "src/cli/runtime.h"
@@ -51,7 +53,10 @@ staging/, which are no record; and where the daemon logs, with how many
 warnings and errors it logged since it mounted; and, per shard, the records
 of the mounted shards edited through the mount, the records added to them
 (mkdir or cp -r into a shard folder) and the records deleted from them
-(rm -r SHARD/RECORD), which the unmount writes into the shards.
+(rm -r SHARD/RECORD), which the unmount writes into the shards, with each
+edited or added record that cannot be written and why (a file whose content
+its feature cannot take): such a record keeps its whole shard from being
+committed until it is fixed or undone.
 
 The reasons come from the daemon, checked with the kinds of the mounted
 shards as the pack will check them: every staged record is read once. A
@@ -66,11 +71,14 @@ Options:
                would leave), edited [{shard, records}] (record indexes),
                added [{shard, records}] (folder names), deleted [{shard,
                records}] (record indexes): what the unmount writes into the
-               shards
+               shards; refused_edits [{shard, record, reason}] (record: its
+               folder name) and refused_edit_count: edited or added records
+               the commit would refuse
   -h, --help   show this help and exit
 
 Exit status: 0 when the pack would take every staged record (or nothing is
-staged), 1 when a staged record or a loose file would stay staged (the
+staged) and the commit every edit, 1 when a staged record or a loose file
+would stay staged or an edited record would keep its shard uncommitted (the
 unmount would exit 1), 2 on a usage error, 3 when MOUNTPOINT is not a live
 tfrecordfs mount of this user or its staging folder cannot be read.
 )";
@@ -97,6 +105,11 @@ struct MountStatus {
   // the mount, and records added to them (the edit store, staging/edits.h).
   std::map<std::string, std::vector<uint64_t>> edited;
   std::map<std::string, std::vector<std::string>> added;
+  // Edited and added records the commit would refuse: shard -> (record
+  // folder name, reason), from the daemon (the record folder's `error`).
+  std::map<std::string, std::vector<std::pair<std::string, std::string>>> refused_edits;
+  uint64_t refused_edit_count = 0;
+  uint64_t unknown_edits = 0;  // records whose state the mount cannot tell
 };
 
 // The `error` attribute of `path`: nullopt when it has none (nothing
@@ -181,6 +194,55 @@ absl::Status GatherDeleted(MountStatus* st) {
   return absl::OkStatus();
 }
 
+// The folder at which the mount shows the shard at `real_path`: sources are
+// mirrored at the root, so it is one of the path's suffixes; the one whose
+// `shard` attribute names the shard. nullopt when none does (-o noxattr).
+std::optional<std::string> ShardFolderInMount(const std::string& mountpoint,
+                                              const std::string& real_path) {
+  const std::vector<std::string> parts = absl::StrSplit(real_path, '/', absl::SkipEmpty());
+  for (size_t k = 1; k <= parts.size(); ++k) {
+    std::string path = mountpoint;
+    for (size_t i = parts.size() - k; i < parts.size(); ++i) absl::StrAppend(&path, "/", parts[i]);
+    char buf[4096];
+    const ssize_t n = ::lgetxattr(path.c_str(), "user.tfrecordfs.shard", buf, sizeof buf);
+    if (n >= 0 && absl::string_view(buf, static_cast<size_t>(n)) == real_path) return path;
+  }
+  return std::nullopt;
+}
+
+// Why the commit would refuse each edited and added record: the `error`
+// attribute of its folder, which the daemon computes as the commit builds
+// the record (the whole record is read).
+absl::Status GatherRefusedEdits(MountStatus* st) {
+  std::map<std::string, std::vector<std::string>> folders;  // shard -> record folder names
+  for (const auto& [path, records] : st->edited) {
+    for (uint64_t r : records) folders[path].push_back(absl::StrCat(r));
+  }
+  for (const auto& [path, names] : st->added) {
+    folders[path].insert(folders[path].end(), names.begin(), names.end());
+  }
+  for (const auto& [path, names] : folders) {
+    const std::optional<std::string> shard = ShardFolderInMount(st->record.mountpoint, path);
+    if (!shard) {
+      st->unknown_edits += names.size();
+      continue;
+    }
+    for (const std::string& name : names) {
+      int err = 0;
+      std::optional<std::string> reason = ErrorAttribute(absl::StrCat(*shard, "/", name), &err);
+      if (err == ENOTSUP || err == ENOSYS || err == ENOENT) {
+        ++st->unknown_edits;
+      } else if (err != 0) {
+        return ErrnoError(err, absl::StrCat(*shard, "/", name));
+      } else if (reason) {
+        st->refused_edits[path].emplace_back(name, std::move(*reason));
+        ++st->refused_edit_count;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 std::string Text(const MountStatus& st) {
   std::ostringstream os;
   const MountRecord& r = st.record;
@@ -210,11 +272,6 @@ std::string Text(const MountStatus& st) {
        << " record(s): the mount answers no extended attributes (-o noxattr), so it"
           " cannot say which would stay staged\n";
   }
-  if (st.refused > 0) {
-    os << "refused: " << st.refused << " would stay staged at unmount (fix or remove them first)\n";
-  } else if (!st.staged.empty()) {
-    os << "refused: none (the unmount would pack every staged record)\n";
-  }
   for (const auto& [path, records] : st.edited) {
     os << "edited: " << path << ": " << records.size() << " record(s) (rewritten at unmount):";
     for (uint64_t r : records) os << " " << r;
@@ -222,6 +279,33 @@ std::string Text(const MountStatus& st) {
   }
   for (const auto& [path, names] : st.added) {
     os << "added: " << path << ": " << absl::StrJoin(names, " ") << " (appended at unmount)\n";
+  }
+  for (const auto& [path, records] : st.refused_edits) {
+    for (const auto& [name, reason] : records) {
+      os << "  " << path << "/" << name << ": refused: " << reason << "\n";
+    }
+  }
+  if (st.unknown_edits > 0) {
+    os << "unknown: " << st.unknown_edits
+       << " edited record(s): the mount answers no extended attributes (-o noxattr), so it"
+          " cannot say which the commit would refuse\n";
+  }
+  const bool edits = !st.edited.empty() || !st.added.empty();
+  if (st.refused > 0 || st.refused_edit_count > 0) {
+    os << "refused:";
+    if (st.refused > 0) os << " " << st.refused << " would stay staged at unmount";
+    if (st.refused > 0 && st.refused_edit_count > 0) os << ";";
+    if (st.refused_edit_count > 0) {
+      os << " " << st.refused_edit_count << " edited record(s) keep " << st.refused_edits.size()
+         << " shard(s) from being committed";
+    }
+    os << " (fix or remove them first)\n";
+  } else if (!st.staged.empty() || edits) {
+    os << "refused: none (the unmount would "
+       << (!st.staged.empty() && edits ? "pack every staged record and commit every edit"
+           : edits                     ? "commit every edit"
+                                       : "pack every staged record")
+       << ")\n";
   }
   for (const auto& [path, shard] : st.deleted) {
     if (shard.records.empty()) continue;
@@ -286,6 +370,15 @@ std::string Json(const MountStatus& st) {
     w.EndArray().EndObject();
   }
   w.EndArray();
+  w.Key("refused_edits").BeginArray();
+  for (const auto& [path, records] : st.refused_edits) {
+    for (const auto& [name, reason] : records) {
+      w.BeginObject().Key("shard").String(path).Key("record").String(name);
+      w.Key("reason").String(reason).EndObject();
+    }
+  }
+  w.EndArray();
+  w.Key("refused_edit_count").Uint(st.refused_edit_count);
   w.EndObject();
   return w.str();
 }
@@ -319,7 +412,12 @@ int StatusMain(int argc, char** argv) {
     std::cerr << "tfrecordfs status: " << s.message() << "\n";
     return kExitNotMounted;
   }
-  return tool.Finish(tool.json() ? Json(st) : Text(st), st.refused == 0);
+  if (auto s = GatherRefusedEdits(&st); !s.ok()) {
+    std::cerr << "tfrecordfs status: " << s.message() << "\n";
+    return kExitNotMounted;
+  }
+  return tool.Finish(tool.json() ? Json(st) : Text(st),
+                     st.refused == 0 && st.refused_edit_count == 0);
 }
 
 }  // namespace tfrecordfs::cli

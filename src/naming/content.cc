@@ -1,4 +1,5 @@
 // Formatting and parsing of file contents (numbers and text lines).
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -48,6 +49,14 @@ void AppendFloat(std::string* out, float v) {
   char buf[64];
   auto r = std::to_chars(buf, buf + sizeof buf, v);
   out->append(buf, r.ptr);
+  // A whole number ("1", "-0", "16777216") would read back as an int64
+  // wherever the kind is not known (a folder copied without its xattrs by
+  // `cp -r`, then packed): a decimal point keeps it a float. The shortest
+  // round-trip text with one ("1.0"); "1e+30", "inf" already are floats.
+  if (std::isfinite(v) &&
+      std::find_if(buf, r.ptr, [](char c) { return c == '.' || c == 'e'; }) == r.ptr) {
+    out->append(".0");
+  }
 }
 
 // Parses one float token exactly as AppendFloat writes it, plus anything

@@ -11,7 +11,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <map>
+#include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "src/repack/check_shard.h"
@@ -245,13 +248,19 @@ class Packer {
 absl::Status Packer::Plan() {
   auto listed = ListRecordFolders(records_dir_, &report_->left);
   if (!listed.ok()) return Annotate(listed.status(), "listing staged records: ");
+  std::map<std::pair<std::string, example::Kind>, std::vector<std::string>> inferred;
   for (const std::string& name : *listed) {
-    auto payload = staging::PayloadFromFolder(JoinPath(records_dir_, name), types_);
+    std::vector<staging::InferredKind> kinds;
+    auto payload = staging::PayloadFromFolder(JoinPath(records_dir_, name), types_, &kinds);
     if (!payload.ok()) {
       report_->left.push_back({name, std::string(payload.status().message())});
       continue;
     }
     records_.push_back({name, payload->size(), crc32c::Value(*payload)});
+    for (staging::InferredKind& k : kinds) inferred[{std::move(k.file), k.kind}].push_back(name);
+  }
+  for (auto& [key, names] : inferred) {
+    report_->inferred.push_back({key.first, key.second, std::move(names)});
   }
   std::sort(report_->left.begin(), report_->left.end(),
             [](const LeftStaged& a, const LeftStaged& b) { return a.record < b.record; });
@@ -511,6 +520,27 @@ std::string PackReport::Summary() const {
                     shards.size(), shards.size() == 1 ? " shard\n" : " shards\n");
   } else if (status.ok()) {
     absl::StrAppend(&out, "nothing packed: no valid staged record\n");
+  }
+  if (!inferred.empty()) {
+    // A kind the shards or a kind xattr gave is known; one read from the
+    // file's text is a guess worth seeing (an int64 list that was a float
+    // one before an old `cp -r`).
+    absl::flat_hash_set<std::string> records_with;
+    for (const InferredFile& f : inferred) records_with.insert(f.records.begin(), f.records.end());
+    absl::StrAppend(&out, "kinds inferred from the files' text in ", records_with.size(),
+                    records_with.size() == 1 ? " record" : " records",
+                    " (no user.tfrecordfs.kind attribute: copied without extended attributes, as"
+                    " cp -r does; cp -a keeps them; whole numbers are int64, decimals float):\n");
+    for (const InferredFile& f : inferred) {
+      absl::StrAppend(&out, "  ", f.file, ": ", example::KindName(f.kind), " (");
+      constexpr size_t kNamed = 3;
+      for (size_t i = 0; i < f.records.size() && i < kNamed; ++i) {
+        absl::StrAppend(&out, i ? ", " : "", f.records[i]);
+      }
+      if (f.records.size() > kNamed)
+        absl::StrAppend(&out, " and ", f.records.size() - kNamed, " more");
+      absl::StrAppend(&out, ")\n");
+    }
   }
   if (!left.empty()) {
     absl::StrAppend(&out, left.size(), left.size() == 1 ? " record" : " records",

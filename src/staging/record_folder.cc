@@ -92,7 +92,8 @@ absl::StatusOr<std::string> BytesValue(std::string content, absl::string_view ex
 
 class FolderReader {
  public:
-  explicit FolderReader(naming::FeatureTypes& types) : types_(types) {}
+  FolderReader(naming::FeatureTypes& types, std::vector<InferredKind>* inferred)
+      : types_(types), inferred_(inferred) {}
 
   absl::Status Walk(const std::string& dir, const std::string& rel,
                     std::vector<std::string>* escaped_dirs) {
@@ -149,6 +150,9 @@ class FolderReader {
           auto parsed = naming::ParseNumeric(*content, h);
           if (!parsed.ok()) {
             return absl::InvalidArgumentError(absl::StrCat(erel, ": ", parsed.status().message()));
+          }
+          if (inferred_ != nullptr && h != Kind::kInt64 && h != Kind::kFloat) {
+            inferred_->push_back({erel, parsed->kind});
           }
           parsed->name = f.name;
           f = std::move(*parsed);
@@ -229,6 +233,7 @@ class FolderReader {
   }
 
   naming::FeatureTypes& types_;
+  std::vector<InferredKind>* const inferred_;                        // may be null
   std::deque<std::string> storage_;                                  // owns bytes the features view
   std::map<std::string, std::pair<Feature, std::string>> features_;  // name -> (feature, file)
 };
@@ -237,7 +242,8 @@ class FolderReader {
 // hold steps (or nothing) are lists, other folders are '/' in list names.
 class ListsReader {
  public:
-  explicit ListsReader(naming::FeatureTypes& types) : types_(types) {}
+  ListsReader(naming::FeatureTypes& types, std::vector<InferredKind>* inferred)
+      : types_(types), inferred_(inferred) {}
 
   absl::Status Walk(const std::string& dir, const std::string& rel,
                     std::vector<std::string>* escaped_dirs, bool top) {
@@ -376,15 +382,20 @@ class ListsReader {
         f.bytes.push_back(Keep(std::move(*value)));
       }
     }
+    bool numeric_steps = false;
     for (auto& [idx, step] : steps) {
       if (out[idx].kind != Kind::kInt64 || step.first->name.find('.') != std::string::npos)
         continue;
+      numeric_steps = true;
       auto parsed = naming::ParseNumeric(step.second, any_float ? Kind::kFloat : Kind::kInt64);
       if (!parsed.ok()) {
         return absl::InvalidArgumentError(
             absl::StrCat(rel, step.first->name, ": ", parsed.status().message()));
       }
       out[idx] = std::move(*parsed);
+    }
+    if (inferred_ != nullptr && numeric_steps && hint != Kind::kInt64 && hint != Kind::kFloat) {
+      inferred_->push_back({rel, any_float ? Kind::kFloat : Kind::kInt64});
     }
     for (Feature& f : out) f.name.clear();
     list.steps = std::move(out);
@@ -401,14 +412,15 @@ class ListsReader {
   }
 
   naming::FeatureTypes& types_;
+  std::vector<InferredKind>* const inferred_;  // may be null
   std::deque<std::string> storage_;
   std::map<std::string, example::FeatureList> lists_;
 };
 
 }  // namespace
 
-absl::StatusOr<std::string> PayloadFromFolder(const std::string& path,
-                                              naming::FeatureTypes& types) {
+absl::StatusOr<std::string> PayloadFromFolder(const std::string& path, naming::FeatureTypes& types,
+                                              std::vector<InferredKind>* inferred) {
   auto top = List(path, "");
   if (!top.ok()) return top.status();
   if (top->size() == 1 && (*top)[0].name == naming::kRawRecordName &&
@@ -421,7 +433,7 @@ absl::StatusOr<std::string> PayloadFromFolder(const std::string& path,
   if (sequence) {
     // A SequenceExample: context/ and feature_lists/ only.
     example::FeatureTable context;
-    FolderReader reader(types);
+    FolderReader reader(types, inferred);
     for (const DirEntry& e : *top) {
       if (e.name == naming::kFeatureListsDir) continue;
       if (e.name != naming::kContextDir || !S_ISDIR(e.st.st_mode)) {
@@ -436,7 +448,7 @@ absl::StatusOr<std::string> PayloadFromFolder(const std::string& path,
       }
       context = reader.Table();
     }
-    ListsReader lists(types);
+    ListsReader lists(types, inferred);
     std::vector<std::string> dirs;
     if (auto s = lists.Walk(absl::StrCat(path, "/", naming::kFeatureListsDir), "feature_lists/",
                             &dirs, /*top=*/true);
@@ -445,7 +457,7 @@ absl::StatusOr<std::string> PayloadFromFolder(const std::string& path,
     }
     return example::EncodeSequenceExample(lists.Take(std::move(context)));
   }
-  FolderReader reader(types);
+  FolderReader reader(types, inferred);
   std::vector<std::string> dirs;
   if (auto s = reader.Walk(path, "", &dirs); !s.ok()) return s;
   return reader.Encode();

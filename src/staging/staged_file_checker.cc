@@ -317,16 +317,20 @@ std::optional<std::string> MarkOf(int fd) {
 }  // namespace
 
 void StagedFileChecker::LogRefusal(absl::string_view what) {
+  // Info, not a warning: a refusal holds only until the file is written
+  // again, and what still holds is said where it matters (the pack's and
+  // the commit's reports, `status`, the file's `error` attribute); the
+  // unmount repeats the log's warnings, which must be ones that hold.
   if (refusals_.fetch_add(1, std::memory_order_relaxed) == 0) {
     // The first of the mount: on the terminal of a foreground mount, say
     // where the reasons can be read again (the shell said only EINVAL).
-    log::Warning(what,
-                 " (the first refusal of this mount; `getfattr -n user.tfrecordfs.error FILE`"
-                 " gives a file's reason, `tfrecordfs status MOUNTPOINT` lists every staged"
-                 " record and why it would stay staged)");
+    log::Info(what,
+              " (the first refusal of this mount; `getfattr -n user.tfrecordfs.error FILE`"
+              " gives a file's reason, `tfrecordfs status MOUNTPOINT` lists every staged"
+              " record and why it would stay staged)");
     return;
   }
-  log::Warning(what);
+  log::Info(what);
 }
 
 void StagedFileChecker::NoteRewritten(uint64_t node) {

@@ -32,7 +32,9 @@ namespace tfrecordfs::vfs {
 namespace {
 
 constexpr char kMagic[] = "TFRC";
-constexpr uint32_t kVersion = 1;
+// 2: a whole float value's folder keeps its decimal point ("1.0", as its
+// file reads; version 1 wrote "1"), so groupings saved before are rebuilt.
+constexpr uint32_t kVersion = 2;
 constexpr char kSuffix[] = ".tfrc";
 // Records decoded per unit of work: shards of any size spread over threads.
 constexpr uint64_t kChunkRecords = 256;

@@ -137,6 +137,11 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
     fs->deletions_ = std::make_unique<RecordDeletions>(fs->shards_, options.deletions);
     record_options.deletions = fs->deletions_.get();
   }
+  // Records take changes where the edit overlay is made below (the image
+  // views take none: their files stay read-only).
+  const bool editable = options.deletions != nullptr && options.edits != nullptr &&
+                        options.view == ViewKind::kRecords;
+  record_options.writable = editable;
   fs->records_ = std::make_unique<RecordView>(fs->shards_, std::move(record_options));
   fs->staging_types_ =
       options.staging_types != nullptr ? options.staging_types : &fs->records_->sampler();
@@ -153,7 +158,8 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
   }
   fs->tree_ =
       std::make_unique<TreeView>(scanned->entries, shard_entries, fs->shards_, &fs->fd_cache_,
-                                 /*shards_only=*/options.view == ViewKind::kGallery);
+                                 /*shards_only=*/options.view == ViewKind::kGallery,
+                                 /*writable_shards=*/editable);
   if (options.view == ViewKind::kGallery) {
     fs->gallery_ = std::make_unique<GalleryView>(fs->shards_, fs->records_.get(), fs->edits_.get());
   }
@@ -631,6 +637,28 @@ absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reop
     // The indexes of each rewritten shard follow it within its commit
     // (index::FollowRewrite); a plain shard's new index, made from the
     // offsets the rewrite wrote, is the one the mount shows it with.
+    // Check-outs that changed nothing (an editor opened and quit, a value
+    // written back as it was) are no edits: dropped here, where no request
+    // runs (a tool mid-save would find the ids it holds gone), and a shard
+    // left with nothing pending is not rewritten.
+    for (const auto& [s, record] : edits_->DropUnchanged()) {
+      stale.push_back(
+          {tree_->ShardFolderId(s), {records_->RecordName(s, record), absl::StrCat(record)}});
+    }
+    for (const auto& [path, d] : edit_list_->Snapshot()) {
+      auto it = by_path.find(path);
+      // Only a shard this mount registered (its entry's fingerprint is the
+      // mounted file's): an entry of a shard changed since keeps its edits.
+      if (it == by_path.end() || !d.records.empty() || d.rewriting ||
+          !deletions_->Registered(it->second) || edits_->HasEdits(it->second)) {
+        continue;
+      }
+      if (auto s = edit_list_->Forget(path); !s.ok()) {
+        log::Warning(path, ": ", s.message());
+        continue;
+      }
+      deletions_->ResetShard(it->second);
+    }
     absl::flat_hash_map<std::string, std::shared_ptr<const index::ShardIndex>> new_indexes;
     results = repack::ApplyEdits(
         edit_list_, edit_store_->records_dir(), types,

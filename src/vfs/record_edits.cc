@@ -208,18 +208,21 @@ absl::Status RecordEdits::Materialize(uint64_t shard, uint64_t record, const std
       if (::mkdir(path.c_str(), 0755) != 0) return ErrnoError(errno, path);
       continue;
     }
-    std::string content;
-    const uint64_t id = RecordId(shard, record, e);
-    for (;;) {
-      auto got = records_->Read(id, 0, content.size(), size_t{1} << 20);
-      if (!got.ok()) return got.status();
-      if (got->total_size() == 0) break;
-      if (auto s = AppendBytes(*got, &content); !s.ok()) return s;
-      for (const ReadBuffer& b : got->more) {
-        if (auto s = AppendBytes(b, &content); !s.ok()) return s;
-      }
+    auto content = RecordFileBytes(shard, record, static_cast<uint32_t>(e));
+    if (!content.ok()) return content.status();
+    if (auto s = WriteNewFile(path, *content); !s.ok()) return s;
+  }
+  // The copies keep the times the record view showed (the shard's mtime):
+  // an editor that read a file before this check-out (vim, whose swap file
+  // made it) compares the mtime before it saves, and would take a new one
+  // for a change behind its back ("The file has been changed since reading
+  // it"), and not write. (Setting a time changes no folder's mtime.)
+  const struct timespec times[2] = {shards_[shard].mtime, shards_[shard].mtime};
+  for (size_t e = 0; e < layout.entries.size(); ++e) {
+    const std::string path = e == 0 ? tmp : absl::StrCat(tmp, "/", rel[e]);
+    if (::utimensat(AT_FDCWD, path.c_str(), times, AT_SYMLINK_NOFOLLOW) != 0) {
+      return ErrnoError(errno, path);
     }
-    if (auto s = WriteNewFile(path, content); !s.ok()) return s;
   }
   const std::string final_path = absl::StrCat(dir, "/", folder);
   if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
@@ -244,6 +247,140 @@ absl::Status RecordEdits::Materialize(uint64_t shard, uint64_t record, const std
   for (const auto& [id, node] : ids) translated_[id] = folders_.IdOf(node);
   any_.store(true, std::memory_order_release);
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> RecordEdits::RecordFileBytes(uint64_t shard, uint64_t record,
+                                                         uint32_t entry) {
+  std::string content;
+  const uint64_t id = RecordId(shard, record, entry);
+  for (;;) {
+    auto got = records_->Read(id, 0, content.size(), size_t{1} << 20);
+    if (!got.ok()) return got.status();
+    if (got->total_size() == 0) break;
+    if (auto s = AppendBytes(*got, &content); !s.ok()) return s;
+    for (const ReadBuffer& b : got->more) {
+      if (auto s = AppendBytes(b, &content); !s.ok()) return s;
+    }
+  }
+  return content;
+}
+
+absl::StatusOr<bool> RecordEdits::SameAsRecord(uint64_t shard, uint64_t record,
+                                               const std::string& dir) {
+  auto parsed = records_->Parse(shard, record);
+  if (!parsed.ok()) return parsed.status();
+  const naming::Layout& layout = (*parsed)->layout;
+  // The record's entries by path in the folder (entries[0] is the folder).
+  absl::flat_hash_map<std::string, uint32_t> want;
+  std::vector<std::string> rel(layout.entries.size());
+  for (uint32_t e = 1; e < layout.entries.size(); ++e) {
+    const naming::Entry& entry = layout.entries[e];
+    rel[e] = entry.parent == 0 ? entry.name : absl::StrCat(rel[entry.parent], "/", entry.name);
+    want.emplace(rel[e], e);
+  }
+  // Names, kinds and sizes first (a listing and a stat each): a folder an
+  // edit changed is told apart without reading a byte.
+  std::vector<std::pair<std::string, uint32_t>> files;  // path on disk, entry
+  size_t seen = 0;
+  std::vector<std::pair<std::string, std::string>> dirs = {{dir, ""}};
+  while (!dirs.empty()) {
+    auto [path, prefix] = std::move(dirs.back());
+    dirs.pop_back();
+    auto list = ListDir::Open(path);
+    if (!list.ok()) return list.status();
+    for (absl::string_view name; list->Next(&name);) {
+      const std::string key = absl::StrCat(prefix, name);
+      auto it = want.find(key);
+      if (it == want.end()) return false;
+      struct stat st;
+      if (::fstatat(list->fd(), std::string(name).c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        return ErrnoError(errno, absl::StrCat(path, "/", name));
+      }
+      const naming::Entry& entry = layout.entries[it->second];
+      ++seen;
+      if (entry.is_dir) {
+        if (!S_ISDIR(st.st_mode)) return false;
+        dirs.emplace_back(absl::StrCat(path, "/", name), absl::StrCat(key, "/"));
+        continue;
+      }
+      if (!S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) != entry.size()) return false;
+      files.emplace_back(absl::StrCat(path, "/", name), it->second);
+    }
+    if (!list->status().ok()) return list->status();
+  }
+  if (seen != layout.entries.size() - 1) return false;
+  for (const auto& [path, e] : files) {
+    auto now = ReadFileToString(path);
+    if (!now.ok()) return now.status();
+    auto then = RecordFileBytes(shard, record, e);
+    if (!then.ok()) return then.status();
+    if (*now != *then) return false;
+  }
+  return true;
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> RecordEdits::DropUnchanged() {
+  std::vector<std::pair<uint64_t, uint64_t>> dropped;
+  if (!any_.load(std::memory_order_acquire)) return dropped;
+  MutexLock checkout(&checkout_mu_);
+  // Folders with a file open through a handle (`-o open`) may be written
+  // again: left edited.
+  std::vector<std::string> open;
+  for (uint64_t node : folders_.OpenFileNodes()) {
+    if (auto rel = store_->RelativePath(node); rel.ok())
+      open.push_back(rel->substr(0, rel->find('/')));
+  }
+  for (uint64_t key : EditedRecords()) {
+    const uint64_t shard = key >> kRecordBits, record = key & ((uint64_t{1} << kRecordBits) - 1);
+    const std::string folder = staging::EditedFolderName(Key(shard), record);
+    if (std::find(open.begin(), open.end(), folder) != open.end()) continue;
+    const std::string dir = absl::StrCat(store_->records_dir(), "/", folder);
+    auto same = SameAsRecord(shard, record, dir);
+    if (!same.ok()) {
+      log::Warning("record ", record, " of ", shards_[shard].index->path(),
+                   ": cannot compare its edit folder with the record: ", same.status().message());
+      continue;
+    }
+    if (!*same) continue;
+    // Out of the edit store's names in one rename, then removed.
+    const std::string gone = absl::StrCat(store_->records_dir(), "/.", folder, ".tmp");
+    if (auto s = RemoveTree(gone); !s.ok()) {
+      log::Warning("edit store: ", s.message());
+      continue;
+    }
+    if (::rename(dir.c_str(), gone.c_str()) != 0) {
+      log::Warning("edit store: ", ErrnoError(errno, dir).message());
+      continue;
+    }
+    const std::vector<uint64_t> held = ForgetCheckOut(shard, record, nullptr);
+    if (auto s = RemoveTree(gone); !s.ok()) {
+      log::Warning("edit store: ", s.message(), " (removed at the next check-out of the record)");
+    }
+    for (uint64_t id : held) ViewFor(id).Forget(id, 1);
+    log::Info("record ", record, " of ", shards_[shard].index->path(),
+              " holds what the shard holds: not edited");
+    dropped.emplace_back(shard, record);
+  }
+  MutexLock lock(&mu_);
+  any_.store(!edited_.empty() || !moved_.empty(), std::memory_order_release);
+  return dropped;
+}
+
+bool RecordEdits::HasEdits(uint64_t shard) const {
+  {
+    MutexLock lock(&mu_);
+    for (const auto& [key, node] : edited_) {
+      if ((key >> kRecordBits) == shard) return true;
+    }
+    for (const auto& [key, id] : moved_) {
+      if ((key >> kRecordBits) == shard) return true;
+    }
+    auto it = added_.find(shard);
+    if (it != added_.end() && !it->second.empty()) return true;
+  }
+  // And what the maps do not hold: folders an earlier mount left, kept
+  // for a shard that changed since (they are neither shown nor applied).
+  return staging::ListEditFolders(store_->records_dir()).contains(Key(shard));
 }
 
 std::vector<std::string> RecordEdits::ResetShard(uint64_t shard) {

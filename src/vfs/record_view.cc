@@ -26,15 +26,14 @@ namespace {
 // read again.
 constexpr size_t kMaxDamageNotes = 65536;
 
-constexpr mode_t kDirMode = S_IFDIR | 0555;
-constexpr mode_t kFileMode = S_IFREG | 0444;
-
 }  // namespace
 
 RecordView::RecordView(const std::vector<MountedShard>& shards, RecordViewOptions options)
     : shards_(shards),
       on_index_mismatch_(std::move(options.on_index_mismatch)),
       deletions_(options.deletions),
+      dir_mode_(options.writable ? S_IFDIR | 0755 : S_IFDIR | 0555),
+      file_mode_(options.writable ? S_IFREG | 0644 : S_IFREG | 0444),
       cache_(options.cache_records, options.cache_bytes) {
   for (const MountedShard& s : shards_) checked_.AddShard(s.index->num_records());
   sampler_ = std::make_unique<FeatureTypeSampler>(shards_, &checked_, options.kind_sample_per_call,
@@ -81,7 +80,7 @@ Attr RecordView::RecordDirAttr(uint64_t shard, uint64_t record) const {
   Attr a;
   a.ino = RecordId(shard, record, 0);
   a.generation = shards_[shard].generation;
-  a.mode = kDirMode;
+  a.mode = dir_mode_;
   a.nlink = 1;
   a.mtime = shards_[shard].mtime;
   return a;
@@ -93,7 +92,7 @@ Attr RecordView::EntryAttr(uint64_t shard, uint64_t record, uint32_t entry,
   Attr a;
   a.ino = RecordId(shard, record, entry);
   a.generation = shards_[shard].generation;
-  a.mode = e.is_dir ? kDirMode : kFileMode;
+  a.mode = e.is_dir ? dir_mode_ : file_mode_;
   a.size = e.is_dir ? 0 : e.size();
   a.nlink = 1;
   a.mtime = shards_[shard].mtime;

@@ -67,6 +67,12 @@ Attr StagingView::AttrOfStat(const struct stat& st) const { return AttrOf(st, Id
 
 bool StagingView::OwnsHandle(uint64_t fh) const { return files_.Owns(fh) || dirs_.Owns(fh); }
 
+std::vector<uint64_t> StagingView::OpenFileNodes() const {
+  std::vector<uint64_t> out;
+  files_.ForEach([&](const FileHandle& h) { out.push_back(h.node); });
+  return out;
+}
+
 StagingView::~StagingView() = default;
 
 uint64_t StagingView::root_id() const { return IdOf(store_->root()); }

@@ -25,8 +25,9 @@ constexpr mode_t kFileMode = S_IFREG | 0444;
 
 TreeView::TreeView(const std::vector<scan::SourceEntry>& entries,
                    const std::vector<size_t>& shard_entries,
-                   const std::vector<MountedShard>& shards, source::FdCache* fds, bool shards_only)
-    : shards_(shards), fds_(fds) {
+                   const std::vector<MountedShard>& shards, source::FdCache* fds, bool shards_only,
+                   bool writable_shards)
+    : shards_(shards), fds_(fds), shard_mode_(writable_shards ? S_IFDIR | 0755 : kDirMode) {
   nodes_.resize(entries.size() + 1);
   ::clock_gettime(CLOCK_REALTIME, &nodes_[0].st.st_mtim);
   for (size_t e = 0; e < entries.size(); ++e) {
@@ -115,7 +116,7 @@ absl::StatusOr<Attr> TreeView::GetAttr(uint64_t ino) {
       a.size = static_cast<uint64_t>(n.st.st_size);
       break;
     case Type::kShard:
-      a.mode = kDirMode;
+      a.mode = shard_mode_;
       a.nlink = 2 + shards_[n.shard].records_shown();
       break;
     default: {

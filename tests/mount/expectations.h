@@ -40,7 +40,8 @@ struct DirectShard {
 DirectShard ReadShardDirectly(const std::string& path);
 
 // Compares a walked mount subtree against expectations: same set of paths,
-// type, mode (dirs 0555, files 0444), stat size == bytes read == expected
+// type, mode (dirs 0555, files 0444; or with the owner's write bit, as a
+// read-write mount's records show), stat size == bytes read == expected
 // size, and the bytes themselves. `prefix` (may be "") is prepended to the
 // walked keys before matching. Reports differences as test failures (at most
 // a bounded number of each kind) and returns the number of differences.

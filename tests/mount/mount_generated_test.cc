@@ -157,7 +157,8 @@ TEST_F(GeneratedMountTest, LayoutRulesByExample) {
   EXPECT_TRUE(S_ISDIR(st.st_mode));
   ASSERT_EQ(::stat(M(r + "frames").c_str(), &st), 0);
   EXPECT_TRUE(S_ISDIR(st.st_mode));
-  EXPECT_EQ(st.st_mode & 07777, 0555u);
+  // A read-write mount: a record's folders take edits (the owner's write bit).
+  EXPECT_EQ(st.st_mode & 07777, 0755u);
 
   // Float formatting of the special values, through a record that has them.
   const std::string scores = content("scores");

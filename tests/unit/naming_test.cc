@@ -64,7 +64,11 @@ TEST(FormatTest, Floats) {
                                 -std::numeric_limits<float>::infinity(),
                                 3.0f,
                                 1e-45f};
-  EXPECT_EQ("1.5\n0.1\n-0\n0\ninf\n-inf\n3\n1e-45\n", FormatFloats(v));
+  // Whole numbers keep a decimal point ("3.0", not "3"): they read back as
+  // floats where no kind is known (issue 34, item 3).
+  EXPECT_EQ("1.5\n0.1\n-0.0\n0.0\ninf\n-inf\n3.0\n1e-45\n", FormatFloats(v));
+  EXPECT_EQ("16777216.0\n1e+30\n-100.0\n",
+            FormatFloats(std::vector<float>{16777216.0f, 1e30f, -100.0f}));
   EXPECT_EQ("nan\n", FormatFloats(std::vector<float>{FromBits(0x7fc00000)}));
   EXPECT_EQ("-nan\n", FormatFloats(std::vector<float>{FromBits(0xffc00000)}));
   EXPECT_EQ("nan(0x1)\n", FormatFloats(std::vector<float>{FromBits(0x7f800001)}));
@@ -95,14 +99,30 @@ TEST(ParseNumericTest, FloatRoundTripIsBitExact) {
   for (size_t i = 0; i < v.size(); ++i) {
     ASSERT_EQ(Bits(v[i]), Bits(f->floats[i])) << "value " << i << " printed as line " << i + 1;
   }
-  // Each line is the shortest that round-trips: never longer than %.9g.
+  // Each line is the shortest that round-trips: never longer than %.9g,
+  // but for the ".0" of a whole number (which %.9g would print as digits
+  // only, or with an exponent).
   size_t start = 0;
   for (size_t i = 0; i < v.size() && !std::isnan(v[i]); ++i) {
     const size_t nl = text.find('\n', start);
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(v[i]));
-    EXPECT_LE(nl - start, std::strlen(buf) + 1) << text.substr(start, nl - start);
+    EXPECT_LE(nl - start, std::strlen(buf) + 2) << text.substr(start, nl - start);
     start = nl + 1;
+  }
+  // Read with no kind known (a copy without its kind xattr), every line is
+  // still a float: the list comes back as floats, bit for bit.
+  auto unknown = ParseNumeric(text, Kind::kNone);
+  ASSERT_TRUE(unknown.ok()) << unknown.status();
+  EXPECT_EQ(Kind::kFloat, unknown->kind);
+  ASSERT_EQ(v.size(), unknown->floats.size());
+  for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(Bits(v[i]), Bits(unknown->floats[i]));
+  for (float w : {1.0f, -0.0f, 0.0f, 3.0f, 16777216.0f, -100.0f}) {
+    auto one = ParseNumeric(FormatFloats({&w, 1}), Kind::kNone);
+    ASSERT_TRUE(one.ok()) << one.status();
+    EXPECT_EQ(Kind::kFloat, one->kind) << FormatFloats({&w, 1});
+    ASSERT_EQ(1u, one->floats.size());
+    EXPECT_EQ(Bits(w), Bits(one->floats[0]));
   }
 }
 

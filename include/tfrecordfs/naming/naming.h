@@ -5,7 +5,9 @@
 // Forward rules (also in README.md, "Layout"):
 //   * int64 / float lists -> file `<name>` (no extension), one value per line,
 //     each line ending in '\n'; an empty list is an empty file. Floats print
-//     as the shortest decimal that parses back to the same float32; NaNs
+//     as the shortest decimal that parses back to the same float32 and
+//     still reads as a float: a whole number gets ".0" (`1.0`, `-0.0`), so a
+//     copy without the kind xattr (`cp -r`) packs floats as floats; NaNs
 //     other than the default quiet NaN print as `nan(0x<mantissa>)`.
 //   * bytes lists whose values are all single-line UTF-8 text (no control
 //     bytes but tab) -> `<name>.txt`, one value per line, each ending in '\n'.

@@ -122,10 +122,22 @@ struct LeftStaged {
   std::string reason;
 };
 
+// Numeric files packed with a kind read from their content alone
+// (staging::InferredKind): the same file path of several records, one kind.
+struct InferredFile {
+  std::string file;  // path in the record folder
+  example::Kind kind = example::Kind::kNone;
+  std::vector<std::string> records;  // folder names, in pack order
+};
+
 struct PackReport {
   std::vector<ShardWritten> shards;  // empty when the pack failed
   std::vector<LeftStaged> left;      // invalid records, still staged
-  absl::Status status;               // OK unless the pack failed
+  // Kinds the pack inferred (neither the shards nor a kind xattr knew the
+  // feature: a folder copied by `cp -r`), by file and kind, in file order.
+  // Said in Summary() so that a kind that was only guessed is never silent.
+  std::vector<InferredFile> inferred;
+  absl::Status status;  // OK unless the pack failed
   // Human-readable, several lines: the shards written with their record
   // counts and sizes, the records left staged and why, the error if any.
   std::string Summary() const;

@@ -48,17 +48,32 @@
 #define TFRECORDFS_STAGING_RECORD_FOLDER_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "tfrecordfs/example/example.h"
 #include "tfrecordfs/naming/feature_type.h"
 
 namespace tfrecordfs::staging {
 
+// A numeric file (or sequence list) whose kind came from its content alone:
+// neither `types` nor a kKindXattr tag said (a folder copied without its
+// extended attributes by `cp -r`, or a feature the shards do not have).
+// Every line an integer: int64; else float (floats read back as floats:
+// naming.h writes `1.0`, never `1`).
+struct InferredKind {
+  std::string file;  // relative to the record folder; a list's folder ends in '/'
+  example::Kind kind = example::Kind::kNone;
+};
+
 // Reads the record folder at `path` and returns the record payload. Errors
 // are InvalidArgument with a message naming the offending file (relative to
 // `path`) and, for numeric files, the line; a file marked with kErrorXattr
-// is an error with the mark's reason, whatever it holds now.
-absl::StatusOr<std::string> PayloadFromFolder(const std::string& path, naming::FeatureTypes& types);
+// is an error with the mark's reason, whatever it holds now. `inferred`
+// (may be null) gets the numeric files whose kind was inferred, in file
+// order (a record that fails leaves it unspecified).
+absl::StatusOr<std::string> PayloadFromFolder(const std::string& path, naming::FeatureTypes& types,
+                                              std::vector<InferredKind>* inferred = nullptr);
 
 }  // namespace tfrecordfs::staging
 

@@ -77,6 +77,14 @@ class HandleTable {
     return live_.size();
   }
 
+  // Calls `fn(const T&)` for each live state, under the table's lock (`fn`
+  // must take no lock and call nothing that may).
+  template <typename Fn>
+  void ForEach(Fn&& fn) const {
+    MutexLock lock(&mu_);
+    for (const auto& [fh, state] : live_) fn(*state);
+  }
+
  private:
   static constexpr int kSerialBits = 56;
   static constexpr uint64_t kSerialMask = (uint64_t{1} << kSerialBits) - 1;

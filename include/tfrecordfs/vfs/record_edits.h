@@ -85,6 +85,25 @@ class RecordEdits final : public View {
   // edited (with a log line saying why).
   absl::Status CheckOut(uint64_t ino);
 
+  // Undoes the check-out of every edited record whose folder holds exactly
+  // the files the record view shows for it (names, kinds, bytes) and has no
+  // file open through a handle: a change that put back what the record
+  // holds (`echo 2 > label` where it was 2, `sed -i` that matched nothing)
+  // or an attempt that changed nothing (an editor opened and quit, its swap
+  // file made and removed; a save that failed) leaves no edit. Each folder
+  // is renamed to a hidden name (atomic: a crash leaves the record edited
+  // or not, never half a folder) and removed. Returns the (shard, record)
+  // pairs undone: the caller has the kernel drop the folder's cached entries
+  // (ids of the edit store it looked up in it). Called by the commit, with
+  // nothing else running (Filesystem::serve_mu_ held exclusively): undone
+  // in the middle of a tool's save, the ids the kernel holds would go stale
+  // under it. Errors are logged; that record stays edited.
+  std::vector<std::pair<uint64_t, uint64_t>> DropUnchanged();
+  // Whether `shard` has records edited, added or moved out, or edit
+  // folders in the store (an earlier mount's, kept: the shard changed
+  // since). Lists the store's folders.
+  bool HasEdits(uint64_t shard) const;
+
   // Deletes a record (RecordDeletions::DeleteRecord), dropping its edits if
   // it has any (the image views' rm: the record's files are not removed
   // one by one first).
@@ -181,6 +200,11 @@ class RecordEdits final : public View {
   // Copies record `record` of `shard` into the edit store (see the top).
   absl::Status Materialize(uint64_t shard, uint64_t record, const std::string& folder)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkout_mu_);
+  // The bytes of file `entry` of the record's layout, as the record view
+  // reads them.
+  absl::StatusOr<std::string> RecordFileBytes(uint64_t shard, uint64_t record, uint32_t entry);
+  // Whether the folder at `dir` holds exactly the record's files (DropIfUnchanged).
+  absl::StatusOr<bool> SameAsRecord(uint64_t shard, uint64_t record, const std::string& dir);
   std::optional<uint64_t> ShardOfKey(absl::string_view key) const;
   // The view serving an inner id: the edit store's, or staging's (a moved
   // record's folder).

@@ -65,6 +65,13 @@ struct RecordViewOptions {
   // Deleted records and hidden files (record_deletions.h); not owned, must
   // outlive the view. Null: nothing is deleted and every delete is EROFS.
   RecordDeletions* deletions = nullptr;
+  // The records take changes (a read-write records-view mount: the edit
+  // overlay, record_edits.h, checks a record out at its first change):
+  // record folders show 0755 and their files 0644, so that editors (vim's
+  // 'readonly' for a file without write bits), file managers and the
+  // kernel's own checks (default_permissions) let the mount's owner write.
+  // false: 0555 and 0444.
+  bool writable = false;
 };
 
 class RecordView final : public View {
@@ -113,7 +120,8 @@ class RecordView final : public View {
   // The parsed layout of a record, through the record cache (read, checked
   // and laid out on a miss). DataLoss when the record is damaged.
   absl::StatusOr<std::shared_ptr<const ParsedRecord>> Parse(uint64_t shard, uint64_t record);
-  // The attributes of entry `entry` of `rec`, record `record` of `shard`.
+  // The attributes of entry `entry` of `rec`, record `record` of `shard`
+  // (mode: RecordViewOptions::writable).
   Attr EntryAttr(uint64_t shard, uint64_t record, uint32_t entry, const ParsedRecord& rec) const;
 
   FeatureTypeSampler& sampler() { return *sampler_; }
@@ -161,6 +169,8 @@ class RecordView final : public View {
   const std::vector<MountedShard>& shards_;
   std::function<void(const std::string&)> on_index_mismatch_;
   RecordDeletions* const deletions_;
+  const mode_t dir_mode_;   // RecordViewOptions::writable: S_IFDIR | 0755, else 0555
+  const mode_t file_mode_;  // S_IFREG | 0644, else 0444
   RecordCache cache_;
   CheckedRecords checked_;
   // After checked_, which it marks: destroyed first.

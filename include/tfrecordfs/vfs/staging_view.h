@@ -41,6 +41,7 @@
 #include <functional>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -81,6 +82,8 @@ class StagingView final : public View {
   Attr AttrOfStat(const struct stat& st) const;
   // Whether `fh` is a handle of this view's (open or closed).
   bool OwnsHandle(uint64_t fh) const;
+  // The store nodes the open file handles are on.
+  std::vector<uint64_t> OpenFileNodes() const;
   staging::Store* store() const { return store_; }
 
   absl::StatusOr<Attr> GetAttr(uint64_t ino) override;

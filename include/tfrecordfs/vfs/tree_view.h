@@ -54,8 +54,11 @@ class TreeView final : public View {
   // node 0 the root). `shard_entries[s]` is the entry of mounted shard s;
   // `shards` and `fds` are borrowed and must outlive the view. `shards_only`
   // (the gallery): plain files are left out; folders and shards stay.
+  // `writable_shards`: shard folders show 0755 (they take new records and
+  // record deletions: a read-write records-view mount), else 0555.
   TreeView(const std::vector<scan::SourceEntry>& entries, const std::vector<size_t>& shard_entries,
-           const std::vector<MountedShard>& shards, source::FdCache* fds, bool shards_only = false);
+           const std::vector<MountedShard>& shards, source::FdCache* fds, bool shards_only = false,
+           bool writable_shards = false);
 
   // Adds `name` at the root, served by `view` from its node `root`
   // (AlreadyExists naming the clashing source path when the root has that
@@ -105,6 +108,7 @@ class TreeView final : public View {
   std::vector<Node> nodes_;
   const std::vector<MountedShard>& shards_;
   source::FdCache* const fds_;
+  const mode_t shard_mode_;                 // of shard folders (writable_shards)
   std::vector<uint64_t> shard_folder_ids_;  // by shard
 };
 

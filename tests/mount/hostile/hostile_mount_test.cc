@@ -353,9 +353,9 @@ TEST_F(HostileMountTest, WireVariantsDecodeLikeTensorFlow) {
   auto file = [&](const std::string& rel) { return ReadWholeFile(M(s + rel)); };
   EXPECT_EQ(Files(s + "00"), std::set<std::string>{"ids"});
   EXPECT_EQ(file("00/ids"), "1\n2\n3\n");                      // unpacked int64
-  EXPECT_EQ(file("01/xs"), "1.5\n-2\n");                       // unpacked float
+  EXPECT_EQ(file("01/xs"), "1.5\n-2.0\n");                     // unpacked float
   EXPECT_EQ(file("02/ids"), "1\n2\n3\n");                      // two packed runs
-  EXPECT_EQ(file("03/xs"), "0.5\n0.25\n8\n16\n");              // packed, unpacked, packed
+  EXPECT_EQ(file("03/xs"), "0.5\n0.25\n8.0\n16.0\n");          // packed, unpacked, packed
   EXPECT_EQ(Files(s + "04"), std::set<std::string>{"k.txt"});  // duplicate key: last wins
   EXPECT_EQ(file("04/k.txt"), "last\n");
   EXPECT_EQ(Files(s + "05"), (std::set<std::string>{"b.txt", "f", "i"}));  // empty lists

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -276,7 +277,7 @@ TEST_F(StagingToolsTest, CopiedRecordsAreTheUsersToEdit) {
   ASSERT_EQ(cp.exit_code, 0) << cp.err;
   struct stat st;
   ASSERT_EQ(::stat(M("base.tfrecord/1/label").c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 07777, 0444u) << "the source is read-only";
+  EXPECT_EQ(st.st_mode & 07777, 0644u) << "a read-write mount's records take edits";
   ASSERT_EQ(::stat(M("staging/1").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0755u);
   for (const char* f : {"label", "scores", "caption.txt", "mask.png"}) {
@@ -293,6 +294,98 @@ TEST_F(StagingToolsTest, CopiedRecordsAreTheUsersToEdit) {
   EXPECT_EQ(st.st_mode & 07777, 0700u);
   int wait_status = 0;
   EXPECT_EQ(d.TfrUnmount(&wait_status).exit_code, 0);
+}
+
+// Issue 34, item 3: `cp -r` drops the kind xattr (`cp -a` keeps it), so a
+// copied record's numeric files are packed by their text. A float file reads
+// `-1.0`, not `-1` (before: `-1`, packed as int64 -1, exit 0), so the float
+// list comes back a float list, offline (`tfrecordfs pack`) and through the
+// staging folder of a mount whose shards do not know the feature; the report
+// says which kinds were inferred.
+TEST_F(StagingToolsTest, FloatsSurviveCpRWithoutTheKindXattr) {
+  const std::string in = s_.tmp.Subdir("in");
+  const std::string packed = s_.tmp.Subdir("packed");
+  {
+    Mount d(PackConfig(s_, {s_.src}, "unused"));
+    ASSERT_EQ(d.Start(), "");
+    EXPECT_EQ(ReadWholeFile(M("base.tfrecord/0/scores")), "0.5\n-1.0\n");
+    ASSERT_EQ(Bash("cp -r " + Q("base.tfrecord/0") + " " + ShellQuote(in + "/r0")).exit_code, 0);
+    int wait_status = 0;
+    EXPECT_EQ(d.TfrUnmount(&wait_status).exit_code, 0);
+  }
+  // No kind attribute on the copy: what the pack reads is the text alone.
+  CommandResult attrs = RunCommand({"getfattr", "-d", "-m", "-", in + "/r0/scores"});
+  EXPECT_EQ(attrs.out.find("tfrecordfs"), std::string::npos) << attrs.out;
+
+  CommandResult pack = RunCommand({BinaryPath(), "pack", "--prefix", "p", in, packed});
+  EXPECT_EQ(pack.exit_code, 0) << pack.out << pack.err;
+  EXPECT_NE(pack.out.find("kinds inferred from the files' text in 1 record"), std::string::npos)
+      << pack.out;
+  EXPECT_NE(pack.out.find("  scores: float (r0)\n"), std::string::npos) << pack.out;
+  EXPECT_NE(pack.out.find("  label: int64 (r0)\n"), std::string::npos) << pack.out;
+  std::vector<std::string> got =
+      ReadIndependently(packed + "/p-00000-of-00001.tfrecord",
+                        "{k: v[0] for k, v in sorted(t.decode_example(p).items())}");
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[1], "{'caption': 'bytes', 'label': 'int64', 'mask': 'bytes', 'scores': 'float'}");
+  got = ReadIndependently(packed + "/p-00000-of-00001.tfrecord", "t.decode_example(p)['scores']");
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[1], "('float', [0.5, -1.0])");
+
+  // The same copy staged on a mount whose shards have no `scores`: the
+  // staging checks cannot know its kind either.
+  Scratch other;
+  test::WriteShard(other.src + "/other.tfrecord",
+                   {ExamplePayload({BytesFeature("name", {"unrelated"})})});
+  Mount d(PackConfig(other, {other.src}, "staged"));
+  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(Bash("cp -r " + ShellQuote(in + "/r0") + " " + ShellQuote(other.mnt + "/staging/r0"))
+                .exit_code,
+            0);
+  int wait_status = 0;
+  CommandResult u = d.TfrUnmount(&wait_status);
+  EXPECT_EQ(u.exit_code, 0) << u.out << u.err;
+  EXPECT_NE(u.out.find("  scores: float (r0)\n"), std::string::npos) << u.out;
+  const std::vector<PackedShard> shards = ReadPackedShards(other.out, "staged");
+  ASSERT_EQ(shards.size(), 1u);
+  got = ReadIndependently(other.out + "/" + shards[0].name, "t.decode_example(p)['scores']");
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[1], "('float', [0.5, -1.0])");
+}
+
+// The same with a record TensorFlow wrote (od_raccoon_jpeg_bbox: the bbox
+// corners are float lists holding whole numbers, ymax 1.0): every feature
+// of the record packed from a `cp -r` copy is the original's, kinds
+// included, as the independent reader decodes them.
+TEST_F(StagingToolsTest, RealRecordCopiedWithCpRPacksToTheOriginal) {
+  const std::string data = RealDataDir();
+  if (data.empty()) GTEST_SKIP() << RealDataMissing();
+  const std::string shard = data + "/od_raccoon_jpeg_bbox/test.record";
+  const std::string in = s_.tmp.Subdir("in");
+  const std::string packed = s_.tmp.Subdir("packed");
+  Mount d;
+  ASSERT_EQ(d.Start({data + "/od_raccoon_jpeg_bbox"}, {"-o", "ro"}), "");
+  EXPECT_EQ(ReadWholeFile(d.path("test.record/01/image/object/bbox/ymax")), "1.0\n");
+  ASSERT_EQ(RunCommand({"cp", "-r", d.path("test.record/01"), in + "/r01"}).exit_code, 0);
+  std::string err;
+  EXPECT_EQ(d.Stop(&err), 0) << err;
+  CommandResult pack = RunCommand({BinaryPath(), "pack", "--prefix", "p", in, packed});
+  EXPECT_EQ(pack.exit_code, 0) << pack.out << pack.err;
+  EXPECT_NE(pack.out.find("  image/object/bbox/ymax: float (r01)\n"), std::string::npos)
+      << pack.out;
+  const char* root = std::getenv("TFRECORDFS_SOURCE_ROOT");
+  ASSERT_NE(root, nullptr);
+  CommandResult same =
+      RunCommand({"/usr/bin/python3", "-c",
+                  absl::StrCat("import sys; sys.path.insert(0, '", root,
+                               "/tests/cli'); import tfrecord_check as t\n"
+                               "a = t.decode_example(list(t.read_records(sys.argv[1]))[1])\n"
+                               "b = t.decode_example(list(t.read_records(sys.argv[2]))[0])\n"
+                               "print(a['image/object/bbox/ymax'])\n"
+                               "sys.exit(0 if a == b else 1)\n"),
+                  shard, packed + "/p-00000-of-00001.tfrecord"});
+  EXPECT_EQ(same.exit_code, 0) << same.out << same.err;
+  EXPECT_EQ(same.out, "('float', [1.0])\n");
 }
 
 TEST_F(StagingToolsTest, StatusUsageAndExitCodes) {
