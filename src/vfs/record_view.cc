@@ -36,7 +36,7 @@ RecordView::RecordView(const std::vector<MountedShard>& shards, RecordViewOption
       on_index_mismatch_(std::move(options.on_index_mismatch)),
       deletions_(options.deletions),
       cache_(options.cache_records, options.cache_bytes) {
-  for (const MountedShard& s : shards_) checked_.AddShard(s.index->num_records());
+  for (const MountedShard& s : shards_) checked_.AddShard(s.records_shown());
   sampler_ = std::make_unique<FeatureTypeSampler>(shards_, &checked_, options.kind_sample_per_call,
                                                   options.kind_sample_total);
 }
@@ -49,7 +49,11 @@ absl::StatusOr<RecordView::Node> RecordView::Resolve(uint64_t ino) const {
     node.shard = ShardOf(ino);
     node.record = RecordOf(ino);
     node.entry = static_cast<uint32_t>(EntryOf(ino));
-    if (node.shard < shards_.size() && node.record < shards_[node.shard].records_shown() &&
+    // An id of another generation of the shard names a record of another
+    // file (Filesystem serves the previous one's from a view of its own).
+    if (node.shard < shards_.size() && shards_[node.shard].index != nullptr &&
+        GenerationBitOf(ino) == (shards_[node.shard].generation & 1) &&
+        node.record < shards_[node.shard].records_shown() &&
         !(deletions_ != nullptr && deletions_->IsDeleted(node.shard, node.record))) {
       return node;
     }
@@ -79,7 +83,7 @@ void RecordView::IndexDisagrees(uint64_t shard, uint64_t record) {
 
 Attr RecordView::RecordDirAttr(uint64_t shard, uint64_t record) const {
   Attr a;
-  a.ino = RecordId(shard, record, 0);
+  a.ino = RecordId(shard, record, 0, shards_[shard].generation);
   a.generation = shards_[shard].generation;
   a.mode = kDirMode;
   a.nlink = 1;
@@ -91,7 +95,7 @@ Attr RecordView::EntryAttr(uint64_t shard, uint64_t record, uint32_t entry,
                            const ParsedRecord& rec) const {
   const naming::Entry& e = rec.layout.entries[entry];
   Attr a;
-  a.ino = RecordId(shard, record, entry);
+  a.ino = RecordId(shard, record, entry, shards_[shard].generation);
   a.generation = shards_[shard].generation;
   a.mode = e.is_dir ? kDirMode : kFileMode;
   a.size = e.is_dir ? 0 : e.size();
