@@ -143,6 +143,16 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
                         options.view == ViewKind::kRecords;
   record_options.writable = editable;
   fs->records_ = std::make_unique<RecordView>(fs->shards_, std::move(record_options));
+  // The previous generation of each shard a commit rewrites while mounted:
+  // none yet. A small cache (its records are read by files kept open
+  // across a commit); no deletions, no sampling.
+  fs->retired_.resize(fs->shards_.size());
+  RecordViewOptions retired_options;
+  retired_options.cache_records = 256;
+  retired_options.cache_bytes = size_t{1} << 20;
+  retired_options.kind_sample_per_call = {0, 0};
+  retired_options.kind_sample_total = {0, 0};
+  fs->retired_view_ = std::make_unique<RecordView>(fs->retired_, std::move(retired_options));
   fs->staging_types_ =
       options.staging_types != nullptr ? options.staging_types : &fs->records_->sampler();
   if (options.staging != nullptr && options.view == ViewKind::kRecords) {
@@ -207,12 +217,23 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
 
 bool Filesystem::Mutable(uint64_t ino) const {
   ReaderMutexLock serve(&serve_mu_);
-  return SpaceOf(ino) == Space::kStaging || (edits_ && edits_->IsEdited(ino));
+  return SpaceOf(ino) == Space::kStaging || (edits_ && !Retired(ino) && edits_->IsEdited(ino));
+}
+
+bool Filesystem::Retired(uint64_t ino) const {
+  if (SpaceOf(ino) != Space::kRecord) return false;
+  const uint64_t s = ShardOf(ino);
+  return s < shards_.size() && GenerationBitOf(ino) != (shards_[s].generation & 1);
 }
 
 View* Filesystem::WriteViewOf(uint64_t ino, absl::Status* status) const {
   // The first change of a record checks it out into the edit store
   // (record_edits.h); without one, the record view answers (EROFS).
+  if (Retired(ino)) {
+    // A file of the shard a commit replaced: read-only, as that file is.
+    *status = PosixError(EROFS, "a record of the shard as it was before the last commit");
+    return nullptr;
+  }
   if (edits_ && SpaceOf(ino) == Space::kRecord) {
     if (gallery_ || classes_) {
       // The image views take rm and (class folders) mv only.
@@ -233,6 +254,7 @@ View* Filesystem::ViewOf(uint64_t ino) const {
       // view=classes: only the root is a tree id, and it is the class view's.
       return classes_ ? static_cast<View*>(classes_.get()) : tree_.get();
     case Space::kRecord:
+      if (Retired(ino)) return retired_view_.get();
       if (edits_ && edits_->IsEdited(ino)) return edits_.get();
       return records_.get();
     case Space::kStaging:
@@ -699,6 +721,19 @@ absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reop
                                              src.status().message(), "): remount"));
         continue;
       }
+      // The old file's records stay readable under their own ids (the
+      // other generation bit, node_id.h) for as long as the kernel holds
+      // them: a file opened, stat'ed or cached before the commit goes on
+      // reading the old bytes its size describes; the next rewrite of the
+      // shard drops them (then their ids are the new shard's again: a file
+      // kept open across two commits reads the newest, as before).
+      MountedShard& retired = retired_[s];
+      retired.index = shard.index;
+      retired.source = std::move(shard.source);
+      retired.name_width = shard.name_width;
+      retired.mtime = shard.mtime;
+      retired.generation = shard.generation;
+      retired_view_->ResetShard(s);
       shard.source = *std::move(src);
       if (readahead_) {
         shard.source =

@@ -240,7 +240,7 @@ absl::Status RecordEdits::Materialize(uint64_t shard, uint64_t record, const std
     auto st = store_->Lookup(nodes[layout.entries[e].parent], layout.entries[e].name);
     if (!st.ok()) return st.status();
     nodes[e] = st->st_ino;
-    ids.emplace_back(RecordId(shard, record, e), st->st_ino);
+    ids.emplace_back(RecordId(shard, record, e, shards_[shard].generation), st->st_ino);
   }
   MutexLock lock(&mu_);
   edited_[RecordKey(shard, record)] = nodes[0];
@@ -252,7 +252,7 @@ absl::Status RecordEdits::Materialize(uint64_t shard, uint64_t record, const std
 absl::StatusOr<std::string> RecordEdits::RecordFileBytes(uint64_t shard, uint64_t record,
                                                          uint32_t entry) {
   std::string content;
-  const uint64_t id = RecordId(shard, record, entry);
+  const uint64_t id = RecordId(shard, record, entry, shards_[shard].generation);
   for (;;) {
     auto got = records_->Read(id, 0, content.size(), size_t{1} << 20);
     if (!got.ok()) return got.status();
@@ -618,7 +618,7 @@ absl::StatusOr<uint64_t> RecordEdits::MoveRecord(uint64_t shard, absl::string_vi
     return moved->ino;
   }
   const uint64_t record = RecordOf(a->ino);
-  if (auto s = CheckOut(RecordId(shard, record, 0)); !s.ok()) return s;
+  if (auto s = CheckOut(RecordId(shard, record, 0, shards_[shard].generation)); !s.ok()) return s;
   MutexLock checkout(&checkout_mu_);
   const std::string source =
       absl::StrCat(store_->records_dir(), "/", staging::EditedFolderName(Key(shard), record));
@@ -716,7 +716,7 @@ absl::StatusOr<std::string> RecordEdits::EditedPayload(uint64_t shard, uint64_t 
 
 absl::Status RecordEdits::WriteEntry(uint64_t shard, uint64_t record, uint32_t entry,
                                      absl::string_view content) {
-  const uint64_t ino = RecordId(shard, record, 0);
+  const uint64_t ino = RecordId(shard, record, 0, shards_[shard].generation);
   if (auto s = CheckOut(ino); !s.ok()) return s;
   auto parsed = records_->Parse(shard, record);
   if (!parsed.ok()) return parsed.status();

@@ -35,7 +35,7 @@ RecordView::RecordView(const std::vector<MountedShard>& shards, RecordViewOption
       dir_mode_(options.writable ? S_IFDIR | 0755 : S_IFDIR | 0555),
       file_mode_(options.writable ? S_IFREG | 0644 : S_IFREG | 0444),
       cache_(options.cache_records, options.cache_bytes) {
-  for (const MountedShard& s : shards_) checked_.AddShard(s.index->num_records());
+  for (const MountedShard& s : shards_) checked_.AddShard(s.records_shown());
   sampler_ = std::make_unique<FeatureTypeSampler>(shards_, &checked_, options.kind_sample_per_call,
                                                   options.kind_sample_total);
 }
@@ -48,7 +48,11 @@ absl::StatusOr<RecordView::Node> RecordView::Resolve(uint64_t ino) const {
     node.shard = ShardOf(ino);
     node.record = RecordOf(ino);
     node.entry = static_cast<uint32_t>(EntryOf(ino));
-    if (node.shard < shards_.size() && node.record < shards_[node.shard].records_shown() &&
+    // An id of another generation of the shard names a record of another
+    // file (Filesystem serves the previous one's from a view of its own).
+    if (node.shard < shards_.size() && shards_[node.shard].index != nullptr &&
+        GenerationBitOf(ino) == (shards_[node.shard].generation & 1) &&
+        node.record < shards_[node.shard].records_shown() &&
         !(deletions_ != nullptr && deletions_->IsDeleted(node.shard, node.record))) {
       return node;
     }
@@ -78,7 +82,7 @@ void RecordView::IndexDisagrees(uint64_t shard, uint64_t record) {
 
 Attr RecordView::RecordDirAttr(uint64_t shard, uint64_t record) const {
   Attr a;
-  a.ino = RecordId(shard, record, 0);
+  a.ino = RecordId(shard, record, 0, shards_[shard].generation);
   a.generation = shards_[shard].generation;
   a.mode = dir_mode_;
   a.nlink = 1;
@@ -90,7 +94,7 @@ Attr RecordView::EntryAttr(uint64_t shard, uint64_t record, uint32_t entry,
                            const ParsedRecord& rec) const {
   const naming::Entry& e = rec.layout.entries[entry];
   Attr a;
-  a.ino = RecordId(shard, record, entry);
+  a.ino = RecordId(shard, record, entry, shards_[shard].generation);
   a.generation = shards_[shard].generation;
   a.mode = e.is_dir ? dir_mode_ : file_mode_;
   a.size = e.is_dir ? 0 : e.size();

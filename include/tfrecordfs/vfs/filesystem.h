@@ -309,12 +309,14 @@ class Filesystem {
   // (repack::ApplyEdits: crash-safe, each shard on its own). With `reopen`
   // (a commit while mounted: `tfrecordfs commit`), every other operation
   // waits meanwhile, and each rewritten shard is indexed again and shown at
-  // once: its records numbered afresh under the same node ids with the next
-  // generation, the views' caches of it dropped, and the kernel's entries
-  // and attributes of its folder invalidated. Without (at unmount: nothing
-  // is served any more), the shards are only rewritten.
-  // FailedPrecondition on a mount that takes no edits. Per-shard failures
-  // are in the results (their edits stay pending).
+  // once: its records numbered afresh under node ids of the next generation
+  // (node_id.h: other ids than the old records', so that nothing the kernel
+  // cached of an old file, its size or its pages, meets the new bytes),
+  // the views' caches of it dropped, and the kernel's entries and
+  // attributes of its folder invalidated. The old file's records stay
+  // readable under their ids until the shard's next rewrite (retired_). Without (at unmount:
+  // nothing is served any more), the shards are only rewritten. FailedPrecondition on a mount that
+  // takes no edits. Per-shard failures are in the results (their edits stay pending).
   absl::StatusOr<std::vector<repack::RewrittenShard>> Commit(bool reopen);
 
  private:
@@ -336,6 +338,9 @@ class Filesystem {
   }
   // Whether `ino` is a node of an edited record or of the edit store.
   bool EditSide(uint64_t ino) const;
+  // Whether `ino` is a record-space id of a shard's previous generation
+  // (retired_): a file of the shard a commit replaced while mounted.
+  bool Retired(uint64_t ino) const;
   // The staging view whose handle `fh` is (nullptr: none).
   StagingView* HandleOwner(uint64_t fh) const;
   // The shard whose folder `ino` is, when the mount shows shard folders
@@ -351,6 +356,10 @@ class Filesystem {
   source::FdCache fd_cache_;  // shard and plain source files open at once
   source::BlockCache inflate_cache_;
   std::vector<MountedShard> shards_;
+  // retired_[s]: shard s as it was before the last commit that rewrote it
+  // while mounted (index null: none), served by retired_view_ to the ids
+  // of that generation (Retired). Changed by Commit only, like shards_.
+  std::vector<MountedShard> retired_;
   std::vector<std::string> mount_paths_;  // where the mount shows shards_[s] (Commit)
   // Read by records_: destroyed after it. Null without Options::deletions.
   std::unique_ptr<RecordDeletions> deletions_;
@@ -358,6 +367,7 @@ class Filesystem {
   // through their sources. Null unless reading ahead.
   std::unique_ptr<source::Readahead> readahead_;
   std::unique_ptr<RecordView> records_;
+  std::unique_ptr<RecordView> retired_view_;  // over retired_
   // The edit overlay (reads through records_: destroyed first). Null
   // without Options::edits.
   std::unique_ptr<RecordEdits> edits_;

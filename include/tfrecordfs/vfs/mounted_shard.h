@@ -31,9 +31,11 @@ struct MountedShard {
   // commit while mounted, when the same ids name the new shard's records.
   uint64_t generation = 1;
 
-  // Records the mount shows (at most kMaxRecordsPerShard: the node id's field).
+  // Records the mount shows (at most kMaxRecordsPerShard: the node id's
+  // field); none without an index (Filesystem's retired generation of a
+  // shard that was not rewritten).
   uint64_t records_shown() const {
-    return std::min<uint64_t>(index->num_records(), kMaxRecordsPerShard);
+    return index == nullptr ? 0 : std::min<uint64_t>(index->num_records(), kMaxRecordsPerShard);
   }
 };
 

@@ -4,7 +4,12 @@
 //   bit 63..62  space
 //     0 = tree   bits 61..0: index of a node in the source tree, plus one
 //                (FUSE_ROOT_ID == 1 is tree node 0, the mount root)
-//     1 = record bits 61..44: shard id (18 bits, 262,144 shards)
+//     1 = record bit  61    : the shard's generation, mod 2 (one more after
+//                             each commit that rewrites the shard while
+//                             mounted: the new shard's records get other
+//                             ids than the old one's, which the kernel may
+//                             still hold with their sizes and pages)
+//                bits 60..44: shard id (17 bits, 131,072 shards)
 //                bits 43..16: record index (28 bits, 268M records per shard)
 //                bits 15..0 : entry in the record's layout (16 bits; entry 0
 //                             is the record directory itself)
@@ -32,11 +37,13 @@
 namespace tfrecordfs::vfs {
 
 inline constexpr int kSpaceShift = 62;
-inline constexpr int kShardBits = 18;
+inline constexpr int kGenerationBits = 1;
+inline constexpr int kShardBits = 17;
 inline constexpr int kRecordBits = 28;
 inline constexpr int kEntryBits = 16;
-static_assert(kShardBits + kRecordBits + kEntryBits == kSpaceShift,
+static_assert(kGenerationBits + kShardBits + kRecordBits + kEntryBits == kSpaceShift,
               "record-space fields must fill the 62 bits below the space tag");
+inline constexpr int kGenerationShift = kShardBits + kRecordBits + kEntryBits;
 
 inline constexpr uint64_t kMaxShards = uint64_t{1} << kShardBits;
 inline constexpr uint64_t kMaxRecordsPerShard = uint64_t{1} << kRecordBits;
@@ -79,9 +86,17 @@ constexpr uint64_t Unmix62(uint64_t y) {
   return y ^ (y >> 31);
 }
 
-constexpr uint64_t RecordId(uint64_t shard, uint64_t record, uint64_t entry) {
+// `generation`: the shard's (MountedShard::generation), of which the id
+// keeps the lowest bit.
+constexpr uint64_t RecordId(uint64_t shard, uint64_t record, uint64_t entry,
+                            uint64_t generation = 1) {
   return (uint64_t{1} << kSpaceShift) |
-         Mix62((shard << (kRecordBits + kEntryBits)) | (record << kEntryBits) | entry);
+         Mix62(((generation & 1) << kGenerationShift) | (shard << (kRecordBits + kEntryBits)) |
+               (record << kEntryBits) | entry);
+}
+// The lowest bit of the generation a record-space id was made in.
+constexpr uint64_t GenerationBitOf(uint64_t id) {
+  return (Unmix62(id & kMask62) >> kGenerationShift) & 1;
 }
 constexpr uint64_t ShardOf(uint64_t id) {
   return (Unmix62(id & kMask62) >> (kRecordBits + kEntryBits)) & (kMaxShards - 1);
@@ -109,8 +124,12 @@ static_assert(RecordId(0, 0, 0) != RecordId(0, 0, 1) && RecordOf(RecordId(0, 1, 
 static_assert(ShardOf(RecordId(kMaxShards - 1, 5, 7)) == kMaxShards - 1);
 static_assert(RecordOf(RecordId(3, kMaxRecordsPerShard - 1, 7)) == kMaxRecordsPerShard - 1);
 static_assert(EntryOf(RecordId(3, 5, kMaxEntriesPerRecord - 1)) == kMaxEntriesPerRecord - 1);
-static_assert(SpaceOf(RecordId(kMaxShards - 1, kMaxRecordsPerShard - 1,
-                               kMaxEntriesPerRecord - 1)) == Space::kRecord);
+static_assert(SpaceOf(RecordId(kMaxShards - 1, kMaxRecordsPerShard - 1, kMaxEntriesPerRecord - 1,
+                               3)) == Space::kRecord);
+static_assert(RecordId(5, 6, 7, 1) != RecordId(5, 6, 7, 2) && ShardOf(RecordId(5, 6, 7, 2)) == 5 &&
+              RecordOf(RecordId(5, 6, 7, 2)) == 6 && EntryOf(RecordId(5, 6, 7, 2)) == 7 &&
+              GenerationBitOf(RecordId(5, 6, 7, 2)) == 0 &&
+              GenerationBitOf(RecordId(kMaxShards - 1, 6, 7, 3)) == 1);
 
 }  // namespace tfrecordfs::vfs
 
