@@ -28,7 +28,7 @@ import tfrecord_check as tc  # noqa: E402 -- the independent reader
 
 BIN, GEN = base.BIN, base.GEN
 # What a command may take at most before the test calls it a hang.
-HANG = 180
+HANG = int(os.environ.get("HANG", 180))
 
 
 def run(*args, env=None, timeout=HANG):
