@@ -116,66 +116,160 @@ absl::StatusOr<std::string> DecodeSnappyBlock(absl::string_view body) {
   return out;
 }
 
+namespace {
+
+// Small blocks are handed to a worker in runs of up to kRunBytes of
+// compressed bytes (read at once), so that a file of millions of tiny or
+// empty blocks costs no lock hand-over, thread wake-up and three reads per
+// block; a larger block is a run of its own (TensorFlow's: one each, in
+// parallel as before).
+constexpr uint64_t kRunBytes = uint64_t{64} << 10;
+constexpr size_t kRunBlocks = 16384;
+
+// The blocks of one run: the worker's reads and output.
+struct RunBlock {
+  uint64_t at = 0;    // its length prefix's compressed offset
+  uint64_t size = 0;  // uncompressed bytes (in Slot::data, in order)
+};
+
+}  // namespace
+
 absl::StatusOr<ScanResult> ScanSnappy(StoredBytes fd, absl::string_view path, uint64_t file_size,
                                       const StreamSink& sink,
                                       const std::function<void(uint64_t)>& progress, int threads) {
   ScanResult result;
   result.table.codec = Codec::kSnappy;
   result.members = 1;
-  // Blocks are independent: `threads` workers read and decompress them
-  // (only finding where the next block starts is sequential: a 4-byte
-  // read), and this thread hands them to the sink in order. A window of
-  // slots bounds the memory to a few blocks per worker, each slot's two
-  // buffers reused (blocks are alike in size, so they seldom grow).
+  // Runs of blocks are independent: `threads` workers read and decompress
+  // them (only finding where the next run starts is sequential: the block
+  // length prefixes, read ahead into `ahead`), and this thread hands them
+  // to the sink in order. A window of slots bounds the memory to a few runs
+  // per worker, each slot's buffers reused.
   const int workers = std::clamp(threads, 1, 8);
   const size_t window = 2 * static_cast<size_t>(workers);
   struct Slot {
-    uint64_t index = 0;  // the block it holds (valid when done)
-    uint64_t at = 0;     // its compressed offset
-    uint64_t size = 0;   // compressed bytes, prefix included
-    absl::Status status;
+    uint64_t index = 0;            // the run it holds (valid when done)
+    uint64_t at = 0;               // its compressed offset
+    uint64_t end = 0;              // after its last block
+    size_t count = 0;              // its blocks (claimed)
+    std::vector<RunBlock> blocks;  // those that decompressed, in order
+    absl::Status status;           // of the block after them, if one failed
+    uint64_t bad_at = 0;           // that block's compressed offset
     bool done = false;
     std::string body, data;
   };
   std::vector<Slot> slots(window);
   Mutex mu;
   CondVar changed;
-  uint64_t next_index = 0;  // the next block a worker takes
+  uint64_t next_index = 0;  // the next run a worker takes
   uint64_t next_at = 0;     // where it starts
-  uint64_t consumed = 0;    // blocks the sink has had
+  uint64_t consumed = 0;    // runs the sink has had
   bool stop = false;        // a block failed or the sink did: take no more
+  std::string ahead;        // file bytes [ahead_at, ahead_at + size) (under mu)
+  uint64_t ahead_at = 0;
+  uint64_t last_len = 0;  // the previous block's compressed length (under mu)
+  // The length prefix of the block at `at` (under mu).
+  auto prefix_at = [&](uint64_t at, uint32_t* len) -> absl::Status {
+    if (file_size - at < kSnappyLengthSize) {
+      return absl::DataLossError(
+          absl::StrCat(file_size - at, " stray byte(s) after the last block"));
+    }
+    if (at < ahead_at || at + kSnappyLengthSize > ahead_at + ahead.size()) {
+      // After a large block, the next one is likely large too: its prefix
+      // only; after small ones, the prefixes of a run's worth at once.
+      const uint64_t want =
+          std::min(last_len > kRunBytes ? kSnappyLengthSize : kRunBytes, file_size - at);
+      ahead.resize(want);
+      ahead_at = at;
+      if (auto s = PreadFull(fd, ahead.data(), want, at, path); !s.ok()) return s;
+    }
+    *len = BigEndian32(ahead.data() + (at - ahead_at));
+    last_len = *len;
+    return absl::OkStatus();
+  };
   auto work = [&] {
     for (;;) {
-      uint64_t index, at;
-      uint32_t len = 0;
-      absl::Status framing;
+      uint64_t index, at, end;
+      size_t count = 0;
+      absl::Status framing;  // of the block after the `count` claimed
       {
         MutexLock lock(&mu);
         while (!stop && next_at < file_size && next_index >= consumed + window) changed.Wait(&mu);
         if (stop || next_at >= file_size) return;
         index = next_index++;
-        at = next_at;
-        // Where the next block starts: this block's length prefix.
-        char prefix[kSnappyLengthSize];
-        if (file_size - at < kSnappyLengthSize) {
-          framing = absl::DataLossError(
-              absl::StrCat(file_size - at, " stray byte(s) after the last block"));
-        } else {
-          framing = PreadFull(fd, prefix, sizeof prefix, at, path);
-          if (framing.ok()) len = BigEndian32(prefix);
+        at = end = next_at;
+        // The run: blocks while they fit in kRunBytes, or one larger block.
+        while (end < file_size && count < kRunBlocks) {
+          uint32_t len = 0;
+          framing = prefix_at(end, &len);
+          if (!framing.ok()) break;
+          const uint64_t next = end + kSnappyLengthSize + len;
+          if (count > 0 && next - at > kRunBytes) break;
+          ++count;
+          end = next;
+          if (next - at > kRunBytes || next > file_size) break;  // the worker reports the latter
         }
         // A bad block ends the stream: no block after it is taken.
-        next_at = framing.ok() ? at + kSnappyLengthSize + len : file_size;
+        next_at = framing.ok() ? std::min(end, file_size) : file_size;
       }
       Slot& slot = slots[index % window];
-      absl::Status s = framing;
-      if (s.ok()) s = ReadBodyInto(fd, path, file_size, at, &slot.body);
-      if (s.ok()) s = DecodeSnappyBlockInto(slot.body, &slot.data);
+      slot.blocks.clear();
+      slot.data.clear();
+      slot.status = absl::OkStatus();
+      slot.bad_at = end;
+      uint64_t block_at = at;
+      if (count == 1 && end - at > kRunBytes) {
+        // A large block: its header checked before its body is read.
+        absl::Status s = ReadBodyInto(fd, path, file_size, at, &slot.body);
+        if (s.ok()) s = DecodeSnappyBlockInto(slot.body, &slot.data);
+        if (s.ok()) {
+          slot.blocks.push_back({at, slot.data.size()});
+        } else {
+          slot.status = std::move(s);
+          slot.bad_at = at;
+        }
+      } else if (count > 0) {
+        // Small blocks: the run's bytes at once (at most kRunBytes, but
+        // never past the end of the file), then each block from memory.
+        const uint64_t n = std::min(end, file_size) - at;
+        slot.body.resize(n);
+        absl::Status s = PreadFull(fd, slot.body.data(), n, at, path);
+        for (size_t b = 0; b < count && s.ok(); ++b) {
+          auto block = ParseSnappyBlock(absl::string_view(slot.body).substr(block_at - at));
+          if (block.ok() && block->compressed > snappy::MaxCompressedLength(block->uncompressed)) {
+            block = absl::DataLossError(absl::StrCat("block length ", block->compressed,
+                                                     " is more than a Snappy block of ",
+                                                     block->uncompressed, " bytes can take"));
+          }
+          if (!block.ok()) {
+            s = block.status();
+            break;
+          }
+          const size_t was = slot.data.size();
+          slot.data.resize(was + block->uncompressed);
+          if (!snappy::RawUncompress(slot.body.data() + (block_at - at) + kSnappyLengthSize,
+                                     block->compressed, slot.data.data() + was)) {
+            slot.data.resize(was);
+            s = absl::DataLossError("the Snappy block does not decompress");
+            break;
+          }
+          slot.blocks.push_back({block_at, block->uncompressed});
+          block_at += kSnappyLengthSize + block->compressed;
+        }
+        if (!s.ok()) {
+          slot.status = std::move(s);
+          slot.bad_at = block_at;
+        }
+      }
+      if (slot.status.ok() && !framing.ok()) {
+        slot.status = framing;
+        slot.bad_at = end;
+      }
       MutexLock lock(&mu);
       slot.index = index;
       slot.at = at;
-      slot.size = kSnappyLengthSize + len;
-      slot.status = std::move(s);
+      slot.end = end;
+      slot.count = count;
       slot.done = true;
       if (!slot.status.ok()) next_at = file_size;
       changed.SignalAll();
@@ -200,7 +294,34 @@ absl::StatusOr<ScanResult> ScanSnappy(StoredBytes fd, absl::string_view path, ui
              !(next_at >= file_size && next_index == index)) {
         changed.Wait(&mu);
       }
-      if (!slot->done || slot->index != index) break;  // no block `index`: the end
+      if (!slot->done || slot->index != index) break;  // no run `index`: the end
+    }
+    if (index == 0 && !slot->blocks.empty()) {
+      const uint64_t first = slot->count == 1 ? slot->end - slot->at : kRunBytes;
+      result.table.points.reserve(PointsToReserve(file_size, first));
+    }
+    // A checkpoint at the first block of each group (snappy_source.h); the
+    // sink gets each block's bytes as before.
+    size_t from = 0;
+    for (const RunBlock& block : slot->blocks) {
+      const std::vector<Checkpoint>& points = result.table.points;
+      if (points.empty() || out - points.back().out >= kSnappyGroupBytes ||
+          block.at - points.back().in >= kSnappyGroupBytes) {
+        Checkpoint cp;
+        cp.in = block.at;
+        cp.out = out;
+        cp.stream_start = true;  // a block needs nothing before it
+        result.table.points.push_back(cp);
+      }
+      if (sink && block.size > 0) {
+        if (absl::Status s = sink(absl::string_view(slot->data).substr(from, block.size));
+            !s.ok()) {
+          finish();
+          return s;
+        }
+      }
+      from += block.size;
+      out += block.size;
     }
     if (!slot->status.ok()) {
       if (!absl::IsDataLoss(slot->status)) {
@@ -208,25 +329,10 @@ absl::StatusOr<ScanResult> ScanSnappy(StoredBytes fd, absl::string_view path, ui
         finish();
         return s;
       }
-      result.problem = StreamProblem{slot->at, out, std::string(slot->status.message())};
+      result.problem = StreamProblem{slot->bad_at, out, std::string(slot->status.message())};
       break;
     }
-    if (index == 0) {
-      result.table.points.reserve(PointsToReserve(file_size, slot->size));
-    }
-    Checkpoint cp;
-    cp.in = slot->at;
-    cp.out = out;
-    cp.stream_start = true;  // a block needs nothing before it
-    result.table.points.push_back(cp);
-    if (sink && !slot->data.empty()) {
-      if (absl::Status s = sink(slot->data); !s.ok()) {
-        finish();
-        return s;
-      }
-    }
-    out += slot->data.size();
-    if (progress) progress(slot->at + slot->size);
+    if (progress) progress(std::min(slot->end, file_size));
     MutexLock lock(&mu);
     slot->done = false;
     ++consumed;
@@ -265,26 +371,73 @@ absl::StatusOr<std::shared_ptr<const std::string>> SnappySource::BlockAt(uint64_
   if (auto hit = cache_->Get(id_, i)) return hit;
   auto lease = file_.Open();
   if (!lease.ok()) return lease.status();
-  const uint64_t end = i + 1 < points.size() ? points[i + 1].out : table_->data_size;
-  // The compressed body in a buffer kept per thread: a miss then costs no
-  // allocation and no zero fill of it (about 70 KiB for TensorFlow's blocks).
-  thread_local std::string body;
-  absl::Status read = ReadBodyInto(lease->bytes(), path(), file_size_, cp.in, &body);
-  absl::StatusOr<std::string> data =
-      read.ok() ? DecodeSnappyBlock(body) : absl::StatusOr<std::string>(read);
-  if (body.capacity() > (size_t{4} << 20)) std::string().swap(body);  // an outsized block's
-  if (!data.ok() || data->size() != end - cp.out) {
-    if (data.ok() || absl::IsDataLoss(data.status())) {
+  const bool last = i + 1 == points.size();
+  const uint64_t end = last ? table_->data_size : points[i + 1].out;
+  // The group's blocks, from its checkpoint to the next one (the last
+  // group: until its bytes are all there). Their compressed bytes are read
+  // in pieces of at least kSnappyGroupBytes, so a group of tiny blocks
+  // costs a few reads, not two per block; the buffer is kept per thread.
+  thread_local std::string buf;
+  uint64_t buf_at = 0;
+  buf.clear();
+  // Bytes [at, at + n) of the file, from buf (read into it when needed).
+  auto bytes = [&](uint64_t at, uint64_t n) -> absl::StatusOr<absl::string_view> {
+    if (n > file_size_ - std::min(at, file_size_)) {
       return absl::DataLossError(
-          absl::StrCat(path(), ": the SNAPPY block at compressed byte offset ", cp.in,
-                       " no longer decompresses as it did when indexed",
-                       data.ok() ? "" : absl::StrCat(" (", data.status().message(), ")")));
+          absl::StrCat("a block runs past the end of the file at "
+                       "compressed byte offset ",
+                       at));
     }
-    return data.status();
+    if (at < buf_at || at + n > buf_at + buf.size()) {
+      const uint64_t want = std::min(std::max<uint64_t>(n, kSnappyGroupBytes), file_size_ - at);
+      buf.resize(want);
+      buf_at = at;
+      if (auto s = PreadFull(lease->bytes(), buf.data(), want, at, path()); !s.ok()) return s;
+    }
+    return absl::string_view(buf).substr(at - buf_at, n);
+  };
+  std::string data;
+  absl::Status status;
+  uint64_t at = cp.in;
+  while (status.ok() && (last ? cp.out + data.size() < end : at < points[i + 1].in)) {
+    auto prefix = bytes(at, kSnappyLengthSize);
+    if (!prefix.ok()) {
+      status = prefix.status();
+      break;
+    }
+    const uint32_t len = BigEndian32(prefix->data());
+    auto body = bytes(at + kSnappyLengthSize, len);
+    if (!body.ok()) {
+      status = body.status();
+      break;
+    }
+    auto n = UncompressedLength(*body);
+    if (!n.ok() || cp.out + data.size() + *n > end) {
+      status = n.ok() ? absl::DataLossError("more bytes than indexed") : n.status();
+      break;
+    }
+    const size_t was = data.size();
+    data.resize(was + *n);
+    if (!snappy::RawUncompress(body->data(), body->size(), data.data() + was)) {
+      status = absl::DataLossError("the Snappy block does not decompress");
+    }
+    at += kSnappyLengthSize + len;
   }
-  auto bytes = std::make_shared<const std::string>(std::move(*data));
-  cache_->Put(id_, i, bytes);
-  return bytes;
+  if (buf.capacity() > (size_t{4} << 20)) std::string().swap(buf);  // an outsized block's
+  if (status.ok() && data.size() != end - cp.out) {
+    status = absl::DataLossError(absl::StrCat(data.size(), " bytes, ", end - cp.out, " indexed"));
+  }
+  if (!status.ok()) {
+    if (absl::IsDataLoss(status)) {
+      return absl::DataLossError(
+          absl::StrCat(path(), ": the SNAPPY blocks at compressed byte offset ", cp.in,
+                       " no longer decompress as they did when indexed (", status.message(), ")"));
+    }
+    return status;
+  }
+  auto shared = std::make_shared<const std::string>(std::move(data));
+  cache_->Put(id_, i, shared);
+  return shared;
 }
 
 }  // namespace tfrecordfs::source

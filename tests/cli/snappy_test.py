@@ -37,12 +37,12 @@ def write_snappy(plain: bytes, path: str, block: int):
 def read_snappy(path: str) -> bytes:
     with open(path, "rb") as f:
         raw = f.read()
-    out, at = b"", 0
+    out, at = bytearray(), 0
     while at < len(raw):
         n = int.from_bytes(raw[at:at + 4], "big")
         out += snappy.decompress(raw[at + 4:at + 4 + n])
         at += 4 + n
-    return out
+    return bytes(out)
 
 
 def records_of_stream(data: bytes, path: str):
@@ -152,6 +152,56 @@ class SnappyTest(unittest.TestCase):
                 self.assertEqual(a.pop("label"), ("int64", [2]))
                 b.pop("label")
                 self.assertEqual(a, b)
+
+    def test_empty_blocks_cost_what_their_records_do(self):
+        # Issue 34 item 14: TensorFlow reads a SNAPPY file of a million empty
+        # blocks (5 bytes each) around its records; one checkpoint per block
+        # made its index ~40 bytes a block (40 MB here). Now the index
+        # follows the records and the file's size, and every record reads
+        # back through count, verify and a mount.
+        payloads = tc.read_records(os.path.join(self.plain, self.names[0]))
+        plain = b"".join(tc.frame(p) for p in payloads)
+        empty = (1).to_bytes(4, "big") + snappy.compress(b"")
+        hostile = os.path.join(self.tmp, "hostile")
+        os.mkdir(hostile)
+        shard = os.path.join(hostile, "empty-blocks.tfrecord")
+        chunks = range(0, len(plain), 1000)
+        per_gap = 1000000 // len(chunks) + 1
+        with open(shard, "wb") as f:
+            for at in chunks:  # the first block holds bytes: the probe looks there
+                c = snappy.compress(plain[at:at + 1000])
+                f.write(len(c).to_bytes(4, "big") + c)
+                f.write(empty * per_gap)
+        self.assertGreater(per_gap * len(chunks), 1000000)
+        self.assertEqual(records_of_stream(read_snappy(shard), shard), payloads)
+        r = run("index", "--beside", hostile)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        index_size = os.path.getsize(shard + ".tfri")
+        # 8 bytes a record plus a checkpoint per 256 KiB of file.
+        self.assertLess(index_size, 16 * 1024, index_size)
+        r = run("verify", hostile)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("%d record(s): all intact" % len(payloads), r.stdout)
+        if not os.access("/dev/fuse", os.R_OK | os.W_OK):
+            return
+        mnt = os.path.join(self.tmp, "hostile.mnt")
+        os.mkdir(mnt)
+        r = run("-o", "ro", hostile, mnt)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        try:
+            got = tc.read_tree(os.path.join(mnt, "empty-blocks.tfrecord"))
+        finally:
+            run("unmount", mnt)
+        mnt_plain = os.path.join(self.tmp, "plain.mnt")
+        os.mkdir(mnt_plain)
+        r = run("-o", "ro", os.path.join(self.plain, self.names[0]), mnt_plain)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        try:
+            want = tc.read_tree(os.path.join(mnt_plain, self.names[0]))
+        finally:
+            run("unmount", mnt_plain)
+        self.assertGreater(len(want), len(payloads))
+        self.assertEqual(got, want)
 
     def test_reshard_and_repair(self):
         payloads = tc.read_records(os.path.join(self.plain, self.names[0]))

@@ -17,12 +17,19 @@
 // may span blocks.
 //
 // Random access: one pass (ScanSnappy) walks the block lengths, decompresses
-// each block once (the header walk runs on the bytes) and records one
-// checkpoint per block in a CheckpointTable (codec kSnappy; `in` = the
-// offset of the block's length prefix, `out` = its first uncompressed byte;
-// every point is a stream start needing no window). A SnappySource serves a
-// read by decompressing only the blocks it touches, kept in the mount's
-// BlockCache. Index files store the table as they store GZIP checkpoints.
+// each block once (the header walk runs on the bytes) and records a
+// checkpoint in a CheckpointTable (codec kSnappy; `in` = the offset of a
+// block's length prefix, `out` = its first uncompressed byte; every point
+// is a stream start needing no window) at the first block of each *group*:
+// a block starts a new group once the group before it holds
+// kSnappyGroupBytes of uncompressed or of compressed bytes. TensorFlow's
+// blocks (256 KiB of input each) are then one group each; a file of tiny
+// or empty blocks (which TensorFlow reads as well) costs one checkpoint
+// per kSnappyGroupBytes of file, not one per block, so its index and the
+// memory of its mount follow its records and size, not its block count. A
+// SnappySource serves a read by decompressing the group that holds it
+// (cached in the mount's BlockCache). Index files store the table as they
+// store GZIP checkpoints; those of one point per block still load.
 //
 // Damage: a length running past the end of the file, a block that does not
 // decompress, or one claiming more than kMaxSnappyBlock bytes ends the
@@ -51,6 +58,8 @@ inline constexpr size_t kSnappyLengthSize = 4;
 // The largest block we decompress (TensorFlow writes 256 KiB by default):
 // a larger claim is damage, not an allocation.
 inline constexpr uint64_t kMaxSnappyBlock = uint64_t{64} << 20;
+// The bytes after which a block starts a new checkpoint group (see above).
+inline constexpr uint64_t kSnappyGroupBytes = uint64_t{256} << 10;
 
 // The block that starts at the beginning of `bytes` (which must hold at
 // least its length prefix and whole body): its compressed length (prefix
@@ -95,7 +104,7 @@ class SnappySource final : public BlockSource {
   Codec codec() const override { return Codec::kSnappy; }
 
  private:
-  // The decompressed bytes of the table's block that holds `offset`.
+  // The decompressed bytes of the table's group that holds `offset`.
   absl::StatusOr<std::shared_ptr<const std::string>> BlockAt(uint64_t offset,
                                                              uint64_t* start) const override;
 };
