@@ -200,11 +200,14 @@ std::optional<int> Mount::Prepare() {
   }
   fuse::SessionOptions& session = cli_.session;
   if (cli_.read_only) session.fuse_options.emplace_back("ro");
-  // Only a read-only mount lets the kernel open files without asking: on a
-  // read-write one, nothing else could refuse a writable open of a record
-  // file (root ignores its 0444), whose shared mappings would then change
-  // the page cache under every reader (fuse::OpsOptions::skip_open).
-  session.ops.skip_open = !cli_.always_open && cli_.read_only;
+  // The kernel opens files without asking the daemon, read-only mount or
+  // not, so a warm read costs no round trip (fuse::OpsOptions::skip_open).
+  // On a read-write one, what is written still reaches the daemon: a write
+  // of a record file is an edit (checked out at its first WRITE or
+  // truncation), and one the daemon refuses (a plain file, a bad value)
+  // fails, its cached pages dropped. Where the kernel has no such support,
+  // staging files at least are written without handles.
+  session.ops.skip_open = !cli_.always_open;
   session.ops.staging_without_handles = !cli_.always_open && !cli_.read_only;
   bool has_fsname = false;
   for (const auto& o : session.fuse_options) has_fsname |= absl::StartsWith(o, "fsname=");

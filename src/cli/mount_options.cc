@@ -293,10 +293,10 @@ constexpr MountOption kMountOptions[] = {
        return "";
      }},
     {"open", "",
-     "send every open/flush/release to the daemon and give staged files handles (default: on "
-     "a ro mount the kernel opens files itself, no round trip per open; a read-write mount "
-     "sends OPEN, so that a writable open of a record fails; staged files are checked at "
-     "write(), and close() never fails)",
+     "send every open/flush/release to the daemon and give staged files handles (default: "
+     "the kernel opens files itself, no round trip per open; writes are judged when they "
+     "arrive: a record file's first write checks its record out, a refused one fails; staged "
+     "files are checked at write(), and close() never fails)",
      [](absl::string_view, CliOptions* cli) -> std::string {
        cli->always_open = true;
        return "";

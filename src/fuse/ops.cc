@@ -343,7 +343,7 @@ AttrReply DoSetAttr(const Ops& ops, fuse_ino_t ino, const struct stat& to, int f
 int DoLink(const Ops&, fuse_ino_t new_parent) { return InStaging(new_parent) ? EPERM : EROFS; }
 
 WriteReply DoWrite(const Ops& ops, fuse_ino_t ino, uint64_t fh, absl::string_view data,
-                   off_t offset) {
+                   off_t offset, bool writepage) {
   WriteReply r;
   if (offset < 0) {
     r.err = EINVAL;
@@ -352,6 +352,9 @@ WriteReply DoWrite(const Ops& ops, fuse_ino_t ino, uint64_t fh, absl::string_vie
   auto n = ops.fs->Write(ino, fh, data, static_cast<uint64_t>(offset));
   if (!n.ok()) {
     r.err = ToErrno(n.status());
+    // A write() the daemon refuses leaves the kernel's pages as they were;
+    // a refused write-back of a shared mapping does not.
+    if (writepage) ops.fs->DropPagesLater(ino);
     return r;
   }
   r.written = *n;
@@ -667,7 +670,8 @@ void LlSetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
 
 void LlWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off,
              struct fuse_file_info* fi) {
-  WriteReply r = DoWrite(OpsOf(req), ino, fi->fh, absl::string_view(buf, size), off);
+  WriteReply r =
+      DoWrite(OpsOf(req), ino, fi->fh, absl::string_view(buf, size), off, fi->writepage != 0);
   if (r.err) {
     fuse_reply_err(req, r.err);
   } else {

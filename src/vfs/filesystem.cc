@@ -591,10 +591,13 @@ void Filesystem::InvalidateLater(uint64_t parent, std::string name) {
   invalidations_.Signal();
 }
 
+void Filesystem::DropPagesLater(uint64_t ino) { InvalidateLater(ino, std::string()); }
+
 void Filesystem::InvalidationLoop() {
   for (;;) {
     std::pair<uint64_t, std::string> next;
     std::function<void(uint64_t, const std::string&)> entry;
+    std::function<void(uint64_t)> inode;
     {
       MutexLock lock(&invalidator_mu_);
       while (!stop_invalidating_ && (pending_invalidations_.empty() || !invalidator_)) {
@@ -604,12 +607,18 @@ void Filesystem::InvalidationLoop() {
       next = std::move(pending_invalidations_.front());
       pending_invalidations_.pop_front();
       entry = invalidator_->entry;
+      inode = invalidator_->inode;
     }
-    // Without invalidator_mu_: the kernel holds the folder's lock until the
-    // request that changed it is answered, and another request may be
-    // queueing an invalidation meanwhile (InvalidateLater).
+    // Without invalidator_mu_: the kernel holds the folder's lock (or a
+    // page being written back) until the request that changed it is
+    // answered, and another request may be queueing an invalidation
+    // meanwhile (InvalidateLater).
     MutexLock call(&invalidating_mu_);
-    entry(next.first, next.second);
+    if (next.second.empty()) {
+      inode(next.first);
+    } else {
+      entry(next.first, next.second);
+    }
   }
 }
 

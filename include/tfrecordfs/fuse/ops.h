@@ -59,13 +59,17 @@ struct OpsOptions {
   // 0) except those made by CREATE, which keep theirs until RELEASE; with
   // no FLUSH, a staged file's checks happen at write() and RELEASE, and
   // close() never fails (staging::Store).
-  // Only safe where the kernel itself refuses writable opens (a read-only
-  // mount): nothing else could refuse open(O_RDWR) of a record file, which
-  // root may open whatever its mode, and writes through a shared mapping of
-  // it would change the page cache every later reader sees. The CLI sets
-  // this on `-o ro` mounts unless `-o open`.
+  // On a read-write mount nothing refuses open(O_RDWR) of a file then (root
+  // may open any file whatever its mode): what is written is judged at
+  // WRITE and SETATTR instead. A record file's write is an edit (its record
+  // checked out then); a refused one (a plain file's: EROFS; a value the
+  // feature cannot take: EINVAL) fails write(), the kernel keeping its
+  // pages, and a refused write-back of a shared writable mapping drops the
+  // file's cached pages (DoWrite), so no reader keeps seeing bytes the file
+  // does not hold (issue 21, item 19). The CLI sets this unless `-o open`.
   bool skip_open = false;
-  // Read-write mounts without `-o open` (the CLI's default there): OPEN is
+  // Without FUSE_CAP_NO_OPEN_SUPPORT from the kernel (or with skip_open
+  // false), read-write mounts without `-o open`: OPEN is
   // answered for every file (a writable open of anything outside staging/
   // fails with EROFS), but staging files get no handle, as with skip_open:
   // OPEN and CREATE reply fh 0 and FOPEN_NOFLUSH (no FLUSH follows; the
@@ -191,8 +195,12 @@ struct WriteReply {
   int err = 0;
   size_t written = 0;
 };
+// `writepage`: the kernel writes back a shared writable mapping (the
+// caller's msync() or the kernel's flusher). Refused, the file's cached
+// pages are dropped (vfs::Filesystem::DropPagesLater): they hold bytes the
+// file does not.
 WriteReply DoWrite(const Ops& ops, fuse_ino_t ino, uint64_t fh, absl::string_view data,
-                   off_t offset);
+                   off_t offset, bool writepage = false);
 
 struct StatfsReply {
   int err = 0;

@@ -304,6 +304,13 @@ class Filesystem {
   };
   // nullopt: stops invalidating (and joins the worker that does it).
   void SetInvalidator(std::optional<Invalidator> invalidator);
+  // A write of `ino` was refused while the kernel wrote back a shared
+  // writable mapping of it (FUSE's write-back): the refused bytes stay in
+  // the kernel's page cache (only msync() sees the error), so its pages are
+  // dropped, from the invalidation worker once the request is answered
+  // (the kernel holds the pages until then), and later readers see the
+  // file's own bytes again.
+  void DropPagesLater(uint64_t ino);
 
   // Applies the pending edits, additions and deletions to their shards
   // (repack::ApplyEdits: crash-safe, each shard on its own). With `reopen`
@@ -382,7 +389,8 @@ class Filesystem {
   std::unique_ptr<StagingView> staging_;
   // The kernel's entry `name` in `parent`, invalidated from a worker thread
   // once the current request is answered (a record moved by rename: the
-  // kernel keeps the old node id for the new name otherwise).
+  // kernel keeps the old node id for the new name otherwise). An empty
+  // `name`: node `parent` itself (its attributes and pages: DropPagesLater).
   void InvalidateLater(uint64_t parent, std::string name);
   void InvalidationLoop();
   // Every operation holds it shared; Commit(reopen) exclusively.

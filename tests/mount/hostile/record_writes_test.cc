@@ -106,5 +106,51 @@ TEST_P(RecordWritesTest, WritableOpensOfRecordFilesFailAndTheBytesStay) {
 INSTANTIATE_TEST_SUITE_P(Mounts, RecordWritesTest, ::testing::Values(true),
                          [](const auto& info) { return info.param ? "ReadOnly" : "ReadWrite"; });
 
+// A read-write mount opens files without the daemon (issue 36), so root's
+// open(O_RDWR) of a plain file of the sources succeeds there, and a shared
+// writable mapping of it changes the kernel's page cache; its write-back is
+// refused (EROFS, which msync() reports). The kernel would keep the
+// changed page for every later reader (issue 21, item 19); the daemon drops
+// the file's cached pages once it has refused the write-back, so the bytes
+// read back are the source's again. (The drop follows the refusal's reply
+// on the daemon's invalidation thread: the read-back waits for it, up to
+// the harness's limit.)
+TEST(PlainFileWritesTest, ARefusedWriteBackOfASharedMappingLeavesNoChangedPage) {
+  TFRFS_SKIP_WITHOUT_FUSE();
+  if (::geteuid() != 0) GTEST_SKIP() << "only root opens a 0444 file O_RDWR";
+  TempDir tmp;
+  const std::string src = tmp.Subdir("src");
+  ASSERT_NO_FATAL_FAILURE(test::WriteShard(src + "/rec.tfrecord", {std::string()}));
+  const std::string notes(5000, 'n');
+  WriteWholeFile(src + "/notes.txt", notes);
+  Mount m;
+  ASSERT_EQ(m.Start({src}, {"-o", "staging_dir=" + tmp.Subdir("store") +
+                                      ",output_dir=" + tmp.Subdir("out")}),
+            "");
+  const std::string plain = m.path("notes.txt");
+  ASSERT_EQ(ReadWholeFile(plain), notes);  // in the page cache
+  const CommandResult py = RunCommand(
+      {"python3", "-c",
+       "import errno, mmap, os, sys\n"
+       "fd = os.open(sys.argv[1], os.O_RDWR)\n"
+       "m = mmap.mmap(fd, 0, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)\n"
+       "os.close(fd)\n"
+       "m[0:1] = b'X'\n"
+       "try:\n"
+       "    m.flush()\n"
+       "    print('written back')\n"
+       "except OSError as e:\n"
+       "    print('refused:', errno.errorcode.get(e.errno, e.errno))\n",
+       plain});
+  ASSERT_EQ(py.exit_code, 0) << py.out << py.err;
+  EXPECT_EQ(py.out, "refused: EROFS\n") << py.err;
+  std::string seen;
+  EXPECT_TRUE(WaitUntil([&] { return (seen = ReadWholeFile(plain)) == notes; }))
+      << "the refused byte stayed in the page cache: " << seen.substr(0, 8);
+  EXPECT_EQ(ReadWholeFile(src + "/notes.txt"), notes);
+  std::string stop_err;
+  EXPECT_EQ(m.Stop(&stop_err), 0) << stop_err;
+}
+
 }  // namespace
 }  // namespace tfrecordfs::mount_test
