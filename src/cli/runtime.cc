@@ -109,7 +109,7 @@ LogProblems ScanLog(const std::string& path, uint64_t start) {
 }
 
 std::string DefaultOutputDir(const std::vector<std::string>& sources) {
-  const std::string first = RealPath(sources.front()).value_or(sources.front());
+  const std::string first = RealPath(sources.front()).value_or(scan::RedactSource(sources.front()));
   struct stat st;
   if (::stat(first.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return first;
   return Dirname(first);

@@ -15,6 +15,7 @@
 #include "src/cli/progress.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/naming/naming.h"
+#include "tfrecordfs/scan/objects.h"
 
 namespace tfrecordfs::cli {
 
@@ -26,10 +27,12 @@ namespace {
 absl::Status RequireShards(const std::vector<std::string>& sources,
                            const scan::ScanResult& result) {
   if (!result.shards.empty()) return absl::OkStatus();
-  return absl::NotFoundError(absl::StrCat(
-      "no TFRecord shard in ", absl::StrJoin(sources, ", "), " (", result.others.size(),
-      " other file(s); shards are found by content, in directories "
-      "searched recursively)"));
+  std::vector<std::string> named;  // no URL's query string (a presigned URL's credentials)
+  for (const std::string& s : sources) named.push_back(scan::RedactSource(s));
+  return absl::NotFoundError(
+      absl::StrCat("no TFRecord shard in ", absl::StrJoin(named, ", "), " (", result.others.size(),
+                   " other file(s); shards are found by content, in directories "
+                   "searched recursively)"));
 }
 
 // What --help adds for the commands that read SOURCEs (ToolSpec::indexes).

@@ -222,12 +222,10 @@ absl::Status ListingBudget::Take(const ListPage& page) {
                                                      limits_.max_pages, " pages", so_far(),
                                                      "; list a narrower prefix"));
   }
-  auto at = std::lower_bound(tokens_.begin(), tokens_.end(), page.next_token);
-  if (at != tokens_.end() && *at == page.next_token) {
+  if (!tokens_.insert(page.next_token).second) {
     return absl::DataLossError(absl::StrCat("the server gave a continuation token it gave before",
                                             so_far(), ": the listing would never end"));
   }
-  tokens_.insert(at, page.next_token);
   return absl::OkStatus();
 }
 

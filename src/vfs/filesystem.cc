@@ -87,6 +87,10 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
   for (const scan::RefusedShard& r : scanned->refused) {
     log::Error(r.why.message(), "; shown as a plain file");
   }
+  if (!scanned->unreadable.empty() && scanned->entries.empty()) {
+    // Nothing else to serve: the mount fails as the object did.
+    return scanned->unreadable.front().why;
+  }
   for (const scan::RefusedShard& u : scanned->unreadable) {
     log::Error(u.why.message(), "; not shown (the other objects are; remount to try it again)");
   }

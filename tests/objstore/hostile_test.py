@@ -216,6 +216,10 @@ class HostileServerTest(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn("s3://b/ds/slow.tfrecord", r.stderr)
         self.assertEqual(json.loads(r.stdout)["records"], 20)
+        # With nothing else to serve, the mount fails as the object did.
+        _, m = self.try_mount("%s/b/ds/slow.tfrecord" % server.url, "-o", "request_timeout=2")
+        self.assertNotEqual(m.returncode, 0)
+        self.assertIn("no complete answer within the 2 s deadline", m.stderr)
 
     def test_a_server_answering_every_range_from_byte_0_is_refused(self):
         self.big_shard("big.tfrecord")

@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "tfrecordfs/scan/object_access.h"
@@ -102,7 +103,7 @@ class ListingBudget {
   const ListingLimits limits_;
   size_t pages_ = 0, keys_ = 0;
   uint64_t key_bytes_ = 0;
-  std::vector<std::string> tokens_;  // sorted
+  absl::flat_hash_set<std::string> tokens_;  // given so far
 };
 
 // Where a key of a listing of `prefix` (ObjectUrl::key) shows below the

@@ -101,7 +101,7 @@ struct HttpOptions {
   long backoff_ms = 100;
   // The most a request without a body (GET, HEAD, a listing) may take, all
   // its attempts and backoffs together; then it fails (Unavailable, "no
-  // complete answer within N s") and one warning is logged. 0: no deadline
+  // complete answer within N s"; HttpObject's reads log it). 0: no deadline
   // (only the low-speed rule). A request with a body (an upload's PUT) has
   // none: its time grows with its size.
   long deadline_s = 120;

@@ -15,8 +15,8 @@
 // A plain file that is an object (not a shard: a dataset_info.json in a
 // bucket) is read with the object's ranged GETs (source/http.h: pinned to
 // its listed ETag, through the mount's block cache), one FUSE read at a
-// time: a read never asks for more than the FUSE request's size (rounded
-// to the cache's blocks).
+// time: a read asks for what the cache misses of the FUSE request's range,
+// at least kMinObjectFetch bytes (1 MiB), never the whole object.
 //
 // Errors: NotFound, ENOTDIR, EISDIR, EROFS for writes (View's defaults),
 // EIO for a plain file that is no longer a regular file, the object's
