@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -267,8 +268,25 @@ TEST(RecordEditKeepRealTest, TfxSequenceExampleEditKeepsItsKindlessContext) {
       {shard});
   ASSERT_EQ(step.size(), 1u);
   EXPECT_EQ(step[0], "[('bytes', [b'10599']), ('bytes', [b'10501'])]");
+  // A copy into staging packs with the kindless context (record 10: {i, f}
+  // empty too).
+  CommandResult cp = RunCommand({"cp", "-r", dir + "/0010", s.mnt + "/staging/seq10"});
+  ASSERT_EQ(cp.exit_code, 0) << cp.err;
   int status = 0;
-  EXPECT_EQ(d.TfrUnmount(&status).exit_code, 0);
+  CommandResult un = d.TfrUnmount(&status);
+  EXPECT_EQ(un.exit_code, 0) << un.out << un.err;
+  const auto packed = AllPayloads(ReadPackedShards(s.out, "edit"));
+  ASSERT_EQ(packed.size(), 1u) << un.out;
+  const std::vector<std::string> original =
+      Python("import binascii\nprint(binascii.hexlify(t.read_records(sys.argv[1])[10]).decode())\n",
+             {before});
+  ASSERT_EQ(original.size(), 1u);
+  const std::string original_payload = absl::HexStringToBytes(original[0]);
+  auto want = example::DecodeSequenceExample(original_payload);
+  auto got = example::DecodeSequenceExample(packed[0]);
+  ASSERT_TRUE(want.ok() && got.ok());
+  EXPECT_EQ(SequenceText(*got), SequenceText(*want));
+  EXPECT_FALSE(got->context.features.empty());
 }
 
 // ---------------------------------------------------------------------------
