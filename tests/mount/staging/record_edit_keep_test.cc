@@ -289,6 +289,37 @@ TEST(RecordEditKeepRealTest, TfxSequenceExampleEditKeepsItsKindlessContext) {
   EXPECT_FALSE(got->context.features.empty());
 }
 
+// tf.Transform's SequenceExample (SOURCES.md 3): list string_feature's
+// second step is an empty BytesList, not a kindless step; an edit of its
+// first step keeps it an empty bytes list, and int_feature (a context
+// feature and a list of one name) keeps both entries' bytes.
+TEST(RecordEditKeepRealTest, TftEmptyBytesListStepStaysABytesList) {
+  TFRFS_SKIP_WITHOUT_FUSE();
+  if (!HaveTools()) GTEST_SKIP() << "no /usr/bin/python3";
+  const std::string real = RealDataDir();
+  if (real.empty()) GTEST_SKIP() << RealDataMissing();
+  Scratch s;
+  const std::string name = "data_tfrecord.gz";
+  const std::string shard = s.src + "/" + name, before = s.tmp.path() + "/before.gz";
+  CopyFile(real + "/tft_sequence_example_gzip/" + name, shard);
+  CopyFile(shard, before);
+  Mount d(PackConfig(s, {s.src}, "edit"));
+  ASSERT_EQ(d.Start(), "");
+  const std::string dir = s.mnt + "/" + name;
+  CommandResult edit = InDir(dir, "sed -i 's/Hello/Hallo/' 0/feature_lists/string_feature/0.txt");
+  ASSERT_EQ(edit.exit_code, 0) << edit.out << edit.err;
+  const std::string report = Commit(s);
+  EXPECT_EQ(NotSame(Compare(before, shard)),
+            (std::vector<std::string>{
+                "0 changed order:same gone:2/string_feature new:2/string_feature=steps:bytes,bytes "
+                "untouched:in order kindless-lost:",
+                "records 3 same 2 changed 1"}));
+  EXPECT_TRUE(absl::StrContains(report, ": kept 2, changed 1, added 0, deleted 0")) << report;
+  EXPECT_EQ(ReadWholeFile(dir + "/0/feature_lists/string_feature/1.txt"), "");
+  int status = 0;
+  EXPECT_EQ(d.TfrUnmount(&status).exit_code, 0);
+}
+
 // ---------------------------------------------------------------------------
 // Generated data.
 
