@@ -136,34 +136,6 @@ bool EntriesOf(absl::string_view payload, uint32_t number, std::vector<WireEntry
   return true;
 }
 
-enum class Verdict { kKeep, kReplace, kDrop };
-
-// The entries of one map: the original's kept, replaced or dropped by
-// `verdict`, then `added` (the edit's new keys), each encoded by `encode`.
-template <typename VerdictFn, typename EncodeFn>
-std::string SpliceEntries(const std::vector<WireEntry>& entries,
-                          const std::vector<std::string>& added, VerdictFn verdict,
-                          EncodeFn encode) {
-  absl::flat_hash_map<absl::string_view, size_t> last;  // key -> its last entry
-  for (size_t i = 0; i < entries.size(); ++i) last[entries[i].key] = i;
-  std::string out;
-  for (size_t i = 0; i < entries.size(); ++i) {
-    const WireEntry& e = entries[i];
-    switch (verdict(e.key)) {
-      case Verdict::kKeep:
-        out.append(e.field.data(), e.field.size());
-        break;
-      case Verdict::kReplace:
-        if (last[e.key] == i) out += encode(e.key);
-        break;
-      case Verdict::kDrop:
-        break;
-    }
-  }
-  for (const std::string& key : added) out += encode(key);
-  return out;
-}
-
 void AppendLenField(uint32_t number, absl::string_view body, std::string* out) {
   wire::PutVarint(out, (uint64_t{number} << 3) | wire::kLen);
   wire::PutVarint(out, body.size());
@@ -171,89 +143,81 @@ void AppendLenField(uint32_t number, absl::string_view body, std::string* out) {
 }
 
 // One Features map entry, as a whole field (`0a` len entry).
-std::string EncodeFeatureEntry(const Feature& f) {
+std::string EncodeEntry(const Feature& f) {
   proto::Features features;
   internal::ToProto(f, &(*features.mutable_feature())[f.name]);
   return internal::SerializeDeterministically(features);
 }
 
 // One FeatureLists map entry, as a whole field.
-std::string EncodeListEntry(const FeatureList& list) {
+std::string EncodeEntry(const FeatureList& list) {
   proto::FeatureLists lists;
   proto::FeatureList& pl = (*lists.mutable_feature_list())[list.name];
   for (const Feature& step : list.steps) internal::ToProto(step, pl.add_feature());
   return internal::SerializeDeterministically(lists);
 }
 
-// The spliced entries of a Features map: `original`'s entries against the
-// original and edited tables.
-std::optional<std::string> SpliceFeatures(absl::string_view payload, uint32_t number,
-                                          const FeatureTable& original, const FeatureTable& edited,
-                                          const SameBytesValue& same_bytes, bool* present) {
+// The entries of the map in top-level field `number` of `payload` (Features
+// or FeatureLists), spliced: `original` and `edited` are its items (Feature
+// or FeatureList) decoded from the original and from the edit. An entry of
+// a key the edit left `same` is kept as it is; a changed key's entry is
+// encoded afresh in the place of its last entry (the one a parser keeps;
+// its earlier entries are dropped); a removed key's entries are dropped;
+// the edit's new keys follow, in name order. `present`: whether the
+// payload had such a field. nullopt when the payload's wire is not as the
+// decoders took it (never expected).
+template <typename Item, typename SameFn>
+std::optional<std::string> SpliceMap(absl::string_view payload, uint32_t number,
+                                     const std::vector<Item>& original,
+                                     const std::vector<Item>& edited, SameFn same, bool* present) {
   std::vector<WireEntry> entries;
   if (!EntriesOf(payload, number, &entries, present)) return std::nullopt;
-  std::map<absl::string_view, const Feature*> before, after;
-  for (const Feature& f : original.features) before[f.name] = &f;
-  for (const Feature& f : edited.features) after[f.name] = &f;
-  std::vector<std::string> added;
-  for (const Feature& f : edited.features) {
-    if (!before.count(f.name)) added.push_back(f.name);
+  std::map<absl::string_view, const Item*> before, after;
+  for (const Item& x : original) before[x.name] = &x;
+  for (const Item& x : edited) after[x.name] = &x;
+  absl::flat_hash_map<absl::string_view, size_t> last;  // key -> its last entry
+  for (size_t i = 0; i < entries.size(); ++i) last[entries[i].key] = i;
+  std::string out;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const WireEntry& e = entries[i];
+    auto a = after.find(e.key);
+    if (a == after.end()) continue;  // removed
+    auto b = before.find(e.key);
+    if (b != before.end() && same(*b->second, *a->second)) {
+      out.append(e.field.data(), e.field.size());
+    } else if (last[e.key] == i) {
+      out += EncodeEntry(*a->second);
+    }
   }
-  return SpliceEntries(
-      entries, added,
-      [&](const std::string& key) {
-        auto a = after.find(key);
-        if (a == after.end()) return Verdict::kDrop;
-        auto b = before.find(key);
-        return b != before.end() && SameFeature(*b->second, *a->second, same_bytes)
-                   ? Verdict::kKeep
-                   : Verdict::kReplace;
-      },
-      [&](const std::string& key) { return EncodeFeatureEntry(*after.at(key)); });
-}
-
-std::optional<std::string> SpliceLists(absl::string_view payload,
-                                       const std::vector<FeatureList>& original,
-                                       const std::vector<FeatureList>& edited,
-                                       const SameBytesValue& same_bytes) {
-  std::vector<WireEntry> entries;
-  bool present = false;
-  if (!EntriesOf(payload, 2, &entries, &present)) return std::nullopt;
-  std::map<absl::string_view, const FeatureList*> before, after;
-  for (const FeatureList& l : original) before[l.name] = &l;
-  for (const FeatureList& l : edited) after[l.name] = &l;
-  std::vector<std::string> added;
-  for (const FeatureList& l : edited) {
-    if (!before.count(l.name)) added.push_back(l.name);
+  for (const Item& x : edited) {
+    if (!before.count(x.name)) out += EncodeEntry(x);
   }
-  return SpliceEntries(
-      entries, added,
-      [&](const std::string& key) {
-        auto a = after.find(key);
-        if (a == after.end()) return Verdict::kDrop;
-        auto b = before.find(key);
-        return b != before.end() && SameSteps(b->second->steps, a->second->steps, same_bytes)
-                   ? Verdict::kKeep
-                   : Verdict::kReplace;
-      },
-      [&](const std::string& key) { return EncodeListEntry(*after.at(key)); });
+  return out;
 }
 
 std::optional<std::string> Splice(absl::string_view original, const DecodedRecord& before,
                                   const DecodedRecord& after, const SameBytesValue& same_bytes) {
+  const auto same_feature = [&](const Feature& a, const Feature& b) {
+    return SameFeature(a, b, same_bytes);
+  };
   std::string out;
   if (after.kind == PayloadKind::kExample) {
     bool present = false;
-    auto features =
-        SpliceFeatures(original, 1, before.example, after.example, same_bytes, &present);
+    auto features = SpliceMap(original, 1, before.example.features, after.example.features,
+                              same_feature, &present);
     if (!features) return std::nullopt;
     AppendLenField(1, *features, &out);
     return out;
   }
-  bool had_context = false;
-  auto context = SpliceFeatures(original, 1, before.sequence.context, after.sequence.context,
-                                same_bytes, &had_context);
-  auto lists = SpliceLists(original, before.sequence.lists, after.sequence.lists, same_bytes);
+  bool had_context = false, had_lists = false;
+  auto context = SpliceMap(original, 1, before.sequence.context.features,
+                           after.sequence.context.features, same_feature, &had_context);
+  auto lists = SpliceMap(
+      original, 2, before.sequence.lists, after.sequence.lists,
+      [&](const FeatureList& a, const FeatureList& b) {
+        return SameSteps(a.steps, b.steps, same_bytes);
+      },
+      &had_lists);
   if (!context || !lists) return std::nullopt;
   if (had_context || !context->empty()) AppendLenField(1, *context, &out);
   AppendLenField(2, *lists, &out);  // always: it is what makes a SequenceExample

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -267,6 +268,54 @@ TEST(RecordEditKeepRealTest, TfxSequenceExampleEditKeepsItsKindlessContext) {
       {shard});
   ASSERT_EQ(step.size(), 1u);
   EXPECT_EQ(step[0], "[('bytes', [b'10599']), ('bytes', [b'10501'])]");
+  // A copy into staging packs with the kindless context (record 10: {i, f}
+  // empty too).
+  CommandResult cp = RunCommand({"cp", "-r", dir + "/0010", s.mnt + "/staging/seq10"});
+  ASSERT_EQ(cp.exit_code, 0) << cp.err;
+  int status = 0;
+  CommandResult un = d.TfrUnmount(&status);
+  EXPECT_EQ(un.exit_code, 0) << un.out << un.err;
+  const auto packed = AllPayloads(ReadPackedShards(s.out, "edit"));
+  ASSERT_EQ(packed.size(), 1u) << un.out;
+  const std::vector<std::string> original =
+      Python("import binascii\nprint(binascii.hexlify(t.read_records(sys.argv[1])[10]).decode())\n",
+             {before});
+  ASSERT_EQ(original.size(), 1u);
+  const std::string original_payload = absl::HexStringToBytes(original[0]);
+  auto want = example::DecodeSequenceExample(original_payload);
+  auto got = example::DecodeSequenceExample(packed[0]);
+  ASSERT_TRUE(want.ok() && got.ok());
+  EXPECT_EQ(SequenceText(*got), SequenceText(*want));
+  EXPECT_FALSE(got->context.features.empty());
+}
+
+// tf.Transform's SequenceExample (SOURCES.md 3): list string_feature's
+// second step is an empty BytesList, not a kindless step; an edit of its
+// first step keeps it an empty bytes list, and int_feature (a context
+// feature and a list of one name) keeps both entries' bytes.
+TEST(RecordEditKeepRealTest, TftEmptyBytesListStepStaysABytesList) {
+  TFRFS_SKIP_WITHOUT_FUSE();
+  if (!HaveTools()) GTEST_SKIP() << "no /usr/bin/python3";
+  const std::string real = RealDataDir();
+  if (real.empty()) GTEST_SKIP() << RealDataMissing();
+  Scratch s;
+  const std::string name = "data_tfrecord.gz";
+  const std::string shard = s.src + "/" + name, before = s.tmp.path() + "/before.gz";
+  CopyFile(real + "/tft_sequence_example_gzip/" + name, shard);
+  CopyFile(shard, before);
+  Mount d(PackConfig(s, {s.src}, "edit"));
+  ASSERT_EQ(d.Start(), "");
+  const std::string dir = s.mnt + "/" + name;
+  CommandResult edit = InDir(dir, "sed -i 's/Hello/Hallo/' 0/feature_lists/string_feature/0.txt");
+  ASSERT_EQ(edit.exit_code, 0) << edit.out << edit.err;
+  const std::string report = Commit(s);
+  EXPECT_EQ(NotSame(Compare(before, shard)),
+            (std::vector<std::string>{
+                "0 changed order:same gone:2/string_feature new:2/string_feature=steps:bytes,bytes "
+                "untouched:in order kindless-lost:",
+                "records 3 same 2 changed 1"}));
+  EXPECT_TRUE(absl::StrContains(report, ": kept 2, changed 1, added 0, deleted 0")) << report;
+  EXPECT_EQ(ReadWholeFile(dir + "/0/feature_lists/string_feature/1.txt"), "");
   int status = 0;
   EXPECT_EQ(d.TfrUnmount(&status).exit_code, 0);
 }
