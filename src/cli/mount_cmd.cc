@@ -310,8 +310,8 @@ std::optional<int> Mount::Serve() {
   std::optional<ProgressBar> bar;
   if (cli_.vfs.view == vfs::ViewKind::kClasses) {
     bar.emplace(TotalBytes(cli_.vfs.sources), StderrIsTerminal());
-    cli_.vfs.on_group_progress = [&bar](uint64_t records, uint64_t bytes) {
-      bar->Add(0, records, bytes);
+    cli_.vfs.on_group_progress = [&bar](uint64_t shards, uint64_t records, uint64_t bytes) {
+      bar->Add(shards, records, bytes);
     };
   }
   auto fs = vfs::Filesystem::Create(cli_.vfs);
