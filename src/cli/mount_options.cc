@@ -343,7 +343,8 @@ constexpr MountOption kMountOptions[] = {
        return "";
      }},
     {"output_dir", "PATH",
-     "where the pack writes new shards on unmount (default: the first source directory)",
+     "where the pack writes new shards on unmount (default: the first source directory; "
+     "created when missing, as by pack, repair and reshard)",
      [](absl::string_view v, CliOptions* cli) -> std::string {
        if (v.empty()) return "output_dir needs a directory";
        cli->pack.output_dir = std::string(v);

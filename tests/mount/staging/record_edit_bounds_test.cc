@@ -33,8 +33,8 @@ TEST(RecordEditBoundsTest, EditsBeyondMaxEditedWaitForACommit) {
   Mount m(config);
   ASSERT_EQ(m.Start(), "");
   auto edit = [&](int record) {
-    return Shell(absl::StrCat("echo new > ", ShellQuote(m.path(absl::StrCat("data.tfrecord/",
-                                                                             record, "/v.txt")))));
+    return Shell(absl::StrCat(
+        "echo new > ", ShellQuote(m.path(absl::StrCat("data.tfrecord/", record, "/v.txt")))));
   };
   for (int r = 0; r < 3; ++r) {
     const CommandResult e = edit(r);
