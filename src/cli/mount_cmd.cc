@@ -323,8 +323,8 @@ std::optional<int> Mount::Serve() {
   std::optional<ProgressBar> bar;
   if (cli_.vfs.view == vfs::ViewKind::kClasses) {
     bar.emplace(TotalBytes(cli_.vfs.sources), StderrIsTerminal());
-    cli_.vfs.on_group_progress = [&bar](uint64_t records, uint64_t bytes) {
-      bar->Add(0, records, bytes);
+    cli_.vfs.on_group_progress = [&bar](uint64_t shards, uint64_t records, uint64_t bytes) {
+      bar->Add(shards, records, bytes);
     };
   }
   auto fs = vfs::Filesystem::Create(cli_.vfs);
@@ -436,6 +436,16 @@ int Mount::PackOnUnmount() {
   pack.remove_packed = true;
   pack.types = &types;
   pack.compression = cli_.compression ? *cli_.compression : SourcesCodec(*fs_);
+  // -o output_dir is created when missing, as `pack`, `repair` and
+  // `reshard` create theirs; only when something is staged, so that an
+  // unmount with nothing to pack leaves no empty folder behind. A folder
+  // that cannot be made fails the pack, which says why.
+  if (bucket_.empty()) {
+    absl::string_view first;
+    if (auto staged = ListDir::Open(pack.records_dir); staged.ok() && staged->Next(&first)) {
+      (void)MakeDirs(pack.output_dir, 0755);
+    }
+  }
   const repack::PackReport report =
       bucket_.empty() ? repack::Pack(pack) : PackIntoBucket(bucket_, pack, store_->dir());
   const char* result = !report.status.ok()    ? "result: failed"

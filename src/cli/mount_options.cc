@@ -343,8 +343,20 @@ constexpr MountOption kMountOptions[] = {
        cli->staging_dir = std::string(v);
        return "";
      }},
+    {"max_edited", "N",
+     "records checked out for editing (or added to shards) at once, until a commit (default "
+     "20000): each edited record is a copy of all its files in the edit store, and each "
+     "file costs a disk block, so this bounds the store; an edit beyond it fails with EDQUOT "
+     "until `tfrecordfs commit` applies the pending ones",
+     [](absl::string_view v, CliOptions* cli) -> std::string {
+       if (!absl::SimpleAtoi(v, &cli->vfs.max_edited) || cli->vfs.max_edited == 0) {
+         return "max_edited needs a positive number of records";
+       }
+       return "";
+     }},
     {"output_dir", "PATH",
-     "where the pack writes new shards on unmount (default: the first source directory)",
+     "where the pack writes new shards on unmount (default: the first source directory; "
+     "created when missing, as by pack, repair and reshard)",
      [](absl::string_view v, CliOptions* cli) -> std::string {
        if (v.empty()) return "output_dir needs a directory";
        cli->pack.output_dir = std::string(v);

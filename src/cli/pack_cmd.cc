@@ -1,5 +1,7 @@
 // `tfrecordfs pack`: the mount's unmount-time pack, offline, on a plain
 // directory of record folders. A thin adapter over repack::Pack.
+#include <sys/stat.h>
+
 #include <iostream>
 #include <string>
 #include <vector>
@@ -9,6 +11,7 @@
 #include "absl/strings/strip.h"
 #include "src/cli/commands.h"
 #include "src/cli/toolbox.h"
+#include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/repack/journal.h"
 #include "tfrecordfs/repack/pack.h"
@@ -24,6 +27,8 @@ Packs every record folder in DIR (each direct subdirectory is one record, in
 name order; the layout a tfrecordfs mount shows) into new TFRecord shards
 OUTPUT_DIR/NAME-00000-of-0000N.tfrecord. DIR is never modified. Folders that
 do not form a valid record are listed with the reason and left out.
+OUTPUT_DIR (and its parents) is created when missing, as by repair and
+reshard.
 
 A numeric file (no extension) packs as the kind its user.tfrecordfs.kind
 attribute names (cp -a keeps it, cp -r drops it); without one, as its text
@@ -93,6 +98,15 @@ int PackMain(int argc, char** argv) {
   options.output_dir = positional[1];
   options.journal_path = absl::StrCat(options.output_dir, "/", repack::kDefaultJournalName);
 
+  // OUTPUT_DIR is created when missing, as repair and reshard create
+  // theirs (one rule for the toolbox); only once DIR is known to be a
+  // folder, so that a mistyped DIR leaves nothing behind.
+  struct stat st;
+  // A directory that cannot be made fails the pack itself, which says so
+  // once (naming the output directory and why).
+  if (::stat(options.records_dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    (void)MakeDirs(options.output_dir, 0755);
+  }
   // The summary on stdout says everything the log would; keep stderr for
   // errors unless asked.
   if (!verbose) log::SetLevel(log::Level::kError);

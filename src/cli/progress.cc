@@ -70,7 +70,8 @@ void ProgressBar::Finish() {
   }
   cv_.SignalAll();
   thread_.join();
-  std::fputs("\r\033[K", stderr);  // leave the line to the summary
+  Draw();  // the final counts, then the line goes to the summary
+  std::fputs("\r\033[K", stderr);
 }
 
 void ProgressBar::Loop() {
@@ -101,6 +102,32 @@ void ProgressBar::Draw() {
                HumanBytes(static_cast<double>(total_bytes_)).c_str(),
                HumanCount(secs > 0 ? records / secs : 0).c_str(), eta.c_str());
   std::fflush(stderr);
+}
+
+void WalkMeter::Walked(const std::string& path, uint64_t walked) {
+  MutexLock lock(&mu_);
+  if (bar_ == nullptr) return;
+  uint64_t& seen = walked_[path];
+  if (walked > seen) {
+    bar_->Add(0, 0, walked - seen);
+    seen = walked;
+  }
+}
+
+void WalkMeter::Done(const std::string& path, uint64_t records, uint64_t size) {
+  MutexLock lock(&mu_);
+  if (bar_ == nullptr) return;
+  uint64_t seen = 0;
+  if (auto it = walked_.find(path); it != walked_.end()) {
+    seen = it->second;
+    walked_.erase(it);
+  }
+  bar_->Add(1, records, size > seen ? size - seen : 0);
+}
+
+void WalkMeter::Detach() {
+  MutexLock lock(&mu_);
+  bar_ = nullptr;
 }
 
 }  // namespace tfrecordfs::cli

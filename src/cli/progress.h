@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "tfrecordfs/base/mutex.h"
 
 namespace tfrecordfs::cli {
@@ -55,6 +56,26 @@ class ProgressBar {
   CondVar cv_;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
+};
+
+// The bytes of shards being walked, for a ProgressBar: a walk reports its
+// position every few MiB (index::StoreOptions::on_walk_progress), and the
+// bar gets what is new; when the shard is done (from the index cache or
+// walked), the bar gets the shard, its records and the rest of its size.
+// Thread-safe (walks run on many threads). Detach() before the bar goes:
+// later calls then do nothing (the index store that calls it may outlive
+// the bar).
+class WalkMeter {
+ public:
+  explicit WalkMeter(ProgressBar* bar) : bar_(bar) {}
+  void Walked(const std::string& path, uint64_t walked);
+  void Done(const std::string& path, uint64_t records, uint64_t size);
+  void Detach();
+
+ private:
+  Mutex mu_;
+  ProgressBar* bar_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, uint64_t> walked_ ABSL_GUARDED_BY(mu_);  // path -> reported
 };
 
 }  // namespace tfrecordfs::cli

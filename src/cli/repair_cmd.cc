@@ -23,13 +23,16 @@ namespace {
 constexpr char kRepairUsage[] = R"(Usage: tfrecordfs repair [options] SOURCE... --output DIR
 
 Writes a copy of every shard in the SOURCEs (shard files, or directories
-searched recursively, exactly as a mount would; plain, GZIP and ZLIB shards)
-to DIR, under the path a mount shows it at and with the same compression,
+searched recursively, exactly as a mount would; plain, GZIP, ZLIB and SNAPPY
+shards) to DIR, under the path a mount shows it at and with the same compression,
 leaving out the damaged records: those whose framing, length CRC or data CRC
 fails, found by the same header walk that resynchronises after damage in a
 mount. Payloads are copied byte for byte; records that are not Examples are
 kept. Each dropped record is printed with its shard, record index, byte
-offset (uncompressed, in a GZIP/ZLIB shard) and reason, then a summary.
+offset (uncompressed, in a GZIP/ZLIB shard) and reason, in the words of
+`tfrecordfs verify`, and so is each damaged span of bytes in no record
+(stray bytes, a truncated tail: "not copied"); the summary counts them as
+verify does (records written + dropped = records).
 
 DIR is created if needed; it must lie outside every SOURCE and hold none,
 and no file is ever replaced. Each copy is written under a temporary name
@@ -151,11 +154,16 @@ int RepairMain(int argc, char** argv) {
     return kExitInterrupted;
   }
 
-  uint64_t records = 0, written = 0, dropped = 0, unreadable = 0;
+  // Counted as verify counts: damaged records (dropped: records = written
+  // + dropped for the shards copied) and damaged spans between or after
+  // records (bytes in no record, not copied), apart.
+  uint64_t records = 0, written = 0, dropped = 0, spans = 0, unreadable = 0;
   for (const Done& d : done) {
     records += d.status.ok() ? d.result.records_in : d.shard->index->num_records();
     written += d.result.records_kept;
-    dropped += d.result.dropped.size();
+    for (const reshape::Dropped& x : d.result.dropped) {
+      (x.record == reshape::kNoRecord ? spans : dropped) += 1;
+    }
     unreadable += !d.status.ok();
   }
   std::string out;
@@ -195,14 +203,17 @@ int RepairMain(int argc, char** argv) {
       }
       const bool compressed = d.shard->codec != source::Codec::kNone;
       for (const reshape::Dropped& x : d.result.dropped) {
-        absl::StrAppend(&out, DescribeDropped(x, compressed), ": dropped\n");
+        absl::StrAppend(&out, DescribeDropped(x, compressed),
+                        x.record == reshape::kNoRecord ? ": not copied\n" : ": dropped\n");
       }
     }
-    absl::StrAppend(&out, done.size() - unreadable, " shard(s) copied to ", EscapeForLog(output),
-                    ": ", written, " of ", records, " record(s) written, ", dropped, " dropped",
-                    unreadable > 0 ? absl::StrCat(", ", unreadable, " shard(s) failed") : "", "\n");
+    absl::StrAppend(
+        &out, done.size() - unreadable, " shard(s) copied to ", EscapeForLog(output), ": ", written,
+        " of ", records, " record(s) written, ", dropped, " dropped",
+        spans > 0 ? absl::StrCat(", ", spans, " damaged span(s) between or after records") : "",
+        unreadable > 0 ? absl::StrCat(", ", unreadable, " shard(s) failed") : "", "\n");
   }
-  return tool.Finish(out, dropped == 0 && unreadable == 0);
+  return tool.Finish(out, dropped + spans == 0 && unreadable == 0);
 }
 
 }  // namespace tfrecordfs::cli

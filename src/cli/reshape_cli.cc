@@ -93,11 +93,11 @@ absl::Status CheckOutputDir(const std::string& output, const std::vector<std::st
 }
 
 std::string DescribeDropped(const reshape::Dropped& d, bool compressed) {
-  return absl::StrCat(EscapeForLog(d.path), ": ",
-                      d.record == reshape::kNoRecord ? std::string("damage between records")
-                                                     : absl::StrCat("record ", d.record),
-                      " at ", compressed ? "uncompressed " : "", "byte offset ", d.offset, ": ",
-                      EscapeForLog(d.reason));
+  return absl::StrCat(
+      EscapeForLog(d.path), ": ",
+      DamagePlace(d.record == reshape::kNoRecord ? std::nullopt : std::optional<uint64_t>(d.record),
+                  d.offset, compressed),
+      ": ", EscapeForLog(d.reason));
 }
 
 void WriteJsonDropped(JsonWriter* w, const reshape::Dropped& d) {

@@ -41,8 +41,9 @@ std::function<void()> PauseHook();
 absl::Status CheckOutputDir(const std::string& output, const std::vector<std::string>& sources,
                             const std::vector<scan::ScannedShard>& shards);
 
-// "<path>: record i at [uncompressed ]byte offset N: <reason>" (or "damage
-// between records at ..."), escaped for a terminal, no newline.
+// "<path>: record i at [uncompressed ]byte offset N: <reason>" (or
+// "outside any record at ...": DamagePlace, verify's words), escaped for a
+// terminal, no newline.
 std::string DescribeDropped(const reshape::Dropped& d, bool compressed);
 // {"path": ..., "record": i | null, "offset": N, "reason": ...}
 void WriteJsonDropped(JsonWriter* w, const reshape::Dropped& d);

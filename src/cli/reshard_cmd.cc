@@ -23,8 +23,8 @@ namespace {
 constexpr char kReshardUsage[] = R"(Usage: tfrecordfs reshard [options] SOURCE... --output DIR
 
 Writes every record of the shards in the SOURCEs (shard files, or
-directories searched recursively, exactly as a mount would; plain, GZIP and
-ZLIB shards, taken in that order) into new shards
+directories searched recursively, exactly as a mount would; plain, GZIP,
+ZLIB and SNAPPY shards, taken in that order) into new shards
 DIR/NAME-00000-of-0000N.tfrecord[.gz|.zlib]: merging many shards and
 splitting one are the same command. Payloads are copied byte for byte, in
 source order, or with --shuffle in a uniformly random global order that
@@ -170,6 +170,7 @@ int ReshardMain(int argc, char** argv) {
   reshape::Control control;
   control.cancel = interrupted;
   control.progress = [&](uint64_t n, uint64_t bytes) { progress.Add(0, n, bytes); };
+  control.output_done = [&] { progress.Add(1, 0, 0); };  // the bar's shards: those written
   control.mid_output = PauseHook();
   auto report = reshape::Reshard(inputs, options, control);
   progress.Finish();
@@ -183,6 +184,9 @@ int ReshardMain(int argc, char** argv) {
     return kExitFailed;
   }
 
+  for (const std::string& path : report->stale_removed) {
+    log::Warning("removed ", EscapeForLog(path), ", a temporary file an interrupted reshard left");
+  }
   std::string out;
   if (tool.json()) {
     JsonWriter w;

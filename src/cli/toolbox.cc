@@ -116,18 +116,27 @@ std::optional<int> Tool::Scan(const index::StoreOptions& store_options, scan::Sc
                               absl::string_view skipped) {
   index::StoreOptions with_limit = store_options;
   if (max_records_) with_limit.max_records = *max_records_;
-  store_.emplace(std::move(with_limit));
   const bool draw = !quiet_ && StderrIsTerminal();
   ProgressBar progress(draw ? TotalBytes(operands_) : 0, draw);
+  // The bar advances while a shard is walked (the walk reports its bytes
+  // every few MiB), not only when it is done: a big shard's walk would
+  // otherwise hold the rate at 0 and then jump. The store outlives this
+  // scan, the bar does not: the meter lets go of it at the end.
+  auto meter = std::make_shared<WalkMeter>(&progress);
+  with_limit.on_walk_progress = [meter](const std::string& path, uint64_t walked) {
+    meter->Walked(path, walked);
+  };
+  store_.emplace(std::move(with_limit));
   scan::ScanOptions options = std::move(extra);
   options.sources = operands_;
   options.store = &*store_;
   if (!options.objects) options.objects = objects_;
-  options.on_shard = [&progress, also = std::move(options.on_shard)](const scan::ScannedShard& s) {
-    progress.Add(1, s.index->num_records(), static_cast<uint64_t>(s.st.st_size));
+  options.on_shard = [meter, also = std::move(options.on_shard)](const scan::ScannedShard& s) {
+    meter->Done(s.index->path(), s.index->num_records(), static_cast<uint64_t>(s.st.st_size));
     if (also) also(s);
   };
   auto result = scan::Scan(options);
+  meter->Detach();
   progress.Finish();
   if (!result.ok()) return Fail(result.status());
   for (const scan::OtherFile& f : result->others) {
@@ -232,6 +241,11 @@ void WriteJsonPlace(JsonWriter* w, absl::string_view path, std::optional<uint64_
     w->Null();
   }
   w->Key("offset").Uint(offset);
+}
+
+std::string DamagePlace(std::optional<uint64_t> record, uint64_t offset, bool compressed) {
+  return absl::StrCat(record ? absl::StrCat("record ", *record) : std::string("outside any record"),
+                      " at ", compressed ? "uncompressed " : "", "byte offset ", offset);
 }
 
 bool StdoutIsTerminal() { return ::isatty(1) == 1; }

@@ -151,6 +151,12 @@ void WriteJsonUnreadable(JsonWriter* w, absl::string_view path, const absl::Stat
 void WriteJsonPlace(JsonWriter* w, absl::string_view path, std::optional<uint64_t> record,
                     uint64_t offset);
 
+// Where a damaged record or span is, as verify, repair and reshard print it
+// (the same words in all three): "record i at [uncompressed ]byte offset
+// N", or "outside any record at [uncompressed ]byte offset N" for damage
+// between records or after the last one (no record).
+std::string DamagePlace(std::optional<uint64_t> record, uint64_t offset, bool compressed);
+
 bool StdoutIsTerminal();
 
 // Writes `text` to stdout; false when that fails (a closed pipe, a full

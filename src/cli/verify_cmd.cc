@@ -23,8 +23,8 @@ namespace {
 constexpr char kVerifyUsage[] = R"(Usage: tfrecordfs verify [options] SOURCE...
 
 Reads every record of every shard in the SOURCEs (shard files, or
-directories searched recursively, exactly as a mount would; plain, GZIP and
-ZLIB shards), checks the length CRC and the data CRC of each, and decodes
+directories searched recursively, exactly as a mount would; plain, GZIP,
+ZLIB and SNAPPY shards), checks the length CRC and the data CRC of each, and decodes
 each payload as a tf.train.Example or SequenceExample.
 
 Each damaged record is printed with its shard, record index, byte offset and
@@ -58,9 +58,9 @@ cannot be read, 2 on a usage error.
 )";
 
 std::string Where(const inspect::Damage& d, bool compressed) {
-  std::string out = d.record == inspect::kNoRecord ? std::string("header walk")
-                                                   : absl::StrCat("record ", d.record);
-  absl::StrAppend(&out, " at ", compressed ? "uncompressed " : "", "byte offset ", d.offset);
+  std::string out =
+      DamagePlace(d.record == inspect::kNoRecord ? std::nullopt : std::optional<uint64_t>(d.record),
+                  d.offset, compressed);
   if (d.checkpoint_offset) {
     absl::StrAppend(&out, " (compressed: after the checkpoint at byte ", *d.checkpoint_offset, ")");
   }

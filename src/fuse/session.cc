@@ -3,17 +3,62 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
+#include <cstdarg>
+#include <cstdio>
 #include <cstring>
+#include <string>
+#include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/log.h"
+#include "tfrecordfs/base/mutex.h"
 
 namespace tfrecordfs::fuse {
 namespace {
+
+// libfuse's errors and warnings ("fuse: failed to open /dev/fuse:
+// Permission denied") go through our log (the terminal, the mount's log
+// file, syslog once detached; the rest, -d's trace, to stderr as libfuse
+// writes it), and the last error among them is kept so that the mount's
+// own error names the real cause instead of guessing at one. libfuse's log
+// function takes no user data: this is process-wide, set once, and only
+// ever appended to under its lock.
+Mutex g_fuse_error_mu;
+std::string g_fuse_error ABSL_GUARDED_BY(g_fuse_error_mu);
+
+void LogFromLibfuse(enum fuse_log_level level, const char* fmt, va_list ap) {
+  if (level > FUSE_LOG_WARNING) {
+    // -d's request trace and notices: to stderr as libfuse writes them
+    // (tests and users read that trace as it is).
+    std::vfprintf(stderr, fmt, ap);
+    return;
+  }
+  char buf[1024];
+  const int n = std::vsnprintf(buf, sizeof buf, fmt, ap);
+  if (n <= 0) return;
+  absl::string_view text(buf, std::min<size_t>(static_cast<size_t>(n), sizeof buf - 1));
+  text = absl::StripTrailingAsciiWhitespace(text);
+  absl::ConsumePrefix(&text, "fuse: ");
+  if (level <= FUSE_LOG_ERR) {
+    log::Error("libfuse: ", text);
+    MutexLock lock(&g_fuse_error_mu);
+    g_fuse_error = std::string(text);
+  } else {
+    log::Warning("libfuse: ", text);
+  }
+}
+
+std::string TakeFuseError() {
+  MutexLock lock(&g_fuse_error_mu);
+  return std::exchange(g_fuse_error, "");
+}
 
 // The daemon serves from "/" so that it keeps no directory busy (every
 // path it opens later is absolute). Failing that is harmless: say so.
@@ -71,6 +116,8 @@ absl::Status RunSession(vfs::Filesystem* fs, const SessionOptions& options) {
   argv.push_back(nullptr);
   struct fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv_store.size()), argv.data());
 
+  fuse_set_log_func(LogFromLibfuse);
+  (void)TakeFuseError();
   Ops ops{fs, options.ops};
   const fuse_lowlevel_ops& ll = LowLevelOps();
   struct fuse_session* se = fuse_session_new(&args, &ll, sizeof(ll), &ops);
@@ -86,9 +133,13 @@ absl::Status RunSession(vfs::Filesystem* fs, const SessionOptions& options) {
   if (fuse_session_mount(se, options.mountpoint.c_str()) != 0) {
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);
+    // libfuse said why (logged as it did); fusermount3, when libfuse ran
+    // it, printed its reason to our stderr itself.
+    const std::string cause = TakeFuseError();
     return absl::FailedPreconditionError(
-        absl::StrCat("cannot mount on ", options.mountpoint,
-                     " (is it an existing directory you may mount on?)"));
+        cause.empty() ? absl::StrCat("cannot mount on ", options.mountpoint,
+                                     " (is it an existing directory you may mount on?)")
+                      : absl::StrCat("cannot mount on ", options.mountpoint, ": ", cause));
   }
   const bool foreground = options.foreground || options.debug;
   int ready_fd = -1;

@@ -629,7 +629,11 @@ absl::StatusOr<std::shared_ptr<const ShardIndex>> IndexStore::Load(
   std::shared_ptr<const source::CheckpointTable> table;
   std::string windows;
   if (!walk) {
-    auto full = WalkShard(fd, path, size, codec, options_.span, nullptr, options_.walk_mode,
+    std::function<void(uint64_t)> progress;
+    if (options_.on_walk_progress) {
+      progress = [&](uint64_t walked) { options_.on_walk_progress(path, walked); };
+    }
+    auto full = WalkShard(fd, path, size, codec, options_.span, progress, options_.walk_mode,
                           options_.max_records);
     if (!full.ok()) return full.status();
     walk = std::move(full->walk);

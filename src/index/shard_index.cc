@@ -136,8 +136,8 @@ absl::StatusOr<WalkedShard> WalkShard(source::StoredBytes fd, const std::string&
         mode == WalkMode::kBlocks ||
         (mode == WalkMode::kAuto && (fd.object() != nullptr || source::OnRemoteStorage(fd.fd())));
     if (!blocks) {
-      auto walk =
-          record::WalkHeaders(source::PlainSource::Borrowing(fd, path, size), 0, 0, max_records);
+      auto walk = record::WalkHeaders(source::PlainSource::Borrowing(fd, path, size), 0, 0,
+                                      max_records, progress);
       if (!walk.ok()) return walk.status();
       if (progress) progress(size);
       out.walk = std::move(*walk);
@@ -147,7 +147,7 @@ absl::StatusOr<WalkedShard> WalkShard(source::StoredBytes fd, const std::string&
     // the walk, which then reads them from memory in small blocks.
     source::PrefetchReader ahead(fd, path, size);
     auto walk = record::WalkHeaders(source::PlainSource::Borrowing(&ahead, path, size), 0,
-                                    kPrefetchedWalkBlock, max_records);
+                                    kPrefetchedWalkBlock, max_records, progress);
     if (!walk.ok()) return walk.status();
     if (progress) progress(size);
     out.walk = std::move(*walk);

@@ -209,17 +209,23 @@ void AttributeWalkProblems(const index::ShardIndex& idx,
 
 }  // namespace
 
+std::vector<Damage> DamageOutsideRecords(const index::ShardIndex& idx,
+                                         const std::vector<uint64_t>& damaged_records) {
+  ShardReport report;
+  AttributeWalkProblems(
+      idx, damaged_records, [](uint64_t) { return std::optional<uint64_t>(); }, &report);
+  return std::move(report.damage);
+}
+
 absl::StatusOr<std::optional<Damage>> CheckTail(const index::ShardIndex& idx,
                                                 const source::ShardSource& src) {
   const uint64_t end = idx.offsets().back(), size = idx.data_size();
   if (end >= size) return std::optional<Damage>();
   Damage d{kNoRecord, end, std::nullopt, ""};
-  // What the walk said where it stopped.
+  // What the walk said where it stopped, and after (a compressed stream's
+  // end: zlib's reason it stops inflating).
   for (const record::WalkProblem& p : idx.problems()) {
-    if (p.offset == end) {
-      d.reason = absl::StrCat(p.message, "; ");
-      break;
-    }
+    if (p.offset >= end) absl::StrAppend(&d.reason, p.message, "; ");
   }
   absl::StrAppend(&d.reason, "the last ", size - end, " byte(s) of the shard are in no record");
   // A header whose CRC holds but whose record runs past the end is a

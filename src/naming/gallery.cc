@@ -1,6 +1,7 @@
 #include "tfrecordfs/naming/gallery.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <span>
 #include <utility>
@@ -100,28 +101,55 @@ std::vector<GalleryImage> GalleryImages(const Layout& layout, absl::string_view 
   return out;
 }
 
-std::string ClassFolder(const example::DecodedRecord& record, absl::string_view feature) {
+RecordClass ClassOf(const example::DecodedRecord& record, absl::string_view feature) {
+  RecordClass out;
+  out.folder = std::string(kNoValueFolder);
   const example::FeatureTable* table = nullptr;
   if (record.kind == example::PayloadKind::kExample) table = &record.example;
   if (record.kind == example::PayloadKind::kSequenceExample) table = &record.sequence.context;
-  if (table == nullptr) return std::string(kNoValueFolder);
+  if (table == nullptr) return out;
   const example::Feature* f = nullptr;
   for (const example::Feature& candidate : table->features) {
     if (candidate.name == feature) f = &candidate;  // the last of repeated keys, as TF's map
   }
-  if (f == nullptr || f->size() == 0) return std::string(kNoValueFolder);
-  if (f->size() > 1) return std::string(kSeveralValuesFolder);
+  if (f == nullptr || f->size() == 0) return out;
+  if (f->size() > 1) {
+    out.folder = std::string(kSeveralValuesFolder);
+    return out;
+  }
   switch (f->kind) {
     case example::Kind::kInt64:
-      return absl::StrCat(f->int64s[0]);
-    case example::Kind::kFloat:
-      return EscapeNamePart(absl::StripSuffix(FormatFloats(f->floats), "\n"));
-    case example::Kind::kBytes:
-      return EscapeNamePart(f->bytes[0]);
-    case example::Kind::kNone:
+      out.value = absl::StrCat(f->int64s[0]);
+      out.folder = out.value;
       break;
+    case example::Kind::kFloat:
+      out.value = std::string(absl::StripSuffix(FormatFloats(f->floats), "\n"));
+      out.folder = EscapeNamePart(out.value);
+      break;
+    case example::Kind::kBytes: {
+      out.value = std::string(f->bytes[0]);
+      out.folder = EscapeNamePart(out.value);
+      // Text that spells a non-finite float is not that float: its first
+      // byte escaped keeps the two apart (a letter, a '+' or a '-': never
+      // escaped otherwise, so the name still unescapes to the value).
+      auto as_float = ParseNumeric(out.value, example::Kind::kFloat);
+      if (as_float.ok() && as_float->kind == example::Kind::kFloat &&
+          as_float->floats.size() == 1 && !std::isfinite(as_float->floats[0]) &&
+          !out.folder.empty() && out.folder[0] != '%') {
+        out.folder = absl::StrFormat("%%%02X%s", static_cast<unsigned char>(out.folder[0]),
+                                     out.folder.substr(1));
+      }
+      break;
+    }
+    case example::Kind::kNone:
+      return out;
   }
-  return std::string(kNoValueFolder);
+  out.has_value = true;
+  return out;
+}
+
+std::string ClassFolder(const example::DecodedRecord& record, absl::string_view feature) {
+  return ClassOf(record, feature).folder;
 }
 
 }  // namespace tfrecordfs::naming

@@ -147,7 +147,8 @@ absl::StatusOr<WalkResult> WalkHeaders(source::StoredBytes fd, absl::string_view
 }
 
 absl::StatusOr<WalkResult> WalkHeaders(const source::ShardSource& src, uint64_t start, size_t block,
-                                       uint64_t max_records) {
+                                       uint64_t max_records,
+                                       const std::function<void(uint64_t walked)>& progress) {
   const uint64_t file_size = src.size();
   WalkResult result;
   result.file_size = file_size;
@@ -155,7 +156,12 @@ absl::StatusOr<WalkResult> WalkHeaders(const source::ShardSource& src, uint64_t 
   uint64_t pos = start;
   std::optional<uint64_t> prev;  // start of the last accepted record
   uint64_t last_len = 0;
+  uint64_t reported = start;
   while (pos < file_size) {
+    if (progress && pos >= reported + kWalkProgressStep) {
+      reported = pos;
+      progress(pos);
+    }
     if (file_size - pos < kHeaderSize) {
       result.problems.push_back(
           {pos, absl::StrCat(file_size - pos, " stray byte(s) after the last record")});

@@ -89,11 +89,15 @@ class RunCopier {
 // message without its "<path>: record i at byte offset N: " prefix).
 std::string DamageReason(const absl::Status& status, uint64_t offset);
 
-// The walk problems of `idx` that lie outside the records in
-// `damaged_records` (sorted record indices whose reads failed): damage
-// between or after records.
-std::vector<Dropped> DamageBetweenRecords(const index::ShardIndex& idx,
-                                          const std::vector<uint64_t>& damaged_records);
+// The damage of `idx` outside the records in `damaged_records` (sorted
+// record indices whose reads failed) as `verify` reports it
+// (inspect::DamageOutsideRecords: a resync point right after a damaged
+// record is that record's, not damage of its own), and the shard's tail
+// after its last record (inspect::CheckTail: a truncated last record, stray
+// bytes). Errors: I/O errors reading the tail.
+absl::StatusOr<std::vector<Dropped>> DamageOutsideRecords(
+    const index::ShardIndex& idx, const source::ShardSource& src,
+    const std::vector<uint64_t>& damaged_records);
 
 }  // namespace tfrecordfs::reshape
 

@@ -1,11 +1,17 @@
 // PendingShard: temporary name, then rename; ShardSyncer: their fsyncs on
 // a thread of their own (reshape.h). RunCopier (internal.h).
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <deque>
 #include <thread>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "src/reshape/internal.h"
 #include "tfrecordfs/base/file.h"
@@ -19,6 +25,43 @@ std::string TempPathFor(absl::string_view final_path) {
   return JoinPath(Dirname(final_path), absl::StrCat(".", Basename(final_path), ".tmp"));
 }
 
+absl::StatusOr<std::vector<std::string>> RemoveStaleTemps(const std::string& dir,
+                                                          absl::string_view prefix) {
+  std::vector<std::string> removed;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) {
+    if (errno == ENOENT) return removed;
+    return ErrnoError(errno, dir);
+  }
+  const std::string head = absl::StrCat(".", prefix, "-");
+  std::vector<std::string> candidates;
+  while (const struct dirent* e = ::readdir(d)) {
+    const absl::string_view name = e->d_name;
+    if (!absl::StartsWith(name, head) || !absl::EndsWith(name, ".tmp")) continue;
+    // <prefix>-NNNNN-of-NNNNN.tfrecord...: the digits after the prefix.
+    absl::string_view rest = name.substr(head.size());
+    const size_t of = rest.find("-of-");
+    if (of == absl::string_view::npos || of == 0 ||
+        !std::all_of(rest.begin(), rest.begin() + of, absl::ascii_isdigit) ||
+        rest.find(".tfrecord", of) == absl::string_view::npos) {
+      continue;
+    }
+    candidates.emplace_back(name);
+  }
+  ::closedir(d);
+  for (const std::string& name : candidates) {
+    const std::string path = JoinPath(dir, name);
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) continue;
+    const bool free = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+    // Removed while locked: a run starting now cannot take it meanwhile
+    // (it creates its own file under the name, after the unlink).
+    if (free && ::unlink(path.c_str()) == 0) removed.push_back(path);
+    ::close(fd);
+  }
+  return removed;
+}
+
 PendingShard::PendingShard(std::string final_path, std::string temp_path,
                            std::unique_ptr<record::ShardWriter> writer)
     : final_path_(std::move(final_path)),
@@ -30,6 +73,11 @@ absl::StatusOr<std::unique_ptr<PendingShard>> PendingShard::Create(std::string f
   std::string temp = TempPathFor(final_path);
   auto fd = OpenFile(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (!fd.ok()) return fd.status();
+  // Held until the writer closes the descriptor: another run's
+  // RemoveStaleTemps sees the file in use.
+  if (::flock(fd->get(), LOCK_EX | LOCK_NB) != 0) {
+    return ErrnoError(errno, absl::StrCat(temp, ": being written by another process"));
+  }
   auto writer = std::make_unique<record::ShardWriter>(std::move(*fd), temp,
                                                       record::WriterOptions{.codec = codec});
   return std::unique_ptr<PendingShard>(

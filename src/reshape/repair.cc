@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "src/reshape/internal.h"
 #include "tfrecordfs/base/fs_util.h"
+#include "tfrecordfs/inspect/inspect.h"
 #include "tfrecordfs/record/format.h"
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/reshape/reshape.h"
@@ -23,16 +24,16 @@ std::string DamageReason(const absl::Status& status, uint64_t offset) {
   return reason;
 }
 
-std::vector<Dropped> DamageBetweenRecords(const index::ShardIndex& idx,
-                                          const std::vector<uint64_t>& damaged_records) {
+absl::StatusOr<std::vector<Dropped>> DamageOutsideRecords(
+    const index::ShardIndex& idx, const source::ShardSource& src,
+    const std::vector<uint64_t>& damaged_records) {
   std::vector<Dropped> out;
-  for (const record::WalkProblem& p : idx.problems()) {
-    // damaged_records is sorted: find the last record starting at or before p.
-    auto it = std::upper_bound(damaged_records.begin(), damaged_records.end(), p.offset,
-                               [&](uint64_t off, uint64_t i) { return off < idx.begin(i); });
-    const bool inside = it != damaged_records.begin() && p.offset <= idx.end(*std::prev(it));
-    if (!inside) out.push_back({idx.path(), kNoRecord, p.offset, p.message});
+  for (inspect::Damage& d : inspect::DamageOutsideRecords(idx, damaged_records)) {
+    out.push_back({idx.path(), kNoRecord, d.offset, std::move(d.reason)});
   }
+  auto tail = inspect::CheckTail(idx, src);
+  if (!tail.ok()) return tail.status();
+  if (tail->has_value()) out.push_back({idx.path(), kNoRecord, (*tail)->offset, (*tail)->reason});
   return out;
 }
 
@@ -125,7 +126,9 @@ absl::StatusOr<RepairResult> RepairShard(const index::ShardIndex& idx,
     if (auto s = (*out)->Finish(); !s.ok()) return s;
     if (auto s = (*out)->Commit(); !s.ok()) return s;
   }
-  for (Dropped& d : DamageBetweenRecords(idx, damaged)) result.dropped.push_back(std::move(d));
+  auto outside = DamageOutsideRecords(idx, src, damaged);
+  if (!outside.ok()) return outside.status();
+  for (Dropped& d : *outside) result.dropped.push_back(std::move(d));
   std::stable_sort(result.dropped.begin(), result.dropped.end(),
                    [](const Dropped& a, const Dropped& b) { return a.offset < b.offset; });
   return result;

@@ -139,6 +139,10 @@ absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs, const Re
   const std::vector<uint64_t> bounds = Boundaries(plan, order, o);
   const uint64_t num_shards = bounds.size() - 1;
 
+  // What a run killed midway left (its temporary files), before anything
+  // of this run is written.
+  auto stale = RemoveStaleTemps(o.output_dir, o.prefix);
+  if (!stale.ok()) return stale.status();
   std::vector<std::string> names;
   for (uint64_t s = 0; s < num_shards; ++s) {
     names.push_back(JoinPath(o.output_dir, repack::ShardName(o.prefix, s, num_shards, o.codec)));
@@ -151,6 +155,7 @@ absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs, const Re
   }
 
   ReshardReport report;
+  report.stale_removed = *std::move(stale);
   std::vector<std::vector<uint64_t>> damaged(inputs.size());  // per input, record numbers
   // Each output file is fsynced on the syncer's thread while the next one is
   // written; all are renamed at the end, once every one is fsynced.
@@ -292,6 +297,7 @@ absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs, const Re
     if (auto st = shard.Seal(); !st.ok()) return st;
     report.records += shard.records();
     syncer.Add(std::move(owned));
+    if (control.output_done) control.output_done();
     if (auto st = syncer.error(); !st.ok()) return st;
   }
   std::vector<std::unique_ptr<PendingShard>> pending;
@@ -311,9 +317,9 @@ absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs, const Re
   if (o.skip_damaged) {
     for (size_t i = 0; i < inputs.size(); ++i) {
       std::sort(damaged[i].begin(), damaged[i].end());
-      for (Dropped& d : DamageBetweenRecords(*inputs[i].index, damaged[i])) {
-        report.skipped.push_back(std::move(d));
-      }
+      auto outside = DamageOutsideRecords(*inputs[i].index, *inputs[i].source, damaged[i]);
+      if (!outside.ok()) return outside.status();
+      for (Dropped& d : *outside) report.skipped.push_back(std::move(d));
     }
   }
   // Every file is complete: give them their final names together (unless

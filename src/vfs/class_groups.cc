@@ -7,14 +7,18 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <memory>
 #include <thread>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "tfrecordfs/base/coding.h"
 #include "tfrecordfs/base/crc32c.h"
@@ -33,8 +37,10 @@ namespace {
 
 constexpr char kMagic[] = "TFRC";
 // 2: a whole float value's folder keeps its decimal point ("1.0", as its
-// file reads; version 1 wrote "1"), so groupings saved before are rebuilt.
-constexpr uint32_t kVersion = 2;
+// file reads; version 1 wrote "1"), and folders keep their whole values
+// beside cut names. 3: both of those (two branches each called theirs 2),
+// so a grouping saved by either is rebuilt.
+constexpr uint32_t kVersion = 3;
 constexpr char kSuffix[] = ".tfrc";
 // Records decoded per unit of work: shards of any size spread over threads.
 constexpr uint64_t kChunkRecords = 256;
@@ -58,6 +64,12 @@ class Reader {
     if (rest_.size() < 8) return false;
     *v = DecodeFixed64(rest_.data());
     rest_.remove_prefix(8);
+    return true;
+  }
+  bool U8(uint8_t* v) {
+    if (rest_.empty()) return false;
+    *v = static_cast<uint8_t>(rest_[0]);
+    rest_.remove_prefix(1);
     return true;
   }
   bool String(std::string* s) {
@@ -113,7 +125,12 @@ std::string EncodeGrouping(const ShardGrouping& g) {
   PutFixed64(&out, g.inode);
   PutFixed64(&out, g.index_digest);
   PutFixed32(&out, static_cast<uint32_t>(g.folders.size()));
-  for (const std::string& f : g.folders) PutString(&out, f);
+  for (size_t f = 0; f < g.folders.size(); ++f) {
+    PutString(&out, g.folders[f]);
+    const std::optional<std::string>& value = f < g.values.size() ? g.values[f] : std::nullopt;
+    out.push_back(value ? 1 : 0);
+    PutString(&out, value ? *value : "");
+  }
   PutFixed64(&out, g.folder_of.size());
   for (uint32_t f : g.folder_of) PutFixed32(&out, f);
   PutFixed32(&out, crc32c::Mask(crc32c::Value(out)));
@@ -140,10 +157,17 @@ absl::StatusOr<ShardGrouping> DecodeGrouping(absl::string_view bytes) {
   }
   g.mtime_ns = static_cast<int64_t>(mtime);
   g.ctime_ns = static_cast<int64_t>(ctime);
-  if (folders > r.left() / 4) return Corrupt("more folders than bytes");
+  if (folders > r.left() / 9) return Corrupt("more folders than bytes");
   g.folders.resize(folders);
-  for (std::string& f : g.folders) {
-    if (!r.String(&f)) return Corrupt("cut short");
+  g.values.resize(folders);
+  for (uint32_t f = 0; f < folders; ++f) {
+    uint8_t has_value;
+    std::string value;
+    if (!r.String(&g.folders[f]) || !r.U8(&has_value) || !r.String(&value)) {
+      return Corrupt("cut short");
+    }
+    if (has_value > 1) return Corrupt("bad value flag");
+    if (has_value) g.values[f] = std::move(value);
   }
   if (!r.U64(&records) || records != r.left() / 4 || r.left() % 4 != 0) {
     return Corrupt("record count does not match the file size");
@@ -181,7 +205,7 @@ std::vector<ShardGrouping> GroupShards(const std::vector<const MountedShard*>& s
   std::vector<ShardGrouping> ids(shards.size());
   std::vector<std::string> paths(shards.size());
   std::vector<uint8_t> loaded(shards.size(), 0);  // not vector<bool>: written by many threads
-  std::vector<std::vector<std::string>> names(shards.size());
+  std::vector<std::vector<naming::RecordClass>> names(shards.size());
   std::vector<std::vector<uint8_t>> damaged(shards.size());
   const int max_threads = std::max(1, options.threads);
 
@@ -222,9 +246,16 @@ std::vector<ShardGrouping> GroupShards(const std::vector<const MountedShard*>& s
     uint64_t begin, end;
   };
   std::vector<Chunk> chunks;
+  // Per shard: its chunks not decoded yet (the one that takes it to 0
+  // reports the shard done).
+  std::unique_ptr<std::atomic<uint64_t>[]> chunks_left(new std::atomic<uint64_t>[shards.size()]);
   for (size_t s = 0; s < shards.size(); ++s) {
+    chunks_left[s].store(0, std::memory_order_relaxed);
     if (loaded[s]) {
       ++stats->shards_loaded;
+      if (options.progress) {
+        options.progress(1, 0, shards[s]->index->file_size());
+      }
       continue;
     }
     const uint64_t n = shards[s]->records_shown();
@@ -233,7 +264,9 @@ std::vector<ShardGrouping> GroupShards(const std::vector<const MountedShard*>& s
     ++stats->shards_decoded;
     for (uint64_t b = 0; b < n; b += kChunkRecords) {
       chunks.push_back({static_cast<uint32_t>(s), b, std::min(n, b + kChunkRecords)});
+      chunks_left[s].fetch_add(1, std::memory_order_relaxed);
     }
+    if (n == 0 && options.progress) options.progress(1, 0, 0);
   }
 
   std::atomic<size_t> next{0};
@@ -253,11 +286,11 @@ std::vector<ShardGrouping> GroupShards(const std::vector<const MountedShard*>& s
           bad.fetch_add(1, std::memory_order_relaxed);
           continue;
         }
-        names[chunk.shard][r] =
-            naming::ClassFolder(example::DecodeRecord(*payload), options.feature);
+        names[chunk.shard][r] = naming::ClassOf(example::DecodeRecord(*payload), options.feature);
       }
       decoded.fetch_add(chunk.end - chunk.begin, std::memory_order_relaxed);
-      if (options.progress) options.progress(chunk.end - chunk.begin, bytes);
+      const bool shard_done = chunks_left[chunk.shard].fetch_sub(1) == 1;
+      if (options.progress) options.progress(shard_done ? 1 : 0, chunk.end - chunk.begin, bytes);
     }
   };
   const int threads = static_cast<int>(std::min<size_t>(max_threads, chunks.size()));
@@ -280,8 +313,13 @@ std::vector<ShardGrouping> GroupShards(const std::vector<const MountedShard*>& s
         g.folder_of[r] = kNotGrouped;
         continue;
       }
-      auto [it, added] = local.try_emplace(names[s][r], static_cast<uint32_t>(g.folders.size()));
-      if (added) g.folders.push_back(names[s][r]);
+      naming::RecordClass& c = names[s][r];
+      auto [it, added] = local.try_emplace(c.folder, static_cast<uint32_t>(g.folders.size()));
+      if (added) {
+        g.folders.push_back(c.folder);
+        g.values.push_back(c.has_value ? std::optional<std::string>(std::move(c.value))
+                                       : std::nullopt);
+      }
       g.folder_of[r] = it->second;
     }
     names[s] = {};
@@ -302,6 +340,55 @@ std::vector<ShardGrouping> GroupShards(const std::vector<const MountedShard*>& s
 
 }  // namespace
 
+std::vector<std::string> ClassNamesBeside(const std::vector<MountedShard>& shards,
+                                          absl::string_view feature) {
+  const std::string file = absl::StrCat(absl::StrReplaceAll(feature, {{"/", "-"}}), ".labels.txt");
+  std::vector<std::string> names;
+  std::string from;
+  absl::flat_hash_set<std::string> tried;
+  for (const MountedShard& shard : shards) {
+    const std::string dir = Dirname(shard.index->path());
+    if (!tried.insert(dir).second) continue;
+    const std::string path = absl::StrCat(dir, "/", file);
+    auto bytes = ReadFileToString(path);
+    if (!bytes.ok()) {
+      if (ErrnoOf(bytes.status()) != ENOENT && ErrnoOf(bytes.status()) != ENOTDIR) {
+        log::Warning("class names not read: ", bytes.status().message());
+      }
+      continue;
+    }
+    std::vector<std::string> lines;
+    for (absl::string_view line : absl::StrSplit(*bytes, '\n')) {
+      lines.emplace_back(absl::StripSuffix(line, "\r"));
+    }
+    if (!lines.empty() && lines.back().empty()) lines.pop_back();
+    if (from.empty()) {
+      names = std::move(lines);
+      from = path;
+      log::Info("class folders named by ", path, " (", names.size(), " class(es))");
+    } else if (lines != names) {
+      log::Warning(path, " differs from ", from, "; the folders are named by ", from);
+    }
+  }
+  return names;
+}
+
+std::string ShownFolder(absl::string_view folder, const std::optional<std::string>& value,
+                        const std::vector<std::string>& class_names) {
+  uint64_t i;
+  if (!value || *value != folder || class_names.empty() || !absl::SimpleAtoi(*value, &i) ||
+      absl::StrCat(i) != *value || i >= class_names.size()) {
+    return std::string(folder);
+  }
+  std::string name = naming::EscapeNamePart(class_names[i]);
+  int64_t other;
+  if (name.empty() || name == naming::kNoValueFolder || name == naming::kSeveralValuesFolder ||
+      (absl::SimpleAtoi(name, &other) && name != folder)) {
+    return std::string(folder);
+  }
+  return name;
+}
+
 ShardGrouping GroupShard(const MountedShard& shard, const GroupOptions& options,
                          GroupStats* stats) {
   GroupStats local_stats;
@@ -316,20 +403,27 @@ ClassGroups GroupByClass(const std::vector<MountedShard>& shards, const GroupOpt
   std::vector<const MountedShard*> borrowed;
   for (const MountedShard& shard : shards) borrowed.push_back(&shard);
   const std::vector<ShardGrouping> ids = GroupShards(borrowed, options, stats);
-  // One sorted table for the mount.
+  // One sorted table for the mount, by the names shown.
   ClassGroups out;
   out.feature = options.feature;
+  out.class_names = options.class_names;
   // Distinct names first (shards share most of theirs), then sorted: a
   // mount's start-up sorts as many names as there are classes, not records.
+  std::vector<std::vector<std::string>> shown(ids.size());
   {
-    absl::flat_hash_set<absl::string_view> seen;
-    for (const ShardGrouping& g : ids) {
-      for (const std::string& f : g.folders) {
-        if (seen.insert(f).second) out.folders.push_back(f);
+    absl::flat_hash_map<std::string, std::optional<std::string>> seen;
+    for (size_t s = 0; s < ids.size(); ++s) {
+      const ShardGrouping& g = ids[s];
+      for (size_t f = 0; f < g.folders.size(); ++f) {
+        const std::optional<std::string>& value = f < g.values.size() ? g.values[f] : std::nullopt;
+        shown[s].push_back(ShownFolder(g.folders[f], value, options.class_names));
+        seen.try_emplace(shown[s].back(), value);
       }
     }
+    for (auto& [name, value] : seen) out.folders.push_back(name);
+    std::sort(out.folders.begin(), out.folders.end());
+    for (const std::string& name : out.folders) out.values.push_back(seen.at(name));
   }
-  std::sort(out.folders.begin(), out.folders.end());
   absl::flat_hash_map<absl::string_view, uint32_t> index_of;
   index_of.reserve(out.folders.size());
   for (size_t f = 0; f < out.folders.size(); ++f) {
@@ -338,7 +432,7 @@ ClassGroups GroupByClass(const std::vector<MountedShard>& shards, const GroupOpt
   out.folder_of.resize(shards.size());
   for (size_t s = 0; s < shards.size(); ++s) {
     std::vector<uint32_t> remap(ids[s].folders.size());
-    for (size_t f = 0; f < remap.size(); ++f) remap[f] = index_of.at(ids[s].folders[f]);
+    for (size_t f = 0; f < remap.size(); ++f) remap[f] = index_of.at(shown[s][f]);
     out.folder_of[s].reserve(ids[s].folder_of.size());
     for (uint32_t f : ids[s].folder_of) {
       out.folder_of[s].push_back(f == kNotGrouped ? kNotGrouped : remap[f]);

@@ -49,7 +49,10 @@ ClassView::ClassView(const std::vector<MountedShard>& shards,
   std::sort(order.begin(), order.end(),
             [&](uint32_t a, uint32_t b) { return shard_names_[a] < shard_names_[b]; });
   folders_.resize(groups_.folders.size());
-  for (size_t f = 0; f < folders_.size(); ++f) folders_[f].name = groups_.folders[f];
+  for (size_t f = 0; f < folders_.size(); ++f) {
+    folders_[f].name = groups_.folders[f];
+    if (f < groups_.values.size()) folders_[f].value = groups_.values[f];
+  }
   shard_rank_.resize(shards_.size());
   for (uint32_t i = 0; i < order.size(); ++i) shard_rank_[order[i]] = i;
   FillFolders();
@@ -88,7 +91,9 @@ void ClassView::FillFolders() {
 void ClassView::ResetShard(uint64_t shard, const ShardGrouping& grouping) {
   std::vector<uint32_t> remap(grouping.folders.size());
   for (size_t f = 0; f < remap.size(); ++f) {
-    remap[f] = FolderIndex(grouping.folders[f]);
+    remap[f] = FolderIndex(ShownFolder(
+        grouping.folders[f], f < grouping.values.size() ? grouping.values[f] : std::nullopt,
+        groups_.class_names));
     if (remap[f] == kNotGrouped) {
       log::Warning(shards_[shard].index->path(), ": records with ", groups_.feature, " folder '",
                    grouping.folders[f],
@@ -115,7 +120,10 @@ uint32_t ClassView::FolderIndex(absl::string_view name) const {
 uint32_t ClassView::FolderOfEdited(uint64_t shard, uint64_t record) const {
   auto payload = edits_->EditedPayload(shard, record);
   if (!payload.ok()) return kNotGrouped;  // makes no record now: shown nowhere
-  return FolderIndex(naming::ClassFolder(example::DecodeRecord(*payload), groups_.feature));
+  const naming::RecordClass c = naming::ClassOf(example::DecodeRecord(*payload), groups_.feature);
+  return FolderIndex(ShownFolder(c.folder,
+                                 c.has_value ? std::optional<std::string>(c.value) : std::nullopt,
+                                 groups_.class_names));
 }
 
 uint32_t ClassView::FolderOf(uint64_t shard, uint64_t record) const {
@@ -266,10 +274,9 @@ absl::Status ClassView::Xattrs(uint64_t ino, bool /*read_error*/, XattrList* out
   if (!f.ok()) return f.status();
   if (*f == kRoot) return absl::OkStatus();
   AddXattr(out, "class_feature", groups_.feature);
-  const std::string& name = folders_[*f].name;
-  if (name != naming::kNoValueFolder && name != naming::kSeveralValuesFolder) {
-    AddXattr(out, "class", naming::Unescape(name));
-  }
+  // The whole value (a folder name cut to 255 bytes, or a ClassLabel
+  // name, is not the value).
+  if (folders_[*f].value) AddXattr(out, "class", *folders_[*f].value);
   return absl::OkStatus();
 }
 
@@ -306,11 +313,10 @@ absl::Status ClassView::Rename(uint64_t parent, absl::string_view name, uint64_t
   if (*from == *to) return absl::OkStatus();
   const uint64_t shard = ShardOf(a->ino), record = RecordOf(a->ino);
   const std::string& target = folders_[*to].name;
-  if (target == naming::kNoValueFolder || target == naming::kSeveralValuesFolder) {
+  if (!folders_[*to].value) {
     return refuse(absl::StrCat("'", target, "' is not a value of ", groups_.feature));
   }
-  const std::string& source = folders_[*from].name;
-  if (source == naming::kNoValueFolder || source == naming::kSeveralValuesFolder) {
+  if (!folders_[*from].value) {
     return refuse(absl::StrCat("the record has no single value of ", groups_.feature,
                                " to change; set it in a records-view mount"));
   }
@@ -334,7 +340,9 @@ absl::Status ClassView::Rename(uint64_t parent, absl::string_view name, uint64_t
     return refuse(absl::StrCat("the record keeps ", groups_.feature,
                                " in a form a move cannot set; set it in a records-view mount"));
   }
-  const std::string value = naming::Unescape(target);
+  // The folder's whole value: its name may be cut (`%~` and a hash) or a
+  // ClassLabel name.
+  const std::string& value = *folders_[*to].value;
   int64_t n;
   float x;
   if ((role == naming::EntryRole::kInt64 && !absl::SimpleAtoi(value, &n)) ||

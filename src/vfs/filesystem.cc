@@ -169,6 +169,7 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
     fs->edits_ =
         std::make_unique<RecordEdits>(fs->shards_, fs->records_.get(), fs->deletions_.get(),
                                       options.edits, fs->staging_types_, fs->staging_.get());
+    fs->edits_->set_max_edited(options.max_edited);
   }
   fs->tree_ =
       std::make_unique<TreeView>(scanned->entries, shard_entries, fs->shards_, &fs->fd_cache_,
@@ -189,6 +190,7 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
             ? options.index_threads
             : static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 16u));
     group.progress = options.on_group_progress;
+    group.class_names = ClassNamesBeside(fs->shards_, options.class_feature);
     ClassGroups groups = GroupByClass(fs->shards_, group, &fs->group_stats_);
     group.progress = nullptr;  // a commit's regrouping shows none
     const GroupStats& g = fs->group_stats_;

@@ -86,6 +86,10 @@ bool RecordDeletions::Registered(uint64_t shard) const {
   return registered_.contains(shard);
 }
 
+absl::Status RecordDeletions::CheckUnchanged(uint64_t shard) const {
+  return MountedFingerprint(shards_[shard]).status();
+}
+
 absl::Status RecordDeletions::Register(uint64_t shard) {
   if (Registered(shard)) return absl::OkStatus();
   if (auto s = CheckWritable(shard); !s.ok()) return s;

@@ -141,11 +141,53 @@ size_t RecordEdits::edited() const {
   return n;
 }
 
+bool RecordEdits::Hidden(uint64_t shard) const {
+  {
+    MutexLock lock(&mu_);
+    if (hidden_.contains(shard)) return true;
+  }
+  const absl::Status unchanged = deletions_->CheckUnchanged(shard);
+  if (unchanged.ok()) return false;
+  size_t edits = 0;
+  {
+    MutexLock lock(&mu_);
+    if (!hidden_.insert(shard).second) return true;
+    for (const auto& [key, node] : edited_) edits += (key >> kRecordBits) == shard;
+    if (auto it = added_.find(shard); it != added_.end()) edits += it->second.size();
+  }
+  log::Error(unchanged.message(), ": its ", edits,
+             " edited or added record(s) are neither shown nor applied (", store_->records_dir(),
+             " keeps them)");
+  return true;
+}
+
+absl::Status RecordEdits::ChangedError(uint64_t shard) const {
+  return PosixError(EROFS, absl::StrCat(shards_[shard].index->path(),
+                                        ": changed on disk since the mount; its edits are "
+                                        "neither shown nor applied"));
+}
+
+absl::Status RecordEdits::CheckRoom() const {
+  const size_t now = edited();
+  if (now < max_edited_) return absl::OkStatus();
+  const std::string why =
+      absl::StrCat("the edit store holds ", now,
+                   " edited or added record(s), the most -o max_edited allows (", max_edited_,
+                   ", each a copy of every file of its record); commit them first (tfrecordfs "
+                   "commit MOUNTPOINT), or raise max_edited");
+  log::Warning("edit refused: ", why);
+  return PosixError(EDQUOT, why);
+}
+
 bool RecordEdits::IsEdited(uint64_t ino) const {
   if (!any_.load(std::memory_order_acquire) || SpaceOf(ino) != Space::kRecord) return false;
-  MutexLock lock(&mu_);
   const uint64_t key = RecordKey(ShardOf(ino), RecordOf(ino));
-  return edited_.contains(key) || moved_.contains(key);
+  {
+    MutexLock lock(&mu_);
+    if (moved_.contains(key)) return true;
+    if (!edited_.contains(key)) return false;
+  }
+  return !Hidden(ShardOf(ino));
 }
 
 absl::StatusOr<uint64_t> RecordEdits::Inner(uint64_t ino) const {
@@ -172,12 +214,14 @@ absl::Status RecordEdits::CheckOut(uint64_t ino) {
   if (SpaceOf(ino) != Space::kRecord) return absl::OkStatus();
   const uint64_t shard = ShardOf(ino), record = RecordOf(ino);
   if (shard >= shards_.size() || record >= shards_[shard].records_shown()) return Stale();
+  if (Hidden(shard)) return ChangedError(shard);
   MutexLock checkout(&checkout_mu_);
   {
     MutexLock lock(&mu_);
     if (edited_.contains(RecordKey(shard, record))) return absl::OkStatus();
   }
   if (deletions_->IsDeleted(shard, record)) return Stale();
+  if (auto s = CheckRoom(); !s.ok()) return s;
   if (auto s = deletions_->Register(shard); !s.ok()) return s;
   const std::string folder = staging::EditedFolderName(Key(shard), record);
   if (auto s = Materialize(shard, record, folder); !s.ok()) {
@@ -400,6 +444,7 @@ std::vector<std::string> RecordEdits::ResetShard(uint64_t shard) {
       added_.erase(it);
     }
     TakeIf(moved_, of_shard, &moved_ids);
+    hidden_.erase(shard);
     any_.store(!edited_.empty() || !moved_.empty(), std::memory_order_release);
   }
   for (uint64_t node : held) folders_.Forget(folders_.IdOf(node), 1);
@@ -418,7 +463,7 @@ absl::StatusOr<Attr> RecordEdits::LookupInShard(uint64_t shard, absl::string_vie
     auto it = added_.find(shard);
     added = it != added_.end() && it->second.contains(std::string(name));
   }
-  if (!added) return a;
+  if (!added || Hidden(shard)) return a;
   return folders_.Lookup(folders_.IdOf(store_->root()), staging::AddedFolderName(Key(shard), name));
 }
 
@@ -445,6 +490,7 @@ void RecordEdits::ReadShardDir(uint64_t shard, const Attr& self, uint64_t offset
     if (it == added_.end()) return;
     names.assign(it->second.begin(), it->second.end());
   }
+  if (Hidden(shard)) return;
   const std::string key = Key(shard);
   for (uint64_t i = offset - first_added; i < names.size(); ++i) {
     struct stat st;
@@ -461,6 +507,8 @@ absl::StatusOr<Attr> RecordEdits::MkdirInShard(uint64_t shard, absl::string_view
   if (records_->LookupRecord(shard, name).ok()) {
     return PosixError(EEXIST, absl::StrCat(name, ": a record of the shard"));
   }
+  if (Hidden(shard)) return ChangedError(shard);
+  if (auto s = CheckRoom(); !s.ok()) return s;
   if (auto s = deletions_->Register(shard); !s.ok()) return s;
   auto a = folders_.Mkdir(folders_.IdOf(store_->root()), staging::AddedFolderName(Key(shard), name),
                           mode, owner);

@@ -16,8 +16,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "generated_dataset.h"
 #include "gtest/gtest.h"
@@ -34,6 +37,7 @@
 #include "tfrecordfs/naming/naming.h"
 #include "tfrecordfs/record/format.h"
 #include "tfrecordfs/record/writer.h"
+#include "tfrecordfs/source/shard_source.h"
 
 namespace tfrecordfs::mount_test {
 namespace {
@@ -178,6 +182,7 @@ TEST_F(ToolboxTest, NoShardIsAnErrorAndOnlyShardNamesWarn) {
 // An error is said once, on stderr; stdout keeps the report.
 TEST_F(ToolboxTest, PackSaysItsErrorOnceOnStderr) {
   const std::string staged = tmp_.Subdir("staged");
+  WriteWholeFile(tmp_.path() + "/missing", "a file, not a directory\n");
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"pack", staged, tmp_.path() + "/missing/out"},
         std::vector<std::string>{"pack", tmp_.path() + "/missing", tmp_.Subdir("out")}}) {
@@ -188,6 +193,37 @@ TEST_F(ToolboxTest, PackSaysItsErrorOnceOnStderr) {
     EXPECT_NE(at, std::string::npos) << r.err;
     EXPECT_EQ(r.err.find("pack failed: ", at + 1), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("/missing"), std::string::npos) << r.err;
+  }
+}
+
+// Rough edge of issue 34: `pack` into a missing output directory failed
+// while repair and reshard create theirs. One rule now: all three create
+// it (and its parents). The shard is read back by the independent reader.
+TEST_F(ToolboxTest, PackCreatesAMissingOutputDirectoryAsRepairAndReshardDo) {
+  const std::string staged = tmp_.Subdir("staged");
+  ASSERT_EQ(::mkdir((staged + "/r1").c_str(), 0755), 0);
+  WriteWholeFile(staged + "/r1/name.txt", "hello\n");
+  const std::string out = tmp_.path() + "/new/deeper/out";
+  CommandResult r = Tool({"pack", "--prefix", "p", staged, out});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string shard = out + "/p-00000-of-00001.tfrecord";
+  const char* root = std::getenv("TFRECORDFS_SOURCE_ROOT");
+  ASSERT_NE(root, nullptr);
+  CommandResult read = RunCommand(
+      {"/usr/bin/python3", "-c",
+       absl::StrCat("import sys; sys.path.insert(0, '", root,
+                    "/tests/cli'); import tfrecord_check as t\n"
+                    "for p in t.read_records(sys.argv[1]): print(t.describe_example(p))\n"),
+       shard});
+  EXPECT_EQ(read.exit_code, 0) << read.err;
+  EXPECT_EQ(read.out, "name:bytes:hello\n");
+  // repair and reshard into missing directories, as before.
+  for (const char* cmd : {"repair", "reshard"}) {
+    const std::string dir = absl::StrCat(tmp_.path(), "/new-", cmd, "/x");
+    CommandResult c = Tool({cmd, src_, "-o", dir});
+    EXPECT_EQ(c.exit_code, 0) << cmd << ": " << c.err;
+    struct stat st;
+    EXPECT_EQ(::stat(dir.c_str(), &st), 0) << cmd;
   }
 }
 
@@ -649,6 +685,29 @@ TEST_F(RealToolboxTest, VerifyNamesThePetsDamageAndTheNonExampleFiles) {
       << text.out;
   EXPECT_NE(text.out.find("9 record(s): 5 damaged, 1 damaged span(s)"), std::string::npos)
       << text.out;
+
+  // repair names the same damage in the same words, with the same counts
+  // (it listed the resync points as dropped damage, left the truncated
+  // tail out and said "4 of 9 written, 7 dropped").
+  TempDir out;
+  CommandResult repair = Tool({"repair", data_ + "/corrupt_crlf_stripped", "-o", out.path()});
+  EXPECT_EQ(repair.exit_code, 1) << repair.err;
+  std::vector<std::string> verified, repaired;
+  for (absl::string_view line : absl::StrSplit(text.out, '\n', absl::SkipEmpty())) {
+    if (absl::StrContains(line, " at byte offset ")) verified.emplace_back(line);
+  }
+  for (absl::string_view line : absl::StrSplit(repair.out, '\n', absl::SkipEmpty())) {
+    if (!absl::StrContains(line, " at byte offset ")) continue;
+    absl::string_view place = line;
+    EXPECT_TRUE(absl::ConsumeSuffix(&place, ": dropped") ||
+                absl::ConsumeSuffix(&place, ": not copied"))
+        << line;
+    repaired.emplace_back(place);
+  }
+  EXPECT_EQ(repaired, verified) << repair.out;
+  EXPECT_NE(repair.out.find("4 of 9 record(s) written, 5 dropped, 1 damaged span(s)"),
+            std::string::npos)
+      << repair.out;
   EXPECT_EQ(Tool({"verify", data_ + "/tfx_mnist_float784"}).exit_code, 0);
 }
 
@@ -739,6 +798,49 @@ TEST_F(RealToolboxTest, ShowRealRecords) {
   CommandResult pets = Tool({"show", data_ + "/corrupt_crlf_stripped/pets_examples.record", "0"});
   EXPECT_EQ(pets.exit_code, 1);
   EXPECT_NE(pets.err.find("record 0 at byte offset 0"), std::string::npos) << pets.err;
+}
+
+// Rough edge of issue 34: the --help of count, schema, show, verify, repair
+// and reshard and the man page listed the codecs of the shards they read
+// as "plain, GZIP and ZLIB", without SNAPPY. Every such list ("plain,
+// GZIP..." up to its ')' or ';') names every codec the readers take
+// (source::Codec up to kMaxCodec, by its CodecName).
+TEST(CodecListsTest, HelpAndManPageNameEveryCodecTheReadersTake) {
+  std::vector<std::string> codecs;
+  for (uint8_t c = 1; c <= source::kMaxCodec; ++c) {
+    codecs.push_back(absl::AsciiStrToUpper(source::CodecName(static_cast<source::Codec>(c))));
+  }
+  // The lists in `text` (lines joined, blanks collapsed); the test fails
+  // for one that leaves a codec out. Returns how many lists there were.
+  auto check = [&](const std::string& what, const std::string& text) {
+    std::string flat;
+    for (char c : text) {
+      const char ch = c == '\n' || c == '\t' ? ' ' : c;
+      if (ch == ' ' && !flat.empty() && flat.back() == ' ') continue;
+      flat.push_back(ch);
+    }
+    int lists = 0;
+    for (size_t at = flat.find("plain, GZIP"); at != std::string::npos;
+         at = flat.find("plain, GZIP", at + 1)) {
+      const size_t end = flat.find_first_of(");", at);
+      const std::string list = flat.substr(at, end == std::string::npos ? 80 : end - at);
+      ++lists;
+      for (const std::string& codec : codecs) {
+        EXPECT_NE(list.find(codec), std::string::npos) << what << ": '" << list << "'";
+      }
+    }
+    return lists;
+  };
+  for (const char* command : {"count", "schema", "show", "verify", "repair", "reshard"}) {
+    const CommandResult help = Tool({command, "--help"});
+    EXPECT_EQ(help.exit_code, 0) << command;
+    EXPECT_EQ(check(absl::StrCat(command, " --help"), help.out), 1) << command << ":\n" << help.out;
+  }
+  const char* root = std::getenv("TFRECORDFS_SOURCE_ROOT");
+  ASSERT_NE(root, nullptr);
+  EXPECT_GE(
+      check("docs/tfrecordfs.1.scd", ReadWholeFile(std::string(root) + "/docs/tfrecordfs.1.scd")),
+      2);
 }
 
 }  // namespace

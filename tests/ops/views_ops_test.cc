@@ -90,10 +90,14 @@ class ViewsOpsTest : public ::testing::Test {
   }
 
   std::unique_ptr<Ops> Make(vfs::ViewKind view, index::IndexStore* store = nullptr,
-                            std::atomic<uint64_t>* progress = nullptr) {
+                            std::atomic<uint64_t>* progress = nullptr,
+                            std::atomic<uint64_t>* shards_done = nullptr) {
     vfs::Options o;
     if (progress != nullptr) {
-      o.on_group_progress = [progress](uint64_t records, uint64_t) { *progress += records; };
+      o.on_group_progress = [progress, shards_done](uint64_t shards, uint64_t records, uint64_t) {
+        *progress += records;
+        if (shards_done != nullptr) *shards_done += shards;
+      };
     }
     o.sources = {dir_};
     o.view = view;
@@ -260,19 +264,22 @@ TEST_F(ViewsOpsTest, ClassGroupingIsStoredWithTheIndexAndInvalidatedWithIt) {
   store_options.durable = false;
   index::IndexStore store(store_options);
   {
-    std::atomic<uint64_t> progress{0};  // what the mount's progress bar is told
-    auto ops = Make(vfs::ViewKind::kClasses, &store, &progress);
+    std::atomic<uint64_t> progress{0}, shards{0};  // what the mount's progress bar is told
+    auto ops = Make(vfs::ViewKind::kClasses, &store, &progress, &shards);
     ASSERT_NE(ops, nullptr);
     const vfs::Stats s = ops->fs->GetStats();
     EXPECT_EQ(s.group_shards_loaded, 0u);
     EXPECT_EQ(s.group_records_decoded, 14u);
     EXPECT_EQ(progress.load(), 14u);
+    // The bar counts shards too (it said "0 shards" throughout).
+    EXPECT_EQ(shards.load(), 2u);
   }
   {
-    std::atomic<uint64_t> progress{0};
-    auto ops = Make(vfs::ViewKind::kClasses, &store, &progress);
+    std::atomic<uint64_t> progress{0}, shards{0};
+    auto ops = Make(vfs::ViewKind::kClasses, &store, &progress, &shards);
     ASSERT_NE(ops, nullptr);
     EXPECT_EQ(progress.load(), 0u);
+    EXPECT_EQ(shards.load(), 2u);
     const vfs::Stats s = ops->fs->GetStats();
     EXPECT_EQ(s.group_shards_loaded, 2u);
     EXPECT_EQ(s.group_records_decoded, 0u) << "the second mount decodes nothing";

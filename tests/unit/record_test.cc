@@ -846,6 +846,29 @@ TEST(WalkBlocksTest, LargeRecordsCostOneReadPerBlockNotPerRecord) {
   EXPECT_LE(blocks.reads(), static_cast<int>(shard.size() / (size_t{8} << 20)) + 2);
 }
 
+// Issue 34: `index`'s progress bar advanced once per whole shard, its rate
+// falling while a big shard was walked. The walk now reports its position
+// every kWalkProgressStep bytes or more, in order, within the shard.
+TEST(WalkBlocksTest, ProgressIsReportedWhileALargeShardIsWalked) {
+  std::string shard;
+  for (int i = 0; i < 250; ++i) AppendFramed(&shard, std::string(100000 + i, 'x'));
+  for (size_t block : {size_t{0}, size_t{8} << 20}) {
+    CountingSource src(shard);
+    std::vector<uint64_t> seen;
+    auto w = WalkHeaders(src, 0, block, kDefaultMaxRecords,
+                         [&](uint64_t walked) { seen.push_back(walked); });
+    ASSERT_TRUE(w.ok()) << w.status();
+    // 25 MB: a report at least every 4 MiB, so 5 or 6 of them.
+    EXPECT_GE(seen.size(), shard.size() / kWalkProgressStep - 1) << block;
+    uint64_t last = 0;
+    for (uint64_t at : seen) {
+      EXPECT_GE(at, last + kWalkProgressStep) << block;
+      EXPECT_LE(at, shard.size()) << block;
+      last = at;
+    }
+  }
+}
+
 TEST(WalkBlocksTest, DamagedShardWalksTheSameInBlocks) {
   std::string shard;
   for (int i = 0; i < 40; ++i) AppendFramed(&shard, std::string(5000 + i * 37, 'a' + i % 26));

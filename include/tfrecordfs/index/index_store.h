@@ -52,6 +52,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -94,6 +95,11 @@ struct StoreOptions {
   bool verify_shared = false;
   // Ignore stored indexes and walk every shard (they are still written).
   bool force_walk = false;
+  // Called from the walking thread while Load() walks a shard: (its path,
+  // the bytes of the stored file walked so far: compressed bytes for a
+  // compressed shard), every few MiB (record::kWalkProgressStep) and at the
+  // end. A progress bar's per-byte advance; unset: nothing is called.
+  std::function<void(const std::string& path, uint64_t walked)> on_walk_progress = nullptr;
   // Make written index files durable (fsync of the file and its directory).
   // The trailing CRC already makes a torn file harmless, so the mount's cache
   // may skip this; the shared directory should not.

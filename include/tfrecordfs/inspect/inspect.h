@@ -139,6 +139,16 @@ struct ShardReport {
 absl::Status VerifyStoredCheckpoints(const index::ShardIndex& idx,
                                      const source::ObjectReader* object = nullptr);
 
+// The damage the header walk of `idx` met outside the records in
+// `damaged_records` (sorted record numbers whose reads failed), as
+// VerifyShard reports it: a walk problem at the start or inside of a
+// damaged record, or where the walk resynchronised right after one, is
+// that record's and not listed again; the others are kNoRecord entries
+// (stray bytes between records). The tail after the last record is
+// CheckTail's, not listed here. No checkpoint offsets.
+std::vector<Damage> DamageOutsideRecords(const index::ShardIndex& idx,
+                                         const std::vector<uint64_t>& damaged_records);
+
 // Reads every record of the shard `src` indexed by `idx`, checks both CRCs
 // and the framing, and decodes each payload. Damaged: a record whose read
 // fails, damage the header walk met outside such a record (stray bytes, a
@@ -150,7 +160,8 @@ absl::Status VerifyStoredCheckpoints(const index::ShardIndex& idx,
 // bytes) as they are read. Errors: I/O errors only.
 // The bytes after the shard's last indexed record, when there are any: one
 // Damage (kNoRecord, at the last record's end) whose reason says what the
-// walk met there and, when a record header with a good length CRC starts
+// walk met there and after (a compressed stream that stops inflating:
+// zlib's reason) and, when a record header with a good length CRC starts
 // in the last record or after it but runs past the end, where that
 // truncated record starts and how many bytes it lacks. nullopt when the
 // records reach the end. Errors: I/O errors only.

@@ -31,7 +31,11 @@
 //   back (FormatFloats), text and other bytes escaped like a feature name
 //   above (the empty value is `%-`); reversible with naming::Unescape for
 //   names up to 255 bytes (a longer value is cut like an image name, `%~`
-//   and a hash, and is not). A '%' is always escaped, so the two folders of
+//   and a hash, and is not: ClassOf gives the whole value beside the name).
+//   A text value that a float file would read as NaN or an infinity
+//   ("nan", "-inf", "Infinity"...) has its first byte escaped (`%6Ean`),
+//   so that it never shares a folder with a float NaN or infinity, which
+//   is a different value. A '%' is always escaped, so the two folders of
 //   records that have no single value cannot clash with a value:
 //     kNoValueFolder      "%none"      the feature absent, kindless, an
 //                                      empty list, or a payload that is not
@@ -73,7 +77,20 @@ std::vector<GalleryImage> GalleryImages(const Layout& layout, absl::string_view 
 // than `max_bytes`.
 std::string EscapeNamePart(absl::string_view raw, size_t max_bytes = kMaxNameBytes);
 
-// The class folder of a decoded record for feature `feature` (see the top).
+// A record's class for one feature: the folder it shows in (see the top)
+// and the value that folder stands for, whole (never cut), as the
+// feature's file in the record spells it without its '\n': int64 in
+// decimal, float as FormatFloats writes it, bytes as they are. `value` is
+// empty for kNoValueFolder and kSeveralValuesFolder (`has_value` false).
+struct RecordClass {
+  std::string folder;
+  std::string value;
+  bool has_value = false;
+};
+RecordClass ClassOf(const example::DecodedRecord& record, absl::string_view feature);
+
+// The class folder of a decoded record for feature `feature`:
+// ClassOf(record, feature).folder.
 std::string ClassFolder(const example::DecodedRecord& record, absl::string_view feature);
 
 }  // namespace tfrecordfs::naming

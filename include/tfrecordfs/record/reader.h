@@ -90,8 +90,16 @@ struct WalkResult {
 //
 // A walk that finds more than `max_records` records stops there with
 // TooManyRecords (records before `start` are not counted).
-absl::StatusOr<WalkResult> WalkHeaders(const source::ShardSource& src, uint64_t start = 0,
-                                       size_t block = 0, uint64_t max_records = kDefaultMaxRecords);
+//
+// `progress`, when set, is called with the walk's position (bytes walked
+// from offset 0) each time it has moved on by kWalkProgressStep or more:
+// a progress bar advances while a large shard is walked, not only when it
+// is done. Called on the walking thread.
+inline constexpr uint64_t kWalkProgressStep = uint64_t{4} << 20;
+absl::StatusOr<WalkResult> WalkHeaders(
+    const source::ShardSource& src, uint64_t start = 0, size_t block = 0,
+    uint64_t max_records = kDefaultMaxRecords,
+    const std::function<void(uint64_t walked)>& progress = nullptr);
 // The same over the plain file `fd` of `file_size` bytes.
 absl::StatusOr<WalkResult> WalkHeaders(source::StoredBytes fd, absl::string_view path,
                                        uint64_t file_size, uint64_t start = 0,

@@ -70,6 +70,9 @@ struct Control {
   const std::atomic<bool>* cancel = nullptr;
   // (records, framed input bytes) as they are read.
   std::function<void(uint64_t, uint64_t)> progress;
+  // reshard: an output file was written whole (then fsynced and renamed
+  // with the others); a progress bar's count of shards.
+  std::function<void()> output_done;
   // Test hook: called once, after half of the records of the first output
   // file were appended or queued for the copier (that file then exists
   // under its temporary name).
@@ -79,8 +82,10 @@ struct Control {
 // `.<name>.tmp` beside `final_path`.
 std::string TempPathFor(absl::string_view final_path);
 
-// One output file in the making: a ShardWriter on TempPathFor(final_path).
-// Destroyed before Commit(), it closes and removes the temporary file.
+// One output file in the making: a ShardWriter on TempPathFor(final_path),
+// locked (flock, LOCK_EX) while it is written so that RemoveStaleTemps of
+// another run leaves it alone. Destroyed before Commit(), it closes and
+// removes the temporary file.
 class PendingShard {
  public:
   // Creates (truncating) the temporary file. Does not check `final_path`.
@@ -201,6 +206,14 @@ absl::StatusOr<RepairResult> RepairShard(const index::ShardIndex& idx,
 
 // ---- reshard ----
 
+// The temporary files (TempPathFor) of reshard outputs named for `prefix`
+// (`.<prefix>-NNNNN-of-NNNNN.tfrecord[...].tmp`) in `dir` that no running
+// process writes (an flock is free): what a run killed midway (SIGKILL, a
+// power cut) left. Removes them and returns their paths. Errors: the
+// directory cannot be listed (a missing one has none).
+absl::StatusOr<std::vector<std::string>> RemoveStaleTemps(const std::string& dir,
+                                                          absl::string_view prefix);
+
 struct Input {
   const index::ShardIndex* index;
   const source::ShardSource* source;
@@ -237,6 +250,9 @@ struct ReshardReport {
   std::vector<OutputShard> shards;
   uint64_t records = 0;          // written
   std::vector<Dropped> skipped;  // with skip_damaged
+  // Temporary files an interrupted earlier run left in output_dir, removed
+  // before writing (RemoveStaleTemps).
+  std::vector<std::string> stale_removed;
 };
 
 // The permutation of [0, n) a shuffled reshard writes in: output position
@@ -249,7 +265,9 @@ std::vector<uint64_t> ShuffledOrder(uint64_t n, uint64_t seed);
 
 // Writes every record of `inputs` (in the given order, or shuffled) into
 // options.output_dir/<prefix>-<i>-of-<N>.tfrecord[.gz|.zlib]
-// (repack::ShardName). All output files are written under temporary names
+// (repack::ShardName), after removing what an interrupted run with the
+// same prefix left there (RemoveStaleTemps; listed in the report). All
+// output files are written under temporary names
 // and renamed together once every one is complete; if any final name
 // exists beforehand nothing is written (AlreadyExists). Each output file
 // holds the records' framing as TensorFlow writes it, however the records

@@ -7,11 +7,12 @@
 // index cache, keyed like the shard's index: index::IndexStore::CachePath
 // with `.tfri` replaced by `.<16 hex digits of a hash of the feature>.tfrc`):
 //
-//   "TFRC" | u32 version (1) | u32 n | feature name (n bytes)
+//   "TFRC" | u32 version (2) | u32 n | feature name (n bytes)
 //   u32 n | the shard's real path (n bytes)
 //   u64 file size | i64 mtime ns | i64 ctime ns | u64 inode
 //   u64 index digest (a hash of the shard index's record offsets)
-//   u32 folders | per folder: u32 n | name (n bytes)
+//   u32 folders | per folder: u32 n | name (n bytes) | u8 has value
+//                             | u32 n | value (n bytes)
 //   u64 records | per record: u32 folder (kNotGrouped: damaged)
 //   u32 masked crc32c of everything before it
 //   (integers little endian)
@@ -31,6 +32,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,7 +57,10 @@ struct ShardGrouping {
   uint64_t inode = 0;
   uint64_t index_digest = 0;
   std::vector<std::string> folders;  // this shard's folder names
-  std::vector<uint32_t> folder_of;   // per record: an index of `folders`, or kNotGrouped
+  // Per folder: the whole value it stands for (naming::ClassOf; a name cut
+  // to 255 bytes keeps its value here), nullopt for `%none` / `%several`.
+  std::vector<std::optional<std::string>> values;
+  std::vector<uint32_t> folder_of;  // per record: an index of `folders`, or kNotGrouped
 };
 std::string EncodeGrouping(const ShardGrouping& g);
 // DataLoss for a torn, corrupt or other-version file.
@@ -70,18 +75,34 @@ std::string GroupingPath(const index::IndexStore& store, const std::string& real
 // The whole mount's grouping.
 struct ClassGroups {
   std::string feature;
-  std::vector<std::string> folders;              // sorted, unique
-  std::vector<std::vector<uint32_t>> folder_of;  // [shard][record]: an index of `folders`
+  std::vector<std::string> folders;                // sorted, unique (the names shown)
+  std::vector<std::optional<std::string>> values;  // per folder: as ShardGrouping's
+  std::vector<std::vector<uint32_t>> folder_of;    // [shard][record]: an index of `folders`
+  std::vector<std::string> class_names;            // GroupOptions::class_names
 };
+
+// The name a folder of a shard's grouping shows under: `folder` itself, or
+// when `class_names` names its value (an integer i with i <
+// class_names.size()), class_names[i] escaped as a class value is
+// (naming::EscapeNamePart; a name that would read as another integer, or
+// is `%none` / `%several`, keeps the number).
+std::string ShownFolder(absl::string_view folder, const std::optional<std::string>& value,
+                        const std::vector<std::string>& class_names);
 
 struct GroupOptions {
   std::string feature;
+  // The feature's class names (a TFDS ClassLabel's `<feature>.labels.txt`):
+  // folder i shows as class_names[i] (ShownFolder). Empty: values as they are.
+  std::vector<std::string> class_names;
   // Where groupings are loaded from and saved to (its cache directory);
   // null: every shard is decoded and nothing is kept.
   const index::IndexStore* store = nullptr;
   int threads = 1;
-  // Called from the pass's threads as records are decoded.
-  std::function<void(uint64_t records, uint64_t bytes)> progress;
+  // Called from the pass's threads as records are decoded: (shards done,
+  // records, bytes) since the last call; a shard is done when its last
+  // record is decoded, or at once when its stored grouping is loaded
+  // (then with no records, none being decoded, and its file's size).
+  std::function<void(uint64_t shards, uint64_t records, uint64_t bytes)> progress;
 };
 
 struct GroupStats {
@@ -100,6 +121,15 @@ struct GroupStats {
 // I/O errors on a shard make its records kNotGrouped.
 ClassGroups GroupByClass(const std::vector<MountedShard>& shards, const GroupOptions& options,
                          GroupStats* stats);
+
+// The class names a dataset gives `feature` (a TFDS ClassLabel): the lines
+// of `<feature>.labels.txt` ('/' in the name as '-', as TFDS names nested
+// features' files) in the folder of the first shard that has one beside
+// it, a trailing '\r' of each line dropped; empty when no shard has one or
+// it cannot be read (logged). A file of another folder that disagrees is
+// logged and not used.
+std::vector<std::string> ClassNamesBeside(const std::vector<MountedShard>& shards,
+                                          absl::string_view feature);
 
 // One shard's grouping by options.feature, as GroupByClass makes it (loaded
 // when stored and valid, else decoded and stored): for a shard rewritten

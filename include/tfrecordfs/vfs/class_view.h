@@ -4,8 +4,11 @@
 //   MOUNTPOINT/<class>/<shard>-<record><ext>
 //
 // <class> is the folder of the record's one value of NAME
-// (naming::ClassFolder: int64 as a number, text escaped reversibly; `%none`
-// and `%several` for records with no value or several); <shard> is the
+// (naming::ClassOf: int64 as a number, text escaped reversibly; `%none`
+// and `%several` for records with no value or several), or, where the
+// dataset names its classes (a TFDS ClassLabel's `<NAME>.labels.txt`
+// beside the shards, NAME's '/' as '-'), the name of class i for the
+// int64 value i (ShownFolder in class_groups.h); <shard> is the
 // shard's path in the records view with '/' as `%2F` (naming::EscapeNamePart,
 // cut beyond 160 bytes with `%~` and a hash);
 // <record> its index zero-padded as in the records view; a record with
@@ -17,7 +20,9 @@
 // records view's, record_edits.h):
 //   * `rm` of an image deletes its record (all its images go);
 //   * `mv` of an image from one class folder to another (same name) sets
-//     the record's class feature to the destination's value, as an int64,
+//     the record's class feature to the destination's value (the whole
+//     value, also where the folder's name is cut; the label's number for a
+//     ClassLabel name), as an int64,
 //     float or text value like the feature's file in the record
 //     (RecordEdits::WriteEntry, with the staging checks); the record then
 //     shows in the destination folder. A record without one value of the
@@ -49,6 +54,7 @@
 #include <time.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -79,7 +85,8 @@ class ClassView final : public View {
   absl::Status ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, const EmitFn& emit) override;
   absl::StatusOr<uint64_t> Open(uint64_t ino, int flags) override;
   absl::StatusOr<ReadResult> Read(uint64_t ino, uint64_t fh, uint64_t offset, size_t size) override;
-  // A class folder: class_feature (NAME) and class (the value, unescaped).
+  // A class folder: class_feature (NAME) and class (the whole value, also
+  // where the name is cut or a ClassLabel name).
   absl::Status Xattrs(uint64_t ino, bool read_error, XattrList* out) override;
   // rm of an image: deletes its record.
   absl::Status Unlink(uint64_t parent, absl::string_view name) override;
@@ -127,7 +134,8 @@ class ClassView final : public View {
   absl::flat_hash_map<std::string, uint32_t> shard_by_name_;
   struct Folder {
     std::string name;
-    std::vector<uint64_t> members;  // RecordKey(shard, record), in name order
+    std::optional<std::string> value;  // ClassGroups::values: what a move here writes
+    std::vector<uint64_t> members;     // RecordKey(shard, record), in name order
   };
   std::vector<Folder> folders_;
   struct timespec mtime_ = {};  // the newest shard's: stable across mounts

@@ -89,7 +89,7 @@ struct Options {
   // thread). The grouping is kept beside the cached indexes of
   // `index_store` (class_groups.h).
   std::string class_feature;
-  std::function<void(uint64_t records, uint64_t bytes)> on_group_progress;
+  std::function<void(uint64_t shards, uint64_t records, uint64_t bytes)> on_group_progress;
   // The parsed-record cache: at most this many records and bytes (layouts:
   // names, inline text values, spans). Listing or stat-ing a file of a
   // record outside the cache re-reads and re-checks the whole record.
@@ -113,6 +113,13 @@ struct Options {
   // Filesystem): with `deletions`, records of the shards can be edited and
   // added (record_edits.h). Null: EROFS.
   staging::Store* edits = nullptr;
+  // The most records checked out or added in the edit store at once
+  // (-o max_edited; RecordEdits::set_max_edited): a check-out copies every
+  // file of a record, and a file takes at least one block (4 KiB on most
+  // disks), so 100,000 edits of 50-byte records cost 1.2 GB. Beyond it an
+  // edit is refused (EDQUOT, logged) until `tfrecordfs commit` empties the
+  // store.
+  size_t max_edited = 20000;
   // The feature types the staging checks hold staged files to (not owned;
   // must outlive the Filesystem). Null: the mounted shards'
   // (feature_types()). Set: these instead (tests of the checks).

@@ -54,6 +54,9 @@ class RecordDeletions {
   // Whether the list has an entry for `shard` made on the shard as it is
   // mounted (loaded with a matching fingerprint, or registered since).
   bool Registered(uint64_t shard) const;
+  // OK while `shard` is the file the mount indexed (its size and mtime:
+  // one stat); EROFS "<path>: changed on disk since the mount" otherwise.
+  absl::Status CheckUnchanged(uint64_t shard) const;
 
  private:
   absl::Status CheckWritable(uint64_t shard) const;

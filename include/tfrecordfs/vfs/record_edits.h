@@ -23,6 +23,14 @@
 // Added records (`mkdir SHARD/name`, `cp -r`) are folders `<key>+<name>` of
 // the edit store: listed after the shard's records, in name order.
 //
+// A shard changed on disk behind the mount (replaced, appended to) has its
+// edits neither shown nor applied, as at a mount: its record numbers may
+// mean other records now. The first look at an edited or added record of
+// it (one stat of the shard) logs the change once, and from then on its
+// records show as the record view shows them, its added records are not
+// listed and no further edit of it is taken (EROFS); the edit store keeps
+// the edits (the commit reports the shard as changed).
+//
 // Records keep their names until the commit (repack::ApplyEdits, at
 // unmount): an edited record is still SHARD/0042, a deleted one leaves a
 // gap. `rmdir` of an edited record's emptied folder deletes the record.
@@ -35,6 +43,7 @@
 #define TFRECORDFS_VFS_RECORD_EDITS_H_
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -45,6 +54,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -168,6 +178,10 @@ class RecordEdits final : public View {
 
   // Edited records and added records now, for tests and statistics.
   size_t edited() const;
+  // The most records checked out or added at once (Options::max_edited in
+  // filesystem.h); a check-out or mkdir beyond it is refused with EDQUOT
+  // and a log line saying to commit. Call before serving.
+  void set_max_edited(size_t n) { max_edited_ = n; }
 
   // ---- View: record-space ids of edited records, translated ----
   absl::StatusOr<Attr> GetAttr(uint64_t ino) override;
@@ -220,6 +234,14 @@ class RecordEdits final : public View {
   // `<shard path>/<record folder>/<path in it>`.
   std::string Describe(absl::string_view rel) const;
   std::string Key(uint64_t shard) const;
+  // Whether `shard`'s edits are hidden because it changed on disk since
+  // the mount (a stat while it has not; logged once when it has).
+  bool Hidden(uint64_t shard) const ABSL_LOCKS_EXCLUDED(mu_);
+  // OK while fewer than max_edited_ records are checked out or added;
+  // EDQUOT (logged) otherwise.
+  absl::Status CheckRoom() const ABSL_LOCKS_EXCLUDED(mu_);
+  // EROFS for an edit of a shard whose edits are hidden (Hidden()).
+  absl::Status ChangedError(uint64_t shard) const;
 
   const std::vector<MountedShard>& shards_;
   RecordView* const records_;
@@ -231,6 +253,7 @@ class RecordEdits final : public View {
   absl::flat_hash_map<std::string, uint64_t> shard_of_key_;  // immutable after construction
 
   std::atomic<bool> any_{false};  // anything edited: else IsEdited takes no lock
+  size_t max_edited_ = SIZE_MAX;  // set_max_edited
   Mutex checkout_mu_;             // before mu_
   mutable Mutex mu_;
   // RecordKey -> the store node of its folder (one reference held).
@@ -243,6 +266,9 @@ class RecordEdits final : public View {
   absl::flat_hash_map<uint64_t, uint64_t> moved_ ABSL_GUARDED_BY(mu_);
   // Added records' names per shard.
   absl::flat_hash_map<uint64_t, std::set<std::string>> added_ ABSL_GUARDED_BY(mu_);
+  // Shards changed on disk since the mount: their edits are hidden (see
+  // the top). Filled by Hidden(), cleared by ResetShard.
+  mutable absl::flat_hash_set<uint64_t> hidden_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tfrecordfs::vfs

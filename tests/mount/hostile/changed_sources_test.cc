@@ -138,6 +138,47 @@ TEST(ChangedSourcesTest, ShardTruncatedOrRewrittenAnswersEio) {
   EXPECT_NE(m.Stderr().find("changed under the mount"), std::string::npos) << m.Stderr();
 }
 
+// Issue 34 item 15: a shard changed behind a read-write mount after one of
+// its records was edited. The man page says such edits are "neither shown
+// nor applied": the edited file no longer reads as the edit (before: `cat`
+// gave the edited text from the edit store), further edits are refused,
+// and the commit leaves the new file as it is (exit 1).
+TEST(ChangedSourcesTest, EditsOfAShardChangedBehindTheMountAreNotShown) {
+  TFRFS_SKIP_WITHOUT_FUSE();
+  TempDir tmp;
+  const std::string src = tmp.Subdir("src");
+  const std::string shard = src + "/data.tfrecord";
+  WriteWholeFile(shard, Shard(4, 300));
+  Mount m;
+  ASSERT_EQ(m.Start({src}), "");
+  const CommandResult edit = Shell("echo edited > " + ShellQuote(m.path("data.tfrecord/1/v.txt")));
+  ASSERT_EQ(edit.exit_code, 0) << edit.err;
+
+  // Replaced behind the mount: another file, another size.
+  const std::string replaced = Shard(5, 200);
+  WriteWholeFile(src + "/new.tmp", replaced);
+  ASSERT_EQ(::rename((src + "/new.tmp").c_str(), shard.c_str()), 0);
+
+  // The record as the mount indexed it (its text, kept in the record
+  // cache) or EIO (bytes that changed under the mount), never the edit.
+  const CommandResult cat = Shell("cat " + ShellQuote(m.path("data.tfrecord/1/v.txt")));
+  EXPECT_EQ(cat.out.find("edited"), std::string::npos) << cat.out;
+  if (cat.exit_code == 0) {
+    EXPECT_EQ(cat.out, Value(1, 300, false) + "\n");
+  }
+  const CommandResult again = Shell("echo again > " + ShellQuote(m.path("data.tfrecord/1/v.txt")));
+  EXPECT_NE(again.exit_code, 0);
+  EXPECT_NE(again.err.find("Read-only file system"), std::string::npos) << again.err;
+  EXPECT_NE(m.Stderr().find("neither shown nor applied"), std::string::npos) << m.Stderr();
+
+  const CommandResult commit = RunCommand({BinaryPath(), "commit", m.mountpoint()});
+  EXPECT_EQ(commit.exit_code, 1) << commit.out << commit.err;
+  EXPECT_EQ(ReadWholeFile(shard), replaced);
+  std::string err;
+  m.Stop(&err);
+  EXPECT_EQ(ReadWholeFile(shard), replaced);
+}
+
 // Item 7: more shards than the descriptor limit. The daemon keeps a bounded
 // number of shard files open and reopens on demand: every record reads.
 TEST(ChangedSourcesTest, MoreShardsThanDescriptorsAllRead) {

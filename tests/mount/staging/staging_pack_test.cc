@@ -491,7 +491,10 @@ TEST_F(StagingPackTest, TypeOfAFeatureOnlyInLaterRecordsWins) {
 
 TEST_F(StagingPackTest, FailedPackKeepsEverythingStaged) {
   MountConfig c = Config("");
-  c.options = {"staging_dir=" + s_.store, "output_dir=" + s_.tmp.path() + "/missing",
+  // An output directory that cannot be made (a missing one is created):
+  // its parent is a file.
+  WriteWholeFile(s_.tmp.path() + "/missing", "a file\n");
+  c.options = {"staging_dir=" + s_.store, "output_dir=" + s_.tmp.path() + "/missing/out",
                "prefix=miss"};
   auto d = std::make_unique<Mount>(c);
   ASSERT_EQ(d->Start(), "");

@@ -6,9 +6,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -22,6 +24,8 @@
 #include "absl/strings/strip.h"
 #include "gtest/gtest.h"
 #include "mount_harness.h"
+#include "testing/shard.h"
+#include "tfrecordfs/example/example.h"
 
 namespace tfrecordfs::mount_test {
 namespace {
@@ -569,6 +573,144 @@ TEST_F(ViewsMountTest, RealObjectDetectionData) {
   EXPECT_EQ(ParseCounts(Python("imagefolder", classes.mountpoint())), want_counts);
   EXPECT_EQ(0, classes.Stop(&err)) << err;
   EXPECT_EQ(0, records.Stop(&err)) << err;
+}
+
+// A shard of records with one JPEG (enough for the sniffer) and `label`
+// per record: a string, an int64 or a float, as the record's value says.
+struct ClassRecord {
+  std::string text;
+  std::optional<int64_t> number = std::nullopt;
+  std::optional<float> real = std::nullopt;
+};
+void WriteClassShard(const std::string& path, const std::vector<ClassRecord>& records) {
+  std::vector<std::string> payloads;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const std::string jpeg = absl::StrCat("\xff\xd8\xff\xe0 image ", i);
+    example::FeatureTable table;
+    example::Feature image;
+    image.name = "image";
+    image.kind = example::Kind::kBytes;
+    image.bytes = {jpeg};
+    example::Feature label;
+    label.name = "label";
+    if (records[i].number) {
+      label.kind = example::Kind::kInt64;
+      label.int64s = {*records[i].number};
+    } else if (records[i].real) {
+      label.kind = example::Kind::kFloat;
+      label.floats = {*records[i].real};
+    } else {
+      label.kind = example::Kind::kBytes;
+      label.bytes = {records[i].text};
+    }
+    table.features = {image, label};
+    payloads.push_back(example::EncodeExample(table));
+  }
+  test::WriteShard(path, payloads);
+}
+
+// `label` of every record of `shard`, by the independent reader
+// (tests/cli/tfrecord_check.py): its kind and Python repr of its values.
+std::vector<std::string> ReadLabelColumn(const std::string& shard) {
+  const char* root = std::getenv("TFRECORDFS_SOURCE_ROOT");
+  EXPECT_NE(root, nullptr);
+  const std::string script =
+      absl::StrCat("import sys; sys.path.insert(0, '", root ? root : "", "/tests/cli'); ",
+                   "import tfrecord_check as t\n", "for p in t.read_records(sys.argv[1]):\n",
+                   "  k, v = t.decode_example(p)['label']; print(k, repr(v))\n");
+  const CommandResult r = RunCommand({kPython, "-c", script, shard});
+  EXPECT_EQ(0, r.exit_code) << r.err;
+  return Lines(r.out);
+}
+
+// Issue 34 item 8 and item 15's "nan": a 300-byte label shows as a folder
+// cut to 255 bytes (`%~` and a hash), and a move into it writes the whole
+// value, not the cut name (before: 246 L's and the literal `%~cb70d665`);
+// its `class` xattr is the whole value. The text "nan" and a float NaN are
+// two folders (before: one, "nan").
+TEST_F(ViewsMountTest, ClassFoldersStandForWholeValues) {
+  const std::string data = tmp_.path() + "/long";
+  ASSERT_EQ(0, ::mkdir(data.c_str(), 0755));
+  const std::string shard = data + "/train.tfrecord";
+  const std::string long_label(300, 'L');
+  ASSERT_NO_FATAL_FAILURE(WriteClassShard(
+      shard, {{long_label}, {"short"}, {"nan"}, {"", std::nullopt, std::nanf("")}}));
+  const std::string store = tmp_.path() + "/store";
+  std::string long_folder;
+  {
+    Mount classes;
+    ASSERT_EQ(
+        "", classes.Start({data}, {"-o", "view=classes,class_feature=label,staging_dir=" + store}));
+    const std::string m = classes.mountpoint();
+    const std::vector<std::string> folders = Lines(Sh("ls " + ShellQuote(m)));
+    ASSERT_EQ(folders.size(), 4u) << absl::StrJoin(folders, " ");
+    for (const std::string& f : folders) {
+      if (absl::StartsWith(f, "LLL")) long_folder = f;
+    }
+    ASSERT_EQ(long_folder.size(), 255u) << absl::StrJoin(folders, " ");
+    EXPECT_TRUE(absl::StrContains(long_folder, "%~"));
+    // The text "nan" has its own folder (first letter escaped), apart from
+    // the float NaN's.
+    EXPECT_EQ(std::set<std::string>(folders.begin(), folders.end()),
+              (std::set<std::string>{long_folder, "%6Ean", "nan", "short"}));
+    EXPECT_EQ(Lines(Sh("ls " + ShellQuote(m + "/%6Ean"))),
+              std::vector<std::string>{"train.tfrecord-2.jpg"});
+    EXPECT_EQ(Lines(Sh("ls " + ShellQuote(m + "/nan"))),
+              std::vector<std::string>{"train.tfrecord-3.jpg"});
+    EXPECT_EQ(
+        Sh("getfattr --only-values -n user.tfrecordfs.class " + ShellQuote(m + "/" + long_folder)),
+        long_label);
+    EXPECT_EQ(Sh("getfattr --only-values -n user.tfrecordfs.class " + ShellQuote(m + "/%6Ean")),
+              "nan");
+    Sh("mv " + ShellQuote(m + "/short/train.tfrecord-1.jpg") + " " +
+       ShellQuote(m + "/" + long_folder + "/"));
+    EXPECT_EQ(Lines(Sh("ls " + ShellQuote(m + "/" + long_folder))),
+              (std::vector<std::string>{"train.tfrecord-0.jpg", "train.tfrecord-1.jpg"}));
+    int status = 0;
+    const CommandResult un = classes.TfrUnmount(&status);
+    EXPECT_EQ(0, un.exit_code) << un.out << un.err;
+  }
+  const std::vector<std::string> labels = ReadLabelColumn(shard);
+  ASSERT_EQ(labels.size(), 4u);
+  EXPECT_EQ(labels[0], labels[1]);
+  EXPECT_EQ(labels[1], "bytes [b'" + long_label + "']");
+  EXPECT_EQ(labels[2], "bytes [b'nan']");
+  EXPECT_EQ(labels[3], "float [nan]");
+}
+
+// Rough edge "class folders use raw label values": a TFDS ClassLabel's
+// `label.labels.txt` beside the shards names the folders; a move between
+// two named folders writes the class's number; `class` is the number.
+TEST_F(ViewsMountTest, ClassFoldersAreNamedByTheDatasetsClassLabel) {
+  const std::string data = tmp_.path() + "/tfds";
+  ASSERT_EQ(0, ::mkdir(data.c_str(), 0755));
+  const std::string shard = data + "/pets-train.tfrecord-00000-of-00001";
+  ASSERT_NO_FATAL_FAILURE(WriteClassShard(shard, {{"", 0}, {"", 1}, {"", 2}, {"", 0}, {"", 5}}));
+  WriteWholeFile(data + "/label.labels.txt", "cat\ndog\r\nbird\n");
+  const std::string store = tmp_.path() + "/store";
+  {
+    Mount classes;
+    ASSERT_EQ(
+        "", classes.Start({data}, {"-o", "view=classes,class_feature=label,staging_dir=" + store}));
+    const std::string m = classes.mountpoint();
+    // 5 has no name: it keeps its number.
+    EXPECT_EQ(Lines(Sh("ls " + ShellQuote(m))),
+              (std::vector<std::string>{"5", "bird", "cat", "dog"}));
+    EXPECT_EQ(Lines(Sh("ls " + ShellQuote(m + "/cat"))),
+              (std::vector<std::string>{"pets-train.tfrecord-00000-of-00001-0.jpg",
+                                        "pets-train.tfrecord-00000-of-00001-3.jpg"}));
+    EXPECT_EQ(Sh("getfattr --only-values -n user.tfrecordfs.class " + ShellQuote(m + "/dog")), "1");
+    Sh("mv " + ShellQuote(m + "/cat/pets-train.tfrecord-00000-of-00001-3.jpg") + " " +
+       ShellQuote(m + "/bird/"));
+    EXPECT_EQ(Lines(Sh("ls " + ShellQuote(m + "/bird"))),
+              (std::vector<std::string>{"pets-train.tfrecord-00000-of-00001-2.jpg",
+                                        "pets-train.tfrecord-00000-of-00001-3.jpg"}));
+    int status = 0;
+    const CommandResult un = classes.TfrUnmount(&status);
+    EXPECT_EQ(0, un.exit_code) << un.out << un.err;
+  }
+  EXPECT_EQ(ReadLabelColumn(shard), (std::vector<std::string>{"int64 [0]", "int64 [1]", "int64 [2]",
+                                                              "int64 [2]", "int64 [5]"}));
 }
 
 }  // namespace
