@@ -304,11 +304,15 @@ TEST_F(StagingToolsTest, CopiedRecordsAreTheUsersToEdit) {
 TEST_F(StagingToolsTest, FloatsSurviveCpRWithoutTheKindXattr) {
   const std::string in = s_.tmp.Subdir("in");
   const std::string packed = s_.tmp.Subdir("packed");
+  // A float list of whole numbers only (a bounding box corner at 1.0).
+  test::WriteShard(s_.src + "/box.tfrecord", {ExamplePayload({FloatFeature("ymax", {1.0f})})});
   {
     Mount d(PackConfig(s_, {s_.src}, "unused"));
     ASSERT_EQ(d.Start(), "");
     EXPECT_EQ(ReadWholeFile(M("base.tfrecord/0/scores")), "0.5\n-1.0\n");
+    EXPECT_EQ(ReadWholeFile(M("box.tfrecord/0/ymax")), "1.0\n");
     ASSERT_EQ(Bash("cp -r " + Q("base.tfrecord/0") + " " + ShellQuote(in + "/r0")).exit_code, 0);
+    ASSERT_EQ(Bash("cp -r " + Q("box.tfrecord/0") + " " + ShellQuote(in + "/s0")).exit_code, 0);
     int wait_status = 0;
     EXPECT_EQ(d.TfrUnmount(&wait_status).exit_code, 0);
   }
@@ -318,18 +322,23 @@ TEST_F(StagingToolsTest, FloatsSurviveCpRWithoutTheKindXattr) {
 
   CommandResult pack = RunCommand({BinaryPath(), "pack", "--prefix", "p", in, packed});
   EXPECT_EQ(pack.exit_code, 0) << pack.out << pack.err;
-  EXPECT_NE(pack.out.find("kinds inferred from the files' text in 1 record"), std::string::npos)
+  EXPECT_NE(pack.out.find("kinds inferred from the files' text in 2 records"), std::string::npos)
       << pack.out;
   EXPECT_NE(pack.out.find("  scores: float (r0)\n"), std::string::npos) << pack.out;
   EXPECT_NE(pack.out.find("  label: int64 (r0)\n"), std::string::npos) << pack.out;
+  EXPECT_NE(pack.out.find("  ymax: float (s0)\n"), std::string::npos) << pack.out;
   std::vector<std::string> got =
       ReadIndependently(packed + "/p-00000-of-00001.tfrecord",
                         "{k: v[0] for k, v in sorted(t.decode_example(p).items())}");
-  ASSERT_EQ(got.size(), 2u);
+  ASSERT_EQ(got.size(), 3u);
   EXPECT_EQ(got[1], "{'caption': 'bytes', 'label': 'int64', 'mask': 'bytes', 'scores': 'float'}");
-  got = ReadIndependently(packed + "/p-00000-of-00001.tfrecord", "t.decode_example(p)['scores']");
-  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[2], "{'ymax': 'float'}");  // before: int64, the file read "1"
+  got = ReadIndependently(
+      packed + "/p-00000-of-00001.tfrecord",
+      "[v for k, v in sorted(t.decode_example(p).items()) if k in ('scores', 'ymax')][0]");
+  ASSERT_EQ(got.size(), 3u);
   EXPECT_EQ(got[1], "('float', [0.5, -1.0])");
+  EXPECT_EQ(got[2], "('float', [1.0])");
 
   // The same copy staged on a mount whose shards have no `scores`: the
   // staging checks cannot know its kind either.
