@@ -23,8 +23,8 @@ namespace tfrecordfs::staging {
 
 namespace {
 
-// Bytes of a refusal reason kept in kErrorXattr (a reason is a line or two;
-// the cap keeps every mark readable with one small buffer).
+// Bytes of a reason kept in kErrorXattr (a reason is a line or two; the cap
+// keeps every flag readable with one small buffer).
 constexpr size_t kMaxMark = 1000;
 
 // Up to `n` bytes at `offset` of the file open as `fd` (which may be
@@ -129,105 +129,6 @@ StagedFileChecker::Placed StagedFileChecker::Place(const std::string& rel,
   return p;
 }
 
-absl::Status StagedFileChecker::ValidateOnWrite(uint64_t node, int fd, uint64_t offset,
-                                                absl::string_view data,
-                                                naming::FeatureTypes& types) {
-  auto rel = nodes_.RelativePath(node);
-  if (!rel.ok()) return absl::OkStatus();  // deleted meanwhile: nothing to check
-  // Cheap test first: most writes are to files no check applies to.
-  if (ClassifyStagedFile(*rel, true).role == StagedFile::Role::kOther &&
-      ClassifyStagedFile(*rel, false).role == StagedFile::Role::kOther) {
-    return absl::OkStatus();
-  }
-  struct stat st;
-  if (::fstat(fd, &st) != 0) return absl::OkStatus();  // ValidateOnClose will say
-  const uint64_t old_size = static_cast<uint64_t>(st.st_size);
-  const uint64_t end = offset + data.size();
-  const Placed placed = Place(*rel, types);
-  auto refuse = [&](absl::string_view why) {
-    // The bytes never land: mark the file so that its record stays staged
-    // until it is written again (kErrorXattr), with a reason a user can read.
-    std::string mark = absl::StrCat("write refused: ", why);
-    if (mark.size() > kMaxMark) mark.resize(kMaxMark);
-    if (::fsetxattr(fd, kErrorXattr, mark.data(), mark.size(), 0) != 0) {
-      log::Warning(nodes_.Shown(*rel), ": cannot mark the file as refused (", std::strerror(errno),
-                   "); its record may be packed with what the file held before the write");
-    }
-    {
-      MutexLock lock(&mu_);
-      refused_.insert(node);
-    }
-    LogRefusal(absl::StrCat(nodes_.Shown(*rel), ": write refused: ", why));
-    return PosixError(EINVAL, absl::StrCat(nodes_.Shown(*rel), ": ", why));
-  };
-  // The first `n` bytes of the file as they would be after this write.
-  auto after_write = [&](uint64_t n) -> absl::StatusOr<std::string> {
-    std::string after;
-    if (old_size > 0) {
-      auto content = ReadAt(fd, 0, std::min(n, old_size));
-      if (!content.ok()) return content.status();
-      after = std::move(*content);
-    }
-    if (offset < n) {
-      if (after.size() < std::min(end, n)) after.resize(std::min(end, n), '\0');
-      const size_t k = static_cast<size_t>(std::min<uint64_t>(data.size(), n - offset));
-      after.replace(offset, k, data.data(), k);
-    }
-    return after;
-  };
-  if (placed.file.role == StagedFile::Role::kArray) {
-    // The shards' types, else (a name they do not know) the file's tag: a
-    // file checked as a tensor before. A new file under a temporary name
-    // has neither and is judged at its rename.
-    std::vector<tensor::TensorType> want = placed.type.tensors;
-    if (placed.type.kind == example::Kind::kNone) want = KindTagOf(fd).tensors;
-    if (want.empty()) return absl::OkStatus();
-    if (placed.file.extension == naming::kPngExtension && offset >= tensor::kPngHeaderBytes) {
-      return absl::OkStatus();
-    }
-    // Only a write that lands in the header (or before its end is known)
-    // can change what is decided there.
-    uint64_t header_end = 0;
-    auto head = after_write(std::min<uint64_t>(std::max(old_size, end), 16));
-    if (!head.ok()) return absl::OkStatus();  // ValidateOnClose will say
-    (void)CheckTensorFilePrefix(placed.file.extension, *head, want, &header_end);
-    uint64_t need = header_end;
-    if (need == 0 && placed.file.extension == naming::kNpyExtension && head->size() >= 12) {
-      need = tensor::NpyDataOffset(*head);  // the header's end, before the header is there
-    }
-    need = std::min(need != 0 ? need : kMaxCheckedOnWrite, kMaxCheckedOnWrite);
-    if (offset >= need) return absl::OkStatus();
-    auto prefix = after_write(need);
-    if (!prefix.ok()) return absl::OkStatus();
-    if (auto s = CheckTensorFilePrefix(placed.file.extension, *prefix, want, &header_end);
-        !s.ok()) {
-      return refuse(s.message());
-    }
-    return absl::OkStatus();
-  }
-  if (placed.file.role != StagedFile::Role::kNumeric) return absl::OkStatus();
-  // A name the shards do not know may be a tool's temporary file (sed's
-  // `sedXXXXXX` holding text): judged once its name is final.
-  if (placed.type.kind == example::Kind::kNone) return absl::OkStatus();
-  if (std::max(old_size, end) > kMaxCheckedOnWrite) return absl::OkStatus();
-  auto content = after_write(std::max(old_size, end));
-  if (!content.ok()) return absl::OkStatus();  // ValidateOnClose will say
-  const std::string& after = *content;
-  const size_t last_newline = after.rfind('\n');
-  const size_t tail_start = last_newline == std::string::npos ? 0 : last_newline + 1;
-  if (last_newline != std::string::npos) {
-    const absl::string_view complete(after.data(), last_newline + 1);
-    auto kind = ValidateNumeric(complete, placed.type.kind);
-    if (!kind.ok()) return refuse(kind.status().message());
-  }
-  // The unterminated rest must still be able to become a value.
-  if (auto s = CheckNumericPrefix(absl::string_view(after).substr(tail_start), placed.type.kind);
-      !s.ok()) {
-    return refuse(s.message());
-  }
-  return absl::OkStatus();
-}
-
 StagedFileChecker::Verdict StagedFileChecker::Judge(const Placed& placed, int fd,
                                                     bool unknown_too) {
   Verdict v;
@@ -317,15 +218,15 @@ std::optional<std::string> MarkOf(int fd) {
 }  // namespace
 
 void StagedFileChecker::LogRefusal(absl::string_view what) {
-  // Info, not a warning: a refusal holds only until the file is written
-  // again, and what still holds is said where it matters (the pack's and
-  // the commit's reports, `status`, the file's `error` attribute); the
-  // unmount repeats the log's warnings, which must be ones that hold.
+  // Info, not a warning: a flag holds only until the file is written again,
+  // and what still holds is said where it matters (the pack's and the
+  // commit's reports, `status`, the file's `error` attribute); the unmount
+  // repeats the log's warnings, which must be ones that hold.
   if (refusals_.fetch_add(1, std::memory_order_relaxed) == 0) {
     // The first of the mount: on the terminal of a foreground mount, say
-    // where the reasons can be read again (the shell said only EINVAL).
+    // where the reasons can be read again (the write itself succeeded).
     log::Info(what,
-              " (the first refusal of this mount; `getfattr -n user.tfrecordfs.error FILE`"
+              " (the first flag of this mount; `getfattr -n user.tfrecordfs.error FILE`"
               " gives a file's reason, `tfrecordfs status MOUNTPOINT` lists every staged"
               " record and why it would stay staged)");
     return;
@@ -333,38 +234,32 @@ void StagedFileChecker::LogRefusal(absl::string_view what) {
   log::Info(what);
 }
 
-void StagedFileChecker::NoteRewritten(uint64_t node) {
-  MutexLock lock(&mu_);
-  refused_.erase(node);
+void StagedFileChecker::Flag(int fd, const std::string& rel, absl::string_view why) {
+  const std::string mark(why.substr(0, kMaxMark));
+  if (::fsetxattr(fd, kErrorXattr, mark.data(), mark.size(), 0) != 0) {
+    log::Warning(nodes_.Shown(rel), ": cannot flag the file (", std::strerror(errno),
+                 "); the pack and the commit still refuse its record, with the same reason");
+  }
+  LogRefusal(absl::StrCat(nodes_.Shown(rel), ": ", why,
+                          " (flagged: its record is not packed, nor its shard committed, until"
+                          " the file is written again with content that passes)"));
 }
 
 absl::Status StagedFileChecker::ValidateOnClose(uint64_t node, int fd,
                                                 naming::FeatureTypes& types) {
-  bool still_refused = false;
   {
     MutexLock lock(&mu_);
     written_.erase(node);  // checked now, whoever asked
-    still_refused = refused_.contains(node);
   }
   auto rel = nodes_.RelativePath(node);
   if (!rel.ok()) return absl::OkStatus();  // deleted meanwhile: nothing to check
-  if (still_refused) {
-    // Not written since a write was refused: the mark stands (and was
-    // logged when the write was refused).
-    if (auto mark = MarkOf(fd)) {
-      return PosixError(EINVAL, absl::StrCat(nodes_.Shown(*rel), ": ", *mark));
-    }
-  } else {
-    ::fremovexattr(fd, kErrorXattr);  // written again: judged as it is now
-  }
   const Verdict v = Judge(Place(*rel, types), fd, /*unknown_too=*/false);
   if (v.judged && !v.status.ok()) {
     if (!absl::IsInvalidArgument(v.status)) return v.status;
-    LogRefusal(
-        absl::StrCat(nodes_.Shown(*rel), ": ", v.status.message(),
-                     "; the record stays staged and will not be packed until this is fixed"));
-    return PosixError(EINVAL, absl::StrCat(nodes_.Shown(*rel), ": ", v.status.message()));
+    Flag(fd, *rel, v.status.message());
+    return absl::OkStatus();
   }
+  ::fremovexattr(fd, kErrorXattr);  // judged as it is now: no flag stands
   SetTag(fd, v.tag);
   return absl::OkStatus();
 }
@@ -378,13 +273,14 @@ absl::Status StagedFileChecker::CheckRenamed(int parent_fd, const std::string& n
   struct stat st;
   if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return absl::OkStatus();
   const Verdict v = Judge(Place(to_rel, types), fd.get(), /*unknown_too=*/false);
-  if (!v.judged) return absl::OkStatus();
-  if (!v.status.ok()) {
+  if (v.judged && !v.status.ok()) {
     if (!absl::IsInvalidArgument(v.status)) return v.status;
-    LogRefusal(
-        absl::StrCat(nodes_.Shown(to_rel), ": rename of ", name, " refused: ", v.status.message()));
-    return PosixError(EINVAL, absl::StrCat(nodes_.Shown(to_rel), ": ", v.status.message()));
+    Flag(fd.get(), to_rel, v.status.message());
+    return absl::OkStatus();
   }
+  // Passes under its new name, or is not judged by it (the pack judges it
+  // by its content): a flag from its old name no longer holds.
+  ::fremovexattr(fd.get(), kErrorXattr);
   SetTag(fd.get(), v.tag);
   return absl::OkStatus();
 }

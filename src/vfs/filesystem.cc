@@ -671,9 +671,6 @@ absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reop
       by_path[shards_[s].index->path()] = s;
       from[s] = {shards_[s].source.get(), &shards_[s].index->offsets(), shards_[s].index->codec()};
     }
-    // The indexes of each rewritten shard follow it within its commit
-    // (index::FollowRewrite); a plain shard's new index, made from the
-    // offsets the rewrite wrote, is the one the mount shows it with.
     // Check-outs that changed nothing (an editor opened and quit, a value
     // written back as it was) are no edits: dropped here, where no request
     // runs (a tool mid-save would find the ids it holds gone), and a shard
@@ -696,6 +693,9 @@ absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reop
       }
       deletions_->ResetShard(it->second);
     }
+    // The indexes of each rewritten shard follow it within its commit
+    // (index::FollowRewrite); a plain shard's new index, made from the
+    // offsets the rewrite wrote, is the one the mount shows it with.
     absl::flat_hash_map<std::string, std::shared_ptr<const index::ShardIndex>> new_indexes;
     results = repack::ApplyEdits(
         edit_list_, edit_store_->records_dir(), types,

@@ -97,10 +97,7 @@ absl::StatusOr<uint64_t> StagingView::Open(uint64_t ino, int flags) {
   auto h = std::make_unique<FileHandle>();
   h->fd = UniqueFd(*fd);
   h->node = NodeOf(ino);
-  if (flags & O_TRUNC) {
-    h->written = true;
-    store_->checker().NoteRewritten(h->node);
-  }
+  if (flags & O_TRUNC) h->written = true;
   return files_.Add(std::move(h));
 }
 
@@ -113,7 +110,6 @@ absl::StatusOr<std::pair<Attr, uint64_t>> StagingView::CreateFile(
   h->fd = UniqueFd(r->second);
   h->node = r->first.st_ino;
   h->written = true;
-  if (flags & O_TRUNC) store_->checker().NoteRewritten(h->node);  // an existing file's
   return std::make_pair(AttrOf(r->first, IdOf(r->first.st_ino)), files_.Add(std::move(h)));
 }
 
@@ -149,11 +145,9 @@ absl::StatusOr<size_t> StagingView::Write(uint64_t ino, uint64_t fh, absl::strin
     if (!fd.ok()) return fd.status();
     own = *fd;
   }
+  // Every write lands, whatever it makes of the file: the file is checked
+  // once whole, and flagged if it does not pass (staged_file_checker.h).
   const int fd = h != nullptr ? h->fd.get() : own->get();
-  // A bad value of a checked file fails write() itself, so that
-  // `echo hello > label` reports it (the shell ignores close()'s error).
-  if (auto s = store_->checker().ValidateOnWrite(NodeOf(ino), fd, offset, data, *types_); !s.ok())
-    return s;
   size_t done = 0;
   while (done < data.size()) {
     ssize_t w =
@@ -164,7 +158,6 @@ absl::StatusOr<size_t> StagingView::Write(uint64_t ino, uint64_t fh, absl::strin
     }
     done += static_cast<size_t>(w);
   }
-  store_->checker().NoteRewritten(NodeOf(ino));  // before NoteWritten checks it
   if (h != nullptr) {
     h->written = true;
   } else {
@@ -222,7 +215,6 @@ absl::StatusOr<Attr> StagingView::SetAttr(uint64_t ino, uint64_t fh, const struc
   FileHandle* h = *got_h;
   auto st = store_->SetAttr(NodeOf(ino), h ? h->fd.get() : -1, to, bits);
   if (!st.ok()) return st.status();
-  if (bits & staging::kSetSize) store_->checker().NoteRewritten(NodeOf(ino));
   if (h && (bits & staging::kSetSize)) h->written = true;
   if (!h && (bits & staging::kSetSize)) store_->checker().NoteWritten(NodeOf(ino), *types_);
   return AttrOf(*st, IdOf(st->st_ino));

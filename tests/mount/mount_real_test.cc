@@ -207,7 +207,7 @@ TEST_F(RealDataTest, EveryShardRecordAndFileMatchesADirectRead) {
   // context feature and a list, and whose second string step is an empty
   // BytesList (an empty .txt).
   const std::string tft = "tft_sequence_example_gzip/data_tfrecord.gz/0/";
-  EXPECT_EQ(ReadWholeFile(M(tft + "context/float_feature")), "1\n2\n3\n4\n");
+  EXPECT_EQ(ReadWholeFile(M(tft + "context/float_feature")), "1.0\n2.0\n3.0\n4.0\n");
   EXPECT_EQ(ReadWholeFile(M(tft + "context/int_feature")), "0\n");
   EXPECT_EQ(ReadWholeFile(M(tft + "feature_lists/int_feature/0")), "1\n2\n");
   EXPECT_EQ(ReadWholeFile(M(tft + "feature_lists/int_feature/1")), "3\n4\n");

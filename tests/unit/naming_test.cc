@@ -1478,7 +1478,7 @@ TEST(SequenceLayoutTest, ContextAndPaddedSteps) {
   EXPECT_THAT(Children(l, "feature_lists/frame%-"), ElementsAre());
   EXPECT_THAT(Children(l, "feature_lists/nothing"), ElementsAre());
   EXPECT_THAT(Children(l, "feature_lists/rgb"), ElementsAre("0", "1.none"));
-  EXPECT_EQ("0.5\n1\n", Find(l, "feature_lists/rgb/0")->content);
+  EXPECT_EQ("0.5\n1.0\n", Find(l, "feature_lists/rgb/0")->content);
   EXPECT_EQ(0u, Find(l, "feature_lists/rgb/1.none")->size());
   EXPECT_THAT(Children(l, "feature_lists/words"), ElementsAre("0.txt"));
   EXPECT_EQ("hello\n", Find(l, "feature_lists/words/0.txt")->content);

@@ -80,22 +80,6 @@ TEST(KindTag, RoundTripsAndRefusesUnknownText) {
   }
 }
 
-TEST(NumericPrefixTest, WhatCanStillBecomeANumber) {
-  for (const char* ok : {"", "  ", "5", "-", "+", "-1", "1.", "1e", "1e-", ".", "12 ", "in", "-inf",
-                         "INFIN", "na", "nan(0x", "nan(0x1"}) {
-    EXPECT_TRUE(CheckNumericPrefix(ok, example::Kind::kNone).ok()) << "'" << ok << "'";
-  }
-  for (const char* bad : {"5x", "hello", "1 2", "e", "--", "1e5e", "nan(x"}) {
-    EXPECT_EQ(CheckNumericPrefix(bad, example::Kind::kNone).code(),
-              absl::StatusCode::kInvalidArgument)
-        << "'" << bad << "'";
-  }
-  EXPECT_TRUE(CheckNumericPrefix("-12", example::Kind::kInt64).ok());
-  EXPECT_FALSE(CheckNumericPrefix("1.", example::Kind::kInt64).ok());
-  EXPECT_FALSE(CheckNumericPrefix("in", example::Kind::kInt64).ok());
-  EXPECT_FALSE(CheckNumericPrefix("99999999999999999999", example::Kind::kInt64).ok());
-}
-
 TEST(StepNames, IndexAndExtension) {
   EXPECT_EQ(StepIndex("07"), 7u);
   EXPECT_EQ(StepIndex("3.png"), 3u);

@@ -57,7 +57,7 @@ struct OpsOptions {
   // after that a damaged record fails at read(). Staging files are then
   // read and written without a handle (vfs::Filesystem::Read/Write with fh
   // 0) except those made by CREATE, which keep theirs until RELEASE; with
-  // no FLUSH, a staged file's checks happen at write() and RELEASE, and
+  // no FLUSH, a staged file is checked once it looks whole and at RELEASE, and
   // close() never fails (staging::Store).
   // On a read-write mount nothing refuses open(O_RDWR) of a file then (root
   // may open any file whatever its mode): what is written is judged at
@@ -73,8 +73,8 @@ struct OpsOptions {
   // answered for every file (a writable open of anything outside staging/
   // fails with EROFS), but staging files get no handle, as with skip_open:
   // OPEN and CREATE reply fh 0 and FOPEN_NOFLUSH (no FLUSH follows; the
-  // RELEASE that does finds no handle), writes come with fh 0 and are checked
-  // at write(), and atomic O_TRUNC is not asked for (a truncating open
+  // RELEASE that does finds no handle), writes come with fh 0 (the file is
+  // checked once it looks whole), and atomic O_TRUNC is not asked for (a truncating open
   // arrives as SETATTR). Staged files behave exactly as under skip_open; the
   // cost is one OPEN round trip per open() of any file (and a RELEASE,
   // which close() does not wait for).
@@ -157,7 +157,7 @@ OpenReply DoOpen(const Ops& ops, fuse_ino_t ino, int flags);
 // asking the vfs, once negotiated.no_opendir.
 OpenReply DoOpenDir(const Ops& ops, fuse_ino_t ino);
 // FLUSH (close()): the staged file's checks with a handle; ENOSYS once
-// negotiated.no_open (staged files are then checked at write()).
+// negotiated.no_open (staged files are then checked once they look whole).
 int DoFlush(const Ops& ops, fuse_ino_t ino, uint64_t fh);
 
 struct ReadReply {

@@ -30,14 +30,14 @@ namespace tfrecordfs::staging {
 // from another feature keeps that feature's tag).
 inline constexpr char kKindXattr[] = "user.tfrecordfs.kind";
 
-// The extended attribute that marks a staged file whose content was refused
-// by a write() (StagedFileChecker::ValidateOnWrite): the bytes of that write never
-// landed, so the file holds less than its writer meant. Its value is the
-// reason ("write refused: line 1: ..."). It stays until the file is written
-// again (a write or truncation that is not refused, then a whole-file check
-// that passes); PayloadFromFolder refuses a record holding such a file with
-// that reason, so the record stays staged. Read through the mount as the
-// same name (`getfattr -n user.tfrecordfs.error FILE`).
+// The extended attribute that flags a staged file (or a file of an edited
+// record) whose content its last whole-file check did not accept
+// (StagedFileChecker::ValidateOnClose, CheckRenamed): the write landed, and
+// the flag says why the file cannot be packed ("line 1: 'hello' is not an
+// int64 ..."). The next check that passes removes it; PayloadFromFolder
+// refuses a record holding a flagged file with that reason, so the record
+// stays staged (an edited record's shard uncommitted). Read through the
+// mount as the same name (`getfattr -n user.tfrecordfs.error FILE`).
 inline constexpr char kErrorXattr[] = "user.tfrecordfs.error";
 
 // The tag text for a tensor type.
@@ -71,28 +71,8 @@ absl::StatusOr<tensor::TensorType> CheckTensorFile(
     absl::string_view extension, absl::string_view content,
     absl::Span<const tensor::TensorType> feature_types);
 
-// The first bytes of a staged `.png`/`.npy` of a tensor feature (the file
-// as written so far, from offset 0; a prefix of the final file): OK while
-// they can still begin a file TensorFromFile accepts, else InvalidArgument
-// saying why, as TensorFromFile words it. What is decided this early: the
-// PNG signature, its IHDR chunk (length, CRC, geometry) and whether its bit
-// depth and colour type can give one of the types; the .npy magic, version
-// and header dict, and whether its dtype and rank are one of the types. The
-// pixels, later chunks and the data size are left to TensorFromFile.
-// `header_end` is set to how many bytes of the file this check reads (0
-// while unknown: the whole prefix given).
-absl::Status CheckTensorFilePrefix(absl::string_view extension, absl::string_view prefix,
-                                   absl::Span<const tensor::TensorType> feature_types,
-                                   uint64_t* header_end);
-
-// Whether `tail` (the text after the last newline of a numeric file being
-// written) can still become a valid line of a file ValidateNumeric accepts
-// with kind `hint`: "5", "-", "1e", "in" (inf), "na" (nan) can; "5x", "hello"
-// cannot. InvalidArgument saying why when it cannot.
-absl::Status CheckNumericPrefix(absl::string_view tail, example::Kind hint);
-
 // Where a staged file sits in the record it will be packed into, for the
-// checks at write() and close() (StagedFileChecker).
+// checks of whole files (StagedFileChecker).
 struct StagedFile {
   enum class Role {
     kOther,    // checked by the pack only (text, other bytes, folders)

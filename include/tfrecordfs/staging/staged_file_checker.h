@@ -1,16 +1,26 @@
 // StagedFileChecker: what is written into the staging store and what is
-// checked, in one place. It owns the write-time and close-time checks of
-// staged files, the files written without a handle still to be checked,
-// the refusal marks (kErrorXattr) and the kind tags (kKindXattr) they leave,
-// and the count of refusals. What a file's content must be is
-// staged_file.h's; where a file sits, the store's NodeTable says.
+// checked, in one place. It owns the checks of whole staged files, the files
+// written without a handle still to be checked, the flags (kErrorXattr) and
+// the kind tags (kKindXattr) they leave, and the count of flags. What a
+// file's content must be is staged_file.h's; where a file sits, the store's
+// NodeTable says.
+//
+// One rule, for staging/ and for the edit store alike (the records of the
+// mounted shards being edited): a write, a close or a rename never fails
+// because of what a file holds. A file's name is final only after a tool's
+// rename (`sed -i` writes `sedXXXXXX`, vim `x~`, Python `tmpXXXXXXXX`) and a
+// new feature's kind is known only to the pack, so no refusal of bytes as
+// they arrive could hold for every name. Each file is checked once it is
+// whole, and a file that does not pass is flagged (kErrorXattr: the
+// reason), which `getfattr`, `tfrecordfs status`, the log, and the pack and
+// the commit (which leave its record out, naming the file) all say.
 //
 // The checks need the types the mounted shards give feature names, which
 // only the caller knows: each method that checks takes the
 // naming::FeatureTypes to check against (naming::NoFeatureTypes(): none
 // known, every feature kNone), so staging depends on nothing above it.
 //
-// Thread-safety: thread-safe; mu_ guards only the sets of nodes and is never
+// Thread-safety: thread-safe; mu_ guards only the set of nodes and is never
 // held while a file is read or checked, nor while calling into the
 // NodeTable (whose own lock it never nests with).
 #ifndef TFRECORDFS_STAGING_STAGED_FILE_CHECKER_H_
@@ -41,59 +51,29 @@ class StagedFileChecker {
       : nodes_(nodes), records_dir_(std::move(records_dir)) {}
 
   // The whole-file check of a written file (ClassifyStagedFile says which
-  // are checked), made when the file is complete: at FLUSH (`-o open`: its
-  // error fails close()) or the RELEASE of a handle, else, for a file
-  // written without a handle, when it looks whole, at the kernel's last
-  // FORGET, or before the pack (NoteWritten); those errors are only logged,
-  // and the pack refuses the record with the same reason:
+  // are checked), made when the file is complete: at FLUSH (`-o open`) or
+  // the RELEASE of a handle, else, for a file written without a handle,
+  // when it looks whole, at the kernel's last FORGET, or before the pack
+  // and the commit (NoteWritten):
   //   * a numeric feature file or numeric sequence step whose feature (or
   //     list) `types` knows must parse, with that kind;
   //   * a `.png`/`.npy` of a feature whose type (or, when `types` does not
-  //     know the name, whose tag) is a tensor must convert (TensorFromFile);
-  // else InvalidArgument (EINVAL), logged with the file's path; the file
-  // stays staged. On success the kind is remembered in the file's
-  // kKindXattr. A file under `<record>/context/` of a record folder without
-  // feature_lists/ (yet: `cp -r` copies context/ first) is checked as the
-  // feature `context/<x>` when the shards know that name, else as the
-  // context feature `<x>`. A numeric name `types` does not know is not
-  // judged here (it may be a tool's temporary file, `sedXXXXXX`, about to
-  // be renamed): CheckRenamed judges it under its final name, the pack by
-  // its content, and ErrorOf as the pack would.
-  //
-  // A file whose last write was refused (ValidateOnWrite) and not written
-  // since keeps its kErrorXattr mark and fails here with it; a file written
-  // since loses the mark here, whatever the verdict (its content is its
-  // writer's again, and is judged as it is).
+  //     know the name, whose tag) is a tensor must convert (TensorFromFile).
+  // A file that passes loses its flag and gets its kind in kKindXattr; one
+  // that does not is flagged (kErrorXattr holds the reason) and logged with
+  // its path, and its record is left out by the pack (and its shard by the
+  // commit) until it is written again and passes. Either way OK: only an
+  // I/O error is returned. A file under `<record>/context/` of a record
+  // folder without feature_lists/ (yet: `cp -r` copies context/ first) is
+  // checked as the feature `context/<x>` when the shards know that name,
+  // else as the context feature `<x>`. A numeric name `types` does not know
+  // is not judged here (it may be a tool's temporary file, `sedXXXXXX`,
+  // about to be renamed): CheckRenamed judges it under its final name, the
+  // pack by its content, and ErrorOf as the pack would.
   absl::Status ValidateOnClose(uint64_t node, int fd, naming::FeatureTypes& types);
-
-  // write() of `data` at `offset` to a file open as `fd`, checked *before*
-  // the bytes are written, so that a bad file fails write() with EINVAL,
-  // which the shell and cp report (the kernel sends no FLUSH by default, so
-  // close() cannot fail; see fuse::OpsOptions::skip_open). Only names that
-  // already are features the shards know are checked here: a temporary
-  // name (`sedXXXXXX`, `tmpab12cd`) cannot be judged by its name, and is
-  // judged when it gets its final one (CheckRenamed, the pack):
-  //   * a numeric file of a feature `types` knows (the files
-  //     ValidateOnClose checks): every complete line the file would then
-  //     hold must parse, and the last, unterminated line must be the start
-  //     of a value (CheckNumericPrefix: `printf 5x > label` fails,
-  //     `printf -- -` is left to ValidateOnClose). Files over
-  //     kMaxCheckedOnWrite bytes are left to ValidateOnClose;
-  //   * a `.png`/`.npy` of a tensor feature: a write that lands in the
-  //     header (the PNG signature and IHDR, the .npy header dict) is checked
-  //     against the feature's types (CheckTensorFilePrefix); the pixels and
-  //     data are left to ValidateOnClose.
-  // Other files: always OK, nothing is read. A refusal marks the file
-  // (kErrorXattr, with the reason) until it is written again and passes
-  // ValidateOnClose: the bytes refused never landed, so whatever the file
-  // holds is not what its writer meant, and its record stays staged.
-  absl::Status ValidateOnWrite(uint64_t node, int fd, uint64_t offset, absl::string_view data,
-                               naming::FeatureTypes& types);
+  // Files over this many bytes are not judged whole by a look at their end
+  // (NoteWritten): their check waits for the release or the pack.
   static constexpr uint64_t kMaxCheckedOnWrite = uint64_t{1} << 20;
-
-  // A write or truncation of `node` was done (not refused): the content is
-  // its writer's again, so the next ValidateOnClose drops a refusal mark.
-  void NoteRewritten(uint64_t node);
 
   // A write (or truncation) of `node` through no handle of the caller's (the
   // kernel opened the file itself: no RELEASE will follow). The file gets
@@ -114,24 +94,25 @@ class StagedFileChecker {
   // `parent_fd`, to be named `to_rel` (relative to records/): a file whose
   // content is checked (ClassifyStagedFile) and whose feature `types` knows
   // (or, for a `.png`/`.npy`, whose tag says it is a tensor) is checked as
-  // that file, as ValidateOnClose would: what an editor or tool wrote under
-  // a temporary name (`sedXXXXXX`, `x.tmp`, `.x.swp`, `x~`) is judged once
-  // its name is final. A refusal is InvalidArgument (EINVAL), logged; the
-  // caller then does not rename.
+  // that file, as ValidateOnClose would, and flagged when it does not pass:
+  // what an editor or tool wrote under a temporary name (`sedXXXXXX`,
+  // `x.tmp`, `.x.swp`, `x~`) is judged once its name is final. Any other
+  // file loses its flag (the pack judges it by its content). OK but for
+  // I/O errors: the rename goes ahead.
   absl::Status CheckRenamed(int parent_fd, const std::string& name, const std::string& to_rel,
                             naming::FeatureTypes& types);
 
   // Why the pack would leave `node` staged, for `getfattr -n
   // user.tfrecordfs.error` (and `tfrecordfs status`): for a file in a record
-  // folder, its refusal mark, else what checking its content as the pack
-  // does says (the names `types` does not know included); for a record
+  // folder, its flag, else what checking its content as the pack does says
+  // (the names `types` does not know included); for a record
   // folder, why PayloadFromFolder refuses it (the whole folder is read);
   // for a file directly in records/, kLooseFileReason. NotFound when
   // nothing is wrong (and for other nodes).
   absl::StatusOr<std::string> ErrorOf(uint64_t node, naming::FeatureTypes& types);
-  // Whether `node` carries a refusal mark (one fgetxattr; for listxattr).
+  // Whether `node` carries a flag (one fgetxattr; for listxattr).
   bool HasRefusalMark(uint64_t node);
-  // Refusals so far (write, close and rename), for tests and `status`.
+  // Files flagged so far (at close and at rename), for tests.
   uint64_t refusals() const { return refusals_.load(std::memory_order_relaxed); }
 
  private:
@@ -153,7 +134,10 @@ class StagedFileChecker {
     std::optional<std::string> tag;
   };
   static Verdict Judge(const Placed& placed, int fd, bool unknown_too);
-  // Logs a refusal (a warning); the first of the mount also says where the
+  // Flags the file open as `fd` (at `rel`) with `why`, and logs it.
+  void Flag(int fd, const std::string& rel, absl::string_view why);
+  // Logs a flag (info: what still holds is said by the reports, `status`
+  // and the file's attribute); the first of the mount also says where the
   // reasons can be read.
   void LogRefusal(absl::string_view what);
 
@@ -161,9 +145,6 @@ class StagedFileChecker {
   const std::string records_dir_;
   Mutex mu_;
   absl::flat_hash_set<uint64_t> written_ ABSL_GUARDED_BY(mu_);  // NoteWritten, unchecked
-  // Nodes whose last write was refused and that were not written since
-  // (their kErrorXattr mark must survive the next check).
-  absl::flat_hash_set<uint64_t> refused_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> refusals_{0};
 };
 

@@ -105,17 +105,16 @@ class Store {
   absl::Status Unlink(uint64_t parent, absl::string_view name);
   absl::Status Rmdir(uint64_t parent, absl::string_view name);
   // A regular file renamed onto a name whose content is checked is first
-  // checked under that name (StagedFileChecker::CheckRenamed); a refusal is
-  // InvalidArgument (EINVAL), and the rename is not done (the temporary
-  // file stays; the pack judges it by its own name). With RENAME_EXCHANGE
-  // both files are checked.
+  // checked under that name (StagedFileChecker::CheckRenamed), and flagged
+  // when it does not pass; the rename goes ahead. With RENAME_EXCHANGE both
+  // files are checked.
   absl::Status Rename(uint64_t parent, absl::string_view name, uint64_t new_parent,
                       absl::string_view new_name, unsigned flags, naming::FeatureTypes& types);
   // A descriptor to list the directory with (caller owns; use fdopendir).
   absl::StatusOr<int> OpenDir(uint64_t node);
 
-  // The checks of what is written into the store (ValidateOnWrite,
-  // ValidateOnClose, NoteWritten, ErrorOf...).
+  // The checks of what is written into the store (ValidateOnClose,
+  // NoteWritten, ErrorOf...).
   StagedFileChecker& checker() { return checker_; }
   // checker().CheckAllWritten (before a pack, at unmount).
   void CheckAllWritten(naming::FeatureTypes& types) { checker_.CheckAllWritten(types); }

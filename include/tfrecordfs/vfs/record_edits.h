@@ -4,8 +4,8 @@
 // committed. Their folders live in the edit store (staging/edits.h), a
 // staging::Store served by a StagingView of its own (`folders()`), so an
 // edited record takes every write, check and error a staged record does
-// (staging/staged_file_checker.h: numeric files checked at write(), .png/.npy into tensor
-// features, SequenceExample context/ and feature_lists/).
+// (staging/staged_file_checker.h: numeric files checked once whole and flagged, never refused;
+// .png/.npy into tensor features, SequenceExample context/ and feature_lists/).
 //
 // Check-out: the first change of a record (a write, truncation, create,
 // mkdir, unlink, rename or chmod inside its folder) copies every file the
@@ -120,7 +120,7 @@ class RecordEdits final : public View {
   absl::Status DeleteRecord(uint64_t shard, uint64_t record);
   // Sets the content of file `entry` of the record's layout as the record
   // view shows it (checking the record out first), through the same checks
-  // as a write (EINVAL for a value the feature cannot take). NotFound when
+  // as a write (a value the feature cannot take is flagged). NotFound when
   // the file was renamed or removed by an earlier edit.
   absl::Status WriteEntry(uint64_t shard, uint64_t record, uint32_t entry,
                           absl::string_view content);

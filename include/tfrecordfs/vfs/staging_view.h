@@ -18,13 +18,13 @@
 // what it needs for itself.
 //
 // Checks of staged bytes are the store's (staging::StagedFileChecker's
-// ValidateOnWrite and ValidateOnClose, Store::Rename), against the feature types `types` gives (the
-// mounted shards', from Filesystem); this view decides when they run:
-// at write() for every write (names the shards know), at FLUSH for a handle
-// written since the last check, at the last close otherwise (only logged
-// there), and at rename() for what a file becomes under its new name.
-// Every write or truncation that lands is reported to the checker
-// (NoteRewritten), which is how a refused file's mark goes.
+// ValidateOnClose, Store::Rename), against the feature types `types` gives
+// (the mounted shards', from Filesystem); this view decides when they run:
+// at FLUSH for a handle written since the last check, at the last close
+// otherwise, when a file written without a handle looks whole
+// (NoteWritten), and at rename() for what a file becomes under its new
+// name. They never fail a write, a close or a rename for what a file
+// holds: a file that does not pass is flagged (staged_file_checker.h).
 //
 // Thread-safety: all methods may be called concurrently, also on one handle
 // (the kernel may send a file's reads and writes in parallel). A file
@@ -101,15 +101,14 @@ class StagingView final : public View {
   // `fh` 0: opens the backing file for this call.
   absl::StatusOr<ReadResult> Read(uint64_t ino, uint64_t fh, uint64_t offset, size_t size) override;
   // `fh` 0: writes through a descriptor of the store's (which then notes the
-  // file written: no RELEASE will come). A write the staged file's checks
-  // refuse fails with EINVAL before any byte lands.
+  // file written: no RELEASE will come).
   absl::StatusOr<size_t> Write(uint64_t ino, uint64_t fh, absl::string_view data,
                                uint64_t offset) override;
-  // close() with a handle: checks a file written since the last check
-  // (EINVAL if it does not parse or convert; the bytes stay). fh 0: nothing.
+  // close() with a handle: checks a file written since the last check (one
+  // that does not parse or convert is flagged). fh 0: nothing.
   absl::Status Flush(uint64_t ino, uint64_t fh) override;
-  // The last close: a file written and not checked since is checked now (a
-  // refusal is only logged) and the handle closed. fh 0: nothing.
+  // The last close: a file written and not checked since is checked now
+  // (and flagged if it does not pass) and the handle closed. fh 0: nothing.
   void Release(uint64_t fh) override;
   // Closes a handle without any check. fh 0: nothing.
   void Discard(uint64_t fh) override;
@@ -138,10 +137,10 @@ class StagingView final : public View {
   void ReleaseDir(uint64_t fh) override;
 
   // `error`: why the pack would leave `ino` staged (staging::Store::
-  // ErrorOf: a refused file's reason, else what checking the file or the
+  // ErrorOf: a flagged file's reason, else what checking the file or the
   // record folder says now), when asked by name (`read_error`: reads the
-  // file, or the whole record); listed only for a file whose write was
-  // refused and that was not written since (one fgetxattr).
+  // file, or the whole record); listed only for a flagged file (one
+  // fgetxattr).
   absl::Status Xattrs(uint64_t ino, bool read_error, XattrList* out) override;
 
   // Free space where staged bytes go (for statfs); false if statvfs fails.

@@ -1,5 +1,6 @@
-// Writable opens of the mounted records (issue 21, item 19). A record's files
-// are read-only (mode 0444), but root ignores mode bits, and where the kernel
+// Writable opens of the mounted records (issue 21, item 19). On a `-o ro`
+// mount a record's files are read-only (mode 0444; a read-write mount shows
+// 0644: they take edits), but root ignores mode bits, and where the kernel
 // opens files without asking the daemon (FUSE_CAP_NO_OPEN_SUPPORT) nothing
 // stops open(O_RDWR): a shared writable mapping of it (numpy's
 // `np.load(mmap_mode='r+')`) then changes the page cache that every later

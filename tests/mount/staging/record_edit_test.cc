@@ -129,11 +129,13 @@ TEST_P(RecordEditTest, ToolsEditRecordsThatSurviveACrashAndCommitInTheShardsCode
         "cp -r 10 copy10 && printf 'copied\\n' > copy10/text.txt\n"
         "rm -r 11\n");
     ASSERT_EQ(edit.exit_code, 0) << edit.out << edit.err;
-    // A value the feature cannot take fails write() with EINVAL, and the
-    // file can be written again.
+    // A value the feature cannot take is written and flagged, as in
+    // staging/ (issue 34, item 6), until the file is written again.
     CommandResult bad = InShard("echo hello > 08/id");
-    EXPECT_NE(bad.exit_code, 0);
-    EXPECT_NE(bad.err.find("Invalid argument"), std::string::npos) << bad.err;
+    EXPECT_EQ(bad.exit_code, 0) << bad.err;
+    EXPECT_NE(RunCommand({"getfattr", "--only-values", "-n", "user.tfrecordfs.error", R("08/id")})
+                  .out.find("'hello' is not an int64"),
+              std::string::npos);
     ASSERT_EQ(InShard("echo 88 > 08/id").exit_code, 0);
 
     // The mount shows the edited state.
@@ -750,7 +752,8 @@ TEST_F(RecordModesTest, ReadOnlyMountsShowReadOnlyRecords) {
 TEST_F(RecordModesTest, StatusNamesRefusedEditsAndUnmountOnlyWhatStillHolds) {
   Mount d(Config());
   ASSERT_EQ(d.Start(), "");
-  (void)InShard("echo abc > 1/id");  // refused at write(2) or flagged: the record cannot commit
+  // Written and flagged (issue 34, item 6): the record cannot commit.
+  ASSERT_EQ(InShard("echo abc > 1/id").exit_code, 0);
   ASSERT_EQ(InShard("echo 'record one' > 1/text.txt").exit_code, 0);
   CommandResult status = Status();
   EXPECT_EQ(status.exit_code, 1) << status.out << status.err;

@@ -209,8 +209,9 @@ void AddSequenceRecord(const std::string& dir, uint64_t r, ExpectedTree* out) {
     tensor::EncodePng(tensor::PngGeometryOf(tensor::DataType::kUint8, {2, 2}).value(), mask)
         .value());
   d("/feature_lists/rgb");
-  f("/feature_lists/rgb/0", absl::StrCat("0\n", r, "\n"));
-  f("/feature_lists/rgb/1", absl::StrCat("0.5\n", r, "\n"));
+  // Float steps: whole numbers keep their decimal point (naming.h).
+  f("/feature_lists/rgb/0", absl::StrCat("0.0\n", r, ".0\n"));
+  f("/feature_lists/rgb/1", absl::StrCat("0.5\n", r, ".0\n"));
   d("/feature_lists/sparse");
   f("/feature_lists/sparse/0", "1\n");
   f("/feature_lists/sparse/1.none", "");
