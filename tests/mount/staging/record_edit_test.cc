@@ -528,6 +528,10 @@ TEST_P(RecordEditTest, TfdsMetadataFollowsTheRewrittenShard) {
   WriteWholeFile(tfds + "/dataset_info.json",
                  R"({"name": "ds", "splits": [{"name": "train", "numBytes": "10000", )"
                  R"("shardLengths": ["12", "2"]}], "version": "1.0.0"})");
+  // A private file of another user stays so (issue 34 item 10).
+  const bool root = ::geteuid() == 0;
+  if (root) ASSERT_EQ(::chown((tfds + "/dataset_info.json").c_str(), 1234, 2345), 0);
+  ASSERT_EQ(::chmod((tfds + "/dataset_info.json").c_str(), 0600), 0);
   MountConfig c = PackConfig(s_, {tfds}, "edit");
   Mount d(c);
   ASSERT_EQ(d.Start(), "");
@@ -547,6 +551,13 @@ TEST_P(RecordEditTest, TfdsMetadataFollowsTheRewrittenShard) {
   EXPECT_EQ(py.exit_code, 0) << py.err << info;
   const size_t removed = payloads_[0].size() + payloads_[1].size();
   EXPECT_EQ(py.out, absl::StrCat("['10', '2'] ", 10000 - removed, "\n")) << info;
+  struct stat st;
+  ASSERT_EQ(::stat((tfds + "/dataset_info.json").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  if (root) {
+    EXPECT_EQ(st.st_uid, 1234u);
+    EXPECT_EQ(st.st_gid, 2345u);
+  }
 }
 
 // Editing what the generated datasets hold (tfrecordfs-gen): a
