@@ -6,11 +6,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/log.h"
 
 namespace tfrecordfs::repack {
 
@@ -123,6 +125,21 @@ absl::StatusOr<std::optional<std::string>> UpdatedTfdsInfo(const std::string& sh
   return std::nullopt;
 }
 
+// Gives `file` (the new dataset_info.json, not yet or just renamed into
+// place) what `info` (the one it replaces) had: owner, group, permission
+// bits. Best effort: a daemon that may not chown leaves the file its own
+// (logged); the metadata itself is still right.
+void KeepOwnerAndMode(const std::string& info, const std::string& file) {
+  struct stat was;
+  if (::stat(info.c_str(), &was) != 0) return;
+  if (::chown(file.c_str(), was.st_uid, was.st_gid) != 0) {
+    log::Warning(file, ": cannot give it the owner of ", info, " (", std::strerror(errno), ")");
+  }
+  if (::chmod(file.c_str(), was.st_mode & 07777) != 0) {
+    log::Warning(file, ": cannot give it the mode of ", info, " (", std::strerror(errno), ")");
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::optional<std::string>> UpdateTfdsInfo(const std::string& shard_path,
@@ -132,7 +149,13 @@ absl::StatusOr<std::optional<std::string>> UpdateTfdsInfo(const std::string& sha
   if (!text.ok()) return text.status();
   if (!*text) return std::nullopt;
   const std::string info = InfoPathsOf(shard_path).info;
+  struct stat was;
+  const bool existed = ::stat(info.c_str(), &was) == 0;
   if (auto s = WriteFileAtomically(info, **text); !s.ok()) return s;
+  if (existed && (::chown(info.c_str(), was.st_uid, was.st_gid) != 0 ||
+                  ::chmod(info.c_str(), was.st_mode & 07777) != 0)) {
+    log::Warning(info, ": cannot keep its owner and mode (", std::strerror(errno), ")");
+  }
   return info;
 }
 
@@ -146,7 +169,9 @@ absl::StatusOr<bool> PrepareTfdsInfo(const std::string& shard_path, uint64_t rec
   auto text = UpdatedTfdsInfo(shard_path, records, bytes_delta);
   if (!text.ok()) return text.status();
   if (!*text) return false;
-  if (auto s = WriteFileAtomically(PendingTfdsInfoPath(shard_path), **text); !s.ok()) return s;
+  const std::string pending = PendingTfdsInfoPath(shard_path);
+  if (auto s = WriteFileAtomically(pending, **text); !s.ok()) return s;
+  KeepOwnerAndMode(InfoPathsOf(shard_path).info, pending);
   return true;
 }
 

@@ -260,7 +260,13 @@ View* Filesystem::ViewOf(uint64_t ino) const {
       // view=classes: only the root is a tree id, and it is the class view's.
       return classes_ ? static_cast<View*>(classes_.get()) : tree_.get();
     case Space::kRecord:
-      if (Retired(ino)) return retired_view_.get();
+      if (Retired(ino)) {
+        // A record edited before the commit showed the edit store's files,
+        // not the old shard's: its old ids are stale.
+        return retired_edited_.contains(RecordKey(ShardOf(ino), RecordOf(ino)))
+                   ? nullptr
+                   : retired_view_.get();
+      }
       if (edits_ && edits_->IsEdited(ino)) return edits_.get();
       return records_.get();
     case Space::kStaging:
@@ -657,6 +663,11 @@ absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reop
   struct Stale {
     uint64_t folder = 0;
     std::vector<std::string> names;
+    // Records view: every record name of the folder, old and new (both
+    // spellings: padded to the old and new widths, and bare digits), made
+    // as they are invalidated rather than held.
+    uint64_t records = 0;  // max(old count, new count); 0: none
+    size_t old_width = 0, new_width = 0;
   };
   std::vector<Stale> stale;
   bool regrouped = false;  // view=classes: a shard regrouped
@@ -719,6 +730,7 @@ absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reop
       st.folder = tree_->ShardFolderId(s);
       const uint64_t old_count = shard.records_shown();
       const size_t old_width = static_cast<size_t>(shard.name_width);
+      std::vector<uint64_t> edited = edits_->EditedKeys(s);
       for (std::string& name : edits_->ResetShard(s)) st.names.push_back(std::move(name));
       deletions_->ResetShard(s);
       // The new file: a plain one with the index its rewrite made, else
@@ -749,6 +761,8 @@ absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reop
       retired.mtime = shard.mtime;
       retired.generation = shard.generation;
       retired_view_->ResetShard(s);
+      absl::erase_if(retired_edited_, [s](uint64_t key) { return (key >> kRecordBits) == s; });
+      retired_edited_.insert(edited.begin(), edited.end());
       shard.source = *std::move(src);
       if (readahead_) {
         shard.source =
@@ -775,22 +789,14 @@ absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reop
         stale.push_back({parent, {std::move(name)}});
       }
       if (!gallery_ && !classes_) {
-        // Records view: a record's name keeps its node id (shard, record
-        // number), so the kernel is told only about the names that appear
-        // or vanish (both spellings, and the edit store's names). When the
-        // names' width changes (1000 records become 999), every padded
-        // name changes.
-        const uint64_t new_count = shard.records_shown();
-        const bool renamed = static_cast<size_t>(shard.name_width) != old_width;
-        for (uint64_t i = renamed ? 0 : std::min(old_count, new_count);
-             i < std::max(old_count, new_count); ++i) {
-          std::string digits = absl::StrCat(i);
-          if (i < old_count && digits.size() < old_width) {
-            st.names.push_back(std::string(old_width - digits.size(), '0') + digits);
-          }
-          if (i < new_count) st.names.push_back(records_->RecordName(s, i));
-          st.names.push_back(std::move(digits));
-        }
+        // Records view: every record name now names another node id (the
+        // next generation's), and the kernel keeps the old entries a
+        // process holds (an open file, a working directory) across the
+        // folder's own invalidation: each name is invalidated (both
+        // spellings, and the edit store's names).
+        st.records = std::max(old_count, shard.records_shown());
+        st.old_width = old_width;
+        st.new_width = static_cast<size_t>(shard.name_width);
       } else {
         st.names.clear();  // the edit store's names: not shown by the image views
       }
@@ -816,6 +822,17 @@ absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reop
     MutexLock call(&invalidating_mu_);
     for (const Stale& st : stale) {
       for (const std::string& name : st.names) inv->entry(st.folder, name);
+      for (uint64_t i = 0; i < st.records; ++i) {
+        const std::string digits = absl::StrCat(i);
+        auto padded = [&](size_t width) {
+          if (digits.size() < width) {
+            inv->entry(st.folder, std::string(width - digits.size(), '0') + digits);
+          }
+        };
+        padded(st.old_width);
+        if (st.new_width != st.old_width) padded(st.new_width);
+        inv->entry(st.folder, digits);
+      }
       inv->inode(st.folder);
     }
   }

@@ -427,6 +427,17 @@ bool RecordEdits::HasEdits(uint64_t shard) const {
   return staging::ListEditFolders(store_->records_dir()).contains(Key(shard));
 }
 
+std::vector<uint64_t> RecordEdits::EditedKeys(uint64_t shard) const {
+  std::vector<uint64_t> keys;
+  MutexLock lock(&mu_);
+  for (const auto* map : {&edited_, &moved_}) {
+    for (const auto& [key, node] : *map) {
+      if ((key >> kRecordBits) == shard) keys.push_back(key);
+    }
+  }
+  return keys;
+}
+
 std::vector<std::string> RecordEdits::ResetShard(uint64_t shard) {
   std::vector<uint64_t> held, moved_ids;
   std::vector<std::string> names;

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -374,6 +375,9 @@ class Filesystem {
   // while mounted (index null: none), served by retired_view_ to the ids
   // of that generation (Retired). Changed by Commit only, like shards_.
   std::vector<MountedShard> retired_;
+  // The RecordKeys of retired_ records that were edited (their files were
+  // the edit store's): their old ids are stale, not the old shard's bytes.
+  absl::flat_hash_set<uint64_t> retired_edited_;
   std::vector<std::string> mount_paths_;  // where the mount shows shards_[s] (Commit)
   // Read by records_: destroyed after it. Null without Options::deletions.
   std::unique_ptr<RecordDeletions> deletions_;

@@ -153,6 +153,9 @@ class RecordEdits final : public View {
   // committed (Filesystem::Commit). Returns the added records' names, which
   // the kernel may still have cached. Not concurrent with the other calls.
   std::vector<std::string> ResetShard(uint64_t shard);
+  // The records of `shard` checked out or moved away (their files were the
+  // edit store's, not the shard's), as RecordKeys.
+  std::vector<uint64_t> EditedKeys(uint64_t shard) const;
 
   // `mv SHARD/0042 staging/NAME` (to_shard empty: into the staging
   // folder's root) or `mv SHARD/0042 OTHER/NAME` (an added record of shard

@@ -530,6 +530,10 @@ TEST_P(RecordEditTest, TfdsMetadataFollowsTheRewrittenShard) {
   WriteWholeFile(tfds + "/dataset_info.json",
                  R"({"name": "ds", "splits": [{"name": "train", "numBytes": "10000", )"
                  R"("shardLengths": ["12", "2"]}], "version": "1.0.0"})");
+  // A private file of another user stays so (issue 34 item 10).
+  const bool root = ::geteuid() == 0;
+  if (root) ASSERT_EQ(::chown((tfds + "/dataset_info.json").c_str(), 1234, 2345), 0);
+  ASSERT_EQ(::chmod((tfds + "/dataset_info.json").c_str(), 0600), 0);
   MountConfig c = PackConfig(s_, {tfds}, "edit");
   Mount d(c);
   ASSERT_EQ(d.Start(), "");
@@ -549,6 +553,13 @@ TEST_P(RecordEditTest, TfdsMetadataFollowsTheRewrittenShard) {
   EXPECT_EQ(py.exit_code, 0) << py.err << info;
   const size_t removed = payloads_[0].size() + payloads_[1].size();
   EXPECT_EQ(py.out, absl::StrCat("['10', '2'] ", 10000 - removed, "\n")) << info;
+  struct stat st;
+  ASSERT_EQ(::stat((tfds + "/dataset_info.json").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  if (root) {
+    EXPECT_EQ(st.st_uid, 1234u);
+    EXPECT_EQ(st.st_gid, 2345u);
+  }
 }
 
 // Editing what the generated datasets hold (tfrecordfs-gen): a
@@ -846,6 +857,14 @@ TEST(RecordEditRaceTest, ReadersRacingACommitSeeOneWholeFileOldOrNew) {
                          "for i in $(seq 200 %d); do printf -v n %%05d $i; echo 7 > $n/id; done",
                          ShellQuote(shard), 100 + kDeleted - 1, 200 + kEdited - 1)});
     ASSERT_EQ(edit.exit_code, 0) << edit.err;
+    // An edited file held open across the commit: what it reads after is
+    // its edit, whole, or an error (its old inode is stale), never the old
+    // shard's bytes of that record under the edit's size.
+    const int held = ::open(path_of(200, "id").c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(held, 0);
+    struct stat held_st;
+    ASSERT_EQ(::fstat(held, &held_st), 0);
+    ASSERT_EQ(held_st.st_size, 2);
     std::atomic<bool> committed{false};
     std::atomic<int> reads{0};
     std::vector<std::string> wrong[3];
@@ -901,6 +920,13 @@ TEST(RecordEditRaceTest, ReadersRacingACommitSeeOneWholeFileOldOrNew) {
     committed.store(true);
     for (std::thread& t : readers) t.join();
     EXPECT_EQ(commit.exit_code, 0) << commit.out << commit.err;
+    {
+      char buf[64] = {};
+      ::posix_fadvise(held, 0, 0, POSIX_FADV_DONTNEED);
+      const ssize_t n = ::pread(held, buf, sizeof buf, 0);
+      if (n >= 0) EXPECT_EQ(std::string(buf, static_cast<size_t>(n)), "7\n");
+      ::close(held);
+    }
     EXPECT_NE(commit.out.find(absl::StrCat("changed ", kEdited, ", added 0, deleted ", kDeleted)),
               std::string::npos)
         << commit.out;
