@@ -847,6 +847,8 @@ TEST(RecordEditRaceTest, ReadersRacingACommitSeeOneWholeFileOldOrNew) {
   for (int round = 0; round < kRounds; ++round) {
     SCOPED_TRACE(absl::StrCat("round ", round));
     // What each name shows now (old) and will show (old of name + 29).
+    // Each round writes its own value (7, 8, 9): a record already holding
+    // the value written would be no edit at all (kept, issue 34 item 2).
     std::map<std::pair<int, std::string>, std::string> old;
     for (int r = kFirst; r < kFirst + kRange + kDeleted; ++r) {
       for (const std::string& f : files) old[{r, f}] = ReadWholeFile(path_of(r, f));
@@ -854,8 +856,8 @@ TEST(RecordEditRaceTest, ReadersRacingACommitSeeOneWholeFileOldOrNew) {
     CommandResult edit = RunCommand(
         {"bash", "-c",
          absl::StrFormat("set -e; cd %s; rm -r $(seq -f %%05g 100 %d); "
-                         "for i in $(seq 200 %d); do printf -v n %%05d $i; echo 7 > $n/id; done",
-                         ShellQuote(shard), 100 + kDeleted - 1, 200 + kEdited - 1)});
+                         "for i in $(seq 200 %d); do printf -v n %%05d $i; echo %d > $n/id; done",
+                         ShellQuote(shard), 100 + kDeleted - 1, 200 + kEdited - 1, 7 + round)});
     ASSERT_EQ(edit.exit_code, 0) << edit.err;
     // An edited file held open across the commit: what it reads after is
     // its edit, whole, or an error (its old inode is stale), never the old
@@ -924,7 +926,8 @@ TEST(RecordEditRaceTest, ReadersRacingACommitSeeOneWholeFileOldOrNew) {
       char buf[64] = {};
       ::posix_fadvise(held, 0, 0, POSIX_FADV_DONTNEED);
       const ssize_t n = ::pread(held, buf, sizeof buf, 0);
-      if (n >= 0) EXPECT_EQ(std::string(buf, static_cast<size_t>(n)), "7\n");
+      if (n >= 0)
+        EXPECT_EQ(std::string(buf, static_cast<size_t>(n)), absl::StrCat(7 + round, "\n"));
       ::close(held);
     }
     EXPECT_NE(commit.out.find(absl::StrCat("changed ", kEdited, ", added 0, deleted ", kDeleted)),
