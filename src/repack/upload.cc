@@ -23,8 +23,8 @@
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/naming/naming.h"
+#include "tfrecordfs/objstore/sigv4.h"
 #include "tfrecordfs/repack/journal.h"
-#include "tfrecordfs/source/sigv4.h"
 
 namespace tfrecordfs::repack {
 
@@ -143,14 +143,14 @@ class Bucket {
   explicit Bucket(const UploadTarget& t) : t_(t) {}
 
   std::string Url(const std::string& key) const {
-    return absl::StrCat(t_.base, "/", source::AwsUriEncode(key, false));
+    return absl::StrCat(t_.base, "/", objstore::AwsUriEncode(key, false));
   }
   std::string Name(const std::string& key) const { return absl::StrCat(t_.name, "/", key); }
 
-  absl::StatusOr<source::HttpResponse> Send(absl::string_view method, const std::string& url,
-                                            absl::string_view what,
-                                            std::vector<std::string> headers = {},
-                                            absl::string_view body = {}) const {
+  absl::StatusOr<objstore::HttpResponse> Send(absl::string_view method, const std::string& url,
+                                              absl::string_view what,
+                                              std::vector<std::string> headers = {},
+                                              absl::string_view body = {}) const {
     return t_.client->Send(method, url, headers, t_.signer.get(), kMaxReply, what, body);
   }
 
@@ -163,11 +163,11 @@ class Bucket {
   }
 
   absl::Status Failed(const std::string& key, absl::string_view what,
-                      const source::HttpResponse& r) const {
+                      const objstore::HttpResponse& r) const {
     return absl::Status(
         r.status == 401 || r.status == 403 ? absl::StatusCode::kPermissionDenied
                                            : absl::StatusCode::kUnavailable,
-        absl::StrCat(Name(key), ": ", what, ": ", source::DescribeHttpStatus(r.status, r.body)));
+        absl::StrCat(Name(key), ": ", what, ": ", objstore::DescribeHttpStatus(r.status, r.body)));
   }
 
   // -1: no object under `key`; else its size.
@@ -228,7 +228,7 @@ class Bucket {
   }
 
   std::string UploadUrl(const std::string& key, const std::string& id) const {
-    return absl::StrCat(Url(key), "?uploadId=", source::AwsUriEncode(id, true));
+    return absl::StrCat(Url(key), "?uploadId=", objstore::AwsUriEncode(id, true));
   }
 
   // The part's ETag.
@@ -236,7 +236,7 @@ class Bucket {
                                          absl::string_view bytes) const {
     auto r = Send("PUT",
                   absl::StrCat(Url(key), "?partNumber=", number,
-                               "&uploadId=", source::AwsUriEncode(id, true)),
+                               "&uploadId=", objstore::AwsUriEncode(id, true)),
                   absl::StrCat("UploadPart ", number, " (", bytes.size(), " bytes)"), {}, bytes);
     if (!r.ok()) return r.status();
     if (r->status != 200) return Failed(key, absl::StrCat("UploadPart ", number), *r);
@@ -267,7 +267,7 @@ class Bucket {
     auto x = ScanXml(r->body, "Code");
     if (!x.ok() || x->root != "CompleteMultipartUploadResult") {
       return absl::UnavailableError(absl::StrCat(Name(key), ": CompleteMultipartUpload failed: ",
-                                                 source::DescribeHttpStatus(200, r->body)));
+                                                 objstore::DescribeHttpStatus(200, r->body)));
     }
     return absl::OkStatus();
   }
@@ -287,7 +287,7 @@ class Bucket {
     auto r =
         Send("GET",
              absl::StrCat(t_.base,
-                          "/?list-type=2&max-keys=1&prefix=", source::AwsUriEncode(prefix, true)),
+                          "/?list-type=2&max-keys=1&prefix=", objstore::AwsUriEncode(prefix, true)),
              "ListObjectsV2");
     if (!r.ok()) return r.status();
     if (r->status != 200) return Failed(prefix, "ListObjectsV2", *r);

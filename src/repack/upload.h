@@ -62,8 +62,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "tfrecordfs/objstore/http.h"
 #include "tfrecordfs/repack/pack.h"
-#include "tfrecordfs/source/http.h"
 
 namespace tfrecordfs::repack {
 
@@ -86,8 +86,8 @@ struct UploadTarget {
   std::string name;
   // Prepended to a shard's file name to make its key ("train/"; may be "").
   std::string key_prefix;
-  std::shared_ptr<const source::RequestSigner> signer;  // null: anonymous
-  std::shared_ptr<const source::HttpClient> client;     // not null
+  std::shared_ptr<const objstore::RequestSigner> signer;  // null: anonymous
+  std::shared_ptr<const objstore::HttpClient> client;     // not null
   uint64_t multipart_threshold = kMultipartThreshold;
   uint64_t part_size = kPartSize;  // >= 1
 };

@@ -1,8 +1,6 @@
 // Object sources without a server: URL parsing, name@N, ListObjectsV2
 // parsing (expat) and SigV4 against AWS's published examples. The requests
 // themselves are tested against servers the test starts (tests/objstore).
-#include "tfrecordfs/scan/objects.h"
-
 #include <sys/stat.h>
 
 #include <fstream>
@@ -15,10 +13,11 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/temp_dir.h"
-#include "tfrecordfs/source/bearer.h"
-#include "tfrecordfs/source/http.h"
+#include "tfrecordfs/objstore/bearer.h"
+#include "tfrecordfs/objstore/http.h"
+#include "tfrecordfs/objstore/listing.h"
+#include "tfrecordfs/objstore/sigv4.h"
 #include "tfrecordfs/source/shard_source.h"
-#include "tfrecordfs/source/sigv4.h"
 
 namespace tfrecordfs {
 namespace {
@@ -28,36 +27,36 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 TEST(ObjectUrlTest, Schemes) {
-  EXPECT_TRUE(scan::IsObjectUrl("s3://b/p"));
-  EXPECT_TRUE(scan::IsObjectUrl("gs://b"));
-  EXPECT_TRUE(scan::IsObjectUrl("https://h/x"));
-  EXPECT_TRUE(scan::IsObjectUrl("http://127.0.0.1:8/x"));
-  EXPECT_FALSE(scan::IsObjectUrl("/data/s3://x"));
-  EXPECT_FALSE(scan::IsObjectUrl("s3:/b"));
-  EXPECT_FALSE(scan::IsObjectUrl("relative/dir"));
+  EXPECT_TRUE(objstore::IsObjectUrl("s3://b/p"));
+  EXPECT_TRUE(objstore::IsObjectUrl("gs://b"));
+  EXPECT_TRUE(objstore::IsObjectUrl("https://h/x"));
+  EXPECT_TRUE(objstore::IsObjectUrl("http://127.0.0.1:8/x"));
+  EXPECT_FALSE(objstore::IsObjectUrl("/data/s3://x"));
+  EXPECT_FALSE(objstore::IsObjectUrl("s3:/b"));
+  EXPECT_FALSE(objstore::IsObjectUrl("relative/dir"));
 
-  auto s3 = scan::ParseObjectUrl("s3://bucket/train/x-00000-of-00002");
+  auto s3 = objstore::ParseObjectUrl("s3://bucket/train/x-00000-of-00002");
   ASSERT_TRUE(s3.ok()) << s3.status();
-  EXPECT_EQ(s3->scheme, scan::ObjectUrl::Scheme::kS3);
+  EXPECT_EQ(s3->scheme, objstore::ObjectUrl::Scheme::kS3);
   EXPECT_EQ(s3->bucket, "bucket");
   EXPECT_EQ(s3->key, "train/x-00000-of-00002");
-  auto gs = scan::ParseObjectUrl("gs://tfds-data");
+  auto gs = objstore::ParseObjectUrl("gs://tfds-data");
   ASSERT_TRUE(gs.ok());
-  EXPECT_EQ(gs->scheme, scan::ObjectUrl::Scheme::kGcs);
+  EXPECT_EQ(gs->scheme, objstore::ObjectUrl::Scheme::kGcs);
   EXPECT_EQ(gs->bucket, "tfds-data");
   EXPECT_EQ(gs->key, "");
-  auto http = scan::ParseObjectUrl("https://host:8443/a/b.tfrecord");
+  auto http = objstore::ParseObjectUrl("https://host:8443/a/b.tfrecord");
   ASSERT_TRUE(http.ok());
-  EXPECT_EQ(http->scheme, scan::ObjectUrl::Scheme::kHttp);
+  EXPECT_EQ(http->scheme, objstore::ObjectUrl::Scheme::kHttp);
   EXPECT_EQ(http->url, "https://host:8443/a/b.tfrecord");
 }
 
 TEST(ObjectUrlTest, RefusesWhatWouldLeakOrMeansNothing) {
-  EXPECT_FALSE(scan::ParseObjectUrl("s3:///key").ok());
-  EXPECT_FALSE(scan::ParseObjectUrl("https:///x").ok());
-  EXPECT_FALSE(scan::ParseObjectUrl("ftp://h/x").ok());
+  EXPECT_FALSE(objstore::ParseObjectUrl("s3:///key").ok());
+  EXPECT_FALSE(objstore::ParseObjectUrl("https:///x").ok());
+  EXPECT_FALSE(objstore::ParseObjectUrl("ftp://h/x").ok());
   // Credentials in a URL would end up in logs and in /proc/mounts.
-  auto cred = scan::ParseObjectUrl("https://user:secret@host/x");
+  auto cred = objstore::ParseObjectUrl("https://user:secret@host/x");
   ASSERT_FALSE(cred.ok());
   EXPECT_THAT(std::string(cred.status().message()), ::testing::Not(HasSubstr("secret")));
 }
@@ -73,24 +72,24 @@ TEST(ObjectUrlTest, ObjectSourcesAreRemoteStorage) {
 }
 
 TEST(ExpandShardSpecTest, TfdsNames) {
-  auto one = scan::ExpandShardSpec("https://h/d/mnist-train.tfrecord@3");
+  auto one = objstore::ExpandShardSpec("https://h/d/mnist-train.tfrecord@3");
   ASSERT_TRUE(one.ok());
   EXPECT_THAT(*one, ElementsAre("https://h/d/mnist-train.tfrecord-00000-of-00003",
                                 "https://h/d/mnist-train.tfrecord-00001-of-00003",
                                 "https://h/d/mnist-train.tfrecord-00002-of-00003"));
-  auto wide = scan::ExpandShardSpec("https://h/x@100000");
+  auto wide = objstore::ExpandShardSpec("https://h/x@100000");
   ASSERT_TRUE(wide.ok());
   EXPECT_EQ(wide->back(), "https://h/x-099999-of-100000");
-  auto plain = scan::ExpandShardSpec("https://h/x.tfrecord");
+  auto plain = objstore::ExpandShardSpec("https://h/x.tfrecord");
   ASSERT_TRUE(plain.ok());
   EXPECT_THAT(*plain, ElementsAre("https://h/x.tfrecord"));
   // An '@' before the last '/' is not a shard count.
-  auto dir = scan::ExpandShardSpec("https://h/v@2/x");
+  auto dir = objstore::ExpandShardSpec("https://h/v@2/x");
   ASSERT_TRUE(dir.ok());
   EXPECT_THAT(*dir, ElementsAre("https://h/v@2/x"));
   for (const char* bad : {"https://h/x@0", "https://h/x@", "https://h/x@-1", "https://h/x@3a",
                           "https://h/x@100001", "https://h/x@+3"}) {
-    EXPECT_FALSE(scan::ExpandShardSpec(bad).ok()) << bad;
+    EXPECT_FALSE(objstore::ExpandShardSpec(bad).ok()) << bad;
   }
 }
 
@@ -107,7 +106,7 @@ constexpr char kPage[] = R"(<?xml version="1.0" encoding="UTF-8"?>
 </ListBucketResult>)";
 
 TEST(ListObjectsV2Test, ParsesAPage) {
-  auto page = scan::ParseListObjectsV2(kPage);
+  auto page = objstore::ParseListObjectsV2(kPage);
   ASSERT_TRUE(page.ok()) << page.status();
   ASSERT_EQ(page->objects.size(), 2u);
   EXPECT_EQ(page->objects[0].key, "train/a & b.tfrecord");
@@ -117,13 +116,13 @@ TEST(ListObjectsV2Test, ParsesAPage) {
   EXPECT_EQ(page->objects[1].size, 0u);
   EXPECT_TRUE(page->truncated);
   EXPECT_EQ(page->next_token, "1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=");
-  EXPECT_EQ(scan::ParseObjectTime(page->objects[0].last_modified), 1255369830);
-  EXPECT_EQ(scan::ParseObjectTime("Mon, 12 Oct 2009 17:50:30 GMT"), 1255369830);
-  EXPECT_EQ(scan::ParseObjectTime("yesterday"), 0);
+  EXPECT_EQ(objstore::ParseObjectTime(page->objects[0].last_modified), 1255369830);
+  EXPECT_EQ(objstore::ParseObjectTime("Mon, 12 Oct 2009 17:50:30 GMT"), 1255369830);
+  EXPECT_EQ(objstore::ParseObjectTime("yesterday"), 0);
 }
 
 TEST(ListObjectsV2Test, LastPageAndEmptyBucket) {
-  auto page = scan::ParseListObjectsV2(
+  auto page = objstore::ParseListObjectsV2(
       "<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>");
   ASSERT_TRUE(page.ok()) << page.status();
   EXPECT_TRUE(page->objects.empty());
@@ -139,7 +138,7 @@ TEST(ListObjectsV2Test, RefusesWhatItCannotTrust) {
         "<ListBucketResult><Contents><Key>x</Key><Size>-1</Size></Contents></ListBucketResult>",
         "<ListBucketResult><Contents><Key>x</Key><Size>1e3</Size></Contents></ListBucketResult>",
         "<ListBucketResult><IsTruncated>true</IsTruncated></ListBucketResult>"}) {
-    EXPECT_FALSE(scan::ParseListObjectsV2(bad).ok()) << bad;
+    EXPECT_FALSE(objstore::ParseListObjectsV2(bad).ok()) << bad;
   }
 }
 
@@ -147,22 +146,23 @@ TEST(ListObjectsV2Test, LongKeysAreCutAndLongTokensRefused) {
   // A 15 MiB key is kept only up to kMaxListText bytes (and so refused by
   // PlaceListedKey); a continuation token that long cannot be sent back.
   const std::string huge(15 << 20, 'k');
-  auto page = scan::ParseListObjectsV2(
+  auto page = objstore::ParseListObjectsV2(
       absl::StrCat("<ListBucketResult><Contents><Key>ds/", huge, "</Key><Size>1</Size></Contents>",
                    "<Contents><Key>ds/ok</Key><Size>2</Size></Contents></ListBucketResult>"));
   ASSERT_TRUE(page.ok()) << page.status();
   ASSERT_EQ(page->objects.size(), 2u);
-  EXPECT_EQ(page->objects[0].key.size(), scan::kMaxListText);
-  EXPECT_EQ(scan::PlaceListedKey("ds/", page->objects[0].key).kind, scan::KeyPlace::Kind::kRefused);
+  EXPECT_EQ(page->objects[0].key.size(), objstore::kMaxListText);
+  EXPECT_EQ(objstore::PlaceListedKey("ds/", page->objects[0].key).kind,
+            objstore::KeyPlace::Kind::kRefused);
   EXPECT_EQ(page->objects[1].key, "ds/ok");
-  auto token = scan::ParseListObjectsV2(absl::StrCat(
+  auto token = objstore::ParseListObjectsV2(absl::StrCat(
       "<ListBucketResult><IsTruncated>true</IsTruncated><NextContinuationToken>",
-      std::string(scan::kMaxListText + 1, 't'), "</NextContinuationToken></ListBucketResult>"));
+      std::string(objstore::kMaxListText + 1, 't'), "</NextContinuationToken></ListBucketResult>"));
   EXPECT_FALSE(token.ok());
 }
 
-scan::ListPage Page(size_t keys, absl::string_view token) {
-  scan::ListPage page;
+objstore::ListPage Page(size_t keys, absl::string_view token) {
+  objstore::ListPage page;
   for (size_t k = 0; k < keys; ++k) page.objects.push_back({absl::StrCat("ds/", k), 1, "", ""});
   page.truncated = !token.empty();
   page.next_token = std::string(token);
@@ -170,7 +170,7 @@ scan::ListPage Page(size_t keys, absl::string_view token) {
 }
 
 TEST(ListingBudgetTest, StopsAtARepeatedToken) {
-  scan::ListingBudget budget;
+  objstore::ListingBudget budget;
   EXPECT_TRUE(budget.Take(Page(2, "a")).ok());
   EXPECT_TRUE(budget.Take(Page(2, "b")).ok());
   const absl::Status again = budget.Take(Page(2, "a"));
@@ -178,32 +178,32 @@ TEST(ListingBudgetTest, StopsAtARepeatedToken) {
   EXPECT_THAT(std::string(again.message()), HasSubstr("never end"));
   EXPECT_THAT(std::string(again.message()), HasSubstr("3 pages, 6 keys"));
   // The last page has no token to repeat.
-  scan::ListingBudget last;
+  objstore::ListingBudget last;
   EXPECT_TRUE(last.Take(Page(1, "a")).ok());
   EXPECT_TRUE(last.Take(Page(1, "")).ok());
 }
 
 TEST(ListingBudgetTest, StopsAtThePageAndKeyCaps) {
-  scan::ListingBudget pages({.max_pages = 3, .max_keys = 1000, .max_key_bytes = 1 << 20});
+  objstore::ListingBudget pages({.max_pages = 3, .max_keys = 1000, .max_key_bytes = 1 << 20});
   EXPECT_TRUE(pages.Take(Page(0, "1")).ok());
   EXPECT_TRUE(pages.Take(Page(0, "2")).ok());
   EXPECT_TRUE(absl::IsResourceExhausted(pages.Take(Page(0, "3"))));
   // A last page at the cap is fine: nothing more would be asked for.
-  scan::ListingBudget exact({.max_pages = 2, .max_keys = 1000, .max_key_bytes = 1 << 20});
+  objstore::ListingBudget exact({.max_pages = 2, .max_keys = 1000, .max_key_bytes = 1 << 20});
   EXPECT_TRUE(exact.Take(Page(0, "1")).ok());
   EXPECT_TRUE(exact.Take(Page(0, "")).ok());
-  scan::ListingBudget keys({.max_pages = 100, .max_keys = 5, .max_key_bytes = 1 << 20});
+  objstore::ListingBudget keys({.max_pages = 100, .max_keys = 5, .max_key_bytes = 1 << 20});
   EXPECT_TRUE(keys.Take(Page(3, "1")).ok());
   EXPECT_TRUE(absl::IsResourceExhausted(keys.Take(Page(3, "2"))));
-  scan::ListingBudget bytes({.max_pages = 100, .max_keys = 100, .max_key_bytes = 10});
+  objstore::ListingBudget bytes({.max_pages = 100, .max_keys = 100, .max_key_bytes = 10});
   EXPECT_TRUE(bytes.Take(Page(2, "1")).ok());  // "ds/0", "ds/1": 8 bytes
   EXPECT_TRUE(absl::IsResourceExhausted(bytes.Take(Page(1, "2"))));
 }
 
 TEST(PlaceListedKeyTest, ShowsKeysUnderThePrefixOnly) {
-  using Kind = scan::KeyPlace::Kind;
+  using Kind = objstore::KeyPlace::Kind;
   const auto shown = [](absl::string_view prefix, absl::string_view key) {
-    scan::KeyPlace p = scan::PlaceListedKey(prefix, key);
+    objstore::KeyPlace p = objstore::PlaceListedKey(prefix, key);
     return p.kind == Kind::kShown ? p.relative : absl::StrCat("<", int(p.kind), ">");
   };
   EXPECT_EQ(shown("ds/", "ds/train/a.tfrecord"), "train/a.tfrecord");
@@ -212,9 +212,9 @@ TEST(PlaceListedKeyTest, ShowsKeysUnderThePrefixOnly) {
   EXPECT_EQ(shown("ds/x.tfrecord", "ds/x.tfrecord"), "x.tfrecord");
   EXPECT_EQ(shown("ds", "ds/a"), "a");
   // Another folder, and folder markers: not shown, not worth a word.
-  EXPECT_EQ(scan::PlaceListedKey("ds", "ds2/a").kind, Kind::kElsewhere);
-  EXPECT_EQ(scan::PlaceListedKey("ds/", "ds/sub/").kind, Kind::kElsewhere);
-  EXPECT_EQ(scan::PlaceListedKey("ds/", "ds/").kind, Kind::kElsewhere);
+  EXPECT_EQ(objstore::PlaceListedKey("ds", "ds2/a").kind, Kind::kElsewhere);
+  EXPECT_EQ(objstore::PlaceListedKey("ds/", "ds/sub/").kind, Kind::kElsewhere);
+  EXPECT_EQ(objstore::PlaceListedKey("ds/", "ds/").kind, Kind::kElsewhere);
   // What a hostile listing sends: refused, with the reason.
   for (const auto& [prefix, key] : std::vector<std::pair<std::string, std::string>>{
            {"ds/", "zz/outside-prefix"},
@@ -227,11 +227,11 @@ TEST(PlaceListedKeyTest, ShowsKeysUnderThePrefixOnly) {
            {"", "/a"},
            {"ds/", "ds/" + std::string(300, 'n')},
            {"ds/", "ds/" + std::string(1100, 'n')}}) {
-    const scan::KeyPlace p = scan::PlaceListedKey(prefix, key);
+    const objstore::KeyPlace p = objstore::PlaceListedKey(prefix, key);
     EXPECT_EQ(p.kind, Kind::kRefused) << key;
     EXPECT_FALSE(p.why.empty()) << key;
   }
-  EXPECT_THAT(scan::PlaceListedKey("ds/", "zz/outside-prefix").why, HasSubstr("prefix"));
+  EXPECT_THAT(objstore::PlaceListedKey("ds/", "zz/outside-prefix").why, HasSubstr("prefix"));
   EXPECT_EQ(shown("ds/", "ds/" + std::string(255, 'n')), std::string(255, 'n'));
 }
 
@@ -239,77 +239,77 @@ TEST(RedactTest, QueryStringsNeverReachNames) {
   const std::string presigned =
       "https://h.example/b/x.tfrecord?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Security-Token="
       "SECRETTOKEN&X-Amz-Signature=abcdef0123";
-  EXPECT_EQ(source::RedactUrl(presigned), "https://h.example/b/x.tfrecord");
-  EXPECT_EQ(scan::RedactSource(presigned), "https://h.example/b/x.tfrecord");
-  EXPECT_EQ(source::RedactUrl("http://h/a#frag"), "http://h/a");
-  EXPECT_EQ(source::RedactUrl("http://h/a"), "http://h/a");
+  EXPECT_EQ(objstore::RedactUrl(presigned), "https://h.example/b/x.tfrecord");
+  EXPECT_EQ(objstore::RedactSource(presigned), "https://h.example/b/x.tfrecord");
+  EXPECT_EQ(objstore::RedactUrl("http://h/a#frag"), "http://h/a");
+  EXPECT_EQ(objstore::RedactUrl("http://h/a"), "http://h/a");
   // Not URLs: kept as they are (a local file may have a '?' in its name).
-  EXPECT_EQ(scan::RedactSource("/data/what?.tfrecord"), "/data/what?.tfrecord");
-  EXPECT_EQ(scan::RedactSource("s3://b/k"), "s3://b/k");
+  EXPECT_EQ(objstore::RedactSource("/data/what?.tfrecord"), "/data/what?.tfrecord");
+  EXPECT_EQ(objstore::RedactSource("s3://b/k"), "s3://b/k");
 }
 
 // AWS's published examples ("Examples: Signature Calculations in AWS
 // Signature Version 4", Amazon S3 API reference): the same credentials,
 // time and bucket, with the signatures AWS gives.
-const source::AwsCredentials kExampleKey = {"AKIAIOSFODNN7EXAMPLE",
-                                            "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", ""};
+const objstore::AwsCredentials kExampleKey = {"AKIAIOSFODNN7EXAMPLE",
+                                              "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", ""};
 constexpr char kExampleDate[] = "20130524T000000Z";
 
 TEST(SigV4Test, AwsExampleGetObject) {
-  source::SigV4Request r;
+  objstore::SigV4Request r;
   r.method = "GET";
   r.host = "examplebucket.s3.amazonaws.com";
   r.path = "/test.txt";
   r.headers = {{"Range", "bytes=0-9"},
-               {"x-amz-content-sha256", std::string(source::kEmptySha256)},
+               {"x-amz-content-sha256", std::string(objstore::kEmptySha256)},
                {"x-amz-date", kExampleDate}};
-  EXPECT_EQ(source::CanonicalRequest(r),
+  EXPECT_EQ(objstore::CanonicalRequest(r),
             "GET\n/test.txt\n\nhost:examplebucket.s3.amazonaws.com\nrange:bytes=0-9\n"
             "x-amz-content-sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
             "\nx-amz-date:20130524T000000Z\n\nhost;range;x-amz-content-sha256;x-amz-date\n"
             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-  EXPECT_EQ(source::StringToSign(r, kExampleDate, "us-east-1", "s3"),
+  EXPECT_EQ(objstore::StringToSign(r, kExampleDate, "us-east-1", "s3"),
             "AWS4-HMAC-SHA256\n20130524T000000Z\n20130524/us-east-1/s3/aws4_request\n"
             "7344ae5b7ee6c3e7e6b0fe0640412a37625d1fbfff95c48bbb2dc43964946972");
-  EXPECT_EQ(source::SigV4Authorization(kExampleKey, r, kExampleDate, "us-east-1", "s3"),
+  EXPECT_EQ(objstore::SigV4Authorization(kExampleKey, r, kExampleDate, "us-east-1", "s3"),
             "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/"
             "aws4_request,SignedHeaders=host;range;x-amz-content-sha256;x-amz-date,Signature="
             "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41");
 }
 
 TEST(SigV4Test, AwsExampleListObjects) {
-  source::SigV4Request r;
+  objstore::SigV4Request r;
   r.method = "GET";
   r.host = "examplebucket.s3.amazonaws.com";
   r.path = "/";
   r.query = "prefix=J&max-keys=2";  // sorted by the signer
-  r.headers = {{"x-amz-content-sha256", std::string(source::kEmptySha256)},
+  r.headers = {{"x-amz-content-sha256", std::string(objstore::kEmptySha256)},
                {"x-amz-date", kExampleDate}};
   EXPECT_THAT(
-      source::SigV4Authorization(kExampleKey, r, kExampleDate, "us-east-1", "s3"),
+      objstore::SigV4Authorization(kExampleKey, r, kExampleDate, "us-east-1", "s3"),
       HasSubstr("Signature=34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7"));
 }
 
 TEST(SigV4Test, AwsExampleGetBucketLifecycle) {
-  source::SigV4Request r;
+  objstore::SigV4Request r;
   r.method = "GET";
   r.host = "examplebucket.s3.amazonaws.com";
   r.path = "/";
   r.query = "lifecycle";
-  r.headers = {{"x-amz-content-sha256", std::string(source::kEmptySha256)},
+  r.headers = {{"x-amz-content-sha256", std::string(objstore::kEmptySha256)},
                {"x-amz-date", kExampleDate}};
   EXPECT_THAT(
-      source::SigV4Authorization(kExampleKey, r, kExampleDate, "us-east-1", "s3"),
+      objstore::SigV4Authorization(kExampleKey, r, kExampleDate, "us-east-1", "s3"),
       HasSubstr("Signature=fea454ca298b7da1c68078a5d1bdbfbbe0d65c699e0f91ac7a200a0136783543"));
 }
 
 TEST(SigV4Test, UriEncodingAndSignerHeaders) {
-  EXPECT_EQ(source::AwsUriEncode("a b/c~d_e.f-g+h=&?", false), "a%20b/c~d_e.f-g%2Bh%3D%26%3F");
-  EXPECT_EQ(source::AwsUriEncode("a/b", true), "a%2Fb");
-  EXPECT_EQ(source::Sha256Hex(""), source::kEmptySha256);
-  source::SigV4Signer signer({"AKID", "SECRET", "TOKEN"}, "eu-west-1");
+  EXPECT_EQ(objstore::AwsUriEncode("a b/c~d_e.f-g+h=&?", false), "a%20b/c~d_e.f-g%2Bh%3D%26%3F");
+  EXPECT_EQ(objstore::AwsUriEncode("a/b", true), "a%2Fb");
+  EXPECT_EQ(objstore::Sha256Hex(""), objstore::kEmptySha256);
+  objstore::SigV4Signer signer({"AKID", "SECRET", "TOKEN"}, "eu-west-1");
   auto headers =
-      signer.Sign("GET", "http://127.0.0.1:9000/bucket/key?list-type=2", source::kEmptySha256);
+      signer.Sign("GET", "http://127.0.0.1:9000/bucket/key?list-type=2", objstore::kEmptySha256);
   ASSERT_TRUE(headers.ok()) << headers.status();
   std::string all;
   for (const std::string& h : *headers) all += h + "\n";
@@ -318,33 +318,33 @@ TEST(SigV4Test, UriEncodingAndSignerHeaders) {
   EXPECT_THAT(all, HasSubstr("/eu-west-1/s3/aws4_request,SignedHeaders=host;x-amz-content-sha256;"
                              "x-amz-date;x-amz-security-token,Signature="));
   EXPECT_THAT(all, ::testing::Not(HasSubstr("SECRET")));
-  EXPECT_FALSE(signer.Sign("GET", "s3://bucket/key", source::kEmptySha256).ok());
+  EXPECT_FALSE(signer.Sign("GET", "s3://bucket/key", objstore::kEmptySha256).ok());
 }
 
 TEST(SigV4Test, AwsExamplePutObjectSignsThePayload) {
   const std::string body = "Welcome to Amazon S3.";
-  EXPECT_EQ(source::Sha256Hex(body),
+  EXPECT_EQ(objstore::Sha256Hex(body),
             "44ce7dd67c959e0d3524ffac1771dfbba87d2b6b4b4e99e42034a8b803f8b072");
-  source::SigV4Request r;
+  objstore::SigV4Request r;
   r.method = "PUT";
   r.host = "examplebucket.s3.amazonaws.com";
   r.path = "/test%24file.text";
-  r.payload_hash = source::Sha256Hex(body);
+  r.payload_hash = objstore::Sha256Hex(body);
   r.headers = {{"date", "Fri, 24 May 2013 00:00:00 GMT"},
                {"x-amz-date", kExampleDate},
                {"x-amz-storage-class", "REDUCED_REDUNDANCY"},
                {"x-amz-content-sha256", r.payload_hash}};
   EXPECT_THAT(
-      source::SigV4Authorization(kExampleKey, r, kExampleDate, "us-east-1", "s3"),
+      objstore::SigV4Authorization(kExampleKey, r, kExampleDate, "us-east-1", "s3"),
       HasSubstr("Signature=98ad721746da40c64f1a55b78f14c238d841ea1380cd77a1b5971af0ece108bd"));
   // The signer sends the payload hash it signs.
-  source::SigV4Signer signer({"AKID", "SECRET", ""}, "us-east-1");
+  objstore::SigV4Signer signer({"AKID", "SECRET", ""}, "us-east-1");
   auto headers = signer.Sign("PUT", "http://127.0.0.1:9000/b/k.tfri", r.payload_hash);
   ASSERT_TRUE(headers.ok());
   EXPECT_THAT(*headers, ::testing::Contains("x-amz-content-sha256: " + r.payload_hash));
 }
 
-// ---- scan/object_access.h: the environment and the AWS shared files ----
+// ---- objstore/access.h: the environment and the AWS shared files ----
 
 class AccessTest : public ::testing::Test {
  protected:
@@ -353,7 +353,7 @@ class AccessTest : public ::testing::Test {
     std::ofstream(path) << text;
     return path;
   }
-  scan::Getenv Env() const {
+  objstore::Getenv Env() const {
     return [vars = vars_](const char* name) -> std::string {
       auto it = vars.find(name);
       return it == vars.end() ? "" : it->second;
@@ -365,7 +365,7 @@ class AccessTest : public ::testing::Test {
 };
 
 TEST_F(AccessTest, NothingConfiguredIsAnonymousAws) {
-  auto a = scan::ResolveS3Access({}, Env());
+  auto a = objstore::ResolveS3Access({}, Env());
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->signer, nullptr);
   EXPECT_EQ(a->region, "us-east-1");
@@ -384,7 +384,7 @@ TEST_F(AccessTest, ProfilesFromTheSharedFiles) {
         "[profile dev]\nregion = eu-north-1\ns3 =\n  endpoint_url = http://127.0.0.1:9000/\n"
         "[profile cfgkeys]\naws_access_key_id = CFGKEY\naws_secret_access_key = CFGSECRET\n"
         "endpoint_url = https://r2.example\n");
-  auto d = scan::LoadAwsProfile(Env());
+  auto d = objstore::LoadAwsProfile(Env());
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->name, "default");
   EXPECT_EQ(d->credentials.access_key_id, "DEFAULTKEY");
@@ -392,20 +392,20 @@ TEST_F(AccessTest, ProfilesFromTheSharedFiles) {
   EXPECT_THAT(d->credentials_from, HasSubstr(".aws/credentials"));
 
   vars_["AWS_PROFILE"] = "dev";
-  auto a = scan::ResolveS3Access({}, Env());
+  auto a = objstore::ResolveS3Access({}, Env());
   ASSERT_TRUE(a.ok()) << a.status();
   ASSERT_NE(a->signer, nullptr);
   EXPECT_EQ(a->region, "eu-north-1");
   EXPECT_EQ(a->endpoint, "http://127.0.0.1:9000");  // the nested s3 endpoint_url
   EXPECT_THAT(a->signing, HasSubstr("[dev]"));
   EXPECT_THAT(a->signing, Not(HasSubstr("DEVSECRET")));
-  auto headers = a->signer->Sign("GET", "http://127.0.0.1:9000/b/k", source::kEmptySha256);
+  auto headers = a->signer->Sign("GET", "http://127.0.0.1:9000/b/k", objstore::kEmptySha256);
   ASSERT_TRUE(headers.ok());
   EXPECT_THAT(*headers, ::testing::Contains("x-amz-security-token: DEVTOKEN"));
 
   // Keys in the config file, and its top-level endpoint_url.
   vars_["AWS_PROFILE"] = "cfgkeys";
-  auto p = scan::LoadAwsProfile(Env());
+  auto p = objstore::LoadAwsProfile(Env());
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->credentials.access_key_id, "CFGKEY");
   EXPECT_EQ(p->s3_endpoint_url, "https://r2.example");
@@ -416,12 +416,12 @@ TEST_F(AccessTest, ProfilesFromTheSharedFiles) {
   vars_["AWS_SECRET_ACCESS_KEY"] = "ENVSECRET";
   vars_["AWS_REGION"] = "sa-east-1";
   vars_["AWS_ENDPOINT_URL"] = "127.0.0.1:7000";
-  a = scan::ResolveS3Access({}, Env());
+  a = objstore::ResolveS3Access({}, Env());
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->region, "sa-east-1");
   EXPECT_EQ(a->endpoint, "http://127.0.0.1:7000");
   EXPECT_THAT(a->signing, HasSubstr("AWS_ACCESS_KEY_ID"));
-  headers = a->signer->Sign("GET", "http://127.0.0.1:7000/b/k", source::kEmptySha256);
+  headers = a->signer->Sign("GET", "http://127.0.0.1:7000/b/k", objstore::kEmptySha256);
   ASSERT_TRUE(headers.ok());
   EXPECT_THAT(*headers, Not(::testing::Contains("x-amz-security-token: DEVTOKEN")));
 
@@ -429,13 +429,13 @@ TEST_F(AccessTest, ProfilesFromTheSharedFiles) {
   vars_.erase("AWS_ACCESS_KEY_ID");
   vars_.erase("AWS_REGION");
   vars_.erase("AWS_ENDPOINT_URL");
-  a = scan::ResolveS3Access({.no_sign_request = true, .gcs_token_file = ""}, Env());
+  a = objstore::ResolveS3Access({.no_sign_request = true, .gcs_token_file = ""}, Env());
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->signer, nullptr);
   EXPECT_EQ(a->region, "eu-north-1");
   EXPECT_THAT(a->signing, HasSubstr("no_sign_request"));
   vars_["AWS_NO_SIGN_REQUEST"] = "true";  // the variable still works
-  a = scan::ResolveS3Access({}, Env());
+  a = objstore::ResolveS3Access({}, Env());
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->signer, nullptr);
 }
@@ -447,36 +447,37 @@ TEST_F(AccessTest, OverriddenFilesMissingProfilesAndWhatWeDoNotRun) {
             "[profile sso]\nsso_session = corp\nregion = us-west-1\n[services local]\n"
             "s3 =\n  endpoint_url = http://127.0.0.1:1234\n[profile svc]\nservices = local\n");
   vars_["AWS_PROFILE"] = "nope";
-  auto missing = scan::ResolveS3Access({}, Env());
+  auto missing = objstore::ResolveS3Access({}, Env());
   ASSERT_FALSE(missing.ok());
   EXPECT_TRUE(absl::IsNotFound(missing.status()));
   EXPECT_THAT(std::string(missing.status().message()), HasSubstr("'nope'"));
   EXPECT_THAT(std::string(missing.status().message()), HasSubstr(tmp_.Join("creds")));
 
   vars_["AWS_PROFILE"] = "sso";
-  auto sso = scan::ResolveS3Access({}, Env());
+  auto sso = objstore::ResolveS3Access({}, Env());
   ASSERT_FALSE(sso.ok());
   EXPECT_THAT(std::string(sso.status().message()), HasSubstr("sso_session"));
   EXPECT_THAT(std::string(sso.status().message()), HasSubstr("export-credentials"));
-  auto anonymous = scan::ResolveS3Access({.no_sign_request = true, .gcs_token_file = ""}, Env());
+  auto anonymous =
+      objstore::ResolveS3Access({.no_sign_request = true, .gcs_token_file = ""}, Env());
   ASSERT_TRUE(anonymous.ok()) << anonymous.status();
   EXPECT_EQ(anonymous->region, "us-west-1");
 
   vars_["AWS_PROFILE"] = "svc";
-  auto svc = scan::ResolveS3Access({}, Env());
+  auto svc = objstore::ResolveS3Access({}, Env());
   ASSERT_TRUE(svc.ok()) << svc.status();
   EXPECT_EQ(svc->endpoint, "http://127.0.0.1:1234");
 
   // A file that does not parse fails, naming it and the line only.
   vars_["AWS_CONFIG_FILE"] = Write("bad", "[profile svc]\naws_secret_access_key SECRETX\n");
-  auto bad = scan::ResolveS3Access({}, Env());
+  auto bad = objstore::ResolveS3Access({}, Env());
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr(tmp_.Join("bad") + ":2"));
   EXPECT_THAT(std::string(bad.status().message()), Not(HasSubstr("SECRETX")));
 }
 
 TEST_F(AccessTest, GcsTokensHmacKeysAndAnonymous) {
-  auto a = scan::ResolveGcsAccess({}, Env());
+  auto a = objstore::ResolveGcsAccess({}, Env());
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->endpoint, "https://storage.googleapis.com");
   EXPECT_EQ(a->signer, nullptr);
@@ -484,35 +485,35 @@ TEST_F(AccessTest, GcsTokensHmacKeysAndAnonymous) {
   vars_["STORAGE_EMULATOR_HOST"] = "127.0.0.1:4443";
   vars_["GS_ACCESS_KEY_ID"] = "GOOGHMAC";
   vars_["GS_SECRET_ACCESS_KEY"] = "HMACSECRET";
-  a = scan::ResolveGcsAccess({}, Env());
+  a = objstore::ResolveGcsAccess({}, Env());
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->endpoint, "http://127.0.0.1:4443");
   ASSERT_NE(a->signer, nullptr);
-  auto h = a->signer->Sign("GET", "http://127.0.0.1:4443/b/k", source::kEmptySha256);
+  auto h = a->signer->Sign("GET", "http://127.0.0.1:4443/b/k", objstore::kEmptySha256);
   ASSERT_TRUE(h.ok());
   EXPECT_THAT(absl::StrJoin(*h, "\n"), HasSubstr("Credential=GOOGHMAC/"));
   EXPECT_THAT(absl::StrJoin(*h, "\n"), HasSubstr("/auto/s3/aws4_request"));
 
   vars_["GOOGLE_OAUTH_ACCESS_TOKEN"] = "ya29.envtoken";  // a token wins over HMAC keys
-  a = scan::ResolveGcsAccess({}, Env());
+  a = objstore::ResolveGcsAccess({}, Env());
   ASSERT_TRUE(a.ok()) << a.status();
-  h = a->signer->Sign("GET", "http://127.0.0.1:4443/b/k", source::kEmptySha256);
+  h = a->signer->Sign("GET", "http://127.0.0.1:4443/b/k", objstore::kEmptySha256);
   ASSERT_TRUE(h.ok());
   EXPECT_THAT(*h, ElementsAre("Authorization: Bearer ya29.envtoken"));
   EXPECT_THAT(a->signing, Not(HasSubstr("ya29")));
 
   const std::string file = Write("token", "ya29.filetoken\n");
-  a = scan::ResolveGcsAccess({.no_sign_request = false, .gcs_token_file = file},
-                             Env());  // the file wins over both
+  a = objstore::ResolveGcsAccess({.no_sign_request = false, .gcs_token_file = file},
+                                 Env());  // the file wins over both
   ASSERT_TRUE(a.ok()) << a.status();
-  h = a->signer->Sign("GET", "http://127.0.0.1:4443/b/k", source::kEmptySha256);
+  h = a->signer->Sign("GET", "http://127.0.0.1:4443/b/k", objstore::kEmptySha256);
   ASSERT_TRUE(h.ok());
   EXPECT_THAT(*h, ElementsAre("Authorization: Bearer ya29.filetoken"));
 
-  a = scan::ResolveGcsAccess({.no_sign_request = true, .gcs_token_file = file}, Env());
+  a = objstore::ResolveGcsAccess({.no_sign_request = true, .gcs_token_file = file}, Env());
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->signer, nullptr);
-  EXPECT_FALSE(scan::ResolveGcsAccess(
+  EXPECT_FALSE(objstore::ResolveGcsAccess(
                    {.no_sign_request = false, .gcs_token_file = tmp_.Join("absent")}, Env())
                    .ok());
 }
@@ -521,10 +522,10 @@ TEST(BearerTest, TokenFileIsReadAgainWhenItChanges) {
   test::TempDir tmp;
   const std::string path = tmp.Join("token");
   std::ofstream(path) << "  first-token\n";
-  auto signer = source::BearerTokenSigner::FromFile(path);
+  auto signer = objstore::BearerTokenSigner::FromFile(path);
   ASSERT_TRUE(signer.ok()) << signer.status();
   const auto sign = [&]() -> std::string {
-    auto h = (*signer)->Sign("GET", "https://storage.googleapis.com/b/k", source::kEmptySha256);
+    auto h = (*signer)->Sign("GET", "https://storage.googleapis.com/b/k", objstore::kEmptySha256);
     EXPECT_TRUE(h.ok()) << h.status();
     return h.ok() && h->size() == 1 ? h->front() : "";
   };
@@ -541,15 +542,15 @@ TEST(BearerTest, TokenFileIsReadAgainWhenItChanges) {
   EXPECT_EQ(sign(), "Authorization: Bearer third-token-longer");
   // Gone: an error naming the file, never a token.
   ASSERT_EQ(::unlink(path.c_str()), 0);
-  auto gone = (*signer)->Sign("GET", "https://x/b/k", source::kEmptySha256);
+  auto gone = (*signer)->Sign("GET", "https://x/b/k", objstore::kEmptySha256);
   ASSERT_FALSE(gone.ok());
   EXPECT_THAT(std::string(gone.status().message()), HasSubstr(path));
   EXPECT_THAT(std::string(gone.status().message()), Not(HasSubstr("token-longer")));
   // Empty, or two words, from the start: refused.
   std::ofstream(path) << "\n";
-  EXPECT_FALSE(source::BearerTokenSigner::FromFile(path).ok());
+  EXPECT_FALSE(objstore::BearerTokenSigner::FromFile(path).ok());
   std::ofstream(path, std::ios::trunc) << "two words\n";
-  EXPECT_FALSE(source::BearerTokenSigner::FromFile(path).ok());
+  EXPECT_FALSE(objstore::BearerTokenSigner::FromFile(path).ok());
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "tfrecordfs/scan/objects.h"
+#include "tfrecordfs/objstore/listing.h"
 
 #include <expat.h>
 #include <limits.h>
@@ -18,9 +18,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "tfrecordfs/base/log.h"
-#include "tfrecordfs/source/sigv4.h"
+#include "tfrecordfs/objstore/sigv4.h"
 
-namespace tfrecordfs::scan {
+namespace tfrecordfs::objstore {
 namespace {
 
 // A listing page is refused beyond this (S3 pages hold at most 1000 keys:
@@ -31,7 +31,7 @@ constexpr size_t kMaxListBody = size_t{16} << 20;
 // "<base>/?list-type=2..." for a listing.
 std::string BucketBase(const ObjectUrl& u, const BucketAccess& access) {
   if (!access.endpoint.empty()) {  // path-style
-    return absl::StrCat(access.endpoint, "/", source::AwsUriEncode(u.bucket, true));
+    return absl::StrCat(access.endpoint, "/", AwsUriEncode(u.bucket, true));
   }
   return absl::StrCat("https://", u.bucket, ".s3.", access.region, ".amazonaws.com");
 }
@@ -279,7 +279,7 @@ KeyPlace PlaceListedKey(absl::string_view prefix, absl::string_view key) {
 
 std::string RedactSource(absl::string_view source) {
   if (absl::StartsWith(source, "http://") || absl::StartsWith(source, "https://")) {
-    return source::RedactUrl(source);
+    return RedactUrl(source);
   }
   return std::string(source);
 }
@@ -298,8 +298,7 @@ int64_t ParseObjectTime(absl::string_view text) {
 
 ObjectLister::ObjectLister(std::shared_ptr<source::BlockCache> cache, ObjectOptions options,
                            Getenv env)
-    : client_(std::make_shared<source::HttpClient>(
-          source::HttpOptions{.deadline_s = options.request_timeout_s})),
+    : client_(std::make_shared<HttpClient>(HttpOptions{.deadline_s = options.request_timeout_s})),
       cache_(std::move(cache)),
       options_(std::move(options)),
       env_(std::move(env)) {}
@@ -315,13 +314,13 @@ absl::StatusOr<std::vector<FoundObject>> ObjectLister::List(const std::string& s
 
 absl::StatusOr<FoundObject> ObjectLister::Head(const std::string& url) const {
   // How messages, logs and the index cache name it: never its query string.
-  const std::string name = source::RedactUrl(url);
+  const std::string name = RedactUrl(url);
   auto r = client_->Send("HEAD", url, {}, nullptr, 0, "HEAD");
   if (!r.ok()) return r.status();
   if (r->status == 404 || r->status == 403) {
     return absl::Status(
         r->status == 404 ? absl::StatusCode::kNotFound : absl::StatusCode::kPermissionDenied,
-        absl::StrCat(name, ": ", source::DescribeHttpStatus(r->status, r->body)));
+        absl::StrCat(name, ": ", DescribeHttpStatus(r->status, r->body)));
   }
   if (r->status != 200 || r->content_length < 0) {
     // Some servers answer HEAD badly: a one-byte ranged GET says the size
@@ -343,21 +342,21 @@ absl::StatusOr<FoundObject> ObjectLister::Head(const std::string& url) const {
       return absl::Status(r->status == 404   ? absl::StatusCode::kNotFound
                           : r->status == 403 ? absl::StatusCode::kPermissionDenied
                                              : absl::StatusCode::kUnavailable,
-                          absl::StrCat(name, ": ", source::DescribeHttpStatus(r->status, r->body)));
+                          absl::StrCat(name, ": ", DescribeHttpStatus(r->status, r->body)));
     }
   }
   if (r->content_length < 0) return absl::DataLossError(absl::StrCat(name, ": no object size"));
   FoundObject f;
   f.relative = std::string(BaseName(name));
   f.mtime = ParseObjectTime(r->last_modified);
-  source::HttpObject::Listed listed;
+  HttpObject::Listed listed;
   listed.url = url;
   listed.name = name;
   listed.size = static_cast<uint64_t>(r->content_length);
   listed.etag = r->etag;
   // A weak ETag (W/"...") cannot pin a byte range (RFC 9110 8.8.3.2).
   if (absl::StartsWith(listed.etag, "W/")) listed.etag.clear();
-  f.object = std::make_shared<source::HttpObject>(std::move(listed), client_, nullptr, cache_);
+  f.object = std::make_shared<HttpObject>(std::move(listed), client_, nullptr, cache_);
   return f;
 }
 
@@ -370,16 +369,15 @@ absl::StatusOr<std::vector<FoundObject>> ObjectLister::ListBucket(const std::str
                         absl::StrCat(source, ": ", access.status().message()));
   }
   const std::string base = BucketBase(u, *access);
-  const std::shared_ptr<const source::RequestSigner> signer = access->signer;
+  const std::shared_ptr<const RequestSigner> signer = access->signer;
   const absl::string_view scheme = u.scheme == ObjectUrl::Scheme::kS3 ? "s3://" : "gs://";
   std::vector<ListedObject> listed;
   ListingBudget budget;
   std::string token;
   do {
-    std::string url =
-        absl::StrCat(base, "/?list-type=2&prefix=", source::AwsUriEncode(u.key, true));
+    std::string url = absl::StrCat(base, "/?list-type=2&prefix=", AwsUriEncode(u.key, true));
     if (!token.empty()) {
-      absl::StrAppend(&url, "&continuation-token=", source::AwsUriEncode(token, true));
+      absl::StrAppend(&url, "&continuation-token=", AwsUriEncode(token, true));
     }
     auto r = client_->Send("GET", url, {}, signer.get(), kMaxListBody, "ListObjectsV2");
     if (!r.ok()) return r.status();
@@ -388,7 +386,7 @@ absl::StatusOr<std::vector<FoundObject>> ObjectLister::ListBucket(const std::str
           r->status == 404   ? absl::StatusCode::kNotFound
           : r->status == 403 ? absl::StatusCode::kPermissionDenied
                              : absl::StatusCode::kUnavailable,
-          absl::StrCat(source, ": listing failed: ", source::DescribeHttpStatus(r->status, r->body),
+          absl::StrCat(source, ": listing failed: ", DescribeHttpStatus(r->status, r->body),
                        r->status == 401 || r->status == 403
                            ? absl::StrCat("; requests were sent ", access->signing)
                            : ""));
@@ -423,8 +421,8 @@ absl::StatusOr<std::vector<FoundObject>> ObjectLister::ListBucket(const std::str
     FoundObject f;
     f.relative = std::move(relative);
     f.mtime = ParseObjectTime(o.last_modified);
-    source::HttpObject::Listed object;
-    object.url = absl::StrCat(base, "/", source::AwsUriEncode(o.key, false));
+    HttpObject::Listed object;
+    object.url = absl::StrCat(base, "/", AwsUriEncode(o.key, false));
     object.name = name;
     object.size = o.size;
     object.etag = o.etag;
@@ -432,7 +430,7 @@ absl::StatusOr<std::vector<FoundObject>> ObjectLister::ListBucket(const std::str
     for (absl::string_view suffix : kBesideSuffixes) {
       if (keys.contains(absl::StrCat(o.key, suffix))) object.beside.emplace_back(suffix);
     }
-    f.object = std::make_shared<source::HttpObject>(std::move(object), client_, signer, cache_);
+    f.object = std::make_shared<HttpObject>(std::move(object), client_, signer, cache_);
     out.push_back(std::move(f));
   }
   if (refused > kLoggedRefusals) {
@@ -443,4 +441,4 @@ absl::StatusOr<std::vector<FoundObject>> ObjectLister::ListBucket(const std::str
   return out;
 }
 
-}  // namespace tfrecordfs::scan
+}  // namespace tfrecordfs::objstore

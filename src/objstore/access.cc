@@ -1,4 +1,4 @@
-#include "tfrecordfs/scan/object_access.h"
+#include "tfrecordfs/objstore/access.h"
 
 #include <cstdlib>
 #include <utility>
@@ -11,9 +11,9 @@
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/ini.h"
 #include "tfrecordfs/base/mutex.h"
-#include "tfrecordfs/source/bearer.h"
+#include "tfrecordfs/objstore/bearer.h"
 
-namespace tfrecordfs::scan {
+namespace tfrecordfs::objstore {
 namespace {
 
 bool IsTrue(const std::string& v) {
@@ -77,7 +77,7 @@ std::string Get(const IniSection* s, const char* key) {
 }
 
 // The keys of a section, when it has both halves.
-bool TakeKeys(const IniSection* s, source::AwsCredentials* c) {
+bool TakeKeys(const IniSection* s, AwsCredentials* c) {
   const std::string id = Get(s, "aws_access_key_id"), secret = Get(s, "aws_secret_access_key");
   if (id.empty() || secret.empty()) return false;
   *c = {id, secret, Get(s, "aws_session_token")};
@@ -175,8 +175,8 @@ absl::StatusOr<BucketAccess> ResolveS3Access(const ObjectOptions& options, const
                                         : "anonymously (AWS_NO_SIGN_REQUEST)";
     return a;
   }
-  source::AwsCredentials c{env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY"),
-                           env("AWS_SESSION_TOKEN")};
+  AwsCredentials c{env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY"),
+                   env("AWS_SESSION_TOKEN")};
   if (!c.access_key_id.empty() && !c.secret_access_key.empty()) {
     a.signing = "signed (AWS SigV4) with the keys of AWS_ACCESS_KEY_ID";
   } else if (!profile->credentials.access_key_id.empty()) {
@@ -192,12 +192,12 @@ absl::StatusOr<BucketAccess> ResolveS3Access(const ObjectOptions& options, const
     a.signing = "anonymously (no credentials in the environment or the AWS files)";
     return a;
   }
-  a.signer = std::make_shared<source::SigV4Signer>(std::move(c), a.region);
+  a.signer = std::make_shared<SigV4Signer>(std::move(c), a.region);
   return a;
 }
 
 absl::StatusOr<BucketAccess> ResolveGcsAccess(const ObjectOptions& options, const Getenv& env,
-                                              std::shared_ptr<const source::HttpClient> client) {
+                                              std::shared_ptr<const HttpClient> client) {
   BucketAccess a;
   const std::string emulator = env("STORAGE_EMULATOR_HOST");
   a.endpoint = emulator.empty() ? "https://storage.googleapis.com" : WithScheme(emulator);
@@ -207,22 +207,22 @@ absl::StatusOr<BucketAccess> ResolveGcsAccess(const ObjectOptions& options, cons
     return a;
   }
   if (!options.gcs_token_file.empty()) {
-    auto signer = source::BearerTokenSigner::FromFile(options.gcs_token_file);
+    auto signer = BearerTokenSigner::FromFile(options.gcs_token_file);
     if (!signer.ok()) return signer.status();
     a.signer = std::move(*signer);
     a.signing = absl::StrCat("with the OAuth access token in ", options.gcs_token_file);
     return a;
   }
   if (const std::string token = env("GOOGLE_OAUTH_ACCESS_TOKEN"); !token.empty()) {
-    a.signer = source::BearerTokenSigner::Fixed(token);
+    a.signer = BearerTokenSigner::Fixed(token);
     a.signing = "with the OAuth access token of GOOGLE_OAUTH_ACCESS_TOKEN";
     return a;
   }
-  source::AwsCredentials c{env("GS_ACCESS_KEY_ID"), env("GS_SECRET_ACCESS_KEY"), ""};
+  AwsCredentials c{env("GS_ACCESS_KEY_ID"), env("GS_SECRET_ACCESS_KEY"), ""};
   if (!c.access_key_id.empty() && !c.secret_access_key.empty()) {
     // Cloud Storage's XML API takes AWS SigV4 with an HMAC key ("auto" is
     // its region for it).
-    a.signer = std::make_shared<source::SigV4Signer>(std::move(c), a.region);
+    a.signer = std::make_shared<SigV4Signer>(std::move(c), a.region);
     a.signing = "signed (AWS SigV4) with the HMAC key of GS_ACCESS_KEY_ID";
     return a;
   }
@@ -233,8 +233,8 @@ absl::StatusOr<BucketAccess> ResolveGcsAccess(const ObjectOptions& options, cons
   if (!metadata.empty()) {
     const std::string url = absl::StrCat(
         WithScheme(metadata), "/computeMetadata/v1/instance/service-accounts/default/token");
-    if (client == nullptr) client = std::make_shared<source::HttpClient>();
-    auto signer = source::BearerTokenSigner::FromMetadataServer(url, std::move(client));
+    if (client == nullptr) client = std::make_shared<HttpClient>();
+    auto signer = BearerTokenSigner::FromMetadataServer(url, std::move(client));
     if (!signer.ok()) {
       return absl::Status(
           signer.status().code(),
@@ -248,4 +248,4 @@ absl::StatusOr<BucketAccess> ResolveGcsAccess(const ObjectOptions& options, cons
   return a;
 }
 
-}  // namespace tfrecordfs::scan
+}  // namespace tfrecordfs::objstore
