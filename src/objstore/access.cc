@@ -157,6 +157,13 @@ absl::StatusOr<AwsProfile> LoadAwsProfile(const Getenv& env) {
   return p;
 }
 
+std::string BucketBase(const BucketAccess& access, absl::string_view bucket) {
+  if (!access.endpoint.empty()) {  // path-style
+    return absl::StrCat(access.endpoint, "/", AwsUriEncode(bucket, true));
+  }
+  return absl::StrCat("https://", bucket, ".s3.", access.region, ".amazonaws.com");
+}
+
 absl::StatusOr<BucketAccess> ResolveS3Access(const ObjectOptions& options, const Getenv& env) {
   auto profile = LoadAwsProfile(env);
   if (!profile.ok()) return profile.status();

@@ -99,7 +99,8 @@ size_t OnHeader(char* data, size_t size, size_t n, void* user) {
 }
 
 // The text between <tag> and </tag> in `xml`, or "" (for error bodies only:
-// listings are parsed with expat, objstore/listing.cc).
+// listings and replies are parsed with xml.h; an error body is searched as
+// text, so one cut at max_body or not well-formed still gives its message).
 absl::string_view Between(absl::string_view xml, absl::string_view tag) {
   const std::string open = absl::StrCat("<", tag, ">"), close = absl::StrCat("</", tag, ">");
   const size_t a = xml.find(open);

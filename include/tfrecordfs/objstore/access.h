@@ -53,6 +53,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "tfrecordfs/objstore/http.h"
 #include "tfrecordfs/objstore/sigv4.h"
 
@@ -70,10 +71,10 @@ struct ObjectOptions {
   // again whenever it changes, so a token refreshed by cron keeps a mount
   // going. "" for none.
   std::string gcs_token_file;
-  // The pack into a bucket (repack/upload.h): a shard larger than this is
+  // The pack into a bucket (repack/upload.h, objstore/upload.h): a shard larger than this is
   // uploaded as a multipart upload in parts of this size, a smaller one
   // with one PUT (-o multipart_mb=N). Default 8 MiB, the aws CLI's
-  // multipart_threshold and multipart_chunksize (repack::kPartSize).
+  // multipart_threshold and multipart_chunksize (objstore/upload.h's kPartSize).
   uint64_t multipart_bytes = uint64_t{8} << 20;
   // The most one request (a listing page, a HEAD, a ranged GET: all its
   // attempts together) may take before it fails (-o request_timeout=S):
@@ -125,6 +126,11 @@ struct BucketAccess {
   // secret.
   std::string signing;
 };
+
+// Where a bucket's requests go: "<base>/<encoded key>" for an object,
+// "<base>/?list-type=2..." for a listing. Path-style "ENDPOINT/BUCKET"
+// under an endpoint, else AWS's https://BUCKET.s3.REGION.amazonaws.com.
+std::string BucketBase(const BucketAccess& access, absl::string_view bucket);
 
 absl::StatusOr<BucketAccess> ResolveS3Access(const ObjectOptions& options, const Getenv& env);
 // `client` sends the metadata server's requests (null: one of its own).

@@ -69,7 +69,7 @@ struct ListPage {
   bool truncated = false;
   std::string next_token;  // NextContinuationToken
 };
-// Parses a ListObjectsV2 response body (with expat). DataLoss for XML that
+// Parses a ListObjectsV2 response body (xml.h). DataLoss for XML that
 // does not parse or lacks <ListBucketResult>; a truncated page without a
 // continuation token is DataLoss too (we would loop), as is a token longer
 // than kMaxListText. A <Key> is kept up to kMaxListText bytes (a longer one
@@ -145,7 +145,7 @@ struct FoundObject {
 class ObjectLister {
  public:
   // `cache` (may be null) keeps the fetched bytes of every object listed;
-  // `options` and `env` say how buckets are reached (object_access.h).
+  // `options` and `env` say how buckets are reached (access.h).
   explicit ObjectLister(std::shared_ptr<source::BlockCache> cache, ObjectOptions options = {},
                         Getenv env = ProcessEnv);
 
