@@ -151,9 +151,9 @@ std::string BucketWriter::UploadUrl(const std::string& key, const std::string& i
 
 absl::StatusOr<std::string> BucketWriter::UploadPart(const std::string& key, const std::string& id,
                                                      int number, absl::string_view bytes) const {
-  auto r = Send("PUT",
-                absl::StrCat(Url(key), "?partNumber=", number, "&uploadId=", AwsUriEncode(id, true)),
-                absl::StrCat("UploadPart ", number, " (", bytes.size(), " bytes)"), {}, bytes);
+  auto r = Send(
+      "PUT", absl::StrCat(Url(key), "?partNumber=", number, "&uploadId=", AwsUriEncode(id, true)),
+      absl::StrCat("UploadPart ", number, " (", bytes.size(), " bytes)"), {}, bytes);
   if (!r.ok()) return r.status();
   if (r->status != 200) return Failed(key, absl::StrCat("UploadPart ", number), *r);
   if (r->etag.empty()) {
@@ -182,8 +182,8 @@ absl::Status BucketWriter::Complete(const std::string& key, const std::string& i
   // S3 may answer 200 and then an <Error> in the body.
   auto x = FindXmlElement(r->body, "Code");
   if (!x.ok() || x->root != "CompleteMultipartUploadResult") {
-    return absl::UnavailableError(absl::StrCat(Name(key), ": CompleteMultipartUpload failed: ",
-                                               DescribeHttpStatus(200, r->body)));
+    return absl::UnavailableError(absl::StrCat(
+        Name(key), ": CompleteMultipartUpload failed: ", DescribeHttpStatus(200, r->body)));
   }
   return absl::OkStatus();
 }

@@ -16,9 +16,7 @@ void XMLCALL OnStart(void* user, const XML_Char* name, const XML_Char**) {
 void XMLCALL OnText(void* user, const XML_Char* s, int len) {
   static_cast<XmlHandler*>(user)->Text(absl::string_view(s, static_cast<size_t>(len)));
 }
-void XMLCALL OnEnd(void* user, const XML_Char* name) {
-  static_cast<XmlHandler*>(user)->End(name);
-}
+void XMLCALL OnEnd(void* user, const XML_Char* name) { static_cast<XmlHandler*>(user)->End(name); }
 
 // The first element named `want` (FindXmlElement).
 class FirstElement final : public XmlHandler {
@@ -29,7 +27,9 @@ class FirstElement final : public XmlHandler {
     if (!element_.found && name == want_) in_want_ = true;
   }
   void Text(absl::string_view text) override {
-    if (in_want_ && element_.text.size() < XmlElement::kMaxText) element_.text.append(text.data(), text.size());
+    if (in_want_ && element_.text.size() < XmlElement::kMaxText) {
+      element_.text.append(text.data(), text.size());
+    }
   }
   void End(absl::string_view name) override {
     --depth_;

@@ -1,11 +1,10 @@
 // The upload protocol's pure parts (objstore/upload.h): keys and part
 // sizes. The requests themselves are tested against a server the test
 // starts (tests/objstore: the pack into a bucket at unmount).
-#include "tfrecordfs/objstore/upload.h"
-
 #include <cstdint>
 
 #include "gtest/gtest.h"
+#include "tfrecordfs/objstore/upload.h"
 
 namespace tfrecordfs::objstore {
 namespace {

@@ -1,13 +1,12 @@
 // The one XML reader of object storage (objstore/xml.h): what handlers see,
 // the first element of a name in the small replies, and documents refused.
-#include "tfrecordfs/objstore/xml.h"
-
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tfrecordfs/objstore/xml.h"
 
 namespace tfrecordfs::objstore {
 namespace {
