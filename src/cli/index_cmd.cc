@@ -29,7 +29,7 @@
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/index/dali_index.h"
 #include "tfrecordfs/index/index_store.h"
-#include "tfrecordfs/scan/objects.h"
+#include "tfrecordfs/objstore/listing.h"
 #include "tfrecordfs/scan/scan.h"
 
 namespace tfrecordfs::cli {
@@ -233,7 +233,7 @@ int IndexMain(int argc, char** argv) {
   for (const auto& [dir, failure] : unwritable_dirs) {
     log::Error("cannot write indexes beside the shards in ", dir, " (", failure.second,
                " shard(s)): ", failure.first,
-               scan::IsObjectUrl(dir)
+               objstore::IsObjectUrl(dir)
                    ? "; may these credentials write into the bucket? Without --beside the "
                      "indexes go to the per-user cache"
                    : "; is the directory writable? --index-dir PATH keeps them elsewhere");

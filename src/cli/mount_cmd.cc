@@ -33,9 +33,9 @@
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/fuse/session.h"
 #include "tfrecordfs/index/index_store.h"
+#include "tfrecordfs/objstore/listing.h"
 #include "tfrecordfs/repack/pack.h"
 #include "tfrecordfs/repack/rewrite.h"
-#include "tfrecordfs/scan/objects.h"
 #include "tfrecordfs/source/shard_source.h"
 #include "tfrecordfs/staging/deletions.h"
 #include "tfrecordfs/staging/layout.h"
@@ -49,7 +49,7 @@ namespace {
 // URL's credentials).
 std::string RedactedSources(const std::vector<std::string>& sources) {
   std::vector<std::string> out;
-  for (const std::string& s : sources) out.push_back(scan::RedactSource(s));
+  for (const std::string& s : sources) out.push_back(objstore::RedactSource(s));
   return absl::StrJoin(out, " ");
 }
 
@@ -165,7 +165,7 @@ std::optional<int> Mount::Prepare() {
   }
   bool objects = false;
   for (const std::string& source : cli_.vfs.sources) {
-    if (scan::IsObjectUrl(source)) {  // listed when the shards are scanned
+    if (objstore::IsObjectUrl(source)) {  // listed when the shards are scanned
       objects = true;
       continue;
     }
@@ -214,7 +214,7 @@ std::optional<int> Mount::Prepare() {
   if (!has_fsname) {
     // /proc/mounts is world-readable: no query string (a presigned URL's
     // credentials) goes there.
-    std::string fsname = scan::RedactSource(cli_.vfs.sources.front());
+    std::string fsname = objstore::RedactSource(cli_.vfs.sources.front());
     for (char& c : fsname) {
       if (c == ',') c = '_';  // a comma would split the option list
     }
@@ -491,7 +491,7 @@ int Mount::PackOnUnmount() {
 int MountMain(int argc, char** argv) {
   CliOptions cli;
   if (auto stop = ParseMountCommandLine(argc, argv, &cli)) return *stop;
-  scan::SetDefaultObjectOptions(cli.objects);  // vfs::Options does not carry them
+  objstore::SetDefaultObjectOptions(cli.objects);  // vfs::Options does not carry them
   Mount mount(std::move(cli));
   if (auto stop = mount.Prepare()) return *stop;
   if (auto stop = mount.OpenStore()) return *stop;

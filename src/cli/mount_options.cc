@@ -14,7 +14,7 @@
 #include "src/cli/commands.h"
 #include "src/cli/runtime.h"
 #include "tfrecordfs/base/log.h"
-#include "tfrecordfs/scan/objects.h"
+#include "tfrecordfs/objstore/listing.h"
 #include "tfrecordfs/staging/store.h"
 #include "tfrecordfs/vfs/node_id.h"
 
@@ -631,7 +631,7 @@ std::optional<int> ParseMountCommandLine(int argc, char** argv, CliOptions* cli)
   // files, the staging store, index_dir and the pack output are opened by
   // path after that, so every path is made absolute now.
   for (std::string& p : cli->positional) {
-    if (!scan::IsObjectUrl(p)) p = AbsolutePath(p);  // a URL stays as it is
+    if (!objstore::IsObjectUrl(p)) p = AbsolutePath(p);  // a URL stays as it is
   }
   cli->staging_dir = AbsolutePath(cli->staging_dir);
   cli->index_dir = AbsolutePath(cli->index_dir);

@@ -16,9 +16,9 @@
 
 #include "tfrecordfs/fuse/session.h"
 #include "tfrecordfs/index/index_store.h"
+#include "tfrecordfs/objstore/access.h"
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/repack/pack.h"
-#include "tfrecordfs/scan/object_access.h"
 #include "tfrecordfs/source/shard_source.h"
 #include "tfrecordfs/vfs/filesystem.h"
 
@@ -44,9 +44,9 @@ struct CliOptions {
   std::optional<source::Codec> compression;            // -o compression; unset: the sources'
   std::string log_path;  // -o log (default: DefaultLogPath when detached)
   // -o no_sign_request, -o gcs_token_file (made absolute): how s3:// and
-  // gs:// SOURCEs are reached (scan::SetDefaultObjectOptions hands them to
+  // gs:// SOURCEs are reached (objstore::SetDefaultObjectOptions hands them to
   // the mount's scan).
-  scan::ObjectOptions objects;
+  objstore::ObjectOptions objects;
 };
 
 // Parses the mount's command line (argv[0] is the program) into *cli:

@@ -1,15 +1,14 @@
 #include "src/cli/pack_upload.h"
 
-#include <memory>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "src/repack/upload.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
-#include "tfrecordfs/scan/object_access.h"
-#include "tfrecordfs/scan/objects.h"
-#include "tfrecordfs/source/sigv4.h"
+#include "tfrecordfs/objstore/access.h"
+#include "tfrecordfs/objstore/upload.h"
 
 namespace tfrecordfs::cli {
 
@@ -24,28 +23,11 @@ namespace {
 
 absl::StatusOr<repack::UploadOptions> ResolveUpload(const std::string& bucket_source,
                                                     const std::string& store_dir) {
-  auto u = scan::ParseObjectUrl(bucket_source);
-  if (!u.ok()) return u.status();
-  auto client = std::make_shared<source::HttpClient>();
-  const bool s3 = u->scheme == scan::ObjectUrl::Scheme::kS3;
-  auto access = s3 ? scan::ResolveS3Access(scan::DefaultObjectOptions(), scan::ProcessEnv)
-                   : scan::ResolveGcsAccess(scan::DefaultObjectOptions(), scan::ProcessEnv, client);
-  if (!access.ok()) {
-    return absl::Status(access.status().code(),
-                        absl::StrCat(bucket_source, ": ", access.status().message()));
-  }
+  auto target = objstore::ResolveUploadTarget(bucket_source, objstore::DefaultObjectOptions(),
+                                              objstore::ProcessEnv);
+  if (!target.ok()) return target.status();
   repack::UploadOptions options;
-  repack::UploadTarget& t = options.target;
-  // As scan/objects.cc addresses a bucket: path-style under an endpoint.
-  t.base = !access->endpoint.empty()
-               ? absl::StrCat(access->endpoint, "/", source::AwsUriEncode(u->bucket, true))
-               : absl::StrCat("https://", u->bucket, ".s3.", access->region, ".amazonaws.com");
-  t.name = absl::StrCat(s3 ? "s3://" : "gs://", u->bucket);
-  t.key_prefix = u->key.empty() || absl::EndsWith(u->key, "/") ? u->key : u->key + "/";
-  t.signer = access->signer;
-  t.client = client;
-  t.multipart_threshold = scan::DefaultObjectOptions().multipart_bytes;
-  t.part_size = scan::DefaultObjectOptions().multipart_bytes;
+  options.target = std::move(*target);
   options.outgoing_dir = OutgoingDir(store_dir);
   return options;
 }

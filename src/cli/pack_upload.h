@@ -22,7 +22,7 @@ bool PacksIntoBucket(const std::vector<std::string>& sources);
 std::string OutgoingDir(const std::string& store_dir);
 
 // Resolves where `bucket_source` (s3://BUCKET/PREFIX, gs://...) is reached
-// (scan/object_access.h, with the mount's object options), then
+// (objstore::ResolveUploadTarget, with the mount's object options), then
 // repack::PackAndUpload. New objects are keyed PREFIX/<shard name> (PREFIX
 // taken as a folder; "" for a whole bucket).
 // repack::FinishUploads for the store at `store_dir`: what a crash left in

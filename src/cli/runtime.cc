@@ -17,7 +17,7 @@
 #include "tfrecordfs/base/crc32c.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
-#include "tfrecordfs/scan/objects.h"
+#include "tfrecordfs/objstore/listing.h"
 
 namespace tfrecordfs::cli {
 namespace {
@@ -54,7 +54,7 @@ std::string DefaultStagingDir(const std::vector<std::string>& sources) {
   }
   // Named without a URL's query string (a presigned URL's credentials).
   std::string name =
-      Basename(RealPath(sources.front()).value_or(scan::RedactSource(sources.front())));
+      Basename(RealPath(sources.front()).value_or(objstore::RedactSource(sources.front())));
   for (char& c : name) {
     if (c == '/' || c == '.' || static_cast<unsigned char>(c) < 0x20) c = '_';
   }
@@ -109,7 +109,8 @@ LogProblems ScanLog(const std::string& path, uint64_t start) {
 }
 
 std::string DefaultOutputDir(const std::vector<std::string>& sources) {
-  const std::string first = RealPath(sources.front()).value_or(scan::RedactSource(sources.front()));
+  const std::string first =
+      RealPath(sources.front()).value_or(objstore::RedactSource(sources.front()));
   struct stat st;
   if (::stat(first.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return first;
   return Dirname(first);

@@ -15,7 +15,7 @@
 #include "src/cli/progress.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/naming/naming.h"
-#include "tfrecordfs/scan/objects.h"
+#include "tfrecordfs/objstore/listing.h"
 
 namespace tfrecordfs::cli {
 
@@ -28,7 +28,7 @@ absl::Status RequireShards(const std::vector<std::string>& sources,
                            const scan::ScanResult& result) {
   if (!result.shards.empty()) return absl::OkStatus();
   std::vector<std::string> named;  // no URL's query string (a presigned URL's credentials)
-  for (const std::string& s : sources) named.push_back(scan::RedactSource(s));
+  for (const std::string& s : sources) named.push_back(objstore::RedactSource(s));
   return absl::NotFoundError(
       absl::StrCat("no TFRecord shard in ", absl::StrJoin(named, ", "), " (", result.others.size(),
                    " other file(s); shards are found by content, in directories "

@@ -50,7 +50,7 @@ struct ToolSpec {
   // max_records); a shard over it is skipped with an error and the command
   // then exits 1 (Finish). Such a command reads SOURCEs, so it also takes
   // the object-storage flags --no-sign-request and --gcs-token-file PATH
-  // (scan::ObjectOptions; its --help gets a paragraph on them).
+  // (objstore::ObjectOptions; its --help gets a paragraph on them).
   bool indexes = false;
 };
 
@@ -90,7 +90,7 @@ class Tool {
   const std::vector<std::string>& operands() const { return operands_; }
   // How s3:// and gs:// operands are reached (--no-sign-request,
   // --gcs-token-file); Scan passes them on.
-  const scan::ObjectOptions& objects() const { return objects_; }
+  const objstore::ObjectOptions& objects() const { return objects_; }
   // The shards Scan found (none before).
   const std::vector<scan::ScannedShard>& shards() const { return scanned_.shards; }
   // The uncompressed bytes of the scanned shards' records: the work of a
@@ -117,7 +117,7 @@ class Tool {
   bool quiet_ = false;
   std::vector<std::string> operands_;
   std::optional<uint64_t> max_records_;  // --max-shard-records
-  scan::ObjectOptions objects_;
+  objstore::ObjectOptions objects_;
   bool skipped_shards_ = false;  // Scan skipped a shard over it
   std::optional<index::IndexStore> store_;
   scan::ScanResult scanned_;

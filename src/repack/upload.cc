@@ -1,6 +1,5 @@
 #include "src/repack/upload.h"
 
-#include <expat.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -24,7 +23,6 @@
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/naming/naming.h"
 #include "tfrecordfs/repack/journal.h"
-#include "tfrecordfs/source/sigv4.h"
 
 namespace tfrecordfs::repack {
 
@@ -88,222 +86,6 @@ absl::StatusOr<UploadJournal> ParseUploadJournal(absl::string_view text, const s
 
 namespace {
 
-// Replies we parse are small; anything larger is refused (HttpClient).
-constexpr size_t kMaxReply = size_t{1} << 20;
-
-// ---- S3 XML replies (expat) ----
-
-// The root element's name and the text of the first element named `want`
-// anywhere in the document.
-struct XmlScan {
-  std::string root;
-  std::string want;
-  std::string found;
-  bool in_want = false, have = false;
-  int depth = 0;
-};
-
-void XMLCALL ScanStart(void* user, const XML_Char* name, const XML_Char**) {
-  auto* x = static_cast<XmlScan*>(user);
-  if (x->depth++ == 0) x->root = name;
-  if (!x->have && x->want == name) x->in_want = true;
-}
-void XMLCALL ScanText(void* user, const XML_Char* s, int len) {
-  auto* x = static_cast<XmlScan*>(user);
-  if (x->in_want && x->found.size() < 4096) x->found.append(s, static_cast<size_t>(len));
-}
-void XMLCALL ScanEnd(void* user, const XML_Char* name) {
-  auto* x = static_cast<XmlScan*>(user);
-  --x->depth;
-  if (x->in_want && x->want == name) {
-    x->in_want = false;
-    x->have = true;
-  }
-}
-
-absl::StatusOr<XmlScan> ScanXml(absl::string_view xml, absl::string_view want) {
-  XmlScan x;
-  x.want = std::string(want);
-  XML_Parser p = XML_ParserCreate(nullptr);
-  if (p == nullptr) return absl::ResourceExhaustedError("XML_ParserCreate failed");
-  XML_SetUserData(p, &x);
-  XML_SetElementHandler(p, ScanStart, ScanEnd);
-  XML_SetCharacterDataHandler(p, ScanText);
-  const bool ok = XML_Parse(p, xml.data(), static_cast<int>(xml.size()), 1) == XML_STATUS_OK;
-  const std::string error = ok ? "" : XML_ErrorString(XML_GetErrorCode(p));
-  XML_ParserFree(p);
-  if (!ok) return absl::DataLossError(absl::StrCat("the reply is not XML: ", error));
-  return x;
-}
-
-// ---- Requests ----
-
-class Bucket {
- public:
-  explicit Bucket(const UploadTarget& t) : t_(t) {}
-
-  std::string Url(const std::string& key) const {
-    return absl::StrCat(t_.base, "/", source::AwsUriEncode(key, false));
-  }
-  std::string Name(const std::string& key) const { return absl::StrCat(t_.name, "/", key); }
-
-  absl::StatusOr<source::HttpResponse> Send(absl::string_view method, const std::string& url,
-                                            absl::string_view what,
-                                            std::vector<std::string> headers = {},
-                                            absl::string_view body = {}) const {
-    return t_.client->Send(method, url, headers, t_.signer.get(), kMaxReply, what, body);
-  }
-
-  // A write made with If-None-Match: * answered 412: someone else's object
-  // took the name meanwhile.
-  absl::Status Appeared(const std::string& key) const {
-    return PosixError(EEXIST, absl::StrCat(Name(key),
-                                           ": an object appeared under this name during "
-                                           "the upload; not overwritten"));
-  }
-
-  absl::Status Failed(const std::string& key, absl::string_view what,
-                      const source::HttpResponse& r) const {
-    return absl::Status(
-        r.status == 401 || r.status == 403 ? absl::StatusCode::kPermissionDenied
-                                           : absl::StatusCode::kUnavailable,
-        absl::StrCat(Name(key), ": ", what, ": ", source::DescribeHttpStatus(r.status, r.body)));
-  }
-
-  // -1: no object under `key`; else its size.
-  absl::StatusOr<int64_t> Head(const std::string& key) const {
-    auto r = Send("HEAD", Url(key), "HEAD");
-    if (!r.ok()) return r.status();
-    if (r->status == 404) return -1;
-    if (r->status != 200) return Failed(key, "HEAD", *r);
-    if (r->content_length < 0) {
-      return absl::DataLossError(absl::StrCat(Name(key), ": HEAD gave no Content-Length"));
-    }
-    return r->content_length;
-  }
-
-  // True when the object under `key` holds exactly the bytes of `path`
-  // (`size` bytes, which its HEAD said), compared part by part.
-  absl::StatusOr<bool> SameBytes(const std::string& key, const std::string& path,
-                                 uint64_t size) const {
-    auto fd = OpenFile(path, O_RDONLY);
-    if (!fd.ok()) return fd.status();
-    std::string local;
-    for (uint64_t at = 0; at < size; at += t_.part_size) {
-      const uint64_t n = std::min<uint64_t>(t_.part_size, size - at);
-      local.resize(n);
-      if (auto s = PreadFull(fd->get(), local.data(), n, at, path); !s.ok()) return s;
-      const std::string range = absl::StrCat("bytes=", at, "-", at + n - 1);
-      auto r = t_.client->Send("GET", Url(key), {absl::StrCat("Range: ", range)}, t_.signer.get(),
-                               n, range);
-      if (!r.ok()) return r.status();
-      if (r->status == 404 || r->status == 412 || r->status == 416) return false;
-      if (r->status != 206 && !(r->status == 200 && at == 0 && n == size)) {
-        return Failed(key, absl::StrCat("GET ", range), *r);
-      }
-      if (r->body != local) return false;
-    }
-    return true;
-  }
-
-  absl::Status PutWhole(const std::string& key, absl::string_view bytes) const {
-    auto r = Send("PUT", Url(key), absl::StrCat("PUT of ", bytes.size(), " bytes"),
-                  {"If-None-Match: *"}, bytes);
-    if (!r.ok()) return r.status();
-    if (r->status == 412) return Appeared(key);
-    if (r->status != 200) return Failed(key, "PUT", *r);
-    return absl::OkStatus();
-  }
-
-  absl::StatusOr<std::string> CreateMultipart(const std::string& key) const {
-    auto r = Send("POST", Url(key) + "?uploads", "CreateMultipartUpload");
-    if (!r.ok()) return r.status();
-    if (r->status != 200) return Failed(key, "CreateMultipartUpload", *r);
-    auto x = ScanXml(r->body, "UploadId");
-    if (!x.ok() || x->root != "InitiateMultipartUploadResult" || x->found.empty()) {
-      return absl::DataLossError(
-          absl::StrCat(Name(key), ": CreateMultipartUpload answered no UploadId"));
-    }
-    return x->found;
-  }
-
-  std::string UploadUrl(const std::string& key, const std::string& id) const {
-    return absl::StrCat(Url(key), "?uploadId=", source::AwsUriEncode(id, true));
-  }
-
-  // The part's ETag.
-  absl::StatusOr<std::string> UploadPart(const std::string& key, const std::string& id, int number,
-                                         absl::string_view bytes) const {
-    auto r = Send("PUT",
-                  absl::StrCat(Url(key), "?partNumber=", number,
-                               "&uploadId=", source::AwsUriEncode(id, true)),
-                  absl::StrCat("UploadPart ", number, " (", bytes.size(), " bytes)"), {}, bytes);
-    if (!r.ok()) return r.status();
-    if (r->status != 200) return Failed(key, absl::StrCat("UploadPart ", number), *r);
-    if (r->etag.empty()) {
-      return absl::DataLossError(
-          absl::StrCat(Name(key), ": UploadPart ", number, " answered no ETag"));
-    }
-    return r->etag;
-  }
-
-  absl::Status Complete(const std::string& key, const std::string& id,
-                        const std::vector<std::string>& etags) const {
-    std::string xml = "<CompleteMultipartUpload>";
-    for (size_t i = 0; i < etags.size(); ++i) {
-      std::string etag = etags[i];
-      absl::StrReplaceAll({{"&", "&amp;"}, {"<", "&lt;"}, {"\"", "&quot;"}}, &etag);
-      absl::StrAppend(&xml, "<Part><PartNumber>", i + 1, "</PartNumber><ETag>", etag,
-                      "</ETag></Part>");
-    }
-    xml += "</CompleteMultipartUpload>";
-    // If-None-Match on the completion: S3 takes it since 2024; a store
-    // that ignores it is covered by the HEAD before the upload.
-    auto r = Send("POST", UploadUrl(key, id), "CompleteMultipartUpload", {"If-None-Match: *"}, xml);
-    if (!r.ok()) return r.status();
-    if (r->status == 412) return Appeared(key);
-    if (r->status != 200) return Failed(key, "CompleteMultipartUpload", *r);
-    // S3 may answer 200 and then an <Error> in the body.
-    auto x = ScanXml(r->body, "Code");
-    if (!x.ok() || x->root != "CompleteMultipartUploadResult") {
-      return absl::UnavailableError(absl::StrCat(Name(key), ": CompleteMultipartUpload failed: ",
-                                                 source::DescribeHttpStatus(200, r->body)));
-    }
-    return absl::OkStatus();
-  }
-
-  // OK when the upload is gone (aborted now, or completed or aborted before).
-  absl::Status Abort(const std::string& key, const std::string& id) const {
-    auto r = Send("DELETE", UploadUrl(key, id), "AbortMultipartUpload");
-    if (!r.ok()) return r.status();
-    if (r->status != 204 && r->status != 200 && r->status != 404) {
-      return Failed(key, absl::StrCat("AbortMultipartUpload ", id), *r);
-    }
-    return absl::OkStatus();
-  }
-
-  // True when some key starts with `prefix`.
-  absl::StatusOr<bool> AnyKeyWithPrefix(const std::string& prefix) const {
-    auto r =
-        Send("GET",
-             absl::StrCat(t_.base,
-                          "/?list-type=2&max-keys=1&prefix=", source::AwsUriEncode(prefix, true)),
-             "ListObjectsV2");
-    if (!r.ok()) return r.status();
-    if (r->status != 200) return Failed(prefix, "ListObjectsV2", *r);
-    auto x = ScanXml(r->body, "Key");
-    if (!x.ok() || x->root != "ListBucketResult") {
-      return absl::DataLossError(absl::StrCat(Name(prefix), ": the listing is not a listing"));
-    }
-    return x->have;
-  }
-
-  const UploadTarget& target() const { return t_; }
-
- private:
-  const UploadTarget& t_;
-};
-
 class Uploader {
  public:
   explicit Uploader(const UploadOptions& o)
@@ -322,31 +104,19 @@ class Uploader {
   absl::Status UploadAll(std::vector<std::string>* lines, bool recovering);
 
   const UploadOptions& o_;
-  Bucket bucket_;
+  objstore::BucketWriter bucket_;
   const std::string journal_path_;
   UploadJournal j_;
   FaultPoints faults_;
   uint64_t completed_ = 0;
 };
 
-}  // namespace
-
-uint64_t MultipartPartSize(uint64_t size, uint64_t wanted) {
-  wanted = std::max<uint64_t>(wanted, 1);
-  if ((size + wanted - 1) / wanted <= kMaxParts) return wanted;
-  constexpr uint64_t kMiB = uint64_t{1} << 20;
-  const uint64_t least = (size + kMaxParts - 1) / kMaxParts;
-  return (least + kMiB - 1) / kMiB * kMiB;
-}
-
-namespace {
-
 absl::Status Uploader::UploadOne(size_t i) {
   PendingObject& o = j_.objects[i];
   const std::string path = JoinPath(o_.outgoing_dir, o.local);
   auto fd = OpenFile(path, O_RDONLY);
   if (!fd.ok()) return fd.status();
-  const UploadTarget& t = o_.target;
+  const objstore::UploadTarget& t = o_.target;
   if (o.size <= t.multipart_threshold) {
     std::string bytes(o.size, '\0');
     if (auto s = PreadFull(fd->get(), bytes.data(), bytes.size(), 0, path); !s.ok()) return s;
@@ -364,7 +134,7 @@ absl::Status Uploader::UploadOne(size_t i) {
   std::vector<std::string> etags;
   std::string part;
   absl::Status status;
-  const uint64_t part_size = MultipartPartSize(o.size, t.part_size);
+  const uint64_t part_size = objstore::MultipartPartSize(o.size, t.part_size);
   for (uint64_t at = 0; at < o.size && status.ok(); at += part_size) {
     part.resize(std::min<uint64_t>(part_size, o.size - at));
     status = PreadFull(fd->get(), part.data(), part.size(), at, path);
@@ -489,7 +259,8 @@ absl::Status Uploader::Finish(std::vector<std::string>* lines) {
     const std::string path = JoinPath(o_.outgoing_dir, name);
     if (::stat(path.c_str(), &st) != 0) return ErrnoError(errno, path);
     if (!S_ISREG(st.st_mode)) continue;
-    j_.objects.push_back({static_cast<uint64_t>(st.st_size), "", ObjectKey(o_.target, name), name});
+    j_.objects.push_back(
+        {static_cast<uint64_t>(st.st_size), "", objstore::ObjectKey(o_.target, name), name});
   }
   if (j_.objects.empty()) return UnlinkIfExists(journal_path_).status();
   if (auto s = SaveJournal(); !s.ok()) return s;
@@ -500,7 +271,7 @@ absl::Status Uploader::UploadNew(const std::vector<std::pair<std::string, uint64
   j_.target = o_.target.name;
   j_.objects.clear();
   for (const auto& [name, size] : names) {
-    j_.objects.push_back({size, "", ObjectKey(o_.target, name), name});
+    j_.objects.push_back({size, "", objstore::ObjectKey(o_.target, name), name});
   }
   if (auto s = SaveJournal(); !s.ok()) return s;
   faults_.At("upload_after_journal");
@@ -509,10 +280,6 @@ absl::Status Uploader::UploadNew(const std::vector<std::pair<std::string, uint64
 }
 
 }  // namespace
-
-std::string ObjectKey(const UploadTarget& target, const std::string& name) {
-  return absl::StrCat(target.key_prefix, name);
-}
 
 absl::Status FinishUploads(const UploadOptions& options, std::vector<std::string>* lines) {
   if (auto s = MakeDirs(options.outgoing_dir, 0700); !s.ok()) return s;
@@ -548,12 +315,12 @@ PackReport PackAndUpload(PackOptions pack, const UploadOptions& options) {
   const bool any_staged =
       !staged.ok() || std::any_of(staged->begin(), staged->end(),
                                   [](const std::string& n) { return !naming::IsIgnoredName(n); });
-  Bucket bucket(options.target);
+  objstore::BucketWriter bucket(options.target);
   const bool generated = pack.prefix.empty();
   const std::string base_prefix = generated ? DefaultPrefix() : pack.prefix;
   pack.prefix = base_prefix;
   for (int k = 1; any_staged; ++k) {
-    const std::string first = ObjectKey(options.target, pack.prefix + "-");
+    const std::string first = objstore::ObjectKey(options.target, pack.prefix + "-");
     auto taken = bucket.AnyKeyWithPrefix(first);
     if (!taken.ok()) {
       report.status = taken.status();
@@ -583,7 +350,7 @@ PackReport PackAndUpload(PackOptions pack, const UploadOptions& options) {
     return report;
   }
   for (ShardWritten& s : report.shards) {
-    s.path = bucket.Name(ObjectKey(options.target, Basename(s.path)));
+    s.path = bucket.Name(objstore::ObjectKey(options.target, Basename(s.path)));
     log::Info("upload: ", s.path, " (", s.file_bytes, " bytes)");
   }
   return report;

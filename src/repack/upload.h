@@ -4,7 +4,8 @@
 // staged folders removed), then each shard is uploaded under the source's
 // prefix and deleted locally only once the object is there.
 //
-// Upload of one shard (a local file of SIZE bytes, to KEY):
+// Upload of one shard (a local file of SIZE bytes, to KEY; the requests
+// are objstore/upload.h's):
 //   SIZE <= kMultipartThreshold   one PUT with If-None-Match: * (a store
 //                                 that ignores it is covered by the HEAD
 //                                 before);
@@ -62,38 +63,14 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "tfrecordfs/objstore/upload.h"
 #include "tfrecordfs/repack/pack.h"
-#include "tfrecordfs/source/http.h"
 
 namespace tfrecordfs::repack {
 
-// What the aws CLI uses by default (multipart_threshold, multipart_chunksize).
-inline constexpr uint64_t kMultipartThreshold = uint64_t{8} << 20;
-inline constexpr uint64_t kPartSize = uint64_t{8} << 20;
-
-// S3 takes at most 10000 parts: the part size an object of `size` bytes is
-// uploaded in, `wanted` (>= 1) or, for an object that would need more
-// parts, the next whole MiB that makes 10000 enough.
-inline constexpr uint64_t kMaxParts = 10000;
-uint64_t MultipartPartSize(uint64_t size, uint64_t wanted);
-
-// Where new shards go.
-struct UploadTarget {
-  // Object URLs are `base + "/" + AwsUriEncode(key)`: path-style
-  // "ENDPOINT/BUCKET", or "https://BUCKET.s3.REGION.amazonaws.com".
-  std::string base;
-  // How messages name the bucket: "s3://BUCKET" (no trailing '/').
-  std::string name;
-  // Prepended to a shard's file name to make its key ("train/"; may be "").
-  std::string key_prefix;
-  std::shared_ptr<const source::RequestSigner> signer;  // null: anonymous
-  std::shared_ptr<const source::HttpClient> client;     // not null
-  uint64_t multipart_threshold = kMultipartThreshold;
-  uint64_t part_size = kPartSize;  // >= 1
-};
-
 struct UploadOptions {
-  UploadTarget target;
+  // The bucket and its requests (objstore/upload.h).
+  objstore::UploadTarget target;
   // The local folder the pack writes into (created if missing); holds the
   // upload journal too.
   std::string outgoing_dir;
@@ -135,9 +112,6 @@ std::string EncodeUploadJournal(const UploadJournal& journal);
 // DataLoss naming `path` for a torn, damaged or foreign file, or a local
 // name that is not one path component.
 absl::StatusOr<UploadJournal> ParseUploadJournal(absl::string_view text, const std::string& path);
-
-// The object's key for a shard file named `name`.
-std::string ObjectKey(const UploadTarget& target, const std::string& name);
 
 }  // namespace tfrecordfs::repack
 

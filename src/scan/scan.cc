@@ -24,8 +24,8 @@
 #include "tfrecordfs/base/hash.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/index/index_file.h"
+#include "tfrecordfs/objstore/listing.h"
 #include "tfrecordfs/record/reader.h"
-#include "tfrecordfs/scan/objects.h"
 #include "tfrecordfs/source/snappy_source.h"
 
 namespace tfrecordfs::scan {
@@ -50,10 +50,10 @@ void DropIndexesBesideShards(std::vector<std::string>* names) {
 // and with the names a mount gives them.
 class Collector {
  public:
-  explicit Collector(const ObjectLister* lister) : lister_(lister) {}
+  explicit Collector(const objstore::ObjectLister* lister) : lister_(lister) {}
 
   absl::Status AddSource(const std::string& src) {
-    if (IsObjectUrl(src)) return AddObjects(src);
+    if (objstore::IsObjectUrl(src)) return AddObjects(src);
     struct stat st;
     if (::stat(src.c_str(), &st) != 0) return ErrnoError(errno, absl::StrCat("source ", src));
     if (S_ISDIR(st.st_mode)) {
@@ -121,20 +121,20 @@ class Collector {
   // root, folders before their entries, by name within a folder.
   absl::Status AddObjects(const std::string& src) {
     has_objects_ = true;
-    auto urls = ExpandShardSpec(src);
+    auto urls = objstore::ExpandShardSpec(src);
     if (!urls.ok()) return urls.status();
     struct Folder {
       std::map<std::string, Folder> folders;
-      std::map<std::string, const FoundObject*> objects;
+      std::map<std::string, const objstore::FoundObject*> objects;
     };
     Folder root;
-    std::vector<FoundObject> found;
+    std::vector<objstore::FoundObject> found;
     for (const std::string& url : *urls) {
       auto listed = lister_->List(url);
       if (!listed.ok()) return listed.status();
-      for (FoundObject& f : *listed) found.push_back(std::move(f));
+      for (objstore::FoundObject& f : *listed) found.push_back(std::move(f));
     }
-    for (const FoundObject& f : found) {
+    for (const objstore::FoundObject& f : found) {
       Folder* at = &root;
       std::vector<std::string> parts = absl::StrSplit(f.relative, '/');
       for (size_t k = 0; k + 1 < parts.size(); ++k) at = &at->folders[parts[k]];
@@ -162,7 +162,7 @@ class Collector {
           if (auto s = add(sub->second, mount_path, entries_.size() - 1); !s.ok()) return s;
           continue;
         }
-        const FoundObject& f = *folder.objects.at(n);
+        const objstore::FoundObject& f = *folder.objects.at(n);
         st.st_mode = S_IFREG | 0444;
         st.st_nlink = 1;
         st.st_size = static_cast<off_t>(f.object->size());
@@ -193,7 +193,7 @@ class Collector {
     return absl::OkStatus();
   }
 
-  const ObjectLister* lister_;
+  const objstore::ObjectLister* lister_;
   bool has_objects_ = false;
   std::set<std::pair<dev_t, ino_t>> visited_;
   // Each mount path taken, and the real path that took it.
@@ -289,10 +289,10 @@ void DropEntries(ScanResult* result, const std::vector<bool>& drop) {
 
 absl::StatusOr<ScanResult> Scan(const ScanOptions& options) {
   if (options.sources.empty()) return absl::InvalidArgumentError("no SOURCE given");
-  ObjectLister lister(options.object_cache != nullptr
-                          ? options.object_cache
-                          : std::make_shared<source::BlockCache>(kObjectCacheBytes),
-                      options.objects.value_or(DefaultObjectOptions()));
+  objstore::ObjectLister lister(options.object_cache != nullptr
+                                    ? options.object_cache
+                                    : std::make_shared<source::BlockCache>(kObjectCacheBytes),
+                                options.objects.value_or(objstore::DefaultObjectOptions()));
   Collector collector(&lister);
   for (const std::string& src : options.sources) {
     if (auto s = collector.AddSource(src); !s.ok()) return s;
@@ -421,8 +421,8 @@ absl::StatusOr<std::unique_ptr<source::ShardSource>> OpenShard(const ScannedShar
 }
 
 absl::StatusOr<ScannedShard> ScanOne(const std::string& path, index::IndexStore* store,
-                                     std::optional<ObjectOptions> objects) {
-  if (IsObjectUrl(path)) {
+                                     std::optional<objstore::ObjectOptions> objects) {
+  if (objstore::IsObjectUrl(path)) {
     ScanOptions options;
     options.sources = {path};
     options.store = store;

@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/log.h"
-#include "tfrecordfs/scan/objects.h"
+#include "tfrecordfs/objstore/listing.h"
 #include "tfrecordfs/scan/scan.h"
 #include "tfrecordfs/vfs/node_id.h"
 
@@ -51,7 +51,7 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
     // Objects in larger blocks: one ranged GET costs a round trip whatever
     // its size (a network file system carries at most 1 MiB a request).
     const bool objects = std::any_of(options.sources.begin(), options.sources.end(),
-                                     [](const std::string& p) { return scan::IsObjectUrl(p); });
+                                     [](const std::string& p) { return objstore::IsObjectUrl(p); });
     fs->readahead_ = std::make_unique<source::Readahead>(
         options.readahead_bytes, kReadaheadThreads,
         objects ? source::Readahead::kObjectBlock : source::Readahead::kBlock);

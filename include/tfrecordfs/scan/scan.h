@@ -3,7 +3,7 @@
 //
 // A SOURCE is a shard file or a directory, or objects named by a URL
 // (s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, http(s)://HOST/PATH, with
-// `name@N` for N TFDS-named shards: scan/objects.h), listed once. A bucket
+// `name@N` for N TFDS-named shards: objstore/listing.h), listed once. A bucket
 // prefix is a directory whose folders are the key's '/'-separated parts;
 // an object that is not a shard is an OtherFile as a local file is (a
 // mount serves its bytes with ranged reads); an object that cannot be
@@ -44,7 +44,7 @@
 #include "absl/status/statusor.h"
 #include "tfrecordfs/index/index_store.h"
 #include "tfrecordfs/index/shard_index.h"
-#include "tfrecordfs/scan/object_access.h"
+#include "tfrecordfs/objstore/access.h"
 #include "tfrecordfs/source/inflate.h"
 #include "tfrecordfs/source/shard_source.h"
 
@@ -132,8 +132,8 @@ struct ScanOptions {
   // one byte budget); null: Scan makes one of kObjectCacheBytes.
   std::shared_ptr<source::BlockCache> object_cache;
   // How s3:// and gs:// SOURCEs are reached beyond what the environment
-  // says (object_access.h); unset: DefaultObjectOptions() (the mount's).
-  std::optional<ObjectOptions> objects;
+  // says (objstore/access.h); unset: objstore::DefaultObjectOptions() (the mount's).
+  std::optional<objstore::ObjectOptions> objects;
 };
 
 inline constexpr size_t kObjectCacheBytes = size_t{64} << 20;
@@ -178,7 +178,7 @@ absl::StatusOr<std::unique_ptr<source::ShardSource>> OpenShard(const ScannedShar
 // it through `store` (or a walk when null); a URL is reached as `objects`
 // say. InvalidArgument when it is not a TFRecord shard.
 absl::StatusOr<ScannedShard> ScanOne(const std::string& path, index::IndexStore* store,
-                                     std::optional<ObjectOptions> objects = std::nullopt);
+                                     std::optional<objstore::ObjectOptions> objects = std::nullopt);
 
 }  // namespace tfrecordfs::scan
 

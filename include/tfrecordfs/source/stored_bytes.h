@@ -1,6 +1,6 @@
 // StoredBytes: where a shard's stored bytes (compressed, for a compressed
 // shard) are read from: a local file descriptor, or an object held elsewhere
-// (an object in a bucket, a file on a web server: source/http_object.h).
+// (an object in a bucket, a file on a web server: objstore/http.h).
 //
 // Every reader of stored bytes (the probe, the header walk, the inflater,
 // the SNAPPY block reader, the index checks) takes a StoredBytes, so that an

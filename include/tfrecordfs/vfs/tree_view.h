@@ -13,7 +13,7 @@
 // limit; a plain file is opened without blocking (a source replaced by a
 // FIFO must not hang a reader) and only while it still is a regular file.
 // A plain file that is an object (not a shard: a dataset_info.json in a
-// bucket) is read with the object's ranged GETs (source/http.h: pinned to
+// bucket) is read with the object's ranged GETs (objstore/http.h: pinned to
 // its listed ETag, through the mount's block cache), one FUSE read at a
 // time: a read asks for what the cache misses of the FUSE request's range,
 // at least kMinObjectFetch bytes (1 MiB), never the whole object.

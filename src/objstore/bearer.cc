@@ -1,4 +1,4 @@
-#include "tfrecordfs/source/bearer.h"
+#include "tfrecordfs/objstore/bearer.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -12,7 +12,7 @@
 #include "nlohmann/json.hpp"
 #include "tfrecordfs/base/file.h"
 
-namespace tfrecordfs::source {
+namespace tfrecordfs::objstore {
 namespace {
 
 // Access tokens are a few hundred bytes to a couple of KiB.
@@ -135,4 +135,4 @@ absl::StatusOr<std::vector<std::string>> BearerTokenSigner::Sign(absl::string_vi
   return std::vector<std::string>{absl::StrCat("Authorization: Bearer ", token_)};
 }
 
-}  // namespace tfrecordfs::source
+}  // namespace tfrecordfs::objstore

@@ -1,6 +1,7 @@
-#include "tfrecordfs/scan/object_access.h"
-
+// s3:// buckets: where requests go and how they are signed, as the AWS CLI
+// resolves it (access.h: the environment, the shared files' profiles).
 #include <cstdlib>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -8,33 +9,17 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "src/objstore/access_internal.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/ini.h"
-#include "tfrecordfs/base/mutex.h"
-#include "tfrecordfs/source/bearer.h"
+#include "tfrecordfs/objstore/access.h"
+#include "tfrecordfs/objstore/sigv4.h"
 
-namespace tfrecordfs::scan {
+namespace tfrecordfs::objstore {
 namespace {
 
-bool IsTrue(const std::string& v) {
-  const std::string l = absl::AsciiStrToLower(v);
-  return l == "1" || l == "true" || l == "yes";
-}
-
-std::string WithScheme(std::string endpoint) {
-  if (!absl::StartsWith(endpoint, "http://") && !absl::StartsWith(endpoint, "https://")) {
-    endpoint = absl::StrCat("http://", endpoint);
-  }
-  while (absl::EndsWith(endpoint, "/")) endpoint.pop_back();
-  return endpoint;
-}
-
-// A Compute Engine VM says so in its DMI product name (what google-auth
-// checks before it asks the metadata server).
-bool OnComputeEngine() {
-  auto name = ReadFileToString("/sys/class/dmi/id/product_name");
-  return name.ok() && absl::StartsWith(*name, "Google");
-}
+using internal::IsTrue;
+using internal::WithScheme;
 
 // `path` with a leading "~/" made $HOME/ (botocore expands it too).
 std::string ExpandHome(const std::string& path, const std::string& home) {
@@ -77,7 +62,7 @@ std::string Get(const IniSection* s, const char* key) {
 }
 
 // The keys of a section, when it has both halves.
-bool TakeKeys(const IniSection* s, source::AwsCredentials* c) {
+bool TakeKeys(const IniSection* s, AwsCredentials* c) {
   const std::string id = Get(s, "aws_access_key_id"), secret = Get(s, "aws_secret_access_key");
   if (id.empty() || secret.empty()) return false;
   *c = {id, secret, Get(s, "aws_session_token")};
@@ -85,29 +70,6 @@ bool TakeKeys(const IniSection* s, source::AwsCredentials* c) {
 }
 
 }  // namespace
-
-namespace {
-Mutex default_options_mu;
-ObjectOptions& DefaultOptionsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(default_options_mu) {
-  static ObjectOptions* options = new ObjectOptions();
-  return *options;
-}
-}  // namespace
-
-void SetDefaultObjectOptions(ObjectOptions options) {
-  MutexLock lock(&default_options_mu);
-  DefaultOptionsLocked() = std::move(options);
-}
-
-ObjectOptions DefaultObjectOptions() {
-  MutexLock lock(&default_options_mu);
-  return DefaultOptionsLocked();
-}
-
-std::string ProcessEnv(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? "" : v;
-}
 
 absl::StatusOr<AwsProfile> LoadAwsProfile(const Getenv& env) {
   AwsProfile p;
@@ -175,8 +137,8 @@ absl::StatusOr<BucketAccess> ResolveS3Access(const ObjectOptions& options, const
                                         : "anonymously (AWS_NO_SIGN_REQUEST)";
     return a;
   }
-  source::AwsCredentials c{env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY"),
-                           env("AWS_SESSION_TOKEN")};
+  AwsCredentials c{env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY"),
+                   env("AWS_SESSION_TOKEN")};
   if (!c.access_key_id.empty() && !c.secret_access_key.empty()) {
     a.signing = "signed (AWS SigV4) with the keys of AWS_ACCESS_KEY_ID";
   } else if (!profile->credentials.access_key_id.empty()) {
@@ -192,60 +154,8 @@ absl::StatusOr<BucketAccess> ResolveS3Access(const ObjectOptions& options, const
     a.signing = "anonymously (no credentials in the environment or the AWS files)";
     return a;
   }
-  a.signer = std::make_shared<source::SigV4Signer>(std::move(c), a.region);
+  a.signer = std::make_shared<SigV4Signer>(std::move(c), a.region);
   return a;
 }
 
-absl::StatusOr<BucketAccess> ResolveGcsAccess(const ObjectOptions& options, const Getenv& env,
-                                              std::shared_ptr<const source::HttpClient> client) {
-  BucketAccess a;
-  const std::string emulator = env("STORAGE_EMULATOR_HOST");
-  a.endpoint = emulator.empty() ? "https://storage.googleapis.com" : WithScheme(emulator);
-  a.region = "auto";
-  if (options.no_sign_request) {
-    a.signing = "anonymously (no_sign_request)";
-    return a;
-  }
-  if (!options.gcs_token_file.empty()) {
-    auto signer = source::BearerTokenSigner::FromFile(options.gcs_token_file);
-    if (!signer.ok()) return signer.status();
-    a.signer = std::move(*signer);
-    a.signing = absl::StrCat("with the OAuth access token in ", options.gcs_token_file);
-    return a;
-  }
-  if (const std::string token = env("GOOGLE_OAUTH_ACCESS_TOKEN"); !token.empty()) {
-    a.signer = source::BearerTokenSigner::Fixed(token);
-    a.signing = "with the OAuth access token of GOOGLE_OAUTH_ACCESS_TOKEN";
-    return a;
-  }
-  source::AwsCredentials c{env("GS_ACCESS_KEY_ID"), env("GS_SECRET_ACCESS_KEY"), ""};
-  if (!c.access_key_id.empty() && !c.secret_access_key.empty()) {
-    // Cloud Storage's XML API takes AWS SigV4 with an HMAC key ("auto" is
-    // its region for it).
-    a.signer = std::make_shared<source::SigV4Signer>(std::move(c), a.region);
-    a.signing = "signed (AWS SigV4) with the HMAC key of GS_ACCESS_KEY_ID";
-    return a;
-  }
-  std::string metadata = env("GCE_METADATA_HOST");
-  if (metadata.empty() && !IsTrue(env("NO_GCE_CHECK")) && OnComputeEngine()) {
-    metadata = "metadata.google.internal";
-  }
-  if (!metadata.empty()) {
-    const std::string url = absl::StrCat(
-        WithScheme(metadata), "/computeMetadata/v1/instance/service-accounts/default/token");
-    if (client == nullptr) client = std::make_shared<source::HttpClient>();
-    auto signer = source::BearerTokenSigner::FromMetadataServer(url, std::move(client));
-    if (!signer.ok()) {
-      return absl::Status(
-          signer.status().code(),
-          absl::StrCat("no token from the GCE metadata server: ", signer.status().message()));
-    }
-    a.signer = std::move(*signer);
-    a.signing = absl::StrCat("with the service account token of the metadata server ", metadata);
-    return a;
-  }
-  a.signing = "anonymously (no OAuth token, HMAC key or metadata server)";
-  return a;
-}
-
-}  // namespace tfrecordfs::scan
+}  // namespace tfrecordfs::objstore

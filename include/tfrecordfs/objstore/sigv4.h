@@ -12,8 +12,8 @@
 //
 // Thread-safety: the functions are pure; SigV4Signer is immutable after
 // construction and safe to share.
-#ifndef TFRECORDFS_SOURCE_SIGV4_H_
-#define TFRECORDFS_SOURCE_SIGV4_H_
+#ifndef TFRECORDFS_OBJSTORE_SIGV4_H_
+#define TFRECORDFS_OBJSTORE_SIGV4_H_
 
 #include <cstdint>
 #include <string>
@@ -22,9 +22,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "tfrecordfs/source/http.h"
+#include "tfrecordfs/objstore/http.h"
 
-namespace tfrecordfs::source {
+namespace tfrecordfs::objstore {
 
 // SHA-256 of nothing: the payload hash of a GET.
 inline constexpr absl::string_view kEmptySha256 =
@@ -62,7 +62,7 @@ std::string SigV4Authorization(const AwsCredentials& credentials, const SigV4Req
                                absl::string_view amz_date, absl::string_view region,
                                absl::string_view service);
 
-// Signs requests with fixed credentials (scan/object_access.h finds them
+// Signs requests with fixed credentials (objstore/access.h finds them
 // when the bucket is opened) at the current time. The payload hash is
 // signed and sent as x-amz-content-sha256 (a PUT's body is thus checked by
 // the store).
@@ -80,6 +80,6 @@ class SigV4Signer final : public RequestSigner {
   const std::string region_, service_;
 };
 
-}  // namespace tfrecordfs::source
+}  // namespace tfrecordfs::objstore
 
-#endif  // TFRECORDFS_SOURCE_SIGV4_H_
+#endif  // TFRECORDFS_OBJSTORE_SIGV4_H_

@@ -45,18 +45,19 @@
 //
 // Thread-safety: the functions are pure but for reading the files named;
 // BucketAccess is immutable and its signer thread-safe.
-#ifndef TFRECORDFS_SCAN_OBJECT_ACCESS_H_
-#define TFRECORDFS_SCAN_OBJECT_ACCESS_H_
+#ifndef TFRECORDFS_OBJSTORE_ACCESS_H_
+#define TFRECORDFS_OBJSTORE_ACCESS_H_
 
 #include <functional>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "tfrecordfs/source/http.h"
-#include "tfrecordfs/source/sigv4.h"
+#include "absl/strings/string_view.h"
+#include "tfrecordfs/objstore/http.h"
+#include "tfrecordfs/objstore/sigv4.h"
 
-namespace tfrecordfs::scan {
+namespace tfrecordfs::objstore {
 
 // What the command line adds to the environment for object sources.
 // Defaults: only the environment and the files speak.
@@ -70,14 +71,14 @@ struct ObjectOptions {
   // again whenever it changes, so a token refreshed by cron keeps a mount
   // going. "" for none.
   std::string gcs_token_file;
-  // The pack into a bucket (repack/upload.h): a shard larger than this is
+  // The pack into a bucket (repack/upload.h, objstore/upload.h): a shard larger than this is
   // uploaded as a multipart upload in parts of this size, a smaller one
   // with one PUT (-o multipart_mb=N). Default 8 MiB, the aws CLI's
-  // multipart_threshold and multipart_chunksize (repack::kPartSize).
+  // multipart_threshold and multipart_chunksize (objstore/upload.h's kPartSize).
   uint64_t multipart_bytes = uint64_t{8} << 20;
   // The most one request (a listing page, a HEAD, a ranged GET: all its
   // attempts together) may take before it fails (-o request_timeout=S):
-  // source::HttpOptions::deadline_s.
+  // HttpOptions::deadline_s.
   long request_timeout_s = 120;
 };
 
@@ -97,10 +98,10 @@ std::string ProcessEnv(const char* name);
 
 // An AWS profile as the shared files give it.
 struct AwsProfile {
-  std::string name;                    // "default" unless AWS_PROFILE says otherwise
-  bool found = false;                  // a file has a section for it
-  source::AwsCredentials credentials;  // empty keys when the files give none
-  std::string credentials_from;        // "[dev] in /home/u/.aws/credentials"
+  std::string name;              // "default" unless AWS_PROFILE says otherwise
+  bool found = false;            // a file has a section for it
+  AwsCredentials credentials;    // empty keys when the files give none
+  std::string credentials_from;  // "[dev] in /home/u/.aws/credentials"
   std::string region;
   std::string s3_endpoint_url;  // the nested s3 endpoint_url, else endpoint_url
   // When the profile has no keys but names another way to get them that
@@ -119,19 +120,23 @@ struct BucketAccess {
   // https://BUCKET.s3.REGION.amazonaws.com/KEY (s3:// only).
   std::string endpoint;
   std::string region;
-  std::shared_ptr<const source::RequestSigner> signer;  // null: anonymous
+  std::shared_ptr<const RequestSigner> signer;  // null: anonymous
   // How requests are sent, for messages ("anonymously (no_sign_request)",
   // "signed (AWS SigV4) with the keys of AWS_ACCESS_KEY_ID", ...): never a
   // secret.
   std::string signing;
 };
 
+// Where a bucket's requests go: "<base>/<encoded key>" for an object,
+// "<base>/?list-type=2..." for a listing. Path-style "ENDPOINT/BUCKET"
+// under an endpoint, else AWS's https://BUCKET.s3.REGION.amazonaws.com.
+std::string BucketBase(const BucketAccess& access, absl::string_view bucket);
+
 absl::StatusOr<BucketAccess> ResolveS3Access(const ObjectOptions& options, const Getenv& env);
 // `client` sends the metadata server's requests (null: one of its own).
-absl::StatusOr<BucketAccess> ResolveGcsAccess(
-    const ObjectOptions& options, const Getenv& env,
-    std::shared_ptr<const source::HttpClient> client = nullptr);
+absl::StatusOr<BucketAccess> ResolveGcsAccess(const ObjectOptions& options, const Getenv& env,
+                                              std::shared_ptr<const HttpClient> client = nullptr);
 
-}  // namespace tfrecordfs::scan
+}  // namespace tfrecordfs::objstore
 
-#endif  // TFRECORDFS_SCAN_OBJECT_ACCESS_H_
+#endif  // TFRECORDFS_OBJSTORE_ACCESS_H_

@@ -19,8 +19,8 @@
 // file.
 //
 // Thread-safety: thread-safe (the file's token is behind a leaf mutex).
-#ifndef TFRECORDFS_SOURCE_BEARER_H_
-#define TFRECORDFS_SOURCE_BEARER_H_
+#ifndef TFRECORDFS_OBJSTORE_BEARER_H_
+#define TFRECORDFS_OBJSTORE_BEARER_H_
 
 #include <sys/types.h>
 
@@ -35,9 +35,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "tfrecordfs/base/mutex.h"
-#include "tfrecordfs/source/http.h"
+#include "tfrecordfs/objstore/http.h"
 
-namespace tfrecordfs::source {
+namespace tfrecordfs::objstore {
 
 class BearerTokenSigner final : public RequestSigner {
  public:
@@ -89,6 +89,6 @@ class BearerTokenSigner final : public RequestSigner {
   mutable std::chrono::steady_clock::time_point expires_at_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace tfrecordfs::source
+}  // namespace tfrecordfs::objstore
 
-#endif  // TFRECORDFS_SOURCE_BEARER_H_
+#endif  // TFRECORDFS_OBJSTORE_BEARER_H_

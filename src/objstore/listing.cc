@@ -1,6 +1,5 @@
-#include "tfrecordfs/scan/objects.h"
+#include "tfrecordfs/objstore/listing.h"
 
-#include <expat.h>
 #include <limits.h>
 
 #include <algorithm>
@@ -18,23 +17,15 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "tfrecordfs/base/log.h"
-#include "tfrecordfs/source/sigv4.h"
+#include "tfrecordfs/objstore/sigv4.h"
+#include "tfrecordfs/objstore/xml.h"
 
-namespace tfrecordfs::scan {
+namespace tfrecordfs::objstore {
 namespace {
 
 // A listing page is refused beyond this (S3 pages hold at most 1000 keys:
 // about 400 KiB).
 constexpr size_t kMaxListBody = size_t{16} << 20;
-
-// Where a bucket's requests go: "<base>/<encoded key>" for an object,
-// "<base>/?list-type=2..." for a listing.
-std::string BucketBase(const ObjectUrl& u, const BucketAccess& access) {
-  if (!access.endpoint.empty()) {  // path-style
-    return absl::StrCat(access.endpoint, "/", source::AwsUriEncode(u.bucket, true));
-  }
-  return absl::StrCat("https://", u.bucket, ".s3.", access.region, ".amazonaws.com");
-}
 
 // The suffixes of the index files a listing may hold beside an object.
 constexpr absl::string_view kBesideSuffixes[] = {".tfri"};
@@ -52,9 +43,61 @@ absl::string_view BaseName(absl::string_view path) {
   return slash == absl::string_view::npos ? path : path.substr(slash + 1);
 }
 
-// ---- ListObjectsV2 with expat ----
+// ---- ListObjectsV2 (xml.h) ----
 
-struct ListParser {
+absl::string_view LocalName(absl::string_view name) {
+  // With namespace processing off, a prefixed name is "ns:Name".
+  const size_t colon = name.rfind(':');
+  return colon == absl::string_view::npos ? name : name.substr(colon + 1);
+}
+
+class ListParser final : public XmlHandler {
+ public:
+  void Start(absl::string_view name) override {
+    path.emplace_back(LocalName(name));
+    text.clear();
+    text_cut = false;
+    if (path.size() == 1) saw_root = path[0] == "ListBucketResult";
+    if (path.size() == 2 && path[1] == "Contents") current = ListedObject();
+  }
+
+  void Text(absl::string_view s) override {
+    const size_t room = kMaxListText - text.size();
+    if (s.size() > room) text_cut = true;
+    text.append(s.data(), std::min(s.size(), room));
+  }
+
+  void End(absl::string_view) override {
+    if (path.empty()) return;
+    const std::string name = path.back();
+    const size_t depth = path.size();
+    if (depth == 3 && path[1] == "Contents") {
+      if (name == "Key") {
+        current.key = text;
+      } else if (name == "Size") {
+        if (!absl::SimpleAtoi(text, &current.size) && error.empty()) {
+          error = absl::StrCat("<Size> is not a number: ", text.substr(0, 40));
+        }
+      } else if (name == "ETag") {
+        current.etag = text;
+      } else if (name == "LastModified") {
+        current.last_modified = text;
+      }
+    } else if (depth == 2 && name == "Contents") {
+      page.objects.push_back(std::move(current));
+    } else if (depth == 2 && name == "IsTruncated") {
+      page.truncated = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text)) == "true";
+    } else if (depth == 2 && name == "NextContinuationToken") {
+      page.next_token = text;
+      if (text_cut && error.empty()) {
+        error = absl::StrCat("<NextContinuationToken> is longer than ", kMaxListText, " bytes");
+      }
+    }
+    text.clear();
+    text_cut = false;
+    path.pop_back();
+  }
+
   ListPage page;
   std::vector<std::string> path;  // open elements (local names)
   std::string text;
@@ -63,62 +106,6 @@ struct ListParser {
   bool saw_root = false;
   std::string error;
 };
-
-absl::string_view LocalName(const char* name) {
-  // With namespace processing off, a prefixed name is "ns:Name".
-  absl::string_view n(name);
-  const size_t colon = n.rfind(':');
-  return colon == absl::string_view::npos ? n : n.substr(colon + 1);
-}
-
-void XMLCALL OnStart(void* user, const XML_Char* name, const XML_Char**) {
-  auto* p = static_cast<ListParser*>(user);
-  p->path.emplace_back(LocalName(name));
-  p->text.clear();
-  p->text_cut = false;
-  if (p->path.size() == 1) p->saw_root = p->path[0] == "ListBucketResult";
-  if (p->path.size() == 2 && p->path[1] == "Contents") p->current = ListedObject();
-}
-
-void XMLCALL OnText(void* user, const XML_Char* s, int len) {
-  auto* p = static_cast<ListParser*>(user);
-  const size_t room = kMaxListText - p->text.size();
-  const size_t n = static_cast<size_t>(len);
-  if (n > room) p->text_cut = true;
-  p->text.append(s, std::min(n, room));
-}
-
-void XMLCALL OnEnd(void* user, const XML_Char*) {
-  auto* p = static_cast<ListParser*>(user);
-  if (p->path.empty()) return;
-  const std::string name = p->path.back();
-  const size_t depth = p->path.size();
-  if (depth == 3 && p->path[1] == "Contents") {
-    if (name == "Key") {
-      p->current.key = p->text;
-    } else if (name == "Size") {
-      if (!absl::SimpleAtoi(p->text, &p->current.size) && p->error.empty()) {
-        p->error = absl::StrCat("<Size> is not a number: ", p->text.substr(0, 40));
-      }
-    } else if (name == "ETag") {
-      p->current.etag = p->text;
-    } else if (name == "LastModified") {
-      p->current.last_modified = p->text;
-    }
-  } else if (depth == 2 && name == "Contents") {
-    p->page.objects.push_back(std::move(p->current));
-  } else if (depth == 2 && name == "IsTruncated") {
-    p->page.truncated = absl::AsciiStrToLower(absl::StripAsciiWhitespace(p->text)) == "true";
-  } else if (depth == 2 && name == "NextContinuationToken") {
-    p->page.next_token = p->text;
-    if (p->text_cut && p->error.empty()) {
-      p->error = absl::StrCat("<NextContinuationToken> is longer than ", kMaxListText, " bytes");
-    }
-  }
-  p->text.clear();
-  p->text_cut = false;
-  p->path.pop_back();
-}
 
 }  // namespace
 
@@ -185,19 +172,10 @@ absl::StatusOr<std::vector<std::string>> ExpandShardSpec(absl::string_view url) 
 
 absl::StatusOr<ListPage> ParseListObjectsV2(absl::string_view xml) {
   ListParser p;
-  XML_Parser parser = XML_ParserCreate(nullptr);
-  if (parser == nullptr) return absl::ResourceExhaustedError("XML_ParserCreate failed");
-  XML_SetUserData(parser, &p);
-  XML_SetElementHandler(parser, OnStart, OnEnd);
-  XML_SetCharacterDataHandler(parser, OnText);
-  const bool ok = XML_Parse(parser, xml.data(), static_cast<int>(xml.size()), 1) == XML_STATUS_OK;
-  std::string why;
-  if (!ok) {
-    why = absl::StrCat("line ", XML_GetCurrentLineNumber(parser), ": ",
-                       XML_ErrorString(XML_GetErrorCode(parser)));
+  if (absl::Status s = ParseXml(xml, p); !s.ok()) {
+    if (!absl::IsDataLoss(s)) return s;
+    return absl::DataLossError(absl::StrCat("the listing is not valid XML (", s.message(), ")"));
   }
-  XML_ParserFree(parser);
-  if (!ok) return absl::DataLossError(absl::StrCat("the listing is not valid XML (", why, ")"));
   if (!p.saw_root) return absl::DataLossError("the listing is not a <ListBucketResult>");
   if (!p.error.empty()) return absl::DataLossError(absl::StrCat("the listing: ", p.error));
   if (p.page.truncated && p.page.next_token.empty()) {
@@ -279,7 +257,7 @@ KeyPlace PlaceListedKey(absl::string_view prefix, absl::string_view key) {
 
 std::string RedactSource(absl::string_view source) {
   if (absl::StartsWith(source, "http://") || absl::StartsWith(source, "https://")) {
-    return source::RedactUrl(source);
+    return RedactUrl(source);
   }
   return std::string(source);
 }
@@ -298,8 +276,7 @@ int64_t ParseObjectTime(absl::string_view text) {
 
 ObjectLister::ObjectLister(std::shared_ptr<source::BlockCache> cache, ObjectOptions options,
                            Getenv env)
-    : client_(std::make_shared<source::HttpClient>(
-          source::HttpOptions{.deadline_s = options.request_timeout_s})),
+    : client_(std::make_shared<HttpClient>(HttpOptions{.deadline_s = options.request_timeout_s})),
       cache_(std::move(cache)),
       options_(std::move(options)),
       env_(std::move(env)) {}
@@ -315,13 +292,13 @@ absl::StatusOr<std::vector<FoundObject>> ObjectLister::List(const std::string& s
 
 absl::StatusOr<FoundObject> ObjectLister::Head(const std::string& url) const {
   // How messages, logs and the index cache name it: never its query string.
-  const std::string name = source::RedactUrl(url);
+  const std::string name = RedactUrl(url);
   auto r = client_->Send("HEAD", url, {}, nullptr, 0, "HEAD");
   if (!r.ok()) return r.status();
   if (r->status == 404 || r->status == 403) {
     return absl::Status(
         r->status == 404 ? absl::StatusCode::kNotFound : absl::StatusCode::kPermissionDenied,
-        absl::StrCat(name, ": ", source::DescribeHttpStatus(r->status, r->body)));
+        absl::StrCat(name, ": ", DescribeHttpStatus(r->status, r->body)));
   }
   if (r->status != 200 || r->content_length < 0) {
     // Some servers answer HEAD badly: a one-byte ranged GET says the size
@@ -343,21 +320,21 @@ absl::StatusOr<FoundObject> ObjectLister::Head(const std::string& url) const {
       return absl::Status(r->status == 404   ? absl::StatusCode::kNotFound
                           : r->status == 403 ? absl::StatusCode::kPermissionDenied
                                              : absl::StatusCode::kUnavailable,
-                          absl::StrCat(name, ": ", source::DescribeHttpStatus(r->status, r->body)));
+                          absl::StrCat(name, ": ", DescribeHttpStatus(r->status, r->body)));
     }
   }
   if (r->content_length < 0) return absl::DataLossError(absl::StrCat(name, ": no object size"));
   FoundObject f;
   f.relative = std::string(BaseName(name));
   f.mtime = ParseObjectTime(r->last_modified);
-  source::HttpObject::Listed listed;
+  HttpObject::Listed listed;
   listed.url = url;
   listed.name = name;
   listed.size = static_cast<uint64_t>(r->content_length);
   listed.etag = r->etag;
   // A weak ETag (W/"...") cannot pin a byte range (RFC 9110 8.8.3.2).
   if (absl::StartsWith(listed.etag, "W/")) listed.etag.clear();
-  f.object = std::make_shared<source::HttpObject>(std::move(listed), client_, nullptr, cache_);
+  f.object = std::make_shared<HttpObject>(std::move(listed), client_, nullptr, cache_);
   return f;
 }
 
@@ -369,17 +346,16 @@ absl::StatusOr<std::vector<FoundObject>> ObjectLister::ListBucket(const std::str
     return absl::Status(access.status().code(),
                         absl::StrCat(source, ": ", access.status().message()));
   }
-  const std::string base = BucketBase(u, *access);
-  const std::shared_ptr<const source::RequestSigner> signer = access->signer;
+  const std::string base = BucketBase(*access, u.bucket);
+  const std::shared_ptr<const RequestSigner> signer = access->signer;
   const absl::string_view scheme = u.scheme == ObjectUrl::Scheme::kS3 ? "s3://" : "gs://";
   std::vector<ListedObject> listed;
   ListingBudget budget;
   std::string token;
   do {
-    std::string url =
-        absl::StrCat(base, "/?list-type=2&prefix=", source::AwsUriEncode(u.key, true));
+    std::string url = absl::StrCat(base, "/?list-type=2&prefix=", AwsUriEncode(u.key, true));
     if (!token.empty()) {
-      absl::StrAppend(&url, "&continuation-token=", source::AwsUriEncode(token, true));
+      absl::StrAppend(&url, "&continuation-token=", AwsUriEncode(token, true));
     }
     auto r = client_->Send("GET", url, {}, signer.get(), kMaxListBody, "ListObjectsV2");
     if (!r.ok()) return r.status();
@@ -388,7 +364,7 @@ absl::StatusOr<std::vector<FoundObject>> ObjectLister::ListBucket(const std::str
           r->status == 404   ? absl::StatusCode::kNotFound
           : r->status == 403 ? absl::StatusCode::kPermissionDenied
                              : absl::StatusCode::kUnavailable,
-          absl::StrCat(source, ": listing failed: ", source::DescribeHttpStatus(r->status, r->body),
+          absl::StrCat(source, ": listing failed: ", DescribeHttpStatus(r->status, r->body),
                        r->status == 401 || r->status == 403
                            ? absl::StrCat("; requests were sent ", access->signing)
                            : ""));
@@ -423,8 +399,8 @@ absl::StatusOr<std::vector<FoundObject>> ObjectLister::ListBucket(const std::str
     FoundObject f;
     f.relative = std::move(relative);
     f.mtime = ParseObjectTime(o.last_modified);
-    source::HttpObject::Listed object;
-    object.url = absl::StrCat(base, "/", source::AwsUriEncode(o.key, false));
+    HttpObject::Listed object;
+    object.url = absl::StrCat(base, "/", AwsUriEncode(o.key, false));
     object.name = name;
     object.size = o.size;
     object.etag = o.etag;
@@ -432,7 +408,7 @@ absl::StatusOr<std::vector<FoundObject>> ObjectLister::ListBucket(const std::str
     for (absl::string_view suffix : kBesideSuffixes) {
       if (keys.contains(absl::StrCat(o.key, suffix))) object.beside.emplace_back(suffix);
     }
-    f.object = std::make_shared<source::HttpObject>(std::move(object), client_, signer, cache_);
+    f.object = std::make_shared<HttpObject>(std::move(object), client_, signer, cache_);
     out.push_back(std::move(f));
   }
   if (refused > kLoggedRefusals) {
@@ -443,4 +419,4 @@ absl::StatusOr<std::vector<FoundObject>> ObjectLister::ListBucket(const std::str
   return out;
 }
 
-}  // namespace tfrecordfs::scan
+}  // namespace tfrecordfs::objstore

@@ -6,10 +6,10 @@
 // bucket prefix with ListObjectsV2 (paged; GCS's XML API answers the same
 // request), an http(s) object with one HEAD (or, where HEAD gives no
 // length, a one-byte ranged GET). Each object keeps its size and ETag; no
-// LIST or HEAD is sent afterwards (source/http.h: reads are ranged GETs
+// LIST or HEAD is sent afterwards (objstore/http.h: reads are ranged GETs
 // pinned to the ETag).
 //
-// Where requests go, and how they are signed: scan/object_access.h (the
+// Where requests go, and how they are signed: objstore/access.h (the
 // environment, the AWS shared files, ObjectOptions), resolved at each
 // List() of a bucket.
 //
@@ -20,8 +20,8 @@
 //
 // Thread-safety: the functions are pure or read the environment once per
 // call; an ObjectLister is safe to use from several threads.
-#ifndef TFRECORDFS_SCAN_OBJECTS_H_
-#define TFRECORDFS_SCAN_OBJECTS_H_
+#ifndef TFRECORDFS_OBJSTORE_LISTING_H_
+#define TFRECORDFS_OBJSTORE_LISTING_H_
 
 #include <cstdint>
 #include <functional>
@@ -32,11 +32,11 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "tfrecordfs/scan/object_access.h"
+#include "tfrecordfs/objstore/access.h"
+#include "tfrecordfs/objstore/http.h"
 #include "tfrecordfs/source/block_cache.h"
-#include "tfrecordfs/source/http.h"
 
-namespace tfrecordfs::scan {
+namespace tfrecordfs::objstore {
 
 // True for a SOURCE that names objects: s3://, gs://, http://, https://.
 bool IsObjectUrl(absl::string_view source);
@@ -69,7 +69,7 @@ struct ListPage {
   bool truncated = false;
   std::string next_token;  // NextContinuationToken
 };
-// Parses a ListObjectsV2 response body (with expat). DataLoss for XML that
+// Parses a ListObjectsV2 response body (xml.h). DataLoss for XML that
 // does not parse or lacks <ListBucketResult>; a truncated page without a
 // continuation token is DataLoss too (we would loop), as is a token longer
 // than kMaxListText. A <Key> is kept up to kMaxListText bytes (a longer one
@@ -124,7 +124,7 @@ struct KeyPlace {
 KeyPlace PlaceListedKey(absl::string_view prefix, absl::string_view key);
 
 // How messages and logs name a SOURCE: an http(s) URL without its query
-// string (source::RedactUrl: a presigned URL's credentials are there), any
+// string (RedactUrl: a presigned URL's credentials are there), any
 // other SOURCE as it is.
 std::string RedactSource(absl::string_view source);
 
@@ -139,13 +139,13 @@ struct FoundObject {
   // single object: its base name).
   std::string relative;
   int64_t mtime = 0;  // seconds
-  std::shared_ptr<const source::HttpObject> object;
+  std::shared_ptr<const HttpObject> object;
 };
 
 class ObjectLister {
  public:
   // `cache` (may be null) keeps the fetched bytes of every object listed;
-  // `options` and `env` say how buckets are reached (object_access.h).
+  // `options` and `env` say how buckets are reached (access.h).
   explicit ObjectLister(std::shared_ptr<source::BlockCache> cache, ObjectOptions options = {},
                         Getenv env = ProcessEnv);
 
@@ -160,12 +160,12 @@ class ObjectLister {
                                                       const ObjectUrl& url) const;
   absl::StatusOr<FoundObject> Head(const std::string& url) const;
 
-  std::shared_ptr<const source::HttpClient> client_;
+  std::shared_ptr<const HttpClient> client_;
   std::shared_ptr<source::BlockCache> cache_;
   const ObjectOptions options_;
   const Getenv env_;
 };
 
-}  // namespace tfrecordfs::scan
+}  // namespace tfrecordfs::objstore
 
-#endif  // TFRECORDFS_SCAN_OBJECTS_H_
+#endif  // TFRECORDFS_OBJSTORE_LISTING_H_

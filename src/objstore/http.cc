@@ -1,4 +1,4 @@
-#include "tfrecordfs/source/http.h"
+#include "tfrecordfs/objstore/http.h"
 
 #include <curl/curl.h>
 
@@ -18,9 +18,9 @@
 #include "absl/strings/strip.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/log.h"
-#include "tfrecordfs/source/sigv4.h"
+#include "tfrecordfs/objstore/sigv4.h"
 
-namespace tfrecordfs::source {
+namespace tfrecordfs::objstore {
 namespace {
 
 std::once_flag curl_init;
@@ -99,7 +99,8 @@ size_t OnHeader(char* data, size_t size, size_t n, void* user) {
 }
 
 // The text between <tag> and </tag> in `xml`, or "" (for error bodies only:
-// listings are parsed with expat, scan/objects.cc).
+// listings and replies are parsed with xml.h; an error body is searched as
+// text, so one cut at max_body or not well-formed still gives its message).
 absl::string_view Between(absl::string_view xml, absl::string_view tag) {
   const std::string open = absl::StrCat("<", tag, ">"), close = absl::StrCat("</", tag, ">");
   const size_t a = xml.find(open);
@@ -320,7 +321,7 @@ std::string DescribeHttpStatus(long status, absl::string_view body) {
 
 HttpObject::HttpObject(Listed listed, std::shared_ptr<const HttpClient> client,
                        std::shared_ptr<const RequestSigner> signer,
-                       std::shared_ptr<BlockCache> cache)
+                       std::shared_ptr<source::BlockCache> cache)
     : listed_(std::move(listed)),
       client_(std::move(client)),
       signer_(std::move(signer)),
@@ -405,10 +406,10 @@ absl::StatusOr<size_t> HttpObject::ReadAt(uint64_t offset, char* buf, size_t n) 
     size_t done = 0;
     while (cache_ && done < n) {
       const uint64_t at = offset + done;
-      const uint64_t b = at / kBlockSize;
+      const uint64_t b = at / source::kBlockSize;
       auto hit = cache_->Get(id_, b);
       if (!hit) break;
-      const size_t skip = static_cast<size_t>(at - b * kBlockSize);
+      const size_t skip = static_cast<size_t>(at - b * source::kBlockSize);
       if (skip >= hit->size()) break;
       const size_t k = std::min(n - done, hit->size() - skip);
       std::copy_n(hit->data() + skip, k, buf + done);
@@ -419,12 +420,12 @@ absl::StatusOr<size_t> HttpObject::ReadAt(uint64_t offset, char* buf, size_t n) 
     }
     return n;
   }
-  const uint64_t first = offset / kBlockSize, last = (end - 1) / kBlockSize;
+  const uint64_t first = offset / source::kBlockSize, last = (end - 1) / source::kBlockSize;
   size_t done = 0;
   uint64_t b = first;
   // Copies the part of block `b` (its bytes `bytes`) that [offset, end) needs.
   const auto take = [&](uint64_t block, absl::string_view bytes) {
-    const uint64_t block_begin = block * kBlockSize;
+    const uint64_t block_begin = block * source::kBlockSize;
     const uint64_t from = std::max(offset, block_begin);
     const uint64_t to = std::min<uint64_t>(end, block_begin + bytes.size());
     if (to <= from) return;
@@ -443,20 +444,22 @@ absl::StatusOr<size_t> HttpObject::ReadAt(uint64_t offset, char* buf, size_t n) 
     // kMinObjectFetch bytes.
     uint64_t miss_end = b + 1;
     while (miss_end <= last && !(cache_ && cache_->Get(id_, miss_end))) ++miss_end;
-    const uint64_t fetch_begin = b * kBlockSize;
-    uint64_t fetch_end = std::max<uint64_t>(miss_end * kBlockSize, fetch_begin + kMinObjectFetch);
+    const uint64_t fetch_begin = b * source::kBlockSize;
+    uint64_t fetch_end =
+        std::max<uint64_t>(miss_end * source::kBlockSize, fetch_begin + kMinObjectFetch);
     fetch_end = std::min<uint64_t>(fetch_end, size);
-    if (!cache_) fetch_end = std::min<uint64_t>(miss_end * kBlockSize, size);
+    if (!cache_) fetch_end = std::min<uint64_t>(miss_end * source::kBlockSize, size);
     auto bytes = std::make_unique<std::string>(fetch_end - fetch_begin, '\0');
     if (absl::Status s = Fetch(fetch_begin, fetch_end, bytes->data()); !s.ok()) return s;
-    for (uint64_t k = b; k * kBlockSize < fetch_end; ++k) {
-      const uint64_t at = k * kBlockSize - fetch_begin;
-      const size_t len = static_cast<size_t>(std::min<uint64_t>(kBlockSize, bytes->size() - at));
+    for (uint64_t k = b; k * source::kBlockSize < fetch_end; ++k) {
+      const uint64_t at = k * source::kBlockSize - fetch_begin;
+      const size_t len =
+          static_cast<size_t>(std::min<uint64_t>(source::kBlockSize, bytes->size() - at));
       auto block = std::make_shared<const std::string>(bytes->substr(at, len));
       if (k <= last) take(k, *block);
       if (cache_) cache_->Put(id_, k, std::move(block));
     }
-    b = std::max<uint64_t>(miss_end, (fetch_end + kBlockSize - 1) / kBlockSize);
+    b = std::max<uint64_t>(miss_end, (fetch_end + source::kBlockSize - 1) / source::kBlockSize);
   }
   return done;
 }
@@ -508,4 +511,4 @@ absl::Status HttpObject::WriteBeside(absl::string_view suffix, absl::string_view
                       absl::StrCat("PUT ", url, ": ", DescribeHttpStatus(r->status, r->body)));
 }
 
-}  // namespace tfrecordfs::source
+}  // namespace tfrecordfs::objstore

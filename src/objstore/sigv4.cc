@@ -1,4 +1,4 @@
-#include "tfrecordfs/source/sigv4.h"
+#include "tfrecordfs/objstore/sigv4.h"
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -14,7 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
-namespace tfrecordfs::source {
+namespace tfrecordfs::objstore {
 namespace {
 
 std::string Hex(const unsigned char* p, size_t n) {
@@ -162,4 +162,4 @@ absl::StatusOr<std::vector<std::string>> SigV4Signer::Sign(absl::string_view met
   return out;
 }
 
-}  // namespace tfrecordfs::source
+}  // namespace tfrecordfs::objstore

@@ -38,8 +38,8 @@
 // Thread-safety: HttpClient and HttpObject are safe to use from any number
 // of threads (the handle pool is behind a leaf mutex; a handle is used by one
 // request at a time).
-#ifndef TFRECORDFS_SOURCE_HTTP_H_
-#define TFRECORDFS_SOURCE_HTTP_H_
+#ifndef TFRECORDFS_OBJSTORE_HTTP_H_
+#define TFRECORDFS_OBJSTORE_HTTP_H_
 
 #include <atomic>
 #include <cstddef>
@@ -55,7 +55,7 @@
 #include "tfrecordfs/source/block_cache.h"
 #include "tfrecordfs/source/stored_bytes.h"
 
-namespace tfrecordfs::source {
+namespace tfrecordfs::objstore {
 
 // The least one GET of an object fetches (when the object has that many
 // bytes left): a record read costs one round trip.
@@ -75,7 +75,7 @@ inline constexpr size_t kWholeObjectBody = kMinObjectFetch;
 // (no '?' nor '#') is returned as it is.
 std::string RedactUrl(absl::string_view url);
 
-// Adds authentication to a request (S3 SigV4: source/sigv4.h). Thread-safe.
+// Adds authentication to a request (S3 SigV4: objstore/sigv4.h). Thread-safe.
 class RequestSigner {
  public:
   virtual ~RequestSigner() = default;
@@ -170,7 +170,7 @@ class HttpClient {
 std::string DescribeHttpStatus(long status, absl::string_view body);
 
 // One object, as listed. Thread-safe.
-class HttpObject final : public ObjectReader {
+class HttpObject final : public source::ObjectReader {
  public:
   struct Listed {
     std::string url;   // http(s) URL of the object (what GETs go to)
@@ -187,7 +187,8 @@ class HttpObject final : public ObjectReader {
   // `signer` and `cache` may be null (a null cache: each read fetches
   // what it needs, rounded to blocks).
   HttpObject(Listed listed, std::shared_ptr<const HttpClient> client,
-             std::shared_ptr<const RequestSigner> signer, std::shared_ptr<BlockCache> cache);
+             std::shared_ptr<const RequestSigner> signer,
+             std::shared_ptr<source::BlockCache> cache);
 
   const std::string& url() const override { return listed_.name; }
   uint64_t size() const override { return listed_.size; }
@@ -211,11 +212,11 @@ class HttpObject final : public ObjectReader {
   const Listed listed_;
   std::shared_ptr<const HttpClient> client_;
   std::shared_ptr<const RequestSigner> signer_;
-  std::shared_ptr<BlockCache> cache_;
+  std::shared_ptr<source::BlockCache> cache_;
   uint64_t id_;
   mutable std::atomic<bool> change_logged_{false};
 };
 
-}  // namespace tfrecordfs::source
+}  // namespace tfrecordfs::objstore
 
-#endif  // TFRECORDFS_SOURCE_HTTP_H_
+#endif  // TFRECORDFS_OBJSTORE_HTTP_H_
