@@ -80,6 +80,19 @@ int ErrnoOf(const absl::Status& status) {
   return err;
 }
 
+absl::Status SetMessage(const absl::Status& status, absl::string_view message) {
+  if (status.ok()) return status;
+  absl::Status out(status.code(), message);
+  status.ForEachPayload(
+      [&out](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
+  return out;
+}
+
+absl::Status Annotate(const absl::Status& status, absl::string_view context) {
+  if (status.ok() || context.empty()) return status;
+  return SetMessage(status, absl::StrCat(context, ": ", status.message()));
+}
+
 absl::Status ErrnoError(int err, absl::string_view context) {
   return PosixError(err, absl::StrCat(context, ": ", std::strerror(err)));
 }

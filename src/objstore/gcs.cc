@@ -71,9 +71,7 @@ absl::StatusOr<BucketAccess> ResolveGcsAccess(const ObjectOptions& options, cons
     if (client == nullptr) client = std::make_shared<HttpClient>();
     auto signer = BearerTokenSigner::FromMetadataServer(url, std::move(client));
     if (!signer.ok()) {
-      return absl::Status(
-          signer.status().code(),
-          absl::StrCat("no token from the GCE metadata server: ", signer.status().message()));
+      return Annotate(signer.status(), "no token from the GCE metadata server");
     }
     a.signer = std::move(*signer);
     a.signing = absl::StrCat("with the service account token of the metadata server ", metadata);

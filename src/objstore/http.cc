@@ -302,8 +302,8 @@ absl::StatusOr<HttpResponse> HttpClient::Send(absl::string_view method, const st
         last.ok() ? DescribeHttpStatus(last->status, last->body) : last.status().message()));
   }
   if (!last.ok()) {
-    return absl::Status(last.status().code(), absl::StrCat(RedactUrl(url), ": ", what, ": ",
-                                                           last.status().message(), tries));
+    return SetMessage(last.status(), absl::StrCat(RedactUrl(url), ": ", what, ": ",
+                                                  last.status().message(), tries));
   }
   return last;
 }

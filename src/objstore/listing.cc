@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/objstore/sigv4.h"
 #include "tfrecordfs/objstore/xml.h"
@@ -343,8 +344,7 @@ absl::StatusOr<std::vector<FoundObject>> ObjectLister::ListBucket(const std::str
   auto access = u.scheme == ObjectUrl::Scheme::kS3 ? ResolveS3Access(options_, env_)
                                                    : ResolveGcsAccess(options_, env_, client_);
   if (!access.ok()) {
-    return absl::Status(access.status().code(),
-                        absl::StrCat(source, ": ", access.status().message()));
+    return Annotate(access.status(), source);
   }
   const std::string base = BucketBase(*access, u.bucket);
   const std::shared_ptr<const RequestSigner> signer = access->signer;
@@ -372,7 +372,7 @@ absl::StatusOr<std::vector<FoundObject>> ObjectLister::ListBucket(const std::str
     auto page = ParseListObjectsV2(r->body);
     if (!page.ok()) return absl::DataLossError(absl::StrCat(source, ": ", page.status().message()));
     if (absl::Status s = budget.Take(*page); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat(source, ": listing stopped: ", s.message()));
+      return Annotate(s, absl::StrCat(source, ": listing stopped"));
     }
     for (ListedObject& o : page->objects) listed.push_back(std::move(o));
     token = page->truncated ? page->next_token : "";

@@ -43,8 +43,7 @@ absl::StatusOr<SharedFile> ReadShared(const Getenv& env, const char* var, const 
   auto ini = ReadIniFile(f.path);
   if (absl::IsNotFound(ini.status())) return f;
   if (!ini.ok()) {
-    return absl::Status(ini.status().code(),
-                        absl::StrCat("the AWS ", name, " file: ", ini.status().message()));
+    return Annotate(ini.status(), absl::StrCat("the AWS ", name, " file"));
   }
   f.ini = std::move(*ini);
   return f;

@@ -42,8 +42,7 @@ absl::StatusOr<UploadTarget> ResolveUploadTarget(const std::string& bucket_sourc
   const bool s3 = u->scheme == ObjectUrl::Scheme::kS3;
   auto access = s3 ? ResolveS3Access(options, env) : ResolveGcsAccess(options, env, client);
   if (!access.ok()) {
-    return absl::Status(access.status().code(),
-                        absl::StrCat(bucket_source, ": ", access.status().message()));
+    return Annotate(access.status(), bucket_source);
   }
   UploadTarget t;
   t.base = BucketBase(*access, u->bucket);

@@ -35,14 +35,6 @@
 namespace tfrecordfs::repack {
 namespace {
 
-// `prefix` + the status message, keeping the code and the errno payload.
-absl::Status Annotate(const absl::Status& s, absl::string_view prefix) {
-  absl::Status out(s.code(), absl::StrCat(prefix, s.message()));
-  s.ForEachPayload(
-      [&](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
-  return out;
-}
-
 // The record folders of `dir` in bytewise name order. Symlinks and
 // loose files are reported in `left`.
 absl::StatusOr<std::vector<std::string>> ListRecordFolders(const std::string& dir,
@@ -247,7 +239,7 @@ class Packer {
 
 absl::Status Packer::Plan() {
   auto listed = ListRecordFolders(records_dir_, &report_->left);
-  if (!listed.ok()) return Annotate(listed.status(), "listing staged records: ");
+  if (!listed.ok()) return Annotate(listed.status(), "listing staged records");
   std::map<std::pair<std::string, example::Kind>, std::vector<std::string>> inferred;
   for (const std::string& name : *listed) {
     std::vector<staging::InferredKind> kinds;
@@ -332,7 +324,6 @@ absl::Status Packer::RollBack(absl::Status cause) {
   if (!cleanup.ok()) {
     log::Error("pack: cleanup after a failed pack failed: ", cleanup.message(),
                "; the next recovery retries it");
-    return Annotate(cause, "");
   }
   return cause;
 }
@@ -353,7 +344,7 @@ absl::Status Packer::Commit() {
       return absl::OkStatus();
     }
   }
-  return Annotate(s, "committing the pack journal: ");
+  return Annotate(s, "committing the pack journal");
 }
 
 absl::Status Packer::RemovePacked() {
@@ -377,13 +368,17 @@ absl::Status Packer::Run() {
       o_.journal_path.empty() ? JoinPath(o_.output_dir, kDefaultJournalName) : o_.journal_path;
 
   if (auto s = Recover(journal_path_, o_.records_dir); !s.ok()) {
-    return Annotate(s, "recovering an interrupted pack: ");
+    return Annotate(s, "recovering an interrupted pack");
   }
   auto records_dir = RealPath(o_.records_dir);
-  if (!records_dir.ok()) return Annotate(records_dir.status(), "records directory ");
+  if (!records_dir.ok())
+    return SetMessage(records_dir.status(),
+                      absl::StrCat("records directory ", records_dir.status().message()));
   records_dir_ = std::move(*records_dir);
   auto output_dir = RealPath(o_.output_dir);
-  if (!output_dir.ok()) return Annotate(output_dir.status(), "output directory ");
+  if (!output_dir.ok())
+    return SetMessage(output_dir.status(),
+                      absl::StrCat("output directory ", output_dir.status().message()));
   output_dir_ = std::move(*output_dir);
   struct stat st;
   if (::stat(output_dir_.c_str(), &st) != 0) return ErrnoError(errno, output_dir_);
@@ -420,15 +415,15 @@ absl::Status Packer::Run() {
                           " is full: the pack journal (", journal_bytes.size(),
                           " bytes, twice that while it is committed) does not fit even in the "
                           "space set aside for it, so nothing was packed and every record stays "
-                          "staged; free space there, and the next mount packs them on unmount: "));
+                          "staged; free space there, and the next mount packs them on unmount"));
     }
-    return Annotate(s, "writing the pack journal: ");
+    return Annotate(s, "writing the pack journal");
   }
   faults_.At("after_journal");
 
   for (size_t i = 0; i < shards_.size(); ++i) {
     if (auto s = WriteShard(shards_[i], i == 0); !s.ok()) {
-      return RollBack(Annotate(s, absl::StrCat("writing shard ", shards_[i].name, ": ")));
+      return RollBack(Annotate(s, absl::StrCat("writing shard ", shards_[i].name)));
     }
     faults_.At("after_shard", i + 1);
   }
@@ -452,11 +447,11 @@ absl::Status Packer::Run() {
                                       "from staging failed (the journal ",
                                       journal_path_,
                                       " stays, so the next recovery finishes "
-                                      "the removal): "));
+                                      "the removal)"));
     }
   }
   if (auto s = UnlinkDurably(journal_path_); !s.ok()) {
-    return Annotate(s, "the pack is complete, but removing its journal failed: ");
+    return Annotate(s, "the pack is complete, but removing its journal failed");
   }
   return absl::OkStatus();
 }

@@ -133,26 +133,21 @@ absl::StatusOr<staging::Fingerprint> FingerprintOfPath(const std::string& path) 
 // errno: a full disk, a folder that is not writable) gets the advice to fix
 // the machine; a check that failed says what it is itself (CheckFailed).
 absl::Status KeptPending(const absl::Status& s) {
-  absl::Status out(
-      s.code(),
-      absl::StrCat(s.message(), "; the shard is left as it was and its edits are kept pending",
-                   ErrnoOf(s) != 0 ? ": fix the cause (free space, a writable folder), then "
-                                     "mount and unmount again"
-                                   : ""));
-  s.ForEachPayload(
-      [&out](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
-  return out;
+  return SetMessage(
+      s, absl::StrCat(s.message(), "; the shard is left as it was and its edits are kept pending",
+                      ErrnoOf(s) != 0 ? ": fix the cause (free space, a writable folder), then "
+                                        "mount and unmount again"
+                                      : ""));
 }
 
 // A failed check of the file the rewrite wrote (not a system call's error,
 // which keeps its errno and its own advice): no free space fixes it.
 absl::Status CheckFailed(const absl::Status& s) {
   if (s.ok() || ErrnoOf(s) != 0) return s;
-  return absl::Status(s.code(),
-                      absl::StrCat(s.message(),
-                                   " (the check of the rewritten file failed: an internal error "
-                                   "of tfrecordfs or a fault of the machine, not a full disk or "
-                                   "an unwritable folder; please report it with this message)"));
+  return SetMessage(s, absl::StrCat(s.message(),
+                                    " (the check of the rewritten file failed: an internal error "
+                                    "of tfrecordfs or a fault of the machine, not a full disk or "
+                                    "an unwritable folder; please report it with this message)"));
 }
 
 // The check of a plain shard's temp file (step 2 of the top of rewrite.h):

@@ -206,8 +206,7 @@ absl::Status Uploader::UploadAll(std::vector<std::string>* lines, bool recoverin
       lines->push_back(absl::StrCat("upload: ", name, " was not uploaded; uploading it now"));
     }
     if (auto s = UploadOne(0); !s.ok()) {
-      return absl::Status(s.code(),
-                          absl::StrCat("uploading ", path, " to ", name, ": ", s.message()));
+      return Annotate(s, absl::StrCat("uploading ", path, " to ", name));
     }
     // Verified by a HEAD (the store's own size), then the local copy goes.
     auto size = bucket_.Head(o.key);
@@ -292,19 +291,17 @@ PackReport PackAndUpload(PackOptions pack, const UploadOptions& options) {
   // A pack a crash interrupted is settled first (its shards must not be
   // uploaded before it is committed), then what it left to upload.
   if (auto s = Recover(pack.journal_path, pack.records_dir); !s.ok()) {
-    report.status =
-        absl::Status(s.code(), absl::StrCat("recovering an interrupted pack: ", s.message()));
+    report.status = Annotate(s, "recovering an interrupted pack");
     return report;
   }
   std::vector<std::string> lines;
   absl::Status finished = FinishUploads(options, &lines);
   for (const std::string& line : lines) log::Info(line);
   if (!finished.ok()) {
-    report.status = absl::Status(
-        finished.code(),
-        absl::StrCat(
-            "finishing the uploads an earlier unmount left in ", options.outgoing_dir,
-            " failed (nothing new was packed; every record stays staged): ", finished.message()));
+    report.status = Annotate(
+        finished,
+        absl::StrCat("finishing the uploads an earlier unmount left in ", options.outgoing_dir,
+                     " failed (nothing new was packed; every record stays staged)"));
     return report;
   }
   pack.output_dir = options.outgoing_dir;
@@ -342,11 +339,11 @@ PackReport PackAndUpload(PackOptions pack, const UploadOptions& options) {
   Uploader u(options);
   absl::Status up = u.UploadNew(names);
   if (!up.ok()) {
-    report.status = absl::Status(
-        up.code(), absl::StrCat(up.message(),
-                                "; the records are packed: the shards not uploaded "
-                                "wait in ",
-                                options.outgoing_dir, " for the next unmount of this mount"));
+    report.status =
+        SetMessage(up, absl::StrCat(up.message(),
+                                    "; the records are packed: the shards not "
+                                    "uploaded wait in ",
+                                    options.outgoing_dir, " for the next unmount of this mount"));
     return report;
   }
   for (ShardWritten& s : report.shards) {

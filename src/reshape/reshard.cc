@@ -8,6 +8,7 @@
 #include "absl/numeric/int128.h"
 #include "absl/strings/str_cat.h"
 #include "src/reshape/internal.h"
+#include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/record/format.h"
 #include "tfrecordfs/record/reader.h"
@@ -243,11 +244,11 @@ absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs, const Re
         if (control.progress) control.progress(1, in.index->end(slot.ref.record) - begin);
         if (!data.ok()) {
           if (!absl::IsDataLoss(data.status()) || !o.skip_damaged) {
-            return absl::Status(data.status().code(),
-                                absl::StrCat(data.status().message(),
-                                             absl::IsDataLoss(data.status())
-                                                 ? " (--skip-damaged leaves damaged records out)"
-                                                 : ""));
+            return SetMessage(data.status(),
+                              absl::StrCat(data.status().message(),
+                                           absl::IsDataLoss(data.status())
+                                               ? " (--skip-damaged leaves damaged records out)"
+                                               : ""));
           }
           report.skipped.push_back(
               {in.index->path(), slot.ref.record, begin, DamageReason(data.status(), begin)});

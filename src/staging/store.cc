@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
 
@@ -56,11 +57,11 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir, OpenO
   if (options.read_only) {
     struct stat st;
     if (::stat(RecordsDir(dir).c_str(), &st) != 0) {
-      return absl::Status(ErrnoError(errno, RecordsDir(dir)).code(),
-                          absl::StrCat("no staging store at ", dir));
+      return SetMessage(ErrnoError(errno, RecordsDir(dir)),
+                        absl::StrCat("no staging store at ", dir));
     }
   } else if (auto s = MakeDirs(RecordsDir(dir), 0700); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("cannot create the staging store: ", s.message()));
+    return Annotate(s, "cannot create the staging store");
   }
   auto real = RealPath(dir);
   if (!real.ok()) return real.status();

@@ -57,6 +57,17 @@ absl::Status PosixError(int err, absl::string_view message);
 // The errno a status carries (PosixError / ErrnoError), or 0 if none.
 int ErrnoOf(const absl::Status& status);
 
+// `status` with its message replaced by `message`, keeping its code and
+// every payload (the errno of ErrnoOf among them). An OK status stays OK.
+// Rebuilding a status from its code instead (absl::Status(s.code(), ...))
+// drops the payloads, and with them the errno the FUSE layer answers with.
+absl::Status SetMessage(const absl::Status& status, absl::string_view message);
+
+// `status` with `context` put before its message ("<context>: <message>"),
+// keeping its code and every payload, as SetMessage does. An OK status, or an
+// empty `context`, leaves `status` as it is.
+absl::Status Annotate(const absl::Status& status, absl::string_view context);
+
 absl::StatusOr<UniqueFd> OpenFile(const std::string& path, int flags, mode_t mode = 0);
 
 // Reads up to n bytes at offset; returns the number read, which is less than n
