@@ -59,7 +59,7 @@ ClassView::ClassView(const std::vector<MountedShard>& shards,
   // Records edited through an earlier mount show where their edits put them.
   if (edits_ != nullptr) {
     for (uint64_t key : edits_->EditedRecords()) {
-      const uint64_t shard = key >> kRecordBits, record = key & (kMaxRecordsPerShard - 1);
+      const uint64_t shard = ShardOfKey(key), record = RecordOfKey(key);
       const uint32_t now = FolderOfEdited(shard, record);
       if (record < groups_.folder_of[shard].size() && now != groups_.folder_of[shard][record]) {
         MutexLock lock(&mu_);
@@ -105,7 +105,7 @@ void ClassView::ResetShard(uint64_t shard, const ShardGrouping& grouping) {
   for (uint32_t f : grouping.folder_of) of.push_back(f == kNotGrouped ? kNotGrouped : remap[f]);
   {
     MutexLock lock(&mu_);
-    absl::erase_if(moved_, [&](const auto& kv) { return (kv.first >> kRecordBits) == shard; });
+    absl::erase_if(moved_, [&](const auto& kv) { return ShardOfKey(kv.first) == shard; });
   }
   FillFolders();
 }
@@ -146,17 +146,17 @@ std::vector<uint64_t> ClassView::MembersOf(uint64_t f) const {
     }
   }
   for (uint64_t key : folders_[f].members) {
-    if (FolderOf(key >> kRecordBits, key & (kMaxRecordsPerShard - 1)) == f) out.push_back(key);
+    if (FolderOf(ShardOfKey(key), RecordOfKey(key)) == f) out.push_back(key);
   }
   if (moved_in.empty()) return out;
   for (uint64_t key : moved_in) {
-    if (!records_->IsDeleted(key >> kRecordBits, key & (kMaxRecordsPerShard - 1)) &&
-        groups_.folder_of[key >> kRecordBits][key & (kMaxRecordsPerShard - 1)] != f) {
+    if (!records_->IsDeleted(ShardOfKey(key), RecordOfKey(key)) &&
+        groups_.folder_of[ShardOfKey(key)][RecordOfKey(key)] != f) {
       out.push_back(key);
     }
   }
   auto rank = [&](uint64_t key) {
-    return std::make_pair(shard_rank_[key >> kRecordBits], key & (kMaxRecordsPerShard - 1));
+    return std::make_pair(shard_rank_[ShardOfKey(key)], RecordOfKey(key));
   };
   std::sort(out.begin(), out.end(), [&](uint64_t a, uint64_t b) { return rank(a) < rank(b); });
   return out;
@@ -240,8 +240,8 @@ absl::Status ClassView::ReadDir(uint64_t ino, uint64_t /*fh*/, uint64_t offset,
   const uint64_t mask = (uint64_t{1} << kEntryBits) - 1;
   uint64_t first_image = (offset - 2) & mask;
   for (uint64_t m = (offset - 2) >> kEntryBits; m < members.size(); ++m, first_image = 0) {
-    const uint64_t shard = members[m] >> kRecordBits;
-    const uint64_t record = members[m] & (kMaxRecordsPerShard - 1);
+    const uint64_t shard = ShardOfKey(members[m]);
+    const uint64_t record = RecordOfKey(members[m]);
     auto rec = records_->Parse(shard, record);
     if (!rec.ok()) continue;  // damaged (logged by the record view)
     const std::vector<naming::GalleryImage> images =

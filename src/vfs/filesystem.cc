@@ -761,7 +761,7 @@ absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reop
       retired.mtime = shard.mtime;
       retired.generation = shard.generation;
       retired_view_->ResetShard(s);
-      absl::erase_if(retired_edited_, [s](uint64_t key) { return (key >> kRecordBits) == s; });
+      absl::erase_if(retired_edited_, [s](uint64_t key) { return ShardOfKey(key) == s; });
       retired_edited_.insert(edited.begin(), edited.end());
       shard.source = *std::move(src);
       if (readahead_) {

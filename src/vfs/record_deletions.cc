@@ -77,7 +77,7 @@ absl::Status RecordDeletions::CheckWritable(uint64_t shard) const {
 void RecordDeletions::ResetShard(uint64_t shard) {
   MutexLock lock(&mu_);
   registered_.erase(shard);
-  absl::erase_if(deleted_, [&](uint64_t key) { return (key >> kRecordBits) == shard; });
+  absl::erase_if(deleted_, [&](uint64_t key) { return ShardOfKey(key) == shard; });
   any_.store(!deleted_.empty(), std::memory_order_release);
 }
 

@@ -81,7 +81,7 @@ RecordEdits::RecordEdits(const std::vector<MountedShard>& shards, RecordView* re
   // An earlier mount's edits.
   MutexLock lock(&mu_);
   for (const auto& [key, folders] : staging::ListEditFolders(store_->records_dir())) {
-    auto shard = ShardOfKey(key);
+    auto shard = ShardOfStoreKey(key);
     if (!shard) continue;  // not mounted now: kept for a mount that has it
     if (!deletions_->Registered(*shard)) {
       log::Error(shards_[*shard].index->path(), ": changed on disk since ", folders.size(),
@@ -118,13 +118,13 @@ std::string RecordEdits::Describe(absl::string_view rel) const {
   const absl::string_view rest = slash == absl::string_view::npos ? "" : rel.substr(slash);
   auto f = staging::ParseEditFolder(folder);
   if (!f) return absl::StrCat("edits/", rel);
-  auto shard = ShardOfKey(f->key);
+  auto shard = ShardOfStoreKey(f->key);
   if (!shard) return absl::StrCat("edits/", rel);
   return absl::StrCat(shards_[*shard].index->path(), "/",
                       f->record ? records_->RecordName(*shard, *f->record) : f->added, rest);
 }
 
-std::optional<uint64_t> RecordEdits::ShardOfKey(absl::string_view key) const {
+std::optional<uint64_t> RecordEdits::ShardOfStoreKey(absl::string_view key) const {
   auto it = shard_of_key_.find(key);
   if (it == shard_of_key_.end()) return std::nullopt;
   return it->second;
@@ -152,7 +152,7 @@ bool RecordEdits::Hidden(uint64_t shard) const {
   {
     MutexLock lock(&mu_);
     if (!hidden_.insert(shard).second) return true;
-    for (const auto& [key, node] : edited_) edits += (key >> kRecordBits) == shard;
+    for (const auto& [key, node] : edited_) edits += ShardOfKey(key) == shard;
     if (auto it = added_.find(shard); it != added_.end()) edits += it->second.size();
   }
   log::Error(unchanged.message(), ": its ", edits,
@@ -375,7 +375,7 @@ std::vector<std::pair<uint64_t, uint64_t>> RecordEdits::DropUnchanged() {
       open.push_back(rel->substr(0, rel->find('/')));
   }
   for (uint64_t key : EditedRecords()) {
-    const uint64_t shard = key >> kRecordBits, record = key & ((uint64_t{1} << kRecordBits) - 1);
+    const uint64_t shard = ShardOfKey(key), record = RecordOfKey(key);
     const std::string folder = staging::EditedFolderName(Key(shard), record);
     if (std::find(open.begin(), open.end(), folder) != open.end()) continue;
     const std::string dir = absl::StrCat(store_->records_dir(), "/", folder);
@@ -414,10 +414,10 @@ bool RecordEdits::HasEdits(uint64_t shard) const {
   {
     MutexLock lock(&mu_);
     for (const auto& [key, node] : edited_) {
-      if ((key >> kRecordBits) == shard) return true;
+      if (ShardOfKey(key) == shard) return true;
     }
     for (const auto& [key, id] : moved_) {
-      if ((key >> kRecordBits) == shard) return true;
+      if (ShardOfKey(key) == shard) return true;
     }
     auto it = added_.find(shard);
     if (it != added_.end() && !it->second.empty()) return true;
@@ -432,7 +432,7 @@ std::vector<uint64_t> RecordEdits::EditedKeys(uint64_t shard) const {
   MutexLock lock(&mu_);
   for (const auto* map : {&edited_, &moved_}) {
     for (const auto& [key, node] : *map) {
-      if ((key >> kRecordBits) == shard) keys.push_back(key);
+      if (ShardOfKey(key) == shard) keys.push_back(key);
     }
   }
   return keys;
@@ -445,7 +445,7 @@ std::vector<std::string> RecordEdits::ResetShard(uint64_t shard) {
     MutexLock lock(&mu_);
     // RecordKeys (edited_, moved_) and record-space ids (translated_) of
     // the shard's records.
-    auto of_shard = [shard](uint64_t key) { return (key >> kRecordBits) == shard; };
+    auto of_shard = [shard](uint64_t key) { return ShardOfKey(key) == shard; };
     TakeIf(edited_, of_shard, &held);
     // translated_'s values are inner ids, like the moved folders'.
     auto id_of_shard = [shard](uint64_t id) { return ShardOf(id) == shard; };
@@ -600,7 +600,7 @@ void RecordEdits::RecoverMoves() {
     }
     for (const std::string& temp : temps) {
       auto m = ParseMoveTemp(temp);
-      auto shard = m ? ShardOfKey(m->key) : std::nullopt;
+      auto shard = m ? ShardOfStoreKey(m->key) : std::nullopt;
       if (!shard) continue;  // not mounted now: left for a mount that has it
       const std::string from = absl::StrCat(dir, "/", temp);
       const bool deleted = deletions_->IsDeleted(*shard, m->record);

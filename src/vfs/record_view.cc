@@ -430,7 +430,7 @@ void RecordView::ResetShard(uint64_t shard) {
   cache_.Clear();
   checked_.ResetShard(shard, shards_[shard].records_shown());
   MutexLock lock(&damage_mu_);
-  absl::erase_if(damage_, [&](const auto& kv) { return (kv.first >> kRecordBits) == shard; });
+  absl::erase_if(damage_, [&](const auto& kv) { return ShardOfKey(kv.first) == shard; });
 }
 
 bool RecordView::NoteDamage(uint64_t shard, uint64_t record, absl::string_view reason) {

@@ -45,6 +45,16 @@ constexpr uint64_t RecordKey(uint64_t shard, uint64_t record) {
   return (shard << kRecordBits) | record;
 }
 
+// The shard and the record a RecordKey names (the inverse of RecordKey, as
+// node_id.h's ShardOf/RecordOf are of RecordId).
+constexpr uint64_t ShardOfKey(uint64_t key) { return key >> kRecordBits; }
+constexpr uint64_t RecordOfKey(uint64_t key) { return key & (kMaxRecordsPerShard - 1); }
+
+static_assert(ShardOfKey(RecordKey(kMaxShards - 1, kMaxRecordsPerShard - 1)) == kMaxShards - 1);
+static_assert(RecordOfKey(RecordKey(kMaxShards - 1, kMaxRecordsPerShard - 1)) ==
+              kMaxRecordsPerShard - 1);
+static_assert(ShardOfKey(RecordKey(5, 0)) == 5 && RecordOfKey(RecordKey(5, 0)) == 0);
+
 }  // namespace tfrecordfs::vfs
 
 #endif  // TFRECORDFS_VFS_MOUNTED_SHARD_H_

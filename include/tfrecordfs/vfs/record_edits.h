@@ -222,7 +222,8 @@ class RecordEdits final : public View {
   absl::StatusOr<std::string> RecordFileBytes(uint64_t shard, uint64_t record, uint32_t entry);
   // Whether the folder at `dir` holds exactly the record's files (DropIfUnchanged).
   absl::StatusOr<bool> SameAsRecord(uint64_t shard, uint64_t record, const std::string& dir);
-  std::optional<uint64_t> ShardOfKey(absl::string_view key) const;
+  // The shard whose edit-store key (staging::ShardKey) is `key`.
+  std::optional<uint64_t> ShardOfStoreKey(absl::string_view key) const;
   // The view serving an inner id: the edit store's, or staging's (a moved
   // record's folder).
   StagingView& ViewFor(uint64_t inner) {
