@@ -16,6 +16,9 @@
 
 namespace tfrecordfs::fuse {
 
+// Node ids go to the kernel as fuse_ino_t unchanged (vfs/node_id.h).
+static_assert(sizeof(fuse_ino_t) == sizeof(uint64_t));
+
 namespace {
 
 // The mounting user's ids. Read once: getuid()/getgid() are system calls,
@@ -570,44 +573,30 @@ void LlRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_
     fuse_reply_buf(req, r.data.data.data(), r.data.data.size());
     return;
   }
-  if (ops.options.splice) {
-    // fuse_bufvec ends in a one-element array: room for the others follows.
-    std::vector<char> storage(sizeof(fuse_bufvec) + (parts.size() - 1) * sizeof(fuse_buf));
-    auto* vec = new (storage.data()) fuse_bufvec{};
-    vec->count = parts.size();
-    for (size_t i = 0; i < parts.size(); ++i) {
-      fuse_buf& b = vec->buf[i];
-      b = fuse_buf{};
-      b.size = parts[i]->size();
-      if (parts[i]->fd >= 0) {
-        b.flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
-        b.fd = parts[i]->fd;
-        b.pos = static_cast<off_t>(parts[i]->offset);
-      } else {
-        b.mem = const_cast<char*>(parts[i]->data.data());
-      }
+  // fuse_bufvec ends in a one-element array: room for the others follows.
+  std::vector<char> storage(sizeof(fuse_bufvec) + (parts.size() - 1) * sizeof(fuse_buf));
+  auto* vec = new (storage.data()) fuse_bufvec{};
+  vec->count = parts.size();
+  for (size_t i = 0; i < parts.size(); ++i) {
+    fuse_buf& b = vec->buf[i];
+    b = fuse_buf{};
+    b.size = parts[i]->size();
+    if (parts[i]->fd >= 0) {
+      // FD_RETRY: libfuse's copy then reads until the piece is complete or
+      // the shard ends (a short read), as a pread loop does.
+      b.flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK |
+                                            (ops.options.splice ? 0 : FUSE_BUF_FD_RETRY));
+      b.fd = parts[i]->fd;
+      b.pos = static_cast<off_t>(parts[i]->offset);
+    } else {
+      b.mem = const_cast<char*>(parts[i]->data.data());
     }
-    fuse_reply_data(req, vec, FUSE_BUF_SPLICE_MOVE);
-    return;
   }
-  std::string tmp;
-  tmp.reserve(r.data.total_size());
-  for (const vfs::ReadBuffer* p : parts) {
-    if (p->fd < 0) {
-      tmp += p->data;
-      continue;
-    }
-    const size_t at = tmp.size();
-    tmp.resize(at + p->length);
-    auto got = PreadUpTo(p->fd, tmp.data() + at, p->length, p->offset, "read");
-    if (!got.ok()) {
-      fuse_reply_err(req, ToErrno(got.status()));
-      return;
-    }
-    tmp.resize(at + *got);
-    if (*got < p->length) break;  // the shard ended early: a short read
-  }
-  fuse_reply_buf(req, tmp.data(), tmp.size());
+  // As libfuse's passthrough_hp: spliced from the shard when splice is on,
+  // else libfuse copies the pieces into one buffer and sends it (a read
+  // error before any byte is the reply's errno; one after some bytes, or
+  // the shard ending early, makes the reply short).
+  fuse_reply_data(req, vec, ops.options.splice ? FUSE_BUF_SPLICE_MOVE : FUSE_BUF_NO_SPLICE);
 }
 
 void LlStatfs(fuse_req_t req, fuse_ino_t) {
