@@ -661,7 +661,9 @@ TEST(GeneratedMountOptionsTest, ReadWriteMountOpensFilesWithoutTheDaemonToo) {
         const ssize_t n = ::read(fd, got.data(), got.size());
         ::close(fd);
         EXPECT_EQ(n, static_cast<ssize_t>(node.content.size())) << rel;
-        if (n >= 0) EXPECT_TRUE(got.substr(0, static_cast<size_t>(n)) == node.content) << rel;
+        if (n >= 0) {
+          EXPECT_TRUE(got.substr(0, static_cast<size_t>(n)) == node.content) << rel;
+        }
       }
     }
     return minus(CountFileOps(m.Stderr()), before);

@@ -1130,7 +1130,9 @@ TEST_F(CreateTest, StagingWritesWithoutAHandleAreCheckedWhenWhole) {
   EXPECT_EQ(0, DoWrite(ops, label, 0, "1.5\n", 0).err);
   EXPECT_EQ("1.5\n", ReadFileToString(label_path).value());
   const bool xattrs = !flag(label_path).empty() || errno != ENOTSUP;
-  if (xattrs) EXPECT_NE(flag(label_path).find("'1.5' is not an int64"), std::string::npos);
+  if (xattrs) {
+    EXPECT_NE(flag(label_path).find("'1.5' is not an int64"), std::string::npos);
+  }
   EXPECT_EQ(0, DoSetAttr(ops, label, zero, FUSE_SET_ATTR_SIZE, 0).err);
   EXPECT_EQ(0, DoWrite(ops, label, 0, "5\n", 0).err);
   EXPECT_EQ("", flag(label_path)) << "written again with a value: no flag";
@@ -1156,7 +1158,9 @@ TEST_F(CreateTest, StagingWritesWithoutAHandleAreCheckedWhenWhole) {
   auto rgb = tensor::EncodePng(rgb16, std::string(4 * 4 * 3 * 2, '\x10'));
   ASSERT_TRUE(rgb.ok());
   EXPECT_EQ(0, DoWrite(ops, mask, 0, *rgb, 0).err) << "16-bit RGB for uint8 [4,4] lands";
-  if (xattrs) EXPECT_NE(flag(mask_file), "") << "and is flagged: it looks whole (IEND)";
+  if (xattrs) {
+    EXPECT_NE(flag(mask_file), "") << "and is flagged: it looks whole (IEND)";
+  }
   tensor::PngGeometry gray8{.height = 4, .width = 4, .channels = 1, .depth = 8, .rank2 = true};
   auto gray = tensor::EncodePng(gray8, std::string(16, '\x7f'));
   ASSERT_TRUE(gray.ok());

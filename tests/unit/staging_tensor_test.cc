@@ -338,10 +338,14 @@ TEST_F(StoreCloseTest, ArraysOfTensorFeaturesAreCheckedAndTagged) {
   const bool xattrs = Tag("r/image.png") == "tensor:uint8:4,4,3";
   // What the feature cannot take lands, and is flagged (close() succeeds).
   EXPECT_TRUE(WriteAndClose(**store, "r/image.png", "not a png").ok());
-  if (xattrs) EXPECT_THAT(Flag("r/image.png"), HasSubstr("not a PNG"));
+  if (xattrs) {
+    EXPECT_THAT(Flag("r/image.png"), HasSubstr("not a PNG"));
+  }
   EXPECT_TRUE(
       WriteAndClose(**store, "r/image.png", Png(DataType::kUint8, {2, 2}, Pixels(4, 1))).ok());
-  if (xattrs) EXPECT_NE(Flag("r/image.png"), "");  // gray for an RGB feature
+  if (xattrs) {
+    EXPECT_NE(Flag("r/image.png"), "");  // gray for an RGB feature
+  }
   EXPECT_FALSE(PayloadFromFolder(staging::RecordsDir(root_ + "/s") + "/r", types_).ok());
   EXPECT_TRUE(fs::exists(staging::RecordsDir(root_ + "/s") + "/r/image.png"));
   EXPECT_TRUE(WriteAndClose(**store, "r/image.png", rgb).ok());
@@ -370,7 +374,9 @@ TEST_F(StoreCloseTest, SequenceStepsValidateWithTheListKind) {
   EXPECT_TRUE(WriteAndClose(**store, "r/context/label", "2\n").ok());
   EXPECT_EQ(Flag("r/context/label"), "");
   EXPECT_TRUE(WriteAndClose(**store, "r/feature_lists/ids/07", "1.5\n").ok());
-  if (xattrs) EXPECT_THAT(Flag("r/feature_lists/ids/07"), HasSubstr("'1.5' is not an int64"));
+  if (xattrs) {
+    EXPECT_THAT(Flag("r/feature_lists/ids/07"), HasSubstr("'1.5' is not an int64"));
+  }
   EXPECT_TRUE(WriteAndClose(**store, "r/feature_lists/ids/07", "15\n").ok());
   EXPECT_TRUE(WriteAndClose(**store, "r/feature_lists/rgb/1", "2\n").ok());
   EXPECT_TRUE(WriteAndClose(**store, "r/feature_lists/rgb/0", "x\n").ok());

@@ -532,7 +532,9 @@ TEST_P(RecordEditTest, TfdsMetadataFollowsTheRewrittenShard) {
                  R"("shardLengths": ["12", "2"]}], "version": "1.0.0"})");
   // A private file of another user stays so (issue 34 item 10).
   const bool root = ::geteuid() == 0;
-  if (root) ASSERT_EQ(::chown((tfds + "/dataset_info.json").c_str(), 1234, 2345), 0);
+  if (root) {
+    ASSERT_EQ(::chown((tfds + "/dataset_info.json").c_str(), 1234, 2345), 0);
+  }
   ASSERT_EQ(::chmod((tfds + "/dataset_info.json").c_str(), 0600), 0);
   MountConfig c = PackConfig(s_, {tfds}, "edit");
   Mount d(c);
@@ -926,8 +928,9 @@ TEST(RecordEditRaceTest, ReadersRacingACommitSeeOneWholeFileOldOrNew) {
       char buf[64] = {};
       ::posix_fadvise(held, 0, 0, POSIX_FADV_DONTNEED);
       const ssize_t n = ::pread(held, buf, sizeof buf, 0);
-      if (n >= 0)
+      if (n >= 0) {
         EXPECT_EQ(std::string(buf, static_cast<size_t>(n)), absl::StrCat(7 + round, "\n"));
+      }
       ::close(held);
     }
     EXPECT_NE(commit.out.find(absl::StrCat("changed ", kEdited, ", added 0, deleted ", kDeleted)),
