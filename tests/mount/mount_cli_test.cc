@@ -885,6 +885,19 @@ TEST_F(FstabTest, MountCommandWithTypeFuse) {
   CheckAndUnmount();
 }
 
+// A shard of one record, {v: int64 [7]}, at `path`.
+void WriteOneRecordShard(const std::string& path) {
+  example::FeatureTable table;
+  example::Feature f;
+  f.name = "v";
+  f.kind = example::Kind::kInt64;
+  f.int64s = {7};
+  table.features.push_back(f);
+  std::string shard;
+  record::AppendFramed(&shard, example::EncodeExample(table));
+  WriteWholeFile(path, shard);
+}
+
 // Rough edge of issue 34: a user who may not open /dev/fuse got "cannot
 // mount on MNT (is it an existing directory you may mount on?)", a guess;
 // libfuse's reason went to the daemon's stderr only, never into its log
@@ -904,15 +917,7 @@ TEST(CliTest, MountFailingToOpenDevFuseSaysSo) {
   const std::string src = tmp.Subdir("src"), mnt = tmp.Subdir("mnt"), home = tmp.Subdir("home");
   ASSERT_EQ(::chown(mnt.c_str(), 65534, 65534), 0);
   ASSERT_EQ(::chown(home.c_str(), 65534, 65534), 0);
-  example::FeatureTable table;
-  example::Feature f;
-  f.name = "v";
-  f.kind = example::Kind::kInt64;
-  f.int64s = {7};
-  table.features.push_back(f);
-  std::string shard;
-  record::AppendFramed(&shard, example::EncodeExample(table));
-  WriteWholeFile(src + "/data.tfrecord", shard);
+  WriteOneRecordShard(src + "/data.tfrecord");
   ASSERT_EQ(::chmod((src + "/data.tfrecord").c_str(), 0644), 0);
   WriteWholeFile(dir + "/nofuse", "");
   ASSERT_EQ(::chmod((dir + "/nofuse").c_str(), 0600), 0);
@@ -942,15 +947,7 @@ TEST(CliTest, UnmountPacksIntoAMissingOutputDir) {
   TFRFS_SKIP_WITHOUT_FUSE();
   TempDir tmp;
   const std::string src = tmp.Subdir("src");
-  example::FeatureTable table;
-  example::Feature f;
-  f.name = "v";
-  f.kind = example::Kind::kInt64;
-  f.int64s = {7};
-  table.features.push_back(f);
-  std::string shard;
-  record::AppendFramed(&shard, example::EncodeExample(table));
-  WriteWholeFile(src + "/data.tfrecord", shard);
+  WriteOneRecordShard(src + "/data.tfrecord");
   const std::string out = tmp.path() + "/new/out";
   MountConfig config;
   config.sources = {src};
