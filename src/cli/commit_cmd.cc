@@ -1,30 +1,20 @@
 // `tfrecordfs commit [--timeout SECONDS] MOUNTPOINT`: writes the edits of a
 // live read-write mount into its shards without unmounting.
 //
-// The daemon is asked with SIGUSR1 (its committer thread waits for it:
-// mount_cmd.cc) and answers in its store's commit report
-// (staging/layout.h CommitReportFile): `commit <pid>.<n>`, the result line,
-// the rewrite summary. The command waits for a report newer than the one
-// it saw before asking.
-#include <signal.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <algorithm>
+// The daemon is asked through its control socket (cli/control.h; its
+// committer thread serves it: mount_cmd.cc) and answers on the same
+// connection with the result line and the rewrite summary.
 #include <chrono>
 #include <iostream>
 #include <string>
-#include <thread>
 
-#include "absl/strings/match.h"
+#include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "src/cli/commands.h"
+#include "src/cli/control.h"
 #include "src/cli/runtime.h"
 #include "src/cli/toolbox.h"
-#include "tfrecordfs/base/file.h"
-#include "tfrecordfs/base/fs_util.h"
-#include "tfrecordfs/staging/layout.h"
 
 namespace tfrecordfs::cli {
 namespace {
@@ -52,13 +42,6 @@ why), 2 on a usage error, 3 when MOUNTPOINT is not a live read-write
 tfrecordfs mount of this user.
 )";
 
-// The first line of the commit report ("commit <pid>.<n>"), "" when none.
-std::string ReportId(const std::string& path) {
-  auto text = ReadFileToString(path);
-  if (!text.ok()) return "";
-  return text->substr(0, text->find('\n'));
-}
-
 }  // namespace
 
 int CommitMain(int argc, char** argv) {
@@ -83,46 +66,33 @@ int CommitMain(int argc, char** argv) {
               << " is mounted read-only: it has no edits to commit\n";
     return kExitNotMounted;
   }
-  const std::string report = staging::CommitReportFile(record->store);
-  const std::string before = ReportId(report);
-  if (::kill(static_cast<pid_t>(record->pid), SIGUSR1) != 0) {
-    std::cerr << "tfrecordfs commit: cannot signal the daemon (pid " << record->pid
-              << "): " << std::strerror(errno) << "\n";
-    return kExitNotMounted;
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
-  std::chrono::milliseconds wait(2);
-  while (ReportId(report) == before) {
-    // A daemon killed in the commit never answers: say so now, not at the
-    // timeout (one more look: it may have answered, then exited).
-    if (!ProcessAlive(record->pid) && ReportId(report) == before) {
+  auto answer =
+      AskDaemon(ControlSocketFile(record->store), "commit", std::chrono::duration<double>(timeout));
+  if (!answer.ok()) {
+    const std::string log = record->log.empty() ? "syslog" : record->log;
+    if (absl::IsDeadlineExceeded(answer.status())) {
+      std::cerr << "tfrecordfs commit: no answer from the daemon (pid " << record->pid
+                << ") within " << timeout << " s; it may still be committing (see its log: " << log
+                << ")\n";
+    } else if (absl::IsAborted(answer.status()) || !ProcessAlive(record->pid)) {
+      // A daemon killed in the commit never answers.
       std::cerr << "tfrecordfs commit: the daemon (pid " << record->pid
                 << ") ended before it answered (did it crash? the edits stay pending: mount "
-                   "again, which finishes or rolls back the interrupted commit"
-                << (record->log.empty() ? "" : "; its log: " + record->log) << ")\n";
-      return kExitFailed;
+                   "again, which finishes or rolls back the interrupted commit; its log: "
+                << log << ")\n";
+    } else {
+      std::cerr << "tfrecordfs commit: cannot reach the daemon (pid " << record->pid
+                << "): " << answer.status().message() << " (its log: " << log << ")\n";
+      return kExitNotMounted;
     }
-    if (std::chrono::steady_clock::now() > deadline) {
-      std::cerr << "tfrecordfs commit: no answer from the daemon (pid " << record->pid
-                << ") within " << timeout << " s; it may still be committing (see its log: "
-                << (record->log.empty() ? "syslog" : record->log) << ")\n";
-      return kExitFailed;
-    }
-    // Short commits answer within milliseconds: look again soon, then less
-    // often (every 10 ms: a stat and a small read).
-    std::this_thread::sleep_for(wait);
-    wait = std::min(wait * 2, std::chrono::milliseconds(10));
-  }
-  auto text = ReadFileToString(report);
-  if (!text.ok()) {
-    std::cerr << "tfrecordfs commit: " << text.status().message() << "\n";
     return kExitFailed;
   }
-  // Drop the id line; print the rest (result line and summary).
-  const std::string body = text->substr(text->find('\n') + 1);
-  const size_t eol = body.find('\n');
-  const std::string result = body.substr(0, eol);
-  std::cout << body.substr(eol + 1);
+  // The result line, then the report.
+  const size_t eol = answer->find('\n');
+  const std::string result = answer->substr(0, eol);
+  std::cout << (eol == std::string::npos ? "" : answer->substr(eol + 1));
+  if (result != kResultOk && result != "result: failed")
+    std::cerr << answer->substr(0, eol) << "\n";
   return result == kResultOk ? kExitOk : kExitFailed;
 }
 

@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "src/cli/commands.h"
+#include "src/cli/control.h"
 #include "src/cli/mount_options.h"
 #include "src/cli/pack_upload.h"
 #include "src/cli/progress.h"
@@ -118,11 +119,10 @@ class Mount {
   int PackOnUnmount();
 
  private:
-  // `tfrecordfs commit` asks by SIGUSR1 (blocked in every thread; this one
-  // thread waits for it), until `stop_committer_`.
-  void CommitLoop();
-  void CommitNow(uint64_t seq);
-  std::atomic<bool> stop_committer_{false};
+  // `tfrecordfs commit` asks through the control socket (cli/control.h),
+  // served by the committer thread until the session ends.
+  std::string CommitNow(uint64_t seq);
+  std::unique_ptr<ControlServer> control_;
   std::thread committer_;
 
   // A failed mount leaves no store behind that it created itself.
@@ -342,26 +342,38 @@ std::optional<int> Mount::Serve() {
             staging ? store_->dir() : "", cli_.read_only ? " (read-only)" : "");
   const std::string store_dir = staging ? store_->dir() : cli_.staging_dir;
   bool served = false;
-  // SIGUSR1 (`tfrecordfs commit`) is blocked in every thread from here on,
-  // the FUSE workers included, and waited for by the committer.
-  sigset_t usr1;
-  sigemptyset(&usr1);
-  sigaddset(&usr1, SIGUSR1);
-  pthread_sigmask(SIG_BLOCK, &usr1, nullptr);
   cli_.session.on_ready = [&] {
     served = true;
     // After the detach (a fork keeps no threads).
     // A bucket mount takes no edits, but answers `tfrecordfs commit` so.
     if (deletions_ != nullptr || !bucket_.empty()) {
-      committer_ = std::thread([this] { CommitLoop(); });
+      auto control = ControlServer::Listen(ControlSocketFile(store_->dir()));
+      if (control.ok()) {
+        control_ = std::move(*control);
+        committer_ = std::thread([this] {
+          uint64_t seq = 0;
+          control_->Serve([&](absl::string_view request) -> std::string {
+            if (request != "commit") {
+              return absl::StrCat("result: refused\nunknown request \"", request, "\"\n");
+            }
+            return CommitNow(++seq);
+          });
+        });
+      } else {
+        log::Warning(
+            "tfrecordfs commit will not reach this mount (edits are committed at "
+            "unmount): ",
+            control.status().message());
+      }
     }
     auto s = WriteMountRecord({mnt_real_, store_dir, static_cast<long>(::getpid()), cli_.read_only,
                                cli_.log_path, log_start_, staging ? cli_.vfs.staging_name : ""});
     if (!s.ok()) log::Warning("tfrecordfs unmount will not find this mount: ", s.message());
   };
   absl::Status s = fuse::RunSession(fs_.get(), cli_.session);
-  stop_committer_ = true;
+  if (control_ != nullptr) control_->Stop();
   if (committer_.joinable()) committer_.join();
+  control_.reset();
   if (!s.ok()) {
     log::Error(s.message());
     if (!served) return Fail();
@@ -371,18 +383,7 @@ std::optional<int> Mount::Serve() {
   return std::nullopt;
 }
 
-void Mount::CommitLoop() {
-  sigset_t usr1;
-  sigemptyset(&usr1);
-  sigaddset(&usr1, SIGUSR1);
-  uint64_t seq = 0;
-  while (!stop_committer_) {
-    const struct timespec tick = {0, 200 * 1000 * 1000};
-    if (::sigtimedwait(&usr1, nullptr, &tick) == SIGUSR1) CommitNow(++seq);
-  }
-}
-
-void Mount::CommitNow(uint64_t seq) {
+std::string Mount::CommitNow(uint64_t seq) {
   log::Info("commit requested (tfrecordfs commit)");
   auto rewritten = fs_->Commit(/*reopen=*/true);
   std::string text;
@@ -395,19 +396,20 @@ void Mount::CommitNow(uint64_t seq) {
     for (const auto& r : *rewritten) ok = ok && r.status.ok();
     text = repack::RewriteSummary(*rewritten);
   }
-  // The result goes to the `tfrecordfs commit` that asked (the report
-  // below), which prints it. A failure is no error of the mount's: the
+  // The result goes back to the `tfrecordfs commit` that asked, which
+  // prints it, and stays in the store's last-commit.txt. A failure is no error of the mount's: the
   // edits stay pending, and what still holds at unmount is in that commit's
   // own report. Logged as an error, a failure a later commit fixed would
   // still be repeated by `tfrecordfs unmount` (which points at the log's
   // errors and warnings).
   log::Info(ok ? "" : "commit failed (the edits stay pending): ", text);
-  // Refreshed after the commit: the other `commit` callers wait for it.
-  const std::string report = absl::StrCat("commit ", ::getpid(), ".", seq, "\n",
-                                          ok ? kResultOk : "result: failed", "\n", text);
-  if (auto w = WriteFileAtomically(staging::CommitReportFile(store_->dir()), report); !w.ok()) {
-    log::Error("cannot write the commit report: ", w.message());
+  const std::string answer = absl::StrCat(ok ? kResultOk : "result: failed", "\n", text);
+  if (auto w = WriteFileAtomically(staging::CommitReportFile(store_->dir()),
+                                   absl::StrCat("commit ", ::getpid(), ".", seq, "\n", answer));
+      !w.ok()) {
+    log::Warning("cannot keep the commit report: ", w.message());
   }
+  return answer;
 }
 
 int Mount::PackOnUnmount() {
