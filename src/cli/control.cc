@@ -81,15 +81,17 @@ absl::StatusOr<std::unique_ptr<ControlServer>> ControlServer::Listen(
   }
   // Stale: the store is locked by this mount, so no other daemon listens.
   ::unlink(socket_path.c_str());
-  // Bound with mode 0600 (a socket's mode decides who may connect).
-  const mode_t old_umask = ::umask(0177);
-  const int bound = ::bind(fd, reinterpret_cast<const sockaddr*>(&*addr), sizeof(*addr));
-  const int bind_errno = errno;
-  ::umask(old_umask);
+  // Mode 0600 before it listens (a socket's mode decides who may connect;
+  // not through umask, which is the whole process's: FUSE workers may be
+  // creating files in staging at this moment). Until then nobody can
+  // connect, and SO_PEERCRED is checked on every connection anyway.
+  const bool bound = ::bind(fd, reinterpret_cast<const sockaddr*>(&*addr), sizeof(*addr)) == 0 &&
+                     ::chmod(addr->sun_path, 0600) == 0 && ::listen(fd, 16) == 0;
+  const int err = errno;
   ::close(dir_fd);
-  if (bound != 0 || ::listen(fd, 16) != 0) {
-    const int err = bound != 0 ? bind_errno : errno;
+  if (!bound) {
     ::close(fd);
+    ::unlink(socket_path.c_str());
     return ErrnoError(err, socket_path);
   }
   const int stop_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -166,8 +168,8 @@ absl::StatusOr<std::string> AskDaemon(const std::string& socket_path, absl::stri
   ::close(dir_fd);
   if (connected != 0) {
     ::close(fd);
-    return absl::UnavailableError(absl::StrCat("nothing answers on ", socket_path, ": ",
-                                               std::strerror(connect_errno)));
+    return absl::UnavailableError(
+        absl::StrCat("nothing answers on ", socket_path, ": ", std::strerror(connect_errno)));
   }
   if (!SendAll(fd, absl::StrCat(request, "\n"))) {
     const int err = errno;
@@ -185,7 +187,8 @@ absl::StatusOr<std::string> AskDaemon(const std::string& socket_path, absl::stri
       ::close(fd);
       return absl::DeadlineExceededError("no answer in time");
     }
-    const int ready = WaitFor(fd, POLLIN, -1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
+    const int ready =
+        WaitFor(fd, POLLIN, -1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
     if (ready == 0) continue;
     const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
     if (n < 0 && errno == EINTR) continue;

@@ -2,8 +2,6 @@
 // (src/cli/control.h), both ends in one process: the answer comes back
 // whole on the connection that asked, a cut answer or a silent daemon is
 // told apart from a whole one, and the socket is private to its user.
-#include "src/cli/control.h"
-
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -16,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "src/cli/control.h"
 #include "testing/temp_dir.h"
 
 namespace tfrecordfs::cli {
