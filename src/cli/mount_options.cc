@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -90,9 +91,9 @@ int Usage(const std::string& message) { return UsageError("", message); }
 // bash completion offers (tfrecordfs --list-mount-options), and what
 // mount_cli_test checks against the man page's OPTIONS.
 
-// Parses `value` (empty for a flag) into `cli`; returns "" or an error
-// message naming the option.
-using ParseFn = std::string (*)(absl::string_view value, CliOptions* cli);
+// Parses `value` (empty for a flag) into `cli`; an InvalidArgument error's
+// message names the option.
+using ParseFn = absl::Status (*)(absl::string_view value, CliOptions* cli);
 
 struct MountOption {
   absl::string_view name;   // cache_mb
@@ -112,25 +113,25 @@ std::optional<size_t> Mib(absl::string_view v, bool zero_ok) {
 
 constexpr MountOption kMountOptions[] = {
     {"cache_records", "N", "parsed records kept in memory (default 65536)",
-     [](absl::string_view v, CliOptions* cli) -> std::string {
+     [](absl::string_view v, CliOptions* cli) -> absl::Status {
        if (!absl::SimpleAtoi(v, &cli->vfs.cache_records) || cli->vfs.cache_records == 0) {
-         return "cache_records needs a positive number";
+         return absl::InvalidArgumentError("cache_records needs a positive number");
        }
-       return "";
+       return absl::OkStatus();
      }},
     {"cache_mb", "N", "...and at most N MiB of them (default 16)",
-     [](absl::string_view v, CliOptions* cli) -> std::string {
+     [](absl::string_view v, CliOptions* cli) -> absl::Status {
        auto bytes = Mib(v, false);
-       if (!bytes) return "cache_mb needs a positive number of MiB";
+       if (!bytes) return absl::InvalidArgumentError("cache_mb needs a positive number of MiB");
        cli->vfs.cache_bytes = *bytes;
-       return "";
+       return absl::OkStatus();
      }},
     {"index_threads", "N", "threads for the header walk (default: CPUs, max 16)",
-     [](absl::string_view v, CliOptions* cli) -> std::string {
+     [](absl::string_view v, CliOptions* cli) -> absl::Status {
        if (!absl::SimpleAtoi(v, &cli->vfs.index_threads) || cli->vfs.index_threads < 0) {
-         return "index_threads needs a number";
+         return absl::InvalidArgumentError("index_threads needs a number");
        }
-       return "";
+       return absl::OkStatus();
      }},
     {"max_open", "N",
      "shard files kept open at once (default 1024; at most half the descriptor limit, "
@@ -138,18 +139,18 @@ constexpr MountOption kMountOptions[] = {
      "reopened on demand; raise it (and the limit) when reading many shards in parallel. "
      "Staged files need no option: at most an eighth of `ulimit -n` (16 to 1024) stay open, "
      "however many are staged",
-     [](absl::string_view v, CliOptions* cli) -> std::string {
+     [](absl::string_view v, CliOptions* cli) -> absl::Status {
        if (!absl::SimpleAtoi(v, &cli->vfs.max_open_shards) || cli->vfs.max_open_shards == 0) {
-         return "max_open needs a positive number of shard files";
+         return absl::InvalidArgumentError("max_open needs a positive number of shard files");
        }
-       return "";
+       return absl::OkStatus();
      }},
     {"walk", "MODE",
      "how shard headers are read when indexing: headers (one read per header: local disks), "
      "blocks (8 MiB sequential reads: network storage) or auto (blocks on "
      "FUSE/NFS/CIFS/Lustre/Ceph/9p, else headers; the default); on network storage 32 shards "
      "are walked at once unless index_threads says otherwise",
-     [](absl::string_view v, CliOptions* cli) -> std::string {
+     [](absl::string_view v, CliOptions* cli) -> absl::Status {
        if (v == "auto") {
          cli->walk_mode = index::WalkMode::kAuto;
        } else if (v == "headers") {
@@ -157,226 +158,233 @@ constexpr MountOption kMountOptions[] = {
        } else if (v == "blocks") {
          cli->walk_mode = index::WalkMode::kBlocks;
        } else {
-         return "walk needs auto, headers or blocks";
+         return absl::InvalidArgumentError("walk needs auto, headers or blocks");
        }
-       return "";
+       return absl::OkStatus();
      }},
     {"max_shard_records", "N",
      "the most records one shard may have (default 50000000; at most 268435456): an index "
      "costs 8 bytes per record, so this bounds what one shard may cost, however well it "
      "compresses; a shard with more is not indexed, and shown as the plain file it is with an "
      "error in the log",
-     [](absl::string_view v, CliOptions* cli) -> std::string {
+     [](absl::string_view v, CliOptions* cli) -> absl::Status {
        if (!absl::SimpleAtoi(v, &cli->max_records) || cli->max_records == 0 ||
            cli->max_records > vfs::kMaxRecordsPerShard) {
-         return "max_shard_records needs a number from 1 to 268435456";
+         return absl::InvalidArgumentError("max_shard_records needs a number from 1 to 268435456");
        }
-       return "";
+       return absl::OkStatus();
      }},
     {"gz_span", "SIZE",
      "GZIP/ZLIB shards: a checkpoint that gives random access after every SIZE compressed or "
      "uncompressed bytes, whichever come first (default 1M; smaller: faster reads, larger "
      "index)",
-     [](absl::string_view v, CliOptions* cli) -> std::string {
+     [](absl::string_view v, CliOptions* cli) -> absl::Status {
        auto size = ParseSize(v);
        if (!size.ok() || *size < (64 << 10) || *size > (uint64_t{1} << 34)) {
-         return "gz_span needs a size from 64K to 16G, such as 1M";
+         return absl::InvalidArgumentError("gz_span needs a size from 64K to 16G, such as 1M");
        }
        cli->gz_span = *size;
-       return "";
+       return absl::OkStatus();
      }},
     {"inflate_cache_mb", "N",
      "decompressed bytes of GZIP/ZLIB shards kept for readers, in MiB (default 32)",
-     [](absl::string_view v, CliOptions* cli) -> std::string {
+     [](absl::string_view v, CliOptions* cli) -> absl::Status {
        auto bytes = Mib(v, false);
-       if (!bytes) return "inflate_cache_mb needs a positive number of MiB";
+       if (!bytes)
+         return absl::InvalidArgumentError("inflate_cache_mb needs a positive number of MiB");
        cli->vfs.inflate_cache_bytes = *bytes;
-       return "";
+       return absl::OkStatus();
      }},
     {"readahead_mb", "N",
      "on network storage, records read in order (a find, cat */label) are read ahead in 1 MiB "
      "blocks (4 MiB for objects), 8 at once, 8 to 32 MiB ahead (at most N/2) and into the next "
      "shard, keeping at most N MiB (default 64; 0: off)",
-     [](absl::string_view v, CliOptions* cli) -> std::string {
+     [](absl::string_view v, CliOptions* cli) -> absl::Status {
        auto bytes = Mib(v, true);
-       if (!bytes) return "readahead_mb needs a number of MiB";
+       if (!bytes) return absl::InvalidArgumentError("readahead_mb needs a number of MiB");
        cli->vfs.readahead_bytes = *bytes;
-       return "";
+       return absl::OkStatus();
      }},
     {"index_dir", "PATH",
      "read shard indexes from PATH first (read-only; made by `tfrecordfs index --index-dir "
      "PATH`)",
-     [](absl::string_view v, CliOptions* cli) -> std::string {
-       if (v.empty()) return "index_dir needs a directory";
+     [](absl::string_view v, CliOptions* cli) -> absl::Status {
+       if (v.empty()) return absl::InvalidArgumentError("index_dir needs a directory");
        cli->index_dir = std::string(v);
-       return "";
+       return absl::OkStatus();
      }},
     {"noindexcache", "",
      "neither read nor write the per-user index cache (~/.cache/tfrecordfs/index)",
-     [](absl::string_view, CliOptions* cli) -> std::string {
+     [](absl::string_view, CliOptions* cli) -> absl::Status {
        cli->index_cache = false;
-       return "";
+       return absl::OkStatus();
      }},
     {"index_verify", "",
      "check indexes from index_dir or beside the shards against each shard's header chain "
      "(8 MiB sequential reads) before using them: for index directories other users can write",
-     [](absl::string_view, CliOptions* cli) -> std::string {
+     [](absl::string_view, CliOptions* cli) -> absl::Status {
        cli->index_verify = true;
-       return "";
+       return absl::OkStatus();
      }},
     {"nobeside", "",
      "do not read indexes kept beside the shards (<shard>.tfri, written by `tfrecordfs index "
      "--beside`)",
-     [](absl::string_view, CliOptions* cli) -> std::string {
+     [](absl::string_view, CliOptions* cli) -> absl::Status {
        cli->index_beside = false;
-       return "";
+       return absl::OkStatus();
      }},
     {"no_sign_request", "",
      "s3:// and gs:// SOURCEs: send every request anonymously, whatever credentials are "
      "configured (public buckets; the aws CLI's --no-sign-request)",
-     [](absl::string_view, CliOptions* cli) -> std::string {
+     [](absl::string_view, CliOptions* cli) -> absl::Status {
        cli->objects.no_sign_request = true;
-       return "";
+       return absl::OkStatus();
      }},
     {"gcs_token_file", "PATH",
      "gs:// SOURCEs: send the OAuth access token in PATH (what `gcloud auth "
      "print-access-token` prints), read again whenever the file changes",
-     [](absl::string_view v, CliOptions* cli) -> std::string {
-       if (v.empty()) return "gcs_token_file needs a file";
+     [](absl::string_view v, CliOptions* cli) -> absl::Status {
+       if (v.empty()) return absl::InvalidArgumentError("gcs_token_file needs a file");
        cli->objects.gcs_token_file = std::string(v);
-       return "";
+       return absl::OkStatus();
      }},
     {"multipart_mb", "N",
      "s3:// and gs:// SOURCEs packed into at unmount: upload a new shard larger than N MiB as "
      "a multipart upload in N MiB parts, a smaller one with one PUT (default 8, from 5 to "
      "5120, S3's part sizes)",
-     [](absl::string_view v, CliOptions* cli) -> std::string {
+     [](absl::string_view v, CliOptions* cli) -> absl::Status {
        uint64_t mb = 0;
        if (!absl::SimpleAtoi(v, &mb) || mb < 5 || mb > 5120) {
-         return "multipart_mb needs a number of MiB from 5 to 5120 (S3's part sizes)";
+         return absl::InvalidArgumentError(
+             "multipart_mb needs a number of MiB from 5 to 5120 (S3's part sizes)");
        }
        cli->objects.multipart_bytes = mb << 20;
-       return "";
+       return absl::OkStatus();
      }},
     {"request_timeout", "SECONDS",
      "object storage SOURCEs: give up on a request (a listing page, a HEAD, a ranged GET, "
      "all its retries together) after SECONDS (default 120); the read fails with EIO and the "
      "log says so",
-     [](absl::string_view v, CliOptions* cli) -> std::string {
+     [](absl::string_view v, CliOptions* cli) -> absl::Status {
        long seconds = 0;
        if (!absl::SimpleAtoi(v, &seconds) || seconds < 1 || seconds > 86400) {
-         return "request_timeout needs a number of seconds from 1 to 86400";
+         return absl::InvalidArgumentError(
+             "request_timeout needs a number of seconds from 1 to 86400");
        }
        cli->objects.request_timeout_s = seconds;
-       return "";
+       return absl::OkStatus();
      }},
     {"nosplice", "", "copy read data instead of splicing it from shards",
-     [](absl::string_view, CliOptions* cli) -> std::string {
+     [](absl::string_view, CliOptions* cli) -> absl::Status {
        cli->session.ops.splice = false;
-       return "";
+       return absl::OkStatus();
      }},
     {"opendir", "",
      "send every opendir/releasedir to the daemon (default: the kernel opens directories and "
      "caches their listings itself where it can)",
-     [](absl::string_view, CliOptions* cli) -> std::string {
+     [](absl::string_view, CliOptions* cli) -> absl::Status {
        cli->session.ops.skip_opendir = false;
-       return "";
+       return absl::OkStatus();
      }},
     {"ro", "", "read-only mount: staging/ refuses writes, nothing is packed on unmount",
-     [](absl::string_view, CliOptions* cli) -> std::string {
+     [](absl::string_view, CliOptions* cli) -> absl::Status {
        cli->read_only = true;
-       return "";
+       return absl::OkStatus();
      }},
     {"rw", "", "read-write mount (the default); of ro and rw the last one wins",
-     [](absl::string_view, CliOptions* cli) -> std::string {
+     [](absl::string_view, CliOptions* cli) -> absl::Status {
        cli->read_only = false;
-       return "";
+       return absl::OkStatus();
      }},
     {"open", "",
      "send every open/flush/release to the daemon and give staged files handles (default: "
      "the kernel opens files itself, no round trip per open; writes are judged when they "
      "arrive: a record file's first write checks its record out, a refused one fails; staged "
      "files are checked at write(), and close() never fails)",
-     [](absl::string_view, CliOptions* cli) -> std::string {
+     [](absl::string_view, CliOptions* cli) -> absl::Status {
        cli->always_open = true;
-       return "";
+       return absl::OkStatus();
      }},
     {"timeout", "SECONDS",
      "kernel cache time for names and attributes (default 86400: shard data is immutable)",
-     [](absl::string_view v, CliOptions* cli) -> std::string {
+     [](absl::string_view v, CliOptions* cli) -> absl::Status {
        double t;
-       if (!absl::SimpleAtod(v, &t) || t < 0) return "timeout needs a number of seconds";
+       if (!absl::SimpleAtod(v, &t) || t < 0)
+         return absl::InvalidArgumentError("timeout needs a number of seconds");
        cli->session.ops.entry_timeout = cli->session.ops.attr_timeout =
            cli->session.ops.negative_timeout = t;
-       return "";
+       return absl::OkStatus();
      }},
     {"verbose", "", "log at debug level",
-     [](absl::string_view, CliOptions*) -> std::string {
+     [](absl::string_view, CliOptions*) -> absl::Status {
        log::SetLevel(log::Level::kDebug);
-       return "";
+       return absl::OkStatus();
      }},
     {"log", "PATH",
      "also log to PATH (a detached daemon always logs to a file; default "
      "~/.local/state/tfrecordfs/log/<mount point>.log, which `tfrecordfs unmount` names when "
      "something was logged)",
-     [](absl::string_view v, CliOptions* cli) -> std::string {
-       if (v.empty()) return "log needs a file path";
+     [](absl::string_view v, CliOptions* cli) -> absl::Status {
+       if (v.empty()) return absl::InvalidArgumentError("log needs a file path");
        cli->log_path = std::string(v);
-       return "";
+       return absl::OkStatus();
      }},
     {"noxattr", "", "no extended attributes (see below)",
-     [](absl::string_view, CliOptions* cli) -> std::string {
+     [](absl::string_view, CliOptions* cli) -> absl::Status {
        cli->session.ops.xattr = false;
-       return "";
+       return absl::OkStatus();
      }},
     {"staging", "NAME", "name of the writable folder at the root (default \"staging\")",
-     [](absl::string_view v, CliOptions* cli) -> std::string {
-       if (!staging::CheckName(v).ok()) return "staging needs a plain folder name";
+     [](absl::string_view v, CliOptions* cli) -> absl::Status {
+       if (!staging::CheckName(v).ok())
+         return absl::InvalidArgumentError("staging needs a plain folder name");
        cli->vfs.staging_name = std::string(v);
-       return "";
+       return absl::OkStatus();
      }},
     {"staging_dir", "PATH",
      "where staged bytes live on disk (default "
      "~/.local/state/tfrecordfs/staging/<source>-<crc>)",
-     [](absl::string_view v, CliOptions* cli) -> std::string {
-       if (v.empty()) return "staging_dir needs a directory";
+     [](absl::string_view v, CliOptions* cli) -> absl::Status {
+       if (v.empty()) return absl::InvalidArgumentError("staging_dir needs a directory");
        cli->staging_dir = std::string(v);
-       return "";
+       return absl::OkStatus();
      }},
     {"max_edited", "N",
      "records checked out for editing (or added to shards) at once, until a commit (default "
      "20000): each edited record is a copy of all its files in the edit store, and each "
      "file costs a disk block, so this bounds the store; an edit beyond it fails with EDQUOT "
      "until `tfrecordfs commit` applies the pending ones",
-     [](absl::string_view v, CliOptions* cli) -> std::string {
+     [](absl::string_view v, CliOptions* cli) -> absl::Status {
        if (!absl::SimpleAtoi(v, &cli->vfs.max_edited) || cli->vfs.max_edited == 0) {
-         return "max_edited needs a positive number of records";
+         return absl::InvalidArgumentError("max_edited needs a positive number of records");
        }
-       return "";
+       return absl::OkStatus();
      }},
     {"output_dir", "PATH",
      "where the pack writes new shards on unmount (default: the first source directory; "
      "created when missing, as by pack, repair and reshard)",
-     [](absl::string_view v, CliOptions* cli) -> std::string {
-       if (v.empty()) return "output_dir needs a directory";
+     [](absl::string_view v, CliOptions* cli) -> absl::Status {
+       if (v.empty()) return absl::InvalidArgumentError("output_dir needs a directory");
        cli->pack.output_dir = std::string(v);
-       return "";
+       return absl::OkStatus();
      }},
     {"prefix", "NAME",
      "new shard names: NAME-00000-of-0000N.tfrecord (default staged-<UTC yyyymmddThhmmss>)",
-     [](absl::string_view v, CliOptions* cli) -> std::string {
-       if (!repack::ValidatePrefix(v).ok()) return "prefix must be a plain file name prefix";
+     [](absl::string_view v, CliOptions* cli) -> absl::Status {
+       if (!repack::ValidatePrefix(v).ok())
+         return absl::InvalidArgumentError("prefix must be a plain file name prefix");
        cli->pack.prefix = std::string(v);
-       return "";
+       return absl::OkStatus();
      }},
     {"shard_size", "SIZE",
      "maximum bytes per new shard, e.g. 64M (default 128M; uncompressed bytes for compressed "
      "shards)",
-     [](absl::string_view v, CliOptions* cli) -> std::string {
+     [](absl::string_view v, CliOptions* cli) -> absl::Status {
        auto size = ParseSize(v);
-       if (!size.ok()) return "shard_size needs a size such as 64M or 1G";
+       if (!size.ok())
+         return absl::InvalidArgumentError("shard_size needs a size such as 64M or 1G");
        cli->pack.shard_size = *size;
-       return "";
+       return absl::OkStatus();
      }},
     {"view", "VIEW",
      "what the mount shows: records (the default: a folder per record, a file per feature), "
@@ -384,7 +392,7 @@ constexpr MountOption kMountOptions[] = {
      "value of class_feature, holding the images of its records); gallery and classes show "
      "no staging folder and take only rm of an image and mv between class folders (VIEWS in "
      "tfrecordfs(1))",
-     [](absl::string_view v, CliOptions* cli) -> std::string {
+     [](absl::string_view v, CliOptions* cli) -> absl::Status {
        if (v == "records") {
          cli->vfs.view = vfs::ViewKind::kRecords;
        } else if (v == "gallery") {
@@ -392,25 +400,26 @@ constexpr MountOption kMountOptions[] = {
        } else if (v == "classes") {
          cli->vfs.view = vfs::ViewKind::kClasses;
        } else {
-         return "view needs records, gallery or classes";
+         return absl::InvalidArgumentError("view needs records, gallery or classes");
        }
-       return "";
+       return absl::OkStatus();
      }},
     {"class_feature", "NAME",
      "view=classes: the feature whose one value names a record's class folder (grouped at the "
      "first mount, kept with the index cache)",
-     [](absl::string_view v, CliOptions* cli) -> std::string {
-       if (v.empty()) return "class_feature needs a feature name";
+     [](absl::string_view v, CliOptions* cli) -> absl::Status {
+       if (v.empty()) return absl::InvalidArgumentError("class_feature needs a feature name");
        cli->vfs.class_feature = std::string(v);
-       return "";
+       return absl::OkStatus();
      }},
     {"compression", "C",
      "new shards: none, gzip (.tfrecord.gz) or zlib (.tfrecord.zlib); default: the sources' "
      "codec when every source shard has the same one, else none",
-     [](absl::string_view v, CliOptions* cli) -> std::string {
+     [](absl::string_view v, CliOptions* cli) -> absl::Status {
        cli->compression = source::ParseCodecName(v);
-       if (!cli->compression) return "compression needs none, gzip or zlib";
-       return "";
+       if (!cli->compression)
+         return absl::InvalidArgumentError("compression needs none, gzip or zlib");
+       return absl::OkStatus();
      }},
 };
 
@@ -549,21 +558,23 @@ bool NeedsValue(absl::string_view key) {
   return false;
 }
 
-// Splits -o options into ours and libfuse's. Returns an error message
-// naming the option, or "".
-std::string TakeMountOptions(absl::string_view list, CliOptions* cli) {
+// Splits -o options into ours and libfuse's. An InvalidArgument error's
+// message names the option.
+absl::Status TakeMountOptions(absl::string_view list, CliOptions* cli) {
   for (absl::string_view opt : absl::StrSplit(list, ',', absl::SkipEmpty())) {
     const size_t eq = opt.find('=');
     const absl::string_view name = opt.substr(0, eq);
     if (const MountOption* o = FindMountOption(name); o != nullptr) {
       // A flag takes no value; an option with one needs it.
       if (o->value.empty() != (eq == absl::string_view::npos)) {
-        return o->value.empty() ? absl::StrCat(name, " takes no value")
-                                : absl::StrCat(name, " needs a value (", name, "=...)");
+        return absl::InvalidArgumentError(
+            o->value.empty() ? absl::StrCat(name, " takes no value")
+                             : absl::StrCat(name, " needs a value (", name, "=...)"));
       }
-      const std::string err =
-          o->parse(eq == absl::string_view::npos ? "" : opt.substr(eq + 1), cli);
-      if (!err.empty()) return err;
+      if (absl::Status s = o->parse(eq == absl::string_view::npos ? "" : opt.substr(eq + 1), cli);
+          !s.ok()) {
+        return s;
+      }
     } else if (IsIgnoredMountWord(opt)) {
       // fstab/mount(8) words that mean nothing to a FUSE mount.
     } else if (IsPassedFlag(opt)) {
@@ -573,14 +584,17 @@ std::string TakeMountOptions(absl::string_view list, CliOptions* cli) {
       }
       cli->session.fuse_options.emplace_back(opt);
     } else if (auto passed = PassedKeyOf(opt)) {
-      if (opt.size() == passed->size() + 1) return absl::StrCat(*passed, " needs a value");
+      if (opt.size() == passed->size() + 1)
+        return absl::InvalidArgumentError(absl::StrCat(*passed, " needs a value"));
       cli->session.fuse_options.emplace_back(opt);
     } else {
-      if (NeedsValue(name)) return absl::StrCat(name, " needs a value (", name, "=...)");
-      return absl::StrCat("unknown mount option '", opt, "'");
+      if (NeedsValue(name)) {
+        return absl::InvalidArgumentError(absl::StrCat(name, " needs a value (", name, "=...)"));
+      }
+      return absl::InvalidArgumentError(absl::StrCat("unknown mount option '", opt, "'"));
     }
   }
-  return "";
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -609,9 +623,13 @@ std::optional<int> ParseMountCommandLine(int argc, char** argv, CliOptions* cli)
       cli->session.single_threaded = true;
     } else if (a == "-o") {
       if (i + 1 >= argc) return Usage("-o needs an argument");
-      if (std::string err = TakeMountOptions(argv[++i], cli); !err.empty()) return Usage(err);
+      if (absl::Status s = TakeMountOptions(argv[++i], cli); !s.ok()) {
+        return Usage(std::string(s.message()));
+      }
     } else if (absl::StartsWith(a, "-o") && a.size() > 2) {
-      if (std::string err = TakeMountOptions(a.substr(2), cli); !err.empty()) return Usage(err);
+      if (absl::Status s = TakeMountOptions(a.substr(2), cli); !s.ok()) {
+        return Usage(std::string(s.message()));
+      }
     } else if (a == "--") {
       for (++i; i < argc; ++i) cli->positional.emplace_back(argv[i]);
     } else if (a.size() > 1 && a[0] == '-') {

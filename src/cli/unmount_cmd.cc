@@ -16,6 +16,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "src/cli/commands.h"
@@ -40,8 +41,9 @@ Exit status: 0 when everything staged was packed (or nothing was staged),
 2 on a usage error.
 )";
 
-// Runs fusermount3 -u; falls back to umount2 for root.
-bool Unmount(const std::string& mnt, std::string* error) {
+// Runs fusermount3 -u; falls back to umount2 for root. The error carries
+// umount2's errno and names the mount point.
+absl::Status Unmount(const std::string& mnt) {
   pid_t pid = ::fork();
   if (pid == 0) {
     ::execlp("fusermount3", "fusermount3", "-u", mnt.c_str(), static_cast<char*>(nullptr));
@@ -50,11 +52,10 @@ bool Unmount(const std::string& mnt, std::string* error) {
   int status = 0;
   if (pid > 0 && ::waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
       WEXITSTATUS(status) == 0) {
-    return true;
+    return absl::OkStatus();
   }
-  if (::geteuid() == 0 && ::umount2(mnt.c_str(), 0) == 0) return true;
-  *error = std::strerror(errno);
-  return false;
+  if (::geteuid() == 0 && ::umount2(mnt.c_str(), 0) == 0) return absl::OkStatus();
+  return ErrnoError(errno, absl::StrCat("cannot unmount ", mnt));
 }
 
 // Runs `wait` (which blocks until what it waits for is done). On a terminal,
@@ -146,10 +147,9 @@ int UnmountMain(int argc, char** argv) {
   if (record->read_only) {
     // Nothing is packed and the store is not ours to wait on: unmount, wait
     // for the daemon to go, and say only that.
-    std::string error;
-    if (!SayWhileWaiting("unmounting " + real, [&] { return Unmount(real, &error); })) {
-      std::cerr << "tfrecordfs unmount: cannot unmount " << real << ": " << error
-                << " (is a file still open there?)\n";
+    if (absl::Status s = SayWhileWaiting("unmounting " + real, [&] { return Unmount(real); });
+        !s.ok()) {
+      std::cerr << "tfrecordfs unmount: " << s.message() << " (is a file still open there?)\n";
       return kExitFailed;
     }
     SayWhileWaiting(absl::StrCat("waiting for the daemon (pid ", record->pid, ") to exit"), [&] {
@@ -169,10 +169,9 @@ int UnmountMain(int argc, char** argv) {
     std::cerr << "tfrecordfs unmount: " << lock.status().message() << "\n";
     return kExitFailed;
   }
-  std::string error;
-  if (!SayWhileWaiting("unmounting " + real, [&] { return Unmount(real, &error); })) {
-    std::cerr << "tfrecordfs unmount: cannot unmount " << real << ": " << error
-              << " (is a file still open there?)\n";
+  if (absl::Status s = SayWhileWaiting("unmounting " + real, [&] { return Unmount(real); });
+      !s.ok()) {
+    std::cerr << "tfrecordfs unmount: " << s.message() << " (is a file still open there?)\n";
     return kExitFailed;
   }
   if (::flock(lock->get(), LOCK_SH | LOCK_NB) != 0) {
