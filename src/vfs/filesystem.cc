@@ -178,6 +178,9 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
   if (options.view == ViewKind::kGallery) {
     fs->gallery_ = std::make_unique<GalleryView>(fs->shards_, fs->records_.get(), fs->edits_.get());
   }
+  fs->shard_folders_ = fs->gallery_ ? static_cast<ShardFolderView*>(fs->gallery_.get())
+                       : fs->edits_ ? static_cast<ShardFolderView*>(fs->edits_.get())
+                                    : static_cast<ShardFolderView*>(fs->records_.get());
   if (options.view == ViewKind::kClasses) {
     if (options.class_feature.empty()) {
       return absl::InvalidArgumentError("view=classes needs class_feature=NAME");
@@ -270,7 +273,7 @@ View* Filesystem::ViewOf(uint64_t ino) const {
       if (edits_ && edits_->IsEdited(ino)) return edits_.get();
       return records_.get();
     case Space::kStaging:
-      if (ino & kEditNodeTag) return edits_ ? &edits_->folders() : nullptr;
+      if (IsEditId(ino)) return edits_ ? &edits_->folders() : nullptr;
       return staging_.get();
     case Space::kClass:
       return classes_.get();
@@ -294,8 +297,7 @@ absl::StatusOr<Attr> Filesystem::GetAttr(uint64_t ino) {
 absl::StatusOr<Attr> Filesystem::Lookup(uint64_t parent, absl::string_view name) {
   ReaderMutexLock serve(&serve_mu_);
   if (auto shard = ShardFolder(parent)) {
-    if (gallery_) return gallery_->LookupImage(*shard, name);
-    return edits_ ? edits_->LookupInShard(*shard, name) : records_->LookupRecord(*shard, name);
+    return shard_folders_->LookupInShard(*shard, name);
   }
   View* view = ViewOf(parent);
   if (view == nullptr) return Stale();
@@ -310,13 +312,7 @@ absl::Status Filesystem::ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, con
     // A listed shard folder is usually walked next (`find`, `ls -R`): its
     // first records' bytes are asked for now, not at the first record read.
     if (offset == 0) shards_[*shard].source->ExpectReadFromStart();
-    if (gallery_) return gallery_->ReadShardDir(*shard, *self, offset, emit);
-    if (edits_) {
-      edits_->ReadShardDir(*shard, *self, offset, emit);
-    } else {
-      records_->ReadShardDir(*shard, *self, offset, emit);
-    }
-    return absl::OkStatus();
+    return shard_folders_->ListShard(*shard, *self, offset, emit);
   }
   View* view = ViewOf(ino);
   if (view == nullptr) return PosixError(EBADF, "no directory handle");
@@ -403,8 +399,7 @@ absl::StatusOr<Attr> Filesystem::Mkdir(uint64_t parent, absl::string_view name, 
   ReaderMutexLock serve(&serve_mu_);
   // A new folder in a shard folder: a record added to the shard.
   if (auto shard = ShardFolder(parent)) {
-    if (!edits_ || gallery_) return ReadOnlyError();
-    return edits_->MkdirInShard(*shard, name, mode, owner);
+    return shard_folders_->MkdirInShard(*shard, name, mode, owner);
   }
   return OnWriteView(parent, [&](View* view) { return view->Mkdir(parent, name, mode, owner); });
 }
@@ -424,9 +419,7 @@ absl::StatusOr<Attr> Filesystem::SetAttr(uint64_t ino, uint64_t fh, const struct
 absl::Status Filesystem::Unlink(uint64_t parent, absl::string_view name) {
   ReaderMutexLock serve(&serve_mu_);
   // rm of an image in the gallery: its record is deleted.
-  if (gallery_) {
-    if (auto shard = ShardFolder(parent)) return gallery_->DeleteImage(*shard, name);
-  }
+  if (auto shard = ShardFolder(parent)) return shard_folders_->UnlinkInShard(*shard, name);
   return OnWriteView(parent, [&](View* view) { return view->Unlink(parent, name); });
 }
 
@@ -434,16 +427,12 @@ absl::Status Filesystem::Rmdir(uint64_t parent, absl::string_view name) {
   ReaderMutexLock serve(&serve_mu_);
   // A record folder: deleting the record (record_deletions.h), or an added
   // one's folder (record_edits.h).
-  if (auto shard = ShardFolder(parent)) {
-    if (gallery_) return ReadOnlyError();
-    return edits_ ? edits_->RmdirInShard(*shard, name) : records_->RmdirRecord(*shard, name);
-  }
+  if (auto shard = ShardFolder(parent)) return shard_folders_->RmdirInShard(*shard, name);
   return OnWriteView(parent, [&](View* view) { return view->Rmdir(parent, name); });
 }
 
 bool Filesystem::EditSide(uint64_t ino) const {
-  return SpaceOf(ino) == Space::kRecord ||
-         (SpaceOf(ino) == Space::kStaging && (ino & kEditNodeTag) != 0);
+  return SpaceOf(ino) == Space::kRecord || IsEditId(ino);
 }
 
 absl::Status Filesystem::Rename(uint64_t parent, absl::string_view name, uint64_t new_parent,
@@ -454,7 +443,7 @@ absl::Status Filesystem::Rename(uint64_t parent, absl::string_view name, uint64_
     // A record of a shard moved into staging/ or into another shard's folder
     // (RecordEdits::MoveRecord); the kernel then looks its new name up again.
     const bool to_staging =
-        staging_ && SpaceOf(new_parent) == Space::kStaging && (new_parent & kEditNodeTag) == 0;
+        staging_ && SpaceOf(new_parent) == Space::kStaging && !IsEditId(new_parent);
     // An added record moves into staging/ the same way (between shards,
     // RenameAny renames its folder).
     const bool record =

@@ -23,7 +23,7 @@ GalleryView::GalleryView(const std::vector<MountedShard>& shards, RecordView* re
                          RecordEdits* edits)
     : shards_(shards), records_(records), edits_(edits) {}
 
-absl::StatusOr<Attr> GalleryView::LookupImage(uint64_t shard, absl::string_view name) {
+absl::StatusOr<Attr> GalleryView::LookupInShard(uint64_t shard, absl::string_view name) {
   // The record is the name's first name_width digits, then '.' or '-'.
   const size_t width = static_cast<size_t>(shards_[shard].name_width);
   if (name.size() <= width || (name[width] != '.' && name[width] != '-')) {
@@ -44,8 +44,8 @@ absl::StatusOr<Attr> GalleryView::LookupImage(uint64_t shard, absl::string_view 
   return absl::NotFoundError(name);
 }
 
-absl::Status GalleryView::ReadShardDir(uint64_t shard, const Attr& self, uint64_t offset,
-                                       const EmitFn& emit) {
+absl::Status GalleryView::ListShard(uint64_t shard, const Attr& self, uint64_t offset,
+                                    const EmitFn& emit) {
   if (!EmitDots(self, &offset, emit)) return absl::OkStatus();
   const uint64_t count = shards_[shard].records_shown();
   const uint64_t mask = (uint64_t{1} << kEntryBits) - 1;
@@ -66,8 +66,8 @@ absl::Status GalleryView::ReadShardDir(uint64_t shard, const Attr& self, uint64_
   return absl::OkStatus();
 }
 
-absl::Status GalleryView::DeleteImage(uint64_t shard, absl::string_view name) {
-  auto a = LookupImage(shard, name);
+absl::Status GalleryView::UnlinkInShard(uint64_t shard, absl::string_view name) {
+  auto a = LookupInShard(shard, name);
   if (!a.ok() && !absl::IsDataLoss(a.status())) return a.status();
   if (edits_ == nullptr) return ReadOnlyError();
   uint64_t record;

@@ -192,7 +192,7 @@ bool RecordEdits::IsEdited(uint64_t ino) const {
 
 absl::StatusOr<uint64_t> RecordEdits::Inner(uint64_t ino) const {
   if (SpaceOf(ino) == Space::kStaging) {
-    if ((ino & kEditNodeTag) == 0) return PosixError(EXDEV, "not an edited record");
+    if (!IsEditId(ino)) return PosixError(EXDEV, "not an edited record");
     return ino;
   }
   if (SpaceOf(ino) != Space::kRecord) return PosixError(EXDEV, "not an edited record");
@@ -478,8 +478,8 @@ absl::StatusOr<Attr> RecordEdits::LookupInShard(uint64_t shard, absl::string_vie
   return folders_.Lookup(folders_.IdOf(store_->root()), staging::AddedFolderName(Key(shard), name));
 }
 
-void RecordEdits::ReadShardDir(uint64_t shard, const Attr& self, uint64_t offset,
-                               const EmitFn& emit) {
+absl::Status RecordEdits::ListShard(uint64_t shard, const Attr& self, uint64_t offset,
+                                    const EmitFn& emit) {
   // Records take positions 2..count+1 (RecordView::ReadShardDir), added
   // records the ones after.
   const uint64_t first_added = shards_[shard].records_shown() + 2;
@@ -491,25 +491,26 @@ void RecordEdits::ReadShardDir(uint64_t shard, const Attr& self, uint64_t offset
                              full = true;
                              return false;
                            });
-    if (full) return;
+    if (full) return absl::OkStatus();
     offset = first_added;
   }
   std::vector<std::string> names;
   {
     MutexLock lock(&mu_);
     auto it = added_.find(shard);
-    if (it == added_.end()) return;
+    if (it == added_.end()) return absl::OkStatus();
     names.assign(it->second.begin(), it->second.end());
   }
-  if (Hidden(shard)) return;
+  if (Hidden(shard)) return absl::OkStatus();
   const std::string key = Key(shard);
   for (uint64_t i = offset - first_added; i < names.size(); ++i) {
     struct stat st;
     const std::string path =
         absl::StrCat(store_->records_dir(), "/", staging::AddedFolderName(key, names[i]));
     if (::lstat(path.c_str(), &st) != 0) continue;  // removed meanwhile
-    if (!emit(names[i], folders_.AttrOfStat(st), first_added + i + 1)) return;
+    if (!emit(names[i], folders_.AttrOfStat(st), first_added + i + 1)) break;
   }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Attr> RecordEdits::MkdirInShard(uint64_t shard, absl::string_view name, mode_t mode,
@@ -824,7 +825,7 @@ absl::Status RecordEdits::RmdirInShard(uint64_t shard, absl::string_view name) {
     if (dir->Next(&child)) return PosixError(ENOTEMPTY, "directory not empty");
     return DeleteRecord(shard, record);
   }
-  if (a.ok() || !absl::IsNotFound(a.status())) return records_->RmdirRecord(shard, name);
+  if (a.ok() || !absl::IsNotFound(a.status())) return records_->RmdirInShard(shard, name);
   bool added;
   {
     MutexLock lock(&mu_);

@@ -450,7 +450,7 @@ std::optional<std::string> RecordView::DamageOf(uint64_t shard, uint64_t record)
 
 // ---- Deletions (record_deletions.h) ----
 
-absl::Status RecordView::RmdirRecord(uint64_t shard, absl::string_view name) {
+absl::Status RecordView::RmdirInShard(uint64_t shard, absl::string_view name) {
   auto attr = LookupRecord(shard, name);
   if (!attr.ok()) return attr.status();
   if (deletions_ == nullptr) return ReadOnlyError();

@@ -394,6 +394,9 @@ class Filesystem {
   // lists shard folders; the class view serves the root and its folders.
   std::unique_ptr<GalleryView> gallery_;
   std::unique_ptr<ClassView> classes_;
+  // What every shard folder holds, chosen once at Create: the gallery, else
+  // the edit overlay, else the records (one of the three above).
+  ShardFolderView* shard_folders_ = nullptr;
   GroupStats group_stats_;
   GroupOptions group_options_;  // view=classes: how the grouping was made
   // The staging area; null without one (Options::staging).

@@ -3,7 +3,7 @@
 // `0042.jpg`, `0042-image%2Fencoded.jpg`, `0042-frames-07.png`), nothing
 // else. Record folders, plain files of the sources and staging/ are not
 // shown. On a read-write mount `rm` of an image deletes its record
-// (DeleteImage; committed at unmount like an edit); every other write is
+// (UnlinkInShard; committed at unmount like an edit); every other write is
 // EROFS.
 //
 // An image is the records view's file under another name: its node id is
@@ -45,7 +45,7 @@
 
 namespace tfrecordfs::vfs {
 
-class GalleryView {
+class GalleryView final : public ShardFolderView {
  public:
   // `shards`, `records` and `edits` are borrowed and must outlive the view;
   // `edits` null: a read-only mount.
@@ -53,13 +53,14 @@ class GalleryView {
 
   // The image `name` of shard folder `shard` (NotFound otherwise; the
   // record's DataLoss when its record is damaged).
-  absl::StatusOr<Attr> LookupImage(uint64_t shard, absl::string_view name);
+  absl::StatusOr<Attr> LookupInShard(uint64_t shard, absl::string_view name) override;
   // Lists shard folder `shard` (`self`: its attributes, for "." and "..").
-  absl::Status ReadShardDir(uint64_t shard, const Attr& self, uint64_t offset, const EmitFn& emit);
+  absl::Status ListShard(uint64_t shard, const Attr& self, uint64_t offset,
+                         const EmitFn& emit) override;
   // rm of image `name`: deletes its record (every image of it goes), as
   // `rm -r` of the record folder would (RecordEdits::DeleteRecord). EROFS on
   // a read-only mount.
-  absl::Status DeleteImage(uint64_t shard, absl::string_view name);
+  absl::Status UnlinkInShard(uint64_t shard, absl::string_view name) override;
 
  private:
   const std::vector<MountedShard>& shards_;

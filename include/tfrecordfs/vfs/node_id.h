@@ -109,12 +109,19 @@ constexpr uint64_t EntryOf(uint64_t id) {
 }
 
 inline constexpr uint64_t kEditNodeTag = uint64_t{1} << 61;
+// A node of the edit store's folders (a staging-space id with kEditNodeTag):
+// the files of a checked-out record and of added records.
+constexpr bool IsEditId(uint64_t id) {
+  return SpaceOf(id) == Space::kStaging && (id & kEditNodeTag) != 0;
+}
 constexpr uint64_t StagingId(uint64_t n) { return (uint64_t{2} << kSpaceShift) | n; }
 constexpr uint64_t StagingIndex(uint64_t id) { return id & ((uint64_t{1} << kSpaceShift) - 1); }
 
 constexpr uint64_t ClassFolderId(uint64_t i) { return (uint64_t{3} << kSpaceShift) | (i + 1); }
 constexpr uint64_t ClassFolderIndex(uint64_t id) { return (id & kMask62) - 1; }
 
+static_assert(IsEditId(StagingId(5) | kEditNodeTag) && !IsEditId(StagingId(5)) &&
+              !IsEditId(RecordId(0, 1, 2)));
 static_assert(ClassFolderIndex(ClassFolderId(7)) == 7 &&
               SpaceOf(ClassFolderId(0)) == Space::kClass);
 static_assert(TreeId(0) == 1, "the mount root must be FUSE_ROOT_ID");

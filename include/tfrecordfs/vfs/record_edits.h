@@ -69,7 +69,7 @@
 
 namespace tfrecordfs::vfs {
 
-class RecordEdits final : public View {
+class RecordEdits final : public View, public ShardFolderView {
  public:
   // Everything is borrowed and must outlive this. Loads the edit folders an
   // earlier mount left for shards mounted now with the fingerprint their
@@ -130,17 +130,18 @@ class RecordEdits final : public View {
   // NotFound when it is not edited, InvalidArgument when it makes none.
   absl::StatusOr<std::string> EditedPayload(uint64_t shard, uint64_t record);
 
-  // ---- The children of shard folder `shard` ----
-  absl::StatusOr<Attr> LookupInShard(uint64_t shard, absl::string_view name);
+  // ---- The children of shard folder `shard` (ShardFolderView) ----
+  absl::StatusOr<Attr> LookupInShard(uint64_t shard, absl::string_view name) override;
   // The record view's listing, then the added records.
-  void ReadShardDir(uint64_t shard, const Attr& self, uint64_t offset, const EmitFn& emit);
+  absl::Status ListShard(uint64_t shard, const Attr& self, uint64_t offset,
+                         const EmitFn& emit) override;
   // Adds a record: an empty folder `name` (EEXIST for a record's name).
   absl::StatusOr<Attr> MkdirInShard(uint64_t shard, absl::string_view name, mode_t mode,
-                                    std::optional<staging::Owner> owner);
+                                    std::optional<staging::Owner> owner) override;
   // Removes an added record's folder, or deletes a record whose folder
-  // shows nothing (ENOTEMPTY otherwise; RecordView::RmdirRecord for records
+  // shows nothing (ENOTEMPTY otherwise; RecordView::RmdirInShard for records
   // never edited).
-  absl::Status RmdirInShard(uint64_t shard, absl::string_view name);
+  absl::Status RmdirInShard(uint64_t shard, absl::string_view name) override;
   // A rename whose parents are both edited record folders, folders of the
   // edit store, or shard folders (added records renamed among themselves);
   // EXDEV-free: everything is one store.
@@ -227,7 +228,7 @@ class RecordEdits final : public View {
   // The view serving an inner id: the edit store's, or staging's (a moved
   // record's folder).
   StagingView& ViewFor(uint64_t inner) {
-    return (inner & kEditNodeTag) != 0 || staging_ == nullptr ? folders_ : *staging_;
+    return IsEditId(inner) || staging_ == nullptr ? folders_ : *staging_;
   }
   // Drops the record's check-out from the maps: the store nodes whose
   // references were held (to Forget), its folder's in *folder.

@@ -9,7 +9,7 @@
 // every record parsed here).
 //
 // The shard folders themselves are the tree's (tree_view.h); their children
-// are this view's: Filesystem calls LookupRecord / ReadShardDir for them.
+// are this view's: Filesystem asks it as their ShardFolderView (view.h).
 //
 // Deletions (record_deletions.h, a read-write mount): a deleted record is
 // gone from its shard folder and its ids are stale; Unlink and Rmdir inside a
@@ -74,7 +74,7 @@ struct RecordViewOptions {
   bool writable = false;
 };
 
-class RecordView final : public View {
+class RecordView final : public View, public ShardFolderView {
  public:
   // `shards` is borrowed: it must outlive the view and not change.
   RecordView(const std::vector<MountedShard>& shards, RecordViewOptions options);
@@ -87,11 +87,20 @@ class RecordView final : public View {
   absl::StatusOr<Attr> LookupRecord(uint64_t shard, absl::string_view name) const;
   // Lists the shard folder (`self`: its attributes, for "." and "..").
   void ReadShardDir(uint64_t shard, const Attr& self, uint64_t offset, const EmitFn& emit) const;
+  // ShardFolderView: LookupRecord, ReadShardDir.
+  absl::StatusOr<Attr> LookupInShard(uint64_t shard, absl::string_view name) override {
+    return LookupRecord(shard, name);
+  }
+  absl::Status ListShard(uint64_t shard, const Attr& self, uint64_t offset,
+                         const EmitFn& emit) override {
+    ReadShardDir(shard, self, offset, emit);
+    return absl::OkStatus();
+  }
   // rmdir of a record folder: deletes the record (RecordDeletions) when it
   // has no files (ENOTEMPTY otherwise) or is damaged. Changes inside a
   // record folder are the edit overlay's (record_edits.h); this view
   // answers them EROFS.
-  absl::Status RmdirRecord(uint64_t shard, absl::string_view name);
+  absl::Status RmdirInShard(uint64_t shard, absl::string_view name) override;
   // Forgets what it knew of shard `shard`'s records (the parsed-record
   // cache, checked bits, damage notes): its file was rewritten and
   // shards_[shard] now describes the new one. Not concurrent with anything

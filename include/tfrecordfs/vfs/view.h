@@ -65,6 +65,35 @@ absl::Status ReadOnlyError();
 // `*offset` is below 2, advancing it; false when the reply buffer filled.
 bool EmitDots(const Attr& self, uint64_t* offset, const EmitFn& emit);
 
+// What a shard folder holds, as the mount shows it: its records
+// (RecordView), its records with their edits and added records
+// (RecordEdits), or its images (GalleryView). Filesystem picks one at mount
+// and asks it for every shard folder; `shard` is the shard's index,
+// `self` the shard folder's attributes (for "." and ".."). Writes are EROFS
+// unless the view takes them. Thread-safety: as the implementing view's.
+class ShardFolderView {
+ public:
+  virtual ~ShardFolderView() = default;
+  // An entry by name (NotFound otherwise).
+  virtual absl::StatusOr<Attr> LookupInShard(uint64_t shard, absl::string_view name) = 0;
+  virtual absl::Status ListShard(uint64_t shard, const Attr& self, uint64_t offset,
+                                 const EmitFn& emit) = 0;
+  // mkdir in the shard folder: a record added.
+  virtual absl::StatusOr<Attr> MkdirInShard(uint64_t /*shard*/, absl::string_view /*name*/,
+                                            mode_t /*mode*/,
+                                            std::optional<staging::Owner> /*owner*/) {
+    return ReadOnlyError();
+  }
+  // rm of a file in the shard folder (the gallery's images).
+  virtual absl::Status UnlinkInShard(uint64_t /*shard*/, absl::string_view /*name*/) {
+    return ReadOnlyError();
+  }
+  // rmdir of a record folder: the record deleted.
+  virtual absl::Status RmdirInShard(uint64_t /*shard*/, absl::string_view /*name*/) {
+    return ReadOnlyError();
+  }
+};
+
 class View {
  public:
   virtual ~View() = default;
