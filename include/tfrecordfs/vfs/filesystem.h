@@ -366,6 +366,22 @@ class Filesystem {
   // The attributes of `ino` (see ListXattr).
   absl::StatusOr<XattrList> Xattrs(uint64_t ino, bool read_error);
 
+  // What the kernel must forget after a commit (commit.cc): a folder of a
+  // rewritten shard and the names it may have cached in it.
+  struct StaleNames {
+    uint64_t folder = 0;
+    std::vector<std::string> names;
+    // Records view: every record name of the folder, old and new (both
+    // spellings: padded to the old and new widths, and bare digits), made
+    // as they are invalidated rather than held.
+    uint64_t records = 0;  // max(old count, new count); 0: none
+    size_t old_width = 0, new_width = 0;
+  };
+  // Invalidates `stale` through the invalidator, if one is set. Called
+  // without the serve lock (the kernel's invalidations may wait for
+  // requests) and without invalidator_mu_.
+  void ForgetStale(const std::vector<StaleNames>& stale);
+
   // Destroyed in reverse: the views go before the shards they read, and the
   // shards' sources before the caches they read through.
   source::FdCache fd_cache_;  // shard and plain source files open at once

@@ -39,6 +39,16 @@ struct MountedShard {
   }
 };
 
+// The digits of a shard's largest record index: how wide its record folder
+// names are padded (MountedShard::name_width).
+constexpr int NameWidth(uint64_t num_records) {
+  int d = 1;
+  for (uint64_t n = num_records == 0 ? 0 : num_records - 1; n >= 10; n /= 10) ++d;
+  return d;
+}
+static_assert(NameWidth(0) == 1 && NameWidth(10) == 1 && NameWidth(11) == 2 &&
+              NameWidth(1000001) == 7);
+
 // One number per record of the mount (shard in the high bits), for the maps
 // keyed by record: the record cache, the damage notes.
 constexpr uint64_t RecordKey(uint64_t shard, uint64_t record) {
