@@ -39,13 +39,13 @@ struct ParallelDeflater::Block {
     if (!in.empty()) {
       check = gzip ? static_cast<uint32_t>(crc32(check, reinterpret_cast<const Bytef*>(in.data()),
                                                  static_cast<uInt>(in.size())))
-                   : static_cast<uint32_t>(adler32(
-                         check, reinterpret_cast<const Bytef*>(in.data()), static_cast<uInt>(in.size())));
+                   : static_cast<uint32_t>(adler32(check, reinterpret_cast<const Bytef*>(in.data()),
+                                                   static_cast<uInt>(in.size())));
     }
     // Raw deflate (windowBits -15): the wrapper is the deflater's. memLevel 8
     // and the default strategy are what TensorFlow's ZlibOutputBuffer uses.
-    const int ret = ready ? deflateReset(&z)
-                          : deflateInit2(&z, level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY);
+    const int ret =
+        ready ? deflateReset(&z) : deflateInit2(&z, level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY);
     if (ret != Z_OK) {
       status = absl::InternalError(absl::StrCat("deflateInit2: ", zError(ret)));
       return;
@@ -75,8 +75,7 @@ struct ParallelDeflater::Block {
 };
 
 struct ParallelDeflater::Pipeline {
-  Pipeline(int workers, size_t window)
-      : pipe(workers, window, [](Block& b) { b.Deflate(); }) {}
+  Pipeline(int workers, size_t window) : pipe(workers, window, [](Block& b) { b.Deflate(); }) {}
   OrderedPipeline<Block> pipe;
 };
 
@@ -109,8 +108,8 @@ absl::Status ParallelDeflater::Emit(absl::string_view bytes) {
 absl::Status ParallelDeflater::WriteFront() {
   Block& b = pipe_->pipe.Front();
   if (!b.status.ok()) {
-    status_ = absl::InternalError(absl::StrCat(name_, ": ", b.status.message(),
-                                               " in the block at uncompressed byte ", b.at));
+    status_ = absl::InternalError(
+        absl::StrCat(name_, ": ", b.status.message(), " in the block at uncompressed byte ", b.at));
   }
   if (status_.ok()) status_ = Emit(b.out);
   if (status_.ok()) {

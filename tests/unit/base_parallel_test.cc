@@ -1,7 +1,5 @@
 // base/parallel.h: ParallelFor and OrderedPipeline, at every thread count
 // from none to more threads than items.
-#include "tfrecordfs/base/parallel.h"
-
 #include <atomic>
 #include <cstdint>
 #include <set>
@@ -11,6 +9,7 @@
 
 #include "gtest/gtest.h"
 #include "tfrecordfs/base/mutex.h"
+#include "tfrecordfs/base/parallel.h"
 
 namespace tfrecordfs {
 namespace {

@@ -1,8 +1,6 @@
 // record/deflate.h: ParallelDeflater's stream, inflated by plain zlib, at
 // every size around a block and every thread count from 1 to 4; and the
 // ShardWriter that uses it.
-#include "tfrecordfs/record/deflate.h"
-
 #include <fcntl.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -17,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/record/deflate.h"
 #include "tfrecordfs/record/writer.h"
 
 namespace tfrecordfs::record {
@@ -67,9 +66,9 @@ std::string Inflate(const std::string& in, int bits, bool* ok) {
 // after every block but the last, Z_FINISH after it.
 std::string SerialDeflate(const std::vector<std::string>& blocks, Codec codec, int level) {
   z_stream z{};
-  EXPECT_EQ(deflateInit2(&z, level, Z_DEFLATED, codec == Codec::kGzip ? 31 : 15, 8,
-                         Z_DEFAULT_STRATEGY),
-            Z_OK);
+  EXPECT_EQ(
+      deflateInit2(&z, level, Z_DEFLATED, codec == Codec::kGzip ? 31 : 15, 8, Z_DEFAULT_STRATEGY),
+      Z_OK);
   std::string out;
   std::vector<char> buf(1 << 16);
   const size_t n = std::max<size_t>(blocks.size(), 1);
@@ -125,8 +124,8 @@ TEST(ParallelDeflater, ZlibInflatesEverySizeAtEveryThreadCount) {
       const std::vector<std::string> blocks = Cut(data, kBlock);
       const std::string serial = SerialDeflate(blocks, codec, 6);
       for (int threads = 1; threads <= 4; ++threads) {
-        SCOPED_TRACE(absl::StrCat(source::CodecName(codec), ", ", size, " bytes, ", threads,
-                                  " thread(s)"));
+        SCOPED_TRACE(
+            absl::StrCat(source::CodecName(codec), ", ", size, " bytes, ", threads, " thread(s)"));
         const Made m = Deflate(blocks, codec, threads);
         bool ok = false;
         EXPECT_TRUE(Inflate(m.stream, codec == Codec::kGzip ? 31 : 15, &ok) == data);
@@ -194,9 +193,8 @@ TEST(ParallelDeflater, ASinkErrorStopsIt) {
 }
 
 TEST(ParallelDeflater, RefusesWhatIsNotDeflate) {
-  ParallelDeflater d(Codec::kSnappy, 6, 1, "x.snappy", [](absl::string_view) {
-    return absl::OkStatus();
-  });
+  ParallelDeflater d(Codec::kSnappy, 6, 1, "x.snappy",
+                     [](absl::string_view) { return absl::OkStatus(); });
   EXPECT_FALSE(d.Finish().ok());
 }
 
