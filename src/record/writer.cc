@@ -12,6 +12,7 @@
 #include "tfrecordfs/base/coding.h"
 #include "tfrecordfs/base/crc32c.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/record/deflate.h"
 #include "tfrecordfs/record/format.h"
 
 namespace tfrecordfs::record {
@@ -25,29 +26,12 @@ void AppendFramed(std::string* out, absl::string_view data) {
   PutFixed32(out, crc32c::Mask(crc32c::Value(data)));
 }
 
-struct ShardWriter::Deflater {
-  z_stream z;
-  bool ok = false;
-  std::string out;  // compressed bytes of one Flush
-  ~Deflater() {
-    if (ok) deflateEnd(&z);
-  }
-};
-
 ShardWriter::ShardWriter(UniqueFd fd, std::string path, WriterOptions options)
     : fd_(std::move(fd)), path_(std::move(path)), options_(options) {
   if (options_.codec == source::Codec::kNone || options_.codec == source::Codec::kSnappy) return;
-  deflater_ = std::make_unique<Deflater>();
-  std::memset(&deflater_->z, 0, sizeof deflater_->z);
-  // windowBits 15 + 16 writes a GZIP wrapper, 15 a ZLIB one; memLevel 8 and
-  // the default strategy are what TensorFlow's ZlibOutputBuffer uses.
-  const int bits = options_.codec == source::Codec::kGzip ? 15 + 16 : 15;
-  const int ret =
-      deflateInit2(&deflater_->z, options_.level, Z_DEFLATED, bits, 8, Z_DEFAULT_STRATEGY);
-  deflater_->ok = ret == Z_OK;
-  if (!deflater_->ok) {
-    status_ = absl::InternalError(absl::StrCat(path_, ": deflateInit2: ", zError(ret)));
-  }
+  deflater_ = std::make_unique<ParallelDeflater>(
+      options_.codec, options_.level, options_.threads, path_,
+      [this](absl::string_view bytes) { return Write(bytes.data(), bytes.size()); });
 }
 
 ShardWriter::~ShardWriter() = default;
@@ -140,28 +124,15 @@ absl::Status ShardWriter::Flush(int flush) {
     buffer_.clear();
     return status_;
   }
-  z_stream& z = deflater_->z;
-  z.next_in = reinterpret_cast<Bytef*>(buffer_.data());
-  z.avail_in = static_cast<uInt>(buffer_.size());
-  std::string& out = deflater_->out;
-  // A flush can need more than deflateBound (the flush markers): loop until
-  // deflate leaves output space unused.
-  for (;;) {
-    out.resize(deflateBound(&z, z.avail_in) + 64);
-    z.next_out = reinterpret_cast<Bytef*>(out.data());
-    z.avail_out = static_cast<uInt>(out.size());
-    const int ret = deflate(&z, flush);
-    if (ret != Z_OK && ret != Z_STREAM_END && ret != Z_BUF_ERROR) {
-      status_ = absl::InternalError(
-          absl::StrCat(path_, ": deflate: ", zError(ret), " after ", records_, " record(s)"));
-      return status_;
-    }
-    status_ = Write(out.data(), out.size() - z.avail_out);
-    if (!status_.ok()) return status_;
-    if (ret == Z_STREAM_END || (z.avail_out > 0 && z.avail_in == 0)) break;
+  // Each block ends with a full flush (record/deflate.h); the buffer
+  // handed over comes back empty.
+  status_ = deflater_->AddBlock(&buffer_);
+  if (status_.ok() && flush == Z_FINISH) status_ = deflater_->Finish();
+  if (!status_.ok()) {
+    status_ = absl::Status(status_.code(),
+                           absl::StrCat(status_.message(), " after ", records_, " record(s)"));
   }
-  buffer_.clear();
-  return absl::OkStatus();
+  return status_;
 }
 
 absl::Status ShardWriter::Seal() {

@@ -5,12 +5,11 @@
 
 #include <algorithm>
 #include <cstring>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "tfrecordfs/base/file.h"
-#include "tfrecordfs/base/mutex.h"
+#include "tfrecordfs/base/parallel.h"
 
 namespace tfrecordfs::source {
 namespace {
@@ -141,34 +140,86 @@ absl::StatusOr<ScanResult> ScanSnappy(StoredBytes fd, absl::string_view path, ui
   result.table.codec = Codec::kSnappy;
   result.members = 1;
   // Runs of blocks are independent: `threads` workers read and decompress
-  // them (only finding where the next run starts is sequential: the block
-  // length prefixes, read ahead into `ahead`), and this thread hands them
-  // to the sink in order. A window of slots bounds the memory to a few runs
-  // per worker, each slot's buffers reused.
+  // them (base/parallel.h's ordered pipeline); this thread finds where each
+  // run starts (the block length prefixes, read ahead into `ahead`: the
+  // only sequential part) and hands the runs to the sink in order. The
+  // pipeline's window bounds the memory to two runs per worker, each
+  // slot's buffers reused.
   const int workers = std::clamp(threads, 1, 8);
-  const size_t window = 2 * static_cast<size_t>(workers);
   struct Slot {
-    uint64_t index = 0;            // the run it holds (valid when done)
     uint64_t at = 0;               // its compressed offset
     uint64_t end = 0;              // after its last block
     size_t count = 0;              // its blocks (claimed)
+    absl::Status framing;          // of the block after the `count` claimed
     std::vector<RunBlock> blocks;  // those that decompressed, in order
     absl::Status status;           // of the block after them, if one failed
     uint64_t bad_at = 0;           // that block's compressed offset
-    bool done = false;
     std::string body, data;
   };
-  std::vector<Slot> slots(window);
-  Mutex mu;
-  CondVar changed;
-  uint64_t next_index = 0;  // the next run a worker takes
-  uint64_t next_at = 0;     // where it starts
-  uint64_t consumed = 0;    // runs the sink has had
-  bool stop = false;        // a block failed or the sink did: take no more
-  std::string ahead;        // file bytes [ahead_at, ahead_at + size) (under mu)
+  // A worker's part: the run's blocks read and decompressed.
+  auto work = [&](Slot& slot) {
+    const uint64_t at = slot.at, end = slot.end;
+    const size_t count = slot.count;
+    slot.blocks.clear();
+    slot.data.clear();
+    slot.status = absl::OkStatus();
+    slot.bad_at = end;
+    uint64_t block_at = at;
+    if (count == 1 && end - at > kRunBytes) {
+      // A large block: its header checked before its body is read.
+      absl::Status s = ReadBodyInto(fd, path, file_size, at, &slot.body);
+      if (s.ok()) s = DecodeSnappyBlockInto(slot.body, &slot.data);
+      if (s.ok()) {
+        slot.blocks.push_back({at, slot.data.size()});
+      } else {
+        slot.status = std::move(s);
+        slot.bad_at = at;
+      }
+    } else if (count > 0) {
+      // Small blocks: the run's bytes at once (at most kRunBytes, but
+      // never past the end of the file), then each block from memory.
+      const uint64_t n = std::min(end, file_size) - at;
+      slot.body.resize(n);
+      absl::Status s = PreadFull(fd, slot.body.data(), n, at, path);
+      for (size_t b = 0; b < count && s.ok(); ++b) {
+        auto block = ParseSnappyBlock(absl::string_view(slot.body).substr(block_at - at));
+        if (block.ok() && block->compressed > snappy::MaxCompressedLength(block->uncompressed)) {
+          block = absl::DataLossError(absl::StrCat("block length ", block->compressed,
+                                                   " is more than a Snappy block of ",
+                                                   block->uncompressed, " bytes can take"));
+        }
+        if (!block.ok()) {
+          s = block.status();
+          break;
+        }
+        const size_t was = slot.data.size();
+        slot.data.resize(was + block->uncompressed);
+        if (!snappy::RawUncompress(slot.body.data() + (block_at - at) + kSnappyLengthSize,
+                                   block->compressed, slot.data.data() + was)) {
+          slot.data.resize(was);
+          s = absl::DataLossError("the Snappy block does not decompress");
+          break;
+        }
+        slot.blocks.push_back({block_at, block->uncompressed});
+        block_at += kSnappyLengthSize + block->compressed;
+      }
+      if (!s.ok()) {
+        slot.status = std::move(s);
+        slot.bad_at = block_at;
+      }
+    }
+    if (slot.status.ok() && !slot.framing.ok()) {
+      slot.status = slot.framing;
+      slot.bad_at = end;
+    }
+  };
+  OrderedPipeline<Slot> pipe(workers, 2 * static_cast<size_t>(workers), work);
+
+  uint64_t next_at = 0;  // where the next run starts (file_size: no more runs)
+  std::string ahead;     // file bytes [ahead_at, ahead_at + size)
   uint64_t ahead_at = 0;
-  uint64_t last_len = 0;  // the previous block's compressed length (under mu)
-  // The length prefix of the block at `at` (under mu).
+  uint64_t last_len = 0;  // the previous block's compressed length
+  // The length prefix of the block at `at`.
   auto prefix_at = [&](uint64_t at, uint32_t* len) -> absl::Status {
     if (file_size - at < kSnappyLengthSize) {
       return absl::DataLossError(
@@ -187,115 +238,38 @@ absl::StatusOr<ScanResult> ScanSnappy(StoredBytes fd, absl::string_view path, ui
     last_len = *len;
     return absl::OkStatus();
   };
-  auto work = [&] {
-    for (;;) {
-      uint64_t index, at, end;
-      size_t count = 0;
-      absl::Status framing;  // of the block after the `count` claimed
-      {
-        MutexLock lock(&mu);
-        while (!stop && next_at < file_size && next_index >= consumed + window) changed.Wait(&mu);
-        if (stop || next_at >= file_size) return;
-        index = next_index++;
-        at = end = next_at;
-        // The run: blocks while they fit in kRunBytes, or one larger block.
-        while (end < file_size && count < kRunBlocks) {
-          uint32_t len = 0;
-          framing = prefix_at(end, &len);
-          if (!framing.ok()) break;
-          const uint64_t next = end + kSnappyLengthSize + len;
-          if (count > 0 && next - at > kRunBytes) break;
-          ++count;
-          end = next;
-          if (next - at > kRunBytes || next > file_size) break;  // the worker reports the latter
-        }
-        // A bad block ends the stream: no block after it is taken.
-        next_at = framing.ok() ? std::min(end, file_size) : file_size;
-      }
-      Slot& slot = slots[index % window];
-      slot.blocks.clear();
-      slot.data.clear();
-      slot.status = absl::OkStatus();
-      slot.bad_at = end;
-      uint64_t block_at = at;
-      if (count == 1 && end - at > kRunBytes) {
-        // A large block: its header checked before its body is read.
-        absl::Status s = ReadBodyInto(fd, path, file_size, at, &slot.body);
-        if (s.ok()) s = DecodeSnappyBlockInto(slot.body, &slot.data);
-        if (s.ok()) {
-          slot.blocks.push_back({at, slot.data.size()});
-        } else {
-          slot.status = std::move(s);
-          slot.bad_at = at;
-        }
-      } else if (count > 0) {
-        // Small blocks: the run's bytes at once (at most kRunBytes, but
-        // never past the end of the file), then each block from memory.
-        const uint64_t n = std::min(end, file_size) - at;
-        slot.body.resize(n);
-        absl::Status s = PreadFull(fd, slot.body.data(), n, at, path);
-        for (size_t b = 0; b < count && s.ok(); ++b) {
-          auto block = ParseSnappyBlock(absl::string_view(slot.body).substr(block_at - at));
-          if (block.ok() && block->compressed > snappy::MaxCompressedLength(block->uncompressed)) {
-            block = absl::DataLossError(absl::StrCat("block length ", block->compressed,
-                                                     " is more than a Snappy block of ",
-                                                     block->uncompressed, " bytes can take"));
-          }
-          if (!block.ok()) {
-            s = block.status();
-            break;
-          }
-          const size_t was = slot.data.size();
-          slot.data.resize(was + block->uncompressed);
-          if (!snappy::RawUncompress(slot.body.data() + (block_at - at) + kSnappyLengthSize,
-                                     block->compressed, slot.data.data() + was)) {
-            slot.data.resize(was);
-            s = absl::DataLossError("the Snappy block does not decompress");
-            break;
-          }
-          slot.blocks.push_back({block_at, block->uncompressed});
-          block_at += kSnappyLengthSize + block->compressed;
-        }
-        if (!s.ok()) {
-          slot.status = std::move(s);
-          slot.bad_at = block_at;
-        }
-      }
-      if (slot.status.ok() && !framing.ok()) {
-        slot.status = framing;
-        slot.bad_at = end;
-      }
-      MutexLock lock(&mu);
-      slot.index = index;
-      slot.at = at;
-      slot.end = end;
-      slot.count = count;
-      slot.done = true;
-      if (!slot.status.ok()) next_at = file_size;
-      changed.SignalAll();
+  // Claims the next run into the pipeline: blocks while they fit in
+  // kRunBytes, or one larger block.
+  auto claim = [&] {
+    Slot& slot = pipe.Next();
+    const uint64_t at = next_at;
+    uint64_t end = at;
+    size_t count = 0;
+    absl::Status framing;
+    while (end < file_size && count < kRunBlocks) {
+      uint32_t len = 0;
+      framing = prefix_at(end, &len);
+      if (!framing.ok()) break;
+      const uint64_t next = end + kSnappyLengthSize + len;
+      if (count > 0 && next - at > kRunBytes) break;
+      ++count;
+      end = next;
+      if (next - at > kRunBytes || next > file_size) break;  // the worker reports the latter
     }
+    // A bad block ends the stream: no block after it is taken.
+    next_at = framing.ok() ? std::min(end, file_size) : file_size;
+    slot.at = at;
+    slot.end = end;
+    slot.count = count;
+    slot.framing = std::move(framing);
+    pipe.Submit();
   };
-  std::vector<std::thread> pool;
-  for (int t = 0; t < workers; ++t) pool.emplace_back(work);
-  auto finish = [&] {
-    {
-      MutexLock lock(&mu);
-      stop = true;
-      changed.SignalAll();
-    }
-    for (std::thread& t : pool) t.join();
-  };
+
   uint64_t out = 0;
   for (uint64_t index = 0;; ++index) {
-    Slot* slot = &slots[index % window];
-    {
-      MutexLock lock(&mu);
-      while (!(slot->done && slot->index == index) &&
-             !(next_at >= file_size && next_index == index)) {
-        changed.Wait(&mu);
-      }
-      if (!slot->done || slot->index != index) break;  // no run `index`: the end
-    }
+    while (!pipe.full() && next_at < file_size) claim();
+    if (pipe.pending() == 0) break;  // no run `index`: the end
+    Slot* slot = &pipe.Front();
     if (index == 0 && !slot->blocks.empty()) {
       const uint64_t first = slot->count == 1 ? slot->end - slot->at : kRunBytes;
       result.table.points.reserve(PointsToReserve(file_size, first));
@@ -316,7 +290,6 @@ absl::StatusOr<ScanResult> ScanSnappy(StoredBytes fd, absl::string_view path, ui
       if (sink && block.size > 0) {
         if (absl::Status s = sink(absl::string_view(slot->data).substr(from, block.size));
             !s.ok()) {
-          finish();
           return s;
         }
       }
@@ -324,21 +297,14 @@ absl::StatusOr<ScanResult> ScanSnappy(StoredBytes fd, absl::string_view path, ui
       out += block.size;
     }
     if (!slot->status.ok()) {
-      if (!absl::IsDataLoss(slot->status)) {
-        absl::Status s = slot->status;
-        finish();
-        return s;
-      }
+      // The runs claimed after it are dropped with the pipeline.
+      if (!absl::IsDataLoss(slot->status)) return slot->status;
       result.problem = StreamProblem{slot->bad_at, out, std::string(slot->status.message())};
       break;
     }
     if (progress) progress(std::min(slot->end, file_size));
-    MutexLock lock(&mu);
-    slot->done = false;
-    ++consumed;
-    changed.SignalAll();
+    pipe.Pop();
   }
-  finish();
   if (result.table.points.empty()) {
     Checkpoint start;
     start.stream_start = true;

@@ -8,7 +8,6 @@
 #include <atomic>
 #include <cerrno>
 #include <memory>
-#include <thread>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -26,6 +25,7 @@
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/hash.h"
 #include "tfrecordfs/base/log.h"
+#include "tfrecordfs/base/parallel.h"
 #include "tfrecordfs/example/record.h"
 #include "tfrecordfs/index/index_file.h"
 #include "tfrecordfs/naming/gallery.h"
@@ -211,35 +211,24 @@ std::vector<ShardGrouping> GroupShards(const std::vector<const MountedShard*>& s
 
   // Stored groupings, read and checked in parallel (a second mount's whole
   // cost: a stat, a read and a CRC per shard).
-  {
-    std::atomic<size_t> next{0};
-    auto load = [&] {
-      for (size_t s = next.fetch_add(1); s < shards.size(); s = next.fetch_add(1)) {
-        ids[s] = Identity(*shards[s], options.feature);
-        if (options.store != nullptr) {
-          paths[s] = GroupingPath(*options.store, ids[s].real_path, options.feature);
-        }
-        if (paths[s].empty()) continue;
-        auto bytes = ReadFileToString(paths[s]);
-        if (!bytes.ok()) continue;
-        auto stored = DecodeGrouping(*bytes);
-        if (stored.ok() && SameShard(ids[s], *stored, shards[s]->records_shown())) {
-          ids[s] = *std::move(stored);
-          loaded[s] = 1;
-          log::Debug(shards[s]->index->path(), ": class grouping loaded from ", paths[s]);
-          continue;
-        }
-        log::Debug(shards[s]->index->path(), ": stored class grouping not used (",
-                   stored.ok() ? "the shard or its index changed" : stored.status().message(), ")");
-      }
-    };
-    std::vector<std::thread> pool;
-    for (size_t t = 1; t < std::min<size_t>(max_threads, shards.size()); ++t) {
-      pool.emplace_back(load);
+  ParallelFor(shards.size(), max_threads, [&](size_t s) {
+    ids[s] = Identity(*shards[s], options.feature);
+    if (options.store != nullptr) {
+      paths[s] = GroupingPath(*options.store, ids[s].real_path, options.feature);
     }
-    load();
-    for (std::thread& t : pool) t.join();
-  }
+    if (paths[s].empty()) return;
+    auto bytes = ReadFileToString(paths[s]);
+    if (!bytes.ok()) return;
+    auto stored = DecodeGrouping(*bytes);
+    if (stored.ok() && SameShard(ids[s], *stored, shards[s]->records_shown())) {
+      ids[s] = *std::move(stored);
+      loaded[s] = 1;
+      log::Debug(shards[s]->index->path(), ": class grouping loaded from ", paths[s]);
+      return;
+    }
+    log::Debug(shards[s]->index->path(), ": stored class grouping not used (",
+               stored.ok() ? "the shard or its index changed" : stored.status().message(), ")");
+  });
 
   struct Chunk {
     uint32_t shard;
@@ -269,35 +258,27 @@ std::vector<ShardGrouping> GroupShards(const std::vector<const MountedShard*>& s
     if (n == 0 && options.progress) options.progress(1, 0, 0);
   }
 
-  std::atomic<size_t> next{0};
   std::atomic<uint64_t> decoded{0}, bad{0};
-  auto work = [&] {
-    for (size_t c = next.fetch_add(1); c < chunks.size(); c = next.fetch_add(1)) {
-      const Chunk& chunk = chunks[c];
-      const MountedShard& shard = *shards[chunk.shard];
-      const index::ShardIndex& idx = *shard.index;
-      uint64_t bytes = 0;
-      for (uint64_t r = chunk.begin; r < chunk.end; ++r) {
-        bytes += idx.end(r) - idx.begin(r);
-        auto payload = record::ReadRecord(*shard.source, r, idx.begin(r), idx.end(r));
-        if (!payload.ok()) {
-          log::Warning(payload.status().message(), "; the record is left out of the class view");
-          damaged[chunk.shard][r] = 1;
-          bad.fetch_add(1, std::memory_order_relaxed);
-          continue;
-        }
-        names[chunk.shard][r] = naming::ClassOf(example::DecodeRecord(*payload), options.feature);
+  ParallelFor(chunks.size(), max_threads, [&](size_t c) {
+    const Chunk& chunk = chunks[c];
+    const MountedShard& shard = *shards[chunk.shard];
+    const index::ShardIndex& idx = *shard.index;
+    uint64_t bytes = 0;
+    for (uint64_t r = chunk.begin; r < chunk.end; ++r) {
+      bytes += idx.end(r) - idx.begin(r);
+      auto payload = record::ReadRecord(*shard.source, r, idx.begin(r), idx.end(r));
+      if (!payload.ok()) {
+        log::Warning(payload.status().message(), "; the record is left out of the class view");
+        damaged[chunk.shard][r] = 1;
+        bad.fetch_add(1, std::memory_order_relaxed);
+        continue;
       }
-      decoded.fetch_add(chunk.end - chunk.begin, std::memory_order_relaxed);
-      const bool shard_done = chunks_left[chunk.shard].fetch_sub(1) == 1;
-      if (options.progress) options.progress(shard_done ? 1 : 0, chunk.end - chunk.begin, bytes);
+      names[chunk.shard][r] = naming::ClassOf(example::DecodeRecord(*payload), options.feature);
     }
-  };
-  const int threads = static_cast<int>(std::min<size_t>(max_threads, chunks.size()));
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
+    decoded.fetch_add(chunk.end - chunk.begin, std::memory_order_relaxed);
+    const bool shard_done = chunks_left[chunk.shard].fetch_sub(1) == 1;
+    if (options.progress) options.progress(shard_done ? 1 : 0, chunk.end - chunk.begin, bytes);
+  });
   stats->records_decoded = decoded.load();
   stats->records_damaged = bad.load();
 

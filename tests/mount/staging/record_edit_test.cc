@@ -638,6 +638,79 @@ TEST(RecordEditGeneratedTest, SequenceExamplesAndImages) {
   EXPECT_TRUE(img == jpeg) << "record 0's image is not the copied JPEG";
 }
 
+// Issue 36: a commit of one label in a compressed shard of many deflate
+// blocks (8 MiB of framing: eight blocks the writer deflates at once,
+// record/deflate.h), through `echo >` and `tfrecordfs commit` on a real
+// mount. Python's gzip module reads the result whole (its CRC-32 and size
+// checked), zlib finds exactly one GZIP member (ZLIB: one stream, nothing
+// after it), and the independent reader finds every record: the edited one
+// with its new label, every other one byte for byte as before.
+class CompressedCommitTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CompressedCommitTest, OneLabelOfAManyBlockShard) {
+  TFRFS_SKIP_WITHOUT_FUSE();
+  if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3";
+  const std::string codec = GetParam();
+  Scratch s;
+  constexpr int kCount = 80;
+  std::vector<std::string> payloads;
+  uint64_t x = 88172645463325252ull;
+  for (int i = 0; i < kCount; ++i) {
+    // 100 KiB that deflates to about half: words drawn at random.
+    std::string blob;
+    while (blob.size() < (100 << 10)) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      blob += absl::StrCat("w", x % 4096, " ");
+    }
+    payloads.push_back(ExamplePayload({Int64Feature("label", {i}), BytesFeature("blob", {blob})}));
+  }
+  const std::string name = WriteShardWithCodec(s.src, "a.tfrecord", payloads, codec);
+  ASSERT_FALSE(HasFailure());
+  const std::string shard = s.src + "/" + name;
+  // One line per record: its label and the SHA-256 of its payload; first,
+  // the stream's own check (Python's gzip / zlib modules).
+  auto read = [&] {
+    return std::vector<std::string>(absl::StrSplit(
+        WithChecker(
+            absl::StrCat("import gzip, hashlib, zlib\n"
+                         "raw = open(sys.argv[1], 'rb').read()\n",
+                         codec == "gzip" ? "data = gzip.decompress(raw)\n"
+                                           "d = zlib.decompressobj(31); d.decompress(raw)\n"
+                                         : "d = zlib.decompressobj(15); data = d.decompress(raw)\n",
+                         "print('one stream', d.eof and not d.unused_data, len(data))\n"
+                         "for p in t.read_records(sys.argv[1]):\n"
+                         "  print(t.decode_example(p)['label'][1][0], "
+                         "hashlib.sha256(p).hexdigest())\n"),
+            shard),
+        '\n', absl::SkipEmpty()));
+  };
+  const std::vector<std::string> before = read();
+  ASSERT_EQ(before.size(), 1u + kCount);
+  Mount d(PackConfig(s, {s.src}, "edit"));
+  ASSERT_EQ(d.Start(), "");
+  CommandResult edit = RunCommand(
+      {"bash", "-c", absl::StrCat("echo 7000 > ", ShellQuote(s.mnt + "/" + name + "/37/label"))});
+  ASSERT_EQ(edit.exit_code, 0) << edit.err;
+  CommandResult commit = RunCommand({BinaryPath(), "commit", s.mnt});
+  ASSERT_EQ(commit.exit_code, 0) << commit.out << commit.err;
+  EXPECT_NE(commit.out.find(absl::StrCat("rewrote ", shard, ": kept 79, changed 1")),
+            std::string::npos)
+      << commit.out;
+  EXPECT_EQ(ReadWholeFile(s.mnt + "/" + name + "/37/label"), "7000\n");
+  const std::vector<std::string> after = read();
+  ASSERT_EQ(after.size(), before.size());
+  EXPECT_TRUE(absl::StartsWith(after[0], "one stream True ")) << after[0];
+  for (int i = 0; i < kCount; ++i) {
+    if (i == 37) {
+      EXPECT_TRUE(absl::StartsWith(after[1 + i], "7000 ")) << after[1 + i];
+    } else {
+      EXPECT_EQ(after[1 + i], before[1 + i]) << "record " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs, CompressedCommitTest, ::testing::Values("gzip", "zlib"));
+
 // Issue 34, items 5 and 7, on a plain shard of six records.
 class RecordModesTest : public ::testing::Test {
  protected:

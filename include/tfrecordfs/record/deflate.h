@@ -1,0 +1,97 @@
+// Compressed output made on every core: one GZIP member or one ZLIB stream
+// of independently deflated blocks (what ShardWriter writes, and through it
+// every commit, pack, repair and reshard of a compressed shard).
+//
+// The caller cuts its bytes into blocks (ShardWriter: at the first record
+// boundary after kFlushEvery framed bytes). Each block is deflated on its
+// own, as raw deflate from a fresh state, and ends with a full flush
+// (byte-aligned; nothing after it refers back): exactly the stream one
+// deflate state writes when told Z_FULL_FLUSH after every block, as the
+// writer did before on one core. Because the blocks need nothing from each
+// other, workers deflate several at once; the stream keeps a clean resume
+// point after every block, where an index's checkpoint needs no stored
+// window. The last block ends the deflate stream (Z_FINISH). The wrapper
+// goes around the blocks: GZIP's 10-byte header and its CRC-32 and size
+// trailer, or ZLIB's 2-byte header and Adler-32 trailer; each block's
+// checksum is computed by its worker and joined in order with zlib's
+// crc32_combine / adler32_combine. zcat, Python's gzip and zlib modules
+// and TensorFlow's readers see one ordinary stream.
+//
+// Unlike pigz, a block is not primed with the previous block's last 32 KiB
+// as a dictionary: that would gain a few tenths of a percent of size at
+// 1 MiB blocks and lose the resume points above.
+//
+// Thread-safety: a ParallelDeflater belongs to one thread (its owner), which
+// calls AddBlock and Finish and on which the sink runs; its workers touch
+// only the blocks handed to them (base/parallel.h).
+#ifndef TFRECORDFS_RECORD_DEFLATE_H_
+#define TFRECORDFS_RECORD_DEFLATE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "tfrecordfs/source/shard_source.h"
+
+namespace tfrecordfs::record {
+
+// Workers a `threads` of 0 starts at most: each holds two blocks in flight
+// (about 2.5 MiB each at 1 MiB blocks: input, output, deflate state).
+inline constexpr int kDefaultMaxThreads = 8;
+
+class ParallelDeflater {
+ public:
+  // Receives the compressed bytes, in order, on the owner's thread; an
+  // error stops the deflater (every later call returns it).
+  using Sink = std::function<absl::Status(absl::string_view)>;
+
+  // `codec`: kGzip or kZlib. `level`: zlib's, 0..9. `threads`: blocks
+  // deflated at once (0: the machine's cores, at most kDefaultMaxThreads;
+  // 1: on the owner's thread, no worker started); 2 * threads blocks are
+  // held at most. The bytes written do not depend on it. `name` is used in error messages.
+  ParallelDeflater(source::Codec codec, int level, int threads, std::string name, Sink sink);
+  ~ParallelDeflater();
+  ParallelDeflater(const ParallelDeflater&) = delete;
+  ParallelDeflater& operator=(const ParallelDeflater&) = delete;
+
+  // Takes the bytes of *block as the next block (swapped out: *block is
+  // left empty, with a buffer the caller may reuse). An empty block adds
+  // nothing. Blocks are deflated in the background; their bytes reach the
+  // sink in order, at the latest from Finish.
+  absl::Status AddBlock(std::string* block);
+  // Ends the stream (the last block, the trailer) and hands every byte left
+  // to the sink. Call once; AddBlock after it fails.
+  absl::Status Finish();
+
+  // Input bytes taken so far.
+  uint64_t input_bytes() const { return input_; }
+
+ private:
+  struct Block;
+  struct Pipeline;
+  // Hands `held_` to a worker (ending the stream with it when `last`).
+  absl::Status SubmitHeld(bool last);
+  // Writes the oldest block's bytes to the sink and joins its checksum.
+  absl::Status WriteFront();
+  absl::Status Emit(absl::string_view bytes);
+
+  const source::Codec codec_;
+  const int level_;
+  const std::string name_;
+  Sink sink_;
+  std::unique_ptr<Pipeline> pipe_;
+  std::string held_;  // the newest block: deflated once it is known whether it is the last
+  bool header_written_ = false;
+  bool finished_ = false;
+  absl::Status status_;
+  uint64_t input_ = 0;
+  uint64_t written_in_ = 0;  // input bytes of the blocks handed to the sink
+  uint32_t check_;           // CRC-32 (GZIP) or Adler-32 (ZLIB) of those bytes
+};
+
+}  // namespace tfrecordfs::record
+
+#endif  // TFRECORDFS_RECORD_DEFLATE_H_

@@ -1,0 +1,196 @@
+#include "tfrecordfs/record/deflate.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "tfrecordfs/base/parallel.h"
+
+namespace tfrecordfs::record {
+
+// One block: its input, its deflated bytes and checksum, and the deflate
+// state its slot keeps from block to block (reset, not reallocated).
+struct ParallelDeflater::Block {
+  std::string in, out;
+  uint64_t at = 0;  // its first byte's input offset (for messages)
+  bool last = false;
+  bool gzip = true;
+  int level = 6;
+  uint32_t check = 0;
+  absl::Status status;
+  z_stream z;
+  bool ready = false;  // z initialised
+
+  Block() { std::memset(&z, 0, sizeof z); }
+  ~Block() {
+    if (ready) deflateEnd(&z);
+  }
+  Block(const Block&) = delete;
+  Block& operator=(const Block&) = delete;
+
+  void Deflate() {
+    status = absl::OkStatus();
+    out.clear();
+    check = gzip ? static_cast<uint32_t>(crc32(0, nullptr, 0))
+                 : static_cast<uint32_t>(adler32(1, nullptr, 0));
+    if (!in.empty()) {
+      check = gzip ? static_cast<uint32_t>(crc32(check, reinterpret_cast<const Bytef*>(in.data()),
+                                                 static_cast<uInt>(in.size())))
+                   : static_cast<uint32_t>(adler32(check, reinterpret_cast<const Bytef*>(in.data()),
+                                                   static_cast<uInt>(in.size())));
+    }
+    // Raw deflate (windowBits -15): the wrapper is the deflater's. memLevel 8
+    // and the default strategy are what TensorFlow's ZlibOutputBuffer uses.
+    const int ret =
+        ready ? deflateReset(&z) : deflateInit2(&z, level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY);
+    if (ret != Z_OK) {
+      status = absl::InternalError(absl::StrCat("deflateInit2: ", zError(ret)));
+      return;
+    }
+    ready = true;
+    z.next_in = reinterpret_cast<Bytef*>(in.data());
+    z.avail_in = static_cast<uInt>(in.size());
+    const int flush = last ? Z_FINISH : Z_FULL_FLUSH;
+    // A flush can need more than deflateBound (its markers): grow until
+    // deflate leaves output space unused.
+    size_t used = 0;
+    out.resize(deflateBound(&z, z.avail_in) + 64);
+    for (;;) {
+      z.next_out = reinterpret_cast<Bytef*>(out.data() + used);
+      z.avail_out = static_cast<uInt>(out.size() - used);
+      const int r = deflate(&z, flush);
+      if (r != Z_OK && r != Z_STREAM_END && r != Z_BUF_ERROR) {
+        status = absl::InternalError(absl::StrCat("deflate: ", zError(r)));
+        return;
+      }
+      used = out.size() - z.avail_out;
+      if (r == Z_STREAM_END || (z.avail_out > 0 && z.avail_in == 0)) break;
+      out.resize(out.size() + (out.size() >> 3) + 64);
+    }
+    out.resize(used);
+  }
+};
+
+struct ParallelDeflater::Pipeline {
+  Pipeline(int workers, size_t window) : pipe(workers, window, [](Block& b) { b.Deflate(); }) {}
+  OrderedPipeline<Block> pipe;
+};
+
+ParallelDeflater::ParallelDeflater(source::Codec codec, int level, int threads, std::string name,
+                                   Sink sink)
+    : codec_(codec), level_(level), name_(std::move(name)), sink_(std::move(sink)) {
+  const int n = threads <= 0 ? std::min(DefaultThreads(), kDefaultMaxThreads) : threads;
+  // One worker per core (the owner mostly waits for them); two blocks per
+  // worker in flight, so a worker finds the next block ready.
+  const int workers = n <= 1 ? 0 : n;
+  pipe_ = std::make_unique<Pipeline>(workers, 2 * static_cast<size_t>(std::max(n, 1)));
+  check_ = codec_ == source::Codec::kGzip ? static_cast<uint32_t>(crc32(0, nullptr, 0))
+                                          : static_cast<uint32_t>(adler32(1, nullptr, 0));
+  if (codec_ != source::Codec::kGzip && codec_ != source::Codec::kZlib) {
+    status_ = absl::InvalidArgumentError(
+        absl::StrCat(name_, ": ", source::CodecName(codec_), " is not deflate"));
+  } else if (level_ < 0 || level_ > 9) {
+    status_ = absl::InvalidArgumentError(absl::StrCat(name_, ": deflate level ", level_));
+  }
+}
+
+ParallelDeflater::~ParallelDeflater() = default;
+
+absl::Status ParallelDeflater::Emit(absl::string_view bytes) {
+  if (!status_.ok()) return status_;
+  status_ = sink_(bytes);
+  return status_;
+}
+
+absl::Status ParallelDeflater::WriteFront() {
+  Block& b = pipe_->pipe.Front();
+  if (!b.status.ok()) {
+    status_ = absl::InternalError(
+        absl::StrCat(name_, ": ", b.status.message(), " in the block at uncompressed byte ", b.at));
+  }
+  if (status_.ok()) status_ = Emit(b.out);
+  if (status_.ok()) {
+    const auto len = static_cast<z_off_t>(b.in.size());
+    check_ = codec_ == source::Codec::kGzip
+                 ? static_cast<uint32_t>(crc32_combine(check_, b.check, len))
+                 : static_cast<uint32_t>(adler32_combine(check_, b.check, len));
+    written_in_ += b.in.size();
+  }
+  pipe_->pipe.Pop();
+  return status_;
+}
+
+absl::Status ParallelDeflater::SubmitHeld(bool last) {
+  if (!header_written_) {
+    header_written_ = true;
+    if (codec_ == source::Codec::kGzip) {
+      // RFC 1952: no name, no time; XFL as zlib sets it; OS 3 (Unix).
+      const char xfl = level_ == 9 ? 2 : level_ == 1 ? 4 : 0;
+      const char header[10] = {'\x1f', '\x8b', 8, 0, 0, 0, 0, 0, xfl, 3};
+      if (auto s = Emit(absl::string_view(header, sizeof header)); !s.ok()) return s;
+    } else {
+      // RFC 1950: 32 KiB window, FLEVEL as zlib sets it, FCHECK.
+      const unsigned flevel = level_ < 2 ? 0 : level_ < 6 ? 1 : level_ == 6 ? 2 : 3;
+      unsigned h = (0x78u << 8) | (flevel << 6);
+      h += 31 - h % 31;
+      const char header[2] = {static_cast<char>(h >> 8), static_cast<char>(h & 0xff)};
+      if (auto s = Emit(absl::string_view(header, sizeof header)); !s.ok()) return s;
+    }
+  }
+  while (pipe_->pipe.full()) {
+    if (auto s = WriteFront(); !s.ok()) return s;
+  }
+  Block& b = pipe_->pipe.Next();
+  b.in.clear();
+  b.in.swap(held_);
+  b.at = input_ - b.in.size();
+  b.last = last;
+  b.gzip = codec_ == source::Codec::kGzip;
+  b.level = level_;
+  pipe_->pipe.Submit();
+  return absl::OkStatus();
+}
+
+absl::Status ParallelDeflater::AddBlock(std::string* block) {
+  if (!status_.ok()) return status_;
+  if (finished_) {
+    return status_ = absl::FailedPreconditionError(absl::StrCat(name_, ": block after the end"));
+  }
+  if (block->empty()) return absl::OkStatus();
+  if (!held_.empty()) {
+    if (auto s = SubmitHeld(false); !s.ok()) return s;
+  }
+  // held_ is now empty (its buffer went to a block): take the caller's
+  // bytes and give it that buffer back.
+  held_.swap(*block);
+  block->clear();
+  input_ += held_.size();
+  return absl::OkStatus();
+}
+
+absl::Status ParallelDeflater::Finish() {
+  if (!status_.ok()) return status_;
+  if (finished_) {
+    return status_ = absl::FailedPreconditionError(absl::StrCat(name_, ": finished twice"));
+  }
+  finished_ = true;
+  if (auto s = SubmitHeld(true); !s.ok()) return s;
+  while (pipe_->pipe.pending() > 0) {
+    if (auto s = WriteFront(); !s.ok()) return s;
+  }
+  char trailer[8];
+  size_t n = 0;
+  if (codec_ == source::Codec::kGzip) {
+    const auto size = static_cast<uint32_t>(written_in_);  // ISIZE: modulo 2^32
+    for (int i = 0; i < 4; ++i) trailer[n++] = static_cast<char>(check_ >> (8 * i));
+    for (int i = 0; i < 4; ++i) trailer[n++] = static_cast<char>(size >> (8 * i));
+  } else {
+    for (int i = 3; i >= 0; --i) trailer[n++] = static_cast<char>(check_ >> (8 * i));
+  }
+  return Emit(absl::string_view(trailer, n));
+}
+
+}  // namespace tfrecordfs::record
