@@ -1,11 +1,10 @@
 // The plan of parts (reshape/plan.h): a pure function of the inputs, their
 // sizes, N and the salt; every byte in exactly one piece; balanced by
 // bytes; split shards own the records that begin in their pieces.
-#include "tfrecordfs/reshape/plan.h"
-
 #include <map>
 
 #include "gtest/gtest.h"
+#include "tfrecordfs/reshape/plan.h"
 
 namespace tfrecordfs::reshape {
 namespace {
