@@ -111,8 +111,8 @@ absl::StatusOr<PartManifest> ParseManifest(const std::string& text, const std::s
   try {
     const nlohmann::json j = nlohmann::json::parse(text);
     if (j.at("version").get<int>() != 1) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": manifest version ",
-                                                     j.at("version").dump(), " is not 1"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": manifest version ", j.at("version").dump(), " is not 1"));
     }
     PartManifest m;
     m.command = j.at("command").get<std::string>();
@@ -181,8 +181,7 @@ absl::StatusOr<std::unique_ptr<PartOutput>> PartOutput::Begin(const std::string&
     if (fd >= 0) ::close(fd);
   }
   static std::atomic<int> serial{0};
-  const std::string work =
-      absl::StrCat(published, ".work-", ::getpid(), "-", serial.fetch_add(1));
+  const std::string work = absl::StrCat(published, ".work-", ::getpid(), "-", serial.fetch_add(1));
   if (::mkdir(work.c_str(), 0755) != 0) return ErrnoError(errno, work);
   const std::string lock = JoinPath(work, kLockName);
   const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -215,8 +214,7 @@ absl::Status PartOutput::Publish(PartManifest manifest) {
   // folder (atomically) and removes that.
   if (::renameat2(AT_FDCWD, work_.c_str(), AT_FDCWD, published_.c_str(), RENAME_NOREPLACE) != 0) {
     if (errno != EEXIST && errno != ENOTEMPTY) return ErrnoError(errno, published_);
-    if (::renameat2(AT_FDCWD, work_.c_str(), AT_FDCWD, published_.c_str(), RENAME_EXCHANGE) !=
-        0) {
+    if (::renameat2(AT_FDCWD, work_.c_str(), AT_FDCWD, published_.c_str(), RENAME_EXCHANGE) != 0) {
       return ErrnoError(errno, absl::StrCat("cannot swap ", work_, " into ", published_));
     }
     published_done_ = true;
@@ -312,8 +310,8 @@ absl::StatusOr<FinalizeReport> FinalizeParts(
       if (it == now.end()) {
         out.push_back(absl::StrCat(in.path, " is gone"));
       } else if (it->second->size != in.size) {
-        out.push_back(absl::StrCat(in.path, " changed size (", in.size, " -> ", it->second->size,
-                                   " bytes)"));
+        out.push_back(
+            absl::StrCat(in.path, " changed size (", in.size, " -> ", it->second->size, " bytes)"));
       } else if (it->second->mtime_ns != in.mtime_ns ||
                  it->second->etag_fingerprint != in.etag_fingerprint) {
         out.push_back(absl::StrCat(in.path, in.object ? " has another ETag" : " was modified",
