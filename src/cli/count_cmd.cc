@@ -42,7 +42,7 @@ damaged, 2 on a usage error.
 }  // namespace
 
 int CountMain(int argc, char** argv) {
-  Tool tool({.name = "count", .usage = kCountUsage, .indexes = true});
+  Tool tool({.name = "count", .usage = kCountUsage, .indexes = true, .parts = true});
   if (auto stop = tool.Start(argc, argv)) return *stop;
   const bool json = tool.json();
   uint64_t total = 0;

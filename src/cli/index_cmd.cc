@@ -89,7 +89,7 @@ cannot be written, 2 on a usage error.
 }  // namespace
 
 int IndexMain(int argc, char** argv) {
-  Tool tool({.name = "index", .usage = kIndexUsage, .json = false, .indexes = true});
+  Tool tool({.name = "index", .usage = kIndexUsage, .json = false, .indexes = true, .parts = true});
   index::StoreOptions store_options;
   int threads = 0;
   bool beside = false;

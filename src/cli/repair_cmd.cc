@@ -1,6 +1,8 @@
 // `tfrecordfs repair SOURCE... --output DIR`: a copy of every shard without
 // its damaged records (reshape::RepairShard), each named as the mount shows
 // it, under DIR.
+#include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,7 @@
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/base/utf8.h"
+#include "tfrecordfs/reshape/parts.h"
 #include "tfrecordfs/reshape/reshape.h"
 
 namespace tfrecordfs::cli {
@@ -67,7 +70,8 @@ struct Done {
 }  // namespace
 
 int RepairMain(int argc, char** argv) {
-  Tool tool({.name = "repair", .usage = kRepairUsage, .indexes = true});
+  Tool tool(
+      {.name = "repair", .usage = kRepairUsage, .indexes = true, .parts = true, .finalize = true});
   std::string output;
   auto own = [&](int* i) -> std::optional<int> {
     std::string flag, value;
@@ -84,6 +88,7 @@ int RepairMain(int argc, char** argv) {
   if (auto stop = tool.Parse(argc, argv, own)) return *stop;
   if (auto stop = tool.NeedSources()) return *stop;
   if (output.empty()) return tool.Usage("need --output DIR");
+  if (tool.finalize()) return FinalizeMain(&tool, output, "repair");
   const std::atomic<bool>* interrupted = InstallInterruptHandlers();
 
   if (auto stop = tool.Scan()) return *stop;
@@ -101,6 +106,16 @@ int RepairMain(int argc, char** argv) {
     }
   }
 
+  // A part writes into a work folder of its own, published whole at the end.
+  std::unique_ptr<reshape::PartOutput> part_out;
+  std::string write_dir = output;
+  if (tool.part()) {
+    if (auto made = MakeDirs(output, 0755); !made.ok()) return tool.Fail(made);
+    auto begun = reshape::PartOutput::Begin(output, tool.plan().IdHex(), tool.part()->index);
+    if (!begun.ok()) return tool.Fail(begun.status());
+    part_out = *std::move(begun);
+    write_dir = part_out->work_dir();
+  }
   ProgressBar progress = tool.Progress(tool.DataBytes());
   reshape::Control control;
   control.cancel = interrupted;
@@ -115,7 +130,7 @@ int RepairMain(int argc, char** argv) {
   reshape::ShardSyncer syncer(/*commit=*/true);
   for (const scan::ScannedShard& s : tool.shards()) {
     Done d{&s, absl::OkStatus(), {}};
-    const std::string out = JoinPath(output, s.mount_path);
+    const std::string out = JoinPath(write_dir, s.mount_path);
     auto src = scan::OpenShard(s, &cache);
     if (!src.ok()) {
       d.status = src.status();
@@ -154,6 +169,18 @@ int RepairMain(int argc, char** argv) {
     return kExitInterrupted;
   }
 
+  // A part whose every shard was copied is published (its copies under
+  // DIR/.tfrecordfs-parts until --finalize); one with a failed shard is not.
+  if (part_out &&
+      std::all_of(done.begin(), done.end(), [](const Done& d) { return d.status.ok(); })) {
+    reshape::PartManifest manifest = NewManifest(tool, "repair");
+    for (Done& d : done) {
+      manifest.outputs.push_back(
+          {d.shard->mount_path, d.result.records_kept, d.result.bytes, d.result.file_bytes, 0});
+      d.result.output = JoinPath(part_out->published_dir(), d.shard->mount_path);
+    }
+    if (auto st = part_out->Publish(std::move(manifest)); !st.ok()) return tool.Fail(st);
+  }
   // Counted as verify counts: damaged records (dropped: records = written
   // + dropped for the shards copied) and damaged spans between or after
   // records (bytes in no record, not copied), apart.

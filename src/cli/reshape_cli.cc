@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "src/cli/toolbox.h"
 #include "tfrecordfs/base/fs_util.h"
+#include "tfrecordfs/base/log.h"
 #include "tfrecordfs/base/utf8.h"
 
 namespace tfrecordfs::cli {
@@ -105,6 +106,83 @@ void WriteJsonDropped(JsonWriter* w, const reshape::Dropped& d) {
   WriteJsonPlace(w, d.path, d.record == reshape::kNoRecord ? std::nullopt : std::optional(d.record),
                  d.offset);
   w->Key("reason").String(d.reason).EndObject();
+}
+
+reshape::PartManifest NewManifest(const Tool& tool, absl::string_view command) {
+  reshape::PartManifest m;
+  m.command = std::string(command);
+  m.plan = tool.plan().IdHex();
+  m.part = tool.part()->index;
+  m.parts = tool.part()->count;
+  std::vector<bool> read(tool.plan_files().size(), false);
+  for (const scan::ScannedShard& s : tool.shards()) {
+    for (size_t i = 0; i < tool.plan_files().size(); ++i) {
+      if (tool.plan_files()[i].path == s.path) read[i] = true;
+    }
+  }
+  for (size_t i = 0; i < tool.plan_files().size(); ++i) {
+    if (!read[i]) continue;
+    const PlanInputFile& f = tool.plan_files()[i];
+    m.inputs.push_back({f.path, f.size, f.mtime_ns, f.etag_fingerprint, f.object});
+  }
+  return m;
+}
+
+int FinalizeMain(Tool* tool, const std::string& output, absl::string_view command) {
+  if (auto stop = tool->Scan()) return *stop;
+  if (auto s = CheckOutputDir(output, tool->operands(), tool->shards()); !s.ok()) {
+    return tool->Usage(s.message());
+  }
+  std::vector<reshape::ManifestInput> current;
+  for (const PlanInputFile& f : tool->plan_files()) {
+    current.push_back({f.path, f.size, f.mtime_ns, f.etag_fingerprint, f.object});
+  }
+  auto report = reshape::FinalizeParts(
+      output, std::string(command), [&](uint32_t n) { return tool->PlanFor(n).IdHex(); }, current);
+  if (!report.ok()) {
+    log::Error(report.status().message());
+    return kExitFailed;
+  }
+  for (const std::string& w : report->removed) {
+    log::Warning("removed ", EscapeForLog(w), ", the work folder of a part that was killed");
+  }
+  uint64_t records = 0;
+  std::string out;
+  JsonWriter w;
+  if (tool->json()) w.BeginObject().Key("outputs").BeginArray();
+  for (const reshape::ManifestOutput& o : report->outputs) {
+    records += o.records;
+    const std::string path = JoinPath(output, o.path);
+    if (tool->json()) {
+      w.BeginObject()
+          .Key("path")
+          .String(path)
+          .Key("records")
+          .Uint(o.records)
+          .Key("bytes")
+          .Uint(o.bytes)
+          .Key("file_bytes")
+          .Uint(o.file_bytes)
+          .EndObject();
+    } else {
+      absl::StrAppend(&out, o.records, "\t", EscapeForLog(path), "\n");
+    }
+  }
+  if (tool->json()) {
+    w.EndArray()
+        .Key("records")
+        .Uint(records)
+        .Key("plan")
+        .String(report->plan)
+        .Key("parts")
+        .Uint(report->parts)
+        .EndObject();
+    out = w.str();
+  } else {
+    absl::StrAppend(&out, records, "\ttotal: ", report->outputs.size(), " file(s) from ",
+                    report->parts, " part(s) of plan ", report->plan, "\n");
+  }
+  return tool->Finish(out, true);
 }
 
 }  // namespace tfrecordfs::cli

@@ -14,6 +14,8 @@
 
 #include "absl/status/status.h"
 #include "src/cli/json_writer.h"
+#include "src/cli/toolbox.h"
+#include "tfrecordfs/reshape/parts.h"
 #include "tfrecordfs/reshape/reshape.h"
 #include "tfrecordfs/scan/scan.h"
 
@@ -47,6 +49,20 @@ absl::Status CheckOutputDir(const std::string& output, const std::vector<std::st
 std::string DescribeDropped(const reshape::Dropped& d, bool compressed);
 // {"path": ..., "record": i | null, "offset": N, "reason": ...}
 void WriteJsonDropped(JsonWriter* w, const reshape::Dropped& d);
+
+// ---- parts (reshape/parts.h) ----
+
+// The manifest of the part `tool` runs (Tool::part()): its command, plan and
+// inputs (every file the plan covers when the scope is kAllFiles, else the
+// part's own files); the caller adds the outputs.
+reshape::PartManifest NewManifest(const Tool& tool, absl::string_view command);
+
+// `COMMAND SOURCE... --output DIR --finalize`: lists the SOURCEs (no index
+// built), checks the parts' manifests against them (reshape::FinalizeParts)
+// and moves the outputs into DIR; prints "records<TAB>path" per output and
+// a total (or JSON with --json). Exit 0, 1 with the missing, stale or
+// foreign parts named, or 2 on a usage error.
+int FinalizeMain(Tool* tool, const std::string& output, absl::string_view command);
 
 }  // namespace tfrecordfs::cli
 

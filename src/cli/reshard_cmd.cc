@@ -11,10 +11,12 @@
 #include "src/cli/progress.h"
 #include "src/cli/reshape_cli.h"
 #include "src/cli/toolbox.h"
+#include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/base/utf8.h"
 #include "tfrecordfs/repack/pack.h"
+#include "tfrecordfs/reshape/parts.h"
 #include "tfrecordfs/reshape/reshape.h"
 
 namespace tfrecordfs::cli {
@@ -73,7 +75,11 @@ skipped or the reshard failed (a damaged record without --skip-damaged),
 }  // namespace
 
 int ReshardMain(int argc, char** argv) {
-  Tool tool({.name = "reshard", .usage = kReshardUsage, .indexes = true});
+  Tool tool({.name = "reshard",
+             .usage = kReshardUsage,
+             .indexes = true,
+             .parts = true,
+             .finalize = true});
   std::string output;
   reshape::ReshardOptions options;
   bool seeded = false, codec_given = false;
@@ -131,8 +137,21 @@ int ReshardMain(int argc, char** argv) {
     return tool.Usage("--shards and --shard-size exclude each other");
   }
   if (seeded && !options.shuffle) return tool.Usage("--seed needs --shuffle");
+  if (options.shuffle && !seeded && (tool.part() || tool.finalize())) {
+    return tool.Usage("--shuffle as parts needs --seed S (every part must shuffle alike)");
+  }
   if (options.shards == 0 && options.shard_size == 0)
     options.shard_size = repack::kDefaultShardSize;
+  // What shapes the output: part of the plan's id, so that parts of
+  // another reshard are foreign to this one.
+  tool.SetPlanSalt(absl::StrCat(
+      "prefix=", options.prefix, " shards=", options.shards, " shard_size=", options.shard_size,
+      " compression=", codec_given ? source::CodecName(options.codec) : "auto",
+      " shuffle=", options.shuffle, " seed=", options.shuffle ? options.seed : 0,
+      " skip_damaged=", options.skip_damaged));
+  if (tool.finalize()) return FinalizeMain(&tool, output, "reshard");
+  tool.SetPartScope(PartScope::kAllFiles);
+  options.part = tool.part();
   if (options.shuffle && !seeded) {
     std::random_device rd;
     options.seed = (uint64_t{rd()} << 32) | rd();
@@ -152,6 +171,14 @@ int ReshardMain(int argc, char** argv) {
   }
   if (auto made = MakeDirs(output, 0755); !made.ok()) return tool.Fail(made);
   options.output_dir = output;
+  // A part writes into a work folder of its own, published whole at the end.
+  std::unique_ptr<reshape::PartOutput> part_out;
+  if (tool.part()) {
+    auto begun = reshape::PartOutput::Begin(output, tool.plan().IdHex(), tool.part()->index);
+    if (!begun.ok()) return tool.Fail(begun.status());
+    part_out = *std::move(begun);
+    options.output_dir = part_out->work_dir();
+  }
 
   // Compressed sources read at random positions keep recently inflated
   // blocks; the buffer option bounds that too.
@@ -184,6 +211,15 @@ int ReshardMain(int argc, char** argv) {
     return kExitFailed;
   }
 
+  if (part_out) {
+    reshape::PartManifest manifest = NewManifest(tool, "reshard");
+    for (reshape::OutputShard& s : report->shards) {
+      s.path = Basename(s.path);
+      manifest.outputs.push_back({s.path, s.records, s.bytes, s.file_bytes, 0});
+      s.path = JoinPath(part_out->published_dir(), s.path);
+    }
+    if (auto st = part_out->Publish(std::move(manifest)); !st.ok()) return tool.Fail(st);
+  }
   for (const std::string& path : report->stale_removed) {
     log::Warning("removed ", EscapeForLog(path), ", a temporary file an interrupted reshard left");
   }
@@ -224,14 +260,17 @@ int ReshardMain(int argc, char** argv) {
     for (const reshape::OutputShard& s : report->shards) {
       absl::StrAppend(&out, s.records, "\t", EscapeForLog(s.path), "\n");
     }
-    absl::StrAppend(&out, report->records, "\ttotal: ", report->shards.size(), " shard(s) from ",
-                    shards.size(), " source shard(s), ",
-                    options.shuffle ? absl::StrCat("shuffled with --seed ", options.seed)
-                                    : std::string("in source order"),
-                    report->skipped.empty()
-                        ? ""
-                        : absl::StrCat(", ", report->skipped.size(), " damaged skipped"),
-                    "\n");
+    absl::StrAppend(
+        &out, report->records, "\ttotal: ", report->shards.size(), " shard(s)",
+        tool.part() ? absl::StrCat(" (part ", tool.part()->index, "/", tool.part()->count,
+                                   ", published; --finalize names them)")
+                    : "",
+        " from ", shards.size(), " source shard(s), ",
+        options.shuffle ? absl::StrCat("shuffled with --seed ", options.seed)
+                        : std::string("in source order"),
+        report->skipped.empty() ? ""
+                                : absl::StrCat(", ", report->skipped.size(), " damaged skipped"),
+        "\n");
   }
   return tool.Finish(out, report->skipped.empty());
 }

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 
@@ -13,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "src/cli/progress.h"
+#include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/naming/naming.h"
 #include "tfrecordfs/objstore/listing.h"
@@ -47,6 +49,46 @@ Object storage (s3://, gs:// and http(s):// SOURCEs; see tfrecordfs(1)):
                          seconds (default 120)
 )";
 
+// What --help adds for the commands that run as parts (ToolSpec::parts).
+constexpr char kPartFlagsUsage[] = R"(
+Parts (one command run as N processes by a job runner; see tfrecordfs(1)):
+  --part K/N             run part K (0 <= K < N) of N: the work is planned
+                         from the sorted SOURCE files and their sizes alone,
+                         balanced by bytes, the same on every machine
+  --parts N              the number of parts when the part's number comes
+                         from JOB_COMPLETION_INDEX (a Kubernetes Indexed
+                         Job gives no count). Without --part, K and N come
+                         from SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT
+                         (less SLURM_ARRAY_TASK_MIN), AWS_BATCH_JOB_ARRAY_INDEX/
+                         AWS_BATCH_JOB_ARRAY_SIZE (or --parts), or
+                         JOB_COMPLETION_INDEX with --parts, when set
+)";
+constexpr char kFinalizeUsage[] =
+    R"(  --finalize             after every part ran: check that each part of the
+                         plan left its manifest and that no input changed,
+                         give the outputs their final names, remove the
+                         parts' files; else name the missing, stale or
+                         foreign parts and exit 1
+)";
+
+// The job runners' variables: the part's number, and the count when the
+// runner gives one.
+struct PartVariables {
+  const char* index;
+  const char* count;  // null: --parts N
+  const char* min;    // subtracted from the index when set (Slurm's --array=1-4)
+};
+constexpr PartVariables kPartVariables[] = {
+    {"SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN"},
+    {"AWS_BATCH_JOB_ARRAY_INDEX", "AWS_BATCH_JOB_ARRAY_SIZE", nullptr},
+    {"JOB_COMPLETION_INDEX", nullptr, nullptr},
+};
+
+const char* Env(const char* name) {
+  const char* v = name == nullptr ? nullptr : std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : nullptr;
+}
+
 }  // namespace
 
 index::StoreOptions ToolStoreOptions() {
@@ -65,8 +107,24 @@ std::optional<int> Tool::Parse(int argc, char** argv, const OwnOptions& own) {
     } else if (arg == "--") {
       options_done = true;
     } else if (arg == "-h" || arg == "--help") {
-      std::cout << spec_.usage << (spec_.indexes ? kObjectFlagsUsage : "");
+      std::cout << spec_.usage << (spec_.indexes ? kObjectFlagsUsage : "")
+                << (spec_.parts ? kPartFlagsUsage : "") << (spec_.finalize ? kFinalizeUsage : "");
       return kExitOk;
+    } else if (spec_.finalize && arg == "--finalize") {
+      finalize_ = true;
+    } else if (spec_.parts && (arg == "--part" || absl::StartsWith(arg, "--part="))) {
+      std::string flag, value;
+      if (!TakeValue(argc, argv, &i, &flag, &value)) return Usage("--part needs K/N");
+      part_flag_ = value;
+      if (auto p = reshape::ParsePartSpec(value); !p.ok()) return Usage(p.status().message());
+    } else if (spec_.parts && (arg == "--parts" || absl::StartsWith(arg, "--parts="))) {
+      std::string flag, value;
+      uint32_t n = 0;
+      if (!TakeValue(argc, argv, &i, &flag, &value) || !absl::SimpleAtoi(value, &n) || n == 0 ||
+          n > reshape::kMaxParts) {
+        return Usage(absl::StrCat("--parts needs a number from 1 to ", reshape::kMaxParts));
+      }
+      parts_flag_ = n;
     } else if (spec_.indexes && arg == "--no-sign-request") {
       objects_.no_sign_request = true;
     } else if (spec_.indexes && absl::StartsWith(arg, "--gcs-token-file") &&
@@ -104,7 +162,63 @@ std::optional<int> Tool::Parse(int argc, char** argv, const OwnOptions& own) {
       return Usage("unknown option " + arg);
     }
   }
+  if (spec_.parts) return ResolvePart();
   return std::nullopt;
+}
+
+std::optional<int> Tool::ResolvePart() {
+  if (finalize_) {
+    if (!part_flag_.empty()) return Usage("--finalize runs once, after the parts: no --part");
+    return std::nullopt;
+  }
+  std::string origin;
+  if (!part_flag_.empty()) {
+    part_ = *reshape::ParsePartSpec(part_flag_);
+    origin = absl::StrCat("--part ", part_flag_);
+  } else {
+    for (const PartVariables& v : kPartVariables) {
+      const char* index = Env(v.index);
+      if (index == nullptr) continue;
+      uint64_t k = 0, min = 0;
+      if (!absl::SimpleAtoi(index, &k)) {
+        return Usage(absl::StrCat(v.index, "=", index, " is not a part number"));
+      }
+      origin = absl::StrCat(v.index, "=", index);
+      if (const char* m = Env(v.min); m != nullptr && absl::SimpleAtoi(m, &min) && min <= k) {
+        k -= min;
+        absl::StrAppend(&origin, " less ", v.min, "=", m);
+      }
+      std::string count;
+      if (parts_flag_) {
+        count = absl::StrCat(*parts_flag_);
+        absl::StrAppend(&origin, ", --parts ", count);
+      } else if (const char* c = Env(v.count); c != nullptr) {
+        count = c;
+        absl::StrAppend(&origin, ", ", v.count, "=", c);
+      } else {
+        return Usage(absl::StrCat(v.index, "=", index, " is set but not the number of parts",
+                                  v.count == nullptr ? "" : absl::StrCat(" (", v.count, ")"),
+                                  ": give --parts N (or --part K/N)"));
+      }
+      auto p = reshape::ParsePartSpec(absl::StrCat(k, "/", count));
+      if (!p.ok()) return Usage(absl::StrCat(origin, ": ", p.status().message()));
+      part_ = *p;
+      break;
+    }
+    if (!part_ && parts_flag_) {
+      return Usage(
+          "--parts N needs JOB_COMPLETION_INDEX (or SLURM_ARRAY_TASK_ID, "
+          "AWS_BATCH_JOB_ARRAY_INDEX) in the environment, or --part K/N");
+    }
+  }
+  if (part_) log::Info("part ", part_->index, "/", part_->count, " (from ", origin, ")");
+  return std::nullopt;
+}
+
+reshape::PartPlan Tool::PlanFor(uint32_t parts) const {
+  std::vector<reshape::PlanFile> files;
+  for (const PlanInputFile& f : plan_files_) files.push_back({f.path, f.size, false});
+  return reshape::PlanParts(files, parts, absl::StrCat(spec_.name, " ", salt_));
 }
 
 std::optional<int> Tool::NeedSources() const {
@@ -129,6 +243,33 @@ std::optional<int> Tool::Scan(const index::StoreOptions& store_options, scan::Sc
   store_.emplace(std::move(with_limit));
   scan::ScanOptions options = std::move(extra);
   options.sources = operands_;
+  const bool planned = part_.has_value() || finalize_;
+  if (planned) {
+    options.select = [this](const std::vector<const scan::SourceEntry*>& files) {
+      for (const scan::SourceEntry* e : files) {
+        plan_files_.push_back({e->path, static_cast<uint64_t>(e->st.st_size), MtimeNs(e->st),
+                               e->object != nullptr ? CtimeNs(e->st) : 0, e->object != nullptr});
+      }
+      std::vector<bool> keep(files.size(), !finalize_ && scope_ == PartScope::kAllFiles);
+      if (finalize_) return keep;
+      plan_ = PlanFor(part_->count);
+      uint64_t bytes = 0, total = 0;
+      for (const PlanInputFile& f : plan_files_) total += f.size;
+      for (const reshape::Piece& p : plan_.pieces[part_->index]) {
+        if (scope_ == PartScope::kOwnFiles) keep[p.file] = true;
+        bytes += p.end - p.begin;
+      }
+      if (scope_ == PartScope::kAllFiles) {
+        log::Info("part ", part_->index, "/", part_->count, ": plan ", plan_.IdHex(),
+                  ": its share of the outputs, from all ", files.size(), " file(s)");
+      } else {
+        log::Info("part ", part_->index, "/", part_->count, ": plan ", plan_.IdHex(), ", ",
+                  plan_.pieces[part_->index].size(), " of ", files.size(), " file(s), ", bytes,
+                  " of ", total, " bytes");
+      }
+      return keep;
+    };
+  }
   options.store = &*store_;
   if (!options.objects) options.objects = objects_;
   options.on_shard = [meter, also = std::move(options.on_shard)](const scan::ScannedShard& s) {
@@ -153,7 +294,12 @@ std::optional<int> Tool::Scan(const index::StoreOptions& store_options, scan::Sc
     skipped_shards_ = true;
   }
   if (result->shards.empty() && skipped_shards_) return kExitFailed;
-  if (absl::Status s = RequireShards(operands_, *result); !s.ok()) return Fail(s);
+  // A part may own no shard (more parts than files): it has nothing to do,
+  // which is not an error; --finalize indexes none.
+  const bool may_be_empty = finalize_ || (part_ && scope_ == PartScope::kOwnFiles);
+  if (absl::Status s = RequireShards(operands_, *result); !s.ok() && !may_be_empty) {
+    return Fail(s);
+  }
   scanned_ = std::move(*result);
   return std::nullopt;
 }

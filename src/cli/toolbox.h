@@ -17,6 +17,7 @@
 #include "src/cli/json_writer.h"
 #include "src/cli/progress.h"
 #include "tfrecordfs/index/index_store.h"
+#include "tfrecordfs/reshape/plan.h"
 #include "tfrecordfs/scan/scan.h"
 #include "tfrecordfs/source/shard_source.h"
 
@@ -52,6 +53,32 @@ struct ToolSpec {
   // the object-storage flags --no-sign-request and --gcs-token-file PATH
   // (objstore::ObjectOptions; its --help gets a paragraph on them).
   bool indexes = false;
+  // Runs as one part of many: takes --part K/N and --parts N, and reads the
+  // job runners' variables (SLURM_ARRAY_TASK_ID/_COUNT,
+  // AWS_BATCH_JOB_ARRAY_INDEX/_SIZE, JOB_COMPLETION_INDEX with --parts N);
+  // Scan then keeps the part's own files (reshape/plan.h) unless the
+  // command sets another PartScope. Its --help gets a paragraph on them.
+  bool parts = false;
+  // Also takes --finalize (the step after the parts; Scan then lists the
+  // SOURCEs without indexing them: PartScope::kListOnly).
+  bool finalize = false;
+};
+
+// What Scan indexes when the command runs as a part (ToolSpec::parts).
+enum class PartScope {
+  kOwnFiles,  // the files the plan gives this part (count, verify, index, repair)
+  kAllFiles,  // every shard: each part needs all indexes (reshard)
+  kListOnly,  // none: the listing alone (--finalize); no shard is required
+};
+
+// A regular file of the SOURCEs as the plan sees it (Tool::plan_files()).
+struct PlanInputFile {
+  std::string path;
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  // An object's ETag fingerprint (scan::SourceEntry: st_ctim), 0 for a file.
+  int64_t etag_fingerprint = 0;
+  bool object = false;
 };
 
 // A command's own options: `own(i)` gets the first look at each option
@@ -84,6 +111,25 @@ class Tool {
                           scan::ScanOptions extra = {}, absl::string_view skipped = "skipped");
   // Parse, NeedSources and Scan (with the toolbox's store).
   std::optional<int> Start(int argc, char** argv, const OwnOptions& own = nullptr);
+
+  // ---- parts (ToolSpec::parts) ----
+  // After Parse: the part this run is, from --part K/N or the job runners'
+  // variables (said on stderr), or nullopt (the whole work; also with
+  // --finalize). A variable without its count and no --parts, and --parts
+  // without a variable, are usage errors (Parse returns kExitUsage).
+  const std::optional<reshape::PartSpec>& part() const { return part_; }
+  bool finalize() const { return finalize_; }
+  // Before Scan: what this run computes beyond the command's name (the
+  // options that shape its output), part of the plan's id; and what Scan
+  // indexes.
+  void SetPlanSalt(std::string salt) { salt_ = std::move(salt); }
+  void SetPartScope(PartScope scope) { scope_ = scope; }
+  // After Scan with a part or --finalize: every regular file the SOURCEs
+  // listed (the plan's inputs, in listing order), and the plan of them over
+  // `parts` parts (plan() is the one for part()->count).
+  const std::vector<PlanInputFile>& plan_files() const { return plan_files_; }
+  reshape::PartPlan PlanFor(uint32_t parts) const;
+  const reshape::PartPlan& plan() const { return plan_; }
 
   bool json() const { return json_; }
   bool quiet() const { return quiet_; }
@@ -121,6 +167,15 @@ class Tool {
   bool skipped_shards_ = false;  // Scan skipped a shard over it
   std::optional<index::IndexStore> store_;
   scan::ScanResult scanned_;
+  std::optional<int> ResolvePart();
+  std::string part_flag_;               // --part's value
+  std::optional<uint32_t> parts_flag_;  // --parts
+  std::optional<reshape::PartSpec> part_;
+  bool finalize_ = false;
+  std::string salt_;
+  PartScope scope_ = PartScope::kOwnFiles;
+  std::vector<PlanInputFile> plan_files_;
+  reshape::PartPlan plan_;
 };
 
 // Splits "--flag=value" into flag and value; a flag that takes a value and

@@ -70,7 +70,7 @@ std::string Where(const inspect::Damage& d, bool compressed) {
 }  // namespace
 
 int VerifyMain(int argc, char** argv) {
-  Tool tool({.name = "verify", .usage = kVerifyUsage, .indexes = true});
+  Tool tool({.name = "verify", .usage = kVerifyUsage, .indexes = true, .parts = true});
   if (auto stop = tool.Start(argc, argv)) return *stop;
   const bool json = tool.json();
   ProgressBar progress = tool.Progress(tool.DataBytes());

@@ -13,6 +13,7 @@
 #include "tfrecordfs/record/format.h"
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/repack/pack.h"
+#include "tfrecordfs/reshape/plan.h"
 #include "tfrecordfs/reshape/reshape.h"
 
 namespace tfrecordfs::reshape {
@@ -139,6 +140,18 @@ absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs, const Re
   const Order order(plan.total(), o.shuffle, o.seed);
   const std::vector<uint64_t> bounds = Boundaries(plan, order, o);
   const uint64_t num_shards = bounds.size() - 1;
+  // The output shards this call writes: [first, last).
+  uint64_t first = 0, last = num_shards;
+  if (o.part) {
+    std::vector<uint64_t> weights(num_shards, 0);
+    for (uint64_t s = 0; s < num_shards; ++s) {
+      for (uint64_t p = bounds[s]; p < bounds[s + 1]; ++p)
+        weights[s] += plan.Framed(plan.At(order[p]));
+    }
+    const std::vector<size_t> cuts = SplitByWeight(weights, o.part->count);
+    first = cuts[o.part->index];
+    last = cuts[o.part->index + 1];
+  }
 
   // What a run killed midway left (its temporary files), before anything
   // of this run is written.
@@ -147,6 +160,7 @@ absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs, const Re
   std::vector<std::string> names;
   for (uint64_t s = 0; s < num_shards; ++s) {
     names.push_back(JoinPath(o.output_dir, repack::ShardName(o.prefix, s, num_shards, o.codec)));
+    if (s < first || s >= last) continue;
     auto exists = Exists(names.back());
     if (!exists.ok()) return exists.status();
     if (*exists) {
@@ -191,12 +205,12 @@ absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs, const Re
   std::vector<Slot> batch;
   std::vector<size_t> by_file;
   std::string arena;  // one batch's framed records; grows to the largest batch, never shrinks
-  for (uint64_t s = 0; s < num_shards; ++s) {
+  for (uint64_t s = first; s < last; ++s) {
     auto out = PendingShard::Create(names[s], o.codec);
     if (!out.ok()) return out.status();
     std::unique_ptr<PendingShard> owned = *std::move(out);
     PendingShard& shard = *owned;
-    Midpoint mid(s == 0 ? control.mid_output : nullptr, bounds[s + 1] - bounds[s]);
+    Midpoint mid(s == first ? control.mid_output : nullptr, bounds[s + 1] - bounds[s]);
     // The run of checked records not yet queued: records [run_first,
     // run_first + run_records) of input run_input. Destroyed before `owned`.
     std::optional<RunCopier> copier;
@@ -315,7 +329,7 @@ absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs, const Re
     if (!splice[i]) continue;
     if (auto st = inputs[i].source->CheckUnchanged(); !st.ok()) return st;
   }
-  if (o.skip_damaged) {
+  if (o.skip_damaged && (!o.part || o.part->index == 0)) {
     for (size_t i = 0; i < inputs.size(); ++i) {
       std::sort(damaged[i].begin(), damaged[i].end());
       auto outside = DamageOutsideRecords(*inputs[i].index, *inputs[i].source, damaged[i]);
@@ -329,12 +343,12 @@ absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs, const Re
   // One fsync of the directory for all the renames (they share it).
   for (size_t s = 0; s < pending.size(); ++s) {
     if (auto st = pending[s]->Commit(/*sync_dir=*/false); !st.ok()) {
-      for (size_t k = 0; k < s; ++k) (void)UnlinkIfExists(names[k]);
+      for (size_t k = 0; k < s; ++k) (void)UnlinkIfExists(pending[k]->final_path());
       return st;
     }
   }
   if (auto st = FsyncDir(o.output_dir); !st.ok()) {
-    for (const std::string& name : names) (void)UnlinkIfExists(name);
+    for (const auto& shard : pending) (void)UnlinkIfExists(shard->final_path());
     return st;
   }
   return report;

@@ -299,7 +299,17 @@ absl::StatusOr<ScanResult> Scan(const ScanOptions& options) {
   }
   ScanResult result;
   result.entries = collector.TakeEntries();
-  const std::vector<size_t> files = collector.TakeFiles();
+  std::vector<size_t> files = collector.TakeFiles();
+  if (options.select) {
+    std::vector<const SourceEntry*> listed;
+    for (size_t f : files) listed.push_back(&result.entries[f]);
+    const std::vector<bool> keep = options.select(listed);
+    std::vector<size_t> kept;
+    for (size_t k = 0; k < files.size(); ++k) {
+      if (k < keep.size() && keep[k]) kept.push_back(files[k]);
+    }
+    files = std::move(kept);
+  }
 
   std::vector<Probed> probed(files.size());
   int threads = options.threads;

@@ -44,6 +44,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,7 @@
 #include "absl/strings/string_view.h"
 #include "tfrecordfs/index/shard_index.h"
 #include "tfrecordfs/record/writer.h"
+#include "tfrecordfs/reshape/plan.h"
 #include "tfrecordfs/source/shard_source.h"
 
 namespace tfrecordfs::reshape {
@@ -239,6 +241,13 @@ struct ReshardOptions {
   // records are copied one at a time (plain shards into plain output: in
   // runs of adjacent checked records, file to file, as repair copies).
   uint64_t buffer_bytes = uint64_t{64} << 20;
+  // Write only this part's output shards (`--part K/N`): the output shards
+  // of the whole reshard (the same order, the same boundaries, the same
+  // names, whatever N) split into N contiguous runs balanced by their
+  // framed bytes (SplitByWeight), part K writing run K. So the parts'
+  // files together are byte for byte the files one process writes. Damage
+  // the header walk met between records is listed by part 0 only.
+  std::optional<PartSpec> part;
 };
 
 struct OutputShard {

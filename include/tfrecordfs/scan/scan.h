@@ -123,6 +123,13 @@ struct ScanOptions {
   // probed, with the number of regular files to probe and the threads that
   // will (e.g. to reserve descriptors before the threads exist).
   std::function<void(size_t files, int threads)> before_probe;
+  // Called once, after the sources are listed and before before_probe,
+  // with the regular files found (in listing order); a file it returns
+  // false for is neither probed nor indexed nor reported: it is in no list
+  // of the result (its entry stays in `entries`). `--part K/N` keeps its
+  // own files this way (reshape/plan.h), so that a part indexes no other
+  // part's shards. Null: every file.
+  std::function<std::vector<bool>(const std::vector<const SourceEntry*>& files)> select;
   // Called once per shard as soon as it is indexed, from a scan thread.
   std::function<void(const ScannedShard&)> on_shard;
   // Called once per regular file that is not a shard as soon as it is

@@ -1,0 +1,342 @@
+#!/usr/bin/env python3
+"""`--part K/N` and `--finalize` run as the real binary (suite 'cli', issue 37).
+
+The parts of a command are run one after another (as a job runner would run
+them, in any order) and their result is judged by tfrecord_check.py, a
+TFRecord reader independent of tfrecordfs, and by byte comparison with what
+one process writes. Environment: TFRECORDFS_BIN and TFRECORDFS_GEN (set by
+meson).
+"""
+import filecmp
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tfrecord_check as tc  # noqa: E402
+
+BIN = os.environ.get("TFRECORDFS_BIN", "")
+GEN = os.environ.get("TFRECORDFS_GEN", "")
+# The job runners' variables: a test decides which it sets.
+RUNNER_VARS = ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN",
+               "AWS_BATCH_JOB_ARRAY_INDEX", "AWS_BATCH_JOB_ARRAY_SIZE", "JOB_COMPLETION_INDEX")
+
+
+def clean_env(**extra):
+    env = {k: v for k, v in os.environ.items() if k not in RUNNER_VARS}
+    env.update(extra)
+    return env
+
+
+def run(*args, env=None):
+    return subprocess.run([BIN, *args], capture_output=True, text=True,
+                          env=env if env is not None else clean_env(), timeout=300)
+
+
+def gen(*args):
+    subprocess.run([GEN, *args], check=True, capture_output=True, timeout=240)
+
+
+def shards_in(d):
+    return sorted(os.path.join(d, f) for f in os.listdir(d) if not f.startswith("."))
+
+
+def all_records(paths):
+    out = []
+    for p in paths:
+        out.extend(tc.read_records(p))
+    return out
+
+
+class Base(unittest.TestCase):
+    def setUp(self):
+        self.assertTrue(BIN and GEN, "TFRECORDFS_BIN and TFRECORDFS_GEN must be set")
+        self.tmp = tempfile.mkdtemp(prefix="parts_test.")
+        os.environ["XDG_CACHE_HOME"] = os.path.join(self.tmp, "cache")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def path(self, *parts):
+        return os.path.join(self.tmp, *parts)
+
+    def sample(self, name, records=1200, shards=6, compression="none"):
+        gen("synthetic", self.path(name), "--records", str(records), "--shards", str(shards),
+            "--bytes", "300", "--prefix", "in", "--compression", compression)
+        return shards_in(self.path(name))
+
+    def parts(self, n, *args, order=None):
+        """Runs parts 0..n-1 of `args` (in `order` when given); each must succeed."""
+        for k in order if order is not None else range(n):
+            r = run(*args, "--part", f"{k}/{n}", "-q")
+            self.assertEqual(r.returncode, 0, f"part {k}/{n}: {r.stderr}")
+            self.assertIn(f"part {k}/{n} (from --part {k}/{n})", r.stderr)
+
+    def assertSameTree(self, a, b):
+        names_a = sorted(os.listdir(a))
+        self.assertEqual(names_a, sorted(os.listdir(b)))
+        for name in names_a:
+            self.assertTrue(filecmp.cmp(os.path.join(a, name), os.path.join(b, name),
+                                        shallow=False), name)
+
+
+class PartFlags(Base):
+    def test_bad_parts_are_usage_errors(self):
+        src = self.sample("s", 40, 2)
+        for bad in ("5/4", "4/4", "0/0", "a/b", "1/", "/2", "-1/4", "1/4/5", "", "0/100000"):
+            for cmd in ("count", "verify", "index"):
+                r = run(cmd, self.path("s"), f"--part={bad}")
+                self.assertEqual(r.returncode, 2, f"{cmd} --part={bad}: {r.stderr}")
+                self.assertIn("--part", r.stderr)
+            r = run("reshard", self.path("s"), "-o", self.path("o"), "--part", bad)
+            self.assertEqual(r.returncode, 2, r.stderr)
+        # An index from a runner without its count, --parts without an index.
+        r = run("count", self.path("s"), env=clean_env(JOB_COMPLETION_INDEX="1"))
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("JOB_COMPLETION_INDEX=1 is set but not the number of parts", r.stderr)
+        r = run("count", self.path("s"), "--parts", "3")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        r = run("count", self.path("s"), env=clean_env(SLURM_ARRAY_TASK_ID="4",
+                                                       SLURM_ARRAY_TASK_COUNT="4"))
+        self.assertEqual(r.returncode, 2, r.stderr)
+        # A shuffle in parts must be seeded alike.
+        r = run("reshard", self.path("s"), "-o", self.path("o"), "--shuffle", "--part", "0/2")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--seed", r.stderr)
+        self.assertFalse(os.path.exists(self.path("o")))
+        self.assertEqual(len(src), 2)
+
+    def test_runner_variables_name_the_part(self):
+        self.sample("s", 400, 8)
+        whole = json.loads(run("count", "--json", self.path("s")).stdout)
+        cases = [
+            ({"SLURM_ARRAY_TASK_ID": "{k}", "SLURM_ARRAY_TASK_COUNT": "4"}, []),
+            ({"SLURM_ARRAY_TASK_ID": "{k1}", "SLURM_ARRAY_TASK_COUNT": "4",
+              "SLURM_ARRAY_TASK_MIN": "1"}, []),
+            ({"AWS_BATCH_JOB_ARRAY_INDEX": "{k}", "AWS_BATCH_JOB_ARRAY_SIZE": "4"}, []),
+            ({"AWS_BATCH_JOB_ARRAY_INDEX": "{k}"}, ["--parts", "4"]),
+            ({"JOB_COMPLETION_INDEX": "{k}"}, ["--parts", "4"]),
+        ]
+        for variables, flags in cases:
+            seen = []
+            for k in range(4):
+                env = clean_env(**{v: t.format(k=k, k1=k + 1) for v, t in variables.items()})
+                r = run("count", "--json", self.path("s"), *flags, env=env)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                first = next(iter(variables))
+                self.assertIn(f"part {k}/4 (from {first}=", r.stderr)
+                seen.extend(s["path"] for s in json.loads(r.stdout)["shards"])
+            # Every shard counted by exactly one part.
+            self.assertEqual(sorted(seen), sorted(s["path"] for s in whole["shards"]), variables)
+
+
+class PerFileCommands(Base):
+    def test_count_verify_and_index_parts_cover_every_shard_once(self):
+        self.sample("s", 900, 9)
+        whole = json.loads(run("count", "--json", self.path("s")).stdout)
+        for n in (1, 2, 3, 8, 12):
+            counted, verified = [], 0
+            for k in range(n):
+                r = run("count", "--json", self.path("s"), "--part", f"{k}/{n}")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                counted.extend(json.loads(r.stdout)["shards"])
+                r = run("verify", "--json", self.path("s"), "--part", f"{k}/{n}")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                verified += json.loads(r.stdout)["records"]
+            self.assertEqual(sorted(counted, key=lambda s: s["path"]), whole["shards"], n)
+            self.assertEqual(verified, whole["records"])
+        # index --part writes the part's indexes where index writes them
+        # (--beside: <shard>.tfri), the other parts' shards untouched.
+        r = run("index", "--beside", self.path("s"), "--part", "0/3")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        beside = sorted(f for f in os.listdir(self.path("s")) if f.endswith(".tfri"))
+        self.assertTrue(0 < len(beside) < 9, beside)
+        for k in (1, 2):
+            self.assertEqual(run("index", "--beside", self.path("s"), "--part", f"{k}/3")
+                             .returncode, 0)
+        beside = sorted(f for f in os.listdir(self.path("s")) if f.endswith(".tfri"))
+        self.assertEqual(len(beside), 9, beside)
+
+    def test_repair_in_parts_then_finalize_is_one_repair(self):
+        src = self.sample("s", 600, 5, "gzip")
+        self.assertEqual(run("repair", self.path("s"), "-o", self.path("one")).returncode, 0)
+        self.parts(3, "repair", self.path("s"), "-o", self.path("multi"), order=[2, 0, 1])
+        # Nothing under a final name before --finalize.
+        self.assertEqual(os.listdir(self.path("multi")), [".tfrecordfs-parts"])
+        r = run("repair", self.path("s"), "-o", self.path("multi"), "--finalize")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("600\ttotal: 5 file(s) from 3 part(s)", r.stdout)
+        self.assertSameTree(self.path("one"), self.path("multi"))
+        self.assertEqual(all_records(shards_in(self.path("multi"))), all_records(src))
+
+
+class Reshard(Base):
+    def reshard(self, out, *args, n=None, order=None):
+        base = ("reshard", self.path("s"), "-o", self.path(out), *args)
+        if n is None:
+            r = run(*base, "-q")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            return
+        self.parts(n, *base, order=order)
+        r = run(*base, "--finalize")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(f"from {n} part(s)", r.stdout)
+        self.assertEqual(sorted(os.listdir(self.path(out))),
+                         sorted(os.path.basename(p) for p in shards_in(self.path(out))))
+
+    def test_shuffled_parts_are_byte_identical_to_one_process(self):
+        src = self.sample("s", 1500, 6)
+        self.reshard("one", "--shuffle", "--seed", "1234", "--shards", "7")
+        records = all_records(shards_in(self.path("one")))
+        self.assertEqual(sorted(records), sorted(all_records(src)))
+        self.assertNotEqual(records, all_records(src))  # shuffled
+        for n in (2, 3, 8):
+            out = f"n{n}"
+            self.reshard(out, "--shuffle", "--seed", "1234", "--shards", "7", n=n,
+                         order=list(reversed(range(n))))
+            self.assertSameTree(self.path("one"), self.path(out))
+
+    def test_in_order_parts_with_a_shard_size_are_one_process(self):
+        src = self.sample("s", 1000, 4, "zlib")
+        self.reshard("one", "--shard-size", "40K")
+        self.assertEqual(all_records(shards_in(self.path("one"))), all_records(src))
+        for n in (2, 5):
+            self.reshard(f"n{n}", "--shard-size", "40K", n=n)
+            self.assertSameTree(self.path("one"), self.path(f"n{n}"))
+
+    def test_a_rerun_part_replaces_only_its_own_outputs(self):
+        self.sample("s", 800, 4)
+        args = ("reshard", self.path("s"), "-o", self.path("o"), "--shuffle", "--seed", "9",
+                "--shards", "4")
+        self.parts(2, *args)
+        root = self.path("o", ".tfrecordfs-parts")
+        before = {d: sorted(os.listdir(os.path.join(root, d))) for d in os.listdir(root)}
+        self.assertEqual(len(before), 2)
+        self.parts(2, *args, order=[1])  # a retried pod
+        self.assertEqual({d: sorted(os.listdir(os.path.join(root, d)))
+                          for d in os.listdir(root)}, before)
+        self.assertEqual(run(*args, "--finalize").returncode, 0)
+        self.reshard("one", "--shuffle", "--seed", "9", "--shards", "4")
+        self.assertSameTree(self.path("one"), self.path("o"))
+
+
+class Finalize(Base):
+    ARGS = ("--shuffle", "--seed", "5", "--shards", "3")
+
+    def args(self, out="o"):
+        return ("reshard", self.path("s"), "-o", self.path(out), *self.ARGS)
+
+    def test_a_missing_part_is_named_and_nothing_moves(self):
+        self.sample("s", 600, 6)
+        self.parts(4, *self.args(), order=[0, 1, 3])
+        r = run(*self.args(), "--finalize")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("missing: part(s) 2 of 4", r.stderr)
+        self.assertEqual(os.listdir(self.path("o")), [".tfrecordfs-parts"])
+        # Once it ran, finalize succeeds.
+        self.parts(4, *self.args(), order=[2])
+        self.assertEqual(run(*self.args(), "--finalize").returncode, 0)
+
+    def test_a_changed_input_is_named(self):
+        src = self.sample("s", 600, 6)
+        self.parts(3, *self.args())
+        # Same size, a new mtime (as a rewrite in place leaves it).
+        os.utime(src[1], ns=(os.stat(src[1]).st_atime_ns, os.stat(src[1]).st_mtime_ns + 10**9))
+        r = run(*self.args(), "--finalize")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("stale:", r.stderr)
+        self.assertIn(f"{src[1]} was modified since the part read it", r.stderr)
+        # A grown input: the plan of the current inputs is another; the parts
+        # there are foreign, and the change is named.
+        with open(src[2], "ab") as f:
+            f.write(tc.frame(b"one more"))
+        r = run(*self.args(), "--finalize")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("missing:", r.stderr)
+        self.assertIn("foreign:", r.stderr)
+        self.assertIn(f"{src[2]} changed size", r.stderr)
+        self.assertEqual(os.listdir(self.path("o")), [".tfrecordfs-parts"])
+
+    def test_another_plans_parts_are_foreign(self):
+        self.sample("s", 600, 6)
+        self.parts(2, *self.args())
+        # A part of a reshard with another seed in the same folder.
+        r = run("reshard", self.path("s"), "-o", self.path("o"), "--shuffle", "--seed", "6",
+                "--shards", "3", "--part", "1/2")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = run(*self.args(), "--finalize")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("foreign:", r.stderr)
+        self.assertIn("not of the plan the current inputs give", r.stderr)
+
+    def test_no_part_at_all(self):
+        self.sample("s", 60, 2)
+        r = run(*self.args(), "--finalize")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("no part has run", r.stderr)
+
+
+class Faults(Base):
+    def test_a_part_killed_midway_and_rerun_gives_the_same_bytes(self):
+        self.sample("s", 900, 6)
+        args = ("reshard", self.path("s"), "-o", self.path("o"), "--shuffle", "--seed", "77",
+                "--shards", "6")
+        self.parts(3, *args, order=[0, 2])
+        env = clean_env(TFRECORDFS_FAULT="pause_mid_output")
+        p = subprocess.Popen([BIN, *args, "--part", "1/3", "-q"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=env, text=True)
+        while True:
+            line = p.stderr.readline()
+            self.assertTrue(line, "the part ended before pausing")
+            if "paused" in line:
+                break
+        p.kill()  # SIGKILL: nothing cleans up
+        p.communicate(timeout=120)
+        root = self.path("o", ".tfrecordfs-parts")
+        work = [d for d in os.listdir(root) if ".work-" in d]
+        self.assertEqual(len(work), 1, os.listdir(root))
+        # Finalize now: part 1 is missing (its work folder is no part).
+        r = run(*args, "--finalize")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("missing: part(s) 1 of 3", r.stderr)
+        # The rerun removes the killed run's folder and publishes the part.
+        self.parts(3, *args, order=[1])
+        self.assertEqual(len([d for d in os.listdir(root) if ".work-" in d]), 0)
+        r = run(*args, "--finalize")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.reshard_one(args)
+        self.assertSameTree(self.path("one"), self.path("o"))
+
+    def reshard_one(self, args):
+        one = list(args)
+        one[one.index(self.path("o"))] = self.path("one")
+        r = run(*one)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_the_same_part_twice_at_once(self):
+        self.sample("s", 900, 6)
+        args = ("reshard", self.path("s"), "-o", self.path("o"), "--shuffle", "--seed", "3",
+                "--shards", "4")
+        self.parts(2, *args, order=[0])
+        procs = [subprocess.Popen([BIN, *args, "--part", "1/2", "-q"], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, env=clean_env(), text=True)
+                 for _ in range(2)]
+        for p in procs:
+            _, err = p.communicate(timeout=300)
+            # Both publish the same bytes (the last rename wins), or one
+            # refuses clearly.
+            self.assertIn(p.returncode, (0, 1), err)
+        self.assertTrue(any(p.returncode == 0 for p in procs))
+        r = run(*args, "--finalize")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.reshard_one(args)
+        self.assertSameTree(self.path("one"), self.path("o"))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
