@@ -248,6 +248,8 @@ int SchemaMain(int argc, char** argv) {
         .Uint(schema.examples())
         .Key("sequence_example")
         .Uint(schema.sequence_examples())
+        .Key("example_list_with_context")
+        .Uint(schema.example_lists())
         .Key("other")
         .Uint(schema.others())
         .EndObject();
@@ -257,7 +259,18 @@ int SchemaMain(int argc, char** argv) {
       WriteStatsJson(&w, s);
       w.EndObject();
     }
-    w.EndArray().Key("feature_lists").BeginArray();
+    w.EndArray();
+    if (schema.example_lists() > 0) {
+      // ExampleListWithContext examples' features; "records" counts examples.
+      w.Key("listed_examples").Uint(schema.listed_examples()).Key("example_features").BeginArray();
+      for (const auto& [name, s] : schema.example_features()) {
+        w.BeginObject().Key("name").String(name);
+        WriteStatsJson(&w, s);
+        w.EndObject();
+      }
+      w.EndArray();
+    }
+    w.Key("feature_lists").BeginArray();
     for (const auto& [name, l] : schema.lists()) {
       w.BeginObject()
           .Key("name")
@@ -277,7 +290,12 @@ int SchemaMain(int argc, char** argv) {
     absl::StrAppend(&out, schema.records(), " of ", total, " record(s) in ", shards.size(),
                     " shard(s) read", schema.records() + unreadable == total ? "" : " (a sample)",
                     ": ", schema.examples(), " Example(s), ", schema.sequence_examples(),
-                    " SequenceExample(s), ", schema.others(), " other payload(s)");
+                    " SequenceExample(s), ",
+                    schema.example_lists() > 0
+                        ? absl::StrCat(schema.example_lists(), " ExampleListWithContext(s) of ",
+                                       schema.listed_examples(), " example(s), ")
+                        : "",
+                    schema.others(), " other payload(s)");
     if (unreadable > 0) absl::StrAppend(&out, "; ", unreadable, " unreadable");
     absl::StrAppend(&out, "\n");
     if (schema.others() > 0) {
@@ -290,6 +308,16 @@ int SchemaMain(int argc, char** argv) {
       for (const auto& [name, s] : schema.features()) {
         rows.push_back({EscapeForLog(name) + (s.in_context ? " (context)" : ""), s.Kind(),
                         absl::StrCat(s.present, "/", schema.records()),
+                        CountRange(s.min_count, s.max_count), Details(s)});
+      }
+      absl::StrAppend(&out, "\n", Table(rows));
+    }
+    if (!schema.example_features().empty()) {
+      std::vector<std::vector<std::string>> rows = {
+          {"example feature", "kind", "examples", "values/example", "details"}};
+      for (const auto& [name, s] : schema.example_features()) {
+        rows.push_back({EscapeForLog(name), s.Kind(),
+                        absl::StrCat(s.present, "/", schema.listed_examples()),
                         CountRange(s.min_count, s.max_count), Details(s)});
       }
       absl::StrAppend(&out, "\n", Table(rows));

@@ -34,7 +34,8 @@ bytes and '\' escaped), else as <type, N bytes> (the type sniffed from the
 content, or the dtype and shape of a serialized tensor). On a terminal long
 lists and long text are shortened; off a terminal every value is printed.
 SequenceExamples print their context, then each feature list step by step.
-A payload that is not an Example prints as raw bytes.
+ExampleListWithContext records (TF-Ranking) print their context, then each
+example's features. A payload that is none of these prints as raw bytes.
 
 Options:
   --json       one JSON document instead: for one RECORD an object, for
@@ -43,7 +44,9 @@ Options:
                   "features": {"name": {"kind": "int64"|"float"|"bytes",
                                         "values": [...]}}}
                SequenceExamples: "context" (as "features") and
-               "feature_lists": {"name": [[step values], ...]}; other
+               "feature_lists": {"name": [[step values], ...]};
+               ExampleListWithContext: "context" (absent when the record
+               has none) and "examples": [{features}, ...]; other
                payloads: "raw". Bytes values are strings when they are
                single-line UTF-8 text, else {"base64": "..."}; NaN and
                infinite floats are strings ("nan", "-inf").
@@ -255,12 +258,35 @@ int ShowMain(int argc, char** argv) {
           }
         }
       }
+    } else if (decoded.kind == example::PayloadKind::kExampleList) {
+      const example::ExampleListTable& list = decoded.list;
+      if (json) {
+        json_head("ExampleListWithContext");
+        if (list.has_context) {
+          w.Key("context");
+          WriteTableJson(&w, list.context);
+        }
+        w.Key("examples").BeginArray();
+        for (const example::FeatureTable& ex : list.examples) WriteTableJson(&w, ex);
+        w.EndArray().EndObject();
+      } else {
+        text_head("ExampleListWithContext");
+        if (list.has_context) {
+          absl::StrAppend(&out, "context:\n");
+          AppendTable(list.context, "  ", style, &out);
+        }
+        absl::StrAppend(&out, "examples:  ", list.examples.size(), " example(s)\n");
+        for (size_t k = 0; k < list.examples.size(); ++k) {
+          absl::StrAppend(&out, "  [", k, "]\n");
+          AppendTable(list.examples[k], "    ", style, &out);
+        }
+      }
     } else if (json) {
       json_head("other").Key("reason").String(decoded.raw_reason).Key("raw");
       WriteBytesJson(&w, payload);
       w.EndObject();
     } else {
-      text_head(absl::StrCat("not a tf.train.Example or SequenceExample (",
+      text_head(absl::StrCat("not a tf.train.Example, SequenceExample or ExampleListWithContext (",
                              EscapeForLog(decoded.raw_reason), ")"));
       absl::StrAppend(&out, "raw  ", BytesText(payload, style), "\n");
     }

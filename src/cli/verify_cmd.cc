@@ -109,7 +109,7 @@ int VerifyMain(int argc, char** argv) {
   progress.Finish();
 
   uint64_t records = 0, damaged = 0, spans = 0, unreadable = 0, examples = 0, sequences = 0,
-           others = 0;
+           lists = 0, others = 0;
   for (const Result& r : results) {
     records += r.report.records;
     damaged += r.report.DamagedRecords();
@@ -117,6 +117,7 @@ int VerifyMain(int argc, char** argv) {
     unreadable += !r.status.ok();
     examples += r.report.examples;
     sequences += r.report.sequence_examples;
+    lists += r.report.example_lists;
     others += r.report.others;
   }
   std::string out;
@@ -131,6 +132,8 @@ int VerifyMain(int argc, char** argv) {
         .Uint(examples)
         .Key("sequence_examples")
         .Uint(sequences)
+        .Key("example_lists_with_context")
+        .Uint(lists)
         .Key("other_payloads")
         .Uint(others)
         .Key("damaged_records")
@@ -156,7 +159,7 @@ int VerifyMain(int argc, char** argv) {
     w.EndArray().Key("non_example_shards").BeginArray();
     for (const Result& r : results) {
       if (r.status.ok() && r.report.others > 0 &&
-          r.report.examples + r.report.sequence_examples == 0) {
+          r.report.examples + r.report.sequence_examples + r.report.example_lists == 0) {
         w.BeginObject()
             .Key("path")
             .String(r.shard->path)
@@ -180,9 +183,11 @@ int VerifyMain(int argc, char** argv) {
       for (const inspect::Damage& d : r.report.damage) {
         absl::StrAppend(&out, path, ": ", Where(d, compressed), ": ", EscapeForLog(d.reason), "\n");
       }
-      if (r.report.others > 0 && r.report.examples + r.report.sequence_examples == 0) {
+      if (r.report.others > 0 &&
+          r.report.examples + r.report.sequence_examples + r.report.example_lists == 0) {
         absl::StrAppend(&out, path, ": ", r.report.others,
-                        " record(s), none of them a tf.train.Example or SequenceExample (",
+                        " record(s), none of them a tf.train.Example, SequenceExample or "
+                        "ExampleListWithContext (",
                         EscapeForLog(r.report.first_other_reason), ")\n");
       }
     }
@@ -197,7 +202,8 @@ int VerifyMain(int argc, char** argv) {
       if (unreadable > 0) absl::StrAppend(&verdict, ", ", unreadable, " shard(s) unreadable");
     }
     absl::StrAppend(&out, results.size(), " shard(s), ", records, " record(s): ", verdict, " (",
-                    examples, " Example(s), ", sequences, " SequenceExample(s), ", others,
+                    examples, " Example(s), ", sequences, " SequenceExample(s), ",
+                    lists > 0 ? absl::StrCat(lists, " ExampleListWithContext(s), ") : "", others,
                     " other payload(s))\n");
   }
   return tool.Finish(out, damaged + spans + unreadable == 0);

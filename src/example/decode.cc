@@ -163,12 +163,17 @@ bool LooksLikeAnotherMessage(const std::map<std::string, Feature, std::less<>>& 
 using internal::DecodeEntry;
 
 absl::StatusOr<FeatureTable> DecodeExample(absl::string_view payload) {
+  return internal::DecodeExampleAt(payload, 0, "tf.train.Example");
+}
+
+absl::StatusOr<FeatureTable> internal::DecodeExampleAt(absl::string_view payload, size_t base,
+                                                       const char* what) {
   // Last occurrence of a key wins, as in protobuf map parsing.
   std::map<std::string, Feature, std::less<>> by_name;
-  Cursor c(payload, 0);
+  Cursor c(payload, base, what);
   absl::Status status =
       ForEachLenField(c, "Example", 1, 1, [&](uint32_t, absl::string_view features, size_t fbase) {
-        Cursor fc(features, fbase);
+        Cursor fc(features, fbase, what);
         return ForEachLenField(fc, "Features", 1, 1,
                                [&](uint32_t, absl::string_view entry, size_t ebase) {
                                  Feature f;

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "tfrecordfs/base/wire.h"
@@ -66,6 +67,10 @@ absl::Status ForEachLenField(Cursor& c, absl::string_view message, uint32_t firs
 // that are all kindless under names with control bytes, so such a payload
 // is shown raw rather than as an empty record.
 bool LooksLikeAnotherMessage(const std::map<std::string, Feature, std::less<>>& by_name);
+
+// DecodeExample of an Example found at `base` of a larger payload (errors
+// count offsets from the payload's start and name `what`, the outer message).
+absl::StatusOr<FeatureTable> DecodeExampleAt(absl::string_view data, size_t base, const char* what);
 
 // Decodes a Feature message body into `f` (merging, as protobuf does).
 absl::Status DecodeFeature(absl::string_view data, size_t base, Feature* f);

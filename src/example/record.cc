@@ -10,6 +10,8 @@ const char* PayloadKindName(PayloadKind kind) {
       return "Example";
     case PayloadKind::kSequenceExample:
       return "SequenceExample";
+    case PayloadKind::kExampleList:
+      return "ExampleListWithContext";
     case PayloadKind::kRaw:
       return "raw";
   }
@@ -30,7 +32,14 @@ DecodedRecord DecodeRecord(absl::string_view payload) {
     out.sequence = *std::move(sequence);
     return out;
   }
-  out.raw_reason = absl::StrCat(example.status().message(), "; ", sequence.status().message());
+  auto list = DecodeExampleList(payload);
+  if (list.ok()) {
+    out.kind = PayloadKind::kExampleList;
+    out.list = *std::move(list);
+    return out;
+  }
+  out.raw_reason = absl::StrCat(example.status().message(), "; ", sequence.status().message(), "; ",
+                                list.status().message());
   return out;
 }
 

@@ -1,5 +1,6 @@
 #include "tfrecordfs/example/sequence.h"
 
+#include <algorithm>
 #include <map>
 
 #include "absl/strings/match.h"
@@ -95,6 +96,20 @@ absl::StatusOr<SequenceTable> DecodeSequenceExample(absl::string_view payload) {
   }
   if (internal::LooksLikeAnotherMessage(context)) {
     return c.Error("only kindless context features, named with control bytes");
+  }
+  // An ExampleListWithContext's context read as FeatureLists: every list
+  // named by a serialized map entry (a tag byte first), none with a step.
+  const bool all_stepless =
+      !lists.empty() &&
+      std::all_of(lists.begin(), lists.end(), [](const auto& kv) { return kv.second.empty(); });
+  if (all_stepless && std::any_of(lists.begin(), lists.end(), [](const auto& kv) {
+        return std::any_of(kv.first.begin(), kv.first.end(), [](char ch) {
+          return static_cast<unsigned char>(ch) < 0x20 && ch != '\t';
+        });
+      })) {
+    return c.Error(
+        "only stepless feature lists, named with control bytes (another message, such as an "
+        "ExampleListWithContext, that happens to parse)");
   }
   SequenceTable table;
   table.context.features.reserve(context.size());

@@ -70,9 +70,23 @@ bool SameLists(const std::vector<FeatureList>& a, const std::vector<FeatureList>
   return true;
 }
 
+bool SameList(const ExampleListTable& a, const ExampleListTable& b,
+              const SameBytesValue& same_bytes) {
+  if (a.has_context != b.has_context || !SameTable(a.context, b.context, same_bytes) ||
+      a.examples.size() != b.examples.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < a.examples.size(); ++i) {
+    if (!SameTable(a.examples[i], b.examples[i], same_bytes)) return false;
+  }
+  return true;
+}
+
 bool SameRecord(const DecodedRecord& a, const DecodedRecord& b, const SameBytesValue& same_bytes) {
   if (a.kind != b.kind) return false;
   switch (a.kind) {
+    case PayloadKind::kExampleList:
+      return SameList(a.list, b.list, same_bytes);
     case PayloadKind::kExample:
       return SameTable(a.example, b.example, same_bytes);
     case PayloadKind::kSequenceExample:
@@ -195,12 +209,112 @@ std::optional<std::string> SpliceMap(absl::string_view payload, uint32_t number,
   return out;
 }
 
+// One Example `example` (its message bytes) spliced with the edited table:
+// the whole Example message, its Features entries kept where unchanged.
+std::optional<std::string> SpliceExample(absl::string_view example, const FeatureTable& before,
+                                         const FeatureTable& after,
+                                         const SameBytesValue& same_bytes) {
+  bool present = false;
+  auto features = SpliceMap(
+      example, 1, before.features, after.features,
+      [&](const Feature& a, const Feature& b) { return SameFeature(a, b, same_bytes); }, &present);
+  if (!features) return std::nullopt;
+  std::string out;
+  AppendLenField(1, *features, &out);
+  return out;
+}
+
+// An ExampleListWithContext: its `examples` and `context` fields as they are
+// on the wire where the edit left that Example the same, else the Example
+// spliced (SpliceExample) in place. With as many examples before as after,
+// example i is matched with example i; else (examples removed or added) an
+// edited example that equals the next original ones (or a later one, the
+// ones between being removed) keeps that one's bytes, and the others are
+// spliced with the next original or, past the last, encoded afresh. The
+// context keeps its place before or after the examples.
+std::optional<std::string> SpliceList(absl::string_view original, const ExampleListTable& before,
+                                      const ExampleListTable& after,
+                                      const SameBytesValue& same_bytes) {
+  std::vector<absl::string_view> fields, bodies;  // the `examples` fields, whole and body
+  absl::string_view context_field, context_body;
+  bool context_first = false;
+  wire::Cursor c(original, 0, "record");
+  while (!c.done()) {
+    const size_t start = c.offset();
+    uint32_t field = 0;
+    wire::WireType type = wire::kVarint;
+    absl::string_view body;
+    size_t base = 0;
+    if (!c.Tag(&field, &type).ok() || type != wire::kLen || !c.Bytes(&body, &base).ok()) {
+      return std::nullopt;
+    }
+    const absl::string_view whole = original.substr(start, c.offset() - start);
+    if (field == 1) {
+      fields.push_back(whole);
+      bodies.push_back(body);
+    } else if (field == 2) {
+      if (fields.empty()) context_first = true;
+      context_field = whole;
+      context_body = body;
+    }
+  }
+  if (fields.size() != before.examples.size()) return std::nullopt;
+  const size_t n = fields.size();
+  std::string examples;
+  const auto splice_into = [&](size_t i, const FeatureTable& edited) {
+    auto spliced = SpliceExample(bodies[i], before.examples[i], edited, same_bytes);
+    if (!spliced) return false;
+    AppendLenField(1, *spliced, &examples);
+    return true;
+  };
+  if (after.examples.size() == n) {
+    for (size_t i = 0; i < n; ++i) {
+      if (SameTable(before.examples[i], after.examples[i], same_bytes)) {
+        examples.append(fields[i].data(), fields[i].size());
+      } else if (!splice_into(i, after.examples[i])) {
+        return std::nullopt;
+      }
+    }
+  } else {
+    size_t i = 0;  // the next original example
+    for (const FeatureTable& edited : after.examples) {
+      size_t k = i;
+      while (k < n && !SameTable(before.examples[k], edited, same_bytes)) ++k;
+      if (k < n) {
+        examples.append(fields[k].data(), fields[k].size());
+        i = k + 1;
+      } else if (i < n) {
+        if (!splice_into(i, edited)) return std::nullopt;
+        ++i;
+      } else {
+        AppendLenField(1, EncodeExample(edited), &examples);
+      }
+    }
+  }
+  std::string context;
+  if (after.has_context) {
+    if (!before.has_context) {
+      AppendLenField(2, EncodeExample(after.context), &context);
+    } else if (SameTable(before.context, after.context, same_bytes)) {
+      context.assign(context_field.data(), context_field.size());
+    } else {
+      auto spliced = SpliceExample(context_body, before.context, after.context, same_bytes);
+      if (!spliced) return std::nullopt;
+      AppendLenField(2, *spliced, &context);
+    }
+  }
+  return context_first ? context + examples : examples + context;
+}
+
 std::optional<std::string> Splice(absl::string_view original, const DecodedRecord& before,
                                   const DecodedRecord& after, const SameBytesValue& same_bytes) {
   const auto same_feature = [&](const Feature& a, const Feature& b) {
     return SameFeature(a, b, same_bytes);
   };
   std::string out;
+  if (after.kind == PayloadKind::kExampleList) {
+    return SpliceList(original, before.list, after.list, same_bytes);
+  }
   if (after.kind == PayloadKind::kExample) {
     bool present = false;
     auto features = SpliceMap(original, 1, before.example.features, after.example.features,

@@ -24,6 +24,9 @@
 //       file with its dtype, shape and bytes (default 12 records).
 //   tfrecordfs-gen sequence OUTDIR [--records N]
 //       tf.train.SequenceExamples (see SequencePayload; default 14 records).
+//   tfrecordfs-gen ranking OUTDIR [--records N]
+//       TF-Ranking ExampleListWithContext records (see RankingPayload;
+//       default 8 records), in one shard elwc-*.
 //   sample and synthetic also take [--compression none|gzip|zlib] (shards
 //       named .tfrecord.gz / .tfrecord.zlib, written by ShardWriter as one
 //       stream with a full flush every MiB) and, for gzip, [--members M]:
@@ -59,6 +62,7 @@ int Main(int argc, char** argv) {
       "       tfrecordfs-gen hostile OUTDIR [--records N]\n"
       "       tfrecordfs-gen tensors OUTDIR [--records N]\n"
       "       tfrecordfs-gen sequence OUTDIR [--records N]\n"
+      "       tfrecordfs-gen ranking OUTDIR [--records N]\n"
       "       tfrecordfs-gen fuzz-seeds OUTDIR\n";
   if (argc < 3) {
     std::cerr << kUsage;
@@ -97,6 +101,7 @@ int Main(int argc, char** argv) {
   if (mode == "fuzz-seeds") return FuzzSeeds(dir);
   if (mode == "tensors") return Tensors(dir, records_given ? records : 12);
   if (mode == "sequence") return Sequence(dir, records_given ? records : 14);
+  if (mode == "ranking") return Ranking(dir, records_given ? records : 8);
   if (mode == "sample") return Sample(dir, records ? records : 40, shards ? shards : 2, storage);
   if (mode == "synthetic" && records > 0 && shards > 0) {
     return Synthetic(dir, records, shards, bytes, prefix, storage);

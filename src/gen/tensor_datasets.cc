@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "feature_builders.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/wire.h"
 #include "tfrecordfs/example/example.h"
 #include "tfrecordfs/example/sequence.h"
 #include "tfrecordfs/tensor/tensor.h"
@@ -128,7 +129,86 @@ std::string SequencePayload(uint64_t r) {
   return example::EncodeSequenceExample(t);
 }
 
+// TF-Ranking ExampleListWithContext records (tensorflow_serving's
+// input.proto), in the shapes the real eval_elwc.tfrecord lacks. Record r:
+//   r % 4 == 0: an empty context (`12 00`) and 1 + r % 3 examples;
+//   r % 4 == 1: no context field and 2 examples, the second with no feature;
+//   r % 4 == 2: a context (query_id int64 [r], query text ["q<r>"]) and no
+//               examples;
+//   r % 4 == 3: that context and 3 examples, the context written first.
+// Example i holds relevance int64 [i], score float [i / 4, r], doc text
+// ["doc <r> <i>"], and, in turn, a kindless `missing` (Feature{}), a
+// two-value bytes list `blobs` (JPEG magic, then raw bytes) or a uint8 [2,2]
+// serialize_tensor value `mask`.
+std::string RankingPayload(uint64_t r) {
+  std::deque<std::string> keep;
+  auto context = [&] {
+    FeatureTable c;
+    c.features.push_back(Int64s("query_id", {static_cast<int64_t>(r)}));
+    keep.push_back(absl::StrCat("q", r));
+    c.features.push_back(Bytes("query", {keep.back()}));
+    Sort(&c);
+    return example::EncodeExample(c);
+  };
+  auto an_example = [&](uint64_t i) {
+    FeatureTable t;
+    t.features.push_back(Int64s("relevance", {static_cast<int64_t>(i)}));
+    t.features.push_back(Floats("score", {i / 4.0f, static_cast<float>(r)}));
+    keep.push_back(absl::StrCat("doc ", r, " ", i));
+    t.features.push_back(Bytes("doc", {keep.back()}));
+    switch (i % 3) {
+      case 0:
+        t.features.push_back(Feature{});
+        t.features.back().name = "missing";
+        break;
+      case 1:
+        keep.push_back(absl::StrCat("\xff\xd8\xff blob ", r, " ", i));
+        keep.push_back(std::string("\x00\x01\x02\xfe", 4));
+        t.features.push_back(Bytes("blobs", {keep[keep.size() - 2], keep.back()}));
+        break;
+      default:
+        keep.push_back(
+            tensor::EncodeTensor(tensor::DataType::kUint8, {2, 2}, TensorBytes(4, r, i)).value());
+        t.features.push_back(Bytes("mask", {keep.back()}));
+        break;
+    }
+    Sort(&t);
+    return example::EncodeExample(t);
+  };
+  auto field = [](uint32_t number, const std::string& body) {
+    std::string out;
+    wire::PutVarint(&out, (uint64_t{number} << 3) | wire::kLen);
+    wire::PutVarint(&out, body.size());
+    return out + body;
+  };
+  std::string out;
+  switch (r % 4) {
+    case 0:
+      for (uint64_t i = 0; i < 1 + r % 3; ++i) out += field(1, an_example(i));
+      out += field(2, "");
+      break;
+    case 1:
+      out += field(1, an_example(0));
+      out += field(1, "");
+      break;
+    case 2:
+      out += field(2, context());
+      break;
+    default:
+      out += field(2, context());
+      for (uint64_t i = 0; i < 3; ++i) out += field(1, an_example(i));
+      break;
+  }
+  return out;
+}
+
 }  // namespace
+
+int Ranking(const std::string& dir, uint64_t records) {
+  absl::Status s = WriteShards(dir, "elwc", records, 1, Storage{}, RankingPayload);
+  if (!s.ok()) return Fail(s);
+  return 0;
+}
 
 int Tensors(const std::string& dir, uint64_t records) {
   // MANIFEST.txt: one line per array file the mount must show,

@@ -137,6 +137,22 @@ void SchemaBuilder::Add(absl::string_view payload) {
         for (const example::Feature& step : l.steps) AddFeature(step, &ls.steps);
       }
       return;
+    case example::PayloadKind::kExampleList:
+      ++example_lists_;
+      if (decoded.list.has_context) {
+        for (const example::Feature& f : decoded.list.context.features) {
+          FeatureStats& s = StatsFor(&features_, f.name);
+          s.in_context = true;
+          AddFeature(f, &s);
+        }
+      }
+      for (const example::FeatureTable& ex : decoded.list.examples) {
+        ++listed_examples_;
+        for (const example::Feature& f : ex.features) {
+          AddFeature(f, &StatsFor(&example_features_, f.name));
+        }
+      }
+      return;
     case example::PayloadKind::kRaw:
       ++others_;
       if (first_other_reason_.empty()) first_other_reason_ = std::move(decoded.raw_reason);
@@ -316,6 +332,9 @@ absl::StatusOr<ShardReport> VerifyShard(const index::ShardIndex& idx,
       case example::PayloadKind::kSequenceExample:
         ++report.sequence_examples;
         break;
+      case example::PayloadKind::kExampleList:
+        ++report.example_lists;
+        break;
       case example::PayloadKind::kRaw: {
         std::string why = std::move(decoded.raw_reason);
         ++report.others;
@@ -325,12 +344,12 @@ absl::StatusOr<ShardReport> VerifyShard(const index::ShardIndex& idx,
       }
     }
   }
-  if (report.examples + report.sequence_examples > 0) {
+  if (report.examples + report.sequence_examples + report.example_lists > 0) {
     for (auto& [i, why] : others) {
       report.damage.push_back(
           {i, idx.begin(i), checkpoint(idx.begin(i)),
-           absl::StrCat("the payload is neither an Example nor a SequenceExample, unlike the "
-                        "shard's other records (",
+           absl::StrCat("the payload is not an Example, SequenceExample or "
+                        "ExampleListWithContext, unlike the shard's other records (",
                         why, ")")});
     }
   }

@@ -112,6 +112,7 @@ Placement Place(absl::string_view name, bool numeric, bool is_file, absl::string
     }
   }
   if (reserved_top && escaped[0] == kFeatureListsDir) escaped[0].replace(0, 1, "%66");
+  if (reserved_top && escaped[0] == kExamplesDir) escaped[0].replace(0, 1, "%65");
   Placement p;
   for (size_t i = 0; i < escaped.size(); ++i) {
     const bool leaf = i + 1 == escaped.size();
@@ -457,6 +458,33 @@ Layout LayoutSequence(const example::SequenceTable& table, absl::string_view pay
   return FlattenRoot(root);
 }
 
+std::string ExampleFolderName(size_t index, size_t num_examples) {
+  std::string digits = absl::StrCat(index);
+  const size_t width =
+      std::max<size_t>(3, static_cast<size_t>(Digits(num_examples == 0 ? 0 : num_examples - 1)));
+  if (digits.size() < width) digits.insert(0, width - digits.size(), '0');
+  return digits;
+}
+
+Layout LayoutExampleList(const example::ExampleListTable& table, absl::string_view payload) {
+  Node root;
+  root.is_dir = true;
+  if (table.has_context) {
+    Node& context = root.children[std::string(kContextDir)];
+    context.is_dir = true;
+    AddFeatures(&context, table.context.features, payload, /*reserved_top=*/false);
+  }
+  Node& examples = root.children[std::string(kExamplesDir)];
+  examples.is_dir = true;
+  const size_t n = table.examples.size();
+  for (size_t i = 0; i < n; ++i) {
+    Node& folder = examples.children[ExampleFolderName(i, n)];
+    folder.is_dir = true;
+    AddFeatures(&folder, table.examples[i].features, payload, /*reserved_top=*/false);
+  }
+  return FlattenRoot(root);
+}
+
 Layout LayoutRaw(uint64_t payload_size) {
   Layout layout;
   layout.entries.resize(2);
@@ -524,11 +552,23 @@ std::optional<FeatureInfo> FeatureOf(const Layout& layout, uint32_t entry) {
   // An Example spells a feature `feature_lists` as `%66eature_lists`: a top
   // folder of that exact name means a SequenceExample.
   const bool sequence = FindChild(layout, 0, kFeatureListsDir).has_value();
+  // Likewise `examples` (`%65xamples` in an Example): an ELWC.
+  const bool example_list = !sequence && FindChild(layout, 0, kExamplesDir).has_value();
   FeatureInfo info;
   info.role = layout.entries[entry].role;
   info.dtype = layout.entries[entry].dtype;
   size_t first = 0;  // the first component of the feature's path
-  if (sequence) {
+  if (example_list) {
+    if (name_of(0).name == kContextDir) {
+      info.context = true;
+      first = 1;
+    } else if (name_of(0).name == kExamplesDir && chain.size() > 2) {
+      info.example = LeadingNumber(name_of(1).name);
+      first = 2;
+    } else {
+      return std::nullopt;  // examples/, examples/<i>/ themselves
+    }
+  } else if (sequence) {
     if (name_of(0).name == kContextDir) {
       info.context = true;
     } else if (name_of(0).name == kFeatureListsDir) {

@@ -13,10 +13,12 @@
 #include <vector>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/utf8.h"
+#include "tfrecordfs/example/example_list.h"
 #include "tfrecordfs/example/sequence.h"
 #include "tfrecordfs/naming/naming.h"
 #include "tfrecordfs/staging/staged_file.h"
@@ -417,6 +419,64 @@ class ListsReader {
   std::map<std::string, example::FeatureList> lists_;
 };
 
+// A record folder with a top-level examples/ (naming.h): an
+// ExampleListWithContext of context/ (when present) and the examples/<i>/
+// folders in index order.
+absl::StatusOr<std::string> ExampleListFromFolder(const std::string& path,
+                                                  const std::vector<DirEntry>& top,
+                                                  naming::FeatureTypes& types,
+                                                  std::vector<InferredKind>* inferred) {
+  example::ExampleListTable table;
+  // One reader for every section: its storage keeps the bytes each table views.
+  FolderReader reader(types, inferred);
+  for (const DirEntry& e : top) {
+    if (e.name == naming::kExamplesDir) continue;
+    if (e.name != naming::kContextDir || !S_ISDIR(e.st.st_mode)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(e.name,
+                       ": a record folder with examples/ (an ExampleListWithContext) holds only "
+                       "context/ and examples/"));
+    }
+    std::vector<std::string> dirs;
+    if (auto s = reader.Walk(absl::StrCat(path, "/", e.name), "context/", &dirs); !s.ok()) {
+      return s;
+    }
+    table.has_context = true;
+    table.context = reader.Table();
+  }
+  const std::string examples_dir = absl::StrCat(path, "/", naming::kExamplesDir);
+  auto entries = List(examples_dir, "examples/");
+  if (!entries.ok()) return entries.status();
+  // Folders named by their index; zero padding optional; gaps allowed (an
+  // example folder removed with `rm -r` drops that example).
+  std::map<uint64_t, std::string> folders;
+  for (const DirEntry& e : *entries) {
+    uint64_t index = 0;
+    const bool digits =
+        !e.name.empty() && e.name.size() <= 18 &&
+        std::all_of(e.name.begin(), e.name.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!S_ISDIR(e.st.st_mode) || !digits || !absl::SimpleAtoi(e.name, &index)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "examples/", e.name,
+          ": examples/ holds one folder per example, named by its index (000, 001, ...)"));
+    }
+    if (auto [it, fresh] = folders.try_emplace(index, e.name); !fresh) {
+      return absl::InvalidArgumentError(absl::StrCat("examples/", e.name, " and examples/",
+                                                     it->second, " are both example ", index));
+    }
+  }
+  for (const auto& [index, name] : folders) {
+    std::vector<std::string> dirs;
+    if (auto s = reader.Walk(absl::StrCat(examples_dir, "/", name),
+                             absl::StrCat("examples/", name, "/"), &dirs);
+        !s.ok()) {
+      return s;
+    }
+    table.examples.push_back(reader.Table());
+  }
+  return example::EncodeExampleList(table);
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> PayloadFromFolder(const std::string& path, naming::FeatureTypes& types,
@@ -457,6 +517,10 @@ absl::StatusOr<std::string> PayloadFromFolder(const std::string& path, naming::F
     }
     return example::EncodeSequenceExample(lists.Take(std::move(context)));
   }
+  const bool example_list = std::any_of(top->begin(), top->end(), [](const DirEntry& e) {
+    return e.name == naming::kExamplesDir && S_ISDIR(e.st.st_mode);
+  });
+  if (example_list) return ExampleListFromFolder(path, *top, types, inferred);
   FolderReader reader(types, inferred);
   std::vector<std::string> dirs;
   if (auto s = reader.Walk(path, "", &dirs); !s.ok()) return s;

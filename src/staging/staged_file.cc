@@ -2,6 +2,7 @@
 
 #include <sys/xattr.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -233,6 +234,10 @@ StagedFile ClassifyStagedFile(absl::string_view rel, bool sequence) {
     return out;
   }
   if (sequence && comps[0] == naming::kContextDir) comps.erase(comps.begin());
+  if (sequence && comps.size() >= 3 && comps[0] == naming::kExamplesDir &&
+      std::all_of(comps[1].begin(), comps[1].end(), absl::ascii_isdigit)) {
+    comps.erase(comps.begin(), comps.begin() + 2);  // examples/<i>/: one Example's features
+  }
   if (comps.empty()) return {};
   const std::string file = comps.back();
   comps.pop_back();  // the folders leading to the file

@@ -111,10 +111,12 @@ StagedFileChecker::Placed StagedFileChecker::Place(const std::string& rel,
                                                    naming::FeatureTypes& types) {
   const std::string record = rel.substr(0, rel.find('/'));
   struct stat st;
-  const bool sequence =
-      ::stat(absl::StrCat(records_dir_, "/", record, "/", naming::kFeatureListsDir).c_str(), &st) ==
-          0 &&
-      S_ISDIR(st.st_mode);
+  // A SequenceExample or an ExampleListWithContext: context/ is a section.
+  const auto has_dir = [&](absl::string_view name) {
+    return ::stat(absl::StrCat(records_dir_, "/", record, "/", name).c_str(), &st) == 0 &&
+           S_ISDIR(st.st_mode);
+  };
+  const bool sequence = has_dir(naming::kFeatureListsDir) || has_dir(naming::kExamplesDir);
   Placed p{ClassifyStagedFile(rel, sequence), {}};
   if (p.file.role == StagedFile::Role::kOther) return p;
   p.type = types.Lookup(p.file.feature);

@@ -328,7 +328,10 @@ absl::Status ClassView::Rename(uint64_t parent, absl::string_view name, uint64_t
   naming::EntryRole role = naming::EntryRole::kFolder;
   for (uint32_t e = 1; e < layout.entries.size(); ++e) {
     auto info = naming::FeatureOf(layout, e);
-    if (!info || info->name != groups_.feature || info->feature_list || info->value) continue;
+    if (!info || info->name != groups_.feature || info->feature_list || info->example ||
+        info->value) {
+      continue;
+    }
     if (info->role == naming::EntryRole::kInt64 || info->role == naming::EntryRole::kFloat ||
         info->role == naming::EntryRole::kText) {
       file = e;

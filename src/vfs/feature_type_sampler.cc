@@ -38,6 +38,11 @@ void FeatureTypeSampler::Learn(const example::FeatureTable& table) {
   for (const auto& f : table.features) LearnOne(f.name, f);
 }
 
+void FeatureTypeSampler::Learn(const example::ExampleListTable& table) {
+  Learn(table.context);
+  for (const example::FeatureTable& ex : table.examples) Learn(ex);
+}
+
 void FeatureTypeSampler::Learn(const example::SequenceTable& table) {
   Learn(table.context);
   MutexLock lock(&types_mu_);
@@ -130,8 +135,10 @@ void FeatureTypeSampler::Sample(absl::string_view name) {
     checked_->MarkChecked(shard, record);  // intact: what the tree's read would have found
     const example::DecodedRecord decoded = example::DecodeRecord(*data);
     if (decoded.kind == example::PayloadKind::kRaw) continue;  // no feature kinds
-    if (decoded.kind == example::PayloadKind::kSequenceExample) {
-      Learn(decoded.sequence);
+    if (decoded.kind == example::PayloadKind::kSequenceExample ||
+        decoded.kind == example::PayloadKind::kExampleList) {
+      if (decoded.kind == example::PayloadKind::kSequenceExample) Learn(decoded.sequence);
+      if (decoded.kind == example::PayloadKind::kExampleList) Learn(decoded.list);
       MutexLock lock(&types_mu_);
       if (types_.contains(std::string(name))) return;
       continue;

@@ -159,6 +159,10 @@ std::shared_ptr<const ParsedRecord> RecordView::ReadAndParse(uint64_t shard, uin
         sampler_->Learn(decoded.sequence);
         parsed->layout = naming::LayoutSequence(decoded.sequence, *data);
         break;
+      case example::PayloadKind::kExampleList:
+        sampler_->Learn(decoded.list);
+        parsed->layout = naming::LayoutExampleList(decoded.list, *data);
+        break;
       case example::PayloadKind::kRaw:
         log::Debug(idx.path(), ": record ", record, " at byte offset ", idx.begin(record), ": ",
                    decoded.raw_reason, "; shown raw");
@@ -421,6 +425,10 @@ absl::Status RecordView::Xattrs(uint64_t ino, bool read_error, XattrList* out) {
   AddXattr(out, "kind", naming::RoleName(info->role, info->dtype));
   if (info->context) AddXattr(out, "section", "context");
   if (info->feature_list) AddXattr(out, "section", "feature_list");
+  if (info->example) {
+    AddXattr(out, "section", "examples");
+    AddXattr(out, "example", absl::StrCat(*info->example));
+  }
   if (info->step) AddXattr(out, "step", absl::StrCat(*info->step));
   if (info->value) AddXattr(out, "value", absl::StrCat(*info->value));
   return absl::OkStatus();

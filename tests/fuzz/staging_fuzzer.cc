@@ -40,6 +40,7 @@
 #include "testing/layout_files.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/example/example.h"
+#include "tfrecordfs/example/example_list.h"
 #include "tfrecordfs/example/sequence.h"
 #include "tfrecordfs/naming/feature_type.h"
 #include "tfrecordfs/naming/naming.h"
@@ -180,6 +181,16 @@ void ArbitraryFolder(Bytes& in, const std::string& root) {
                "staged folder with feature_lists/ packs to a payload that is not a "
                "SequenceExample: ",
                seq.status().message());
+    return;
+  }
+  // A top-level examples/ folder makes an ExampleListWithContext.
+  const std::string examples = root + "/" + std::string(naming::kExamplesDir);
+  if (!raw && ::lstat(examples.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    auto list = example::DecodeExampleList(*payload);
+    FUZZ_CHECK(list.ok(),
+               "staged folder with examples/ packs to a payload that is not an "
+               "ExampleListWithContext: ",
+               list.status().message());
     return;
   }
   auto t = example::DecodeExample(*payload);

@@ -19,7 +19,9 @@
 //   * list names, like feature names, must be valid UTF-8;
 //   * a context whose features are all kindless while some name holds
 //     control bytes is rejected, as for an Example (another message that
-//     happens to parse).
+//     happens to parse); so is a payload whose lists all have no step
+//     while some list name holds control bytes (other than tab): an
+//     ExampleListWithContext's context read as FeatureLists (record.h).
 //
 // Thread-safety: pure functions.
 #ifndef TFRECORDFS_EXAMPLE_SEQUENCE_H_

@@ -55,7 +55,8 @@ struct FeatureStats {
   std::map<std::string, uint64_t> tensor_dtypes;
   std::vector<int64_t> min_shape, max_shape;
   bool mixed_rank = false;
-  // Seen in SequenceExample contexts (else in Examples only).
+  // Seen in SequenceExample or ExampleListWithContext contexts (else in
+  // Examples only).
   bool in_context = false;
 
   // "int64", "float", "bytes", "text" (every bytes value single-line
@@ -81,15 +82,24 @@ class SchemaBuilder {
   uint64_t records() const { return records_; }
   uint64_t examples() const { return examples_; }
   uint64_t sequence_examples() const { return sequence_examples_; }
+  uint64_t example_lists() const { return example_lists_; }
+  // The examples of every ExampleListWithContext read.
+  uint64_t listed_examples() const { return listed_examples_; }
   uint64_t others() const { return others_; }
   // The Example decoder's message for the first payload that was neither.
   const std::string& first_other_reason() const { return first_other_reason_; }
   // By name (bytewise).
   const std::map<std::string, FeatureStats>& features() const { return features_; }
   const std::map<std::string, ListStats>& lists() const { return lists_; }
+  // The features of ExampleListWithContext examples, by name (`present`
+  // counts examples, of listed_examples()); their contexts' features are in
+  // features(), `in_context`.
+  const std::map<std::string, FeatureStats>& example_features() const { return example_features_; }
 
  private:
-  uint64_t records_ = 0, examples_ = 0, sequence_examples_ = 0, others_ = 0;
+  uint64_t records_ = 0, examples_ = 0, sequence_examples_ = 0, example_lists_ = 0,
+           listed_examples_ = 0, others_ = 0;
+  std::map<std::string, FeatureStats> example_features_;
   std::string first_other_reason_;
   std::map<std::string, FeatureStats> features_;
   std::map<std::string, ListStats> lists_;
@@ -117,8 +127,9 @@ struct Damage {
 };
 
 struct ShardReport {
-  uint64_t records = 0;                                      // indexed records
-  uint64_t examples = 0, sequence_examples = 0, others = 0;  // of the intact ones
+  uint64_t records = 0;  // indexed records
+  uint64_t examples = 0, sequence_examples = 0, example_lists = 0,
+           others = 0;  // of the intact ones
   std::string first_other_reason;
   std::vector<Damage> damage;  // by offset
   // Entries of `damage` naming a record, and those between or after records

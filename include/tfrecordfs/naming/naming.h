@@ -82,7 +82,20 @@
 //     list when it holds steps or is empty; when an empty list's folder would
 //     be the same folder another list's path makes (lists `a` empty and
 //     `a/b`), the empty one is spelt `a%-` (`%-` decodes to nothing).
-//   * A payload that is neither shows as one file `record.bin`.
+//   * An Example feature whose first name component is `examples` has its
+//     'e' escaped (`%65xamples/...`): a top-level `examples/` folder means an
+//     ExampleListWithContext (below), in both directions.
+//   * A payload that decodes as a TF-Ranking ExampleListWithContext
+//     (example/example_list.h; how it is told from an Example or a
+//     SequenceExample: example/record.h) shows as
+//         context/            the context's features, laid out as an
+//                             Example's (present when the payload has a
+//                             context field, even an empty one)
+//         examples/           always present (it is what marks the record)
+//           000/              one folder per example, in wire order, named
+//                             by ExampleFolderName, holding its features
+//                             laid out as an Example's (empty: no feature)
+//   * A payload that is none of these shows as one file `record.bin`.
 //   * The vfs caps a record at kMaxEntriesPerRecord (65,536) entries (the
 //     node id's 16 entry bits, vfs/node_id.h); a record with more files is
 //     shown raw as `record.bin` with a warning. A YouTube-8M frame-level
@@ -100,6 +113,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "tfrecordfs/example/example.h"
+#include "tfrecordfs/example/example_list.h"
 #include "tfrecordfs/example/sequence.h"
 #include "tfrecordfs/tensor/png.h"
 #include "tfrecordfs/tensor/tensor.h"
@@ -115,6 +129,7 @@ inline constexpr absl::string_view kNpyExtension = ".npy";
 inline constexpr absl::string_view kKindlessExtension = ".none";
 inline constexpr absl::string_view kContextDir = "context";
 inline constexpr absl::string_view kFeatureListsDir = "feature_lists";
+inline constexpr absl::string_view kExamplesDir = "examples";
 inline constexpr size_t kMaxNameBytes = 255;
 inline constexpr size_t kChunkBytes = 200;
 
@@ -204,7 +219,8 @@ enum class ContentForm : uint8_t {
 // layout alone, without the decoded table or the payload.
 enum class EntryRole : uint8_t {
   kFolder,  // the record folder, a folder a '/' in a name makes,
-            // context/, feature_lists/, a `%+` chunk
+            // context/, feature_lists/, examples/ and its examples' folders,
+            // a `%+` chunk
   kInt64,   // a numeric file, a numeric step
   kFloat,
   kText,         // a `.txt` of single-line text values
@@ -294,6 +310,14 @@ Layout LayoutSequence(const example::SequenceTable& table, absl::string_view pay
 // The name of step `index` of a list of `num_steps` steps ("07" of 12).
 std::string StepName(size_t index, size_t num_steps);
 
+// Lays out a decoded ExampleListWithContext (rules above).
+Layout LayoutExampleList(const example::ExampleListTable& table, absl::string_view payload);
+
+// The folder of example `index` of an ELWC of `num_examples`: the index
+// zero-padded to at least three digits ("003"), wider when the largest
+// index needs it ("0042" of 1,500).
+std::string ExampleFolderName(size_t index, size_t num_examples);
+
 // The layout of a payload that is not an Example: one `record.bin` span.
 Layout LayoutRaw(uint64_t payload_size);
 
@@ -310,13 +334,14 @@ std::optional<uint32_t> FindChild(const Layout& layout, uint32_t dir, absl::stri
 // nullopt for entries that belong to no feature: the record folder, plain
 // folders, context/, feature_lists/, record.bin. Pure and cheap: no payload.
 struct FeatureInfo {
-  std::string name;               // the real (unescaped) feature or list name
-  EntryRole role;                 // of the entry asked about
-  uint8_t dtype = 0;              // kTensor
-  bool feature_list = false;      // a SequenceExample's feature list
-  bool context = false;           // a SequenceExample's context feature
-  std::optional<uint64_t> step;   // feature lists: the step
-  std::optional<uint64_t> value;  // bytes lists: the value's position
+  std::string name;                 // the real (unescaped) feature or list name
+  EntryRole role;                   // of the entry asked about
+  uint8_t dtype = 0;                // kTensor
+  bool feature_list = false;        // a SequenceExample's feature list
+  bool context = false;             // a SequenceExample's or an ELWC's context feature
+  std::optional<uint64_t> example;  // an ELWC's example feature: the example's index
+  std::optional<uint64_t> step;     // feature lists: the step
+  std::optional<uint64_t> value;    // bytes lists: the value's position
 };
 std::optional<FeatureInfo> FeatureOf(const Layout& layout, uint32_t entry);
 

@@ -26,6 +26,13 @@
 //     `feature_lists/<name>` when `types` knows it, else float when any
 //     step is not all integers, else int64. Anything else at the top of
 //     such a folder makes it invalid;
+//   * a folder with a top-level `examples/` folder (and no feature_lists/)
+//     is a TF-Ranking ExampleListWithContext (naming.h): `context/`, when
+//     present (even empty), is its context, read as an Example's features;
+//     every entry of examples/ must be a folder named by its index (zero
+//     padding optional), read as one Example's features, the examples in
+//     index order; gaps are allowed (a removed example folder drops that
+//     example). Anything else at the top of such a folder makes it invalid;
 //   * symlinks, devices, fifos and sockets make the record invalid, and so
 //     does a feature name that is not valid UTF-8 once unescaped (map keys
 //     are proto3 strings).

@@ -86,11 +86,12 @@ struct StagedFile {
 
 // Classifies the file at `rel` (relative to the records folder:
 // `<record>/<path in the record>`). `sequence` says whether the record
-// folder is a SequenceExample (it has a top-level feature_lists/); only
-// then is `context/<x>` the context feature `x` (else the feature
-// `context/x`). Files under `<record>/feature_lists/` are steps whatever
-// `sequence` says. A list item (`3.png` in a folder) is taken as an item of
-// the folder's feature.
+// folder is a SequenceExample or an ExampleListWithContext (it has a
+// top-level feature_lists/ or examples/); only then is `context/<x>` the
+// context feature `x` (else the feature `context/x`), and
+// `examples/<i>/<x>` the feature `x` of example i. Files under `<record>/feature_lists/` are steps
+// whatever `sequence` says. A list item (`3.png` in a folder) is taken as an item of the folder's
+// feature.
 StagedFile ClassifyStagedFile(absl::string_view rel, bool sequence);
 
 // Validates one numeric file's content as the mount does on close(). The

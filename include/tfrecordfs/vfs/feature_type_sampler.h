@@ -40,6 +40,7 @@
 #include "absl/strings/string_view.h"
 #include "tfrecordfs/base/mutex.h"
 #include "tfrecordfs/example/example.h"
+#include "tfrecordfs/example/example_list.h"
 #include "tfrecordfs/example/sequence.h"
 #include "tfrecordfs/index/shard_index.h"
 #include "tfrecordfs/naming/feature_type.h"
@@ -80,6 +81,10 @@ class FeatureTypeSampler final : public naming::FeatureTypes {
   // A SequenceExample's kinds: context features by name, lists under
   // `feature_lists/<name>` (the type of their first step that has a kind).
   void Learn(const example::SequenceTable& table);
+  // An ExampleListWithContext's kinds: its context's and its examples'
+  // features by name, as an Example's (one name space: TF-Ranking's context
+  // and example feature specs are keyed by plain names too).
+  void Learn(const example::ExampleListTable& table);
 
   // What sampling has read so far.
   uint64_t records_sampled() const { return records_sampled_.load(std::memory_order_relaxed); }
