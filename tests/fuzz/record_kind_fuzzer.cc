@@ -68,9 +68,9 @@ void Check(absl::string_view payload) {
                            : is_sequence ? PayloadKind::kSequenceExample
                            : is_list     ? PayloadKind::kExampleList
                                          : PayloadKind::kRaw;
-  FUZZ_CHECK(r.kind == want, absl::StrCat("DecodeRecord said ", example::PayloadKindName(r.kind),
-                                          ", the decoders in order say ",
-                                          example::PayloadKindName(want)));
+  FUZZ_CHECK(r.kind == want,
+             absl::StrCat("DecodeRecord said ", example::PayloadKindName(r.kind),
+                          ", the decoders in order say ", example::PayloadKindName(want)));
   if (r.kind != PayloadKind::kExampleList) return;
   const ExampleListTable& t = r.list;
   proto::ExampleListWithContext p;

@@ -3,13 +3,14 @@
 // SpliceEdit keeps the bytes of what an edit left alone (example/splice.h).
 // Payloads are written by hand (reference/wire.h), in the order TF-Ranking's
 // writers use (examples, then the context) and in others.
+#include "tfrecordfs/example/example_list.h"
+
 #include <string>
 #include <vector>
 
 #include "absl/strings/escaping.h"
 #include "gtest/gtest.h"
 #include "tfrecordfs/example/example.h"
-#include "tfrecordfs/example/example_list.h"
 #include "tfrecordfs/example/record.h"
 #include "tfrecordfs/example/splice.h"
 #include "tfrecordfs/reference/wire.h"
@@ -79,8 +80,8 @@ TEST(ExampleListTest, ExamplesAndSequenceExamplesStayWhatTheyAre) {
   EXPECT_EQ(DecodeRecord(kEx0).kind, PayloadKind::kExample);
   EXPECT_EQ(DecodeRecord("").kind, PayloadKind::kExample);
   // A SequenceExample: context Features, then FeatureLists.
-  const std::string lists = w::Len(
-      1, w::Len(1, "steps") + w::Len(2, w::Len(1, w::Int64Feature(w::PackedVarints({3})))));
+  const std::string lists =
+      w::Len(1, w::Len(1, "steps") + w::Len(2, w::Len(1, w::Int64Feature(w::PackedVarints({3})))));
   const std::string seq = w::Len(1, w::Len(1, w::Len(1, "k"))) + w::Len(2, lists);
   EXPECT_EQ(DecodeRecord(seq).kind, PayloadKind::kSequenceExample);
   // The documented ambiguities, decided for the earlier kind.

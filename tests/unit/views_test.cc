@@ -180,8 +180,8 @@ TEST(ClassFolderTest, SequenceExamplesUseTheirContext) {
   EXPECT_EQ(naming::ClassFolder(example::DecodeRecord(payload), "label"), "7");
 }
 
-vfs::ShardGrouping SampleGrouping() {
-  vfs::ShardGrouping g;
+index::ShardGrouping SampleGrouping() {
+  index::ShardGrouping g;
   g.feature = "image/class/label";
   g.real_path = "/data/train-00000-of-00001";
   g.file_size = 123456;
@@ -190,13 +190,13 @@ vfs::ShardGrouping SampleGrouping() {
   g.inode = 42;
   g.index_digest = 0x0123456789abcdef;
   g.folders = {"cat", "dog", "%none"};
-  g.folder_of = {0, 1, 1, vfs::kNotGrouped, 2, 0};
+  g.folder_of = {0, 1, 1, index::kNotGrouped, 2, 0};
   return g;
 }
 
 TEST(GroupingFileTest, RoundTrip) {
-  const vfs::ShardGrouping g = SampleGrouping();
-  auto back = vfs::DecodeGrouping(vfs::EncodeGrouping(g));
+  const index::ShardGrouping g = SampleGrouping();
+  auto back = index::DecodeGrouping(index::EncodeGrouping(g));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->feature, g.feature);
   EXPECT_EQ(back->real_path, g.real_path);
@@ -210,12 +210,12 @@ TEST(GroupingFileTest, RoundTrip) {
 }
 
 TEST(GroupingFileTest, EveryFlippedByteAndEveryCutIsRefused) {
-  const std::string bytes = vfs::EncodeGrouping(SampleGrouping());
+  const std::string bytes = index::EncodeGrouping(SampleGrouping());
   for (size_t i = 0; i < bytes.size(); ++i) {
     std::string bad = bytes;
     bad[i] ^= 0x20;
-    EXPECT_TRUE(absl::IsDataLoss(vfs::DecodeGrouping(bad).status())) << "byte " << i;
-    EXPECT_FALSE(vfs::DecodeGrouping(bytes.substr(0, i)).ok()) << "cut at " << i;
+    EXPECT_TRUE(absl::IsDataLoss(index::DecodeGrouping(bad).status())) << "byte " << i;
+    EXPECT_FALSE(index::DecodeGrouping(bytes.substr(0, i)).ok()) << "cut at " << i;
   }
 }
 

@@ -148,15 +148,16 @@ TEST(RankingRealTest, EditsOfOneExampleKeepEveryOtherExampleAndTheContext) {
   Mount d(PackConfig(s, {s.src}, "out"));
   ASSERT_EQ(d.Start(), "");
   const std::string dir = s.mnt + "/" + kRealName;
-  CommandResult edit = InDir(dir,
-                             "sed -i 's/irrelevant/unrelated/' 3/examples/001/document_tokens.txt\n"
-                             "echo 2 > 5/examples/000/relevance\n"
-                             "echo tuned >> 6/context/query_tokens.txt\n"
-                             "rm -r 7/examples/000\n"
-                             // Written over with what it holds: no change.
-                             "cat 8/examples/000/relevance > /tmp/tfrfs-rel.$$; "
-                             "cat /tmp/tfrfs-rel.$$ > 8/examples/000/relevance; rm /tmp/tfrfs-rel.$$\n"
-                             "cp -r 2 ../staging/copy2\n");
+  CommandResult edit =
+      InDir(dir,
+            "sed -i 's/irrelevant/unrelated/' 3/examples/001/document_tokens.txt\n"
+            "echo 2 > 5/examples/000/relevance\n"
+            "echo tuned >> 6/context/query_tokens.txt\n"
+            "rm -r 7/examples/000\n"
+            // Written over with what it holds: no change.
+            "cat 8/examples/000/relevance > /tmp/tfrfs-rel.$$; "
+            "cat /tmp/tfrfs-rel.$$ > 8/examples/000/relevance; rm /tmp/tfrfs-rel.$$\n"
+            "cp -r 2 ../staging/copy2\n");
   ASSERT_EQ(edit.exit_code, 0) << edit.out << edit.err;
   EXPECT_EQ(ListDir(dir + "/7/examples"), std::vector<std::string>{"001"});
   const std::string report = Commit(s);
@@ -237,10 +238,9 @@ TEST(RankingGeneratedTest, EditsRemovalsAndCopiesKeepTheirBytesAndShape) {
   ASSERT_EQ(edit.exit_code, 0) << edit.out << edit.err;
   Commit(s);
   EXPECT_EQ(Check({"kept", before, shard}),
-            (std::vector<std::string>{"1 fields:e= changed:",
-                                      "3 fields:c=e=e=e* changed:e2[relevance=int64:9]",
-                                      "7 fields:c*e=e=e= changed:c[query=bytes:q77]",
-                                      "records 8 same 5"}));
+            (std::vector<std::string>{
+                "1 fields:e= changed:", "3 fields:c=e=e=e* changed:e2[relevance=int64:9]",
+                "7 fields:c*e=e=e= changed:c[query=bytes:q77]", "records 8 same 5"}));
   int status = 0;
   CommandResult un = d.TfrUnmount(&status);
   EXPECT_EQ(un.exit_code, 0) << un.out << un.err;
