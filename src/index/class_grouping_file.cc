@@ -143,8 +143,7 @@ uint64_t IndexDigest(const ShardIndex& idx) {
 std::string GroupingPath(const IndexStore& store, const std::string& real_path,
                          absl::string_view feature) {
   if (store.options().cache_dir.empty()) return "";
-  return absl::StrFormat("%s.%016x%s",
-                         absl::StripSuffix(store.CachePath(real_path), kIndexSuffix),
+  return absl::StrFormat("%s.%016x%s", absl::StripSuffix(store.CachePath(real_path), kIndexSuffix),
                          Fnv1a64(feature), kSuffix);
 }
 

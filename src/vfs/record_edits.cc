@@ -39,12 +39,6 @@ void TakeIf(absl::flat_hash_map<uint64_t, uint64_t>& map, Pred taken, std::vecto
 constexpr StagingViewIds kEditIds = {.node_tag = kEditNodeTag, .file_tag = 3, .dir_tag = 4};
 
 // Writes `data` to `path` (a new file, mode 0644).
-absl::Status WriteNewFile(const std::string& path, absl::string_view data) {
-  auto fd = OpenFile(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (!fd.ok()) return fd.status();
-  return WriteFull(fd->get(), data.data(), data.size(), path);
-}
-
 // Appends the bytes a read gave (inline, or a range of a descriptor).
 absl::Status AppendBytes(const ReadBuffer& b, std::string* out) {
   if (b.fd < 0) {
@@ -68,6 +62,7 @@ RecordEdits::RecordEdits(const std::vector<MountedShard>& shards, RecordView* re
       records_(records),
       deletions_(deletions),
       store_(store),
+      disk_(store->records_dir()),
       types_(types),
       folders_(store, types, kEditIds),
       staging_(staging) {
@@ -238,41 +233,26 @@ absl::Status RecordEdits::Materialize(uint64_t shard, uint64_t record, const std
   auto parsed = records_->Parse(shard, record);
   if (!parsed.ok()) return parsed.status();
   const naming::Layout& layout = (*parsed)->layout;
-  const std::string dir = store_->records_dir();
-  const std::string tmp = absl::StrCat(dir, "/.", folder, ".tmp");
-  if (auto s = RemoveTree(tmp); !s.ok()) return s;
-  if (::mkdir(tmp.c_str(), 0755) != 0) return ErrnoError(errno, tmp);
   // Paths of the entries relative to the folder (entries[0] is the folder).
-  std::vector<std::string> rel(layout.entries.size());
+  std::vector<staging::EditStore::Entry> entries(layout.entries.size() - 1);
   for (size_t e = 1; e < layout.entries.size(); ++e) {
     const naming::Entry& entry = layout.entries[e];
-    rel[e] = entry.parent == 0 ? entry.name : absl::StrCat(rel[entry.parent], "/", entry.name);
-    const std::string path = absl::StrCat(tmp, "/", rel[e]);
-    if (entry.is_dir) {
-      if (::mkdir(path.c_str(), 0755) != 0) return ErrnoError(errno, path);
-      continue;
-    }
-    auto content = RecordFileBytes(shard, record, static_cast<uint32_t>(e));
-    if (!content.ok()) return content.status();
-    if (auto s = WriteNewFile(path, *content); !s.ok()) return s;
+    entries[e - 1].rel = entry.parent == 0
+                             ? entry.name
+                             : absl::StrCat(entries[entry.parent - 1].rel, "/", entry.name);
+    entries[e - 1].is_dir = entry.is_dir;
   }
   // The copies keep the times the record view showed (the shard's mtime):
   // an editor that read a file before this check-out (vim, whose swap file
   // made it) compares the mtime before it saves, and would take a new one
   // for a change behind its back ("The file has been changed since reading
-  // it"), and not write. (Setting a time changes no folder's mtime.)
-  const struct timespec times[2] = {shards_[shard].mtime, shards_[shard].mtime};
-  for (size_t e = 0; e < layout.entries.size(); ++e) {
-    const std::string path = e == 0 ? tmp : absl::StrCat(tmp, "/", rel[e]);
-    if (::utimensat(AT_FDCWD, path.c_str(), times, AT_SYMLINK_NOFOLLOW) != 0) {
-      return ErrnoError(errno, path);
-    }
-  }
-  const std::string final_path = absl::StrCat(dir, "/", folder);
-  if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
-    const int err = errno;
-    (void)RemoveTree(tmp);
-    return ErrnoError(err, final_path);
+  // it"), and not write.
+  if (auto s = disk_.CheckOut(
+          folder, entries,
+          [&](size_t i) { return RecordFileBytes(shard, record, static_cast<uint32_t>(i + 1)); },
+          shards_[shard].mtime);
+      !s.ok()) {
+    return s;
   }
   // The folder's node, then every entry's (one reference each).
   auto top = store_->Lookup(store_->root(), folder);
@@ -378,8 +358,7 @@ std::vector<std::pair<uint64_t, uint64_t>> RecordEdits::DropUnchanged() {
     const uint64_t shard = ShardOfKey(key), record = RecordOfKey(key);
     const std::string folder = staging::EditedFolderName(Key(shard), record);
     if (std::find(open.begin(), open.end(), folder) != open.end()) continue;
-    const std::string dir = absl::StrCat(store_->records_dir(), "/", folder);
-    auto same = SameAsRecord(shard, record, dir);
+    auto same = SameAsRecord(shard, record, disk_.PathOf(folder));
     if (!same.ok()) {
       log::Warning("record ", record, " of ", shards_[shard].index->path(),
                    ": cannot compare its edit folder with the record: ", same.status().message());
@@ -387,18 +366,15 @@ std::vector<std::pair<uint64_t, uint64_t>> RecordEdits::DropUnchanged() {
     }
     if (!*same) continue;
     // Out of the edit store's names in one rename, then removed.
-    const std::string gone = absl::StrCat(store_->records_dir(), "/.", folder, ".tmp");
-    if (auto s = RemoveTree(gone); !s.ok()) {
+    absl::Status leftover;
+    if (auto s = disk_.Drop(folder, &leftover); !s.ok()) {
       log::Warning("edit store: ", s.message());
       continue;
     }
-    if (::rename(dir.c_str(), gone.c_str()) != 0) {
-      log::Warning("edit store: ", ErrnoError(errno, dir).message());
-      continue;
-    }
     const std::vector<uint64_t> held = ForgetCheckOut(shard, record, nullptr);
-    if (auto s = RemoveTree(gone); !s.ok()) {
-      log::Warning("edit store: ", s.message(), " (removed at the next check-out of the record)");
+    if (!leftover.ok()) {
+      log::Warning("edit store: ", leftover.message(),
+                   " (removed at the next check-out of the record)");
     }
     for (uint64_t id : held) ViewFor(id).Forget(id, 1);
     log::Info("record ", record, " of ", shards_[shard].index->path(),
@@ -537,10 +513,10 @@ absl::Status RecordEdits::DeleteRecord(uint64_t shard, uint64_t record) {
   uint64_t node = 0;
   const std::vector<uint64_t> held = ForgetCheckOut(shard, record, &node);
   if (node != 0) {
-    const std::string folder =
-        absl::StrCat(store_->records_dir(), "/", staging::EditedFolderName(Key(shard), record));
-    if (auto s = RemoveTree(folder); !s.ok()) {
-      log::Warning("edit store: ", s.message(), " (removed at the commit)");
+    absl::Status leftover;
+    absl::Status s = disk_.Drop(staging::EditedFolderName(Key(shard), record), &leftover);
+    if (!s.ok() || !leftover.ok()) {
+      log::Warning("edit store: ", (s.ok() ? leftover : s).message(), " (removed at the commit)");
     }
   }
   for (uint64_t id : held) ViewFor(id).Forget(id, 1);
@@ -567,55 +543,22 @@ std::vector<uint64_t> RecordEdits::ForgetCheckOut(uint64_t shard, uint64_t recor
   return held;
 }
 
-namespace {
-
-constexpr absl::string_view kMovePrefix = ".move-";
-
-// `.move-<key>-<record>-<destination folder>` taken apart.
-struct MoveTemp {
-  std::string key;
-  uint64_t record = 0;
-  std::string destination;
-};
-std::optional<MoveTemp> ParseMoveTemp(absl::string_view name) {
-  if (!absl::ConsumePrefix(&name, kMovePrefix)) return std::nullopt;
-  const size_t dash = name.find('-', 17);
-  if (dash == absl::string_view::npos) return std::nullopt;
-  auto f = staging::ParseEditFolder(name.substr(0, dash));
-  if (!f || !f->record) return std::nullopt;
-  return MoveTemp{f->key, *f->record, std::string(name.substr(dash + 1))};
-}
-
-}  // namespace
-
 void RecordEdits::RecoverMoves() {
   std::vector<std::string> dirs = {store_->records_dir()};
   if (staging_ != nullptr) dirs.push_back(staging_->store()->records_dir());
   for (const std::string& dir : dirs) {
-    auto list = ListDir::Open(dir);
-    if (!list.ok()) continue;
-    std::vector<std::string> temps;
-    absl::string_view name;
-    while (list->Next(&name)) {
-      if (absl::StartsWith(name, kMovePrefix)) temps.emplace_back(name);
-    }
-    for (const std::string& temp : temps) {
-      auto m = ParseMoveTemp(temp);
-      auto shard = m ? ShardOfStoreKey(m->key) : std::nullopt;
+    for (const auto& m : staging::EditStore::FindInterruptedMoves(dir)) {
+      auto shard = ShardOfStoreKey(m.key);
       if (!shard) continue;  // not mounted now: left for a mount that has it
-      const std::string from = absl::StrCat(dir, "/", temp);
-      const bool deleted = deletions_->IsDeleted(*shard, m->record);
-      const std::string to = deleted ? absl::StrCat(dir, "/", m->destination)
-                                     : absl::StrCat(store_->records_dir(), "/",
-                                                    staging::EditedFolderName(m->key, m->record));
-      if (RenameNoReplace(from, to).ok()) {
+      const bool deleted = deletions_->IsDeleted(*shard, m.record);
+      auto to = disk_.ResolveMove(m, deleted);
+      if (to.ok()) {
         log::Info(deleted ? "finished the interrupted move of record "
-                          : "rolled back the "
-                            "interrupted move of "
-                            "record ",
-                  m->record, " of ", shards_[*shard].index->path(), " (", to, ")");
+                          : "rolled back the interrupted move of record ",
+                  m.record, " of ", shards_[*shard].index->path(), " (", *to, ")");
       } else {
-        log::Error("cannot resolve the interrupted move ", from, " -> ", to);
+        log::Error("cannot resolve the interrupted move ", m.dir, "/", m.temp, ": ",
+                   to.status().message());
       }
     }
   }
@@ -680,24 +623,22 @@ absl::StatusOr<uint64_t> RecordEdits::MoveRecord(uint64_t shard, absl::string_vi
   const uint64_t record = RecordOf(a->ino);
   if (auto s = CheckOut(RecordId(shard, record, 0, shards_[shard].generation)); !s.ok()) return s;
   MutexLock checkout(&checkout_mu_);
-  const std::string source =
-      absl::StrCat(store_->records_dir(), "/", staging::EditedFolderName(Key(shard), record));
-  const std::string temp = absl::StrCat(
-      dest_dir, "/", kMovePrefix, staging::EditedFolderName(Key(shard), record), "-", dest_folder);
-  const std::string target = absl::StrCat(dest_dir, "/", dest_folder);
   const FaultPoints faults;
-  if (auto s = RenameNoReplace(source, temp); !s.ok()) return s;  // 1
-  faults.At("move_before_delete");
-  if (auto s = deletions_->DeleteRecord(shard, record); !s.ok()) {  // 2
-    if (!RenameNoReplace(temp, source).ok()) {
-      log::Error("cannot put back ", temp, " as ", source, " (the next mount does)");
+  bool deleted = false;
+  if (auto s = disk_.MoveOut(
+          staging::EditedFolderName(Key(shard), record), dest_dir, dest_folder,
+          [&] {
+            absl::Status d = deletions_->DeleteRecord(shard, record);
+            deleted = d.ok();
+            return d;
+          },
+          [&] { faults.At("move_before_delete"); }, [&] { faults.At("move_after_delete"); });
+      !s.ok()) {
+    if (deleted) {
+      log::Error("moved record ", record, " of ", shards_[shard].index->path(),
+                 " but cannot name it ", dest_dir, "/", dest_folder, ": ", s.message(),
+                 " (the next mount does)");
     }
-    return s;
-  }
-  faults.At("move_after_delete");
-  if (auto s = RenameNoReplace(temp, target); !s.ok()) {  // 3
-    log::Error("moved record ", record, " of ", shards_[shard].index->path(),
-               " but cannot name it ", target, ": ", s.message(), " (the next mount does)");
     return s;
   }
   // Its edit-store nodes are gone from that store's tree; the ids the

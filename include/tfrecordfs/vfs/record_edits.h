@@ -9,8 +9,8 @@
 //
 // Check-out: the first change of a record (a write, truncation, create,
 // mkdir, unlink, rename or chmod inside its folder) copies every file the
-// record view shows for it into `<key>-<record>` of the edit store (under a
-// hidden name first, renamed into place when whole), after the shard is
+// record view shows for it into `<key>-<record>` of the edit store
+// (staging/edit_store.h does the disk work: whole or not at all), after the shard is
 // registered in the deletion list (RecordDeletions::Register: the shard
 // must be writable and unchanged on disk). From then on the record's
 // folder is the edit store's:
@@ -59,6 +59,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "tfrecordfs/base/mutex.h"
+#include "tfrecordfs/staging/edit_store.h"
 #include "tfrecordfs/staging/store.h"
 #include "tfrecordfs/vfs/mounted_shard.h"
 #include "tfrecordfs/vfs/node_id.h"
@@ -252,6 +253,7 @@ class RecordEdits final : public View, public ShardFolderView {
   RecordView* const records_;
   RecordDeletions* const deletions_;
   staging::Store* const store_;
+  const staging::EditStore disk_;  // store_'s folders on disk
   naming::FeatureTypes* const types_;
   StagingView folders_;
   StagingView* const staging_;
