@@ -23,24 +23,32 @@ constexpr size_t kMaxRequest = 256;
 // How long a connected client may take to send its request line.
 constexpr int kRequestTimeoutMs = 5000;
 
-// sockaddr_un holds 108 bytes of path, and a store's path may be longer:
-// the socket is named through /proc/self/fd/<dirfd>/<name>, which always
-// fits. `dir_fd` stays open for as long as the address is used.
-absl::StatusOr<sockaddr_un> AddressOf(const std::string& path, int* dir_fd) {
+// A new Unix stream socket and the address of `path` for it. sockaddr_un
+// holds 108 bytes of path, and a store's path may be longer: the socket is
+// named through /proc/self/fd/<dir>/<name>, which always fits; `dir` stays
+// open for as long as the address is used.
+struct Endpoint {
+  UniqueFd fd;
+  UniqueFd dir;
+  sockaddr_un addr{};
+  const sockaddr* sa() const { return reinterpret_cast<const sockaddr*>(&addr); }
+};
+absl::StatusOr<Endpoint> NewEndpoint(const std::string& path) {
   const size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
   const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
-  *dir_fd = ::open(dir.empty() ? "/" : dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (*dir_fd < 0) return ErrnoError(errno, dir);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  const std::string short_path = absl::StrCat("/proc/self/fd/", *dir_fd, "/", name);
-  if (short_path.size() >= sizeof(addr.sun_path)) {
-    ::close(*dir_fd);
+  Endpoint e;
+  e.dir = UniqueFd(::open(dir.empty() ? "/" : dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!e.dir.valid()) return ErrnoError(errno, dir);
+  e.addr.sun_family = AF_UNIX;
+  const std::string short_path = absl::StrCat("/proc/self/fd/", e.dir.get(), "/", name);
+  if (short_path.size() >= sizeof(e.addr.sun_path)) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": socket name too long"));
   }
-  std::memcpy(addr.sun_path, short_path.c_str(), short_path.size() + 1);
-  return addr;
+  std::memcpy(e.addr.sun_path, short_path.c_str(), short_path.size() + 1);
+  e.fd = UniqueFd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!e.fd.valid()) return ErrnoError(errno, "socket");
+  return e;
 }
 
 // Waits until `fd` has `events` or `stop_fd` is readable (-1: none), up to
@@ -71,37 +79,27 @@ std::string ControlSocketFile(absl::string_view store) {
 
 absl::StatusOr<std::unique_ptr<ControlServer>> ControlServer::Listen(
     const std::string& socket_path) {
-  int dir_fd = -1;
-  auto addr = AddressOf(socket_path, &dir_fd);
-  if (!addr.ok()) return addr.status();
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    ::close(dir_fd);
-    return ErrnoError(errno, "control socket");
-  }
+  auto e = NewEndpoint(socket_path);
+  if (!e.ok()) return e.status();
   // Stale: the store is locked by this mount, so no other daemon listens.
   ::unlink(socket_path.c_str());
   // Mode 0600 before it listens (a socket's mode decides who may connect;
   // not through umask, which is the whole process's: FUSE workers may be
   // creating files in staging at this moment). Until then nobody can
   // connect, and SO_PEERCRED is checked on every connection anyway.
-  const bool bound = ::bind(fd, reinterpret_cast<const sockaddr*>(&*addr), sizeof(*addr)) == 0 &&
-                     ::chmod(addr->sun_path, 0600) == 0 && ::listen(fd, 16) == 0;
-  const int err = errno;
-  ::close(dir_fd);
-  if (!bound) {
-    ::close(fd);
+  if (::bind(e->fd.get(), e->sa(), sizeof(e->addr)) != 0 || ::chmod(e->addr.sun_path, 0600) != 0 ||
+      ::listen(e->fd.get(), 16) != 0) {
+    const int err = errno;
     ::unlink(socket_path.c_str());
     return ErrnoError(err, socket_path);
   }
   const int stop_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (stop_fd < 0) {
     const int err = errno;
-    ::close(fd);
     ::unlink(socket_path.c_str());
     return ErrnoError(err, "eventfd");
   }
-  return std::unique_ptr<ControlServer>(new ControlServer(fd, stop_fd, socket_path));
+  return std::unique_ptr<ControlServer>(new ControlServer(e->fd.release(), stop_fd, socket_path));
 }
 
 ControlServer::~ControlServer() {
@@ -155,27 +153,16 @@ void ControlServer::ServeOne(int fd, const Handler& handler) {
 
 absl::StatusOr<std::string> AskDaemon(const std::string& socket_path, absl::string_view request,
                                       std::chrono::duration<double> timeout) {
-  int dir_fd = -1;
-  auto addr = AddressOf(socket_path, &dir_fd);
-  if (!addr.ok()) return addr.status();
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    ::close(dir_fd);
-    return ErrnoError(errno, "socket");
-  }
-  const int connected = ::connect(fd, reinterpret_cast<const sockaddr*>(&*addr), sizeof(*addr));
-  const int connect_errno = errno;
-  ::close(dir_fd);
-  if (connected != 0) {
-    ::close(fd);
+  auto e = NewEndpoint(socket_path);
+  if (!e.ok()) return e.status();
+  if (::connect(e->fd.get(), e->sa(), sizeof(e->addr)) != 0) {
     return absl::UnavailableError(
-        absl::StrCat("nothing answers on ", socket_path, ": ", std::strerror(connect_errno)));
+        absl::StrCat("nothing answers on ", socket_path, ": ", std::strerror(errno)));
   }
+  const int fd = e->fd.get();
   if (!SendAll(fd, absl::StrCat(request, "\n"))) {
-    const int err = errno;
-    ::close(fd);
     return absl::AbortedError(
-        absl::StrCat("the daemon closed ", socket_path, ": ", std::strerror(err)));
+        absl::StrCat("the daemon closed ", socket_path, ": ", std::strerror(errno)));
   }
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::string got;
@@ -183,10 +170,7 @@ absl::StatusOr<std::string> AskDaemon(const std::string& socket_path, absl::stri
   while (true) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      ::close(fd);
-      return absl::DeadlineExceededError("no answer in time");
-    }
+    if (left.count() <= 0) return absl::DeadlineExceededError("no answer in time");
     const int ready =
         WaitFor(fd, POLLIN, -1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
     if (ready == 0) continue;
@@ -195,7 +179,6 @@ absl::StatusOr<std::string> AskDaemon(const std::string& socket_path, absl::stri
     if (n <= 0) break;
     got.append(buf, static_cast<size_t>(n));
   }
-  ::close(fd);
   const size_t eol = got.find('\n');
   uint64_t size = 0;
   if (eol == std::string::npos || !absl::SimpleAtoi(got.substr(0, eol), &size) ||

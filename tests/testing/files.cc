@@ -1,7 +1,11 @@
 #include "testing/files.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 
@@ -27,6 +31,22 @@ std::string ReadFile(const std::string& path) {
     return "";
   }
   return *std::move(bytes);
+}
+
+std::vector<std::string> SortedNames(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) {
+    ADD_FAILURE() << "opendir " << dir << ": " << std::strerror(errno);
+    return out;
+  }
+  while (dirent* e = ::readdir(d)) {
+    const std::string n = e->d_name;
+    if (n != "." && n != "..") out.push_back(n);
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace tfrecordfs::test

@@ -13,6 +13,7 @@
 #define TFRECORDFS_TESTS_TESTING_FILES_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 
@@ -20,6 +21,9 @@ namespace tfrecordfs::test {
 
 void WriteFile(const std::string& path, absl::string_view contents);
 std::string ReadFile(const std::string& path);
+// The names in directory `dir` (hidden ones included, no "." / ".."),
+// sorted; fails the current test (non-fatally) when it cannot be listed.
+std::vector<std::string> SortedNames(const std::string& dir);
 
 }  // namespace tfrecordfs::test
 

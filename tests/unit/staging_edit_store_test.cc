@@ -2,9 +2,6 @@
 // or absent whatever fails, keeps the times it is given, a drop is one
 // rename, and a move out of the store is finished or rolled back after a
 // crash at either point between its steps.
-#include "tfrecordfs/staging/edit_store.h"
-
-#include <dirent.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,28 +15,16 @@
 #include "gtest/gtest.h"
 #include "testing/files.h"
 #include "testing/temp_dir.h"
+#include "tfrecordfs/staging/edit_store.h"
 #include "tfrecordfs/staging/edits.h"
 
 namespace tfrecordfs::staging {
 namespace {
 
 using test::ReadFile;
+using test::SortedNames;
 using test::TempDir;
 using test::WriteFile;
-
-// Every name in `dir`, hidden ones included, sorted.
-std::vector<std::string> Names(const std::string& dir) {
-  std::vector<std::string> out;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* e = ::readdir(d)) {
-      const std::string n = e->d_name;
-      if (n != "." && n != "..") out.push_back(n);
-    }
-    ::closedir(d);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
 
 const std::vector<EditStore::Entry> kEntries = {
     {"label", false}, {"image", true}, {"image/encoded.jpg", false}, {"image/format.txt", false}};
@@ -51,8 +36,11 @@ TEST(EditStoreTest, CheckOutWritesTheWholeFolderWithTheGivenTimes) {
   const EditStore store(tmp.Subdir("records"));
   const std::string folder = EditedFolderName(ShardKey("/data/a.tfrecord"), 42);
   const struct timespec when = {1500000000, 123456789};
-  ASSERT_TRUE(store.CheckOut(folder, kEntries, [](size_t i) { return Content(i); }, when).ok());
-  EXPECT_EQ(Names(store.records_dir()), std::vector<std::string>{folder});
+  ASSERT_TRUE(store
+                  .CheckOut(
+                      folder, kEntries, [](size_t i) { return Content(i); }, when)
+                  .ok());
+  EXPECT_EQ(SortedNames(store.records_dir()), std::vector<std::string>{folder});
   for (size_t i = 0; i < kEntries.size(); ++i) {
     const std::string path = store.PathOf(folder) + "/" + kEntries[i].rel;
     struct stat st;
@@ -68,7 +56,8 @@ TEST(EditStoreTest, CheckOutWritesTheWholeFolderWithTheGivenTimes) {
   ASSERT_EQ(::lstat(store.PathOf(folder).c_str(), &top), 0);
   EXPECT_EQ(top.st_mtim.tv_sec, when.tv_sec) << "the folder's own time";
   // A second check-out of the same record is refused, the first kept.
-  absl::Status again = store.CheckOut(folder, kEntries, [](size_t) { return "x"; }, when);
+  absl::Status again = store.CheckOut(
+      folder, kEntries, [](size_t) { return "x"; }, when);
   EXPECT_TRUE(absl::IsAlreadyExists(again)) << again;
   EXPECT_EQ(ReadFile(store.PathOf(folder) + "/label"), Content(0));
 }
@@ -83,15 +72,15 @@ TEST(EditStoreTest, ACheckOutThatFailsLeavesNothing) {
   WriteFile(store.records_dir() + "/." + folder + ".tmp/junk", "old");
   for (size_t fail_at : {size_t{0}, size_t{2}, size_t{3}}) {
     SCOPED_TRACE(fail_at);
-    absl::Status s = store.CheckOut(
-        folder, kEntries,
-        [&](size_t i) -> absl::StatusOr<std::string> {
-          if (i == fail_at) return absl::DataLossError("damaged record");
-          return Content(i);
-        },
-        {0, 0});
+    absl::Status s = store.CheckOut(folder, kEntries,
+                                    [&](size_t i) -> absl::StatusOr<std::string> {
+                                      if (i == fail_at)
+                                        return absl::DataLossError("damaged record");
+                                      return Content(i);
+                                    },
+                                    {0, 0});
     EXPECT_TRUE(absl::IsDataLoss(s)) << s;
-    EXPECT_EQ(Names(store.records_dir()), std::vector<std::string>{}) << "half a record left";
+    EXPECT_EQ(SortedNames(store.records_dir()), std::vector<std::string>{}) << "half a record left";
   }
 }
 
@@ -103,7 +92,7 @@ TEST(EditStoreTest, DropRemovesTheFolderInOneRename) {
   absl::Status leftover = absl::UnknownError("not set");
   ASSERT_TRUE(store.Drop(folder, &leftover).ok());
   EXPECT_TRUE(leftover.ok()) << leftover;
-  EXPECT_EQ(Names(store.records_dir()), std::vector<std::string>{});
+  EXPECT_EQ(SortedNames(store.records_dir()), std::vector<std::string>{});
   // Nothing there: an error, and nothing changed.
   EXPECT_FALSE(store.Drop(folder).ok());
 }
@@ -135,7 +124,7 @@ TEST(EditStoreTest, AnInterruptedMoveIsFinishedOrRolledBack) {
     int status = 0;
     ASSERT_EQ(::waitpid(pid, &status, 0), pid);
     ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 9);
-    EXPECT_EQ(Names(store.records_dir()), std::vector<std::string>{});
+    EXPECT_EQ(SortedNames(store.records_dir()), std::vector<std::string>{});
     auto moves = EditStore::FindInterruptedMoves(staging);
     ASSERT_EQ(moves.size(), 1u);
     EXPECT_EQ(moves[0].key, key);
@@ -146,12 +135,12 @@ TEST(EditStoreTest, AnInterruptedMoveIsFinishedOrRolledBack) {
     ASSERT_TRUE(to.ok()) << to.status();
     if (deleted) {
       EXPECT_EQ(*to, staging + "/moved-12");
-      EXPECT_EQ(Names(staging), std::vector<std::string>{"moved-12"});
-      EXPECT_EQ(Names(store.records_dir()), std::vector<std::string>{});
+      EXPECT_EQ(SortedNames(staging), std::vector<std::string>{"moved-12"});
+      EXPECT_EQ(SortedNames(store.records_dir()), std::vector<std::string>{});
     } else {
       EXPECT_EQ(*to, store.PathOf(folder));
-      EXPECT_EQ(Names(staging), std::vector<std::string>{});
-      EXPECT_EQ(Names(store.records_dir()), std::vector<std::string>{folder});
+      EXPECT_EQ(SortedNames(staging), std::vector<std::string>{});
+      EXPECT_EQ(SortedNames(store.records_dir()), std::vector<std::string>{folder});
     }
     EXPECT_EQ(ReadFile(*to + "/image/format.txt"), Content(3)) << "the files moved with it";
   }
@@ -166,17 +155,17 @@ TEST(EditStoreTest, AMoveWhoseDeleteFailsPutsTheFolderBack) {
   absl::Status s = store.MoveOut(folder, staging, "r5",
                                  [] { return absl::ResourceExhaustedError("disk full"); });
   EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
-  EXPECT_EQ(Names(store.records_dir()), std::vector<std::string>{folder});
-  EXPECT_EQ(Names(staging), std::vector<std::string>{});
+  EXPECT_EQ(SortedNames(store.records_dir()), std::vector<std::string>{folder});
+  EXPECT_EQ(SortedNames(staging), std::vector<std::string>{});
   // A taken destination is refused before anything moves.
   ASSERT_EQ(::mkdir((staging + "/r5").c_str(), 0755), 0);
   s = store.MoveOut(folder, staging, "r5", [] { return absl::OkStatus(); });
   EXPECT_TRUE(absl::IsAlreadyExists(s)) << s;
-  EXPECT_EQ(Names(store.records_dir()), std::vector<std::string>{folder});
+  EXPECT_EQ(SortedNames(store.records_dir()), std::vector<std::string>{folder});
   // Done: the folder is at its destination, nothing left behind.
   ASSERT_TRUE(store.MoveOut(folder, staging, "r5b", [] { return absl::OkStatus(); }).ok());
-  EXPECT_EQ(Names(staging), (std::vector<std::string>{"r5", "r5b"}));
-  EXPECT_EQ(Names(store.records_dir()), std::vector<std::string>{});
+  EXPECT_EQ(SortedNames(staging), (std::vector<std::string>{"r5", "r5b"}));
+  EXPECT_EQ(SortedNames(store.records_dir()), std::vector<std::string>{});
 }
 
 }  // namespace

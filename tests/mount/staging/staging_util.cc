@@ -19,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
+#include "testing/files.h"
 #include "testing/make_feature.h"
 #include "testing/shard.h"
 #include "tfrecordfs/base/file.h"
@@ -85,21 +86,7 @@ WriteOutcome WriteAndClose(const std::string& path, const std::string& bytes) {
   return o;
 }
 
-std::vector<std::string> ListDir(const std::string& dir) {
-  std::vector<std::string> out;
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) {
-    ADD_FAILURE() << "opendir " << dir << ": " << std::strerror(errno);
-    return out;
-  }
-  while (dirent* e = ::readdir(d)) {
-    const std::string n = e->d_name;
-    if (n != "." && n != "..") out.push_back(n);
-  }
-  ::closedir(d);
-  std::sort(out.begin(), out.end());
-  return out;
-}
+std::vector<std::string> ListDir(const std::string& dir) { return test::SortedNames(dir); }
 
 bool Exists(const std::string& path) {
   struct stat st;
