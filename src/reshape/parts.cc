@@ -30,14 +30,17 @@ namespace {
 constexpr char kManifestName[] = "manifest.json";
 constexpr char kLockName[] = ".lock";
 
-std::string PublishedName(const std::string& plan, uint32_t part) {
-  return absl::StrCat(plan, "-part-", part);
+std::string PublishedName(const std::string& plan, uint32_t part,
+                          const std::string& phase = "part") {
+  return absl::StrCat(plan, "-", phase, "-", part);
 }
 
-// "<16 hex>-part-<K>" -> (plan, K); ".work-" suffixes are not published.
-bool ParsePublished(absl::string_view name, std::string* plan, uint32_t* part) {
-  if (name.size() < 23 || name.substr(16, 6) != "-part-") return false;
-  const absl::string_view id = name.substr(0, 16), k = name.substr(22);
+// "<16 hex>-<phase>-<K>" -> (plan, K); ".work-" suffixes are not published.
+bool ParsePublished(absl::string_view name, absl::string_view phase, std::string* plan,
+                    uint32_t* part) {
+  const std::string mid = absl::StrCat("-", phase, "-");
+  if (name.size() < 16 + mid.size() + 1 || name.substr(16, mid.size()) != mid) return false;
+  const absl::string_view id = name.substr(0, 16), k = name.substr(16 + mid.size());
   if (!std::all_of(id.begin(), id.end(), absl::ascii_isxdigit) || k.empty() ||
       !std::all_of(k.begin(), k.end(), absl::ascii_isdigit) || !absl::SimpleAtoi(k, part)) {
     return false;
@@ -157,16 +160,29 @@ PartOutput::PartOutput(std::string root, std::string work, std::string published
       published_(std::move(published)),
       lock_fd_(lock_fd) {}
 
+std::string PublishedPartDir(const std::string& dir, const std::string& plan, uint32_t part,
+                             const std::string& phase) {
+  return JoinPath(JoinPath(dir, kPartsDirName), PublishedName(plan, part, phase));
+}
+
+absl::StatusOr<PartManifest> ReadManifest(const std::string& part_dir) {
+  const std::string path = JoinPath(part_dir, kManifestName);
+  auto text = ReadFileToString(path);
+  if (!text.ok()) return text.status();
+  return ParseManifest(*text, path);
+}
+
 absl::StatusOr<std::unique_ptr<PartOutput>> PartOutput::Begin(const std::string& dir,
                                                               const std::string& plan,
-                                                              uint32_t part) {
+                                                              uint32_t part,
+                                                              const std::string& phase) {
   const std::string root = JoinPath(dir, kPartsDirName);
   if (auto s = MakeDirs(root, 0755); !s.ok()) return s;
-  const std::string published = JoinPath(root, PublishedName(plan, part));
+  const std::string published = JoinPath(root, PublishedName(plan, part, phase));
   // A killed run's work folders of this part: no process holds their lock.
   auto names = ListNames(root);
   if (!names.ok()) return names.status();
-  const std::string work_prefix = PublishedName(plan, part) + ".work-";
+  const std::string work_prefix = PublishedName(plan, part, phase) + ".work-";
   for (const std::string& name : *names) {
     if (!absl::StartsWith(name, work_prefix)) continue;
     const std::string path = JoinPath(root, name);
@@ -247,6 +263,7 @@ absl::StatusOr<FinalizeReport> FinalizeParts(
   };
   std::vector<Found> found;
   std::vector<std::string> running, stale_work;
+  std::vector<std::pair<std::string, std::string>> maps;  // (name, plan)
   for (const std::string& name : *names) {
     const std::string path = JoinPath(root, name);
     if (absl::StrContains(name, ".work-")) {
@@ -261,7 +278,11 @@ absl::StatusOr<FinalizeReport> FinalizeParts(
     }
     Found f;
     f.name = name;
-    if (!ParsePublished(name, &f.plan, &f.part)) {
+    if (std::string map_plan; ParsePublished(name, "map", &map_plan, &f.part)) {
+      maps.emplace_back(name, map_plan);  // a shuffle's first pass: judged below
+      continue;
+    }
+    if (!ParsePublished(name, "part", &f.plan, &f.part)) {
       f.problem = "not a part's folder";
     } else {
       const std::string mpath = JoinPath(path, kManifestName);
@@ -348,6 +369,12 @@ absl::StatusOr<FinalizeReport> FinalizeParts(
       continue;
     }
     parts[m.part] = &m;
+  }
+  for (const auto& [name, map_plan] : maps) {
+    if (!n || map_plan != plan) {
+      problems.push_back(
+          absl::StrCat("foreign: ", root, "/", name, ": a shuffle's first pass of another plan"));
+    }
   }
   for (const std::string& r : running) {
     problems.push_back(absl::StrCat("running: ", root, "/", r, " is being written"));

@@ -70,12 +70,20 @@ class Base(unittest.TestCase):
             "--bytes", "300", "--prefix", "in", "--compression", compression)
         return shards_in(self.path(name))
 
-    def parts(self, n, *args, order=None):
-        """Runs parts 0..n-1 of `args` (in `order` when given); each must succeed."""
-        for k in order if order is not None else range(n):
-            r = run(*args, "--part", f"{k}/{n}", "-q")
-            self.assertEqual(r.returncode, 0, f"part {k}/{n}: {r.stderr}")
-            self.assertIn(f"part {k}/{n} (from --part {k}/{n})", r.stderr)
+    def parts(self, n, *args, order=None, maps=None):
+        """Runs parts 0..n-1 of `args` (in `order` when given); each must
+        succeed. A shuffle runs in two passes: the map of the parts in `maps`
+        (default: all), then the reduce of those in `order`."""
+        everyone = list(range(n))
+        passes = [(["--pass", "map"], maps if maps is not None else everyone),
+                  (["--pass", "reduce"], order if order is not None else everyone)]
+        if "--shuffle" not in args:
+            passes = [([], order if order is not None else everyone)]
+        for extra, which in passes:
+            for k in which:
+                r = run(*args, "--part", f"{k}/{n}", "-q", *extra)
+                self.assertEqual(r.returncode, 0, f"part {k}/{n} {extra}: {r.stderr}")
+                self.assertIn(f"part {k}/{n} (from --part {k}/{n})", r.stderr)
 
     def assertSameTree(self, a, b):
         names_a = sorted(os.listdir(a))
@@ -216,8 +224,8 @@ class Reshard(Base):
         self.parts(2, *args)
         root = self.path("o", ".tfrecordfs-parts")
         before = {d: sorted(os.listdir(os.path.join(root, d))) for d in os.listdir(root)}
-        self.assertEqual(len(before), 2)
-        self.parts(2, *args, order=[1])  # a retried pod
+        self.assertEqual(len(before), 4)  # two parts' map and reduce passes
+        self.parts(2, *args, order=[1], maps=[1])  # a retried pod, both passes
         self.assertEqual({d: sorted(os.listdir(os.path.join(root, d)))
                           for d in os.listdir(root)}, before)
         self.assertEqual(run(*args, "--finalize").returncode, 0)
@@ -233,13 +241,18 @@ class Finalize(Base):
 
     def test_a_missing_part_is_named_and_nothing_moves(self):
         self.sample("s", 600, 6)
-        self.parts(4, *self.args(), order=[0, 1, 3])
+        # A reduce pass before every map pass ran refuses, naming it.
+        self.parts(4, *self.args(), order=[], maps=[0, 2, 3])
+        r = run(*self.args(), "--part", "0/4", "--pass", "reduce")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("the first pass (--pass map) of part(s) 1 of 4", r.stderr)
+        self.parts(4, *self.args(), order=[0, 1, 3], maps=[1])
         r = run(*self.args(), "--finalize")
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn("missing: part(s) 2 of 4", r.stderr)
         self.assertEqual(os.listdir(self.path("o")), [".tfrecordfs-parts"])
         # Once it ran, finalize succeeds.
-        self.parts(4, *self.args(), order=[2])
+        self.parts(4, *self.args(), order=[2], maps=[])
         self.assertEqual(run(*self.args(), "--finalize").returncode, 0)
 
     def test_a_changed_input_is_named(self):
@@ -267,12 +280,12 @@ class Finalize(Base):
         self.parts(2, *self.args())
         # A part of a reshard with another seed in the same folder.
         r = run("reshard", self.path("s"), "-o", self.path("o"), "--shuffle", "--seed", "6",
-                "--shards", "3", "--part", "1/2")
+                "--shards", "3", "--part", "1/2", "--pass", "map")
         self.assertEqual(r.returncode, 0, r.stderr)
         r = run(*self.args(), "--finalize")
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn("foreign:", r.stderr)
-        self.assertIn("not of the plan the current inputs give", r.stderr)
+        self.assertIn("-map-1: a shuffle's first pass of another plan", r.stderr)
 
     def test_no_part_at_all(self):
         self.sample("s", 60, 2)
@@ -288,7 +301,8 @@ class Faults(Base):
                 "--shards", "6")
         self.parts(3, *args, order=[0, 2])
         env = clean_env(TFRECORDFS_FAULT="pause_mid_output")
-        p = subprocess.Popen([BIN, *args, "--part", "1/3", "-q"], stdout=subprocess.PIPE,
+        p = subprocess.Popen([BIN, *args, "--part", "1/3", "-q", "--pass", "reduce"],
+                             stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, env=env, text=True)
         while True:
             line = p.stderr.readline()
@@ -305,7 +319,7 @@ class Faults(Base):
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn("missing: part(s) 1 of 3", r.stderr)
         # The rerun removes the killed run's folder and publishes the part.
-        self.parts(3, *args, order=[1])
+        self.parts(3, *args, order=[1], maps=[])
         self.assertEqual(len([d for d in os.listdir(root) if ".work-" in d]), 0)
         r = run(*args, "--finalize")
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -323,7 +337,8 @@ class Faults(Base):
         args = ("reshard", self.path("s"), "-o", self.path("o"), "--shuffle", "--seed", "3",
                 "--shards", "4")
         self.parts(2, *args, order=[0])
-        procs = [subprocess.Popen([BIN, *args, "--part", "1/2", "-q"], stdout=subprocess.PIPE,
+        procs = [subprocess.Popen([BIN, *args, "--part", "1/2", "-q", "--pass", "reduce"],
+                                  stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, env=clean_env(), text=True)
                  for _ in range(2)]
         for p in procs:
