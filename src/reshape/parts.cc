@@ -333,8 +333,9 @@ absl::StatusOr<FinalizeReport> FinalizeParts(
       } else if (it->second->size != in.size) {
         out.push_back(
             absl::StrCat(in.path, " changed size (", in.size, " -> ", it->second->size, " bytes)"));
-      } else if (it->second->mtime_ns != in.mtime_ns ||
-                 it->second->etag_fingerprint != in.etag_fingerprint) {
+      } else if (in.object != it->second->object ||
+                 (in.object ? it->second->etag_fingerprint != in.etag_fingerprint
+                            : it->second->mtime_ns != in.mtime_ns)) {
         out.push_back(absl::StrCat(in.path, in.object ? " has another ETag" : " was modified",
                                    " since the part read it"));
       }

@@ -317,9 +317,9 @@ absl::StatusOr<ReshardReport> ShuffleReduce(const std::vector<std::string>& map_
     auto totals = ReadFileToString(totals_path);
     if (!totals.ok()) return totals.status();
     if (totals->size() != size_t{m} * 16) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          totals_path, ": ", totals->size() / 16, " buckets, not ", m,
-          " (the map ran with another --memory or other inputs)"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(totals_path, ": ", totals->size() / 16, " buckets, not ", m,
+                       " (the map ran with another --memory or other inputs)"));
     }
     for (uint32_t b = 0; b < m; ++b) {
       counts[b] += GetU64(totals->data() + 16 * b);
@@ -474,8 +474,7 @@ absl::StatusOr<ReshardReport> ShuffleReduce(const std::vector<std::string>& map_
         if (s < first) continue;
         if (s >= last) break;
         if (auto st = advance(s); !st.ok()) return st;
-        if (auto st = current->Append(absl::string_view(arena.data() + e.at, e.length));
-            !st.ok()) {
+        if (auto st = current->Append(absl::string_view(arena.data() + e.at, e.length)); !st.ok()) {
           return st;
         }
         if (mid) mid->Appended();

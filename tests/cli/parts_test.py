@@ -353,5 +353,87 @@ class Faults(Base):
         self.assertSameTree(self.path("one"), self.path("o"))
 
 
+SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "objstore",
+                      "object_server.py")
+
+
+class Buckets(Base):
+    """Parts over an s3:// prefix of the project's S3 test server
+    (tests/objstore/object_server.py on 127.0.0.1, anonymous)."""
+
+    def setUp(self):
+        super().setUp()
+        if not os.path.exists("/usr/bin/python3"):
+            self.skipTest("/usr/bin/python3 runs the object server")
+        self.served = self.path("served")
+        os.makedirs(os.path.join(self.served, "b"))
+        self.proc = subprocess.Popen(
+            ["/usr/bin/python3", SERVER, "--root", self.served, "--log", self.path("server.log"),
+             "--max-requests", "100000"], stdout=subprocess.PIPE, text=True)
+        self.addCleanup(self.stop_server)
+        port = int(self.proc.stdout.readline())  # printed once it listens
+        self.env = clean_env(AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}", AWS_NO_SIGN_REQUEST="true",
+                             HOME=self.path("home"), NO_GCE_CHECK="true")
+        for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+            self.env.pop(k, None)
+
+    def stop_server(self):
+        self.proc.kill()
+        self.proc.wait()
+        self.proc.stdout.close()
+
+    def on_bucket(self, *args):
+        return run(*args, env=self.env)
+
+    def test_parts_over_a_bucket_prefix(self):
+        src = self.sample("s", 900, 6)
+        shutil.copytree(self.path("s"), os.path.join(self.served, "b", "data"))
+        url = "s3://b/data"
+        whole = json.loads(self.on_bucket("count", "--json", url).stdout)
+        self.assertEqual(whole["records"], 900)
+        counted = 0
+        for k in range(4):
+            r = self.on_bucket("count", "--json", url, "--part", f"{k}/4")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            counted += json.loads(r.stdout)["records"]
+        self.assertEqual(counted, 900)
+        # A shuffle of the bucket's shards in 3 parts: the bytes one process
+        # writes from a local copy of the same shards (the order depends on
+        # the shards' paths below the SOURCE, not on where they are).
+        args = ("reshard", url, "-o", self.path("o"), "--shuffle", "--seed", "8", "--shards", "4",
+                "-q")
+        for p in ("map", "reduce"):
+            for k in range(3):
+                r = self.on_bucket(*args, "--part", f"{k}/3", "--pass", p)
+                self.assertEqual(r.returncode, 0, r.stderr)
+        # An object replaced (same size, other bytes: a new ETag) between
+        # the parts and --finalize: named.
+        victim = os.path.join(self.served, "b", "data", os.path.basename(src[2]))
+        with open(victim, "r+b") as f:
+            data = f.read()
+            f.seek(0)
+            f.write(data[::-1])
+        os.utime(victim, ns=(1, 10**18))
+        r = self.on_bucket(*args, "--finalize")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("has another ETag", r.stderr)
+        self.assertIn(os.path.basename(src[2]), r.stderr)
+        shutil.copy(src[2], victim)  # back, with yet another ETag: still stale
+        r = self.on_bucket(*args, "--finalize")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        # Run again over the restored bucket: finalized, one process's bytes.
+        shutil.rmtree(self.path("o"))
+        for p in ("map", "reduce"):
+            for k in range(3):
+                self.assertEqual(self.on_bucket(*args, "--part", f"{k}/3", "--pass", p).returncode, 0)
+        r = self.on_bucket(*args, "--finalize")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = run("reshard", self.path("s"), "-o", self.path("one"), "--shuffle", "--seed", "8",
+                "--shards", "4", "-q")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertSameTree(self.path("one"), self.path("o"))
+        self.assertEqual(sorted(all_records(shards_in(self.path("o")))), sorted(all_records(src)))
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

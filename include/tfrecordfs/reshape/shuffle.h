@@ -89,11 +89,11 @@ struct ShuffleOptions {
 // The bucket totals of one map part, and its runs (file names relative to
 // its folder).
 struct MapReport {
-  std::vector<std::string> runs;    // run-NNNNN; each with run-NNNNN.idx
-  std::vector<uint64_t> counts;     // per bucket
-  std::vector<uint64_t> bytes;      // framed bytes per bucket
+  std::vector<std::string> runs;  // run-NNNNN; each with run-NNNNN.idx
+  std::vector<uint64_t> counts;   // per bucket
+  std::vector<uint64_t> bytes;    // framed bytes per bucket
   uint64_t records = 0;
-  std::vector<Dropped> skipped;     // with skip_damaged
+  std::vector<Dropped> skipped;  // with skip_damaged
 };
 
 // Pass 1 into the existing folder `dir`: writes run-NNNNN, run-NNNNN.idx
