@@ -107,8 +107,11 @@ int MapPass(Tool* tool, const std::string& output, const reshape::ShuffleOptions
     auto src = scan::OpenShard(s, &cache);
     if (!src.ok()) return tool->Fail(src.status());
     sources.push_back(std::move(*src));
-    inputs.push_back(
-        {s.index.get(), sources.back().get(), Fnv1a64(s.mount_path), 0, s.index->num_records()});
+    // The part's pieces of the shard: the records that begin in them.
+    for (const reshape::Piece& piece : tool->PiecesOf(s.path)) {
+      const auto [first, last] = reshape::PieceRecords(*s.index, piece);
+      inputs.push_back({s.index.get(), sources.back().get(), Fnv1a64(s.mount_path), first, last});
+    }
     codecs.insert(std::string(source::CodecName(s.codec)));
     total_bytes += s.index->data_size();
   }
@@ -241,6 +244,9 @@ int ReshardMain(int argc, char** argv) {
       " compression=", codec_given ? source::CodecName(options.codec) : "auto",
       " shuffle=", options.shuffle, " seed=", options.shuffle ? options.seed : 0,
       " skip_damaged=", options.skip_damaged));
+  // A shuffle's map pass may take a piece of a large shard (the records
+  // that begin in it): the same plan for its reduce pass and --finalize.
+  tool.SetSplitFiles(options.shuffle);
   if (tool.finalize()) return FinalizeMain(&tool, output, "reshard");
   if (!pass.empty() && !(options.shuffle && tool.part())) {
     return tool.Usage("--pass is for a shuffle run as parts (--shuffle with --part K/N)");

@@ -215,9 +215,18 @@ std::optional<int> Tool::ResolvePart() {
   return std::nullopt;
 }
 
+std::vector<reshape::Piece> Tool::PiecesOf(const std::string& path) const {
+  if (!part_) return {reshape::Piece{}};
+  std::vector<reshape::Piece> out;
+  for (const reshape::Piece& p : plan_.pieces[part_->index]) {
+    if (p.file < plan_files_.size() && plan_files_[p.file].path == path) out.push_back(p);
+  }
+  return out;
+}
+
 reshape::PartPlan Tool::PlanFor(uint32_t parts) const {
   std::vector<reshape::PlanFile> files;
-  for (const PlanInputFile& f : plan_files_) files.push_back({f.path, f.size, false});
+  for (const PlanInputFile& f : plan_files_) files.push_back({f.path, f.size, split_});
   return reshape::PlanParts(files, parts, absl::StrCat(spec_.name, " ", salt_));
 }
 

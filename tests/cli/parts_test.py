@@ -170,6 +170,36 @@ class PerFileCommands(Base):
         beside = sorted(f for f in os.listdir(self.path("s")) if f.endswith(".tfri"))
         self.assertEqual(len(beside), 9, beside)
 
+    def test_a_large_shard_is_verified_by_several_parts(self):
+        # One shard of 3000 records beside two small ones: verify's plan
+        # cuts it at record boundaries, so every part reads some of it, and
+        # the parts' records and damage add up to the whole's.
+        src = self.sample("s", 3000, 1)
+        gen("synthetic", self.path("s", "small"), "--records", "20", "--shards", "2",
+            "--bytes", "300", "--prefix", "z")
+        # A flipped payload byte in record 2000 of the large shard.
+        with open(src[0], "r+b") as f:
+            data = bytearray(f.read())
+            pos = 0
+            for _ in range(2000):
+                pos += 16 + int.from_bytes(data[pos:pos + 8], "little")
+            data[pos + 20] ^= 0xFF
+            f.seek(0)
+            f.write(data)
+        whole = json.loads(run("verify", "--json", self.path("s")).stdout)
+        self.assertEqual(whole["records"], 3020)
+        self.assertEqual(whole["damaged_records"], 1)
+        for n in (2, 4, 7):
+            records = damaged = 0
+            for k in range(n):
+                r = run("verify", "--json", self.path("s"), "--part", f"{k}/{n}")
+                got = json.loads(r.stdout)
+                self.assertGreater(got["records"], 0, f"part {k}/{n} verified nothing")
+                self.assertEqual(r.returncode, 1 if got["damaged_records"] else 0, r.stderr)
+                records += got["records"]
+                damaged += got["damaged_records"]
+            self.assertEqual((records, damaged), (3020, 1), n)
+
     def test_repair_in_parts_then_finalize_is_one_repair(self):
         src = self.sample("s", 600, 5, "gzip")
         self.assertEqual(run("repair", self.path("s"), "-o", self.path("one")).returncode, 0)
@@ -208,6 +238,23 @@ class Reshard(Base):
             self.reshard(out, "--shuffle", "--seed", "1234", "--shards", "7", n=n,
                          order=list(reversed(range(n))))
             self.assertSameTree(self.path("one"), self.path(out))
+
+    def test_a_large_shard_is_mapped_by_several_parts(self):
+        # One large plain shard: each part's first pass takes the records
+        # that begin in its piece of it; the output is one process's.
+        self.sample("s", 2000, 1)
+        self.reshard("one", "--shuffle", "--seed", "4", "--shards", "3")
+        args = ("reshard", self.path("s"), "-o", self.path("n3"), "--shuffle", "--seed", "4",
+                "--shards", "3", "-q")
+        for k in range(3):
+            r = run(*args, "--part", f"{k}/3", "--pass", "map")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            mapped = int(r.stdout.split("\t")[0])
+            self.assertTrue(500 < mapped < 800, f"part {k} mapped {mapped} of 2000")
+        for k in range(3):
+            self.assertEqual(run(*args, "--part", f"{k}/3", "--pass", "reduce").returncode, 0)
+        self.assertEqual(run(*args, "--finalize").returncode, 0)
+        self.assertSameTree(self.path("one"), self.path("n3"))
 
     def test_in_order_parts_with_a_shard_size_are_one_process(self):
         src = self.sample("s", 1000, 4, "zlib")
