@@ -239,6 +239,26 @@ class Reshard(Base):
                          order=list(reversed(range(n))))
             self.assertSameTree(self.path("one"), self.path(out))
 
+    def test_the_memory_budget_changes_runs_and_buckets_not_bytes(self):
+        # 20000 records of about 330 framed bytes (6.6 MB) with --memory 1M:
+        # runs of 512 KB (13 or so), a dozen buckets, each larger than half
+        # the budget with its entries, so read in two slices of its keys; with
+        # 64M: one run, one bucket. The same bytes either way, and as 3 parts.
+        src = self.sample("s", 20000, 3, "gzip")
+        self.reshard("big", "--shuffle", "--seed", "21", "--shards", "5", "--memory", "64M")
+        self.reshard("small", "--shuffle", "--seed", "21", "--shards", "5", "--memory", "1M")
+        self.assertSameTree(self.path("big"), self.path("small"))
+        self.reshard("parts", "--shuffle", "--seed", "21", "--shards", "5", "--memory", "1M", n=3)
+        self.assertSameTree(self.path("big"), self.path("parts"))
+        got = all_records(shards_in(self.path("small")))
+        self.assertEqual(sorted(got), sorted(all_records(src)))
+        # The map pass said how it split the work.
+        r = run("reshard", self.path("s"), "-o", self.path("x"), "--shuffle", "--seed", "21",
+                "--shards", "5", "--memory", "1M", "--part", "0/1", "--pass", "map")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        # (GZIP shards: the buckets are counted from the files' 4 or so MB.)
+        self.assertRegex(r.stdout, r"^20000\tmapped: 3 shard\(s\) into 1[0-9] run\(s\) of 1[0-4] bucket")
+
     def test_a_large_shard_is_mapped_by_several_parts(self):
         # One large plain shard: each part's first pass takes the records
         # that begin in its piece of it; the output is one process's.
