@@ -49,16 +49,16 @@ bool ParsePublished(absl::string_view name, absl::string_view phase, std::string
   return true;
 }
 
-// Locks `dir`/.lock (LOCK_EX, not blocking): the descriptor, or -1 when
-// another process holds it (or there is none).
-int TryLock(const std::string& dir) {
+// Whether a work folder's run is alive: its `.lock` is held (kHeld), free
+// (kFree: the run was killed), or missing (kFree as well: a run creates it
+// right after the folder, so only a run killed in between leaves none).
+enum class LockState { kHeld, kFree };
+LockState WorkLock(const std::string& dir) {
   const int fd = ::open(JoinPath(dir, kLockName).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return -1;
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
+  if (fd < 0) return LockState::kFree;
+  const bool held = ::flock(fd, LOCK_EX | LOCK_NB) != 0;
+  ::close(fd);
+  return held ? LockState::kHeld : LockState::kFree;
 }
 
 absl::StatusOr<uint32_t> FileCrc(const std::string& path, uint64_t* size) {
@@ -186,15 +186,8 @@ absl::StatusOr<std::unique_ptr<PartOutput>> PartOutput::Begin(const std::string&
   for (const std::string& name : *names) {
     if (!absl::StartsWith(name, work_prefix)) continue;
     const std::string path = JoinPath(root, name);
-    const int fd = TryLock(path);
-    if (fd < 0) {
-      // Held: another run of this part is writing (or a folder without a
-      // lock file, being created this instant): leave it.
-      struct stat st;
-      if (::lstat(JoinPath(path, kLockName).c_str(), &st) == 0) continue;
-    }
-    (void)RemoveTree(path);
-    if (fd >= 0) ::close(fd);
+    // Held: another run of this part is writing; leave it.
+    if (WorkLock(path) == LockState::kFree) (void)RemoveTree(path);
   }
   static std::atomic<int> serial{0};
   const std::string work = absl::StrCat(published, ".work-", ::getpid(), "-", serial.fetch_add(1));
@@ -267,11 +260,9 @@ absl::StatusOr<FinalizeReport> FinalizeParts(
   for (const std::string& name : *names) {
     const std::string path = JoinPath(root, name);
     if (absl::StrContains(name, ".work-")) {
-      const int fd = TryLock(path);
-      if (fd < 0) {
+      if (WorkLock(path) == LockState::kHeld) {
         running.push_back(name);
       } else {
-        ::close(fd);
         stale_work.push_back(path);
       }
       continue;

@@ -393,6 +393,29 @@ class Faults(Base):
         self.reshard_one(args)
         self.assertSameTree(self.path("one"), self.path("o"))
 
+    def test_finalize_refuses_while_a_part_runs(self):
+        self.sample("s", 600, 4)
+        args = ("reshard", self.path("s"), "-o", self.path("o"), "--shards", "4")
+        self.parts(2, *args, order=[0, 1])
+        # Part 1 again (a retried pod), paused while it writes: its work
+        # folder is locked.
+        env = clean_env(TFRECORDFS_FAULT="pause_mid_output")
+        p = subprocess.Popen([BIN, *args, "--part", "1/2", "-q"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=env, text=True)
+        while "paused" not in (line := p.stderr.readline()):
+            self.assertTrue(line, "the part ended before pausing")
+        r = run(*args, "--finalize")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("running:", r.stderr)
+        self.assertIn("-part-1.work-", r.stderr)
+        # Ctrl-C: the run removes its work folder, the published part stays.
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=120)
+        self.assertEqual(p.returncode, 130, err)
+        root = self.path("o", ".tfrecordfs-parts")
+        self.assertEqual(len(os.listdir(root)), 2, os.listdir(root))
+        self.assertEqual(run(*args, "--finalize").returncode, 0)
+
     def reshard_one(self, args):
         one = list(args)
         one[one.index(self.path("o"))] = self.path("one")
