@@ -487,6 +487,19 @@ class Buckets(Base):
             self.assertEqual(r.returncode, 0, r.stderr)
             counted += json.loads(r.stdout)["records"]
         self.assertEqual(counted, 900)
+        # index --beside --part: each part PUTs its shards' <key>.tfri into
+        # the bucket; together every shard's, once.
+        data = os.path.join(self.served, "b", "data")
+        for k in range(3):
+            r = self.on_bucket("index", "--beside", url, "--part", f"{k}/3", "-q")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            indexed = sorted(f for f in os.listdir(data) if f.endswith(".tfri"))
+            self.assertTrue(len(indexed) <= 6, indexed)
+        self.assertEqual(sorted(f for f in os.listdir(data) if f.endswith(".tfri")),
+                         sorted(os.path.basename(p) + ".tfri" for p in src))
+        with open(self.path("server.log")) as f:
+            puts = [line for line in f if line.startswith("PUT ") and ".tfri" in line]
+        self.assertEqual(len(puts), 6, puts)
         # A shuffle of the bucket's shards in 3 parts: the bytes one process
         # writes from a local copy of the same shards (the order depends on
         # the shards' paths below the SOURCE, not on where they are).
