@@ -1,7 +1,6 @@
 // `tfrecordfs reshard SOURCE... --output DIR`: every record of the SOURCEs
 // into N new shards, in source order or shuffled (reshape::Reshard).
 #include <random>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -89,19 +88,11 @@ skipped or the reshard failed (a damaged record without --skip-damaged),
 2 on a usage error, 130 when interrupted.
 )";
 
-// The codecs of a map pass's shards ("" when it has none), for the reduce
-// pass's default --compression.
-constexpr char kCodecFile[] = "codec";
-
-// `reshard --shuffle --part K/N --pass map`: the first pass over the part's
-// own shards (reshape::ShuffleMap), published as DIR/.tfrecordfs-parts/
-// <plan>-map-K.
 int MapPass(Tool* tool, const std::string& output, const reshape::ShuffleOptions& shuffle,
             const std::atomic<bool>* interrupted) {
   source::BlockCache cache(32 << 20);
   std::vector<std::unique_ptr<source::ShardSource>> sources;
   std::vector<reshape::MapInput> inputs;
-  std::set<std::string> codecs;
   uint64_t total_bytes = 0;
   for (const scan::ScannedShard& s : tool->shards()) {
     auto src = scan::OpenShard(s, &cache);
@@ -112,17 +103,14 @@ int MapPass(Tool* tool, const std::string& output, const reshape::ShuffleOptions
       const auto [first, last] = reshape::PieceRecords(*s.index, piece);
       inputs.push_back({s.index.get(), sources.back().get(), Fnv1a64(s.mount_path), first, last});
     }
-    codecs.insert(std::string(source::CodecName(s.codec)));
     total_bytes += s.index->data_size();
   }
-  auto part_out =
-      reshape::PartOutput::Begin(output, tool->plan().IdHex(), tool->part()->index, "map");
-  if (!part_out.ok()) return tool->Fail(part_out.status());
   ProgressBar progress = tool->Progress(total_bytes);
   reshape::Control control;
   control.cancel = interrupted;
   control.progress = [&](uint64_t n, uint64_t bytes) { progress.Add(0, n, bytes); };
-  auto report = reshape::ShuffleMap(inputs, (*part_out)->work_dir(), shuffle, control);
+  auto report =
+      reshape::ShuffleMapPart(inputs, output, NewManifest(*tool, "reshard"), shuffle, control);
   progress.Finish();
   if (!report.ok()) {
     if (absl::IsCancelled(report.status()) || interrupted->load()) {
@@ -132,23 +120,11 @@ int MapPass(Tool* tool, const std::string& output, const reshape::ShuffleOptions
     log::Error("reshard --pass map failed: ", report.status().message());
     return kExitFailed;
   }
-  const std::string codec = codecs.size() == 1 ? *codecs.begin() : codecs.empty() ? "" : "none";
-  if (auto s = WriteFileAtomically(JoinPath((*part_out)->work_dir(), kCodecFile), codec); !s.ok()) {
-    return tool->Fail(s);
-  }
-  reshape::PartManifest manifest = NewManifest(*tool, "reshard");
-  for (const std::string& run : report->runs) {
-    manifest.outputs.push_back({run, 0, 0, 0, 0});
-    manifest.outputs.push_back({run + ".idx", 0, 0, 0, 0});
-  }
-  manifest.outputs.push_back({"buckets.bin", report->records, 0, 0, 0});
-  manifest.outputs.push_back({kCodecFile, 0, 0, 0, 0});
-  if (auto s = (*part_out)->Publish(std::move(manifest)); !s.ok()) return tool->Fail(s);
   std::string out;
   for (const reshape::Dropped& d : report->skipped) {
     absl::StrAppend(&out, DescribeDropped(d, false), ": skipped\n");
   }
-  absl::StrAppend(&out, report->records, "\tmapped: ", inputs.size(), " shard(s) into ",
+  absl::StrAppend(&out, report->records, "\tmapped: ", tool->shards().size(), " shard(s) into ",
                   report->runs.size(), " run(s) of ", shuffle.buckets, " bucket(s) (part ",
                   tool->part()->index, "/", tool->part()->count,
                   ", first pass; then --pass reduce)\n");
@@ -295,30 +271,12 @@ int ReshardMain(int argc, char** argv) {
   if (pass == "reduce") {
     // The first pass of every part must be there; the inputs they read are
     // this part's inputs (--finalize checks them).
+    auto mapped = reshape::FindMapParts(output, tool.plan().IdHex(), tool.part()->count);
+    if (!mapped.ok()) return tool.Fail(mapped.status());
+    map_dirs = std::move(mapped->dirs);
     manifest = NewManifest(tool, "reshard");
-    std::vector<std::string> missing;
-    std::set<std::string> codecs;
-    for (uint32_t k = 0; k < tool.part()->count; ++k) {
-      map_dirs.push_back(reshape::PublishedPartDir(output, tool.plan().IdHex(), k, "map"));
-      auto m = reshape::ReadManifest(map_dirs.back());
-      if (!m.ok()) {
-        missing.push_back(absl::StrCat(k));
-        continue;
-      }
-      for (reshape::ManifestInput& in : m->inputs) manifest.inputs.push_back(std::move(in));
-      auto codec = ReadFileToString(JoinPath(map_dirs.back(), kCodecFile));
-      if (codec.ok() && !codec->empty()) codecs.insert(*codec);
-    }
-    if (!missing.empty()) {
-      log::Error("the first pass (--pass map) of part(s) ", absl::StrJoin(missing, ", "), " of ",
-                 tool.part()->count, " (plan ", tool.plan().IdHex(),
-                 ") is not there; run it, then this part again");
-      return kExitFailed;
-    }
-    if (!codec_given) {
-      options.codec =
-          codecs.size() == 1 ? *source::ParseCodecName(*codecs.begin()) : source::Codec::kNone;
-    }
+    manifest.inputs = std::move(mapped->inputs);
+    if (!codec_given) options.codec = mapped->codec.value_or(source::Codec::kNone);
   }
   if (tool.part()) {
     auto begun = reshape::PartOutput::Begin(output, tool.plan().IdHex(), tool.part()->index);

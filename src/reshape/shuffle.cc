@@ -17,11 +17,13 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <set>
 
 #include "absl/numeric/int128.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "src/reshape/internal.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
@@ -505,6 +507,61 @@ absl::StatusOr<ReshardReport> ShuffleReduce(const std::vector<std::string>& map_
     return st;
   }
   return report;
+}
+
+namespace {
+// The codec a map part's shards share ("" when it has none, "none" when
+// they differ), beside its runs.
+constexpr char kCodecFile[] = "codec";
+}  // namespace
+
+absl::StatusOr<MapReport> ShuffleMapPart(const std::vector<MapInput>& inputs,
+                                         const std::string& dir, PartManifest manifest,
+                                         const ShuffleOptions& options, const Control& control) {
+  auto out = PartOutput::Begin(dir, manifest.plan, manifest.part, "map");
+  if (!out.ok()) return out.status();
+  auto report = ShuffleMap(inputs, (*out)->work_dir(), options, control);
+  if (!report.ok()) return report.status();
+  std::set<std::string> codecs;
+  for (const MapInput& in : inputs)
+    codecs.insert(std::string(source::CodecName(in.index->codec())));
+  const std::string codec = codecs.size() == 1 ? *codecs.begin() : codecs.empty() ? "" : "none";
+  if (auto s = WriteFileAtomically(JoinPath((*out)->work_dir(), kCodecFile), codec); !s.ok()) {
+    return s;
+  }
+  for (const std::string& run : report->runs) {
+    manifest.outputs.push_back({run, 0, 0, 0, 0});
+    manifest.outputs.push_back({run + ".idx", 0, 0, 0, 0});
+  }
+  manifest.outputs.push_back({kBucketsFile, report->records, 0, 0, 0});
+  manifest.outputs.push_back({kCodecFile, 0, 0, 0, 0});
+  if (auto s = (*out)->Publish(std::move(manifest)); !s.ok()) return s;
+  return report;
+}
+
+absl::StatusOr<MappedParts> FindMapParts(const std::string& dir, const std::string& plan,
+                                         uint32_t parts) {
+  MappedParts out;
+  std::vector<std::string> missing;
+  std::set<std::string> codecs;
+  for (uint32_t k = 0; k < parts; ++k) {
+    out.dirs.push_back(PublishedPartDir(dir, plan, k, "map"));
+    auto m = ReadManifest(out.dirs.back());
+    if (!m.ok()) {
+      missing.push_back(absl::StrCat(k));
+      continue;
+    }
+    for (ManifestInput& in : m->inputs) out.inputs.push_back(std::move(in));
+    auto codec = ReadFileToString(JoinPath(out.dirs.back(), kCodecFile));
+    if (codec.ok() && !codec->empty()) codecs.insert(*codec);
+  }
+  if (!missing.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the first pass (--pass map) of part(s) ", absl::StrJoin(missing, ", "), " of ", parts,
+        " (plan ", plan, ") is not there; run it, then this part again"));
+  }
+  if (codecs.size() == 1) out.codec = source::ParseCodecName(*codecs.begin());
+  return out;
 }
 
 }  // namespace tfrecordfs::reshape

@@ -47,6 +47,7 @@
 
 #include "absl/status/statusor.h"
 #include "tfrecordfs/index/shard_index.h"
+#include "tfrecordfs/reshape/parts.h"
 #include "tfrecordfs/reshape/plan.h"
 #include "tfrecordfs/reshape/reshape.h"
 #include "tfrecordfs/source/shard_source.h"
@@ -115,6 +116,30 @@ absl::StatusOr<ReshardReport> ShuffleReduce(const std::vector<std::string>& map_
                                             const ShuffleOptions& shuffle,
                                             const ReshardOptions& options,
                                             const Control& control = {});
+
+// ---- as parts (`reshard --shuffle --part K/N --pass map|reduce`, parts.h) ----
+
+// Pass 1 of part manifest.part of the plan manifest.plan into DIR: ShuffleMap
+// into a work folder of the part (PartOutput, phase "map"), the codec its
+// shards share noted beside the runs, then published with `manifest` (its
+// command, plan, part and inputs; the runs and their tables are added as its
+// outputs). Errors: ShuffleMap's, PartOutput's.
+absl::StatusOr<MapReport> ShuffleMapPart(const std::vector<MapInput>& inputs,
+                                         const std::string& dir, PartManifest manifest,
+                                         const ShuffleOptions& options,
+                                         const Control& control = {});
+
+// What pass 2 needs of pass 1: the published map folders of parts 0..N-1
+// of `plan` in DIR (in part order), the inputs they read, and the codec all
+// their shards share (nullopt: none, or several).
+struct MappedParts {
+  std::vector<std::string> dirs;
+  std::vector<ManifestInput> inputs;
+  std::optional<source::Codec> codec;
+};
+// FailedPrecondition naming the parts whose pass 1 is not there.
+absl::StatusOr<MappedParts> FindMapParts(const std::string& dir, const std::string& plan,
+                                         uint32_t parts);
 
 }  // namespace tfrecordfs::reshape
 
