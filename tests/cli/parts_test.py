@@ -487,6 +487,15 @@ class Buckets(Base):
             self.assertEqual(r.returncode, 0, r.stderr)
             counted += json.loads(r.stdout)["records"]
         self.assertEqual(counted, 900)
+        # The same bucket as gs:// (Cloud Storage's XML API, anonymous):
+        # verify parts add up too.
+        gs_env = dict(self.env, STORAGE_EMULATOR_HOST=self.env["AWS_ENDPOINT_URL"][len("http://"):])
+        verified = 0
+        for k in range(3):
+            r = run("verify", "--json", "gs://b/data", "--part", f"{k}/3", env=gs_env)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            verified += json.loads(r.stdout)["records"]
+        self.assertEqual(verified, 900)
         # index --beside --part: each part PUTs its shards' <key>.tfri into
         # the bucket; together every shard's, once.
         data = os.path.join(self.served, "b", "data")
