@@ -109,6 +109,7 @@ int MapPass(Tool* tool, const std::string& output, const reshape::ShuffleOptions
   reshape::Control control;
   control.cancel = interrupted;
   control.progress = [&](uint64_t n, uint64_t bytes) { progress.Add(0, n, bytes); };
+  control.mid_output = PauseHook();
   auto report =
       reshape::ShuffleMapPart(inputs, output, NewManifest(*tool, "reshard"), shuffle, control);
   progress.Finish();

@@ -393,6 +393,33 @@ class Faults(Base):
         self.reshard_one(args)
         self.assertSameTree(self.path("one"), self.path("o"))
 
+    def test_a_map_pass_killed_midway_and_rerun_gives_the_same_bytes(self):
+        self.sample("s", 6000, 4)
+        args = ("reshard", self.path("s"), "-o", self.path("o"), "--shuffle", "--seed", "78",
+                "--shards", "4", "--memory", "1M")
+        env = clean_env(TFRECORDFS_FAULT="pause_mid_output")
+        # Part 0's first pass, killed once its first run is on disk.
+        p = subprocess.Popen([BIN, *args, "--part", "0/2", "-q", "--pass", "map"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+        while "paused" not in (line := p.stderr.readline()):
+            self.assertTrue(line, "the map pass ended before pausing")
+        root = self.path("o", ".tfrecordfs-parts")
+        work = [d for d in os.listdir(root) if ".work-" in d]
+        self.assertEqual(len(work), 1, os.listdir(root))
+        self.assertIn("run-00000", os.listdir(os.path.join(root, work[0])))
+        p.kill()
+        p.communicate(timeout=120)
+        # A reduce now refuses: part 0's first pass is not there.
+        self.parts(2, *args, order=[], maps=[1])
+        r = run(*args, "--part", "1/2", "--pass", "reduce")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("(--pass map) of part(s) 0 of 2", r.stderr)
+        # The rerun replaces the killed run's folder; then all goes through.
+        self.parts(2, *args, maps=[0])
+        self.assertEqual(run(*args, "--finalize").returncode, 0)
+        self.reshard_one(args)
+        self.assertSameTree(self.path("one"), self.path("o"))
+
     def test_finalize_refuses_while_a_part_runs(self):
         self.sample("s", 600, 4)
         args = ("reshard", self.path("s"), "-o", self.path("o"), "--shards", "4")

@@ -99,8 +99,8 @@ struct MapReport {
 
 // Pass 1 into the existing folder `dir`: writes run-NNNNN, run-NNNNN.idx
 // and buckets.bin (the totals: per bucket, count and framed bytes, 16
-// bytes LE). Errors: a damaged record or walk damage without
-// skip_damaged (DataLoss naming the shard, record and offset), I/O errors,
+// bytes LE). control.mid_output is called once the first run is written. Errors: a damaged record
+// or walk damage without skip_damaged (DataLoss naming the shard, record and offset), I/O errors,
 // Cancelled.
 absl::StatusOr<MapReport> ShuffleMap(const std::vector<MapInput>& inputs, const std::string& dir,
                                      const ShuffleOptions& options, const Control& control = {});
