@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "src/cli/toolbox.h"
@@ -114,15 +115,10 @@ reshape::PartManifest NewManifest(const Tool& tool, absl::string_view command) {
   m.plan = tool.plan().IdHex();
   m.part = tool.part()->index;
   m.parts = tool.part()->count;
-  std::vector<bool> read(tool.plan_files().size(), false);
-  for (const scan::ScannedShard& s : tool.shards()) {
-    for (size_t i = 0; i < tool.plan_files().size(); ++i) {
-      if (tool.plan_files()[i].path == s.path) read[i] = true;
-    }
-  }
-  for (size_t i = 0; i < tool.plan_files().size(); ++i) {
-    if (!read[i]) continue;
-    const PlanInputFile& f = tool.plan_files()[i];
+  absl::flat_hash_set<std::string> read;
+  for (const scan::ScannedShard& s : tool.shards()) read.insert(s.path);
+  for (const PlanInputFile& f : tool.plan_files()) {
+    if (!read.contains(f.path)) continue;
     m.inputs.push_back({f.path, f.size, f.mtime_ns, f.etag_fingerprint, f.object});
   }
   return m;

@@ -6,6 +6,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "src/cli/commands.h"
 #include "src/cli/json_writer.h"
 #include "src/cli/progress.h"
@@ -13,11 +14,13 @@
 #include "src/cli/toolbox.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
+#include "tfrecordfs/base/hash.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/base/utf8.h"
 #include "tfrecordfs/repack/pack.h"
 #include "tfrecordfs/reshape/parts.h"
 #include "tfrecordfs/reshape/reshape.h"
+#include "tfrecordfs/reshape/shuffle.h"
 
 namespace tfrecordfs::cli {
 namespace {
@@ -32,13 +35,19 @@ splitting one are the same command. Payloads are copied byte for byte, in
 source order, or with --shuffle in a uniformly random global order that
 depends only on the seed and the sources.
 
-A shuffled reshard reads each record once, in the shuffled order, through
-the shard indexes (random access, gathered in batches of --buffer bytes read
-in file order): memory is the buffer plus 8 bytes per record for the order,
-never the dataset.
+A shuffled reshard sorts the records by a key drawn from the seed, the
+shard's path in the SOURCE and the record's number, in two passes: each
+record is read in file order and written, sorted, into runs of half the
+--memory budget in a work folder under DIR; then the runs are read back a
+bucket of keys at a time and the records written in key order. Memory stays
+within --memory whatever the dataset's size; each record is read twice and
+written twice. The order depends only on the seed and the sources: the same
+bytes come out of one process and of any number of parts (--part).
 
 Every output file is written under a temporary name (.NAME.tmp); all are
-renamed together once every one is complete. Ctrl-C, an error or a damaged
+renamed together once every one is complete. As parts (--part K/N), each
+part writes its run of the output shards (the ones one process would
+write, byte for byte) under DIR/.tfrecordfs-parts; --finalize names them. Ctrl-C, an error or a damaged
 record leaves nothing under a final name, and no file is ever replaced.
 
 Options:
@@ -48,7 +57,9 @@ Options:
                        possible (earlier shards take the remainder)
   --shard-size SIZE    shards of at most SIZE framed (uncompressed) bytes,
                        at least one record each; K, M, G, T suffixes are
-                       binary multiples (the default: 128M)
+                       binary multiples (the default: 128M); with --shuffle,
+                       ceil(total / SIZE) shards of equal bytes (a shard
+                       may pass SIZE by less than one record)
   --prefix NAME        shard name prefix (default: data)
   --compression C      none, gzip (.tfrecord.gz) or zlib (.tfrecord.zlib);
                        default: the sources' when every shard has the same,
@@ -57,7 +68,12 @@ Options:
   --seed S             the shuffle's seed (an unsigned 64-bit number; default:
                        a random one, printed in the summary)
   --skip-damaged       leave damaged records out (listed) instead of stopping
-  --buffer SIZE        bytes of records read per batch (default 64M)
+  --buffer SIZE        in source order: the cache of compressed sources'
+                       inflated blocks (default 64M)
+  --memory SIZE        --shuffle: the memory budget (default 512M, at least
+                       1M); the same for every part of a shuffle
+  --pass map|reduce    --shuffle as parts: the first pass (every part),
+                       then the second (every part), then --finalize
   --json               a JSON summary instead: {"shards": [{"path": ...,
                        "records": N, "bytes": B, "file_bytes": F}],
                        "records": N, "seed": S | null, "skipped": [...]}
@@ -72,6 +88,50 @@ skipped or the reshard failed (a damaged record without --skip-damaged),
 2 on a usage error, 130 when interrupted.
 )";
 
+int MapPass(Tool* tool, const std::string& output, const reshape::ShuffleOptions& shuffle,
+            const std::atomic<bool>* interrupted) {
+  source::BlockCache cache(32 << 20);
+  std::vector<std::unique_ptr<source::ShardSource>> sources;
+  std::vector<reshape::MapInput> inputs;
+  uint64_t total_bytes = 0;
+  for (const scan::ScannedShard& s : tool->shards()) {
+    auto src = scan::OpenShard(s, &cache);
+    if (!src.ok()) return tool->Fail(src.status());
+    sources.push_back(std::move(*src));
+    // The part's pieces of the shard: the records that begin in them.
+    for (const reshape::Piece& piece : tool->PiecesOf(s.path)) {
+      const auto [first, last] = reshape::PieceRecords(*s.index, piece);
+      inputs.push_back({s.index.get(), sources.back().get(), Fnv1a64(s.mount_path), first, last});
+    }
+    total_bytes += s.index->data_size();
+  }
+  ProgressBar progress = tool->Progress(total_bytes);
+  reshape::Control control;
+  control.cancel = interrupted;
+  control.progress = [&](uint64_t n, uint64_t bytes) { progress.Add(0, n, bytes); };
+  control.mid_output = PauseHook();
+  auto report =
+      reshape::ShuffleMapPart(inputs, output, NewManifest(*tool, "reshard"), shuffle, control);
+  progress.Finish();
+  if (!report.ok()) {
+    if (absl::IsCancelled(report.status()) || interrupted->load()) {
+      log::Error("interrupted: ", report.status().message());
+      return kExitInterrupted;
+    }
+    log::Error("reshard --pass map failed: ", report.status().message());
+    return kExitFailed;
+  }
+  std::string out;
+  for (const reshape::Dropped& d : report->skipped) {
+    absl::StrAppend(&out, DescribeDropped(d, false), ": skipped\n");
+  }
+  absl::StrAppend(&out, report->records, "\tmapped: ", tool->shards().size(), " shard(s) into ",
+                  report->runs.size(), " run(s) of ", shuffle.buckets, " bucket(s) (part ",
+                  tool->part()->index, "/", tool->part()->count,
+                  ", first pass; then --pass reduce)\n");
+  return tool->Finish(out, report->skipped.empty());
+}
+
 }  // namespace
 
 int ReshardMain(int argc, char** argv) {
@@ -83,6 +143,7 @@ int ReshardMain(int argc, char** argv) {
   std::string output;
   reshape::ReshardOptions options;
   bool seeded = false, codec_given = false;
+  std::string pass;  // --pass: a shuffle's as parts
   auto own = [&](int* i) -> std::optional<int> {
     const std::string arg = argv[*i];
     if (arg == "--shuffle") {
@@ -96,7 +157,8 @@ int ReshardMain(int argc, char** argv) {
     std::string flag, value;
     const std::string name = arg.substr(0, arg.find('='));
     if (name != "-o" && name != "--output" && name != "--shards" && name != "--shard-size" &&
-        name != "--prefix" && name != "--compression" && name != "--seed" && name != "--buffer") {
+        name != "--prefix" && name != "--compression" && name != "--seed" && name != "--buffer" &&
+        name != "--memory" && name != "--pass") {
       return std::nullopt;
     }
     if (!TakeValue(argc, argv, i, &flag, &value)) return tool.Usage(flag + " needs a value");
@@ -109,6 +171,16 @@ int ReshardMain(int argc, char** argv) {
         return tool.Usage(
             absl::StrCat("--shards needs a number from 1 to 99999, not '", value, "'"));
       }
+    } else if (flag == "--pass") {
+      if (value != "map" && value != "reduce") {
+        return tool.Usage(absl::StrCat("--pass needs map or reduce, not '", value, "'"));
+      }
+      pass = value;
+    } else if (flag == "--memory") {
+      auto size = ParseSize(value);
+      if (!size.ok()) return tool.Usage(absl::StrCat(flag, ": ", size.status().message()));
+      if (*size < reshape::kMinShuffleMemory) return tool.Usage("--memory needs at least 1M");
+      options.memory = *size;
     } else if (flag == "--shard-size" || flag == "--buffer") {
       auto size = ParseSize(value);
       if (!size.ok()) return tool.Usage(absl::StrCat(flag, ": ", size.status().message()));
@@ -149,8 +221,24 @@ int ReshardMain(int argc, char** argv) {
       " compression=", codec_given ? source::CodecName(options.codec) : "auto",
       " shuffle=", options.shuffle, " seed=", options.shuffle ? options.seed : 0,
       " skip_damaged=", options.skip_damaged));
+  // A shuffle's map pass may take a piece of a large shard (the records
+  // that begin in it): the same plan for its reduce pass and --finalize.
+  tool.SetSplitFiles(options.shuffle);
   if (tool.finalize()) return FinalizeMain(&tool, output, "reshard");
-  tool.SetPartScope(PartScope::kAllFiles);
+  if (!pass.empty() && !(options.shuffle && tool.part())) {
+    return tool.Usage("--pass is for a shuffle run as parts (--shuffle with --part K/N)");
+  }
+  if (options.shuffle && tool.part() && pass.empty()) {
+    return tool.Usage(
+        "a shuffle as parts runs in two passes: every part with --pass map, then every part "
+        "with --pass reduce, then --finalize");
+  }
+  // An in-order part reads every shard's index (the whole reshard's
+  // boundaries); a shuffle's map pass its own shards; its reduce pass the
+  // map passes' runs only.
+  tool.SetPartScope(pass == "map"      ? PartScope::kOwnFiles
+                    : pass == "reduce" ? PartScope::kListOnly
+                                       : PartScope::kAllFiles);
   options.part = tool.part();
   if (options.shuffle && !seeded) {
     std::random_device rd;
@@ -163,7 +251,7 @@ int ReshardMain(int argc, char** argv) {
   if (auto s = CheckOutputDir(output, tool.operands(), shards); !s.ok()) {
     return tool.Usage(s.message());
   }
-  if (!codec_given) {
+  if (!codec_given && !shards.empty()) {
     options.codec = shards.front().codec;
     for (const scan::ScannedShard& s : shards) {
       if (s.codec != options.codec) options.codec = source::Codec::kNone;
@@ -171,8 +259,26 @@ int ReshardMain(int argc, char** argv) {
   }
   if (auto made = MakeDirs(output, 0755); !made.ok()) return tool.Fail(made);
   options.output_dir = output;
+  uint64_t input_bytes = 0;  // the plan's (every part's) measure of the SOURCEs
+  for (const PlanInputFile& f : tool.plan_files()) input_bytes += f.size;
+  const reshape::ShuffleOptions shuffle{options.seed,
+                                        reshape::ShuffleBuckets(input_bytes, options.memory),
+                                        options.memory, options.skip_damaged};
+  if (pass == "map") return MapPass(&tool, output, shuffle, interrupted);
   // A part writes into a work folder of its own, published whole at the end.
   std::unique_ptr<reshape::PartOutput> part_out;
+  reshape::PartManifest manifest;
+  std::vector<std::string> map_dirs;
+  if (pass == "reduce") {
+    // The first pass of every part must be there; the inputs they read are
+    // this part's inputs (--finalize checks them).
+    auto mapped = reshape::FindMapParts(output, tool.plan().IdHex(), tool.part()->count);
+    if (!mapped.ok()) return tool.Fail(mapped.status());
+    map_dirs = std::move(mapped->dirs);
+    manifest = NewManifest(tool, "reshard");
+    manifest.inputs = std::move(mapped->inputs);
+    if (!codec_given) options.codec = mapped->codec.value_or(source::Codec::kNone);
+  }
   if (tool.part()) {
     auto begun = reshape::PartOutput::Begin(output, tool.plan().IdHex(), tool.part()->index);
     if (!begun.ok()) return tool.Fail(begun.status());
@@ -190,7 +296,7 @@ int ReshardMain(int argc, char** argv) {
     auto src = scan::OpenShard(s, &cache);
     if (!src.ok()) return tool.Fail(src.status());
     sources.push_back(std::move(*src));
-    inputs.push_back({s.index.get(), sources.back().get()});
+    inputs.push_back({s.index.get(), sources.back().get(), s.mount_path});
     total_bytes += s.index->data_size();
   }
   ProgressBar progress = tool.Progress(total_bytes);
@@ -199,7 +305,8 @@ int ReshardMain(int argc, char** argv) {
   control.progress = [&](uint64_t n, uint64_t bytes) { progress.Add(0, n, bytes); };
   control.output_done = [&] { progress.Add(1, 0, 0); };  // the bar's shards: those written
   control.mid_output = PauseHook();
-  auto report = reshape::Reshard(inputs, options, control);
+  auto report = pass == "reduce" ? reshape::ShuffleReduce(map_dirs, shuffle, options, control)
+                                 : reshape::Reshard(inputs, options, control);
   progress.Finish();
   if (!report.ok()) {
     if (absl::IsCancelled(report.status()) || interrupted->load()) {
@@ -212,7 +319,7 @@ int ReshardMain(int argc, char** argv) {
   }
 
   if (part_out) {
-    reshape::PartManifest manifest = NewManifest(tool, "reshard");
+    if (pass != "reduce") manifest = NewManifest(tool, "reshard");
     for (reshape::OutputShard& s : report->shards) {
       s.path = Basename(s.path);
       manifest.outputs.push_back({s.path, s.records, s.bytes, s.file_bytes, 0});

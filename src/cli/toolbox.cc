@@ -215,9 +215,19 @@ std::optional<int> Tool::ResolvePart() {
   return std::nullopt;
 }
 
+std::vector<reshape::Piece> Tool::PiecesOf(const std::string& path) const {
+  if (!part_) return {reshape::Piece{}};
+  // A part's pieces are few (its own files, and a cut one at each end).
+  std::vector<reshape::Piece> out;
+  for (const reshape::Piece& p : plan_.pieces[part_->index]) {
+    if (p.file < plan_files_.size() && plan_files_[p.file].path == path) out.push_back(p);
+  }
+  return out;
+}
+
 reshape::PartPlan Tool::PlanFor(uint32_t parts) const {
   std::vector<reshape::PlanFile> files;
-  for (const PlanInputFile& f : plan_files_) files.push_back({f.path, f.size, false});
+  for (const PlanInputFile& f : plan_files_) files.push_back({f.path, f.size, split_});
   return reshape::PlanParts(files, parts, absl::StrCat(spec_.name, " ", salt_));
 }
 
@@ -243,15 +253,18 @@ std::optional<int> Tool::Scan(const index::StoreOptions& store_options, scan::Sc
   store_.emplace(std::move(with_limit));
   scan::ScanOptions options = std::move(extra);
   options.sources = operands_;
-  const bool planned = part_.has_value() || finalize_;
+  // With ToolSpec::parts the listing is always kept (plan_files()): a
+  // whole run names its inputs as a part does.
+  const bool planned = spec_.parts;
   if (planned) {
     options.select = [this](const std::vector<const scan::SourceEntry*>& files) {
       for (const scan::SourceEntry* e : files) {
         plan_files_.push_back({e->path, static_cast<uint64_t>(e->st.st_size), MtimeNs(e->st),
                                e->object != nullptr ? CtimeNs(e->st) : 0, e->object != nullptr});
       }
-      std::vector<bool> keep(files.size(), !finalize_ && scope_ == PartScope::kAllFiles);
-      if (finalize_) return keep;
+      std::vector<bool> keep(files.size(),
+                             !finalize_ && (!part_ || scope_ == PartScope::kAllFiles));
+      if (finalize_ || !part_) return keep;
       plan_ = PlanFor(part_->count);
       uint64_t bytes = 0, total = 0;
       for (const PlanInputFile& f : plan_files_) total += f.size;
@@ -296,7 +309,7 @@ std::optional<int> Tool::Scan(const index::StoreOptions& store_options, scan::Sc
   if (result->shards.empty() && skipped_shards_) return kExitFailed;
   // A part may own no shard (more parts than files): it has nothing to do,
   // which is not an error; --finalize indexes none.
-  const bool may_be_empty = finalize_ || (part_ && scope_ == PartScope::kOwnFiles);
+  const bool may_be_empty = finalize_ || (part_ && scope_ != PartScope::kAllFiles);
   if (absl::Status s = RequireShards(operands_, *result); !s.ok() && !may_be_empty) {
     return Fail(s);
   }

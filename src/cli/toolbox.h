@@ -124,6 +124,13 @@ class Tool {
   // indexes.
   void SetPlanSalt(std::string salt) { salt_ = std::move(salt); }
   void SetPartScope(PartScope scope) { scope_ = scope; }
+  // Before Scan: the plan may cut files into pieces (reshape/plan.h: a part
+  // owns the records that begin in its pieces), so that one large shard is
+  // not one part's work. Default: whole files.
+  void SetSplitFiles(bool split) { split_ = split; }
+  // After Scan with a part: the part's pieces of the file at `path` (none
+  // when another part owns it; without a part, the whole file).
+  std::vector<reshape::Piece> PiecesOf(const std::string& path) const;
   // After Scan with a part or --finalize: every regular file the SOURCEs
   // listed (the plan's inputs, in listing order), and the plan of them over
   // `parts` parts (plan() is the one for part()->count).
@@ -174,6 +181,7 @@ class Tool {
   bool finalize_ = false;
   std::string salt_;
   PartScope scope_ = PartScope::kOwnFiles;
+  bool split_ = false;
   std::vector<PlanInputFile> plan_files_;
   reshape::PartPlan plan_;
 };

@@ -16,6 +16,7 @@
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/base/utf8.h"
 #include "tfrecordfs/inspect/inspect.h"
+#include "tfrecordfs/reshape/plan.h"
 
 namespace tfrecordfs::cli {
 namespace {
@@ -71,6 +72,8 @@ std::string Where(const inspect::Damage& d, bool compressed) {
 
 int VerifyMain(int argc, char** argv) {
   Tool tool({.name = "verify", .usage = kVerifyUsage, .indexes = true, .parts = true});
+  // A large shard is verified by several parts, each its records.
+  tool.SetSplitFiles(true);
   if (auto stop = tool.Start(argc, argv)) return *stop;
   const bool json = tool.json();
   ProgressBar progress = tool.Progress(tool.DataBytes());
@@ -95,12 +98,27 @@ int VerifyMain(int argc, char** argv) {
     } else if (!stored.ok()) {
       r.status = stored;
     } else {
-      auto report = inspect::VerifyShard(
-          *s.index, **src, [&](uint64_t n, uint64_t bytes) { progress.Add(0, n, bytes); });
-      if (report.ok()) {
-        r.report = std::move(*report);
-      } else {
-        r.status = report.status();
+      // This part's pieces of the shard (the whole shard without --part).
+      for (const reshape::Piece& piece : tool.PiecesOf(s.path)) {
+        inspect::RecordRange range;
+        if (tool.part()) {
+          const auto [first, last] = reshape::PieceRecords(*s.index, piece);
+          range = {first, last};
+        }
+        auto report = inspect::VerifyShard(
+            *s.index, **src, [&](uint64_t n, uint64_t bytes) { progress.Add(0, n, bytes); }, range);
+        if (!report.ok()) {
+          r.status = report.status();
+          break;
+        }
+        r.report.records += report->records;
+        r.report.examples += report->examples;
+        r.report.sequence_examples += report->sequence_examples;
+        r.report.others += report->others;
+        if (r.report.first_other_reason.empty()) {
+          r.report.first_other_reason = report->first_other_reason;
+        }
+        for (inspect::Damage& d : report->damage) r.report.damage.push_back(std::move(d));
       }
     }
     progress.Add(1, 0, 0);

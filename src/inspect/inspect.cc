@@ -298,16 +298,24 @@ absl::Status VerifyStoredCheckpoints(const index::ShardIndex& idx,
 
 absl::StatusOr<ShardReport> VerifyShard(const index::ShardIndex& idx,
                                         const source::ShardSource& src,
-                                        const std::function<void(uint64_t, uint64_t)>& progress) {
+                                        const std::function<void(uint64_t, uint64_t)>& progress,
+                                        RecordRange range) {
   ShardReport report;
-  report.records = idx.num_records();
+  const uint64_t first = std::min(range.first, idx.num_records());
+  const uint64_t last = std::clamp(range.last, first, idx.num_records());
+  const bool to_end = last == idx.num_records();
+  // The range's bytes: damage outside records is reported by the piece
+  // whose bytes hold it.
+  const uint64_t from = first == 0 ? 0 : idx.begin(first);
+  const uint64_t to = to_end ? std::numeric_limits<uint64_t>::max() : idx.begin(last);
+  report.records = last - first;
   const auto checkpoint = [&](uint64_t offset) -> std::optional<uint64_t> {
     if (!idx.checkpoints()) return std::nullopt;
     return idx.checkpoints()->Before(offset).in;
   };
   std::vector<uint64_t> damaged_records;
   std::vector<std::pair<uint64_t, std::string>> others;  // record, why (of shards with Examples)
-  for (uint64_t i = 0; i < idx.num_records(); ++i) {
+  for (uint64_t i = first; i < last; ++i) {
     const uint64_t begin = idx.begin(i), end = idx.end(i);
     auto data = record::ReadRecord(src, i, begin, end);
     if (progress) progress(1, end - begin);
@@ -353,8 +361,18 @@ absl::StatusOr<ShardReport> VerifyShard(const index::ShardIndex& idx,
                         why, ")")});
     }
   }
+  const size_t before_walk = report.damage.size();
   AttributeWalkProblems(idx, damaged_records, checkpoint, &report);
-  if (auto tail = CheckTail(idx, src); !tail.ok()) {
+  // Walk problems outside this range's bytes are another piece's.
+  report.damage.erase(std::remove_if(report.damage.begin() + before_walk, report.damage.end(),
+                                     [&](const Damage& d) {
+                                       return d.record == kNoRecord &&
+                                              (d.offset < from || d.offset >= to);
+                                     }),
+                      report.damage.end());
+  if (!to_end) {
+    // The tail is the last piece's.
+  } else if (auto tail = CheckTail(idx, src); !tail.ok()) {
     return tail.status();
   } else if (tail->has_value()) {
     (*tail)->checkpoint_offset = checkpoint((*tail)->offset);

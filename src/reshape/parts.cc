@@ -30,14 +30,17 @@ namespace {
 constexpr char kManifestName[] = "manifest.json";
 constexpr char kLockName[] = ".lock";
 
-std::string PublishedName(const std::string& plan, uint32_t part) {
-  return absl::StrCat(plan, "-part-", part);
+std::string PublishedName(const std::string& plan, uint32_t part,
+                          const std::string& phase = "part") {
+  return absl::StrCat(plan, "-", phase, "-", part);
 }
 
-// "<16 hex>-part-<K>" -> (plan, K); ".work-" suffixes are not published.
-bool ParsePublished(absl::string_view name, std::string* plan, uint32_t* part) {
-  if (name.size() < 23 || name.substr(16, 6) != "-part-") return false;
-  const absl::string_view id = name.substr(0, 16), k = name.substr(22);
+// "<16 hex>-<phase>-<K>" -> (plan, K); ".work-" suffixes are not published.
+bool ParsePublished(absl::string_view name, absl::string_view phase, std::string* plan,
+                    uint32_t* part) {
+  const std::string mid = absl::StrCat("-", phase, "-");
+  if (name.size() < 16 + mid.size() + 1 || name.substr(16, mid.size()) != mid) return false;
+  const absl::string_view id = name.substr(0, 16), k = name.substr(16 + mid.size());
   if (!std::all_of(id.begin(), id.end(), absl::ascii_isxdigit) || k.empty() ||
       !std::all_of(k.begin(), k.end(), absl::ascii_isdigit) || !absl::SimpleAtoi(k, part)) {
     return false;
@@ -46,16 +49,16 @@ bool ParsePublished(absl::string_view name, std::string* plan, uint32_t* part) {
   return true;
 }
 
-// Locks `dir`/.lock (LOCK_EX, not blocking): the descriptor, or -1 when
-// another process holds it (or there is none).
-int TryLock(const std::string& dir) {
+// Whether a work folder's run is alive: its `.lock` is held (kHeld), free
+// (kFree: the run was killed), or missing (kFree as well: a run creates it
+// right after the folder, so only a run killed in between leaves none).
+enum class LockState { kHeld, kFree };
+LockState WorkLock(const std::string& dir) {
   const int fd = ::open(JoinPath(dir, kLockName).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return -1;
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
+  if (fd < 0) return LockState::kFree;
+  const bool held = ::flock(fd, LOCK_EX | LOCK_NB) != 0;
+  ::close(fd);
+  return held ? LockState::kHeld : LockState::kFree;
 }
 
 absl::StatusOr<uint32_t> FileCrc(const std::string& path, uint64_t* size) {
@@ -157,28 +160,34 @@ PartOutput::PartOutput(std::string root, std::string work, std::string published
       published_(std::move(published)),
       lock_fd_(lock_fd) {}
 
+std::string PublishedPartDir(const std::string& dir, const std::string& plan, uint32_t part,
+                             const std::string& phase) {
+  return JoinPath(JoinPath(dir, kPartsDirName), PublishedName(plan, part, phase));
+}
+
+absl::StatusOr<PartManifest> ReadManifest(const std::string& part_dir) {
+  const std::string path = JoinPath(part_dir, kManifestName);
+  auto text = ReadFileToString(path);
+  if (!text.ok()) return text.status();
+  return ParseManifest(*text, path);
+}
+
 absl::StatusOr<std::unique_ptr<PartOutput>> PartOutput::Begin(const std::string& dir,
                                                               const std::string& plan,
-                                                              uint32_t part) {
+                                                              uint32_t part,
+                                                              const std::string& phase) {
   const std::string root = JoinPath(dir, kPartsDirName);
   if (auto s = MakeDirs(root, 0755); !s.ok()) return s;
-  const std::string published = JoinPath(root, PublishedName(plan, part));
+  const std::string published = JoinPath(root, PublishedName(plan, part, phase));
   // A killed run's work folders of this part: no process holds their lock.
   auto names = ListNames(root);
   if (!names.ok()) return names.status();
-  const std::string work_prefix = PublishedName(plan, part) + ".work-";
+  const std::string work_prefix = PublishedName(plan, part, phase) + ".work-";
   for (const std::string& name : *names) {
     if (!absl::StartsWith(name, work_prefix)) continue;
     const std::string path = JoinPath(root, name);
-    const int fd = TryLock(path);
-    if (fd < 0) {
-      // Held: another run of this part is writing (or a folder without a
-      // lock file, being created this instant): leave it.
-      struct stat st;
-      if (::lstat(JoinPath(path, kLockName).c_str(), &st) == 0) continue;
-    }
-    (void)RemoveTree(path);
-    if (fd >= 0) ::close(fd);
+    // Held: another run of this part is writing; leave it.
+    if (WorkLock(path) == LockState::kFree) (void)RemoveTree(path);
   }
   static std::atomic<int> serial{0};
   const std::string work = absl::StrCat(published, ".work-", ::getpid(), "-", serial.fetch_add(1));
@@ -247,21 +256,24 @@ absl::StatusOr<FinalizeReport> FinalizeParts(
   };
   std::vector<Found> found;
   std::vector<std::string> running, stale_work;
+  std::vector<std::pair<std::string, std::string>> maps;  // (name, plan)
   for (const std::string& name : *names) {
     const std::string path = JoinPath(root, name);
     if (absl::StrContains(name, ".work-")) {
-      const int fd = TryLock(path);
-      if (fd < 0) {
+      if (WorkLock(path) == LockState::kHeld) {
         running.push_back(name);
       } else {
-        ::close(fd);
         stale_work.push_back(path);
       }
       continue;
     }
     Found f;
     f.name = name;
-    if (!ParsePublished(name, &f.plan, &f.part)) {
+    if (std::string map_plan; ParsePublished(name, "map", &map_plan, &f.part)) {
+      maps.emplace_back(name, map_plan);  // a shuffle's first pass: judged below
+      continue;
+    }
+    if (!ParsePublished(name, "part", &f.plan, &f.part)) {
       f.problem = "not a part's folder";
     } else {
       const std::string mpath = JoinPath(path, kManifestName);
@@ -312,8 +324,9 @@ absl::StatusOr<FinalizeReport> FinalizeParts(
       } else if (it->second->size != in.size) {
         out.push_back(
             absl::StrCat(in.path, " changed size (", in.size, " -> ", it->second->size, " bytes)"));
-      } else if (it->second->mtime_ns != in.mtime_ns ||
-                 it->second->etag_fingerprint != in.etag_fingerprint) {
+      } else if (in.object != it->second->object ||
+                 (in.object ? it->second->etag_fingerprint != in.etag_fingerprint
+                            : it->second->mtime_ns != in.mtime_ns)) {
         out.push_back(absl::StrCat(in.path, in.object ? " has another ETag" : " was modified",
                                    " since the part read it"));
       }
@@ -348,6 +361,12 @@ absl::StatusOr<FinalizeReport> FinalizeParts(
       continue;
     }
     parts[m.part] = &m;
+  }
+  for (const auto& [name, map_plan] : maps) {
+    if (!n || map_plan != plan) {
+      problems.push_back(
+          absl::StrCat("foreign: ", root, "/", name, ": a shuffle's first pass of another plan"));
+    }
   }
   for (const std::string& r : running) {
     problems.push_back(absl::StrCat("running: ", root, "/", r, " is being written"));

@@ -99,6 +99,10 @@ PartPlan PlanParts(const std::vector<PlanFile>& files, uint32_t parts, absl::str
 std::pair<uint64_t, uint64_t> PieceRecords(const index::ShardIndex& idx, const Piece& piece) {
   const uint64_t n = idx.num_records();
   if (piece.whole) return {0, n};
+  if (idx.codec() != source::Codec::kNone || idx.checkpoints() != nullptr) {
+    return piece.begin == 0 ? std::pair<uint64_t, uint64_t>{0, n}
+                            : std::pair<uint64_t, uint64_t>{n, n};
+  }
   // The first record beginning at or after `at` (records begin in order).
   const auto first_at = [&](uint64_t at) {
     uint64_t lo = 0, hi = n;

@@ -1,6 +1,8 @@
 // Reshard (reshape.h): plan the output order and shard boundaries from the
 // indexes alone, then copy the records in batches (each batch read in file
 // order, written in output order).
+#include <unistd.h>
+
 #include <algorithm>
 #include <numeric>
 #include <optional>
@@ -10,11 +12,14 @@
 #include "src/reshape/internal.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
+#include "tfrecordfs/base/hash.h"
 #include "tfrecordfs/record/format.h"
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/repack/pack.h"
+#include "tfrecordfs/reshape/parts.h"
 #include "tfrecordfs/reshape/plan.h"
 #include "tfrecordfs/reshape/reshape.h"
+#include "tfrecordfs/reshape/shuffle.h"
 
 namespace tfrecordfs::reshape {
 namespace {
@@ -119,10 +124,55 @@ std::vector<uint64_t> ShuffledOrder(uint64_t n, uint64_t seed) {
   return perm;
 }
 
+namespace {
+
+// A shuffled reshard in one process: both passes of shuffle.h, the runs in
+// a work folder of output_dir's parts folder (removed whatever happens).
+absl::StatusOr<ReshardReport> ShuffleInOneProcess(const std::vector<Input>& inputs,
+                                                  const ReshardOptions& o, const Control& control) {
+  uint64_t input_bytes = 0;
+  std::vector<MapInput> map;
+  for (const Input& in : inputs) {
+    input_bytes += in.index->file_size();
+    map.push_back({in.index, in.source, Fnv1a64(in.name.empty() ? in.index->path() : in.name), 0,
+                   in.index->num_records()});
+  }
+  // Nothing under a final name may exist: say so before the first pass.
+  ShuffleOptions so{o.seed, ShuffleBuckets(input_bytes, o.memory), o.memory, o.skip_damaged};
+  const std::string root = JoinPath(o.output_dir, kPartsDirName);
+  const bool had_root = Exists(root).value_or(true);
+  ReshardReport report;
+  {
+    auto work = PartOutput::Begin(o.output_dir, "one-process", 0, "shuffle");
+    if (!work.ok()) return work.status();
+    auto mapped = ShuffleMap(map, (*work)->work_dir(), so, control);
+    if (!mapped.ok()) {
+      work->reset();
+      if (!had_root) (void)::rmdir(root.c_str());
+      return mapped.status();
+    }
+    Control quiet = control;
+    quiet.progress = nullptr;  // the records were counted as read
+    auto reduced = ShuffleReduce({(*work)->work_dir()}, so, o, quiet);
+    work->reset();  // the runs go
+    if (!had_root) (void)::rmdir(root.c_str());
+    if (!reduced.ok()) return reduced.status();
+    report = *std::move(reduced);
+    report.skipped = std::move(mapped->skipped);
+  }
+  return report;
+}
+
+}  // namespace
+
 absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs, const ReshardOptions& o,
                                       const Control& control) {
   if ((o.shards > 0) == (o.shard_size > 0)) {
     return absl::InvalidArgumentError("give exactly one of a shard count and a shard size");
+  }
+  if (o.shuffle) {
+    if (auto s = repack::ValidatePrefix(o.prefix); !s.ok()) return s;
+    return ShuffleInOneProcess(inputs, o, control);
   }
   if (auto s = repack::ValidatePrefix(o.prefix); !s.ok()) return s;
   if (!o.skip_damaged) {

@@ -70,12 +70,20 @@ class Base(unittest.TestCase):
             "--bytes", "300", "--prefix", "in", "--compression", compression)
         return shards_in(self.path(name))
 
-    def parts(self, n, *args, order=None):
-        """Runs parts 0..n-1 of `args` (in `order` when given); each must succeed."""
-        for k in order if order is not None else range(n):
-            r = run(*args, "--part", f"{k}/{n}", "-q")
-            self.assertEqual(r.returncode, 0, f"part {k}/{n}: {r.stderr}")
-            self.assertIn(f"part {k}/{n} (from --part {k}/{n})", r.stderr)
+    def parts(self, n, *args, order=None, maps=None):
+        """Runs parts 0..n-1 of `args` (in `order` when given); each must
+        succeed. A shuffle runs in two passes: the map of the parts in `maps`
+        (default: all), then the reduce of those in `order`."""
+        everyone = list(range(n))
+        passes = [(["--pass", "map"], maps if maps is not None else everyone),
+                  (["--pass", "reduce"], order if order is not None else everyone)]
+        if "--shuffle" not in args:
+            passes = [([], order if order is not None else everyone)]
+        for extra, which in passes:
+            for k in which:
+                r = run(*args, "--part", f"{k}/{n}", "-q", *extra)
+                self.assertEqual(r.returncode, 0, f"part {k}/{n} {extra}: {r.stderr}")
+                self.assertIn(f"part {k}/{n} (from --part {k}/{n})", r.stderr)
 
     def assertSameTree(self, a, b):
         names_a = sorted(os.listdir(a))
@@ -162,6 +170,36 @@ class PerFileCommands(Base):
         beside = sorted(f for f in os.listdir(self.path("s")) if f.endswith(".tfri"))
         self.assertEqual(len(beside), 9, beside)
 
+    def test_a_large_shard_is_verified_by_several_parts(self):
+        # One shard of 3000 records beside two small ones: verify's plan
+        # cuts it at record boundaries, so every part reads some of it, and
+        # the parts' records and damage add up to the whole's.
+        src = self.sample("s", 3000, 1)
+        gen("synthetic", self.path("s", "small"), "--records", "20", "--shards", "2",
+            "--bytes", "300", "--prefix", "z")
+        # A flipped payload byte in record 2000 of the large shard.
+        with open(src[0], "r+b") as f:
+            data = bytearray(f.read())
+            pos = 0
+            for _ in range(2000):
+                pos += 16 + int.from_bytes(data[pos:pos + 8], "little")
+            data[pos + 20] ^= 0xFF
+            f.seek(0)
+            f.write(data)
+        whole = json.loads(run("verify", "--json", self.path("s")).stdout)
+        self.assertEqual(whole["records"], 3020)
+        self.assertEqual(whole["damaged_records"], 1)
+        for n in (2, 4, 7):
+            records = damaged = 0
+            for k in range(n):
+                r = run("verify", "--json", self.path("s"), "--part", f"{k}/{n}")
+                got = json.loads(r.stdout)
+                self.assertGreater(got["records"], 0, f"part {k}/{n} verified nothing")
+                self.assertEqual(r.returncode, 1 if got["damaged_records"] else 0, r.stderr)
+                records += got["records"]
+                damaged += got["damaged_records"]
+            self.assertEqual((records, damaged), (3020, 1), n)
+
     def test_repair_in_parts_then_finalize_is_one_repair(self):
         src = self.sample("s", 600, 5, "gzip")
         self.assertEqual(run("repair", self.path("s"), "-o", self.path("one")).returncode, 0)
@@ -201,6 +239,43 @@ class Reshard(Base):
                          order=list(reversed(range(n))))
             self.assertSameTree(self.path("one"), self.path(out))
 
+    def test_the_memory_budget_changes_runs_and_buckets_not_bytes(self):
+        # 20000 records of about 330 framed bytes (6.6 MB) with --memory 1M:
+        # runs of 512 KB (13 or so), a dozen buckets, each larger than half
+        # the budget with its entries, so read in two slices of its keys; with
+        # 64M: one run, one bucket. The same bytes either way, and as 3 parts.
+        src = self.sample("s", 20000, 3, "gzip")
+        self.reshard("big", "--shuffle", "--seed", "21", "--shards", "5", "--memory", "64M")
+        self.reshard("small", "--shuffle", "--seed", "21", "--shards", "5", "--memory", "1M")
+        self.assertSameTree(self.path("big"), self.path("small"))
+        self.reshard("parts", "--shuffle", "--seed", "21", "--shards", "5", "--memory", "1M", n=3)
+        self.assertSameTree(self.path("big"), self.path("parts"))
+        got = all_records(shards_in(self.path("small")))
+        self.assertEqual(sorted(got), sorted(all_records(src)))
+        # The map pass said how it split the work.
+        r = run("reshard", self.path("s"), "-o", self.path("x"), "--shuffle", "--seed", "21",
+                "--shards", "5", "--memory", "1M", "--part", "0/1", "--pass", "map")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        # (GZIP shards: the buckets are counted from the files' 4 or so MB.)
+        self.assertRegex(r.stdout, r"^20000\tmapped: 3 shard\(s\) into 1[0-9] run\(s\) of 1[0-4] bucket")
+
+    def test_a_large_shard_is_mapped_by_several_parts(self):
+        # One large plain shard: each part's first pass takes the records
+        # that begin in its piece of it; the output is one process's.
+        self.sample("s", 2000, 1)
+        self.reshard("one", "--shuffle", "--seed", "4", "--shards", "3")
+        args = ("reshard", self.path("s"), "-o", self.path("n3"), "--shuffle", "--seed", "4",
+                "--shards", "3", "-q")
+        for k in range(3):
+            r = run(*args, "--part", f"{k}/3", "--pass", "map")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            mapped = int(r.stdout.split("\t")[0])
+            self.assertTrue(500 < mapped < 800, f"part {k} mapped {mapped} of 2000")
+        for k in range(3):
+            self.assertEqual(run(*args, "--part", f"{k}/3", "--pass", "reduce").returncode, 0)
+        self.assertEqual(run(*args, "--finalize").returncode, 0)
+        self.assertSameTree(self.path("one"), self.path("n3"))
+
     def test_in_order_parts_with_a_shard_size_are_one_process(self):
         src = self.sample("s", 1000, 4, "zlib")
         self.reshard("one", "--shard-size", "40K")
@@ -216,8 +291,8 @@ class Reshard(Base):
         self.parts(2, *args)
         root = self.path("o", ".tfrecordfs-parts")
         before = {d: sorted(os.listdir(os.path.join(root, d))) for d in os.listdir(root)}
-        self.assertEqual(len(before), 2)
-        self.parts(2, *args, order=[1])  # a retried pod
+        self.assertEqual(len(before), 4)  # two parts' map and reduce passes
+        self.parts(2, *args, order=[1], maps=[1])  # a retried pod, both passes
         self.assertEqual({d: sorted(os.listdir(os.path.join(root, d)))
                           for d in os.listdir(root)}, before)
         self.assertEqual(run(*args, "--finalize").returncode, 0)
@@ -233,13 +308,18 @@ class Finalize(Base):
 
     def test_a_missing_part_is_named_and_nothing_moves(self):
         self.sample("s", 600, 6)
-        self.parts(4, *self.args(), order=[0, 1, 3])
+        # A reduce pass before every map pass ran refuses, naming it.
+        self.parts(4, *self.args(), order=[], maps=[0, 2, 3])
+        r = run(*self.args(), "--part", "0/4", "--pass", "reduce")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("the first pass (--pass map) of part(s) 1 of 4", r.stderr)
+        self.parts(4, *self.args(), order=[0, 1, 3], maps=[1])
         r = run(*self.args(), "--finalize")
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn("missing: part(s) 2 of 4", r.stderr)
         self.assertEqual(os.listdir(self.path("o")), [".tfrecordfs-parts"])
         # Once it ran, finalize succeeds.
-        self.parts(4, *self.args(), order=[2])
+        self.parts(4, *self.args(), order=[2], maps=[])
         self.assertEqual(run(*self.args(), "--finalize").returncode, 0)
 
     def test_a_changed_input_is_named(self):
@@ -267,12 +347,12 @@ class Finalize(Base):
         self.parts(2, *self.args())
         # A part of a reshard with another seed in the same folder.
         r = run("reshard", self.path("s"), "-o", self.path("o"), "--shuffle", "--seed", "6",
-                "--shards", "3", "--part", "1/2")
+                "--shards", "3", "--part", "1/2", "--pass", "map")
         self.assertEqual(r.returncode, 0, r.stderr)
         r = run(*self.args(), "--finalize")
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn("foreign:", r.stderr)
-        self.assertIn("not of the plan the current inputs give", r.stderr)
+        self.assertIn("-map-1: a shuffle's first pass of another plan", r.stderr)
 
     def test_no_part_at_all(self):
         self.sample("s", 60, 2)
@@ -288,7 +368,8 @@ class Faults(Base):
                 "--shards", "6")
         self.parts(3, *args, order=[0, 2])
         env = clean_env(TFRECORDFS_FAULT="pause_mid_output")
-        p = subprocess.Popen([BIN, *args, "--part", "1/3", "-q"], stdout=subprocess.PIPE,
+        p = subprocess.Popen([BIN, *args, "--part", "1/3", "-q", "--pass", "reduce"],
+                             stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, env=env, text=True)
         while True:
             line = p.stderr.readline()
@@ -305,12 +386,62 @@ class Faults(Base):
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn("missing: part(s) 1 of 3", r.stderr)
         # The rerun removes the killed run's folder and publishes the part.
-        self.parts(3, *args, order=[1])
+        self.parts(3, *args, order=[1], maps=[])
         self.assertEqual(len([d for d in os.listdir(root) if ".work-" in d]), 0)
         r = run(*args, "--finalize")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.reshard_one(args)
         self.assertSameTree(self.path("one"), self.path("o"))
+
+    def test_a_map_pass_killed_midway_and_rerun_gives_the_same_bytes(self):
+        self.sample("s", 6000, 4)
+        args = ("reshard", self.path("s"), "-o", self.path("o"), "--shuffle", "--seed", "78",
+                "--shards", "4", "--memory", "1M")
+        env = clean_env(TFRECORDFS_FAULT="pause_mid_output")
+        # Part 0's first pass, killed once its first run is on disk.
+        p = subprocess.Popen([BIN, *args, "--part", "0/2", "-q", "--pass", "map"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+        while "paused" not in (line := p.stderr.readline()):
+            self.assertTrue(line, "the map pass ended before pausing")
+        root = self.path("o", ".tfrecordfs-parts")
+        work = [d for d in os.listdir(root) if ".work-" in d]
+        self.assertEqual(len(work), 1, os.listdir(root))
+        self.assertIn("run-00000", os.listdir(os.path.join(root, work[0])))
+        p.kill()
+        p.communicate(timeout=120)
+        # A reduce now refuses: part 0's first pass is not there.
+        self.parts(2, *args, order=[], maps=[1])
+        r = run(*args, "--part", "1/2", "--pass", "reduce")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("(--pass map) of part(s) 0 of 2", r.stderr)
+        # The rerun replaces the killed run's folder; then all goes through.
+        self.parts(2, *args, maps=[0])
+        self.assertEqual(run(*args, "--finalize").returncode, 0)
+        self.reshard_one(args)
+        self.assertSameTree(self.path("one"), self.path("o"))
+
+    def test_finalize_refuses_while_a_part_runs(self):
+        self.sample("s", 600, 4)
+        args = ("reshard", self.path("s"), "-o", self.path("o"), "--shards", "4")
+        self.parts(2, *args, order=[0, 1])
+        # Part 1 again (a retried pod), paused while it writes: its work
+        # folder is locked.
+        env = clean_env(TFRECORDFS_FAULT="pause_mid_output")
+        p = subprocess.Popen([BIN, *args, "--part", "1/2", "-q"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=env, text=True)
+        while "paused" not in (line := p.stderr.readline()):
+            self.assertTrue(line, "the part ended before pausing")
+        r = run(*args, "--finalize")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("running:", r.stderr)
+        self.assertIn("-part-1.work-", r.stderr)
+        # Ctrl-C: the run removes its work folder, the published part stays.
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=120)
+        self.assertEqual(p.returncode, 130, err)
+        root = self.path("o", ".tfrecordfs-parts")
+        self.assertEqual(len(os.listdir(root)), 2, os.listdir(root))
+        self.assertEqual(run(*args, "--finalize").returncode, 0)
 
     def reshard_one(self, args):
         one = list(args)
@@ -323,7 +454,8 @@ class Faults(Base):
         args = ("reshard", self.path("s"), "-o", self.path("o"), "--shuffle", "--seed", "3",
                 "--shards", "4")
         self.parts(2, *args, order=[0])
-        procs = [subprocess.Popen([BIN, *args, "--part", "1/2", "-q"], stdout=subprocess.PIPE,
+        procs = [subprocess.Popen([BIN, *args, "--part", "1/2", "-q", "--pass", "reduce"],
+                                  stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, env=clean_env(), text=True)
                  for _ in range(2)]
         for p in procs:
@@ -336,6 +468,110 @@ class Faults(Base):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.reshard_one(args)
         self.assertSameTree(self.path("one"), self.path("o"))
+
+
+SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "objstore",
+                      "object_server.py")
+
+
+class Buckets(Base):
+    """Parts over an s3:// prefix of the project's S3 test server
+    (tests/objstore/object_server.py on 127.0.0.1, anonymous)."""
+
+    def setUp(self):
+        super().setUp()
+        if not os.path.exists("/usr/bin/python3"):
+            self.skipTest("/usr/bin/python3 runs the object server")
+        self.served = self.path("served")
+        os.makedirs(os.path.join(self.served, "b"))
+        self.proc = subprocess.Popen(
+            ["/usr/bin/python3", SERVER, "--root", self.served, "--log", self.path("server.log"),
+             "--max-requests", "100000"], stdout=subprocess.PIPE, text=True)
+        self.addCleanup(self.stop_server)
+        port = int(self.proc.stdout.readline())  # printed once it listens
+        self.env = clean_env(AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}", AWS_NO_SIGN_REQUEST="true",
+                             HOME=self.path("home"), NO_GCE_CHECK="true")
+        for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+            self.env.pop(k, None)
+
+    def stop_server(self):
+        self.proc.kill()
+        self.proc.wait()
+        self.proc.stdout.close()
+
+    def on_bucket(self, *args):
+        return run(*args, env=self.env)
+
+    def test_parts_over_a_bucket_prefix(self):
+        src = self.sample("s", 900, 6)
+        shutil.copytree(self.path("s"), os.path.join(self.served, "b", "data"))
+        url = "s3://b/data"
+        whole = json.loads(self.on_bucket("count", "--json", url).stdout)
+        self.assertEqual(whole["records"], 900)
+        counted = 0
+        for k in range(4):
+            r = self.on_bucket("count", "--json", url, "--part", f"{k}/4")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            counted += json.loads(r.stdout)["records"]
+        self.assertEqual(counted, 900)
+        # The same bucket as gs:// (Cloud Storage's XML API, anonymous):
+        # verify parts add up too.
+        gs_env = dict(self.env, STORAGE_EMULATOR_HOST=self.env["AWS_ENDPOINT_URL"][len("http://"):])
+        verified = 0
+        for k in range(3):
+            r = run("verify", "--json", "gs://b/data", "--part", f"{k}/3", env=gs_env)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            verified += json.loads(r.stdout)["records"]
+        self.assertEqual(verified, 900)
+        # index --beside --part: each part PUTs its shards' <key>.tfri into
+        # the bucket; together every shard's, once.
+        data = os.path.join(self.served, "b", "data")
+        for k in range(3):
+            r = self.on_bucket("index", "--beside", url, "--part", f"{k}/3", "-q")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            indexed = sorted(f for f in os.listdir(data) if f.endswith(".tfri"))
+            self.assertTrue(len(indexed) <= 6, indexed)
+        self.assertEqual(sorted(f for f in os.listdir(data) if f.endswith(".tfri")),
+                         sorted(os.path.basename(p) + ".tfri" for p in src))
+        with open(self.path("server.log")) as f:
+            puts = [line for line in f if line.startswith("PUT ") and ".tfri" in line]
+        self.assertEqual(len(puts), 6, puts)
+        # A shuffle of the bucket's shards in 3 parts: the bytes one process
+        # writes from a local copy of the same shards (the order depends on
+        # the shards' paths below the SOURCE, not on where they are).
+        args = ("reshard", url, "-o", self.path("o"), "--shuffle", "--seed", "8", "--shards", "4",
+                "-q")
+        for p in ("map", "reduce"):
+            for k in range(3):
+                r = self.on_bucket(*args, "--part", f"{k}/3", "--pass", p)
+                self.assertEqual(r.returncode, 0, r.stderr)
+        # An object replaced (same size, other bytes: a new ETag) between
+        # the parts and --finalize: named.
+        victim = os.path.join(self.served, "b", "data", os.path.basename(src[2]))
+        with open(victim, "r+b") as f:
+            data = f.read()
+            f.seek(0)
+            f.write(data[::-1])
+        os.utime(victim, ns=(1, 10**18))
+        r = self.on_bucket(*args, "--finalize")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("has another ETag", r.stderr)
+        self.assertIn(os.path.basename(src[2]), r.stderr)
+        shutil.copy(src[2], victim)  # back, with yet another ETag: still stale
+        r = self.on_bucket(*args, "--finalize")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        # Run again over the restored bucket: finalized, one process's bytes.
+        shutil.rmtree(self.path("o"))
+        for p in ("map", "reduce"):
+            for k in range(3):
+                self.assertEqual(self.on_bucket(*args, "--part", f"{k}/3", "--pass", p).returncode, 0)
+        r = self.on_bucket(*args, "--finalize")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = run("reshard", self.path("s"), "-o", self.path("one"), "--shuffle", "--seed", "8",
+                "--shards", "4", "-q")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertSameTree(self.path("one"), self.path("o"))
+        self.assertEqual(sorted(all_records(shards_in(self.path("o")))), sorted(all_records(src)))
 
 
 if __name__ == "__main__":

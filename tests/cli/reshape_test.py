@@ -49,34 +49,32 @@ def tree_digest(root):
     return out
 
 
-def shuffled_order(n, seed):
-    """The permutation reshape::ShuffledOrder documents, written from its
-    description (SplitMix64, Lemire's bounded draw, Fisher-Yates from the top)."""
-    state = seed
+def fnv1a64(data):
+    h = 14695981039346656037
+    for c in data:
+        h = ((h ^ c) * 1099511628211) & M64
+    return h
 
-    def nxt():
-        nonlocal state
-        state = (state + 0x9E3779B97F4A7C15) & M64
-        z = state
+
+def shuffle_key(seed, file, record):
+    """reshape::ShuffleKey, written from its description in shuffle.h."""
+    def mix(z):
         z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
         z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
         return z ^ (z >> 31)
+    golden = 0x9E3779B97F4A7C15
+    return mix((mix(seed ^ mix((file + golden) & M64)) + (record + 1) * golden) & M64)
 
-    def below(r):
-        m = nxt() * r
-        low = m & M64
-        if low < r:
-            threshold = ((1 << 64) - r) % r
-            while low < threshold:
-                m = nxt() * r
-                low = m & M64
-        return m >> 64
 
-    perm = list(range(n))
-    for i in range(n, 1, -1):
-        j = below(i)
-        perm[i - 1], perm[j] = perm[j], perm[i - 1]
-    return perm
+def shuffled(shards, seed):
+    """The payloads of `shards` ([(mount path, payloads)]) in the order a
+    shuffled reshard writes them (shuffle.h): sorted by (key, file, record)."""
+    items = []
+    for mount_path, payloads in shards:
+        f = fnv1a64(mount_path.encode())
+        for r, p in enumerate(payloads):
+            items.append((shuffle_key(seed, f, r), f, r, p))
+    return [p for *_, p in sorted(items)]
 
 
 def manifest(path):
@@ -410,12 +408,15 @@ class ReshardTest(Base):
         got = all_records(self.outputs(a))
         self.assertEqual(sorted(got), sorted(payloads), "every payload exactly once")
         self.assertNotEqual(got, payloads)
-        # Exactly the documented permutation of the source order.
-        self.assertEqual(got, [payloads[i] for i in shuffled_order(150, 12345)])
+        # Exactly the documented order (shuffle.h: a sort by seeded keys of
+        # the shards' mount paths and record numbers).
+        by_shard = [(os.path.basename(p), tc.read_records(p)) for p in src]
+        self.assertEqual(got, shuffled(by_shard, 12345))
         self.assertEqual(a["seed"], 12345)
-        # The same seed: the same bytes; whatever the buffer (batching).
+        # The same seed: the same bytes; whatever the memory budget (runs,
+        # buckets, slices of buckets).
         b = self.reshard([self.path("s")], self.path("b"), "--shards", "3", "--shuffle",
-                         "--seed", "12345", "--buffer", "1K")
+                         "--seed", "12345", "--memory", "1M")
         self.assertEqual([digest(p) for p in self.outputs(b)],
                          [digest(p) for p in self.outputs(a)])
         # Another seed: another order.
@@ -434,7 +435,7 @@ class ReshardTest(Base):
         f = self.reshard([self.path("gz")], self.path("f"), "--shards", "2", "--shuffle",
                          "--seed", "9", "--compression", "none")
         self.assertEqual(all_records(self.outputs(f)),
-                         [all_records(gz)[i] for i in shuffled_order(150, 9)])
+                         shuffled([(os.path.basename(p), tc.read_records(p)) for p in gz], 9))
 
     def test_damaged_records_stop_unless_skipped(self):
         h = self.hostile()
@@ -596,9 +597,11 @@ class MemoryTest(Base):
         # gave the heap back to the kernel after every batch and faulted it in
         # again for the next (the whole dataset's worth of page faults; on this
         # project's benchmark machine 5x the time of repair). One buffer kept
-        # from batch to batch faults in once: 2M here, 512 pages.
+        # from batch to batch faults in once. Since issue 37 the shuffle's
+        # batches are its runs and bucket slices (shuffle.h), within --memory:
+        # 2M here, 512 pages.
         code, ru = rusage("reshard", "-q", self.path("s"), "-o", self.path("o"), "--shards", "2",
-                          "--shuffle", "--seed", "1", "--buffer", "2M")
+                          "--shuffle", "--seed", "1", "--memory", "2M")
         self.assertEqual(code, 0)
         pages = self.data // 4096
         self.assertLess(ru.ru_minflt - self.repair.ru_minflt, pages // 4,

@@ -179,9 +179,23 @@ std::vector<Damage> DamageOutsideRecords(const index::ShardIndex& idx,
 absl::StatusOr<std::optional<Damage>> CheckTail(const index::ShardIndex& idx,
                                                 const source::ShardSource& src);
 
+// Records [first, last) of a shard: a piece of it (`--part`, reshape/plan.h).
+struct RecordRange {
+  uint64_t first = 0;
+  uint64_t last = kNoRecord;  // kNoRecord: to the end
+};
+
+// With `range`, only its records are read, and damage outside records is
+// reported where its byte offset lies in the range's bytes (from its first
+// record's start, or 0, to the next record's start, or the end: the tail is
+// checked with the last record): the reports of a shard's pieces, taken
+// together, are the report of the whole shard, except that the "payload is
+// neither an Example nor a SequenceExample" judgement is made per piece, and
+// a walk problem at a piece's first bytes right after the previous piece's
+// damaged record is listed apart.
 absl::StatusOr<ShardReport> VerifyShard(
     const index::ShardIndex& idx, const source::ShardSource& src,
-    const std::function<void(uint64_t, uint64_t)>& progress = nullptr);
+    const std::function<void(uint64_t, uint64_t)>& progress = nullptr, RecordRange range = {});
 
 }  // namespace tfrecordfs::inspect
 

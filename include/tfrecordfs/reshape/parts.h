@@ -11,6 +11,9 @@
 //                                      folder renamed into place)
 //     <plan>-part-<K>.work-<pid>-<n>/  part K being written; a `.lock` file in
 //                                      it is flock()ed while the part runs
+//     <plan>-map-<K>/                  a shuffle's first pass (shuffle.h): part
+//                                      K's runs, read by every part's second
+//                                      pass, removed by --finalize
 //
 // <plan> is PartPlan::IdHex(). A part writes into a work folder of its own
 // and publishes it with one rename (an earlier run's folder, a retried pod's,
@@ -82,8 +85,11 @@ class PartOutput {
   // Creates DIR/.tfrecordfs-parts/<plan>-part-<K>.work-<pid>-<n> (and its
   // parents) and locks it, after removing the work folders of the same
   // part that no running process holds (a killed run's). Errors: I/O.
+  // `phase`: "part" (outputs --finalize moves) or "map" (a shuffle's
+  // first pass: intermediates).
   static absl::StatusOr<std::unique_ptr<PartOutput>> Begin(const std::string& dir,
-                                                           const std::string& plan, uint32_t part);
+                                                           const std::string& plan, uint32_t part,
+                                                           const std::string& phase = "part");
   // Removes the work folder unless it was published.
   ~PartOutput();
   PartOutput(const PartOutput&) = delete;
@@ -125,6 +131,12 @@ struct FinalizeReport {
 // stale, foreign or running part (and which input changed) otherwise,
 // with nothing moved. Errors: I/O, AlreadyExists for an output whose final
 // name is taken.
+// DIR/.tfrecordfs-parts/<plan>-<phase>-<K>: a published part's folder.
+std::string PublishedPartDir(const std::string& dir, const std::string& plan, uint32_t part,
+                             const std::string& phase = "part");
+// Reads the manifest of a published part's folder.
+absl::StatusOr<PartManifest> ReadManifest(const std::string& part_dir);
+
 absl::StatusOr<FinalizeReport> FinalizeParts(
     const std::string& dir, const std::string& command,
     const std::function<std::string(uint32_t parts)>& plan_for,

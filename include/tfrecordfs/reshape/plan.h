@@ -79,7 +79,9 @@ PartPlan PlanParts(const std::vector<PlanFile>& files, uint32_t parts, absl::str
 
 // The records of the shard indexed by `idx` that `piece` owns, as a range
 // [first, last) of record numbers: all of them for a whole piece, else
-// those whose first byte (idx.begin) lies in [piece.begin, piece.end).
+// those whose first byte (idx.begin) lies in [piece.begin, piece.end). A
+// compressed shard's offsets are not file offsets: the piece holding its
+// first byte owns all its records, the others none.
 std::pair<uint64_t, uint64_t> PieceRecords(const index::ShardIndex& idx, const Piece& piece);
 
 // Items 0..n-1 of the given weights (in order) split into `parts`

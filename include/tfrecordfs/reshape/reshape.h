@@ -219,6 +219,11 @@ absl::StatusOr<std::vector<std::string>> RemoveStaleTemps(const std::string& dir
 struct Input {
   const index::ShardIndex* index;
   const source::ShardSource* source;
+  // The shard's path in a mount of the SOURCEs (scan::ScannedShard::
+  // mount_path): its identity in a shuffle's order (shuffle.h), the same
+  // on every machine whatever the SOURCE's path there. Empty: the index's
+  // path.
+  std::string name = {};
 };
 
 struct ReshardOptions {
@@ -234,13 +239,16 @@ struct ReshardOptions {
   uint64_t seed = 0;
   // Leave damaged records out (listed in the report) instead of failing.
   bool skip_damaged = false;
-  // Records are read in batches of at most this many framed bytes (at least
-  // one record), each batch in file order, then written in output order:
-  // the memory bound of the copy, whatever the dataset's size. Only a
-  // shuffle batches: in source order, file order is output order, and
-  // records are copied one at a time (plain shards into plain output: in
-  // runs of adjacent checked records, file to file, as repair copies).
+  // In source order records are copied one at a time (plain shards into
+  // plain output: in runs of adjacent checked records, file to file, as
+  // repair copies); the commands size the compressed sources' block cache
+  // by this. (Until issue 37 a shuffle read its records in batches of this
+  // many bytes; it now runs in the two passes of shuffle.h, within
+  // `memory`.)
   uint64_t buffer_bytes = uint64_t{64} << 20;
+  // A shuffle's memory budget (shuffle.h: runs of half of it; buckets read
+  // in slices of at most half of it).
+  uint64_t memory = uint64_t{512} << 20;
   // Write only this part's output shards (`--part K/N`): the output shards
   // of the whole reshard (the same order, the same boundaries, the same
   // names, whatever N) split into N contiguous runs balanced by their
@@ -264,15 +272,15 @@ struct ReshardReport {
   std::vector<std::string> stale_removed;
 };
 
-// The permutation of [0, n) a shuffled reshard writes in: output position
-// p holds input record ShuffledOrder(n, seed)[p] (inputs numbered in the
-// order given, records in shard order). A Fisher-Yates shuffle driven by
-// SplitMix64 from `seed` with unbiased bounded draws (Lemire's method):
-// the same on every machine and standard library, and uniform over the n!
-// orders up to the generator's quality. 8 bytes per record.
+// A permutation of [0, n): a Fisher-Yates shuffle driven by SplitMix64
+// from `seed` with unbiased bounded draws (Lemire's method), the same on
+// every machine. (Shuffled reshards used it until issue 37; they now sort
+// by ShuffleKey, shuffle.h, which parts can compute apart.)
 std::vector<uint64_t> ShuffledOrder(uint64_t n, uint64_t seed);
 
-// Writes every record of `inputs` (in the given order, or shuffled) into
+// Writes every record of `inputs` (in the given order, or shuffled: the
+// two passes of shuffle.h in one process, its runs in a work folder under
+// output_dir/.tfrecordfs-parts removed at the end) into
 // options.output_dir/<prefix>-<i>-of-<N>.tfrecord[.gz|.zlib]
 // (repack::ShardName), after removing what an interrupted run with the
 // same prefix left there (RemoveStaleTemps; listed in the report). All
