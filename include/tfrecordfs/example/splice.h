@@ -9,8 +9,8 @@
 // would have every other feature moved and re-encoded. SpliceEdit compares
 // the two payloads feature by feature (DecodeRecord both) and gives:
 //   * unchanged, when they say the same thing: same payload kind (Example,
-//     SequenceExample, ExampleListWithContext, Example-in-Example, raw), same feature names (kindless ones too), and
-//     for each the same kind and values (floats bit for bit; bytes equal,
+//     SequenceExample, ExampleListWithContext, Example-in-Example, raw), same feature names
+//     (kindless ones too), and for each the same kind and values (floats bit for bit; bytes equal,
 //     or `same_bytes` says they are); for a SequenceExample the same
 //     context and the same lists, step by step; raw payloads equal. The
 //     caller keeps the original bytes as they are;
