@@ -250,6 +250,8 @@ int SchemaMain(int argc, char** argv) {
         .Uint(schema.sequence_examples())
         .Key("example_list_with_context")
         .Uint(schema.example_lists())
+        .Key("example_in_example")
+        .Uint(schema.examples_in_examples())
         .Key("other")
         .Uint(schema.others())
         .EndObject();
@@ -260,7 +262,7 @@ int SchemaMain(int argc, char** argv) {
       w.EndObject();
     }
     w.EndArray();
-    if (schema.example_lists() > 0) {
+    if (schema.example_lists() + schema.examples_in_examples() > 0) {
       // ExampleListWithContext examples' features; "records" counts examples.
       w.Key("listed_examples").Uint(schema.listed_examples()).Key("example_features").BeginArray();
       for (const auto& [name, s] : schema.example_features()) {
@@ -291,8 +293,9 @@ int SchemaMain(int argc, char** argv) {
                     " shard(s) read", schema.records() + unreadable == total ? "" : " (a sample)",
                     ": ", schema.examples(), " Example(s), ", schema.sequence_examples(),
                     " SequenceExample(s), ",
-                    schema.example_lists() > 0
-                        ? absl::StrCat(schema.example_lists(), " ExampleListWithContext(s) of ",
+                    schema.example_lists() + schema.examples_in_examples() > 0
+                        ? absl::StrCat(schema.example_lists(), " ExampleListWithContext(s), ",
+                                       schema.examples_in_examples(), " Example-in-Example(s), of ",
                                        schema.listed_examples(), " example(s), ")
                         : "",
                     schema.others(), " other payload(s)");

@@ -34,8 +34,8 @@ bytes and '\' escaped), else as <type, N bytes> (the type sniffed from the
 content, or the dtype and shape of a serialized tensor). On a terminal long
 lists and long text are shortened; off a terminal every value is printed.
 SequenceExamples print their context, then each feature list step by step.
-ExampleListWithContext records (TF-Ranking) print their context, then each
-example's features. A payload that is none of these prints as raw bytes.
+ExampleListWithContext and Example-in-Example records (TF-Ranking) print
+their context, then each example's features. A payload that is none of these prints as raw bytes.
 
 Options:
   --json       one JSON document instead: for one RECORD an object, for
@@ -45,8 +45,9 @@ Options:
                                         "values": [...]}}}
                SequenceExamples: "context" (as "features") and
                "feature_lists": {"name": [[step values], ...]};
-               ExampleListWithContext: "context" (absent when the record
-               has none) and "examples": [{features}, ...]; other
+               ExampleListWithContext and ExampleInExample: "context"
+               (absent when the record has none) and "examples":
+               [{features}, ...]; other
                payloads: "raw". Bytes values are strings when they are
                single-line UTF-8 text, else {"base64": "..."}; NaN and
                infinite floats are strings ("nan", "-inf").
@@ -258,10 +259,12 @@ int ShowMain(int argc, char** argv) {
           }
         }
       }
-    } else if (decoded.kind == example::PayloadKind::kExampleList) {
+    } else if (decoded.kind == example::PayloadKind::kExampleList ||
+               decoded.kind == example::PayloadKind::kExampleInExample) {
       const example::ExampleListTable& list = decoded.list;
+      const char* kind = example::PayloadKindName(decoded.kind);
       if (json) {
-        json_head("ExampleListWithContext");
+        json_head(kind);
         if (list.has_context) {
           w.Key("context");
           WriteTableJson(&w, list.context);
@@ -270,7 +273,7 @@ int ShowMain(int argc, char** argv) {
         for (const example::FeatureTable& ex : list.examples) WriteTableJson(&w, ex);
         w.EndArray().EndObject();
       } else {
-        text_head("ExampleListWithContext");
+        text_head(kind);
         if (list.has_context) {
           absl::StrAppend(&out, "context:\n");
           AppendTable(list.context, "  ", style, &out);

@@ -12,6 +12,8 @@ const char* PayloadKindName(PayloadKind kind) {
       return "SequenceExample";
     case PayloadKind::kExampleList:
       return "ExampleListWithContext";
+    case PayloadKind::kExampleInExample:
+      return "ExampleInExample";
     case PayloadKind::kRaw:
       return "raw";
   }
@@ -24,6 +26,10 @@ DecodedRecord DecodeRecord(absl::string_view payload) {
   if (example.ok()) {
     out.kind = PayloadKind::kExample;
     out.example = *std::move(example);
+    if (auto eie = ExampleListFromEie(out.example); eie.ok()) {
+      out.kind = PayloadKind::kExampleInExample;
+      out.list = *std::move(eie);
+    }
     return out;
   }
   auto sequence = DecodeSequenceExample(payload);

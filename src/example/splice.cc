@@ -1,6 +1,7 @@
 #include "tfrecordfs/example/splice.h"
 
 #include <cstring>
+#include <deque>
 #include <map>
 #include <optional>
 #include <vector>
@@ -86,6 +87,7 @@ bool SameRecord(const DecodedRecord& a, const DecodedRecord& b, const SameBytesV
   if (a.kind != b.kind) return false;
   switch (a.kind) {
     case PayloadKind::kExampleList:
+    case PayloadKind::kExampleInExample:
       return SameList(a.list, b.list, same_bytes);
     case PayloadKind::kExample:
       return SameTable(a.example, b.example, same_bytes);
@@ -224,14 +226,75 @@ std::optional<std::string> SpliceExample(absl::string_view example, const Featur
   return out;
 }
 
+// One edited example of a list: the index of the original example whose
+// bytes it keeps, or the Example message to write.
+struct ListItem {
+  std::optional<size_t> kept;
+  std::string fresh;
+};
+
+// The examples of a list (ELWC or Example-in-Example) after an edit, each
+// matched with the originals (`bodies`, their Example messages): with as
+// many examples before as after, example i with example i; else (examples
+// removed or added) an edited example equal to the next original one (or a
+// later one, the ones between being removed) keeps that one's bytes, and
+// the others are spliced (SpliceExample) with the next original or, past the
+// last, encoded afresh. nullopt when a splice fails.
+std::optional<std::vector<ListItem>> MatchExamples(const std::vector<absl::string_view>& bodies,
+                                                   const ExampleListTable& before,
+                                                   const ExampleListTable& after,
+                                                   const SameBytesValue& same_bytes) {
+  const size_t n = bodies.size();
+  std::vector<ListItem> out;
+  const auto splice_into = [&](size_t i, const FeatureTable& edited) {
+    auto spliced = SpliceExample(bodies[i], before.examples[i], edited, same_bytes);
+    if (!spliced) return false;
+    out.push_back({std::nullopt, *std::move(spliced)});
+    return true;
+  };
+  if (after.examples.size() == n) {
+    for (size_t i = 0; i < n; ++i) {
+      if (SameTable(before.examples[i], after.examples[i], same_bytes)) {
+        out.push_back({i, {}});
+      } else if (!splice_into(i, after.examples[i])) {
+        return std::nullopt;
+      }
+    }
+    return out;
+  }
+  size_t i = 0;  // the next original example
+  for (const FeatureTable& edited : after.examples) {
+    size_t k = i;
+    while (k < n && !SameTable(before.examples[k], edited, same_bytes)) ++k;
+    if (k < n) {
+      out.push_back({k, {}});
+      i = k + 1;
+    } else if (i < n) {
+      if (!splice_into(i, edited)) return std::nullopt;
+      ++i;
+    } else {
+      out.push_back({std::nullopt, EncodeExample(edited)});
+    }
+  }
+  return out;
+}
+
+// The edited context's Example message, or nullopt when a splice fails:
+// the original's bytes when the edit left it the same, else spliced, or
+// encoded afresh when the original had none.
+std::optional<std::string> ContextBody(absl::string_view original_body,
+                                       const ExampleListTable& before,
+                                       const ExampleListTable& after,
+                                       const SameBytesValue& same_bytes) {
+  if (!before.has_context) return EncodeExample(after.context);
+  if (SameTable(before.context, after.context, same_bytes)) return std::string(original_body);
+  return SpliceExample(original_body, before.context, after.context, same_bytes);
+}
+
 // An ExampleListWithContext: its `examples` and `context` fields as they are
 // on the wire where the edit left that Example the same, else the Example
-// spliced (SpliceExample) in place. With as many examples before as after,
-// example i is matched with example i; else (examples removed or added) an
-// edited example that equals the next original ones (or a later one, the
-// ones between being removed) keeps that one's bytes, and the others are
-// spliced with the next original or, past the last, encoded afresh. The
-// context keeps its place before or after the examples.
+// spliced in place (MatchExamples). The context keeps its place before or
+// after the examples.
 std::optional<std::string> SpliceList(absl::string_view original, const ExampleListTable& before,
                                       const ExampleListTable& after,
                                       const SameBytesValue& same_bytes) {
@@ -259,51 +322,82 @@ std::optional<std::string> SpliceList(absl::string_view original, const ExampleL
     }
   }
   if (fields.size() != before.examples.size()) return std::nullopt;
-  const size_t n = fields.size();
+  auto items = MatchExamples(bodies, before, after, same_bytes);
+  if (!items) return std::nullopt;
   std::string examples;
-  const auto splice_into = [&](size_t i, const FeatureTable& edited) {
-    auto spliced = SpliceExample(bodies[i], before.examples[i], edited, same_bytes);
-    if (!spliced) return false;
-    AppendLenField(1, *spliced, &examples);
-    return true;
-  };
-  if (after.examples.size() == n) {
-    for (size_t i = 0; i < n; ++i) {
-      if (SameTable(before.examples[i], after.examples[i], same_bytes)) {
-        examples.append(fields[i].data(), fields[i].size());
-      } else if (!splice_into(i, after.examples[i])) {
-        return std::nullopt;
-      }
-    }
-  } else {
-    size_t i = 0;  // the next original example
-    for (const FeatureTable& edited : after.examples) {
-      size_t k = i;
-      while (k < n && !SameTable(before.examples[k], edited, same_bytes)) ++k;
-      if (k < n) {
-        examples.append(fields[k].data(), fields[k].size());
-        i = k + 1;
-      } else if (i < n) {
-        if (!splice_into(i, edited)) return std::nullopt;
-        ++i;
-      } else {
-        AppendLenField(1, EncodeExample(edited), &examples);
-      }
+  for (const ListItem& item : *items) {
+    if (item.kept) {
+      examples.append(fields[*item.kept].data(), fields[*item.kept].size());
+    } else {
+      AppendLenField(1, item.fresh, &examples);
     }
   }
   std::string context;
   if (after.has_context) {
-    if (!before.has_context) {
-      AppendLenField(2, EncodeExample(after.context), &context);
-    } else if (SameTable(before.context, after.context, same_bytes)) {
+    if (before.has_context && SameTable(before.context, after.context, same_bytes)) {
       context.assign(context_field.data(), context_field.size());
     } else {
-      auto spliced = SpliceExample(context_body, before.context, after.context, same_bytes);
-      if (!spliced) return std::nullopt;
-      AppendLenField(2, *spliced, &context);
+      auto body = ContextBody(context_body, before, after, same_bytes);
+      if (!body) return std::nullopt;
+      AppendLenField(2, *body, &context);
     }
   }
   return context_first ? context + examples : examples + context;
+}
+
+// An Example-in-Example: the outer Example spliced as an Example (its
+// entries kept where unchanged), whose serialized_examples values are the
+// original values where the edit left that example the same, else the
+// spliced or new Example (MatchExamples), and whose serialized_context is
+// kept, spliced or new likewise.
+std::optional<std::string> SpliceExampleInExample(absl::string_view original,
+                                                  const DecodedRecord& before,
+                                                  const DecodedRecord& after,
+                                                  const SameBytesValue& same_bytes) {
+  absl::string_view context_value;
+  std::vector<absl::string_view> values;
+  for (const Feature& f : before.example.features) {
+    if (f.name == kEieContextKey && !f.bytes.empty()) context_value = f.bytes[0];
+    if (f.name == kEieExamplesKey) values = f.bytes;
+  }
+  if (values.size() != before.list.examples.size()) return std::nullopt;
+  auto items = MatchExamples(values, before.list, after.list, same_bytes);
+  if (!items) return std::nullopt;
+  std::deque<std::string> storage;  // the new values the features view
+  FeatureTable outer;
+  if (after.list.has_context) {
+    auto body = ContextBody(context_value, before.list, after.list, same_bytes);
+    if (!body) return std::nullopt;
+    storage.push_back(*std::move(body));
+    Feature f;
+    f.name = std::string(kEieContextKey);
+    f.kind = Kind::kBytes;
+    f.bytes.push_back(storage.back());
+    outer.features.push_back(std::move(f));
+  }
+  Feature examples;
+  examples.name = std::string(kEieExamplesKey);
+  examples.kind = Kind::kBytes;
+  for (const ListItem& item : *items) {
+    if (item.kept) {
+      examples.bytes.push_back(values[*item.kept]);
+    } else {
+      storage.push_back(item.fresh);
+      examples.bytes.push_back(storage.back());
+    }
+  }
+  outer.features.push_back(std::move(examples));
+  // Kept values are bytes equal to the original ones, so an outer feature
+  // the edit left alone keeps its entry; a changed one is re-encoded around
+  // the values.
+  bool present = false;
+  auto features = SpliceMap(
+      original, 1, before.example.features, outer.features,
+      [&](const Feature& a, const Feature& b) { return SameFeature(a, b, {}); }, &present);
+  if (!features) return std::nullopt;
+  std::string out;
+  AppendLenField(1, *features, &out);
+  return out;
 }
 
 std::optional<std::string> Splice(absl::string_view original, const DecodedRecord& before,
@@ -314,6 +408,9 @@ std::optional<std::string> Splice(absl::string_view original, const DecodedRecor
   std::string out;
   if (after.kind == PayloadKind::kExampleList) {
     return SpliceList(original, before.list, after.list, same_bytes);
+  }
+  if (after.kind == PayloadKind::kExampleInExample) {
+    return SpliceExampleInExample(original, before, after, same_bytes);
   }
   if (after.kind == PayloadKind::kExample) {
     bool present = false;

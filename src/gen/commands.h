@@ -29,7 +29,8 @@ int Synthetic(const std::string& dir, uint64_t records, uint64_t shards, uint64_
 int Tensors(const std::string& dir, uint64_t records);
 // tf.train.SequenceExamples (tensor_datasets.cc).
 int Sequence(const std::string& dir, uint64_t records);
-// TF-Ranking ExampleListWithContext records (tensor_datasets.cc).
+// TF-Ranking ExampleListWithContext records in elwc-*, Example-in-Example
+// records in eie-* (tensor_datasets.cc).
 int Ranking(const std::string& dir, uint64_t records);
 // The hostile corpus (hostile_corpus.h), a shard of `tiny_records` tiny
 // records (none for 0), and MANIFEST.txt saying what each record is

@@ -26,7 +26,8 @@
 //       tf.train.SequenceExamples (see SequencePayload; default 14 records).
 //   tfrecordfs-gen ranking OUTDIR [--records N]
 //       TF-Ranking ExampleListWithContext records (see RankingPayload;
-//       default 8 records), in one shard elwc-*.
+//       default 8 records) in one shard elwc-*, and as many
+//       Example-in-Example records (EiePayload) in one shard eie-*.
 //   sample and synthetic also take [--compression none|gzip|zlib] (shards
 //       named .tfrecord.gz / .tfrecord.zlib, written by ShardWriter as one
 //       stream with a full flush every MiB) and, for gzip, [--members M]:

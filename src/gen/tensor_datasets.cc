@@ -140,6 +140,42 @@ std::string SequencePayload(uint64_t r) {
 // ["doc <r> <i>"], and, in turn, a kindless `missing` (Feature{}), a
 // two-value bytes list `blobs` (JPEG magic, then raw bytes) or a uint8 [2,2]
 // serialize_tensor value `mask`.
+// TF-Ranking Example-in-Example records (tensorflow_ranking data.py): an
+// Example of serialized_context (one serialized Example) and
+// serialized_examples (serialized Examples). Record r:
+//   r % 3 == 0: context (query_id [r]) and 2 examples;
+//   r % 3 == 1: no serialized_context, 3 examples, the middle one "" (the
+//               padding TF-Ranking writes: an Example with no feature);
+//   r % 3 == 2: context and an empty serialized_examples list.
+// Example i holds relevance int64 [i] and doc text ["eie <r> <i>"].
+std::string EiePayload(uint64_t r) {
+  std::deque<std::string> keep;
+  FeatureTable outer;
+  if (r % 3 != 1) {
+    FeatureTable c;
+    c.features.push_back(Int64s("query_id", {static_cast<int64_t>(r)}));
+    keep.push_back(example::EncodeExample(c));
+    outer.features.push_back(Bytes("serialized_context", {keep.back()}));
+  }
+  Feature examples = Bytes("serialized_examples", {});
+  const uint64_t n = r % 3 == 0 ? 2 : r % 3 == 1 ? 3 : 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    if (r % 3 == 1 && i == 1) {
+      keep.push_back("");
+    } else {
+      FeatureTable t;
+      keep.push_back(absl::StrCat("eie ", r, " ", i));
+      t.features.push_back(Bytes("doc", {keep.back()}));
+      t.features.push_back(Int64s("relevance", {static_cast<int64_t>(i)}));
+      keep.push_back(example::EncodeExample(t));
+    }
+    examples.bytes.push_back(keep.back());
+  }
+  outer.features.push_back(std::move(examples));
+  Sort(&outer);
+  return example::EncodeExample(outer);
+}
+
 std::string RankingPayload(uint64_t r) {
   std::deque<std::string> keep;
   auto context = [&] {
@@ -206,6 +242,7 @@ std::string RankingPayload(uint64_t r) {
 
 int Ranking(const std::string& dir, uint64_t records) {
   absl::Status s = WriteShards(dir, "elwc", records, 1, Storage{}, RankingPayload);
+  if (s.ok()) s = WriteShards(dir, "eie", records, 1, Storage{}, EiePayload);
   if (!s.ok()) return Fail(s);
   return 0;
 }

@@ -138,7 +138,9 @@ void SchemaBuilder::Add(absl::string_view payload) {
       }
       return;
     case example::PayloadKind::kExampleList:
-      ++example_lists_;
+    case example::PayloadKind::kExampleInExample:
+      ++(decoded.kind == example::PayloadKind::kExampleList ? example_lists_
+                                                            : examples_in_examples_);
       if (decoded.list.has_context) {
         for (const example::Feature& f : decoded.list.context.features) {
           FeatureStats& s = StatsFor(&features_, f.name);
@@ -342,6 +344,9 @@ absl::StatusOr<ShardReport> VerifyShard(const index::ShardIndex& idx,
         break;
       case example::PayloadKind::kExampleList:
         ++report.example_lists;
+        break;
+      case example::PayloadKind::kExampleInExample:
+        ++report.examples;  // an Example (a ranking list inside)
         break;
       case example::PayloadKind::kRaw: {
         std::string why = std::move(decoded.raw_reason);

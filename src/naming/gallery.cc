@@ -107,7 +107,10 @@ RecordClass ClassOf(const example::DecodedRecord& record, absl::string_view feat
   const example::FeatureTable* table = nullptr;
   if (record.kind == example::PayloadKind::kExample) table = &record.example;
   if (record.kind == example::PayloadKind::kSequenceExample) table = &record.sequence.context;
-  if (record.kind == example::PayloadKind::kExampleList) table = &record.list.context;
+  if (record.kind == example::PayloadKind::kExampleList ||
+      record.kind == example::PayloadKind::kExampleInExample) {
+    table = &record.list.context;
+  }
   if (table == nullptr) return out;
   const example::Feature* f = nullptr;
   for (const example::Feature& candidate : table->features) {

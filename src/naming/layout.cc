@@ -113,6 +113,10 @@ Placement Place(absl::string_view name, bool numeric, bool is_file, absl::string
   }
   if (reserved_top && escaped[0] == kFeatureListsDir) escaped[0].replace(0, 1, "%66");
   if (reserved_top && escaped[0] == kExamplesDir) escaped[0].replace(0, 1, "%65");
+  if (reserved_top && escaped.size() > 1 &&
+      (escaped[0] == kEieContextDir || escaped[0] == kEieExamplesDir)) {
+    escaped[0].replace(0, 1, "%73");
+  }
   Placement p;
   for (size_t i = 0; i < escaped.size(); ++i) {
     const bool leaf = i + 1 == escaped.size();
@@ -466,15 +470,16 @@ std::string ExampleFolderName(size_t index, size_t num_examples) {
   return digits;
 }
 
-Layout LayoutExampleList(const example::ExampleListTable& table, absl::string_view payload) {
+Layout LayoutExampleList(const example::ExampleListTable& table, absl::string_view payload,
+                         bool example_in_example) {
   Node root;
   root.is_dir = true;
   if (table.has_context) {
-    Node& context = root.children[std::string(kContextDir)];
+    Node& context = root.children[std::string(example_in_example ? kEieContextDir : kContextDir)];
     context.is_dir = true;
     AddFeatures(&context, table.context.features, payload, /*reserved_top=*/false);
   }
-  Node& examples = root.children[std::string(kExamplesDir)];
+  Node& examples = root.children[std::string(example_in_example ? kEieExamplesDir : kExamplesDir)];
   examples.is_dir = true;
   const size_t n = table.examples.size();
   for (size_t i = 0; i < n; ++i) {
@@ -552,17 +557,24 @@ std::optional<FeatureInfo> FeatureOf(const Layout& layout, uint32_t entry) {
   // An Example spells a feature `feature_lists` as `%66eature_lists`: a top
   // folder of that exact name means a SequenceExample.
   const bool sequence = FindChild(layout, 0, kFeatureListsDir).has_value();
-  // Likewise `examples` (`%65xamples` in an Example): an ELWC.
-  const bool example_list = !sequence && FindChild(layout, 0, kExamplesDir).has_value();
+  // Likewise `examples` (`%65xamples` in an Example): an ELWC; and a
+  // `serialized_examples` folder of folders: an Example-in-Example.
+  const bool elwc = !sequence && FindChild(layout, 0, kExamplesDir).has_value();
+  const std::optional<uint32_t> eie_examples = FindChild(layout, 0, kEieExamplesDir);
+  const bool eie = !sequence && !elwc && eie_examples && layout.entries[*eie_examples].is_dir &&
+                   layout.entries[*eie_examples].role == EntryRole::kFolder;
+  const bool example_list = elwc || eie;
+  const absl::string_view context_dir = eie ? kEieContextDir : kContextDir;
+  const absl::string_view examples_dir = eie ? kEieExamplesDir : kExamplesDir;
   FeatureInfo info;
   info.role = layout.entries[entry].role;
   info.dtype = layout.entries[entry].dtype;
   size_t first = 0;  // the first component of the feature's path
   if (example_list) {
-    if (name_of(0).name == kContextDir) {
+    if (name_of(0).name == context_dir) {
       info.context = true;
       first = 1;
-    } else if (name_of(0).name == kExamplesDir && chain.size() > 2) {
+    } else if (name_of(0).name == examples_dir && chain.size() > 2) {
       info.example = LeadingNumber(name_of(1).name);
       first = 2;
     } else {

@@ -422,30 +422,33 @@ class ListsReader {
 // A record folder with a top-level examples/ (naming.h): an
 // ExampleListWithContext of context/ (when present) and the examples/<i>/
 // folders in index order.
+// `eie`: an Example-in-Example, serialized_context/ and serialized_examples/.
 absl::StatusOr<std::string> ExampleListFromFolder(const std::string& path,
-                                                  const std::vector<DirEntry>& top,
+                                                  const std::vector<DirEntry>& top, bool eie,
                                                   naming::FeatureTypes& types,
                                                   std::vector<InferredKind>* inferred) {
+  const std::string context_name(eie ? naming::kEieContextDir : naming::kContextDir);
+  const std::string examples_name(eie ? naming::kEieExamplesDir : naming::kExamplesDir);
   example::ExampleListTable table;
   // One reader for every section: its storage keeps the bytes each table views.
   FolderReader reader(types, inferred);
   for (const DirEntry& e : top) {
-    if (e.name == naming::kExamplesDir) continue;
-    if (e.name != naming::kContextDir || !S_ISDIR(e.st.st_mode)) {
+    if (e.name == examples_name) continue;
+    if (e.name != context_name || !S_ISDIR(e.st.st_mode)) {
       return absl::InvalidArgumentError(
-          absl::StrCat(e.name,
-                       ": a record folder with examples/ (an ExampleListWithContext) holds only "
-                       "context/ and examples/"));
+          absl::StrCat(e.name, ": a record folder with ", examples_name, "/ (",
+                       eie ? "an Example-in-Example" : "an ExampleListWithContext", ") holds only ",
+                       context_name, "/ and ", examples_name, "/"));
     }
     std::vector<std::string> dirs;
-    if (auto s = reader.Walk(absl::StrCat(path, "/", e.name), "context/", &dirs); !s.ok()) {
+    if (auto s = reader.Walk(absl::StrCat(path, "/", e.name), context_name + "/", &dirs); !s.ok()) {
       return s;
     }
     table.has_context = true;
     table.context = reader.Table();
   }
-  const std::string examples_dir = absl::StrCat(path, "/", naming::kExamplesDir);
-  auto entries = List(examples_dir, "examples/");
+  const std::string examples_dir = absl::StrCat(path, "/", examples_name);
+  auto entries = List(examples_dir, examples_name + "/");
   if (!entries.ok()) return entries.status();
   // Folders named by their index; zero padding optional; gaps allowed (an
   // example folder removed with `rm -r` drops that example).
@@ -456,25 +459,41 @@ absl::StatusOr<std::string> ExampleListFromFolder(const std::string& path,
         !e.name.empty() && e.name.size() <= 18 &&
         std::all_of(e.name.begin(), e.name.end(), [](char c) { return c >= '0' && c <= '9'; });
     if (!S_ISDIR(e.st.st_mode) || !digits || !absl::SimpleAtoi(e.name, &index)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "examples/", e.name,
-          ": examples/ holds one folder per example, named by its index (000, 001, ...)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(examples_name, "/", e.name, ": ", examples_name,
+                       "/ holds one folder per example, named by its index (000, 001, ...)"));
     }
     if (auto [it, fresh] = folders.try_emplace(index, e.name); !fresh) {
-      return absl::InvalidArgumentError(absl::StrCat("examples/", e.name, " and examples/",
-                                                     it->second, " are both example ", index));
+      return absl::InvalidArgumentError(absl::StrCat(examples_name, "/", e.name, " and ",
+                                                     examples_name, "/", it->second,
+                                                     " are both example ", index));
     }
   }
   for (const auto& [index, name] : folders) {
     std::vector<std::string> dirs;
     if (auto s = reader.Walk(absl::StrCat(examples_dir, "/", name),
-                             absl::StrCat("examples/", name, "/"), &dirs);
+                             absl::StrCat(examples_name, "/", name, "/"), &dirs);
         !s.ok()) {
       return s;
     }
     table.examples.push_back(reader.Table());
   }
-  return example::EncodeExampleList(table);
+  return eie ? example::EncodeExampleInExample(table) : example::EncodeExampleList(table);
+}
+
+// Whether the top-level folder `name` of a record folder holds only folders
+// (or nothing): how serialized_examples/ of an Example-in-Example differs
+// from the folder of a bytes list of that name (files 0.bin, 1.bin, ...).
+bool HoldsOnlyFolders(const std::string& path, const std::vector<DirEntry>& top,
+                      absl::string_view name) {
+  for (const DirEntry& e : top) {
+    if (e.name != name || !S_ISDIR(e.st.st_mode)) continue;
+    auto entries = List(absl::StrCat(path, "/", name), absl::StrCat(name, "/"));
+    if (!entries.ok()) return false;
+    return std::all_of(entries->begin(), entries->end(),
+                       [](const DirEntry& s) { return S_ISDIR(s.st.st_mode); });
+  }
+  return false;
 }
 
 }  // namespace
@@ -520,7 +539,10 @@ absl::StatusOr<std::string> PayloadFromFolder(const std::string& path, naming::F
   const bool example_list = std::any_of(top->begin(), top->end(), [](const DirEntry& e) {
     return e.name == naming::kExamplesDir && S_ISDIR(e.st.st_mode);
   });
-  if (example_list) return ExampleListFromFolder(path, *top, types, inferred);
+  if (example_list) return ExampleListFromFolder(path, *top, /*eie=*/false, types, inferred);
+  if (HoldsOnlyFolders(path, *top, naming::kEieExamplesDir)) {
+    return ExampleListFromFolder(path, *top, /*eie=*/true, types, inferred);
+  }
   FolderReader reader(types, inferred);
   std::vector<std::string> dirs;
   if (auto s = reader.Walk(path, "", &dirs); !s.ok()) return s;

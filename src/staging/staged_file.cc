@@ -233,8 +233,11 @@ StagedFile ClassifyStagedFile(absl::string_view rel, bool sequence) {
     }
     return out;
   }
-  if (sequence && comps[0] == naming::kContextDir) comps.erase(comps.begin());
-  if (sequence && comps.size() >= 3 && comps[0] == naming::kExamplesDir &&
+  if (sequence && (comps[0] == naming::kContextDir || comps[0] == naming::kEieContextDir)) {
+    comps.erase(comps.begin());
+  }
+  if (sequence && comps.size() >= 3 &&
+      (comps[0] == naming::kExamplesDir || comps[0] == naming::kEieExamplesDir) &&
       std::all_of(comps[1].begin(), comps[1].end(), absl::ascii_isdigit)) {
     comps.erase(comps.begin(), comps.begin() + 2);  // examples/<i>/: one Example's features
   }

@@ -116,7 +116,8 @@ StagedFileChecker::Placed StagedFileChecker::Place(const std::string& rel,
     return ::stat(absl::StrCat(records_dir_, "/", record, "/", name).c_str(), &st) == 0 &&
            S_ISDIR(st.st_mode);
   };
-  const bool sequence = has_dir(naming::kFeatureListsDir) || has_dir(naming::kExamplesDir);
+  const bool sequence = has_dir(naming::kFeatureListsDir) || has_dir(naming::kExamplesDir) ||
+                        has_dir(naming::kEieExamplesDir);
   Placed p{ClassifyStagedFile(rel, sequence), {}};
   if (p.file.role == StagedFile::Role::kOther) return p;
   p.type = types.Lookup(p.file.feature);

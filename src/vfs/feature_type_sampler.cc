@@ -136,9 +136,13 @@ void FeatureTypeSampler::Sample(absl::string_view name) {
     const example::DecodedRecord decoded = example::DecodeRecord(*data);
     if (decoded.kind == example::PayloadKind::kRaw) continue;  // no feature kinds
     if (decoded.kind == example::PayloadKind::kSequenceExample ||
-        decoded.kind == example::PayloadKind::kExampleList) {
-      if (decoded.kind == example::PayloadKind::kSequenceExample) Learn(decoded.sequence);
-      if (decoded.kind == example::PayloadKind::kExampleList) Learn(decoded.list);
+        decoded.kind == example::PayloadKind::kExampleList ||
+        decoded.kind == example::PayloadKind::kExampleInExample) {
+      if (decoded.kind == example::PayloadKind::kSequenceExample) {
+        Learn(decoded.sequence);
+      } else {
+        Learn(decoded.list);
+      }
       MutexLock lock(&types_mu_);
       if (types_.contains(std::string(name))) return;
       continue;

@@ -163,6 +163,11 @@ std::shared_ptr<const ParsedRecord> RecordView::ReadAndParse(uint64_t shard, uin
         sampler_->Learn(decoded.list);
         parsed->layout = naming::LayoutExampleList(decoded.list, *data);
         break;
+      case example::PayloadKind::kExampleInExample:
+        sampler_->Learn(decoded.list);
+        parsed->layout =
+            naming::LayoutExampleList(decoded.list, *data, /*example_in_example=*/true);
+        break;
       case example::PayloadKind::kRaw:
         log::Debug(idx.path(), ": record ", record, " at byte offset ", idx.begin(record), ": ",
                    decoded.raw_reason, "; shown raw");

@@ -3,8 +3,9 @@
 // Example or a SequenceExample can share. The input is one record payload.
 //
 // Invariants:
-//   * DecodeRecord never crashes; the kind it gives is the first of Example,
-//     SequenceExample, ELWC whose strict decoder accepts (so no payload the
+//   * DecodeRecord never crashes; the kind it gives is the first of Example
+//     (Example-in-Example when it is one), SequenceExample, ELWC whose strict
+//     decoder accepts (so no payload the
 //     Example or SequenceExample decoder takes is ever an ELWC);
 //   * an ELWC is one for protobuf too (tensorflow_serving's message, same
 //     field numbers), with the same examples in order and the same context,
@@ -13,6 +14,9 @@
 //     table, except for the shapes record.h documents as decided for the
 //     earlier kind: no context or an empty one, and every example without a
 //     feature (`12 00`, `0a 02 0a 00`, ...);
+//   * an Example-in-Example (an Example whose features are TF-Ranking's
+//     serialized_context / serialized_examples, every value an Example)
+//     re-encoded decodes back to the same list;
 //   * an Example table encoded (EncodeExample) is never taken for an ELWC
 //     unless the Example decoder refuses it by its documented rule (all
 //     features kindless, some name with a control byte).
@@ -61,16 +65,34 @@ bool Ambiguous(const ExampleListTable& t) {
 
 void Check(absl::string_view payload) {
   const DecodedRecord r = example::DecodeRecord(payload);
-  const bool is_example = example::DecodeExample(payload).ok();
+  const auto as_example = example::DecodeExample(payload);
+  const bool is_example = as_example.ok();
+  const bool is_eie = is_example && example::ExampleListFromEie(*as_example).ok();
   const bool is_sequence = example::DecodeSequenceExample(payload).ok();
   const bool is_list = example::DecodeExampleList(payload).ok();
-  const PayloadKind want = is_example    ? PayloadKind::kExample
+  const PayloadKind want = is_eie        ? PayloadKind::kExampleInExample
+                           : is_example  ? PayloadKind::kExample
                            : is_sequence ? PayloadKind::kSequenceExample
                            : is_list     ? PayloadKind::kExampleList
                                          : PayloadKind::kRaw;
   FUZZ_CHECK(r.kind == want,
              absl::StrCat("DecodeRecord said ", example::PayloadKindName(r.kind),
                           ", the decoders in order say ", example::PayloadKindName(want)));
+  if (r.kind == PayloadKind::kExampleInExample) {
+    const std::string again = example::EncodeExampleInExample(r.list);
+    const DecodedRecord back = example::DecodeRecord(again);
+    FUZZ_CHECK(back.kind == PayloadKind::kExampleInExample,
+               "an encoded Example-in-Example decodes as another kind");
+    FUZZ_CHECK(back.list.examples.size() == r.list.examples.size() &&
+                   back.list.has_context == r.list.has_context &&
+                   FromTable(back.list.context) == FromTable(r.list.context),
+               "Example-in-Example round trip changed the list");
+    for (size_t i = 0; i < r.list.examples.size(); ++i) {
+      FUZZ_CHECK(FromTable(back.list.examples[i]) == FromTable(r.list.examples[i]),
+                 "Example-in-Example round trip changed an example");
+    }
+    return;
+  }
   if (r.kind != PayloadKind::kExampleList) return;
   const ExampleListTable& t = r.list;
   proto::ExampleListWithContext p;
@@ -103,7 +125,8 @@ void Check(absl::string_view payload) {
   for (const FeatureTable& ex : t.examples) {
     const std::string one = example::EncodeExample(ex);
     const PayloadKind k = example::DecodeRecord(one).kind;
-    FUZZ_CHECK(k == PayloadKind::kExample || !example::DecodeExample(one).ok(),
+    FUZZ_CHECK(k == PayloadKind::kExample || k == PayloadKind::kExampleInExample ||
+                   !example::DecodeExample(one).ok(),
                "an encoded Example is not an Example");
   }
 }

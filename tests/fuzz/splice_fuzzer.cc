@@ -29,6 +29,24 @@ namespace {
 using example::FeatureTable;
 using test::FromTable;
 
+// What a TF-Ranking list (ELWC or Example-in-Example) says: its examples,
+// then its context, feature by feature.
+std::string ListSays(const example::ExampleListTable& list) {
+  std::ostringstream out;
+  for (size_t i = 0; i < list.examples.size(); ++i) {
+    for (const auto& [name, canon] : FromTable(list.examples[i])) {
+      out << "examples/" << i << "/" << name << " " << canon << "\n";
+    }
+  }
+  if (list.has_context) {
+    out << "context\n";
+    for (const auto& [name, canon] : FromTable(list.context)) {
+      out << "context/" << name << " " << canon << "\n";
+    }
+  }
+  return out.str();
+}
+
 // What a payload says, as the mount reads it (example/record.h's rule):
 // its kind, then its features in canonical form (floats as bits, kindless
 // ones too), or its bytes for a raw payload.
@@ -37,6 +55,9 @@ std::string Says(absl::string_view payload) {
   std::ostringstream out;
   out << example::PayloadKindName(d.kind) << "\n";
   switch (d.kind) {
+    case example::PayloadKind::kExampleInExample:  // its list, not its values' bytes
+      out << ListSays(d.list);
+      break;
     case example::PayloadKind::kExample:
       for (const auto& [name, canon] : FromTable(d.example)) out << name << " " << canon << "\n";
       break;

@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "testing/canon.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/example/record.h"
 #include "tfrecordfs/example/sequence.h"
 #include "tfrecordfs/naming/naming.h"
 #include "tfrecordfs/record/reader.h"
@@ -52,12 +53,22 @@ void AddRecordLayout(const std::string& dir, const std::string& payload, Expecte
   (*out)[dir] = ExpectedNode{true, ""};
   absl::string_view view(payload.data(), payload.size());
   naming::Layout layout;
-  if (auto table = example::DecodeExample(view); table.ok()) {
-    layout = naming::LayoutExample(*table, view);
-  } else if (auto seq = example::DecodeSequenceExample(view); seq.ok()) {
-    layout = naming::LayoutSequence(*seq, view);
-  } else {
-    layout = naming::LayoutRaw(payload.size());
+  const example::DecodedRecord decoded = example::DecodeRecord(view);
+  switch (decoded.kind) {
+    case example::PayloadKind::kExample:
+      layout = naming::LayoutExample(decoded.example, view);
+      break;
+    case example::PayloadKind::kSequenceExample:
+      layout = naming::LayoutSequence(decoded.sequence, view);
+      break;
+    case example::PayloadKind::kExampleList:
+    case example::PayloadKind::kExampleInExample:
+      layout = naming::LayoutExampleList(decoded.list, view,
+                                         decoded.kind == example::PayloadKind::kExampleInExample);
+      break;
+    case example::PayloadKind::kRaw:
+      layout = naming::LayoutRaw(payload.size());
+      break;
   }
   // Full paths of entries, parents before children (Flatten's order).
   std::vector<std::string> paths(layout.entries.size());

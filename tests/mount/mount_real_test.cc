@@ -33,6 +33,7 @@ struct RealShard {
   uint64_t records;
   bool is_example;
   bool is_sequence = false;  // tf.train.SequenceExamples: context/ + feature_lists/
+  bool is_list = false;      // TF-Ranking ExampleListWithContext: context/ + examples/
 };
 
 // Record counts from SOURCES.md.
@@ -44,7 +45,7 @@ const RealShard kShards[] = {
     {"lingvo_wmt_int64/wmt14_ende_wpm_32k_test.tfrecord", 100, true},
     {"tf_agents_antmaze_slash_keys/antmaze-medium-play-v0_0.tfrecord", 18, true},
     {"tfx_mnist_float784/mnist.tfrecord", 1000, true},
-    {"non_example_ranking_elwc/eval_elwc.tfrecord", 10, false},
+    {"non_example_ranking_elwc/eval_elwc.tfrecord", 10, false, false, true},
     {"non_example_raw_strings/tfrecord_iterator_test.tfrecord", 3, false},
     {"non_example_tensorboard_events/events.out.tfevents.1599310762", 1203, false},
     // Compressed shards (SOURCES.md: 424 or 425 records each, 5,091 in all).
@@ -125,6 +126,13 @@ TEST_F(RealDataTest, EveryShardRecordAndFileMatchesADirectRead) {
       for (uint64_t r = 0; r < shard.records; ++r) {
         const std::string dir = RecordDirName(r, shard.records);
         EXPECT_TRUE(walked.count(dir + "/feature_lists")) << dir;
+        EXPECT_FALSE(walked.count(dir + "/record.bin")) << dir;
+      }
+    } else if (shard.is_list) {
+      for (uint64_t r = 0; r < shard.records; ++r) {
+        const std::string dir = RecordDirName(r, shard.records);
+        EXPECT_TRUE(walked.count(dir + "/examples")) << dir;
+        EXPECT_TRUE(walked.count(dir + "/context")) << dir;
         EXPECT_FALSE(walked.count(dir + "/record.bin")) << dir;
       }
     } else if (!shard.is_example) {

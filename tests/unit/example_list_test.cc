@@ -181,5 +181,55 @@ TEST(ExampleListSpliceTest, AddedExampleAndContextAreEncodedAfresh) {
             absl::BytesToHexString(Elwc({kEx0, empty_example}, &empty_context)));
 }
 
+// ---- Example-in-Example ----
+
+std::string Eie(const std::vector<std::string>& examples, const std::string* context) {
+  std::string entries;
+  if (context != nullptr) {
+    entries += w::MapEntry("serialized_context", w::BytesFeature(w::Len(1, *context)));
+  }
+  std::string values;
+  for (const std::string& e : examples) values += w::Len(1, e);
+  entries += w::MapEntry("serialized_examples", w::BytesFeature(values));
+  return w::ExampleOf(entries);
+}
+
+TEST(ExampleInExampleTest, RecognisedOnlyWithItsTwoFeaturesOfExamples) {
+  const DecodedRecord r = DecodeRecord(Eie({kEx0, "", kEx1}, &kContext));
+  ASSERT_EQ(r.kind, PayloadKind::kExampleInExample);
+  ASSERT_EQ(r.list.examples.size(), 3u);
+  EXPECT_TRUE(r.list.examples[1].features.empty());
+  EXPECT_EQ(Names(r.list.context), "query;");
+  EXPECT_EQ(Names(r.example), "serialized_context;serialized_examples;");
+  EXPECT_EQ(DecodeRecord(Eie({kEx0}, nullptr)).kind, PayloadKind::kExampleInExample);
+  // A value that is not an Example, another feature, a context of two
+  // values: a plain Example.
+  EXPECT_EQ(DecodeRecord(Eie({kEx0, "not an example"}, nullptr)).kind, PayloadKind::kExample);
+  EXPECT_EQ(DecodeRecord(w::ExampleOf({kRel1, w::MapEntry("serialized_examples",
+                                                          w::BytesFeature(w::Len(1, kEx0)))}))
+                .kind,
+            PayloadKind::kExample);
+  const std::string two = w::ExampleOf({w::MapEntry(
+      "serialized_context", w::BytesFeature(w::Len(1, kContext) + w::Len(1, kContext)))});
+  EXPECT_EQ(DecodeRecord(two).kind, PayloadKind::kExample);
+  const std::string encoded = EncodeExampleInExample(r.list);
+  const DecodedRecord again = DecodeRecord(encoded);
+  ASSERT_EQ(again.kind, PayloadKind::kExampleInExample);
+  EXPECT_EQ(EncodeExampleInExample(again.list), encoded);
+}
+
+TEST(ExampleInExampleTest, SpliceKeepsUntouchedValuesAndTheContextEntry) {
+  const std::string p = Eie({kEx0, kEx1}, &kContext);
+  DecodedRecord r = DecodeRecord(p);
+  ASSERT_EQ(r.kind, PayloadKind::kExampleInExample);
+  r.list.examples[1].features[1].int64s = {7};
+  const SplicedRecord s = SpliceEdit(p, EncodeExampleInExample(r.list));
+  ASSERT_TRUE(s.changed);
+  const std::string rel7 = w::MapEntry("relevance", w::Int64Feature(w::PackedVarints({7})));
+  EXPECT_EQ(absl::BytesToHexString(s.payload),
+            absl::BytesToHexString(Eie({kEx0, w::ExampleOf({rel7, kDoc0})}, &kContext)));
+  EXPECT_FALSE(SpliceEdit(p, EncodeExampleInExample(DecodeRecord(p).list)).changed);
+}
+
 }  // namespace
 }  // namespace tfrecordfs::example

@@ -15,6 +15,14 @@
 // a few shapes (field 1 of all three is LEN); which one a payload is, is
 // decided by example/record.h's DecodeRecord, in one place.
 //
+// TF-Ranking's other list format, Example-in-Example (EIE, tensorflow_ranking
+// data.py), is a tf.train.Example of two bytes features: `serialized_examples`
+// (each value a serialized Example) and `serialized_context` (one value, a
+// serialized Example). ExampleListFromEie takes a decoded Example for one
+// when its features are exactly those (the context optional), the context
+// has one value, and every value decodes as an Example by DecodeExample's
+// rules; any other Example is not one.
+//
 // Thread-safety: pure functions.
 #ifndef TFRECORDFS_EXAMPLE_EXAMPLE_LIST_H_
 #define TFRECORDFS_EXAMPLE_EXAMPLE_LIST_H_
@@ -43,6 +51,18 @@ absl::StatusOr<ExampleListTable> DecodeExampleList(absl::string_view payload);
 // Serializes a table: every example as an `examples` field (EncodeExample),
 // in order, then `context` when has_context.
 std::string EncodeExampleList(const ExampleListTable& table);
+
+inline constexpr absl::string_view kEieContextKey = "serialized_context";
+inline constexpr absl::string_view kEieExamplesKey = "serialized_examples";
+
+// The list an Example-in-Example holds (rules above): views into the bytes
+// `outer`'s values view. InvalidArgument saying why `outer` is not one.
+absl::StatusOr<ExampleListTable> ExampleListFromEie(const FeatureTable& outer);
+
+// Serializes a table as an Example-in-Example: `serialized_context` (when
+// has_context) and `serialized_examples` (every example, EncodeExample),
+// through EncodeExample.
+std::string EncodeExampleInExample(const ExampleListTable& table);
 
 }  // namespace tfrecordfs::example
 

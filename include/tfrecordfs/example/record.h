@@ -8,7 +8,10 @@
 //      byte an Example (sequence.h);
 //   2. a SequenceExample;
 //   3. an ExampleListWithContext (ELWC);
-// and what no strict decoder takes is raw, with their reasons. The order
+// and what no strict decoder takes is raw, with their reasons. An Example
+// that is an Example-in-Example (example_list.h: its only features are
+// TF-Ranking's serialized_context and serialized_examples, every value a
+// valid Example) is kExampleInExample. The order
 // settles the wire's ambiguities (field 1 is LEN in all three messages):
 // a payload that is a valid Example or SequenceExample stays one, so no
 // real Example or SequenceExample is ever shown as an ELWC. An ELWC is not
@@ -38,16 +41,16 @@
 
 namespace tfrecordfs::example {
 
-enum class PayloadKind { kExample, kSequenceExample, kExampleList, kRaw };
+enum class PayloadKind { kExample, kSequenceExample, kExampleList, kExampleInExample, kRaw };
 
-// "Example", "SequenceExample", "ExampleListWithContext", "raw".
+// "Example", "SequenceExample", "ExampleListWithContext", "ExampleInExample", "raw".
 const char* PayloadKindName(PayloadKind kind);
 
 struct DecodedRecord {
   PayloadKind kind = PayloadKind::kRaw;
-  FeatureTable example;    // kExample: the features
+  FeatureTable example;    // kExample, kExampleInExample: the (outer) Example's features
   SequenceTable sequence;  // kSequenceExample: context and lists
-  ExampleListTable list;   // kExampleList: examples and context
+  ExampleListTable list;   // kExampleList, kExampleInExample: examples and context
   // kRaw: why no decoder took the payload ("<Example reason>; <SequenceExample
   // reason>; <ExampleListWithContext reason>").
   std::string raw_reason;

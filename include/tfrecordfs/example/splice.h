@@ -9,8 +9,8 @@
 // would have every other feature moved and re-encoded. SpliceEdit compares
 // the two payloads feature by feature (DecodeRecord both) and gives:
 //   * unchanged, when they say the same thing: same payload kind (Example,
-//     SequenceExample, raw), same feature names (kindless ones too), and
-//     for each the same kind and values (floats bit for bit; bytes equal,
+//     SequenceExample, ExampleListWithContext, Example-in-Example, raw), same feature names
+//     (kindless ones too), and for each the same kind and values (floats bit for bit; bytes equal,
 //     or `same_bytes` says they are); for a SequenceExample the same
 //     context and the same lists, step by step; raw payloads equal. The
 //     caller keeps the original bytes as they are;
@@ -26,7 +26,18 @@
 //     one or a context feature is left, then `feature_lists`), and is
 //     checked to decode to what `edited` decodes to; where it would not (or
 //     the payload kinds differ, or the original does not parse as its kind
-//     did), it is `edited` itself.
+//     did), it is `edited` itself;
+//   * for an ExampleListWithContext or an Example-in-Example (example_list.h)
+//     the same, one level up: unchanged when the examples (in order) and the
+//     context say the same; else every example and the context the edit
+//     left the same keep their bytes (ELWC: the whole `examples` / `context`
+//     field, in the original's wire order, context first or last as it was;
+//     EIE: the serialized_examples / serialized_context values, and the
+//     outer map entries that did not change), a changed one is spliced as
+//     an Example (its untouched map entries kept), removed examples are
+//     dropped (an edited example equal to a later original one keeps that
+//     one's bytes, the ones between being removed), added ones appended
+//     encoded afresh.
 //
 // Thread-safety: pure functions.
 #ifndef TFRECORDFS_EXAMPLE_SPLICE_H_

@@ -83,7 +83,9 @@ class SchemaBuilder {
   uint64_t examples() const { return examples_; }
   uint64_t sequence_examples() const { return sequence_examples_; }
   uint64_t example_lists() const { return example_lists_; }
-  // The examples of every ExampleListWithContext read.
+  // Examples that are TF-Ranking Example-in-Example lists (not in examples()).
+  uint64_t examples_in_examples() const { return examples_in_examples_; }
+  // The examples of every ExampleListWithContext and Example-in-Example read.
   uint64_t listed_examples() const { return listed_examples_; }
   uint64_t others() const { return others_; }
   // The Example decoder's message for the first payload that was neither.
@@ -91,14 +93,15 @@ class SchemaBuilder {
   // By name (bytewise).
   const std::map<std::string, FeatureStats>& features() const { return features_; }
   const std::map<std::string, ListStats>& lists() const { return lists_; }
-  // The features of ExampleListWithContext examples, by name (`present`
+  // The features of ExampleListWithContext (and Example-in-Example)
+  // examples, by name (`present`
   // counts examples, of listed_examples()); their contexts' features are in
   // features(), `in_context`.
   const std::map<std::string, FeatureStats>& example_features() const { return example_features_; }
 
  private:
   uint64_t records_ = 0, examples_ = 0, sequence_examples_ = 0, example_lists_ = 0,
-           listed_examples_ = 0, others_ = 0;
+           examples_in_examples_ = 0, listed_examples_ = 0, others_ = 0;
   std::map<std::string, FeatureStats> example_features_;
   std::string first_other_reason_;
   std::map<std::string, FeatureStats> features_;

@@ -95,6 +95,14 @@
 //           000/              one folder per example, in wire order, named
 //                             by ExampleFolderName, holding its features
 //                             laid out as an Example's (empty: no feature)
+//   * An Example that is a TF-Ranking Example-in-Example (example_list.h:
+//     features serialized_context, one serialized Example, and
+//     serialized_examples, serialized Examples) shows the same way under
+//     its features' names: `serialized_context/` (when it has one) and
+//     `serialized_examples/000/`, ... An Example feature whose name starts
+//     `serialized_context/` or `serialized_examples/` (a folder, not a
+//     file or a bytes list's folder) has its 's' escaped (`%73erialized_...`):
+//     those top-level folders of folders mean an Example-in-Example.
 //   * A payload that is none of these shows as one file `record.bin`.
 //   * The vfs caps a record at kMaxEntriesPerRecord (65,536) entries (the
 //     node id's 16 entry bits, vfs/node_id.h); a record with more files is
@@ -130,6 +138,9 @@ inline constexpr absl::string_view kKindlessExtension = ".none";
 inline constexpr absl::string_view kContextDir = "context";
 inline constexpr absl::string_view kFeatureListsDir = "feature_lists";
 inline constexpr absl::string_view kExamplesDir = "examples";
+// An Example-in-Example's folders (its two features' names).
+inline constexpr absl::string_view kEieContextDir = "serialized_context";
+inline constexpr absl::string_view kEieExamplesDir = "serialized_examples";
 inline constexpr size_t kMaxNameBytes = 255;
 inline constexpr size_t kChunkBytes = 200;
 
@@ -310,8 +321,10 @@ Layout LayoutSequence(const example::SequenceTable& table, absl::string_view pay
 // The name of step `index` of a list of `num_steps` steps ("07" of 12).
 std::string StepName(size_t index, size_t num_steps);
 
-// Lays out a decoded ExampleListWithContext (rules above).
-Layout LayoutExampleList(const example::ExampleListTable& table, absl::string_view payload);
+// Lays out a decoded ExampleListWithContext, or with `example_in_example`
+// an Example-in-Example (rules above).
+Layout LayoutExampleList(const example::ExampleListTable& table, absl::string_view payload,
+                         bool example_in_example = false);
 
 // The folder of example `index` of an ELWC of `num_examples`: the index
 // zero-padded to at least three digits ("003"), wider when the largest

@@ -33,6 +33,10 @@
 //     padding optional), read as one Example's features, the examples in
 //     index order; gaps are allowed (a removed example folder drops that
 //     example). Anything else at the top of such a folder makes it invalid;
+//   * likewise a folder with a top-level `serialized_examples/` holding only
+//     folders (or nothing; a bytes list's folder holds files) is a
+//     TF-Ranking Example-in-Example, with `serialized_context/` as its
+//     context;
 //   * symlinks, devices, fifos and sockets make the record invalid, and so
 //     does a feature name that is not valid UTF-8 once unescaped (map keys
 //     are proto3 strings).

@@ -86,10 +86,11 @@ struct StagedFile {
 
 // Classifies the file at `rel` (relative to the records folder:
 // `<record>/<path in the record>`). `sequence` says whether the record
-// folder is a SequenceExample or an ExampleListWithContext (it has a
-// top-level feature_lists/ or examples/); only then is `context/<x>` the
-// context feature `x` (else the feature `context/x`), and
-// `examples/<i>/<x>` the feature `x` of example i. Files under `<record>/feature_lists/` are steps
+// folder is a SequenceExample or a TF-Ranking list (it has a top-level
+// feature_lists/, examples/ or serialized_examples/); only then is
+// `context/<x>` (`serialized_context/<x>`) the context feature `x` (else the
+// feature `context/x`), and `examples/<i>/<x>` (`serialized_examples/<i>/<x>`)
+// the feature `x` of example i. Files under `<record>/feature_lists/` are steps
 // whatever `sequence` says. A list item (`3.png` in a folder) is taken as an item of the folder's
 // feature.
 StagedFile ClassifyStagedFile(absl::string_view rel, bool sequence);

@@ -41,6 +41,7 @@
 #include "testing/shard.h"
 #include "tfrecordfs/base/crc32c.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/example/record.h"
 #include "tfrecordfs/example/sequence.h"
 #include "tfrecordfs/record/writer.h"
 
@@ -295,7 +296,12 @@ TEST_F(HostileMountTest, EveryRecordTellsTheTruth) {
       if (sequence) {
         EXPECT_EQ(Files(rec).count("feature_lists/"), 1u);
       }
-      if (!r.example && !sequence) {
+      // So does an ExampleListWithContext, as context/ + examples/.
+      const bool list = example::DecodeRecord(payload).kind == example::PayloadKind::kExampleList;
+      if (list) {
+        EXPECT_EQ(Files(rec).count("examples/"), 1u);
+      }
+      if (!r.example && !sequence && !list) {
         EXPECT_EQ(Files(rec), std::set<std::string>{"record.bin"});
         EXPECT_TRUE(ReadWholeFile(M(rec + "/record.bin")) == payload);
         continue;

@@ -5,7 +5,7 @@ Reads TFRecord files with tests/cli/tfrecord_check.py (no tfrecordfs code)
 and walks each payload's protobuf wire by hand:
     ExampleListWithContext { repeated Example examples = 1; Example context = 2; }
 
-  elwc_check.py tree SHARD SHARD_DIR
+  elwc_check.py tree SHARD SHARD_DIR [--eie]
       For every record, the files the mount must show under SHARD_DIR/<record>/
       (context/ when the payload has a context field, examples/<i>/ per
       example: int64/float lists one value a line, single-line text .txt,
@@ -14,7 +14,10 @@ and walks each payload's protobuf wire by hand:
       compared with what SHARD_DIR holds. One line per record:
         <i> ok examples:<n> context:<none|empty|<k> features>
         <i> DIFF <path>: <what>
-      then `records <n>`.
+      then `records <n>`. With --eie the records are TF-Ranking
+      Example-in-Example (an Example of serialized_context, one serialized
+      Example, and serialized_examples, serialized Examples), shown as
+      serialized_context/ and serialized_examples/<i>/.
   elwc_check.py kept BEFORE AFTER
       Compares two shards record by record by the wire alone. One line per
       record that differs:
@@ -23,7 +26,12 @@ and walks each payload's protobuf wire by hand:
         each changed Example, `e<k>` or `c`, its map entries that are not byte
         for byte in the original, key=kind:values>
       then `records <n> same <s>`.
-  elwc_check.py same SHARD
+  elwc_check.py kept-eie BEFORE AFTER
+      The same for Example-in-Example shards, one line per record that differs:
+        <i> context:<= kept | * changed | - absent> examples:<per value, `=`
+        byte for byte a value of the original record, `*` new>
+        entries:<the outer map entries kept byte for byte, by key>
+  elwc_check.py same SHARD [--eie]
       Whether the two records of SHARD say the same thing as ELWCs (the same
       examples in order, each with the same features whatever their entry
       order, and the same context or none): prints `same`, else `DIFF`.
@@ -64,6 +72,22 @@ def elwc(payload):
             order.append("c")
         else:
             raise ValueError("field %d" % f)
+    return examples, context, order
+
+
+def eie(payload):
+    """The same as elwc() for an Example-in-Example: values, not fields."""
+    examples, context, order = [], None, []
+    for key, whole, value in entries(payload):
+        kind, values = t._feature(value)
+        if key == "serialized_context":
+            context = (whole, values[0])
+            order.append("c")
+        elif key == "serialized_examples":
+            examples = [(v, v) for v in values]
+            order.append("e")
+        else:
+            raise ValueError("feature %s" % key)
     return examples, context, order
 
 
@@ -146,7 +170,10 @@ def check_folder(prefix, example, tree, problems):
         problems.append("%s%s: unexpected" % (prefix, path))
 
 
-def tree_command(shard, shard_dir):
+def tree_command(shard, shard_dir, as_eie=False):
+    split = eie if as_eie else elwc
+    context_dir = "serialized_context" if as_eie else "context"
+    examples_dir = "serialized_examples" if as_eie else "examples"
     records = t.read_records(shard)
     names = sorted(os.listdir(shard_dir), key=int)
     if len(names) != len(records):
@@ -158,23 +185,23 @@ def tree_command(shard, shard_dir):
         for d, subdirs, _ in os.walk(folder):
             for s in subdirs:
                 dirs.add(os.path.relpath(os.path.join(d, s), folder))
-        examples, context, _ = elwc(payload)
+        examples, context, _ = split(payload)
         problems = []
         width = max(3, len(str(max(len(examples) - 1, 0))))
-        want_dirs = {"examples"}
+        want_dirs = {examples_dir}
         if context is not None:
-            want_dirs.add("context")
-            check_folder("context/", context[1], tree, problems)
+            want_dirs.add(context_dir)
+            check_folder(context_dir + "/", context[1], tree, problems)
         for k, (_, body) in enumerate(examples):
-            name = "examples/%0*d" % (width, k)
+            name = "%s/%0*d" % (examples_dir, width, k)
             want_dirs.add(name)
             check_folder(name + "/", body, tree, problems)
-        top = {d for d in dirs if d == "context" or d == "examples" or
-               (d.startswith("examples/") and d.count("/") == 1)}
+        top = {d for d in dirs if d == context_dir or d == examples_dir or
+               (d.startswith(examples_dir + "/") and d.count("/") == 1)}
         if top != want_dirs:
             problems.append("folders %s, want %s" % (sorted(top), sorted(want_dirs)))
         for p in sorted(tree):
-            if not (p.startswith("context/") or p.startswith("examples/")):
+            if not (p.startswith(context_dir + "/") or p.startswith(examples_dir + "/")):
                 problems.append("%s: unexpected" % p)
         if problems:
             for p in problems:
@@ -229,23 +256,46 @@ def kept_command(before, after):
     print("records", len(old), "same", same)
 
 
-def meaning(payload):
-    examples, context, _ = elwc(payload)
+def meaning(payload, as_eie=False):
+    examples, context, _ = (eie if as_eie else elwc)(payload)
     ctx = None if context is None else t.describe_example(context[1])
     return [t.describe_example(body) for _, body in examples], ctx
 
 
-def same_command(shard):
+def same_command(shard, as_eie=False):
     a, b = t.read_records(shard)
-    print("same" if meaning(a) == meaning(b) else "DIFF %r %r" % (meaning(a), meaning(b)))
+    ma, mb = meaning(a, as_eie), meaning(b, as_eie)
+    print("same" if ma == mb else "DIFF %r %r" % (ma, mb))
+
+
+def kept_eie_command(before, after):
+    old, new = t.read_records(before), t.read_records(after)
+    if len(old) != len(new):
+        print("DIFF %d records, %d before" % (len(new), len(old)))
+    same = 0
+    for i, (a, b) in enumerate(zip(old, new)):
+        if a == b:
+            same += 1
+            continue
+        ea, ca, _ = eie(a)
+        eb, cb, _ = eie(b)
+        ctx = "-" if cb is None else ("=" if ca is not None and ca[1] == cb[1] else "*")
+        values = {v for v, _ in ea}
+        marks = "".join("=" if v in values else "*" for v, _ in eb)
+        outer = {w for _, w, _ in entries(a)}
+        kept = [k for k, w, _ in entries(b) if w in outer]
+        print(i, "context:" + ctx, "examples:" + marks, "entries:" + ",".join(kept))
+    print("records", len(old), "same", same)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "tree":
-        tree_command(sys.argv[2], sys.argv[3])
+    if len(sys.argv) in (4, 5) and sys.argv[1] == "tree":
+        tree_command(sys.argv[2], sys.argv[3], sys.argv[4:] == ["--eie"])
+    elif len(sys.argv) == 4 and sys.argv[1] == "kept-eie":
+        kept_eie_command(sys.argv[2], sys.argv[3])
     elif len(sys.argv) == 4 and sys.argv[1] == "kept":
         kept_command(sys.argv[2], sys.argv[3])
-    elif len(sys.argv) == 3 and sys.argv[1] == "same":
-        same_command(sys.argv[2])
+    elif len(sys.argv) in (3, 4) and sys.argv[1] == "same":
+        same_command(sys.argv[2], sys.argv[3:] == ["--eie"])
     else:
         raise SystemExit(__doc__)

@@ -260,6 +260,63 @@ TEST(RankingGeneratedTest, EditsRemovalsAndCopiesKeepTheirBytesAndShape) {
   EXPECT_EQ(SameMeaning(s, original[2], packed[2]), "same");
 }
 
+// Example-in-Example: the same folders under the Example's feature names.
+TEST(RankingGeneratedTest, ExampleInExampleShowsEditsAndCopiesAsOne) {
+  TFRFS_SKIP_WITHOUT_FUSE();
+  if (!HaveTools()) GTEST_SKIP() << "no /usr/bin/python3";
+  Scratch s;
+  GeneratedShard(s);
+  const std::string shard = s.src + "/eie-00000-of-00001.tfrecord";
+  const std::string before = s.tmp.path() + "/before.tfrecord";
+  CopyFile(shard, before);
+  Mount d(PackConfig(s, {s.src}, "out"));
+  ASSERT_EQ(d.Start(), "");
+  const std::string dir = s.mnt + "/eie-00000-of-00001.tfrecord";
+  EXPECT_EQ(
+      Check({"tree", shard, dir, "--eie"}),
+      (std::vector<std::string>{
+          "0 ok examples:2 context:1 features", "1 ok examples:3 context:none",
+          "2 ok examples:0 context:1 features", "3 ok examples:2 context:1 features",
+          "4 ok examples:3 context:none", "5 ok examples:0 context:1 features",
+          "6 ok examples:2 context:1 features", "7 ok examples:3 context:none", "records 8"}));
+  EXPECT_EQ(ListDir(dir + "/0"),
+            (std::vector<std::string>{"serialized_context", "serialized_examples"}));
+  EXPECT_EQ(ListDir(dir + "/1/serialized_examples/001"), std::vector<std::string>{});
+  CommandResult edit = InDir(dir,
+                             "echo 5 > 0/serialized_examples/001/relevance\n"
+                             "echo 9 > 3/serialized_context/query_id\n"
+                             "sed -i 's/eie 4 2/eie 4 two/' 4/serialized_examples/002/doc.txt\n"
+                             "rm -r 6/serialized_examples/000\n"
+                             "cp -r 1 ../staging/eie1\n");
+  ASSERT_EQ(edit.exit_code, 0) << edit.out << edit.err;
+  Commit(s);
+  EXPECT_EQ(Check({"kept-eie", before, shard}),
+            (std::vector<std::string>{"0 context:= examples:=* entries:serialized_context",
+                                      "3 context:* examples:== entries:serialized_examples",
+                                      "4 context:- examples:==* entries:",
+                                      "6 context:= examples:= entries:serialized_context",
+                                      "records 8 same 4"}));
+  EXPECT_EQ(ReadWholeFile(dir + "/4/serialized_examples/002/doc.txt"), "eie 4 two\n");
+  int status = 0;
+  CommandResult un = d.TfrUnmount(&status);
+  EXPECT_EQ(un.exit_code, 0) << un.out << un.err;
+  const auto packed = AllPayloads(ReadPackedShards(s.out, "out"));
+  const std::vector<std::string> original = PayloadsIndependently(before);
+  ASSERT_EQ(packed.size(), 1u) << un.out;
+  ASSERT_EQ(original.size(), 8u);
+  const std::string tmp = s.tmp.path() + "/pair.tfrecord";
+  CommandResult w = RunCommand(
+      {"/usr/bin/python3", "-c",
+       absl::StrCat("import sys, binascii; sys.path.insert(0, '",
+                    std::getenv("TFRECORDFS_SOURCE_ROOT"),
+                    "/tests/cli'); import tfrecord_check as t\n"
+                    "open(sys.argv[1], 'wb').write(t.frame(binascii.unhexlify(sys.argv[2])) + "
+                    "t.frame(binascii.unhexlify(sys.argv[3])))\n"),
+       tmp, absl::BytesToHexString(original[1]), absl::BytesToHexString(packed[0])});
+  ASSERT_EQ(w.exit_code, 0) << w.err;
+  EXPECT_EQ(Check({"same", tmp, "--eie"}), std::vector<std::string>{"same"});
+}
+
 // ---------------------------------------------------------------------------
 // The toolbox.
 
@@ -279,7 +336,8 @@ TEST(RankingToolboxTest, ShowSchemaCountAndVerifyReadExampleLists) {
   EXPECT_EQ(schema.exit_code, 0) << schema.err;
   EXPECT_TRUE(absl::StrContains(schema.out,
                                 "0 Example(s), 0 SequenceExample(s), 10 "
-                                "ExampleListWithContext(s) of 20 example(s), 0 other payload(s)"))
+                                "ExampleListWithContext(s), 0 Example-in-Example(s), of 20 "
+                                "example(s), 0 other payload(s)"))
       << schema.out;
   EXPECT_TRUE(absl::StrContains(schema.out, "query_tokens (context)")) << schema.out;
   EXPECT_TRUE(absl::StrContains(schema.out, "example feature")) << schema.out;
@@ -290,6 +348,24 @@ TEST(RankingToolboxTest, ShowSchemaCountAndVerifyReadExampleLists) {
   CommandResult verify = RunCommand({BinaryPath(), "verify", shard});
   EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
   EXPECT_FALSE(absl::StrContains(verify.out, "none of them")) << verify.out;
+}
+
+TEST(RankingToolboxTest, ShowAndSchemaReadExampleInExample) {
+  Scratch s;
+  GeneratedShard(s);
+  const std::string shard = s.src + "/eie-00000-of-00001.tfrecord";
+  CommandResult show = RunCommand({BinaryPath(), "show", shard, "0"});
+  EXPECT_EQ(show.exit_code, 0) << show.err;
+  EXPECT_TRUE(absl::StrContains(show.out, ": ExampleInExample, ")) << show.out;
+  EXPECT_TRUE(absl::StrContains(show.out, "examples:  2 example(s)")) << show.out;
+  EXPECT_TRUE(absl::StrContains(show.out, "\"eie 0 1\"")) << show.out;
+  CommandResult schema = RunCommand({BinaryPath(), "schema", shard});
+  EXPECT_EQ(schema.exit_code, 0) << schema.err;
+  // 8 records: 3 + 3 + 2 of 2, 3 and 0 examples: 15.
+  EXPECT_TRUE(absl::StrContains(schema.out,
+                                "0 Example(s), 0 SequenceExample(s), 0 ExampleListWithContext(s), "
+                                "8 Example-in-Example(s), of 15 example(s)"))
+      << schema.out;
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include "testing/shard.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/example/example.h"
+#include "tfrecordfs/example/example_list.h"
 #include "tfrecordfs/example/sequence.h"
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/reference/zlib_codec.h"
@@ -168,6 +169,25 @@ void ExpectSameRecord(const std::string& original, const std::string& packed,
       ASSERT_TRUE(got.ok()) << what
                             << ": the packed record is not a SequenceExample: " << got.status();
       EXPECT_EQ(SequenceText(*got), SequenceText(*seq)) << what;
+      return;
+    }
+    if (auto list = example::DecodeExampleList(original); list.ok()) {
+      // An ExampleListWithContext: example by example, then the context,
+      // each feature by feature (the pack writes map entries in name order).
+      auto got = example::DecodeExampleList(packed);
+      ASSERT_TRUE(got.ok()) << what << ": the packed record is not an ExampleListWithContext: "
+                            << got.status();
+      const auto text = [](const example::FeatureTable& t) {
+        example::SequenceTable as_context;
+        as_context.context = t;
+        return SequenceText(as_context);
+      };
+      ASSERT_EQ(got->examples.size(), list->examples.size()) << what;
+      for (size_t i = 0; i < list->examples.size(); ++i) {
+        EXPECT_EQ(text(got->examples[i]), text(list->examples[i])) << what << ": example " << i;
+      }
+      EXPECT_EQ(got->has_context, list->has_context) << what;
+      EXPECT_EQ(text(got->context), text(list->context)) << what << ": context";
       return;
     }
     EXPECT_EQ(Short(packed), Short(original)) << what << ": raw payload differs";

@@ -101,7 +101,9 @@ using test::SequenceText;
 
 // Expects `packed` to be the same record as `original`: for Examples the
 // same features (names, kinds, values; floats bit-exact), for
-// SequenceExamples the same SequenceText, for other payloads the same bytes.
+// SequenceExamples the same SequenceText, for ExampleListWithContexts the
+// same examples and context (feature by feature), for other payloads the
+// same bytes.
 // `what` names the record in failure messages.
 void ExpectSameRecord(const std::string& original, const std::string& packed,
                       const std::string& what);
