@@ -56,6 +56,7 @@ std::string Says(absl::string_view payload) {
   out << example::PayloadKindName(d.kind) << "\n";
   switch (d.kind) {
     case example::PayloadKind::kExampleInExample:  // its list, not its values' bytes
+    case example::PayloadKind::kExampleList:
       out << ListSays(d.list);
       break;
     case example::PayloadKind::kExample:
@@ -63,19 +64,6 @@ std::string Says(absl::string_view payload) {
       break;
     case example::PayloadKind::kSequenceExample:
       out << test::SequenceText(d.sequence);
-      break;
-    case example::PayloadKind::kExampleList:
-      for (size_t i = 0; i < d.list.examples.size(); ++i) {
-        for (const auto& [name, canon] : FromTable(d.list.examples[i])) {
-          out << "examples/" << i << "/" << name << " " << canon << "\n";
-        }
-      }
-      if (d.list.has_context) {
-        out << "context\n";
-        for (const auto& [name, canon] : FromTable(d.list.context)) {
-          out << "context/" << name << " " << canon << "\n";
-        }
-      }
       break;
     case example::PayloadKind::kRaw:
       out << payload;
