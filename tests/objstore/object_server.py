@@ -28,8 +28,11 @@ the last smaller than --min-part-size (5 MiB, S3's) with 400 EntityTooSmall.
 Conditional writes: PutObject and CompleteMultipartUpload take
 "If-None-Match: *" (412 when the key exists) and "If-Match: ETAG" (412
 PreconditionFailed when the key's ETag, as listed, differs; 404 NoSuchKey
-when there is no key), S3's error body with <Condition>; the check and the
-rename are one step under a lock, as S3's are atomic.
+when there is no key), S3's error body with <Condition>, and Cloud
+Storage's "x-goog-if-generation-match: G" (G 0: no object may be there;
+else its generation, the x-goog-generation every GET, HEAD and PUT
+answers, must be G; 412 PreconditionFailed); the check and the rename are
+one step under a lock, as the stores' are atomic.
 
 Counters: with --stats FILE, a JSON object {KIND: {"requests": N,
 "bytes_in": request body bytes, "bytes_out": response body bytes,
@@ -105,6 +108,12 @@ STATS = {}
 
 def etag_of(st):
     return '"%x-%x-%x"' % (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def generation_of(st):
+    """Cloud Storage's generation of the object (x-goog-generation): a new
+    number whenever the object is written."""
+    return str(st.st_mtime_ns)
 
 
 def sign(key, msg):
@@ -288,6 +297,15 @@ class Handler(BaseHTTPRequestHandler):
                            "At least one of the pre-conditions you specified did not hold",
                            "<Condition>If-None-Match</Condition>")
             return False
+        generation = self.headers.get("x-goog-if-generation-match")
+        if generation is not None:
+            now = generation_of(os.stat(local)) if os.path.isfile(local) else "0"
+            if generation.strip() != now:
+                self.error_xml(412, "PreconditionFailed",
+                               "At least one of the pre-conditions you specified did not hold.",
+                               "<Details>x-goog-if-generation-match: %s</Details>"
+                               % escape(generation))
+                return False
         want = self.headers.get("If-Match")
         if want is None:
             return True
@@ -425,8 +443,8 @@ class Handler(BaseHTTPRequestHandler):
                 os.unlink(tmp)
                 return None
             os.replace(tmp, local)
-            etag = etag_of(os.stat(local))
-        self.reply(200, b"", {"ETag": etag})
+            st = os.stat(local)
+        self.reply(200, b"", {"ETag": etag_of(st), "x-goog-generation": generation_of(st)})
 
     def do_POST(self):
         """CreateMultipartUpload (?uploads) and CompleteMultipartUpload
@@ -574,6 +592,7 @@ class Handler(BaseHTTPRequestHandler):
             st = os.fstat(f.fileno())
             etag = etag_of(st)
             headers = {"ETag": etag, "Accept-Ranges": "bytes",
+                       "x-goog-generation": generation_of(st),
                        "Last-Modified": email.utils.formatdate(st.st_mtime, usegmt=True)}
             want = self.headers.get("If-Match")
             if want is not None and want != "*" and want != etag:

@@ -65,6 +65,7 @@ class ServerTest(unittest.TestCase):
             for k, v in headers.items():
                 request.headers[k] = v
         self.s3.meta.events.register_first("before-sign.s3.%s" % operation, add)
+        self.last_hook = add
         return add
 
     def error(self, call):
@@ -178,6 +179,27 @@ class ServerTest(unittest.TestCase):
         self.s3.put_object(Bucket="b", Key="ds/obj", Body=b"edited")
         self.assertEqual(self.s3.get_object(Bucket="b", Key="ds/obj")["Body"].read(), b"edited")
         self.assertEqual(self.stats()["PutObject"]["requests"], 2)
+
+    def test_generation_preconditions_as_cloud_storage(self):
+        """x-goog-if-generation-match (Cloud Storage's XML API): 0 for no
+        object, else the generation the object was read at."""
+        head = self.s3.head_object(Bucket="b", Key="ds/obj")
+        generation = head["ResponseMetadata"]["HTTPHeaders"]["x-goog-generation"]
+        self.headers("PutObject", **{"x-goog-if-generation-match": "0"})
+        r = self.error(lambda: self.s3.put_object(Bucket="b", Key="ds/obj", Body=b"x"))
+        self.assertEqual(r["Error"]["Code"], "PreconditionFailed")
+        self.s3.put_object(Bucket="b", Key="ds/fresh", Body=b"new object")  # 0 and absent: written
+        s3 = self.s3
+        s3.meta.events.unregister("before-sign.s3.PutObject", self.last_hook)
+        self.headers("PutObject", **{"x-goog-if-generation-match": generation})
+        put = s3.put_object(Bucket="b", Key="ds/obj", Body=b"edited")
+        self.assertNotEqual(put["ResponseMetadata"]["HTTPHeaders"]["x-goog-generation"],
+                            generation)
+        # The same generation again: the object is no longer that one.
+        r = self.error(lambda: s3.put_object(Bucket="b", Key="ds/obj", Body=b"lost update"))
+        self.assertEqual(r["ResponseMetadata"]["HTTPStatusCode"], 412)
+        self.assertEqual(s3.get_object(Bucket="b", Key="ds/obj")["Body"].read(), b"edited")
+        self.assertEqual(s3.get_object(Bucket="b", Key="ds/fresh")["Body"].read(), b"new object")
 
     def test_if_none_match_star_refuses_an_existing_key(self):
         self.headers("PutObject", **{"If-None-Match": "*"})
