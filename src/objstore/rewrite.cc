@@ -104,9 +104,9 @@ absl::StatusOr<std::vector<RewritePart>> PlanRewriteParts(const std::vector<Rewr
 }
 
 absl::Status BucketWriter::Changed(const std::string& key, const std::string& etag) const {
-  return PosixError(ESTALE, absl::StrCat(Name(key), ": the object changed since it was listed (",
-                                         "ETag then ", etag,
-                                         "); not overwritten, the edits are kept"));
+  return PosixError(
+      ESTALE, absl::StrCat(Name(key), ": the object changed since it was listed (", "ETag then ",
+                           etag, "); not overwritten, the edits are kept"));
 }
 
 absl::Status BucketWriter::Refused(const std::string& key, const std::string& replaces) const {
@@ -125,8 +125,8 @@ absl::StatusOr<std::string> BucketWriter::UploadPartCopy(const std::string& key,
   if (!source_etag.empty()) {
     headers.push_back(absl::StrCat("x-amz-copy-source-if-match: ", source_etag));
   }
-  const std::string what = absl::StrCat("UploadPartCopy ", number, " (", range, " of ",
-                                        Name(source_key), ")");
+  const std::string what =
+      absl::StrCat("UploadPartCopy ", number, " (", range, " of ", Name(source_key), ")");
   auto r = Send(
       "PUT", absl::StrCat(Url(key), "?partNumber=", number, "&uploadId=", AwsUriEncode(id, true)),
       what, std::move(headers));

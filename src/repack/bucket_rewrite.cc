@@ -131,8 +131,9 @@ absl::StatusOr<ObjectRewriteStats> RewriteObject(const objstore::BucketWriter& w
   if (!status.ok()) {
     // Nothing shows under the key until a completion: the parts go.
     if (auto a = writer.Abort(object.key, *id); !a.ok()) {
-      log::Warning(a.message(), " (the store removes it by its lifecycle rules, or the next "
-                                "mount aborts it)");
+      log::Warning(a.message(),
+                   " (the store removes it by its lifecycle rules, or the next "
+                   "mount aborts it)");
     }
     return status;
   }

@@ -3,12 +3,11 @@
 // only of long kept ranges) while uploading as little as it can, and the
 // headers of the conditional writes and the copies. The requests
 // themselves run against tests/objstore/object_server.py (objstore tests).
-#include "tfrecordfs/objstore/rewrite.h"
-
 #include <cstdint>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tfrecordfs/objstore/rewrite.h"
 
 namespace tfrecordfs::objstore {
 namespace {
@@ -75,7 +74,8 @@ TEST(PlanRewritePartsTest, OneLabelInTheMiddleCopiesAllButAboutOnePart) {
   EXPECT_TRUE((*parts)[2].copy);
   // The new bytes and 5 MiB of the old object after them: no more.
   EXPECT_EQ(CheckPlan(layout, *parts), kMinPartSize);
-  EXPECT_EQ((*parts)[1].pieces, (std::vector<RewritePiece>{New(0, 41), Old(at + 40, kMinPartSize - 41)}));
+  EXPECT_EQ((*parts)[1].pieces,
+            (std::vector<RewritePiece>{New(0, 41), Old(at + 40, kMinPartSize - 41)}));
 }
 
 TEST(PlanRewritePartsTest, KeptRangesShorterThanAPartAreUploaded) {

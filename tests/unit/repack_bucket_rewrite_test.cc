@@ -6,8 +6,6 @@
 // a second writer's object never overwritten (ESTALE, the upload aborted),
 // small objects as one conditional PUT, a crash's uploads aborted.
 // The server part skips without python3 or OBJECT_SERVER (meson sets it).
-#include "tfrecordfs/repack/bucket_rewrite.h"
-
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,11 +20,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "testing/temp_dir.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/objstore/http.h"
 #include "tfrecordfs/objstore/sigv4.h"
 #include "tfrecordfs/record/writer.h"
-#include "testing/temp_dir.h"
+#include "tfrecordfs/repack/bucket_rewrite.h"
 
 namespace tfrecordfs::repack {
 namespace {
@@ -203,9 +202,9 @@ TEST_F(BucketRewriteTest, EditsCopyTheUnchangedRangesServerSide) {
                                 ", \"bytes_in\": 0")),
             std::string::npos)
       << s;
-  EXPECT_NE(s.find(absl::StrCat("\"UploadPart\": {\"bytes_copied\": 0, \"bytes_in\": ",
-                                stats->uploaded)),
-            std::string::npos)
+  EXPECT_NE(
+      s.find(absl::StrCat("\"UploadPart\": {\"bytes_copied\": 0, \"bytes_in\": ", stats->uploaded)),
+      std::string::npos)
       << s;
   auto left = writer_->ListUploads("ds/");
   ASSERT_TRUE(left.ok()) << left.status();

@@ -72,8 +72,8 @@ struct RewritePlanOptions {
 // read back from the old object per changed range. Errors:
 // InvalidArgument for an empty layout or one that needs more than
 // kMaxParts parts.
-absl::StatusOr<std::vector<RewritePart>> PlanRewriteParts(
-    const std::vector<RewritePiece>& layout, const RewritePlanOptions& options = {});
+absl::StatusOr<std::vector<RewritePart>> PlanRewriteParts(const std::vector<RewritePiece>& layout,
+                                                          const RewritePlanOptions& options = {});
 
 }  // namespace tfrecordfs::objstore
 

@@ -62,15 +62,15 @@ absl::StatusOr<ObjectLayout> LayoutAfterEdits(
 using ReadOldBytes = std::function<absl::Status(uint64_t offset, uint64_t size, std::string* out)>;
 
 struct ObjectRewrite {
-  std::string key;   // the object's key
-  std::string etag;  // as listed, quotes included (not empty)
+  std::string key;    // the object's key
+  std::string etag;   // as listed, quotes included (not empty)
   uint64_t size = 0;  // as listed
 };
 
 struct ObjectRewriteStats {
-  uint64_t parts = 0;     // 0: one PutObject
-  uint64_t copied = 0;    // bytes copied by the store (UploadPartCopy)
-  uint64_t uploaded = 0;  // bytes sent (PutObject, UploadPart)
+  uint64_t parts = 0;      // 0: one PutObject
+  uint64_t copied = 0;     // bytes copied by the store (UploadPartCopy)
+  uint64_t uploaded = 0;   // bytes sent (PutObject, UploadPart)
   uint64_t read_back = 0;  // bytes of the old object read to merge into parts
 };
 
