@@ -250,7 +250,7 @@ absl::StatusOr<HttpResponse> HttpClient::Send(absl::string_view method, const st
       signer != nullptr && !upload.empty() ? Sha256Hex(upload) : std::string(kEmptySha256);
   const std::vector<std::string> unsigned_headers = all;
   if (signer != nullptr) {
-    auto signed_headers = signer->Sign(method, url, payload_sha256);
+    auto signed_headers = signer->SignWith(method, url, payload_sha256, headers);
     if (!signed_headers.ok()) return signed_headers.status();
     all.insert(all.end(), signed_headers->begin(), signed_headers->end());
   }
@@ -287,7 +287,7 @@ absl::StatusOr<HttpResponse> HttpClient::Send(absl::string_view method, const st
     std::this_thread::sleep_for(std::chrono::milliseconds(wait));
     // Signatures carry a time: sign again for the next attempt.
     if (signer != nullptr) {
-      auto signed_headers = signer->Sign(method, url, payload_sha256);
+      auto signed_headers = signer->SignWith(method, url, payload_sha256, headers);
       if (!signed_headers.ok()) return signed_headers.status();
       all = unsigned_headers;
       all.insert(all.end(), signed_headers->begin(), signed_headers->end());

@@ -130,6 +130,12 @@ std::string SigV4Authorization(const AwsCredentials& c, const SigV4Request& r,
 absl::StatusOr<std::vector<std::string>> SigV4Signer::Sign(absl::string_view method,
                                                            absl::string_view url,
                                                            absl::string_view payload_sha256) const {
+  return SignWith(method, url, payload_sha256, {});
+}
+
+absl::StatusOr<std::vector<std::string>> SigV4Signer::SignWith(
+    absl::string_view method, absl::string_view url, absl::string_view payload_sha256,
+    const std::vector<std::string>& request_headers) const {
   absl::string_view rest = url;
   if (!absl::ConsumePrefix(&rest, "https://") && !absl::ConsumePrefix(&rest, "http://")) {
     return absl::InvalidArgumentError(absl::StrCat("cannot sign ", url, ": not an http(s) URL"));
@@ -157,6 +163,12 @@ absl::StatusOr<std::vector<std::string>> SigV4Signer::Sign(absl::string_view met
   }
   std::vector<std::string> out;
   for (const auto& [name, value] : r.headers) out.push_back(absl::StrCat(name, ": ", value));
+  for (const std::string& h : request_headers) {
+    const size_t colon = h.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string name = absl::AsciiStrToLower(h.substr(0, colon));
+    if (absl::StartsWith(name, "x-amz-")) r.headers.emplace_back(name, h.substr(colon + 1));
+  }
   out.push_back(absl::StrCat("Authorization: ",
                              SigV4Authorization(credentials_, r, date, region_, service_)));
   return out;

@@ -11,6 +11,7 @@
 #include "absl/strings/str_replace.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/objstore/listing.h"
+#include "tfrecordfs/objstore/rewrite.h"
 #include "tfrecordfs/objstore/sigv4.h"
 #include "tfrecordfs/objstore/xml.h"
 
@@ -123,11 +124,12 @@ absl::StatusOr<bool> BucketWriter::SameBytes(const std::string& key, const std::
   return true;
 }
 
-absl::Status BucketWriter::PutWhole(const std::string& key, absl::string_view bytes) const {
+absl::Status BucketWriter::PutWhole(const std::string& key, absl::string_view bytes,
+                                    const std::string& replaces) const {
   auto r = Send("PUT", Url(key), absl::StrCat("PUT of ", bytes.size(), " bytes"),
-                {"If-None-Match: *"}, bytes);
+                {WriteConditionHeader(replaces)}, bytes);
   if (!r.ok()) return r.status();
-  if (r->status == 412) return Appeared(key);
+  if (r->status == 412 || (r->status == 404 && !replaces.empty())) return Refused(key, replaces);
   if (r->status != 200) return Failed(key, "PUT", *r);
   return absl::OkStatus();
 }
@@ -163,7 +165,8 @@ absl::StatusOr<std::string> BucketWriter::UploadPart(const std::string& key, con
 }
 
 absl::Status BucketWriter::Complete(const std::string& key, const std::string& id,
-                                    const std::vector<std::string>& etags) const {
+                                    const std::vector<std::string>& etags,
+                                    const std::string& replaces) const {
   std::string xml = "<CompleteMultipartUpload>";
   for (size_t i = 0; i < etags.size(); ++i) {
     std::string etag = etags[i];
@@ -174,9 +177,14 @@ absl::Status BucketWriter::Complete(const std::string& key, const std::string& i
   xml += "</CompleteMultipartUpload>";
   // If-None-Match on the completion: S3 takes it since 2024; a store
   // that ignores it is covered by the HEAD before the upload.
-  auto r = Send("POST", UploadUrl(key, id), "CompleteMultipartUpload", {"If-None-Match: *"}, xml);
+  auto r = Send("POST", UploadUrl(key, id), "CompleteMultipartUpload",
+                {WriteConditionHeader(replaces)}, xml);
   if (!r.ok()) return r.status();
-  if (r->status == 412) return Appeared(key);
+  if (r->status == 412 ||
+      (r->status == 404 && !replaces.empty() &&
+       FindXmlElement(r->body, "Code").value_or(XmlElement{}).text == "NoSuchKey")) {
+    return Refused(key, replaces);
+  }
   if (r->status != 200) return Failed(key, "CompleteMultipartUpload", *r);
   // S3 may answer 200 and then an <Error> in the body.
   auto x = FindXmlElement(r->body, "Code");

@@ -13,7 +13,34 @@ AccessDenied). Multipart uploads: POST ?uploads (CreateMultipartUpload), PUT
 part's MD5), POST ?uploadId=ID (CompleteMultipartUpload: parts joined, then
 renamed to the key, ETag MD5-of-MD5s-N as S3's; 412 with "If-None-Match: *"
 when the key exists), DELETE ?uploadId=ID
-(AbortMultipartUpload); uploads in flight are folders of ROOT/.uploads.
+(AbortMultipartUpload), GET /BUCKET?uploads&prefix=P (ListMultipartUploads,
+one page); uploads in flight are folders of ROOT/.uploads.
+
+UploadPartCopy (S3's request shape, as botocore sends it): PUT
+?partNumber=N&uploadId=ID with "x-amz-copy-source: BUCKET/KEY" (URL-encoded,
+a leading '/' and a "?versionId=" tail taken) and optionally
+"x-amz-copy-source-range: bytes=FIRST-LAST" (inclusive, zero-based, inside
+the source: 400 InvalidArgument otherwise, and, as S3 documents, only from
+a source larger than --min-part-size) and "x-amz-copy-source-if-match";
+the part is copied here, server-side, and answered with
+<CopyPartResult><ETag>. CompleteMultipartUpload refuses a part other than
+the last smaller than --min-part-size (5 MiB, S3's) with 400 EntityTooSmall.
+Conditional writes: PutObject and CompleteMultipartUpload take
+"If-None-Match: *" (412 when the key exists) and "If-Match: ETAG" (412
+PreconditionFailed when the key's ETag, as listed, differs; 404 NoSuchKey
+when there is no key), S3's error body with <Condition>, and Cloud
+Storage's "x-goog-if-generation-match: G" (G 0: no object may be there;
+else its generation, the x-goog-generation every GET, HEAD and PUT
+answers, must be G; 412 PreconditionFailed); the check and the rename are
+one step under a lock, as the stores' are atomic.
+
+Counters: with --stats FILE, a JSON object {KIND: {"requests": N,
+"bytes_in": request body bytes, "bytes_out": response body bytes,
+"bytes_copied": bytes copied server-side}} rewritten after every request,
+KIND the S3 operation (GetObject, HeadObject, ListObjectsV2, PutObject,
+CreateMultipartUpload, UploadPart, UploadPartCopy, CompleteMultipartUpload,
+AbortMultipartUpload, ListMultipartUploads, Metadata): what crossed the
+network and what did not.
 
 Authentication: with --access-key and --secret-key every request must carry
 a valid AWS SigV4 Authorization header, checked by the independent
@@ -56,6 +83,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -72,10 +100,20 @@ DROPPED = {}
 # but never listed (not a bucket).
 UPLOADS = ".uploads"
 METADATA_TOKEN_PATH = "/computeMetadata/v1/instance/service-accounts/default/token"
+# Conditional writes check and rename under this lock (S3's are atomic).
+WRITE_LOCK = threading.Lock()
+STATS_LOCK = threading.Lock()
+STATS = {}
 
 
 def etag_of(st):
     return '"%x-%x-%x"' % (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def generation_of(st):
+    """Cloud Storage's generation of the object (x-goog-generation): a new
+    number whenever the object is written."""
+    return str(st.st_mtime_ns)
 
 
 def sign(key, msg):
@@ -119,7 +157,47 @@ class Handler(BaseHTTPRequestHandler):
                     self.command, self.path, status, self.headers.get("Range", "-"),
                     "yes" if self.headers.get("If-Match") else "no", how))
 
+    def kind(self):
+        """The S3 operation this request is (the counters' key)."""
+        q = urllib.parse.parse_qs(self.path.partition("?")[2], keep_blank_values=True)
+        if self.command == "PUT":
+            if "uploadId" in q:
+                return "UploadPartCopy" if "x-amz-copy-source" in self.headers else "UploadPart"
+            return "PutObject"
+        if self.command == "POST":
+            return "CreateMultipartUpload" if "uploads" in q else "CompleteMultipartUpload"
+        if self.command == "DELETE":
+            return "AbortMultipartUpload"
+        if self.command == "HEAD":
+            return "HeadObject"
+        if self.path == METADATA_TOKEN_PATH:
+            return "Metadata"
+        if "list-type" in q:
+            return "ListObjectsV2"
+        if "uploads" in q:
+            return "ListMultipartUploads"
+        return "GetObject"
+
+    def record(self, bytes_out):
+        """Adds this request to --stats: its body in, `bytes_out` out and
+        what it copied server-side."""
+        if not ARGS.stats:
+            return
+        with STATS_LOCK:
+            s = STATS.setdefault(self.kind(), {"requests": 0, "bytes_in": 0, "bytes_out": 0,
+                                                "bytes_copied": 0})
+            s["requests"] += 1
+            s["bytes_in"] += getattr(self, "bytes_in", 0)
+            s["bytes_out"] += bytes_out
+            s["bytes_copied"] += getattr(self, "bytes_copied", 0)
+            self.bytes_in = self.bytes_copied = 0
+            tmp = ARGS.stats + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump(STATS, f, sort_keys=True)
+            os.replace(tmp, ARGS.stats)
+
     def reply(self, status, body=b"", headers=None):
+        self.record(len(body) if self.command != "HEAD" else 0)
         self.send_response(status)
         for k, v in (headers or {}).items():
             self.send_header(k, v)
@@ -134,6 +212,7 @@ class Handler(BaseHTTPRequestHandler):
         pages to the socket, so the server's own CPU time (which the client
         shares on the test machine; a real store's runs elsewhere) is not a
         copy of every byte through Python."""
+        self.record(count if self.command != "HEAD" else 0)
         self.send_response(status)
         for k, v in headers.items():
             self.send_header(k, v)
@@ -143,9 +222,9 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
             self.connection.sendfile(f, first, count)
 
-    def error_xml(self, status, code, message):
+    def error_xml(self, status, code, message, extra=""):
         body = ("<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>%s</Code>"
-                "<Message>%s</Message></Error>" % (code, escape(message))).encode()
+                "<Message>%s</Message>%s</Error>" % (code, escape(message), extra)).encode()
         self.reply(status, body, {"Content-Type": "application/xml"})
 
     def check_signature(self, body=None):
@@ -207,7 +286,94 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True  # the body is not read
             self.error_xml(413, "EntityTooLarge", "at most %d bytes" % ARGS.max_put)
             return None
+        self.bytes_in = int(length)
         return self.rfile.read(int(length))
+
+    def precondition(self, local):
+        """False after answering a write's If-None-Match / If-Match that
+        does not hold for the key at `local` (call under WRITE_LOCK)."""
+        if self.headers.get("If-None-Match") == "*" and os.path.exists(local):
+            self.error_xml(412, "PreconditionFailed",
+                           "At least one of the pre-conditions you specified did not hold",
+                           "<Condition>If-None-Match</Condition>")
+            return False
+        generation = self.headers.get("x-goog-if-generation-match")
+        if generation is not None:
+            now = generation_of(os.stat(local)) if os.path.isfile(local) else "0"
+            if generation.strip() != now:
+                self.error_xml(412, "PreconditionFailed",
+                               "At least one of the pre-conditions you specified did not hold.",
+                               "<Details>x-goog-if-generation-match: %s</Details>"
+                               % escape(generation))
+                return False
+        want = self.headers.get("If-Match")
+        if want is None:
+            return True
+        if not os.path.isfile(local):
+            self.error_xml(404, "NoSuchKey", "The specified key does not exist.")
+            return False
+        if want.strip() != etag_of(os.stat(local)):
+            self.error_xml(412, "PreconditionFailed",
+                           "At least one of the pre-conditions you specified did not hold",
+                           "<Condition>If-Match</Condition>")
+            return False
+        return True
+
+    def copy_part(self, d, number):
+        """UploadPartCopy into upload folder `d` as part `number`."""
+        source = urllib.parse.unquote(self.headers["x-amz-copy-source"].split("?versionId=")[0])
+        source = source.lstrip("/")
+        bucket = source.split("/", 1)[0]
+        local = os.path.normpath(os.path.join(ARGS.root, source))
+        if bucket == UPLOADS or not local.startswith(os.path.join(ARGS.root, bucket) + os.sep) \
+                or not os.path.isfile(local):
+            return self.error_xml(404, "NoSuchKey", "The specified key does not exist.")
+        with open(local, "rb") as f:
+            st = os.fstat(f.fileno())
+            want = self.headers.get("x-amz-copy-source-if-match")
+            if want is not None and want.strip() != etag_of(st):
+                return self.error_xml(412, "PreconditionFailed",
+                                      "At least one of the pre-conditions you specified did "
+                                      "not hold", "<Condition>x-amz-copy-source-If-Match"
+                                      "</Condition>")
+            first, last = 0, st.st_size - 1
+            rng = self.headers.get("x-amz-copy-source-range")
+            if rng is not None:
+                m = re.fullmatch(r"bytes=(\d+)-(\d+)", rng.strip())
+                if m is None:
+                    return self.error_xml(400, "InvalidArgument",
+                                          "The x-amz-copy-source-range value must be of the "
+                                          "form bytes=first-last where first and last are the "
+                                          "zero-based offsets of the first and last bytes to "
+                                          "copy")
+                first, last = int(m.group(1)), int(m.group(2))
+                if first > last or last >= st.st_size:
+                    return self.error_xml(400, "InvalidArgument",
+                                          "Range specified is not valid for source object of "
+                                          "size: %d" % st.st_size)
+                if st.st_size <= ARGS.min_part_size:
+                    return self.error_xml(400, "InvalidRequest",
+                                          "The specified copy source is not supported as a "
+                                          "byte-range copy source (at most %d bytes)"
+                                          % ARGS.min_part_size)
+            f.seek(first)
+            md5 = hashlib.md5()
+            with open(os.path.join(d, "%05d" % number), "wb") as out:
+                left = last - first + 1
+                while left > 0:
+                    chunk = f.read(min(left, 1 << 20))
+                    if not chunk:
+                        break
+                    md5.update(chunk)
+                    out.write(chunk)
+                    left -= len(chunk)
+            self.bytes_copied = last - first + 1
+        etag = '"%s"' % md5.hexdigest()
+        when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+        self.reply(200, ("<?xml version=\"1.0\" encoding=\"UTF-8\"?><CopyPartResult>"
+                         "<LastModified>%s</LastModified><ETag>%s</ETag></CopyPartResult>"
+                         % (when, escape(etag))).encode(),
+                   {"Content-Type": "application/xml"})
 
     def object_path(self):
         """(key's local path, query dict), or None after replying 404."""
@@ -261,17 +427,24 @@ class Handler(BaseHTTPRequestHandler):
             number = int(q.get("partNumber", ["0"])[0])
             if not 1 <= number <= 10000:
                 return self.error_xml(400, "InvalidArgument", "partNumber 1 to 10000")
+            if "x-amz-copy-source" in self.headers:
+                return self.copy_part(d, number)
             with open(os.path.join(d, "%05d" % number), "wb") as f:
                 f.write(body)
             return self.reply(200, b"", {"ETag": '"%s"' % hashlib.md5(body).hexdigest()})
-        if self.headers.get("If-None-Match") == "*" and os.path.exists(local):
-            return self.error_xml(412, "PreconditionFailed", "the object exists")
+        if "x-amz-copy-source" in self.headers:
+            return self.error_xml(501, "NotImplemented", "CopyObject is not served")
         os.makedirs(os.path.dirname(local), exist_ok=True)
         tmp = os.path.join(ARGS.root, UPLOADS, "put-%d" % threading.get_ident())
         with open(tmp, "wb") as f:
             f.write(body)
-        os.replace(tmp, local)
-        self.reply(200, b"", {"ETag": etag_of(os.stat(local))})
+        with WRITE_LOCK:
+            if not self.precondition(local):
+                os.unlink(tmp)
+                return None
+            os.replace(tmp, local)
+            st = os.stat(local)
+        self.reply(200, b"", {"ETag": etag_of(st), "x-goog-generation": generation_of(st)})
 
     def do_POST(self):
         """CreateMultipartUpload (?uploads) and CompleteMultipartUpload
@@ -297,12 +470,14 @@ class Handler(BaseHTTPRequestHandler):
         d = self.upload_dir(q)
         if d is None:
             return
-        if self.headers.get("If-None-Match") == "*" and os.path.exists(local):
-            return self.error_xml(412, "PreconditionFailed", "the object exists")
         import xml.etree.ElementTree as ET
         try:
+            # botocore's body is in S3's namespace, ours in none.
+            root = ET.fromstring(body)
+            for e in root.iter():
+                e.tag = e.tag.rpartition("}")[2]
             parts = [(int(p.findtext("PartNumber")), p.findtext("ETag"))
-                     for p in ET.fromstring(body).iter("Part")]
+                     for p in root.iter("Part")]
         except (ET.ParseError, TypeError, ValueError):
             return self.error_xml(400, "MalformedXML", "not a CompleteMultipartUpload")
         if not parts or [n for n, _ in parts] != list(range(1, len(parts) + 1)):
@@ -318,10 +493,23 @@ class Handler(BaseHTTPRequestHandler):
                     data = f.read()
                 if '"%s"' % hashlib.md5(data).hexdigest() != etag:
                     return self.error_xml(400, "InvalidPart", "part %d's ETag" % n)
+                if n < len(parts) and len(data) < ARGS.min_part_size:
+                    return self.error_xml(400, "EntityTooSmall",
+                                          "Your proposed upload is smaller than the minimum "
+                                          "allowed size", "<ProposedSize>%d</ProposedSize>"
+                                          "<MinSizeAllowed>%d</MinSizeAllowed>"
+                                          "<PartNumber>%d</PartNumber>"
+                                          % (len(data), ARGS.min_part_size, n))
                 md5s += hashlib.md5(data).digest()
                 out.write(data)
         os.makedirs(os.path.dirname(local), exist_ok=True)
-        os.replace(tmp, local)
+        with WRITE_LOCK:
+            # A failed precondition leaves the upload (S3's does too): the
+            # client aborts it.
+            if not self.precondition(local):
+                os.unlink(tmp)
+                return None
+            os.replace(tmp, local)
         for name in os.listdir(d):
             os.unlink(os.path.join(d, name))
         os.rmdir(d)
@@ -382,6 +570,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.error_xml(404, "NoSuchBucket", "no such bucket: " + UPLOADS)
         if "list-type" in q:
             return self.list_objects(path.strip("/"), q)
+        if "uploads" in q and "/" not in path.strip("/"):
+            return self.list_uploads(path.strip("/"), q)
         local = os.path.normpath(os.path.join(ARGS.root, path.lstrip("/")))
         if not local.startswith(os.path.abspath(ARGS.root)) or not os.path.isfile(local):
             return self.error_xml(404, "NoSuchKey", "no such key: " + path)
@@ -402,6 +592,7 @@ class Handler(BaseHTTPRequestHandler):
             st = os.fstat(f.fileno())
             etag = etag_of(st)
             headers = {"ETag": etag, "Accept-Ranges": "bytes",
+                       "x-goog-generation": generation_of(st),
                        "Last-Modified": email.utils.formatdate(st.st_mtime, usegmt=True)}
             want = self.headers.get("If-Match")
             if want is not None and want != "*" and want != etag:
@@ -460,6 +651,37 @@ class Handler(BaseHTTPRequestHandler):
                        % escape(key))
         out.append("<NextContinuationToken>%s</NextContinuationToken></ListBucketResult>"
                    % next_token)
+        self.reply(200, "".join(out).encode(), {"Content-Type": "application/xml"})
+
+    def list_uploads(self, bucket, q):
+        """ListMultipartUploads: the uploads in flight under a prefix, one
+        page (IsTruncated false)."""
+        if not bucket or not os.path.isdir(os.path.join(ARGS.root, bucket)):
+            return self.error_xml(404, "NoSuchBucket", "no such bucket: " + bucket)
+        prefix = q.get("prefix", [""])[0]
+        found = []
+        top = os.path.join(ARGS.root, UPLOADS)
+        for upload_id in os.listdir(top):
+            try:
+                with open(os.path.join(top, upload_id, "key")) as f:
+                    b, _, key = f.read().partition("/")
+                st = os.stat(os.path.join(top, upload_id))
+            except OSError:
+                continue  # a PUT's temp file, or an upload gone meanwhile
+            if b == bucket and key.startswith(prefix):
+                found.append((key, upload_id, st.st_mtime))
+        found.sort()
+        out = ['<?xml version="1.0" encoding="UTF-8"?>',
+               '<ListMultipartUploadsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">',
+               "<Bucket>%s</Bucket><KeyMarker></KeyMarker><UploadIdMarker></UploadIdMarker>"
+               "<Prefix>%s</Prefix><MaxUploads>1000</MaxUploads><IsTruncated>false</IsTruncated>"
+               % (escape(bucket), escape(prefix))]
+        for key, upload_id, mtime in found[:1000]:
+            when = datetime.datetime.fromtimestamp(mtime, datetime.timezone.utc)
+            out.append("<Upload><Key>%s</Key><UploadId>%s</UploadId>"
+                       "<StorageClass>STANDARD</StorageClass><Initiated>%s</Initiated></Upload>"
+                       % (escape(key), upload_id, when.strftime("%Y-%m-%dT%H:%M:%S.000Z")))
+        out.append("</ListMultipartUploadsResult>")
         self.reply(200, "".join(out).encode(), {"Content-Type": "application/xml"})
 
     def list_objects(self, bucket, q):
@@ -530,6 +752,8 @@ def main():
     p.add_argument("--extra-keys-file", default="")
     p.add_argument("--trickle", default="")
     p.add_argument("--from-zero", default="")
+    p.add_argument("--min-part-size", type=int, default=5 << 20)
+    p.add_argument("--stats", default="")
     ARGS = p.parse_args()
     ARGS.root = os.path.abspath(ARGS.root)
     os.makedirs(os.path.join(ARGS.root, UPLOADS), exist_ok=True)

@@ -89,6 +89,22 @@ TEST(SigV4Test, UriEncodingAndSignerHeaders) {
   EXPECT_FALSE(signer.Sign("GET", "s3://bucket/key", objstore::kEmptySha256).ok());
 }
 
+// S3 refuses x-amz-* headers that are not signed (UploadPartCopy's
+// x-amz-copy-source, -range, -if-match): SignWith covers them, not others.
+TEST(SigV4Test, SignWithSignsTheRequestsAmzHeaders) {
+  objstore::SigV4Signer signer({"AKID", "SECRET", ""}, "us-east-1");
+  auto headers = signer.SignWith(
+      "PUT", "http://127.0.0.1:9000/b/k?partNumber=1&uploadId=U", objstore::kEmptySha256,
+      {"x-amz-copy-source: b/k", "X-Amz-Copy-Source-Range: bytes=0-9", "If-Match: \"e\""});
+  ASSERT_TRUE(headers.ok()) << headers.status();
+  std::string all;
+  for (const std::string& h : *headers) all += h + "\n";
+  EXPECT_THAT(all, HasSubstr("SignedHeaders=host;x-amz-content-sha256;x-amz-copy-source;"
+                             "x-amz-copy-source-range;x-amz-date,Signature="));
+  // The request's own headers are sent by the caller, not returned again.
+  EXPECT_THAT(all, ::testing::Not(HasSubstr("x-amz-copy-source:")));
+}
+
 TEST(SigV4Test, AwsExamplePutObjectSignsThePayload) {
   const std::string body = "Welcome to Amazon S3.";
   EXPECT_EQ(objstore::Sha256Hex(body),

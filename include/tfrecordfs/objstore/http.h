@@ -86,6 +86,16 @@ class RequestSigner {
   virtual absl::StatusOr<std::vector<std::string>> Sign(absl::string_view method,
                                                         absl::string_view url,
                                                         absl::string_view payload_sha256) const = 0;
+  // As Sign, for a request that also carries `request_headers` ("Name:
+  // value", sent as they are): a signer that must cover some of them (SigV4
+  // signs every x-amz-* header, as S3 requires: x-amz-copy-source) does so
+  // here. By default, Sign.
+  virtual absl::StatusOr<std::vector<std::string>> SignWith(
+      absl::string_view method, absl::string_view url, absl::string_view payload_sha256,
+      const std::vector<std::string>& request_headers) const {
+    (void)request_headers;
+    return Sign(method, url, payload_sha256);
+  }
 };
 
 struct HttpOptions {

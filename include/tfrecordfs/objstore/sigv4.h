@@ -74,6 +74,11 @@ class SigV4Signer final : public RequestSigner {
         service_(std::move(service)) {}
   absl::StatusOr<std::vector<std::string>> Sign(absl::string_view method, absl::string_view url,
                                                 absl::string_view payload_sha256) const override;
+  // Also signs the request's x-amz-* headers (S3 refuses x-amz-* headers
+  // that are not signed); they are sent as given, not returned.
+  absl::StatusOr<std::vector<std::string>> SignWith(
+      absl::string_view method, absl::string_view url, absl::string_view payload_sha256,
+      const std::vector<std::string>& request_headers) const override;
 
  private:
   const AwsCredentials credentials_;

@@ -14,8 +14,18 @@
 //   DELETE KEY?uploadId=            AbortMultipartUpload
 //   GET ?list-type=2&max-keys=1     is any key under a prefix
 //
+// Rewriting an existing object (objstore/rewrite.h plans the parts; the
+// requests are defined in src/objstore/rewrite.cc):
+//   PUT KEY?partNumber=N&uploadId=  UploadPartCopy: x-amz-copy-source BUCKET/KEY,
+//                                   x-amz-copy-source-range bytes=A-B and
+//                                   x-amz-copy-source-if-match ETAG (server-side)
+//   PUT KEY / POST KEY?uploadId=    with If-Match: ETAG (the object the mount listed)
+//   GET ?uploads&prefix=            ListMultipartUploads (what a crash left)
+//
 // A write made with If-None-Match: * that the store answers 412 (someone
 // else's object took the name) is EEXIST; an object is never overwritten.
+// A write made with If-Match: ETAG answered 412 (or 404: gone) is ESTALE:
+// the object is no longer the one listed, and is left as it is.
 // The replies' XML is read with xml.h.
 //
 // Thread-safety: UploadTarget is a value; a BucketWriter is immutable and
@@ -94,16 +104,33 @@ class BucketWriter {
   // multipart). False when it is gone or changed meanwhile.
   absl::StatusOr<bool> SameBytes(const std::string& key, const std::string& path,
                                  uint64_t size) const;
-  // One PUT with If-None-Match: *.
-  absl::Status PutWhole(const std::string& key, absl::string_view bytes) const;
+  // One PUT with If-None-Match: * or, with `replaces` (an ETag, quotes
+  // included), If-Match: `replaces`.
+  absl::Status PutWhole(const std::string& key, absl::string_view bytes,
+                        const std::string& replaces = {}) const;
   // The new multipart upload's id.
   absl::StatusOr<std::string> CreateMultipart(const std::string& key) const;
   // Part `number` (from 1); its ETag.
   absl::StatusOr<std::string> UploadPart(const std::string& key, const std::string& id, int number,
                                          absl::string_view bytes) const;
-  // Completes upload `id` from its parts' ETags, in order.
+  // Part `number` of upload `id` copied server-side from bytes [first,
+  // last] (inclusive) of the object under `source_key` in the same bucket,
+  // as long as its ETag is still `source_etag` (else ESTALE); its ETag.
+  absl::StatusOr<std::string> UploadPartCopy(const std::string& key, const std::string& id,
+                                             int number, const std::string& source_key,
+                                             uint64_t first, uint64_t last,
+                                             const std::string& source_etag) const;
+  // Completes upload `id` from its parts' ETags, in order, with
+  // If-None-Match: * or, with `replaces`, If-Match: `replaces`.
   absl::Status Complete(const std::string& key, const std::string& id,
-                        const std::vector<std::string>& etags) const;
+                        const std::vector<std::string>& etags,
+                        const std::string& replaces = {}) const;
+  // The multipart uploads in flight whose keys start with `prefix` (one
+  // page: at most 1000), as {key, upload id}.
+  struct InFlight {
+    std::string key, id;
+  };
+  absl::StatusOr<std::vector<InFlight>> ListUploads(const std::string& prefix) const;
   // OK when the upload is gone (aborted now, or completed or aborted before).
   absl::Status Abort(const std::string& key, const std::string& id) const;
   // True when some key starts with `prefix`.
@@ -115,6 +142,9 @@ class BucketWriter {
                                     absl::string_view body = {}) const;
   std::string UploadUrl(const std::string& key, const std::string& id) const;
   absl::Status Appeared(const std::string& key) const;
+  absl::Status Changed(const std::string& key, const std::string& etag) const;
+  // What a write answered 412 (or, with `replaces`, 404) means.
+  absl::Status Refused(const std::string& key, const std::string& replaces) const;
   absl::Status Failed(const std::string& key, absl::string_view what, const HttpResponse& r) const;
 
   const UploadTarget& t_;

@@ -1,0 +1,95 @@
+// The commit target for a plain (uncompressed) shard that is an object in
+// an S3 bucket: the object is rewritten in place with as few bytes as
+// possible crossing the network, and only if it is still the object the
+// mount listed. Beside repack::ApplyEdits (rewrite.h, local shards: a temp
+// file renamed over the shard); an object store has no rename, so:
+//   1. ObjectLayout turns the edits of records (replaced framed bytes,
+//      deletions, appended records) into the new object's layout: the old
+//      object's unchanged ranges, and new bytes (objstore/rewrite.h);
+//   2. RewriteObject writes it: an object of at most min_part bytes (or one
+//      whose plan is a single part) as one PutObject with If-Match: ETAG;
+//      else CreateMultipartUpload, each part an UploadPartCopy of a kept
+//      range (x-amz-copy-source-if-match: ETAG, server-side) or an
+//      UploadPart of new bytes (with the kept bytes merged into it read
+//      through `read_old`), then CompleteMultipartUpload with If-Match:
+//      ETAG. The store swaps the object whole at the completion: readers
+//      see all the old object or all the new, never a mix.
+//   3. A refusal (412: the object was replaced meanwhile; ESTALE naming the
+//      object and the ETag listed) or any failure aborts the upload and
+//      leaves the object as it was: the caller keeps the edits pending.
+// An upload a crash leaves behind (between 2's create and its completion
+// or abort) never shows under the key; AbortLeftUploads aborts those of
+// the given keys at the next mount (ListMultipartUploads: S3 keeps the
+// list, so no journal in the store is needed).
+//
+// Thread-safety: pure functions and requests through a BucketWriter
+// (thread-safe); one rewrite of an object at a time is the caller's.
+#ifndef TFRECORDFS_REPACK_BUCKET_REWRITE_H_
+#define TFRECORDFS_REPACK_BUCKET_REWRITE_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "tfrecordfs/objstore/rewrite.h"
+#include "tfrecordfs/objstore/upload.h"
+
+namespace tfrecordfs::repack {
+
+// The new object as the old one's ranges and new bytes.
+struct ObjectLayout {
+  std::vector<objstore::RewritePiece> pieces;
+  std::string new_bytes;  // the kNew pieces' bytes, in order
+  uint64_t size = 0;      // of the new object
+};
+
+// The layout of the object whose records are framed at `offsets` (record i
+// is [offsets[i], offsets[i + 1]); offsets.back() is the object's size)
+// after `changes` (record index -> its new framed bytes, or nullopt:
+// deleted) and with `appended` (framed records) at the end. Errors:
+// InvalidArgument for a change of a record the offsets do not have.
+absl::StatusOr<ObjectLayout> LayoutAfterEdits(
+    const std::vector<uint64_t>& offsets,
+    const std::map<uint64_t, std::optional<std::string>>& changes,
+    const std::vector<std::string>& appended);
+
+// Reads `size` bytes of the old object at `offset` into *out.
+using ReadOldBytes = std::function<absl::Status(uint64_t offset, uint64_t size, std::string* out)>;
+
+struct ObjectRewrite {
+  std::string key;    // the object's key
+  std::string etag;   // as listed, quotes included (not empty)
+  uint64_t size = 0;  // as listed
+};
+
+struct ObjectRewriteStats {
+  uint64_t parts = 0;      // 0: one PutObject
+  uint64_t copied = 0;     // bytes copied by the store (UploadPartCopy)
+  uint64_t uploaded = 0;   // bytes sent (PutObject, UploadPart)
+  uint64_t read_back = 0;  // bytes of the old object read to merge into parts
+};
+
+// Writes `layout` over `object` (see the top). Errors: ESTALE (the object
+// changed since it was listed; nothing written), the requests' (the upload
+// aborted), `read_old`'s.
+absl::StatusOr<ObjectRewriteStats> RewriteObject(const objstore::BucketWriter& writer,
+                                                 const ObjectRewrite& object,
+                                                 const ObjectLayout& layout,
+                                                 const ReadOldBytes& read_old,
+                                                 const objstore::RewritePlanOptions& plan = {});
+
+// Aborts the multipart uploads in flight for `keys` (a crash's leftovers;
+// nothing else of this mount uploads to them). Returns the log lines
+// saying what it aborted; errors: the listing's.
+absl::StatusOr<std::vector<std::string>> AbortLeftUploads(const objstore::BucketWriter& writer,
+                                                          const std::string& prefix,
+                                                          const std::vector<std::string>& keys);
+
+}  // namespace tfrecordfs::repack
+
+#endif  // TFRECORDFS_REPACK_BUCKET_REWRITE_H_
