@@ -279,6 +279,23 @@ constexpr MountOption kMountOptions[] = {
        cli->session.ops.splice = false;
        return absl::OkStatus();
      }},
+    {"max_background", "N",
+     "FUSE requests the kernel keeps in flight in the background (read-ahead, async reads), "
+     "1 to 65535 (default: the kernel's, 12)",
+     [](absl::string_view v, CliOptions* cli) -> std::string {
+       unsigned n = 0;
+       if (!absl::SimpleAtoi(v, &n) || n < 1 || n > 65535) {
+         return "max_background needs a number from 1 to 65535";
+       }
+       cli->session.ops.max_background = n;
+       return "";
+     }},
+    {"clone_fd", "",
+     "each request thread reads its own clone of the FUSE device (default: one shared)",
+     [](absl::string_view, CliOptions* cli) -> std::string {
+       cli->session.clone_fd = true;
+       return "";
+     }},
     {"opendir", "",
      "send every opendir/releasedir to the daemon (default: the kernel opens directories and "
      "caches their listings itself where it can)",

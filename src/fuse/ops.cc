@@ -441,6 +441,10 @@ void Negotiate(Ops* ops, struct fuse_conn_info* conn) {
   // Reads are served from the page cache of immutable shards: ask for large
   // requests and generous read-ahead.
   conn->max_readahead = 1u << 20;
+  if (ops->options.max_background > 0) {
+    conn->max_background = ops->options.max_background;
+    conn->congestion_threshold = std::max(1u, ops->options.max_background * 3 / 4);
+  }
 }
 
 namespace {

@@ -178,7 +178,7 @@ absl::Status RunSession(vfs::Filesystem* fs, const SessionOptions& options) {
     rc = fuse_session_loop(se);
   } else {
     struct fuse_loop_config* cfg = fuse_loop_cfg_create();
-    fuse_loop_cfg_set_clone_fd(cfg, 0);
+    fuse_loop_cfg_set_clone_fd(cfg, options.clone_fd ? 1 : 0);
     fuse_loop_cfg_set_max_threads(cfg, options.max_threads);
     fuse_loop_cfg_set_idle_threads(cfg, options.max_threads / 2 > 0 ? options.max_threads / 2 : 1);
     rc = fuse_session_loop_mt(se, cfg);

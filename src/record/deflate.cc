@@ -14,9 +14,10 @@ namespace tfrecordfs::record {
 // One block: its input, its deflated bytes and checksum, and the deflate
 // state its slot keeps from block to block (reset, not reallocated).
 struct ParallelDeflater::Block {
-  std::string in, out;
+  std::string in, out;  // in: `dict` bytes of dictionary, then the bytes to deflate
+  size_t dict = 0;
   uint64_t at = 0;  // its first byte's input offset (for messages)
-  bool last = false;
+  int flush = Z_FULL_FLUSH;
   bool gzip = true;
   int level = 6;
   uint32_t check = 0;
@@ -36,11 +37,11 @@ struct ParallelDeflater::Block {
     out.clear();
     check = gzip ? static_cast<uint32_t>(crc32(0, nullptr, 0))
                  : static_cast<uint32_t>(adler32(1, nullptr, 0));
-    if (!in.empty()) {
-      check = gzip ? static_cast<uint32_t>(crc32(check, reinterpret_cast<const Bytef*>(in.data()),
-                                                 static_cast<uInt>(in.size())))
-                   : static_cast<uint32_t>(adler32(check, reinterpret_cast<const Bytef*>(in.data()),
-                                                   static_cast<uInt>(in.size())));
+    const auto* data = reinterpret_cast<const Bytef*>(in.data() + dict);
+    const auto size = static_cast<uInt>(in.size() - dict);
+    if (size > 0) {
+      check = gzip ? static_cast<uint32_t>(crc32(check, data, size))
+                   : static_cast<uint32_t>(adler32(check, data, size));
     }
     // Raw deflate (windowBits -15): the wrapper is the deflater's. memLevel 8
     // and the default strategy are what TensorFlow's ZlibOutputBuffer uses.
@@ -51,9 +52,18 @@ struct ParallelDeflater::Block {
       return;
     }
     ready = true;
-    z.next_in = reinterpret_cast<Bytef*>(in.data());
-    z.avail_in = static_cast<uInt>(in.size());
-    const int flush = last ? Z_FINISH : Z_FULL_FLUSH;
+    if (dict > 0) {
+      // The bytes before it, as pigz primes its blocks: matches may reach
+      // back into them as into one stream's window.
+      const int d = deflateSetDictionary(&z, reinterpret_cast<const Bytef*>(in.data()),
+                                         static_cast<uInt>(dict));
+      if (d != Z_OK) {
+        status = absl::InternalError(absl::StrCat("deflateSetDictionary: ", zError(d)));
+        return;
+      }
+    }
+    z.next_in = const_cast<Bytef*>(data);
+    z.avail_in = size;
     // A flush can need more than deflateBound (its markers): grow until
     // deflate leaves output space unused.
     size_t used = 0;
@@ -83,10 +93,10 @@ ParallelDeflater::ParallelDeflater(source::Codec codec, int level, int threads, 
                                    Sink sink)
     : codec_(codec), level_(level), name_(std::move(name)), sink_(std::move(sink)) {
   const int n = threads <= 0 ? std::min(DefaultThreads(), kDefaultMaxThreads) : threads;
-  // One worker per core (the owner mostly waits for them); two blocks per
-  // worker in flight, so a worker finds the next block ready.
+  // One worker per core (the owner mostly waits for them); four pieces per
+  // worker in flight, so a worker finds the next one ready.
   const int workers = n <= 1 ? 0 : n;
-  pipe_ = std::make_unique<Pipeline>(workers, 2 * static_cast<size_t>(std::max(n, 1)));
+  pipe_ = std::make_unique<Pipeline>(workers, 4 * static_cast<size_t>(std::max(n, 1)));
   check_ = codec_ == source::Codec::kGzip ? static_cast<uint32_t>(crc32(0, nullptr, 0))
                                           : static_cast<uint32_t>(adler32(1, nullptr, 0));
   if (codec_ != source::Codec::kGzip && codec_ != source::Codec::kZlib) {
@@ -113,11 +123,11 @@ absl::Status ParallelDeflater::WriteFront() {
   }
   if (status_.ok()) status_ = Emit(b.out);
   if (status_.ok()) {
-    const auto len = static_cast<z_off_t>(b.in.size());
+    const auto len = static_cast<z_off_t>(b.in.size() - b.dict);
     check_ = codec_ == source::Codec::kGzip
                  ? static_cast<uint32_t>(crc32_combine(check_, b.check, len))
                  : static_cast<uint32_t>(adler32_combine(check_, b.check, len));
-    written_in_ += b.in.size();
+    written_in_ += b.in.size() - b.dict;
   }
   pipe_->pipe.Pop();
   return status_;
@@ -140,17 +150,29 @@ absl::Status ParallelDeflater::SubmitHeld(bool last) {
       if (auto s = Emit(absl::string_view(header, sizeof header)); !s.ok()) return s;
     }
   }
-  while (pipe_->pipe.full()) {
-    if (auto s = WriteFront(); !s.ok()) return s;
-  }
-  Block& b = pipe_->pipe.Next();
-  b.in.clear();
-  b.in.swap(held_);
-  b.at = input_ - b.in.size();
-  b.last = last;
-  b.gzip = codec_ == source::Codec::kGzip;
-  b.level = level_;
-  pipe_->pipe.Submit();
+  // The block in pieces of kDeflatePiece bytes, each primed with the
+  // kDeflateDictionary bytes before it (none for the first: the block
+  // starts after a full flush), ending with a sync flush; the last piece
+  // ends with a full flush, or ends the stream.
+  const uint64_t block_at = input_ - held_.size();
+  size_t off = 0;
+  do {
+    while (pipe_->pipe.full()) {
+      if (auto s = WriteFront(); !s.ok()) return s;
+    }
+    const size_t n = std::min(kDeflatePiece, held_.size() - off);
+    const size_t dict = std::min(kDeflateDictionary, off);
+    Block& b = pipe_->pipe.Next();
+    b.in.assign(held_, off - dict, dict + n);
+    b.dict = dict;
+    b.at = block_at + off;
+    off += n;
+    b.flush = off < held_.size() ? Z_SYNC_FLUSH : last ? Z_FINISH : Z_FULL_FLUSH;
+    b.gzip = codec_ == source::Codec::kGzip;
+    b.level = level_;
+    pipe_->pipe.Submit();
+  } while (off < held_.size());
+  held_.clear();
   return absl::OkStatus();
 }
 
@@ -163,8 +185,8 @@ absl::Status ParallelDeflater::AddBlock(std::string* block) {
   if (!held_.empty()) {
     if (auto s = SubmitHeld(false); !s.ok()) return s;
   }
-  // held_ is now empty (its buffer went to a block): take the caller's
-  // bytes and give it that buffer back.
+  // held_ is now empty: take the caller's bytes and give it held_'s
+  // buffer back.
   held_.swap(*block);
   block->clear();
   input_ += held_.size();

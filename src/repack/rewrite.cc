@@ -477,6 +477,17 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
           continue;
         }
       }
+      // A kept record of a compressed shard is inflated and deflated again
+      // (ShardWriter deflates on every core, record/deflate.h). Not done
+      // yet, and possible: where the old shard has a full-flush point (every
+      // shard this writer made has one after each kFlushEvery block; the
+      // index's checkpoints with stream_start or a byte-aligned empty
+      // stored block mark them) at a record boundary, a run of whole
+      // unchanged blocks could be copied as compressed bytes, with only
+      // their CRC-32 (or Adler-32) computed by inflating them (a few times
+      // cheaper than deflate) and joined by crc32_combine; the blocks around
+      // an edit are deflated afresh. Shards TensorFlow or gzip wrote have no
+      // such points and stay on this path.
       auto payload = record::ReadRecord(*from.source, i, offsets[i], offsets[i + 1]);
       if (!payload.ok()) {
         s = payload.status();

@@ -1,6 +1,7 @@
 // The command line and the daemon life cycle: exit codes, detaching only once
 // the mount is ready, and `mount -t fuse.tfrecordfs` through mount.fuse3.
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <string>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -973,4 +975,44 @@ TEST(CliTest, UnmountPacksIntoAMissingOutputDir) {
 }
 
 }  // namespace
+// Issue 36: -o max_background=N reaches the kernel's connection (read
+// back from /sys/fs/fuse/connections/<device minor>/), with the congestion
+// threshold at three quarters of it; without it the kernel's default
+// stays. Before the option existed, the mount refused it (exit 2). The
+// fusectl file system is mounted there when it is not yet (as root).
+TEST(CliTest, MaxBackgroundReachesTheKernel) {
+  TFRFS_SKIP_WITHOUT_FUSE();
+  if (::access("/sys/fs/fuse/connections", R_OK) != 0) {
+    GTEST_SKIP() << "no /sys/fs/fuse/connections";
+  }
+  TempDir tmp;
+  const std::string src = tmp.Subdir("src");
+  WriteOneRecordShard(src + "/data.tfrecord");
+  for (const char* n : {"", "64", "128"}) {
+    SCOPED_TRACE(absl::StrCat("max_background=", n));
+    MountConfig config;
+    config.sources = {src};
+    config.options = {"ro"};
+    if (*n != '\0') config.options.push_back(absl::StrCat("max_background=", n));
+    Mount m(config);
+    ASSERT_EQ(m.Start(), "");
+    struct stat st;
+    ASSERT_EQ(::stat(m.path("").c_str(), &st), 0);
+    const std::string conn = absl::StrCat("/sys/fs/fuse/connections/", minor(st.st_dev), "/");
+    if (::access(conn.c_str(), R_OK) != 0 && ::geteuid() == 0) {
+      Shell("mount -t fusectl fusectl /sys/fs/fuse/connections");
+    }
+    if (::access(conn.c_str(), R_OK) != 0) GTEST_SKIP() << "fusectl is not mounted";
+    const std::string background = ReadWholeFile(conn + "max_background");
+    const std::string congestion = ReadWholeFile(conn + "congestion_threshold");
+    if (*n == '\0') {
+      EXPECT_EQ(background, "12\n");
+      EXPECT_EQ(congestion, "9\n");
+    } else {
+      EXPECT_EQ(background, absl::StrCat(n, "\n"));
+      EXPECT_EQ(congestion, absl::StrCat(std::stoi(n) * 3 / 4, "\n"));
+    }
+  }
+}
+
 }  // namespace tfrecordfs::mount_test

@@ -37,6 +37,10 @@ struct OpsOptions {
   double negative_timeout = 86400.0;
   // Reply to reads of contiguous shard bytes with an fd buffer (splice).
   bool splice = true;
+  // The kernel's background queue (FUSE_INIT's max_background: read-ahead
+  // and async reads in flight at once); 0 keeps the kernel's default (12).
+  // Its congestion threshold is set to three quarters of it.
+  unsigned max_background = 0;
   // The staging area changes: the kernel may cache it only briefly, and
   // never cache a miss there.
   double staging_timeout = 1.0;

@@ -23,6 +23,7 @@ struct SessionOptions {
   bool debug = false;            // -d: libfuse request tracing (implies -f)
   bool single_threaded = false;  // -s
   unsigned max_threads = 16;     // for the multi-threaded loop
+  bool clone_fd = false;         // each loop thread reads its own /dev/fuse clone
   OpsOptions ops;
   // Called once the mount exists, before any request is served; unless
   // foreground, in the detached child and before the parent exits.

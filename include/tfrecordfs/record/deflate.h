@@ -1,25 +1,30 @@
 // Compressed output made on every core: one GZIP member or one ZLIB stream
-// of independently deflated blocks (what ShardWriter writes, and through it
+// deflated in parallel pieces (what ShardWriter writes, and through it
 // every commit, pack, repair and reshard of a compressed shard).
 //
 // The caller cuts its bytes into blocks (ShardWriter: at the first record
-// boundary after kFlushEvery framed bytes). Each block is deflated on its
-// own, as raw deflate from a fresh state, and ends with a full flush
-// (byte-aligned; nothing after it refers back): exactly the stream one
-// deflate state writes when told Z_FULL_FLUSH after every block, as the
-// writer did before on one core. Because the blocks need nothing from each
-// other, workers deflate several at once; the stream keeps a clean resume
-// point after every block, where an index's checkpoint needs no stored
-// window. The last block ends the deflate stream (Z_FINISH). The wrapper
-// goes around the blocks: GZIP's 10-byte header and its CRC-32 and size
-// trailer, or ZLIB's 2-byte header and Adler-32 trailer; each block's
-// checksum is computed by its worker and joined in order with zlib's
-// crc32_combine / adler32_combine. zcat, Python's gzip and zlib modules
-// and TensorFlow's readers see one ordinary stream.
+// boundary after kFlushEvery framed bytes), and each block ends with a full
+// flush (byte-aligned; nothing after it refers back), as the writer did
+// before on one core: the stream keeps a clean resume point after every
+// block, where an index's checkpoint needs no stored window. Inside a
+// block, pigz's way: the block is deflated in pieces of kDeflatePiece bytes
+// by workers at once, each piece as raw deflate from a fresh state primed
+// with the kDeflateDictionary bytes before it (deflateSetDictionary; none
+// for a block's first piece), ending with a sync flush (byte-aligned, so
+// pieces join), the block's last piece with the full flush, the stream's
+// last piece with Z_FINISH. The wrapper goes around the pieces: GZIP's
+// 10-byte header and its CRC-32 and size trailer, or ZLIB's 2-byte header
+// and Adler-32 trailer; each piece's checksum is computed by its worker and
+// joined in order with zlib's crc32_combine / adler32_combine. zcat,
+// Python's gzip and zlib modules and TensorFlow's readers see one ordinary
+// stream, within a few hundredths of a percent of the one-state stream's
+// size (a sync flush's 5 bytes per piece; the dictionary keeps matches).
 //
-// Unlike pigz, a block is not primed with the previous block's last 32 KiB
-// as a dictionary: that would gain a few tenths of a percent of size at
-// 1 MiB blocks and lose the resume points above.
+// Why pieces of 128 KiB rather than whole 1 MiB blocks: on a loaded machine
+// the kernel's scheduler gave 1 MiB tasks (30 ms of deflate each, never
+// sleeping) half the CPU it gave pigz's 128 KiB ones; `pigz -b 1024` was as
+// slow as they were (docs/bench.md). The bytes do not depend on the number
+// of threads.
 //
 // Thread-safety: a ParallelDeflater belongs to one thread (its owner), which
 // calls AddBlock and Finish and on which the sink runs; its workers touch
@@ -38,8 +43,11 @@
 
 namespace tfrecordfs::record {
 
-// Workers a `threads` of 0 starts at most: each holds two blocks in flight
-// (about 2.5 MiB each at 1 MiB blocks: input, output, deflate state).
+// Bytes deflated per task, and the bytes before a piece that prime it.
+inline constexpr size_t kDeflatePiece = size_t{128} << 10;
+inline constexpr size_t kDeflateDictionary = size_t{32} << 10;
+// Workers a `threads` of 0 starts at most: each holds four pieces in flight
+// (about 0.6 MiB each: input, output, deflate state).
 inline constexpr int kDefaultMaxThreads = 8;
 
 class ParallelDeflater {
@@ -50,8 +58,9 @@ class ParallelDeflater {
 
   // `codec`: kGzip or kZlib. `level`: zlib's, 0..9. `threads`: blocks
   // deflated at once (0: the machine's cores, at most kDefaultMaxThreads;
-  // 1: on the owner's thread, no worker started); 2 * threads blocks are
-  // held at most. The bytes written do not depend on it. `name` is used in error messages.
+  // 1: on the owner's thread, no worker started); 4 * threads pieces are
+  // held at most, besides the newest block. The bytes written do not
+  // depend on it. `name` is used in error messages.
   ParallelDeflater(source::Codec codec, int level, int threads, std::string name, Sink sink);
   ~ParallelDeflater();
   ParallelDeflater(const ParallelDeflater&) = delete;
@@ -72,9 +81,10 @@ class ParallelDeflater {
  private:
   struct Block;
   struct Pipeline;
-  // Hands `held_` to a worker (ending the stream with it when `last`).
+  // Hands `held_` to the workers in pieces (ending the stream with it when
+  // `last`).
   absl::Status SubmitHeld(bool last);
-  // Writes the oldest block's bytes to the sink and joins its checksum.
+  // Writes the oldest piece's bytes to the sink and joins its checksum.
   absl::Status WriteFront();
   absl::Status Emit(absl::string_view bytes);
 
@@ -88,7 +98,7 @@ class ParallelDeflater {
   bool finished_ = false;
   absl::Status status_;
   uint64_t input_ = 0;
-  uint64_t written_in_ = 0;  // input bytes of the blocks handed to the sink
+  uint64_t written_in_ = 0;  // input bytes of the pieces handed to the sink
   uint32_t check_;           // CRC-32 (GZIP) or Adler-32 (ZLIB) of those bytes
 };
 

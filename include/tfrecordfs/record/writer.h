@@ -8,8 +8,8 @@
 // back references across it), so a reader that indexes the shard finds a
 // clean resume point at least that often and needs no stored window to start
 // there; the cost is about 0.3 % of size. The blocks between full flushes
-// need nothing from each other, so they are deflated on every core at once
-// (record/deflate.h: ParallelDeflater), the output the same stream.
+// need nothing from each other; they are deflated on every core at once, in
+// pieces as pigz does (record/deflate.h: ParallelDeflater).
 //
 // Thread-safety: ShardWriter is not synchronised; use one per thread.
 #ifndef TFRECORDFS_RECORD_WRITER_H_
