@@ -282,19 +282,19 @@ constexpr MountOption kMountOptions[] = {
     {"max_background", "N",
      "FUSE requests the kernel keeps in flight in the background (read-ahead, async reads), "
      "1 to 65535 (default: the kernel's, 12)",
-     [](absl::string_view v, CliOptions* cli) -> std::string {
+     [](absl::string_view v, CliOptions* cli) -> absl::Status {
        unsigned n = 0;
        if (!absl::SimpleAtoi(v, &n) || n < 1 || n > 65535) {
-         return "max_background needs a number from 1 to 65535";
+         return absl::InvalidArgumentError("max_background needs a number from 1 to 65535");
        }
        cli->session.ops.max_background = n;
-       return "";
+       return absl::OkStatus();
      }},
     {"clone_fd", "",
      "each request thread reads its own clone of the FUSE device (default: one shared)",
-     [](absl::string_view, CliOptions* cli) -> std::string {
+     [](absl::string_view, CliOptions* cli) -> absl::Status {
        cli->session.clone_fd = true;
-       return "";
+       return absl::OkStatus();
      }},
     {"opendir", "",
      "send every opendir/releasedir to the daemon (default: the kernel opens directories and "
