@@ -41,9 +41,9 @@ absl::Status Gather(absl::string_view span, absl::string_view path, uint64_t chu
       }
       auto bh = ParseBlockHeader(span.substr(pos - chunk_begin, kBlockHeaderSize));
       if (!bh.ok()) {
-        return Damage(path, chunk_begin,
-                      absl::StrCat("the block header at byte offset ", pos, ": ",
-                                   bh.status().message()));
+        return Damage(
+            path, chunk_begin,
+            absl::StrCat("the block header at byte offset ", pos, ": ", bh.status().message()));
       }
       if (bh->previous_chunk != pos - chunk_begin ||
           (chunk_end != 0 && bh->next_chunk != chunk_end - pos)) {
@@ -69,8 +69,9 @@ absl::Status Gather(absl::string_view span, absl::string_view path, uint64_t chu
   return absl::OkStatus();
 }
 
-absl::StatusOr<Chunk> ReadWith(const std::function<absl::Status(uint64_t, uint64_t, std::string*)>& read,
-                               absl::string_view path, uint64_t file_size, uint64_t begin) {
+absl::StatusOr<Chunk> ReadWith(
+    const std::function<absl::Status(uint64_t, uint64_t, std::string*)>& read,
+    absl::string_view path, uint64_t file_size, uint64_t begin) {
   if (!IsPossibleChunkBoundary(begin)) {
     return Damage(path, begin, "not a possible chunk boundary (inside a block header)");
   }
@@ -79,7 +80,8 @@ absl::StatusOr<Chunk> ReadWith(const std::function<absl::Status(uint64_t, uint64
   c.begin = begin;
   std::string span;
   const uint64_t head_end = AddWithOverhead(begin, kChunkHeaderSize);
-  if (head_end > file_size) return Damage(path, begin, "the chunk header runs past the end of the file");
+  if (head_end > file_size)
+    return Damage(path, begin, "the chunk header runs past the end of the file");
   if (auto s = read(begin, head_end - begin, &span); !s.ok()) return s;
   std::string head;
   if (auto s = Gather(span, path, begin, 0, 0, kChunkHeaderSize, &head); !s.ok()) return s;
@@ -111,8 +113,8 @@ absl::StatusOr<Chunk> ReadWith(const std::function<absl::Status(uint64_t, uint64
 
 }  // namespace
 
-absl::StatusOr<Chunk> ReadChunk(source::StoredBytes in, absl::string_view path,
-                                uint64_t file_size, uint64_t begin) {
+absl::StatusOr<Chunk> ReadChunk(source::StoredBytes in, absl::string_view path, uint64_t file_size,
+                                uint64_t begin) {
   return ReadWith(
       [&](uint64_t at, uint64_t n, std::string* out) {
         out->resize(n);
@@ -125,7 +127,10 @@ absl::StatusOr<Chunk> ReadChunkFrom(absl::string_view file, absl::string_view pa
                                     uint64_t begin) {
   return ReadWith(
       [&](uint64_t at, uint64_t n, std::string* out) {
-        { const absl::string_view part = file.substr(at, n); out->assign(part.data(), part.size()); }
+        {
+          const absl::string_view part = file.substr(at, n);
+          out->assign(part.data(), part.size());
+        }
         return absl::OkStatus();
       },
       path, file.size(), begin);
@@ -155,8 +160,9 @@ absl::StatusOr<std::string> Decompress(Compression c, absl::string_view stored, 
   switch (c) {
     case Compression::kBrotli: {
       size_t n = out.size();
-      const auto r = BrotliDecoderDecompress(body.size(), reinterpret_cast<const uint8_t*>(body.data()),
-                                             &n, reinterpret_cast<uint8_t*>(out.data()));
+      const auto r =
+          BrotliDecoderDecompress(body.size(), reinterpret_cast<const uint8_t*>(body.data()), &n,
+                                  reinterpret_cast<uint8_t*>(out.data()));
       if (r != BROTLI_DECODER_RESULT_SUCCESS || n != declared) {
         return bad("does not decompress to its declared size");
       }
@@ -194,8 +200,9 @@ absl::StatusOr<std::string> Compress(Compression c, int level, absl::string_view
       if (n == 0) n = raw.size() + 1024;
       const size_t at = out.size();
       out.resize(at + n);
-      if (!BrotliEncoderCompress(std::clamp(level, 0, 11), BROTLI_DEFAULT_WINDOW, BROTLI_MODE_GENERIC,
-                                 raw.size(), reinterpret_cast<const uint8_t*>(raw.data()), &n,
+      if (!BrotliEncoderCompress(std::clamp(level, 0, 11), BROTLI_DEFAULT_WINDOW,
+                                 BROTLI_MODE_GENERIC, raw.size(),
+                                 reinterpret_cast<const uint8_t*>(raw.data()), &n,
                                  reinterpret_cast<uint8_t*>(out.data() + at))) {
         return absl::InternalError("brotli compression failed");
       }
@@ -205,7 +212,8 @@ absl::StatusOr<std::string> Compress(Compression c, int level, absl::string_view
     case Compression::kZstd: {
       const size_t at = out.size();
       out.resize(at + ZSTD_compressBound(raw.size()));
-      const size_t n = ZSTD_compress(out.data() + at, out.size() - at, raw.data(), raw.size(), level);
+      const size_t n =
+          ZSTD_compress(out.data() + at, out.size() - at, raw.data(), raw.size(), level);
       if (ZSTD_isError(n)) return absl::InternalError(ZSTD_getErrorName(n));
       out.resize(at + n);
       return out;
@@ -247,7 +255,8 @@ absl::StatusOr<Records> DecodeChunk(const ChunkHeader& header, absl::string_view
     return bad(absl::StrCat("chunk type 0x", absl::Hex(header.type), " holds no records"));
   }
   if (header.num_records > kMaxChunkRecords ||
-      header.decoded_data_size > kMaxChunkDecoded - 16 * std::min(header.num_records, kMaxChunkRecords)) {
+      header.decoded_data_size >
+          kMaxChunkDecoded - 16 * std::min(header.num_records, kMaxChunkRecords)) {
     return bad(absl::StrCat("declares ", header.num_records, " records of ",
                             header.decoded_data_size, " bytes, more than one chunk may hold (",
                             kMaxChunkRecords, " records, ", kMaxChunkDecoded, " bytes)"));
@@ -256,11 +265,13 @@ absl::StatusOr<Records> DecodeChunk(const ChunkHeader& header, absl::string_view
   const auto c = static_cast<Compression>(static_cast<uint8_t>(data[0]));
   if (c != Compression::kNone && c != Compression::kBrotli && c != Compression::kZstd &&
       c != Compression::kSnappy) {
-    return bad(absl::StrCat("unknown compression type 0x", absl::Hex(static_cast<uint8_t>(data[0]))));
+    return bad(
+        absl::StrCat("unknown compression type 0x", absl::Hex(static_cast<uint8_t>(data[0]))));
   }
   wire::Cursor cur(data.substr(1), 1, "simple chunk", "chunk data byte");
   uint64_t sizes_size = 0;
-  if (auto s = cur.Varint(&sizes_size); !s.ok()) return bad("compressed_sizes_size is not a varint");
+  if (auto s = cur.Varint(&sizes_size); !s.ok())
+    return bad("compressed_sizes_size is not a varint");
   const uint64_t sizes_at = cur.offset();
   if (sizes_size > data.size() - sizes_at) {
     return bad(absl::StrCat("compressed_sizes_size ", sizes_size, " runs past the chunk data (",

@@ -80,14 +80,14 @@ absl::StatusOr<Layout> ParseFooter(const Records& footer, uint64_t footer_offset
   }
   if (!has_metadata) return BadFooter(path, footer_offset, "no ArrayRecordMetadata");
   if (version != kArrayRecordVersion) {
-    return BadFooter(path, footer_offset,
-                     absl::StrCat("version ", version, " (this build reads version ",
-                                  kArrayRecordVersion, ")"));
+    return BadFooter(
+        path, footer_offset,
+        absl::StrCat("version ", version, " (this build reads version ", kArrayRecordVersion, ")"));
   }
   if (num_chunks != footer.size() - 1) {
-    return BadFooter(path, footer_offset,
-                     absl::StrCat("num_chunks ", num_chunks, " but ", footer.size() - 1,
-                                  " chunk entries"));
+    return BadFooter(
+        path, footer_offset,
+        absl::StrCat("num_chunks ", num_chunks, " but ", footer.size() - 1, " chunk entries"));
   }
   out.chunks.reserve(footer.size() - 1);
   uint64_t total = 0;
@@ -355,11 +355,10 @@ absl::StatusOr<std::vector<std::string>> ReadAllRecords(source::StoredBytes in,
 absl::StatusOr<std::shared_ptr<const std::string>> ArrayRecordSource::BlockAt(
     uint64_t offset, uint64_t* start) const {
   const auto& points = table_->points;
-  const size_t i = std::upper_bound(points.begin(), points.end(), offset,
-                                    [](uint64_t o, const source::Checkpoint& c) {
-                                      return o < c.out;
-                                    }) -
-                   points.begin() - 1;
+  const size_t i =
+      std::upper_bound(points.begin(), points.end(), offset,
+                       [](uint64_t o, const source::Checkpoint& c) { return o < c.out; }) -
+      points.begin() - 1;
   if (i == 0) {
     return absl::DataLossError(
         absl::StrCat(path(), ": no ArrayRecord chunk holds record byte offset ", offset));

@@ -4,7 +4,6 @@
 #include <zstd.h>
 
 #include <cerrno>
-
 #include <charconv>
 
 #include "absl/strings/str_cat.h"
@@ -51,8 +50,8 @@ absl::Status ParseCompression(absl::string_view text, WriterOptions* options) {
 }
 
 std::string OptionsString(const WriterOptions& o) {
-  std::string out = absl::StrCat("group_size:", o.group_size,
-                                 ",transpose:false,pad_to_block_boundary:false,");
+  std::string out =
+      absl::StrCat("group_size:", o.group_size, ",transpose:false,pad_to_block_boundary:false,");
   switch (o.compression) {
     case Compression::kNone:
       absl::StrAppend(&out, "uncompressed");

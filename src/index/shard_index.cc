@@ -127,18 +127,17 @@ absl::StatusOr<Probe> ProbeFile(source::StoredBytes fd, absl::string_view path, 
   if (codec != nullptr) *codec = source::Codec::kNone;
   const bool named = LooksLikeShardName(Basename(path));
   if (size == 0) return named ? Probe::kShard : Probe::kNotShard;
-  // An ArrayRecord (riegeli) file: its first 64 bytes are fixed.
-  if (size >= arrayrecord::kSignatureSize) {
-    char sig[arrayrecord::kSignatureSize];
-    if (absl::Status s = PreadFull(fd, sig, sizeof sig, 0, path); !s.ok()) return s;
-    if (arrayrecord::HasSignature(absl::string_view(sig, sizeof sig))) {
-      if (codec != nullptr) *codec = source::Codec::kArrayRecord;
-      return Probe::kShard;
-    }
+  // One read of the first bytes: a record header (12), or an ArrayRecord
+  // (riegeli) file's fixed first 64.
+  char first[arrayrecord::kSignatureSize] = {};
+  const size_t first_size = static_cast<size_t>(std::min<uint64_t>(size, sizeof first));
+  if (absl::Status s = PreadFull(fd, first, first_size, 0, path); !s.ok()) return s;
+  if (arrayrecord::HasSignature(absl::string_view(first, first_size))) {
+    if (codec != nullptr) *codec = source::Codec::kArrayRecord;
+    return Probe::kShard;
   }
-  char head[record::kHeaderSize] = {};
-  const size_t head_size = static_cast<size_t>(std::min<uint64_t>(size, sizeof head));
-  if (absl::Status s = PreadFull(fd, head, head_size, 0, path); !s.ok()) return s;
+  const char* const head = first;
+  const size_t head_size = std::min<size_t>(first_size, record::kHeaderSize);
   if (size >= record::kFramingOverhead && record::IsPlausibleHeader(head, 0, size)) {
     return Probe::kShard;
   }

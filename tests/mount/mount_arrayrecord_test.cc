@@ -41,7 +41,8 @@ std::vector<std::string> RecordDirs(const std::string& dir) {
   if (d == nullptr) return out;
   while (dirent* e = ::readdir(d)) {
     const std::string n = e->d_name;
-    if (!n.empty() && std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    if (!n.empty() &&
+        std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; })) {
       out.push_back(n);
     }
   }
@@ -70,8 +71,8 @@ std::string Len(int field, const std::string& bytes) {
 std::string ExamplePayload(uint64_t label, const std::string& text) {
   const std::string f_label = Len(3, Len(1, Varint(label)));
   const std::string f_text = Len(1, Len(1, text));
-  const std::string features = Len(1, Len(1, "label") + Len(2, f_label)) +
-                               Len(1, Len(1, "text") + Len(2, f_text));
+  const std::string features =
+      Len(1, Len(1, "label") + Len(2, f_label)) + Len(1, Len(1, "text") + Len(2, f_text));
   return Len(1, features);
 }
 
@@ -144,8 +145,8 @@ TEST_F(ArrayRecordMountTest, EveryCompressionAndGroupSizeShowsWhatTheTfrecordTwi
       o.group_size = group;
       o.level = c == arrayrecord::Compression::kBrotli ? 6 : 3;
       // Named as TFDS names them: recognised by content, not by name.
-      const std::string name =
-          absl::StrCat("ds-", arrayrecord::CompressionName(c), group, ".array_record-00000-of-00001");
+      const std::string name = absl::StrCat("ds-", arrayrecord::CompressionName(c), group,
+                                            ".array_record-00000-of-00001");
       ASSERT_NO_FATAL_FAILURE(WriteArrayRecord(dir + "/" + name, payloads, o));
       names.push_back(name);
     }

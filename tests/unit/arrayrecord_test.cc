@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "testing/temp_dir.h"
 #include "tfrecordfs/arrayrecord/chunk.h"
 #include "tfrecordfs/arrayrecord/file.h"
 #include "tfrecordfs/arrayrecord/format.h"
@@ -21,7 +22,6 @@
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/wire.h"
 #include "tfrecordfs/source/block_cache.h"
-#include "testing/temp_dir.h"
 
 namespace tfrecordfs::arrayrecord {
 namespace {
@@ -137,8 +137,7 @@ std::vector<std::string> SomeRecords(size_t n) {
   return out;
 }
 
-class ArrayRecordRoundTrip
-    : public ::testing::TestWithParam<std::tuple<Compression, uint64_t>> {};
+class ArrayRecordRoundTrip : public ::testing::TestWithParam<std::tuple<Compression, uint64_t>> {};
 
 TEST_P(ArrayRecordRoundTrip, EveryRecordReadsBackAndThroughTheFramedSource) {
   WriterOptions o;
@@ -337,8 +336,8 @@ TEST(ArrayRecordDamageTest, FooterOffsetsThatLoopFallBackToTheWalk) {
     footer.limits.push_back(footer.values.size());
   };
   std::string inner;
-  for (uint64_t v : {uint64_t{1 << 3}, uint64_t{1}, uint64_t{2 << 3}, uint64_t{3},
-                     uint64_t{3 << 3}, uint64_t{30}}) {
+  for (uint64_t v : {uint64_t{1 << 3}, uint64_t{1}, uint64_t{2 << 3}, uint64_t{3}, uint64_t{3 << 3},
+                     uint64_t{30}}) {
     wire::PutVarint(&inner, v);
   }
   std::string meta;
@@ -357,7 +356,8 @@ TEST(ArrayRecordDamageTest, FooterOffsetsThatLoopFallBackToTheWalk) {
   Records straight = footer;
   {
     std::string e;
-    for (uint64_t v : {uint64_t{1 << 3}, layout->chunks[2].offset, uint64_t{3 << 3}, uint64_t{10}}) {
+    for (uint64_t v :
+         {uint64_t{1 << 3}, layout->chunks[2].offset, uint64_t{3 << 3}, uint64_t{10}}) {
       wire::PutVarint(&e, v);
     }
     straight.values.resize(straight.limits[2]);

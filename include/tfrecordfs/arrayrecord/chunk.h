@@ -37,12 +37,11 @@ struct Chunk {
 // Reads the chunk beginning at `begin` of the file `in` (`file_size`
 // bytes, `path` for messages), checking the header hash, the block headers
 // it crosses and the data hash.
-absl::StatusOr<Chunk> ReadChunk(source::StoredBytes in, absl::string_view path,
-                                uint64_t file_size, uint64_t begin);
+absl::StatusOr<Chunk> ReadChunk(source::StoredBytes in, absl::string_view path, uint64_t file_size,
+                                uint64_t begin);
 // The same over bytes already in memory (`file` is the whole file): the
 // fuzzed parser.
-absl::StatusOr<Chunk> ReadChunkFrom(absl::string_view file, absl::string_view path,
-                                    uint64_t begin);
+absl::StatusOr<Chunk> ReadChunkFrom(absl::string_view file, absl::string_view path, uint64_t begin);
 
 // A simple chunk's records: values concatenated, and where each ends.
 struct Records {

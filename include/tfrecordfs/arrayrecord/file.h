@@ -64,8 +64,8 @@ struct Problem {
 struct Layout {
   std::vector<ChunkEntry> chunks;  // data chunks, by offset
   uint64_t num_records = 0;
-  bool from_footer = false;     // else walked from the signature
-  std::string writer_options;   // the footer's, when there is one
+  bool from_footer = false;       // else walked from the signature
+  std::string writer_options;     // the footer's, when there is one
   std::vector<Problem> problems;  // the walk's skips, an unreadable footer
 };
 
@@ -105,8 +105,7 @@ absl::StatusOr<ScanResult> Scan(source::StoredBytes in, absl::string_view path, 
 // Every record of the file, in order (tests and small tools). Any damaged
 // chunk is an error.
 absl::StatusOr<std::vector<std::string>> ReadAllRecords(source::StoredBytes in,
-                                                        absl::string_view path,
-                                                        uint64_t file_size);
+                                                        absl::string_view path, uint64_t file_size);
 
 // The framed stream of an ArrayRecord file: serves a read by decoding the
 // one chunk that holds it (cached in the mount's BlockCache).

@@ -115,8 +115,8 @@ constexpr uint64_t RoundUpToPossibleChunkBoundary(uint64_t pos) {
 // For a chunk beginning at `chunk_begin` (a possible chunk boundary), the
 // position `length` chunk bytes later, block headers added.
 constexpr uint64_t AddWithOverhead(uint64_t chunk_begin, uint64_t length) {
-  const uint64_t blocks = (length + (chunk_begin + kUsableBlockSize - 1) % kBlockSize) /
-                          kUsableBlockSize;
+  const uint64_t blocks =
+      (length + (chunk_begin + kUsableBlockSize - 1) % kBlockSize) / kUsableBlockSize;
   return chunk_begin + length + blocks * kBlockHeaderSize;
 }
 // Chunk bytes between `chunk_begin` and `pos`, block headers subtracted.
@@ -124,7 +124,8 @@ constexpr uint64_t DistanceWithoutOverhead(uint64_t chunk_begin, uint64_t pos) {
   const uint64_t blocks = pos / kBlockSize - chunk_begin / kBlockSize;
   const auto min = [](uint64_t a, uint64_t b) { return a < b ? a : b; };
   return (pos - min(pos % kBlockSize, kBlockHeaderSize)) -
-         (chunk_begin - min(chunk_begin % kBlockSize, kBlockHeaderSize)) - blocks * kBlockHeaderSize;
+         (chunk_begin - min(chunk_begin % kBlockSize, kBlockHeaderSize)) -
+         blocks * kBlockHeaderSize;
 }
 // Where the chunk beginning at `chunk_begin` ends (padding included).
 // Callers bound data_size and num_records first (no overflow below 2^62).
