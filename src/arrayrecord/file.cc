@@ -276,8 +276,10 @@ std::string Frame(const Records& records) {
 
 absl::StatusOr<ScanResult> Scan(source::StoredBytes in, absl::string_view path, uint64_t file_size,
                                 const source::StreamSink& sink,
-                                const std::function<void(uint64_t)>& progress) {
-  auto layout = ReadLayout(in, path, file_size);
+                                const std::function<void(uint64_t)>& progress,
+                                std::optional<Layout> given) {
+  absl::StatusOr<Layout> layout =
+      given ? absl::StatusOr<Layout>(std::move(*given)) : ReadLayout(in, path, file_size);
   if (!layout.ok()) return layout.status();
   ScanResult out;
   out.table.codec = source::Codec::kArrayRecord;

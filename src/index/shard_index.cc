@@ -69,13 +69,18 @@ absl::StatusOr<WalkedShard> WalkArrayRecord(source::StoredBytes fd, const std::s
                                             const std::function<void(uint64_t)>& progress,
                                             uint64_t max_records) {
   record::StreamWalker walker(path, max_records);
+  // The footer (at the end) read directly; the chunks, front to back,
+  // through parts read ahead on remote storage.
+  auto layout = arrayrecord::ReadLayout(fd, path, size);
+  if (!layout.ok()) return layout.status();
   std::optional<source::PrefetchReader> ahead;
   source::StoredBytes in = fd;
   if (fd.object() != nullptr || source::OnRemoteStorage(fd.fd())) {
     in = &ahead.emplace(fd, path, size);
   }
   auto scan = arrayrecord::Scan(
-      in, path, size, [&](absl::string_view bytes) { return walker.Feed(bytes); }, progress);
+      in, path, size, [&](absl::string_view bytes) { return walker.Feed(bytes); }, progress,
+      std::move(*layout));
   if (!scan.ok()) return scan.status();
   WalkedShard out;
   if (!walker.Finish(scan->table.data_size)) {

@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -97,10 +98,14 @@ struct ScanResult {
 // Reads the layout, then every data chunk in order, handing the framed
 // bytes to `sink` (`progress` gets file bytes consumed). Errors: I/O, the
 // sink's, a file that is no riegeli file, a transposed chunk
-// (Unimplemented), and layouts beyond the limits.
+// (Unimplemented), and layouts beyond the limits. `layout`, when given, is
+// ReadLayout's of the same file (read elsewhere: a caller that reads the
+// chunks through a sequential prefetcher reads the footer at the end of the
+// file directly, so the prefetcher sees only reads front to back).
 absl::StatusOr<ScanResult> Scan(source::StoredBytes in, absl::string_view path, uint64_t file_size,
                                 const source::StreamSink& sink,
-                                const std::function<void(uint64_t)>& progress = nullptr);
+                                const std::function<void(uint64_t)>& progress = nullptr,
+                                std::optional<Layout> layout = std::nullopt);
 
 // Every record of the file, in order (tests and small tools). Any damaged
 // chunk is an error.
