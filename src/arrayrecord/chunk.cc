@@ -16,10 +16,6 @@ namespace tfrecordfs::arrayrecord {
 
 namespace {
 
-// The most records one chunk may hold: each costs a limit (8 bytes) here and
-// 16 bytes of framing in the record view (arrayrecord/file.h).
-constexpr uint64_t kMaxChunkRecords = uint64_t{1} << 22;
-
 absl::Status Damage(absl::string_view path, uint64_t begin, absl::string_view why) {
   return absl::DataLossError(
       absl::StrCat(path, ": ArrayRecord chunk at byte offset ", begin, ": ", why));

@@ -11,9 +11,6 @@ namespace tfrecordfs::arrayrecord {
 
 namespace {
 
-// As DecodeChunk's bound: one chunk's records (each 16 bytes of framing).
-constexpr uint64_t kMaxChunkRecords = uint64_t{1} << 22;
-
 absl::Status BadFooter(absl::string_view path, uint64_t at, absl::string_view why) {
   return absl::DataLossError(
       absl::StrCat(path, ": ArrayRecord footer at byte offset ", at, ": ", why));

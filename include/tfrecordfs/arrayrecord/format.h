@@ -62,6 +62,9 @@ inline constexpr uint32_t kArrayRecordVersion = 1;
 // (a decompression bomb or a forged header).
 inline constexpr uint64_t kMaxChunkDecoded = uint64_t{256} << 20;
 inline constexpr uint64_t kMaxChunkData = uint64_t{256} << 20;
+// The most records one chunk may hold: each costs a limit (8 bytes) when
+// decoded and 16 bytes of framing in the record view (arrayrecord/file.h).
+inline constexpr uint64_t kMaxChunkRecords = uint64_t{1} << 22;
 
 enum ChunkType : uint8_t {
   kSignatureChunk = 's',
