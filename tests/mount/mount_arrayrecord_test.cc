@@ -222,6 +222,23 @@ TEST_F(ArrayRecordMountTest, DamagedChunkIsEioForItsRecordsOnlyAndLoggedWithItsO
   const std::string log = m.Stderr();
   EXPECT_NE(log.find(absl::StrCat("chunk at byte offset ", chunk1)), std::string::npos) << log;
   EXPECT_NE(log.find("data hash mismatch"), std::string::npos) << log;
+  std::string error;
+  EXPECT_EQ(m.Stop(&error), 0) << error;
+
+  // Mounted again, from the index the first mount saved: the same records
+  // read, the same ones fail.
+  Mount again;
+  ASSERT_EQ(again.Start({dir}), "");
+  ASSERT_EQ(RecordDirs(again.path("bad.array_record")).size(), 20u);
+  for (size_t i = 0; i < records.size(); ++i) {
+    const std::string path = again.path("bad.array_record/" + records[i] + "/record.bin");
+    CommandResult c = Shell("cat " + ShellQuote(path));
+    if (i >= 5 && i < 10) {
+      EXPECT_NE(c.exit_code, 0) << path;
+    } else {
+      EXPECT_EQ(c.out, payloads[i]) << path << ": " << c.err;
+    }
+  }
 }
 
 TEST_F(ArrayRecordMountTest, EditsAndDeletesAreRefusedAndTheFileKeptAsItWas) {
