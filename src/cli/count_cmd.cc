@@ -19,7 +19,7 @@ constexpr char kCountUsage[] = R"(Usage: tfrecordfs count [options] SOURCE...
 
 Counts the records of every shard in the SOURCEs (shard files, or
 directories searched recursively, exactly as a mount would; plain, GZIP,
-ZLIB and SNAPPY shards). Counts come from the shard indexes (the per-user index cache,
+ZLIB and SNAPPY shards, ARRAYRECORD files). Counts come from the shard indexes (the per-user index cache,
 else a walk of the record headers, which is then cached): no payload is read.
 
 Output: one line `records<TAB>path` per shard, then `records<TAB>total`.

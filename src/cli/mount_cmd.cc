@@ -89,10 +89,13 @@ int CheckMountpoint(const std::string& mnt) {
 }
 
 // The codec every source shard shares (kNone when they differ or there is
-// none): new shards are packed like the data they join.
+// none): new shards are packed like the data they join. (ArrayRecord files
+// are not written by a mount: staged records next to them become plain
+// TFRecord shards.)
 source::Codec SourcesCodec(const vfs::Filesystem& fs) {
   std::optional<source::Codec> codec;
   for (const auto& shard : fs.shards()) {
+    if (shard.index->codec() == source::Codec::kArrayRecord) return source::Codec::kNone;
     if (codec && *codec != shard.index->codec()) return source::Codec::kNone;
     codec = shard.index->codec();
   }

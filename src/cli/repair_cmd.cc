@@ -27,7 +27,7 @@ constexpr char kRepairUsage[] = R"(Usage: tfrecordfs repair [options] SOURCE... 
 
 Writes a copy of every shard in the SOURCEs (shard files, or directories
 searched recursively, exactly as a mount would; plain, GZIP, ZLIB and SNAPPY
-shards) to DIR, under the path a mount shows it at and with the same compression,
+shards, not ARRAYRECORD files, whose chunk hashes confine damage already) to DIR, under the path a mount shows it at and with the same compression,
 leaving out the damaged records: those whose framing, length CRC or data CRC
 fails, found by the same header walk that resynchronises after damage in a
 mount. Payloads are copied byte for byte; records that are not Examples are

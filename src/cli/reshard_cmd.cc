@@ -29,9 +29,10 @@ constexpr char kReshardUsage[] = R"(Usage: tfrecordfs reshard [options] SOURCE..
 
 Writes every record of the shards in the SOURCEs (shard files, or
 directories searched recursively, exactly as a mount would; plain, GZIP,
-ZLIB and SNAPPY shards, taken in that order) into new shards
-DIR/NAME-00000-of-0000N.tfrecord[.gz|.zlib]: merging many shards and
-splitting one are the same command. Payloads are copied byte for byte, in
+ZLIB and SNAPPY shards and ARRAYRECORD files, taken in that order) into new
+shards DIR/NAME-00000-of-0000N.tfrecord[.gz|.zlib] or ArrayRecord files
+(--format): merging many shards, splitting one and converting between
+TFRecord and ArrayRecord are the same command. Payloads are copied byte for byte, in
 source order, or with --shuffle in a uniformly random global order that
 depends only on the seed and the sources.
 
@@ -61,9 +62,17 @@ Options:
                        ceil(total / SIZE) shards of equal bytes (a shard
                        may pass SIZE by less than one record)
   --prefix NAME        shard name prefix (default: data)
-  --compression C      none, gzip (.tfrecord.gz) or zlib (.tfrecord.zlib);
-                       default: the sources' when every shard has the same,
-                       else none
+  --format F           tfrecord or arrayrecord (NAME.array_record-00000-of-
+                       0000N, as TFDS names them); default: arrayrecord when
+                       every source is an ArrayRecord file, else tfrecord
+  --compression C      TFRecord: none, gzip (.tfrecord.gz) or zlib
+                       (.tfrecord.zlib); default: the sources' when every
+                       shard has the same, else none. ArrayRecord: none,
+                       brotli, zstd or snappy, with an optional level as the
+                       reference writer spells it (brotli:6, zstd:3);
+                       default zstd:3
+  --group-size N       ArrayRecord: records per chunk (default 1: each record
+                       read alone, as TFDS writes them for Grain)
   --shuffle            a uniformly random global order
   --seed S             the shuffle's seed (an unsigned 64-bit number; default:
                        a random one, printed in the summary)
@@ -144,6 +153,7 @@ int ReshardMain(int argc, char** argv) {
   reshape::ReshardOptions options;
   bool seeded = false, codec_given = false;
   std::string pass;  // --pass: a shuffle's as parts
+  std::string format, compression, group_size;
   auto own = [&](int* i) -> std::optional<int> {
     const std::string arg = argv[*i];
     if (arg == "--shuffle") {
@@ -158,7 +168,7 @@ int ReshardMain(int argc, char** argv) {
     const std::string name = arg.substr(0, arg.find('='));
     if (name != "-o" && name != "--output" && name != "--shards" && name != "--shard-size" &&
         name != "--prefix" && name != "--compression" && name != "--seed" && name != "--buffer" &&
-        name != "--memory" && name != "--pass") {
+        name != "--memory" && name != "--pass" && name != "--format" && name != "--group-size") {
       return std::nullopt;
     }
     if (!TakeValue(argc, argv, i, &flag, &value)) return tool.Usage(flag + " needs a value");
@@ -189,10 +199,21 @@ int ReshardMain(int argc, char** argv) {
       if (auto s = repack::ValidatePrefix(value); !s.ok()) return tool.Usage(s.message());
       options.prefix = value;
     } else if (flag == "--compression") {
-      auto codec = CompressionFlag(value);
-      if (!codec.ok()) return tool.Usage(codec.status().message());
-      options.codec = *codec;
+      compression = value;  // read once --format is known
       codec_given = true;
+    } else if (flag == "--format") {
+      if (value != "tfrecord" && value != "arrayrecord") {
+        return tool.Usage(
+            absl::StrCat("--format needs tfrecord or arrayrecord, not '", value, "'"));
+      }
+      format = value;
+    } else if (flag == "--group-size") {
+      if (!absl::SimpleAtoi(value, &options.array_record.group_size) ||
+          options.array_record.group_size == 0 || options.array_record.group_size > INT32_MAX) {
+        return tool.Usage(
+            absl::StrCat("--group-size needs a number from 1 to 2147483647, not '", value, "'"));
+      }
+      group_size = value;
     } else if (flag == "--seed") {
       if (!absl::SimpleAtoi(value, &options.seed)) {
         return tool.Usage(
@@ -218,7 +239,8 @@ int ReshardMain(int argc, char** argv) {
   // another reshard are foreign to this one.
   tool.SetPlanSalt(absl::StrCat(
       "prefix=", options.prefix, " shards=", options.shards, " shard_size=", options.shard_size,
-      " compression=", codec_given ? source::CodecName(options.codec) : "auto",
+      " compression=", codec_given ? compression : "auto", " format=",
+      format.empty() ? "auto" : format, " group_size=", group_size.empty() ? "auto" : group_size,
       " shuffle=", options.shuffle, " seed=", options.shuffle ? options.seed : 0,
       " skip_damaged=", options.skip_damaged));
   // A shuffle's map pass may take a piece of a large shard (the records
@@ -251,10 +273,34 @@ int ReshardMain(int argc, char** argv) {
   if (auto s = CheckOutputDir(output, tool.operands(), shards); !s.ok()) {
     return tool.Usage(s.message());
   }
-  if (!codec_given && !shards.empty()) {
+  if (format.empty()) {
+    format = shards.empty() ? "tfrecord" : "arrayrecord";
+    for (const scan::ScannedShard& s : shards) {
+      if (s.codec != source::Codec::kArrayRecord) format = "tfrecord";
+    }
+  }
+  if (format == "arrayrecord") {
+    options.codec = source::Codec::kArrayRecord;
+    options.array_record.compression = arrayrecord::Compression::kZstd;
+    options.array_record.level = 3;
+    if (group_size.empty()) options.array_record.group_size = 1;
+    if (codec_given) {
+      if (auto s = arrayrecord::ParseCompression(compression, &options.array_record); !s.ok()) {
+        return tool.Usage(absl::StrCat("--compression: ", s.message()));
+      }
+    }
+  } else if (!group_size.empty()) {
+    return tool.Usage("--group-size needs --format arrayrecord");
+  } else if (codec_given) {
+    auto codec = CompressionFlag(compression);
+    if (!codec.ok()) return tool.Usage(codec.status().message());
+    options.codec = *codec;
+  } else if (!shards.empty()) {
     options.codec = shards.front().codec;
     for (const scan::ScannedShard& s : shards) {
-      if (s.codec != options.codec) options.codec = source::Codec::kNone;
+      if (s.codec != options.codec || s.codec == source::Codec::kArrayRecord) {
+        options.codec = source::Codec::kNone;
+      }
     }
   }
   if (auto made = MakeDirs(output, 0755); !made.ok()) return tool.Fail(made);
@@ -277,7 +323,12 @@ int ReshardMain(int argc, char** argv) {
     map_dirs = std::move(mapped->dirs);
     manifest = NewManifest(tool, "reshard");
     manifest.inputs = std::move(mapped->inputs);
-    if (!codec_given) options.codec = mapped->codec.value_or(source::Codec::kNone);
+    // The sources' codec, as the map passes found it (this pass scans
+    // none), unless --format or --compression said.
+    if (!codec_given && format == "tfrecord") {
+      options.codec = mapped->codec.value_or(source::Codec::kNone);
+      if (options.codec == source::Codec::kArrayRecord) options.codec = source::Codec::kNone;
+    }
   }
   if (tool.part()) {
     auto begun = reshape::PartOutput::Begin(output, tool.plan().IdHex(), tool.part()->index);

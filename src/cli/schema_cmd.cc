@@ -26,7 +26,7 @@ constexpr char kSchemaUsage[] = R"(Usage: tfrecordfs schema [options] SOURCE...
 
 Summarises the features of the records in the SOURCEs (shard files, or
 directories searched recursively, exactly as a mount would; plain, GZIP,
-ZLIB and SNAPPY shards). One row per feature: its name, kind (int64, float, bytes;
+ZLIB and SNAPPY shards, ARRAYRECORD files). One row per feature: its name, kind (int64, float, bytes;
 text when every bytes value is single-line UTF-8; tensor, with dtype and
 shape range, when every bytes value is a serialized tensor; empty when only
 Feature{} was seen; mixed), how many records have it, the fewest and most

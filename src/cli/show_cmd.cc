@@ -24,7 +24,8 @@ namespace {
 
 constexpr char kShowUsage[] = R"(Usage: tfrecordfs show [options] SHARD RECORD...
 
-Prints records of the shard file SHARD (plain, GZIP, ZLIB or SNAPPY); RECORD
+Prints records of the shard file SHARD (plain, GZIP, ZLIB or SNAPPY, or an
+ARRAYRECORD file); RECORD
 is a record index, counted from 0 (`tfrecordfs count` gives the number).
 
 Text: a heading per record, then one line per feature: name, kind[count] and

@@ -25,7 +25,8 @@ constexpr char kVerifyUsage[] = R"(Usage: tfrecordfs verify [options] SOURCE...
 
 Reads every record of every shard in the SOURCEs (shard files, or
 directories searched recursively, exactly as a mount would; plain, GZIP,
-ZLIB and SNAPPY shards), checks the length CRC and the data CRC of each, and decodes
+ZLIB and SNAPPY shards, ARRAYRECORD files), checks the length CRC and the data CRC of each
+(an ArrayRecord file's chunk and block header hashes), and decodes
 each payload as a tf.train.Example or SequenceExample.
 
 Each damaged record is printed with its shard, record index, byte offset and

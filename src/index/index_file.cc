@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "tfrecordfs/arrayrecord/format.h"
 #include "tfrecordfs/base/coding.h"
 #include "tfrecordfs/base/crc32c.h"
 
@@ -30,7 +31,7 @@ constexpr size_t kMainSizeAt = 96;
 constexpr size_t kInodeAt = 104;
 constexpr size_t kCtimeAt = 112;
 static_assert(kCtimeAt + 8 == kIndexHeaderSize);
-constexpr uint32_t kCodecMask = 3;
+constexpr uint32_t kCodecMask = 7;
 constexpr uint8_t kStreamStartFlag = 1;
 static_assert(kIndexHeaderSize % 8 == 0, "offsets must start 8-byte aligned");
 
@@ -186,14 +187,22 @@ absl::StatusOr<SizeRange> IndexFileSizeRange(absl::string_view header, uint64_t 
   const uint64_t num_problems = DecodeFixed32(h + kNumProblemsAt);
   const uint64_t path_length = DecodeFixed32(h + kPathLengthAt);
   const uint64_t num_checkpoints = DecodeFixed32(h + kNumCheckpointsAt);
-  const bool plain = (DecodeFixed32(h + kFlagsAt) & kCodecMask) == 0;
+  const uint32_t codec = DecodeFixed32(h + kFlagsAt) & kCodecMask;
+  const bool plain = codec == 0;
   // A usable index describes the shard as it is or a prefix of it (grown).
   if (file_size > max_shard_size) {
     return absl::FailedPreconditionError(
         absl::StrCat("stale (size changed from ", file_size, " to ", max_shard_size, " bytes)"));
   }
   // Deflate expands at most 1032:1; a GZIP member takes at least 18 bytes.
-  if (plain ? data_size != file_size : data_size / 1032 > file_size + 1) {
+  // An ArrayRecord file's framed records: each chunk (40 bytes or more)
+  // holds at most kMaxChunkDecoded bytes framed (arrayrecord/chunk.h).
+  const bool array_record = codec == static_cast<uint32_t>(source::Codec::kArrayRecord);
+  const uint64_t max_framed =
+      (file_size / arrayrecord::kChunkHeaderSize + 1) * arrayrecord::kMaxChunkDecoded;
+  if (plain          ? data_size != file_size
+      : array_record ? data_size > max_framed
+                     : data_size / 1032 > file_size + 1) {
     return Bad("data size does not fit the shard");
   }
   if (num_checkpoints > file_size / 18 + 1) return Bad("checkpoint count does not fit");

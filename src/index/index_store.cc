@@ -566,9 +566,11 @@ absl::StatusOr<std::shared_ptr<const ShardIndex>> IndexStore::Load(
       // then a read inflates from the checkpoint before it, as from the
       // cache; its windows are read from that file only, Windows::InFile).
       // (A SNAPPY table is checked by every block's own framing, as `verify`
-      // says: VerifyCheckpoints inflates, and would refuse every one.)
+      // says: VerifyCheckpoints inflates, and would refuse every one; an
+      // ArrayRecord table's points are chunks, each checked by its hashes
+      // and its framed size when read: arrayrecord/file.h.)
       t->trusted = !c.shared || only_ours;
-      if (c.shared && codec != source::Codec::kSnappy &&
+      if (c.shared && codec != source::Codec::kSnappy && codec != source::Codec::kArrayRecord &&
           (options_.verify_shared || options_.write_shared || options_.write_beside)) {
         absl::Status v = source::VerifyCheckpoints(fd, path, size, *t);
         if (!v.ok() && !absl::IsDataLoss(v)) return v;

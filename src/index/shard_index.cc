@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "tfrecordfs/arrayrecord/file.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/utf8.h"
@@ -60,6 +61,58 @@ bool ConsumeDigits(absl::string_view* s) {
   return n >= 3;
 }
 
+// An ArrayRecord file's records, framed (arrayrecord/file.h), walked as
+// they are made; its damaged chunks become problems at the framed offset of
+// their first record, naming the file byte offset.
+absl::StatusOr<WalkedShard> WalkArrayRecord(source::StoredBytes fd, const std::string& path,
+                                            uint64_t size,
+                                            const std::function<void(uint64_t)>& progress,
+                                            uint64_t max_records) {
+  record::StreamWalker walker(path, max_records);
+  // The footer (at the end) read directly; the chunks, front to back,
+  // through parts read ahead on remote storage.
+  auto layout = arrayrecord::ReadLayout(fd, path, size);
+  if (!layout.ok()) return layout.status();
+  std::optional<source::PrefetchReader> ahead;
+  source::StoredBytes in = fd;
+  if (fd.object() != nullptr || source::OnRemoteStorage(fd.fd())) {
+    in = &ahead.emplace(fd, path, size);
+  }
+  auto scan = arrayrecord::Scan(
+      in, path, size, [&](absl::string_view bytes) { return walker.Feed(bytes); }, progress,
+      std::move(*layout));
+  if (!scan.ok()) return scan.status();
+  WalkedShard out;
+  if (!walker.Finish(scan->table.data_size)) {
+    return absl::InternalError(absl::StrCat(path,
+                                            ": the framed records of an ArrayRecord file "
+                                            "do not walk (a bug)"));
+  }
+  out.walk = walker.TakeResult();
+  auto table = std::make_shared<source::CheckpointTable>(std::move(scan->table));
+  for (const arrayrecord::Problem& p : scan->problems) {
+    // The first chunk at or after the problem: its records follow it.
+    uint64_t at = table->data_size;
+    for (const auto& cp : table->points) {
+      if (cp.in >= p.offset && cp.in != 0) {
+        at = cp.out;
+        break;
+      }
+    }
+    std::string message = p.message;
+    // FormatProblems names the path.
+    if (absl::StartsWith(message, absl::StrCat(path, ": "))) message.erase(0, path.size() + 2);
+    if (message.size() > 4000) message.resize(4000);
+    out.walk.problems.push_back({at, std::move(message)});
+  }
+  std::stable_sort(out.walk.problems.begin(), out.walk.problems.end(),
+                   [](const record::WalkProblem& a, const record::WalkProblem& b) {
+                     return a.offset < b.offset;
+                   });
+  out.checkpoints = std::move(table);
+  return out;
+}
+
 }  // namespace
 
 bool LooksLikeShardName(absl::string_view name) {
@@ -79,9 +132,17 @@ absl::StatusOr<Probe> ProbeFile(source::StoredBytes fd, absl::string_view path, 
   if (codec != nullptr) *codec = source::Codec::kNone;
   const bool named = LooksLikeShardName(Basename(path));
   if (size == 0) return named ? Probe::kShard : Probe::kNotShard;
-  char head[record::kHeaderSize] = {};
-  const size_t head_size = static_cast<size_t>(std::min<uint64_t>(size, sizeof head));
-  if (absl::Status s = PreadFull(fd, head, head_size, 0, path); !s.ok()) return s;
+  // One read of the first bytes: a record header (12), or an ArrayRecord
+  // (riegeli) file's fixed first 64.
+  char first[arrayrecord::kSignatureSize] = {};
+  const size_t first_size = static_cast<size_t>(std::min<uint64_t>(size, sizeof first));
+  if (absl::Status s = PreadFull(fd, first, first_size, 0, path); !s.ok()) return s;
+  if (arrayrecord::HasSignature(absl::string_view(first, first_size))) {
+    if (codec != nullptr) *codec = source::Codec::kArrayRecord;
+    return Probe::kShard;
+  }
+  const char* const head = first;
+  const size_t head_size = std::min<size_t>(first_size, record::kHeaderSize);
   if (size >= record::kFramingOverhead && record::IsPlausibleHeader(head, 0, size)) {
     return Probe::kShard;
   }
@@ -131,6 +192,8 @@ absl::StatusOr<WalkedShard> WalkShard(source::StoredBytes fd, const std::string&
                                       const std::function<void(uint64_t)>& progress, WalkMode mode,
                                       uint64_t max_records) {
   WalkedShard out;
+  if (codec == source::Codec::kArrayRecord)
+    return WalkArrayRecord(fd, path, size, progress, max_records);
   if (codec == source::Codec::kNone) {
     const bool blocks =
         mode == WalkMode::kBlocks ||

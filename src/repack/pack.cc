@@ -481,12 +481,18 @@ absl::string_view ShardSuffix(source::Codec codec) {
       return ".zlib";
     case source::Codec::kSnappy:
       return ".snappy";
+    case source::Codec::kArrayRecord:
+      return "";
   }
   return "";
 }
 
 std::string ShardName(absl::string_view prefix, uint64_t index, uint64_t count,
                       source::Codec codec) {
+  if (codec == source::Codec::kArrayRecord) {
+    // As TFDS names ArrayRecord shards (NAME-train.array_record-00000-of-00016).
+    return absl::StrFormat("%s.array_record-%05d-of-%05d", prefix, index, count);
+  }
   return absl::StrFormat("%s-%05d-of-%05d.tfrecord%s", prefix, index, count, ShardSuffix(codec));
 }
 

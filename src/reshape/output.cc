@@ -63,13 +63,15 @@ absl::StatusOr<std::vector<std::string>> RemoveStaleTemps(const std::string& dir
 }
 
 PendingShard::PendingShard(std::string final_path, std::string temp_path,
-                           std::unique_ptr<record::ShardWriter> writer)
+                           std::unique_ptr<record::ShardWriter> writer,
+                           std::unique_ptr<arrayrecord::FileWriter> ar)
     : final_path_(std::move(final_path)),
       temp_path_(std::move(temp_path)),
-      writer_(std::move(writer)) {}
+      writer_(std::move(writer)),
+      ar_(std::move(ar)) {}
 
-absl::StatusOr<std::unique_ptr<PendingShard>> PendingShard::Create(std::string final_path,
-                                                                   source::Codec codec) {
+absl::StatusOr<std::unique_ptr<PendingShard>> PendingShard::Create(
+    std::string final_path, source::Codec codec, const arrayrecord::WriterOptions& array_record) {
   std::string temp = TempPathFor(final_path);
   auto fd = OpenFile(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (!fd.ok()) return fd.status();
@@ -78,20 +80,26 @@ absl::StatusOr<std::unique_ptr<PendingShard>> PendingShard::Create(std::string f
   if (::flock(fd->get(), LOCK_EX | LOCK_NB) != 0) {
     return ErrnoError(errno, absl::StrCat(temp, ": being written by another process"));
   }
+  if (codec == source::Codec::kArrayRecord) {
+    auto ar = std::make_unique<arrayrecord::FileWriter>(std::move(*fd), temp, array_record);
+    return std::unique_ptr<PendingShard>(
+        new PendingShard(std::move(final_path), std::move(temp), nullptr, std::move(ar)));
+  }
   auto writer = std::make_unique<record::ShardWriter>(std::move(*fd), temp,
                                                       record::WriterOptions{.codec = codec});
   return std::unique_ptr<PendingShard>(
-      new PendingShard(std::move(final_path), std::move(temp), std::move(writer)));
+      new PendingShard(std::move(final_path), std::move(temp), std::move(writer), nullptr));
 }
 
 PendingShard::~PendingShard() {
   if (committed_) return;
   writer_.reset();  // closes the descriptor (dropping buffered records)
+  ar_.reset();
   ::unlink(temp_path_.c_str());
 }
 
 absl::Status PendingShard::Finish() {
-  if (auto s = writer_->Close(/*sync=*/true); !s.ok()) return s;
+  if (auto s = ar_ ? ar_->Close(/*sync=*/true) : writer_->Close(/*sync=*/true); !s.ok()) return s;
   finished_ = true;
   return absl::OkStatus();
 }

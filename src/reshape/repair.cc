@@ -45,6 +45,14 @@ absl::StatusOr<RepairResult> RepairShard(const index::ShardIndex& idx,
   if (*exists) {
     return absl::AlreadyExistsError(absl::StrCat(output, ": already exists (never replaced)"));
   }
+  if (idx.codec() == source::Codec::kArrayRecord) {
+    // Its chunks' hashes already confine damage to the chunk (the mount
+    // and `verify` report it); repair rewrites TFRecord framing only.
+    return absl::FailedPreconditionError(
+        absl::StrCat(idx.path(),
+                     ": an ArrayRecord file: repair rewrites TFRecord shards only (tfrecordfs "
+                     "reshard --format arrayrecord|tfrecord copies its intact records)"));
+  }
   auto out = PendingShard::Create(output, idx.codec());
   if (!out.ok()) return out.status();
   RepairResult result;

@@ -256,7 +256,7 @@ absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs, const Re
   std::vector<size_t> by_file;
   std::string arena;  // one batch's framed records; grows to the largest batch, never shrinks
   for (uint64_t s = first; s < last; ++s) {
-    auto out = PendingShard::Create(names[s], o.codec);
+    auto out = PendingShard::Create(names[s], o.codec, o.array_record);
     if (!out.ok()) return out.status();
     std::unique_ptr<PendingShard> owned = *std::move(out);
     PendingShard& shard = *owned;

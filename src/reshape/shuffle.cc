@@ -410,7 +410,7 @@ absl::StatusOr<ReshardReport> ShuffleReduce(const std::vector<std::string>& map_
         if (auto st = syncer.error(); !st.ok()) return st;
       }
       if (current_shard >= last) return absl::OkStatus();
-      auto out = PendingShard::Create(names[current_shard], o.codec);
+      auto out = PendingShard::Create(names[current_shard], o.codec, o.array_record);
       if (!out.ok()) return out.status();
       current = *std::move(out);
       if (current_shard == first) {

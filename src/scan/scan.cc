@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "tfrecordfs/arrayrecord/file.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/hash.h"
@@ -341,7 +342,7 @@ absl::StatusOr<ScanResult> Scan(const ScanOptions& options) {
   std::vector<bool> drop(result.entries.size(), false);
   for (size_t k = 0; k < probed.size(); ++k) {
     Probed& p = probed[k];
-    if (record::IsTooManyRecords(p.status)) {
+    if (record::IsTooManyRecords(p.status) || arrayrecord::IsRefusedFile(p.status)) {
       result.refused.push_back(
           {std::move(p.shard.path), std::move(p.shard.mount_path), p.status, p.shard.entry});
       continue;
@@ -418,6 +419,10 @@ absl::StatusOr<std::unique_ptr<source::ShardSource>> OpenShard(const ScannedShar
                        st.st_size, "); run the command again"));
     }
     file.emplace(std::move(*fd), shard.path);
+  }
+  if (idx.codec() == source::Codec::kArrayRecord) {
+    return std::make_unique<arrayrecord::ArrayRecordSource>(std::move(*file), idx.file_size(),
+                                                            idx.checkpoints(), cache);
   }
   if (idx.codec() == source::Codec::kSnappy) {
     return std::make_unique<source::SnappySource>(std::move(*file), idx.file_size(),

@@ -22,6 +22,8 @@ absl::string_view CodecName(Codec codec) {
       return "zlib";
     case Codec::kSnappy:
       return "snappy";
+    case Codec::kArrayRecord:
+      return "arrayrecord";
   }
   return "?";
 }

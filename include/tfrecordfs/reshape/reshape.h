@@ -51,6 +51,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "tfrecordfs/arrayrecord/writer.h"
 #include "tfrecordfs/index/shard_index.h"
 #include "tfrecordfs/record/writer.h"
 #include "tfrecordfs/reshape/plan.h"
@@ -91,21 +92,26 @@ std::string TempPathFor(absl::string_view final_path);
 class PendingShard {
  public:
   // Creates (truncating) the temporary file. Does not check `final_path`.
-  static absl::StatusOr<std::unique_ptr<PendingShard>> Create(std::string final_path,
-                                                              source::Codec codec);
+  // A `codec` of kArrayRecord writes an ArrayRecord file with `array_record`.
+  static absl::StatusOr<std::unique_ptr<PendingShard>> Create(
+      std::string final_path, source::Codec codec,
+      const arrayrecord::WriterOptions& array_record = {});
   ~PendingShard();
   PendingShard(const PendingShard&) = delete;
   PendingShard& operator=(const PendingShard&) = delete;
 
-  absl::Status Append(absl::string_view payload) { return writer_->Append(payload); }
+  absl::Status Append(absl::string_view payload) {
+    return ar_ ? ar_->Append(payload) : writer_->Append(payload);
+  }
   // Plain output: `length` bytes of `fd` at `offset` holding `records` whole
   // framed records the caller checked (record::ShardWriter::AppendFramedRange).
   absl::Status AppendFramedRange(int fd, uint64_t offset, uint64_t length, uint64_t records) {
-    return writer_->AppendFramedRange(fd, offset, length, records);
+    return ar_ ? ar_->AppendFramedRange(fd, offset, length, records)
+               : writer_->AppendFramedRange(fd, offset, length, records);
   }
   // Writes out what is buffered (and ends a compressed stream): file_bytes()
   // is final. Optional before Finish(); nothing can be appended after it.
-  absl::Status Seal() { return writer_->Seal(); }
+  absl::Status Seal() { return ar_ ? ar_->Seal() : writer_->Seal(); }
   // Closes and fsyncs the temporary file (it stays under its temporary name).
   absl::Status Finish();
   // After Finish(): renames it to its final name (never over an existing
@@ -114,15 +120,17 @@ class PendingShard {
   absl::Status Commit(bool sync_dir = true);
 
   const std::string& final_path() const { return final_path_; }
-  uint64_t records() const { return writer_->records(); }
-  uint64_t bytes() const { return writer_->bytes(); }
-  uint64_t file_bytes() const { return writer_->file_bytes(); }
+  uint64_t records() const { return ar_ ? ar_->records() : writer_->records(); }
+  uint64_t bytes() const { return ar_ ? ar_->bytes() : writer_->bytes(); }
+  uint64_t file_bytes() const { return ar_ ? ar_->file_bytes() : writer_->file_bytes(); }
 
  private:
   PendingShard(std::string final_path, std::string temp_path,
-               std::unique_ptr<record::ShardWriter> writer);
+               std::unique_ptr<record::ShardWriter> writer,
+               std::unique_ptr<arrayrecord::FileWriter> ar);
   std::string final_path_, temp_path_;
-  std::unique_ptr<record::ShardWriter> writer_;
+  std::unique_ptr<record::ShardWriter> writer_;  // or
+  std::unique_ptr<arrayrecord::FileWriter> ar_;
   bool finished_ = false, committed_ = false;
 };
 
@@ -235,6 +243,9 @@ struct ReshardOptions {
   uint64_t shards = 0;
   uint64_t shard_size = 0;
   source::Codec codec = source::Codec::kNone;
+  // With codec kArrayRecord: the ArrayRecord files' group size and
+  // compression.
+  arrayrecord::WriterOptions array_record;
   bool shuffle = false;
   uint64_t seed = 0;
   // Leave damaged records out (listed in the report) instead of failing.

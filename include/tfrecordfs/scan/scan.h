@@ -89,7 +89,8 @@ struct OtherFile {
 };
 
 // A shard found but not indexed: it holds more records than the index store
-// allows (record::TooManyRecords, index::StoreOptions::max_records). A mount
+// allows (record::TooManyRecords, index::StoreOptions::max_records), or it
+// is an ArrayRecord file with transposed chunks (arrayrecord::IsRefusedFile). A mount
 // shows it as the plain file it is; the toolbox skips it and exits 1.
 struct RefusedShard {
   std::string path;

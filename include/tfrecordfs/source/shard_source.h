@@ -47,12 +47,16 @@ enum class Codec : uint8_t {
   // blocks (source/snappy_source.h). Recognised by content (index::ProbeFile),
   // not by DetectCodec: it has no magic bytes.
   kSnappy = 3,
+  // Not a TFRecord stream at all: an ArrayRecord (riegeli) file, whose
+  // records arrayrecord/file.h frames as one. Recognised by its signature
+  // (index::ProbeFile).
+  kArrayRecord = 4,
 };
-// Index files store the codec in 2 bits (index_file.cc): 3 is the last.
+// Index files store the codec in 3 bits (index_file.cc): 4 is the last.
 // Files written before kSnappy existed hold 0-2 and still load.
-inline constexpr uint8_t kMaxCodec = 3;
+inline constexpr uint8_t kMaxCodec = 4;
 
-// "none", "gzip", "zlib", "snappy".
+// "none", "gzip", "zlib", "snappy", "arrayrecord".
 absl::string_view CodecName(Codec codec);
 // The inverse of CodecName (exact, lower case) for the codecs a user may ask
 // for as output (--compression, -o compression=): none, gzip, zlib; nullopt

@@ -1,0 +1,115 @@
+// Writing ArrayRecord files as google/array_record's writer lays them out
+// (arrayrecord/format.h): the signature, one simple chunk per `group_size`
+// records compressed with `compression`, a footer chunk (the same
+// compression) padded to a block boundary, and the postscript chunk padded
+// to the end of its block. Transposed chunks are never written.
+//
+// Thread-compatible: one writer per thread.
+#ifndef TFRECORDFS_ARRAYRECORD_WRITER_H_
+#define TFRECORDFS_ARRAYRECORD_WRITER_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "tfrecordfs/arrayrecord/file.h"
+#include "tfrecordfs/arrayrecord/format.h"
+#include "tfrecordfs/base/file.h"
+
+namespace tfrecordfs::arrayrecord {
+
+struct WriterOptions {
+  uint64_t group_size = 65536;  // records per chunk (the reference's default)
+  Compression compression = Compression::kZstd;
+  int level = 3;  // zstd:3, the reference's default
+};
+
+// "none", "uncompressed", "brotli", "zstd", "snappy", each with an optional
+// ":LEVEL" (brotli 0-11, zstd -131072..22; none and snappy take none), as
+// the reference writer spells its options. InvalidArgument otherwise.
+absl::Status ParseCompression(absl::string_view text, WriterOptions* options);
+// The options as the reference writer records them in the footer
+// ("group_size:1,transpose:false,pad_to_block_boundary:false,zstd:3,
+// max_parallelism:1").
+std::string OptionsString(const WriterOptions& options);
+
+class Writer {
+ public:
+  // `sink` appends bytes to the file, in order.
+  using Sink = std::function<absl::Status(absl::string_view)>;
+  Writer(Sink sink, WriterOptions options);
+  Writer(const Writer&) = delete;
+  Writer& operator=(const Writer&) = delete;
+
+  absl::Status Add(absl::string_view record);
+  // Writes the last chunk, the footer and the postscript. The file is
+  // complete once this returns OK; nothing may be added after it.
+  absl::Status Close();
+  // Bytes handed to the sink so far.
+  uint64_t pos() const { return pos_; }
+  uint64_t records() const { return records_; }
+
+ private:
+  absl::Status Flush();
+  absl::Status WriteChunk(uint8_t type, uint64_t num_records, uint64_t decoded_data_size,
+                          absl::string_view data);
+  absl::Status PadToBlockBoundary();
+  absl::Status Emit(absl::string_view bytes);
+  // The simple chunk data for `records`.
+  absl::StatusOr<std::string> Encode(const std::vector<std::string>& records,
+                                     Compression compression, int level);
+
+  Sink sink_;
+  WriterOptions options_;
+  absl::Status status_;
+  bool closed_ = false;
+  uint64_t pos_ = 0;
+  uint64_t records_ = 0;
+  std::vector<std::string> pending_;
+  std::vector<ChunkEntry> chunks_;
+};
+
+// An ArrayRecord file written to a descriptor, with the interface of the
+// TFRecord shard writer (record/writer.h) that reshape's output files use:
+// Append, Seal, Close, and the counts. bytes() counts what the records
+// would take framed as TFRecord (16 bytes of framing each): the size the
+// mount shows and --shard-size bounds. Writes go out in pieces of at least
+// 1 MiB.
+class FileWriter {
+ public:
+  FileWriter(UniqueFd fd, std::string path, WriterOptions options);
+  FileWriter(const FileWriter&) = delete;
+  FileWriter& operator=(const FileWriter&) = delete;
+
+  absl::Status Append(absl::string_view payload);
+  // Unimplemented: framed ranges are copied into TFRecord shards only.
+  absl::Status AppendFramedRange(int fd, uint64_t offset, uint64_t length, uint64_t records);
+  // Writes the footer and everything buffered: file_bytes() is final.
+  absl::Status Seal();
+  // Seals, fsyncs when `sync`, closes.
+  absl::Status Close(bool sync);
+  uint64_t bytes() const { return bytes_; }
+  uint64_t records() const { return writer_.records(); }
+  uint64_t file_bytes() const { return writer_.pos(); }
+
+ private:
+  absl::Status Out(absl::string_view b);
+  UniqueFd fd_;
+  std::string path_;
+  std::string buf_;
+  uint64_t bytes_ = 0;
+  bool sealed_ = false;
+  Writer writer_;
+};
+
+// The whole file for `records` (tests).
+absl::StatusOr<std::string> WriteToString(const std::vector<std::string>& records,
+                                          WriterOptions options);
+
+}  // namespace tfrecordfs::arrayrecord
+
+#endif  // TFRECORDFS_ARRAYRECORD_WRITER_H_
