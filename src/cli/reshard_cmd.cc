@@ -239,10 +239,10 @@ int ReshardMain(int argc, char** argv) {
   // another reshard are foreign to this one.
   tool.SetPlanSalt(absl::StrCat(
       "prefix=", options.prefix, " shards=", options.shards, " shard_size=", options.shard_size,
-      " compression=", codec_given ? compression : "auto", " format=",
-      format.empty() ? "auto" : format, " group_size=", group_size.empty() ? "auto" : group_size,
-      " shuffle=", options.shuffle, " seed=", options.shuffle ? options.seed : 0,
-      " skip_damaged=", options.skip_damaged));
+      " compression=", codec_given ? compression : "auto",
+      " format=", format.empty() ? "auto" : format,
+      " group_size=", group_size.empty() ? "auto" : group_size, " shuffle=", options.shuffle,
+      " seed=", options.shuffle ? options.seed : 0, " skip_damaged=", options.skip_damaged));
   // A shuffle's map pass may take a piece of a large shard (the records
   // that begin in it): the same plan for its reduce pass and --finalize.
   tool.SetSplitFiles(options.shuffle);
