@@ -24,35 +24,6 @@
 namespace tfrecordfs::reshape {
 namespace {
 
-// SplitMix64 (Steele, Lea, Flood 2014): tiny, fast, and fully specified, so
-// the permutation is the same on every platform.
-class SplitMix64 {
- public:
-  explicit SplitMix64(uint64_t seed) : state_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [0, range), range > 0, without modulo bias (Lemire 2019).
-  uint64_t Below(uint64_t range) {
-    absl::uint128 m = absl::uint128(Next()) * range;
-    uint64_t low = absl::Uint128Low64(m);
-    if (low < range) {
-      const uint64_t threshold = (0 - range) % range;
-      while (low < threshold) {
-        m = absl::uint128(Next()) * range;
-        low = absl::Uint128Low64(m);
-      }
-    }
-    return absl::Uint128High64(m);
-  }
-
- private:
-  uint64_t state_;
-};
-
 // Where global record g (inputs concatenated in order) lives.
 struct Ref {
   size_t input;
@@ -80,20 +51,8 @@ class Plan {
   std::vector<uint64_t> starts_;  // starts_[i]: global number of input i's record 0
 };
 
-// Output position -> global record number.
-class Order {
- public:
-  Order(uint64_t n, bool shuffle, uint64_t seed) {
-    if (shuffle) perm_ = ShuffledOrder(n, seed);
-  }
-  uint64_t operator[](uint64_t p) const { return perm_.empty() ? p : perm_[p]; }
-
- private:
-  std::vector<uint64_t> perm_;  // empty: the identity
-};
-
 // Positions [bounds[s], bounds[s+1]) go to output shard s.
-std::vector<uint64_t> Boundaries(const Plan& plan, const Order& order, const ReshardOptions& o) {
+std::vector<uint64_t> Boundaries(const Plan& plan, const ReshardOptions& o) {
   const uint64_t n = plan.total();
   std::vector<uint64_t> bounds = {0};
   if (o.shards > 0) {
@@ -103,7 +62,7 @@ std::vector<uint64_t> Boundaries(const Plan& plan, const Order& order, const Res
   }
   uint64_t in_shard = 0;
   for (uint64_t p = 0; p < n; ++p) {
-    const uint64_t framed = plan.Framed(plan.At(order[p]));
+    const uint64_t framed = plan.Framed(plan.At(p));
     if (p > bounds.back() && in_shard + framed > o.shard_size) {
       bounds.push_back(p);
       in_shard = 0;
@@ -115,14 +74,6 @@ std::vector<uint64_t> Boundaries(const Plan& plan, const Order& order, const Res
 }
 
 }  // namespace
-
-std::vector<uint64_t> ShuffledOrder(uint64_t n, uint64_t seed) {
-  std::vector<uint64_t> perm(n);
-  std::iota(perm.begin(), perm.end(), uint64_t{0});
-  SplitMix64 rng(seed);
-  for (uint64_t i = n; i > 1; --i) std::swap(perm[i - 1], perm[rng.Below(i)]);
-  return perm;
-}
 
 namespace {
 
@@ -187,16 +138,14 @@ absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs, const Re
     }
   }
   const Plan plan(inputs);
-  const Order order(plan.total(), o.shuffle, o.seed);
-  const std::vector<uint64_t> bounds = Boundaries(plan, order, o);
+  const std::vector<uint64_t> bounds = Boundaries(plan, o);
   const uint64_t num_shards = bounds.size() - 1;
   // The output shards this call writes: [first, last).
   uint64_t first = 0, last = num_shards;
   if (o.part) {
     std::vector<uint64_t> weights(num_shards, 0);
     for (uint64_t s = 0; s < num_shards; ++s) {
-      for (uint64_t p = bounds[s]; p < bounds[s + 1]; ++p)
-        weights[s] += plan.Framed(plan.At(order[p]));
+      for (uint64_t p = bounds[s]; p < bounds[s + 1]; ++p) weights[s] += plan.Framed(plan.At(p));
     }
     const std::vector<size_t> cuts = SplitByWeight(weights, o.part->count);
     first = cuts[o.part->index];
@@ -231,7 +180,7 @@ absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs, const Re
   // An intact record's framing is a function of its payload, so the bytes
   // copied are the bytes Append would write.
   std::vector<std::optional<source::FileRange>> splice(inputs.size());
-  if (!o.shuffle && o.codec == source::Codec::kNone) {
+  if (o.codec == source::Codec::kNone) {
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (inputs[i].source->codec() != source::Codec::kNone ||
           inputs[i].index->num_records() == 0) {
@@ -242,10 +191,11 @@ absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs, const Re
     }
   }
   constexpr uint64_t kRunBytes = uint64_t{16} << 20;
-  // In source order a batch's file order is its output order: batches of
-  // one record then read the same bytes in the same order, in a buffer the
-  // size of the largest record instead of o.buffer_bytes.
-  const uint64_t buffer = o.shuffle ? std::max<uint64_t>(o.buffer_bytes, 1) : 1;
+  // In source order (a shuffle went to ShuffleInOneProcess above) a
+  // batch's file order is its output order: batches of one record read the
+  // same bytes in the same order, in a buffer the size of the largest
+  // record.
+  const uint64_t buffer = 1;
   struct Slot {
     Ref ref;
     uint64_t at;  // of its framed bytes in `arena`
@@ -283,7 +233,7 @@ absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs, const Re
       batch.clear();
       uint64_t bytes = 0;
       for (; p < bounds[s + 1]; ++p) {
-        const Ref ref = plan.At(order[p]);
+        const Ref ref = plan.At(p);
         const uint64_t framed = plan.Framed(ref);
         if (!batch.empty() && bytes + framed > buffer) break;
         batch.push_back({ref, bytes, {}, false});

@@ -104,7 +104,7 @@ class ArrayRecordToolboxTest(unittest.TestCase):
                     verify = json.loads(self.run_bin("verify", "--json", ar, expect=1).stdout)
                     self.assertEqual(verify["damaged_records"], 10)
                     for d in verify["damaged"]:
-                        self.assertIn("neither an Example nor a SequenceExample", d["reason"])
+                        self.assertIn("not an Example, SequenceExample or ExampleListWithContext", d["reason"])
                     self.assertEqual(verify["examples"], 30)
                     self.assertEqual(verify["other_payloads"], 10)
                     schema = json.loads(self.run_bin("schema", "--json", ar).stdout)

@@ -283,12 +283,6 @@ struct ReshardReport {
   std::vector<std::string> stale_removed;
 };
 
-// A permutation of [0, n): a Fisher-Yates shuffle driven by SplitMix64
-// from `seed` with unbiased bounded draws (Lemire's method), the same on
-// every machine. (Shuffled reshards used it until issue 37; they now sort
-// by ShuffleKey, shuffle.h, which parts can compute apart.)
-std::vector<uint64_t> ShuffledOrder(uint64_t n, uint64_t seed);
-
 // Writes every record of `inputs` (in the given order, or shuffled: the
 // two passes of shuffle.h in one process, its runs in a work folder under
 // output_dir/.tfrecordfs-parts removed at the end) into
