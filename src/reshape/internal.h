@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "tfrecordfs/base/mutex.h"
 #include "tfrecordfs/index/shard_index.h"
 #include "tfrecordfs/reshape/reshape.h"
@@ -19,6 +20,15 @@ namespace tfrecordfs::reshape {
 inline bool Cancelled(const Control& control) {
   return control.cancel != nullptr && control.cancel->load(std::memory_order_relaxed);
 }
+
+// The output shards of a reshard into `o.output_dir`: their paths
+// (repack::ShardName, 0 .. num_shards - 1), after removing what a run
+// killed midway left there (its temporary files: `*stale_removed`).
+// AlreadyExists, nothing written, when one of those this call writes,
+// [first, last), is there already (never replaced).
+absl::StatusOr<std::vector<std::string>> PrepareOutputNames(
+    const ReshardOptions& o, uint64_t num_shards, uint64_t first, uint64_t last,
+    std::vector<std::string>* stale_removed);
 
 // Calls `hook` (Control::mid_output) once, when half of an output file's `planned`
 // records (at least one) have been appended.

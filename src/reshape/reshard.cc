@@ -152,24 +152,12 @@ absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs, const Re
     last = cuts[o.part->index + 1];
   }
 
-  // What a run killed midway left (its temporary files), before anything
-  // of this run is written.
-  auto stale = RemoveStaleTemps(o.output_dir, o.prefix);
-  if (!stale.ok()) return stale.status();
-  std::vector<std::string> names;
-  for (uint64_t s = 0; s < num_shards; ++s) {
-    names.push_back(JoinPath(o.output_dir, repack::ShardName(o.prefix, s, num_shards, o.codec)));
-    if (s < first || s >= last) continue;
-    auto exists = Exists(names.back());
-    if (!exists.ok()) return exists.status();
-    if (*exists) {
-      return absl::AlreadyExistsError(
-          absl::StrCat(names.back(), ": already exists (never replaced); nothing written"));
-    }
-  }
-
+  // What a run killed midway left (its temporary files) goes before
+  // anything of this run is written.
   ReshardReport report;
-  report.stale_removed = *std::move(stale);
+  auto prepared = PrepareOutputNames(o, num_shards, first, last, &report.stale_removed);
+  if (!prepared.ok()) return prepared.status();
+  const std::vector<std::string> names = *std::move(prepared);
   std::vector<std::vector<uint64_t>> damaged(inputs.size());  // per input, record numbers
   // Each output file is fsynced on the syncer's thread while the next one is
   // written; all are renamed at the end, once every one is fsynced.
@@ -352,6 +340,26 @@ absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs, const Re
     return st;
   }
   return report;
+}
+
+absl::StatusOr<std::vector<std::string>> PrepareOutputNames(
+    const ReshardOptions& o, uint64_t num_shards, uint64_t first, uint64_t last,
+    std::vector<std::string>* stale_removed) {
+  auto stale = RemoveStaleTemps(o.output_dir, o.prefix);
+  if (!stale.ok()) return stale.status();
+  *stale_removed = *std::move(stale);
+  std::vector<std::string> names;
+  for (uint64_t s = 0; s < num_shards; ++s) {
+    names.push_back(JoinPath(o.output_dir, repack::ShardName(o.prefix, s, num_shards, o.codec)));
+    if (s < first || s >= last) continue;
+    auto exists = Exists(names.back());
+    if (!exists.ok()) return exists.status();
+    if (*exists) {
+      return absl::AlreadyExistsError(
+          absl::StrCat(names.back(), ": already exists (never replaced); nothing written"));
+    }
+  }
+  return names;
 }
 
 }  // namespace tfrecordfs::reshape

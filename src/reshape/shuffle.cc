@@ -379,22 +379,10 @@ absl::StatusOr<ReshardReport> ShuffleReduce(const std::vector<std::string>& map_
     last = cuts[o.part->index + 1];
   }
 
-  auto stale = RemoveStaleTemps(o.output_dir, o.prefix);
-  if (!stale.ok()) return stale.status();
-  std::vector<std::string> names;
-  for (uint64_t s = 0; s < num_shards; ++s) {
-    names.push_back(JoinPath(o.output_dir, repack::ShardName(o.prefix, s, num_shards, o.codec)));
-    if (s < first || s >= last) continue;
-    auto exists = Exists(names.back());
-    if (!exists.ok()) return exists.status();
-    if (*exists) {
-      return absl::AlreadyExistsError(
-          absl::StrCat(names.back(), ": already exists (never replaced); nothing written"));
-    }
-  }
-
   ReshardReport report;
-  report.stale_removed = *std::move(stale);
+  auto prepared = PrepareOutputNames(o, num_shards, first, last, &report.stale_removed);
+  if (!prepared.ok()) return prepared.status();
+  const std::vector<std::string> names = *std::move(prepared);
   ShardSyncer syncer(/*commit=*/false);
   std::unique_ptr<PendingShard> current;
   uint64_t current_shard = first;  // the next shard to open
