@@ -346,8 +346,8 @@ void GeneratedMountTestBase::SetUp() {
   src_ = tmp_.Subdir("src");
   ds_ = WriteDataset(src_, seed_);
   ASSERT_FALSE(HasFatalFailure());
-  const std::string err = mount_.Start({src_}, args_);
-  ASSERT_EQ(err, "") << err;
+  const absl::Status err = mount_.Start({src_}, args_);
+  ASSERT_TRUE(err.ok()) << err;
 }
 
 void GeneratedMountTestBase::TearDown() {

@@ -112,7 +112,7 @@ TEST_F(ArrayRecordMountTest, GrainReferenceFilesShowTheirDocumentedRecords) {
     WriteWholeFile(dir + "/" + name, ReadWholeFile(Fixture(name)));
   }
   Mount m;
-  ASSERT_EQ(m.Start({dir}), "");
+  ASSERT_EQ(m.Start({dir}), absl::OkStatus());
   std::vector<std::string> got;
   for (const char* name :
        {"digits.array_record-00000-of-00002", "digits.array_record-00001-of-00002"}) {
@@ -152,7 +152,7 @@ TEST_F(ArrayRecordMountTest, EveryCompressionAndGroupSizeShowsWhatTheTfrecordTwi
     }
   }
   Mount m;
-  ASSERT_EQ(m.Start({dir}, {"-o", "inflate_cache_mb=1"}), "");
+  ASSERT_EQ(m.Start({dir}, {"-o", "inflate_cache_mb=1"}), absl::OkStatus());
   const auto twin = WalkTree(m.path("twin.tfrecord"));
   ASSERT_FALSE(twin.empty());
   for (const std::string& name : names) {
@@ -205,7 +205,7 @@ TEST_F(ArrayRecordMountTest, DamagedChunkIsEioForItsRecordsOnlyAndLoggedWithItsO
   const uint64_t chunk1 = layout->chunks[1].offset;
 
   Mount m;
-  ASSERT_EQ(m.Start({dir}), "");
+  ASSERT_EQ(m.Start({dir}), absl::OkStatus());
   const auto records = RecordDirs(m.path("bad.array_record"));
   ASSERT_EQ(records.size(), 20u);
   for (size_t i = 0; i < records.size(); ++i) {
@@ -228,7 +228,7 @@ TEST_F(ArrayRecordMountTest, DamagedChunkIsEioForItsRecordsOnlyAndLoggedWithItsO
   // Mounted again, from the index the first mount saved: the same records
   // read, the same ones fail.
   Mount again;
-  ASSERT_EQ(again.Start({dir}), "");
+  ASSERT_EQ(again.Start({dir}), absl::OkStatus());
   ASSERT_EQ(RecordDirs(again.path("bad.array_record")).size(), 20u);
   for (size_t i = 0; i < records.size(); ++i) {
     const std::string path = again.path("bad.array_record/" + records[i] + "/record.bin");
@@ -248,7 +248,7 @@ TEST_F(ArrayRecordMountTest, EditsAndDeletesAreRefusedAndTheFileKeptAsItWas) {
   const std::string before = ReadWholeFile(file);
   {
     Mount m;
-    ASSERT_EQ(m.Start({dir}), "");
+    ASSERT_EQ(m.Start({dir}), absl::OkStatus());
     const auto records = RecordDirs(m.path("ro.array_record"));
     ASSERT_EQ(records.size(), 30u);
     const std::string rec0 = m.path("ro.array_record/" + records[0]);
@@ -282,7 +282,7 @@ TEST_F(ArrayRecordMountTest, TransposedFileIsRefusedNamingTheFileAndWhy) {
   WriteWholeFile(dir + "/t.array_record", *bytes);
   test::WriteShard(dir + "/ok.tfrecord", {"x"});
   Mount m;
-  ASSERT_EQ(m.Start({dir}), "");
+  ASSERT_EQ(m.Start({dir}), absl::OkStatus());
   EXPECT_EQ(RecordDirs(m.path("ok.tfrecord")).size(), 1u);
   // Refused as a shard with too many records is: shown as the plain file.
   struct stat st;

@@ -232,7 +232,7 @@ TEST(CliTest, EveryFuseOptionInHelpMounts) {
   options.push_back(ignored);
   for (const std::string& opt : options) {
     Mount m;
-    ASSERT_EQ(m.Start({src}, {"-o", opt}), "") << "-o " << opt;
+    ASSERT_EQ(m.Start({src}, {"-o", opt}), absl::OkStatus()) << "-o " << opt;
     EXPECT_EQ(ReadWholeFile(m.path("one.tfrecord/0/label")), expected) << "-o " << opt;
     std::string err;
     EXPECT_EQ(m.Stop(&err), 0) << "-o " << opt << ": " << err;
@@ -387,7 +387,7 @@ TEST(CliTest, BadMountpointsAreRefused) {
 
   // Mounting again on a live mount of ours (same source, or another one).
   Mount m;
-  ASSERT_EQ(m.Start({src}), "");
+  ASSERT_EQ(m.Start({src}), absl::OkStatus());
   for (const std::string& source : {src, tmp.Subdir("other")}) {
     CommandResult again = RunCommand({Bin(), "-o", "ro", source, m.mountpoint()});
     EXPECT_EQ(again.exit_code, 1) << again.err;
@@ -955,7 +955,7 @@ TEST(CliTest, UnmountPacksIntoAMissingOutputDir) {
   config.sources = {src};
   config.options = {"staging_dir=" + tmp.path() + "/store", "output_dir=" + out, "prefix=p"};
   Mount m(config);
-  ASSERT_EQ(m.Start(), "");
+  ASSERT_EQ(m.Start(), absl::OkStatus());
   const CommandResult staged = Shell("mkdir " + ShellQuote(m.path("staging/r1")) + " && echo 5 > " +
                                      ShellQuote(m.path("staging/r1/v")));
   ASSERT_EQ(staged.exit_code, 0) << staged.err;
@@ -995,7 +995,7 @@ TEST(CliTest, MaxBackgroundReachesTheKernel) {
     config.options = {"ro"};
     if (*n != '\0') config.options.push_back(absl::StrCat("max_background=", n));
     Mount m(config);
-    ASSERT_EQ(m.Start(), "");
+    ASSERT_EQ(m.Start(), absl::OkStatus());
     struct stat st;
     ASSERT_EQ(::stat(m.path("").c_str(), &st), 0);
     const std::string conn = absl::StrCat("/sys/fs/fuse/connections/", minor(st.st_dev), "/");

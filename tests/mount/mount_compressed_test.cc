@@ -67,7 +67,7 @@ TEST_P(CompressedTwinTest, EveryFileEqualsItsPlainTwin) {
   Generate(plain, gen);
   ASSERT_FALSE(HasFatalFailure());
   Mount pm;
-  ASSERT_EQ(pm.Start({plain}), "");
+  ASSERT_EQ(pm.Start({plain}), absl::OkStatus());
   auto expected = WalkTree(pm.mountpoint());
   RemoveEmptyStaging(&expected);
   size_t shards = 0;
@@ -95,7 +95,7 @@ TEST_P(CompressedTwinTest, EveryFileEqualsItsPlainTwin) {
     ASSERT_FALSE(HasFatalFailure());
     Mount m;
     // A small span: many checkpoints, so reads resume mid-stream.
-    ASSERT_EQ(m.Start({dir}, {"-o", "gz_span=64K,inflate_cache_mb=1"}), "");
+    ASSERT_EQ(m.Start({dir}, {"-o", "gz_span=64K,inflate_cache_mb=1"}), absl::OkStatus());
     auto raw = WalkTree(m.mountpoint());
     RemoveEmptyStaging(&raw);
     size_t compressed_shards = 0;
@@ -220,7 +220,7 @@ TEST(CompressedReads, ParallelRandomReadsWithFewerDescriptorsThanShards) {
   // Two descriptors for twelve shards, a checkpoint every 64 KiB and a
   // 1 MiB block cache: most reads restart a cursor whose descriptor was
   // closed (and its number reused) since it last ran.
-  ASSERT_EQ(m.Start({src}, {"-o", "max_open=2,gz_span=64K,inflate_cache_mb=1"}), "");
+  ASSERT_EQ(m.Start({src}, {"-o", "max_open=2,gz_span=64K,inflate_cache_mb=1"}), absl::OkStatus());
   CommandResult r =
       RunCommand({"/usr/bin/python3", "-c", kRandomReader, src, m.mountpoint(), "8", "150"});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;

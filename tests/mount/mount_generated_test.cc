@@ -364,8 +364,8 @@ TEST(GeneratedMountOptionsTest, NoSpliceAndSingleThreadedServeTheSameBytes) {
         std::vector<std::string>{"-o", "cache_mb=1,cache_records=100000"}}) {
     SCOPED_TRACE(opts.back());
     Mount m;
-    const std::string err = m.Start({d.src}, opts);
-    ASSERT_EQ(err, "") << err;
+    const absl::Status err = m.Start({d.src}, opts);
+    ASSERT_TRUE(err.ok()) << err;
     auto walked = WalkTree(m.mountpoint());
     EXPECT_TRUE(RemoveEmptyStaging(&walked));
     EXPECT_EQ(CompareTrees(d.expected, walked), 0u);
@@ -396,7 +396,7 @@ TEST(GeneratedMountOptionsTest, KernelOpensDirectoriesUnlessAskedNotTo) {
     Mount m;
     std::vector<std::string> opts = {"-d"};
     if (!skip) opts.insert(opts.end(), {"-o", "opendir"});
-    ASSERT_EQ(m.Start({d.src}, opts), "");
+    ASSERT_EQ(m.Start({d.src}, opts), absl::OkStatus());
     // Staging listings have no handle to lean on when the kernel opens
     // directories: they must still follow creates and removals.
     const std::string rec = m.path(std::string(Mount::kStagingName) + "/r");
@@ -444,7 +444,7 @@ TEST(GeneratedMountOptionsTest, WalkOfALargeShardNeedsNoLookups) {
     record::AppendFramed(&shard, "not an Example " + std::to_string(i));
   WriteWholeFile(src + "/big.tfrecord", shard);
   Mount m;
-  ASSERT_EQ(m.Start({src}, {"-d"}), "");
+  ASSERT_EQ(m.Start({src}, {"-d"}), absl::OkStatus());
   const auto walked = WalkTree(m.mountpoint(), false);
   size_t folders = 0;
   for (const auto& [rel, node] : walked)
@@ -477,7 +477,7 @@ TEST(GeneratedMountOptionsTest, LsLongAsksNoAttributesPerEntry) {
   const std::string first_record = std::string(kShardTwelve) + "/00";
   ASSERT_TRUE(d.expected.count(first_record) && d.expected.at(first_record).is_dir) << first_record;
   Mount m;
-  ASSERT_EQ(m.Start({d.src}, {"-d", "-o", "ro"}), "");
+  ASSERT_EQ(m.Start({d.src}, {"-d", "-o", "ro"}), absl::OkStatus());
   CommandResult ls = RunCommand({"ls", "-lR", m.mountpoint()});
   ASSERT_EQ(ls.exit_code, 0) << ls.err;
   EXPECT_EQ(ls.err, "");
@@ -573,7 +573,7 @@ TEST(GeneratedMountOptionsTest, ReadOnlyMountOpensFilesWithoutTheDaemon) {
     Mount m;
     ASSERT_EQ(m.Start({d.src}, {"-d", "-o", "staging_dir=" + store + ",output_dir=" + out, "-o",
                                 always_open ? "ro,open" : "ro"}),
-              "");
+              absl::OkStatus());
     auto walked = WalkTree(m.mountpoint());
     ASSERT_EQ(walked.count("staging/r/label"), 1u);
     EXPECT_EQ(walked["staging/r/label"].content, "7\n");  // read without a handle
@@ -671,7 +671,8 @@ TEST(GeneratedMountOptionsTest, ReadWriteMountOpensFilesWithoutTheDaemonToo) {
   FileOpCounts ro_warm{}, ro_cats{};  // what a read-only mount's warm walk and cats send
   {
     Mount m;
-    ASSERT_EQ(m.Start({d.src}, {"-d", "-o", "ro,staging_dir=" + tmp.path() + "/no-store"}), "");
+    ASSERT_EQ(m.Start({d.src}, {"-d", "-o", "ro,staging_dir=" + tmp.path() + "/no-store"}),
+              absl::OkStatus());
     const FileOpCounts first = WalkShardsCountingOps(m, d.expected);
     ro_warm = minus(WalkShardsCountingOps(m, d.expected), first);
     ro_cats = warm_cats(m);
@@ -688,7 +689,7 @@ TEST(GeneratedMountOptionsTest, ReadWriteMountOpensFilesWithoutTheDaemonToo) {
     Mount m;
     const std::string opts = "staging_dir=" + store + ",output_dir=" + out + ",prefix=p" +
                              (always_open ? "1,open" : "0");
-    ASSERT_EQ(m.Start({d.src}, {"-d", "-o", opts}), "");
+    ASSERT_EQ(m.Start({d.src}, {"-d", "-o", opts}), absl::OkStatus());
     auto walk_shards = [&] { return WalkShardsCountingOps(m, d.expected); };
     const FileOpCounts first = walk_shards();
     const FileOpCounts second = walk_shards();

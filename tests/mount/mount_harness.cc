@@ -186,15 +186,15 @@ Mount::Mount(MountConfig config) : config_(std::move(config)) {
 
 Mount::~Mount() = default;
 
-std::string Mount::Start(const std::vector<std::string>& sources,
-                         const std::vector<std::string>& args) {
+absl::Status Mount::Start(const std::vector<std::string>& sources,
+                          const std::vector<std::string>& args) {
   config_.sources = sources;
   config_.args = args;
   return Start();
 }
 
-std::string Mount::Start() {
-  if (own_dir_ && own_dir_->path().empty()) return "no temp directory";
+absl::Status Mount::Start() {
+  if (own_dir_ && own_dir_->path().empty()) return absl::InternalError("no temp directory");
   static int serial = 0;  // several daemons may share a log directory
   const std::string stem = config_.log_dir + "/daemon-" + std::to_string(++serial);
   test::DaemonSpec spec;
@@ -218,8 +218,7 @@ std::string Mount::Start() {
 }
 
 int Mount::RunExpectingFailure() {
-  const std::string err = Start();
-  if (err.empty()) return -1;  // it mounted
+  if (Start().ok()) return -1;  // it mounted
   const std::optional<int> early = daemon_->early_status();
   return early ? ExitCodeOfWait(*early) : -1;
 }

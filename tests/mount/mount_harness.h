@@ -30,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "testing/daemon.h"
 #include "testing/process.h"
 #include "testing/temp_dir.h"
@@ -162,11 +163,11 @@ class Mount {
   Mount& operator=(const Mount&) = delete;
 
   // Starts the daemon and waits until MNT is a fuse.tfrecordfs mount.
-  // Returns "" on success, else why not, with the daemon's stderr.
-  std::string Start();
+  // OK on success, else why not, with the daemon's stderr (test::Daemon).
+  absl::Status Start();
   // The same with these sources and arguments (replacing the config's).
-  std::string Start(const std::vector<std::string>& sources,
-                    const std::vector<std::string>& args = {});
+  absl::Status Start(const std::vector<std::string>& sources,
+                     const std::vector<std::string>& args = {});
   // Runs the daemon to its end without expecting a mount (for option
   // errors): returns its exit code, or -1 when it mounted or was signalled.
   int RunExpectingFailure();

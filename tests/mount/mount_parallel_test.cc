@@ -50,8 +50,8 @@ void RunParallelReaders(const std::vector<std::string>& mount_args) {
   }
 
   Mount m;
-  const std::string err = m.Start({src}, mount_args);
-  ASSERT_EQ(err, "") << err;
+  const absl::Status err = m.Start({src}, mount_args);
+  ASSERT_TRUE(err.ok()) << err;
 
   std::mutex mu;
   std::vector<std::string> errors;  // guarded by mu

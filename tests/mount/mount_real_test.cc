@@ -74,8 +74,8 @@ class RealDataTest : public ::testing::Test {
     TFRFS_SKIP_WITHOUT_FUSE();
     data_ = RealDataDir();
     if (data_.empty()) GTEST_SKIP() << RealDataMissing();
-    const std::string err = mount_.Start({data_});
-    ASSERT_EQ(err, "") << err;
+    const absl::Status err = mount_.Start({data_});
+    ASSERT_TRUE(err.ok()) << err;
   }
 
   void TearDown() override {

@@ -12,6 +12,7 @@
 #include <iterator>
 
 #include "testing/temp_dir.h"
+#include "tfrecordfs/base/file.h"
 
 extern char** environ;
 
@@ -40,9 +41,9 @@ Daemon::Daemon(DaemonSpec spec) : spec_(std::move(spec)) {}
 
 Daemon::~Daemon() { ForceCleanup(); }
 
-std::string Daemon::Start() {
+absl::Status Daemon::Start() {
   early_status_.reset();
-  if (spec_.argv.empty()) return "no command line";
+  if (spec_.argv.empty()) return absl::InvalidArgumentError("no command line");
   std::vector<std::string> args = spec_.argv;
   std::vector<char*> cargv;
   for (auto& s : args) cargv.push_back(s.data());
@@ -66,7 +67,7 @@ std::string Daemon::Start() {
     for (int fd : {in_fd, out_fd, err_fd}) {
       if (fd >= 0) ::close(fd);
     }
-    return std::string("cannot open the daemon's stdio files: ") + std::strerror(err);
+    return ErrnoError(err, "cannot open the daemon's stdio files");
   }
   const pid_t parent = ::getpid();
   pid_ = ::fork();
@@ -85,7 +86,7 @@ std::string Daemon::Start() {
   ::close(err_fd);
   if (pid_ < 0) {
     pid_ = -1;
-    return std::string("fork: ") + std::strerror(fork_errno);
+    return ErrnoError(fork_errno, "fork");
   }
   int status = 0;
   bool exited = false;
@@ -97,14 +98,15 @@ std::string Daemon::Start() {
   if (exited) {
     pid_ = -1;
     early_status_ = status;
-    return "tfrecordfs exited before the mount was ready (" + DescribeWait(status) +
-           "); stderr:\n" + Stderr();
+    return absl::AbortedError("tfrecordfs exited before the mount was ready (" +
+                              DescribeWait(status) + "); stderr:\n" + Stderr());
   }
   if (!ready) {
-    return "mount not ready within " + std::to_string(kWaitLimit.count()) + " s; stderr:\n" +
-           Stderr();
+    return absl::DeadlineExceededError("mount not ready within " +
+                                       std::to_string(kWaitLimit.count()) + " s; stderr:\n" +
+                                       Stderr());
   }
-  return "";
+  return absl::OkStatus();
 }
 
 bool Daemon::WaitExit(int* status, std::chrono::milliseconds limit) {

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "testing/process.h"
 
 namespace tfrecordfs::test {
@@ -52,7 +53,9 @@ class Daemon {
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
 
-  std::string Start();
+  // OK once the mount point is a fuse.tfrecordfs mount; else why not
+  // (Aborted: the daemon ended first; DeadlineExceeded), with its stderr.
+  absl::Status Start();
   // The wait status of a daemon that ended before its mount was ready.
   std::optional<int> early_status() const { return early_status_; }
 

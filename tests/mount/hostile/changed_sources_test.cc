@@ -56,7 +56,7 @@ TEST(ChangedSourcesTest, PlainFileReplacedByAFifoDoesNotBlockReaders) {
   WriteWholeFile(src + "/other.txt", "world\n");
   WriteWholeFile(src + "/data.tfrecord", Shard(3, 10));
   Mount m;
-  ASSERT_EQ(m.Start({src}), "");
+  ASSERT_EQ(m.Start({src}), absl::OkStatus());
   ASSERT_EQ(::unlink((src + "/notes.txt").c_str()), 0);
   ASSERT_EQ(::mkfifo((src + "/notes.txt").c_str(), 0644), 0);
 
@@ -100,7 +100,7 @@ TEST(ChangedSourcesTest, ShardTruncatedOrRewrittenAnswersEio) {
   const std::string shard = src + "/data.tfrecord";
   WriteWholeFile(shard, Shard(4, 300, /*binary=*/true));
   Mount m;
-  ASSERT_EQ(m.Start({src}, {"-o", "ro"}), "");
+  ASSERT_EQ(m.Start({src}, {"-o", "ro"}), absl::OkStatus());
   EXPECT_EQ(ReadWholeFile(m.path("data.tfrecord/0/v.bin")), Value(0, 300, true));
   // Record 1's layout is read (listing) but not its file's bytes.
   struct stat st;
@@ -150,7 +150,7 @@ TEST(ChangedSourcesTest, EditsOfAShardChangedBehindTheMountAreNotShown) {
   const std::string shard = src + "/data.tfrecord";
   WriteWholeFile(shard, Shard(4, 300));
   Mount m;
-  ASSERT_EQ(m.Start({src}), "");
+  ASSERT_EQ(m.Start({src}), absl::OkStatus());
   const CommandResult edit = Shell("echo edited > " + ShellQuote(m.path("data.tfrecord/1/v.txt")));
   ASSERT_EQ(edit.exit_code, 0) << edit.err;
 
@@ -198,9 +198,9 @@ TEST(ChangedSourcesTest, MoreShardsThanDescriptorsAllRead) {
   const std::string real_bin = BinaryPath();
   ::setenv("TFRECORDFS_BIN", wrapper.c_str(), 1);
   Mount m;
-  const std::string started = m.Start({src}, {"-o", "ro,noindexcache"});
+  const absl::Status started = m.Start({src}, {"-o", "ro,noindexcache"});
   ::setenv("TFRECORDFS_BIN", real_bin.c_str(), 1);
-  ASSERT_EQ(started, "");
+  ASSERT_TRUE(started.ok()) << started;
   int good = 0;
   for (int i = 0; i < kShards; ++i) {
     const std::string f = m.path("s" + std::to_string(1000 + i) + ".tfrecord/0/v.txt");

@@ -156,8 +156,8 @@ class HostileMountTest : public ::testing::Test {
     ASSERT_EQ(r.exit_code, 0) << r.err;
     manifest_ = new Manifest(ParseManifest(ReadWholeFile(src_ + "/MANIFEST.txt")));
     mount_ = new Mount();
-    const std::string err = mount_->Start({src_}, {"-o", "staging_dir=" + tmp_->Subdir("store")});
-    ASSERT_EQ(err, "") << err;
+    const absl::Status err = mount_->Start({src_}, {"-o", "staging_dir=" + tmp_->Subdir("store")});
+    ASSERT_TRUE(err.ok()) << err;
     start_rss_ = RssKiB(mount_->pid());
   }
 
@@ -510,7 +510,7 @@ TEST(HostileRealDataTest, CrlfStrippedShardShowsIntactRecordsAndEioForTheRest) {
   const std::string canon = std::filesystem::canonical(dir).string();
   TempDir tmp;
   Mount mount;
-  ASSERT_EQ(mount.Start({canon}, {"-o", "staging_dir=" + tmp.Subdir("store")}), "");
+  ASSERT_EQ(mount.Start({canon}, {"-o", "staging_dir=" + tmp.Subdir("store")}), absl::OkStatus());
   const std::string shard = canon + "/pets_examples.record";
   const DirectShard direct = ReadShardDirectly(shard);
   ASSERT_EQ(direct.error, "");
@@ -562,7 +562,7 @@ TEST(HostileLimitTest, ShardOverTheRecordLimitIsAPlainFileAndTheRestMounts) {
     ASSERT_TRUE(w.Close(false).ok());
   }
   Mount mount;
-  ASSERT_EQ(mount.Start({src}, {"-o", "max_shard_records=1000"}), "");
+  ASSERT_EQ(mount.Start({src}, {"-o", "max_shard_records=1000"}), absl::OkStatus());
   struct stat st;
   ASSERT_EQ(0, ::stat(mount.path("bomb.tfrecord.gz").c_str(), &st));
   EXPECT_TRUE(S_ISREG(st.st_mode));
@@ -583,7 +583,7 @@ TEST(HostileLimitTest, ShardOverTheRecordLimitIsAPlainFileAndTheRestMounts) {
   for (const char* bad :
        {"max_shard_records=0", "max_shard_records=268435457", "max_shard_records=x"}) {
     Mount refused;
-    EXPECT_NE(refused.Start({src}, {"-o", bad}), "") << bad;
+    EXPECT_NE(refused.Start({src}, {"-o", bad}), absl::OkStatus()) << bad;
   }
 }
 

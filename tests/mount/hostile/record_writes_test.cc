@@ -69,7 +69,7 @@ TEST_P(RecordWritesTest, WritableOpensOfRecordFilesFailAndTheBytesStay) {
   std::vector<std::string> opts = {
       "-o", "staging_dir=" + tmp_.Subdir("store") + ",output_dir=" + tmp_.Subdir("out")};
   if (read_only) opts.insert(opts.end(), {"-o", "ro"});
-  ASSERT_EQ(m.Start({src_}, opts), "");
+  ASSERT_EQ(m.Start({src_}, opts), absl::OkStatus());
   const std::string npy = m.path("rec.tfrecord/0/arr.npy");
   const std::string label = m.path("rec.tfrecord/0/label");
   // Read first, as a user would: the mount's first OPEN has been answered.
@@ -127,7 +127,7 @@ TEST(PlainFileWritesTest, ARefusedWriteBackOfASharedMappingLeavesNoChangedPage) 
   Mount m;
   ASSERT_EQ(m.Start({src}, {"-o", "staging_dir=" + tmp.Subdir("store") +
                                       ",output_dir=" + tmp.Subdir("out")}),
-            "");
+            absl::OkStatus());
   const std::string plain = m.path("notes.txt");
   ASSERT_EQ(ReadWholeFile(plain), notes);  // in the page cache
   const CommandResult py = RunCommand(

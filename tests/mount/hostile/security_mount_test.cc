@@ -197,7 +197,7 @@ class SecurityMountTest : public ::testing::Test {
     options.push_back("output_dir=" + src_);
     std::string o;
     for (const auto& s : options) absl::StrAppend(&o, o.empty() ? "" : ",", s);
-    ASSERT_EQ(mount_.Start({src_}, {"-o", o}), "");
+    ASSERT_EQ(mount_.Start({src_}, {"-o", o}), absl::OkStatus());
     // Let other users reach the mount point, so that what stops them is the
     // mount's own policy, not the private temp directory above it.
     ASSERT_EQ(::chmod(fs::path(mount_.mountpoint()).parent_path().c_str(), 0755), 0);

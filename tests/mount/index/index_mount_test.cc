@@ -117,12 +117,13 @@ class IndexMountTest : public ::testing::Test {
     std::map<std::string, WalkedNode> plain_listing;
     {
       Mount plain;
-      ASSERT_EQ("", plain.Start({src_}, {"-o", "noindexcache"}));
+      ASSERT_EQ(absl::OkStatus(), plain.Start({src_}, {"-o", "noindexcache"}));
       plain_listing = Listing(plain);
       StopOk(&plain);
     }
     Mount m;
-    ASSERT_EQ("", m.Start({src_}, {"-o", "index_dir=" + index_dir + ",noindexcache,verbose"}));
+    ASSERT_EQ(absl::OkStatus(),
+              m.Start({src_}, {"-o", "index_dir=" + index_dir + ",noindexcache,verbose"}));
     ExpectSameListing(plain_listing, Listing(m));
     StopOk(&m);
     *log = m.Stderr();
@@ -137,7 +138,7 @@ TEST_F(IndexMountTest, SecondMountLoadsEveryIndexFromTheCache) {
   std::map<std::string, WalkedNode> first;
   {
     Mount m;
-    ASSERT_EQ("", m.Start({src_}, {"-o", "verbose"}));
+    ASSERT_EQ(absl::OkStatus(), m.Start({src_}, {"-o", "verbose"}));
     first = Listing(m);
     StopOk(&m);
     EXPECT_NE(m.Stderr().find(" walked"), std::string::npos) << m.Stderr();
@@ -147,7 +148,7 @@ TEST_F(IndexMountTest, SecondMountLoadsEveryIndexFromTheCache) {
   EXPECT_GE(files, ds_.shards.size());
   {
     Mount m;
-    ASSERT_EQ("", m.Start({src_}, {"-o", "verbose"}));
+    ASSERT_EQ(absl::OkStatus(), m.Start({src_}, {"-o", "verbose"}));
     ExpectSameListing(first, Listing(m));
     StopOk(&m);
     const std::string log = m.Stderr();
@@ -160,7 +161,7 @@ TEST_F(IndexMountTest, SecondMountLoadsEveryIndexFromTheCache) {
 
 TEST_F(IndexMountTest, NoIndexCacheNeitherReadsNorWrites) {
   Mount m;
-  ASSERT_EQ("", m.Start({src_}, {"-o", "noindexcache,verbose"}));
+  ASSERT_EQ(absl::OkStatus(), m.Start({src_}, {"-o", "noindexcache,verbose"}));
   StopOk(&m);
   EXPECT_EQ(0u, CountIndexFiles(cache_home_));
   EXPECT_NE(m.Stderr().find(" walked"), std::string::npos) << m.Stderr();
@@ -170,12 +171,12 @@ TEST_F(IndexMountTest, UnwritableCacheStillMounts) {
   WriteWholeFile(tmp_.path() + "/not-a-dir", "x");
   ::setenv("XDG_CACHE_HOME", (tmp_.path() + "/not-a-dir").c_str(), 1);
   Mount m;
-  ASSERT_EQ("", m.Start({src_}));
+  ASSERT_EQ(absl::OkStatus(), m.Start({src_}));
   const auto listing = Listing(m);
   StopOk(&m);
   EXPECT_NE(m.Stderr().find("cannot write the index cache"), std::string::npos) << m.Stderr();
   Mount plain;
-  ASSERT_EQ("", plain.Start({src_}, {"-o", "noindexcache"}));
+  ASSERT_EQ(absl::OkStatus(), plain.Start({src_}, {"-o", "noindexcache"}));
   ExpectSameListing(Listing(plain), listing);
   StopOk(&plain);
 }
@@ -247,7 +248,7 @@ TEST_F(IndexMountTest, ProblemMessagesAreEscapedAndCapped) {
   }));
 
   Mount m;
-  ASSERT_EQ("", m.Start({src_}, {"-o", "index_dir=" + shared + ",noindexcache"}));
+  ASSERT_EQ(absl::OkStatus(), m.Start({src_}, {"-o", "index_dir=" + shared + ",noindexcache"}));
   StopOk(&m);
   const std::string log = m.Stderr();
   EXPECT_EQ(log.find('\x1b'), std::string::npos) << log;
@@ -266,7 +267,7 @@ TEST_F(IndexMountTest, IndexCommandIntoTheCacheThenMount) {
   EXPECT_NE(r.out.find(CacheDir()), std::string::npos) << r.out;
   EXPECT_TRUE(r.err.find('\r') == std::string::npos) << "no progress bar off a terminal";
   Mount m;
-  ASSERT_EQ("", m.Start({src_}, {"-o", "verbose"}));
+  ASSERT_EQ(absl::OkStatus(), m.Start({src_}, {"-o", "verbose"}));
   StopOk(&m);
   EXPECT_EQ(m.Stderr().find(" walked"), std::string::npos) << m.Stderr();
 }
@@ -278,7 +279,7 @@ TEST_F(IndexMountTest, IndexBesideServesEveryLaterMount) {
   std::map<std::string, WalkedNode> before;
   {
     Mount plain;
-    ASSERT_EQ("", plain.Start({src_}, {"-o", "noindexcache"}));
+    ASSERT_EQ(absl::OkStatus(), plain.Start({src_}, {"-o", "noindexcache"}));
     before = Listing(plain);
     StopOk(&plain);
   }
@@ -300,7 +301,7 @@ TEST_F(IndexMountTest, IndexBesideServesEveryLaterMount) {
 
   {
     Mount m;
-    ASSERT_EQ("", m.Start({src_}, {"-o", "verbose"}));
+    ASSERT_EQ(absl::OkStatus(), m.Start({src_}, {"-o", "verbose"}));
     const auto listing = Listing(m);
     StopOk(&m);
     ExpectSameListing(before, listing);
@@ -320,7 +321,7 @@ TEST_F(IndexMountTest, IndexBesideServesEveryLaterMount) {
   WriteWholeFile(src_ + "/" + kShardBig, bytes);
   ::setenv("XDG_CACHE_HOME", tmp_.Subdir("xdg-cache-2").c_str(), 1);
   Mount m;
-  ASSERT_EQ("", m.Start({src_}, {"-o", "verbose"}));
+  ASSERT_EQ(absl::OkStatus(), m.Start({src_}, {"-o", "verbose"}));
   EXPECT_EQ(1u, Children(m.path(kShardBig)));
   StopOk(&m);
   const std::string log = m.Stderr();
@@ -355,14 +356,14 @@ TEST_F(IndexMountTest, GrownAndRewrittenShardsAreShownAsTheyAreNow) {
   const size_t big_records = ds_.Shard(kShardBig).records.size();
   {
     Mount m;
-    ASSERT_EQ("", m.Start({src_}));
+    ASSERT_EQ(absl::OkStatus(), m.Start({src_}));
     EXPECT_EQ(big_records, Children(m.path(kShardBig)));
     StopOk(&m);
   }
   AppendRecords(big, 5);
   {
     Mount m;
-    ASSERT_EQ("", m.Start({src_}, {"-o", "verbose"}));
+    ASSERT_EQ(absl::OkStatus(), m.Start({src_}, {"-o", "verbose"}));
     EXPECT_EQ(big_records + 5, Children(m.path(kShardBig)));
     EXPECT_EQ("appended 4",
               ReadWholeFile(m.path(std::string(kShardBig) + "/" + std::to_string(big_records + 4) +
@@ -376,7 +377,7 @@ TEST_F(IndexMountTest, GrownAndRewrittenShardsAreShownAsTheyAreNow) {
   WriteWholeFile(big, bytes);
   {
     Mount m;
-    ASSERT_EQ("", m.Start({src_}));
+    ASSERT_EQ(absl::OkStatus(), m.Start({src_}));
     EXPECT_EQ(1u, Children(m.path(kShardBig)));
     StopOk(&m);
   }
@@ -403,7 +404,7 @@ TEST_F(IndexMountTest, AForgedOffsetIsCaughtOnReadAndTheIndexDropped) {
   WriteWholeFile(shard, bytes);
   {
     Mount m;
-    ASSERT_EQ("", m.Start({dir}, {"-o", "ro"}));
+    ASSERT_EQ(absl::OkStatus(), m.Start({dir}, {"-o", "ro"}));
     StopOk(&m);
   }
   std::string cached;
@@ -416,7 +417,7 @@ TEST_F(IndexMountTest, AForgedOffsetIsCaughtOnReadAndTheIndexDropped) {
   }));
   {
     Mount m;
-    ASSERT_EQ("", m.Start({dir}, {"-o", "ro,verbose"}));
+    ASSERT_EQ(absl::OkStatus(), m.Start({dir}, {"-o", "ro,verbose"}));
     EXPECT_NE(m.Stderr().find("index loaded from the cache"), std::string::npos) << m.Stderr();
     struct stat st;
     EXPECT_EQ(::stat(m.path("ten.tfrecord/3/record.bin").c_str(), &st), -1);
@@ -428,7 +429,7 @@ TEST_F(IndexMountTest, AForgedOffsetIsCaughtOnReadAndTheIndexDropped) {
   EXPECT_FALSE(std::filesystem::exists(cached));
   {
     Mount m;
-    ASSERT_EQ("", m.Start({dir}, {"-o", "ro"}));
+    ASSERT_EQ(absl::OkStatus(), m.Start({dir}, {"-o", "ro"}));
     EXPECT_EQ(ReadWholeFile(m.path("ten.tfrecord/3/record.bin")),
               std::string("\x01payload-3") + std::string(40, 'z'));
     StopOk(&m);

@@ -176,7 +176,7 @@ TEST_F(NetstoreTest, WalkOverTheMountReadsAheadInBlocks) {
   std::map<std::string, WalkedNode> ahead, plain;
   {
     Mount m;
-    ASSERT_EQ("", m.Start({data}, {"-o", "ro"}));
+    ASSERT_EQ(absl::OkStatus(), m.Start({data}, {"-o", "ro"}));
     const SlowStats before = slow_->Stats();
     const auto listing = WalkTree(m.mountpoint(), /*read_files=*/false);
     const SlowStats after = slow_->Stats();
@@ -193,7 +193,7 @@ TEST_F(NetstoreTest, WalkOverTheMountReadsAheadInBlocks) {
   }
   {
     Mount m;
-    ASSERT_EQ("", m.Start({data}, {"-o", "ro,readahead_mb=0"}));
+    ASSERT_EQ(absl::OkStatus(), m.Start({data}, {"-o", "ro,readahead_mb=0"}));
     const SlowStats before = slow_->Stats();
     WalkTree(m.mountpoint(), /*read_files=*/false);
     EXPECT_GE(slow_->Stats().reads - before.reads, uint64_t{kShards} * kRecordsPerShard);
@@ -249,7 +249,7 @@ TEST_F(NetstoreTest, RenumberedInodesAreNotAChangedShard) {
 
   Mount m;
   const SlowStats start = slow_->Stats();
-  ASSERT_EQ("", m.Start({data}, {"-o", "ro"}));
+  ASSERT_EQ(absl::OkStatus(), m.Start({data}, {"-o", "ro"}));
   const uint64_t per_shard_mib = (total_bytes_ / kShards + kMiB - 1) / kMiB;
   EXPECT_LT(slow_->Stats().reads - start.reads, kShards * per_shard_mib / 2)
       << "the stored indexes were not used: the shards were walked again";
@@ -310,7 +310,7 @@ TEST_F(NetstoreTest, DeepReadOfAGzipShardReadsOnlyTheSpanBeforeIt) {
   std::string want;  // through a mount that indexes the shard itself
   {
     Mount m;
-    ASSERT_EQ("", m.Start({gz}, {"-o", "ro,noindexcache,nobeside"}));
+    ASSERT_EQ(absl::OkStatus(), m.Start({gz}, {"-o", "ro,noindexcache,nobeside"}));
     want = ReadWholeFile(m.path(last));
     std::string err;
     EXPECT_EQ(0, m.Stop(&err)) << err;
@@ -330,7 +330,7 @@ TEST_F(NetstoreTest, DeepReadOfAGzipShardReadsOnlyTheSpanBeforeIt) {
   auto deep_read = [&](const std::string& opts, const std::function<void(Mount&)>& before) {
     Mount m;
     const std::string all = "ro,noindexcache,nobeside,index_dir=" + idx + opts;
-    EXPECT_EQ("", m.Start({gz}, {"-o", all}));
+    EXPECT_EQ(absl::OkStatus(), m.Start({gz}, {"-o", all}));
     const SlowStats start = slow_->Stats();
     if (before) before(m);
     EXPECT_EQ(ReadWholeFile(m.path(last)), want) << all;

@@ -116,7 +116,7 @@ TEST(RankingRealTest, EveryRecordShowsContextAndExamplesAsItsWireSays) {
   Scratch s;
   CopyFile(RealShard(), s.src + "/" + kRealName);
   Mount d(PackConfig(s, {s.src}, "out"));
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   const std::string dir = s.mnt + "/" + kRealName;
   EXPECT_EQ(ListDir(dir + "/0"), (std::vector<std::string>{"context", "examples"}));
   EXPECT_EQ(ListDir(dir + "/0/examples"), (std::vector<std::string>{"000", "001"}));
@@ -146,7 +146,7 @@ TEST(RankingRealTest, EditsOfOneExampleKeepEveryOtherExampleAndTheContext) {
   CopyFile(RealShard(), shard);
   CopyFile(shard, before);
   Mount d(PackConfig(s, {s.src}, "out"));
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   const std::string dir = s.mnt + "/" + kRealName;
   CommandResult edit =
       InDir(dir,
@@ -201,7 +201,7 @@ TEST(RankingGeneratedTest, EmptyAndMissingContextsAndExampleListsShowAsTheyAre) 
   Scratch s;
   const std::string shard = GeneratedShard(s);
   Mount d(PackConfig(s, {s.src}, "out"));
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   const std::string dir = s.mnt + "/elwc-00000-of-00001.tfrecord";
   EXPECT_EQ(Check({"tree", shard, dir}),
             (std::vector<std::string>{
@@ -226,7 +226,7 @@ TEST(RankingGeneratedTest, EditsRemovalsAndCopiesKeepTheirBytesAndShape) {
   const std::string shard = GeneratedShard(s), before = s.tmp.path() + "/before.tfrecord";
   CopyFile(shard, before);
   Mount d(PackConfig(s, {s.src}, "out"));
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   const std::string dir = s.mnt + "/elwc-00000-of-00001.tfrecord";
   CommandResult edit = InDir(dir,
                              "rm -r 1/examples/001\n"
@@ -270,7 +270,7 @@ TEST(RankingGeneratedTest, ExampleInExampleShowsEditsAndCopiesAsOne) {
   const std::string before = s.tmp.path() + "/before.tfrecord";
   CopyFile(shard, before);
   Mount d(PackConfig(s, {s.src}, "out"));
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   const std::string dir = s.mnt + "/eie-00000-of-00001.tfrecord";
   EXPECT_EQ(
       Check({"tree", shard, dir, "--eie"}),

@@ -31,7 +31,7 @@ TEST(RecordEditBoundsTest, EditsBeyondMaxEditedWaitForACommit) {
   config.log_dir = s.logs;
   config.options = {"staging_dir=" + s.store, "max_edited=3"};
   Mount m(config);
-  ASSERT_EQ(m.Start(), "");
+  ASSERT_EQ(m.Start(), absl::OkStatus());
   auto edit = [&](int record) {
     return Shell(absl::StrCat(
         "echo new > ", ShellQuote(m.path(absl::StrCat("data.tfrecord/", record, "/v.txt")))));

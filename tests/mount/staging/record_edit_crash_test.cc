@@ -169,7 +169,7 @@ TEST_P(RecordEditCrashTest, SigkillDuringTheCommitThenRemountCommitsExactlyOnce)
   const FaultCase fc = GetParam();
   {
     Mount d(Config(fc.point));
-    ASSERT_EQ(d.Start(), "");
+    ASSERT_EQ(d.Start(), absl::OkStatus());
     for (const std::string& name : {plain_, gzip_}) {
       const int base = name == plain_ ? 0 : 100;
       CommandResult r = RunCommand(
@@ -220,7 +220,7 @@ TEST_P(RecordEditCrashTest, SigkillDuringTheCommitThenRemountCommitsExactlyOnce)
   // A mount without the fault recovers before it serves anything.
   {
     Mount d(Config(""));
-    ASSERT_EQ(d.Start(), "");
+    ASSERT_EQ(d.Start(), absl::OkStatus());
     const std::string recovered =
         std::string(fc.point) == "rewrite_after_shard:2" ? Second() : First();
     if (*fc.recovery != '\0') {
@@ -356,7 +356,7 @@ TEST_P(RecordEditTfdsCrashTest, DatasetInfoDescribesTheShardsOnDiskAfterEveryCra
   c.fault = GetParam();
   {
     Mount d(c);
-    ASSERT_EQ(d.Start(), "");
+    ASSERT_EQ(d.Start(), absl::OkStatus());
     // 8 - 2 + 1 = 7 records, and 8 - 1 + 2 = 9.
     const std::string scripts[] = {EditScript(0) + "rm -r 6\n",
                                    EditScript(100) + "mkdir new2 && echo 5 > new2/id\n"};
@@ -384,7 +384,7 @@ TEST_P(RecordEditTfdsCrashTest, DatasetInfoDescribesTheShardsOnDiskAfterEveryCra
   c.fault = "";
   {
     Mount d(c);
-    ASSERT_EQ(d.Start(), "");
+    ASSERT_EQ(d.Start(), absl::OkStatus());
     std::tie(info, files) = MetadataAndFiles();
     EXPECT_EQ(info, files) << "after the recovery";
     int status = 0;
@@ -491,7 +491,7 @@ TEST(RecordEditFullDiskTest, AShardWhoseRewriteDoesNotFitKeepsItsEditsAndTheOthe
   MountConfig c = PackConfig(s, {src}, "edit");
   {
     Mount d(c);
-    ASSERT_EQ(d.Start(), "");
+    ASSERT_EQ(d.Start(), absl::OkStatus());
     ASSERT_NO_FATAL_FAILURE(EditBothShards(s.mnt));
     const int64_t free_bytes = FillLeaving(src, 16 << 10);
     ASSERT_GE(free_bytes, 8 << 10) << "cannot fill " << src;
@@ -516,7 +516,7 @@ TEST(RecordEditFullDiskTest, AShardWhoseRewriteDoesNotFitKeepsItsEditsAndTheOthe
   ASSERT_EQ(::unlink((src + "/filler").c_str()), 0);
   {
     Mount d(c);
-    ASSERT_EQ(d.Start(), "");
+    ASSERT_EQ(d.Start(), absl::OkStatus());
     EXPECT_EQ(ReadWholeFile(s.mnt + "/a.tfrecord/2/id"), "70\n");
     EXPECT_EQ(ListDir(s.mnt + "/a.tfrecord"),
               (std::vector<std::string>{"0", "1", "2", "3", "4", "6", "7", "new"}));
@@ -552,7 +552,7 @@ TEST(RecordEditCheckTest, AByteChangedAfterTheWriteFailsTheCheckAndKeepsTheShard
   c.fault = "rewrite_flip_written_byte";
   {
     Mount d(c);
-    ASSERT_EQ(d.Start(), "");
+    ASSERT_EQ(d.Start(), absl::OkStatus());
     ASSERT_NO_FATAL_FAILURE(EditBothShards(s.mnt));
     CommandResult commit = RunCommand({BinaryPath(), "commit", s.mnt});
     EXPECT_EQ(commit.exit_code, 1) << commit.out << commit.err;
@@ -576,7 +576,7 @@ TEST(RecordEditCheckTest, AByteChangedAfterTheWriteFailsTheCheckAndKeepsTheShard
   c.fault = "";
   {
     Mount d(c);
-    ASSERT_EQ(d.Start(), "");
+    ASSERT_EQ(d.Start(), absl::OkStatus());
     int status = 0;
     CommandResult u = d.TfrUnmount(&status);
     EXPECT_EQ(u.exit_code, 0) << u.out << u.err;

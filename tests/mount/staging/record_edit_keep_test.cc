@@ -177,7 +177,7 @@ TEST(RecordEditKeepRealTest, TfxEditsKeepKindlessFeaturesAndUntouchedBytes) {
   CopyFile(real + "/tfx_csv_example_gen_gzip_12shards/Split-eval/" + name, shard);
   CopyFile(shard, before);
   Mount d(PackConfig(s, {s.src}, "edit"));
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   const std::string dir = s.mnt + "/" + name;
   // Record 0's company and pickup_census_tract are kindless: shown, empty.
   EXPECT_EQ(ReadWholeFile(dir + "/000/company.none"), "");
@@ -243,7 +243,7 @@ TEST(RecordEditKeepRealTest, TfxSequenceExampleEditKeepsItsKindlessContext) {
   CopyFile(real + "/tfx_sequence_example_gzip/" + name, shard);
   CopyFile(shard, before);
   Mount d(PackConfig(s, {s.src}, "edit"));
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   const std::string dir = s.mnt + "/" + name;
   EXPECT_EQ(ListDir(dir + "/0000/context"), (std::vector<std::string>{"f.none", "i.none"}));
   CommandResult edit = InDir(dir,
@@ -304,7 +304,7 @@ TEST(RecordEditKeepRealTest, TftEmptyBytesListStepStaysABytesList) {
   CopyFile(real + "/tft_sequence_example_gzip/" + name, shard);
   CopyFile(shard, before);
   Mount d(PackConfig(s, {s.src}, "edit"));
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   const std::string dir = s.mnt + "/" + name;
   CommandResult edit = InDir(dir, "sed -i 's/Hello/Hallo/' 0/feature_lists/string_feature/0.txt");
   ASSERT_EQ(edit.exit_code, 0) << edit.out << edit.err;
@@ -350,7 +350,7 @@ TEST_P(RecordEditKeepTest, OnlyWhatTheUserTouchedChanges) {
   const std::string shard = s.src + "/" + name, before = s.tmp.path() + "/before";
   CopyFile(shard, before);
   Mount d(PackConfig(s, {s.src}, "edit"));
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   const std::string dir = s.mnt + "/" + name;
   EXPECT_EQ(ListDir(dir + "/0"), (std::vector<std::string>{"ids", "label", "missing.none",
                                                            "novalue.none", "score", "text.txt"}));
@@ -409,7 +409,7 @@ TEST(RecordEditKeepGeneratedTest, SequenceExampleListsAndContext) {
   const std::string shard = s.src + "/" + name, before = s.tmp.path() + "/before";
   CopyFile(shard, before);
   Mount d(PackConfig(s, {s.src}, "edit"));
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   const std::string dir = s.mnt + "/" + name;
   EXPECT_EQ(ListDir(dir + "/0/feature_lists/sparse"),
             (std::vector<std::string>{"0", "1.none", "2"}));

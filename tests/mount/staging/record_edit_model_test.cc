@@ -421,7 +421,7 @@ TEST_P(RecordEditModelTest, RandomEditsCommitExactlyWhatTheModelSays) {
   bool dirty = false;  // edits since the last commit
   std::optional<Mount> d;
   d.emplace(Config(fault));
-  ASSERT_EQ(d->Start(), "");
+  ASSERT_EQ(d->Start(), absl::OkStatus());
   ASSERT_NO_FATAL_FAILURE(ExpectMountShowsModel("at the start"));
   for (size_t e = 1; e <= edits; ++e) {
     ASSERT_NO_FATAL_FAILURE(RandomEdit(rng));
@@ -443,7 +443,7 @@ TEST_P(RecordEditModelTest, RandomEditsCommitExactlyWhatTheModelSays) {
       d->KillHard();
       d.reset();
       d.emplace(Config(fault));
-      ASSERT_EQ(d->Start(), "");
+      ASSERT_EQ(d->Start(), absl::OkStatus());
       ASSERT_NO_FATAL_FAILURE(ExpectMountShowsModel("after a remount"));
     }
   }
@@ -467,7 +467,7 @@ TEST_P(RecordEditModelTest, RandomEditsCommitExactlyWhatTheModelSays) {
     ExpectShardReads(shard, pending ? before : expected,
                      pending ? "the shard as generated" : "the model");
     d.emplace(Config(""));
-    ASSERT_EQ(d->Start(), "");
+    ASSERT_EQ(d->Start(), absl::OkStatus());
     if (pending) {
       // (staging/ is packed before or after the rewrite: not checked here)
       ASSERT_NO_FATAL_FAILURE(

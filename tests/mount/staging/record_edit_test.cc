@@ -112,7 +112,7 @@ TEST_P(RecordEditTest, ToolsEditRecordsThatSurviveACrashAndCommitInTheShardsCode
   ASSERT_TRUE(Exists(shard_ + ".tfri"));
   {
     Mount d(Config());
-    ASSERT_EQ(d.Start(), "");
+    ASSERT_EQ(d.Start(), absl::OkStatus());
     CommandResult edit = InShard(
         "echo 70 > 00/id\n"
         "sed -i 's/record 1/record one/' 01/text.txt\n"
@@ -165,7 +165,7 @@ TEST_P(RecordEditTest, ToolsEditRecordsThatSurviveACrashAndCommitInTheShardsCode
   // Nothing is written to the shards before the commit.
   EXPECT_EQ(IndependentRead(shard_).size(), 1u + kRecords);
   Mount d(Config());
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   EXPECT_EQ(ReadWholeFile(R("00/id")), "70\n");
   EXPECT_EQ(ReadWholeFile(R("new/id")), "100\n");
   EXPECT_FALSE(Exists(R("11")));
@@ -210,7 +210,7 @@ TEST_P(RecordEditTest, ToolsEditRecordsThatSurviveACrashAndCommitInTheShardsCode
 
   // A fresh mount shows the committed records, numbered afresh.
   Mount again(Config(/*read_only=*/true));
-  ASSERT_EQ(again.Start(), "");
+  ASSERT_EQ(again.Start(), absl::OkStatus());
   EXPECT_EQ(ReadWholeFile(R("00/id")), "70\n");
   EXPECT_EQ(ReadWholeFile(R("10/text.txt")), "record 10\n");
   EXPECT_EQ(ReadWholeFile(R("11/text.txt")), "copied\n");
@@ -266,7 +266,7 @@ TEST_P(RecordEditTest, IndexesFollowTheRewrittenShard) {
   for (const bool mounted : {true, false}) {
     SCOPED_TRACE(mounted ? "tfrecordfs commit" : "unmount");
     Mount d(c);
-    ASSERT_EQ(d.Start(), "");
+    ASSERT_EQ(d.Start(), absl::OkStatus());
     ASSERT_EQ(
         InShard(mounted ? "echo 70 > 00/id; rm -r 01; mkdir zz; echo 9 > zz/id" : "rm -r 02 03")
             .exit_code,
@@ -298,7 +298,7 @@ TEST_P(RecordEditTest, IndexesFollowTheRewrittenShard) {
 TEST_P(RecordEditTest, AShardChangedBehindTheMountKeepsItsEditsPending) {
   {
     Mount d(Config());
-    ASSERT_EQ(d.Start(), "");
+    ASSERT_EQ(d.Start(), absl::OkStatus());
     ASSERT_EQ(InShard("echo 70 > 00/id").exit_code, 0);
     d.KillHard();
   }
@@ -307,7 +307,7 @@ TEST_P(RecordEditTest, AShardChangedBehindTheMountKeepsItsEditsPending) {
   ASSERT_EQ(::unlink(shard_.c_str()), 0);
   WriteWholeFile(shard_, before);
   Mount d(Config());
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   EXPECT_EQ(ReadWholeFile(R("00/id")), "0\n");  // the edit is not shown
   int status = 0;
   CommandResult un = d.TfrUnmount(&status);
@@ -321,7 +321,7 @@ TEST_P(RecordEditTest, AShardChangedBehindTheMountKeepsItsEditsPending) {
 
 TEST_P(RecordEditTest, CommitWhileMountedShowsTheNewShardAtOnce) {
   Mount d(Config());
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   // The kernel caches every name, attribute and page of the shard first.
   CommandResult warm = InShard("ls -lR . > /dev/null; cat */id */text.txt > /dev/null");
   ASSERT_EQ(warm.exit_code, 0) << warm.err;
@@ -374,7 +374,7 @@ TEST_P(RecordEditTest, CommitWhileMountedShowsTheNewShardAtOnce) {
   EXPECT_EQ(IndependentRead(shard_), expected);
   // A read-only mount has nothing to commit: exit 3.
   Mount ro(Config(/*read_only=*/true));
-  ASSERT_EQ(ro.Start(), "");
+  ASSERT_EQ(ro.Start(), absl::OkStatus());
   CommandResult refused = RunCommand({BinaryPath(), "commit", s_.mnt});
   EXPECT_EQ(refused.exit_code, 3) << refused.out << refused.err;
   EXPECT_NE(refused.err.find("read-only"), std::string::npos) << refused.err;
@@ -401,7 +401,7 @@ TEST_P(RecordEditTest, CommitKeepsModeOwnerAndSymlinksAndSaysWhatHardLinksKeep) 
   const std::vector<std::string> b_before = IndependentRead(b);
   {
     Mount d(Config());
-    ASSERT_EQ(d.Start(), "");
+    ASSERT_EQ(d.Start(), absl::OkStatus());
     ASSERT_EQ(InShard("echo 70 > 00/id").exit_code, 0);
     ASSERT_EQ(
         RunCommand({"bash", "-c", "echo 5 > \"$1\"", "-", s_.mnt + "/b.tfrecord/0/id"}).exit_code,
@@ -456,7 +456,7 @@ TEST_P(RecordEditTest, MvMovesARecordOutOfItsShardExactlyOnce) {
   const std::string b = s_.src + "/b.tfrecord";
   {
     Mount d(Config());
-    ASSERT_EQ(d.Start(), "");
+    ASSERT_EQ(d.Start(), absl::OkStatus());
     CommandResult mv = InShard("mv 03 ../staging/moved3 && mv 04 ../b.tfrecord/from-a");
     ASSERT_EQ(mv.exit_code, 0) << mv.err;
     EXPECT_FALSE(Exists(R("03")));
@@ -475,7 +475,7 @@ TEST_P(RecordEditTest, MvMovesARecordOutOfItsShardExactlyOnce) {
     MountConfig c = Config();
     c.fault = fault;
     Mount d(c);
-    ASSERT_EQ(d.Start(), "");
+    ASSERT_EQ(d.Start(), absl::OkStatus());
     if (std::string(fault) == "move_after_delete") {
       // The crash before the deletion was durable: rolled back.
       EXPECT_EQ(ReadWholeFile(R("06/id")), "6\n");
@@ -489,7 +489,7 @@ TEST_P(RecordEditTest, MvMovesARecordOutOfItsShardExactlyOnce) {
     CleanStaleMount(s_.mnt);
   }
   Mount d(Config());
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   // The crash after the deletion: finished (06 is staged, once).
   EXPECT_FALSE(Exists(R("06")));
   EXPECT_FALSE(Exists(s_.mnt + "/staging/move_before_delete"));
@@ -538,7 +538,7 @@ TEST_P(RecordEditTest, TfdsMetadataFollowsTheRewrittenShard) {
   ASSERT_EQ(::chmod((tfds + "/dataset_info.json").c_str(), 0600), 0);
   MountConfig c = PackConfig(s_, {tfds}, "edit");
   Mount d(c);
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   const std::string dir = s_.mnt + "/" + name;
   CommandResult rm = RunCommand({"rm", "-r", dir + "/00", dir + "/01"});
   ASSERT_EQ(rm.exit_code, 0) << rm.err;
@@ -591,7 +591,7 @@ TEST(RecordEditGeneratedTest, SequenceExamplesAndImages) {
   const std::vector<std::string> seq_before = IndependentRead(seq_shard);
   MountConfig c = PackConfig(s, {s.src}, "edit");
   Mount d(c);
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   const std::string m0 = s.mnt + "/seq/sequence-00000-of-00001.tfrecord/0";
   const std::string jpeg =
       ReadWholeFile(s.mnt + "/sample/train-00000-of-00001.tfrecord/1/image/encoded.jpg");
@@ -687,7 +687,7 @@ TEST_P(CompressedCommitTest, OneLabelOfAManyBlockShard) {
   const std::vector<std::string> before = read();
   ASSERT_EQ(before.size(), 1u + kCount);
   Mount d(PackConfig(s, {s.src}, "edit"));
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   CommandResult edit = RunCommand(
       {"bash", "-c", absl::StrCat("echo 7000 > ", ShellQuote(s.mnt + "/" + name + "/37/label"))});
   ASSERT_EQ(edit.exit_code, 0) << edit.err;
@@ -764,7 +764,7 @@ class RecordModesTest : public ::testing::Test {
 // nothing to do and the shard is not rewritten (before: "rewrote ...").
 TEST_F(RecordModesTest, RecordsAreWritableAndVimSavesTheFirstEdit) {
   Mount d(Config());
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   EXPECT_EQ(LsMode(R("1/text.txt")), "-rw-r--r--");
   EXPECT_EQ(LsMode(R("1/id")), "-rw-r--r--");
   EXPECT_EQ(LsMode(R("1")), "drwxr-xr-x");
@@ -824,7 +824,7 @@ TEST_F(RecordModesTest, RecordsAreWritableAndVimSavesTheFirstEdit) {
 // `-o ro` mounts stay read-only.
 TEST_F(RecordModesTest, ReadOnlyMountsShowReadOnlyRecords) {
   Mount d(Config(/*read_only=*/true));
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   EXPECT_EQ(LsMode(R("1/text.txt")), "-r--r--r--");
   EXPECT_EQ(LsMode(R("1")), "dr-xr-xr-x");
   EXPECT_EQ(LsMode(s_.mnt + "/a.tfrecord"), "dr-xr-xr-x");
@@ -837,7 +837,7 @@ TEST_F(RecordModesTest, ReadOnlyMountsShowReadOnlyRecords) {
 // mount logged 1 error(s)", the old "not rewritten" line).
 TEST_F(RecordModesTest, StatusNamesRefusedEditsAndUnmountOnlyWhatStillHolds) {
   Mount d(Config());
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   // Written and flagged (issue 34, item 6): the record cannot commit.
   ASSERT_EQ(InShard("echo abc > 1/id").exit_code, 0);
   ASSERT_EQ(InShard("echo 'record one' > 1/text.txt").exit_code, 0);
@@ -912,7 +912,7 @@ TEST(RecordEditRaceTest, ReadersRacingACommitSeeOneWholeFileOldOrNew) {
     ASSERT_NO_FATAL_FAILURE(test::WriteShard(s.src + "/a.tfrecord", payloads));
   }
   Mount d(PackConfig(s, {s.src}, "race"));
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   const std::string shard = s.mnt + "/a.tfrecord";
   auto path_of = [&](int record, const std::string& file) {
     return absl::StrFormat("%s/%05d/%s", shard, record, file);

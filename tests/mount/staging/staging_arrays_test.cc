@@ -113,7 +113,7 @@ TEST(StagingArraysTest, NumpyAndPilArraysPackToTheirTensors) {
   ASSERT_FALSE(Gen(s, "tensors", "3").empty());
   MountConfig c = PackConfig(s, {s.src}, "np");
   Mount d(c);
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   const char* root = std::getenv("TFRECORDFS_SOURCE_ROOT");
   ASSERT_NE(root, nullptr);
   const std::string manifest = s.logs + "/arrays.txt";
@@ -170,7 +170,7 @@ TEST(StagingArraysTest, BadArraysAndStepsFailAndKindsSurviveARestart) {
   {
     MountConfig c = PackConfig(s, {s.src}, "bad");
     Mount d(c);
-    ASSERT_EQ(d.Start(), "");
+    ASSERT_EQ(d.Start(), absl::OkStatus());
     // An Example record with tensor features.
     ASSERT_EQ(::mkdir(q.c_str(), 0755), 0);
     ASSERT_EQ(::mkdir((q + "/image").c_str(), 0755), 0);
@@ -233,7 +233,7 @@ TEST(StagingArraysTest, BadArraysAndStepsFailAndKindsSurviveARestart) {
   test::WriteShard(other + "/x.tfrecord", {ExamplePayload({Int64Feature("x", {1})})});
   MountConfig c = PackConfig(s, {other}, "after");
   Mount d(c);
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   int status = 0;
   CommandResult u = d.TfrUnmount(&status);
   EXPECT_EQ(u.exit_code, 0) << u.out << u.err << "\ndaemon:\n" << d.Stderr();

@@ -123,7 +123,7 @@ class StagingCompressedTest : public ::testing::Test {
     c.options.insert(c.options.end(), options.begin(), options.end());
     c.log_dir = s_.logs;
     Mount d(c);
-    EXPECT_EQ(d.Start(), "");
+    EXPECT_EQ(d.Start(), absl::OkStatus());
     CommandResult cp = Shell(
         absl::StrCat("cp -r ", ShellQuote(s_.mnt + "/" + shard + "/" + std::to_string(record)), " ",
                      ShellQuote(s_.mnt + "/staging/copy")));
@@ -171,7 +171,7 @@ TEST_F(StagingCompressedTest, GzipSourcesPackToAGzipShardThatEveryReaderReads) {
   // A new mount of the source and the output (directories are merged at the
   // root) shows the record exactly as the source did.
   Mount m;
-  ASSERT_EQ(m.Start({s_.src, s_.out}), "");
+  ASSERT_EQ(m.Start({s_.src, s_.out}), absl::OkStatus());
   const auto original = WalkTree(m.path("data_tfrecord-00000-of-00001.gz/3"));
   const auto packed = WalkTree(m.path("new-00000-of-00001.tfrecord.gz/0"));
   ASSERT_FALSE(original.empty());

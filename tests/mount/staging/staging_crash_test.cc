@@ -154,7 +154,7 @@ TEST_P(StagingCrashTest, SigkillMidPackThenRemountPacksExactlyOnce) {
   const FaultCase fc = GetParam();
   {
     Mount d(Config(fc.point));
-    ASSERT_EQ(d.Start(), "");
+    ASSERT_EQ(d.Start(), absl::OkStatus());
     StageRecords();
     ASSERT_FALSE(HasFatalFailure());
     int status = 0;
@@ -186,7 +186,7 @@ TEST_P(StagingCrashTest, SigkillMidPackThenRemountPacksExactlyOnce) {
   // Mount again without the fault: recovery runs before anything is served.
   {
     Mount d(Config(""));
-    ASSERT_EQ(d.Start(), "");
+    ASSERT_EQ(d.Start(), absl::OkStatus());
     EXPECT_FALSE(Exists(staging::PackJournalFile(s_.store)));
     const std::vector<std::string> staged = ListDir(s_.mnt + "/staging");
     if (fc.side == Side::kRollBack) {
@@ -235,7 +235,7 @@ TEST_P(StagingCrashInSourceTest, RemountNeverShowsARecordTwiceOrAPartialShard) {
   c.fault = fc.point;
   {
     Mount d(c);
-    ASSERT_EQ(d.Start(), "");
+    ASSERT_EQ(d.Start(), absl::OkStatus());
     std::string script = "set -e; cd " + ShellQuote(s.mnt + "/staging") + "\n";
     for (int i = 0; i < 6; ++i) {
       script += absl::StrFormat(
@@ -250,7 +250,7 @@ TEST_P(StagingCrashInSourceTest, RemountNeverShowsARecordTwiceOrAPartialShard) {
   }
   c.fault = "";
   Mount d(c);
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   // Count the ids the mount shows: in its shards and in staging.
   std::map<int64_t, int> shown;
   for (const std::string& top : ListDir(s.mnt)) {
@@ -291,7 +291,7 @@ TEST(StagingSignalTest, SigtermAndSigintPackBeforeExiting) {
     const std::string prefix = sig == SIGTERM ? "term" : "int";
     MountConfig c = PackConfig(s, {s.src}, prefix);
     Mount d(c);
-    ASSERT_EQ(d.Start(), "");
+    ASSERT_EQ(d.Start(), absl::OkStatus());
     ASSERT_EQ(Shell("mkdir " + ShellQuote(s.mnt + "/staging/r") + " && echo " +
                     std::to_string(sig) + " > " + ShellQuote(s.mnt + "/staging/r/id"))
                   .exit_code,
@@ -317,7 +317,7 @@ TEST(StagingCrashUnmountTest, UnmountCommandReportsACrashedPack) {
   c.fault = "before_commit";
   {
     Mount d(c);
-    ASSERT_EQ(d.Start(), "");
+    ASSERT_EQ(d.Start(), absl::OkStatus());
     ASSERT_EQ(Shell("mkdir " + ShellQuote(s.mnt + "/staging/r") + " && echo 1 > " +
                     ShellQuote(s.mnt + "/staging/r/id"))
                   .exit_code,
@@ -332,7 +332,7 @@ TEST(StagingCrashUnmountTest, UnmountCommandReportsACrashedPack) {
   EXPECT_EQ(ListDir(s.records()), std::vector<std::string>{"r"});
   c.fault = "";
   Mount d(c);
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   int status = 0;
   CommandResult u = d.TfrUnmount(&status);
   EXPECT_EQ(u.exit_code, 0) << u.out << u.err;

@@ -99,7 +99,7 @@ TEST_P(StagingDeleteTest, RmRecordsSurvivesCrashAndRewritesShard) {
   ASSERT_EQ(::stat(shard_.c_str(), &before), 0);
   {
     Mount d(Config());
-    ASSERT_EQ(d.Start(), "");
+    ASSERT_EQ(d.Start(), absl::OkStatus());
     const std::string dir = s_.mnt + "/" + shard_name_;
     CommandResult rm = Shell(
         absl::StrCat("rm -r ", ShellQuote(dir + "/03"), " && rm -rf ", ShellQuote(dir + "/07")));
@@ -120,7 +120,7 @@ TEST_P(StagingDeleteTest, RmRecordsSurvivesCrashAndRewritesShard) {
   // The shard is untouched until the commit.
   EXPECT_EQ(IndependentRead(shard_).size(), 1u + kRecords);
   Mount d(Config());
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   EXPECT_EQ(Ls(), Expected({3, 7}));
   int status = 0;
   CommandResult un = d.TfrUnmount(&status);
@@ -144,7 +144,7 @@ TEST_P(StagingDeleteTest, RmRecordsSurvivesCrashAndRewritesShard) {
   // A fresh read-only mount numbers the records afresh (10 records: one
   // digit).
   Mount ro(Config(/*read_only=*/true));
-  ASSERT_EQ(ro.Start(), "");
+  ASSERT_EQ(ro.Start(), absl::OkStatus());
   EXPECT_EQ(Ls(), "0\n1\n2\n3\n4\n5\n6\n7\n8\n9\n");
   EXPECT_EQ(ReadWholeFile(s_.mnt + "/" + shard_name_ + "/3/text.txt"), "record 4\n");
   EXPECT_EQ(ReadWholeFile(s_.mnt + "/" + shard_name_ + "/7/text.txt"), "record 9\n");

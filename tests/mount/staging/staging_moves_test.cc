@@ -79,7 +79,7 @@ class StagingMovesTest : public ::testing::Test {
 
 TEST_F(StagingMovesTest, MvOfARecordMovesItElseFailsBeforeCopying) {
   Mount d(Config("mv"));
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   ASSERT_EQ(::mkdir(M("staging/r").c_str(), 0755), 0) << std::strerror(errno);
   ExpectEveryMoveRefused(/*records=*/false);
   // A record folder moves in one rename: out of its shard, into staging/.
@@ -109,7 +109,7 @@ TEST_F(StagingMovesTest, MvOnAReadOnlyMountFailsBeforeCopying) {
   // A store with an empty record folder, so that `-o ro` shows staging/.
   std::filesystem::create_directories(s_.records() + "/r");
   Mount d(Config("ro", {"ro"}));
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   ExpectEveryMoveRefused();
   // The system call itself, as other tools see it.
   EXPECT_NE(::rename(M("base.tfrecord/0").c_str(), M("staging/r0").c_str()), 0);
@@ -124,7 +124,7 @@ TEST_F(StagingMovesTest, MvOnAReadOnlyMountFailsBeforeCopying) {
 // Copying is fine: `cp -r` stages a copy of record 1 that packs once.
 TEST_F(StagingMovesTest, CpOfARecordStillStagesACopy) {
   Mount d(Config("cp"));
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   const CommandResult cp = RunCommand({"cp", "-r", M("base.tfrecord/1"), M("staging/")});
   ASSERT_EQ(cp.exit_code, 0) << cp.err;
   EXPECT_EQ(ListDir(M("staging")), std::vector<std::string>{"1"});

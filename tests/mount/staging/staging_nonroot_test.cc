@@ -129,7 +129,7 @@ TEST(StagingNonRootTest, AllowOtherStagesWhatAUserMakesAsTheirs) {
   MountConfig c = PackConfig(s, {s.src}, "other");
   c.options.push_back("allow_other");
   Mount d(c);
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   const std::string staging = s.mnt + "/staging";
   // The mounting user opens staging/ to everyone, as an admin would.
   ASSERT_EQ(::chmod(staging.c_str(), 01777), 0) << std::strerror(errno);

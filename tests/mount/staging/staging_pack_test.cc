@@ -78,7 +78,7 @@ class StagingPackTest : public ::testing::Test {
 
 TEST_F(StagingPackTest, StageWithShellToolsPackAndReadBack) {
   Mount d(Config("made"));
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   // Record a: every file kind, made with the shell.
   const std::string script = absl::StrCat(
       "set -e; cd ", Q("staging"), "\n", "mkdir a && cd a\n", "echo 42 > label\n",
@@ -167,7 +167,7 @@ TEST_F(StagingPackTest, StoreOnAFullFileSystemIsStillPacked) {
   MountConfig c = Config("full");
   c.options = {"staging_dir=" + small + "/store", "output_dir=" + s_.out, "prefix=full"};
   Mount d(c);
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   CommandResult sh = Shell(absl::StrCat(
       "cd ", Q("staging"), " && mkdir a b big && echo 1 > a/label && echo 2 > b/label"));
   ASSERT_EQ(sh.exit_code, 0) << sh.err;
@@ -194,7 +194,7 @@ TEST_F(StagingPackTest, StoreOnAFullFileSystemIsStillPacked) {
 
 TEST_F(StagingPackTest, BadNumericFilesAreFlaggedAndStayStaged) {
   auto d = std::make_unique<Mount>(Config("bad1"));
-  ASSERT_EQ(d->Start(), "");
+  ASSERT_EQ(d->Start(), absl::OkStatus());
   ASSERT_EQ(::mkdir(M("staging/bad").c_str(), 0755), 0);
   ASSERT_EQ(::mkdir(M("staging/good").c_str(), 0755), 0);
   ASSERT_EQ(::mkdir(M("staging/kind").c_str(), 0755), 0);
@@ -288,7 +288,7 @@ TEST_F(StagingPackTest, BadNumericFilesAreFlaggedAndStayStaged) {
 
   // The next mount shows them; fixed, they pack.
   d = std::make_unique<Mount>(Config("bad2"));
-  ASSERT_EQ(d->Start(), "");
+  ASSERT_EQ(d->Start(), absl::OkStatus());
   EXPECT_EQ(ReadWholeFile(M("staging/bad/count")), "12\n-");
   EXPECT_EQ(WriteAndClose(M("staging/bad/count"), "12\n13\n").close_errno, 0);
   EXPECT_EQ(WriteAndClose(M("staging/bad/image/height"), "100\n").close_errno, 0);
@@ -309,7 +309,7 @@ TEST_F(StagingPackTest, BadNumericFilesAreFlaggedAndStayStaged) {
 
 TEST_F(StagingPackTest, ShardNameClashRefusesThePackAndKeepsRecords) {
   auto d = std::make_unique<Mount>(Config("same"));
-  ASSERT_EQ(d->Start(), "");
+  ASSERT_EQ(d->Start(), absl::OkStatus());
   ASSERT_EQ(Shell("mkdir " + Q("staging/r1") + " && echo 1 > " + Q("staging/r1/id")).exit_code, 0);
   int status = 0;
   EXPECT_EQ(d->TfrUnmount(&status).exit_code, 0);
@@ -318,7 +318,7 @@ TEST_F(StagingPackTest, ShardNameClashRefusesThePackAndKeepsRecords) {
 
   // Same prefix again: the shard name exists; nothing is overwritten.
   d = std::make_unique<Mount>(Config("same"));
-  ASSERT_EQ(d->Start(), "");
+  ASSERT_EQ(d->Start(), absl::OkStatus());
   ASSERT_EQ(Shell("mkdir " + Q("staging/r2") + " && echo 2 > " + Q("staging/r2/id")).exit_code, 0);
   CommandResult u = d->TfrUnmount(&status);
   EXPECT_EQ(u.exit_code, 1) << u.out;
@@ -328,7 +328,7 @@ TEST_F(StagingPackTest, ShardNameClashRefusesThePackAndKeepsRecords) {
   EXPECT_EQ(ListDir(s_.records()), std::vector<std::string>{"r2"});
 
   d = std::make_unique<Mount>(Config("other"));
-  ASSERT_EQ(d->Start(), "");
+  ASSERT_EQ(d->Start(), absl::OkStatus());
   EXPECT_EQ(d->TfrUnmount(&status).exit_code, 0);
   const auto payloads = AllPayloads(ReadPackedShards(s_.out, "other"));
   ASSERT_EQ(payloads.size(), 1u);
@@ -338,7 +338,7 @@ TEST_F(StagingPackTest, ShardNameClashRefusesThePackAndKeepsRecords) {
 TEST_F(StagingPackTest, ShardSizeSplitsInNameOrder) {
   constexpr uint64_t kShardSize = 1024;
   Mount d(Config("split", "1K"));
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   // Eleven records of growing size; one bigger than a shard on its own.
   std::vector<std::string> expected;
   for (int i = 0; i < 11; ++i) {
@@ -386,7 +386,7 @@ TEST_F(StagingPackTest, RemountShowsTheNewShards) {
   MountConfig c = Config("");
   c.options = {"staging_dir=" + s_.store, "prefix=fresh"};
   auto d = std::make_unique<Mount>(c);
-  ASSERT_EQ(d->Start(), "");
+  ASSERT_EQ(d->Start(), absl::OkStatus());
   ASSERT_EQ(Shell(absl::StrCat("cd ", Q("staging"),
                                " && mkdir a_one b_two && echo 42 > a_one/label && echo hi > "
                                "a_one/caption.txt && printf '1.5\\n' > b_two/scores"))
@@ -398,7 +398,7 @@ TEST_F(StagingPackTest, RemountShowsTheNewShards) {
   ASSERT_TRUE(Exists(s_.src + "/fresh-00000-of-00001.tfrecord"));
 
   d = std::make_unique<Mount>(c);
-  ASSERT_EQ(d->Start(), "");
+  ASSERT_EQ(d->Start(), absl::OkStatus());
   EXPECT_EQ(ListDir(s_.mnt), (std::vector<std::string>{
                                  "base.tfrecord", "fresh-00000-of-00001.tfrecord", "staging"}));
   const std::string shard = "fresh-00000-of-00001.tfrecord";
@@ -430,13 +430,13 @@ TEST_F(StagingPackTest, KindLearnedAtCloseSurvivesARestart) {
                    {ExamplePayload({Int64Feature("n", {0})}),
                     ExamplePayload({Int64Feature("n", {1}), FloatFeature("ratio", {2.0f, 4.0f})})});
   auto d = std::make_unique<Mount>(Config("late1"));
-  ASSERT_EQ(d->Start(), "");
+  ASSERT_EQ(d->Start(), absl::OkStatus());
   ASSERT_EQ(Shell("cp -r " + Q("late.tfrecord/1") + " " + Q("staging/copy")).exit_code, 0);
   EXPECT_EQ(ReadWholeFile(M("staging/copy/ratio")), "2.0\n4.0\n");
   d->KillHard();
 
   d = std::make_unique<Mount>(Config("late2"));
-  ASSERT_EQ(d->Start(), "");
+  ASSERT_EQ(d->Start(), absl::OkStatus());
   int status = 0;
   CommandResult u = d->TfrUnmount(&status);
   EXPECT_EQ(u.exit_code, 0) << u.out << u.err;
@@ -453,7 +453,7 @@ TEST_F(StagingPackTest, RenamedNumericFileTakesItsNewFeaturesKind) {
   // file kept from its old name. (Whole numbers: the float file shows them
   // as 1.0, which no int64 list takes; written as 1, a float list too.)
   Mount d(Config("ren"));
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   ASSERT_EQ(
       Shell("cp -r " + Q("base.tfrecord/0") + " " + Q("staging/x") + " && cd " + Q("staging/x") +
             " && printf '1\\n2\\n-3\\n0\\n-0\\n' > weights" + " && rm label && mv weights label")
@@ -483,7 +483,7 @@ TEST_F(StagingPackTest, TypeOfAFeatureOnlyInLaterRecordsWins) {
                    {ExamplePayload({Int64Feature("n", {0})}),
                     ExamplePayload({Int64Feature("n", {1}), FloatFeature("ratio", {2.5f})})});
   Mount d(Config("later"));
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   ASSERT_EQ(Shell("mkdir " + Q("staging/r") + " && echo 3 > " + Q("staging/r/ratio")).exit_code, 0);
   int status = 0;
   EXPECT_EQ(d.TfrUnmount(&status).exit_code, 0);
@@ -503,7 +503,7 @@ TEST_F(StagingPackTest, FailedPackKeepsEverythingStaged) {
   c.options = {"staging_dir=" + s_.store, "output_dir=" + s_.tmp.path() + "/missing/out",
                "prefix=miss"};
   auto d = std::make_unique<Mount>(c);
-  ASSERT_EQ(d->Start(), "");
+  ASSERT_EQ(d->Start(), absl::OkStatus());
   ASSERT_EQ(Shell("cp -r " + Q("base.tfrecord/0") + " " + Q("staging/r0")).exit_code, 0);
   int status = 0;
   CommandResult u = d->TfrUnmount(&status);
@@ -515,7 +515,7 @@ TEST_F(StagingPackTest, FailedPackKeepsEverythingStaged) {
   EXPECT_FALSE(Exists(staging::PackJournalFile(s_.store)));
 
   d = std::make_unique<Mount>(Config("found"));
-  ASSERT_EQ(d->Start(), "");
+  ASSERT_EQ(d->Start(), absl::OkStatus());
   EXPECT_EQ(ListDir(M("staging")), std::vector<std::string>{"r0"});
   u = d->TfrUnmount(&status);
   EXPECT_EQ(u.exit_code, 0) << u.out << u.err;
@@ -526,7 +526,7 @@ TEST_F(StagingPackTest, FailedPackKeepsEverythingStaged) {
 
 TEST_F(StagingPackTest, InvalidFoldersStayStagedWithTheirReason) {
   Mount d(Config("inv"));
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   ASSERT_EQ(Shell(absl::StrCat("cd ", Q("staging"),
                                " && mkdir dup link fifo ok"
                                " && echo 1 > dup/label && echo one > dup/label.txt"
@@ -563,7 +563,7 @@ TEST_F(StagingPackTest, DefaultStoreOutputDirAndPrefix) {
   c.options.clear();
   c.env = {"XDG_STATE_HOME=" + state};
   auto d = std::make_unique<Mount>(c);
-  ASSERT_EQ(d->Start(), "");
+  ASSERT_EQ(d->Start(), absl::OkStatus());
   ASSERT_EQ(Shell("mkdir " + Q("staging/r") + " && echo 7 > " + Q("staging/r/label")).exit_code, 0);
   const std::vector<std::string> stores = ListDir(state + "/tfrecordfs/staging");
   ASSERT_EQ(stores.size(), 1u);

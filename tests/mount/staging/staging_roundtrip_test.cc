@@ -86,7 +86,7 @@ TEST(StagingRoundTripTest, RealDataRecordsCopyBackUnchanged) {
   {
     MountConfig c = PackConfig(s, {real}, "probe");
     Mount d(c);
-    ASSERT_EQ(d.Start(), "");
+    ASSERT_EQ(d.Start(), absl::OkStatus());
     for (const std::string& f : files) {
       const std::string rel = f.substr(real.size() + 1);
       if (IsDir(s.mnt + "/" + rel)) shard_names.insert(rel);

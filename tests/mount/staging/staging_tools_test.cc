@@ -88,7 +88,7 @@ class StagingToolsTest : public ::testing::Test {
 // int64 list and the unmount said `result: ok`).
 TEST_F(StagingToolsTest, FlaggedFileKeepsItsRecordStagedWithTheReason) {
   Mount d(PackConfig(s_, {s_.src}, "refused"));
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   ASSERT_EQ(Bash("mkdir " + Q("staging/oops") + " " + Q("staging/img") + " " + Q("staging/fixed") +
                  " " + Q("staging/ok"))
                 .exit_code,
@@ -158,7 +158,7 @@ TEST_F(StagingToolsTest, FlaggedFileKeepsItsRecordStagedWithTheReason) {
   // The flag is on the staged file itself: the next mount still refuses the
   // record until the file is written again.
   Mount again(PackConfig(s_, {s_.src}, "again"));
-  ASSERT_EQ(again.Start(), "");
+  ASSERT_EQ(again.Start(), absl::OkStatus());
   EXPECT_NE(ErrorAttr("staging/oops/label").find("'hello'"), std::string::npos);
   EXPECT_EQ(Bash("echo 7 > " + Q("staging/oops/label")).exit_code, 0);
   EXPECT_EQ(ErrorAttr("staging/oops/label"), "");
@@ -172,7 +172,7 @@ TEST_F(StagingToolsTest, FlaggedFileKeepsItsRecordStagedWithTheReason) {
 // numeric feature at write(): `sed -i` failed on every text file.
 TEST_F(StagingToolsTest, EditorsAndToolsThatRenameWork) {
   Mount d(PackConfig(s_, {s_.src}, "tools"));
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   const std::string in = s_.tmp.Subdir("in");
   WriteWholeFile(in + "/label", "5\n");
   WriteWholeFile(in + "/scores", "0.25\n");
@@ -238,7 +238,7 @@ TEST_F(StagingToolsTest, EditorsAndToolsThatRenameWork) {
 // subdirectory of itself"); written again with a value, the record packs.
 TEST_F(StagingToolsTest, BadContentRenamedOntoAFeatureIsFlagged) {
   Mount d(PackConfig(s_, {s_.src}, "ren"));
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   ASSERT_EQ(Bash("mkdir " + Q("staging/r") + " && echo 3 > " + Q("staging/r/label")).exit_code, 0);
   CommandResult sed = Bash("sed -i 's/3/three/' " + Q("staging/r/label"));
   EXPECT_EQ(sed.exit_code, 0) << sed.err;
@@ -271,7 +271,7 @@ TEST_F(StagingToolsTest, BadContentRenamedOntoAFeatureIsFlagged) {
 // folders; staged, they get the owner's write (and search) bits.
 TEST_F(StagingToolsTest, CopiedRecordsAreTheUsersToEdit) {
   Mount d(PackConfig(s_, {s_.src}, "modes"));
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   CommandResult cp = Bash("cp -r " + Q("base.tfrecord/1") + " " + Q("staging/"));
   ASSERT_EQ(cp.exit_code, 0) << cp.err;
   struct stat st;
@@ -308,7 +308,7 @@ TEST_F(StagingToolsTest, FloatsSurviveCpRWithoutTheKindXattr) {
   test::WriteShard(s_.src + "/box.tfrecord", {ExamplePayload({FloatFeature("ymax", {1.0f})})});
   {
     Mount d(PackConfig(s_, {s_.src}, "unused"));
-    ASSERT_EQ(d.Start(), "");
+    ASSERT_EQ(d.Start(), absl::OkStatus());
     EXPECT_EQ(ReadWholeFile(M("base.tfrecord/0/scores")), "0.5\n-1.0\n");
     EXPECT_EQ(ReadWholeFile(M("box.tfrecord/0/ymax")), "1.0\n");
     ASSERT_EQ(Bash("cp -r " + Q("base.tfrecord/0") + " " + ShellQuote(in + "/r0")).exit_code, 0);
@@ -346,7 +346,7 @@ TEST_F(StagingToolsTest, FloatsSurviveCpRWithoutTheKindXattr) {
   test::WriteShard(other.src + "/other.tfrecord",
                    {ExamplePayload({BytesFeature("name", {"unrelated"})})});
   Mount d(PackConfig(other, {other.src}, "staged"));
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   ASSERT_EQ(Bash("cp -r " + ShellQuote(in + "/r0") + " " + ShellQuote(other.mnt + "/staging/r0"))
                 .exit_code,
             0);
@@ -372,7 +372,7 @@ TEST_F(StagingToolsTest, RealRecordCopiedWithCpRPacksToTheOriginal) {
   const std::string in = s_.tmp.Subdir("in");
   const std::string packed = s_.tmp.Subdir("packed");
   Mount d;
-  ASSERT_EQ(d.Start({data + "/od_raccoon_jpeg_bbox"}, {"-o", "ro"}), "");
+  ASSERT_EQ(d.Start({data + "/od_raccoon_jpeg_bbox"}, {"-o", "ro"}), absl::OkStatus());
   EXPECT_EQ(ReadWholeFile(d.path("test.record/01/image/object/bbox/ymax")), "1.0\n");
   ASSERT_EQ(RunCommand({"cp", "-r", d.path("test.record/01"), in + "/r01"}).exit_code, 0);
   std::string err;
@@ -407,7 +407,7 @@ TEST_F(StagingToolsTest, StatusUsageAndExitCodes) {
   EXPECT_NE(none.err.find("not a live tfrecordfs mount"), std::string::npos) << none.err;
 
   Mount d(PackConfig(s_, {s_.src}, "st"));
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   CommandResult empty = Status({s_.mnt});
   EXPECT_EQ(empty.exit_code, 0) << empty.out << empty.err;
   EXPECT_NE(empty.out.find("staged: 0 record(s)"), std::string::npos) << empty.out;

@@ -57,7 +57,7 @@ struct stat Stat(const std::string& path) {
 
 TEST_F(StagingTreeTest, OrdinaryWritableTree) {
   Mount d(Config("tree"));
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   const std::string st = M("staging");
   ASSERT_TRUE(IsDir(st));
   EXPECT_EQ(ListDir(st), std::vector<std::string>{});
@@ -203,7 +203,7 @@ TEST_F(StagingTreeTest, OrdinaryWritableTree) {
 
 TEST_F(StagingTreeTest, OutsideStagingAndRecordsIsReadOnly) {
   Mount d(Config("ro"));
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   EXPECT_EQ(::mkdir(M("newdir").c_str(), 0755), -1);
   EXPECT_EQ(errno, EROFS);
   // Records take edits (record_edit_test.cc); new folders in a shard
@@ -250,7 +250,7 @@ TEST_F(StagingTreeTest, StagingNameOptionAndClash) {
   // Renamed: `incoming` is the writable folder, the source's `staging` is
   // an ordinary read-only directory.
   Mount d(Config("named", {"staging=incoming"}));
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   EXPECT_EQ(ListDir(s_.mnt), (std::vector<std::string>{"base.tfrecord", "incoming", "staging"}));
   EXPECT_EQ(ReadWholeFile(M("staging/inner/file.txt")), "source data\n");
   EXPECT_EQ(::mkdir(M("staging/x").c_str(), 0755), -1);
@@ -272,7 +272,7 @@ TEST_F(StagingTreeTest, StagingNameOptionAndClash) {
 
 TEST_F(StagingTreeTest, CopiesThatPreserveOwnershipAndModes) {
   Mount d(Config("keep"));
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   // cp -a / cp -p chown to the owner they read (the mounting user): a no-op
   // that must succeed, or cp fails the copy.
   CommandResult cp =
@@ -309,7 +309,7 @@ TEST_F(StagingTreeTest, CopiesThatPreserveOwnershipAndModes) {
 
 TEST_F(StagingTreeTest, OneMountPerStagingStore) {
   Mount d(Config("lock"));
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   TempDir other;
   MountConfig c = Config("lock2");
   c.mountpoint = other.Subdir("mnt");
@@ -327,7 +327,7 @@ TEST_F(StagingTreeTest, OneMountPerStagingStore) {
 
 TEST_F(StagingTreeTest, BusyMountIsNotUnmounted) {
   Mount d(Config("busy"));
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   ASSERT_EQ(::mkdir(M("staging/r").c_str(), 0755), 0);
   const int fd = ::open(M("staging/r/label").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   ASSERT_GE(fd, 0);
@@ -348,7 +348,7 @@ TEST_F(StagingTreeTest, BusyMountIsNotUnmounted) {
 
 TEST_F(StagingTreeTest, LargeFolderListsAndRemovesCompletely) {
   Mount d(Config("large"));
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   constexpr int kFiles = 1500;  // many readdir batches
   ASSERT_EQ(::mkdir(M("staging/big").c_str(), 0755), 0);
   std::vector<std::string> names;
@@ -377,7 +377,7 @@ TEST_F(StagingTreeTest, LargeFolderListsAndRemovesCompletely) {
 
 TEST_F(StagingTreeTest, StagedBytesSurviveSigkill) {
   auto d = std::make_unique<Mount>(Config("k1"));
-  ASSERT_EQ(d->Start(), "");
+  ASSERT_EQ(d->Start(), absl::OkStatus());
   ASSERT_EQ(Shell("cd " + ShellQuote(M("staging")) +
                   " && mkdir a b && echo 5 > a/label && printf 'x\\ny\\n' > a/tags.txt"
                   " && mkdir -p b/image && printf '\\377\\330\\377jpeg' > b/image/encoded.jpg"
@@ -396,7 +396,7 @@ TEST_F(StagingTreeTest, StagedBytesSurviveSigkill) {
 
   // The next mount shows the same staging contents (names, types, bytes).
   d = std::make_unique<Mount>(Config("k2"));
-  ASSERT_EQ(d->Start(), "");
+  ASSERT_EQ(d->Start(), absl::OkStatus());
   const auto after = WalkTree(M("staging"));
   ASSERT_EQ(after.size(), before.size());
   for (const auto& [rel, node] : before) {
@@ -421,7 +421,7 @@ TEST_F(StagingTreeTest, StagedBytesSurviveSigkill) {
 
 TEST_F(StagingTreeTest, SigkillWhileAFileIsBeingWritten) {
   auto d = std::make_unique<Mount>(Config("w1"));
-  ASSERT_EQ(d->Start(), "");
+  ASSERT_EQ(d->Start(), absl::OkStatus());
   ASSERT_EQ(::mkdir(M("staging/rec").c_str(), 0755), 0);
   const int fd = ::open(M("staging/rec/label").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   ASSERT_GE(fd, 0) << std::strerror(errno);
@@ -438,7 +438,7 @@ TEST_F(StagingTreeTest, SigkillWhileAFileIsBeingWritten) {
   EXPECT_EQ(ReadWholeFile(Backing("rec/label")), "1\n2\n");
 
   d = std::make_unique<Mount>(Config("w2"));
-  ASSERT_EQ(d->Start(), "");
+  ASSERT_EQ(d->Start(), absl::OkStatus());
   EXPECT_EQ(ReadWholeFile(M("staging/rec/label")), "1\n2\n");
   EXPECT_EQ(ReadWholeFile(M("staging/rec/big.bin")), chunk);
   // The half-written record is finished after the restart and packed.

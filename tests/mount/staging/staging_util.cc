@@ -248,9 +248,9 @@ std::vector<std::string> CopyAndPack(const Scratch& s, const std::vector<std::st
                                      const std::vector<std::string>& froms,
                                      const std::string& prefix) {
   Mount d(PackConfig(s, sources, prefix));
-  const std::string started = d.Start();
-  EXPECT_EQ(started, "");
-  if (!started.empty()) return {};
+  const absl::Status started = d.Start();
+  EXPECT_TRUE(started.ok()) << started;
+  if (!started.ok()) return {};
   // One shell for all the copies keeps process start-up cheap.
   std::string script = "set -e\n";
   for (size_t i = 0; i < froms.size(); ++i) {

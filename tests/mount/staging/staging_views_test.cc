@@ -97,7 +97,7 @@ TEST(StagingViewsTest, NamesThatAllWantRecordBinListAndPackBack) {
   {
     MountConfig c = PackConfig(s, {s.src}, "v");
     Mount d(c);
-    ASSERT_EQ(d.Start(), "");
+    ASSERT_EQ(d.Start(), absl::OkStatus());
     CommandResult ls = Shell("ls -R " + ShellQuote(s.mnt + "/clash.tfrecord"));
     EXPECT_EQ(ls.exit_code, 0) << ls.err << "\ndaemon:\n" << d.Stderr();
     EXPECT_NE(ls.out.find("%-%-record.bin"), std::string::npos) << ls.out;
@@ -133,7 +133,7 @@ TEST(StagingViewsTest, BroadcastTensorsListWithoutExpandingAndReadRight) {
   test::WriteShard(s.src + "/b.tfrecord", {payload});
   MountConfig c = PackConfig(s, {s.src}, "b");
   Mount d(c);
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   const long before = PeakRssKiB(d.pid());
   ASSERT_GT(before, 0);
   CommandResult ls = Shell("ls -l " + ShellQuote(s.mnt + "/b.tfrecord/0"));
@@ -266,7 +266,7 @@ TEST(StagingViewsTest, NumpyLoadsEveryNpyTheMountShows) {
   test::WriteShard(s.src + "/n.tfrecord", {payload});
   MountConfig c = PackConfig(s, {s.src}, "n");
   Mount d(c);
-  ASSERT_EQ(d.Start(), "");
+  ASSERT_EQ(d.Start(), absl::OkStatus());
   CommandResult py = RunCommand({"/usr/bin/python3", "-c",
                                  "import numpy, os, sys\n"
                                  "n = 0\n"

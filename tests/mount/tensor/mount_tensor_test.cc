@@ -95,8 +95,8 @@ TEST_F(TensorMountTest, EveryArrayFileDecodesToTheGeneratorsElements) {
        {std::vector<std::string>{}, std::vector<std::string>{"-o", "nosplice"}}) {
     SCOPED_TRACE(opts.empty() ? "splice" : "nosplice");
     Mount mount;
-    const std::string err = mount.Start({src + "/" + kTensorShard}, opts);
-    ASSERT_EQ(err, "") << err;
+    const absl::Status err = mount.Start({src + "/" + kTensorShard}, opts);
+    ASSERT_TRUE(err.ok()) << err;
     // Every file (sizes, bytes) against the layout of a direct read.
     const DirectShard direct = ReadShardDirectly(src + "/" + kTensorShard);
     ASSERT_EQ(direct.payloads.size(), 12u);
@@ -161,8 +161,8 @@ TEST_F(TensorMountTest, NumpyAndPilReadTheArrays) {
   const std::string src = Gen(tmp_, "tensors", "12");
   ASSERT_FALSE(src.empty());
   Mount mount;
-  const std::string err = mount.Start({src + "/" + kTensorShard});
-  ASSERT_EQ(err, "") << err;
+  const absl::Status err = mount.Start({src + "/" + kTensorShard});
+  ASSERT_TRUE(err.ok()) << err;
   const char* root = std::getenv("TFRECORDFS_SOURCE_ROOT");
   ASSERT_NE(root, nullptr);
   CommandResult r =
@@ -226,8 +226,8 @@ TEST_F(TensorMountTest, SequenceExamplesMatchTheirSpecFileByFile) {
   ASSERT_FALSE(src.empty());
   const std::string shard = "sequence-00000-of-00001.tfrecord";
   Mount mount;
-  const std::string err = mount.Start({src + "/" + shard});
-  ASSERT_EQ(err, "") << err;
+  const absl::Status err = mount.Start({src + "/" + shard});
+  ASSERT_TRUE(err.ok()) << err;
   ExpectedTree expected;
   expected[shard] = ExpectedNode{true, ""};
   for (uint64_t r = 0; r < 14; ++r) {

@@ -111,10 +111,10 @@ std::string RecordViewPath(const std::string& gallery_name) {
 
 TEST_F(ViewsMountTest, GalleryOfGeneratedDataMatchesTheRecordsView) {
   Mount records, gallery;
-  ASSERT_EQ("", records.Start({data_}));
+  ASSERT_EQ(absl::OkStatus(), records.Start({data_}));
   // -o ro: the read-only checks below (rm and mv clean on a read-write
   // mount: CleaningThroughTheViews).
-  ASSERT_EQ("", gallery.Start({data_}, {"-o", "view=gallery,ro"}));
+  ASSERT_EQ(absl::OkStatus(), gallery.Start({data_}, {"-o", "view=gallery,ro"}));
   const std::string g = gallery.mountpoint(), r = records.mountpoint();
 
   // Only images: no plain files (dataset_info.json, MANIFEST.txt), no staging/.
@@ -226,7 +226,7 @@ TEST_F(ViewsMountTest, ClassFoldersAreAnImageFolderAndTheGroupingIsKept) {
   std::map<std::string, std::set<std::string>> expected;
   {
     Mount records;
-    ASSERT_EQ("", records.Start({data_}));
+    ASSERT_EQ(absl::OkStatus(), records.Start({data_}));
     // The records of the sample dataset, keyed as the class view names them.
     for (auto& [label, recs] : LabelsFromRecordsView(records.path("sample"), "label")) {
       for (const std::string& rec : recs) expected[label].insert(rec);
@@ -238,7 +238,8 @@ TEST_F(ViewsMountTest, ClassFoldersAreAnImageFolderAndTheGroupingIsKept) {
 
   Mount classes;
   // Read-only here (-o ro): cleaning by rm and mv is CleaningThroughTheViews.
-  ASSERT_EQ("", classes.Start({sample}, {"-o", "view=classes,class_feature=label,ro"}));
+  ASSERT_EQ(absl::OkStatus(),
+            classes.Start({sample}, {"-o", "view=classes,class_feature=label,ro"}));
   EXPECT_TRUE(absl::StrContains(classes.Stderr(),
                                 "0 loaded from the index cache, 2 decoded (24 record(s))"))
       << classes.Stderr();
@@ -271,7 +272,7 @@ TEST_F(ViewsMountTest, ClassFoldersAreAnImageFolderAndTheGroupingIsKept) {
 
   // The next mount reads the stored grouping: nothing decoded.
   Mount again;
-  ASSERT_EQ("", again.Start({sample}, {"-o", "view=classes,class_feature=label"}));
+  ASSERT_EQ(absl::OkStatus(), again.Start({sample}, {"-o", "view=classes,class_feature=label"}));
   EXPECT_TRUE(
       absl::StrContains(again.Stderr(), "2 loaded from the index cache, 0 decoded (0 record(s))"))
       << again.Stderr();
@@ -281,7 +282,7 @@ TEST_F(ViewsMountTest, ClassFoldersAreAnImageFolderAndTheGroupingIsKept) {
   // A changed shard (touched: a new mtime) is indexed and grouped again; the other is kept.
   Sh("touch -d '2001-02-03 04:05:06' " + ShellQuote(sample + "/train-00001-of-00002.tfrecord"));
   Mount third;
-  ASSERT_EQ("", third.Start({sample}, {"-o", "view=classes,class_feature=label"}));
+  ASSERT_EQ(absl::OkStatus(), third.Start({sample}, {"-o", "view=classes,class_feature=label"}));
   EXPECT_TRUE(
       absl::StrContains(third.Stderr(), "1 loaded from the index cache, 1 decoded (12 record(s))"))
       << third.Stderr();
@@ -318,8 +319,9 @@ TEST_F(ViewsMountTest, CleaningThroughTheViews) {
   const std::string stem0 = "train-00000-of-00002.tfrecord-00";
   {
     Mount classes;
-    ASSERT_EQ("", classes.Start({sample},
-                                {"-o", "view=classes,class_feature=label,staging_dir=" + store}));
+    ASSERT_EQ(
+        absl::OkStatus(),
+        classes.Start({sample}, {"-o", "view=classes,class_feature=label,staging_dir=" + store}));
     const std::string m = classes.mountpoint();
     ASSERT_TRUE(Exists(m + "/" + other_label)) << Sh("ls " + ShellQuote(m));
     // mv relabels: both images of record 0 move to the other label's folder.
@@ -355,8 +357,9 @@ TEST_F(ViewsMountTest, CleaningThroughTheViews) {
     // After a crash, the next mount shows the edits (the edit store keeps
     // them) and the unmount commits them.
     Mount classes;
-    ASSERT_EQ("", classes.Start({sample},
-                                {"-o", "view=classes,class_feature=label,staging_dir=" + store}));
+    ASSERT_EQ(
+        absl::OkStatus(),
+        classes.Start({sample}, {"-o", "view=classes,class_feature=label,staging_dir=" + store}));
     const std::string m = classes.mountpoint();
     EXPECT_TRUE(Exists(m + "/" + other_label + "/" + stem0 + "-image%2Fencoded.jpg"));
     EXPECT_FALSE(Exists(m + "/" + first[0] + "/" + stem0 + "-image%2Fencoded.jpg"));
@@ -375,10 +378,10 @@ TEST_F(ViewsMountTest, CleaningThroughTheViews) {
   // Text class feature: relabel by class_name; gallery: rm deletes.
   {
     Mount classes;
-    ASSERT_EQ("", classes.Start({sample}, {"-o",
-                                           "view=classes,class_feature=class_name,"
-                                           "staging_dir=" +
-                                               store}));
+    ASSERT_EQ(absl::OkStatus(), classes.Start({sample}, {"-o",
+                                                         "view=classes,class_feature=class_name,"
+                                                         "staging_dir=" +
+                                                             store}));
     const std::string m = classes.mountpoint();
     const std::string label = want[0].substr(0, want[0].find(' '));
     const std::string from = want[0].substr(want[0].find(' ') + 1);
@@ -396,7 +399,8 @@ TEST_F(ViewsMountTest, CleaningThroughTheViews) {
   EXPECT_EQ(read_labels(), want);
   {
     Mount gallery;
-    ASSERT_EQ("", gallery.Start({sample}, {"-o", "view=gallery,staging_dir=" + store}));
+    ASSERT_EQ(absl::OkStatus(),
+              gallery.Start({sample}, {"-o", "view=gallery,staging_dir=" + store}));
     Sh("rm " + ShellQuote(gallery.path("train-00000-of-00002.tfrecord/03-image%2Fthumbnail.png")));
     EXPECT_FALSE(Exists(gallery.path("train-00000-of-00002.tfrecord/03-image%2Fencoded.jpg")));
     int status = 0;
@@ -442,8 +446,9 @@ TEST_F(ViewsMountTest, CommitWhileMountedInTheImageViews) {
   const std::string other = want[0] == "1" ? "2" : "1";
   {
     Mount classes;
-    ASSERT_EQ("", classes.Start({sample},
-                                {"-o", "view=classes,class_feature=label,staging_dir=" + store}));
+    ASSERT_EQ(
+        absl::OkStatus(),
+        classes.Start({sample}, {"-o", "view=classes,class_feature=label,staging_dir=" + store}));
     const std::string m = classes.mountpoint();
     // The kernel caches every name and listing first.
     Sh("find " + ShellQuote(m) + " -exec stat {} + > /dev/null");
@@ -481,12 +486,14 @@ TEST_F(ViewsMountTest, CommitWhileMountedInTheImageViews) {
     int status = 0;
     EXPECT_EQ(0, classes.TfrUnmount(&status).exit_code);
     Mount again;
-    ASSERT_EQ("", again.Start({sample}, {"-o", "ro,view=classes,class_feature=label"}));
+    ASSERT_EQ(absl::OkStatus(),
+              again.Start({sample}, {"-o", "ro,view=classes,class_feature=label"}));
     EXPECT_EQ(class_members(again.mountpoint()), expect);
   }
   {
     Mount gallery;
-    ASSERT_EQ("", gallery.Start({sample}, {"-o", "view=gallery,staging_dir=" + store}));
+    ASSERT_EQ(absl::OkStatus(),
+              gallery.Start({sample}, {"-o", "view=gallery,staging_dir=" + store}));
     const std::string dir = gallery.path("train-00000-of-00002.tfrecord");
     Sh("ls -l " + ShellQuote(dir) + " > /dev/null; stat " + ShellQuote(dir) + "/* > /dev/null");
     Sh("rm " + ShellQuote(dir + "/03-image%2Fencoded.jpg"));
@@ -500,7 +507,7 @@ TEST_F(ViewsMountTest, CommitWhileMountedInTheImageViews) {
     EXPECT_FALSE(Exists(dir + "/10-image%2Fencoded.jpg"));
     EXPECT_FALSE(Exists(dir + "/00-image%2Fencoded.jpg"));
     Mount records;
-    ASSERT_EQ("", records.Start({sample}, {"-o", "ro,staging_dir=" + store}));
+    ASSERT_EQ(absl::OkStatus(), records.Start({sample}, {"-o", "ro,staging_dir=" + store}));
     for (const char* r : {"0", "3", "9"}) {
       Sh(absl::StrCat("cmp ", ShellQuote(absl::StrCat(dir, "/", r, "-image%2Fencoded.jpg")), " ",
                       ShellQuote(records.path(absl::StrCat("train-00000-of-00002.tfrecord/", r,
@@ -534,8 +541,8 @@ TEST_F(ViewsMountTest, RealObjectDetectionData) {
   const std::string od = std::filesystem::canonical(real + "/od_raccoon_jpeg_bbox").string();
   const std::string voc = std::filesystem::canonical(real + "/deeplab_voc_seg_jpeg_png").string();
   Mount records, gallery;
-  ASSERT_EQ("", records.Start({od, voc}));
-  ASSERT_EQ("", gallery.Start({od, voc}, {"-o", "view=gallery"}));
+  ASSERT_EQ(absl::OkStatus(), records.Start({od, voc}));
+  ASSERT_EQ(absl::OkStatus(), gallery.Start({od, voc}, {"-o", "view=gallery"}));
   const std::string g = gallery.mountpoint(), r = records.mountpoint();
 
   std::vector<std::string> want;
@@ -566,7 +573,8 @@ TEST_F(ViewsMountTest, RealObjectDetectionData) {
   std::string err;
   EXPECT_EQ(0, gallery.Stop(&err)) << err;
   Mount classes;
-  ASSERT_EQ("", classes.Start({od}, {"-o", "view=classes,class_feature=image/object/class/text"}));
+  ASSERT_EQ(absl::OkStatus(),
+            classes.Start({od}, {"-o", "view=classes,class_feature=image/object/class/text"}));
   std::map<std::string, int> want_counts;
   for (const auto& [label, recs] : expected) want_counts[label] = static_cast<int>(recs.size());
   EXPECT_EQ(want_counts.size(), 2u);  // raccoon, %several (SOURCES.md: some images have 2 objects)
@@ -640,7 +648,8 @@ TEST_F(ViewsMountTest, ClassFoldersStandForWholeValues) {
   {
     Mount classes;
     ASSERT_EQ(
-        "", classes.Start({data}, {"-o", "view=classes,class_feature=label,staging_dir=" + store}));
+        absl::OkStatus(),
+        classes.Start({data}, {"-o", "view=classes,class_feature=label,staging_dir=" + store}));
     const std::string m = classes.mountpoint();
     const std::vector<std::string> folders = Lines(Sh("ls " + ShellQuote(m)));
     ASSERT_EQ(folders.size(), 4u) << absl::StrJoin(folders, " ");
@@ -691,7 +700,8 @@ TEST_F(ViewsMountTest, ClassFoldersAreNamedByTheDatasetsClassLabel) {
   {
     Mount classes;
     ASSERT_EQ(
-        "", classes.Start({data}, {"-o", "view=classes,class_feature=label,staging_dir=" + store}));
+        absl::OkStatus(),
+        classes.Start({data}, {"-o", "view=classes,class_feature=label,staging_dir=" + store}));
     const std::string m = classes.mountpoint();
     // 5 has no name: it keeps its number.
     EXPECT_EQ(Lines(Sh("ls " + ShellQuote(m))),
