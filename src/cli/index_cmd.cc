@@ -13,7 +13,6 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -27,6 +26,7 @@
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
+#include "tfrecordfs/base/mutex.h"
 #include "tfrecordfs/index/dali_index.h"
 #include "tfrecordfs/index/index_store.h"
 #include "tfrecordfs/objstore/listing.h"
@@ -156,7 +156,9 @@ int IndexMain(int argc, char** argv) {
   std::atomic<bool> save_failed{false};
   // --beside: directories where an index could not be written, with the
   // first reason and how many shards it cost (reported once per directory).
-  std::mutex unwritable_mu;
+  // Written by the scan's threads under unwritable_mu, read once they are
+  // done.
+  Mutex unwritable_mu;
   std::map<std::string, std::pair<std::string, int>> unwritable_dirs;
   std::atomic<uint64_t> compressed_shards{0}, compressed_bytes{0}, compressed_index_bytes{0};
   scan::ScanOptions options;
@@ -169,7 +171,7 @@ int IndexMain(int argc, char** argv) {
       if (store_options.write_shared) {
         log::Error(shard.path, ": cannot save its index: ", info.save_status.message());
       } else if (beside) {
-        std::lock_guard<std::mutex> lock(unwritable_mu);
+        MutexLock lock(&unwritable_mu);
         auto& [why, count] = unwritable_dirs[Dirname(shard.path)];
         if (count++ == 0) why = std::string(info.save_status.message());
       }

@@ -8,11 +8,9 @@
 
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
-#include <mutex>
 #include <string>
 #include <thread>
 
@@ -23,6 +21,7 @@
 #include "src/cli/runtime.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
+#include "tfrecordfs/base/mutex.h"
 #include "tfrecordfs/staging/layout.h"
 
 namespace tfrecordfs::cli {
@@ -65,24 +64,28 @@ absl::Status Unmount(const std::string& mnt) {
 template <typename F>
 auto SayWhileWaiting(const std::string& what, F wait) {
   if (::isatty(STDERR_FILENO) != 1) return wait();
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
+  Mutex mu;
+  CondVar cv;
+  bool done = false;  // guarded by mu
   const auto start = std::chrono::steady_clock::now();
   std::thread sayer([&] {
-    std::unique_lock<std::mutex> lock(mu);
-    if (cv.wait_for(lock, std::chrono::seconds(1), [&] { return done; })) return;
+    MutexLock lock(&mu);
+    const auto quiet_until = start + std::chrono::seconds(1);
+    for (auto now = start; !done && now < quiet_until; now = std::chrono::steady_clock::now()) {
+      cv.WaitFor(&mu, quiet_until - now);
+    }
+    if (done) return;
     std::fprintf(stderr, "tfrecordfs: %s...\n", what.c_str());
-    cv.wait(lock, [&] { return done; });
+    while (!done) cv.Wait(&mu);
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
     std::fprintf(stderr, "tfrecordfs: %s: done in %.1f s\n", what.c_str(), took.count());
   });
   auto result = wait();
   {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(&mu);
     done = true;
   }
-  cv.notify_all();
+  cv.SignalAll();
   sayer.join();
   return result;
 }
