@@ -112,8 +112,9 @@ absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reop
       // indexed (and cached) like a shard at mount.
       absl::StatusOr<scan::ScannedShard> scanned = AdoptedShard(r.path, new_indexes[r.path]);
       if (!scanned.ok()) scanned = scan::ScanOne(r.path, index_store_);
-      absl::StatusOr<std::unique_ptr<source::ShardSource>> src =
-          scanned.ok() ? scan::OpenShard(*scanned, &inflate_cache_, &fd_cache_) : scanned.status();
+      absl::StatusOr<MountedShard> src = scanned.ok()
+                                             ? OpenMounted(*scanned, scanned->st.st_mtim)
+                                             : absl::StatusOr<MountedShard>(scanned.status());
       if (!src.ok()) {
         // The shard is committed on disk; this mount cannot show it.
         log::Error("committed ", r.path, " but cannot show it: ", src.status().message(),
@@ -138,16 +139,8 @@ absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reop
       retired_view_->ResetShard(s);
       absl::erase_if(retired_edited_, [s](uint64_t key) { return ShardOfKey(key) == s; });
       retired_edited_.insert(edited.begin(), edited.end());
-      shard.source = *std::move(src);
-      if (readahead_) {
-        shard.source =
-            std::make_unique<source::ReadaheadSource>(std::move(shard.source), readahead_.get());
-      }
-      const uint64_t n = scanned->index->num_records();
-      shard.name_width = NameWidth(n);
-      shard.mtime = scanned->st.st_mtim;
-      shard.index = std::move(scanned->index);
-      ++shard.generation;
+      src->generation = shard.generation + 1;
+      shard = *std::move(src);
       records_->ResetShard(s);
       // Every view: the kernel forgets what it cached in the folders that
       // list the shard (one invalidation of each folder's own entry drops

@@ -105,20 +105,12 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
       log::Warning(shard.path, ": only the first ", kMaxRecordsPerShard, " of ", n,
                    " records are shown");
     }
-    MountedShard mounted;
-    auto src = scan::OpenShard(shard, &fs->inflate_cache_, &fs->fd_cache_);
-    if (!src.ok()) return src.status();
-    mounted.source = *std::move(src);
-    if (fs->readahead_) {
-      mounted.source = std::make_unique<source::ReadaheadSource>(std::move(mounted.source),
-                                                                 fs->readahead_.get());
-    }
-    mounted.name_width = NameWidth(n);
-    mounted.mtime = scanned->entries[shard.entry].st.st_mtim;
-    mounted.index = std::move(shard.index);
-    fs->shards_.push_back(std::move(mounted));
     shard_entries.push_back(shard.entry);
     mount_paths.push_back(shard.mount_path);
+    const struct timespec mtime = scanned->entries[shard.entry].st.st_mtim;
+    auto mounted = fs->OpenMounted(shard, mtime);
+    if (!mounted.ok()) return mounted.status();
+    fs->shards_.push_back(*std::move(mounted));
   }
   fs->mount_paths_ = mount_paths;
 
@@ -213,6 +205,22 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
     }
   }
   return fs;
+}
+
+absl::StatusOr<MountedShard> Filesystem::OpenMounted(const scan::ScannedShard& shard,
+                                                     struct timespec mtime) {
+  MountedShard mounted;
+  auto src = scan::OpenShard(shard, &inflate_cache_, &fd_cache_);
+  if (!src.ok()) return src.status();
+  mounted.source = *std::move(src);
+  if (readahead_) {
+    mounted.source =
+        std::make_unique<source::ReadaheadSource>(std::move(mounted.source), readahead_.get());
+  }
+  mounted.name_width = NameWidth(shard.index->num_records());
+  mounted.mtime = mtime;
+  mounted.index = shard.index;
+  return mounted;
 }
 
 bool Filesystem::Mutable(uint64_t ino) const {

@@ -366,6 +366,12 @@ class Filesystem {
   // The attributes of `ino` (see ListXattr).
   absl::StatusOr<XattrList> Xattrs(uint64_t ino, bool read_error);
 
+  // `shard` opened for the mount, at generation 1: its source through the
+  // mount's caches (read ahead when the mount reads ahead), its folder-name
+  // width, `mtime` for all its folders and files. Create opens every shard
+  // with it, Commit each one it rewrote.
+  absl::StatusOr<MountedShard> OpenMounted(const scan::ScannedShard& shard, struct timespec mtime);
+
   // What the kernel must forget after a commit (commit.cc): a folder of a
   // rewritten shard and the names it may have cached in it.
   struct StaleNames {
