@@ -4,7 +4,6 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -24,6 +23,7 @@
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/hash.h"
 #include "tfrecordfs/base/log.h"
+#include "tfrecordfs/base/parallel.h"
 #include "tfrecordfs/index/index_file.h"
 #include "tfrecordfs/objstore/listing.h"
 #include "tfrecordfs/record/reader.h"
@@ -325,19 +325,12 @@ absl::StatusOr<ScanResult> Scan(const ScanOptions& options) {
   }
   threads = std::min<int>(threads, static_cast<int>(std::max<size_t>(files.size(), 1)));
   if (options.before_probe) options.before_probe(files.size(), threads);
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t k; (k = next.fetch_add(1)) < files.size();) {
-      probed[k] = ProbeAndIndex(result.entries[files[k]], files[k], options.store);
-      if (!probed[k].status.ok()) continue;
-      if (probed[k].is_shard && options.on_shard) options.on_shard(probed[k].shard);
-      if (!probed[k].is_shard && options.on_other) options.on_other(probed[k].other);
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
+  ParallelFor(files.size(), threads, [&](size_t k) {
+    probed[k] = ProbeAndIndex(result.entries[files[k]], files[k], options.store);
+    if (!probed[k].status.ok()) return;
+    if (probed[k].is_shard && options.on_shard) options.on_shard(probed[k].shard);
+    if (!probed[k].is_shard && options.on_other) options.on_other(probed[k].other);
+  });
 
   std::vector<bool> drop(result.entries.size(), false);
   for (size_t k = 0; k < probed.size(); ++k) {
