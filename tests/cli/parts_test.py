@@ -19,9 +19,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tfrecord_check as tc  # noqa: E402
-
-BIN = os.environ.get("TFRECORDFS_BIN", "")
-GEN = os.environ.get("TFRECORDFS_GEN", "")
+from cli_common import BIN, GEN, CliTestBase, all_records, gen, shards_in  # noqa: E402
 # The job runners' variables: a test decides which it sets.
 RUNNER_VARS = ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN",
                "AWS_BATCH_JOB_ARRAY_INDEX", "AWS_BATCH_JOB_ARRAY_SIZE", "JOB_COMPLETION_INDEX")
@@ -38,37 +36,11 @@ def run(*args, env=None):
                           env=env if env is not None else clean_env(), timeout=300)
 
 
-def gen(*args):
-    subprocess.run([GEN, *args], check=True, capture_output=True, timeout=240)
-
-
-def shards_in(d):
-    return sorted(os.path.join(d, f) for f in os.listdir(d) if not f.startswith("."))
-
-
-def all_records(paths):
-    out = []
-    for p in paths:
-        out.extend(tc.read_records(p))
-    return out
-
-
-class Base(unittest.TestCase):
-    def setUp(self):
-        self.assertTrue(BIN and GEN, "TFRECORDFS_BIN and TFRECORDFS_GEN must be set")
-        self.tmp = tempfile.mkdtemp(prefix="parts_test.")
-        os.environ["XDG_CACHE_HOME"] = os.path.join(self.tmp, "cache")
-
-    def tearDown(self):
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
-    def path(self, *parts):
-        return os.path.join(self.tmp, *parts)
+class Base(CliTestBase):
+    TMP_PREFIX = "parts_test."
 
     def sample(self, name, records=1200, shards=6, compression="none"):
-        gen("synthetic", self.path(name), "--records", str(records), "--shards", str(shards),
-            "--bytes", "300", "--prefix", "in", "--compression", compression)
-        return shards_in(self.path(name))
+        return super().sample(name, records, shards, compression)
 
     def parts(self, n, *args, order=None, maps=None):
         """Runs parts 0..n-1 of `args` (in `order` when given); each must

@@ -20,19 +20,13 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tfrecord_check as tc  # noqa: E402
-
-BIN = os.environ.get("TFRECORDFS_BIN", "")
-GEN = os.environ.get("TFRECORDFS_GEN", "")
+from cli_common import BIN, GEN, CliTestBase, all_records, gen  # noqa: E402
 M64 = (1 << 64) - 1
 
 
 def run(*args, env=None):
     # XDG_CACHE_HOME in the test's own directory: no index cache is shared.
     return subprocess.run([BIN, *args], capture_output=True, text=True, env=env, timeout=240)
-
-
-def gen(*args):
-    subprocess.run([GEN, *args], check=True, capture_output=True, timeout=240)
 
 
 def digest(path):
@@ -90,30 +84,8 @@ def manifest(path):
     return shards
 
 
-def all_records(paths):
-    out = []
-    for p in paths:
-        out.extend(tc.read_records(p))
-    return out
-
-
-class Base(unittest.TestCase):
-    def setUp(self):
-        self.assertTrue(BIN and GEN, "TFRECORDFS_BIN and TFRECORDFS_GEN must be set")
-        self.tmp = tempfile.mkdtemp(prefix="reshape_test.")
-        os.environ["XDG_CACHE_HOME"] = os.path.join(self.tmp, "cache")
-
-    def tearDown(self):
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
-    def path(self, *parts):
-        return os.path.join(self.tmp, *parts)
-
-    def sample(self, name, records, shards, compression="none"):
-        gen("synthetic", self.path(name), "--records", str(records), "--shards", str(shards),
-            "--bytes", "300", "--prefix", "in", "--compression", compression)
-        return sorted(os.path.join(self.path(name), f) for f in os.listdir(self.path(name))
-                      if not f.startswith("."))
+class Base(CliTestBase):
+    TMP_PREFIX = "reshape_test."
 
     def hostile(self):
         gen("hostile", self.path("h"), "--records", "500")
