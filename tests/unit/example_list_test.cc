@@ -61,16 +61,20 @@ TEST(ExampleListTest, DecodesExamplesAndContext) {
 // serialized map entries; without examples its context parses as
 // FeatureLists named the same way. Both were raw or garbage before.
 TEST(ExampleListTest, WithoutContextOrWithoutExamplesIsStillAnExampleList) {
-  const DecodedRecord no_context = DecodeRecord(Elwc({kEx0, kEx1}, nullptr));
+  // (Each decoded table's bytes are views into its payload, kept alive here.)
+  const std::string no_context_payload = Elwc({kEx0, kEx1}, nullptr);
+  const DecodedRecord no_context = DecodeRecord(no_context_payload);
   ASSERT_EQ(no_context.kind, PayloadKind::kExampleList) << no_context.raw_reason;
   EXPECT_FALSE(no_context.list.has_context);
   EXPECT_EQ(no_context.list.examples.size(), 2u);
-  const DecodedRecord no_examples = DecodeRecord(Elwc({}, &kContext));
+  const std::string no_examples_payload = Elwc({}, &kContext);
+  const DecodedRecord no_examples = DecodeRecord(no_examples_payload);
   ASSERT_EQ(no_examples.kind, PayloadKind::kExampleList) << no_examples.raw_reason;
   EXPECT_TRUE(no_examples.list.examples.empty());
   EXPECT_EQ(Names(no_examples.list.context), "query;");
   const std::string empty_context;
-  const DecodedRecord with_empty = DecodeRecord(Elwc({kEx0}, &empty_context));
+  const std::string with_empty_payload = Elwc({kEx0}, &empty_context);
+  const DecodedRecord with_empty = DecodeRecord(with_empty_payload);
   ASSERT_EQ(with_empty.kind, PayloadKind::kExampleList) << with_empty.raw_reason;
   EXPECT_TRUE(with_empty.list.has_context);
   EXPECT_TRUE(with_empty.list.context.features.empty());
@@ -195,7 +199,9 @@ std::string Eie(const std::vector<std::string>& examples, const std::string* con
 }
 
 TEST(ExampleInExampleTest, RecognisedOnlyWithItsTwoFeaturesOfExamples) {
-  const DecodedRecord r = DecodeRecord(Eie({kEx0, "", kEx1}, &kContext));
+  // The decoded table's bytes are views into the payload: it must outlive them.
+  const std::string payload = Eie({kEx0, "", kEx1}, &kContext);
+  const DecodedRecord r = DecodeRecord(payload);
   ASSERT_EQ(r.kind, PayloadKind::kExampleInExample);
   ASSERT_EQ(r.list.examples.size(), 3u);
   EXPECT_TRUE(r.list.examples[1].features.empty());
