@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,6 +30,12 @@ inline bool Cancelled(const Control& control) {
 absl::StatusOr<std::vector<std::string>> PrepareOutputNames(
     const ReshardOptions& o, uint64_t num_shards, uint64_t first, uint64_t last,
     std::vector<std::string>* stale_removed);
+
+// Gives every file of `pending` (complete, fsync'd) its final name, then
+// fsyncs `dir` once for all the renames; on a failure the ones already
+// renamed are removed again, so that none or all of them stand.
+absl::Status CommitAll(const std::vector<std::unique_ptr<PendingShard>>& pending,
+                       const std::string& dir);
 
 // Calls `hook` (Control::mid_output) once, when half of an output file's `planned`
 // records (at least one) have been appended.

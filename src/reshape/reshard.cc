@@ -328,17 +328,7 @@ absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs, const Re
   // Every file is complete: give them their final names together (unless
   // interrupted meanwhile).
   if (Cancelled(control)) return absl::CancelledError("interrupted before the rename");
-  // One fsync of the directory for all the renames (they share it).
-  for (size_t s = 0; s < pending.size(); ++s) {
-    if (auto st = pending[s]->Commit(/*sync_dir=*/false); !st.ok()) {
-      for (size_t k = 0; k < s; ++k) (void)UnlinkIfExists(pending[k]->final_path());
-      return st;
-    }
-  }
-  if (auto st = FsyncDir(o.output_dir); !st.ok()) {
-    for (const auto& shard : pending) (void)UnlinkIfExists(shard->final_path());
-    return st;
-  }
+  if (auto st = CommitAll(pending, o.output_dir); !st.ok()) return st;
   return report;
 }
 
@@ -360,6 +350,22 @@ absl::StatusOr<std::vector<std::string>> PrepareOutputNames(
     }
   }
   return names;
+}
+
+absl::Status CommitAll(const std::vector<std::unique_ptr<PendingShard>>& pending,
+                       const std::string& dir) {
+  // One fsync of the directory for all the renames (they share it).
+  for (size_t s = 0; s < pending.size(); ++s) {
+    if (auto st = pending[s]->Commit(/*sync_dir=*/false); !st.ok()) {
+      for (size_t k = 0; k < s; ++k) (void)UnlinkIfExists(pending[k]->final_path());
+      return st;
+    }
+  }
+  if (auto st = FsyncDir(dir); !st.ok()) {
+    for (const auto& shard : pending) (void)UnlinkIfExists(shard->final_path());
+    return st;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace tfrecordfs::reshape

@@ -486,16 +486,7 @@ absl::StatusOr<ReshardReport> ShuffleReduce(const std::vector<std::string>& map_
     pending.push_back(std::move(synced.shard));
   }
   if (Cancelled(control)) return absl::CancelledError("interrupted before the rename");
-  for (size_t s = 0; s < pending.size(); ++s) {
-    if (auto st = pending[s]->Commit(/*sync_dir=*/false); !st.ok()) {
-      for (size_t k = 0; k < s; ++k) (void)UnlinkIfExists(pending[k]->final_path());
-      return st;
-    }
-  }
-  if (auto st = FsyncDir(o.output_dir); !st.ok()) {
-    for (const auto& shard : pending) (void)UnlinkIfExists(shard->final_path());
-    return st;
-  }
+  if (auto st = CommitAll(pending, o.output_dir); !st.ok()) return st;
   return report;
 }
 
