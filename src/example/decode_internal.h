@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "tfrecordfs/base/wire.h"
@@ -73,6 +74,15 @@ bool LooksLikeAnotherMessage(const std::map<std::string, Feature, std::less<>>& 
 absl::StatusOr<FeatureTable> DecodeExampleAt(absl::string_view data, size_t base, const char* what);
 
 // Decodes a Feature message body into `f` (merging, as protobuf does).
+// The shared Feature decoders name Example in their errors: `s` said of
+// message `what` instead (the offset already counts from the payload).
+inline absl::Status RenamedFor(absl::string_view what, absl::Status s) {
+  constexpr absl::string_view kPrefix = "not a tf.train.Example: ";
+  if (!absl::StartsWith(s.message(), kPrefix)) return s;
+  return absl::InvalidArgumentError(
+      absl::StrCat("not a ", what, ": ", s.message().substr(kPrefix.size())));
+}
+
 absl::Status DecodeFeature(absl::string_view data, size_t base, Feature* f);
 // Decodes a Features map entry (key = name, value = Feature) into `f`.
 absl::Status DecodeEntry(absl::string_view data, size_t base, Feature* f);

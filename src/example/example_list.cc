@@ -15,14 +15,7 @@ using internal::ForEachLenField;
 
 constexpr char kWhat[] = "tensorflow.serving.ExampleListWithContext";
 
-// The shared Feature decoders name Example in their errors; say which
-// message this really was (the offset already counts from the payload).
-absl::Status Renamed(absl::Status s) {
-  constexpr absl::string_view kPrefix = "not a tf.train.Example: ";
-  if (!absl::StartsWith(s.message(), kPrefix)) return s;
-  return absl::InvalidArgumentError(
-      absl::StrCat("not a ", kWhat, ": ", s.message().substr(kPrefix.size())));
-}
+absl::Status Renamed(absl::Status s) { return internal::RenamedFor(kWhat, std::move(s)); }
 
 void AppendLenField(uint32_t number, absl::string_view body, std::string* out) {
   wire::PutVarint(out, (uint64_t{number} << 3) | wire::kLen);

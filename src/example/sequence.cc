@@ -17,14 +17,7 @@ using internal::ForEachLenField;
 
 constexpr char kWhat[] = "tf.train.SequenceExample";
 
-// The shared Feature decoders name Example in their errors; say which
-// message this really was.
-absl::Status Renamed(absl::Status s) {
-  constexpr absl::string_view kPrefix = "not a tf.train.Example: ";
-  if (!absl::StartsWith(s.message(), kPrefix)) return s;
-  return absl::InvalidArgumentError(
-      absl::StrCat("not a ", kWhat, ": ", s.message().substr(kPrefix.size())));
-}
+absl::Status Renamed(absl::Status s) { return internal::RenamedFor(kWhat, std::move(s)); }
 
 using ListMap = std::map<std::string, std::vector<Feature>, std::less<>>;
 
