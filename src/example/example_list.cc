@@ -1,6 +1,7 @@
 #include "tfrecordfs/example/example_list.h"
 
 #include <deque>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"

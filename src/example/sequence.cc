@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "decode_internal.h"
