@@ -15,6 +15,7 @@
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/base/utf8.h"
+#include "tfrecordfs/reshape/bucket_parts.h"
 
 namespace tfrecordfs::cli {
 namespace {
@@ -133,8 +134,15 @@ int FinalizeMain(Tool* tool, const std::string& output, absl::string_view comman
   for (const PlanInputFile& f : tool->plan_files()) {
     current.push_back({f.path, f.size, f.mtime_ns, f.etag_fingerprint, f.object});
   }
-  auto report = reshape::FinalizeParts(
-      output, std::string(command), [&](uint32_t n) { return tool->PlanFor(n).IdHex(); }, current);
+  const auto plan_for = [&](uint32_t n) { return tool->PlanFor(n).IdHex(); };
+  std::unique_ptr<reshape::BucketParts> bucket;  // an s3:// or gs:// --output
+  if (reshape::IsBucketOutput(output)) {
+    auto opened = reshape::BucketParts::Open(output);
+    if (!opened.ok()) return tool->Fail(opened.status());
+    bucket = *std::move(opened);
+  }
+  auto report = bucket ? bucket->Finalize(std::string(command), plan_for, current)
+                       : reshape::FinalizeParts(output, std::string(command), plan_for, current);
   if (!report.ok()) {
     log::Error(report.status().message());
     return kExitFailed;
@@ -148,7 +156,7 @@ int FinalizeMain(Tool* tool, const std::string& output, absl::string_view comman
   if (tool->json()) w.BeginObject().Key("outputs").BeginArray();
   for (const reshape::ManifestOutput& o : report->outputs) {
     records += o.records;
-    const std::string path = JoinPath(output, o.path);
+    const std::string path = bucket ? bucket->ObjectName(o.path) : JoinPath(output, o.path);
     if (tool->json()) {
       w.BeginObject()
           .Key("path")

@@ -18,6 +18,7 @@
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/base/utf8.h"
 #include "tfrecordfs/repack/pack.h"
+#include "tfrecordfs/reshape/bucket_parts.h"
 #include "tfrecordfs/reshape/parts.h"
 #include "tfrecordfs/reshape/reshape.h"
 #include "tfrecordfs/reshape/shuffle.h"
@@ -98,7 +99,7 @@ skipped or the reshard failed (a damaged record without --skip-damaged),
 )";
 
 int MapPass(Tool* tool, const std::string& output, const reshape::ShuffleOptions& shuffle,
-            const std::atomic<bool>* interrupted) {
+            const std::atomic<bool>* interrupted, const reshape::BucketParts* bucket) {
   source::BlockCache cache(32 << 20);
   std::vector<std::unique_ptr<source::ShardSource>> sources;
   std::vector<reshape::MapInput> inputs;
@@ -129,6 +130,11 @@ int MapPass(Tool* tool, const std::string& output, const reshape::ShuffleOptions
     }
     log::Error("reshard --pass map failed: ", report.status().message());
     return kExitFailed;
+  }
+  if (bucket != nullptr) {
+    const std::string dir =
+        reshape::PublishedPartDir(output, tool->plan().IdHex(), tool->part()->index, "map");
+    if (auto s = bucket->UploadPart(dir); !s.ok()) return tool->Fail(s);
   }
   std::string out;
   for (const reshape::Dropped& d : report->skipped) {
@@ -273,6 +279,20 @@ int ReshardMain(int argc, char** argv) {
   if (auto s = CheckOutputDir(output, tool.operands(), shards); !s.ok()) {
     return tool.Usage(s.message());
   }
+  // A bucket prefix: the work is done in a local scratch folder, whose
+  // results go into the bucket (reshape/bucket_parts.h).
+  std::unique_ptr<reshape::BucketParts> bucket;
+  std::optional<reshape::ScratchDir> scratch;
+  const std::string bucket_output = reshape::IsBucketOutput(output) ? output : "";
+  if (!bucket_output.empty()) {
+    auto opened = reshape::BucketParts::Open(output);
+    if (!opened.ok()) return tool.Fail(opened.status());
+    bucket = *std::move(opened);
+    auto made = reshape::ScratchDir::Make("reshard");
+    if (!made.ok()) return tool.Fail(made.status());
+    scratch.emplace(*std::move(made));
+    output = scratch->path();
+  }
   if (format.empty()) {
     format = shards.empty() ? "tfrecord" : "arrayrecord";
     for (const scan::ScannedShard& s : shards) {
@@ -310,7 +330,7 @@ int ReshardMain(int argc, char** argv) {
   const reshape::ShuffleOptions shuffle{options.seed,
                                         reshape::ShuffleBuckets(input_bytes, options.memory),
                                         options.memory, options.skip_damaged};
-  if (pass == "map") return MapPass(&tool, output, shuffle, interrupted);
+  if (pass == "map") return MapPass(&tool, output, shuffle, interrupted, bucket.get());
   // A part writes into a work folder of its own, published whole at the end.
   std::unique_ptr<reshape::PartOutput> part_out;
   reshape::PartManifest manifest;
@@ -318,6 +338,14 @@ int ReshardMain(int argc, char** argv) {
   if (pass == "reduce") {
     // The first pass of every part must be there; the inputs they read are
     // this part's inputs (--finalize checks them).
+    if (bucket) {
+      auto fetched =
+          bucket->FetchMapParts(tool.plan().IdHex(), tool.part()->count, output,
+                                [&](const std::vector<std::string>& totals) {
+                                  return reshape::ReduceBuckets(totals, shuffle.buckets, options);
+                                });
+      if (!fetched.ok()) return tool.Fail(fetched);
+    }
     auto mapped = reshape::FindMapParts(output, tool.plan().IdHex(), tool.part()->count);
     if (!mapped.ok()) return tool.Fail(mapped.status());
     map_dirs = std::move(mapped->dirs);
@@ -377,6 +405,20 @@ int ReshardMain(int argc, char** argv) {
       s.path = JoinPath(part_out->published_dir(), s.path);
     }
     if (auto st = part_out->Publish(std::move(manifest)); !st.ok()) return tool.Fail(st);
+    if (bucket) {
+      if (auto st = bucket->UploadPart(part_out->published_dir()); !st.ok()) return tool.Fail(st);
+      for (reshape::OutputShard& s : report->shards) {
+        s.path = bucket->ObjectName(
+            JoinPath(JoinPath(reshape::kPartsDirName, Basename(part_out->published_dir())),
+                     Basename(s.path)));
+      }
+    }
+  } else if (bucket) {
+    // One process: each shard put under its final name, never over one.
+    for (reshape::OutputShard& s : report->shards) {
+      if (auto st = bucket->UploadNew(s.path, Basename(s.path)); !st.ok()) return tool.Fail(st);
+      s.path = bucket->ObjectName(Basename(s.path));
+    }
   }
   for (const std::string& path : report->stale_removed) {
     log::Warning("removed ", EscapeForLog(path), ", a temporary file an interrupted reshard left");

@@ -205,6 +205,54 @@ class RunReader {
   uint64_t buf_at_ = 0;  // the file offset of buf_[0]
 };
 
+// The output shards of a reduce and where each record goes, from the
+// buckets' totals over every map part: shards of `o.shards` (record
+// counts as even as possible, earlier shards taking the remainder) or of
+// about `o.shard_size` framed bytes; part `o.part` writes [first, last).
+struct Layout {
+  Layout(const std::vector<uint64_t>& counts, const std::vector<uint64_t>& bytes,
+         const ReshardOptions& o)
+      : by_count(o.shards > 0) {
+    for (size_t b = 0; b < counts.size(); ++b) {
+      n += counts[b];
+      total_bytes += bytes[b];
+    }
+    if (o.shards > 0) {
+      num_shards = o.shards;
+    } else if (total_bytes > 0) {
+      num_shards = (total_bytes + o.shard_size - 1) / o.shard_size;
+    }
+    base = num_shards ? n / num_shards : 0;
+    extra = num_shards ? n % num_shards : 0;
+    last = num_shards;
+    if (o.part) {
+      const std::vector<size_t> cuts =
+          SplitByWeight(std::vector<uint64_t>(num_shards, 1), o.part->count);
+      first = cuts[o.part->index];
+      last = cuts[o.part->index + 1];
+    }
+  }
+  // The shard of the record at position p with c framed bytes before it.
+  uint64_t ShardOf(uint64_t p, uint64_t c) const {
+    if (by_count) {
+      // Shards [0, extra) hold base + 1 records, the rest base.
+      const uint64_t big = extra * (base + 1);
+      return p < big ? p / (base + 1) : extra + (p - big) / std::max<uint64_t>(base, 1);
+    }
+    return absl::Uint128Low64(absl::uint128(c) * num_shards / total_bytes);
+  }
+  // Whether bucket b (its first record at position bp with bc bytes
+  // before, its own counts[b] records and bytes[b] bytes) holds records
+  // of shards [first, last): -1 before them, 0 inside, 1 after.
+  int Where(uint64_t bp, uint64_t bc, uint64_t count, uint64_t bytes) const {
+    if (ShardOf(bp + count - 1, bc + bytes - 1) < first) return -1;
+    if (ShardOf(bp, bc) >= last) return 1;
+    return 0;
+  }
+  bool by_count;
+  uint64_t n = 0, total_bytes = 0, num_shards = 0, base = 0, extra = 0, first = 0, last = 0;
+};
+
 }  // namespace
 
 uint64_t ShuffleKey(uint64_t seed, uint64_t file, uint64_t record) {
@@ -349,35 +397,10 @@ absl::StatusOr<ReshardReport> ShuffleReduce(const std::vector<std::string>& map_
       runs.push_back(std::move(run));
     }
   }
-  uint64_t n = 0, total_bytes = 0;
-  for (uint32_t b = 0; b < m; ++b) {
-    n += counts[b];
-    total_bytes += bytes[b];
-  }
-  // Output shards and the shard of a record (by position p and framed
-  // bytes before it c).
-  uint64_t num_shards = 0;
-  if (o.shards > 0) {
-    num_shards = o.shards;
-  } else if (total_bytes > 0) {
-    num_shards = (total_bytes + o.shard_size - 1) / o.shard_size;
-  }
-  const uint64_t base = num_shards ? n / num_shards : 0, extra = num_shards ? n % num_shards : 0;
-  const auto shard_of = [&](uint64_t p, uint64_t c) -> uint64_t {
-    if (o.shards > 0) {
-      // Shards [0, extra) hold base + 1 records, the rest base.
-      const uint64_t big = extra * (base + 1);
-      return p < big ? p / (base + 1) : extra + (p - big) / std::max<uint64_t>(base, 1);
-    }
-    return absl::Uint128Low64(absl::uint128(c) * num_shards / total_bytes);
-  };
-  uint64_t first = 0, last = num_shards;
-  if (o.part) {
-    const std::vector<size_t> cuts =
-        SplitByWeight(std::vector<uint64_t>(num_shards, 1), o.part->count);
-    first = cuts[o.part->index];
-    last = cuts[o.part->index + 1];
-  }
+  const Layout layout(counts, bytes, o);
+  const uint64_t n = layout.n, num_shards = layout.num_shards, base = layout.base,
+                 extra = layout.extra, first = layout.first, last = layout.last;
+  const auto shard_of = [&](uint64_t p, uint64_t c) { return layout.ShardOf(p, c); };
 
   ReshardReport report;
   auto prepared = PrepareOutputNames(o, num_shards, first, last, &report.stale_removed);
@@ -423,10 +446,9 @@ absl::StatusOr<ReshardReport> ShuffleReduce(const std::vector<std::string>& map_
     c += bytes[b];
     if (counts[b] == 0) continue;
     // Shards its records may go to: [shard_of(first record), shard_of(last)].
-    const uint64_t lo = shard_of(bp, bc);
-    const uint64_t hi = shard_of(p - 1, c - 1);
-    if (hi < first) continue;
-    if (lo >= last) break;
+    const int where = layout.Where(bp, bc, counts[b], bytes[b]);
+    if (where < 0) continue;
+    if (where > 0) break;
     // The bucket in slices of its key range, each within the budget.
     const uint64_t in_memory = bytes[b] + counts[b] * sizeof(Entry);
     const uint64_t slices = std::max<uint64_t>(1, (in_memory + cap - 1) / cap);
@@ -544,5 +566,41 @@ absl::StatusOr<MappedParts> FindMapParts(const std::string& dir, const std::stri
   if (codecs.size() == 1) out.codec = source::ParseCodecName(*codecs.begin());
   return out;
 }
+
+absl::StatusOr<std::pair<uint32_t, uint32_t>> ReduceBuckets(const std::vector<std::string>& totals,
+                                                            uint32_t buckets,
+                                                            const ReshardOptions& o) {
+  const uint32_t m = std::max<uint32_t>(buckets, 1);
+  std::vector<uint64_t> counts(m, 0), bytes(m, 0);
+  for (const std::string& t : totals) {
+    if (t.size() != size_t{m} * 16) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(kBucketsFile, ": ", t.size() / 16, " buckets, not ", m,
+                       " (the map ran with another --memory or other inputs)"));
+    }
+    for (uint32_t b = 0; b < m; ++b) {
+      counts[b] += GetU64(t.data() + 16 * b);
+      bytes[b] += GetU64(t.data() + 16 * b + 8);
+    }
+  }
+  const Layout layout(counts, bytes, o);
+  uint32_t lo = m, hi = 0;
+  uint64_t p = 0, c = 0;
+  for (uint32_t b = 0; b < m && layout.first < layout.last; ++b) {
+    const uint64_t bp = p, bc = c;
+    p += counts[b];
+    c += bytes[b];
+    if (counts[b] == 0) continue;
+    const int where = layout.Where(bp, bc, counts[b], bytes[b]);
+    if (where > 0) break;
+    if (where < 0) continue;
+    lo = std::min(lo, b);
+    hi = b + 1;
+  }
+  if (lo >= hi) return std::pair<uint32_t, uint32_t>(0, 0);
+  return std::pair<uint32_t, uint32_t>(lo, hi);
+}
+
+std::string ShuffleBucketsFileName() { return kBucketsFile; }
 
 }  // namespace tfrecordfs::reshape

@@ -43,6 +43,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -140,6 +141,18 @@ struct MappedParts {
 // FailedPrecondition naming the parts whose pass 1 is not there.
 absl::StatusOr<MappedParts> FindMapParts(const std::string& dir, const std::string& plan,
                                          uint32_t parts);
+
+// The buckets [first, last) that part options.part of the reduce reads
+// (those holding records of its output shards; ShuffleReduce reads no
+// other), from the contents of every map part's buckets.bin (16 bytes a
+// bucket). {0, 0} when it writes no shard. FailedPrecondition for totals
+// of another bucket count. Used to fetch only those bytes of the runs of a
+// map in a bucket (bucket_parts.h).
+absl::StatusOr<std::pair<uint32_t, uint32_t>> ReduceBuckets(const std::vector<std::string>& totals,
+                                                            uint32_t buckets,
+                                                            const ReshardOptions& options);
+// The name of a map part's totals file ("buckets.bin").
+std::string ShuffleBucketsFileName();
 
 }  // namespace tfrecordfs::reshape
 
