@@ -545,6 +545,126 @@ class Buckets(Base):
         self.assertSameTree(self.path("one"), self.path("o"))
         self.assertEqual(sorted(all_records(shards_in(self.path("o")))), sorted(all_records(src)))
 
+    def bucket_files(self, prefix):
+        """The objects under s3://b/PREFIX (the server keeps them as files),
+        relative to it, sorted."""
+        top = os.path.join(self.served, "b", prefix)
+        return sorted(os.path.relpath(os.path.join(d, f), top)
+                      for d, _, fs in os.walk(top) for f in fs)
+
+    def assertSameObjects(self, local, prefix):
+        """The objects under s3://b/PREFIX are the files of `local`, byte
+        for byte (the server's empty folders aside)."""
+        self.assertEqual(self.bucket_files(prefix), sorted(os.listdir(local)))
+        for name in os.listdir(local):
+            self.assertTrue(filecmp.cmp(os.path.join(local, name),
+                                        os.path.join(self.served, "b", prefix, name),
+                                        shallow=False), name)
+
+    def get_bytes(self):
+        """GetObject bytes the server has answered so far (--stats)."""
+        with open(self.path("stats.json")) as f:
+            return json.load(f).get("GetObject", {}).get("bytes_out", 0)
+
+    def test_reshard_parts_write_into_a_bucket_prefix(self):
+        # Restarted with --stats: what crossed the network.
+        self.stop_server()
+        self.proc = subprocess.Popen(
+            ["/usr/bin/python3", SERVER, "--root", self.served, "--log", self.path("server.log"),
+             "--max-requests", "100000", "--stats", self.path("stats.json")],
+            stdout=subprocess.PIPE, text=True)
+        port = int(self.proc.stdout.readline())
+        self.env["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{port}"
+        src = self.sample("s", 6000, 6)
+        shutil.copytree(self.path("s"), os.path.join(self.served, "b", "data"))
+        url = "s3://b/data"
+        final = [f"data-{i:05d}-of-00004.tfrecord" for i in range(4)]
+        # One process into the bucket: each shard one object under its name;
+        # run again, refused (never replaced).
+        args = ("reshard", url, "-o", "s3://b/single/", "--shards", "4", "-q")
+        r = self.on_bucket(*args)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.bucket_files("single"), final)
+        r = self.on_bucket(*args)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("already exists", r.stderr)
+        self.assertTrue(run("reshard", self.path("s"), "-o", self.path("one"), "--shards", "4",
+                            "-q").returncode == 0)
+        self.assertSameObjects(self.path("one"), "single")
+
+        # In source order as 3 parts: parts 0 and 1, then --finalize refuses
+        # naming part 2 and puts nothing under a final name.
+        args = ("reshard", url, "-o", "s3://b/out/", "--shards", "4", "-q")
+        for k in (0, 1):
+            r = self.on_bucket(*args, "--part", f"{k}/3")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("s3://b/out/.tfrecordfs-parts/", r.stdout)
+        r = self.on_bucket(*args, "--finalize")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("missing: part(s) 2 of 3", r.stderr)
+        self.assertFalse([f for f in self.bucket_files("out") if not f.startswith(".")])
+        # Part 2, and part 1 again (a retried pod): its objects put again,
+        # the same bytes; then --finalize copies them to their final names
+        # and removes every intermediate object.
+        for k in (2, 1):
+            r = self.on_bucket(*args, "--part", f"{k}/3")
+            self.assertEqual(r.returncode, 0, r.stderr)
+        r = self.on_bucket(*args, "--finalize")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("6000\ttotal: 4 file(s) from 3 part(s)", r.stdout)
+        self.assertEqual(self.bucket_files("out"), final)
+        self.assertSameObjects(self.path("one"), "out")
+        out = [os.path.join(self.served, "b", "out", f) for f in final]
+        self.assertEqual(all_records(out), all_records(src))
+        # Finalized already: nothing left to finalize.
+        self.assertEqual(self.on_bucket(*args, "--finalize").returncode, 1)
+
+        # A shuffle as 3 parts into the bucket, the map's runs in 4 buckets
+        # (--memory 1M): one process's bytes. Each reduce part fetches only
+        # its buckets' bytes of the runs: the reduce pass reads about the
+        # runs' size once, not once per part.
+        args = ("reshard", url, "-o", "s3://b/sh", "--shuffle", "--seed", "8", "--shards", "4",
+                "--memory", "1M", "-q")
+        for k in range(3):
+            r = self.on_bucket(*args, "--part", f"{k}/3", "--pass", "map")
+            self.assertEqual(r.returncode, 0, r.stderr)
+        runs = sum(os.path.getsize(os.path.join(self.served, "b", "sh", f))
+                   for f in self.bucket_files("sh")
+                   if os.path.basename(f).startswith("run-") and not f.endswith(".idx"))
+        before = self.get_bytes()
+        for k in range(3):
+            r = self.on_bucket(*args, "--part", f"{k}/3", "--pass", "reduce")
+            self.assertEqual(r.returncode, 0, r.stderr)
+        fetched = self.get_bytes() - before
+        print(f"reduce fetched {fetched} bytes of runs of {runs}", file=sys.stderr)
+        self.assertGreater(fetched, runs * 0.9)
+        self.assertLess(fetched, runs * 1.6, (fetched, runs))
+        r = self.on_bucket(*args, "--finalize")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.bucket_files("sh"), final)
+        r = run("reshard", self.path("s"), "-o", self.path("one-shuffled"), "--shuffle", "--seed",
+                "8", "--shards", "4", "-q")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertSameObjects(self.path("one-shuffled"), "sh")
+        shuffled = [os.path.join(self.served, "b", "sh", f) for f in final]
+        self.assertEqual(sorted(all_records(shuffled)), sorted(all_records(src)))
+        self.assertNotEqual(all_records(shuffled), all_records(src))
+
+    def test_parts_write_into_a_gs_prefix(self):
+        src = self.sample("s", 500, 4)
+        shutil.copytree(self.path("s"), os.path.join(self.served, "b", "data"))
+        gs_env = dict(self.env, STORAGE_EMULATOR_HOST=self.env["AWS_ENDPOINT_URL"][len("http://"):])
+        args = ("reshard", "gs://b/data", "-o", "gs://b/g/", "--shards", "3", "-q")
+        for k in range(2):
+            r = run(*args, "--part", f"{k}/2", env=gs_env)
+            self.assertEqual(r.returncode, 0, r.stderr)
+        r = run(*args, "--finalize", env=gs_env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        final = [f"data-{i:05d}-of-00003.tfrecord" for i in range(3)]
+        self.assertEqual(self.bucket_files("g"), final)
+        self.assertEqual(all_records([os.path.join(self.served, "b", "g", f) for f in final]),
+                         all_records(src))
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
