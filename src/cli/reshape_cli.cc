@@ -16,6 +16,7 @@
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/base/utf8.h"
 #include "tfrecordfs/reshape/bucket_parts.h"
+#include "tfrecordfs/reshape/tfds_split.h"
 
 namespace tfrecordfs::cli {
 namespace {
@@ -146,6 +147,18 @@ int FinalizeMain(Tool* tool, const std::string& output, absl::string_view comman
   if (!report.ok()) {
     log::Error(report.status().message());
     return kExitFailed;
+  }
+  if (command == "reshard") {
+    // TFDS-named shards: their split's sizes in dataset_info.json.
+    std::vector<std::string> inputs;
+    for (const PlanInputFile& f : tool->plan_files()) inputs.push_back(f.path);
+    auto info = reshape::WriteTfdsInfoAfterFinalize(report->outputs, inputs, output, bucket.get());
+    if (!info.ok()) {
+      log::Error("the shards are named, but their dataset_info.json is not written: ",
+                 info.status().message());
+      return kExitFailed;
+    }
+    if (*info) log::Info("wrote ", EscapeForLog(**info), ": the split's shardLengths and numBytes");
   }
   for (const std::string& w : report->removed) {
     log::Warning("removed ", EscapeForLog(w), ", the work folder of a part that was killed");

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "src/repack/check_shard.h"
@@ -492,6 +493,10 @@ std::string ShardName(absl::string_view prefix, uint64_t index, uint64_t count,
   if (codec == source::Codec::kArrayRecord) {
     // As TFDS names ArrayRecord shards (NAME-train.array_record-00000-of-00016).
     return absl::StrFormat("%s.array_record-%05d-of-%05d", prefix, index, count);
+  }
+  if (absl::EndsWith(prefix, ".tfrecord")) {
+    // As TFDS names TFRecord shards (NAME-train.tfrecord-00000-of-00016).
+    return absl::StrFormat("%s-%05d-of-%05d%s", prefix, index, count, ShardSuffix(codec));
   }
   return absl::StrFormat("%s-%05d-of-%05d.tfrecord%s", prefix, index, count, ShardSuffix(codec));
 }

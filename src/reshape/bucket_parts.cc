@@ -77,7 +77,9 @@ absl::StatusOr<std::unique_ptr<BucketParts>> BucketParts::Open(const std::string
 BucketParts::BucketParts(objstore::UploadTarget target)
     : target_(std::move(target)), writer_(target_) {}
 
-std::string BucketParts::Name() const { return absl::StrCat(target_.name, "/", target_.key_prefix); }
+std::string BucketParts::Name() const {
+  return absl::StrCat(target_.name, "/", target_.key_prefix);
+}
 
 std::string BucketParts::ObjectName(const std::string& relative) const {
   return writer_.Name(objstore::ObjectKey(target_, relative));
@@ -140,6 +142,25 @@ absl::Status BucketParts::UploadNew(const std::string& path, const std::string& 
         absl::StrCat(writer_.Name(key), ": already exists (never replaced)"));
   }
   return PutFile(path, key, /*same_ok=*/false);
+}
+
+absl::StatusOr<std::optional<std::string>> BucketParts::ReadObject(
+    const std::string& relative) const {
+  auto text = writer_.GetSmall(objstore::ObjectKey(target_, relative), kMaxSmall);
+  if (absl::IsNotFound(text.status())) return std::nullopt;
+  if (!text.ok()) return text.status();
+  return *std::move(text);
+}
+
+absl::Status BucketParts::PutObject(const std::string& relative, const std::string& bytes) const {
+  const std::string key = objstore::ObjectKey(target_, relative);
+  auto listed = writer_.ListKeys(key);
+  if (!listed.ok()) return listed.status();
+  std::string etag;
+  for (const objstore::ListedObject& o : *listed) {
+    if (o.key == key) etag = o.etag;
+  }
+  return writer_.PutWhole(key, bytes, etag);
 }
 
 absl::Status BucketParts::UploadPart(const std::string& local_dir) const {
@@ -252,8 +273,8 @@ absl::StatusOr<FinalizeReport> BucketParts::Finalize(
   auto listed = writer_.ListKeys(parts_key);
   if (!listed.ok()) return listed.status();
   if (listed->empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        Name(), ": no part has run (no object under ", kPartsDirName, "/); nothing finalized"));
+    return absl::FailedPreconditionError(absl::StrCat(Name(), ": no part has run (no object under ",
+                                                      kPartsDirName, "/); nothing finalized"));
   }
   // The listing by its first path component below .tfrecordfs-parts/.
   std::map<std::string, std::map<std::string, const objstore::ListedObject*>> groups;
@@ -298,8 +319,7 @@ absl::StatusOr<FinalizeReport> BucketParts::Finalize(
     }
     found.push_back(std::move(f));
   }
-  auto checked =
-      CheckParts(Name(), Name() + kPartsDirName, found, command, plan_for, current);
+  auto checked = CheckParts(Name(), Name() + kPartsDirName, found, command, plan_for, current);
   if (!checked.ok()) return checked.status();
 
   // Every output: in its part's folder, not yet under its final name.
@@ -318,8 +338,8 @@ absl::StatusOr<FinalizeReport> BucketParts::Finalize(
       const std::string to = objstore::ObjectKey(target_, out.path);
       auto it = objects.find(out.path);
       if (it == objects.end()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            writer_.Name(from), ": the part's output is missing; nothing copied"));
+        return absl::FailedPreconditionError(
+            absl::StrCat(writer_.Name(from), ": the part's output is missing; nothing copied"));
       }
       if (it->second->size != out.file_bytes) {
         return absl::FailedPreconditionError(

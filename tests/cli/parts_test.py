@@ -442,6 +442,90 @@ class Faults(Base):
         self.assertSameTree(self.path("one"), self.path("o"))
 
 
+def tfds_dataset(test, folder):
+    """A TFDS-like dataset in `folder`: mnist-train.tfrecord-0000K-of-00003
+    (600 records) and mnist-test.tfrecord-00000-of-00001 (100), with the
+    dataset_info.json TFDS 4.x writes for them (numbers as proto3 JSON
+    strings, the keys in its order). Returns the info as a dict."""
+    gen("synthetic", folder, "--records", "600", "--shards", "3", "--bytes", "200",
+        "--prefix", "mnist-train.tfrecord")
+    gen("synthetic", folder, "--records", "100", "--shards", "1", "--bytes", "200",
+        "--prefix", "mnist-test.tfrecord")
+
+    def split(name):
+        files = sorted(f for f in os.listdir(folder) if f.startswith(f"mnist-{name}."))
+        lengths = [len(tc.read_records(os.path.join(folder, f))) for f in files]
+        size = sum(len(r) for f in files for r in tc.read_records(os.path.join(folder, f)))
+        return {"filepathTemplate": "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}",
+                "name": name, "numBytes": str(size), "shardLengths": [str(n) for n in lengths]}
+    info = {"citation": "@article{lecun2010mnist, title={MNIST handwritten digit database}}",
+            "description": "The MNIST database of handwritten digits.",
+            "downloadSize": "11594722", "fileFormat": "tfrecord",
+            "location": {"urls": ["http://yann.lecun.com/exdb/mnist/"]},
+            "moduleName": "tensorflow_datasets.image_classification.mnist", "name": "mnist",
+            "releaseNotes": {"3.0.1": "New split API (https://tensorflow.org/datasets/splits)"},
+            "splits": [split("test"), split("train")],
+            "supervisedKeys": {"tuple": {"items": [{"featureKey": "image"},
+                                                   {"featureKey": "label"}]}},
+            "version": "3.0.1"}
+    with open(os.path.join(folder, "dataset_info.json"), "w") as f:
+        json.dump(info, f, indent=2)
+    return info
+
+
+class TfdsInfo(Base):
+    def check_split(self, out, info, name, count):
+        """OUT/dataset_info.json's split `name` says what the shards
+        OUT/mnist-NAME.tfrecord-*-of-COUNT hold (read by tfrecord_check);
+        every other key is the source's."""
+        with open(os.path.join(out, "dataset_info.json")) as f:
+            got = json.load(f)
+        files = [os.path.join(out, f"mnist-{name}.tfrecord-{i:05d}-of-{count:05d}")
+                 for i in range(count)]
+        records = [tc.read_records(p) for p in files]
+        want = [s for s in info["splits"] if s["name"] == name][0]
+        split = [s for s in got["splits"] if s["name"] == name][0]
+        self.assertEqual(split["shardLengths"], [str(len(r)) for r in records])
+        self.assertEqual(split["numBytes"], str(sum(len(x) for r in records for x in r)))
+        self.assertEqual(split["numBytes"], want["numBytes"])  # the same records
+        self.assertEqual(split["filepathTemplate"], want["filepathTemplate"])
+        self.assertEqual({k: v for k, v in got.items() if k != "splits"},
+                         {k: v for k, v in info.items() if k != "splits"})
+        return got
+
+    def test_finalize_writes_the_splits_shard_lengths(self):
+        info = tfds_dataset(self, self.path("mnist"))
+        train = sorted(self.path("mnist", f) for f in os.listdir(self.path("mnist"))
+                       if f.startswith("mnist-train."))
+        args = ("reshard", *train, "-o", self.path("o"), "--prefix", "mnist-train.tfrecord",
+                "--shards", "4", "-q")
+        self.parts(2, *args)
+        r = run(*args, "--finalize")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("dataset_info.json", r.stderr)
+        got = self.check_split(self.path("o"), info, "train", 4)
+        # Only the split the output holds.
+        self.assertEqual([s["name"] for s in got["splits"]], ["train"])
+        self.assertEqual(all_records([f for f in shards_in(self.path("o"))
+                                      if not f.endswith(".json")]), all_records(train))
+        # The test split resharded into the same output: added beside train.
+        test = [self.path("mnist", "mnist-test.tfrecord-00000-of-00001")]
+        args = ("reshard", *test, "-o", self.path("o"), "--prefix", "mnist-test.tfrecord",
+                "--shards", "2", "-q")
+        self.parts(2, *args)
+        self.assertEqual(run(*args, "--finalize").returncode, 0)
+        got = self.check_split(self.path("o"), info, "test", 2)
+        self.assertEqual(sorted(s["name"] for s in got["splits"]), ["test", "train"])
+        self.check_split(self.path("o"), info, "train", 4)
+
+    def test_no_tfds_names_no_info(self):
+        tfds_dataset(self, self.path("mnist"))
+        args = ("reshard", self.path("mnist"), "-o", self.path("o"), "--shards", "2", "-q")
+        self.parts(2, *args)
+        self.assertEqual(run(*args, "--finalize").returncode, 0)
+        self.assertFalse(os.path.exists(self.path("o", "dataset_info.json")))
+
+
 SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "objstore",
                       "object_server.py")
 
@@ -649,6 +733,23 @@ class Buckets(Base):
         shuffled = [os.path.join(self.served, "b", "sh", f) for f in final]
         self.assertEqual(sorted(all_records(shuffled)), sorted(all_records(src)))
         self.assertNotEqual(all_records(shuffled), all_records(src))
+
+    def test_finalize_in_a_bucket_writes_the_splits_shard_lengths(self):
+        info = tfds_dataset(self, os.path.join(self.served, "b", "mnist"))
+        url = "s3://b/mnist/"
+        train = [url + f for f in sorted(os.listdir(os.path.join(self.served, "b", "mnist")))
+                 if f.startswith("mnist-train.")]
+        args = ("reshard", *train, "-o", "s3://b/o/", "--prefix", "mnist-train.tfrecord",
+                "--shards", "4", "-q")
+        for k in range(2):
+            r = self.on_bucket(*args, "--part", f"{k}/2")
+            self.assertEqual(r.returncode, 0, r.stderr)
+        r = self.on_bucket(*args, "--finalize")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.bucket_files("o"), ["dataset_info.json"] + [
+            f"mnist-train.tfrecord-{i:05d}-of-00004" for i in range(4)])
+        got = TfdsInfo.check_split(self, os.path.join(self.served, "b", "o"), info, "train", 4)
+        self.assertEqual([s["name"] for s in got["splits"]], ["train"])
 
     def test_parts_write_into_a_gs_prefix(self):
         src = self.sample("s", 500, 4)

@@ -164,7 +164,9 @@ absl::Status Recover(const std::string& journal_path, const std::string& records
 absl::Status ValidatePrefix(absl::string_view prefix);
 
 // `<prefix>-<index>-of-<count>.tfrecord` with five-digit numbers, plus
-// ShardSuffix(codec).
+// ShardSuffix(codec); a prefix that ends in ".tfrecord" (TFDS's
+// "<dataset>-<split>.tfrecord") gives TFDS's own names,
+// `<prefix>-<index>-of-<count>` plus ShardSuffix(codec).
 std::string ShardName(absl::string_view prefix, uint64_t index, uint64_t count,
                       source::Codec codec = source::Codec::kNone);
 // "" for kNone, ".gz" for kGzip, ".zlib" for kZlib, ".snappy" for kSnappy.

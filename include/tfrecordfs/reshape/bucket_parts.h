@@ -53,6 +53,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -110,15 +111,22 @@ class BucketParts {
   // existing object (AlreadyExists naming it): one process's output.
   absl::Status UploadNew(const std::string& path, const std::string& relative) const;
 
+  // The small object PREFIX/`relative` (at most 64 MiB), nullopt when
+  // there is none.
+  absl::StatusOr<std::optional<std::string>> ReadObject(const std::string& relative) const;
+  // Puts `bytes` as PREFIX/`relative`: a new object, or replacing the one
+  // there only if it did not change since this call listed it (If-Match
+  // its ETag; ESTALE otherwise).
+  absl::Status PutObject(const std::string& relative, const std::string& bytes) const;
+
   // Downloads the published map folders of parts 0..parts-1 of `plan`
   // into `local_dir`/.tfrecordfs-parts/ as described above; `buckets(totals)`
   // gives the bucket range [first, last) this part reads from the map
   // parts' totals (ReduceBuckets). FailedPrecondition naming the parts
   // whose pass 1 is not in the bucket.
-  absl::Status FetchMapParts(
-      const std::string& plan, uint32_t parts, const std::string& local_dir,
-      const std::function<absl::StatusOr<std::pair<uint32_t, uint32_t>>(
-          const std::vector<std::string>& totals)>& buckets) const;
+  absl::Status FetchMapParts(const std::string& plan, uint32_t parts, const std::string& local_dir,
+                             const std::function<absl::StatusOr<std::pair<uint32_t, uint32_t>>(
+                                 const std::vector<std::string>& totals)>& buckets) const;
 
   // --finalize in the bucket (above); the report's outputs are relative to
   // the prefix, `removed` lists nothing. Errors: as FinalizeParts's.
