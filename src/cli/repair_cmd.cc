@@ -17,6 +17,7 @@
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/base/utf8.h"
+#include "tfrecordfs/reshape/bucket_parts.h"
 #include "tfrecordfs/reshape/parts.h"
 #include "tfrecordfs/reshape/reshape.h"
 
@@ -88,6 +89,9 @@ int RepairMain(int argc, char** argv) {
   if (auto stop = tool.Parse(argc, argv, own)) return *stop;
   if (auto stop = tool.NeedSources()) return *stop;
   if (output.empty()) return tool.Usage("need --output DIR");
+  if (reshape::IsBucketOutput(output)) {
+    return tool.Usage("repair writes into a local folder, not a bucket (reshard writes to both)");
+  }
   if (tool.finalize()) return FinalizeMain(&tool, output, "repair");
   const std::atomic<bool>* interrupted = InstallInterruptHandlers();
 

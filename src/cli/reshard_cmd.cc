@@ -56,7 +56,8 @@ Options:
   -o, --output DIR     where the new shards go (created if needed; outside
                        every SOURCE; required); or a bucket prefix
                        s3://BUCKET/PREFIX/ or gs://...: the shards are
-                       written in a scratch folder under TMPDIR, then put
+                       written in a scratch folder under TMPDIR, then
+                       each put as one object (never over one)
   --shards N           exactly N shards, the records split as evenly as
                        possible (earlier shards take the remainder)
   --shard-size SIZE    shards of at most SIZE framed (uncompressed) bytes,

@@ -25,6 +25,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "src/reshape/internal.h"
+#include "tfrecordfs/base/crc32c.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/record/reader.h"
@@ -86,6 +87,7 @@ class Out {
     buf_.clear();
   }
   absl::Status Write(const char* p, size_t n) {
+    crc_ = crc32c::Extend(crc_, p, n);
     if (buf_.size() + n > kBuf) {
       if (auto s = Flush(); !s.ok()) return s;
       if (n > kBuf) {
@@ -110,6 +112,9 @@ class Out {
     return absl::OkStatus();
   }
   uint64_t size() const { return size_; }
+  // CRC32C (unmasked) of every byte written: the manifest's, without
+  // reading the file back.
+  uint32_t crc() const { return crc_; }
 
  private:
   static constexpr size_t kBuf = 1 << 20;
@@ -117,11 +122,13 @@ class Out {
   std::string path_;
   std::string& buf_;
   uint64_t size_ = 0;
+  uint32_t crc_ = 0;
 };
 
 // Sorts `entries` and writes them as run `n` of `dir` with its table.
 absl::Status WriteRun(const std::string& dir, size_t n, std::vector<Entry>* entries,
-                      const std::string& arena, uint32_t buckets, std::string* buf) {
+                      const std::string& arena, uint32_t buckets, std::string* buf,
+                      MapReport* report) {
   std::sort(entries->begin(), entries->end(), Before);
   const std::string path = JoinPath(dir, RunName(n));
   auto fd = OpenFile(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -145,6 +152,8 @@ absl::Status WriteRun(const std::string& dir, size_t n, std::vector<Entry>* entr
   }
   table[buckets] = out->size();
   if (auto s = out->Close(); !s.ok()) return s;
+  report->run_bytes.push_back(out->size());
+  report->run_crcs.push_back(out->crc());
   std::string bytes(table.size() * 8, '\0');
   for (size_t i = 0; i < table.size(); ++i) PutU64(bytes.data() + 8 * i, table[i]);
   return WriteFileAtomically(path + ".idx", bytes);
@@ -261,7 +270,7 @@ uint64_t ShuffleKey(uint64_t seed, uint64_t file, uint64_t record) {
 
 uint32_t ShuffleBuckets(uint64_t input_bytes, uint64_t memory) {
   memory = std::max(memory, kMinShuffleMemory);
-  const absl::uint128 m = (absl::uint128(input_bytes) * 2 + memory - 1) / memory;
+  const absl::uint128 m = (absl::uint128(input_bytes) * 4 + memory - 1) / memory;
   return static_cast<uint32_t>(std::clamp<absl::uint128>(m, 1, uint64_t{1} << 20));
 }
 
@@ -290,7 +299,7 @@ absl::StatusOr<MapReport> ShuffleMap(const std::vector<MapInput>& inputs, const 
   const auto spill = [&]() -> absl::Status {
     if (entries.empty()) return absl::OkStatus();
     const size_t n = report.runs.size();
-    if (auto s = WriteRun(dir, n, &entries, arena, m, &out_buf); !s.ok()) return s;
+    if (auto s = WriteRun(dir, n, &entries, arena, m, &out_buf, &report); !s.ok()) return s;
     report.runs.push_back(RunName(n));
     entries.clear();
     arena.clear();
@@ -532,8 +541,11 @@ absl::StatusOr<MapReport> ShuffleMapPart(const std::vector<MapInput>& inputs,
   if (auto s = WriteFileAtomically(JoinPath((*out)->work_dir(), kCodecFile), codec); !s.ok()) {
     return s;
   }
-  for (const std::string& run : report->runs) {
-    manifest.outputs.push_back({run, 0, 0, 0, 0});
+  for (size_t i = 0; i < report->runs.size(); ++i) {
+    const std::string& run = report->runs[i];
+    ManifestOutput out{run, 0, 0, report->run_bytes[i], report->run_crcs[i]};
+    out.crc_known = true;  // computed as it was written
+    manifest.outputs.push_back(out);
     manifest.outputs.push_back({run + ".idx", 0, 0, 0, 0});
   }
   manifest.outputs.push_back({kBucketsFile, report->records, 0, 0, 0});

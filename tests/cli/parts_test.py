@@ -228,8 +228,9 @@ class Reshard(Base):
         r = run("reshard", self.path("s"), "-o", self.path("x"), "--shuffle", "--seed", "21",
                 "--shards", "5", "--memory", "1M", "--part", "0/1", "--pass", "map")
         self.assertEqual(r.returncode, 0, r.stderr)
-        # (GZIP shards: the buckets are counted from the files' 4 or so MB.)
-        self.assertRegex(r.stdout, r"^20000\tmapped: 3 shard\(s\) into 1[0-9] run\(s\) of 1[0-4] bucket")
+        # (GZIP shards: the buckets are counted from the files' 6 or so MB,
+        # 4 per MB of --memory: a bucket of a quarter of the budget.)
+        self.assertRegex(r.stdout, r"^20000\tmapped: 3 shard\(s\) into 1[0-9] run\(s\) of 2[0-8] bucket")
 
     def test_a_large_shard_is_mapped_by_several_parts(self):
         # One large plain shard: each part's first pass takes the records
@@ -702,6 +703,10 @@ class Buckets(Base):
         self.assertEqual(all_records(out), all_records(src))
         # Finalized already: nothing left to finalize.
         self.assertEqual(self.on_bucket(*args, "--finalize").returncode, 1)
+        # repair writes folders only: a bucket --output is a usage error.
+        r = self.on_bucket("repair", url, "-o", "s3://b/rep/", "--part", "0/2")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("not a bucket", r.stderr)
 
         # A shuffle as 3 parts into the bucket, the map's runs in 4 buckets
         # (--memory 1M): one process's bytes. Each reduce part fetches only

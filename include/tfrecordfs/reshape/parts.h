@@ -66,6 +66,9 @@ struct ManifestOutput {
   std::string path;  // relative to DIR
   uint64_t records = 0, bytes = 0, file_bytes = 0;
   uint32_t crc32c = 0;
+  // file_bytes and crc32c were computed as the file was written: Publish
+  // checks the size only, without reading the file back. Not in the JSON.
+  bool crc_known = false;
 };
 
 struct PartManifest {
