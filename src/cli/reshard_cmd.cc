@@ -404,7 +404,8 @@ int ReshardMain(int argc, char** argv) {
     if (pass != "reduce") manifest = NewManifest(tool, "reshard");
     for (reshape::OutputShard& s : report->shards) {
       s.path = Basename(s.path);
-      manifest.outputs.push_back({s.path, s.records, s.bytes, s.file_bytes, 0});
+      manifest.outputs.push_back(
+          {s.path, s.records, s.bytes, s.file_bytes, s.crc32c.value_or(0), s.crc32c.has_value()});
       s.path = JoinPath(part_out->published_dir(), s.path);
     }
     if (auto st = part_out->Publish(std::move(manifest)); !st.ok()) return tool.Fail(st);

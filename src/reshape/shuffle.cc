@@ -512,8 +512,8 @@ absl::StatusOr<ReshardReport> ShuffleReduce(const std::vector<std::string>& map_
   for (ShardSyncer::Synced& synced : syncer.Wait()) {
     if (!synced.status.ok()) return synced.status;
     const PendingShard& shard = *synced.shard;
-    report.shards.push_back(
-        {shard.final_path(), shard.records(), shard.bytes(), shard.file_bytes()});
+    report.shards.push_back({shard.final_path(), shard.records(), shard.bytes(), shard.file_bytes(),
+                             shard.file_crc32c()});
     pending.push_back(std::move(synced.shard));
   }
   if (Cancelled(control)) return absl::CancelledError("interrupted before the rename");

@@ -211,6 +211,28 @@ class Reshard(Base):
                          order=list(reversed(range(n))))
             self.assertSameTree(self.path("one"), self.path(out))
 
+    def test_manifests_hold_each_files_size_and_crc32c(self):
+        # The runs' and the shuffled shards' CRC32C are computed as they are
+        # written, the in-order shards' read back: each is the file's, as
+        # tfrecord_check.py's own CRC32C computes it.
+        self.sample("s", 1500, 6)
+        for extra in (["--shuffle", "--seed", "5", "--memory", "1M"], []):
+            out = self.path("o")
+            shutil.rmtree(out, ignore_errors=True)
+            self.parts(2, "reshard", self.path("s"), "-o", out, "--shards", "3", *extra)
+            parts_dir = os.path.join(out, ".tfrecordfs-parts")
+            seen = 0
+            for folder in sorted(os.listdir(parts_dir)):
+                with open(os.path.join(parts_dir, folder, "manifest.json")) as f:
+                    manifest = json.load(f)
+                for o in manifest["outputs"]:
+                    with open(os.path.join(parts_dir, folder, o["path"]), "rb") as f:
+                        data = f.read()
+                    self.assertEqual(o["file_bytes"], len(data), o["path"])
+                    self.assertEqual(o["crc32c"], tc.crc32c(data), o["path"])
+                    seen += 1
+            self.assertGreaterEqual(seen, 8 if extra else 3)
+
     def test_the_memory_budget_changes_runs_and_buckets_not_bytes(self):
         # 20000 records of about 330 framed bytes (6.6 MB) with --memory 1M:
         # runs of 512 KB (13 or so), a dozen buckets, each larger than half
