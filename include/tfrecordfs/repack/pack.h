@@ -69,6 +69,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "tfrecordfs/arrayrecord/writer.h"
 #include "tfrecordfs/source/shard_source.h"
 #include "tfrecordfs/staging/record_folder.h"
 
@@ -103,6 +104,12 @@ struct PackOptions {
   // when every source shard has the same one (kNone otherwise); the offline
   // `pack` command to kNone.
   source::Codec compression = source::Codec::kNone;
+  // With compression kArrayRecord: the files are ArrayRecord files
+  // (`<prefix>.array_record-<i>-of-<N>`, as TFDS names them) written with
+  // these options; the check after the write reads every chunk back
+  // (hashes, each record's CRC32C against pass 1's). The mount sets them
+  // to its ArrayRecord files' (arrayrecord::OptionsOfFiles).
+  arrayrecord::WriterOptions array_record;
   // What the shards say about feature names (see staging::PayloadFromFolder;
   // not owned). Null: nothing known. Must answer the same way on every call
   // during one pack.
