@@ -120,8 +120,7 @@ absl::Status WriteArrayRecordRewrite(const std::string& source, const std::set<u
                                               " holds ", chunk->header.num_records,
                                               " records, its footer says ", entry.num_records));
     }
-    if (!touched && chunk->header.type == arrayrecord::kSimpleChunk &&
-        writer.at_chunk_boundary() &&
+    if (!touched && chunk->header.type == arrayrecord::kSimpleChunk && writer.at_chunk_boundary() &&
         (entry.num_records == group || (last && edits.added.empty()))) {
       // The whole chunk, as it is.
       if (auto s = writer.AppendChunk(chunk->header, chunk->data); !s.ok()) return s;
@@ -185,13 +184,13 @@ absl::Status CheckArrayRecordRewrite(const std::string& temp, const ExpectedArra
     return bad(0, layout.problems.empty() ? "no footer" : layout.problems[0].message);
   }
   if (layout.writer_options != expected.options_text) {
-    return bad(0, absl::StrCat("the footer's options read '", layout.writer_options,
-                               "', written '", expected.options_text, "'"));
+    return bad(0, absl::StrCat("the footer's options read '", layout.writer_options, "', written '",
+                               expected.options_text, "'"));
   }
   if (layout.chunks.size() != expected.chunks.size() || layout.num_records != expected.records) {
-    return bad(0, absl::StrCat(layout.chunks.size(), " chunks of ", layout.num_records,
-                               " records, written ", expected.chunks.size(), " of ",
-                               expected.records));
+    return bad(
+        0, absl::StrCat(layout.chunks.size(), " chunks of ", layout.num_records,
+                        " records, written ", expected.chunks.size(), " of ", expected.records));
   }
   for (size_t c = 0; c < layout.chunks.size(); ++c) {
     const uint64_t offset = layout.chunks[c].offset;
@@ -211,8 +210,7 @@ absl::Status CheckArrayRecordRewrite(const std::string& temp, const ExpectedArra
     auto records = arrayrecord::DecodeChunk(h, chunk->data, temp);
     if (!records.ok()) return bad(offset, records.status().message());
     if (records->size() != e.crcs.size()) {
-      return bad(offset,
-                 absl::StrCat(records->size(), " records, written ", e.crcs.size()));
+      return bad(offset, absl::StrCat(records->size(), " records, written ", e.crcs.size()));
     }
     for (size_t j = 0; j < e.crcs.size(); ++j) {
       if (crc32c::Value(records->at(j)) != e.crcs[j]) {

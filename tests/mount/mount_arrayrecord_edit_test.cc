@@ -104,7 +104,8 @@ std::string Len(int field, const std::string& bytes) {
 std::string ExamplePayload(uint64_t label, const std::string& text) {
   const std::string f_label = Len(3, Len(1, Varint(label)));
   const std::string f_text = Len(1, Len(1, text));
-  return Len(1, Len(1, Len(1, "label") + Len(2, f_label)) + Len(1, Len(1, "text") + Len(2, f_text)));
+  return Len(1,
+             Len(1, Len(1, "label") + Len(2, f_label)) + Len(1, Len(1, "text") + Len(2, f_text)));
 }
 std::string Described(uint64_t label, const std::string& text) {
   return absl::StrCat("label:int64:", label, " text:bytes:", text);
@@ -196,8 +197,9 @@ class ArrayRecordEditTest : public ::testing::TestWithParam<Case> {
     o.pad_to_block_boundary = GetParam().pad;
     if (GetParam().pad) {
       // As the reference spells its options (the rewrite keeps this string).
-      o.options_text = absl::StrReplaceAll(arrayrecord::OptionsString(o),
-                                           {{"pad_to_block_boundary:false", "pad_to_block_boundary:true"}});
+      o.options_text =
+          absl::StrReplaceAll(arrayrecord::OptionsString(o),
+                              {{"pad_to_block_boundary:false", "pad_to_block_boundary:true"}});
     }
     auto bytes = arrayrecord::WriteToString(payloads, o);
     ASSERT_TRUE(bytes.ok()) << bytes.status();
@@ -241,10 +243,10 @@ TEST_P(ArrayRecordEditTest, EditsAndDeletesCommitInTheSameFormatKeepingWhatTheyD
   const std::string copied = tmp_.path() + "/copied";
   WriteWholeFile(copied, "copied over a raw record\n");
   // Round 1: edits that delete nothing.
-  CommandResult r = Shell(absl::StrCat(
-      "set -e\n", "echo 5 > ", rec(0), "/label\n", "sed -i s/33/34/ ", rec(3), "/label\n",
-      "vim -E -s -c '%s/44/45/' -c wq ", rec(4), "/label\n", "cp ", ShellQuote(copied), " ",
-      rec(2), "/record.bin\n"));
+  CommandResult r =
+      Shell(absl::StrCat("set -e\n", "echo 5 > ", rec(0), "/label\n", "sed -i s/33/34/ ", rec(3),
+                         "/label\n", "vim -E -s -c '%s/44/45/' -c wq ", rec(4), "/label\n", "cp ",
+                         ShellQuote(copied), " ", rec(2), "/record.bin\n"));
   ASSERT_EQ(r.exit_code, 0) << r.err << m.Stderr();
   CommandResult c = RunCommand({BinaryPath(), "commit", m.mountpoint()});
   ASSERT_EQ(c.exit_code, 0) << c.out << c.err << m.Stderr();
@@ -262,8 +264,8 @@ TEST_P(ArrayRecordEditTest, EditsAndDeletesCommitInTheSameFormatKeepingWhatTheyD
   // The edited records keep what was not edited byte for byte: the text
   // entry's bytes are in them as they were.
   for (int i : {0, 3, 4}) {
-    const std::string text_entry = Len(1, Len(1, "text") + Len(2, Len(1, Len(1, absl::StrCat(
-                                                                                 "text of ", i)))));
+    const std::string text_entry =
+        Len(1, Len(1, "text") + Len(2, Len(1, Len(1, absl::StrCat("text of ", i)))));
     EXPECT_NE(first.records[static_cast<size_t>(i)].find(text_entry), std::string::npos) << i;
   }
   // No deletion: the same chunks, those without an edited record (0, 2, 3,
@@ -297,7 +299,8 @@ TEST_P(ArrayRecordEditTest, EditsAndDeletesCommitInTheSameFormatKeepingWhatTheyD
   // chunk, every chunk but the deleted ones.
   std::vector<std::string> kept_digests;
   for (size_t k = 0; k < first.chunks.size(); ++k) {
-    if (g == 1 ? (k != 20 && k != 23) : (k + 1) * g <= 20) kept_digests.push_back(first.chunks[k].digest);
+    if (g == 1 ? (k != 20 && k != 23) : (k + 1) * g <= 20)
+      kept_digests.push_back(first.chunks[k].digest);
   }
   const auto now = second.digests();
   for (size_t k = 0; k < kept_digests.size(); ++k) {
@@ -335,9 +338,10 @@ TEST_P(ArrayRecordEditTest, SigkillDuringTheCommitLeavesTheFileWhollyOldOrWholly
       ASSERT_EQ(m.Start(), absl::OkStatus());
       const auto recs = RecordDirs(m.path(kName));
       ASSERT_EQ(recs.size(), 30u);
-      CommandResult r = Shell(absl::StrCat(
-          "set -e\nprintf 'new eight' > ", ShellQuote(m.path(kName) + "/" + recs[8] + "/record.bin"),
-          "\nrm -r ", ShellQuote(m.path(kName) + "/" + recs[5]), "\n"));
+      CommandResult r =
+          Shell(absl::StrCat("set -e\nprintf 'new eight' > ",
+                             ShellQuote(m.path(kName) + "/" + recs[8] + "/record.bin"), "\nrm -r ",
+                             ShellQuote(m.path(kName) + "/" + recs[5]), "\n"));
       ASSERT_EQ(r.exit_code, 0) << r.err;
       CommandResult c = RunCommand({BinaryPath(), "commit", "--timeout", "60", m.mountpoint()});
       EXPECT_EQ(c.exit_code, 1) << c.out << c.err;
@@ -380,13 +384,12 @@ TEST_P(ArrayRecordEditTest, AWrittenFileThatDoesNotCheckIsNotRenamedAndItsEditsS
   EXPECT_EQ(Files(src_), std::vector<std::string>{kName}) << "a temp file left";
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Formats, ArrayRecordEditTest,
-    ::testing::Values(Case{arrayrecord::Compression::kNone, 0, 1, false},
-                      Case{arrayrecord::Compression::kZstd, 3, 7, false},
-                      Case{arrayrecord::Compression::kBrotli, 6, 1, false},
-                      Case{arrayrecord::Compression::kSnappy, 0, 4, true}),
-    CaseName);
+INSTANTIATE_TEST_SUITE_P(Formats, ArrayRecordEditTest,
+                         ::testing::Values(Case{arrayrecord::Compression::kNone, 0, 1, false},
+                                           Case{arrayrecord::Compression::kZstd, 3, 7, false},
+                                           Case{arrayrecord::Compression::kBrotli, 6, 1, false},
+                                           Case{arrayrecord::Compression::kSnappy, 0, 4, true}),
+                         CaseName);
 
 }  // namespace
 }  // namespace tfrecordfs::mount_test
