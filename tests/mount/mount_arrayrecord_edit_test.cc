@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <string>
 #include <vector>
@@ -233,6 +234,14 @@ TEST_P(ArrayRecordEditTest, EditsAndDeletesCommitInTheSameFormatKeepingWhatTheyD
   ASSERT_TRUE(original.ok) << original.error;
   ASSERT_EQ(original.records, want);
   const uint64_t g = GetParam().group;
+  // TFDS's metadata beside the file: its split's record count and bytes
+  // follow the commits.
+  uint64_t bytes = 0;
+  for (const std::string& p : want) bytes += p.size();
+  WriteWholeFile(src_ + "/dataset_info.json",
+                 absl::StrCat("{\"fileFormat\": \"array_record\", \"splits\": [{\"name\": "
+                              "\"train\", \"numBytes\": \"",
+                              bytes, "\", \"shardLengths\": [\"30\"]}]}"));
 
   Mount m(Config());
   ASSERT_EQ(m.Start(), absl::OkStatus());
@@ -295,6 +304,14 @@ TEST_P(ArrayRecordEditTest, EditsAndDeletesCommitInTheSameFormatKeepingWhatTheyD
     if (i != 20 && i != 23) expect2.push_back(want[i]);
   }
   EXPECT_TRUE(second.records == expect2) << second.records.size() << " records";
+  bytes = 0;
+  for (const std::string& p : expect2) bytes += p.size();
+  std::string info = ReadWholeFile(src_ + "/dataset_info.json");
+  info.erase(std::remove_if(info.begin(), info.end(), [](char ch) { return std::isspace(ch); }),
+             info.end());
+  EXPECT_NE(info.find("\"shardLengths\":[\"28\"]"), std::string::npos) << info;
+  EXPECT_NE(info.find(absl::StrCat("\"numBytes\":\"", bytes, "\"")), std::string::npos) << info;
+  EXPECT_NE(info.find("\"fileFormat\":\"array_record\""), std::string::npos) << info;
   // Chunks wholly before the first deletion are kept; with one record a
   // chunk, every chunk but the deleted ones.
   std::vector<std::string> kept_digests;
