@@ -393,8 +393,7 @@ int ReshardMain(int argc, char** argv) {
       log::Warning("dataset_info.json not written: ", info.status().message());
     } else if (*info) {
       log::Info("wrote ", **info, " (fileFormat and shardLengths of the new shards)");
-    } else if (why.find("dataset_info.json") != std::string::npos ||
-               why.find("skipped") != std::string::npos) {
+    } else if (!why.empty()) {
       log::Info("dataset_info.json not written: ", why);
     }
   }

@@ -197,6 +197,7 @@ absl::StatusOr<std::optional<std::string>> WriteReshardedTfdsInfo(
   if (sources.empty() || outputs.empty()) return no("no shards");
   // The sources: all N shards of one split, in one folder.
   const InfoPaths from = InfoPathsOf(sources[0]);
+  if (::access(from.info.c_str(), F_OK) != 0) return no("");  // no TFDS dataset: nothing to say
   std::string split;
   std::vector<bool> seen;
   for (const std::string& path : sources) {

@@ -78,7 +78,8 @@ bool DiscardTfdsInfo(const std::string& shard_path);
 // Returns the path written, or nullopt and why nothing was (`why`): the
 // conditions above, records skipped as damaged (`complete` false: the
 // counts would not add up to the sources'), or a dataset_info.json already
-// in the output folder (left as it is). Errors: the source file unreadable
+// in the output folder (left as it is); `why` is empty when the sources'
+// folder has no dataset_info.json at all. Errors: the source file unreadable
 // or not JSON, the write.
 absl::StatusOr<std::optional<std::string>> WriteReshardedTfdsInfo(
     const std::vector<std::string>& sources,
