@@ -529,6 +529,30 @@ absl::string_view ShardSuffix(source::Codec codec) {
   return "";
 }
 
+std::optional<arrayrecord::WriterOptions> ArrayRecordDatasetIn(const std::string& dir) {
+  auto d = ListDir::Open(dir);
+  if (!d.ok()) return std::nullopt;
+  std::vector<std::string> files;
+  for (absl::string_view entry; d->Next(&entry);) {
+    const std::string name(entry);
+    if (naming::IsIgnoredName(name)) continue;
+    if (name.find(".tfrecord") != std::string::npos) return std::nullopt;
+    const std::string path = JoinPath(dir, name);
+    auto fd = OpenFile(path, O_RDONLY | O_CLOEXEC);
+    if (!fd.ok()) continue;
+    char head[arrayrecord::kSignatureSize];
+    struct stat st;
+    if (::fstat(fd->get(), &st) == 0 && S_ISREG(st.st_mode) &&
+        PreadFull(fd->get(), head, sizeof head, 0, path).ok() &&
+        arrayrecord::HasSignature(absl::string_view(head, sizeof head))) {
+      files.push_back(path);
+    }
+  }
+  if (files.empty()) return std::nullopt;
+  std::sort(files.begin(), files.end());
+  return arrayrecord::OptionsOfFiles(files);
+}
+
 std::string ShardName(absl::string_view prefix, uint64_t index, uint64_t count,
                       source::Codec codec) {
   if (codec == source::Codec::kArrayRecord) {

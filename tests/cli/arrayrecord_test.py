@@ -191,6 +191,43 @@ class ArrayRecordToolboxTest(unittest.TestCase):
                      "--prefix", "mnist-train", "-q")
         self.assertFalse(os.path.exists(os.path.join(part, "dataset_info.json")))
 
+    def dump(self, path):
+        """(options, records) of an ArrayRecord file by arrayrecord_check.py."""
+        r = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "tests/cli/arrayrecord_check.py"),
+                            "dump", path], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        lines = r.stdout.splitlines()
+        options = [line[len("options "):] for line in lines if line.startswith("options ")][0]
+        recs = [bytes.fromhex(line.split(" ", 2)[2]) for line in lines if line.startswith("record ")]
+        return options, recs
+
+    def test_pack_into_a_folder_of_arrayrecord_files_writes_one_with_their_options(self):
+        src = os.path.join(self.tmp, "src")
+        os.makedirs(src)
+        with open(os.path.join(src, "in.tfrecord"), "wb") as f:
+            for p in payloads()[:5]:
+                f.write(tc.frame(p))
+        out = os.path.join(self.tmp, "dataset")
+        self.run_bin("reshard", src, "--output", out, "--format", "arrayrecord", "--prefix",
+                     "ds-train", "--compression", "brotli:5", "--group-size", "2", "-q")
+        existing = os.path.join(out, "ds-train.array_record-00000-of-00001")
+        options, _ = self.dump(existing)
+        self.assertIn("brotli:5", options)
+        staged = os.path.join(self.tmp, "staged")
+        want = [b"raw one \xff", b"raw two", b"raw three " * 50]
+        for i, p in enumerate(want):
+            os.makedirs(os.path.join(staged, "r%d" % i))
+            with open(os.path.join(staged, "r%d" % i, "record.bin"), "wb") as f:
+                f.write(p)
+        self.run_bin("pack", staged, out, "--prefix", "new")
+        got_options, got = self.dump(os.path.join(out, "new.array_record-00000-of-00001"))
+        self.assertEqual(got_options, options)
+        self.assertEqual(got, want)
+        # --compression says otherwise: TFRecord as before.
+        self.run_bin("pack", staged, out, "--prefix", "plain", "--compression", "none")
+        self.assertEqual(list(tc.read_records(os.path.join(out, "plain-00000-of-00001.tfrecord"))),
+                         want)
+
     def test_usage_errors(self):
         src = os.path.join(self.tmp, "src")
         os.makedirs(src)

@@ -64,6 +64,7 @@
 #define TFRECORDFS_REPACK_PACK_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -165,6 +166,14 @@ PackReport Pack(const PackOptions& options);
 // `records_dir` must name the directory the pack was run on (compared after
 // resolving symlinks).
 absl::Status Recover(const std::string& journal_path, const std::string& records_dir);
+
+// When the folder `dir` holds ArrayRecord files (recognised by their
+// riegeli signature) and no file named as a TFRecord shard (`.tfrecord` in
+// its name): the options new files there are written with
+// (arrayrecord::OptionsOfFiles of those files). nullopt otherwise, also
+// when `dir` does not exist. The offline `pack` packs into that format
+// when no --compression is given.
+std::optional<arrayrecord::WriterOptions> ArrayRecordDatasetIn(const std::string& dir);
 
 // OK when `prefix` can start a shard name: not empty, no '/' or NUL, no
 // leading '.'.
