@@ -19,6 +19,7 @@
 #include "tfrecordfs/base/utf8.h"
 #include "tfrecordfs/repack/pack.h"
 #include "tfrecordfs/reshape/bucket_parts.h"
+#include "tfrecordfs/repack/tfds_info.h"
 #include "tfrecordfs/reshape/parts.h"
 #include "tfrecordfs/reshape/reshape.h"
 #include "tfrecordfs/reshape/shuffle.h"
@@ -422,6 +423,24 @@ int ReshardMain(int argc, char** argv) {
     for (reshape::OutputShard& s : report->shards) {
       if (auto st = bucket->UploadNew(s.path, Basename(s.path)); !st.ok()) return tool.Fail(st);
       s.path = bucket->ObjectName(Basename(s.path));
+    }
+  }
+  if (!part_out && !bucket) {
+    // TFDS's metadata for the new shards (repack/tfds_info.h).
+    std::vector<std::string> sources;
+    for (const scan::ScannedShard& s : shards) sources.push_back(s.index->path());
+    std::vector<std::pair<std::string, uint64_t>> outs;
+    for (const reshape::OutputShard& s : report->shards) outs.emplace_back(s.path, s.records);
+    std::string why;
+    auto info = repack::WriteReshardedTfdsInfo(
+        sources, outs, options.codec == source::Codec::kArrayRecord ? "array_record" : "tfrecord",
+        report->skipped.empty(), &why);
+    if (!info.ok()) {
+      log::Warning("dataset_info.json not written: ", info.status().message());
+    } else if (*info) {
+      log::Info("wrote ", **info, " (fileFormat and shardLengths of the new shards)");
+    } else if (!why.empty()) {
+      log::Info("dataset_info.json not written: ", why);
     }
   }
   for (const std::string& path : report->stale_removed) {
