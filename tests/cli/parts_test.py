@@ -778,6 +778,46 @@ class Buckets(Base):
         got = TfdsInfo.check_split(self, os.path.join(self.served, "b", "o"), info, "train", 4)
         self.assertEqual([s["name"] for s in got["splits"]], ["train"])
 
+    def test_a_finalize_cut_after_its_journal_is_finished_when_run_again(self):
+        src = self.sample("s", 800, 4)
+        shutil.copytree(self.path("s"), os.path.join(self.served, "b", "data"))
+        args = ("reshard", "s3://b/data", "-o", "s3://b/out/", "--shards", "4", "-q")
+        for k in range(2):
+            r = self.on_bucket(*args, "--part", f"{k}/2")
+            self.assertEqual(r.returncode, 0, r.stderr)
+        final = [f"data-{i:05d}-of-00004.tfrecord" for i in range(4)]
+        out = os.path.join(self.served, "b", "out")
+        # A server that stops after K requests, K growing until the
+        # finalize is cut after its journal was put and some output was
+        # copied (before that, a cut finalize has changed nothing).
+        cut = False
+        for k in range(5, 80):
+            self.stop_server()
+            self.proc = subprocess.Popen(
+                ["/usr/bin/python3", SERVER, "--root", self.served, "--max-requests", str(k)],
+                stdout=subprocess.PIPE, text=True)
+            self.env["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{int(self.proc.stdout.readline())}"
+            r = self.on_bucket(*args, "--finalize")
+            self.assertNotEqual(r.returncode, 0, f"K={k}: finalized before being cut")
+            copied = [f for f in final if os.path.exists(os.path.join(out, f))]
+            if copied:
+                self.assertLess(len(copied), 4, f"K={k}: {r.stderr}")
+                cut = True
+                break
+            # Cut before its journal: nothing under a final name.
+            self.assertFalse(copied)
+        self.assertTrue(cut)
+        self.assertTrue(any(f.endswith(".finalizing") for f in os.listdir(
+            os.path.join(out, ".tfrecordfs-parts"))))
+        self.stop_server()
+        self.proc = subprocess.Popen(
+            ["/usr/bin/python3", SERVER, "--root", self.served], stdout=subprocess.PIPE, text=True)
+        self.env["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{int(self.proc.stdout.readline())}"
+        r = self.on_bucket(*args, "--finalize")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.bucket_files("out"), final)
+        self.assertEqual(all_records([os.path.join(out, f) for f in final]), all_records(src))
+
     def test_parts_write_into_a_gs_prefix(self):
         src = self.sample("s", 500, 4)
         shutil.copytree(self.path("s"), os.path.join(self.served, "b", "data"))
