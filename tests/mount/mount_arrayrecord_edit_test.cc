@@ -287,29 +287,33 @@ TEST_P(ArrayRecordEditTest, EditsAndDeletesCommitInTheSameFormatKeepingWhatTheyD
   }
   for (size_t i = 0; i < 30; ++i) want[i] = first.records[i];
 
-  // Round 2: rm -r a record, mv another into staging; committed at unmount.
+  // Round 2: rm -r a record, mv another into staging, cp -r a third into
+  // a new record of the file (appended); committed at unmount.
   const auto recs2 = RecordDirs(shard);
   ASSERT_EQ(recs2.size(), 30u);
   r = Shell(absl::StrCat("set -e\nrm -r ", ShellQuote(shard + "/" + recs2[20]), "\nmv ",
                          ShellQuote(shard + "/" + recs2[23]), " ",
-                         ShellQuote(m.path("staging/moved")), "\n"));
+                         ShellQuote(m.path("staging/moved")), "\ncp -r ",
+                         ShellQuote(shard + "/" + recs2[2]), " ", ShellQuote(shard + "/added"),
+                         "\n"));
   ASSERT_EQ(r.exit_code, 0) << r.err << m.Stderr();
   int status = 0;
   CommandResult u = m.TfrUnmount(&status);
   EXPECT_EQ(u.exit_code, 0) << u.out << u.err;
-  EXPECT_NE(u.out.find("kept 28, changed 0, added 0, deleted 2"), std::string::npos) << u.out;
+  EXPECT_NE(u.out.find("kept 28, changed 0, added 1, deleted 2"), std::string::npos) << u.out;
   const Dumped second = Check(file_, original);
   std::vector<std::string> expect2;
   for (size_t i = 0; i < 30; ++i) {
     if (i != 20 && i != 23) expect2.push_back(want[i]);
   }
+  expect2.push_back(want[2]);  // the copy, appended
   EXPECT_TRUE(second.records == expect2) << second.records.size() << " records";
   bytes = 0;
   for (const std::string& p : expect2) bytes += p.size();
   std::string info = ReadWholeFile(src_ + "/dataset_info.json");
   info.erase(std::remove_if(info.begin(), info.end(), [](char ch) { return std::isspace(ch); }),
              info.end());
-  EXPECT_NE(info.find("\"shardLengths\":[\"28\"]"), std::string::npos) << info;
+  EXPECT_NE(info.find("\"shardLengths\":[\"29\"]"), std::string::npos) << info;
   EXPECT_NE(info.find(absl::StrCat("\"numBytes\":\"", bytes, "\"")), std::string::npos) << info;
   EXPECT_NE(info.find("\"fileFormat\":\"array_record\""), std::string::npos) << info;
   // Chunks wholly before the first deletion are kept; with one record a
