@@ -215,7 +215,9 @@ class ArrayRecordEditTest : public ::testing::TestWithParam<Case> {
     for (const auto& c : d.chunks) {
       EXPECT_EQ(c.compression, arrayrecord::CompressionName(GetParam().compression)) << c.offset;
     }
-    if (d.chunks.size() > 1) EXPECT_EQ(d.group, GetParam().group);
+    if (d.chunks.size() > 1) {
+      EXPECT_EQ(d.group, GetParam().group);
+    }
     // pad_to_block_boundary:true: every chunk after the first begins a block.
     for (size_t k = 1; k < d.chunks.size(); ++k) {
       EXPECT_EQ(d.chunks[k].offset % 65536 == 0, GetParam().pad) << file << " chunk " << k;
@@ -291,11 +293,10 @@ TEST_P(ArrayRecordEditTest, EditsAndDeletesCommitInTheSameFormatKeepingWhatTheyD
   // a new record of the file (appended); committed at unmount.
   const auto recs2 = RecordDirs(shard);
   ASSERT_EQ(recs2.size(), 30u);
-  r = Shell(absl::StrCat("set -e\nrm -r ", ShellQuote(shard + "/" + recs2[20]), "\nmv ",
-                         ShellQuote(shard + "/" + recs2[23]), " ",
-                         ShellQuote(m.path("staging/moved")), "\ncp -r ",
-                         ShellQuote(shard + "/" + recs2[2]), " ", ShellQuote(shard + "/added"),
-                         "\n"));
+  r = Shell(absl::StrCat(
+      "set -e\nrm -r ", ShellQuote(shard + "/" + recs2[20]), "\nmv ",
+      ShellQuote(shard + "/" + recs2[23]), " ", ShellQuote(m.path("staging/moved")), "\ncp -r ",
+      ShellQuote(shard + "/" + recs2[2]), " ", ShellQuote(shard + "/added"), "\n"));
   ASSERT_EQ(r.exit_code, 0) << r.err << m.Stderr();
   int status = 0;
   CommandResult u = m.TfrUnmount(&status);
@@ -374,7 +375,9 @@ TEST_P(ArrayRecordEditTest, SigkillDuringTheCommitLeavesTheFileWhollyOldOrWholly
     const bool renamed = std::string(fault) == "rewrite_after_rename";
     const Dumped crashed = Check(file_, original);
     EXPECT_TRUE(crashed.records == (renamed ? after : payloads)) << crashed.records.size();
-    if (!renamed) EXPECT_TRUE(ReadWholeFile(file_) == before);
+    if (!renamed) {
+      EXPECT_TRUE(ReadWholeFile(file_) == before);
+    }
     {
       Mount m(Config());
       ASSERT_EQ(m.Start(), absl::OkStatus());
