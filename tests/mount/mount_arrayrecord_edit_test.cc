@@ -408,6 +408,47 @@ TEST_P(ArrayRecordEditTest, AWrittenFileThatDoesNotCheckIsNotRenamedAndItsEditsS
   EXPECT_EQ(Files(src_), std::vector<std::string>{kName}) << "a temp file left";
 }
 
+// Grain's reference-writer file (tests/unit/testdata/arrayrecord), a
+// record deleted and one replaced through the mount: the committed file is
+// byte for byte what the reference writer writes for the records left
+// (our writer writes the reference's bytes for these options:
+// arrayrecord_test's OurWriterWritesTheReferenceWritersBytes), and the
+// independent reader finds them.
+TEST(ArrayRecordGrainEditTest, ACommittedGrainFileIsWhatTheReferenceWriterWrites) {
+  TFRFS_SKIP_WITHOUT_FUSE();
+  if (!HavePython()) GTEST_SKIP() << "no /usr/bin/python3";
+  TempDir tmp;
+  const std::string dir = tmp.Subdir("grain");
+  const char* root = std::getenv("TFRECORDFS_SOURCE_ROOT");
+  const std::string name = "digits.array_record-00000-of-00002";
+  WriteWholeFile(
+      dir + "/" + name,
+      ReadWholeFile(absl::StrCat(root ? root : ".", "/tests/unit/testdata/arrayrecord/", name)));
+  Mount m;
+  ASSERT_EQ(m.Start({dir}), absl::OkStatus());
+  const auto recs = RecordDirs(m.path(name));
+  ASSERT_EQ(recs.size(), 5u);
+  CommandResult r = Shell(
+      absl::StrCat("set -e\nrm -r ", ShellQuote(m.path(name) + "/" + recs[2]), "\nprintf 7 > ",
+                   ShellQuote(m.path(name) + "/" + recs[3] + "/record.bin"), "\n"));
+  ASSERT_EQ(r.exit_code, 0) << r.err << m.Stderr();
+  int status = 0;
+  CommandResult u = m.TfrUnmount(&status);
+  EXPECT_EQ(u.exit_code, 0) << u.out << u.err;
+  arrayrecord::WriterOptions o;
+  o.group_size = 1;
+  o.compression = arrayrecord::Compression::kNone;
+  auto reference = arrayrecord::WriteToString({"0", "1", "7", "4"}, o);
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  EXPECT_TRUE(ReadWholeFile(dir + "/" + name) == *reference);
+  const Dumped d = Dump(dir + "/" + name);
+  EXPECT_TRUE(d.ok) << d.error;
+  EXPECT_EQ(d.records, (std::vector<std::string>{"0", "1", "7", "4"}));
+  EXPECT_EQ(d.options,
+            "group_size:1,transpose:false,pad_to_block_boundary:false,uncompressed,"
+            "max_parallelism:1");
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, ArrayRecordEditTest,
                          ::testing::Values(Case{arrayrecord::Compression::kNone, 0, 1, false},
                                            Case{arrayrecord::Compression::kZstd, 3, 7, false},
