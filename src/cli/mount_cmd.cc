@@ -35,6 +35,7 @@
 #include "tfrecordfs/fuse/session.h"
 #include "tfrecordfs/index/index_store.h"
 #include "tfrecordfs/objstore/listing.h"
+#include "tfrecordfs/repack/bucket_rewrite.h"
 #include "tfrecordfs/repack/pack.h"
 #include "tfrecordfs/repack/rewrite.h"
 #include "tfrecordfs/source/shard_source.h"
@@ -191,10 +192,12 @@ std::optional<int> Mount::Prepare() {
   }
   if (objects && !cli_.read_only && PacksIntoBucket(cli_.vfs.sources)) {
     // Staging packs back into the bucket at unmount (cli/pack_upload.h);
-    // an object store has no atomic rename, so records stay read-only.
+    // edits and deletions of an s3:// object's records are committed by
+    // rewriting it with conditional writes (repack/bucket_rewrite.h).
     bucket_ = cli_.vfs.sources.front();
     log::Info("sources include object storage URLs: staging packs into ", bucket_,
-              " at unmount; edits and deletions of existing records are refused (EROFS)");
+              " at unmount; edited and deleted records of s3:// objects are written at commit "
+              "or unmount, each object only if no other writer replaced it meanwhile");
   } else if (objects && !cli_.read_only) {
     log::Info(
         "sources include object storage URLs: mounted read-only (staging packs only into an "
@@ -265,7 +268,7 @@ std::optional<int> Mount::OpenStore() {
   // Records deleted from the shards and not yet committed (kept in the
   // store, staging/deletions.h); a rewrite a crash interrupted is finished
   // or rolled back first (repack/rewrite.h).
-  if (store_ != nullptr && !cli_.read_only && bucket_.empty()) {
+  if (store_ != nullptr && !cli_.read_only) {
     auto list = staging::DeletionList::Load(staging::DeletionsPath(store_->dir()));
     if (!list.ok()) {
       log::Error("cannot read the deleted records: ", list.status().message());
@@ -290,6 +293,14 @@ std::optional<int> Mount::OpenStore() {
     auto follow = [&indexes](const std::string& path, const std::vector<uint64_t>* offsets) {
       index::FollowRewrite(&indexes, path, "", offsets);
     };
+    // Objects first: a rewrite the store took drops its entry, whose edit
+    // folders RecoverRewrites then removes; uploads a crash left are
+    // aborted.
+    if (!bucket_.empty()) {
+      for (const std::string& line : repack::RecoverObjectRewrites(deletions_.get())) {
+        log::Info(line);
+      }
+    }
     for (const std::string& line :
          repack::RecoverRewrites(deletions_.get(), edits_->records_dir(), follow)) {
       log::Info(line);
@@ -348,7 +359,6 @@ std::optional<int> Mount::Serve() {
   cli_.session.on_ready = [&] {
     served = true;
     // After the detach (a fork keeps no threads).
-    // A bucket mount takes no edits, but answers `tfrecordfs commit` so.
     if (deletions_ != nullptr || !bucket_.empty()) {
       auto control = ControlServer::Listen(ControlSocketFile(store_->dir()));
       if (control.ok()) {

@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "tfrecordfs/base/crc32c.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/hash.h"
 
 namespace tfrecordfs::staging {
 namespace {
@@ -37,6 +38,10 @@ Fingerprint FingerprintOf(const struct stat& st) {
   return {static_cast<uint64_t>(st.st_size),
           int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec,
           static_cast<uint64_t>(st.st_ino)};
+}
+
+Fingerprint ObjectFingerprint(uint64_t size, absl::string_view etag) {
+  return {size, 0, Fnv1a64(etag)};
 }
 
 std::string EncodeDeletions(const Deletions& deletions) {
@@ -90,7 +95,9 @@ absl::StatusOr<Deletions> ParseDeletions(absl::string_view contents, absl::strin
       Fingerprint fp;
       std::string shard;
       if (!ParseFingerprint(f, 1, &fp) || !absl::CUnescape(f[4], &shard) || shard.empty() ||
-          shard[0] != '/' || out.count(shard)) {
+          !(shard[0] == '/' || absl::StartsWith(shard, "s3://") ||
+            absl::StartsWith(shard, "gs://")) ||
+          out.count(shard)) {
         return bad(i + 1, "bad shard line");
       }
       cur = &out[shard];

@@ -55,7 +55,8 @@ absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reop
     std::vector<repack::ShardToRewrite> from(shards_.size());
     for (uint64_t s = 0; s < shards_.size(); ++s) {
       by_path[shards_[s].index->path()] = s;
-      from[s] = {shards_[s].source.get(), &shards_[s].index->offsets(), shards_[s].index->codec()};
+      from[s] = {shards_[s].source.get(), &shards_[s].index->offsets(), shards_[s].index->codec(),
+                 shards_[s].object.get()};
     }
     // Check-outs that changed nothing (an editor opened and quit, a value
     // written back as it was) are no edits: dropped here, where no request

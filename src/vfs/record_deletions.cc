@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/log.h"
@@ -20,6 +21,16 @@ namespace {
 // the mount indexed (same size and mtime).
 absl::StatusOr<staging::Fingerprint> MountedFingerprint(const MountedShard& shard) {
   const std::string& path = shard.index->path();
+  if (shard.object != nullptr) {
+    // An object: the one the mount listed, whose ETag the commit's
+    // conditional write names (repack/bucket_rewrite.h).
+    if (shard.object->etag().empty()) {
+      return PosixError(EROFS, absl::StrCat(path,
+                                            ": the store gave no ETag, so an edit could "
+                                            "not be committed conditionally"));
+    }
+    return staging::ObjectFingerprint(shard.object->size(), shard.object->etag());
+  }
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return ErrnoError(errno, path);
   staging::Fingerprint fp = staging::FingerprintOf(st);
@@ -73,6 +84,25 @@ absl::Status RecordDeletions::CheckWritable(uint64_t shard) const {
   }
   if (list_ == nullptr) {
     return PosixError(EROFS, absl::StrCat(path, ": read-only mount"));
+  }
+  if (shards_[shard].object != nullptr) {
+    // An object of a bucket: rewritten by the commit with conditional
+    // writes (repack/bucket_rewrite.h); an https:// URL has no such
+    // writes, and gs:// objects and compressed ones are not rewritten yet.
+    if (!absl::StartsWith(path, "s3://")) {
+      return PosixError(EROFS, absl::StrCat(path,
+                                            ": not an object of an s3:// bucket: its "
+                                            "records are read-only"));
+    }
+    if (shards_[shard].index->codec() != source::Codec::kNone) {
+      log::Warning("cannot edit records of ", path, ": a ",
+                   source::CodecName(shards_[shard].index->codec()),
+                   " object (only uncompressed objects of a bucket take edits)");
+      return PosixError(EROFS, absl::StrCat(path,
+                                            ": a compressed object: its records are "
+                                            "read-only"));
+    }
+    return absl::OkStatus();
   }
   const std::string dir = path.substr(0, path.rfind('/'));
   if (::faccessat(AT_FDCWD, dir.c_str(), W_OK, AT_EACCESS) != 0) {

@@ -85,6 +85,20 @@ TEST(DeletionListTest, RefusesDamagedFiles) {
   rel["data/a.tfrecord"].records = {1};
   auto bad = ParseDeletions(EncodeDeletions(rel), "x");
   EXPECT_TRUE(absl::IsDataLoss(bad.status())) << bad.status();
+  // An object of a bucket is named by its URL (a bucket mount's edits);
+  // another scheme is not a path.
+  Deletions urls;
+  urls["s3://b/data/a b.tfrecord"].before = ObjectFingerprint(12, "\"e-1\"");
+  urls["s3://b/data/a b.tfrecord"].records = {3};
+  urls["gs://b/x.tfrecord"].records = {1};
+  auto parsed = ParseDeletions(EncodeDeletions(urls), "x");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(EncodeDeletions(*parsed), EncodeDeletions(urls));
+  EXPECT_EQ(parsed->at("s3://b/data/a b.tfrecord").before, ObjectFingerprint(12, "\"e-1\""));
+  EXPECT_FALSE(ObjectFingerprint(12, "\"e-1\"") == ObjectFingerprint(12, "\"e-2\""));
+  Deletions http;
+  http["https://h/a.tfrecord"].records = {1};
+  EXPECT_TRUE(absl::IsDataLoss(ParseDeletions(EncodeDeletions(http), "x").status()));
 
   test::TempDir dir;
   ASSERT_TRUE(WriteFileAtomically(DeletionsPath(dir.path()), flipped).ok());

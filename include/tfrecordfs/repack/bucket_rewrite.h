@@ -38,6 +38,8 @@
 #include "absl/status/statusor.h"
 #include "tfrecordfs/objstore/rewrite.h"
 #include "tfrecordfs/objstore/upload.h"
+#include "tfrecordfs/repack/rewrite.h"
+#include "tfrecordfs/staging/deletions.h"
 
 namespace tfrecordfs::repack {
 
@@ -74,14 +76,55 @@ struct ObjectRewriteStats {
   uint64_t read_back = 0;  // bytes of the old object read to merge into parts
 };
 
-// Writes `layout` over `object` (see the top). Errors: ESTALE (the object
-// changed since it was listed; nothing written), the requests' (the upload
-// aborted), `read_old`'s.
-absl::StatusOr<ObjectRewriteStats> RewriteObject(const objstore::BucketWriter& writer,
-                                                 const ObjectRewrite& object,
-                                                 const ObjectLayout& layout,
-                                                 const ReadOldBytes& read_old,
-                                                 const objstore::RewritePlanOptions& plan = {});
+// Writes `layout` over `object` (see the top). `before_final`, when set,
+// runs once every part is uploaded, right before the final conditional
+// write (PutObject or CompleteMultipartUpload): the commit journals the
+// rewrite there; its error stops the rewrite (upload aborted). Errors:
+// ESTALE (the object changed since it was listed; nothing written), the
+// requests' (the upload aborted), `read_old`'s, `before_final`'s.
+absl::StatusOr<ObjectRewriteStats> RewriteObject(
+    const objstore::BucketWriter& writer, const ObjectRewrite& object, const ObjectLayout& layout,
+    const ReadOldBytes& read_old, const objstore::RewritePlanOptions& plan = {},
+    const std::function<absl::Status()>& before_final = nullptr);
+
+// The commit of a mount's pending edits of one object (repack/rewrite.h
+// ApplyEdits calls it for a shard whose ShardToRewrite has an object; its
+// path is the object's URL, s3://BUCKET/KEY): the same edits as a file's
+// (deletions, edit folders spliced by KeepWhatEditsDidNotChange, added
+// records appended in name order), laid out by LayoutAfterEdits and
+// written by RewriteObject conditionally on the ETag the mount listed:
+//   1. the object must still be the one the edits were made on (its
+//      listed fingerprint, staging::ObjectFingerprint, is the entry's);
+//   2. the parts are uploaded or copied; then the entry is marked
+//      `rewriting` (the new size and record count; durable) and the final
+//      conditional write is sent;
+//   3. once the store took it, the entry is dropped and the edit folders
+//      removed.
+// A refusal (ESTALE: another writer replaced the object) or any failure
+// leaves the object as it was and the edits pending, the entry's
+// `rewriting` mark cleared; the status says which object and what to do.
+// A crash between 2 and 3 is settled by RecoverObjectRewrites.
+//
+// Test hooks (TFRECORDFS_FAULT, as rewrite.h's): rewrite_object_before_final
+// (parts uploaded, marked `rewriting`, the final write not sent),
+// rewrite_object_after_final (the store took it, the entry still listed).
+absl::Status CommitObjectEdits(staging::DeletionList* list, const std::string& edits_dir,
+                               const std::string& url, const staging::DeletedShard& d,
+                               const ShardToRewrite& from, naming::FeatureTypes& types,
+                               RewrittenShard* out);
+
+// At mount, before the objects are listed: for each object of `list` (a
+// URL path) whose rewrite a crash interrupted (`rewriting`), decides by the
+// object as it is now (HEAD) and the uploads in flight for its key
+// (ListMultipartUploads): still the object the edits were made on, or an
+// upload still in flight (its completion never happened; another writer
+// replaced the object) -> not written: the mark is cleared, the edits stay
+// pending; else (no upload left and the object has the rewritten size) ->
+// written: the entry is dropped (its edit folders are then removed by
+// RecoverRewrites). Then aborts the uploads in flight for every listed
+// object's key (AbortLeftUploads). Returns the log lines saying what it
+// did.
+std::vector<std::string> RecoverObjectRewrites(staging::DeletionList* list);
 
 // Aborts the multipart uploads in flight for `keys` (a crash's leftovers;
 // nothing else of this mount uploads to them). Returns the log lines

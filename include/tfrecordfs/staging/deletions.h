@@ -5,7 +5,8 @@
 // entry without `delete` lines is a shard some of whose records are edited
 // or added, whose folders are in the edit store.
 //
-// A record is named by its shard's path and its index in the shard as the
+// A record is named by its shard's path (an object's URL, s3://BUCKET/KEY,
+// for a bucket mount: ObjectFingerprint) and its index in the shard as the
 // mount indexed it. The shard's fingerprint (size, mtime in ns, inode) is kept
 // with it: a shard that changed since (replaced behind the mount, or already
 // rewritten) no longer matches, and its deletions are then neither shown nor
@@ -66,6 +67,9 @@ struct Fingerprint {
   bool operator==(const Fingerprint&) const = default;
 };
 Fingerprint FingerprintOf(const struct stat& st);
+// An object's (a shard in a bucket, named by its URL): its size and, as
+// the inode, a hash of its ETag (mtime 0: the ETag names the version).
+Fingerprint ObjectFingerprint(uint64_t size, absl::string_view etag);
 
 struct DeletedShard {
   Fingerprint before;                         // the shard the indexes refer to
