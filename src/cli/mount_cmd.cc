@@ -125,7 +125,8 @@ class Mount {
  private:
   // `tfrecordfs commit` asks through the control socket (cli/control.h),
   // served by the committer thread until the session ends.
-  std::string CommitNow(uint64_t seq);
+  // `rebase`: `tfrecordfs commit --rebase` (vfs::Filesystem::Commit).
+  std::string CommitNow(uint64_t seq, bool rebase);
   std::unique_ptr<ControlServer> control_;
   std::thread committer_;
 
@@ -366,10 +367,10 @@ std::optional<int> Mount::Serve() {
         committer_ = std::thread([this] {
           uint64_t seq = 0;
           control_->Serve([&](absl::string_view request) -> std::string {
-            if (request != "commit") {
+            if (request != "commit" && request != "commit --rebase") {
               return absl::StrCat("result: refused\nunknown request \"", request, "\"\n");
             }
-            return CommitNow(++seq);
+            return CommitNow(++seq, request == "commit --rebase");
           });
         });
       } else {
@@ -396,9 +397,9 @@ std::optional<int> Mount::Serve() {
   return std::nullopt;
 }
 
-std::string Mount::CommitNow(uint64_t seq) {
-  log::Info("commit requested (tfrecordfs commit)");
-  auto rewritten = fs_->Commit(/*reopen=*/true);
+std::string Mount::CommitNow(uint64_t seq, bool rebase) {
+  log::Info("commit requested (tfrecordfs commit", rebase ? " --rebase" : "", ")");
+  auto rewritten = fs_->Commit(/*reopen=*/true, rebase);
   std::string text;
   bool ok = rewritten.ok();
   if (!rewritten.ok()) {

@@ -3,14 +3,18 @@
 #include <algorithm>
 #include <cerrno>
 #include <memory>
+#include <set>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "tfrecordfs/base/coding.h"
 #include "tfrecordfs/base/fault_points.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/objstore/listing.h"
 #include "tfrecordfs/record/writer.h"
@@ -308,9 +312,93 @@ absl::Status CommitObjectEdits(staging::DeletionList* list, const std::string& e
       stats->parts == 0 ? "one conditional PUT" : "a conditional multipart upload", stats->parts,
       stats->copied, stats->uploaded, stats->read_back);
   if (auto f = list->Forget(url); !f.ok()) return f;
+  (void)staging::ReplaceContentKeys(staging::RecordKeysPath(list->path()), url);
   faults.At("rewrite_after_forget");
   RemoveEditFolders(edits_dir, edits->folders);
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> RebaseObjectEdits(staging::DeletionList* list,
+                                              const std::string& edits_dir, const std::string& url,
+                                              const staging::DeletedShard& d,
+                                              const ShardToRewrite& now) {
+  const std::string keys_path = staging::RecordKeysPath(list->path());
+  const std::map<uint64_t, staging::ContentKey> keys = staging::LoadContentKeys(keys_path, url);
+  // The new object's records by key (their data's length and CRC).
+  const std::vector<uint64_t>& offsets = *now.offsets;
+  std::map<std::pair<uint64_t, uint32_t>, std::vector<uint64_t>> by_key;
+  std::map<uint64_t, staging::ContentKey> new_keys;
+  for (uint64_t j = 0; j + 1 < offsets.size(); ++j) {
+    char crc[4];
+    if (auto s = now.source->ReadFull(offsets[j + 1] - 4, crc, sizeof crc); !s.ok()) return s;
+    by_key[{offsets[j + 1] - offsets[j] - 16, DecodeFixed32(crc)}].push_back(j);
+  }
+  // Old record index -> new one, for the records edits or deletions name.
+  const std::string key = staging::ShardKey(url);
+  std::map<std::string, std::vector<std::string>> all = staging::ListEditFolders(edits_dir);
+  const std::vector<std::string>& folders = all[key];
+  std::set<uint64_t> named(d.records.begin(), d.records.end());
+  for (const std::string& f : folders) {
+    if (auto e = staging::ParseEditFolder(f); e && e->record) named.insert(*e->record);
+  }
+  std::map<uint64_t, uint64_t> moved;
+  std::set<uint64_t> taken;
+  std::vector<std::string> left;
+  for (uint64_t i : named) {
+    auto k = keys.find(i);
+    auto m = k == keys.end() ? by_key.end() : by_key.find({k->second.length, k->second.crc});
+    if (m == by_key.end() || m->second.size() != 1 || !taken.insert(m->second[0]).second) {
+      left.push_back(absl::StrCat("record ", i,
+                                  k == keys.end() ? " (no key kept for it)"
+                                  : m == by_key.end()
+                                      ? " (not in the new object)"
+                                      : " (more than one record of the new object has its key)"));
+      continue;
+    }
+    moved[i] = m->second[0];
+    new_keys[m->second[0]] = k->second;
+  }
+  staging::DeletedShard next;
+  next.before = staging::ObjectFingerprint(now.object->size(), now.object->etag());
+  for (uint64_t i : d.records) {
+    if (moved.count(i)) next.records.insert(moved[i]);
+  }
+  // The edit folders: renamed through temporary names (an old index may be
+  // another record's new one), those not applied moved aside.
+  const std::string store = list->path().substr(0, list->path().rfind('/'));
+  const std::string aside = absl::StrCat(store, "/rebase-left");
+  std::vector<std::pair<std::string, std::string>> renames;  // temp -> final
+  uint64_t applied_edits = 0;
+  for (const std::string& f : folders) {
+    auto e = staging::ParseEditFolder(f);
+    if (!e || !e->record) continue;
+    const std::string from = absl::StrCat(edits_dir, "/", f);
+    auto m = moved.find(*e->record);
+    if (m == moved.end()) {
+      (void)MakeDirs(aside, 0700);
+      const std::string to = absl::StrCat(aside, "/", f);
+      if (::rename(from.c_str(), to.c_str()) != 0) return ErrnoError(errno, "rename " + from);
+      left.push_back(absl::StrCat("  its edit is kept, not applied, in ", to));
+      continue;
+    }
+    const std::string temp = absl::StrCat(edits_dir, "/.rebase-", f);
+    if (::rename(from.c_str(), temp.c_str()) != 0) return ErrnoError(errno, "rename " + from);
+    renames.emplace_back(temp,
+                         absl::StrCat(edits_dir, "/", staging::EditedFolderName(key, m->second)));
+    ++applied_edits;
+  }
+  for (const auto& [temp, to] : renames) {
+    if (::rename(temp.c_str(), to.c_str()) != 0) return ErrnoError(errno, "rename " + temp);
+  }
+  if (auto s = list->Replace(url, next); !s.ok()) return s;
+  if (auto s = staging::ReplaceContentKeys(keys_path, url, new_keys); !s.ok()) {
+    log::Warning(s.message());
+  }
+  std::string report = absl::StrCat(
+      "rebased onto the object the store holds now (ETag ", now.object->etag(), "): re-applied ",
+      applied_edits, " edit(s) and ", next.records.size(), " deletion(s) by record key");
+  if (!left.empty()) absl::StrAppend(&report, "; not applied: ", absl::StrJoin(left, ", "));
+  return report;
 }
 
 std::vector<std::string> RecoverObjectRewrites(staging::DeletionList* list) {

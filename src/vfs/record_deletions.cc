@@ -10,6 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "tfrecordfs/base/coding.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/source/shard_source.h"
@@ -148,6 +149,23 @@ absl::Status RecordDeletions::Register(uint64_t shard) {
   return absl::OkStatus();
 }
 
+void RecordDeletions::NoteContentKey(uint64_t shard, uint64_t record) {
+  const MountedShard& m = shards_[shard];
+  if (m.object == nullptr || list_ == nullptr) return;
+  const std::vector<uint64_t>& offsets = m.index->offsets();
+  if (record + 1 >= offsets.size()) return;
+  char crc[4];
+  absl::Status s = m.source->ReadFull(offsets[record + 1] - 4, crc, sizeof crc);
+  if (s.ok()) {
+    s = staging::AppendContentKey(staging::RecordKeysPath(list_->path()), m.index->path(), record,
+                                  {offsets[record + 1] - offsets[record] - 16, DecodeFixed32(crc)});
+  }
+  if (!s.ok()) {
+    log::Warning("record ", record, " of ", m.index->path(),
+                 ": cannot keep its key for a rebase: ", s.message());
+  }
+}
+
 absl::Status RecordDeletions::DeleteRecord(uint64_t shard, uint64_t record) {
   if (auto s = CheckWritable(shard); !s.ok()) return s;
   auto fp = MountedFingerprint(shards_[shard]);
@@ -155,6 +173,7 @@ absl::Status RecordDeletions::DeleteRecord(uint64_t shard, uint64_t record) {
     log::Warning("cannot delete record ", record, ": ", fp.status().message());
     return fp.status();
   }
+  if (!list_->Contains(shards_[shard].index->path(), record)) NoteContentKey(shard, record);
   if (auto s = list_->Delete(shards_[shard].index->path(), *fp, record); !s.ok()) {
     log::Warning("cannot delete record ", record, " of ", shards_[shard].index->path(), ": ",
                  s.message());

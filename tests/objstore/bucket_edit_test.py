@@ -261,6 +261,42 @@ class BucketEditTest(unittest.TestCase):
         self.unmount(mnt)
         self.assertEqual(tc.read_records(self.object), theirs)
 
+    def test_rebase_reapplies_the_edits_by_record_key(self):
+        mnt, log = self.mount()
+        rec = os.path.join(mnt, SHARD)
+        self.sh("echo 7 > '{r}/005/label'; sed -i 's/.*/4/' '{r}/007/label'; "
+                "rm -r '{r}/010'".format(r=rec))
+        # Another writer drops the first three records and record 7.
+        theirs = [p for i, p in enumerate(self.original) if i >= 3 and i != 7]
+        with open(self.object + ".new", "wb") as f:
+            for p in theirs:
+                f.write(tc.frame(p))
+        os.replace(self.object + ".new", self.object)
+        r = run("commit", mnt, env=self.env)
+        self.assertNotEqual(r.returncode, 0, r.stdout)
+        self.assertEqual(tc.read_records(self.object), theirs)
+        r = run("commit", "--rebase", mnt, env=self.env)
+        # Record 7 is not in their object: listed, its edit kept aside.
+        self.assertIn("re-applied 1 edit(s) and 1 deletion(s) by record key", r.stdout)
+        self.assertIn("not applied: record 7 (not in the new object)", r.stdout)
+        self.assertIn("rebase-left", r.stdout)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        records = tc.read_records(self.object)
+        self.assertEqual(len(records), len(theirs) - 1)
+        want = [p for p in theirs if p != self.original[10]]
+        for got, was in zip(records, want):
+            if was is self.original[5]:
+                self.assertEqual(tc.decode_example(got)["label"][1], [7])
+            else:
+                self.assertEqual(got, was)
+        # The mount shows the new object with the edit.
+        self.assertEqual(len(os.listdir(rec)), len(theirs) - 1)
+        with open(os.path.join(rec, "002", "label")) as f:
+            self.assertEqual(f.read().strip(), "7")
+        r = self.unmount(mnt)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(len(tc.read_records(self.object)), len(theirs) - 1)
+
     def test_two_mounts_committing_at_once_exactly_one_wins(self):
         a, _ = self.mount("-o", "staging_dir=" + os.path.join(self.tmp, "sa"), name="a")
         b, _ = self.mount("-o", "staging_dir=" + os.path.join(self.tmp, "sb"), name="b")

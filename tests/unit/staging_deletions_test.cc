@@ -294,5 +294,36 @@ TEST(EditFolderTest, NamesRoundTrip) {
   EXPECT_FALSE(ParseEditFolder(absl::StrCat("ABCDEF0123456789", "-4")).has_value());
 }
 
+TEST(ContentKeysTest, AppendLoadReplace) {
+  test::TempDir dir;
+  const std::string list = DeletionsPath(dir.path());
+  const std::string path = RecordKeysPath(list);
+  EXPECT_EQ(path, absl::StrCat(dir.path(), "/record-keys"));
+  EXPECT_TRUE(LoadContentKeys(path, "s3://b/a").empty());  // no file
+  ASSERT_TRUE(AppendContentKey(path, "s3://b/a", 5, {100, 7}).ok());
+  ASSERT_TRUE(AppendContentKey(path, "s3://b/x y", 5, {200, 8}).ok());
+  ASSERT_TRUE(AppendContentKey(path, "s3://b/a", 5, {101, 9}).ok());  // the last wins
+  ASSERT_TRUE(AppendContentKey(path, "s3://b/a", 6, {102, 10}).ok());
+  // A torn last line (a crash mid-append) is skipped.
+  {
+    auto fd = OpenFile(path, O_WRONLY | O_APPEND);
+    ASSERT_TRUE(fd.ok());
+    ASSERT_TRUE(WriteFull(fd->get(), "12 3", 4, path).ok());
+  }
+  auto a = LoadContentKeys(path, "s3://b/a");
+  EXPECT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[5], (ContentKey{101, 9}));
+  EXPECT_EQ(a[6], (ContentKey{102, 10}));
+  EXPECT_EQ(LoadContentKeys(path, "s3://b/x y")[5], (ContentKey{200, 8}));
+  ASSERT_TRUE(ReplaceContentKeys(path, "s3://b/a", {{1, {5, 6}}}).ok());
+  a = LoadContentKeys(path, "s3://b/a");
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[1], (ContentKey{5, 6}));
+  EXPECT_EQ(LoadContentKeys(path, "s3://b/x y").size(), 1u);
+  ASSERT_TRUE(ReplaceContentKeys(path, "s3://b/a").ok());
+  ASSERT_TRUE(ReplaceContentKeys(path, "s3://b/x y").ok());
+  EXPECT_NE(::access(path.c_str(), F_OK), 0);  // nothing left: no file
+}
+
 }  // namespace
 }  // namespace tfrecordfs::staging

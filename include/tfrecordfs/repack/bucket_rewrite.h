@@ -113,6 +113,25 @@ absl::Status CommitObjectEdits(staging::DeletionList* list, const std::string& e
                                const ShardToRewrite& from, naming::FeatureTypes& types,
                                RewrittenShard* out);
 
+// `tfrecordfs commit --rebase`: re-keys the pending edits of the object
+// at `url` (entry `d`, made on the object the mount listed) onto `now`,
+// the object the store holds now (another writer's), by record key
+// (staging::ContentKey: each edited or deleted record's data length and
+// CRC, kept when it was first edited): an edit or deletion of a record
+// whose key names exactly one record of the new object is moved to that
+// record's index; one whose record is not there (or not once) is not
+// applied: a deletion is dropped, an edit folder is moved to
+// `<store>/rebase-left/` (kept, not applied). Added records stay. The
+// entry then names the new object (its fingerprint), and the caller
+// commits it as any other. Returns the report: what was re-applied and
+// what was not, by old record index. Not crash-safe between its folder
+// renames and the list's update (a crash there leaves the edits pending
+// on neither object: the report's lines name the folders).
+absl::StatusOr<std::string> RebaseObjectEdits(staging::DeletionList* list,
+                                              const std::string& edits_dir, const std::string& url,
+                                              const staging::DeletedShard& d,
+                                              const ShardToRewrite& now);
+
 // At mount, before the objects are listed: for each object of `list` (a
 // URL path) whose rewrite a crash interrupted (`rewriting`), decides by the
 // object as it is now (HEAD) and the uploads in flight for its key

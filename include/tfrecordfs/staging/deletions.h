@@ -108,6 +108,9 @@ class DeletionList {
                             std::optional<uint64_t> records = std::nullopt);
   // Drops every deletion of `shard` (committed, or abandoned) and persists.
   absl::Status Forget(const std::string& shard);
+  // Replaces the entry of `shard` with `next` (a rebase onto a new object:
+  // repack/bucket_rewrite.h) and persists.
+  absl::Status Replace(const std::string& shard, const DeletedShard& next);
 
   Deletions Snapshot() const;
   bool Contains(const std::string& shard, uint64_t record) const;
@@ -123,6 +126,28 @@ class DeletionList {
   mutable Mutex mu_;
   Deletions d_ ABSL_GUARDED_BY(mu_);
 };
+
+// What a record of an object was when it was first edited or deleted: the
+// length and the masked CRC-32C of its data, as its framing holds them.
+// Kept in `<store>/record-keys` beside the list (RecordKeysPath), one line
+// per record ("<length> <crc> <index> <escaped shard path>", appended and
+// fdatasync'd; the last line of a record wins; a torn line is skipped), so
+// that `tfrecordfs commit --rebase` finds the record again in an object
+// another writer replaced (bucket_rewrite.h RebaseObjectEdits).
+struct ContentKey {
+  uint64_t length = 0;
+  uint32_t crc = 0;
+  bool operator==(const ContentKey&) const = default;
+};
+// `record-keys` in the folder of the list at `list_path`.
+std::string RecordKeysPath(absl::string_view list_path);
+absl::Status AppendContentKey(const std::string& path, const std::string& shard, uint64_t record,
+                              ContentKey key);
+// The keys of `shard`'s records by index (empty when none or no file).
+std::map<uint64_t, ContentKey> LoadContentKeys(const std::string& path, const std::string& shard);
+// Rewrites the file without `shard`'s lines (then `keys`, when given).
+absl::Status ReplaceContentKeys(const std::string& path, const std::string& shard,
+                                const std::map<uint64_t, ContentKey>& keys = {});
 
 }  // namespace tfrecordfs::staging
 
