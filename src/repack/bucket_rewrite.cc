@@ -1,5 +1,9 @@
 #include "tfrecordfs/repack/bucket_rewrite.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <memory>
@@ -11,12 +15,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "src/repack/check_shard.h"
 #include "tfrecordfs/base/coding.h"
 #include "tfrecordfs/base/fault_points.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/objstore/listing.h"
+#include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/record/writer.h"
 #include "tfrecordfs/staging/edits.h"
 
@@ -70,6 +76,16 @@ absl::StatusOr<std::string> PartBytes(const objstore::RewritePart& part, const O
   bytes.reserve(part.size);
   std::string old;
   for (const RewritePiece& p : part.pieces) {
+    if (p.from == RewritePiece::From::kNew && layout.read_new) {
+      old.clear();
+      if (auto s = layout.read_new(p.offset, p.size, &old); !s.ok()) return s;
+      if (old.size() != p.size) {
+        return absl::DataLossError(
+            absl::StrCat("read ", old.size(), " new bytes at ", p.offset, ", not ", p.size));
+      }
+      bytes += old;
+      continue;
+    }
     if (p.from == RewritePiece::From::kNew) {
       bytes.append(layout.new_bytes, p.offset, p.size);
       continue;
@@ -202,6 +218,57 @@ absl::StatusOr<std::unique_ptr<ObjectPlace>> PlaceOf(const std::string& url) {
   return out;
 }
 
+// Writes the object `from` after its edits in its own codec into `path`
+// (record::ShardWriter: kept records inflated from the old object and
+// deflated again, in one pass), checks it (CheckWrittenShard), and returns
+// the layout that uploads it whole, its bytes read from *fd.
+absl::StatusOr<ObjectLayout> WriteCompressed(const std::string& path, const ShardToRewrite& from,
+                                             const staging::DeletedShard& d,
+                                             const staging::ShardEdits& edits, UniqueFd* fd) {
+  auto out = OpenFile(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (!out.ok()) return out.status();
+  const std::vector<uint64_t>& offsets = *from.offsets;
+  uint64_t records = 0;
+  uint64_t framed = 0;
+  {
+    record::ShardWriter writer(*std::move(out), path, {.codec = from.codec});
+    absl::Status s;
+    for (uint64_t i = 0; i + 1 < offsets.size() && s.ok(); ++i) {
+      if (d.records.count(i)) continue;
+      if (auto e = edits.replaced.find(i); e != edits.replaced.end()) {
+        s = writer.Append(e->second);
+      } else {
+        auto payload = record::ReadRecord(*from.source, i, offsets[i], offsets[i + 1]);
+        s = payload.ok() ? writer.Append(*payload) : payload.status();
+      }
+      ++records;
+    }
+    for (const auto& [name, payload] : edits.added) {
+      if (!s.ok()) break;
+      s = writer.Append(payload);
+      ++records;
+    }
+    if (s.ok()) s = writer.Close(/*sync=*/false);
+    if (!s.ok()) return s;
+    framed = writer.bytes();
+  }
+  if (auto s = CheckWrittenShard(path, framed, records, from.codec); !s.ok()) return s;
+  auto in = OpenFile(path, O_RDONLY | O_CLOEXEC);
+  if (!in.ok()) return in.status();
+  struct stat st;
+  if (::fstat(in->get(), &st) != 0) return ErrnoError(errno, path);
+  *fd = *std::move(in);
+  ObjectLayout layout;
+  layout.size = static_cast<uint64_t>(st.st_size);
+  if (layout.size > 0) layout.pieces.push_back({RewritePiece::From::kNew, 0, layout.size});
+  const int raw = fd->get();
+  layout.read_new = [raw, path](uint64_t offset, uint64_t size, std::string* bytes) {
+    bytes->resize(size);
+    return PreadFull(raw, bytes->data(), size, offset, path);
+  };
+  return layout;
+}
+
 bool IsBucketObject(const std::string& path) {
   return absl::StartsWith(path, "s3://") || absl::StartsWith(path, "gs://");
 }
@@ -264,8 +331,29 @@ absl::Status CommitObjectEdits(staging::DeletionList* list, const std::string& e
     ++out->added;
   }
   next.push_back(at);
-  auto layout = LayoutAfterEdits(offsets, changes, appended);
+  absl::StatusOr<ObjectLayout> layout;
+  // A compressed object: the whole new stream, written locally first.
+  std::optional<std::string> temp;
+  UniqueFd temp_fd;
+  if (from.codec != source::Codec::kNone) {
+    const std::string& lp = list->path();
+    temp = absl::StrCat(lp.substr(0, lp.rfind('/')), "/.rewrite-", staging::ShardKey(url));
+    auto written = WriteCompressed(*temp, from, d, *edits, &temp_fd);
+    if (!written.ok()) {
+      ::unlink(temp->c_str());
+      return written.status();
+    }
+    layout = std::move(*written);
+  } else {
+    layout = LayoutAfterEdits(offsets, changes, appended);
+  }
   if (!layout.ok()) return layout.status();
+  struct Unlink {
+    const std::optional<std::string>& path;
+    ~Unlink() {
+      if (path) ::unlink(path->c_str());
+    }
+  } unlink_temp{temp};
   auto place = PlaceOf(url);
   if (!place.ok()) return place.status();
   const objstore::BucketWriter writer((*place)->target);

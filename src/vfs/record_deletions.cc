@@ -89,19 +89,11 @@ absl::Status RecordDeletions::CheckWritable(uint64_t shard) const {
   if (shards_[shard].object != nullptr) {
     // An object of a bucket: rewritten by the commit with conditional
     // writes (repack/bucket_rewrite.h); an https:// URL has no such
-    // writes, and gs:// objects and compressed ones are not rewritten yet.
+    // writes, and gs:// objects are not rewritten yet.
     if (!absl::StartsWith(path, "s3://")) {
       return PosixError(EROFS, absl::StrCat(path,
                                             ": not an object of an s3:// bucket: its "
                                             "records are read-only"));
-    }
-    if (shards_[shard].index->codec() != source::Codec::kNone) {
-      log::Warning("cannot edit records of ", path, ": a ",
-                   source::CodecName(shards_[shard].index->codec()),
-                   " object (only uncompressed objects of a bucket take edits)");
-      return PosixError(EROFS, absl::StrCat(path,
-                                            ": a compressed object: its records are "
-                                            "read-only"));
     }
     return absl::OkStatus();
   }

@@ -28,6 +28,12 @@ import sys
 import tempfile
 import threading
 import unittest
+import zlib
+
+try:
+    import snappy  # Debian's python3-snappy
+except ImportError:
+    snappy = None
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "cli"))
@@ -189,6 +195,54 @@ class BucketEditTest(unittest.TestCase):
         staged = [n for n in os.listdir(self.data) if n.startswith("staged-")]
         self.assertEqual(len(staged), 1, os.listdir(self.data))
         self.assertEqual(tc.read_records(os.path.join(self.data, staged[0])), [self.original[20]])
+        self.assertEqual(self.uploads_in_flight(), [])
+
+    def test_compressed_objects_are_rewritten_in_their_codec(self):
+        first = self.original[:40]
+        raw = b"".join(tc.frame(p) for p in first)
+        objects = {"g.tfrecord.gz": "gzip", "z.tfrecord.zlib": "zlib"}
+        gz = zlib.compressobj(wbits=31)
+        with open(os.path.join(self.data, "g.tfrecord.gz"), "wb") as f:
+            f.write(gz.compress(raw) + gz.flush())
+        with open(os.path.join(self.data, "z.tfrecord.zlib"), "wb") as f:
+            f.write(zlib.compress(raw))
+        if snappy is not None:
+            objects["s.tfrecord"] = "snappy"
+            with open(os.path.join(self.data, "s.tfrecord"), "wb") as f:
+                for at in range(0, len(raw), 50000):
+                    c = snappy.compress(raw[at:at + 50000])
+                    f.write(len(c).to_bytes(4, "big") + c)
+        mnt, log = self.mount()
+        for name in objects:
+            self.sh("echo 7 > '{r}/03/label'; rm -r '{r}/04'".format(
+                r=os.path.join(mnt, name)))
+        r = run("commit", mnt, env=self.env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        for name, codec in objects.items():
+            with self.subTest(codec=codec):
+                path = os.path.join(self.data, name)
+                with open(path, "rb") as f:
+                    data = f.read()
+                if codec == "snappy":
+                    plain, at = b"", 0
+                    while at < len(data):
+                        n = int.from_bytes(data[at:at + 4], "big")
+                        plain += snappy.uncompress(data[at + 4:at + 4 + n])
+                        at += 4 + n
+                    with open(path + ".plain", "wb") as f:
+                        f.write(plain)
+                    records = tc.read_records(path + ".plain", "none")
+                else:
+                    self.assertEqual(tc.codec_of(data), codec)  # still in its codec
+                    records = tc.read_records(path)
+                self.assertEqual(len(records), 39)
+                want = [p for i, p in enumerate(first) if i != 4]
+                for i, (got, was) in enumerate(zip(records, want)):
+                    if i == 3:
+                        self.assertEqual(tc.decode_example(got)["label"][1], [7])
+                    else:
+                        self.assertEqual(got, was, "%s record %d" % (name, i))
+                self.assertEqual(len(os.listdir(os.path.join(mnt, name))), 39)
         self.assertEqual(self.uploads_in_flight(), [])
 
     def test_pending_edits_survive_a_killed_daemon(self):

@@ -43,11 +43,18 @@
 
 namespace tfrecordfs::repack {
 
+// Reads `size` bytes of the old object at `offset` into *out.
+using ReadOldBytes = std::function<absl::Status(uint64_t offset, uint64_t size, std::string* out)>;
+
 // The new object as the old one's ranges and new bytes.
 struct ObjectLayout {
   std::vector<objstore::RewritePiece> pieces;
   std::string new_bytes;  // the kNew pieces' bytes, in order
   uint64_t size = 0;      // of the new object
+  // When set, the kNew pieces' bytes are read through it (offsets into the
+  // stream of new bytes) instead of from new_bytes: a compressed object is
+  // written whole into a local file first, and uploaded from it.
+  ReadOldBytes read_new;
 };
 
 // The layout of the object whose records are framed at `offsets` (record i
@@ -59,9 +66,6 @@ absl::StatusOr<ObjectLayout> LayoutAfterEdits(
     const std::vector<uint64_t>& offsets,
     const std::map<uint64_t, std::optional<std::string>>& changes,
     const std::vector<std::string>& appended);
-
-// Reads `size` bytes of the old object at `offset` into *out.
-using ReadOldBytes = std::function<absl::Status(uint64_t offset, uint64_t size, std::string* out)>;
 
 struct ObjectRewrite {
   std::string key;    // the object's key
@@ -92,7 +96,12 @@ absl::StatusOr<ObjectRewriteStats> RewriteObject(
 // path is the object's URL, s3://BUCKET/KEY): the same edits as a file's
 // (deletions, edit folders spliced by KeepWhatEditsDidNotChange, added
 // records appended in name order), laid out by LayoutAfterEdits and
-// written by RewriteObject conditionally on the ETag the mount listed:
+// written by RewriteObject conditionally on the ETag the mount listed (a
+// GZIP, ZLIB or SNAPPY object is rewritten in its codec: streamed through
+// once, every record inflated from the old object and the new stream
+// deflated by record::ShardWriter into `<store>/.rewrite-KEY` beside the
+// list, checked as the local rewrite checks its temp file, then uploaded
+// whole in parts and removed):
 //   1. the object must still be the one the edits were made on (its
 //      listed fingerprint, staging::ObjectFingerprint, is the entry's);
 //   2. the parts are uploaded or copied; then the entry is marked
