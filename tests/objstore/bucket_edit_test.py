@@ -383,6 +383,33 @@ class BucketEditTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertEqual(len(tc.read_records(self.object)), len(theirs) - 1)
 
+    def test_rebase_after_a_remount_that_lists_the_new_object(self):
+        mnt, log = self.mount()
+        self.sh("echo 987654 > '%s/005/label'" % os.path.join(mnt, SHARD))
+        os.kill(daemon_pid(log), 9)  # pending edits, then a crash
+        subprocess.run(["fusermount3", "-u", "-z", mnt], capture_output=True)
+        self.mounts.remove(mnt)
+        theirs = self.original[1:]  # another writer drops record 0
+        with open(self.object + ".new", "wb") as f:
+            for p in theirs:
+                f.write(tc.frame(p))
+        os.replace(self.object + ".new", self.object)
+        mnt, log = self.mount(name="again")
+        with open(log) as f:
+            self.assertIn("replaced in the bucket since its records were edited", f.read())
+        with open(os.path.join(mnt, SHARD, "004", "label")) as f:  # their record 5, unedited
+            self.assertEqual(f.read().strip(), str(label_of(self.original[5])[0]))
+        r = run("commit", "--rebase", mnt, env=self.env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("re-applied 1 edit(s)", r.stdout)
+        with open(os.path.join(mnt, SHARD, "004", "label")) as f:
+            self.assertEqual(f.read().strip(), "987654")
+        self.assertEqual(self.unmount(mnt).returncode, 0)
+        records = tc.read_records(self.object)
+        self.assertEqual(len(records), len(theirs))
+        self.assertEqual(label_of(records[4]), [987654])
+        self.assertEqual(records[:4] + records[5:], theirs[:4] + theirs[5:])
+
     def test_two_mounts_committing_at_once_exactly_one_wins(self):
         a, _ = self.mount("-o", "staging_dir=" + os.path.join(self.tmp, "sa"), name="a")
         b, _ = self.mount("-o", "staging_dir=" + os.path.join(self.tmp, "sb"), name="b")
