@@ -370,9 +370,20 @@ absl::Status CommitObjectEdits(staging::DeletionList* list, const std::string& e
     faults.At("rewrite_object_before_final");
     return absl::OkStatus();
   };
-  const ReadOldBytes read_old = [&](uint64_t offset, uint64_t size, std::string* bytes) {
+  // Straight from the object (a plain one's bytes are its records'): the
+  // mount's readahead would fetch well past the few MiB a part merges in.
+  const ReadOldBytes read_old = [&](uint64_t offset, uint64_t size,
+                                    std::string* bytes) -> absl::Status {
     bytes->resize(size);
-    return from.source->ReadFull(offset, bytes->data(), size);
+    for (uint64_t done = 0; done < size;) {
+      auto n = from.object->ReadAt(offset + done, bytes->data() + done, size - done);
+      if (!n.ok()) return n.status();
+      if (*n == 0) {
+        return absl::DataLossError(absl::StrCat(url, ": ends at byte offset ", offset + done));
+      }
+      done += *n;
+    }
+    return absl::OkStatus();
   };
   auto stats = RewriteObject(writer, {(*place)->key, etag, from.object->size()}, *layout, read_old,
                              objstore::RewritePlanOptions{}, before_final);

@@ -47,6 +47,14 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
         options.readahead_bytes, kReadaheadThreads,
         objects ? source::Readahead::kObjectBlock : source::Readahead::kBlock);
   }
+  // view=classes reads every record at mount, before the daemon forks into
+  // the background: through the readahead pool, its threads (and the
+  // condition variable they waited on, which glibc then never wakes in
+  // the child) would be lost, and the first read missing its cache after
+  // the fork (a commit's regrouping) would wait forever. The shards are
+  // grouped without readahead, and wrapped in it once grouped.
+  std::unique_ptr<source::Readahead> readahead_after_grouping;
+  if (options.view == ViewKind::kClasses) readahead_after_grouping = std::move(fs->readahead_);
   scan::ScanOptions scan_options;
   scan_options.sources = options.sources;
   scan_options.store = options.index_store;
@@ -188,6 +196,13 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
               g.saved ? absl::StrCat(", ", g.saved, " saved") : "");
     fs->classes_ = std::make_unique<ClassView>(fs->shards_, mount_paths, fs->records_.get(),
                                                fs->edits_.get(), std::move(groups));
+    if (readahead_after_grouping != nullptr) {
+      fs->readahead_ = std::move(readahead_after_grouping);
+      for (MountedShard& shard : fs->shards_) {
+        shard.source = std::make_unique<source::ReadaheadSource>(std::move(shard.source),
+                                                                 fs->readahead_.get());
+      }
+    }
   }
 
   // Only the records view has a staging folder (made above): the image views

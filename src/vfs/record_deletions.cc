@@ -54,6 +54,16 @@ RecordDeletions::RecordDeletions(const std::vector<MountedShard>& shards,
     if (it == pending.end()) continue;
     auto fp = MountedFingerprint(shards_[s]);
     if (!fp.ok() || !(*fp == it->second.before)) {
+      if (shards_[s].object != nullptr) {
+        // An object another writer replaced: the edits wait for a rebase.
+        log::Error(it->first,
+                   ": replaced in the bucket since its records were edited or "
+                   "deleted; those edits are not shown nor applied (",
+                   list_->path(),
+                   " keeps them): tfrecordfs commit --rebase re-applies them to "
+                   "the object as it is now");
+        continue;
+      }
       log::Error(it->first, ": changed on disk since ", it->second.records.size(),
                  " of its records were deleted; those deletions are not shown nor applied (",
                  list_->path(), " keeps them)");

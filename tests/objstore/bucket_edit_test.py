@@ -45,6 +45,10 @@ SHARD = "big-00000-of-00001.tfrecord"
 RECORDS = 300
 
 
+def label_of(payload):
+    return tc.decode_example(payload)["label"][1]
+
+
 def daemon_pid(log):
     """The mount daemon's pid, from its log's lines ("tfrecordfs[PID]: ...")."""
     with open(log) as f:
@@ -245,6 +249,34 @@ class BucketEditTest(unittest.TestCase):
                 self.assertEqual(len(os.listdir(os.path.join(mnt, name))), 39)
         self.assertEqual(self.uploads_in_flight(), [])
 
+    def test_image_views_rm_and_mv_are_committed(self):
+        # view=classes groups the records at mount, before the daemon forks
+        # into the background: the commit's regrouping of the rewritten
+        # object must still read it (it hung once: the readahead threads
+        # started before the fork were gone).
+        mnt, log = self.mount("-o", "view=classes", "-o", "class_feature=label")
+        base = SHARD + "-%03d.jpg"
+        label5 = label_of(self.original[5])
+        to = str(label5[0] + 1)
+        self.sh("mv '{m}/{a}/{f5}' '{m}/{b}/'; rm '{m}/{c}/{f9}'".format(
+            m=mnt, a=label5[0], b=to, f5=base % 5, c=label_of(self.original[9])[0],
+            f9=base % 9))
+        r = run("commit", mnt, env=self.env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.check_object({5: ("label", [int(to)]), 9: None})
+        self.assertIn(base % 5, os.listdir(os.path.join(mnt, to)))
+        self.assertEqual(self.unmount(mnt).returncode, 0)
+        # The gallery view: rm of an image deletes its record.
+        mnt, log = self.mount("-o", "view=gallery")
+        folder = os.path.join(mnt, SHARD)
+        # (Numbered afresh by the commit: record 9 is gone, 19 is the 20th.)
+        image = [n for n in os.listdir(folder) if n.startswith(("019.", "019_", "019-"))]
+        self.assertEqual(len(image), 1, sorted(os.listdir(folder))[:25])
+        self.sh("rm '%s/%s'" % (folder, image[0]))
+        r = self.unmount(mnt)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.check_object({5: ("label", [int(to)]), 9: None, 20: None})
+
     def test_pending_edits_survive_a_killed_daemon(self):
         mnt, log = self.mount()
         self.sh("echo 7 > '%s/005/label'; rm -r '%s/010'" % ((os.path.join(mnt, SHARD),) * 2))
@@ -350,6 +382,33 @@ class BucketEditTest(unittest.TestCase):
         r = self.unmount(mnt)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertEqual(len(tc.read_records(self.object)), len(theirs) - 1)
+
+    def test_rebase_after_a_remount_that_lists_the_new_object(self):
+        mnt, log = self.mount()
+        self.sh("echo 987654 > '%s/005/label'" % os.path.join(mnt, SHARD))
+        os.kill(daemon_pid(log), 9)  # pending edits, then a crash
+        subprocess.run(["fusermount3", "-u", "-z", mnt], capture_output=True)
+        self.mounts.remove(mnt)
+        theirs = self.original[1:]  # another writer drops record 0
+        with open(self.object + ".new", "wb") as f:
+            for p in theirs:
+                f.write(tc.frame(p))
+        os.replace(self.object + ".new", self.object)
+        mnt, log = self.mount(name="again")
+        with open(log) as f:
+            self.assertIn("replaced in the bucket since its records were edited", f.read())
+        with open(os.path.join(mnt, SHARD, "004", "label")) as f:  # their record 5, unedited
+            self.assertEqual(f.read().strip(), str(label_of(self.original[5])[0]))
+        r = run("commit", "--rebase", mnt, env=self.env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("re-applied 1 edit(s)", r.stdout)
+        with open(os.path.join(mnt, SHARD, "004", "label")) as f:
+            self.assertEqual(f.read().strip(), "987654")
+        self.assertEqual(self.unmount(mnt).returncode, 0)
+        records = tc.read_records(self.object)
+        self.assertEqual(len(records), len(theirs))
+        self.assertEqual(label_of(records[4]), [987654])
+        self.assertEqual(records[:4] + records[5:], theirs[:4] + theirs[5:])
 
     def test_two_mounts_committing_at_once_exactly_one_wins(self):
         a, _ = self.mount("-o", "staging_dir=" + os.path.join(self.tmp, "sa"), name="a")
