@@ -150,13 +150,14 @@ const Checkpoint& CheckpointTable::Before(uint64_t offset) const {
 absl::StatusOr<ScanResult> ScanCompressed(StoredBytes fd, absl::string_view path,
                                           uint64_t file_size, Codec codec, uint64_t span,
                                           const StreamSink& sink,
-                                          const std::function<void(uint64_t)>& progress) {
+                                          const std::function<void(uint64_t)>& progress,
+                                          bool isal) {
   ScanResult result;
   result.table.codec = codec;
   Checkpoint start;
   start.stream_start = true;
   result.table.points.push_back(start);
-  Inflater inf(fd, path, file_size, codec);
+  Inflater inf(fd, path, file_size, codec, /*fast=*/isal, /*exact_problems=*/true);
   if (auto s = inf.Start(start, ""); !s.ok()) return s;
   constexpr size_t kChunk = 1 << 20;
   // The last kWindowSize bytes of output stay at the front of the buffer

@@ -140,11 +140,14 @@ using StreamSink = std::function<absl::Status(absl::string_view)>;
 // (0: kDefaultSpan), and at every GZIP member start.
 // `progress`, when set, is called with compressed bytes consumed so far.
 // Only I/O errors and the sink's errors are errors; damage ends the stream
-// (ScanResult::problem).
+// (ScanResult::problem). The deflate data is inflated by ISA-L (`isal`,
+// source/inflater.h: the same boundaries, checkpoints and problems as
+// zlib's, at about three times the speed) or, with isal false, by zlib.
 absl::StatusOr<ScanResult> ScanCompressed(StoredBytes fd, absl::string_view path,
                                           uint64_t file_size, Codec codec, uint64_t span,
                                           const StreamSink& sink,
-                                          const std::function<void(uint64_t)>& progress = nullptr);
+                                          const std::function<void(uint64_t)>& progress = nullptr,
+                                          bool isal = true);
 
 // Checks checkpoints (first, last] of `table` against the stream of `fd`
 // (the `codec` file of `file_size` bytes it was made for), inflating with
