@@ -389,7 +389,12 @@ absl::StatusOr<size_t> Inflater::ReadIsal(char* out, size_t n) {
   s.next_out = reinterpret_cast<uint8_t*>(out);
   s.avail_out = static_cast<uint32_t>(n);
   const int ret = s.block_state == ISAL_BLOCK_FINISH ? ISAL_DECOMP_OK : isal_inflate(&s);
-  const size_t produced = n - s.avail_out;
+  size_t produced = n - s.avail_out;
+  if (ret < 0 && exact_problems_ && member_known_) {
+    // ISA-L may write a few bytes ahead of the symbol it fails on (zlib
+    // writes none): this call's bytes are zlib's to produce again.
+    produced = 0;
+  }
   out_pos_ += produced;
   Sum(out, produced);
   if (ret < 0) {
@@ -506,7 +511,8 @@ absl::StatusOr<size_t> Inflater::ReadIsalToBoundary(char* out, size_t n) {
   s.avail_out = static_cast<uint32_t>(std::min<size_t>(n, held > 0 ? held - 1 : 0));
   const uint32_t asked = s.avail_out;
   const int ret = isal_inflate(&s);
-  const size_t produced = asked - s.avail_out;
+  size_t produced = asked - s.avail_out;
+  if (ret < 0 && exact_problems_ && member_known_) produced = 0;  // as in ReadIsal
   out_pos_ += produced;
   Sum(out, produced);
   if (ret < 0) {

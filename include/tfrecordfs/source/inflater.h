@@ -38,7 +38,13 @@
 // again by zlib: the member is inflated by zlib from its start, the bytes
 // already handed out are skipped (ISA-L's are a prefix of zlib's), and
 // zlib's verdict (offset, bytes produced, message) is the stream's, as if
-// zlib had inflated all of it.
+// zlib had inflated all of it. ISA-L may write a few bytes ahead of the
+// symbol it fails on: the bytes of the call that fails are not handed out
+// (zlib produces them again). One gap is left: ISA-L accepts an incomplete
+// Huffman code, which zlib refuses ("invalid literal/lengths set"); a block
+// with one, in a stream crafted so, is inflated by ISA-L while zlib stops at
+// its header, and the bytes handed out run past the stream's data_size (a
+// reader of them must stop at data_size; WalkShard walks again then).
 //
 // The descriptor is not owned: it is read from on Start (the byte holding
 // a checkpoint's leftover bits) and on every Read, so give it the one that
