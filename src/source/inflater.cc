@@ -357,6 +357,7 @@ absl::Status Inflater::IsalProblem(std::string message) {
     if (!got.ok()) return got.status();
     if (*got == 0 || at_stream_start_) break;
   }
+  if (out_pos_ < reached) overran_ = true;
   return absl::OkStatus();
 }
 

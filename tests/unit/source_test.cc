@@ -86,7 +86,7 @@ Scanned ScanWith(absl::string_view file, Codec codec, uint64_t span, bool isal) 
         s.sunk.append(b.data(), b.size());
         return absl::OkStatus();
       },
-      nullptr, isal);
+      nullptr, isal, [&] { s.sunk.clear(); });
   EXPECT_TRUE(r.ok()) << r.status();
   if (r.ok()) s.scan = std::move(*r);
   return s;

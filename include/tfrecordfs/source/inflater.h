@@ -42,9 +42,9 @@
 // symbol it fails on: the bytes of the call that fails are not handed out
 // (zlib produces them again). One gap is left: ISA-L accepts an incomplete
 // Huffman code, which zlib refuses ("invalid literal/lengths set"); a block
-// with one, in a stream crafted so, is inflated by ISA-L while zlib stops at
-// its header, and the bytes handed out run past the stream's data_size (a
-// reader of them must stop at data_size; WalkShard walks again then).
+// with one is inflated by ISA-L while zlib stops at its header, so bytes
+// were handed out that zlib does not produce: overran() says so (the scan
+// then starts over with zlib, ScanCompressed).
 //
 // The descriptor is not owned: it is read from on Start (the byte holding
 // a checkpoint's leftover bits) and on every Read, so give it the one that
@@ -112,6 +112,9 @@ class Inflater {
   bool at_stream_start() const { return at_stream_start_; }
   const std::optional<StreamProblem>& problem() const { return problem_; }
   uint64_t members() const { return members_; }
+  // With exact_problems: zlib, inflating again after ISA-L found damage,
+  // stopped before the bytes ISA-L had handed out (see above).
+  bool overran() const { return overran_; }
   // Releases the input buffer (the next Read reads again from in_pos()),
   // so an idle Inflater costs only its state.
   void Park();
@@ -169,6 +172,7 @@ class Inflater {
   const bool fast_;
   const bool exact_problems_;
   bool isal_disabled_ = false;  // zlib re-inflates after an ISA-L problem
+  bool overran_ = false;
   // The member being inflated: where it starts (known after a Start at a
   // stream start), and the check value of ISA-L's bytes of it.
   bool member_known_ = false;
