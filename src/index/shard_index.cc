@@ -248,7 +248,12 @@ absl::StatusOr<WalkedShard> WalkShard(source::StoredBytes fd, const std::string&
   }
   auto scan = codec == source::Codec::kSnappy
                   ? source::ScanSnappy(in, path, size, sink, on_progress)
-                  : source::ScanCompressed(in, path, size, codec, span, sink, on_progress);
+                  : source::ScanCompressed(in, path, size, codec, span, sink, on_progress,
+                                           /*isal=*/true, [&] {
+                                             // The scan starts over (see ScanCompressed).
+                                             walker = record::StreamWalker(path, max_records);
+                                             hinted = false;
+                                           });
   if (!scan.ok()) return scan.status();
   auto table = std::make_shared<source::CheckpointTable>(std::move(scan->table));
   out.windows_blob = std::move(scan->windows_blob);

@@ -147,16 +147,41 @@ const Checkpoint& CheckpointTable::Before(uint64_t offset) const {
   return it == points.begin() ? points.front() : *(it - 1);
 }
 
+namespace {
+absl::StatusOr<ScanResult> ScanOnce(StoredBytes fd, absl::string_view path, uint64_t file_size,
+                                    Codec codec, uint64_t span, const StreamSink& sink,
+                                    const std::function<void(uint64_t)>& progress, bool isal,
+                                    bool* overran);
+}  // namespace
+
 absl::StatusOr<ScanResult> ScanCompressed(StoredBytes fd, absl::string_view path,
                                           uint64_t file_size, Codec codec, uint64_t span,
                                           const StreamSink& sink,
-                                          const std::function<void(uint64_t)>& progress) {
+                                          const std::function<void(uint64_t)>& progress, bool isal,
+                                          const std::function<void()>& restart) {
+  bool overran = false;
+  auto scan = ScanOnce(fd, path, file_size, codec, span, sink, progress, isal, &overran);
+  if (scan.ok() && overran && restart) {
+    // ISA-L handed out bytes zlib does not produce (a block zlib refuses):
+    // the sink starts over, and zlib inflates the stream from its start.
+    restart();
+    return ScanOnce(fd, path, file_size, codec, span, sink, progress, /*isal=*/false, &overran);
+  }
+  return scan;
+}
+
+namespace {
+
+absl::StatusOr<ScanResult> ScanOnce(StoredBytes fd, absl::string_view path, uint64_t file_size,
+                                    Codec codec, uint64_t span, const StreamSink& sink,
+                                    const std::function<void(uint64_t)>& progress, bool isal,
+                                    bool* overran) {
   ScanResult result;
   result.table.codec = codec;
   Checkpoint start;
   start.stream_start = true;
   result.table.points.push_back(start);
-  Inflater inf(fd, path, file_size, codec);
+  Inflater inf(fd, path, file_size, codec, /*fast=*/isal, /*exact_problems=*/true);
   if (auto s = inf.Start(start, ""); !s.ok()) return s;
   constexpr size_t kChunk = 1 << 20;
   // The last kWindowSize bytes of output stay at the front of the buffer
@@ -235,8 +260,11 @@ absl::StatusOr<ScanResult> ScanCompressed(StoredBytes fd, absl::string_view path
   result.members = inf.members();
   result.table.points.shrink_to_fit();
   result.table.windows = Windows::InMemory(result.windows_blob);
+  *overran = inf.overran();
   return result;
 }
+
+}  // namespace
 
 absl::Status VerifyCheckpoints(StoredBytes fd, absl::string_view path, uint64_t file_size,
                                const CheckpointTable& table, size_t first, size_t last) {

@@ -13,7 +13,8 @@
 //               a checkpoint at nearly every deflate block)
 //
 // Invariants:
-//   * ScanCompressed only fails on I/O errors (never here); the bytes it
+//   * ScanCompressed (ISA-L, starting over with zlib when it asks: the sink
+//     is cleared) only fails on I/O errors (never here); the bytes it
 //     hands its sink are a prefix of what zlib itself decompresses from the
 //     file (stepping over GZIP members), data_size is their count, and the
 //     scan reports no problem exactly when zlib decompresses the whole file
@@ -69,11 +70,13 @@ void Check(absl::string_view file, Codec codec, uint64_t span, uint64_t seed) {
   const uint64_t size = file.size();
 
   std::string sunk;
-  auto scan =
-      source::ScanCompressed(fd.get(), "fuzz.gz", size, codec, span, [&](absl::string_view b) {
+  auto scan = source::ScanCompressed(
+      fd.get(), "fuzz.gz", size, codec, span,
+      [&](absl::string_view b) {
         sunk.append(b.data(), b.size());
         return absl::OkStatus();
-      });
+      },
+      nullptr, /*isal=*/true, [&] { sunk.clear(); });
   FUZZ_CHECK(scan.ok(), scan.status().ToString());
   bool clean = false;
   const std::string straight = Straight(file, codec, &clean);

@@ -4,11 +4,24 @@
 // milliseconds however few bytes it asks for. Tests assert how many reads a
 // walk makes (a count, never a time); scripts/bench times work behind it.
 //
-//   slowfs [-f] [-o delay_ms=N] [-o max_read_kb=K] [-o FUSE option...] SOURCE_DIR MOUNTPOINT
+//   slowfs [-f] [-o delay_ms=N] [-o max_read_kb=K] [-o page_cache] [-o FUSE option...]
+//          SOURCE_DIR MOUNTPOINT
 //
 // delay_ms     milliseconds slept before each read of a file (default 10)
 // max_read_kb  the largest read request, in KiB (default 1024; 128 is what
 //              the kernel and s3fs negotiate by default, issue 25)
+// page_cache   files are opened without direct_io (see below), as libfuse's
+//              passthrough example opens them: the kernel's page cache and
+//              readahead sit above slowfs, so a sequential reader such as
+//              `cat` gets its next requests sent ahead of it (asynchronous
+//              readahead, up to max_read each, several in flight) and a
+//              reader's small reads are gathered into requests of up to
+//              max_read. Each request still pays the delay. This is the
+//              harness an outside check of issue 36 used (passthrough plus a
+//              sleep): the stricter one for tfrecordfs, whose own parallel
+//              reads no longer stand against a `cat` that waits for every
+//              request in turn. The page cache of a file is dropped when it
+//              is opened (no kernel_cache), so every run starts cold.
 //
 // `MOUNTPOINT/.slowfs-stats` (not counted, not in SOURCE_DIR) reads
 // "reads N\nbytes B\n": the read requests served so far and their bytes.
@@ -51,6 +64,7 @@ constexpr unsigned kMaxRequest = 1u << 20;
 struct Config {
   unsigned delay_ms = 10;
   unsigned max_read_kb = kMaxRequest >> 10;
+  int page_cache = 0;
   const char* source = nullptr;
 };
 
@@ -59,6 +73,7 @@ struct State {
   int dirfd = -1;
   unsigned delay_ms = 0;
   unsigned max_request = kMaxRequest;
+  bool page_cache = false;
   std::atomic<uint64_t> reads{0};
   std::atomic<uint64_t> bytes{0};
 };
@@ -81,7 +96,7 @@ void* Init(fuse_conn_info* conn, fuse_config* cfg) {
   conn->max_write = max_request;  // lets the kernel negotiate 256 pages per request
   conn->max_read = max_request;
   conn->max_readahead = max_request;
-  cfg->direct_io = 1;
+  cfg->direct_io = Self()->page_cache ? 0 : 1;
   cfg->kernel_cache = 0;
   cfg->entry_timeout = cfg->attr_timeout = 3600;
   return fuse_get_context()->private_data;
@@ -123,10 +138,11 @@ int ReadDir(const char* path, void* buf, fuse_fill_dir_t fill, off_t, fuse_file_
 int Open(const char* path, fuse_file_info* fi) {
   if ((fi->flags & O_ACCMODE) != O_RDONLY) return -EROFS;
   fi->direct_io = 1;
-  if (IsStats(path)) {
+  if (IsStats(path)) {  // size 0: read through direct_io whatever page_cache says
     fi->fh = kStatsFh;
     return 0;
   }
+  if (Self()->page_cache) fi->direct_io = 0;
   const int fd = ::openat(Self()->dirfd, Rel(path).c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -errno;
   fi->fh = static_cast<uint64_t>(fd);
@@ -171,6 +187,7 @@ int Access(const char* path, int mask) {
 const fuse_opt kOpts[] = {
     {"delay_ms=%u", offsetof(Config, delay_ms), 0},
     {"max_read_kb=%u", offsetof(Config, max_read_kb), 0},
+    {"page_cache", offsetof(Config, page_cache), 1},
     FUSE_OPT_END,
 };
 
@@ -191,8 +208,8 @@ int main(int argc, char** argv) {
   if (fuse_opt_parse(&args, &config, kOpts, TakeArg) != 0) return 2;
   if (config.source == nullptr) {
     std::fprintf(stderr,
-                 "Usage: slowfs [-f] [-o delay_ms=N] [-o max_read_kb=K] [-o FUSE option...] "
-                 "SOURCE_DIR MOUNTPOINT\n");
+                 "Usage: slowfs [-f] [-o delay_ms=N] [-o max_read_kb=K] [-o page_cache] "
+                 "[-o FUSE option...] SOURCE_DIR MOUNTPOINT\n");
     return 2;
   }
   if (config.max_read_kb < 4 || config.max_read_kb > (kMaxRequest >> 10)) {
@@ -202,6 +219,7 @@ int main(int argc, char** argv) {
   static State state;
   state.delay_ms = config.delay_ms;
   state.max_request = config.max_read_kb << 10;
+  state.page_cache = config.page_cache != 0;
   state.dirfd = ::open(config.source, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (state.dirfd < 0) {
     std::fprintf(stderr, "slowfs: %s: %s\n", config.source, std::strerror(errno));

@@ -77,17 +77,58 @@ struct Scanned {
   std::string sunk;  // what the scan handed its sink
 };
 
-Scanned Scan(absl::string_view file, Codec codec, uint64_t span) {
+Scanned ScanWith(absl::string_view file, Codec codec, uint64_t span, bool isal) {
   Scanned s;
   s.fd = MemFile(file);
-  auto r =
-      ScanCompressed(s.fd.get(), "test.gz", file.size(), codec, span, [&](absl::string_view b) {
+  auto r = ScanCompressed(
+      s.fd.get(), "test.gz", file.size(), codec, span,
+      [&](absl::string_view b) {
         s.sunk.append(b.data(), b.size());
         return absl::OkStatus();
-      });
+      },
+      nullptr, isal, [&] { s.sunk.clear(); });
   EXPECT_TRUE(r.ok()) << r.status();
   if (r.ok()) s.scan = std::move(*r);
   return s;
+}
+
+// The scan with ISA-L and the scan with zlib agree on the bytes, members
+// and problems. Checkpoints may lie at other boundaries (ISA-L decodes up to
+// 64 KiB ahead of the bytes it hands out, so it sees only boundaries after
+// those, source/inflater.h), and every one must be as valid: zlib, checking
+// each against the stream (VerifyCheckpoints: a block boundary or member
+// start at that bit offset, the uncompressed offset it names, its window),
+// accepts them all.
+void ExpectSameScan(const Scanned& isal, const Scanned& zlib, absl::string_view file) {
+  EXPECT_TRUE(isal.sunk == zlib.sunk) << isal.sunk.size() << " bytes against " << zlib.sunk.size();
+  EXPECT_EQ(isal.scan.table.data_size, zlib.scan.table.data_size);
+  EXPECT_EQ(isal.scan.members, zlib.scan.members);
+  ASSERT_EQ(isal.scan.problem.has_value(), zlib.scan.problem.has_value());
+  if (isal.scan.problem) {
+    EXPECT_EQ(isal.scan.problem->compressed_offset, zlib.scan.problem->compressed_offset);
+    EXPECT_EQ(isal.scan.problem->offset, zlib.scan.problem->offset);
+    EXPECT_EQ(isal.scan.problem->message, zlib.scan.problem->message);
+  }
+  const auto& pts = isal.scan.table.points;
+  ASSERT_FALSE(pts.empty());
+  if (!isal.scan.problem) {
+    EXPECT_TRUE(VerifyCheckpoints(isal.fd.get(), "test.gz", file.size(), isal.scan.table).ok());
+  } else if (pts.size() > 1) {
+    // A damaged stream does not end at data_size: every checkpoint but
+    // the last is checked by inflating to the one after it.
+    EXPECT_TRUE(
+        VerifyCheckpoints(isal.fd.get(), "test.gz", file.size(), isal.scan.table, 0, pts.size() - 1)
+            .ok());
+  }
+}
+
+// Every scan in these tests runs both ways (ISA-L, the index build's, and
+// zlib) and the two must agree; the ISA-L one is returned.
+Scanned Scan(absl::string_view file, Codec codec, uint64_t span) {
+  Scanned isal = ScanWith(file, codec, span, /*isal=*/true);
+  Scanned zlib = ScanWith(file, codec, span, /*isal=*/false);
+  ExpectSameScan(isal, zlib, file);
+  return isal;
 }
 
 // Reads `reads` random ranges (and the edges) through an InflateSource and
@@ -267,6 +308,60 @@ TEST(InflateSource, ZlibStreamFromOurWriterFlushPoints) {
   ASSERT_FALSE(s.scan.problem);
   CheckRandomReads(s.fd, file.size(), std::make_shared<const CheckpointTable>(s.scan.table), data,
                    200, 16);
+}
+
+// Span 1: a checkpoint at (nearly) every block boundary, each laid by the
+// ISA-L scan where it stopped its inflater (Scan checks them all with zlib),
+// and the bytes read from every checkpoint through the ISA-L table and
+// through the zlib table are the same.
+TEST(InflateSource, IsalScanCheckpointsReadLikeZlibScanCheckpoints) {
+  struct One {
+    std::string name;
+    std::string file;
+    Codec codec;
+  };
+  std::vector<One> files;
+  files.push_back({"text", Deflate(TextLike(3 << 20, 71), Wrap::kGzip), Codec::kGzip});
+  files.push_back({"text level 1", Deflate(TextLike(2 << 20, 72), Wrap::kZlib, 1), Codec::kZlib});
+  files.push_back(
+      {"random (stored)", Deflate(RandomBytes(1 << 20, 73), Wrap::kGzip), Codec::kGzip});
+  files.push_back(
+      {"fixed codes", Deflate(TextLike(1 << 20, 74), Wrap::kGzip, 6, Z_FIXED), Codec::kGzip});
+  files.push_back({"huffman only", Deflate(TextLike(1 << 20, 75), Wrap::kGzip, 6, Z_HUFFMAN_ONLY),
+                   Codec::kGzip});
+  files.push_back({"full flushes",
+                   Deflate(TextLike(3 << 20, 76), Wrap::kZlib, 6, Z_DEFAULT_STRATEGY, 100 << 10),
+                   Codec::kZlib});
+  files.push_back({"two members",
+                   Deflate(TextLike(1 << 20, 77), Wrap::kGzip) +
+                       Deflate(RandomBytes(300 << 10, 78), Wrap::kGzip),
+                   Codec::kGzip});
+  for (const One& f : files) {
+    SCOPED_TRACE(f.name);
+    Scanned s = Scan(f.file, f.codec, 1);  // both ways, compared
+    Scanned z = ScanWith(f.file, f.codec, 1, /*isal=*/false);
+    ASSERT_FALSE(s.scan.problem);
+    EXPECT_GT(s.scan.table.points.size(), 3u);
+    BlockCache cache_isal(size_t{4} << 20), cache_zlib(size_t{4} << 20);
+    InflateSource by_isal(Dup(s.fd), "test.gz", f.file.size(),
+                          std::make_shared<const CheckpointTable>(s.scan.table), &cache_isal);
+    InflateSource by_zlib(Dup(z.fd), "test.gz", f.file.size(),
+                          std::make_shared<const CheckpointTable>(z.scan.table), &cache_zlib);
+    std::vector<uint64_t> at;
+    for (const auto& t : {s.scan.table.points, z.scan.table.points}) {
+      for (const Checkpoint& cp : t) at.push_back(cp.out);
+    }
+    std::string a(3000, '\0'), b(3000, '\0');
+    for (uint64_t off : at) {
+      const uint64_t from = off > 1000 ? off - 1000 : 0;  // across the checkpoint
+      auto ra = by_isal.ReadAt(from, a.data(), a.size());
+      auto rb = by_zlib.ReadAt(from, b.data(), b.size());
+      ASSERT_TRUE(ra.ok() && rb.ok()) << off;
+      ASSERT_EQ(*ra, *rb) << off;
+      ASSERT_TRUE(a.compare(0, *ra, s.sunk, from, *ra) == 0) << off;
+      ASSERT_TRUE(b.compare(0, *rb, s.sunk, from, *rb) == 0) << off;
+    }
+  }
 }
 
 // ---- the index file round trip ---------------------------------------------

@@ -140,11 +140,21 @@ using StreamSink = std::function<absl::Status(absl::string_view)>;
 // (0: kDefaultSpan), and at every GZIP member start.
 // `progress`, when set, is called with compressed bytes consumed so far.
 // Only I/O errors and the sink's errors are errors; damage ends the stream
-// (ScanResult::problem).
+// (ScanResult::problem). The deflate data is inflated by ISA-L (`isal`,
+// source/inflater.h: the same bytes and problems as zlib's, checkpoints as
+// valid, at igzip's speed) or, with isal false, by zlib. On a damaged
+// stream with a block zlib refuses and ISA-L does not (an incomplete
+// Huffman code), ISA-L hands the sink bytes zlib does not produce: then
+// `restart`, when given, is called and the scan runs again from the start
+// of the stream with zlib (the sink gets every byte again, now exactly
+// zlib's); without it, the sink's bytes run past data_size (a problem is
+// always reported then).
 absl::StatusOr<ScanResult> ScanCompressed(StoredBytes fd, absl::string_view path,
                                           uint64_t file_size, Codec codec, uint64_t span,
                                           const StreamSink& sink,
-                                          const std::function<void(uint64_t)>& progress = nullptr);
+                                          const std::function<void(uint64_t)>& progress = nullptr,
+                                          bool isal = true,
+                                          const std::function<void()>& restart = nullptr);
 
 // Checks checkpoints (first, last] of `table` against the stream of `fd`
 // (the `codec` file of `file_size` bytes it was made for), inflating with
