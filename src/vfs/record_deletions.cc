@@ -95,6 +95,13 @@ absl::Status RecordDeletions::CheckWritable(uint64_t shard) const {
                                             ": not an object of an s3:// bucket: its "
                                             "records are read-only"));
     }
+    if (shards_[shard].index->codec() == source::Codec::kArrayRecord) {
+      // The bucket commit rewrites TFRecord streams (plain or compressed);
+      // an ArrayRecord file is rewritten only where it lies on local disk.
+      return PosixError(EROFS, absl::StrCat(path,
+                                            ": an ArrayRecord object: its records are read-only "
+                                            "in a bucket (edit a local copy)"));
+    }
     return absl::OkStatus();
   }
   const std::string dir = path.substr(0, path.rfind('/'));

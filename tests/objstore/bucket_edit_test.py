@@ -249,6 +249,34 @@ class BucketEditTest(unittest.TestCase):
                 self.assertEqual(len(os.listdir(os.path.join(mnt, name))), 39)
         self.assertEqual(self.uploads_in_flight(), [])
 
+    def test_arrayrecord_objects_refuse_edits_and_keep_their_bytes(self):
+        # The bucket commit rewrites TFRecord streams only: an ArrayRecord
+        # object's records must refuse edits (EROFS), not be committed as
+        # a TFRecord stream under the object's name.
+        local = os.path.join(self.tmp, "ar")
+        r = run("reshard", "-q", self.saved, "--output", local, "--prefix", "a",
+                "--format", "arrayrecord", "--group-size", "4", env=self.env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        (name,) = [n for n in os.listdir(local) if not n.startswith(".")]
+        shutil.copy(os.path.join(local, name), os.path.join(self.data, name))
+        with open(os.path.join(self.data, name), "rb") as f:
+            before = f.read()
+        mnt, log = self.mount()
+        rec = os.path.join(mnt, name, "003")
+        self.assertTrue(os.path.isdir(rec), os.listdir(os.path.join(mnt, name))[:5])
+        for script in ("echo 7 > '{r}/label'", "rm -r '{r}'"):
+            out = subprocess.run(["bash", "-c", script.format(r=rec)], capture_output=True,
+                                 text=True, timeout=60)
+            self.assertNotEqual(out.returncode, 0, script)
+            self.assertIn("Read-only file system", out.stderr, script)
+        # The TFRecord object of the same mount still takes edits.
+        self.sh("echo 7 > '{r}/005/label'".format(r=os.path.join(mnt, SHARD)))
+        r = run("commit", mnt, env=self.env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        with open(os.path.join(self.data, name), "rb") as f:
+            self.assertEqual(f.read(), before)
+        self.check_object({5: ("label", [7])})
+
     def test_image_views_rm_and_mv_are_committed(self):
         # view=classes groups the records at mount, before the daemon forks
         # into the background: the commit's regrouping of the rewritten
