@@ -34,8 +34,8 @@ deleted, and the time taken.
 
 Options:
   --timeout SECONDS  how long to wait for the daemon (default 3600)
-  -h, --help         show this help and exit
-
+)";
+constexpr char kUsageEnd[] = R"(
 Exit status: 0 when every edited shard was committed (or nothing was
 edited), 1 when a shard was not (its edits stay pending; the output says
 why), 2 on a usage error, 3 when MOUNTPOINT is not a live read-write
@@ -45,7 +45,12 @@ tfrecordfs mount of this user.
 }  // namespace
 
 int CommitMain(int argc, char** argv) {
-  Tool tool({.name = "commit", .usage = kUsage, .json = false, .quiet = false});
+  Tool tool({.name = "commit",
+             .usage = kUsage,
+             .usage_end = kUsageEnd,
+             .usage_column = 21,
+             .json = false,
+             .quiet = false});
   double timeout = 3600;
   if (auto stop = tool.Parse(argc, argv, [&](int* i) -> std::optional<int> {
         const absl::string_view arg = argv[*i];

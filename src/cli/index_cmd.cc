@@ -70,11 +70,8 @@ Options:
                     else headers; the default)
   -q, --quiet       no progress bar and no summary
   -v, --verbose     say for each shard where its index came from
-  --max-shard-records N
-                    the most records one shard may have (default 50000000);
-                    a shard with more is skipped, and the exit status is 1
-  -h, --help        show this help and exit
-
+)";
+constexpr char kIndexUsageEnd[] = R"(
 Without --beside or --index-dir the indexes go to the per-user cache,
 ${XDG_CACHE_HOME:-~/.cache}/tfrecordfs/index. On a terminal, a progress bar
 (shards, records, bytes, rate, ETA) is drawn on stderr; a summary line goes
@@ -89,7 +86,14 @@ cannot be written, 2 on a usage error.
 }  // namespace
 
 int IndexMain(int argc, char** argv) {
-  Tool tool({.name = "index", .usage = kIndexUsage, .json = false, .indexes = true, .parts = true});
+  Tool tool({.name = "index",
+             .usage = kIndexUsage,
+             .usage_end = kIndexUsageEnd,
+             .usage_column = 20,
+             .quiet_row = false,
+             .json = false,
+             .indexes = true,
+             .parts = true});
   index::StoreOptions store_options;
   int threads = 0;
   bool beside = false;

@@ -49,8 +49,8 @@ Options:
                      tf.io.TFRecordWriter writes with that compression type;
                      SIZE then bounds the uncompressed bytes
   -v, --verbose      log progress to stderr
-  -h, --help         show this help and exit
-
+)";
+constexpr char kPackUsageEnd[] = R"(
 Exit status: 0 when every record was packed, 1 when some record was left
 out or the pack failed, 2 on a usage error.
 )";
@@ -58,7 +58,12 @@ out or the pack failed, 2 on a usage error.
 }  // namespace
 
 int PackMain(int argc, char** argv) {
-  Tool tool({.name = "pack", .usage = kPackUsage, .json = false, .quiet = false});
+  Tool tool({.name = "pack",
+             .usage = kPackUsage,
+             .usage_end = kPackUsageEnd,
+             .usage_column = 21,
+             .json = false,
+             .quiet = false});
   repack::PackOptions options;
   options.remove_packed = false;
   bool verbose = false;

@@ -50,12 +50,8 @@ Options:
                     "record": i, "offset": ..., "reason": ...}],
                     "unreadable": [...]}; "record" is null for damage
                     between records
-  -q, --quiet       no progress bar
-  --max-shard-records N
-                    the most records one shard may have (default 50000000);
-                    a shard with more is skipped, and the exit status is 1
-  -h, --help        show this help and exit
-
+)";
+constexpr char kRepairUsageEnd[] = R"(
 Exit status: 0 when nothing was dropped, 1 when a record was dropped or a
 shard could not be read or written, 2 on a usage error, 130 when
 interrupted.
@@ -70,8 +66,13 @@ struct Done {
 }  // namespace
 
 int RepairMain(int argc, char** argv) {
-  Tool tool(
-      {.name = "repair", .usage = kRepairUsage, .indexes = true, .parts = true, .finalize = true});
+  Tool tool({.name = "repair",
+             .usage = kRepairUsage,
+             .usage_end = kRepairUsageEnd,
+             .usage_column = 20,
+             .indexes = true,
+             .parts = true,
+             .finalize = true});
   std::string output;
   auto own = [&](int* i) -> std::optional<int> {
     std::string flag, value;

@@ -42,12 +42,8 @@ Options:
   --json       one JSON document instead: {"records_scanned": N,
                "features": [{"name", "kind", "present", "min_count",
                "max_count", ...}], "feature_lists": [...]}
-  -q, --quiet  no progress bar
-  --max-shard-records N
-               the most records one shard may have (default 50000000);
-               a shard with more is skipped, and the exit status is 1
-  -h, --help   show this help and exit
-
+)";
+constexpr char kSchemaUsageEnd[] = R"(
 Exit status: 0 on success, 1 when a SOURCE or a sampled record cannot be
 read, 2 on a usage error.
 )";
@@ -158,7 +154,11 @@ std::string Table(const std::vector<std::vector<std::string>>& rows) {
 int SchemaMain(int argc, char** argv) {
   bool all = false, sample_given = false;
   uint64_t sample = kDefaultSample;
-  Tool tool({.name = "schema", .usage = kSchemaUsage, .indexes = true});
+  Tool tool({.name = "schema",
+             .usage = kSchemaUsage,
+             .usage_end = kSchemaUsageEnd,
+             .usage_column = 15,
+             .indexes = true});
   auto own = [&](int* i) -> std::optional<int> {
     const std::string arg = argv[*i];
     if (arg == "--all") {

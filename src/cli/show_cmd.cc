@@ -52,11 +52,8 @@ Options:
                payloads: "raw". Bytes values are strings when they are
                single-line UTF-8 text, else {"base64": "..."}; NaN and
                infinite floats are strings ("nan", "-inf").
-  --max-shard-records N
-               the most records one shard may have (default 50000000);
-               a shard with more is skipped, and the exit status is 1
-  -h, --help   show this help and exit
-
+)";
+constexpr char kShowUsageEnd[] = R"(
 Exit status: 0 on success, 1 when SHARD or a record cannot be read (damaged,
 or no such record), 2 on a usage error.
 )";
@@ -167,7 +164,12 @@ void WriteTableJson(JsonWriter* w, const example::FeatureTable& table) {
 }  // namespace
 
 int ShowMain(int argc, char** argv) {
-  Tool tool({.name = "show", .usage = kShowUsage, .quiet = false, .indexes = true});
+  Tool tool({.name = "show",
+             .usage = kShowUsage,
+             .usage_end = kShowUsageEnd,
+             .usage_column = 15,
+             .quiet = false,
+             .indexes = true});
   if (auto stop = tool.Parse(argc, argv)) return *stop;
   const bool json = tool.json();
   const std::vector<std::string>& positional = tool.operands();

@@ -74,8 +74,8 @@ Options:
                shards; refused_edits [{shard, record, reason}] (record: its
                folder name) and refused_edit_count: edited or added records
                the commit would refuse
-  -h, --help   show this help and exit
-
+)";
+constexpr char kStatusUsageEnd[] = R"(
 Exit status: 0 when the pack would take every staged record (or nothing is
 staged) and the commit every edit, 1 when a staged record or a loose file
 would stay staged or an edited record would keep its shard uncommitted (the
@@ -386,7 +386,11 @@ std::string Json(const MountStatus& st) {
 }  // namespace
 
 int StatusMain(int argc, char** argv) {
-  Tool tool({.name = "status", .usage = kStatusUsage, .quiet = false});
+  Tool tool({.name = "status",
+             .usage = kStatusUsage,
+             .usage_end = kStatusUsageEnd,
+             .usage_column = 15,
+             .quiet = false});
   if (auto stop = tool.Parse(argc, argv)) return *stop;
   if (tool.operands().empty()) return tool.Usage("need a MOUNTPOINT");
   if (tool.operands().size() > 1) return tool.Usage("unexpected argument " + tool.operands()[1]);

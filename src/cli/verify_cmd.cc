@@ -49,12 +49,8 @@ Options:
                damage between or after records (counted in
                "damaged_spans", not in "damaged_records"), and compressed
                shards add "checkpoint_offset"
-  -q, --quiet  no progress bar
-  --max-shard-records N
-               the most records one shard may have (default 50000000);
-               a shard with more is skipped, and the exit status is 1
-  -h, --help   show this help and exit
-
+)";
+constexpr char kVerifyUsageEnd[] = R"(
 Exit status: 0 when every record is intact, 1 when something is damaged or
 cannot be read, 2 on a usage error.
 )";
@@ -72,7 +68,12 @@ std::string Where(const inspect::Damage& d, bool compressed) {
 }  // namespace
 
 int VerifyMain(int argc, char** argv) {
-  Tool tool({.name = "verify", .usage = kVerifyUsage, .indexes = true, .parts = true});
+  Tool tool({.name = "verify",
+             .usage = kVerifyUsage,
+             .usage_end = kVerifyUsageEnd,
+             .usage_column = 15,
+             .indexes = true,
+             .parts = true});
   // A large shard is verified by several parts, each its records.
   tool.SetSplitFiles(true);
   if (auto stop = tool.Start(argc, argv)) return *stop;

@@ -1,0 +1,25 @@
+// The toolbox commands' reports: each result (inspect/commands.h, ...)
+// written as the text a person reads and as the JSON document --json
+// prints (json_writer.h). Pure functions of the result: they print nothing,
+// except where a function says it logs (stderr, as the command always has).
+//
+// Thread-safety: reentrant.
+#ifndef TFRECORDFS_CLI_REPORTS_H_
+#define TFRECORDFS_CLI_REPORTS_H_
+
+#include <string>
+#include <vector>
+
+#include "tfrecordfs/inspect/commands.h"
+#include "tfrecordfs/scan/scan.h"
+
+namespace tfrecordfs::cli {
+
+// count: "records<TAB>path" per shard and "records<TAB>total", or
+// {"shards": [{"path", "records", "damaged"?}], "records"}. Logs a warning
+// per damaged shard.
+std::string CountReport(const inspect::CountResult& result, bool json);
+
+}  // namespace tfrecordfs::cli
+
+#endif  // TFRECORDFS_CLI_REPORTS_H_
