@@ -20,6 +20,11 @@ namespace tfrecordfs::cli {
 // per damaged shard.
 std::string CountReport(const inspect::CountResult& result, bool json);
 
+// schema: the summary line, then tables of features, example features and
+// feature lists; or {"records_scanned", "records_total", "shards",
+// "unreadable", "payloads", "features", "feature_lists", ...}.
+std::string SchemaReport(const inspect::SchemaResult& result, bool json);
+
 }  // namespace tfrecordfs::cli
 
 #endif  // TFRECORDFS_CLI_REPORTS_H_

@@ -98,10 +98,10 @@ absl::StatusOr<std::vector<ShownRecord>> ReadRecords(const scan::ScannedShard& s
   std::vector<ShownRecord> records;
   for (uint64_t r : wanted) {
     if (r >= idx.num_records()) {
-      records.push_back({r, 0,
-                         absl::NotFoundError(absl::StrCat(shard.path, ": no record ", r,
-                                                          ": the shard has ", idx.num_records(),
-                                                          " record(s)"))});
+      records.push_back(
+          {r, 0,
+           absl::NotFoundError(absl::StrCat(shard.path, ": no record ", r, ": the shard has ",
+                                            idx.num_records(), " record(s)"))});
       continue;
     }
     records.push_back({r, idx.begin(r), record::ReadRecord(**src, r, idx.begin(r), idx.end(r))});
@@ -129,8 +129,8 @@ VerifyResult VerifyShards(const std::vector<scan::ScannedShard>& shards, const R
       for (const RecordRange& range :
            ranges ? ranges(s) : std::vector<RecordRange>{RecordRange{}}) {
         auto report = VerifyShard(
-            *s.index, **src,
-            [&](uint64_t n, uint64_t bytes) { Tick(progress, 0, n, bytes); }, range);
+            *s.index, **src, [&](uint64_t n, uint64_t bytes) { Tick(progress, 0, n, bytes); },
+            range);
         if (!report.ok()) {
           v.status = report.status();
           break;

@@ -31,8 +31,8 @@ using Progress = std::function<void(uint64_t shards, uint64_t records, uint64_t 
 
 struct ShardCount {
   std::string path;
-  uint64_t records = 0;   // indexed records
-  size_t problems = 0;    // problems the header walk met (a damaged shard)
+  uint64_t records = 0;  // indexed records
+  size_t problems = 0;   // problems the header walk met (a damaged shard)
 };
 
 struct CountResult {
@@ -58,10 +58,10 @@ SchemaPlan PlanSchema(const std::vector<scan::ScannedShard>& shards,
                       std::optional<uint64_t> sample);
 
 struct SchemaResult {
-  SchemaBuilder schema;      // over the records read
+  SchemaBuilder schema;  // over the records read
   uint64_t records_total = 0;
   uint64_t shards = 0;
-  uint64_t unreadable = 0;   // planned records not read (their shard or record unreadable)
+  uint64_t unreadable = 0;  // planned records not read (their shard or record unreadable)
 };
 
 SchemaResult ReadSchema(const std::vector<scan::ScannedShard>& shards, const SchemaPlan& plan,
@@ -92,8 +92,8 @@ struct ShardVerdict {
 struct VerifyResult {
   std::vector<ShardVerdict> shards;  // in scan order
   // Over every shard.
-  uint64_t records = 0, damaged = 0, spans = 0, unreadable = 0, examples = 0,
-           sequence_examples = 0, example_lists = 0, others = 0;
+  uint64_t records = 0, damaged = 0, spans = 0, unreadable = 0, examples = 0, sequence_examples = 0,
+           example_lists = 0, others = 0;
   bool intact() const { return damaged + spans + unreadable == 0; }
 };
 
