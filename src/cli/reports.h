@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "tfrecordfs/inspect/commands.h"
 #include "tfrecordfs/scan/scan.h"
 
@@ -24,6 +25,13 @@ std::string CountReport(const inspect::CountResult& result, bool json);
 // feature lists; or {"records_scanned", "records_total", "shards",
 // "unreadable", "payloads", "features", "feature_lists", ...}.
 std::string SchemaReport(const inspect::SchemaResult& result, bool json);
+
+// show: "# record i of PATH: KIND, N bytes at byte offset O" and the
+// record's features per record, or one JSON object per record (an array of
+// them for several). `shorten`: values cut for a terminal. Logs each record
+// that could not be read.
+std::string ShowReport(absl::string_view path, bool compressed,
+                       const std::vector<inspect::ShownRecord>& records, bool json, bool shorten);
 
 }  // namespace tfrecordfs::cli
 

@@ -151,7 +151,10 @@ std::string SchemaReport(const inspect::SchemaResult& r, bool json) {
     w.EndArray();
     if (r.schema.example_lists() + r.schema.examples_in_examples() > 0) {
       // ExampleListWithContext examples' features; "records" counts examples.
-      w.Key("listed_examples").Uint(r.schema.listed_examples()).Key("example_features").BeginArray();
+      w.Key("listed_examples")
+          .Uint(r.schema.listed_examples())
+          .Key("example_features")
+          .BeginArray();
       for (const auto& [name, s] : r.schema.example_features()) {
         w.BeginObject().Key("name").String(name);
         WriteStatsJson(&w, s);
@@ -176,16 +179,17 @@ std::string SchemaReport(const inspect::SchemaResult& r, bool json) {
     w.EndArray().EndObject();
     out = w.str();
   } else {
-    absl::StrAppend(&out, r.schema.records(), " of ", r.records_total, " record(s) in ", r.shards,
-                    " shard(s) read", r.schema.records() + r.unreadable == r.records_total ? "" : " (a sample)",
-                    ": ", r.schema.examples(), " Example(s), ", r.schema.sequence_examples(),
-                    " SequenceExample(s), ",
-                    r.schema.example_lists() + r.schema.examples_in_examples() > 0
-                        ? absl::StrCat(r.schema.example_lists(), " ExampleListWithContext(s), ",
-                                       r.schema.examples_in_examples(), " Example-in-Example(s), of ",
-                                       r.schema.listed_examples(), " example(s), ")
-                        : "",
-                    r.schema.others(), " other payload(s)");
+    absl::StrAppend(
+        &out, r.schema.records(), " of ", r.records_total, " record(s) in ", r.shards,
+        " shard(s) read", r.schema.records() + r.unreadable == r.records_total ? "" : " (a sample)",
+        ": ", r.schema.examples(), " Example(s), ", r.schema.sequence_examples(),
+        " SequenceExample(s), ",
+        r.schema.example_lists() + r.schema.examples_in_examples() > 0
+            ? absl::StrCat(r.schema.example_lists(), " ExampleListWithContext(s), ",
+                           r.schema.examples_in_examples(), " Example-in-Example(s), of ",
+                           r.schema.listed_examples(), " example(s), ")
+            : "",
+        r.schema.others(), " other payload(s)");
     if (r.unreadable > 0) absl::StrAppend(&out, "; ", r.unreadable, " unreadable");
     absl::StrAppend(&out, "\n");
     if (r.schema.others() > 0) {
