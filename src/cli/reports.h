@@ -33,6 +33,11 @@ std::string SchemaReport(const inspect::SchemaResult& result, bool json);
 std::string ShowReport(absl::string_view path, bool compressed,
                        const std::vector<inspect::ShownRecord>& records, bool json, bool shorten);
 
+// verify: a line per damage, unreadable shard and shard of other payloads,
+// then the verdict; or {"shards", "records", ..., "damaged": [...],
+// "unreadable": [...], "non_example_shards": [...]}.
+std::string VerifyReport(const inspect::VerifyResult& result, bool json);
+
 }  // namespace tfrecordfs::cli
 
 #endif  // TFRECORDFS_CLI_REPORTS_H_
