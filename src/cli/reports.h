@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "src/cli/mount_status.h"
 #include "tfrecordfs/inspect/commands.h"
 #include "tfrecordfs/scan/scan.h"
 
@@ -37,6 +38,11 @@ std::string ShowReport(absl::string_view path, bool compressed,
 // then the verdict; or {"shards", "records", ..., "damaged": [...],
 // "unreadable": [...], "non_example_shards": [...]}.
 std::string VerifyReport(const inspect::VerifyResult& result, bool json);
+
+// status: the mount, its staging folder and log, each staged entry, the
+// edits per shard and what would be refused; or one JSON object of the same
+// (status_cmd.cc's --help lists its keys).
+std::string StatusReport(const MountStatus& status, bool json);
 
 }  // namespace tfrecordfs::cli
 
