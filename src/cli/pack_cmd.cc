@@ -8,8 +8,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "src/cli/commands.h"
+#include "src/cli/reports.h"
 #include "src/cli/toolbox.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
@@ -117,16 +117,7 @@ int PackMain(int argc, char** argv) {
   if (!verbose) log::SetLevel(log::Level::kError);
   // Pack first runs Recover on the journal, finishing an interrupted pack.
   repack::PackReport report = repack::Pack(options);
-  // Pack has logged a failure to stderr already: stdout keeps what was
-  // written and what stayed staged, and the error is said once.
-  std::string summary = report.Summary();
-  if (!report.status.ok()) {
-    absl::string_view rest = summary;
-    if (absl::ConsumeSuffix(&rest, absl::StrCat("pack failed: ", report.status.message(), "\n"))) {
-      summary = std::string(rest);
-    }
-  }
-  return tool.Finish(summary, report.status.ok() && report.left.empty());
+  return tool.Finish(PackReport(report), report.status.ok() && report.left.empty());
 }
 
 }  // namespace tfrecordfs::cli

@@ -13,6 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "src/cli/mount_status.h"
 #include "tfrecordfs/inspect/commands.h"
+#include "tfrecordfs/repack/pack.h"
 #include "tfrecordfs/scan/scan.h"
 
 namespace tfrecordfs::cli {
@@ -43,6 +44,10 @@ std::string VerifyReport(const inspect::VerifyResult& result, bool json);
 // edits per shard and what would be refused; or one JSON object of the same
 // (status_cmd.cc's --help lists its keys).
 std::string StatusReport(const MountStatus& status, bool json);
+
+// pack: what was written and what stayed staged (repack::PackReport::
+// Summary) without the failure's last line, which Pack has logged already.
+std::string PackReport(const repack::PackReport& report);
 
 }  // namespace tfrecordfs::cli
 

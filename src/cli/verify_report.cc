@@ -105,10 +105,11 @@ std::string VerifyReport(const inspect::VerifyResult& v, bool json) {
       }
       if (v.unreadable > 0) absl::StrAppend(&verdict, ", ", v.unreadable, " shard(s) unreadable");
     }
-    absl::StrAppend(&out, v.shards.size(), " shard(s), ", v.records, " record(s): ", verdict, " (",
-                    v.examples, " Example(s), ", v.sequence_examples, " SequenceExample(s), ",
-                    v.example_lists > 0 ? absl::StrCat(v.example_lists, " ExampleListWithContext(s), ") : "", v.others,
-                    " other payload(s))\n");
+    absl::StrAppend(
+        &out, v.shards.size(), " shard(s), ", v.records, " record(s): ", verdict, " (", v.examples,
+        " Example(s), ", v.sequence_examples, " SequenceExample(s), ",
+        v.example_lists > 0 ? absl::StrCat(v.example_lists, " ExampleListWithContext(s), ") : "",
+        v.others, " other payload(s))\n");
   }
   return out;
 }
