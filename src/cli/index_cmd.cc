@@ -4,32 +4,18 @@
 // With --beside it writes each index next to its shard (`<shard>.tfri`),
 // where every later mount finds it; with --dali-dir it also writes NVIDIA
 // DALI index files.
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <atomic>
-#include <cerrno>
 #include <chrono>
-#include <cstdio>
 #include <iostream>
-#include <map>
+#include <optional>
 #include <string>
-#include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "src/cli/commands.h"
-#include "src/cli/progress.h"
+#include "src/cli/reports.h"
 #include "src/cli/toolbox.h"
-#include "tfrecordfs/base/file.h"
-#include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
-#include "tfrecordfs/base/mutex.h"
-#include "tfrecordfs/index/dali_index.h"
 #include "tfrecordfs/index/index_store.h"
-#include "tfrecordfs/objstore/listing.h"
+#include "tfrecordfs/scan/indexing.h"
 #include "tfrecordfs/scan/scan.h"
 
 namespace tfrecordfs::cli {
@@ -157,127 +143,30 @@ int IndexMain(int argc, char** argv) {
   }
 
   const auto start = std::chrono::steady_clock::now();
-  std::atomic<bool> save_failed{false};
-  // --beside: directories where an index could not be written, with the
-  // first reason and how many shards it cost (reported once per directory).
-  // Written by the scan's threads under unwritable_mu, read once they are
-  // done.
-  Mutex unwritable_mu;
-  std::map<std::string, std::pair<std::string, int>> unwritable_dirs;
-  std::atomic<uint64_t> compressed_shards{0}, compressed_bytes{0}, compressed_index_bytes{0};
+  scan::IndexTally tally(beside                       ? scan::IndexPlace::kBeside
+                         : store_options.write_shared ? scan::IndexPlace::kShared
+                                                      : scan::IndexPlace::kCache);
   scan::ScanOptions options;
   options.threads = threads;
-  options.on_shard = [&](const scan::ScannedShard& shard) {
-    const index::LoadInfo& info = shard.info;
-    const uint64_t size = static_cast<uint64_t>(shard.st.st_size);
-    if (!info.save_status.ok()) {
-      save_failed = true;
-      if (store_options.write_shared) {
-        log::Error(shard.path, ": cannot save its index: ", info.save_status.message());
-      } else if (beside) {
-        MutexLock lock(&unwritable_mu);
-        auto& [why, count] = unwritable_dirs[Dirname(shard.path)];
-        if (count++ == 0) why = std::string(info.save_status.message());
-      }
-    }
-    log::Debug(shard.path, ": ", shard.index->num_records(), " record(s), index ",
-               index::IndexSourceName(info.source),
-               info.stored_path.empty() ? "" : absl::StrCat(" (", info.stored_path, ")"));
-    if (shard.codec != source::Codec::kNone) {
-      compressed_shards.fetch_add(1);
-      compressed_bytes.fetch_add(size);
-      compressed_index_bytes.fetch_add(info.index_bytes);
-    }
-  };
+  options.on_shard = [&](const scan::ScannedShard& shard) { tally.Observe(shard); };
   if (auto stop = tool.Scan(store_options, std::move(options), "not indexed")) return *stop;
-  for (const scan::ScannedShard& shard : tool.shards()) {
-    for (const std::string& line : index::FormatProblems(shard.path, shard.index->problems())) {
-      log::Warning(line);
-    }
-    if (!shard.index->problems().empty()) {
-      log::Warning(shard.path, ": damaged shard: ", shard.index->num_records(),
-                   " record(s) indexed");
-    }
+  LogDamagedShards(tool.shards());
+  std::optional<scan::DaliResult> dali;
+  if (!dali_dir.empty()) dali = scan::WriteDaliIndexes(tool.shards(), dali_dir);
+  const IndexRun run{
+      .stats = tool.store()->stats(),
+      .seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+      .tally = &tally,
+      .dali = dali ? &*dali : nullptr,
+      .dali_dir = dali_dir,
+      .where = beside                       ? std::string("beside the shards")
+               : store_options.write_shared ? "in " + store_options.shared_dir
+                                            : "in " + store_options.cache_dir};
+  const std::string out = IndexReport(run, tool.quiet());
+  const int code = tool.Finish(out, !tally.save_failed() && !(dali && dali->failed));
+  if (tally.save_failed()) {
+    log::Error(run.stats.save_failures, " index file(s) could not be saved");
   }
-  bool dali_failed = false;
-  uint64_t dali_written = 0;
-  std::vector<std::string> dali_compressed;
-  if (!dali_dir.empty()) {
-    for (const scan::ScannedShard& shard : tool.shards()) {
-      if (shard.codec != source::Codec::kNone) {
-        dali_compressed.push_back(shard.path);
-        continue;
-      }
-      if (!shard.index->problems().empty()) {
-        log::Error(shard.path,
-                   ": no DALI index: the shard is damaged (DALI would fail on it; "
-                   "see tfrecordfs verify)");
-        dali_failed = true;
-        continue;
-      }
-      const std::string target = absl::StrCat(dali_dir, "/", shard.mount_path, ".idx");
-      absl::Status st = MakeDirs(Dirname(target), 0755);
-      // Recorded (index/dali_index.h) so that a commit of record edits
-      // rewrites it with the shard.
-      const std::string text = index::DaliIndexText(shard.index->offsets());
-      if (st.ok()) st = WriteFileAtomically(target, text);
-      if (st.ok()) st = index::RecordDaliIndex(shard.path, RealPath(target).value_or(target), text);
-      if (!st.ok()) {
-        log::Error(shard.path, ": cannot write its DALI index: ", st.message());
-        dali_failed = true;
-        continue;
-      }
-      ++dali_written;
-    }
-    if (!dali_compressed.empty()) {
-      log::Warning(dali_compressed.size(),
-                   " GZIP/ZLIB shard(s) got no DALI index: DALI reads "
-                   "the raw file bytes and cannot use an index of compressed records (",
-                   dali_compressed.front(), dali_compressed.size() > 1 ? ", ..." : "", ")");
-    }
-  }
-  for (const auto& [dir, failure] : unwritable_dirs) {
-    log::Error("cannot write indexes beside the shards in ", dir, " (", failure.second,
-               " shard(s)): ", failure.first,
-               objstore::IsObjectUrl(dir)
-                   ? "; may these credentials write into the bucket? Without --beside the "
-                     "indexes go to the per-user cache"
-                   : "; is the directory writable? --index-dir PATH keeps them elsewhere");
-  }
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const index::StoreStats s = tool.store()->stats();
-  std::string out;
-  if (!tool.quiet()) {
-    absl::StrAppendFormat(
-        &out,
-        "indexed %d shard(s), %d record(s), %s in %.3f s (%s records/s): %d walked, %d grown, "
-        "%d already valid; index files %s\n",
-        s.from_shared + s.from_cache + s.grown + s.walked, s.records,
-        HumanBytes(static_cast<double>(s.bytes)), secs,
-        HumanCount(secs > 0 ? static_cast<double>(s.records) / secs : 0), s.walked, s.grown,
-        s.from_shared + s.from_cache,
-        beside                       ? std::string("beside the shards")
-        : store_options.write_shared ? "in " + store_options.shared_dir
-                                     : "in " + store_options.cache_dir);
-  }
-  if (!tool.quiet() && compressed_index_bytes > 0) {
-    absl::StrAppendFormat(
-        &out,
-        "%d compressed shard(s), %s: their new index files take %s (%.2f%% of the compressed "
-        "size, %s per GiB)\n",
-        compressed_shards.load(), HumanBytes(static_cast<double>(compressed_bytes.load())),
-        HumanBytes(static_cast<double>(compressed_index_bytes.load())),
-        100.0 * static_cast<double>(compressed_index_bytes.load()) /
-            static_cast<double>(compressed_bytes.load()),
-        HumanBytes(static_cast<double>(compressed_index_bytes.load()) * (1 << 30) /
-                   static_cast<double>(compressed_bytes.load())));
-  }
-  if (!tool.quiet() && !dali_dir.empty()) {
-    absl::StrAppendFormat(&out, "wrote %d DALI index file(s) in %s\n", dali_written, dali_dir);
-  }
-  const int code = tool.Finish(out, !save_failed && !dali_failed);
-  if (save_failed) log::Error(s.save_failures, " index file(s) could not be saved");
   return code;
 }
 

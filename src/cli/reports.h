@@ -14,6 +14,7 @@
 #include "src/cli/mount_status.h"
 #include "tfrecordfs/inspect/commands.h"
 #include "tfrecordfs/repack/pack.h"
+#include "tfrecordfs/scan/indexing.h"
 #include "tfrecordfs/scan/scan.h"
 
 namespace tfrecordfs::cli {
@@ -48,6 +49,23 @@ std::string StatusReport(const MountStatus& status, bool json);
 // pack: what was written and what stayed staged (repack::PackReport::
 // Summary) without the failure's last line, which Pack has logged already.
 std::string PackReport(const repack::PackReport& report);
+
+// index: what a run did (the store's counts, how long the scan took, the
+// tally of its shards, the DALI files when asked) and where the indexes
+// went ("in DIR", "beside the shards").
+struct IndexRun {
+  index::StoreStats stats;
+  double seconds = 0;
+  const scan::IndexTally* tally = nullptr;
+  const scan::DaliResult* dali = nullptr;  // null without --dali-dir
+  std::string dali_dir;
+  std::string where;
+};
+// Logs each directory where indexes could not be written beside their
+// shards; then the summary lines ("" when quiet).
+std::string IndexReport(const IndexRun& run, bool quiet);
+// Logs each damaged shard's problems (index::FormatProblems) and count.
+void LogDamagedShards(const std::vector<scan::ScannedShard>& shards);
 
 }  // namespace tfrecordfs::cli
 
