@@ -14,6 +14,7 @@
 #include "src/cli/mount_status.h"
 #include "tfrecordfs/inspect/commands.h"
 #include "tfrecordfs/repack/pack.h"
+#include "tfrecordfs/reshape/repair_shards.h"
 #include "tfrecordfs/scan/indexing.h"
 #include "tfrecordfs/scan/scan.h"
 
@@ -66,6 +67,12 @@ struct IndexRun {
 std::string IndexReport(const IndexRun& run, bool quiet);
 // Logs each damaged shard's problems (index::FormatProblems) and count.
 void LogDamagedShards(const std::vector<scan::ScannedShard>& shards);
+
+// repair: a line per dropped record or span and per shard not repaired,
+// then "N shard(s) copied to OUTPUT: ..."; or {"shards", "records",
+// "written", "dropped", "unreadable"}.
+std::string RepairReport(const std::vector<reshape::RepairedShard>& repaired,
+                         const std::string& output, bool json);
 
 }  // namespace tfrecordfs::cli
 
