@@ -55,8 +55,8 @@ std::string RepairReport(const std::vector<reshape::RepairedShard>& repaired,
       }
     }
     absl::StrAppend(
-        &out, repaired.size() - t.unreadable, " shard(s) copied to ", EscapeForLog(output), ": ", t.written,
-        " of ", t.records, " record(s) written, ", t.dropped, " dropped",
+        &out, repaired.size() - t.unreadable, " shard(s) copied to ", EscapeForLog(output), ": ",
+        t.written, " of ", t.records, " record(s) written, ", t.dropped, " dropped",
         t.spans > 0 ? absl::StrCat(", ", t.spans, " damaged span(s) between or after records") : "",
         t.unreadable > 0 ? absl::StrCat(", ", t.unreadable, " shard(s) failed") : "", "\n");
   }
