@@ -27,9 +27,7 @@
 #include "gtest/gtest.h"
 #include "staging_util.h"
 
-
 namespace tfrecordfs::mount_test::staging_test {
-
 
 inline constexpr int kRecords = 12;
 

@@ -21,9 +21,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
-#include "staging_util.h"
-
 #include "record_edit_util.h"
+#include "staging_util.h"
 
 namespace tfrecordfs::mount_test::staging_test {
 namespace {
