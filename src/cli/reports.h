@@ -15,6 +15,8 @@
 #include "tfrecordfs/inspect/commands.h"
 #include "tfrecordfs/repack/pack.h"
 #include "tfrecordfs/reshape/repair_shards.h"
+#include "tfrecordfs/reshape/reshape.h"
+#include "tfrecordfs/reshape/shuffle.h"
 #include "tfrecordfs/scan/indexing.h"
 #include "tfrecordfs/scan/scan.h"
 
@@ -73,6 +75,16 @@ void LogDamagedShards(const std::vector<scan::ScannedShard>& shards);
 // "written", "dropped", "unreadable"}.
 std::string RepairReport(const std::vector<reshape::RepairedShard>& repaired,
                          const std::string& output, bool json);
+
+// reshard: each skipped record, "records<TAB>path" per new shard and the
+// total line (how it was ordered, a part's publication); or {"shards",
+// "records", "seed", "skipped"}. Logs the stale temporary files it removed.
+std::string ReshardReport(const reshape::ReshardReport& report,
+                          const std::vector<scan::ScannedShard>& shards,
+                          const reshape::ReshardOptions& options, bool json);
+// reshard --pass map: each skipped record and the "mapped" line.
+std::string MapPassReport(const reshape::MapReport& report, size_t shards, uint32_t buckets,
+                          const reshape::PartSpec& part);
 
 }  // namespace tfrecordfs::cli
 

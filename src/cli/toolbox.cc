@@ -123,14 +123,10 @@ std::optional<int> Tool::Parse(int argc, char** argv, const OwnOptions& own) {
     } else if (arg == "--") {
       options_done = true;
     } else if (arg == "-h" || arg == "--help") {
-      // (A usage without its end holds every row itself: reshard's, until
-      // it is given the shared rows too.)
       std::string shared;
-      if (!spec_.usage_end.empty()) {
-        if (spec_.quiet && spec_.quiet_row) shared += FlagRows(spec_.usage_column, {kQuietRow});
-        if (spec_.indexes) shared += FlagRows(spec_.usage_column, {kMaxShardRecordsRow});
-        shared += FlagRows(spec_.usage_column, {kHelpRow});
-      }
+      if (spec_.quiet && spec_.quiet_row) shared += FlagRows(spec_.usage_column, {kQuietRow});
+      if (spec_.indexes) shared += FlagRows(spec_.usage_column, {kMaxShardRecordsRow});
+      shared += FlagRows(spec_.usage_column, {kHelpRow});
       std::cout << spec_.usage << shared << spec_.usage_end
                 << (spec_.indexes ? kObjectFlagsUsage : "") << (spec_.parts ? kPartFlagsUsage : "")
                 << (spec_.finalize ? kFinalizeUsage : "");
