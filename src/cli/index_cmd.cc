@@ -156,15 +156,15 @@ int IndexMain(int argc, char** argv) {
   const IndexRun run{
       .stats = tool.store()->stats(),
       .seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-      .tally = &tally,
+      .totals = tally.totals(),
       .dali = dali ? &*dali : nullptr,
       .dali_dir = dali_dir,
       .where = beside                       ? std::string("beside the shards")
                : store_options.write_shared ? "in " + store_options.shared_dir
                                             : "in " + store_options.cache_dir};
   const std::string out = IndexReport(run, tool.quiet());
-  const int code = tool.Finish(out, !tally.save_failed() && !(dali && dali->failed));
-  if (tally.save_failed()) {
+  const int code = tool.Finish(out, !run.totals.save_failed && !(dali && dali->failed));
+  if (run.totals.save_failed) {
     log::Error(run.stats.save_failures, " index file(s) could not be saved");
   }
   return code;

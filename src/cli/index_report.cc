@@ -23,7 +23,7 @@ void LogDamagedShards(const std::vector<scan::ScannedShard>& shards) {
 }
 
 std::string IndexReport(const IndexRun& run, bool quiet) {
-  for (const auto& [dir, failure] : run.tally->unwritable_dirs()) {
+  for (const auto& [dir, failure] : run.totals.unwritable_dirs) {
     log::Error("cannot write indexes beside the shards in ", dir, " (", failure.second,
                " shard(s)): ", failure.first,
                objstore::IsObjectUrl(dir)
@@ -43,14 +43,14 @@ std::string IndexReport(const IndexRun& run, bool quiet) {
       HumanBytes(static_cast<double>(s.bytes)), secs,
       HumanCount(secs > 0 ? static_cast<double>(s.records) / secs : 0), s.walked, s.grown,
       s.from_shared + s.from_cache, run.where);
-  const double index_bytes = static_cast<double>(run.tally->compressed_index_bytes());
-  const double bytes = static_cast<double>(run.tally->compressed_bytes());
+  const double index_bytes = static_cast<double>(run.totals.compressed_index_bytes);
+  const double bytes = static_cast<double>(run.totals.compressed_bytes);
   if (index_bytes > 0) {
     absl::StrAppendFormat(
         &out,
         "%d compressed shard(s), %s: their new index files take %s (%.2f%% of the compressed "
         "size, %s per GiB)\n",
-        run.tally->compressed_shards(), HumanBytes(bytes), HumanBytes(index_bytes),
+        run.totals.compressed_shards, HumanBytes(bytes), HumanBytes(index_bytes),
         100.0 * index_bytes / bytes, HumanBytes(index_bytes * (1 << 30) / bytes));
   }
   if (run.dali != nullptr) {

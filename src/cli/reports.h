@@ -59,7 +59,7 @@ std::string PackReport(const repack::PackReport& report);
 struct IndexRun {
   index::StoreStats stats;
   double seconds = 0;
-  const scan::IndexTally* tally = nullptr;
+  scan::IndexTotals totals;
   const scan::DaliResult* dali = nullptr;  // null without --dali-dir
   std::string dali_dir;
   std::string where;

@@ -56,13 +56,12 @@ std::string ReshardReport(const reshape::ReshardReport& report,
     absl::StrAppend(
         &out, report.records, "\ttotal: ", report.shards.size(), " shard(s)",
         options.part ? absl::StrCat(" (part ", options.part->index, "/", options.part->count,
-                                   ", published; --finalize names them)")
-                    : "",
+                                    ", published; --finalize names them)")
+                     : "",
         " from ", shards.size(), " source shard(s), ",
         options.shuffle ? absl::StrCat("shuffled with --seed ", options.seed)
                         : std::string("in source order"),
-        report.skipped.empty() ? ""
-                                : absl::StrCat(", ", report.skipped.size(), " damaged skipped"),
+        report.skipped.empty() ? "" : absl::StrCat(", ", report.skipped.size(), " damaged skipped"),
         "\n");
   }
   return out;
@@ -74,9 +73,8 @@ std::string MapPassReport(const reshape::MapReport& report, size_t shards, uint3
   for (const reshape::Dropped& d : report.skipped) {
     absl::StrAppend(&out, DescribeDropped(d, false), ": skipped\n");
   }
-  absl::StrAppend(&out, report.records, "\tmapped: ", shards, " shard(s) into ",
-                  report.runs.size(), " run(s) of ", buckets, " bucket(s) (part ",
-                  part.index, "/", part.count,
+  absl::StrAppend(&out, report.records, "\tmapped: ", shards, " shard(s) into ", report.runs.size(),
+                  " run(s) of ", buckets, " bucket(s) (part ", part.index, "/", part.count,
                   ", first pass; then --pass reduce)\n");
   return out;
 }

@@ -13,11 +13,11 @@ void IndexTally::Observe(const ScannedShard& shard) {
   const uint64_t size = static_cast<uint64_t>(shard.st.st_size);
   MutexLock lock(&mu_);
   if (!info.save_status.ok()) {
-    save_failed_ = true;
+    totals_.save_failed = true;
     if (place_ == IndexPlace::kShared) {
       log::Error(shard.path, ": cannot save its index: ", info.save_status.message());
     } else if (place_ == IndexPlace::kBeside) {
-      auto& [why, count] = unwritable_dirs_[Dirname(shard.path)];
+      auto& [why, count] = totals_.unwritable_dirs[Dirname(shard.path)];
       if (count++ == 0) why = std::string(info.save_status.message());
     }
   }
@@ -25,35 +25,15 @@ void IndexTally::Observe(const ScannedShard& shard) {
              index::IndexSourceName(info.source),
              info.stored_path.empty() ? "" : absl::StrCat(" (", info.stored_path, ")"));
   if (shard.codec != source::Codec::kNone) {
-    ++compressed_shards_;
-    compressed_bytes_ += size;
-    compressed_index_bytes_ += info.index_bytes;
+    ++totals_.compressed_shards;
+    totals_.compressed_bytes += size;
+    totals_.compressed_index_bytes += info.index_bytes;
   }
 }
 
-bool IndexTally::save_failed() const {
+IndexTotals IndexTally::totals() const {
   MutexLock lock(&mu_);
-  return save_failed_;
-}
-
-std::map<std::string, std::pair<std::string, int>> IndexTally::unwritable_dirs() const {
-  MutexLock lock(&mu_);
-  return unwritable_dirs_;
-}
-
-uint64_t IndexTally::compressed_shards() const {
-  MutexLock lock(&mu_);
-  return compressed_shards_;
-}
-
-uint64_t IndexTally::compressed_bytes() const {
-  MutexLock lock(&mu_);
-  return compressed_bytes_;
-}
-
-uint64_t IndexTally::compressed_index_bytes() const {
-  MutexLock lock(&mu_);
-  return compressed_index_bytes_;
+  return totals_;
 }
 
 DaliResult WriteDaliIndexes(const std::vector<ScannedShard>& shards, const std::string& dir) {

@@ -23,6 +23,15 @@ namespace tfrecordfs::scan {
 // Where the indexes are saved (index::StoreOptions).
 enum class IndexPlace { kCache, kShared, kBeside };
 
+// What IndexTally saw of the shards.
+struct IndexTotals {
+  bool save_failed = false;
+  // kBeside: directory -> (the first reason, shards whose index it cost).
+  std::map<std::string, std::pair<std::string, int>> unwritable_dirs;
+  // Compressed shards, their bytes and their new index files' bytes.
+  uint64_t compressed_shards = 0, compressed_bytes = 0, compressed_index_bytes = 0;
+};
+
 class IndexTally {
  public:
   explicit IndexTally(IndexPlace place) : place_(place) {}
@@ -32,22 +41,12 @@ class IndexTally {
   // report); where its index came from is logged at debug level.
   void Observe(const ScannedShard& shard);
 
-  bool save_failed() const;
-  // kBeside: directory -> (the first reason, shards whose index it cost).
-  std::map<std::string, std::pair<std::string, int>> unwritable_dirs() const;
-  // Compressed shards, their bytes and their new index files' bytes.
-  uint64_t compressed_shards() const;
-  uint64_t compressed_bytes() const;
-  uint64_t compressed_index_bytes() const;
+  IndexTotals totals() const;
 
  private:
   const IndexPlace place_;
   mutable Mutex mu_;
-  bool save_failed_ ABSL_GUARDED_BY(mu_) = false;
-  std::map<std::string, std::pair<std::string, int>> unwritable_dirs_ ABSL_GUARDED_BY(mu_);
-  uint64_t compressed_shards_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t compressed_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t compressed_index_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  IndexTotals totals_ ABSL_GUARDED_BY(mu_);
 };
 
 struct DaliResult {
