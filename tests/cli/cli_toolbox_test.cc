@@ -148,6 +148,42 @@ TEST_F(ToolboxTest, HelpAndUsageErrors) {
   EXPECT_NE(usage.out.find("tfrecordfs verify"), std::string::npos);
 }
 
+// Every command's --help lists its options as one table: the shared rows
+// (-q, --max-shard-records, -h: Tool's, printed from one table) once each,
+// their descriptions at the same column as the command's own rows.
+TEST(HelpTest, SharedOptionRowsAppearOnceAtEachCommandsColumn) {
+  for (const char* cmd : {"count", "schema", "show", "verify", "index", "pack", "repair", "reshard",
+                          "status", "commit"}) {
+    SCOPED_TRACE(cmd);
+    CommandResult help = Tool({cmd, "--help"});
+    ASSERT_EQ(help.exit_code, 0);
+    const size_t options = help.out.find("\nOptions:\n");
+    ASSERT_NE(options, std::string::npos);
+    const size_t end = help.out.find("\n\n", options + 1);
+    const std::vector<std::string> lines =
+        absl::StrSplit(help.out.substr(options + 10, end - options - 10), '\n', absl::SkipEmpty());
+    std::set<size_t> columns;
+    std::map<std::string, int> seen;
+    for (size_t k = 0; k < lines.size(); ++k) {
+      const std::string& line = lines[k];
+      if (!absl::StartsWith(line, "  -")) continue;
+      const size_t gap = line.find("  ", 2);
+      seen[line.substr(2, gap == std::string::npos ? std::string::npos : gap - 2)]++;
+      if (gap != std::string::npos) {
+        columns.insert(line.find_first_not_of(' ', gap));
+      } else if (k + 1 < lines.size()) {  // the flag alone: its text on the next line
+        columns.insert(lines[k + 1].find_first_not_of(' '));
+      }
+    }
+    EXPECT_EQ(columns.size(), 1u) << help.out;
+    EXPECT_EQ(seen["-h, --help"], 1) << help.out;
+    EXPECT_LE(seen["-q, --quiet"], 1) << help.out;
+    const bool indexes =
+        std::string(cmd) != "pack" && std::string(cmd) != "status" && std::string(cmd) != "commit";
+    EXPECT_EQ(seen["--max-shard-records N"], indexes ? 1 : 0) << help.out;
+  }
+}
+
 // A SOURCE without a shard is an error for every command that finds shards,
 // and only files named like shards earn a warning.
 TEST_F(ToolboxTest, NoShardIsAnErrorAndOnlyShardNamesWarn) {
