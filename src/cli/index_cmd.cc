@@ -69,6 +69,83 @@ when a SOURCE cannot be read, an index cannot be saved, or a DALI index
 cannot be written, 2 on a usage error.
 )";
 
+// index's command line.
+struct IndexFlags {
+  index::StoreOptions store;  // where the indexes go, how shards are walked
+  int threads = 0;            // 0: the scan's default
+  bool beside = false;
+  std::string dali_dir;  // "" without --dali-dir
+  scan::IndexPlace place() const {
+    return beside               ? scan::IndexPlace::kBeside
+           : store.write_shared ? scan::IndexPlace::kShared
+                                : scan::IndexPlace::kCache;
+  }
+};
+
+// Parses index's flags into `*f` (the store placed as they say); an exit
+// code when the command stops here.
+std::optional<int> ParseIndex(int argc, char** argv, Tool* tool, IndexFlags* f) {
+  auto own = [&](int* i) -> std::optional<int> {
+    const std::string arg = argv[*i];
+    if (arg == "-v" || arg == "--verbose") {
+      log::SetLevel(log::Level::kDebug);
+      return kExitOk;
+    }
+    if (arg == "--force" || arg == "--beside") {
+      (arg == "--force" ? f->store.force_walk : f->beside) = true;
+      return kExitOk;
+    }
+    const std::string name = arg.substr(0, arg.find('='));
+    if (name != "--index-dir" && name != "--threads" && name != "--dali-dir" && name != "--walk") {
+      return std::nullopt;
+    }
+    std::string flag, value;
+    if (!TakeValue(argc, argv, i, &flag, &value)) return tool->Usage(flag + " needs a value");
+    if (flag == "--index-dir") {
+      if (value.empty()) return tool->Usage("--index-dir needs a directory");
+      f->store.shared_dir = value;
+      f->store.write_shared = true;
+    } else if (flag == "--dali-dir") {
+      if (value.empty()) return tool->Usage("--dali-dir needs a directory");
+      f->dali_dir = value;
+    } else if (flag == "--walk") {
+      if (value == "auto") {
+        f->store.walk_mode = index::WalkMode::kAuto;
+      } else if (value == "headers") {
+        f->store.walk_mode = index::WalkMode::kHeaders;
+      } else if (value == "blocks") {
+        f->store.walk_mode = index::WalkMode::kBlocks;
+      } else {
+        return tool->Usage("--walk needs auto, headers or blocks");
+      }
+    } else if (!absl::SimpleAtoi(value, &f->threads) || f->threads <= 0) {  // --threads
+      return tool->Usage("--threads needs a positive number");
+    }
+    return kExitOk;
+  };
+  if (auto stop = tool->Parse(argc, argv, own)) return *stop;
+  if (auto stop = tool->NeedSources()) return *stop;
+  if (f->beside && f->store.write_shared) {
+    return tool->Usage("--beside and --index-dir are two places for the same indexes; give one");
+  }
+  if (f->beside) {
+    f->store.write_beside = true;
+    f->store.durable = true;  // other machines rely on these files
+  } else if (f->store.write_shared) {
+    f->store.durable = true;  // other machines rely on these files
+  } else {
+    f->store.cache_dir = index::DefaultCacheDir();
+    f->store.durable = false;  // a cache: a torn file is just rebuilt
+    if (f->store.cache_dir.empty()) {
+      std::cerr << "tfrecordfs index: no cache directory (neither XDG_CACHE_HOME nor HOME is "
+                   "set); use --index-dir PATH\n";
+      return kExitFailed;
+    }
+  }
+
+  return std::nullopt;
+}
+
 }  // namespace
 
 int IndexMain(int argc, char** argv) {
@@ -80,88 +157,26 @@ int IndexMain(int argc, char** argv) {
              .json = false,
              .indexes = true,
              .parts = true});
-  index::StoreOptions store_options;
-  int threads = 0;
-  bool beside = false;
-  std::string dali_dir;
-  auto own = [&](int* i) -> std::optional<int> {
-    const std::string arg = argv[*i];
-    if (arg == "-v" || arg == "--verbose") {
-      log::SetLevel(log::Level::kDebug);
-      return kExitOk;
-    }
-    if (arg == "--force" || arg == "--beside") {
-      (arg == "--force" ? store_options.force_walk : beside) = true;
-      return kExitOk;
-    }
-    const std::string name = arg.substr(0, arg.find('='));
-    if (name != "--index-dir" && name != "--threads" && name != "--dali-dir" && name != "--walk") {
-      return std::nullopt;
-    }
-    std::string flag, value;
-    if (!TakeValue(argc, argv, i, &flag, &value)) return tool.Usage(flag + " needs a value");
-    if (flag == "--index-dir") {
-      if (value.empty()) return tool.Usage("--index-dir needs a directory");
-      store_options.shared_dir = value;
-      store_options.write_shared = true;
-    } else if (flag == "--dali-dir") {
-      if (value.empty()) return tool.Usage("--dali-dir needs a directory");
-      dali_dir = value;
-    } else if (flag == "--walk") {
-      if (value == "auto") {
-        store_options.walk_mode = index::WalkMode::kAuto;
-      } else if (value == "headers") {
-        store_options.walk_mode = index::WalkMode::kHeaders;
-      } else if (value == "blocks") {
-        store_options.walk_mode = index::WalkMode::kBlocks;
-      } else {
-        return tool.Usage("--walk needs auto, headers or blocks");
-      }
-    } else if (!absl::SimpleAtoi(value, &threads) || threads <= 0) {  // --threads
-      return tool.Usage("--threads needs a positive number");
-    }
-    return kExitOk;
-  };
-  if (auto stop = tool.Parse(argc, argv, own)) return *stop;
-  if (auto stop = tool.NeedSources()) return *stop;
-  if (beside && store_options.write_shared) {
-    return tool.Usage("--beside and --index-dir are two places for the same indexes; give one");
-  }
-  if (beside) {
-    store_options.write_beside = true;
-    store_options.durable = true;  // other machines rely on these files
-  } else if (store_options.write_shared) {
-    store_options.durable = true;  // other machines rely on these files
-  } else {
-    store_options.cache_dir = index::DefaultCacheDir();
-    store_options.durable = false;  // a cache: a torn file is just rebuilt
-    if (store_options.cache_dir.empty()) {
-      std::cerr << "tfrecordfs index: no cache directory (neither XDG_CACHE_HOME nor HOME is "
-                   "set); use --index-dir PATH\n";
-      return kExitFailed;
-    }
-  }
-
+  IndexFlags flags;
+  if (auto stop = ParseIndex(argc, argv, &tool, &flags)) return *stop;
   const auto start = std::chrono::steady_clock::now();
-  scan::IndexTally tally(beside                       ? scan::IndexPlace::kBeside
-                         : store_options.write_shared ? scan::IndexPlace::kShared
-                                                      : scan::IndexPlace::kCache);
+  scan::IndexTally tally(flags.place());
   scan::ScanOptions options;
-  options.threads = threads;
+  options.threads = flags.threads;
   options.on_shard = [&](const scan::ScannedShard& shard) { tally.Observe(shard); };
-  if (auto stop = tool.Scan(store_options, std::move(options), "not indexed")) return *stop;
+  if (auto stop = tool.Scan(flags.store, std::move(options), "not indexed")) return *stop;
   LogDamagedShards(tool.shards());
   std::optional<scan::DaliResult> dali;
-  if (!dali_dir.empty()) dali = scan::WriteDaliIndexes(tool.shards(), dali_dir);
+  if (!flags.dali_dir.empty()) dali = scan::WriteDaliIndexes(tool.shards(), flags.dali_dir);
   const IndexRun run{
       .stats = tool.store()->stats(),
       .seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
       .totals = tally.totals(),
       .dali = dali ? &*dali : nullptr,
-      .dali_dir = dali_dir,
-      .where = beside                       ? std::string("beside the shards")
-               : store_options.write_shared ? "in " + store_options.shared_dir
-                                            : "in " + store_options.cache_dir};
+      .dali_dir = flags.dali_dir,
+      .where = flags.beside               ? std::string("beside the shards")
+               : flags.store.write_shared ? "in " + flags.store.shared_dir
+                                          : "in " + flags.store.cache_dir};
   const std::string out = IndexReport(run, tool.quiet());
   const int code = tool.Finish(out, !run.totals.save_failed && !(dali && dali->failed));
   if (run.totals.save_failed) {
