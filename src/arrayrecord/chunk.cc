@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <memory>
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
@@ -132,6 +133,26 @@ absl::StatusOr<Chunk> ReadChunkFrom(absl::string_view file, absl::string_view pa
       path, file.size(), begin);
 }
 
+namespace {
+
+// One zstd context per thread, reused: ZSTD_compress and ZSTD_decompress
+// make and free one per call, which cost more than the work itself on the
+// small chunks of group size 1 (measured: 86 us a record converting small
+// records with zstd:3). The bytes are the same (zstd's documentation:
+// ZSTD_compress is ZSTD_compressCCtx with a fresh context).
+ZSTD_CCtx* ThreadCCtx() {
+  thread_local std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> ctx(ZSTD_createCCtx(),
+                                                                      ZSTD_freeCCtx);
+  return ctx.get();
+}
+ZSTD_DCtx* ThreadDCtx() {
+  thread_local std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> ctx(ZSTD_createDCtx(),
+                                                                      ZSTD_freeDCtx);
+  return ctx.get();
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> Decompress(Compression c, absl::string_view stored, uint64_t max_size,
                                        bool exact, absl::string_view where) {
   auto bad = [&](absl::string_view why) {
@@ -165,7 +186,9 @@ absl::StatusOr<std::string> Decompress(Compression c, absl::string_view stored, 
       return out;
     }
     case Compression::kZstd: {
-      const size_t n = ZSTD_decompress(out.data(), out.size(), body.data(), body.size());
+      ZSTD_DCtx* ctx = ThreadDCtx();
+      if (ctx == nullptr) return bad("out of memory for a zstd context");
+      const size_t n = ZSTD_decompressDCtx(ctx, out.data(), out.size(), body.data(), body.size());
       if (ZSTD_isError(n)) return bad(ZSTD_getErrorName(n));
       if (n != declared) return bad("does not decompress to its declared size");
       return out;
@@ -208,8 +231,10 @@ absl::StatusOr<std::string> Compress(Compression c, int level, absl::string_view
     case Compression::kZstd: {
       const size_t at = out.size();
       out.resize(at + ZSTD_compressBound(raw.size()));
+      ZSTD_CCtx* ctx = ThreadCCtx();
+      if (ctx == nullptr) return absl::ResourceExhaustedError("no memory for a zstd context");
       const size_t n =
-          ZSTD_compress(out.data() + at, out.size() - at, raw.data(), raw.size(), level);
+          ZSTD_compressCCtx(ctx, out.data() + at, out.size() - at, raw.data(), raw.size(), level);
       if (ZSTD_isError(n)) return absl::InternalError(ZSTD_getErrorName(n));
       out.resize(at + n);
       return out;

@@ -1,12 +1,17 @@
 #include "tfrecordfs/arrayrecord/writer.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 
 #include <cerrno>
 #include <charconv>
+#include <optional>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "tfrecordfs/arrayrecord/chunk.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/wire.h"
@@ -72,6 +77,89 @@ std::string OptionsString(const WriterOptions& o) {
   return out;
 }
 
+absl::StatusOr<WriterOptions> ParseOptionsText(absl::string_view text) {
+  WriterOptions o;
+  o.options_text = std::string(text);
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("writer options '", text, "': ", why));
+  };
+  if (text == "default") return o;
+  bool compression_seen = false;
+  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    absl::string_view key = item, value;
+    const bool has_value = item.find(':') != absl::string_view::npos;
+    if (has_value) {
+      key = item.substr(0, item.find(':'));
+      value = item.substr(item.find(':') + 1);
+    }
+    auto flag = [&](bool bare, bool* out) -> absl::Status {
+      if (!has_value || value.empty()) {
+        *out = bare;
+      } else if (value == "true" || value == "false") {
+        *out = value == "true";
+      } else {
+        return bad(absl::StrCat(key, " is true or false"));
+      }
+      return absl::OkStatus();
+    };
+    if (key == "group_size") {
+      uint64_t n = 0;
+      if (!absl::SimpleAtoi(value, &n) || n == 0 || n > INT32_MAX) {
+        return bad("group_size is an integer from 1 to 2147483647");
+      }
+      o.group_size = n;
+    } else if (key == "transpose") {
+      bool t = false;
+      if (auto s = flag(true, &t); !s.ok()) return s;
+      if (t) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("writer options '", text,
+                         "': transposed chunks (tfrecordfs writes simple chunks only)"));
+      }
+    } else if (key == "pad_to_block_boundary") {
+      // The reference reads a bare "pad_to_block_boundary" as false.
+      if (auto s = flag(false, &o.pad_to_block_boundary); !s.ok()) return s;
+    } else if (key == "uncompressed" || key == "brotli" || key == "zstd" || key == "snappy") {
+      if (auto s = ParseCompression(key == "uncompressed" ? absl::string_view("none") : item, &o);
+          !s.ok()) {
+        return bad(s.message());
+      }
+      compression_seen = true;
+    } else if (key == "max_parallelism" || key == "saturation_delay_ms" ||
+               key == "transpose_bucket_size" || key == "window_log") {
+      // How the reference works, or what only transposed or zstd window
+      // sizes depend on: nothing of the layout.
+    } else {
+      return bad(absl::StrCat("unknown option '", key, "'"));
+    }
+  }
+  if (!compression_seen) {
+    o.compression = Compression::kZstd;
+    o.level = 3;
+  }
+  return o;
+}
+
+WriterOptions OptionsOfFiles(const std::vector<std::string>& paths) {
+  WriterOptions defaults;
+  defaults.group_size = 1;
+  std::optional<std::string> shared;
+  for (const std::string& path : paths) {
+    auto fd = OpenFile(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (!fd.ok() || ::fstat(fd->get(), &st) != 0) return defaults;
+    auto layout = ReadLayout(fd->get(), path, static_cast<uint64_t>(st.st_size));
+    if (!layout.ok() || !layout->from_footer || layout->writer_options.empty() ||
+        (shared && *shared != layout->writer_options)) {
+      return defaults;
+    }
+    shared = layout->writer_options;
+  }
+  if (!shared) return defaults;
+  auto parsed = ParseOptionsText(*shared);
+  return parsed.ok() ? *parsed : defaults;
+}
+
 Writer::Writer(Sink sink, WriterOptions options) : sink_(std::move(sink)), options_(options) {
   if (options_.group_size == 0) options_.group_size = 1;
   status_ = Emit(absl::string_view(reinterpret_cast<const char*>(kSignature), kSignatureSize));
@@ -119,7 +207,30 @@ absl::Status Writer::Flush() {
   chunks_.push_back({pos_, pending_.size(), decoded});
   const uint64_t n = pending_.size();
   pending_.clear();
-  return WriteChunk(kSimpleChunk, n, decoded, *data);
+  if (auto s = WriteChunk(kSimpleChunk, n, decoded, *data); !s.ok()) return s;
+  return AfterDataChunk();
+}
+
+absl::Status Writer::AfterDataChunk() {
+  return options_.pad_to_block_boundary ? PadToBlockBoundary() : absl::OkStatus();
+}
+
+absl::Status Writer::AddChunk(const ChunkHeader& header, absl::string_view data) {
+  if (closed_) return absl::FailedPreconditionError("ArrayRecord writer already closed");
+  if (!status_.ok()) return status_;
+  if (!pending_.empty()) {
+    return status_ = absl::FailedPreconditionError(
+               "ArrayRecord writer: a stored chunk added while records wait for theirs");
+  }
+  if (header.type != kSimpleChunk || header.data_size != data.size()) {
+    return status_ = absl::InvalidArgumentError(
+               "ArrayRecord writer: a stored chunk must be a simple chunk with its data");
+  }
+  chunks_.push_back({pos_, header.num_records, header.decoded_data_size});
+  records_ += header.num_records;
+  status_ = WriteChunkAs(header, data);
+  if (status_.ok()) status_ = AfterDataChunk();
+  return status_;
 }
 
 absl::Status Writer::WriteChunk(uint8_t type, uint64_t num_records, uint64_t decoded_data_size,
@@ -130,6 +241,10 @@ absl::Status Writer::WriteChunk(uint8_t type, uint64_t num_records, uint64_t dec
   h.type = type;
   h.num_records = num_records;
   h.decoded_data_size = decoded_data_size;
+  return WriteChunkAs(h, data);
+}
+
+absl::Status Writer::WriteChunkAs(const ChunkHeader& h, absl::string_view data) {
   const uint64_t begin = pos_;
   const uint64_t end = ChunkEnd(h, begin);
   const std::string header = EncodeChunkHeader(h);
@@ -190,7 +305,8 @@ absl::Status Writer::Close() {
   wire::PutVarint(&inner, chunks_.size());
   wire::PutVarint(&inner, 3 << 3);  // num_records
   wire::PutVarint(&inner, records_);
-  const std::string opts = OptionsString(options_);
+  const std::string opts =
+      options_.options_text.empty() ? OptionsString(options_) : options_.options_text;
   wire::PutVarint(&inner, (4 << 3) | 2);
   wire::PutVarint(&inner, opts.size());
   inner += opts;
@@ -247,6 +363,12 @@ absl::Status FileWriter::Append(absl::string_view payload) {
   if (sealed_) return absl::FailedPreconditionError(absl::StrCat(path_, ": already sealed"));
   bytes_ += payload.size() + 16;
   return writer_.Add(payload);
+}
+
+absl::Status FileWriter::AppendChunk(const ChunkHeader& header, absl::string_view data) {
+  if (sealed_) return absl::FailedPreconditionError(absl::StrCat(path_, ": already sealed"));
+  bytes_ += header.decoded_data_size + 16 * header.num_records;
+  return writer_.AddChunk(header, data);
 }
 
 absl::Status FileWriter::AppendFramedRange(int, uint64_t, uint64_t, uint64_t) {

@@ -29,6 +29,7 @@
 #include "src/cli/pack_upload.h"
 #include "src/cli/progress.h"
 #include "src/cli/runtime.h"
+#include "tfrecordfs/arrayrecord/writer.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
@@ -89,13 +90,11 @@ int CheckMountpoint(const std::string& mnt) {
 }
 
 // The codec every source shard shares (kNone when they differ or there is
-// none): new shards are packed like the data they join. (ArrayRecord files
-// are not written by a mount: staged records next to them become plain
-// TFRecord shards.)
+// none): new shards are packed like the data they join (a dataset of
+// ArrayRecord files gets an ArrayRecord file: PackArrayRecordOptions).
 source::Codec SourcesCodec(const vfs::Filesystem& fs) {
   std::optional<source::Codec> codec;
   for (const auto& shard : fs.shards()) {
-    if (shard.index->codec() == source::Codec::kArrayRecord) return source::Codec::kNone;
     if (codec && *codec != shard.index->codec()) return source::Codec::kNone;
     codec = shard.index->codec();
   }
@@ -441,6 +440,11 @@ int Mount::PackOnUnmount() {
   pack.remove_packed = true;
   pack.types = &types;
   pack.compression = cli_.compression ? *cli_.compression : SourcesCodec(*fs_);
+  if (pack.compression == source::Codec::kArrayRecord) {
+    std::vector<std::string> paths;
+    for (const auto& shard : fs_->shards()) paths.push_back(shard.index->path());
+    pack.array_record = arrayrecord::OptionsOfFiles(paths);
+  }
   // -o output_dir is created when missing, as `pack`, `repair` and
   // `reshard` create theirs; only when something is staged, so that an
   // unmount with nothing to pack leaves no empty folder behind. A folder

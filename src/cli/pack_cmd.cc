@@ -47,7 +47,10 @@ Options:
   --compression C    none (default), gzip (NAME-00000-of-0000N.tfrecord.gz)
                      or zlib (.tfrecord.zlib): one stream per shard, as
                      tf.io.TFRecordWriter writes with that compression type;
-                     SIZE then bounds the uncompressed bytes
+                     SIZE then bounds the uncompressed bytes. Without it,
+                     an OUTPUT_DIR of ArrayRecord files (and no TFRecord
+                     shard) gets an ArrayRecord file NAME.array_record-
+                     00000-of-0000N with the options their footers record
   -v, --verbose      log progress to stderr
 )";
 constexpr char kPackUsageEnd[] = R"(
@@ -67,6 +70,7 @@ int PackMain(int argc, char** argv) {
   repack::PackOptions options;
   options.remove_packed = false;
   bool verbose = false;
+  bool compression_given = false;
   auto own = [&](int* i) -> std::optional<int> {
     const std::string arg = argv[*i];
     if (arg == "-v" || arg == "--verbose") {
@@ -90,6 +94,7 @@ int PackMain(int argc, char** argv) {
       auto codec = CompressionFlag(value);
       if (!codec.ok()) return tool.Usage(codec.status().message());
       options.compression = *codec;
+      compression_given = true;
     }
     return kExitOk;
   };
@@ -102,6 +107,11 @@ int PackMain(int argc, char** argv) {
   options.records_dir = positional[0];
   options.output_dir = positional[1];
   options.journal_path = absl::StrCat(options.output_dir, "/", repack::kDefaultJournalName);
+  if (auto ar =
+          compression_given ? std::nullopt : repack::ArrayRecordDatasetIn(options.output_dir)) {
+    options.compression = source::Codec::kArrayRecord;  // the dataset's own format
+    options.array_record = *ar;
+  }
 
   // OUTPUT_DIR is created when missing, as repair and reshard create
   // theirs (one rule for the toolbox); only once DIR is known to be a

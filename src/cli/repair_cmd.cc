@@ -16,6 +16,7 @@
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
+#include "tfrecordfs/reshape/bucket_parts.h"
 #include "tfrecordfs/reshape/parts.h"
 #include "tfrecordfs/reshape/repair_shards.h"
 
@@ -82,6 +83,9 @@ int RepairMain(int argc, char** argv) {
   if (auto stop = tool.Parse(argc, argv, own)) return *stop;
   if (auto stop = tool.NeedSources()) return *stop;
   if (output.empty()) return tool.Usage("need --output DIR");
+  if (reshape::IsBucketOutput(output)) {
+    return tool.Usage("repair writes into a local folder, not a bucket (reshard writes to both)");
+  }
   if (tool.finalize()) return FinalizeMain(&tool, output, "repair");
   const std::atomic<bool>* interrupted = InstallInterruptHandlers();
 

@@ -15,6 +15,8 @@
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/base/utf8.h"
+#include "tfrecordfs/reshape/bucket_parts.h"
+#include "tfrecordfs/reshape/tfds_split.h"
 
 namespace tfrecordfs::cli {
 namespace {
@@ -133,11 +135,30 @@ int FinalizeMain(Tool* tool, const std::string& output, absl::string_view comman
   for (const PlanInputFile& f : tool->plan_files()) {
     current.push_back({f.path, f.size, f.mtime_ns, f.etag_fingerprint, f.object});
   }
-  auto report = reshape::FinalizeParts(
-      output, std::string(command), [&](uint32_t n) { return tool->PlanFor(n).IdHex(); }, current);
+  const auto plan_for = [&](uint32_t n) { return tool->PlanFor(n).IdHex(); };
+  std::unique_ptr<reshape::BucketParts> bucket;  // an s3:// or gs:// --output
+  if (reshape::IsBucketOutput(output)) {
+    auto opened = reshape::BucketParts::Open(output);
+    if (!opened.ok()) return tool->Fail(opened.status());
+    bucket = *std::move(opened);
+  }
+  auto report = bucket ? bucket->Finalize(std::string(command), plan_for, current)
+                       : reshape::FinalizeParts(output, std::string(command), plan_for, current);
   if (!report.ok()) {
     log::Error(report.status().message());
     return kExitFailed;
+  }
+  if (command == "reshard") {
+    // TFDS-named shards: their split's sizes in dataset_info.json.
+    std::vector<std::string> inputs;
+    for (const PlanInputFile& f : tool->plan_files()) inputs.push_back(f.path);
+    auto info = reshape::WriteTfdsInfoAfterFinalize(report->outputs, inputs, output, bucket.get());
+    if (!info.ok()) {
+      log::Error("the shards are named, but their dataset_info.json is not written: ",
+                 info.status().message());
+      return kExitFailed;
+    }
+    if (*info) log::Info("wrote ", EscapeForLog(**info), ": the split's shardLengths and numBytes");
   }
   for (const std::string& w : report->removed) {
     log::Warning("removed ", EscapeForLog(w), ", the work folder of a part that was killed");
@@ -148,7 +169,7 @@ int FinalizeMain(Tool* tool, const std::string& output, absl::string_view comman
   if (tool->json()) w.BeginObject().Key("outputs").BeginArray();
   for (const reshape::ManifestOutput& o : report->outputs) {
     records += o.records;
-    const std::string path = JoinPath(output, o.path);
+    const std::string path = bucket ? bucket->ObjectName(o.path) : JoinPath(output, o.path);
     if (tool->json()) {
       w.BeginObject()
           .Key("path")

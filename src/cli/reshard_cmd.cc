@@ -18,6 +18,8 @@
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/base/utf8.h"
 #include "tfrecordfs/repack/pack.h"
+#include "tfrecordfs/repack/tfds_info.h"
+#include "tfrecordfs/reshape/bucket_parts.h"
 #include "tfrecordfs/reshape/parts.h"
 #include "tfrecordfs/reshape/reshape.h"
 #include "tfrecordfs/reshape/shuffle.h"
@@ -53,7 +55,10 @@ record leaves nothing under a final name, and no file is ever replaced.
 
 Options:
   -o, --output DIR     where the new shards go (created if needed; outside
-                       every SOURCE; required)
+                       every SOURCE; required); or a bucket prefix
+                       s3://BUCKET/PREFIX/ or gs://...: the shards are
+                       written in a scratch folder under TMPDIR, then
+                       each put as one object (never over one)
   --shards N           exactly N shards, the records split as evenly as
                        possible (earlier shards take the remainder)
   --shard-size SIZE    shards of at most SIZE framed (uncompressed) bytes,
@@ -94,7 +99,7 @@ skipped or the reshard failed (a damaged record without --skip-damaged),
 )";
 
 int MapPass(Tool* tool, const std::string& output, const reshape::ShuffleOptions& shuffle,
-            const std::atomic<bool>* interrupted) {
+            const std::atomic<bool>* interrupted, const reshape::BucketParts* bucket) {
   source::BlockCache cache(32 << 20);
   std::vector<std::unique_ptr<source::ShardSource>> sources;
   std::vector<reshape::MapInput> inputs;
@@ -125,6 +130,11 @@ int MapPass(Tool* tool, const std::string& output, const reshape::ShuffleOptions
     }
     log::Error("reshard --pass map failed: ", report.status().message());
     return kExitFailed;
+  }
+  if (bucket != nullptr) {
+    const std::string dir =
+        reshape::PublishedPartDir(output, tool->plan().IdHex(), tool->part()->index, "map");
+    if (auto s = bucket->UploadPart(dir); !s.ok()) return tool->Fail(s);
   }
   return tool->Finish(MapPassReport(*report, tool->shards().size(), shuffle.buckets, *tool->part()),
                       report->skipped.empty());
@@ -264,6 +274,20 @@ int ReshardMain(int argc, char** argv) {
   if (auto s = CheckOutputDir(output, tool.operands(), shards); !s.ok()) {
     return tool.Usage(s.message());
   }
+  // A bucket prefix: the work is done in a local scratch folder, whose
+  // results go into the bucket (reshape/bucket_parts.h).
+  std::unique_ptr<reshape::BucketParts> bucket;
+  std::optional<reshape::ScratchDir> scratch;
+  const std::string bucket_output = reshape::IsBucketOutput(output) ? output : "";
+  if (!bucket_output.empty()) {
+    auto opened = reshape::BucketParts::Open(output);
+    if (!opened.ok()) return tool.Fail(opened.status());
+    bucket = *std::move(opened);
+    auto made = reshape::ScratchDir::Make("reshard");
+    if (!made.ok()) return tool.Fail(made.status());
+    scratch.emplace(*std::move(made));
+    output = scratch->path();
+  }
   if (format.empty()) {
     format = shards.empty() ? "tfrecord" : "arrayrecord";
     for (const scan::ScannedShard& s : shards) {
@@ -301,7 +325,7 @@ int ReshardMain(int argc, char** argv) {
   const reshape::ShuffleOptions shuffle{options.seed,
                                         reshape::ShuffleBuckets(input_bytes, options.memory),
                                         options.memory, options.skip_damaged};
-  if (pass == "map") return MapPass(&tool, output, shuffle, interrupted);
+  if (pass == "map") return MapPass(&tool, output, shuffle, interrupted, bucket.get());
   // A part writes into a work folder of its own, published whole at the end.
   std::unique_ptr<reshape::PartOutput> part_out;
   reshape::PartManifest manifest;
@@ -309,6 +333,14 @@ int ReshardMain(int argc, char** argv) {
   if (pass == "reduce") {
     // The first pass of every part must be there; the inputs they read are
     // this part's inputs (--finalize checks them).
+    if (bucket) {
+      auto fetched =
+          bucket->FetchMapParts(tool.plan().IdHex(), tool.part()->count, output,
+                                [&](const std::vector<std::string>& totals) {
+                                  return reshape::ReduceBuckets(totals, shuffle.buckets, options);
+                                });
+      if (!fetched.ok()) return tool.Fail(fetched);
+    }
     auto mapped = reshape::FindMapParts(output, tool.plan().IdHex(), tool.part()->count);
     if (!mapped.ok()) return tool.Fail(mapped.status());
     map_dirs = std::move(mapped->dirs);
@@ -364,10 +396,43 @@ int ReshardMain(int argc, char** argv) {
     if (pass != "reduce") manifest = NewManifest(tool, "reshard");
     for (reshape::OutputShard& s : report->shards) {
       s.path = Basename(s.path);
-      manifest.outputs.push_back({s.path, s.records, s.bytes, s.file_bytes, 0});
+      manifest.outputs.push_back(
+          {s.path, s.records, s.bytes, s.file_bytes, s.crc32c.value_or(0), s.crc32c.has_value()});
       s.path = JoinPath(part_out->published_dir(), s.path);
     }
     if (auto st = part_out->Publish(std::move(manifest)); !st.ok()) return tool.Fail(st);
+    if (bucket) {
+      if (auto st = bucket->UploadPart(part_out->published_dir()); !st.ok()) return tool.Fail(st);
+      for (reshape::OutputShard& s : report->shards) {
+        s.path = bucket->ObjectName(
+            JoinPath(JoinPath(reshape::kPartsDirName, Basename(part_out->published_dir())),
+                     Basename(s.path)));
+      }
+    }
+  } else if (bucket) {
+    // One process: each shard put under its final name, never over one.
+    for (reshape::OutputShard& s : report->shards) {
+      if (auto st = bucket->UploadNew(s.path, Basename(s.path)); !st.ok()) return tool.Fail(st);
+      s.path = bucket->ObjectName(Basename(s.path));
+    }
+  }
+  if (!part_out && !bucket) {
+    // TFDS's metadata for the new shards (repack/tfds_info.h).
+    std::vector<std::string> sources;
+    for (const scan::ScannedShard& s : shards) sources.push_back(s.index->path());
+    std::vector<std::pair<std::string, uint64_t>> outs;
+    for (const reshape::OutputShard& s : report->shards) outs.emplace_back(s.path, s.records);
+    std::string why;
+    auto info = repack::WriteReshardedTfdsInfo(
+        sources, outs, options.codec == source::Codec::kArrayRecord ? "array_record" : "tfrecord",
+        report->skipped.empty(), &why);
+    if (!info.ok()) {
+      log::Warning("dataset_info.json not written: ", info.status().message());
+    } else if (*info) {
+      log::Info("wrote ", **info, " (fileFormat and shardLengths of the new shards)");
+    } else if (!why.empty()) {
+      log::Info("dataset_info.json not written: ", why);
+    }
   }
   return tool.Finish(ReshardReport(*report, shards, options, tool.json()), report->skipped.empty());
 }

@@ -118,10 +118,11 @@ absl::StatusOr<std::string> BucketWriter::UploadPartCopy(const std::string& key,
                                                          const std::string& source_key,
                                                          uint64_t first, uint64_t last,
                                                          const std::string& source_etag) const {
-  const std::string range = absl::StrCat("bytes=", first, "-", last);
+  // kWholeSource: no range (S3 copies ranges only of sources over 5 MiB).
+  const std::string range = last == kWholeSource ? "all" : absl::StrCat("bytes=", first, "-", last);
   std::vector<std::string> headers = {
-      absl::StrCat("x-amz-copy-source: ", CopySource(t_, source_key)),
-      absl::StrCat("x-amz-copy-source-range: ", range)};
+      absl::StrCat("x-amz-copy-source: ", CopySource(t_, source_key))};
+  if (last != kWholeSource) headers.push_back(absl::StrCat("x-amz-copy-source-range: ", range));
   if (!source_etag.empty()) {
     headers.push_back(absl::StrCat("x-amz-copy-source-if-match: ", source_etag));
   }

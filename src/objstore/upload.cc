@@ -217,4 +217,96 @@ absl::StatusOr<bool> BucketWriter::AnyKeyWithPrefix(const std::string& prefix) c
   return x->found;
 }
 
+absl::StatusOr<std::vector<ListedObject>> BucketWriter::ListKeys(const std::string& prefix) const {
+  std::vector<ListedObject> out;
+  ListingBudget budget;
+  std::string token;
+  for (;;) {
+    std::string url = absl::StrCat(t_.base, "/?list-type=2&prefix=", AwsUriEncode(prefix, true));
+    if (!token.empty()) absl::StrAppend(&url, "&continuation-token=", AwsUriEncode(token, true));
+    auto r = t_.client->Send("GET", url, {}, t_.signer.get(), size_t{16} << 20, "ListObjectsV2");
+    if (!r.ok()) return r.status();
+    if (r->status != 200) return Failed(prefix, "ListObjectsV2", *r);
+    auto page = ParseListObjectsV2(r->body);
+    if (!page.ok()) return Annotate(page.status(), Name(prefix));
+    if (auto s = budget.Take(*page); !s.ok()) return Annotate(s, Name(prefix));
+    for (ListedObject& o : page->objects) {
+      if (absl::StartsWith(o.key, prefix)) out.push_back(std::move(o));
+    }
+    if (!page->truncated) break;
+    token = page->next_token;
+  }
+  std::sort(out.begin(), out.end(),
+            [](const ListedObject& a, const ListedObject& b) { return a.key < b.key; });
+  return out;
+}
+
+absl::StatusOr<std::string> BucketWriter::GetSmall(const std::string& key, size_t max_bytes) const {
+  auto r = t_.client->Send("GET", Url(key), {}, t_.signer.get(), max_bytes, "GET");
+  if (!r.ok()) return r.status();
+  if (r->status == 404) return absl::NotFoundError(absl::StrCat(Name(key), ": no such object"));
+  if (r->status != 200) return Failed(key, "GET", *r);
+  return std::move(r->body);
+}
+
+absl::StatusOr<std::string> BucketWriter::GetRange(const std::string& key, uint64_t first,
+                                                   uint64_t last) const {
+  const std::string range = absl::StrCat("bytes=", first, "-", last);
+  const uint64_t n = last - first + 1;
+  auto r = t_.client->Send("GET", Url(key), {absl::StrCat("Range: ", range)}, t_.signer.get(), n,
+                           absl::StrCat("GET ", range));
+  if (!r.ok()) return r.status();
+  if (r->status == 404) return absl::NotFoundError(absl::StrCat(Name(key), ": no such object"));
+  if (r->status != 206 && r->status != 200) return Failed(key, absl::StrCat("GET ", range), *r);
+  if (r->status == 200 && first == 0 && r->body.size() > n) r->body.resize(n);
+  if (r->body.size() != n) {
+    return absl::DataLossError(
+        absl::StrCat(Name(key), ": GET ", range, " answered ", r->body.size(), " bytes, not ", n));
+  }
+  return std::move(r->body);
+}
+
+absl::Status BucketWriter::Delete(const std::string& key) const {
+  auto r = Send("DELETE", Url(key), "DeleteObject");
+  if (!r.ok()) return r.status();
+  if (r->status != 204 && r->status != 200 && r->status != 404) {
+    return Failed(key, "DeleteObject", *r);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BucketWriter::CopyWhole(const std::string& source_key, uint64_t size,
+                                     const std::string& source_etag, const std::string& key) const {
+  auto id = CreateMultipart(key);
+  if (!id.ok()) return id.status();
+  // S3 copies at most 5 GiB a part; parts of 1 GiB keep well inside that
+  // and within 10000 parts up to 10 TiB (MultipartPartSize beyond).
+  const uint64_t part = MultipartPartSize(size, uint64_t{1} << 30);
+  std::vector<std::string> etags;
+  absl::Status status;
+  for (uint64_t at = 0; status.ok() && (at < size || (size == 0 && etags.empty())); at += part) {
+    if (size == 0) {
+      // An empty object: one empty part (a range of an empty source is
+      // not satisfiable).
+      auto etag = UploadPart(key, *id, 1, {});
+      if (!etag.ok())
+        status = etag.status();
+      else
+        etags.push_back(*etag);
+      break;
+    }
+    const uint64_t last = part >= size ? kWholeSource : std::min(size, at + part) - 1;
+    auto etag = UploadPartCopy(key, *id, static_cast<int>(etags.size() + 1), source_key, at, last,
+                               source_etag);
+    if (!etag.ok()) {
+      status = etag.status();
+      break;
+    }
+    etags.push_back(*etag);
+  }
+  if (status.ok()) status = Complete(key, *id, etags);
+  if (!status.ok()) (void)Abort(key, *id);
+  return status;
+}
+
 }  // namespace tfrecordfs::objstore

@@ -67,6 +67,7 @@ absl::Status ShardWriter::AppendFramedRange(int fd, uint64_t offset, uint64_t le
     if (n > 0) {
       left -= static_cast<uint64_t>(n);
       file_bytes_ += static_cast<uint64_t>(n);
+      crc_complete_ = false;
     } else if (n < 0 && errno == EINTR) {
       continue;
     } else if (n < 0 &&
@@ -97,7 +98,10 @@ absl::Status ShardWriter::AppendFramedRange(int fd, uint64_t offset, uint64_t le
 
 absl::Status ShardWriter::Write(const char* data, size_t n) {
   absl::Status s = WriteFull(fd_.get(), data, n, path_);
-  if (s.ok()) file_bytes_ += n;
+  if (s.ok()) {
+    file_bytes_ += n;
+    file_crc_ = crc32c::Extend(file_crc_, data, n);
+  }
   return s;
 }
 

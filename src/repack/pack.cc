@@ -15,8 +15,10 @@
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "src/repack/arrayrecord_rewrite.h"
 #include "src/repack/check_shard.h"
 #include "tfrecordfs/base/crc32c.h"
 #include "tfrecordfs/base/fault_points.h"
@@ -215,6 +217,8 @@ class Packer {
  private:
   absl::Status Plan();
   absl::Status WriteShard(PlannedShard& shard, bool first);
+  absl::Status WriteArrayRecordShard(PlannedShard& shard, bool first, UniqueFd fd,
+                                     const std::string& tmp, const std::string& final_path);
   // Undoes everything written before the commit point. Returns `cause`,
   // extended when the cleanup itself failed.
   absl::Status RollBack(absl::Status cause);
@@ -287,6 +291,9 @@ absl::Status Packer::WriteShard(PlannedShard& shard, bool first) {
   auto fd = OpenFile(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (!fd.ok()) return fd.status();
   created_.push_back(tmp);
+  if (o_.compression == source::Codec::kArrayRecord) {
+    return WriteArrayRecordShard(shard, first, std::move(*fd), tmp, final_path);
+  }
   record::ShardWriter writer(std::move(*fd), tmp, {.codec = o_.compression});
   for (size_t k = 0; k < shard.count; ++k) {
     const PlannedRecord& r = records_[shard.first + k];
@@ -306,6 +313,42 @@ absl::Status Packer::WriteShard(PlannedShard& shard, bool first) {
   if (auto s = writer.Close(/*sync=*/true); !s.ok()) return s;
   shard.file_bytes = writer.file_bytes();
   if (auto s = CheckWrittenShard(tmp, shard.bytes, shard.count, o_.compression); !s.ok()) return s;
+  if (auto s = RenameNoReplace(tmp, final_path); !s.ok()) return s;
+  created_.back() = final_path;
+  return FsyncDir(output_dir_);
+}
+
+// WriteShard for an ArrayRecord file (PackOptions::array_record).
+absl::Status Packer::WriteArrayRecordShard(PlannedShard& shard, bool first, UniqueFd fd,
+                                           const std::string& tmp, const std::string& final_path) {
+  arrayrecord::FileWriter writer(std::move(fd), tmp, o_.array_record);
+  // What the check expects: each chunk's records by their pass-1 CRCs.
+  ExpectedArrayRecord expected;
+  expected.options_text = o_.array_record.options_text.empty()
+                              ? arrayrecord::OptionsString(o_.array_record)
+                              : o_.array_record.options_text;
+  const uint64_t group = std::max<uint64_t>(1, o_.array_record.group_size);
+  for (size_t k = 0; k < shard.count; ++k) {
+    const PlannedRecord& r = records_[shard.first + k];
+    auto payload = staging::PayloadFromFolder(JoinPath(records_dir_, r.name), types_);
+    if (!payload.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "record ", r.name,
+          " changed during the pack and no longer builds: ", payload.status().message()));
+    }
+    if (payload->size() != r.length || crc32c::Value(*payload) != r.crc) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("record ", r.name, " changed during the pack (its folder was edited)"));
+    }
+    if (auto s = writer.Append(*payload); !s.ok()) return s;
+    if (k % group == 0) expected.chunks.emplace_back();
+    expected.chunks.back().crcs.push_back(r.crc);
+    if (first && k + 1 == std::max<size_t>(1, shard.count / 2)) faults_.At("mid_shard");
+  }
+  expected.records = shard.count;
+  if (auto s = writer.Close(/*sync=*/true); !s.ok()) return s;
+  shard.file_bytes = writer.file_bytes();
+  if (auto s = CheckArrayRecordRewrite(tmp, expected); !s.ok()) return s;
   if (auto s = RenameNoReplace(tmp, final_path); !s.ok()) return s;
   created_.back() = final_path;
   return FsyncDir(output_dir_);
@@ -487,11 +530,39 @@ absl::string_view ShardSuffix(source::Codec codec) {
   return "";
 }
 
+std::optional<arrayrecord::WriterOptions> ArrayRecordDatasetIn(const std::string& dir) {
+  auto d = ListDir::Open(dir);
+  if (!d.ok()) return std::nullopt;
+  std::vector<std::string> files;
+  for (absl::string_view entry; d->Next(&entry);) {
+    const std::string name(entry);
+    if (naming::IsIgnoredName(name)) continue;
+    if (name.find(".tfrecord") != std::string::npos) return std::nullopt;
+    const std::string path = JoinPath(dir, name);
+    auto fd = OpenFile(path, O_RDONLY | O_CLOEXEC);
+    if (!fd.ok()) continue;
+    char head[arrayrecord::kSignatureSize];
+    struct stat st;
+    if (::fstat(fd->get(), &st) == 0 && S_ISREG(st.st_mode) &&
+        PreadFull(fd->get(), head, sizeof head, 0, path).ok() &&
+        arrayrecord::HasSignature(absl::string_view(head, sizeof head))) {
+      files.push_back(path);
+    }
+  }
+  if (files.empty()) return std::nullopt;
+  std::sort(files.begin(), files.end());
+  return arrayrecord::OptionsOfFiles(files);
+}
+
 std::string ShardName(absl::string_view prefix, uint64_t index, uint64_t count,
                       source::Codec codec) {
   if (codec == source::Codec::kArrayRecord) {
     // As TFDS names ArrayRecord shards (NAME-train.array_record-00000-of-00016).
     return absl::StrFormat("%s.array_record-%05d-of-%05d", prefix, index, count);
+  }
+  if (absl::EndsWith(prefix, ".tfrecord")) {
+    // As TFDS names TFRecord shards (NAME-train.tfrecord-00000-of-00016).
+    return absl::StrFormat("%s-%05d-of-%05d%s", prefix, index, count, ShardSuffix(codec));
   }
   return absl::StrFormat("%s-%05d-of-%05d.tfrecord%s", prefix, index, count, ShardSuffix(codec));
 }

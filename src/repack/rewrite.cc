@@ -16,6 +16,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "src/repack/arrayrecord_rewrite.h"
 #include "src/repack/check_shard.h"
 #include "tfrecordfs/base/coding.h"
 #include "tfrecordfs/base/crc32c.h"
@@ -368,6 +369,47 @@ void FlipByte(const std::string& path, uint64_t offset) {
   log::Warning("TFRECORDFS_FAULT=rewrite_flip_written_byte: flipped byte ", offset, " of ", path);
 }
 
+// Step 2 of the top of rewrite.h for an ArrayRecord file (written by
+// arrayrecord_rewrite.h): written, given the shard's mode, fsync'd while
+// the written file is checked.
+absl::Status RewriteArrayRecordShard(const Paths& p, const staging::DeletedShard& d,
+                                     const staging::ShardEdits& edits, UniqueFd fd,
+                                     const struct stat& was, const FaultPoints& faults,
+                                     uint64_t done, RewrittenShard* out, int64_t* delta) {
+  ArrayRecordRewriteCounts counts;
+  ExpectedArrayRecord expected;
+  absl::Status s = WriteArrayRecordRewrite(
+      p.file, d.records, edits, std::move(fd), p.temp,
+      [&] {
+        if (done == 0) faults.At("rewrite_mid_shard");
+      },
+      &counts, &expected);
+  if (s.ok() && faults.Is("rewrite_flip_written_byte")) FlipByte(p.temp, counts.file_bytes / 2);
+  if (s.ok()) s = KeepMode(p.temp, was);
+  if (s.ok()) {
+    absl::Status synced;
+    std::thread syncer([&] {
+      auto f = OpenFile(p.temp, O_RDONLY | O_CLOEXEC);
+      synced = !f.ok()                  ? f.status()
+               : ::fsync(f->get()) != 0 ? ErrnoError(errno, absl::StrCat("fsync ", p.temp))
+                                        : absl::OkStatus();
+    });
+    s = CheckFailed(CheckArrayRecordRewrite(p.temp, expected));
+    syncer.join();
+    s.Update(synced);
+  }
+  out->kept = counts.kept;
+  out->changed = counts.changed;
+  out->added = counts.added;
+  out->deleted = counts.deleted;
+  *delta = counts.bytes_delta;
+  if (s.ok()) {
+    log::Info(p.file, ": ", counts.chunks_copied, " chunk(s) copied as they were, ",
+              counts.chunks_encoded, " encoded");
+  }
+  return s;
+}
+
 // Bytes of kept records of a plain shard copied at once: the check and the
 // writeback follow the copy piece by piece.
 constexpr uint64_t kPieceBytes = uint64_t{32} << 20;
@@ -421,7 +463,11 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
   std::vector<uint64_t>& next_offsets = out->offsets;
   next_offsets.clear();
   next_offsets.reserve(offsets.size() + edits->added.size());
-  {
+  if (from.codec == source::Codec::kArrayRecord) {
+    // In its own format (arrayrecord_rewrite.h); the new file's index is
+    // made by the scan that reopens it (next_offsets stays empty).
+    s = RewriteArrayRecordShard(p, d, *edits, *std::move(fd), was, faults, done, out, &delta);
+  } else {
     record::ShardWriter writer(*std::move(fd), p.temp, {.codec = from.codec});
     // A plain shard is checked piece by piece (PieceCheck): the
     // piece not yet handed over starts at byte piece_begin, record

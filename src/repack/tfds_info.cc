@@ -186,6 +186,90 @@ absl::StatusOr<std::optional<std::string>> FinishTfdsInfo(const std::string& sha
   return paths.info;
 }
 
+absl::StatusOr<std::optional<std::string>> WriteReshardedTfdsInfo(
+    const std::vector<std::string>& sources,
+    const std::vector<std::pair<std::string, uint64_t>>& outputs, absl::string_view file_format,
+    bool complete, std::string* why) {
+  auto no = [&](std::string reason) -> absl::StatusOr<std::optional<std::string>> {
+    *why = std::move(reason);
+    return std::nullopt;
+  };
+  if (sources.empty() || outputs.empty()) return no("no shards");
+  // The sources: all N shards of one split, in one folder.
+  const InfoPaths from = InfoPathsOf(sources[0]);
+  if (::access(from.info.c_str(), F_OK) != 0) return no("");  // no TFDS dataset: nothing to say
+  std::string split;
+  std::vector<bool> seen;
+  for (const std::string& path : sources) {
+    const InfoPaths p = InfoPathsOf(path);
+    const auto name = ParseTfdsShardName(p.file);
+    if (!name || p.dir != from.dir) return no("the sources are not the shards of one TFDS split");
+    if (seen.empty()) {
+      split = name->split;
+      seen.assign(name->count, false);
+    }
+    if (name->split != split || name->count != seen.size() || seen[name->index]) {
+      return no("the sources are not the shards of one TFDS split");
+    }
+    seen[name->index] = true;
+  }
+  if (std::find(seen.begin(), seen.end(), false) != seen.end()) {
+    return no(absl::StrCat("the sources are some of split ", split, "'s ", seen.size(),
+                           " shards, not all"));
+  }
+  // The outputs: TFDS names of one split, in order.
+  const InfoPaths to = InfoPathsOf(outputs[0].first);
+  std::string out_split;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const InfoPaths p = InfoPathsOf(outputs[i].first);
+    const auto name = ParseTfdsShardName(p.file);
+    if (!name || p.dir != to.dir || name->index != i || name->count != outputs.size() ||
+        (i > 0 && name->split != out_split)) {
+      return no("the output names are not TFDS's (<dataset>-<split>.<format>-NNNNN-of-MMMMM)");
+    }
+    out_split = name->split;
+  }
+  if (!complete) return no("records were skipped as damaged: the split's counts would be wrong");
+  if (::access(to.info.c_str(), F_OK) == 0) {
+    return no(absl::StrCat(to.info, " exists already (left as it is)"));
+  }
+  auto text = ReadFileToString(from.info);
+  if (!text.ok()) {
+    if (ErrnoOf(text.status()) == ENOENT || absl::IsNotFound(text.status())) {
+      return no(absl::StrCat("no ", from.info));
+    }
+    return text.status();
+  }
+  nlohmann::ordered_json info =
+      nlohmann::ordered_json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (info.is_discarded() || !info.is_object()) {
+    return absl::DataLossError(absl::StrCat(from.info, ": not a JSON object"));
+  }
+  if (!info.contains("splits") || !info["splits"].is_array()) {
+    return no(absl::StrCat(from.info, " has no splits"));
+  }
+  nlohmann::ordered_json kept = nlohmann::ordered_json::array();
+  for (auto& s : info["splits"]) {
+    if (!s.is_object() || s.value("name", "") != split) continue;
+    s["name"] = out_split;
+    nlohmann::ordered_json lengths = nlohmann::ordered_json::array();
+    const bool as_strings = !s.contains("shardLengths") || !s["shardLengths"].is_array() ||
+                            s["shardLengths"].empty() || s["shardLengths"][0].is_string();
+    for (const auto& [path, records] : outputs) {
+      lengths.push_back(as_strings ? nlohmann::ordered_json(absl::StrCat(records))
+                                   : nlohmann::ordered_json(records));
+    }
+    s["shardLengths"] = std::move(lengths);
+    s.erase("filepathTemplate");
+    kept.push_back(s);
+  }
+  if (kept.empty()) return no(absl::StrCat(from.info, " has no split ", split));
+  info["splits"] = std::move(kept);
+  info["fileFormat"] = std::string(file_format);
+  if (auto s = WriteFileAtomically(to.info, info.dump(2) + "\n"); !s.ok()) return s;
+  return to.info;
+}
+
 bool DiscardTfdsInfo(const std::string& shard_path) {
   return ::unlink(PendingTfdsInfoPath(shard_path).c_str()) == 0;
 }

@@ -210,6 +210,16 @@ PartOutput::~PartOutput() {
 
 absl::Status PartOutput::Publish(PartManifest manifest) {
   for (ManifestOutput& out : manifest.outputs) {
+    if (out.crc_known) {
+      struct stat st;
+      const std::string path = JoinPath(work_, out.path);
+      if (::stat(path.c_str(), &st) != 0) return ErrnoError(errno, path);
+      if (static_cast<uint64_t>(st.st_size) != out.file_bytes) {
+        return absl::DataLossError(
+            absl::StrCat(path, ": ", st.st_size, " bytes, not the ", out.file_bytes, " written"));
+      }
+      continue;
+    }
     auto crc = FileCrc(JoinPath(work_, out.path), &out.file_bytes);
     if (!crc.ok()) return crc.status();
     out.crc32c = *crc;
@@ -233,21 +243,11 @@ absl::Status PartOutput::Publish(PartManifest manifest) {
   return FsyncDir(root_);
 }
 
-absl::StatusOr<FinalizeReport> FinalizeParts(
-    const std::string& dir, const std::string& command,
-    const std::function<std::string(uint32_t parts)>& plan_for,
-    const std::vector<ManifestInput>& current) {
-  const std::string root = JoinPath(dir, kPartsDirName);
-  auto exists = Exists(root);
-  if (!exists.ok()) return exists.status();
-  if (!*exists) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(dir, ": no part has run (no ", kPartsDirName, " folder); nothing finalized"));
-  }
-  auto names = ListNames(root);
-  if (!names.ok()) return names.status();
-  std::sort(names->begin(), names->end());
-
+absl::StatusOr<CheckedParts> CheckParts(const std::string& dir, const std::string& root,
+                                        const std::vector<FoundPart>& entries,
+                                        const std::string& command,
+                                        const std::function<std::string(uint32_t parts)>& plan_for,
+                                        const std::vector<ManifestInput>& current) {
   struct Found {
     std::string name, plan;
     uint32_t part = 0;
@@ -255,36 +255,25 @@ absl::StatusOr<FinalizeReport> FinalizeParts(
     std::string problem;  // unreadable manifest
   };
   std::vector<Found> found;
-  std::vector<std::string> running, stale_work;
+  std::vector<std::string> running;
   std::vector<std::pair<std::string, std::string>> maps;  // (name, plan)
-  for (const std::string& name : *names) {
-    const std::string path = JoinPath(root, name);
-    if (absl::StrContains(name, ".work-")) {
-      if (WorkLock(path) == LockState::kHeld) {
-        running.push_back(name);
-      } else {
-        stale_work.push_back(path);
-      }
+  for (const FoundPart& e : entries) {
+    if (e.running) {
+      running.push_back(e.name);
       continue;
     }
     Found f;
-    f.name = name;
-    if (std::string map_plan; ParsePublished(name, "map", &map_plan, &f.part)) {
-      maps.emplace_back(name, map_plan);  // a shuffle's first pass: judged below
+    f.name = e.name;
+    if (std::string map_plan; ParsePublished(e.name, "map", &map_plan, &f.part)) {
+      maps.emplace_back(e.name, map_plan);  // a shuffle's first pass: judged below
       continue;
     }
-    if (!ParsePublished(name, "part", &f.plan, &f.part)) {
+    if (!ParsePublished(e.name, "part", &f.plan, &f.part)) {
       f.problem = "not a part's folder";
+    } else if (!e.manifest) {
+      f.problem = e.problem.empty() ? "no manifest" : e.problem;
     } else {
-      const std::string mpath = JoinPath(path, kManifestName);
-      auto text = ReadFileToString(mpath);
-      if (!text.ok()) {
-        f.problem = std::string(text.status().message());
-      } else if (auto m = ParseManifest(*text, mpath); !m.ok()) {
-        f.problem = std::string(m.status().message());
-      } else {
-        f.manifest = *std::move(m);
-      }
+      f.manifest = e.manifest;
     }
     found.push_back(std::move(f));
   }
@@ -390,6 +379,61 @@ absl::StatusOr<FinalizeReport> FinalizeParts(
     return absl::FailedPreconditionError(absl::StrCat(
         dir, ": cannot finalize; nothing was moved:\n  ", absl::StrJoin(problems, "\n  ")));
   }
+
+  CheckedParts out;
+  out.plan = plan;
+  out.parts = *n;
+  for (const PartManifest* m : parts) out.manifests.push_back(*m);
+  return out;
+}
+
+absl::StatusOr<FinalizeReport> FinalizeParts(
+    const std::string& dir, const std::string& command,
+    const std::function<std::string(uint32_t parts)>& plan_for,
+    const std::vector<ManifestInput>& current) {
+  const std::string root = JoinPath(dir, kPartsDirName);
+  auto exists = Exists(root);
+  if (!exists.ok()) return exists.status();
+  if (!*exists) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(dir, ": no part has run (no ", kPartsDirName, " folder); nothing finalized"));
+  }
+  auto names = ListNames(root);
+  if (!names.ok()) return names.status();
+  std::sort(names->begin(), names->end());
+  std::vector<FoundPart> found;
+  std::vector<std::string> stale_work;
+  for (const std::string& name : *names) {
+    const std::string path = JoinPath(root, name);
+    FoundPart f;
+    f.name = name;
+    std::string plan;
+    uint32_t k = 0;
+    if (absl::StrContains(name, ".work-")) {
+      if (WorkLock(path) == LockState::kFree) {
+        stale_work.push_back(path);
+        continue;
+      }
+      f.running = true;
+    } else if (ParsePublished(name, "part", &plan, &k)) {
+      const std::string mpath = JoinPath(path, kManifestName);
+      auto text = ReadFileToString(mpath);
+      if (!text.ok()) {
+        f.problem = std::string(text.status().message());
+      } else if (auto m = ParseManifest(*text, mpath); !m.ok()) {
+        f.problem = std::string(m.status().message());
+      } else {
+        f.manifest = *std::move(m);
+      }
+    }
+    found.push_back(std::move(f));
+  }
+  auto checked = CheckParts(dir, root, found, command, plan_for, current);
+  if (!checked.ok()) return checked.status();
+  const std::string& plan = checked->plan;
+  const std::optional<uint32_t> n = checked->parts;
+  std::vector<const PartManifest*> parts;
+  for (const PartManifest& m : checked->manifests) parts.push_back(&m);
 
   // Every output: its part's file, or already at its final name (a finalize
   // run again after an interruption). Checked before anything moves.

@@ -307,8 +307,8 @@ absl::StatusOr<ReshardReport> Reshard(const std::vector<Input>& inputs, const Re
   for (ShardSyncer::Synced& synced : syncer.Wait()) {
     if (!synced.status.ok()) return synced.status;
     const PendingShard& shard = *synced.shard;
-    report.shards.push_back(
-        {shard.final_path(), shard.records(), shard.bytes(), shard.file_bytes()});
+    report.shards.push_back({shard.final_path(), shard.records(), shard.bytes(), shard.file_bytes(),
+                             shard.file_crc32c()});
     pending.push_back(std::move(synced.shard));
   }
   // The bytes copied are the bytes checked only if the shards did not change

@@ -25,6 +25,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "src/reshape/internal.h"
+#include "tfrecordfs/base/crc32c.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/record/reader.h"
@@ -86,6 +87,7 @@ class Out {
     buf_.clear();
   }
   absl::Status Write(const char* p, size_t n) {
+    crc_ = crc32c::Extend(crc_, p, n);
     if (buf_.size() + n > kBuf) {
       if (auto s = Flush(); !s.ok()) return s;
       if (n > kBuf) {
@@ -110,6 +112,9 @@ class Out {
     return absl::OkStatus();
   }
   uint64_t size() const { return size_; }
+  // CRC32C (unmasked) of every byte written: the manifest's, without
+  // reading the file back.
+  uint32_t crc() const { return crc_; }
 
  private:
   static constexpr size_t kBuf = 1 << 20;
@@ -117,11 +122,13 @@ class Out {
   std::string path_;
   std::string& buf_;
   uint64_t size_ = 0;
+  uint32_t crc_ = 0;
 };
 
 // Sorts `entries` and writes them as run `n` of `dir` with its table.
 absl::Status WriteRun(const std::string& dir, size_t n, std::vector<Entry>* entries,
-                      const std::string& arena, uint32_t buckets, std::string* buf) {
+                      const std::string& arena, uint32_t buckets, std::string* buf,
+                      MapReport* report) {
   std::sort(entries->begin(), entries->end(), Before);
   const std::string path = JoinPath(dir, RunName(n));
   auto fd = OpenFile(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -145,6 +152,8 @@ absl::Status WriteRun(const std::string& dir, size_t n, std::vector<Entry>* entr
   }
   table[buckets] = out->size();
   if (auto s = out->Close(); !s.ok()) return s;
+  report->run_bytes.push_back(out->size());
+  report->run_crcs.push_back(out->crc());
   std::string bytes(table.size() * 8, '\0');
   for (size_t i = 0; i < table.size(); ++i) PutU64(bytes.data() + 8 * i, table[i]);
   return WriteFileAtomically(path + ".idx", bytes);
@@ -205,6 +214,54 @@ class RunReader {
   uint64_t buf_at_ = 0;  // the file offset of buf_[0]
 };
 
+// The output shards of a reduce and where each record goes, from the
+// buckets' totals over every map part: shards of `o.shards` (record
+// counts as even as possible, earlier shards taking the remainder) or of
+// about `o.shard_size` framed bytes; part `o.part` writes [first, last).
+struct Layout {
+  Layout(const std::vector<uint64_t>& counts, const std::vector<uint64_t>& bytes,
+         const ReshardOptions& o)
+      : by_count(o.shards > 0) {
+    for (size_t b = 0; b < counts.size(); ++b) {
+      n += counts[b];
+      total_bytes += bytes[b];
+    }
+    if (o.shards > 0) {
+      num_shards = o.shards;
+    } else if (total_bytes > 0) {
+      num_shards = (total_bytes + o.shard_size - 1) / o.shard_size;
+    }
+    base = num_shards ? n / num_shards : 0;
+    extra = num_shards ? n % num_shards : 0;
+    last = num_shards;
+    if (o.part) {
+      const std::vector<size_t> cuts =
+          SplitByWeight(std::vector<uint64_t>(num_shards, 1), o.part->count);
+      first = cuts[o.part->index];
+      last = cuts[o.part->index + 1];
+    }
+  }
+  // The shard of the record at position p with c framed bytes before it.
+  uint64_t ShardOf(uint64_t p, uint64_t c) const {
+    if (by_count) {
+      // Shards [0, extra) hold base + 1 records, the rest base.
+      const uint64_t big = extra * (base + 1);
+      return p < big ? p / (base + 1) : extra + (p - big) / std::max<uint64_t>(base, 1);
+    }
+    return absl::Uint128Low64(absl::uint128(c) * num_shards / total_bytes);
+  }
+  // Whether bucket b (its first record at position bp with bc bytes
+  // before, its own counts[b] records and bytes[b] bytes) holds records
+  // of shards [first, last): -1 before them, 0 inside, 1 after.
+  int Where(uint64_t bp, uint64_t bc, uint64_t count, uint64_t bytes) const {
+    if (ShardOf(bp + count - 1, bc + bytes - 1) < first) return -1;
+    if (ShardOf(bp, bc) >= last) return 1;
+    return 0;
+  }
+  bool by_count;
+  uint64_t n = 0, total_bytes = 0, num_shards = 0, base = 0, extra = 0, first = 0, last = 0;
+};
+
 }  // namespace
 
 uint64_t ShuffleKey(uint64_t seed, uint64_t file, uint64_t record) {
@@ -213,7 +270,7 @@ uint64_t ShuffleKey(uint64_t seed, uint64_t file, uint64_t record) {
 
 uint32_t ShuffleBuckets(uint64_t input_bytes, uint64_t memory) {
   memory = std::max(memory, kMinShuffleMemory);
-  const absl::uint128 m = (absl::uint128(input_bytes) * 2 + memory - 1) / memory;
+  const absl::uint128 m = (absl::uint128(input_bytes) * 4 + memory - 1) / memory;
   return static_cast<uint32_t>(std::clamp<absl::uint128>(m, 1, uint64_t{1} << 20));
 }
 
@@ -242,7 +299,7 @@ absl::StatusOr<MapReport> ShuffleMap(const std::vector<MapInput>& inputs, const 
   const auto spill = [&]() -> absl::Status {
     if (entries.empty()) return absl::OkStatus();
     const size_t n = report.runs.size();
-    if (auto s = WriteRun(dir, n, &entries, arena, m, &out_buf); !s.ok()) return s;
+    if (auto s = WriteRun(dir, n, &entries, arena, m, &out_buf, &report); !s.ok()) return s;
     report.runs.push_back(RunName(n));
     entries.clear();
     arena.clear();
@@ -349,35 +406,10 @@ absl::StatusOr<ReshardReport> ShuffleReduce(const std::vector<std::string>& map_
       runs.push_back(std::move(run));
     }
   }
-  uint64_t n = 0, total_bytes = 0;
-  for (uint32_t b = 0; b < m; ++b) {
-    n += counts[b];
-    total_bytes += bytes[b];
-  }
-  // Output shards and the shard of a record (by position p and framed
-  // bytes before it c).
-  uint64_t num_shards = 0;
-  if (o.shards > 0) {
-    num_shards = o.shards;
-  } else if (total_bytes > 0) {
-    num_shards = (total_bytes + o.shard_size - 1) / o.shard_size;
-  }
-  const uint64_t base = num_shards ? n / num_shards : 0, extra = num_shards ? n % num_shards : 0;
-  const auto shard_of = [&](uint64_t p, uint64_t c) -> uint64_t {
-    if (o.shards > 0) {
-      // Shards [0, extra) hold base + 1 records, the rest base.
-      const uint64_t big = extra * (base + 1);
-      return p < big ? p / (base + 1) : extra + (p - big) / std::max<uint64_t>(base, 1);
-    }
-    return absl::Uint128Low64(absl::uint128(c) * num_shards / total_bytes);
-  };
-  uint64_t first = 0, last = num_shards;
-  if (o.part) {
-    const std::vector<size_t> cuts =
-        SplitByWeight(std::vector<uint64_t>(num_shards, 1), o.part->count);
-    first = cuts[o.part->index];
-    last = cuts[o.part->index + 1];
-  }
+  const Layout layout(counts, bytes, o);
+  const uint64_t n = layout.n, num_shards = layout.num_shards, base = layout.base,
+                 extra = layout.extra, first = layout.first, last = layout.last;
+  const auto shard_of = [&](uint64_t p, uint64_t c) { return layout.ShardOf(p, c); };
 
   ReshardReport report;
   auto prepared = PrepareOutputNames(o, num_shards, first, last, &report.stale_removed);
@@ -423,10 +455,9 @@ absl::StatusOr<ReshardReport> ShuffleReduce(const std::vector<std::string>& map_
     c += bytes[b];
     if (counts[b] == 0) continue;
     // Shards its records may go to: [shard_of(first record), shard_of(last)].
-    const uint64_t lo = shard_of(bp, bc);
-    const uint64_t hi = shard_of(p - 1, c - 1);
-    if (hi < first) continue;
-    if (lo >= last) break;
+    const int where = layout.Where(bp, bc, counts[b], bytes[b]);
+    if (where < 0) continue;
+    if (where > 0) break;
     // The bucket in slices of its key range, each within the budget.
     const uint64_t in_memory = bytes[b] + counts[b] * sizeof(Entry);
     const uint64_t slices = std::max<uint64_t>(1, (in_memory + cap - 1) / cap);
@@ -481,8 +512,8 @@ absl::StatusOr<ReshardReport> ShuffleReduce(const std::vector<std::string>& map_
   for (ShardSyncer::Synced& synced : syncer.Wait()) {
     if (!synced.status.ok()) return synced.status;
     const PendingShard& shard = *synced.shard;
-    report.shards.push_back(
-        {shard.final_path(), shard.records(), shard.bytes(), shard.file_bytes()});
+    report.shards.push_back({shard.final_path(), shard.records(), shard.bytes(), shard.file_bytes(),
+                             shard.file_crc32c()});
     pending.push_back(std::move(synced.shard));
   }
   if (Cancelled(control)) return absl::CancelledError("interrupted before the rename");
@@ -510,8 +541,11 @@ absl::StatusOr<MapReport> ShuffleMapPart(const std::vector<MapInput>& inputs,
   if (auto s = WriteFileAtomically(JoinPath((*out)->work_dir(), kCodecFile), codec); !s.ok()) {
     return s;
   }
-  for (const std::string& run : report->runs) {
-    manifest.outputs.push_back({run, 0, 0, 0, 0});
+  for (size_t i = 0; i < report->runs.size(); ++i) {
+    const std::string& run = report->runs[i];
+    ManifestOutput out{run, 0, 0, report->run_bytes[i], report->run_crcs[i]};
+    out.crc_known = true;  // computed as it was written
+    manifest.outputs.push_back(out);
     manifest.outputs.push_back({run + ".idx", 0, 0, 0, 0});
   }
   manifest.outputs.push_back({kBucketsFile, report->records, 0, 0, 0});
@@ -544,5 +578,41 @@ absl::StatusOr<MappedParts> FindMapParts(const std::string& dir, const std::stri
   if (codecs.size() == 1) out.codec = source::ParseCodecName(*codecs.begin());
   return out;
 }
+
+absl::StatusOr<std::pair<uint32_t, uint32_t>> ReduceBuckets(const std::vector<std::string>& totals,
+                                                            uint32_t buckets,
+                                                            const ReshardOptions& o) {
+  const uint32_t m = std::max<uint32_t>(buckets, 1);
+  std::vector<uint64_t> counts(m, 0), bytes(m, 0);
+  for (const std::string& t : totals) {
+    if (t.size() != size_t{m} * 16) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(kBucketsFile, ": ", t.size() / 16, " buckets, not ", m,
+                       " (the map ran with another --memory or other inputs)"));
+    }
+    for (uint32_t b = 0; b < m; ++b) {
+      counts[b] += GetU64(t.data() + 16 * b);
+      bytes[b] += GetU64(t.data() + 16 * b + 8);
+    }
+  }
+  const Layout layout(counts, bytes, o);
+  uint32_t lo = m, hi = 0;
+  uint64_t p = 0, c = 0;
+  for (uint32_t b = 0; b < m && layout.first < layout.last; ++b) {
+    const uint64_t bp = p, bc = c;
+    p += counts[b];
+    c += bytes[b];
+    if (counts[b] == 0) continue;
+    const int where = layout.Where(bp, bc, counts[b], bytes[b]);
+    if (where > 0) break;
+    if (where < 0) continue;
+    lo = std::min(lo, b);
+    hi = b + 1;
+  }
+  if (lo >= hi) return std::pair<uint32_t, uint32_t>(0, 0);
+  return std::pair<uint32_t, uint32_t>(lo, hi);
+}
+
+std::string ShuffleBucketsFileName() { return kBucketsFile; }
 
 }  // namespace tfrecordfs::reshape

@@ -11,7 +11,6 @@
 #include "absl/strings/str_cat.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/log.h"
-#include "tfrecordfs/source/shard_source.h"
 
 namespace tfrecordfs::vfs {
 namespace {
@@ -62,15 +61,6 @@ bool RecordDeletions::IsDeleted(uint64_t shard, uint64_t record) const {
 
 absl::Status RecordDeletions::CheckWritable(uint64_t shard) const {
   const std::string& path = shards_[shard].index->path();
-  if (shards_[shard].index->codec() == source::Codec::kArrayRecord) {
-    // Commits rewrite a shard in its own format, and tfrecordfs writes no
-    // ArrayRecord file in place: refused rather than written as TFRecord.
-    log::Warning("cannot edit records of ", path,
-                 ": an ArrayRecord file, read-only in a mount (convert it with tfrecordfs "
-                 "reshard --format tfrecord to edit its records)");
-    return PosixError(EROFS,
-                      absl::StrCat(path, ": an ArrayRecord file: its records are read-only"));
-  }
   if (list_ == nullptr) {
     return PosixError(EROFS, absl::StrCat(path, ": read-only mount"));
   }

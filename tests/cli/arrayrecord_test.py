@@ -138,6 +138,96 @@ class ArrayRecordToolboxTest(unittest.TestCase):
         self.run_bin("reshard", src, "--output", again, "-q")
         self.assertEqual(os.listdir(again), ["data.array_record-00000-of-00001"])
 
+    def test_tfds_split_converts_with_its_dataset_info(self):
+        # A TFDS split of 3 TFRecord shards (TFDS's names) with its
+        # dataset_info.json; reshard --format arrayrecord with a TFDS
+        # prefix writes the files Grain reads and the metadata beside them.
+        src = os.path.join(self.tmp, "mnist")
+        os.makedirs(src)
+        want = payloads()
+        for k in range(3):
+            with open(os.path.join(src, "mnist-train.tfrecord-%05d-of-00003" % k), "wb") as f:
+                for p in want[k::3]:
+                    f.write(tc.frame(p))
+        with open(os.path.join(src, "mnist-test.tfrecord-00000-of-00001"), "wb") as f:
+            f.write(tc.frame(want[0]))
+        info = {"name": "mnist", "version": "3.0.1", "fileFormat": "tfrecord",
+                "splits": [{"name": "train", "numBytes": "1234", "shardLengths": ["14", "13", "13"],
+                            "filepathTemplate": "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"},
+                           {"name": "test", "numBytes": "9", "shardLengths": ["1"]}]}
+        with open(os.path.join(src, "dataset_info.json"), "w") as f:
+            json.dump(info, f)
+        out = os.path.join(self.tmp, "grain")
+        train = sorted(glob.glob(os.path.join(src, "mnist-train.*")))
+        self.run_bin("reshard", *train, "--output", out, "--format", "arrayrecord",
+                     "--prefix", "mnist-train", "--shards", "2", "-q")
+        files = sorted(glob.glob(os.path.join(out, "mnist-train.array_record-*")))
+        self.assertEqual([os.path.basename(f) for f in files],
+                         ["mnist-train.array_record-00000-of-00002",
+                          "mnist-train.array_record-00001-of-00002"])
+        got, lengths = [], []
+        for f in files:
+            r = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "tests/cli/arrayrecord_check.py"),
+                                "dump", f], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            recs = [bytes.fromhex(line.split(" ", 2)[2]) if line.count(" ") == 2 else b""
+                    for line in r.stdout.splitlines() if line.startswith("record ")]
+            lengths.append(str(len(recs)))
+            got += recs
+        self.assertEqual(got, want[0::3] + want[1::3] + want[2::3])
+        with open(os.path.join(out, "dataset_info.json")) as f:
+            written = json.load(f)
+        self.assertEqual(written["fileFormat"], "array_record")
+        self.assertEqual(written["name"], "mnist")
+        self.assertEqual(written["version"], "3.0.1")
+        self.assertEqual([s["name"] for s in written["splits"]], ["train"])
+        self.assertEqual(written["splits"][0]["shardLengths"], lengths)
+        self.assertEqual(written["splits"][0]["numBytes"], "1234")
+        self.assertNotIn("filepathTemplate", written["splits"][0])
+        # Some of the split's shards only: no metadata (its counts would
+        # describe a split that is not all there).
+        part = os.path.join(self.tmp, "part")
+        self.run_bin("reshard", train[0], "--output", part, "--format", "arrayrecord",
+                     "--prefix", "mnist-train", "-q")
+        self.assertFalse(os.path.exists(os.path.join(part, "dataset_info.json")))
+
+    def dump(self, path):
+        """(options, records) of an ArrayRecord file by arrayrecord_check.py."""
+        r = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "tests/cli/arrayrecord_check.py"),
+                            "dump", path], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        lines = r.stdout.splitlines()
+        options = [line[len("options "):] for line in lines if line.startswith("options ")][0]
+        recs = [bytes.fromhex(line.split(" ", 2)[2]) for line in lines if line.startswith("record ")]
+        return options, recs
+
+    def test_pack_into_a_folder_of_arrayrecord_files_writes_one_with_their_options(self):
+        src = os.path.join(self.tmp, "src")
+        os.makedirs(src)
+        with open(os.path.join(src, "in.tfrecord"), "wb") as f:
+            for p in payloads()[:5]:
+                f.write(tc.frame(p))
+        out = os.path.join(self.tmp, "dataset")
+        self.run_bin("reshard", src, "--output", out, "--format", "arrayrecord", "--prefix",
+                     "ds-train", "--compression", "brotli:5", "--group-size", "2", "-q")
+        existing = os.path.join(out, "ds-train.array_record-00000-of-00001")
+        options, _ = self.dump(existing)
+        self.assertIn("brotli:5", options)
+        staged = os.path.join(self.tmp, "staged")
+        want = [b"raw one \xff", b"raw two", b"raw three " * 50]
+        for i, p in enumerate(want):
+            os.makedirs(os.path.join(staged, "r%d" % i))
+            with open(os.path.join(staged, "r%d" % i, "record.bin"), "wb") as f:
+                f.write(p)
+        self.run_bin("pack", staged, out, "--prefix", "new")
+        got_options, got = self.dump(os.path.join(out, "new.array_record-00000-of-00001"))
+        self.assertEqual(got_options, options)
+        self.assertEqual(got, want)
+        # --compression says otherwise: TFRecord as before.
+        self.run_bin("pack", staged, out, "--prefix", "plain", "--compression", "none")
+        self.assertEqual(list(tc.read_records(os.path.join(out, "plain-00000-of-00001.tfrecord"))),
+                         want)
+
     def test_usage_errors(self):
         src = os.path.join(self.tmp, "src")
         os.makedirs(src)

@@ -211,6 +211,28 @@ class Reshard(Base):
                          order=list(reversed(range(n))))
             self.assertSameTree(self.path("one"), self.path(out))
 
+    def test_manifests_hold_each_files_size_and_crc32c(self):
+        # The runs' and the shuffled shards' CRC32C are computed as they are
+        # written, the in-order shards' read back: each is the file's, as
+        # tfrecord_check.py's own CRC32C computes it.
+        self.sample("s", 1500, 6)
+        for extra in (["--shuffle", "--seed", "5", "--memory", "1M"], []):
+            out = self.path("o")
+            shutil.rmtree(out, ignore_errors=True)
+            self.parts(2, "reshard", self.path("s"), "-o", out, "--shards", "3", *extra)
+            parts_dir = os.path.join(out, ".tfrecordfs-parts")
+            seen = 0
+            for folder in sorted(os.listdir(parts_dir)):
+                with open(os.path.join(parts_dir, folder, "manifest.json")) as f:
+                    manifest = json.load(f)
+                for o in manifest["outputs"]:
+                    with open(os.path.join(parts_dir, folder, o["path"]), "rb") as f:
+                        data = f.read()
+                    self.assertEqual(o["file_bytes"], len(data), o["path"])
+                    self.assertEqual(o["crc32c"], tc.crc32c(data), o["path"])
+                    seen += 1
+            self.assertGreaterEqual(seen, 8 if extra else 3)
+
     def test_the_memory_budget_changes_runs_and_buckets_not_bytes(self):
         # 20000 records of about 330 framed bytes (6.6 MB) with --memory 1M:
         # runs of 512 KB (13 or so), a dozen buckets, each larger than half
@@ -228,8 +250,9 @@ class Reshard(Base):
         r = run("reshard", self.path("s"), "-o", self.path("x"), "--shuffle", "--seed", "21",
                 "--shards", "5", "--memory", "1M", "--part", "0/1", "--pass", "map")
         self.assertEqual(r.returncode, 0, r.stderr)
-        # (GZIP shards: the buckets are counted from the files' 4 or so MB.)
-        self.assertRegex(r.stdout, r"^20000\tmapped: 3 shard\(s\) into 1[0-9] run\(s\) of 1[0-4] bucket")
+        # (GZIP shards: the buckets are counted from the files' 6 or so MB,
+        # 4 per MB of --memory: a bucket of a quarter of the budget.)
+        self.assertRegex(r.stdout, r"^20000\tmapped: 3 shard\(s\) into 1[0-9] run\(s\) of 2[0-8] bucket")
 
     def test_a_large_shard_is_mapped_by_several_parts(self):
         # One large plain shard: each part's first pass takes the records
@@ -442,6 +465,90 @@ class Faults(Base):
         self.assertSameTree(self.path("one"), self.path("o"))
 
 
+def tfds_dataset(test, folder):
+    """A TFDS-like dataset in `folder`: mnist-train.tfrecord-0000K-of-00003
+    (600 records) and mnist-test.tfrecord-00000-of-00001 (100), with the
+    dataset_info.json TFDS 4.x writes for them (numbers as proto3 JSON
+    strings, the keys in its order). Returns the info as a dict."""
+    gen("synthetic", folder, "--records", "600", "--shards", "3", "--bytes", "200",
+        "--prefix", "mnist-train.tfrecord")
+    gen("synthetic", folder, "--records", "100", "--shards", "1", "--bytes", "200",
+        "--prefix", "mnist-test.tfrecord")
+
+    def split(name):
+        files = sorted(f for f in os.listdir(folder) if f.startswith(f"mnist-{name}."))
+        lengths = [len(tc.read_records(os.path.join(folder, f))) for f in files]
+        size = sum(len(r) for f in files for r in tc.read_records(os.path.join(folder, f)))
+        return {"filepathTemplate": "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}",
+                "name": name, "numBytes": str(size), "shardLengths": [str(n) for n in lengths]}
+    info = {"citation": "@article{lecun2010mnist, title={MNIST handwritten digit database}}",
+            "description": "The MNIST database of handwritten digits.",
+            "downloadSize": "11594722", "fileFormat": "tfrecord",
+            "location": {"urls": ["http://yann.lecun.com/exdb/mnist/"]},
+            "moduleName": "tensorflow_datasets.image_classification.mnist", "name": "mnist",
+            "releaseNotes": {"3.0.1": "New split API (https://tensorflow.org/datasets/splits)"},
+            "splits": [split("test"), split("train")],
+            "supervisedKeys": {"tuple": {"items": [{"featureKey": "image"},
+                                                   {"featureKey": "label"}]}},
+            "version": "3.0.1"}
+    with open(os.path.join(folder, "dataset_info.json"), "w") as f:
+        json.dump(info, f, indent=2)
+    return info
+
+
+class TfdsInfo(Base):
+    def check_split(self, out, info, name, count):
+        """OUT/dataset_info.json's split `name` says what the shards
+        OUT/mnist-NAME.tfrecord-*-of-COUNT hold (read by tfrecord_check);
+        every other key is the source's."""
+        with open(os.path.join(out, "dataset_info.json")) as f:
+            got = json.load(f)
+        files = [os.path.join(out, f"mnist-{name}.tfrecord-{i:05d}-of-{count:05d}")
+                 for i in range(count)]
+        records = [tc.read_records(p) for p in files]
+        want = [s for s in info["splits"] if s["name"] == name][0]
+        split = [s for s in got["splits"] if s["name"] == name][0]
+        self.assertEqual(split["shardLengths"], [str(len(r)) for r in records])
+        self.assertEqual(split["numBytes"], str(sum(len(x) for r in records for x in r)))
+        self.assertEqual(split["numBytes"], want["numBytes"])  # the same records
+        self.assertEqual(split["filepathTemplate"], want["filepathTemplate"])
+        self.assertEqual({k: v for k, v in got.items() if k != "splits"},
+                         {k: v for k, v in info.items() if k != "splits"})
+        return got
+
+    def test_finalize_writes_the_splits_shard_lengths(self):
+        info = tfds_dataset(self, self.path("mnist"))
+        train = sorted(self.path("mnist", f) for f in os.listdir(self.path("mnist"))
+                       if f.startswith("mnist-train."))
+        args = ("reshard", *train, "-o", self.path("o"), "--prefix", "mnist-train.tfrecord",
+                "--shards", "4", "-q")
+        self.parts(2, *args)
+        r = run(*args, "--finalize")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("dataset_info.json", r.stderr)
+        got = self.check_split(self.path("o"), info, "train", 4)
+        # Only the split the output holds.
+        self.assertEqual([s["name"] for s in got["splits"]], ["train"])
+        self.assertEqual(all_records([f for f in shards_in(self.path("o"))
+                                      if not f.endswith(".json")]), all_records(train))
+        # The test split resharded into the same output: added beside train.
+        test = [self.path("mnist", "mnist-test.tfrecord-00000-of-00001")]
+        args = ("reshard", *test, "-o", self.path("o"), "--prefix", "mnist-test.tfrecord",
+                "--shards", "2", "-q")
+        self.parts(2, *args)
+        self.assertEqual(run(*args, "--finalize").returncode, 0)
+        got = self.check_split(self.path("o"), info, "test", 2)
+        self.assertEqual(sorted(s["name"] for s in got["splits"]), ["test", "train"])
+        self.check_split(self.path("o"), info, "train", 4)
+
+    def test_no_tfds_names_no_info(self):
+        tfds_dataset(self, self.path("mnist"))
+        args = ("reshard", self.path("mnist"), "-o", self.path("o"), "--shards", "2", "-q")
+        self.parts(2, *args)
+        self.assertEqual(run(*args, "--finalize").returncode, 0)
+        self.assertFalse(os.path.exists(self.path("o", "dataset_info.json")))
+
+
 SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "objstore",
                       "object_server.py")
 
@@ -544,6 +651,187 @@ class Buckets(Base):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertSameTree(self.path("one"), self.path("o"))
         self.assertEqual(sorted(all_records(shards_in(self.path("o")))), sorted(all_records(src)))
+
+    def bucket_files(self, prefix):
+        """The objects under s3://b/PREFIX (the server keeps them as files),
+        relative to it, sorted."""
+        top = os.path.join(self.served, "b", prefix)
+        return sorted(os.path.relpath(os.path.join(d, f), top)
+                      for d, _, fs in os.walk(top) for f in fs)
+
+    def assertSameObjects(self, local, prefix):
+        """The objects under s3://b/PREFIX are the files of `local`, byte
+        for byte (the server's empty folders aside)."""
+        self.assertEqual(self.bucket_files(prefix), sorted(os.listdir(local)))
+        for name in os.listdir(local):
+            self.assertTrue(filecmp.cmp(os.path.join(local, name),
+                                        os.path.join(self.served, "b", prefix, name),
+                                        shallow=False), name)
+
+    def get_bytes(self):
+        """GetObject bytes the server has answered so far (--stats)."""
+        with open(self.path("stats.json")) as f:
+            return json.load(f).get("GetObject", {}).get("bytes_out", 0)
+
+    def test_reshard_parts_write_into_a_bucket_prefix(self):
+        # Restarted with --stats: what crossed the network.
+        self.stop_server()
+        self.proc = subprocess.Popen(
+            ["/usr/bin/python3", SERVER, "--root", self.served, "--log", self.path("server.log"),
+             "--max-requests", "100000", "--stats", self.path("stats.json")],
+            stdout=subprocess.PIPE, text=True)
+        port = int(self.proc.stdout.readline())
+        self.env["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{port}"
+        src = self.sample("s", 6000, 6)
+        shutil.copytree(self.path("s"), os.path.join(self.served, "b", "data"))
+        url = "s3://b/data"
+        final = [f"data-{i:05d}-of-00004.tfrecord" for i in range(4)]
+        # One process into the bucket: each shard one object under its name;
+        # run again, refused (never replaced).
+        args = ("reshard", url, "-o", "s3://b/single/", "--shards", "4", "-q")
+        r = self.on_bucket(*args)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.bucket_files("single"), final)
+        r = self.on_bucket(*args)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("already exists", r.stderr)
+        self.assertTrue(run("reshard", self.path("s"), "-o", self.path("one"), "--shards", "4",
+                            "-q").returncode == 0)
+        self.assertSameObjects(self.path("one"), "single")
+
+        # In source order as 3 parts: parts 0 and 1, then --finalize refuses
+        # naming part 2 and puts nothing under a final name.
+        args = ("reshard", url, "-o", "s3://b/out/", "--shards", "4", "-q")
+        for k in (0, 1):
+            r = self.on_bucket(*args, "--part", f"{k}/3")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("s3://b/out/.tfrecordfs-parts/", r.stdout)
+        r = self.on_bucket(*args, "--finalize")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("missing: part(s) 2 of 3", r.stderr)
+        self.assertFalse([f for f in self.bucket_files("out") if not f.startswith(".")])
+        # Part 2, and part 1 again (a retried pod): its objects put again,
+        # the same bytes; then --finalize copies them to their final names
+        # and removes every intermediate object.
+        for k in (2, 1):
+            r = self.on_bucket(*args, "--part", f"{k}/3")
+            self.assertEqual(r.returncode, 0, r.stderr)
+        r = self.on_bucket(*args, "--finalize")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("6000\ttotal: 4 file(s) from 3 part(s)", r.stdout)
+        self.assertEqual(self.bucket_files("out"), final)
+        self.assertSameObjects(self.path("one"), "out")
+        out = [os.path.join(self.served, "b", "out", f) for f in final]
+        self.assertEqual(all_records(out), all_records(src))
+        # Finalized already: nothing left to finalize.
+        self.assertEqual(self.on_bucket(*args, "--finalize").returncode, 1)
+        # repair writes folders only: a bucket --output is a usage error.
+        r = self.on_bucket("repair", url, "-o", "s3://b/rep/", "--part", "0/2")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("not a bucket", r.stderr)
+
+        # A shuffle as 3 parts into the bucket, the map's runs in 4 buckets
+        # (--memory 1M): one process's bytes. Each reduce part fetches only
+        # its buckets' bytes of the runs: the reduce pass reads about the
+        # runs' size once, not once per part.
+        args = ("reshard", url, "-o", "s3://b/sh", "--shuffle", "--seed", "8", "--shards", "4",
+                "--memory", "1M", "-q")
+        for k in range(3):
+            r = self.on_bucket(*args, "--part", f"{k}/3", "--pass", "map")
+            self.assertEqual(r.returncode, 0, r.stderr)
+        runs = sum(os.path.getsize(os.path.join(self.served, "b", "sh", f))
+                   for f in self.bucket_files("sh")
+                   if os.path.basename(f).startswith("run-") and not f.endswith(".idx"))
+        before = self.get_bytes()
+        for k in range(3):
+            r = self.on_bucket(*args, "--part", f"{k}/3", "--pass", "reduce")
+            self.assertEqual(r.returncode, 0, r.stderr)
+        fetched = self.get_bytes() - before
+        print(f"reduce fetched {fetched} bytes of runs of {runs}", file=sys.stderr)
+        self.assertGreater(fetched, runs * 0.9)
+        self.assertLess(fetched, runs * 1.6, (fetched, runs))
+        r = self.on_bucket(*args, "--finalize")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.bucket_files("sh"), final)
+        r = run("reshard", self.path("s"), "-o", self.path("one-shuffled"), "--shuffle", "--seed",
+                "8", "--shards", "4", "-q")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertSameObjects(self.path("one-shuffled"), "sh")
+        shuffled = [os.path.join(self.served, "b", "sh", f) for f in final]
+        self.assertEqual(sorted(all_records(shuffled)), sorted(all_records(src)))
+        self.assertNotEqual(all_records(shuffled), all_records(src))
+
+    def test_finalize_in_a_bucket_writes_the_splits_shard_lengths(self):
+        info = tfds_dataset(self, os.path.join(self.served, "b", "mnist"))
+        url = "s3://b/mnist/"
+        train = [url + f for f in sorted(os.listdir(os.path.join(self.served, "b", "mnist")))
+                 if f.startswith("mnist-train.")]
+        args = ("reshard", *train, "-o", "s3://b/o/", "--prefix", "mnist-train.tfrecord",
+                "--shards", "4", "-q")
+        for k in range(2):
+            r = self.on_bucket(*args, "--part", f"{k}/2")
+            self.assertEqual(r.returncode, 0, r.stderr)
+        r = self.on_bucket(*args, "--finalize")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.bucket_files("o"), ["dataset_info.json"] + [
+            f"mnist-train.tfrecord-{i:05d}-of-00004" for i in range(4)])
+        got = TfdsInfo.check_split(self, os.path.join(self.served, "b", "o"), info, "train", 4)
+        self.assertEqual([s["name"] for s in got["splits"]], ["train"])
+
+    def test_a_finalize_cut_after_its_journal_is_finished_when_run_again(self):
+        src = self.sample("s", 800, 4)
+        shutil.copytree(self.path("s"), os.path.join(self.served, "b", "data"))
+        args = ("reshard", "s3://b/data", "-o", "s3://b/out/", "--shards", "4", "-q")
+        for k in range(2):
+            r = self.on_bucket(*args, "--part", f"{k}/2")
+            self.assertEqual(r.returncode, 0, r.stderr)
+        final = [f"data-{i:05d}-of-00004.tfrecord" for i in range(4)]
+        out = os.path.join(self.served, "b", "out")
+        # A server that stops after K requests, K growing until the
+        # finalize is cut after its journal was put and some output was
+        # copied (before that, a cut finalize has changed nothing).
+        cut = False
+        for k in range(5, 80):
+            self.stop_server()
+            self.proc = subprocess.Popen(
+                ["/usr/bin/python3", SERVER, "--root", self.served, "--max-requests", str(k)],
+                stdout=subprocess.PIPE, text=True)
+            self.env["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{int(self.proc.stdout.readline())}"
+            r = self.on_bucket(*args, "--finalize")
+            self.assertNotEqual(r.returncode, 0, f"K={k}: finalized before being cut")
+            copied = [f for f in final if os.path.exists(os.path.join(out, f))]
+            if copied:
+                self.assertLess(len(copied), 4, f"K={k}: {r.stderr}")
+                cut = True
+                break
+            # Cut before its journal: nothing under a final name.
+            self.assertFalse(copied)
+        self.assertTrue(cut)
+        self.assertTrue(any(f.endswith(".finalizing") for f in os.listdir(
+            os.path.join(out, ".tfrecordfs-parts"))))
+        self.stop_server()
+        self.proc = subprocess.Popen(
+            ["/usr/bin/python3", SERVER, "--root", self.served], stdout=subprocess.PIPE, text=True)
+        self.env["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{int(self.proc.stdout.readline())}"
+        r = self.on_bucket(*args, "--finalize")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.bucket_files("out"), final)
+        self.assertEqual(all_records([os.path.join(out, f) for f in final]), all_records(src))
+
+    def test_parts_write_into_a_gs_prefix(self):
+        src = self.sample("s", 500, 4)
+        shutil.copytree(self.path("s"), os.path.join(self.served, "b", "data"))
+        gs_env = dict(self.env, STORAGE_EMULATOR_HOST=self.env["AWS_ENDPOINT_URL"][len("http://"):])
+        args = ("reshard", "gs://b/data", "-o", "gs://b/g/", "--shards", "3", "-q")
+        for k in range(2):
+            r = run(*args, "--part", f"{k}/2", env=gs_env)
+            self.assertEqual(r.returncode, 0, r.stderr)
+        r = run(*args, "--finalize", env=gs_env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        final = [f"data-{i:05d}-of-00003.tfrecord" for i in range(3)]
+        self.assertEqual(self.bucket_files("g"), final)
+        self.assertEqual(all_records([os.path.join(self.served, "b", "g", f) for f in final]),
+                         all_records(src))
 
 
 if __name__ == "__main__":

@@ -188,16 +188,22 @@ if [ -x /usr/bin/python3 ]; then
   read -r port <&"${SERVER[0]}"
   export AWS_ENDPOINT_URL="http://127.0.0.1:$port" AWS_NO_SIGN_REQUEST=true NO_GCE_CHECK=true
   unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN AWS_PROFILE
-  s3args=(reshard s3://b/data -o "$T/s3out" --shuffle --seed 2024 --shards 5 -q)
+  # Into a prefix of the same bucket: the map's runs and the parts'
+  # shards are objects, --finalize copies them to their names server-side.
+  s3args=(reshard s3://b/data -o s3://b/s3out/ --shuffle --seed 2024 --shards 5 -q)
   array s3map "${s3args[@]}" --pass map
   array s3reduce "${s3args[@]}" --pass reduce
   "$TFRECORDFS_BIN" "${s3args[@]}" --finalize > "$T/s3finalize.out" ||
     fail "s3 finalize: $(cat "$T/s3finalize.out")"
   # The order depends on the shards' paths below the SOURCE: the bucket's
   # copy gives the local dataset's bytes.
-  for f in "$T/one"/*; do cmp "$f" "$T/s3out/$(basename "$f")" || fail "s3: $(basename "$f") differs"; done
+  for f in "$T/one"/*; do
+    cmp "$f" "$T/served/b/s3out/$(basename "$f")" || fail "s3: $(basename "$f") differs"
+  done
+  left=$(find "$T/served/b/s3out" -type f | grep -c /.tfrecordfs-parts/ || true)
+  [ "$left" = 0 ] || fail "finalize left $left intermediate object(s)"
   grep -q "GET /b/data/" "$T/server.log" || fail "the server saw no GET of the shards"
 else
   echo "note: no /usr/bin/python3 for the S3 test server; the s3:// run is skipped"
 fi
-echo "OK: count, verify and a two-pass shuffle as Slurm arrays of 4 (local and s3://), finalized, byte-identical"
+echo "OK: count, verify and a two-pass shuffle as Slurm arrays of 4 (local, and s3:// into an s3:// prefix), finalized, byte-identical"

@@ -13,7 +13,7 @@ AccessDenied). Multipart uploads: POST ?uploads (CreateMultipartUpload), PUT
 part's MD5), POST ?uploadId=ID (CompleteMultipartUpload: parts joined, then
 renamed to the key, ETag MD5-of-MD5s-N as S3's; 412 with "If-None-Match: *"
 when the key exists), DELETE ?uploadId=ID
-(AbortMultipartUpload), GET /BUCKET?uploads&prefix=P (ListMultipartUploads,
+(AbortMultipartUpload), DELETE /BUCKET/KEY (DeleteObject, 204 either way), GET /BUCKET?uploads&prefix=P (ListMultipartUploads,
 one page); uploads in flight are folders of ROOT/.uploads.
 
 UploadPartCopy (S3's request shape, as botocore sends it): PUT
@@ -39,7 +39,7 @@ Counters: with --stats FILE, a JSON object {KIND: {"requests": N,
 "bytes_copied": bytes copied server-side}} rewritten after every request,
 KIND the S3 operation (GetObject, HeadObject, ListObjectsV2, PutObject,
 CreateMultipartUpload, UploadPart, UploadPartCopy, CompleteMultipartUpload,
-AbortMultipartUpload, ListMultipartUploads, Metadata): what crossed the
+AbortMultipartUpload, DeleteObject, ListMultipartUploads, Metadata): what crossed the
 network and what did not.
 
 Authentication: with --access-key and --secret-key every request must carry
@@ -167,7 +167,7 @@ class Handler(BaseHTTPRequestHandler):
         if self.command == "POST":
             return "CreateMultipartUpload" if "uploads" in q else "CompleteMultipartUpload"
         if self.command == "DELETE":
-            return "AbortMultipartUpload"
+            return "AbortMultipartUpload" if "uploadId" in q else "DeleteObject"
         if self.command == "HEAD":
             return "HeadObject"
         if self.path == METADATA_TOKEN_PATH:
@@ -521,16 +521,22 @@ class Handler(BaseHTTPRequestHandler):
                    {"Content-Type": "application/xml"})
 
     def do_DELETE(self):
-        """AbortMultipartUpload (?uploadId=ID): 204, or 404 NoSuchUpload."""
+        """AbortMultipartUpload (?uploadId=ID): 204, or 404 NoSuchUpload;
+        DeleteObject (no query): 204, the key removed if it was there."""
         self.count()
         if not self.check_signature():
             return
         where = self.object_path()
         if where is None:
             return
-        _, q = where
-        if "uploadId" not in q:
-            return self.error_xml(501, "NotImplemented", "only AbortMultipartUpload")
+        local, q = where
+        if "uploadId" not in q:  # DeleteObject: 204 whether or not the key was there
+            if ARGS.read_only:
+                return self.error_xml(403, "AccessDenied", "this bucket is read-only")
+            with WRITE_LOCK:
+                if os.path.isfile(local):
+                    os.unlink(local)
+            return self.reply(204)
         d = self.upload_dir(q)
         if d is None:
             return

@@ -138,9 +138,8 @@ class ObjectStoreTest(unittest.TestCase):
         subprocess.run([GEN, "synthetic", self.local, "--records", "60", "--shards", "3",
                         "--bytes", "3000", "--prefix", "ds-train.tfrecord"], check=True,
                        capture_output=True)
-        for n in os.listdir(self.local):  # TFDS names: ds-train.tfrecord-00000-of-00003
-            os.rename(os.path.join(self.local, n),
-                      os.path.join(self.local, n[:-len(".tfrecord")]))
+        # TFDS names: ds-train.tfrecord-00000-of-00003 (the prefix's ".tfrecord"
+        # makes the writer name them so).
         self.plain = sorted(os.listdir(self.local))
         with open(os.path.join(self.local, self.plain[0]), "rb") as f:
             first = f.read()

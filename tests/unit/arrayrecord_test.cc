@@ -198,6 +198,79 @@ TEST(ArrayRecordWriterTest, EmptyFileHasAFooterAndNoRecords) {
   EXPECT_TRUE(back->empty());
 }
 
+TEST(ArrayRecordGrainTest, ItsChunksCopiedUnderItsFooterOptionsGiveItsBytesBack) {
+  // What an edit commit does with untouched chunks (repack/
+  // arrayrecord_rewrite.h): each chunk of the reference writer's file
+  // added as it is stored, under the options its footer records.
+  for (const char* name :
+       {"digits.array_record-00000-of-00002", "digits.array_record-00001-of-00002"}) {
+    const std::string bytes = Slurp(Fixture(name));
+    test::TempDir tmp("arrayrecord");
+    const std::string path = tmp.path() + "/f";
+    ASSERT_TRUE(WriteFileReplacing(path, bytes).ok());
+    auto fd = OpenFile(path, O_RDONLY);
+    ASSERT_TRUE(fd.ok());
+    auto layout = ReadLayout(fd->get(), path, bytes.size());
+    ASSERT_TRUE(layout.ok()) << layout.status();
+    auto options = ParseOptionsText(layout->writer_options);
+    ASSERT_TRUE(options.ok()) << options.status();
+    EXPECT_EQ(options->group_size, 1u);
+    EXPECT_EQ(options->compression, Compression::kNone);
+    std::string out;
+    Writer w(
+        [&](absl::string_view b) {
+          out.append(b.data(), b.size());
+          return absl::OkStatus();
+        },
+        *options);
+    for (const ChunkEntry& e : layout->chunks) {
+      auto chunk = ReadChunk(fd->get(), path, bytes.size(), e.offset);
+      ASSERT_TRUE(chunk.ok()) << chunk.status();
+      ASSERT_TRUE(w.at_chunk_boundary());
+      ASSERT_TRUE(w.AddChunk(chunk->header, chunk->data).ok());
+    }
+    ASSERT_TRUE(w.Close().ok());
+    EXPECT_TRUE(out == bytes) << name;
+  }
+}
+
+TEST(ArrayRecordWriterTest, FooterOptionsReadAsTheReferenceReadsThem) {
+  auto o = ParseOptionsText(
+      "group_size:7,transpose:false,pad_to_block_boundary:true,brotli:9,max_parallelism:4");
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->group_size, 7u);
+  EXPECT_EQ(o->compression, Compression::kBrotli);
+  EXPECT_EQ(o->level, 9);
+  EXPECT_TRUE(o->pad_to_block_boundary);
+  EXPECT_EQ(o->options_text,
+            "group_size:7,transpose:false,pad_to_block_boundary:true,brotli:9,max_parallelism:4");
+  // No compressor: the reference's default, zstd:3; group_size 65536.
+  o = ParseOptionsText("window_log:20");
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->compression, Compression::kZstd);
+  EXPECT_EQ(o->level, 3);
+  EXPECT_EQ(o->group_size, 65536u);
+  // A bare pad_to_block_boundary is false in the reference's parser.
+  o = ParseOptionsText("pad_to_block_boundary,snappy");
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_FALSE(o->pad_to_block_boundary);
+  EXPECT_EQ(o->compression, Compression::kSnappy);
+  EXPECT_EQ(ParseOptionsText("transpose:true").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(ParseOptionsText("group_size:0").ok());
+  EXPECT_FALSE(ParseOptionsText("frobnicate:1").ok());
+  // Our writer's string reads back as what wrote it.
+  WriterOptions w;
+  w.group_size = 3;
+  w.compression = Compression::kBrotli;
+  w.level = 5;
+  o = ParseOptionsText(OptionsString(w));
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->group_size, 3u);
+  EXPECT_EQ(o->compression, Compression::kBrotli);
+  EXPECT_EQ(o->level, 5);
+}
+
 TEST(ArrayRecordWriterTest, CompressionOptionsAsTheReferenceSpellsThem) {
   WriterOptions o;
   ASSERT_TRUE(ParseCompression("brotli:6", &o).ok());

@@ -232,6 +232,40 @@ TEST(WriterTest, SealCompletesTheFileBeforeClose) {
   }
 }
 
+// file_crc32c is the CRC32C of the bytes in the file, whatever the codec,
+// computed as they were written; a range copied by copy_file_range never
+// passed through the writer, so the CRC is then unknown.
+TEST(WriterTest, FileCrcIsTheFilesOrUnknownAfterACopiedRange) {
+  for (source::Codec codec : {source::Codec::kNone, source::Codec::kGzip, source::Codec::kSnappy}) {
+    UniqueFd fd(::memfd_create("w", MFD_CLOEXEC));
+    ASSERT_TRUE(fd.valid());
+    UniqueFd dup(::dup(fd.get()));
+    ShardWriter w(std::move(fd), "memfd", WriterOptions{.codec = codec});
+    for (int i = 0; i < 50; ++i) ASSERT_TRUE(w.Append(Payload(3000 + i, i)).ok());
+    ASSERT_TRUE(w.Close(/*sync=*/false).ok());
+    const std::string file = FileContents(dup.get());
+    ASSERT_TRUE(w.file_crc32c().has_value());
+    EXPECT_EQ(*w.file_crc32c(), crc32c::Value(file));
+  }
+  // A plain file's framed records copied in with AppendFramedRange.
+  UniqueFd src(::memfd_create("src", MFD_CLOEXEC));
+  std::string framed;
+  AppendFramed(&framed, Payload(500, 1));
+  ASSERT_EQ(::write(src.get(), framed.data(), framed.size()), static_cast<ssize_t>(framed.size()));
+  UniqueFd fd(::memfd_create("w", MFD_CLOEXEC));
+  UniqueFd dup(::dup(fd.get()));
+  ShardWriter w(std::move(fd), "memfd");
+  ASSERT_TRUE(w.Append(Payload(100, 2)).ok());
+  ASSERT_TRUE(w.AppendFramedRange(src.get(), 0, framed.size(), 1).ok());
+  ASSERT_TRUE(w.Close(/*sync=*/false).ok());
+  EXPECT_EQ(w.records(), 2u);
+  // Unknown when the kernel copied the range; where it refused (the
+  // writer's pread/write fallback), the bytes passed through and count.
+  if (w.file_crc32c()) {
+    EXPECT_EQ(*w.file_crc32c(), crc32c::Value(FileContents(dup.get())));
+  }
+}
+
 TEST_P(RoundTripTest, WalkAndReadRecord) {
   const Shard shard = MakeShard(GetParam().sizes);
   const size_t n = shard.payloads().size();

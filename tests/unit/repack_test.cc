@@ -383,6 +383,8 @@ TEST_F(PackTest, PacksCompressedShards) {
 TEST(ShardNameTest, SuffixPerCodec) {
   EXPECT_EQ(ShardName("p", 1, 12), "p-00001-of-00012.tfrecord");
   EXPECT_EQ(ShardName("p", 1, 12, source::Codec::kGzip), "p-00001-of-00012.tfrecord.gz");
+  // TFDS's names when the prefix is TFDS's "<dataset>-<split>.tfrecord".
+  EXPECT_EQ(ShardName("mnist-train.tfrecord", 3, 12), "mnist-train.tfrecord-00003-of-00012");
   EXPECT_EQ(ShardName("p", 1, 12, source::Codec::kZlib), "p-00001-of-00012.tfrecord.zlib");
 }
 

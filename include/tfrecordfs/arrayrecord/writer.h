@@ -26,6 +26,12 @@ struct WriterOptions {
   uint64_t group_size = 65536;  // records per chunk (the reference's default)
   Compression compression = Compression::kZstd;
   int level = 3;  // zstd:3, the reference's default
+  // A padding chunk after every data chunk, so that each begins a block
+  // (the reference's pad_to_block_boundary:true).
+  bool pad_to_block_boundary = false;
+  // The options string the footer records; empty: OptionsString(*this).
+  // A rewrite of a file keeps the string its footer had.
+  std::string options_text;
 };
 
 // "none", "uncompressed", "brotli", "zstd", "snappy", each with an optional
@@ -36,6 +42,22 @@ absl::Status ParseCompression(absl::string_view text, WriterOptions* options);
 // ("group_size:1,transpose:false,pad_to_block_boundary:false,zstd:3,
 // max_parallelism:1").
 std::string OptionsString(const WriterOptions& options);
+// The options a footer's string records (as the reference's
+// Options::FromString reads them: comma-separated `key` or `key:value`;
+// group_size, transpose, pad_to_block_boundary, uncompressed/brotli/zstd/
+// snappy with their levels; max_parallelism, saturation_delay_ms,
+// transpose_bucket_size and window_log are accepted and change nothing we
+// write), with options_text set to `text`. Defaults as the reference's:
+// group_size 65536, zstd:3. InvalidArgument for a key it does not know or
+// a value out of range; FailedPrecondition for transpose:true (tfrecordfs
+// writes simple chunks only).
+absl::StatusOr<WriterOptions> ParseOptionsText(absl::string_view text);
+// The options new files beside the ArrayRecord files `paths` are written
+// with (staged records packed into a dataset of them): the options their
+// footers record, when every file records the same ones (the string kept
+// as it is); else reshard's defaults for ArrayRecord (group_size 1, zstd:3).
+// A file whose footer does not read counts as different.
+WriterOptions OptionsOfFiles(const std::vector<std::string>& paths);
 
 class Writer {
  public:
@@ -46,6 +68,14 @@ class Writer {
   Writer& operator=(const Writer&) = delete;
 
   absl::Status Add(absl::string_view record);
+  // Appends a simple chunk as it is stored elsewhere (`header` and `data`,
+  // as ReadChunk gives them, hashes already checked): its header and data
+  // bytes are written unchanged, block headers laid out for where it now
+  // begins. Only at a chunk boundary (at_chunk_boundary(): no record added
+  // since the last chunk was written); it counts its header's records.
+  absl::Status AddChunk(const ChunkHeader& header, absl::string_view data);
+  // True when no record waits for its chunk (the next Add starts one).
+  bool at_chunk_boundary() const { return pending_.empty(); }
   // Writes the last chunk, the footer and the postscript. The file is
   // complete once this returns OK; nothing may be added after it.
   absl::Status Close();
@@ -57,6 +87,10 @@ class Writer {
   absl::Status Flush();
   absl::Status WriteChunk(uint8_t type, uint64_t num_records, uint64_t decoded_data_size,
                           absl::string_view data);
+  // `h` as given (its data_hash trusted: `data`'s).
+  absl::Status WriteChunkAs(const ChunkHeader& h, absl::string_view data);
+  // After a data chunk: the padding pad_to_block_boundary asks for.
+  absl::Status AfterDataChunk();
   absl::Status PadToBlockBoundary();
   absl::Status Emit(absl::string_view bytes);
   // The simple chunk data for `records`.
@@ -86,6 +120,9 @@ class FileWriter {
   FileWriter& operator=(const FileWriter&) = delete;
 
   absl::Status Append(absl::string_view payload);
+  // Writer::AddChunk: a stored simple chunk copied (at_chunk_boundary()).
+  absl::Status AppendChunk(const ChunkHeader& header, absl::string_view data);
+  bool at_chunk_boundary() const { return writer_.at_chunk_boundary(); }
   // Unimplemented: framed ranges are copied into TFRecord shards only.
   absl::Status AppendFramedRange(int fd, uint64_t offset, uint64_t length, uint64_t records);
   // Writes the footer and everything buffered: file_bytes() is final.

@@ -13,6 +13,8 @@
 //   POST KEY?uploadId=              CompleteMultipartUpload (If-None-Match: *)
 //   DELETE KEY?uploadId=            AbortMultipartUpload
 //   GET ?list-type=2&max-keys=1     is any key under a prefix
+//   GET ?list-type=2&prefix=        the keys under a prefix (paged)
+//   DELETE KEY                      DeleteObject (parts' intermediates)
 //
 // Rewriting an existing object (objstore/rewrite.h plans the parts; the
 // requests are defined in src/objstore/rewrite.cc):
@@ -43,6 +45,7 @@
 #include "absl/strings/string_view.h"
 #include "tfrecordfs/objstore/access.h"
 #include "tfrecordfs/objstore/http.h"
+#include "tfrecordfs/objstore/listing.h"
 
 namespace tfrecordfs::objstore {
 
@@ -116,6 +119,9 @@ class BucketWriter {
   // Part `number` of upload `id` copied server-side from bytes [first,
   // last] (inclusive) of the object under `source_key` in the same bucket,
   // as long as its ETag is still `source_etag` (else ESTALE); its ETag.
+  // `last` kWholeSource: the whole source, sent without a range (S3 takes
+  // a range only of a source larger than 5 MiB).
+  static constexpr uint64_t kWholeSource = ~uint64_t{0};
   absl::StatusOr<std::string> UploadPartCopy(const std::string& key, const std::string& id,
                                              int number, const std::string& source_key,
                                              uint64_t first, uint64_t last,
@@ -135,6 +141,27 @@ class BucketWriter {
   absl::Status Abort(const std::string& key, const std::string& id) const;
   // True when some key starts with `prefix`.
   absl::StatusOr<bool> AnyKeyWithPrefix(const std::string& prefix) const;
+
+  // ---- what parts in a bucket use (reshape/bucket_parts.h) ----
+  // Every object whose key starts with `prefix` (ListObjectsV2, paged,
+  // within ListingBudget's default limits), in key order.
+  absl::StatusOr<std::vector<ListedObject>> ListKeys(const std::string& prefix) const;
+  // The whole object under `key` (at most `max_bytes`: larger is
+  // ResourceExhausted); NotFound when there is none.
+  absl::StatusOr<std::string> GetSmall(const std::string& key, size_t max_bytes) const;
+  // Bytes [first, last] (inclusive) of the object under `key`: a ranged GET
+  // (NotFound when there is no object, DataLoss for a short answer).
+  absl::StatusOr<std::string> GetRange(const std::string& key, uint64_t first, uint64_t last) const;
+  // DeleteObject: OK when the key is gone (deleted now, or never there).
+  absl::Status Delete(const std::string& key) const;
+  // A server-side copy of the object `source_key` (`size` bytes, ETag
+  // `source_etag` or "" for any) to `key`, which must not exist: a
+  // multipart upload of UploadPartCopy parts of at most 1 GiB (one part
+  // for smaller objects), completed with If-None-Match: * (EEXIST when
+  // the name is taken), aborted on any failure. No byte crosses the
+  // network; the copy appears whole or not at all.
+  absl::Status CopyWhole(const std::string& source_key, uint64_t size,
+                         const std::string& source_etag, const std::string& key) const;
 
  private:
   absl::StatusOr<HttpResponse> Send(absl::string_view method, const std::string& url,

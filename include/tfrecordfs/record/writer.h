@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -82,6 +83,12 @@ class ShardWriter {
   // Bytes written to the file so far: == bytes() after Close for plain
   // output; for compressed output, the compressed size once closed.
   uint64_t file_bytes() const { return file_bytes_; }
+  // CRC32C (unmasked) of the file's bytes so far, computed as they were
+  // written; nullopt once a range was copied by copy_file_range (its bytes
+  // never passed through here).
+  std::optional<uint32_t> file_crc32c() const {
+    return crc_complete_ ? std::optional<uint32_t>(file_crc_) : std::nullopt;
+  }
   // Writes the buffered records out (and ends the compressed stream):
   // file_bytes() is then final. Only Close() may follow (Append after Seal
   // fails); Close() seals the file itself when Seal() was not called.
@@ -106,6 +113,8 @@ class ShardWriter {
   uint64_t bytes_ = 0;
   uint64_t records_ = 0;
   uint64_t file_bytes_ = 0;
+  uint32_t file_crc_ = 0;
+  bool crc_complete_ = true;
   bool sealed_ = false;  // Seal() or Close() called: nothing more is appended
   bool closed_ = false;
 };

@@ -64,11 +64,13 @@
 #define TFRECORDFS_REPACK_PACK_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "tfrecordfs/arrayrecord/writer.h"
 #include "tfrecordfs/source/shard_source.h"
 #include "tfrecordfs/staging/record_folder.h"
 
@@ -103,6 +105,12 @@ struct PackOptions {
   // when every source shard has the same one (kNone otherwise); the offline
   // `pack` command to kNone.
   source::Codec compression = source::Codec::kNone;
+  // With compression kArrayRecord: the files are ArrayRecord files
+  // (`<prefix>.array_record-<i>-of-<N>`, as TFDS names them) written with
+  // these options; the check after the write reads every chunk back
+  // (hashes, each record's CRC32C against pass 1's). The mount sets them
+  // to its ArrayRecord files' (arrayrecord::OptionsOfFiles).
+  arrayrecord::WriterOptions array_record;
   // What the shards say about feature names (see staging::PayloadFromFolder;
   // not owned). Null: nothing known. Must answer the same way on every call
   // during one pack.
@@ -159,12 +167,22 @@ PackReport Pack(const PackOptions& options);
 // resolving symlinks).
 absl::Status Recover(const std::string& journal_path, const std::string& records_dir);
 
+// When the folder `dir` holds ArrayRecord files (recognised by their
+// riegeli signature) and no file named as a TFRecord shard (`.tfrecord` in
+// its name): the options new files there are written with
+// (arrayrecord::OptionsOfFiles of those files). nullopt otherwise, also
+// when `dir` does not exist. The offline `pack` packs into that format
+// when no --compression is given.
+std::optional<arrayrecord::WriterOptions> ArrayRecordDatasetIn(const std::string& dir);
+
 // OK when `prefix` can start a shard name: not empty, no '/' or NUL, no
 // leading '.'.
 absl::Status ValidatePrefix(absl::string_view prefix);
 
 // `<prefix>-<index>-of-<count>.tfrecord` with five-digit numbers, plus
-// ShardSuffix(codec).
+// ShardSuffix(codec); a prefix that ends in ".tfrecord" (TFDS's
+// "<dataset>-<split>.tfrecord") gives TFDS's own names,
+// `<prefix>-<index>-of-<count>` plus ShardSuffix(codec).
 std::string ShardName(absl::string_view prefix, uint64_t index, uint64_t count,
                       source::Codec codec = source::Codec::kNone);
 // "" for kNone, ".gz" for kGzip, ".zlib" for kZlib, ".snappy" for kSnappy.

@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -61,6 +63,28 @@ absl::StatusOr<bool> PrepareTfdsInfo(const std::string& shard_path, uint64_t rec
                                      int64_t bytes_delta);
 absl::StatusOr<std::optional<std::string>> FinishTfdsInfo(const std::string& shard_path);
 bool DiscardTfdsInfo(const std::string& shard_path);
+
+// After `reshard` wrote `outputs` (paths in shard order, with their record
+// counts) from the shard files `sources`: when the sources are every shard
+// of one split of a TFDS dataset whose dataset_info.json lies beside them
+// (TFDS names, one folder, indexes 0 to N-1 of N) and the outputs are TFDS
+// names of one split (`<dataset>-<split>.<format>-NNNNN-of-MMMMM`, what
+// `reshard --format arrayrecord --prefix <dataset>-<split>` writes), writes
+// dataset_info.json beside the outputs: the sources' with "fileFormat" set
+// to `file_format` ("array_record", "tfrecord"), the split named as the
+// outputs' with their counts as "shardLengths" ("numBytes" kept: payloads
+// are copied byte for byte; "filepathTemplate" dropped: the outputs follow
+// TFDS's default), the other splits left out (their files are not there).
+// Returns the path written, or nullopt and why nothing was (`why`): the
+// conditions above, records skipped as damaged (`complete` false: the
+// counts would not add up to the sources'), or a dataset_info.json already
+// in the output folder (left as it is); `why` is empty when the sources'
+// folder has no dataset_info.json at all. Errors: the source file unreadable
+// or not JSON, the write.
+absl::StatusOr<std::optional<std::string>> WriteReshardedTfdsInfo(
+    const std::vector<std::string>& sources,
+    const std::vector<std::pair<std::string, uint64_t>>& outputs, absl::string_view file_format,
+    bool complete, std::string* why);
 
 }  // namespace tfrecordfs::repack
 

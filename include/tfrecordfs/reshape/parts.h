@@ -42,6 +42,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,9 @@ struct ManifestOutput {
   std::string path;  // relative to DIR
   uint64_t records = 0, bytes = 0, file_bytes = 0;
   uint32_t crc32c = 0;
+  // file_bytes and crc32c were computed as the file was written: Publish
+  // checks the size only, without reading the file back. Not in the JSON.
+  bool crc_known = false;
 };
 
 struct PartManifest {
@@ -141,6 +145,30 @@ absl::StatusOr<FinalizeReport> FinalizeParts(
     const std::string& dir, const std::string& command,
     const std::function<std::string(uint32_t parts)>& plan_for,
     const std::vector<ManifestInput>& current);
+
+// What --finalize found among the parts (a local DIR's folders, or a
+// bucket's key groups, bucket_parts.h), before judging it.
+struct FoundPart {
+  std::string name;                      // "<plan>-part-<K>", "<plan>-map-<K>", or anything else
+  std::optional<PartManifest> manifest;  // a part's, when readable
+  std::string problem;                   // why not
+  bool running = false;                  // a work folder being written
+};
+// The parts to finalize: the plan whose parts are all there and current.
+struct CheckedParts {
+  std::string plan;
+  uint32_t parts = 0;
+  std::vector<PartManifest> manifests;  // by part
+};
+// FinalizeParts's judgement (above) of `found` (in name order) in `root`
+// (for messages), shared by the local and the bucket --finalize:
+// FailedPrecondition naming `dir` and listing every missing, stale,
+// foreign or running part.
+absl::StatusOr<CheckedParts> CheckParts(const std::string& dir, const std::string& root,
+                                        const std::vector<FoundPart>& found,
+                                        const std::string& command,
+                                        const std::function<std::string(uint32_t parts)>& plan_for,
+                                        const std::vector<ManifestInput>& current);
 
 }  // namespace tfrecordfs::reshape
 

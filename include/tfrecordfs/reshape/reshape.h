@@ -123,6 +123,11 @@ class PendingShard {
   uint64_t records() const { return ar_ ? ar_->records() : writer_->records(); }
   uint64_t bytes() const { return ar_ ? ar_->bytes() : writer_->bytes(); }
   uint64_t file_bytes() const { return ar_ ? ar_->file_bytes() : writer_->file_bytes(); }
+  // The file's CRC32C as written (record::ShardWriter::file_crc32c);
+  // nullopt for ArrayRecord output or ranges copied by copy_file_range.
+  std::optional<uint32_t> file_crc32c() const {
+    return ar_ ? std::nullopt : writer_->file_crc32c();
+  }
 
  private:
   PendingShard(std::string final_path, std::string temp_path,
@@ -272,6 +277,7 @@ struct ReshardOptions {
 struct OutputShard {
   std::string path;
   uint64_t records = 0, bytes = 0, file_bytes = 0;
+  std::optional<uint32_t> crc32c = std::nullopt;  // of the file, when known as written
 };
 
 struct ReshardReport {

@@ -43,6 +43,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -63,8 +64,11 @@ namespace tfrecordfs::reshape {
 uint64_t ShuffleKey(uint64_t seed, uint64_t file, uint64_t record);
 
 // The number of buckets for `input_bytes` (the SOURCE files' sizes) and a
-// `memory` budget: ceil(2 * input_bytes / memory), at least 1, at most
-// 1 << 20. Every part computes the same M from the same inputs.
+// `memory` budget: ceil(4 * input_bytes / memory), at least 1, at most
+// 1 << 20: a bucket of about a quarter of the budget, so that with its
+// entries' overhead it fits the reduce's half of the budget and is read
+// once, not in slices. Every part computes the same M from the same
+// inputs.
 uint32_t ShuffleBuckets(uint64_t input_bytes, uint64_t memory);
 
 // The least memory budget (--memory) the shuffle takes.
@@ -90,9 +94,11 @@ struct ShuffleOptions {
 // The bucket totals of one map part, and its runs (file names relative to
 // its folder).
 struct MapReport {
-  std::vector<std::string> runs;  // run-NNNNN; each with run-NNNNN.idx
-  std::vector<uint64_t> counts;   // per bucket
-  std::vector<uint64_t> bytes;    // framed bytes per bucket
+  std::vector<std::string> runs;    // run-NNNNN; each with run-NNNNN.idx
+  std::vector<uint64_t> run_bytes;  // each run's size
+  std::vector<uint32_t> run_crcs;   // and CRC32C (unmasked), computed as written
+  std::vector<uint64_t> counts;     // per bucket
+  std::vector<uint64_t> bytes;      // framed bytes per bucket
   uint64_t records = 0;
   std::vector<Dropped> skipped;  // with skip_damaged
 };
@@ -140,6 +146,18 @@ struct MappedParts {
 // FailedPrecondition naming the parts whose pass 1 is not there.
 absl::StatusOr<MappedParts> FindMapParts(const std::string& dir, const std::string& plan,
                                          uint32_t parts);
+
+// The buckets [first, last) that part options.part of the reduce reads
+// (those holding records of its output shards; ShuffleReduce reads no
+// other), from the contents of every map part's buckets.bin (16 bytes a
+// bucket). {0, 0} when it writes no shard. FailedPrecondition for totals
+// of another bucket count. Used to fetch only those bytes of the runs of a
+// map in a bucket (bucket_parts.h).
+absl::StatusOr<std::pair<uint32_t, uint32_t>> ReduceBuckets(const std::vector<std::string>& totals,
+                                                            uint32_t buckets,
+                                                            const ReshardOptions& options);
+// The name of a map part's totals file ("buckets.bin").
+std::string ShuffleBucketsFileName();
 
 }  // namespace tfrecordfs::reshape
 
