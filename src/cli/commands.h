@@ -43,7 +43,7 @@ int PackMain(int argc, char** argv);
 // `tfrecordfs unmount MOUNTPOINT` (unmount_cmd.cc)
 int UnmountMain(int argc, char** argv);
 
-// `tfrecordfs commit [--timeout S] MOUNTPOINT` (commit_cmd.cc): the edits
+// `tfrecordfs commit [--rebase] [--timeout S] MOUNTPOINT` (commit_cmd.cc): the edits
 // of a live mount written into its shards without unmounting. Exits 0, 1
 // when a shard was not committed, 2 on a usage error, 3 when MOUNTPOINT is
 // not a live read-write mount of this user.

@@ -19,7 +19,7 @@
 namespace tfrecordfs::cli {
 namespace {
 
-constexpr char kUsage[] = R"(Usage: tfrecordfs commit [--timeout SECONDS] MOUNTPOINT
+constexpr char kUsage[] = R"(Usage: tfrecordfs commit [--rebase] [--timeout SECONDS] MOUNTPOINT
 
 Writes what was changed through a read-write mount into the mounted shards
 now, without unmounting: records edited, added (mkdir or cp -r into a shard
@@ -32,7 +32,14 @@ unmount packs them.
 Prints each rewritten shard with the records kept, changed, added and
 deleted, and the time taken.
 
+An object of an s3:// bucket is rewritten only if it is still the one the
+mount listed; one another writer replaced keeps the other writer's records
+and its edits stay pending. --rebase re-reads such an object and re-applies
+the edits to it by record key (each edited or deleted record's length and
+CRC), listing those whose record it no longer holds.
+
 Options:
+  --rebase           re-apply the edits of objects replaced by another writer
   --timeout SECONDS  how long to wait for the daemon (default 3600)
 )";
 constexpr char kUsageEnd[] = R"(
@@ -52,8 +59,13 @@ int CommitMain(int argc, char** argv) {
              .json = false,
              .quiet = false});
   double timeout = 3600;
+  bool rebase = false;
   if (auto stop = tool.Parse(argc, argv, [&](int* i) -> std::optional<int> {
         const absl::string_view arg = argv[*i];
+        if (arg == "--rebase") {
+          rebase = true;
+          return kExitOk;
+        }
         if (arg != "--timeout") return std::nullopt;
         if (*i + 1 >= argc || !absl::SimpleAtod(argv[*i + 1], &timeout) || timeout <= 0) {
           return tool.Usage("--timeout needs a positive number of seconds");
@@ -71,8 +83,8 @@ int CommitMain(int argc, char** argv) {
               << " is mounted read-only: it has no edits to commit\n";
     return kExitNotMounted;
   }
-  auto answer =
-      AskDaemon(ControlSocketFile(record->store), "commit", std::chrono::duration<double>(timeout));
+  auto answer = AskDaemon(ControlSocketFile(record->store), rebase ? "commit --rebase" : "commit",
+                          std::chrono::duration<double>(timeout));
   if (!answer.ok()) {
     const std::string log = record->log.empty() ? "syslog" : record->log;
     if (absl::IsDeadlineExceeded(answer.status())) {

@@ -36,6 +36,7 @@
 #include "tfrecordfs/fuse/session.h"
 #include "tfrecordfs/index/index_store.h"
 #include "tfrecordfs/objstore/listing.h"
+#include "tfrecordfs/repack/bucket_rewrite.h"
 #include "tfrecordfs/repack/pack.h"
 #include "tfrecordfs/repack/rewrite.h"
 #include "tfrecordfs/source/shard_source.h"
@@ -123,7 +124,8 @@ class Mount {
  private:
   // `tfrecordfs commit` asks through the control socket (cli/control.h),
   // served by the committer thread until the session ends.
-  std::string CommitNow(uint64_t seq);
+  // `rebase`: `tfrecordfs commit --rebase` (vfs::Filesystem::Commit).
+  std::string CommitNow(uint64_t seq, bool rebase);
   std::unique_ptr<ControlServer> control_;
   std::thread committer_;
 
@@ -190,10 +192,12 @@ std::optional<int> Mount::Prepare() {
   }
   if (objects && !cli_.read_only && PacksIntoBucket(cli_.vfs.sources)) {
     // Staging packs back into the bucket at unmount (cli/pack_upload.h);
-    // an object store has no atomic rename, so records stay read-only.
+    // edits and deletions of an s3:// object's records are committed by
+    // rewriting it with conditional writes (repack/bucket_rewrite.h).
     bucket_ = cli_.vfs.sources.front();
     log::Info("sources include object storage URLs: staging packs into ", bucket_,
-              " at unmount; edits and deletions of existing records are refused (EROFS)");
+              " at unmount; edited and deleted records of s3:// objects are written at commit "
+              "or unmount, each object only if no other writer replaced it meanwhile");
   } else if (objects && !cli_.read_only) {
     log::Info(
         "sources include object storage URLs: mounted read-only (staging packs only into an "
@@ -264,7 +268,7 @@ std::optional<int> Mount::OpenStore() {
   // Records deleted from the shards and not yet committed (kept in the
   // store, staging/deletions.h); a rewrite a crash interrupted is finished
   // or rolled back first (repack/rewrite.h).
-  if (store_ != nullptr && !cli_.read_only && bucket_.empty()) {
+  if (store_ != nullptr && !cli_.read_only) {
     auto list = staging::DeletionList::Load(staging::DeletionsPath(store_->dir()));
     if (!list.ok()) {
       log::Error("cannot read the deleted records: ", list.status().message());
@@ -289,6 +293,14 @@ std::optional<int> Mount::OpenStore() {
     auto follow = [&indexes](const std::string& path, const std::vector<uint64_t>* offsets) {
       index::FollowRewrite(&indexes, path, "", offsets);
     };
+    // Objects first: a rewrite the store took drops its entry, whose edit
+    // folders RecoverRewrites then removes; uploads a crash left are
+    // aborted.
+    if (!bucket_.empty()) {
+      for (const std::string& line : repack::RecoverObjectRewrites(deletions_.get())) {
+        log::Info(line);
+      }
+    }
     for (const std::string& line :
          repack::RecoverRewrites(deletions_.get(), edits_->records_dir(), follow)) {
       log::Info(line);
@@ -347,7 +359,6 @@ std::optional<int> Mount::Serve() {
   cli_.session.on_ready = [&] {
     served = true;
     // After the detach (a fork keeps no threads).
-    // A bucket mount takes no edits, but answers `tfrecordfs commit` so.
     if (deletions_ != nullptr || !bucket_.empty()) {
       auto control = ControlServer::Listen(ControlSocketFile(store_->dir()));
       if (control.ok()) {
@@ -355,10 +366,10 @@ std::optional<int> Mount::Serve() {
         committer_ = std::thread([this] {
           uint64_t seq = 0;
           control_->Serve([&](absl::string_view request) -> std::string {
-            if (request != "commit") {
+            if (request != "commit" && request != "commit --rebase") {
               return absl::StrCat("result: refused\nunknown request \"", request, "\"\n");
             }
-            return CommitNow(++seq);
+            return CommitNow(++seq, request == "commit --rebase");
           });
         });
       } else {
@@ -385,9 +396,9 @@ std::optional<int> Mount::Serve() {
   return std::nullopt;
 }
 
-std::string Mount::CommitNow(uint64_t seq) {
-  log::Info("commit requested (tfrecordfs commit)");
-  auto rewritten = fs_->Commit(/*reopen=*/true);
+std::string Mount::CommitNow(uint64_t seq, bool rebase) {
+  log::Info("commit requested (tfrecordfs commit", rebase ? " --rebase" : "", ")");
+  auto rewritten = fs_->Commit(/*reopen=*/true, rebase);
   std::string text;
   bool ok = rewritten.ok();
   if (!rewritten.ok()) {

@@ -91,7 +91,7 @@ absl::Status BucketWriter::Failed(const std::string& key, absl::string_view what
       absl::StrCat(Name(key), ": ", what, ": ", DescribeHttpStatus(r.status, r.body)));
 }
 
-absl::StatusOr<int64_t> BucketWriter::Head(const std::string& key) const {
+absl::StatusOr<int64_t> BucketWriter::Head(const std::string& key, std::string* etag) const {
   auto r = Send("HEAD", Url(key), "HEAD");
   if (!r.ok()) return r.status();
   if (r->status == 404) return -1;
@@ -99,6 +99,7 @@ absl::StatusOr<int64_t> BucketWriter::Head(const std::string& key) const {
   if (r->content_length < 0) {
     return absl::DataLossError(absl::StrCat(Name(key), ": HEAD gave no Content-Length"));
   }
+  if (etag != nullptr) *etag = r->etag;
   return r->content_length;
 }
 

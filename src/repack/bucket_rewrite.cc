@@ -1,11 +1,30 @@
 #include "tfrecordfs/repack/bucket_rewrite.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <memory>
+#include <set>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "src/repack/check_shard.h"
+#include "tfrecordfs/base/coding.h"
+#include "tfrecordfs/base/fault_points.h"
+#include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
+#include "tfrecordfs/objstore/listing.h"
+#include "tfrecordfs/record/reader.h"
+#include "tfrecordfs/record/writer.h"
+#include "tfrecordfs/staging/edits.h"
 
 namespace tfrecordfs::repack {
 
@@ -57,6 +76,16 @@ absl::StatusOr<std::string> PartBytes(const objstore::RewritePart& part, const O
   bytes.reserve(part.size);
   std::string old;
   for (const RewritePiece& p : part.pieces) {
+    if (p.from == RewritePiece::From::kNew && layout.read_new) {
+      old.clear();
+      if (auto s = layout.read_new(p.offset, p.size, &old); !s.ok()) return s;
+      if (old.size() != p.size) {
+        return absl::DataLossError(
+            absl::StrCat("read ", old.size(), " new bytes at ", p.offset, ", not ", p.size));
+      }
+      bytes += old;
+      continue;
+    }
     if (p.from == RewritePiece::From::kNew) {
       bytes.append(layout.new_bytes, p.offset, p.size);
       continue;
@@ -75,11 +104,11 @@ absl::StatusOr<std::string> PartBytes(const objstore::RewritePart& part, const O
 
 }  // namespace
 
-absl::StatusOr<ObjectRewriteStats> RewriteObject(const objstore::BucketWriter& writer,
-                                                 const ObjectRewrite& object,
-                                                 const ObjectLayout& layout,
-                                                 const ReadOldBytes& read_old,
-                                                 const objstore::RewritePlanOptions& options) {
+absl::StatusOr<ObjectRewriteStats> RewriteObject(
+    const objstore::BucketWriter& writer, const ObjectRewrite& object, const ObjectLayout& layout,
+    const ReadOldBytes& read_old, const objstore::RewritePlanOptions& options,
+    const std::function<absl::Status()>& before_final) {
+  const auto final_write = [&]() { return before_final ? before_final() : absl::OkStatus(); };
   if (object.etag.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         writer.Name(object.key), ": the store gave no ETag; cannot rewrite it conditionally"));
@@ -87,6 +116,7 @@ absl::StatusOr<ObjectRewriteStats> RewriteObject(const objstore::BucketWriter& w
   ObjectRewriteStats stats;
   if (layout.size == 0) {
     // Every record deleted: an empty object, conditionally.
+    if (auto s = final_write(); !s.ok()) return s;
     if (auto s = writer.PutWhole(object.key, "", object.etag); !s.ok()) return s;
     return stats;
   }
@@ -100,6 +130,7 @@ absl::StatusOr<ObjectRewriteStats> RewriteObject(const objstore::BucketWriter& w
     whole.size = layout.size;
     auto bytes = PartBytes(whole, layout, read_old, &stats);
     if (!bytes.ok()) return bytes.status();
+    if (auto s = final_write(); !s.ok()) return s;
     if (auto s = writer.PutWhole(object.key, *bytes, object.etag); !s.ok()) return s;
     stats.uploaded = bytes->size();
     return stats;
@@ -127,6 +158,7 @@ absl::StatusOr<ObjectRewriteStats> RewriteObject(const objstore::BucketWriter& w
     }
     etags.push_back(*std::move(etag));
   }
+  if (status.ok()) status = final_write();
   if (status.ok()) status = writer.Complete(object.key, *id, etags, object.etag);
   if (!status.ok()) {
     // Nothing shows under the key until a completion: the parts go.
@@ -157,6 +189,362 @@ absl::StatusOr<std::vector<std::string>> AbortLeftUploads(const objstore::Bucket
     }
     lines.push_back(absl::StrCat("aborted an interrupted rewrite of ", writer.Name(u.key),
                                  " (upload ", u.id, "): the object is as it was"));
+  }
+  return lines;
+}
+
+namespace {
+
+// The bucket's upload target and the object's key for an object's URL
+// (s3://BUCKET/KEY), reached as the mount reaches its objects.
+struct ObjectPlace {
+  objstore::UploadTarget target;
+  std::string key;
+};
+
+absl::StatusOr<std::unique_ptr<ObjectPlace>> PlaceOf(const std::string& url) {
+  auto u = objstore::ParseObjectUrl(url);
+  if (!u.ok()) return u.status();
+  if (u->scheme != objstore::ObjectUrl::Scheme::kS3 || u->key.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(url, ": not an object of an s3:// bucket; its records are not rewritten"));
+  }
+  auto target = objstore::ResolveUploadTarget(
+      absl::StrCat("s3://", u->bucket), objstore::DefaultObjectOptions(), objstore::ProcessEnv);
+  if (!target.ok()) return target.status();
+  auto out = std::make_unique<ObjectPlace>();
+  out->target = *std::move(target);
+  out->key = u->key;
+  return out;
+}
+
+// Writes the object `from` after its edits in its own codec into `path`
+// (record::ShardWriter: kept records inflated from the old object and
+// deflated again, in one pass), checks it (CheckWrittenShard), and returns
+// the layout that uploads it whole, its bytes read from *fd.
+absl::StatusOr<ObjectLayout> WriteCompressed(const std::string& path, const ShardToRewrite& from,
+                                             const staging::DeletedShard& d,
+                                             const staging::ShardEdits& edits, UniqueFd* fd) {
+  auto out = OpenFile(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (!out.ok()) return out.status();
+  const std::vector<uint64_t>& offsets = *from.offsets;
+  uint64_t records = 0;
+  uint64_t framed = 0;
+  {
+    record::ShardWriter writer(*std::move(out), path, {.codec = from.codec});
+    absl::Status s;
+    for (uint64_t i = 0; i + 1 < offsets.size() && s.ok(); ++i) {
+      if (d.records.count(i)) continue;
+      if (auto e = edits.replaced.find(i); e != edits.replaced.end()) {
+        s = writer.Append(e->second);
+      } else {
+        auto payload = record::ReadRecord(*from.source, i, offsets[i], offsets[i + 1]);
+        s = payload.ok() ? writer.Append(*payload) : payload.status();
+      }
+      ++records;
+    }
+    for (const auto& [name, payload] : edits.added) {
+      if (!s.ok()) break;
+      s = writer.Append(payload);
+      ++records;
+    }
+    if (s.ok()) s = writer.Close(/*sync=*/false);
+    if (!s.ok()) return s;
+    framed = writer.bytes();
+  }
+  if (auto s = CheckWrittenShard(path, framed, records, from.codec); !s.ok()) return s;
+  auto in = OpenFile(path, O_RDONLY | O_CLOEXEC);
+  if (!in.ok()) return in.status();
+  struct stat st;
+  if (::fstat(in->get(), &st) != 0) return ErrnoError(errno, path);
+  *fd = *std::move(in);
+  ObjectLayout layout;
+  layout.size = static_cast<uint64_t>(st.st_size);
+  if (layout.size > 0) layout.pieces.push_back({RewritePiece::From::kNew, 0, layout.size});
+  const int raw = fd->get();
+  layout.read_new = [raw, path](uint64_t offset, uint64_t size, std::string* bytes) {
+    bytes->resize(size);
+    return PreadFull(raw, bytes->data(), size, offset, path);
+  };
+  return layout;
+}
+
+bool IsBucketObject(const std::string& path) {
+  return absl::StartsWith(path, "s3://") || absl::StartsWith(path, "gs://");
+}
+
+}  // namespace
+
+absl::Status CommitObjectEdits(staging::DeletionList* list, const std::string& edits_dir,
+                               const std::string& url, const staging::DeletedShard& d,
+                               const ShardToRewrite& from, naming::FeatureTypes& types,
+                               RewrittenShard* out) {
+  const FaultPoints faults;
+  const std::string& etag = from.object->etag();
+  if (!(staging::ObjectFingerprint(from.object->size(), etag) == d.before)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the object is not the one its records were edited on (it was replaced before this "
+        "mount listed it); its edits are kept pending: tfrecordfs commit --rebase re-applies "
+        "them to it (or remove ",
+        list->path(), " and the shard's folders in ", edits_dir, " to drop them)"));
+  }
+  auto edits = staging::ReadShardEdits(edits_dir, staging::ShardKey(url), types);
+  if (!edits.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(edits.status().message(),
+                     "; nothing of this object was written: fix that file through a "
+                     "read-write mount and unmount again (its edits are kept pending)"));
+  }
+  KeepWhatEditsDidNotChange(from, &*edits);
+  const std::vector<uint64_t>& offsets = *from.offsets;
+  if (offsets.empty()) return absl::DataLossError(absl::StrCat(url, ": no record offsets"));
+  // The records' new framed bytes (nullopt: deleted), and the new offsets.
+  std::map<uint64_t, std::optional<std::string>> changes;
+  std::vector<std::string> appended;
+  std::vector<uint64_t>& next = out->offsets;
+  next.clear();
+  uint64_t at = 0;
+  for (uint64_t i = 0; i + 1 < offsets.size(); ++i) {
+    if (d.records.count(i)) {
+      changes[i] = std::nullopt;
+      ++out->deleted;
+      continue;
+    }
+    next.push_back(at);
+    if (auto e = edits->replaced.find(i); e != edits->replaced.end()) {
+      std::string framed;
+      record::AppendFramed(&framed, e->second);
+      at += framed.size();
+      changes[i] = std::move(framed);
+      ++out->changed;
+      continue;
+    }
+    at += offsets[i + 1] - offsets[i];
+    ++out->kept;
+  }
+  for (const auto& [name, payload] : edits->added) {
+    next.push_back(at);
+    std::string framed;
+    record::AppendFramed(&framed, payload);
+    at += framed.size();
+    appended.push_back(std::move(framed));
+    ++out->added;
+  }
+  next.push_back(at);
+  absl::StatusOr<ObjectLayout> layout;
+  // A compressed object: the whole new stream, written locally first.
+  std::optional<std::string> temp;
+  UniqueFd temp_fd;
+  if (from.codec != source::Codec::kNone) {
+    const std::string& lp = list->path();
+    temp = absl::StrCat(lp.substr(0, lp.rfind('/')), "/.rewrite-", staging::ShardKey(url));
+    auto written = WriteCompressed(*temp, from, d, *edits, &temp_fd);
+    if (!written.ok()) {
+      ::unlink(temp->c_str());
+      return written.status();
+    }
+    layout = std::move(*written);
+  } else {
+    layout = LayoutAfterEdits(offsets, changes, appended);
+  }
+  if (!layout.ok()) return layout.status();
+  struct Unlink {
+    const std::optional<std::string>& path;
+    ~Unlink() {
+      if (path) ::unlink(path->c_str());
+    }
+  } unlink_temp{temp};
+  auto place = PlaceOf(url);
+  if (!place.ok()) return place.status();
+  const objstore::BucketWriter writer((*place)->target);
+  const uint64_t records = out->kept + out->changed + out->added;
+  bool marked = false;
+  const auto before_final = [&]() -> absl::Status {
+    // Journaled first: a crash from here on is settled at the next mount
+    // by what the store then holds (RecoverObjectRewrites).
+    if (auto s = list->SetRewriting(url, staging::Fingerprint{layout->size, 0, 0}, records);
+        !s.ok()) {
+      return s;
+    }
+    marked = true;
+    faults.At("rewrite_object_before_final");
+    return absl::OkStatus();
+  };
+  const ReadOldBytes read_old = [&](uint64_t offset, uint64_t size, std::string* bytes) {
+    bytes->resize(size);
+    return from.source->ReadFull(offset, bytes->data(), size);
+  };
+  auto stats = RewriteObject(writer, {(*place)->key, etag, from.object->size()}, *layout, read_old,
+                             objstore::RewritePlanOptions{}, before_final);
+  if (!stats.ok()) {
+    if (marked) (void)list->SetRewriting(url, std::nullopt);
+    // A read of the old object's bytes refused (pinned to the ETag) says
+    // the same as a refused write: asked once more, by its ETag now.
+    std::string now;
+    auto size = writer.Head((*place)->key, &now);
+    if (ErrnoOf(stats.status()) == ESTALE || (size.ok() && (*size < 0 || now != etag))) {
+      return PosixError(
+          ESTALE, absl::StrCat(url, " was replaced since this mount listed it (ETag ", etag,
+                               "): another writer's object is kept and nothing of this commit "
+                               "was written; the edits stay pending. To re-apply them to the "
+                               "new object by record key: tfrecordfs commit --rebase MOUNTPOINT"));
+    }
+    return SetMessage(stats.status(),
+                      absl::StrCat(stats.status().message(),
+                                   "; the object is left as it was and its edits are kept "
+                                   "pending (commit again, or unmount and mount again)"));
+  }
+  faults.At("rewrite_object_after_final");
+  out->note = absl::StrFormat(
+      "%s: %d part(s), %d byte(s) copied by the store, %d uploaded (%d of them read back)",
+      stats->parts == 0 ? "one conditional PUT" : "a conditional multipart upload", stats->parts,
+      stats->copied, stats->uploaded, stats->read_back);
+  if (auto f = list->Forget(url); !f.ok()) return f;
+  (void)staging::ReplaceContentKeys(staging::RecordKeysPath(list->path()), url);
+  faults.At("rewrite_after_forget");
+  RemoveEditFolders(edits_dir, edits->folders);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> RebaseObjectEdits(staging::DeletionList* list,
+                                              const std::string& edits_dir, const std::string& url,
+                                              const staging::DeletedShard& d,
+                                              const ShardToRewrite& now) {
+  const std::string keys_path = staging::RecordKeysPath(list->path());
+  const std::map<uint64_t, staging::ContentKey> keys = staging::LoadContentKeys(keys_path, url);
+  // The new object's records by key (their data's length and CRC).
+  const std::vector<uint64_t>& offsets = *now.offsets;
+  std::map<std::pair<uint64_t, uint32_t>, std::vector<uint64_t>> by_key;
+  std::map<uint64_t, staging::ContentKey> new_keys;
+  for (uint64_t j = 0; j + 1 < offsets.size(); ++j) {
+    char crc[4];
+    if (auto s = now.source->ReadFull(offsets[j + 1] - 4, crc, sizeof crc); !s.ok()) return s;
+    by_key[{offsets[j + 1] - offsets[j] - 16, DecodeFixed32(crc)}].push_back(j);
+  }
+  // Old record index -> new one, for the records edits or deletions name.
+  const std::string key = staging::ShardKey(url);
+  std::map<std::string, std::vector<std::string>> all = staging::ListEditFolders(edits_dir);
+  const std::vector<std::string>& folders = all[key];
+  std::set<uint64_t> named(d.records.begin(), d.records.end());
+  for (const std::string& f : folders) {
+    if (auto e = staging::ParseEditFolder(f); e && e->record) named.insert(*e->record);
+  }
+  std::map<uint64_t, uint64_t> moved;
+  std::set<uint64_t> taken;
+  std::vector<std::string> left;
+  for (uint64_t i : named) {
+    auto k = keys.find(i);
+    auto m = k == keys.end() ? by_key.end() : by_key.find({k->second.length, k->second.crc});
+    if (m == by_key.end() || m->second.size() != 1 || !taken.insert(m->second[0]).second) {
+      left.push_back(absl::StrCat("record ", i,
+                                  k == keys.end() ? " (no key kept for it)"
+                                  : m == by_key.end()
+                                      ? " (not in the new object)"
+                                      : " (more than one record of the new object has its key)"));
+      continue;
+    }
+    moved[i] = m->second[0];
+    new_keys[m->second[0]] = k->second;
+  }
+  staging::DeletedShard next;
+  next.before = staging::ObjectFingerprint(now.object->size(), now.object->etag());
+  for (uint64_t i : d.records) {
+    if (moved.count(i)) next.records.insert(moved[i]);
+  }
+  // The edit folders: renamed through temporary names (an old index may be
+  // another record's new one), those not applied moved aside.
+  const std::string store = list->path().substr(0, list->path().rfind('/'));
+  const std::string aside = absl::StrCat(store, "/rebase-left");
+  std::vector<std::pair<std::string, std::string>> renames;  // temp -> final
+  uint64_t applied_edits = 0;
+  for (const std::string& f : folders) {
+    auto e = staging::ParseEditFolder(f);
+    if (!e || !e->record) continue;
+    const std::string from = absl::StrCat(edits_dir, "/", f);
+    auto m = moved.find(*e->record);
+    if (m == moved.end()) {
+      (void)MakeDirs(aside, 0700);
+      const std::string to = absl::StrCat(aside, "/", f);
+      if (::rename(from.c_str(), to.c_str()) != 0) return ErrnoError(errno, "rename " + from);
+      left.push_back(absl::StrCat("  its edit is kept, not applied, in ", to));
+      continue;
+    }
+    const std::string temp = absl::StrCat(edits_dir, "/.rebase-", f);
+    if (::rename(from.c_str(), temp.c_str()) != 0) return ErrnoError(errno, "rename " + from);
+    renames.emplace_back(temp,
+                         absl::StrCat(edits_dir, "/", staging::EditedFolderName(key, m->second)));
+    ++applied_edits;
+  }
+  for (const auto& [temp, to] : renames) {
+    if (::rename(temp.c_str(), to.c_str()) != 0) return ErrnoError(errno, "rename " + temp);
+  }
+  if (auto s = list->Replace(url, next); !s.ok()) return s;
+  if (auto s = staging::ReplaceContentKeys(keys_path, url, new_keys); !s.ok()) {
+    log::Warning(s.message());
+  }
+  std::string report = absl::StrCat(
+      "rebased onto the object the store holds now (ETag ", now.object->etag(), "): re-applied ",
+      applied_edits, " edit(s) and ", next.records.size(), " deletion(s) by record key");
+  if (!left.empty()) absl::StrAppend(&report, "; not applied: ", absl::StrJoin(left, ", "));
+  return report;
+}
+
+std::vector<std::string> RecoverObjectRewrites(staging::DeletionList* list) {
+  std::vector<std::string> lines;
+  for (const auto& [url, d] : list->Snapshot()) {
+    if (!IsBucketObject(url)) continue;
+    auto place = PlaceOf(url);
+    if (!place.ok()) {
+      lines.push_back(
+          absl::StrCat("cannot check the pending edits of ", url, ": ", place.status().message()));
+      continue;
+    }
+    const objstore::BucketWriter writer((*place)->target);
+    const std::string& key = (*place)->key;
+    auto uploads = writer.ListUploads(key);
+    if (!uploads.ok()) {
+      lines.push_back(absl::StrCat("cannot list the uploads in flight of ", url, ": ",
+                                   uploads.status().message()));
+      continue;
+    }
+    bool in_flight = false;
+    for (const auto& u : *uploads) in_flight |= u.key == key;
+    if (d.rewriting) {
+      std::string etag;
+      auto size = writer.Head(key, &etag);
+      if (!size.ok()) {
+        lines.push_back(absl::StrCat("cannot tell whether the interrupted rewrite of ", url,
+                                     " was written: ", size.status().message(),
+                                     " (asked again at the next mount)"));
+        continue;
+      }
+      const bool same =
+          *size >= 0 && staging::ObjectFingerprint(static_cast<uint64_t>(*size), etag) == d.before;
+      if (!same && !in_flight && *size >= 0 && static_cast<uint64_t>(*size) == d.rewriting->size) {
+        auto s = list->Forget(url);
+        lines.push_back(absl::StrCat("finished the interrupted rewrite of ", url,
+                                     " (the store had taken it)",
+                                     s.ok() ? "" : absl::StrCat(" (", s.message(), ")")));
+        continue;
+      }
+      (void)list->SetRewriting(url, std::nullopt);
+      lines.push_back(
+          same ? absl::StrCat("rolled back the interrupted rewrite of ", url,
+                              ": the object is as it was; its edits stay pending")
+               : absl::StrCat("the interrupted rewrite of ", url,
+                              " was not written, and the object was replaced meanwhile by "
+                              "another writer; its edits stay pending (tfrecordfs commit "
+                              "--rebase re-applies them)"));
+    }
+    if (in_flight) {
+      auto aborted = AbortLeftUploads(writer, key, {key});
+      if (aborted.ok()) {
+        lines.insert(lines.end(), aborted->begin(), aborted->end());
+      } else {
+        lines.push_back(absl::StrCat("cannot abort the uploads left for ", url, ": ",
+                                     aborted.status().message()));
+      }
+    }
   }
   return lines;
 }

@@ -29,6 +29,7 @@
 #include "tfrecordfs/record/format.h"
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/record/writer.h"
+#include "tfrecordfs/repack/bucket_rewrite.h"
 #include "tfrecordfs/repack/journal.h"
 #include "tfrecordfs/repack/tfds_info.h"
 #include "tfrecordfs/staging/edits.h"
@@ -89,15 +90,6 @@ absl::Status KeepMode(const std::string& temp, const struct stat& was) {
     return ErrnoError(errno, absl::StrCat("chmod ", temp));
   }
   return absl::OkStatus();
-}
-
-// Removes committed edit folders (best effort: RecoverRewrites retries).
-void RemoveEditFolders(const std::string& edits_dir, const std::vector<std::string>& folders) {
-  for (const std::string& f : folders) {
-    if (auto s = RemoveTree(absl::StrCat(edits_dir, "/", f)); !s.ok()) {
-      log::Warning("cannot remove the committed edit folder: ", s.message());
-    }
-  }
 }
 
 // The payload bytes of record i (framing: 12 bytes before, 4 after).
@@ -324,37 +316,6 @@ bool SameTensorValue(absl::string_view original, absl::string_view edited) {
   auto b = tensor::DecodeTensor(edited);
   return a.ok() && b.ok() && a->dtype == b->dtype && a->shape == b->shape &&
          a->data(original) == b->data(edited);
-}
-
-// Each edited record's payload made again by example::SpliceEdit against
-// the record's payload in the shard: what the edit did not change keeps its
-// bytes and order. An edit that changes nothing (a value written over with
-// itself, a refused write restored, an editor that gave up) is dropped, so
-// the record is kept byte for byte and counted as kept. A record whose
-// original cannot be read (damaged) takes its folder's payload as it is.
-void KeepWhatEditsDidNotChange(const ShardToRewrite& from, staging::ShardEdits* edits) {
-  const std::vector<uint64_t>& offsets = *from.offsets;
-  for (auto e = edits->replaced.begin(); e != edits->replaced.end();) {
-    const uint64_t i = e->first;
-    if (i + 1 >= offsets.size()) {
-      ++e;
-      continue;
-    }
-    auto original = record::ReadRecord(*from.source, i, offsets[i], offsets[i + 1]);
-    if (!original.ok()) {
-      log::Warning("record ", i,
-                   " is written from its edit folder as it is: ", original.status().message());
-      ++e;
-      continue;
-    }
-    example::SplicedRecord spliced = example::SpliceEdit(*original, e->second, SameTensorValue);
-    if (!spliced.changed) {
-      e = edits->replaced.erase(e);
-      continue;
-    }
-    e->second = std::move(spliced.payload);
-    ++e;
-  }
 }
 
 // Inverts the byte at `offset` of the file at `path` (the fault point
@@ -614,6 +575,39 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
 
 }  // namespace
 
+void RemoveEditFolders(const std::string& edits_dir, const std::vector<std::string>& folders) {
+  for (const std::string& f : folders) {
+    if (auto s = RemoveTree(absl::StrCat(edits_dir, "/", f)); !s.ok()) {
+      log::Warning("cannot remove the committed edit folder: ", s.message());
+    }
+  }
+}
+
+void KeepWhatEditsDidNotChange(const ShardToRewrite& from, staging::ShardEdits* edits) {
+  const std::vector<uint64_t>& offsets = *from.offsets;
+  for (auto e = edits->replaced.begin(); e != edits->replaced.end();) {
+    const uint64_t i = e->first;
+    if (i + 1 >= offsets.size()) {
+      ++e;
+      continue;
+    }
+    auto original = record::ReadRecord(*from.source, i, offsets[i], offsets[i + 1]);
+    if (!original.ok()) {
+      log::Warning("record ", i,
+                   " is written from its edit folder as it is: ", original.status().message());
+      ++e;
+      continue;
+    }
+    example::SplicedRecord spliced = example::SpliceEdit(*original, e->second, SameTensorValue);
+    if (!spliced.changed) {
+      e = edits->replaced.erase(e);
+      continue;
+    }
+    e->second = std::move(spliced.payload);
+    ++e;
+  }
+}
+
 std::vector<RewrittenShard> ApplyEdits(
     staging::DeletionList* list, const std::string& edits_dir, naming::FeatureTypes& types,
     const std::function<const ShardToRewrite*(const std::string& path)>& find,
@@ -629,7 +623,9 @@ std::vector<RewrittenShard> ApplyEdits(
     if (from == nullptr) {
       r.status = absl::FailedPreconditionError("not mounted; its edits are kept pending");
     } else {
-      r.status = RewriteOne(list, edits_dir, path, d, *from, types, faults, follow, done, &r);
+      r.status = from->object != nullptr
+                     ? CommitObjectEdits(list, edits_dir, path, d, *from, types, &r)
+                     : RewriteOne(list, edits_dir, path, d, *from, types, faults, follow, done, &r);
       if (r.status.ok()) ++done;
     }
     if (!r.status.ok()) {

@@ -4,6 +4,11 @@
 
 namespace tfrecordfs::source {
 
+const std::string& ObjectReader::etag() const {
+  static const std::string* const kNone = new std::string();
+  return *kNone;
+}
+
 absl::StatusOr<std::string> ObjectReader::ReadBeside(absl::string_view suffix, uint64_t) const {
   return absl::NotFoundError(absl::StrCat(url(), suffix));
 }

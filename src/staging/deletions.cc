@@ -1,8 +1,10 @@
 #include "tfrecordfs/staging/deletions.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -14,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "tfrecordfs/base/crc32c.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/hash.h"
 
 namespace tfrecordfs::staging {
 namespace {
@@ -37,6 +40,10 @@ Fingerprint FingerprintOf(const struct stat& st) {
   return {static_cast<uint64_t>(st.st_size),
           int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec,
           static_cast<uint64_t>(st.st_ino)};
+}
+
+Fingerprint ObjectFingerprint(uint64_t size, absl::string_view etag) {
+  return {size, 0, Fnv1a64(etag)};
 }
 
 std::string EncodeDeletions(const Deletions& deletions) {
@@ -90,7 +97,9 @@ absl::StatusOr<Deletions> ParseDeletions(absl::string_view contents, absl::strin
       Fingerprint fp;
       std::string shard;
       if (!ParseFingerprint(f, 1, &fp) || !absl::CUnescape(f[4], &shard) || shard.empty() ||
-          shard[0] != '/' || out.count(shard)) {
+          !(shard[0] == '/' || absl::StartsWith(shard, "s3://") ||
+            absl::StartsWith(shard, "gs://")) ||
+          out.count(shard)) {
         return bad(i + 1, "bad shard line");
       }
       cur = &out[shard];
@@ -190,6 +199,13 @@ absl::Status DeletionList::Forget(const std::string& shard) {
   return Save(std::move(next));
 }
 
+absl::Status DeletionList::Replace(const std::string& shard, const DeletedShard& next_entry) {
+  MutexLock lock(&mu_);
+  Deletions next = d_;
+  next[shard] = next_entry;
+  return Save(std::move(next));
+}
+
 Deletions DeletionList::Snapshot() const {
   MutexLock lock(&mu_);
   return d_;
@@ -199,6 +215,73 @@ bool DeletionList::Contains(const std::string& shard, uint64_t record) const {
   MutexLock lock(&mu_);
   auto it = d_.find(shard);
   return it != d_.end() && it->second.records.count(record) > 0;
+}
+
+std::string RecordKeysPath(absl::string_view list_path) {
+  const size_t slash = list_path.rfind('/');
+  return absl::StrCat(slash == absl::string_view::npos ? "." : list_path.substr(0, slash),
+                      "/record-keys");
+}
+
+namespace {
+
+std::string KeyLine(const std::string& shard, uint64_t record, ContentKey key) {
+  return absl::StrCat(key.length, " ", key.crc, " ", record, " ", absl::CEscape(shard), "\n");
+}
+
+// Calls `each` with every well-formed line's fields.
+void ForEachKeyLine(const std::string& path,
+                    const std::function<void(const std::string& shard, uint64_t, ContentKey,
+                                             absl::string_view)>& each) {
+  auto contents = ReadFileToString(path);
+  if (!contents.ok()) return;
+  for (absl::string_view line : absl::StrSplit(*contents, '\n')) {
+    std::vector<absl::string_view> f = absl::StrSplit(line, absl::MaxSplits(' ', 3));
+    ContentKey key;
+    uint64_t record = 0;
+    std::string shard;
+    if (f.size() != 4 || !absl::SimpleAtoi(f[0], &key.length) ||
+        !absl::SimpleAtoi(f[1], &key.crc) || !absl::SimpleAtoi(f[2], &record) ||
+        !absl::CUnescape(f[3], &shard)) {
+      continue;
+    }
+    each(shard, record, key, line);
+  }
+}
+
+}  // namespace
+
+absl::Status AppendContentKey(const std::string& path, const std::string& shard, uint64_t record,
+                              ContentKey key) {
+  auto fd = OpenFile(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (!fd.ok()) return fd.status();
+  const std::string line = KeyLine(shard, record, key);
+  if (auto s = WriteFull(fd->get(), line.data(), line.size(), path); !s.ok()) return s;
+  if (::fdatasync(fd->get()) != 0) return ErrnoError(errno, absl::StrCat("fdatasync ", path));
+  return absl::OkStatus();
+}
+
+std::map<uint64_t, ContentKey> LoadContentKeys(const std::string& path, const std::string& shard) {
+  std::map<uint64_t, ContentKey> out;
+  ForEachKeyLine(path,
+                 [&](const std::string& s, uint64_t record, ContentKey key, absl::string_view) {
+                   if (s == shard) out[record] = key;
+                 });
+  return out;
+}
+
+absl::Status ReplaceContentKeys(const std::string& path, const std::string& shard,
+                                const std::map<uint64_t, ContentKey>& keys) {
+  std::string next;
+  ForEachKeyLine(path, [&](const std::string& s, uint64_t, ContentKey, absl::string_view line) {
+    if (s != shard) absl::StrAppend(&next, line, "\n");
+  });
+  for (const auto& [record, key] : keys) next += KeyLine(shard, record, key);
+  if (next.empty()) {
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoError(errno, path);
+    return absl::OkStatus();
+  }
+  return WriteFileAtomically(path, next);
 }
 
 }  // namespace tfrecordfs::staging

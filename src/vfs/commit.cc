@@ -14,6 +14,7 @@
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/index/index_store.h"
+#include "tfrecordfs/repack/bucket_rewrite.h"
 #include "tfrecordfs/scan/scan.h"
 #include "tfrecordfs/vfs/filesystem.h"
 #include "tfrecordfs/vfs/node_id.h"
@@ -42,7 +43,7 @@ absl::StatusOr<scan::ScannedShard> AdoptedShard(const std::string& path,
 
 }  // namespace
 
-absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reopen) {
+absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reopen, bool rebase) {
   if (!edits_) return absl::FailedPreconditionError("this mount takes no edits (read-only)");
   std::vector<StaleNames> stale;
   bool regrouped = false;  // view=classes: a shard regrouped
@@ -55,7 +56,8 @@ absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reop
     std::vector<repack::ShardToRewrite> from(shards_.size());
     for (uint64_t s = 0; s < shards_.size(); ++s) {
       by_path[shards_[s].index->path()] = s;
-      from[s] = {shards_[s].source.get(), &shards_[s].index->offsets(), shards_[s].index->codec()};
+      from[s] = {shards_[s].source.get(), &shards_[s].index->offsets(), shards_[s].index->codec(),
+                 shards_[s].object.get()};
     }
     // Check-outs that changed nothing (an editor opened and quit, a value
     // written back as it was) are no edits: dropped here, where no request
@@ -79,6 +81,40 @@ absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reop
       }
       deletions_->ResetShard(it->second);
     }
+    // --rebase: the objects another writer replaced, as the store holds
+    // them now, with the edits re-keyed onto them (kept until the commit
+    // below has written them).
+    absl::flat_hash_map<std::string, MountedShard> rebased;
+    absl::flat_hash_map<std::string, std::string> rebase_notes;
+    for (const auto& [path, d] : rebase ? edit_list_->Snapshot() : staging::Deletions()) {
+      auto it = by_path.find(path);
+      if (it == by_path.end() || shards_[it->second].object == nullptr) continue;
+      absl::StatusOr<scan::ScannedShard> scanned = scan::ScanOne(path, index_store_);
+      absl::StatusOr<MountedShard> now =
+          !scanned.ok() ? absl::StatusOr<MountedShard>(scanned.status())
+          : scanned->object == nullptr
+              ? absl::StatusOr<MountedShard>(absl::NotFoundError("not an object any more"))
+              : OpenMounted(*scanned, scanned->st.st_mtim);
+      if (!now.ok()) {
+        rebase_notes[path] =
+            absl::StrCat("cannot read the object the store holds now: ", now.status().message());
+        continue;
+      }
+      if (staging::ObjectFingerprint(now->object->size(), now->object->etag()) == d.before) {
+        continue;  // not replaced: committed as it is
+      }
+      repack::ShardToRewrite to{now->source.get(), &now->index->offsets(), now->index->codec(),
+                                now->object.get()};
+      auto report = repack::RebaseObjectEdits(edit_list_, edit_store_->records_dir(), path, d, to);
+      if (!report.ok()) {
+        rebase_notes[path] = absl::StrCat("not rebased: ", report.status().message());
+        continue;
+      }
+      log::Info(path, ": ", *report);
+      rebase_notes[path] = *report;
+      from[it->second] = to;
+      rebased.emplace(path, *std::move(now));
+    }
     // The indexes of each rewritten shard follow it within its commit
     // (index::FollowRewrite); a plain shard's new index, made from the
     // offsets the rewrite wrote, is the one the mount shows it with.
@@ -96,6 +132,22 @@ absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reop
                                              : mount_paths_[it->second];
           new_indexes[path] = index::FollowRewrite(index_store_, path, mount_path, offsets);
         });
+    for (repack::RewrittenShard& r : results) {
+      auto note = rebase_notes.find(r.path);
+      if (note == rebase_notes.end()) continue;
+      if (r.status.ok()) {
+        r.note = r.note.empty() ? note->second : absl::StrCat(note->second, "; ", r.note);
+      } else {
+        r.status = SetMessage(r.status, absl::StrCat(note->second, "; then ", r.status.message()));
+      }
+      if (!r.status.ok() && rebased.contains(r.path)) {
+        // The edits name the new object's records now: this mount, which
+        // shows the old one, shows them once mounted again.
+        r.status = SetMessage(r.status, absl::StrCat(r.status.message(),
+                                                     " (unmount and mount again to see the "
+                                                     "edits on the new object)"));
+      }
+    }
     if (!reopen) return results;
     for (repack::RewrittenShard& r : results) {
       if (!r.status.ok()) continue;

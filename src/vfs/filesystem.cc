@@ -220,6 +220,7 @@ absl::StatusOr<MountedShard> Filesystem::OpenMounted(const scan::ScannedShard& s
   mounted.name_width = NameWidth(shard.index->num_records());
   mounted.mtime = mtime;
   mounted.index = shard.index;
+  mounted.object = shard.object;
   return mounted;
 }
 

@@ -8,7 +8,9 @@
 #include <cstring>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "tfrecordfs/base/coding.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/log.h"
 
@@ -19,6 +21,16 @@ namespace {
 // the mount indexed (same size and mtime).
 absl::StatusOr<staging::Fingerprint> MountedFingerprint(const MountedShard& shard) {
   const std::string& path = shard.index->path();
+  if (shard.object != nullptr) {
+    // An object: the one the mount listed, whose ETag the commit's
+    // conditional write names (repack/bucket_rewrite.h).
+    if (shard.object->etag().empty()) {
+      return PosixError(EROFS, absl::StrCat(path,
+                                            ": the store gave no ETag, so an edit could "
+                                            "not be committed conditionally"));
+    }
+    return staging::ObjectFingerprint(shard.object->size(), shard.object->etag());
+  }
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return ErrnoError(errno, path);
   staging::Fingerprint fp = staging::FingerprintOf(st);
@@ -64,6 +76,17 @@ absl::Status RecordDeletions::CheckWritable(uint64_t shard) const {
   if (list_ == nullptr) {
     return PosixError(EROFS, absl::StrCat(path, ": read-only mount"));
   }
+  if (shards_[shard].object != nullptr) {
+    // An object of a bucket: rewritten by the commit with conditional
+    // writes (repack/bucket_rewrite.h); an https:// URL has no such
+    // writes, and gs:// objects are not rewritten yet.
+    if (!absl::StartsWith(path, "s3://")) {
+      return PosixError(EROFS, absl::StrCat(path,
+                                            ": not an object of an s3:// bucket: its "
+                                            "records are read-only"));
+    }
+    return absl::OkStatus();
+  }
   const std::string dir = path.substr(0, path.rfind('/'));
   if (::faccessat(AT_FDCWD, dir.c_str(), W_OK, AT_EACCESS) != 0) {
     const int err = errno;
@@ -108,6 +131,23 @@ absl::Status RecordDeletions::Register(uint64_t shard) {
   return absl::OkStatus();
 }
 
+void RecordDeletions::NoteContentKey(uint64_t shard, uint64_t record) {
+  const MountedShard& m = shards_[shard];
+  if (m.object == nullptr || list_ == nullptr) return;
+  const std::vector<uint64_t>& offsets = m.index->offsets();
+  if (record + 1 >= offsets.size()) return;
+  char crc[4];
+  absl::Status s = m.source->ReadFull(offsets[record + 1] - 4, crc, sizeof crc);
+  if (s.ok()) {
+    s = staging::AppendContentKey(staging::RecordKeysPath(list_->path()), m.index->path(), record,
+                                  {offsets[record + 1] - offsets[record] - 16, DecodeFixed32(crc)});
+  }
+  if (!s.ok()) {
+    log::Warning("record ", record, " of ", m.index->path(),
+                 ": cannot keep its key for a rebase: ", s.message());
+  }
+}
+
 absl::Status RecordDeletions::DeleteRecord(uint64_t shard, uint64_t record) {
   if (auto s = CheckWritable(shard); !s.ok()) return s;
   auto fp = MountedFingerprint(shards_[shard]);
@@ -115,6 +155,7 @@ absl::Status RecordDeletions::DeleteRecord(uint64_t shard, uint64_t record) {
     log::Warning("cannot delete record ", record, ": ", fp.status().message());
     return fp.status();
   }
+  if (!list_->Contains(shards_[shard].index->path(), record)) NoteContentKey(shard, record);
   if (auto s = list_->Delete(shards_[shard].index->path(), *fp, record); !s.ok()) {
     log::Warning("cannot delete record ", record, " of ", shards_[shard].index->path(), ": ",
                  s.message());

@@ -218,6 +218,7 @@ absl::Status RecordEdits::CheckOut(uint64_t ino) {
   if (deletions_->IsDeleted(shard, record)) return Stale();
   if (auto s = CheckRoom(); !s.ok()) return s;
   if (auto s = deletions_->Register(shard); !s.ok()) return s;
+  deletions_->NoteContentKey(shard, record);
   const std::string folder = staging::EditedFolderName(Key(shard), record);
   if (auto s = Materialize(shard, record, folder); !s.ok()) {
     log::Warning("cannot edit record ", record, " of ", shards_[shard].index->path(), ": ",

@@ -85,6 +85,20 @@ TEST(DeletionListTest, RefusesDamagedFiles) {
   rel["data/a.tfrecord"].records = {1};
   auto bad = ParseDeletions(EncodeDeletions(rel), "x");
   EXPECT_TRUE(absl::IsDataLoss(bad.status())) << bad.status();
+  // An object of a bucket is named by its URL (a bucket mount's edits);
+  // another scheme is not a path.
+  Deletions urls;
+  urls["s3://b/data/a b.tfrecord"].before = ObjectFingerprint(12, "\"e-1\"");
+  urls["s3://b/data/a b.tfrecord"].records = {3};
+  urls["gs://b/x.tfrecord"].records = {1};
+  auto parsed = ParseDeletions(EncodeDeletions(urls), "x");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(EncodeDeletions(*parsed), EncodeDeletions(urls));
+  EXPECT_EQ(parsed->at("s3://b/data/a b.tfrecord").before, ObjectFingerprint(12, "\"e-1\""));
+  EXPECT_FALSE(ObjectFingerprint(12, "\"e-1\"") == ObjectFingerprint(12, "\"e-2\""));
+  Deletions http;
+  http["https://h/a.tfrecord"].records = {1};
+  EXPECT_TRUE(absl::IsDataLoss(ParseDeletions(EncodeDeletions(http), "x").status()));
 
   test::TempDir dir;
   ASSERT_TRUE(WriteFileAtomically(DeletionsPath(dir.path()), flipped).ok());
@@ -278,6 +292,37 @@ TEST(EditFolderTest, NamesRoundTrip) {
   EXPECT_FALSE(ParseEditFolder(".x.tmp").has_value());
   EXPECT_FALSE(ParseEditFolder(absl::StrCat(key, "-4x")).has_value());
   EXPECT_FALSE(ParseEditFolder(absl::StrCat("ABCDEF0123456789", "-4")).has_value());
+}
+
+TEST(ContentKeysTest, AppendLoadReplace) {
+  test::TempDir dir;
+  const std::string list = DeletionsPath(dir.path());
+  const std::string path = RecordKeysPath(list);
+  EXPECT_EQ(path, absl::StrCat(dir.path(), "/record-keys"));
+  EXPECT_TRUE(LoadContentKeys(path, "s3://b/a").empty());  // no file
+  ASSERT_TRUE(AppendContentKey(path, "s3://b/a", 5, {100, 7}).ok());
+  ASSERT_TRUE(AppendContentKey(path, "s3://b/x y", 5, {200, 8}).ok());
+  ASSERT_TRUE(AppendContentKey(path, "s3://b/a", 5, {101, 9}).ok());  // the last wins
+  ASSERT_TRUE(AppendContentKey(path, "s3://b/a", 6, {102, 10}).ok());
+  // A torn last line (a crash mid-append) is skipped.
+  {
+    auto fd = OpenFile(path, O_WRONLY | O_APPEND);
+    ASSERT_TRUE(fd.ok());
+    ASSERT_TRUE(WriteFull(fd->get(), "12 3", 4, path).ok());
+  }
+  auto a = LoadContentKeys(path, "s3://b/a");
+  EXPECT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[5], (ContentKey{101, 9}));
+  EXPECT_EQ(a[6], (ContentKey{102, 10}));
+  EXPECT_EQ(LoadContentKeys(path, "s3://b/x y")[5], (ContentKey{200, 8}));
+  ASSERT_TRUE(ReplaceContentKeys(path, "s3://b/a", {{1, {5, 6}}}).ok());
+  a = LoadContentKeys(path, "s3://b/a");
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[1], (ContentKey{5, 6}));
+  EXPECT_EQ(LoadContentKeys(path, "s3://b/x y").size(), 1u);
+  ASSERT_TRUE(ReplaceContentKeys(path, "s3://b/a").ok());
+  ASSERT_TRUE(ReplaceContentKeys(path, "s3://b/x y").ok());
+  EXPECT_NE(::access(path.c_str(), F_OK), 0);  // nothing left: no file
 }
 
 }  // namespace

@@ -202,7 +202,7 @@ class HttpObject final : public source::ObjectReader {
 
   const std::string& url() const override { return listed_.name; }
   uint64_t size() const override { return listed_.size; }
-  const std::string& etag() const { return listed_.etag; }
+  const std::string& etag() const override { return listed_.etag; }
   absl::StatusOr<size_t> ReadAt(uint64_t offset, char* buf, size_t n) const override;
   // GET of the URL plus `suffix` (signed as this object's reads). A 404
   // (403 too, for a URL given alone: buckets that deny listing answer

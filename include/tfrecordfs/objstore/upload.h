@@ -99,8 +99,9 @@ class BucketWriter {
   // How messages name the object: "s3://BUCKET/KEY".
   std::string Name(const std::string& key) const;
 
-  // -1: no object under `key`; else its size.
-  absl::StatusOr<int64_t> Head(const std::string& key) const;
+  // -1: no object under `key`; else its size (and, with `etag`, its ETag
+  // into *etag, quotes included).
+  absl::StatusOr<int64_t> Head(const std::string& key, std::string* etag = nullptr) const;
   // True when the object under `key` holds exactly the bytes of the local
   // file `path` (`size` bytes, which its HEAD said), compared part by part
   // with ranged GETs (ETags differ between stores and between PUT and

@@ -38,14 +38,23 @@
 #include "absl/status/statusor.h"
 #include "tfrecordfs/objstore/rewrite.h"
 #include "tfrecordfs/objstore/upload.h"
+#include "tfrecordfs/repack/rewrite.h"
+#include "tfrecordfs/staging/deletions.h"
 
 namespace tfrecordfs::repack {
+
+// Reads `size` bytes of the old object at `offset` into *out.
+using ReadOldBytes = std::function<absl::Status(uint64_t offset, uint64_t size, std::string* out)>;
 
 // The new object as the old one's ranges and new bytes.
 struct ObjectLayout {
   std::vector<objstore::RewritePiece> pieces;
   std::string new_bytes;  // the kNew pieces' bytes, in order
   uint64_t size = 0;      // of the new object
+  // When set, the kNew pieces' bytes are read through it (offsets into the
+  // stream of new bytes) instead of from new_bytes: a compressed object is
+  // written whole into a local file first, and uploaded from it.
+  ReadOldBytes read_new;
 };
 
 // The layout of the object whose records are framed at `offsets` (record i
@@ -57,9 +66,6 @@ absl::StatusOr<ObjectLayout> LayoutAfterEdits(
     const std::vector<uint64_t>& offsets,
     const std::map<uint64_t, std::optional<std::string>>& changes,
     const std::vector<std::string>& appended);
-
-// Reads `size` bytes of the old object at `offset` into *out.
-using ReadOldBytes = std::function<absl::Status(uint64_t offset, uint64_t size, std::string* out)>;
 
 struct ObjectRewrite {
   std::string key;    // the object's key
@@ -74,14 +80,79 @@ struct ObjectRewriteStats {
   uint64_t read_back = 0;  // bytes of the old object read to merge into parts
 };
 
-// Writes `layout` over `object` (see the top). Errors: ESTALE (the object
-// changed since it was listed; nothing written), the requests' (the upload
-// aborted), `read_old`'s.
-absl::StatusOr<ObjectRewriteStats> RewriteObject(const objstore::BucketWriter& writer,
-                                                 const ObjectRewrite& object,
-                                                 const ObjectLayout& layout,
-                                                 const ReadOldBytes& read_old,
-                                                 const objstore::RewritePlanOptions& plan = {});
+// Writes `layout` over `object` (see the top). `before_final`, when set,
+// runs once every part is uploaded, right before the final conditional
+// write (PutObject or CompleteMultipartUpload): the commit journals the
+// rewrite there; its error stops the rewrite (upload aborted). Errors:
+// ESTALE (the object changed since it was listed; nothing written), the
+// requests' (the upload aborted), `read_old`'s, `before_final`'s.
+absl::StatusOr<ObjectRewriteStats> RewriteObject(
+    const objstore::BucketWriter& writer, const ObjectRewrite& object, const ObjectLayout& layout,
+    const ReadOldBytes& read_old, const objstore::RewritePlanOptions& plan = {},
+    const std::function<absl::Status()>& before_final = nullptr);
+
+// The commit of a mount's pending edits of one object (repack/rewrite.h
+// ApplyEdits calls it for a shard whose ShardToRewrite has an object; its
+// path is the object's URL, s3://BUCKET/KEY): the same edits as a file's
+// (deletions, edit folders spliced by KeepWhatEditsDidNotChange, added
+// records appended in name order), laid out by LayoutAfterEdits and
+// written by RewriteObject conditionally on the ETag the mount listed (a
+// GZIP, ZLIB or SNAPPY object is rewritten in its codec: streamed through
+// once, every record inflated from the old object and the new stream
+// deflated by record::ShardWriter into `<store>/.rewrite-KEY` beside the
+// list, checked as the local rewrite checks its temp file, then uploaded
+// whole in parts and removed):
+//   1. the object must still be the one the edits were made on (its
+//      listed fingerprint, staging::ObjectFingerprint, is the entry's);
+//   2. the parts are uploaded or copied; then the entry is marked
+//      `rewriting` (the new size and record count; durable) and the final
+//      conditional write is sent;
+//   3. once the store took it, the entry is dropped and the edit folders
+//      removed.
+// A refusal (ESTALE: another writer replaced the object) or any failure
+// leaves the object as it was and the edits pending, the entry's
+// `rewriting` mark cleared; the status says which object and what to do.
+// A crash between 2 and 3 is settled by RecoverObjectRewrites.
+//
+// Test hooks (TFRECORDFS_FAULT, as rewrite.h's): rewrite_object_before_final
+// (parts uploaded, marked `rewriting`, the final write not sent),
+// rewrite_object_after_final (the store took it, the entry still listed).
+absl::Status CommitObjectEdits(staging::DeletionList* list, const std::string& edits_dir,
+                               const std::string& url, const staging::DeletedShard& d,
+                               const ShardToRewrite& from, naming::FeatureTypes& types,
+                               RewrittenShard* out);
+
+// `tfrecordfs commit --rebase`: re-keys the pending edits of the object
+// at `url` (entry `d`, made on the object the mount listed) onto `now`,
+// the object the store holds now (another writer's), by record key
+// (staging::ContentKey: each edited or deleted record's data length and
+// CRC, kept when it was first edited): an edit or deletion of a record
+// whose key names exactly one record of the new object is moved to that
+// record's index; one whose record is not there (or not once) is not
+// applied: a deletion is dropped, an edit folder is moved to
+// `<store>/rebase-left/` (kept, not applied). Added records stay. The
+// entry then names the new object (its fingerprint), and the caller
+// commits it as any other. Returns the report: what was re-applied and
+// what was not, by old record index. Not crash-safe between its folder
+// renames and the list's update (a crash there leaves the edits pending
+// on neither object: the report's lines name the folders).
+absl::StatusOr<std::string> RebaseObjectEdits(staging::DeletionList* list,
+                                              const std::string& edits_dir, const std::string& url,
+                                              const staging::DeletedShard& d,
+                                              const ShardToRewrite& now);
+
+// At mount, before the objects are listed: for each object of `list` (a
+// URL path) whose rewrite a crash interrupted (`rewriting`), decides by the
+// object as it is now (HEAD) and the uploads in flight for its key
+// (ListMultipartUploads): still the object the edits were made on, or an
+// upload still in flight (its completion never happened; another writer
+// replaced the object) -> not written: the mark is cleared, the edits stay
+// pending; else (no upload left and the object has the rewritten size) ->
+// written: the entry is dropped (its edit folders are then removed by
+// RecoverRewrites). Then aborts the uploads in flight for every listed
+// object's key (AbortLeftUploads). Returns the log lines saying what it
+// did.
+std::vector<std::string> RecoverObjectRewrites(staging::DeletionList* list);
 
 // Aborts the multipart uploads in flight for `keys` (a crash's leftovers;
 // nothing else of this mount uploads to them). Returns the log lines

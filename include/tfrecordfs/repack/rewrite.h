@@ -2,7 +2,9 @@
 // crash-safe: deletions (staging/deletions.h), edited and added records
 // (staging/edits.h).
 //
-// Each shard of the deletion list is rewritten in its own codec (a GZIP
+// Each shard of the deletion list is rewritten in its own codec (an object
+// of a bucket, whose path is its URL, by bucket_rewrite.h's
+// CommitObjectEdits, with the same edits and the same splice) (a GZIP
 // shard stays GZIP): deleted records left out, edited ones replaced by the
 // payload of their folder, spliced into the record's own bytes
 // (example/splice.h: every feature the edit did not change keeps its bytes
@@ -66,15 +68,20 @@
 #include "tfrecordfs/naming/feature_type.h"
 #include "tfrecordfs/source/shard_source.h"
 #include "tfrecordfs/staging/deletions.h"
+#include "tfrecordfs/staging/edits.h"
 
 namespace tfrecordfs::repack {
 
 // A mounted shard the rewrite reads from: its uncompressed bytes and the
 // framing offsets of its records (offsets[i], offsets[i + 1]).
+// `object` is set for a shard that is an object in a bucket (its path a
+// URL): it is rewritten by CommitObjectEdits (bucket_rewrite.h), with
+// conditional writes, instead of through a temp file.
 struct ShardToRewrite {
   const source::ShardSource* source = nullptr;
   const std::vector<uint64_t>* offsets = nullptr;
   source::Codec codec = source::Codec::kNone;
+  const source::ObjectReader* object = nullptr;
 };
 
 struct RewrittenShard {
@@ -97,6 +104,19 @@ struct RewrittenShard {
 // (recovery: not known).
 using FollowRewrite =
     std::function<void(const std::string& path, const std::vector<uint64_t>* offsets)>;
+
+// Each edited record's payload made again by example::SpliceEdit against
+// the record's payload in `from`: what the edit did not change keeps its
+// bytes and order. An edit that changes nothing (a value written over with
+// itself, a refused write restored, an editor that gave up) is dropped from
+// `edits`, so the record is kept byte for byte and counted as kept. A
+// record whose original cannot be read (damaged) takes its folder's payload
+// as it is. Used by the rewrite of files and of objects alike.
+void KeepWhatEditsDidNotChange(const ShardToRewrite& from, staging::ShardEdits* edits);
+
+// Removes committed edit folders of `edits_dir` (best effort: logged;
+// RecoverRewrites retries).
+void RemoveEditFolders(const std::string& edits_dir, const std::vector<std::string>& folders);
 
 // Rewrites every shard of `list` (see the top). `edits_dir`: the edit
 // store's records folder (staging/edits.h); `types`: what the edit folders'

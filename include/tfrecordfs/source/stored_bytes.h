@@ -47,6 +47,10 @@ class ObjectReader {
   // Creates or replaces that object with `bytes`. Errors name its URL and,
   // for a store that refuses, the HTTP status. Default: Unimplemented.
   virtual absl::Status WriteBeside(absl::string_view suffix, absl::string_view bytes) const;
+  // The object's ETag as listed (quotes included); "" when the store gave
+  // none. A bucket mount's edits are committed conditionally on it
+  // (repack/bucket_rewrite.h). Default: "".
+  virtual const std::string& etag() const;
 };
 
 class StoredBytes {

@@ -5,7 +5,8 @@
 // entry without `delete` lines is a shard some of whose records are edited
 // or added, whose folders are in the edit store.
 //
-// A record is named by its shard's path and its index in the shard as the
+// A record is named by its shard's path (an object's URL, s3://BUCKET/KEY,
+// for a bucket mount: ObjectFingerprint) and its index in the shard as the
 // mount indexed it. The shard's fingerprint (size, mtime in ns, inode) is kept
 // with it: a shard that changed since (replaced behind the mount, or already
 // rewritten) no longer matches, and its deletions are then neither shown nor
@@ -66,6 +67,9 @@ struct Fingerprint {
   bool operator==(const Fingerprint&) const = default;
 };
 Fingerprint FingerprintOf(const struct stat& st);
+// An object's (a shard in a bucket, named by its URL): its size and, as
+// the inode, a hash of its ETag (mtime 0: the ETag names the version).
+Fingerprint ObjectFingerprint(uint64_t size, absl::string_view etag);
 
 struct DeletedShard {
   Fingerprint before;                         // the shard the indexes refer to
@@ -104,6 +108,9 @@ class DeletionList {
                             std::optional<uint64_t> records = std::nullopt);
   // Drops every deletion of `shard` (committed, or abandoned) and persists.
   absl::Status Forget(const std::string& shard);
+  // Replaces the entry of `shard` with `next` (a rebase onto a new object:
+  // repack/bucket_rewrite.h) and persists.
+  absl::Status Replace(const std::string& shard, const DeletedShard& next);
 
   Deletions Snapshot() const;
   bool Contains(const std::string& shard, uint64_t record) const;
@@ -119,6 +126,28 @@ class DeletionList {
   mutable Mutex mu_;
   Deletions d_ ABSL_GUARDED_BY(mu_);
 };
+
+// What a record of an object was when it was first edited or deleted: the
+// length and the masked CRC-32C of its data, as its framing holds them.
+// Kept in `<store>/record-keys` beside the list (RecordKeysPath), one line
+// per record ("<length> <crc> <index> <escaped shard path>", appended and
+// fdatasync'd; the last line of a record wins; a torn line is skipped), so
+// that `tfrecordfs commit --rebase` finds the record again in an object
+// another writer replaced (bucket_rewrite.h RebaseObjectEdits).
+struct ContentKey {
+  uint64_t length = 0;
+  uint32_t crc = 0;
+  bool operator==(const ContentKey&) const = default;
+};
+// `record-keys` in the folder of the list at `list_path`.
+std::string RecordKeysPath(absl::string_view list_path);
+absl::Status AppendContentKey(const std::string& path, const std::string& shard, uint64_t record,
+                              ContentKey key);
+// The keys of `shard`'s records by index (empty when none or no file).
+std::map<uint64_t, ContentKey> LoadContentKeys(const std::string& path, const std::string& shard);
+// Rewrites the file without `shard`'s lines (then `keys`, when given).
+absl::Status ReplaceContentKeys(const std::string& path, const std::string& shard,
+                                const std::map<uint64_t, ContentKey>& keys = {});
 
 }  // namespace tfrecordfs::staging
 

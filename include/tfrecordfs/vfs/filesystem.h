@@ -332,7 +332,12 @@ class Filesystem {
   // readable under their ids until the shard's next rewrite (retired_). Without (at unmount:
   // nothing is served any more), the shards are only rewritten. FailedPrecondition on a mount that
   // takes no edits. Per-shard failures are in the results (their edits stay pending).
-  absl::StatusOr<std::vector<repack::RewrittenShard>> Commit(bool reopen);
+  // With `rebase` (`tfrecordfs commit --rebase`), the pending edits of an
+  // object another writer replaced since the mount listed it are first
+  // re-keyed onto the object the store holds now
+  // (repack::RebaseObjectEdits; its report is the shard's note), then
+  // committed to it.
+  absl::StatusOr<std::vector<repack::RewrittenShard>> Commit(bool reopen, bool rebase = false);
 
  private:
   explicit Filesystem(const Options& options);

@@ -25,6 +25,9 @@ struct MountedShard {
   // Its bytes in uncompressed coordinates (scan::OpenShard), read ahead when
   // the sources are on network storage.
   std::unique_ptr<source::ShardSource> source;
+  // The object it is when its path is a URL (its ETag as listed: a bucket
+  // mount's edits are committed conditionally on it); null for a file.
+  std::shared_ptr<const source::ObjectReader> object;
   int name_width = 1;          // digits of the largest record index: folder names' padding
   struct timespec mtime = {};  // of the shard file: every folder and file of it shows this
   // The node ids' generation (vfs::Attr::generation): one more after each

@@ -48,6 +48,13 @@ class RecordDeletions {
   // before one of its records is edited or added (record_edits.h); EROFS
   // as for DeleteRecord.
   absl::Status Register(uint64_t shard);
+  // For a record of an object (a bucket mount's shard), stores what it is
+  // (staging::ContentKey: its data's length and CRC, read from its
+  // framing) before it is first edited or deleted, so that `commit
+  // --rebase` can find it again in an object another writer replaced.
+  // Nothing for a file. Failures are logged (that record is then not
+  // re-applied by a rebase).
+  void NoteContentKey(uint64_t shard, uint64_t record);
   // Forgets `shard`'s deletions and registration: it was rewritten
   // (Filesystem::Commit) and the list no longer has it.
   void ResetShard(uint64_t shard);

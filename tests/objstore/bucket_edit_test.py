@@ -1,0 +1,378 @@
+#!/usr/bin/python3
+"""Edits and deletions of records of an s3:// object, committed through
+real mounts of a bucket served by tests/objstore/object_server.py (started
+here on 127.0.0.1, stopped here): the shell's tools (echo >, sed -i, cp over
+an image, rm -r, mv into staging) edit records of a mounted object,
+`tfrecordfs status` lists them, `tfrecordfs commit` and unmount rewrite the
+object in place with server-side copies of its unchanged ranges and a final
+write conditional on the ETag the mount listed (repack/bucket_rewrite.h).
+
+The object is judged as the server holds it, read with the independent
+reader tests/cli/tfrecord_check.py: edited records carry the edit, deleted
+ones are gone, every other record is byte for byte the original's. The
+server's --stats counters say which bytes crossed the network and which
+were copied by the store. A daemon SIGKILLed at the commit's steps and a
+remount leave every record all-old or all-new and no upload in flight; a
+second writer that replaced the object between the listing and the commit
+keeps its object (the commit refuses, the edits stay pending, status and
+the log name the object); two mounts committing to one object at once:
+exactly one wins.
+Skips without /dev/fuse. Environment: TFRECORDFS_BIN, TFRECORDFS_GEN (meson).
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import unittest
+import zlib
+
+try:
+    import snappy  # Debian's python3-snappy
+except ImportError:
+    snappy = None
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "cli"))
+sys.path.insert(0, HERE)
+import tfrecord_check as tc  # noqa: E402 -- the independent reader
+from objstore_test import BIN, GEN, KEY, SECRET, Server, run  # noqa: E402
+
+SHARD = "big-00000-of-00001.tfrecord"
+RECORDS = 300
+
+
+def daemon_pid(log):
+    """The mount daemon's pid, from its log's lines ("tfrecordfs[PID]: ...")."""
+    with open(log) as f:
+        return int(re.findall(r"tfrecordfs\[(\d+)\]", f.read())[-1])
+
+
+class BucketEditTest(unittest.TestCase):
+    def setUp(self):
+        self.assertTrue(BIN and GEN)
+        if not os.access("/dev/fuse", os.R_OK | os.W_OK):
+            self.skipTest("no /dev/fuse")
+        self.tmp = tempfile.mkdtemp(prefix="bucket_edit_test.")
+        self.env = {k: v for k, v in os.environ.items()
+                    if not k.startswith(("AWS_", "GS_", "GOOGLE_", "GCE_"))}
+        self.env["XDG_CACHE_HOME"] = os.path.join(self.tmp, "cache")
+        self.env["HOME"] = os.path.join(self.tmp, "home")
+        os.makedirs(self.env["HOME"])
+        self.root = os.path.join(self.tmp, "served")
+        self.data = os.path.join(self.root, "b", "data")
+        os.makedirs(self.data)
+        # One object of 300 records of about 40 kB (12 MB): more than two
+        # of S3's 5 MiB minimum parts, so its unchanged ranges are copied.
+        subprocess.run([GEN, "synthetic", self.data, "--records", str(RECORDS), "--shards", "1",
+                        "--bytes", "40000", "--prefix", "big"], check=True, capture_output=True)
+        self.object = os.path.join(self.data, SHARD)
+        self.original = tc.read_records(self.object)
+        self.saved = os.path.join(self.tmp, "original.tfrecord")
+        shutil.copy(self.object, self.saved)
+        self.assertEqual(len(self.original), RECORDS)
+        self.stats = os.path.join(self.tmp, "stats.json")
+        self.server = Server(self.root, "--access-key", KEY, "--secret-key", SECRET,
+                             "--stats", self.stats)
+        self.env.update(AWS_ENDPOINT_URL=self.server.url, AWS_ACCESS_KEY_ID=KEY,
+                        AWS_SECRET_ACCESS_KEY=SECRET)
+        self.mounts = []
+
+    def tearDown(self):
+        for mnt in self.mounts:
+            run("unmount", mnt, env=self.env)
+        self.server.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def mount(self, *extra, fault=None, name=None):
+        n = len(self.mounts)
+        mnt = os.path.join(self.tmp, name or "mnt%d" % n)
+        os.makedirs(mnt, exist_ok=True)
+        log = os.path.join(self.tmp, "%s.log" % os.path.basename(mnt))
+        env = dict(self.env)
+        if fault:
+            env["TFRECORDFS_FAULT"] = fault
+        r = run("s3://b/data/", "-o", "log=" + log, *extra, mnt, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.mounts.append(mnt)
+        return mnt, log
+
+    def unmount(self, mnt):
+        r = run("unmount", mnt, env=self.env)
+        self.mounts.remove(mnt)
+        return r
+
+    def counters(self):
+        with open(self.stats) as f:
+            return json.load(f)
+
+    def uploads_in_flight(self):
+        d = os.path.join(self.root, ".uploads")
+        return os.listdir(d) if os.path.isdir(d) else []
+
+    def sh(self, script):
+        r = subprocess.run(["bash", "-e", "-c", script], capture_output=True, text=True,
+                           timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stdout
+
+    def edit(self, mnt):
+        """The edits of every kind through the shell's tools; returns what
+        the object must hold after them: {old index: payload or None}."""
+        rec = os.path.join(mnt, SHARD)
+        self.sh("""
+            echo 7 > '{r}/005/label'
+            sed -i 's/.*/3/' '{r}/150/label'
+            cp '{r}/001/image_raw.jpg' '{r}/151/image_raw.jpg'
+            rm -r '{r}/010'
+            mv '{r}/020' '{m}/staging/moved'
+        """.format(r=rec, m=mnt))
+        return {5: ("label", [7]), 150: ("label", [3]), 151: ("image", None), 10: None, 20: None}
+
+    def check_object(self, want, path=None):
+        """The object the server holds: every record but the edited and
+        deleted ones byte for byte the original's, in order."""
+        records = tc.read_records(path or self.object)  # every CRC checked
+        kept = [i for i in range(RECORDS) if i not in want or want[i] is not None]
+        self.assertEqual(len(records), len(kept))
+        for new, old in enumerate(kept):
+            if old not in want:
+                self.assertEqual(records[new], self.original[old], "record %d" % old)
+                continue
+            got = tc.decode_example(records[new])
+            before = tc.decode_example(self.original[old])
+            feature, value = want[old]
+            if feature == "label":
+                self.assertEqual(got["label"][1], value, "record %d" % old)
+                self.assertEqual({k: v for k, v in got.items() if k != "label"},
+                                 {k: v for k, v in before.items() if k != "label"})
+            else:  # the image of record 1
+                self.assertEqual(got["image_raw"], tc.decode_example(self.original[1])["image_raw"])
+                self.assertEqual(got["label"], before["label"])
+        return records
+
+    def test_shell_edits_are_committed_with_server_side_copies(self):
+        mnt, log = self.mount()
+        want = self.edit(mnt)
+        # status lists the pending edits by the object's URL.
+        r = run("status", mnt, env=self.env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("s3://b/data/" + SHARD, r.stdout)
+        self.assertEqual(tc.read_records(self.object), self.original)  # nothing written yet
+        with open(self.stats, "w") as f:
+            f.write("{}")
+        r = run("commit", mnt, env=self.env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("rewrote s3://b/data/" + SHARD, r.stdout)
+        self.assertIn("deleted 2", r.stdout)
+        self.check_object(want)
+        # The unchanged ranges were copied by the store, server-side: what
+        # crossed the network is less than the object, and with the copies
+        # makes all of it.
+        c = self.counters()
+        size = os.path.getsize(self.object)
+        copied = c["UploadPartCopy"]["bytes_copied"]
+        uploaded = c["UploadPart"]["bytes_in"]
+        self.assertGreater(copied, 5 << 20)
+        self.assertEqual(copied + uploaded, size)
+        self.assertLess(uploaded, size - (5 << 20))
+        self.assertEqual(c["CompleteMultipartUpload"]["requests"], 1)
+        self.assertEqual(self.uploads_in_flight(), [])
+        # The mount shows the new object: the moved record's place taken.
+        self.assertEqual(len(os.listdir(os.path.join(mnt, SHARD))), RECORDS - 2)
+        with open(os.path.join(mnt, SHARD, "005", "label")) as f:
+            self.assertEqual(f.read().strip(), "7")
+        # A second edit of the rewritten object, committed at unmount; the
+        # record moved into staging is packed into the bucket.
+        self.sh("echo 9 > '%s/000/label'" % os.path.join(mnt, SHARD))
+        r = self.unmount(mnt)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        want[0] = ("label", [9])
+        self.check_object(want)
+        staged = [n for n in os.listdir(self.data) if n.startswith("staged-")]
+        self.assertEqual(len(staged), 1, os.listdir(self.data))
+        self.assertEqual(tc.read_records(os.path.join(self.data, staged[0])), [self.original[20]])
+        self.assertEqual(self.uploads_in_flight(), [])
+
+    def test_compressed_objects_are_rewritten_in_their_codec(self):
+        first = self.original[:40]
+        raw = b"".join(tc.frame(p) for p in first)
+        objects = {"g.tfrecord.gz": "gzip", "z.tfrecord.zlib": "zlib"}
+        gz = zlib.compressobj(wbits=31)
+        with open(os.path.join(self.data, "g.tfrecord.gz"), "wb") as f:
+            f.write(gz.compress(raw) + gz.flush())
+        with open(os.path.join(self.data, "z.tfrecord.zlib"), "wb") as f:
+            f.write(zlib.compress(raw))
+        if snappy is not None:
+            objects["s.tfrecord"] = "snappy"
+            with open(os.path.join(self.data, "s.tfrecord"), "wb") as f:
+                for at in range(0, len(raw), 50000):
+                    c = snappy.compress(raw[at:at + 50000])
+                    f.write(len(c).to_bytes(4, "big") + c)
+        mnt, log = self.mount()
+        for name in objects:
+            self.sh("echo 7 > '{r}/03/label'; rm -r '{r}/04'".format(
+                r=os.path.join(mnt, name)))
+        r = run("commit", mnt, env=self.env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        for name, codec in objects.items():
+            with self.subTest(codec=codec):
+                path = os.path.join(self.data, name)
+                with open(path, "rb") as f:
+                    data = f.read()
+                if codec == "snappy":
+                    plain, at = b"", 0
+                    while at < len(data):
+                        n = int.from_bytes(data[at:at + 4], "big")
+                        plain += snappy.uncompress(data[at + 4:at + 4 + n])
+                        at += 4 + n
+                    with open(path + ".plain", "wb") as f:
+                        f.write(plain)
+                    records = tc.read_records(path + ".plain", "none")
+                else:
+                    self.assertEqual(tc.codec_of(data), codec)  # still in its codec
+                    records = tc.read_records(path)
+                self.assertEqual(len(records), 39)
+                want = [p for i, p in enumerate(first) if i != 4]
+                for i, (got, was) in enumerate(zip(records, want)):
+                    if i == 3:
+                        self.assertEqual(tc.decode_example(got)["label"][1], [7])
+                    else:
+                        self.assertEqual(got, was, "%s record %d" % (name, i))
+                self.assertEqual(len(os.listdir(os.path.join(mnt, name))), 39)
+        self.assertEqual(self.uploads_in_flight(), [])
+
+    def test_pending_edits_survive_a_killed_daemon(self):
+        mnt, log = self.mount()
+        self.sh("echo 7 > '%s/005/label'; rm -r '%s/010'" % ((os.path.join(mnt, SHARD),) * 2))
+        os.kill(daemon_pid(log), 9)
+        subprocess.run(["fusermount3", "-u", "-z", mnt], capture_output=True)
+        self.mounts.remove(mnt)
+        mnt, log = self.mount(name="again")
+        self.assertEqual(len(os.listdir(os.path.join(mnt, SHARD))), RECORDS - 1)
+        with open(os.path.join(mnt, SHARD, "005", "label")) as f:
+            self.assertEqual(f.read().strip(), "7")
+        r = self.unmount(mnt)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.check_object({5: ("label", [7]), 10: None})
+
+    def test_a_commit_killed_at_each_step_is_all_old_or_all_new(self):
+        want = {5: ("label", [7]), 150: ("label", [3]), 10: None}
+        for fault, said, new in (
+                ("rewrite_object_before_final", "rolled back the interrupted rewrite", False),
+                ("rewrite_object_after_final", "finished the interrupted rewrite", True),
+                ("rewrite_after_forget", "edit folder(s) of a committed shard", True)):
+            with self.subTest(fault=fault):
+                shutil.copy(self.saved, self.object)  # the original object again
+                mnt, log = self.mount(fault=fault, name="killed-" + fault)
+                rec = os.path.join(mnt, SHARD)
+                self.sh("echo 7 > '{r}/005/label'; sed -i 's/.*/3/' '{r}/150/label'; "
+                        "rm -r '{r}/010'".format(r=rec))
+                r = run("commit", mnt, env=self.env)
+                self.assertNotEqual(r.returncode, 0, r.stdout)  # the daemon died
+                subprocess.run(["fusermount3", "-u", "-z", mnt], capture_output=True)
+                self.mounts.remove(mnt)
+                # Never a half object: the old one or the new one, whole.
+                if new:
+                    self.check_object(want)
+                else:
+                    self.assertEqual(tc.read_records(self.object), self.original)
+                    self.assertEqual(len(self.uploads_in_flight()), 1)
+                # The next mount settles it before it lists the bucket.
+                mnt, log2 = self.mount(name="after-" + fault)
+                with open(log2) as f:
+                    self.assertIn(said, f.read())
+                self.assertEqual(self.uploads_in_flight(), [])
+                self.assertEqual(len(os.listdir(os.path.join(mnt, SHARD))), RECORDS - 1)
+                r = self.unmount(mnt)
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                self.check_object(want)  # every edit once, none lost or doubled
+                self.assertEqual(self.uploads_in_flight(), [])
+
+    def test_a_second_writer_is_never_overwritten(self):
+        mnt, log = self.mount()
+        self.sh("echo 7 > '%s/005/label'" % os.path.join(mnt, SHARD))
+        # Another writer replaces the object (a new ETag) after the listing.
+        theirs = self.original[:100]
+        with open(self.object + ".new", "wb") as f:
+            for p in theirs:
+                f.write(tc.frame(p))
+        os.replace(self.object + ".new", self.object)
+        r = run("commit", mnt, env=self.env)
+        self.assertNotEqual(r.returncode, 0, r.stdout)
+        self.assertIn("s3://b/data/%s was replaced since this mount listed it" % SHARD, r.stdout)
+        self.assertIn("--rebase", r.stdout)
+        self.assertEqual(tc.read_records(self.object), theirs)  # theirs, untouched
+        self.assertEqual(self.uploads_in_flight(), [])
+        # Still pending: status lists the edit, the log names the object.
+        r = run("status", mnt, env=self.env)
+        self.assertIn("s3://b/data/" + SHARD, r.stdout)
+        with open(log) as f:
+            self.assertIn("was replaced since this mount listed it", f.read())
+        self.unmount(mnt)
+        self.assertEqual(tc.read_records(self.object), theirs)
+
+    def test_rebase_reapplies_the_edits_by_record_key(self):
+        mnt, log = self.mount()
+        rec = os.path.join(mnt, SHARD)
+        self.sh("echo 7 > '{r}/005/label'; sed -i 's/.*/4/' '{r}/007/label'; "
+                "rm -r '{r}/010'".format(r=rec))
+        # Another writer drops the first three records and record 7.
+        theirs = [p for i, p in enumerate(self.original) if i >= 3 and i != 7]
+        with open(self.object + ".new", "wb") as f:
+            for p in theirs:
+                f.write(tc.frame(p))
+        os.replace(self.object + ".new", self.object)
+        r = run("commit", mnt, env=self.env)
+        self.assertNotEqual(r.returncode, 0, r.stdout)
+        self.assertEqual(tc.read_records(self.object), theirs)
+        r = run("commit", "--rebase", mnt, env=self.env)
+        # Record 7 is not in their object: listed, its edit kept aside.
+        self.assertIn("re-applied 1 edit(s) and 1 deletion(s) by record key", r.stdout)
+        self.assertIn("not applied: record 7 (not in the new object)", r.stdout)
+        self.assertIn("rebase-left", r.stdout)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        records = tc.read_records(self.object)
+        self.assertEqual(len(records), len(theirs) - 1)
+        want = [p for p in theirs if p != self.original[10]]
+        for got, was in zip(records, want):
+            if was is self.original[5]:
+                self.assertEqual(tc.decode_example(got)["label"][1], [7])
+            else:
+                self.assertEqual(got, was)
+        # The mount shows the new object with the edit.
+        self.assertEqual(len(os.listdir(rec)), len(theirs) - 1)
+        with open(os.path.join(rec, "002", "label")) as f:
+            self.assertEqual(f.read().strip(), "7")
+        r = self.unmount(mnt)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(len(tc.read_records(self.object)), len(theirs) - 1)
+
+    def test_two_mounts_committing_at_once_exactly_one_wins(self):
+        a, _ = self.mount("-o", "staging_dir=" + os.path.join(self.tmp, "sa"), name="a")
+        b, _ = self.mount("-o", "staging_dir=" + os.path.join(self.tmp, "sb"), name="b")
+        self.sh("echo 1 > '%s/005/label'" % os.path.join(a, SHARD))
+        self.sh("echo 2 > '%s/005/label'" % os.path.join(b, SHARD))
+        results = {}
+
+        def commit(mnt):
+            results[mnt] = run("commit", mnt, env=self.env)
+
+        threads = [threading.Thread(target=commit, args=(m,)) for m in (a, b)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        won = [m for m in (a, b) if results[m].returncode == 0]
+        self.assertEqual(len(won), 1, {m: r.stdout for m, r in results.items()})
+        lost = b if won == [a] else a
+        self.assertIn("was replaced since this mount listed it", results[lost].stdout)
+        self.check_object({5: ("label", [1 if won == [a] else 2])})
+        self.assertEqual(self.uploads_in_flight(), [])
+
+
+if __name__ == "__main__":
+    unittest.main()
