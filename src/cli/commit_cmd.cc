@@ -41,8 +41,8 @@ CRC), listing those whose record it no longer holds.
 Options:
   --rebase           re-apply the edits of objects replaced by another writer
   --timeout SECONDS  how long to wait for the daemon (default 3600)
-  -h, --help         show this help and exit
-
+)";
+constexpr char kUsageEnd[] = R"(
 Exit status: 0 when every edited shard was committed (or nothing was
 edited), 1 when a shard was not (its edits stay pending; the output says
 why), 2 on a usage error, 3 when MOUNTPOINT is not a live read-write
@@ -52,7 +52,12 @@ tfrecordfs mount of this user.
 }  // namespace
 
 int CommitMain(int argc, char** argv) {
-  Tool tool({.name = "commit", .usage = kUsage, .json = false, .quiet = false});
+  Tool tool({.name = "commit",
+             .usage = kUsage,
+             .usage_end = kUsageEnd,
+             .usage_column = 21,
+             .json = false,
+             .quiet = false});
   double timeout = 3600;
   bool rebase = false;
   if (auto stop = tool.Parse(argc, argv, [&](int* i) -> std::optional<int> {

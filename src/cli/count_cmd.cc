@@ -1,16 +1,9 @@
 // `tfrecordfs count SOURCE...`: records per shard, from the index alone (a
 // cached or shared index, else a header walk): payloads are never read.
-#include <iostream>
-#include <string>
-#include <vector>
-
-#include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
 #include "src/cli/commands.h"
-#include "src/cli/json_writer.h"
+#include "src/cli/reports.h"
 #include "src/cli/toolbox.h"
-#include "tfrecordfs/base/log.h"
-#include "tfrecordfs/base/utf8.h"
+#include "tfrecordfs/inspect/commands.h"
 
 namespace tfrecordfs::cli {
 namespace {
@@ -29,12 +22,8 @@ them, and is named on stderr (`tfrecordfs verify` says what is wrong).
 Options:
   --json       one JSON document instead:
                {"shards": [{"path": ..., "records": N}], "records": TOTAL}
-  -q, --quiet  no progress bar
-  --max-shard-records N
-               the most records one shard may have (default 50000000);
-               a shard with more is skipped, and the exit status is 1
-  -h, --help   show this help and exit
-
+)";
+constexpr char kCountUsageEnd[] = R"(
 Exit status: 0 on success, 1 when a SOURCE cannot be read or a shard is
 damaged, 2 on a usage error.
 )";
@@ -42,37 +31,15 @@ damaged, 2 on a usage error.
 }  // namespace
 
 int CountMain(int argc, char** argv) {
-  Tool tool({.name = "count", .usage = kCountUsage, .indexes = true, .parts = true});
+  Tool tool({.name = "count",
+             .usage = kCountUsage,
+             .usage_end = kCountUsageEnd,
+             .usage_column = 15,
+             .indexes = true,
+             .parts = true});
   if (auto stop = tool.Start(argc, argv)) return *stop;
-  const bool json = tool.json();
-  uint64_t total = 0;
-  bool damaged = false;
-  std::string out;
-  JsonWriter w;
-  if (json) w.BeginObject().Key("shards").BeginArray();
-  for (const scan::ScannedShard& s : tool.shards()) {
-    const uint64_t n = s.index->num_records();
-    total += n;
-    if (!s.index->problems().empty()) {
-      damaged = true;
-      log::Warning(s.path, ": damaged shard: ", n, " record(s) indexed, ",
-                   s.index->problems().size(), " problem(s) (see tfrecordfs verify)");
-    }
-    if (json) {
-      w.BeginObject().Key("path").String(s.path).Key("records").Uint(n);
-      if (!s.index->problems().empty()) w.Key("damaged").Bool(true);
-      w.EndObject();
-    } else {
-      absl::StrAppend(&out, n, "\t", EscapeForLog(s.path), "\n");
-    }
-  }
-  if (json) {
-    w.EndArray().Key("records").Uint(total).EndObject();
-    out = w.str();
-  } else {
-    absl::StrAppend(&out, total, "\ttotal\n");
-  }
-  return tool.Finish(out, !damaged);
+  const inspect::CountResult result = inspect::CountRecords(tool.shards());
+  return tool.Finish(CountReport(result, tool.json()), !result.damaged());
 }
 
 }  // namespace tfrecordfs::cli

@@ -8,8 +8,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "src/cli/commands.h"
+#include "src/cli/reports.h"
 #include "src/cli/toolbox.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
@@ -52,8 +52,8 @@ Options:
                      shard) gets an ArrayRecord file NAME.array_record-
                      00000-of-0000N with the options their footers record
   -v, --verbose      log progress to stderr
-  -h, --help         show this help and exit
-
+)";
+constexpr char kPackUsageEnd[] = R"(
 Exit status: 0 when every record was packed, 1 when some record was left
 out or the pack failed, 2 on a usage error.
 )";
@@ -61,7 +61,12 @@ out or the pack failed, 2 on a usage error.
 }  // namespace
 
 int PackMain(int argc, char** argv) {
-  Tool tool({.name = "pack", .usage = kPackUsage, .json = false, .quiet = false});
+  Tool tool({.name = "pack",
+             .usage = kPackUsage,
+             .usage_end = kPackUsageEnd,
+             .usage_column = 21,
+             .json = false,
+             .quiet = false});
   repack::PackOptions options;
   options.remove_packed = false;
   bool verbose = false;
@@ -122,16 +127,7 @@ int PackMain(int argc, char** argv) {
   if (!verbose) log::SetLevel(log::Level::kError);
   // Pack first runs Recover on the journal, finishing an interrupted pack.
   repack::PackReport report = repack::Pack(options);
-  // Pack has logged a failure to stderr already: stdout keeps what was
-  // written and what stayed staged, and the error is said once.
-  std::string summary = report.Summary();
-  if (!report.status.ok()) {
-    absl::string_view rest = summary;
-    if (absl::ConsumeSuffix(&rest, absl::StrCat("pack failed: ", report.status.message(), "\n"))) {
-      summary = std::string(rest);
-    }
-  }
-  return tool.Finish(summary, report.status.ok() && report.left.empty());
+  return tool.Finish(PackReport(report), report.status.ok() && report.left.empty());
 }
 
 }  // namespace tfrecordfs::cli

@@ -9,17 +9,16 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "src/cli/commands.h"
-#include "src/cli/json_writer.h"
 #include "src/cli/progress.h"
+#include "src/cli/reports.h"
 #include "src/cli/reshape_cli.h"
 #include "src/cli/toolbox.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
-#include "tfrecordfs/base/utf8.h"
 #include "tfrecordfs/reshape/bucket_parts.h"
 #include "tfrecordfs/reshape/parts.h"
-#include "tfrecordfs/reshape/reshape.h"
+#include "tfrecordfs/reshape/repair_shards.h"
 
 namespace tfrecordfs::cli {
 namespace {
@@ -51,28 +50,23 @@ Options:
                     "record": i, "offset": ..., "reason": ...}],
                     "unreadable": [...]}; "record" is null for damage
                     between records
-  -q, --quiet       no progress bar
-  --max-shard-records N
-                    the most records one shard may have (default 50000000);
-                    a shard with more is skipped, and the exit status is 1
-  -h, --help        show this help and exit
-
+)";
+constexpr char kRepairUsageEnd[] = R"(
 Exit status: 0 when nothing was dropped, 1 when a record was dropped or a
 shard could not be read or written, 2 on a usage error, 130 when
 interrupted.
 )";
 
-struct Done {
-  const scan::ScannedShard* shard;
-  absl::Status status;
-  reshape::RepairResult result;
-};
-
 }  // namespace
 
 int RepairMain(int argc, char** argv) {
-  Tool tool(
-      {.name = "repair", .usage = kRepairUsage, .indexes = true, .parts = true, .finalize = true});
+  Tool tool({.name = "repair",
+             .usage = kRepairUsage,
+             .usage_end = kRepairUsageEnd,
+             .usage_column = 20,
+             .indexes = true,
+             .parts = true,
+             .finalize = true});
   std::string output;
   auto own = [&](int* i) -> std::optional<int> {
     std::string flag, value;
@@ -125,126 +119,29 @@ int RepairMain(int argc, char** argv) {
   control.cancel = interrupted;
   control.progress = [&](uint64_t n, uint64_t bytes) { progress.Add(0, n, bytes); };
   control.mid_output = PauseHook();
-
-  std::vector<Done> done;
-  source::BlockCache cache(32 << 20);
-  // Each copy is fsynced and renamed on the syncer's thread while the next
-  // is written. Destroyed on return: an interrupted run's copies not yet
-  // renamed are removed.
-  reshape::ShardSyncer syncer(/*commit=*/true);
-  for (const scan::ScannedShard& s : tool.shards()) {
-    Done d{&s, absl::OkStatus(), {}};
-    const std::string out = JoinPath(write_dir, s.mount_path);
-    auto src = scan::OpenShard(s, &cache);
-    if (!src.ok()) {
-      d.status = src.status();
-    } else if (auto made = MakeDirs(Dirname(out), 0755); !made.ok()) {
-      d.status = made;
-    } else {
-      auto result = reshape::RepairShard(*s.index, **src, out, control, &syncer);
-      if (result.ok()) {
-        d.result = std::move(*result);
-      } else {
-        d.status = result.status();
-      }
-    }
-    if (absl::IsCancelled(d.status) || interrupted->load()) {
-      progress.Finish();
-      log::Error("interrupted: ", d.status.ok() ? "stopped" : d.status.message(),
-                 "; copies not yet complete were removed");
-      return kExitInterrupted;
-    }
-    progress.Add(1, 0, 0);
-    done.push_back(std::move(d));
-  }
-  // A copy whose fsync or rename failed was not repaired (and was removed).
-  for (reshape::ShardSyncer::Synced& synced : syncer.Wait()) {
-    if (synced.status.ok()) continue;
-    for (Done& d : done) {
-      if (d.status.ok() && d.result.output == synced.final_path) {
-        d.status = synced.status;
-        d.result = {};
-      }
-    }
-  }
+  auto repaired =
+      reshape::RepairShards(tool.shards(), write_dir, control, [&] { progress.Add(1, 0, 0); });
   progress.Finish();
-  if (interrupted->load()) {
-    log::Error("interrupted: stopped; copies not yet complete were removed");
+  if (!repaired.ok()) {
+    log::Error("interrupted: ", repaired.status().message(),
+               "; copies not yet complete were removed");
     return kExitInterrupted;
   }
-
   // A part whose every shard was copied is published (its copies under
   // DIR/.tfrecordfs-parts until --finalize); one with a failed shard is not.
-  if (part_out &&
-      std::all_of(done.begin(), done.end(), [](const Done& d) { return d.status.ok(); })) {
+  if (part_out && std::all_of(repaired->begin(), repaired->end(),
+                              [](const reshape::RepairedShard& d) { return d.status.ok(); })) {
     reshape::PartManifest manifest = NewManifest(tool, "repair");
-    for (Done& d : done) {
+    for (reshape::RepairedShard& d : *repaired) {
       manifest.outputs.push_back(
           {d.shard->mount_path, d.result.records_kept, d.result.bytes, d.result.file_bytes, 0});
       d.result.output = JoinPath(part_out->published_dir(), d.shard->mount_path);
     }
     if (auto st = part_out->Publish(std::move(manifest)); !st.ok()) return tool.Fail(st);
   }
-  // Counted as verify counts: damaged records (dropped: records = written
-  // + dropped for the shards copied) and damaged spans between or after
-  // records (bytes in no record, not copied), apart.
-  uint64_t records = 0, written = 0, dropped = 0, spans = 0, unreadable = 0;
-  for (const Done& d : done) {
-    records += d.status.ok() ? d.result.records_in : d.shard->index->num_records();
-    written += d.result.records_kept;
-    for (const reshape::Dropped& x : d.result.dropped) {
-      (x.record == reshape::kNoRecord ? spans : dropped) += 1;
-    }
-    unreadable += !d.status.ok();
-  }
-  std::string out;
-  if (tool.json()) {
-    JsonWriter w;
-    w.BeginObject().Key("shards").BeginArray();
-    for (const Done& d : done) {
-      if (!d.status.ok()) continue;
-      w.BeginObject()
-          .Key("path")
-          .String(d.shard->path)
-          .Key("output")
-          .String(d.result.output)
-          .Key("records")
-          .Uint(d.result.records_in)
-          .Key("written")
-          .Uint(d.result.records_kept)
-          .EndObject();
-    }
-    w.EndArray().Key("records").Uint(records).Key("written").Uint(written);
-    w.Key("dropped").BeginArray();
-    for (const Done& d : done) {
-      for (const reshape::Dropped& x : d.result.dropped) WriteJsonDropped(&w, x);
-    }
-    w.EndArray().Key("unreadable").BeginArray();
-    for (const Done& d : done) {
-      if (!d.status.ok()) WriteJsonUnreadable(&w, d.shard->path, d.status);
-    }
-    w.EndArray().EndObject();
-    out = w.str();
-  } else {
-    for (const Done& d : done) {
-      if (!d.status.ok()) {
-        absl::StrAppend(&out, EscapeForLog(d.shard->path),
-                        ": not repaired: ", EscapeForLog(d.status.message()), "\n");
-        continue;
-      }
-      const bool compressed = d.shard->codec != source::Codec::kNone;
-      for (const reshape::Dropped& x : d.result.dropped) {
-        absl::StrAppend(&out, DescribeDropped(x, compressed),
-                        x.record == reshape::kNoRecord ? ": not copied\n" : ": dropped\n");
-      }
-    }
-    absl::StrAppend(
-        &out, done.size() - unreadable, " shard(s) copied to ", EscapeForLog(output), ": ", written,
-        " of ", records, " record(s) written, ", dropped, " dropped",
-        spans > 0 ? absl::StrCat(", ", spans, " damaged span(s) between or after records") : "",
-        unreadable > 0 ? absl::StrCat(", ", unreadable, " shard(s) failed") : "", "\n");
-  }
-  return tool.Finish(out, dropped + spans == 0 && unreadable == 0);
+  const reshape::RepairTotals t = reshape::TotalsOf(*repaired);
+  return tool.Finish(RepairReport(*repaired, output, tool.json()),
+                     t.dropped + t.spans == 0 && t.unreadable == 0);
 }
 
 }  // namespace tfrecordfs::cli

@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "src/cli/commands.h"
-#include "src/cli/json_writer.h"
 #include "src/cli/progress.h"
+#include "src/cli/reports.h"
 #include "src/cli/reshape_cli.h"
 #include "src/cli/toolbox.h"
 #include "tfrecordfs/base/file.h"
@@ -18,8 +18,8 @@
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/base/utf8.h"
 #include "tfrecordfs/repack/pack.h"
-#include "tfrecordfs/reshape/bucket_parts.h"
 #include "tfrecordfs/repack/tfds_info.h"
+#include "tfrecordfs/reshape/bucket_parts.h"
 #include "tfrecordfs/reshape/parts.h"
 #include "tfrecordfs/reshape/reshape.h"
 #include "tfrecordfs/reshape/shuffle.h"
@@ -91,12 +91,8 @@ Options:
   --json               a JSON summary instead: {"shards": [{"path": ...,
                        "records": N, "bytes": B, "file_bytes": F}],
                        "records": N, "seed": S | null, "skipped": [...]}
-  -q, --quiet          no progress bar
-  --max-shard-records N
-                       the most records one shard may have (default 50000000);
-                       a shard with more is skipped, and the exit status is 1
-  -h, --help           show this help and exit
-
+)";
+constexpr char kReshardUsageEnd[] = R"(
 Exit status: 0 when every record was written, 1 when a damaged record was
 skipped or the reshard failed (a damaged record without --skip-damaged),
 2 on a usage error, 130 when interrupted.
@@ -140,15 +136,8 @@ int MapPass(Tool* tool, const std::string& output, const reshape::ShuffleOptions
         reshape::PublishedPartDir(output, tool->plan().IdHex(), tool->part()->index, "map");
     if (auto s = bucket->UploadPart(dir); !s.ok()) return tool->Fail(s);
   }
-  std::string out;
-  for (const reshape::Dropped& d : report->skipped) {
-    absl::StrAppend(&out, DescribeDropped(d, false), ": skipped\n");
-  }
-  absl::StrAppend(&out, report->records, "\tmapped: ", tool->shards().size(), " shard(s) into ",
-                  report->runs.size(), " run(s) of ", shuffle.buckets, " bucket(s) (part ",
-                  tool->part()->index, "/", tool->part()->count,
-                  ", first pass; then --pass reduce)\n");
-  return tool->Finish(out, report->skipped.empty());
+  return tool->Finish(MapPassReport(*report, tool->shards().size(), shuffle.buckets, *tool->part()),
+                      report->skipped.empty());
 }
 
 }  // namespace
@@ -156,6 +145,8 @@ int MapPass(Tool* tool, const std::string& output, const reshape::ShuffleOptions
 int ReshardMain(int argc, char** argv) {
   Tool tool({.name = "reshard",
              .usage = kReshardUsage,
+             .usage_end = kReshardUsageEnd,
+             .usage_column = 23,
              .indexes = true,
              .parts = true,
              .finalize = true});
@@ -443,59 +434,7 @@ int ReshardMain(int argc, char** argv) {
       log::Info("dataset_info.json not written: ", why);
     }
   }
-  for (const std::string& path : report->stale_removed) {
-    log::Warning("removed ", EscapeForLog(path), ", a temporary file an interrupted reshard left");
-  }
-  std::string out;
-  if (tool.json()) {
-    JsonWriter w;
-    w.BeginObject().Key("shards").BeginArray();
-    for (const reshape::OutputShard& s : report->shards) {
-      w.BeginObject()
-          .Key("path")
-          .String(s.path)
-          .Key("records")
-          .Uint(s.records)
-          .Key("bytes")
-          .Uint(s.bytes)
-          .Key("file_bytes")
-          .Uint(s.file_bytes)
-          .EndObject();
-    }
-    w.EndArray().Key("records").Uint(report->records).Key("seed");
-    if (options.shuffle) {
-      w.Uint(options.seed);
-    } else {
-      w.Null();
-    }
-    w.Key("skipped").BeginArray();
-    for (const reshape::Dropped& d : report->skipped) WriteJsonDropped(&w, d);
-    w.EndArray().EndObject();
-    out = w.str();
-  } else {
-    for (const reshape::Dropped& d : report->skipped) {
-      bool compressed = false;
-      for (const scan::ScannedShard& s : shards) {
-        if (s.index->path() == d.path) compressed = s.codec != source::Codec::kNone;
-      }
-      absl::StrAppend(&out, DescribeDropped(d, compressed), ": skipped\n");
-    }
-    for (const reshape::OutputShard& s : report->shards) {
-      absl::StrAppend(&out, s.records, "\t", EscapeForLog(s.path), "\n");
-    }
-    absl::StrAppend(
-        &out, report->records, "\ttotal: ", report->shards.size(), " shard(s)",
-        tool.part() ? absl::StrCat(" (part ", tool.part()->index, "/", tool.part()->count,
-                                   ", published; --finalize names them)")
-                    : "",
-        " from ", shards.size(), " source shard(s), ",
-        options.shuffle ? absl::StrCat("shuffled with --seed ", options.seed)
-                        : std::string("in source order"),
-        report->skipped.empty() ? ""
-                                : absl::StrCat(", ", report->skipped.size(), " damaged skipped"),
-        "\n");
-  }
-  return tool.Finish(out, report->skipped.empty());
+  return tool.Finish(ReshardReport(*report, shards, options, tool.json()), report->skipped.empty());
 }
 
 }  // namespace tfrecordfs::cli

@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "src/cli/progress.h"
 #include "tfrecordfs/base/fs_util.h"
@@ -91,6 +92,21 @@ const char* Env(const char* name) {
 
 }  // namespace
 
+std::string FlagRows(size_t column, std::initializer_list<FlagRow> rows) {
+  std::string out;
+  for (const FlagRow& row : rows) {
+    absl::StrAppend(&out, "  ", row.flag);
+    if (2 + row.flag.size() + 2 <= column) {
+      out.append(column - 2 - row.flag.size(), ' ');
+    } else {
+      absl::StrAppend(&out, "\n", std::string(column, ' '));
+    }
+    absl::StrAppend(&out, absl::StrReplaceAll(row.text, {{"\n", "\n" + std::string(column, ' ')}}),
+                    "\n");
+  }
+  return out;
+}
+
 index::StoreOptions ToolStoreOptions() {
   index::StoreOptions options;
   options.cache_dir = index::DefaultCacheDir();
@@ -107,8 +123,13 @@ std::optional<int> Tool::Parse(int argc, char** argv, const OwnOptions& own) {
     } else if (arg == "--") {
       options_done = true;
     } else if (arg == "-h" || arg == "--help") {
-      std::cout << spec_.usage << (spec_.indexes ? kObjectFlagsUsage : "")
-                << (spec_.parts ? kPartFlagsUsage : "") << (spec_.finalize ? kFinalizeUsage : "");
+      std::string shared;
+      if (spec_.quiet && spec_.quiet_row) shared += FlagRows(spec_.usage_column, {kQuietRow});
+      if (spec_.indexes) shared += FlagRows(spec_.usage_column, {kMaxShardRecordsRow});
+      shared += FlagRows(spec_.usage_column, {kHelpRow});
+      std::cout << spec_.usage << shared << spec_.usage_end
+                << (spec_.indexes ? kObjectFlagsUsage : "") << (spec_.parts ? kPartFlagsUsage : "")
+                << (spec_.finalize ? kFinalizeUsage : "");
       return kExitOk;
     } else if (spec_.finalize && arg == "--finalize") {
       finalize_ = true;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,10 +44,18 @@ index::StoreOptions ToolStoreOptions();
 //
 // Thread-safety: none; a command's main thread owns its Tool.
 struct ToolSpec {
-  absl::string_view name;   // "count": messages say "tfrecordfs count: ..."
-  absl::string_view usage;  // what -h/--help prints
-  bool json = true;         // takes --json
-  bool quiet = true;        // takes -q/--quiet (no progress bar)
+  absl::string_view name;  // "count": messages say "tfrecordfs count: ..."
+  // What -h/--help prints: `usage` (through the command's own option rows),
+  // the rows of the shared flags the command takes (SharedFlagRows: -q as
+  // `quiet_row` allows, --max-shard-records when it indexes, -h), with their
+  // descriptions at `usage_column`, then `usage_end` (its exit statuses),
+  // then the paragraphs on object-storage flags and parts.
+  absl::string_view usage;
+  absl::string_view usage_end = "";
+  size_t usage_column = 15;
+  bool quiet_row = true;  // false: the command's own rows describe -q
+  bool json = true;       // takes --json
+  bool quiet = true;      // takes -q/--quiet (no progress bar)
   // Indexes shards: takes --max-shard-records N (index::StoreOptions::
   // max_records); a shard over it is skipped with an error and the command
   // then exits 1 (Finish). Such a command reads SOURCEs, so it also takes
@@ -185,6 +194,24 @@ class Tool {
   std::vector<PlanInputFile> plan_files_;
   reshape::PartPlan plan_;
 };
+
+// A shared flag's row in a command's --help: the flag and its description
+// (lines separated by '\n').
+struct FlagRow {
+  absl::string_view flag;
+  absl::string_view text;
+};
+inline constexpr FlagRow kQuietRow = {"-q, --quiet", "no progress bar"};
+inline constexpr FlagRow kMaxShardRecordsRow = {
+    "--max-shard-records N",
+    "the most records one shard may have (default 50000000);\n"
+    "a shard with more is skipped, and the exit status is 1"};
+inline constexpr FlagRow kHelpRow = {"-h, --help", "show this help and exit"};
+
+// `rows` as --help prints them: "  FLAG", the description from `column` on
+// (the flag on a line of its own when it reaches the column), each further
+// line of it indented to the column.
+std::string FlagRows(size_t column, std::initializer_list<FlagRow> rows);
 
 // Splits "--flag=value" into flag and value; a flag that takes a value and
 // has none after '=' takes argv[++*i]. Returns false when the value is

@@ -1,9 +1,9 @@
 // The toolbox commands run as the real binary against data with known
 // answers: the generated dataset (tests/mount/generated_dataset.h), GZIP
-// copies of its shards, byte-corrupted copies, and the real TensorFlow files
-// in ../shared/data/real (skipped when absent). JSON output goes through
-// nlohmann/json; DALI index files are compared with tfrecord2idx's own
-// loop run in python3.
+// copies of its shards and byte-corrupted copies (the real TensorFlow files:
+// cli_toolbox_real_test.cc; --help: cli_help_test.cc). JSON output goes
+// through nlohmann/json; DALI index files are compared with tfrecord2idx's
+// own loop run in python3.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "cli_toolbox_util.h"
 #include "generated_dataset.h"
 #include "gtest/gtest.h"
 #include "mount_harness.h"
@@ -42,23 +43,7 @@
 namespace tfrecordfs::mount_test {
 namespace {
 
-// Floats parsed with strtof, so that "bit-exact" is checked on float32.
-using Json = nlohmann::basic_json<std::map, std::vector, std::string, bool, std::int64_t,
-                                  std::uint64_t, float>;
-
 constexpr uint64_t kSeed = 4242;
-
-Json ParseJson(const std::string& text) {
-  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  EXPECT_FALSE(j.is_discarded()) << "not JSON:\n" << text;
-  return j;
-}
-
-CommandResult Tool(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {BinaryPath()};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return RunCommand(argv);
-}
 
 // Record start offsets computed from the payloads alone (16 bytes of
 // framing each), independent of the reader.
@@ -586,261 +571,6 @@ while True:
     ASSERT_EQ(py.exit_code, 0) << py.err;
     EXPECT_EQ(ReadWholeFile(dali + "/" + s.rel_path + ".idx"), py.out);
   }
-}
-
-// ---- The real TensorFlow files ----
-
-class RealToolboxTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    data_ = RealDataDir();
-    if (data_.empty()) GTEST_SKIP() << RealDataMissing();
-  }
-  std::string data_;
-};
-
-// Record counts from SOURCES.md.
-const std::map<std::string, uint64_t> kRealCounts = {
-    {"od_raccoon_jpeg_bbox/test.record", 40},
-    {"deeplab_voc_seg_jpeg_png/val-00000-of-00001.tfrecord", 3},
-    {"attention_ocr_fsns_png/fsns-00000-of-00001", 5},
-    {"lingvo_wmt_int64/translate_ende_wmt32k-train-00511-of-00512", 8941},
-    {"lingvo_wmt_int64/wmt14_ende_wpm_32k_test.tfrecord", 100},
-    {"tf_agents_antmaze_slash_keys/antmaze-medium-play-v0_0.tfrecord", 18},
-    {"tfx_mnist_float784/mnist.tfrecord", 1000},
-    {"non_example_ranking_elwc/eval_elwc.tfrecord", 10},
-    {"non_example_raw_strings/tfrecord_iterator_test.tfrecord", 3},
-    {"non_example_tensorboard_events/events.out.tfevents.1599310762", 1203},
-    {"tfx_sequence_example_gzip/data_tfrecord_eval.gz", 4500},
-    {"tft_sequence_example_gzip/data_tfrecord.gz", 3},
-    {"basenji_zlib/test-3.tfr", 1},
-    {"basenji_zlib/train-7.tfr", 0},
-};
-
-TEST_F(RealToolboxTest, CountsMatchSources) {
-  CommandResult r = Tool({"count", "--json", data_});
-  EXPECT_EQ(r.exit_code, 1) << "the damaged pets shard fails count";
-  Json doc = ParseJson(r.out);
-  uint64_t gz12 = 0, shards = 0;
-  for (const Json& s : doc["shards"]) {
-    const std::string rel = s["path"].get<std::string>().substr(data_.size() + 1);
-    ++shards;
-    if (rel.find("tfx_csv_example_gen_gzip_12shards/") == 0) {
-      gz12 += s["records"].get<uint64_t>();
-      continue;
-    }
-    if (rel == "corrupt_crlf_stripped/pets_examples.record") {
-      EXPECT_TRUE(s["damaged"].get<bool>());
-      continue;
-    }
-    ASSERT_TRUE(kRealCounts.count(rel)) << rel;
-    EXPECT_EQ(s["records"].get<uint64_t>(), kRealCounts.at(rel)) << rel;
-  }
-  EXPECT_EQ(gz12, 5091u);  // SOURCES.md: 5,091 in the 12 GZIP shards
-  EXPECT_EQ(shards, 27u);  // SOURCES.md: 27 files, all shards
-}
-
-TEST_F(RealToolboxTest, VerifyNamesThePetsDamageAndTheNonExampleFiles) {
-  CommandResult r = Tool({"verify", "--json", data_});
-  EXPECT_EQ(r.exit_code, 1);
-  Json doc = ParseJson(r.out);
-  std::set<uint64_t> pets;
-  for (const Json& d : doc["damaged"]) {
-    const std::string path = d["path"].get<std::string>();
-    EXPECT_NE(path.find("corrupt_crlf_stripped/pets_examples.record"), std::string::npos)
-        << "only the pets file is damaged: " << d.dump();
-    if (!d["record"].is_null()) pets.insert(d["record"].get<uint64_t>());
-  }
-  EXPECT_TRUE(pets.count(0)) << r.out;  // SOURCES.md: record 0 fails
-  EXPECT_GE(pets.size(), 4u) << "six records are 1-5 bytes short";
-  std::set<std::string> non_example;
-  for (const Json& s : doc["non_example_shards"]) {
-    non_example.insert(s["path"].get<std::string>().substr(data_.size() + 1));
-  }
-  // (eval_elwc.tfrecord's ExampleListWithContext records are read as such.)
-  EXPECT_EQ(non_example, (std::set<std::string>{
-                             "non_example_raw_strings/tfrecord_iterator_test.tfrecord",
-                             "non_example_tensorboard_events/events.out.tfevents.1599310762"}));
-  EXPECT_EQ(doc["sequence_examples"].get<uint64_t>(), 4503u);
-
-  // SOURCES.md: nine whole records, five of them damaged, and a tenth
-  // header at byte 782437 whose record lacks 2 bytes.
-  CommandResult crlf = Tool({"verify", "--json", data_ + "/corrupt_crlf_stripped"});
-  Json p = ParseJson(crlf.out);
-  EXPECT_EQ(p["records"].get<uint64_t>(), 9u);
-  EXPECT_EQ(p["damaged_records"].get<uint64_t>(), 5u) << crlf.out;
-  EXPECT_EQ(p["damaged_spans"].get<uint64_t>(), 1u) << crlf.out;
-  bool tail = false;
-  for (const Json& d : p["damaged"]) {
-    tail |= d["record"].is_null() &&
-            d["reason"].get<std::string>().find("a record header at byte offset 782437") !=
-                std::string::npos &&
-            d["reason"].get<std::string>().find("2 byte(s) short") != std::string::npos;
-  }
-  EXPECT_TRUE(tail) << "the truncated tenth record is not reported:\n" << crlf.out;
-
-  CommandResult text = Tool({"verify", data_ + "/corrupt_crlf_stripped"});
-  EXPECT_EQ(text.exit_code, 1);
-  EXPECT_NE(text.out.find("pets_examples.record: record 0 at byte offset 0: "), std::string::npos)
-      << text.out;
-  EXPECT_NE(text.out.find("9 record(s): 5 damaged, 1 damaged span(s)"), std::string::npos)
-      << text.out;
-
-  // repair names the same damage in the same words, with the same counts
-  // (it listed the resync points as dropped damage, left the truncated
-  // tail out and said "4 of 9 written, 7 dropped").
-  TempDir out;
-  CommandResult repair = Tool({"repair", data_ + "/corrupt_crlf_stripped", "-o", out.path()});
-  EXPECT_EQ(repair.exit_code, 1) << repair.err;
-  std::vector<std::string> verified, repaired;
-  for (absl::string_view line : absl::StrSplit(text.out, '\n', absl::SkipEmpty())) {
-    if (absl::StrContains(line, " at byte offset ")) verified.emplace_back(line);
-  }
-  for (absl::string_view line : absl::StrSplit(repair.out, '\n', absl::SkipEmpty())) {
-    if (!absl::StrContains(line, " at byte offset ")) continue;
-    absl::string_view place = line;
-    EXPECT_TRUE(absl::ConsumeSuffix(&place, ": dropped") ||
-                absl::ConsumeSuffix(&place, ": not copied"))
-        << line;
-    repaired.emplace_back(place);
-  }
-  EXPECT_EQ(repaired, verified) << repair.out;
-  EXPECT_NE(repair.out.find("4 of 9 record(s) written, 5 dropped, 1 damaged span(s)"),
-            std::string::npos)
-      << repair.out;
-  EXPECT_EQ(Tool({"verify", data_ + "/tfx_mnist_float784"}).exit_code, 0);
-}
-
-TEST_F(RealToolboxTest, SchemasMatchSources) {
-  {
-    CommandResult r = Tool({"schema", "--all", "--json", data_ + "/tfx_mnist_float784"});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    Json doc = ParseJson(r.out);
-    EXPECT_EQ(doc["records_scanned"].get<uint64_t>(), 1000u);
-    ASSERT_EQ(doc["features"].size(), 2u);
-    EXPECT_EQ(doc["features"][0]["name"].get<std::string>(), "image_class");
-    EXPECT_EQ(doc["features"][0]["kind"].get<std::string>(), "int64");
-    EXPECT_EQ(doc["features"][1]["name"].get<std::string>(), "image_floats");
-    EXPECT_EQ(doc["features"][1]["kind"].get<std::string>(), "float");
-    EXPECT_EQ(doc["features"][1]["min_count"].get<uint64_t>(), 784u);
-    EXPECT_EQ(doc["features"][1]["max_count"].get<uint64_t>(), 784u);
-  }
-  {
-    // Raccoon: JPEG bytes, 1-2 boxes per image.
-    CommandResult r = Tool({"schema", "--json", data_ + "/od_raccoon_jpeg_bbox"});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    Json doc = ParseJson(r.out);
-    std::map<std::string, Json> f;
-    for (const Json& x : doc["features"]) f[x["name"].get<std::string>()] = x;
-    ASSERT_TRUE(f.count("image/encoded"));
-    EXPECT_EQ(f["image/encoded"]["kind"].get<std::string>(), "bytes");
-    EXPECT_EQ(f["image/encoded"]["sniffed"][".jpg"].get<uint64_t>(), 40u);
-    EXPECT_EQ(f["image/object/bbox/xmin"]["kind"].get<std::string>(), "float");
-    EXPECT_EQ(f["image/object/bbox/xmin"]["min_count"].get<uint64_t>(), 1u);
-    EXPECT_EQ(f["image/object/bbox/xmin"]["max_count"].get<uint64_t>(), 2u);
-    EXPECT_EQ(f["image/format"]["kind"].get<std::string>(), "text");
-  }
-  {
-    // tft: int_feature is both a context feature and a feature list.
-    CommandResult r = Tool({"schema", "--all", "--json", data_ + "/tft_sequence_example_gzip"});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    Json doc = ParseJson(r.out);
-    EXPECT_EQ(doc["payloads"]["sequence_example"].get<uint64_t>(), 3u);
-    std::map<std::string, Json> ctx, lists;
-    for (const Json& x : doc["features"]) ctx[x["name"].get<std::string>()] = x;
-    for (const Json& x : doc["feature_lists"]) lists[x["name"].get<std::string>()] = x;
-    ASSERT_TRUE(ctx.count("int_feature") && lists.count("int_feature")) << r.out;
-    EXPECT_TRUE(ctx["int_feature"]["context"].get<bool>());
-    EXPECT_EQ(lists["int_feature"]["kind"].get<std::string>(), "int64");
-    EXPECT_EQ(lists["string_feature"]["min_count"].get<uint64_t>(), 0u);  // an empty step
-  }
-  {
-    // The 12 GZIP shards: pickup_census_tract is Feature{} in shard 0's records.
-    CommandResult r =
-        Tool({"schema", "--all", "--json", data_ + "/tfx_csv_example_gen_gzip_12shards"});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    Json doc = ParseJson(r.out);
-    EXPECT_EQ(doc["records_scanned"].get<uint64_t>(), 5091u);
-    EXPECT_EQ(doc["features"].size(), 18u);
-    for (const Json& x : doc["features"]) {
-      EXPECT_EQ(x["present"].get<uint64_t>(), 5091u) << x.dump();
-      if (!x["max_count"].is_null()) {
-        EXPECT_LE(x["max_count"].get<uint64_t>(), 1u);
-      }
-    }
-  }
-  {
-    CommandResult r = Tool({"schema", "--json", data_ + "/non_example_tensorboard_events"});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    Json doc = ParseJson(r.out);
-    EXPECT_EQ(doc["payloads"]["other"].get<uint64_t>(), doc["records_scanned"].get<uint64_t>());
-    EXPECT_EQ(doc["features"].size(), 0u);
-  }
-}
-
-TEST_F(RealToolboxTest, ShowRealRecords) {
-  CommandResult r =
-      Tool({"show", "--json", data_ + "/non_example_raw_strings/tfrecord_iterator_test.tfrecord",
-            "0", "1", "2"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  Json doc = ParseJson(r.out);
-  ASSERT_EQ(doc.size(), 3u);
-  EXPECT_EQ(doc[0]["raw"].get<std::string>(), "hello world");
-  EXPECT_EQ(doc[1]["raw"].get<std::string>(), "12345");
-  EXPECT_EQ(doc[2]["raw"].get<std::string>(), "success");
-  CommandResult seq =
-      Tool({"show", "--json", data_ + "/tft_sequence_example_gzip/data_tfrecord.gz", "0"});
-  ASSERT_EQ(seq.exit_code, 0) << seq.err;
-  Json s = ParseJson(seq.out);
-  EXPECT_EQ(s["feature_lists"]["string_feature"][0], Json({"Hello", "World"}));
-  EXPECT_TRUE(s["feature_lists"]["string_feature"][1].empty());
-  EXPECT_EQ(s["context"]["float_feature"]["kind"].get<std::string>(), "float");
-  CommandResult pets = Tool({"show", data_ + "/corrupt_crlf_stripped/pets_examples.record", "0"});
-  EXPECT_EQ(pets.exit_code, 1);
-  EXPECT_NE(pets.err.find("record 0 at byte offset 0"), std::string::npos) << pets.err;
-}
-
-// Rough edge of issue 34: the --help of count, schema, show, verify, repair
-// and reshard and the man page listed the codecs of the shards they read
-// as "plain, GZIP and ZLIB", without SNAPPY. Every such list ("plain,
-// GZIP..." up to its ')' or ';') names every codec the readers take
-// (source::Codec up to kMaxCodec, by its CodecName).
-TEST(CodecListsTest, HelpAndManPageNameEveryCodecTheReadersTake) {
-  std::vector<std::string> codecs;
-  for (uint8_t c = 1; c <= source::kMaxCodec; ++c) {
-    codecs.push_back(absl::AsciiStrToUpper(source::CodecName(static_cast<source::Codec>(c))));
-  }
-  // The lists in `text` (lines joined, blanks collapsed); the test fails
-  // for one that leaves a codec out. Returns how many lists there were.
-  auto check = [&](const std::string& what, const std::string& text) {
-    std::string flat;
-    for (char c : text) {
-      const char ch = c == '\n' || c == '\t' ? ' ' : c;
-      if (ch == ' ' && !flat.empty() && flat.back() == ' ') continue;
-      flat.push_back(ch);
-    }
-    int lists = 0;
-    for (size_t at = flat.find("plain, GZIP"); at != std::string::npos;
-         at = flat.find("plain, GZIP", at + 1)) {
-      const size_t end = flat.find_first_of(");", at);
-      const std::string list = flat.substr(at, end == std::string::npos ? 80 : end - at);
-      ++lists;
-      for (const std::string& codec : codecs) {
-        EXPECT_NE(list.find(codec), std::string::npos) << what << ": '" << list << "'";
-      }
-    }
-    return lists;
-  };
-  for (const char* command : {"count", "schema", "show", "verify", "repair", "reshard"}) {
-    const CommandResult help = Tool({command, "--help"});
-    EXPECT_EQ(help.exit_code, 0) << command;
-    EXPECT_EQ(check(absl::StrCat(command, " --help"), help.out), 1) << command << ":\n" << help.out;
-  }
-  const char* root = std::getenv("TFRECORDFS_SOURCE_ROOT");
-  ASSERT_NE(root, nullptr);
-  EXPECT_GE(
-      check("docs/tfrecordfs.1.scd", ReadWholeFile(std::string(root) + "/docs/tfrecordfs.1.scd")),
-      2);
 }
 
 }  // namespace

@@ -107,49 +107,76 @@ class EditsOpsTest : public ::testing::Test {
   std::unique_ptr<Ops> ops_;
 };
 
-TEST_F(EditsOpsTest, EditDeleteAddCommit) {
-  const fuse_ino_t shard = Look(FUSE_ROOT_ID, "a.tfrecord");
-  const fuse_ino_t rec1 = Look(shard, "1");
-  const fuse_ino_t label1 = Look(rec1, "label");
-  ASSERT_EQ(vfs::SpaceOf(label1), vfs::Space::kRecord);
-  EXPECT_FALSE(fs_->Mutable(label1));
+// Each step as a fixture method, so that its own test checks it and the
+// commit's test makes all three before committing.
+class EditsOpsStepsTest : public EditsOpsTest {
+ protected:
+  void SetUp() override {
+    EditsOpsTest::SetUp();
+    shard_ino_ = Look(FUSE_ROOT_ID, "a.tfrecord");
+  }
 
-  // A writable open checks the record out; the ids the kernel knows stay.
-  OpenReply open = DoOpen(*ops_, label1, O_WRONLY | O_TRUNC);
-  ASSERT_EQ(0, open.err) << std::strerror(open.err);
-  EXPECT_TRUE(fs_->Mutable(label1));
-  EXPECT_FALSE(open.keep_cache);
-  EXPECT_EQ(0, DoWrite(*ops_, label1, open.fh, "x\n", 0).err);  // lands: flagged at close
-  EXPECT_EQ(0, DoWrite(*ops_, label1, open.fh, "9\n", 0).err);
-  EXPECT_EQ(0, DoFlush(*ops_, label1, open.fh));
-  fs_->Release(open.fh);
-  EXPECT_EQ(DoGetAttr(*ops_, label1).st.st_size, 2);
-  EXPECT_EQ(ReadAll(label1), "9\n");
-  // New lookups in the edited record answer the edit store's ids.
-  const fuse_ino_t text1 = Look(rec1, "text.txt");
-  EXPECT_EQ(vfs::SpaceOf(text1), vfs::Space::kStaging);
-  EXPECT_NE(text1 & vfs::kEditNodeTag, 0u);
-  EXPECT_EQ(ReadAll(text1), "one\n");
+  // Record 1's label becomes 9 through a writable open.
+  void EditRecordOne() {
+    const fuse_ino_t rec1 = Look(shard_ino_, "1");
+    const fuse_ino_t label1 = Look(rec1, "label");
+    ASSERT_EQ(vfs::SpaceOf(label1), vfs::Space::kRecord);
+    EXPECT_FALSE(fs_->Mutable(label1));
+    // A writable open checks the record out; the ids the kernel knows stay.
+    OpenReply open = DoOpen(*ops_, label1, O_WRONLY | O_TRUNC);
+    ASSERT_EQ(0, open.err) << std::strerror(open.err);
+    EXPECT_TRUE(fs_->Mutable(label1));
+    EXPECT_FALSE(open.keep_cache);
+    EXPECT_EQ(0, DoWrite(*ops_, label1, open.fh, "x\n", 0).err);  // lands: flagged at close
+    EXPECT_EQ(0, DoWrite(*ops_, label1, open.fh, "9\n", 0).err);
+    EXPECT_EQ(0, DoFlush(*ops_, label1, open.fh));
+    fs_->Release(open.fh);
+    EXPECT_EQ(DoGetAttr(*ops_, label1).st.st_size, 2);
+    EXPECT_EQ(ReadAll(label1), "9\n");
+    // New lookups in the edited record answer the edit store's ids.
+    const fuse_ino_t text1 = Look(rec1, "text.txt");
+    EXPECT_EQ(vfs::SpaceOf(text1), vfs::Space::kStaging);
+    EXPECT_TRUE(vfs::IsEditId(text1));
+    EXPECT_EQ(ReadAll(text1), "one\n");
+  }
 
   // rm -r 2: the files, then the folder.
-  const fuse_ino_t rec2 = Look(shard, "2");
-  ASSERT_TRUE(fs_->Unlink(rec2, "label").ok());
-  ASSERT_TRUE(fs_->Unlink(rec2, "text.txt").ok());
-  EXPECT_EQ(ENOTEMPTY, ErrnoOf(fs_->Rmdir(shard, "0")));  // shows files
-  ASSERT_TRUE(fs_->Rmdir(shard, "2").ok());
-  EXPECT_EQ(0u, DoLookup(*ops_, shard, "2").entry.ino);  // gone (a cached miss)
+  void DeleteRecordTwo() {
+    const fuse_ino_t rec2 = Look(shard_ino_, "2");
+    ASSERT_TRUE(fs_->Unlink(rec2, "label").ok());
+    ASSERT_TRUE(fs_->Unlink(rec2, "text.txt").ok());
+    EXPECT_EQ(ENOTEMPTY, ErrnoOf(fs_->Rmdir(shard_ino_, "0")));  // shows files
+    ASSERT_TRUE(fs_->Rmdir(shard_ino_, "2").ok());
+    EXPECT_EQ(0u, DoLookup(*ops_, shard_ino_, "2").entry.ino);  // gone (a cached miss)
+  }
 
-  // mkdir in the shard folder adds a record.
-  EntryReply added = DoMkdir(*ops_, shard, "new", 0755);
-  ASSERT_EQ(0, added.err) << std::strerror(added.err);
-  CreateReply label_new = DoCreate(*ops_, added.entry.ino, "label", 0644, O_WRONLY | O_CREAT);
-  ASSERT_EQ(0, label_new.err);
-  ASSERT_EQ(0, DoWrite(*ops_, label_new.entry.ino, label_new.fh, "5\n", 0).err);
-  if (label_new.fh != 0) fs_->Release(label_new.fh);
-  // A file directly in a shard folder is no record.
-  EXPECT_EQ(EPERM, DoCreate(*ops_, shard, "loose", 0644, O_WRONLY | O_CREAT).err);
+  // mkdir in the shard folder adds a record, "new", of label 5.
+  void AddRecord() {
+    EntryReply added = DoMkdir(*ops_, shard_ino_, "new", 0755);
+    ASSERT_EQ(0, added.err) << std::strerror(added.err);
+    CreateReply label_new = DoCreate(*ops_, added.entry.ino, "label", 0644, O_WRONLY | O_CREAT);
+    ASSERT_EQ(0, label_new.err);
+    ASSERT_EQ(0, DoWrite(*ops_, label_new.entry.ino, label_new.fh, "5\n", 0).err);
+    if (label_new.fh != 0) fs_->Release(label_new.fh);
+    // A file directly in a shard folder is no record.
+    EXPECT_EQ(EPERM, DoCreate(*ops_, shard_ino_, "loose", 0644, O_WRONLY | O_CREAT).err);
+  }
 
-  // The commit while mounted: the shard is rewritten and shown afresh.
+  fuse_ino_t shard_ino_ = 0;
+};
+
+TEST_F(EditsOpsStepsTest, AWritableOpenChecksTheRecordOutUnderTheSameIds) { EditRecordOne(); }
+
+TEST_F(EditsOpsStepsTest, RmDashROfARecordDeletesIt) { DeleteRecordTwo(); }
+
+TEST_F(EditsOpsStepsTest, MkdirInAShardFolderAddsARecord) { AddRecord(); }
+
+TEST_F(EditsOpsStepsTest, CommitWhileMountedRewritesTheShardAndShowsItAfresh) {
+  EditRecordOne();
+  DeleteRecordTwo();
+  AddRecord();
+  ASSERT_FALSE(HasFailure());
+  const fuse_ino_t shard = shard_ino_;
   const uint64_t gen_before = DoLookup(*ops_, shard, "0").entry.generation;
   auto committed = fs_->Commit(/*reopen=*/true);
   ASSERT_TRUE(committed.ok()) << committed.status();

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # A GoogleTest binary whose cases all skip exits 77, which meson counts as
-# SKIP (tests/testing/gtest_main.cc): the real-data cases of cli_toolbox_test,
-# pointed at a directory without the data, skip and say so; the same binary
-# runs its other cases as usual (exit 0).
-#   gtest_skip_test.sh CLI_TOOLBOX_TEST
+# SKIP (tests/testing/gtest_main.cc): the real-data cases of
+# cli_toolbox_real_test, pointed at a directory without the data, skip and
+# say so; a filter that runs no case at all exits 0, as GoogleTest's own main.
+#   gtest_skip_test.sh CLI_TOOLBOX_REAL_TEST
 set -u
 bin=$1
 out=$(TFRECORDFS_REAL_DATA=/nonexistent "$bin" --gtest_filter='RealToolboxTest.*' 2>&1)
