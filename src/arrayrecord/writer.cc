@@ -370,6 +370,10 @@ absl::Status Writer::Close() {
   if (!status_.ok()) return status_;
   if (auto s = Flush(); !s.ok()) return status_ = s;
   if (auto s = Drain(); !s.ok()) return status_ = s;
+  // Its threads and batches are not needed any more (a sealed file may
+  // wait a while for its fsync).
+  pipeline_.reset();
+  filling_ = Batch();
   // Footer: RiegeliFooterMetadata, then one ArrayRecordFooter per chunk.
   std::vector<std::string> footer;
   std::string meta, inner;

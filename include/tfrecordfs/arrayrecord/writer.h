@@ -10,7 +10,8 @@
 // thread count: those of one thread encoding one chunk after the other.
 //
 // Thread-compatible: one writer per thread (its own workers are its
-// business: started at its first full batch, joined when it is destroyed).
+// business: started at its first full batch, joined in Close or when it is
+// destroyed).
 #ifndef TFRECORDFS_ARRAYRECORD_WRITER_H_
 #define TFRECORDFS_ARRAYRECORD_WRITER_H_
 
