@@ -198,17 +198,88 @@ absl::StatusOr<std::string> Writer::Encode(const std::vector<std::string>& recor
   return data;
 }
 
+// Records (with 16 bytes each for their overhead) a batch of chunks
+// gathers before a worker encodes it.
+constexpr uint64_t kBatchBytes = uint64_t{1} << 20;
+
 absl::Status Writer::Flush() {
   if (pending_.empty()) return absl::OkStatus();
-  uint64_t decoded = 0;
-  for (const auto& r : pending_) decoded += r.size();
-  auto data = Encode(pending_, options_.compression, options_.level);
-  if (!data.ok()) return data.status();
-  chunks_.push_back({pos_, pending_.size(), decoded});
-  const uint64_t n = pending_.size();
+  if (filling_.used == filling_.groups.size()) filling_.groups.emplace_back();
+  Group& g = filling_.groups[filling_.used++];
+  g.records.swap(pending_);
   pending_.clear();
-  if (auto s = WriteChunk(kSimpleChunk, n, decoded, *data); !s.ok()) return s;
-  return AfterDataChunk();
+  g.decoded = 0;
+  for (const auto& r : g.records) g.decoded += r.size();
+  filling_.bytes += g.decoded + 16 * g.records.size();
+  if (filling_.bytes >= kBatchBytes) return SubmitBatch(/*inline_ok=*/false);
+  return absl::OkStatus();
+}
+
+void Writer::EncodeBatch(Batch& batch, Compression compression, int level) {
+  for (size_t i = 0; i < batch.used; ++i) {
+    Group& g = batch.groups[i];
+    g.data = Encode(g.records, compression, level);
+    if (g.data.ok()) g.hash = Hash(*g.data);
+  }
+}
+
+absl::Status Writer::WriteBatch(Batch& batch) {
+  absl::Status status;
+  for (size_t i = 0; i < batch.used && status.ok(); ++i) {
+    Group& g = batch.groups[i];
+    if (!g.data.ok()) {
+      status = g.data.status();
+      break;
+    }
+    chunks_.push_back({pos_, g.records.size(), g.decoded});
+    ChunkHeader h;
+    h.data_size = g.data->size();
+    h.data_hash = g.hash;
+    h.type = kSimpleChunk;
+    h.num_records = g.records.size();
+    h.decoded_data_size = g.decoded;
+    status = WriteChunkAs(h, *g.data);
+    if (status.ok()) status = AfterDataChunk();
+  }
+  batch.used = 0;
+  batch.bytes = 0;
+  return status;
+}
+
+absl::Status Writer::SubmitBatch(bool inline_ok) {
+  if (filling_.used == 0) return absl::OkStatus();
+  const int threads = options_.threads == 0 ? DefaultThreads() : options_.threads;
+  if (pipeline_ == nullptr && (inline_ok || threads <= 1)) {
+    EncodeBatch(filling_, options_.compression, options_.level);
+    return WriteBatch(filling_);
+  }
+  if (pipeline_ == nullptr) {
+    pipeline_ = std::make_unique<OrderedPipeline<Batch>>(
+        threads, static_cast<size_t>(threads),
+        [c = options_.compression, level = options_.level](Batch& b) { EncodeBatch(b, c, level); });
+  }
+  if (pipeline_->full()) {
+    if (auto s = WriteFront(); !s.ok()) return s;
+  }
+  std::swap(pipeline_->Next(), filling_);
+  filling_.used = 0;
+  filling_.bytes = 0;
+  pipeline_->Submit();
+  return absl::OkStatus();
+}
+
+absl::Status Writer::WriteFront() {
+  absl::Status s = WriteBatch(pipeline_->Front());
+  pipeline_->Pop();
+  return s;
+}
+
+absl::Status Writer::Drain() {
+  if (auto s = SubmitBatch(/*inline_ok=*/true); !s.ok()) return s;
+  while (pipeline_ != nullptr && pipeline_->pending() > 0) {
+    if (auto s = WriteFront(); !s.ok()) return s;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Writer::AfterDataChunk() {
@@ -226,6 +297,8 @@ absl::Status Writer::AddChunk(const ChunkHeader& header, absl::string_view data)
     return status_ = absl::InvalidArgumentError(
                "ArrayRecord writer: a stored chunk must be a simple chunk with its data");
   }
+  // The chunks before it first, in order.
+  if (auto s = Drain(); !s.ok()) return status_ = s;
   chunks_.push_back({pos_, header.num_records, header.decoded_data_size});
   records_ += header.num_records;
   status_ = WriteChunkAs(header, data);
@@ -296,6 +369,11 @@ absl::Status Writer::Close() {
   closed_ = true;
   if (!status_.ok()) return status_;
   if (auto s = Flush(); !s.ok()) return status_ = s;
+  if (auto s = Drain(); !s.ok()) return status_ = s;
+  // Its threads and batches are not needed any more (a sealed file may
+  // wait a while for its fsync).
+  pipeline_.reset();
+  filling_ = Batch();
   // Footer: RiegeliFooterMetadata, then one ArrayRecordFooter per chunk.
   std::vector<std::string> footer;
   std::string meta, inner;

@@ -4,12 +4,20 @@
 // compression) padded to a block boundary, and the postscript chunk padded
 // to the end of its block. Transposed chunks are never written.
 //
-// Thread-compatible: one writer per thread.
+// Chunks are compressed on `WriterOptions::threads` threads (an
+// OrderedPipeline: batches of chunks encoded in parallel, written in the
+// order their records were added), so the bytes are the same whatever the
+// thread count: those of one thread encoding one chunk after the other.
+//
+// Thread-compatible: one writer per thread (its own workers are its
+// business: started at its first full batch, joined in Close or when it is
+// destroyed).
 #ifndef TFRECORDFS_ARRAYRECORD_WRITER_H_
 #define TFRECORDFS_ARRAYRECORD_WRITER_H_
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,6 +27,7 @@
 #include "tfrecordfs/arrayrecord/file.h"
 #include "tfrecordfs/arrayrecord/format.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/parallel.h"
 
 namespace tfrecordfs::arrayrecord {
 
@@ -32,6 +41,12 @@ struct WriterOptions {
   // The options string the footer records; empty: OptionsString(*this).
   // A rewrite of a file keeps the string its footer had.
   std::string options_text;
+  // Threads compressing chunks: 0, the machine's cores (DefaultThreads);
+  // 1, on the caller's thread. Not part of the layout: the bytes written
+  // do not depend on it. With N > 1, up to N + 1 batches of chunks (each
+  // about 1 MiB of records, or one chunk when a chunk is larger) are held
+  // at once instead of one chunk.
+  int threads = 0;
 };
 
 // "none", "uncompressed", "brotli", "zstd", "snappy", each with an optional
@@ -79,12 +94,37 @@ class Writer {
   // Writes the last chunk, the footer and the postscript. The file is
   // complete once this returns OK; nothing may be added after it.
   absl::Status Close();
-  // Bytes handed to the sink so far.
+  // Bytes handed to the sink so far (chunks still being compressed not
+  // counted: final after Close).
   uint64_t pos() const { return pos_; }
   uint64_t records() const { return records_; }
 
  private:
+  // Chunks encoded together by one worker (batches keep the per-item
+  // hand-over small next to the compression of group_size 1's tiny chunks).
+  struct Group {
+    std::vector<std::string> records;
+    uint64_t decoded = 0;
+    absl::StatusOr<std::string> data;
+    uint64_t hash = 0;  // of data
+  };
+  struct Batch {
+    std::vector<Group> groups;
+    size_t used = 0;  // groups[0, used) are this batch's (the rest kept for their capacity)
+    uint64_t bytes = 0;
+  };
+  // Moves the records waiting for their chunk into the batch being
+  // filled; hands the batch to the pipeline once it holds enough bytes.
   absl::Status Flush();
+  // Hands the batch being filled over (encoded here when `inline_ok` and no
+  // pipeline was started yet: a small file starts no threads).
+  absl::Status SubmitBatch(bool inline_ok);
+  // Writes every chunk submitted so far, in order.
+  absl::Status Drain();
+  // Writes the encoded chunks of the pipeline's oldest batch and pops it.
+  absl::Status WriteFront();
+  // Writes the encoded chunks of `batch` and empties it.
+  absl::Status WriteBatch(Batch& batch);
   absl::Status WriteChunk(uint8_t type, uint64_t num_records, uint64_t decoded_data_size,
                           absl::string_view data);
   // `h` as given (its data_hash trusted: `data`'s).
@@ -94,8 +134,8 @@ class Writer {
   absl::Status PadToBlockBoundary();
   absl::Status Emit(absl::string_view bytes);
   // The simple chunk data for `records`.
-  absl::StatusOr<std::string> Encode(const std::vector<std::string>& records,
-                                     Compression compression, int level);
+  static absl::StatusOr<std::string> Encode(const std::vector<std::string>& records,
+                                            Compression compression, int level);
 
   Sink sink_;
   WriterOptions options_;
@@ -105,6 +145,9 @@ class Writer {
   uint64_t records_ = 0;
   std::vector<std::string> pending_;
   std::vector<ChunkEntry> chunks_;
+  static void EncodeBatch(Batch& batch, Compression compression, int level);
+  Batch filling_;
+  std::unique_ptr<OrderedPipeline<Batch>> pipeline_;
 };
 
 // An ArrayRecord file written to a descriptor, with the interface of the
