@@ -179,8 +179,9 @@ int RepairMain(int argc, char** argv) {
       std::all_of(done.begin(), done.end(), [](const Done& d) { return d.status.ok(); })) {
     reshape::PartManifest manifest = NewManifest(tool, "repair");
     for (Done& d : done) {
-      manifest.outputs.push_back(
-          {d.shard->mount_path, d.result.records_kept, d.result.bytes, d.result.file_bytes, 0});
+      manifest.outputs.push_back({d.shard->mount_path, d.result.records_kept, d.result.bytes,
+                                  d.result.file_bytes, d.result.crc32c.value_or(0),
+                                  d.result.crc32c.has_value()});
       d.result.output = JoinPath(part_out->published_dir(), d.shard->mount_path);
     }
     if (auto st = part_out->Publish(std::move(manifest)); !st.ok()) return tool.Fail(st);
