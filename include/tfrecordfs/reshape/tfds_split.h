@@ -29,7 +29,7 @@ namespace tfrecordfs::reshape {
 // After --finalize: reads the SOURCE's dataset_info.json (beside the input
 // files, when they all lie in one folder or bucket prefix: a local file, or
 // an s3:// / gs:// object) and the output's, and writes the one
-// TfdsInfoForOutputs gives into the output (`output` a local folder, or
+// repack::ReshardedTfdsInfoJson gives into the output (`output` a local folder, or
 // `bucket` when not null: an object put whole, replacing the earlier one
 // only if it is unchanged). Returns where it wrote, nullopt when nothing.
 // Errors: reading, parsing or writing.
