@@ -133,8 +133,9 @@ int RepairMain(int argc, char** argv) {
                               [](const reshape::RepairedShard& d) { return d.status.ok(); })) {
     reshape::PartManifest manifest = NewManifest(tool, "repair");
     for (reshape::RepairedShard& d : *repaired) {
-      manifest.outputs.push_back(
-          {d.shard->mount_path, d.result.records_kept, d.result.bytes, d.result.file_bytes, 0});
+      manifest.outputs.push_back({d.shard->mount_path, d.result.records_kept, d.result.bytes,
+                                  d.result.file_bytes, d.result.crc32c.value_or(0),
+                                  d.result.crc32c.has_value()});
       d.result.output = JoinPath(part_out->published_dir(), d.shard->mount_path);
     }
     if (auto st = part_out->Publish(std::move(manifest)); !st.ok()) return tool.Fail(st);

@@ -1,6 +1,7 @@
 #include "src/cli/reshape_cli.h"
 
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -59,20 +60,15 @@ std::function<void()> PauseHook() {
   return [done = false]() mutable {
     if (done) return;
     done = true;
-    // Block the signals, then wait for one with sigsuspend, so that one
-    // arriving between the check and the wait is not lost.
-    sigset_t block, old;
-    sigemptyset(&block);
-    sigaddset(&block, SIGINT);
-    sigaddset(&block, SIGTERM);
-    ::sigprocmask(SIG_BLOCK, &block, &old);
     constexpr char kMsg[] = "tfrecordfs: paused (TFRECORDFS_FAULT=pause_mid_output)\n";
     (void)!::write(2, kMsg, sizeof(kMsg) - 1);
-    sigset_t wait = old;
-    sigdelset(&wait, SIGINT);
-    sigdelset(&wait, SIGTERM);
-    while (!g_interrupted.load()) ::sigsuspend(&wait);
-    ::sigprocmask(SIG_SETMASK, &old, nullptr);
+    // Poll the flag: the signal may be handled by another thread (a run
+    // copier, a worker), so a sigsuspend here, in this thread, could wait
+    // for good.
+    while (!g_interrupted.load()) {
+      struct timespec tick = {0, 10'000'000};  // 10 ms
+      ::nanosleep(&tick, nullptr);
+    }
   };
 }
 

@@ -420,16 +420,15 @@ int ReshardMain(int argc, char** argv) {
     // TFDS's metadata for the new shards (repack/tfds_info.h).
     std::vector<std::string> sources;
     for (const scan::ScannedShard& s : shards) sources.push_back(s.index->path());
-    std::vector<std::pair<std::string, uint64_t>> outs;
-    for (const reshape::OutputShard& s : report->shards) outs.emplace_back(s.path, s.records);
+    std::vector<repack::TfdsOutput> outs;
+    for (const reshape::OutputShard& s : report->shards)
+      outs.push_back({s.path, s.records, s.bytes});
     std::string why;
-    auto info = repack::WriteReshardedTfdsInfo(
-        sources, outs, options.codec == source::Codec::kArrayRecord ? "array_record" : "tfrecord",
-        report->skipped.empty(), &why);
+    auto info = repack::WriteReshardedTfdsInfo(sources, outs, report->skipped.empty(), &why);
     if (!info.ok()) {
       log::Warning("dataset_info.json not written: ", info.status().message());
     } else if (*info) {
-      log::Info("wrote ", **info, " (fileFormat and shardLengths of the new shards)");
+      log::Info("wrote ", **info, " (fileFormat, shardLengths and numBytes of the new shards)");
     } else if (!why.empty()) {
       log::Info("dataset_info.json not written: ", why);
     }

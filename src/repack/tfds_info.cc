@@ -57,6 +57,7 @@ std::optional<TfdsShardName> ParseTfdsShardName(absl::string_view name) {
   if (dash == absl::string_view::npos || dash + 1 == before_dot.size()) return std::nullopt;
   TfdsShardName out;
   out.split = std::string(before_dot.substr(dash + 1));
+  out.format = std::string(head.substr(dot + 1));
   if (!absl::SimpleAtoi(tail.substr(1, 5), &out.index) ||
       !absl::SimpleAtoi(tail.substr(10, 5), &out.count) || out.index >= out.count) {
     return std::nullopt;
@@ -186,10 +187,90 @@ absl::StatusOr<std::optional<std::string>> FinishTfdsInfo(const std::string& sha
   return paths.info;
 }
 
+absl::StatusOr<std::optional<std::string>> ReshardedTfdsInfoJson(
+    const std::vector<TfdsOutput>& outputs, const std::optional<std::string>& output_info,
+    const std::optional<std::string>& source_info, const std::optional<std::string>& source_split,
+    const std::string& where) {
+  constexpr uint64_t kFramingBytes = 16;  // a TFRecord's header and footer
+  constexpr char kDefaultTemplate[] = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}";
+  if (outputs.empty() || (!output_info && !source_info)) return std::nullopt;
+  std::string split, format;
+  std::vector<uint64_t> lengths(outputs.size(), 0);
+  std::vector<bool> seen(outputs.size(), false);
+  uint64_t payload = 0;
+  for (const TfdsOutput& out : outputs) {
+    const auto name = ParseTfdsShardName(InfoPathsOf(out.path).file);
+    if (!name || name->count != outputs.size() || seen[name->index] ||
+        (!split.empty() && (name->split != split || name->format != format))) {
+      return std::nullopt;
+    }
+    split = name->split;
+    format = name->format;
+    seen[name->index] = true;
+    lengths[name->index] = out.records;
+    payload += out.bytes - std::min(out.bytes, out.records * kFramingBytes);
+  }
+  const std::string& from_split = source_split ? *source_split : split;
+  // `text` parsed; a split of it by name (nullopt: none).
+  auto parse = [&](const std::string& text) -> absl::StatusOr<nlohmann::ordered_json> {
+    nlohmann::ordered_json info =
+        nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (info.is_discarded() || !info.is_object()) {
+      return absl::DataLossError(absl::StrCat(where, ": not a JSON object"));
+    }
+    return info;
+  };
+  auto find = [](nlohmann::ordered_json& info,
+                 const std::string& name) -> std::optional<nlohmann::ordered_json> {
+    if (!info.contains("splits") || !info["splits"].is_array()) return std::nullopt;
+    for (const auto& s : info["splits"]) {
+      if (s.is_object() && s.value("name", "") == name) return s;
+    }
+    return std::nullopt;
+  };
+  nlohmann::ordered_json info;
+  std::optional<nlohmann::ordered_json> base;
+  nlohmann::ordered_json splits = nlohmann::ordered_json::array();
+  if (output_info) {
+    auto own = parse(*output_info);
+    if (!own.ok()) return own.status();
+    info = *std::move(own);
+    base = find(info, split);
+    if (info.contains("splits") && info["splits"].is_array()) {
+      for (const auto& s : info["splits"]) {
+        if (!s.is_object() || s.value("name", "") != split) splits.push_back(s);
+      }
+    }
+  }
+  if (!base && source_info) {
+    auto src = parse(*source_info);
+    if (!src.ok()) return src.status();
+    base = find(*src, from_split);
+    if (!output_info) info = *std::move(src);
+  }
+  if (!base) return std::nullopt;
+  nlohmann::ordered_json& s = *base;
+  s["name"] = split;
+  const nlohmann::ordered_json like =
+      s.contains("shardLengths") && s["shardLengths"].is_array() && !s["shardLengths"].empty()
+          ? s["shardLengths"][0]
+          : nlohmann::ordered_json("0");
+  nlohmann::ordered_json shard_lengths = nlohmann::ordered_json::array();
+  for (uint64_t n : lengths) shard_lengths.push_back(Like(like, n));
+  s["shardLengths"] = std::move(shard_lengths);
+  s["numBytes"] = Like(s.contains("numBytes") ? s["numBytes"] : like, payload);
+  if (s.contains("filepathTemplate") && s["filepathTemplate"] != kDefaultTemplate) {
+    s.erase("filepathTemplate");
+  }
+  splits.push_back(std::move(s));
+  info["splits"] = std::move(splits);
+  info["fileFormat"] = format;
+  return info.dump(2) + "\n";
+}
+
 absl::StatusOr<std::optional<std::string>> WriteReshardedTfdsInfo(
-    const std::vector<std::string>& sources,
-    const std::vector<std::pair<std::string, uint64_t>>& outputs, absl::string_view file_format,
-    bool complete, std::string* why) {
+    const std::vector<std::string>& sources, const std::vector<TfdsOutput>& outputs, bool complete,
+    std::string* why) {
   auto no = [&](std::string reason) -> absl::StatusOr<std::optional<std::string>> {
     *why = std::move(reason);
     return std::nullopt;
@@ -217,56 +298,31 @@ absl::StatusOr<std::optional<std::string>> WriteReshardedTfdsInfo(
     return no(absl::StrCat("the sources are some of split ", split, "'s ", seen.size(),
                            " shards, not all"));
   }
-  // The outputs: TFDS names of one split, in order.
-  const InfoPaths to = InfoPathsOf(outputs[0].first);
-  std::string out_split;
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    const InfoPaths p = InfoPathsOf(outputs[i].first);
-    const auto name = ParseTfdsShardName(p.file);
-    if (!name || p.dir != to.dir || name->index != i || name->count != outputs.size() ||
-        (i > 0 && name->split != out_split)) {
-      return no("the output names are not TFDS's (<dataset>-<split>.<format>-NNNNN-of-MMMMM)");
-    }
-    out_split = name->split;
+  const InfoPaths to = InfoPathsOf(outputs[0].path);
+  for (const TfdsOutput& out : outputs) {
+    if (InfoPathsOf(out.path).dir != to.dir) return no("the outputs are not in one folder");
   }
   if (!complete) return no("records were skipped as damaged: the split's counts would be wrong");
-  if (::access(to.info.c_str(), F_OK) == 0) {
-    return no(absl::StrCat(to.info, " exists already (left as it is)"));
-  }
-  auto text = ReadFileToString(from.info);
-  if (!text.ok()) {
-    if (ErrnoOf(text.status()) == ENOENT || absl::IsNotFound(text.status())) {
-      return no(absl::StrCat("no ", from.info));
-    }
+  auto read = [](const std::string& path) -> absl::StatusOr<std::optional<std::string>> {
+    auto text = ReadFileToString(path);
+    if (text.ok()) return std::optional<std::string>(*std::move(text));
+    if (ErrnoOf(text.status()) == ENOENT || absl::IsNotFound(text.status())) return std::nullopt;
     return text.status();
+  };
+  auto source_info = read(from.info);
+  if (!source_info.ok()) return source_info.status();
+  if (!*source_info) return no(absl::StrCat("no ", from.info));
+  auto output_info = read(to.info);
+  if (!output_info.ok()) return output_info.status();
+  auto text = ReshardedTfdsInfoJson(outputs, *output_info, *source_info, split,
+                                    *output_info ? to.info : from.info);
+  if (!text.ok()) return text.status();
+  if (!*text) {
+    return no(absl::StrCat(
+        "the output names are not TFDS's (<dataset>-<split>.<format>-NNNNN-of-MMMMM) or ",
+        from.info, " has no split ", split));
   }
-  nlohmann::ordered_json info =
-      nlohmann::ordered_json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (info.is_discarded() || !info.is_object()) {
-    return absl::DataLossError(absl::StrCat(from.info, ": not a JSON object"));
-  }
-  if (!info.contains("splits") || !info["splits"].is_array()) {
-    return no(absl::StrCat(from.info, " has no splits"));
-  }
-  nlohmann::ordered_json kept = nlohmann::ordered_json::array();
-  for (auto& s : info["splits"]) {
-    if (!s.is_object() || s.value("name", "") != split) continue;
-    s["name"] = out_split;
-    nlohmann::ordered_json lengths = nlohmann::ordered_json::array();
-    const bool as_strings = !s.contains("shardLengths") || !s["shardLengths"].is_array() ||
-                            s["shardLengths"].empty() || s["shardLengths"][0].is_string();
-    for (const auto& [path, records] : outputs) {
-      lengths.push_back(as_strings ? nlohmann::ordered_json(absl::StrCat(records))
-                                   : nlohmann::ordered_json(records));
-    }
-    s["shardLengths"] = std::move(lengths);
-    s.erase("filepathTemplate");
-    kept.push_back(s);
-  }
-  if (kept.empty()) return no(absl::StrCat(from.info, " has no split ", split));
-  info["splits"] = std::move(kept);
-  info["fileFormat"] = std::string(file_format);
-  if (auto s = WriteFileAtomically(to.info, info.dump(2) + "\n"); !s.ok()) return s;
+  if (auto s = WriteFileAtomically(to.info, **text); !s.ok()) return s;
   return to.info;
 }
 

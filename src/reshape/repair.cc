@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "src/reshape/internal.h"
+#include "tfrecordfs/base/crc32c.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/inspect/inspect.h"
 #include "tfrecordfs/record/format.h"
@@ -71,6 +72,9 @@ absl::StatusOr<RepairResult> RepairShard(const index::ShardIndex& idx,
   std::optional<RunCopier> copier;
   if (splice) copier.emplace(out->get());
   uint64_t run_first = 0, run_records = 0;
+  // The output's CRC32C: the copied runs are the kept records' framing, in
+  // order, each read whole into `buffer` and checked before it is copied.
+  uint32_t copied_crc = 0;
   auto flush = [&]() -> absl::Status {
     if (run_records == 0) return absl::OkStatus();
     const uint64_t begin = idx.begin(run_first);
@@ -108,6 +112,7 @@ absl::StatusOr<RepairResult> RepairShard(const index::ShardIndex& idx,
       }
       if (run_records == 0) run_first = i;
       ++run_records;
+      copied_crc = crc32c::Extend(copied_crc, buffer.data(), end - begin);
       continue;
     }
     if (auto s = (*out)->Append(*data); !s.ok()) return s;
@@ -128,6 +133,7 @@ absl::StatusOr<RepairResult> RepairShard(const index::ShardIndex& idx,
   result.records_kept = (*out)->records();
   result.bytes = (*out)->bytes();
   result.file_bytes = (*out)->file_bytes();
+  result.crc32c = splice ? std::optional<uint32_t>(copied_crc) : (*out)->file_crc32c();
   if (syncer != nullptr) {
     syncer->Add(*std::move(out));
   } else {

@@ -16,14 +16,6 @@ namespace tfrecordfs::reshape {
 namespace {
 
 constexpr char kInfoName[] = "dataset_info.json";
-constexpr uint64_t kFramingBytes = 16;  // a TFRecord's header and footer
-
-// `n` as `like` is spelt: a string (proto3's int64) unless it is a number.
-nlohmann::ordered_json Like(const nlohmann::ordered_json& like, uint64_t n) {
-  if (like.is_number()) return n;
-  return absl::StrCat(n);
-}
-
 // The folder (or URL prefix, with its '/') a path or URL lies in.
 std::string FolderOf(const std::string& path) {
   const size_t slash = path.rfind('/');
@@ -31,64 +23,6 @@ std::string FolderOf(const std::string& path) {
 }
 
 }  // namespace
-
-absl::StatusOr<std::optional<std::string>> TfdsInfoForOutputs(
-    const std::vector<ManifestOutput>& outputs, const std::optional<std::string>& output_info,
-    const std::optional<std::string>& source_info, const std::string& where) {
-  if (outputs.empty() || (!output_info && !source_info)) return std::nullopt;
-  std::string split;
-  std::vector<uint64_t> lengths(outputs.size(), 0);
-  std::set<uint64_t> seen;
-  uint64_t payload = 0;
-  for (const ManifestOutput& out : outputs) {
-    const auto name = repack::ParseTfdsShardName(Basename(out.path));
-    if (!name || name->count != outputs.size() || (!split.empty() && name->split != split) ||
-        !seen.insert(name->index).second) {
-      return std::nullopt;
-    }
-    split = name->split;
-    lengths[name->index] = out.records;
-    payload += out.bytes - std::min(out.bytes, out.records * kFramingBytes);
-  }
-  const bool own = output_info.has_value();
-  nlohmann::ordered_json info = nlohmann::ordered_json::parse(own ? *output_info : *source_info,
-                                                              nullptr, /*allow_exceptions=*/false);
-  if (info.is_discarded()) {
-    return absl::DataLossError(absl::StrCat(where, ": ", kInfoName, " is not JSON"));
-  }
-  if (!info.is_object() || !info.contains("splits") || !info["splits"].is_array()) {
-    return std::nullopt;
-  }
-  nlohmann::ordered_json splits = nlohmann::ordered_json::array();
-  bool found = false;
-  for (auto& s : info["splits"]) {
-    if (!s.is_object() || s.value("name", "") != split) {
-      if (own) splits.push_back(s);  // another split of the output
-      continue;
-    }
-    found = true;
-    const nlohmann::ordered_json like =
-        s.contains("shardLengths") && s["shardLengths"].is_array() && !s["shardLengths"].empty()
-            ? s["shardLengths"][0]
-            : nlohmann::ordered_json("0");
-    nlohmann::ordered_json shard_lengths = nlohmann::ordered_json::array();
-    for (uint64_t n : lengths) shard_lengths.push_back(Like(like, n));
-    s["shardLengths"] = std::move(shard_lengths);
-    if (s.contains("numBytes")) s["numBytes"] = Like(s["numBytes"], payload);
-    splits.push_back(s);
-  }
-  if (!found && own && source_info) {
-    // The output's file describes other splits: split S from the SOURCE's.
-    auto from_source = TfdsInfoForOutputs(outputs, std::nullopt, source_info, where);
-    if (!from_source.ok() || !*from_source) return from_source;
-    const nlohmann::ordered_json src = nlohmann::ordered_json::parse(**from_source);
-    splits.push_back(src["splits"][0]);
-    found = true;
-  }
-  if (!found) return std::nullopt;
-  info["splits"] = std::move(splits);
-  return info.dump(2) + "\n";
-}
 
 absl::StatusOr<std::optional<std::string>> WriteTfdsInfoAfterFinalize(
     const std::vector<ManifestOutput>& outputs, const std::vector<std::string>& input_paths,
@@ -128,7 +62,9 @@ absl::StatusOr<std::optional<std::string>> WriteTfdsInfoAfterFinalize(
       return text.status();
     }
   }
-  auto info = TfdsInfoForOutputs(outputs, output_info, source_info, where);
+  std::vector<repack::TfdsOutput> outs;
+  for (const ManifestOutput& o : outputs) outs.push_back({o.path, o.records, o.bytes});
+  auto info = repack::ReshardedTfdsInfoJson(outs, output_info, source_info, std::nullopt, where);
   if (!info.ok() || !*info) return info;
   if (bucket) {
     if (auto s = bucket->PutObject(kInfoName, **info); !s.ok()) return s;

@@ -182,8 +182,12 @@ class ArrayRecordToolboxTest(unittest.TestCase):
         self.assertEqual(written["version"], "3.0.1")
         self.assertEqual([s["name"] for s in written["splits"]], ["train"])
         self.assertEqual(written["splits"][0]["shardLengths"], lengths)
-        self.assertEqual(written["splits"][0]["numBytes"], "1234")
-        self.assertNotIn("filepathTemplate", written["splits"][0])
+        # numBytes: the payloads written (the source's "1234" was wrong on
+        # purpose: the count is the records', not copied).
+        self.assertEqual(written["splits"][0]["numBytes"], str(sum(len(p) for p in got)))
+        # TFDS's default template kept: the new names follow it.
+        self.assertEqual(written["splits"][0]["filepathTemplate"],
+                         "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}")
         # Some of the split's shards only: no metadata (its counts would
         # describe a split that is not all there).
         part = os.path.join(self.tmp, "part")

@@ -185,6 +185,48 @@ class PerFileCommands(Base):
         self.assertEqual(all_records(shards_in(self.path("multi"))), all_records(src))
 
 
+    def test_repair_manifests_hold_each_copys_crc32c_as_tfrecord_check_computes_it(self):
+        # repair's copies get their CRC32C from the records' bytes as they
+        # are checked (plain shards: the runs copied file to file, split by
+        # a damaged record; gzip: the writer's bytes), not by reading the
+        # copy back: each manifest's CRC32C and size are the file's, as
+        # tfrecord_check.py's own CRC32C computes it.
+        for codec in ("none", "gzip"):
+            shutil.rmtree(self.path("s"), ignore_errors=True)
+            shutil.rmtree(self.path("o"), ignore_errors=True)
+            src = self.sample("s", 900, 3, codec)
+            if codec == "none":
+                with open(src[1], "r+b") as f:  # record 100's payload flipped
+                    data = bytearray(f.read())
+                    pos = 0
+                    for _ in range(100):
+                        pos += 16 + int.from_bytes(data[pos:pos + 8], "little")
+                    data[pos + 20] ^= 0xFF
+                    f.seek(0)
+                    f.write(data)
+            for k in range(2):
+                r = run("repair", self.path("s"), "-o", self.path("o"), "--part", f"{k}/2", "-q")
+                self.assertIn(r.returncode, (0, 1), r.stderr)
+            parts_dir = self.path("o", ".tfrecordfs-parts")
+            seen = 0
+            for folder in sorted(os.listdir(parts_dir)):
+                with open(os.path.join(parts_dir, folder, "manifest.json")) as f:
+                    manifest = json.load(f)
+                for o in manifest["outputs"]:
+                    with open(os.path.join(parts_dir, folder, o["path"]), "rb") as f:
+                        data = f.read()
+                    self.assertEqual(o["file_bytes"], len(data), o["path"])
+                    self.assertEqual(o["crc32c"], tc.crc32c(data), (codec, o["path"]))
+                    seen += 1
+            self.assertEqual(seen, 3, codec)
+            r = run("repair", self.path("s"), "-o", self.path("o"), "--finalize")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            want = all_records(src) if codec == "gzip" else None
+            if want is not None:
+                self.assertEqual(all_records(shards_in(self.path("o"))), want)
+            else:
+                self.assertEqual(len(all_records(shards_in(self.path("o")))), 899)
+
 class Reshard(Base):
     def reshard(self, out, *args, n=None, order=None):
         base = ("reshard", self.path("s"), "-o", self.path(out), *args)
@@ -540,6 +582,34 @@ class TfdsInfo(Base):
         got = self.check_split(self.path("o"), info, "test", 2)
         self.assertEqual(sorted(s["name"] for s in got["splits"]), ["test", "train"])
         self.check_split(self.path("o"), info, "train", 4)
+
+    def test_one_process_writes_what_finalize_writes(self):
+        """Single-process `reshard --prefix mnist-train.tfrecord` (TFDS names
+        since repack::ShardName gives them) writes the same dataset_info.json,
+        byte for byte, as --finalize after parts: one builder
+        (repack::ReshardedTfdsInfoJson). A second split resharded into the
+        same output is merged beside the first (before, one process left an
+        existing dataset_info.json as it was)."""
+        info = tfds_dataset(self, self.path("mnist"))
+        train = sorted(self.path("mnist", f) for f in os.listdir(self.path("mnist"))
+                       if f.startswith("mnist-train."))
+        args = ("reshard", *train, "--prefix", "mnist-train.tfrecord", "--shards", "4", "-q")
+        self.parts(2, *args, "-o", self.path("o"))
+        self.assertEqual(run(*args, "-o", self.path("o"), "--finalize").returncode, 0)
+        r = run(*args, "-o", self.path("one"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(self.path("o", "dataset_info.json"), "rb") as f:
+            parted = f.read()
+        with open(self.path("one", "dataset_info.json"), "rb") as f:
+            self.assertEqual(f.read(), parted)
+        self.check_split(self.path("one"), info, "train", 4)
+        test = [self.path("mnist", "mnist-test.tfrecord-00000-of-00001")]
+        r = run("reshard", *test, "-o", self.path("one"), "--prefix", "mnist-test.tfrecord",
+                "--shards", "2", "-q")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        got = self.check_split(self.path("one"), info, "test", 2)
+        self.assertEqual(sorted(s["name"] for s in got["splits"]), ["test", "train"])
+        self.check_split(self.path("one"), info, "train", 4)
 
     def test_no_tfds_names_no_info(self):
         tfds_dataset(self, self.path("mnist"))

@@ -1,6 +1,8 @@
 // TFDS's dataset_info.json beside a rewritten shard (repack/tfds_info.h),
 // read back with nlohmann/json.
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -125,6 +127,43 @@ TEST_F(TfdsInfoTest, PreparedFileHoldsTheResultUntilFinished) {
   ASSERT_TRUE(other.ok()) << other.status();
   EXPECT_FALSE(*other);
   EXPECT_FALSE(DiscardTfdsInfo(dir_.Join("d-test.tfrecord-00000-of-00001")));
+}
+
+// The one builder of a resharded split's dataset_info.json (both `reshard`
+// and `reshard --finalize` use it).
+TEST(ReshardedTfdsInfoJsonTest, MergesTheSplitIntoTheOutputsOwnFile) {
+  const std::string source = R"({"name": "mnist", "fileFormat": "tfrecord", "splits": [
+      {"name": "train", "numBytes": "1", "shardLengths": ["7"],
+       "filepathTemplate": "{SPLIT}/{SHARD_INDEX}"}]})";
+  const std::string output = R"({"name": "mnist", "fileFormat": "tfrecord", "splits": [
+      {"name": "test", "numBytes": 5, "shardLengths": [2]}]})";
+  // Two shards of split "all" from the source's "train", as ArrayRecord.
+  const std::vector<TfdsOutput> outs = {
+      {"d/mnist-all.array_record-00001-of-00002", 3, 3 * 16 + 30},
+      {"d/mnist-all.array_record-00000-of-00002", 4, 4 * 16 + 40}};
+  auto r = ReshardedTfdsInfoJson(outs, output, source, std::string("train"), "d/dataset_info.json");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->has_value());
+  const nlohmann::json j = nlohmann::json::parse(**r);
+  EXPECT_EQ(j["fileFormat"], "array_record");
+  ASSERT_EQ(j["splits"].size(), 2u);
+  EXPECT_EQ(j["splits"][0]["name"], "test");  // the output's other split, kept
+  EXPECT_EQ(j["splits"][1]["name"], "all");
+  EXPECT_EQ(j["splits"][1]["shardLengths"], nlohmann::json::array({"4", "3"}));
+  EXPECT_EQ(j["splits"][1]["numBytes"], "70");
+  EXPECT_FALSE(j["splits"][1].contains("filepathTemplate"));  // not TFDS's default: dropped
+  // Names of two formats, or a gap in the numbering: nothing to write.
+  auto mixed = ReshardedTfdsInfoJson({outs[0], {"d/mnist-all.tfrecord-00000-of-00002", 1, 17}},
+                                     std::nullopt, source, std::string("train"), "x");
+  ASSERT_TRUE(mixed.ok());
+  EXPECT_FALSE(mixed->has_value());
+  auto none = ReshardedTfdsInfoJson({outs[0]}, std::nullopt, source, std::string("train"), "x");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+  // Not JSON: DataLoss naming the file.
+  auto bad = ReshardedTfdsInfoJson(outs, std::string("{"), source, std::nullopt, "d/x.json");
+  EXPECT_TRUE(absl::IsDataLoss(bad.status()));
+  EXPECT_NE(bad.status().message().find("d/x.json"), std::string::npos);
 }
 
 }  // namespace

@@ -26,6 +26,7 @@ namespace tfrecordfs::repack {
 // The split, index and count a TFDS shard file name carries.
 struct TfdsShardName {
   std::string split;
+  std::string format;  // "tfrecord", "array_record": what follows the split's '.'
   uint64_t index = 0;
   uint64_t count = 0;
 };
@@ -64,27 +65,54 @@ absl::StatusOr<bool> PrepareTfdsInfo(const std::string& shard_path, uint64_t rec
 absl::StatusOr<std::optional<std::string>> FinishTfdsInfo(const std::string& shard_path);
 bool DiscardTfdsInfo(const std::string& shard_path);
 
-// After `reshard` wrote `outputs` (paths in shard order, with their record
-// counts) from the shard files `sources`: when the sources are every shard
-// of one split of a TFDS dataset whose dataset_info.json lies beside them
-// (TFDS names, one folder, indexes 0 to N-1 of N) and the outputs are TFDS
-// names of one split (`<dataset>-<split>.<format>-NNNNN-of-MMMMM`, what
-// `reshard --format arrayrecord --prefix <dataset>-<split>` writes), writes
-// dataset_info.json beside the outputs: the sources' with "fileFormat" set
-// to `file_format` ("array_record", "tfrecord"), the split named as the
-// outputs' with their counts as "shardLengths" ("numBytes" kept: payloads
-// are copied byte for byte; "filepathTemplate" dropped: the outputs follow
-// TFDS's default), the other splits left out (their files are not there).
-// Returns the path written, or nullopt and why nothing was (`why`): the
-// conditions above, records skipped as damaged (`complete` false: the
-// counts would not add up to the sources'), or a dataset_info.json already
-// in the output folder (left as it is); `why` is empty when the sources'
-// folder has no dataset_info.json at all. Errors: the source file unreadable
-// or not JSON, the write.
+// One output shard of a reshard, for the split's dataset_info.json: its
+// path (the base name a TFDS shard name), records and framed bytes (each
+// record's payload plus TFRecord's 16 bytes of framing, whatever the file
+// format: reshape.h OutputShard::bytes, parts.h ManifestOutput::bytes).
+struct TfdsOutput {
+  std::string path;
+  uint64_t records = 0;
+  uint64_t bytes = 0;
+};
+
+// The one builder of dataset_info.json after a reshard (single-process
+// `reshard` through WriteReshardedTfdsInfo, `reshard --finalize` through
+// reshape/tfds_split.h): the text for `outputs`, or nullopt when there is
+// none to write: the names are not all TFDS names of one split S and one
+// format F numbered 0..n-1 of n (n = outputs.size()), or there is no base,
+// or no base holds the split. The base is `output_info` (the output's own
+// dataset_info.json, from an earlier reshard of another split into it: its
+// other splits kept) or else `source_info` (the SOURCE's: only the split
+// kept, the only one the output holds). The split is taken from the base as
+// `source_split` (default S; from `source_info` when `output_info` lacks
+// it) and named S, with "shardLengths" (the records of each shard, spelt as
+// the base spells them) and "numBytes" (framed bytes less 16 per record:
+// the payloads written, spelt likewise); its "filepathTemplate" kept when
+// it is TFDS's default (`{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}`,
+// what the outputs follow), dropped otherwise. "fileFormat" is set to F.
+// Every other key and the keys' order are kept. DataLoss naming `where` for
+// a base that is not JSON.
+absl::StatusOr<std::optional<std::string>> ReshardedTfdsInfoJson(
+    const std::vector<TfdsOutput>& outputs, const std::optional<std::string>& output_info,
+    const std::optional<std::string>& source_info, const std::optional<std::string>& source_split,
+    const std::string& where);
+
+// After a single-process `reshard` wrote `outputs` (in one local folder)
+// from the shard files `sources`: when the sources are every shard of one
+// split of a TFDS dataset whose dataset_info.json lies beside them (TFDS
+// names, one folder, indexes 0 to N-1 of N) and the outputs are TFDS names
+// of one split (what `--prefix <dataset>-<split>.tfrecord`, or for
+// ArrayRecord `--prefix <dataset>-<split>`, writes: ShardName), writes
+// ReshardedTfdsInfoJson's dataset_info.json beside the outputs (merged into
+// the output folder's own when there is one). Returns the path written, or
+// nullopt and why nothing was (`why`): the conditions above, or records
+// skipped as damaged (`complete` false: the counts would not add up to the
+// sources'); `why` is empty when the sources' folder has no
+// dataset_info.json at all. Errors: a dataset_info.json unreadable or not
+// JSON, the write.
 absl::StatusOr<std::optional<std::string>> WriteReshardedTfdsInfo(
-    const std::vector<std::string>& sources,
-    const std::vector<std::pair<std::string, uint64_t>>& outputs, absl::string_view file_format,
-    bool complete, std::string* why);
+    const std::vector<std::string>& sources, const std::vector<TfdsOutput>& outputs, bool complete,
+    std::string* why);
 
 }  // namespace tfrecordfs::repack
 

@@ -192,11 +192,16 @@ class ShardSyncer {
 // ---- repair ----
 
 struct RepairResult {
-  std::string output;            // the file written
-  uint64_t records_in = 0;       // records the index holds
-  uint64_t records_kept = 0;     // records written
-  uint64_t bytes = 0;            // framed bytes written (uncompressed)
-  uint64_t file_bytes = 0;       // the output file's size
+  std::string output;         // the file written
+  uint64_t records_in = 0;    // records the index holds
+  uint64_t records_kept = 0;  // records written
+  uint64_t bytes = 0;         // framed bytes written (uncompressed)
+  uint64_t file_bytes = 0;    // the output file's size
+  // The output file's CRC32C (unmasked), computed from the bytes as they
+  // were checked or written, never by reading the output back: a plain
+  // shard's runs copied file to file are the checked records' framing, in
+  // order. nullopt when unknown.
+  std::optional<uint32_t> crc32c;
   std::vector<Dropped> dropped;  // by offset
 };
 

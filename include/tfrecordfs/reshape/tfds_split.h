@@ -8,7 +8,9 @@
 // output names are TFDS's (--prefix `<dataset>-<split>.tfrecord` or, for
 // ArrayRecord, `<dataset>-<split>`: repack::ShardName) writes a matching
 // dataset_info.json beside its output when --finalize names the shards, so
-// that `tfds.builder_from_directory(OUTPUT)` loads the new shards.
+// that `tfds.builder_from_directory(OUTPUT)` loads the new shards. The JSON
+// itself is repack::ReshardedTfdsInfoJson's (repack/tfds_info.h), the one
+// builder the single-process reshard uses too.
 //
 // Thread-safety: functions without state.
 #ifndef TFRECORDFS_RESHAPE_TFDS_SPLIT_H_
@@ -24,25 +26,10 @@
 
 namespace tfrecordfs::reshape {
 
-// The dataset_info.json text for `outputs` (names relative to the output),
-// or nullopt when there is none to write: the names are not all TFDS names
-// of one split S numbered 0..n-1 of n (n = outputs.size()), or there is
-// no base, or the base has no split S. The base is `output_info` (the
-// output's own dataset_info.json, from an earlier reshard of another split
-// into it: its other splits kept) or else `source_info` (the SOURCE's: only
-// split S kept, the only one the output holds). Split S gets
-// "shardLengths" (the records of each shard, spelt as the base spells
-// them) and "numBytes" (framed bytes less 16 per record: the payloads);
-// every other key and the keys' order are kept. DataLoss naming `where` for
-// a base that is not JSON.
-absl::StatusOr<std::optional<std::string>> TfdsInfoForOutputs(
-    const std::vector<ManifestOutput>& outputs, const std::optional<std::string>& output_info,
-    const std::optional<std::string>& source_info, const std::string& where);
-
 // After --finalize: reads the SOURCE's dataset_info.json (beside the input
 // files, when they all lie in one folder or bucket prefix: a local file, or
 // an s3:// / gs:// object) and the output's, and writes the one
-// TfdsInfoForOutputs gives into the output (`output` a local folder, or
+// repack::ReshardedTfdsInfoJson gives into the output (`output` a local folder, or
 // `bucket` when not null: an object put whole, replacing the earlier one
 // only if it is unchanged). Returns where it wrote, nullopt when nothing.
 // Errors: reading, parsing or writing.
