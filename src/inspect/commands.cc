@@ -135,12 +135,10 @@ VerifyResult VerifyShards(const std::vector<scan::ScannedShard>& shards, const R
           v.status = report.status();
           break;
         }
-        // (example_lists is not carried over, as before this function was
-        // split out of verify's main: its counts leave ExampleListWithContext
-        // records out; a change of output for another commit, with a test.)
         v.report.records += report->records;
         v.report.examples += report->examples;
         v.report.sequence_examples += report->sequence_examples;
+        v.report.example_lists += report->example_lists;
         v.report.others += report->others;
         if (v.report.first_other_reason.empty()) {
           v.report.first_other_reason = report->first_other_reason;

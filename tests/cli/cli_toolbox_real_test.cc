@@ -113,6 +113,11 @@ TEST_F(RealToolboxTest, VerifyNamesThePetsDamageAndTheNonExampleFiles) {
                              "non_example_raw_strings/tfrecord_iterator_test.tfrecord",
                              "non_example_tensorboard_events/events.out.tfevents.1599310762"}));
   EXPECT_EQ(doc["sequence_examples"].get<uint64_t>(), 4503u);
+  // SOURCES.md: eval_elwc.tfrecord holds 10 ExampleListWithContext records.
+  EXPECT_EQ(doc["example_lists_with_context"].get<uint64_t>(), 10u) << r.out;
+  CommandResult elwc = Tool({"verify", data_ + "/non_example_ranking_elwc/eval_elwc.tfrecord"});
+  EXPECT_EQ(elwc.exit_code, 0);
+  EXPECT_NE(elwc.out.find("10 ExampleListWithContext(s)"), std::string::npos) << elwc.out;
 
   // SOURCES.md: nine whole records, five of them damaged, and a tenth
   // header at byte 782437 whose record lacks 2 bytes.
