@@ -217,6 +217,10 @@ class Packer {
  private:
   absl::Status Plan();
   absl::Status WriteShard(PlannedShard& shard, bool first);
+  // The payload of planned record `r` built again from its folder, checked
+  // to be the one pass 1 planned (its length and CRC32C): FailedPrecondition
+  // naming the record when its folder changed during the pack.
+  absl::StatusOr<std::string> RebuiltPayload(const PlannedRecord& r);
   absl::Status WriteArrayRecordShard(PlannedShard& shard, bool first, UniqueFd fd,
                                      const std::string& tmp, const std::string& final_path);
   // Undoes everything written before the commit point. Returns `cause`,
@@ -297,16 +301,8 @@ absl::Status Packer::WriteShard(PlannedShard& shard, bool first) {
   record::ShardWriter writer(std::move(*fd), tmp, {.codec = o_.compression});
   for (size_t k = 0; k < shard.count; ++k) {
     const PlannedRecord& r = records_[shard.first + k];
-    auto payload = staging::PayloadFromFolder(JoinPath(records_dir_, r.name), types_);
-    if (!payload.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "record ", r.name,
-          " changed during the pack and no longer builds: ", payload.status().message()));
-    }
-    if (payload->size() != r.length || crc32c::Value(*payload) != r.crc) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("record ", r.name, " changed during the pack (its folder was edited)"));
-    }
+    auto payload = RebuiltPayload(r);
+    if (!payload.ok()) return payload.status();
     if (auto s = writer.Append(*payload); !s.ok()) return s;
     if (first && k + 1 == std::max<size_t>(1, shard.count / 2)) faults_.At("mid_shard");
   }
@@ -316,6 +312,20 @@ absl::Status Packer::WriteShard(PlannedShard& shard, bool first) {
   if (auto s = RenameNoReplace(tmp, final_path); !s.ok()) return s;
   created_.back() = final_path;
   return FsyncDir(output_dir_);
+}
+
+absl::StatusOr<std::string> Packer::RebuiltPayload(const PlannedRecord& r) {
+  auto payload = staging::PayloadFromFolder(JoinPath(records_dir_, r.name), types_);
+  if (!payload.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "record ", r.name,
+        " changed during the pack and no longer builds: ", payload.status().message()));
+  }
+  if (payload->size() != r.length || crc32c::Value(*payload) != r.crc) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("record ", r.name, " changed during the pack (its folder was edited)"));
+  }
+  return payload;
 }
 
 // WriteShard for an ArrayRecord file (PackOptions::array_record).
@@ -330,16 +340,8 @@ absl::Status Packer::WriteArrayRecordShard(PlannedShard& shard, bool first, Uniq
   const uint64_t group = std::max<uint64_t>(1, o_.array_record.group_size);
   for (size_t k = 0; k < shard.count; ++k) {
     const PlannedRecord& r = records_[shard.first + k];
-    auto payload = staging::PayloadFromFolder(JoinPath(records_dir_, r.name), types_);
-    if (!payload.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "record ", r.name,
-          " changed during the pack and no longer builds: ", payload.status().message()));
-    }
-    if (payload->size() != r.length || crc32c::Value(*payload) != r.crc) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("record ", r.name, " changed during the pack (its folder was edited)"));
-    }
+    auto payload = RebuiltPayload(r);
+    if (!payload.ok()) return payload.status();
     if (auto s = writer.Append(*payload); !s.ok()) return s;
     if (k % group == 0) expected.chunks.emplace_back();
     expected.chunks.back().crcs.push_back(r.crc);

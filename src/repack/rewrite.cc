@@ -143,6 +143,22 @@ absl::Status CheckFailed(const absl::Status& s) {
                                     "an unwritable folder; please report it with this message)"));
 }
 
+// Runs `check` (which reads the new file `path` from the page cache) while
+// another thread fsyncs the file: both must succeed before the rename.
+absl::Status SyncWhileChecking(const std::string& path, absl::FunctionRef<absl::Status()> check) {
+  absl::Status synced;
+  std::thread syncer([&] {
+    auto f = OpenFile(path, O_RDONLY | O_CLOEXEC);
+    synced = !f.ok()                  ? f.status()
+             : ::fsync(f->get()) != 0 ? ErrnoError(errno, absl::StrCat("fsync ", path))
+                                      : absl::OkStatus();
+  });
+  absl::Status s = check();
+  syncer.join();
+  s.Update(synced);
+  return s;
+}
+
 // The check of a plain shard's temp file (step 2 of the top of rewrite.h):
 // the writer hands over each piece of the file it has finished (whole
 // records; the pieces tile the file from byte 0), and once the copy is
@@ -348,16 +364,8 @@ absl::Status RewriteArrayRecordShard(const Paths& p, const staging::DeletedShard
   if (s.ok() && faults.Is("rewrite_flip_written_byte")) FlipByte(p.temp, counts.file_bytes / 2);
   if (s.ok()) s = KeepMode(p.temp, was);
   if (s.ok()) {
-    absl::Status synced;
-    std::thread syncer([&] {
-      auto f = OpenFile(p.temp, O_RDONLY | O_CLOEXEC);
-      synced = !f.ok()                  ? f.status()
-               : ::fsync(f->get()) != 0 ? ErrnoError(errno, absl::StrCat("fsync ", p.temp))
-                                        : absl::OkStatus();
-    });
-    s = CheckFailed(CheckArrayRecordRewrite(p.temp, expected));
-    syncer.join();
-    s.Update(synced);
+    s = SyncWhileChecking(p.temp,
+                          [&] { return CheckFailed(CheckArrayRecordRewrite(p.temp, expected)); });
   }
   out->kept = counts.kept;
   out->changed = counts.changed;
@@ -526,18 +534,11 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
       // The check reads the new file from the page cache while its pages
       // go to disk: fsync and check overlap, and both must succeed before
       // the rename.
-      absl::Status synced;
-      std::thread syncer([&] {
-        auto f = OpenFile(p.temp, O_RDONLY | O_CLOEXEC);
-        synced = !f.ok()                  ? f.status()
-                 : ::fsync(f->get()) != 0 ? ErrnoError(errno, absl::StrCat("fsync ", p.temp))
-                                          : absl::OkStatus();
-      });
       const uint64_t records = out->kept + out->changed + out->added;
-      s = CheckFailed(plain ? check.Finish(writer.bytes(), records)
-                            : CheckWrittenShard(p.temp, writer.bytes(), records, from.codec));
-      syncer.join();
-      s.Update(synced);
+      s = SyncWhileChecking(p.temp, [&] {
+        return CheckFailed(plain ? check.Finish(writer.bytes(), records)
+                                 : CheckWrittenShard(p.temp, writer.bytes(), records, from.codec));
+      });
     }
   }
   absl::StatusOr<staging::Fingerprint> next = s.ok() ? FingerprintOfPath(p.temp) : s;
