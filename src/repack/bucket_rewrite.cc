@@ -21,6 +21,7 @@
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
+#include "tfrecordfs/index/index_file.h"
 #include "tfrecordfs/objstore/listing.h"
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/record/writer.h"
@@ -463,6 +464,14 @@ absl::Status CommitObjectEdits(staging::DeletionList* list, const std::string& e
                                    "pending (commit again, or unmount and mount again)"));
   }
   faults.At("rewrite_object_after_final");
+  // The index stored beside the object (`index --beside`: KEY.tfri)
+  // describes the old object: removed, so no reader fetches it only to
+  // find it stale (the next `index --beside` writes the new one).
+  const std::string beside = absl::StrCat((*place)->key, index::kIndexSuffix);
+  if (auto s = writer.Delete(beside); !s.ok()) {
+    log::Warning(s.message(), " (the index beside ", url,
+                 " describes the old object; readers find it stale and ignore it)");
+  }
   out->note = absl::StrFormat(
       "%s: %d part(s), %d byte(s) copied by the store, %d uploaded (%d of them read back)",
       stats->parts == 0 ? "one conditional PUT" : "a conditional multipart upload", stats->parts,

@@ -375,6 +375,26 @@ class BucketEditTest(unittest.TestCase):
         self.unmount(mnt)
         self.assertEqual(tc.read_records(self.object), theirs)
 
+    def test_the_index_beside_the_object_goes_with_the_old_object(self):
+        r = run("index", "--beside", "s3://b/data", env=self.env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        index = self.object + ".tfri"
+        self.assertTrue(os.path.exists(index))
+        mnt, _ = self.mount()
+        self.sh("rm -r '%s/010'" % os.path.join(mnt, SHARD))
+        r = run("commit", mnt, env=self.env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.check_object({10: None})
+        # The index of the old object is gone; a fresh index --beside of
+        # the new one is written and read back.
+        self.assertFalse(os.path.exists(index))
+        self.unmount(mnt)
+        self.env["XDG_CACHE_HOME"] = os.path.join(self.tmp, "cache2")
+        r = run("index", "--beside", "s3://b/data", env=self.env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertRegex(r.stdout, r"\b1 walked")
+        self.assertTrue(os.path.exists(index))
+
     # ---- gs:// (Cloud Storage's XML API: no ranged server-side copy) ----
 
     def use_gs(self):

@@ -115,8 +115,9 @@ absl::StatusOr<ObjectRewriteStats> RewriteObject(
 //   2. the parts are uploaded or copied; then the entry is marked
 //      `rewriting` (the new size and record count; durable) and the final
 //      conditional write is sent;
-//   3. once the store took it, the entry is dropped and the edit folders
-//      removed.
+//   3. once the store took it, the index stored beside the object
+//      (`index --beside`: KEY.tfri, which describes the old object) is
+//      deleted, the entry is dropped and the edit folders removed.
 // A refusal (ESTALE: another writer replaced the object) or any failure
 // leaves the object as it was and the edits pending, the entry's
 // `rewriting` mark cleared; the status says which object and what to do.
