@@ -77,6 +77,7 @@ size_t OnHeader(char* data, size_t size, size_t n, void* user) {
     r.etag.clear();
     r.last_modified.clear();
     r.content_range.clear();
+    r.generation.clear();
     r.content_length = -1;
     return bytes;
   }
@@ -87,6 +88,8 @@ size_t OnHeader(char* data, size_t size, size_t n, void* user) {
   HttpResponse& r = *t->response;
   if (name == "etag") {
     r.etag = std::string(value);
+  } else if (name == "x-goog-generation") {
+    r.generation = std::string(value);
   } else if (name == "last-modified") {
     r.last_modified = std::string(value);
   } else if (name == "content-range") {

@@ -34,7 +34,19 @@ void Append(RewritePart& part, const RewritePiece& p) {
 
 }  // namespace
 
+namespace {
+// No ETag starts so (they are quoted): GenerationCondition's mark.
+constexpr absl::string_view kGeneration = "generation ";
+}  // namespace
+
+std::string GenerationCondition(const std::string& generation) {
+  return absl::StrCat(kGeneration, generation);
+}
+
 std::string WriteConditionHeader(const std::string& replaces) {
+  if (absl::StartsWith(replaces, kGeneration)) {
+    return absl::StrCat("x-goog-if-generation-match: ", replaces.substr(kGeneration.size()));
+  }
   return replaces.empty() ? "If-None-Match: *" : absl::StrCat("If-Match: ", replaces);
 }
 
@@ -104,9 +116,9 @@ absl::StatusOr<std::vector<RewritePart>> PlanRewriteParts(const std::vector<Rewr
 }
 
 absl::Status BucketWriter::Changed(const std::string& key, const std::string& etag) const {
-  return PosixError(
-      ESTALE, absl::StrCat(Name(key), ": the object changed since it was listed (", "ETag then ",
-                           etag, "); not overwritten, the edits are kept"));
+  return PosixError(ESTALE, absl::StrCat(Name(key), ": the object changed since it was listed (",
+                                         absl::StartsWith(etag, kGeneration) ? "" : "ETag then ",
+                                         etag, "); not overwritten, the edits are kept"));
 }
 
 absl::Status BucketWriter::Refused(const std::string& key, const std::string& replaces) const {

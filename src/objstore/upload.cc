@@ -91,7 +91,8 @@ absl::Status BucketWriter::Failed(const std::string& key, absl::string_view what
       absl::StrCat(Name(key), ": ", what, ": ", DescribeHttpStatus(r.status, r.body)));
 }
 
-absl::StatusOr<int64_t> BucketWriter::Head(const std::string& key, std::string* etag) const {
+absl::StatusOr<int64_t> BucketWriter::Head(const std::string& key, std::string* etag,
+                                           std::string* generation) const {
   auto r = Send("HEAD", Url(key), "HEAD");
   if (!r.ok()) return r.status();
   if (r->status == 404) return -1;
@@ -100,6 +101,7 @@ absl::StatusOr<int64_t> BucketWriter::Head(const std::string& key, std::string* 
     return absl::DataLossError(absl::StrCat(Name(key), ": HEAD gave no Content-Length"));
   }
   if (etag != nullptr) *etag = r->etag;
+  if (generation != nullptr) *generation = r->generation;
   return r->content_length;
 }
 

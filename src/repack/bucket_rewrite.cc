@@ -21,6 +21,7 @@
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/log.h"
+#include "tfrecordfs/index/index_file.h"
 #include "tfrecordfs/objstore/listing.h"
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/record/writer.h"
@@ -102,6 +103,29 @@ absl::StatusOr<std::string> PartBytes(const objstore::RewritePart& part, const O
   return bytes;
 }
 
+// A gs:// object's parts: the whole new object cut at upload_part bytes,
+// every part uploaded (no ranged server-side copy to lean on).
+absl::StatusOr<std::vector<objstore::RewritePart>> StreamedParts(
+    const ObjectLayout& layout, const objstore::RewritePlanOptions& o) {
+  std::vector<objstore::RewritePart> parts(1);
+  for (RewritePiece p : layout.pieces) {
+    while (p.size > 0) {
+      if (parts.back().size == o.upload_part) parts.emplace_back();
+      objstore::RewritePart& part = parts.back();
+      const uint64_t take = std::min(o.upload_part - part.size, p.size);
+      part.pieces.push_back(RewritePiece{p.from, p.offset, take});
+      part.size += take;
+      p.offset += take;
+      p.size -= take;
+    }
+  }
+  if (parts.size() > objstore::kMaxParts) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the rewrite needs ", parts.size(), " parts; at most ", objstore::kMaxParts));
+  }
+  return parts;
+}
+
 }  // namespace
 
 absl::StatusOr<ObjectRewriteStats> RewriteObject(
@@ -113,25 +137,35 @@ absl::StatusOr<ObjectRewriteStats> RewriteObject(
     return absl::FailedPreconditionError(absl::StrCat(
         writer.Name(object.key), ": the store gave no ETag; cannot rewrite it conditionally"));
   }
+  const std::string replaces =
+      object.generation.empty() ? object.etag : objstore::GenerationCondition(object.generation);
   ObjectRewriteStats stats;
   if (layout.size == 0) {
     // Every record deleted: an empty object, conditionally.
     if (auto s = final_write(); !s.ok()) return s;
-    if (auto s = writer.PutWhole(object.key, "", object.etag); !s.ok()) return s;
+    if (auto s = writer.PutWhole(object.key, "", replaces); !s.ok()) return s;
     return stats;
   }
-  auto parts = objstore::PlanRewriteParts(layout.pieces, options);
+  absl::StatusOr<std::vector<objstore::RewritePart>> parts;
+  if (!object.generation.empty()) {
+    parts = StreamedParts(layout, options);
+  } else {
+    parts = objstore::PlanRewriteParts(layout.pieces, options);
+  }
   if (!parts.ok()) return parts.status();
   // A small object (ranged copies need a source larger than a part) or a
   // single uploaded part: one conditional PUT.
-  if (object.size <= options.min_part || (parts->size() == 1 && !(*parts)[0].copy)) {
+  const bool one_put = object.generation.empty() ? object.size <= options.min_part ||
+                                                       (parts->size() == 1 && !(*parts)[0].copy)
+                                                 : parts->size() == 1;
+  if (one_put) {
     objstore::RewritePart whole;
     for (const RewritePiece& p : layout.pieces) whole.pieces.push_back(p);
     whole.size = layout.size;
     auto bytes = PartBytes(whole, layout, read_old, &stats);
     if (!bytes.ok()) return bytes.status();
     if (auto s = final_write(); !s.ok()) return s;
-    if (auto s = writer.PutWhole(object.key, *bytes, object.etag); !s.ok()) return s;
+    if (auto s = writer.PutWhole(object.key, *bytes, replaces); !s.ok()) return s;
     stats.uploaded = bytes->size();
     return stats;
   }
@@ -159,7 +193,7 @@ absl::StatusOr<ObjectRewriteStats> RewriteObject(
     etags.push_back(*std::move(etag));
   }
   if (status.ok()) status = final_write();
-  if (status.ok()) status = writer.Complete(object.key, *id, etags, object.etag);
+  if (status.ok()) status = writer.Complete(object.key, *id, etags, replaces);
   if (!status.ok()) {
     // Nothing shows under the key until a completion: the parts go.
     if (auto a = writer.Abort(object.key, *id); !a.ok()) {
@@ -205,12 +239,14 @@ struct ObjectPlace {
 absl::StatusOr<std::unique_ptr<ObjectPlace>> PlaceOf(const std::string& url) {
   auto u = objstore::ParseObjectUrl(url);
   if (!u.ok()) return u.status();
-  if (u->scheme != objstore::ObjectUrl::Scheme::kS3 || u->key.empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(url, ": not an object of an s3:// bucket; its records are not rewritten"));
+  const bool s3 = u->scheme == objstore::ObjectUrl::Scheme::kS3;
+  if (!(s3 || u->scheme == objstore::ObjectUrl::Scheme::kGcs) || u->key.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        url, ": not an object of an s3:// or gs:// bucket; its records are not rewritten"));
   }
-  auto target = objstore::ResolveUploadTarget(
-      absl::StrCat("s3://", u->bucket), objstore::DefaultObjectOptions(), objstore::ProcessEnv);
+  auto target =
+      objstore::ResolveUploadTarget(absl::StrCat(s3 ? "s3://" : "gs://", u->bucket),
+                                    objstore::DefaultObjectOptions(), objstore::ProcessEnv);
   if (!target.ok()) return target.status();
   auto out = std::make_unique<ObjectPlace>();
   out->target = *std::move(target);
@@ -385,8 +421,30 @@ absl::Status CommitObjectEdits(staging::DeletionList* list, const std::string& e
     }
     return absl::OkStatus();
   };
-  auto stats = RewriteObject(writer, {(*place)->key, etag, from.object->size()}, *layout, read_old,
-                             objstore::RewritePlanOptions{}, before_final);
+  ObjectRewrite object{(*place)->key, etag, from.object->size(), ""};
+  if (absl::StartsWith(url, "gs://")) {
+    // The write is conditional on the generation, which the listing does
+    // not give: the object's as it is now, if it is still the one listed
+    // (same ETag, same size: the bytes the edits were made on).
+    std::string now;
+    auto size = writer.Head(object.key, &now, &object.generation);
+    if (!size.ok()) return size.status();
+    if (*size != static_cast<int64_t>(object.size) || now != etag) {
+      return PosixError(
+          ESTALE, absl::StrCat(url, " was replaced since this mount listed it (ETag ", etag,
+                               "): another writer's object is kept and nothing of this commit "
+                               "was written; the edits stay pending. To re-apply them to the "
+                               "new object by record key: tfrecordfs commit --rebase MOUNTPOINT"));
+    }
+    if (object.generation.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          url,
+          ": the store gave no x-goog-generation; cannot rewrite it conditionally (the "
+          "edits are kept pending)"));
+    }
+  }
+  auto stats = RewriteObject(writer, object, *layout, read_old, objstore::RewritePlanOptions{},
+                             before_final);
   if (!stats.ok()) {
     if (marked) (void)list->SetRewriting(url, std::nullopt);
     // A read of the old object's bytes refused (pinned to the ETag) says
@@ -406,6 +464,14 @@ absl::Status CommitObjectEdits(staging::DeletionList* list, const std::string& e
                                    "pending (commit again, or unmount and mount again)"));
   }
   faults.At("rewrite_object_after_final");
+  // The index stored beside the object (`index --beside`: KEY.tfri)
+  // describes the old object: removed, so no reader fetches it only to
+  // find it stale (the next `index --beside` writes the new one).
+  const std::string beside = absl::StrCat((*place)->key, index::kIndexSuffix);
+  if (auto s = writer.Delete(beside); !s.ok()) {
+    log::Warning(s.message(), " (the index beside ", url,
+                 " describes the old object; readers find it stale and ignore it)");
+  }
   out->note = absl::StrFormat(
       "%s: %d part(s), %d byte(s) copied by the store, %d uploaded (%d of them read back)",
       stats->parts == 0 ? "one conditional PUT" : "a conditional multipart upload", stats->parts,

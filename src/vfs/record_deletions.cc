@@ -89,10 +89,10 @@ absl::Status RecordDeletions::CheckWritable(uint64_t shard) const {
   if (shards_[shard].object != nullptr) {
     // An object of a bucket: rewritten by the commit with conditional
     // writes (repack/bucket_rewrite.h); an https:// URL has no such
-    // writes, and gs:// objects are not rewritten yet.
-    if (!absl::StartsWith(path, "s3://")) {
+    // writes.
+    if (!absl::StartsWith(path, "s3://") && !absl::StartsWith(path, "gs://")) {
       return PosixError(EROFS, absl::StrCat(path,
-                                            ": not an object of an s3:// bucket: its "
+                                            ": not an object of an s3:// or gs:// bucket: its "
                                             "records are read-only"));
     }
     if (shards_[shard].index->codec() == source::Codec::kArrayRecord) {

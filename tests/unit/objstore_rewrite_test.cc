@@ -159,6 +159,8 @@ TEST(PlanRewritePartsTest, RefusesAnEmptyObjectAndTooManyParts) {
 TEST(RewriteHeadersTest, ConditionsAndCopySource) {
   EXPECT_EQ(WriteConditionHeader(""), "If-None-Match: *");
   EXPECT_EQ(WriteConditionHeader("\"abc-2\""), "If-Match: \"abc-2\"");
+  EXPECT_EQ(WriteConditionHeader(GenerationCondition("1700000000123456")),
+            "x-goog-if-generation-match: 1700000000123456");
   UploadTarget t;
   t.name = "s3://my-bucket";
   EXPECT_EQ(CopySource(t, "train/a b+c.tfrecord"), "my-bucket/train/a%20b%2Bc.tfrecord");

@@ -122,6 +122,9 @@ struct HttpResponse {
   std::string body;
   // Header values (empty when absent). etag keeps its quotes.
   std::string etag, last_modified, content_range;
+  // Cloud Storage's x-goog-generation (the object's generation; empty
+  // from S3).
+  std::string generation;
   // Content-Length, when given (-1 when not).
   int64_t content_length = -1;
   // Bytes of a 206 answer's body written to Send's `into` (body then stays

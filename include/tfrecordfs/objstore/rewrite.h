@@ -30,8 +30,13 @@ inline constexpr uint64_t kMinPartSize = uint64_t{5} << 20;
 inline constexpr uint64_t kMaxPartSize = uint64_t{5} << 30;
 
 // "If-None-Match: *" for `replaces` empty (no object may be there), else
-// "If-Match: <replaces>" (the object must still be the one with that ETag).
+// "If-Match: <replaces>" (the object must still be the one with that ETag),
+// or, for `replaces` made by GenerationCondition(G),
+// "x-goog-if-generation-match: G" (Cloud Storage: the object must still be
+// generation G).
 std::string WriteConditionHeader(const std::string& replaces);
+// The `replaces` of a write conditional on a gs:// object's generation.
+std::string GenerationCondition(const std::string& generation);
 
 // The x-amz-copy-source header's value for `key` in the target's bucket:
 // "BUCKET/KEY", each segment URL-encoded (slashes kept).

@@ -100,8 +100,10 @@ class BucketWriter {
   std::string Name(const std::string& key) const;
 
   // -1: no object under `key`; else its size (and, with `etag`, its ETag
-  // into *etag, quotes included).
-  absl::StatusOr<int64_t> Head(const std::string& key, std::string* etag = nullptr) const;
+  // into *etag, quotes included; with `generation`, Cloud Storage's
+  // x-goog-generation into *generation, "" from a store without one).
+  absl::StatusOr<int64_t> Head(const std::string& key, std::string* etag = nullptr,
+                               std::string* generation = nullptr) const;
   // True when the object under `key` holds exactly the bytes of the local
   // file `path` (`size` bytes, which its HEAD said), compared part by part
   // with ranged GETs (ETags differ between stores and between PUT and
@@ -109,7 +111,8 @@ class BucketWriter {
   absl::StatusOr<bool> SameBytes(const std::string& key, const std::string& path,
                                  uint64_t size) const;
   // One PUT with If-None-Match: * or, with `replaces` (an ETag, quotes
-  // included), If-Match: `replaces`.
+  // included), If-Match: `replaces`, or, with `replaces` made by
+  // GenerationCondition (a gs:// object), x-goog-if-generation-match.
   absl::Status PutWhole(const std::string& key, absl::string_view bytes,
                         const std::string& replaces = {}) const;
   // The new multipart upload's id.
@@ -128,7 +131,8 @@ class BucketWriter {
                                              uint64_t first, uint64_t last,
                                              const std::string& source_etag) const;
   // Completes upload `id` from its parts' ETags, in order, with
-  // If-None-Match: * or, with `replaces`, If-Match: `replaces`.
+  // If-None-Match: * or, with `replaces`, If-Match: `replaces` (or
+  // x-goog-if-generation-match, as PutWhole's).
   absl::Status Complete(const std::string& key, const std::string& id,
                         const std::vector<std::string>& etags,
                         const std::string& replaces = {}) const;

@@ -71,6 +71,12 @@ struct ObjectRewrite {
   std::string key;    // the object's key
   std::string etag;   // as listed, quotes included (not empty)
   uint64_t size = 0;  // as listed
+  // A gs:// object's generation (x-goog-generation), "" for S3. Set: Cloud
+  // Storage's XML API has no ranged server-side copy, so the object is
+  // streamed through once: every part uploaded (kept ranges read through
+  // `read_old`), one PUT for an object of at most one part, the final
+  // write conditional on x-goog-if-generation-match: GENERATION.
+  std::string generation;
 };
 
 struct ObjectRewriteStats {
@@ -93,7 +99,9 @@ absl::StatusOr<ObjectRewriteStats> RewriteObject(
 
 // The commit of a mount's pending edits of one object (repack/rewrite.h
 // ApplyEdits calls it for a shard whose ShardToRewrite has an object; its
-// path is the object's URL, s3://BUCKET/KEY): the same edits as a file's
+// path is the object's URL, s3://BUCKET/KEY or gs://BUCKET/KEY; a gs://
+// object is HEADed first for its generation, and one whose ETag is no
+// longer the listed one is a conflict, ESTALE): the same edits as a file's
 // (deletions, edit folders spliced by KeepWhatEditsDidNotChange, added
 // records appended in name order), laid out by LayoutAfterEdits and
 // written by RewriteObject conditionally on the ETag the mount listed (a
@@ -107,8 +115,9 @@ absl::StatusOr<ObjectRewriteStats> RewriteObject(
 //   2. the parts are uploaded or copied; then the entry is marked
 //      `rewriting` (the new size and record count; durable) and the final
 //      conditional write is sent;
-//   3. once the store took it, the entry is dropped and the edit folders
-//      removed.
+//   3. once the store took it, the index stored beside the object
+//      (`index --beside`: KEY.tfri, which describes the old object) is
+//      deleted, the entry is dropped and the edit folders removed.
 // A refusal (ESTALE: another writer replaced the object) or any failure
 // leaves the object as it was and the edits pending, the entry's
 // `rewriting` mark cleared; the status says which object and what to do.
