@@ -182,7 +182,7 @@ TEST_F(BucketRewriteTest, EditsCopyTheUnchangedRangesServerSide) {
   record::AppendFramed(&appended, "appended");
   auto layout = LayoutAfterEdits(offsets, changes, {appended});
   ASSERT_TRUE(layout.ok()) << layout.status();
-  auto stats = RewriteObject(*writer_, {"ds/obj", etag, old.size()}, *layout, FromCopy(old));
+  auto stats = RewriteObject(*writer_, {"ds/obj", etag, old.size(), ""}, *layout, FromCopy(old));
   ASSERT_TRUE(stats.ok()) << stats.status();
   // What the object must hold: every record but 3, 60 replaced, one more.
   std::string want;
@@ -223,7 +223,7 @@ TEST_F(BucketRewriteTest, ASecondWritersObjectIsNeverOverwritten) {
   changes[40] = std::nullopt;
   auto layout = LayoutAfterEdits(offsets, changes, {});
   ASSERT_TRUE(layout.ok());
-  auto stats = RewriteObject(*writer_, {"ds/obj", listed, old.size()}, *layout, FromCopy(old));
+  auto stats = RewriteObject(*writer_, {"ds/obj", listed, old.size(), ""}, *layout, FromCopy(old));
   ASSERT_FALSE(stats.ok());
   EXPECT_EQ(ErrnoOf(stats.status()), ESTALE) << stats.status();
   EXPECT_NE(stats.status().message().find("s3://b/ds/obj"), std::string::npos);
@@ -244,14 +244,14 @@ TEST_F(BucketRewriteTest, ASmallObjectIsOneConditionalPut) {
   auto layout = LayoutAfterEdits(offsets, changes, {});
   ASSERT_TRUE(layout.ok());
   const std::string etag = Etag("small");
-  auto stats = RewriteObject(*writer_, {"ds/small", etag, old.size()}, *layout, FromCopy(old));
+  auto stats = RewriteObject(*writer_, {"ds/small", etag, old.size(), ""}, *layout, FromCopy(old));
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(stats->parts, 0u);
   std::string want;
   for (const char* r : {"one", "TWO", "three"}) record::AppendFramed(&want, r);
   EXPECT_EQ(ReadAll(Path("small")), want);
   // The same rewrite again, pinned to the ETag that is gone: refused.
-  auto again = RewriteObject(*writer_, {"ds/small", etag, old.size()}, *layout, FromCopy(old));
+  auto again = RewriteObject(*writer_, {"ds/small", etag, old.size(), ""}, *layout, FromCopy(old));
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(ErrnoOf(again.status()), ESTALE) << again.status();
   EXPECT_EQ(ReadAll(Path("small")), want);
