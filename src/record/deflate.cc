@@ -97,9 +97,12 @@ ParallelDeflater::ParallelDeflater(source::Codec codec, int level, int threads, 
     : codec_(codec), level_(level), name_(std::move(name)), sink_(std::move(sink)) {
   const int n = threads <= 0 ? std::min(DefaultThreads(), kDefaultMaxThreads) : threads;
   // One worker per core (the owner mostly waits for them); four pieces per
-  // worker in flight, so a worker finds the next one ready.
+  // worker in flight, at least kMinPiecesInFlight, so a worker finds the
+  // next one ready while the owner is away (deflate.h).
   const int workers = n <= 1 ? 0 : n;
-  pipe_ = std::make_unique<Pipeline>(workers, 4 * static_cast<size_t>(std::max(n, 1)));
+  const size_t window = 4 * static_cast<size_t>(std::max(n, 1));
+  pipe_ = std::make_unique<Pipeline>(workers,
+                                     workers > 0 ? std::max(window, kMinPiecesInFlight) : window);
   check_ = codec_ == source::Codec::kGzip ? static_cast<uint32_t>(crc32(0, nullptr, 0))
                                           : static_cast<uint32_t>(adler32(1, nullptr, 0));
   if (codec_ != source::Codec::kGzip && codec_ != source::Codec::kZlib) {
