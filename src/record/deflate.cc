@@ -1,5 +1,7 @@
 #include "tfrecordfs/record/deflate.h"
 
+#include <isa-l/crc.h>
+#include <isa-l/igzip_lib.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -40,8 +42,9 @@ struct ParallelDeflater::Block {
     const auto* data = reinterpret_cast<const Bytef*>(in.data() + dict);
     const auto size = static_cast<uInt>(in.size() - dict);
     if (size > 0) {
-      check = gzip ? static_cast<uint32_t>(crc32(check, data, size))
-                   : static_cast<uint32_t>(adler32(check, data, size));
+      // ISA-L's checksums: the same values as zlib's crc32 and adler32,
+      // several times faster (zlib's crc32 was 1.3 % of a commit's CPU).
+      check = gzip ? crc32_gzip_refl(check, data, size) : isal_adler32(check, data, size);
     }
     // Raw deflate (windowBits -15): the wrapper is the deflater's. memLevel 8
     // and the default strategy are what TensorFlow's ZlibOutputBuffer uses.
@@ -94,9 +97,12 @@ ParallelDeflater::ParallelDeflater(source::Codec codec, int level, int threads, 
     : codec_(codec), level_(level), name_(std::move(name)), sink_(std::move(sink)) {
   const int n = threads <= 0 ? std::min(DefaultThreads(), kDefaultMaxThreads) : threads;
   // One worker per core (the owner mostly waits for them); four pieces per
-  // worker in flight, so a worker finds the next one ready.
+  // worker in flight, at least kMinPiecesInFlight, so a worker finds the
+  // next one ready while the owner is away (deflate.h).
   const int workers = n <= 1 ? 0 : n;
-  pipe_ = std::make_unique<Pipeline>(workers, 4 * static_cast<size_t>(std::max(n, 1)));
+  const size_t window = 4 * static_cast<size_t>(std::max(n, 1));
+  pipe_ = std::make_unique<Pipeline>(workers,
+                                     workers > 0 ? std::max(window, kMinPiecesInFlight) : window);
   check_ = codec_ == source::Codec::kGzip ? static_cast<uint32_t>(crc32(0, nullptr, 0))
                                           : static_cast<uint32_t>(adler32(1, nullptr, 0));
   if (codec_ != source::Codec::kGzip && codec_ != source::Codec::kZlib) {

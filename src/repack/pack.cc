@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <map>
 #include <utility>
@@ -20,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "src/repack/arrayrecord_rewrite.h"
 #include "src/repack/check_shard.h"
+#include "tfrecordfs/base/coding.h"
 #include "tfrecordfs/base/crc32c.h"
 #include "tfrecordfs/base/fault_points.h"
 #include "tfrecordfs/base/file.h"
@@ -95,10 +97,87 @@ std::vector<PlannedShard> Split(const std::vector<PlannedRecord>& records, uint6
   return shards;
 }
 
+// Checks both CRCs of every record as the stream's bytes pass once (the
+// scan of the check after write): the header's, and the data's, computed
+// over the bytes as they come, without holding a record. Before, the check
+// read every record back through an InflateSource after the scan: a second
+// inflate of the whole file on one thread, at the end of every commit of a
+// compressed shard (docs/bench.md). Framing errors (a bad length) are the
+// StreamWalker's to find; this stops at the first mismatch and names it.
+class RecordCrcCheck {
+ public:
+  explicit RecordCrcCheck(absl::string_view path) : path_(path) {}
+
+  void Feed(absl::string_view b) {
+    while (!b.empty() && status_.ok()) {
+      if (phase_ == kHeader || phase_ == kFooter) {
+        const size_t want = (phase_ == kHeader ? record::kHeaderSize : size_t{4}) - have_;
+        const size_t n = std::min(want, b.size());
+        std::memcpy(buf_ + have_, b.data(), n);
+        have_ += n;
+        pos_ += n;
+        b.remove_prefix(n);
+        if (have_ < (phase_ == kHeader ? record::kHeaderSize : size_t{4})) break;
+        have_ = 0;
+        if (phase_ == kHeader) {
+          if (crc32c::Mask(crc32c::Value(buf_, 8)) != DecodeFixed32(buf_ + 8)) {
+            Fail("length CRC");
+            break;
+          }
+          left_ = DecodeFixed64(buf_);
+          crc_ = 0;
+          phase_ = left_ > 0 ? kData : kFooter;
+        } else {
+          if (crc32c::Mask(crc_) != DecodeFixed32(buf_)) {
+            Fail("data CRC");
+            break;
+          }
+          ++record_;
+          start_ = pos_;
+          phase_ = kHeader;
+        }
+        continue;
+      }
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(left_, b.size()));
+      crc_ = crc32c::Extend(crc_, b.data(), n);
+      left_ -= n;
+      pos_ += n;
+      b.remove_prefix(n);
+      if (left_ == 0) phase_ = kFooter;
+    }
+  }
+
+  // True when every record fed was whole and both its CRCs matched.
+  bool Finish() {
+    if (status_.ok() && (phase_ != kHeader || have_ != 0)) Fail("end of the stream inside");
+    return status_.ok();
+  }
+  const absl::Status& status() const { return status_; }
+
+ private:
+  enum Phase { kHeader, kData, kFooter };
+  void Fail(absl::string_view what) {
+    status_ = absl::DataLossError(absl::StrCat(path_, ": check after write: ", what, " of record ",
+                                               record_, " (uncompressed byte offset ", start_,
+                                               ") does not match"));
+  }
+
+  std::string path_;
+  absl::Status status_;
+  Phase phase_ = kHeader;
+  char buf_[record::kHeaderSize];
+  size_t have_ = 0;
+  uint64_t left_ = 0;
+  uint32_t crc_ = 0;
+  uint64_t record_ = 0;
+  uint64_t start_ = 0;  // the current record's first byte
+  uint64_t pos_ = 0;
+};
+
 // A compressed shard: one clean stream (member) of `codec` that
 // decompresses to exactly `bytes` bytes of clean framing with `records`
-// records, each of which reads back with both CRCs through the source layer
-// (what the mount will do with it).
+// records, each with both CRCs right (RecordCrcCheck, in the same inflate
+// pass as the scan).
 absl::Status CheckCompressedShard(UniqueFd fd, const std::string& path, uint64_t file_size,
                                   source::Codec codec, uint64_t bytes, uint64_t records) {
   // The mount must take the file for what it is (index::ProbeFile): GZIP
@@ -120,7 +199,11 @@ absl::Status CheckCompressedShard(UniqueFd fd, const std::string& path, uint64_t
   }
   // The check of what we wrote: no record limit (the pack chose the records).
   record::StreamWalker walker(path, UINT64_MAX);
-  const auto sink = [&](absl::string_view b) { return walker.Feed(b); };
+  RecordCrcCheck crcs(path);
+  const auto sink = [&](absl::string_view b) {
+    crcs.Feed(b);
+    return walker.Feed(b);
+  };
   auto scan =
       codec == source::Codec::kSnappy
           ? source::ScanSnappy(fd.get(), path, file_size, sink)
@@ -147,21 +230,7 @@ absl::Status CheckCompressedShard(UniqueFd fd, const std::string& path, uint64_t
                                             walk.offsets.size() - 1, " records, expected ",
                                             records));
   }
-  // The CRC re-check, through the checkpoints just made: the reads are
-  // sequential, so this is one more inflate pass.
-  source::BlockCache cache(size_t{4} << 20);
-  auto table = std::make_shared<const source::CheckpointTable>(std::move(scan->table));
-  std::unique_ptr<source::ShardSource> src;
-  if (codec == source::Codec::kSnappy) {
-    src = std::make_unique<source::SnappySource>(source::ShardFile(std::move(fd), path), file_size,
-                                                 table, &cache);
-  } else {
-    src = std::make_unique<source::InflateSource>(std::move(fd), path, file_size, table, &cache);
-  }
-  for (uint64_t i = 0; i < records; ++i) {
-    auto r = record::ReadRecord(*src, i, walk.offsets[i], walk.offsets[i + 1]);
-    if (!r.ok()) return r.status();
-  }
+  if (!crcs.Finish()) return crcs.status();
   return absl::OkStatus();
 }
 

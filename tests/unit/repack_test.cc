@@ -29,8 +29,10 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "src/cli/commands.h"
+#include "src/repack/check_shard.h"
 #include "testing/files.h"
 #include "testing/temp_dir.h"
+#include "tfrecordfs/base/coding.h"
 #include "tfrecordfs/base/crc32c.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/example/example.h"
@@ -1019,6 +1021,57 @@ TEST_F(PackCommandTest, RecoversAnInterruptedOfflinePack) {
   EXPECT_EQ(Run({"--prefix", "z", records_, out_}), 0);
   EXPECT_THAT(ShardFiles(out_), ElementsAre("z-00000-of-00001.tfrecord"));
   EXPECT_THAT(StrayFiles(out_), ElementsAre());
+}
+
+// One record framed by hand (TFRecord's format), its data CRC wrong when
+// `bad_crc`.
+std::string FrameByHand(absl::string_view data, bool bad_crc = false) {
+  std::string out(record::kHeaderSize, '\0');
+  EncodeFixed64(out.data(), data.size());
+  EncodeFixed32(out.data() + 8, crc32c::Mask(crc32c::Value(out.data(), 8)));
+  out.append(data.data(), data.size());
+  char footer[4];
+  EncodeFixed32(footer, crc32c::Mask(crc32c::Value(data)) ^ (bad_crc ? 1u : 0u));
+  out.append(footer, sizeof footer);
+  return out;
+}
+
+// The check after write of a compressed shard checks both CRCs of every
+// record in the one inflate pass of its scan (it read every record back
+// through a second inflate pass before): a clean GZIP or ZLIB stream with
+// an empty record and one larger than the scan's 1 MiB chunks passes; the
+// same stream with one record's data CRC wrong (its GZIP CRC-32 right, so
+// only the record check can see it) fails, naming the file, the record and
+// its offset.
+TEST(CheckWrittenShardTest, ChecksEveryRecordsCrcsInTheScansPass) {
+  test::TempDir dir("check_shard");
+  const std::string big(1500000, 'q');
+  for (const bool gzip : {true, false}) {
+    const source::Codec codec = gzip ? source::Codec::kGzip : source::Codec::kZlib;
+    const auto wrap = gzip ? reference::zlib::Wrap::kGzip : reference::zlib::Wrap::kZlib;
+    const std::string good =
+        FrameByHand("first") + FrameByHand("") + FrameByHand(big) + FrameByHand("last");
+    const std::string path = dir.Join(gzip ? "good.tfrecord.gz" : "good.tfrecord.zz");
+    test::WriteFile(path, reference::zlib::Deflate(good, wrap));
+    EXPECT_EQ(CheckWrittenShard(path, good.size(), 4, codec), absl::OkStatus());
+
+    for (const int bad_at : {2, 3}) {
+      const std::string bad = FrameByHand("first") + FrameByHand("") +
+                              FrameByHand(big, bad_at == 2) + FrameByHand("last", bad_at == 3);
+      const std::string bad_path = dir.Join(absl::StrCat("bad", bad_at, gzip ? ".gz" : ".zz"));
+      test::WriteFile(bad_path, reference::zlib::Deflate(bad, wrap));
+      const absl::Status s = CheckWrittenShard(bad_path, bad.size(), 4, codec);
+      EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+      const uint64_t offset = bad_at == 2 ? 2 * record::kFramingOverhead + 5
+                                          : 3 * record::kFramingOverhead + 5 + big.size();
+      EXPECT_THAT(
+          std::string(s.message()),
+          ::testing::AllOf(::testing::HasSubstr(bad_path),
+                           ::testing::HasSubstr(absl::StrCat("data CRC of record ", bad_at)),
+                           ::testing::HasSubstr(absl::StrCat("byte offset ", offset))))
+          << s;
+    }
+  }
 }
 
 }  // namespace

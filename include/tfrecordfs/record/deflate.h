@@ -47,8 +47,15 @@ namespace tfrecordfs::record {
 inline constexpr size_t kDeflatePiece = size_t{128} << 10;
 inline constexpr size_t kDeflateDictionary = size_t{32} << 10;
 // Workers a `threads` of 0 starts at most: each holds four pieces in flight
-// (about 0.6 MiB each: input, output, deflate state).
+// (about 0.6 MiB each: input, output, deflate state), and the deflater at
+// least kMinPiecesInFlight (about 18 MiB) when it has workers: the owner
+// (reading the old shard, framing, writing the output) can be off the CPU
+// or blocked in write(2) for a while on a loaded machine, and the workers
+// must not run dry meanwhile (with 4 per worker, 2 workers: a 200 MB GZIP
+// commit of random records 4.2-5.5 s against `pigz -6`'s 2.9-3.6 s; with
+// 32, 3.4-4.6 s in the same interleaved rounds, docs/bench.md).
 inline constexpr int kDefaultMaxThreads = 8;
+inline constexpr size_t kMinPiecesInFlight = 32;
 
 class ParallelDeflater {
  public:
@@ -59,7 +66,8 @@ class ParallelDeflater {
   // `codec`: kGzip or kZlib. `level`: zlib's, 0..9. `threads`: blocks
   // deflated at once (0: the machine's cores, at most kDefaultMaxThreads;
   // 1: on the owner's thread, no worker started); 4 * threads pieces are
-  // held at most, besides the newest block. The bytes written do not
+  // held at most (kMinPiecesInFlight with workers), besides the newest
+  // block. The bytes written do not
   // depend on it. `name` is used in error messages.
   ParallelDeflater(source::Codec codec, int level, int threads, std::string name, Sink sink);
   ~ParallelDeflater();
