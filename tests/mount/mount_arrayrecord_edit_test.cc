@@ -29,6 +29,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "mount_harness.h"
+#include "testing/bytes.h"
 #include "tfrecordfs/arrayrecord/writer.h"
 
 namespace tfrecordfs::mount_test {
@@ -89,25 +90,6 @@ Dumped Dump(const std::string& file) {
   return d;
 }
 
-std::string Varint(uint64_t v) {
-  std::string out;
-  while (v >= 0x80) {
-    out.push_back(static_cast<char>(v | 0x80));
-    v >>= 7;
-  }
-  out.push_back(static_cast<char>(v));
-  return out;
-}
-std::string Len(int field, const std::string& bytes) {
-  return Varint(static_cast<uint64_t>(field) << 3 | 2) + Varint(bytes.size()) + bytes;
-}
-// Example{label: int64 [label], text: bytes [text]}, by hand.
-std::string ExamplePayload(uint64_t label, const std::string& text) {
-  const std::string f_label = Len(3, Len(1, Varint(label)));
-  const std::string f_text = Len(1, Len(1, text));
-  return Len(1,
-             Len(1, Len(1, "label") + Len(2, f_label)) + Len(1, Len(1, "text") + Len(2, f_text)));
-}
 std::string Described(uint64_t label, const std::string& text) {
   return absl::StrCat("label:int64:", label, " text:bytes:", text);
 }
@@ -122,7 +104,8 @@ std::vector<std::string> Payloads() {
       raw.append(static_cast<size_t>(i * 4999 % 70000), static_cast<char>('a' + i % 26));
       out.push_back(raw);
     } else {
-      out.push_back(ExamplePayload(static_cast<uint64_t>(i * 11), absl::StrCat("text of ", i)));
+      out.push_back(
+          test::LabelTextExample(static_cast<uint64_t>(i * 11), absl::StrCat("text of ", i)));
     }
   }
   return out;
@@ -275,8 +258,9 @@ TEST_P(ArrayRecordEditTest, EditsAndDeletesCommitInTheSameFormatKeepingWhatTheyD
   // The edited records keep what was not edited byte for byte: the text
   // entry's bytes are in them as they were.
   for (int i : {0, 3, 4}) {
-    const std::string text_entry =
-        Len(1, Len(1, "text") + Len(2, Len(1, Len(1, absl::StrCat("text of ", i)))));
+    const std::string text_entry = test::WireLen(
+        1, test::WireLen(1, "text") +
+               test::WireLen(2, test::WireLen(1, test::WireLen(1, absl::StrCat("text of ", i)))));
     EXPECT_NE(first.records[static_cast<size_t>(i)].find(text_entry), std::string::npos) << i;
   }
   // No deletion: the same chunks, those without an edited record (0, 2, 3,

@@ -20,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "mount_harness.h"
+#include "testing/bytes.h"
 #include "testing/shard.h"
 #include "tfrecordfs/arrayrecord/file.h"
 #include "tfrecordfs/arrayrecord/writer.h"
@@ -53,29 +54,6 @@ std::vector<std::string> RecordDirs(const std::string& dir) {
   return out;
 }
 
-// Protobuf wire encoding by hand (the payloads are the test's, not the
-// project's encoder's).
-std::string Varint(uint64_t v) {
-  std::string out;
-  while (v >= 0x80) {
-    out.push_back(static_cast<char>(v | 0x80));
-    v >>= 7;
-  }
-  out.push_back(static_cast<char>(v));
-  return out;
-}
-std::string Len(int field, const std::string& bytes) {
-  return Varint(static_cast<uint64_t>(field) << 3 | 2) + Varint(bytes.size()) + bytes;
-}
-// Example{label: int64 [label], text: bytes [text]}.
-std::string ExamplePayload(uint64_t label, const std::string& text) {
-  const std::string f_label = Len(3, Len(1, Varint(label)));
-  const std::string f_text = Len(1, Len(1, text));
-  const std::string features =
-      Len(1, Len(1, "label") + Len(2, f_label)) + Len(1, Len(1, "text") + Len(2, f_text));
-  return Len(1, features);
-}
-
 std::vector<std::string> Payloads() {
   std::vector<std::string> out;
   for (int i = 0; i < 30; ++i) {
@@ -85,7 +63,8 @@ std::vector<std::string> Payloads() {
       raw.append(static_cast<size_t>(i * 997 % 70000), static_cast<char>('a' + i % 26));
       out.push_back(raw);
     } else {
-      out.push_back(ExamplePayload(static_cast<uint64_t>(i * 11), absl::StrCat("text of ", i)));
+      out.push_back(
+          test::LabelTextExample(static_cast<uint64_t>(i * 11), absl::StrCat("text of ", i)));
     }
   }
   return out;
