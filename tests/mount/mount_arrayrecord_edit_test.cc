@@ -31,6 +31,7 @@
 #include "mount_harness.h"
 #include "testing/bytes.h"
 #include "tfrecordfs/arrayrecord/writer.h"
+#include "tfrecordfs/reference/wire.h"
 
 namespace tfrecordfs::mount_test {
 namespace {
@@ -258,9 +259,9 @@ TEST_P(ArrayRecordEditTest, EditsAndDeletesCommitInTheSameFormatKeepingWhatTheyD
   // The edited records keep what was not edited byte for byte: the text
   // entry's bytes are in them as they were.
   for (int i : {0, 3, 4}) {
-    const std::string text_entry = test::WireLen(
-        1, test::WireLen(1, "text") +
-               test::WireLen(2, test::WireLen(1, test::WireLen(1, absl::StrCat("text of ", i)))));
+    const std::string text_entry = reference::wire::MapEntry(
+        "text",
+        reference::wire::BytesFeature(reference::wire::BytesValues({absl::StrCat("text of ", i)})));
     EXPECT_NE(first.records[static_cast<size_t>(i)].find(text_entry), std::string::npos) << i;
   }
   // No deletion: the same chunks, those without an edited record (0, 2, 3,

@@ -8,6 +8,8 @@
 #include <random>
 #include <string>
 
+#include "tfrecordfs/reference/wire.h"
+
 namespace tfrecordfs::test {
 
 // `n` bytes from a 64-bit Mersenne twister seeded with `seed`.
@@ -36,26 +38,13 @@ inline std::string TextLike(size_t n, uint64_t seed) {
   return out;
 }
 
-// Protobuf wire encoding by hand, so that a test's payloads are not the
-// project's encoder's: a varint, and a length-delimited field.
-inline std::string WireVarint(uint64_t v) {
-  std::string out;
-  while (v >= 0x80) {
-    out.push_back(static_cast<char>(v | 0x80));
-    v >>= 7;
-  }
-  out.push_back(static_cast<char>(v));
-  return out;
-}
-inline std::string WireLen(int field, const std::string& bytes) {
-  return WireVarint(static_cast<uint64_t>(field) << 3 | 2) + WireVarint(bytes.size()) + bytes;
-}
-// Example{label: int64 [label], text: bytes [text]}, by hand.
+// Example{label: int64 [label], text: bytes [text]}, written by hand
+// (reference/wire.h), not by the project's encoder.
 inline std::string LabelTextExample(uint64_t label, const std::string& text) {
-  const std::string f_label = WireLen(3, WireLen(1, WireVarint(label)));
-  const std::string f_text = WireLen(1, WireLen(1, text));
-  return WireLen(1, WireLen(1, WireLen(1, "label") + WireLen(2, f_label)) +
-                        WireLen(1, WireLen(1, "text") + WireLen(2, f_text)));
+  namespace wire = reference::wire;
+  return wire::ExampleOf({wire::MapEntry("label", wire::Int64Feature(wire::PackedVarints(
+                                                      {static_cast<int64_t>(label)}))),
+                          wire::MapEntry("text", wire::BytesFeature(wire::BytesValues({text})))});
 }
 
 }  // namespace tfrecordfs::test

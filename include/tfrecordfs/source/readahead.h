@@ -1,30 +1,46 @@
 // Sequential readahead for shards on network storage (issue 12).
 //
-// Listing a record folder reads that one record; a `find`, `ls -R` or
-// `cat */label` over a shard reads its records in order, one round trip each,
-// and on network storage (milliseconds a read) that is the whole cost. A
-// ReadaheadSource wraps a shard's source and watches its reads: once two
-// reads follow each other (the second starts where the first ended), it
+// Why: listing a record folder reads that one record; a `find`, `ls -R` or
+// `cat */label` over a shard reads its records in order, one round trip
+// each, and on network storage (milliseconds a read) that is the whole cost.
+//
+// What: a ReadaheadSource wraps a shard's source and watches its reads. It
 // reads aligned blocks (Readahead::block(): 1 MiB on a network file system,
 // 4 MiB, one ranged GET each, for objects) ahead on the Readahead's threads,
 // several at once, into a byte-bounded LRU shared by the mount (the memory
-// budget: abandoned streams are simply evicted). Blocks a stream has read
-// past go to the cold end of that LRU (drop-behind), so that blocks fetched
-// ahead and not read yet are the last to go; a block evicted before its
-// reader got there anyway is fetched again, with the window after it,
-// rather than read one direct read at a time. A listing of the shard's
-// folder (ExpectReadFromStart) starts its first window before its first
-// read, for one shard at a time. How far ahead is a
-// ReadaheadWindow: a few blocks when the stream starts, doubling each time
-// the reader enters a new block, up to kMaxWindowBytes (at most half the
-// budget, so blocks read ahead are not evicted before they are read). When
-// a stream has started every block to the end of its shard, the next shard
-// registered with the same Readahead (the mount's order: the order a `find`
-// walks the shard folders) is primed: its first blocks (the stream's
-// window, as far as the budget holds it beside the stream's own) are fetched and its first read
-// counts as sequential, going on with that window, so a walk across shards is one stream that waits
-// no round trip at each shard's start. A read of bytes in a block being fetched waits for that
-// fetch instead of asking again. Random reads start nothing, and pay only the bookkeeping.
+// budget: abandoned streams are simply evicted).
+//
+// A source's stream, read by read:
+//
+//              a read that neither follows the last one
+//              nor reads a block read ahead: window stopped
+//        +----------------------------------------------+
+//        v                                              |
+//   [ random ] -- a read starting where the last --> [ sequential ]
+//        |        one ended: window started             |  window of W blocks;
+//        |                                              |  W doubles each time
+//        | ExpectReadFromStart (its folder listed),     |  the reader enters a
+//        | or PrimeNext (the shard before it in         |  new block, up to
+//        | mount order started its last block)          |  kMaxWindowBytes
+//        v                                              |
+//   [ primed ] -- a read at offset 0 ------------------>+  every block to the
+//     first window fetched                                 end started: prime
+//                                                          the next shard
+//
+// - Window: a ReadaheadWindow, a few blocks when the stream starts, at most
+//   half the budget, so blocks read ahead are not evicted before they are
+//   read.
+// - Drop-behind: blocks a stream has read past go to the cold end of the LRU
+//   (and a shard's last block once its end was read), so blocks fetched ahead
+//   and not read yet are the last to go. A block evicted before its reader got
+//   there anyway is fetched again, with the window after it, rather than read
+//   one direct read at a time.
+// - Priming: the next shard registered with the same Readahead (the mount's
+//   order: the order a `find` walks the shard folders) gets its first window
+//   (as far as the budget holds it beside the stream's own), so a walk across
+//   shards is one stream that waits no round trip at each shard's start.
+// - A read of bytes in a block being fetched waits for that fetch instead of
+//   asking again. Random reads start nothing, and pay only the bookkeeping.
 //
 // The bytes served are the same as the wrapped source's: a block whose
 // fetch failed is not kept, and the read goes to the wrapped source, which
