@@ -92,8 +92,7 @@ int CommitMain(int argc, char** argv) {
              .json = false,
              .quiet = false});
   auto flags = ParseCommit(&tool, argc, argv);
-  if (!flags.ok()) return tool.Usage(flags.status().message());
-  if (tool.help()) return tool.PrintHelp();
+  if (auto stop = tool.Stop(flags.status())) return *stop;
   auto record = LiveMountRecord(flags->mountpoint, "commit");
   if (!record) return kExitNotMounted;
   if (record->read_only || record->store.empty()) {

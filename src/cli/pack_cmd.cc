@@ -124,8 +124,7 @@ int PackMain(int argc, char** argv) {
              .json = false,
              .quiet = false});
   auto flags = ParsePack(&tool, argc, argv);
-  if (!flags.ok()) return tool.Usage(flags.status().message());
-  if (tool.help()) return tool.PrintHelp();
+  if (auto stop = tool.Stop(flags.status())) return *stop;
   repack::PackOptions& options = flags->options;
   if (auto ar = flags->compression_given ? std::nullopt
                                          : repack::ArrayRecordDatasetIn(options.output_dir)) {

@@ -279,8 +279,7 @@ ToolSpec ReshardSpec() {
 int ReshardMain(int argc, char** argv) {
   Tool tool(ReshardSpec());
   auto flags = ParseReshard(&tool, argc, argv);
-  if (!flags.ok()) return tool.Usage(flags.status().message());
-  if (tool.help()) return tool.PrintHelp();
+  if (auto stop = tool.Stop(flags.status())) return *stop;
   reshape::ReshardOptions& options = flags->options;
   tool.SetPlanSalt(ReshardPlanSalt(*flags));
   // A shuffle's map pass may take a piece of a large shard (the records

@@ -126,6 +126,10 @@ std::optional<int> Tool::Parse(int argc, char** argv, const OwnOptions& own) {
     return absl::CancelledError("said");
   });
   if (own_stop) return own_stop;
+  return Stop(parsed);
+}
+
+std::optional<int> Tool::Stop(const absl::Status& parsed) const {
   if (!parsed.ok()) return Usage(parsed.message());
   if (help_) return PrintHelp();
   return std::nullopt;

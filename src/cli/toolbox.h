@@ -43,7 +43,7 @@ index::StoreOptions ToolStoreOptions();
 // status, pack, commit, unmount) uses Parse and Finish. A command whose
 // parse is a function of its own (a page: parse, run, report; reshard's
 // ParseReshard, commit's, pack's) calls ParseFlags, which says nothing and
-// returns the usage error, then Usage or PrintHelp. Exit statuses are
+// returns the usage error, then Stop. Exit statuses are
 // commands.h's.
 //
 // Thread-safety: none; a command's main thread owns its Tool.
@@ -124,6 +124,10 @@ class Tool {
   bool help() const { return help_; }
   // Prints -h/--help's text on stdout; kExitOk.
   int PrintHelp() const;
+  // After a command's parse function (over ParseFlags) returned `parsed`:
+  // the exit code when the command stops here, after saying the usage
+  // error or printing --help; else nullopt.
+  std::optional<int> Stop(const absl::Status& parsed) const;
   // A usage error when there is no operand ("need at least one SOURCE").
   std::optional<int> NeedSources() const;
   // Scans the operands as SOURCEs (scan::Scan) through store() (made with
