@@ -264,6 +264,29 @@ void WriteTfdsInfo(const std::vector<scan::ScannedShard>& shards,
   }
 }
 
+// Where the new shards go once written, the report's paths then naming
+// them there: a part's are published (and put into the bucket) with
+// `manifest` (a new one when none), one process's put into the bucket
+// under their final names (never over one), or left in the local folder
+// with TFDS's metadata beside them.
+absl::Status DeliverShards(const Tool& tool, reshape::PartOutput* part_out,
+                           std::optional<reshape::PartManifest> manifest,
+                           reshape::BucketParts* bucket, reshape::ReshardReport* report) {
+  if (part_out != nullptr) {
+    return PublishPart(part_out, manifest ? *std::move(manifest) : NewManifest(tool, "reshard"),
+                       bucket, report);
+  }
+  if (bucket != nullptr) {
+    for (reshape::OutputShard& s : report->shards) {
+      if (auto st = bucket->UploadNew(s.path, Basename(s.path)); !st.ok()) return st;
+      s.path = bucket->ObjectName(Basename(s.path));
+    }
+    return absl::OkStatus();
+  }
+  WriteTfdsInfo(tool.shards(), *report);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 ToolSpec ReshardSpec() {
@@ -319,12 +342,12 @@ int ReshardMain(int argc, char** argv) {
                                         options.memory, options.skip_damaged};
   if (pass == "map") return MapPass(&tool, output, shuffle, interrupted, bucket->get());
 
-  reshape::PartManifest manifest;
+  std::optional<reshape::PartManifest> manifest;  // the reduce pass's, from the map passes
   std::vector<std::string> map_dirs;
   if (pass == "reduce") {
     // The first pass of every part must be there; the inputs they read are
     // this part's inputs (--finalize checks them).
-    auto runs = FindMapRuns(tool, output, shuffle, &*flags, bucket->get(), &manifest);
+    auto runs = FindMapRuns(tool, output, shuffle, &*flags, bucket->get(), &manifest.emplace());
     if (!runs.ok()) return tool.Fail(runs.status());
     map_dirs = *std::move(runs);
   }
@@ -343,20 +366,9 @@ int ReshardMain(int argc, char** argv) {
                       "; nothing was left under a final name", "; nothing was written");
   }
 
-  if (part_out) {
-    if (pass != "reduce") manifest = NewManifest(tool, "reshard");
-    if (auto st = PublishPart(part_out.get(), std::move(manifest), bucket->get(), &*report);
-        !st.ok()) {
-      return tool.Fail(st);
-    }
-  } else if (*bucket) {
-    // One process: each shard put under its final name, never over one.
-    for (reshape::OutputShard& s : report->shards) {
-      if (auto st = (*bucket)->UploadNew(s.path, Basename(s.path)); !st.ok()) return tool.Fail(st);
-      s.path = (*bucket)->ObjectName(Basename(s.path));
-    }
-  } else {
-    WriteTfdsInfo(tool.shards(), *report);
+  if (auto st = DeliverShards(tool, part_out.get(), std::move(manifest), bucket->get(), &*report);
+      !st.ok()) {
+    return tool.Fail(st);
   }
   return tool.Finish(ReshardReport(*report, tool.shards(), options, tool.json()),
                      report->skipped.empty());
