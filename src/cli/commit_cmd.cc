@@ -76,8 +76,9 @@ absl::StatusOr<CommitFlags> ParseCommit(Tool* tool, int argc, char** argv) {
   });
   if (!parsed.ok()) return parsed;
   if (tool->help()) return f;
-  if (tool->operands().size() != 1)
+  if (tool->operands().size() != 1) {
     return absl::InvalidArgumentError("need exactly one MOUNTPOINT");
+  }
   f.mountpoint = tool->operands()[0];
   return f;
 }
