@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "src/cli/commands.h"
 #include "src/cli/control.h"
+#include "src/cli/reports.h"
 #include "src/cli/runtime.h"
 #include "src/cli/toolbox.h"
 
@@ -49,6 +50,39 @@ why), 2 on a usage error, 3 when MOUNTPOINT is not a live read-write
 tfrecordfs mount of this user.
 )";
 
+// commit's command line.
+struct CommitFlags {
+  std::string mountpoint;
+  double timeout_s = 3600;  // --timeout: how long to wait for the daemon
+  bool rebase = false;      // --rebase
+};
+
+// Parses commit's command line through `tool`; InvalidArgument with the
+// usage message. After -h/--help (tool->help()) nothing is checked.
+absl::StatusOr<CommitFlags> ParseCommit(Tool* tool, int argc, char** argv) {
+  CommitFlags f;
+  const absl::Status parsed = tool->ParseFlags(argc, argv, [&](int* i) -> absl::StatusOr<bool> {
+    const absl::string_view arg = argv[*i];
+    if (arg == "--rebase") {
+      f.rebase = true;
+      return true;
+    }
+    if (arg != "--timeout") return false;
+    if (*i + 1 >= argc || !absl::SimpleAtod(argv[*i + 1], &f.timeout_s) || f.timeout_s <= 0) {
+      return absl::InvalidArgumentError("--timeout needs a positive number of seconds");
+    }
+    ++*i;
+    return true;
+  });
+  if (!parsed.ok()) return parsed;
+  if (tool->help()) return f;
+  if (tool->operands().size() != 1) {
+    return absl::InvalidArgumentError("need exactly one MOUNTPOINT");
+  }
+  f.mountpoint = tool->operands()[0];
+  return f;
+}
+
 }  // namespace
 
 int CommitMain(int argc, char** argv) {
@@ -58,59 +92,31 @@ int CommitMain(int argc, char** argv) {
              .usage_column = 21,
              .json = false,
              .quiet = false});
-  double timeout = 3600;
-  bool rebase = false;
-  if (auto stop = tool.Parse(argc, argv, [&](int* i) -> std::optional<int> {
-        const absl::string_view arg = argv[*i];
-        if (arg == "--rebase") {
-          rebase = true;
-          return kExitOk;
-        }
-        if (arg != "--timeout") return std::nullopt;
-        if (*i + 1 >= argc || !absl::SimpleAtod(argv[*i + 1], &timeout) || timeout <= 0) {
-          return tool.Usage("--timeout needs a positive number of seconds");
-        }
-        ++*i;
-        return kExitOk;
-      })) {
-    return *stop;
-  }
-  if (tool.operands().size() != 1) return tool.Usage("need exactly one MOUNTPOINT");
-  auto record = LiveMountRecord(tool.operands()[0], "commit");
+  auto flags = ParseCommit(&tool, argc, argv);
+  if (auto stop = tool.Stop(flags.status())) return *stop;
+  auto record = LiveMountRecord(flags->mountpoint, "commit");
   if (!record) return kExitNotMounted;
   if (record->read_only || record->store.empty()) {
     std::cerr << "tfrecordfs commit: " << record->mountpoint
               << " is mounted read-only: it has no edits to commit\n";
     return kExitNotMounted;
   }
-  auto answer = AskDaemon(ControlSocketFile(record->store), rebase ? "commit --rebase" : "commit",
-                          std::chrono::duration<double>(timeout));
+  // The daemon's committer thread does the work (mount_cmd.cc).
+  auto answer =
+      AskDaemon(ControlSocketFile(record->store), flags->rebase ? "commit --rebase" : "commit",
+                std::chrono::duration<double>(flags->timeout_s));
   if (!answer.ok()) {
-    const std::string log = record->log.empty() ? "syslog" : record->log;
-    if (absl::IsDeadlineExceeded(answer.status())) {
-      std::cerr << "tfrecordfs commit: no answer from the daemon (pid " << record->pid
-                << ") within " << timeout << " s; it may still be committing (see its log: " << log
-                << ")\n";
-    } else if (absl::IsAborted(answer.status()) || !ProcessAlive(record->pid)) {
-      // A daemon killed in the commit never answers.
-      std::cerr << "tfrecordfs commit: the daemon (pid " << record->pid
-                << ") ended before it answered (did it crash? the edits stay pending: mount "
-                   "again, which finishes or rolls back the interrupted commit; its log: "
-                << log << ")\n";
-    } else {
-      std::cerr << "tfrecordfs commit: cannot reach the daemon (pid " << record->pid
-                << "): " << answer.status().message() << " (its log: " << log << ")\n";
-      return kExitNotMounted;
-    }
-    return kExitFailed;
+    const absl::Status& why = answer.status();
+    // A daemon killed in the commit never answers.
+    const bool ended =
+        !absl::IsDeadlineExceeded(why) && (absl::IsAborted(why) || !ProcessAlive(record->pid));
+    std::cerr << CommitUnansweredReport(why, *record, flags->timeout_s, ended);
+    return absl::IsDeadlineExceeded(why) || ended ? kExitFailed : kExitNotMounted;
   }
-  // The result line, then the report.
-  const size_t eol = answer->find('\n');
-  const std::string result = answer->substr(0, eol);
-  std::cout << (eol == std::string::npos ? "" : answer->substr(eol + 1));
-  if (result != kResultOk && result != "result: failed")
-    std::cerr << answer->substr(0, eol) << "\n";
-  return result == kResultOk ? kExitOk : kExitFailed;
+  const CommitOutput out = CommitReport(*answer);
+  const int code = tool.Finish(out.out, out.ok);
+  std::cerr << out.err;
+  return code;
 }
 
 }  // namespace tfrecordfs::cli

@@ -58,6 +58,62 @@ Exit status: 0 when every record was packed, 1 when some record was left
 out or the pack failed, 2 on a usage error.
 )";
 
+// pack's command line.
+struct PackFlags {
+  repack::PackOptions options;  // records_dir, output_dir, journal, shard size, prefix, codec
+  bool verbose = false;         // -v: progress logged on stderr
+  bool compression_given = false;
+};
+
+// Parses pack's command line through `tool`; InvalidArgument with the
+// usage message. After -h/--help (tool->help()) nothing is checked.
+absl::StatusOr<PackFlags> ParsePack(Tool* tool, int argc, char** argv) {
+  PackFlags f;
+  repack::PackOptions& options = f.options;
+  options.remove_packed = false;
+  const absl::Status parsed = tool->ParseFlags(argc, argv, [&](int* i) -> absl::StatusOr<bool> {
+    const std::string arg = argv[*i];
+    if (arg == "-v" || arg == "--verbose") {
+      f.verbose = true;
+      return true;
+    }
+    const std::string name = absl::StartsWith(arg, "--") ? arg.substr(0, arg.find('=')) : arg;
+    if (name != "--shard-size" && name != "--prefix" && name != "--compression") {
+      return absl::InvalidArgumentError(absl::StrCat("unknown option '", arg, "'"));
+    }
+    std::string flag, value;
+    if (!TakeValue(argc, argv, i, &flag, &value)) {
+      return absl::InvalidArgumentError(flag + " needs a value");
+    }
+    if (flag == "--shard-size") {
+      auto size = ParseSize(value);
+      if (!size.ok()) return size.status();
+      options.shard_size = *size;
+    } else if (flag == "--prefix") {
+      if (auto s = repack::ValidatePrefix(value); !s.ok()) return s;
+      options.prefix = value;
+    } else {
+      auto codec = CompressionFlag(value);
+      if (!codec.ok()) return codec.status();
+      options.compression = *codec;
+      f.compression_given = true;
+    }
+    return true;
+  });
+  if (!parsed.ok()) return parsed;
+  if (tool->help()) return f;
+  const std::vector<std::string>& positional = tool->operands();
+  if (positional.size() != 2) {
+    return absl::InvalidArgumentError(positional.size() < 2
+                                          ? "expected DIR and OUTPUT_DIR"
+                                          : "too many arguments (expected DIR and OUTPUT_DIR)");
+  }
+  options.records_dir = positional[0];
+  options.output_dir = positional[1];
+  options.journal_path = absl::StrCat(options.output_dir, "/", repack::kDefaultJournalName);
+  return f;
+}
+
 }  // namespace
 
 int PackMain(int argc, char** argv) {
@@ -67,48 +123,11 @@ int PackMain(int argc, char** argv) {
              .usage_column = 21,
              .json = false,
              .quiet = false});
-  repack::PackOptions options;
-  options.remove_packed = false;
-  bool verbose = false;
-  bool compression_given = false;
-  auto own = [&](int* i) -> std::optional<int> {
-    const std::string arg = argv[*i];
-    if (arg == "-v" || arg == "--verbose") {
-      verbose = true;
-      return kExitOk;
-    }
-    const std::string name = absl::StartsWith(arg, "--") ? arg.substr(0, arg.find('=')) : arg;
-    if (name != "--shard-size" && name != "--prefix" && name != "--compression") {
-      return tool.Usage(absl::StrCat("unknown option '", arg, "'"));
-    }
-    std::string flag, value;
-    if (!TakeValue(argc, argv, i, &flag, &value)) return tool.Usage(flag + " needs a value");
-    if (flag == "--shard-size") {
-      auto size = ParseSize(value);
-      if (!size.ok()) return tool.Usage(size.status().message());
-      options.shard_size = *size;
-    } else if (flag == "--prefix") {
-      if (auto s = repack::ValidatePrefix(value); !s.ok()) return tool.Usage(s.message());
-      options.prefix = value;
-    } else {
-      auto codec = CompressionFlag(value);
-      if (!codec.ok()) return tool.Usage(codec.status().message());
-      options.compression = *codec;
-      compression_given = true;
-    }
-    return kExitOk;
-  };
-  if (auto stop = tool.Parse(argc, argv, own)) return *stop;
-  const std::vector<std::string>& positional = tool.operands();
-  if (positional.size() != 2) {
-    return tool.Usage(positional.size() < 2 ? "expected DIR and OUTPUT_DIR"
-                                            : "too many arguments (expected DIR and OUTPUT_DIR)");
-  }
-  options.records_dir = positional[0];
-  options.output_dir = positional[1];
-  options.journal_path = absl::StrCat(options.output_dir, "/", repack::kDefaultJournalName);
-  if (auto ar =
-          compression_given ? std::nullopt : repack::ArrayRecordDatasetIn(options.output_dir)) {
+  auto flags = ParsePack(&tool, argc, argv);
+  if (auto stop = tool.Stop(flags.status())) return *stop;
+  repack::PackOptions& options = flags->options;
+  if (auto ar = flags->compression_given ? std::nullopt
+                                         : repack::ArrayRecordDatasetIn(options.output_dir)) {
     options.compression = source::Codec::kArrayRecord;  // the dataset's own format
     options.array_record = *ar;
   }
@@ -124,9 +143,9 @@ int PackMain(int argc, char** argv) {
   }
   // The summary on stdout says everything the log would; keep stderr for
   // errors unless asked.
-  if (!verbose) log::SetLevel(log::Level::kError);
+  if (!flags->verbose) log::SetLevel(log::Level::kError);
   // Pack first runs Recover on the journal, finishing an interrupted pack.
-  repack::PackReport report = repack::Pack(options);
+  const repack::PackReport report = repack::Pack(options);
   return tool.Finish(PackReport(report), report.status.ok() && report.left.empty());
 }
 

@@ -10,8 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "src/cli/mount_status.h"
+#include "src/cli/runtime.h"
 #include "tfrecordfs/inspect/commands.h"
 #include "tfrecordfs/repack/pack.h"
 #include "tfrecordfs/reshape/repair_shards.h"
@@ -48,6 +50,29 @@ std::string VerifyReport(const inspect::VerifyResult& result, bool json);
 // edits per shard and what would be refused; or one JSON object of the same
 // (status_cmd.cc's --help lists its keys).
 std::string StatusReport(const MountStatus& status, bool json);
+
+// commit: the daemon's answer, a result line (kResultOk or "result:
+// failed") then the rewrite summary: the summary for stdout (`out`),
+// whether the commit succeeded, and for stderr (`err`) a result line of any
+// other kind.
+struct CommitOutput {
+  std::string out;
+  std::string err;
+  bool ok = false;
+};
+CommitOutput CommitReport(absl::string_view answer);
+// commit when the daemon did not answer (AskDaemon's `status`): why, for
+// stderr, naming the daemon and its log: no answer within `timeout_s`, the
+// daemon `ended` before it answered, or it could not be reached.
+std::string CommitUnansweredReport(const absl::Status& status, const MountRecord& record,
+                                   double timeout_s, bool ended);
+
+// unmount: the pack report the daemon left (the result line, then the pack
+// summary) for stdout, and whether everything staged was packed.
+bool UnmountPacked(absl::string_view pack_report);
+// unmount: when the daemon logged warnings or errors while mounted, a note
+// for stderr naming its log and the first such lines; else "".
+std::string UnmountLogNote(const MountRecord& record);
 
 // pack: what was written and what stayed staged (repack::PackReport::
 // Summary) without the failure's last line, which Pack has logged already.

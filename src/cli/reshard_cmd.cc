@@ -4,13 +4,13 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "src/cli/commands.h"
 #include "src/cli/progress.h"
 #include "src/cli/reports.h"
 #include "src/cli/reshape_cli.h"
+#include "src/cli/reshard_flags.h"
 #include "src/cli/toolbox.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
@@ -98,6 +98,35 @@ skipped or the reshard failed (a damaged record without --skip-damaged),
 2 on a usage error, 130 when interrupted.
 )";
 
+// The output a bucket prefix names: the work is done in a local scratch
+// folder (`scratch`, which `*output` then names), whose results go into the
+// bucket (reshape/bucket_parts.h). Null for a local --output.
+absl::StatusOr<std::unique_ptr<reshape::BucketParts>> OpenBucketOutput(
+    std::string* output, std::optional<reshape::ScratchDir>* scratch) {
+  if (!reshape::IsBucketOutput(*output)) return nullptr;
+  auto bucket = reshape::BucketParts::Open(*output);
+  if (!bucket.ok()) return bucket.status();
+  auto made = reshape::ScratchDir::Make("reshard");
+  if (!made.ok()) return made.status();
+  scratch->emplace(*std::move(made));
+  *output = (*scratch)->path();
+  return bucket;
+}
+
+// How a failed pass ends: 130 when interrupted, else 1, after saying so.
+int PassFailed(const absl::Status& status, const std::atomic<bool>* interrupted,
+               absl::string_view what, absl::string_view interrupted_note,
+               absl::string_view failed_note) {
+  if (absl::IsCancelled(status) || interrupted->load()) {
+    log::Error("interrupted: ", status.message(), interrupted_note);
+    return kExitInterrupted;
+  }
+  log::Error(what, " failed: ", status.message(), failed_note);
+  return kExitFailed;
+}
+
+// A shuffle's first pass as a part (--pass map): its pieces of the shards
+// into sorted runs, published (and put into the bucket) for the reduce.
 int MapPass(Tool* tool, const std::string& output, const reshape::ShuffleOptions& shuffle,
             const std::atomic<bool>* interrupted, const reshape::BucketParts* bucket) {
   source::BlockCache cache(32 << 20);
@@ -123,14 +152,7 @@ int MapPass(Tool* tool, const std::string& output, const reshape::ShuffleOptions
   auto report =
       reshape::ShuffleMapPart(inputs, output, NewManifest(*tool, "reshard"), shuffle, control);
   progress.Finish();
-  if (!report.ok()) {
-    if (absl::IsCancelled(report.status()) || interrupted->load()) {
-      log::Error("interrupted: ", report.status().message());
-      return kExitInterrupted;
-    }
-    log::Error("reshard --pass map failed: ", report.status().message());
-    return kExitFailed;
-  }
+  if (!report.ok()) return PassFailed(report.status(), interrupted, "reshard --pass map", "", "");
   if (bucket != nullptr) {
     const std::string dir =
         reshape::PublishedPartDir(output, tool->plan().IdHex(), tool->part()->index, "map");
@@ -140,235 +162,52 @@ int MapPass(Tool* tool, const std::string& output, const reshape::ShuffleOptions
                       report->skipped.empty());
 }
 
-}  // namespace
+// A shuffle's second pass as a part (--pass reduce): the map passes' runs
+// of every part (fetched from the bucket first), and the manifest's inputs
+// they read; the sources' codec as the map passes found it (this pass scans
+// none), unless --format or --compression said.
+absl::StatusOr<std::vector<std::string>> FindMapRuns(const Tool& tool, const std::string& output,
+                                                     const reshape::ShuffleOptions& shuffle,
+                                                     ReshardFlags* flags,
+                                                     reshape::BucketParts* bucket,
+                                                     reshape::PartManifest* manifest) {
+  reshape::ReshardOptions& options = flags->options;
+  if (bucket) {
+    auto fetched =
+        bucket->FetchMapParts(tool.plan().IdHex(), tool.part()->count, output,
+                              [&](const std::vector<std::string>& totals) {
+                                return reshape::ReduceBuckets(totals, shuffle.buckets, options);
+                              });
+    if (!fetched.ok()) return fetched;
+  }
+  auto mapped = reshape::FindMapParts(output, tool.plan().IdHex(), tool.part()->count);
+  if (!mapped.ok()) return mapped.status();
+  *manifest = NewManifest(tool, "reshard");
+  manifest->inputs = std::move(mapped->inputs);
+  if (!flags->codec_given && flags->format == "tfrecord") {
+    options.codec = mapped->codec.value_or(source::Codec::kNone);
+    if (options.codec == source::Codec::kArrayRecord) options.codec = source::Codec::kNone;
+  }
+  return std::move(mapped->dirs);
+}
 
-int ReshardMain(int argc, char** argv) {
-  Tool tool({.name = "reshard",
-             .usage = kReshardUsage,
-             .usage_end = kReshardUsageEnd,
-             .usage_column = 23,
-             .indexes = true,
-             .parts = true,
-             .finalize = true});
-  std::string output;
-  reshape::ReshardOptions options;
-  bool seeded = false, codec_given = false;
-  std::string pass;  // --pass: a shuffle's as parts
-  std::string format, compression, group_size;
-  auto own = [&](int* i) -> std::optional<int> {
-    const std::string arg = argv[*i];
-    if (arg == "--shuffle") {
-      options.shuffle = true;
-      return kExitOk;
-    }
-    if (arg == "--skip-damaged") {
-      options.skip_damaged = true;
-      return kExitOk;
-    }
-    std::string flag, value;
-    const std::string name = arg.substr(0, arg.find('='));
-    if (name != "-o" && name != "--output" && name != "--shards" && name != "--shard-size" &&
-        name != "--prefix" && name != "--compression" && name != "--seed" && name != "--buffer" &&
-        name != "--memory" && name != "--pass" && name != "--format" && name != "--group-size") {
-      return std::nullopt;
-    }
-    if (!TakeValue(argc, argv, i, &flag, &value)) return tool.Usage(flag + " needs a value");
-    if (flag == "-o" || flag == "--output") {
-      if (value.empty()) return tool.Usage("--output needs a directory");
-      output = value;
-    } else if (flag == "--shards") {
-      if (!absl::SimpleAtoi(value, &options.shards) || options.shards == 0 ||
-          options.shards > 99999) {
-        return tool.Usage(
-            absl::StrCat("--shards needs a number from 1 to 99999, not '", value, "'"));
-      }
-    } else if (flag == "--pass") {
-      if (value != "map" && value != "reduce") {
-        return tool.Usage(absl::StrCat("--pass needs map or reduce, not '", value, "'"));
-      }
-      pass = value;
-    } else if (flag == "--memory") {
-      auto size = ParseSize(value);
-      if (!size.ok()) return tool.Usage(absl::StrCat(flag, ": ", size.status().message()));
-      if (*size < reshape::kMinShuffleMemory) return tool.Usage("--memory needs at least 1M");
-      options.memory = *size;
-    } else if (flag == "--shard-size" || flag == "--buffer") {
-      auto size = ParseSize(value);
-      if (!size.ok()) return tool.Usage(absl::StrCat(flag, ": ", size.status().message()));
-      (flag == "--buffer" ? options.buffer_bytes : options.shard_size) = *size;
-    } else if (flag == "--prefix") {
-      if (auto s = repack::ValidatePrefix(value); !s.ok()) return tool.Usage(s.message());
-      options.prefix = value;
-    } else if (flag == "--compression") {
-      compression = value;  // read once --format is known
-      codec_given = true;
-    } else if (flag == "--format") {
-      if (value != "tfrecord" && value != "arrayrecord") {
-        return tool.Usage(
-            absl::StrCat("--format needs tfrecord or arrayrecord, not '", value, "'"));
-      }
-      format = value;
-    } else if (flag == "--group-size") {
-      if (!absl::SimpleAtoi(value, &options.array_record.group_size) ||
-          options.array_record.group_size == 0 || options.array_record.group_size > INT32_MAX) {
-        return tool.Usage(
-            absl::StrCat("--group-size needs a number from 1 to 2147483647, not '", value, "'"));
-      }
-      group_size = value;
-    } else if (flag == "--seed") {
-      if (!absl::SimpleAtoi(value, &options.seed)) {
-        return tool.Usage(
-            absl::StrCat("--seed needs an unsigned 64-bit number, not '", value, "'"));
-      }
-      seeded = true;
-    }
-    return kExitOk;
-  };
-  if (auto stop = tool.Parse(argc, argv, own)) return *stop;
-  if (auto stop = tool.NeedSources()) return *stop;
-  if (output.empty()) return tool.Usage("need --output DIR");
-  if (options.shards > 0 && options.shard_size > 0) {
-    return tool.Usage("--shards and --shard-size exclude each other");
-  }
-  if (seeded && !options.shuffle) return tool.Usage("--seed needs --shuffle");
-  if (options.shuffle && !seeded && (tool.part() || tool.finalize())) {
-    return tool.Usage("--shuffle as parts needs --seed S (every part must shuffle alike)");
-  }
-  if (options.shards == 0 && options.shard_size == 0)
-    options.shard_size = repack::kDefaultShardSize;
-  // What shapes the output: part of the plan's id, so that parts of
-  // another reshard are foreign to this one.
-  tool.SetPlanSalt(absl::StrCat(
-      "prefix=", options.prefix, " shards=", options.shards, " shard_size=", options.shard_size,
-      " compression=", codec_given ? compression : "auto",
-      " format=", format.empty() ? "auto" : format,
-      " group_size=", group_size.empty() ? "auto" : group_size, " shuffle=", options.shuffle,
-      " seed=", options.shuffle ? options.seed : 0, " skip_damaged=", options.skip_damaged));
-  // A shuffle's map pass may take a piece of a large shard (the records
-  // that begin in it): the same plan for its reduce pass and --finalize.
-  tool.SetSplitFiles(options.shuffle);
-  if (tool.finalize()) return FinalizeMain(&tool, output, "reshard");
-  if (!pass.empty() && !(options.shuffle && tool.part())) {
-    return tool.Usage("--pass is for a shuffle run as parts (--shuffle with --part K/N)");
-  }
-  if (options.shuffle && tool.part() && pass.empty()) {
-    return tool.Usage(
-        "a shuffle as parts runs in two passes: every part with --pass map, then every part "
-        "with --pass reduce, then --finalize");
-  }
-  // An in-order part reads every shard's index (the whole reshard's
-  // boundaries); a shuffle's map pass its own shards; its reduce pass the
-  // map passes' runs only.
-  tool.SetPartScope(pass == "map"      ? PartScope::kOwnFiles
-                    : pass == "reduce" ? PartScope::kListOnly
-                                       : PartScope::kAllFiles);
-  options.part = tool.part();
-  if (options.shuffle && !seeded) {
-    std::random_device rd;
-    options.seed = (uint64_t{rd()} << 32) | rd();
-  }
-  const std::atomic<bool>* interrupted = InstallInterruptHandlers();
-
-  if (auto stop = tool.Scan()) return *stop;
-  const std::vector<scan::ScannedShard>& shards = tool.shards();
-  if (auto s = CheckOutputDir(output, tool.operands(), shards); !s.ok()) {
-    return tool.Usage(s.message());
-  }
-  // A bucket prefix: the work is done in a local scratch folder, whose
-  // results go into the bucket (reshape/bucket_parts.h).
-  std::unique_ptr<reshape::BucketParts> bucket;
-  std::optional<reshape::ScratchDir> scratch;
-  const std::string bucket_output = reshape::IsBucketOutput(output) ? output : "";
-  if (!bucket_output.empty()) {
-    auto opened = reshape::BucketParts::Open(output);
-    if (!opened.ok()) return tool.Fail(opened.status());
-    bucket = *std::move(opened);
-    auto made = reshape::ScratchDir::Make("reshard");
-    if (!made.ok()) return tool.Fail(made.status());
-    scratch.emplace(*std::move(made));
-    output = scratch->path();
-  }
-  if (format.empty()) {
-    format = shards.empty() ? "tfrecord" : "arrayrecord";
-    for (const scan::ScannedShard& s : shards) {
-      if (s.codec != source::Codec::kArrayRecord) format = "tfrecord";
-    }
-  }
-  if (format == "arrayrecord") {
-    options.codec = source::Codec::kArrayRecord;
-    options.array_record.compression = arrayrecord::Compression::kZstd;
-    options.array_record.level = 3;
-    if (group_size.empty()) options.array_record.group_size = 1;
-    if (codec_given) {
-      if (auto s = arrayrecord::ParseCompression(compression, &options.array_record); !s.ok()) {
-        return tool.Usage(absl::StrCat("--compression: ", s.message()));
-      }
-    }
-  } else if (!group_size.empty()) {
-    return tool.Usage("--group-size needs --format arrayrecord");
-  } else if (codec_given) {
-    auto codec = CompressionFlag(compression);
-    if (!codec.ok()) return tool.Usage(codec.status().message());
-    options.codec = *codec;
-  } else if (!shards.empty()) {
-    options.codec = shards.front().codec;
-    for (const scan::ScannedShard& s : shards) {
-      if (s.codec != options.codec || s.codec == source::Codec::kArrayRecord) {
-        options.codec = source::Codec::kNone;
-      }
-    }
-  }
-  if (auto made = MakeDirs(output, 0755); !made.ok()) return tool.Fail(made);
-  options.output_dir = output;
-  uint64_t input_bytes = 0;  // the plan's (every part's) measure of the SOURCEs
-  for (const PlanInputFile& f : tool.plan_files()) input_bytes += f.size;
-  const reshape::ShuffleOptions shuffle{options.seed,
-                                        reshape::ShuffleBuckets(input_bytes, options.memory),
-                                        options.memory, options.skip_damaged};
-  if (pass == "map") return MapPass(&tool, output, shuffle, interrupted, bucket.get());
-  // A part writes into a work folder of its own, published whole at the end.
-  std::unique_ptr<reshape::PartOutput> part_out;
-  reshape::PartManifest manifest;
-  std::vector<std::string> map_dirs;
-  if (pass == "reduce") {
-    // The first pass of every part must be there; the inputs they read are
-    // this part's inputs (--finalize checks them).
-    if (bucket) {
-      auto fetched =
-          bucket->FetchMapParts(tool.plan().IdHex(), tool.part()->count, output,
-                                [&](const std::vector<std::string>& totals) {
-                                  return reshape::ReduceBuckets(totals, shuffle.buckets, options);
-                                });
-      if (!fetched.ok()) return tool.Fail(fetched);
-    }
-    auto mapped = reshape::FindMapParts(output, tool.plan().IdHex(), tool.part()->count);
-    if (!mapped.ok()) return tool.Fail(mapped.status());
-    map_dirs = std::move(mapped->dirs);
-    manifest = NewManifest(tool, "reshard");
-    manifest.inputs = std::move(mapped->inputs);
-    // The sources' codec, as the map passes found it (this pass scans
-    // none), unless --format or --compression said.
-    if (!codec_given && format == "tfrecord") {
-      options.codec = mapped->codec.value_or(source::Codec::kNone);
-      if (options.codec == source::Codec::kArrayRecord) options.codec = source::Codec::kNone;
-    }
-  }
-  if (tool.part()) {
-    auto begun = reshape::PartOutput::Begin(output, tool.plan().IdHex(), tool.part()->index);
-    if (!begun.ok()) return tool.Fail(begun.status());
-    part_out = *std::move(begun);
-    options.output_dir = part_out->work_dir();
-  }
-
+// Reshards `shards` in source order or shuffled in one process
+// (reshape::Reshard), or runs a shuffle's reduce pass over `map_dirs`, with
+// a progress bar.
+absl::StatusOr<reshape::ReshardReport> RunReshard(const Tool& tool,
+                                                  const reshape::ReshardOptions& options,
+                                                  const reshape::ShuffleOptions& shuffle,
+                                                  const std::vector<std::string>* map_dirs,
+                                                  const std::atomic<bool>* interrupted) {
   // Compressed sources read at random positions keep recently inflated
   // blocks; the buffer option bounds that too.
   source::BlockCache cache(options.buffer_bytes);
   std::vector<std::unique_ptr<source::ShardSource>> sources;
   std::vector<reshape::Input> inputs;
   uint64_t total_bytes = 0;
-  for (const scan::ScannedShard& s : shards) {
+  for (const scan::ScannedShard& s : tool.shards()) {
     auto src = scan::OpenShard(s, &cache);
-    if (!src.ok()) return tool.Fail(src.status());
+    if (!src.ok()) return src.status();
     sources.push_back(std::move(*src));
     inputs.push_back({s.index.get(), sources.back().get(), s.mount_path});
     total_bytes += s.index->data_size();
@@ -379,61 +218,160 @@ int ReshardMain(int argc, char** argv) {
   control.progress = [&](uint64_t n, uint64_t bytes) { progress.Add(0, n, bytes); };
   control.output_done = [&] { progress.Add(1, 0, 0); };  // the bar's shards: those written
   control.mid_output = PauseHook();
-  auto report = pass == "reduce" ? reshape::ShuffleReduce(map_dirs, shuffle, options, control)
-                                 : reshape::Reshard(inputs, options, control);
+  auto report = map_dirs != nullptr ? reshape::ShuffleReduce(*map_dirs, shuffle, options, control)
+                                    : reshape::Reshard(inputs, options, control);
   progress.Finish();
-  if (!report.ok()) {
-    if (absl::IsCancelled(report.status()) || interrupted->load()) {
-      log::Error("interrupted: ", report.status().message(),
-                 "; nothing was left under a final name");
-      return kExitInterrupted;
-    }
-    log::Error("reshard failed: ", report.status().message(), "; nothing was written");
-    return kExitFailed;
-  }
+  return report;
+}
 
-  if (part_out) {
-    if (pass != "reduce") manifest = NewManifest(tool, "reshard");
+// A part's shards: published whole from its work folder (and put into the
+// bucket), the report's paths then naming them there.
+absl::Status PublishPart(reshape::PartOutput* part_out, reshape::PartManifest manifest,
+                         reshape::BucketParts* bucket, reshape::ReshardReport* report) {
+  for (reshape::OutputShard& s : report->shards) {
+    s.path = Basename(s.path);
+    manifest.outputs.push_back(
+        {s.path, s.records, s.bytes, s.file_bytes, s.crc32c.value_or(0), s.crc32c.has_value()});
+    s.path = JoinPath(part_out->published_dir(), s.path);
+  }
+  if (auto st = part_out->Publish(std::move(manifest)); !st.ok()) return st;
+  if (bucket) {
+    if (auto st = bucket->UploadPart(part_out->published_dir()); !st.ok()) return st;
     for (reshape::OutputShard& s : report->shards) {
-      s.path = Basename(s.path);
-      manifest.outputs.push_back(
-          {s.path, s.records, s.bytes, s.file_bytes, s.crc32c.value_or(0), s.crc32c.has_value()});
-      s.path = JoinPath(part_out->published_dir(), s.path);
+      s.path = bucket->ObjectName(JoinPath(
+          JoinPath(reshape::kPartsDirName, Basename(part_out->published_dir())), Basename(s.path)));
     }
-    if (auto st = part_out->Publish(std::move(manifest)); !st.ok()) return tool.Fail(st);
-    if (bucket) {
-      if (auto st = bucket->UploadPart(part_out->published_dir()); !st.ok()) return tool.Fail(st);
-      for (reshape::OutputShard& s : report->shards) {
-        s.path = bucket->ObjectName(
-            JoinPath(JoinPath(reshape::kPartsDirName, Basename(part_out->published_dir())),
-                     Basename(s.path)));
-      }
-    }
-  } else if (bucket) {
-    // One process: each shard put under its final name, never over one.
+  }
+  return absl::OkStatus();
+}
+
+// TFDS's metadata for the new shards of one local process
+// (repack/tfds_info.h); said on stderr, never an error.
+void WriteTfdsInfo(const std::vector<scan::ScannedShard>& shards,
+                   const reshape::ReshardReport& report) {
+  std::vector<std::string> sources;
+  for (const scan::ScannedShard& s : shards) sources.push_back(s.index->path());
+  std::vector<repack::TfdsOutput> outs;
+  for (const reshape::OutputShard& s : report.shards) outs.push_back({s.path, s.records, s.bytes});
+  std::string why;
+  auto info = repack::WriteReshardedTfdsInfo(sources, outs, report.skipped.empty(), &why);
+  if (!info.ok()) {
+    log::Warning("dataset_info.json not written: ", info.status().message());
+  } else if (*info) {
+    log::Info("wrote ", **info, " (fileFormat, shardLengths and numBytes of the new shards)");
+  } else if (!why.empty()) {
+    log::Info("dataset_info.json not written: ", why);
+  }
+}
+
+// Where the new shards go once written, the report's paths then naming
+// them there: a part's are published (and put into the bucket) with
+// `manifest` (a new one when none), one process's put into the bucket
+// under their final names (never over one), or left in the local folder
+// with TFDS's metadata beside them.
+absl::Status DeliverShards(const Tool& tool, reshape::PartOutput* part_out,
+                           std::optional<reshape::PartManifest> manifest,
+                           reshape::BucketParts* bucket, reshape::ReshardReport* report) {
+  if (part_out != nullptr) {
+    return PublishPart(part_out, manifest ? *std::move(manifest) : NewManifest(tool, "reshard"),
+                       bucket, report);
+  }
+  if (bucket != nullptr) {
     for (reshape::OutputShard& s : report->shards) {
-      if (auto st = bucket->UploadNew(s.path, Basename(s.path)); !st.ok()) return tool.Fail(st);
+      if (auto st = bucket->UploadNew(s.path, Basename(s.path)); !st.ok()) return st;
       s.path = bucket->ObjectName(Basename(s.path));
     }
+    return absl::OkStatus();
   }
-  if (!part_out && !bucket) {
-    // TFDS's metadata for the new shards (repack/tfds_info.h).
-    std::vector<std::string> sources;
-    for (const scan::ScannedShard& s : shards) sources.push_back(s.index->path());
-    std::vector<repack::TfdsOutput> outs;
-    for (const reshape::OutputShard& s : report->shards)
-      outs.push_back({s.path, s.records, s.bytes});
-    std::string why;
-    auto info = repack::WriteReshardedTfdsInfo(sources, outs, report->skipped.empty(), &why);
-    if (!info.ok()) {
-      log::Warning("dataset_info.json not written: ", info.status().message());
-    } else if (*info) {
-      log::Info("wrote ", **info, " (fileFormat, shardLengths and numBytes of the new shards)");
-    } else if (!why.empty()) {
-      log::Info("dataset_info.json not written: ", why);
-    }
+  WriteTfdsInfo(tool.shards(), *report);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+ToolSpec ReshardSpec() {
+  return {.name = "reshard",
+          .usage = kReshardUsage,
+          .usage_end = kReshardUsageEnd,
+          .usage_column = 23,
+          .indexes = true,
+          .parts = true,
+          .finalize = true};
+}
+
+int ReshardMain(int argc, char** argv) {
+  Tool tool(ReshardSpec());
+  auto flags = ParseReshard(&tool, argc, argv);
+  if (auto stop = tool.Stop(flags.status())) return *stop;
+  reshape::ReshardOptions& options = flags->options;
+  tool.SetPlanSalt(ReshardPlanSalt(*flags));
+  // A shuffle's map pass may take a piece of a large shard (the records
+  // that begin in it): the same plan for its reduce pass and --finalize.
+  tool.SetSplitFiles(options.shuffle);
+  if (tool.finalize()) return FinalizeMain(&tool, flags->output, "reshard");
+  const std::string& pass = flags->pass;
+  // An in-order part reads every shard's index (the whole reshard's
+  // boundaries); a shuffle's map pass its own shards; its reduce pass the
+  // map passes' runs only.
+  tool.SetPartScope(pass == "map"      ? PartScope::kOwnFiles
+                    : pass == "reduce" ? PartScope::kListOnly
+                                       : PartScope::kAllFiles);
+  if (options.shuffle && !flags->seeded) {
+    std::random_device rd;
+    options.seed = (uint64_t{rd()} << 32) | rd();
   }
-  return tool.Finish(ReshardReport(*report, shards, options, tool.json()), report->skipped.empty());
+  const std::atomic<bool>* interrupted = InstallInterruptHandlers();
+
+  if (auto stop = tool.Scan()) return *stop;
+  std::string output = flags->output;
+  if (auto s = CheckOutputDir(output, tool.operands(), tool.shards()); !s.ok()) {
+    return tool.Usage(s.message());
+  }
+  std::optional<reshape::ScratchDir> scratch;
+  auto bucket = OpenBucketOutput(&output, &scratch);
+  if (!bucket.ok()) return tool.Fail(bucket.status());
+  if (auto s = ResolveReshardFormat(tool.shards(), &*flags); !s.ok()) {
+    return tool.Usage(s.message());
+  }
+  if (auto made = MakeDirs(output, 0755); !made.ok()) return tool.Fail(made);
+  options.output_dir = output;
+  uint64_t input_bytes = 0;  // the plan's (every part's) measure of the SOURCEs
+  for (const PlanInputFile& f : tool.plan_files()) input_bytes += f.size;
+  const reshape::ShuffleOptions shuffle{options.seed,
+                                        reshape::ShuffleBuckets(input_bytes, options.memory),
+                                        options.memory, options.skip_damaged};
+  if (pass == "map") return MapPass(&tool, output, shuffle, interrupted, bucket->get());
+
+  std::optional<reshape::PartManifest> manifest;  // the reduce pass's, from the map passes
+  std::vector<std::string> map_dirs;
+  if (pass == "reduce") {
+    // The first pass of every part must be there; the inputs they read are
+    // this part's inputs (--finalize checks them).
+    auto runs = FindMapRuns(tool, output, shuffle, &*flags, bucket->get(), &manifest.emplace());
+    if (!runs.ok()) return tool.Fail(runs.status());
+    map_dirs = *std::move(runs);
+  }
+  // A part writes into a work folder of its own, published whole at the end.
+  std::unique_ptr<reshape::PartOutput> part_out;
+  if (tool.part()) {
+    auto begun = reshape::PartOutput::Begin(output, tool.plan().IdHex(), tool.part()->index);
+    if (!begun.ok()) return tool.Fail(begun.status());
+    part_out = *std::move(begun);
+    options.output_dir = part_out->work_dir();
+  }
+  auto report =
+      RunReshard(tool, options, shuffle, pass == "reduce" ? &map_dirs : nullptr, interrupted);
+  if (!report.ok()) {
+    return PassFailed(report.status(), interrupted, "reshard",
+                      "; nothing was left under a final name", "; nothing was written");
+  }
+
+  if (auto st = DeliverShards(tool, part_out.get(), std::move(manifest), bucket->get(), &*report);
+      !st.ok()) {
+    return tool.Fail(st);
+  }
+  return tool.Finish(ReshardReport(*report, tool.shards(), options, tool.json()),
+                     report->skipped.empty());
 }
 
 }  // namespace tfrecordfs::cli

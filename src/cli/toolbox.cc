@@ -115,6 +115,38 @@ index::StoreOptions ToolStoreOptions() {
 }
 
 std::optional<int> Tool::Parse(int argc, char** argv, const OwnOptions& own) {
+  // A command's own options say their errors themselves (Usage): their
+  // exit code stops the parse as it is.
+  std::optional<int> own_stop;
+  const absl::Status parsed = ParseFlags(argc, argv, [&](int* i) -> absl::StatusOr<bool> {
+    const std::optional<int> taken = own ? own(i) : std::nullopt;
+    if (!taken.has_value()) return false;
+    if (*taken == kExitOk) return true;
+    own_stop = taken;
+    return absl::CancelledError("said");
+  });
+  if (own_stop) return own_stop;
+  return Stop(parsed);
+}
+
+std::optional<int> Tool::Stop(const absl::Status& parsed) const {
+  if (!parsed.ok()) return Usage(parsed.message());
+  if (help_) return PrintHelp();
+  return std::nullopt;
+}
+
+int Tool::PrintHelp() const {
+  std::string shared;
+  if (spec_.quiet && spec_.quiet_row) shared += FlagRows(spec_.usage_column, {kQuietRow});
+  if (spec_.indexes) shared += FlagRows(spec_.usage_column, {kMaxShardRecordsRow});
+  shared += FlagRows(spec_.usage_column, {kHelpRow});
+  std::cout << spec_.usage << shared << spec_.usage_end << (spec_.indexes ? kObjectFlagsUsage : "")
+            << (spec_.parts ? kPartFlagsUsage : "") << (spec_.finalize ? kFinalizeUsage : "");
+  return kExitOk;
+}
+
+absl::Status Tool::ParseFlags(int argc, char** argv, const OwnFlags& own) {
+  auto usage = [](absl::string_view message) { return absl::InvalidArgumentError(message); };
   bool options_done = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -123,27 +155,21 @@ std::optional<int> Tool::Parse(int argc, char** argv, const OwnOptions& own) {
     } else if (arg == "--") {
       options_done = true;
     } else if (arg == "-h" || arg == "--help") {
-      std::string shared;
-      if (spec_.quiet && spec_.quiet_row) shared += FlagRows(spec_.usage_column, {kQuietRow});
-      if (spec_.indexes) shared += FlagRows(spec_.usage_column, {kMaxShardRecordsRow});
-      shared += FlagRows(spec_.usage_column, {kHelpRow});
-      std::cout << spec_.usage << shared << spec_.usage_end
-                << (spec_.indexes ? kObjectFlagsUsage : "") << (spec_.parts ? kPartFlagsUsage : "")
-                << (spec_.finalize ? kFinalizeUsage : "");
-      return kExitOk;
+      help_ = true;  // what follows is not read
+      return absl::OkStatus();
     } else if (spec_.finalize && arg == "--finalize") {
       finalize_ = true;
     } else if (spec_.parts && (arg == "--part" || absl::StartsWith(arg, "--part="))) {
       std::string flag, value;
-      if (!TakeValue(argc, argv, &i, &flag, &value)) return Usage("--part needs K/N");
+      if (!TakeValue(argc, argv, &i, &flag, &value)) return usage("--part needs K/N");
       part_flag_ = value;
-      if (auto p = reshape::ParsePartSpec(value); !p.ok()) return Usage(p.status().message());
+      if (auto p = reshape::ParsePartSpec(value); !p.ok()) return usage(p.status().message());
     } else if (spec_.parts && (arg == "--parts" || absl::StartsWith(arg, "--parts="))) {
       std::string flag, value;
       uint32_t n = 0;
       if (!TakeValue(argc, argv, &i, &flag, &value) || !absl::SimpleAtoi(value, &n) || n == 0 ||
           n > reshape::kMaxParts) {
-        return Usage(absl::StrCat("--parts needs a number from 1 to ", reshape::kMaxParts));
+        return usage(absl::StrCat("--parts needs a number from 1 to ", reshape::kMaxParts));
       }
       parts_flag_ = n;
     } else if (spec_.indexes && arg == "--no-sign-request") {
@@ -152,7 +178,7 @@ std::optional<int> Tool::Parse(int argc, char** argv, const OwnOptions& own) {
                (arg.size() == 16 || arg[16] == '=')) {
       std::string flag, value;
       if (!TakeValue(argc, argv, &i, &flag, &value) || value.empty()) {
-        return Usage("--gcs-token-file needs a file");
+        return usage("--gcs-token-file needs a file");
       }
       objects_.gcs_token_file = value;
     } else if (spec_.indexes && absl::StartsWith(arg, "--request-timeout") &&
@@ -161,7 +187,7 @@ std::optional<int> Tool::Parse(int argc, char** argv, const OwnOptions& own) {
       long seconds = 0;
       if (!TakeValue(argc, argv, &i, &flag, &value) || !absl::SimpleAtoi(value, &seconds) ||
           seconds < 1 || seconds > 86400) {
-        return Usage("--request-timeout needs a number of seconds from 1 to 86400");
+        return usage("--request-timeout needs a number of seconds from 1 to 86400");
       }
       objects_.request_timeout_s = seconds;
     } else if (spec_.json && arg == "--json") {
@@ -171,26 +197,27 @@ std::optional<int> Tool::Parse(int argc, char** argv, const OwnOptions& own) {
     } else if (spec_.indexes && absl::StartsWith(arg, "--max-shard-records")) {
       std::string flag, value;
       uint64_t n = 0;
-      if (!TakeValue(argc, argv, &i, &flag, &value)) return Usage(arg + " needs a number");
-      if (flag != "--max-shard-records") return Usage("unknown option " + arg);
+      if (!TakeValue(argc, argv, &i, &flag, &value)) return usage(arg + " needs a number");
+      if (flag != "--max-shard-records") return usage("unknown option " + arg);
       if (!absl::SimpleAtoi(value, &n) || n == 0) {
-        return Usage("--max-shard-records needs a positive number, not '" + value + "'");
+        return usage("--max-shard-records needs a positive number, not '" + value + "'");
       }
       max_records_ = n;
-    } else if (auto taken = own ? own(&i) : std::nullopt; taken.has_value()) {
-      if (*taken != kExitOk) return taken;
-    } else {
-      return Usage("unknown option " + arg);
+    } else if (absl::StatusOr<bool> taken = own ? own(&i) : false; !taken.ok()) {
+      return taken.status();
+    } else if (!*taken) {
+      return usage("unknown option " + arg);
     }
   }
   if (spec_.parts) return ResolvePart();
-  return std::nullopt;
+  return absl::OkStatus();
 }
 
-std::optional<int> Tool::ResolvePart() {
+absl::Status Tool::ResolvePart() {
+  auto usage = [](absl::string_view message) { return absl::InvalidArgumentError(message); };
   if (finalize_) {
-    if (!part_flag_.empty()) return Usage("--finalize runs once, after the parts: no --part");
-    return std::nullopt;
+    if (!part_flag_.empty()) return usage("--finalize runs once, after the parts: no --part");
+    return absl::OkStatus();
   }
   std::string origin;
   if (!part_flag_.empty()) {
@@ -202,7 +229,7 @@ std::optional<int> Tool::ResolvePart() {
       if (index == nullptr) continue;
       uint64_t k = 0, min = 0;
       if (!absl::SimpleAtoi(index, &k)) {
-        return Usage(absl::StrCat(v.index, "=", index, " is not a part number"));
+        return usage(absl::StrCat(v.index, "=", index, " is not a part number"));
       }
       origin = absl::StrCat(v.index, "=", index);
       if (const char* m = Env(v.min); m != nullptr && absl::SimpleAtoi(m, &min) && min <= k) {
@@ -217,23 +244,23 @@ std::optional<int> Tool::ResolvePart() {
         count = c;
         absl::StrAppend(&origin, ", ", v.count, "=", c);
       } else {
-        return Usage(absl::StrCat(v.index, "=", index, " is set but not the number of parts",
+        return usage(absl::StrCat(v.index, "=", index, " is set but not the number of parts",
                                   v.count == nullptr ? "" : absl::StrCat(" (", v.count, ")"),
                                   ": give --parts N (or --part K/N)"));
       }
       auto p = reshape::ParsePartSpec(absl::StrCat(k, "/", count));
-      if (!p.ok()) return Usage(absl::StrCat(origin, ": ", p.status().message()));
+      if (!p.ok()) return usage(absl::StrCat(origin, ": ", p.status().message()));
       part_ = *p;
       break;
     }
     if (!part_ && parts_flag_) {
-      return Usage(
+      return usage(
           "--parts N needs JOB_COMPLETION_INDEX (or SLURM_ARRAY_TASK_ID, "
           "AWS_BATCH_JOB_ARRAY_INDEX) in the environment, or --part K/N");
     }
   }
   if (part_) log::Info("part ", part_->index, "/", part_->count, " (from ", origin, ")");
-  return std::nullopt;
+  return absl::OkStatus();
 }
 
 std::vector<reshape::Piece> Tool::PiecesOf(const std::string& path) const {

@@ -1,7 +1,7 @@
 // What the toolbox commands (count, schema, show, verify, index, repair,
-// reshard, status, pack) share: their start-up (command line, the index
-// store, a scan of the SOURCEs with a progress bar), their end (stdout and
-// the exit status), and value formatting.
+// reshard, status, pack, commit, unmount) share: their start-up (command
+// line, the index store, a scan of the SOURCEs with a progress bar), their
+// end (stdout and the exit status), and value formatting.
 #ifndef TFRECORDFS_CLI_TOOLBOX_H_
 #define TFRECORDFS_CLI_TOOLBOX_H_
 
@@ -40,7 +40,11 @@ index::StoreOptions ToolStoreOptions();
 //
 // A command with checks of its own between parsing and scanning calls
 // Parse, NeedSources and Scan itself; one that scans no SOURCEs (show,
-// status, pack) uses Parse and Finish. Exit statuses are commands.h's.
+// status, pack, commit, unmount) uses Parse and Finish. A command whose
+// parse is a function of its own (a page: parse, run, report; reshard's
+// ParseReshard, commit's, pack's) calls ParseFlags, which says nothing and
+// returns the usage error, then Stop. Exit statuses are
+// commands.h's.
 //
 // Thread-safety: none; a command's main thread owns its Tool.
 struct ToolSpec {
@@ -94,6 +98,10 @@ struct PlanInputFile {
 // (argv[*i]) and returns nullopt when it is not one of the command's own,
 // kExitOk when it took it (advancing *i past any value), or an exit code.
 using OwnOptions = std::function<std::optional<int>(int* i)>;
+// The same for ParseFlags: true when it took argv[*i] (advancing *i past
+// any value), false when it is not one of the command's own, or
+// InvalidArgument with the usage message.
+using OwnFlags = std::function<absl::StatusOr<bool>(int* i)>;
 
 class Tool {
  public:
@@ -108,6 +116,18 @@ class Tool {
   // code when the command should stop now (help printed, usage error),
   // else nullopt.
   std::optional<int> Parse(int argc, char** argv, const OwnOptions& own = nullptr);
+  // What Parse does, saying nothing: a usage error is InvalidArgument with
+  // its message (Usage says it); -h/--help sets help() and ends the parse
+  // (PrintHelp prints it). For a command's parse function that a unit test
+  // calls.
+  absl::Status ParseFlags(int argc, char** argv, const OwnFlags& own = nullptr);
+  bool help() const { return help_; }
+  // Prints -h/--help's text on stdout; kExitOk.
+  int PrintHelp() const;
+  // After a command's parse function (over ParseFlags) returned `parsed`:
+  // the exit code when the command stops here, after saying the usage
+  // error or printing --help; else nullopt.
+  std::optional<int> Stop(const absl::Status& parsed) const;
   // A usage error when there is no operand ("need at least one SOURCE").
   std::optional<int> NeedSources() const;
   // Scans the operands as SOURCEs (scan::Scan) through store() (made with
@@ -183,7 +203,8 @@ class Tool {
   bool skipped_shards_ = false;  // Scan skipped a shard over it
   std::optional<index::IndexStore> store_;
   scan::ScanResult scanned_;
-  std::optional<int> ResolvePart();
+  absl::Status ResolvePart();
+  bool help_ = false;
   std::string part_flag_;               // --part's value
   std::optional<uint32_t> parts_flag_;  // --parts
   std::optional<reshape::PartSpec> part_;

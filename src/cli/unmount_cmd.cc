@@ -18,7 +18,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "src/cli/commands.h"
+#include "src/cli/reports.h"
 #include "src/cli/runtime.h"
+#include "src/cli/toolbox.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/base/mutex.h"
@@ -35,6 +37,9 @@ records into new shards, and prints what was written and what stayed staged.
 When the daemon logged a warning or an error while mounted (an EIO's reason,
 a damaged shard), says so and names its log file (-o log).
 
+Options:
+)";
+constexpr char kUsageEnd[] = R"(
 Exit status: 0 when everything staged was packed (or nothing was staged),
 1 when a record stayed staged, the pack failed or the unmount failed,
 2 on a usage error.
@@ -90,18 +95,6 @@ auto SayWhileWaiting(const std::string& what, F wait) {
   return result;
 }
 
-// Says where the daemon's log is when it logged a warning or an error during
-// the mount (an EIO's reason, a damaged shard), so that they are not lost.
-void PointAtLog(const MountRecord& record) {
-  if (record.log.empty()) return;
-  const LogProblems p = ScanLog(record.log, record.log_start);
-  if (p.errors == 0 && p.warnings == 0) return;
-  std::cerr << "tfrecordfs unmount: the mount logged " << p.errors << " error(s) and " << p.warnings
-            << " warning(s); see " << record.log << "\n";
-  for (const std::string& line : p.first) std::cerr << "  " << line << "\n";
-  if (p.errors + p.warnings > p.first.size()) std::cerr << "  ...\n";
-}
-
 // The mount's record. A foreground daemon (-f) writes it just after the
 // mount appears, so a script that waited for the mount point may ask a few
 // milliseconds early: while `mnt` is a live tfrecordfs mount, wait up to 5 s.
@@ -114,27 +107,62 @@ absl::StatusOr<MountRecord> AwaitMountRecord(const std::string& mnt) {
   return record;
 }
 
+// Unmounts the mount at `real` (its record: `record`) and waits until the
+// daemon is done: the pack report it left in the store (kResultOk and "read-only
+// mount: nothing packed" for a read-only mount, which packs nothing).
+// Errors name what failed; `*no_report` says the daemon left no pack
+// report (its log may say why).
+absl::StatusOr<std::string> UnmountAndWait(const std::string& real, const MountRecord& record,
+                                           bool* no_report) {
+  auto unmount = [&] {
+    const absl::Status s = SayWhileWaiting("unmounting " + real, [&] { return Unmount(real); });
+    return s.ok() ? s : SetMessage(s, absl::StrCat(s.message(), " (is a file still open there?)"));
+  };
+  if (record.read_only) {
+    // Nothing is packed and the store is not ours to wait on: unmount, wait
+    // for the daemon to go, and say only that.
+    if (absl::Status s = unmount(); !s.ok()) return s;
+    SayWhileWaiting(absl::StrCat("waiting for the daemon (pid ", record.pid, ") to exit"), [&] {
+      for (int i = 0; i < 1000 && ProcessAlive(record.pid); ++i) {
+        ::usleep(10000);  // up to 10 s; the daemon only has to exit
+      }
+      return 0;
+    });
+    return absl::StrCat(kResultOk, "\nread-only mount: nothing packed\n");
+  }
+  // Hold the store's lock file open before unmounting, so the wait below
+  // cannot miss the daemon's exit.
+  auto lock = OpenFile(staging::LockFile(record.store), O_RDONLY);
+  if (!lock.ok()) return lock.status();
+  if (absl::Status s = unmount(); !s.ok()) return s;
+  if (::flock(lock->get(), LOCK_SH | LOCK_NB) != 0) {
+    std::cerr << "tfrecordfs: unmounted " << real << "; waiting for the repack to finish...\n";
+    while (::flock(lock->get(), LOCK_SH) != 0 && errno == EINTR) {
+    }
+  }
+  auto report = ReadFileToString(staging::PackReportFile(record.store));
+  if (!report.ok()) {
+    *no_report = true;
+    return absl::NotFoundError(
+        absl::StrCat("the daemon left no pack report in ", record.store,
+                     " (did it crash? the staged records are still there; mount again to retry)"));
+  }
+  return report;
+}
+
 }  // namespace
 
 int UnmountMain(int argc, char** argv) {
-  std::string mnt;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "-h" || a == "--help") {
-      std::cout << kUsage;
-      return kExitOk;
-    }
-    if (!mnt.empty() || (a.size() > 1 && a[0] == '-')) {
-      std::cerr << "tfrecordfs unmount: unexpected argument " << a << "\n" << kUsage;
-      return kExitUsage;
-    }
-    mnt = a;
-  }
-  if (mnt.empty()) {
-    std::cerr << "tfrecordfs unmount: need a MOUNTPOINT\n" << kUsage;
-    return kExitUsage;
-  }
-  auto resolved = RealPath(mnt);
+  Tool tool({.name = "unmount",
+             .usage = kUsage,
+             .usage_end = kUsageEnd,
+             .usage_column = 15,
+             .json = false,
+             .quiet = false});
+  if (auto stop = tool.Parse(argc, argv)) return *stop;
+  if (tool.operands().empty()) return tool.Usage("need a MOUNTPOINT");
+  if (tool.operands().size() > 1) return tool.Usage("unexpected argument " + tool.operands()[1]);
+  auto resolved = RealPath(tool.operands()[0]);
   if (!resolved.ok()) {
     std::cerr << "tfrecordfs unmount: " << resolved.status().message() << "\n";
     return kExitFailed;
@@ -147,51 +175,17 @@ int UnmountMain(int argc, char** argv) {
               << ")\n";
     return kExitFailed;
   }
-  if (record->read_only) {
-    // Nothing is packed and the store is not ours to wait on: unmount, wait
-    // for the daemon to go, and say only that.
-    if (absl::Status s = SayWhileWaiting("unmounting " + real, [&] { return Unmount(real); });
-        !s.ok()) {
-      std::cerr << "tfrecordfs unmount: " << s.message() << " (is a file still open there?)\n";
-      return kExitFailed;
-    }
-    SayWhileWaiting(absl::StrCat("waiting for the daemon (pid ", record->pid, ") to exit"), [&] {
-      for (int i = 0; i < 1000 && ProcessAlive(record->pid); ++i) {
-        ::usleep(10000);  // up to 10 s; the daemon only has to exit
-      }
-      return 0;
-    });
-    std::cout << kResultOk << "\nread-only mount: nothing packed\n";
-    PointAtLog(*record);
-    return kExitOk;
-  }
-  // Hold the store's lock file open before unmounting, so the wait below
-  // cannot miss the daemon's exit.
-  auto lock = OpenFile(staging::LockFile(record->store), O_RDONLY);
-  if (!lock.ok()) {
-    std::cerr << "tfrecordfs unmount: " << lock.status().message() << "\n";
-    return kExitFailed;
-  }
-  if (absl::Status s = SayWhileWaiting("unmounting " + real, [&] { return Unmount(real); });
-      !s.ok()) {
-    std::cerr << "tfrecordfs unmount: " << s.message() << " (is a file still open there?)\n";
-    return kExitFailed;
-  }
-  if (::flock(lock->get(), LOCK_SH | LOCK_NB) != 0) {
-    std::cerr << "tfrecordfs: unmounted " << real << "; waiting for the repack to finish...\n";
-    while (::flock(lock->get(), LOCK_SH) != 0 && errno == EINTR) {
-    }
-  }
-  auto report = ReadFileToString(staging::PackReportFile(record->store));
+  bool no_report = false;
+  auto report = UnmountAndWait(real, *record, &no_report);
   if (!report.ok()) {
-    std::cerr << "tfrecordfs unmount: the daemon left no pack report in " << record->store
-              << " (did it crash? the staged records are still there; mount again to retry)\n";
-    PointAtLog(*record);
+    std::cerr << "tfrecordfs unmount: " << report.status().message() << "\n";
+    // A daemon that left no report may have said why in its log.
+    if (no_report) std::cerr << UnmountLogNote(*record);
     return kExitFailed;
   }
-  std::cout << *report;
-  PointAtLog(*record);
-  return absl::StartsWith(*report, std::string(kResultOk) + "\n") ? kExitOk : kExitFailed;
+  const int code = tool.Finish(*report, UnmountPacked(*report));
+  std::cerr << UnmountLogNote(*record);
+  return code;
 }
 
 }  // namespace tfrecordfs::cli

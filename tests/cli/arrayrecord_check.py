@@ -46,6 +46,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tfrecord_check as tc  # noqa: E402
+import wire_check  # noqa: E402
 
 BLOCK = 1 << 16
 BLOCK_HEADER = 24
@@ -62,17 +63,7 @@ class FormatError(Exception):
     pass
 
 
-def varint(buf, i):
-    shift = value = 0
-    while True:
-        if i >= len(buf):
-            raise FormatError("varint past the end")
-        b = buf[i]
-        i += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, i
-        shift += 7
+varint = wire_check.varint
 
 
 def chunk_bytes(f, begin, n):
@@ -174,17 +165,10 @@ def simple_records(h):
 
 
 def fields(buf):
-    i = 0
-    while i < len(buf):
-        key, i = varint(buf, i)
-        if key & 7 == 0:
-            v, i = varint(buf, i)
-        elif key & 7 == 2:
-            n, i = varint(buf, i)
-            v, i = bytes(buf[i:i + n]), i + n
-        else:
-            raise FormatError("wire type %d" % (key & 7))
-        yield key >> 3, v
+    """(field, value) of a message of VARINT and LEN fields only (the
+    postscript's, the footer's)."""
+    for field, _, value in wire_check.fields(buf, wire_types=(0, 2)):
+        yield field, value
 
 
 def read(path):
@@ -249,7 +233,7 @@ def main(argv):
         return 2
     try:
         options, group, chunks, records = read(argv[2])
-    except (FormatError, IndexError, KeyError, struct.error) as e:
+    except (FormatError, wire_check.WireError, IndexError, KeyError, struct.error) as e:
         print("ERROR %s" % e)
         return 1
     names = {0: "none", ord("b"): "brotli", ord("z"): "zstd", ord("s"): "snappy"}

@@ -45,7 +45,7 @@ namespace {
 // their descriptions at the same column as the command's own rows.
 TEST(HelpTest, SharedOptionRowsAppearOnceAtEachCommandsColumn) {
   for (const char* cmd : {"count", "schema", "show", "verify", "index", "pack", "repair", "reshard",
-                          "status", "commit"}) {
+                          "status", "commit", "unmount"}) {
     SCOPED_TRACE(cmd);
     CommandResult help = Tool({cmd, "--help"});
     ASSERT_EQ(help.exit_code, 0);
@@ -70,8 +70,8 @@ TEST(HelpTest, SharedOptionRowsAppearOnceAtEachCommandsColumn) {
     EXPECT_EQ(columns.size(), 1u) << help.out;
     EXPECT_EQ(seen["-h, --help"], 1) << help.out;
     EXPECT_LE(seen["-q, --quiet"], 1) << help.out;
-    const bool indexes =
-        std::string(cmd) != "pack" && std::string(cmd) != "status" && std::string(cmd) != "commit";
+    const std::set<std::string> read_no_sources = {"pack", "status", "commit", "unmount"};
+    const bool indexes = read_no_sources.count(cmd) == 0;
     EXPECT_EQ(seen["--max-shard-records N"], indexes ? 1 : 0) << help.out;
   }
 }

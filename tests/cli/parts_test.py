@@ -36,6 +36,19 @@ def run(*args, env=None):
                           env=env if env is not None else clean_env(), timeout=300)
 
 
+def flip_payload_byte(path, record):
+    """Flips the 9th payload byte of record `record` of the plain shard at
+    `path` (its data CRC then fails), walking the framing's lengths."""
+    with open(path, "r+b") as f:
+        data = bytearray(f.read())
+        pos = 0
+        for _ in range(record):
+            pos += 16 + int.from_bytes(data[pos:pos + 8], "little")
+        data[pos + 20] ^= 0xFF
+        f.seek(0)
+        f.write(data)
+
+
 class Base(CliTestBase):
     TMP_PREFIX = "parts_test."
 
@@ -56,6 +69,22 @@ class Base(CliTestBase):
                 r = run(*args, "--part", f"{k}/{n}", "-q", *extra)
                 self.assertEqual(r.returncode, 0, f"part {k}/{n} {extra}: {r.stderr}")
                 self.assertIn(f"part {k}/{n} (from --part {k}/{n})", r.stderr)
+
+    def check_manifests(self, out, what):
+        """Each output the parts' manifests under `out` list has the size and
+        CRC32C (tfrecord_check.py's own) of its file; how many they list."""
+        parts_dir = os.path.join(out, ".tfrecordfs-parts")
+        seen = 0
+        for folder in sorted(os.listdir(parts_dir)):
+            with open(os.path.join(parts_dir, folder, "manifest.json")) as f:
+                manifest = json.load(f)
+            for o in manifest["outputs"]:
+                with open(os.path.join(parts_dir, folder, o["path"]), "rb") as f:
+                    data = f.read()
+                self.assertEqual(o["file_bytes"], len(data), o["path"])
+                self.assertEqual(o["crc32c"], tc.crc32c(data), (what, o["path"]))
+                seen += 1
+        return seen
 
     def assertSameTree(self, a, b):
         names_a = sorted(os.listdir(a))
@@ -150,14 +179,7 @@ class PerFileCommands(Base):
         gen("synthetic", self.path("s", "small"), "--records", "20", "--shards", "2",
             "--bytes", "300", "--prefix", "z")
         # A flipped payload byte in record 2000 of the large shard.
-        with open(src[0], "r+b") as f:
-            data = bytearray(f.read())
-            pos = 0
-            for _ in range(2000):
-                pos += 16 + int.from_bytes(data[pos:pos + 8], "little")
-            data[pos + 20] ^= 0xFF
-            f.seek(0)
-            f.write(data)
+        flip_payload_byte(src[0], 2000)
         whole = json.loads(run("verify", "--json", self.path("s")).stdout)
         self.assertEqual(whole["records"], 3020)
         self.assertEqual(whole["damaged_records"], 1)
@@ -196,29 +218,11 @@ class PerFileCommands(Base):
             shutil.rmtree(self.path("o"), ignore_errors=True)
             src = self.sample("s", 900, 3, codec)
             if codec == "none":
-                with open(src[1], "r+b") as f:  # record 100's payload flipped
-                    data = bytearray(f.read())
-                    pos = 0
-                    for _ in range(100):
-                        pos += 16 + int.from_bytes(data[pos:pos + 8], "little")
-                    data[pos + 20] ^= 0xFF
-                    f.seek(0)
-                    f.write(data)
+                flip_payload_byte(src[1], 100)  # record 100's payload flipped
             for k in range(2):
                 r = run("repair", self.path("s"), "-o", self.path("o"), "--part", f"{k}/2", "-q")
                 self.assertIn(r.returncode, (0, 1), r.stderr)
-            parts_dir = self.path("o", ".tfrecordfs-parts")
-            seen = 0
-            for folder in sorted(os.listdir(parts_dir)):
-                with open(os.path.join(parts_dir, folder, "manifest.json")) as f:
-                    manifest = json.load(f)
-                for o in manifest["outputs"]:
-                    with open(os.path.join(parts_dir, folder, o["path"]), "rb") as f:
-                        data = f.read()
-                    self.assertEqual(o["file_bytes"], len(data), o["path"])
-                    self.assertEqual(o["crc32c"], tc.crc32c(data), (codec, o["path"]))
-                    seen += 1
-            self.assertEqual(seen, 3, codec)
+            self.assertEqual(self.check_manifests(self.path("o"), codec), 3, codec)
             r = run("repair", self.path("s"), "-o", self.path("o"), "--finalize")
             self.assertEqual(r.returncode, 0, r.stderr)
             want = all_records(src) if codec == "gzip" else None
@@ -262,18 +266,7 @@ class Reshard(Base):
             out = self.path("o")
             shutil.rmtree(out, ignore_errors=True)
             self.parts(2, "reshard", self.path("s"), "-o", out, "--shards", "3", *extra)
-            parts_dir = os.path.join(out, ".tfrecordfs-parts")
-            seen = 0
-            for folder in sorted(os.listdir(parts_dir)):
-                with open(os.path.join(parts_dir, folder, "manifest.json")) as f:
-                    manifest = json.load(f)
-                for o in manifest["outputs"]:
-                    with open(os.path.join(parts_dir, folder, o["path"]), "rb") as f:
-                        data = f.read()
-                    self.assertEqual(o["file_bytes"], len(data), o["path"])
-                    self.assertEqual(o["crc32c"], tc.crc32c(data), o["path"])
-                    seen += 1
-            self.assertGreaterEqual(seen, 8 if extra else 3)
+            self.assertGreaterEqual(self.check_manifests(out, extra), 8 if extra else 3)
 
     def test_the_memory_budget_changes_runs_and_buckets_not_bytes(self):
         # 20000 records of about 330 framed bytes (6.6 MB) with --memory 1M:

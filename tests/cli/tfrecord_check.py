@@ -10,6 +10,7 @@ table; checked against the RFC 3720 test vector below.
 read_tree reads a whole file tree (a mount and its twin are compared so).
 """
 import os
+import sys
 import zlib
 
 _POLY = 0x82F63B78
@@ -99,36 +100,12 @@ def frame(payload: bytes) -> bytes:
 # are field 1, packed or not.)
 import struct
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import wire_check  # noqa: E402
 
-def _varint(buf: bytes, i: int):
-    shift = value = 0
-    while True:
-        b = buf[i]
-        i += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, i
-        shift += 7
-
-
-def _fields(buf: bytes):
-    """Yields (field number, wire type, value) of a message."""
-    i = 0
-    while i < len(buf):
-        key, i = _varint(buf, i)
-        field, wire = key >> 3, key & 7
-        if wire == 0:
-            value, i = _varint(buf, i)
-        elif wire == 1:
-            value, i = buf[i:i + 8], i + 8
-        elif wire == 2:
-            n, i = _varint(buf, i)
-            value, i = buf[i:i + n], i + n
-        elif wire == 5:
-            value, i = buf[i:i + 4], i + 4
-        else:
-            raise ValueError("wire type %d" % wire)
-        yield field, wire, value
+# The wire walk itself is wire_check.py's (shared with arrayrecord_check.py).
+_varint = wire_check.varint
+_fields = wire_check.fields
 
 
 def _feature(buf: bytes):

@@ -352,24 +352,35 @@ class BucketEditTest(unittest.TestCase):
                 self.check_object(want)  # every edit once, none lost or doubled
                 self.assertEqual(self.uploads_in_flight(), [])
 
+    def replace_object(self, theirs):
+        """Another writer replaces the object (a new ETag) with `theirs`."""
+        with open(self.object + ".new", "wb") as f:
+            for p in theirs:
+                f.write(tc.frame(p))
+        os.replace(self.object + ".new", self.object)
+
+    def assert_commit_refused(self, mnt, theirs, scheme):
+        """A commit over another writer's object: refused naming the object
+        and --rebase, their object untouched, no upload left, the edit
+        still pending (status lists the object)."""
+        r = run("commit", mnt, env=self.env)
+        self.assertNotEqual(r.returncode, 0, r.stdout)
+        self.assertIn("%s://b/data/%s was replaced since this mount listed it" % (scheme, SHARD),
+                      r.stdout)
+        self.assertIn("--rebase", r.stdout)
+        self.assertEqual(tc.read_records(self.object), theirs)  # theirs, untouched
+        self.assertEqual(self.uploads_in_flight(), [])
+        r = run("status", mnt, env=self.env)
+        self.assertIn("%s://b/data/%s" % (scheme, SHARD), r.stdout)
+
     def test_a_second_writer_is_never_overwritten(self):
         mnt, log = self.mount()
         self.sh("echo 7 > '%s/005/label'" % os.path.join(mnt, SHARD))
         # Another writer replaces the object (a new ETag) after the listing.
         theirs = self.original[:100]
-        with open(self.object + ".new", "wb") as f:
-            for p in theirs:
-                f.write(tc.frame(p))
-        os.replace(self.object + ".new", self.object)
-        r = run("commit", mnt, env=self.env)
-        self.assertNotEqual(r.returncode, 0, r.stdout)
-        self.assertIn("s3://b/data/%s was replaced since this mount listed it" % SHARD, r.stdout)
-        self.assertIn("--rebase", r.stdout)
-        self.assertEqual(tc.read_records(self.object), theirs)  # theirs, untouched
-        self.assertEqual(self.uploads_in_flight(), [])
+        self.replace_object(theirs)
         # Still pending: status lists the edit, the log names the object.
-        r = run("status", mnt, env=self.env)
-        self.assertIn("s3://b/data/" + SHARD, r.stdout)
+        self.assert_commit_refused(mnt, theirs, "s3")
         with open(log) as f:
             self.assertIn("was replaced since this mount listed it", f.read())
         self.unmount(mnt)
@@ -436,18 +447,8 @@ class BucketEditTest(unittest.TestCase):
         mnt, log = self.mount(source="gs://b/data/")
         self.sh("echo 7 > '%s/005/label'" % os.path.join(mnt, SHARD))
         theirs = self.original[:100]
-        with open(self.object + ".new", "wb") as f:
-            for p in theirs:
-                f.write(tc.frame(p))
-        os.replace(self.object + ".new", self.object)
-        r = run("commit", mnt, env=self.env)
-        self.assertNotEqual(r.returncode, 0, r.stdout)
-        self.assertIn("gs://b/data/%s was replaced since this mount listed it" % SHARD, r.stdout)
-        self.assertIn("--rebase", r.stdout)
-        self.assertEqual(tc.read_records(self.object), theirs)
-        self.assertEqual(self.uploads_in_flight(), [])
-        r = run("status", mnt, env=self.env)
-        self.assertIn("gs://b/data/" + SHARD, r.stdout)
+        self.replace_object(theirs)
+        self.assert_commit_refused(mnt, theirs, "gs")
         # --rebase re-applies the edit to their object by record key.
         r = run("commit", "--rebase", mnt, env=self.env)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
@@ -466,10 +467,7 @@ class BucketEditTest(unittest.TestCase):
                 "rm -r '{r}/010'".format(r=rec))
         # Another writer drops the first three records and record 7.
         theirs = [p for i, p in enumerate(self.original) if i >= 3 and i != 7]
-        with open(self.object + ".new", "wb") as f:
-            for p in theirs:
-                f.write(tc.frame(p))
-        os.replace(self.object + ".new", self.object)
+        self.replace_object(theirs)
         r = run("commit", mnt, env=self.env)
         self.assertNotEqual(r.returncode, 0, r.stdout)
         self.assertEqual(tc.read_records(self.object), theirs)
@@ -502,10 +500,7 @@ class BucketEditTest(unittest.TestCase):
         subprocess.run(["fusermount3", "-u", "-z", mnt], capture_output=True)
         self.mounts.remove(mnt)
         theirs = self.original[1:]  # another writer drops record 0
-        with open(self.object + ".new", "wb") as f:
-            for p in theirs:
-                f.write(tc.frame(p))
-        os.replace(self.object + ".new", self.object)
+        self.replace_object(theirs)
         mnt, log = self.mount(name="again")
         with open(log) as f:
             self.assertIn("replaced in the bucket since its records were edited", f.read())
