@@ -379,6 +379,24 @@ class Filesystem {
     uint64_t records = 0;  // max(old count, new count); 0: none
     size_t old_width = 0, new_width = 0;
   };
+  // Commit's two steps (commit.cc), under serve_mu_ held exclusively.
+  // RewriteShards: the pending edits applied to their shards
+  // (repack::ApplyEdits, after --rebase's re-keying), with the check-outs
+  // that changed nothing dropped (their names added to `stale`).
+  // ShowRewritten: each shard rewritten is reopened (ShardSet::Reopen),
+  // the views' caches of it dropped, and what the kernel must forget of it
+  // added to `stale` (a shard the mount cannot show any more: its result's
+  // status says so).
+  struct Rewrite {
+    std::vector<repack::RewrittenShard> results;
+    absl::flat_hash_map<std::string, uint64_t> by_path;  // shard id of each mounted path
+    // The index each rewritten plain shard was given (index::FollowRewrite).
+    absl::flat_hash_map<std::string, std::shared_ptr<const index::ShardIndex>> new_indexes;
+  };
+  Rewrite RewriteShards(bool rebase, std::vector<StaleNames>* stale)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(serve_mu_);
+  void ShowRewritten(Rewrite* rewrite, std::vector<StaleNames>* stale)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(serve_mu_);
   // Invalidates `stale` through the invalidator, if one is set. Called
   // without the serve lock (the kernel's invalidations may wait for
   // requests) and without invalidator_mu_.
