@@ -30,7 +30,8 @@
 // caches), then the caches.
 //
 // Thread-safety: the caches and the readahead are thread-safe, and Open
-// touches nothing else (any thread). The shards of both generations and
+// changes nothing else (any thread, but not during StartReadahead, which
+// sets the readahead it reads through). The shards of both generations and
 // the edited keys change only in Add, StartReadahead and Reopen, which the
 // caller runs while nothing else reads them: Filesystem during Create, and
 // in Commit(reopen) holding its serve_mu_ exclusively. Everything else (the
