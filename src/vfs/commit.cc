@@ -1,12 +1,9 @@
 // Filesystem::Commit (filesystem.h): the pending edits written into their
-// shards (repack::ApplyEdits), each rewritten shard reopened and shown
-// under the next generation of node ids, and what the kernel cached of it
+// shards (repack::ApplyEdits), each rewritten shard reopened by the shard
+// set (ShardSet::Reopen) and shown under the next generation of node ids,
+// the views' caches of it dropped, and what the kernel cached of it
 // invalidated (ForgetStale) once no request is held off any more.
-#include <fcntl.h>
-#include <sys/stat.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -21,220 +18,189 @@
 
 namespace tfrecordfs::vfs {
 
-namespace {
-
-// The shard at `path` as a scan would give it, with `index` (made by the
-// commit that wrote the file; NotFound when null or not the file there).
-absl::StatusOr<scan::ScannedShard> AdoptedShard(const std::string& path,
-                                                std::shared_ptr<const index::ShardIndex> index) {
-  if (index == nullptr) return absl::NotFoundError("no index made by the rewrite");
-  auto fd = OpenFile(path, O_RDONLY | O_CLOEXEC);
-  if (!fd.ok()) return fd.status();
-  scan::ScannedShard out;
-  if (::fstat(fd->get(), &out.st) != 0) return ErrnoError(errno, path);
-  if (static_cast<uint64_t>(out.st.st_size) != index->file_size()) {
-    return absl::NotFoundError("changed since the rewrite");
-  }
-  out.path = path;
-  out.identity = source::FileIdentity::Of(out.st, fd->get());
-  out.index = std::move(index);
-  return out;
-}
-
-}  // namespace
-
 absl::StatusOr<std::vector<repack::RewrittenShard>> Filesystem::Commit(bool reopen, bool rebase) {
   if (!edits_) return absl::FailedPreconditionError("this mount takes no edits (read-only)");
   std::vector<StaleNames> stale;
-  bool regrouped = false;  // view=classes: a shard regrouped
   std::vector<repack::RewrittenShard> results;
   {
     WriterMutexLock serve(&serve_mu_);
-    naming::FeatureTypes& types = *staging_types_;
-    edit_store_->CheckAllWritten(types);
-    absl::flat_hash_map<std::string, uint64_t> by_path;
-    std::vector<repack::ShardToRewrite> from(shards_.size());
-    for (uint64_t s = 0; s < shards_.size(); ++s) {
-      by_path[shards_[s].index->path()] = s;
-      from[s] = {shards_[s].source.get(), &shards_[s].index->offsets(), shards_[s].index->codec(),
-                 shards_[s].object.get()};
-    }
-    // Check-outs that changed nothing (an editor opened and quit, a value
-    // written back as it was) are no edits: dropped here, where no request
-    // runs (a tool mid-save would find the ids it holds gone), and a shard
-    // left with nothing pending is not rewritten.
-    for (const auto& [s, record] : edits_->DropUnchanged()) {
-      stale.push_back(
-          {tree_->ShardFolderId(s), {records_->RecordName(s, record), absl::StrCat(record)}});
-    }
-    for (const auto& [path, d] : edit_list_->Snapshot()) {
-      auto it = by_path.find(path);
-      // Only a shard this mount registered (its entry's fingerprint is the
-      // mounted file's): an entry of a shard changed since keeps its edits.
-      if (it == by_path.end() || !d.records.empty() || d.rewriting ||
-          !deletions_->Registered(it->second) || edits_->HasEdits(it->second)) {
-        continue;
-      }
-      if (auto s = edit_list_->Forget(path); !s.ok()) {
-        log::Warning(path, ": ", s.message());
-        continue;
-      }
-      deletions_->ResetShard(it->second);
-    }
-    // --rebase: the objects another writer replaced, as the store holds
-    // them now, with the edits re-keyed onto them (kept until the commit
-    // below has written them).
-    absl::flat_hash_map<std::string, MountedShard> rebased;
-    absl::flat_hash_map<std::string, std::string> rebase_notes;
-    for (const auto& [path, d] : rebase ? edit_list_->Snapshot() : staging::Deletions()) {
-      auto it = by_path.find(path);
-      if (it == by_path.end() || shards_[it->second].object == nullptr) continue;
-      absl::StatusOr<scan::ScannedShard> scanned = scan::ScanOne(path, index_store_);
-      absl::StatusOr<MountedShard> now =
-          !scanned.ok() ? absl::StatusOr<MountedShard>(scanned.status())
-          : scanned->object == nullptr
-              ? absl::StatusOr<MountedShard>(absl::NotFoundError("not an object any more"))
-              : OpenMounted(*scanned, scanned->st.st_mtim);
-      if (!now.ok()) {
-        rebase_notes[path] =
-            absl::StrCat("cannot read the object the store holds now: ", now.status().message());
-        continue;
-      }
-      if (staging::ObjectFingerprint(now->object->size(), now->object->etag()) == d.before) {
-        continue;  // not replaced: committed as it is
-      }
-      repack::ShardToRewrite to{now->source.get(), &now->index->offsets(), now->index->codec(),
-                                now->object.get()};
-      auto report = repack::RebaseObjectEdits(edit_list_, edit_store_->records_dir(), path, d, to);
-      if (!report.ok()) {
-        rebase_notes[path] = absl::StrCat("not rebased: ", report.status().message());
-        continue;
-      }
-      log::Info(path, ": ", *report);
-      rebase_notes[path] = *report;
-      from[it->second] = to;
-      rebased.emplace(path, *std::move(now));
-    }
-    // The indexes of each rewritten shard follow it within its commit
-    // (index::FollowRewrite); a plain shard's new index, made from the
-    // offsets the rewrite wrote, is the one the mount shows it with.
-    absl::flat_hash_map<std::string, std::shared_ptr<const index::ShardIndex>> new_indexes;
-    results = repack::ApplyEdits(
-        edit_list_, edit_store_->records_dir(), types,
-        [&](const std::string& path) -> const repack::ShardToRewrite* {
-          auto it = by_path.find(path);
-          return it == by_path.end() ? nullptr : &from[it->second];
-        },
-        [&](const std::string& path, const std::vector<uint64_t>* offsets) {
-          auto it = by_path.find(path);
-          const std::string mount_path = it == by_path.end() || it->second >= mount_paths_.size()
-                                             ? ""
-                                             : mount_paths_[it->second];
-          new_indexes[path] = index::FollowRewrite(index_store_, path, mount_path, offsets);
-        });
-    for (repack::RewrittenShard& r : results) {
-      auto note = rebase_notes.find(r.path);
-      if (note == rebase_notes.end()) continue;
-      if (r.status.ok()) {
-        r.note = r.note.empty() ? note->second : absl::StrCat(note->second, "; ", r.note);
-      } else {
-        r.status = SetMessage(r.status, absl::StrCat(note->second, "; then ", r.status.message()));
-      }
-      if (!r.status.ok() && rebased.contains(r.path)) {
-        // The edits name the new object's records now: this mount, which
-        // shows the old one, shows them once mounted again.
-        r.status = SetMessage(r.status, absl::StrCat(r.status.message(),
-                                                     " (unmount and mount again to see the "
-                                                     "edits on the new object)"));
-      }
-    }
-    if (!reopen) return results;
-    for (repack::RewrittenShard& r : results) {
-      if (!r.status.ok()) continue;
-      const uint64_t s = by_path.at(r.path);
-      MountedShard& shard = shards_[s];
-      StaleNames st;
-      st.folder = tree_->ShardFolderId(s);
-      const uint64_t old_count = shard.records_shown();
-      const size_t old_width = static_cast<size_t>(shard.name_width);
-      std::vector<uint64_t> edited = edits_->EditedKeys(s);
-      for (std::string& name : edits_->ResetShard(s)) st.names.push_back(std::move(name));
-      deletions_->ResetShard(s);
-      // The new file: a plain one with the index its rewrite made, else
-      // indexed (and cached) like a shard at mount.
-      absl::StatusOr<scan::ScannedShard> scanned = AdoptedShard(r.path, new_indexes[r.path]);
-      if (!scanned.ok()) scanned = scan::ScanOne(r.path, index_store_);
-      absl::StatusOr<MountedShard> src = scanned.ok()
-                                             ? OpenMounted(*scanned, scanned->st.st_mtim)
-                                             : absl::StatusOr<MountedShard>(scanned.status());
-      if (!src.ok()) {
-        // The shard is committed on disk; this mount cannot show it.
-        log::Error("committed ", r.path, " but cannot show it: ", src.status().message(),
-                   "; remount to see it");
-        r.status =
-            absl::DataLossError(absl::StrCat("committed, but the mount cannot show the new shard (",
-                                             src.status().message(), "): remount"));
-        continue;
-      }
-      // The old file's records stay readable under their own ids (the
-      // other generation bit, node_id.h) for as long as the kernel holds
-      // them: a file opened, stat'ed or cached before the commit goes on
-      // reading the old bytes its size describes; the next rewrite of the
-      // shard drops them (then their ids are the new shard's again: a file
-      // kept open across two commits reads the newest, as before).
-      MountedShard& retired = retired_[s];
-      retired.index = shard.index;
-      retired.source = std::move(shard.source);
-      retired.name_width = shard.name_width;
-      retired.mtime = shard.mtime;
-      retired.generation = shard.generation;
-      retired_view_->ResetShard(s);
-      absl::erase_if(retired_edited_, [s](uint64_t key) { return ShardOfKey(key) == s; });
-      retired_edited_.insert(edited.begin(), edited.end());
-      src->generation = shard.generation + 1;
-      shard = *std::move(src);
-      records_->ResetShard(s);
-      // Every view: the kernel forgets what it cached in the folders that
-      // list the shard (one invalidation of each folder's own entry drops
-      // the names in it no process holds, negative entries included), and
-      // what it re-reads comes with the next generation.
-      if (classes_) {
-        // The new shard's records, by the grouping of its new bytes (and
-        // stored: the next mount loads it); its images may be in any class
-        // folder (invalidated once, after the loop).
-        classes_->ResetShard(s, GroupShard(shard, group_options_));
-        regrouped = true;
-      } else {
-        auto [parent, name] = tree_->ShardFolderEntry(s);
-        stale.push_back({parent, {std::move(name)}});
-      }
-      if (!gallery_ && !classes_) {
-        // Records view: every record name now names another node id (the
-        // next generation's), and the kernel keeps the old entries a
-        // process holds (an open file, a working directory) across the
-        // folder's own invalidation: each name is invalidated (both
-        // spellings, and the edit store's names).
-        st.records = std::max(old_count, shard.records_shown());
-        st.old_width = old_width;
-        st.new_width = static_cast<size_t>(shard.name_width);
-      } else {
-        st.names.clear();  // the edit store's names: not shown by the image views
-      }
-      stale.push_back(std::move(st));
-    }
-    if (regrouped) {
-      StaleNames root{TreeId(0), {}};
-      for (size_t f = 0; f < classes_->num_folders(); ++f) {
-        root.names.push_back(classes_->FolderName(f));
-        stale.push_back({ClassFolderId(f), {}});
-      }
-      stale.push_back(std::move(root));
-    }
+    Rewrite rewrite = RewriteShards(rebase, &stale);
+    if (!reopen) return std::move(rewrite.results);
+    ShowRewritten(&rewrite, &stale);
+    results = std::move(rewrite.results);
   }
   // The kernel, outside the serve lock (its invalidations may wait for
   // requests).
   ForgetStale(stale);
   return results;
+}
+
+Filesystem::Rewrite Filesystem::RewriteShards(bool rebase, std::vector<StaleNames>* stale) {
+  Rewrite out;
+  std::vector<MountedShard>& shards = shard_set_.current();
+  naming::FeatureTypes& types = *staging_types_;
+  edit_store_->CheckAllWritten(types);
+  std::vector<repack::ShardToRewrite> from(shards.size());
+  for (uint64_t s = 0; s < shards.size(); ++s) {
+    out.by_path[shards[s].index->path()] = s;
+    from[s] = {shards[s].source.get(), &shards[s].index->offsets(), shards[s].index->codec(),
+               shards[s].object.get()};
+  }
+  // Check-outs that changed nothing (an editor opened and quit, a value
+  // written back as it was) are no edits: dropped here, where no request
+  // runs (a tool mid-save would find the ids it holds gone), and a shard
+  // left with nothing pending is not rewritten.
+  for (const auto& [s, record] : edits_->DropUnchanged()) {
+    stale->push_back(
+        {tree_->ShardFolderId(s), {records_->RecordName(s, record), absl::StrCat(record)}});
+  }
+  for (const auto& [path, d] : edit_list_->Snapshot()) {
+    auto it = out.by_path.find(path);
+    // Only a shard this mount registered (its entry's fingerprint is the
+    // mounted file's): an entry of a shard changed since keeps its edits.
+    if (it == out.by_path.end() || !d.records.empty() || d.rewriting ||
+        !deletions_->Registered(it->second) || edits_->HasEdits(it->second)) {
+      continue;
+    }
+    if (auto s = edit_list_->Forget(path); !s.ok()) {
+      log::Warning(path, ": ", s.message());
+      continue;
+    }
+    deletions_->ResetShard(it->second);
+  }
+  // --rebase: the objects another writer replaced, as the store holds
+  // them now, with the edits re-keyed onto them (kept until the commit
+  // below has written them).
+  absl::flat_hash_map<std::string, MountedShard> rebased;
+  absl::flat_hash_map<std::string, std::string> rebase_notes;
+  for (const auto& [path, d] : rebase ? edit_list_->Snapshot() : staging::Deletions()) {
+    auto it = out.by_path.find(path);
+    if (it == out.by_path.end() || shards[it->second].object == nullptr) continue;
+    absl::StatusOr<scan::ScannedShard> scanned = scan::ScanOne(path, index_store_);
+    absl::StatusOr<MountedShard> now =
+        !scanned.ok() ? absl::StatusOr<MountedShard>(scanned.status())
+        : scanned->object == nullptr
+            ? absl::StatusOr<MountedShard>(absl::NotFoundError("not an object any more"))
+            : shard_set_.Open(*scanned, scanned->st.st_mtim);
+    if (!now.ok()) {
+      rebase_notes[path] =
+          absl::StrCat("cannot read the object the store holds now: ", now.status().message());
+      continue;
+    }
+    if (staging::ObjectFingerprint(now->object->size(), now->object->etag()) == d.before) {
+      continue;  // not replaced: committed as it is
+    }
+    repack::ShardToRewrite to{now->source.get(), &now->index->offsets(), now->index->codec(),
+                              now->object.get()};
+    auto report = repack::RebaseObjectEdits(edit_list_, edit_store_->records_dir(), path, d, to);
+    if (!report.ok()) {
+      rebase_notes[path] = absl::StrCat("not rebased: ", report.status().message());
+      continue;
+    }
+    log::Info(path, ": ", *report);
+    rebase_notes[path] = *report;
+    from[it->second] = to;
+    rebased.emplace(path, *std::move(now));
+  }
+  // The indexes of each rewritten shard follow it within its commit
+  // (index::FollowRewrite); a plain shard's new index, made from the
+  // offsets the rewrite wrote, is the one the mount shows it with.
+  out.results = repack::ApplyEdits(
+      edit_list_, edit_store_->records_dir(), types,
+      [&](const std::string& path) -> const repack::ShardToRewrite* {
+        auto it = out.by_path.find(path);
+        return it == out.by_path.end() ? nullptr : &from[it->second];
+      },
+      [&](const std::string& path, const std::vector<uint64_t>* offsets) {
+        auto it = out.by_path.find(path);
+        const std::string mount_path =
+            it == out.by_path.end() ? std::string() : shard_set_.mount_path(it->second);
+        out.new_indexes[path] = index::FollowRewrite(index_store_, path, mount_path, offsets);
+      });
+  for (repack::RewrittenShard& r : out.results) {
+    auto note = rebase_notes.find(r.path);
+    if (note == rebase_notes.end()) continue;
+    if (r.status.ok()) {
+      r.note = r.note.empty() ? note->second : absl::StrCat(note->second, "; ", r.note);
+    } else {
+      r.status = SetMessage(r.status, absl::StrCat(note->second, "; then ", r.status.message()));
+    }
+    if (!r.status.ok() && rebased.contains(r.path)) {
+      // The edits name the new object's records now: this mount, which
+      // shows the old one, shows them once mounted again.
+      r.status = SetMessage(r.status, absl::StrCat(r.status.message(),
+                                                   " (unmount and mount again to see the "
+                                                   "edits on the new object)"));
+    }
+  }
+  return out;
+}
+
+void Filesystem::ShowRewritten(Rewrite* rewrite, std::vector<StaleNames>* stale) {
+  std::vector<MountedShard>& shards = shard_set_.current();
+  bool regrouped = false;  // view=classes: a shard regrouped
+  for (repack::RewrittenShard& r : rewrite->results) {
+    if (!r.status.ok()) continue;
+    const uint64_t s = rewrite->by_path.at(r.path);
+    StaleNames st;
+    st.folder = tree_->ShardFolderId(s);
+    std::vector<uint64_t> edited = edits_->EditedKeys(s);
+    for (std::string& name : edits_->ResetShard(s)) st.names.push_back(std::move(name));
+    deletions_->ResetShard(s);
+    // The shard set shows the new file as the next generation and keeps
+    // the old one as the retired generation (ShardSet::Reopen).
+    absl::StatusOr<ShardSet::Replaced> replaced =
+        shard_set_.Reopen(s, r.path, rewrite->new_indexes[r.path], edited);
+    if (!replaced.ok()) {
+      // The shard is committed on disk; this mount cannot show it.
+      log::Error("committed ", r.path, " but cannot show it: ", replaced.status().message(),
+                 "; remount to see it");
+      r.status =
+          absl::DataLossError(absl::StrCat("committed, but the mount cannot show the new shard (",
+                                           replaced.status().message(), "): remount"));
+      continue;
+    }
+    const MountedShard& shard = shards[s];
+    // Both generations' ids name other records now: the views' caches of
+    // them go.
+    retired_view_->ResetShard(s);
+    records_->ResetShard(s);
+    // Every view: the kernel forgets what it cached in the folders that
+    // list the shard (one invalidation of each folder's own entry drops
+    // the names in it no process holds, negative entries included), and
+    // what it re-reads comes with the next generation.
+    if (classes_) {
+      // The new shard's records, by the grouping of its new bytes (and
+      // stored: the next mount loads it); its images may be in any class
+      // folder (invalidated once, after the loop).
+      classes_->ResetShard(s, GroupShard(shard, group_options_));
+      regrouped = true;
+    } else {
+      auto [parent, name] = tree_->ShardFolderEntry(s);
+      stale->push_back({parent, {std::move(name)}});
+    }
+    if (!gallery_ && !classes_) {
+      // Records view: every record name now names another node id (the
+      // next generation's), and the kernel keeps the old entries a
+      // process holds (an open file, a working directory) across the
+      // folder's own invalidation: each name is invalidated (both
+      // spellings, and the edit store's names).
+      st.records = std::max(replaced->old_records, shard.records_shown());
+      st.old_width = static_cast<size_t>(replaced->old_width);
+      st.new_width = static_cast<size_t>(shard.name_width);
+    } else {
+      st.names.clear();  // the edit store's names: not shown by the image views
+    }
+    stale->push_back(std::move(st));
+  }
+  if (regrouped) {
+    StaleNames root{TreeId(0), {}};
+    for (size_t f = 0; f < classes_->num_folders(); ++f) {
+      root.names.push_back(classes_->FolderName(f));
+      stale->push_back({ClassFolderId(f), {}});
+    }
+    stale->push_back(std::move(root));
+  }
 }
 
 void Filesystem::ForgetStale(const std::vector<StaleNames>& stale) {

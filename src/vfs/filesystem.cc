@@ -27,7 +27,7 @@ absl::Status NoXattr(absl::string_view name) {
 }  // namespace
 
 Filesystem::Filesystem(const Options& options)
-    : fd_cache_(options.max_open_shards), inflate_cache_(options.inflate_cache_bytes) {}
+    : shard_set_(options.max_open_shards, options.inflate_cache_bytes, options.index_store) {}
 
 Filesystem::~Filesystem() = default;
 
@@ -38,23 +38,25 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
   // round trip: read ahead there (scan::Scan keeps many shards in flight).
   const bool remote = std::any_of(options.sources.begin(), options.sources.end(),
                                   [](const std::string& p) { return source::OnRemoteStorage(p); });
-  if (remote && options.readahead_bytes > 0) {
-    // Objects in larger blocks: one ranged GET costs a round trip whatever
-    // its size (a network file system carries at most 1 MiB a request).
-    const bool objects = std::any_of(options.sources.begin(), options.sources.end(),
-                                     [](const std::string& p) { return objstore::IsObjectUrl(p); });
-    fs->readahead_ = std::make_unique<source::Readahead>(
-        options.readahead_bytes, kReadaheadThreads,
-        objects ? source::Readahead::kObjectBlock : source::Readahead::kBlock);
-  }
+  const bool read_ahead = remote && options.readahead_bytes > 0;
+  // Objects in larger blocks: one ranged GET costs a round trip whatever
+  // its size (a network file system carries at most 1 MiB a request).
+  const size_t readahead_block =
+      std::any_of(options.sources.begin(), options.sources.end(),
+                  [](const std::string& p) { return objstore::IsObjectUrl(p); })
+          ? source::Readahead::kObjectBlock
+          : source::Readahead::kBlock;
   // view=classes reads every record at mount, before the daemon forks into
   // the background: through the readahead pool, its threads (and the
   // condition variable they waited on, which glibc then never wakes in
   // the child) would be lost, and the first read missing its cache after
   // the fork (a commit's regrouping) would wait forever. The shards are
-  // grouped without readahead, and wrapped in it once grouped.
-  std::unique_ptr<source::Readahead> readahead_after_grouping;
-  if (options.view == ViewKind::kClasses) readahead_after_grouping = std::move(fs->readahead_);
+  // grouped without readahead, which starts once they are grouped.
+  if (read_ahead && options.view != ViewKind::kClasses) {
+    if (auto s = fs->shard_set_.StartReadahead(options.readahead_bytes, readahead_block); !s.ok()) {
+      return s;
+    }
+  }
   scan::ScanOptions scan_options;
   scan_options.sources = options.sources;
   scan_options.store = options.index_store;
@@ -68,7 +70,7 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
         ReserveDescriptors(std::min(files, options.max_open_shards) + threads + 64);
     // Half of what the limit allows at most: staged files, index files and
     // FUSE need the rest.
-    fs->fd_cache_.set_capacity(
+    fs->shard_set_.set_max_open(
         std::min(options.max_open_shards, std::max<size_t>(allowed / 2, 16)));
   };
   scan_options.on_other = [](const scan::OtherFile& f) {
@@ -80,7 +82,7 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
   // blocks (one byte budget, inflate_cache_bytes). Not owned: the
   // filesystem outlives its shards' reads.
   scan_options.object_cache = std::shared_ptr<source::BlockCache>(
-      std::shared_ptr<source::BlockCache>(), &fs->inflate_cache_);
+      std::shared_ptr<source::BlockCache>(), &fs->shard_set_.block_cache());
   auto scanned = scan::Scan(scan_options);
   if (!scanned.ok()) return scanned.status();
   for (const scan::RefusedShard& r : scanned->refused) {
@@ -99,7 +101,6 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
   }
 
   std::vector<size_t> shard_entries;
-  std::vector<std::string> mount_paths;
   for (scan::ScannedShard& shard : scanned->shards) {
     const index::ShardIndex& idx = *shard.index;
     for (const std::string& line : index::FormatProblems(shard.path, idx.problems())) {
@@ -114,13 +115,10 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
                    " records are shown");
     }
     shard_entries.push_back(shard.entry);
-    mount_paths.push_back(shard.mount_path);
     const struct timespec mtime = scanned->entries[shard.entry].st.st_mtim;
-    auto mounted = fs->OpenMounted(shard, mtime);
-    if (!mounted.ok()) return mounted.status();
-    fs->shards_.push_back(*std::move(mounted));
+    if (auto s = fs->shard_set_.Add(shard, mtime); !s.ok()) return s;
   }
-  fs->mount_paths_ = mount_paths;
+  std::vector<MountedShard>& shards = fs->shard_set_.current();
 
   RecordViewOptions record_options;
   record_options.cache_records = options.cache_records;
@@ -129,7 +127,7 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
   record_options.kind_sample_total = options.kind_sample_total;
   record_options.on_index_mismatch = options.on_index_mismatch;
   if (options.deletions != nullptr) {
-    fs->deletions_ = std::make_unique<RecordDeletions>(fs->shards_, options.deletions);
+    fs->deletions_ = std::make_unique<RecordDeletions>(shards, options.deletions);
     record_options.deletions = fs->deletions_.get();
   }
   // Records take changes where the edit overlay is made below (the image
@@ -137,17 +135,17 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
   const bool editable = options.deletions != nullptr && options.edits != nullptr &&
                         options.view == ViewKind::kRecords;
   record_options.writable = editable;
-  fs->records_ = std::make_unique<RecordView>(fs->shards_, std::move(record_options));
-  // The previous generation of each shard a commit rewrites while mounted:
-  // none yet. A small cache (its records are read by files kept open
-  // across a commit); no deletions, no sampling.
-  fs->retired_.resize(fs->shards_.size());
+  fs->records_ = std::make_unique<RecordView>(shards, std::move(record_options));
+  // The previous generation of each shard a commit rewrites while mounted
+  // (ShardSet::retired(): none yet). A small cache (its records are read by
+  // files kept open across a commit); no deletions, no sampling.
   RecordViewOptions retired_options;
   retired_options.cache_records = 256;
   retired_options.cache_bytes = size_t{1} << 20;
   retired_options.kind_sample_per_call = {0, 0};
   retired_options.kind_sample_total = {0, 0};
-  fs->retired_view_ = std::make_unique<RecordView>(fs->retired_, std::move(retired_options));
+  fs->retired_view_ =
+      std::make_unique<RecordView>(fs->shard_set_.retired(), std::move(retired_options));
   fs->staging_types_ =
       options.staging_types != nullptr ? options.staging_types : &fs->records_->sampler();
   if (options.staging != nullptr && options.view == ViewKind::kRecords) {
@@ -158,16 +156,16 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
   fs->index_store_ = options.index_store;
   if (fs->deletions_ != nullptr && options.edits != nullptr) {
     fs->edits_ =
-        std::make_unique<RecordEdits>(fs->shards_, fs->records_.get(), fs->deletions_.get(),
+        std::make_unique<RecordEdits>(shards, fs->records_.get(), fs->deletions_.get(),
                                       options.edits, fs->staging_types_, fs->staging_.get());
     fs->edits_->set_max_edited(options.max_edited);
   }
-  fs->tree_ =
-      std::make_unique<TreeView>(scanned->entries, shard_entries, fs->shards_, &fs->fd_cache_,
-                                 /*shards_only=*/options.view == ViewKind::kGallery,
-                                 /*writable_shards=*/editable);
+  fs->tree_ = std::make_unique<TreeView>(scanned->entries, shard_entries, shards,
+                                         &fs->shard_set_.fd_cache(),
+                                         /*shards_only=*/options.view == ViewKind::kGallery,
+                                         /*writable_shards=*/editable);
   if (options.view == ViewKind::kGallery) {
-    fs->gallery_ = std::make_unique<GalleryView>(fs->shards_, fs->records_.get(), fs->edits_.get());
+    fs->gallery_ = std::make_unique<GalleryView>(shards, fs->records_.get(), fs->edits_.get());
   }
   fs->shard_folders_ = fs->gallery_ ? static_cast<ShardFolderView*>(fs->gallery_.get())
                        : fs->edits_ ? static_cast<ShardFolderView*>(fs->edits_.get())
@@ -184,23 +182,23 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
             ? options.index_threads
             : static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 16u));
     group.progress = options.on_group_progress;
-    group.class_names = ClassNamesBeside(fs->shards_, options.class_feature);
-    ClassGroups groups = GroupByClass(fs->shards_, group, &fs->group_stats_);
+    group.class_names = ClassNamesBeside(shards, options.class_feature);
+    ClassGroups groups = GroupByClass(shards, group, &fs->group_stats_);
     group.progress = nullptr;  // a commit's regrouping shows none
     const GroupStats& g = fs->group_stats_;
     log::Info("class folders by feature '", options.class_feature, "': ", groups.folders.size(),
-              " folder(s); grouping of ", fs->shards_.size(), " shard(s): ", g.shards_loaded,
+              " folder(s); grouping of ", shards.size(), " shard(s): ", g.shards_loaded,
               " loaded from the index cache, ", g.shards_decoded, " decoded (", g.records_decoded,
               " record(s)",
               g.records_damaged ? absl::StrCat(", ", g.records_damaged, " damaged") : "", ")",
               g.saved ? absl::StrCat(", ", g.saved, " saved") : "");
-    fs->classes_ = std::make_unique<ClassView>(fs->shards_, mount_paths, fs->records_.get(),
-                                               fs->edits_.get(), std::move(groups));
-    if (readahead_after_grouping != nullptr) {
-      fs->readahead_ = std::move(readahead_after_grouping);
-      for (MountedShard& shard : fs->shards_) {
-        shard.source = std::make_unique<source::ReadaheadSource>(std::move(shard.source),
-                                                                 fs->readahead_.get());
+    fs->classes_ =
+        std::make_unique<ClassView>(shards, fs->shard_set_.mount_paths(), fs->records_.get(),
+                                    fs->edits_.get(), std::move(groups));
+    if (read_ahead) {
+      if (auto s = fs->shard_set_.StartReadahead(options.readahead_bytes, readahead_block);
+          !s.ok()) {
+        return s;
       }
     }
   }
@@ -222,38 +220,16 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
   return fs;
 }
 
-absl::StatusOr<MountedShard> Filesystem::OpenMounted(const scan::ScannedShard& shard,
-                                                     struct timespec mtime) {
-  MountedShard mounted;
-  auto src = scan::OpenShard(shard, &inflate_cache_, &fd_cache_);
-  if (!src.ok()) return src.status();
-  mounted.source = *std::move(src);
-  if (readahead_) {
-    mounted.source =
-        std::make_unique<source::ReadaheadSource>(std::move(mounted.source), readahead_.get());
-  }
-  mounted.name_width = NameWidth(shard.index->num_records());
-  mounted.mtime = mtime;
-  mounted.index = shard.index;
-  mounted.object = shard.object;
-  return mounted;
-}
-
 bool Filesystem::Mutable(uint64_t ino) const {
   ReaderMutexLock serve(&serve_mu_);
-  return SpaceOf(ino) == Space::kStaging || (edits_ && !Retired(ino) && edits_->IsEdited(ino));
-}
-
-bool Filesystem::Retired(uint64_t ino) const {
-  if (SpaceOf(ino) != Space::kRecord) return false;
-  const uint64_t s = ShardOf(ino);
-  return s < shards_.size() && GenerationBitOf(ino) != (shards_[s].generation & 1);
+  return SpaceOf(ino) == Space::kStaging ||
+         (edits_ && !shard_set_.IsRetired(ino) && edits_->IsEdited(ino));
 }
 
 View* Filesystem::WriteViewOf(uint64_t ino, absl::Status* status) const {
   // The first change of a record checks it out into the edit store
   // (record_edits.h); without one, the record view answers (EROFS).
-  if (Retired(ino)) {
+  if (shard_set_.IsRetired(ino)) {
     // A file of the shard a commit replaced: read-only, as that file is.
     *status = PosixError(EROFS, "a record of the shard as it was before the last commit");
     return nullptr;
@@ -278,12 +254,10 @@ View* Filesystem::ViewOf(uint64_t ino) const {
       // view=classes: only the root is a tree id, and it is the class view's.
       return classes_ ? static_cast<View*>(classes_.get()) : tree_.get();
     case Space::kRecord:
-      if (Retired(ino)) {
+      if (shard_set_.IsRetired(ino)) {
         // A record edited before the commit showed the edit store's files,
         // not the old shard's: its old ids are stale.
-        return retired_edited_.contains(RecordKey(ShardOf(ino), RecordOf(ino)))
-                   ? nullptr
-                   : retired_view_.get();
+        return shard_set_.RetiredStale(ino) ? nullptr : retired_view_.get();
       }
       if (edits_ && edits_->IsEdited(ino)) return edits_.get();
       return records_.get();
@@ -326,7 +300,7 @@ absl::Status Filesystem::ReadDir(uint64_t ino, uint64_t fh, uint64_t offset, con
     if (!self.ok()) return self.status();
     // A listed shard folder is usually walked next (`find`, `ls -R`): its
     // first records' bytes are asked for now, not at the first record read.
-    if (offset == 0) shards_[*shard].source->ExpectReadFromStart();
+    if (offset == 0) shard_set_.current()[*shard].source->ExpectReadFromStart();
     return shard_folders_->ListShard(*shard, *self, offset, emit);
   }
   View* view = ViewOf(ino);
@@ -516,8 +490,8 @@ naming::FeatureTypes& Filesystem::feature_types() { return records_->sampler(); 
 Stats Filesystem::GetStats() const {
   ReaderMutexLock serve(&serve_mu_);
   Stats s;
-  s.shards = shards_.size();
-  for (const MountedShard& shard : shards_) {
+  s.shards = shard_set_.size();
+  for (const MountedShard& shard : shard_set_.current()) {
     s.records += shard.index->num_records();
     s.shard_bytes += shard.index->file_size();
     s.index_bytes += shard.index->MemoryBytes();

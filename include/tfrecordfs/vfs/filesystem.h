@@ -22,7 +22,8 @@
 //
 // Thread-safety: all methods may be called concurrently; each view states
 // its own locks (tree_view.h, record_view.h, staging_view.h). The mounted
-// shards are immutable after Create().
+// shards (shard_set.h) change only in Commit(reopen), which holds serve_mu_
+// exclusively while every other operation holds it shared.
 #ifndef TFRECORDFS_VFS_FILESYSTEM_H_
 #define TFRECORDFS_VFS_FILESYSTEM_H_
 
@@ -65,6 +66,7 @@
 #include "tfrecordfs/vfs/record_deletions.h"
 #include "tfrecordfs/vfs/record_edits.h"
 #include "tfrecordfs/vfs/record_view.h"
+#include "tfrecordfs/vfs/shard_set.h"
 #include "tfrecordfs/vfs/staging_view.h"
 #include "tfrecordfs/vfs/tree_view.h"
 #include "tfrecordfs/vfs/view.h"
@@ -72,8 +74,6 @@
 namespace tfrecordfs::vfs {
 
 inline constexpr int kRemoteIndexThreads = index::kRemoteWalkThreads;
-// Blocks read ahead at once for sequential readers on network storage.
-inline constexpr int kReadaheadThreads = 8;
 
 // What the mount shows (-o view=): the records view (the default), the
 // gallery (gallery_view.h) or class folders (class_view.h). The image views
@@ -299,7 +299,7 @@ class Filesystem {
   // ==== The mount as a whole ====
 
   Stats GetStats() const;
-  const std::vector<MountedShard>& shards() const { return shards_; }
+  const std::vector<MountedShard>& shards() const { return shard_set_.current(); }
 
   // ==== Committing edits (record_edits.h) ====
 
@@ -329,9 +329,9 @@ class Filesystem {
   // cached of an old file, its size or its pages, meets the new bytes),
   // the views' caches of it dropped, and the kernel's entries and
   // attributes of its folder invalidated. The old file's records stay
-  // readable under their ids until the shard's next rewrite (retired_). Without (at unmount:
-  // nothing is served any more), the shards are only rewritten. FailedPrecondition on a mount that
-  // takes no edits. Per-shard failures are in the results (their edits stay pending).
+  // readable under their ids until the shard's next rewrite (ShardSet::Reopen). Without (at
+  // unmount: nothing is served any more), the shards are only rewritten. FailedPrecondition on a
+  // mount that takes no edits. Per-shard failures are in the results (their edits stay pending).
   // With `rebase` (`tfrecordfs commit --rebase`), the pending edits of an
   // object another writer replaced since the mount listed it are first
   // re-keyed onto the object the store holds now
@@ -358,9 +358,6 @@ class Filesystem {
   }
   // Whether `ino` is a node of an edited record or of the edit store.
   bool EditSide(uint64_t ino) const;
-  // Whether `ino` is a record-space id of a shard's previous generation
-  // (retired_): a file of the shard a commit replaced while mounted.
-  bool Retired(uint64_t ino) const;
   // The staging view whose handle `fh` is (nullptr: none).
   StagingView* HandleOwner(uint64_t fh) const;
   // The shard whose folder `ino` is, when the mount shows shard folders
@@ -370,12 +367,6 @@ class Filesystem {
   }
   // The attributes of `ino` (see ListXattr).
   absl::StatusOr<XattrList> Xattrs(uint64_t ino, bool read_error);
-
-  // `shard` opened for the mount, at generation 1: its source through the
-  // mount's caches (read ahead when the mount reads ahead), its folder-name
-  // width, `mtime` for all its folders and files. Create opens every shard
-  // with it, Commit each one it rewrote.
-  absl::StatusOr<MountedShard> OpenMounted(const scan::ScannedShard& shard, struct timespec mtime);
 
   // What the kernel must forget after a commit (commit.cc): a folder of a
   // rewritten shard and the names it may have cached in it.
@@ -388,31 +379,37 @@ class Filesystem {
     uint64_t records = 0;  // max(old count, new count); 0: none
     size_t old_width = 0, new_width = 0;
   };
+  // Commit's two steps (commit.cc), under serve_mu_ held exclusively.
+  // RewriteShards: the pending edits applied to their shards
+  // (repack::ApplyEdits, after --rebase's re-keying), with the check-outs
+  // that changed nothing dropped (their names added to `stale`).
+  // ShowRewritten: each shard rewritten is reopened (ShardSet::Reopen),
+  // the views' caches of it dropped, and what the kernel must forget of it
+  // added to `stale` (a shard the mount cannot show any more: its result's
+  // status says so).
+  struct Rewrite {
+    std::vector<repack::RewrittenShard> results;
+    absl::flat_hash_map<std::string, uint64_t> by_path;  // shard id of each mounted path
+    // The index each rewritten plain shard was given (index::FollowRewrite).
+    absl::flat_hash_map<std::string, std::shared_ptr<const index::ShardIndex>> new_indexes;
+  };
+  Rewrite RewriteShards(bool rebase, std::vector<StaleNames>* stale)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(serve_mu_);
+  void ShowRewritten(Rewrite* rewrite, std::vector<StaleNames>* stale)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(serve_mu_);
   // Invalidates `stale` through the invalidator, if one is set. Called
   // without the serve lock (the kernel's invalidations may wait for
   // requests) and without invalidator_mu_.
   void ForgetStale(const std::vector<StaleNames>& stale);
 
-  // Destroyed in reverse: the views go before the shards they read, and the
-  // shards' sources before the caches they read through.
-  source::FdCache fd_cache_;  // shard and plain source files open at once
-  source::BlockCache inflate_cache_;
-  std::vector<MountedShard> shards_;
-  // retired_[s]: shard s as it was before the last commit that rewrote it
-  // while mounted (index null: none), served by retired_view_ to the ids
-  // of that generation (Retired). Changed by Commit only, like shards_.
-  std::vector<MountedShard> retired_;
-  // The RecordKeys of retired_ records that were edited (their files were
-  // the edit store's): their old ids are stale, not the old shard's bytes.
-  absl::flat_hash_set<uint64_t> retired_edited_;
-  std::vector<std::string> mount_paths_;  // where the mount shows shards_[s] (Commit)
+  // The shards of both generations and the caches and readahead they read
+  // through (shard_set.h). Declared before the views, which read its
+  // vectors: they are destroyed first.
+  ShardSet shard_set_;
   // Read by records_: destroyed after it. Null without Options::deletions.
   std::unique_ptr<RecordDeletions> deletions_;
-  // After shards_: destroyed first, it joins the threads whose fetches read
-  // through their sources. Null unless reading ahead.
-  std::unique_ptr<source::Readahead> readahead_;
   std::unique_ptr<RecordView> records_;
-  std::unique_ptr<RecordView> retired_view_;  // over retired_
+  std::unique_ptr<RecordView> retired_view_;  // over shard_set_.retired()
   // The edit overlay (reads through records_: destroyed first). Null
   // without Options::edits.
   std::unique_ptr<RecordEdits> edits_;
@@ -434,7 +431,8 @@ class Filesystem {
   // `name`: node `parent` itself (its attributes and pages: DropPagesLater).
   void InvalidateLater(uint64_t parent, std::string name);
   void InvalidationLoop();
-  // Every operation holds it shared; Commit(reopen) exclusively.
+  // Every operation holds it shared; Commit(reopen) exclusively (it guards
+  // shard_set_'s generations and the views' per-shard state).
   mutable SharedMutex serve_mu_;
   staging::DeletionList* edit_list_ = nullptr;  // Options::deletions
   staging::Store* edit_store_ = nullptr;        // Options::edits

@@ -1,10 +1,11 @@
 // One mounted shard: everything the views know about it, in one place.
 //
 // Shard ids count from 0 in scan order; the record namespace's node ids
-// carry them (node_id.h). A MountedShard is built by Filesystem::Create and
-// changes only when Filesystem::Commit rewrites its shard while mounted,
-// with every other operation of the mount excluded (Filesystem's serve
-// lock), so the views share the vector without locks of their own.
+// carry them (node_id.h). MountedShards are opened and held by the mount's
+// ShardSet (shard_set.h) and change only when Filesystem::Commit has it
+// reopen a rewritten shard while mounted, with every other operation of the
+// mount excluded (Filesystem's serve lock), so the views share the vectors
+// without locks of their own.
 #ifndef TFRECORDFS_VFS_MOUNTED_SHARD_H_
 #define TFRECORDFS_VFS_MOUNTED_SHARD_H_
 
@@ -35,7 +36,7 @@ struct MountedShard {
   uint64_t generation = 1;
 
   // Records the mount shows (at most kMaxRecordsPerShard: the node id's
-  // field); none without an index (Filesystem's retired generation of a
+  // field); none without an index (a ShardSet's retired generation of a
   // shard that was not rewritten).
   uint64_t records_shown() const {
     return index == nullptr ? 0 : std::min<uint64_t>(index->num_records(), kMaxRecordsPerShard);
