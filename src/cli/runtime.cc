@@ -231,6 +231,15 @@ std::optional<MountinfoEntry> FindTfrecordfsMount(const std::string& mountpoint_
   return std::nullopt;
 }
 
+absl::StatusOr<MountRecord> AwaitMountRecord(const std::string& mountpoint_realpath) {
+  auto record = ReadMountRecord(mountpoint_realpath);
+  for (int i = 0; i < 500 && !record.ok() && FindTfrecordfsMount(mountpoint_realpath); ++i) {
+    ::usleep(10000);
+    record = ReadMountRecord(mountpoint_realpath);
+  }
+  return record;
+}
+
 std::optional<MountRecord> LiveMountRecord(const std::string& mountpoint,
                                            absl::string_view command) {
   auto real = RealPath(mountpoint);
@@ -238,7 +247,7 @@ std::optional<MountRecord> LiveMountRecord(const std::string& mountpoint,
     std::cerr << "tfrecordfs " << command << ": " << real.status().message() << "\n";
     return std::nullopt;
   }
-  auto record = ReadMountRecord(*real);
+  auto record = AwaitMountRecord(*real);
   if (!record.ok() || !FindTfrecordfsMount(*real)) {
     std::cerr << "tfrecordfs " << command << ": " << *real
               << " is not a live tfrecordfs mount of this user (no record in "

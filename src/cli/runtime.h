@@ -62,8 +62,13 @@ struct MountRecord {
 };
 
 std::string RegistryPath(const std::string& mountpoint_realpath);
+// The record of the mount at `mountpoint_realpath`. The daemon writes it
+// just after the mount appears (before it serves a request), so a script
+// that waited for the mount point may ask a few milliseconds early: while
+// the path is a live tfrecordfs mount without a record, waits up to 5 s.
+absl::StatusOr<MountRecord> AwaitMountRecord(const std::string& mountpoint_realpath);
 // The record of the live tfrecordfs mount of this user at `mountpoint` (any
-// spelling of it), else nullopt after saying why on stderr as `tfrecordfs
+// spelling of it; AwaitMountRecord), else nullopt after saying why on stderr as `tfrecordfs
 // COMMAND: ...` (status and commit then exit kExitNotMounted).
 std::optional<MountRecord> LiveMountRecord(const std::string& mountpoint,
                                            absl::string_view command);

@@ -95,18 +95,6 @@ auto SayWhileWaiting(const std::string& what, F wait) {
   return result;
 }
 
-// The mount's record. A foreground daemon (-f) writes it just after the
-// mount appears, so a script that waited for the mount point may ask a few
-// milliseconds early: while `mnt` is a live tfrecordfs mount, wait up to 5 s.
-absl::StatusOr<MountRecord> AwaitMountRecord(const std::string& mnt) {
-  auto record = ReadMountRecord(mnt);
-  for (int i = 0; i < 500 && !record.ok() && FindTfrecordfsMount(mnt); ++i) {
-    ::usleep(10000);
-    record = ReadMountRecord(mnt);
-  }
-  return record;
-}
-
 // Unmounts the mount at `real` (its record: `record`) and waits until the
 // daemon is done: the pack report it left in the store (kResultOk and "read-only
 // mount: nothing packed" for a read-only mount, which packs nothing).
