@@ -88,20 +88,47 @@ absl::StatusOr<std::optional<std::string>> UpdatedTfdsInfo(const std::string& sh
                                                            uint64_t records,
                                                            std::optional<int64_t> bytes_delta) {
   const InfoPaths paths = InfoPathsOf(shard_path);
-  const auto name = ParseTfdsShardName(paths.file);
-  if (!name) return std::nullopt;
+  if (!ParseTfdsShardName(paths.file)) return std::nullopt;
   auto text = ReadFileToString(paths.info);
   if (!text.ok()) {
     if (ErrnoOf(text.status()) == ENOENT || absl::IsNotFound(text.status())) return std::nullopt;
     return text.status();
   }
+  auto out = CommittedTfdsInfoJson(*text, paths.file, records, bytes_delta, paths.info);
+  if (!out.ok() && absl::IsDataLoss(out.status())) {
+    return SetMessage(out.status(), absl::StrCat(out.status().message(), " for ", shard_path));
+  }
+  return out;
+}
+
+// Gives `file` (the new dataset_info.json, not yet or just renamed into
+// place) what `info` (the one it replaces) had: owner, group, permission
+// bits. Best effort: a daemon that may not chown leaves the file its own
+// (logged); the metadata itself is still right.
+void KeepOwnerAndMode(const std::string& info, const std::string& file) {
+  struct stat was;
+  if (::stat(info.c_str(), &was) != 0) return;
+  if (::chown(file.c_str(), was.st_uid, was.st_gid) != 0) {
+    log::Warning(file, ": cannot give it the owner of ", info, " (", std::strerror(errno), ")");
+  }
+  if (::chmod(file.c_str(), was.st_mode & 07777) != 0) {
+    log::Warning(file, ": cannot give it the mode of ", info, " (", std::strerror(errno), ")");
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::optional<std::string>> CommittedTfdsInfoJson(absl::string_view text,
+                                                                 absl::string_view shard_file,
+                                                                 uint64_t records,
+                                                                 std::optional<int64_t> bytes_delta,
+                                                                 const std::string& where) {
+  const auto name = ParseTfdsShardName(shard_file);
+  if (!name) return std::nullopt;
   nlohmann::ordered_json info =
-      nlohmann::ordered_json::parse(*text, nullptr, /*allow_exceptions=*/false);
+      nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (info.is_discarded()) {
-    return absl::DataLossError(absl::StrCat(paths.info,
-                                            ": not JSON; its split sizes were not "
-                                            "updated for ",
-                                            shard_path));
+    return absl::DataLossError(absl::StrCat(where, ": not JSON; its split sizes were not updated"));
   }
   if (!info.is_object() || !info.contains("splits") || !info["splits"].is_array()) {
     return std::nullopt;
@@ -125,23 +152,6 @@ absl::StatusOr<std::optional<std::string>> UpdatedTfdsInfo(const std::string& sh
   }
   return std::nullopt;
 }
-
-// Gives `file` (the new dataset_info.json, not yet or just renamed into
-// place) what `info` (the one it replaces) had: owner, group, permission
-// bits. Best effort: a daemon that may not chown leaves the file its own
-// (logged); the metadata itself is still right.
-void KeepOwnerAndMode(const std::string& info, const std::string& file) {
-  struct stat was;
-  if (::stat(info.c_str(), &was) != 0) return;
-  if (::chown(file.c_str(), was.st_uid, was.st_gid) != 0) {
-    log::Warning(file, ": cannot give it the owner of ", info, " (", std::strerror(errno), ")");
-  }
-  if (::chmod(file.c_str(), was.st_mode & 07777) != 0) {
-    log::Warning(file, ": cannot give it the mode of ", info, " (", std::strerror(errno), ")");
-  }
-}
-
-}  // namespace
 
 absl::StatusOr<std::optional<std::string>> UpdateTfdsInfo(const std::string& shard_path,
                                                           uint64_t records,
