@@ -1,5 +1,6 @@
 #include "tfrecordfs/repack/bucket_rewrite.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,9 +14,11 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "src/repack/check_shard.h"
 #include "tfrecordfs/base/coding.h"
 #include "tfrecordfs/base/fault_points.h"
@@ -652,6 +655,156 @@ absl::Status CommitObjectEdits(staging::DeletionList* list, const std::string& e
   return absl::OkStatus();
 }
 
+namespace {
+
+// A rebase's journal (`<store>/rebase-journal-SHARDKEY`, beside the list),
+// written durably before its first rename and removed after the list and
+// the record keys name the new object: the object it rebases onto (size,
+// ETag), its renames in two phases (`aside`: every edit folder to a
+// temporary name or to rebase-left/; `into_place`: the temporary names to
+// the new records' folder names; a line "phase 2" appended once the first
+// phase is done, since the second may take names the first freed) and the
+// new record keys. A crash anywhere leaves the journal, settled by
+// SettleRebaseJournal at the next mount.
+struct RebaseJournal {
+  std::string url;
+  uint64_t after_size = 0;
+  std::string after_etag;
+  std::vector<std::pair<std::string, std::string>> aside, into_place;
+  std::map<uint64_t, staging::ContentKey> keys;
+  bool second_phase = false;
+};
+
+constexpr char kRebaseJournalPrefix[] = "rebase-journal-";
+constexpr char kRebaseJournalMagic[] = "tfrecordfs rebase journal 1";
+
+std::string RebaseJournalPath(const std::string& store, const std::string& url) {
+  return absl::StrCat(store, "/", kRebaseJournalPrefix, staging::ShardKey(url));
+}
+
+std::string EncodeRebaseJournal(const RebaseJournal& j) {
+  std::string out = absl::StrCat(kRebaseJournalMagic, "\nurl\t", j.url, "\nafter\t", j.after_size,
+                                 "\t", j.after_etag, "\n");
+  for (const auto& [from, to] : j.aside) absl::StrAppend(&out, "1\t", from, "\t", to, "\n");
+  for (const auto& [from, to] : j.into_place) absl::StrAppend(&out, "2\t", from, "\t", to, "\n");
+  for (const auto& [i, k] : j.keys)
+    absl::StrAppend(&out, "key\t", i, "\t", k.length, "\t", k.crc, "\n");
+  return out;
+}
+
+absl::StatusOr<RebaseJournal> ParseRebaseJournal(const std::string& path) {
+  auto text = ReadFileToString(path);
+  if (!text.ok()) return text.status();
+  RebaseJournal j;
+  std::vector<std::string> lines = absl::StrSplit(*text, '\n');
+  if (lines.empty() || lines[0] != kRebaseJournalMagic) {
+    return absl::DataLossError(absl::StrCat(path, ": not a rebase journal"));
+  }
+  for (size_t n = 1; n < lines.size(); ++n) {
+    std::vector<std::string> f = absl::StrSplit(lines[n], '\t');
+    bool ok = true;
+    if (f[0] == "url" && f.size() == 2) {
+      j.url = f[1];
+    } else if (f[0] == "after" && f.size() == 3) {
+      ok = absl::SimpleAtoi(f[1], &j.after_size);
+      j.after_etag = f[2];
+    } else if ((f[0] == "1" || f[0] == "2") && f.size() == 3) {
+      (f[0] == "1" ? j.aside : j.into_place).emplace_back(f[1], f[2]);
+    } else if (f[0] == "key" && f.size() == 4) {
+      uint64_t i = 0;
+      staging::ContentKey k;
+      ok = absl::SimpleAtoi(f[1], &i) && absl::SimpleAtoi(f[2], &k.length) &&
+           absl::SimpleAtoi(f[3], &k.crc);
+      j.keys[i] = k;
+    } else if (f[0] == "phase 2") {
+      j.second_phase = true;
+    } else if (n + 1 != lines.size()) {
+      ok = false;  // (the last line may be a "phase 2" a crash cut short)
+    }
+    if (!ok)
+      return absl::DataLossError(absl::StrCat(path, ": line ", n + 1, " is not a journal's"));
+  }
+  if (j.url.empty()) return absl::DataLossError(absl::StrCat(path, ": names no object"));
+  return j;
+}
+
+absl::Status AppendRebasePhase(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (fd < 0) return ErrnoError(errno, path);
+  UniqueFd owner(fd);
+  constexpr char kLine[] = "phase 2\n";
+  if (::write(fd, kLine, sizeof kLine - 1) != static_cast<ssize_t>(sizeof kLine - 1) ||
+      ::fsync(fd) != 0) {
+    return ErrnoError(errno, path);
+  }
+  return absl::OkStatus();
+}
+
+bool Exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+
+// Settles the rebase journal at `path` (see RebaseJournal): if the list
+// names the object it rebased onto, the rebase is finished (the record
+// keys written, the journal removed); else its renames are undone and the
+// edits stay pending on the object they were made on. Returns the log line.
+std::string SettleRebaseJournal(staging::DeletionList* list, const std::string& path) {
+  auto j = ParseRebaseJournal(path);
+  if (!j.ok()) {
+    return absl::StrCat("cannot settle an interrupted rebase: ", j.status().message(),
+                        " (kept; its edit folders may be under temporary names)");
+  }
+  const staging::Deletions listed = list->Snapshot();
+  const auto it = listed.find(j->url);
+  if (it != listed.end() &&
+      it->second.before == staging::ObjectFingerprint(j->after_size, j->after_etag)) {
+    // The list names the new object: every rename was done.
+    (void)staging::ReplaceContentKeys(staging::RecordKeysPath(list->path()), j->url, j->keys);
+    ::unlink(path.c_str());
+    return absl::StrCat("finished the interrupted rebase of ", j->url,
+                        " (its edits name the new object's records)");
+  }
+  // Undone, newest rename first; a name is moved back only from where the
+  // journal put it, and only when its old name is free.
+  std::string failed;
+  const auto back = [&](const std::string& from, const std::string& to) {
+    if (Exists(to) && !Exists(from) && ::rename(to.c_str(), from.c_str()) != 0) {
+      absl::StrAppend(&failed, failed.empty() ? "" : ", ", to);
+    }
+  };
+  if (j->second_phase) {
+    for (auto r = j->into_place.rbegin(); r != j->into_place.rend(); ++r) back(r->first, r->second);
+  }
+  for (auto r = j->aside.rbegin(); r != j->aside.rend(); ++r) back(r->first, r->second);
+  if (!failed.empty()) {
+    return absl::StrCat("cannot undo the interrupted rebase of ", j->url, ": cannot rename ",
+                        failed, " back (", path, " kept)");
+  }
+  if (!j->aside.empty())
+    (void)FsyncDir(j->aside.front().first.substr(0, j->aside.front().first.rfind('/')));
+  ::unlink(path.c_str());
+  return absl::StrCat("rolled back the interrupted rebase of ", j->url,
+                      ": its edits are pending on the object they were made on, as before "
+                      "(tfrecordfs commit --rebase re-applies them to the new object)");
+}
+
+// Every rebase journal beside the list, settled; the log lines.
+std::vector<std::string> SettleRebaseJournals(staging::DeletionList* list) {
+  std::vector<std::string> lines;
+  const std::string store = list->path().substr(0, list->path().rfind('/'));
+  DIR* dir = ::opendir(store.c_str());
+  if (dir == nullptr) return lines;
+  std::vector<std::string> journals;
+  while (const dirent* e = ::readdir(dir)) {
+    if (absl::StartsWith(e->d_name, kRebaseJournalPrefix)) {
+      journals.push_back(absl::StrCat(store, "/", e->d_name));
+    }
+  }
+  ::closedir(dir);
+  for (const std::string& j : journals) lines.push_back(SettleRebaseJournal(list, j));
+  return lines;
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> RebaseObjectEdits(staging::DeletionList* list,
                                               const std::string& edits_dir, const std::string& url,
                                               const staging::DeletedShard& d,
@@ -698,10 +851,15 @@ absl::StatusOr<std::string> RebaseObjectEdits(staging::DeletionList* list,
     if (moved.count(i)) next.records.insert(moved[i]);
   }
   // The edit folders: renamed through temporary names (an old index may be
-  // another record's new one), those not applied moved aside.
+  // another record's new one), those not applied moved aside; every rename
+  // journaled first (see SettleRebaseJournal).
   const std::string store = list->path().substr(0, list->path().rfind('/'));
   const std::string aside = absl::StrCat(store, "/rebase-left");
-  std::vector<std::pair<std::string, std::string>> renames;  // temp -> final
+  RebaseJournal journal;
+  journal.url = url;
+  journal.after_size = now.object->size();
+  journal.after_etag = now.object->etag();
+  journal.keys = new_keys;
   uint64_t applied_edits = 0;
   for (const std::string& f : folders) {
     auto e = staging::ParseEditFolder(f);
@@ -709,25 +867,46 @@ absl::StatusOr<std::string> RebaseObjectEdits(staging::DeletionList* list,
     const std::string from = absl::StrCat(edits_dir, "/", f);
     auto m = moved.find(*e->record);
     if (m == moved.end()) {
-      (void)MakeDirs(aside, 0700);
-      const std::string to = absl::StrCat(aside, "/", f);
-      if (::rename(from.c_str(), to.c_str()) != 0) return ErrnoError(errno, "rename " + from);
+      // (Not over the edit of an earlier rebase kept there.)
+      std::string to = absl::StrCat(aside, "/", f);
+      for (int n = 1; Exists(to); ++n) to = absl::StrCat(aside, "/", f, ".", n);
+      journal.aside.emplace_back(from, to);
       left.push_back(absl::StrCat("  its edit is kept, not applied, in ", to));
       continue;
     }
     const std::string temp = absl::StrCat(edits_dir, "/.rebase-", f);
-    if (::rename(from.c_str(), temp.c_str()) != 0) return ErrnoError(errno, "rename " + from);
-    renames.emplace_back(temp,
-                         absl::StrCat(edits_dir, "/", staging::EditedFolderName(key, m->second)));
+    journal.aside.emplace_back(from, temp);
+    journal.into_place.emplace_back(
+        temp, absl::StrCat(edits_dir, "/", staging::EditedFolderName(key, m->second)));
     ++applied_edits;
   }
-  for (const auto& [temp, to] : renames) {
-    if (::rename(temp.c_str(), to.c_str()) != 0) return ErrnoError(errno, "rename " + temp);
+  const std::string journal_path = RebaseJournalPath(store, url);
+  if (!journal.aside.empty()) (void)MakeDirs(aside, 0700);
+  if (auto s = WriteFileAtomically(journal_path, EncodeRebaseJournal(journal)); !s.ok()) return s;
+  const FaultPoints faults;
+  const auto undo = [&](absl::Status s) {
+    const std::string line = SettleRebaseJournal(list, journal_path);
+    return SetMessage(s, absl::StrCat(s.message(), "; ", line));
+  };
+  for (const auto& [from, to] : journal.aside) {
+    if (::rename(from.c_str(), to.c_str()) != 0) return undo(ErrnoError(errno, "rename " + from));
   }
-  if (auto s = list->Replace(url, next); !s.ok()) return s;
+  // The first renames done: the second ones may take names the first ones
+  // freed (said in the journal, so an undo knows which names are whose).
+  if (auto s = AppendRebasePhase(journal_path); !s.ok()) return undo(s);
+  faults.At("rebase_mid_renames");
+  for (const auto& [temp, to] : journal.into_place) {
+    if (::rename(temp.c_str(), to.c_str()) != 0) return undo(ErrnoError(errno, "rename " + temp));
+  }
+  (void)FsyncDir(edits_dir);
+  if (!journal.aside.empty()) (void)FsyncDir(aside);
+  faults.At("rebase_before_list");
+  if (auto s = list->Replace(url, next); !s.ok()) return undo(s);
+  faults.At("rebase_after_list");
   if (auto s = staging::ReplaceContentKeys(keys_path, url, new_keys); !s.ok()) {
     log::Warning(s.message());
   }
+  ::unlink(journal_path.c_str());
   std::string report = absl::StrCat(
       "rebased onto the object the store holds now (ETag ", now.object->etag(), "): re-applied ",
       applied_edits, " edit(s) and ", next.records.size(), " deletion(s) by record key");
@@ -769,7 +948,7 @@ std::string DropStaleIndexBeside(const objstore::BucketWriter& writer, const std
 }  // namespace
 
 std::vector<std::string> RecoverObjectRewrites(staging::DeletionList* list) {
-  std::vector<std::string> lines;
+  std::vector<std::string> lines = SettleRebaseJournals(list);
   for (const auto& [url, d] : list->Snapshot()) {
     if (!IsBucketObject(url)) continue;
     auto place = PlaceOf(url);

@@ -698,6 +698,59 @@ class BucketEditTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertEqual(len(tc.read_records(self.object)), len(theirs) - 1)
 
+    def leftovers_of_a_rebase(self):
+        """Journals and temporary folder names a rebase leaves in the
+        staging store while it runs."""
+        found = []
+        for folder, dirs, files in os.walk(self.tmp):
+            found += [n for n in dirs + files if n.startswith((".rebase-", "rebase-journal-"))]
+        return found
+
+    def test_a_rebase_killed_at_each_step_is_undone_or_finished(self):
+        theirs = [p for i, p in enumerate(self.original) if i >= 3 and i != 7]
+        for fault, said in (("rebase_before_list", "rolled back the interrupted rebase"),
+                            ("rebase_mid_renames", "rolled back the interrupted rebase"),
+                            ("rebase_after_list", "finished the interrupted rebase")):
+            with self.subTest(fault=fault):
+                shutil.copy(self.saved, self.object)
+                mnt, log = self.mount(fault=fault, name="rebase-" + fault)
+                rec = os.path.join(mnt, SHARD)
+                self.sh("echo 7 > '{r}/005/label'; sed -i 's/.*/4/' '{r}/007/label'; "
+                        "rm -r '{r}/010'".format(r=rec))
+                # Another writer drops the first three records and record 7.
+                with open(self.object + ".new", "wb") as f:
+                    for p in theirs:
+                        f.write(tc.frame(p))
+                os.replace(self.object + ".new", self.object)
+                r = run("commit", "--rebase", mnt, env=self.env)
+                self.assertNotEqual(r.returncode, 0, r.stdout)  # the daemon died
+                subprocess.run(["fusermount3", "-u", "-z", mnt], capture_output=True)
+                self.mounts.remove(mnt)
+                with open(log) as f:
+                    self.assertIn("TFRECORDFS_FAULT=" + fault, f.read())
+                self.assertNotEqual(self.leftovers_of_a_rebase(), [])
+                self.assertEqual(tc.read_records(self.object), theirs)  # nothing written
+                mnt, log2 = self.mount(name="after-rebase-" + fault)
+                with open(log2) as f:
+                    self.assertIn(said, f.read())
+                self.assertEqual(self.leftovers_of_a_rebase(), [])
+                # Undone: the edits are pending on the old object as before,
+                # and a rebase places them; finished: they are on theirs.
+                r = run("commit", "--rebase", mnt, env=self.env)
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                if "rolled back" in said:
+                    self.assertIn("re-applied 1 edit(s) and 1 deletion(s) by record key", r.stdout)
+                records = tc.read_records(self.object)
+                want = [p for p in theirs if p != self.original[10]]
+                self.assertEqual(len(records), len(want))
+                for got, was in zip(records, want):
+                    if was is self.original[5]:
+                        self.assertEqual(tc.decode_example(got)["label"][1], [7])
+                    else:
+                        self.assertEqual(got, was)
+                self.assertEqual(self.unmount(mnt).returncode, 0)
+                self.assertEqual(len(tc.read_records(self.object)), len(want))
+
     def test_rebase_after_a_remount_that_lists_the_new_object(self):
         mnt, log = self.mount()
         self.sh("echo 987654 > '%s/005/label'" % os.path.join(mnt, SHARD))

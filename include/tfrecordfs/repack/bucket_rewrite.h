@@ -165,15 +165,22 @@ absl::Status CommitObjectEdits(staging::DeletionList* list, const std::string& e
 // `<store>/rebase-left/` (kept, not applied). Added records stay. The
 // entry then names the new object (its fingerprint), and the caller
 // commits it as any other. Returns the report: what was re-applied and
-// what was not, by old record index. Not crash-safe between its folder
-// renames and the list's update (a crash there leaves the edits pending
-// on neither object: the report's lines name the folders).
+// what was not, by old record index. Crash-safe: the folder renames (in
+// two phases, through temporary names) are journaled first
+// (`<store>/rebase-journal-SHARDKEY`) and the list updated last; a crash
+// or failure before the list names the new object undoes them (the edits
+// stay pending on the object they were made on, as before the rebase),
+// one after finishes it (RecoverObjectRewrites settles journals at the
+// next mount). Test hooks: rebase_mid_renames (first phase done),
+// rebase_before_list (every folder renamed), rebase_after_list.
 absl::StatusOr<std::string> RebaseObjectEdits(staging::DeletionList* list,
                                               const std::string& edits_dir, const std::string& url,
                                               const staging::DeletedShard& d,
                                               const ShardToRewrite& now);
 
-// At mount, before the objects are listed: for each object of `list` (a
+// At mount, before the objects are listed: first the journals of rebases
+// a crash interrupted (RebaseObjectEdits) are settled; then for each object
+// of `list` (a
 // URL path) whose rewrite a crash interrupted (`rewriting`), decides by the
 // object as it is now (HEAD) and the uploads in flight for its key
 // (ListMultipartUploads): still the object the edits were made on, or an
