@@ -478,7 +478,7 @@ class BucketEditTest(unittest.TestCase):
         os.makedirs(folder)
         self.object = os.path.join(folder, "mnist-train.tfrecord-00000-of-00001")
         shutil.copy(self.saved, self.object)
-        info = {"name": "mnist", "description": "Digits: \"quoted\" / 28x28",
+        info = {"name": "mnist", "description": "Digits \u2013 \"quoted\" / 28x28",
                 "version": "3.0.1", "fileFormat": "tfrecord",
                 "splits": [{"name": "test", "numBytes": "1234", "shardLengths": ["7", "8"]},
                            {"name": "train", "shardLengths": [str(RECORDS)],
