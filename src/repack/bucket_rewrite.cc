@@ -429,7 +429,7 @@ std::string FollowIndexBeside(const objstore::BucketWriter& writer, const std::s
 // refusal or failure leaves the object's commit done; the returned note
 // says so (and the log). "" when there is nothing to update.
 std::string FollowTfdsInfo(const objstore::BucketWriter& writer, const std::string& key,
-                           uint64_t records, int64_t bytes_delta) {
+                           uint64_t records, std::optional<int64_t> bytes_delta) {
   const size_t slash = key.rfind('/');
   const std::string file = key.substr(slash == std::string::npos ? 0 : slash + 1);
   if (!ParseTfdsShardName(file)) return "";
@@ -985,6 +985,15 @@ std::vector<std::string> RecoverObjectRewrites(staging::DeletionList* list) {
                                      s.ok() ? "" : absl::StrCat(" (", s.message(), ")")));
         if (std::string line = DropStaleIndexBeside(writer, key, etag, *size); !line.empty()) {
           lines.push_back(std::move(line));
+        }
+        // The crash may have come before dataset_info.json's update: its
+        // shard length set again (idempotent; its numBytes is left).
+        if (d.rewritten_records) {
+          if (std::string line = FollowTfdsInfo(writer, key, *d.rewritten_records, std::nullopt);
+              !line.empty()) {
+            lines.push_back(
+                absl::StrCat(line, " (the shard's length; its split's numBytes left as it was)"));
+          }
         }
         continue;
       }

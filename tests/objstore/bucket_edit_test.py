@@ -530,6 +530,28 @@ class BucketEditTest(unittest.TestCase):
             self.assertIn("dataset_info.json NOT updated", f.read())
         self.assertEqual(self.unmount(mnt).returncode, 0)
 
+    def test_a_crash_before_dataset_info_json_is_updated_is_finished_at_remount(self):
+        info = self.tfds_dataset()
+        mnt, _ = self.mount(source="s3://b/tfds/", fault="rewrite_object_after_final")
+        self.sh("rm -r '{r}/010'; rm -r '{r}/011'".format(
+            r=os.path.join(mnt, os.path.basename(self.object))))
+        r = run("commit", mnt, env=self.env)
+        self.assertNotEqual(r.returncode, 0, r.stdout)  # the daemon died
+        subprocess.run(["fusermount3", "-u", "-z", mnt], capture_output=True)
+        self.mounts.remove(mnt)
+        self.check_object({10: None, 11: None})  # the object is the new one
+        with open(self.info_path) as f:
+            self.assertEqual(json.load(f), info)  # its counts not yet
+        mnt, log = self.mount(name="again", source="s3://b/tfds/")
+        with open(log) as f:
+            text = f.read()
+        self.assertIn("finished the interrupted rewrite", text)
+        self.assertIn("updated s3://b/tfds/dataset_info.json (the shard's length", text)
+        info["splits"][1]["shardLengths"] = [str(RECORDS - 2)]  # numBytes left
+        with open(self.info_path) as f:
+            self.assertEqual(f.read(), json.dumps(info, indent=2) + "\n")
+        self.assertEqual(self.unmount(mnt).returncode, 0)
+
     # ---- gs:// (Cloud Storage's XML API: no ranged server-side copy) ----
 
     def use_gs(self):

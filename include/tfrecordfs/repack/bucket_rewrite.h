@@ -134,8 +134,10 @@ absl::StatusOr<ObjectRewriteStats> RewriteObject(
 //      and the split's payload bytes (tfds_info.h CommittedTfdsInfoJson)
 //      in a PUT conditional on the ETag (generation) it was read with; a
 //      refusal (another writer changed it) or failure is in the result's
-//      note and the log, and the object's commit stays done. (Not
-//      journaled: a crash before it leaves the counts of the old object.)
+//      note and the log, and the object's commit stays done. (A crash
+//      before it: RecoverObjectRewrites sets the shard's length from the
+//      `rewriting` mark's record count; the split's numBytes stays the old
+//      object's.)
 // A refusal (ESTALE: another writer replaced the object) or any failure
 // leaves the object as it was and the edits pending, the entry's
 // `rewriting` mark cleared; the status says which object and what to do.
@@ -188,8 +190,9 @@ absl::StatusOr<std::string> RebaseObjectEdits(staging::DeletionList* list,
 // replaced the object) -> not written: the mark is cleared, the edits stay
 // pending; else (no upload left and the object has the rewritten size) ->
 // written: the entry is dropped (its edit folders are then removed by
-// RecoverRewrites) and the index beside the object deleted if it describes
-// the old object (the crash came before its rewrite). Then aborts the uploads in flight for every
+// RecoverRewrites), the index beside the object deleted if it describes
+// the old object (the crash came before its rewrite) and a TFDS shard's
+// length set in dataset_info.json (idempotent). Then aborts the uploads in flight for every
 // listed object's key (AbortLeftUploads). Returns the log lines saying what it did.
 std::vector<std::string> RecoverObjectRewrites(staging::DeletionList* list);
 
