@@ -684,6 +684,34 @@ class BucketEditTest(unittest.TestCase):
         self.assertEqual(self.unmount(mnt).returncode, 0)
         self.assertEqual(len(tc.read_records(path)), 39)
 
+    def test_gs_the_index_beside_the_object_follows_the_new_object(self):
+        self.use_gs()
+        r = run("index", "--beside", "gs://b/data", env=self.env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        index = self.object + ".tfri"
+        with open(index, "rb") as f:
+            old_index = f.read()
+        mnt, _ = self.mount(source="gs://b/data/")
+        self.sh("rm -r '{r}/010'; echo 7 > '{r}/005/label'".format(r=os.path.join(mnt, SHARD)))
+        r = run("commit", mnt, env=self.env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        want = {10: None, 5: ("label", [7])}
+        self.check_object(want)
+        # Written with x-goog-if-generation-match on the old index's
+        # generation; valid for a reader with no cache of its own.
+        self.assertIn("rewrote gs://b/data/%s.tfri for the new object" % SHARD, r.stdout)
+        with open(index, "rb") as f:
+            self.assertNotEqual(f.read(), old_index)
+        env = dict(self.env, XDG_CACHE_HOME=os.path.join(self.tmp, "cache-other"))
+        r = run("index", "gs://b/data", env=env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("0 walked, 0 grown, 1 already valid", r.stdout + r.stderr)
+        self.unmount(mnt)
+        mnt, log = self.mount(name="again", source="gs://b/data/")
+        with open(log) as f:
+            self.assertIn("1 from beside the shards", f.read())
+        self.check_through_mount(mnt, want)
+
     def test_rebase_reapplies_the_edits_by_record_key(self):
         mnt, log = self.mount()
         rec = os.path.join(mnt, SHARD)
