@@ -204,10 +204,16 @@ Check CheckStored(const IndexFile& f, source::StoredBytes fd, const std::string&
   // Inode and ctime only where the index was written (the cache): another
   // machine sharing an index_dir sees other numbers for the same file.
   // (Not the inode on FUSE, which may renumber a file: source::InodesPersist.)
+  // An object's ctime is its ETag's stamp (objstore::EtagStamp), the same
+  // on every machine: compared wherever its index was written (an index
+  // beside an object that a commit replaced with one of the same size and
+  // second is stale by its ETag only).
   const bool same_file =
-      same_name_only || ((f.inode == static_cast<uint64_t>(st.st_ino) || fd.object() != nullptr ||
-                          !source::InodesPersist(fd.fd())) &&
-                         f.ctime_ns == CtimeNs(st));
+      fd.object() != nullptr
+          ? f.ctime_ns == CtimeNs(st)
+          : same_name_only ||
+                ((f.inode == static_cast<uint64_t>(st.st_ino) || !source::InodesPersist(fd.fd())) &&
+                 f.ctime_ns == CtimeNs(st));
   const bool same = f.file_size == size && f.mtime_ns == MtimeNs(st) && same_file;
   // Only plain shards grow by appending records; a compressed one is walked
   // again (its end holds a trailer).
@@ -217,6 +223,7 @@ Check CheckStored(const IndexFile& f, source::StoredBytes fd, const std::string&
     c.why = f.file_size != size
                 ? absl::StrCat("size changed from ", f.file_size, " to ", size, " bytes")
             : f.mtime_ns != MtimeNs(st) ? "mtime changed"
+            : fd.object() != nullptr    ? "another object (its ETag changed)"
                                         : "another file (inode or ctime changed)";
     return c;
   }

@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/base/hash.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/objstore/sigv4.h"
 #include "tfrecordfs/objstore/xml.h"
@@ -261,6 +262,14 @@ std::string RedactSource(absl::string_view source) {
     return RedactUrl(source);
   }
   return std::string(source);
+}
+
+timespec EtagStamp(absl::string_view etag) {
+  const uint64_t h = Fnv1a64(etag);
+  timespec t{};
+  t.tv_sec = static_cast<time_t>(h & 0x7fffffff);
+  t.tv_nsec = static_cast<long>((h >> 32) % 1000000000u);
+  return t;
 }
 
 int64_t ParseObjectTime(absl::string_view text) {

@@ -92,7 +92,7 @@ absl::Status BucketWriter::Failed(const std::string& key, absl::string_view what
 }
 
 absl::StatusOr<int64_t> BucketWriter::Head(const std::string& key, std::string* etag,
-                                           std::string* generation) const {
+                                           std::string* generation, int64_t* mtime) const {
   auto r = Send("HEAD", Url(key), "HEAD");
   if (!r.ok()) return r.status();
   if (r->status == 404) return -1;
@@ -102,6 +102,7 @@ absl::StatusOr<int64_t> BucketWriter::Head(const std::string& key, std::string* 
   }
   if (etag != nullptr) *etag = r->etag;
   if (generation != nullptr) *generation = r->generation;
+  if (mtime != nullptr) *mtime = ParseObjectTime(r->last_modified);
   return r->content_length;
 }
 
@@ -128,12 +129,13 @@ absl::StatusOr<bool> BucketWriter::SameBytes(const std::string& key, const std::
 }
 
 absl::Status BucketWriter::PutWhole(const std::string& key, absl::string_view bytes,
-                                    const std::string& replaces) const {
+                                    const std::string& replaces, std::string* written) const {
   auto r = Send("PUT", Url(key), absl::StrCat("PUT of ", bytes.size(), " bytes"),
                 {WriteConditionHeader(replaces)}, bytes);
   if (!r.ok()) return r.status();
   if (r->status == 412 || (r->status == 404 && !replaces.empty())) return Refused(key, replaces);
   if (r->status != 200) return Failed(key, "PUT", *r);
+  if (written != nullptr) *written = r->etag;
   return absl::OkStatus();
 }
 
@@ -169,7 +171,7 @@ absl::StatusOr<std::string> BucketWriter::UploadPart(const std::string& key, con
 
 absl::Status BucketWriter::Complete(const std::string& key, const std::string& id,
                                     const std::vector<std::string>& etags,
-                                    const std::string& replaces) const {
+                                    const std::string& replaces, std::string* written) const {
   std::string xml = "<CompleteMultipartUpload>";
   for (size_t i = 0; i < etags.size(); ++i) {
     std::string etag = etags[i];
@@ -195,6 +197,7 @@ absl::Status BucketWriter::Complete(const std::string& key, const std::string& i
     return absl::UnavailableError(absl::StrCat(
         Name(key), ": CompleteMultipartUpload failed: ", DescribeHttpStatus(200, r->body)));
   }
+  if (written != nullptr) *written = FindXmlElement(r->body, "ETag").value_or(XmlElement{}).text;
   return absl::OkStatus();
 }
 

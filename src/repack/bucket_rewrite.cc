@@ -1,20 +1,24 @@
 #include "tfrecordfs/repack/bucket_rewrite.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <memory>
 #include <set>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "src/repack/check_shard.h"
 #include "tfrecordfs/base/coding.h"
 #include "tfrecordfs/base/fault_points.h"
@@ -25,6 +29,8 @@
 #include "tfrecordfs/objstore/listing.h"
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/record/writer.h"
+#include "tfrecordfs/repack/tfds_info.h"
+#include "tfrecordfs/source/stored_bytes.h"
 #include "tfrecordfs/staging/edits.h"
 
 namespace tfrecordfs::repack {
@@ -143,7 +149,7 @@ absl::StatusOr<ObjectRewriteStats> RewriteObject(
   if (layout.size == 0) {
     // Every record deleted: an empty object, conditionally.
     if (auto s = final_write(); !s.ok()) return s;
-    if (auto s = writer.PutWhole(object.key, "", replaces); !s.ok()) return s;
+    if (auto s = writer.PutWhole(object.key, "", replaces, &stats.etag); !s.ok()) return s;
     return stats;
   }
   absl::StatusOr<std::vector<objstore::RewritePart>> parts;
@@ -165,7 +171,7 @@ absl::StatusOr<ObjectRewriteStats> RewriteObject(
     auto bytes = PartBytes(whole, layout, read_old, &stats);
     if (!bytes.ok()) return bytes.status();
     if (auto s = final_write(); !s.ok()) return s;
-    if (auto s = writer.PutWhole(object.key, *bytes, replaces); !s.ok()) return s;
+    if (auto s = writer.PutWhole(object.key, *bytes, replaces, &stats.etag); !s.ok()) return s;
     stats.uploaded = bytes->size();
     return stats;
   }
@@ -193,7 +199,7 @@ absl::StatusOr<ObjectRewriteStats> RewriteObject(
     etags.push_back(*std::move(etag));
   }
   if (status.ok()) status = final_write();
-  if (status.ok()) status = writer.Complete(object.key, *id, etags, replaces);
+  if (status.ok()) status = writer.Complete(object.key, *id, etags, replaces, &stats.etag);
   if (!status.ok()) {
     // Nothing shows under the key until a completion: the parts go.
     if (auto a = writer.Abort(object.key, *id); !a.ok()) {
@@ -305,6 +311,162 @@ absl::StatusOr<ObjectLayout> WriteCompressed(const std::string& path, const Shar
   return layout;
 }
 
+// The record header bytes of the new object's first and last records (a
+// plain object: each a kept record's, read from the old object before it
+// is replaced, or a changed or appended record's framed bytes; zeros when
+// no record is left).
+struct EndHeaders {
+  index::HeaderBytes first{}, last{};
+};
+
+absl::StatusOr<EndHeaders> NewEndHeaders(
+    const source::ObjectReader& old, const std::vector<uint64_t>& offsets,
+    const std::map<uint64_t, std::optional<std::string>>& changes,
+    const std::vector<std::string>& appended) {
+  EndHeaders out;
+  const uint64_t n = offsets.size() - 1;
+  // False for a deleted record.
+  const auto header_of = [&](uint64_t i, index::HeaderBytes* h) -> absl::StatusOr<bool> {
+    if (auto c = changes.find(i); c != changes.end()) {
+      if (!c->second) return false;
+      std::memcpy(h->data(), c->second->data(), h->size());
+      return true;
+    }
+    if (auto s = source::PreadFull(&old, h->data(), h->size(), offsets[i], old.url()); !s.ok()) {
+      return s;
+    }
+    return true;
+  };
+  bool first = false;
+  for (uint64_t i = 0; i < n && !first; ++i) {
+    auto f = header_of(i, &out.first);
+    if (!f.ok()) return f.status();
+    first = *f;
+  }
+  if (!first && !appended.empty()) {
+    std::memcpy(out.first.data(), appended.front().data(), out.first.size());
+  }
+  if (!appended.empty()) {
+    std::memcpy(out.last.data(), appended.back().data(), out.last.size());
+    return out;
+  }
+  for (uint64_t i = n; i-- > 0;) {
+    auto f = header_of(i, &out.last);
+    if (!f.ok()) return f.status();
+    if (*f) break;
+  }
+  return out;
+}
+
+// Once the store took the new object: the index stored beside it (`index
+// --beside`: KEY.tfri, describing the old object), when there is one,
+// follows it. For a plain object (`offsets`, `ends` set) it is replaced by
+// the new object's index, made from the offsets the rewrite wrote (no
+// walk) and tied to the new object as a HEAD shows it (size, Last-Modified,
+// ETag: the one the final write answered, else another writer's object is
+// there now and the index is not written), in one PUT conditional on the
+// old index's ETag (or generation). Else (a compressed object, whose
+// checkpoints need an inflate; a failure) it is deleted. A crash before
+// this leaves the old index, which every reader refuses by the new
+// object's ETag (index_store.cc CheckStored) and RecoverObjectRewrites
+// removes. Returns what it did, for the commit's note ("" for nothing).
+std::string FollowIndexBeside(const objstore::BucketWriter& writer, const std::string& key,
+                              const std::string& url, const std::string& written_etag,
+                              uint64_t size, const std::vector<uint64_t>* offsets,
+                              const EndHeaders* ends) {
+  const std::string beside = absl::StrCat(key, index::kIndexSuffix);
+  std::string beside_etag, beside_generation;
+  auto there = writer.Head(beside, &beside_etag, &beside_generation);
+  if (there.ok() && *there < 0) return "";
+  std::string why;
+  if (!there.ok()) {
+    why = std::string(there.status().message());
+  } else if (offsets == nullptr || ends == nullptr) {
+    why = "a compressed object's index needs a walk of its stream";
+  } else {
+    std::string etag;
+    int64_t mtime = 0;
+    auto now = writer.Head(key, &etag, nullptr, &mtime);
+    if (!now.ok()) {
+      why = std::string(now.status().message());
+    } else if (*now != static_cast<int64_t>(size) || written_etag.empty() || etag != written_etag) {
+      why = "the object there is not the one this commit wrote";
+    } else {
+      index::IndexFile f;
+      f.file_size = size;
+      f.data_size = size;
+      f.mtime_ns = mtime * int64_t{1000000000};
+      f.ctime_ns = TimespecNs(objstore::EtagStamp(etag));
+      f.path = url;
+      f.walk.offsets = *offsets;
+      f.walk.file_size = size;
+      f.first_header = ends->first;
+      f.last_header = ends->last;
+      const std::string replaces = beside_generation.empty()
+                                       ? beside_etag
+                                       : objstore::GenerationCondition(beside_generation);
+      auto s = writer.PutWhole(beside, index::EncodeIndexFile(f), replaces);
+      if (s.ok()) return absl::StrCat("rewrote ", writer.Name(beside), " for the new object");
+      why = std::string(s.message());
+    }
+  }
+  if (auto s = writer.Delete(beside); !s.ok()) {
+    log::Warning("cannot rewrite ", writer.Name(beside), " (", why,
+                 ") nor delete it: ", s.message(), " (it describes the old object of ", url,
+                 "; readers refuse it by the new object's ETag)");
+    return "";
+  }
+  return absl::StrCat("deleted ", writer.Name(beside), " (", why,
+                      "; tfrecordfs index --beside writes the new object's)");
+}
+
+// Once the store took the new object: TFDS's dataset_info.json beside it
+// (tfds_info.h), when the object is a TFDS shard that file counts, gets the
+// shard's new record count and the split's new payload bytes
+// (CommittedTfdsInfoJson, the local commit's builder), written in one PUT
+// conditional on the ETag (or generation) a HEAD gave before the file was
+// read: another writer's change to it meanwhile is never overwritten. A
+// refusal or failure leaves the object's commit done; the returned note
+// says so (and the log). "" when there is nothing to update.
+std::string FollowTfdsInfo(const objstore::BucketWriter& writer, const std::string& key,
+                           uint64_t records, std::optional<int64_t> bytes_delta) {
+  const size_t slash = key.rfind('/');
+  const std::string file = key.substr(slash == std::string::npos ? 0 : slash + 1);
+  if (!ParseTfdsShardName(file)) return "";
+  const std::string info_key =
+      absl::StrCat(slash == std::string::npos ? "" : key.substr(0, slash + 1), "dataset_info.json");
+  const std::string name = writer.Name(info_key);
+  const auto failed = [&](absl::string_view why) {
+    const std::string line = absl::StrCat(
+        name, " NOT updated (", why, "); the object's commit is done: its split's shardLengths[",
+        ParseTfdsShardName(file)->index, "] is now ", records, ", which tfds.load checks");
+    log::Warning(line);
+    return line;
+  };
+  std::string etag, generation;
+  auto there = writer.Head(info_key, &etag, &generation);
+  if (!there.ok()) return failed(there.status().message());
+  if (*there < 0) return "";
+  auto text = writer.GetSmall(info_key, size_t{64} << 20);
+  if (!text.ok()) return failed(text.status().message());
+  auto next = CommittedTfdsInfoJson(*text, file, records, bytes_delta, name);
+  if (!next.ok()) return failed(next.status().message());
+  if (!*next || **next == *text) return "";
+  const std::string replaces =
+      generation.empty() ? etag : objstore::GenerationCondition(generation);
+  if (replaces.empty()) return failed("the store gave no ETag to write it conditionally on");
+  if (FaultPoints().Is("bucket_tfds_info_raced")) {
+    // Test hook: another writer changes the file between its read and
+    // this write (its bytes and one space more).
+    (void)writer.PutWhole(info_key, absl::StrCat(*text, " "), replaces);
+  }
+  if (auto s = writer.PutWhole(info_key, **next, replaces); !s.ok()) {
+    return failed(ErrnoOf(s) == ESTALE ? "another writer changed it meanwhile; theirs is kept"
+                                       : s.message());
+  }
+  return absl::StrCat("updated ", name);
+}
+
 bool IsBucketObject(const std::string& path) {
   return absl::StartsWith(path, "s3://") || absl::StartsWith(path, "gs://");
 }
@@ -390,6 +552,14 @@ absl::Status CommitObjectEdits(staging::DeletionList* list, const std::string& e
       if (path) ::unlink(path->c_str());
     }
   } unlink_temp{temp};
+  // The new object's first and last record headers, for its index
+  // (read now: the old object's bytes are gone once it is replaced).
+  std::optional<EndHeaders> ends;
+  if (from.codec == source::Codec::kNone) {
+    auto e = NewEndHeaders(*from.object, offsets, changes, appended);
+    if (!e.ok()) return e.status();
+    ends = *e;
+  }
   auto place = PlaceOf(url);
   if (!place.ok()) return place.status();
   const objstore::BucketWriter writer((*place)->target);
@@ -464,24 +634,176 @@ absl::Status CommitObjectEdits(staging::DeletionList* list, const std::string& e
                                    "pending (commit again, or unmount and mount again)"));
   }
   faults.At("rewrite_object_after_final");
-  // The index stored beside the object (`index --beside`: KEY.tfri)
-  // describes the old object: removed, so no reader fetches it only to
-  // find it stale (the next `index --beside` writes the new one).
-  const std::string beside = absl::StrCat((*place)->key, index::kIndexSuffix);
-  if (auto s = writer.Delete(beside); !s.ok()) {
-    log::Warning(s.message(), " (the index beside ", url,
-                 " describes the old object; readers find it stale and ignore it)");
-  }
+  const std::string beside =
+      FollowIndexBeside(writer, (*place)->key, url, stats->etag, layout->size,
+                        ends ? &out->offsets : nullptr, ends ? &*ends : nullptr);
+  // The payload bytes the rewrite added (TFRecord frames each with 16).
+  const int64_t old_records = static_cast<int64_t>(offsets.size()) - 1;
+  const int64_t bytes_delta = static_cast<int64_t>(out->offsets.back()) -
+                              static_cast<int64_t>(offsets.back() - offsets.front()) -
+                              16 * (static_cast<int64_t>(records) - old_records);
+  const std::string info = FollowTfdsInfo(writer, (*place)->key, records, bytes_delta);
   out->note = absl::StrFormat(
-      "%s: %d part(s), %d byte(s) copied by the store, %d uploaded (%d of them read back)",
+      "%s: %d part(s), %d byte(s) copied by the store, %d uploaded (%d of them read back)%s%s%s%s",
       stats->parts == 0 ? "one conditional PUT" : "a conditional multipart upload", stats->parts,
-      stats->copied, stats->uploaded, stats->read_back);
+      stats->copied, stats->uploaded, stats->read_back, beside.empty() ? "" : "; ", beside,
+      info.empty() ? "" : "; ", info);
   if (auto f = list->Forget(url); !f.ok()) return f;
   (void)staging::ReplaceContentKeys(staging::RecordKeysPath(list->path()), url);
   faults.At("rewrite_after_forget");
   RemoveEditFolders(edits_dir, edits->folders);
   return absl::OkStatus();
 }
+
+namespace {
+
+// A rebase's journal (`<store>/rebase-journal-SHARDKEY`, beside the list),
+// written durably before its first rename and removed after the list and
+// the record keys name the new object: the object it rebases onto (size,
+// ETag), its renames in two phases (`aside`: every edit folder to a
+// temporary name or to rebase-left/; `into_place`: the temporary names to
+// the new records' folder names; a line "phase 2" appended once the first
+// phase is done, since the second may take names the first freed) and the
+// new record keys. A crash anywhere leaves the journal, settled by
+// SettleRebaseJournal at the next mount.
+struct RebaseJournal {
+  std::string url;
+  uint64_t after_size = 0;
+  std::string after_etag;
+  std::vector<std::pair<std::string, std::string>> aside, into_place;
+  std::map<uint64_t, staging::ContentKey> keys;
+  bool second_phase = false;
+};
+
+constexpr char kRebaseJournalPrefix[] = "rebase-journal-";
+constexpr char kRebaseJournalMagic[] = "tfrecordfs rebase journal 1";
+
+std::string RebaseJournalPath(const std::string& store, const std::string& url) {
+  return absl::StrCat(store, "/", kRebaseJournalPrefix, staging::ShardKey(url));
+}
+
+std::string EncodeRebaseJournal(const RebaseJournal& j) {
+  std::string out = absl::StrCat(kRebaseJournalMagic, "\nurl\t", j.url, "\nafter\t", j.after_size,
+                                 "\t", j.after_etag, "\n");
+  for (const auto& [from, to] : j.aside) absl::StrAppend(&out, "1\t", from, "\t", to, "\n");
+  for (const auto& [from, to] : j.into_place) absl::StrAppend(&out, "2\t", from, "\t", to, "\n");
+  for (const auto& [i, k] : j.keys)
+    absl::StrAppend(&out, "key\t", i, "\t", k.length, "\t", k.crc, "\n");
+  return out;
+}
+
+absl::StatusOr<RebaseJournal> ParseRebaseJournal(const std::string& path) {
+  auto text = ReadFileToString(path);
+  if (!text.ok()) return text.status();
+  RebaseJournal j;
+  std::vector<std::string> lines = absl::StrSplit(*text, '\n');
+  if (lines.empty() || lines[0] != kRebaseJournalMagic) {
+    return absl::DataLossError(absl::StrCat(path, ": not a rebase journal"));
+  }
+  for (size_t n = 1; n < lines.size(); ++n) {
+    std::vector<std::string> f = absl::StrSplit(lines[n], '\t');
+    bool ok = true;
+    if (f[0] == "url" && f.size() == 2) {
+      j.url = f[1];
+    } else if (f[0] == "after" && f.size() == 3) {
+      ok = absl::SimpleAtoi(f[1], &j.after_size);
+      j.after_etag = f[2];
+    } else if ((f[0] == "1" || f[0] == "2") && f.size() == 3) {
+      (f[0] == "1" ? j.aside : j.into_place).emplace_back(f[1], f[2]);
+    } else if (f[0] == "key" && f.size() == 4) {
+      uint64_t i = 0;
+      staging::ContentKey k;
+      ok = absl::SimpleAtoi(f[1], &i) && absl::SimpleAtoi(f[2], &k.length) &&
+           absl::SimpleAtoi(f[3], &k.crc);
+      j.keys[i] = k;
+    } else if (f[0] == "phase 2") {
+      j.second_phase = true;
+    } else if (n + 1 != lines.size()) {
+      ok = false;  // (the last line may be a "phase 2" a crash cut short)
+    }
+    if (!ok)
+      return absl::DataLossError(absl::StrCat(path, ": line ", n + 1, " is not a journal's"));
+  }
+  if (j.url.empty()) return absl::DataLossError(absl::StrCat(path, ": names no object"));
+  return j;
+}
+
+absl::Status AppendRebasePhase(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (fd < 0) return ErrnoError(errno, path);
+  UniqueFd owner(fd);
+  constexpr char kLine[] = "phase 2\n";
+  if (::write(fd, kLine, sizeof kLine - 1) != static_cast<ssize_t>(sizeof kLine - 1) ||
+      ::fsync(fd) != 0) {
+    return ErrnoError(errno, path);
+  }
+  return absl::OkStatus();
+}
+
+bool Exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+
+// Settles the rebase journal at `path` (see RebaseJournal): if the list
+// names the object it rebased onto, the rebase is finished (the record
+// keys written, the journal removed); else its renames are undone and the
+// edits stay pending on the object they were made on. Returns the log line.
+std::string SettleRebaseJournal(staging::DeletionList* list, const std::string& path) {
+  auto j = ParseRebaseJournal(path);
+  if (!j.ok()) {
+    return absl::StrCat("cannot settle an interrupted rebase: ", j.status().message(),
+                        " (kept; its edit folders may be under temporary names)");
+  }
+  const staging::Deletions listed = list->Snapshot();
+  const auto it = listed.find(j->url);
+  if (it != listed.end() &&
+      it->second.before == staging::ObjectFingerprint(j->after_size, j->after_etag)) {
+    // The list names the new object: every rename was done.
+    (void)staging::ReplaceContentKeys(staging::RecordKeysPath(list->path()), j->url, j->keys);
+    ::unlink(path.c_str());
+    return absl::StrCat("finished the interrupted rebase of ", j->url,
+                        " (its edits name the new object's records)");
+  }
+  // Undone, newest rename first; a name is moved back only from where the
+  // journal put it, and only when its old name is free.
+  std::string failed;
+  const auto back = [&](const std::string& from, const std::string& to) {
+    if (Exists(to) && !Exists(from) && ::rename(to.c_str(), from.c_str()) != 0) {
+      absl::StrAppend(&failed, failed.empty() ? "" : ", ", to);
+    }
+  };
+  if (j->second_phase) {
+    for (auto r = j->into_place.rbegin(); r != j->into_place.rend(); ++r) back(r->first, r->second);
+  }
+  for (auto r = j->aside.rbegin(); r != j->aside.rend(); ++r) back(r->first, r->second);
+  if (!failed.empty()) {
+    return absl::StrCat("cannot undo the interrupted rebase of ", j->url, ": cannot rename ",
+                        failed, " back (", path, " kept)");
+  }
+  if (!j->aside.empty())
+    (void)FsyncDir(j->aside.front().first.substr(0, j->aside.front().first.rfind('/')));
+  ::unlink(path.c_str());
+  return absl::StrCat("rolled back the interrupted rebase of ", j->url,
+                      ": its edits are pending on the object they were made on, as before "
+                      "(tfrecordfs commit --rebase re-applies them to the new object)");
+}
+
+// Every rebase journal beside the list, settled; the log lines.
+std::vector<std::string> SettleRebaseJournals(staging::DeletionList* list) {
+  std::vector<std::string> lines;
+  const std::string store = list->path().substr(0, list->path().rfind('/'));
+  DIR* dir = ::opendir(store.c_str());
+  if (dir == nullptr) return lines;
+  std::vector<std::string> journals;
+  while (const dirent* e = ::readdir(dir)) {
+    if (absl::StartsWith(e->d_name, kRebaseJournalPrefix)) {
+      journals.push_back(absl::StrCat(store, "/", e->d_name));
+    }
+  }
+  ::closedir(dir);
+  for (const std::string& j : journals) lines.push_back(SettleRebaseJournal(list, j));
+  return lines;
+}
+
+}  // namespace
 
 absl::StatusOr<std::string> RebaseObjectEdits(staging::DeletionList* list,
                                               const std::string& edits_dir, const std::string& url,
@@ -529,10 +851,15 @@ absl::StatusOr<std::string> RebaseObjectEdits(staging::DeletionList* list,
     if (moved.count(i)) next.records.insert(moved[i]);
   }
   // The edit folders: renamed through temporary names (an old index may be
-  // another record's new one), those not applied moved aside.
+  // another record's new one), those not applied moved aside; every rename
+  // journaled first (see SettleRebaseJournal).
   const std::string store = list->path().substr(0, list->path().rfind('/'));
   const std::string aside = absl::StrCat(store, "/rebase-left");
-  std::vector<std::pair<std::string, std::string>> renames;  // temp -> final
+  RebaseJournal journal;
+  journal.url = url;
+  journal.after_size = now.object->size();
+  journal.after_etag = now.object->etag();
+  journal.keys = new_keys;
   uint64_t applied_edits = 0;
   for (const std::string& f : folders) {
     auto e = staging::ParseEditFolder(f);
@@ -540,25 +867,46 @@ absl::StatusOr<std::string> RebaseObjectEdits(staging::DeletionList* list,
     const std::string from = absl::StrCat(edits_dir, "/", f);
     auto m = moved.find(*e->record);
     if (m == moved.end()) {
-      (void)MakeDirs(aside, 0700);
-      const std::string to = absl::StrCat(aside, "/", f);
-      if (::rename(from.c_str(), to.c_str()) != 0) return ErrnoError(errno, "rename " + from);
+      // (Not over the edit of an earlier rebase kept there.)
+      std::string to = absl::StrCat(aside, "/", f);
+      for (int n = 1; Exists(to); ++n) to = absl::StrCat(aside, "/", f, ".", n);
+      journal.aside.emplace_back(from, to);
       left.push_back(absl::StrCat("  its edit is kept, not applied, in ", to));
       continue;
     }
     const std::string temp = absl::StrCat(edits_dir, "/.rebase-", f);
-    if (::rename(from.c_str(), temp.c_str()) != 0) return ErrnoError(errno, "rename " + from);
-    renames.emplace_back(temp,
-                         absl::StrCat(edits_dir, "/", staging::EditedFolderName(key, m->second)));
+    journal.aside.emplace_back(from, temp);
+    journal.into_place.emplace_back(
+        temp, absl::StrCat(edits_dir, "/", staging::EditedFolderName(key, m->second)));
     ++applied_edits;
   }
-  for (const auto& [temp, to] : renames) {
-    if (::rename(temp.c_str(), to.c_str()) != 0) return ErrnoError(errno, "rename " + temp);
+  const std::string journal_path = RebaseJournalPath(store, url);
+  if (!journal.aside.empty()) (void)MakeDirs(aside, 0700);
+  if (auto s = WriteFileAtomically(journal_path, EncodeRebaseJournal(journal)); !s.ok()) return s;
+  const FaultPoints faults;
+  const auto undo = [&](absl::Status s) {
+    const std::string line = SettleRebaseJournal(list, journal_path);
+    return SetMessage(s, absl::StrCat(s.message(), "; ", line));
+  };
+  for (const auto& [from, to] : journal.aside) {
+    if (::rename(from.c_str(), to.c_str()) != 0) return undo(ErrnoError(errno, "rename " + from));
   }
-  if (auto s = list->Replace(url, next); !s.ok()) return s;
+  // The first renames done: the second ones may take names the first ones
+  // freed (said in the journal, so an undo knows which names are whose).
+  if (auto s = AppendRebasePhase(journal_path); !s.ok()) return undo(s);
+  faults.At("rebase_mid_renames");
+  for (const auto& [temp, to] : journal.into_place) {
+    if (::rename(temp.c_str(), to.c_str()) != 0) return undo(ErrnoError(errno, "rename " + temp));
+  }
+  (void)FsyncDir(edits_dir);
+  if (!journal.aside.empty()) (void)FsyncDir(aside);
+  faults.At("rebase_before_list");
+  if (auto s = list->Replace(url, next); !s.ok()) return undo(s);
+  faults.At("rebase_after_list");
   if (auto s = staging::ReplaceContentKeys(keys_path, url, new_keys); !s.ok()) {
     log::Warning(s.message());
   }
+  ::unlink(journal_path.c_str());
   std::string report = absl::StrCat(
       "rebased onto the object the store holds now (ETag ", now.object->etag(), "): re-applied ",
       applied_edits, " edit(s) and ", next.records.size(), " deletion(s) by record key");
@@ -566,8 +914,41 @@ absl::StatusOr<std::string> RebaseObjectEdits(staging::DeletionList* list,
   return report;
 }
 
+namespace {
+
+// After a crash between an object's final write and FollowIndexBeside: the
+// index beside the object (KEY.tfri), when it describes another object
+// than the one under `key` now (ETag `etag`, `size` bytes), is deleted
+// (every reader refuses it by that ETag; deleted, nobody fetches it for
+// nothing). Returns the log line ("" for nothing done).
+std::string DropStaleIndexBeside(const objstore::BucketWriter& writer, const std::string& key,
+                                 const std::string& etag, int64_t size) {
+  const std::string beside = absl::StrCat(key, index::kIndexSuffix);
+  auto bytes = writer.GetSmall(beside, size_t{256} << 20);
+  if (!bytes.ok()) {
+    return absl::IsNotFound(bytes.status())
+               ? ""
+               : absl::StrCat("cannot check ", writer.Name(beside), ": ", bytes.status().message(),
+                              " (readers refuse it when stale)");
+  }
+  auto f = index::DecodeIndexFile(*bytes);
+  if (f.ok() && f->file_size == static_cast<uint64_t>(size) &&
+      f->ctime_ns == TimespecNs(objstore::EtagStamp(etag))) {
+    return "";  // written for the new object before the crash
+  }
+  if (auto s = writer.Delete(beside); !s.ok()) {
+    return absl::StrCat("cannot delete ", writer.Name(beside), ", stale: ", s.message(),
+                        " (readers refuse it by the object's ETag)");
+  }
+  return absl::StrCat("deleted ", writer.Name(beside),
+                      ": it described the object before the interrupted rewrite (tfrecordfs "
+                      "index --beside writes the new object's)");
+}
+
+}  // namespace
+
 std::vector<std::string> RecoverObjectRewrites(staging::DeletionList* list) {
-  std::vector<std::string> lines;
+  std::vector<std::string> lines = SettleRebaseJournals(list);
   for (const auto& [url, d] : list->Snapshot()) {
     if (!IsBucketObject(url)) continue;
     auto place = PlaceOf(url);
@@ -602,6 +983,18 @@ std::vector<std::string> RecoverObjectRewrites(staging::DeletionList* list) {
         lines.push_back(absl::StrCat("finished the interrupted rewrite of ", url,
                                      " (the store had taken it)",
                                      s.ok() ? "" : absl::StrCat(" (", s.message(), ")")));
+        if (std::string line = DropStaleIndexBeside(writer, key, etag, *size); !line.empty()) {
+          lines.push_back(std::move(line));
+        }
+        // The crash may have come before dataset_info.json's update: its
+        // shard length set again (idempotent; its numBytes is left).
+        if (d.rewritten_records) {
+          if (std::string line = FollowTfdsInfo(writer, key, *d.rewritten_records, std::nullopt);
+              !line.empty()) {
+            lines.push_back(
+                absl::StrCat(line, " (the shard's length; its split's numBytes left as it was)"));
+          }
+        }
         continue;
       }
       (void)list->SetRewriting(url, std::nullopt);

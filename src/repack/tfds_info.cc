@@ -7,7 +7,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <optional>
+#include <utility>
+#include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
@@ -37,6 +41,152 @@ nlohmann::ordered_json Like(const nlohmann::ordered_json& like, uint64_t n) {
   if (like.is_string()) return absl::StrCat(n);
   return n;
 }
+
+// Where a value is in a JSON text: [begin, end).
+struct Span {
+  size_t begin = 0, end = 0;
+};
+
+// A small reader of JSON text that finds, without changing a byte, where
+// the values a commit changes are: each split's "shardLengths" elements
+// and "numBytes" (the rest is skipped, checked only for its nesting and
+// strings; nlohmann has parsed the whole text before).
+class InfoSpans {
+ public:
+  explicit InfoSpans(absl::string_view text) : t_(text) {}
+
+  // splits[k]: its shardLengths' element spans and its numBytes' span.
+  struct Split {
+    std::vector<Span> lengths;
+    std::optional<Span> num_bytes;
+    int seen_lengths = 0, seen_num_bytes = 0;  // (a repeated key: not spliced)
+  };
+
+  // The splits of the top-level "splits" array; false when the text is not
+  // laid out so (then the caller writes the text anew).
+  bool Find(std::vector<Split>* splits) {
+    Ws();
+    bool found = false;
+    if (!Object([&](absl::string_view key) {
+          if (key != "splits" || found) return Skip();
+          found = true;
+          return Array([&](size_t) {
+            splits->emplace_back();
+            Split& split = splits->back();
+            Ws();
+            if (Peek() != '{') return Skip();
+            return Object([&](absl::string_view k) {
+              if (k == "shardLengths") {
+                ++split.seen_lengths;
+                split.lengths.clear();
+                return Array([&](size_t) {
+                  Ws();
+                  Span s{i_, 0};
+                  if (!Skip()) return false;
+                  s.end = i_;
+                  split.lengths.push_back(s);
+                  return true;
+                });
+              }
+              if (k == "numBytes") {
+                ++split.seen_num_bytes;
+                Ws();
+                Span s{i_, 0};
+                if (!Skip()) return false;
+                s.end = i_;
+                split.num_bytes = s;
+                return true;
+              }
+              return Skip();
+            });
+          });
+        })) {
+      return false;
+    }
+    return found;
+  }
+
+ private:
+  char Peek() const { return i_ < t_.size() ? t_[i_] : '\0'; }
+  void Ws() {
+    while (i_ < t_.size() && (t_[i_] == ' ' || t_[i_] == '\n' || t_[i_] == '\r' || t_[i_] == '\t'))
+      ++i_;
+  }
+  // A string at i_; its raw text (escapes kept) into *raw.
+  bool String(absl::string_view* raw) {
+    if (Peek() != '"') return false;
+    const size_t from = ++i_;
+    while (i_ < t_.size() && t_[i_] != '"') i_ += t_[i_] == '\\' ? 2 : 1;
+    if (i_ >= t_.size()) return false;
+    *raw = t_.substr(from, i_ - from);
+    ++i_;
+    return true;
+  }
+  template <typename F>
+  bool Object(F&& member) {
+    Ws();
+    if (Peek() != '{') return false;
+    ++i_;
+    Ws();
+    if (Peek() == '}') return ++i_, true;
+    for (;;) {
+      Ws();
+      absl::string_view key;
+      if (!String(&key)) return false;
+      Ws();
+      if (Peek() != ':') return false;
+      ++i_;
+      if (!member(key)) return false;
+      Ws();
+      if (Peek() == ',') {
+        ++i_;
+        continue;
+      }
+      if (Peek() != '}') return false;
+      ++i_;
+      return true;
+    }
+  }
+  template <typename F>
+  bool Array(F&& element) {
+    Ws();
+    if (Peek() != '[') return false;
+    ++i_;
+    Ws();
+    if (Peek() == ']') return ++i_, true;
+    for (size_t n = 0;; ++n) {
+      if (!element(n)) return false;
+      Ws();
+      if (Peek() == ',') {
+        ++i_;
+        continue;
+      }
+      if (Peek() != ']') return false;
+      ++i_;
+      return true;
+    }
+  }
+  // Any value.
+  bool Skip() {
+    Ws();
+    const char c = Peek();
+    if (c == '"') {
+      absl::string_view raw;
+      return String(&raw);
+    }
+    if (c == '{') return Object([&](absl::string_view) { return Skip(); });
+    if (c == '[') return Array([&](size_t) { return Skip(); });
+    const size_t from = i_;
+    while (i_ < t_.size() && !absl::ascii_isspace(static_cast<unsigned char>(t_[i_])) &&
+           t_[i_] != ',' && t_[i_] != '}' && t_[i_] != ']') {
+      ++i_;
+    }
+    return i_ > from;
+  }
+
+  absl::string_view t_;
+  size_t i_ = 0;
+};
 
 }  // namespace
 
@@ -88,42 +238,17 @@ absl::StatusOr<std::optional<std::string>> UpdatedTfdsInfo(const std::string& sh
                                                            uint64_t records,
                                                            std::optional<int64_t> bytes_delta) {
   const InfoPaths paths = InfoPathsOf(shard_path);
-  const auto name = ParseTfdsShardName(paths.file);
-  if (!name) return std::nullopt;
+  if (!ParseTfdsShardName(paths.file)) return std::nullopt;
   auto text = ReadFileToString(paths.info);
   if (!text.ok()) {
     if (ErrnoOf(text.status()) == ENOENT || absl::IsNotFound(text.status())) return std::nullopt;
     return text.status();
   }
-  nlohmann::ordered_json info =
-      nlohmann::ordered_json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (info.is_discarded()) {
-    return absl::DataLossError(absl::StrCat(paths.info,
-                                            ": not JSON; its split sizes were not "
-                                            "updated for ",
-                                            shard_path));
+  auto out = CommittedTfdsInfoJson(*text, paths.file, records, bytes_delta, paths.info);
+  if (!out.ok() && absl::IsDataLoss(out.status())) {
+    return SetMessage(out.status(), absl::StrCat(out.status().message(), " for ", shard_path));
   }
-  if (!info.is_object() || !info.contains("splits") || !info["splits"].is_array()) {
-    return std::nullopt;
-  }
-  for (auto& split : info["splits"]) {
-    if (!split.is_object() || split.value("name", "") != name->split) continue;
-    if (!split.contains("shardLengths") || !split["shardLengths"].is_array() ||
-        split["shardLengths"].size() != name->count) {
-      return std::nullopt;
-    }
-    auto& lengths = split["shardLengths"];
-    lengths[name->index] = Like(lengths[name->index], records);
-    if (bytes_delta && split.contains("numBytes")) {
-      if (auto old = IntOf(split["numBytes"])) {
-        const int64_t now = static_cast<int64_t>(*old) + *bytes_delta;
-        split["numBytes"] =
-            Like(split["numBytes"], static_cast<uint64_t>(std::max<int64_t>(now, 0)));
-      }
-    }
-    return info.dump(2) + "\n";
-  }
-  return std::nullopt;
+  return out;
 }
 
 // Gives `file` (the new dataset_info.json, not yet or just renamed into
@@ -142,6 +267,65 @@ void KeepOwnerAndMode(const std::string& info, const std::string& file) {
 }
 
 }  // namespace
+
+absl::StatusOr<std::optional<std::string>> CommittedTfdsInfoJson(absl::string_view text,
+                                                                 absl::string_view shard_file,
+                                                                 uint64_t records,
+                                                                 std::optional<int64_t> bytes_delta,
+                                                                 const std::string& where) {
+  const auto name = ParseTfdsShardName(shard_file);
+  if (!name) return std::nullopt;
+  nlohmann::ordered_json info =
+      nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (info.is_discarded()) {
+    return absl::DataLossError(absl::StrCat(where, ": not JSON; its split sizes were not updated"));
+  }
+  if (!info.is_object() || !info.contains("splits") || !info["splits"].is_array()) {
+    return std::nullopt;
+  }
+  size_t k = 0;
+  for (auto& split : info["splits"]) {
+    ++k;
+    if (!split.is_object() || split.value("name", "") != name->split) continue;
+    if (!split.contains("shardLengths") || !split["shardLengths"].is_array() ||
+        split["shardLengths"].size() != name->count) {
+      return std::nullopt;
+    }
+    auto& lengths = split["shardLengths"];
+    lengths[name->index] = Like(lengths[name->index], records);
+    bool bytes_changed = false;
+    if (bytes_delta && split.contains("numBytes")) {
+      if (auto old = IntOf(split["numBytes"])) {
+        const int64_t now = static_cast<int64_t>(*old) + *bytes_delta;
+        split["numBytes"] =
+            Like(split["numBytes"], static_cast<uint64_t>(std::max<int64_t>(now, 0)));
+        bytes_changed = true;
+      }
+    }
+    // The two values replaced in the text as it is, every other byte kept
+    // (its layout, escapes and number spellings are the writer's, TFDS's);
+    // written anew only when the text is laid out in a way not found so.
+    std::vector<InfoSpans::Split> spans;
+    if (InfoSpans(text).Find(&spans) && spans.size() == info["splits"].size()) {
+      const InfoSpans::Split& at = spans[k - 1];
+      if (at.seen_lengths == 1 && at.lengths.size() == name->count && at.seen_num_bytes <= 1 &&
+          (!bytes_changed || at.num_bytes)) {
+        std::vector<std::pair<Span, std::string>> edits = {
+            {at.lengths[name->index], lengths[name->index].dump()}};
+        if (bytes_changed) edits.push_back({*at.num_bytes, split["numBytes"].dump()});
+        std::sort(edits.begin(), edits.end(),
+                  [](const auto& a, const auto& b) { return a.first.begin > b.first.begin; });
+        std::string out(text);
+        for (const auto& [span, value] : edits) {
+          out.replace(span.begin, span.end - span.begin, value);
+        }
+        return out;
+      }
+    }
+    return info.dump(2) + "\n";
+  }
+  return std::nullopt;
+}
 
 absl::StatusOr<std::optional<std::string>> UpdateTfdsInfo(const std::string& shard_path,
                                                           uint64_t records,

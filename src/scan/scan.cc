@@ -21,7 +21,6 @@
 #include "tfrecordfs/arrayrecord/file.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/fs_util.h"
-#include "tfrecordfs/base/hash.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/base/parallel.h"
 #include "tfrecordfs/index/index_file.h"
@@ -170,9 +169,7 @@ class Collector {
         st.st_mtim.tv_sec = f.mtime;
         // ctime: a fingerprint of the ETag, which the index cache compares
         // (an index is reused for the same URL, size and ETag only).
-        const uint64_t h = Fnv1a64(f.object->etag());
-        st.st_ctim.tv_sec = static_cast<time_t>(h & 0x7fffffff);
-        st.st_ctim.tv_nsec = static_cast<long>((h >> 32) % 1000000000u);
+        st.st_ctim = objstore::EtagStamp(f.object->etag());
         if (auto s = AddEntry(mount_path, f.object->url(), st, parent, f.object); !s.ok()) return s;
       }
       return absl::OkStatus();

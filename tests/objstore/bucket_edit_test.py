@@ -386,25 +386,182 @@ class BucketEditTest(unittest.TestCase):
         self.unmount(mnt)
         self.assertEqual(tc.read_records(self.object), theirs)
 
-    def test_the_index_beside_the_object_goes_with_the_old_object(self):
+    def index_summary(self, cache):
+        """`tfrecordfs index s3://b/data` with the index cache `cache`: its
+        "N walked, G grown, V already valid" line."""
+        env = dict(self.env, XDG_CACHE_HOME=os.path.join(self.tmp, cache))
+        r = run("index", "s3://b/data", env=env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        return re.search(r"\d+ walked, \d+ grown, \d+ already valid", r.stdout + r.stderr).group(0)
+
+    def check_through_mount(self, mnt, want):
+        """Every record read through the mount (its index's offsets) is the
+        object's record as tfrecord_check reads it from the server."""
+        records = tc.read_records(self.object)
+        folder = os.path.join(mnt, SHARD)
+        names = sorted(os.listdir(folder))
+        self.assertEqual(len(names), len(records))
+        for i in (0, 1, len(records) // 2, len(records) - 1):
+            with open(os.path.join(folder, names[i], "label")) as f:
+                self.assertEqual(int(f.read().strip()), label_of(records[i])[0], names[i])
+        self.check_object(want)
+
+    def test_the_index_beside_the_object_follows_the_new_object(self):
         r = run("index", "--beside", "s3://b/data", env=self.env)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         index = self.object + ".tfri"
-        self.assertTrue(os.path.exists(index))
+        with open(index, "rb") as f:
+            old_index = f.read()
         mnt, _ = self.mount()
-        self.sh("rm -r '%s/010'" % os.path.join(mnt, SHARD))
+        self.sh("rm -r '{r}/010'; echo 7 > '{r}/005/label'".format(r=os.path.join(mnt, SHARD)))
+        with open(self.stats, "w") as f:
+            f.write("{}")
         r = run("commit", mnt, env=self.env)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        self.check_object({10: None})
-        # The index of the old object is gone; a fresh index --beside of
-        # the new one is written and read back.
-        self.assertFalse(os.path.exists(index))
+        want = {10: None, 5: ("label", [7])}
+        self.check_object(want)
+        # Rewritten from the commit's offsets (no walk: the object is not
+        # read back), in one conditional PUT.
+        self.assertIn("rewrote s3://b/data/%s.tfri for the new object" % SHARD, r.stdout)
+        with open(index, "rb") as f:
+            self.assertNotEqual(f.read(), old_index)
+        # Another reader with no cache of its own takes it as valid: it
+        # describes the new object (its ETag, size and records).
+        self.assertEqual(self.index_summary("cache-other"), "0 walked, 0 grown, 1 already valid")
         self.unmount(mnt)
-        self.env["XDG_CACHE_HOME"] = os.path.join(self.tmp, "cache2")
+        mnt, log = self.mount(name="again")
+        with open(log) as f:
+            self.assertIn("1 from beside the shards", f.read())
+        self.check_through_mount(mnt, want)
+
+    def test_the_index_cache_follows_the_new_etag(self):
+        mnt, log = self.mount()
+        self.assertEqual(self.index_summary("cache"), "0 walked, 0 grown, 1 already valid")
+        self.sh("rm -r '{r}/010'; echo 7 > '{r}/005/label'".format(r=os.path.join(mnt, SHARD)))
+        r = run("commit", mnt, env=self.env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        want = {10: None, 5: ("label", [7])}
+        # The cache holds the new object's index, by its ETag: valid for
+        # the next reader and mount; the old object's is gone from it.
+        self.assertEqual(self.index_summary("cache"), "0 walked, 0 grown, 1 already valid")
+        self.unmount(mnt)
+        mnt, log = self.mount(name="again")
+        with open(log) as f:
+            self.assertIn("1 from the cache", f.read())
+        self.check_through_mount(mnt, want)
+
+    def test_a_crash_before_the_index_beside_is_rewritten_leaves_it_refused(self):
         r = run("index", "--beside", "s3://b/data", env=self.env)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        self.assertRegex(r.stdout, r"\b1 walked")
+        index = self.object + ".tfri"
+        before = os.stat(self.object)
+        mnt, log = self.mount(fault="rewrite_object_after_final")
+        # A label of the same encoded length (its lowest bit flipped): the
+        # new object has the old one's size and record offsets.
+        label = label_of(self.original[5])[0] ^ 1
+        self.sh("echo %d > '%s/005/label'" % (label, os.path.join(mnt, SHARD)))
+        r = run("commit", mnt, env=self.env)
+        self.assertNotEqual(r.returncode, 0, r.stdout)  # the daemon died
+        subprocess.run(["fusermount3", "-u", "-z", mnt], capture_output=True)
+        self.mounts.remove(mnt)
+        want = {5: ("label", [label])}
+        self.check_object(want)
+        self.assertEqual(os.path.getsize(self.object), before.st_size)
+        # Written within the second of the old object: only its ETag tells
+        # the old index from a new one.
+        os.utime(self.object, ns=(before.st_atime_ns, before.st_mtime_ns))
         self.assertTrue(os.path.exists(index))
+        self.assertEqual(self.index_summary("cache-other"), "1 walked, 0 grown, 0 already valid")
+        # The next mount finishes the rewrite and deletes the stale index.
+        mnt, log = self.mount(name="again")
+        with open(log) as f:
+            text = f.read()
+        self.assertIn("finished the interrupted rewrite", text)
+        self.assertIn("deleted s3://b/data/%s.tfri: it described the object before" % SHARD, text)
+        self.assertFalse(os.path.exists(index))
+        self.check_through_mount(mnt, want)
+
+    def tfds_dataset(self):
+        """s3://b/tfds/: the object as a TFDS shard (train split, one
+        shard) and the dataset_info.json TFDS writes beside it (indent 2,
+        counts as proto3 JSON strings); returns its parsed content."""
+        folder = os.path.join(self.root, "b", "tfds")
+        os.makedirs(folder)
+        self.object = os.path.join(folder, "mnist-train.tfrecord-00000-of-00001")
+        shutil.copy(self.saved, self.object)
+        info = {"name": "mnist", "description": "Digits \u2013 \"quoted\" / 28x28",
+                "version": "3.0.1", "fileFormat": "tfrecord",
+                "splits": [{"name": "test", "numBytes": "1234", "shardLengths": ["7", "8"]},
+                           {"name": "train", "shardLengths": [str(RECORDS)],
+                            "numBytes": str(sum(len(p) for p in self.original)),
+                            "filepathTemplate": "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"}],
+                "supervisedKeys": {"tuple": {"items": [{"featureKey": "image_raw"},
+                                                       {"featureKey": "label"}]}}}
+        self.info_path = os.path.join(folder, "dataset_info.json")
+        with open(self.info_path, "w") as f:
+            f.write(json.dumps(info, indent=2) + "\n")
+        return info
+
+    def test_dataset_info_json_follows_a_commit_conditionally(self):
+        info = self.tfds_dataset()
+        mnt, _ = self.mount(source="s3://b/tfds/")
+        shard = os.path.basename(self.object)
+        self.sh("rm -r '{r}/010'; rm -r '{r}/011'; echo 123456 > '{r}/005/label'".format(
+            r=os.path.join(mnt, shard)))
+        r = run("commit", mnt, env=self.env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("updated s3://b/tfds/dataset_info.json", r.stdout)
+        records = self.check_object({10: None, 11: None, 5: ("label", [123456])})
+        # The train split's counts are the new object's (tfds.load checks
+        # shardLengths; numBytes sums the serialized examples); every other
+        # field, and the text's layout, as they were.
+        info["splits"][1]["shardLengths"] = [str(RECORDS - 2)]
+        info["splits"][1]["numBytes"] = str(sum(len(p) for p in records))
+        with open(self.info_path) as f:
+            self.assertEqual(f.read(), json.dumps(info, indent=2) + "\n")
+        self.unmount(mnt)
+
+    def test_a_conflict_on_dataset_info_json_keeps_theirs_and_the_commit(self):
+        self.tfds_dataset()
+        with open(self.info_path) as f:
+            before = f.read()
+        mnt, log = self.mount(source="s3://b/tfds/", fault="bucket_tfds_info_raced")
+        self.sh("rm -r '%s/010'" % os.path.join(mnt, os.path.basename(self.object)))
+        r = run("commit", mnt, env=self.env)
+        # The object's commit is done; the file another writer put between
+        # the commit's read and its write is theirs, and the report says
+        # the counts were not updated.
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.check_object({10: None})
+        with open(self.info_path) as f:
+            self.assertEqual(f.read(), before + " ")
+        self.assertIn("s3://b/tfds/dataset_info.json NOT updated (another writer changed it "
+                      "meanwhile; theirs is kept); the object's commit is done", r.stdout)
+        with open(log) as f:
+            self.assertIn("dataset_info.json NOT updated", f.read())
+        self.assertEqual(self.unmount(mnt).returncode, 0)
+
+    def test_a_crash_before_dataset_info_json_is_updated_is_finished_at_remount(self):
+        info = self.tfds_dataset()
+        mnt, _ = self.mount(source="s3://b/tfds/", fault="rewrite_object_after_final")
+        self.sh("rm -r '{r}/010'; rm -r '{r}/011'".format(
+            r=os.path.join(mnt, os.path.basename(self.object))))
+        r = run("commit", mnt, env=self.env)
+        self.assertNotEqual(r.returncode, 0, r.stdout)  # the daemon died
+        subprocess.run(["fusermount3", "-u", "-z", mnt], capture_output=True)
+        self.mounts.remove(mnt)
+        self.check_object({10: None, 11: None})  # the object is the new one
+        with open(self.info_path) as f:
+            self.assertEqual(json.load(f), info)  # its counts not yet
+        mnt, log = self.mount(name="again", source="s3://b/tfds/")
+        with open(log) as f:
+            text = f.read()
+        self.assertIn("finished the interrupted rewrite", text)
+        self.assertIn("updated s3://b/tfds/dataset_info.json (the shard's length", text)
+        info["splits"][1]["shardLengths"] = [str(RECORDS - 2)]  # numBytes left
+        with open(self.info_path) as f:
+            self.assertEqual(f.read(), json.dumps(info, indent=2) + "\n")
+        self.assertEqual(self.unmount(mnt).returncode, 0)
 
     # ---- gs:// (Cloud Storage's XML API: no ranged server-side copy) ----
 
@@ -460,6 +617,102 @@ class BucketEditTest(unittest.TestCase):
                 self.assertEqual(got[i], theirs[i], "record %d" % i)
         self.unmount(mnt)
 
+    def test_gs_a_commit_killed_at_each_step_is_all_old_or_all_new(self):
+        self.use_gs()
+        want = {5: ("label", [7]), 150: ("label", [3]), 10: None}
+        for fault, said, new in (
+                ("rewrite_object_before_final", "rolled back the interrupted rewrite", False),
+                ("rewrite_object_after_final", "finished the interrupted rewrite", True),
+                ("rewrite_after_forget", "edit folder(s) of a committed shard", True)):
+            with self.subTest(fault=fault):
+                shutil.copy(self.saved, self.object)  # the original object again
+                mnt, log = self.mount(fault=fault, name="gs-killed-" + fault,
+                                      source="gs://b/data/")
+                rec = os.path.join(mnt, SHARD)
+                self.sh("echo 7 > '{r}/005/label'; sed -i 's/.*/3/' '{r}/150/label'; "
+                        "rm -r '{r}/010'".format(r=rec))
+                r = run("commit", mnt, env=self.env)
+                self.assertNotEqual(r.returncode, 0, r.stdout)  # the daemon died
+                subprocess.run(["fusermount3", "-u", "-z", mnt], capture_output=True)
+                self.mounts.remove(mnt)
+                if new:
+                    self.check_object(want)
+                else:
+                    self.assertEqual(tc.read_records(self.object), self.original)
+                    self.assertEqual(len(self.uploads_in_flight()), 1)
+                mnt, log2 = self.mount(name="gs-after-" + fault, source="gs://b/data/")
+                with open(log2) as f:
+                    self.assertIn(said, f.read())
+                self.assertEqual(self.uploads_in_flight(), [])
+                self.assertEqual(len(os.listdir(os.path.join(mnt, SHARD))), RECORDS - 1)
+                r = self.unmount(mnt)
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                self.check_object(want)  # every edit once, none lost or doubled
+                self.assertEqual(self.uploads_in_flight(), [])
+
+    def test_gs_a_gzip_object_is_rewritten_in_its_codec(self):
+        self.use_gs()
+        first = self.original[:40]
+        path = os.path.join(self.data, "g.tfrecord.gz")
+        gz = zlib.compressobj(wbits=31)
+        with open(path, "wb") as f:
+            f.write(gz.compress(b"".join(tc.frame(p) for p in first)) + gz.flush())
+        mnt, _ = self.mount(source="gs://b/data/")
+        self.sh("echo 7 > '{r}/03/label'; rm -r '{r}/04'".format(
+            r=os.path.join(mnt, "g.tfrecord.gz")))
+        with open(self.stats, "w") as f:
+            f.write("{}")
+        r = run("commit", mnt, env=self.env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("rewrote gs://b/data/g.tfrecord.gz", r.stdout)
+        with open(path, "rb") as f:
+            self.assertEqual(tc.codec_of(f.read()), "gzip")  # still in its codec
+        records = tc.read_records(path)
+        want = [p for i, p in enumerate(first) if i != 4]
+        self.assertEqual(len(records), len(want))
+        for i, (got, was) in enumerate(zip(records, want)):
+            if i == 3:
+                self.assertEqual(tc.decode_example(got)["label"][1], [7])
+            else:
+                self.assertEqual(got, was, "record %d" % i)
+        # Nothing copied server-side (the XML API has no ranged copy).
+        c = self.counters()
+        self.assertNotIn("UploadPartCopy", c)
+        self.assertEqual(self.uploads_in_flight(), [])
+        self.assertEqual(len(os.listdir(os.path.join(mnt, "g.tfrecord.gz"))), 39)
+        with open(os.path.join(mnt, "g.tfrecord.gz", "03", "label")) as f:
+            self.assertEqual(f.read().strip(), "7")
+        self.assertEqual(self.unmount(mnt).returncode, 0)
+        self.assertEqual(len(tc.read_records(path)), 39)
+
+    def test_gs_the_index_beside_the_object_follows_the_new_object(self):
+        self.use_gs()
+        r = run("index", "--beside", "gs://b/data", env=self.env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        index = self.object + ".tfri"
+        with open(index, "rb") as f:
+            old_index = f.read()
+        mnt, _ = self.mount(source="gs://b/data/")
+        self.sh("rm -r '{r}/010'; echo 7 > '{r}/005/label'".format(r=os.path.join(mnt, SHARD)))
+        r = run("commit", mnt, env=self.env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        want = {10: None, 5: ("label", [7])}
+        self.check_object(want)
+        # Written with x-goog-if-generation-match on the old index's
+        # generation; valid for a reader with no cache of its own.
+        self.assertIn("rewrote gs://b/data/%s.tfri for the new object" % SHARD, r.stdout)
+        with open(index, "rb") as f:
+            self.assertNotEqual(f.read(), old_index)
+        env = dict(self.env, XDG_CACHE_HOME=os.path.join(self.tmp, "cache-other"))
+        r = run("index", "gs://b/data", env=env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("0 walked, 0 grown, 1 already valid", r.stdout + r.stderr)
+        self.unmount(mnt)
+        mnt, log = self.mount(name="again", source="gs://b/data/")
+        with open(log) as f:
+            self.assertIn("1 from beside the shards", f.read())
+        self.check_through_mount(mnt, want)
+
     def test_rebase_reapplies_the_edits_by_record_key(self):
         mnt, log = self.mount()
         rec = os.path.join(mnt, SHARD)
@@ -492,6 +745,59 @@ class BucketEditTest(unittest.TestCase):
         r = self.unmount(mnt)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertEqual(len(tc.read_records(self.object)), len(theirs) - 1)
+
+    def leftovers_of_a_rebase(self):
+        """Journals and temporary folder names a rebase leaves in the
+        staging store while it runs."""
+        found = []
+        for folder, dirs, files in os.walk(self.tmp):
+            found += [n for n in dirs + files if n.startswith((".rebase-", "rebase-journal-"))]
+        return found
+
+    def test_a_rebase_killed_at_each_step_is_undone_or_finished(self):
+        theirs = [p for i, p in enumerate(self.original) if i >= 3 and i != 7]
+        for fault, said in (("rebase_before_list", "rolled back the interrupted rebase"),
+                            ("rebase_mid_renames", "rolled back the interrupted rebase"),
+                            ("rebase_after_list", "finished the interrupted rebase")):
+            with self.subTest(fault=fault):
+                shutil.copy(self.saved, self.object)
+                mnt, log = self.mount(fault=fault, name="rebase-" + fault)
+                rec = os.path.join(mnt, SHARD)
+                self.sh("echo 7 > '{r}/005/label'; sed -i 's/.*/4/' '{r}/007/label'; "
+                        "rm -r '{r}/010'".format(r=rec))
+                # Another writer drops the first three records and record 7.
+                with open(self.object + ".new", "wb") as f:
+                    for p in theirs:
+                        f.write(tc.frame(p))
+                os.replace(self.object + ".new", self.object)
+                r = run("commit", "--rebase", mnt, env=self.env)
+                self.assertNotEqual(r.returncode, 0, r.stdout)  # the daemon died
+                subprocess.run(["fusermount3", "-u", "-z", mnt], capture_output=True)
+                self.mounts.remove(mnt)
+                with open(log) as f:
+                    self.assertIn("TFRECORDFS_FAULT=" + fault, f.read())
+                self.assertNotEqual(self.leftovers_of_a_rebase(), [])
+                self.assertEqual(tc.read_records(self.object), theirs)  # nothing written
+                mnt, log2 = self.mount(name="after-rebase-" + fault)
+                with open(log2) as f:
+                    self.assertIn(said, f.read())
+                self.assertEqual(self.leftovers_of_a_rebase(), [])
+                # Undone: the edits are pending on the old object as before,
+                # and a rebase places them; finished: they are on theirs.
+                r = run("commit", "--rebase", mnt, env=self.env)
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                if "rolled back" in said:
+                    self.assertIn("re-applied 1 edit(s) and 1 deletion(s) by record key", r.stdout)
+                records = tc.read_records(self.object)
+                want = [p for p in theirs if p != self.original[10]]
+                self.assertEqual(len(records), len(want))
+                for got, was in zip(records, want):
+                    if was is self.original[5]:
+                        self.assertEqual(tc.decode_example(got)["label"][1], [7])
+                    else:
+                        self.assertEqual(got, was)
+                self.assertEqual(self.unmount(mnt).returncode, 0)
+                self.assertEqual(len(tc.read_records(self.object)), len(want))
 
     def test_rebase_after_a_remount_that_lists_the_new_object(self):
         mnt, log = self.mount()

@@ -11,7 +11,7 @@ under --root (at most --max-put bytes, a Content-Length required; 412 with
 AccessDenied). Multipart uploads: POST ?uploads (CreateMultipartUpload), PUT
 ?partNumber=N&uploadId=ID (UploadPart, at most --max-put bytes, ETag the
 part's MD5), POST ?uploadId=ID (CompleteMultipartUpload: parts joined, then
-renamed to the key, ETag MD5-of-MD5s-N as S3's; 412 with "If-None-Match: *"
+renamed to the key, answering the ETag its HEAD then gives, as S3 does; 412 with "If-None-Match: *"
 when the key exists), DELETE ?uploadId=ID
 (AbortMultipartUpload), DELETE /BUCKET/KEY (DeleteObject, 204 either way), GET /BUCKET?uploads&prefix=P (ListMultipartUploads,
 one page); uploads in flight are folders of ROOT/.uploads.
@@ -483,7 +483,6 @@ class Handler(BaseHTTPRequestHandler):
         if not parts or [n for n, _ in parts] != list(range(1, len(parts) + 1)):
             return self.error_xml(400, "InvalidPartOrder", "parts must be 1..N")
         tmp = os.path.join(d, "complete")
-        md5s = b""
         with open(tmp, "wb") as out:
             for n, etag in parts:
                 name = os.path.join(d, "%05d" % n)
@@ -500,7 +499,6 @@ class Handler(BaseHTTPRequestHandler):
                                           "<MinSizeAllowed>%d</MinSizeAllowed>"
                                           "<PartNumber>%d</PartNumber>"
                                           % (len(data), ARGS.min_part_size, n))
-                md5s += hashlib.md5(data).digest()
                 out.write(data)
         os.makedirs(os.path.dirname(local), exist_ok=True)
         with WRITE_LOCK:
@@ -510,10 +508,12 @@ class Handler(BaseHTTPRequestHandler):
                 os.unlink(tmp)
                 return None
             os.replace(tmp, local)
+            # The ETag a HEAD of the new object answers, as S3's answer
+            # does (a client ties what it knows of the object to it).
+            etag = etag_of(os.stat(local))
         for name in os.listdir(d):
             os.unlink(os.path.join(d, name))
         os.rmdir(d)
-        etag = '"%s-%d"' % (hashlib.md5(md5s).hexdigest(), len(parts))
         self.reply(200, ("<?xml version=\"1.0\" encoding=\"UTF-8\"?>"
                          "<CompleteMultipartUploadResult><Key>%s</Key><ETag>%s</ETag>"
                          "</CompleteMultipartUploadResult>"

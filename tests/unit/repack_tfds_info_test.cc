@@ -62,6 +62,32 @@ TEST_F(TfdsInfoTest, SetsTheShardLengthAndMovesNumBytesKeepingTheRest) {
   EXPECT_EQ(Read(), j);
 }
 
+TEST(CommittedTfdsInfoJsonTest, ChangesOnlyTheTwoValuesKeepingEveryOtherByte) {
+  // Not nlohmann's layout: compact in places, tabs, an escaped non-ASCII
+  // character, a float, a repeated lookalike key in another object.
+  const std::string text =
+      "{\"name\":\"d\",\"description\":\"caf\\u00e9 \\\"x\\\"\",\n"
+      "\t\"splits\": [ {\"name\": \"test\", \"shardLengths\": [\"5\"], \"numBytes\": \"9\"},\n"
+      "\t\t{ \"numBytes\" :1000, \"name\":\"train\",\"shardLengths\":[10 , 12],"
+      "\"ratio\": 1.50} ],\n"
+      "\"other\": {\"shardLengths\": [1], \"numBytes\": 2}}\n";
+  auto r = CommittedTfdsInfoJson(text, "d-train.tfrecord-00001-of-00002", 9, -30, "info");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->has_value());
+  std::string want = text;
+  want.replace(want.find("12]"), 2, "9");
+  want.replace(want.find(":1000"), 5, ":970");
+  EXPECT_EQ(**r, want);
+  // Text a commit cannot place values in (a repeated key) is written anew.
+  auto again = CommittedTfdsInfoJson(
+      R"({"splits": [{"name": "train", "shardLengths": [1], "shardLengths": [3]}]})",
+      "d-train.tfrecord-00000-of-00001", 2, std::nullopt, "info");
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_TRUE(again->has_value());
+  EXPECT_EQ(nlohmann::json::parse(**again)["splits"][0]["shardLengths"],
+            nlohmann::json::array({2}));
+}
+
 TEST_F(TfdsInfoTest, NumbersStayNumbers) {
   Write(R"({"splits": [{"name": "train", "numBytes": 50, "shardLengths": [3, 4]}]})");
   ASSERT_TRUE(UpdateTfdsInfo(dir_.Join("d-train.tfrecord-00000-of-00002"), 2, 7).ok());

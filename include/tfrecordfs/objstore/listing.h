@@ -23,6 +23,8 @@
 #ifndef TFRECORDFS_OBJSTORE_LISTING_H_
 #define TFRECORDFS_OBJSTORE_LISTING_H_
 
+#include <time.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -132,6 +134,11 @@ std::string RedactSource(absl::string_view source);
 // listings) or an HTTP date ("Wed, 21 Oct 2015 07:28:00 GMT", HEAD); 0 when
 // it is neither.
 int64_t ParseObjectTime(absl::string_view text);
+
+// The ctime an object is shown with (st_ctim): a fingerprint of its ETag
+// (FNV-1a), by which a stored index of an object (the cache, index_dir,
+// beside it) is tied to that object: another ETag, another stamp.
+timespec EtagStamp(absl::string_view etag);
 
 // An object found under a SOURCE, named relative to it.
 struct FoundObject {

@@ -101,9 +101,11 @@ class BucketWriter {
 
   // -1: no object under `key`; else its size (and, with `etag`, its ETag
   // into *etag, quotes included; with `generation`, Cloud Storage's
-  // x-goog-generation into *generation, "" from a store without one).
+  // x-goog-generation into *generation, "" from a store without one; with
+  // `mtime`, its Last-Modified in seconds, ParseObjectTime's: as a listing
+  // shows it).
   absl::StatusOr<int64_t> Head(const std::string& key, std::string* etag = nullptr,
-                               std::string* generation = nullptr) const;
+                               std::string* generation = nullptr, int64_t* mtime = nullptr) const;
   // True when the object under `key` holds exactly the bytes of the local
   // file `path` (`size` bytes, which its HEAD said), compared part by part
   // with ranged GETs (ETags differ between stores and between PUT and
@@ -113,8 +115,10 @@ class BucketWriter {
   // One PUT with If-None-Match: * or, with `replaces` (an ETag, quotes
   // included), If-Match: `replaces`, or, with `replaces` made by
   // GenerationCondition (a gs:// object), x-goog-if-generation-match.
+  // With `written`: the new object's ETag, as the store answered ("" when
+  // it gave none).
   absl::Status PutWhole(const std::string& key, absl::string_view bytes,
-                        const std::string& replaces = {}) const;
+                        const std::string& replaces = {}, std::string* written = nullptr) const;
   // The new multipart upload's id.
   absl::StatusOr<std::string> CreateMultipart(const std::string& key) const;
   // Part `number` (from 1); its ETag.
@@ -132,10 +136,11 @@ class BucketWriter {
                                              const std::string& source_etag) const;
   // Completes upload `id` from its parts' ETags, in order, with
   // If-None-Match: * or, with `replaces`, If-Match: `replaces` (or
-  // x-goog-if-generation-match, as PutWhole's).
+  // x-goog-if-generation-match, as PutWhole's). With `written`: the new
+  // object's ETag from the answer's <ETag> ("" when it gave none).
   absl::Status Complete(const std::string& key, const std::string& id,
-                        const std::vector<std::string>& etags,
-                        const std::string& replaces = {}) const;
+                        const std::vector<std::string>& etags, const std::string& replaces = {},
+                        std::string* written = nullptr) const;
   // The multipart uploads in flight whose keys start with `prefix` (one
   // page: at most 1000), as {key, upload id}.
   struct InFlight {

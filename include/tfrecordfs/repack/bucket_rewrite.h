@@ -84,6 +84,9 @@ struct ObjectRewriteStats {
   uint64_t copied = 0;     // bytes copied by the store (UploadPartCopy)
   uint64_t uploaded = 0;   // bytes sent (PutObject, UploadPart)
   uint64_t read_back = 0;  // bytes of the old object read to merge into parts
+  // The new object's ETag, as the store answered the final write ("" when
+  // it gave none).
+  std::string etag;
 };
 
 // Writes `layout` over `object` (see the top). `before_final`, when set,
@@ -116,16 +119,38 @@ absl::StatusOr<ObjectRewriteStats> RewriteObject(
 //      `rewriting` (the new size and record count; durable) and the final
 //      conditional write is sent;
 //   3. once the store took it, the index stored beside the object
-//      (`index --beside`: KEY.tfri, which describes the old object) is
-//      deleted, the entry is dropped and the edit folders removed.
+//      (`index --beside`: KEY.tfri, which describes the old object), when
+//      there is one, follows it: for a plain object it is replaced by the
+//      new object's index, made from the offsets the rewrite wrote (no
+//      walk) and tied to the new object's ETag (the one the final write
+//      answered), size and Last-Modified, in a PUT conditional on the old
+//      index's ETag or generation; a compressed object's is deleted (its
+//      checkpoints need a walk). Then the entry is dropped and the edit
+//      folders removed. (The local index cache, keyed by URL and ETag,
+//      refuses its entry of the old object; the mount's reopen indexes
+//      the new object, from this index or by a walk, and caches it.)
+//      TFDS's dataset_info.json beside the object, when the object is a
+//      TFDS shard of a split it counts, gets the shard's new record count
+//      and the split's payload bytes (tfds_info.h CommittedTfdsInfoJson)
+//      in a PUT conditional on the ETag (generation) it was read with; a
+//      refusal (another writer changed it) or failure is in the result's
+//      note and the log, and the object's commit stays done. (A crash
+//      before it: RecoverObjectRewrites sets the shard's length from the
+//      `rewriting` mark's record count; the split's numBytes stays the old
+//      object's.)
 // A refusal (ESTALE: another writer replaced the object) or any failure
 // leaves the object as it was and the edits pending, the entry's
 // `rewriting` mark cleared; the status says which object and what to do.
-// A crash between 2 and 3 is settled by RecoverObjectRewrites.
+// A crash between 2 and 3 is settled by RecoverObjectRewrites (a crash
+// before the index's PUT leaves the old index beside the new object: every
+// reader refuses it by the ETag, and the recovery deletes it).
 //
 // Test hooks (TFRECORDFS_FAULT, as rewrite.h's): rewrite_object_before_final
 // (parts uploaded, marked `rewriting`, the final write not sent),
-// rewrite_object_after_final (the store took it, the entry still listed).
+// rewrite_object_after_final (the store took it, the entry still listed;
+// the index beside it not yet rewritten), bucket_tfds_info_raced (not a
+// crash: another writer's dataset_info.json put between the commit's read
+// of it and its conditional write).
 absl::Status CommitObjectEdits(staging::DeletionList* list, const std::string& edits_dir,
                                const std::string& url, const staging::DeletedShard& d,
                                const ShardToRewrite& from, naming::FeatureTypes& types,
@@ -142,15 +167,22 @@ absl::Status CommitObjectEdits(staging::DeletionList* list, const std::string& e
 // `<store>/rebase-left/` (kept, not applied). Added records stay. The
 // entry then names the new object (its fingerprint), and the caller
 // commits it as any other. Returns the report: what was re-applied and
-// what was not, by old record index. Not crash-safe between its folder
-// renames and the list's update (a crash there leaves the edits pending
-// on neither object: the report's lines name the folders).
+// what was not, by old record index. Crash-safe: the folder renames (in
+// two phases, through temporary names) are journaled first
+// (`<store>/rebase-journal-SHARDKEY`) and the list updated last; a crash
+// or failure before the list names the new object undoes them (the edits
+// stay pending on the object they were made on, as before the rebase),
+// one after finishes it (RecoverObjectRewrites settles journals at the
+// next mount). Test hooks: rebase_mid_renames (first phase done),
+// rebase_before_list (every folder renamed), rebase_after_list.
 absl::StatusOr<std::string> RebaseObjectEdits(staging::DeletionList* list,
                                               const std::string& edits_dir, const std::string& url,
                                               const staging::DeletedShard& d,
                                               const ShardToRewrite& now);
 
-// At mount, before the objects are listed: for each object of `list` (a
+// At mount, before the objects are listed: first the journals of rebases
+// a crash interrupted (RebaseObjectEdits) are settled; then for each object
+// of `list` (a
 // URL path) whose rewrite a crash interrupted (`rewriting`), decides by the
 // object as it is now (HEAD) and the uploads in flight for its key
 // (ListMultipartUploads): still the object the edits were made on, or an
@@ -158,9 +190,10 @@ absl::StatusOr<std::string> RebaseObjectEdits(staging::DeletionList* list,
 // replaced the object) -> not written: the mark is cleared, the edits stay
 // pending; else (no upload left and the object has the rewritten size) ->
 // written: the entry is dropped (its edit folders are then removed by
-// RecoverRewrites). Then aborts the uploads in flight for every listed
-// object's key (AbortLeftUploads). Returns the log lines saying what it
-// did.
+// RecoverRewrites), the index beside the object deleted if it describes
+// the old object (the crash came before its rewrite) and a TFDS shard's
+// length set in dataset_info.json (idempotent). Then aborts the uploads in flight for every
+// listed object's key (AbortLeftUploads). Returns the log lines saying what it did.
 std::vector<std::string> RecoverObjectRewrites(staging::DeletionList* list);
 
 // Aborts the multipart uploads in flight for `keys` (a crash's leftovers;

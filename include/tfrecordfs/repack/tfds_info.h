@@ -47,6 +47,19 @@ absl::StatusOr<std::optional<std::string>> UpdateTfdsInfo(const std::string& sha
                                                           uint64_t records,
                                                           std::optional<int64_t> bytes_delta);
 
+// What UpdateTfdsInfo writes, as text: `text` (a dataset_info.json, read
+// from `where`) after the shard file named `shard_file` (a base name) was
+// rewritten with `records` records and `bytes_delta` payload bytes more
+// (nullopt: "numBytes" left). nullopt when there is nothing to update (as
+// UpdateTfdsInfo's). The one builder of a commit's dataset_info.json, for
+// local shards and for objects in a bucket (repack/bucket_rewrite.h).
+// DataLoss naming `where` for text that is not JSON.
+absl::StatusOr<std::optional<std::string>> CommittedTfdsInfoJson(absl::string_view text,
+                                                                 absl::string_view shard_file,
+                                                                 uint64_t records,
+                                                                 std::optional<int64_t> bytes_delta,
+                                                                 const std::string& where);
+
 // The rewrite's two steps (repack/rewrite.h), so that a crash between the
 // shard's rename and the metadata's update loses neither count:
 // PrepareTfdsInfo, before the shard is renamed into place, writes what
