@@ -18,6 +18,7 @@
 #include "tfrecordfs/repack/pack.h"
 #include "tfrecordfs/reshape/repair_shards.h"
 #include "tfrecordfs/reshape/reshape.h"
+#include "tfrecordfs/reshape/reshard_run.h"
 #include "tfrecordfs/reshape/shuffle.h"
 #include "tfrecordfs/scan/indexing.h"
 #include "tfrecordfs/scan/scan.h"
@@ -103,13 +104,13 @@ std::string RepairReport(const std::vector<reshape::RepairedShard>& repaired,
 
 // reshard: each skipped record, "records<TAB>path" per new shard and the
 // total line (how it was ordered, a part's publication); or {"shards",
-// "records", "seed", "skipped"}. Logs the stale temporary files it removed.
-std::string ReshardReport(const reshape::ReshardReport& report,
+// "records", "seed", "skipped"}. A map pass (--pass map): each skipped
+// record and the "mapped" line. `shards`: the SOURCEs' shards the run read;
+// `options`: its flags'. Logs what became of TFDS's dataset_info.json and
+// the stale temporary files the run removed.
+std::string ReshardReport(const reshape::ReshardResult& result,
                           const std::vector<scan::ScannedShard>& shards,
                           const reshape::ReshardOptions& options, bool json);
-// reshard --pass map: each skipped record and the "mapped" line.
-std::string MapPassReport(const reshape::MapReport& report, size_t shards, uint32_t buckets,
-                          const reshape::PartSpec& part);
 
 }  // namespace tfrecordfs::cli
 

@@ -108,18 +108,10 @@ void WriteJsonDropped(JsonWriter* w, const reshape::Dropped& d) {
 }
 
 reshape::PartManifest NewManifest(const Tool& tool, absl::string_view command) {
-  reshape::PartManifest m;
-  m.command = std::string(command);
-  m.plan = tool.plan().IdHex();
-  m.part = tool.part()->index;
-  m.parts = tool.part()->count;
   absl::flat_hash_set<std::string> read;
   for (const scan::ScannedShard& s : tool.shards()) read.insert(s.path);
-  for (const PlanInputFile& f : tool.plan_files()) {
-    if (!read.contains(f.path)) continue;
-    m.inputs.push_back({f.path, f.size, f.mtime_ns, f.etag_fingerprint, f.object});
-  }
-  return m;
+  return reshape::NewPartManifest(command, tool.plan(), *tool.part(), tool.plan_files(),
+                                  [&](const std::string& path) { return read.contains(path); });
 }
 
 int FinalizeMain(Tool* tool, const std::string& output, absl::string_view command) {
@@ -127,10 +119,7 @@ int FinalizeMain(Tool* tool, const std::string& output, absl::string_view comman
   if (auto s = CheckOutputDir(output, tool->operands(), tool->shards()); !s.ok()) {
     return tool->Usage(s.message());
   }
-  std::vector<reshape::ManifestInput> current;
-  for (const PlanInputFile& f : tool->plan_files()) {
-    current.push_back({f.path, f.size, f.mtime_ns, f.etag_fingerprint, f.object});
-  }
+  const std::vector<reshape::ManifestInput>& current = tool->plan_files();
   const auto plan_for = [&](uint32_t n) { return tool->PlanFor(n).IdHex(); };
   std::unique_ptr<reshape::BucketParts> bucket;  // an s3:// or gs:// --output
   if (reshape::IsBucketOutput(output)) {

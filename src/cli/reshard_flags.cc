@@ -164,4 +164,18 @@ absl::Status ResolveReshardFormat(const std::vector<scan::ScannedShard>& shards,
   return absl::OkStatus();
 }
 
+reshape::ReshardJob ReshardJobOf(const Tool& tool, const ReshardFlags& flags) {
+  reshape::ReshardJob job;
+  job.shards = &tool.shards();
+  job.listing = tool.plan_files();
+  job.options = flags.options;
+  job.pass = flags.pass == "map"      ? reshape::ReshardPass::kMap
+             : flags.pass == "reduce" ? reshape::ReshardPass::kReduce
+                                      : reshape::ReshardPass::kWhole;
+  if (tool.part()) job.plan = tool.plan();
+  // A reduce scans no shard: the map parts say the sources' codec.
+  job.codec_from_map = !flags.codec_given && flags.format == "tfrecord";
+  return job;
+}
+
 }  // namespace tfrecordfs::cli

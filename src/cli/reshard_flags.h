@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "src/cli/toolbox.h"
 #include "tfrecordfs/reshape/reshape.h"
+#include "tfrecordfs/reshape/reshard_run.h"
 #include "tfrecordfs/scan/scan.h"
 
 namespace tfrecordfs::cli {
@@ -57,6 +58,12 @@ std::string ReshardPlanSalt(const ReshardFlags& flags);
 // arrayrecord, a --compression the format does not take).
 absl::Status ResolveReshardFormat(const std::vector<scan::ScannedShard>& shards,
                                   ReshardFlags* flags);
+
+// After Scan and ResolveReshardFormat: the run step's job
+// (reshape/reshard_run.h) from `tool` (its shards, listing and plan) and
+// `flags`; the caller adds the output (reshape::OpenReshardOutput of
+// flags.output) and the Control.
+reshape::ReshardJob ReshardJobOf(const Tool& tool, const ReshardFlags& flags);
 
 }  // namespace tfrecordfs::cli
 

@@ -9,10 +9,23 @@
 #include "tfrecordfs/base/utf8.h"
 
 namespace tfrecordfs::cli {
+namespace {
 
-std::string ReshardReport(const reshape::ReshardReport& report,
-                          const std::vector<scan::ScannedShard>& shards,
-                          const reshape::ReshardOptions& options, bool json) {
+// What became of TFDS's metadata beside one local process's shards.
+void LogTfdsInfo(const reshape::TfdsInfoOutcome& info) {
+  if (!info.error.ok()) {
+    log::Warning("dataset_info.json not written: ", info.error.message());
+  } else if (info.written) {
+    log::Info("wrote ", *info.written,
+              " (fileFormat, shardLengths and numBytes of the new shards)");
+  } else if (!info.why_not.empty()) {
+    log::Info("dataset_info.json not written: ", info.why_not);
+  }
+}
+
+std::string ShardsReport(const reshape::ReshardReport& report,
+                         const std::vector<scan::ScannedShard>& shards,
+                         const reshape::ReshardOptions& options, bool json) {
   for (const std::string& path : report.stale_removed) {
     log::Warning("removed ", EscapeForLog(path), ", a temporary file an interrupted reshard left");
   }
@@ -77,6 +90,18 @@ std::string MapPassReport(const reshape::MapReport& report, size_t shards, uint3
                   " run(s) of ", buckets, " bucket(s) (part ", part.index, "/", part.count,
                   ", first pass; then --pass reduce)\n");
   return out;
+}
+
+}  // namespace
+
+std::string ReshardReport(const reshape::ReshardResult& result,
+                          const std::vector<scan::ScannedShard>& shards,
+                          const reshape::ReshardOptions& options, bool json) {
+  if (result.pass == reshape::ReshardPass::kMap) {
+    return MapPassReport(result.map, shards.size(), result.buckets, *options.part);
+  }
+  if (result.tfds_info) LogTfdsInfo(*result.tfds_info);
+  return ShardsReport(result.report, shards, options, json);
 }
 
 }  // namespace tfrecordfs::cli

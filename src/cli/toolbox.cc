@@ -265,12 +265,7 @@ absl::Status Tool::ResolvePart() {
 
 std::vector<reshape::Piece> Tool::PiecesOf(const std::string& path) const {
   if (!part_) return {reshape::Piece{}};
-  // A part's pieces are few (its own files, and a cut one at each end).
-  std::vector<reshape::Piece> out;
-  for (const reshape::Piece& p : plan_.pieces[part_->index]) {
-    if (p.file < plan_files_.size() && plan_files_[p.file].path == path) out.push_back(p);
-  }
-  return out;
+  return reshape::PiecesOf(plan_, part_->index, plan_files_, path);
 }
 
 reshape::PartPlan Tool::PlanFor(uint32_t parts) const {

@@ -18,6 +18,7 @@
 #include "src/cli/json_writer.h"
 #include "src/cli/progress.h"
 #include "tfrecordfs/index/index_store.h"
+#include "tfrecordfs/reshape/parts.h"
 #include "tfrecordfs/reshape/plan.h"
 #include "tfrecordfs/scan/scan.h"
 #include "tfrecordfs/source/shard_source.h"
@@ -84,15 +85,9 @@ enum class PartScope {
   kListOnly,  // none: the listing alone (--finalize); no shard is required
 };
 
-// A regular file of the SOURCEs as the plan sees it (Tool::plan_files()).
-struct PlanInputFile {
-  std::string path;
-  uint64_t size = 0;
-  int64_t mtime_ns = 0;
-  // An object's ETag fingerprint (scan::SourceEntry: st_ctim), 0 for a file.
-  int64_t etag_fingerprint = 0;
-  bool object = false;
-};
+// A regular file of the SOURCEs as the plan sees it (Tool::plan_files()):
+// what a part's manifest says of an input (reshape/parts.h).
+using PlanInputFile = reshape::ManifestInput;
 
 // A command's own options: `own(i)` gets the first look at each option
 // (argv[*i]) and returns nullopt when it is not one of the command's own,

@@ -80,6 +80,31 @@ absl::StatusOr<uint32_t> FileCrc(const std::string& path, uint64_t* size) {
 
 }  // namespace
 
+PartManifest NewPartManifest(absl::string_view command, const PartPlan& plan, PartSpec part,
+                             const std::vector<ManifestInput>& listing,
+                             const std::function<bool(const std::string& path)>& read) {
+  PartManifest m;
+  m.command = std::string(command);
+  m.plan = plan.IdHex();
+  m.part = part.index;
+  m.parts = part.count;
+  for (const ManifestInput& f : listing) {
+    if (read(f.path)) m.inputs.push_back(f);
+  }
+  return m;
+}
+
+std::vector<Piece> PiecesOf(const PartPlan& plan, uint32_t part,
+                            const std::vector<ManifestInput>& listing, const std::string& path) {
+  // A part's pieces are few (its own files, and a cut one at each end).
+  std::vector<Piece> out;
+  if (part >= plan.pieces.size()) return out;
+  for (const Piece& p : plan.pieces[part]) {
+    if (p.file < listing.size() && listing[p.file].path == path) out.push_back(p);
+  }
+  return out;
+}
+
 std::string ManifestJson(const PartManifest& m) {
   nlohmann::ordered_json j;
   j["version"] = 1;

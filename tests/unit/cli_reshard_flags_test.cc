@@ -213,5 +213,34 @@ TEST_F(ReshardFlagsTest, AFormatThatCannotTakeAFlagIsAUsageError) {
       "--compression: "));
 }
 
+TEST_F(ReshardFlagsTest, TheJobSaysThePassAndWhetherAReduceTakesTheMapsCodec) {
+  const std::vector<scan::ScannedShard> none;  // a reduce scans no shard
+  auto job_of = [&](std::vector<std::string> args) {
+    auto f = Parse(std::move(args));
+    EXPECT_TRUE(f.ok()) << f.status();
+    if (!f.ok()) return reshape::ReshardJob();
+    EXPECT_TRUE(ResolveReshardFormat(none, &*f).ok());
+    return ReshardJobOf(*tool_, *f);
+  };
+  const std::vector<std::string> shuffle = {"in", "-o",     "out", "--shuffle", "--seed",
+                                            "3",  "--part", "1/2", "--pass"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = shuffle;
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  reshape::ReshardJob map = job_of(with({"map"}));
+  EXPECT_EQ(map.pass, reshape::ReshardPass::kMap);
+  EXPECT_EQ(map.options.seed, 3u);
+  ASSERT_TRUE(map.options.part.has_value());
+  EXPECT_EQ(map.options.part->index, 1u);
+  reshape::ReshardJob reduce = job_of(with({"reduce"}));
+  EXPECT_EQ(reduce.pass, reshape::ReshardPass::kReduce);
+  EXPECT_TRUE(reduce.codec_from_map);
+  EXPECT_FALSE(job_of(with({"reduce", "--compression", "none"})).codec_from_map);
+  EXPECT_FALSE(job_of(with({"reduce", "--format", "arrayrecord"})).codec_from_map);
+  EXPECT_EQ(job_of({"in", "-o", "out"}).pass, reshape::ReshardPass::kWhole);
+}
+
 }  // namespace
 }  // namespace tfrecordfs::cli

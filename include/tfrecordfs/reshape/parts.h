@@ -48,6 +48,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "tfrecordfs/reshape/plan.h"
 
 namespace tfrecordfs::reshape {
 
@@ -78,6 +80,18 @@ struct PartManifest {
   std::vector<ManifestInput> inputs;
   std::vector<ManifestOutput> outputs;
 };
+
+// The manifest of part `part` of `plan` of `command` before its outputs
+// are added: its inputs are the files of `listing` (the plan's inputs, in
+// order) for which `read` is true (the files the part read).
+PartManifest NewPartManifest(absl::string_view command, const PartPlan& plan, PartSpec part,
+                             const std::vector<ManifestInput>& listing,
+                             const std::function<bool(const std::string& path)>& read);
+
+// The pieces of the file at `path` (one of `listing`, the files `plan` was
+// made of, in order) that part `part` owns: none when another part owns it.
+std::vector<Piece> PiecesOf(const PartPlan& plan, uint32_t part,
+                            const std::vector<ManifestInput>& listing, const std::string& path);
 
 std::string ManifestJson(const PartManifest& m);
 // InvalidArgument naming `where` when `text` is not such a manifest.
