@@ -5,8 +5,10 @@ The framing, from TensorFlow's record_writer.cc:
   | data[length] | uint32 masked_crc32c(data)
 masked(c) = ((c >> 15) | (c << 17)) + 0xa282ead8 (mod 2**32).
 GZIP and ZLIB files are decompressed with Python's zlib module first.
-CRC32C (Castagnoli, reflected polynomial 0x82F63B78) is computed here with a
-table; checked against the RFC 3720 test vector below.
+CRC32C (Castagnoli, reflected polynomial 0x82F63B78) is computed by Debian's
+python3-crcmod (its C extension; scripts/setup installs it) where it imports,
+else here with a table (~40x slower: 2.4 s for a 12 MB shard); both are
+checked against the RFC 3720 test vectors below, and against each other.
 read_tree reads a whole file tree (a mount and its twin are compared so).
 """
 import os
@@ -22,7 +24,7 @@ for _n in range(256):
     _TABLE.append(_c)
 
 
-def crc32c(data: bytes) -> int:
+def _crc32c_table(data: bytes) -> int:
     c = 0xFFFFFFFF
     table = _TABLE
     for b in data:
@@ -30,8 +32,29 @@ def crc32c(data: bytes) -> int:
     return c ^ 0xFFFFFFFF
 
 
-assert crc32c(b"123456789") == 0xE3069283
-assert crc32c(bytes(32)) == 0x8A9136AA  # RFC 3720 B.4: 32 bytes of zeros
+try:
+    import crcmod.predefined  # Debian's python3-crcmod
+
+    _crc32c_crcmod = crcmod.predefined.mkPredefinedCrcFun("crc-32c")
+except ImportError:
+    _crc32c_crcmod = None
+
+
+def crc32c(data: bytes) -> int:
+    if _crc32c_crcmod is not None:
+        return _crc32c_crcmod(data)
+    return _crc32c_table(data)
+
+
+for _crc in (_crc32c_table, _crc32c_crcmod):
+    if _crc is not None:
+        assert _crc(b"123456789") == 0xE3069283
+        assert _crc(bytes(32)) == 0x8A9136AA  # RFC 3720 B.4: 32 bytes of zeros
+        assert _crc(bytes(range(32))) == 0x46DD794E  # RFC 3720 B.4: incrementing
+if _crc32c_crcmod is not None:
+    _sample = bytes((i * 131 + 7) % 256 for i in range(4099))
+    assert all(_crc32c_crcmod(_sample[:n]) == _crc32c_table(_sample[:n])
+               for n in (0, 1, 3, 64, 1000, 4099))
 
 
 def masked_crc(data: bytes) -> int:
