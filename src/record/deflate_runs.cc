@@ -84,14 +84,14 @@ absl::StatusOr<std::vector<DeflateRun>> FindDeflateRuns(int fd, const std::strin
   // Output: the last kWindow bytes (the window of the candidate's start
   // when it must be inflated again), then room for kOutput more.
   std::string out(kWindow + kOutput, '\0');
-  size_t have = 0;    // bytes of `out` in use
-  uint64_t u = 0;     // framed bytes inflated so far
+  size_t have = 0;  // bytes of `out` in use
+  uint64_t u = 0;   // framed bytes inflated so far
   const uint32_t check0 = gzip ? 0 : 1;
   uint32_t check = check0;
   // The candidate run being inflated.
   uint64_t run_file = header, run_u = 0;
-  bool fresh = true;  // inflated from a fresh state (the stream's start or a reset)
-  std::string window;  // the kWindow bytes before run_u (to inflate it again)
+  bool fresh = true;       // inflated from a fresh state (the stream's start or a reset)
+  std::string window;      // the kWindow bytes before run_u (to inflate it again)
   size_t next_offset = 0;  // offsets[next_offset] is the first offset >= u
 
   for (;;) {
@@ -136,6 +136,20 @@ absl::StatusOr<std::vector<DeflateRun>> FindDeflateRuns(int fd, const std::strin
     if ((z.data_type & (128 | 64 | 7)) != 128 || u == run_u) continue;
     while (next_offset < offsets.size() && offsets[next_offset] < u) ++next_offset;
     if (next_offset == offsets.size() || offsets[next_offset] != u) continue;
+    // Empty stored blocks that follow (a full flush's marker after a block
+    // that happened to end at a byte boundary) belong to this run: skipped
+    // here, outside zlib, so that the run ends after them.
+    static constexpr unsigned char kEmptyStored[5] = {0, 0, 0, 0xff, 0xff};
+    for (;;) {
+      if (z.avail_in < sizeof kEmptyStored && !refill(file_pos())) break;
+      if (z.avail_in < sizeof kEmptyStored ||
+          std::memcmp(z.next_in, kEmptyStored, sizeof kEmptyStored) != 0) {
+        break;
+      }
+      z.next_in += sizeof kEmptyStored;
+      z.avail_in -= sizeof kEmptyStored;
+    }
+    if (!read_error.ok()) break;
     const uint64_t at = file_pos();
     if (fresh) runs.push_back({run_file, at, run_u, u, check});
     // The next candidate starts here, from a fresh state.

@@ -122,8 +122,8 @@ class DeflateRunsTest : public ::testing::Test {
       last_end = r.end;
       bool ok = false;
       const std::string got =
-          Inflate(absl::string_view(file).substr(r.file_begin, r.file_end - r.file_begin), -15,
-                  &ok, /*raw_unended=*/true);
+          Inflate(absl::string_view(file).substr(r.file_begin, r.file_end - r.file_begin), -15, &ok,
+                  /*raw_unended=*/true);
       EXPECT_TRUE(ok);
       EXPECT_TRUE(got == s.framed.substr(r.begin, r.end - r.begin));
       const auto* b = reinterpret_cast<const Bytef*>(got.data());
@@ -252,11 +252,10 @@ TEST_F(DeflateRunsTest, AppendDeflatedJoinsRunsAndFreshBlocks) {
       if (run < runs.size() && runs[run].begin == s.offsets[i] && run != 2) {
         size_t j = i;
         while (s.offsets[j] < runs[run].end) ++j;
-        std::string bytes = old_file.substr(runs[run].file_begin,
-                                            runs[run].file_end - runs[run].file_begin);
-        ASSERT_TRUE(w.AppendDeflated(&bytes, runs[run].end - runs[run].begin, runs[run].check,
-                                     j - i)
-                        .ok());
+        std::string bytes =
+            old_file.substr(runs[run].file_begin, runs[run].file_end - runs[run].file_begin);
+        ASSERT_TRUE(
+            w.AppendDeflated(&bytes, runs[run].end - runs[run].begin, runs[run].check, j - i).ok());
         ++copied;
         i = j - 1;
         continue;
@@ -273,8 +272,9 @@ TEST_F(DeflateRunsTest, AppendDeflatedJoinsRunsAndFreshBlocks) {
     EXPECT_TRUE(Inflate(*file, codec == Codec::kGzip ? 31 : 15, &ok) == next.framed);
     EXPECT_TRUE(ok);
     // The copied runs are in it as they were.
-    EXPECT_NE(file->find(old_file.substr(runs[3].file_begin, runs[3].file_end - runs[3].file_begin)),
-              std::string::npos);
+    EXPECT_NE(
+        file->find(old_file.substr(runs[3].file_begin, runs[3].file_end - runs[3].file_begin)),
+        std::string::npos);
   }
 }
 

@@ -41,7 +41,7 @@ namespace tfrecordfs::record {
 struct DeflateRun {
   uint64_t file_begin = 0, file_end = 0;  // compressed bytes of the file
   uint64_t begin = 0, end = 0;            // the framed bytes they hold (record offsets)
-  uint32_t check = 0;  // CRC-32 (GZIP) or Adler-32 (ZLIB) of those framed bytes
+  uint32_t check = 0;                     // CRC-32 (GZIP) or Adler-32 (ZLIB) of those framed bytes
 };
 
 // The runs of the GZIP member or ZLIB stream in `fd` (`path`, for
