@@ -15,6 +15,11 @@ namespace {
 constexpr size_t kWindow = size_t{32} << 10;
 constexpr size_t kOutput = size_t{256} << 10;  // inflated per call at most
 constexpr size_t kInput = size_t{1} << 20;     // compressed bytes read at once
+// A candidate that runs past this many framed bytes and records without
+// ending ends the scan (the stream has no flushes; ShardWriter's candidates
+// end after kFlushEvery bytes and one record).
+constexpr uint64_t kGiveUpBytes = uint64_t{16} << 20;
+constexpr size_t kGiveUpRecords = 8;
 
 // The length of the GZIP header (RFC 1952) or ZLIB header (RFC 1950) at the
 // start of `b`, or 0 when it is not one this reads (a preset dictionary, a
@@ -93,6 +98,7 @@ absl::StatusOr<std::vector<DeflateRun>> FindDeflateRuns(int fd, const std::strin
   bool fresh = true;       // inflated from a fresh state (the stream's start or a reset)
   std::string window;      // the kWindow bytes before run_u (to inflate it again)
   size_t next_offset = 0;  // offsets[next_offset] is the first offset >= u
+  size_t run_record = 0;   // the index of run_u in offsets
 
   for (;;) {
     if (z.avail_in == 0 && !refill(file_pos())) break;
@@ -133,8 +139,13 @@ absl::StatusOr<std::vector<DeflateRun>> FindDeflateRuns(int fd, const std::strin
     // Between two blocks (128), not in the final one (64), at a byte
     // boundary (no bits left of the last byte read), on a record boundary
     // past the candidate's start: the candidate ends here.
-    if ((z.data_type & (128 | 64 | 7)) != 128 || u == run_u) continue;
     while (next_offset < offsets.size() && offsets[next_offset] < u) ++next_offset;
+    if (u - run_u > kGiveUpBytes && next_offset - run_record > kGiveUpRecords) {
+      // No candidate end in sight: a stream without flushes (gzip's,
+      // TensorFlow's). The rest is not inflated here at all.
+      break;
+    }
+    if ((z.data_type & (128 | 64 | 7)) != 128 || u == run_u) continue;
     if (next_offset == offsets.size() || offsets[next_offset] != u) continue;
     // Empty stored blocks that follow (a full flush's marker after a block
     // that happened to end at a byte boundary) belong to this run: skipped
@@ -159,6 +170,7 @@ absl::StatusOr<std::vector<DeflateRun>> FindDeflateRuns(int fd, const std::strin
     fresh = true;
     run_file = at;
     run_u = u;
+    run_record = next_offset;
     check = check0;
   }
   if (!read_error.ok()) return read_error;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -220,6 +221,44 @@ TEST_F(DeflateRunsTest, NoRunsWithoutFlushesAndNoneFromDamage) {
   for (size_t i = 0; i < before.size(); ++i) EXPECT_EQ(before[i].file_end, all[i].file_end);
 
   EXPECT_TRUE(Runs(wpath, big, Codec::kZlib).empty());  // a GZIP header, not ZLIB's
+}
+
+// A candidate that passes 16 MiB and 8 records without ending stops the
+// scan: the full-flushed group after it is not looked for (a shard gzip
+// wrote costs the inflate of its first 16 MiB only).
+TEST_F(DeflateRunsTest, ALongStretchWithoutFlushesEndsTheScan) {
+  Shard s;
+  for (int i = 0; i < 160; ++i) {
+    s.records.push_back(Payload(160 << 10, 100 + static_cast<uint32_t>(i)));
+    s.offsets.push_back(s.framed.size());
+    AppendFramed(&s.framed, s.records.back());
+  }
+  s.offsets.push_back(s.framed.size());
+  // Full flushes after records 10 and 140 only (between: 130 records, 20 MiB).
+  z_stream z{};
+  ASSERT_EQ(deflateInit2(&z, 1, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string file;
+  std::vector<char> buf(1 << 20);
+  for (const auto& [from, to] :
+       std::vector<std::pair<size_t, size_t>>{{0, 10}, {10, 140}, {140, 150}, {150, 160}}) {
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(s.framed.data()) + s.offsets[from]);
+    z.avail_in = static_cast<uInt>(s.offsets[to] - s.offsets[from]);
+    const bool last = to == 160;
+    int r;
+    do {
+      z.next_out = reinterpret_cast<Bytef*>(buf.data());
+      z.avail_out = static_cast<uInt>(buf.size());
+      r = deflate(&z, last ? Z_FINISH : Z_FULL_FLUSH);
+      file.append(buf.data(), buf.size() - z.avail_out);
+    } while (z.avail_out == 0 || (last && r != Z_STREAM_END));
+  }
+  deflateEnd(&z);
+  const std::string path = Path("long.gz");
+  ASSERT_TRUE(WriteFileReplacing(path, file).ok());
+  const std::vector<DeflateRun> runs = Runs(path, s, Codec::kGzip);
+  ExpectRunsHold(file, s, Codec::kGzip, runs);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].end, s.offsets[10]);
 }
 
 // Runs of one stream, then an edited record deflated afresh, then more

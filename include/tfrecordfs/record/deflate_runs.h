@@ -25,7 +25,9 @@
 // Cost: one inflate of the old stream (zlib, on the caller's thread) and the
 // CRC-32 / Adler-32 of its output (ISA-L), plus a second inflate of each
 // candidate that turned out to depend on its window, up to the reference
-// that showed it.
+// that showed it. A candidate that passes 16 MiB of framing and 8 records
+// without ending stops the scan there (a stream without flushes costs the
+// inflate of its first 16 MiB, not of the whole shard).
 #ifndef TFRECORDFS_RECORD_DEFLATE_RUNS_H_
 #define TFRECORDFS_RECORD_DEFLATE_RUNS_H_
 

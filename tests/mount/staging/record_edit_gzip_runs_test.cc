@@ -142,8 +142,7 @@ TEST_F(GzipRunsTest, SyncFlushedGroupsThatReferBackAreDeflatedAgain) {
   const std::string new_file = EditAndCommit(old_file);
   ASSERT_EQ(ends.size(), 6u);
   for (size_t g = 1; g + 1 < ends.size(); ++g) {
-    EXPECT_EQ(new_file.find(old_file.substr(ends[g - 1], ends[g] - ends[g - 1])),
-              std::string::npos)
+    EXPECT_EQ(new_file.find(old_file.substr(ends[g - 1], ends[g] - ends[g - 1])), std::string::npos)
         << "group " << g;
   }
 }
