@@ -132,6 +132,55 @@ TEST_F(GzipRunsTest, UnchangedFullFlushBlocksAreCopiedAsTheyWere) {
   }
 }
 
+// SIGKILL in the middle of the rewrite (fault point rewrite_mid_shard,
+// which falls after the run of records 100-149: while runs are copied, the
+// edit being in record 20) leaves the shard byte for byte as it was; the
+// next mount commits it, copying the runs after the edited group.
+TEST_F(GzipRunsTest, SigkillWhileRunsAreCopiedKeepsTheShardThenTheNextMountCommits) {
+  std::vector<size_t> ends;
+  const std::string old_file = Deflate(payloads_, Z_FULL_FLUSH, &ends);
+  const std::string shard = s_.src + "/a.tfrecord.gz";
+  WriteWholeFile(shard, old_file);
+  MountConfig c = PackConfig(s_, {s_.src}, "edit");
+  c.fault = "rewrite_mid_shard";
+  {
+    Mount d(c);
+    ASSERT_EQ(d.Start(), absl::OkStatus());
+    CommandResult edit = RunCommand(
+        {"bash", "-c", absl::StrCat("echo 7000 > ", ShellQuote(s_.mnt + "/a.tfrecord.gz/020/id"))});
+    ASSERT_EQ(edit.exit_code, 0) << edit.err;
+    int status = 0;
+    CommandResult u = d.TfrUnmount(&status);
+    EXPECT_EQ(u.exit_code, 1) << u.out << u.err;
+    ASSERT_TRUE(KilledBySigkill(status)) << d.Stderr();
+    EXPECT_NE(d.Stderr().find("TFRECORDFS_FAULT=rewrite_mid_shard"), std::string::npos)
+        << d.Stderr();
+    CleanStaleMount(s_.mnt);
+  }
+  EXPECT_TRUE(ReadWholeFile(shard) == old_file) << "the crash changed the shard";
+  c.fault = "";
+  {
+    Mount d(c);
+    ASSERT_EQ(d.Start(), absl::OkStatus());
+    int status = 0;
+    CommandResult u = d.TfrUnmount(&status);
+    EXPECT_EQ(u.exit_code, 0) << u.out << u.err;
+    EXPECT_NE(d.Stderr().find("4 of 5 unchanged deflate run(s) copied"), std::string::npos)
+        << d.Stderr();
+  }
+  std::vector<std::string> expected = {"gzip"};
+  for (int i = 0; i < kShardRecords; ++i) {
+    expected.push_back(
+        Described(i == 20 ? 7000 : i, absl::StrCat("record ", i), absl::StrCat(i, ".5")));
+  }
+  EXPECT_EQ(IndependentRead(shard), expected);
+  const std::string new_file = ReadWholeFile(shard);
+  for (size_t g = 1; g + 1 < ends.size(); ++g) {
+    EXPECT_NE(new_file.find(old_file.substr(ends[g - 1], ends[g] - ends[g - 1])), std::string::npos)
+        << "group " << g << " was not copied";
+  }
+}
+
 // Sync flushes from one deflate state: byte-aligned, but each group refers
 // back into the one before it; the commit must not copy those (they would
 // inflate to other bytes, or fail, in the new stream): the records read
