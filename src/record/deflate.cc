@@ -26,6 +26,10 @@ struct ParallelDeflater::Block {
   absl::Status status;
   z_stream z;
   bool ready = false;  // z initialised
+  // Copied: `out` holds raw deflate bytes made elsewhere (AddDeflated),
+  // `raw_length` the bytes they inflate to, `check` their checksum.
+  bool copied = false;
+  uint64_t raw_length = 0;
 
   Block() { std::memset(&z, 0, sizeof z); }
   ~Block() {
@@ -36,6 +40,7 @@ struct ParallelDeflater::Block {
 
   void Deflate() {
     status = absl::OkStatus();
+    if (copied) return;
     out.clear();
     check = gzip ? static_cast<uint32_t>(crc32(0, nullptr, 0))
                  : static_cast<uint32_t>(adler32(1, nullptr, 0));
@@ -129,17 +134,18 @@ absl::Status ParallelDeflater::WriteFront() {
   }
   if (status_.ok()) status_ = Emit(b.out);
   if (status_.ok()) {
-    const auto len = static_cast<z_off_t>(b.in.size() - b.dict);
+    const uint64_t n = b.copied ? b.raw_length : b.in.size() - b.dict;
+    const auto len = static_cast<z_off_t>(n);
     check_ = codec_ == source::Codec::kGzip
                  ? static_cast<uint32_t>(crc32_combine(check_, b.check, len))
                  : static_cast<uint32_t>(adler32_combine(check_, b.check, len));
-    written_in_ += b.in.size() - b.dict;
+    written_in_ += n;
   }
   pipe_->pipe.Pop();
   return status_;
 }
 
-absl::Status ParallelDeflater::SubmitHeld(bool last) {
+absl::Status ParallelDeflater::WriteHeader() {
   if (!header_written_) {
     header_written_ = true;
     if (codec_ == source::Codec::kGzip) {
@@ -156,6 +162,11 @@ absl::Status ParallelDeflater::SubmitHeld(bool last) {
       if (auto s = Emit(absl::string_view(header, sizeof header)); !s.ok()) return s;
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status ParallelDeflater::SubmitHeld(bool last) {
+  if (auto s = WriteHeader(); !s.ok()) return s;
   // The block in pieces of kDeflatePiece bytes, each primed with the
   // kDeflateDictionary bytes before it (none for the first: the block
   // starts after a full flush), ending with a sync flush; the last piece
@@ -176,6 +187,7 @@ absl::Status ParallelDeflater::SubmitHeld(bool last) {
     b.flush = off < held_.size() ? Z_SYNC_FLUSH : last ? Z_FINISH : Z_FULL_FLUSH;
     b.gzip = codec_ == source::Codec::kGzip;
     b.level = level_;
+    b.copied = false;
     pipe_->pipe.Submit();
   } while (off < held_.size());
   held_.clear();
@@ -196,6 +208,35 @@ absl::Status ParallelDeflater::AddBlock(std::string* block) {
   held_.swap(*block);
   block->clear();
   input_ += held_.size();
+  return absl::OkStatus();
+}
+
+absl::Status ParallelDeflater::AddDeflated(std::string* deflated, uint64_t length, uint32_t check) {
+  if (!status_.ok()) return status_;
+  if (finished_) {
+    return status_ = absl::FailedPreconditionError(absl::StrCat(name_, ": block after the end"));
+  }
+  if (length == 0) return absl::OkStatus();
+  // The held block ends with a full flush: the copied bytes start at a
+  // byte boundary, and need nothing before them.
+  if (!held_.empty()) {
+    if (auto s = SubmitHeld(false); !s.ok()) return s;
+  }
+  if (auto s = WriteHeader(); !s.ok()) return s;
+  while (pipe_->pipe.full()) {
+    if (auto s = WriteFront(); !s.ok()) return s;
+  }
+  Block& b = pipe_->pipe.Next();
+  b.out.swap(*deflated);
+  deflated->clear();
+  b.in.clear();
+  b.dict = 0;
+  b.at = input_;
+  b.copied = true;
+  b.raw_length = length;
+  b.check = check;
+  pipe_->pipe.Submit();
+  input_ += length;
   return absl::OkStatus();
 }
 

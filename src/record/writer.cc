@@ -96,6 +96,28 @@ absl::Status ShardWriter::AppendFramedRange(int fd, uint64_t offset, uint64_t le
   return absl::OkStatus();
 }
 
+absl::Status ShardWriter::AppendDeflated(std::string* deflated, uint64_t length, uint32_t check,
+                                         uint64_t records) {
+  if (!status_.ok()) return status_;
+  if (sealed_) return absl::FailedPreconditionError(absl::StrCat(path_, ": append after close"));
+  if (!deflater_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path_, ": deflate bytes are copied into GZIP or ZLIB output only"));
+  }
+  if (!buffer_.empty()) {
+    if (status_ = Flush(Z_FULL_FLUSH); !status_.ok()) return status_;
+  }
+  status_ = deflater_->AddDeflated(deflated, length, check);
+  if (!status_.ok()) {
+    status_ = absl::Status(status_.code(),
+                           absl::StrCat(status_.message(), " after ", records_, " record(s)"));
+    return status_;
+  }
+  bytes_ += length;
+  records_ += records;
+  return absl::OkStatus();
+}
+
 absl::Status ShardWriter::Write(const char* data, size_t n) {
   absl::Status s = WriteFull(fd_.get(), data, n, path_);
   if (s.ok()) {

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -26,6 +27,7 @@
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/base/mutex.h"
 #include "tfrecordfs/example/splice.h"
+#include "tfrecordfs/record/deflate_runs.h"
 #include "tfrecordfs/record/format.h"
 #include "tfrecordfs/record/reader.h"
 #include "tfrecordfs/record/writer.h"
@@ -447,6 +449,50 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
     uint64_t piece_begin = 0;
     size_t piece_first = 0;
     PieceCheck::Expected expected;
+    // A GZIP / ZLIB shard: the runs of its stream that may be copied as
+    // they are (record/deflate_runs.h); a run none of whose records was
+    // edited or deleted is, the rest is inflated and deflated again.
+    std::vector<record::DeflateRun> runs;
+    size_t next_run = 0;
+    UniqueFd old_fd;
+    uint64_t runs_copied = 0, run_bytes = 0;
+    std::string run_buffer;
+    if (s.ok() && (from.codec == source::Codec::kGzip || from.codec == source::Codec::kZlib)) {
+      auto f = OpenFile(p.file, O_RDONLY | O_CLOEXEC);
+      auto found = f.ok() ? record::FindDeflateRuns(f->get(), p.file, from.codec, offsets)
+                          : absl::StatusOr<std::vector<record::DeflateRun>>(f.status());
+      if (found.ok()) {
+        runs = *std::move(found);
+        old_fd = *std::move(f);
+      } else {
+        log::Warning(p.file, ": every record is deflated again: ", found.status().message());
+      }
+    }
+    // Appends the run that starts at record i when none of its records was
+    // edited or deleted: the index of the record after it, else i.
+    auto copy_run = [&](uint64_t i) -> uint64_t {
+      while (next_run < runs.size() && runs[next_run].begin < offsets[i]) ++next_run;
+      if (next_run == runs.size() || runs[next_run].begin != offsets[i]) return i;
+      const record::DeflateRun& r = runs[next_run];
+      const uint64_t j = static_cast<uint64_t>(
+          std::lower_bound(offsets.begin(), offsets.end(), r.end) - offsets.begin());
+      if (j >= offsets.size() || offsets[j] != r.end) return i;
+      auto d_at = d.records.lower_bound(i);
+      if (d_at != d.records.end() && *d_at < j) return i;
+      auto e_at = edits->replaced.lower_bound(i);
+      if (e_at != edits->replaced.end() && e_at->first < j) return i;
+      run_buffer.resize(r.file_end - r.file_begin);
+      s = PreadFull(old_fd.get(), run_buffer.data(), run_buffer.size(), r.file_begin, p.file);
+      const uint64_t at = writer.bytes();
+      if (s.ok()) s = writer.AppendDeflated(&run_buffer, r.end - r.begin, r.check, j - i);
+      if (!s.ok()) return i;
+      for (uint64_t k = i + 1; k < j; ++k) next_offsets.push_back(at + offsets[k] - offsets[i]);
+      out->kept += j - i;
+      ++runs_copied;
+      run_bytes += r.end - r.begin;
+      ++next_run;
+      return j;
+    };
     auto hand_over = [&](size_t records_end) {
       check.Piece(piece_begin, writer.bytes(), records_end - piece_first, std::move(expected));
       expected.clear();
@@ -492,17 +538,24 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
           continue;
         }
       }
-      // A kept record of a compressed shard is inflated and deflated again
-      // (ShardWriter deflates on every core, record/deflate.h). Not done
-      // yet, and possible: where the old shard has a full-flush point (every
-      // shard this writer made has one after each kFlushEvery block; the
-      // index's checkpoints with stream_start or a byte-aligned empty
-      // stored block mark them) at a record boundary, a run of whole
-      // unchanged blocks could be copied as compressed bytes, with only
-      // their CRC-32 (or Adler-32) computed by inflating them (a few times
-      // cheaper than deflate) and joined by crc32_combine; the blocks around
-      // an edit are deflated afresh. Shards TensorFlow or gzip wrote have no
-      // such points and stay on this path.
+      if (!runs.empty()) {
+        // Whole unchanged runs of a compressed shard: their deflate bytes
+        // as they are (every shard this writer made has one per
+        // kFlushEvery block); the check after write inflates them.
+        const uint64_t j = copy_run(i);
+        if (!s.ok()) break;
+        if (j > i) {
+          const uint64_t mid = (offsets.size() - 1) / 2;
+          if (done == 0 && i + 1 <= mid && mid <= j) faults.At("rewrite_mid_shard");
+          i = j - 1;
+          continue;
+        }
+      }
+      // Any other kept record of a compressed shard is inflated and
+      // deflated again (ShardWriter deflates on every core,
+      // record/deflate.h): the blocks around an edit, and every record of
+      // a shard TensorFlow or gzip wrote (no byte-aligned block ends at
+      // record boundaries that need nothing before them).
       auto payload = record::ReadRecord(*from.source, i, offsets[i], offsets[i + 1]);
       if (!payload.ok()) {
         s = payload.status();
@@ -521,6 +574,11 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
     }
     if (s.ok()) s = writer.Close(/*sync=*/false);
     if (s.ok() && plain) hand_over(next_offsets.size());
+    if (s.ok() && !runs.empty()) {
+      log::Info(p.file, ": ", runs_copied, " of ", runs.size(),
+                " unchanged deflate run(s) copied as they were (", run_bytes, " of ",
+                writer.bytes(), " framed bytes), the rest deflated again");
+    }
     if (s.ok() && faults.Is("rewrite_flip_written_byte")) {
       // A test of the check: one byte of the written file changed under it
       // (what a bad disk or a kernel bug would do), in the middle record.

@@ -79,6 +79,15 @@ class ParallelDeflater {
   // nothing. Blocks are deflated in the background; their bytes reach the
   // sink in order, at the latest from Finish.
   absl::Status AddBlock(std::string* block);
+  // Takes *deflated (swapped out, left empty) as the next block's bytes as
+  // they are: raw deflate blocks that start and end at a byte boundary
+  // between blocks, hold no final block, refer to nothing before their
+  // start, and inflate to `length` bytes whose CRC-32 (GZIP) or Adler-32
+  // (ZLIB) is `check` (record/deflate_runs.h finds such runs in a stream).
+  // The block before them ends with a full flush; the next block starts
+  // after them as after a full flush. Nothing here checks them: the caller
+  // checks the stream it made (the rewrite inflates it before using it).
+  absl::Status AddDeflated(std::string* deflated, uint64_t length, uint32_t check);
   // Ends the stream (the last block, the trailer) and hands every byte left
   // to the sink. Call once; AddBlock after it fails.
   absl::Status Finish();
@@ -89,6 +98,8 @@ class ParallelDeflater {
  private:
   struct Block;
   struct Pipeline;
+  // The GZIP or ZLIB header, before the first bytes.
+  absl::Status WriteHeader();
   // Hands `held_` to the workers in pieces (ending the stream with it when
   // `last`).
   absl::Status SubmitHeld(bool last);

@@ -77,6 +77,14 @@ class ShardWriter {
   // else read and write). The caller vouches for the framing; check the
   // file after Close (the rewrite does, repack/rewrite.h).
   absl::Status AppendFramedRange(int fd, uint64_t offset, uint64_t length, uint64_t records);
+  // GZIP / ZLIB output only: appends `records` whole framed records,
+  // `length` bytes whose CRC-32 / Adler-32 is `check`, as the deflate bytes
+  // *deflated` (taken: left empty) that a run of another stream holds
+  // (record/deflate_runs.h); the records buffered before them end a block
+  // (full flush). The caller vouches for the bytes; check the file after
+  // Close (the rewrite does, repack/rewrite.h).
+  absl::Status AppendDeflated(std::string* deflated, uint64_t length, uint32_t check,
+                              uint64_t records);
   // Framed bytes so far (uncompressed; buffered bytes count).
   uint64_t bytes() const { return bytes_; }
   uint64_t records() const { return records_; }
