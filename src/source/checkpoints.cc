@@ -179,11 +179,10 @@ namespace {
 // of fixed-code or stored blocks), and the bit of the first byte it starts
 // at.
 absl::StatusOr<std::string> DataAfter(StoredBytes fd, absl::string_view path, const Checkpoint& cp,
-                                      int* first_bit) {
-  constexpr size_t kAfterBytes = 48 << 10;
+                                      int* first_bit, size_t bytes = 48 << 10) {
   const uint64_t at = cp.bits > 0 ? cp.in - 1 : cp.in;
   *first_bit = cp.bits > 0 ? 8 - cp.bits : 0;
-  std::string in(kAfterBytes, '\0');
+  std::string in(bytes, '\0');
   auto got = PreadUpTo(fd, in.data(), in.size(), at, path);
   if (!got.ok()) return got.status();
   in.resize(*got);
@@ -205,10 +204,17 @@ struct PendingWindow {
 // scan saw after it (`after`); else whole.
 absl::StatusOr<std::string> StoredWindow(StoredBytes fd, absl::string_view path, Inflater* check,
                                          const Checkpoint& cp, const PendingWindow& p) {
+  // Most windows need a few KiB of the data after them (32 KiB of output
+  // at the ratio of the data): a small read first, a whole one if short.
   int first_bit = 0;
-  auto in = DataAfter(fd, path, cp, &first_bit);
+  auto in = DataAfter(fd, path, cp, &first_bit, 12 << 10);
   if (!in.ok()) return in.status();
   auto sparse = SparseWindow(p.window, *in, first_bit);
+  if (absl::IsOutOfRange(sparse.status()) && in->size() == (12 << 10)) {
+    in = DataAfter(fd, path, cp, &first_bit);
+    if (!in.ok()) return in.status();
+    sparse = SparseWindow(p.window, *in, first_bit);
+  }
   if (!sparse.ok() || *sparse == p.window) return CompressWindow(p.window);
   if (auto st = check->Start(cp, *sparse); !st.ok()) return st;
   std::string again(p.after.size(), '\0');

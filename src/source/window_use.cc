@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "absl/base/internal/endian.h"
 #include "absl/status/status.h"
 #include "tfrecordfs/source/checkpoints.h"
 
@@ -24,7 +25,11 @@ class BitReader {
   uint64_t Peek() const {
     const uint64_t byte = pos_ >> 3;
     uint64_t v = 0;
-    for (uint64_t i = 0; i < 8 && byte + i < n_; ++i) v |= uint64_t{p_[byte + i]} << (8 * i);
+    if (byte + 8 <= n_) {
+      v = absl::little_endian::Load64(p_ + byte);
+    } else {
+      for (uint64_t i = 0; i < 8 && byte + i < n_; ++i) v |= uint64_t{p_[byte + i]} << (8 * i);
+    }
     return v >> (pos_ & 7);
   }
   uint32_t Take(int bits) {
@@ -63,7 +68,8 @@ class Huffman {
     for (int len = 1; len <= kMaxBits; ++len) offs[len + 1] = offs[len] + count_[len];
     symbols_.assign(static_cast<size_t>(n), 0);
     for (int s = 0; s < n; ++s) {
-      if (lengths[s] != 0) symbols_[static_cast<size_t>(offs[lengths[s]]++)] = static_cast<uint16_t>(s);
+      if (lengths[s] != 0)
+        symbols_[static_cast<size_t>(offs[lengths[s]]++)] = static_cast<uint16_t>(s);
     }
     // The fast table: every short code, bit-reversed (deflate sends codes
     // most significant bit first), in every slot its trailing bits allow.
@@ -114,12 +120,13 @@ class Huffman {
   std::array<uint16_t, 1u << kFastBits> fast_{};
 };
 
-constexpr uint16_t kLengthBase[29] = {3,  4,  5,  6,  7,  8,  9,  10, 11,  13,  15,  17,  19,  23, 27,
-                                      31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258};
+constexpr uint16_t kLengthBase[29] = {3,  4,  5,  6,   7,   8,   9,   10,  11, 13,
+                                      15, 17, 19, 23,  27,  31,  35,  43,  51, 59,
+                                      67, 83, 99, 115, 131, 163, 195, 227, 258};
 constexpr uint8_t kLengthExtra[29] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2,
                                       2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
-constexpr uint16_t kDistBase[30] = {1,    2,    3,    4,    5,    7,     9,     13,    17,  25,
-                                    33,   49,   65,   97,   129,  193,   257,   385,   513, 769,
+constexpr uint16_t kDistBase[30] = {1,    2,    3,    4,    5,    7,    9,    13,    17,    25,
+                                    33,   49,   65,   97,   129,  193,  257,  385,   513,   769,
                                     1025, 1537, 2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577};
 constexpr uint8_t kDistExtra[30] = {0, 0, 0, 0, 1, 1, 2, 2,  3,  3,  4,  4,  5,  5,  6,
                                     6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13};
@@ -134,12 +141,14 @@ absl::StatusOr<std::string> SparseWindow(absl::string_view window, absl::string_
                                          int first_bit) {
   const uint64_t wlen = window.size();
   if (wlen > kWindowSize) return Invalid("window longer than 32 KiB");
-  std::vector<bool> used(wlen, false);
+  std::string sparse(wlen, '\0');  // the bytes read so far, copied over
   BitReader bits(in, static_cast<uint64_t>(first_bit));
   Huffman lit, dist;
   uint64_t out = 0;  // output since the boundary
   bool final = false;
-  auto short_input = [] { return absl::OutOfRangeError("the deflate data ends before the window"); };
+  auto short_input = [] {
+    return absl::OutOfRangeError("the deflate data ends before the window");
+  };
   while (!final && out < kWindowSize) {
     final = bits.Take(1) != 0;
     const uint32_t type = bits.Take(2);
@@ -222,18 +231,14 @@ absl::StatusOr<std::string> SparseWindow(absl::string_view window, absl::string_
         const uint64_t back = d - out;
         if (back > wlen) return Invalid("distance too far back");
         const uint64_t from = wlen - back;
-        std::fill(used.begin() + static_cast<ptrdiff_t>(from),
-                  used.begin() + static_cast<ptrdiff_t>(from + std::min(len, back)), true);
+        std::memcpy(sparse.data() + from, window.data() + from,
+                    static_cast<size_t>(std::min(len, back)));
       }
       out += len;
       if (out >= kWindowSize) break;  // no later reference reaches the window
     }
   }
   if (bits.overrun()) return short_input();
-  std::string sparse(wlen, '\0');
-  for (uint64_t i = 0; i < wlen; ++i) {
-    if (used[i]) sparse[i] = window[i];
-  }
   return sparse;
 }
 
