@@ -7,11 +7,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "tfrecordfs/base/crc32c.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/source/window_use.h"
 
 namespace tfrecordfs::source {
 
@@ -172,6 +174,61 @@ absl::StatusOr<ScanResult> ScanCompressed(StoredBytes fd, absl::string_view path
 
 namespace {
 
+// The compressed bytes from the first bit of the deflate data after `cp`
+// (enough for SparseWindow: 32 KiB of output takes at most about 37 KiB
+// of fixed-code or stored blocks), and the bit of the first byte it starts
+// at.
+absl::StatusOr<std::string> DataAfter(StoredBytes fd, absl::string_view path, const Checkpoint& cp,
+                                      int* first_bit, size_t bytes = 48 << 10) {
+  const uint64_t at = cp.bits > 0 ? cp.in - 1 : cp.in;
+  *first_bit = cp.bits > 0 ? 8 - cp.bits : 0;
+  std::string in(bytes, '\0');
+  auto got = PreadUpTo(fd, in.data(), in.size(), at, path);
+  if (!got.ok()) return got.status();
+  in.resize(*got);
+  return in;
+}
+
+// A checkpoint laid by the scan whose window is not stored yet: the window
+// is made sparse (source/window_use.h) once the kWindowSize bytes of output
+// after the checkpoint are known, which check it.
+struct PendingWindow {
+  size_t point = 0;    // index in the table
+  std::string window;  // the whole window
+  std::string after;   // the output after the checkpoint, up to kWindowSize bytes
+};
+
+// The window of `cp` as stored: sparse when the deflate data after it
+// shows which bytes it reads, and when inflating from `cp` with the sparse
+// window (`check`, an inflater over the same stream) gives the output the
+// scan saw after it (`after`); else whole.
+absl::StatusOr<std::string> StoredWindow(StoredBytes fd, absl::string_view path, Inflater* check,
+                                         const Checkpoint& cp, const PendingWindow& p) {
+  // Most windows need a few KiB of the data after them (32 KiB of output
+  // at the ratio of the data): a small read first, a whole one if short.
+  int first_bit = 0;
+  auto in = DataAfter(fd, path, cp, &first_bit, 12 << 10);
+  if (!in.ok()) return in.status();
+  auto sparse = SparseWindow(p.window, *in, first_bit);
+  if (absl::IsOutOfRange(sparse.status()) && in->size() == (12 << 10)) {
+    in = DataAfter(fd, path, cp, &first_bit);
+    if (!in.ok()) return in.status();
+    sparse = SparseWindow(p.window, *in, first_bit);
+  }
+  if (!sparse.ok() || *sparse == p.window) return CompressWindow(p.window);
+  if (auto st = check->Start(cp, *sparse); !st.ok()) return st;
+  std::string again(p.after.size(), '\0');
+  size_t have = 0;
+  while (have < again.size() && !check->finished()) {
+    auto got = check->Read(again.data() + have, again.size() - have, /*z_block=*/false);
+    if (!got.ok()) return got.status();
+    if (*got == 0) break;
+    have += *got;
+  }
+  if (have != again.size() || again != p.after) return CompressWindow(p.window);
+  return CompressWindow(*sparse);
+}
+
 absl::StatusOr<ScanResult> ScanOnce(StoredBytes fd, absl::string_view path, uint64_t file_size,
                                     Codec codec, uint64_t span, const StreamSink& sink,
                                     const std::function<void(uint64_t)>& progress, bool isal,
@@ -183,6 +240,8 @@ absl::StatusOr<ScanResult> ScanOnce(StoredBytes fd, absl::string_view path, uint
   result.table.points.push_back(start);
   Inflater inf(fd, path, file_size, codec, /*fast=*/isal, /*exact_problems=*/true);
   if (auto s = inf.Start(start, ""); !s.ok()) return s;
+  // Checks sparse windows (StoredWindow), with zlib when the scan is zlib's.
+  Inflater check(fd, path, file_size, codec, /*fast=*/isal);
   constexpr size_t kChunk = 1 << 20;
   // The last kWindowSize bytes of output stay at the front of the buffer
   // (when there are that many), so a checkpoint's window is always in it.
@@ -190,35 +249,77 @@ absl::StatusOr<ScanResult> ScanOnce(StoredBytes fd, absl::string_view path, uint
   size_t have = 0;
   uint64_t last_in = 0, last_out = 0, last_progress = 0;
   if (span == 0) span = kDefaultSpan;
+  std::deque<PendingWindow> pending;
+  uint64_t windows_stored = 0;
+  auto store = [&](PendingWindow& p) -> absl::Status {
+    Checkpoint& cp = result.table.points[p.point];
+    auto stored = StoredWindow(fd, path, &check, cp, p);
+    if (!stored.ok()) return stored.status();
+    cp.window_offset = result.windows_blob.size();
+    cp.window_length = static_cast<uint32_t>(stored->size());
+    cp.window_crc = crc32c::Value(*stored);
+    result.windows_blob += *stored;
+    ++windows_stored;
+    return absl::OkStatus();
+  };
+  // Whether a checkpoint `in` compressed and `out` uncompressed bytes after
+  // the last one may be laid now (CheckpointAllowed), with the windows
+  // stored so far (those pending counted at the mean size so far) and the
+  // table within kCheckpointBudget of the compressed bytes read.
+  auto allowed = [&](uint64_t in_now, uint64_t in, uint64_t out) {
+    if (CheckpointDue(in, out, span)) return true;
+    if (!CheckpointAllowed(in, out, span)) return false;
+    const double mean = windows_stored > 0 ? static_cast<double>(result.windows_blob.size()) /
+                                                 static_cast<double>(windows_stored)
+                                           : kWindowSize / 4.0;
+    const double bytes =
+        static_cast<double>(result.windows_blob.size()) +
+        mean * static_cast<double>(pending.size() + 1) +
+        static_cast<double>(kCheckpointEntryBytes * (result.table.points.size() + 1));
+    return bytes <= kCheckpointBudget * static_cast<double>(in_now);
+  };
   while (!inf.finished()) {
     if (have == buf.size()) {
       std::memmove(buf.data(), buf.data() + have - kWindowSize, kWindowSize);
       have = kWindowSize;
     }
-    // A checkpoint is due once a span of compressed or of uncompressed bytes
-    // has passed since the last one (CheckpointDue). Stop at block
-    // boundaries (Z_BLOCK) only then: every return from inflate() copies up
-    // to 32 KiB into zlib's window, which, once per deflate block, cost as
-    // much as a third of the scan. Until then, ask for about as much output
-    // as is left before the span (at least 4 KiB, estimating the compressed
-    // side from the ratio so far), so the checkpoint still lands near the
-    // span.
+    // A checkpoint may be laid once span / kDenseSpans of compressed or of
+    // uncompressed bytes has passed since the last one, and is due after a
+    // span (see allowed). Stop at block boundaries (Z_BLOCK) only then:
+    // every return from inflate() copies up to 32 KiB into zlib's window,
+    // which, once per deflate block, cost as much as a third of the scan.
+    // Until then, ask for about as much output as is left before the
+    // smaller span (at least 4 KiB, estimating the compressed side from the
+    // ratio so far), so the checkpoint still lands near it.
     const uint64_t in_now = inf.in_pos();
     const uint64_t out_now = inf.out_pos();
-    const bool due = CheckpointDue(in_now - last_in, out_now - last_out, span);
+    const bool due = allowed(in_now, in_now - last_in, out_now - last_out);
     size_t want = buf.size() - have;
     if (!due) {
+      const uint64_t dense = std::max<uint64_t>(span / kDenseSpans, 1);
+      const uint64_t next_in = std::max(in_now - last_in, dense);
+      const uint64_t next_out = std::max(out_now - last_out, dense);
       const double ratio =
           in_now > 0 ? static_cast<double>(out_now) / static_cast<double>(in_now) : 1.0;
-      const double left_in = static_cast<double>(span - (in_now - last_in)) * std::max(ratio, 1.0);
-      const double left_out = static_cast<double>(span - (out_now - last_out));
+      const double left_in =
+          static_cast<double>(next_in - (in_now - last_in)) * std::max(ratio, 1.0);
+      const double left_out = static_cast<double>(next_out - (out_now - last_out));
       want = static_cast<size_t>(
           std::clamp(std::min(left_in, left_out), 4096.0, static_cast<double>(want)));
     }
     auto got = inf.Read(buf.data() + have, want, /*z_block=*/due, /*stop_at_members=*/true);
     if (!got.ok()) return got.status();
     if (*got > 0) {
-      if (absl::Status s = sink(absl::string_view(buf.data() + have, *got)); !s.ok()) return s;
+      const absl::string_view bytes(buf.data() + have, *got);
+      if (absl::Status s = sink(bytes); !s.ok()) return s;
+      for (PendingWindow& p : pending) {
+        const size_t take = std::min(kWindowSize - p.after.size(), bytes.size());
+        p.after.append(bytes.data(), take);
+      }
+      while (!pending.empty() && pending.front().after.size() == kWindowSize) {
+        if (auto s = store(pending.front()); !s.ok()) return s;
+        pending.pop_front();
+      }
     }
     have += *got;
     const uint64_t in = inf.in_pos();
@@ -237,22 +338,24 @@ absl::StatusOr<ScanResult> ScanOnce(StoredBytes fd, absl::string_view path, uint
       last_out = cp.out;
       continue;
     }
-    if (inf.at_boundary() && CheckpointDue(in - last_in, inf.out_pos() - last_out, span) &&
+    if (inf.at_boundary() && allowed(in, in - last_in, inf.out_pos() - last_out) &&
         inf.out_pos() > result.table.points.back().out) {
       Checkpoint cp;
       cp.in = in;
       cp.out = inf.out_pos();
       cp.bits = static_cast<uint8_t>(inf.bits());
       const size_t wlen = static_cast<size_t>(std::min<uint64_t>(cp.out, kWindowSize));
-      const std::string stored = CompressWindow(absl::string_view(buf.data() + have - wlen, wlen));
-      cp.window_offset = result.windows_blob.size();
-      cp.window_length = static_cast<uint32_t>(stored.size());
-      cp.window_crc = crc32c::Value(stored);
-      result.windows_blob += stored;
+      PendingWindow p;
+      p.point = result.table.points.size();
+      p.window.assign(buf.data() + have - wlen, wlen);
       result.table.points.push_back(cp);
+      pending.push_back(std::move(p));
       last_in = in;
       last_out = cp.out;
     }
+  }
+  for (PendingWindow& p : pending) {
+    if (auto s = store(p); !s.ok()) return s;
   }
   if (progress) progress(inf.in_pos());
   result.table.data_size = inf.out_pos();
@@ -333,8 +436,20 @@ absl::Status VerifyCheckpoints(StoredBytes fd, absl::string_view path, uint64_t 
           auto stored = load(cp);
           if (!stored.ok()) return mismatch(next, stored.status().message());
           const size_t wlen = static_cast<size_t>(std::min<uint64_t>(cp.out, kWindowSize));
-          if (tail.size() < wlen || *stored != absl::string_view(tail).substr(tail.size() - wlen)) {
+          if (tail.size() < wlen) {
             return mismatch(next, "its window is not the 32 KiB of the stream before it");
+          }
+          const absl::string_view whole = absl::string_view(tail).substr(tail.size() - wlen);
+          if (*stored != whole) {
+            // A sparse window must be exactly the one the stream after the
+            // checkpoint makes of the whole.
+            int first_bit = 0;
+            auto in = DataAfter(fd, path, cp, &first_bit);
+            if (!in.ok()) return in.status();
+            auto sparse = SparseWindow(whole, *in, first_bit);
+            if (!sparse.ok() || *stored != *sparse) {
+              return mismatch(next, "its window is not the 32 KiB of the stream before it");
+            }
           }
         }
         ++next;

@@ -383,14 +383,7 @@ absl::StatusOr<bool> Inflater::TrailerMatches() {
   return adler == member_sum_;
 }
 
-absl::StatusOr<size_t> Inflater::ReadIsal(char* out, size_t n) {
-  inflate_state& s = *isal_;
-  if (auto l = IsalInput(); !l.ok()) return l;
-  const uint32_t avail_in = s.avail_in;
-  s.next_out = reinterpret_cast<uint8_t*>(out);
-  s.avail_out = static_cast<uint32_t>(n);
-  const int ret = s.block_state == ISAL_BLOCK_FINISH ? ISAL_DECOMP_OK : isal_inflate(&s);
-  size_t produced = n - s.avail_out;
+absl::StatusOr<size_t> Inflater::IsalReply(int ret, const char* out, size_t produced) {
   if (ret < 0 && exact_problems_ && member_known_) {
     // ISA-L may write a few bytes ahead of the symbol it fails on (zlib
     // writes none): this call's bytes are zlib's to produce again.
@@ -403,8 +396,20 @@ absl::StatusOr<size_t> Inflater::ReadIsal(char* out, size_t n) {
         !st.ok()) {
       return st;
     }
-    return produced;
   }
+  return produced;
+}
+
+absl::StatusOr<size_t> Inflater::ReadIsal(char* out, size_t n) {
+  inflate_state& s = *isal_;
+  if (auto l = IsalInput(); !l.ok()) return l;
+  const uint32_t avail_in = s.avail_in;
+  s.next_out = reinterpret_cast<uint8_t*>(out);
+  s.avail_out = static_cast<uint32_t>(n);
+  const int ret = s.block_state == ISAL_BLOCK_FINISH ? ISAL_DECOMP_OK : isal_inflate(&s);
+  auto reply = IsalReply(ret, out, n - s.avail_out);
+  if (!reply.ok() || ret < 0) return reply;
+  const size_t produced = *reply;
   if (s.block_state == ISAL_BLOCK_FINISH) {
     if (s.tmp_in_size != 0) {
       return absl::InternalError(absl::StrCat(path_, ": ISA-L ended with input held back"));
@@ -512,17 +517,9 @@ absl::StatusOr<size_t> Inflater::ReadIsalToBoundary(char* out, size_t n) {
   s.avail_out = static_cast<uint32_t>(std::min<size_t>(n, held > 0 ? held - 1 : 0));
   const uint32_t asked = s.avail_out;
   const int ret = isal_inflate(&s);
-  size_t produced = asked - s.avail_out;
-  if (ret < 0 && exact_problems_ && member_known_) produced = 0;  // as in ReadIsal
-  out_pos_ += produced;
-  Sum(out, produced);
-  if (ret < 0) {
-    if (auto st = IsalProblem(absl::StrCat("corrupt compressed data (ISA-L: error ", ret, ")"));
-        !st.ok()) {
-      return st;
-    }
-    return produced;
-  }
+  auto reply = IsalReply(ret, out, asked - s.avail_out);
+  if (!reply.ok() || ret < 0) return reply;
+  const size_t produced = *reply;
   if (s.block_state == ISAL_BLOCK_INPUT_DONE) {
     s.bfinal = 0;
     MarkBoundary();

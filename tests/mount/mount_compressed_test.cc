@@ -230,6 +230,69 @@ TEST(CompressedReads, ParallelRandomReadsWithFewerDescriptorsThanShards) {
   EXPECT_EQ(m.Stderr().find("changed under the mount"), std::string::npos) << m.Stderr();
 }
 
+// The index `tfrecordfs index` builds for a GZIP shard at the default span
+// lays checkpoints closer than the span (their windows sparse: only the
+// bytes the data after each refers back to), in a shared index_dir (an
+// index others may write: the daemon checks every checkpoint, sparse
+// windows included, against the stream before a read resumes at it), and
+// random reads through the mount equal Python's own gzip decoding.
+TEST(CompressedReads, DenseCheckpointsWithSparseWindowsReadLikePythonsGzip) {
+  TFRFS_SKIP_WITHOUT_FUSE();
+  if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "/usr/bin/python3 not found";
+  TempDir tmp;
+  const std::string src = tmp.path() + "/src", idx = tmp.path() + "/idx";
+  ASSERT_EQ(::mkdir(src.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(idx.c_str(), 0755), 0);
+  static const char* kWords[] = {"tensor", "record", "feature", "image",   "label",      "shard ",
+                                 "\n",     "0.25",   "bbox",    "encoded", "float_list", "int64"};
+  std::mt19937_64 rng(2026);
+  const std::string path = src + "/part-0.tfrecord.gz";
+  uint64_t data_size = 0;
+  {
+    auto fd = OpenFile(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ASSERT_TRUE(fd.ok()) << fd.status();
+    record::ShardWriter w(std::move(*fd), path, {source::Codec::kGzip, 6});
+    for (int r = 0; r < 6000; ++r) {
+      std::string payload = "\xff";  // never an Example: shown as record.bin
+      const size_t size = 200 + rng() % 3000;
+      while (payload.size() < size) {
+        payload += kWords[rng() % 12];
+        payload += static_cast<char>('a' + rng() % 26);
+        payload += static_cast<char>(rng());  // a byte no later record repeats
+      }
+      data_size += payload.size() + 16;
+      ASSERT_TRUE(w.Append(payload).ok());
+    }
+    ASSERT_TRUE(w.Close(false).ok());
+  }
+  CommandResult built = RunCommand({BinaryPath(), "index", "-q", "--index-dir", idx, src});
+  ASSERT_EQ(built.exit_code, 0) << built.out << built.err;
+  // The checkpoint count (u32 at byte 80 of the index file, index/index_file.h).
+  CommandResult found = RunCommand({"/usr/bin/find", idx, "-name", "*.tfri"});
+  ASSERT_EQ(found.exit_code, 0) << found.err;
+  const std::string tfri = found.out.substr(0, found.out.find('\n'));
+  auto bytes = ReadFileToString(tfri);
+  ASSERT_TRUE(bytes.ok()) << bytes.status() << " " << found.out;
+  ASSERT_GT(bytes->size(), 84u);
+  uint32_t checkpoints = 0;
+  for (int i = 3; i >= 0; --i)
+    checkpoints = checkpoints << 8 | static_cast<uint8_t>((*bytes)[80 + i]);
+  // One a span (1 MiB) apart would give data_size / 1 MiB + 1.
+  EXPECT_GT(checkpoints, 2 * (data_size >> 20) + 2) << data_size << " bytes";
+
+  Mount m;
+  ASSERT_EQ(m.Start({src}, {"-o", "ro,index_dir=" + idx + ",inflate_cache_mb=1"}),
+            absl::OkStatus());
+  CommandResult r =
+      RunCommand({"/usr/bin/python3", "-c", kRandomReader, src, m.mountpoint(), "2", "400"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("reads 800 errors 0 mismatches 0"), std::string::npos) << r.out;
+  std::string err;
+  EXPECT_EQ(m.Stop(&err), 0) << err;
+  EXPECT_EQ(m.Stderr().find("does not match the stream"), std::string::npos) << m.Stderr();
+  EXPECT_EQ(m.Stderr().find("error"), std::string::npos) << m.Stderr();
+}
+
 INSTANTIATE_TEST_SUITE_P(Datasets, CompressedTwinTest,
                          ::testing::Values(
                              // JPEG records with every feature kind.

@@ -45,7 +45,9 @@
 //                             stream start), 6 zero bytes
 //   M - 4         4           crc32c (unmasked) of every byte before it
 //   M             W           windows: each checkpoint's 32 KiB window, raw
-//                             deflate, at window_offset from M. Not covered by
+//                             deflate, whole or sparse (the bytes the stream
+//                             after it does not read are zero,
+//                             source/window_use.h), at window_offset from M. Not covered by
 //                             the crc (each has its own) and not read at load:
 //                             the daemon reads one when a read needs it.
 //
@@ -54,8 +56,10 @@
 // copy in a shared directory) a decode error, never a wrong index.
 //
 // Version history: 1 = no codec, checkpoints or windows (72-byte header);
-// 2 = this layout. A reader rejects any other version (the index is then
-// rebuilt), so a format change only needs a new number.
+// 2 = this layout with whole windows only; 3 = this layout, windows may be
+// sparse (a version 2 reader would take them for damage when it checks an
+// untrusted index), checkpoints denser. A reader rejects any other version
+// (the index is then rebuilt), so a format change only needs a new number.
 //
 // Pure functions; thread-safe.
 #ifndef TFRECORDFS_INDEX_INDEX_FILE_H_
@@ -76,9 +80,10 @@
 namespace tfrecordfs::index {
 
 inline constexpr char kIndexMagic[8] = {'T', 'F', 'R', 'I', 'N', 'D', 'E', 'X'};
-inline constexpr uint32_t kIndexVersion = 2;
+inline constexpr uint32_t kIndexVersion = 3;
 inline constexpr size_t kIndexHeaderSize = 120;
 inline constexpr size_t kCheckpointSize = 40;
+static_assert(kCheckpointSize == source::kCheckpointEntryBytes);
 inline constexpr size_t kIndexTrailerSize = 4;
 inline constexpr char kIndexSuffix[] = ".tfri";
 

@@ -2,18 +2,25 @@
 //
 // One pass over a compressed shard (ScanCompressed) inflates it from start
 // to end, hands every decompressed byte to a sink (the header walk runs on
-// them, so a shard is decompressed once to index it) and records a
-// checkpoint at the first deflate block boundary after `span` compressed or
-// `span` uncompressed bytes since the previous one, whichever comes first:
-// the compressed bit offset of the boundary, the uncompressed offset there,
-// and the 32 KiB of output before it (the window a raw inflate needs to
-// resume). Bounding the uncompressed side keeps the work of a random read
+// them, so a shard is decompressed once to index it) and records
+// checkpoints at deflate block boundaries: the compressed bit offset of the
+// boundary, the uncompressed offset there, and the 32 KiB of output before
+// it (the window a raw inflate needs to resume). One is laid at the first
+// boundary after span / kDenseSpans compressed or uncompressed bytes since
+// the previous one, whichever comes first, as long as the checkpoints and
+// their stored windows so far stay within kCheckpointBudget (3.5 %) of the
+// compressed bytes read, and always at the first boundary after a span.
+// Bounding the uncompressed side keeps the work of a random read
 // (inflating from the checkpoint before it) at about half a span of output
-// however well the data compresses; a window compresses about as well as
-// the data around it, so the windows cost about 32 KiB / span of the
-// compressed size (3 % at the default span) whatever the ratio. Windows
-// are stored deflate-compressed, apart from the checkpoint table, so that
-// an index can keep them on disk and load one only when a read needs it.
+// however well the data compresses. A window is stored sparse
+// (source/window_use.h): only the bytes the next 32 KiB of output refer
+// back to are kept, the others zero, which compresses several times better
+// than the whole window, so the budget pays for several times as many
+// checkpoints; the scan checks each sparse window by inflating from its
+// checkpoint with it (and keeps the whole window when that does not give
+// the stream's bytes). Windows are stored deflate-compressed, apart from
+// the checkpoint table, so that an index can keep them on disk and load one
+// only when a read needs it.
 // The start of every GZIP member (and of the ZLIB stream) is a checkpoint
 // that needs no window.
 //
@@ -44,12 +51,23 @@
 namespace tfrecordfs::source {
 
 inline constexpr size_t kWindowSize = 32768;  // deflate's history
-// Bytes between checkpoints, compressed or uncompressed (see ScanCompressed).
+// The most bytes between checkpoints, compressed or uncompressed (see
+// ScanCompressed).
 inline constexpr uint64_t kDefaultSpan = 1 << 20;
+// Checkpoints lie as close as span / kDenseSpans while the index stays
+// within kCheckpointBudget of the compressed bytes (ScanCompressed).
+inline constexpr uint64_t kDenseSpans = 8;
+inline constexpr double kCheckpointBudget = 0.035;
+// A checkpoint's entry in an index file (index/index_file.h), for the budget.
+inline constexpr uint64_t kCheckpointEntryBytes = 40;
 // Whether a checkpoint is due `in` compressed and `out` uncompressed bytes
 // after the previous one (at the next block boundary, ScanCompressed).
 constexpr bool CheckpointDue(uint64_t in, uint64_t out, uint64_t span) {
   return in >= span || out >= span;
+}
+// Whether one may be laid there, budget permitting.
+constexpr bool CheckpointAllowed(uint64_t in, uint64_t out, uint64_t span) {
+  return CheckpointDue(in, out, span / kDenseSpans > 0 ? span / kDenseSpans : 1);
 }
 
 // Where inflating can resume.
@@ -136,8 +154,9 @@ using StreamSink = std::function<absl::Status(absl::string_view)>;
 
 // Inflates `fd` (a `codec` file of `file_size` bytes) from start to end in
 // one pass, calling `sink` with the decompressed bytes in order, and records
-// a checkpoint at the first block boundary where CheckpointDue(span) holds
-// (0: kDefaultSpan), and at every GZIP member start.
+// a checkpoint at block boundaries where CheckpointAllowed(span) holds and
+// the budget allows, always where CheckpointDue(span) holds (0:
+// kDefaultSpan), and at every GZIP member start (see the top of this file).
 // `progress`, when set, is called with compressed bytes consumed so far.
 // Only I/O errors and the sink's errors are errors; damage ends the stream
 // (ScanResult::problem). The deflate data is inflated by ISA-L (`isal`,
@@ -163,10 +182,11 @@ absl::StatusOr<ScanResult> ScanCompressed(StoredBytes fd, absl::string_view path
 // on the way: each checkpoint must lie exactly at a boundary the stream
 // has (compressed offset and bits), or at the start of a GZIP member, with
 // the uncompressed offset it names and, after its boundary, the window it
-// stores. When `last` is the final checkpoint, the stream must also end at
-// table.data_size. DataLoss names the first checkpoint that does not match
-// (its index, compressed and uncompressed offsets, and why); I/O errors are
-// errors. Costs one inflate of the bytes between the two checkpoints.
+// stores (the whole window, or the sparse one SparseWindow makes of it from
+// the stream, source/window_use.h). When `last` is the final checkpoint, the stream must also end
+// at table.data_size. DataLoss names the first checkpoint that does not match (its index,
+// compressed and uncompressed offsets, and why); I/O errors are errors. Costs one inflate of the
+// bytes between the two checkpoints.
 absl::Status VerifyCheckpoints(StoredBytes fd, absl::string_view path, uint64_t file_size,
                                const CheckpointTable& table, size_t first, size_t last);
 // All of them, from the start of the stream to its end.

@@ -145,6 +145,12 @@ class Inflater {
   // At the end of the member's last block, hands the stream back to zlib
   // (EndOfStream: trailer, next member).
   absl::StatusOr<size_t> ReadIsal(char* out, size_t n);
+  // The reply of one isal_inflate call that returned `ret` after writing
+  // `produced` bytes at `out`: hands them out (out_pos_, Sum), except, with
+  // exact_problems_, those of a call that failed (ISA-L may write ahead of
+  // the symbol it fails on; zlib produces them again); a failure finishes
+  // the stream (IsalProblem). Returns the bytes handed out.
+  absl::StatusOr<size_t> IsalReply(int ret, const char* out, size_t produced);
   // Loads more input for ISA-L when it has taken all that was loaded.
   absl::Status IsalInput();
   // A Z_BLOCK read through ISA-L: up to n bytes, stopping at the next block
