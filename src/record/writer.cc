@@ -96,6 +96,23 @@ absl::Status ShardWriter::AppendFramedRange(int fd, uint64_t offset, uint64_t le
   return absl::OkStatus();
 }
 
+absl::Status ShardWriter::AppendFramedBytes(absl::string_view framed, uint64_t records) {
+  if (!status_.ok()) return status_;
+  if (sealed_) return absl::FailedPreconditionError(absl::StrCat(path_, ": append after close"));
+  if (options_.codec != source::Codec::kNone) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path_, ": framed bytes are written into plain output only"));
+  }
+  if (status_ = Flush(Z_NO_FLUSH); !status_.ok()) return status_;
+  for (size_t at = 0; at < framed.size(); at += kPlainWriteEvery) {
+    const size_t n = std::min(kPlainWriteEvery, framed.size() - at);
+    if (status_ = Write(framed.data() + at, n); !status_.ok()) return status_;
+  }
+  bytes_ += framed.size();
+  records_ += records;
+  return absl::OkStatus();
+}
+
 absl::Status ShardWriter::Write(const char* data, size_t n) {
   absl::Status s = WriteFull(fd_.get(), data, n, path_);
   if (s.ok()) {

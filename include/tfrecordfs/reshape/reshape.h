@@ -109,6 +109,10 @@ class PendingShard {
     return ar_ ? ar_->AppendFramedRange(fd, offset, length, records)
                : writer_->AppendFramedRange(fd, offset, length, records);
   }
+  // Plain TFRecord output: `framed`, `records` whole framed records the
+  // caller read and checked, written as they are
+  // (record::ShardWriter::AppendFramedBytes).
+  absl::Status AppendFramedBytes(absl::string_view framed, uint64_t records);
   // Writes out what is buffered (and ends a compressed stream): file_bytes()
   // is final. Optional before Finish(); nothing can be appended after it.
   absl::Status Seal() { return ar_ ? ar_->Seal() : writer_->Seal(); }
