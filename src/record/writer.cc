@@ -109,11 +109,28 @@ absl::Status ShardWriter::AppendDeflated(std::string* deflated, uint64_t length,
   }
   status_ = deflater_->AddDeflated(deflated, length, check);
   if (!status_.ok()) {
-    status_ = absl::Status(status_.code(),
-                           absl::StrCat(status_.message(), " after ", records_, " record(s)"));
+    status_ =
+        SetMessage(status_, absl::StrCat(status_.message(), " after ", records_, " record(s)"));
     return status_;
   }
   bytes_ += length;
+  records_ += records;
+  return absl::OkStatus();
+}
+
+absl::Status ShardWriter::AppendFramedBytes(absl::string_view framed, uint64_t records) {
+  if (!status_.ok()) return status_;
+  if (sealed_) return absl::FailedPreconditionError(absl::StrCat(path_, ": append after close"));
+  if (options_.codec != source::Codec::kNone) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path_, ": framed bytes are written into plain output only"));
+  }
+  if (status_ = Flush(Z_NO_FLUSH); !status_.ok()) return status_;
+  for (size_t at = 0; at < framed.size(); at += kPlainWriteEvery) {
+    const size_t n = std::min(kPlainWriteEvery, framed.size() - at);
+    if (status_ = Write(framed.data() + at, n); !status_.ok()) return status_;
+  }
+  bytes_ += framed.size();
   records_ += records;
   return absl::OkStatus();
 }
@@ -155,8 +172,8 @@ absl::Status ShardWriter::Flush(int flush) {
   status_ = deflater_->AddBlock(&buffer_);
   if (status_.ok() && flush == Z_FINISH) status_ = deflater_->Finish();
   if (!status_.ok()) {
-    status_ = absl::Status(status_.code(),
-                           absl::StrCat(status_.message(), " after ", records_, " record(s)"));
+    status_ =
+        SetMessage(status_, absl::StrCat(status_.message(), " after ", records_, " record(s)"));
   }
   return status_;
 }

@@ -53,11 +53,14 @@ class Midpoint {
 };
 
 // Copies checked runs of plain shards' records into one output file on its
-// own thread (copy_file_range: PendingShard::AppendFramedRange), so that
-// the next run is read and checked while this one is copied. At most
-// kQueued runs wait. The caller must not touch `out` between the first
-// Push and Finish (or the copier's destruction); destroy the copier before
-// `out` and before closing the descriptors pushed.
+// own thread, so that the next run is read and checked while this one is
+// written: file ranges (copy_file_range: PendingShard::AppendFramedRange,
+// reshard) or the bytes the caller read and checked
+// (PendingShard::AppendFramedBytes, repair: the input is read once, where
+// a copy_file_range would read it again). At most kQueued runs wait. The
+// caller must not touch `out` between the first Push and Finish (or the
+// copier's destruction); destroy the copier before `out` and before closing
+// the descriptors pushed.
 class RunCopier {
  public:
   explicit RunCopier(PendingShard* out);
@@ -70,13 +73,23 @@ class RunCopier {
   // waits while the queue is full. The copier's first error, after which
   // nothing more is copied.
   absl::Status Push(int fd, uint64_t offset, uint64_t length, uint64_t records);
+  // Queues buffer[0, length), `records` whole framed records the caller
+  // read and checked, to be written as they are; waits while the queue is
+  // full. The copier's first error, after which nothing more is written.
+  absl::Status PushBytes(std::string buffer, uint64_t length, uint64_t records);
+  // A buffer to fill for PushBytes: one already written, its size and
+  // bytes as they were, when there is one (at most kQueued + 1 are kept),
+  // else an empty one; runs reuse their memory instead of faulting in and
+  // zero-filling new pages.
+  std::string Recycled();
   // Waits until every queued run is copied; the first error.
   absl::Status Finish();
 
  private:
   struct Run {
-    int fd;
+    int fd;  // -1: the bytes are buffer[0, length)
     uint64_t offset, length, records;
+    std::string buffer;
   };
   static constexpr size_t kQueued = 2;
   void Loop();
@@ -85,6 +98,7 @@ class RunCopier {
   Mutex mu_;
   CondVar changed_;
   std::deque<Run> queue_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> written_ ABSL_GUARDED_BY(mu_);  // PushBytes' buffers, for Recycled
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;  // last: starts once the rest is built

@@ -98,6 +98,14 @@ PendingShard::~PendingShard() {
   ::unlink(temp_path_.c_str());
 }
 
+absl::Status PendingShard::AppendFramedBytes(absl::string_view framed, uint64_t records) {
+  if (ar_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(final_path_, ": framed bytes are written into TFRecord output only"));
+  }
+  return writer_->AppendFramedBytes(framed, records);
+}
+
 absl::Status PendingShard::Finish() {
   if (auto s = ar_ ? ar_->Close(/*sync=*/true) : writer_->Close(/*sync=*/true); !s.ok()) return s;
   finished_ = true;
@@ -219,9 +227,26 @@ absl::Status RunCopier::Push(int fd, uint64_t offset, uint64_t length, uint64_t 
   MutexLock lock(&mu_);
   while (queue_.size() >= kQueued && status_.ok()) changed_.Wait(&mu_);
   if (!status_.ok()) return status_;
-  queue_.push_back({fd, offset, length, records});
+  queue_.push_back({fd, offset, length, records, {}});
   changed_.SignalAll();
   return absl::OkStatus();
+}
+
+absl::Status RunCopier::PushBytes(std::string buffer, uint64_t length, uint64_t records) {
+  MutexLock lock(&mu_);
+  while (queue_.size() >= kQueued && status_.ok()) changed_.Wait(&mu_);
+  if (!status_.ok()) return status_;
+  queue_.push_back({-1, 0, length, records, std::move(buffer)});
+  changed_.SignalAll();
+  return absl::OkStatus();
+}
+
+std::string RunCopier::Recycled() {
+  MutexLock lock(&mu_);
+  if (written_.empty()) return {};
+  std::string buffer = std::move(written_.back());
+  written_.pop_back();
+  return buffer;
 }
 
 absl::Status RunCopier::Finish() {
@@ -236,17 +261,22 @@ void RunCopier::Loop() {
     {
       MutexLock lock(&mu_);
       while (queue_.empty() && !stop_) changed_.Wait(&mu_);
-      if (stop_) return;     // an interrupted copy: what is queued is not copied
-      run = queue_.front();  // popped once copied: Finish() waits for it
+      if (stop_) return;  // an interrupted copy: what is queued is not copied
       if (!status_.ok()) {
         queue_.clear();
         changed_.SignalAll();
         continue;
       }
+      // Moved out, popped once copied: Finish() waits for it.
+      run = std::move(queue_.front());
     }
-    absl::Status s = out_->AppendFramedRange(run.fd, run.offset, run.length, run.records);
+    absl::Status s = run.fd < 0
+                         ? out_->AppendFramedBytes(
+                               absl::string_view(run.buffer).substr(0, run.length), run.records)
+                         : out_->AppendFramedRange(run.fd, run.offset, run.length, run.records);
     MutexLock lock(&mu_);
     if (status_.ok()) status_ = std::move(s);
+    if (run.fd < 0 && written_.size() < kQueued + 1) written_.push_back(std::move(run.buffer));
     queue_.pop_front();
     changed_.SignalAll();
   }

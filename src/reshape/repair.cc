@@ -5,7 +5,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "src/reshape/internal.h"
-#include "tfrecordfs/base/crc32c.h"
 #include "tfrecordfs/base/fs_util.h"
 #include "tfrecordfs/inspect/inspect.h"
 #include "tfrecordfs/record/format.h"
@@ -61,69 +60,73 @@ absl::StatusOr<RepairResult> RepairShard(const index::ShardIndex& idx,
   result.records_in = idx.num_records();
   std::vector<uint64_t> damaged;
   Midpoint mid(control.mid_output, idx.num_records());
-  // A plain shard's intact records are copied in runs, file to file
-  // (copy_file_range: no pass through user space, as cat(1) copies), once
-  // each record read back whole with its CRCs; other shards record by record.
-  std::optional<source::FileRange> splice;
-  if (src.codec() == source::Codec::kNone && idx.num_records() > 0) {
-    auto range = src.Spliceable(0);
-    if (range.ok()) splice = *std::move(range);
-  }
+  // A plain shard's intact records are written as they were read and
+  // checked, their framing as it is (an intact record's framing is a
+  // function of its payload: the bytes Append would write), in runs on a
+  // copier thread while the next run is read: the input is read once.
+  // (copy_file_range of the checked runs read it a second time, in the
+  // kernel, which /proc's rchar counts: 2.00x the input.) Other shards
+  // record by record through Append.
   std::optional<RunCopier> copier;
-  if (splice) copier.emplace(out->get());
-  uint64_t run_first = 0, run_records = 0;
-  // The output's CRC32C: the copied runs are the kept records' framing, in
-  // order, each read whole into `buffer` and checked before it is copied.
-  uint32_t copied_crc = 0;
+  if (src.codec() == source::Codec::kNone) copier.emplace(out->get());
+  // The checked records' framing not yet queued: run[0, run_bytes). Its
+  // size only grows (resize zero-fills: not once per run); recycled buffers
+  // come back with theirs.
+  std::string run;
+  uint64_t run_bytes = 0, run_records = 0;
   auto flush = [&]() -> absl::Status {
     if (run_records == 0) return absl::OkStatus();
-    const uint64_t begin = idx.begin(run_first);
-    const uint64_t end = idx.end(run_first + run_records - 1);
-    absl::Status s = copier->Push(splice->fd, splice->offset + begin, end - begin, run_records);
+    absl::Status s = copier->PushBytes(std::move(run), run_bytes, run_records);
     for (uint64_t k = 0; k < run_records; ++k) mid.Appended();
-    run_records = 0;
+    run = copier->Recycled();
+    run_bytes = run_records = 0;
     return s;
   };
-  constexpr uint64_t kRunBytes = uint64_t{16} << 20;
-  std::string buffer;  // one record's framing; grows to the largest
+  // A run's bytes: written in kPlainWriteEvery pieces from memory the next
+  // reads do not touch; a record larger than this is a run of its own.
+  constexpr uint64_t kRunBytes = uint64_t{1} << 20;
+  std::string buffer;  // one record's framing (Append's path); grows to the largest
   for (uint64_t i = 0; i < idx.num_records(); ++i) {
     if (Cancelled(control)) {
       return absl::CancelledError(absl::StrCat("interrupted while writing ", output));
     }
     const uint64_t begin = idx.begin(i), end = idx.end(i);
-    if (end > begin && buffer.size() < end - begin) buffer.resize(end - begin);
-    auto data = record::ReadRecordInto(src, i, begin, end, buffer.data());
+    char* into;
+    if (copier) {
+      if (run_records > 0 && run_bytes + (end - begin) > kRunBytes) {
+        if (auto s = flush(); !s.ok()) return s;
+      }
+      // The record is read where it stays if intact: the run's end.
+      if (run.size() < run_bytes + (end - begin)) {
+        run.resize(std::max(kRunBytes, run_bytes + (end - begin)));
+      }
+      into = run.data() + run_bytes;
+    } else {
+      if (end > begin && buffer.size() < end - begin) buffer.resize(end - begin);
+      into = buffer.data();
+    }
+    auto data = record::ReadRecordInto(src, i, begin, end, into);
     if (control.progress) control.progress(1, end - begin);
     if (!data.ok()) {
       if (!absl::IsDataLoss(data.status())) return data.status();
-      if (splice) {
-        if (auto s = flush(); !s.ok()) return s;
-      }
       result.dropped.push_back({idx.path(), i, begin, DamageReason(data.status(), begin)});
       damaged.push_back(i);
       continue;
     }
-    if (splice) {
-      // Runs are of adjacent records: a gap (damage between records, which
-      // the walk skipped) ends one.
-      if (run_records > 0 && (idx.end(run_first + run_records - 1) != begin ||
-                              end - idx.begin(run_first) > kRunBytes)) {
-        if (auto s = flush(); !s.ok()) return s;
-      }
-      if (run_records == 0) run_first = i;
+    if (copier) {
+      run_bytes += end - begin;
       ++run_records;
-      copied_crc = crc32c::Extend(copied_crc, buffer.data(), end - begin);
       continue;
     }
     if (auto s = (*out)->Append(*data); !s.ok()) return s;
     mid.Appended();
   }
-  if (splice) {
+  if (copier) {
     if (auto s = flush(); !s.ok()) return s;
     if (auto s = copier->Finish(); !s.ok()) return s;
     copier.reset();
-    // The bytes copied are the bytes checked only if the shard did not
-    // change meanwhile (shards are immutable while read: say so if not).
+    // Records read while the shard changed may come from two versions of it
+    // (shards are immutable while read: say so if not).
     if (auto s = src.CheckUnchanged(); !s.ok()) return s;
   }
   if (Cancelled(control)) {
@@ -133,7 +136,7 @@ absl::StatusOr<RepairResult> RepairShard(const index::ShardIndex& idx,
   result.records_kept = (*out)->records();
   result.bytes = (*out)->bytes();
   result.file_bytes = (*out)->file_bytes();
-  result.crc32c = splice ? std::optional<uint32_t>(copied_crc) : (*out)->file_crc32c();
+  result.crc32c = (*out)->file_crc32c();
   if (syncer != nullptr) {
     syncer->Add(*std::move(out));
   } else {

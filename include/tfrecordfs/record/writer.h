@@ -85,6 +85,11 @@ class ShardWriter {
   // Close (the rewrite does, repack/rewrite.h).
   absl::Status AppendDeflated(std::string* deflated, uint64_t length, uint32_t check,
                               uint64_t records);
+  // Plain output only: appends `framed`, `records` whole framed records the
+  // caller read and checked, as they are: written from the caller's memory
+  // in kPlainWriteEvery pieces, no copy into the buffer (what was buffered
+  // is written first). The caller vouches for the framing.
+  absl::Status AppendFramedBytes(absl::string_view framed, uint64_t records);
   // Framed bytes so far (uncompressed; buffered bytes count).
   uint64_t bytes() const { return bytes_; }
   uint64_t records() const { return records_; }

@@ -23,9 +23,11 @@
 //
 // Speed: an output file's fsync runs on a ShardSyncer's thread while the
 // next file is written (`cat` of the shards into one file fsyncs once, at
-// the end), and a plain shard's checked records are copied file to file
-// (copy_file_range) on a copier thread while the next ones are read and
-// checked. On the benchmark machine (2 GB of 100 KB records in 32 shards,
+// the end), and a plain shard's checked records are written on a copier
+// thread while the next ones are read and checked: reshard copies them file
+// to file (copy_file_range), repair writes the bytes it read and checked
+// (so that it reads its input once: /proc's rchar counts a copy_file_range
+// as a second read). On the benchmark machine (2 GB of 100 KB records in 32 shards,
 // warm page cache, scripts/bench --reshape-only, in the same rounds as
 // `cat` + fsync) these took repair from 0.67x to 0.81x of cat's throughput
 // and an in-order reshard from 0.77x to 0.95x; with each record checked in
@@ -109,6 +111,10 @@ class PendingShard {
     return ar_ ? ar_->AppendFramedRange(fd, offset, length, records)
                : writer_->AppendFramedRange(fd, offset, length, records);
   }
+  // Plain TFRecord output: `framed`, `records` whole framed records the
+  // caller read and checked, written as they are
+  // (record::ShardWriter::AppendFramedBytes).
+  absl::Status AppendFramedBytes(absl::string_view framed, uint64_t records);
   // Writes out what is buffered (and ends a compressed stream): file_bytes()
   // is final. Optional before Finish(); nothing can be appended after it.
   absl::Status Seal() { return ar_ ? ar_->Seal() : writer_->Seal(); }
@@ -124,7 +130,8 @@ class PendingShard {
   uint64_t bytes() const { return ar_ ? ar_->bytes() : writer_->bytes(); }
   uint64_t file_bytes() const { return ar_ ? ar_->file_bytes() : writer_->file_bytes(); }
   // The file's CRC32C as written (record::ShardWriter::file_crc32c);
-  // nullopt for ArrayRecord output or ranges copied by copy_file_range.
+  // nullopt for ArrayRecord output or ranges copied by copy_file_range
+  // (AppendFramedBytes keeps it).
   std::optional<uint32_t> file_crc32c() const {
     return ar_ ? std::nullopt : writer_->file_crc32c();
   }
