@@ -446,7 +446,7 @@ TEST_F(ToolboxTest, VerifyNamesDamagedRecords) {
     EXPECT_EQ(d["offset"].get<uint64_t>(), offset);
     EXPECT_NE(d["reason"].get<std::string>().find("data CRC mismatch"), std::string::npos);
   }
-  EXPECT_FALSE(doc["damaged"][0].contains("checkpoint_offset"));          // plain
+  EXPECT_FALSE(doc["damaged"][0].contains("checkpoint_offset"));  // plain
   // gz: the checkpoint a reader resumes from, at or before the record.
   EXPECT_LE(doc["damaged"][1]["checkpoint_offset"].get<uint64_t>(), offset);
   CommandResult text = Tool({"verify", bad_dir});

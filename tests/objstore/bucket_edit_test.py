@@ -320,6 +320,13 @@ class BucketEditTest(unittest.TestCase):
         self.check_object({5: ("label", [7]), 10: None})
 
     def test_a_commit_killed_at_each_step_is_all_old_or_all_new(self):
+        self.kill_each_commit_step("s3://b/data/", "")
+
+    def kill_each_commit_step(self, source, prefix):
+        """SIGKILL the daemon at each step of a commit of 3 edits to `source`
+        (mount names start with `prefix`): the object is all old or all new,
+        and the next mount settles it (rolled back or finished), with no
+        upload left and every edit once."""
         want = {5: ("label", [7]), 150: ("label", [3]), 10: None}
         for fault, said, new in (
                 ("rewrite_object_before_final", "rolled back the interrupted rewrite", False),
@@ -327,7 +334,7 @@ class BucketEditTest(unittest.TestCase):
                 ("rewrite_after_forget", "edit folder(s) of a committed shard", True)):
             with self.subTest(fault=fault):
                 shutil.copy(self.saved, self.object)  # the original object again
-                mnt, log = self.mount(fault=fault, name="killed-" + fault)
+                mnt, log = self.mount(fault=fault, name=prefix + "killed-" + fault, source=source)
                 rec = os.path.join(mnt, SHARD)
                 self.sh("echo 7 > '{r}/005/label'; sed -i 's/.*/3/' '{r}/150/label'; "
                         "rm -r '{r}/010'".format(r=rec))
@@ -342,7 +349,7 @@ class BucketEditTest(unittest.TestCase):
                     self.assertEqual(tc.read_records(self.object), self.original)
                     self.assertEqual(len(self.uploads_in_flight()), 1)
                 # The next mount settles it before it lists the bucket.
-                mnt, log2 = self.mount(name="after-" + fault)
+                mnt, log2 = self.mount(name=prefix + "after-" + fault, source=source)
                 with open(log2) as f:
                     self.assertIn(said, f.read())
                 self.assertEqual(self.uploads_in_flight(), [])
@@ -619,36 +626,7 @@ class BucketEditTest(unittest.TestCase):
 
     def test_gs_a_commit_killed_at_each_step_is_all_old_or_all_new(self):
         self.use_gs()
-        want = {5: ("label", [7]), 150: ("label", [3]), 10: None}
-        for fault, said, new in (
-                ("rewrite_object_before_final", "rolled back the interrupted rewrite", False),
-                ("rewrite_object_after_final", "finished the interrupted rewrite", True),
-                ("rewrite_after_forget", "edit folder(s) of a committed shard", True)):
-            with self.subTest(fault=fault):
-                shutil.copy(self.saved, self.object)  # the original object again
-                mnt, log = self.mount(fault=fault, name="gs-killed-" + fault,
-                                      source="gs://b/data/")
-                rec = os.path.join(mnt, SHARD)
-                self.sh("echo 7 > '{r}/005/label'; sed -i 's/.*/3/' '{r}/150/label'; "
-                        "rm -r '{r}/010'".format(r=rec))
-                r = run("commit", mnt, env=self.env)
-                self.assertNotEqual(r.returncode, 0, r.stdout)  # the daemon died
-                subprocess.run(["fusermount3", "-u", "-z", mnt], capture_output=True)
-                self.mounts.remove(mnt)
-                if new:
-                    self.check_object(want)
-                else:
-                    self.assertEqual(tc.read_records(self.object), self.original)
-                    self.assertEqual(len(self.uploads_in_flight()), 1)
-                mnt, log2 = self.mount(name="gs-after-" + fault, source="gs://b/data/")
-                with open(log2) as f:
-                    self.assertIn(said, f.read())
-                self.assertEqual(self.uploads_in_flight(), [])
-                self.assertEqual(len(os.listdir(os.path.join(mnt, SHARD))), RECORDS - 1)
-                r = self.unmount(mnt)
-                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-                self.check_object(want)  # every edit once, none lost or doubled
-                self.assertEqual(self.uploads_in_flight(), [])
+        self.kill_each_commit_step("gs://b/data/", "gs-")
 
     def test_gs_a_gzip_object_is_rewritten_in_its_codec(self):
         self.use_gs()

@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "testing/inflate.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/record/deflate_runs.h"
 #include "tfrecordfs/record/writer.h"
@@ -23,6 +24,7 @@ namespace tfrecordfs::record {
 namespace {
 
 using source::Codec;
+using test::Inflate;
 
 // Record payloads that deflate well and refer back to each other (words),
 // some with runs of random bytes.
@@ -39,29 +41,6 @@ std::string Payload(size_t n, uint32_t seed) {
   }
   s.resize(n);
   return s;
-}
-
-// zlib's inflate; windowBits as inflateInit2's (-15: raw, from a fresh
-// state); `ok` false unless the stream ends exactly at the input's end
-// (raw with `raw_unended`: the input is used up without a final block).
-std::string Inflate(absl::string_view in, int bits, bool* ok, bool raw_unended = false) {
-  z_stream z{};
-  EXPECT_EQ(inflateInit2(&z, bits), Z_OK);
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-  z.avail_in = static_cast<uInt>(in.size());
-  std::string out;
-  int r = Z_OK;
-  char buf[1 << 16];
-  while (r == Z_OK) {
-    z.next_out = reinterpret_cast<Bytef*>(buf);
-    z.avail_out = sizeof buf;
-    r = inflate(&z, Z_NO_FLUSH);
-    out.append(buf, sizeof buf - z.avail_out);
-    if (r == Z_BUF_ERROR && z.avail_in == 0) break;
-  }
-  *ok = raw_unended ? r == Z_BUF_ERROR && z.avail_in == 0 : r == Z_STREAM_END && z.avail_in == 0;
-  inflateEnd(&z);
-  return out;
 }
 
 struct Shard {

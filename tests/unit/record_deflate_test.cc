@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "testing/inflate.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/record/deflate.h"
 #include "tfrecordfs/record/writer.h"
@@ -22,6 +23,7 @@ namespace tfrecordfs::record {
 namespace {
 
 using source::Codec;
+using test::Inflate;
 
 // Text-like bytes that deflate well, with runs of random bytes that do not.
 std::string Bytes(size_t n, uint32_t seed) {
@@ -38,28 +40,6 @@ std::string Bytes(size_t n, uint32_t seed) {
   }
   s.resize(n);
   return s;
-}
-
-// zlib's inflate of a whole stream (15 + 16: GZIP only; 15: ZLIB only);
-// `ok` false unless it ends exactly at the stream's end.
-std::string Inflate(const std::string& in, int bits, bool* ok) {
-  z_stream z{};
-  EXPECT_EQ(inflateInit2(&z, bits), Z_OK);
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-  z.avail_in = static_cast<uInt>(in.size());
-  std::string out;
-  int r = Z_OK;
-  char buf[1 << 16];
-  while (r == Z_OK) {
-    z.next_out = reinterpret_cast<Bytef*>(buf);
-    z.avail_out = sizeof buf;
-    r = inflate(&z, Z_NO_FLUSH);
-    out.append(buf, sizeof buf - z.avail_out);
-    if (r == Z_BUF_ERROR && z.avail_in == 0) break;
-  }
-  *ok = r == Z_STREAM_END && z.avail_in == 0;
-  inflateEnd(&z);
-  return out;
 }
 
 // What the writer wrote before on one core: one zlib stream, Z_FULL_FLUSH
