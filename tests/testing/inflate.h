@@ -13,8 +13,8 @@
 namespace tfrecordfs::test {
 
 // zlib's inflate; windowBits as inflateInit2's (15 + 16: GZIP only; 15:
-// ZLIB only; -15: raw, from a fresh state); `ok` false unless the stream ends exactly at the input's end
-// (raw with `raw_unended`: the input is used up without a final block).
+// ZLIB only; -15: raw, from a fresh state); `ok` false unless the stream ends exactly at the
+// input's end (raw with `raw_unended`: the input is used up without a final block).
 inline std::string Inflate(absl::string_view in, int bits, bool* ok, bool raw_unended = false) {
   z_stream z{};
   EXPECT_EQ(inflateInit2(&z, bits), Z_OK);
