@@ -57,6 +57,23 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
       return s;
     }
   }
+  auto entries = fs->OpenShards(options);
+  if (!entries.ok()) return entries.status();
+  fs->MakeViews(options, *entries);
+  if (options.view == ViewKind::kClasses) {
+    if (auto s = fs->MakeClassView(options); !s.ok()) return s;
+    if (read_ahead) {
+      if (auto s = fs->shard_set_.StartReadahead(options.readahead_bytes, readahead_block);
+          !s.ok()) {
+        return s;
+      }
+    }
+  }
+  if (auto s = fs->GraftStaging(options); !s.ok()) return s;
+  return fs;
+}
+
+absl::StatusOr<Filesystem::MountEntries> Filesystem::OpenShards(const Options& options) {
   scan::ScanOptions scan_options;
   scan_options.sources = options.sources;
   scan_options.store = options.index_store;
@@ -70,8 +87,7 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
         ReserveDescriptors(std::min(files, options.max_open_shards) + threads + 64);
     // Half of what the limit allows at most: staged files, index files and
     // FUSE need the rest.
-    fs->shard_set_.set_max_open(
-        std::min(options.max_open_shards, std::max<size_t>(allowed / 2, 16)));
+    shard_set_.set_max_open(std::min(options.max_open_shards, std::max<size_t>(allowed / 2, 16)));
   };
   scan_options.on_other = [](const scan::OtherFile& f) {
     if (const std::string note = scan::NotAShardNote(f); !note.empty()) {
@@ -82,7 +98,7 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
   // blocks (one byte budget, inflate_cache_bytes). Not owned: the
   // filesystem outlives its shards' reads.
   scan_options.object_cache = std::shared_ptr<source::BlockCache>(
-      std::shared_ptr<source::BlockCache>(), &fs->shard_set_.block_cache());
+      std::shared_ptr<source::BlockCache>(), &shard_set_.block_cache());
   auto scanned = scan::Scan(scan_options);
   if (!scanned.ok()) return scanned.status();
   for (const scan::RefusedShard& r : scanned->refused) {
@@ -116,10 +132,13 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
     }
     shard_entries.push_back(shard.entry);
     const struct timespec mtime = scanned->entries[shard.entry].st.st_mtim;
-    if (auto s = fs->shard_set_.Add(shard, mtime); !s.ok()) return s;
+    if (auto s = shard_set_.Add(shard, mtime); !s.ok()) return s;
   }
-  std::vector<MountedShard>& shards = fs->shard_set_.current();
+  return MountEntries{std::move(scanned->entries), std::move(shard_entries)};
+}
 
+void Filesystem::MakeViews(const Options& options, const MountEntries& entries) {
+  std::vector<MountedShard>& shards = shard_set_.current();
   RecordViewOptions record_options;
   record_options.cache_records = options.cache_records;
   record_options.cache_bytes = options.cache_bytes;
@@ -127,15 +146,15 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
   record_options.kind_sample_total = options.kind_sample_total;
   record_options.on_index_mismatch = options.on_index_mismatch;
   if (options.deletions != nullptr) {
-    fs->deletions_ = std::make_unique<RecordDeletions>(shards, options.deletions);
-    record_options.deletions = fs->deletions_.get();
+    deletions_ = std::make_unique<RecordDeletions>(shards, options.deletions);
+    record_options.deletions = deletions_.get();
   }
   // Records take changes where the edit overlay is made below (the image
   // views take none: their files stay read-only).
   const bool editable = options.deletions != nullptr && options.edits != nullptr &&
                         options.view == ViewKind::kRecords;
   record_options.writable = editable;
-  fs->records_ = std::make_unique<RecordView>(shards, std::move(record_options));
+  records_ = std::make_unique<RecordView>(shards, std::move(record_options));
   // The previous generation of each shard a commit rewrites while mounted
   // (ShardSet::retired(): none yet). A small cache (its records are read by
   // files kept open across a commit); no deletions, no sampling.
@@ -144,80 +163,73 @@ absl::StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(const Options& op
   retired_options.cache_bytes = size_t{1} << 20;
   retired_options.kind_sample_per_call = {0, 0};
   retired_options.kind_sample_total = {0, 0};
-  fs->retired_view_ =
-      std::make_unique<RecordView>(fs->shard_set_.retired(), std::move(retired_options));
-  fs->staging_types_ =
-      options.staging_types != nullptr ? options.staging_types : &fs->records_->sampler();
+  retired_view_ = std::make_unique<RecordView>(shard_set_.retired(), std::move(retired_options));
+  staging_types_ = options.staging_types != nullptr ? options.staging_types : &records_->sampler();
   if (options.staging != nullptr && options.view == ViewKind::kRecords) {
-    fs->staging_ = std::make_unique<StagingView>(options.staging, fs->staging_types_);
+    staging_ = std::make_unique<StagingView>(options.staging, staging_types_);
   }
-  fs->edit_list_ = options.deletions;
-  fs->edit_store_ = options.edits;
-  fs->index_store_ = options.index_store;
-  if (fs->deletions_ != nullptr && options.edits != nullptr) {
-    fs->edits_ =
-        std::make_unique<RecordEdits>(shards, fs->records_.get(), fs->deletions_.get(),
-                                      options.edits, fs->staging_types_, fs->staging_.get());
-    fs->edits_->set_max_edited(options.max_edited);
+  edit_list_ = options.deletions;
+  edit_store_ = options.edits;
+  index_store_ = options.index_store;
+  if (deletions_ != nullptr && options.edits != nullptr) {
+    edits_ = std::make_unique<RecordEdits>(shards, records_.get(), deletions_.get(), options.edits,
+                                           staging_types_, staging_.get());
+    edits_->set_max_edited(options.max_edited);
   }
-  fs->tree_ = std::make_unique<TreeView>(scanned->entries, shard_entries, shards,
-                                         &fs->shard_set_.fd_cache(),
-                                         /*shards_only=*/options.view == ViewKind::kGallery,
-                                         /*writable_shards=*/editable);
+  tree_ = std::make_unique<TreeView>(entries.entries, entries.shard_entries, shards,
+                                     &shard_set_.fd_cache(),
+                                     /*shards_only=*/options.view == ViewKind::kGallery,
+                                     /*writable_shards=*/editable);
   if (options.view == ViewKind::kGallery) {
-    fs->gallery_ = std::make_unique<GalleryView>(shards, fs->records_.get(), fs->edits_.get());
+    gallery_ = std::make_unique<GalleryView>(shards, records_.get(), edits_.get());
   }
-  fs->shard_folders_ = fs->gallery_ ? static_cast<ShardFolderView*>(fs->gallery_.get())
-                       : fs->edits_ ? static_cast<ShardFolderView*>(fs->edits_.get())
-                                    : static_cast<ShardFolderView*>(fs->records_.get());
-  if (options.view == ViewKind::kClasses) {
-    if (options.class_feature.empty()) {
-      return absl::InvalidArgumentError("view=classes needs class_feature=NAME");
-    }
-    GroupOptions& group = fs->group_options_;
-    group.feature = options.class_feature;
-    group.store = options.index_store;
-    group.threads =
-        options.index_threads > 0
-            ? options.index_threads
-            : static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 16u));
-    group.progress = options.on_group_progress;
-    group.class_names = ClassNamesBeside(shards, options.class_feature);
-    ClassGroups groups = GroupByClass(shards, group, &fs->group_stats_);
-    group.progress = nullptr;  // a commit's regrouping shows none
-    const GroupStats& g = fs->group_stats_;
-    log::Info("class folders by feature '", options.class_feature, "': ", groups.folders.size(),
-              " folder(s); grouping of ", shards.size(), " shard(s): ", g.shards_loaded,
-              " loaded from the index cache, ", g.shards_decoded, " decoded (", g.records_decoded,
-              " record(s)",
-              g.records_damaged ? absl::StrCat(", ", g.records_damaged, " damaged") : "", ")",
-              g.saved ? absl::StrCat(", ", g.saved, " saved") : "");
-    fs->classes_ =
-        std::make_unique<ClassView>(shards, fs->shard_set_.mount_paths(), fs->records_.get(),
-                                    fs->edits_.get(), std::move(groups));
-    if (read_ahead) {
-      if (auto s = fs->shard_set_.StartReadahead(options.readahead_bytes, readahead_block);
-          !s.ok()) {
-        return s;
-      }
-    }
-  }
+  shard_folders_ = gallery_ ? static_cast<ShardFolderView*>(gallery_.get())
+                   : edits_ ? static_cast<ShardFolderView*>(edits_.get())
+                            : static_cast<ShardFolderView*>(records_.get());
+}
 
-  // Only the records view has a staging folder (made above): the image views
+absl::Status Filesystem::MakeClassView(const Options& options) {
+  std::vector<MountedShard>& shards = shard_set_.current();
+  if (options.class_feature.empty()) {
+    return absl::InvalidArgumentError("view=classes needs class_feature=NAME");
+  }
+  GroupOptions& group = group_options_;
+  group.feature = options.class_feature;
+  group.store = options.index_store;
+  group.threads = options.index_threads > 0
+                      ? options.index_threads
+                      : static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 16u));
+  group.progress = options.on_group_progress;
+  group.class_names = ClassNamesBeside(shards, options.class_feature);
+  ClassGroups groups = GroupByClass(shards, group, &group_stats_);
+  group.progress = nullptr;  // a commit's regrouping shows none
+  const GroupStats& g = group_stats_;
+  log::Info("class folders by feature '", options.class_feature, "': ", groups.folders.size(),
+            " folder(s); grouping of ", shards.size(), " shard(s): ", g.shards_loaded,
+            " loaded from the index cache, ", g.shards_decoded, " decoded (", g.records_decoded,
+            " record(s)",
+            g.records_damaged ? absl::StrCat(", ", g.records_damaged, " damaged") : "", ")",
+            g.saved ? absl::StrCat(", ", g.saved, " saved") : "");
+  classes_ = std::make_unique<ClassView>(shards, shard_set_.mount_paths(), records_.get(),
+                                         edits_.get(), std::move(groups));
+  return absl::OkStatus();
+}
+
+absl::Status Filesystem::GraftStaging(const Options& options) {
+  // Only the records view has a staging folder (MakeViews): the image views
   // take no new records (they go through a records-view mount).
   if (options.staging != nullptr && options.view == ViewKind::kRecords) {
     if (auto s = staging::CheckName(options.staging_name); !s.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("invalid staging folder name '", options.staging_name, "'"));
     }
-    if (auto s =
-            fs->tree_->AddGraft(options.staging_name, fs->staging_.get(), fs->staging_->root_id());
+    if (auto s = tree_->AddGraft(options.staging_name, staging_.get(), staging_->root_id());
         !s.ok()) {
       return absl::AlreadyExistsError(absl::StrCat("the staging folder name ", s.message(),
                                                    "; choose another with -o staging=NAME"));
     }
   }
-  return fs;
+  return absl::OkStatus();
 }
 
 bool Filesystem::Mutable(uint64_t ino) const {

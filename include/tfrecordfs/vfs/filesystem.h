@@ -51,6 +51,7 @@
 #include "tfrecordfs/naming/feature_type.h"
 #include "tfrecordfs/naming/naming.h"
 #include "tfrecordfs/repack/rewrite.h"
+#include "tfrecordfs/scan/scan.h"
 #include "tfrecordfs/source/inflate.h"
 #include "tfrecordfs/source/readahead.h"
 #include "tfrecordfs/source/shard_source.h"
@@ -341,6 +342,28 @@ class Filesystem {
 
  private:
   explicit Filesystem(const Options& options);
+
+  // Create's steps, in this order (each on the Filesystem being made,
+  // before any request).
+  // What the mount's tree shows: every scanned entry, and which of them
+  // are the shards (in shard_set_'s order).
+  struct MountEntries {
+    std::vector<scan::SourceEntry> entries;
+    std::vector<size_t> shard_entries;
+  };
+  // Scans the sources (logging the shards refused, unreadable or damaged)
+  // and opens every shard into shard_set_; an error when nothing can be
+  // served or the sources hold more than kMaxShards shards.
+  absl::StatusOr<MountEntries> OpenShards(const Options& options);
+  // The records view and its retired twin, the deletions and edit overlay,
+  // the staging view, the tree and the gallery, and what shard folders hold.
+  void MakeViews(const Options& options, const MountEntries& entries);
+  // view=classes: groups the records by Options::class_feature (an error
+  // without one) and makes the class view.
+  absl::Status MakeClassView(const Options& options);
+  // The staging folder at the root of a records view; an error for a bad
+  // or taken name.
+  absl::Status GraftStaging(const Options& options);
 
   // The view serving node `ino` (by its space), or nullptr for a staging id
   // on a mount without staging.
