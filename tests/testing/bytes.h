@@ -38,6 +38,25 @@ inline std::string TextLike(size_t n, uint64_t seed) {
   return out;
 }
 
+// Words that deflate well and refer back to each other, with a 200-byte
+// run of random bytes (which do not) about one word in 50: deflate streams
+// with both kinds of blocks.
+inline std::string WordsWithRandomRuns(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  static const char* kWords[] = {"label", "image", "feature ", "bytes_list", "\n", "0.125 ", "cat"};
+  std::string s;
+  s.reserve(n + 200);
+  while (s.size() < n) {
+    if (rng() % 50 == 0) {
+      for (int i = 0; i < 200; ++i) s.push_back(static_cast<char>(rng()));
+    } else {
+      s += kWords[rng() % 7];
+    }
+  }
+  s.resize(n);
+  return s;
+}
+
 // Example{label: int64 [label], text: bytes [text]}, written by hand
 // (reference/wire.h), not by the project's encoder.
 inline std::string LabelTextExample(uint64_t label, const std::string& text) {

@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "testing/bytes.h"
 #include "testing/inflate.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/record/deflate_runs.h"
@@ -26,23 +27,6 @@ namespace {
 using source::Codec;
 using test::Inflate;
 
-// Record payloads that deflate well and refer back to each other (words),
-// some with runs of random bytes.
-std::string Payload(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  static const char* kWords[] = {"label", "image", "feature ", "bytes_list", "\n", "0.125 ", "cat"};
-  std::string s;
-  while (s.size() < n) {
-    if (rng() % 50 == 0) {
-      for (int i = 0; i < 200; ++i) s.push_back(static_cast<char>(rng()));
-    } else {
-      s += kWords[rng() % 7];
-    }
-  }
-  s.resize(n);
-  return s;
-}
-
 struct Shard {
   std::vector<std::string> records;
   std::string framed;
@@ -52,8 +36,9 @@ struct Shard {
 Shard MakeRecords(int n, uint32_t seed) {
   Shard s;
   for (int i = 0; i < n; ++i) {
-    s.records.push_back(Payload(static_cast<size_t>(i % 7 == 0 ? 300 << 10 : 2000 + 131 * i),
-                                seed + static_cast<uint32_t>(i)));
+    s.records.push_back(
+        test::WordsWithRandomRuns(static_cast<size_t>(i % 7 == 0 ? 300 << 10 : 2000 + 131 * i),
+                                  seed + static_cast<uint32_t>(i)));
     s.offsets.push_back(s.framed.size());
     AppendFramed(&s.framed, s.records.back());
   }
@@ -208,7 +193,7 @@ TEST_F(DeflateRunsTest, NoRunsWithoutFlushesAndNoneFromDamage) {
 TEST_F(DeflateRunsTest, ALongStretchWithoutFlushesEndsTheScan) {
   Shard s;
   for (int i = 0; i < 160; ++i) {
-    s.records.push_back(Payload(160 << 10, 100 + static_cast<uint32_t>(i)));
+    s.records.push_back(test::WordsWithRandomRuns(160 << 10, 100 + static_cast<uint32_t>(i)));
     s.offsets.push_back(s.framed.size());
     AppendFramed(&s.framed, s.records.back());
   }

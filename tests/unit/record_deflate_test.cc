@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "testing/bytes.h"
 #include "testing/inflate.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/record/deflate.h"
@@ -24,23 +25,6 @@ namespace {
 
 using source::Codec;
 using test::Inflate;
-
-// Text-like bytes that deflate well, with runs of random bytes that do not.
-std::string Bytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  static const char* kWords[] = {"label", "image", "feature ", "bytes_list", "\n", "0.125 ", "cat"};
-  std::string s;
-  s.reserve(n + 16);
-  while (s.size() < n) {
-    if (rng() % 50 == 0) {
-      for (int i = 0; i < 200; ++i) s.push_back(static_cast<char>(rng()));
-    } else {
-      s += kWords[rng() % 7];
-    }
-  }
-  s.resize(n);
-  return s;
-}
 
 // What the writer wrote before on one core: one zlib stream, Z_FULL_FLUSH
 // after every block but the last, Z_FINISH after it.
@@ -104,7 +88,7 @@ TEST(ParallelDeflater, ZlibInflatesEverySizeAtEveryThreadCount) {
   for (Codec codec : {Codec::kGzip, Codec::kZlib}) {
     for (size_t size : {size_t{0}, size_t{1}, kPiece - 1, kPiece, kPiece + 1, kBlock - 1, kBlock,
                         kBlock + 1, 5 * kBlock + 17}) {
-      const std::string data = Bytes(size, static_cast<uint32_t>(size));
+      const std::string data = test::WordsWithRandomRuns(size, static_cast<uint32_t>(size));
       const std::vector<std::string> blocks = Cut(data, kBlock);
       const std::string serial = SerialDeflate(blocks, codec, 6);
       std::string first;
@@ -148,7 +132,7 @@ TEST(ParallelDeflater, ZlibInflatesEverySizeAtEveryThreadCount) {
 }
 
 TEST(ParallelDeflater, EveryLevel) {
-  const std::string data = Bytes(700 << 10, 7);
+  const std::string data = test::WordsWithRandomRuns(700 << 10, 7);
   for (Codec codec : {Codec::kGzip, Codec::kZlib}) {
     for (int level = 0; level <= 9; ++level) {
       const std::vector<std::string> blocks = Cut(data, 300 << 10);
@@ -176,7 +160,7 @@ TEST(ParallelDeflater, ASinkErrorStopsIt) {
   });
   absl::Status s;
   for (int i = 0; i < 20 && s.ok(); ++i) {
-    std::string b = Bytes(64 << 10, static_cast<uint32_t>(i));
+    std::string b = test::WordsWithRandomRuns(64 << 10, static_cast<uint32_t>(i));
     s = d.AddBlock(&b);
   }
   if (s.ok()) s = d.Finish();
@@ -200,8 +184,9 @@ TEST(ParallelDeflater, ShardWriterOutput) {
   std::vector<std::string> records;
   std::string framed;
   for (int i = 0; i < 60; ++i) {
-    records.push_back(Bytes(static_cast<size_t>(i % 5 == 0 ? 700 << 10 : 3000 + 97 * i),
-                            static_cast<uint32_t>(1000 + i)));
+    records.push_back(
+        test::WordsWithRandomRuns(static_cast<size_t>(i % 5 == 0 ? 700 << 10 : 3000 + 97 * i),
+                                  static_cast<uint32_t>(1000 + i)));
     AppendFramed(&framed, records.back());
   }
   for (Codec codec : {Codec::kGzip, Codec::kZlib}) {
