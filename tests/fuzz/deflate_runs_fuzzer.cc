@@ -72,7 +72,8 @@ void Check(absl::string_view input) {
                    std::binary_search(offsets.begin(), offsets.end(), r.end),
                "run ", r.begin, "-", r.end, " off the record offsets");
     bool clean = false;
-    const std::string bytes = InflateRaw(file.substr(r.file_begin, r.file_end - r.file_begin), &clean);
+    const std::string bytes =
+        InflateRaw(file.substr(r.file_begin, r.file_end - r.file_begin), &clean);
     FUZZ_CHECK(clean, "run at file byte ", r.file_begin, " does not inflate alone");
     FUZZ_CHECK(bytes.size() == r.end - r.begin, bytes.size(), " != ", r.end - r.begin);
     const auto* p = reinterpret_cast<const Bytef*>(bytes.data());
