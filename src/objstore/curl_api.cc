@@ -19,10 +19,10 @@ bool Bind(void* lib, const char* name, Fn* fn, std::string* missing) {
 
 absl::StatusOr<const CurlApi*> Load() {
   const auto fail = [](absl::string_view why) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        kLibcurlSoname, " could not be loaded (", why,
-        "): buckets and web SOURCEs (s3://, gs://, http(s)://) need libcurl "
-        "(Debian and Ubuntu: apt install libcurl4); local shards do not"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(kLibcurlSoname, " could not be loaded (", why,
+                     "): buckets and web SOURCEs (s3://, gs://, http(s)://) need libcurl "
+                     "(Debian and Ubuntu: apt install libcurl4); local shards do not"));
   };
   // RTLD_LOCAL: its symbols stay its own (nothing of ours binds to them by
   // name); RTLD_NOW: a broken library fails here, not in a request.

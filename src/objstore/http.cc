@@ -13,10 +13,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "src/objstore/curl_api.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/objstore/sigv4.h"
-#include "src/objstore/curl_api.h"
 
 namespace tfrecordfs::objstore {
 namespace {
@@ -263,8 +263,8 @@ absl::StatusOr<HttpResponse> HttpClient::Send(absl::string_view method, const st
   }
   auto acquired = Acquire();
   if (!acquired.ok()) {
-    return SetMessage(acquired.status(), absl::StrCat(RedactUrl(url), ": ", what, ": ",
-                                                      acquired.status().message()));
+    return SetMessage(acquired.status(),
+                      absl::StrCat(RedactUrl(url), ": ", what, ": ", acquired.status().message()));
   }
   std::unique_ptr<Handle> handle = std::move(*acquired);
   thread_local std::mt19937_64 jitter(std::random_device{}());
