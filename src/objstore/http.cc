@@ -1,12 +1,9 @@
 #include "tfrecordfs/objstore/http.h"
 
-#include <curl/curl.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <thread>
 #include <utility>
@@ -16,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "src/objstore/curl_api.h"
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/base/log.h"
 #include "tfrecordfs/objstore/sigv4.h"
@@ -23,11 +21,13 @@
 namespace tfrecordfs::objstore {
 namespace {
 
-std::once_flag curl_init;
+using internal::CurlApi;
+
 constexpr size_t kMaxReservedBody = size_t{64} << 20;
 constexpr long kReceiveBuffer = 128 << 10;
 
 struct Transfer {
+  const CurlApi* api;
   HttpResponse* response;
   size_t max_body;
   CURL* curl;
@@ -45,7 +45,7 @@ size_t OnBody(char* data, size_t size, size_t n, void* user) {
   const size_t bytes = size * n;
   if (t->sink == Transfer::Sink::kUndecided) {
     // The status line is in: a partial answer's bytes are the range asked for.
-    curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &t->status);
+    t->api->easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &t->status);
     t->sink =
         t->into != nullptr && t->status == 206 ? Transfer::Sink::kInto : Transfer::Sink::kBody;
   }
@@ -120,9 +120,11 @@ std::string RedactUrl(absl::string_view url) {
 }
 
 struct HttpClient::Handle {
+  const CurlApi* api;
   CURL* curl = nullptr;
+  explicit Handle(const CurlApi* a) : api(a), curl(a->easy_init()) {}
   ~Handle() {
-    if (curl != nullptr) curl_easy_cleanup(curl);
+    if (curl != nullptr) api->easy_cleanup(curl);
   }
 };
 
@@ -130,7 +132,7 @@ HttpClient::HttpClient(HttpOptions options) : options_(options) {}
 
 HttpClient::~HttpClient() = default;
 
-std::unique_ptr<HttpClient::Handle> HttpClient::Acquire() const {
+absl::StatusOr<std::unique_ptr<HttpClient::Handle>> HttpClient::Acquire() const {
   {
     MutexLock lock(&mu_);
     if (!idle_.empty()) {
@@ -139,13 +141,12 @@ std::unique_ptr<HttpClient::Handle> HttpClient::Acquire() const {
       return h;
     }
   }
-  // libcurl's global start (OpenSSL's configuration and tables: about a
-  // millisecond) at the first request, not when a client is made: a scan of
-  // local SOURCEs makes one (ObjectLister) and never sends anything.
-  std::call_once(curl_init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-  auto h = std::make_unique<Handle>();
-  h->curl = curl_easy_init();
-  return h;
+  // libcurl is loaded and started (OpenSSL's configuration and tables) at
+  // the first request, not when a client is made: a scan of local SOURCEs
+  // makes one (ObjectLister) and never sends anything (curl_api.h).
+  auto api = internal::LoadCurl();
+  if (!api.ok()) return api.status();
+  return std::make_unique<Handle>(*api);
 }
 
 void HttpClient::Release(std::unique_ptr<Handle> handle) const {
@@ -161,9 +162,10 @@ absl::StatusOr<HttpResponse> HttpClient::SendOnce(std::unique_ptr<Handle>* handl
                                                   absl::string_view upload, size_t max_body,
                                                   char* into, long timeout_ms, bool* transient,
                                                   bool* timed_out, std::string* error) const {
+  const CurlApi& api = *(*handle)->api;
   CURL* c = (*handle)->curl;
   if (c == nullptr) return absl::ResourceExhaustedError("curl_easy_init failed");
-  curl_easy_reset(c);
+  api.easy_reset(c);
   HttpResponse response;
   const bool ranged = std::any_of(headers.begin(), headers.end(), [](const std::string& h) {
     return absl::StartsWith(h, "Range: ");
@@ -171,49 +173,49 @@ absl::StatusOr<HttpResponse> HttpClient::SendOnce(std::unique_ptr<Handle>* handl
   // Room for an error document beyond what a success may carry, and for a
   // small object sent whole by a server that ignores Range.
   const size_t body_cap = (ranged ? std::max(max_body, kWholeObjectBody) : max_body) + 65536;
-  Transfer transfer{&response, max_body, c, into, body_cap};
+  Transfer transfer{&api, &response, max_body, c, into, body_cap};
   // A ranged GET's body has the size asked for: one allocation, not a
   // doubling string's copies (a walk's parts are megabytes).
   if (into == nullptr && max_body <= kMaxReservedBody && ranged) response.body.reserve(max_body);
   char errbuf[CURL_ERROR_SIZE] = "";
   curl_slist* list = nullptr;
-  for (const std::string& h : headers) list = curl_slist_append(list, h.c_str());
-  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, list);
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);  // threads: no SIGALRM for DNS timeouts
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, options_.connect_timeout_s);
-  curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
-  curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, options_.low_speed_time_s);
-  if (timeout_ms > 0) curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
-  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+  for (const std::string& h : headers) list = api.slist_append(list, h.c_str());
+  api.easy_setopt(c, CURLOPT_URL, url.c_str());
+  api.easy_setopt(c, CURLOPT_HTTPHEADER, list);
+  api.easy_setopt(c, CURLOPT_NOSIGNAL, 1L);  // threads: no SIGALRM for DNS timeouts
+  api.easy_setopt(c, CURLOPT_CONNECTTIMEOUT, options_.connect_timeout_s);
+  api.easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  api.easy_setopt(c, CURLOPT_LOW_SPEED_TIME, options_.low_speed_time_s);
+  if (timeout_ms > 0) api.easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
+  api.easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+  api.easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
   // Bodies in larger pieces than libcurl's 16 KiB: a 4 MiB part is 32
   // receives and callbacks, not 256. Below the daemon's mmap threshold
   // (256 KiB, cli/mount_cmd.cc): curl_easy_reset gives the buffer back and
   // this option allocates it again for every request, and at 256 KiB each
   // one was a fresh mapping, 65 page faults a GET (a fifth of the faults of
   // a `find` over a bucket); from the heap it is the same memory again.
-  curl_easy_setopt(c, CURLOPT_BUFFERSIZE, kReceiveBuffer);
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, OnBody);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &transfer);
-  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, OnHeader);
-  curl_easy_setopt(c, CURLOPT_HEADERDATA, &transfer);
+  api.easy_setopt(c, CURLOPT_BUFFERSIZE, kReceiveBuffer);
+  api.easy_setopt(c, CURLOPT_WRITEFUNCTION, OnBody);
+  api.easy_setopt(c, CURLOPT_WRITEDATA, &transfer);
+  api.easy_setopt(c, CURLOPT_HEADERFUNCTION, OnHeader);
+  api.easy_setopt(c, CURLOPT_HEADERDATA, &transfer);
   if (method == "HEAD") {
-    curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+    api.easy_setopt(c, CURLOPT_NOBODY, 1L);
   } else if (method == "PUT" || method == "POST") {
     // The body from memory (POSTFIELDS under a custom method: no read
     // callback, and libcurl sends it again on a retry).
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method == "PUT" ? "PUT" : "POST");
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(upload.size()));
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, upload.empty() ? "" : upload.data());
+    api.easy_setopt(c, CURLOPT_CUSTOMREQUEST, method == "PUT" ? "PUT" : "POST");
+    api.easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(upload.size()));
+    api.easy_setopt(c, CURLOPT_POSTFIELDS, upload.empty() ? "" : upload.data());
   } else if (method == "DELETE") {
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "DELETE");
+    api.easy_setopt(c, CURLOPT_CUSTOMREQUEST, "DELETE");
   } else {
-    curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+    api.easy_setopt(c, CURLOPT_HTTPGET, 1L);
   }
   requests_.fetch_add(1, std::memory_order_relaxed);
-  const CURLcode rc = curl_easy_perform(c);
-  curl_slist_free_all(list);
+  const CURLcode rc = api.easy_perform(c);
+  api.slist_free_all(list);
   if (transfer.too_large) {
     *transient = false;
     if (ranged && transfer.status == 200) {
@@ -228,12 +230,12 @@ absl::StatusOr<HttpResponse> HttpClient::SendOnce(std::unique_ptr<Handle>* handl
   if (rc != CURLE_OK) {
     *transient = true;
     *timed_out = rc == CURLE_OPERATION_TIMEDOUT && timeout_ms > 0;
-    *error = errbuf[0] != '\0' ? std::string(errbuf) : curl_easy_strerror(rc);
+    *error = errbuf[0] != '\0' ? std::string(errbuf) : api.easy_strerror(rc);
     // A handle whose transfer failed may hold a broken connection: drop it.
-    handle->reset(new Handle{curl_easy_init()});
+    *handle = std::make_unique<Handle>(&api);
     return absl::UnavailableError(*error);
   }
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &response.status);
+  api.easy_getinfo(c, CURLINFO_RESPONSE_CODE, &response.status);
   *transient = response.status == 429 || response.status >= 500;
   return response;
 }
@@ -259,7 +261,12 @@ absl::StatusOr<HttpResponse> HttpClient::Send(absl::string_view method, const st
     if (!signed_headers.ok()) return signed_headers.status();
     all.insert(all.end(), signed_headers->begin(), signed_headers->end());
   }
-  std::unique_ptr<Handle> handle = Acquire();
+  auto acquired = Acquire();
+  if (!acquired.ok()) {
+    return SetMessage(acquired.status(),
+                      absl::StrCat(RedactUrl(url), ": ", what, ": ", acquired.status().message()));
+  }
+  std::unique_ptr<Handle> handle = std::move(*acquired);
   thread_local std::mt19937_64 jitter(std::random_device{}());
   absl::StatusOr<HttpResponse> last = absl::UnknownError("no attempt");
   std::string error;

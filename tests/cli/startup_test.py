@@ -6,19 +6,21 @@ input it is most of a part's time (docs/bench.md, the parts rows). Two
 causes are checked here, with the tools a user would reach for:
 
 - the shared libraries the binary names (`readelf -d`): Abseil (about 30
-  libraries) and protobuf are linked from their static archives unless meson
+  libraries), protobuf and OpenSSL's libcrypto (about 1,200 symbols resolved
+  at load) are linked from their static archives unless meson
   was configured with -Dstatic_deps=false (TFRECORDFS_STATIC_DEPS, set by
-  meson);
-- libcurl's global start (OpenSSL reads its configuration, fills its tables)
-  happens at the first request, not for local SOURCEs: glibc's loader, with
-  LD_DEBUG=bindings, logs the binary's first call of curl_global_init (lazy
-  binding; a binary linked with -z now binds everything at start, which
-  `--version` shows, and then the check is skipped).
+  meson); libcurl is not named at all;
+- libcurl and the ~29 libraries it needs are loaded (dlopen) only when a
+  bucket or web SOURCE sends its first request: glibc's loader, with
+  LD_DEBUG=files, logs every library a process maps. Without libcurl (hidden
+  in a private mount namespace) a local command still works and a web
+  SOURCE fails naming libcurl.so.4.
 
 Environment: TFRECORDFS_BIN and TFRECORDFS_GEN (set by meson).
 """
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -30,47 +32,83 @@ from cli_common import BIN, CliTestBase  # noqa: E402
 STATIC_DEPS = os.environ.get("TFRECORDFS_STATIC_DEPS", "true") == "true"
 
 
-def bound(args, symbol, env):
-    """Whether running BIN with `args` binds `symbol` for the binary itself."""
+def loaded(args, library):
+    """(exit code, whether running BIN with `args` maps `library`, stderr)."""
     r = subprocess.run([BIN, *args], capture_output=True, text=True, timeout=120,
-                       env=dict(env, LD_DEBUG="bindings"))
-    me = re.escape(os.path.realpath(BIN))
-    pattern = re.compile(r"binding file " + me + r" \[0\] to .*: normal symbol `" +
-                         re.escape(symbol) + "'")
-    return r.returncode, any(pattern.search(line) for line in r.stderr.splitlines())
+                       env=dict(os.environ, LD_DEBUG="files"))
+    pattern = re.compile(r"\bfile=" + re.escape(library) + r" \[0\];")
+    return r.returncode, any(pattern.search(line) for line in r.stderr.splitlines()), r.stderr
+
+
+def needed():
+    out = subprocess.run(["readelf", "-d", BIN], capture_output=True, text=True,
+                         check=True).stdout
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
+
+
+# Nothing listens on port 9 (discard) of this machine: the request fails
+# once libcurl is loaded, and a missing libcurl fails it before.
+WEB_SOURCE = "http://127.0.0.1:9/x.tfrecord"
 
 
 class StartupTest(CliTestBase):
     TMP_PREFIX = "startup_test."
 
     @unittest.skipUnless(shutil.which("readelf"), "readelf (binutils) is not installed")
-    def test_abseil_and_protobuf_are_not_shared_libraries(self):
+    def test_abseil_protobuf_and_libcrypto_are_not_shared_libraries(self):
         if not STATIC_DEPS:
             self.skipTest("configured with -Dstatic_deps=false")
-        out = subprocess.run(["readelf", "-d", BIN], capture_output=True, text=True,
-                             check=True).stdout
-        needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
-        self.assertTrue(needed, out)  # the parse found the list
-        shared = [n for n in needed if n.startswith(("libabsl_", "libprotobuf"))]
-        self.assertEqual(shared, [], f"{BIN} still loads {shared}; all it loads: {needed}")
+        names = needed()
+        self.assertTrue(names)  # the parse found the list
+        shared = [n for n in names if n.startswith(("libabsl_", "libprotobuf", "libcrypto"))]
+        self.assertEqual(shared, [], f"{BIN} still loads {shared}; all it loads: {names}")
 
-    def test_local_index_does_not_start_libcurl(self):
+    @unittest.skipUnless(shutil.which("readelf"), "readelf (binutils) is not installed")
+    def test_libcurl_is_not_named(self):
+        names = needed()
+        self.assertTrue(names)
+        self.assertEqual([n for n in names if "curl" in n], [],
+                         f"{BIN} names libcurl; all it names: {names}")
+
+    def test_local_index_does_not_load_libcurl(self):
         shards = self.sample("in", 40, 2)
-        env = dict(os.environ)
-        rc, at_start = bound(["--version"], "curl_global_init", env)
-        self.assertEqual(rc, 0)
-        if at_start:
-            self.skipTest("the binary binds its symbols at start (-z now): no call to see")
-        rc, called = bound(["index", self.path("in"), "-q"], "curl_global_init", env)
-        self.assertEqual(rc, 0)
-        self.assertFalse(called, "a local index started libcurl (curl_global_init)")
         self.assertEqual(len(shards), 2)
-        # The check can see a call: listing an http:// SOURCE (nothing
-        # listens on port 9 of this machine) starts libcurl.
-        rc, called = bound(["count", "http://127.0.0.1:9/x.tfrecord", "-q"], "curl_global_init",
-                           env)
+        rc, curl, err = loaded(["index", self.path("in"), "-q"], "libcurl.so.4")
+        self.assertEqual(rc, 0, err[-2000:])
+        self.assertFalse(curl, "a local index loaded libcurl.so.4")
+        # The check can see a load: an http:// SOURCE loads it.
+        rc, curl, err = loaded(["count", WEB_SOURCE, "-q"], "libcurl.so.4")
         self.assertNotEqual(rc, 0)
-        self.assertTrue(called, "an http:// SOURCE did not call curl_global_init")
+        self.assertTrue(curl, "an http:// SOURCE did not load libcurl.so.4: " + err[-2000:])
+
+    def test_without_libcurl_local_works_and_web_names_the_library(self):
+        if os.geteuid() != 0 or not shutil.which("unshare"):
+            self.skipTest("needs root and unshare(1) to hide libcurl in a mount namespace")
+        # Where the loader finds libcurl.so.4 (the path it maps).
+        r = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True)
+        paths = re.findall(r"\blibcurl\.so\.4 \([^)]*\) => (\S+)", r.stdout)
+        if not paths:
+            self.skipTest("libcurl.so.4 is not installed: nothing to hide")
+        self.sample("in", 40, 2)
+        script = "".join(f"mount --bind /dev/null {shlex.quote(os.path.realpath(p))} && "
+                         for p in sorted(set(paths)))
+
+        def hidden(*args):
+            cmd = script + " ".join(shlex.quote(a) for a in [BIN, *args])
+            return subprocess.run(["unshare", "-m", "sh", "-c", cmd], capture_output=True,
+                                  text=True, timeout=120)
+
+        probe = subprocess.run(["unshare", "-m", "true"], capture_output=True)
+        if probe.returncode != 0:
+            self.skipTest("unshare -m is not allowed here")
+        r = hidden("count", self.path("in"), "-q")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("40\ttotal", r.stdout)
+        r = hidden("count", WEB_SOURCE, "-q")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("libcurl.so.4 could not be loaded", r.stderr)
+        self.assertIn(WEB_SOURCE, r.stderr)
+        self.assertIn("apt install libcurl4", r.stderr)
 
 
 if __name__ == "__main__":

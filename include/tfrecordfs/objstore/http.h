@@ -1,5 +1,10 @@
 // Shards held on web servers and in buckets, read with ranged GETs (libcurl).
 //
+// libcurl is not linked: it is loaded (dlopen of libcurl.so.4) and started
+// at the first request a process sends, so commands over local files never
+// map it and its ~29 libraries. Without it, every request fails with
+// FailedPrecondition naming libcurl.so.4 and the package that holds it.
+//
 // HttpClient sends requests through a bounded pool of libcurl handles (each
 // keeps its connections open, so consecutive requests to one server reuse a
 // connection); every request has a connect timeout, a low-speed timeout and
@@ -163,7 +168,9 @@ class HttpClient {
 
  private:
   struct Handle;
-  std::unique_ptr<Handle> Acquire() const;
+  // An idle handle, or a new one (libcurl loaded at the first: errors are
+  // those of objstore's LoadCurl, the library missing).
+  absl::StatusOr<std::unique_ptr<Handle>> Acquire() const;
   void Release(std::unique_ptr<Handle> handle) const;
   absl::StatusOr<HttpResponse> SendOnce(std::unique_ptr<Handle>* handle, absl::string_view method,
                                         const std::string& url,
