@@ -7,12 +7,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <deque>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "tfrecordfs/base/crc32c.h"
 #include "tfrecordfs/base/file.h"
+#include "tfrecordfs/source/scan_output.h"
 #include "tfrecordfs/source/window_use.h"
 
 namespace tfrecordfs::source {
@@ -20,23 +20,6 @@ namespace tfrecordfs::source {
 namespace {
 
 constexpr int kRawBits = -15;
-
-// Raw deflate of a window for storage (level 1: windows are written once per
-// checkpoint during the scan, and level 1 keeps the scan near inflate speed).
-std::string CompressWindow(absl::string_view window) {
-  z_stream z;
-  std::memset(&z, 0, sizeof z);
-  deflateInit2(&z, 1, Z_DEFLATED, kRawBits, 8, Z_DEFAULT_STRATEGY);
-  std::string out(deflateBound(&z, window.size()), '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(window.data()));
-  z.avail_in = static_cast<uInt>(window.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  deflate(&z, Z_FINISH);
-  out.resize(out.size() - z.avail_out);
-  deflateEnd(&z);
-  return out;
-}
 
 absl::StatusOr<std::string> InflateWindow(absl::string_view stored) {
   z_stream z;
@@ -174,61 +157,6 @@ absl::StatusOr<ScanResult> ScanCompressed(StoredBytes fd, absl::string_view path
 
 namespace {
 
-// The compressed bytes from the first bit of the deflate data after `cp`
-// (enough for SparseWindow: 32 KiB of output takes at most about 37 KiB
-// of fixed-code or stored blocks), and the bit of the first byte it starts
-// at.
-absl::StatusOr<std::string> DataAfter(StoredBytes fd, absl::string_view path, const Checkpoint& cp,
-                                      int* first_bit, size_t bytes = 48 << 10) {
-  const uint64_t at = cp.bits > 0 ? cp.in - 1 : cp.in;
-  *first_bit = cp.bits > 0 ? 8 - cp.bits : 0;
-  std::string in(bytes, '\0');
-  auto got = PreadUpTo(fd, in.data(), in.size(), at, path);
-  if (!got.ok()) return got.status();
-  in.resize(*got);
-  return in;
-}
-
-// A checkpoint laid by the scan whose window is not stored yet: the window
-// is made sparse (source/window_use.h) once the kWindowSize bytes of output
-// after the checkpoint are known, which check it.
-struct PendingWindow {
-  size_t point = 0;    // index in the table
-  std::string window;  // the whole window
-  std::string after;   // the output after the checkpoint, up to kWindowSize bytes
-};
-
-// The window of `cp` as stored: sparse when the deflate data after it
-// shows which bytes it reads, and when inflating from `cp` with the sparse
-// window (`check`, an inflater over the same stream) gives the output the
-// scan saw after it (`after`); else whole.
-absl::StatusOr<std::string> StoredWindow(StoredBytes fd, absl::string_view path, Inflater* check,
-                                         const Checkpoint& cp, const PendingWindow& p) {
-  // Most windows need a few KiB of the data after them (32 KiB of output
-  // at the ratio of the data): a small read first, a whole one if short.
-  int first_bit = 0;
-  auto in = DataAfter(fd, path, cp, &first_bit, 12 << 10);
-  if (!in.ok()) return in.status();
-  auto sparse = SparseWindow(p.window, *in, first_bit);
-  if (absl::IsOutOfRange(sparse.status()) && in->size() == (12 << 10)) {
-    in = DataAfter(fd, path, cp, &first_bit);
-    if (!in.ok()) return in.status();
-    sparse = SparseWindow(p.window, *in, first_bit);
-  }
-  if (!sparse.ok() || *sparse == p.window) return CompressWindow(p.window);
-  if (auto st = check->Start(cp, *sparse); !st.ok()) return st;
-  std::string again(p.after.size(), '\0');
-  size_t have = 0;
-  while (have < again.size() && !check->finished()) {
-    auto got = check->Read(again.data() + have, again.size() - have, /*z_block=*/false);
-    if (!got.ok()) return got.status();
-    if (*got == 0) break;
-    have += *got;
-  }
-  if (have != again.size() || again != p.after) return CompressWindow(p.window);
-  return CompressWindow(*sparse);
-}
-
 absl::StatusOr<ScanResult> ScanOnce(StoredBytes fd, absl::string_view path, uint64_t file_size,
                                     Codec codec, uint64_t span, const StreamSink& sink,
                                     const std::function<void(uint64_t)>& progress, bool isal,
@@ -240,93 +168,97 @@ absl::StatusOr<ScanResult> ScanOnce(StoredBytes fd, absl::string_view path, uint
   result.table.points.push_back(start);
   Inflater inf(fd, path, file_size, codec, /*fast=*/isal, /*exact_problems=*/true);
   if (auto s = inf.Start(start, ""); !s.ok()) return s;
-  // Checks sparse windows (StoredWindow), with zlib when the scan is zlib's.
-  Inflater check(fd, path, file_size, codec, /*fast=*/isal);
-  constexpr size_t kChunk = 1 << 20;
-  // The last kWindowSize bytes of output stay at the front of the buffer
-  // (when there are that many), so a checkpoint's window is always in it.
-  std::string buf(kWindowSize + kChunk, '\0');
-  size_t have = 0;
-  uint64_t last_in = 0, last_out = 0, last_progress = 0;
+  // The sink, progress and the windows, beside the inflate
+  // (source/scan_output.h): on a thread of their own, unless the stream is
+  // too small to pay for one, or its bytes come from a reader that reads
+  // ahead of one sequential reader (an object, a network file system: the
+  // windows' reads behind the inflate would each be another request).
+  ScanOutput::Options stage_options;
+  stage_options.isal = isal;
+  stage_options.threaded = file_size >= kScanChunk && fd.object() == nullptr;
+  ScanOutput stage(fd, path, file_size, codec, sink, progress, stage_options);
+  uint64_t last_in = 0, last_out = 0;
   if (span == 0) span = kDefaultSpan;
-  std::deque<PendingWindow> pending;
-  uint64_t windows_stored = 0;
-  auto store = [&](PendingWindow& p) -> absl::Status {
-    Checkpoint& cp = result.table.points[p.point];
-    auto stored = StoredWindow(fd, path, &check, cp, p);
-    if (!stored.ok()) return stored.status();
-    cp.window_offset = result.windows_blob.size();
-    cp.window_length = static_cast<uint32_t>(stored->size());
-    cp.window_crc = crc32c::Value(*stored);
-    result.windows_blob += *stored;
-    ++windows_stored;
-    return absl::OkStatus();
-  };
+  // Where the output of each checkpoint with a window starts, in order.
+  std::vector<uint64_t> windowed;
   // Whether a checkpoint `in` compressed and `out` uncompressed bytes after
-  // the last one may be laid now (CheckpointAllowed), with the windows
-  // stored so far (those pending counted at the mean size so far) and the
-  // table within kCheckpointBudget of the compressed bytes read.
-  auto allowed = [&](uint64_t in_now, uint64_t in, uint64_t out) {
+  // the last one may be laid now (CheckpointAllowed), with the table and
+  // the windows so far within kCheckpointBudget of the compressed bytes
+  // read. The windows are counted at their stored size for those the
+  // stage has certainly made from the output pushed so far (KnownWindows:
+  // waiting for them if it lags), the newer ones at the mean size of
+  // those (or a quarter of a window before there is one); so the
+  // checkpoints depend on the stream alone, not on the stage's timing.
+  // When the budget is what says no, *budget_in is the compressed offset
+  // from which it would say yes (0 otherwise).
+  auto allowed = [&](uint64_t in_now, uint64_t in, uint64_t out, uint64_t* budget_in) {
+    *budget_in = 0;
     if (CheckpointDue(in, out, span)) return true;
     if (!CheckpointAllowed(in, out, span)) return false;
-    const double mean = windows_stored > 0 ? static_cast<double>(result.windows_blob.size()) /
-                                                 static_cast<double>(windows_stored)
-                                           : kWindowSize / 4.0;
+    const size_t known = stage.KnownWindows(windowed);
+    const uint64_t known_bytes = stage.StoredPrefix(known);
+    const double mean = known > 0 ? static_cast<double>(known_bytes) / static_cast<double>(known)
+                                  : kWindowSize / 4.0;
     const double bytes =
-        static_cast<double>(result.windows_blob.size()) +
-        mean * static_cast<double>(pending.size() + 1) +
+        static_cast<double>(known_bytes) + mean * static_cast<double>(windowed.size() - known + 1) +
         static_cast<double>(kCheckpointEntryBytes * (result.table.points.size() + 1));
-    return bytes <= kCheckpointBudget * static_cast<double>(in_now);
+    if (bytes <= kCheckpointBudget * static_cast<double>(in_now)) return true;
+    *budget_in = static_cast<uint64_t>(bytes / kCheckpointBudget) + 1;
+    return false;
   };
-  while (!inf.finished()) {
-    if (have == buf.size()) {
-      std::memmove(buf.data(), buf.data() + have - kWindowSize, kWindowSize);
-      have = kWindowSize;
-    }
+  // A read to the next block boundary into less room than this stops
+  // where the room ends more often than at the boundary.
+  constexpr size_t kMinZBlockRoom = 64 << 10;
+  ScanChunk* chunk = stage.Take();
+  while (!inf.finished() && !stage.failed()) {
     // A checkpoint may be laid once span / kDenseSpans of compressed or of
-    // uncompressed bytes has passed since the last one, and is due after a
-    // span (see allowed). Stop at block boundaries (Z_BLOCK) only then:
-    // every return from inflate() copies up to 32 KiB into zlib's window,
-    // which, once per deflate block, cost as much as a third of the scan.
-    // Until then, ask for about as much output as is left before the
-    // smaller span (at least 4 KiB, estimating the compressed side from the
-    // ratio so far), so the checkpoint still lands near it.
+    // uncompressed bytes has passed since the last one (and the budget
+    // allows), and is due after a span (see allowed). Stop at block
+    // boundaries (Z_BLOCK) only then: every return from inflate() copies up
+    // to 32 KiB into zlib's window (ISA-L: 32-64 KiB into and out of its
+    // own buffer), which, once per deflate block, cost as much as a third
+    // of the scan. Until then, ask for about as much output as is left
+    // before that point (at least 4 KiB, estimating the compressed side
+    // from the ratio so far), so the checkpoint still lands near it.
     const uint64_t in_now = inf.in_pos();
     const uint64_t out_now = inf.out_pos();
-    const bool due = allowed(in_now, in_now - last_in, out_now - last_out);
-    size_t want = buf.size() - have;
+    uint64_t budget_in = 0;
+    const bool due = allowed(in_now, in_now - last_in, out_now - last_out, &budget_in);
+    size_t want = kScanChunk;
     if (!due) {
-      const uint64_t dense = std::max<uint64_t>(span / kDenseSpans, 1);
-      const uint64_t next_in = std::max(in_now - last_in, dense);
-      const uint64_t next_out = std::max(out_now - last_out, dense);
       const double ratio =
-          in_now > 0 ? static_cast<double>(out_now) / static_cast<double>(in_now) : 1.0;
-      const double left_in =
-          static_cast<double>(next_in - (in_now - last_in)) * std::max(ratio, 1.0);
-      const double left_out = static_cast<double>(next_out - (out_now - last_out));
-      want = static_cast<size_t>(
-          std::clamp(std::min(left_in, left_out), 4096.0, static_cast<double>(want)));
+          in_now > 0 ? std::max(static_cast<double>(out_now) / static_cast<double>(in_now), 1.0)
+                     : 1.0;
+      // Output left until `in` compressed or `out` uncompressed bytes since
+      // the last checkpoint, whichever comes first.
+      auto until = [&](uint64_t in, uint64_t out) {
+        const uint64_t in_left = in > in_now - last_in ? in - (in_now - last_in) : 0;
+        const uint64_t out_left = out > out_now - last_out ? out - (out_now - last_out) : 0;
+        return std::min(static_cast<double>(in_left) * ratio, static_cast<double>(out_left));
+      };
+      const uint64_t dense = std::max<uint64_t>(span / kDenseSpans, 1);
+      double left = until(dense, dense);
+      if (budget_in > in_now) {
+        const double to_budget = static_cast<double>(budget_in - in_now) * ratio;
+        left = std::min(std::max(left, to_budget), until(span, span));
+      }
+      want = static_cast<size_t>(std::clamp(left, 4096.0, static_cast<double>(kScanChunk)));
     }
-    auto got = inf.Read(buf.data() + have, want, /*z_block=*/due, /*stop_at_members=*/true);
+    // A read is not cut short by the end of a chunk (a new one is taken
+    // first), but where it asks to stop: ISA-L decodes ahead of what it
+    // hands out, and passes the block boundaries there unseen.
+    if (want > kScanChunk - chunk->size && (!due || kScanChunk - chunk->size < kMinZBlockRoom)) {
+      stage.Push(chunk);
+      chunk = stage.Take();
+      continue;  // the stage may have failed
+    }
+    want = std::min(want, kScanChunk - chunk->size);
+    auto got = inf.Read(chunk->bytes.data() + chunk->size, want, /*z_block=*/due,
+                        /*stop_at_members=*/true);
     if (!got.ok()) return got.status();
-    if (*got > 0) {
-      const absl::string_view bytes(buf.data() + have, *got);
-      if (absl::Status s = sink(bytes); !s.ok()) return s;
-      for (PendingWindow& p : pending) {
-        const size_t take = std::min(kWindowSize - p.after.size(), bytes.size());
-        p.after.append(bytes.data(), take);
-      }
-      while (!pending.empty() && pending.front().after.size() == kWindowSize) {
-        if (auto s = store(pending.front()); !s.ok()) return s;
-        pending.pop_front();
-      }
-    }
-    have += *got;
+    chunk->size += *got;
     const uint64_t in = inf.in_pos();
-    if (progress && in - last_progress >= kChunk) {
-      progress(in);
-      last_progress = in;
-    }
+    chunk->in_end = in;
     if (inf.finished()) break;
     if (inf.at_stream_start()) {
       Checkpoint cp;
@@ -338,25 +270,33 @@ absl::StatusOr<ScanResult> ScanOnce(StoredBytes fd, absl::string_view path, uint
       last_out = cp.out;
       continue;
     }
-    if (inf.at_boundary() && allowed(in, in - last_in, inf.out_pos() - last_out) &&
+    if (inf.at_boundary() && allowed(in, in - last_in, inf.out_pos() - last_out, &budget_in) &&
         inf.out_pos() > result.table.points.back().out) {
       Checkpoint cp;
       cp.in = in;
       cp.out = inf.out_pos();
       cp.bits = static_cast<uint8_t>(inf.bits());
-      const size_t wlen = static_cast<size_t>(std::min<uint64_t>(cp.out, kWindowSize));
-      PendingWindow p;
-      p.point = result.table.points.size();
-      p.window.assign(buf.data() + have - wlen, wlen);
       result.table.points.push_back(cp);
-      pending.push_back(std::move(p));
+      windowed.push_back(cp.out);
+      chunk->laid.push_back({chunk->size, cp});
       last_in = in;
       last_out = cp.out;
     }
   }
-  for (PendingWindow& p : pending) {
-    if (auto s = store(p); !s.ok()) return s;
+  stage.Push(chunk);
+  if (absl::Status s = stage.Finish(); !s.ok()) return s;
+  // The windows, in the order of their checkpoints.
+  const std::vector<StoredWindowRef>& refs = stage.windows();
+  size_t k = 0;
+  for (Checkpoint& cp : result.table.points) {
+    if (cp.stream_start) continue;
+    if (k == refs.size()) return absl::InternalError(absl::StrCat(path, ": a window is missing"));
+    cp.window_offset = refs[k].offset;
+    cp.window_length = refs[k].length;
+    cp.window_crc = refs[k].crc;
+    ++k;
   }
+  result.windows_blob = std::move(stage.blob());
   if (progress) progress(inf.in_pos());
   result.table.data_size = inf.out_pos();
   result.problem = inf.problem();

@@ -242,4 +242,15 @@ absl::StatusOr<std::string> SparseWindow(absl::string_view window, absl::string_
   return sparse;
 }
 
+absl::StatusOr<std::string> DataAfter(StoredBytes fd, absl::string_view path, const Checkpoint& cp,
+                                      int* first_bit, size_t bytes) {
+  const uint64_t at = cp.bits > 0 ? cp.in - 1 : cp.in;
+  *first_bit = cp.bits > 0 ? 8 - cp.bits : 0;
+  std::string in(bytes, '\0');
+  auto got = PreadUpTo(fd, in.data(), in.size(), at, path);
+  if (!got.ok()) return got.status();
+  in.resize(*got);
+  return in;
+}
+
 }  // namespace tfrecordfs::source

@@ -18,7 +18,11 @@
 // than the whole window, so the budget pays for several times as many
 // checkpoints; the scan checks each sparse window by inflating from its
 // checkpoint with it (and keeps the whole window when that does not give
-// the stream's bytes). Windows are stored deflate-compressed, apart from
+// the stream's bytes). The windows (and the sink) are handled beside the
+// inflate, on a thread of their own (source/scan_output.h); the budget
+// counts the windows of the last MiB or so of output at the mean size of
+// those before, so that where checkpoints go depends on the stream alone.
+// Windows are stored deflate-compressed, apart from
 // the checkpoint table, so that an index can keep them on disk and load one
 // only when a read needs it.
 // The start of every GZIP member (and of the ZLIB stream) is a checkpoint
@@ -153,7 +157,10 @@ struct ScanResult {
 using StreamSink = std::function<absl::Status(absl::string_view)>;
 
 // Inflates `fd` (a `codec` file of `file_size` bytes) from start to end in
-// one pass, calling `sink` with the decompressed bytes in order, and records
+// one pass, calling `sink` with the decompressed bytes in order (from
+// another thread than the caller's, for a local file of 512 KiB or more:
+// `sink` and `progress` are called one at a time, in order, and not after
+// this returns), and records
 // a checkpoint at block boundaries where CheckpointAllowed(span) holds and
 // the budget allows, always where CheckpointDue(span) holds (0:
 // kDefaultSpan), and at every GZIP member start (see the top of this file).

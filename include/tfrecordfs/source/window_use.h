@@ -10,7 +10,7 @@
 // several times as many checkpoints, and a random read inflates that much
 // less.
 //
-// Pure functions; thread-safe.
+// Thread-safe (SparseWindow is a pure function; DataAfter reads).
 #ifndef TFRECORDFS_SOURCE_WINDOW_USE_H_
 #define TFRECORDFS_SOURCE_WINDOW_USE_H_
 
@@ -20,8 +20,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "tfrecordfs/source/stored_bytes.h"
 
 namespace tfrecordfs::source {
+
+struct Checkpoint;  // source/checkpoints.h
 
 // `window` (at most kWindowSize bytes, the output just before a deflate
 // block boundary) with every byte that the raw deflate data in `in`, from
@@ -33,6 +36,14 @@ namespace tfrecordfs::source {
 // window.
 absl::StatusOr<std::string> SparseWindow(absl::string_view window, absl::string_view in,
                                          int first_bit);
+
+// The compressed bytes of `fd` (`path` in messages) from the first bit of
+// the deflate data after `cp` on, up to `bytes` of them (fewer at the end
+// of the file; the default is enough for SparseWindow: 32 KiB of output
+// takes at most about 37 KiB of fixed-code or stored blocks), and in
+// *first_bit the bit of the first byte the data starts at.
+absl::StatusOr<std::string> DataAfter(StoredBytes fd, absl::string_view path, const Checkpoint& cp,
+                                      int* first_bit, size_t bytes = 48 << 10);
 
 }  // namespace tfrecordfs::source
 
