@@ -290,8 +290,9 @@ std::optional<int> Mount::OpenStore() {
     index_options.beside = cli_.index_beside;
     index_options.durable = false;
     index::IndexStore indexes(index_options);
-    auto follow = [&indexes](const std::string& path, const std::vector<uint64_t>* offsets) {
-      index::FollowRewrite(&indexes, path, "", offsets);
+    auto follow = [&indexes](const std::string& path, const std::vector<uint64_t>* offsets,
+                             index::WalkedShard* walked) {
+      index::FollowRewrite(&indexes, path, "", offsets, walked);
     };
     // Objects first: a rewrite the store took drops its entry, whose edit
     // folders RecoverRewrites then removes; uploads a crash left are

@@ -351,7 +351,8 @@ void IndexStore::Drop(const std::string& path) {
 std::shared_ptr<const ShardIndex> IndexStore::Replaced(const std::string& path,
                                                        const std::string& mount_path,
                                                        source::Codec codec,
-                                                       const std::vector<uint64_t>* offsets) {
+                                                       const std::vector<uint64_t>* offsets,
+                                                       WalkedShard* walked) {
   const bool use_cache =
       !options_.write_shared && !options_.write_beside && !options_.cache_dir.empty();
   const std::string real_path = tfrecordfs::RealPath(path).value_or(path);
@@ -362,8 +363,28 @@ std::shared_ptr<const ShardIndex> IndexStore::Replaced(const std::string& path,
     if (!f.empty() && ::access(f.c_str(), F_OK) == 0) others.push_back(f);
   }
   std::optional<IndexFile> file;
+  std::shared_ptr<const source::CheckpointTable> table;  // GZIP / ZLIB
   struct stat st;
-  if (codec == source::Codec::kNone && offsets != nullptr && !offsets->empty()) {
+  if ((codec == source::Codec::kGzip || codec == source::Codec::kZlib) && offsets != nullptr &&
+      walked != nullptr && walked->checkpoints != nullptr && walked->checkpoints->codec == codec &&
+      walked->walk.offsets == *offsets) {
+    // The check after write inflated the whole new file and found these
+    // records (the offsets the rewrite wrote), these checkpoints and
+    // windows: what WalkShard would find, without inflating it again.
+    auto fd = OpenFile(path, O_RDONLY | O_CLOEXEC);
+    if (fd.ok() && ::fstat(fd->get(), &st) == 0) {
+      auto f = Fingerprint(fd->get(), path, real_path, st, std::move(walked->walk),
+                           walked->checkpoints.get());
+      if (f.ok()) {
+        file = std::move(*f);
+        file->windows = std::move(walked->windows_blob);
+        table = std::move(walked->checkpoints);
+      } else {
+        log::Warning(path,
+                     ": cannot index the rewritten shard from its check: ", f.status().message());
+      }
+    }
+  } else if (codec == source::Codec::kNone && offsets != nullptr && !offsets->empty()) {
     auto fd = OpenFile(path, O_RDONLY | O_CLOEXEC);
     if (fd.ok() && ::fstat(fd->get(), &st) == 0) {
       record::WalkResult walk;
@@ -390,7 +411,13 @@ std::shared_ptr<const ShardIndex> IndexStore::Replaced(const std::string& path,
     }
     return nullptr;
   }
-  if (use_cache) (void)Save(CachePath(real_path), *file);
+  if (use_cache && Save(CachePath(real_path), *file).ok() && table != nullptr) {
+    // As Load: the windows now live in the index file, not in memory.
+    auto t = std::make_shared<source::CheckpointTable>(*table);
+    t->windows =
+        source::Windows::InFile(CachePath(real_path), EncodedMainSize(*file), file->windows.size());
+    table = std::move(t);
+  }
   const std::string bytes = EncodeIndexFile(*file);
   for (const std::string& f : others) {
     if (auto s = WriteFileAtomically(f, bytes); s.ok()) {
@@ -401,12 +428,14 @@ std::shared_ptr<const ShardIndex> IndexStore::Replaced(const std::string& path,
     }
   }
   const uint64_t size = file->file_size;
-  return std::make_shared<const ShardIndex>(path, size, MtimeNs(st), std::move(file->walk));
+  return std::make_shared<const ShardIndex>(path, size, MtimeNs(st), std::move(file->walk),
+                                            std::move(table));
 }
 
 std::shared_ptr<const ShardIndex> FollowRewrite(IndexStore* store, const std::string& path,
                                                 const std::string& mount_path,
-                                                const std::vector<uint64_t>* offsets) {
+                                                const std::vector<uint64_t>* offsets,
+                                                WalkedShard* checked) {
   source::Codec codec = source::Codec::kNone;
   std::vector<uint64_t> walked;
   {
@@ -435,7 +464,7 @@ std::shared_ptr<const ShardIndex> FollowRewrite(IndexStore* store, const std::st
     }
   }
   std::shared_ptr<const ShardIndex> out;
-  if (store != nullptr) out = store->Replaced(path, mount_path, codec, offsets);
+  if (store != nullptr) out = store->Replaced(path, mount_path, codec, offsets, checked);
   if (codec == source::Codec::kNone && offsets != nullptr) {
     auto dali = FollowDaliIndex(path, *offsets);
     if (!dali.ok()) {

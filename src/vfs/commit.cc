@@ -104,18 +104,21 @@ Filesystem::Rewrite Filesystem::RewriteShards(bool rebase, std::vector<StaleName
   }
   // The indexes of each rewritten shard follow it within its commit
   // (index::FollowRewrite); a plain shard's new index, made from the
-  // offsets the rewrite wrote, is the one the mount shows it with.
+  // offsets the rewrite wrote, and a GZIP/ZLIB shard's, made by the check
+  // after write's inflate of it, is the one the mount shows it with.
   out.results = repack::ApplyEdits(
       edit_list_, edit_store_->records_dir(), types,
       [&](const std::string& path) -> const repack::ShardToRewrite* {
         auto it = out.by_path.find(path);
         return it == out.by_path.end() ? nullptr : &from[it->second];
       },
-      [&](const std::string& path, const std::vector<uint64_t>* offsets) {
+      [&](const std::string& path, const std::vector<uint64_t>* offsets,
+          index::WalkedShard* walked) {
         auto it = out.by_path.find(path);
         const std::string mount_path =
             it == out.by_path.end() ? std::string() : shard_set_.mount_path(it->second);
-        out.new_indexes[path] = index::FollowRewrite(index_store_, path, mount_path, offsets);
+        out.new_indexes[path] =
+            index::FollowRewrite(index_store_, path, mount_path, offsets, walked);
       });
   for (repack::RewrittenShard& r : out.results) {
     auto note = rebase_notes.find(r.path);

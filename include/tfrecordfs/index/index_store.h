@@ -171,17 +171,20 @@ class IndexStore {
   // checked (a commit of record edits, repack/rewrite.h), whose records
   // start at `offsets` (the end of the last one last): the stored indexes of
   // the old file follow it. For a plain shard, the new file's index is made
-  // from `offsets` (no walk), saved to the cache as Load would save it, and
-  // written over the shard's `.tfri` beside it and its index_dir entry
-  // (`mount_path`; "" when not known) where those exist (they described the
-  // old file); the index is returned. For a compressed shard (its
-  // checkpoints are known only from a walk), or without `offsets`, the
-  // cached index is dropped, the other two are removed, and nullptr is
-  // returned (Load walks the new file). A file it cannot write or remove is
-  // logged and left (Load finds it stale by size and mtime). Thread-safe.
+  // from `offsets` (no walk); for a GZIP/ZLIB shard, from `walked` (what the
+  // check after write's inflate of the new file found, as WalkShard makes
+  // it; taken: moved from). That index is saved to the cache as Load would
+  // save it, and written over the shard's `.tfri` beside it and its
+  // index_dir entry (`mount_path`; "" when not known) where those exist
+  // (they described the old file); the index is returned. Otherwise (a
+  // compressed shard without `walked`, or no `offsets`), the cached index
+  // is dropped, the other two are removed, and nullptr is returned (Load
+  // walks the new file). A file it cannot write or remove is logged and
+  // left (Load finds it stale by size and mtime). Thread-safe.
   std::shared_ptr<const ShardIndex> Replaced(const std::string& path, const std::string& mount_path,
                                              source::Codec codec,
-                                             const std::vector<uint64_t>* offsets);
+                                             const std::vector<uint64_t>* offsets,
+                                             WalkedShard* walked = nullptr);
 
   // The index file names for a shard.
   std::string CachePath(const std::string& real_path) const;
@@ -213,11 +216,13 @@ class IndexStore {
 // `store`, IndexStore::Replaced (`mount_path` keys its index_dir entry; ""
 // when not known), and the DALI index recorded for it (dali_index.h
 // FollowDaliIndex). Without `offsets` (recovery), a plain shard is walked
-// first when anything needs its offsets. Returns Replaced's index (nullptr:
-// none made). Failures are logged.
+// first when anything needs its offsets; `checked`: a GZIP/ZLIB shard's walk
+// made by the check after write (IndexStore::Replaced's `walked`). Returns Replaced's
+// index (nullptr: none made). Failures are logged.
 std::shared_ptr<const ShardIndex> FollowRewrite(IndexStore* store, const std::string& path,
                                                 const std::string& mount_path,
-                                                const std::vector<uint64_t>* offsets);
+                                                const std::vector<uint64_t>* offsets,
+                                                WalkedShard* checked = nullptr);
 
 // Extends `old`, the clean walk of the first old.file_size bytes of a shard,
 // over the shard's bytes up to `file_size`. Returns NotFound when the new tail

@@ -65,6 +65,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "tfrecordfs/index/shard_index.h"
 #include "tfrecordfs/naming/feature_type.h"
 #include "tfrecordfs/source/shard_source.h"
 #include "tfrecordfs/staging/deletions.h"
@@ -101,9 +102,12 @@ struct RewrittenShard {
 // indexes of it: index::FollowRewrite). Called once the new shard is in
 // place and before its entry leaves the list, so that recovery calls it
 // again after a crash; `offsets` as RewrittenShard::offsets, or nullptr
-// (recovery: not known).
-using FollowRewrite =
-    std::function<void(const std::string& path, const std::vector<uint64_t>* offsets)>;
+// (recovery: not known); `walked`, for a GZIP/ZLIB shard, what the check
+// after write found in the new file in its one inflate (its walk,
+// checkpoints and windows, as index::WalkShard makes them: the new index
+// needs no walk), to be taken (moved from); nullptr when not known.
+using FollowRewrite = std::function<void(
+    const std::string& path, const std::vector<uint64_t>* offsets, index::WalkedShard* walked)>;
 
 // Each edited record's payload made again by example::SpliceEdit against
 // the record's payload in `from`: what the edit did not change keeps its

@@ -413,7 +413,8 @@ class Filesystem {
   struct Rewrite {
     std::vector<repack::RewrittenShard> results;
     absl::flat_hash_map<std::string, uint64_t> by_path;  // shard id of each mounted path
-    // The index each rewritten plain shard was given (index::FollowRewrite).
+    // The index each rewritten plain, GZIP or ZLIB shard was given
+    // (index::FollowRewrite).
     absl::flat_hash_map<std::string, std::shared_ptr<const index::ShardIndex>> new_indexes;
   };
   Rewrite RewriteShards(bool rebase, std::vector<StaleNames>* stale)

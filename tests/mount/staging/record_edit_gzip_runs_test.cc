@@ -5,10 +5,13 @@
 // reader (tests/cli/tfrecord_check.py), zcat, and the file's bytes.
 #include <zlib.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
 #include "record_edit_util.h"
 #include "staging_util.h"
@@ -194,6 +197,91 @@ TEST_F(GzipRunsTest, SyncFlushedGroupsThatReferBackAreDeflatedAgain) {
     EXPECT_EQ(new_file.find(old_file.substr(ends[g - 1], ends[g] - ends[g - 1])), std::string::npos)
         << "group " << g;
   }
+}
+
+// Lines of the daemon's debug log (-o verbose) saying it walked (inflated
+// and indexed) the shard `name`: IndexStore::Load's "PATH: walked (why)".
+size_t WalksOf(const std::string& log, const std::string& name) {
+  size_t n = 0;
+  for (size_t at = log.find(name + ": walked"); at != std::string::npos;
+       at = log.find(name + ": walked", at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+// A shard gzip or TensorFlow wrote (one deflate state, no flush: nothing to
+// copy), large enough for several checkpoints (1 MiB spans): the commit
+// deflates it whole and its check after write inflates the new file once;
+// the new file's index is what that inflate found (records, checkpoints,
+// windows), so the daemon does not inflate the new file a second time to
+// index it (before: IndexStore::Load walked it once more after the rename,
+// a whole-file inflate in every commit's time), and reads through the same
+// mount and through the next one (index from the cache the commit wrote)
+// come from that index: each id read at random places, against the edit.
+TEST_F(GzipRunsTest, ForeignShardIsIndexedByTheCheckAfterWriteNotWalkedAgain) {
+  constexpr int kRecords = 400;
+  std::vector<std::string> payloads;
+  uint64_t x = 88172645463325252ull;
+  for (int i = 0; i < kRecords; ++i) {
+    std::string blob(12000, 'a');
+    for (char& ch : blob) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      ch = static_cast<char>('a' + x % 26);  // about 4.7 bits a byte: 3.4 MB of GZIP
+    }
+    payloads.push_back(ExamplePayload({Int64Feature("id", {i}), BytesFeature("blob", {blob})}));
+  }
+  std::vector<size_t> ends;
+  const std::string shard = s_.src + "/a.tfrecord.gz";
+  WriteWholeFile(shard, Deflate(payloads, Z_NO_FLUSH, &ends));
+  MountConfig c = PackConfig(s_, {s_.src}, "edit");
+  c.options.push_back("verbose");
+  // Record ids read through the mount, from the last record backwards
+  // (each read resumes from a checkpoint of the index).
+  std::string ids_script, want;
+  for (int i = kRecords - 1; i >= 0; i -= 23) {
+    absl::StrAppend(&ids_script, "cat ",
+                    ShellQuote(absl::StrFormat("%s/a.tfrecord.gz/%03d/id", s_.mnt, i)), "\n");
+    absl::StrAppend(&want, i == 120 ? 7000 : i, "\n");
+  }
+  {
+    Mount d(c);
+    ASSERT_EQ(d.Start(), absl::OkStatus());
+    CommandResult edit = RunCommand(
+        {"bash", "-c", absl::StrCat("echo 7000 > ", ShellQuote(s_.mnt + "/a.tfrecord.gz/120/id"))});
+    ASSERT_EQ(edit.exit_code, 0) << edit.err;
+    const size_t walks = WalksOf(d.Stderr(), "a.tfrecord.gz");
+    EXPECT_EQ(walks, 1u) << d.Stderr();  // the mount's own walk of the old file
+    CommandResult commit = RunCommand({BinaryPath(), "commit", s_.mnt});
+    ASSERT_EQ(commit.exit_code, 0) << commit.out << commit.err;
+    EXPECT_NE(commit.out.find("changed 1"), std::string::npos) << commit.out;
+    EXPECT_EQ(WalksOf(d.Stderr(), "a.tfrecord.gz"), walks)
+        << "the new file was inflated again to index it:\n"
+        << d.Stderr();
+    CommandResult read = RunCommand({"bash", "-c", ids_script});
+    EXPECT_EQ(read.exit_code, 0) << read.err;
+    EXPECT_EQ(read.out, want);
+    int st = 0;
+    CommandResult un = d.TfrUnmount(&st);
+    EXPECT_EQ(un.exit_code, 0) << un.out << un.err;
+  }
+  // The independent reader: one GZIP stream, every id, record 120's new.
+  const std::vector<std::string> lines = IndependentRead(shard);
+  ASSERT_EQ(lines.size(), static_cast<size_t>(kRecords) + 1);
+  EXPECT_EQ(lines[0], "gzip");
+  for (int i = 0; i < kRecords; ++i) {
+    EXPECT_TRUE(absl::EndsWith(lines[i + 1], absl::StrCat(" id:int64:", i == 120 ? 7000 : i)))
+        << i << ": " << lines[i + 1].substr(0, 40) << "..."
+        << lines[i + 1].substr(std::max<size_t>(lines[i + 1].size(), 40) - 40);
+  }
+  // The next mount takes the index the commit saved (no walk), and reads
+  // the same through it.
+  Mount again(c);
+  ASSERT_EQ(again.Start(), absl::OkStatus());
+  CommandResult read = RunCommand({"bash", "-c", ids_script});
+  EXPECT_EQ(read.exit_code, 0) << read.err;
+  EXPECT_EQ(read.out, want);
+  EXPECT_EQ(WalksOf(again.Stderr(), "a.tfrecord.gz"), 0u) << again.Stderr();
 }
 
 }  // namespace
