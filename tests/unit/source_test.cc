@@ -438,20 +438,28 @@ TEST(InflateSource, FileWindowsRoundTripThroughAnIndexFile) {
   CheckRandomReads(s.fd, file.size(), table, data, 300, 22);
 
   // Pinned to the file it was read from (Windows::InFile with its
-  // identity): a file put in its place since serves no window, even one with
-  // the very same bytes; the reads fall back to the stream start, exact.
+  // identity): once open, the descriptor keeps reading that file whatever
+  // is renamed over its path; a file put in its place before an open serves
+  // no window, even one with the very same bytes; the reads fall back to
+  // the stream start, exact.
   struct stat st;
   ASSERT_EQ(::stat(path.c_str(), &st), 0);
   auto pinned = std::make_shared<CheckpointTable>(*table);
   pinned->windows =
       Windows::InFile(path, decoded->main_size, decoded->windows_size, FileIdentity::Of(st));
-  ASSERT_TRUE(pinned->windows->Load(pinned->points[1]).ok());
+  auto opened_before = std::make_shared<CheckpointTable>(*pinned);
+  opened_before->windows =
+      Windows::InFile(path, decoded->main_size, decoded->windows_size, FileIdentity::Of(st));
+  ASSERT_TRUE(opened_before->windows->Load(opened_before->points[1]).ok());
   ASSERT_TRUE(WriteFileAtomically(path, encoded).ok());  // a rename over it
   auto replaced = pinned->windows->Load(pinned->points[1]);
   EXPECT_TRUE(absl::IsDataLoss(replaced.status())) << replaced.status();
   EXPECT_NE(replaced.status().message().find("changed after it was loaded"), std::string::npos)
       << replaced.status();
   CheckRandomReads(s.fd, file.size(), pinned, data, 30, 23);
+  auto kept = opened_before->windows->Load(opened_before->points[1]);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  CheckRandomReads(s.fd, file.size(), opened_before, data, 30, 24);
 }
 
 TEST(InflateSource, CorruptWindowFallsBackToAnEarlierStreamStart) {
@@ -686,6 +694,51 @@ TEST(InflateSource, SequentialReadsDoNotRestart) {
   // A read far back restarts from a checkpoint near it, not from 0.
   ASSERT_TRUE(src.ReadAt(data.size() / 2, buf.data(), 10).ok());
   EXPECT_EQ(src.restarts(), 2u);
+}
+
+// A random read resumes at the checkpoint before it and inflates only up to
+// its last byte, not to the end of its 64 KiB block (issue 36: about a
+// quarter of a random read's inflate); its block is cached as that prefix,
+// a later read past it goes on from the cursor and fills the block, and
+// a read inside the prefix inflates nothing.
+TEST(InflateSource, RandomReadInflatesOnlyToItsLastByte) {
+  const std::string data = TextLike(4 << 20, 62);
+  const std::string file = Deflate(data, Wrap::kGzip);
+  Scanned s = Scan(file, Codec::kGzip, 64 << 10);
+  auto table = std::make_shared<const CheckpointTable>(s.scan.table);
+  ASSERT_GT(table->points.size(), 8u);
+  std::mt19937_64 rng(64);
+  for (int i = 0; i < 40; ++i) {
+    BlockCache cache(size_t{4} << 20);
+    InflateSource src(Dup(s.fd), "prefix.gz", file.size(), table, &cache);
+    const uint64_t off = rng() % (data.size() - 100);
+    char buf[100];
+    auto got = src.ReadAt(off, buf, sizeof buf);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE(absl::string_view(buf, *got) == absl::string_view(data).substr(off, sizeof buf));
+    const uint64_t from = table->Before(off / kBlockSize * kBlockSize).out;
+    EXPECT_EQ(src.bytes_inflated(), off + sizeof buf - from) << "read at " << off;
+    EXPECT_EQ(src.restarts(), 1u);
+    // Inside the prefix: nothing more inflated.
+    const uint64_t inflated = src.bytes_inflated();
+    ASSERT_TRUE(src.ReadAt(off + 10, buf, 50).ok());
+    EXPECT_EQ(src.bytes_inflated(), inflated);
+    // Past it, in the same block: the cursor goes on to the block's end.
+    const uint64_t block_end = std::min<uint64_t>((off / kBlockSize + 1) * kBlockSize, data.size());
+    if (off + sizeof buf < block_end) {
+      auto more = src.ReadAt(block_end - 1, buf, 1);
+      ASSERT_TRUE(more.ok()) << more.status();
+      EXPECT_EQ(buf[0], data[block_end - 1]);
+      EXPECT_EQ(src.restarts(), 1u);
+      EXPECT_EQ(src.bytes_inflated(), block_end - from);
+      // The whole block is cached now: a read anywhere in it is served.
+      const uint64_t start = off / kBlockSize * kBlockSize;
+      ASSERT_TRUE(src.ReadAt(start, buf, sizeof buf).ok());
+      EXPECT_TRUE(absl::string_view(buf, sizeof buf) ==
+                  absl::string_view(data).substr(start, sizeof buf));
+      EXPECT_EQ(src.bytes_inflated(), block_end - from);
+    }
+  }
 }
 
 // The span bounds the uncompressed side too: well-compressed data gets a
