@@ -12,30 +12,18 @@ InflateSource::~InflateSource() { cache_->DropCursor(id_); }
 
 absl::StatusOr<std::shared_ptr<const std::string>> InflateSource::BlockAt(uint64_t offset,
                                                                           uint64_t* start) const {
-  return BlockFor(offset, table_->data_size, start);
-}
-
-absl::StatusOr<std::shared_ptr<const std::string>> InflateSource::BlockFor(uint64_t offset,
-                                                                           uint64_t end,
-                                                                           uint64_t* start) const {
   const uint64_t block = offset / kBlockSize;
   *start = block * kBlockSize;
-  // The bytes of the block this read needs: a cached prefix holding them
-  // serves it.
-  const uint64_t need_end =
-      std::max(offset + 1, std::min<uint64_t>({end, *start + kBlockSize, table_->data_size}));
-  const size_t need = static_cast<size_t>(need_end - *start);
-  if (auto hit = cache_->Get(id_, block); hit != nullptr && hit->size() >= need) return hit;
+  if (auto hit = cache_->Get(id_, block)) return hit;
   MutexLock lock(&mu_);
-  // Another reader may have inflated it meanwhile.
-  if (auto hit = cache_->Get(id_, block); hit != nullptr && hit->size() >= need) return hit;
+  if (auto hit = cache_->Get(id_, block)) return hit;  // another reader inflated it
   auto lease = file_.Open();
   if (!lease.ok()) return lease.status();
   // The cursor is this reader's until it is put back (parked: its input
   // buffer released) for the next read of this shard; the cache keeps a
   // bounded number of idle ones across the mount.
   std::unique_ptr<Inflater> cursor = cache_->TakeCursor(id_);
-  auto result = InflateBlock(block, need_end, *lease, &cursor);
+  auto result = InflateBlock(block, *lease, &cursor);
   if (!result.ok() && !zlib_only_ &&
       (absl::IsDataLoss(result.status()) || absl::IsInternal(result.status()))) {
     // The index was made with zlib, and only zlib's verdict on a damaged
@@ -44,7 +32,7 @@ absl::StatusOr<std::shared_ptr<const std::string>> InflateSource::BlockFor(uint6
     log::Warning(file_.path(), ": ", result.status().message(), "; reading with zlib instead");
     zlib_only_ = true;
     cursor.reset();
-    result = InflateBlock(block, need_end, *lease, &cursor);
+    result = InflateBlock(block, *lease, &cursor);
   }
   if (cursor != nullptr) {
     cursor->Park();
@@ -78,32 +66,18 @@ absl::StatusOr<const Checkpoint*> InflateSource::CheckedCheckpoint(const Checkpo
 }
 
 absl::StatusOr<std::shared_ptr<const std::string>> InflateSource::InflateBlock(
-    uint64_t block, uint64_t need_end, const Lease& lease,
-    std::unique_ptr<Inflater>* cursor) const {
+    uint64_t block, const Lease& lease, std::unique_ptr<Inflater>* cursor) const {
   const uint64_t target = block * kBlockSize;
-  const uint64_t block_end = std::min<uint64_t>(target + kBlockSize, table_->data_size);
+  const uint64_t target_end = std::min<uint64_t>(target + kBlockSize, table_->data_size);
   const Checkpoint* cp = &table_->Before(target);
   if (!table_->trusted) {
     // Checkpoints after one that failed its check are never used.
     cp = &table_->points[std::min<size_t>(cp - table_->points.data(), usable_)];
   }
+  // Resume where the cursor stopped when it is at or past the checkpoint:
+  // sequential reads (a walk, a cat of every record) never restart.
   std::unique_ptr<Inflater>& cur = *cursor;
-  // Go on where the cursor stopped when it is at or past the checkpoint and
-  // before the bytes wanted: sequential reads (a walk, a cat of every
-  // record) never restart. The bytes it already passed in its own block
-  // come from that block's cached prefix (when the cache still holds them).
-  std::shared_ptr<const std::string> seed;
-  bool go_on =
-      cur != nullptr && !cur->finished() && cur->out_pos() >= cp->out && cur->out_pos() < need_end;
-  if (go_on && cur->out_pos() % kBlockSize != 0) {
-    const uint64_t at = cur->out_pos();
-    seed = cache_->Get(id_, at / kBlockSize);
-    if (seed != nullptr && seed->size() < at % kBlockSize) seed.reset();
-    // Inside the block wanted, its head must come from somewhere.
-    if (seed == nullptr && at > target) go_on = false;
-  }
-  if (!go_on) {
-    seed.reset();
+  if (cur == nullptr || cur->finished() || cur->out_pos() > target || cur->out_pos() < cp->out) {
     if (!table_->trusted) {
       auto checked = CheckedCheckpoint(cp, lease);
       if (!checked.ok()) return checked.status();
@@ -133,31 +107,17 @@ absl::StatusOr<std::shared_ptr<const std::string>> InflateSource::InflateBlock(
     }
     restarts_.fetch_add(1, std::memory_order_relaxed);
   }
-  // A read that goes on inside the block it wants (a sequential reader
-  // after the block's first read) inflates to the block's end; one that
-  // restarted at a checkpoint, or skipped ahead to its block, or starts it,
-  // only to the end of the bytes it asked for: the block is cached as that
-  // prefix, which later reads extend.
-  const bool follows = go_on && cur->out_pos() > target;
-  const uint64_t stop = follows ? block_end : need_end;
   Inflater& inf = *cur;
   inf.SetFd(lease.bytes());
   std::shared_ptr<const std::string> result;
   std::string acc;
+  bool acc_whole = inf.out_pos() % kBlockSize == 0;  // acc starts at a block boundary
   uint64_t acc_block = inf.out_pos() / kBlockSize;
-  // acc holds its block from the start: it starts at a block boundary, or
-  // the cached prefix gives the bytes before the cursor.
-  bool acc_whole = inf.out_pos() % kBlockSize == 0;
-  if (seed != nullptr) {
-    acc.reserve(kBlockSize);
-    acc.assign(*seed, 0, static_cast<size_t>(inf.out_pos() % kBlockSize));
-    acc_whole = true;
-  }
   char tmp[64 * 1024];
-  while (inf.out_pos() < stop) {
+  while (inf.out_pos() < target_end) {
     const uint64_t pos = inf.out_pos();
     const size_t want = static_cast<size_t>(
-        std::min<uint64_t>({sizeof tmp, stop - pos, kBlockSize - pos % kBlockSize}));
+        std::min<uint64_t>({sizeof tmp, target_end - pos, kBlockSize - pos % kBlockSize}));
     auto got = inf.Read(tmp, want, /*z_block=*/false);
     if (!got.ok()) {
       cur.reset();
@@ -171,7 +131,6 @@ absl::StatusOr<std::shared_ptr<const std::string>> InflateSource::InflateBlock(
                        " bytes it held when it was indexed; the shard changed under the "
                        "mount (remount to re-index it)"));
     }
-    bytes_inflated_.fetch_add(*got, std::memory_order_relaxed);
     if (acc_whole) acc.append(tmp, *got);
     const uint64_t now = inf.out_pos();
     if (now % kBlockSize == 0 || now == table_->data_size) {
@@ -185,11 +144,6 @@ absl::StatusOr<std::shared_ptr<const std::string>> InflateSource::InflateBlock(
       acc_whole = true;
       acc_block = now / kBlockSize;
     }
-  }
-  if (result == nullptr && acc_whole && acc_block == block && target + acc.size() >= need_end) {
-    // Stopped inside the block: its prefix, for this read and the next.
-    result = std::make_shared<const std::string>(std::move(acc));
-    cache_->Put(id_, block, result);
   }
   if (!result)
     return absl::InternalError(absl::StrCat(file_.path(), ": block ", block, " not produced"));

@@ -696,51 +696,6 @@ TEST(InflateSource, SequentialReadsDoNotRestart) {
   EXPECT_EQ(src.restarts(), 2u);
 }
 
-// A random read resumes at the checkpoint before it and inflates only up to
-// its last byte, not to the end of its 64 KiB block (issue 36: about a
-// quarter of a random read's inflate); its block is cached as that prefix,
-// a later read past it goes on from the cursor and fills the block, and
-// a read inside the prefix inflates nothing.
-TEST(InflateSource, RandomReadInflatesOnlyToItsLastByte) {
-  const std::string data = TextLike(4 << 20, 62);
-  const std::string file = Deflate(data, Wrap::kGzip);
-  Scanned s = Scan(file, Codec::kGzip, 64 << 10);
-  auto table = std::make_shared<const CheckpointTable>(s.scan.table);
-  ASSERT_GT(table->points.size(), 8u);
-  std::mt19937_64 rng(64);
-  for (int i = 0; i < 40; ++i) {
-    BlockCache cache(size_t{4} << 20);
-    InflateSource src(Dup(s.fd), "prefix.gz", file.size(), table, &cache);
-    const uint64_t off = rng() % (data.size() - 100);
-    char buf[100];
-    auto got = src.ReadAt(off, buf, sizeof buf);
-    ASSERT_TRUE(got.ok()) << got.status();
-    ASSERT_TRUE(absl::string_view(buf, *got) == absl::string_view(data).substr(off, sizeof buf));
-    const uint64_t from = table->Before(off / kBlockSize * kBlockSize).out;
-    EXPECT_EQ(src.bytes_inflated(), off + sizeof buf - from) << "read at " << off;
-    EXPECT_EQ(src.restarts(), 1u);
-    // Inside the prefix: nothing more inflated.
-    const uint64_t inflated = src.bytes_inflated();
-    ASSERT_TRUE(src.ReadAt(off + 10, buf, 50).ok());
-    EXPECT_EQ(src.bytes_inflated(), inflated);
-    // Past it, in the same block: the cursor goes on to the block's end.
-    const uint64_t block_end = std::min<uint64_t>((off / kBlockSize + 1) * kBlockSize, data.size());
-    if (off + sizeof buf < block_end) {
-      auto more = src.ReadAt(block_end - 1, buf, 1);
-      ASSERT_TRUE(more.ok()) << more.status();
-      EXPECT_EQ(buf[0], data[block_end - 1]);
-      EXPECT_EQ(src.restarts(), 1u);
-      EXPECT_EQ(src.bytes_inflated(), block_end - from);
-      // The whole block is cached now: a read anywhere in it is served.
-      const uint64_t start = off / kBlockSize * kBlockSize;
-      ASSERT_TRUE(src.ReadAt(start, buf, sizeof buf).ok());
-      EXPECT_TRUE(absl::string_view(buf, sizeof buf) ==
-                  absl::string_view(data).substr(start, sizeof buf));
-      EXPECT_EQ(src.bytes_inflated(), block_end - from);
-    }
-  }
-}
-
 // The span bounds the uncompressed side too: well-compressed data gets a
 // checkpoint about every span of output, not every span of input (which
 // would leave several spans of output to inflate before a random read).

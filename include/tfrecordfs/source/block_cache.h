@@ -2,8 +2,7 @@
 // within one budget: decompressed blocks, and the inflate cursors of
 // sources not inflating right now.
 //
-// Blocks are aligned runs of kBlockSize uncompressed bytes (or a prefix of
-// one, which a later read may replace with a longer one), keyed by
+// Blocks are aligned runs of kBlockSize uncompressed bytes, keyed by
 // (source id, block number), so that listing a record and then reading its
 // files inflates that region once. An idle cursor (an Inflater stopped
 // where its last read ended, 0.1-1 MiB with its input buffer) lets the next
@@ -32,9 +31,9 @@
 
 namespace tfrecordfs::source {
 
-// BlockCache unit (uncompressed). A read that resumes at a checkpoint
-// inflates only to its last byte and caches a prefix of its block
-// (source/inflate.h); a sequential reader fills whole blocks.
+// BlockCache unit (uncompressed). Small, because a read that resumes at a
+// checkpoint inflates to the end of its last block: a 64 KiB block costs
+// about 0.1 ms of zlib past the bytes asked for.
 inline constexpr size_t kBlockSize = 64 * 1024;
 
 // Idle cursors kept at most, whatever the budget (a cursor costs about

@@ -8,10 +8,8 @@
 // closer: sequential reads never restart), and keeps decompressed bytes in a
 // BlockCache shared by every compressed shard of a mount, in aligned blocks
 // of kBlockSize bytes, so that listing a record and then reading its files
-// inflates that region once. A read that resumes at a checkpoint (a random
-// read) inflates only up to its last byte, and its block is cached as that
-// prefix; a read that goes on from the cursor in the block it wants (a
-// sequential reader) inflates to the block's end, extending the prefix.
+// inflates that region once. A read that resumes at a checkpoint inflates
+// only up to the end of the block holding its last byte.
 //
 // Untrusted checkpoints (CheckpointTable::trusted false: an index others may
 // write) are checked against the stream, in order, before a read resumes at
@@ -62,8 +60,6 @@ class InflateSource final : public BlockSource {
   // Blocks inflated so far (cache misses), for tests and statistics.
   uint64_t blocks_inflated() const { return blocks_inflated_.load(std::memory_order_relaxed); }
   uint64_t restarts() const { return restarts_.load(std::memory_order_relaxed); }
-  // Uncompressed bytes inflated so far (for tests and statistics).
-  uint64_t bytes_inflated() const { return bytes_inflated_.load(std::memory_order_relaxed); }
   // True once ISA-L failed on this shard and zlib took over (for tests).
   bool fell_back_to_zlib() const {
     MutexLock lock(&mu_);
@@ -71,24 +67,20 @@ class InflateSource final : public BlockSource {
   }
 
  private:
-  // The aligned kBlockSize block holding `offset`, whole.
+  // The aligned kBlockSize block holding `offset`.
   absl::StatusOr<std::shared_ptr<const std::string>> BlockAt(uint64_t offset,
                                                              uint64_t* start) const override;
-  // The same block, or a prefix of it holding the bytes up to `end`.
-  absl::StatusOr<std::shared_ptr<const std::string>> BlockFor(uint64_t offset, uint64_t end,
-                                                              uint64_t* start) const override;
   // For an untrusted table: `cp`, once it and every checkpoint before it
   // are checked against the stream (VerifyCheckpoints), else the last one
   // that passed (logged once; later checkpoints are not used again).
   absl::StatusOr<const Checkpoint*> CheckedCheckpoint(const Checkpoint* cp,
                                                       const Lease& lease) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Inflates `block`, at least up to uncompressed offset `need_end` (inside
-  // it), with *cursor (made, or restarted at a checkpoint, as needed; reset
-  // after an error); returns the block whole or a prefix holding need_end.
+  // Inflates `block` with *cursor (made, or restarted at a checkpoint, as
+  // needed; reset after an error).
   absl::StatusOr<std::shared_ptr<const std::string>> InflateBlock(
-      uint64_t block, uint64_t need_end, const Lease& lease,
-      std::unique_ptr<Inflater>* cursor) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      uint64_t block, const Lease& lease, std::unique_ptr<Inflater>* cursor) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable Mutex mu_;
   // Untrusted tables: checkpoints [0, verified_] match the stream; none
@@ -99,7 +91,6 @@ class InflateSource final : public BlockSource {
   mutable bool zlib_only_ ABSL_GUARDED_BY(mu_) = false;
   mutable std::atomic<uint64_t> blocks_inflated_{0};
   mutable std::atomic<uint64_t> restarts_{0};
-  mutable std::atomic<uint64_t> bytes_inflated_{0};
 };
 
 }  // namespace tfrecordfs::source
