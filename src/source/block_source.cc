@@ -23,7 +23,7 @@ absl::StatusOr<size_t> BlockSource::ReadAt(uint64_t offset, char* buf, size_t n)
   while (done < n) {
     const uint64_t pos = offset + done;
     uint64_t start = 0;
-    auto block = BlockAt(pos, &start);
+    auto block = BlockFor(pos, offset + n, &start);
     if (!block.ok()) return block.status();
     const uint64_t within = pos - start;
     if (within >= (*block)->size()) {

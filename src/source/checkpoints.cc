@@ -56,10 +56,26 @@ class MemoryWindows final : public Windows {
   std::string blob_;
 };
 
+// The index files whose windows are read, open: a random read of a
+// compressed shard loads one window, and an open (a path walk, on network
+// storage a round trip) per window cost as much as the window itself. One
+// cache for the process, so that a mount of any number of compressed shards
+// holds at most this many index files open (plus those leased for a load in
+// flight); one evicted is opened again, and checked again, at its next load.
+FdCache& WindowFiles() {
+  static FdCache* cache = new FdCache(kOpenWindowFiles);
+  return *cache;
+}
+
 class FileWindows final : public Windows {
  public:
   FileWindows(std::string path, uint64_t base, uint64_t size, std::optional<FileIdentity> identity)
-      : path_(std::move(path)), base_(base), size_(size), identity_(identity) {}
+      : path_(std::move(path)),
+        base_(base),
+        size_(size),
+        identity_(identity),
+        key_(WindowFiles().NewKey()) {}
+  ~FileWindows() override { WindowFiles().Drop(key_); }
 
   uint64_t size() const override { return size_; }
 
@@ -68,9 +84,21 @@ class FileWindows final : public Windows {
     if (offset > size_ || length > size_ - offset) {
       return absl::DataLossError(absl::StrCat(path_, ": checkpoint window out of range"));
     }
-    // Opened per load: a window is read once per restart from a checkpoint
-    // (and a check of many reads them in runs), and holding no descriptor
-    // keeps a mount of many shards within limits.
+    auto lease = WindowFiles().Get(key_, [this] { return OpenChecked(); });
+    if (!lease.ok()) return lease.status();
+    std::string out(static_cast<size_t>(length), '\0');
+    if (auto s = PreadFull(lease->fd, out.data(), out.size(), base_ + offset, path_); !s.ok()) {
+      return s;
+    }
+    return out;
+  }
+
+ private:
+  // Opens the file, and with an identity, checks that it is still the one
+  // the table was read from: a file put in its place since (a rename over
+  // it) serves no window. Once open, the descriptor reads that file
+  // whatever is renamed over its path later.
+  absl::StatusOr<UniqueFd> OpenChecked() const {
     auto fd = OpenFile(path_, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (!fd.ok()) return fd.status();
     if (identity_) {
@@ -83,17 +111,13 @@ class FileWindows final : public Windows {
             absl::StrCat(path_, ": the index file changed after it was loaded"));
       }
     }
-    std::string out(static_cast<size_t>(length), '\0');
-    if (auto s = PreadFull(fd->get(), out.data(), out.size(), base_ + offset, path_); !s.ok()) {
-      return s;
-    }
-    return out;
+    return fd;
   }
 
- private:
   std::string path_;
   uint64_t base_, size_;
   std::optional<FileIdentity> identity_;
+  const uint64_t key_;  // in WindowFiles()
 };
 
 }  // namespace

@@ -68,7 +68,10 @@ void Inflater::Park() {
     z_.avail_in = 0;
   }
   in_len_ = 0;
-  std::string().swap(in_buf_);
+  // A buffer of one first read is kept (the next random read of this shard
+  // reuses it instead of allocating and faulting in another); a larger one
+  // is released.
+  if (in_buf_.capacity() > kFirstInChunk) std::string().swap(in_buf_);
   next_chunk_ = kFirstInChunk;
 }
 

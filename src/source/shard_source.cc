@@ -125,6 +125,12 @@ absl::StatusOr<Lease> FdCache::Get(uint64_t key,
   return Lease{shared->get(), shared};
 }
 
+void FdCache::Drop(uint64_t key) {
+  std::optional<Fd> dropped;  // closed (once no lease holds it) after the lock
+  MutexLock lock(&mu_);
+  dropped = fds_.Take(key);
+}
+
 size_t FdCache::size() const {
   MutexLock lock(&mu_);
   return fds_.size();

@@ -13,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "mount_harness.h"
 #include "tfrecordfs/base/file.h"
@@ -230,6 +231,30 @@ TEST(CompressedReads, ParallelRandomReadsWithFewerDescriptorsThanShards) {
   EXPECT_EQ(m.Stderr().find("changed under the mount"), std::string::npos) << m.Stderr();
 }
 
+// A GZIP shard of `records` records of 200-3200 bytes of words, each never
+// an Example (shown as record.bin), at zlib level 6; *data_size gets its
+// uncompressed size.
+void WriteWordsShard(const std::string& path, int records, uint64_t* data_size) {
+  static const char* kWords[] = {"tensor", "record", "feature", "image",   "label",      "shard ",
+                                 "\n",     "0.25",   "bbox",    "encoded", "float_list", "int64"};
+  std::mt19937_64 rng(2026);
+  auto fd = OpenFile(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  record::ShardWriter w(std::move(*fd), path, {source::Codec::kGzip, 6});
+  for (int r = 0; r < records; ++r) {
+    std::string payload = "\xff";  // never an Example: shown as record.bin
+    const size_t size = 200 + rng() % 3000;
+    while (payload.size() < size) {
+      payload += kWords[rng() % 12];
+      payload += static_cast<char>('a' + rng() % 26);
+      payload += static_cast<char>(rng());  // a byte no later record repeats
+    }
+    *data_size += payload.size() + 16;
+    ASSERT_TRUE(w.Append(payload).ok());
+  }
+  ASSERT_TRUE(w.Close(false).ok());
+}
+
 // The index `tfrecordfs index` builds for a GZIP shard at the default span
 // lays checkpoints closer than the span (their windows sparse: only the
 // bytes the data after each refers back to; the same index every time), in a shared index_dir (an
@@ -243,28 +268,9 @@ TEST(CompressedReads, DenseCheckpointsWithSparseWindowsReadLikePythonsGzip) {
   const std::string src = tmp.path() + "/src", idx = tmp.path() + "/idx";
   ASSERT_EQ(::mkdir(src.c_str(), 0755), 0);
   ASSERT_EQ(::mkdir(idx.c_str(), 0755), 0);
-  static const char* kWords[] = {"tensor", "record", "feature", "image",   "label",      "shard ",
-                                 "\n",     "0.25",   "bbox",    "encoded", "float_list", "int64"};
-  std::mt19937_64 rng(2026);
-  const std::string path = src + "/part-0.tfrecord.gz";
   uint64_t data_size = 0;
-  {
-    auto fd = OpenFile(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    ASSERT_TRUE(fd.ok()) << fd.status();
-    record::ShardWriter w(std::move(*fd), path, {source::Codec::kGzip, 6});
-    for (int r = 0; r < 6000; ++r) {
-      std::string payload = "\xff";  // never an Example: shown as record.bin
-      const size_t size = 200 + rng() % 3000;
-      while (payload.size() < size) {
-        payload += kWords[rng() % 12];
-        payload += static_cast<char>('a' + rng() % 26);
-        payload += static_cast<char>(rng());  // a byte no later record repeats
-      }
-      data_size += payload.size() + 16;
-      ASSERT_TRUE(w.Append(payload).ok());
-    }
-    ASSERT_TRUE(w.Close(false).ok());
-  }
+  WriteWordsShard(src + "/part-0.tfrecord.gz", 6000, &data_size);
+  if (HasFatalFailure()) return;
   CommandResult built = RunCommand({BinaryPath(), "index", "-q", "--index-dir", idx, src});
   ASSERT_EQ(built.exit_code, 0) << built.out << built.err;
   // The checkpoint count (u32 at byte 80 of the index file, index/index_file.h).
@@ -301,6 +307,55 @@ TEST(CompressedReads, DenseCheckpointsWithSparseWindowsReadLikePythonsGzip) {
   EXPECT_EQ(m.Stop(&err), 0) << err;
   EXPECT_EQ(m.Stderr().find("does not match the stream"), std::string::npos) << m.Stderr();
   EXPECT_EQ(m.Stderr().find("error"), std::string::npos) << m.Stderr();
+}
+
+// A random read resumes at a checkpoint and loads its window from the index
+// file: the file is opened once and kept open (Windows::InFile), not opened
+// per window (issue 36: 59 opens of the index file for one deep read; one
+// per read that resumed at a checkpoint). Counted with strace around the
+// daemon: every openat of the index file, over a mount that serves 300
+// random reads of a GZIP shard whose index lies in an index_dir; the bytes
+// still equal Python's gzip decoding.
+TEST(CompressedReads, WindowsComeFromOneOpenOfTheIndexFile) {
+  TFRFS_SKIP_WITHOUT_FUSE();
+  if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "/usr/bin/python3 not found";
+  if (::access("/usr/bin/strace", X_OK) != 0) GTEST_SKIP() << "/usr/bin/strace not found";
+  TempDir tmp;
+  const std::string src = tmp.path() + "/src", idx = tmp.path() + "/idx";
+  ASSERT_EQ(::mkdir(src.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(idx.c_str(), 0755), 0);
+  uint64_t data_size = 0;
+  WriteWordsShard(src + "/part-0.tfrecord.gz", 6000, &data_size);
+  if (HasFatalFailure()) return;
+  CommandResult built = RunCommand({BinaryPath(), "index", "-q", "--index-dir", idx, src});
+  ASSERT_EQ(built.exit_code, 0) << built.out << built.err;
+
+  const std::string trace = tmp.path() + "/strace.log";
+  MountConfig config;
+  config.sources = {src};
+  config.options = {"ro", "index_dir=" + idx, "inflate_cache_mb=1"};
+  config.wrapper = {"/usr/bin/strace", "-f", "-qq", "-e", "trace=open,openat", "-o", trace};
+  Mount m(config);
+  ASSERT_EQ(m.Start(), absl::OkStatus());
+  CommandResult r =
+      RunCommand({"/usr/bin/python3", "-c", kRandomReader, src, m.mountpoint(), "1", "300"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("reads 300 errors 0 mismatches 0"), std::string::npos) << r.out;
+  std::string err;
+  EXPECT_EQ(m.Stop(&err), 0) << err;
+  auto log = ReadFileToString(trace);
+  ASSERT_TRUE(log.ok()) << log.status();
+  int opens = 0, errors = 0;
+  for (absl::string_view line : absl::StrSplit(*log, '\n')) {
+    if (absl::StrContains(line, ".tfri") && absl::StrContains(line, "open")) ++opens;
+  }
+  // The mount reads the index whole once (and may check it once more
+  // against the shard); every window after that comes from one open.
+  for (absl::string_view line : absl::StrSplit(m.Stderr(), '\n')) {
+    if (absl::StrContains(line, "error")) ++errors;
+  }
+  EXPECT_EQ(errors, 0) << m.Stderr();
+  EXPECT_LE(opens, 3) << *log;
 }
 
 INSTANTIATE_TEST_SUITE_P(Datasets, CompressedTwinTest,

@@ -198,7 +198,8 @@ absl::Status Mount::Start() {
   static int serial = 0;  // several daemons may share a log directory
   const std::string stem = config_.log_dir + "/daemon-" + std::to_string(++serial);
   test::DaemonSpec spec;
-  spec.argv = {BinaryPath(), "-f"};
+  spec.argv = config_.wrapper;
+  spec.argv.insert(spec.argv.end(), {BinaryPath(), "-f"});
   if (!config_.options.empty()) {
     spec.argv.push_back("-o");
     spec.argv.push_back(absl::StrJoin(config_.options, ","));

@@ -146,6 +146,9 @@ struct MountConfig {
   // Directory for the daemon's stdout and stderr files (daemon-N.stdout,
   // daemon-N.stderr); "" = the Mount's own temp directory.
   std::string log_dir;
+  // A command the daemon runs under (its argv before the daemon's, e.g.
+  // strace with its options; argv[0] a path); empty = none.
+  std::vector<std::string> wrapper;
 };
 
 // One tfrecordfs daemon running in the foreground, from spawn to a mounted

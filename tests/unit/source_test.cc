@@ -438,20 +438,28 @@ TEST(InflateSource, FileWindowsRoundTripThroughAnIndexFile) {
   CheckRandomReads(s.fd, file.size(), table, data, 300, 22);
 
   // Pinned to the file it was read from (Windows::InFile with its
-  // identity): a file put in its place since serves no window, even one with
-  // the very same bytes; the reads fall back to the stream start, exact.
+  // identity): once open, the descriptor keeps reading that file whatever
+  // is renamed over its path; a file put in its place before an open serves
+  // no window, even one with the very same bytes; the reads fall back to
+  // the stream start, exact.
   struct stat st;
   ASSERT_EQ(::stat(path.c_str(), &st), 0);
   auto pinned = std::make_shared<CheckpointTable>(*table);
   pinned->windows =
       Windows::InFile(path, decoded->main_size, decoded->windows_size, FileIdentity::Of(st));
-  ASSERT_TRUE(pinned->windows->Load(pinned->points[1]).ok());
+  auto opened_before = std::make_shared<CheckpointTable>(*pinned);
+  opened_before->windows =
+      Windows::InFile(path, decoded->main_size, decoded->windows_size, FileIdentity::Of(st));
+  ASSERT_TRUE(opened_before->windows->Load(opened_before->points[1]).ok());
   ASSERT_TRUE(WriteFileAtomically(path, encoded).ok());  // a rename over it
   auto replaced = pinned->windows->Load(pinned->points[1]);
   EXPECT_TRUE(absl::IsDataLoss(replaced.status())) << replaced.status();
   EXPECT_NE(replaced.status().message().find("changed after it was loaded"), std::string::npos)
       << replaced.status();
   CheckRandomReads(s.fd, file.size(), pinned, data, 30, 23);
+  auto kept = opened_before->windows->Load(opened_before->points[1]);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  CheckRandomReads(s.fd, file.size(), opened_before, data, 30, 24);
 }
 
 TEST(InflateSource, CorruptWindowFallsBackToAnEarlierStreamStart) {

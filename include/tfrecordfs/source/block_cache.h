@@ -37,8 +37,8 @@ namespace tfrecordfs::source {
 inline constexpr size_t kBlockSize = 64 * 1024;
 
 // Idle cursors kept at most, whatever the budget (a cursor costs about
-// 130 KiB: zlib's and ISA-L's state and windows; its input buffer is
-// released when it goes idle, Inflater::Park).
+// 130 KiB: zlib's and ISA-L's state and windows; and up to 64 KiB of input
+// buffer when it goes idle, Inflater::Park).
 inline constexpr size_t kMaxIdleCursors = 32;
 
 class BlockCache {

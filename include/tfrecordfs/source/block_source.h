@@ -48,6 +48,15 @@ class BlockSource : public ShardSource {
   // first byte.
   virtual absl::StatusOr<std::shared_ptr<const std::string>> BlockAt(uint64_t offset,
                                                                      uint64_t* start) const = 0;
+  // What ReadAt asks for: the block holding `offset`, of which only the
+  // bytes up to `end` (or the block's end, whichever is first) are needed;
+  // the block returned may hold just a prefix of the whole block that
+  // covers them. Default: BlockAt (the whole block).
+  virtual absl::StatusOr<std::shared_ptr<const std::string>> BlockFor(uint64_t offset,
+                                                                      uint64_t /*end*/,
+                                                                      uint64_t* start) const {
+    return BlockAt(offset, start);
+  }
 
   const ShardFile file_;
   const uint64_t file_size_;

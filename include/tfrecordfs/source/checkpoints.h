@@ -55,6 +55,9 @@
 namespace tfrecordfs::source {
 
 inline constexpr size_t kWindowSize = 32768;  // deflate's history
+// Index files whose windows are kept open for reads, in the whole process
+// (Windows::InFile).
+inline constexpr size_t kOpenWindowFiles = 32;
 // The most bytes between checkpoints, compressed or uncompressed (see
 // ScanCompressed).
 inline constexpr uint64_t kDefaultSpan = 1 << 20;
@@ -92,9 +95,11 @@ struct Checkpoint {
 };
 
 // Where the compressed windows live: in memory (a fresh scan whose index was
-// not saved) or in an index file (loaded on demand: one open and one pread
-// per window; VerifyCheckpoints reads the windows it checks in runs, one
-// open and one pread per run).
+// not saved) or in an index file (loaded on demand: one pread per window
+// from the file opened at the first load and kept open in a process-wide
+// cache of kOpenWindowFiles descriptors, reopened and checked again when it
+// was dropped; VerifyCheckpoints reads the windows it checks in runs, one
+// pread per run).
 class Windows {
  public:
   virtual ~Windows() = default;
@@ -115,11 +120,13 @@ class Windows {
   static std::shared_ptr<const Windows> InMemory(std::string blob);
   // `base` is the offset of the blob in the file at `path`, `size` its length.
   static std::shared_ptr<const Windows> InFile(std::string path, uint64_t base, uint64_t size);
-  // The same, read only while the file at `path` is still `identity` (the
-  // file the table was read from, as FileIdentity::Of gave it: its inode
-  // where inodes persist, size and mtime): a file put in its place since
-  // (a rename over it by whoever may write its directory) serves no window
-  // (DataLoss), so windows always come from the file that was vouched for.
+  // The same, read only from the file that is `identity` (the file the
+  // table was read from, as FileIdentity::Of gave it: its inode where
+  // inodes persist, size and mtime), checked whenever the file is opened:
+  // a file put in its place (a rename over it by whoever may write its
+  // directory) before an open serves no window (DataLoss); one put there
+  // while the file is open is not read (the descriptor reads the file
+  // vouched for). Windows always come from the file that was vouched for.
   static std::shared_ptr<const Windows> InFile(std::string path, uint64_t base, uint64_t size,
                                                FileIdentity identity);
 

@@ -115,8 +115,9 @@ class Inflater {
   // With exact_problems: zlib, inflating again after ISA-L found damage,
   // stopped before the bytes ISA-L had handed out (see above).
   bool overran() const { return overran_; }
-  // Releases the input buffer (the next Read reads again from in_pos()),
-  // so an idle Inflater costs only its state.
+  // Lets go of the input loaded (the next Read reads again from in_pos())
+  // and releases the input buffer when it grew past one first read
+  // (64 KiB), so an idle Inflater costs its state and at most that.
   void Park();
   // Heap bytes this Inflater holds (input buffer, zlib's and ISA-L's state
   // and window), for the budget of idle cursors (source/block_cache.h).

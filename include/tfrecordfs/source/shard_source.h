@@ -110,6 +110,9 @@ class FdCache {
   // The cached descriptor for `key`, or `open()`'s, cached.
   absl::StatusOr<Lease> Get(uint64_t key, const std::function<absl::StatusOr<UniqueFd>()>& open);
   uint64_t NewKey() { return next_key_.fetch_add(1); }
+  // Forgets `key`'s descriptor (closed once no lease holds it): for a user
+  // of the cache that goes away.
+  void Drop(uint64_t key);
   size_t size() const;
   uint64_t opens() const { return opens_.load(std::memory_order_relaxed); }
 
