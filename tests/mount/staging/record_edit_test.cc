@@ -211,7 +211,9 @@ TEST_P(RecordEditTest, IndexesFollowTheRewrittenShard) {
     CommandResult un = d.TfrUnmount(&st);
     ASSERT_EQ(un.exit_code, 0) << un.out << un.err;
     EXPECT_EQ(IndependentRead(shard_).size(), 1u + (mounted ? kRecords : kRecords - 2));
-    if (plain) EXPECT_EQ(ReadWholeFile(dali), dali_of_shard());
+    if (plain) {
+      EXPECT_EQ(ReadWholeFile(dali), dali_of_shard());
+    }
     // Valid for the new shard: `index` walks nothing.
     EXPECT_NE(index_again({"--index-dir", idx_dir}).find("0 walked, 0 grown, 1 already valid"),
               std::string::npos);
