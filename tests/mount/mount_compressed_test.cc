@@ -255,6 +255,20 @@ void WriteWordsShard(const std::string& path, int records, uint64_t* data_size) 
   ASSERT_TRUE(w.Close(false).ok());
 }
 
+// A 6,000-record GZIP shard of words in TMP/src, indexed into TMP/idx by
+// `tfrecordfs index --index-dir` (the setup of the index_dir tests below).
+void IndexedWordsShard(const TempDir& tmp, std::string* src, std::string* idx,
+                       uint64_t* data_size) {
+  *src = tmp.path() + "/src";
+  *idx = tmp.path() + "/idx";
+  ASSERT_EQ(::mkdir(src->c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(idx->c_str(), 0755), 0);
+  WriteWordsShard(*src + "/part-0.tfrecord.gz", 6000, data_size);
+  if (::testing::Test::HasFatalFailure()) return;
+  CommandResult built = RunCommand({BinaryPath(), "index", "-q", "--index-dir", *idx, *src});
+  ASSERT_EQ(built.exit_code, 0) << built.out << built.err;
+}
+
 // The index `tfrecordfs index` builds for a GZIP shard at the default span
 // lays checkpoints closer than the span (their windows sparse: only the
 // bytes the data after each refers back to; the same index every time), in a shared index_dir (an
@@ -265,14 +279,10 @@ TEST(CompressedReads, DenseCheckpointsWithSparseWindowsReadLikePythonsGzip) {
   TFRFS_SKIP_WITHOUT_FUSE();
   if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "/usr/bin/python3 not found";
   TempDir tmp;
-  const std::string src = tmp.path() + "/src", idx = tmp.path() + "/idx";
-  ASSERT_EQ(::mkdir(src.c_str(), 0755), 0);
-  ASSERT_EQ(::mkdir(idx.c_str(), 0755), 0);
+  std::string src, idx;
   uint64_t data_size = 0;
-  WriteWordsShard(src + "/part-0.tfrecord.gz", 6000, &data_size);
+  IndexedWordsShard(tmp, &src, &idx, &data_size);
   if (HasFatalFailure()) return;
-  CommandResult built = RunCommand({BinaryPath(), "index", "-q", "--index-dir", idx, src});
-  ASSERT_EQ(built.exit_code, 0) << built.out << built.err;
   // The checkpoint count (u32 at byte 80 of the index file, index/index_file.h).
   CommandResult found = RunCommand({"/usr/bin/find", idx, "-name", "*.tfri"});
   ASSERT_EQ(found.exit_code, 0) << found.err;
@@ -321,14 +331,10 @@ TEST(CompressedReads, WindowsComeFromOneOpenOfTheIndexFile) {
   if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "/usr/bin/python3 not found";
   if (::access("/usr/bin/strace", X_OK) != 0) GTEST_SKIP() << "/usr/bin/strace not found";
   TempDir tmp;
-  const std::string src = tmp.path() + "/src", idx = tmp.path() + "/idx";
-  ASSERT_EQ(::mkdir(src.c_str(), 0755), 0);
-  ASSERT_EQ(::mkdir(idx.c_str(), 0755), 0);
+  std::string src, idx;
   uint64_t data_size = 0;
-  WriteWordsShard(src + "/part-0.tfrecord.gz", 6000, &data_size);
+  IndexedWordsShard(tmp, &src, &idx, &data_size);
   if (HasFatalFailure()) return;
-  CommandResult built = RunCommand({BinaryPath(), "index", "-q", "--index-dir", idx, src});
-  ASSERT_EQ(built.exit_code, 0) << built.out << built.err;
 
   const std::string trace = tmp.path() + "/strace.log";
   MountConfig config;
