@@ -182,13 +182,17 @@ absl::Status FsyncDir(const std::string& dir) {
 
 namespace {
 
-// Writes `contents` to the new file `tmp` (created with `flags`), fsyncs it
-// when `durable`, and renames it over `path`; on failure `tmp` is removed.
+// Writes `pieces`, one after the other, to the new file `tmp` (created with
+// `flags`), fsyncs it when `durable`, and renames it over `path`; on failure
+// `tmp` is removed.
 absl::Status WriteThenRename(const std::string& tmp, int flags, bool durable,
-                             const std::string& path, absl::string_view contents) {
+                             const std::string& path, absl::Span<const absl::string_view> pieces) {
   auto fd = OpenFile(tmp, flags, 0644);
   if (!fd.ok()) return fd.status();
-  absl::Status s = WriteFull(fd->get(), contents.data(), contents.size(), tmp);
+  absl::Status s;
+  for (absl::string_view piece : pieces) {
+    if (s.ok()) s = WriteFull(fd->get(), piece.data(), piece.size(), tmp);
+  }
   if (s.ok() && durable && ::fsync(fd->get()) != 0) {
     s = ErrnoError(errno, absl::StrCat("fsync ", tmp));
   }
@@ -203,10 +207,15 @@ absl::Status WriteThenRename(const std::string& tmp, int flags, bool durable,
 }  // namespace
 
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents) {
+  return WriteFileAtomically(path, absl::MakeConstSpan(&contents, 1));
+}
+
+absl::Status WriteFileAtomically(const std::string& path,
+                                 absl::Span<const absl::string_view> pieces) {
   // One writer per path at a time: `<path>.tmp.<pid>` is the name recovery
   // (repack/recover.cc) looks for after a crash.
   const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
-  if (auto s = WriteThenRename(tmp, O_WRONLY | O_CREAT | O_TRUNC, /*durable=*/true, path, contents);
+  if (auto s = WriteThenRename(tmp, O_WRONLY | O_CREAT | O_TRUNC, /*durable=*/true, path, pieces);
       !s.ok()) {
     return s;
   }
@@ -214,12 +223,17 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view cont
 }
 
 absl::Status WriteFileReplacing(const std::string& path, absl::string_view contents) {
+  return WriteFileReplacing(path, absl::MakeConstSpan(&contents, 1));
+}
+
+absl::Status WriteFileReplacing(const std::string& path,
+                                absl::Span<const absl::string_view> pieces) {
   // Threads and processes may replace the same path at once: each has a
   // temp file of its own (pid and a counter, O_EXCL).
   static std::atomic<uint64_t> counter{0};
   const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid(), ".", counter.fetch_add(1));
   return WriteThenRename(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, /*durable=*/false, path,
-                         contents);
+                         pieces);
 }
 
 absl::StatusOr<std::string> ReadFileToString(const std::string& path) {

@@ -1,6 +1,7 @@
 #include "tfrecordfs/index/index_file.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <vector>
 
@@ -86,13 +87,10 @@ absl::Status CheckWalkInvariants(const record::WalkResult& walk) {
 
 }  // namespace
 
-std::string EncodeIndexFile(const IndexFile& file) {
-  const uint64_t n = file.num_records();
-  size_t problem_bytes = 0;
-  for (const auto& p : file.walk.problems) problem_bytes += 12 + p.message.size();
-  std::string out;
-  out.reserve(kIndexHeaderSize + 8 * (n + 1) + problem_bytes + file.path.size() +
-              kIndexTrailerSize);
+EncodedIndexFile EncodeIndexFilePieces(const IndexFile& file) {
+  EncodedIndexFile e;
+  std::string& out = e.head;
+  out.reserve(kIndexHeaderSize);
   out.append(kIndexMagic, sizeof kIndexMagic);
   PutFixed32(&out, kIndexVersion);
   PutFixed32(&out, static_cast<uint32_t>(file.codec));  // flags
@@ -100,54 +98,65 @@ std::string EncodeIndexFile(const IndexFile& file) {
   PutFixed64(&out, static_cast<uint64_t>(file.mtime_ns));
   out.append(file.first_header.data(), file.first_header.size());
   out.append(file.last_header.data(), file.last_header.size());
-  PutFixed64(&out, n);
+  PutFixed64(&out, file.num_records());
   PutFixed32(&out, static_cast<uint32_t>(file.walk.problems.size()));
   PutFixed32(&out, static_cast<uint32_t>(file.path.size()));
   PutFixed64(&out, file.codec == source::Codec::kNone ? file.file_size : file.data_size);
   PutFixed32(&out, static_cast<uint32_t>(file.checkpoints.size()));
   PutFixed32(&out, 0);
   PutFixed64(&out, file.windows.size());
-  const size_t main_size_at = out.size();
-  PutFixed64(&out, 0);  // main_size, filled in below
+  PutFixed64(&out, EncodedMainSize(file));
   PutFixed64(&out, file.inode);
   PutFixed64(&out, static_cast<uint64_t>(file.ctime_ns));
-  if (file.walk.offsets.empty()) {
-    PutFixed64(&out, 0);
+  // The offsets: on a little-endian machine, the vector's own bytes are
+  // the table (8 bytes each, little-endian), written without a copy.
+  const std::vector<uint64_t>& offsets = file.walk.offsets;
+  if (offsets.empty()) {
+    PutFixed64(&e.offsets_encoded, 0);
+  } else if constexpr (std::endian::native == std::endian::little) {
+    e.offsets = absl::string_view(reinterpret_cast<const char*>(offsets.data()),
+                                  offsets.size() * sizeof(uint64_t));
   } else {
-    // Through a small buffer: appending to the reserved string writes each
-    // byte once (a resize first would zero 8 bytes per record in vain).
-    char chunk[4096];
-    size_t used = 0;
-    for (uint64_t v : file.walk.offsets) {
-      EncodeFixed64(chunk + used, v);
-      used += 8;
-      if (used == sizeof chunk) {
-        out.append(chunk, used);
-        used = 0;
-      }
+    e.offsets_encoded.resize(offsets.size() * 8);
+    for (size_t i = 0; i < offsets.size(); ++i) {
+      EncodeFixed64(e.offsets_encoded.data() + 8 * i, offsets[i]);
     }
-    out.append(chunk, used);
   }
+  std::string& rest = e.rest;
   for (const auto& p : file.walk.problems) {
-    PutFixed64(&out, p.offset);
-    PutFixed32(&out, static_cast<uint32_t>(p.message.size()));
-    out.append(p.message);
+    PutFixed64(&rest, p.offset);
+    PutFixed32(&rest, static_cast<uint32_t>(p.message.size()));
+    rest.append(p.message);
   }
-  out.append(file.path);
-  out.resize((out.size() + 7) / 8 * 8, '\0');
+  rest.append(file.path);
+  const size_t before = out.size() + e.offsets_piece().size() + rest.size();
+  rest.append((before + 7) / 8 * 8 - before, '\0');
   for (const source::Checkpoint& c : file.checkpoints) {
-    PutFixed64(&out, c.in);
-    PutFixed64(&out, c.out);
-    PutFixed64(&out, c.window_offset);
-    PutFixed32(&out, c.window_length);
-    PutFixed32(&out, c.window_crc);
-    out.push_back(static_cast<char>(c.bits));
-    out.push_back(static_cast<char>(c.stream_start ? kStreamStartFlag : 0));
-    out.append(6, '\0');
+    PutFixed64(&rest, c.in);
+    PutFixed64(&rest, c.out);
+    PutFixed64(&rest, c.window_offset);
+    PutFixed32(&rest, c.window_length);
+    PutFixed32(&rest, c.window_crc);
+    rest.push_back(static_cast<char>(c.bits));
+    rest.push_back(static_cast<char>(c.stream_start ? kStreamStartFlag : 0));
+    rest.append(6, '\0');
   }
-  EncodeFixed64(out.data() + main_size_at, out.size() + kIndexTrailerSize);
-  PutFixed32(&out, crc32c::Value(out.data(), out.size()));
-  out.append(file.windows);
+  uint32_t crc = crc32c::Value(out);
+  crc = crc32c::Extend(crc, e.offsets_piece().data(), e.offsets_piece().size());
+  crc = crc32c::Extend(crc, rest.data(), rest.size());
+  PutFixed32(&rest, crc);
+  e.windows = file.windows;
+  return e;
+}
+
+std::string EncodeIndexFile(const IndexFile& file) {
+  const EncodedIndexFile e = EncodeIndexFilePieces(file);
+  std::string out;
+  const auto pieces = e.pieces();
+  size_t n = 0;
+  for (absl::string_view p : pieces) n += p.size();
+  out.reserve(n);
+  for (absl::string_view p : pieces) out.append(p.data(), p.size());
   return out;
 }
 

@@ -501,8 +501,11 @@ absl::Status IndexStore::Save(const std::string& target, const IndexFile& file,
     s = cache_dir_status_;
   }
   if (s.ok()) {
-    const std::string bytes = EncodeIndexFile(file);
-    s = options_.durable ? WriteFileAtomically(target, bytes) : WriteFileReplacing(target, bytes);
+    // In pieces: the offsets table (8 bytes a record) is written from the
+    // walk's own vector, not copied into one string first.
+    const EncodedIndexFile encoded = EncodeIndexFilePieces(file);
+    const auto pieces = encoded.pieces();
+    s = options_.durable ? WriteFileAtomically(target, pieces) : WriteFileReplacing(target, pieces);
   }
   if (!s.ok()) {
     save_failures_.fetch_add(1, std::memory_order_relaxed);

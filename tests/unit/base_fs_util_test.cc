@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/temp_dir.h"
@@ -290,13 +291,34 @@ TEST(UnlinkIfExistsTest, SaysWhetherItWasThere) {
 // behind, also when the write fails (the directory is gone).
 TEST(WriteFileTest, AtomicallyAndReplacingLeaveOnlyTheFile) {
   test::TempDir tmp;
-  for (auto* write : {&WriteFileAtomically, &WriteFileReplacing}) {
+  using Writer = absl::Status (*)(const std::string&, absl::string_view);
+  for (Writer write : {Writer{&WriteFileAtomically}, Writer{&WriteFileReplacing}}) {
     const std::string path = tmp.Join("f");
     ASSERT_TRUE(write(path, "old").ok());
     ASSERT_TRUE(write(path, "new contents").ok());
     EXPECT_EQ(ReadFile(path), "new contents");
     EXPECT_THAT(*ListNames(tmp.path()), ElementsAre("f"));
     EXPECT_EQ(ErrnoOf(write(tmp.Join("none/f"), "x")), ENOENT);
+    EXPECT_THAT(*ListNames(tmp.path()), ElementsAre("f"));
+    ASSERT_TRUE(*UnlinkIfExists(path));
+  }
+}
+
+// The writers over pieces write them one after the other (empty pieces
+// included), as the index store writes an index file: its header, the
+// offsets straight from the walk's vector, the rest.
+TEST(WriteFileTest, PiecesAreWrittenInOrder) {
+  test::TempDir tmp;
+  using PiecesWriter = absl::Status (*)(const std::string&, absl::Span<const absl::string_view>);
+  for (PiecesWriter write :
+       {PiecesWriter{&WriteFileAtomically}, PiecesWriter{&WriteFileReplacing}}) {
+    const std::string path = tmp.Join("f");
+    const std::string big(300000, 'b');
+    const std::vector<absl::string_view> pieces = {"head|", "", big, "|tail"};
+    ASSERT_TRUE(write(path, pieces).ok());
+    EXPECT_EQ(ReadFile(path), absl::StrCat("head|", big, "|tail"));
+    ASSERT_TRUE(write(path, {}).ok());
+    EXPECT_EQ(ReadFile(path), "");
     EXPECT_THAT(*ListNames(tmp.path()), ElementsAre("f"));
     ASSERT_TRUE(*UnlinkIfExists(path));
   }

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 
 namespace tfrecordfs {
 
@@ -102,6 +103,13 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view cont
 // groupings) that is the right trade: a torn file is rebuilt, and a durable
 // write would cost two fsyncs per file.
 absl::Status WriteFileReplacing(const std::string& path, absl::string_view contents);
+
+// The same two with the contents in pieces, written one after the other
+// (a large part need not be copied into one string first).
+absl::Status WriteFileAtomically(const std::string& path,
+                                 absl::Span<const absl::string_view> pieces);
+absl::Status WriteFileReplacing(const std::string& path,
+                                absl::Span<const absl::string_view> pieces);
 
 absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 

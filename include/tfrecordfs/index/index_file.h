@@ -121,6 +121,27 @@ struct IndexFile {
 // empty.
 std::string EncodeIndexFile(const IndexFile& file);
 
+// The same bytes in pieces, without a copy of the offsets table (on a
+// little-endian machine it is the bytes of file.walk.offsets) or of the
+// windows: written one after the other, pieces() are EncodeIndexFile(file).
+// The views point into `file` and into this: valid while both live,
+// unchanged.
+struct EncodedIndexFile {
+  std::string head;             // the header (kIndexHeaderSize bytes)
+  absl::string_view offsets;    // the offsets table, when not encoded below
+  std::string offsets_encoded;  // ... or here
+  std::string rest;             // problems, path, padding, checkpoints, the CRC
+  absl::string_view windows;    // file.windows
+
+  absl::string_view offsets_piece() const {
+    return offsets.empty() ? absl::string_view(offsets_encoded) : offsets;
+  }
+  std::array<absl::string_view, 4> pieces() const {
+    return {head, offsets_piece(), rest, windows};  // in the file's order
+  }
+};
+EncodedIndexFile EncodeIndexFilePieces(const IndexFile& file);
+
 // The size EncodeIndexFile gives `file` without its windows (main_size).
 uint64_t EncodedMainSize(const IndexFile& file);
 
