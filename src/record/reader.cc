@@ -146,6 +146,35 @@ absl::StatusOr<WalkResult> WalkHeaders(source::StoredBytes fd, absl::string_view
                      max_records);
 }
 
+namespace {
+
+// Grows the offsets of a walk that has reached `pos` (from `start`) of
+// result->file_size once to the record count the walk so far predicts
+// (records per byte times the bytes left, and 1/32 more), instead of by
+// doubling: each doubling moved every offset into fresh pages (on 2M
+// records of 100 B, the copies and their page faults were most of a
+// `tfrecordfs index --part`'s faults). A prediction made before
+// kPredictAfter records is not trusted: doubling until then. Records that
+// turn out smaller than predicted double from the reservation on, and the
+// next prediction (at that capacity) is made on more of the walk.
+constexpr size_t kPredictAfter = 1024;
+void ReserveOffsets(WalkResult* result, uint64_t start, uint64_t pos, uint64_t max_records) {
+  std::vector<uint64_t>& offsets = result->offsets;
+  if (offsets.size() < kPredictAfter || pos <= start || result->file_size <= pos) return;
+  const double predicted = static_cast<double>(offsets.size()) *
+                           static_cast<double>(result->file_size - start) /
+                           static_cast<double>(pos - start);
+  // At most one record per 16 bytes (the framing), and max_records (and
+  // the final offset); clamped as a double before the cast.
+  const double most = std::min(static_cast<double>(offsets.size() + (result->file_size - pos) / 16),
+                               static_cast<double>(max_records)) +
+                      1;
+  const uint64_t want = static_cast<uint64_t>(std::min(predicted * (1.0 + 1.0 / 32) + 16, most));
+  if (want > offsets.size() * 2) offsets.reserve(want);
+}
+
+}  // namespace
+
 absl::StatusOr<WalkResult> WalkHeaders(const source::ShardSource& src, uint64_t start, size_t block,
                                        uint64_t max_records,
                                        const std::function<void(uint64_t walked)>& progress) {
@@ -178,6 +207,8 @@ absl::StatusOr<WalkResult> WalkHeaders(const source::ShardSource& src, uint64_t 
       if (result.offsets.size() >= max_records) {
         return TooManyRecords(src.path(), max_records, pos, src.codec() != source::Codec::kNone);
       }
+      if (result.offsets.size() == result.offsets.capacity())
+        ReserveOffsets(&result, start, pos, max_records);
       result.offsets.push_back(pos);
       prev = pos;
       last_len = *len;

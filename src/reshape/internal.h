@@ -92,6 +92,8 @@ class RunCopier {
     std::string buffer;
   };
   static constexpr size_t kQueued = 2;
+  // PendingShard::StartWriteback every this many bytes written.
+  static constexpr uint64_t kWritebackEvery = uint64_t{8} << 20;
   void Loop();
 
   PendingShard* const out_;

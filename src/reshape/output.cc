@@ -106,6 +106,26 @@ absl::Status PendingShard::AppendFramedBytes(absl::string_view framed, uint64_t 
   return writer_->AppendFramedBytes(framed, records);
 }
 
+void PendingShard::StartWriteback(uint64_t min_bytes) {
+  const uint64_t written = file_bytes();
+  if (finished_ || written < writeback_started_ + std::max<uint64_t>(min_bytes, 1)) return;
+  if (!writeback_fd_.valid()) {
+    // A descriptor of our own (the writer's is its own): sync_file_range
+    // acts on the file's pages, whichever descriptor names it.
+    auto fd = OpenFile(temp_path_, O_RDONLY | O_CLOEXEC);
+    if (!fd.ok()) return;
+    writeback_fd_ = std::move(*fd);
+  }
+  // SYNC_FILE_RANGE_WRITE: the write-out of the range is queued, not
+  // waited for; it promises nothing about durability (neither the data nor
+  // the file's metadata: Finish's fsync does). A refusal is ignored: the
+  // fsync still writes everything and reports any write error.
+  (void)::sync_file_range(writeback_fd_.get(), static_cast<off64_t>(writeback_started_),
+                          static_cast<off64_t>(written - writeback_started_),
+                          SYNC_FILE_RANGE_WRITE);
+  writeback_started_ = written;
+}
+
 absl::Status PendingShard::Finish() {
   if (auto s = ar_ ? ar_->Close(/*sync=*/true) : writer_->Close(/*sync=*/true); !s.ok()) return s;
   finished_ = true;
@@ -122,10 +142,11 @@ absl::Status PendingShard::Commit(bool sync_dir) {
 // ---- ShardSyncer ----
 
 struct ShardSyncer::State {
-  State(bool commit, size_t depth) : commit(commit), depth(depth == 0 ? 1 : depth) {}
+  State(bool commit, size_t depth, bool sync_dirs)
+      : commit(commit), sync_dirs(sync_dirs), depth(depth == 0 ? 1 : depth) {}
   void Loop();
 
-  const bool commit;
+  const bool commit, sync_dirs;
   const size_t depth;
   mutable Mutex mu;
   CondVar changed;
@@ -157,7 +178,7 @@ void ShardSyncer::State::Loop() {
       // Interrupted meanwhile: no new final name (the file is removed).
       s = stopping ? absl::CancelledError(
                          absl::StrCat("interrupted before renaming to ", shard->final_path()))
-                   : shard->Commit();
+                   : shard->Commit(sync_dirs);
     }
     Synced synced{shard->final_path(), s, nullptr};
     if (s.ok()) {
@@ -173,8 +194,8 @@ void ShardSyncer::State::Loop() {
   }
 }
 
-ShardSyncer::ShardSyncer(bool commit, size_t depth)
-    : state_(std::make_unique<State>(commit, depth)) {
+ShardSyncer::ShardSyncer(bool commit, size_t depth, bool sync_dirs)
+    : state_(std::make_unique<State>(commit, depth, sync_dirs)) {
   state_->thread = std::thread([s = state_.get()] { s->Loop(); });
 }
 
@@ -274,6 +295,9 @@ void RunCopier::Loop() {
                          ? out_->AppendFramedBytes(
                                absl::string_view(run.buffer).substr(0, run.length), run.records)
                          : out_->AppendFramedRange(run.fd, run.offset, run.length, run.records);
+    // The disk starts on what is written while the next runs are: the
+    // file's fsync (ShardSyncer, or a part's last file) waits for little.
+    if (s.ok()) out_->StartWriteback(kWritebackEvery);
     MutexLock lock(&mu_);
     if (status_.ok()) status_ = std::move(s);
     if (run.fd < 0 && written_.size() < kQueued + 1) written_.push_back(std::move(run.buffer));

@@ -249,9 +249,19 @@ absl::Status PartOutput::Publish(PartManifest manifest) {
     if (!crc.ok()) return crc.status();
     out.crc32c = *crc;
   }
-  if (auto s = WriteFileAtomically(JoinPath(work_, kManifestName), ManifestJson(manifest));
-      !s.ok()) {
-    return s;
+  // The work folder is nobody's until the rename below: the manifest is
+  // written in place (no temporary name, no rename of its own) and
+  // fsynced, then the folder once (its entries: the manifest and the
+  // outputs' renames), so that the folder is durable and complete before
+  // it is published. (A temporary name and its rename cost two more
+  // journal commits, about 7 ms each on ext4, in every part.)
+  {
+    const std::string path = JoinPath(work_, kManifestName);
+    auto fd = OpenFile(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (!fd.ok()) return fd.status();
+    const std::string json = ManifestJson(manifest);
+    if (auto s = WriteFull(fd->get(), json.data(), json.size(), path); !s.ok()) return s;
+    if (::fsync(fd->get()) != 0) return ErrnoError(errno, path);
   }
   if (auto s = FsyncDir(work_); !s.ok()) return s;
   // Into place: a first run renames; a re-run swaps with the earlier run's

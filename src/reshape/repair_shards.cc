@@ -1,5 +1,6 @@
 #include "tfrecordfs/reshape/repair_shards.h"
 
+#include <set>
 #include <utility>
 
 #include "tfrecordfs/base/file.h"
@@ -26,9 +27,10 @@ absl::StatusOr<std::vector<RepairedShard>> RepairShards(
   std::vector<RepairedShard> done;
   source::BlockCache cache(32 << 20);
   // Each copy is fsynced and renamed on the syncer's thread while the next
-  // is written. Destroyed on return: an interrupted run's copies not yet
-  // renamed are removed.
-  ShardSyncer syncer(/*commit=*/true);
+  // is written; the directories are fsynced once each at the end (one
+  // journal commit for all their renames). Destroyed on return: an
+  // interrupted run's copies not yet renamed are removed.
+  ShardSyncer syncer(/*commit=*/true, /*depth=*/1, /*sync_dirs=*/false);
   for (const scan::ScannedShard& s : shards) {
     RepairedShard d{&s, absl::OkStatus(), {}};
     const std::string out = JoinPath(write_dir, s.mount_path);
@@ -62,6 +64,17 @@ absl::StatusOr<std::vector<RepairedShard>> RepairShards(
     }
   }
   if (cancelled()) return absl::CancelledError("stopped");
+  std::set<std::string> dirs;
+  for (const RepairedShard& d : done) {
+    if (d.status.ok()) dirs.insert(Dirname(d.result.output));
+  }
+  for (const std::string& dir : dirs) {
+    const absl::Status s = FsyncDir(dir);
+    if (s.ok()) continue;
+    for (RepairedShard& d : done) {
+      if (d.status.ok() && Dirname(d.result.output) == dir) d.status = s;
+    }
+  }
   return done;
 }
 

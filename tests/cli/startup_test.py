@@ -7,9 +7,10 @@ causes are checked here, with the tools a user would reach for:
 
 - the shared libraries the binary names (`readelf -d`): Abseil (about 30
   libraries), protobuf and OpenSSL's libcrypto (about 1,200 symbols resolved
-  at load) are linked from their static archives unless meson
-  was configured with -Dstatic_deps=false (TFRECORDFS_STATIC_DEPS, set by
-  meson); libcurl is not named at all;
+  at load), and the C++ runtime (libstdc++, libgcc, and snappy and
+  highwayhash, which would load libstdc++.so) are linked from their static
+  archives unless meson was configured with -Dstatic_deps=false
+  (TFRECORDFS_STATIC_DEPS, set by meson); libcurl is not named at all;
 - libcurl and the ~29 libraries it needs are loaded (dlopen) only when a
   bucket or web SOURCE sends its first request: glibc's loader, with
   LD_DEBUG=files, logs every library a process maps. Without libcurl (hidden
@@ -62,6 +63,20 @@ class StartupTest(CliTestBase):
         self.assertTrue(names)  # the parse found the list
         shared = [n for n in names if n.startswith(("libabsl_", "libprotobuf", "libcrypto"))]
         self.assertEqual(shared, [], f"{BIN} still loads {shared}; all it loads: {names}")
+
+    @unittest.skipUnless(shutil.which("readelf"), "readelf (binutils) is not installed")
+    def test_no_cxx_library_is_shared(self):
+        # libstdc++ and libgcc are linked statically, and so are the C++
+        # libraries that would load libstdc++.so anyway (snappy,
+        # highwayhash): about 1 ms of a part's start-up. The C libraries
+        # (zlib, libpng, expat, the codecs, libfuse3) stay shared.
+        if not STATIC_DEPS:
+            self.skipTest("configured with -Dstatic_deps=false")
+        names = needed()
+        self.assertTrue(names)
+        cxx = [n for n in names
+               if n.startswith(("libstdc++", "libgcc_s", "libsnappy", "libhighwayhash"))]
+        self.assertEqual(cxx, [], f"{BIN} still loads {cxx}; all it loads: {names}")
 
     @unittest.skipUnless(shutil.which("readelf"), "readelf (binutils) is not installed")
     def test_libcurl_is_not_named(self):

@@ -120,8 +120,10 @@ class PartOutput {
 
   // Fills in each output's crc32c and file_bytes (reading the file back),
   // writes manifest.json durably, fsyncs the folder and publishes it as the
-  // part's (replacing an earlier run's atomically). Errors: I/O, an output
-  // that is missing.
+  // part's (replacing an earlier run's atomically), then fsyncs the parts
+  // folder. The outputs must be durable already (fsynced, and the folders
+  // of those below work_dir() fsynced, by their writer). Errors: I/O, an
+  // output that is missing.
   absl::Status Publish(PartManifest manifest);
 
  private:

@@ -33,7 +33,10 @@ RepairTotals TotalsOf(const std::vector<RepairedShard>& repaired);
 
 // Copies each shard to `write_dir`/<its mount path> (creating folders),
 // without its damaged records; one shard that fails does not stop the
-// others. `shard_done` is called after each shard. Errors: Cancelled
+// others. Each copy is fsynced before it is renamed to its final name,
+// and every folder holding a copy is fsynced once before this returns (a
+// copy whose folder's fsync failed is reported with that error).
+// `shard_done` is called after each shard. Errors: Cancelled
 // (control.cancel, or a shard's copy cancelled), its message what stopped
 // it; the copies not yet complete are then removed.
 absl::StatusOr<std::vector<RepairedShard>> RepairShards(
