@@ -12,7 +12,6 @@
 #include "tfrecordfs/base/crc32c.h"
 #include "tfrecordfs/base/parallel.h"
 #include "tfrecordfs/record/reader.h"
-#include "tfrecordfs/source/window_deflater.h"
 #include "tfrecordfs/source/window_use.h"
 
 namespace tfrecordfs::record {
@@ -48,11 +47,13 @@ struct ParallelDeflater::Block {
   // (deflated; `window_crc` its crc32c).
   bool verify = false;
   std::string window, stored_window;
+  std::string deflated_window;  // room for ISA-L's output, sized once
   uint32_t window_crc = 0;
   // The worker's buffers, kept from piece to piece.
   std::string inflated;
   std::unique_ptr<inflate_state> inflater;
-  std::unique_ptr<source::WindowDeflater> window_deflater;
+  std::unique_ptr<isal_zstream> window_deflater;
+  std::string level_buf;
 
   Block() { std::memset(&z, 0, sizeof z); }
   ~Block() {
@@ -200,14 +201,29 @@ struct ParallelDeflater::Block {
       stored_window.clear();
       return;
     }
-    // Stored as the scan stores windows (source/window_deflater.h).
-    if (!window_deflater) window_deflater = std::make_unique<source::WindowDeflater>();
-    auto deflated = window_deflater->Deflate(window);
-    if (!deflated.ok()) {
-      status = deflated.status();
+    // Stored as the scan stores windows (source/scan_output.h): raw deflate
+    // by ISA-L at level 1, in one call.
+    if (!window_deflater) {
+      window_deflater = std::make_unique<isal_zstream>();
+      level_buf.resize(ISAL_DEF_LVL1_DEFAULT);
+    }
+    if (deflated_window.empty()) deflated_window.resize(2 * source::kWindowSize + 1024);
+    isal_zstream& w = *window_deflater;
+    isal_deflate_stateless_init(&w);
+    w.level = 1;
+    w.level_buf = reinterpret_cast<uint8_t*>(level_buf.data());
+    w.level_buf_size = static_cast<uint32_t>(level_buf.size());
+    w.end_of_stream = 1;
+    w.flush = NO_FLUSH;
+    w.next_in = reinterpret_cast<uint8_t*>(window.data());
+    w.avail_in = static_cast<uint32_t>(window.size());
+    w.next_out = reinterpret_cast<uint8_t*>(deflated_window.data());
+    w.avail_out = static_cast<uint32_t>(deflated_window.size());
+    if (const int ret = isal_deflate_stateless(&w); ret != COMP_OK || w.avail_in != 0) {
+      status = absl::InternalError(absl::StrCat("ISA-L's deflate of a window failed (", ret, ")"));
       return;
     }
-    stored_window.assign(deflated->data(), deflated->size());
+    stored_window.assign(deflated_window.data(), deflated_window.size() - w.avail_out);
     window_crc = crc32c::Value(stored_window.data(), stored_window.size());
   }
 };

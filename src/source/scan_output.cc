@@ -1,5 +1,7 @@
 #include "tfrecordfs/source/scan_output.h"
 
+#include <isa-l/igzip_lib.h>
+
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -55,6 +57,10 @@ ScanOutput::ScanOutput(StoredBytes fd, absl::string_view path, uint64_t file_siz
                        Options options)
     : fd_(fd), path_(path), sink_(sink), progress_(progress), options_(options) {
   check_ = std::make_unique<Inflater>(fd, path, file_size, codec, /*fast=*/options.isal);
+  deflate_ = std::make_unique<isal_zstream>();
+  deflate_level_buf_.resize(ISAL_DEF_LVL1_DEFAULT);
+  // Room for a whole window that does not compress, in stored blocks.
+  deflated_.resize(2 * kWindowSize + 1024);
   if (options_.threaded) thread_ = std::thread([this] { Run(); });
 }
 
@@ -269,15 +275,28 @@ absl::Status ScanOutput::Store(Pending& p) {
       keep = sparse_bytes;
     }
   }
-  auto deflated = window_deflater_.Deflate(keep);
-  if (!deflated.ok())
-    return absl::InternalError(absl::StrCat(path_, ": ", deflated.status().message()));
-  const size_t n = deflated->size();
+  // Raw deflate of the window, in one call (ISA-L's stateless deflate).
+  isal_zstream& z = *deflate_;
+  isal_deflate_stateless_init(&z);
+  z.level = 1;
+  z.level_buf = reinterpret_cast<uint8_t*>(deflate_level_buf_.data());
+  z.level_buf_size = static_cast<uint32_t>(deflate_level_buf_.size());
+  z.end_of_stream = 1;
+  z.flush = NO_FLUSH;
+  z.next_in = reinterpret_cast<uint8_t*>(const_cast<char*>(keep.data()));
+  z.avail_in = static_cast<uint32_t>(keep.size());
+  z.next_out = reinterpret_cast<uint8_t*>(deflated_.data());
+  z.avail_out = static_cast<uint32_t>(deflated_.size());
+  if (const int ret = isal_deflate_stateless(&z); ret != COMP_OK || z.avail_in != 0) {
+    return absl::InternalError(
+        absl::StrCat(path_, ": ISA-L's deflate of a checkpoint window failed (", ret, ")"));
+  }
+  const size_t n = deflated_.size() - z.avail_out;
   StoredWindowRef ref;
   ref.offset = blob_.size();
   ref.length = static_cast<uint32_t>(n);
-  ref.crc = crc32c::Value(deflated->data(), n);
-  blob_.append(deflated->data(), n);
+  ref.crc = crc32c::Value(deflated_.data(), n);
+  blob_.append(deflated_.data(), n);
   refs_.push_back(ref);
   {
     MutexLock lock(&mu_);

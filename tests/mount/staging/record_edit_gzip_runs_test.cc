@@ -66,26 +66,6 @@ class GzipRunsTest : public ::testing::Test {
     }
   }
 
-  // `echo 7000 >` the id of record folder `record` ("120") through the mount.
-  void EchoId(const std::string& record) {
-    CommandResult edit = RunCommand(
-        {"bash", "-c",
-         absl::StrCat("echo 7000 > ",
-                      ShellQuote(absl::StrCat(s_.mnt, "/a.tfrecord.gz/", record, "/id")))});
-    ASSERT_EQ(edit.exit_code, 0) << edit.err;
-  }
-
-  // What the independent reader must find after the edit of record
-  // `edited`'s id: every record, that one with id 7000.
-  static std::vector<std::string> ExpectedAfterEdit(int edited) {
-    std::vector<std::string> expected = {"gzip"};
-    for (int i = 0; i < kShardRecords; ++i) {
-      expected.push_back(
-          Described(i == edited ? 7000 : i, absl::StrCat("record ", i), absl::StrCat(i, ".5")));
-    }
-    return expected;
-  }
-
   // Writes the shard, edits record 120's id through the mount (`echo >`),
   // unmounts (the commit); the new file's bytes.
   std::string EditAndCommit(const std::string& file) {
@@ -93,12 +73,19 @@ class GzipRunsTest : public ::testing::Test {
     WriteWholeFile(shard, file);
     Mount d(PackConfig(s_, {s_.src}, "edit"));
     EXPECT_EQ(d.Start(), absl::OkStatus());
-    EchoId("120");
+    CommandResult edit = RunCommand(
+        {"bash", "-c", absl::StrCat("echo 7000 > ", ShellQuote(s_.mnt + "/a.tfrecord.gz/120/id"))});
+    EXPECT_EQ(edit.exit_code, 0) << edit.err;
     int st = 0;
     CommandResult un = d.TfrUnmount(&st);
     EXPECT_EQ(un.exit_code, 0) << un.out << un.err;
     // The independent reader: every record, record 120 with its new id.
-    EXPECT_EQ(IndependentRead(shard), ExpectedAfterEdit(120));
+    std::vector<std::string> expected = {"gzip"};
+    for (int i = 0; i < kShardRecords; ++i) {
+      expected.push_back(
+          Described(i == 120 ? 7000 : i, absl::StrCat("record ", i), absl::StrCat(i, ".5")));
+    }
+    EXPECT_EQ(IndependentRead(shard), expected);
     // zcat: one stream, the framing of the same records, every record but
     // the edited one byte for byte.
     CommandResult z = RunCommand({"bash", "-c", absl::StrCat("zcat ", ShellQuote(shard))});
@@ -162,7 +149,9 @@ TEST_F(GzipRunsTest, SigkillWhileRunsAreCopiedKeepsTheShardThenTheNextMountCommi
   {
     Mount d(c);
     ASSERT_EQ(d.Start(), absl::OkStatus());
-    ASSERT_NO_FATAL_FAILURE(EchoId("020"));
+    CommandResult edit = RunCommand(
+        {"bash", "-c", absl::StrCat("echo 7000 > ", ShellQuote(s_.mnt + "/a.tfrecord.gz/020/id"))});
+    ASSERT_EQ(edit.exit_code, 0) << edit.err;
     int status = 0;
     CommandResult u = d.TfrUnmount(&status);
     EXPECT_EQ(u.exit_code, 1) << u.out << u.err;
@@ -182,7 +171,12 @@ TEST_F(GzipRunsTest, SigkillWhileRunsAreCopiedKeepsTheShardThenTheNextMountCommi
     EXPECT_NE(d.Stderr().find("4 of 5 unchanged deflate run(s) copied"), std::string::npos)
         << d.Stderr();
   }
-  EXPECT_EQ(IndependentRead(shard), ExpectedAfterEdit(20));
+  std::vector<std::string> expected = {"gzip"};
+  for (int i = 0; i < kShardRecords; ++i) {
+    expected.push_back(
+        Described(i == 20 ? 7000 : i, absl::StrCat("record ", i), absl::StrCat(i, ".5")));
+  }
+  EXPECT_EQ(IndependentRead(shard), expected);
   const std::string new_file = ReadWholeFile(shard);
   for (size_t g = 1; g + 1 < ends.size(); ++g) {
     EXPECT_NE(new_file.find(old_file.substr(ends[g - 1], ends[g] - ends[g - 1])), std::string::npos)
@@ -253,7 +247,9 @@ TEST_F(GzipRunsTest, ForeignShardIsIndexedByTheCheckAfterWriteNotWalkedAgain) {
   {
     Mount d(c);
     ASSERT_EQ(d.Start(), absl::OkStatus());
-    ASSERT_NO_FATAL_FAILURE(EchoId("120"));
+    CommandResult edit = RunCommand(
+        {"bash", "-c", absl::StrCat("echo 7000 > ", ShellQuote(s_.mnt + "/a.tfrecord.gz/120/id"))});
+    ASSERT_EQ(edit.exit_code, 0) << edit.err;
     const size_t walks = WalksOf(d.Stderr(), "a.tfrecord.gz");
     EXPECT_EQ(walks, 1u) << d.Stderr();  // the mount's own walk of the old file
     CommandResult commit = RunCommand({BinaryPath(), "commit", s_.mnt});
@@ -306,7 +302,9 @@ TEST_F(GzipRunsTest, AByteChangedInTheWrittenStreamFailsTheCheckAndKeepsTheShard
   {
     Mount d(c);
     ASSERT_EQ(d.Start(), absl::OkStatus());
-    ASSERT_NO_FATAL_FAILURE(EchoId("120"));
+    CommandResult edit = RunCommand(
+        {"bash", "-c", absl::StrCat("echo 7000 > ", ShellQuote(s_.mnt + "/a.tfrecord.gz/120/id"))});
+    ASSERT_EQ(edit.exit_code, 0) << edit.err;
     CommandResult commit = RunCommand({BinaryPath(), "commit", s_.mnt});
     EXPECT_EQ(commit.exit_code, 1) << commit.out << commit.err;
     EXPECT_NE(commit.out.find("not rewritten " + shard + ": "), std::string::npos) << commit.out;
@@ -327,7 +325,12 @@ TEST_F(GzipRunsTest, AByteChangedInTheWrittenStreamFailsTheCheckAndKeepsTheShard
     CommandResult un = d.TfrUnmount(&st);
     EXPECT_EQ(un.exit_code, 0) << un.out << un.err;
   }
-  EXPECT_EQ(IndependentRead(shard), ExpectedAfterEdit(120));
+  std::vector<std::string> expected = {"gzip"};
+  for (int i = 0; i < kShardRecords; ++i) {
+    expected.push_back(
+        Described(i == 120 ? 7000 : i, absl::StrCat("record ", i), absl::StrCat(i, ".5")));
+  }
+  EXPECT_EQ(IndependentRead(shard), expected);
 }
 
 }  // namespace
