@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <cstring>
 
-#include "absl/strings/internal/resize_uninitialized.h"
 #include "absl/strings/str_cat.h"
 #include "tfrecordfs/base/coding.h"
 #include "tfrecordfs/base/crc32c.h"
@@ -33,7 +32,6 @@ ShardWriter::ShardWriter(UniqueFd fd, std::string path, WriterOptions options)
   deflater_ = std::make_unique<ParallelDeflater>(
       options_.codec, options_.level, options_.threads, path_,
       [this](absl::string_view bytes) { return Write(bytes.data(), bytes.size()); });
-  if (options_.check_and_index) deflater_->CheckAndIndex();
 }
 
 ShardWriter::~ShardWriter() = default;
@@ -109,7 +107,7 @@ absl::Status ShardWriter::AppendDeflated(std::string* deflated, uint64_t length,
   if (!buffer_.empty()) {
     if (status_ = Flush(Z_FULL_FLUSH); !status_.ok()) return status_;
   }
-  status_ = deflater_->AddDeflated(deflated, length, check, records);
+  status_ = deflater_->AddDeflated(deflated, length, check);
   if (!status_.ok()) {
     status_ =
         SetMessage(status_, absl::StrCat(status_.message(), " after ", records_, " record(s)"));
@@ -117,25 +115,6 @@ absl::Status ShardWriter::AppendDeflated(std::string* deflated, uint64_t length,
   }
   bytes_ += length;
   records_ += records;
-  return absl::OkStatus();
-}
-
-absl::Status ShardWriter::AppendFramedWith(uint64_t length, uint64_t records,
-                                           absl::FunctionRef<absl::Status(char*)> fill) {
-  if (!status_.ok()) return status_;
-  if (sealed_) return absl::FailedPreconditionError(absl::StrCat(path_, ": append after close"));
-  const size_t at = buffer_.size();
-  // Room without zero-filling it: `fill` writes every byte.
-  absl::strings_internal::STLStringResizeUninitializedAmortized(&buffer_,
-                                                                at + static_cast<size_t>(length));
-  if (absl::Status s = fill(buffer_.data() + at); !s.ok()) {
-    buffer_.resize(at);
-    return status_ = s;
-  }
-  bytes_ += length;
-  records_ += records;
-  const size_t every = options_.codec == source::Codec::kNone ? kPlainWriteEvery : kFlushEvery;
-  if (buffer_.size() >= every) return Flush(Z_FULL_FLUSH);
   return absl::OkStatus();
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "tfrecordfs/index/shard_index.h"
 #include "tfrecordfs/source/shard_source.h"
 
 namespace tfrecordfs::repack {
@@ -14,10 +15,13 @@ namespace tfrecordfs::repack {
 // OK when `path` holds exactly `records` records in clean framing of
 // `bytes` uncompressed bytes, in one stream of `codec` when compressed, every
 // record reading back with both CRCs. DataLoss naming the file otherwise.
-// (The rewrite checks a GZIP / ZLIB shard as it writes it instead:
-// rewrite.cc CheckWrittenBytes.)
+// `walked`, when given and the shard is GZIP or ZLIB: on OK, what the
+// check's one inflate of the file found, as index::WalkShard makes it at
+// source::kDefaultSpan (its record offsets, checkpoints and their windows),
+// so that the file's index needs no second inflate (rewrite.cc hands it to
+// index::FollowRewrite); left as it was otherwise.
 absl::Status CheckWrittenShard(const std::string& path, uint64_t bytes, uint64_t records,
-                               source::Codec codec);
+                               source::Codec codec, index::WalkedShard* walked = nullptr);
 
 }  // namespace tfrecordfs::repack
 

@@ -177,9 +177,10 @@ class RecordCrcCheck {
 // A compressed shard: one clean stream (member) of `codec` that
 // decompresses to exactly `bytes` bytes of clean framing with `records`
 // records, each with both CRCs right (RecordCrcCheck, in the same inflate
-// pass as the scan).
+// pass as the scan). `walked`: see CheckWrittenShard.
 absl::Status CheckCompressedShard(UniqueFd fd, const std::string& path, uint64_t file_size,
-                                  source::Codec codec, uint64_t bytes, uint64_t records) {
+                                  source::Codec codec, uint64_t bytes, uint64_t records,
+                                  index::WalkedShard* walked) {
   // The mount must take the file for what it is (index::ProbeFile): GZIP
   // and ZLIB announce themselves in their first bytes; SNAPPY has no magic,
   // so its file must announce neither, nor start with a plain record header
@@ -231,6 +232,12 @@ absl::Status CheckCompressedShard(UniqueFd fd, const std::string& path, uint64_t
                                             records));
   }
   if (!crcs.Finish()) return crcs.status();
+  if (walked != nullptr && codec != source::Codec::kSnappy) {
+    // What index::WalkShard would find in the file, found by this pass.
+    walked->walk = std::move(walk);
+    walked->checkpoints = std::make_shared<source::CheckpointTable>(std::move(scan->table));
+    walked->windows_blob = std::move(scan->windows_blob);
+  }
   return absl::OkStatus();
 }
 
@@ -239,14 +246,14 @@ absl::Status CheckCompressedShard(UniqueFd fd, const std::string& path, uint64_t
 // A complete shard has exactly the planned size and clean framing with the
 // planned number of records (the walk checks every header's CRC).
 absl::Status CheckWrittenShard(const std::string& path, uint64_t bytes, uint64_t records,
-                               source::Codec codec) {
+                               source::Codec codec, index::WalkedShard* walked) {
   auto fd = OpenFile(path, O_RDONLY);
   if (!fd.ok()) return fd.status();
   struct stat st;
   if (::fstat(fd->get(), &st) != 0) return ErrnoError(errno, path);
   if (codec != source::Codec::kNone) {
     return CheckCompressedShard(std::move(*fd), path, static_cast<uint64_t>(st.st_size), codec,
-                                bytes, records);
+                                bytes, records, walked);
   }
   if (static_cast<uint64_t>(st.st_size) != bytes) {
     return absl::DataLossError(

@@ -323,39 +323,6 @@ class PieceCheck {
   uint64_t checked_records_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-// The check of a GZIP / ZLIB shard's temp file once its pieces were
-// checked as they were deflated (record/deflate.h: each inflates back to
-// its input, whose CRC-32s make the trailer's): the file holds exactly the
-// `bytes` bytes the writer wrote, whose CRC32C it computed as it wrote them
-// (`crc`). A byte changed or lost between the writer and the page cache
-// (or the disk, for pages read back) fails it. One read of the compressed
-// file (about a third of the framed bytes), instead of the inflate of all
-// of it that the check made before.
-absl::Status CheckWrittenBytes(const std::string& path, uint64_t bytes,
-                               std::optional<uint32_t> crc) {
-  if (!crc) return absl::InternalError(absl::StrCat(path, ": no CRC of the bytes written"));
-  auto fd = OpenFile(path, O_RDONLY | O_CLOEXEC);
-  if (!fd.ok()) return fd.status();
-  ::posix_fadvise(fd->get(), 0, 0, POSIX_FADV_SEQUENTIAL);
-  std::string buffer(size_t{1} << 20, '\0');
-  uint32_t got = 0;
-  uint64_t pos = 0;
-  for (;;) {
-    auto n = PreadUpTo(fd->get(), buffer.data(), buffer.size(), pos, path);
-    if (!n.ok()) return n.status();
-    if (*n == 0) break;
-    got = crc32c::Extend(got, buffer.data(), *n);
-    pos += *n;
-  }
-  if (pos != bytes || got != *crc) {
-    return absl::DataLossError(absl::StrFormat(
-        "%s: check after write failed: the file holds %d bytes with CRC32C %08x, the writer "
-        "wrote %d with %08x",
-        path, pos, got, bytes, *crc));
-  }
-  return absl::OkStatus();
-}
-
 // ---- How an edited record's bytes are built ----
 
 // Whether two bytes values hold the same tensor: the mount shows a
@@ -467,7 +434,7 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
   // mount's index of it and the indexes that follow it need no walk.
   std::vector<uint64_t>& next_offsets = out->offsets;
   next_offsets.clear();
-  // A GZIP/ZLIB shard: the new file's walk and index, from its writer.
+  // A GZIP/ZLIB shard: what the check after write found in the new file.
   index::WalkedShard walked;
   next_offsets.reserve(offsets.size() + edits->added.size());
   if (from.codec == source::Codec::kArrayRecord) {
@@ -475,12 +442,7 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
     // made by the scan that reopens it (next_offsets stays empty).
     s = RewriteArrayRecordShard(p, d, *edits, *std::move(fd), was, faults, done, out, &delta);
   } else {
-    // A GZIP / ZLIB shard: each piece is checked by the worker that
-    // deflated it, and the writer makes the new file's index
-    // (record/deflate.h: ParallelDeflater::CheckAndIndex).
-    const bool deflated = from.codec == source::Codec::kGzip || from.codec == source::Codec::kZlib;
-    record::ShardWriter writer(*std::move(fd), p.temp,
-                               {.codec = from.codec, .check_and_index = deflated});
+    record::ShardWriter writer(*std::move(fd), p.temp, {.codec = from.codec});
     // A plain shard is checked piece by piece (PieceCheck): the
     // piece not yet handed over starts at byte piece_begin, record
     // piece_first of next_offsets.
@@ -583,7 +545,7 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
       if (!runs.empty()) {
         // Whole unchanged runs of a compressed shard: their deflate bytes
         // as they are (every shard this writer made has one per
-        // kFlushEvery block); the writer's workers inflate them to check them.
+        // kFlushEvery block); the check after write inflates them.
         const uint64_t j = copy_run(i);
         if (!s.ok()) break;
         if (j > i) {
@@ -598,28 +560,19 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
       // record/deflate.h): the blocks around an edit, and every record of
       // a shard TensorFlow or gzip wrote (no byte-aligned block ends at
       // record boundaries that need nothing before them).
-      // This thread also inflates the old shard and feeds the deflate
-      // workers: its copies count (they and the clears of each record were
-      // 7.6 % of the daemon's samples in a 2 GB foreign GZIP commit when
-      // each record was read into a buffer and framed again from there).
-      if (deflated) {
-        // Its framing as it is, read (and both CRCs checked) straight into
-        // the writer's block: one copy of each byte from the source, no
-        // second framing; its pieces go to the workers as views of that
-        // block (record/deflate.h).
-        s = writer.AppendFramedWith(offsets[i + 1] - offsets[i], 1, [&](char* dst) {
-          return record::ReadRecordInto(*from.source, i, offsets[i], offsets[i + 1], dst).status();
-        });
-      } else {
-        auto payload = record::ReadRecordInto(*from.source, i, offsets[i], offsets[i + 1], &record);
-        if (!payload.ok()) {
-          s = payload.status();
-          break;
-        }
-        s = writer.Append(*payload);
-        record.held.reset();
+      // Read into a buffer kept from record to record (or seen where the
+      // source holds it), framed again from there: one copy of each byte
+      // on this thread, which also inflates the old shard and feeds the
+      // deflate workers (ReadRecord's own string cost two more copies and a
+      // clear of each record's bytes; this thread's copies and clears were
+      // 7.6 % of the daemon's samples in a 2 GB foreign GZIP commit).
+      auto payload = record::ReadRecordInto(*from.source, i, offsets[i], offsets[i + 1], &record);
+      if (!payload.ok()) {
+        s = payload.status();
+        break;
       }
-      if (!s.ok()) break;
+      s = writer.Append(*payload);
+      record.held.reset();
       ++out->kept;
       if (done == 0 && i + 1 == (offsets.size() - 1) / 2) faults.At("rewrite_mid_shard");
     }
@@ -642,11 +595,6 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
       // (what a bad disk or a kernel bug would do), in the middle record.
       FlipByte(p.temp, writer.bytes() / 2);
     }
-    if (s.ok() && deflated && faults.Is("rewrite_flip_compressed_byte")) {
-      // The same in the middle of a GZIP / ZLIB shard's compressed bytes,
-      // after the pieces were checked as they were deflated.
-      FlipByte(p.temp, writer.file_bytes() / 2);
-    }
     next_offsets.push_back(writer.bytes());
     // The mode before the fsync, which makes it durable with the bytes (the
     // daemon could read the old shard, so it can read this one to check it).
@@ -656,35 +604,14 @@ absl::Status RewriteOne(staging::DeletionList* list, const std::string& edits_di
       // go to disk: fsync and check overlap, and both must succeed before
       // the rename.
       const uint64_t records = out->kept + out->changed + out->added;
-      // A GZIP/ZLIB shard's pieces were checked as they were deflated
-      // (record/deflate.h), and the writer made the new file's index
-      // (FollowRewrite), which then needs no inflate of the new file: what
-      // is left to check is that the file holds the bytes the writer
-      // wrote (CheckWrittenBytes). SNAPPY: one pass over the whole file.
-      if (deflated) {
-        record::DeflateIndex index = writer.TakeIndex();
-        walked.walk.offsets = next_offsets;
-        walked.walk.file_size = writer.bytes();
-        auto table = std::make_shared<source::CheckpointTable>();
-        table->codec = from.codec;
-        table->data_size = index.data_size;
-        table->points = std::move(index.points);
-        table->windows = source::Windows::InMemory(index.windows_blob);
-        walked.checkpoints = std::move(table);
-        walked.windows_blob = std::move(index.windows_blob);
-        if (index.data_size != writer.bytes()) {
-          s = absl::InternalError(absl::StrCat(p.temp, ": the stream holds ", index.data_size,
-                                               " bytes, ", writer.bytes(), " framed"));
-        }
-      }
-      if (s.ok()) {
-        s = SyncWhileChecking(p.temp, [&] {
-          return CheckFailed(
-              plain      ? check.Finish(writer.bytes(), records)
-              : deflated ? CheckWrittenBytes(p.temp, writer.file_bytes(), writer.file_crc32c())
-                         : CheckWrittenShard(p.temp, writer.bytes(), records, from.codec));
-        });
-      }
+      // A GZIP/ZLIB shard's check inflates the whole new file once: what
+      // it finds (the walk, the checkpoints and their windows) is the new
+      // file's index (FollowRewrite), which then needs no second inflate.
+      s = SyncWhileChecking(p.temp, [&] {
+        return CheckFailed(
+            plain ? check.Finish(writer.bytes(), records)
+                  : CheckWrittenShard(p.temp, writer.bytes(), records, from.codec, &walked));
+      });
     }
   }
   absl::StatusOr<staging::Fingerprint> next = s.ok() ? FingerprintOfPath(p.temp) : s;

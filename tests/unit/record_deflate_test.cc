@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -20,7 +19,6 @@
 #include "tfrecordfs/base/file.h"
 #include "tfrecordfs/record/deflate.h"
 #include "tfrecordfs/record/writer.h"
-#include "tfrecordfs/source/checkpoints.h"
 
 namespace tfrecordfs::record {
 namespace {
@@ -214,132 +212,6 @@ TEST(ParallelDeflater, ShardWriterOutput) {
     }
   }
   ::rmdir(dir);
-}
-
-// check_and_index: the same stream, every piece checked as it was
-// deflated, and an index of it that the stream itself bears out
-// (source::VerifyCheckpoints inflates it with zlib from the start, every
-// checkpoint at a block boundary with its offsets and window), within the
-// scan's budget, the same whatever the thread count; records appended
-// framed as they are (AppendFramedWith) and copied deflate bytes
-// (AppendDeflated, taken from a stream this writer made) included.
-TEST(ParallelDeflater, CheckedStreamAndItsIndex) {
-  char dir[] = "/tmp/deflate_test.XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  std::vector<std::string> records;
-  for (int i = 0; i < 90; ++i) {
-    records.push_back(
-        test::WordsWithRandomRuns(static_cast<size_t>(i % 7 == 0 ? 300 << 10 : 2000 + 131 * i),
-                                  static_cast<uint32_t>(77 + i)));
-  }
-  for (Codec codec : {Codec::kGzip, Codec::kZlib}) {
-    const int wbits = codec == Codec::kGzip ? 31 : 15;
-    const std::string path = absl::StrCat(dir, "/shard");
-    std::string first_file, first_blob;
-    std::vector<source::Checkpoint> first_points;
-    for (int threads = 1; threads <= 3; ++threads) {
-      SCOPED_TRACE(absl::StrCat(source::CodecName(codec), ", ", threads, " thread(s)"));
-      auto fd = OpenFile(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-      ASSERT_TRUE(fd.ok());
-      ShardWriter w(*std::move(fd), path,
-                    {.codec = codec, .threads = threads, .check_and_index = true});
-      std::string framed;
-      for (size_t i = 0; i < records.size(); ++i) {
-        std::string one;
-        AppendFramed(&one, records[i]);
-        framed += one;
-        if (i % 2 == 0) {
-          ASSERT_TRUE(w.Append(records[i]).ok());
-        } else {
-          ASSERT_TRUE(w.AppendFramedWith(one.size(), 1, [&](char* dst) {
-                         std::memcpy(dst, one.data(), one.size());
-                         return absl::OkStatus();
-                       }).ok());
-        }
-      }
-      ASSERT_TRUE(w.Close(false).ok());
-      auto file = ReadFileToString(path);
-      ASSERT_TRUE(file.ok());
-      bool ok = false;
-      EXPECT_TRUE(Inflate(*file, wbits, &ok) == framed);
-      EXPECT_TRUE(ok);
-      DeflateIndex index = w.TakeIndex();
-      EXPECT_EQ(index.data_size, framed.size());
-      // At least one a span (CheckpointDue), besides the stream start.
-      ASSERT_GT(index.points.size(), index.data_size / source::kDefaultSpan);
-      EXPECT_TRUE(index.points[0].stream_start);
-      // Within the budget the scan keeps (a little over: the last window).
-      EXPECT_LE(static_cast<double>(index.windows_blob.size() +
-                                    source::kCheckpointEntryBytes * index.points.size()),
-                source::kCheckpointBudget * static_cast<double>(file->size()) + 40000);
-      source::CheckpointTable table;
-      table.codec = codec;
-      table.data_size = index.data_size;
-      table.points = index.points;
-      table.windows = source::Windows::InMemory(index.windows_blob);
-      auto rfd = OpenFile(path, O_RDONLY | O_CLOEXEC);
-      ASSERT_TRUE(rfd.ok());
-      EXPECT_EQ(source::VerifyCheckpoints(rfd->get(), path, file->size(), table), absl::OkStatus());
-      if (threads == 1) {
-        first_file = *file;
-        first_blob = index.windows_blob;
-        first_points = index.points;
-      }
-      EXPECT_TRUE(*file == first_file) << "the bytes depend on the thread count";
-      EXPECT_TRUE(index.windows_blob == first_blob) << "the index depends on the thread count";
-      EXPECT_EQ(index.points.size(), first_points.size());
-    }
-    ::unlink(path.c_str());
-  }
-  ::rmdir(dir);
-}
-
-// check_and_index refuses copied deflate bytes that are not what they were
-// taken for: another checksum, another length, or another record count.
-TEST(ParallelDeflater, CheckedCopiesMustBeWhatTheyClaim) {
-  std::string framed;
-  for (int i = 0; i < 5; ++i) AppendFramed(&framed, test::WordsWithRandomRuns(5000, 9 + i));
-  // Raw deflate of the records, ending at a byte boundary (full flush).
-  z_stream z{};
-  ASSERT_EQ(deflateInit2(&z, 6, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY), Z_OK);
-  std::string raw(framed.size() + 1024, '\0');
-  z.next_in = reinterpret_cast<Bytef*>(framed.data());
-  z.avail_in = static_cast<uInt>(framed.size());
-  z.next_out = reinterpret_cast<Bytef*>(raw.data());
-  z.avail_out = static_cast<uInt>(raw.size());
-  ASSERT_EQ(deflate(&z, Z_FULL_FLUSH), Z_OK);
-  raw.resize(raw.size() - z.avail_out);
-  deflateEnd(&z);
-  const auto crc = static_cast<uint32_t>(
-      crc32(0, reinterpret_cast<const Bytef*>(framed.data()), static_cast<uInt>(framed.size())));
-  struct Case {
-    uint64_t length;
-    uint32_t check;
-    uint64_t records;
-    bool good;
-  };
-  for (const Case& c :
-       {Case{framed.size(), crc, 5, true}, Case{framed.size(), crc ^ 1, 5, false},
-        Case{framed.size() - 1, crc, 5, false}, Case{framed.size(), crc, 4, false}}) {
-    std::string out;
-    ParallelDeflater d(Codec::kGzip, 6, 2, "t.gz", [&](absl::string_view b) {
-      out.append(b.data(), b.size());
-      return absl::OkStatus();
-    });
-    d.CheckAndIndex();
-    std::string copy = raw;
-    absl::Status s = d.AddDeflated(&copy, c.length, c.check, c.records);
-    if (s.ok()) s = d.Finish();
-    EXPECT_EQ(s.ok(), c.good) << s << " for " << c.length << " " << c.records;
-    if (c.good) {
-      bool ok = false;
-      EXPECT_TRUE(Inflate(out, 31, &ok) == framed);
-      EXPECT_TRUE(ok);
-    } else {
-      EXPECT_NE(s.message().find("copied block at uncompressed byte 0"), absl::string_view::npos)
-          << s;
-    }
-  }
 }
 
 }  // namespace

@@ -26,25 +26,6 @@
 // slow as they were (docs/bench.md). The bytes do not depend on the number
 // of threads.
 //
-// Checked and indexed (CheckAndIndex; the rewrite of a compressed shard):
-// the worker that deflated a piece inflates it again (ISA-L), from a fresh
-// state primed with the window a reader resuming there would use, and
-// compares the bytes with the piece's input; a copied block (AddDeflated)
-// is inflated the same way, from a window of zeros (it must refer to
-// nothing before it), its CRC-32 / Adler-32, length and framing (whole
-// records, both CRCs of each) checked. A piece that fails stops the
-// deflater before any of its bytes reach the sink. The stream's index
-// follows from the same work: every piece start is a block boundary at a
-// byte boundary (a sync or full flush ends the piece before it), where a
-// reader can resume with the piece's dictionary as its window, made sparse
-// (source/window_use.h) when the piece's check inflate with the sparse
-// window gives the piece's bytes, zeros at a block start or a copied block
-// (nothing before them is referred to). Checkpoints are laid there as
-// source::ScanCompressed lays them (CheckpointDue / CheckpointAllowed at
-// `span`, within kCheckpointBudget of the compressed bytes so far), the
-// windows deflated by ISA-L at level 1 as the scan stores them; the table
-// depends on the bytes alone, not on the threads.
-//
 // Thread-safety: a ParallelDeflater belongs to one thread (its owner), which
 // calls AddBlock and Finish and on which the sink runs; its workers touch
 // only the blocks handed to them (base/parallel.h).
@@ -55,11 +36,9 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "tfrecordfs/source/checkpoints.h"
 #include "tfrecordfs/source/shard_source.h"
 
 namespace tfrecordfs::record {
@@ -77,14 +56,6 @@ inline constexpr size_t kDeflateDictionary = size_t{32} << 10;
 // 32, 3.4-4.6 s in the same interleaved rounds, docs/bench.md).
 inline constexpr int kDefaultMaxThreads = 8;
 inline constexpr size_t kMinPiecesInFlight = 32;
-
-// The index of a stream made with CheckAndIndex: what source::ScanCompressed
-// would give for it (its table's windows in memory).
-struct DeflateIndex {
-  std::vector<source::Checkpoint> points;  // points[0]: the stream start
-  std::string windows_blob;
-  uint64_t data_size = 0;  // uncompressed bytes
-};
 
 class ParallelDeflater {
  public:
@@ -114,17 +85,9 @@ class ParallelDeflater {
   // start, and inflate to `length` bytes whose CRC-32 (GZIP) or Adler-32
   // (ZLIB) is `check` (record/deflate_runs.h finds such runs in a stream).
   // The block before them ends with a full flush; the next block starts
-  // after them as after a full flush. Without CheckAndIndex nothing here
-  // checks them: the caller checks the stream it made.
-  // With CheckAndIndex, the bytes are checked (see the top) and must hold
-  // `records` whole records.
-  absl::Status AddDeflated(std::string* deflated, uint64_t length, uint32_t check,
-                           uint64_t records);
-  // Before the first block: check every piece and make the stream's index
-  // (see the top), checkpoints at most `span` apart where the pieces allow.
-  void CheckAndIndex(uint64_t span = source::kDefaultSpan);
-  // After a successful Finish with CheckAndIndex: the index (taken).
-  DeflateIndex TakeIndex() { return std::move(index_); }
+  // after them as after a full flush. Nothing here checks them: the caller
+  // checks the stream it made (the rewrite inflates it before using it).
+  absl::Status AddDeflated(std::string* deflated, uint64_t length, uint32_t check);
   // Ends the stream (the last block, the trailer) and hands every byte left
   // to the sink. Call once; AddBlock after it fails.
   absl::Status Finish();
@@ -149,22 +112,13 @@ class ParallelDeflater {
   const std::string name_;
   Sink sink_;
   std::unique_ptr<Pipeline> pipe_;
-  // The newest block: deflated once it is known whether it is the last.
-  // Its pieces share it (no copy of each into its own buffer); buffers
-  // whose pieces are all written are reused (pool_).
-  std::shared_ptr<std::string> held_;
-  std::vector<std::shared_ptr<std::string>> pool_;
-  // CheckAndIndex: the index so far, and where its last checkpoint lies.
-  bool check_ = false;
-  uint64_t span_ = source::kDefaultSpan;
-  DeflateIndex index_;
-  uint64_t emitted_ = 0;  // bytes handed to the sink
+  std::string held_;  // the newest block: deflated once it is known whether it is the last
   bool header_written_ = false;
   bool finished_ = false;
   absl::Status status_;
   uint64_t input_ = 0;
   uint64_t written_in_ = 0;  // input bytes of the pieces handed to the sink
-  uint32_t sum_;             // CRC-32 (GZIP) or Adler-32 (ZLIB) of those bytes
+  uint32_t check_;           // CRC-32 (GZIP) or Adler-32 (ZLIB) of those bytes
 };
 
 }  // namespace tfrecordfs::record

@@ -20,7 +20,6 @@
 #include <optional>
 #include <string>
 
-#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "tfrecordfs/base/file.h"
@@ -55,10 +54,6 @@ struct WriterOptions {
   // machine's cores, 1: the writer's thread only). The bytes are the same
   // whatever the count.
   int threads = 0;
-  // GZIP / ZLIB: every piece of the stream checked by the worker that
-  // deflated it, and the stream's index made as it is written
-  // (ParallelDeflater::CheckAndIndex; TakeIndex after Close).
-  bool check_and_index = false;
 };
 
 // Streams framed records to a file descriptor through a buffer.
@@ -90,16 +85,6 @@ class ShardWriter {
   // Close (the rewrite does, repack/rewrite.h).
   absl::Status AppendDeflated(std::string* deflated, uint64_t length, uint32_t check,
                               uint64_t records);
-  // Appends `length` bytes of whole framed records (`records` of them),
-  // which `fill` writes into the room it is given (the caller reads them
-  // there, e.g. with record::ReadRecordInto, which checks both CRCs) and
-  // vouches for: no second framing, no copy. A `fill` that fails appends
-  // nothing and stops the writer with its error.
-  absl::Status AppendFramedWith(uint64_t length, uint64_t records,
-                                absl::FunctionRef<absl::Status(char*)> fill);
-  // With check_and_index, after a successful Close: the compressed
-  // stream's index (taken).
-  DeflateIndex TakeIndex() { return deflater_ ? deflater_->TakeIndex() : DeflateIndex(); }
   // Plain output only: appends `framed`, `records` whole framed records the
   // caller read and checked, as they are: written from the caller's memory
   // in kPlainWriteEvery pieces, no copy into the buffer (what was buffered

@@ -20,13 +20,7 @@
 //      them leaves the shard pending), gets the records
 //      (each kept one read back with both CRCs first) and the shard's
 //      permission bits, is fsync'd and checked as the pack checks its
-//      shards (framing, every CRC, record count, compressed stream); a
-//      GZIP / ZLIB shard is checked as it is written instead: each piece
-//      of its stream inflated back to its input by the worker that
-//      deflated it, copied deflate bytes to their records and checksum
-//      (record/deflate.h CheckAndIndex), then the file read back against
-//      the CRC32C of the bytes the writer wrote; the writer's index of the
-//      stream (checkpoints at piece starts) becomes the new file's index;
+//      shards (framing, every CRC, record count, compressed stream);
 //   3. the deletion list stores the temp file's fingerprint as `rewriting`
 //      (durable), TFDS's dataset_info.json as it must become is written
 //      beside it (tfds_info.h PrepareTfdsInfo), then the temp file is
@@ -60,8 +54,6 @@
 //                            inverted after it is written, before it is
 //                            checked: the check must refuse it (the shard
 //                            stays as it was, its edits pending)
-//   rewrite_flip_compressed_byte  the same for a GZIP / ZLIB shard's temp
-//                            file, in the middle of its compressed bytes
 //
 // Thread-safety: not concurrent with itself on one list.
 #ifndef TFRECORDFS_REPACK_REWRITE_H_

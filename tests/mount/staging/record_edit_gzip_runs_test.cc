@@ -284,54 +284,5 @@ TEST_F(GzipRunsTest, ForeignShardIsIndexedByTheCheckAfterWriteNotWalkedAgain) {
   EXPECT_EQ(WalksOf(again.Stderr(), "a.tfrecord.gz"), 0u) << again.Stderr();
 }
 
-// The check after the write of a GZIP shard gzip wrote (every piece
-// deflated again, each checked by the worker that deflated it) is still a
-// check of the file: a byte of the compressed temp file changed after the
-// write (fault point rewrite_flip_compressed_byte: what a bad disk or a
-// kernel bug would do) fails the commit with the check's reason, said as an
-// internal error; the shard stays byte for byte, its edit pending and
-// shown; a mount without the fault then commits it, read by the
-// independent reader.
-TEST_F(GzipRunsTest, AByteChangedInTheWrittenStreamFailsTheCheckAndKeepsTheShard) {
-  std::vector<size_t> ends;
-  const std::string old_file = Deflate(payloads_, Z_NO_FLUSH, &ends);
-  const std::string shard = s_.src + "/a.tfrecord.gz";
-  WriteWholeFile(shard, old_file);
-  MountConfig c = PackConfig(s_, {s_.src}, "edit");
-  c.fault = "rewrite_flip_compressed_byte";
-  {
-    Mount d(c);
-    ASSERT_EQ(d.Start(), absl::OkStatus());
-    CommandResult edit = RunCommand(
-        {"bash", "-c", absl::StrCat("echo 7000 > ", ShellQuote(s_.mnt + "/a.tfrecord.gz/120/id"))});
-    ASSERT_EQ(edit.exit_code, 0) << edit.err;
-    CommandResult commit = RunCommand({BinaryPath(), "commit", s_.mnt});
-    EXPECT_EQ(commit.exit_code, 1) << commit.out << commit.err;
-    EXPECT_NE(commit.out.find("not rewritten " + shard + ": "), std::string::npos) << commit.out;
-    EXPECT_NE(commit.out.find("check after write failed"), std::string::npos) << commit.out;
-    EXPECT_NE(commit.out.find("an internal error"), std::string::npos) << commit.out;
-    EXPECT_TRUE(ReadWholeFile(shard) == old_file) << "the shard changed";
-    EXPECT_EQ(ListDir(s_.src), std::vector<std::string>{"a.tfrecord.gz"});
-    EXPECT_EQ(ReadWholeFile(s_.mnt + "/a.tfrecord.gz/120/id"), "7000\n");
-    int st = 0;
-    d.TfrUnmount(&st);
-  }
-  EXPECT_TRUE(ReadWholeFile(shard) == old_file) << "the shard changed";
-  c.fault = "";
-  {
-    Mount d(c);
-    ASSERT_EQ(d.Start(), absl::OkStatus());
-    int st = 0;
-    CommandResult un = d.TfrUnmount(&st);
-    EXPECT_EQ(un.exit_code, 0) << un.out << un.err;
-  }
-  std::vector<std::string> expected = {"gzip"};
-  for (int i = 0; i < kShardRecords; ++i) {
-    expected.push_back(
-        Described(i == 120 ? 7000 : i, absl::StrCat("record ", i), absl::StrCat(i, ".5")));
-  }
-  EXPECT_EQ(IndependentRead(shard), expected);
-}
-
 }  // namespace
 }  // namespace tfrecordfs::mount_test::staging_test
