@@ -886,17 +886,25 @@ TEST(WalkBlocksTest, LargeRecordsCostOneReadPerBlockNotPerRecord) {
 // records, the count its records per byte so far predict for the rest of
 // the shard (and 1/32 more); a prediction that turns out short or long still
 // walks every record.
-TEST(WalkReservationTest, EvenRecordsFillOneReservation) {
-  std::vector<size_t> sizes(50000, 84);  // 100-byte records
-  Shard shard = MakeShard(sizes);
+// The walk of `shard` (records of `sizes`), checked to find every record at
+// its offset and the shard's end after the last.
+void WalkEveryRecord(const Shard& shard, const std::vector<size_t>& sizes, WalkResult* walk) {
   CountingSource src(shard.bytes());
   auto w = WalkHeaders(src);
   ASSERT_TRUE(w.ok()) << w.status();
   ASSERT_EQ(w->offsets.size(), sizes.size() + 1);
   for (size_t i = 0; i < sizes.size(); ++i) ASSERT_EQ(w->offsets[i], shard.offset(i)) << i;
   EXPECT_EQ(w->offsets.back(), shard.bytes().size());
+  *walk = *std::move(w);
+}
+
+TEST(WalkReservationTest, EvenRecordsFillOneReservation) {
+  std::vector<size_t> sizes(50000, 84);  // 100-byte records
+  Shard shard = MakeShard(sizes);
+  WalkResult w;
+  ASSERT_NO_FATAL_FAILURE(WalkEveryRecord(shard, sizes, &w));
   // Doubling ends at 65,536 (1.31x); the prediction at 1.03x and 16 more.
-  EXPECT_LE(w->offsets.capacity(), sizes.size() + sizes.size() / 32 + 64);
+  EXPECT_LE(w.offsets.capacity(), sizes.size() + sizes.size() / 32 + 64);
 }
 
 TEST(WalkReservationTest, RecordsThatChangeSizeAreAllFound) {
@@ -917,16 +925,14 @@ TEST(WalkReservationTest, RecordsThatChangeSizeAreAllFound) {
   };
   for (const std::vector<size_t>& sizes : cases) {
     Shard shard = MakeShard(sizes);
-    CountingSource src(shard.bytes());
-    auto w = WalkHeaders(src);
-    ASSERT_TRUE(w.ok()) << w.status();
-    ASSERT_EQ(w->offsets.size(), sizes.size() + 1);
-    for (size_t i = 0; i < sizes.size(); ++i) ASSERT_EQ(w->offsets[i], shard.offset(i)) << i;
-    EXPECT_TRUE(w->problems.empty());
+    WalkResult w;
+    ASSERT_NO_FATAL_FAILURE(WalkEveryRecord(shard, sizes, &w));
+    EXPECT_TRUE(w.problems.empty());
     // At most one offset per 16 bytes (ShardIndex gives an unfilled
     // reservation back).
-    EXPECT_LE(w->offsets.capacity(), 2 * (shard.bytes().size() / kFramingOverhead + 1));
+    EXPECT_LE(w.offsets.capacity(), 2 * (shard.bytes().size() / kFramingOverhead + 1));
     // A walk from the middle (a shard that grew) finds the same records.
+    CountingSource src(shard.bytes());
     auto tail = WalkHeaders(src, shard.offset(2500));
     ASSERT_TRUE(tail.ok()) << tail.status();
     ASSERT_EQ(tail->offsets.size(), sizes.size() - 2500 + 1);
