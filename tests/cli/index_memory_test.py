@@ -29,6 +29,7 @@ import tfrecord_check as tc  # noqa: E402
 from cli_common import BIN, CliTestBase, gen, shards_in  # noqa: E402
 
 BIG = 1_000_000  # records of the measured shard (about 8 MB of offsets)
+FILES = 200_000  # records of the shard whose index file is read (several checkpoints)
 SMALL = 60_000  # records of the baseline shard (past the scan's threaded size too)
 
 
@@ -87,15 +88,12 @@ class GzipIndexBuild(CliTestBase):
         (path,) = shards_in(self.path(name))
         return path
 
-    def setUp(self):
-        super().setUp()
-        self.big = self.shard("big", BIG)
-        self.rss_big = index_peak_rss(self.path("big"), self.path("cache-big"))
-
     def test_index_file_is_the_walk_and_the_same_twice(self):
-        index_peak_rss(self.path("big"), self.path("cache-big-2"))
+        shard = self.shard("files", FILES)
+        index_peak_rss(self.path("files"), self.path("cache-files"))
+        index_peak_rss(self.path("files"), self.path("cache-files-2"))
         # The index file, read by Python alone.
-        got = the_index(self.path("cache-big"))
+        got = the_index(self.path("cache-files"))
         self.assertEqual(got[:8], b"TFRINDEX")
         self.assertEqual(int.from_bytes(got[8:12], "little"), 3)  # the format's version
         self.assertEqual(int.from_bytes(got[12:16], "little") & 3, 1)  # GZIP
@@ -105,23 +103,25 @@ class GzipIndexBuild(CliTestBase):
         self.assertEqual(main_size + windows_size, len(got))
         self.assertEqual(int.from_bytes(got[main_size - 4:main_size], "little"),
                          tc.crc32c(got[:main_size - 4]), "the index's crc32c")
-        with open(self.big, "rb") as f:
+        with open(shard, "rb") as f:
             data = zlib.decompress(f.read(), 16 + zlib.MAX_WBITS)
         self.assertEqual(int.from_bytes(got[72:80], "little"), len(data))  # data_size
         want = record_offsets(data)
-        self.assertEqual(n, BIG)
-        self.assertEqual(len(want), BIG + 1)
+        self.assertEqual(n, FILES)
+        self.assertEqual(len(want), FILES + 1)
         table = got[120:120 + 8 * (n + 1)]
         self.assertTrue(table == b"".join(o.to_bytes(8, "little") for o in want),
                         "the index's offsets are not the records' offsets")
         # Deterministic: a second build writes the same bytes.
-        self.assertTrue(the_index(self.path("cache-big-2")) == got,
+        self.assertTrue(the_index(self.path("cache-files-2")) == got,
                         "two builds wrote different index files")
 
     @unittest.skipIf("ASAN_OPTIONS" in os.environ or "TSAN_OPTIONS" in os.environ,
                      "peak RSS measures glibc's allocator, which a sanitizer replaces (ASan "
                      "quarantines what is freed and adds its shadow memory)")
     def test_build_holds_the_offsets_once(self):
+        self.shard("big", BIG)
+        rss_big = index_peak_rss(self.path("big"), self.path("cache-big"))
         small = self.shard("small", SMALL)
         self.assertEqual(len(tc.read_records(small)), SMALL)  # every record whole
         rss_small = index_peak_rss(self.path("small"), self.path("cache-small"))
@@ -130,12 +130,12 @@ class GzipIndexBuild(CliTestBase):
         # predicted the count reserving 1/32 more), and 4 MiB for what varies
         # (the windows, allocator rounding). Before, the string the file was
         # built in took two more copies of the offsets.
-        print(f"peak RSS of index: {rss_small} B for {SMALL} records, {self.rss_big} B for {BIG}",
+        print(f"peak RSS of index: {rss_small} B for {SMALL} records, {rss_big} B for {BIG}",
               file=sys.stderr)
-        grown = self.rss_big - rss_small
+        grown = rss_big - rss_small
         allowed = 8 * (BIG - SMALL) * 33 // 32 + (4 << 20)
         self.assertLessEqual(
-            grown, allowed, f"index of {BIG} records: peak RSS {self.rss_big} B, {grown} B more "
+            grown, allowed, f"index of {BIG} records: peak RSS {rss_big} B, {grown} B more "
             f"than for {SMALL} records (at most {allowed})")
 
 
