@@ -41,6 +41,7 @@
 // Hand-built protobuf bytes and deflate streams come from src/reference.
 #include <iostream>
 #include <string>
+#include <string_view>
 
 #include "absl/strings/numbers.h"
 #include "commands.h"
@@ -65,11 +66,27 @@ int Main(int argc, char** argv) {
       "       tfrecordfs-gen sequence OUTDIR [--records N]\n"
       "       tfrecordfs-gen ranking OUTDIR [--records N]\n"
       "       tfrecordfs-gen fuzz-seeds OUTDIR\n";
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--help" || std::string_view(argv[i]) == "-h") {
+      std::cout << kUsage;
+      return 0;
+    }
+  }
   if (argc < 3) {
     std::cerr << kUsage;
     return 2;
   }
   const std::string mode = argv[1], dir = argv[2];
+  // An OUTDIR that looks like a flag is a mistake (`sample --records 5`
+  // would otherwise write a dataset into a folder named --records).
+  if (dir.empty() || dir[0] == '-') {
+    std::cerr << "tfrecordfs-gen: OUTDIR '" << dir << "' is empty or starts with '-'\n" << kUsage;
+    return 2;
+  }
+  if ((argc - 3) % 2 != 0) {
+    std::cerr << "tfrecordfs-gen: " << argv[argc - 1] << " needs a value\n" << kUsage;
+    return 2;
+  }
   uint64_t records = 0, shards = 0, bytes = 0;
   bool records_given = false;
   std::string prefix = "data";
